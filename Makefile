@@ -1,0 +1,190 @@
+# spd — the one build entry.  Plain GNU make.
+#   make            build build/spd, build/sandboxd, build/spctl
+#   make check      build and run every test (unit, integration, escape)
+#   make asan       the same under ASan+UBSan, in build-asan/
+#   make fuzz       build the libFuzzer targets (clang) and run each briefly
+#   make bench      run the benchmarks side by side with their baselines
+#   make format     reformat the tree; make format-check fails on a diff
+#   make install PREFIX=/usr/local DESTDIR=
+#   V=1 prints full command lines; CI=true or WERROR=1 makes warnings errors.
+
+BUILD ?= build
+PREFIX ?= /usr/local
+CC ?= cc
+PKG_CONFIG ?= pkg-config
+
+DAEMON_PKGS := libuv jansson sqlite3 libgit2 libsodium
+SBX_PKGS := libseccomp libcap-ng
+TEST_PKGS := check
+ALL_PKGS := $(DAEMON_PKGS) $(SBX_PKGS) $(TEST_PKGS)
+
+# A fresh machine needs no other step: install what pkg-config cannot find.
+ifeq ($(filter clean format format-check help,$(MAKECMDGOALS)),)
+ifneq ($(shell $(PKG_CONFIG) --exists $(ALL_PKGS) 2>/dev/null && echo ok),ok)
+$(info scripts/deps: installing missing dependencies)
+DEPS_RESULT := $(shell ./scripts/deps >&2 && echo ok)
+ifneq ($(DEPS_RESULT),ok)
+$(error scripts/deps failed; install the packages it names and retry)
+endif
+endif
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+WARN := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wformat=2 -Wimplicit-fallthrough -Wcast-qual -Wpointer-arith \
+	-Wno-unused-parameter
+ifneq ($(filter true 1,$(CI) $(WERROR)),)
+WARN += -Werror
+endif
+
+HARDEN := -fstack-protector-strong -fPIE
+HARDEN_LD := -pie -Wl,-z,relro,-z,now,-z,noexecstack
+ifeq ($(SANITIZE),1)
+OPT := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined \
+	-fno-sanitize-recover=undefined
+SAN_LD := -fsanitize=address,undefined
+else
+OPT := -O2 -g -D_FORTIFY_SOURCE=3
+SAN_LD :=
+endif
+
+BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -I. $(OPT) $(WARN) $(HARDEN) -MMD -MP
+DAEMON_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DAEMON_PKGS) 2>/dev/null)
+DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
+SBX_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SBX_PKGS) 2>/dev/null)
+SBX_LIBS := $(shell $(PKG_CONFIG) --libs $(SBX_PKGS) 2>/dev/null)
+TEST_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS) 2>/dev/null)
+TEST_LIBS := $(shell $(PKG_CONFIG) --libs $(TEST_PKGS) 2>/dev/null)
+
+ALL_CFLAGS = $(BASE_CFLAGS) $(DAEMON_CFLAGS) $(SBX_CFLAGS) $(TEST_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(HARDEN_LD) $(SAN_LD) $(LDFLAGS)
+
+# Sources.  Each folder is one library; main.c holds the program's main().
+COMMON_SRC := $(wildcard common/*.c) $(wildcard proto/*.c)
+DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+SBX_SRC := $(filter-out sandboxd/main.c,$(wildcard sandboxd/*.c sandboxd/linux/*.c))
+CLIENT_SRC := $(filter-out client/main.c,$(wildcard client/*.c))
+UNIT_SRC := $(wildcard tests/unit/test_*.c tests/integration/test_*.c)
+HELPER_SRC := $(wildcard tests/helpers/*.c)
+TESTLIB_SRC := $(wildcard tests/lib/*.c)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+BENCH_SRC := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+LIBCOMMON := $(BUILD)/libcommon.a
+LIBDAEMON := $(BUILD)/libdaemon.a
+LIBSBX := $(BUILD)/libsandboxd.a
+LIBCLIENT := $(BUILD)/libclient.a
+LIBTEST := $(BUILD)/libtest.a
+
+PROGS := $(BUILD)/spd $(BUILD)/sandboxd $(BUILD)/spctl
+UNIT_BINS := $(patsubst %.c,$(BUILD)/tests/%,$(notdir $(UNIT_SRC)))
+HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC))
+BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+.PHONY: all check unit asan fuzz bench format format-check install clean help deps
+all: $(PROGS)
+
+# Flag changes trigger a rebuild: the flags are written to a stamp file
+# that every object depends on, rewritten only when they differ.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW := $(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || printf '%s' '$(FLAGS_NOW)' > $(FLAGS_STAMP))
+
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+define ARCHIVE
+$(1): $(call obj,$(2))
+	@mkdir -p $$(dir $$@)
+	$$(if $$(Q),@echo "  AR      $$@")
+	$$(Q)rm -f $$@ && ar rcs $$@ $$^
+endef
+$(eval $(call ARCHIVE,$(LIBCOMMON),$(COMMON_SRC)))
+$(eval $(call ARCHIVE,$(LIBDAEMON),$(DAEMON_SRC)))
+$(eval $(call ARCHIVE,$(LIBSBX),$(SBX_SRC)))
+$(eval $(call ARCHIVE,$(LIBCLIENT),$(CLIENT_SRC)))
+$(eval $(call ARCHIVE,$(LIBTEST),$(TESTLIB_SRC)))
+
+$(BUILD)/spd: $(call obj,daemon/main.c) $(LIBDAEMON) $(LIBCOMMON)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS)
+
+# sandboxd links libc, libseccomp and libcap-ng only (DESIGN.md).
+$(BUILD)/sandboxd: $(call obj,sandboxd/main.c) $(LIBSBX) $(LIBCOMMON)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(SBX_LIBS)
+
+$(BUILD)/spctl: $(call obj,client/main.c) $(LIBCLIENT) $(LIBCOMMON)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null)
+
+TEST_LINK = $(LIBTEST) $(LIBDAEMON) $(LIBSBX) $(LIBCLIENT) $(LIBCOMMON)
+define TESTBIN
+$(BUILD)/tests/$(basename $(notdir $(1))): $(call obj,$(1)) $(TEST_LINK)
+	@mkdir -p $$(dir $$@)
+	$$(if $$(Q),@echo "  LD      $$@")
+	$$(Q)$$(CC) -o $$@ $$^ $$(ALL_LDFLAGS) $$(DAEMON_LIBS) $$(SBX_LIBS) $$(TEST_LIBS)
+endef
+$(foreach t,$(UNIT_SRC),$(eval $(call TESTBIN,$(t))))
+
+$(BUILD)/tests/helpers/%: $(call obj,tests/helpers/%.c) $(LIBCOMMON)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) -lpthread
+
+$(BUILD)/bench/%: $(call obj,bench/%.c) $(TEST_LINK)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS) $(SBX_LIBS) -lm
+
+deps:
+	./scripts/deps
+
+# The whole suite: unit suites, integration tests against a real spd,
+# the escape suite.  tests/run prints one closing "N passed, N failed" line.
+check: deps $(PROGS) $(UNIT_BINS) $(HELPER_BINS)
+	BUILD=$(BUILD) ./tests/run
+
+unit: $(UNIT_BINS)
+	BUILD=$(BUILD) ./tests/run unit
+
+asan:
+	$(MAKE) BUILD=build-asan SANITIZE=1 check
+
+# libFuzzer targets need clang; each is run for a short while on its corpus.
+FUZZ_TIME ?= 20
+fuzz:
+	./tests/fuzz/run $(FUZZ_TIME)
+
+bench: $(PROGS) $(BENCH_BINS) $(HELPER_BINS)
+	BUILD=$(BUILD) ./bench/run
+
+FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_FILES)
+format-check:
+	clang-format --dry-run --Werror $(FORMAT_FILES)
+
+install: $(PROGS)
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/spd
+	install -m 0755 $(BUILD)/spd $(BUILD)/spctl $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BUILD)/sandboxd $(DESTDIR)$(PREFIX)/libexec/spd/
+	install -d $(DESTDIR)$(PREFIX)/lib/systemd/user
+	install -m 0644 systemd/spd.service systemd/spd.socket $(DESTDIR)$(PREFIX)/lib/systemd/user/ 2>/dev/null || true
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+help:
+	@sed -n '2,10p' Makefile
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

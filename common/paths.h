@@ -1,0 +1,41 @@
+/*
+ * Where spd keeps things (DESIGN.md, "Files"), resolved from the
+ * environment, and the checks that keep those directories private.
+ */
+#ifndef SPD_COMMON_PATHS_H
+#define SPD_COMMON_PATHS_H
+
+struct spd_paths {
+	char *config_dir;  /* $SPD_CONFIG_DIR, $XDG_CONFIG_HOME/spd, ~/.config/spd */
+	char *state_dir;   /* $SPD_STATE_DIR, $XDG_STATE_HOME/spd, ~/.local/state/spd */
+	char *runtime_dir; /* $SPD_RUNTIME_DIR, $XDG_RUNTIME_DIR/spd, /tmp/spd-$UID */
+	char *socket_path; /* runtime_dir/spd.sock */
+	char *pid_path;    /* runtime_dir/spd.pid */
+	char *token_path;  /* config_dir/operator.token */
+	char *env_path;    /* config_dir/environment */
+	char *conf_path;   /* config_dir/spd.conf */
+	char *journal_path; /* state_dir/journal.db */
+	char *log_path;    /* state_dir/spd.log */
+};
+
+/*
+ * Fill *ret from the environment.  Returns 0, -ENOENT when no home
+ * directory can be found for a default, or -ENOMEM.  Free with
+ * paths_free(), which accepts a zeroed or partly filled struct.
+ */
+int paths_resolve(struct spd_paths *ret);
+void paths_free(struct spd_paths *p);
+
+/*
+ * Create dir (and missing parents, 0700) and check that it is a real
+ * directory owned by the effective uid with no group or other access.
+ * Returns 0; -ENOTDIR for a symlink or non-directory; -EPERM when owned by
+ * another user; -EACCES when its mode is looser than 0700; or -errno.
+ * A directory spd did not make is never chmod-ed behind the operator's back.
+ */
+int paths_ensure_private_dir(const char *dir);
+
+/* Join a and b with one '/'.  Returns a new string or NULL. */
+char *paths_join(const char *a, const char *b);
+
+#endif

@@ -1,0 +1,92 @@
+#include <string.h>
+
+#include "rpc.h"
+#include "../common/util.h"
+
+static const struct {
+	const char *code;
+	int number;
+} errors[] = {
+#define SPD_ERROR(id, code, num) [RPC_E_##id] = { code, num },
+#define SPD_METHOD(id, name, who)
+#define SPD_PARAM(m, name, kind, req)
+#include "rpc.def"
+#undef SPD_ERROR
+#undef SPD_METHOD
+#undef SPD_PARAM
+};
+
+static const struct {
+	const char *name;
+	enum rpc_who who;
+} methods[] = {
+#define SPD_ERROR(id, code, num)
+#define SPD_METHOD(id, name, who) [RPC_M_##id] = { name, RPC_WHO_##who },
+#define SPD_PARAM(m, name, kind, req)
+#include "rpc.def"
+#undef SPD_ERROR
+#undef SPD_METHOD
+#undef SPD_PARAM
+};
+
+/* Grouped by method because rpc.def lists them that way; checked by the
+ * unit test so that a misplaced line is caught. */
+static const struct rpc_param_def params[] = {
+#define SPD_ERROR(id, code, num)
+#define SPD_METHOD(id, name, who)
+#define SPD_PARAM(m, n, k, r) { RPC_M_##m, n, RPC_KIND_##k, r },
+#include "rpc.def"
+#undef SPD_ERROR
+#undef SPD_METHOD
+#undef SPD_PARAM
+};
+
+const char *rpc_error_code(enum rpc_error e)
+{
+	if ((unsigned)e >= ARRAY_SIZE(errors))
+		return "INTERNAL";
+	return errors[e].code;
+}
+
+int rpc_error_number(enum rpc_error e)
+{
+	if ((unsigned)e >= ARRAY_SIZE(errors))
+		return -32603;
+	return errors[e].number;
+}
+
+const char *rpc_method_name(enum rpc_method m)
+{
+	if ((unsigned)m >= ARRAY_SIZE(methods))
+		return NULL;
+	return methods[m].name;
+}
+
+enum rpc_who rpc_method_who(enum rpc_method m)
+{
+	if ((unsigned)m >= ARRAY_SIZE(methods))
+		return RPC_WHO_OPERATOR;
+	return methods[m].who;
+}
+
+int rpc_method_lookup(const char *name)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(methods); i++)
+		if (strcmp(methods[i].name, name) == 0)
+			return (int)i;
+	return -1;
+}
+
+size_t rpc_method_params(enum rpc_method m,
+			 const struct rpc_param_def **ret_defs)
+{
+	size_t i = 0, n = 0;
+
+	while (i < ARRAY_SIZE(params) && params[i].method != m)
+		i++;
+	while (i + n < ARRAY_SIZE(params) && params[i + n].method == m)
+		n++;
+	if (n > 0)
+		*ret_defs = &params[i];
+	return n;
+}

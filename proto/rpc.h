@@ -1,0 +1,70 @@
+/*
+ * The client protocol (JSON-RPC 2.0 over NDJSON): method names, who may
+ * call each, their parameters, and the error codes.  The single source of
+ * truth is proto/rpc.def; spd, spctl and the tests all use these tables.
+ */
+#ifndef SPD_PROTO_RPC_H
+#define SPD_PROTO_RPC_H
+
+#include <stddef.h>
+
+/* A frame (one request line) may be at most this long: a bigger one is a
+ * client bug or an attack on spd's memory, and ends the connection. */
+#define RPC_FRAME_MAX (1024 * 1024)
+
+enum rpc_error {
+#define SPD_ERROR(id, code, num) RPC_E_##id,
+#define SPD_METHOD(id, name, who)
+#define SPD_PARAM(m, name, kind, req)
+#include "rpc.def"
+#undef SPD_ERROR
+#undef SPD_METHOD
+#undef SPD_PARAM
+	RPC_E__COUNT
+};
+
+enum rpc_method {
+#define SPD_ERROR(id, code, num)
+#define SPD_METHOD(id, name, who) RPC_M_##id,
+#define SPD_PARAM(m, name, kind, req)
+#include "rpc.def"
+#undef SPD_ERROR
+#undef SPD_METHOD
+#undef SPD_PARAM
+	RPC_M__COUNT
+};
+
+enum rpc_who { RPC_WHO_OPERATOR, RPC_WHO_AGENT };
+enum rpc_kind {
+	RPC_KIND_STRING,
+	RPC_KIND_INTEGER,
+	RPC_KIND_BOOLEAN,
+	RPC_KIND_ARRAY,
+	RPC_KIND_OBJECT
+};
+
+struct rpc_param_def {
+	enum rpc_method method;
+	const char *name;
+	enum rpc_kind kind;
+	int required;
+};
+
+/* Symbolic code ("BAD-REQUEST") of an error; never NULL for a valid enum. */
+const char *rpc_error_code(enum rpc_error e);
+/* JSON-RPC numeric code of an error. */
+int rpc_error_number(enum rpc_error e);
+/* Method name for an enum value; NULL when out of range. */
+const char *rpc_method_name(enum rpc_method m);
+/* Who may call a method. */
+enum rpc_who rpc_method_who(enum rpc_method m);
+/* Look up a method by name: returns its enum or -1 when unknown. */
+int rpc_method_lookup(const char *name);
+/*
+ * The parameter table for a method: stores its first entry in *ret_defs
+ * and returns how many there are (0 when the method takes none).
+ */
+size_t rpc_method_params(enum rpc_method m,
+			 const struct rpc_param_def **ret_defs);
+
+#endif

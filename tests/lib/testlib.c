@@ -1,0 +1,147 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testlib.h"
+#include "common/buf.h"
+#include "common/paths.h"
+
+char *test_tmpdir(const char *tag)
+{
+	const char *base = getenv("TMPDIR");
+	char *tmpl;
+
+	if (!base || !*base)
+		base = "/tmp";
+	if (asprintf(&tmpl, "%s/spd-test-%s-XXXXXX", base, tag) < 0)
+		ck_abort_msg("asprintf");
+	if (!mkdtemp(tmpl))
+		ck_abort_msg("mkdtemp: %s", strerror(errno));
+	return tmpl;
+}
+
+void test_rmrf(const char *path)
+{
+	char *argv[] = {"rm", "-rf", (char *)path, NULL};
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		execvp("rm", argv);
+		_exit(127);
+	}
+	if (pid > 0)
+		waitpid(pid, NULL, 0);
+}
+
+void test_write_file(const char *path, const char *content)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	size_t n = strlen(content);
+
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	ck_assert_int_eq(write(fd, content, n), (ssize_t)n);
+	close(fd);
+}
+
+char *test_read_file(const char *path)
+{
+	struct buf b = BUF_INIT;
+	char tmp[4096];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return NULL;
+	while ((n = read(fd, tmp, sizeof(tmp))) > 0)
+		buf_append(&b, tmp, (size_t)n);
+	close(fd);
+	if (!b.data)
+		return strdup("");
+	return b.data;
+}
+
+int test_run(char *const argv[], char *const extra_env[], char **ret_out,
+	     char **ret_err)
+{
+	int po[2], pe[2], status;
+	struct buf out = BUF_INIT, err = BUF_INIT;
+	pid_t pid;
+
+	if (pipe2(po, O_CLOEXEC) < 0 || pipe2(pe, O_CLOEXEC) < 0)
+		return -1;
+	pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		dup2(po[1], 1);
+		dup2(pe[1], 2);
+		if (extra_env)
+			for (size_t i = 0; extra_env[i]; i++)
+				putenv(extra_env[i]);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(po[1]);
+	close(pe[1]);
+	struct pollfd pfd[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
+	int open_fds = 2;
+	while (open_fds > 0) {
+		if (poll(pfd, 2, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		for (int i = 0; i < 2; i++) {
+			char tmp[8192];
+			ssize_t n;
+
+			if (pfd[i].fd < 0 || !pfd[i].revents)
+				continue;
+			n = read(pfd[i].fd, tmp, sizeof(tmp));
+			if (n <= 0) {
+				close(pfd[i].fd);
+				pfd[i].fd = -1;
+				open_fds--;
+				continue;
+			}
+			buf_append(i == 0 ? &out : &err, tmp, (size_t)n);
+		}
+	}
+	if (waitpid(pid, &status, 0) < 0)
+		status = -1;
+	if (ret_out)
+		*ret_out = out.data ? out.data : strdup("");
+	else
+		buf_free(&out);
+	if (ret_err)
+		*ret_err = err.data ? err.data : strdup("");
+	else
+		buf_free(&err);
+	return status;
+}
+
+const char *test_build_dir(void)
+{
+	static char dir[PATH_MAX];
+	const char *b;
+
+	if (dir[0])
+		return dir;
+	b = getenv("BUILD");
+	if (!b || !*b)
+		b = "build";
+	if (!realpath(b, dir))
+		snprintf(dir, sizeof(dir), "%s", b);
+	return dir;
+}
+
+char *test_prog(const char *name)
+{
+	return paths_join(test_build_dir(), name);
+}

@@ -1,0 +1,49 @@
+/*
+ * Helpers for the Check suites: skipping with a reason, temporary
+ * directories, and running a program to capture its output.
+ */
+#ifndef SPD_TESTLIB_H
+#define SPD_TESTLIB_H
+
+#include <check.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+/*
+ * Skip the current test, saying why.  tests/run counts lines starting
+ * with "SKIP: " so a missing kernel feature is reported, never silently
+ * passed.  Use only at the top level of a START_TEST body.
+ */
+#define TEST_SKIP(...)                                                         \
+	do {                                                                   \
+		printf("SKIP: %s: ", __func__);                                \
+		printf(__VA_ARGS__);                                           \
+		printf("\n");                                                  \
+		fflush(stdout);                                                \
+		return;                                                        \
+	} while (0)
+
+/* Make a fresh directory under $TMPDIR (or /tmp), mode 0700.  Returns a
+ * malloc'd path; aborts the test on failure. */
+char *test_tmpdir(const char *tag);
+/* rm -rf path.  Ignores errors. */
+void test_rmrf(const char *path);
+/* Write a whole file (mode 0600).  Aborts the test on failure. */
+void test_write_file(const char *path, const char *content);
+/* Read a whole file; returns malloc'd NUL-terminated text or NULL. */
+char *test_read_file(const char *path);
+/*
+ * Run argv (argv[0] searched in PATH) with the current environment plus
+ * the NULL-terminated "NAME=value" list extra (may be NULL); capture
+ * stdout and stderr into malloc'd strings (either pointer may be NULL).
+ * Returns the exit status as from waitpid, or -1.
+ */
+int test_run(char *const argv[], char *const extra_env[], char **ret_out,
+	     char **ret_err);
+/* Directory of the build (the BUILD env var, default "build"), absolute. */
+const char *test_build_dir(void);
+/* Absolute path of a built program, e.g. test_prog("spd"). Static buffer
+ * per call site is not used: returns malloc'd memory. */
+char *test_prog(const char *name);
+
+#endif

@@ -1,0 +1,105 @@
+/* Unit tests for common/: buffers, UTF-8 validation, paths; and proto/. */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "tests/lib/testlib.h"
+#include "common/buf.h"
+#include "common/paths.h"
+#include "common/utf8.h"
+#include "proto/rpc.h"
+
+START_TEST(test_buf)
+{
+	struct buf b = BUF_INIT;
+
+	for (int i = 0; i < 1000; i++)
+		ck_assert_int_eq(buf_printf(&b, "%d,", i), 0);
+	ck_assert(strncmp(b.data, "0,1,2,", 6) == 0);
+	buf_consume(&b, 2);
+	ck_assert(strncmp(b.data, "1,2,", 4) == 0);
+	buf_consume(&b, b.len + 5);
+	ck_assert_uint_eq(b.len, 0);
+	buf_free(&b);
+	buf_free(&b);
+}
+END_TEST
+
+START_TEST(test_utf8)
+{
+	ck_assert(utf8_valid("plain", 5));
+	ck_assert(utf8_valid("\xc3\xa9t\xc3\xa9", 5));
+	ck_assert(utf8_valid("\xf0\x9f\x98\x80", 4));
+	ck_assert(!utf8_valid("\xc3", 1));               /* truncated */
+	ck_assert(!utf8_valid("\xc0\xaf", 2));           /* overlong '/' */
+	ck_assert(!utf8_valid("\xe0\x80\xaf", 3));       /* overlong */
+	ck_assert(!utf8_valid("\xed\xa0\x80", 3));       /* surrogate */
+	ck_assert(!utf8_valid("\xf4\x90\x80\x80", 4));   /* > U+10FFFF */
+	ck_assert(!utf8_valid("\xff", 1));
+	ck_assert(!utf8_valid("a\x80", 2));
+}
+END_TEST
+
+START_TEST(test_private_dir)
+{
+	char *d = test_tmpdir("paths");
+	char *sub = paths_join(d, "a/b/c");
+
+	ck_assert_int_eq(paths_ensure_private_dir(sub), 0);
+	ck_assert_int_eq(paths_ensure_private_dir(sub), 0);
+	chmod(sub, 0755);
+	ck_assert_int_eq(paths_ensure_private_dir(sub), -EACCES);
+	char *link = paths_join(d, "link");
+	ck_assert_int_eq(symlink(sub, link), 0);
+	ck_assert_int_eq(paths_ensure_private_dir(link), -ENOTDIR);
+	test_rmrf(d);
+	free(link);
+	free(sub);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_proto_tables)
+{
+	const struct rpc_param_def *defs;
+	size_t n;
+
+	ck_assert_str_eq(rpc_error_code(RPC_E_FRAME_TOO_LARGE),
+			 "FRAME-TOO-LARGE");
+	ck_assert_int_eq(rpc_error_number(RPC_E_PARSE), -32700);
+	ck_assert_int_eq(rpc_method_lookup("daemon.ping"), RPC_M_DAEMON_PING);
+	ck_assert_int_eq(rpc_method_lookup("nope"), -1);
+	/* Every method's parameters are contiguous in rpc.def. */
+	size_t total = 0;
+	for (int m = 0; m < RPC_M__COUNT; m++) {
+		n = rpc_method_params((enum rpc_method)m, &defs);
+		for (size_t i = 0; i < n; i++)
+			ck_assert_int_eq(defs[i].method, m);
+		total += n;
+	}
+	ck_assert_uint_gt(total, 10);
+	n = rpc_method_params(RPC_M_CMD_RUN, &defs);
+	ck_assert_uint_gt(n, 2);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("common");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, test_buf);
+	tcase_add_test(tc, test_utf8);
+	tcase_add_test(tc, test_private_dir);
+	tcase_add_test(tc, test_proto_tables);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
