@@ -1,0 +1,116 @@
+/*
+ * The kernel confinement layers sandboxd applies to every run on Linux,
+ * each behind a small function so that spawn.c reads as a list of steps:
+ *
+ *   parent (sandboxd, before fork):  sbx_seccomp_build()
+ *   child, after the mount plan:     sbx_landlock_apply(), no_new_privs,
+ *                                    sbx_caps_drop_all(), sbx_seccomp_load()
+ *
+ * Everything called in the child is async-signal-safe: no malloc, no
+ * stdio, no locks (the child of a fork may only do that much).
+ */
+#ifndef SPD_SANDBOXD_LINUX_LAYERS_H
+#define SPD_SANDBOXD_LINUX_LAYERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct sock_fprog;
+
+/* Network modes (DESIGN.md): none, a private loopback, the host's network. */
+enum sbx_net { SBX_NET_NONE = 0, SBX_NET_LOOPBACK = 1, SBX_NET_HOST = 2 };
+
+/* ---- Landlock ---------------------------------------------------------- */
+
+/* How many paths a plan may name: a named limit so the child can use
+ * fixed arrays; a plan with more is refused before fork. */
+#define SBX_LANDLOCK_MAX_PATHS 128
+
+struct sbx_landlock_plan {
+	/* NULL-terminated lists of absolute paths as seen inside the run.
+	 * read: read files, list directories, execute.
+	 * write: everything Landlock can grant (including REFER, TRUNCATE,
+	 * IOCTL_DEV where the ABI has them), below that path.
+	 * Paths that do not exist are skipped. */
+	const char *const *read_paths;
+	const char *const *write_paths;
+	/* NONE: no TCP bind or connect (ABI 4+); LOOPBACK and HOST: allowed
+	 * (the network namespace bounds loopback). */
+	enum sbx_net net;
+	/* Scope abstract Unix sockets and signals to the run (ABI 6+). */
+	bool scope;
+};
+
+/* The Landlock ABI version the kernel offers; 0 when Landlock is absent or
+ * disabled.  Safe anywhere. */
+int sbx_landlock_abi(void);
+
+/*
+ * Restrict the calling process (and its future children) to the plan, at
+ * the highest ABI the kernel offers.  Requires no_new_privs or
+ * CAP_SYS_ADMIN in the current user namespace.  Returns the ABI applied
+ * (> 0), or -errno (-EOPNOTSUPP when Landlock is absent).
+ * Async-signal-safe.
+ */
+int sbx_landlock_apply(const struct sbx_landlock_plan *plan);
+
+/* ---- seccomp ----------------------------------------------------------- */
+
+/*
+ * Build, in sandboxd before any fork, the BPF syscall filter for a network
+ * mode with libseccomp: refuses namespace creation and joining (clone and
+ * clone3 with namespace flags, clone3 as ENOSYS), the mount family and the
+ * new mount API, keyctl/add_key/request_key, bpf, ptrace,
+ * process_vm_readv/writev, perf_event_open, io_uring_*, userfaultfd, kexec
+ * and module loading, TIOCSTI/TIOCLINUX whatever the upper 32 bits,
+ * socket families other than AF_UNIX and (unless net == NONE) AF_INET and
+ * AF_INET6, and the 32-bit compat entry points.  On success fills *ret
+ * (ret->filter is malloc'd; free with sbx_seccomp_free) and returns 0;
+ * -errno otherwise.
+ */
+int sbx_seccomp_build(enum sbx_net net, struct sock_fprog *ret);
+void sbx_seccomp_free(struct sock_fprog *prog);
+
+/* Load a program built by sbx_seccomp_build into the calling process.
+ * Needs no_new_privs.  Async-signal-safe.  Returns 0 or -errno. */
+int sbx_seccomp_load(const struct sock_fprog *prog);
+
+/* ---- capabilities ------------------------------------------------------ */
+
+/*
+ * Drop every capability from every set (effective, permitted,
+ * inheritable, ambient, bounding) with libcap-ng, then read them back.
+ * Returns 0, or -EPERM if any capability survived.  Async-signal-safe in
+ * practice (libcap-ng keeps static state and does not allocate here).
+ */
+int sbx_caps_drop_all(void);
+
+/* ---- probing (spctl doctor, daemon.status, mode=required) ------------- */
+
+#define SBX_WHY_MAX 240
+
+struct sbx_layers {
+	bool userns;           /* a user namespace can be created by us */
+	char userns_why[SBX_WHY_MAX]; /* when not: the cause and the fix */
+	int landlock_abi;      /* 0 when absent */
+	char landlock_why[SBX_WHY_MAX];
+	bool seccomp;          /* seccomp filters can be loaded */
+	char seccomp_why[SBX_WHY_MAX];
+	bool cgroup2;          /* cgroup v2 is mounted at /sys/fs/cgroup */
+	char cgroup2_why[SBX_WHY_MAX];
+	bool tiocsti_disabled; /* dev.tty.legacy_tiocsti = 0 (or absent) */
+	char tiocsti_why[SBX_WHY_MAX];
+	bool idmap_mounts;     /* mount_setattr(MOUNT_ATTR_IDMAP) works */
+	char idmap_why[SBX_WHY_MAX];
+};
+
+/*
+ * Probe what this kernel and host let sandboxd do, without side effects
+ * on the caller (probes run in short-lived children).  Fills *ret; every
+ * missing layer gets one actionable sentence in its *_why field.
+ * Returns 0 or -errno.  Not async-signal-safe (call in sandboxd only).
+ */
+int sbx_probe_layers(struct sbx_layers *ret);
+
+#endif
