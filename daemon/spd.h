@@ -1,0 +1,53 @@
+/*
+ * The daemon's state: one struct spd per process, owned by main.c and
+ * reachable from every call (rpc_call_spd).  Modules keep their own
+ * state behind their own pointers here.
+ */
+#ifndef SPD_DAEMON_SPD_H
+#define SPD_DAEMON_SPD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "common/paths.h"
+
+struct journal;
+struct sbx;
+struct server;
+struct session_store;
+struct redact_set;
+struct approvals;
+
+/* Sandbox mode: required refuses a run that cannot get every layer
+ * (SANDBOX-UNAVAILABLE); best-effort runs it and says what is missing. */
+enum spd_sandbox_mode { SPD_SANDBOX_REQUIRED, SPD_SANDBOX_BEST_EFFORT };
+
+struct spd_config {
+	enum spd_sandbox_mode sandbox_mode;
+	uid_t run_uid; /* when spd runs as root: the unprivileged run uid */
+	gid_t run_gid;
+	char **writable; /* extra writable paths the operator lists */
+	size_t output_cap;
+	uint32_t default_timeout_ms;
+};
+
+struct spd {
+	uv_loop_t *loop;
+	struct spd_paths paths;
+	struct spd_config config;
+	char operator_token[65]; /* hex, NUL-terminated */
+	struct journal *journal;
+	struct sbx *sbx;
+	struct server *server;
+	struct session_store *sessions;
+	struct redact_set *redact; /* known secrets; may be NULL */
+	struct approvals *approvals;
+	char *sandboxd_path;
+	uint64_t started_us;
+	bool foreground;
+	bool stopping;
+};
+
+#endif
