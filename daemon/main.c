@@ -1,6 +1,361 @@
+/*
+ * spd — the broker daemon.  Start-up order matters: directories and the
+ * pid-file lock first (so two spds never share a runtime dir), then the
+ * operator token, the journal, the sandbox spawner and last the socket, so
+ * that nothing is accepted before everything it needs is up.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
-int main(void)
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "daemon/auth.h"
+#include "daemon/config.h"
+#include "daemon/journal.h"
+#include "daemon/log.h"
+#include "daemon/modules.h"
+#include "daemon/server.h"
+#include "daemon/spd.h"
+#include "common/paths.h"
+#include "common/util.h"
+
+static struct spd spd;
+static uv_signal_t sig_term, sig_int;
+static int ready_fd = -1;
+static int exit_code;
+
+static void usage(FILE *f)
 {
-	puts("spd: not yet");
-	return 1;
+	fprintf(f,
+		"usage: spd [--foreground] [--sandboxd PATH]\n"
+		"       spd --version | --help\n"
+		"\n"
+		"The spd broker daemon: owns provider keys, policy, sessions and\n"
+		"the journal, and runs every command an agent asks for in the\n"
+		"sandbox.  Clients (spctl) talk to it over a Unix socket.\n"
+		"\n"
+		"  --foreground   stay attached; log to stderr (systemd, tests)\n"
+		"                 otherwise spd detaches once it is ready and\n"
+		"                 logs to $SPD_STATE_DIR/spd.log\n"
+		"  --sandboxd P   the sandboxd binary (default: next to spd)\n"
+		"\n"
+		"Directories (environment): SPD_CONFIG_DIR, SPD_STATE_DIR,\n"
+		"SPD_RUNTIME_DIR; defaults under XDG_CONFIG_HOME, XDG_STATE_HOME,\n"
+		"XDG_RUNTIME_DIR (else /tmp/spd-$UID).\n");
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "spd: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (ready_fd >= 0) {
+		/* Tell a waiting parent we failed; it prints nothing more. */
+		ssize_t w = write(ready_fd, "F", 1);
+		(void)w;
+	}
+	exit(1);
+}
+
+static void dir_or_die(const char *what, const char *dir)
+{
+	int r = paths_ensure_private_dir(dir);
+
+	if (r == -EPERM)
+		die("%s directory %s is owned by another user; refusing to use "
+		    "it",
+		    what, dir);
+	if (r == -EACCES)
+		die("%s directory %s is accessible to other users (mode must be "
+		    "0700); fix it with: chmod 700 %s",
+		    what, dir, dir);
+	if (r == -ENOTDIR)
+		die("%s directory %s is not a directory (or is a symlink)",
+		    what, dir);
+	if (r < 0)
+		die("cannot create %s directory %s: %s", what, dir,
+		    strerror(-r));
+}
+
+/* The pid-file lock: held for spd's lifetime.  flock() is released by
+ * the kernel when spd dies however it dies, so a crash never leaves a
+ * lock that blocks the next start. */
+static int take_pid_lock(const char *path)
+{
+	char buf[32];
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	ssize_t n;
+
+	if (fd < 0)
+		die("cannot open pid file %s: %s", path, strerror(errno));
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		n = pread(fd, buf, sizeof(buf) - 1, 0);
+		buf[n > 0 ? n : 0] = '\0';
+		buf[strcspn(buf, "\n")] = '\0';
+		die("another spd (pid %s) is already running on %s",
+		    buf[0] ? buf : "?", spd.paths.runtime_dir);
+	}
+	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n)
+		die("cannot write pid file %s: %s", path, strerror(errno));
+	return fd;
+}
+
+static char *find_sandboxd(void)
+{
+	char self[PATH_MAX], *slash, *p;
+	const char *env = getenv("SPD_SANDBOXD");
+	ssize_t n;
+
+	if (env && env[0] == '/')
+		return strdup(env);
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			p = paths_join(self, "sandboxd");
+			if (p && access(p, X_OK) == 0)
+				return p;
+			free(p);
+			/* Installed layout: PREFIX/bin/spd and
+			 * PREFIX/libexec/spd/sandboxd. */
+			p = paths_join(self, "../libexec/spd/sandboxd");
+			if (p && access(p, X_OK) == 0)
+				return p;
+			free(p);
+		}
+	}
+	return NULL;
+}
+
+static void on_journal_committed(void *data, const struct journal_event *evs,
+				 size_t n)
+{
+	struct spd *s = data;
+
+	server_journal_committed(s->server, evs, n);
+}
+
+/* ---- shutdown: server, then modules, then the journal --------------- */
+
+static void on_signal_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
+static void on_journal_closed(void *data, int err)
+{
+	if (err < 0) {
+		log_error("journal: rows could not be written: %s",
+			  strerror(-err));
+		exit_code = 1;
+	}
+	spd.journal = NULL;
+	uv_close((uv_handle_t *)&sig_term, on_signal_closed);
+	uv_close((uv_handle_t *)&sig_int, on_signal_closed);
+}
+
+static void on_modules_closed(void *data)
+{
+	journal_close(spd.journal, on_journal_closed, NULL);
+}
+
+static void on_server_closed(void *data)
+{
+	spd.server = NULL;
+	unlink(spd.paths.socket_path);
+	modules_close(&spd, on_modules_closed, NULL);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	if (spd.stopping)
+		return;
+	spd.stopping = true;
+	log_info("signal %d: stopping", signum);
+	journal_append(spd.journal, NULL, "spd", "daemon.stop",
+		       signum == SIGTERM ? "stopping on SIGTERM"
+					 : "stopping on SIGINT",
+		       NULL);
+	server_close(spd.server, on_server_closed, NULL);
+}
+
+/* Detach: the parent waits until the child is listening (or failed), so
+ * `spd` returning 0 means the daemon answers. */
+static void daemonize(void)
+{
+	int p[2];
+	pid_t pid;
+	char c = 0;
+
+	if (pipe2(p, O_CLOEXEC) < 0)
+		die("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid > 0) {
+		close(p[1]);
+		if (read(p[0], &c, 1) != 1 || c != 'R')
+			_exit(1);
+		_exit(0);
+	}
+	close(p[0]);
+	ready_fd = p[1];
+	if (setsid() < 0)
+		die("setsid: %s", strerror(errno));
+}
+
+static int listen_fd_from_systemd(void)
+{
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+
+	if (!pid || !fds || atoi(pid) != (int)getpid() || atoi(fds) < 1)
+		return -1;
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+	return 3; /* SD_LISTEN_FDS_START */
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"foreground", no_argument, NULL, 'f'},
+		{"sandboxd", required_argument, NULL, 's'},
+		{"version", no_argument, NULL, 'V'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	char errbuf[512] = "";
+	int c, r, pidfd, listen_fd;
+	uv_loop_t loop;
+
+	while ((c = getopt_long(argc, argv, "fhV", opts, NULL)) != -1) {
+		switch (c) {
+		case 'f':
+			spd.foreground = true;
+			break;
+		case 's':
+			spd.sandboxd_path = strdup(optarg);
+			break;
+		case 'V':
+			printf("spd %s\n", SPD_VERSION);
+			return 0;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		usage(stderr);
+		return 2;
+	}
+	umask(077);
+	signal(SIGPIPE, SIG_IGN);
+	listen_fd = listen_fd_from_systemd();
+
+	r = paths_resolve(&spd.paths);
+	if (r < 0)
+		die("cannot find the home directory for default paths; set "
+		    "SPD_CONFIG_DIR, SPD_STATE_DIR and SPD_RUNTIME_DIR");
+	dir_or_die("config", spd.paths.config_dir);
+	dir_or_die("state", spd.paths.state_dir);
+	dir_or_die("runtime", spd.paths.runtime_dir);
+	if (config_load(spd.paths.conf_path, &spd.config, errbuf,
+			sizeof(errbuf)) < 0)
+		die("%s", errbuf);
+	if (!spd.foreground)
+		daemonize();
+	pidfd = take_pid_lock(spd.paths.pid_path);
+	r = auth_load_or_create_token(spd.paths.token_path, spd.operator_token);
+	if (r == -EPERM)
+		die("operator token %s must be a regular file owned by you with "
+		    "mode 0600",
+		    spd.paths.token_path);
+	if (r < 0)
+		die("operator token %s: %s", spd.paths.token_path,
+		    strerror(-r));
+	if (!spd.sandboxd_path)
+		spd.sandboxd_path = find_sandboxd();
+	if (!spd.foreground) {
+		r = log_open(spd.paths.log_path);
+		if (r < 0)
+			die("cannot open log %s: %s", spd.paths.log_path,
+			    strerror(-r));
+	}
+
+	uv_loop_init(&loop);
+	spd.loop = &loop;
+	spd.started_us = uv_hrtime() / 1000;
+	r = journal_open(&loop, spd.paths.journal_path, &spd.journal);
+	if (r == -SPD_ECORRUPT)
+		die("journal %s does not match its recorded head (tampered or "
+		    "truncated); run `spctl journal verify --offline` and move "
+		    "it aside",
+		    spd.paths.journal_path);
+	if (r < 0)
+		die("cannot open journal %s: %s", spd.paths.journal_path,
+		    strerror(-r));
+	journal_set_commit_cb(spd.journal, on_journal_committed, &spd);
+	r = modules_start(&spd, errbuf, sizeof(errbuf));
+	if (r < 0)
+		die("%s", errbuf);
+	r = server_start(&spd, spd.paths.socket_path, listen_fd, &spd.server);
+	if (r < 0)
+		die("cannot listen on %s: %s", spd.paths.socket_path,
+		    uv_strerror(r));
+	uv_signal_init(&loop, &sig_term);
+	uv_signal_init(&loop, &sig_int);
+	uv_signal_start(&sig_term, on_signal, SIGTERM);
+	uv_signal_start(&sig_int, on_signal, SIGINT);
+	journal_append(spd.journal, NULL, "spd", "daemon.start",
+		       "spd " SPD_VERSION " started", NULL);
+	log_info("spd %s listening on %s (pid %d)", SPD_VERSION,
+		 spd.paths.socket_path, (int)getpid());
+
+	if (ready_fd >= 0) {
+		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+		ssize_t w = write(ready_fd, "R", 1);
+
+		(void)w;
+		close(ready_fd);
+		ready_fd = -1;
+		if (devnull >= 0) {
+			dup2(devnull, 0);
+			dup2(devnull, 1);
+			dup2(devnull, 2);
+			close(devnull);
+		}
+	}
+
+	uv_run(&loop, UV_RUN_DEFAULT);
+	r = uv_loop_close(&loop);
+	if (r != 0)
+		log_warn("loop closed with handles open: %s", uv_strerror(r));
+	unlink(spd.paths.pid_path);
+	close(pidfd);
+	log_info("stopped");
+	config_free(&spd.config);
+	paths_free(&spd.paths);
+	free(spd.sandboxd_path);
+	return exit_code;
 }

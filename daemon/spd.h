@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <jansson.h>
 #include <uv.h>
 
 #include "common/paths.h"
@@ -44,6 +45,12 @@ struct spd {
 	struct session_store *sessions;
 	struct redact_set *redact; /* known secrets; may be NULL */
 	struct approvals *approvals;
+	/* Session-token check, set when the session store is up: stores the
+	 * token's session id (malloc'd) and returns 0, or -EACCES. */
+	int (*session_auth)(struct spd *spd, const char *token,
+			    char **ret_session_id);
+	/* Adds module state (the sandbox layers, sessions) to daemon.status. */
+	void (*status_extra)(struct spd *spd, json_t *status);
 	char *sandboxd_path;
 	uint64_t started_us;
 	bool foreground;

@@ -1,0 +1,144 @@
+#include <errno.h>
+#include <git2.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+
+struct collect {
+	char **v;
+	size_t n;
+};
+
+static int collect_cb(const git_config_entry *e, void *data)
+{
+	struct collect *c = data;
+	char **nv = realloc(c->v, (c->n + 2) * sizeof(*nv));
+
+	if (!nv)
+		return -1;
+	c->v = nv;
+	if (!(c->v[c->n] = strdup(e->value)))
+		return -1;
+	c->v[++c->n] = NULL;
+	return 0;
+}
+
+int config_load(const char *path, struct spd_config *cfg, char *errbuf,
+		size_t errlen)
+{
+	git_config *gc = NULL;
+	git_config_entry *e = NULL;
+	struct passwd *pw;
+	struct collect col = {0};
+	int64_t n;
+	int r = 0;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->sandbox_mode = SPD_SANDBOX_REQUIRED;
+	cfg->output_cap = CONFIG_OUTPUT_CAP_DEFAULT;
+	cfg->default_timeout_ms = CONFIG_TIMEOUT_DEFAULT_S * 1000u;
+	pw = getpwnam("nobody");
+	cfg->run_uid = pw ? pw->pw_uid : 65534;
+	cfg->run_gid = pw ? pw->pw_gid : 65534;
+	if (access(path, F_OK) < 0)
+		return 0;
+	git_libgit2_init();
+	if (git_config_open_ondisk(&gc, path) < 0) {
+		const git_error *ge = git_error_last();
+		snprintf(errbuf, errlen, "%s: %s", path,
+			 ge ? ge->message : "unreadable");
+		r = -EINVAL;
+		goto out;
+	}
+	if (git_config_get_entry(&e, gc, "sandbox.mode") == 0) {
+		if (strcmp(e->value, "required") == 0)
+			cfg->sandbox_mode = SPD_SANDBOX_REQUIRED;
+		else if (strcmp(e->value, "best-effort") == 0)
+			cfg->sandbox_mode = SPD_SANDBOX_BEST_EFFORT;
+		else {
+			snprintf(errbuf, errlen,
+				 "%s: sandbox.mode must be \"required\" or "
+				 "\"best-effort\", not \"%s\"",
+				 path, e->value);
+			r = -EINVAL;
+			goto out;
+		}
+		git_config_entry_free(e);
+		e = NULL;
+	}
+	if (git_config_get_entry(&e, gc, "sandbox.user") == 0) {
+		pw = getpwnam(e->value);
+		if (!pw || pw->pw_uid == 0) {
+			snprintf(errbuf, errlen,
+				 "%s: sandbox.user \"%s\" is not an "
+				 "unprivileged user of this system",
+				 path, e->value);
+			r = -EINVAL;
+			goto out;
+		}
+		cfg->run_uid = pw->pw_uid;
+		cfg->run_gid = pw->pw_gid;
+		git_config_entry_free(e);
+		e = NULL;
+	}
+	if (git_config_get_int64(&n, gc, "sandbox.timeout") == 0) {
+		if (n <= 0 || n > CONFIG_TIMEOUT_MAX_S) {
+			snprintf(errbuf, errlen,
+				 "%s: sandbox.timeout must be 1..%d seconds",
+				 path, CONFIG_TIMEOUT_MAX_S);
+			r = -EINVAL;
+			goto out;
+		}
+		cfg->default_timeout_ms = (uint32_t)n * 1000u;
+	}
+	if (git_config_get_int64(&n, gc, "sandbox.output-cap") == 0) {
+		if (n < 1024 || n > 256 * 1024 * 1024) {
+			snprintf(errbuf, errlen,
+				 "%s: sandbox.output-cap must be 1 KiB..256 MiB",
+				 path);
+			r = -EINVAL;
+			goto out;
+		}
+		cfg->output_cap = (size_t)n;
+	}
+	if (git_config_get_multivar_foreach(gc, "sandbox.writable", NULL,
+					    collect_cb, &col) < 0 &&
+	    git_error_last() && git_error_last()->klass != GIT_ERROR_CONFIG) {
+		/* GIT_ENOTFOUND is fine: no extra writable paths. */
+	}
+	for (size_t i = 0; i < col.n; i++) {
+		if (col.v[i][0] != '/') {
+			snprintf(errbuf, errlen,
+				 "%s: sandbox.writable \"%s\" must be an "
+				 "absolute path",
+				 path, col.v[i]);
+			r = -EINVAL;
+			goto out;
+		}
+	}
+	cfg->writable = col.v;
+	col.v = NULL;
+out:
+	if (col.v) {
+		for (size_t i = 0; i < col.n; i++)
+			free(col.v[i]);
+		free(col.v);
+	}
+	git_config_entry_free(e);
+	git_config_free(gc);
+	return r;
+}
+
+void config_free(struct spd_config *cfg)
+{
+	if (!cfg || !cfg->writable)
+		return;
+	for (size_t i = 0; cfg->writable[i]; i++)
+		free(cfg->writable[i]);
+	free(cfg->writable);
+	cfg->writable = NULL;
+}

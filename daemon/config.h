@@ -1,0 +1,31 @@
+/*
+ * The operator's spd.conf (git-config syntax, read with libgit2):
+ *
+ *   [sandbox]
+ *       mode = required | best-effort
+ *       user = nobody          ; the run uid when spd runs as root
+ *       writable = /path       ; repeated: extra writable paths
+ *       timeout = 600          ; default deadline in seconds
+ *       output-cap = 1048576   ; bytes retained per stream
+ */
+#ifndef SPD_DAEMON_CONFIG_H
+#define SPD_DAEMON_CONFIG_H
+
+#include "spd.h"
+
+/* Longest a run may be given, whatever is asked: a day. */
+#define CONFIG_TIMEOUT_MAX_S (24 * 3600)
+#define CONFIG_TIMEOUT_DEFAULT_S 600
+#define CONFIG_OUTPUT_CAP_DEFAULT (1024 * 1024)
+
+/*
+ * Fill *cfg with defaults, then read path if it exists.  An unknown value
+ * (mode = maybe, a user that does not exist) is an error: spd refuses to
+ * start rather than guess.  Returns 0 or -errno with a message in errbuf.
+ */
+int config_load(const char *path, struct spd_config *cfg, char *errbuf,
+		size_t errlen);
+/* Release what config_load allocated. */
+void config_free(struct spd_config *cfg);
+
+#endif

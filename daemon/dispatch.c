@@ -1,0 +1,25 @@
+#include "dispatch.h"
+#include "call.h"
+#include "methods.h"
+
+static const rpc_handler handlers[RPC_M__COUNT] = {
+	[RPC_M_AUTH] = m_auth,
+	[RPC_M_DAEMON_PING] = m_daemon_ping,
+	[RPC_M_DAEMON_STATUS] = m_daemon_status,
+	[RPC_M_JOURNAL_QUERY] = m_journal_query,
+	[RPC_M_JOURNAL_FOLLOW] = m_journal_follow,
+	[RPC_M_JOURNAL_VERIFY] = m_journal_verify,
+};
+
+void dispatch_call(struct rpc_call *c)
+{
+	enum rpc_method m = rpc_call_method(c);
+
+	if ((unsigned)m >= RPC_M__COUNT || !handlers[m]) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "%s is not available in this build of spd",
+			       rpc_method_name(m));
+		return;
+	}
+	handlers[m](c);
+}

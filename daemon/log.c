@@ -1,0 +1,95 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static int log_fd = 2;
+static const struct redact_set *log_redact;
+
+/* The redactor is optional at link time: common/redact.c may not exist in
+ * every build of this file's history, so it is looked up weakly. */
+int redact_buf(const struct redact_set *s, const void *in, size_t n,
+	       char **ret_out, size_t *ret_len) __attribute__((weak));
+
+int log_open(const char *path)
+{
+	int fd;
+
+	if (!path) {
+		log_fd = 2;
+		return 0;
+	}
+	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
+		  0600);
+	if (fd < 0)
+		return -errno;
+	log_fd = fd;
+	return 0;
+}
+
+void log_set_redact(const struct redact_set *set)
+{
+	log_redact = set;
+}
+
+static void vlog(const char *level, const char *fmt, va_list ap)
+{
+	char msg[2048], line[2300], stamp[32];
+	struct timeval tv;
+	struct tm tm;
+	char *red = NULL;
+	size_t redlen = 0;
+	int n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	if (log_redact && redact_buf &&
+	    redact_buf(log_redact, msg, strlen(msg), &red, &redlen) == 0) {
+		snprintf(msg, sizeof(msg), "%s", red);
+		free(red);
+	}
+	gettimeofday(&tv, NULL);
+	gmtime_r(&tv.tv_sec, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+	n = snprintf(line, sizeof(line), "%s.%03ldZ spd[%d] %s: %s\n", stamp,
+		     (long)(tv.tv_usec / 1000), (int)getpid(), level, msg);
+	if (n > 0) {
+		ssize_t w = write(log_fd, line,
+				  (size_t)n < sizeof(line) ? (size_t)n
+							   : sizeof(line) - 1);
+		(void)w;
+	}
+}
+
+void log_info(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("info", fmt, ap);
+	va_end(ap);
+}
+
+void log_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("warning", fmt, ap);
+	va_end(ap);
+}
+
+void log_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vlog("error", fmt, ap);
+	va_end(ap);
+}

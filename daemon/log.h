@@ -1,0 +1,20 @@
+/*
+ * spd's log: stderr in the foreground, state_dir/spd.log otherwise.
+ * Every line passes the redactor when one is set, so a key that reaches an
+ * error message never reaches the log.
+ */
+#ifndef SPD_DAEMON_LOG_H
+#define SPD_DAEMON_LOG_H
+
+struct redact_set;
+
+/* Log to stderr (path NULL) or append to path (0600).  Returns 0 or
+ * -errno; on failure logging stays on stderr. */
+int log_open(const char *path);
+/* Redact log lines with this set from now on (borrowed; NULL disables). */
+void log_set_redact(const struct redact_set *set);
+void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

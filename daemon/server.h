@@ -1,0 +1,58 @@
+/*
+ * The client socket: accept, check the peer, frame NDJSON, authenticate,
+ * dispatch to method handlers (daemon/dispatch.c) and write replies.
+ * Single-threaded on spd's libuv loop.
+ */
+#ifndef SPD_DAEMON_SERVER_H
+#define SPD_DAEMON_SERVER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct spd;
+struct server;
+struct rpc_call;
+struct journal_event;
+
+/* Connections served at once: past it a new client gets an error and is
+ * closed, so a flood of clients cannot exhaust spd's descriptors. */
+#define SERVER_MAX_CONNS 2048
+/* Requests a connection may have outstanding (pipelined, not yet answered).
+ * Past it the client is told and disconnected: a client that never reads
+ * its replies must not make spd queue work without bound. */
+#define SERVER_MAX_INFLIGHT 128
+/* Bytes of replies queued for a client that does not read them.  Past it
+ * the client is disconnected, so a stalled reader never holds spd's
+ * memory or blocks other clients. */
+#define SERVER_MAX_OUTBUF (16u * 1024 * 1024)
+
+/*
+ * Listen on the socket path (unlinking a stale socket first; the caller
+ * holds the pid-file lock) with mode 0600, or adopt a socket-activated
+ * descriptor when listen_fd >= 0.  Returns 0 or -errno.
+ */
+int server_start(struct spd *spd, const char *path, int listen_fd,
+		 struct server **ret);
+/* Stop accepting, close every connection (ending their calls as gone),
+ * then call cb.  The server is freed before cb runs. */
+void server_close(struct server *s, void (*cb)(void *data), void *data);
+/* Open client connections. */
+unsigned server_connections(const struct server *s);
+/* Deliver newly committed journal events to journal.follow subscribers. */
+void server_journal_committed(struct server *s, const struct journal_event *evs,
+			      size_t n);
+/* Send a notification to every operator connection that subscribed with
+ * journal.follow or approvals (ownership of params taken). */
+void server_broadcast_operator(struct server *s, const char *method,
+			       json_t *params);
+
+/* A journal row as JSON (a new reference), as journal.query and
+ * journal.event show it. */
+json_t *server_event_json(const struct journal_event *e);
+
+/* journal.follow support (daemon/m_journal.c). */
+void server_follow_add(struct server *s, struct rpc_call *c, int64_t since,
+		       const char *kind);
+
+#endif
