@@ -1,0 +1,785 @@
+/*
+ * The git guard: snapshot and re-scan of a session's guarded inputs.
+ * See guard.h for what is guarded and why.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sodium.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "daemon/guard.h"
+
+/*
+ * A file whose timestamps lie within this window of the moment its content
+ * was read cannot be trusted by its stat key alone: Linux stamps files from
+ * a coarse clock (one jiffy, up to 10 ms) and some filesystems keep whole
+ * seconds (ext3) or two (FAT), so a second write in the same tick with the
+ * same size leaves every stat field equal.  Such entries are re-hashed on
+ * every scan until they are older than this.
+ */
+#define GUARD_RACY_NS (2LL * 1000000000LL)
+/* Read size when hashing a file. */
+#define GUARD_READ_CHUNK (64 * 1024)
+/*
+ * Largest packed-refs file read.  Its records are kept in memory to name
+ * the ref that moved; 64 MiB is about a million refs.
+ */
+#define GUARD_PACKED_MAX (64 * 1024 * 1024)
+
+/* Protected paths until daemon/protected.h provides the shared list:
+ * files that steer what runs (CI, the project's checks) or what an agent
+ * is told (agent configuration), and files that run code on their own
+ * when a person enters the directory (.envrc, editor tasks). */
+static const char *const default_protected[] = {
+    ".spd.conf",
+    ".github",
+    ".gitlab-ci.yml",
+    ".gitlab",
+    ".ci",
+    ".circleci",
+    ".travis.yml",
+    ".buildkite",
+    "azure-pipelines.yml",
+    "Jenkinsfile",
+    ".pre-commit-config.yaml",
+    ".envrc",
+    "AGENTS.md",
+    "CLAUDE.md",
+    "GEMINI.md",
+    ".claude",
+    ".cursor",
+    ".cursorrules",
+    ".windsurfrules",
+    ".aider.conf.yml",
+    ".continue",
+    ".mcp.json",
+    ".vscode",
+    NULL,
+};
+
+enum etype {
+	E_ABSENT,
+	E_FILE,
+	E_LINK,
+	E_OTHER,
+	E_PACKED,
+};
+
+struct entry {
+	char *key;  /* the name a finding uses; entries are sorted by it */
+	char *path; /* where it is on disk */
+	uint8_t set;
+	uint8_t type;
+	bool hashed;
+	dev_t dev;
+	ino_t ino;
+	mode_t mode;
+	off_t size;
+	int64_t mtime_ns;
+	int64_t ctime_ns;
+	int64_t seen_ns; /* when the content hash was taken */
+	uint8_t hash[crypto_generichash_BYTES];
+};
+
+struct elist {
+	struct entry *v;
+	size_t n, cap;
+};
+
+/* packed-refs records ("refname oid[ ^peeled]") of branches and tags. */
+struct precs {
+	char **v;
+	size_t n;
+};
+
+struct guard {
+	char *gitdir;
+	char *workdir;
+	char *own_key;	    /* ".git/refs/heads/spd/x" */
+	char *own_lock_key; /* ".git/refs/heads/spd/x.lock" */
+	char *own_ref;
+	char **protected_paths;
+	struct elist e;
+	struct precs packed;
+};
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static void precs_free(struct precs *p)
+{
+	for (size_t i = 0; i < p->n; i++)
+		free(p->v[i]);
+	free(p->v);
+	p->v = NULL;
+	p->n = 0;
+}
+
+static void elist_free(struct elist *l)
+{
+	for (size_t i = 0; i < l->n; i++) {
+		free(l->v[i].key);
+		free(l->v[i].path);
+	}
+	free(l->v);
+	l->v = NULL;
+	l->n = l->cap = 0;
+}
+
+static int elist_push(struct elist *l, uint8_t set, uint8_t type,
+		      const char *key, const char *path, const struct stat *st)
+{
+	struct entry *e;
+
+	if (l->n >= GUARD_ENTRIES_MAX)
+		return -E2BIG;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct entry *v = realloc(l->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	e = &l->v[l->n];
+	memset(e, 0, sizeof(*e));
+	e->key = strdup(key);
+	e->path = strdup(path);
+	if (!e->key || !e->path) {
+		free(e->key);
+		free(e->path);
+		return -ENOMEM;
+	}
+	e->set = set;
+	e->type = type;
+	if (st) {
+		e->dev = st->st_dev;
+		e->ino = st->st_ino;
+		e->mode = st->st_mode;
+		e->size = st->st_size;
+		e->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000LL +
+			      st->st_mtim.tv_nsec;
+		e->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000LL +
+			      st->st_ctim.tv_nsec;
+	}
+	l->n++;
+	return 0;
+}
+
+static uint8_t type_of(const struct stat *st)
+{
+	if (S_ISREG(st->st_mode))
+		return E_FILE;
+	if (S_ISLNK(st->st_mode))
+		return E_LINK;
+	return E_OTHER;
+}
+
+static int join(char *buf, const char *a, const char *b)
+{
+	int n = snprintf(buf, GUARD_PATH_MAX, "%s/%s", a, b);
+
+	if (n < 0 || n >= GUARD_PATH_MAX)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static bool skip_key(const struct guard *g, const char *key)
+{
+	return g->own_key && (strcmp(key, g->own_key) == 0 ||
+			      strcmp(key, g->own_lock_key) == 0);
+}
+
+/*
+ * Record everything under the directory at path (keys under key),
+ * without following symlinks.  Directories themselves are not entries:
+ * what they contain is, and an empty directory guards nothing.
+ */
+static int walk_dir(struct guard *g, struct elist *l, uint8_t set,
+		    const char *key, const char *path, unsigned depth)
+{
+	char ckey[GUARD_PATH_MAX], cpath[GUARD_PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	/* Refs and CI trees are shallow; a deep tree is an attack on the
+	 * scan time and the stack. */
+	if (depth > 64)
+		return -ELOOP;
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	while ((de = readdir(d))) {
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0)
+			continue;
+		r = join(ckey, key, de->d_name);
+		if (r < 0)
+			break;
+		r = join(cpath, path, de->d_name);
+		if (r < 0)
+			break;
+		if (skip_key(g, ckey))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
+		    0) {
+			if (errno == ENOENT)
+				continue; /* gone meanwhile: seen next scan */
+			r = -errno;
+			break;
+		}
+		if (S_ISDIR(st.st_mode))
+			r = walk_dir(g, l, set, ckey, cpath, depth + 1);
+		else
+			r = elist_push(l, set, type_of(&st), ckey, cpath, &st);
+		if (r < 0)
+			break;
+	}
+	closedir(d);
+	return r;
+}
+
+/* A guarded root: a file, a directory tree, or absent. */
+static int add_root(struct guard *g, struct elist *l, uint8_t set,
+		    const char *key, const char *path)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0) {
+		if (errno == ENOENT || errno == ENOTDIR)
+			return elist_push(l, set, E_ABSENT, key, path, NULL);
+		return -errno;
+	}
+	if (S_ISDIR(st.st_mode))
+		return walk_dir(g, l, set, key, path, 0);
+	return elist_push(l, set, type_of(&st), key, path, &st);
+}
+
+static int cmp_entry(const void *a, const void *b)
+{
+	return strcmp(((const struct entry *)a)->key,
+		      ((const struct entry *)b)->key);
+}
+
+static int scan(struct guard *g, struct elist *l)
+{
+	static const char *const git_roots[] = {
+	    "config", "HEAD", "hooks", "info", "refs/heads", "refs/tags",
+	};
+	char key[GUARD_PATH_MAX], path[GUARD_PATH_MAX];
+	struct stat st;
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(git_roots); i++) {
+		r = join(key, ".git", git_roots[i]);
+		if (r == 0)
+			r = join(path, g->gitdir, git_roots[i]);
+		if (r == 0)
+			r = add_root(g, l, GUARD_SET_GIT, key, path);
+		if (r < 0)
+			return r;
+	}
+	r = join(path, g->gitdir, "packed-refs");
+	if (r < 0)
+		return r;
+	if (lstat(path, &st) == 0)
+		r = elist_push(l, GUARD_SET_GIT, E_PACKED, ".git/packed-refs",
+			       path, &st);
+	else if (errno == ENOENT)
+		r = elist_push(l, GUARD_SET_GIT, E_ABSENT, ".git/packed-refs",
+			       path, NULL);
+	else
+		r = -errno;
+	if (r < 0)
+		return r;
+	for (size_t i = 0; g->workdir && g->protected_paths[i]; i++) {
+		r = join(path, g->workdir, g->protected_paths[i]);
+		if (r == 0)
+			r = add_root(g, l, GUARD_SET_PROTECTED,
+				     g->protected_paths[i], path);
+		if (r < 0)
+			return r;
+	}
+	qsort(l->v, l->n, sizeof(l->v[0]), cmp_entry);
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * Parse packed-refs text into the records of branches and tags other
+ * than the session's own, each "refname oid" plus " ^peeled" when the
+ * next line peels it.  Remote-tracking refs are not guarded: they are
+ * neither branches nor tags, and a fetch by the operator moves them.
+ */
+static int packed_parse(const struct guard *g, char *text, struct precs *ret)
+{
+	struct precs p = {0};
+	size_t cap = 0;
+	char *save = NULL;
+	int r = 0;
+
+	for (char *line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *name, *rec;
+
+		if (line[0] == '^' && p.n > 0 && p.v[p.n - 1]) {
+			if (asprintf(&rec, "%s %s", p.v[p.n - 1], line) < 0) {
+				r = -ENOMEM;
+				goto out;
+			}
+			free(p.v[p.n - 1]);
+			p.v[p.n - 1] = rec;
+			continue;
+		}
+		if (line[0] == '#' || line[0] == '^')
+			continue;
+		name = strchr(line, ' ');
+		if (!name)
+			continue;
+		*name++ = '\0';
+		/* A record that is not guarded still takes a slot (NULL) so
+		 * that its peeled line is not attached to the one before. */
+		rec = NULL;
+		if ((strncmp(name, "refs/heads/", 11) == 0 ||
+		     strncmp(name, "refs/tags/", 10) == 0) &&
+		    !(g->own_ref && strcmp(name, g->own_ref) == 0)) {
+			if (asprintf(&rec, "%s %s", name, line) < 0) {
+				r = -ENOMEM;
+				goto out;
+			}
+		}
+		if (p.n == cap) {
+			size_t ncap = cap ? cap * 2 : 64;
+			char **v = realloc(p.v, ncap * sizeof(*v));
+			if (!v) {
+				free(rec);
+				r = -ENOMEM;
+				goto out;
+			}
+			p.v = v;
+			cap = ncap;
+		}
+		p.v[p.n++] = rec;
+	}
+	/* Drop the unguarded slots, then sort for a merge by name. */
+	size_t k = 0;
+	for (size_t i = 0; i < p.n; i++)
+		if (p.v[i])
+			p.v[k++] = p.v[i];
+	p.n = k;
+	qsort(p.v, p.n, sizeof(p.v[0]), cmp_str);
+	*ret = p;
+	p.v = NULL;
+	p.n = 0;
+out:
+	precs_free(&p);
+	return r;
+}
+
+static int read_small(const char *path, size_t max, char **ret, size_t *ret_n)
+{
+	_cleanup_close_ int fd = -1;
+	char *buf = NULL;
+	size_t n = 0, cap = 0;
+
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	if (fd < 0)
+		return -errno;
+	for (;;) {
+		ssize_t k;
+
+		if (n + GUARD_READ_CHUNK + 1 > cap) {
+			size_t ncap = cap ? cap * 2 : GUARD_READ_CHUNK + 1;
+			char *nb;
+
+			if (ncap > max + 1)
+				ncap = max + 1;
+			if (n + 1 >= ncap) {
+				free(buf);
+				return -E2BIG;
+			}
+			nb = realloc(buf, ncap);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap = ncap;
+		}
+		k = read(fd, buf + n, cap - n - 1);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			free(buf);
+			return -errno;
+		}
+		if (k == 0)
+			break;
+		n += (size_t)k;
+	}
+	buf[n] = '\0';
+	*ret = buf;
+	*ret_n = n;
+	return 0;
+}
+
+/*
+ * Fill e->hash from the content on disk (and, for packed-refs, its
+ * records into *ret_packed).  An entry that vanished since the scan
+ * becomes E_ABSENT.
+ */
+static int hash_entry(const struct guard *g, struct entry *e,
+		      struct precs *ret_packed)
+{
+	crypto_generichash_state st;
+	uint8_t tag = e->type;
+	int r = 0;
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(e->hash));
+	if (e->type == E_FILE) {
+		_cleanup_close_ int fd = -1;
+		uint8_t buf[GUARD_READ_CHUNK];
+		ssize_t k;
+
+		/* O_NONBLOCK: a FIFO swapped in after the lstat must not
+		 * hang spd. */
+		fd = open(e->path,
+			  O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+		if (fd < 0)
+			goto gone;
+		crypto_generichash_update(&st, &tag, 1);
+		while ((k = read(fd, buf, sizeof(buf))) != 0) {
+			if (k < 0) {
+				if (errno == EINTR)
+					continue;
+				return -errno;
+			}
+			crypto_generichash_update(&st, buf, (size_t)k);
+		}
+	} else if (e->type == E_LINK) {
+		char buf[GUARD_PATH_MAX];
+		ssize_t k = readlink(e->path, buf, sizeof(buf));
+
+		if (k < 0)
+			goto gone;
+		crypto_generichash_update(&st, &tag, 1);
+		crypto_generichash_update(&st, (const uint8_t *)buf, (size_t)k);
+	} else if (e->type == E_PACKED) {
+		char *text = NULL;
+		size_t n;
+
+		r = read_small(e->path, GUARD_PACKED_MAX, &text, &n);
+		if (r == -ENOENT || r == -ELOOP) {
+			errno = -r;
+			goto gone;
+		}
+		if (r < 0)
+			return r;
+		r = packed_parse(g, text, ret_packed);
+		free(text);
+		if (r < 0)
+			return r;
+		crypto_generichash_update(&st, &tag, 1);
+		for (size_t i = 0; i < ret_packed->n; i++)
+			crypto_generichash_update(
+			    &st, (const uint8_t *)ret_packed->v[i],
+			    strlen(ret_packed->v[i]) + 1);
+	} else {
+		uint32_t mode = (uint32_t)e->mode;
+
+		crypto_generichash_update(&st, &tag, 1);
+		crypto_generichash_update(&st, (const uint8_t *)&mode,
+					  sizeof(mode));
+	}
+	crypto_generichash_final(&st, e->hash, sizeof(e->hash));
+	e->hashed = true;
+	return 0;
+gone:
+	if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR)
+		return -errno;
+	e->type = E_ABSENT;
+	crypto_generichash_init(&st, NULL, 0, sizeof(e->hash));
+	tag = E_ABSENT;
+	crypto_generichash_update(&st, &tag, 1);
+	crypto_generichash_final(&st, e->hash, sizeof(e->hash));
+	e->hashed = true;
+	return 0;
+}
+
+static bool same_stat(const struct entry *a, const struct entry *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->mode == b->mode &&
+	       a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns;
+}
+
+static bool racy(const struct entry *e)
+{
+	return e->mtime_ns + GUARD_RACY_NS >= e->seen_ns ||
+	       e->ctime_ns + GUARD_RACY_NS >= e->seen_ns;
+}
+
+const char *const *guard_default_protected(void)
+{
+	return default_protected;
+}
+
+void guard_free(struct guard *g)
+{
+	if (!g)
+		return;
+	elist_free(&g->e);
+	precs_free(&g->packed);
+	for (size_t i = 0; g->protected_paths && g->protected_paths[i]; i++)
+		free(g->protected_paths[i]);
+	free(g->protected_paths);
+	free(g->gitdir);
+	free(g->workdir);
+	free(g->own_key);
+	free(g->own_lock_key);
+	free(g->own_ref);
+	free(g);
+}
+
+int guard_new(const struct guard_config *cfg, struct guard **ret)
+{
+	const char *const *prot;
+	struct guard *g;
+	struct stat st;
+	size_t n = 0;
+	int64_t t;
+	int r;
+
+	if (!cfg || !cfg->gitdir)
+		return -EINVAL;
+	if (stat(cfg->gitdir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return -ENOENT;
+	if (sodium_init() < 0)
+		return -EIO;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return -ENOMEM;
+	r = -ENOMEM;
+	g->gitdir = strdup(cfg->gitdir);
+	if (!g->gitdir)
+		goto fail;
+	if (cfg->workdir && !(g->workdir = strdup(cfg->workdir)))
+		goto fail;
+	if (cfg->own_ref) {
+		if (!(g->own_ref = strdup(cfg->own_ref)) ||
+		    asprintf(&g->own_key, ".git/%s", cfg->own_ref) < 0 ||
+		    asprintf(&g->own_lock_key, ".git/%s.lock", cfg->own_ref) <
+			0)
+			goto fail;
+	}
+	prot = cfg->protected_paths ? cfg->protected_paths : default_protected;
+	while (prot[n])
+		n++;
+	g->protected_paths = calloc(n + 1, sizeof(char *));
+	if (!g->protected_paths)
+		goto fail;
+	for (size_t i = 0; i < n; i++)
+		if (!(g->protected_paths[i] = strdup(prot[i])))
+			goto fail;
+
+	t = now_ns();
+	r = scan(g, &g->e);
+	if (r < 0)
+		goto fail;
+	for (size_t i = 0; i < g->e.n; i++) {
+		struct entry *e = &g->e.v[i];
+		struct precs p = {0};
+
+		r = hash_entry(g, e, &p);
+		if (r < 0)
+			goto fail;
+		e->seen_ns = t;
+		if (e->type == E_PACKED) {
+			precs_free(&g->packed);
+			g->packed = p;
+		} else {
+			precs_free(&p);
+		}
+	}
+	*ret = g;
+	return 0;
+fail:
+	guard_free(g);
+	return r;
+}
+
+/* Name the first branch or tag whose packed record differs. */
+static void packed_name(const struct precs *a, const struct precs *b,
+			struct guard_finding *f)
+{
+	size_t i = 0, j = 0;
+	const char *name = NULL;
+	size_t len = 0;
+
+	while (i < a->n || j < b->n) {
+		const char *x = i < a->n ? a->v[i] : NULL;
+		const char *y = j < b->n ? b->v[j] : NULL;
+		int c = !x ? 1 : !y ? -1 : strcmp(x, y);
+
+		if (c == 0) {
+			i++;
+			j++;
+			continue;
+		}
+		name = c < 0 ? x : y;
+		len = strcspn(name, " ");
+		break;
+	}
+	if (name)
+		snprintf(f->path, sizeof(f->path), ".git/packed-refs:%.*s",
+			 (int)len, name);
+}
+
+static void finding(struct guard_finding *f, const struct entry *e,
+		    const char *what)
+{
+	if (!f)
+		return;
+	f->set = (enum guard_set)e->set;
+	snprintf(f->path, sizeof(f->path), "%s", e->key);
+	snprintf(f->what, sizeof(f->what), "%s", what);
+}
+
+int guard_check(struct guard *g, struct guard_finding *ret_finding)
+{
+	struct elist l = {0};
+	struct precs packed = {0};
+	bool have_packed = false;
+	size_t i = 0, j = 0;
+	int64_t t = now_ns();
+	int r;
+
+	r = scan(g, &l);
+	if (r < 0)
+		goto out;
+	while (i < g->e.n || j < l.n) {
+		struct entry *o = i < g->e.n ? &g->e.v[i] : NULL;
+		struct entry *e = j < l.n ? &l.v[j] : NULL;
+		int c = !o ? 1 : !e ? -1 : strcmp(o->key, e->key);
+
+		if (c < 0) {
+			/* A root that was absent and now holds files shows
+			 * up as its files being added. */
+			if (o->type != E_ABSENT) {
+				finding(ret_finding, o, "removed");
+				r = 1;
+				goto out;
+			}
+			i++;
+			continue;
+		}
+		if (c > 0) {
+			if (e->type != E_ABSENT) {
+				finding(ret_finding, e, "added");
+				r = 1;
+				goto out;
+			}
+			j++;
+			continue;
+		}
+		if (o->type != e->type) {
+			finding(ret_finding, e,
+				o->type == E_ABSENT   ? "added"
+				: e->type == E_ABSENT ? "removed"
+						      : "changed");
+			r = 1;
+			goto out;
+		}
+		if (e->type != E_ABSENT && same_stat(o, e) && !racy(o)) {
+			memcpy(e->hash, o->hash, sizeof(e->hash));
+			e->hashed = true;
+			e->seen_ns = o->seen_ns;
+		} else if (e->type != E_ABSENT) {
+			struct precs p = {0};
+
+			r = hash_entry(g, e, &p);
+			if (r < 0) {
+				precs_free(&p);
+				goto out;
+			}
+			e->seen_ns = t;
+			if (memcmp(o->hash, e->hash, sizeof(e->hash)) != 0) {
+				finding(ret_finding, e,
+					e->type == E_ABSENT ? "removed"
+							    : "changed");
+				if (ret_finding && o->type == E_PACKED &&
+				    e->type == E_PACKED)
+					packed_name(&g->packed, &p,
+						    ret_finding);
+				precs_free(&p);
+				r = 1;
+				goto out;
+			}
+			if (e->type == E_PACKED) {
+				precs_free(&packed);
+				packed = p;
+				have_packed = true;
+			} else {
+				precs_free(&p);
+			}
+		} else {
+			e->seen_ns = t;
+		}
+		i++;
+		j++;
+	}
+	/* Clean: the fresh stat keys become the snapshot. */
+	elist_free(&g->e);
+	g->e = l;
+	l = (struct elist){0};
+	if (have_packed) {
+		precs_free(&g->packed);
+		g->packed = packed;
+		packed = (struct precs){0};
+	}
+	r = 0;
+out:
+	elist_free(&l);
+	precs_free(&packed);
+	return r;
+}
+
+void guard_digest(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN])
+{
+	crypto_generichash_state st;
+
+	crypto_generichash_init(&st, NULL, 0, GUARD_DIGEST_LEN);
+	for (size_t i = 0; i < g->e.n; i++) {
+		const struct entry *e = &g->e.v[i];
+
+		crypto_generichash_update(&st, (const uint8_t *)e->key,
+					  strlen(e->key) + 1);
+		crypto_generichash_update(&st, e->hash, sizeof(e->hash));
+	}
+	crypto_generichash_final(&st, ret, GUARD_DIGEST_LEN);
+}
+
+size_t guard_count(const struct guard *g)
+{
+	return g ? g->e.n : 0;
+}

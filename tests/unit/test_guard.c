@@ -1,0 +1,356 @@
+/*
+ * Unit tests for daemon/guard: every guarded change is found and named,
+ * spd's own branch moving is not, and a scan with nothing changed is
+ * clean.  Real repositories made with the git CLI in temporary dirs.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/lib/testlib.h"
+#include "common/paths.h"
+#include "daemon/guard.h"
+
+static char *const git_env[] = {
+    "GIT_AUTHOR_NAME=t",
+    "GIT_AUTHOR_EMAIL=t@example.org",
+    "GIT_COMMITTER_NAME=t",
+    "GIT_COMMITTER_EMAIL=t@example.org",
+    "GIT_CONFIG_NOSYSTEM=1",
+    "GIT_CONFIG_GLOBAL=/dev/null",
+    NULL,
+};
+
+/* Run a shell command in dir; fails the test when it fails. */
+static void sh(const char *dir, const char *fmt, ...)
+{
+	char cmd[4096], full[4400];
+	char *err = NULL;
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	snprintf(full, sizeof(full), "cd '%s' && %s", dir, cmd);
+	char *argv[] = {"sh", "-c", full, NULL};
+	st = test_run(argv, git_env, NULL, &err);
+	ck_assert_msg(st == 0, "%s: %s", cmd, err ? err : "");
+	free(err);
+}
+
+/* A repository with two commits, branches main, other and spd/feat, a
+ * tag, a .spd.conf and a hook directory. */
+static char *make_repo(void)
+{
+	char *d = test_tmpdir("guard");
+
+	sh(d, "git init -q -b main . && echo one > a.txt && "
+	      "printf '[check \"unit\"]\\n\\trun = true\\n' > .spd.conf && "
+	      "git add -A && git commit -qm one && echo two > a.txt && "
+	      "git commit -qam two && git branch other && git tag v1 && "
+	      "git branch spd/feat && mkdir -p .git/hooks");
+	return d;
+}
+
+static struct guard *guard_for(const char *repo)
+{
+	char *gitdir = paths_join(repo, ".git");
+	struct guard_config cfg = {
+	    .gitdir = gitdir,
+	    .workdir = repo,
+	    .own_ref = "refs/heads/spd/feat",
+	};
+	struct guard *g = NULL;
+
+	ck_assert_int_eq(guard_new(&cfg, &g), 0);
+	ck_assert_ptr_nonnull(g);
+	free(gitdir);
+	return g;
+}
+
+/* Assert that the next scan finds exactly set/path. */
+static void expect(struct guard *g, enum guard_set set, const char *path)
+{
+	struct guard_finding f;
+
+	memset(&f, 0, sizeof(f));
+	ck_assert_int_eq(guard_check(g, &f), 1);
+	ck_assert_int_eq(f.set, set);
+	ck_assert_str_eq(f.path, path);
+	/* The snapshot is kept: the change is found again. */
+	ck_assert_int_eq(guard_check(g, NULL), 1);
+}
+
+START_TEST(test_clean_and_touch)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	ck_assert_uint_gt(guard_count(g), 5);
+	/* New metadata, same content: not a change. */
+	sh(d, "touch .git/config .spd.conf .git/refs/heads/main");
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_config_edit)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "git config core.hooksPath /tmp/evil");
+	expect(g, GUARD_SET_GIT, ".git/config");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_hook_added)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "printf '#!/bin/sh\\ncurl evil\\n' > .git/hooks/pre-commit && "
+	      "chmod +x .git/hooks/pre-commit");
+	expect(g, GUARD_SET_GIT, ".git/hooks/pre-commit");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_info_added)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "mkdir -p .git/info && echo '* filter=x' > .git/info/attributes");
+	expect(g, GUARD_SET_GIT, ".git/info/attributes");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_branch_moved)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "git branch -f other HEAD~1");
+	expect(g, GUARD_SET_GIT, ".git/refs/heads/other");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_branch_created)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "git branch sneaky");
+	expect(g, GUARD_SET_GIT, ".git/refs/heads/sneaky");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_tag_moved)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "git tag -f v1 HEAD~1");
+	expect(g, GUARD_SET_GIT, ".git/refs/tags/v1");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+/* With the refs packed, a move by rewriting packed-refs names the ref. */
+START_TEST(test_packed_tag_moved)
+{
+	char *d = make_repo();
+	struct guard *g;
+
+	sh(d, "git pack-refs --all");
+	g = guard_for(d);
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	sh(d, "old=$(git rev-parse v1) new=$(git rev-parse HEAD~1) && "
+	      "sed -i \"s/^$old refs\\/tags\\/v1$/$new refs\\/tags\\/v1/\" "
+	      ".git/packed-refs && git rev-parse v1 | grep -q $new");
+	expect(g, GUARD_SET_GIT, ".git/packed-refs:refs/tags/v1");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_spd_conf_edited)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "printf '[check \"unit\"]\\n\\trun = false\\n' > .spd.conf");
+	expect(g, GUARD_SET_PROTECTED, ".spd.conf");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_ci_added)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "mkdir -p .github/workflows && echo x > .github/workflows/a.yml");
+	expect(g, GUARD_SET_PROTECTED, ".github/workflows/a.yml");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_spd_conf_removed)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+	struct guard_finding f;
+
+	sh(d, "rm .spd.conf");
+	ck_assert_int_eq(guard_check(g, &f), 1);
+	ck_assert_str_eq(f.path, ".spd.conf");
+	ck_assert_str_eq(f.what, "removed");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+/* spd's own branch moving (loose, then packed) is never a finding. */
+START_TEST(test_own_branch_moves)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "git update-ref refs/heads/spd/feat HEAD~1");
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	sh(d, "git pack-refs --all");
+	/* Packing moved every loose ref into packed-refs: values are the
+	 * same but the loose files are gone.  That is a real on-disk
+	 * change of the guarded set, so start a fresh guard after it. */
+	guard_free(g);
+	g = guard_for(d);
+	sh(d, "git update-ref refs/heads/spd/feat HEAD && "
+	      "git pack-refs --all");
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	sh(d, "git update-ref -d refs/heads/spd/feat");
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	/* ... while the same edit to another branch is. */
+	sh(d, "git update-ref refs/heads/other HEAD~1");
+	ck_assert_int_eq(guard_check(g, NULL), 1);
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
+/* A worktree's .git is a file; the guard is given the main git dir. */
+START_TEST(test_worktree_guards_main_gitdir)
+{
+	char *d = make_repo();
+	char *wt = test_tmpdir("guardwt");
+	char *gitdir = paths_join(d, ".git");
+	struct guard_finding f;
+	struct guard *g = NULL;
+
+	sh(d, "git worktree add -q '%s/w' spd/feat", wt);
+	char *w = paths_join(wt, "w");
+	struct guard_config cfg = {
+	    .gitdir = gitdir,
+	    .workdir = w,
+	    .own_ref = "refs/heads/spd/feat",
+	};
+	ck_assert_int_eq(guard_new(&cfg, &g), 0);
+	/* A commit in the worktree moves only the session's own branch. */
+	sh(w, "echo three > a.txt && git commit -qam three");
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	/* A hook planted through the worktree lands in the main .git. */
+	sh(w,
+	   "echo x > \"$(git rev-parse --git-common-dir)/hooks/post-commit\"");
+	ck_assert_int_eq(guard_check(g, &f), 1);
+	ck_assert_str_eq(f.path, ".git/hooks/post-commit");
+	/* The worktree's own protected files are guarded. */
+	guard_free(g);
+	sh(d, "rm .git/hooks/post-commit");
+	ck_assert_int_eq(guard_new(&cfg, &g), 0);
+	sh(w, "echo '[verify]' >> .spd.conf");
+	ck_assert_int_eq(guard_check(g, &f), 1);
+	ck_assert_int_eq(f.set, GUARD_SET_PROTECTED);
+	ck_assert_str_eq(f.path, ".spd.conf");
+	guard_free(g);
+	test_rmrf(d);
+	test_rmrf(wt);
+	free(w);
+	free(gitdir);
+	free(wt);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_bad_gitdir)
+{
+	struct guard_config cfg = {.gitdir = "/nonexistent/.git"};
+	struct guard *g = NULL;
+
+	ck_assert_int_eq(guard_new(&cfg, &g), -ENOENT);
+	ck_assert_ptr_null(g);
+	guard_free(NULL);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("guard");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_clean_and_touch);
+	tcase_add_test(tc, test_config_edit);
+	tcase_add_test(tc, test_hook_added);
+	tcase_add_test(tc, test_info_added);
+	tcase_add_test(tc, test_branch_moved);
+	tcase_add_test(tc, test_branch_created);
+	tcase_add_test(tc, test_tag_moved);
+	tcase_add_test(tc, test_packed_tag_moved);
+	tcase_add_test(tc, test_spd_conf_edited);
+	tcase_add_test(tc, test_ci_added);
+	tcase_add_test(tc, test_spd_conf_removed);
+	tcase_add_test(tc, test_own_branch_moves);
+	tcase_add_test(tc, test_worktree_guards_main_gitdir);
+	tcase_add_test(tc, test_bad_gitdir);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
