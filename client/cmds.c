@@ -1,0 +1,275 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client.h"
+#include "cmds.h"
+
+int cmd_print_error(json_t *err)
+{
+	json_t *data = json_object_get(err, "data");
+	const char *code = json_string_value(json_object_get(data, "code"));
+	const char *msg = json_string_value(json_object_get(err, "message"));
+
+	fprintf(stderr, "spctl: %s: %s\n", code ? code : "ERROR",
+		msg ? msg : "(no message)");
+	if (code && (strcmp(code, "POLICY-DENIED") == 0 ||
+		     strcmp(code, "SANDBOX-UNAVAILABLE") == 0 ||
+		     strcmp(code, "APPROVAL-REFUSED") == 0 ||
+		     strcmp(code, "NEEDS-APPROVAL") == 0 ||
+		     strcmp(code, "ATTEMPT-ENDED") == 0 ||
+		     strcmp(code, "PATH-ESCAPE") == 0 ||
+		     strcmp(code, "GIT-CHANGED") == 0 ||
+		     strcmp(code, "INTEGRITY") == 0))
+		return CMD_EXIT_REFUSED;
+	return CMD_EXIT_SPD;
+}
+
+json_t *cmd_call(const char *method, json_t *params, int *ret_exit)
+{
+	struct client c;
+	char errbuf[512] = "";
+	json_t *res = NULL, *err = NULL;
+	int r;
+
+	r = client_open(&c, errbuf, sizeof(errbuf));
+	if (r < 0) {
+		json_decref(params);
+		fprintf(stderr, "spctl: %s\n", errbuf);
+		*ret_exit = CMD_EXIT_SPD;
+		return NULL;
+	}
+	r = client_call(&c, method, params, NULL, NULL, &res, &err);
+	client_close(&c);
+	if (r == -EPROTO) {
+		*ret_exit = cmd_print_error(err);
+		json_decref(err);
+		return NULL;
+	}
+	if (r < 0) {
+		fprintf(stderr, "spctl: %s: %s\n", method, strerror(-r));
+		*ret_exit = CMD_EXIT_SPD;
+		return NULL;
+	}
+	return res;
+}
+
+static void print_json(json_t *v)
+{
+	char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+
+	if (s)
+		puts(s);
+	free(s);
+}
+
+int cmd_ping(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	struct timespec a, b;
+	int ex = 0;
+	json_t *res;
+
+	if (argc != 1) {
+		fprintf(stderr, "usage: spctl ping\n");
+		return CMD_EXIT_USAGE;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	res = cmd_call("daemon.ping", NULL, &ex);
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	if (!res)
+		return ex;
+	if (ctx->json)
+		print_json(res);
+	else
+		printf("pong from spd (%.2f ms including connect)\n",
+		       (double)(b.tv_sec - a.tv_sec) * 1e3 +
+			       (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+	json_decref(res);
+	return 0;
+}
+
+int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	int ex = 0;
+	json_t *res = cmd_call("daemon.status", NULL, &ex), *j, *sb;
+
+	if (!res)
+		return ex;
+	if (ctx->json) {
+		print_json(res);
+		json_decref(res);
+		return 0;
+	}
+	j = json_object_get(res, "journal");
+	printf("spd %s, pid %lld, up %llds\n",
+	       json_string_value(json_object_get(res, "version")),
+	       (long long)json_integer_value(json_object_get(res, "pid")),
+	       (long long)json_integer_value(json_object_get(res, "uptime_s")));
+	printf("socket:       %s\n",
+	       json_string_value(json_object_get(res, "socket")));
+	printf("connections:  %lld\n",
+	       (long long)json_integer_value(json_object_get(res, "connections")));
+	printf("journal:      %lld events, %lld bytes\n",
+	       (long long)json_integer_value(json_object_get(j, "events")),
+	       (long long)json_integer_value(json_object_get(j, "bytes")));
+	printf("sandbox mode: %s\n",
+	       json_string_value(json_object_get(res, "sandbox_mode")));
+	sb = json_object_get(res, "sandbox");
+	if (json_is_object(sb)) {
+		const char *k;
+		json_t *v;
+		json_object_foreach(sb, k, v)
+		{
+			if (json_is_object(v))
+				printf("  %-14s %s%s%s\n", k,
+				       json_is_true(json_object_get(v, "ok"))
+					       ? "ok"
+					       : "MISSING",
+				       json_object_get(v, "why") ? ": " : "",
+				       json_string_value(json_object_get(v, "why"))
+					       ?: "");
+		}
+	}
+	json_decref(res);
+	return 0;
+}
+
+static void print_event(struct cmd_ctx *ctx, json_t *e)
+{
+	time_t t;
+	struct tm tm;
+	char stamp[32];
+
+	if (ctx->json) {
+		print_json(e);
+		fflush(stdout);
+		return;
+	}
+	t = (time_t)(json_integer_value(json_object_get(e, "time_us")) /
+		     1000000);
+	gmtime_r(&t, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &tm);
+	printf("%6lld %s %-10s %-16s %s%s%s\n",
+	       (long long)json_integer_value(json_object_get(e, "id")), stamp,
+	       json_string_value(json_object_get(e, "actor")) ?: "-",
+	       json_string_value(json_object_get(e, "kind")) ?: "-",
+	       json_string_value(json_object_get(e, "summary")) ?: "",
+	       json_string_value(json_object_get(e, "session")) ? "  [session " : "",
+	       json_string_value(json_object_get(e, "session")) ?: "");
+	if (json_string_value(json_object_get(e, "session")))
+		fputs("]", stdout);
+	fflush(stdout);
+}
+
+static void on_journal_event(void *data, const char *method, json_t *params)
+{
+	if (strcmp(method, "journal.event") == 0)
+		print_event(data, params);
+}
+
+static int journal_verify(struct cmd_ctx *ctx)
+{
+	int ex = 0;
+	json_t *res = cmd_call("journal.verify", NULL, &ex);
+	bool ok;
+
+	if (!res)
+		return ex;
+	ok = json_is_true(json_object_get(res, "ok"));
+	if (ctx->json)
+		print_json(res);
+	else if (ok)
+		printf("journal intact: %lld events checked\n",
+		       (long long)json_integer_value(json_object_get(res, "checked")));
+	else
+		printf("journal BROKEN at event %lld (%s): %s\n",
+		       (long long)json_integer_value(
+			       json_object_get(res, "first_bad_id")),
+		       json_string_value(json_object_get(res, "reason")),
+		       json_string_value(json_object_get(res, "detail")) ?: "");
+	json_decref(res);
+	return ok ? 0 : CMD_EXIT_CHECK_FAILED;
+}
+
+int cmd_journal(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	bool follow = false;
+	long long since = -1, limit = 0;
+	const char *kind = NULL;
+	json_t *params, *res = NULL, *err = NULL, *evs;
+	struct client c;
+	char errbuf[512];
+	int r;
+
+	if (argc >= 2 && strcmp(argv[1], "verify") == 0) {
+		if (argc != 2) {
+			fprintf(stderr, "usage: spctl journal verify\n");
+			return CMD_EXIT_USAGE;
+		}
+		return journal_verify(ctx);
+	}
+	for (int i = 1; i < argc; i++) {
+		char *end;
+		if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0) {
+			follow = true;
+		} else if (strcmp(argv[i], "--json") == 0) {
+			ctx->json = true;
+		} else if (strcmp(argv[i], "--since") == 0 && i + 1 < argc) {
+			since = strtoll(argv[++i], &end, 10);
+			if (*end || since < 0)
+				goto usage;
+		} else if (strcmp(argv[i], "--limit") == 0 && i + 1 < argc) {
+			limit = strtoll(argv[++i], &end, 10);
+			if (*end || limit <= 0)
+				goto usage;
+		} else if (strcmp(argv[i], "--kind") == 0 && i + 1 < argc) {
+			kind = argv[++i];
+		} else {
+			goto usage;
+		}
+	}
+	params = json_object();
+	if (since >= 0)
+		json_object_set_new(params, "since", json_integer(since));
+	if (kind)
+		json_object_set_new(params, "kind", json_string(kind));
+	r = client_open(&c, errbuf, sizeof(errbuf));
+	if (r < 0) {
+		json_decref(params);
+		fprintf(stderr, "spctl: %s\n", errbuf);
+		return CMD_EXIT_SPD;
+	}
+	if (follow) {
+		if (since < 0)
+			json_object_set_new(params, "since", json_integer(0));
+		r = client_call(&c, "journal.follow", params, on_journal_event,
+				ctx, &res, &err);
+	} else {
+		if (limit > 0)
+			json_object_set_new(params, "limit", json_integer(limit));
+		r = client_call(&c, "journal.query", params, NULL, NULL, &res,
+				&err);
+	}
+	client_close(&c);
+	if (r == -EPROTO) {
+		r = cmd_print_error(err);
+		json_decref(err);
+		return r;
+	}
+	if (r < 0) {
+		fprintf(stderr, "spctl: journal: %s\n", strerror(-r));
+		return CMD_EXIT_SPD;
+	}
+	evs = json_object_get(res, "events");
+	for (size_t i = 0; i < json_array_size(evs); i++)
+		print_event(ctx, json_array_get(evs, i));
+	json_decref(res);
+	return 0;
+usage:
+	fprintf(stderr, "usage: spctl journal [--follow] [--since ID] "
+			"[--kind KIND] [--limit N] [--json]\n"
+			"       spctl journal verify\n");
+	return CMD_EXIT_USAGE;
+}

@@ -1,0 +1,45 @@
+/*
+ * spctl's commands.  Each takes argv starting at the command's name and
+ * returns the process exit code (see `spctl --help`).
+ */
+#ifndef SPD_CLIENT_CMDS_H
+#define SPD_CLIENT_CMDS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#define CMD_EXIT_OK 0
+#define CMD_EXIT_CHECK_FAILED 1
+#define CMD_EXIT_USAGE 2
+#define CMD_EXIT_TIMEOUT 124
+#define CMD_EXIT_SPD 125
+#define CMD_EXIT_REFUSED 126
+#define CMD_EXIT_NOT_FOUND 127
+
+struct client;
+
+struct cmd_ctx {
+	bool json;
+};
+
+int cmd_ping(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_status(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_journal(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_run(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_session(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_policy(struct cmd_ctx *ctx, int argc, char **argv);
+
+/*
+ * Open a connection, call method(params), print an error response to
+ * stderr as "spctl: CODE: message", and return the result (new reference)
+ * or NULL.  *ret_exit gets the exit code to use on failure: 126 for
+ * POLICY-DENIED, SANDBOX-UNAVAILABLE and the like, 125 otherwise.
+ */
+json_t *cmd_call(const char *method, json_t *params, int *ret_exit);
+
+/* Print an error object {code, message, data:{code}} to stderr and return
+ * the exit code for it. */
+int cmd_print_error(json_t *err);
+
+#endif
