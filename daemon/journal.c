@@ -61,9 +61,14 @@ struct evvec {
 struct journal {
 	uv_loop_t *loop;
 	uv_async_t async; /* writer → loop: rows committed, writer exited */
-	char *path, *head_path, *head_tmp;
-	int lock_fd; /* flock'd: one journal per file; also fsyncs the db */
-	int dir_fd;  /* to fsync the head file's rename */
+	char *path, *head_path, *head_tmp, *lock_path;
+	/*
+	 * "<path>.lock", flock'd: one journal per file.  A separate file
+	 * because closing any descriptor of the database itself would drop
+	 * SQLite's POSIX locks on it.
+	 */
+	int lock_fd;
+	int dir_fd; /* to fsync the head file's rename */
 
 	sqlite3 *db; /* the writer's */
 	sqlite3_stmt *insert;
@@ -384,7 +389,7 @@ static void update_size(struct journal *j)
 	int64_t size = 0;
 	char wal[PATH_MAX];
 
-	if (fstat(j->lock_fd, &st) == 0)
+	if (stat(j->path, &st) == 0)
 		size += st.st_size;
 	if ((size_t)snprintf(wal, sizeof(wal), "%s-wal", j->path) <
 		sizeof(wal) &&
@@ -437,18 +442,21 @@ out:
  */
 static int sync_db(struct journal *j)
 {
-	sqlite3_file *f = NULL;
+	static const int ops[] = {SQLITE_FCNTL_JOURNAL_POINTER,
+				  SQLITE_FCNTL_FILE_POINTER};
 
-	if (sqlite3_file_control(j->db, "main", SQLITE_FCNTL_JOURNAL_POINTER,
-				 &f) == SQLITE_OK &&
-	    f && f->pMethods) {
-		int rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
+	for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
+		sqlite3_file *f = NULL;
+		int rc;
 
+		if (sqlite3_file_control(j->db, "main", ops[i], &f) !=
+			SQLITE_OK ||
+		    !f || !f->pMethods)
+			continue;
+		rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
 		if (rc != SQLITE_OK)
 			return sqlite_errno(rc);
 	}
-	if (fdatasync(j->lock_fd) < 0)
-		return -errno;
 	return 0;
 }
 
@@ -590,8 +598,6 @@ static void journal_free(struct journal *j)
 	sqlite3_finalize(j->insert);
 	sqlite3_close(j->db);
 	sqlite3_close(j->rdb);
-	/* After sqlite3_close: closing any descriptor of the database file
-	 * drops the process's POSIX locks on it, SQLite's included. */
 	if (j->lock_fd >= 0)
 		close(j->lock_fd);
 	if (j->dir_fd >= 0)
@@ -603,6 +609,7 @@ static void journal_free(struct journal *j)
 	free(j->path);
 	free(j->head_path);
 	free(j->head_tmp);
+	free(j->lock_path);
 	free(j);
 }
 
@@ -856,7 +863,8 @@ int journal_open(uv_loop_t *loop, const char *path, struct journal **ret)
 	j->path = strdup(path);
 	j->head_path = path_suffix(path, ".head");
 	j->head_tmp = path_suffix(path, ".head.tmp");
-	if (!j->path || !j->head_path || !j->head_tmp) {
+	j->lock_path = path_suffix(path, ".lock");
+	if (!j->path || !j->head_path || !j->head_tmp || !j->lock_path) {
 		r = -ENOMEM;
 		goto fail;
 	}
@@ -864,9 +872,8 @@ int journal_open(uv_loop_t *loop, const char *path, struct journal **ret)
 	if (r < 0)
 		goto fail;
 	j->dir_fd = r;
-	/* Created here so that it is 0600 whatever the umask. */
 	j->lock_fd =
-	    open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	    open(j->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (j->lock_fd < 0) {
 		r = -errno;
 		goto fail;
@@ -876,6 +883,14 @@ int journal_open(uv_loop_t *loop, const char *path, struct journal **ret)
 		r = errno == EWOULDBLOCK ? -EBUSY : -errno;
 		goto fail;
 	}
+	/* Created here so that it is 0600 whatever the umask; no SQLite
+	 * connection of ours has it open yet, so closing drops no lock. */
+	r = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (r < 0) {
+		r = -errno;
+		goto fail;
+	}
+	close(r);
 	r = open_db(j);
 	if (r < 0)
 		goto fail;
