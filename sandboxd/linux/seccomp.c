@@ -1,0 +1,363 @@
+/*
+ * The syscall filter: default allow, and a deny list of what widens the
+ * kernel's attack surface or reaches outside the run (namespaces, mounts,
+ * keyrings, BPF, tracing, io_uring, module and kexec loading, terminal
+ * injection, socket families other than Unix and — unless the network
+ * mode allows it — IP).  Built with libseccomp in sandboxd before fork,
+ * exported as classic BPF, and loaded in the child with one prctl().
+ *
+ * A default-allow list is chosen over an allow list because the runs are
+ * arbitrary build tools: an allow list breaks them with every new glibc.
+ * The deny list is the union of Docker's default profile and systemd's
+ * @mount, @privileged-only and @obsolete groups, minus what the dropped
+ * capabilities already make harmless and builds still use.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <netinet/in.h>
+#include <linux/netlink.h>
+
+#include "sandboxd/linux/layers.h"
+
+/* The terminal ioctls; the kernel compares only the low 32 bits of the
+ * request (it is an unsigned int there), so the filter does too. */
+#define SBX_TIOCSTI 0x5412
+#define SBX_TIOCLINUX 0x541C
+#define SBX_LOW32 0xffffffffULL
+
+/* Socket families are enumerated below this bound: the kernel refuses a
+ * family >= AF_MAX (46 in Linux 6.18) with EAFNOSUPPORT, so listing
+ * 0..63 covers every family a kernel of the next years can create. */
+#define SBX_SECCOMP_AF_LIMIT 64
+/* Netlink protocols run from 0 to MAX_LINKS - 1 (32). */
+#define SBX_SECCOMP_NETLINK_LIMIT 32
+
+#ifndef IPPROTO_MPTCP
+#define IPPROTO_MPTCP 262
+#endif
+
+/* Syscalls newer than libseccomp 2.5.4 knows, by their number in the
+ * table shared by every architecture since Linux 5.1 (424 and up). */
+#define SBX_NR_OPEN_TREE_ATTR 467 /* Linux 6.15, the mount API */
+
+/* Refused with EPERM whatever their arguments. */
+static const char *const sbx_deny_names[] = {
+    /* Namespaces: a nested user namespace gives back every capability
+	 * inside it, and with it the kernel code behind them. */
+    "unshare",
+    "setns",
+    /* Mounts, old and new API, and chroot. */
+    "mount",
+    "umount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    /* Keyrings are not namespaced: the operator's keys live there. */
+    "keyctl",
+    "add_key",
+    "request_key",
+    /* Large kernel attack surface, rarely needed by builds. */
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    /* Other processes' memory and descriptors. */
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "pidfd_getfd",
+    /* Kernel code and the machine itself. */
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "create_module",
+    "get_kernel_syms",
+    "query_module",
+    "reboot",
+    "swapon",
+    "swapoff",
+    "acct",
+    "quotactl",
+    "quotactl_fd",
+    "iopl",
+    "ioperm",
+    "vhangup",
+    "syslog",
+    "settimeofday",
+    "clock_settime",
+    "stime",
+    "lookup_dcookie",
+    "nfsservctl",
+    /* File handles bypass path-based checks (the "shocker" escape). */
+    "open_by_handle_at",
+    "name_to_handle_at",
+    /* Obsolete. */
+    "uselib",
+    "ustat",
+    "sysfs",
+    "_sysctl",
+    "vm86",
+    "vm86old",
+    NULL,
+};
+
+/* Namespace flags clone() may not carry.  CLONE_NEWTIME is left out: in
+ * clone() its bit is part of the exit signal, and clone3 and unshare, the
+ * only ways to use it, are refused whole. */
+static const uint64_t sbx_clone_ns_flags[] = {
+    CLONE_NEWNS,   CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC,
+    CLONE_NEWUSER, CLONE_NEWPID,    CLONE_NEWNET,
+};
+
+static int deny_name(scmp_filter_ctx ctx, const char *name)
+{
+	int nr = seccomp_syscall_resolve_name(name);
+
+	if (nr == __NR_SCMP_ERROR)
+		return 0; /* unknown to this libseccomp: not on this arch */
+	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
+}
+
+static int deny_socket_families(scmp_filter_ctx ctx, int nr, enum sbx_net net,
+				bool pair)
+{
+	int r;
+
+	for (unsigned af = 0; af < SBX_SECCOMP_AF_LIMIT; af++) {
+		if (af == AF_UNIX)
+			continue;
+		if (!pair && net != SBX_NET_NONE &&
+		    (af == AF_INET || af == AF_INET6))
+			continue;
+		/* Netlink route is allowed for socket(): getifaddrs() and
+		 * getaddrinfo(AI_ADDRCONFIG) read it, it shows only the
+		 * run's own network namespace (or the host's interfaces in
+		 * host mode), and changing anything through it needs
+		 * CAP_NET_ADMIN, which the run does not have.  Every other
+		 * netlink protocol is refused below. */
+		if (!pair && af == AF_NETLINK)
+			continue;
+		r = seccomp_rule_add(
+		    ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+		    SCMP_A0(SCMP_CMP_MASKED_EQ, SBX_LOW32, af));
+		if (r < 0)
+			return r;
+	}
+	if (pair)
+		return 0;
+	for (unsigned p = 0; p < SBX_SECCOMP_NETLINK_LIMIT; p++) {
+		if (p == NETLINK_ROUTE)
+			continue;
+		r = seccomp_rule_add(
+		    ctx, SCMP_ACT_ERRNO(EPERM), nr, 2,
+		    SCMP_A0(SCMP_CMP_MASKED_EQ, SBX_LOW32, AF_NETLINK),
+		    SCMP_A2(SCMP_CMP_MASKED_EQ, SBX_LOW32, p));
+		if (r < 0)
+			return r;
+	}
+	/* MPTCP is refused in every mode: it is TCP for the user but a
+	 * separate, younger protocol stack in the kernel, and Landlock's TCP
+	 * rules did not cover it before Linux 6.8.  Builds do not need it. */
+	return seccomp_rule_add(
+	    ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+	    SCMP_A2(SCMP_CMP_MASKED_EQ, SBX_LOW32, IPPROTO_MPTCP));
+}
+
+/*
+ * personality(ADDR_NO_RANDOMIZE) would turn ASLR off for what the run
+ * starts next.  The query value 0xffffffff has the bit set too, and
+ * libseccomp cannot put two comparisons on one argument, so the rule is
+ * spread over the other 31 bits: "the flag is set and bit b is clear"
+ * matches every value with the flag except 0xffffffff.
+ */
+static int deny_personality(scmp_filter_ctx ctx)
+{
+	int nr = SCMP_SYS(personality), r;
+
+	for (unsigned b = 0; b < 32; b++) {
+		uint64_t bit = 1ULL << b;
+
+		if (bit == ADDR_NO_RANDOMIZE)
+			continue;
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+				     SCMP_A0(SCMP_CMP_MASKED_EQ,
+					     ADDR_NO_RANDOMIZE | bit,
+					     ADDR_NO_RANDOMIZE));
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+static int add_rules(scmp_filter_ctx ctx, enum sbx_net net)
+{
+	int r;
+
+	for (size_t i = 0; sbx_deny_names[i]; i++) {
+		r = deny_name(ctx, sbx_deny_names[i]);
+		if (r < 0)
+			return r;
+	}
+	r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SBX_NR_OPEN_TREE_ATTR,
+			     0);
+	if (r < 0)
+		return r;
+	/* clone3 passes its flags in memory the filter cannot read: ENOSYS
+	 * makes glibc fall back to clone(), whose flags it can. */
+	r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+	if (r < 0)
+		return r;
+	for (size_t i = 0;
+	     i < sizeof(sbx_clone_ns_flags) / sizeof(sbx_clone_ns_flags[0]);
+	     i++) {
+		uint64_t f = sbx_clone_ns_flags[i];
+
+		r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM),
+				     SCMP_SYS(clone), 1,
+				     SCMP_A0(SCMP_CMP_MASKED_EQ, f, f));
+		if (r < 0)
+			return r;
+	}
+	/* Terminal injection: TIOCSTI pushes bytes into a terminal's input,
+	 * TIOCLINUX can paste the console selection.  The kernel may also
+	 * refuse TIOCSTI (dev.tty.legacy_tiocsti = 0); this holds anyway. */
+	r = seccomp_rule_add(
+	    ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+	    SCMP_A1(SCMP_CMP_MASKED_EQ, SBX_LOW32, SBX_TIOCSTI));
+	if (r < 0)
+		return r;
+	r = seccomp_rule_add(
+	    ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+	    SCMP_A1(SCMP_CMP_MASKED_EQ, SBX_LOW32, SBX_TIOCLINUX));
+	if (r < 0)
+		return r;
+	r = deny_socket_families(ctx, SCMP_SYS(socket), net, false);
+	if (r < 0)
+		return r;
+	r = deny_socket_families(ctx, SCMP_SYS(socketpair), net, true);
+	if (r < 0)
+		return r;
+	return deny_personality(ctx);
+}
+
+/* Export the program into a memfd and read it back: libseccomp 2.5 can
+ * only write it to a descriptor. */
+static int export_prog(scmp_filter_ctx ctx, struct sock_fprog *ret)
+{
+	struct sock_filter *insns = NULL;
+	struct stat st;
+	size_t got = 0;
+	int fd, r;
+
+	fd = memfd_create("sbx-seccomp", MFD_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	r = seccomp_export_bpf(ctx, fd);
+	if (r < 0)
+		goto out;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (st.st_size <= 0 || st.st_size % sizeof(struct sock_filter) ||
+	    st.st_size / sizeof(struct sock_filter) > BPF_MAXINSNS) {
+		r = -E2BIG;
+		goto out;
+	}
+	insns = malloc((size_t)st.st_size);
+	if (!insns) {
+		r = -ENOMEM;
+		goto out;
+	}
+	while (got < (size_t)st.st_size) {
+		ssize_t n = pread(fd, (char *)insns + got,
+				  (size_t)st.st_size - got, (off_t)got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = n < 0 ? -errno : -EIO;
+			goto out;
+		}
+		got += (size_t)n;
+	}
+	ret->len = (unsigned short)(got / sizeof(struct sock_filter));
+	ret->filter = insns;
+	insns = NULL;
+	r = 0;
+out:
+	free(insns);
+	close(fd);
+	return r;
+}
+
+int sbx_seccomp_build(enum sbx_net net, struct sock_fprog *ret)
+{
+	scmp_filter_ctx ctx;
+	int r;
+
+	if (!ret)
+		return -EINVAL;
+	ctx = seccomp_init(SCMP_ACT_ALLOW);
+	if (!ctx)
+		return -ENOMEM;
+	/* Only the native architecture: an ia32 (int $0x80) or x32 system
+	 * call is not checked against the rules above, so the process making
+	 * one is killed.  A 32-bit binary in a run dies with SIGSYS on its
+	 * first system call, which is loud and clear. */
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH,
+			     SCMP_ACT_KILL_PROCESS);
+	if (r < 0)
+		goto out;
+	/* A binary tree of syscall numbers instead of a linear list: every
+	 * allowed syscall of every run pays for the filter's length. */
+	r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+	if (r < 0)
+		goto out;
+	r = add_rules(ctx, net);
+	if (r < 0)
+		goto out;
+	r = export_prog(ctx, ret);
+out:
+	seccomp_release(ctx);
+	return r;
+}
+
+void sbx_seccomp_free(struct sock_fprog *prog)
+{
+	if (!prog)
+		return;
+	free(prog->filter);
+	prog->filter = NULL;
+	prog->len = 0;
+}
+
+int sbx_seccomp_load(const struct sock_fprog *prog)
+{
+	if (!prog || !prog->filter || prog->len == 0)
+		return -EINVAL;
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, prog, 0, 0) < 0)
+		return -errno;
+	return 0;
+}
