@@ -90,7 +90,8 @@ int rpc_parse(const char *frame, size_t len, struct rpc_request *ret,
 	 * decide what such bytes mean. */
 	if (!utf8_valid(frame, len))
 		return fail(e, RPC_E_PARSE, NULL, "invalid UTF-8");
-	root = json_loadb(frame, len, JSON_REJECT_DUPLICATES, &jerr);
+	root = json_loadb(frame, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY,
+			  &jerr);
 	if (!root)
 		return fail(e, RPC_E_PARSE, NULL, "invalid JSON: %.100s",
 			    jerr.text);

@@ -28,7 +28,8 @@ char *test_tmpdir(const char *tag)
 
 void test_rmrf(const char *path)
 {
-	char *argv[] = {"rm", "-rf", (char *)path, NULL};
+	char *copy = strdup(path);
+	char *argv[] = {"rm", "-rf", copy, NULL};
 	pid_t pid = fork();
 
 	if (pid == 0) {
@@ -37,6 +38,7 @@ void test_rmrf(const char *path)
 	}
 	if (pid > 0)
 		waitpid(pid, NULL, 0);
+	free(copy);
 }
 
 void test_write_file(const char *path, const char *content)

@@ -1,0 +1,668 @@
+/*
+ * Integration tests for spd's foundation: a real spd in temporary
+ * directories, spoken to over its socket and through spctl.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/spdproc.h"
+#include "tests/lib/testlib.h"
+#include "common/paths.h"
+
+static struct test_spd T;
+
+static void setup(void)
+{
+	test_spd_prepare(&T, NULL);
+	test_spd_start(&T);
+}
+
+static void teardown(void)
+{
+	test_spd_cleanup(&T);
+}
+
+static bool has(const char *hay, const char *needle)
+{
+	return hay && strstr(hay, needle) != NULL;
+}
+
+/* The journal as text, read with the sqlite3 CLI straight from the file:
+ * what spd wrote, not what it says it wrote. */
+static char *journal_dump(void)
+{
+	char *argv[] = {"sqlite3", T.journal,
+			"select id, actor, kind, summary, detail from events "
+			"order by id",
+			NULL};
+	char *out = NULL;
+
+	test_run(argv, NULL, &out, NULL);
+	return out;
+}
+
+START_TEST(test_ping_and_status)
+{
+	int fd = test_spd_connect(&T);
+	char *r = test_call(&T, fd, 7, "daemon.ping", NULL, true);
+
+	ck_assert_str_eq(r, "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"pong\":true}}");
+	free(r);
+	r = test_call(&T, fd, 8, "daemon.status", NULL, true);
+	ck_assert(has(r, "\"version\":\"0.1.0\""));
+	ck_assert(has(r, "\"connections\":1"));
+	ck_assert(has(r, "\"journal\":{"));
+	free(r);
+	close(fd);
+}
+END_TEST
+
+/* A request split at every byte boundary is one request. */
+START_TEST(test_split_every_byte)
+{
+	char req[256];
+	int n = snprintf(req, sizeof(req),
+			 "{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":"
+			 "\"daemon.ping\",\"params\":{\"token\":\"%s\"}}\n",
+			 T.token);
+
+	for (int cut = 1; cut < n; cut++) {
+		int fd = test_spd_connect(&T);
+		char *r;
+
+		test_send(fd, req, (size_t)cut);
+		usleep(cut % 16 == 0 ? 2000 : 0);
+		test_send(fd, req + cut, (size_t)(n - cut));
+		r = test_recv_line(fd, 5000);
+		ck_assert_msg(has(r, "\"id\":\"x\",\"result\":{\"pong\":true}"),
+			      "cut %d: %s", cut, r ? r : "(none)");
+		free(r);
+		close(fd);
+	}
+}
+END_TEST
+
+/* Several requests in one write, and pipelining: every id answered. */
+START_TEST(test_many_in_one_write)
+{
+	char buf[16384];
+	size_t off = 0;
+	int fd = test_spd_connect(&T);
+	bool seen[50] = {0};
+
+	for (int i = 0; i < 50; i++)
+		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+					"{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":"
+					"\"daemon.ping\",\"params\":{\"token\":"
+					"\"%s\"}}\n",
+					i, T.token);
+	test_send(fd, buf, off);
+	for (int i = 0; i < 50; i++) {
+		char *r = test_recv_line(fd, 5000);
+		int id = -1;
+		ck_assert_ptr_nonnull(r);
+		ck_assert(sscanf(strstr(r, "\"id\":"), "\"id\":%d", &id) == 1);
+		ck_assert(id >= 0 && id < 50 && !seen[id]);
+		ck_assert(has(r, "\"pong\":true"));
+		seen[id] = true;
+		free(r);
+	}
+	close(fd);
+}
+END_TEST
+
+static void expect_error(const char *frame, const char *num, const char *code)
+{
+	int fd = test_spd_connect(&T);
+	char *r;
+
+	test_send(fd, frame, strlen(frame));
+	r = test_recv_line(fd, 5000);
+	ck_assert_msg(r && has(r, num) && has(r, code), "frame %s got %s",
+		      frame, r ? r : "(nothing)");
+	free(r);
+	/* The connection stays usable after a bad frame. */
+	free(r = test_call(&T, fd, 99, "daemon.ping", NULL, true));
+	close(fd);
+}
+
+START_TEST(test_bad_frames)
+{
+	expect_error("this is not json\n", "-32700", "BAD-REQUEST");
+	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\"\n",
+		     "-32700", "BAD-REQUEST");
+	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.p\xc3\x28\"}\n",
+		     "-32700", "invalid UTF-8");
+	expect_error("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\"}]\n",
+		     "-32600", "BAD-REQUEST");
+	expect_error("42\n", "-32600", "BAD-REQUEST");
+	expect_error("{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"daemon.ping\"}\n",
+		     "-32600", "\"id\":1");
+	expect_error("{\"id\":1,\"method\":\"daemon.ping\"}\n", "-32600",
+		     "jsonrpc");
+	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"no.such\"}\n",
+		     "-32601", "BAD-REQUEST");
+	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"journal.query\","
+		     "\"params\":{\"limit\":\"ten\"}}\n",
+		     "-32602", "BAD-REQUEST");
+	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"journal.query\","
+		     "\"params\":{\"bogus\":1}}\n",
+		     "-32602", "BAD-REQUEST");
+	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\","
+		     "\"params\":[1]}\n",
+		     "-32602", "BAD-REQUEST");
+	expect_error("{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"daemon.ping\"}\n",
+		     "-32600", "BAD-REQUEST");
+}
+END_TEST
+
+/* A notification (no id) gets no response; the next request does. */
+START_TEST(test_notification_no_reply)
+{
+	int fd = test_spd_connect(&T);
+	char line[256];
+	char *r;
+
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"method\":\"daemon.ping\",\"params\":"
+		 "{\"token\":\"%s\"}}\n",
+		 T.token);
+	test_send(fd, line, strlen(line));
+	r = test_call(&T, fd, 5, "daemon.ping", NULL, true);
+	ck_assert(has(r, "\"id\":5"));
+	free(r);
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_frame_too_large)
+{
+	int fd = test_spd_connect(&T);
+	size_t n = 1024 * 1024 + 4096;
+	char *big = malloc(n);
+	char *r;
+
+	memset(big, 'a', n);
+	big[0] = '{';
+	/* No newline: spd must not buffer without bound waiting for one. */
+	test_send(fd, big, n);
+	r = test_recv_line(fd, 5000);
+	ck_assert_msg(has(r, "FRAME-TOO-LARGE"), "got %s", r ? r : "(none)");
+	free(r);
+	/* ... and closes the connection. */
+	ck_assert_ptr_null(test_recv_line(fd, 5000));
+	close(fd);
+	free(big);
+	/* Others are unaffected. */
+	fd = test_spd_connect(&T);
+	free(r = test_call(&T, fd, 1, "daemon.ping", NULL, true));
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_auth_refused_and_journaled)
+{
+	int fd = test_spd_connect(&T);
+	char *r, *dump;
+
+	r = test_call(&T, fd, 1, "daemon.ping", NULL, false);
+	ck_assert(has(r, "UNAUTHORIZED") && has(r, "-32002"));
+	free(r);
+	r = test_call(&T, fd, 2, "daemon.ping",
+		      "{\"token\":\"00000000000000000000000000000000000000000"
+		      "00000000000000000000000\"}",
+		      false);
+	ck_assert(has(r, "UNAUTHORIZED"));
+	free(r);
+	/* The right token prefix is not enough. */
+	char partial[128];
+	snprintf(partial, sizeof(partial), "{\"token\":\"%.63s\"}", T.token);
+	r = test_call(&T, fd, 3, "daemon.ping", partial, false);
+	ck_assert(has(r, "UNAUTHORIZED"));
+	free(r);
+	/* auth once per connection, then no token needed. */
+	free(test_call(&T, fd, 4, "auth", NULL, true));
+	r = test_call(&T, fd, 5, "daemon.ping", NULL, false);
+	ck_assert(has(r, "\"pong\":true"));
+	free(r);
+	close(fd);
+	/* Flush the journal by stopping spd, then read the file. */
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	dump = journal_dump();
+	ck_assert_msg(has(dump, "auth.refused|daemon.ping UNAUTHORIZED: a token is required"),
+		      "%s", dump);
+	ck_assert(has(dump, "auth.refused|daemon.ping UNAUTHORIZED: invalid token"));
+	/* The token never reaches the journal. */
+	ck_assert_msg(!has(dump, T.token), "token in journal");
+	char prefix[40];
+	snprintf(prefix, sizeof(prefix), "%.32s", T.token);
+	ck_assert(!has(dump, prefix));
+	free(dump);
+}
+END_TEST
+
+/* A client of another uid is refused even if it can reach the socket. */
+START_TEST(test_other_uid_refused)
+{
+	struct passwd *pw = getpwnam("nobody");
+	int p[2], status;
+	char buf[512] = "";
+	char *dump;
+	pid_t pid;
+
+	if (geteuid() != 0)
+		TEST_SKIP("needs root to act as another uid");
+	ck_assert_ptr_nonnull(pw);
+	/* Open the way through the file modes: the uid check must hold by
+	 * itself. */
+	chmod(T.dir, 0755);
+	chmod(T.runtime, 0755);
+	chmod(T.sock, 0777);
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	if (pid == 0) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+		char line[256];
+		ssize_t n;
+		int fd;
+
+		close(p[0]);
+		if (setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
+			_exit(3);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", T.sock);
+		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+			_exit(4);
+		snprintf(line, sizeof(line),
+			 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			 "\"daemon.ping\",\"params\":{\"token\":\"%s\"}}\n",
+			 T.token);
+		n = write(fd, line, strlen(line));
+		(void)n;
+		n = read(fd, line, sizeof(line) - 1);
+		if (n > 0)
+			n = write(p[1], line, (size_t)n);
+		_exit(0);
+	}
+	close(p[1]);
+	ssize_t n = read(p[0], buf, sizeof(buf) - 1);
+	(void)n;
+	waitpid(pid, &status, 0);
+	close(p[0]);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "child status %d", status);
+	ck_assert_msg(has(buf, "UNAUTHORIZED") && !has(buf, "pong"), "got %s",
+		      buf);
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	dump = journal_dump();
+	ck_assert_msg(has(dump, "peer of another uid"), "%s", dump);
+	free(dump);
+}
+END_TEST
+
+struct pinger {
+	int ok;
+};
+
+static void *ping_thread(void *arg)
+{
+	struct pinger *pg = arg;
+	int fd = test_spd_connect(&T);
+	char line[256];
+
+	for (int i = 0; i < 50; i++) {
+		char *r;
+		snprintf(line, sizeof(line),
+			 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":"
+			 "\"daemon.ping\",\"params\":{\"token\":\"%s\"}}\n",
+			 i, T.token);
+		test_send(fd, line, strlen(line));
+		r = test_recv_line(fd, 20000);
+		snprintf(line, sizeof(line), "\"id\":%d,\"result\":{\"pong\":true}", i);
+		if (r && strstr(r, line))
+			pg->ok++;
+		free(r);
+	}
+	close(fd);
+	return NULL;
+}
+
+START_TEST(test_200_clients)
+{
+	enum { N = 200 };
+	pthread_t th[N];
+	struct pinger pg[N];
+	int total = 0;
+
+	memset(pg, 0, sizeof(pg));
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(pthread_create(&th[i], NULL, ping_thread, &pg[i]), 0);
+	for (int i = 0; i < N; i++) {
+		pthread_join(th[i], NULL);
+		total += pg[i].ok;
+	}
+	ck_assert_int_eq(total, N * 50);
+}
+END_TEST
+
+/* A client that never reads does not block others. */
+START_TEST(test_stalled_client)
+{
+	int slow = test_spd_connect(&T), fd;
+	char line[256];
+	char *r;
+	int n = snprintf(line, sizeof(line),
+			 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			 "\"daemon.status\",\"params\":{\"token\":\"%s\"}}\n",
+			 T.token);
+	int flags = fcntl(slow, F_GETFL);
+
+	fcntl(slow, F_SETFL, flags | O_NONBLOCK);
+	for (int i = 0; i < 20000; i++)
+		if (send(slow, line, (size_t)n, MSG_NOSIGNAL) < 0)
+			break;
+	fd = test_spd_connect(&T);
+	r = test_call(&T, fd, 2, "daemon.ping", NULL, true);
+	ck_assert(has(r, "\"pong\":true"));
+	free(r);
+	close(fd);
+	close(slow);
+}
+END_TEST
+
+START_TEST(test_second_spd_refused)
+{
+	char *err = NULL;
+	int st;
+
+	/* Same directories, second process. */
+	st = test_spd_expect_exit(&T, &err);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0,
+		      "second spd not refused");
+	char pidtxt[32];
+	snprintf(pidtxt, sizeof(pidtxt), "pid %d", (int)T.pid);
+	ck_assert_msg(has(err, "already running") && has(err, pidtxt), "%s",
+		      err);
+	free(err);
+	/* The first still answers. */
+	int fd = test_spd_connect(&T);
+	free(test_call(&T, fd, 1, "daemon.ping", NULL, true));
+	close(fd);
+}
+END_TEST
+
+START_TEST(test_sigterm_clean_exit)
+{
+	struct stat st;
+	int status = test_spd_stop(&T);
+
+	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	ck_assert_int_eq(stat(T.sock, &st), -1);
+	char *dump = journal_dump();
+	ck_assert_msg(has(dump, "daemon.stop"), "%s", dump);
+	free(dump);
+}
+END_TEST
+
+START_TEST(test_stale_socket_and_modes)
+{
+	struct stat st;
+	char *tok;
+
+	test_spd_kill(&T); /* leaves a stale socket behind */
+	ck_assert_int_eq(stat(T.sock, &st), 0);
+	test_spd_start(&T);
+	ck_assert_int_eq(stat(T.sock, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	ck_assert_int_eq(stat(T.runtime, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0700);
+	tok = paths_join(T.config, "operator.token");
+	ck_assert_int_eq(stat(tok, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	free(tok);
+	/* A runtime dir with loose modes is refused. */
+	test_spd_stop(&T);
+	chmod(T.runtime, 0755);
+	char *err = NULL;
+	int s = test_spd_try_start(&T, &err);
+	ck_assert(s >= 0 && WEXITSTATUS(s) != 0);
+	ck_assert_msg(has(err, "0700"), "%s", err);
+	free(err);
+	chmod(T.runtime, 0700);
+}
+END_TEST
+
+/* spctl: the commands a user types. */
+START_TEST(test_spctl_commands)
+{
+	char *out = NULL, *err = NULL;
+	int st;
+
+	st = test_spctl(&T, (char *[]){"ping", NULL}, NULL, &out, &err);
+	ck_assert_msg(WEXITSTATUS(st) == 0 && has(out, "pong"), "%s%s", out, err);
+	free(out), free(err);
+	st = test_spctl(&T, (char *[]){"--json", "status", NULL}, NULL, &out, &err);
+	ck_assert(WEXITSTATUS(st) == 0 && has(out, "\"version\""));
+	free(out), free(err);
+	st = test_spctl(&T, (char *[]){"journal", "--kind", "request", NULL}, NULL,
+			&out, &err);
+	ck_assert(WEXITSTATUS(st) == 0 && has(out, "daemon.ping ok"));
+	free(out), free(err);
+	st = test_spctl(&T, (char *[]){"journal", "verify", NULL}, NULL, &out, &err);
+	ck_assert_msg(WEXITSTATUS(st) == 0 && has(out, "intact"), "%s%s", out, err);
+	free(out), free(err);
+	st = test_spctl(&T, (char *[]){"bogus", NULL}, NULL, &out, &err);
+	ck_assert_int_eq(WEXITSTATUS(st), 2);
+	free(out), free(err);
+	/* A wrong session token: refused with the symbolic code, exit 125. */
+	st = test_spctl(&T, (char *[]){"ping", NULL},
+			(char *[]){"SPD_SESSION_TOKEN=deadbeef", NULL}, &out, &err);
+	ck_assert_int_eq(WEXITSTATUS(st), 125);
+	ck_assert_msg(has(err, "UNAUTHORIZED"), "%s", err);
+	free(out), free(err);
+}
+END_TEST
+
+static int follow_count(const char *out)
+{
+	int n = 0;
+	for (const char *p = out; (p = strstr(p, "journal.event")); p++)
+		n++;
+	return n;
+}
+
+/* journal.follow: history, then live events, until the client goes. */
+START_TEST(test_journal_follow)
+{
+	int fd = test_spd_connect(&T), fd2 = test_spd_connect(&T);
+	char *r;
+	int seen_live = 0;
+
+	free(test_call(&T, fd2, 1, "daemon.ping", NULL, true));
+	char line[256];
+	snprintf(line, sizeof(line),
+		 "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"journal.follow\","
+		 "\"params\":{\"token\":\"%s\",\"since\":0}}\n",
+		 T.token);
+	test_send(fd, line, strlen(line));
+	r = test_recv_line(fd, 5000);
+	ck_assert_msg(has(r, "journal.event") && has(r, "\"id\":1,"), "%s", r);
+	free(r);
+	/* Live: a ping elsewhere shows up here. */
+	free(test_call(&T, fd2, 77, "daemon.status", NULL, true));
+	for (int i = 0; i < 50 && !seen_live; i++) {
+		r = test_recv_line(fd, 5000);
+		ck_assert_ptr_nonnull(r);
+		if (has(r, "daemon.status ok"))
+			seen_live = 1;
+		ck_assert_int_eq(follow_count(r), 1);
+		free(r);
+	}
+	ck_assert(seen_live);
+	close(fd);
+	close(fd2);
+}
+END_TEST
+
+/* Tampering, made with sqlite3 on the file, is named by journal verify. */
+static void tamper_and_verify(const char *sql, const char *reason)
+{
+	char *out = NULL, *err = NULL;
+	int st, fd;
+
+	fd = test_spd_connect(&T);
+	for (int i = 0; i < 20; i++)
+		free(test_call(&T, fd, i, "daemon.ping", NULL, true));
+	close(fd);
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	char *sqlcopy = strdup(sql);
+	char *argv[] = {"sqlite3", T.journal, sqlcopy, NULL};
+	st = test_run(argv, NULL, NULL, &err);
+	free(sqlcopy);
+	ck_assert_msg(st == 0, "sqlite3: %s", err);
+	free(err);
+	char *spd_err = NULL;
+	st = test_spd_try_start(&T, &spd_err);
+	if (st >= 0) {
+		/* spd refuses to continue a chain whose head was cut off
+		 * (continuing would bury the evidence); the offline check
+		 * names the bad row. */
+		char *spd = test_prog("spd");
+		char *vargv[] = {spd, "--verify-journal", NULL};
+		ck_assert_msg(has(spd_err, "journal"), "%s", spd_err);
+		free(spd_err);
+		st = test_run(vargv, T.env, &out, &err);
+		free(spd);
+		ck_assert_msg(WEXITSTATUS(st) == 1 && has(out, "BROKEN") &&
+				      has(out, reason),
+			      "offline verify: %s %s", out, err);
+		free(out), free(err);
+		return;
+	}
+	free(spd_err);
+	st = test_spctl(&T, (char *[]){"journal", "verify", NULL}, NULL, &out,
+			&err);
+	ck_assert_msg(WEXITSTATUS(st) == 1, "verify passed after %s: %s", sql,
+		      out);
+	ck_assert_msg(has(out, "BROKEN") && has(out, reason), "%s", out);
+	free(out), free(err);
+}
+
+START_TEST(test_tamper_edit)
+{
+	tamper_and_verify("update events set summary='nothing here' where id=5",
+			  "at event 5 (edited)");
+}
+END_TEST
+
+START_TEST(test_tamper_delete)
+{
+	tamper_and_verify("delete from events where id=6", "at event 6");
+}
+END_TEST
+
+START_TEST(test_tamper_insert)
+{
+	tamper_and_verify("update events set id=id+1000 where id>7;"
+			  "insert into events select 8,time,session,actor,kind,"
+			  "'forged',detail,prev_hash,hash from events where id=7;"
+			  "update events set id=id-999 where id>1000",
+			  "BROKEN");
+}
+END_TEST
+
+START_TEST(test_tamper_reorder)
+{
+	tamper_and_verify("update events set id=-1 where id=4;"
+			  "update events set id=4 where id=5;"
+			  "update events set id=5 where id=-1",
+			  "at event 4");
+}
+END_TEST
+
+START_TEST(test_tamper_truncate)
+{
+	tamper_and_verify("delete from events where id > 10", "truncated");
+}
+END_TEST
+
+/* SIGKILL during a burst: the journal still verifies and a restart
+ * continues the chain. */
+START_TEST(test_kill_during_burst)
+{
+	int fd = test_spd_connect(&T);
+	char line[256];
+	char *out = NULL, *err = NULL;
+	int n, st;
+
+	n = snprintf(line, sizeof(line),
+		     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\","
+		     "\"params\":{\"token\":\"%s\"}}\n",
+		     T.token);
+	for (int i = 0; i < 3000; i++)
+		test_send(fd, line, (size_t)n);
+	usleep(20000);
+	test_spd_kill(&T);
+	close(fd);
+	char *argv[] = {"sqlite3", T.journal, "select count(*) from events", NULL};
+	char *before = NULL;
+	test_run(argv, NULL, &before, NULL);
+	test_spd_start(&T);
+	fd = test_spd_connect(&T);
+	free(test_call(&T, fd, 1, "daemon.ping", NULL, true));
+	close(fd);
+	st = test_spctl(&T, (char *[]){"journal", "verify", NULL}, NULL, &out, &err);
+	ck_assert_msg(WEXITSTATUS(st) == 0 && has(out, "intact"),
+		      "after SIGKILL (%s rows): %s %s", before, out, err);
+	free(out), free(err), free(before);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("daemon");
+	TCase *tc = tcase_create("daemon");
+	SRunner *sr;
+	int failed;
+
+	signal(SIGPIPE, SIG_IGN);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_ping_and_status);
+	tcase_add_test(tc, test_split_every_byte);
+	tcase_add_test(tc, test_many_in_one_write);
+	tcase_add_test(tc, test_bad_frames);
+	tcase_add_test(tc, test_notification_no_reply);
+	tcase_add_test(tc, test_frame_too_large);
+	tcase_add_test(tc, test_auth_refused_and_journaled);
+	tcase_add_test(tc, test_other_uid_refused);
+	tcase_add_test(tc, test_200_clients);
+	tcase_add_test(tc, test_stalled_client);
+	tcase_add_test(tc, test_second_spd_refused);
+	tcase_add_test(tc, test_sigterm_clean_exit);
+	tcase_add_test(tc, test_stale_socket_and_modes);
+	tcase_add_test(tc, test_spctl_commands);
+	tcase_add_test(tc, test_journal_follow);
+	tcase_add_test(tc, test_tamper_edit);
+	tcase_add_test(tc, test_tamper_delete);
+	tcase_add_test(tc, test_tamper_insert);
+	tcase_add_test(tc, test_tamper_reorder);
+	tcase_add_test(tc, test_tamper_truncate);
+	tcase_add_test(tc, test_kill_during_burst);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,283 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "spdproc.h"
+#include "testlib.h"
+#include "common/buf.h"
+#include "common/paths.h"
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+void test_spd_prepare(struct test_spd *t, const char *conf)
+{
+	memset(t, 0, sizeof(*t));
+	t->dir = test_tmpdir("spd");
+	t->config = paths_join(t->dir, "config");
+	t->state = paths_join(t->dir, "state");
+	t->runtime = paths_join(t->dir, "run");
+	t->sock = paths_join(t->runtime, "spd.sock");
+	t->journal = paths_join(t->state, "journal.db");
+	ck_assert_int_eq(mkdir(t->config, 0700), 0);
+	if (conf) {
+		char *p = paths_join(t->config, "spd.conf");
+		test_write_file(p, conf);
+		free(p);
+	}
+	ck_assert(asprintf(&t->env[0], "SPD_CONFIG_DIR=%s", t->config) > 0);
+	ck_assert(asprintf(&t->env[1], "SPD_STATE_DIR=%s", t->state) > 0);
+	ck_assert(asprintf(&t->env[2], "SPD_RUNTIME_DIR=%s", t->runtime) > 0);
+	t->env[3] = strdup("SPD_NO_AUTOSTART=1");
+	t->env[4] = NULL;
+}
+
+static pid_t spawn_spd(struct test_spd *t, int errfd)
+{
+	char *spd = test_prog("spd");
+	pid_t pid = fork();
+
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		for (int i = 0; t->env[i]; i++)
+			putenv(t->env[i]);
+		if (errfd >= 0)
+			dup2(errfd, 2);
+		execl(spd, spd, "--foreground", (char *)NULL);
+		_exit(127);
+	}
+	free(spd);
+	return pid;
+}
+
+static bool sock_answers(struct test_spd *t)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", t->sock);
+	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+static void read_token(struct test_spd *t)
+{
+	char *p = paths_join(t->config, "operator.token");
+	char *tok = test_read_file(p);
+
+	ck_assert_msg(tok != NULL, "no operator token at %s", p);
+	tok[strcspn(tok, "\n")] = '\0';
+	snprintf(t->token, sizeof(t->token), "%s", tok);
+	free(tok);
+	free(p);
+}
+
+int test_spd_try_start(struct test_spd *t, char **ret_err)
+{
+	char errpath[4096];
+	int errfd, status;
+
+	snprintf(errpath, sizeof(errpath), "%s/spd.stderr.%d", t->dir,
+		 (int)time(NULL));
+	errfd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	t->pid = spawn_spd(t, errfd);
+	close(errfd);
+	for (int i = 0; i < 1000; i++) {
+		pid_t w = waitpid(t->pid, &status, WNOHANG);
+		if (w == t->pid) {
+			t->pid = 0;
+			if (ret_err)
+				*ret_err = test_read_file(errpath);
+			return status;
+		}
+		if (sock_answers(t)) {
+			read_token(t);
+			if (ret_err)
+				*ret_err = test_read_file(errpath);
+			return -1;
+		}
+		sleep_ms(10);
+	}
+	ck_abort_msg("spd neither answered nor exited within 10 s");
+	return -1;
+}
+
+int test_spd_expect_exit(struct test_spd *t, char **ret_err)
+{
+	char errpath[4096];
+	int errfd, status;
+	pid_t pid;
+
+	snprintf(errpath, sizeof(errpath), "%s/spd.stderr.x", t->dir);
+	errfd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0600);
+	pid = spawn_spd(t, errfd);
+	close(errfd);
+	for (int i = 0; i < 1000; i++) {
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			if (ret_err)
+				*ret_err = test_read_file(errpath);
+			return status;
+		}
+		sleep_ms(10);
+	}
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	ck_abort_msg("spd kept running where it should have refused");
+	return -1;
+}
+
+void test_spd_start(struct test_spd *t)
+{
+	char *err = NULL;
+	int st = test_spd_try_start(t, &err);
+
+	ck_assert_msg(st == -1, "spd exited with status %d: %s", st,
+		      err ? err : "");
+	free(err);
+}
+
+int test_spd_stop(struct test_spd *t)
+{
+	int status = -1;
+
+	if (t->pid <= 0)
+		return -1;
+	kill(t->pid, SIGTERM);
+	waitpid(t->pid, &status, 0);
+	t->pid = 0;
+	return status;
+}
+
+void test_spd_kill(struct test_spd *t)
+{
+	if (t->pid <= 0)
+		return;
+	kill(t->pid, SIGKILL);
+	waitpid(t->pid, NULL, 0);
+	t->pid = 0;
+}
+
+void test_spd_cleanup(struct test_spd *t)
+{
+	if (t->pid > 0)
+		test_spd_stop(t);
+	if (t->dir)
+		test_rmrf(t->dir);
+	free(t->dir);
+	free(t->config);
+	free(t->state);
+	free(t->runtime);
+	free(t->sock);
+	free(t->journal);
+	for (int i = 0; t->env[i]; i++)
+		free(t->env[i]);
+	memset(t, 0, sizeof(*t));
+}
+
+int test_spd_connect(struct test_spd *t)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", t->sock);
+	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+		      "connect %s: %s", t->sock, strerror(errno));
+	return fd;
+}
+
+void test_send(int fd, const char *s, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, s, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		ck_assert_msg(w > 0, "send: %s", strerror(errno));
+		s += w;
+		n -= (size_t)w;
+	}
+}
+
+char *test_recv_line(int fd, int timeout_ms)
+{
+	struct buf b = BUF_INIT;
+	char c;
+
+	for (;;) {
+		struct pollfd p = {fd, POLLIN, 0};
+		int r = poll(&p, 1, timeout_ms);
+		ssize_t n;
+
+		if (r <= 0) {
+			buf_free(&b);
+			return NULL;
+		}
+		/* One byte at a time keeps pipelined lines for the next
+		 * call; tests are not about speed. */
+		n = read(fd, &c, 1);
+		if (n <= 0) {
+			buf_free(&b);
+			return NULL;
+		}
+		if (c == '\n')
+			return b.data ? b.data : strdup("");
+		buf_append(&b, &c, 1);
+	}
+}
+
+char *test_call(struct test_spd *t, int fd, int id, const char *method,
+		const char *params_json, bool with_token)
+{
+	char *line;
+	char *resp;
+	const char *p = params_json ? params_json : "{}";
+	char tokpart[128] = "";
+
+	if (with_token)
+		snprintf(tokpart, sizeof(tokpart), "\"token\":\"%s\"%s",
+			 t->token, strcmp(p, "{}") ? "," : "");
+	ck_assert(asprintf(&line,
+			   "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\","
+			   "\"params\":{%s%s}\n",
+			   id, method, tokpart, p + 1) > 0);
+	test_send(fd, line, strlen(line));
+	free(line);
+	resp = test_recv_line(fd, 10000);
+	ck_assert_msg(resp != NULL, "no response to %s", method);
+	return resp;
+}
+
+int test_spctl(struct test_spd *t, char *const args[], char *const extra_env[],
+	       char **ret_out, char **ret_err)
+{
+	char *argv[64];
+	char *env[32];
+	size_t n = 0, e = 0;
+	int st;
+
+	argv[n++] = test_prog("spctl");
+	for (size_t i = 0; args[i] && n < 63; i++)
+		argv[n++] = args[i];
+	argv[n] = NULL;
+	for (size_t i = 0; t->env[i] && e < 16; i++)
+		env[e++] = t->env[i];
+	for (size_t i = 0; extra_env && extra_env[i] && e < 31; i++)
+		env[e++] = extra_env[i];
+	env[e] = NULL;
+	st = test_run(argv, env, ret_out, ret_err);
+	free(argv[0]);
+	return st;
+}

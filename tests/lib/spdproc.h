@@ -1,0 +1,61 @@
+/*
+ * A real spd for integration tests: started in --foreground with its own
+ * config, state and runtime directories under a temporary directory.
+ */
+#ifndef SPD_TESTS_SPDPROC_H
+#define SPD_TESTS_SPDPROC_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+struct test_spd {
+	char *dir;     /* the temporary root */
+	char *config;  /* dir/config */
+	char *state;   /* dir/state */
+	char *runtime; /* dir/run */
+	char *sock;
+	char *journal;
+	pid_t pid;
+	char token[80];
+	char *env[8]; /* SPD_*_DIR=… and SPD_NO_AUTOSTART=1, NULL-terminated */
+};
+
+/* Make the directories (spd.conf gets conf when not NULL) without
+ * starting spd. */
+void test_spd_prepare(struct test_spd *t, const char *conf);
+/* Start spd --foreground and wait until its socket answers; read the
+ * operator token.  Aborts the test on failure. */
+void test_spd_start(struct test_spd *t);
+/* Try to start spd; returns its exit status if it exits within a few
+ * seconds (a refusal), or -1 if it is still running (then it is left
+ * running and t->pid set). stderr is stored in *ret_err if not NULL. */
+int test_spd_try_start(struct test_spd *t, char **ret_err);
+/* Run spd --foreground expecting it to exit (a refusal) within 10 s;
+ * returns its wait status and its stderr in *ret_err (may be NULL).
+ * Aborts the test if it keeps running. */
+int test_spd_expect_exit(struct test_spd *t, char **ret_err);
+/* SIGTERM and wait; returns the wait status. */
+int test_spd_stop(struct test_spd *t);
+/* SIGKILL and wait. */
+void test_spd_kill(struct test_spd *t);
+/* Stop if running and remove the directories. */
+void test_spd_cleanup(struct test_spd *t);
+
+/* Connect to the socket; returns the fd (aborts on failure). */
+int test_spd_connect(struct test_spd *t);
+/* Write all bytes. */
+void test_send(int fd, const char *s, size_t n);
+/* Read one line (without '\n') with a timeout in ms; returns malloc'd
+ * text or NULL on EOF or timeout. */
+char *test_recv_line(int fd, int timeout_ms);
+/* Send one request line built from method and params JSON text (params
+ * may be NULL; the operator token is added when with_token) and return
+ * the response line. */
+char *test_call(struct test_spd *t, int fd, int id, const char *method,
+		const char *params_json, bool with_token);
+/* Run build/spctl with args in this spd's environment (plus extra env
+ * entries, NULL-terminated, may be NULL); returns the wait status. */
+int test_spctl(struct test_spd *t, char *const args[], char *const extra_env[],
+	       char **ret_out, char **ret_err);
+
+#endif
