@@ -1,0 +1,1087 @@
+/*
+ * The redactor: see redact.h for what is matched.
+ *
+ * How a pass works.  Let span be the length of the shortest pattern
+ * (capped at FILTER_SPAN_MAX) and k = span - QGRAM + 1.  Any occurrence
+ * starting at s has, at each of the k positions s .. s+span-QGRAM, a
+ * QGRAM-byte gram that also occurs within the first span bytes of some
+ * pattern; the build step puts those grams into a hashed bitmap.  Exactly
+ * one of those k positions is a multiple-of-k "sample" position, so when
+ * the gram at sample p is not in the bitmap, no occurrence starts in
+ * [p-k+1, p] and those bytes need no further look.  When it is (a hit),
+ * the Aho-Corasick automaton is run from p-k+1 (or from where it stopped,
+ * if it already got that far) until no partial match that started at or
+ * before p is still alive.  So every occurrence is found, only real
+ * occurrences are reported, and plain text costs one hashed lookup per k
+ * bytes.
+ *
+ * Each automaton state records the longest pattern that ends there, which
+ * is all the union of matched ranges needs.  Reported matches are merged
+ * into ranges; a range is written out (as its marker) as soon as no later
+ * match can start at or before its start, and the plain text before the
+ * "safe" point, where no later match can start, is written at once.  The
+ * one-shot and the streamed paths run the same code on absolute offsets,
+ * so their output is identical however the input is split.
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "redact.h"
+#include "utf8.h"
+
+#define NONE UINT32_MAX
+/* Gram length of the sampling filter: one 32-bit load. */
+#define QGRAM 4
+/*
+ * Longest prefix of each pattern whose grams go into the filter.  A longer
+ * span means a longer stride between samples but more grams in the bitmap
+ * and so more false hits; 16 balances the two for realistic key lengths.
+ */
+#define FILTER_SPAN_MAX 16
+/*
+ * Bitmap size: about 64 bits per gram keeps false hits on unrelated text
+ * near 1.5%, between 512 bytes and 1 MiB so that it stays in cache.
+ */
+#define FILTER_BITS_PER_GRAM 64
+#define FILTER_LOG2_MIN 12
+#define FILTER_LOG2_MAX 23
+/*
+ * Automaton size limit: a state costs about 40 bytes with its edge, so
+ * this caps a set near 160 MiB, far above 100 realistic keys (~100k).
+ */
+#define MAX_STATES (1u << 22)
+/* Longest form of a value: a JSON \u00XX escape per byte, plus slack. */
+#define FORM_MAX(len) (6 * (len) + 16)
+
+struct secret {
+	char *name;
+	uint8_t *value;
+	size_t len;
+};
+
+struct redact_builder {
+	struct secret *v;
+	size_t n, cap;
+};
+
+struct ac_state {
+	uint32_t fail;
+	uint32_t depth;
+	uint32_t edge0; /* first of nedge entries in edge_byte/edge_to */
+	uint32_t nedge;
+	uint32_t out_len;  /* longest pattern ending here, 0 if none */
+	uint32_t out_name; /* its secret's index */
+	uint32_t dense;	   /* row in dense[], or NONE */
+};
+
+struct redact_set {
+	struct ac_state *st;
+	uint32_t nstates;
+	uint8_t *edge_byte;
+	uint32_t *edge_to;
+	/* Full transition rows for the root and its children, where the
+	 * automaton spends most of its time. */
+	uint32_t *dense;
+	char **names;
+	size_t nnames;
+	size_t npatterns;
+	size_t maxlen;
+	uint64_t *filter;
+	unsigned filter_log2;
+	size_t stride;
+};
+
+struct range {
+	uint64_t start, end;
+	uint64_t best_len; /* longest match starting at start */
+	uint32_t name;
+};
+
+struct redact_stream {
+	const struct redact_set *set;
+	struct buf hold; /* bytes from base on that may still be needed */
+	uint64_t base;
+	uint64_t p; /* next sample position */
+	uint64_t ac_pos;
+	uint64_t hit_p;
+	uint32_t ac_state;
+	bool ac_on;
+	bool stop_on_match; /* redact_contains() */
+	bool matched;
+	uint64_t out_pos; /* everything before has been written */
+	uint64_t open_end;
+	struct range *r; /* pending ranges, sorted, disjoint */
+	size_t nr, rcap;
+	size_t nemitted;
+};
+
+/* ---- forms ---- */
+
+static const char b64_std[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+static const char b64_url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+static const char hex_lower[] = "0123456789abcdef";
+static const char hex_upper[] = "0123456789ABCDEF";
+
+/* Padded base64 of n bytes; returns the output length. */
+static size_t b64_encode(const uint8_t *in, size_t n, const char *alpha,
+			 uint8_t *out)
+{
+	size_t o = 0, i = 0;
+
+	for (; i + 3 <= n; i += 3) {
+		uint32_t x = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 |
+			     in[i + 2];
+		out[o++] = (uint8_t)alpha[x >> 18];
+		out[o++] = (uint8_t)alpha[(x >> 12) & 63];
+		out[o++] = (uint8_t)alpha[(x >> 6) & 63];
+		out[o++] = (uint8_t)alpha[x & 63];
+	}
+	if (n - i == 1) {
+		uint32_t x = (uint32_t)in[i] << 16;
+		out[o++] = (uint8_t)alpha[x >> 18];
+		out[o++] = (uint8_t)alpha[(x >> 12) & 63];
+		out[o++] = '=';
+		out[o++] = '=';
+	} else if (n - i == 2) {
+		uint32_t x = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8;
+		out[o++] = (uint8_t)alpha[x >> 18];
+		out[o++] = (uint8_t)alpha[(x >> 12) & 63];
+		out[o++] = (uint8_t)alpha[(x >> 6) & 63];
+		out[o++] = '=';
+	}
+	return o;
+}
+
+static bool url_unreserved(uint8_t c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	       (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_' ||
+	       c == '~';
+}
+
+static bool url_reserved(uint8_t c)
+{
+	return c && strchr(":/?#[]@!$&'()*+,;=", c) != NULL;
+}
+
+enum {
+	URL_LOWER = 1,	       /* %2f rather than %2F */
+	URL_RESERVED_ONLY = 2, /* leave bytes that are neither class alone */
+	URL_PLUS = 4,	       /* space as '+' (forms) */
+	URL__ALL = 8,
+};
+
+static size_t url_encode(const uint8_t *v, size_t n, unsigned fl, uint8_t *out)
+{
+	const char *hx = (fl & URL_LOWER) ? hex_lower : hex_upper;
+	size_t o = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = v[i];
+
+		if (c == ' ' && (fl & URL_PLUS)) {
+			out[o++] = '+';
+		} else if (url_unreserved(c) ||
+			   ((fl & URL_RESERVED_ONLY) && !url_reserved(c))) {
+			out[o++] = c;
+		} else {
+			out[o++] = '%';
+			out[o++] = (uint8_t)hx[c >> 4];
+			out[o++] = (uint8_t)hx[c & 15];
+		}
+	}
+	return o;
+}
+
+enum {
+	JSON_UPPER = 1, /* \u00E9 (jansson) rather than \u00e9 (Python) */
+	JSON_ASCII = 2, /* non-ASCII as \u escapes (ensure_ascii) */
+	JSON_SLASH = 4, /* "/" as "\/" (JSON_ESCAPE_SLASH, PHP) */
+	JSON_HTML = 8,	/* <>& and U+2028/9 as \u escapes (Go) */
+	JSON_BF_U = 16, /* \b and \f as \u0008, \u000c (older Go) */
+	JSON__ALL = 32,
+};
+
+static size_t json_u(uint32_t u, const char *hx, uint8_t *out)
+{
+	out[0] = '\\';
+	out[1] = 'u';
+	out[2] = (uint8_t)hx[(u >> 12) & 15];
+	out[3] = (uint8_t)hx[(u >> 8) & 15];
+	out[4] = (uint8_t)hx[(u >> 4) & 15];
+	out[5] = (uint8_t)hx[u & 15];
+	return 6;
+}
+
+/* Decode one sequence of UTF-8 already known to be valid. */
+static size_t utf8_decode(const uint8_t *s, uint32_t *ret_u)
+{
+	if (s[0] < 0xe0) {
+		*ret_u = (uint32_t)(s[0] & 0x1f) << 6 | (s[1] & 0x3f);
+		return 2;
+	}
+	if (s[0] < 0xf0) {
+		*ret_u = (uint32_t)(s[0] & 0x0f) << 12 |
+			 (uint32_t)(s[1] & 0x3f) << 6 | (s[2] & 0x3f);
+		return 3;
+	}
+	*ret_u = (uint32_t)(s[0] & 0x07) << 18 | (uint32_t)(s[1] & 0x3f) << 12 |
+		 (uint32_t)(s[2] & 0x3f) << 6 | (s[3] & 0x3f);
+	return 4;
+}
+
+static size_t json_encode(const uint8_t *v, size_t n, unsigned fl, uint8_t *out)
+{
+	const char *hx = (fl & JSON_UPPER) ? hex_upper : hex_lower;
+	size_t o = 0;
+
+	for (size_t i = 0; i < n;) {
+		uint8_t c = v[i];
+		uint32_t u;
+
+		if (c >= 0x80 && (fl & (JSON_ASCII | JSON_HTML))) {
+			size_t l = utf8_decode(v + i, &u);
+
+			if ((fl & JSON_ASCII) ||
+			    ((fl & JSON_HTML) &&
+			     (u == 0x2028 || u == 0x2029))) {
+				if (u >= 0x10000) {
+					u -= 0x10000;
+					o += json_u(0xd800 + (u >> 10), hx,
+						    out + o);
+					u = 0xdc00 + (u & 0x3ff);
+				}
+				o += json_u(u, hx, out + o);
+			} else {
+				memcpy(out + o, v + i, l);
+				o += l;
+			}
+			i += l;
+			continue;
+		}
+		i++;
+		if (c == '"' || c == '\\' || (c == '/' && (fl & JSON_SLASH))) {
+			out[o++] = '\\';
+			out[o++] = c;
+		} else if (c == '\n' || c == '\r' || c == '\t' ||
+			   ((c == '\b' || c == '\f') && !(fl & JSON_BF_U))) {
+			out[o++] = '\\';
+			out[o++] = c == '\n'   ? 'n'
+				   : c == '\r' ? 'r'
+				   : c == '\t' ? 't'
+				   : c == '\b' ? 'b'
+					       : 'f';
+		} else if (c < 0x20 || ((fl & JSON_HTML) &&
+					(c == '<' || c == '>' || c == '&'))) {
+			o += json_u(c, hx, out + o);
+		} else {
+			out[o++] = c;
+		}
+	}
+	return o;
+}
+
+int redact_forms(const void *value, size_t len,
+		 int (*cb)(const void *form, size_t n, void *userdata),
+		 void *userdata)
+{
+	const uint8_t *v = value;
+	uint8_t *tmp = NULL, *z = NULL;
+	bool utf8 = utf8_valid(value, len);
+	int r;
+
+	tmp = malloc(FORM_MAX(len));
+	z = malloc(len + 2);
+	if (!tmp || !z) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = cb(v, len, userdata);
+	if (r)
+		goto out;
+	for (int up = 0; up < 2; up++) {
+		const char *hx = up ? hex_upper : hex_lower;
+
+		for (size_t i = 0; i < len; i++) {
+			tmp[2 * i] = (uint8_t)hx[v[i] >> 4];
+			tmp[2 * i + 1] = (uint8_t)hx[v[i] & 15];
+		}
+		r = cb(tmp, 2 * len, userdata);
+		if (r)
+			goto out;
+	}
+	/*
+	 * base64 of v preceded by a (0, 1 or 2) unknown bytes: the
+	 * characters from ceil(8a/6) to floor(8(a+len)/6) carry only v's
+	 * bits whatever surrounds it.  At the end of the data the last
+	 * partial character is fixed too (zero fill), with or without "=".
+	 */
+	for (int alph = 0; alph < 2; alph++) {
+		for (size_t a = 0; a < 3; a++) {
+			size_t bits = 8 * (a + len), first = (8 * a + 5) / 6;
+			size_t core = bits / 6, total;
+
+			memset(z, 0, a);
+			memcpy(z + a, v, len);
+			total = b64_encode(z, a + len, alph ? b64_url : b64_std,
+					   tmp);
+			r = cb(tmp + first, core - first, userdata);
+			if (r)
+				goto out;
+			if (bits % 6 == 0)
+				continue;
+			r = cb(tmp + first, core + 1 - first, userdata);
+			if (!r)
+				r = cb(tmp + first, total - first, userdata);
+			if (r)
+				goto out;
+		}
+	}
+	for (unsigned fl = 0; fl < URL__ALL; fl++) {
+		r = cb(tmp, url_encode(v, len, fl, tmp), userdata);
+		if (r)
+			goto out;
+	}
+	for (unsigned fl = 0; fl < JSON__ALL; fl++) {
+		/* Invalid UTF-8 cannot be \u-escaped; encoders refuse it. */
+		if ((fl & JSON_ASCII) && !utf8)
+			continue;
+		if ((fl & JSON_HTML) && !utf8)
+			continue;
+		r = cb(tmp, json_encode(v, len, fl, tmp), userdata);
+		if (r)
+			goto out;
+	}
+out:
+	free(tmp);
+	free(z);
+	return r;
+}
+
+/* ---- builder ---- */
+
+int redact_builder_new(struct redact_builder **ret)
+{
+	struct redact_builder *b = calloc(1, sizeof(*b));
+
+	if (!b)
+		return -ENOMEM;
+	*ret = b;
+	return 0;
+}
+
+static bool name_ok(const char *name)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > REDACT_MAX_NAME)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = name[i];
+
+		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+		      (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+		      c == '-'))
+			return false;
+	}
+	return true;
+}
+
+int redact_builder_add(struct redact_builder *b, const char *name,
+		       const void *value, size_t len)
+{
+	struct secret sec;
+
+	if (len < REDACT_MIN_LEN || !name || !name_ok(name))
+		return -EINVAL;
+	if (len > REDACT_MAX_LEN)
+		return -E2BIG;
+	if (b->n == b->cap) {
+		size_t cap = b->cap ? 2 * b->cap : 8;
+		struct secret *v = realloc(b->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		b->v = v;
+		b->cap = cap;
+	}
+	sec.name = strdup(name);
+	sec.value = malloc(len);
+	sec.len = len;
+	if (!sec.name || !sec.value) {
+		free(sec.name);
+		free(sec.value);
+		return -ENOMEM;
+	}
+	memcpy(sec.value, value, len);
+	b->v[b->n++] = sec;
+	return 0;
+}
+
+void redact_builder_free(struct redact_builder *b)
+{
+	if (!b)
+		return;
+	for (size_t i = 0; i < b->n; i++) {
+		free(b->v[i].name);
+		/* The value is a secret: do not leave it in freed memory. */
+		explicit_bzero(b->v[i].value, b->v[i].len);
+		free(b->v[i].value);
+	}
+	free(b->v);
+	free(b);
+}
+
+/* The trie while it is being built: first-child/next-sibling lists. */
+struct trie {
+	uint32_t *child, *sib, *term, *depth;
+	uint8_t *byte;
+	uint32_t n, cap;
+	uint32_t cur; /* secret whose forms are being added */
+	size_t npat, minlen, maxlen;
+};
+
+static uint32_t trie_find(const struct trie *t, uint32_t u, uint8_t c)
+{
+	for (uint32_t x = t->child[u]; x != NONE; x = t->sib[x])
+		if (t->byte[x] == c)
+			return x;
+	return NONE;
+}
+
+static int trie_grow(struct trie *t)
+{
+	uint32_t cap = t->cap ? 2 * t->cap : 1024;
+	void *p;
+
+	if (cap > MAX_STATES)
+		cap = MAX_STATES;
+	if (cap <= t->n)
+		return -E2BIG;
+#define GROW(f)                                                                \
+	do {                                                                   \
+		p = realloc(t->f, (size_t)cap * sizeof(*t->f));                \
+		if (!p)                                                        \
+			return -ENOMEM;                                        \
+		t->f = p;                                                      \
+	} while (0)
+	GROW(child);
+	GROW(sib);
+	GROW(term);
+	GROW(depth);
+	GROW(byte);
+#undef GROW
+	t->cap = cap;
+	return 0;
+}
+
+static int trie_node(struct trie *t, uint32_t parent, uint8_t c, uint32_t *ret)
+{
+	uint32_t x;
+	int r;
+
+	if (t->n == t->cap) {
+		r = trie_grow(t);
+		if (r < 0)
+			return r;
+	}
+	x = t->n++;
+	t->child[x] = NONE;
+	t->term[x] = NONE;
+	t->byte[x] = c;
+	if (parent == NONE) {
+		t->sib[x] = NONE;
+		t->depth[x] = 0;
+	} else {
+		t->sib[x] = t->child[parent];
+		t->child[parent] = x;
+		t->depth[x] = t->depth[parent] + 1;
+	}
+	*ret = x;
+	return 0;
+}
+
+static int trie_add(const void *form, size_t n, void *userdata)
+{
+	struct trie *t = userdata;
+	const uint8_t *f = form;
+	uint32_t u = 0;
+	int r;
+
+	for (size_t i = 0; i < n; i++) {
+		uint32_t x = trie_find(t, u, f[i]);
+
+		if (x == NONE) {
+			r = trie_node(t, u, f[i], &x);
+			if (r < 0)
+				return r;
+		}
+		u = x;
+	}
+	/* The same bytes under an earlier name keep that name. */
+	if (t->term[u] != NONE)
+		return 0;
+	t->term[u] = t->cur;
+	t->npat++;
+	if (t->npat == 1 || n < t->minlen)
+		t->minlen = n;
+	if (n > t->maxlen)
+		t->maxlen = n;
+	return 0;
+}
+
+static void trie_free(struct trie *t)
+{
+	free(t->child);
+	free(t->sib);
+	free(t->term);
+	free(t->depth);
+	free(t->byte);
+}
+
+static uint32_t gram_hash(uint32_t g, unsigned log2)
+{
+	return (g * 0x9e3779b1u) >> (32 - log2);
+}
+
+static uint32_t load_gram(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+/* Lay the trie out in breadth-first order with failure links, outputs,
+ * dense rows and the sampling filter. */
+static int set_compile(struct redact_set *s, const struct trie *t)
+{
+	uint32_t *order = NULL, *newid = NULL, *fail = NULL, *gram = NULL;
+	uint32_t n = t->n, ndense = 0, nedge = 0;
+	size_t span, ngrams = 0;
+	int r = -ENOMEM;
+
+	order = malloc((size_t)n * sizeof(*order));
+	newid = malloc((size_t)n * sizeof(*newid));
+	fail = malloc((size_t)n * sizeof(*fail));
+	gram = malloc((size_t)n * sizeof(*gram));
+	s->st = calloc(n, sizeof(*s->st));
+	s->edge_byte = malloc(n);
+	s->edge_to = malloc((size_t)n * sizeof(*s->edge_to));
+	if (!order || !newid || !fail || !gram || !s->st || !s->edge_byte ||
+	    !s->edge_to)
+		goto out;
+	s->nstates = n;
+	s->npatterns = t->npat;
+	s->maxlen = t->maxlen;
+	span = t->minlen < FILTER_SPAN_MAX ? t->minlen : FILTER_SPAN_MAX;
+
+	/* Breadth-first: failure links point to shallower states, which
+	 * are therefore done first. */
+	uint32_t head = 0, tail = 0;
+	order[tail++] = 0;
+	fail[0] = 0;
+	gram[0] = 0;
+	while (head < tail) {
+		uint32_t u = order[head];
+		struct ac_state *x = &s->st[head];
+
+		newid[u] = head++;
+		x->depth = t->depth[u];
+		x->edge0 = nedge;
+		if (t->term[u] != NONE) {
+			x->out_len = t->depth[u];
+			x->out_name = t->term[u];
+		} else if (u != 0) {
+			x->out_len = s->st[newid[fail[u]]].out_len;
+			x->out_name = s->st[newid[fail[u]]].out_name;
+		}
+		x->dense = NONE;
+		if (t->depth[u] <= 1)
+			x->dense = ndense++;
+		if (t->depth[u] >= QGRAM && t->depth[u] <= span)
+			ngrams++;
+		for (uint32_t v = t->child[u]; v != NONE; v = t->sib[v]) {
+			uint8_t c = t->byte[v];
+			uint32_t f = fail[u], w = NONE;
+
+			if (u != 0) {
+				while ((w = trie_find(t, f, c)) == NONE &&
+				       f != 0)
+					f = fail[f];
+			}
+			fail[v] = (w != NONE && w != v) ? w : 0;
+			gram[v] = gram[u] >> 8 | (uint32_t)c << 24;
+			s->edge_byte[nedge++] = c;
+			order[tail++] = v;
+		}
+		x->nedge = nedge - x->edge0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		uint32_t u = order[i];
+
+		s->st[i].fail = newid[fail[u]];
+	}
+	for (uint32_t i = 0, e = 0; i < n; i++)
+		for (uint32_t v = t->child[order[i]]; v != NONE; v = t->sib[v])
+			s->edge_to[e++] = newid[v];
+
+	s->dense = malloc((size_t)ndense * 256 * sizeof(*s->dense));
+	if (!s->dense)
+		goto out;
+	for (uint32_t i = 0; i < n && s->st[i].depth <= 1; i++) {
+		uint32_t *row = s->dense + (size_t)s->st[i].dense * 256;
+
+		/* A child of the root falls back to the root's row. */
+		for (unsigned c = 0; c < 256; c++)
+			row[c] = i == 0 ? 0 : s->dense[c];
+		for (uint32_t e = 0; e < s->st[i].nedge; e++)
+			row[s->edge_byte[s->st[i].edge0 + e]] =
+			    s->edge_to[s->st[i].edge0 + e];
+	}
+
+	s->filter_log2 = FILTER_LOG2_MIN;
+	while (s->filter_log2 < FILTER_LOG2_MAX &&
+	       ((size_t)1 << s->filter_log2) < ngrams * FILTER_BITS_PER_GRAM)
+		s->filter_log2++;
+	s->filter =
+	    calloc(((size_t)1 << s->filter_log2) / 64, sizeof(uint64_t));
+	if (!s->filter)
+		goto out;
+	for (uint32_t u = 0; u < n; u++) {
+		if (t->depth[u] >= QGRAM && t->depth[u] <= span) {
+			uint32_t h = gram_hash(gram[u], s->filter_log2);
+
+			s->filter[h >> 6] |= (uint64_t)1 << (h & 63);
+		}
+	}
+	s->stride = span >= QGRAM ? span - QGRAM + 1 : 1;
+	r = 0;
+out:
+	free(order);
+	free(newid);
+	free(fail);
+	free(gram);
+	return r;
+}
+
+int redact_builder_build(struct redact_builder *b, struct redact_set **ret)
+{
+	struct trie t = {0};
+	struct redact_set *s = NULL;
+	uint32_t root;
+	int r;
+
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		r = -ENOMEM;
+		goto out;
+	}
+	r = trie_node(&t, NONE, 0, &root);
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; i < b->n; i++) {
+		t.cur = (uint32_t)i;
+		r = redact_forms(b->v[i].value, b->v[i].len, trie_add, &t);
+		if (r < 0)
+			goto out;
+	}
+	r = set_compile(s, &t);
+	if (r < 0)
+		goto out;
+	s->names = calloc(b->n ? b->n : 1, sizeof(*s->names));
+	if (!s->names) {
+		r = -ENOMEM;
+		goto out;
+	}
+	s->nnames = b->n;
+	for (size_t i = 0; i < b->n; i++) {
+		s->names[i] = b->v[i].name;
+		b->v[i].name = NULL;
+	}
+	*ret = s;
+	s = NULL;
+	r = 0;
+out:
+	trie_free(&t);
+	redact_set_free(s);
+	redact_builder_free(b);
+	return r;
+}
+
+void redact_set_free(struct redact_set *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->nnames; i++)
+		free(s->names[i]);
+	free(s->names);
+	/* The automaton spells out every secret: wipe it. */
+	if (s->edge_byte)
+		explicit_bzero(s->edge_byte, s->nstates);
+	free(s->edge_byte);
+	free(s->edge_to);
+	free(s->st);
+	free(s->dense);
+	free(s->filter);
+	free(s);
+}
+
+size_t redact_set_count(const struct redact_set *s)
+{
+	return s->npatterns;
+}
+
+size_t redact_set_max_len(const struct redact_set *s)
+{
+	return s->maxlen;
+}
+
+/* ---- matching ---- */
+
+static uint32_t ac_step(const struct redact_set *s, uint32_t q, uint8_t c)
+{
+	for (;;) {
+		const struct ac_state *x = &s->st[q];
+
+		if (x->dense != NONE)
+			return s->dense[(size_t)x->dense * 256 + c];
+		for (uint32_t e = x->edge0; e < x->edge0 + x->nedge; e++)
+			if (s->edge_byte[e] == c)
+				return s->edge_to[e];
+		q = x->fail;
+	}
+}
+
+static bool filter_hit(const struct redact_set *s, const uint8_t *p)
+{
+	uint32_t h = gram_hash(load_gram(p), s->filter_log2);
+
+	return (s->filter[h >> 6] >> (h & 63)) & 1;
+}
+
+static void range_merge(struct range *a, const struct range *b)
+{
+	if (b->start < a->start ||
+	    (b->start == a->start && b->best_len > a->best_len)) {
+		a->start = b->start;
+		a->best_len = b->best_len;
+		a->name = b->name;
+	}
+	if (b->end > a->end)
+		a->end = b->end;
+}
+
+/* A match [end-len, end) of the secret name.  Returns 1 to stop the scan
+ * (redact_contains), 0, or -ENOMEM. */
+static int report(struct redact_stream *st, uint64_t end, uint32_t len,
+		  uint32_t name)
+{
+	struct range nr = {end - len, end, len, name};
+
+	st->matched = true;
+	if (st->stop_on_match)
+		return 1;
+	while (st->nr > 0 && st->r[st->nr - 1].end > nr.start)
+		range_merge(&nr, &st->r[--st->nr]);
+	/* The range already written as a marker can only grow to the right. */
+	if (nr.start < st->open_end) {
+		if (nr.end > st->open_end)
+			st->open_end = nr.end;
+		if (nr.end > st->out_pos)
+			st->out_pos = nr.end;
+		return 0;
+	}
+	if (st->nr == st->rcap) {
+		size_t cap = st->rcap ? 2 * st->rcap : 16;
+		struct range *p = realloc(st->r, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		st->r = p;
+		st->rcap = cap;
+	}
+	st->r[st->nr++] = nr;
+	return 0;
+}
+
+/* Advance the filter and the automaton over data[0 .. avail-base).
+ * Returns 0, 1 (stopped at a match) or -ENOMEM. */
+static int scan(struct redact_stream *st, const uint8_t *data, uint64_t base,
+		uint64_t avail)
+{
+	const struct redact_set *s = st->set;
+	const uint64_t k = s->stride;
+	int r;
+
+	if (s->npatterns == 0)
+		return 0;
+	for (;;) {
+		if (st->ac_on) {
+			uint32_t q = st->ac_state;
+			uint64_t pos = st->ac_pos;
+
+			for (;;) {
+				/* Stop once every live partial match started
+				 * after the sample that woke us. */
+				if (pos > st->hit_p &&
+				    s->st[q].depth < pos - st->hit_p) {
+					st->ac_on = false;
+					break;
+				}
+				if (pos >= avail)
+					break;
+				q = ac_step(s, q, data[pos - base]);
+				pos++;
+				if (s->st[q].out_len) {
+					r = report(st, pos, s->st[q].out_len,
+						   s->st[q].out_name);
+					if (r) {
+						st->ac_state = q;
+						st->ac_pos = pos;
+						return r;
+					}
+				}
+			}
+			st->ac_state = q;
+			st->ac_pos = pos;
+			if (st->ac_on)
+				return 0;
+		}
+
+		uint64_t p = st->p;
+		while (p + QGRAM <= avail && !filter_hit(s, data + (p - base)))
+			p += k;
+		st->p = p;
+		if (p + QGRAM > avail)
+			return 0;
+		if (st->ac_pos < p - k + 1) {
+			st->ac_state = 0;
+			st->ac_pos = p - k + 1;
+		}
+		st->ac_on = true;
+		st->hit_p = p;
+		st->p = p + k;
+	}
+}
+
+/* The first offset at which a match not yet reported could start. */
+static uint64_t safe_point(const struct redact_stream *st, uint64_t avail,
+			   bool final)
+{
+	const struct redact_set *s = st->set;
+	uint64_t ac, samp;
+
+	if (final || s->npatterns == 0)
+		return avail;
+	ac = st->ac_pos - s->st[st->ac_state].depth;
+	if (st->ac_on)
+		return ac;
+	samp = st->p - s->stride + 1;
+	return ac > samp ? ac : samp;
+}
+
+static int put_marker(struct buf *out, const char *name)
+{
+	int r = buf_puts(out, "[redacted:");
+
+	if (!r)
+		r = buf_puts(out, name);
+	if (!r)
+		r = buf_puts(out, "]");
+	return r;
+}
+
+/* Write what can no longer change, up to safe. */
+static int emit(struct redact_stream *st, const uint8_t *data, uint64_t base,
+		uint64_t safe, struct buf *out)
+{
+	size_t i = 0;
+	int r = 0;
+
+	for (; i < st->nr && st->r[i].start < safe; i++) {
+		const struct range *x = &st->r[i];
+
+		if (st->out_pos < x->start) {
+			r = buf_append(out, data + (st->out_pos - base),
+				       x->start - st->out_pos);
+			if (r < 0)
+				goto out;
+		}
+		r = put_marker(out, st->set->names[x->name]);
+		if (r < 0)
+			goto out;
+		st->nemitted++;
+		st->open_end = x->end;
+		st->out_pos = x->end;
+	}
+	if (st->out_pos < safe) {
+		r = buf_append(out, data + (st->out_pos - base),
+			       safe - st->out_pos);
+		if (r < 0)
+			goto out;
+		st->out_pos = safe;
+	}
+out:
+	if (i) {
+		memmove(st->r, st->r + i, (st->nr - i) * sizeof(*st->r));
+		st->nr -= i;
+	}
+	return r;
+}
+
+/* The first offset the stream must still hold. */
+static uint64_t keep_from(const struct redact_stream *st, uint64_t avail)
+{
+	uint64_t need;
+
+	if (st->set->npatterns == 0)
+		return st->out_pos < avail ? st->out_pos : avail;
+	/* The automaton resumes at ac_pos, the filter at sample p, unless
+	 * the automaton is idle and behind p's interval: then it restarts at
+	 * the interval's first byte. */
+	if (!st->ac_on && st->ac_pos < st->p - st->set->stride + 1)
+		need = st->p - st->set->stride + 1;
+	else
+		need = st->ac_pos < st->p ? st->ac_pos : st->p;
+	return st->out_pos < need ? st->out_pos : need;
+}
+
+static void stream_init(struct redact_stream *st, const struct redact_set *s)
+{
+	memset(st, 0, sizeof(*st));
+	st->set = s;
+	st->p = s->stride - 1;
+}
+
+int redact_buf(const struct redact_set *s, const void *in, size_t n,
+	       char **ret_out, size_t *ret_len)
+{
+	struct redact_stream st;
+	struct buf out = BUF_INIT;
+	int r;
+
+	stream_init(&st, s);
+	/* Output is rarely longer than the input. */
+	r = buf_reserve(&out, n);
+	if (r < 0)
+		goto out;
+	r = scan(&st, in, 0, n);
+	if (r < 0)
+		goto out;
+	r = emit(&st, in, 0, n, &out);
+	if (r < 0)
+		goto out;
+	r = buf_append(&out, "", 0); /* NUL-terminated even when empty */
+	if (r < 0)
+		goto out;
+	*ret_out = out.data;
+	*ret_len = out.len;
+	out.data = NULL;
+	r = st.nemitted > INT32_MAX ? INT32_MAX : (int)st.nemitted;
+out:
+	buf_free(&out);
+	free(st.r);
+	return r;
+}
+
+int redact_contains(const struct redact_set *s, const void *in, size_t n)
+{
+	struct redact_stream st;
+
+	stream_init(&st, s);
+	st.stop_on_match = true;
+	scan(&st, in, 0, n);
+	return st.matched ? 1 : 0;
+}
+
+int redact_stream_new(const struct redact_set *s, struct redact_stream **ret)
+{
+	struct redact_stream *st = malloc(sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	stream_init(st, s);
+	*ret = st;
+	return 0;
+}
+
+/* After a scan and an emit: drop what is no longer needed, keep the rest
+ * (copying it from data when the caller's chunk was scanned in place). */
+static int stream_trim(struct redact_stream *st, const uint8_t *data,
+		       uint64_t avail, bool in_place)
+{
+	uint64_t keep = keep_from(st, avail);
+
+	if (in_place) {
+		int r = buf_append(&st->hold, data + (keep - st->base),
+				   avail - keep);
+
+		if (r < 0)
+			return r;
+	} else {
+		buf_consume(&st->hold, keep - st->base);
+	}
+	st->base = keep;
+	return 0;
+}
+
+int redact_stream_feed(struct redact_stream *st, const void *chunk, size_t n,
+		       struct buf *out)
+{
+	const uint8_t *data;
+	bool in_place = st->hold.len == 0;
+	uint64_t avail;
+	int r;
+
+	/* With nothing held the chunk is scanned where it is, which spares
+	 * a copy of large chunks. */
+	if (in_place) {
+		data = chunk;
+	} else {
+		r = buf_append(&st->hold, chunk, n);
+		if (r < 0)
+			return r;
+		data = (const uint8_t *)st->hold.data;
+	}
+	avail = st->base + (in_place ? n : st->hold.len);
+	r = scan(st, data, st->base, avail);
+	if (r < 0)
+		return r;
+	r = emit(st, data, st->base, safe_point(st, avail, false), out);
+	if (r < 0)
+		return r;
+	return stream_trim(st, data, avail, in_place);
+}
+
+int redact_stream_flush(struct redact_stream *st, struct buf *out)
+{
+	const uint8_t *data = (const uint8_t *)st->hold.data;
+	uint64_t avail = st->base + st->hold.len;
+	int r;
+
+	r = scan(st, data, st->base, avail);
+	if (r < 0)
+		return r;
+	r = emit(st, data, st->base, avail, out);
+	if (r < 0)
+		return r;
+	free(st->r);
+	buf_free(&st->hold);
+	stream_init(st, st->set);
+	return 0;
+}
+
+void redact_stream_free(struct redact_stream *st)
+{
+	if (!st)
+		return;
+	free(st->r);
+	if (st->hold.data)
+		explicit_bzero(st->hold.data, st->hold.cap);
+	buf_free(&st->hold);
+	free(st);
+}

@@ -1,0 +1,157 @@
+/*
+ * The redactor (DESIGN.md, "Secrets and redaction").  Every byte spd hands
+ * back to an agent or writes to the journal passes through it: each known
+ * secret value and its encoded forms become "[redacted:NAME]".
+ *
+ * A set of secrets is compiled once into an immutable matcher: an
+ * Aho-Corasick automaton over every form of every value (dense rows for the
+ * shallow states, sorted edge lists below), fronted by a q-gram sampling
+ * filter so that text which cannot hold a match is skipped without running
+ * the automaton.  One pass over the input finds all occurrences of all
+ * forms; overlapping or nested occurrences are replaced as the union of
+ * their ranges.  A built set is never written again, so any number of
+ * threads may redact with it at once; each thread uses its own stream.
+ *
+ * The forms of a value v (see redact_forms()):
+ *  - v itself;
+ *  - base64, standard and URL-safe alphabets, for v starting at each of the
+ *    three byte offsets within a 3-byte group, keeping only the characters
+ *    fixed by v's bits (so v is found inside a longer encoded blob), plus
+ *    the end-of-data forms with the last partial character, unpadded and
+ *    padded;
+ *  - hex, lower and upper case;
+ *  - percent-encoding of every byte outside the unreserved set, or of the
+ *    reserved bytes only, with upper or lower hex digits, with a space as
+ *    "%20"/" " or as "+";
+ *  - JSON string escaping, with \u escapes in either case, with or without
+ *    non-ASCII escaped (\u, surrogate pairs), "/" escaped, "<>&" escaped
+ *    (Go) and \b \f written as \u escapes.
+ * Forms that come out identical are matched once, under the first name.
+ *
+ * Not handled: base64 broken by line wraps (PEM, MIME), double encodings
+ * (base64 of hex), case-folded or otherwise transformed values.
+ */
+#ifndef SPD_COMMON_REDACT_H
+#define SPD_COMMON_REDACT_H
+
+#include <stddef.h>
+
+#include "buf.h"
+
+/*
+ * Shorter values are refused: an 8-byte floor keeps common words and
+ * numbers from being redacted everywhere, and DESIGN.md promises
+ * redaction of 8+ character secrets.
+ */
+#define REDACT_MIN_LEN 8
+/*
+ * Longer values are refused: every form of a value becomes automaton
+ * states (about 40 bytes each), and the longest JSON form is 6 bytes per
+ * input byte.  8 KiB holds a PEM-encoded 4096-bit RSA key with room to
+ * spare.
+ */
+#define REDACT_MAX_LEN 8192
+/*
+ * A name is what replaces the value in output: "[redacted:NAME]".  Names
+ * are environment variable names, [A-Za-z0-9_.-], at most this long so
+ * that a marker stays short.
+ */
+#define REDACT_MAX_NAME 64
+
+struct redact_set;
+struct redact_builder;
+struct redact_stream;
+
+/*
+ * Start an empty builder.  Returns 0 and a builder owned by the caller
+ * (release with redact_builder_free() or hand it to redact_builder_build()),
+ * or -ENOMEM.
+ */
+int redact_builder_new(struct redact_builder **ret);
+
+/*
+ * Register a secret: name (NUL-terminated, 1..REDACT_MAX_NAME bytes of
+ * [A-Za-z0-9_.-]) and its value (len bytes, may contain NUL).  Both are
+ * copied.  Returns 0; -EINVAL when len < REDACT_MIN_LEN or the name is
+ * empty, too long or has other bytes (nothing is registered); -E2BIG when
+ * len > REDACT_MAX_LEN; -ENOMEM.
+ */
+int redact_builder_add(struct redact_builder *b, const char *name,
+		       const void *value, size_t len);
+
+/* Release a builder that was not built.  NULL is allowed. */
+void redact_builder_free(struct redact_builder *b);
+
+/*
+ * Compile the registered secrets into an immutable set.  Always consumes
+ * b, on failure too.  An empty builder gives a set that matches nothing.
+ * Returns 0 and a set owned by the caller, -E2BIG when the forms of all
+ * values exceed the automaton's size limit, or -ENOMEM.
+ */
+int redact_builder_build(struct redact_builder *b, struct redact_set **ret);
+
+/* Release a set.  No stream may still use it.  NULL is allowed. */
+void redact_set_free(struct redact_set *s);
+
+/* The number of distinct patterns (forms of all values) in the set. */
+size_t redact_set_count(const struct redact_set *s);
+
+/* The length of the longest pattern; a stream holds back less than this. */
+size_t redact_set_max_len(const struct redact_set *s);
+
+/*
+ * Call cb once for each form of the len-byte value (see the list at the
+ * top), in a fixed order; a form may be reported more than once.  The form
+ * pointer is valid only during the call.  Stops at, and returns, the first
+ * non-zero value cb returns; otherwise returns 0, or -ENOMEM.  Meant for
+ * tests and for checks that need the forms themselves.
+ */
+int redact_forms(const void *value, size_t len,
+		 int (*cb)(const void *form, size_t n, void *userdata),
+		 void *userdata);
+
+/*
+ * Redact the n bytes at in (may contain NUL; in may be NULL when n is 0).
+ * On success returns the number of redacted ranges (0 or more) and sets
+ * *ret_out to a malloc'd, NUL-terminated copy with every match replaced,
+ * owned by the caller, and *ret_len to its length without the NUL.
+ * Returns -ENOMEM on failure.
+ */
+int redact_buf(const struct redact_set *s, const void *in, size_t n,
+	       char **ret_out, size_t *ret_len);
+
+/*
+ * Whether the n bytes at in hold any form of any secret: 1 or 0.  For
+ * checks that refuse rather than redact (a diff that adds a secret).
+ */
+int redact_contains(const struct redact_set *s, const void *in, size_t n);
+
+/*
+ * Start a stream over s.  s must outlive the stream; many streams may share
+ * one set from different threads.  Returns 0 and a stream owned by the
+ * caller, or -ENOMEM.
+ */
+int redact_stream_new(const struct redact_set *s, struct redact_stream **ret);
+
+/*
+ * Feed the next n bytes of the stream.  The redacted output that can no
+ * longer change is appended to out; what may still be the start of a
+ * secret (fewer than redact_set_max_len() bytes) is held until the next
+ * feed or the flush.  Concatenating everything a stream appends gives
+ * exactly what redact_buf() gives for the whole input, however it was
+ * split.  Returns 0 or -ENOMEM; after a failure the stream must only be
+ * freed.
+ */
+int redact_stream_feed(struct redact_stream *st, const void *chunk, size_t n,
+		       struct buf *out);
+
+/*
+ * End of input: append everything still held, redacted, to out.  The
+ * stream is then reset and may start over.  Returns 0 or -ENOMEM.
+ */
+int redact_stream_flush(struct redact_stream *st, struct buf *out);
+
+/* Release a stream (held bytes are dropped).  NULL is allowed. */
+void redact_stream_free(struct redact_stream *st);
+
+#endif

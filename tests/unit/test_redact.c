@@ -1,0 +1,873 @@
+/*
+ * Unit tests for common/redact: every encoding at every alignment inside
+ * longer blobs, every chunk size, overlapping and prefix secrets, binary
+ * input, long and empty input, and a differential test against a naive
+ * matcher.  The assertion is always the exact expected output: the secret
+ * in any form is replaced and every other byte is unchanged.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/lib/testlib.h"
+#include "common/buf.h"
+#include "common/redact.h"
+
+/* ---- independent encoders (not the library's) ---- */
+
+static char *t_b64(const void *in, size_t n, int url, int pad, size_t *ret_len)
+{
+	const char *a = url ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv"
+			      "wxyz0123456789-_"
+			    : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuv"
+			      "wxyz0123456789+/";
+	const unsigned char *p = in;
+	char *o = malloc(n * 4 / 3 + 8);
+	size_t k = 0;
+	uint32_t acc = 0;
+	int bits = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		acc = acc << 8 | p[i];
+		bits += 8;
+		while (bits >= 6) {
+			o[k++] = a[(acc >> (bits - 6)) & 63];
+			bits -= 6;
+		}
+	}
+	if (bits)
+		o[k++] = a[(acc << (6 - bits)) & 63];
+	while (pad && k % 4)
+		o[k++] = '=';
+	o[k] = 0;
+	*ret_len = k;
+	return o;
+}
+
+static char *t_hex(const void *in, size_t n, int upper)
+{
+	const unsigned char *p = in;
+	char *o = malloc(2 * n + 1);
+
+	for (size_t i = 0; i < n; i++)
+		sprintf(o + 2 * i, upper ? "%02X" : "%02x", p[i]);
+	return o;
+}
+
+/* Percent-encode: all but unreserved, or only the reserved bytes. */
+static char *t_url(const char *s, int lower, int reserved_only)
+{
+	char *o = malloc(3 * strlen(s) + 1), *q = o;
+
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		int unres = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			    (c >= '0' && c <= '9') || strchr("-._~", c);
+		int res = strchr(":/?#[]@!$&'()*+,;=", c) != NULL;
+
+		if (unres || (reserved_only && !res))
+			*q++ = (char)c;
+		else
+			q += sprintf(q, lower ? "%%%02x" : "%%%02X", c);
+	}
+	*q = 0;
+	return o;
+}
+
+/* JSON-escape as jansson does (uppercase \u) or as Python's ensure_ascii
+ * (lowercase \u, non-ASCII escaped).  Handles the BMP only. */
+static char *t_json(const char *s, int python)
+{
+	char *o = malloc(6 * strlen(s) + 1), *q = o;
+	const unsigned char *p = (const unsigned char *)s;
+
+	while (*p) {
+		unsigned c = *p;
+
+		if (c == '"' || c == '\\') {
+			*q++ = '\\';
+			*q++ = (char)c;
+			p++;
+		} else if (c == '\n') {
+			q += sprintf(q, "\\n");
+			p++;
+		} else if (c < 0x20) {
+			q += sprintf(q, python ? "\\u%04x" : "\\u%04X", c);
+			p++;
+		} else if (c >= 0x80 && python) {
+			unsigned u =
+			    (unsigned)(p[0] & 0x1f) << 6 | (p[1] & 0x3f);
+			if (c >= 0xe0) {
+				u = (unsigned)(p[0] & 0x0f) << 12 |
+				    (unsigned)(p[1] & 0x3f) << 6 |
+				    (p[2] & 0x3f);
+				p++;
+			}
+			p += 2;
+			q += sprintf(q, "\\u%04x", u);
+		} else {
+			*q++ = (char)c;
+			p++;
+		}
+	}
+	*q = 0;
+	return o;
+}
+
+/* ---- helpers ---- */
+
+static struct redact_set *mkset(const char *const *names,
+				const char *const *values, const size_t *lens,
+				size_t n)
+{
+	struct redact_builder *b;
+	struct redact_set *s;
+
+	ck_assert_int_eq(redact_builder_new(&b), 0);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_int_eq(
+		    redact_builder_add(b, names[i], values[i],
+				       lens ? lens[i] : strlen(values[i])),
+		    0);
+	ck_assert_int_eq(redact_builder_build(b, &s), 0);
+	return s;
+}
+
+static struct redact_set *mkset1(const char *name, const char *value)
+{
+	return mkset(&name, &value, NULL, 1);
+}
+
+/* Redact in chunks of k bytes; returns malloc'd output. */
+static char *stream_k(const struct redact_set *s, const char *in, size_t n,
+		      size_t k, size_t *ret_len)
+{
+	struct redact_stream *st;
+	struct buf out = BUF_INIT;
+
+	ck_assert_int_eq(redact_stream_new(s, &st), 0);
+	for (size_t i = 0; i < n; i += k)
+		ck_assert_int_eq(
+		    redact_stream_feed(st, in + i, n - i < k ? n - i : k, &out),
+		    0);
+	ck_assert_int_eq(redact_stream_flush(st, &out), 0);
+	redact_stream_free(st);
+	ck_assert_int_eq(buf_append(&out, "", 0), 0);
+	*ret_len = out.len;
+	return out.data;
+}
+
+/* One-shot and streamed (several chunk sizes) must both give expect. */
+static void check_redacts(const struct redact_set *s, const char *in, size_t n,
+			  const char *expect, size_t elen)
+{
+	static const size_t ks[] = {1, 2, 3, 7, 64, 4096};
+	char *out;
+	size_t len;
+
+	ck_assert_int_ge(redact_buf(s, in, n, &out, &len), 0);
+	if (len != elen || memcmp(out, expect, elen) != 0)
+		ck_abort_msg("redact_buf:\n got  \"%.*s\"\n want \"%.*s\"",
+			     (int)len, out, (int)elen, expect);
+	ck_assert(out[len] == '\0');
+	free(out);
+	for (size_t i = 0; i < sizeof(ks) / sizeof(ks[0]); i++) {
+		out = stream_k(s, in, n, ks[i], &len);
+		if (len != elen || memcmp(out, expect, elen) != 0)
+			ck_abort_msg("stream k=%zu:\n got  \"%.*s\"\n want "
+				     "\"%.*s\"",
+				     ks[i], (int)len, out, (int)elen, expect);
+		free(out);
+	}
+}
+
+static void check_str(const struct redact_set *s, const char *in,
+		      const char *expect)
+{
+	check_redacts(s, in, strlen(in), expect, strlen(expect));
+}
+
+static char *cat3(const char *a, const char *b, const char *c)
+{
+	size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+	char *o = malloc(la + lb + lc + 1);
+
+	memcpy(o, a, la);
+	memcpy(o + la, b, lb);
+	memcpy(o + la + lb, c, lc + 1);
+	return o;
+}
+
+/* ---- tests ---- */
+
+START_TEST(test_refuse)
+{
+	struct redact_builder *b;
+	struct redact_set *s;
+	char big[REDACT_MAX_LEN + 1];
+	char *out;
+	size_t len;
+
+	memset(big, 'z', sizeof(big));
+	ck_assert_int_eq(redact_builder_new(&b), 0);
+	ck_assert_int_eq(redact_builder_add(b, "K", "1234567", 7), -EINVAL);
+	ck_assert_int_eq(redact_builder_add(b, "K", "", 0), -EINVAL);
+	ck_assert_int_eq(redact_builder_add(b, "", "12345678", 8), -EINVAL);
+	ck_assert_int_eq(redact_builder_add(b, "A]B", "12345678", 8), -EINVAL);
+	ck_assert_int_eq(redact_builder_add(b, "A B", "12345678", 8), -EINVAL);
+	ck_assert_int_eq(redact_builder_add(b, "K", big, sizeof(big)), -E2BIG);
+	ck_assert_int_eq(redact_builder_add(b, "K", big, REDACT_MAX_LEN), 0);
+	ck_assert_int_eq(redact_builder_build(b, &s), 0);
+	/* The refused short value is not redacted; the long one is. */
+	ck_assert_int_eq(redact_buf(s, "x 1234567 y", 11, &out, &len), 0);
+	ck_assert_str_eq(out, "x 1234567 y");
+	free(out);
+	ck_assert(redact_contains(s, big, REDACT_MAX_LEN));
+	ck_assert(!redact_contains(s, big, REDACT_MAX_LEN - 1));
+	redact_set_free(s);
+	redact_set_free(NULL);
+	redact_builder_free(NULL);
+	redact_stream_free(NULL);
+}
+END_TEST
+
+START_TEST(test_plain)
+{
+	struct redact_set *s = mkset1("OPENAI_API_KEY", "sk-proj-abc123XYZ");
+
+	ck_assert_uint_gt(redact_set_count(s), 5);
+	check_str(s, "key=sk-proj-abc123XYZ\n",
+		  "key=[redacted:OPENAI_API_KEY]\n");
+	/* Adjacent, not overlapping: two markers. */
+	check_str(s, "sk-proj-abc123XYZsk-proj-abc123XYZ",
+		  "[redacted:OPENAI_API_KEY][redacted:OPENAI_API_KEY]");
+	check_str(s, "sk-proj-abc123XY is not it",
+		  "sk-proj-abc123XY is not it");
+	check_str(s, "", "");
+	ck_assert(redact_contains(s, "..sk-proj-abc123XYZ..", 21));
+	ck_assert(!redact_contains(s, "..sk-proj-abc123XY..", 20));
+	redact_set_free(s);
+}
+END_TEST
+
+/* base64 of pre + secret + post for every alignment and both alphabets,
+ * padded and not: the characters that carry only the secret's bits, and
+ * at the end of the data the padding too, become one marker. */
+START_TEST(test_base64_alignments)
+{
+	static const char secret[] = "tok_9f8e7d6c5b4a\x01\xff~Z";
+	const size_t sl = sizeof(secret) - 1;
+	struct redact_set *s = mkset1("TOK", secret);
+	unsigned char blob[64];
+
+	for (size_t pre = 0; pre < 6; pre++) {
+		for (size_t post = 0; post < 6; post++) {
+			for (int mode = 0; mode < 4; mode++) {
+				int url = mode & 1, pad = mode >> 1;
+				size_t n = pre + sl + post, elen, bl;
+				char *enc, *expect;
+				/* Characters fixed by the secret's bits. */
+				size_t first = (8 * pre + 5) / 6;
+				size_t last = 8 * (pre + sl) / 6;
+
+				for (size_t i = 0; i < pre; i++)
+					blob[i] = (unsigned char)(0xa0 + i);
+				memcpy(blob + pre, secret, sl);
+				for (size_t i = 0; i < post; i++)
+					blob[pre + sl + i] =
+					    (unsigned char)(0xc1 + 7 * i);
+				/* The bytes after have their high bits set, so the
+				 * character shared with the secret differs from
+				 * the end-of-data one (zero fill). */
+				enc = t_b64(blob, n, url, pad, &bl);
+				if (post == 0)
+					last = bl; /* tail and padding too */
+				expect = malloc(bl + 32);
+				memcpy(expect, enc, first);
+				elen = first;
+				elen += (size_t)sprintf(expect + elen,
+							"[redacted:TOK]");
+				memcpy(expect + elen, enc + last, bl - last);
+				elen += bl - last;
+				check_redacts(s, enc, bl, expect, elen);
+				/* Inside a longer line of text. */
+				char *line = cat3("data: ", enc, " end");
+				expect[elen] = 0;
+				char *eline = cat3("data: ", expect, " end");
+				check_str(s, line, eline);
+				free(line);
+				free(eline);
+				free(enc);
+				free(expect);
+			}
+		}
+	}
+	redact_set_free(s);
+}
+END_TEST
+
+START_TEST(test_hex)
+{
+	static const char secret[] = "ghp_0123456789abcdefXYZ";
+	struct redact_set *s = mkset1("GH_TOKEN", secret);
+
+	for (int up = 0; up < 2; up++) {
+		char *h = t_hex(secret, strlen(secret), up);
+		/* A hex blob: a hash, the secret, another hash. */
+		char *in = cat3("sha256:e3b0c44298fc1c149afbf4c8996fb924", h,
+				"27ae41e4649b934ca495991b7852b855\n");
+		check_str(s, in,
+			  "sha256:e3b0c44298fc1c149afbf4c8996fb924"
+			  "[redacted:GH_TOKEN]"
+			  "27ae41e4649b934ca495991b7852b855\n");
+		free(in);
+		free(h);
+	}
+	redact_set_free(s);
+}
+END_TEST
+
+START_TEST(test_url)
+{
+	static const char secret[] = "p@ss/w0rd+key=&x y%z";
+	struct redact_set *s = mkset1("DB_PASSWORD", secret);
+
+	for (int lower = 0; lower < 2; lower++) {
+		for (int ro = 0; ro < 2; ro++) {
+			char *u = t_url(secret, lower, ro);
+			char *in = cat3("GET https://db.example/?pw=", u,
+					"&next=1 HTTP/1.1");
+
+			check_str(s, in,
+				  "GET https://db.example/?pw="
+				  "[redacted:DB_PASSWORD]&next=1 HTTP/1.1");
+			free(in);
+			free(u);
+		}
+	}
+	/* Form encoding: space as '+'. */
+	check_str(s, "pw=p%40ss%2Fw0rd%2Bkey%3D%26x+y%25z;",
+		  "pw=[redacted:DB_PASSWORD];");
+	redact_set_free(s);
+}
+END_TEST
+
+START_TEST(test_json)
+{
+	static const char secret[] = "q\"uo\\te/\n\x01-\xc3\xa9t\xc3\xa9-key";
+	struct redact_set *s = mkset1("API_KEY", secret);
+
+	for (int py = 0; py < 2; py++) {
+		char *j = t_json(secret, py);
+		char *in = cat3("{\"error\":\"bad key ", j, "\",\"code\":401}");
+
+		check_str(s, in,
+			  "{\"error\":\"bad key [redacted:API_KEY]\","
+			  "\"code\":401}");
+		free(in);
+		free(j);
+	}
+	/* jansson's JSON_ESCAPE_SLASH. */
+	check_str(s, "\"q\\\"uo\\\\te\\/\\n\\u0001-\xc3\xa9t\xc3\xa9-key\"",
+		  "\"[redacted:API_KEY]\"");
+	redact_set_free(s);
+}
+END_TEST
+
+struct forms {
+	char **f;
+	size_t *len;
+	size_t n, cap;
+};
+
+static int collect(const void *form, size_t n, void *ud)
+{
+	struct forms *fs = ud;
+
+	if (fs->n == fs->cap) {
+		fs->cap = fs->cap ? 2 * fs->cap : 64;
+		fs->f = realloc(fs->f, fs->cap * sizeof(*fs->f));
+		fs->len = realloc(fs->len, fs->cap * sizeof(*fs->len));
+	}
+	fs->f[fs->n] = malloc(n + 1);
+	memcpy(fs->f[fs->n], form, n);
+	fs->len[fs->n++] = n;
+	return 0;
+}
+
+static void forms_free(struct forms *fs)
+{
+	for (size_t i = 0; i < fs->n; i++)
+		free(fs->f[i]);
+	free(fs->f);
+	free(fs->len);
+}
+
+static void assert_no_form(const char *out, size_t len, const struct forms *fs)
+{
+	for (size_t i = 0; i < fs->n; i++)
+		if (memmem(out, len, fs->f[i], fs->len[i]))
+			ck_abort_msg("form %zu \"%.*s\" in output", i,
+				     (int)fs->len[i], fs->f[i]);
+}
+
+/* Every form, each between lines of text; fed in chunks of every size
+ * from 1 byte to past the longest pattern. */
+START_TEST(test_chunks_every_size)
+{
+	static const char secret[] = "Sup3r/Secret+Value=\"x\"&y";
+	struct redact_set *s = mkset1("S", secret);
+	struct forms fs = {0};
+	struct buf in = BUF_INIT, expect = BUF_INIT;
+
+	ck_assert_int_eq(redact_forms(secret, strlen(secret), collect, &fs), 0);
+	ck_assert_uint_gt(fs.n, 20);
+	for (size_t i = 0; i < fs.n; i++) {
+		buf_printf(&in, "  CC  src/file%zu.o\n", i);
+		buf_printf(&expect, "  CC  src/file%zu.o\n", i);
+		buf_append(&in, fs.f[i], fs.len[i]);
+		buf_puts(&expect, "[redacted:S]");
+	}
+	buf_puts(&in, "\ndone\n");
+	buf_puts(&expect, "\ndone\n");
+	check_redacts(s, in.data, in.len, expect.data, expect.len);
+	for (size_t k = 1; k <= redact_set_max_len(s) + 8; k++) {
+		size_t len;
+		char *out = stream_k(s, in.data, in.len, k, &len);
+
+		ck_assert_uint_eq(len, expect.len);
+		ck_assert(memcmp(out, expect.data, len) == 0);
+		assert_no_form(out, len, &fs);
+		free(out);
+	}
+	forms_free(&fs);
+	buf_free(&in);
+	buf_free(&expect);
+	redact_set_free(s);
+}
+END_TEST
+
+START_TEST(test_overlap_and_prefix)
+{
+	const char *names[] = {"A", "B", "C", "D"};
+	const char *values[] = {"abcdefgh12345678", "12345678ZYXWVUTS",
+				"prefix-secret", "prefix-secret-and-more-tail"};
+	struct redact_set *s = mkset(names, values, NULL, 4);
+
+	/* The union of overlapping matches, under the leftmost name. */
+	check_str(s, "xx abcdefgh12345678ZYXWVUTS yy", "xx [redacted:A] yy");
+	check_str(s, "xx 12345678ZYXWVUTS yy", "xx [redacted:B] yy");
+	/* The longer of two secrets sharing a prefix wins whole. */
+	check_str(s, "<prefix-secret-and-more-tail>", "<[redacted:D]>");
+	check_str(s, "<prefix-secret-and-more>", "<[redacted:C]-and-more>");
+	check_str(s, "prefix-secret-and-more-tailprefix-secret",
+		  "[redacted:D][redacted:C]");
+	redact_set_free(s);
+
+	/* Registered the other way round: the same. */
+	const char *n2[] = {"D", "C"};
+	const char *v2[] = {"prefix-secret-and-more-tail", "prefix-secret"};
+	s = mkset(n2, v2, NULL, 2);
+	check_str(s, "<prefix-secret-and-more-tail>", "<[redacted:D]>");
+	check_str(s, "<prefix-secret-and-more-tai>",
+		  "<[redacted:C]-and-more-tai>");
+	redact_set_free(s);
+
+	/* One secret nested inside another, and a self-overlapping one. */
+	const char *n3[] = {"OUTER", "INNER", "REP"};
+	const char *v3[] = {"0000-inner-secret-1111", "inner-secret",
+			    "abababababab"};
+	s = mkset(n3, v3, NULL, 3);
+	check_str(s, "(0000-inner-secret-1111)", "([redacted:OUTER])");
+	check_str(s, "(0000-inner-secret-111)", "(0000-[redacted:INNER]-111)");
+	check_str(s, "(abababababababababab)", "([redacted:REP])");
+	check_str(s, "(ababababababa)", "([redacted:REP]a)");
+	redact_set_free(s);
+}
+END_TEST
+
+START_TEST(test_binary)
+{
+	static const char secret[] = "\0bin\0secret\0\xff\xfe";
+	const size_t sl = sizeof(secret) - 1;
+	const char *name = "BIN";
+	const char *value = secret;
+	struct redact_set *s = mkset(&name, &value, &sl, 1);
+	char in[4096], expect[4096];
+	size_t n = 0, e = 0;
+	unsigned x = 12345;
+
+	for (int rep = 0; rep < 20; rep++) {
+		for (int i = 0; i < 100; i++) {
+			x = x * 1103515245 + 12345;
+			/* NULs and 'A's around the secret's own NULs. */
+			in[n] = expect[e++] = (char)((x >> 16) % 3 ? 0 : 0x41);
+			n++;
+		}
+		memcpy(in + n, secret, sl);
+		n += sl;
+		e += (size_t)sprintf(expect + e, "[redacted:BIN]");
+	}
+	check_redacts(s, in, n, expect, e);
+	redact_set_free(s);
+}
+END_TEST
+
+/* One line of several MiB, secrets at its start, middle and end. */
+START_TEST(test_long_line)
+{
+	static const char secret[] = "AKIAIOSFODNN7EXAMPLEwJalrXUtnFEMI";
+	const size_t n = 8u << 20, sl = strlen(secret);
+	struct redact_set *s = mkset1("AWS_SECRET_ACCESS_KEY", secret);
+	static const char marker[] = "[redacted:AWS_SECRET_ACCESS_KEY]";
+	char *in = malloc(n), *expect = malloc(n + 3 * sizeof(marker));
+	size_t e = 0, len;
+	char *out;
+
+	for (size_t i = 0; i < n; i++)
+		in[i] = "abcdefghij0123456789/._-ABCDEF "[i % 31];
+	memcpy(in, secret, sl);
+	memcpy(in + n / 2, secret, sl);
+	memcpy(in + n - sl, secret, sl);
+	memcpy(expect, marker, sizeof(marker) - 1);
+	e = sizeof(marker) - 1;
+	memcpy(expect + e, in + sl, n / 2 - sl);
+	e += n / 2 - sl;
+	memcpy(expect + e, marker, sizeof(marker) - 1);
+	e += sizeof(marker) - 1;
+	memcpy(expect + e, in + n / 2 + sl, n - sl - (n / 2 + sl));
+	e += n - sl - (n / 2 + sl);
+	memcpy(expect + e, marker, sizeof(marker) - 1);
+	e += sizeof(marker) - 1;
+
+	ck_assert_int_eq(redact_buf(s, in, n, &out, &len), 3);
+	ck_assert_uint_eq(len, e);
+	ck_assert(memcmp(out, expect, e) == 0);
+	ck_assert(!memmem(out, len, secret, sl));
+	free(out);
+	out = stream_k(s, in, n, 65536 + 3, &len);
+	ck_assert_uint_eq(len, e);
+	ck_assert(memcmp(out, expect, e) == 0);
+	free(out);
+	free(in);
+	free(expect);
+	redact_set_free(s);
+}
+END_TEST
+
+START_TEST(test_empty)
+{
+	struct redact_builder *b;
+	struct redact_set *s;
+	struct redact_stream *st;
+	struct buf out = BUF_INIT;
+	char *o;
+	size_t len;
+
+	/* No secrets: everything passes unchanged. */
+	ck_assert_int_eq(redact_builder_new(&b), 0);
+	ck_assert_int_eq(redact_builder_build(b, &s), 0);
+	ck_assert_uint_eq(redact_set_count(s), 0);
+	check_str(s, "nothing to hide", "nothing to hide");
+	ck_assert_int_eq(redact_buf(s, NULL, 0, &o, &len), 0);
+	ck_assert_uint_eq(len, 0);
+	ck_assert_str_eq(o, "");
+	free(o);
+	redact_set_free(s);
+
+	s = mkset1("K", "0123456789");
+	ck_assert_int_eq(redact_buf(s, NULL, 0, &o, &len), 0);
+	ck_assert_uint_eq(len, 0);
+	free(o);
+	ck_assert_int_eq(redact_stream_new(s, &st), 0);
+	ck_assert_int_eq(redact_stream_feed(st, NULL, 0, &out), 0);
+	ck_assert_int_eq(redact_stream_flush(st, &out), 0);
+	ck_assert_uint_eq(out.len, 0);
+	/* A flushed stream starts over. */
+	ck_assert_int_eq(redact_stream_feed(st, "01234", 5, &out), 0);
+	ck_assert_int_eq(redact_stream_feed(st, "56789.", 6, &out), 0);
+	ck_assert_int_eq(redact_stream_flush(st, &out), 0);
+	ck_assert_str_eq(out.data, "[redacted:K].");
+	redact_stream_free(st);
+	buf_free(&out);
+	redact_set_free(s);
+}
+END_TEST
+
+/* A stream holds back only what may still be the start of a secret. */
+START_TEST(test_holdback)
+{
+	struct redact_set *s = mkset1("K", "0123456789abcdef");
+	struct redact_stream *st;
+	struct buf out = BUF_INIT;
+	const char *line = "compiling module; no secret on this line here\n";
+	size_t fed = 0;
+
+	ck_assert_int_eq(redact_stream_new(s, &st), 0);
+	for (int i = 0; i < 100; i++) {
+		ck_assert_int_eq(
+		    redact_stream_feed(st, line, strlen(line), &out), 0);
+		fed += strlen(line);
+		ck_assert_uint_ge(out.len + redact_set_max_len(s) - 1, fed);
+		/* The full line, up to a possible start of a secret. */
+		ck_assert_uint_ge(out.len + 15, fed);
+	}
+	/* A partial secret is held until it is known not to be one. */
+	ck_assert_int_eq(redact_stream_feed(st, "0123456789", 10, &out), 0);
+	ck_assert(!memmem(out.data, out.len, "0123456789", 10));
+	ck_assert_int_eq(redact_stream_feed(st, "abcdeX", 6, &out), 0);
+	ck_assert_int_eq(redact_stream_flush(st, &out), 0);
+	ck_assert_uint_eq(out.len, fed + 16);
+	redact_stream_free(st);
+	buf_free(&out);
+	redact_set_free(s);
+}
+END_TEST
+
+/* ---- differential test against a naive matcher ---- */
+
+static uint64_t rng_state;
+
+static uint32_t rnd(uint32_t n)
+{
+	rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (uint32_t)(rng_state >> 33) % n;
+}
+
+struct pat {
+	char *p;
+	size_t n;
+	size_t secret;
+};
+
+/* Expected output: union of all occurrences of all forms; a merged range
+ * is named after its leftmost match, the longest at that start, and for
+ * equal forms the first-registered secret. */
+static void naive(const struct pat *pats, size_t np, char *const *names,
+		  const char *in, size_t n, struct buf *out)
+{
+	size_t pos = 0;
+
+	for (size_t i = 0; i < n;) {
+		size_t best = (size_t)-1, blen = 0, end = 0;
+
+		for (size_t j = 0; j < np; j++) {
+			if (pats[j].n <= n - i &&
+			    memcmp(in + i, pats[j].p, pats[j].n) == 0 &&
+			    (pats[j].n > blen ||
+			     (pats[j].n == blen && pats[j].secret < best))) {
+				best = pats[j].secret;
+				blen = pats[j].n;
+			}
+		}
+		if (!blen) {
+			i++;
+			continue;
+		}
+		buf_append(out, in + pos, i - pos);
+		buf_printf(out, "[redacted:%s]", names[best]);
+		/* Extend over every match that starts inside the range. */
+		end = i + blen;
+		for (size_t k = i + 1; k < end; k++)
+			for (size_t j = 0; j < np; j++)
+				if (pats[j].n <= n - k && k + pats[j].n > end &&
+				    memcmp(in + k, pats[j].p, pats[j].n) == 0)
+					end = k + pats[j].n;
+		pos = i = end;
+	}
+	buf_append(out, in + pos, n - pos);
+}
+
+struct pat_list {
+	struct pat *v;
+	size_t n, cap, cur;
+};
+
+static int add_pat(const void *form, size_t n, void *ud)
+{
+	struct pat_list *l = ud;
+	char *c = malloc(n);
+
+	memcpy(c, form, n);
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		l->v = realloc(l->v, l->cap * sizeof(*l->v));
+	}
+	l->v[l->n++] = (struct pat){c, n, l->cur};
+	return 0;
+}
+
+START_TEST(test_differential)
+{
+	/* A small alphabet makes overlaps, shared prefixes and repeats. */
+	static const char alpha[] = "ab/+=%\"\\\n";
+
+	rng_state = 42;
+	for (int round = 0; round < 300; round++) {
+		size_t ns = 1 + rnd(4);
+		char *names[4], *vals[4];
+		size_t lens[4];
+		struct redact_builder *b;
+		struct redact_set *s;
+		struct pat_list pl = {0};
+		struct buf in = BUF_INIT, expect = BUF_INIT;
+
+		ck_assert_int_eq(redact_builder_new(&b), 0);
+		for (size_t i = 0; i < ns; i++) {
+			lens[i] = 8 + rnd(6);
+			vals[i] = malloc(lens[i]);
+			for (size_t j = 0; j < lens[i]; j++)
+				vals[i][j] = alpha[rnd(rnd(2) ? 2 : 9)];
+			names[i] = malloc(8);
+			sprintf(names[i], "S%zu", i);
+			ck_assert_int_eq(
+			    redact_builder_add(b, names[i], vals[i], lens[i]),
+			    0);
+			pl.cur = i;
+			redact_forms(vals[i], lens[i], add_pat, &pl);
+		}
+		ck_assert_int_eq(redact_builder_build(b, &s), 0);
+		/* Text: random bytes, pieces of forms, whole forms. */
+		for (int piece = 0; piece < 30; piece++) {
+			const struct pat *p = &pl.v[rnd((uint32_t)pl.n)];
+			size_t r = rnd(3);
+
+			if (r == 0) {
+				for (size_t k = rnd(6); k > 0; k--) {
+					char c = alpha[rnd(9)];
+					buf_append(&in, &c, 1);
+				}
+			} else if (r == 1) {
+				buf_append(&in, p->p, rnd((uint32_t)p->n));
+			} else {
+				buf_append(&in, p->p, p->n);
+			}
+		}
+		naive(pl.v, pl.n, names, in.data, in.len, &expect);
+		check_redacts(s, in.data, in.len, expect.data, expect.len);
+		size_t len;
+		char *out = NULL;
+		struct redact_stream *st;
+		struct buf so = BUF_INIT;
+		ck_assert_int_eq(redact_stream_new(s, &st), 0);
+		for (size_t i = 0; i < in.len;) {
+			size_t k = 1 + rnd(40);
+			if (k > in.len - i)
+				k = in.len - i;
+			ck_assert_int_eq(
+			    redact_stream_feed(st, in.data + i, k, &so), 0);
+			i += k;
+		}
+		ck_assert_int_eq(redact_stream_flush(st, &so), 0);
+		ck_assert_uint_eq(so.len, expect.len);
+		ck_assert(memcmp(so.data, expect.data, so.len) == 0);
+		ck_assert_int_eq(redact_contains(s, in.data, in.len),
+				 expect.len != in.len ||
+				     memcmp(expect.data, in.data, in.len));
+		(void)out;
+		(void)len;
+		redact_stream_free(st);
+		buf_free(&so);
+		for (size_t i = 0; i < pl.n; i++)
+			free(pl.v[i].p);
+		free(pl.v);
+		for (size_t i = 0; i < ns; i++) {
+			free(names[i]);
+			free(vals[i]);
+		}
+		buf_free(&in);
+		buf_free(&expect);
+		redact_set_free(s);
+	}
+}
+END_TEST
+
+/* ---- one set, many threads ---- */
+
+struct thr {
+	const struct redact_set *s;
+	const char *in;
+	size_t n;
+	char *out;
+	size_t len;
+};
+
+static void *thr_main(void *p)
+{
+	struct thr *t = p;
+	struct redact_stream *st;
+	struct buf out = BUF_INIT;
+
+	if (redact_stream_new(t->s, &st) < 0)
+		return NULL;
+	for (size_t i = 0; i < t->n; i += 13)
+		redact_stream_feed(st, t->in + i, t->n - i < 13 ? t->n - i : 13,
+				   &out);
+	redact_stream_flush(st, &out);
+	redact_stream_free(st);
+	t->out = out.data;
+	t->len = out.len;
+	return NULL;
+}
+
+START_TEST(test_threads)
+{
+	struct redact_set *s = mkset1("K", "shared-secret-value");
+	struct buf in = BUF_INIT;
+	struct thr t[4];
+	pthread_t th[4];
+	char *one;
+	size_t len;
+
+	for (int i = 0; i < 20000; i++)
+		buf_printf(&in, "line %d shared-secret-value %x\n", i, i);
+	ck_assert_int_eq(redact_buf(s, in.data, in.len, &one, &len), 20000);
+	for (int i = 0; i < 4; i++) {
+		t[i] = (struct thr){s, in.data, in.len, NULL, 0};
+		ck_assert_int_eq(pthread_create(&th[i], NULL, thr_main, &t[i]),
+				 0);
+	}
+	for (int i = 0; i < 4; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_uint_eq(t[i].len, len);
+		ck_assert(memcmp(t[i].out, one, len) == 0);
+		free(t[i].out);
+	}
+	ck_assert(!memmem(one, len, "shared-secret-value", 19));
+	free(one);
+	buf_free(&in);
+	redact_set_free(s);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("redact");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 300);
+	tcase_add_test(tc, test_refuse);
+	tcase_add_test(tc, test_plain);
+	tcase_add_test(tc, test_base64_alignments);
+	tcase_add_test(tc, test_hex);
+	tcase_add_test(tc, test_url);
+	tcase_add_test(tc, test_json);
+	tcase_add_test(tc, test_chunks_every_size);
+	tcase_add_test(tc, test_overlap_and_prefix);
+	tcase_add_test(tc, test_binary);
+	tcase_add_test(tc, test_long_line);
+	tcase_add_test(tc, test_empty);
+	tcase_add_test(tc, test_holdback);
+	tcase_add_test(tc, test_differential);
+	tcase_add_test(tc, test_threads);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
