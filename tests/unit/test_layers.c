@@ -1212,6 +1212,143 @@ START_TEST(test_seccomp_load_errors)
 }
 END_TEST
 
+/* ---- capabilities ------------------------------------------------------ */
+
+static void write_proc(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+		child_fail("write %s: %s", path, strerror(errno));
+	close(fd);
+}
+
+/* Become privileged over our own files: nothing to do as root; otherwise
+ * uid 0 in a new user namespace, mapped onto our own uid. */
+static void become_ns_root(void)
+{
+	char map[64];
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+
+	if (uid == 0)
+		return;
+	if (unshare(CLONE_NEWUSER) < 0)
+		child_skip("cannot create a user namespace: %s",
+			   strerror(errno));
+	snprintf(map, sizeof(map), "0 %u 1", (unsigned)uid);
+	write_proc("/proc/self/uid_map", map);
+	write_proc("/proc/self/setgroups", "deny");
+	snprintf(map, sizeof(map), "0 %u 1", (unsigned)gid);
+	write_proc("/proc/self/gid_map", map);
+}
+
+/* Check that every Cap* line of a /proc/PID/status text is all zeros. */
+static void expect_no_caps(const char *status, const char *who)
+{
+	static const char *const fields[] = {
+	    "CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"};
+
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		const char *p = strstr(status, fields[i]);
+		unsigned long long v;
+
+		if (!p || sscanf(p + strlen(fields[i]), "%llx", &v) != 1)
+			child_fail("%s: no %s line", who, fields[i]);
+		if (v != 0)
+			child_fail("%s: %s %016llx", who, fields[i], v);
+	}
+}
+
+static void read_all(int fd, char *buf, size_t size)
+{
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < size - 1 && (n = read(fd, buf + got, size - 1 - got)) > 0)
+		got += (size_t)n;
+	buf[got] = '\0';
+}
+
+static void caps_drop_child(void *arg)
+{
+	const char *locked = arg;
+	char status[8192];
+	int fd, r, p[2];
+
+	become_ns_root();
+	/* Control: with CAP_DAC_OVERRIDE a mode 0000 file opens. */
+	fd = open(locked, O_RDONLY);
+	if (fd < 0)
+		child_skip("no CAP_DAC_OVERRIDE to begin with: %s",
+			   strerror(errno));
+	close(fd);
+	r = sbx_caps_drop_all();
+	if (r < 0)
+		child_fail("sbx_caps_drop_all: %s", strerror(-r));
+	expect_errno(open(locked, O_RDONLY), EACCES, "open mode 0000 file");
+	fd = open("/proc/self/status", O_RDONLY);
+	if (fd < 0)
+		child_fail("open /proc/self/status: %s", strerror(errno));
+	read_all(fd, status, sizeof(status));
+	close(fd);
+	expect_no_caps(status, "after the drop");
+	r = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
+	if (r < 0 || !(r & (1 << 0)) || !(r & (1 << 1)))
+		child_fail("securebits 0x%x: NOROOT not set and locked", r);
+	/* uid 0 executing a program gains nothing back. */
+	if (pipe(p) < 0)
+		child_fail("pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		execl("/bin/cat", "cat", "/proc/self/status", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	read_all(p[0], status, sizeof(status));
+	waitpid(pid, NULL, 0);
+	if (!strstr(status, "Uid:\t0\t"))
+		child_fail("the exec'd program is not uid 0: %.200s", status);
+	expect_no_caps(status, "after execve as uid 0");
+}
+
+START_TEST(test_caps_drop)
+{
+	char *dir = test_tmpdir("caps");
+	char *locked = join(dir, "locked");
+
+	test_write_file(locked, "secret");
+	ck_assert_int_eq(chmod(locked, 0), 0);
+	EXPECT_CHILD_OK(caps_drop_child, locked);
+	test_rmrf(dir);
+	free(locked);
+	free(dir);
+}
+END_TEST
+
+static void caps_refused_child(void *arg)
+{
+	int r;
+
+	(void)arg;
+	/* A process with no CAP_SETPCAP and a full bounding set: the drop
+	 * cannot be completed, and must say so rather than return 0. */
+	if (geteuid() == 0 && setresuid(65534, 65534, 65534) < 0)
+		child_fail("setresuid: %s", strerror(errno));
+	if (prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 1)
+		child_skip("the bounding set is already reduced here");
+	r = sbx_caps_drop_all();
+	if (r != -EPERM)
+		child_fail("sbx_caps_drop_all: %d, expected -EPERM", r);
+}
+
+START_TEST(test_caps_refused)
+{
+	EXPECT_CHILD_OK(caps_refused_child, NULL);
+}
+END_TEST
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(void)
@@ -1234,6 +1371,8 @@ int main(void)
 	tcase_add_test(tc, test_seccomp_ia32);
 	tcase_add_test(tc, test_seccomp_x32);
 	tcase_add_test(tc, test_seccomp_load_errors);
+	tcase_add_test(tc, test_caps_drop);
+	tcase_add_test(tc, test_caps_refused);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
