@@ -96,6 +96,7 @@ struct journal {
 	int lost_err;
 	bool stopping;
 	bool writer_exited;
+	bool async_ready; /* the writer may signal the loop */
 
 	/* Atomics, read from any thread. */
 	int64_t count;
@@ -486,6 +487,7 @@ static void *writer_main(void *arg)
 {
 	struct journal *j = arg;
 	unsigned close_attempts = 0;
+	bool async_ready;
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
@@ -581,9 +583,11 @@ static void *writer_main(void *arg)
 
 	pthread_mutex_lock(&j->mu);
 	j->writer_exited = true;
+	async_ready = j->async_ready;
 	pthread_cond_broadcast(&j->progress);
 	pthread_mutex_unlock(&j->mu);
-	uv_async_send(&j->async);
+	if (async_ready)
+		uv_async_send(&j->async);
 	return NULL;
 }
 
@@ -896,23 +900,29 @@ int journal_open(uv_loop_t *loop, const char *path, struct journal **ret)
 		goto fail;
 	update_size(j);
 
-	r = uv_async_init(loop, &j->async, on_async);
-	if (r < 0)
-		goto fail;
-	j->async.data = j;
-	/* Signals belong to the loop thread. */
+	/* Signals belong to the loop thread.  The writer starts before the
+	 * async handle exists, so that a failure to start either leaves
+	 * nothing for the loop to close; it signals the loop only for rows
+	 * committed, and none can be queued before this returns. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	r = -pthread_create(&j->writer, NULL, writer_main, j);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (r < 0)
+		goto fail;
+	r = uv_async_init(loop, &j->async, on_async);
+	j->async.data = j;
+	pthread_mutex_lock(&j->mu);
 	if (r < 0) {
-		/* The handle must be closed before the memory goes. */
-		j->writer_exited = true;
-		j->closing = true;
-		j->close_started = true;
-		j->lost_err = r;
-		uv_close((uv_handle_t *)&j->async, on_closed);
-		return r;
+		j->stopping = true;
+		pthread_cond_signal(&j->wake);
+	} else {
+		j->async_ready = true;
+	}
+	pthread_mutex_unlock(&j->mu);
+	if (r < 0) {
+		pthread_join(j->writer, NULL);
+		goto fail;
 	}
 	*ret = j;
 	return 0;
