@@ -144,7 +144,7 @@ $(BUILD)/tests/helpers/%: $(call obj,tests/helpers/%.c) $(LIBCOMMON)
 $(BUILD)/bench/%: $(call obj,bench/%.c) $(TEST_LINK)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS) $(SBX_LIBS) -lm
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS) $(SBX_LIBS) $(TEST_LIBS) -lm
 
 deps:
 	./scripts/deps

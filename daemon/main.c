@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <uv.h>
@@ -246,6 +247,18 @@ static int verify_journal_offline(void)
 	return 1;
 }
 
+/* Each client is a descriptor: take the hard limit so the connection
+ * limit (SERVER_MAX_CONNS), not a low default soft limit, decides. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
 static int listen_fd_from_systemd(void)
 {
 	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
@@ -301,6 +314,7 @@ int main(int argc, char **argv)
 	}
 	umask(077);
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 	if (verify_only)
 		return verify_journal_offline();
 	listen_fd = listen_fd_from_systemd();

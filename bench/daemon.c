@@ -1,0 +1,219 @@
+/*
+ * Benchmarks of spd's foundation (issue 2): ping round trip over one
+ * connection, requests/s with 1 and 64 concurrent connections (every
+ * request journaled), journal commit rate under that load, and spd's
+ * resident size idle and with 1,000 open connections.
+ *
+ * Runs a real spd --foreground in temporary directories.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/lib/spdproc.h"
+#include "tests/lib/testlib.h"
+
+static struct test_spd T;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+static long rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static long journal_events(void)
+{
+	int fd = test_spd_connect(&T);
+	char *r = test_call(&T, fd, 1, "daemon.status", NULL, true);
+	char *p = strstr(r, "\"events\":");
+	long n = p ? atol(p + 9) : -1;
+
+	free(r);
+	close(fd);
+	return n;
+}
+
+#define WINDOW 16
+
+struct load {
+	int n;
+	int ok;
+};
+
+/* Pipelined pings, WINDOW in flight, on one connection. */
+static void *load_thread(void *arg)
+{
+	struct load *l = arg;
+	int fd = test_spd_connect(&T);
+	char line[256];
+	int len = snprintf(line, sizeof(line),
+			   "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			   "\"daemon.ping\",\"params\":{\"token\":\"%s\"}}\n",
+			   T.token);
+	int sent = 0, got = 0;
+	char rbuf[65536];
+	size_t have = 0;
+
+	while (got < l->n) {
+		while (sent < l->n && sent - got < WINDOW) {
+			test_send(fd, line, (size_t)len);
+			sent++;
+		}
+		ssize_t r = read(fd, rbuf + have, sizeof(rbuf) - have);
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		char *p = rbuf, *nl;
+		while ((nl = memchr(p, '\n', have - (size_t)(p - rbuf)))) {
+			if (memmem(p, (size_t)(nl - p), "\"pong\":true", 11))
+				l->ok++;
+			got++;
+			p = nl + 1;
+		}
+		have -= (size_t)(p - rbuf);
+		memmove(rbuf, p, have);
+	}
+	close(fd);
+	return NULL;
+}
+
+static void throughput(int conns, int per)
+{
+	pthread_t th[64];
+	struct load l[64];
+	long ev0 = journal_events(), ev1;
+	double t0 = now_s(), t1, t2;
+	int ok = 0;
+
+	for (int i = 0; i < conns; i++) {
+		l[i].n = per;
+		l[i].ok = 0;
+		pthread_create(&th[i], NULL, load_thread, &l[i]);
+	}
+	for (int i = 0; i < conns; i++) {
+		pthread_join(th[i], NULL);
+		ok += l[i].ok;
+	}
+	t1 = now_s();
+	/* Wait until the journal has committed every request. */
+	for (;;) {
+		ev1 = journal_events();
+		if (ev1 - ev0 >= (long)conns * per)
+			break;
+		usleep(1000);
+	}
+	t2 = now_s();
+	printf("requests/s, %2d connection%s: %9.0f req/s  (%d requests, %d ok; "
+	       "journaled %ld events, all committed after %.3f s = %.0f events/s)\n",
+	       conns, conns == 1 ? " " : "s", (double)(conns * per) / (t1 - t0),
+	       conns * per, ok, ev1 - ev0, t2 - t0, (double)(ev1 - ev0) / (t2 - t0));
+}
+
+/* Runs as one Check test (without fork) because the spd helpers of
+ * tests/lib report failures through Check. */
+START_TEST(bench_daemon)
+{
+	enum { PINGS = 20000, CONNS = 1000 };
+	static double rtt[PINGS];
+	struct rlimit rl;
+	int fd, fds[CONNS];
+
+	getrlimit(RLIMIT_NOFILE, &rl);
+	rl.rlim_cur = rl.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &rl);
+
+	test_spd_prepare(&T, NULL);
+	test_spd_start(&T);
+	sleep(1);
+	printf("spd resident idle: %ld KiB (target < 10240 KiB)\n",
+	       rss_kib(T.pid));
+
+	fd = test_spd_connect(&T);
+	free(test_call(&T, fd, 0, "auth", NULL, true));
+	{
+		/* One write and one read per ping: the client's own cost is
+		 * kept out of the figure as far as a client can. */
+		static const char req[] =
+			"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			"\"daemon.ping\"}\n";
+		char rb[512];
+		for (int i = -1000; i < PINGS; i++) {
+			double a = now_s();
+			size_t have = 0;
+			test_send(fd, req, sizeof(req) - 1);
+			while (!have || rb[have - 1] != '\n') {
+				ssize_t r = read(fd, rb + have, sizeof(rb) - have);
+				ck_assert(r > 0);
+				have += (size_t)r;
+			}
+			if (i >= 0)
+				rtt[i] = (now_s() - a) * 1e6;
+		}
+	}
+	close(fd);
+	qsort(rtt, PINGS, sizeof(double), cmp_d);
+	printf("ping round trip, one connection: p50 %.1f us, p99 %.1f us "
+	       "(%d pings; target p50 < 50 us)\n",
+	       rtt[PINGS / 2], rtt[PINGS * 99 / 100], PINGS);
+
+	throughput(1, 50000);
+	throughput(64, 2000);
+
+	for (int i = 0; i < CONNS; i++) {
+		fds[i] = test_spd_connect(&T);
+		free(test_call(&T, fds[i], 1, "daemon.ping", NULL, true));
+	}
+	printf("spd resident with %d open connections: %ld KiB (target < 65536 KiB)\n",
+	       CONNS, rss_kib(T.pid));
+	for (int i = 0; i < CONNS; i++)
+		close(fds[i]);
+	test_spd_cleanup(&T);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("bench");
+	TCase *tc = tcase_create("daemon");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, bench_daemon);
+	tcase_set_timeout(tc, 600);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_SILENT);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
