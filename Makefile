@@ -1,5 +1,6 @@
 # spd — the one build entry.  Plain GNU make.
 #   make            build build/spd, build/sandboxd, build/spctl
+#   make demo       build, start a real spd and run commands in the sandbox
 #   make check      build and run every test (unit, integration, escape)
 #   make asan       the same under ASan+UBSan, in build-asan/
 #   make fuzz       build the libFuzzer targets (clang) and run each briefly
@@ -88,7 +89,7 @@ UNIT_BINS := $(patsubst %.c,$(BUILD)/tests/%,$(notdir $(UNIT_SRC)))
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all check unit asan fuzz bench format format-check install clean help deps
+.PHONY: all check unit asan fuzz bench format format-check install clean help deps demo
 all: $(PROGS)
 
 # Flag changes trigger a rebuild: the flags are written to a stamp file
@@ -148,6 +149,10 @@ $(BUILD)/bench/%: $(call obj,bench/%.c) $(TEST_LINK)
 
 deps:
 	./scripts/deps
+
+# The README's first command: a real spd, real requests, sandboxed runs.
+demo: $(PROGS)
+	BUILD=$(BUILD) ./scripts/demo
 
 # The whole suite: unit suites, integration tests against a real spd,
 # the escape suite.  tests/run prints one closing "N passed, N failed" line.
