@@ -18,9 +18,15 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <stdarg.h>
+#include <jansson.h>
+#include <uv.h>
+
 #include "tests/lib/testlib.h"
 #include "common/util.h"
+#include "daemon/call.h"
 #include "daemon/fsops.h"
+#include "daemon/spd.h"
 
 /* A temporary base holding ws/ (the workspace) and outside/. */
 struct fixture {
@@ -746,6 +752,248 @@ START_TEST(test_ignored)
 }
 END_TEST
 
+/*
+ * The RPC handlers, driven without a server: this file supplies the
+ * call.h functions that daemon/server.c normally does (they are the only
+ * non-static functions here, and the linker then leaves server.o out of
+ * this binary).  A call records its reply or error for the test to check.
+ */
+struct rpc_call {
+	json_t *params;
+	struct rpc_principal who;
+	struct spd *spd;
+	bool done;
+	json_t *result;
+	enum rpc_error err;
+	json_t *err_data;
+	char msg[512];
+};
+
+json_t *rpc_call_params(struct rpc_call *c)
+{
+	return c->params;
+}
+
+const struct rpc_principal *rpc_call_principal(struct rpc_call *c)
+{
+	return &c->who;
+}
+
+struct spd *rpc_call_spd(struct rpc_call *c)
+{
+	return c->spd;
+}
+
+enum rpc_method rpc_call_method(struct rpc_call *c)
+{
+	return RPC_M__COUNT;
+}
+
+bool rpc_call_client_gone(struct rpc_call *c)
+{
+	return false;
+}
+
+void rpc_call_reply(struct rpc_call *c, json_t *result)
+{
+	ck_assert(!c->done);
+	c->done = true;
+	c->result = result;
+}
+
+void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	ck_assert(!c->done);
+	c->done = true;
+	c->err = e;
+	c->err_data = data;
+	va_start(ap, fmt);
+	vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
+	va_end(ap);
+}
+
+int rpc_call_notify(struct rpc_call *c, const char *method, json_t *params)
+{
+	json_decref(params);
+	return 0;
+}
+
+void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data)
+{
+}
+
+void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
+{
+}
+
+void rpc_call_set_detail(struct rpc_call *c, json_t *detail)
+{
+	json_decref(detail);
+}
+
+/* Run handler h on params (a json_pack format result, taken) as the
+ * operator (or as an agent of session "s1"), to completion. */
+static void call(struct rpc_call *c, rpc_handler h, json_t *params,
+		 bool operator)
+{
+	static struct spd spd;
+	uv_loop_t loop;
+
+	ck_assert_ptr_nonnull(params);
+	memset(c, 0, sizeof(*c));
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	spd.loop = &loop;
+	c->spd = &spd;
+	c->params = params;
+	c->who.operator= operator;
+	c->who.session_id = operator? NULL : "s1";
+	c->err = RPC_E__COUNT;
+	h(c);
+	ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+	ck_assert(c->done);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+}
+
+static void call_done(struct rpc_call *c)
+{
+	json_decref(c->params);
+	json_decref(c->result);
+	json_decref(c->err_data);
+}
+
+START_TEST(test_handlers)
+{
+	struct fixture f;
+	struct rpc_call c;
+	char *s;
+	const char *ws;
+
+	fixture_init(&f);
+	ws = f.ws_dir;
+	put(f.out_dir, "secret", "SECRET");
+	link_in(f.ws_dir, "out", f.out_dir);
+
+	call(&c, m_fs_write,
+	     json_pack("{s:s,s:s,s:s}", "workspace", ws, "path", "a.txt",
+		       "content", "hello"),
+	     true);
+	ck_assert_ptr_nonnull(c.result);
+	ck_assert_str_eq(json_string_value(json_object_get(c.result, "path")),
+			 "a.txt");
+	call_done(&c);
+	call(&c, m_fs_read,
+	     json_pack("{s:s,s:s}", "workspace", ws, "path", "./a.txt"), true);
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(c.result, "content")), "hello");
+	call_done(&c);
+
+	/* Binary content goes both ways in base64. */
+	call(&c, m_fs_write,
+	     json_pack("{s:s,s:s,s:s}", "workspace", ws, "path", "bin",
+		       "content_base64", "/wAB"),
+	     true);
+	ck_assert_ptr_nonnull(c.result);
+	call_done(&c);
+	call(&c, m_fs_read,
+	     json_pack("{s:s,s:s}", "workspace", ws, "path", "bin"), true);
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(c.result, "encoding")), "base64");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(c.result, "content_base64")),
+	    "/wAB");
+	call_done(&c);
+
+	call(&c, m_fs_mkdir,
+	     json_pack("{s:s,s:s,s:b}", "workspace", ws, "path", "x/y",
+		       "parents", 1),
+	     true);
+	ck_assert(json_is_true(json_object_get(c.result, "created")));
+	call_done(&c);
+	call(&c, m_fs_move,
+	     json_pack("{s:s,s:s,s:s}", "workspace", ws, "path", "a.txt", "to",
+		       "x/y/a.txt"),
+	     true);
+	ck_assert_ptr_nonnull(c.result);
+	call_done(&c);
+	call(&c, m_fs_list,
+	     json_pack("{s:s,s:s}", "workspace", ws, "path", "x/y"), true);
+	ck_assert_uint_eq(json_array_size(json_object_get(c.result, "entries")),
+			  1);
+	call_done(&c);
+	call(&c, m_fs_stat,
+	     json_pack("{s:s,s:s}", "workspace", ws, "path", "x/y/a.txt"),
+	     true);
+	ck_assert_str_eq(json_string_value(json_object_get(c.result, "type")),
+			 "file");
+	call_done(&c);
+	call(&c, m_fs_delete,
+	     json_pack("{s:s,s:s,s:b}", "workspace", ws, "path", "x",
+		       "recursive", 1),
+	     true);
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(c.result, "removed")), 3);
+	call_done(&c);
+
+	/* Escapes are PATH-ESCAPE, and nothing lands outside. */
+	call(&c, m_fs_write,
+	     json_pack("{s:s,s:s,s:s}", "workspace", ws, "path", "out/pwned",
+		       "content", "PWNED"),
+	     true);
+	ck_assert_int_eq(c.err, RPC_E_PATH_ESCAPE);
+	call_done(&c);
+	call(&c, m_fs_read,
+	     json_pack("{s:s,s:s}", "workspace", ws, "path",
+		       "../outside/secret"),
+	     true);
+	ck_assert_int_eq(c.err, RPC_E_PATH_ESCAPE);
+	call_done(&c);
+	call(&c, m_fs_move,
+	     json_pack("{s:s,s:s,s:s}", "workspace", ws, "path", "bin", "to",
+		       "out/bin"),
+	     true);
+	ck_assert_int_eq(c.err, RPC_E_PATH_ESCAPE);
+	call_done(&c);
+
+	/* A NUL inside the JSON string is a bad request, not a shorter path. */
+	call(&c, m_fs_write,
+	     json_pack("{s:s,s:s#,s:s}", "workspace", ws, "path", "bin\0x", 5,
+		       "content", "x"),
+	     true);
+	ck_assert_int_eq(c.err, RPC_E_BAD_REQUEST);
+	call_done(&c);
+	call(&c, m_fs_read,
+	     json_pack("{s:s,s:s}", "workspace", ws, "path", "missing"), true);
+	ck_assert_int_eq(c.err, RPC_E_BAD_REQUEST);
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(c.err_data, "errno")), "ENOENT");
+	call_done(&c);
+	call(&c, m_fs_write,
+	     json_pack("{s:s,s:s,s:s,s:s}", "workspace", ws, "path", "t",
+		       "content", "a", "content_base64", "YQ=="),
+	     true);
+	ck_assert_int_eq(c.err, RPC_E_BAD_PARAMS);
+	call_done(&c);
+
+	/* The operator must say where; an agent may not choose. */
+	call(&c, m_fs_read, json_pack("{s:s}", "path", "bin"), true);
+	ck_assert_int_eq(c.err, RPC_E_BAD_PARAMS);
+	call_done(&c);
+	call(&c, m_fs_read,
+	     json_pack("{s:s,s:s}", "workspace", ws, "path", "bin"), false);
+	ck_assert_int_eq(c.err, RPC_E_UNAUTHORIZED);
+	call_done(&c);
+
+	ck_assert_int_eq(count_entries(f.out_dir), 1);
+	s = get(f.out_dir, "secret");
+	ck_assert_str_eq(s, "SECRET");
+	free(s);
+	fixture_done(&f);
+}
+END_TEST
+
 static Suite *fsops_suite(void)
 {
 	Suite *s = suite_create("fsops");
@@ -763,6 +1011,7 @@ static Suite *fsops_suite(void)
 	tcase_add_test(tc, test_write_atomic);
 	tcase_add_test(tc, test_race_symlink_swap);
 	tcase_add_test(tc, test_ignored);
+	tcase_add_test(tc, test_handlers);
 	suite_add_tcase(s, tc);
 	return s;
 }
