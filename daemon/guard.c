@@ -764,6 +764,46 @@ out:
 	return r;
 }
 
+int guard_note_ref(struct guard *g, const char *refname)
+{
+	char key[GUARD_PATH_MAX], path[GUARD_PATH_MAX];
+	struct stat st;
+	size_t i;
+	int r;
+
+	if ((strncmp(refname, "refs/heads/", 11) != 0 &&
+	     strncmp(refname, "refs/tags/", 10) != 0) ||
+	    strstr(refname, ".."))
+		return -EINVAL;
+	r = join(key, ".git", refname);
+	if (r == 0)
+		r = join(path, g->gitdir, refname);
+	if (r < 0)
+		return r;
+	if (skip_key(g, key))
+		return 0;
+	for (i = 0; i < g->e.n; i++)
+		if (strcmp(g->e.v[i].key, key) == 0)
+			break;
+	if (i < g->e.n) {
+		struct entry *e = &g->e.v[i];
+
+		free(e->key);
+		free(e->path);
+		memmove(e, e + 1, (g->e.n - i - 1) * sizeof(*e));
+		g->e.n--;
+	}
+	if (lstat(path, &st) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	r = elist_push(&g->e, GUARD_SET_GIT, type_of(&st), key, path, &st);
+	if (r < 0)
+		return r;
+	g->e.v[g->e.n - 1].seen_ns = now_ns();
+	r = hash_entry(g, &g->e.v[g->e.n - 1], NULL);
+	qsort(g->e.v, g->e.n, sizeof(g->e.v[0]), cmp_entry);
+	return r;
+}
+
 void guard_digest(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN])
 {
 	crypto_generichash_state st;

@@ -99,6 +99,15 @@ int guard_new(const struct guard_config *cfg, struct guard **ret);
 int guard_check(struct guard *g, struct guard_finding *ret_finding);
 
 /*
+ * spd itself created, moved or deleted the loose ref refname (a branch of
+ * another session): take its current state into the snapshot so that it
+ * is not a finding.  Only that one ref is refreshed; anything else that
+ * changed is still found by the next guard_check.  Returns 0, -EINVAL for
+ * a refname outside refs/heads/ and refs/tags/, or -errno.
+ */
+int guard_note_ref(struct guard *g, const char *refname);
+
+/*
  * A digest over every entry's path and content hash, stable across
  * scans while nothing changes.  Stored with a session so that a restarted
  * spd can tell whether the inputs moved while it was not running.

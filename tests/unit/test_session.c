@@ -1,0 +1,647 @@
+/*
+ * Unit tests for daemon/session: start, work, diff and end with a real
+ * repository; feature names; in-place refusal of a dirty checkout; the
+ * guard ending the attempt; held-out files; tokens; the verification
+ * gates.  sbx has not landed, so the gates are evaluated with check exit
+ * codes supplied directly, as the handler will after running the checks.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tests/lib/testlib.h"
+#include "common/paths.h"
+#include "common/util.h"
+#include "daemon/session.h"
+
+static char *const git_env[] = {
+    "GIT_AUTHOR_NAME=t",
+    "GIT_AUTHOR_EMAIL=t@example.org",
+    "GIT_COMMITTER_NAME=t",
+    "GIT_COMMITTER_EMAIL=t@example.org",
+    "GIT_CONFIG_NOSYSTEM=1",
+    "GIT_CONFIG_GLOBAL=/dev/null",
+    NULL,
+};
+
+/* Run a shell command in dir; returns its output (malloc'd) and fails
+ * the test when it fails. */
+static char *sh(const char *dir, const char *fmt, ...)
+{
+	char cmd[4096], full[4400];
+	char *out = NULL, *err = NULL;
+	va_list ap;
+	int st;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	snprintf(full, sizeof(full), "cd '%s' && %s", dir, cmd);
+	char *argv[] = {"sh", "-c", full, NULL};
+	st = test_run(argv, git_env, &out, &err);
+	ck_assert_msg(st == 0, "%s: %s", cmd, err ? err : "");
+	free(err);
+	return out;
+}
+
+struct fx {
+	char *root;
+	char *repo;
+	char *state;
+	struct session_store *s;
+	int journaled;
+	char last_kind[64];
+};
+
+static void jhook(void *data, const char *id, const char *kind,
+		  const char *summary, const char *detail)
+{
+	struct fx *f = data;
+
+	f->journaled++;
+	snprintf(f->last_kind, sizeof(f->last_kind), "%s", kind);
+}
+
+static void fx_init(struct fx *f, const char *conf)
+{
+	memset(f, 0, sizeof(*f));
+	f->root = test_tmpdir("session");
+	f->repo = paths_join(f->root, "repo");
+	f->state = paths_join(f->root, "state");
+	mkdir(f->repo, 0700);
+	if (conf) {
+		char *p = paths_join(f->repo, ".spd.conf");
+		test_write_file(p, conf);
+		free(p);
+	}
+	free(sh(f->repo,
+		"git init -q -b main . && echo one > a.txt && "
+		"mkdir -p src && echo 'int x;' > src/x.c && "
+		"echo '*.log' > .gitignore && touch .spd.conf && git add -A && "
+		"git commit -qm one && git tag v1"));
+	ck_assert_int_eq(session_store_open(f->state, &f->s), 0);
+	session_store_set_journal(f->s, jhook, f);
+}
+
+static void fx_done(struct fx *f)
+{
+	session_store_free(f->s);
+	test_rmrf(f->root);
+	free(f->root);
+	free(f->repo);
+	free(f->state);
+}
+
+static struct session_info *start(struct fx *f, const char *feature,
+				  bool in_place, char *token)
+{
+	struct session_info *i = NULL;
+	char tok[SESSION_TOKEN_LEN + 1];
+	int r = session_start(f->s, f->repo, feature, in_place, &i,
+			      token ? token : tok);
+
+	ck_assert_msg(r == 0, "session_start: %d %s", r,
+		      session_store_error(f->s));
+	return i;
+}
+
+static bool exists(const char *p)
+{
+	struct stat st;
+
+	return lstat(p, &st) == 0;
+}
+
+START_TEST(test_start_diff_end)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i;
+	char *out, *diff = NULL, *p;
+	bool trunc = true;
+
+	fx_init(&f, NULL);
+	i = start(&f, "add-b", false, token);
+	ck_assert_uint_eq(strlen(token), SESSION_TOKEN_LEN);
+	ck_assert_uint_eq(strlen(i->id), SESSION_ID_LEN);
+	ck_assert_str_eq(i->branch, "spd/add-b");
+	/* The worktree sits under the state dir, on the new branch, at the
+	 * repository's HEAD. */
+	p = paths_join(f.state, "worktrees");
+	ck_assert(strncmp(i->worktree, p, strlen(p)) == 0);
+	free(p);
+	out = sh(i->worktree, "git rev-parse --abbrev-ref HEAD");
+	ck_assert_str_eq(out, "spd/add-b\n");
+	free(out);
+	out = sh(f.repo, "git rev-parse HEAD");
+	ck_assert(strncmp(out, i->base, 40) == 0);
+	free(out);
+	p = paths_join(i->worktree, "a.txt");
+	ck_assert(exists(p));
+	free(p);
+
+	/* Work: edit, add, commit one change and leave one uncommitted;
+	 * an ignored file does not show. */
+	free(sh(i->worktree, "echo two >> a.txt && git commit -qam two && "
+			     "echo brand-new > b.txt && echo noise > x.log && "
+			     "echo 'int y;' >> src/x.c"));
+	ck_assert_int_eq(session_diff(f.s, i->id, &diff, &trunc), 0);
+	ck_assert(!trunc);
+	ck_assert_ptr_nonnull(strstr(diff, "+two"));
+	ck_assert_ptr_nonnull(strstr(diff, "b/b.txt"));
+	ck_assert_ptr_nonnull(strstr(diff, "+brand-new"));
+	ck_assert_ptr_nonnull(strstr(diff, "+int y;"));
+	ck_assert_ptr_null(strstr(diff, "x.log"));
+	free(diff);
+
+	/* The operator's checkout is untouched. */
+	out = sh(f.repo, "git status --porcelain && cat a.txt");
+	ck_assert_str_eq(out, "one\n");
+	free(out);
+
+	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	ck_assert(!exists(i->worktree));
+	out = sh(f.repo, "git rev-parse --verify -q spd/add-b >/dev/null && "
+			 "git show spd/add-b:a.txt && git worktree list | "
+			 "wc -l");
+	ck_assert_str_eq(out, "one\ntwo\n1\n");
+	free(out);
+	ck_assert_int_eq(session_end(f.s, i->id), -EALREADY);
+	ck_assert_int_eq(session_usable(f.s, i->id), -ESHUTDOWN);
+	ck_assert_str_eq(f.last_kind, "session.end");
+	/* The same feature again: the kept branch is not clobbered. */
+	struct session_info *j = NULL;
+	ck_assert_int_eq(session_start(f.s, f.repo, "add-b", false, &j, token),
+			 -EEXIST);
+	ck_assert_ptr_nonnull(strstr(session_store_error(f.s), "spd/add-b"));
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+START_TEST(test_feature_names)
+{
+	static const char *const bad[] = {
+	    "",
+	    "-x",
+	    ".x",
+	    "a/b",
+	    "a..b",
+	    "x.lock",
+	    "a b",
+	    "a~1",
+	    "a^",
+	    "a:b",
+	    "a?",
+	    "a*",
+	    "a[",
+	    "@{x",
+	    "x.",
+	    "a\\b",
+	    "\xc3\xa9",
+	    "a\nb",
+	    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+	};
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i = NULL;
+
+	ck_assert(session_feature_valid("fix-1.2_x"));
+	ck_assert(session_feature_valid("A"));
+	for (size_t k = 0; k < ARRAY_SIZE(bad); k++)
+		ck_assert_msg(!session_feature_valid(bad[k]), "accepted %s",
+			      bad[k]);
+	ck_assert(!session_feature_valid(NULL));
+	fx_init(&f, NULL);
+	ck_assert_int_eq(
+	    session_start(f.s, f.repo, "../../x", false, &i, token), -EINVAL);
+	ck_assert_ptr_null(i);
+	/* Nothing was created. */
+	char *out = sh(f.repo, "git branch --list 'spd/*' | wc -l");
+	ck_assert_str_eq(out, "0\n");
+	free(out);
+	fx_done(&f);
+}
+END_TEST
+
+START_TEST(test_in_place_dirty)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i = NULL;
+	char *p;
+
+	fx_init(&f, NULL);
+	free(sh(f.repo, "echo junk > junk.txt"));
+	ck_assert_int_eq(session_start(f.s, f.repo, "ip", true, &i, token),
+			 -EBUSY);
+	ck_assert_ptr_nonnull(strstr(session_store_error(f.s), "junk.txt"));
+	ck_assert_ptr_nonnull(strstr(session_store_error(f.s), "untracked"));
+	free(sh(f.repo, "rm junk.txt && echo changed > a.txt"));
+	ck_assert_int_eq(session_start(f.s, f.repo, "ip", true, &i, token),
+			 -EBUSY);
+	ck_assert_ptr_nonnull(strstr(session_store_error(f.s), "a.txt"));
+	free(sh(f.repo, "git checkout -q a.txt && echo s > s.txt && "
+			"git add s.txt"));
+	ck_assert_int_eq(session_start(f.s, f.repo, "ip", true, &i, token),
+			 -EBUSY);
+	ck_assert_ptr_nonnull(
+	    strstr(session_store_error(f.s), "s.txt (staged)"));
+	/* Only ignored files: clean. */
+	free(sh(f.repo, "git rm -q --cached s.txt && rm s.txt && "
+			"echo x > debug.log"));
+	i = start(&f, "ip", true, token);
+	ck_assert_int_eq(i->mode, SESSION_MODE_IN_PLACE);
+	ck_assert_str_eq(i->worktree, f.repo);
+	ck_assert_str_eq(i->branch, "main");
+	/* Ending an in-place session removes nothing. */
+	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	p = paths_join(f.repo, "a.txt");
+	ck_assert(exists(p));
+	free(p);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+START_TEST(test_guard_ends_attempt)
+{
+	static const char *const argv[] = {"sh", "-c", "x", NULL};
+	struct fx f;
+	struct guard_finding gf;
+	struct session_info *i, *j, *k;
+	char token[SESSION_TOKEN_LEN + 1], id[SESSION_ID_LEN + 1];
+
+	fx_init(&f, NULL);
+	i = start(&f, "g1", false, token);
+	j = start(&f, "g2", false, NULL);
+	k = start(&f, "g3", false, NULL);
+	/* The agent commits on its own branch: not a finding. */
+	free(sh(i->worktree, "echo more >> a.txt && git commit -qam more"));
+	memset(&gf, 0, sizeof(gf));
+	ck_assert_msg(session_record_command(f.s, i->id, argv, 0, &gf) == 0,
+		      "finding %s %s", gf.path, gf.what);
+	/* ... and adds a hook to the main repository: GIT-CHANGED. */
+	free(sh(f.repo, "echo evil > .git/hooks/pre-commit"));
+	ck_assert_int_eq(session_record_command(f.s, i->id, argv, 0, &gf), 1);
+	ck_assert_int_eq(gf.set, GUARD_SET_GIT);
+	ck_assert_str_eq(gf.path, ".git/hooks/pre-commit");
+	ck_assert_str_eq(f.last_kind, "session.finding");
+	struct session_info *now = NULL;
+	ck_assert_int_eq(session_get(f.s, i->id, &now), 0);
+	ck_assert_int_eq(now->state, SESSION_ATTEMPT_ENDED);
+	ck_assert_str_eq(now->finding_code, "GIT-CHANGED");
+	ck_assert_str_eq(now->finding_path, ".git/hooks/pre-commit");
+	session_info_free(now);
+	/* Every later call of that session is refused. */
+	ck_assert_int_eq(session_record_command(f.s, i->id, argv, 0, NULL),
+			 -ECANCELED);
+	ck_assert_int_eq(session_usable(f.s, i->id), -ECANCELED);
+	struct session_verify_plan *plan = NULL;
+	ck_assert_int_eq(session_verify_plan(f.s, i->id, &plan), -ECANCELED);
+	/* Its token still names it, so the refusal can say ATTEMPT-ENDED. */
+	ck_assert_int_eq(session_authenticate(f.s, token, id), 0);
+	ck_assert_str_eq(id, i->id);
+
+	/* The other sessions see the same hook too (it is in their guarded
+	 * set), and .spd.conf edited in a worktree is INTEGRITY. */
+	free(sh(k->worktree, "echo '[verify]' >> .spd.conf"));
+	ck_assert_int_eq(session_record_command(f.s, k->id, argv, 0, &gf), 1);
+	ck_assert_int_eq(gf.set, GUARD_SET_GIT);
+	free(sh(f.repo, "rm .git/hooks/pre-commit"));
+	ck_assert_int_eq(session_end(f.s, j->id), 0);
+	session_info_free(j);
+	j = start(&f, "g4", false, NULL);
+	free(sh(j->worktree, "echo '[verify]' >> .spd.conf"));
+	ck_assert_int_eq(session_record_command(f.s, j->id, argv, 0, &gf), 1);
+	ck_assert_int_eq(gf.set, GUARD_SET_PROTECTED);
+	ck_assert_str_eq(gf.path, ".spd.conf");
+	ck_assert_int_eq(session_get(f.s, j->id, &now), 0);
+	ck_assert_str_eq(now->finding_code, "INTEGRITY");
+	session_info_free(now);
+	session_info_free(i);
+	session_info_free(j);
+	session_info_free(k);
+	fx_done(&f);
+}
+END_TEST
+
+START_TEST(test_guard_branch_moved)
+{
+	static const char *const argv[] = {"true", NULL};
+	struct fx f;
+	struct guard_finding gf;
+	struct session_info *i;
+
+	fx_init(&f, NULL);
+	i = start(&f, "b", false, NULL);
+	free(sh(f.repo, "git tag -f v1 HEAD && git commit -q --allow-empty "
+			"-m x && git tag -f v1 HEAD"));
+	ck_assert_int_eq(session_record_command(f.s, i->id, argv, 0, &gf), 1);
+	ck_assert_int_eq(gf.set, GUARD_SET_GIT);
+	/* main moved first in path order, then the tag. */
+	ck_assert_str_eq(gf.path, ".git/refs/heads/main");
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+START_TEST(test_heldout)
+{
+	struct fx f;
+	struct session_info *i;
+	char *src, *dst, *hd, *p, *out;
+
+	fx_init(&f, NULL);
+	i = start(&f, "h", false, NULL);
+	hd = paths_join(f.root, "hidden");
+	mkdir(hd, 0700);
+	p = paths_join(hd, "secret_test.sh");
+	test_write_file(p, "#!/bin/sh\nexit 0\n");
+	chmod(p, 0755);
+	free(p);
+	p = paths_join(hd, "sub");
+	mkdir(p, 0700);
+	free(p);
+	p = paths_join(hd, "sub/data.txt");
+	test_write_file(p, "expected\n");
+	free(p);
+	ck_assert_int_eq(session_heldout(f.s, i->id, hd), 2);
+	ck_assert_int_eq(session_heldout_overlay(f.s, i->id, &src, &dst), 0);
+	p = paths_join(f.state, "heldout");
+	ck_assert(strncmp(src, p, strlen(p)) == 0);
+	free(p);
+	p = paths_join(src, "sub/data.txt");
+	char *txt = test_read_file(p);
+	ck_assert_str_eq(txt, "expected\n");
+	free(txt);
+	free(p);
+	struct stat st;
+	ck_assert_int_eq(stat(src, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0700);
+	/* The mount point is inside the worktree, but nothing was written
+	 * there: no file of the sealed set exists anywhere in it. */
+	ck_assert(strncmp(dst, i->worktree, strlen(i->worktree)) == 0);
+	ck_assert(!exists(dst));
+	out = sh(i->worktree, "find . -name 'secret_test*' -o -name "
+			      "data.txt | wc -l && git status --porcelain");
+	ck_assert_str_eq(out, "0\n");
+	free(out);
+	/* A symlink in the sealed dir could lead anywhere: refused. */
+	p = paths_join(hd, "link");
+	ck_assert_int_eq(symlink("/etc/passwd", p), 0);
+	free(p);
+	ck_assert_int_eq(session_heldout(f.s, i->id, hd), -EINVAL);
+	/* ... and the earlier set is kept. */
+	p = paths_join(src, "secret_test.sh");
+	ck_assert(exists(p));
+	free(p);
+	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	ck_assert(!exists(src));
+	free(src);
+	free(dst);
+	free(hd);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+START_TEST(test_tokens)
+{
+	struct fx f;
+	struct session_info *a, *b;
+	char ta[SESSION_TOKEN_LEN + 1], tb[SESSION_TOKEN_LEN + 1];
+	char id[SESSION_ID_LEN + 1], wrong[SESSION_TOKEN_LEN + 1];
+
+	fx_init(&f, NULL);
+	a = start(&f, "ta", false, ta);
+	b = start(&f, "tb", false, tb);
+	ck_assert_str_ne(ta, tb);
+	ck_assert_int_eq(session_authenticate(f.s, ta, id), 0);
+	ck_assert_str_eq(id, a->id);
+	ck_assert_int_eq(session_authenticate(f.s, tb, id), 0);
+	ck_assert_str_eq(id, b->id);
+	memcpy(wrong, ta, sizeof(wrong));
+	wrong[10] = wrong[10] == 'a' ? 'b' : 'a';
+	ck_assert_int_eq(session_authenticate(f.s, wrong, id), -SPD_EPERM);
+	ck_assert_int_eq(session_authenticate(f.s, "short", id), -SPD_EPERM);
+	ck_assert_int_eq(session_authenticate(f.s, NULL, id), -SPD_EPERM);
+	ck_assert_int_eq(session_authenticate(f.s, "", id), -SPD_EPERM);
+	/* The token is not stored anywhere in the state dir. */
+	char *out = sh(f.state, "grep -r -l -a '%s' . | wc -l", ta);
+	ck_assert_str_eq(out, "0\n");
+	free(out);
+	/* It survives a restart of the store; an ended session's does
+	 * not authenticate. */
+	session_store_free(f.s);
+	ck_assert_int_eq(session_store_open(f.state, &f.s), 0);
+	ck_assert_int_eq(session_authenticate(f.s, ta, id), 0);
+	ck_assert_str_eq(id, a->id);
+	ck_assert_int_eq(session_end(f.s, a->id), 0);
+	ck_assert_int_eq(session_authenticate(f.s, ta, id), -SPD_EPERM);
+	ck_assert_int_eq(session_authenticate(f.s, tb, id), 0);
+	session_info_free(a);
+	session_info_free(b);
+	fx_done(&f);
+}
+END_TEST
+
+/* A guarded input changed while the store was closed: on reopen the
+ * session is attempt-ended. */
+START_TEST(test_changed_while_stopped)
+{
+	struct fx f;
+	struct session_info *i, *now = NULL;
+
+	fx_init(&f, NULL);
+	i = start(&f, "r", false, NULL);
+	session_store_free(f.s);
+	free(sh(f.repo, "git config user.name evil"));
+	ck_assert_int_eq(session_store_open(f.state, &f.s), 0);
+	ck_assert_int_eq(session_get(f.s, i->id, &now), 0);
+	ck_assert_int_eq(now->state, SESSION_ATTEMPT_ENDED);
+	ck_assert_str_eq(now->finding_code, "INTEGRITY");
+	session_info_free(now);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+START_TEST(test_split_words)
+{
+	char **v = NULL;
+
+	ck_assert_int_eq(session_split_words("make check", &v), 2);
+	ck_assert_str_eq(v[0], "make");
+	ck_assert_str_eq(v[1], "check");
+	ck_assert_ptr_null(v[2]);
+	session_argv_free(v);
+	ck_assert_int_eq(
+	    session_split_words("sh -c 'exit 3'  \"a \\\"b\\\"\" c\\ d", &v),
+	    5);
+	ck_assert_str_eq(v[2], "exit 3");
+	ck_assert_str_eq(v[3], "a \"b\"");
+	ck_assert_str_eq(v[4], "c d");
+	session_argv_free(v);
+	v = NULL;
+	ck_assert_int_eq(session_split_words("make && rm -rf /", &v), -EINVAL);
+	ck_assert_int_eq(session_split_words("echo $HOME", &v), -EINVAL);
+	ck_assert_int_eq(session_split_words("echo \"$HOME\"", &v), -EINVAL);
+	ck_assert_int_eq(session_split_words("a > b", &v), -EINVAL);
+	ck_assert_int_eq(session_split_words("'unterminated", &v), -EINVAL);
+	ck_assert_int_eq(session_split_words("   ", &v), -EINVAL);
+	ck_assert_ptr_null(v);
+}
+END_TEST
+
+START_TEST(test_verify_gates)
+{
+	static const char conf[] =
+	    "[check \"unit\"]\n\trun = make check\n"
+	    "[check \"Lint\"]\n\trun = sh -c 'exit 0'\n"
+	    "[verify]\n\trequire = make check\n\tagent = true\n";
+	static const char *const mc[] = {"make", "check", NULL};
+	struct fx f;
+	struct session_info *i;
+	struct session_verify_plan *plan = NULL;
+	struct session_verdict v;
+	int ok[2] = {0, 0}, bad[2] = {0, 2};
+
+	fx_init(&f, conf);
+	i = start(&f, "v", false, NULL);
+	ck_assert_int_eq(session_verify_plan(f.s, i->id, &plan), 0);
+	ck_assert_uint_eq(plan->n_checks, 2);
+	ck_assert_str_eq(plan->checks[0].name, "unit");
+	ck_assert_str_eq(plan->checks[1].name, "Lint");
+	ck_assert_str_eq(plan->checks[1].argv[2], "exit 0");
+	ck_assert_str_eq(plan->workspace, i->worktree);
+	ck_assert(plan->agent_may_verify);
+	ck_assert_ptr_null(plan->heldout_src);
+
+	/* Checks pass but "make check" never ran in the session. */
+	ck_assert_int_eq(session_verify_evaluate(f.s, plan, ok, &v), 0);
+	ck_assert(!v.pass);
+	ck_assert(v.gates[SESSION_GATE_CHECKS].pass);
+	ck_assert(!v.gates[SESSION_GATE_REQUIRED].pass);
+	ck_assert_str_eq(f.last_kind, "session.verify");
+
+	ck_assert_int_eq(session_record_command(f.s, i->id, mc, 2, NULL), 0);
+	ck_assert_int_eq(session_verify_evaluate(f.s, plan, ok, &v), 0);
+	ck_assert_msg(v.pass, "%s", v.gates[SESSION_GATE_REQUIRED].detail);
+
+	/* A failing check fails the verdict, naming it. */
+	ck_assert_int_eq(session_verify_evaluate(f.s, plan, bad, &v), 0);
+	ck_assert(!v.pass);
+	ck_assert(!v.gates[SESSION_GATE_CHECKS].pass);
+	ck_assert_ptr_nonnull(
+	    strstr(v.gates[SESSION_GATE_CHECKS].detail, "\"Lint\" exited 2"));
+	json_t *j = session_verdict_json(&v, plan, bad);
+	ck_assert(json_is_false(json_object_get(j, "pass")));
+	ck_assert_int_eq(json_array_size(json_object_get(j, "gates")),
+			 SESSION_GATES);
+	json_decref(j);
+
+	/* A policy block fails the verdict even with every check green. */
+	ck_assert_int_eq(session_note_policy_block(f.s, i->id, "rm -rf /"), 0);
+	ck_assert_int_eq(session_verify_evaluate(f.s, plan, ok, &v), 0);
+	ck_assert(!v.pass);
+	ck_assert(!v.gates[SESSION_GATE_POLICY].pass);
+	ck_assert(v.gates[SESSION_GATE_CHECKS].pass);
+
+	/* A guard finding fails integrity (and ends the attempt). */
+	free(sh(f.repo, "git config core.fsmonitor evil"));
+	ck_assert_int_eq(session_verify_evaluate(f.s, plan, ok, &v), 0);
+	ck_assert(!v.gates[SESSION_GATE_INTEGRITY].pass);
+	ck_assert_ptr_nonnull(
+	    strstr(v.gates[SESSION_GATE_INTEGRITY].detail, ".git/config"));
+	session_verify_plan_free(plan);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+/* No .spd.conf checks: the checks gate fails rather than pass vacuously;
+ * an outside change fails its gate. */
+START_TEST(test_verify_no_checks)
+{
+	struct fx f;
+	struct session_info *i;
+	struct session_verify_plan *plan = NULL;
+	struct session_verdict v;
+
+	fx_init(&f, NULL);
+	i = start(&f, "n", false, NULL);
+	ck_assert_int_eq(session_verify_plan(f.s, i->id, &plan), 0);
+	ck_assert_uint_eq(plan->n_checks, 0);
+	ck_assert(!plan->agent_may_verify);
+	ck_assert_int_eq(session_note_outside_change(f.s, i->id, "/etc/x"), 0);
+	ck_assert_int_eq(session_verify_evaluate(f.s, plan, NULL, &v), 0);
+	ck_assert(!v.pass);
+	ck_assert(!v.gates[SESSION_GATE_CHECKS].pass);
+	ck_assert(!v.gates[SESSION_GATE_OUTSIDE].pass);
+	ck_assert(v.gates[SESSION_GATE_INTEGRITY].pass);
+	session_verify_plan_free(plan);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+START_TEST(test_list_show)
+{
+	struct fx f;
+	struct session_info *a, *b, **v = NULL;
+	size_t n = 0;
+
+	fx_init(&f, NULL);
+	a = start(&f, "la", false, NULL);
+	b = start(&f, "lb", false, NULL);
+	ck_assert_int_eq(session_list(f.s, &v, &n), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(v[0]->id, b->id);
+	json_t *j = session_info_json(v[1]);
+	ck_assert_str_eq(json_string_value(json_object_get(j, "feature")),
+			 "la");
+	ck_assert_str_eq(json_string_value(json_object_get(j, "state")),
+			 "active");
+	ck_assert_ptr_null(json_object_get(j, "token"));
+	json_decref(j);
+	session_info_list_free(v, n);
+	struct session_info *x = NULL;
+	ck_assert_int_eq(session_get(f.s, "nope", &x), -ENOENT);
+	session_info_free(a);
+	session_info_free(b);
+	fx_done(&f);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("session");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_start_diff_end);
+	tcase_add_test(tc, test_feature_names);
+	tcase_add_test(tc, test_in_place_dirty);
+	tcase_add_test(tc, test_guard_ends_attempt);
+	tcase_add_test(tc, test_guard_branch_moved);
+	tcase_add_test(tc, test_heldout);
+	tcase_add_test(tc, test_tokens);
+	tcase_add_test(tc, test_changed_while_stopped);
+	tcase_add_test(tc, test_split_words);
+	tcase_add_test(tc, test_verify_gates);
+	tcase_add_test(tc, test_verify_no_checks);
+	tcase_add_test(tc, test_list_show);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
