@@ -2,8 +2,12 @@
  * The journal: spd's append-only, hash-chained record of every request,
  * decision and run, in SQLite (WAL) in the state dir.
  *
- * Each row's hash is BLAKE2b-256 over a canonical, length-prefixed encoding
- * of (id, time, session, actor, kind, summary, detail, prev_hash), and
+ * Each row's hash is the lowercase hex of an unkeyed BLAKE2b-256
+ * (libsodium crypto_generichash) over this canonical encoding, where u64
+ * is 8 bytes big-endian and str(s) is u64(length of s) then its bytes, or
+ * u64(2^64 - 1) alone for NULL:
+ *   str("spd-journal-v1") u64(id) u64(time) str(session) str(actor)
+ *   str(kind) str(summary) str(detail) str(prev_hash)
  * prev_hash is the hash of the row before (64 zeros for row 1).  Editing,
  * deleting, inserting or reordering rows therefore breaks the chain.  The
  * chain alone cannot show that its tail was cut off, so the journal also

@@ -6,7 +6,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sodium.h>
 #include <sqlite3.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -399,6 +401,141 @@ START_TEST(test_tamper_head_missing)
 }
 END_TEST
 
+/*
+ * The encoding journal.h documents, written again here from the header:
+ * a row hashes the same way whoever computes it.
+ */
+static void put_u64(crypto_generichash_state *st, uint64_t v)
+{
+	unsigned char b[8];
+
+	for (int i = 0; i < 8; i++)
+		b[i] = (unsigned char)(v >> (56 - 8 * i));
+	crypto_generichash_update(st, b, 8);
+}
+
+static void put_col(crypto_generichash_state *st, sqlite3_stmt *row, int col)
+{
+	const unsigned char *s = sqlite3_column_text(row, col);
+
+	if (!s) {
+		put_u64(st, UINT64_MAX);
+		return;
+	}
+	put_u64(st, (uint64_t)sqlite3_column_bytes(row, col));
+	crypto_generichash_update(st, s,
+				  (size_t)sqlite3_column_bytes(row, col));
+}
+
+/* Hash of row id as stored, into hex[65]. */
+static void independent_hash(sqlite3 *db, int64_t id, char hex[65])
+{
+	sqlite3_stmt *row;
+	crypto_generichash_state st;
+	unsigned char bin[32];
+
+	ck_assert_int_eq(sqlite3_prepare_v2(db,
+					    "SELECT id, time, session, actor, "
+					    "kind, summary, detail, prev_hash "
+					    "FROM events WHERE id = ?",
+					    -1, &row, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_int64(row, 1, id);
+	ck_assert_int_eq(sqlite3_step(row), SQLITE_ROW);
+	crypto_generichash_init(&st, NULL, 0, 32);
+	put_u64(&st, strlen("spd-journal-v1"));
+	crypto_generichash_update(&st, (const unsigned char *)"spd-journal-v1",
+				  strlen("spd-journal-v1"));
+	put_u64(&st, (uint64_t)sqlite3_column_int64(row, 0));
+	put_u64(&st, (uint64_t)sqlite3_column_int64(row, 1));
+	for (int col = 2; col <= 7; col++)
+		put_col(&st, row, col);
+	crypto_generichash_final(&st, bin, 32);
+	sodium_bin2hex(hex, 65, bin, 32);
+	sqlite3_finalize(row);
+}
+
+/* Edit a row's summary and store its recomputed hash, as an attacker who
+ * knows the encoding would. */
+static void rewrite_row(struct fixture *f, int64_t id)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char hex[65], *sql;
+
+	ck_assert_int_ge(asprintf(&sql,
+				  "UPDATE events SET summary = 'rewritten' "
+				  "WHERE id = %lld",
+				  (long long)id),
+			 0);
+	tamper(f, sql);
+	free(sql);
+	ck_assert_int_eq(sqlite3_open(f->path, &db), SQLITE_OK);
+	independent_hash(db, id, hex);
+	ck_assert_int_eq(sqlite3_prepare_v2(db,
+					    "UPDATE events SET hash = ? WHERE "
+					    "id = ?",
+					    -1, &st, NULL),
+			 SQLITE_OK);
+	sqlite3_bind_text(st, 1, hex, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, id);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_DONE);
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+}
+
+START_TEST(test_hash_encoding)
+{
+	struct fixture f;
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char hex[65], prev[65] = "";
+
+	make_journal(&f, "journal");
+	ck_assert_int_eq(sqlite3_open(f.path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_prepare_v2(db,
+					    "SELECT id, prev_hash, hash FROM "
+					    "events ORDER BY id",
+					    -1, &st, NULL),
+			 SQLITE_OK);
+	memset(prev, '0', 64);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		independent_hash(db, sqlite3_column_int64(st, 0), hex);
+		ck_assert_str_eq((const char *)sqlite3_column_text(st, 2), hex);
+		ck_assert_str_eq((const char *)sqlite3_column_text(st, 1),
+				 prev);
+		memcpy(prev, hex, sizeof(prev));
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	fixture_done(&f);
+}
+END_TEST
+
+START_TEST(test_tamper_rewrite_middle)
+{
+	struct fixture f;
+
+	/* A self-consistent row 7 still breaks row 8's link to it. */
+	make_journal(&f, "journal");
+	rewrite_row(&f, 7);
+	expect_bad(&f, "edited", 7);
+	fixture_done(&f);
+}
+END_TEST
+
+START_TEST(test_tamper_rewrite_head)
+{
+	struct fixture f;
+
+	/* The last row has no successor to betray it, but the head does. */
+	make_journal(&f, "journal");
+	rewrite_row(&f, TAMPER_ROWS);
+	expect_bad(&f, "edited", TAMPER_ROWS);
+	fixture_done(&f);
+}
+END_TEST
+
 /* ---- SIGKILL in the middle of a burst ---- */
 
 static void child_committed(void *data, const struct journal_event *evs,
@@ -778,6 +915,9 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_tamper_reorder);
 	tcase_add_test(tc, test_tamper_truncate);
 	tcase_add_test(tc, test_tamper_head_missing);
+	tcase_add_test(tc, test_hash_encoding);
+	tcase_add_test(tc, test_tamper_rewrite_middle);
+	tcase_add_test(tc, test_tamper_rewrite_head);
 	tcase_add_test(tc, test_sigkill_mid_burst);
 	tcase_add_test(tc, test_filter);
 	tcase_add_test(tc, test_query);
