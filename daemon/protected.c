@@ -1,0 +1,359 @@
+/* The protected paths of a workspace: see protected.h. */
+#include <stdint.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "daemon/protected.h"
+
+/* A path has at most PATH_MAX (4096) bytes, so at most 2048 non-empty
+ * components; a longer one is refused by the caller's length limit, and
+ * here only its last components are looked at. */
+#define PROTECTED_COMPONENTS_MAX 2048
+
+/*
+ * The order inside each class does not matter; the order of classes does
+ * not either (protected_match picks the lowest class number).  The build
+ * and CI lists follow the issue; they guard what decides whether the
+ * project's checks pass, so an agent cannot make a red build green by
+ * editing the judge.
+ */
+static const struct protected_pattern protected_table[] = {
+    /* Secret-looking files: reading one is as bad as writing it. */
+    {".env", PROTECTED_SECRET_FILE},
+    {".env.*", PROTECTED_SECRET_FILE},
+    {"*.env", PROTECTED_SECRET_FILE},
+    {"*.pem", PROTECTED_SECRET_FILE},
+    {"*.key", PROTECTED_SECRET_FILE},
+    {"*.p12", PROTECTED_SECRET_FILE},
+    {"*.pfx", PROTECTED_SECRET_FILE},
+    {"*.jks", PROTECTED_SECRET_FILE},
+    {"*.keystore", PROTECTED_SECRET_FILE},
+    {"*.ppk", PROTECTED_SECRET_FILE},
+    {"id_rsa*", PROTECTED_SECRET_FILE},
+    {"id_dsa*", PROTECTED_SECRET_FILE},
+    {"id_ecdsa*", PROTECTED_SECRET_FILE},
+    {"id_ed25519*", PROTECTED_SECRET_FILE},
+    {".ssh/", PROTECTED_SECRET_FILE},
+    {".netrc", PROTECTED_SECRET_FILE},
+    {"_netrc", PROTECTED_SECRET_FILE},
+    {".npmrc", PROTECTED_SECRET_FILE},
+    {".pypirc", PROTECTED_SECRET_FILE},
+    {".pgpass", PROTECTED_SECRET_FILE},
+    {".git-credentials", PROTECTED_SECRET_FILE},
+    {".htpasswd", PROTECTED_SECRET_FILE},
+    {".aws/", PROTECTED_SECRET_FILE},
+    {".gnupg/", PROTECTED_SECRET_FILE},
+    {".docker/config.json", PROTECTED_SECRET_FILE},
+    {".kube/config", PROTECTED_SECRET_FILE},
+    /* Git's own state: config, hooks and refs steer what git runs. */
+    {".git/", PROTECTED_GIT},
+    {".gitmodules", PROTECTED_GIT},
+    /* The project's policy. */
+    {".spd.conf", PROTECTED_PROJECT_CONF},
+    /* CI configuration. */
+    {".github/", PROTECTED_CI},
+    {".gitlab-ci.yml", PROTECTED_CI},
+    {".gitlab/", PROTECTED_CI},
+    {".ci/", PROTECTED_CI},
+    {".circleci/", PROTECTED_CI},
+    {".buildkite/", PROTECTED_CI},
+    {".woodpecker/", PROTECTED_CI},
+    {".woodpecker.yml", PROTECTED_CI},
+    {".drone.yml", PROTECTED_CI},
+    {".travis.yml", PROTECTED_CI},
+    {"azure-pipelines.yml", PROTECTED_CI},
+    {"bitbucket-pipelines.yml", PROTECTED_CI},
+    {"Jenkinsfile", PROTECTED_CI},
+    /* Agent configuration: an agent that edits it grants itself more. */
+    {".claude/", PROTECTED_AGENT_CONF},
+    {".agents/", PROTECTED_AGENT_CONF},
+    {".codex/", PROTECTED_AGENT_CONF},
+    {".gemini/", PROTECTED_AGENT_CONF},
+    {".opencode/", PROTECTED_AGENT_CONF},
+    {".cursor/", PROTECTED_AGENT_CONF},
+    {".kiro/", PROTECTED_AGENT_CONF},
+    {".vscode/", PROTECTED_AGENT_CONF},
+    {".mcp.json", PROTECTED_AGENT_CONF},
+    {"opencode.json", PROTECTED_AGENT_CONF},
+    /* Test-runner and build configuration. */
+    {"pytest.ini", PROTECTED_BUILD_CONF},
+    {"tox.ini", PROTECTED_BUILD_CONF},
+    {"noxfile.py", PROTECTED_BUILD_CONF},
+    {"conftest.py", PROTECTED_BUILD_CONF},
+    {"jest.config.*", PROTECTED_BUILD_CONF},
+    {"vitest.config.*", PROTECTED_BUILD_CONF},
+    {"vitest.workspace.*", PROTECTED_BUILD_CONF},
+    {".mocharc*", PROTECTED_BUILD_CONF},
+    {"karma.conf.*", PROTECTED_BUILD_CONF},
+    {"playwright.config.*", PROTECTED_BUILD_CONF},
+    {".cargo/config*", PROTECTED_BUILD_CONF},
+    {".config/nextest.toml", PROTECTED_BUILD_CONF},
+    {"deny.toml", PROTECTED_BUILD_CONF},
+    {"justfile", PROTECTED_BUILD_CONF},
+    {".justfile", PROTECTED_BUILD_CONF},
+    {"Makefile", PROTECTED_BUILD_CONF},
+    {"GNUmakefile", PROTECTED_BUILD_CONF},
+    {".pre-commit-config.yaml", PROTECTED_BUILD_CONF},
+    /* Agent context files: instructions the next agent will obey. */
+    {"AGENTS.md", PROTECTED_AGENT_CONTEXT},
+    {"AGENT.md", PROTECTED_AGENT_CONTEXT},
+    {"CLAUDE.md", PROTECTED_AGENT_CONTEXT},
+    {"CLAUDE.local.md", PROTECTED_AGENT_CONTEXT},
+    {"GEMINI.md", PROTECTED_AGENT_CONTEXT},
+    {".cursorrules", PROTECTED_AGENT_CONTEXT},
+    {".windsurfrules", PROTECTED_AGENT_CONTEXT},
+    /* Dependency manifests and lock files: a new dependency is new code
+	 * from the network, run at the next build. */
+    {"package.json", PROTECTED_MANIFEST},
+    {"package-lock.json", PROTECTED_MANIFEST},
+    {"npm-shrinkwrap.json", PROTECTED_MANIFEST},
+    {"yarn.lock", PROTECTED_MANIFEST},
+    {"pnpm-lock.yaml", PROTECTED_MANIFEST},
+    {"pnpm-workspace.yaml", PROTECTED_MANIFEST},
+    {"bun.lock", PROTECTED_MANIFEST},
+    {"bun.lockb", PROTECTED_MANIFEST},
+    {"deno.json", PROTECTED_MANIFEST},
+    {"deno.lock", PROTECTED_MANIFEST},
+    {"Cargo.toml", PROTECTED_MANIFEST},
+    {"Cargo.lock", PROTECTED_MANIFEST},
+    {"go.mod", PROTECTED_MANIFEST},
+    {"go.sum", PROTECTED_MANIFEST},
+    {"go.work", PROTECTED_MANIFEST},
+    {"pyproject.toml", PROTECTED_MANIFEST},
+    {"poetry.lock", PROTECTED_MANIFEST},
+    {"uv.lock", PROTECTED_MANIFEST},
+    {"Pipfile", PROTECTED_MANIFEST},
+    {"Pipfile.lock", PROTECTED_MANIFEST},
+    {"requirements*.txt", PROTECTED_MANIFEST},
+    {"constraints*.txt", PROTECTED_MANIFEST},
+    {"setup.py", PROTECTED_MANIFEST},
+    {"setup.cfg", PROTECTED_MANIFEST},
+    {"Gemfile", PROTECTED_MANIFEST},
+    {"Gemfile.lock", PROTECTED_MANIFEST},
+    {"*.gemspec", PROTECTED_MANIFEST},
+    {"composer.json", PROTECTED_MANIFEST},
+    {"composer.lock", PROTECTED_MANIFEST},
+    {"pom.xml", PROTECTED_MANIFEST},
+    {"build.gradle*", PROTECTED_MANIFEST},
+    {"settings.gradle*", PROTECTED_MANIFEST},
+    {"gradle.lockfile", PROTECTED_MANIFEST},
+    {"mix.exs", PROTECTED_MANIFEST},
+    {"mix.lock", PROTECTED_MANIFEST},
+    {"Package.swift", PROTECTED_MANIFEST},
+    {"Package.resolved", PROTECTED_MANIFEST},
+    {"pubspec.yaml", PROTECTED_MANIFEST},
+    {"pubspec.lock", PROTECTED_MANIFEST},
+    {"flake.nix", PROTECTED_MANIFEST},
+    {"flake.lock", PROTECTED_MANIFEST},
+    {"vcpkg.json", PROTECTED_MANIFEST},
+    {"conanfile.*", PROTECTED_MANIFEST},
+};
+
+static const char *const class_names[PROTECTED__COUNT] = {
+    [PROTECTED_NONE] = "none",
+    [PROTECTED_SECRET_FILE] = "secret-file",
+    [PROTECTED_GIT] = "git",
+    [PROTECTED_PROJECT_CONF] = "project-conf",
+    [PROTECTED_CI] = "ci",
+    [PROTECTED_AGENT_CONF] = "agent-conf",
+    [PROTECTED_BUILD_CONF] = "build-conf",
+    [PROTECTED_CONFIGURED] = "protected",
+    [PROTECTED_AGENT_CONTEXT] = "agent-context",
+    [PROTECTED_MANIFEST] = "manifest",
+};
+
+struct span {
+	const char *s;
+	size_t n;
+};
+
+static int lower(int c)
+{
+	return (c >= 'A' && c <= 'Z') ? c + ('a' - 'A') : c;
+}
+
+/* Glob of one component against one component, ASCII case-insensitive.
+ * Iterative with one back-track point: linear for patterns with a single
+ * '*', and never worse than quadratic. */
+static bool glob_component(const char *p, size_t pn, const char *s, size_t sn)
+{
+	size_t pi = 0, si = 0, star_p = SIZE_MAX, star_s = 0;
+
+	while (si < sn) {
+		if (pi < pn && p[pi] == '*') {
+			star_p = ++pi;
+			star_s = si;
+		} else if (pi < pn &&
+			   (p[pi] == '?' || lower(p[pi]) == lower(s[si]))) {
+			pi++;
+			si++;
+		} else if (star_p != SIZE_MAX) {
+			pi = star_p;
+			si = ++star_s;
+		} else {
+			return false;
+		}
+	}
+	while (pi < pn && p[pi] == '*')
+		pi++;
+	return pi == pn;
+}
+
+/* Split path into its non-empty components other than ".", keeping the
+ * last PROTECTED_COMPONENTS_MAX.  Returns the count. */
+static size_t split(const char *path, struct span *out, size_t max)
+{
+	size_t n = 0;
+	const char *p = path;
+
+	while (*p) {
+		while (*p == '/')
+			p++;
+		if (!*p)
+			break;
+		const char *e = strchrnul(p, '/');
+		size_t len = (size_t)(e - p);
+
+		if (!(len == 1 && p[0] == '.')) {
+			if (n == max) {
+				memmove(out, out + 1, (max - 1) * sizeof(*out));
+				n--;
+			}
+			out[n].s = p;
+			out[n].n = len;
+			n++;
+		}
+		p = e;
+	}
+	return n;
+}
+
+static bool match_split(const char *pattern, const struct span *c, size_t n)
+{
+	struct span pc[16]; /* patterns are short; see protected_table */
+	size_t pl = strlen(pattern);
+	bool dir = pl > 0 && pattern[pl - 1] == '/';
+	size_t k = split(pattern, pc, ARRAY_SIZE(pc));
+
+	if (k == 0 || k > n)
+		return false;
+	if (!dir) {
+		for (size_t j = 0; j < k; j++)
+			if (!glob_component(pc[j].s, pc[j].n, c[n - k + j].s,
+					    c[n - k + j].n))
+				return false;
+		return true;
+	}
+	for (size_t start = 0; start + k <= n; start++) {
+		size_t j = 0;
+
+		while (j < k && glob_component(pc[j].s, pc[j].n, c[start + j].s,
+					       c[start + j].n))
+			j++;
+		if (j == k)
+			return true;
+	}
+	return false;
+}
+
+bool protected_pattern_match(const char *pattern, const char *path)
+{
+	static __thread struct span c[PROTECTED_COMPONENTS_MAX];
+	size_t n = split(path, c, PROTECTED_COMPONENTS_MAX);
+
+	return match_split(pattern, c, n);
+}
+
+enum protected_class protected_match(const char *relpath)
+{
+	static __thread struct span c[PROTECTED_COMPONENTS_MAX];
+	size_t n = split(relpath, c, PROTECTED_COMPONENTS_MAX);
+	enum protected_class best = PROTECTED_NONE;
+
+	if (n == 0)
+		return PROTECTED_NONE;
+	for (size_t i = 0; i < ARRAY_SIZE(protected_table); i++) {
+		enum protected_class cls = protected_table[i].cls;
+
+		if (best != PROTECTED_NONE && cls >= best)
+			continue;
+		if (match_split(protected_table[i].pattern, c, n))
+			best = cls;
+	}
+	return best;
+}
+
+size_t protected_patterns(const struct protected_pattern **ret)
+{
+	*ret = protected_table;
+	return ARRAY_SIZE(protected_table);
+}
+
+bool protected_class_guarded(enum protected_class cls)
+{
+	switch (cls) {
+	case PROTECTED_GIT:
+	case PROTECTED_PROJECT_CONF:
+	case PROTECTED_CI:
+	case PROTECTED_AGENT_CONF:
+	case PROTECTED_BUILD_CONF:
+	case PROTECTED_CONFIGURED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+const char *protected_class_name(enum protected_class cls)
+{
+	if ((unsigned)cls >= PROTECTED__COUNT)
+		return "none";
+	return class_names[cls];
+}
+
+static bool has_suffix_ci(const char *s, size_t n, const char *suf)
+{
+	size_t m = strlen(suf);
+
+	return n >= m && strncasecmp(s + n - m, suf, m) == 0;
+}
+
+static bool has_prefix_ci(const char *s, size_t n, const char *pre)
+{
+	size_t m = strlen(pre);
+
+	return n >= m && strncasecmp(s, pre, m) == 0;
+}
+
+bool protected_is_test(const char *relpath)
+{
+	static const char *const test_dirs[] = {
+	    "test", "tests", "spec", "specs", "__tests__", "testing", "t"};
+	static __thread struct span c[PROTECTED_COMPONENTS_MAX];
+	size_t n = split(relpath, c, PROTECTED_COMPONENTS_MAX);
+
+	if (n == 0)
+		return false;
+	for (size_t i = 0; i + 1 < n; i++)
+		for (size_t j = 0; j < ARRAY_SIZE(test_dirs); j++)
+			if (c[i].n == strlen(test_dirs[j]) &&
+			    strncasecmp(c[i].s, test_dirs[j], c[i].n) == 0)
+				return true;
+
+	const char *b = c[n - 1].s;
+	size_t bn = c[n - 1].n;
+	const char *dot = memrchr(b, '.', bn);
+	size_t stem = dot ? (size_t)(dot - b) : bn;
+
+	/* test_x.py, x_test.go, x.test.ts, x.spec.js, XTest.java, x_spec.rb */
+	if (has_prefix_ci(b, stem, "test_") ||
+	    has_suffix_ci(b, stem, "_test") ||
+	    has_suffix_ci(b, stem, ".test") ||
+	    has_suffix_ci(b, stem, ".spec") ||
+	    has_suffix_ci(b, stem, "_spec") ||
+	    has_suffix_ci(b, stem, "-test") || has_suffix_ci(b, stem, "-spec"))
+		return true;
+	return stem > 4 &&
+	       (memcmp(b + stem - 4, "Test", 4) == 0 ||
+		(stem > 5 && memcmp(b + stem - 5, "Tests", 5) == 0));
+}
