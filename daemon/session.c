@@ -41,6 +41,8 @@ struct session_store {
 	struct sess *list; /* newest first */
 	session_journal_fn jfn;
 	void *jdata;
+	session_check_runner_fn runner;
+	void *runner_data;
 	char err[1024];
 };
 
@@ -510,6 +512,20 @@ void session_store_set_journal(struct session_store *s, session_journal_fn fn,
 {
 	s->jfn = fn;
 	s->jdata = data;
+}
+
+void session_store_set_check_runner(struct session_store *s,
+				    session_check_runner_fn fn, void *data)
+{
+	s->runner = fn;
+	s->runner_data = data;
+}
+
+session_check_runner_fn session_store_check_runner(struct session_store *s,
+						   void **ret_data)
+{
+	*ret_data = s->runner_data;
+	return s->runner;
 }
 
 const char *session_store_error(const struct session_store *s)

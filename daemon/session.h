@@ -297,6 +297,29 @@ json_t *session_verdict_json(const struct session_verdict *v,
 int session_diff(struct session_store *s, const char *id, char **ret_text,
 		 bool *ret_truncated);
 
+/*
+ * Running one check of a verification in the sandbox: the lead wires this
+ * to sbx_run() with the plan's workspace, the held-out overlay bound
+ * read-only at plan->heldout_dst (verification runs only), no network,
+ * and plan->checks[i].argv.  The runner returns 0 and later calls
+ * done(ctx, exit_code) exactly once on the loop thread (exit_code -1
+ * when the check did not run to an exit: killed, timed out, refused), or
+ * returns -errno without calling done.
+ */
+typedef void (*session_check_done_fn)(void *ctx, int exit_code);
+typedef int (*session_check_runner_fn)(void *data,
+				       const struct session_verify_plan *plan,
+				       size_t i, session_check_done_fn done,
+				       void *ctx);
+/* Set (or clear, with fn NULL) the check runner.  Without one,
+ * session.verify fails with SANDBOX-UNAVAILABLE: checks never run
+ * unconfined. */
+void session_store_set_check_runner(struct session_store *s,
+				    session_check_runner_fn fn, void *data);
+/* The runner set, or NULL; *ret_data gets its data. */
+session_check_runner_fn session_store_check_runner(struct session_store *s,
+						   void **ret_data);
+
 /* RPC handlers (daemon/m_session.c), registered in daemon/dispatch.c. */
 struct rpc_call;
 void m_session_start(struct rpc_call *c);
