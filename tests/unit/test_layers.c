@@ -28,6 +28,8 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <linux/magic.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -1349,6 +1351,82 @@ START_TEST(test_caps_refused)
 }
 END_TEST
 
+/* ---- probe ------------------------------------------------------------- */
+
+static int try_unshare_user(void)
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0)
+		_exit(unshare(CLONE_NEWUSER) < 0 ? 1 : 0);
+	ck_assert_int_gt(pid, 0);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+/* A field's explanation is there exactly when the layer is missing. */
+#define EXPECT_WHY(ok, text)                                                   \
+	ck_assert_msg((ok) ? (text)[0] == '\0' : (text)[0] != '\0',            \
+		      "%s is %d but its why is \"%s\"", #ok, (int)(ok), text)
+
+START_TEST(test_probe)
+{
+	struct sbx_layers l;
+	struct statfs sf;
+	char *legacy;
+
+	memset(&l, 0x5a, sizeof(l));
+	ck_assert_int_eq(sbx_probe_layers(&l), 0);
+	ck_assert_int_eq(sbx_probe_layers(NULL), -EINVAL);
+
+	/* Each why is a terminated sentence that fits. */
+	ck_assert(memchr(l.userns_why, 0, SBX_WHY_MAX));
+	ck_assert(memchr(l.landlock_why, 0, SBX_WHY_MAX));
+	ck_assert(memchr(l.seccomp_why, 0, SBX_WHY_MAX));
+	ck_assert(memchr(l.cgroup2_why, 0, SBX_WHY_MAX));
+	ck_assert(memchr(l.tiocsti_why, 0, SBX_WHY_MAX));
+	ck_assert(memchr(l.idmap_why, 0, SBX_WHY_MAX));
+
+	/* Consistent with what this host does when asked directly. */
+	ck_assert_int_eq(l.landlock_abi, sbx_landlock_abi());
+	if (l.landlock_abi == 0)
+		ck_assert(l.landlock_why[0] != '\0');
+	else if (l.landlock_abi >= 6)
+		ck_assert_str_eq(l.landlock_why, "");
+	ck_assert_int_eq(l.userns, try_unshare_user());
+	EXPECT_WHY(l.userns, l.userns_why);
+	/* The seccomp tests above load filters on this very host. */
+	ck_assert(l.seccomp);
+	EXPECT_WHY(l.seccomp, l.seccomp_why);
+	ck_assert_int_eq(statfs("/sys/fs/cgroup", &sf) == 0 &&
+			     sf.f_type == CGROUP2_SUPER_MAGIC,
+			 l.cgroup2);
+	EXPECT_WHY(l.cgroup2, l.cgroup2_why);
+	legacy = test_read_file("/proc/sys/dev/tty/legacy_tiocsti");
+	ck_assert_int_eq(legacy && legacy[0] == '0', l.tiocsti_disabled);
+	EXPECT_WHY(l.tiocsti_disabled, l.tiocsti_why);
+	free(legacy);
+	if (geteuid() == 0)
+		EXPECT_WHY(l.idmap_mounts, l.idmap_why);
+	else
+		ck_assert(!l.idmap_mounts && strstr(l.idmap_why, "not needed"));
+
+	printf("NOTE: probe: userns=%d landlock_abi=%d seccomp=%d cgroup2=%d "
+	       "tiocsti_disabled=%d idmap=%d\n",
+	       l.userns, l.landlock_abi, l.seccomp, l.cgroup2,
+	       l.tiocsti_disabled, l.idmap_mounts);
+	const char *whys[] = {l.userns_why,  l.landlock_why, l.seccomp_why,
+			      l.cgroup2_why, l.tiocsti_why,  l.idmap_why};
+	for (size_t i = 0; i < 6; i++)
+		if (whys[i][0])
+			printf("NOTE: probe: %s\n", whys[i]);
+	/* The Landlock ABI this host is documented to have. */
+	if (l.landlock_abi < 1)
+		TEST_SKIP("Landlock is absent: %s", l.landlock_why);
+}
+END_TEST
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(void)
@@ -1373,6 +1451,7 @@ int main(void)
 	tcase_add_test(tc, test_seccomp_load_errors);
 	tcase_add_test(tc, test_caps_drop);
 	tcase_add_test(tc, test_caps_refused);
+	tcase_add_test(tc, test_probe);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
