@@ -126,7 +126,7 @@ $(BUILD)/sandboxd: $(call obj,sandboxd/main.c) $(LIBSBX) $(LIBCOMMON)
 
 $(BUILD)/spctl: $(call obj,client/main.c) $(LIBCLIENT) $(LIBCOMMON)
 	$(if $(Q),@echo "  LD      $@")
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null)
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(shell $(PKG_CONFIG) --libs jansson libsodium 2>/dev/null)
 
 TEST_LINK = $(LIBTEST) $(LIBDAEMON) $(LIBSBX) $(LIBCLIENT) $(LIBCOMMON)
 define TESTBIN

@@ -9,16 +9,6 @@ static int not_yet(const char *what)
 	return CMD_EXIT_SPD;
 }
 
-int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
-{
-	return not_yet("doctor");
-}
-
-int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
-{
-	return not_yet("run");
-}
-
 int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	return not_yet("session");

@@ -123,10 +123,12 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 		json_object_foreach(sb, k, v)
 		{
 			if (json_is_object(v))
-				printf("  %-14s %s%s%s\n", k,
+				printf("  %-16s %s%s%s\n", k,
 				       json_is_true(json_object_get(v, "ok"))
 					       ? "ok"
-					       : "MISSING",
+				       : json_is_true(json_object_get(v, "required"))
+					       ? "MISSING"
+					       : "advice",
 				       json_object_get(v, "why") ? ": " : "",
 				       json_string_value(json_object_get(v, "why"))
 					       ?: "");

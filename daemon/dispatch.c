@@ -1,6 +1,7 @@
 #include "dispatch.h"
 #include "call.h"
 #include "methods.h"
+#include "run.h"
 
 static const rpc_handler handlers[RPC_M__COUNT] = {
 	[RPC_M_AUTH] = m_auth,
@@ -9,6 +10,8 @@ static const rpc_handler handlers[RPC_M__COUNT] = {
 	[RPC_M_JOURNAL_QUERY] = m_journal_query,
 	[RPC_M_JOURNAL_FOLLOW] = m_journal_follow,
 	[RPC_M_JOURNAL_VERIFY] = m_journal_verify,
+	[RPC_M_CMD_RUN] = m_cmd_run,
+	[RPC_M_SANDBOX_PROBE] = m_sandbox_probe,
 };
 
 void dispatch_call(struct rpc_call *c)

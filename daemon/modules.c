@@ -1,16 +1,93 @@
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
 #include "modules.h"
+#include "run.h"
+#include "sbx.h"
 #include "spd.h"
+
+/* The last probe of the sandbox layers, for daemon.status. */
+static struct sbx_layers last_layers;
+static bool have_layers;
+
+static void on_probe(void *data, const struct sbx_layers *l)
+{
+	struct spd *spd = data;
+
+	if (!l)
+		return;
+	last_layers = *l;
+	have_layers = true;
+	if (l->landlock_abi <= 0)
+		log_warn("sandbox: Landlock unavailable: %s", l->landlock_why);
+	if (!l->userns)
+		log_warn("sandbox: user namespaces unavailable: %s",
+			 l->userns_why);
+	if (!l->seccomp)
+		log_warn("sandbox: seccomp unavailable: %s", l->seccomp_why);
+	(void)spd;
+}
+
+static void status_extra(struct spd *spd, json_t *status)
+{
+	if (have_layers)
+		json_object_set_new(status, "sandbox",
+				    run_layers_json(&last_layers));
+	json_object_set_new(status, "sandboxd",
+			    json_integer(spd->sbx ? sbx_pid(spd->sbx) : -1));
+}
 
 int modules_start(struct spd *spd, char *errbuf, size_t errlen)
 {
-	(void)spd;
-	(void)errbuf;
-	(void)errlen;
+	int r;
+
+	spd->status_extra = status_extra;
+	if (!spd->sandboxd_path) {
+		snprintf(errbuf, errlen,
+			 "sandboxd not found next to spd (set SPD_SANDBOXD or "
+			 "--sandboxd); spd never runs commands without it");
+		return -ENOENT;
+	}
+	r = sbx_start(spd->loop, spd->sandboxd_path, &spd->sbx);
+	if (r < 0) {
+		snprintf(errbuf, errlen, "cannot start sandboxd %s: %s",
+			 spd->sandboxd_path, strerror(-r));
+		return r;
+	}
+	sbx_probe(spd->sbx, on_probe, spd);
 	return 0;
+}
+
+struct close_ctx {
+	void (*cb)(void *data);
+	void *data;
+};
+
+static void on_sbx_closed(void *data)
+{
+	struct close_ctx *cc = data;
+	void (*cb)(void *) = cc->cb;
+	void *d = cc->data;
+
+	free(cc);
+	cb(d);
 }
 
 void modules_close(struct spd *spd, void (*cb)(void *data), void *data)
 {
-	(void)spd;
-	cb(data);
+	struct close_ctx *cc = malloc(sizeof(*cc));
+	struct sbx *s = spd->sbx;
+
+	spd->sbx = NULL;
+	if (!cc) {
+		sbx_close(s, NULL, NULL);
+		cb(data);
+		return;
+	}
+	cc->cb = cb;
+	cc->data = data;
+	sbx_close(s, on_sbx_closed, cc);
 }

@@ -20,6 +20,8 @@ struct server;
 struct session_store;
 struct redact_set;
 struct approvals;
+struct rpc_call;
+struct run_request;
 
 /* Sandbox mode: required refuses a run that cannot get every layer
  * (SANDBOX-UNAVAILABLE); best-effort runs it and says what is missing. */
@@ -44,6 +46,14 @@ struct spd {
 	struct server *server;
 	struct session_store *sessions;
 	struct redact_set *redact; /* known secrets; may be NULL */
+	/* The same secrets' values, NULL-terminated (never passed to a run's
+	 * environment whatever the variable is called); may be NULL. */
+	char **secret_values;
+	/* cmd.run hook for sessions: fill req->workspace (and the in-place
+	 * extras) for an agent's session, or finish c with an error and
+	 * return -1.  NULL: operator runs only. */
+	int (*run_prepare)(struct spd *spd, struct rpc_call *c,
+			   struct run_request *req);
 	struct approvals *approvals;
 	/* Session-token check, set when the session store is up: stores the
 	 * token's session id (malloc'd) and returns 0, or -EACCES. */

@@ -1,0 +1,256 @@
+/*
+ * spctl run and spctl doctor.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "cmds.h"
+
+/* The default workspace: the git top-level of the current directory,
+ * else the current directory. */
+static char *default_workspace(void)
+{
+	char cwd[PATH_MAX], probe[PATH_MAX + 8];
+	struct stat st;
+	char *p;
+
+	if (!getcwd(cwd, sizeof(cwd)))
+		return NULL;
+	for (p = cwd + strlen(cwd);;) {
+		snprintf(probe, sizeof(probe), "%.*s/.git", (int)(p - cwd), cwd);
+		if (stat(probe, &st) == 0) {
+			*p = '\0';
+			return strdup(cwd[0] ? cwd : "/");
+		}
+		while (p > cwd && *--p != '/')
+			;
+		if (p == cwd)
+			break;
+	}
+	return getcwd(cwd, sizeof(cwd)) ? strdup(cwd) : NULL;
+}
+
+static void write_all(int fd, const void *p, size_t n)
+{
+	const char *c = p;
+
+	while (n > 0) {
+		ssize_t w = write(fd, c, n);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			return;
+		}
+		c += w;
+		n -= (size_t)w;
+	}
+}
+
+static void on_run_event(void *data, const char *method, json_t *params)
+{
+	const char *stream, *text;
+	int fd;
+
+	if (strcmp(method, "run.output") != 0)
+		return;
+	stream = json_string_value(json_object_get(params, "stream"));
+	fd = stream && strcmp(stream, "stderr") == 0 ? 2 : 1;
+	if ((text = json_string_value(json_object_get(params, "data")))) {
+		write_all(fd, text, json_string_length(json_object_get(params, "data")));
+	} else if ((text = json_string_value(json_object_get(params, "data_b64")))) {
+		size_t n = strlen(text), bin_len = 0;
+		unsigned char *bin = malloc(n + 1);
+		if (bin && sodium_base642bin(bin, n + 1, text, n, NULL, &bin_len,
+					     NULL, sodium_base64_VARIANT_ORIGINAL) == 0)
+			write_all(fd, bin, bin_len);
+		free(bin);
+	}
+}
+
+static int run_usage(void)
+{
+	fprintf(stderr,
+		"usage: spctl run [--workspace DIR] [--net none|loopback|host] "
+		"[--timeout SECONDS]\n"
+		"                 [--writable PATH]... [--env NAME=VALUE]... "
+		"[--best-effort] [--json] -- ARGV...\n");
+	return CMD_EXIT_USAGE;
+}
+
+int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	json_t *params = json_object(), *args = json_array(),
+	       *writable = json_array(), *env = json_object();
+	json_t *res = NULL, *err = NULL;
+	char *workspace = NULL, cwd[PATH_MAX];
+	bool agent = getenv("SPD_SESSION_TOKEN") != NULL;
+	struct client c;
+	char errbuf[512];
+	int i, r, ex;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strcmp(a, "--") == 0) {
+			i++;
+			break;
+		} else if (strcmp(a, "--workspace") == 0 && i + 1 < argc) {
+			char rp[PATH_MAX];
+			if (!realpath(argv[++i], rp)) {
+				fprintf(stderr, "spctl: workspace %s: %s\n",
+					argv[i], strerror(errno));
+				return CMD_EXIT_USAGE;
+			}
+			free(workspace);
+			workspace = strdup(rp);
+		} else if (strcmp(a, "--net") == 0 && i + 1 < argc) {
+			json_object_set_new(params, "net", json_string(argv[++i]));
+		} else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
+			char *end;
+			long t = strtol(argv[++i], &end, 10);
+			if (*end || t <= 0)
+				return run_usage();
+			json_object_set_new(params, "timeout", json_integer(t));
+		} else if (strcmp(a, "--writable") == 0 && i + 1 < argc) {
+			char rp[PATH_MAX];
+			const char *w = argv[++i];
+			json_array_append_new(writable,
+					      json_string(realpath(w, rp) ? rp : w));
+		} else if (strcmp(a, "--env") == 0 && i + 1 < argc) {
+			char *kv = argv[++i], *eq = strchr(kv, '=');
+			if (!eq || eq == kv)
+				return run_usage();
+			*eq = '\0';
+			json_object_set_new(env, kv, json_string(eq + 1));
+			*eq = '=';
+		} else if (strcmp(a, "--best-effort") == 0) {
+			json_object_set_new(params, "mode",
+					    json_string("best-effort"));
+		} else if (strcmp(a, "--json") == 0) {
+			ctx->json = true;
+		} else {
+			return run_usage();
+		}
+	}
+	if (i >= argc)
+		return run_usage();
+	for (; i < argc; i++)
+		json_array_append_new(args, json_string(argv[i]));
+	json_object_set_new(params, "argv", args);
+	if (json_array_size(writable))
+		json_object_set(params, "writable", writable);
+	if (json_object_size(env))
+		json_object_set(params, "env", env);
+	json_decref(writable);
+	json_decref(env);
+	if (!agent) {
+		if (!workspace)
+			workspace = default_workspace();
+		if (!workspace) {
+			fprintf(stderr, "spctl: cannot determine the workspace\n");
+			return CMD_EXIT_SPD;
+		}
+		json_object_set_new(params, "workspace", json_string(workspace));
+		if (getcwd(cwd, sizeof(cwd)) &&
+		    strncmp(cwd, workspace, strlen(workspace)) == 0 &&
+		    (cwd[strlen(workspace)] == '/' || !cwd[strlen(workspace)]))
+			json_object_set_new(params, "cwd", json_string(cwd));
+	}
+	free(workspace);
+
+	r = client_open(&c, errbuf, sizeof(errbuf));
+	if (r < 0) {
+		json_decref(params);
+		fprintf(stderr, "spctl: %s\n", errbuf);
+		return CMD_EXIT_SPD;
+	}
+	r = client_call(&c, "cmd.run", params, on_run_event, ctx, &res, &err);
+	client_close(&c);
+	if (r == -EPROTO) {
+		ex = cmd_print_error(err);
+		json_decref(err);
+		return ex;
+	}
+	if (r < 0) {
+		fprintf(stderr, "spctl: run: lost spd: %s\n", strerror(-r));
+		return CMD_EXIT_SPD;
+	}
+	{
+		json_t *w = json_object_get(res, "warnings");
+		for (size_t k = 0; k < json_array_size(w); k++)
+			fprintf(stderr, "spctl: warning: %s\n",
+				json_string_value(json_array_get(w, k)));
+	}
+	if (ctx->json) {
+		char *s = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS);
+		fprintf(stderr, "%s\n", s ? s : "null");
+		free(s);
+	}
+	if (json_is_true(json_object_get(res, "timed_out"))) {
+		fprintf(stderr, "spctl: the run hit its deadline and was killed\n");
+		ex = CMD_EXIT_TIMEOUT;
+	} else if (json_integer_value(json_object_get(res, "signal")) > 0) {
+		ex = 128 + (int)json_integer_value(json_object_get(res, "signal"));
+	} else {
+		ex = (int)json_integer_value(json_object_get(res, "exit_code"));
+	}
+	{
+		json_t *bd = json_object_get(res, "bytes_dropped");
+		long long o = json_integer_value(json_object_get(bd, "stdout")),
+			  e = json_integer_value(json_object_get(bd, "stderr"));
+		if (o || e)
+			fprintf(stderr,
+				"spctl: output capped: %lld bytes of stdout and "
+				"%lld of stderr dropped\n",
+				o, e);
+	}
+	json_decref(res);
+	return ex;
+}
+
+int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	int ex = 0, missing = 0;
+	json_t *res = cmd_call("sandbox.probe", NULL, &ex);
+	const char *k;
+	json_t *v;
+
+	if (!res)
+		return ex;
+	if (ctx->json) {
+		char *s = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS);
+		puts(s ? s : "null");
+		free(s);
+	}
+	json_object_foreach(res, k, v)
+	{
+		bool ok = json_is_true(json_object_get(v, "ok"));
+		bool req = json_is_true(json_object_get(v, "required"));
+		const char *why = json_string_value(json_object_get(v, "why"));
+		if (!ok && req)
+			missing++;
+		if (ctx->json)
+			continue;
+		if (strcmp(k, "landlock") == 0 && ok)
+			printf("  ok       landlock (ABI %lld)\n",
+			       (long long)json_integer_value(json_object_get(v, "abi")));
+		else
+			printf("  %-8s %s%s%s\n",
+			       ok ? "ok" : req ? "MISSING" : "advice", k,
+			       why ? ": " : "", why ? why : "");
+	}
+	json_decref(res);
+	if (!ctx->json)
+		printf(missing ? "%d layer(s) missing: runs are refused "
+				 "(SANDBOX-UNAVAILABLE) unless sandbox.mode = "
+				 "best-effort\n"
+			       : "every sandbox layer is available\n",
+		       missing);
+	return missing ? CMD_EXIT_CHECK_FAILED : 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * Running commands for clients (daemon/m_run.c): cmd.run's handler, the
+ * shared start routine sessions use for their checks, and the output
+ * filter the redactor plugs into.
+ */
+#ifndef SPD_DAEMON_RUN_H
+#define SPD_DAEMON_RUN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct rpc_call;
+struct spd;
+struct sbx_layers;
+struct sbx_result;
+
+/* What to run; borrowed by run_start(), which copies what it keeps. */
+struct run_request {
+	json_t *argv;     /* array of strings */
+	json_t *env;      /* object NAME → string, or NULL */
+	json_t *writable; /* array of absolute paths, or NULL */
+	const char *workspace;
+	const char *cwd; /* NULL: the workspace */
+	int net;         /* enum sbx_net */
+	uint32_t timeout_ms;
+	bool best_effort;
+	char *const *hidden;      /* extra unreadable paths, or NULL */
+	char *const *readonly;    /* read-only inside the workspace, or NULL */
+	char *const *empty_files; /* read as empty, or NULL */
+	char *owned_workspace;    /* freed by cmd.run (set by run_prepare) */
+	/* Called with the result before the reply (sessions re-hash their
+	 * guarded inputs here). */
+	void (*done_hook)(void *data, const struct sbx_result *r);
+	void *done_data;
+};
+
+void m_cmd_run(struct rpc_call *c);
+void m_sandbox_probe(struct rpc_call *c);
+
+/* Start a run that finishes c with its result; streams run.output.
+ * Returns 0, or -errno after finishing c with an error. */
+int run_start(struct rpc_call *c, const struct run_request *req);
+
+/* The layers as JSON for spctl doctor and daemon.status. */
+json_t *run_layers_json(const struct sbx_layers *l);
+
+#endif
