@@ -1,6 +1,270 @@
+/*
+ * sandboxd: the only process that starts untrusted commands (DESIGN.md,
+ * "Processes").  spd starts it with an empty environment and one end of
+ * a SOCK_SEQPACKET socketpair on descriptor 3, and speaks proto/sandbox.h
+ * over it.  Single-threaded: one blocking poll over the socket, each
+ * run's pidfd and report pipe, with the nearest deadline as timeout.  A
+ * message of unknown type or wrong length means spd is broken or not spd:
+ * sandboxd kills every run and exits.  So it does when the socket closes.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "proto/sandbox.h"
+#include "sandboxd/linux/spawn.h"
+
+/* The socket to spd, by convention. */
+#define SBXD_SOCK_FD 3
+/* Runs at once: each holds three descriptors and a pid namespace; spd
+ * queues nothing, so beyond this a RUN is refused with INTERNAL. */
+#define SBXD_RUNS_MAX 256
+
+static struct spawn_ctx ctx;
+static struct spawn_run runs[SBXD_RUNS_MAX];
+static size_t nruns;
+static char msgbuf[SBXP_MSG_MAX];
+
+static void die(const char *why) __attribute__((noreturn));
+
+static void send_or_die(uint32_t type, uint32_t id, const void *body,
+			size_t len)
+{
+	if (sbxp_send(SBXD_SOCK_FD, type, id, body, len, NULL, 0) < 0)
+		die("cannot write to spd");
+}
+
+static struct spawn_run *find_run(uint32_t id)
+{
+	for (size_t i = 0; i < nruns; i++)
+		if (runs[i].id == id)
+			return &runs[i];
+	return NULL;
+}
+
+/* End every run: kill each pid namespace and reap its init. */
+static void kill_all(void)
+{
+	struct sbxp_exited e;
+
+	for (size_t i = 0; i < nruns; i++)
+		spawn_kill(&runs[i]);
+	for (size_t i = 0; i < nruns; i++)
+		spawn_finish(&runs[i], &e);
+	nruns = 0;
+}
+
+static void die(const char *why)
+{
+	/* No log of our own: spd sees the exit status and journals it. */
+	kill_all();
+	(void)why;
+	_exit(2);
+}
+
+static void on_run(const struct sbxp_hdr *h, const void *body, int *fds,
+		   size_t nfds)
+{
+	struct sbxp_run_view v;
+	struct sbxp_exited refusal;
+	int r;
+
+	if (nfds != SBXP_RUN_FDS || find_run(h->id))
+		die("bad RUN");
+	r = sbxp_run_decode(body, h->len, &v);
+	if (r == -ENOMEM) {
+		memset(&refusal, 0, sizeof(refusal));
+		refusal.exit_code = -1;
+		snprintf(refusal.error_code, sizeof(refusal.error_code), "%s",
+			 SBXP_ERR_INTERNAL);
+		snprintf(refusal.error_msg, sizeof(refusal.error_msg),
+			 "out of memory");
+		send_or_die(SBXP_EXITED, h->id, &refusal, sizeof(refusal));
+		return;
+	}
+	if (r < 0)
+		die("malformed RUN");
+	if (nruns == SBXD_RUNS_MAX) {
+		memset(&refusal, 0, sizeof(refusal));
+		refusal.exit_code = -1;
+		snprintf(refusal.error_code, sizeof(refusal.error_code), "%s",
+			 SBXP_ERR_INTERNAL);
+		snprintf(refusal.error_msg, sizeof(refusal.error_msg),
+			 "too many runs at once (%d)", SBXD_RUNS_MAX);
+		send_or_die(SBXP_EXITED, h->id, &refusal, sizeof(refusal));
+	} else if (spawn_start(&ctx, h->id, &v, fds[0], fds[1], &runs[nruns],
+			       &refusal) < 0) {
+		send_or_die(SBXP_EXITED, h->id, &refusal, sizeof(refusal));
+	} else {
+		nruns++;
+	}
+	sbxp_run_view_free(&v);
+}
+
+static void on_cancel(const struct sbxp_hdr *h, const void *body, int *fds,
+		      size_t nfds)
+{
+	struct spawn_run *run = find_run(h->id);
+
+	/* A CANCEL may cross the run's EXITED on the wire: not an error. */
+	if (run && !run->cancelled) {
+		run->cancelled = true;
+		spawn_kill(run);
+	}
+}
+
+static void on_probe(const struct sbxp_hdr *h, const void *body, int *fds,
+		     size_t nfds)
+{
+	const struct sbx_layers *l = spawn_probe(&ctx);
+
+	send_or_die(SBXP_PROBE_RESULT, h->id, l, sizeof(*l));
+}
+
+static const struct {
+	uint32_t type;
+	bool fds; /* may carry descriptors */
+	void (*handler)(const struct sbxp_hdr *h, const void *body, int *fds,
+			size_t nfds);
+} handlers[] = {
+    {SBXP_RUN, true, on_run},
+    {SBXP_CANCEL, false, on_cancel},
+    {SBXP_PROBE, false, on_probe},
+};
+
+static void on_message(void)
+{
+	struct sbxp_hdr h;
+	int fds[SBXP_RUN_FDS];
+	size_t nfds = 0;
+	long n;
+
+	n = sbxp_recv(SBXD_SOCK_FD, msgbuf, &h, fds, &nfds);
+	if (n == -EAGAIN)
+		return;
+	if (n == -EPIPE) {
+		kill_all();
+		_exit(0);
+	}
+	if (n < 0)
+		die("bad message");
+	for (size_t i = 0; i < ARRAY_SIZE(handlers); i++) {
+		long want = sbxp_body_size(h.type);
+
+		if (handlers[i].type != h.type)
+			continue;
+		/* RUN's exact length is checked by its decoder. */
+		if ((h.type == SBXP_RUN ? n < want : n != want) ||
+		    (nfds && !handlers[i].fds))
+			die("wrong length");
+		handlers[i].handler(&h, msgbuf + sizeof(h), fds, nfds);
+		for (size_t k = 0; k < nfds; k++)
+			close(fds[k]);
+		return;
+	}
+	die("unknown type");
+}
+
+static void finish_run(size_t i)
+{
+	struct spawn_run *run = &runs[i];
+	struct sbxp_exited e;
+
+	spawn_finish(run, &e);
+	/* A command that ran was announced first, even when its exec was
+	 * seen together with its exit. */
+	if (!run->failed && !run->started)
+		send_or_die(SBXP_STARTED, run->id, &run->info,
+			    sizeof(run->info));
+	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
+	runs[i] = runs[--nruns];
+}
+
+static int poll_timeout(void)
+{
+	uint64_t now = spawn_now_ns(), next = 0;
+
+	for (size_t i = 0; i < nruns; i++) {
+		uint64_t d = runs[i].deadline_ns;
+
+		if (d && !runs[i].timed_out && (!next || d < next))
+			next = d;
+	}
+	if (!next)
+		return -1;
+	if (next <= now)
+		return 0;
+	return (int)((next - now) / 1000000ull) + 1;
+}
+
 int main(void)
 {
-	puts("spd: not yet");
-	return 1;
+	struct pollfd pfd[1 + 2 * SBXD_RUNS_MAX];
+	struct stat st;
+
+	/* Descriptor 3 must be spd's socket; anything else we were given
+	 * is closed, so no run can inherit it. */
+	if (fstat(SBXD_SOCK_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+		fprintf(stderr, "sandboxd: descriptor 3 is not spd's socket; "
+				"sandboxd is started by spd\n");
+		return 2;
+	}
+	close_range(SBXD_SOCK_FD + 1, ~0u, 0);
+	fcntl(SBXD_SOCK_FD, F_SETFD, FD_CLOEXEC);
+	signal(SIGPIPE, SIG_IGN);
+	spawn_ctx_init(&ctx);
+
+	for (;;) {
+		size_t np = 0;
+		int n;
+
+		pfd[np++] = (struct pollfd){SBXD_SOCK_FD, POLLIN, 0};
+		for (size_t i = 0; i < nruns; i++) {
+			pfd[np++] = (struct pollfd){runs[i].pidfd, POLLIN, 0};
+			pfd[np++] =
+			    (struct pollfd){runs[i].report_fd, POLLIN, 0};
+		}
+		n = poll(pfd, np, poll_timeout());
+		if (n < 0 && errno != EINTR)
+			die("poll");
+
+		/* Deadlines: kill the run; its EXITED follows its death. */
+		uint64_t now = spawn_now_ns();
+		for (size_t i = 0; i < nruns; i++) {
+			if (runs[i].deadline_ns && !runs[i].timed_out &&
+			    runs[i].deadline_ns <= now && !runs[i].cancelled) {
+				runs[i].timed_out = true;
+				spawn_kill(&runs[i]);
+			}
+		}
+		if (n <= 0)
+			continue;
+
+		/* Runs before new messages: pfd indexes stay valid while
+		 * the runs array is unchanged, so walk it backwards. */
+		for (size_t i = nruns; i-- > 0;) {
+			struct pollfd *pp = &pfd[1 + 2 * i];
+			struct pollfd *pr = &pfd[2 + 2 * i];
+
+			if (pr->revents && runs[i].report_fd >= 0 &&
+			    spawn_read_report(&runs[i]) == 1 &&
+			    !runs[i].failed && !runs[i].started) {
+				runs[i].started = true;
+				send_or_die(SBXP_STARTED, runs[i].id,
+					    &runs[i].info,
+					    sizeof(runs[i].info));
+			}
+			if (pp->revents)
+				finish_run(i);
+		}
+		if (pfd[0].revents)
+			on_message();
+	}
 }

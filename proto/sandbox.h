@@ -1,0 +1,190 @@
+/*
+ * The messages between spd and sandboxd (DESIGN.md, "Processes"): small
+ * typed binary records over a SOCK_SEQPACKET socketpair, never JSON.
+ *
+ * Every message is one datagram: a fixed header {type, len, id} followed
+ * by exactly len bytes of body.  Each type has one body struct; a body is
+ * decoded only when its length is exactly what the type requires (RUN,
+ * the one variable message, ends with a string table whose length is a
+ * field of its fixed part, and must then match exactly too).  File
+ * descriptors travel as SCM_RIGHTS beside the datagram.  A message longer
+ * than SBXP_MSG_MAX, an unknown type or a wrong length is a broken peer:
+ * sandboxd exits, spd restarts it.
+ *
+ * Both ends are built from this tree at the same time, so host byte order
+ * and the compiler's struct layout are the wire format.
+ */
+#ifndef SPD_PROTO_SANDBOX_H
+#define SPD_PROTO_SANDBOX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sandboxd/linux/layers.h"
+
+/* The strings of one RUN (argv, environment, paths): enough for a long
+ * command line and a normal environment, small enough that one datagram
+ * fits in the default socket buffer (212992 bytes) with room to spare. */
+#define SBXP_STRTAB_MAX (96 * 1024)
+/* The hard maximum of any message, header included. */
+#define SBXP_MSG_MAX (SBXP_STRTAB_MAX + 1024)
+/* Entries per list of a RUN (argv, env, each path list): Landlock needs
+ * fixed arrays in the child, and no sane command needs more. */
+#define SBXP_LIST_MAX 1024
+/* Path lists (writable, hidden, read-only, empty files) together: each
+ * becomes a mount and maybe a Landlock rule (SBX_LANDLOCK_MAX_PATHS). */
+#define SBXP_PATHS_MAX 64
+/* File descriptors with a RUN: the write ends of stdout and stderr. */
+#define SBXP_RUN_FDS 2
+/* Warnings a STARTED carries: one per layer that can be missing. */
+#define SBXP_WARN_MAX 8
+#define SBXP_WARN_LEN 200
+#define SBXP_ERRCODE_LEN 32
+#define SBXP_ERRMSG_LEN 256
+
+enum sbxp_type {
+	SBXP_RUN = 1,	       /* spd -> sandboxd, struct sbxp_run + fds */
+	SBXP_STARTED = 2,      /* sandboxd -> spd, struct sbxp_started */
+	SBXP_EXITED = 3,       /* sandboxd -> spd, struct sbxp_exited */
+	SBXP_CANCEL = 4,       /* spd -> sandboxd, empty body */
+	SBXP_PROBE = 5,	       /* spd -> sandboxd, empty body */
+	SBXP_PROBE_RESULT = 6, /* sandboxd -> spd, struct sbx_layers */
+	SBXP__TYPE_MAX,
+};
+
+/* id: the run a message is about (RUN, STARTED, EXITED, CANCEL), chosen
+ * by spd, or the probe's cookie (PROBE, PROBE_RESULT). */
+struct sbxp_hdr {
+	uint32_t type;
+	uint32_t len; /* of the body, after this header */
+	uint32_t id;
+};
+
+/* The lists of a RUN, in string-table order after workspace, cwd, home. */
+enum sbxp_list {
+	SBXP_L_ARGV,	 /* at least one entry */
+	SBXP_L_ENV,	 /* "NAME=value" */
+	SBXP_L_WRITABLE, /* extra writable paths (absolute) */
+	SBXP_L_HIDDEN,	 /* paths made unreadable (absolute) */
+	SBXP_L_READONLY, /* read-only inside writable paths (absolute) */
+	SBXP_L_EMPTY,	 /* files that read as empty (absolute) */
+	SBXP_L__COUNT,
+};
+
+enum sbxp_rlimit {
+	SBXP_RLIM_NPROC,
+	SBXP_RLIM_NOFILE,
+	SBXP_RLIM_FSIZE,
+	SBXP_RLIM_CPU,
+	SBXP_RLIM_AS,
+	SBXP_RLIM__COUNT,
+};
+
+/* Run even where a layer is missing, with one warning per missing layer
+ * (DESIGN.md: mode = best-effort).  Without it such a run is refused. */
+#define SBXP_RUN_BEST_EFFORT 0x1u
+#define SBXP_RUN__FLAGS 0x1u
+
+struct sbxp_run {
+	uint32_t net;	     /* enum sbx_net */
+	uint32_t timeout_ms; /* 0: no deadline */
+	uint32_t flags;	     /* SBXP_RUN_* */
+	uint32_t run_uid;    /* the command's uid when sandboxd runs as root */
+	uint32_t run_gid;
+	uint32_t strtab_len;		    /* bytes of strtab that follow */
+	uint64_t rlimits[SBXP_RLIM__COUNT]; /* 0: sandboxd's default */
+	uint32_t counts[SBXP_L__COUNT];
+	uint32_t reserved;
+	/* Then strtab_len bytes: NUL-terminated strings, in order:
+	 * workspace (absolute), cwd (absolute or "" for the workspace),
+	 * home (absolute or "" for none: the operator's HOME, whose caches
+	 * are writable and whose credential dirs are hidden), then the
+	 * entries of each list in enum sbxp_list order. */
+	char strtab[];
+};
+
+struct sbxp_started {
+	int32_t pid; /* the run's init, as sandboxd sees it */
+	uint32_t nwarn;
+	char warn[SBXP_WARN_MAX][SBXP_WARN_LEN];
+};
+
+/* Error codes of an EXITED that did not run (DESIGN.md's error codes). */
+#define SBXP_ERR_UNAVAILABLE "SANDBOX-UNAVAILABLE"
+#define SBXP_ERR_INTERNAL "INTERNAL"
+#define SBXP_ERR_BAD_REQUEST "BAD-REQUEST"
+
+struct sbxp_exited {
+	int32_t exit_code;   /* -1 when killed by a signal or not run */
+	int32_t term_signal; /* 0 unless killed by a signal */
+	uint32_t timed_out;  /* the deadline killed it (1) */
+	uint32_t cancelled;  /* a CANCEL killed it (1) */
+	uint64_t duration_us;
+	char error_code[SBXP_ERRCODE_LEN]; /* "" when it ran */
+	char error_msg[SBXP_ERRMSG_LEN];
+};
+
+/* A RUN with its strings split back out.  The pointers point into the
+ * message buffer given to sbxp_run_decode; lists are NULL-terminated. */
+struct sbxp_run_view {
+	const struct sbxp_run *msg;
+	const char *workspace;
+	const char *cwd;
+	const char *home;
+	const char **lists[SBXP_L__COUNT];
+	const char **storage; /* one allocation behind lists */
+};
+
+/*
+ * The exact body length a message of this type must have, or -1 for an
+ * unknown type.  RUN returns its fixed part; the full length then also
+ * depends on strtab_len (see sbxp_run_decode).
+ */
+long sbxp_body_size(uint32_t type);
+
+/*
+ * Fill the RUN message m (a buffer of at least SBXP_MSG_MAX bytes, the
+ * fixed fields already set by the caller) with the strings: workspace
+ * must be absolute; cwd and home may be NULL; lists[i] may be NULL (an
+ * empty list) except SBXP_L_ARGV.  Sets counts and strtab_len.  Returns
+ * the body length, -EINVAL for a malformed input or -SPD_ETOOBIG when it
+ * does not fit the limits above.
+ */
+long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
+		     const char *home,
+		     const char *const *const lists[SBXP_L__COUNT]);
+
+/*
+ * Check a received RUN body of len bytes and split its string table.
+ * Refuses (-SPD_EPROTO) a length that is not exactly the fixed part plus
+ * strtab_len, counts that do not match the strings, relative paths, an
+ * empty argv, unknown flags or a net mode out of range.  On success fills
+ * *ret (free with sbxp_run_view_free; it points into body, which must
+ * outlive it) and returns 0; -ENOMEM or -SPD_EPROTO otherwise.
+ */
+int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret);
+/* Free what sbxp_run_decode allocated.  Accepts a zeroed view. */
+void sbxp_run_view_free(struct sbxp_run_view *v);
+
+/*
+ * Send one message (header, body of len bytes, up to SBXP_RUN_FDS fds) as
+ * one datagram.  Returns 0, -EAGAIN on a non-blocking socket that is full
+ * (nothing was sent), or -errno.  The fds stay owned by the caller.
+ */
+int sbxp_send(int sock, uint32_t type, uint32_t id, const void *body,
+	      size_t len, const int *fds, size_t nfds);
+
+/*
+ * Receive one datagram into buf (at least SBXP_MSG_MAX bytes): checks
+ * that it is complete (not truncated), at least a header, and that the
+ * header's len matches what arrived.  Received descriptors (CLOEXEC) are
+ * stored in fds (up to SBXP_RUN_FDS; more is a protocol error and all are
+ * closed), their count in *ret_nfds.  Returns the body length with *hdr
+ * filled (the body starts at buf + sizeof(struct sbxp_hdr); 0 for an
+ * empty body), -EPIPE on end of stream, -EAGAIN when nothing is waiting, -SPD_EPROTO
+ * on a malformed datagram, or -errno.
+ */
+long sbxp_recv(int sock, void *buf, struct sbxp_hdr *hdr, int *fds,
+	       size_t *ret_nfds);
+
+#endif

@@ -1,0 +1,600 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "mount.h"
+
+/*
+ * Where the plan is assembled, inside the child's own mount namespace:
+ * a small tmpfs over /tmp becomes the root for a moment (bubblewrap does
+ * the same), the host's root hangs below it at OLDROOT and the run's root
+ * is built at NEWROOT, then pivoted into.  Nothing of this is visible on
+ * the host: the namespace's mounts are made private first.
+ */
+#define MP_BASE "/tmp"
+#define MP_OLDROOT "/oldroot"
+#define MP_NEWROOT "/newroot"
+/* Source of the mounts that hide a file (mode 0) and of "empty files"
+ * (mode 0444), in the base tmpfs. */
+#define MP_HIDE_SRC "/hidden"
+#define MP_EMPTY_SRC "/empty"
+
+/* Home-relative credential locations (DESIGN.md, issue 3): covered even
+ * when they do not exist, so that a run cannot plant one. */
+static const char *const mp_credentials[] = {
+    ".ssh",
+    ".aws",
+    ".azure",
+    ".gnupg",
+    ".netrc",
+    ".docker",
+    ".kube",
+    ".password-store",
+    ".config/gh",
+    ".config/gcloud",
+    ".git-credentials",
+    ".npmrc",
+    ".pypirc",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    NULL,
+};
+
+/* Home-relative package caches that builds need writable, bound only
+ * when they exist. */
+static const char *const mp_caches[] = {
+    ".cache", ".cargo/registry", ".npm", "go/pkg/mod", NULL,
+};
+
+static const char *const mp_devices[] = {
+    "null", "zero", "full", "random", "urandom", "tty", NULL,
+};
+
+enum mp_kind {
+	MP_TMPFS,      /* dst, data, flags */
+	MP_BIND,       /* src -> dst read-write, nosuid, nodev */
+	MP_BIND_IDMAP, /* src -> dst read-write through the idmap userns */
+	MP_REBIND_RO,  /* dst onto itself, read-only, recursive */
+	MP_HIDE_DIR,   /* empty read-only tmpfs, mode 000, over dst */
+	MP_HIDE_FILE,  /* the mode-0 empty file, read-only, over dst */
+	MP_EMPTY_FILE, /* the readable empty file, read-only, over dst */
+	MP_DEVICE,     /* create dst as a file, bind src onto it */
+	MP_SYMLINK,    /* symlink src at dst */
+	MP_MKDIR,      /* dst (in a tmpfs of ours) */
+	MP_PROC,       /* proc for the pid namespace at dst */
+	MP_SEAL_RO,    /* make the mount at dst read-only (not recursive) */
+};
+
+struct mountplan_op {
+	enum mp_kind kind;
+	const char *src;
+	const char *dst;
+	const char *data;
+	unsigned long flags;
+	bool mkdir_target; /* create dst (and parents) if missing */
+	bool optional;	   /* a missing dst is not an error */
+	int userns_fd;
+};
+
+static char *mp_own(struct mountplan *p, char *s)
+{
+	char **n;
+
+	if (!s)
+		return NULL;
+	n = realloc(p->owned, (p->nowned + 1) * sizeof(*n));
+	if (!n) {
+		free(s);
+		return NULL;
+	}
+	p->owned = n;
+	p->owned[p->nowned++] = s;
+	return s;
+}
+
+static char *mp_join(struct mountplan *p, const char *a, const char *b)
+{
+	char *s;
+
+	if (asprintf(&s, "%s%s", a, b) < 0)
+		return NULL;
+	return mp_own(p, s);
+}
+
+static int mp_add(struct mountplan *p, struct mountplan_op op)
+{
+	if (p->n >= MOUNTPLAN_OPS_MAX)
+		return -SPD_ETOOBIG;
+	p->ops[p->n++] = op;
+	return 0;
+}
+
+/* An op on a path as seen inside the run. */
+static int mp_add_path(struct mountplan *p, enum mp_kind kind, const char *path,
+		       bool mkdir_target, int userns_fd)
+{
+	struct mountplan_op op = {
+	    .kind = kind, .mkdir_target = mkdir_target, .userns_fd = userns_fd};
+
+	op.dst = mp_join(p, MP_NEWROOT, path);
+	op.src = mp_join(p, MP_OLDROOT, path);
+	if (!op.dst || !op.src)
+		return -ENOMEM;
+	return mp_add(p, op);
+}
+
+static bool path_is_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	if (n == 1 && dir[0] == '/')
+		return true;
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || !path[n]);
+}
+
+static int add_write_path(struct mountplan *p, const char *path)
+{
+	const char **n = realloc(p->write_paths, (p->nwrite + 2) * sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	p->write_paths = n;
+	n[p->nwrite++] = path;
+	n[p->nwrite] = NULL;
+	return 0;
+}
+
+static int cmp_len(const void *a, const void *b)
+{
+	size_t la = strlen(*(const char *const *)a);
+	size_t lb = strlen(*(const char *const *)b);
+
+	return la < lb ? -1 : la > lb;
+}
+
+/* mkdir -p on the host, as sandboxd (the operator), mode 0700. */
+static int host_mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+			return -errno;
+		buf[i] = path[i];
+	}
+	return 0;
+}
+
+/*
+ * Cover one hidden path.  An existing directory gets an empty read-only
+ * tmpfs, an existing file the mode-0 empty file.  A missing one cannot be
+ * created by the run where its parent is read-only (the root bind), so
+ * nothing is needed there; below a writable path it is created on the
+ * host as an empty 0700 directory and covered, so that a run cannot plant
+ * ~/.ssh/authorized_keys when the workspace is the home directory.
+ */
+static int add_hidden(struct mountplan *p, const char *path,
+		      const char *const *writable, size_t nwritable)
+{
+	struct stat st;
+	bool under = false;
+	int r;
+
+	for (size_t i = 0; i < nwritable; i++)
+		under |= path_is_under(path, writable[i]);
+	/* The private /tmp starts empty and is thrown away, /dev and /proc
+	 * are the run's own: nothing of the host's to hide there, unless a
+	 * writable bind brings it in. */
+	if (!under &&
+	    (path_is_under(path, "/tmp") || path_is_under(path, "/dev") ||
+	     path_is_under(path, "/proc")))
+		return 0;
+	if (lstat(path, &st) < 0) {
+		if (errno != ENOENT && errno != ENOTDIR)
+			return -errno;
+		if (!under)
+			return 0;
+		if ((r = host_mkdir_p(path)) < 0)
+			return r;
+		if (lstat(path, &st) < 0)
+			return -errno;
+	}
+	if (S_ISDIR(st.st_mode))
+		r = mp_add_path(p, MP_HIDE_DIR, path, false, -1);
+	else
+		r = mp_add_path(p, MP_HIDE_FILE, path, false, -1);
+	if (r == 0)
+		p->ops[p->n - 1].optional = true;
+	return r;
+}
+
+int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
+{
+	struct mountplan p = {0};
+	const char **writable = NULL;
+	size_t nw = 0, cap;
+	struct stat st;
+	int r;
+
+	if (stat(in->workspace, &st) < 0)
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	p.ops = calloc(MOUNTPLAN_OPS_MAX, sizeof(*p.ops));
+	cap = 8 + ARRAY_SIZE(mp_caches);
+	for (size_t i = 0; in->writable && in->writable[i]; i++)
+		cap++;
+	writable = calloc(cap, sizeof(*writable));
+	if (!p.ops || !writable) {
+		r = -ENOMEM;
+		goto out;
+	}
+
+	/* The writable set: workspace, caches that exist, listed paths that
+	 * exist.  Shorter first, so that a parent is bound before a path
+	 * inside it. */
+	writable[nw++] = in->workspace;
+	if (in->home && in->home[0]) {
+		for (size_t i = 0; mp_caches[i]; i++) {
+			char *c = mp_join(&p, in->home, "/");
+
+			c = c ? mp_join(&p, c, mp_caches[i]) : NULL;
+			if (!c) {
+				r = -ENOMEM;
+				goto out;
+			}
+			if (stat(c, &st) == 0 && S_ISDIR(st.st_mode))
+				writable[nw++] = c;
+		}
+	}
+	for (size_t i = 0; in->writable && in->writable[i]; i++)
+		if (stat(in->writable[i], &st) == 0)
+			writable[nw++] = in->writable[i];
+	qsort(writable, nw, sizeof(*writable), cmp_len);
+
+	/* The fixed part: a private /tmp, a minimal /dev, /proc, /run. */
+	struct mountplan_op tmp = {.kind = MP_TMPFS,
+				   .dst = MP_NEWROOT "/tmp",
+				   .data = "mode=1777,size=" MOUNTPLAN_TMP_SIZE,
+				   .flags = MS_NOSUID | MS_NODEV,
+				   .mkdir_target = false};
+	struct mountplan_op dev = {.kind = MP_TMPFS,
+				   .dst = MP_NEWROOT "/dev",
+				   .data = "mode=0755,size=64k",
+				   .flags = MS_NOSUID | MS_NOEXEC};
+	if ((r = mp_add(&p, tmp)) < 0 || (r = mp_add(&p, dev)) < 0)
+		goto out;
+	for (size_t i = 0; mp_devices[i]; i++) {
+		char *d = mp_join(&p, "/dev/", mp_devices[i]);
+
+		if (!d) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if ((r = mp_add_path(&p, MP_DEVICE, d, false, -1)) < 0)
+			goto out;
+	}
+	static const char *const links[][2] = {
+	    {"/proc/self/fd", MP_NEWROOT "/dev/fd"},
+	    {"/proc/self/fd/0", MP_NEWROOT "/dev/stdin"},
+	    {"/proc/self/fd/1", MP_NEWROOT "/dev/stdout"},
+	    {"/proc/self/fd/2", MP_NEWROOT "/dev/stderr"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+		if ((r = mp_add(&p,
+				(struct mountplan_op){.kind = MP_SYMLINK,
+						      .src = links[i][0],
+						      .dst = links[i][1]})) < 0)
+			goto out;
+	if ((r = mp_add(&p, (struct mountplan_op){.kind = MP_MKDIR,
+						  .dst = MP_NEWROOT
+						  "/dev/shm"})) < 0 ||
+	    (r = mp_add(&p,
+			(struct mountplan_op){
+			    .kind = MP_TMPFS,
+			    .dst = MP_NEWROOT "/dev/shm",
+			    .data = "mode=1777,size=" MOUNTPLAN_SHM_SIZE,
+			    .flags = MS_NOSUID | MS_NODEV})) < 0 ||
+	    (r = mp_add(&p, (struct mountplan_op){.kind = MP_SEAL_RO,
+						  .dst = MP_NEWROOT "/dev"})) <
+		0 ||
+	    (r = mp_add(&p, (struct mountplan_op){.kind = MP_PROC,
+						  .dst = MP_NEWROOT "/proc"})) <
+		0)
+		goto out;
+	/* /run holds the host's service sockets (the Docker daemon's, the
+	 * user's bus, spd's own): an empty read-only tmpfs unless the run
+	 * has the host's network and needs its resolver configuration. */
+	if (!in->keep_run) {
+		if ((r = mp_add_path(&p, MP_HIDE_DIR, "/run", false, -1)) < 0)
+			goto out;
+		p.ops[p.n - 1].optional = true;
+	}
+
+	for (size_t i = 0; i < nw; i++) {
+		bool idmap = in->idmap_userns_fd >= 0;
+
+		if ((r = mp_add_path(&p, idmap ? MP_BIND_IDMAP : MP_BIND,
+				     writable[i], true, in->idmap_userns_fd)) <
+			0 ||
+		    (r = add_write_path(&p, writable[i])) < 0)
+			goto out;
+	}
+	if ((r = add_write_path(&p, "/tmp")) < 0 ||
+	    (r = add_write_path(&p, "/dev")) < 0)
+		goto out;
+	for (size_t i = 0; in->readonly && in->readonly[i]; i++) {
+		if ((r = mp_add_path(&p, MP_REBIND_RO, in->readonly[i], false,
+				     -1)) < 0)
+			goto out;
+		p.ops[p.n - 1].optional = true;
+	}
+	if (in->home && in->home[0]) {
+		for (size_t i = 0; mp_credentials[i]; i++) {
+			char *c = mp_join(&p, in->home, "/");
+
+			c = c ? mp_join(&p, c, mp_credentials[i]) : NULL;
+			if (!c) {
+				r = -ENOMEM;
+				goto out;
+			}
+			if ((r = add_hidden(&p, c, writable, nw)) < 0)
+				goto out;
+		}
+	}
+	for (size_t i = 0; in->hidden && in->hidden[i]; i++)
+		if ((r = add_hidden(&p, in->hidden[i], writable, nw)) < 0)
+			goto out;
+	for (size_t i = 0; in->empty_files && in->empty_files[i]; i++) {
+		if (stat(in->empty_files[i], &st) < 0 || !S_ISREG(st.st_mode))
+			continue;
+		if ((r = mp_add_path(&p, MP_EMPTY_FILE, in->empty_files[i],
+				     false, -1)) < 0)
+			goto out;
+	}
+	if (!p.write_paths && (r = add_write_path(&p, "/tmp")) < 0)
+		goto out;
+	free(writable);
+	*ret = p;
+	return 0;
+out:
+	free(writable);
+	mountplan_free(&p);
+	return r;
+}
+
+void mountplan_free(struct mountplan *p)
+{
+	if (!p)
+		return;
+	for (size_t i = 0; i < p->nowned; i++)
+		free(p->owned[i]);
+	free(p->owned);
+	free(p->ops);
+	free(p->write_paths);
+	memset(p, 0, sizeof(*p));
+}
+
+const char *mountplan_describe(const struct mountplan *p, int i)
+{
+	static const char *const names[] = {
+	    [MP_TMPFS] = "tmpfs",
+	    [MP_BIND] = "bind",
+	    [MP_BIND_IDMAP] = "idmapped bind",
+	    [MP_REBIND_RO] = "read-only bind",
+	    [MP_HIDE_DIR] = "hide dir",
+	    [MP_HIDE_FILE] = "hide file",
+	    [MP_EMPTY_FILE] = "empty file",
+	    [MP_DEVICE] = "device",
+	    [MP_SYMLINK] = "symlink",
+	    [MP_MKDIR] = "mkdir",
+	    [MP_PROC] = "proc",
+	    [MP_SEAL_RO] = "read-only /dev",
+	};
+	static char buf[PATH_MAX + 32];
+
+	if (i < 0 || (size_t)i >= p->n)
+		return "new root";
+	snprintf(buf, sizeof(buf), "%s %s", names[p->ops[i].kind],
+		 p->ops[i].dst + strlen(MP_NEWROOT));
+	return buf;
+}
+
+/* ---- the child: async-signal-safe from here on ------------------------ */
+
+/* mkdir -p of a path in the new root; the parts already present are
+ * fine.  Only ever creates inside tmpfs mounts of the plan or, for a
+ * writable bind's mount point, below them. */
+static int child_mkdir_p(const char *path)
+{
+	char buf[PATH_MAX];
+	size_t n = strlen(path);
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n + 1);
+	for (size_t i = 1; i <= n; i++) {
+		if (buf[i] != '/' && buf[i] != '\0')
+			continue;
+		buf[i] = '\0';
+		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		buf[i] = path[i];
+	}
+	return 0;
+}
+
+static int set_attr(const char *path, unsigned int flags, uint64_t set,
+		    int userns_fd)
+{
+	struct mount_attr a = {.attr_set = set};
+
+	if (userns_fd >= 0)
+		a.userns_fd = (uint64_t)userns_fd;
+	if (mount_setattr(AT_FDCWD, path, flags, &a, sizeof(a)) < 0)
+		return -errno;
+	return 0;
+}
+
+static int apply_op(const struct mountplan_op *op)
+{
+	struct stat st;
+	int fd, r;
+
+	if (op->mkdir_target && stat(op->dst, &st) < 0 &&
+	    (r = child_mkdir_p(op->dst)) < 0)
+		return r;
+	if (op->optional && op->kind != MP_SYMLINK && lstat(op->dst, &st) < 0)
+		return 0;
+
+	switch (op->kind) {
+	case MP_TMPFS:
+		if (mount("tmpfs", op->dst, "tmpfs", op->flags, op->data) < 0)
+			return -errno;
+		return 0;
+	case MP_BIND:
+		if (mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+			return -errno;
+		return set_attr(op->dst, AT_RECURSIVE,
+				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1);
+	case MP_BIND_IDMAP:
+		/* Only a detached copy of a mount can be idmapped (5.12). */
+		fd = (int)open_tree(AT_FDCWD, op->src,
+				    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		r = 0;
+		{
+			struct mount_attr a = {
+			    .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID |
+					MOUNT_ATTR_NODEV,
+			    .userns_fd = (uint64_t)op->userns_fd};
+
+			if (mount_setattr(fd, "", AT_EMPTY_PATH, &a,
+					  sizeof(a)) < 0 ||
+			    move_mount(fd, "", AT_FDCWD, op->dst,
+				       MOVE_MOUNT_F_EMPTY_PATH) < 0)
+				r = -errno;
+		}
+		close(fd);
+		return r;
+	case MP_REBIND_RO:
+		if (mount(op->dst, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+			return -errno;
+		return set_attr(op->dst, AT_RECURSIVE,
+				MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+				    MOUNT_ATTR_NODEV,
+				-1);
+	case MP_HIDE_DIR:
+		if (mount("tmpfs", op->dst, "tmpfs",
+			  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+			  "mode=000,size=4k,nr_inodes=1") < 0)
+			return -errno;
+		return 0;
+	case MP_HIDE_FILE:
+	case MP_EMPTY_FILE:
+		if (mount(op->kind == MP_HIDE_FILE ? MP_HIDE_SRC : MP_EMPTY_SRC,
+			  op->dst, NULL, MS_BIND, NULL) < 0)
+			return -errno;
+		return set_attr(op->dst, 0,
+				MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+				    MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+				-1);
+	case MP_DEVICE:
+		fd = open(op->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+		if (fd < 0)
+			return -errno;
+		close(fd);
+		if (mount(op->src, op->dst, NULL, MS_BIND, NULL) < 0)
+			return -errno;
+		return set_attr(op->dst, 0,
+				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, -1);
+	case MP_SYMLINK:
+		if (symlink(op->src, op->dst) < 0 && errno != EEXIST)
+			return -errno;
+		return 0;
+	case MP_MKDIR:
+		if (mkdir(op->dst, 0755) < 0 && errno != EEXIST)
+			return -errno;
+		return 0;
+	case MP_PROC:
+		if (mount("proc", op->dst, "proc",
+			  MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+			return -errno;
+		return 0;
+	case MP_SEAL_RO:
+		return set_attr(op->dst, 0, MOUNT_ATTR_RDONLY, -1);
+	}
+	return -EINVAL;
+}
+
+static int touch(const char *path, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+
+	if (fd < 0)
+		return -errno;
+	/* The umask may have taken bits away. */
+	if (fchmod(fd, mode) < 0) {
+		int e = -errno;
+		close(fd);
+		return e;
+	}
+	close(fd);
+	return 0;
+}
+
+int mountplan_apply(const struct mountplan *p, int *ret_step)
+{
+	int r;
+
+	*ret_step = -1;
+	/* Nothing done here may propagate back to the host's mounts. */
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+		return -errno;
+	if (mount("tmpfs", MP_BASE, "tmpfs", MS_NOSUID | MS_NODEV,
+		  "mode=0755,size=64k") < 0)
+		return -errno;
+	if (chdir(MP_BASE) < 0 || mkdir("newroot", 0755) < 0 ||
+	    mkdir("oldroot", 0755) < 0)
+		return -errno;
+	if ((r = touch("hidden", 0)) < 0 || (r = touch("empty", 0444)) < 0)
+		return r;
+	if (syscall(SYS_pivot_root, ".", "oldroot") < 0 || chdir("/") < 0)
+		return -errno;
+	/* The system, read-only, without setuid binaries or devices. */
+	if (mount(MP_OLDROOT, MP_NEWROOT, NULL, MS_BIND | MS_REC, NULL) < 0)
+		return -errno;
+	if ((r = set_attr(MP_NEWROOT, AT_RECURSIVE,
+			  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+			      MOUNT_ATTR_NODEV,
+			  -1)) < 0)
+		return r;
+	for (size_t i = 0; i < p->n; i++) {
+		if ((r = apply_op(&p->ops[i])) < 0) {
+			*ret_step = (int)i;
+			return r;
+		}
+	}
+	/* Pivot into the new root with the old one stacked on top of it,
+	 * then detach that: the host's tree is no longer reachable. */
+	if (chdir(MP_NEWROOT) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
+	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,83 @@
+/*
+ * The mount plan of a run (DESIGN.md, "Sandbox defaults"): a new root on
+ * which the system is read-only; writable only the workspace, a private
+ * size-capped /tmp, the operator's package caches and the paths the run
+ * lists; credential locations and spd's own directories covered by empty
+ * read-only mounts; a fresh /proc and a minimal /dev.
+ *
+ * The plan is built in sandboxd before fork (it allocates, stats paths,
+ * and creates placeholders on the host where a hidden path could
+ * otherwise be created by the run) and applied in the child inside its
+ * new mount namespace with async-signal-safe calls only.
+ */
+#ifndef SPD_SANDBOXD_LINUX_MOUNT_H
+#define SPD_SANDBOXD_LINUX_MOUNT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Mount operations of one plan: the fixed ones (/tmp, /dev and its
+ * devices, /proc, /run) plus one or two per listed path and per
+ * credential location. */
+#define MOUNTPLAN_OPS_MAX 256
+/* The private /tmp: big enough for builds, bounded so that a run cannot
+ * fill the host's memory. */
+#define MOUNTPLAN_TMP_SIZE "512m"
+/* /dev/shm: POSIX shared memory for tools that use it (Python
+ * multiprocessing), bounded like /tmp. */
+#define MOUNTPLAN_SHM_SIZE "64m"
+
+struct mountplan_op;
+
+struct mountplan {
+	struct mountplan_op *ops;
+	size_t n;
+	char **owned; /* strings the ops point to */
+	size_t nowned;
+	/* NULL-terminated writable paths as seen inside the run, for the
+	 * Landlock plan (which mirrors the mount plan). */
+	const char **write_paths;
+	size_t nwrite;
+};
+
+struct mountplan_in {
+	const char *workspace;		/* absolute, must exist */
+	const char *home;		/* the operator's HOME or NULL */
+	const char *const *writable;	/* NULL-terminated, may be NULL */
+	const char *const *hidden;	/* NULL-terminated, may be NULL */
+	const char *const *readonly;	/* NULL-terminated, may be NULL */
+	const char *const *empty_files; /* NULL-terminated, may be NULL */
+	bool keep_run;			/* net=host: keep /run (resolv.conf) */
+	/* >= 0 when sandboxd runs as root: a user namespace whose mapping
+	 * makes the operator's files the run uid's on the writable binds
+	 * (MOUNT_ATTR_IDMAP).  -1 otherwise.  Borrowed. */
+	int idmap_userns_fd;
+};
+
+/*
+ * Build the plan for in.  Allocates; on success fills *ret (free with
+ * mountplan_free) and returns 0.  Returns -ENOENT when the workspace does
+ * not exist, -ENOTDIR when it is not a directory, -SPD_ETOOBIG beyond
+ * MOUNTPLAN_OPS_MAX, -ENOMEM.  Paths are taken as given (absolute,
+ * without "..": sandboxd's caller resolved them).  May create empty
+ * directories (0700) on the host where a hidden path is missing below a
+ * writable path.
+ */
+int mountplan_build(const struct mountplan_in *in, struct mountplan *ret);
+void mountplan_free(struct mountplan *p);
+
+/*
+ * Apply the plan in the calling process, which must be alone in a fresh
+ * mount namespace with CAP_SYS_ADMIN there, then pivot into the new root
+ * and drop the old one.  Async-signal-safe.  Returns 0, or -errno with
+ * *ret_step set to the index of the failing operation (or -1 for the
+ * fixed steps around the plan) for the error message.
+ */
+int mountplan_apply(const struct mountplan *p, int *ret_step);
+
+/* A short description of operation i ("bind /work (rw)") for errors.
+ * Returns a pointer into static or plan storage; never NULL. */
+const char *mountplan_describe(const struct mountplan *p, int i);
+
+#endif

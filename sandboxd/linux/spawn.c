@@ -1,0 +1,931 @@
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <linux/filter.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/pidfd.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/envscrub.h"
+#include "common/util.h"
+#include "mount.h"
+#include "spawn.h"
+
+/* The layers a run can miss, named in SANDBOX-UNAVAILABLE and warnings. */
+enum layer {
+	L_USERNS,
+	L_MOUNT,
+	L_IDMAP,
+	L_NETNS,
+	L_LANDLOCK,
+	L_NNP,
+	L_CAPS,
+	L_SECCOMP,
+	L_RLIMIT,
+	L_UID,
+	L_CWD,
+	L_SETUP,
+	L__COUNT,
+};
+
+static const char *const layer_names[L__COUNT] = {
+    [L_USERNS] = "user namespaces", [L_MOUNT] = "mount plan",
+    [L_IDMAP] = "idmapped mounts",  [L_NETNS] = "loopback network",
+    [L_LANDLOCK] = "Landlock",	    [L_NNP] = "no_new_privs",
+    [L_CAPS] = "capabilities",	    [L_SECCOMP] = "seccomp",
+    [L_RLIMIT] = "rlimits",	    [L_UID] = "run uid",
+    [L_CWD] = "working directory",  [L_SETUP] = "setup",
+};
+
+/* A record the child writes on the report pipe (setup) or, from init, on
+ * the status pipe (the command's wait status).  Small enough that a pipe
+ * write of it is atomic. */
+enum rec_kind { REC_WARN = 1, REC_FAIL, REC_EXEC, REC_STATUS };
+struct rec {
+	int32_t kind;
+	int32_t layer;
+	int32_t err;  /* positive errno */
+	int32_t info; /* REC_STATUS: wait status; REC_FAIL mount: step */
+};
+
+/* Exit codes of the child when it did not exec: like a shell's. */
+#define CHILD_EXIT_REFUSED 125
+#define CHILD_EXIT_NOEXEC 126
+#define CHILD_EXIT_NOTFOUND 127
+
+/* PATH used to find argv[0] when the run's environment has none. */
+#define SPAWN_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
+
+/* The fixed descriptors of init and the command after the shuffle. */
+#define FD_REPORT 3
+#define FD_STATUS 4
+
+/* Everything the child needs, prepared before clone: after it only
+ * async-signal-safe calls run (no malloc, no stdio, no locks). */
+struct child_args {
+	const struct mountplan *plan; /* NULL: no namespaces (best-effort) */
+	bool root;
+	uid_t run_uid;
+	gid_t run_gid;
+	bool loopback;
+	bool best_effort;
+	const char *cwd;
+	char *const *argv;
+	char *const *envp;
+	const char *path;
+	int rl_res[SBXP_RLIM__COUNT];
+	uint64_t rl_val[SBXP_RLIM__COUNT];
+	const struct sbx_landlock_plan *landlock; /* NULL: skipped */
+	const struct sock_fprog *filter;	  /* NULL: skipped */
+	int fd_out, fd_err, fd_report, fd_status, fd_sync;
+};
+
+uint64_t spawn_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int spawn_ctx_init(struct spawn_ctx *ctx)
+{
+	memset(ctx, 0, sizeof(*ctx));
+	ctx->uid = geteuid();
+	ctx->gid = getegid();
+	ctx->root = ctx->uid == 0;
+	return 0;
+}
+
+void spawn_ctx_free(struct spawn_ctx *ctx)
+{
+	if (!ctx)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(ctx->filters); i++) {
+		if (ctx->filters[i]) {
+			sbx_seccomp_free(ctx->filters[i]);
+			free(ctx->filters[i]);
+			ctx->filters[i] = NULL;
+		}
+	}
+	for (size_t i = 0; i < ctx->nidmap; i++)
+		close(ctx->idmap[i].fd);
+	ctx->nidmap = 0;
+}
+
+const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx)
+{
+	struct sbx_layers l;
+
+	memset(&l, 0, sizeof(l));
+	if (sbx_probe_layers(&l) < 0)
+		snprintf(l.userns_why, sizeof(l.userns_why),
+			 "probing the kernel failed");
+	ctx->layers = l;
+	ctx->probed = true;
+	return &ctx->layers;
+}
+
+/* ---- the child ---------------------------------------------------------- */
+
+static void child_rec(int fd, enum rec_kind kind, enum layer layer, int err,
+		      int info)
+{
+	struct rec r = {kind, layer, err < 0 ? -err : err, info};
+	ssize_t n;
+
+	do {
+		n = write(fd, &r, sizeof(r));
+	} while (n < 0 && errno == EINTR);
+}
+
+static __attribute__((noreturn)) void child_fail(int fd, enum layer layer,
+						 int err, int info)
+{
+	child_rec(fd, REC_FAIL, layer, err, info);
+	_exit(CHILD_EXIT_REFUSED);
+}
+
+/* A layer could not be applied: refuse, or in best-effort say so and go
+ * on without it. */
+static void child_layer_failed(const struct child_args *a, int fd,
+			       enum layer layer, int err)
+{
+	if (!a->best_effort)
+		child_fail(fd, layer, err, 0);
+	child_rec(fd, REC_WARN, layer, err, 0);
+}
+
+/* Bring lo up in the new network namespace: an ioctl, no netlink. */
+static int child_lo_up(void)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int r = 0;
+
+	if (s < 0)
+		return -errno;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+		r = -errno;
+		goto out;
+	}
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		r = -errno;
+out:
+	close(s);
+	return r;
+}
+
+/* Give init's descriptors fixed numbers: 1 and 2 the output pipes, 3 the
+ * report pipe, 4 the status pipe; close everything else (sandboxd's
+ * socket, other runs' pipes). */
+static int child_shuffle_fds(const struct child_args *a)
+{
+	int src[4] = {a->fd_out, a->fd_err, a->fd_report, a->fd_status};
+	int tmp[4];
+
+	for (int i = 0; i < 4; i++) {
+		tmp[i] = fcntl(src[i], F_DUPFD, 10);
+		if (tmp[i] < 0)
+			return -errno;
+	}
+	for (int i = 0; i < 4; i++)
+		if (dup2(tmp[i], i + 1) < 0)
+			return -errno;
+	if (close_range(FD_STATUS + 1, ~0u, 0) < 0)
+		return -errno;
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null < 0)
+		return -errno;
+	if (dup2(null, 0) < 0)
+		return -errno;
+	close(null);
+	return 0;
+}
+
+static __attribute__((noreturn)) void child_exec(const struct child_args *a)
+{
+	const char *file = a->argv[0];
+	char buf[PATH_MAX];
+	int err = ENOENT;
+	bool eacces = false;
+
+	if (strchr(file, '/')) {
+		execve(file, a->argv, a->envp);
+		err = errno;
+	} else {
+		size_t flen = strlen(file);
+		const char *p = a->path;
+
+		/* execvpe() searches the caller's PATH, not envp's: search
+		 * the run's own, as a shell inside it would. */
+		while (*p) {
+			const char *end = strchr(p, ':');
+			size_t dlen = end ? (size_t)(end - p) : strlen(p);
+
+			if (dlen == 0) {
+				buf[0] = '.';
+				dlen = 1;
+			} else if (dlen + flen + 2 <= sizeof(buf)) {
+				memcpy(buf, p, dlen);
+			} else {
+				dlen = 0;
+			}
+			if (dlen && dlen + flen + 2 <= sizeof(buf)) {
+				buf[dlen] = '/';
+				memcpy(buf + dlen + 1, file, flen + 1);
+				execve(buf, a->argv, a->envp);
+				if (errno == EACCES)
+					eacces = true;
+				else if (errno != ENOENT && errno != ENOTDIR)
+					err = errno;
+			}
+			if (!end)
+				break;
+			p = end + 1;
+		}
+		if (eacces && err == ENOENT)
+			err = EACCES;
+	}
+	child_rec(FD_REPORT, REC_EXEC, L_SETUP, err, 0);
+	_exit(err == ENOENT || err == ENOTDIR ? CHILD_EXIT_NOTFOUND
+					      : CHILD_EXIT_NOEXEC);
+}
+
+/* Root only: drop the bounding set while CAP_SETPCAP is still held, then
+ * become the run's unprivileged uid, which clears the other sets. */
+static int child_become_run_uid(const struct child_args *a)
+{
+	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+			return -errno;
+	/* Raw syscalls: glibc's wrappers synchronise all threads, which a
+	 * child of fork must not rely on. */
+	if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+	    syscall(SYS_setresgid, a->run_gid, a->run_gid, a->run_gid) < 0 ||
+	    syscall(SYS_setresuid, a->run_uid, a->run_uid, a->run_uid) < 0)
+		return -errno;
+	return 0;
+}
+
+static __attribute__((noreturn)) void child_command(const struct child_args *a)
+{
+	int r;
+
+	/* No controlling terminal: TIOCSTI needs one. */
+	if (a->plan && setsid() < 0)
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0 || close(FD_STATUS) < 0)
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
+		struct rlimit rl;
+
+		/* Only the hard limit we were given can be kept or lowered:
+		 * raising needs CAP_SYS_RESOURCE in the initial namespace. */
+		if (getrlimit(a->rl_res[i], &rl) < 0)
+			child_fail(FD_REPORT, L_RLIMIT, errno, i);
+		if (rl.rlim_max == RLIM_INFINITY || a->rl_val[i] < rl.rlim_max)
+			rl.rlim_max = a->rl_val[i];
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(a->rl_res[i], &rl) < 0)
+			child_fail(FD_REPORT, L_RLIMIT, errno, i);
+	}
+	if (a->root && (r = child_become_run_uid(a)) < 0)
+		child_fail(FD_REPORT, L_UID, r, 0);
+	/* no_new_privs first: Landlock needs it once the uid is dropped
+	 * (it would otherwise need CAP_SYS_ADMIN), and it costs nothing. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_layer_failed(a, FD_REPORT, L_NNP, errno);
+	if (a->landlock && (r = sbx_landlock_apply(a->landlock)) < 0)
+		child_layer_failed(a, FD_REPORT, L_LANDLOCK, r);
+	if ((r = sbx_caps_drop_all()) < 0)
+		child_layer_failed(a, FD_REPORT, L_CAPS, r);
+	if (a->filter && (r = sbx_seccomp_load(a->filter)) < 0)
+		child_layer_failed(a, FD_REPORT, L_SECCOMP, r);
+	child_exec(a);
+}
+
+static __attribute__((noreturn)) void child_init(const struct child_args *a)
+{
+	char c;
+	int r, step;
+	pid_t cmd;
+
+	/* If sandboxd dies, so does the run (its pid namespace with init).
+	 * The sync byte proves sandboxd was still alive after this was set
+	 * and, without root, that it wrote our uid and gid maps. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 ||
+	    read(a->fd_sync, &c, 1) != 1)
+		_exit(CHILD_EXIT_REFUSED);
+	close(a->fd_sync);
+	if (a->plan) {
+		if (sethostname("sandbox", 7) < 0)
+			child_fail(a->fd_report, L_SETUP, errno, 0);
+		if (a->loopback && (r = child_lo_up()) < 0)
+			child_fail(a->fd_report, L_NETNS, r, 0);
+		if ((r = mountplan_apply(a->plan, &step)) < 0)
+			child_fail(a->fd_report, L_MOUNT, r, step);
+	} else if (setsid() < 0) {
+		child_fail(a->fd_report, L_SETUP, errno, 0);
+	}
+	if ((r = child_shuffle_fds(a)) < 0)
+		child_fail(a->fd_report, L_SETUP, r, 0);
+	if (chdir(a->cwd) < 0)
+		child_fail(FD_REPORT, L_CWD, errno, 0);
+
+	cmd = fork();
+	if (cmd < 0)
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	if (cmd == 0)
+		child_command(a);
+	close(FD_REPORT);
+	/* init runs nothing untrusted, but holds nothing it does not need
+	 * either: the command could otherwise find a privileged process in
+	 * its own pid namespace. */
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	sbx_caps_drop_all();
+	for (;;) {
+		int st;
+		pid_t w = waitpid(-1, &st, __WALL);
+
+		if (w == cmd) {
+			child_rec(FD_STATUS, REC_STATUS, L_SETUP, 0, st);
+			/* Returning kills every process left in the pid
+			 * namespace: a daemonised child dies with its run. */
+			_exit(0);
+		}
+		if (w < 0 && errno == ECHILD)
+			_exit(CHILD_EXIT_REFUSED);
+	}
+}
+
+/* ---- sandboxd's side ------------------------------------------------------ */
+
+static void refuse(struct sbxp_exited *e, const char *code, const char *fmt,
+		   ...) __attribute__((format(printf, 3, 4)));
+static void refuse(struct sbxp_exited *e, const char *code, const char *fmt,
+		   ...)
+{
+	va_list ap;
+
+	memset(e, 0, sizeof(*e));
+	e->exit_code = -1;
+	snprintf(e->error_code, sizeof(e->error_code), "%s", code);
+	va_start(ap, fmt);
+	vsnprintf(e->error_msg, sizeof(e->error_msg), fmt, ap);
+	va_end(ap);
+}
+
+static void add_warning(struct spawn_run *run, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void add_warning(struct spawn_run *run, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (run->info.nwarn >= SBXP_WARN_MAX)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(run->info.warn[run->info.nwarn++], SBXP_WARN_LEN, fmt, ap);
+	va_end(ap);
+}
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, strlen(s));
+	if (n < 0)
+		r = -errno;
+	else if ((size_t)n != strlen(s))
+		r = -EIO;
+	close(fd);
+	return r;
+}
+
+static int write_id_maps(pid_t pid, const char *uid_map, const char *gid_map,
+			 bool deny_setgroups)
+{
+	char path[64];
+	int r;
+
+	if (deny_setgroups) {
+		snprintf(path, sizeof(path), "/proc/%d/setgroups", pid);
+		if ((r = write_file(path, "deny")) < 0)
+			return r;
+	}
+	snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);
+	if ((r = write_file(path, uid_map)) < 0)
+		return r;
+	snprintf(path, sizeof(path), "/proc/%d/gid_map", pid);
+	return write_file(path, gid_map);
+}
+
+/*
+ * A user namespace for MOUNT_ATTR_IDMAP in which the operator's uid (the
+ * owner of the workspace on disk) is the run's uid: through such a mount
+ * the run sees its workspace as its own, and what it creates is stored
+ * as the operator's.  Made once per uid pair by a short-lived child and
+ * kept open.
+ */
+static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
+			int *ret_fd)
+{
+	char umap[64], gmap[64], path[64];
+	int p[2], fd = -1, r;
+	pid_t pid;
+	char c;
+
+	for (size_t i = 0; i < ctx->nidmap; i++) {
+		if (ctx->idmap[i].uid == uid && ctx->idmap[i].gid == gid) {
+			*ret_fd = ctx->idmap[i].fd;
+			return 0;
+		}
+	}
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL,
+			     NULL, NULL);
+	if (pid < 0) {
+		r = -errno;
+		close(p[0]);
+		close(p[1]);
+		return r;
+	}
+	if (pid == 0) {
+		/* Wait, doing nothing, until the parent has what it needs. */
+		close(p[1]);
+		while (read(p[0], &c, 1) < 0 && errno == EINTR)
+			;
+		_exit(0);
+	}
+	close(p[0]);
+	snprintf(umap, sizeof(umap), "%u %u 1\n", ctx->uid, uid);
+	snprintf(gmap, sizeof(gmap), "%u %u 1\n", ctx->gid, gid);
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
+	r = write_id_maps(pid, umap, gmap, false);
+	if (r == 0) {
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			r = -errno;
+	}
+	close(p[1]);
+	waitpid(pid, NULL, 0);
+	if (r < 0)
+		return r;
+	if (ctx->nidmap == SPAWN_IDMAP_CACHE) {
+		close(ctx->idmap[0].fd);
+		memmove(&ctx->idmap[0], &ctx->idmap[1],
+			sizeof(ctx->idmap[0]) * (SPAWN_IDMAP_CACHE - 1));
+		ctx->nidmap--;
+	}
+	ctx->idmap[ctx->nidmap].uid = uid;
+	ctx->idmap[ctx->nidmap].gid = gid;
+	ctx->idmap[ctx->nidmap].fd = fd;
+	ctx->nidmap++;
+	*ret_fd = fd;
+	return 0;
+}
+
+static const struct sock_fprog *seccomp_filter(struct spawn_ctx *ctx,
+					       enum sbx_net net, int *ret_err)
+{
+	struct sock_fprog *f;
+	int r;
+
+	if (ctx->filters[net])
+		return ctx->filters[net];
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		*ret_err = -ENOMEM;
+		return NULL;
+	}
+	r = sbx_seccomp_build(net, f);
+	if (r < 0) {
+		free(f);
+		*ret_err = r;
+		return NULL;
+	}
+	ctx->filters[net] = f;
+	return f;
+}
+
+/* The environment, scrubbed again here so that a bug in spd cannot pass
+ * a key on, with NO_COLOR=1.  Returns a malloc'd array borrowing v's
+ * strings, and the run's PATH in *ret_path. */
+static char **build_env(const struct sbxp_run_view *v, const char **ret_path)
+{
+	size_t n = 0;
+	char **env;
+
+	*ret_path = SPAWN_DEFAULT_PATH;
+	while (v->lists[SBXP_L_ENV][n])
+		n++;
+	env = calloc(n + 2, sizeof(*env));
+	if (!env)
+		return NULL;
+	n = 0;
+	for (size_t i = 0; v->lists[SBXP_L_ENV][i]; i++) {
+		const char *e = v->lists[SBXP_L_ENV][i];
+
+		if (envscrub_entry_drop(e, NULL) || !strncmp(e, "NO_COLOR=", 9))
+			continue;
+		if (!strncmp(e, "PATH=", 5))
+			*ret_path = e + 5;
+		env[n++] = (char *)(uintptr_t)e;
+	}
+	env[n++] = (char *)"NO_COLOR=1";
+	env[n] = NULL;
+	return env;
+}
+
+static const char *errstr(int err)
+{
+	return strerror(err < 0 ? -err : err);
+}
+
+int spawn_start(struct spawn_ctx *ctx, uint32_t id,
+		const struct sbxp_run_view *v, int out_fd, int err_fd,
+		struct spawn_run *run, struct sbxp_exited *ret_refusal)
+{
+	const struct sbxp_run *m = v->msg;
+	bool best = m->flags & SBXP_RUN_BEST_EFFORT;
+	bool namespaces = true, use_landlock = true;
+	struct child_args a = {.fd_out = out_fd, .fd_err = err_fd};
+	struct mountplan plan = {0};
+	struct sbx_landlock_plan ll = {0};
+	const char *read_paths[] = {"/", NULL};
+	const char *fb_write[SBXP_PATHS_MAX + 4];
+	char **env = NULL;
+	int report[2] = {-1, -1}, status[2] = {-1, -1}, sync[2] = {-1, -1};
+	int idmap_fd = -1, err = 0, r;
+	unsigned long flags;
+	pid_t pid;
+
+	memset(run, 0, sizeof(*run));
+	run->id = id;
+	run->pidfd = run->report_fd = run->status_fd = -1;
+	if (!ctx->probed)
+		spawn_probe(ctx);
+
+	/* Fail closed: every layer that the host cannot give refuses the
+	 * run, unless it is best-effort, which runs with a warning. */
+	if (!ctx->root && !ctx->layers.userns) {
+		if (!best) {
+			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+			       "user namespaces: %s", ctx->layers.userns_why);
+			return -EPERM;
+		}
+		namespaces = false;
+		add_warning(run,
+			    "user namespaces: %s; running without namespaces "
+			    "or the mount plan, and background processes may "
+			    "outlive the run",
+			    ctx->layers.userns_why);
+	}
+	if (ctx->layers.landlock_abi <= 0) {
+		if (!best) {
+			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+			       "Landlock: %s", ctx->layers.landlock_why);
+			return -EPERM;
+		}
+		use_landlock = false;
+		add_warning(run, "Landlock: %s; running without it",
+			    ctx->layers.landlock_why);
+	}
+	a.filter = seccomp_filter(ctx, (enum sbx_net)m->net, &err);
+	if (!a.filter) {
+		if (!best) {
+			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+			       "seccomp: cannot build the filter (%s)",
+			       errstr(err));
+			return err;
+		}
+		add_warning(run, "seccomp: cannot build the filter (%s)",
+			    errstr(err));
+	}
+	if (ctx->root) {
+		a.root = true;
+		a.run_uid = m->run_uid ? m->run_uid : SPAWN_RUN_UID_DEFAULT;
+		a.run_gid = m->run_gid ? m->run_gid : SPAWN_RUN_GID_DEFAULT;
+		r = ctx->layers.idmap_mounts
+			? idmap_userns(ctx, a.run_uid, a.run_gid, &idmap_fd)
+			: -EOPNOTSUPP;
+		if (r < 0) {
+			const char *why = ctx->layers.idmap_mounts
+					      ? errstr(r)
+					      : ctx->layers.idmap_why;
+			if (!best) {
+				refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+				       "idmapped mounts: %s", why);
+				return r;
+			}
+			idmap_fd = -1;
+			add_warning(run,
+				    "idmapped mounts: %s; the workspace may "
+				    "not be writable by uid %u",
+				    why, a.run_uid);
+		}
+	}
+
+	env = build_env(v, &a.path);
+	if (!env) {
+		refuse(ret_refusal, SBXP_ERR_INTERNAL, "out of memory");
+		return -ENOMEM;
+	}
+	a.argv = (char *const *)(uintptr_t)v->lists[SBXP_L_ARGV];
+	a.envp = env;
+	a.cwd = v->cwd[0] ? v->cwd : v->workspace;
+	a.best_effort = best;
+	a.loopback = m->net == SBX_NET_LOOPBACK;
+	static const int res[SBXP_RLIM__COUNT] = {
+	    [SBXP_RLIM_NPROC] = RLIMIT_NPROC,
+	    [SBXP_RLIM_NOFILE] = RLIMIT_NOFILE,
+	    [SBXP_RLIM_FSIZE] = RLIMIT_FSIZE,
+	    [SBXP_RLIM_CPU] = RLIMIT_CPU,
+	    [SBXP_RLIM_AS] = RLIMIT_AS,
+	};
+	static const uint64_t defaults[SBXP_RLIM__COUNT] = {
+	    [SBXP_RLIM_NPROC] = SPAWN_RLIM_NPROC,
+	    [SBXP_RLIM_NOFILE] = SPAWN_RLIM_NOFILE,
+	    [SBXP_RLIM_FSIZE] = SPAWN_RLIM_FSIZE,
+	    [SBXP_RLIM_CPU] = SPAWN_RLIM_CPU,
+	    [SBXP_RLIM_AS] = SPAWN_RLIM_AS,
+	};
+	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
+		a.rl_res[i] = res[i];
+		a.rl_val[i] = m->rlimits[i] ? m->rlimits[i] : defaults[i];
+	}
+
+	ll.read_paths = read_paths;
+	ll.net = (enum sbx_net)m->net;
+	ll.scope = true;
+	if (namespaces) {
+		struct mountplan_in in = {
+		    .workspace = v->workspace,
+		    .home = v->home,
+		    .writable = v->lists[SBXP_L_WRITABLE],
+		    .hidden = v->lists[SBXP_L_HIDDEN],
+		    .readonly = v->lists[SBXP_L_READONLY],
+		    .empty_files = v->lists[SBXP_L_EMPTY],
+		    .keep_run = m->net == SBX_NET_HOST,
+		    .idmap_userns_fd = idmap_fd,
+		};
+		r = mountplan_build(&in, &plan);
+		if (r < 0) {
+			if (r == -ENOENT || r == -ENOTDIR)
+				refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,
+				       "workspace %s: %s", v->workspace,
+				       errstr(r));
+			else
+				refuse(ret_refusal, SBXP_ERR_INTERNAL,
+				       "mount plan: %s", errstr(r));
+			goto out;
+		}
+		a.plan = &plan;
+		ll.write_paths = plan.write_paths;
+	} else {
+		size_t n = 0;
+
+		fb_write[n++] = v->workspace;
+		for (size_t i = 0; v->lists[SBXP_L_WRITABLE][i]; i++)
+			fb_write[n++] = v->lists[SBXP_L_WRITABLE][i];
+		fb_write[n++] = "/tmp";
+		fb_write[n++] = "/dev";
+		fb_write[n] = NULL;
+		ll.write_paths = fb_write;
+	}
+	if (use_landlock)
+		a.landlock = &ll;
+
+	if (pipe2(report, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0 ||
+	    pipe2(sync, O_CLOEXEC) < 0) {
+		r = -errno;
+		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
+		goto out;
+	}
+	a.fd_report = report[1];
+	a.fd_status = status[1];
+	a.fd_sync = sync[0];
+
+	flags = SIGCHLD;
+	if (namespaces) {
+		flags |= CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+			 CLONE_NEWUTS | CLONE_NEWCGROUP;
+		if (!ctx->root)
+			flags |= CLONE_NEWUSER;
+		if (m->net != SBX_NET_HOST)
+			flags |= CLONE_NEWNET;
+	}
+	run->start_ns = spawn_now_ns();
+	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+	if (pid < 0) {
+		r = -errno;
+		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+		       "namespaces: clone: %s", errstr(r));
+		goto out;
+	}
+	if (pid == 0)
+		child_init(&a);
+
+	close(report[1]);
+	close(status[1]);
+	close(sync[0]);
+	report[1] = status[1] = sync[0] = -1;
+	run->pid = pid;
+	run->pidfd = pidfd_open(pid, 0);
+	if (run->pidfd < 0) {
+		r = -errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pidfd_open: %s",
+		       errstr(r));
+		goto out;
+	}
+	if (namespaces && !ctx->root) {
+		char umap[64], gmap[64];
+
+		snprintf(umap, sizeof(umap), "%u %u 1\n", ctx->uid, ctx->uid);
+		snprintf(gmap, sizeof(gmap), "%u %u 1\n", ctx->gid, ctx->gid);
+		r = write_id_maps(pid, umap, gmap, true);
+		if (r < 0) {
+			kill(pid, SIGKILL);
+			waitpid(pid, NULL, 0);
+			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+			       "user namespaces: writing the uid map: %s",
+			       errstr(r));
+			goto out;
+		}
+	}
+	if (write(sync[1], "x", 1) != 1) {
+		r = -errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		refuse(ret_refusal, SBXP_ERR_INTERNAL, "sync: %s", errstr(r));
+		goto out;
+	}
+	fcntl(report[0], F_SETFL, O_NONBLOCK);
+	fcntl(status[0], F_SETFL, O_NONBLOCK);
+	run->report_fd = steal_fd(report[0]);
+	run->status_fd = steal_fd(status[0]);
+	run->own_pidns = namespaces;
+	run->info.pid = pid;
+	if (m->timeout_ms)
+		run->deadline_ns =
+		    run->start_ns + (uint64_t)m->timeout_ms * 1000000ull;
+	if (namespaces)
+		run->plan = plan;
+	else
+		mountplan_free(&plan);
+	free(env);
+	close(sync[1]);
+	return 0;
+out:
+	if (run->pidfd >= 0)
+		close(run->pidfd);
+	run->pidfd = -1;
+	for (int i = 0; i < 2; i++) {
+		if (report[i] >= 0)
+			close(report[i]);
+		if (status[i] >= 0)
+			close(status[i]);
+		if (sync[i] >= 0)
+			close(sync[i]);
+	}
+	mountplan_free(&plan);
+	free(env);
+	return r < 0 ? r : -EIO;
+}
+
+static void record_failure(struct spawn_run *run, const struct rec *rec)
+{
+	const char *name = rec->layer >= 0 && rec->layer < L__COUNT
+			       ? layer_names[rec->layer]
+			       : "setup";
+	const char *code = SBXP_ERR_UNAVAILABLE;
+
+	if (rec->layer == L_SETUP || rec->layer == L_RLIMIT)
+		code = SBXP_ERR_INTERNAL;
+	if (rec->layer == L_CWD)
+		code = SBXP_ERR_BAD_REQUEST;
+	run->failed = true;
+	if (rec->layer == L_MOUNT)
+		refuse(&run->refusal, code, "%s: %s: %s", name,
+		       mountplan_describe(&run->plan, rec->info),
+		       strerror(rec->err));
+	else
+		refuse(&run->refusal, code, "%s: %s", name, strerror(rec->err));
+}
+
+int spawn_read_report(struct spawn_run *run)
+{
+	struct rec rec;
+	ssize_t n;
+
+	if (run->report_fd < 0)
+		return 1;
+	for (;;) {
+		n = read(run->report_fd, &rec, sizeof(rec));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0)
+			break;
+		if (n != sizeof(rec))
+			continue;
+		if (rec.kind == REC_WARN && rec.layer >= 0 &&
+		    rec.layer < L__COUNT)
+			add_warning(run, "%s: %s; running without it",
+				    layer_names[rec.layer], strerror(rec.err));
+		else if (rec.kind == REC_FAIL && !run->failed)
+			record_failure(run, &rec);
+		else if (rec.kind == REC_EXEC)
+			run->exec_errno = rec.err;
+	}
+	close(run->report_fd);
+	run->report_fd = -1;
+	return 1;
+}
+
+void spawn_kill(struct spawn_run *run)
+{
+	if (run->pidfd < 0)
+		return;
+	/* Killing init ends the pid namespace and everything in it.  Without
+	 * one (best-effort), kill the session's process group too. */
+	pidfd_send_signal(run->pidfd, SIGKILL, NULL, 0);
+	if (!run->own_pidns)
+		kill(-run->pid, SIGKILL);
+}
+
+void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret)
+{
+	siginfo_t si;
+	struct rec rec;
+	bool have_status = false;
+	ssize_t n;
+
+	memset(ret, 0, sizeof(*ret));
+	while (spawn_read_report(run) == 0)
+		;
+	memset(&si, 0, sizeof(si));
+	while (waitid(P_PIDFD, (id_t)run->pidfd, &si, WEXITED) < 0 &&
+	       errno == EINTR)
+		;
+	if (!run->own_pidns)
+		kill(-run->pid, SIGKILL);
+	do {
+		n = read(run->status_fd, &rec, sizeof(rec));
+	} while (n < 0 && errno == EINTR);
+	if (n == sizeof(rec) && rec.kind == REC_STATUS)
+		have_status = true;
+
+	if (run->failed) {
+		*ret = run->refusal;
+	} else if (have_status && WIFEXITED(rec.info)) {
+		ret->exit_code = WEXITSTATUS(rec.info);
+		if (run->exec_errno)
+			snprintf(ret->error_msg, sizeof(ret->error_msg),
+				 "%s: %s", "exec", strerror(run->exec_errno));
+	} else if (have_status && WIFSIGNALED(rec.info)) {
+		ret->exit_code = -1;
+		ret->term_signal = WTERMSIG(rec.info);
+	} else if (run->timed_out || run->cancelled) {
+		ret->exit_code = -1;
+		ret->term_signal = SIGKILL;
+	} else {
+		refuse(ret, SBXP_ERR_INTERNAL,
+		       "the run's init ended without a status (code %d, "
+		       "status %d)",
+		       si.si_code, si.si_status);
+	}
+	ret->timed_out = run->timed_out;
+	ret->cancelled = run->cancelled;
+	ret->duration_us = (spawn_now_ns() - run->start_ns) / 1000;
+	close(run->pidfd);
+	close(run->status_fd);
+	run->pidfd = run->status_fd = -1;
+	mountplan_free(&run->plan);
+}

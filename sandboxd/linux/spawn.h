@@ -1,0 +1,126 @@
+/*
+ * Starting, watching and ending one sandboxed run (DESIGN.md, "Sandbox
+ * defaults"; issue 3).  sandboxd's loop owns an array of struct
+ * spawn_run and polls each run's pidfd and report pipe; this module does
+ * the rest:
+ *
+ *   sandboxd ──clone(namespaces)──▶ init (pid 1 of the run's pid ns)
+ *                                    mount plan, lo up, pivot_root
+ *                                    └─fork─▶ command: setsid, fds,
+ *                                             rlimits, Landlock, NNP,
+ *                                             caps, seccomp, exec
+ *
+ * init exits as soon as the command does, and the kernel then kills
+ * everything else in the pid namespace: nothing outlives its run.
+ * Killing init (deadline, CANCEL, sandboxd's exit) does the same.
+ */
+#ifndef SPD_SANDBOXD_LINUX_SPAWN_H
+#define SPD_SANDBOXD_LINUX_SPAWN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proto/sandbox.h"
+#include "sandboxd/linux/mount.h"
+#include "sandboxd/linux/layers.h"
+
+/* Defaults of the run's rlimits, each overridable per RUN:
+ * processes (a fork bomb stops here; counted per user namespace, so per
+ * run unless sandboxd runs as root), open files, the largest file one
+ * write may make, CPU seconds (the deadline usually ends a run first),
+ * address space (generous: runtimes such as V8 and Go reserve a lot of
+ * virtual memory they never touch). */
+#define SPAWN_RLIM_NPROC 1024
+#define SPAWN_RLIM_NOFILE 4096
+#define SPAWN_RLIM_FSIZE (4ull << 30)
+#define SPAWN_RLIM_CPU 3600
+#define SPAWN_RLIM_AS (64ull << 30)
+
+/* The uid/gid of a run when sandboxd runs as root and the RUN names none
+ * (0 in the message): nobody/nogroup. */
+#define SPAWN_RUN_UID_DEFAULT 65534
+#define SPAWN_RUN_GID_DEFAULT 65534
+
+/* Idmap user namespaces kept open (one per run uid/gid pair). */
+#define SPAWN_IDMAP_CACHE 4
+
+struct spawn_ctx {
+	bool root; /* sandboxd runs as uid 0: commands run as run_uid */
+	uid_t uid; /* sandboxd's (the operator's) ids */
+	gid_t gid;
+	bool probed;
+	struct sbx_layers layers;
+	/* seccomp programs per net mode, built once; NULL filter until. */
+	struct sock_fprog *filters[3];
+	int filter_err[3]; /* the build error, 0 when not tried or built */
+	struct {
+		uid_t uid;
+		gid_t gid;
+		int fd;
+	} idmap[SPAWN_IDMAP_CACHE];
+	size_t nidmap;
+};
+
+struct spawn_run {
+	uint32_t id;
+	pid_t pid;	      /* the run's init as sandboxd sees it */
+	int pidfd;	      /* readable when init exits */
+	int report_fd;	      /* setup records; EOF once the command exec'd */
+	int status_fd;	      /* init's record of the command's wait status */
+	uint64_t start_ns;    /* CLOCK_MONOTONIC */
+	uint64_t deadline_ns; /* 0: none */
+	bool own_pidns;	      /* false: best-effort run without namespaces */
+	bool started;	      /* STARTED was sent */
+	bool failed;	      /* a setup record refused the run */
+	bool timed_out;
+	bool cancelled;
+	struct sbxp_started info;   /* pid and warnings for STARTED */
+	struct sbxp_exited refusal; /* set when failed */
+	int exec_errno;		    /* the command could not be exec'd */
+	struct mountplan plan;	    /* kept to name a failing mount */
+};
+
+/* Fill ctx for this process (its uids).  Probing is deferred to the
+ * first run or probe.  Returns 0. */
+int spawn_ctx_init(struct spawn_ctx *ctx);
+/* Close the cached namespaces and free the filters.  Accepts NULL. */
+void spawn_ctx_free(struct spawn_ctx *ctx);
+
+/* Probe the layers again (PROBE) and remember the result.  Returns a
+ * pointer into ctx, never NULL. */
+const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx);
+
+/*
+ * Start the run described by v, its output going to the descriptors
+ * out_fd and err_fd (borrowed; the caller closes them afterwards).  On
+ * success fills *run and returns 0: the caller polls run->pidfd and
+ * run->report_fd.  When the run cannot start, fills *ret_refusal (the
+ * EXITED to send: SANDBOX-UNAVAILABLE naming the layer, BAD-REQUEST or
+ * INTERNAL) and returns -errno.
+ */
+int spawn_start(struct spawn_ctx *ctx, uint32_t id,
+		const struct sbxp_run_view *v, int out_fd, int err_fd,
+		struct spawn_run *run, struct sbxp_exited *ret_refusal);
+
+/*
+ * Read what the run's report pipe holds.  Returns 1 when the pipe reached
+ * EOF (the command was exec'd, or setup failed: check run->failed), 0
+ * when more may come.  Records warnings into run->info.
+ */
+int spawn_read_report(struct spawn_run *run);
+
+/* Kill the whole run (its pid namespace) now.  Idempotent. */
+void spawn_kill(struct spawn_run *run);
+
+/*
+ * Reap a run whose pidfd became readable and fill *ret with its EXITED:
+ * the command's exit code or signal, timed_out, duration, or the refusal
+ * recorded during setup.  Closes the run's descriptors.
+ */
+void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret);
+
+/* Monotonic clock in nanoseconds. */
+uint64_t spawn_now_ns(void);
+
+#endif

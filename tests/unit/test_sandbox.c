@@ -1,0 +1,599 @@
+/*
+ * sandboxd through spd's supervisor (daemon/sbx.c), on a real uv loop
+ * with the built build/sandboxd.  Each test asserts what a user cares
+ * about on the host: the output, the exit code, the file outside left
+ * alone, the canary not read, the marker never created.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/buf.h"
+#include "daemon/sbx.h"
+#include "tests/lib/testlib.h"
+
+/* Where files that must lie outside the run's private /tmp go: the root
+ * bind makes them read-only there, which is what the tests check. */
+#define OUTSIDE_BASE "/var/tmp"
+
+struct outcome {
+	struct buf out, err;
+	bool done;
+	int exit_code, term_signal;
+	bool timed_out, cancelled;
+	uint64_t dropped[2];
+	char *error_code, *error_msg;
+	int nwarn;
+};
+
+struct fixture {
+	uv_loop_t loop;
+	struct sbx *s;
+	char *ws;
+	char *outside; /* a directory under OUTSIDE_BASE, mode 0777 */
+	bool closed;
+};
+
+static void on_output(void *data, int stream, const char *buf, size_t len)
+{
+	struct outcome *o = data;
+
+	buf_append(stream == 1 ? &o->out : &o->err, buf, len);
+}
+
+static void on_done(void *data, const struct sbx_result *r)
+{
+	struct outcome *o = data;
+
+	o->done = true;
+	o->exit_code = r->exit_code;
+	o->term_signal = r->term_signal;
+	o->timed_out = r->timed_out;
+	o->cancelled = r->cancelled;
+	o->dropped[0] = r->bytes_dropped[0];
+	o->dropped[1] = r->bytes_dropped[1];
+	o->error_code = r->error_code ? strdup(r->error_code) : NULL;
+	o->error_msg = r->error_msg ? strdup(r->error_msg) : NULL;
+	for (o->nwarn = 0; r->warnings[o->nwarn]; o->nwarn++)
+		;
+}
+
+static const struct sbx_cbs cbs = {on_output, on_done};
+
+static void outcome_free(struct outcome *o)
+{
+	buf_free(&o->out);
+	buf_free(&o->err);
+	free(o->error_code);
+	free(o->error_msg);
+}
+
+static void fx_setup(struct fixture *f, const char *sandboxd)
+{
+	char *prog = sandboxd ? strdup(sandboxd) : test_prog("sandboxd");
+	char tmpl[] = OUTSIDE_BASE "/spd-test-sbx-XXXXXX";
+
+	memset(f, 0, sizeof(*f));
+	ck_assert_int_eq(uv_loop_init(&f->loop), 0);
+	ck_assert_int_eq(sbx_start(&f->loop, prog, &f->s), 0);
+	free(prog);
+	f->ws = test_tmpdir("sbx");
+	ck_assert_ptr_nonnull(mkdtemp(tmpl));
+	f->outside = strdup(tmpl);
+	chmod(f->outside, 0777);
+}
+
+static void on_closed(void *data)
+{
+	*(bool *)data = true;
+}
+
+static void fx_teardown(struct fixture *f)
+{
+	sbx_close(f->s, on_closed, &f->closed);
+	while (!f->closed)
+		uv_run(&f->loop, UV_RUN_ONCE);
+	uv_run(&f->loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&f->loop), 0);
+	test_rmrf(f->ws);
+	test_rmrf(f->outside);
+	free(f->ws);
+	free(f->outside);
+}
+
+static char *default_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin",
+			      "LANG=C.UTF-8", NULL};
+
+static void spec_init(struct fixture *f, struct sbx_spec *sp, char *const *argv)
+{
+	memset(sp, 0, sizeof(*sp));
+	sp->argv = argv;
+	sp->envp = default_env;
+	sp->workspace = f->ws;
+	sp->home = f->outside; /* never the operator's real home */
+	sp->timeout_ms = 20000;
+}
+
+static void run(struct fixture *f, const struct sbx_spec *sp, struct outcome *o)
+{
+	memset(o, 0, sizeof(*o));
+	ck_assert_int_eq(sbx_run(f->s, sp, &cbs, o, NULL), 0);
+	while (!o->done)
+		uv_run(&f->loop, UV_RUN_ONCE);
+}
+
+/* Run sh -c script in the workspace. */
+static void run_sh(struct fixture *f, char *script, struct outcome *o)
+{
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct sbx_spec sp;
+
+	spec_init(f, &sp, argv);
+	run(f, &sp, o);
+}
+
+/* The host refuses what sandboxd needs entirely (no user namespaces as a
+ * non-root user): the other tests cannot run, say so. */
+static bool unavailable(const struct outcome *o)
+{
+	if (!o->error_code || strcmp(o->error_code, "SANDBOX-UNAVAILABLE"))
+		return false;
+	return !strncmp(o->error_msg, "user namespaces:", 16) ||
+	       sbx_landlock_abi() <= 0;
+}
+
+#define REQUIRE_SANDBOX(o)                                                     \
+	do {                                                                   \
+		if (unavailable(o))                                            \
+			TEST_SKIP("sandbox unavailable here: %s",              \
+				  (o)->error_msg);                             \
+	} while (0)
+
+START_TEST(output_and_exit_codes)
+{
+	struct fixture f;
+	struct outcome o;
+
+	fx_setup(&f, NULL);
+	char s1[] = "echo hello; echo oops >&2; exit 3";
+	run_sh(&f, s1, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_str_eq(o.out.data, "hello\n");
+	ck_assert_str_eq(o.err.data, "oops\n");
+	ck_assert_int_eq(o.exit_code, 3);
+	ck_assert(!o.timed_out);
+	outcome_free(&o);
+
+	char *missing[] = {"no-such-command-spd", NULL};
+	struct sbx_spec sp;
+	spec_init(&f, &sp, missing);
+	run(&f, &sp, &o);
+	ck_assert_int_eq(o.exit_code, 127);
+	ck_assert_ptr_null(o.error_code);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+START_TEST(deadline_kills_everything)
+{
+	struct fixture f;
+	struct outcome o;
+	char script[PATH_MAX + 128], marker[PATH_MAX];
+
+	fx_setup(&f, NULL);
+	snprintf(marker, sizeof(marker), "%s/marker", f.ws);
+	/* A background process that ignores SIGTERM and detaches, then
+	 * would create the marker after the deadline. */
+	snprintf(script, sizeof(script),
+		 "(trap '' TERM HUP; setsid sh -c 'sleep 1; touch %s' &) ;"
+		 " sleep 60",
+		 marker);
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct sbx_spec sp;
+	spec_init(&f, &sp, argv);
+	sp.timeout_ms = 300;
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert(o.timed_out);
+	ck_assert_int_eq(o.term_signal, SIGKILL);
+	/* Well past the background process's sleep. */
+	usleep(1600 * 1000);
+	ck_assert_msg(access(marker, F_OK) < 0,
+		      "a process outlived its run and made the marker");
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+START_TEST(files_outside_and_inside)
+{
+	struct fixture f;
+	struct outcome o;
+	char script[4 * PATH_MAX + 128], outside[PATH_MAX], inside[PATH_MAX];
+	struct stat st;
+
+	fx_setup(&f, NULL);
+	snprintf(outside, sizeof(outside), "%s/outside.txt", f.outside);
+	snprintf(inside, sizeof(inside), "%s/new.txt", f.ws);
+	test_write_file(outside, "original\n");
+	chmod(outside, 0666);
+	snprintf(script, sizeof(script),
+		 "echo changed > %s; rm -f %s; echo made > %s; "
+		 "mkdir %s/sub && echo x > %s/sub/y",
+		 outside, outside, inside, f.ws, f.ws);
+	run_sh(&f, script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	char *c = test_read_file(outside);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(c, "original\n");
+	free(c);
+	c = test_read_file(inside);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(c, "made\n");
+	free(c);
+	/* Owned by the operator (us) on the host, whatever uid ran it. */
+	ck_assert_int_eq(stat(inside, &st), 0);
+	ck_assert_int_eq(st.st_uid, geteuid());
+	char sub[PATH_MAX];
+	snprintf(sub, sizeof(sub), "%s/sub/y", f.ws);
+	ck_assert_int_eq(stat(sub, &st), 0);
+	ck_assert_int_eq(st.st_uid, geteuid());
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+START_TEST(credentials_hidden)
+{
+	struct fixture f;
+	struct outcome o;
+	char path[PATH_MAX], script[5 * PATH_MAX + 128];
+
+	fx_setup(&f, NULL);
+	/* HOME is f.outside: a .ssh with a readable canary, no .aws. */
+	snprintf(path, sizeof(path), "%s/.ssh", f.outside);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/.ssh/id_rsa", f.outside);
+	test_write_file(path, "CANARY-7f3e\n");
+	chmod(path, 0644);
+	snprintf(script, sizeof(script),
+		 "cat %s/.ssh/id_rsa; ls -a %s/.ssh; mkdir -p %s/.aws; "
+		 "echo k > %s/.aws/credentials; cat %s/.netrc",
+		 f.outside, f.outside, f.outside, f.outside, f.outside);
+	run_sh(&f, script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_ptr_null(strstr(o.out.data ? o.out.data : "", "CANARY"));
+	ck_assert_ptr_null(strstr(o.err.data ? o.err.data : "", "CANARY"));
+	ck_assert_ptr_null(strstr(o.out.data ? o.out.data : "", "id_rsa"));
+	snprintf(path, sizeof(path), "%s/.aws", f.outside);
+	ck_assert_msg(access(path, F_OK) < 0, "the run created ~/.aws");
+	outcome_free(&o);
+
+	/* The workspace is the home directory: a missing credential dir
+	 * cannot be planted either. */
+	char *argv[] = {
+	    "/bin/sh", "-c",
+	    "mkdir -p .ssh; echo key > .ssh/authorized_keys; "
+	    "echo token > .git-credentials; cat .ssh/authorized_keys",
+	    NULL};
+	struct sbx_spec sp;
+	spec_init(&f, &sp, argv);
+	sp.home = f.ws;
+	run(&f, &sp, &o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	snprintf(path, sizeof(path), "%s/.ssh/authorized_keys", f.ws);
+	ck_assert_msg(access(path, F_OK) < 0,
+		      "authorized_keys was planted: %s / %s", o.out.data,
+		      o.err.data);
+	snprintf(path, sizeof(path), "%s/.git-credentials", f.ws);
+	char *c = test_read_file(path);
+	ck_assert(c == NULL || strstr(c, "token") == NULL);
+	free(c);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+START_TEST(proc_shows_only_the_run)
+{
+	struct fixture f;
+	struct outcome o;
+	char script[256];
+
+	fx_setup(&f, NULL);
+	snprintf(script, sizeof(script),
+		 "n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n; "
+		 "test -e /proc/%d && echo host-visible",
+		 (int)getpid());
+	run_sh(&f, script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	/* init and the shell (and maybe a short-lived child). */
+	ck_assert_msg(atoi(o.out.data) <= 3, "processes seen: %s", o.out.data);
+	ck_assert_ptr_null(strstr(o.out.data, "host-visible"));
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+START_TEST(network_none_and_loopback)
+{
+	struct fixture f;
+	struct outcome o;
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	char code[1024];
+	int lfd, cfd;
+
+	if (access("/usr/bin/python3", X_OK) < 0)
+		TEST_SKIP("needs /usr/bin/python3");
+	fx_setup(&f, NULL);
+	char *none[] = {"/usr/bin/python3", "-c",
+			"import socket\n"
+			"try:\n"
+			"  socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
+			"  print('inet-allowed')\n"
+			"except OSError as e:\n"
+			"  print('refused', e.errno)\n",
+			NULL};
+	struct sbx_spec sp;
+	spec_init(&f, &sp, none);
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_msg(strstr(o.out.data, "refused"), "out: %s err: %s",
+		      o.out.data, o.err.data);
+	outcome_free(&o);
+
+	/* A listener on the host's loopback that the run must not reach. */
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(lfd, 0);
+	ck_assert_int_eq(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(listen(lfd, 4), 0);
+	ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+	snprintf(code, sizeof(code),
+		 "import socket\n"
+		 "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+		 "c = socket.create_connection(s.getsockname())\n"
+		 "a, _ = s.accept(); c.sendall(b'ping')\n"
+		 "print('loop', a.recv(4).decode())\n"
+		 "try:\n"
+		 "  socket.create_connection(('127.0.0.1', %d), timeout=2)\n"
+		 "  print('host-reached')\n"
+		 "except OSError as e:\n"
+		 "  print('host-unreachable', e.errno)\n",
+		 ntohs(sa.sin_port));
+	char *loop[] = {"/usr/bin/python3", "-c", code, NULL};
+	spec_init(&f, &sp, loop);
+	sp.net = SBX_NET_LOOPBACK;
+	run(&f, &sp, &o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_msg(strstr(o.out.data, "loop ping"), "out: %s err: %s",
+		      o.out.data, o.err.data);
+	ck_assert_ptr_null(strstr(o.out.data, "host-reached"));
+	cfd = accept(lfd, NULL, NULL);
+	ck_assert_msg(cfd < 0 && errno == EAGAIN,
+		      "the host's listener got a connection");
+	close(lfd);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+START_TEST(environment_scrubbed)
+{
+	struct fixture f;
+	struct outcome o;
+	char *env[] = {"PATH=/usr/bin:/bin",
+		       "FOO_API_KEY=sekrit-0a1b2c",
+		       "GITHUB_TOKEN=ghp-secret-value",
+		       "KEEP_ME=yes",
+		       "NO_COLOR=0",
+		       NULL};
+	char *argv[] = {"env", NULL};
+	struct sbx_spec sp;
+
+	fx_setup(&f, NULL);
+	spec_init(&f, &sp, argv);
+	sp.envp = env;
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_ptr_null(strstr(o.out.data, "sekrit"));
+	ck_assert_ptr_null(strstr(o.out.data, "ghp-secret"));
+	ck_assert_ptr_nonnull(strstr(o.out.data, "KEEP_ME=yes"));
+	ck_assert_ptr_nonnull(strstr(o.out.data, "NO_COLOR=1"));
+	ck_assert_ptr_null(strstr(o.out.data, "NO_COLOR=0"));
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+START_TEST(output_cap)
+{
+	struct fixture f;
+	struct outcome o;
+	char *argv[] = {"/bin/sh", "-c",
+			"head -c 5000 /dev/zero | tr '\\0' a; "
+			"head -c 10 /dev/zero | tr '\\0' b >&2",
+			NULL};
+	struct sbx_spec sp;
+
+	fx_setup(&f, NULL);
+	spec_init(&f, &sp, argv);
+	sp.output_cap = 1000;
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_int_eq(o.dropped[0], 4000);
+	ck_assert_int_eq(o.dropped[1], 0);
+	ck_assert_ptr_nonnull(strstr(o.out.data, "the rest is dropped"));
+	/* 1000 bytes kept, then the marker line. */
+	ck_assert_int_eq(strspn(o.out.data, "a"), 1000);
+	ck_assert_uint_lt(o.out.len, 1100);
+	ck_assert_str_eq(o.err.data, "bbbbbbbbbb");
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+static void kill_sandboxd(uv_timer_t *t)
+{
+	struct sbx *s = t->data;
+
+	kill(sbx_pid(s), SIGKILL);
+}
+
+START_TEST(sandboxd_restarts)
+{
+	struct fixture f;
+	struct outcome o;
+	uv_timer_t t;
+	struct sbx_spec sp;
+	char *argv[] = {"sleep", "30", NULL};
+
+	fx_setup(&f, NULL);
+	char s1[] = "true";
+	run_sh(&f, s1, &o);
+	REQUIRE_SANDBOX(&o);
+	outcome_free(&o);
+
+	spec_init(&f, &sp, argv);
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(sbx_run(f.s, &sp, &cbs, &o, NULL), 0);
+	ck_assert_int_gt(sbx_pid(f.s), 0);
+	uv_timer_init(&f.loop, &t);
+	t.data = f.s;
+	uv_timer_start(&t, kill_sandboxd, 300, 0);
+	while (!o.done)
+		uv_run(&f.loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&t, NULL);
+	ck_assert_ptr_nonnull(o.error_code);
+	ck_assert_str_eq(o.error_code, "INTERNAL");
+	ck_assert_ptr_nonnull(strstr(o.error_msg, "sandboxd died"));
+	outcome_free(&o);
+
+	char s2[] = "echo again";
+	run_sh(&f, s2, &o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_str_eq(o.out.data, "again\n");
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+START_TEST(cancel_kills_the_run)
+{
+	struct fixture f;
+	struct outcome o;
+	struct sbx_spec sp;
+	struct sbx_run *r;
+	char *argv[] = {"sleep", "30", NULL};
+
+	fx_setup(&f, NULL);
+	spec_init(&f, &sp, argv);
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(sbx_run(f.s, &sp, &cbs, &o, &r), 0);
+	sbx_run_cancel(r);
+	while (!o.done)
+		uv_run(&f.loop, UV_RUN_ONCE);
+	REQUIRE_SANDBOX(&o);
+	ck_assert(o.cancelled);
+	ck_assert_int_eq(o.term_signal, SIGKILL);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+/*
+ * Fail closed: a sandboxd started where it cannot create the namespaces
+ * it needs (user namespaces capped at 0 in its own user namespace) must
+ * refuse with SANDBOX-UNAVAILABLE, never run the command unconfined.
+ */
+START_TEST(fail_closed)
+{
+	struct fixture f;
+	struct outcome o;
+	char *tmp = test_tmpdir("sbxwrap"), wrapper[PATH_MAX], marker[PATH_MAX];
+	char *prog = test_prog("sandboxd"), *script = NULL;
+	char *probe[] = {"unshare", "--user", "--map-root-user", "true", NULL};
+
+	if (test_run(probe, NULL, NULL, NULL) != 0) {
+		test_rmrf(tmp);
+		TEST_SKIP("unshare --user is not allowed here");
+	}
+	snprintf(wrapper, sizeof(wrapper), "%s/sandboxd", tmp);
+	ck_assert_int_ge(
+	    asprintf(&script,
+		     "#!/bin/sh\nexec unshare --user --map-root-user sh -c "
+		     "'echo 0 > /proc/sys/user/max_user_namespaces && "
+		     "exec %s'\n",
+		     prog),
+	    0);
+	test_write_file(wrapper, script);
+	chmod(wrapper, 0755);
+	chmod(tmp, 0755);
+	fx_setup(&f, wrapper);
+	snprintf(marker, sizeof(marker), "%s/ran", f.ws);
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "touch %s", marker);
+	run_sh(&f, cmd, &o);
+	ck_assert_ptr_nonnull(o.error_code);
+	ck_assert_str_eq(o.error_code, "SANDBOX-UNAVAILABLE");
+	ck_assert_ptr_nonnull(o.error_msg);
+	ck_assert_msg(access(marker, F_OK) < 0, "the command ran");
+	outcome_free(&o);
+	fx_teardown(&f);
+	test_rmrf(tmp);
+	free(tmp);
+	free(prog);
+	free(script);
+}
+END_TEST
+
+static Suite *sandbox_suite(void)
+{
+	Suite *s = suite_create("sandbox");
+	TCase *tc = tcase_create("sandboxd");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, output_and_exit_codes);
+	tcase_add_test(tc, deadline_kills_everything);
+	tcase_add_test(tc, files_outside_and_inside);
+	tcase_add_test(tc, credentials_hidden);
+	tcase_add_test(tc, proc_shows_only_the_run);
+	tcase_add_test(tc, network_none_and_loopback);
+	tcase_add_test(tc, environment_scrubbed);
+	tcase_add_test(tc, output_cap);
+	tcase_add_test(tc, sandboxd_restarts);
+	tcase_add_test(tc, cancel_kills_the_run);
+	tcase_add_test(tc, fail_closed);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(sandbox_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
