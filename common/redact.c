@@ -38,9 +38,10 @@
 /*
  * Longest prefix of each pattern whose grams go into the filter.  A longer
  * span means a longer stride between samples but more grams in the bitmap
- * and so more false hits; 16 balances the two for realistic key lengths.
+ * (and so a larger bitmap for the same rate of false hits).  Most keys are
+ * 20 bytes or longer, so the span is usually the shortest pattern.
  */
-#define FILTER_SPAN_MAX 16
+#define FILTER_SPAN_MAX 32
 /*
  * Bitmap size: about 64 bits per gram keeps false hits on unrelated text
  * near 1.5%, between 512 bytes and 1 MiB so that it stays in cache.

@@ -55,7 +55,8 @@ static void naive(const struct forms *fs, char names[][8], const uint8_t *in,
 			const struct form *f = &fs->v[j];
 
 			if (f->n <= n - i && memcmp(in + i, f->p, f->n) == 0 &&
-			    (f->n > blen || (f->n == blen && f->secret < best))) {
+			    (f->n > blen ||
+			     (f->n == blen && f->secret < best))) {
 				best = f->secret;
 				blen = f->n;
 			}
@@ -123,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	while (i < size) {
 		if (data[i] == 1 && i + 2 < size && fs->n) {
 			const struct form *f =
-				&fs->v[(data[i + 1] | data[i + 2] << 8) % fs->n];
+			    &fs->v[(data[i + 1] | data[i + 2] << 8) % fs->n];
 
 			buf_append(&text, f->p, f->n);
 			i += 3;
@@ -139,7 +140,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (olen != expect.len || memcmp(one, expect.data, olen) != 0)
 		abort();
 	if (redact_contains(s, text.data, text.len) !=
-	    (expect.len != text.len || memcmp(expect.data, text.data, text.len)))
+	    (expect.len != text.len ||
+	     memcmp(expect.data, text.data, text.len)))
 		abort();
 	if (redact_stream_new(s, &st) < 0)
 		goto out;
