@@ -599,6 +599,26 @@ static const char *const write_deny_rule[PROTECTED__COUNT] = {
     [PROTECTED_CONFIGURED] = "deny.write.protected",
 };
 
+static bool in_list(const char *const *list, size_t n, const char *s)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(list[i], s) == 0)
+			return true;
+	return false;
+}
+
+#define IN(list, s) in_list(list, ARRAY_SIZE(list), s)
+
+/* Device files every program may name: they hold no data of anyone's. */
+static bool harmless_device(const char *lex)
+{
+	static const char *const devs[] = {
+	    "/dev/null",  "/dev/zero",	 "/dev/urandom", "/dev/random",
+	    "/dev/stdin", "/dev/stdout", "/dev/stderr",	 "/dev/tty"};
+
+	return IN(devs, lex);
+}
+
 static bool preexisting(const struct cls *c, const char *rel, const char *real)
 {
 	struct stat st;
@@ -663,11 +683,13 @@ static void check_path(struct cls *c, const char *cwd, const char *arg,
 			     what, arg);
 	}
 	if (!lin || !rin) {
-		if (mode == PM_WRITE && strcmp(real, "/dev/null") != 0)
+		if (harmless_device(lex))
+			;
+		else if (mode == PM_WRITE)
 			deny(c, "deny.path.outside",
 			     "%s would write %s, outside the workspace", what,
 			     arg);
-		else if (mode == PM_READ && strcmp(real, "/dev/null") != 0)
+		else
 			hard_ask(c, "ask.read.outside",
 				 "%s would read %s, outside the workspace",
 				 what, arg);
@@ -1167,6 +1189,7 @@ static const struct spec simple_specs[] = {
      .longv = L("lines", "bytes"),
      .mode = OP_READ},
     {.name = "id", .mode = OP_NONE},
+    {.name = "join", .shortv = "aejot12", .mode = OP_READ},
     {.name = "jq",
      .shortv = "f< L",
      .longv =
@@ -1175,7 +1198,10 @@ static const struct spec simple_specs[] = {
      .skip = 1,
      .skip_off = "f",
      .skip_off_long = L("from-file")},
-    {.name = "join", .shortv = "aejot12", .mode = OP_READ},
+    {.name = "ln",
+     .shortv = "t>S",
+     .longv = L("target-directory>", "suffix"),
+     .mode = OP_WRITE},
     {.name = "ls",
      .shortv = "ITw",
      .longv = L("hide", "ignore", "width", "tabsize", "format", "sort", "time",
@@ -1713,16 +1739,6 @@ static const char *const git_state_cmds[] = {
     "revert",
     "interpret-trailers",
 };
-
-static bool in_list(const char *const *list, size_t n, const char *s)
-{
-	for (size_t i = 0; i < n; i++)
-		if (strcmp(list[i], s) == 0)
-			return true;
-	return false;
-}
-
-#define IN(list, s) in_list(list, ARRAY_SIZE(list), s)
 
 /* Sub-command options that run programs or write files even in an
  * otherwise read-only command. */
@@ -2539,6 +2555,17 @@ static void classify_level(struct cls *c, struct lvl *l)
 			    c, layer ? "ask.conf.project" : "ask.conf.operator",
 			    "the %s's configuration asks before %s",
 			    layer_name[layer], l->argv[0]);
+	}
+	/* Privilege escalation is refused by name wherever the program
+	 * sits: no copy of sudo is an ordinary program. */
+	{
+		const char *b = strrchr(l->argv[0], '/');
+
+		if (IN(priv_cmds, b ? b + 1 : l->argv[0])) {
+			deny(c, "deny.priv", "%s escalates privileges",
+			     l->argv[0]);
+			return;
+		}
 	}
 	switch (l->where) {
 	case EXE_NOTFOUND:
