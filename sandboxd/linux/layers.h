@@ -113,4 +113,22 @@ struct sbx_layers {
  */
 int sbx_probe_layers(struct sbx_layers *ret);
 
+/* ---- pathname Unix sockets (additive, see docs/sandbox.md) ------------ */
+
+/*
+ * Call cb(path, data) for every pathname Unix socket bound in sandboxd's
+ * network namespace that a run could connect to: listening stream and
+ * seqpacket sockets and bound datagram sockets (from /proc/net/unix;
+ * abstract and unnamed sockets are skipped, and so are accepted
+ * connections, which repeat their listener's name).  Landlock cannot
+ * refuse connect() to a pathname socket before ABI 8, and a read-only bind
+ * does not stop it either, so the mount plan covers each socket outside
+ * the writable paths that its hidden directories do not already cover.
+ * path is valid during the call only.  A negative return from cb stops
+ * the walk and is returned.  Only paths that are absolute and name a
+ * socket inode now (lstat) are reported.  Returns 0 or -errno.  Uses
+ * stdio (allocates): call in sandboxd before fork, never in the child.
+ */
+int sbx_unix_sockets(int (*cb)(const char *path, void *data), void *data);
+
 #endif

@@ -19,6 +19,7 @@
 #include <linux/seccomp.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -405,6 +406,68 @@ static void probe_idmap(struct sbx_layers *l)
 		    "xfs or btrfs (tmpfs from Linux 6.3) for workspaces, or "
 		    "run spd unprivileged.",
 		    err > 0 ? strerror(err) : "killed");
+}
+
+/* ---- pathname Unix sockets ------------------------------------------------ */
+
+/* A /proc/net/unix line: 7 fixed fields (about 60 bytes) and a path of
+ * at most sizeof(sun_path) = 108 bytes; longer lines are not sockets we
+ * can name and are skipped whole. */
+#define SBX_UNIX_LINE_MAX 256
+#define SBX_SO_ACCEPTCON (1U << 16) /* __SO_ACCEPTCON: listening */
+#define SBX_SS_UNCONNECTED 1
+#define SBX_SOCK_STREAM 1
+#define SBX_SOCK_DGRAM 2
+#define SBX_SOCK_SEQPACKET 5
+
+int sbx_unix_sockets(int (*cb)(const char *path, void *data), void *data)
+{
+	char line[SBX_UNIX_LINE_MAX];
+	bool partial = false;
+	FILE *f;
+	int r = 0;
+
+	if (!cb)
+		return -EINVAL;
+	f = fopen("/proc/net/unix", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned flags, type, st;
+		unsigned long inode;
+		size_t len = strlen(line);
+		bool whole = len > 0 && line[len - 1] == '\n';
+		struct stat sb;
+		int off = 0;
+
+		/* Skip the rest of an over-long line, and the line after a
+		 * truncated one (it is that line's tail). */
+		if (partial || !whole) {
+			partial = !whole;
+			continue;
+		}
+		line[len - 1] = '\0';
+		if (sscanf(line, "%*s %*x %*x %x %x %x %lu %n", &flags, &type,
+			   &st, &inode, &off) != 4 ||
+		    off <= 0 || line[off] != '/')
+			continue; /* header, unnamed, abstract or relative */
+		if (type == SBX_SOCK_DGRAM ? st != SBX_SS_UNCONNECTED
+					   : !((type == SBX_SOCK_STREAM ||
+						type == SBX_SOCK_SEQPACKET) &&
+					       (flags & SBX_SO_ACCEPTCON)))
+			continue;
+		/* The name as bound, possibly in another mount namespace or
+		 * since unlinked: report it only if a socket is there now. */
+		if (lstat(line + off, &sb) < 0 || !S_ISSOCK(sb.st_mode))
+			continue;
+		r = cb(line + off, data);
+		if (r < 0)
+			break;
+	}
+	if (r >= 0 && ferror(f))
+		r = -EIO;
+	fclose(f);
+	return r < 0 ? r : 0;
 }
 
 int sbx_probe_layers(struct sbx_layers *ret)

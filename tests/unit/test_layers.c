@@ -1430,6 +1430,88 @@ START_TEST(test_probe)
 }
 END_TEST
 
+/* ---- pathname sockets ----------------------------------------------------- */
+
+struct sock_seen {
+	const char *dir;
+	int listen, dgram, idle, gone;
+	char *listen_path, *dgram_path, *idle_path, *gone_path;
+};
+
+static int sock_cb(const char *path, void *data)
+{
+	struct sock_seen *s = data;
+
+	if (strcmp(path, s->listen_path) == 0)
+		s->listen++;
+	else if (strcmp(path, s->dgram_path) == 0)
+		s->dgram++;
+	else if (strcmp(path, s->idle_path) == 0)
+		s->idle++;
+	else if (strcmp(path, s->gone_path) == 0)
+		s->gone++;
+	return 0;
+}
+
+static int bound_socket(const char *path, int type)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_lt(strlen(path), sizeof(a.sun_path));
+	strcpy(a.sun_path, path);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+START_TEST(test_unix_sockets)
+{
+	struct sock_seen s = {0};
+	char *dir = test_tmpdir("socks");
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int l, d, n, g, c, acc;
+
+	s.listen_path = join(dir, "l.sock");
+	s.dgram_path = join(dir, "d.sock");
+	s.idle_path = join(dir, "n.sock");
+	s.gone_path = join(dir, "g.sock");
+	l = bound_socket(s.listen_path, SOCK_STREAM);
+	ck_assert_int_eq(listen(l, 4), 0);
+	d = bound_socket(s.dgram_path, SOCK_DGRAM);
+	n = bound_socket(s.idle_path, SOCK_STREAM); /* bound, not listening */
+	g = bound_socket(s.gone_path, SOCK_STREAM);
+	ck_assert_int_eq(listen(g, 4), 0);
+	ck_assert_int_eq(unlink(s.gone_path), 0);
+	/* An accepted connection repeats the listener's name. */
+	c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	strcpy(a.sun_path, s.listen_path);
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&a, sizeof(a)), 0);
+	acc = accept(l, NULL, NULL);
+	ck_assert_int_ge(acc, 0);
+
+	ck_assert_int_eq(sbx_unix_sockets(sock_cb, &s), 0);
+	ck_assert_int_eq(s.listen, 1);
+	ck_assert_int_eq(s.dgram, 1);
+	ck_assert_int_eq(s.idle, 0);
+	ck_assert_int_eq(s.gone, 0);
+	ck_assert_int_eq(sbx_unix_sockets(NULL, NULL), -EINVAL);
+
+	close(acc);
+	close(c);
+	close(l);
+	close(d);
+	close(n);
+	close(g);
+	test_rmrf(dir);
+	free(s.listen_path);
+	free(s.dgram_path);
+	free(s.idle_path);
+	free(s.gone_path);
+	free(dir);
+}
+END_TEST
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(void)
@@ -1455,6 +1537,7 @@ int main(void)
 	tcase_add_test(tc, test_caps_drop);
 	tcase_add_test(tc, test_caps_refused);
 	tcase_add_test(tc, test_probe);
+	tcase_add_test(tc, test_unix_sockets);
 	/* The seccomp table forks two children per case; under ASan on a
 	 * busy machine that takes more than Check's default 4 seconds. */
 	tcase_set_timeout(tc, 120);
