@@ -2,6 +2,8 @@
 #include "call.h"
 #include "methods.h"
 #include "run.h"
+#include "session.h"
+#include "policy.h"
 
 static const rpc_handler handlers[RPC_M__COUNT] = {
 	[RPC_M_AUTH] = m_auth,
@@ -12,6 +14,15 @@ static const rpc_handler handlers[RPC_M__COUNT] = {
 	[RPC_M_JOURNAL_VERIFY] = m_journal_verify,
 	[RPC_M_CMD_RUN] = m_cmd_run,
 	[RPC_M_SANDBOX_PROBE] = m_sandbox_probe,
+	[RPC_M_SESSION_START] = m_session_start,
+	[RPC_M_SESSION_LIST] = m_session_list,
+	[RPC_M_SESSION_SHOW] = m_session_show,
+	[RPC_M_SESSION_END] = m_session_end,
+	[RPC_M_SESSION_STATUS] = m_session_status,
+	[RPC_M_SESSION_HELDOUT] = m_session_heldout,
+	[RPC_M_SESSION_VERIFY] = m_session_verify,
+	[RPC_M_SESSION_DIFF] = m_session_diff,
+	[RPC_M_POLICY_CHECK] = m_policy_check,
 };
 
 void dispatch_call(struct rpc_call *c)

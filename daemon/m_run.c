@@ -128,7 +128,8 @@ struct run_ctx {
 	char *workspace;
 	const char *net_name;
 	bool best_effort;
-	void (*done_hook)(void *data, const struct sbx_result *r);
+	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
+			 size_t msglen);
 	void *done_data;
 };
 
@@ -205,9 +206,16 @@ static void on_done(void *data, const struct sbx_result *r)
 	for (size_t i = 0; r->warnings && r->warnings[i]; i++)
 		log_warn("run without a layer (best-effort): %s",
 			 r->warnings[i]);
-	if (rc->done_hook)
-		rc->done_hook(rc->done_data, r);
 	rpc_call_set_detail(c, detail);
+	if (rc->done_hook) {
+		char msg[512] = "";
+		int e = rc->done_hook(rc->done_data, r, msg, sizeof(msg));
+		if (e > 0) {
+			rpc_call_set_summary(c, "%s", msg);
+			rpc_call_error(c, (enum rpc_error)e, NULL, "%s", msg);
+			goto out;
+		}
+	}
 	if (r->error_code) {
 		enum rpc_error e = RPC_E_INTERNAL;
 		if (strcmp(r->error_code, "SANDBOX-UNAVAILABLE") == 0)
@@ -240,6 +248,7 @@ static void on_done(void *data, const struct sbx_result *r)
 					    json_integer(r->term_signal));
 		rpc_call_reply(c, res);
 	}
+out:
 	json_decref(rc->argv_json);
 	free(rc->workspace);
 	free(rc);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent.h"
 #include "log.h"
 #include "modules.h"
 #include "run.h"
@@ -58,6 +59,12 @@ int modules_start(struct spd *spd, char *errbuf, size_t errlen)
 		return r;
 	}
 	sbx_probe(spd->sbx, on_probe, spd);
+	r = agent_start(spd);
+	if (r < 0) {
+		snprintf(errbuf, errlen, "cannot open the session store in %s: %s",
+			 spd->paths.state_dir, strerror(-r));
+		return r;
+	}
 	return 0;
 }
 
@@ -82,6 +89,7 @@ void modules_close(struct spd *spd, void (*cb)(void *data), void *data)
 	struct sbx *s = spd->sbx;
 
 	spd->sbx = NULL;
+	agent_stop(spd);
 	if (!cc) {
 		sbx_close(s, NULL, NULL);
 		cb(data);

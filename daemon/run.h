@@ -30,8 +30,11 @@ struct run_request {
 	char *const *empty_files; /* read as empty, or NULL */
 	char *owned_workspace;    /* freed by cmd.run (set by run_prepare) */
 	/* Called with the result before the reply (sessions re-hash their
-	 * guarded inputs here). */
-	void (*done_hook)(void *data, const struct sbx_result *r);
+	 * guarded inputs here).  Returns 0, or an enum rpc_error with a
+	 * sentence in msg: the call then ends with that error instead (a
+	 * guard finding ends the attempt even though the command ran). */
+	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
+			 size_t msglen);
 	void *done_data;
 };
 

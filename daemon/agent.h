@@ -1,0 +1,17 @@
+/*
+ * What ties an agent's calls to its session: the session-token check,
+ * cmd.run in the session's worktree (its workspace) with the in-place
+ * protections, the re-hash after every command, and verification checks
+ * run in the sandbox.  Installs hooks into struct spd.
+ */
+#ifndef SPD_DAEMON_AGENT_H
+#define SPD_DAEMON_AGENT_H
+
+struct spd;
+
+/* Open the session store and install the hooks.  Returns 0 or -errno. */
+int agent_start(struct spd *spd);
+/* Close the session store; NULL-safe on a spd without sessions. */
+void agent_stop(struct spd *spd);
+
+#endif
