@@ -121,7 +121,7 @@ int sbx_probe_layers(struct sbx_layers *ret);
  * seqpacket sockets and bound datagram sockets (from /proc/net/unix;
  * abstract and unnamed sockets are skipped, and so are accepted
  * connections, which repeat their listener's name).  Landlock cannot
- * refuse connect() to a pathname socket before ABI 8, and a read-only bind
+ * refuse connect() to a pathname socket (up to ABI 7), and a read-only bind
  * does not stop it either, so the mount plan covers each socket outside
  * the writable paths that its hidden directories do not already cover.
  * path is valid during the call only.  A negative return from cb stops

@@ -178,8 +178,8 @@ static int deny_socket_families(scmp_filter_ctx ctx, int nr, enum sbx_net net,
 			return r;
 	}
 	/* MPTCP is refused in every mode: it is TCP for the user but a
-	 * separate, younger protocol stack in the kernel, and Landlock's TCP
-	 * rules did not cover it before Linux 6.8.  Builds do not need it. */
+	 * separate, younger protocol stack in the kernel, and older kernels'
+	 * Landlock TCP rules did not apply to it.  Builds do not need it. */
 	return seccomp_rule_add(
 	    ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
 	    SCMP_A2(SCMP_CMP_MASKED_EQ, SBX_LOW32, IPPROTO_MPTCP));
