@@ -55,7 +55,7 @@ struct sbx {
 	bool closing;
 	void (*close_cb)(void *data);
 	void *close_data;
-	char msg[SBXP_MSG_MAX];
+	_Alignas(16) char msg[SBXP_MSG_MAX];
 	char rbuf[64 * 1024];
 };
 
@@ -149,7 +149,8 @@ static int enqueue(struct sbx *s, uint32_t type, uint32_t id, void *body,
 	m->id = id;
 	m->body = body;
 	m->len = len;
-	memcpy(m->fds, fds, nfds * sizeof(int));
+	if (nfds)
+		memcpy(m->fds, fds, nfds * sizeof(int));
 	m->nfds = nfds;
 	*s->qtail = m;
 	s->qtail = &m->next;
@@ -340,7 +341,7 @@ static void on_sbxd_io(uv_poll_t *h, int status, int events)
 		int fds[SBXP_RUN_FDS];
 		size_t nfds = 0;
 		long n = sbxp_recv(d->sock, s->msg, &hdr, fds, &nfds);
-		const void *body = s->msg + sizeof(hdr);
+		const void *body = s->msg;
 
 		if (n == -EAGAIN)
 			break;

@@ -208,9 +208,12 @@ long sbxp_recv(int sock, void *buf, struct sbxp_hdr *hdr, int *fds,
 		char buf[CMSG_SPACE(sizeof(int) * (SBXP_RUN_FDS + 8))];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov = {buf, SBXP_MSG_MAX};
-	struct msghdr mh = {.msg_iov = &iov,
-			    .msg_iovlen = 1,
+	/* Header and body land apart so that the body starts aligned in
+	 * buf (its structs hold 64-bit fields; the header is 12 bytes). */
+	struct iovec iov[2] = {{hdr, sizeof(*hdr)},
+			       {buf, SBXP_MSG_MAX - sizeof(*hdr)}};
+	struct msghdr mh = {.msg_iov = iov,
+			    .msg_iovlen = 2,
 			    .msg_control = u.buf,
 			    .msg_controllen = sizeof(u.buf)};
 	int got[SBXP_RUN_FDS + 8];
@@ -241,11 +244,8 @@ long sbxp_recv(int sock, void *buf, struct sbxp_hdr *hdr, int *fds,
 	if ((mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || ngot > SBXP_RUN_FDS ||
 	    (size_t)n < sizeof(*hdr))
 		bad = true;
-	if (!bad) {
-		memcpy(hdr, buf, sizeof(*hdr));
-		if (hdr->len != (size_t)n - sizeof(*hdr))
-			bad = true;
-	}
+	if (!bad && hdr->len != (size_t)n - sizeof(*hdr))
+		bad = true;
 	if (bad) {
 		close_all(got, ngot);
 		return -SPD_EPROTO;

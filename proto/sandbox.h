@@ -175,14 +175,14 @@ int sbxp_send(int sock, uint32_t type, uint32_t id, const void *body,
 	      size_t len, const int *fds, size_t nfds);
 
 /*
- * Receive one datagram into buf (at least SBXP_MSG_MAX bytes): checks
+ * Receive one datagram: the header into *hdr, the body into buf (at
+ * least SBXP_MSG_MAX bytes, aligned for the body structs).  Checks
  * that it is complete (not truncated), at least a header, and that the
  * header's len matches what arrived.  Received descriptors (CLOEXEC) are
  * stored in fds (up to SBXP_RUN_FDS; more is a protocol error and all are
- * closed), their count in *ret_nfds.  Returns the body length with *hdr
- * filled (the body starts at buf + sizeof(struct sbxp_hdr); 0 for an
- * empty body), -EPIPE on end of stream, -EAGAIN when nothing is waiting, -SPD_EPROTO
- * on a malformed datagram, or -errno.
+ * closed), their count in *ret_nfds.  Returns the body length (0 for an
+ * empty body), -EPIPE on end of stream, -EAGAIN when nothing is waiting,
+ * -SPD_EPROTO on a malformed datagram, or -errno.
  */
 long sbxp_recv(int sock, void *buf, struct sbxp_hdr *hdr, int *fds,
 	       size_t *ret_nfds);

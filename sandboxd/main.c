@@ -30,7 +30,7 @@
 static struct spawn_ctx ctx;
 static struct spawn_run runs[SBXD_RUNS_MAX];
 static size_t nruns;
-static char msgbuf[SBXP_MSG_MAX];
+static _Alignas(16) char msgbuf[SBXP_MSG_MAX];
 
 static void die(const char *why) __attribute__((noreturn));
 
@@ -164,7 +164,7 @@ static void on_message(void)
 		if ((h.type == SBXP_RUN ? n < want : n != want) ||
 		    (nfds && !handlers[i].fds))
 			die("wrong length");
-		handlers[i].handler(&h, msgbuf + sizeof(h), fds, nfds);
+		handlers[i].handler(&h, msgbuf, fds, nfds);
 		for (size_t k = 0; k < nfds; k++)
 			close(fds[k]);
 		return;
