@@ -958,6 +958,40 @@ static int check_text(const char *s, size_t max, bool required)
 	return 0;
 }
 
+/*
+ * A copy of s with each byte that does not start a valid UTF-8 sequence
+ * replaced by U+FFFD.  For the summary only: a caller that cut a line at
+ * a byte limit inside a character must not lose the whole row.
+ */
+static char *utf8_repair(const char *s)
+{
+	size_t n = strlen(s), o = 0;
+	char *out = malloc(3 * n + 1);
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t len = c < 0x80		  ? 1
+			     : (c & 0xe0) == 0xc0 ? 2
+			     : (c & 0xf0) == 0xe0 ? 3
+			     : (c & 0xf8) == 0xf0 ? 4
+						  : 0;
+
+		if (len && i + len <= n && utf8_valid(s + i, len)) {
+			memcpy(out + o, s + i, len);
+			o += len;
+			i += len;
+		} else {
+			memcpy(out + o, "\xef\xbf\xbd", 3);
+			o += 3;
+			i++;
+		}
+	}
+	out[o] = '\0';
+	return out;
+}
+
 /* Duplicate s, or take the filter's replacement of it. */
 static int filtered_dup(struct journal *j, const char *s, char **ret)
 {
@@ -990,6 +1024,7 @@ int64_t journal_append(struct journal *j, const char *session,
 		       const char *detail_json)
 {
 	struct journal_event e = {0};
+	_cleanup_free_ char *repaired = NULL;
 	struct row_view v;
 	size_t bytes;
 	int64_t id;
@@ -1000,9 +1035,17 @@ int64_t journal_append(struct journal *j, const char *session,
 	if ((r = check_text(session, JOURNAL_NAME_MAX, false)) < 0 ||
 	    (r = check_text(actor, JOURNAL_NAME_MAX, false)) < 0 ||
 	    (r = check_text(kind, JOURNAL_NAME_MAX, true)) < 0 ||
-	    (r = check_text(summary, JOURNAL_SUMMARY_MAX, true)) < 0 ||
 	    (r = check_text(detail_json, JOURNAL_DETAIL_MAX, false)) < 0)
 		return r;
+	r = check_text(summary, JOURNAL_SUMMARY_MAX, true);
+	if (r == -EINVAL && summary) {
+		repaired = utf8_repair(summary);
+		if (!repaired)
+			return -ENOMEM;
+		summary = repaired;
+	} else if (r < 0) {
+		return r;
+	}
 	if (!*kind)
 		return -EINVAL;
 	if (detail_json) {

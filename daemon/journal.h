@@ -121,8 +121,11 @@ void journal_set_filter(struct journal *j,
 
 /*
  * Append one event.  kind and summary are required; session, actor and
- * detail_json may be NULL.  All text must be valid UTF-8 without NUL bytes
- * and detail_json valid JSON.  Nothing is written before this returns: the
+ * detail_json may be NULL.  All text must be valid UTF-8 and detail_json
+ * valid JSON, except that invalid bytes in the summary are stored as
+ * U+FFFD (a summary cut inside a character still gets its row).  The
+ * filter then sees the summary and detail.  Nothing is written before
+ * this returns: the
  * row is queued for the writer thread.  The strings are copied.
  * Returns the new row's id (> 0), or -EINVAL (bad text or JSON), -E2BIG (a
  * field over its limit), -ENOBUFS (the writer is behind by

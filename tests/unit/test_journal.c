@@ -773,6 +773,7 @@ END_TEST
 START_TEST(test_append_refusals)
 {
 	struct fixture f;
+	struct query_result q;
 	char *big;
 
 	fixture_init(&f, "journal");
@@ -781,7 +782,9 @@ START_TEST(test_append_refusals)
 			 -EINVAL);
 	ck_assert_int_eq(journal_append(f.j, NULL, NULL, "", "x", NULL),
 			 -EINVAL);
-	ck_assert_int_eq(journal_append(f.j, NULL, NULL, "k", "\xc3", NULL),
+	ck_assert_int_eq(journal_append(f.j, NULL, "\xc3", "k", "x", NULL),
+			 -EINVAL);
+	ck_assert_int_eq(journal_append(f.j, NULL, NULL, "k", "x", "\"\xc3\""),
 			 -EINVAL);
 	ck_assert_int_eq(journal_append(f.j, NULL, NULL, "k", "x", "{bad"),
 			 -EINVAL);
@@ -793,7 +796,15 @@ START_TEST(test_append_refusals)
 	free(big);
 	/* Nothing refused took an id. */
 	ck_assert_int_eq(journal_append(f.j, NULL, NULL, "k", "x", "[1,2]"), 1);
-	ck_assert_int_eq(journal_count(f.j), 1);
+	/* A summary cut inside a character is kept, repaired. */
+	ck_assert_int_eq(journal_append(f.j, NULL, NULL, "k", "caf\xc3", NULL),
+			 2);
+	ck_assert_int_eq(journal_count(f.j), 2);
+	ck_assert_int_eq(journal_flush(f.j), 0);
+	query(&f, 1, NULL, NULL, 0, &q);
+	ck_assert_uint_eq(q.n, 1);
+	ck_assert_str_eq(q.evs[0].summary, "caf\xef\xbf\xbd");
+	query_result_free(&q);
 	fixture_done(&f);
 }
 END_TEST
