@@ -9,14 +9,11 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "common/redact.h"
 
 static int log_fd = 2;
 static const struct redact_set *log_redact;
 
-/* The redactor is optional at link time: common/redact.c may not exist in
- * every build of this file's history, so it is looked up weakly. */
-int redact_buf(const struct redact_set *s, const void *in, size_t n,
-	       char **ret_out, size_t *ret_len) __attribute__((weak));
 
 int log_open(const char *path)
 {
@@ -49,9 +46,11 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 	int n;
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
-	if (log_redact && redact_buf &&
-	    redact_buf(log_redact, msg, strlen(msg), &red, &redlen) == 0) {
-		snprintf(msg, sizeof(msg), "%s", red);
+	if (log_redact) {
+		if (redact_buf(log_redact, msg, strlen(msg), &red, &redlen) >= 0)
+			snprintf(msg, sizeof(msg), "%s", red);
+		else /* never log what could not be checked */
+			snprintf(msg, sizeof(msg), "[withheld: redaction failed]");
 		free(red);
 	}
 	gettimeofday(&tv, NULL);

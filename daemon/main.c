@@ -24,6 +24,7 @@
 #include "daemon/journal.h"
 #include "daemon/log.h"
 #include "daemon/modules.h"
+#include "daemon/secrets.h"
 #include "daemon/server.h"
 #include "daemon/spd.h"
 #include "common/paths.h"
@@ -329,6 +330,10 @@ int main(int argc, char **argv)
 	if (config_load(spd.paths.conf_path, &spd.config, errbuf,
 			sizeof(errbuf)) < 0)
 		die("%s", errbuf);
+	r = secrets_load(&spd, errbuf, sizeof(errbuf));
+	if (r < 0)
+		die("%s", errbuf);
+	log_set_redact(spd.redact);
 	if (!spd.foreground)
 		daemonize();
 	pidfd = take_pid_lock(spd.paths.pid_path);
@@ -361,6 +366,8 @@ int main(int argc, char **argv)
 		die("cannot open journal %s: %s", spd.paths.journal_path,
 		    strerror(-r));
 	journal_set_commit_cb(spd.journal, on_journal_committed, &spd);
+	/* Every journal row passes the redactor before it is hashed. */
+	journal_set_filter(spd.journal, secrets_journal_filter, &spd);
 	r = modules_start(&spd, errbuf, sizeof(errbuf));
 	if (r < 0)
 		die("%s", errbuf);
@@ -400,6 +407,8 @@ int main(int argc, char **argv)
 	close(pidfd);
 	log_info("stopped");
 	config_free(&spd.config);
+	log_set_redact(NULL);
+	secrets_free(&spd);
 	paths_free(&spd.paths);
 	free(spd.sandboxd_path);
 	return exit_code;

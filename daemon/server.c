@@ -17,6 +17,7 @@
 #include "rpc.h"
 #include "spd.h"
 #include "common/buf.h"
+#include "common/redact.h"
 #include "common/util.h"
 
 struct conn;
@@ -96,6 +97,45 @@ static void on_written(uv_write_t *req, int status)
 	free(w);
 }
 
+/*
+ * Every line spd sends passes the redactor: a key that reached a reply by
+ * any path (an error message, a file's contents, a journal row, output)
+ * leaves as [redacted:NAME].  The JSON-escaped forms are among the
+ * patterns, so matching the encoded line finds what the strings held.  A
+ * line that no longer parses after redaction (a secret straddling JSON
+ * syntax) is replaced by an error rather than sent half-redacted.
+ */
+static char *redact_line(struct spd *spd, char *line, size_t *len)
+{
+	char *out = NULL;
+	size_t n = 0;
+	json_t *probe;
+	int r;
+
+	if (!spd->redact)
+		return line;
+	r = redact_buf(spd->redact, line, *len, &out, &n);
+	if (r == 0) {
+		free(out);
+		return line;
+	}
+	free(line);
+	if (r > 0) {
+		probe = json_loadb(out, n, JSON_DECODE_ANY, NULL);
+		if (probe) {
+			json_decref(probe);
+			*len = n;
+			return out;
+		}
+	}
+	free(out);
+	out = rpc_format_error(json_null(), RPC_E_INTERNAL,
+			       "a message was withheld: it held a secret that "
+			       "could not be redacted cleanly",
+			       NULL, len);
+	return out;
+}
+
 /* Queue len bytes (taking ownership of line).  A client that lets more
  * than SERVER_MAX_OUTBUF pile up is disconnected. */
 static int conn_send(struct conn *c, char *line, size_t len)
@@ -104,6 +144,8 @@ static int conn_send(struct conn *c, char *line, size_t len)
 	uv_buf_t b;
 	int r;
 
+	if (line && c && !c->closing)
+		line = redact_line(c->srv->spd, line, &len);
 	if (!line)
 		return -ENOMEM;
 	if (!c || c->closing) {
