@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "envscrub.h"
 #include "redact.h"
 #include "utf8.h"
 
@@ -422,6 +423,34 @@ int redact_builder_add(struct redact_builder *b, const char *name,
 	memcpy(sec.value, value, len);
 	b->v[b->n++] = sec;
 	return 0;
+}
+
+int redact_builder_add_env(struct redact_builder *b, const char *const *envp)
+{
+	char name[REDACT_MAX_NAME + 1];
+	int count = 0, r;
+
+	for (size_t i = 0; envp && envp[i]; i++) {
+		const char *eq = strchr(envp[i], '=');
+		size_t nl, vl;
+
+		if (!eq)
+			continue;
+		nl = (size_t)(eq - envp[i]);
+		vl = strlen(eq + 1);
+		if (!envscrub_name_is_secret(envp[i], nl) || nl == 0 ||
+		    nl > REDACT_MAX_NAME || vl < REDACT_MIN_LEN)
+			continue;
+		memcpy(name, envp[i], nl);
+		name[nl] = '\0';
+		if (!name_ok(name))
+			continue;
+		r = redact_builder_add(b, name, eq + 1, vl);
+		if (r < 0)
+			return r;
+		count++;
+	}
+	return count;
 }
 
 void redact_builder_free(struct redact_builder *b)

@@ -79,6 +79,17 @@ int redact_builder_new(struct redact_builder **ret);
 int redact_builder_add(struct redact_builder *b, const char *name,
 		       const void *value, size_t len);
 
+/*
+ * Register the value of each "NAME=value" entry of envp (NULL-terminated;
+ * spd's own environment or the parsed environment file) whose name
+ * envscrub_name_is_secret() flags, under NAME.  Values shorter than
+ * REDACT_MIN_LEN, and names that cannot be a marker name, are skipped: the
+ * sandbox never sees such variables anyway (envscrub drops them).  Returns
+ * the number registered; -E2BIG when a secret value is longer than
+ * REDACT_MAX_LEN (the operator must know it cannot be redacted); -ENOMEM.
+ */
+int redact_builder_add_env(struct redact_builder *b, const char *const *envp);
+
 /* Release a builder that was not built.  NULL is allowed. */
 void redact_builder_free(struct redact_builder *b);
 

@@ -233,6 +233,31 @@ START_TEST(test_refuse)
 }
 END_TEST
 
+START_TEST(test_env)
+{
+	const char *env[] = {"PATH=/usr/bin:/bin",
+			     "OPENAI_API_KEY=sk-env-0123456789",
+			     "GITHUB_TOKEN=short",
+			     "HOME=/home/op",
+			     "MY_SECRET_THING=hunter2hunter2",
+			     "NOEQUALS",
+			     NULL};
+	struct redact_builder *b;
+	struct redact_set *s;
+
+	ck_assert_int_eq(redact_builder_new(&b), 0);
+	ck_assert_int_eq(redact_builder_add_env(b, env), 2);
+	ck_assert_int_eq(redact_builder_build(b, &s), 0);
+	/* Secret names are redacted; ordinary variables and a value too
+	 * short to register are left alone. */
+	check_str(
+	    s, "k=sk-env-0123456789 p=hunter2hunter2 /home/op /usr/bin short",
+	    "k=[redacted:OPENAI_API_KEY] p=[redacted:MY_SECRET_THING] "
+	    "/home/op /usr/bin short");
+	redact_set_free(s);
+}
+END_TEST
+
 START_TEST(test_plain)
 {
 	struct redact_set *s = mkset1("OPENAI_API_KEY", "sk-proj-abc123XYZ");
@@ -852,6 +877,7 @@ int main(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_refuse);
 	tcase_add_test(tc, test_plain);
+	tcase_add_test(tc, test_env);
 	tcase_add_test(tc, test_base64_alignments);
 	tcase_add_test(tc, test_hex);
 	tcase_add_test(tc, test_url);
