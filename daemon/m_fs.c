@@ -27,10 +27,12 @@
 #include <sodium.h>
 #include <uv.h>
 
+#include "common/redact.h"
 #include "common/utf8.h"
 #include "common/util.h"
 #include "daemon/call.h"
 #include "daemon/fsops.h"
+#include "daemon/session.h"
 #include "daemon/spd.h"
 
 enum fs_op {
@@ -56,6 +58,9 @@ struct fs_job {
 	char *data;	      /* fs.write input, fs.read output */
 	size_t len;
 	bool flag; /* parents, recursive or overwrite */
+	/* Known secrets to take out of what fs.read hands an agent; NULL
+	 * for the operator.  Must outlive the job (spd's set does). */
+	const struct redact_set *redact;
 	int r;
 	struct fs_info info;
 	struct fs_listing listing;
@@ -142,19 +147,46 @@ static void fail(struct rpc_call *c, int err, const char *path)
 }
 
 /*
- * TODO(lead): the session API.  Return the worktree of session_id (a new
- * absolute path in *ret_root) and whether the session works in place, or
- * -ENOENT for an unknown session.  Until it exists, sessions cannot use
- * the file tools: only the operator with an explicit "workspace" can.
+ * The worktree of session_id (a new absolute path in *ret_root) and
+ * whether the session works in place.  On failure the call is finished and
+ * a negative value returned.
  */
 static int resolve_session_workspace(struct rpc_call *c, const char *session_id,
 				     char **ret_root, bool *ret_in_place)
 {
-	(void)c;
-	(void)session_id;
-	(void)ret_root;
-	(void)ret_in_place;
-	return -ENOSYS;
+	struct session_store *store = rpc_call_spd(c)->sessions;
+	struct session_info *info = NULL;
+	int r;
+
+	if (!store) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "sessions are not available");
+		return -ENOSYS;
+	}
+	r = session_usable(store, session_id);
+	if (r == 0)
+		r = session_get(store, session_id, &info);
+	if (r == -ECANCELED) {
+		rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+			       "session %s: the attempt has ended", session_id);
+		return r;
+	}
+	if (r < 0) {
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "session %s: %s",
+			       session_id,
+			       r == -ENOENT	 ? "no such session"
+			       : r == -ESHUTDOWN ? "the session has ended"
+						 : strerror(-r));
+		return r;
+	}
+	*ret_root = strdup(info->worktree);
+	*ret_in_place = info->mode == SESSION_MODE_IN_PLACE;
+	session_info_free(info);
+	if (!*ret_root) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 /*
@@ -248,17 +280,8 @@ static bool open_workspace(struct rpc_call *c, struct fs_job *j)
 		return false;
 	}
 	if (sid) {
-		r = resolve_session_workspace(c, sid, &root, &in_place);
-		if (r < 0) {
-			rpc_call_error(c,
-				       r == -ENOENT ? RPC_E_BAD_REQUEST
-						    : RPC_E_INTERNAL,
-				       NULL, "session %s: %s", sid,
-				       r == -ENOSYS ? "sessions cannot use "
-						      "the file tools yet"
-						    : strerror(-r));
+		if (resolve_session_workspace(c, sid, &root, &in_place) < 0)
 			return false;
-		}
 	} else {
 		if (ws[0] != '/') {
 			rpc_call_error(
@@ -392,6 +415,21 @@ static void job_work(uv_work_t *w)
 	switch (j->op) {
 	case FS_OP_READ:
 		j->r = fs_read(j->ws, j->rel, &j->data, &j->len);
+		if (j->r == 0 && j->redact) {
+			char *out = NULL;
+			size_t n = 0;
+			/* Every byte handed to an agent passes the
+			 * redactor (DESIGN.md, "Secrets and redaction"). */
+			int r =
+			    redact_buf(j->redact, j->data, j->len, &out, &n);
+			if (r < 0) {
+				j->r = r;
+				break;
+			}
+			free(j->data);
+			j->data = out;
+			j->len = n;
+		}
 		break;
 	case FS_OP_WRITE:
 		j->r = fs_write(j->ws, j->rel, j->data, j->len);
@@ -536,6 +574,8 @@ static void run(struct rpc_call *c, enum fs_op op, bool path_required,
 		goto fail;
 	if (flag_key)
 		j->flag = get_bool(c, flag_key);
+	if (!rpc_call_principal(c)->operator)
+		j->redact = rpc_call_spd(c)->redact;
 	if (op == FS_OP_MOVE)
 		rpc_call_set_summary(c, "%s -> %s", j->rel, j->rel_to);
 	else if (op == FS_OP_WRITE)
