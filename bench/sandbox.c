@@ -1,0 +1,254 @@
+/*
+ * sandboxd against its baselines, in one run on one machine: the median
+ * wall time of /bin/true bare (fork, exec, wait), under bubblewrap with
+ * every namespace, and through spd's supervisor (daemon/sbx.c) with every
+ * layer on; sandboxd's resident size idle and per concurrent run; 50
+ * concurrent `sleep 1` runs.  BENCH_RUNS overrides the run count.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "daemon/sbx.h"
+
+/* At least 200 runs each (issue 3): enough for a stable median. */
+#define BENCH_RUNS_DEFAULT 200
+/* Concurrent runs for the fan-out figure and the per-run memory. */
+#define BENCH_CONCURRENT 50
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* fork, exec argv with stdio on /dev/null, wait.  Returns the time, or
+ * -1 when the program failed. */
+static double time_exec(char *const argv[])
+{
+	double t0 = now_ms();
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return -1;
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return -1;
+	return now_ms() - t0;
+}
+
+static long vmrss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+struct one {
+	bool done;
+	bool ok;
+	double end;
+	char err[160];
+};
+
+static void on_done(void *data, const struct sbx_result *r)
+{
+	struct one *o = data;
+
+	o->done = true;
+	o->end = now_ms();
+	o->ok = !r->error_code && r->exit_code == 0;
+	if (!o->ok)
+		snprintf(o->err, sizeof(o->err), "%s: %s (exit %d)",
+			 r->error_code ? r->error_code : "-",
+			 r->error_msg ? r->error_msg : "-", r->exit_code);
+}
+
+static char *env[] = {"PATH=/usr/bin:/bin", NULL};
+
+static void spec_for(struct sbx_spec *sp, char *const *argv, const char *ws)
+{
+	memset(sp, 0, sizeof(*sp));
+	sp->argv = argv;
+	sp->envp = env;
+	sp->workspace = ws;
+	sp->home = ws;
+	sp->net = SBX_NET_NONE;
+	sp->timeout_ms = 30000;
+}
+
+static void on_closed(void *data)
+{
+	*(bool *)data = true;
+}
+
+int main(void)
+{
+	const char *runs_env = getenv("BENCH_RUNS");
+	const char *build = getenv("BUILD");
+	int runs = runs_env ? atoi(runs_env) : BENCH_RUNS_DEFAULT;
+	double *bare = calloc((size_t)runs, sizeof(double));
+	double *bw = calloc((size_t)runs, sizeof(double));
+	double *sb = calloc((size_t)runs, sizeof(double));
+	char *true_argv[] = {"/bin/true", NULL};
+	char *bwrap_argv[] = {"/usr/bin/bwrap", "--ro-bind", "/", "/",
+			      "--dev", "/dev", "--proc", "/proc",
+			      "--unshare-all", "/bin/true", NULL};
+	char sandboxd[4096], ws[] = "/tmp/spd-bench-sbx-XXXXXX";
+	double m_bare, m_bw = -1, m_sb;
+	struct one o;
+	struct sbx_spec sp;
+	struct sbx *s;
+	uv_loop_t loop;
+	bool closed = false;
+	int nbw = 0;
+
+	if (runs < 1 || !bare || !bw || !sb || !mkdtemp(ws))
+		return 1;
+	snprintf(sandboxd, sizeof(sandboxd), "%s/sandboxd",
+		 build ? build : "build");
+
+	for (int i = 0; i < runs; i++)
+		if ((bare[i] = time_exec(true_argv)) < 0)
+			return fprintf(stderr, "/bin/true failed\n"), 1;
+	m_bare = median(bare, runs);
+
+	if (access(bwrap_argv[0], X_OK) == 0 && time_exec(bwrap_argv) >= 0) {
+		for (nbw = 0; nbw < runs; nbw++)
+			if ((bw[nbw] = time_exec(bwrap_argv)) < 0)
+				break;
+		if (nbw == runs)
+			m_bw = median(bw, runs);
+	}
+
+	uv_loop_init(&loop);
+	if (sbx_start(&loop, sandboxd, &s) < 0)
+		return fprintf(stderr, "cannot start %s\n", sandboxd), 1;
+	spec_for(&sp, true_argv, ws);
+	/* Warm up: the first run probes the kernel and builds the filter. */
+	for (int i = 0; i < 5 + runs; i++) {
+		double t0 = now_ms();
+
+		memset(&o, 0, sizeof(o));
+		sbx_run(s, &sp, &(struct sbx_cbs){NULL, on_done}, &o, NULL);
+		while (!o.done)
+			uv_run(&loop, UV_RUN_ONCE);
+		if (!o.ok) {
+			fprintf(stderr, "sandboxd run failed: %s\n", o.err);
+			return 1;
+		}
+		if (i >= 5)
+			sb[i - 5] = o.end - t0;
+	}
+	m_sb = median(sb, runs);
+	long rss_idle = vmrss_kib(sbx_pid(s));
+
+	/* 50 concurrent `sleep 1`: all should end about a second later. */
+	char *sleep_argv[] = {"/bin/sleep", "1", NULL};
+	struct one many[BENCH_CONCURRENT];
+	double t0 = now_ms(), last = 0;
+	long rss_busy = -1;
+	int failed = 0;
+
+	spec_for(&sp, sleep_argv, ws);
+	memset(many, 0, sizeof(many));
+	for (int i = 0; i < BENCH_CONCURRENT; i++)
+		sbx_run(s, &sp, &(struct sbx_cbs){NULL, on_done}, &many[i],
+			NULL);
+	for (;;) {
+		int ndone = 0;
+
+		uv_run(&loop, UV_RUN_NOWAIT);
+		if (rss_busy < 0 && now_ms() - t0 > 500)
+			rss_busy = vmrss_kib(sbx_pid(s));
+		for (int i = 0; i < BENCH_CONCURRENT; i++)
+			ndone += many[i].done;
+		if (ndone == BENCH_CONCURRENT)
+			break;
+		usleep(1000);
+	}
+	for (int i = 0; i < BENCH_CONCURRENT; i++) {
+		failed += !many[i].ok;
+		if (many[i].end - t0 > last)
+			last = many[i].end - t0;
+	}
+
+	printf("%-44s %10s %10s\n", "median wall time over runs", "ms",
+	       "x bare");
+	printf("%-44s %10.3f %10.2f\n", "/bin/true bare (fork+exec+wait)",
+	       m_bare, 1.0);
+	if (m_bw >= 0)
+		printf("%-44s %10.3f %10.2f\n",
+		       "bwrap --unshare-all /bin/true", m_bw, m_bw / m_bare);
+	else
+		printf("%-44s %10s\n", "bwrap --unshare-all /bin/true",
+		       "skipped (bwrap missing or failing)");
+	printf("%-44s %10.3f %10.2f\n", "sandboxd /bin/true, every layer",
+	       m_sb, m_sb / m_bare);
+	printf("runs each: %d; sandboxd overhead over bare: %.3f ms "
+	       "(target <= 5 ms)%s\n",
+	       runs, m_sb - m_bare,
+	       m_bw >= 0 ? "" : "; bubblewrap not measured");
+	if (m_bw >= 0)
+		printf("sandboxd vs bubblewrap: %.2fx the time\n",
+		       m_sb / m_bw);
+	printf("sandboxd resident: idle %ld KiB (target < 4096); with %d "
+	       "runs: %ld KiB (%.1f KiB per run)\n",
+	       rss_idle, BENCH_CONCURRENT, rss_busy,
+	       (double)(rss_busy - rss_idle) / BENCH_CONCURRENT);
+	printf("%d concurrent `sleep 1`: all done after %.0f ms, %d failed\n",
+	       BENCH_CONCURRENT, last, failed);
+
+	sbx_close(s, on_closed, &closed);
+	while (!closed)
+		uv_run(&loop, UV_RUN_ONCE);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	uv_loop_close(&loop);
+	rmdir(ws);
+	free(bare);
+	free(bw);
+	free(sb);
+	return failed ? 1 : 0;
+}
