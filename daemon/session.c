@@ -1603,13 +1603,20 @@ int session_verify_plan(struct session_store *s, const char *id,
 		seterr(s, ".spd.conf: %s", git_msg());
 		goto out;
 	}
-	if (git_config_iterator_glob_new(&it, cfg, "^check\\..+\\.run$") < 0) {
+	/* Filtered by hand, not with a glob regex: libgit2's PCRE2 path
+	 * leaks its match data. */
+	if (git_config_iterator_new(&it, cfg) < 0) {
 		seterr(s, ".spd.conf: %s", git_msg());
 		goto out;
 	}
 	while (git_config_next(&e, it) == 0) {
+		size_t full = strlen(e->name);
+
+		if (full <= 10 || strncmp(e->name, "check.", 6) != 0 ||
+		    strcmp(e->name + full - 4, ".run") != 0)
+			continue;
 		const char *name = e->name + 6; /* after "check." */
-		size_t nl = strlen(name) - 4;	/* before ".run" */
+		size_t nl = full - 10;		/* before ".run" */
 		struct session_check *ck;
 		int k;
 
