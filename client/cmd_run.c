@@ -74,13 +74,35 @@ static void on_run_event(void *data, const char *method, json_t *params)
 	}
 }
 
+/* Ask the person at the terminal; false without one. */
+static bool confirm_on_tty(json_t *err)
+{
+	json_t *d = json_object_get(err, "data");
+	char answer[16];
+	FILE *tty;
+
+	if (!isatty(STDIN_FILENO) || !isatty(STDERR_FILENO))
+		return false;
+	fprintf(stderr, "spd asks: %s\n  rule %s. Run it? [y/N] ",
+		json_string_value(json_object_get(d, "reason")) ?: "?",
+		json_string_value(json_object_get(d, "rule")) ?: "?");
+	fflush(stderr);
+	tty = fopen("/dev/tty", "r");
+	if (!tty)
+		return false;
+	if (!fgets(answer, sizeof(answer), tty))
+		answer[0] = '\0';
+	fclose(tty);
+	return answer[0] == 'y' || answer[0] == 'Y';
+}
+
 static int run_usage(void)
 {
 	fprintf(stderr,
 		"usage: spctl run [--workspace DIR] [--net none|loopback|host] "
 		"[--timeout SECONDS]\n"
 		"                 [--writable PATH]... [--env NAME=VALUE]... "
-		"[--best-effort] [--json] -- ARGV...\n");
+		"[--best-effort] [--yes] [--json] -- ARGV...\n");
 	return CMD_EXIT_USAGE;
 }
 
@@ -91,6 +113,7 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 	json_t *res = NULL, *err = NULL;
 	char *workspace = NULL, cwd[PATH_MAX];
 	bool agent = getenv("SPD_SESSION_TOKEN") != NULL;
+	bool yes = false;
 	struct client c;
 	char errbuf[512];
 	int i, r, ex;
@@ -134,6 +157,8 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 					    json_string("best-effort"));
 		} else if (strcmp(a, "--json") == 0) {
 			ctx->json = true;
+		} else if (strcmp(a, "--yes") == 0 || strcmp(a, "-y") == 0) {
+			yes = true;
 		} else {
 			return run_usage();
 		}
@@ -163,6 +188,12 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 			json_object_set_new(params, "cwd", json_string(cwd));
 	}
 	free(workspace);
+	if (yes)
+		json_object_set_new(params, "yes", json_true());
+	else if (!agent)
+		/* The operator at a terminal answers an ask here, below;
+		 * an agent's call waits for a person's decision in spd. */
+		json_object_set_new(params, "wait", json_false());
 
 	r = client_open(&c, errbuf, sizeof(errbuf));
 	if (r < 0) {
@@ -170,7 +201,28 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "spctl: %s\n", errbuf);
 		return CMD_EXIT_SPD;
 	}
+	json_incref(params);
 	r = client_call(&c, "cmd.run", params, on_run_event, ctx, &res, &err);
+	if (r == -EPROTO && !agent && !yes && cmd_error_is(err, "NEEDS-APPROVAL")) {
+		if (!confirm_on_tty(err)) {
+			ex = cmd_print_error(err);
+			fprintf(stderr, "spctl: not run (approve with --yes, or "
+					"answer y at a terminal)\n");
+			json_decref(err);
+			json_decref(params);
+			client_close(&c);
+			return ex;
+		}
+		json_decref(err);
+		err = NULL;
+		json_object_del(params, "wait");
+		json_object_del(params, "token");
+		json_object_set_new(params, "yes", json_true());
+		json_incref(params);
+		r = client_call(&c, "cmd.run", params, on_run_event, ctx, &res,
+				&err);
+	}
+	json_decref(params);
 	client_close(&c);
 	if (r == -EPROTO) {
 		ex = cmd_print_error(err);

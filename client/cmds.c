@@ -27,6 +27,128 @@ int cmd_print_error(json_t *err)
 	return CMD_EXIT_SPD;
 }
 
+bool cmd_error_is(json_t *err, const char *code)
+{
+	const char *c = json_string_value(
+		json_object_get(json_object_get(err, "data"), "code"));
+	return c && strcmp(c, code) == 0;
+}
+
+static void on_approval(void *data, const char *method, json_t *p)
+{
+	struct cmd_ctx *ctx = data;
+	json_t *o = json_object_get(p, "object");
+	json_t *argv = json_object_get(o, "argv");
+
+	if (strcmp(method, "approval.requested") != 0)
+		return;
+	if (ctx->json) {
+		char *s = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);
+		puts(s ? s : "null");
+		free(s);
+		fflush(stdout);
+		return;
+	}
+	printf("approval %lld  session %s  %s: %s\n",
+	       (long long)json_integer_value(json_object_get(p, "id")),
+	       json_string_value(json_object_get(p, "session")) ?: "-",
+	       json_string_value(json_object_get(p, "rule")) ?: "?",
+	       json_string_value(json_object_get(p, "reason")) ?: "");
+	if (json_is_array(argv)) {
+		printf("    run:");
+		for (size_t i = 0; i < json_array_size(argv); i++)
+			printf(" %s", json_string_value(json_array_get(argv, i)));
+		printf("\n");
+	} else if (json_string_value(json_object_get(o, "path"))) {
+		printf("    %s %s\n", json_string_value(json_object_get(o, "kind")),
+		       json_string_value(json_object_get(o, "path")));
+	}
+	fflush(stdout);
+}
+
+int cmd_approvals(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	bool follow = argc == 2 && strcmp(argv[1], "--follow") == 0;
+	json_t *res = NULL, *err = NULL, *arr;
+	struct client c;
+	char errbuf[512];
+	int r;
+
+	if (argc > 2 || (argc == 2 && !follow)) {
+		fprintf(stderr, "usage: spctl approvals [--follow]\n");
+		return CMD_EXIT_USAGE;
+	}
+	r = client_open(&c, errbuf, sizeof(errbuf));
+	if (r < 0) {
+		fprintf(stderr, "spctl: %s\n", errbuf);
+		return CMD_EXIT_SPD;
+	}
+	r = client_call(&c, "approval.list",
+			json_pack("{s:b}", "follow", follow), on_approval, ctx,
+			&res, &err);
+	client_close(&c);
+	if (r == -EPROTO) {
+		r = cmd_print_error(err);
+		json_decref(err);
+		return r;
+	}
+	if (r < 0) {
+		fprintf(stderr, "spctl: approvals: %s\n", strerror(-r));
+		return CMD_EXIT_SPD;
+	}
+	arr = json_object_get(res, "pending");
+	for (size_t i = 0; i < json_array_size(arr); i++)
+		on_approval(ctx, "approval.requested", json_array_get(arr, i));
+	if (!ctx->json && json_array_size(arr) == 0 && !follow)
+		printf("no pending approvals\n");
+	json_decref(res);
+	return 0;
+}
+
+static int decide(int argc, char **argv, bool approve)
+{
+	const char *why = NULL;
+	char *end;
+	long long id;
+	json_t *params, *res;
+	int ex = 0;
+
+	if (argc < 2)
+		goto usage;
+	id = strtoll(argv[1], &end, 10);
+	if (*end || id <= 0)
+		goto usage;
+	for (int i = 2; i < argc; i++) {
+		if (!approve && strcmp(argv[i], "--why") == 0 && i + 1 < argc)
+			why = argv[++i];
+		else
+			goto usage;
+	}
+	params = json_pack("{s:I, s:b}", "id", (json_int_t)id, "approve", approve);
+	if (why)
+		json_object_set_new(params, "why", json_string(why));
+	res = cmd_call("approval.decide", params, &ex);
+	if (!res)
+		return ex;
+	printf("approval %lld %s\n", id, approve ? "granted" : "refused");
+	json_decref(res);
+	return 0;
+usage:
+	fprintf(stderr, approve ? "usage: spctl approve ID\n"
+				: "usage: spctl deny ID [--why TEXT]\n");
+	return CMD_EXIT_USAGE;
+}
+
+int cmd_approve(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	return decide(argc, argv, true);
+}
+
+int cmd_deny(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	return decide(argc, argv, false);
+}
+
 json_t *cmd_call(const char *method, json_t *params, int *ret_exit)
 {
 	struct client c;

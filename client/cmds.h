@@ -41,5 +41,10 @@ json_t *cmd_call(const char *method, json_t *params, int *ret_exit);
 /* Print an error object {code, message, data:{code}} to stderr and return
  * the exit code for it. */
 int cmd_print_error(json_t *err);
+/* True when the error object's symbolic code is code. */
+bool cmd_error_is(json_t *err, const char *code);
+int cmd_approvals(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_approve(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_deny(struct cmd_ctx *ctx, int argc, char **argv);
 
 #endif

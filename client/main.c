@@ -29,12 +29,15 @@ static void usage(FILE *f)
 		"  doctor                       which sandbox layers this host offers\n"
 		"  run [--workspace DIR] [--net none|loopback|host] [--timeout S]\n"
 		"      [--writable PATH]... [--env NAME=VALUE]... [--best-effort]\n"
+		"      [--yes]  (approve an ask; without it spctl asks y/N on a tty)\n"
 		"      -- ARGV...               run a command in the sandbox\n"
 		"  session start FEATURE [--repo DIR] [--in-place]\n"
 		"  session list | show ID | end ID | status [ID]\n"
 		"  session heldout ID DIR | verify ID | diff ID\n"
 		"  policy check [--session ID] [--workspace DIR] -- ARGV...\n"
 		"  policy check --read PATH | --write PATH\n"
+		"  approvals [--follow]         pending asks (operator)\n"
+		"  approve ID | deny ID [--why TEXT]\n"
 		"\n"
 		"options:\n"
 		"  --json      print machine-readable JSON (one object per line)\n"
@@ -63,7 +66,8 @@ static const struct {
 	{"ping", cmd_ping},       {"status", cmd_status},
 	{"journal", cmd_journal}, {"doctor", cmd_doctor},
 	{"run", cmd_run},         {"session", cmd_session},
-	{"policy", cmd_policy},
+	{"policy", cmd_policy},   {"approvals", cmd_approvals},
+	{"approve", cmd_approve}, {"deny", cmd_deny},
 };
 
 int main(int argc, char **argv)

@@ -81,6 +81,14 @@ static int after_run(void *data, const struct sbx_result *r, char *msg,
 	return ret;
 }
 
+static void cancel_run(void *data)
+{
+	struct run_session *rs = data;
+
+	session_argv_free(rs->argv);
+	free(rs);
+}
+
 static char **argv_copy(json_t *arr)
 {
 	size_t n = json_array_size(arr);
@@ -227,6 +235,9 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 	snprintf(rs->id, sizeof(rs->id), "%s", id);
 	req->done_hook = after_run;
 	req->done_data = rs;
+	req->done_cancel = cancel_run;
+	req->in_place = info->mode == SESSION_MODE_IN_PLACE;
+	req->session_id = rs->id;
 	session_info_free(info);
 	return 0;
 }

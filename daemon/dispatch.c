@@ -3,6 +3,8 @@
 #include "methods.h"
 #include "run.h"
 #include "session.h"
+#include "gate.h"
+#include "fsops.h"
 #include "policy.h"
 
 static const rpc_handler handlers[RPC_M__COUNT] = {
@@ -23,6 +25,15 @@ static const rpc_handler handlers[RPC_M__COUNT] = {
 	[RPC_M_SESSION_VERIFY] = m_session_verify,
 	[RPC_M_SESSION_DIFF] = m_session_diff,
 	[RPC_M_POLICY_CHECK] = m_policy_check,
+	[RPC_M_APPROVAL_LIST] = m_approval_list,
+	[RPC_M_APPROVAL_DECIDE] = m_approval_decide,
+	[RPC_M_FS_READ] = m_fs_read,
+	[RPC_M_FS_WRITE] = m_fs_write,
+	[RPC_M_FS_LIST] = m_fs_list,
+	[RPC_M_FS_STAT] = m_fs_stat,
+	[RPC_M_FS_MKDIR] = m_fs_mkdir,
+	[RPC_M_FS_DELETE] = m_fs_delete,
+	[RPC_M_FS_MOVE] = m_fs_move,
 };
 
 void dispatch_call(struct rpc_call *c)

@@ -13,6 +13,7 @@
 
 #include "call.h"
 #include "config.h"
+#include "gate.h"
 #include "log.h"
 #include "methods.h"
 #include "run.h"
@@ -436,8 +437,41 @@ out:
 	return r;
 }
 
+/* A run between the policy's judgement and its start. */
+struct pending_run {
+	struct run_request req;
+	char *workspace, *cwd, *owned_workspace;
+};
+
+static void pending_run_free(struct pending_run *pr)
+{
+	free(pr->workspace);
+	free(pr->cwd);
+	free(pr->owned_workspace);
+	free(pr);
+}
+
+static void run_allowed(struct rpc_call *c, void *data)
+{
+	struct pending_run *pr = data;
+
+	if (run_start(c, &pr->req) < 0 && pr->req.done_cancel)
+		pr->req.done_cancel(pr->req.done_data);
+	pending_run_free(pr);
+}
+
+static void run_refused(void *data)
+{
+	struct pending_run *pr = data;
+
+	if (pr->req.done_cancel)
+		pr->req.done_cancel(pr->req.done_data);
+	pending_run_free(pr);
+}
+
 void m_cmd_run(struct rpc_call *c)
 {
+	struct pending_run *pr = NULL;
 	struct spd *spd = rpc_call_spd(c);
 	const struct rpc_principal *who = rpc_call_principal(c);
 	json_t *p = rpc_call_params(c), *v;
@@ -560,8 +594,35 @@ void m_cmd_run(struct rpc_call *c)
 		}
 		req.cwd = cwd;
 	}
-	run_start(c, &req);
+	/* The policy judges exactly the argv that will be handed to
+	 * sandboxd: the same JSON array, resolved against the same
+	 * workspace and cwd. */
+	pr = calloc(1, sizeof(*pr));
+	if (!pr) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		goto out;
+	}
+	pr->req = req;
+	pr->workspace = workspace ? steal_ptr(workspace) : NULL;
+	pr->cwd = steal_ptr(cwd);
+	pr->owned_workspace = steal_ptr(req.owned_workspace);
+	req.done_cancel = NULL;
+	gate_check(c,
+		   &(struct gate_call){
+			   .kind = POLICY_CALL_EXEC,
+			   .argv = req.argv,
+			   .env = req.env,
+			   .cwd = pr->req.cwd,
+			   .net = (enum policy_net)req.net,
+			   .workspace = pr->req.workspace,
+			   .in_place = req.in_place,
+			   .session_id = req.session_id,
+		   },
+		   run_allowed, run_refused, pr);
+	return;
 out:
+	if (req.done_cancel)
+		req.done_cancel(req.done_data);
 	free(workspace);
 	free(cwd);
 	free(req.owned_workspace);

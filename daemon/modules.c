@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "gate.h"
 #include "log.h"
 #include "modules.h"
 #include "run.h"
@@ -59,6 +60,12 @@ int modules_start(struct spd *spd, char *errbuf, size_t errlen)
 		return r;
 	}
 	sbx_probe(spd->sbx, on_probe, spd);
+	r = gate_start(spd);
+	if (r < 0) {
+		snprintf(errbuf, errlen, "cannot start the policy gate: %s",
+			 strerror(-r));
+		return r;
+	}
 	r = agent_start(spd);
 	if (r < 0) {
 		snprintf(errbuf, errlen, "cannot open the session store in %s: %s",
@@ -89,6 +96,7 @@ void modules_close(struct spd *spd, void (*cb)(void *data), void *data)
 	struct sbx *s = spd->sbx;
 
 	spd->sbx = NULL;
+	gate_stop(spd);
 	agent_stop(spd);
 	if (!cc) {
 		sbx_close(s, NULL, NULL);

@@ -36,6 +36,10 @@ struct run_request {
 	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
 			 size_t msglen);
 	void *done_data;
+	/* Releases done_data when the run never starts (refused). */
+	void (*done_cancel)(void *data);
+	bool in_place;           /* set by run_prepare for in-place sessions */
+	const char *session_id;  /* set by run_prepare: the session, or NULL */
 };
 
 void m_cmd_run(struct rpc_call *c);

@@ -1,0 +1,687 @@
+#include <errno.h>
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "call.h"
+#include "gate.h"
+#include "journal.h"
+#include "log.h"
+#include "session.h"
+#include "spd.h"
+#include "common/paths.h"
+#include "common/util.h"
+
+struct pending {
+	struct pending *next;
+	uint64_t id;
+	struct approvals *ap;
+	char session[SESSION_ID_LEN + 1]; /* "" for the operator's calls */
+	char key[65];
+	json_t *object; /* what is asked, for the person */
+	const char *rule;
+	char reason[POLICY_REASON_MAX];
+	/* A waiting call; NULL when the caller asked not to wait. */
+	struct rpc_call *call;
+	gate_cont_fn cont;
+	gate_drop_fn drop;
+	void *data;
+	uv_timer_t timer;
+	bool timer_on;
+};
+
+struct grant {
+	struct grant *next;
+	char session[SESSION_ID_LEN + 1];
+	char key[65];
+};
+
+struct counter {
+	struct counter *next;
+	char session[SESSION_ID_LEN + 1];
+	unsigned prompts;
+	unsigned denials; /* in a row */
+};
+
+struct follower {
+	struct follower *next;
+	struct rpc_call *call;
+	struct approvals *ap;
+};
+
+struct approvals {
+	struct spd *spd;
+	struct pending *pending;
+	unsigned n_pending;
+	struct grant *grants;
+	struct counter *counters;
+	struct follower *followers;
+	uint64_t next_id;
+};
+
+int gate_policy_conf(struct spd *spd, const char *ws, struct policy_conf **ret,
+		     const char **ret_what)
+{
+	struct policy_conf *conf = policy_conf_new();
+	char *proj = NULL;
+	int r;
+
+	if (!conf)
+		return -ENOMEM;
+	if (spd && spd->paths.conf_path) {
+		r = policy_conf_load(conf, POLICY_LAYER_OPERATOR,
+				     spd->paths.conf_path);
+		if (r < 0 && r != -ENOENT) {
+			*ret_what = "spd.conf";
+			goto fail;
+		}
+	}
+	proj = paths_join(ws, ".spd.conf");
+	if (!proj) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = policy_conf_load(conf, POLICY_LAYER_PROJECT, proj);
+	free(proj);
+	if (r < 0 && r != -ENOENT) {
+		*ret_what = ".spd.conf";
+		goto fail;
+	}
+	*ret = conf;
+	return 0;
+fail:
+	policy_conf_free(conf);
+	return r;
+}
+
+/* TODO(session_end_attempt): end the session's attempt in the store. */
+static void gate_end_attempt(struct session_store *store, const char *id,
+			     const char *code, const char *why)
+{
+	(void)code;
+	session_note_policy_block(store, id, why);
+}
+
+static struct counter *counter_of(struct approvals *ap, const char *session)
+{
+	struct counter *c;
+
+	for (c = ap->counters; c; c = c->next)
+		if (strcmp(c->session, session) == 0)
+			return c;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	snprintf(c->session, sizeof(c->session), "%s", session);
+	c->next = ap->counters;
+	ap->counters = c;
+	return c;
+}
+
+static void journal_decision(struct spd *spd, const char *session,
+			     const char *kind, const char *rule,
+			     const char *reason, json_t *object)
+{
+	json_t *d = json_pack("{s:s, s:s, s:O?}", "rule", rule, "reason",
+			      reason, "object", object);
+	char *text = d ? json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	char sum[POLICY_REASON_MAX + 64];
+
+	snprintf(sum, sizeof(sum), "%s: %s", rule, reason);
+	journal_append(spd->journal, session && session[0] ? session : NULL,
+		       "spd", kind, sum, text);
+	free(text);
+	json_decref(d);
+}
+
+/* A denied call: counts toward the three-in-a-row rule of its session. */
+static void deny(struct approvals *ap, struct rpc_call *c, const char *session,
+		 const char *rule, const char *reason, json_t *object,
+		 enum rpc_error code)
+{
+	struct spd *spd = ap->spd;
+	struct counter *ctr = session ? counter_of(ap, session) : NULL;
+
+	journal_decision(spd, session, "policy.deny", rule, reason, object);
+	if (session && spd->sessions)
+		session_note_policy_block(spd->sessions, session, rule);
+	if (ctr && ++ctr->denials >= GATE_DENIALS_MAX && spd->sessions) {
+		char why[128];
+		snprintf(why, sizeof(why), "%u denied calls in a row",
+			 ctr->denials);
+		gate_end_attempt(spd->sessions, session, "POLICY-DENIED", why);
+		rpc_call_error(c, RPC_E_ATTEMPT_ENDED,
+			       json_pack("{s:s, s:s}", "rule", rule, "reason",
+					 reason),
+			       "%s (%s); %s: the session's attempt ended",
+			       reason, rule, why);
+		return;
+	}
+	if (c)
+		rpc_call_error(c, code,
+			       json_pack("{s:s, s:s}", "rule", rule, "reason",
+					 reason),
+			       "%s (%s)", reason, rule);
+}
+
+static json_t *object_json(const struct gate_call *g,
+			   const struct policy_result *res)
+{
+	json_t *paths = json_array();
+
+	for (size_t i = 0; i < res->n_paths; i++)
+		json_array_append_new(paths, json_string(res->paths[i]));
+	return json_pack("{s:s, s:O?, s:O?, s:s?, s:s?, s:s?, s:s?, s:o, s:s, "
+			 "s:s}",
+			 "kind",
+			 g->kind == POLICY_CALL_EXEC   ? "exec"
+			 : g->kind == POLICY_CALL_READ ? "read"
+						       : "write",
+			 "argv", g->argv, "env", g->env, "cwd", g->cwd, "path",
+			 g->path, "path2", g->path2, "exe", res->exe, "paths",
+			 paths, "net",
+			 g->net == POLICY_NET_HOST	 ? "host"
+			 : g->net == POLICY_NET_LOOPBACK ? "loopback"
+							 : "none",
+			 "workspace", g->workspace);
+}
+
+/* The identity of a resolved object: BLAKE2b over its canonical JSON. */
+static void object_key(const char *session, json_t *object, char out[65])
+{
+	char *text = json_dumps(object, JSON_COMPACT | JSON_SORT_KEYS);
+	unsigned char h[32];
+	crypto_generichash_state st;
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(h));
+	crypto_generichash_update(&st, (const unsigned char *)session,
+				  strlen(session) + 1);
+	if (text)
+		crypto_generichash_update(&st, (const unsigned char *)text,
+					  strlen(text));
+	crypto_generichash_final(&st, h, sizeof(h));
+	sodium_bin2hex(out, 65, h, sizeof(h));
+	free(text);
+}
+
+static bool take_grant(struct approvals *ap, const char *session,
+		       const char *key)
+{
+	for (struct grant **pp = &ap->grants; *pp; pp = &(*pp)->next) {
+		struct grant *g = *pp;
+		if (strcmp(g->session, session) == 0 &&
+		    strcmp(g->key, key) == 0) {
+			*pp = g->next;
+			free(g);
+			return true;
+		}
+	}
+	return false;
+}
+
+static json_t *pending_json(const struct pending *p)
+{
+	return json_pack("{s:I, s:s?, s:s, s:s, s:O, s:b}", "id",
+			 (json_int_t)p->id, "session",
+			 p->session[0] ? p->session : NULL, "rule", p->rule,
+			 "reason", p->reason, "object", p->object, "waiting",
+			 p->call != NULL);
+}
+
+static void pending_closed(uv_handle_t *h)
+{
+	struct pending *p = h->data;
+
+	json_decref(p->object);
+	free(p);
+}
+
+/* Unlink and free p (its timer closed first). */
+static void pending_free(struct pending *p)
+{
+	struct approvals *ap = p->ap;
+
+	for (struct pending **pp = &ap->pending; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			ap->n_pending--;
+			break;
+		}
+	if (p->timer_on) {
+		uv_timer_stop(&p->timer);
+		uv_close((uv_handle_t *)&p->timer, pending_closed);
+	} else {
+		pending_closed((uv_handle_t *)&p->timer);
+	}
+}
+
+static void pending_refuse(struct pending *p, const char *why)
+{
+	struct rpc_call *c = p->call;
+	gate_drop_fn drop = p->drop;
+	void *data = p->data;
+
+	p->call = NULL;
+	journal_decision(p->ap->spd, p->session, "approval.refused", p->rule,
+			 why, p->object);
+	pending_free(p);
+	if (c) {
+		rpc_call_on_gone(c, NULL, NULL);
+		rpc_call_error(c, RPC_E_APPROVAL_REFUSED, NULL, "%s", why);
+		drop(data);
+	}
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	pending_refuse(t->data, "no decision in time");
+}
+
+static void on_waiter_gone(void *data)
+{
+	pending_refuse(data, "the client went away");
+}
+
+void gate_check(struct rpc_call *c, const struct gate_call *g, gate_cont_fn cont,
+		gate_drop_fn drop, void *data)
+{
+	struct spd *spd = rpc_call_spd(c);
+	struct approvals *ap = spd->approvals;
+	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *params = rpc_call_params(c);
+	struct policy_conf *conf = NULL;
+	struct policy_context ctx = {0};
+	struct policy_call call = {0};
+	struct policy_result res = {0};
+	const char **argv = NULL, **env = NULL;
+	size_t *argv_len = NULL, envc = 0;
+	char **env_owned = NULL;
+	const char *what = "", *session = g->session_id ? g->session_id : "";
+	json_t *object = NULL;
+	char key[65];
+	bool wait = !json_is_false(json_object_get(params, "wait"));
+	bool yes = json_is_true(json_object_get(params, "yes"));
+	int r;
+
+	if (!ap) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "no policy gate");
+		drop(data);
+		return;
+	}
+	if (yes && !who->operator) {
+		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+			       "only the operator may pre-approve (yes)");
+		drop(data);
+		return;
+	}
+	r = gate_policy_conf(spd, g->workspace, &conf, &what);
+	if (r < 0) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "cannot read the policy configuration %s: %s",
+			       what, strerror(-r));
+		drop(data);
+		return;
+	}
+	ctx.workspace = g->workspace;
+	ctx.in_place = g->in_place;
+	call.kind = g->kind;
+	call.net = g->net;
+	call.cwd = g->cwd;
+	if (g->kind == POLICY_CALL_EXEC) {
+		size_t n = json_array_size(g->argv);
+		const char *k;
+		json_t *v;
+
+		argv = calloc(n + 1, sizeof(*argv));
+		argv_len = calloc(n + 1, sizeof(*argv_len));
+		env_owned = calloc(json_object_size(g->env) + 1, sizeof(char *));
+		env = calloc(json_object_size(g->env) + 1, sizeof(*env));
+		if (!argv || !argv_len || !env_owned || !env)
+			goto oom;
+		for (size_t i = 0; i < n; i++) {
+			argv[i] = json_string_value(json_array_get(g->argv, i));
+			argv_len[i] = json_string_length(json_array_get(g->argv, i));
+			if (!argv[i])
+				argv[i] = "";
+		}
+		json_object_foreach(g->env, k, v)
+		{
+			if (asprintf(&env_owned[envc], "%s=%s", k,
+				     json_string_value(v) ?: "") < 0)
+				goto oom;
+			env[envc] = env_owned[envc];
+			envc++;
+		}
+		call.argv = argv;
+		call.argv_len = argv_len;
+		call.argc = n;
+		call.env = env;
+		call.envc = envc;
+	} else {
+		call.path = g->path;
+	}
+	r = policy_classify(conf, &ctx, &call, &res);
+	/* fs.move writes two paths: the stricter decision wins. */
+	if (r == 0 && g->path2 && res.decision != POLICY_DENY &&
+	    res.decision != POLICY_BAD_REQUEST) {
+		struct policy_result res2 = {0};
+		call.path = g->path2;
+		if (policy_classify(conf, &ctx, &call, &res2) == 0 &&
+		    res2.decision > res.decision) {
+			policy_result_free(&res);
+			res = res2;
+		} else {
+			policy_result_free(&res2);
+		}
+	}
+	if (r < 0) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "policy: %s",
+			       strerror(-r));
+		drop(data);
+		goto out;
+	}
+	object = object_json(g, &res);
+	if (!object)
+		goto oom;
+	rpc_call_set_detail(c, json_pack("{s:s, s:s, s:s}", "decision",
+					 policy_decision_name(res.decision),
+					 "rule", res.rule, "reason", res.reason));
+	switch (res.decision) {
+	case POLICY_BAD_REQUEST:
+		rpc_call_error(c, RPC_E_BAD_PARAMS,
+			       json_pack("{s:s}", "rule", res.rule), "%s",
+			       res.reason);
+		drop(data);
+		goto out;
+	case POLICY_DENY:
+		deny(ap, c, g->session_id, res.rule, res.reason, object,
+		     RPC_E_POLICY_DENIED);
+		drop(data);
+		goto out;
+	case POLICY_ALLOW: {
+		struct counter *ctr =
+			g->session_id ? counter_of(ap, g->session_id) : NULL;
+		if (ctr)
+			ctr->denials = 0;
+		cont(c, data);
+		goto out;
+	}
+	case POLICY_ASK:
+		break;
+	}
+
+	/* An ask. */
+	object_key(session, object, key);
+	if (yes) {
+		/* The operator answered at the terminal: the earlier
+		 * NEEDS-APPROVAL for this same call is settled. */
+		for (struct pending *q = ap->pending, *nx; q; q = nx) {
+			nx = q->next;
+			if (!q->call && strcmp(q->session, session) == 0 &&
+			    strcmp(q->key, key) == 0)
+				pending_free(q);
+		}
+		journal_decision(spd, session, "approval.granted", res.rule,
+				 "approved in advance by the operator (yes)",
+				 object);
+		cont(c, data);
+		goto out;
+	}
+	if (take_grant(ap, session, key)) {
+		struct counter *ctr =
+			g->session_id ? counter_of(ap, g->session_id) : NULL;
+		if (ctr)
+			ctr->denials = 0;
+		journal_decision(spd, session, "approval.used", res.rule,
+				 "a person's grant for this exact call, used once",
+				 object);
+		cont(c, data);
+		goto out;
+	}
+	if (g->session_id) {
+		struct counter *ctr = counter_of(ap, g->session_id);
+		if (ctr && ctr->prompts >= GATE_PROMPTS_MAX) {
+			deny(ap, c, g->session_id, "deny.prompt-budget",
+			     "the session has used all its prompts", object,
+			     RPC_E_POLICY_DENIED);
+			drop(data);
+			goto out;
+		}
+		if (ctr)
+			ctr->prompts++;
+	}
+	if (ap->n_pending >= GATE_PENDING_MAX) {
+		deny(ap, c, g->session_id, "deny.pending-limit",
+		     "too many approvals are pending", object,
+		     RPC_E_POLICY_DENIED);
+		drop(data);
+		goto out;
+	}
+	{
+		struct pending *p = calloc(1, sizeof(*p));
+		json_t *note;
+
+		if (!p)
+			goto oom;
+		p->id = ++ap->next_id;
+		p->ap = ap;
+		snprintf(p->session, sizeof(p->session), "%s", session);
+		memcpy(p->key, key, sizeof(p->key));
+		p->object = json_incref(object);
+		p->rule = res.rule;
+		snprintf(p->reason, sizeof(p->reason), "%s", res.reason);
+		p->timer.data = p;
+		p->next = ap->pending;
+		ap->pending = p;
+		ap->n_pending++;
+		journal_decision(spd, session, "approval.requested", res.rule,
+				 res.reason, object);
+		note = pending_json(p);
+		for (struct follower *f = ap->followers; f; f = f->next)
+			rpc_call_notify(f->call, "approval.requested",
+					json_incref(note));
+		json_decref(note);
+		if (!wait) {
+			rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
+				       json_pack("{s:I, s:s, s:s}", "approval",
+						 (json_int_t)p->id, "rule",
+						 res.rule, "reason", res.reason),
+				       "%s (%s): approval %" PRIu64
+				       " is pending",
+				       res.reason, res.rule, p->id);
+			drop(data);
+			goto out;
+		}
+		p->call = c;
+		p->cont = cont;
+		p->drop = drop;
+		p->data = data;
+		uv_timer_init(spd->loop, &p->timer);
+		p->timer_on = true;
+		uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);
+		rpc_call_on_gone(c, on_waiter_gone, p);
+	}
+	goto out;
+oom:
+	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+	drop(data);
+out:
+	json_decref(object);
+	policy_result_free(&res);
+	policy_conf_free(conf);
+	free(argv);
+	free(argv_len);
+	for (size_t i = 0; env_owned && i < envc; i++)
+		free(env_owned[i]);
+	free(env_owned);
+	free(env);
+}
+
+/* ---- approval.list and approval.decide ------------------------------ */
+
+static void follower_gone(void *data)
+{
+	struct follower *f = data;
+	struct approvals *ap = f->ap;
+
+	for (struct follower **pp = &ap->followers; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	rpc_call_reply(f->call, json_null());
+	free(f);
+}
+
+void m_approval_list(struct rpc_call *c)
+{
+	struct approvals *ap = rpc_call_spd(c)->approvals;
+	json_t *arr = json_array();
+
+	for (struct pending *p = ap->pending; p; p = p->next)
+		json_array_append_new(arr, pending_json(p));
+	if (!json_is_true(json_object_get(rpc_call_params(c), "follow"))) {
+		rpc_call_reply(c, json_pack("{s:o}", "pending", arr));
+		return;
+	}
+	/* Follow: the pending ones now, then each new one as it comes. */
+	for (size_t i = 0; i < json_array_size(arr); i++)
+		rpc_call_notify(c, "approval.requested",
+				json_incref(json_array_get(arr, i)));
+	json_decref(arr);
+	struct follower *f = calloc(1, sizeof(*f));
+	if (!f) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	f->call = c;
+	f->ap = ap;
+	f->next = ap->followers;
+	ap->followers = f;
+	rpc_call_on_gone(c, follower_gone, f);
+}
+
+void m_approval_decide(struct rpc_call *c)
+{
+	struct approvals *ap = rpc_call_spd(c)->approvals;
+	json_t *params = rpc_call_params(c);
+	json_int_t id = json_integer_value(json_object_get(params, "id"));
+	bool approve = json_is_true(json_object_get(params, "approve"));
+	const char *why = json_string_value(json_object_get(params, "why"));
+	struct pending *p;
+
+	for (p = ap->pending; p; p = p->next)
+		if ((json_int_t)p->id == id)
+			break;
+	if (!p) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "no pending approval %lld", (long long)id);
+		return;
+	}
+	rpc_call_set_summary(c, "approval %lld %s", (long long)id,
+			     approve ? "granted" : "refused");
+	if (approve) {
+		struct rpc_call *waiter = p->call;
+		gate_cont_fn cont = p->cont;
+		void *data = p->data;
+
+		journal_decision(ap->spd, p->session, "approval.granted",
+				 p->rule, "granted by a person", p->object);
+		if (!waiter) {
+			/* The agent did not wait: the grant waits for it,
+			 * for this exact call, once. */
+			struct grant *g = calloc(1, sizeof(*g));
+			if (g) {
+				snprintf(g->session, sizeof(g->session), "%s",
+					 p->session);
+				memcpy(g->key, p->key, sizeof(g->key));
+				g->next = ap->grants;
+				ap->grants = g;
+			}
+		}
+		if (p->session[0]) {
+			struct counter *ctr = counter_of(ap, p->session);
+			if (ctr)
+				ctr->denials = 0;
+		}
+		p->call = NULL;
+		pending_free(p);
+		if (waiter) {
+			rpc_call_on_gone(waiter, NULL, NULL);
+			cont(waiter, data);
+		}
+	} else {
+		char reason[256];
+		struct rpc_call *waiter = p->call;
+		gate_drop_fn drop = p->drop;
+		void *data = p->data;
+		char session[SESSION_ID_LEN + 1];
+		const char *rule = p->rule;
+		json_t *object = json_incref(p->object);
+
+		snprintf(reason, sizeof(reason), "refused by a person%s%s",
+			 why ? ": " : "", why ? why : "");
+		snprintf(session, sizeof(session), "%s", p->session);
+		p->call = NULL;
+		pending_free(p);
+		if (waiter)
+			rpc_call_on_gone(waiter, NULL, NULL);
+		journal_decision(ap->spd, session, "approval.refused", rule,
+				 reason, object);
+		/* A person's refusal is a denied call of the session. */
+		if (session[0]) {
+			struct counter *ctr = counter_of(ap, session);
+			if (ctr && ++ctr->denials >= GATE_DENIALS_MAX &&
+			    ap->spd->sessions)
+				gate_end_attempt(ap->spd->sessions, session,
+						    "POLICY-DENIED",
+						    "three denied calls in a row");
+		}
+		if (waiter) {
+			rpc_call_error(waiter, RPC_E_APPROVAL_REFUSED, NULL,
+				       "%s", reason);
+			drop(data);
+		}
+		json_decref(object);
+	}
+	rpc_call_reply(c, json_pack("{s:I, s:s}", "id", id, "decision",
+				    approve ? "approved" : "refused"));
+}
+
+int gate_start(struct spd *spd)
+{
+	struct approvals *ap = calloc(1, sizeof(*ap));
+
+	if (!ap)
+		return -ENOMEM;
+	ap->spd = spd;
+	spd->approvals = ap;
+	return 0;
+}
+
+void gate_stop(struct spd *spd)
+{
+	struct approvals *ap = spd->approvals;
+
+	if (!ap)
+		return;
+	/* Waiting calls were ended when their clients went away (the
+	 * server closes first); anything left is refused. */
+	while (ap->pending)
+		pending_refuse(ap->pending, "spd is stopping");
+	while (ap->grants) {
+		struct grant *g = ap->grants;
+		ap->grants = g->next;
+		free(g);
+	}
+	while (ap->counters) {
+		struct counter *ctr = ap->counters;
+		ap->counters = ctr->next;
+		free(ctr);
+	}
+	free(ap);
+	spd->approvals = NULL;
+}
