@@ -16,7 +16,9 @@
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
 #include "common/util.h"
+#include "daemon/call.h"
 #include "daemon/session.h"
+#include "daemon/spd.h"
 
 static char *const git_env[] = {
     "GIT_AUTHOR_NAME=t",
@@ -618,6 +620,245 @@ START_TEST(test_list_show)
 }
 END_TEST
 
+/*
+ * The RPC handlers, driven without a server: this file supplies the
+ * call.h functions that daemon/server.c normally does, so the linker
+ * leaves server.o out.  A call records its reply or error.
+ */
+struct rpc_call {
+	json_t *params;
+	struct rpc_principal who;
+	struct spd *spd;
+	bool done;
+	json_t *result;
+	enum rpc_error err;
+	json_t *err_data;
+	char msg[512];
+};
+
+json_t *rpc_call_params(struct rpc_call *c)
+{
+	return c->params;
+}
+
+const struct rpc_principal *rpc_call_principal(struct rpc_call *c)
+{
+	return &c->who;
+}
+
+struct spd *rpc_call_spd(struct rpc_call *c)
+{
+	return c->spd;
+}
+
+enum rpc_method rpc_call_method(struct rpc_call *c)
+{
+	return RPC_M__COUNT;
+}
+
+bool rpc_call_client_gone(struct rpc_call *c)
+{
+	return false;
+}
+
+void rpc_call_reply(struct rpc_call *c, json_t *result)
+{
+	ck_assert(!c->done);
+	c->done = true;
+	c->result = result;
+}
+
+void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	ck_assert(!c->done);
+	c->done = true;
+	c->err = e;
+	c->err_data = data;
+	va_start(ap, fmt);
+	vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
+	va_end(ap);
+}
+
+int rpc_call_notify(struct rpc_call *c, const char *method, json_t *params)
+{
+	json_decref(params);
+	return 0;
+}
+
+void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data)
+{
+}
+
+void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
+{
+}
+
+void rpc_call_set_detail(struct rpc_call *c, json_t *detail)
+{
+	json_decref(detail);
+}
+
+/* Run handler h with params (taken) as the operator (agent_of NULL) or as
+ * the agent of session agent_of; the call must finish before it returns.
+ * Returns true for a reply, false for an error. */
+static bool call(struct rpc_call *c, struct fx *f, rpc_handler h,
+		 json_t *params, const char *agent_of)
+{
+	static struct spd spd;
+
+	ck_assert_ptr_nonnull(params);
+	memset(c, 0, sizeof(*c));
+	spd.sessions = f->s;
+	c->spd = &spd;
+	c->params = params;
+	c->who.operator= agent_of == NULL;
+	c->who.session_id = agent_of;
+	h(c);
+	ck_assert(c->done);
+	json_decref(c->params);
+	c->params = NULL;
+	return c->result != NULL;
+}
+
+static void call_free(struct rpc_call *c)
+{
+	json_decref(c->result);
+	json_decref(c->err_data);
+	c->result = c->err_data = NULL;
+}
+
+/* A stand-in for the sandbox: check i exits with fake_exits[i]. */
+static int fake_exits[4];
+static int fake_runs;
+
+static int fake_runner(void *data, const struct session_verify_plan *plan,
+		       size_t i, session_check_done_fn done, void *ctx)
+{
+	fake_runs++;
+	done(ctx, fake_exits[i]);
+	return 0;
+}
+
+START_TEST(test_handlers)
+{
+	static const char conf[] = "[check \"unit\"]\n\trun = make check\n";
+	struct fx f;
+	struct rpc_call c;
+	char a_id[SESSION_ID_LEN + 1], b_id[SESSION_ID_LEN + 1];
+	const char *tok;
+
+	fx_init(&f, conf);
+	/* session.start as the operator: the token is in the reply once. */
+	ck_assert(call(&c, &f, m_session_start,
+		       json_pack("{s:s, s:s}", "repo", f.repo, "feature", "ha"),
+		       NULL));
+	tok = json_string_value(json_object_get(c.result, "token"));
+	ck_assert_uint_eq(strlen(tok), SESSION_TOKEN_LEN);
+	snprintf(a_id, sizeof(a_id), "%s",
+		 json_string_value(json_object_get(c.result, "id")));
+	call_free(&c);
+	ck_assert(call(&c, &f, m_session_start,
+		       json_pack("{s:s, s:s}", "repo", f.repo, "feature", "hb"),
+		       NULL));
+	snprintf(b_id, sizeof(b_id), "%s",
+		 json_string_value(json_object_get(c.result, "id")));
+	call_free(&c);
+	/* A bad feature is BAD-REQUEST with the reason. */
+	ck_assert(!call(
+	    &c, &f, m_session_start,
+	    json_pack("{s:s, s:s}", "repo", f.repo, "feature", "-rf"), NULL));
+	ck_assert_int_eq(c.err, RPC_E_BAD_REQUEST);
+	ck_assert_ptr_nonnull(strstr(c.msg, "invalid feature"));
+	call_free(&c);
+
+	/* The agent of A: its own status, without the repo path. */
+	ck_assert(call(&c, &f, m_session_status, json_object(), a_id));
+	ck_assert_str_eq(json_string_value(json_object_get(c.result, "id")),
+			 a_id);
+	ck_assert_ptr_null(json_object_get(c.result, "repo"));
+	call_free(&c);
+	/* ... never B's. */
+	ck_assert(!call(&c, &f, m_session_status,
+			json_pack("{s:s}", "id", b_id), a_id));
+	ck_assert_int_eq(c.err, RPC_E_UNAUTHORIZED);
+	call_free(&c);
+	ck_assert(!call(&c, &f, m_session_verify,
+			json_pack("{s:s}", "id", b_id), a_id));
+	ck_assert_int_eq(c.err, RPC_E_UNAUTHORIZED);
+	call_free(&c);
+	/* The project does not allow the agent to verify. */
+	ck_assert(!call(&c, &f, m_session_verify, json_object(), a_id));
+	ck_assert_int_eq(c.err, RPC_E_UNAUTHORIZED);
+	call_free(&c);
+
+	/* The operator verifies: no sandbox → SANDBOX-UNAVAILABLE, never
+	 * an unconfined run. */
+	ck_assert(!call(&c, &f, m_session_verify,
+			json_pack("{s:s}", "id", a_id), NULL));
+	ck_assert_int_eq(c.err, RPC_E_SANDBOX_UNAVAILABLE);
+	call_free(&c);
+	session_store_set_check_runner(f.s, fake_runner, NULL);
+	fake_exits[0] = 1;
+	fake_runs = 0;
+	ck_assert(call(&c, &f, m_session_verify, json_pack("{s:s}", "id", a_id),
+		       NULL));
+	ck_assert_int_eq(fake_runs, 1);
+	ck_assert(json_is_false(json_object_get(c.result, "pass")));
+	call_free(&c);
+	fake_exits[0] = 0;
+	ck_assert(call(&c, &f, m_session_verify, json_pack("{s:s}", "id", a_id),
+		       NULL));
+	ck_assert(json_is_true(json_object_get(c.result, "pass")));
+	call_free(&c);
+
+	/* diff prints the merge command. */
+	struct session_info *i = NULL;
+	ck_assert_int_eq(session_get(f.s, a_id, &i), 0);
+	free(sh(i->worktree, "echo x > new.txt"));
+	ck_assert(
+	    call(&c, &f, m_session_diff, json_pack("{s:s}", "id", a_id), NULL));
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_object_get(c.result, "diff")), "+x"));
+	ck_assert_ptr_nonnull(
+	    strstr(json_string_value(json_object_get(c.result, "merge")),
+		   "merge spd/ha"));
+	call_free(&c);
+
+	/* After a finding, the agent's calls are ATTEMPT-ENDED, naming it;
+	 * the operator can still look. */
+	static const char *const argv[] = {"true", NULL};
+	free(sh(f.repo, "git config core.hooksPath /tmp"));
+	ck_assert_int_eq(session_record_command(f.s, a_id, argv, 0, NULL), 1);
+	ck_assert(!call(&c, &f, m_session_status, json_object(), a_id));
+	ck_assert_int_eq(c.err, RPC_E_ATTEMPT_ENDED);
+	ck_assert_str_eq(json_string_value(json_object_get(c.err_data, "path")),
+			 ".git/config");
+	call_free(&c);
+	ck_assert(!call(&c, &f, m_session_verify,
+			json_pack("{s:s}", "id", a_id), NULL));
+	ck_assert_int_eq(c.err, RPC_E_ATTEMPT_ENDED);
+	call_free(&c);
+	ck_assert(
+	    call(&c, &f, m_session_show, json_pack("{s:s}", "id", a_id), NULL));
+	call_free(&c);
+	ck_assert(call(&c, &f, m_session_list, json_object(), NULL));
+	ck_assert_uint_eq(
+	    json_array_size(json_object_get(c.result, "sessions")), 2);
+	call_free(&c);
+	ck_assert(
+	    call(&c, &f, m_session_end, json_pack("{s:s}", "id", a_id), NULL));
+	ck_assert_str_eq(json_string_value(json_object_get(c.result, "state")),
+			 "ended");
+	call_free(&c);
+	ck_assert(!exists(i->worktree));
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("session");
@@ -638,6 +879,7 @@ int main(void)
 	tcase_add_test(tc, test_verify_gates);
 	tcase_add_test(tc, test_verify_no_checks);
 	tcase_add_test(tc, test_list_show);
+	tcase_add_test(tc, test_handlers);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
