@@ -81,6 +81,7 @@ struct mountplan_op {
 	unsigned long flags;
 	bool mkdir_target; /* create dst (and parents) if missing */
 	bool optional;	   /* a missing dst is not an error */
+	bool readonly;	   /* MP_BIND_IDMAP: read-only (an ancestor) */
 	int userns_fd;
 };
 
@@ -223,6 +224,73 @@ static int add_hidden(struct mountplan *p, const char *path,
 	return r;
 }
 
+static bool is_private_area(const char *path)
+{
+	return path_is_under(path, "/tmp") || path_is_under(path, "/dev") ||
+	       path_is_under(path, "/proc") || path_is_under(path, "/run");
+}
+
+/*
+ * As root the run's uid is unprivileged, and a workspace in /root (0700)
+ * could not even be reached.  Each directory above a writable path that
+ * others cannot search gets a read-only idmapped bind through which it is
+ * the run uid's: the run can walk down to its workspace and read what the
+ * operator could, as it could when spd runs as a normal user (the
+ * credential locations are covered on top of it all the same).
+ */
+static int add_idmapped_ancestors(struct mountplan *p,
+				  const char *const *writable, size_t nw,
+				  int userns_fd)
+{
+	char **anc = NULL;
+	size_t na = 0;
+	int r = 0;
+
+	for (size_t i = 0; i < nw; i++) {
+		char buf[PATH_MAX];
+		size_t n = strlen(writable[i]);
+
+		if (n >= sizeof(buf) || is_private_area(writable[i]))
+			continue;
+		memcpy(buf, writable[i], n + 1);
+		for (size_t k = 1; k < n; k++) {
+			struct stat st;
+			bool seen = false;
+
+			if (buf[k] != '/')
+				continue;
+			buf[k] = '\0';
+			for (size_t j = 0; j < na; j++)
+				seen |= !strcmp(anc[j], buf);
+			if (!seen && stat(buf, &st) == 0 &&
+			    S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH)) {
+				char **t = realloc(anc, (na + 1) * sizeof(*t));
+				char *c = t ? mp_own(p, strdup(buf)) : NULL;
+
+				if (t)
+					anc = t;
+				if (!c) {
+					r = -ENOMEM;
+					goto out;
+				}
+				anc[na++] = c;
+			}
+			buf[k] = '/';
+		}
+	}
+	if (na)
+		qsort(anc, na, sizeof(*anc), cmp_len);
+	for (size_t i = 0; i < na; i++) {
+		if ((r = mp_add_path(p, MP_BIND_IDMAP, anc[i], false,
+				     userns_fd)) < 0)
+			goto out;
+		p->ops[p->n - 1].readonly = true;
+	}
+out:
+	free(anc);
+	return r;
+}
+
 int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 {
 	struct mountplan p = {0};
@@ -326,6 +394,10 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		p.ops[p.n - 1].optional = true;
 	}
 
+	if (in->idmap_userns_fd >= 0 &&
+	    (r = add_idmapped_ancestors(&p, writable, nw,
+					in->idmap_userns_fd)) < 0)
+		goto out;
 	for (size_t i = 0; i < nw; i++) {
 		bool idmap = in->idmap_userns_fd >= 0;
 
@@ -482,7 +554,8 @@ static int apply_op(const struct mountplan_op *op)
 		{
 			struct mount_attr a = {
 			    .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID |
-					MOUNT_ATTR_NODEV,
+					MOUNT_ATTR_NODEV |
+					(op->readonly ? MOUNT_ATTR_RDONLY : 0),
 			    .userns_fd = (uint64_t)op->userns_fd};
 
 			if (mount_setattr(fd, "", AT_EMPTY_PATH, &a,

@@ -256,6 +256,41 @@ START_TEST(files_outside_and_inside)
 }
 END_TEST
 
+/*
+ * A workspace below a directory others cannot search (a root shell's
+ * /root/project): as root the run's uid must still reach and write it,
+ * and what it writes comes back owned by the operator.
+ */
+START_TEST(workspace_below_private_dir)
+{
+	struct fixture f;
+	struct outcome o;
+	char tmpl[] = OUTSIDE_BASE "/spd-test-priv-XXXXXX", ws[PATH_MAX + 8];
+	char path[PATH_MAX + 32], script[] = "echo made > made.txt && pwd";
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct sbx_spec sp;
+	struct stat st;
+
+	fx_setup(&f, NULL);
+	ck_assert_ptr_nonnull(mkdtemp(tmpl));
+	chmod(tmpl, 0700);
+	snprintf(ws, sizeof(ws), "%s/ws", tmpl);
+	ck_assert_int_eq(mkdir(ws, 0700), 0);
+	spec_init(&f, &sp, argv);
+	sp.workspace = ws;
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_msg(o.exit_code == 0, "err: %s", o.err.data);
+	snprintf(path, sizeof(path), "%s/made.txt", ws);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_uid, geteuid());
+	outcome_free(&o);
+	test_rmrf(tmpl);
+	fx_teardown(&f);
+}
+END_TEST
+
 START_TEST(credentials_hidden)
 {
 	struct fixture f;
@@ -575,6 +610,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, output_and_exit_codes);
 	tcase_add_test(tc, deadline_kills_everything);
 	tcase_add_test(tc, files_outside_and_inside);
+	tcase_add_test(tc, workspace_below_private_dir);
 	tcase_add_test(tc, credentials_hidden);
 	tcase_add_test(tc, proc_shows_only_the_run);
 	tcase_add_test(tc, network_none_and_loopback);
