@@ -601,6 +601,40 @@ START_TEST(fail_closed)
 }
 END_TEST
 
+struct probe_out {
+	bool done, got;
+	struct sbx_layers l;
+};
+
+static void on_probe(void *data, const struct sbx_layers *l)
+{
+	struct probe_out *p = data;
+
+	p->done = true;
+	if (l) {
+		p->got = true;
+		p->l = *l;
+	}
+}
+
+/* spctl doctor's source: the layers as sandboxd sees them. */
+START_TEST(probe_reports_layers)
+{
+	struct fixture f;
+	struct probe_out p = {0};
+
+	fx_setup(&f, NULL);
+	ck_assert_int_eq(sbx_probe(f.s, on_probe, &p), 0);
+	while (!p.done)
+		uv_run(&f.loop, UV_RUN_ONCE);
+	ck_assert(p.got);
+	ck_assert_int_eq(p.l.landlock_abi, sbx_landlock_abi());
+	if (!p.l.userns)
+		ck_assert_msg(p.l.userns_why[0], "a missing layer says why");
+	fx_teardown(&f);
+}
+END_TEST
+
 static Suite *sandbox_suite(void)
 {
 	Suite *s = suite_create("sandbox");
@@ -619,6 +653,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, sandboxd_restarts);
 	tcase_add_test(tc, cancel_kills_the_run);
 	tcase_add_test(tc, fail_closed);
+	tcase_add_test(tc, probe_reports_layers);
 	suite_add_tcase(s, tc);
 	return s;
 }
