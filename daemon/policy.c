@@ -242,6 +242,8 @@ int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 	    {"network.allow", POLICY_LIST_NETWORK},
 	};
 	git_config *cfg = NULL;
+	git_config_iterator *it = NULL;
+	git_config_entry *ent;
 	struct load_ctx l = {conf, layer, 0, 0};
 	struct stat st;
 	int r;
@@ -264,14 +266,24 @@ int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 			goto out;
 		}
 	}
+	/* [check "NAME"] run: walked by hand, because libgit2's regex
+	 * matching (git_config_foreach_match) leaks pcre2 match data. */
 	l.list = POLICY_LIST_CHECK;
-	r = git_config_foreach_match(cfg, "^check\\..*\\.run$", load_one, &l);
+	r = git_config_iterator_new(&it, cfg);
 	if (r < 0) {
 		r = -EINVAL;
 		goto out;
 	}
+	while (git_config_next(&ent, it) == 0) {
+		size_t n = strlen(ent->name);
+
+		if (strncasecmp(ent->name, "check.", 6) == 0 && n > 10 &&
+		    strcasecmp(ent->name + n - 4, ".run") == 0)
+			load_one(ent, &l);
+	}
 	r = l.err;
 out:
+	git_config_iterator_free(it);
 	git_config_free(cfg);
 	git_libgit2_shutdown();
 	return r;
