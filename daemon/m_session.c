@@ -13,6 +13,7 @@
 #include "common/utf8.h"
 #include "common/util.h"
 #include "daemon/call.h"
+#include "daemon/sbx.h"
 #include "daemon/session.h"
 #include "daemon/spd.h"
 
@@ -295,6 +296,80 @@ void m_session_heldout(struct rpc_call *c)
 
 /* ---- verify: the checks one after the other, then the gates ---- */
 
+/* A check's environment: nothing of spd's own, no secrets. */
+#define CHECK_PATH "PATH=/usr/local/bin:/usr/bin:/bin"
+
+struct sbx_check {
+	session_check_done_fn done;
+	void *ctx;
+};
+
+static void sbx_check_done(void *data, const struct sbx_result *r)
+{
+	struct sbx_check *k = data;
+	session_check_done_fn done = k->done;
+	void *ctx = k->ctx;
+
+	free(k);
+	/* Not run, killed, timed out: a failure, never a pass. */
+	done(ctx,
+	     r->error_code || r->timed_out || r->cancelled ? -1 : r->exit_code);
+}
+
+/*
+ * The default check runner: sbx_run on the worktree, no network, spd's
+ * directories hidden, .git read-only in place.  The held-out overlay
+ * needs a read-only bind of plan->heldout_src at plan->heldout_dst,
+ * which struct sbx_spec cannot express yet; rather than run a
+ * verification without its held-out checks, a session with sealed
+ * checks fails to start them (the checks gate then fails).
+ */
+static int sbx_check_runner(void *data, const struct session_verify_plan *plan,
+			    size_t i, session_check_done_fn done, void *ctx)
+{
+	struct spd *spd = data;
+	const char *home = getenv("HOME");
+	char *homevar = NULL;
+	char *env[4] = {CHECK_PATH, "NO_COLOR=1", NULL, NULL};
+	char *hidden[4] = {spd->paths.config_dir, spd->paths.state_dir,
+			   spd->paths.runtime_dir, NULL};
+	struct sbx_spec spec;
+	struct sbx_check *k;
+	int r;
+
+	if (!spd->sbx)
+		return -ENOSYS;
+	if (plan->heldout_src)
+		return -ENOTSUP;
+	if (home && home[0] == '/' && asprintf(&homevar, "HOME=%s", home) > 0)
+		env[2] = homevar;
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		free(homevar);
+		return -ENOMEM;
+	}
+	k->done = done;
+	k->ctx = ctx;
+	memset(&spec, 0, sizeof(spec));
+	spec.argv = plan->checks[i].argv;
+	spec.envp = env;
+	spec.workspace = plan->workspace;
+	spec.home = home;
+	spec.net = SBX_NET_NONE;
+	spec.timeout_ms = spd->config.default_timeout_ms;
+	spec.hidden = hidden;
+	spec.best_effort = spd->config.sandbox_mode == SPD_SANDBOX_BEST_EFFORT;
+	spec.run_uid = spd->config.run_uid;
+	spec.run_gid = spd->config.run_gid;
+	spec.output_cap = spd->config.output_cap;
+	r = sbx_run(spd->sbx, &spec,
+		    &(struct sbx_cbs){.on_done = sbx_check_done}, k, NULL);
+	free(homevar);
+	if (r < 0)
+		free(k);
+	return r;
+}
+
 struct verify_run {
 	struct rpc_call *c;
 	struct session_store *s;
@@ -338,7 +413,11 @@ static void verify_step(struct verify_run *v)
 		int r;
 
 		run = session_store_check_runner(v->s, &data);
-		r = run ? run(data, v->plan, v->next, verify_done, v) : -ENOSYS;
+		if (!run) {
+			run = sbx_check_runner;
+			data = rpc_call_spd(v->c);
+		}
+		r = run(data, v->plan, v->next, verify_done, v);
 		if (r == 0)
 			return; /* verify_done continues */
 		/* A check that cannot start fails its gate. */
@@ -371,7 +450,8 @@ void m_session_verify(struct rpc_call *c)
 			       "([verify] agent = true in .spd.conf)");
 		return;
 	}
-	if (plan->n_checks && !session_store_check_runner(store(c), &data)) {
+	if (plan->n_checks && !session_store_check_runner(store(c), &data) &&
+	    !rpc_call_spd(c)->sbx) {
 		session_verify_plan_free(plan);
 		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
 			       "verification runs checks in the sandbox, "
