@@ -297,6 +297,8 @@ int redact_forms(const void *value, size_t len,
 	bool utf8 = utf8_valid(value, len);
 	int r;
 
+	if (len == 0)
+		return -EINVAL;
 	tmp = malloc(FORM_MAX(len));
 	z = malloc(len + 2);
 	if (!tmp || !z) {
@@ -1067,6 +1069,8 @@ int redact_stream_feed(struct redact_stream *st, const void *chunk, size_t n,
 	uint64_t avail;
 	int r;
 
+	if (n == 0)
+		return 0;
 	/* With nothing held the chunk is scanned where it is, which spares
 	 * a copy of large chunks. */
 	if (in_place) {

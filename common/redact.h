@@ -114,7 +114,8 @@ size_t redact_set_max_len(const struct redact_set *s);
  * Call cb once for each form of the len-byte value (see the list at the
  * top), in a fixed order; a form may be reported more than once.  The form
  * pointer is valid only during the call.  Stops at, and returns, the first
- * non-zero value cb returns; otherwise returns 0, or -ENOMEM.  Meant for
+ * non-zero value cb returns; otherwise returns 0, -EINVAL when len is 0,
+ * or -ENOMEM.  Meant for
  * tests and for checks that need the forms themselves.
  */
 int redact_forms(const void *value, size_t len,
