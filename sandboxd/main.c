@@ -219,6 +219,10 @@ int main(void)
 	close_range(SBXD_SOCK_FD + 1, ~0u, 0);
 	fcntl(SBXD_SOCK_FD, F_SETFD, FD_CLOEXEC);
 	signal(SIGPIPE, SIG_IGN);
+	/* spd runs with umask 077 to keep its own files private; a run's
+	 * mount points and files need the usual 022, or an unprivileged run
+	 * uid cannot walk the directories made above its workspace. */
+	umask(022);
 	spawn_ctx_init(&ctx);
 
 	for (;;) {
