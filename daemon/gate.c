@@ -130,6 +130,11 @@ static void journal_decision(struct spd *spd, const char *session,
 	char *text = d ? json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
 	char sum[POLICY_REASON_MAX + 64];
 
+	if (!spd->journal) {
+		free(text);
+		json_decref(d);
+		return;
+	}
 	snprintf(sum, sizeof(sum), "%s: %s", rule, reason);
 	journal_append(spd->journal, session && session[0] ? session : NULL,
 		       "spd", kind, sum, text);
@@ -397,8 +402,11 @@ void gate_check(struct rpc_call *c, const struct gate_call *g, gate_cont_fn cont
 		drop(data);
 		goto out;
 	case POLICY_DENY:
+		/* A path that leaves the workspace has its own code. */
 		deny(ap, c, g->session_id, res.rule, res.reason, object,
-		     RPC_E_POLICY_DENIED);
+		     strcmp(res.rule, "deny.path.outside") == 0
+			     ? RPC_E_PATH_ESCAPE
+			     : RPC_E_POLICY_DENIED);
 		drop(data);
 		goto out;
 	case POLICY_ALLOW: {

@@ -32,6 +32,7 @@
 #include "common/util.h"
 #include "daemon/call.h"
 #include "daemon/fsops.h"
+#include "daemon/gate.h"
 #include "daemon/session.h"
 #include "daemon/spd.h"
 
@@ -64,12 +65,15 @@ struct fs_job {
 	int r;
 	struct fs_info info;
 	struct fs_listing listing;
+	char *session; /* the session acted in, or NULL */
+	bool in_place;
 };
 
 static void job_free(struct fs_job *j)
 {
 	if (!j)
 		return;
+	free(j->session);
 	fs_ws_free(j->ws);
 	if (j->repo) {
 		git_repository_free(j->repo);
@@ -201,22 +205,6 @@ static const char *const *project_readable(struct rpc_call *c, const char *root)
 	return NULL;
 }
 
-/*
- * TODO(lead): the policy.  Classify the call (op on rel, and rel_to for
- * fs.move) before it runs: fs.read/fs.list/fs.stat are POLICY_CALL_READ
- * of rel; fs.write/fs.mkdir/fs.delete are POLICY_CALL_WRITE of rel;
- * fs.move is a WRITE of both rel and rel_to.  On deny or ask, finish the
- * call (POLICY-DENIED / NEEDS-APPROVAL, or wait for the approval) and
- * return false.  For now every call is allowed: the confinement to the
- * workspace is fsops' and holds regardless.
- */
-static bool classify_fs_call(struct rpc_call *c, const struct fs_job *j)
-{
-	(void)c;
-	(void)j;
-	return true;
-}
-
 static bool git_ignored(void *data, const char *relpath)
 {
 	int ignored = 0;
@@ -296,6 +284,11 @@ static bool open_workspace(struct rpc_call *c, struct fs_job *j)
 			return false;
 		}
 	}
+	if (sid && !(j->session = strdup(sid))) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return false;
+	}
+	j->in_place = in_place;
 	r = fs_ws_open(root, &j->ws);
 	if (r == 0 && in_place)
 		r = setup_in_place(c, j, root);
@@ -513,6 +506,23 @@ static void job_done(uv_work_t *w, int status)
 		fail(j->c, j->r, *j->rel ? j->rel : ".");
 		goto out;
 	}
+	/* A change made through spd is re-hashed like a command's: the
+	 * guard must vouch for the session's inputs after every write. */
+	if (j->session && j->op != FS_OP_READ && j->op != FS_OP_LIST &&
+	    j->op != FS_OP_STAT && rpc_call_spd(j->c)->sessions) {
+		struct guard_finding f;
+		int g = session_guard_check(rpc_call_spd(j->c)->sessions,
+					    j->session, &f);
+		if (g == 1) {
+			rpc_call_error(j->c,
+				       f.set == GUARD_SET_GIT ? RPC_E_GIT_CHANGED
+							      : RPC_E_INTEGRITY,
+				       json_pack("{s:s}", "path", f.path),
+				       "%s %s: the session's attempt ended",
+				       f.path, f.what);
+			goto out;
+		}
+	}
 	switch (j->op) {
 	case FS_OP_READ:
 		res = read_json(j);
@@ -549,6 +559,25 @@ out:
 	job_free(j);
 }
 
+static void job_allowed(struct rpc_call *c, void *data)
+{
+	struct fs_job *j = data;
+	int r;
+
+	j->work.data = j;
+	r = uv_queue_work(rpc_call_spd(c)->loop, &j->work, job_work, job_done);
+	if (r < 0) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "uv_queue_work: %s",
+			       uv_strerror(r));
+		job_free(j);
+	}
+}
+
+static void job_refused(void *data)
+{
+	job_free(data);
+}
+
 /*
  * The common path of every handler: workspace, paths, content, policy,
  * then the work.  The call is always finished, now or from job_done.
@@ -557,7 +586,6 @@ static void run(struct rpc_call *c, enum fs_op op, bool path_required,
 		const char *flag_key)
 {
 	struct fs_job *j = calloc(1, sizeof(*j));
-	int r;
 
 	if (!j) {
 		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
@@ -582,15 +610,21 @@ static void run(struct rpc_call *c, enum fs_op op, bool path_required,
 		rpc_call_set_summary(c, "%s (%zu bytes)", j->rel, j->len);
 	else
 		rpc_call_set_summary(c, "%s", *j->rel ? j->rel : ".");
-	if (!classify_fs_call(c, j))
-		goto fail;
-	j->work.data = j;
-	r = uv_queue_work(rpc_call_spd(c)->loop, &j->work, job_work, job_done);
-	if (r < 0) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "uv_queue_work: %s",
-			       uv_strerror(r));
-		goto fail;
-	}
+	/* The policy first: read, list and stat are reads of the path;
+	 * write, mkdir and delete writes; a move writes both paths. */
+	gate_check(c,
+		   &(struct gate_call){
+			   .kind = (op == FS_OP_READ || op == FS_OP_LIST ||
+				    op == FS_OP_STAT)
+					   ? POLICY_CALL_READ
+					   : POLICY_CALL_WRITE,
+			   .path = *j->rel ? j->rel : ".",
+			   .path2 = op == FS_OP_MOVE ? j->rel_to : NULL,
+			   .workspace = fs_ws_root(j->ws),
+			   .in_place = j->in_place,
+			   .session_id = j->session,
+		   },
+		   job_allowed, job_refused, j);
 	return;
 fail:
 	job_free(j);

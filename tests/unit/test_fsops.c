@@ -27,6 +27,7 @@
 #include "daemon/call.h"
 #include "daemon/fsops.h"
 #include "daemon/spd.h"
+#include "daemon/gate.h"
 
 /* A temporary base holding ws/ (the workspace) and outside/. */
 struct fixture {
@@ -846,6 +847,9 @@ static void call(struct rpc_call *c, rpc_handler h, json_t *params,
 	memset(c, 0, sizeof(*c));
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
 	spd.loop = &loop;
+	/* The handlers pass the policy gate as in spd. */
+	if (!spd.approvals)
+		ck_assert_int_eq(gate_start(&spd), 0);
 	c->spd = &spd;
 	c->params = params;
 	c->who.operator= operator;
