@@ -358,6 +358,7 @@ static int sbx_check_runner(void *data, const struct session_verify_plan *plan,
 	spec.net = SBX_NET_NONE;
 	spec.timeout_ms = spd->config.default_timeout_ms;
 	spec.hidden = hidden;
+	spec.readonly = plan->readonly;
 	spec.best_effort = spd->config.sandbox_mode == SPD_SANDBOX_BEST_EFFORT;
 	spec.run_uid = spd->config.run_uid;
 	spec.run_gid = spd->config.run_gid;

@@ -1533,6 +1533,7 @@ void session_verify_plan_free(struct session_verify_plan *p)
 	}
 	free(p->checks);
 	plist_free(p->required);
+	plist_free(p->readonly);
 	free(p->workspace);
 	free(p->heldout_src);
 	free(p->heldout_dst);
@@ -1585,8 +1586,13 @@ int session_verify_plan(struct session_store *s, const char *id,
 	p->workspace = strdup(x->info.worktree);
 	p->checks = calloc(SESSION_CHECKS_MAX, sizeof(*p->checks));
 	p->required = calloc(SESSION_CHECKS_MAX + 1, sizeof(char *));
+	p->readonly = calloc(2, sizeof(char *));
 	snap = conf_snapshot_path(s, id);
-	if (!p->workspace || !p->checks || !p->required || !snap)
+	if (!p->workspace || !p->checks || !p->required || !p->readonly ||
+	    !snap)
+		goto out;
+	if (x->info.mode == SESSION_MODE_IN_PLACE &&
+	    !(p->readonly[0] = strdup(x->info.gitdir)))
 		goto out;
 	r = session_heldout_overlay(s, id, &p->heldout_src, &p->heldout_dst);
 	if (r < 0 && r != -ENOENT)

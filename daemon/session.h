@@ -236,7 +236,10 @@ struct session_verify_plan {
 	char *heldout_dst;
 	struct session_check *checks;
 	size_t n_checks;
-	char **required;       /* [verify] require lines, NULL terminated */
+	char **required; /* [verify] require lines, NULL terminated */
+	/* Paths a verification run must see read-only: in place, the git
+	 * dir (NULL terminated; empty in worktree mode). */
+	char **readonly;
 	bool agent_may_verify; /* [verify] agent = true */
 };
 

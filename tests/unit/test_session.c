@@ -523,6 +523,7 @@ START_TEST(test_verify_gates)
 	ck_assert_str_eq(plan->workspace, i->worktree);
 	ck_assert(plan->agent_may_verify);
 	ck_assert_ptr_null(plan->heldout_src);
+	ck_assert_ptr_null(plan->readonly[0]);
 
 	/* Checks pass but "make check" never ran in the session. */
 	ck_assert_int_eq(session_verify_evaluate(f.s, plan, ok, &v), 0);
