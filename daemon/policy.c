@@ -776,6 +776,98 @@ static bool is_trusted_dir(const struct cls *c, const char *dir, size_t n)
 	return false;
 }
 
+static bool under(const char *path, size_t n, const char *dir)
+{
+	size_t dl = strlen(dir);
+
+	while (dl > 1 && dir[dl - 1] == '/')
+		dl--;
+	return n >= dl && memcmp(path, dir, dl) == 0 &&
+	       (n == dl || path[dl] == '/' || dl == 1);
+}
+
+/* Whether a sandboxed command could create files in dir (n bytes). */
+static bool sandbox_writable(const struct cls *c, const char *dir, size_t n)
+{
+	static const char *const always[] = {"/tmp", "/var/tmp", "/dev/shm"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(always); i++)
+		if (under(dir, n, always[i]))
+			return true;
+	for (const char *const *w = c->ctx->writable; w && *w; w++)
+		if (under(dir, n, *w))
+			return true;
+	return false;
+}
+
+/*
+ * Finding a program in PATH costs a stat per PATH entry and an lstat per
+ * component of the result; most calls name the same few programs.  The
+ * cache remembers where a name was found for a PATH made only of absolute
+ * directories that neither the workspace nor the sandbox can write (so
+ * the agent cannot slip a program in front), and a hit is confirmed by
+ * one stat of the found file (same inode, same change time).  Per thread,
+ * direct-mapped: a miss costs what no cache would.
+ */
+#define EXE_CACHE_SLOTS 128
+
+struct exe_cache_entry {
+	char *key; /* name NUL search-PATH NUL trust-PATH NUL workspace */
+	size_t key_len;
+	char *found, *exe;
+	char name[NAME_MAX + 1];
+	int where;
+	dev_t dev;
+	ino_t ino;
+	struct timespec ctim;
+};
+
+static __thread struct exe_cache_entry exe_cache[EXE_CACHE_SLOTS];
+
+static bool path_cacheable(const struct cls *c, const char *pe)
+{
+	for (const char *p = pe; p;) {
+		const char *e = strchrnul(p, ':');
+		size_t n = (size_t)(e - p);
+
+		if (n == 0 || p[0] != '/' || sandbox_writable(c, p, n) ||
+		    (c->wslen > 1 && under(p, n, c->ws)) ||
+		    (n >= c->wslen && memcmp(p, c->ws, c->wslen) == 0))
+			return false;
+		p = *e ? e + 1 : NULL;
+	}
+	return true;
+}
+
+static char *cache_key(const struct cls *c, const struct lvl *l,
+		       size_t *ret_len)
+{
+	const char *trust =
+	    c->ctx->path_env ? c->ctx->path_env : POLICY_DEFAULT_PATH;
+	size_t a = strlen(l->argv[0]), b = strlen(l->path_env),
+	       t = strlen(trust);
+	char *k = malloc(a + b + t + c->wslen + 4);
+
+	if (!k)
+		return NULL;
+	memcpy(k, l->argv[0], a + 1);
+	memcpy(k + a + 1, l->path_env, b + 1);
+	memcpy(k + a + b + 2, trust, t + 1);
+	memcpy(k + a + b + t + 3, c->ws, c->wslen);
+	k[a + b + t + 3 + c->wslen] = '\0';
+	*ret_len = a + b + t + c->wslen + 3;
+	return k;
+}
+
+static size_t cache_slot(const char *k, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)k[i]) * 1099511628211ull;
+	return (size_t)(h % EXE_CACHE_SLOTS);
+}
+
 static bool is_exec_file(const char *path)
 {
 	struct stat st;
@@ -791,8 +883,38 @@ static void ident(struct cls *c, struct lvl *l)
 	char *found = NULL, *lex = NULL, *real = NULL;
 	bool ws_entry = false;
 
+	char *key = NULL;
+	size_t key_len = 0, slot = 0;
+
 	l->where = EXE_NOTFOUND;
 	l->name[0] = '\0';
+	if (!strchr(a0, '/') && path_cacheable(c, l->path_env)) {
+		struct exe_cache_entry *ce;
+		struct stat st;
+
+		key = cache_key(c, l, &key_len);
+		if (!key) {
+			c->err = -ENOMEM;
+			return;
+		}
+		slot = cache_slot(key, key_len);
+		ce = &exe_cache[slot];
+		if (ce->key && ce->key_len == key_len &&
+		    memcmp(ce->key, key, key_len) == 0 &&
+		    stat(ce->found, &st) == 0 && st.st_dev == ce->dev &&
+		    st.st_ino == ce->ino &&
+		    st.st_ctim.tv_sec == ce->ctim.tv_sec &&
+		    st.st_ctim.tv_nsec == ce->ctim.tv_nsec) {
+			l->exe = strdup(ce->exe);
+			if (!l->exe) {
+				c->err = -ENOMEM;
+				goto out;
+			}
+			l->where = ce->where;
+			strcpy(l->name, ce->name);
+			goto out;
+		}
+	}
 	if (strchr(a0, '/')) {
 		found = absolutize(l->cwd, a0);
 		if (!found) {
@@ -856,13 +978,37 @@ static void ident(struct cls *c, struct lvl *l)
 	const char *slash = strrchr(lex, '/');
 	size_t dl = slash == lex ? 1 : (size_t)(slash - lex);
 
-	if (is_trusted_dir(c, lex, dl) && strlen(slash + 1) <= NAME_MAX) {
+	if (is_trusted_dir(c, lex, dl) && !sandbox_writable(c, lex, dl) &&
+	    strlen(slash + 1) <= NAME_MAX) {
 		l->where = EXE_TRUSTED;
 		strcpy(l->name, slash + 1);
 	} else {
 		l->where = EXE_UNTRUSTED;
 	}
+	if (key) {
+		struct exe_cache_entry *ce = &exe_cache[slot];
+		struct stat st;
+		char *f = strdup(found), *x = strdup(l->exe);
+
+		if (f && x && stat(found, &st) == 0) {
+			free(ce->key);
+			free(ce->found);
+			free(ce->exe);
+			ce->key = steal_ptr(key);
+			ce->key_len = key_len;
+			ce->found = steal_ptr(f);
+			ce->exe = steal_ptr(x);
+			ce->where = l->where;
+			strcpy(ce->name, l->name);
+			ce->dev = st.st_dev;
+			ce->ino = st.st_ino;
+			ce->ctim = st.st_ctim;
+		}
+		free(f);
+		free(x);
+	}
 out:
+	free(key);
 	free(found);
 	free(lex);
 	free(real);

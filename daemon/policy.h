@@ -112,6 +112,12 @@ struct policy_context {
 	/* The PATH of the session; NULL means POLICY_DEFAULT_PATH.  Its
 	 * entries outside the workspace are trusted to hold real programs. */
 	const char *path_env;
+	/* Directories a sandboxed command can write besides the workspace
+	 * (package caches, the operator's extra writable paths), NULL-
+	 * terminated; may be NULL.  A program found under one of them is
+	 * not trusted by name: the agent could have put it there.  /tmp,
+	 * /var/tmp and /dev/shm are always taken as writable. */
+	const char *const *writable;
 	/* Whether relpath existed when the session started (tests that
 	 * existed before the session are asked for).  NULL: any test file
 	 * that exists now is taken to have existed. */

@@ -1,4 +1,5 @@
 /* The protected paths of a workspace: see protected.h. */
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -228,40 +229,77 @@ static size_t split(const char *path, struct span *out, size_t max)
 	return n;
 }
 
-static bool match_split(const char *pattern, const struct span *c, size_t n)
-{
-	struct span pc[16]; /* patterns are short; see protected_table */
-	size_t pl = strlen(pattern);
-	bool dir = pl > 0 && pattern[pl - 1] == '/';
-	size_t k = split(pattern, pc, ARRAY_SIZE(pc));
+/* A pattern split once into its components. */
+#define PATTERN_COMPONENTS_MAX 8
 
-	if (k == 0 || k > n)
+struct compiled {
+	struct span pc[PATTERN_COMPONENTS_MAX];
+	size_t k;
+	bool dir;
+	/* The lower-cased first character of each component, or 0 when it
+	 * is a wildcard: a one-byte test rejects most components. */
+	char first[PATTERN_COMPONENTS_MAX];
+};
+
+static void compile(const char *pattern, struct compiled *out)
+{
+	size_t pl = strlen(pattern);
+
+	out->dir = pl > 0 && pattern[pl - 1] == '/';
+	out->k = split(pattern, out->pc, PATTERN_COMPONENTS_MAX);
+	for (size_t j = 0; j < out->k; j++)
+		out->first[j] =
+		    (out->pc[j].s[0] == '*' || out->pc[j].s[0] == '?')
+			? 0
+			: (char)lower(out->pc[j].s[0]);
+}
+
+static bool comp_match(const struct compiled *p, size_t j, const struct span *c)
+{
+	if (p->first[j] && (c->n == 0 || lower(c->s[0]) != p->first[j]))
 		return false;
-	if (!dir) {
-		for (size_t j = 0; j < k; j++)
-			if (!glob_component(pc[j].s, pc[j].n, c[n - k + j].s,
-					    c[n - k + j].n))
+	return glob_component(p->pc[j].s, p->pc[j].n, c->s, c->n);
+}
+
+static bool match_compiled(const struct compiled *p, const struct span *c,
+			   size_t n)
+{
+	if (p->k == 0 || p->k > n)
+		return false;
+	if (!p->dir) {
+		for (size_t j = p->k; j-- > 0;)
+			if (!comp_match(p, j, &c[n - p->k + j]))
 				return false;
 		return true;
 	}
-	for (size_t start = 0; start + k <= n; start++) {
+	for (size_t start = 0; start + p->k <= n; start++) {
 		size_t j = 0;
 
-		while (j < k && glob_component(pc[j].s, pc[j].n, c[start + j].s,
-					       c[start + j].n))
+		while (j < p->k && comp_match(p, j, &c[start + j]))
 			j++;
-		if (j == k)
+		if (j == p->k)
 			return true;
 	}
 	return false;
+}
+
+static struct compiled compiled_table[ARRAY_SIZE(protected_table)];
+static pthread_once_t compiled_once = PTHREAD_ONCE_INIT;
+
+static void compile_table(void)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(protected_table); i++)
+		compile(protected_table[i].pattern, &compiled_table[i]);
 }
 
 bool protected_pattern_match(const char *pattern, const char *path)
 {
 	static __thread struct span c[PROTECTED_COMPONENTS_MAX];
 	size_t n = split(path, c, PROTECTED_COMPONENTS_MAX);
+	struct compiled p;
 
-	return match_split(pattern, c, n);
+	compile(pattern, &p);
+	return match_compiled(&p, c, n);
 }
 
 enum protected_class protected_match(const char *relpath)
@@ -272,12 +310,13 @@ enum protected_class protected_match(const char *relpath)
 
 	if (n == 0)
 		return PROTECTED_NONE;
+	pthread_once(&compiled_once, compile_table);
 	for (size_t i = 0; i < ARRAY_SIZE(protected_table); i++) {
 		enum protected_class cls = protected_table[i].cls;
 
 		if (best != PROTECTED_NONE && cls >= best)
 			continue;
-		if (match_split(protected_table[i].pattern, c, n))
+		if (match_compiled(&compiled_table[i], c, n))
 			best = cls;
 	}
 	return best;

@@ -84,7 +84,11 @@ static void setup(void)
 	free(tmp);
 	ck_assert_int_ge(asprintf(&ws, "%s/ws", root), 0);
 	ck_assert_int_ge(asprintf(&out, "%s/out", root), 0);
-	ck_assert_int_ge(asprintf(&sysbin, "%s/sysbin", root), 0);
+	/* The trusted program directory may not sit under /tmp: the policy
+	 * never trusts programs there (the sandbox can write /tmp). */
+	ck_assert_int_ge(asprintf(&sysbin, "%s/policy-sysbin-%d",
+				  test_build_dir(), (int)getpid()),
+			 0);
 	ck_assert_int_eq(mkdir(ws, 0700), 0);
 	ck_assert_int_eq(mkdir(out, 0700), 0);
 	ck_assert_int_eq(mkdir(sysbin, 0700), 0);
@@ -151,6 +155,7 @@ static void setup(void)
 static void teardown(void)
 {
 	test_rmrf(root);
+	test_rmrf(sysbin);
 	free(root);
 	free(ws);
 	free(out);
