@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <git2.h>
@@ -590,11 +591,9 @@ static enum protected_class configured_match(const struct cls *c,
 	return PROTECTED_NONE;
 }
 
-static enum protected_class class_of(const struct cls *c, const char *rel)
+static enum protected_class merge_class(enum protected_class a,
+					enum protected_class b)
 {
-	enum protected_class a = protected_match(rel);
-	enum protected_class b = configured_match(c, rel);
-
 	if (a == PROTECTED_NONE)
 		return b;
 	if (b == PROTECTED_NONE)
@@ -716,8 +715,10 @@ static void check_path(struct cls *c, const char *cwd, const char *arg,
 		     what);
 		goto record;
 	}
-	lc = class_of(c, rel_ws(c, lex));
-	rc = class_of(c, rel_ws(c, real));
+	/* lc and rc hold the built-in classes of these same relative
+	 * paths (both are inside here); add the configured ones. */
+	lc = merge_class(lc, configured_match(c, rel_ws(c, lex)));
+	rc = merge_class(rc, configured_match(c, rel_ws(c, real)));
 	pc = lc == PROTECTED_NONE   ? rc
 	     : rc == PROTECTED_NONE ? lc
 	     : lc < rc		    ? lc
@@ -820,7 +821,18 @@ struct exe_cache_entry {
 	dev_t dev;
 	ino_t ino;
 	struct timespec ctim;
+	struct timespec checked; /* CLOCK_MONOTONIC_COARSE of the last stat */
 };
+
+/* A cached program is re-checked with a stat at most this often: the
+ * directories it may come from are root's or the operator's, and what
+ * changes there is the operator's own doing. */
+#define EXE_CACHE_RECHECK_NS 1000000000LL
+
+static long long ts_ns(const struct timespec *t)
+{
+	return (long long)t->tv_sec * 1000000000LL + t->tv_nsec;
+}
 
 static __thread struct exe_cache_entry exe_cache[EXE_CACHE_SLOTS];
 
@@ -891,6 +903,8 @@ static void ident(struct cls *c, struct lvl *l)
 	if (!strchr(a0, '/') && path_cacheable(c, l->path_env)) {
 		struct exe_cache_entry *ce;
 		struct stat st;
+		struct timespec now;
+		bool fresh;
 
 		key = cache_key(c, l, &key_len);
 		if (!key) {
@@ -899,12 +913,17 @@ static void ident(struct cls *c, struct lvl *l)
 		}
 		slot = cache_slot(key, key_len);
 		ce = &exe_cache[slot];
+		clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+		fresh = ce->key && ts_ns(&now) - ts_ns(&ce->checked) <
+				       EXE_CACHE_RECHECK_NS;
 		if (ce->key && ce->key_len == key_len &&
 		    memcmp(ce->key, key, key_len) == 0 &&
-		    stat(ce->found, &st) == 0 && st.st_dev == ce->dev &&
-		    st.st_ino == ce->ino &&
-		    st.st_ctim.tv_sec == ce->ctim.tv_sec &&
-		    st.st_ctim.tv_nsec == ce->ctim.tv_nsec) {
+		    (fresh || (stat(ce->found, &st) == 0 &&
+			       st.st_dev == ce->dev && st.st_ino == ce->ino &&
+			       st.st_ctim.tv_sec == ce->ctim.tv_sec &&
+			       st.st_ctim.tv_nsec == ce->ctim.tv_nsec))) {
+			if (!fresh)
+				ce->checked = now;
 			l->exe = strdup(ce->exe);
 			if (!l->exe) {
 				c->err = -ENOMEM;
@@ -1003,6 +1022,7 @@ static void ident(struct cls *c, struct lvl *l)
 			ce->dev = st.st_dev;
 			ce->ino = st.st_ino;
 			ce->ctim = st.st_ctim;
+			clock_gettime(CLOCK_MONOTONIC_COARSE, &ce->checked);
 		}
 		free(f);
 		free(x);
