@@ -71,6 +71,7 @@ enum mp_kind {
 	MP_MKDIR,      /* dst (in a tmpfs of ours) */
 	MP_PROC,       /* proc for the pid namespace at dst */
 	MP_SEAL_RO,    /* make the mount at dst read-only (not recursive) */
+	MP_BIND_RO,    /* src -> dst read-only, recursive, nosuid, nodev */
 };
 
 struct mountplan_op {
@@ -80,6 +81,7 @@ struct mountplan_op {
 	const char *data;
 	unsigned long flags;
 	bool mkdir_target; /* create dst (and parents) if missing */
+	bool touch_target; /* create dst as an empty file (parents as dirs) */
 	bool optional;	   /* a missing dst is not an error */
 	bool readonly;	   /* MP_BIND_IDMAP: read-only (an ancestor) */
 	int userns_fd;
@@ -153,6 +155,18 @@ static int add_write_path(struct mountplan *p, const char *path)
 	return 0;
 }
 
+static int add_read_path(struct mountplan *p, const char *path)
+{
+	const char **n = realloc(p->read_paths, (p->nread + 2) * sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	p->read_paths = n;
+	n[p->nread++] = path;
+	n[p->nread] = NULL;
+	return 0;
+}
+
 static int cmp_len(const void *a, const void *b)
 {
 	size_t la = strlen(*(const char *const *)a);
@@ -222,6 +236,71 @@ static int add_hidden(struct mountplan *p, const char *path,
 	if (r == 0)
 		p->ops[p->n - 1].optional = true;
 	return r;
+}
+
+/*
+ * What of the host's /run a run with the host's network still needs: the
+ * resolver's configuration, i.e. the target of /etc/resolv.conf when it
+ * points into /run (systemd-resolved's stub-resolv.conf,
+ * NetworkManager's or resolvconf's resolv.conf), and systemd-resolved's
+ * directory.  Everything else there is service sockets.  Each is bound
+ * read-only into the run's own /run tmpfs, which is then sealed; sockets
+ * inside them (resolved's varlink socket) are covered like any other by
+ * the socket scan (mountplan_in.sockets).
+ */
+static const char *const mp_run_keep_dirs[] = {
+    "/run/systemd/resolve",
+    NULL,
+};
+
+static int add_run_bind(struct mountplan *p, const char *path, bool dir)
+{
+	int r = mp_add_path(p, MP_BIND_RO, path, false, -1);
+
+	if (r < 0)
+		return r;
+	p->ops[p->n - 1].mkdir_target = dir;
+	p->ops[p->n - 1].touch_target = !dir;
+	return add_read_path(p, p->ops[p->n - 1].src + strlen(MP_OLDROOT));
+}
+
+static int add_run(struct mountplan *p, bool net_host)
+{
+	char *resolv;
+	struct stat st;
+	bool covered = false;
+	int r;
+
+	if (!net_host) {
+		if ((r = mp_add_path(p, MP_HIDE_DIR, "/run", false, -1)) < 0)
+			return r;
+		p->ops[p->n - 1].optional = true;
+		return 0;
+	}
+	if ((r = mp_add(p, (struct mountplan_op){.kind = MP_TMPFS,
+						 .dst = MP_NEWROOT "/run",
+						 .data = "mode=0755,size=64k",
+						 .flags = MS_NOSUID | MS_NODEV |
+							  MS_NOEXEC})) < 0)
+		return r;
+	for (size_t i = 0; mp_run_keep_dirs[i]; i++) {
+		if (lstat(mp_run_keep_dirs[i], &st) < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		if ((r = add_run_bind(p, mp_run_keep_dirs[i], true)) < 0)
+			return r;
+	}
+	/* realpath follows the whole chain, so a relative or multi-step
+	 * link lands on the file itself. */
+	resolv = mp_own(p, realpath("/etc/resolv.conf", NULL));
+	if (resolv && path_is_under(resolv, "/run") && strcmp(resolv, "/run") &&
+	    stat(resolv, &st) == 0 && S_ISREG(st.st_mode)) {
+		for (size_t i = 0; i < p->nread; i++)
+			covered |= path_is_under(resolv, p->read_paths[i]);
+		if (!covered && (r = add_run_bind(p, resolv, false)) < 0)
+			return r;
+	}
+	return mp_add(p, (struct mountplan_op){.kind = MP_SEAL_RO,
+					       .dst = MP_NEWROOT "/run"});
 }
 
 static bool is_private_area(const char *path)
@@ -386,13 +465,11 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		0)
 		goto out;
 	/* /run holds the host's service sockets (the Docker daemon's, the
-	 * user's bus, spd's own): an empty read-only tmpfs unless the run
-	 * has the host's network and needs its resolver configuration. */
-	if (!in->keep_run) {
-		if ((r = mp_add_path(&p, MP_HIDE_DIR, "/run", false, -1)) < 0)
-			goto out;
-		p.ops[p.n - 1].optional = true;
-	}
+	 * system bus, /run/user/<uid> with spd's own socket and the
+	 * ssh-agent): always an empty read-only tmpfs, in host mode with
+	 * the resolver's configuration bound back. */
+	if ((r = add_run(&p, in->net_host)) < 0)
+		goto out;
 
 	if (in->idmap_userns_fd >= 0 &&
 	    (r = add_idmapped_ancestors(&p, writable, nw,
@@ -459,6 +536,7 @@ void mountplan_free(struct mountplan *p)
 	free(p->owned);
 	free(p->ops);
 	free(p->write_paths);
+	free(p->read_paths);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -476,7 +554,8 @@ const char *mountplan_describe(const struct mountplan *p, int i)
 	    [MP_SYMLINK] = "symlink",
 	    [MP_MKDIR] = "mkdir",
 	    [MP_PROC] = "proc",
-	    [MP_SEAL_RO] = "read-only /dev",
+	    [MP_SEAL_RO] = "seal read-only",
+	    [MP_BIND_RO] = "read-only bind",
 	};
 	static char buf[PATH_MAX + 32];
 
@@ -511,6 +590,27 @@ static int child_mkdir_p(const char *path)
 	return 0;
 }
 
+/* Create a file mount point (and its parents) in a tmpfs of the plan. */
+static int child_touch_p(const char *path)
+{
+	char buf[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	int fd, r;
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n);
+	buf[n] = '\0';
+	if (n && (r = child_mkdir_p(buf)) < 0)
+		return r;
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return -errno;
+	close(fd);
+	return 0;
+}
+
 static int set_attr(const char *path, unsigned int flags, uint64_t set,
 		    int userns_fd)
 {
@@ -530,6 +630,9 @@ static int apply_op(const struct mountplan_op *op)
 
 	if (op->mkdir_target && stat(op->dst, &st) < 0 &&
 	    (r = child_mkdir_p(op->dst)) < 0)
+		return r;
+	if (op->touch_target && lstat(op->dst, &st) < 0 &&
+	    (r = child_touch_p(op->dst)) < 0)
 		return r;
 	if (op->optional && op->kind != MP_SYMLINK && lstat(op->dst, &st) < 0)
 		return 0;
@@ -566,6 +669,13 @@ static int apply_op(const struct mountplan_op *op)
 		}
 		close(fd);
 		return r;
+	case MP_BIND_RO:
+		if (mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+			return -errno;
+		return set_attr(op->dst, AT_RECURSIVE,
+				MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+				    MOUNT_ATTR_NODEV,
+				-1);
 	case MP_REBIND_RO:
 		if (mount(op->dst, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
 			return -errno;

@@ -39,6 +39,11 @@ struct mountplan {
 	 * Landlock plan (which mirrors the mount plan). */
 	const char **write_paths;
 	size_t nwrite;
+	/* NULL-terminated paths inside the run that get a read-only bind of
+	 * a host path (the resolver's files under /run in host mode, the
+	 * read-only binds of mountplan_in), or NULL when none. */
+	const char **read_paths;
+	size_t nread;
 };
 
 struct mountplan_in {
@@ -48,7 +53,10 @@ struct mountplan_in {
 	const char *const *hidden;	/* NULL-terminated, may be NULL */
 	const char *const *readonly;	/* NULL-terminated, may be NULL */
 	const char *const *empty_files; /* NULL-terminated, may be NULL */
-	bool keep_run;			/* net=host: keep /run (resolv.conf) */
+	/* net=host: /run is still an empty tmpfs, but the resolver's
+	 * configuration under it (the target of /etc/resolv.conf,
+	 * /run/systemd/resolve) is bound back read-only. */
+	bool net_host;
 	/* >= 0 when sandboxd runs as root: a user namespace whose mapping
 	 * makes the operator's files the run uid's on the writable binds
 	 * (MOUNT_ATTR_IDMAP).  -1 otherwise.  Borrowed. */

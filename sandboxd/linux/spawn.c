@@ -689,7 +689,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		    .hidden = v->lists[SBXP_L_HIDDEN],
 		    .readonly = v->lists[SBXP_L_READONLY],
 		    .empty_files = v->lists[SBXP_L_EMPTY],
-		    .keep_run = m->net == SBX_NET_HOST,
+		    .net_host = m->net == SBX_NET_HOST,
 		    .idmap_userns_fd = idmap_fd,
 		};
 		r = mountplan_build(&in, &plan);

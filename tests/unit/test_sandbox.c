@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -601,6 +602,121 @@ START_TEST(fail_closed)
 }
 END_TEST
 
+/* A listening pathname socket at path that anyone may connect to (so that
+ * DAC, which refuses nobody most real daemons' sockets, is not what
+ * stops the run).  Returns the listening descriptor. */
+static int listen_unix(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_uint_lt(strlen(path), sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	unlink(path);
+	ck_assert_msg(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
+		      "bind %s: %s", path, strerror(errno));
+	ck_assert_int_eq(listen(fd, 8), 0);
+	chmod(path, 0777);
+	return fd;
+}
+
+/* Whether this process can connect to the socket at path. */
+static bool can_connect(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	ck_assert_int_ge(fd, 0);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+/* Run python3 connecting to path in net mode net; returns its output
+ * ("connected" or "refused ERRNO"), malloc'd. */
+static char *run_connect(struct fixture *f, const char *path, int net)
+{
+	char code[PATH_MAX + 256];
+	struct outcome o;
+	struct sbx_spec sp;
+	char *out;
+
+	snprintf(code, sizeof(code),
+		 "import socket\n"
+		 "s = socket.socket(socket.AF_UNIX)\n"
+		 "try:\n"
+		 "  s.connect('%s')\n"
+		 "  print('connected')\n"
+		 "except OSError as e:\n"
+		 "  print('refused', e.errno)\n",
+		 path);
+	char *argv[] = {"/usr/bin/python3", "-c", code, NULL};
+	spec_init(f, &sp, argv);
+	sp.net = net;
+	run(f, &sp, &o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	out = strdup(o.out.data ? o.out.data : "");
+	ck_assert_msg(strstr(out, "connected") || strstr(out, "refused"),
+		      "out: %s err: %s", out, o.err.data);
+	outcome_free(&o);
+	return out;
+}
+
+/*
+ * --net host keeps the host's network, not its /run: the Docker daemon's
+ * socket, the system bus and /run/user/<uid> (spd's own socket, the
+ * ssh-agent) live there.  A real listener in the host's /run must be
+ * unreachable, while the resolver's configuration still reads the same.
+ */
+START_TEST(host_mode_hides_run_sockets)
+{
+	struct fixture f;
+	struct outcome o;
+	char path[64], *out, *host_resolv;
+	int lfd;
+
+	if (geteuid() != 0)
+		TEST_SKIP("needs root to plant a socket in the host's /run");
+	if (access("/usr/bin/python3", X_OK) < 0)
+		TEST_SKIP("needs /usr/bin/python3");
+	fx_setup(&f, NULL);
+	char probe[] = "true";
+	run_sh(&f, probe, &o);
+	REQUIRE_SANDBOX(&o);
+	outcome_free(&o);
+	snprintf(path, sizeof(path), "/run/spd-test-%d.sock", (int)getpid());
+	lfd = listen_unix(path);
+	/* The control: outside the sandbox the socket answers. */
+	ck_assert(can_connect(path));
+	out = run_connect(&f, path, SBX_NET_HOST);
+	ck_assert_msg(strstr(out, "connected") == NULL,
+		      "a host-mode run reached %s", path);
+	free(out);
+
+	/* Name resolution still has its configuration. */
+	host_resolv = test_read_file("/etc/resolv.conf");
+	if (host_resolv) {
+		char *argv[] = {"/bin/cat", "/etc/resolv.conf", NULL};
+		struct sbx_spec sp;
+
+		spec_init(&f, &sp, argv);
+		sp.net = SBX_NET_HOST;
+		run(&f, &sp, &o);
+		ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+		ck_assert_str_eq(o.out.data ? o.out.data : "", host_resolv);
+		outcome_free(&o);
+		free(host_resolv);
+	}
+	close(lfd);
+	unlink(path);
+	fx_teardown(&f);
+}
+END_TEST
+
 struct probe_out {
 	bool done, got;
 	struct sbx_layers l;
@@ -654,6 +770,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, cancel_kills_the_run);
 	tcase_add_test(tc, fail_closed);
 	tcase_add_test(tc, probe_reports_layers);
+	tcase_add_test(tc, host_mode_hides_run_sockets);
 	suite_add_tcase(s, tc);
 	return s;
 }
