@@ -111,6 +111,20 @@ struct guard {
 	struct precs packed;
 };
 
+/*
+ * What a scan does with each entry it finds: collect it (the snapshot and
+ * the slow path), or compare it in place with the snapshot (the fast
+ * path: no allocation while nothing changed).  fn returns 0 to go on, 1
+ * to stop because the entry differs, or -errno.
+ */
+struct visitor {
+	int (*fn)(struct visitor *v, uint8_t set, uint8_t type, const char *key,
+		  const char *path, const struct stat *st);
+	struct guard *g;
+	struct elist *l;
+	size_t matched;
+};
+
 static int64_t now_ns(void)
 {
 	struct timespec ts;
@@ -208,7 +222,7 @@ static bool skip_key(const struct guard *g, const char *key)
  * without following symlinks.  Directories themselves are not entries:
  * what they contain is, and an empty directory guards nothing.
  */
-static int walk_dir(struct guard *g, struct elist *l, uint8_t set,
+static int walk_dir(struct guard *g, struct visitor *l, uint8_t set,
 		    const char *key, const char *path, unsigned depth)
 {
 	char ckey[GUARD_PATH_MAX], cpath[GUARD_PATH_MAX];
@@ -247,8 +261,8 @@ static int walk_dir(struct guard *g, struct elist *l, uint8_t set,
 		if (S_ISDIR(st.st_mode))
 			r = walk_dir(g, l, set, ckey, cpath, depth + 1);
 		else
-			r = elist_push(l, set, type_of(&st), ckey, cpath, &st);
-		if (r < 0)
+			r = l->fn(l, set, type_of(&st), ckey, cpath, &st);
+		if (r != 0)
 			break;
 	}
 	closedir(d);
@@ -256,19 +270,19 @@ static int walk_dir(struct guard *g, struct elist *l, uint8_t set,
 }
 
 /* A guarded root: a file, a directory tree, or absent. */
-static int add_root(struct guard *g, struct elist *l, uint8_t set,
+static int add_root(struct guard *g, struct visitor *l, uint8_t set,
 		    const char *key, const char *path)
 {
 	struct stat st;
 
 	if (lstat(path, &st) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
-			return elist_push(l, set, E_ABSENT, key, path, NULL);
+			return l->fn(l, set, E_ABSENT, key, path, NULL);
 		return -errno;
 	}
 	if (S_ISDIR(st.st_mode))
 		return walk_dir(g, l, set, key, path, 0);
-	return elist_push(l, set, type_of(&st), key, path, &st);
+	return l->fn(l, set, type_of(&st), key, path, &st);
 }
 
 static int cmp_entry(const void *a, const void *b)
@@ -277,7 +291,7 @@ static int cmp_entry(const void *a, const void *b)
 		      ((const struct entry *)b)->key);
 }
 
-static int scan(struct guard *g, struct elist *l)
+static int scan(struct guard *g, struct visitor *l)
 {
 	static const char *const git_roots[] = {
 	    "config", "HEAD", "hooks", "info", "refs/heads", "refs/tags",
@@ -292,32 +306,87 @@ static int scan(struct guard *g, struct elist *l)
 			r = join(path, g->gitdir, git_roots[i]);
 		if (r == 0)
 			r = add_root(g, l, GUARD_SET_GIT, key, path);
-		if (r < 0)
+		if (r != 0)
 			return r;
 	}
 	r = join(path, g->gitdir, "packed-refs");
 	if (r < 0)
 		return r;
 	if (lstat(path, &st) == 0)
-		r = elist_push(l, GUARD_SET_GIT, E_PACKED, ".git/packed-refs",
-			       path, &st);
+		r = l->fn(l, GUARD_SET_GIT, E_PACKED, ".git/packed-refs", path,
+			  &st);
 	else if (errno == ENOENT)
-		r = elist_push(l, GUARD_SET_GIT, E_ABSENT, ".git/packed-refs",
-			       path, NULL);
+		r = l->fn(l, GUARD_SET_GIT, E_ABSENT, ".git/packed-refs", path,
+			  NULL);
 	else
 		r = -errno;
-	if (r < 0)
+	if (r != 0)
 		return r;
 	for (size_t i = 0; g->workdir && g->protected_paths[i]; i++) {
 		r = join(path, g->workdir, g->protected_paths[i]);
 		if (r == 0)
 			r = add_root(g, l, GUARD_SET_PROTECTED,
 				     g->protected_paths[i], path);
-		if (r < 0)
+		if (r != 0)
 			return r;
 	}
+	return 0;
+}
+
+static int collect(struct visitor *v, uint8_t set, uint8_t type,
+		   const char *key, const char *path, const struct stat *st)
+{
+	return elist_push(v->l, set, type, key, path, st);
+}
+
+/* Scan into l, sorted by key. */
+static int scan_list(struct guard *g, struct elist *l)
+{
+	struct visitor v = {.fn = collect, .g = g, .l = l};
+	int r = scan(g, &v);
+
+	if (r < 0)
+		return r;
 	qsort(l->v, l->n, sizeof(l->v[0]), cmp_entry);
 	return 0;
+}
+
+static bool same_stat_st(const struct entry *a, const struct stat *st);
+static bool racy(const struct entry *e);
+
+/*
+ * The fast path: every entry found must be in the snapshot with the same
+ * type and stat key, and not racy; then nothing changed and the scan
+ * allocated nothing.  Anything else (1) sends the caller down the slow
+ * path, which names the change.
+ */
+static int compare(struct visitor *v, uint8_t set, uint8_t type,
+		   const char *key, const char *path, const struct stat *st)
+{
+	const struct elist *l = &v->g->e;
+	size_t lo = 0, hi = l->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(l->v[mid].key, key);
+
+		if (c == 0) {
+			const struct entry *e = &l->v[mid];
+
+			if (e->type != type)
+				return 1;
+			if (type != E_ABSENT &&
+			    (!same_stat_st(e, st) || racy(e)))
+				return 1;
+			v->matched++;
+			return 0;
+		}
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 1;
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -533,6 +602,16 @@ static bool same_stat(const struct entry *a, const struct entry *b)
 	       a->ctime_ns == b->ctime_ns;
 }
 
+static bool same_stat_st(const struct entry *a, const struct stat *st)
+{
+	return a->dev == st->st_dev && a->ino == st->st_ino &&
+	       a->mode == st->st_mode && a->size == st->st_size &&
+	       a->mtime_ns == (int64_t)st->st_mtim.tv_sec * 1000000000LL +
+				  st->st_mtim.tv_nsec &&
+	       a->ctime_ns == (int64_t)st->st_ctim.tv_sec * 1000000000LL +
+				  st->st_ctim.tv_nsec;
+}
+
 static bool racy(const struct entry *e)
 {
 	return e->mtime_ns + GUARD_RACY_NS >= e->seen_ns ||
@@ -603,7 +682,7 @@ int guard_new(const struct guard_config *cfg, struct guard **ret)
 			goto fail;
 
 	t = now_ns();
-	r = scan(g, &g->e);
+	r = scan_list(g, &g->e);
 	if (r < 0)
 		goto fail;
 	for (size_t i = 0; i < g->e.n; i++) {
@@ -672,9 +751,13 @@ int guard_check(struct guard *g, struct guard_finding *ret_finding)
 	bool have_packed = false;
 	size_t i = 0, j = 0;
 	int64_t t = now_ns();
+	struct visitor fast = {.fn = compare, .g = g};
 	int r;
 
-	r = scan(g, &l);
+	r = scan(g, &fast);
+	if (r == 0 && fast.matched == g->e.n)
+		return 0;
+	r = scan_list(g, &l);
 	if (r < 0)
 		goto out;
 	while (i < g->e.n || j < l.n) {

@@ -314,6 +314,42 @@ START_TEST(test_worktree_guards_main_gitdir)
 }
 END_TEST
 
+/*
+ * The stat shortcut: with every guarded file older than the racy window,
+ * a scan compares stat keys only; a same-size rewrite of a ref and of
+ * .spd.conf must still be found (their ctime moves).
+ */
+START_TEST(test_fast_path)
+{
+	char *d = make_repo();
+	struct guard *g;
+	struct guard_finding f;
+
+	sh(d, "git branch b2 && git tag t2");
+	sleep(3); /* older than the guard's racy window */
+	g = guard_for(d);
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	/* Same size, new content: the oid of another commit. */
+	sh(d, "git rev-parse HEAD~1 > .git/refs/heads/b2.new && "
+	      "cat .git/refs/heads/b2.new > .git/refs/heads/b2 && "
+	      "rm .git/refs/heads/b2.new");
+	ck_assert_int_eq(guard_check(g, &f), 1);
+	ck_assert_str_eq(f.path, ".git/refs/heads/b2");
+	guard_free(g);
+	sh(d, "git branch -f b2 HEAD");
+	sleep(3);
+	g = guard_for(d);
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	sh(d, "sed -i 's/run = true/run = fals/' .spd.conf");
+	ck_assert_int_eq(guard_check(g, &f), 1);
+	ck_assert_str_eq(f.path, ".spd.conf");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
 START_TEST(test_bad_gitdir)
 {
 	struct guard_config cfg = {.gitdir = "/nonexistent/.git"};
@@ -346,6 +382,7 @@ int main(void)
 	tcase_add_test(tc, test_spd_conf_removed);
 	tcase_add_test(tc, test_own_branch_moves);
 	tcase_add_test(tc, test_worktree_guards_main_gitdir);
+	tcase_add_test(tc, test_fast_path);
 	tcase_add_test(tc, test_bad_gitdir);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
