@@ -14,6 +14,7 @@
 #include "call.h"
 #include "config.h"
 #include "gate.h"
+#include "journal.h"
 #include "log.h"
 #include "methods.h"
 #include "run.h"
@@ -306,6 +307,45 @@ static bool is_under(const char *path, const char *dir)
 	       (path[n] == '\0' || path[n] == '/' || (n == 1 && dir[0] == '/'));
 }
 
+/*
+ * A workspace is writable in full.  One that holds the home directory or
+ * spd's own directories would make the credential locations and the
+ * journal writable (or force sandboxd to plant mount points in them), so
+ * it is refused rather than weakened.
+ */
+static bool workspace_acceptable(struct spd *spd, const char *ws,
+				 struct rpc_call *c)
+{
+	const char *home = getenv("HOME");
+	char real[PATH_MAX];
+	const char *dirs[] = {spd->paths.config_dir, spd->paths.state_dir,
+			      spd->paths.runtime_dir};
+
+	if (strcmp(ws, "/") == 0) {
+		rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
+			       "the root directory cannot be a workspace");
+		return false;
+	}
+	if (home && realpath(home, real) && is_under(real, ws)) {
+		rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
+			       "the workspace %s contains the home directory "
+			       "%s: choose a project directory",
+			       ws, real);
+		return false;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		const char *d = realpath(dirs[i], real) ? real : dirs[i];
+		if (is_under(d, ws) || is_under(ws, d)) {
+			rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
+				       "the workspace %s overlaps spd's own "
+				       "directory %s",
+				       ws, d);
+			return false;
+		}
+	}
+	return true;
+}
+
 int run_start(struct rpc_call *c, const struct run_request *req)
 {
 	struct spd *spd = rpc_call_spd(c);
@@ -409,6 +449,34 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	spec.run_gid = spd->config.run_gid;
 	spec.output_cap = spd->config.output_cap;
 	outf_init(&rc->outf, spd);
+	{
+		/* A run that cannot be journaled does not run: the journal
+		 * is the record the operator audits afterwards. */
+		json_t *d = json_pack("{s:O, s:s, s:s}", "argv", req->argv,
+				      "workspace", req->workspace, "net",
+				      rc->net_name);
+		char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+		int64_t jr = journal_append(
+			spd->journal, req->session_id,
+			rpc_call_principal(c)->operator ? "operator" : "agent",
+			"run.start", json_string_value(json_array_get(req->argv, 0)),
+			text);
+		free(text);
+		json_decref(d);
+		if (jr < 0) {
+			outf_finish(&rc->outf, NULL);
+			json_decref(rc->argv_json);
+			free(rc->workspace);
+			free(rc);
+			rc = NULL;
+			rpc_call_error(c, RPC_E_INTERNAL, NULL,
+				       "the journal cannot record the run (%s); "
+				       "not running it",
+				       strerror((int)-jr));
+			r = -EIO;
+			goto out;
+		}
+	}
 	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){on_output, on_done}, rc,
 		    &rc->run);
 	if (r < 0) {
@@ -575,10 +643,7 @@ void m_cmd_run(struct rpc_call *c)
 				       json_string_value(v));
 			return;
 		}
-		if (strcmp(workspace, "/") == 0) {
-			rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
-				       "the root directory cannot be a "
-				       "workspace");
+		if (!workspace_acceptable(spd, workspace, c)) {
 			free(workspace);
 			return;
 		}

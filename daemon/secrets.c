@@ -95,12 +95,26 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
 {
 	struct redact_builder *b = NULL;
 	char *text = NULL, *line, *save = NULL;
-	size_t nvals = 0;
+	size_t nvals = 0, n_env = 0;
+	char **own_env = NULL;
 	int r, lineno = 0;
 
 	r = read_env_file(spd->paths.env_path, &text, errbuf, errlen);
 	if (r < 0)
 		return r;
+	/* spd's own SPD_* variables name directories, not secrets: they are
+	 * kept from runs (envscrub) but must not be redacted as keys. */
+	for (char **e = environ; *e; e++)
+		n_env++;
+	own_env = calloc(n_env + 1, sizeof(*own_env));
+	if (!own_env) {
+		r = -ENOMEM;
+		goto out;
+	}
+	n_env = 0;
+	for (char **e = environ; *e; e++)
+		if (strncmp(*e, "SPD_", 4) != 0)
+			own_env[n_env++] = *e;
 	r = redact_builder_new(&b);
 	if (r < 0)
 		goto out;
@@ -158,14 +172,14 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
 	}
 	/* spd's own secret-looking variables (a key exported in the
 	 * operator's shell) are redacted too. */
-	r = redact_builder_add_env(b, (const char *const *)environ);
+	r = redact_builder_add_env(b, (const char *const *)own_env);
 	if (r < 0) {
 		snprintf(errbuf, errlen,
 			 "a secret in spd's environment cannot be redacted: %s",
 			 strerror(-r));
 		goto out;
 	}
-	for (char **e = environ; *e; e++) {
+	for (char **e = own_env; *e; e++) {
 		const char *eq = strchr(*e, '=');
 		if (eq && strlen(eq + 1) >= REDACT_MIN_LEN &&
 		    envscrub_name_is_secret(*e, (size_t)(eq - *e)))
@@ -178,6 +192,7 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
 		snprintf(errbuf, errlen, "cannot build the redaction set: %s",
 			 strerror(-r));
 out:
+	free(own_env);
 	redact_builder_free(b);
 	if (text) {
 		memset(text, 0, strlen(text));
