@@ -115,8 +115,7 @@ size_t redact_set_max_len(const struct redact_set *s);
  * top), in a fixed order; a form may be reported more than once.  The form
  * pointer is valid only during the call.  Stops at, and returns, the first
  * non-zero value cb returns; otherwise returns 0, -EINVAL when len is 0,
- * or -ENOMEM.  Meant for
- * tests and for checks that need the forms themselves.
+ * or -ENOMEM.  Meant for tests and for checks that need the forms.
  */
 int redact_forms(const void *value, size_t len,
 		 int (*cb)(const void *form, size_t n, void *userdata),
