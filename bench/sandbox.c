@@ -124,6 +124,74 @@ static void on_closed(void *data)
 	*(bool *)data = true;
 }
 
+/*
+ * `spctl run -- /bin/true` end to end: spctl's start, the connection, the
+ * policy, the journal, sandboxd, the reply.  A real spd in temporary
+ * directories.  Returns the median in ms, or -1.
+ */
+static double spctl_e2e(const char *build, const char *ws, int runs)
+{
+	char dir[] = "/tmp/spd-bench-e2e-XXXXXX", sock[4200], spd[4200],
+	     spctl[4200];
+	char *env_cfg, *env_state, *env_run;
+	double *t = calloc((size_t)runs, sizeof(double)), m = -1;
+	pid_t pid;
+	int status;
+
+	if (!t || !mkdtemp(dir))
+		return -1;
+	snprintf(spd, sizeof(spd), "%s/spd", build);
+	snprintf(spctl, sizeof(spctl), "%s/spctl", build);
+	snprintf(sock, sizeof(sock), "%s/run/spd.sock", dir);
+	if (asprintf(&env_cfg, "SPD_CONFIG_DIR=%s/config", dir) < 0 ||
+	    asprintf(&env_state, "SPD_STATE_DIR=%s/state", dir) < 0 ||
+	    asprintf(&env_run, "SPD_RUNTIME_DIR=%s/run", dir) < 0)
+		return -1;
+	putenv(env_cfg);
+	putenv(env_state);
+	putenv(env_run);
+	putenv("SPD_NO_AUTOSTART=1");
+	pid = fork();
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+		dup2(devnull, 2);
+		execl(spd, spd, "--foreground", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500 && access(sock, F_OK) < 0; i++)
+		usleep(10000);
+	{
+		char wsbuf[4096];
+		char *argv[] = {spctl, "run", "--workspace", wsbuf,
+				"--yes", "--", "/bin/true", NULL};
+		snprintf(wsbuf, sizeof(wsbuf), "%s", ws);
+		for (int i = -5; i < runs; i++) {
+			double v = time_exec(argv);
+			if (v < 0) {
+				fprintf(stderr, "spctl run failed\n");
+				goto out;
+			}
+			if (i >= 0)
+				t[i] = v;
+		}
+		m = median(t, runs);
+	}
+out:
+	kill(pid, SIGTERM);
+	waitpid(pid, &status, 0);
+	{
+		char *rm[] = {"rm", "-rf", dir, NULL};
+		pid_t p = fork();
+		if (p == 0) {
+			execvp("rm", rm);
+			_exit(1);
+		}
+		waitpid(p, NULL, 0);
+	}
+	free(t);
+	return m;
+}
+
 int main(void)
 {
 	const char *runs_env = getenv("BENCH_RUNS");
@@ -227,6 +295,14 @@ int main(void)
 		       "skipped (bwrap missing or failing)");
 	printf("%-44s %10.3f %10.2f\n", "sandboxd /bin/true, every layer",
 	       m_sb, m_sb / m_bare);
+	double m_e2e = spctl_e2e(build ? build : "build", ws, runs);
+	if (m_e2e >= 0)
+		printf("%-44s %10.3f %10.2f%s\n",
+		       "spctl run -- /bin/true, end to end", m_e2e,
+		       m_e2e / m_bare,
+		       m_bw >= 0 ? (m_e2e < m_bw ? "  (faster than bare bwrap)"
+						 : "  (slower than bare bwrap)")
+				 : "");
 	printf("runs each: %d; sandboxd overhead over bare: %.3f ms "
 	       "(target <= 5 ms)%s\n",
 	       runs, m_sb - m_bare,
