@@ -184,7 +184,11 @@ install: $(PROGS)
 	install -m 0755 $(BUILD)/spd $(BUILD)/spctl $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BUILD)/sandboxd $(DESTDIR)$(PREFIX)/libexec/spd/
 	install -d $(DESTDIR)$(PREFIX)/lib/systemd/user
-	install -m 0644 systemd/spd.service systemd/spd.socket $(DESTDIR)$(PREFIX)/lib/systemd/user/ 2>/dev/null || true
+	sed 's|/usr/local|$(PREFIX)|' systemd/spd.service > $(DESTDIR)$(PREFIX)/lib/systemd/user/spd.service
+	install -m 0644 systemd/spd.socket $(DESTDIR)$(PREFIX)/lib/systemd/user/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 man/spctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 man/spd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
 
 clean:
 	rm -rf build build-asan build-fuzz
