@@ -54,6 +54,28 @@ static const char *const mp_caches[] = {
     ".cache", ".cargo/registry", ".npm", "go/pkg/mod", NULL,
 };
 
+/*
+ * Known homes of daemon sockets outside /run (docs/sandbox.md): an LXD or
+ * Incus socket is root for members of the lxd/incus group, kubelet's and
+ * MySQL's (RHEL) sockets, and in the home directory the container VMs
+ * (Colima, Lima, Rancher Desktop, podman machine) and password managers'
+ * ssh agents.  Covered whole when they exist, so that a socket bound
+ * there after the run started is covered too.
+ */
+static const char *const mp_socket_dirs[] = {
+    "/var/snap/lxd/common/lxd", "/var/lib/lxd",	  "/var/lib/incus",
+    "/var/lib/kubelet",		"/var/lib/mysql", NULL,
+};
+static const char *const mp_home_socket_dirs[] = {
+    ".colima",
+    ".lima",
+    ".rd",
+    ".1password",
+    ".bitwarden-ssh-agent.sock",
+    ".local/share/containers/podman/machine",
+    NULL,
+};
+
 static const char *const mp_devices[] = {
     "null", "zero", "full", "random", "urandom", "tty", NULL,
 };
@@ -216,8 +238,8 @@ static int add_hidden(struct mountplan *p, const char *path,
 	 * are the run's own: nothing of the host's to hide there, unless a
 	 * writable bind brings it in. */
 	if (!under &&
-	    (path_is_under(path, "/tmp") || path_is_under(path, "/dev") ||
-	     path_is_under(path, "/proc")))
+	    (path_is_under(path, "/tmp") || path_is_under(path, "/var/tmp") ||
+	     path_is_under(path, "/dev") || path_is_under(path, "/proc")))
 		return 0;
 	if (lstat(path, &st) < 0) {
 		if (errno != ENOENT && errno != ENOTDIR)
@@ -306,7 +328,85 @@ static int add_run(struct mountplan *p, bool net_host)
 static bool is_private_area(const char *path)
 {
 	return path_is_under(path, "/tmp") || path_is_under(path, "/dev") ||
-	       path_is_under(path, "/proc") || path_is_under(path, "/run");
+	       path_is_under(path, "/proc") || path_is_under(path, "/run") ||
+	       path_is_under(path, "/var/tmp");
+}
+
+/* Cover an existing known socket directory (or file) whole. */
+static int add_socket_dir(struct mountplan *p, const char *path,
+			  const char *const *writable, size_t nw)
+{
+	struct stat st;
+
+	if (lstat(path, &st) < 0)
+		return 0;
+	return add_hidden(p, path, writable, nw);
+}
+
+/*
+ * Cover each stray pathname socket: one the mount plan does not already
+ * put out of reach.  A socket under a writable path is the run's to use
+ * (by design); one under /tmp, /var/tmp, /dev or /proc is in the host's
+ * copy of an area the run gets privately; one under /run is under the
+ * run's empty tmpfs unless it is inside a path bound back from it; one
+ * under a covered directory is hidden with it.  The name is resolved
+ * first, so that a socket bound through a symlink (/var/run/x.sock) is
+ * judged where it lives.
+ */
+static int add_sockets(struct mountplan *p, const char *const *sockets,
+		       const char *const *writable, size_t nw,
+		       bool var_run_hidden)
+{
+	size_t nsock = 0, first = p->n;
+	int r;
+
+	for (size_t i = 0; sockets && sockets[i]; i++) {
+		char *rp = realpath(sockets[i], NULL);
+		bool skip = false, dup = false;
+		struct stat st;
+
+		if (!rp)
+			continue; /* gone since the scan */
+		if (lstat(rp, &st) < 0 || !S_ISSOCK(st.st_mode)) {
+			free(rp);
+			continue;
+		}
+		for (size_t k = 0; k < first && !skip; k++)
+			skip = (p->ops[k].kind == MP_HIDE_DIR ||
+				p->ops[k].kind == MP_HIDE_FILE) &&
+			       path_is_under(rp, p->ops[k].dst +
+						     strlen(MP_NEWROOT));
+		for (size_t k = 0; k < nw && !skip; k++)
+			skip = path_is_under(rp, writable[k]);
+		if (!skip && path_is_under(rp, "/run")) {
+			skip = true;
+			for (size_t k = 0; k < p->nread; k++)
+				skip &= !path_is_under(rp, p->read_paths[k]);
+		}
+		if (!skip)
+			skip =
+			    path_is_under(rp, "/tmp") ||
+			    path_is_under(rp, "/var/tmp") ||
+			    path_is_under(rp, "/dev") ||
+			    path_is_under(rp, "/proc") ||
+			    (var_run_hidden && path_is_under(rp, "/var/run"));
+		for (size_t k = first; k < p->n && !skip && !dup; k++)
+			dup = !strcmp(p->ops[k].dst + strlen(MP_NEWROOT), rp);
+		if (skip || dup) {
+			free(rp);
+			continue;
+		}
+		if (++nsock > MOUNTPLAN_SOCKETS_MAX) {
+			free(rp);
+			return -E2BIG;
+		}
+		if (!mp_own(p, rp))
+			return -ENOMEM;
+		if ((r = mp_add_path(p, MP_HIDE_FILE, rp, false, -1)) < 0)
+			return r;
+		p->ops[p->n - 1].optional = true;
+	}
+	return 0;
 }
 
 /*
@@ -375,6 +475,7 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	struct mountplan p = {0};
 	const char **writable = NULL;
 	size_t nw = 0, cap;
+	bool var_run_hidden = false, var_tmp = false;
 	struct stat st;
 	int r;
 
@@ -470,6 +571,27 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	 * the resolver's configuration bound back. */
 	if ((r = add_run(&p, in->net_host)) < 0)
 		goto out;
+	/* /var/run is normally a symlink to /run; a real directory holds
+	 * the same kind of sockets. */
+	if (lstat("/var/run", &st) == 0 && S_ISDIR(st.st_mode)) {
+		var_run_hidden = true;
+		if ((r = mp_add_path(&p, MP_HIDE_DIR, "/var/run", false, -1)) <
+		    0)
+			goto out;
+	}
+	/* /var/tmp is world-writable like /tmp and as full of sockets and
+	 * other users' files: the run gets its own, writable and thrown
+	 * away. */
+	if (stat("/var/tmp", &st) == 0 && S_ISDIR(st.st_mode)) {
+		if ((r = mp_add(
+			 &p, (struct mountplan_op){
+				 .kind = MP_TMPFS,
+				 .dst = MP_NEWROOT "/var/tmp",
+				 .data = "mode=1777,size=" MOUNTPLAN_TMP_SIZE,
+				 .flags = MS_NOSUID | MS_NODEV})) < 0)
+			goto out;
+		var_tmp = true;
+	}
 
 	if (in->idmap_userns_fd >= 0 &&
 	    (r = add_idmapped_ancestors(&p, writable, nw,
@@ -485,7 +607,8 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 			goto out;
 	}
 	if ((r = add_write_path(&p, "/tmp")) < 0 ||
-	    (r = add_write_path(&p, "/dev")) < 0)
+	    (r = add_write_path(&p, "/dev")) < 0 ||
+	    (var_tmp && (r = add_write_path(&p, "/var/tmp")) < 0))
 		goto out;
 	for (size_t i = 0; in->readonly && in->readonly[i]; i++) {
 		if ((r = mp_add_path(&p, MP_REBIND_RO, in->readonly[i], false,
@@ -509,6 +632,25 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	for (size_t i = 0; in->hidden && in->hidden[i]; i++)
 		if ((r = add_hidden(&p, in->hidden[i], writable, nw)) < 0)
 			goto out;
+	for (size_t i = 0; mp_socket_dirs[i]; i++)
+		if ((r = add_socket_dir(&p, mp_socket_dirs[i], writable, nw)) <
+		    0)
+			goto out;
+	for (size_t i = 0; in->home && in->home[0] && mp_home_socket_dirs[i];
+	     i++) {
+		char *c = mp_join(&p, in->home, "/");
+
+		c = c ? mp_join(&p, c, mp_home_socket_dirs[i]) : NULL;
+		if (!c) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if ((r = add_socket_dir(&p, c, writable, nw)) < 0)
+			goto out;
+	}
+	if ((r = add_sockets(&p, in->sockets, writable, nw, var_run_hidden)) <
+	    0)
+		goto out;
 	for (size_t i = 0; in->empty_files && in->empty_files[i]; i++) {
 		if (stat(in->empty_files[i], &st) < 0 || !S_ISREG(st.st_mode))
 			continue;

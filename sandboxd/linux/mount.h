@@ -28,6 +28,12 @@
  * multiprocessing), bounded like /tmp. */
 #define MOUNTPLAN_SHM_SIZE "64m"
 
+/* Pathname Unix sockets one plan may cover one by one (an empty file
+ * bound over each): the known socket directories are covered whole, so
+ * only strays remain, usually a handful.  A host with more is refused
+ * rather than a socket left open. */
+#define MOUNTPLAN_SOCKETS_MAX 64
+
 struct mountplan_op;
 
 struct mountplan {
@@ -57,6 +63,12 @@ struct mountplan_in {
 	 * configuration under it (the target of /etc/resolv.conf,
 	 * /run/systemd/resolve) is bound back read-only. */
 	bool net_host;
+	/* NULL-terminated pathname Unix sockets bound on the host
+	 * (sbx_unix_sockets), or NULL.  Each one the run could otherwise
+	 * reach, i.e. not under a writable path, a private area (/tmp,
+	 * /var/tmp, /dev, /proc), /run or a covered directory, gets an
+	 * empty read-only file bound over it. */
+	const char *const *sockets;
 	/* >= 0 when sandboxd runs as root: a user namespace whose mapping
 	 * makes the operator's files the run uid's on the writable binds
 	 * (MOUNT_ATTR_IDMAP).  -1 otherwise.  Borrowed. */
@@ -67,7 +79,8 @@ struct mountplan_in {
  * Build the plan for in.  Allocates; on success fills *ret (free with
  * mountplan_free) and returns 0.  Returns -ENOENT when the workspace does
  * not exist, -ENOTDIR when it is not a directory, -SPD_ETOOBIG beyond
- * MOUNTPLAN_OPS_MAX, -ENOMEM.  Paths are taken as given (absolute,
+ * MOUNTPLAN_OPS_MAX, -E2BIG when more than MOUNTPLAN_SOCKETS_MAX sockets
+ * would need covering (the run must then be refused), -ENOMEM.  Paths are taken as given (absolute,
  * without "..": sandboxd's caller resolved them).  May create empty
  * directories (0700) on the host where a hidden path is missing below a
  * writable path.

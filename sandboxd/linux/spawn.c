@@ -560,6 +560,37 @@ static char **build_env(const struct sbxp_run_view *v, const char **ret_path)
 	return env;
 }
 
+/* The sockets sbx_unix_sockets reports, collected before fork. */
+struct sockets {
+	char **v;
+	size_t n;
+};
+
+static int collect_socket(const char *path, void *data)
+{
+	struct sockets *s = data;
+	char **v;
+
+	if (s->n >= SPAWN_SOCKETS_SCAN_MAX)
+		return -E2BIG;
+	v = realloc(s->v, (s->n + 2) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->v = v;
+	if (!(v[s->n] = strdup(path)))
+		return -ENOMEM;
+	v[++s->n] = NULL;
+	return 0;
+}
+
+static void sockets_free(struct sockets *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
 static const char *errstr(int err)
 {
 	return strerror(err < 0 ? -err : err);
@@ -575,6 +606,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	struct child_args a = {.fd_out = out_fd, .fd_err = err_fd};
 	struct mountplan plan = {0};
 	struct sbx_landlock_plan ll = {0};
+	struct sockets socks = {0};
 	const char *read_paths[] = {"/", NULL};
 	const char *fb_write[SBXP_PATHS_MAX + 4];
 	char **env = NULL;
@@ -681,6 +713,25 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	ll.read_paths = read_paths;
 	ll.net = (enum sbx_net)m->net;
 	ll.scope = true;
+	/* Landlock cannot refuse connect() to a pathname socket and a
+	 * read-only mount does not either: the plan covers each one bound
+	 * outside what the run may use (docs/sandbox.md).  A scan that
+	 * fails leaves them open, which only best-effort accepts. */
+	if (namespaces && (r = sbx_unix_sockets(collect_socket, &socks)) < 0) {
+		sockets_free(&socks);
+		if (!best) {
+			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+			       "pathname Unix sockets: cannot list them "
+			       "(/proc/net/unix): %s",
+			       errstr(r));
+			goto out;
+		}
+		add_warning(run,
+			    "pathname Unix sockets: cannot list them (%s); "
+			    "sockets outside /run and the known directories "
+			    "stay reachable",
+			    errstr(r));
+	}
 	if (namespaces) {
 		struct mountplan_in in = {
 		    .workspace = v->workspace,
@@ -690,9 +741,18 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		    .readonly = v->lists[SBXP_L_READONLY],
 		    .empty_files = v->lists[SBXP_L_EMPTY],
 		    .net_host = m->net == SBX_NET_HOST,
+		    .sockets = (const char *const *)socks.v,
 		    .idmap_userns_fd = idmap_fd,
 		};
 		r = mountplan_build(&in, &plan);
+		sockets_free(&socks);
+		if (r == -E2BIG) {
+			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+			       "pathname Unix sockets: more than %d outside "
+			       "the covered directories would need covering",
+			       MOUNTPLAN_SOCKETS_MAX);
+			goto out;
+		}
 		if (r < 0) {
 			if (r == -ENOENT || r == -ENOTDIR)
 				refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,

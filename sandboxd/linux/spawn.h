@@ -42,6 +42,11 @@
 #define SPAWN_RUN_UID_DEFAULT 65534
 #define SPAWN_RUN_GID_DEFAULT 65534
 
+/* Bound pathname sockets read from /proc/net/unix per run: most live
+ * in /run and need no mount of their own, so this bounds only memory;
+ * a host with more is refused rather than scanned in part. */
+#define SPAWN_SOCKETS_SCAN_MAX 16384
+
 /* Idmap user namespaces kept open (one per run uid/gid pair). */
 #define SPAWN_IDMAP_CACHE 4
 

@@ -19,12 +19,32 @@
 #include <uv.h>
 
 #include "common/buf.h"
+#include "common/util.h"
 #include "daemon/sbx.h"
+#include "sandboxd/linux/mount.h"
 #include "tests/lib/testlib.h"
 
-/* Where files that must lie outside the run's private /tmp go: the root
- * bind makes them read-only there, which is what the tests check. */
-#define OUTSIDE_BASE "/var/tmp"
+/*
+ * Where files that must lie outside the run's writable and private
+ * areas go: the root bind makes them read-only there, which is what the
+ * tests check.  Not /tmp or /var/tmp, which runs get privately.  As root
+ * /var; otherwise SPD_TEST_OUTSIDE (a directory the user may write, on
+ * the root file system), else /var/tmp, where the tests that need a
+ * visible outside say they are skipped.
+ */
+static const char *outside_base(void)
+{
+	const char *e = getenv("SPD_TEST_OUTSIDE");
+
+	if (e && e[0] == '/')
+		return e;
+	return geteuid() == 0 ? "/var" : "/var/tmp";
+}
+
+static bool outside_is_private(void)
+{
+	return !strcmp(outside_base(), "/var/tmp");
+}
 
 struct outcome {
 	struct buf out, err;
@@ -81,8 +101,9 @@ static void outcome_free(struct outcome *o)
 static void fx_setup(struct fixture *f, const char *sandboxd)
 {
 	char *prog = sandboxd ? strdup(sandboxd) : test_prog("sandboxd");
-	char tmpl[] = OUTSIDE_BASE "/spd-test-sbx-XXXXXX";
+	char tmpl[PATH_MAX];
 
+	snprintf(tmpl, sizeof(tmpl), "%s/spd-test-sbx-XXXXXX", outside_base());
 	memset(f, 0, sizeof(*f));
 	ck_assert_int_eq(uv_loop_init(&f->loop), 0);
 	ck_assert_int_eq(sbx_start(&f->loop, prog, &f->s), 0);
@@ -266,13 +287,14 @@ START_TEST(workspace_below_private_dir)
 {
 	struct fixture f;
 	struct outcome o;
-	char tmpl[] = OUTSIDE_BASE "/spd-test-priv-XXXXXX", ws[PATH_MAX + 8];
+	char tmpl[PATH_MAX], ws[PATH_MAX + 8];
 	char path[PATH_MAX + 32], script[] = "echo made > made.txt && pwd";
 	char *argv[] = {"/bin/sh", "-c", script, NULL};
 	struct sbx_spec sp;
 	struct stat st;
 
 	fx_setup(&f, NULL);
+	snprintf(tmpl, sizeof(tmpl), "%s/spd-test-priv-XXXXXX", outside_base());
 	ck_assert_ptr_nonnull(mkdtemp(tmpl));
 	chmod(tmpl, 0700);
 	snprintf(ws, sizeof(ws), "%s/ws", tmpl);
@@ -717,6 +739,123 @@ START_TEST(host_mode_hides_run_sockets)
 }
 END_TEST
 
+/*
+ * A pathname socket outside the writable paths, in no known socket
+ * directory (an ssh-agent or a daemon someone started by hand): the run
+ * must not reach it, while a socket inside the workspace is the run's.
+ */
+START_TEST(stray_unix_socket_covered)
+{
+	struct fixture f;
+	struct outcome o;
+	char dir[PATH_MAX], path[PATH_MAX + 16], inside[PATH_MAX + 16];
+	char *out;
+	int lfd, ifd;
+
+	if (access("/usr/bin/python3", X_OK) < 0)
+		TEST_SKIP("needs /usr/bin/python3");
+	if (outside_is_private())
+		TEST_SKIP("no writable directory outside /tmp and /var/tmp; "
+			  "set SPD_TEST_OUTSIDE");
+	fx_setup(&f, NULL);
+	char probe[] = "true";
+	run_sh(&f, probe, &o);
+	REQUIRE_SANDBOX(&o);
+	outcome_free(&o);
+	snprintf(dir, sizeof(dir), "%s/agent-dir", f.outside);
+	ck_assert_int_eq(mkdir(dir, 0777), 0);
+	chmod(dir, 0777);
+	snprintf(path, sizeof(path), "%s/agent.sock", dir);
+	lfd = listen_unix(path);
+	ck_assert(can_connect(path));
+	snprintf(inside, sizeof(inside), "%s/ws.sock", f.ws);
+	ifd = listen_unix(inside);
+
+	for (int net = SBX_NET_NONE; net <= SBX_NET_LOOPBACK; net++) {
+		out = run_connect(&f, path, net);
+		ck_assert_msg(strstr(out, "connected") == NULL,
+			      "a run (net %d) reached %s", net, path);
+		free(out);
+	}
+	/* The positive control: the same client reaches the workspace's. */
+	out = run_connect(&f, inside, SBX_NET_NONE);
+	ck_assert_msg(strstr(out, "connected") != NULL,
+		      "the workspace's socket was refused: %s", out);
+	free(out);
+	close(lfd);
+	close(ifd);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* More stray sockets than a plan covers: the run is refused, never run
+ * with some left open. */
+START_TEST(too_many_sockets_refused)
+{
+	struct fixture f;
+	struct outcome o;
+	char path[PATH_MAX + 32], marker[PATH_MAX + 16], script[PATH_MAX + 32];
+	int fds[MOUNTPLAN_SOCKETS_MAX + 1];
+
+	if (outside_is_private())
+		TEST_SKIP("no writable directory outside /tmp and /var/tmp; "
+			  "set SPD_TEST_OUTSIDE");
+	fx_setup(&f, NULL);
+	char probe[] = "true";
+	run_sh(&f, probe, &o);
+	REQUIRE_SANDBOX(&o);
+	outcome_free(&o);
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++) {
+		snprintf(path, sizeof(path), "%s/s%zu.sock", f.outside, i);
+		fds[i] = listen_unix(path);
+	}
+	snprintf(marker, sizeof(marker), "%s/ran", f.ws);
+	snprintf(script, sizeof(script), "touch %s", marker);
+	run_sh(&f, script, &o);
+	ck_assert_ptr_nonnull(o.error_code);
+	ck_assert_str_eq(o.error_code, "SANDBOX-UNAVAILABLE");
+	ck_assert_ptr_nonnull(strstr(o.error_msg, "Unix sockets"));
+	ck_assert_msg(access(marker, F_OK) < 0, "the command ran");
+	outcome_free(&o);
+	for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+		close(fds[i]);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* /var/tmp is the run's own: what the host keeps there is not visible,
+ * and what the run writes there does not reach the host. */
+START_TEST(var_tmp_private)
+{
+	struct fixture f;
+	struct outcome o;
+	char tmpl[] = "/var/tmp/spd-test-vt-XXXXXX", script[PATH_MAX * 2 + 64];
+	char path[PATH_MAX];
+
+	fx_setup(&f, NULL);
+	ck_assert_ptr_nonnull(mkdtemp(tmpl));
+	chmod(tmpl, 0777);
+	snprintf(path, sizeof(path), "%s/host.txt", tmpl);
+	test_write_file(path, "HOST-ONLY\n");
+	chmod(path, 0644);
+	snprintf(script, sizeof(script),
+		 "cat %s; mkdir -p %s && echo run > %s/run.txt && echo wrote",
+		 path, tmpl, tmpl);
+	run_sh(&f, script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_ptr_null(strstr(o.out.data ? o.out.data : "", "HOST-ONLY"));
+	ck_assert_msg(strstr(o.out.data ? o.out.data : "", "wrote"),
+		      "/var/tmp is not writable in a run: %s", o.err.data);
+	snprintf(path, sizeof(path), "%s/run.txt", tmpl);
+	ck_assert_msg(access(path, F_OK) < 0,
+		      "the run wrote the host's /var/tmp");
+	outcome_free(&o);
+	test_rmrf(tmpl);
+	fx_teardown(&f);
+}
+END_TEST
+
 struct probe_out {
 	bool done, got;
 	struct sbx_layers l;
@@ -771,6 +910,9 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, fail_closed);
 	tcase_add_test(tc, probe_reports_layers);
 	tcase_add_test(tc, host_mode_hides_run_sockets);
+	tcase_add_test(tc, stray_unix_socket_covered);
+	tcase_add_test(tc, var_tmp_private);
+	tcase_add_test(tc, too_many_sockets_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
