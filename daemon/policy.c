@@ -678,7 +678,10 @@ static void check_path(struct cls *c, const char *cwd, const char *arg,
 	lin = inside_ws(c, lex);
 	rin = r == 0 && inside_ws(c, real);
 	lc = protected_match(lin ? rel_ws(c, lex) : lex);
-	rc = protected_match(rin ? rel_ws(c, real) : real);
+	/* Without symlinks on the way both spellings are the same. */
+	rc = lin == rin && strcmp(lex, real) == 0
+		 ? lc
+		 : protected_match(rin ? rel_ws(c, real) : real);
 	/* Secret-looking files: neither read nor written, inside or out,
 	 * whatever the spelling; the operator may list one as readable. */
 	if (lc == PROTECTED_SECRET_FILE || rc == PROTECTED_SECRET_FILE) {

@@ -284,12 +284,32 @@ static bool match_compiled(const struct compiled *p, const struct span *c,
 }
 
 static struct compiled compiled_table[ARRAY_SIZE(protected_table)];
+/*
+ * An index on the compiled table: the patterns whose last component
+ * starts with a given (lower-case) byte, and those that start with a
+ * wildcard (index 0).  A path component only meets the patterns of its
+ * own first letter.  Lists hold table indexes in table order.
+ */
+static uint8_t bucket[256][ARRAY_SIZE(protected_table)];
+static uint8_t bucket_n[256];
 static pthread_once_t compiled_once = PTHREAD_ONCE_INIT;
 
 static void compile_table(void)
 {
-	for (size_t i = 0; i < ARRAY_SIZE(protected_table); i++)
-		compile(protected_table[i].pattern, &compiled_table[i]);
+	_Static_assert(ARRAY_SIZE(protected_table) < 256,
+		       "table indexes are bytes");
+	for (size_t i = 0; i < ARRAY_SIZE(protected_table); i++) {
+		struct compiled *p = &compiled_table[i];
+		unsigned char f;
+
+		compile(protected_table[i].pattern, p);
+		f = p->k ? (unsigned char)p->first[p->k - 1] : 0;
+		/* A directory pattern may match any window, so it is filed
+		 * under its first component instead of its last. */
+		if (p->dir && p->k)
+			f = (unsigned char)p->first[0];
+		bucket[f][bucket_n[f]++] = (uint8_t)i;
+	}
 }
 
 bool protected_pattern_match(const char *pattern, const char *path)
@@ -311,13 +331,25 @@ enum protected_class protected_match(const char *relpath)
 	if (n == 0)
 		return PROTECTED_NONE;
 	pthread_once(&compiled_once, compile_table);
-	for (size_t i = 0; i < ARRAY_SIZE(protected_table); i++) {
-		enum protected_class cls = protected_table[i].cls;
+	/* Candidates: wildcard-led patterns, file patterns led by the last
+	 * component's first letter, directory patterns led by any
+	 * component's first letter.  Each list is scanned whole; a pattern
+	 * seen twice just matches twice. */
+	for (size_t j = 0; j <= n; j++) {
+		unsigned char f = j == n ? 0 : (unsigned char)lower(c[j].s[0]);
+		const uint8_t *b = bucket[f];
 
-		if (best != PROTECTED_NONE && cls >= best)
-			continue;
-		if (match_compiled(&compiled_table[i], c, n))
-			best = cls;
+		for (size_t q = 0; q < bucket_n[f]; q++) {
+			const struct compiled *p = &compiled_table[b[q]];
+			enum protected_class cls = protected_table[b[q]].cls;
+
+			if (best != PROTECTED_NONE && cls >= best)
+				continue;
+			if (f && !p->dir && j != n - 1)
+				continue;
+			if (match_compiled(p, c, n))
+				best = cls;
+		}
 	}
 	return best;
 }
