@@ -397,3 +397,34 @@ usage:
 			"       spctl journal verify\n");
 	return CMD_EXIT_USAGE;
 }
+
+int cmd_secrets(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	bool reload = argc == 2 && strcmp(argv[1], "reload") == 0;
+	json_t *res, *a;
+	int ex = 0;
+
+	if (argc > 2 || (argc == 2 && !reload)) {
+		fprintf(stderr, "usage: spctl secrets [reload]\n");
+		return CMD_EXIT_USAGE;
+	}
+	res = cmd_call(reload ? "secrets.reload" : "secrets.list", NULL, &ex);
+	if (!res)
+		return ex;
+	if (ctx->json) {
+		print_json(res);
+	} else {
+		a = json_object_get(res, "secrets");
+		for (size_t i = 0; i < json_array_size(a); i++) {
+			json_t *s = json_array_get(a, i);
+			printf("%-28s %s  %s\n",
+			       json_string_value(json_object_get(s, "name")),
+			       json_string_value(json_object_get(s, "fingerprint")),
+			       json_string_value(json_object_get(s, "source")));
+		}
+		if (reload)
+			printf("reloaded: %zu secrets\n", json_array_size(a));
+	}
+	json_decref(res);
+	return 0;
+}

@@ -46,5 +46,6 @@ bool cmd_error_is(json_t *err, const char *code);
 int cmd_approvals(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_approve(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_deny(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_secrets(struct cmd_ctx *ctx, int argc, char **argv);
 
 #endif

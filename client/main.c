@@ -38,6 +38,7 @@ static void usage(FILE *f)
 		"  policy check --read PATH | --write PATH\n"
 		"  approvals [--follow]         pending asks (operator)\n"
 		"  approve ID | deny ID [--why TEXT]\n"
+		"  secrets [reload]             names, sources, fingerprints (never values)\n"
 		"\n"
 		"options:\n"
 		"  --json      print machine-readable JSON (one object per line)\n"
@@ -68,6 +69,7 @@ static const struct {
 	{"run", cmd_run},         {"session", cmd_session},
 	{"policy", cmd_policy},   {"approvals", cmd_approvals},
 	{"approve", cmd_approve}, {"deny", cmd_deny},
+	{"secrets", cmd_secrets},
 };
 
 int main(int argc, char **argv)

@@ -122,6 +122,23 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	}
 	cfg->writable = col.v;
 	col.v = NULL;
+	col.n = 0;
+	if (git_config_get_multivar_foreach(gc, "secrets.file", NULL,
+					    collect_cb, &col) < 0) {
+		/* none named */
+	}
+	for (size_t i = 0; i < col.n; i++) {
+		if (col.v[i][0] != '/') {
+			snprintf(errbuf, errlen,
+				 "%s: secrets.file \"%s\" must be an absolute "
+				 "path",
+				 path, col.v[i]);
+			r = -EINVAL;
+			goto out;
+		}
+	}
+	cfg->key_files = col.v;
+	col.v = NULL;
 out:
 	if (col.v) {
 		for (size_t i = 0; i < col.n; i++)
@@ -133,12 +150,18 @@ out:
 	return r;
 }
 
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
 void config_free(struct spd_config *cfg)
 {
-	if (!cfg || !cfg->writable)
+	if (!cfg)
 		return;
-	for (size_t i = 0; cfg->writable[i]; i++)
-		free(cfg->writable[i]);
-	free(cfg->writable);
-	cfg->writable = NULL;
+	strv_free(cfg->writable);
+	strv_free(cfg->key_files);
+	cfg->writable = cfg->key_files = NULL;
 }

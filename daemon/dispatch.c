@@ -4,6 +4,7 @@
 #include "run.h"
 #include "session.h"
 #include "gate.h"
+#include "secrets.h"
 #include "fsops.h"
 #include "policy.h"
 
@@ -27,6 +28,8 @@ static const rpc_handler handlers[RPC_M__COUNT] = {
 	[RPC_M_POLICY_CHECK] = m_policy_check,
 	[RPC_M_APPROVAL_LIST] = m_approval_list,
 	[RPC_M_APPROVAL_DECIDE] = m_approval_decide,
+	[RPC_M_SECRETS_LIST] = m_secrets_list,
+	[RPC_M_SECRETS_RELOAD] = m_secrets_reload,
 	[RPC_M_FS_READ] = m_fs_read,
 	[RPC_M_FS_WRITE] = m_fs_write,
 	[RPC_M_FS_LIST] = m_fs_list,

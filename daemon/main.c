@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -31,7 +32,7 @@
 #include "common/util.h"
 
 static struct spd spd;
-static uv_signal_t sig_term, sig_int;
+static uv_signal_t sig_term, sig_int, sig_hup;
 static int ready_fd = -1;
 static int exit_code;
 
@@ -173,6 +174,7 @@ static void on_journal_closed(void *data, int err)
 	spd.journal = NULL;
 	uv_close((uv_handle_t *)&sig_term, on_signal_closed);
 	uv_close((uv_handle_t *)&sig_int, on_signal_closed);
+	uv_close((uv_handle_t *)&sig_hup, on_signal_closed);
 }
 
 static void on_modules_closed(void *data)
@@ -185,6 +187,24 @@ static void on_server_closed(void *data)
 	spd.server = NULL;
 	unlink(spd.paths.socket_path);
 	modules_close(&spd, on_modules_closed, NULL);
+}
+
+/* SIGHUP: reload the secrets; on failure the old ones stay in force. */
+static void on_hup(uv_signal_t *h, int signum)
+{
+	char err[512] = "";
+
+	if (secrets_load(&spd, err, sizeof(err)) < 0) {
+		log_error("SIGHUP: secrets not reloaded: %s", err);
+		journal_append(spd.journal, NULL, "spd", "secrets.reload",
+			       "reload refused; the previous secrets stay in force",
+			       NULL);
+		return;
+	}
+	log_set_redact(spd.redact);
+	log_info("SIGHUP: secrets reloaded");
+	journal_append(spd.journal, NULL, "spd", "secrets.reload",
+		       "secrets reloaded", NULL);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -316,6 +336,10 @@ int main(int argc, char **argv)
 	umask(077);
 	signal(SIGPIPE, SIG_IGN);
 	raise_nofile();
+	/* spd holds provider keys: no core dump may carry them, and no
+	 * process of the same uid may ptrace or read spd's memory. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
 	if (verify_only)
 		return verify_journal_offline();
 	listen_fd = listen_fd_from_systemd();
@@ -379,6 +403,8 @@ int main(int argc, char **argv)
 	uv_signal_init(&loop, &sig_int);
 	uv_signal_start(&sig_term, on_signal, SIGTERM);
 	uv_signal_start(&sig_int, on_signal, SIGINT);
+	uv_signal_init(&loop, &sig_hup);
+	uv_signal_start(&sig_hup, on_hup, SIGHUP);
 	journal_append(spd.journal, NULL, "spd", "daemon.start",
 		       "spd " SPD_VERSION " started", NULL);
 	log_info("spd %s listening on %s (pid %d)", SPD_VERSION,

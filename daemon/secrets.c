@@ -1,11 +1,16 @@
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "call.h"
+#include "journal.h"
+#include "log.h"
 #include "secrets.h"
 #include "spd.h"
 #include "common/envscrub.h"
@@ -14,8 +19,89 @@
 
 extern char **environ;
 
-static int read_env_file(const char *path, char **ret, char *errbuf,
-			 size_t errlen)
+struct secret_meta {
+	char name[REDACT_MAX_NAME + 1];
+	char source[192];
+	char fingerprint[17]; /* first 8 bytes of BLAKE2b, hex */
+};
+
+/* One loaded set of secrets.  Older generations are kept (retired) until
+ * spd exits, because a run's output stream may still use their set. */
+struct secrets {
+	struct redact_set *set;
+	char **values; /* sodium_malloc'd, NULL-terminated */
+	size_t n;
+	struct secret_meta *meta;
+	struct secrets *older;
+};
+
+static void gen_free(struct secrets *g)
+{
+	if (!g)
+		return;
+	redact_set_free(g->set);
+	for (size_t i = 0; g->values && i < g->n; i++)
+		sodium_free(g->values[i]); /* wipes */
+	free(g->values);
+	free(g->meta);
+	free(g);
+}
+
+static int gen_add(struct secrets *g, struct redact_builder *b,
+		   const char *name, const char *value, size_t len,
+		   const char *source, char *errbuf, size_t errlen)
+{
+	unsigned char h[8];
+	char **nv;
+	struct secret_meta *nm;
+	int r;
+
+	for (size_t i = 0; i < g->n; i++)
+		if (strlen(g->values[i]) == len &&
+		    sodium_memcmp(g->values[i], value, len) == 0)
+			return 0; /* the same value from two places */
+	if (g->n >= SECRETS_MAX) {
+		snprintf(errbuf, errlen, "more than %d secrets", SECRETS_MAX);
+		return -E2BIG;
+	}
+	r = redact_builder_add(b, name, value, len);
+	if (r < 0) {
+		snprintf(errbuf, errlen,
+			 "%s: %s cannot be registered for redaction (%s)",
+			 source, name,
+			 r == -EINVAL ? "shorter than 8 characters or a bad name"
+			 : r == -E2BIG ? "longer than 8 KiB"
+				       : strerror(-r));
+		return r;
+	}
+	nv = realloc(g->values, (g->n + 2) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	g->values = nv;
+	nm = realloc(g->meta, (g->n + 1) * sizeof(*nm));
+	if (!nm)
+		return -ENOMEM;
+	g->meta = nm;
+	/* Locked (never swapped), guarded, wiped on free. */
+	nv[g->n] = sodium_malloc(len + 1);
+	if (!nv[g->n])
+		return -ENOMEM;
+	memcpy(nv[g->n], value, len);
+	nv[g->n][len] = '\0';
+	snprintf(nm[g->n].name, sizeof(nm[g->n].name), "%s", name);
+	snprintf(nm[g->n].source, sizeof(nm[g->n].source), "%s", source);
+	crypto_generichash(h, sizeof(h), (const unsigned char *)value, len,
+			   NULL, 0);
+	sodium_bin2hex(nm[g->n].fingerprint, sizeof(nm[g->n].fingerprint), h,
+		       sizeof(h));
+	g->n++;
+	nv[g->n] = NULL;
+	return 0;
+}
+
+/* Read a whole file that must be private to the operator. */
+static int read_private(const char *path, bool must_be_private, char **ret,
+			char *errbuf, size_t errlen)
 {
 	_cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	struct stat st;
@@ -23,12 +109,11 @@ static int read_env_file(const char *path, char **ret, char *errbuf,
 	ssize_t n;
 
 	if (fd < 0) {
-		if (errno == ENOENT) {
+		if (errno == ENOENT && must_be_private) {
 			*ret = NULL;
 			return 0;
 		}
-		snprintf(errbuf, errlen, "environment file %s: %s", path,
-			 strerror(errno));
+		snprintf(errbuf, errlen, "%s: %s", path, strerror(errno));
 		return -errno;
 	}
 	if (fstat(fd, &st) < 0)
@@ -36,24 +121,25 @@ static int read_env_file(const char *path, char **ret, char *errbuf,
 	/* Keys readable by another user are keys already leaked: refuse to
 	 * start rather than bless them. */
 	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & 077)) {
+	    (must_be_private && (st.st_mode & 077))) {
 		snprintf(errbuf, errlen,
-			 "environment file %s must be a regular file owned by "
-			 "you with mode 0600 (it is %04o): chmod 600 %s",
-			 path, (unsigned)(st.st_mode & 07777), path);
+			 "%s must be a regular file owned by you with mode 0600 "
+			 "(it is %04o, owner uid %u): chmod 600 %s",
+			 path, (unsigned)(st.st_mode & 07777),
+			 (unsigned)st.st_uid, path);
 		return -EPERM;
 	}
 	if (st.st_size > SECRETS_FILE_MAX) {
-		snprintf(errbuf, errlen, "environment file %s is larger than %d bytes",
-			 path, SECRETS_FILE_MAX);
+		snprintf(errbuf, errlen, "%s is larger than %d bytes", path,
+			 SECRETS_FILE_MAX);
 		return -E2BIG;
 	}
-	text = malloc((size_t)st.st_size + 1);
+	text = sodium_malloc((size_t)st.st_size + 1);
 	if (!text)
 		return -ENOMEM;
 	n = read(fd, text, (size_t)st.st_size);
 	if (n < 0) {
-		free(text);
+		sodium_free(text);
 		return -errno;
 	}
 	text[n] = '\0';
@@ -67,58 +153,23 @@ static bool name_ok(const char *s, size_t n)
 		return false;
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
-		if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-		      (c >= '0' && c <= '9') || c == '_' ||
+		if (!(isalnum((unsigned char)c) || c == '_' ||
 		      (i > 0 && (c == '.' || c == '-'))))
 			return false;
 	}
 	return true;
 }
 
-static int push_value(struct spd *spd, size_t *n, const char *v, size_t len)
+static int load_env_file(struct spd *spd, struct secrets *g,
+			 struct redact_builder *b, char *errbuf, size_t errlen)
 {
-	char **nv;
-
-	if (*n >= SECRETS_MAX)
-		return -E2BIG;
-	nv = realloc(spd->secret_values, (*n + 2) * sizeof(*nv));
-	if (!nv)
-		return -ENOMEM;
-	spd->secret_values = nv;
-	if (!(nv[*n] = strndup(v, len)))
-		return -ENOMEM;
-	nv[++*n] = NULL;
-	return 0;
-}
-
-int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
-{
-	struct redact_builder *b = NULL;
-	char *text = NULL, *line, *save = NULL;
-	size_t nvals = 0, n_env = 0;
-	char **own_env = NULL;
+	char *text = NULL, *line, *save = NULL, src[160];
 	int r, lineno = 0;
 
-	r = read_env_file(spd->paths.env_path, &text, errbuf, errlen);
-	if (r < 0)
+	r = read_private(spd->paths.env_path, true, &text, errbuf, errlen);
+	if (r < 0 || !text)
 		return r;
-	/* spd's own SPD_* variables name directories, not secrets: they are
-	 * kept from runs (envscrub) but must not be redacted as keys. */
-	for (char **e = environ; *e; e++)
-		n_env++;
-	own_env = calloc(n_env + 1, sizeof(*own_env));
-	if (!own_env) {
-		r = -ENOMEM;
-		goto out;
-	}
-	n_env = 0;
-	for (char **e = environ; *e; e++)
-		if (strncmp(*e, "SPD_", 4) != 0)
-			own_env[n_env++] = *e;
-	r = redact_builder_new(&b);
-	if (r < 0)
-		goto out;
-	for (line = text ? strtok_r(text, "\n", &save) : NULL; line;
+	for (line = strtok_r(text, "\n", &save); line;
 	     line = strtok_r(NULL, "\n", &save)) {
 		char *eq, *val;
 		size_t vlen;
@@ -135,10 +186,10 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
 		if (!eq || !name_ok(line, (size_t)(eq - line))) {
 			snprintf(errbuf, errlen,
 				 "environment file %s, line %d: expected "
-				 "NAME=value",
+				 "NAME=value (NAME of letters, digits, _ . -)",
 				 spd->paths.env_path, lineno);
 			r = -EINVAL;
-			goto out;
+			break;
 		}
 		*eq = '\0';
 		val = eq + 1;
@@ -148,69 +199,152 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
 			val++;
 			vlen -= 2;
 		}
+		snprintf(src, sizeof(src), "environment file, line %d", lineno);
 		/* Every value in this file is a key, whatever its name. */
-		if (vlen < REDACT_MIN_LEN) {
-			snprintf(errbuf, errlen,
-				 "environment file %s, line %d: %s is shorter "
-				 "than %d characters and could not be redacted",
-				 spd->paths.env_path, lineno, line,
-				 REDACT_MIN_LEN);
-			r = -EINVAL;
-			goto out;
-		}
-		r = redact_builder_add(b, line, val, vlen);
-		if (r < 0) {
-			snprintf(errbuf, errlen,
-				 "environment file %s, line %d: %s cannot be "
-				 "registered for redaction: %s",
-				 spd->paths.env_path, lineno, line, strerror(-r));
-			goto out;
-		}
-		r = push_value(spd, &nvals, val, vlen);
+		r = gen_add(g, b, line, val, vlen, src, errbuf, errlen);
 		if (r < 0)
-			goto out;
+			break;
+	}
+	sodium_free(text);
+	return r < 0 ? r : 0;
+}
+
+static bool plain_number(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isdigit((unsigned char)s[i]))
+			return false;
+	return true;
+}
+
+static int load_key_file(const char *path, struct secrets *g,
+			 struct redact_builder *b, char *errbuf, size_t errlen)
+{
+	char *text = NULL, *line, *save = NULL, name[REDACT_MAX_NAME + 1],
+	     src[256];
+	const char *base = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	int r, lineno = 0;
+
+	r = read_private(path, false, &text, errbuf, errlen);
+	if (r < 0)
+		return r;
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		size_t n, k = 0;
+
+		lineno++;
+		line[strcspn(line, "\r")] = '\0';
+		while (*line == ' ' || *line == '\t')
+			line++;
+		n = strlen(line);
+		while (n && (line[n - 1] == ' ' || line[n - 1] == '\t'))
+			line[--n] = '\0';
+		if (n < REDACT_MIN_LEN || plain_number(line, n))
+			continue;
+		/* The marker names the file and line, never the value. */
+		k = (size_t)snprintf(name, sizeof(name), "keyfile.");
+		for (const char *p = base; *p && k < sizeof(name) - 8; p++)
+			name[k++] = (isalnum((unsigned char)*p) || *p == '.' ||
+				     *p == '-' || *p == '_')
+					    ? *p
+					    : '_';
+		snprintf(name + k, sizeof(name) - k, ".%d", lineno);
+		snprintf(src, sizeof(src), "key file %s, line %d", path, lineno);
+		r = gen_add(g, b, name, line, n, src, errbuf, errlen);
+		if (r < 0)
+			break;
+	}
+	sodium_free(text);
+	return r < 0 ? r : 0;
+}
+
+int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
+{
+	struct redact_builder *b = NULL;
+	struct secrets *g = calloc(1, sizeof(*g));
+	int r;
+
+	if (!g)
+		return -ENOMEM;
+	if (sodium_init() < 0) {
+		free(g);
+		snprintf(errbuf, errlen, "libsodium cannot initialise");
+		return -EIO;
+	}
+	r = redact_builder_new(&b);
+	if (r < 0)
+		goto fail;
+	r = load_env_file(spd, g, b, errbuf, errlen);
+	if (r < 0)
+		goto fail;
+	for (size_t i = 0; spd->config.key_files && spd->config.key_files[i];
+	     i++) {
+		r = load_key_file(spd->config.key_files[i], g, b, errbuf,
+				  errlen);
+		if (r < 0)
+			goto fail;
 	}
 	/* spd's own secret-looking variables (a key exported in the
-	 * operator's shell) are redacted too. */
-	r = redact_builder_add_env(b, (const char *const *)own_env);
-	if (r < 0) {
-		snprintf(errbuf, errlen,
-			 "a secret in spd's environment cannot be redacted: %s",
-			 strerror(-r));
-		goto out;
-	}
-	for (char **e = own_env; *e; e++) {
+	 * operator's shell).  SPD_* name spd's directories: they are kept
+	 * from runs by envscrub but are not keys. */
+	for (char **e = environ; *e; e++) {
 		const char *eq = strchr(*e, '=');
-		if (eq && strlen(eq + 1) >= REDACT_MIN_LEN &&
-		    envscrub_name_is_secret(*e, (size_t)(eq - *e)))
-			if ((r = push_value(spd, &nvals, eq + 1, strlen(eq + 1))) < 0)
-				goto out;
+		size_t nlen = eq ? (size_t)(eq - *e) : 0;
+		char name[REDACT_MAX_NAME + 1];
+
+		if (!eq || strncmp(*e, "SPD_", 4) == 0 ||
+		    !envscrub_name_is_secret(*e, nlen) ||
+		    strlen(eq + 1) < REDACT_MIN_LEN || !name_ok(*e, nlen))
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)nlen, *e);
+		r = gen_add(g, b, name, eq + 1, strlen(eq + 1),
+			    "spd's environment", errbuf, errlen);
+		if (r < 0)
+			goto fail;
 	}
-	r = redact_builder_build(b, &spd->redact);
+	r = redact_builder_build(b, &g->set);
 	b = NULL;
-	if (r < 0)
+	if (r < 0) {
 		snprintf(errbuf, errlen, "cannot build the redaction set: %s",
 			 strerror(-r));
-out:
-	free(own_env);
-	redact_builder_free(b);
-	if (text) {
-		memset(text, 0, strlen(text));
-		free(text);
+		goto fail;
 	}
-	return r < 0 ? r : 0;
+	g->older = spd->secrets;
+	spd->secrets = g;
+	spd->redact = g->set;
+	spd->secret_values = g->values;
+	return 0;
+fail:
+	redact_builder_free(b);
+	gen_free(g);
+	return r;
 }
 
 void secrets_free(struct spd *spd)
 {
-	redact_set_free(spd->redact);
-	spd->redact = NULL;
-	for (size_t i = 0; spd->secret_values && spd->secret_values[i]; i++) {
-		memset(spd->secret_values[i], 0, strlen(spd->secret_values[i]));
-		free(spd->secret_values[i]);
+	struct secrets *g = spd->secrets;
+
+	while (g) {
+		struct secrets *o = g->older;
+		gen_free(g);
+		g = o;
 	}
-	free(spd->secret_values);
+	spd->secrets = NULL;
+	spd->redact = NULL;
 	spd->secret_values = NULL;
+}
+
+json_t *secrets_list_json(struct spd *spd)
+{
+	json_t *a = json_array();
+	struct secrets *g = spd->secrets;
+
+	for (size_t i = 0; g && i < g->n; i++)
+		json_array_append_new(
+			a, json_pack("{s:s, s:s, s:s}", "name", g->meta[i].name,
+				     "source", g->meta[i].source,
+				     "fingerprint", g->meta[i].fingerprint));
+	return a;
 }
 
 char *secrets_journal_filter(void *data, const char *text)
@@ -230,4 +364,29 @@ char *secrets_journal_filter(void *data, const char *text)
 	if (r < 0) /* never store what could not be checked */
 		return strdup("[withheld: redaction failed]");
 	return out;
+}
+
+void m_secrets_list(struct rpc_call *c)
+{
+	rpc_call_reply(c, json_pack("{s:o}", "secrets",
+				    secrets_list_json(rpc_call_spd(c))));
+}
+
+void m_secrets_reload(struct rpc_call *c)
+{
+	struct spd *spd = rpc_call_spd(c);
+	char err[512] = "";
+	int r = secrets_load(spd, err, sizeof(err));
+
+	if (r < 0) {
+		/* The old secrets stay in force: nothing is unprotected. */
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "reload refused, the previous secrets stay in "
+			       "force: %s",
+			       err[0] ? err : strerror(-r));
+		return;
+	}
+	log_set_redact(spd->redact);
+	rpc_call_set_summary(c, "%zu secrets", spd->secrets ? spd->secrets->n : 0);
+	rpc_call_reply(c, json_pack("{s:o}", "secrets", secrets_list_json(spd)));
 }

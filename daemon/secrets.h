@@ -1,36 +1,51 @@
 /*
  * The operator's secrets: provider keys from the environment file
- * (config_dir/environment, NAME=value lines, mode 0600) and secret-looking
- * variables of spd's own environment.  They become the redaction set that
- * every byte leaving spd passes (replies, notifications, journal, log),
- * and the list of values no run's environment may carry.
+ * (config_dir/environment, NAME=value lines, mode 0600), secret-looking
+ * variables of spd's own environment, and the key files spd.conf names
+ * ([secrets] file = PATH; each line of 8+ characters that is not a plain
+ * number).  They become the redaction set every byte leaving spd passes
+ * (replies, notifications, journal, log) and the list of values no run's
+ * environment may carry.  Values live in locked, guarded memory
+ * (sodium_malloc) and are wiped when dropped.
  */
 #ifndef SPD_DAEMON_SECRETS_H
 #define SPD_DAEMON_SECRETS_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 struct spd;
+struct rpc_call;
 
-/* Longest environment file: a list of keys, not a data store. */
+/* Longest environment or key file: a list of keys, not a data store. */
 #define SECRETS_FILE_MAX (256 * 1024)
 /* Most secrets: each adds a few hundred automaton patterns. */
 #define SECRETS_MAX 512
 
 /*
- * Load the secrets and build spd->redact and spd->secret_values.  A
- * missing environment file is fine; one with group or other access, not
- * owned by the operator, or not a regular file is refused (-EPERM), as is
- * a malformed line (-EINVAL, errbuf says which).  Returns 0 or -errno.
+ * Load the secrets and install them as spd->redact and spd->secret_values
+ * (the previous ones stay alive until secrets_free, since streams in
+ * flight use them).  A missing environment file is fine; one with group
+ * or other access, not owned by the operator, or not a regular file is
+ * refused (-EPERM), as is a malformed line or a value that cannot be
+ * redacted (-EINVAL); errbuf says which and why.  On failure nothing
+ * changes.  Returns 0 or -errno.
  */
 int secrets_load(struct spd *spd, char *errbuf, size_t errlen);
-/* Free what secrets_load built. */
+/* Free every generation secrets_load built. */
 void secrets_free(struct spd *spd);
+
+/* Names, sources and fingerprints (never values) as a JSON array. */
+json_t *secrets_list_json(struct spd *spd);
 
 /*
  * Redact text for the journal (the journal's filter): a malloc'd copy
  * with every secret replaced, or NULL when nothing matched.
  */
 char *secrets_journal_filter(void *data, const char *text);
+
+/* RPC: secrets.list and secrets.reload (operator). */
+void m_secrets_list(struct rpc_call *c);
+void m_secrets_reload(struct rpc_call *c);
 
 #endif

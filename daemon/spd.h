@@ -20,6 +20,7 @@ struct server;
 struct session_store;
 struct redact_set;
 struct approvals;
+struct secrets;
 struct rpc_call;
 struct run_request;
 
@@ -32,6 +33,7 @@ struct spd_config {
 	uid_t run_uid; /* when spd runs as root: the unprivileged run uid */
 	gid_t run_gid;
 	char **writable; /* extra writable paths the operator lists */
+	char **key_files; /* [secrets] file = PATH: files of keys */
 	size_t output_cap;
 	uint32_t default_timeout_ms;
 };
@@ -45,6 +47,7 @@ struct spd {
 	struct sbx *sbx;
 	struct server *server;
 	struct session_store *sessions;
+	struct secrets *secrets;   /* daemon/secrets.c */
 	struct redact_set *redact; /* known secrets; may be NULL */
 	/* The same secrets' values, NULL-terminated (never passed to a run's
 	 * environment whatever the variable is called); may be NULL. */
