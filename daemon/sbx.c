@@ -590,6 +590,7 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	lists[SBXP_L_HIDDEN] = L(spec->hidden);
 	lists[SBXP_L_READONLY] = L(spec->readonly);
 	lists[SBXP_L_EMPTY] = L(spec->empty_files);
+	lists[SBXP_L_RO_BINDS] = L(spec->ro_binds);
 #undef L
 	m = calloc(1, SBXP_MSG_MAX);
 	r = calloc(1, sizeof(*r));

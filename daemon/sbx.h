@@ -39,18 +39,25 @@ struct sbx;
 struct sbx_run;
 
 struct sbx_spec {
-	char *const *argv;	   /* required, argv[0] non-empty */
-	char *const *envp;	   /* "NAME=value"; NULL: empty */
-	const char *workspace;	   /* absolute, required */
-	const char *cwd;	   /* absolute, NULL: the workspace */
-	const char *home;	   /* the operator's HOME (caches writable,
+	char *const *argv;	  /* required, argv[0] non-empty */
+	char *const *envp;	  /* "NAME=value"; NULL: empty */
+	const char *workspace;	  /* absolute, required */
+	const char *cwd;	  /* absolute, NULL: the workspace */
+	const char *home;	  /* the operator's HOME (caches writable,
 				      credentials hidden); NULL: $HOME */
-	int net;		   /* enum sbx_net */
-	uint32_t timeout_ms;	   /* 0: none */
-	char *const *writable;	   /* extra writable paths, may be NULL */
-	char *const *hidden;	   /* unreadable paths (spd's dirs), or NULL */
-	char *const *readonly;	   /* read-only inside writable, or NULL */
-	char *const *empty_files;  /* files that read as empty, or NULL */
+	int net;		  /* enum sbx_net */
+	uint32_t timeout_ms;	  /* 0: none */
+	char *const *writable;	  /* extra writable paths, may be NULL */
+	char *const *hidden;	  /* unreadable paths (spd's dirs), or NULL */
+	char *const *readonly;	  /* read-only inside writable, or NULL */
+	char *const *empty_files; /* files that read as empty, or NULL */
+	/* Read-only binds into the workspace, or NULL: pairs src, dst, src,
+	 * dst, ..., NULL.  Each src (an absolute host directory) is seen
+	 * read-only at dst (absolute, strictly inside the workspace, no
+	 * symlink below the workspace).  A dst that does not exist is made
+	 * in the run's view only: the host's workspace never gets an entry
+	 * (docs/sandbox.md, "Read-only binds"). */
+	char *const *ro_binds;
 	bool best_effort;	   /* run even if a layer is missing */
 	uint32_t run_uid, run_gid; /* when spd is root; 0: nobody/nogroup */
 	uint64_t rlimits[SBXP_RLIM__COUNT]; /* 0: sandboxd's defaults */

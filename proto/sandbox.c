@@ -30,7 +30,8 @@ long sbxp_body_size(uint32_t type)
 static bool list_is_paths(int i)
 {
 	return i == SBXP_L_WRITABLE || i == SBXP_L_HIDDEN ||
-	       i == SBXP_L_READONLY || i == SBXP_L_EMPTY;
+	       i == SBXP_L_READONLY || i == SBXP_L_EMPTY ||
+	       i == SBXP_L_RO_BINDS;
 }
 
 static int put_str(struct sbxp_run *m, size_t *off, const char *s)
@@ -74,6 +75,9 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 		}
 		if (list_is_paths(i))
 			npaths += n;
+		if (i == SBXP_L_RO_BINDS &&
+		    (n % 2 || n > 2 * SBXP_RO_BINDS_MAX))
+			return -EINVAL;
 		m->counts[i] = n;
 	}
 	if (npaths > SBXP_PATHS_MAX)
@@ -105,7 +109,9 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 		if (list_is_paths(i))
 			npaths += m->counts[i];
 	}
-	if (m->counts[SBXP_L_ARGV] == 0 || npaths > SBXP_PATHS_MAX)
+	if (m->counts[SBXP_L_ARGV] == 0 || npaths > SBXP_PATHS_MAX ||
+	    m->counts[SBXP_L_RO_BINDS] % 2 ||
+	    m->counts[SBXP_L_RO_BINDS] > 2 * SBXP_RO_BINDS_MAX)
 		return -SPD_EPROTO;
 
 	storage = calloc(total + SBXP_L__COUNT, sizeof(*storage));

@@ -31,9 +31,12 @@
 /* Entries per list of a RUN (argv, env, each path list): Landlock needs
  * fixed arrays in the child, and no sane command needs more. */
 #define SBXP_LIST_MAX 1024
-/* Path lists (writable, hidden, read-only, empty files) together: each
+/* Path lists (writable, hidden, read-only, empty files, read-only
+ * binds) together: each
  * becomes a mount and maybe a Landlock rule (SBX_LANDLOCK_MAX_PATHS). */
 #define SBXP_PATHS_MAX 64
+/* Read-only bind pairs of a RUN (the held-out checks need one). */
+#define SBXP_RO_BINDS_MAX 8
 /* File descriptors with a RUN: the write ends of stdout and stderr. */
 #define SBXP_RUN_FDS 2
 /* Warnings a STARTED carries: one per layer that can be missing. */
@@ -68,6 +71,8 @@ enum sbxp_list {
 	SBXP_L_HIDDEN,	 /* paths made unreadable (absolute) */
 	SBXP_L_READONLY, /* read-only inside writable paths (absolute) */
 	SBXP_L_EMPTY,	 /* files that read as empty (absolute) */
+	SBXP_L_RO_BINDS, /* pairs: host dir, where it is seen read-only
+			    inside the workspace (both absolute) */
 	SBXP_L__COUNT,
 };
 
@@ -158,7 +163,8 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
  * Check a received RUN body of len bytes and split its string table.
  * Refuses (-SPD_EPROTO) a length that is not exactly the fixed part plus
  * strtab_len, counts that do not match the strings, relative paths, an
- * empty argv, unknown flags or a net mode out of range.  On success fills
+ * empty argv, an odd number of read-only bind entries, unknown flags or
+ * a net mode out of range.  On success fills
  * *ret (free with sbxp_run_view_free; it points into body, which must
  * outlive it) and returns 0; -ENOMEM or -SPD_EPROTO otherwise.
  */

@@ -91,17 +91,17 @@ int sbx_caps_drop_all(void);
 #define SBX_WHY_MAX 240
 
 struct sbx_layers {
-	bool userns;           /* a user namespace can be created by us */
+	bool userns; /* a user namespace can be created by us */
 	char userns_why[SBX_WHY_MAX]; /* when not: the cause and the fix */
-	int landlock_abi;      /* 0 when absent */
+	int landlock_abi;	      /* 0 when absent */
 	char landlock_why[SBX_WHY_MAX];
-	bool seccomp;          /* seccomp filters can be loaded */
+	bool seccomp; /* seccomp filters can be loaded */
 	char seccomp_why[SBX_WHY_MAX];
-	bool cgroup2;          /* cgroup v2 is mounted at /sys/fs/cgroup */
+	bool cgroup2; /* cgroup v2 is mounted at /sys/fs/cgroup */
 	char cgroup2_why[SBX_WHY_MAX];
 	bool tiocsti_disabled; /* dev.tty.legacy_tiocsti = 0 (or absent) */
 	char tiocsti_why[SBX_WHY_MAX];
-	bool idmap_mounts;     /* mount_setattr(MOUNT_ATTR_IDMAP) works */
+	bool idmap_mounts; /* mount_setattr(MOUNT_ATTR_IDMAP) works */
 	char idmap_why[SBX_WHY_MAX];
 };
 

@@ -1,6 +1,8 @@
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <limits.h>
+#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +13,7 @@
 
 #include "common/util.h"
 #include "mount.h"
+#include "proto/sandbox.h"
 
 /*
  * Where the plan is assembled, inside the child's own mount namespace:
@@ -94,6 +97,8 @@ enum mp_kind {
 	MP_PROC,       /* proc for the pid namespace at dst */
 	MP_SEAL_RO,    /* make the mount at dst read-only (not recursive) */
 	MP_BIND_RO,    /* src -> dst read-only, recursive, nosuid, nodev */
+	MP_BIND_SAFE,  /* src -> dst resolved without symlinks (openat2),
+			  readonly or not, idmapped when userns_fd >= 0 */
 };
 
 struct mountplan_op {
@@ -470,6 +475,182 @@ out:
 	return r;
 }
 
+static bool has_dot_component(const char *path)
+{
+	for (const char *c = path; (c = strchr(c, '/')); c++)
+		if ((c[1] == '.' && (c[2] == '/' || !c[2])) ||
+		    (c[1] == '.' && c[2] == '.' && (c[3] == '/' || !c[3])) ||
+		    c[1] == '/')
+			return true;
+	return false;
+}
+
+static int add_safe_bind(struct mountplan *p, const char *src, const char *dst,
+			 bool readonly, bool dir, int userns_fd)
+{
+	struct mountplan_op op = {.kind = MP_BIND_SAFE,
+				  .readonly = readonly,
+				  .mkdir_target = dir,
+				  .touch_target = !dir,
+				  .userns_fd = userns_fd};
+
+	op.src = mp_join(p, MP_OLDROOT, src);
+	op.dst = mp_join(p, MP_NEWROOT, dst);
+	if (!op.src || !op.dst)
+		return -ENOMEM;
+	return mp_add(p, op);
+}
+
+/*
+ * The view of workspace directory d, rebuilt in a tmpfs: a mount point
+ * for each entry, bound back from the host (writable, like the rest of
+ * the workspace), symlinks copied.  Makes room for a mount point the
+ * host's directory does not have, without writing to it.
+ */
+static int add_rebuilt_dir(struct mountplan *p, const char *d, int userns_fd)
+{
+	DIR *dh;
+	struct dirent *e;
+	struct stat st;
+	size_t n = 0;
+	int r = 0;
+
+	if (lstat(d, &st) < 0)
+		return -errno;
+	dh = opendir(d);
+	if (!dh)
+		return -errno;
+	if ((r = mp_add_path(p, MP_TMPFS, d, false, -1)) < 0)
+		goto out;
+	p->ops[p->n - 1].data = "mode=0755,size=64k";
+	p->ops[p->n - 1].flags = MS_NOSUID | MS_NODEV;
+	while ((e = readdir(dh))) {
+		char *path;
+
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		if (++n > MOUNTPLAN_REBIND_MAX) {
+			r = -SPD_ETOOBIG;
+			goto out;
+		}
+		path = mp_join(p, d, "/");
+		path = path ? mp_join(p, path, e->d_name) : NULL;
+		if (!path) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (lstat(path, &st) < 0) {
+			if (errno == ENOENT)
+				continue;
+			r = -errno;
+			goto out;
+		}
+		if (S_ISLNK(st.st_mode)) {
+			char target[PATH_MAX];
+			ssize_t k = readlink(path, target, sizeof(target) - 1);
+			char *t, *dst;
+
+			if (k < 0) {
+				r = -errno;
+				goto out;
+			}
+			target[k] = '\0';
+			t = mp_own(p, strdup(target));
+			dst = mp_join(p, MP_NEWROOT, path);
+			if (!t || !dst) {
+				r = -ENOMEM;
+				goto out;
+			}
+			r = mp_add(p, (struct mountplan_op){.kind = MP_SYMLINK,
+							    .src = t,
+							    .dst = dst});
+		} else {
+			r = add_safe_bind(p, path, path, false,
+					  S_ISDIR(st.st_mode), userns_fd);
+		}
+		if (r < 0)
+			goto out;
+	}
+out:
+	closedir(dh);
+	return r;
+}
+
+/* The read-only binds into the workspace (mountplan_in.ro_binds). */
+static int add_ro_binds(struct mountplan *p, const struct mountplan_in *in,
+			int userns_fd)
+{
+	const char *ws = in->workspace;
+	const char *rebuilt[SBXP_RO_BINDS_MAX] = {0};
+	size_t nrebuilt = 0;
+	int r;
+
+	for (size_t i = 0; in->ro_binds && in->ro_binds[i]; i += 2) {
+		const char *src = in->ro_binds[i], *dst = in->ro_binds[i + 1];
+		char buf[PATH_MAX], *d = NULL;
+		size_t wl = strlen(ws), n;
+		struct stat st;
+
+		if (!dst || src[0] != '/' || !path_is_under(dst, ws) ||
+		    strlen(dst) <= wl + (wl > 1) || has_dot_component(dst) ||
+		    (n = strlen(dst)) >= sizeof(buf) ||
+		    nrebuilt >= SBXP_RO_BINDS_MAX)
+			return -EINVAL;
+		if (stat(src, &st) < 0 || !S_ISDIR(st.st_mode))
+			return -EINVAL;
+		/* Below the workspace, every component that exists must be a
+		 * real directory: the run's own code could have planted a
+		 * symlink to send the bind elsewhere. */
+		memcpy(buf, dst, n + 1);
+		for (size_t k = wl + (wl > 1); k <= n; k++) {
+			if (buf[k] != '/' && buf[k] != '\0')
+				continue;
+			buf[k] = '\0';
+			if (lstat(buf, &st) < 0) {
+				if (errno != ENOENT)
+					return -errno;
+				buf[k] = '/';
+				/* The parent of this component exists. */
+				while (k > 0 && buf[--k] != '/')
+					;
+				buf[k ? k : 1] = '\0';
+				d = mp_own(p, strdup(buf));
+				if (!d)
+					return -ENOMEM;
+				break;
+			}
+			if (!S_ISDIR(st.st_mode))
+				return -EINVAL;
+			buf[k] = dst[k];
+		}
+		if (d) {
+			for (size_t k = 0; k < nrebuilt; k++)
+				if (!strcmp(rebuilt[k], d))
+					return -EINVAL;
+			rebuilt[nrebuilt++] = d;
+			if ((r = add_rebuilt_dir(p, d, userns_fd)) < 0)
+				return r;
+		}
+		if ((r = add_safe_bind(p, src, dst, true, true, userns_fd)) < 0)
+			return r;
+		p->ops[p->n - 1].mkdir_target = d != NULL;
+		if ((r = add_read_path(p, p->ops[p->n - 1].dst +
+					      strlen(MP_NEWROOT))) < 0)
+			return r;
+		if (d) {
+			char *seal = mp_join(p, MP_NEWROOT, d);
+
+			if (!seal)
+				return -ENOMEM;
+			if ((r = mp_add(
+				 p, (struct mountplan_op){.kind = MP_SEAL_RO,
+							  .dst = seal})) < 0)
+				return r;
+		}
+	}
+	return 0;
+}
+
 int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 {
 	struct mountplan p = {0};
@@ -606,6 +787,8 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		    (r = add_write_path(&p, writable[i])) < 0)
 			goto out;
 	}
+	if ((r = add_ro_binds(&p, in, in->idmap_userns_fd)) < 0)
+		goto out;
 	if ((r = add_write_path(&p, "/tmp")) < 0 ||
 	    (r = add_write_path(&p, "/dev")) < 0 ||
 	    (var_tmp && (r = add_write_path(&p, "/var/tmp")) < 0))
@@ -698,6 +881,7 @@ const char *mountplan_describe(const struct mountplan *p, int i)
 	    [MP_PROC] = "proc",
 	    [MP_SEAL_RO] = "seal read-only",
 	    [MP_BIND_RO] = "read-only bind",
+	    [MP_BIND_SAFE] = "bind",
 	};
 	static char buf[PATH_MAX + 32];
 
@@ -751,6 +935,60 @@ static int child_touch_p(const char *path)
 		return -errno;
 	close(fd);
 	return 0;
+}
+
+/* An O_PATH descriptor for path, refusing any symlink on the way: the
+ * workspace's contents belong to the run's code, which may have swapped
+ * a directory for a symlink since the plan was built. */
+static int open_nofollow(const char *path)
+{
+	struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+			       .resolve = RESOLVE_NO_SYMLINKS};
+	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
+
+	return fd < 0 ? -errno : (int)fd;
+}
+
+static int bind_safe(const struct mountplan_op *op)
+{
+	struct mount_attr a = {.attr_set =
+				   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+				   (op->readonly ? MOUNT_ATTR_RDONLY : 0)};
+	unsigned int flags =
+	    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH;
+	unsigned int aflags = AT_EMPTY_PATH;
+	int sfd, tree = -1, tfd = -1, r = 0;
+
+	/* Only a single mount can be idmapped; otherwise take submounts
+	 * along, as a recursive bind would. */
+	if (op->userns_fd >= 0) {
+		a.attr_set |= MOUNT_ATTR_IDMAP;
+		a.userns_fd = (uint64_t)op->userns_fd;
+	} else {
+		flags |= AT_RECURSIVE;
+		aflags |= AT_RECURSIVE;
+	}
+	if ((sfd = open_nofollow(op->src)) < 0)
+		return sfd;
+	tree = (int)open_tree(sfd, "", flags);
+	if (tree < 0 || mount_setattr(tree, "", aflags, &a, sizeof(a)) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if ((tfd = open_nofollow(op->dst)) < 0) {
+		r = tfd;
+		goto out;
+	}
+	if (move_mount(tree, "", tfd, "",
+		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		r = -errno;
+out:
+	if (tfd >= 0)
+		close(tfd);
+	if (tree >= 0)
+		close(tree);
+	close(sfd);
+	return r;
 }
 
 static int set_attr(const char *path, unsigned int flags, uint64_t set,
@@ -811,6 +1049,8 @@ static int apply_op(const struct mountplan_op *op)
 		}
 		close(fd);
 		return r;
+	case MP_BIND_SAFE:
+		return bind_safe(op);
 	case MP_BIND_RO:
 		if (mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
 			return -errno;

@@ -20,7 +20,7 @@
 /* Mount operations of one plan: the fixed ones (/tmp, /dev and its
  * devices, /proc, /run) plus one or two per listed path and per
  * credential location. */
-#define MOUNTPLAN_OPS_MAX 256
+#define MOUNTPLAN_OPS_MAX 512
 /* The private /tmp: big enough for builds, bounded so that a run cannot
  * fill the host's memory. */
 #define MOUNTPLAN_TMP_SIZE "512m"
@@ -33,6 +33,11 @@
  * only strays remain, usually a handful.  A host with more is refused
  * rather than a socket left open. */
 #define MOUNTPLAN_SOCKETS_MAX 64
+
+/* Entries of a workspace directory that a read-only bind to a missing
+ * dst re-binds into a tmpfs over that directory's view (see
+ * mountplan_in.ro_binds): a repository's top level has a few dozen. */
+#define MOUNTPLAN_REBIND_MAX 128
 
 struct mountplan_op;
 
@@ -69,6 +74,17 @@ struct mountplan_in {
 	 * /var/tmp, /dev, /proc), /run or a covered directory, gets an
 	 * empty read-only file bound over it. */
 	const char *const *sockets;
+	/* Pairs src, dst, ..., NULL, or NULL: each src (a host directory) is
+	 * bound read-only at dst, a path strictly inside the workspace with
+	 * no symlink below the workspace, after the workspace bind.  A dst
+	 * that exists must be a directory and is covered.  One that does not
+	 * is never created on the host: the deepest directory D above it
+	 * that exists gets, in the run's view only, a tmpfs holding a
+	 * mount point for each of D's entries (each bound back, writable,
+	 * symlinks copied), the missing directories and dst; that tmpfs is
+	 * then sealed read-only, so a new name directly in D fails with
+	 * EROFS instead of vanishing with the run. */
+	const char *const *ro_binds;
 	/* >= 0 when sandboxd runs as root: a user namespace whose mapping
 	 * makes the operator's files the run uid's on the writable binds
 	 * (MOUNT_ATTR_IDMAP).  -1 otherwise.  Borrowed. */
@@ -80,7 +96,9 @@ struct mountplan_in {
  * mountplan_free) and returns 0.  Returns -ENOENT when the workspace does
  * not exist, -ENOTDIR when it is not a directory, -SPD_ETOOBIG beyond
  * MOUNTPLAN_OPS_MAX, -E2BIG when more than MOUNTPLAN_SOCKETS_MAX sockets
- * would need covering (the run must then be refused), -ENOMEM.  Paths are taken as given (absolute,
+ * would need covering (the run must then be refused), -EINVAL for a
+ * read-only bind whose dst is not inside the workspace, crosses a symlink
+ * or is not a directory, or whose src is not a directory, -ENOMEM.  Paths are taken as given (absolute,
  * without "..": sandboxd's caller resolved them).  May create empty
  * directories (0700) on the host where a hidden path is missing below a
  * writable path.

@@ -607,7 +607,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	struct mountplan plan = {0};
 	struct sbx_landlock_plan ll = {0};
 	struct sockets socks = {0};
-	const char *read_paths[] = {"/", NULL};
+	const char *read_paths[SBXP_RO_BINDS_MAX + 8] = {"/", NULL};
 	const char *fb_write[SBXP_PATHS_MAX + 4];
 	char **env = NULL;
 	int report[2] = {-1, -1}, status[2] = {-1, -1}, sync[2] = {-1, -1};
@@ -742,6 +742,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		    .empty_files = v->lists[SBXP_L_EMPTY],
 		    .net_host = m->net == SBX_NET_HOST,
 		    .sockets = (const char *const *)socks.v,
+		    .ro_binds = v->lists[SBXP_L_RO_BINDS],
 		    .idmap_userns_fd = idmap_fd,
 		};
 		r = mountplan_build(&in, &plan);
@@ -751,6 +752,14 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 			       "pathname Unix sockets: more than %d outside "
 			       "the covered directories would need covering",
 			       MOUNTPLAN_SOCKETS_MAX);
+			goto out;
+		}
+		if (r == -EINVAL) {
+			refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,
+			       "read-only bind: a source that is not a "
+			       "directory, or a destination outside the "
+			       "workspace, through a symlink or not a "
+			       "directory");
 			goto out;
 		}
 		if (r < 0) {
@@ -765,6 +774,11 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		}
 		a.plan = &plan;
 		ll.write_paths = plan.write_paths;
+		/* "/" already covers them; listed anyway so that the Landlock
+		 * plan mirrors the mount plan if reads are ever narrowed. */
+		for (size_t i = 0;
+		     i < plan.nread && i + 2 < ARRAY_SIZE(read_paths); i++)
+			read_paths[i + 1] = plan.read_paths[i];
 	} else {
 		size_t n = 0;
 

@@ -823,6 +823,110 @@ START_TEST(too_many_sockets_refused)
 }
 END_TEST
 
+/*
+ * The held-out overlay: a host directory seen read-only inside the
+ * workspace at a path the workspace does not have.  The run reads it,
+ * cannot change it, can still write the workspace; the host's workspace
+ * never gets the entry.
+ */
+START_TEST(ro_binds_overlay)
+{
+	struct fixture f;
+	struct outcome o;
+	char src[PATH_MAX], dst[PATH_MAX + 16], path[PATH_MAX + 32];
+	char script[4 * PATH_MAX];
+	struct sbx_spec sp;
+	char *c;
+
+	fx_setup(&f, NULL);
+	snprintf(src, sizeof(src), "%s/sealed", f.outside);
+	ck_assert_int_eq(mkdir(src, 0700), 0);
+	snprintf(path, sizeof(path), "%s/check.txt", src);
+	test_write_file(path, "HELDOUT-42\n");
+	snprintf(path, sizeof(path), "%s/a.txt", f.ws);
+	test_write_file(path, "A-FILE\n");
+	snprintf(path, sizeof(path), "%s/sub", f.ws);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/link", f.ws);
+	ck_assert_int_eq(symlink("a.txt", path), 0);
+	snprintf(dst, sizeof(dst), "%s/.spd-heldout", f.ws);
+	char *binds[] = {src, dst, NULL};
+	snprintf(script, sizeof(script),
+		 "cat %s/check.txt; "
+		 "echo x > %s/check.txt && echo wrote-heldout; "
+		 "echo y > %s/new && echo created-heldout; "
+		 "cat link; echo z > sub/z.txt && echo wrote-sub; "
+		 "echo changed > a.txt && echo wrote-a; "
+		 "touch newtop 2>/dev/null && echo created-top; true",
+		 dst, dst, dst);
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	spec_init(&f, &sp, argv);
+	sp.ro_binds = binds;
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_msg(strstr(o.out.data, "HELDOUT-42"), "out: %s err: %s",
+		      o.out.data, o.err.data);
+	ck_assert_ptr_null(strstr(o.out.data, "wrote-heldout"));
+	ck_assert_ptr_null(strstr(o.out.data, "created-heldout"));
+	/* The rest of the workspace is as before: readable, writable. */
+	ck_assert_ptr_nonnull(strstr(o.out.data, "A-FILE"));
+	ck_assert_ptr_nonnull(strstr(o.out.data, "wrote-sub"));
+	ck_assert_ptr_nonnull(strstr(o.out.data, "wrote-a"));
+	outcome_free(&o);
+	ck_assert_msg(access(dst, F_OK) < 0 && errno == ENOENT,
+		      "the host's workspace got %s", dst);
+	snprintf(path, sizeof(path), "%s/check.txt", src);
+	c = test_read_file(path);
+	ck_assert_str_eq(c, "HELDOUT-42\n");
+	free(c);
+	snprintf(path, sizeof(path), "%s/sub/z.txt", f.ws);
+	c = test_read_file(path);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(c, "z\n");
+	free(c);
+	snprintf(path, sizeof(path), "%s/a.txt", f.ws);
+	c = test_read_file(path);
+	ck_assert_str_eq(c, "changed\n");
+	free(c);
+	snprintf(path, sizeof(path), "%s/newtop", f.ws);
+	ck_assert(access(path, F_OK) < 0);
+
+	/* An existing directory is covered, and left as it was. */
+	snprintf(dst, sizeof(dst), "%s/sub", f.ws);
+	snprintf(script, sizeof(script),
+		 "cat %s/check.txt; ls %s; echo q > %s/q && echo wrote", dst,
+		 dst, dst);
+	run(&f, &sp, &o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_ptr_nonnull(strstr(o.out.data, "HELDOUT-42"));
+	ck_assert_ptr_null(strstr(o.out.data, "z.txt"));
+	ck_assert_ptr_null(strstr(o.out.data, "wrote"));
+	outcome_free(&o);
+	snprintf(path, sizeof(path), "%s/sub/q", f.ws);
+	ck_assert(access(path, F_OK) < 0);
+
+	/* A destination outside the workspace, or through a symlink the
+	 * workspace holds, is refused. */
+	snprintf(dst, sizeof(dst), "%s/elsewhere", f.outside);
+	run(&f, &sp, &o);
+	ck_assert_ptr_nonnull(o.error_code);
+	ck_assert_str_eq(o.error_code, "BAD-REQUEST");
+	outcome_free(&o);
+	snprintf(path, sizeof(path), "%s/evil", f.ws);
+	ck_assert_int_eq(symlink(f.outside, path), 0);
+	snprintf(dst, sizeof(dst), "%s/evil/x", f.ws);
+	run(&f, &sp, &o);
+	ck_assert_ptr_nonnull(o.error_code);
+	ck_assert_str_eq(o.error_code, "BAD-REQUEST");
+	outcome_free(&o);
+	snprintf(path, sizeof(path), "%s/x", f.outside);
+	ck_assert(access(path, F_OK) < 0);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* /var/tmp is the run's own: what the host keeps there is not visible,
  * and what the run writes there does not reach the host. */
 START_TEST(var_tmp_private)
@@ -913,6 +1017,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, stray_unix_socket_covered);
 	tcase_add_test(tc, var_tmp_private);
 	tcase_add_test(tc, too_many_sockets_refused);
+	tcase_add_test(tc, ro_binds_overlay);
 	suite_add_tcase(s, tc);
 	return s;
 }
