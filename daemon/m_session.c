@@ -162,6 +162,12 @@ void m_session_start(struct rpc_call *c)
 
 	if (!have_store(c))
 		return;
+	/* spd's working directory is not the client's. */
+	if (!repo || repo[0] != '/') {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "\"repo\" must be an absolute path");
+		return;
+	}
 	rpc_call_set_summary(c, "start %s in %s%s", feature ? feature : "",
 			     repo ? repo : "", in_place ? " (in place)" : "");
 	r = session_start(store(c), repo, feature, in_place, &i, token);
@@ -285,6 +291,11 @@ void m_session_heldout(struct rpc_call *c)
 
 	if (!have_store(c))
 		return;
+	if (!dir || dir[0] != '/') {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "\"dir\" must be an absolute path");
+		return;
+	}
 	rpc_call_set_summary(c, "seal held-out checks for %s", id);
 	r = session_heldout(store(c), id, dir);
 	if (r < 0) {

@@ -767,6 +767,12 @@ START_TEST(test_handlers)
 	snprintf(b_id, sizeof(b_id), "%s",
 		 json_string_value(json_object_get(c.result, "id")));
 	call_free(&c);
+	/* A relative repository would be resolved against spd's cwd. */
+	ck_assert(!call(
+	    &c, &f, m_session_start,
+	    json_pack("{s:s, s:s}", "repo", "repo", "feature", "rel"), NULL));
+	ck_assert_int_eq(c.err, RPC_E_BAD_PARAMS);
+	call_free(&c);
 	/* A bad feature is BAD-REQUEST with the reason. */
 	ck_assert(!call(
 	    &c, &f, m_session_start,
@@ -814,6 +820,21 @@ START_TEST(test_handlers)
 		       NULL));
 	ck_assert(json_is_true(json_object_get(c.result, "pass")));
 	call_free(&c);
+
+	/* Held-out checks sealed through the handler; with them the
+	 * default runner would refuse to verify without the overlay, so
+	 * the stand-in runner is what runs here. */
+	char *hd = paths_join(f.root, "ho");
+	mkdir(hd, 0700);
+	char *hf = paths_join(hd, "t.sh");
+	test_write_file(hf, "exit 0\n");
+	ck_assert(call(&c, &f, m_session_heldout,
+		       json_pack("{s:s, s:s}", "id", b_id, "dir", hd), NULL));
+	ck_assert_int_eq(json_integer_value(json_object_get(c.result, "files")),
+			 1);
+	call_free(&c);
+	free(hf);
+	free(hd);
 
 	/* diff prints the merge command. */
 	struct session_info *i = NULL;
