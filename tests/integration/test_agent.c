@@ -1,0 +1,1308 @@
+/*
+ * End-to-end tests of sessions (issue 4) and of the policy gate and its
+ * approvals (issue 5): a real spd and sandboxd in temporary directories,
+ * a real git repository made with the git CLI, spoken to over spd's
+ * socket and through spctl, the journal read with sqlite3 from the file.
+ *
+ * Tests marked "BUG:" show a defect that is still open; they fail until
+ * the code is fixed.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/spdproc.h"
+#include "tests/lib/testlib.h"
+#include "common/paths.h"
+
+static struct test_spd T;
+static char *REPO; /* T.dir/repo, a fresh git repository per test */
+
+/* The project's configuration in the test repository: one check that
+ * passes only once the agent made hello.txt. */
+#define PROJECT_CONF "[check \"unit\"]\n\trun = test -f hello.txt\n"
+
+static bool has(const char *hay, const char *needle)
+{
+	return hay && strstr(hay, needle) != NULL;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&s, f, ap) >= 0);
+	va_end(ap);
+	return s;
+}
+
+/* Run a shell line on the host (test set-up, never the thing under
+ * test); returns its exit code and its stdout in *ret_out. */
+static int host_sh(char **ret_out, const char *f, ...)
+    __attribute__((format(printf, 2, 3)));
+static int host_sh(char **ret_out, const char *f, ...)
+{
+	va_list ap;
+	char *line = NULL, *err = NULL;
+	int st;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&line, f, ap) >= 0);
+	va_end(ap);
+	char *argv[] = {"sh", "-c", line, NULL};
+	st = test_run(argv, NULL, ret_out, &err);
+	free(line);
+	free(err);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A repository at dir with a.txt, .gitignore and .spd.conf committed. */
+static void make_repo(const char *dir, const char *conf)
+{
+	ck_assert_int_eq(
+	    host_sh(NULL,
+		    "set -e; mkdir -p '%s'; cd '%s'; git init -q -b main; "
+		    "git config user.email t@example.org; "
+		    "git config user.name tester; "
+		    "echo original > a.txt; echo other > b.txt; "
+		    "printf '*.log\\n.env\\n' > .gitignore; "
+		    "printf '%%s' '%s' > .spd.conf; "
+		    "git add -A; git commit -qm init",
+		    dir, dir, conf),
+	    0);
+}
+
+static void setup(void)
+{
+	test_spd_prepare(&T, NULL);
+	test_spd_start(&T);
+	REPO = paths_join(T.dir, "repo");
+	make_repo(REPO, PROJECT_CONF);
+}
+
+static void teardown(void)
+{
+	free(REPO);
+	REPO = NULL;
+	test_spd_cleanup(&T);
+}
+
+/* ---- talking to spd -------------------------------------------------- */
+
+static int next_id = 100;
+
+/*
+ * Send method with params (a JSON object text) and token (NULL: the
+ * operator's) on fd; return the response line, skipping notifications
+ * (run.output and the like).
+ */
+static char *rpc_on(int fd, const char *token, const char *method,
+		    const char *params)
+{
+	const char *p = params ? params : "{}";
+	int id = next_id++;
+	char *line, *want;
+
+	line = fmt("{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\","
+		   "\"params\":{\"token\":\"%s\"%s%s}\n",
+		   id, method, token ? token : T.token,
+		   strcmp(p, "{}") ? "," : "", strcmp(p, "{}") ? p + 1 : "}");
+	test_send(fd, line, strlen(line));
+	free(line);
+	want = fmt("\"id\":%d,", id);
+	for (;;) {
+		char *r = test_recv_line(fd, 30000);
+		ck_assert_msg(r != NULL, "no response to %s", method);
+		if (has(r, want)) {
+			free(want);
+			return r;
+		}
+		free(r);
+	}
+}
+
+static char *rpc(const char *token, const char *method, const char *params)
+{
+	int fd = test_spd_connect(&T);
+	char *r = rpc_on(fd, token, method, params);
+
+	close(fd);
+	return r;
+}
+
+/* rpc with params built from a format. */
+static char *rpcf(const char *token, const char *method, const char *f, ...)
+    __attribute__((format(printf, 3, 4)));
+static char *rpcf(const char *token, const char *method, const char *f, ...)
+{
+	va_list ap;
+	char *params = NULL, *r;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&params, f, ap) >= 0);
+	va_end(ap);
+	r = rpc(token, method, params);
+	free(params);
+	return r;
+}
+
+/* A reply's error symbol (error.data.code) or "ok"; static storage. */
+static const char *code_of(const char *reply)
+{
+	static char code[64];
+	json_t *j = json_loads(reply, 0, NULL);
+	const char *c;
+
+	ck_assert_msg(j != NULL, "not JSON: %s", reply);
+	if (json_object_get(j, "result"))
+		c = "ok";
+	else
+		c = json_string_value(json_object_get(
+		    json_object_get(json_object_get(j, "error"), "data"),
+		    "code"));
+	snprintf(code, sizeof(code), "%s", c ? c : "?");
+	json_decref(j);
+	return code;
+}
+
+#define ASSERT_CODE(reply, want)                                               \
+	ck_assert_msg(strcmp(code_of(reply), (want)) == 0,                     \
+		      "expected %s, got %s", (want), (reply))
+
+struct session {
+	char id[17];
+	char token[65];
+	char *worktree;
+};
+
+static void session_free(struct session *s)
+{
+	free(s->worktree);
+	s->worktree = NULL;
+}
+
+/* session.start over the socket; aborts the test on failure. */
+static void start_session(const char *repo, const char *feature, bool in_place,
+			  struct session *s)
+{
+	char *params = fmt("{\"repo\":\"%s\",\"feature\":\"%s\"%s}", repo,
+			   feature, in_place ? ",\"in_place\":true" : "");
+	char *r = rpc(NULL, "session.start", params);
+	json_t *j = json_loads(r, 0, NULL), *res;
+
+	ck_assert_msg(j && (res = json_object_get(j, "result")),
+		      "session.start: %s", r);
+	snprintf(s->id, sizeof(s->id), "%s",
+		 json_string_value(json_object_get(res, "id")));
+	snprintf(s->token, sizeof(s->token), "%s",
+		 json_string_value(json_object_get(res, "token")));
+	ck_assert_int_eq(strlen(s->id), 16);
+	ck_assert_int_eq(strlen(s->token), 64);
+	/* The reply's worktree path may be redacted (issue 6 hides the
+	 * state dir's value); where it is, is known from the layout. */
+	s->worktree =
+	    in_place ? strdup(repo) : fmt("%s/worktrees/%s", T.state, s->id);
+	json_decref(j);
+	free(r);
+	free(params);
+}
+
+/* spctl with the agent's token; returns the exit code. */
+static int agent_spctl(const struct session *s, char *const args[],
+		       char **ret_out, char **ret_err)
+{
+	char *tok = fmt("SPD_SESSION_TOKEN=%s", s->token);
+	char *env[] = {tok, NULL};
+	int st = test_spctl(&T, args, env, ret_out, ret_err);
+
+	free(tok);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int op_spctl(char *const args[], char **ret_out, char **ret_err)
+{
+	int st = test_spctl(&T, args, NULL, ret_out, ret_err);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The journal's rows, straight from the file. */
+static char *journal_sql(const char *sql)
+{
+	char *q = strdup(sql);
+	char *argv[] = {"sqlite3", T.journal, q, NULL};
+	char *out = NULL;
+
+	test_run(argv, NULL, &out, NULL);
+	free(q);
+	return out;
+}
+
+static char *wt_file(const struct session *s, const char *rel)
+{
+	char *p = paths_join(s->worktree, rel);
+	char *c = test_read_file(p);
+
+	free(p);
+	return c;
+}
+
+static bool wt_exists(const struct session *s, const char *rel)
+{
+	char *p = paths_join(s->worktree, rel);
+	struct stat st;
+	bool e = lstat(p, &st) == 0;
+
+	free(p);
+	return e;
+}
+
+/* ---- sessions -------------------------------------------------------- */
+
+/* Start, work as the agent, diff, verify (fail then pass), end. */
+START_TEST(test_session_lifecycle)
+{
+	char *out = NULL, *err = NULL, *id, *tok, *wt;
+	struct session s = {0};
+	int rc;
+
+	rc = op_spctl(
+	    (char *[]){"session", "start", "feat", "--repo", REPO, NULL}, &out,
+	    &err);
+	ck_assert_msg(rc == 0, "session start: %d %s", rc, err);
+	id = strstr(out, "id:");
+	tok = strstr(out, "SPD_SESSION_TOKEN=");
+	ck_assert_msg(id && tok, "no id or token in: %s", out);
+	ck_assert(sscanf(id, "id: %16s", s.id) == 1);
+	ck_assert(sscanf(tok, "SPD_SESSION_TOKEN=%64s", s.token) == 1);
+	ck_assert(has(out, "spd/feat"));
+	s.worktree = fmt("%s/worktrees/%s", T.state, s.id);
+	free(out);
+	free(err);
+	ck_assert(wt_exists(&s, "a.txt"));
+
+	/* Before the agent made hello.txt the check fails: exit 1. */
+	rc = op_spctl((char *[]){"session", "verify", s.id, NULL}, &out, &err);
+	ck_assert_msg(rc == 1, "verify before the work: %d\n%s%s", rc, out,
+		      err);
+	ck_assert(has(out, "FAIL"));
+	free(out);
+	free(err);
+
+	/* The agent edits files with allowed commands. */
+	rc =
+	    agent_spctl(&s, (char *[]){"run", "--", "touch", "hello.txt", NULL},
+			NULL, &err);
+	ck_assert_msg(rc == 0, "touch: %d %s", rc, err);
+	free(err);
+	rc = agent_spctl(&s, (char *[]){"run", "--", "mkdir", "src", NULL},
+			 NULL, NULL);
+	ck_assert_int_eq(rc, 0);
+	rc = agent_spctl(
+	    &s, (char *[]){"run", "--", "cp", "a.txt", "src/copy.txt", NULL},
+	    NULL, NULL);
+	ck_assert_int_eq(rc, 0);
+	ck_assert(wt_exists(&s, "hello.txt"));
+	wt = wt_file(&s, "src/copy.txt");
+	ck_assert_str_eq(wt, "original\n");
+	free(wt);
+	/* Nothing landed in the operator's checkout. */
+	ck_assert_int_eq(host_sh(NULL, "test ! -e '%s/hello.txt'", REPO), 0);
+
+	rc = op_spctl((char *[]){"session", "diff", s.id, NULL}, &out, &err);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_msg(has(out, "+++ b/hello.txt") &&
+			  has(out, "+++ b/src/copy.txt") &&
+			  has(out, "+original"),
+		      "diff: %s", out);
+	ck_assert_msg(has(out, "merge spd/feat") || has(err, "merge spd/feat"),
+		      "no merge command: %s / %s", out, err);
+	free(out);
+	free(err);
+
+	rc = op_spctl((char *[]){"session", "verify", s.id, NULL}, &out, &err);
+	ck_assert_msg(rc == 0, "verify after the work: %d\n%s%s", rc, out, err);
+	ck_assert(has(out, "PASS"));
+	free(out);
+	free(err);
+
+	rc = op_spctl((char *[]){"session", "end", s.id, NULL}, &out, &err);
+	ck_assert_msg(rc == 0, "end: %d %s", rc, err);
+	free(out);
+	free(err);
+	ck_assert_msg(access(s.worktree, F_OK) != 0, "worktree still there");
+	ck_assert_int_eq(
+	    host_sh(&out, "git -C '%s' branch --list spd/feat", REPO), 0);
+	ck_assert_msg(has(out, "spd/feat"), "branch gone: '%s'", out);
+	free(out);
+	/* The ended session's token no longer works. */
+	rc = agent_spctl(&s, (char *[]){"run", "--", "touch", "x", NULL}, NULL,
+			 NULL);
+	ck_assert_int_ne(rc, 0);
+	ck_assert(!wt_exists(&s, "x"));
+	session_free(&s);
+}
+END_TEST
+
+/* Every operator method and every other session: refused to an agent
+ * with UNAUTHORIZED, and each refusal journaled. */
+START_TEST(test_agent_unauthorized)
+{
+	struct session a = {0}, b = {0};
+	struct {
+		const char *method;
+		char *params;
+	} calls[32];
+	size_t n = 0;
+	char *r, *rows;
+
+	start_session(REPO, "alpha", false, &a);
+	start_session(REPO, "beta", false, &b);
+
+	calls[n].method = "session.start";
+	calls[n++].params =
+	    fmt("{\"repo\":\"%s\",\"feature\":\"gamma\"}", REPO);
+	calls[n].method = "session.list";
+	calls[n++].params = fmt("{}");
+	calls[n].method = "session.show";
+	calls[n++].params = fmt("{\"id\":\"%s\"}", a.id);
+	calls[n].method = "session.end";
+	calls[n++].params = fmt("{\"id\":\"%s\"}", a.id);
+	calls[n].method = "session.heldout";
+	calls[n++].params = fmt("{\"id\":\"%s\",\"dir\":\"%s\"}", a.id, REPO);
+	calls[n].method = "session.diff";
+	calls[n++].params = fmt("{\"id\":\"%s\"}", a.id);
+	calls[n].method = "journal.follow";
+	calls[n++].params = fmt("{}");
+	calls[n].method = "journal.verify";
+	calls[n++].params = fmt("{}");
+	calls[n].method = "approval.list";
+	calls[n++].params = fmt("{}");
+	calls[n].method = "approval.decide";
+	calls[n++].params = fmt("{\"id\":1,\"approve\":true}");
+	calls[n].method = "cmd.run";
+	calls[n++].params = fmt("{\"argv\":[\"true\"],\"net\":\"host\"}");
+	calls[n].method = "cmd.run";
+	calls[n++].params =
+	    fmt("{\"argv\":[\"true\"],\"writable\":[\"%s\"]}", T.dir);
+	calls[n].method = "cmd.run";
+	calls[n++].params = fmt("{\"argv\":[\"sh\",\"-c\",\"true\"],"
+				"\"yes\":true}");
+	calls[n].method = "session.status";
+	calls[n++].params = fmt("{\"id\":\"%s\"}", b.id);
+	calls[n].method = "session.verify";
+	calls[n++].params = fmt("{\"id\":\"%s\"}", b.id);
+	calls[n].method = "fs.read";
+	calls[n++].params =
+	    fmt("{\"path\":\"a.txt\",\"session\":\"%s\"}", b.id);
+	calls[n].method = "fs.write";
+	calls[n++].params =
+	    fmt("{\"path\":\"pwn.txt\",\"content\":\"x\",\"session\":\"%s\"}",
+		b.id);
+	calls[n].method = "fs.list";
+	calls[n++].params = fmt("{\"session\":\"%s\"}", b.id);
+	calls[n].method = "cmd.run";
+	calls[n++].params =
+	    fmt("{\"argv\":[\"touch\",\"pwn.txt\"],\"session\":\"%s\"}", b.id);
+	calls[n].method = "cmd.run";
+	calls[n++].params = fmt(
+	    "{\"argv\":[\"touch\",\"pwn.txt\"],\"workspace\":\"%s\"}", REPO);
+
+	for (size_t i = 0; i < n; i++) {
+		r = rpc(a.token, calls[i].method, calls[i].params);
+		ck_assert_msg(strcmp(code_of(r), "UNAUTHORIZED") == 0,
+			      "%s %s as the agent: %s", calls[i].method,
+			      calls[i].params, r);
+		free(r);
+	}
+	/* Nothing of it happened. */
+	ck_assert(!wt_exists(&b, "pwn.txt"));
+	ck_assert(!wt_exists(&a, "pwn.txt"));
+	ck_assert_int_eq(host_sh(NULL, "test ! -e '%s/pwn.txt'", REPO), 0);
+	ck_assert_int_eq(host_sh(NULL,
+				 "git -C '%s' branch --list spd/gamma "
+				 "| grep -q .",
+				 REPO),
+			 1);
+	r = rpcf(NULL, "session.show", "{\"id\":\"%s\"}", a.id);
+	ck_assert(has(r, "\"state\":\"active\""));
+	free(r);
+
+	/* The agent cannot pass --yes either. */
+	ck_assert_int_ne(agent_spctl(&a,
+				     (char *[]){"run", "--yes", "--", "sh",
+						"-c", "touch pwn.txt", NULL},
+				     NULL, NULL),
+			 0);
+	ck_assert(!wt_exists(&a, "pwn.txt"));
+
+	/* Each refusal is in the journal, under the agent's session. */
+	char *sql = fmt("select summary from events where session='%s' and "
+			"actor='agent' and summary like '%%UNAUTHORIZED%%'",
+			a.id);
+	rows = journal_sql(sql);
+	free(sql);
+	for (size_t i = 0; i < n; i++) {
+		char *want = fmt("%s UNAUTHORIZED", calls[i].method);
+		ck_assert_msg(has(rows, want), "not journaled: %s\n%s", want,
+			      rows);
+		free(want);
+	}
+	size_t lines = 0;
+	for (char *p = rows; p && *p; p++)
+		lines += *p == '\n';
+	ck_assert_msg(lines >= n, "%zu refusals journaled for %zu calls:\n%s",
+		      lines, n, rows);
+	free(rows);
+
+	/* journal.query as the agent: only its own session's rows, even
+	 * when it names the other session. */
+	r = rpc(b.token, "cmd.run", "{\"argv\":[\"touch\",\"bee.txt\"]}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	char *qs[] = {strdup("{\"limit\":1000}"),
+		      fmt("{\"limit\":1000,\"session\":\"%s\"}", b.id)};
+	for (size_t q = 0; q < 2; q++) {
+		json_t *j, *ev;
+		size_t k;
+		r = rpc(a.token, "journal.query", qs[q]);
+		j = json_loads(r, 0, NULL);
+		ev = json_object_get(json_object_get(j, "result"), "events");
+		if (q == 0)
+			ck_assert_msg(json_array_size(ev) > 0, "%s", r);
+		for (k = 0; k < json_array_size(ev); k++) {
+			const char *sid = json_string_value(
+			    json_object_get(json_array_get(ev, k), "session"));
+			ck_assert_msg(sid && strcmp(sid, a.id) == 0,
+				      "agent %s sees event of %s: %s", a.id,
+				      sid ? sid : "(none)", r);
+		}
+		ck_assert(!has(r, b.id) && !has(r, "bee.txt"));
+		json_decref(j);
+		free(r);
+	}
+	free(qs[0]);
+	free(qs[1]);
+	for (size_t i = 0; i < n; i++)
+		free(calls[i].params);
+	session_free(&a);
+	session_free(&b);
+}
+END_TEST
+
+/* ---- in place -------------------------------------------------------- */
+
+START_TEST(test_in_place_dirty_refused)
+{
+	char *out = NULL, *err = NULL;
+	int rc;
+
+	char *dirty = paths_join(REPO, "scratch-notes.txt");
+
+	test_write_file(dirty, "wip\n");
+	free(dirty);
+	rc = op_spctl((char *[]){"session", "start", "fix", "--repo", REPO,
+				 "--in-place", NULL},
+		      &out, &err);
+	ck_assert_msg(rc != 0, "a dirty checkout was accepted: %s", out);
+	ck_assert_msg(
+	    has(err, "scratch-notes.txt") || has(out, "scratch-notes.txt"),
+	    "the refusal does not name the dirty file: %s %s", out, err);
+	free(out);
+	free(err);
+	/* An unstaged edit of a tracked file too. */
+	ck_assert_int_eq(host_sh(NULL,
+				 "rm '%s/scratch-notes.txt'; echo x >> "
+				 "'%s/b.txt'",
+				 REPO, REPO),
+			 0);
+	rc = op_spctl((char *[]){"session", "start", "fix", "--repo", REPO,
+				 "--in-place", NULL},
+		      &out, &err);
+	ck_assert_int_ne(rc, 0);
+	ck_assert_msg(has(err, "b.txt") || has(out, "b.txt"), "%s %s", out,
+		      err);
+	free(out);
+	free(err);
+	/* An ignored file does not make it dirty. */
+	ck_assert_int_eq(host_sh(NULL,
+				 "cd '%s' && git checkout -q b.txt && echo l > "
+				 "x.log",
+				 REPO),
+			 0);
+	rc = op_spctl((char *[]){"session", "start", "fix", "--repo", REPO,
+				 "--in-place", NULL},
+		      &out, &err);
+	ck_assert_msg(rc == 0, "clean checkout refused: %s", err);
+	free(out);
+	free(err);
+}
+END_TEST
+
+START_TEST(test_in_place_sandbox)
+{
+	struct session s = {0};
+	char *cfg_before, *cfg_after, *r, *p, *out = NULL;
+	int rc;
+
+	/* An ignored credential file, present before the session. */
+	p = paths_join(REPO, ".env");
+	test_write_file(p, "API_KEY=hunter2-in-place\n");
+	free(p);
+	start_session(REPO, "inplace", true, &s);
+	p = paths_join(REPO, ".git/config");
+	cfg_before = test_read_file(p);
+
+	/* .git is read-only inside the sandbox, even for the operator's
+	 * approved run in the session. */
+	r = rpcf(NULL, "cmd.run",
+		 "{\"session\":\"%s\",\"yes\":true,\"argv\":[\"sh\",\"-c\","
+		 "\"echo '[x]' >> .git/config\"]}",
+		 s.id);
+	ck_assert_msg(has(r, "\"result\"") && !has(r, "\"exit_code\":0"),
+		      "writing .git/config did not fail: %s", r);
+	free(r);
+	cfg_after = test_read_file(p);
+	ck_assert_str_eq(cfg_before, cfg_after);
+	free(p);
+	free(cfg_after);
+	free(cfg_before);
+
+	/* The ignored .env reads as empty. */
+	rc = agent_spctl(&s, (char *[]){"run", "--", "cat", ".env", NULL}, &out,
+			 NULL);
+	ck_assert_msg(!has(out, "hunter2"), "the .env leaked: %s", out);
+	ck_assert_msg(out && out[0] == '\0', "cat .env printed '%s' (%d)", out,
+		      rc);
+	free(out);
+	/* Its content on the host is untouched. */
+	p = paths_join(REPO, ".env");
+	out = test_read_file(p);
+	ck_assert_str_eq(out, "API_KEY=hunter2-in-place\n");
+	free(out);
+	free(p);
+
+	/* A tracked file stays editable. */
+	rc = agent_spctl(&s,
+			 (char *[]){"run", "--", "cp", "b.txt", "a.txt", NULL},
+			 NULL, &out);
+	ck_assert_msg(rc == 0, "cp: %d %s", rc, out);
+	free(out);
+	p = paths_join(REPO, "a.txt");
+	out = test_read_file(p);
+	ck_assert_str_eq(out, "other\n");
+	free(out);
+	free(p);
+	r = rpcf(NULL, "session.show", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"state\":\"active\""), "%s", r);
+	free(r);
+	session_free(&s);
+}
+END_TEST
+
+/* ---- the git guard --------------------------------------------------- */
+
+/* The operator's approved run in a session, with the repository's .git
+ * writable: the kind of change an agent must never get away with. */
+static char *op_run_in(const struct session *s, const char *shell)
+{
+	json_t *argv = json_pack("[s,s,s]", "sh", "-c", shell);
+	char *a = json_dumps(argv, JSON_COMPACT);
+	char *params = fmt("{\"session\":\"%s\",\"yes\":true,\"writable\":"
+			   "[\"%s/.git\"],\"argv\":%s}",
+			   s->id, REPO, a);
+	char *r = rpc(NULL, "cmd.run", params);
+
+	free(params);
+	free(a);
+	json_decref(argv);
+	return r;
+}
+
+static void expect_attempt_ended(const struct session *s)
+{
+	char *r =
+	    rpc(s->token, "cmd.run", "{\"argv\":[\"touch\",\"late.txt\"]}");
+
+	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	free(r);
+	ck_assert(!wt_exists(s, "late.txt"));
+	r = rpc(s->token, "fs.write",
+		"{\"path\":\"late.txt\",\"content\":\"x\"}");
+	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	free(r);
+	ck_assert(!wt_exists(s, "late.txt"));
+	r = rpc(s->token, "session.status", NULL);
+	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	free(r);
+}
+
+START_TEST(test_guard_git_config)
+{
+	struct session s = {0};
+	char *r, *rows;
+
+	start_session(REPO, "guard", false, &s);
+	r = op_run_in(&s, "git -c safe.directory='*' config user.name evil");
+	ASSERT_CODE(r, "GIT-CHANGED");
+	ck_assert_msg(has(r, ".git/config"), "finding names no path: %s", r);
+	free(r);
+	expect_attempt_ended(&s);
+	r = rpcf(NULL, "session.show", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "attempt-ended") && has(r, "GIT-CHANGED"), "%s",
+		      r);
+	free(r);
+	char *sql = fmt("select kind, summary from events where session='%s' "
+			"and kind='session.finding'",
+			s.id);
+	rows = journal_sql(sql);
+	ck_assert_msg(has(rows, "GIT-CHANGED") && has(rows, ".git/config"),
+		      "finding not journaled: %s", rows);
+	free(rows);
+	free(sql);
+	session_free(&s);
+}
+END_TEST
+
+START_TEST(test_guard_hook)
+{
+	struct session s = {0};
+	char *r;
+
+	start_session(REPO, "hook", false, &s);
+	r = op_run_in(&s, "printf '#!/bin/sh\\necho pwned\\n' > "
+			  "\"$(git -c safe.directory='*' rev-parse "
+			  "--git-common-dir)/hooks/post-commit\"");
+	ASSERT_CODE(r, "GIT-CHANGED");
+	ck_assert_msg(has(r, "hooks"), "finding names no hook path: %s", r);
+	free(r);
+	expect_attempt_ended(&s);
+	session_free(&s);
+}
+END_TEST
+
+/* Moving another branch (main) is a finding; the session's own branch
+ * moving (a commit in the worktree) is not. */
+START_TEST(test_guard_own_branch_and_other_branch)
+{
+	struct session s = {0};
+	char *r, *out = NULL;
+
+	start_session(REPO, "own", false, &s);
+	ck_assert_int_eq(
+	    agent_spctl(&s, (char *[]){"run", "--", "touch", "hello.txt", NULL},
+			NULL, NULL),
+	    0);
+	/* The worktree's gitdir is under REPO/.git/worktrees, outside the
+	 * worktree: an agent alone cannot commit, so the operator's run in
+	 * the session does it with .git writable. */
+	r = op_run_in(&s, "git -c safe.directory='*' add -A && "
+			  "git -c safe.directory='*' commit -qm wip");
+	ck_assert_msg(strcmp(code_of(r), "ok") == 0 &&
+			  has(r, "\"exit_code\":0"),
+		      "commit on the session's own branch: %s", r);
+	free(r);
+	ck_assert_int_eq(
+	    host_sh(&out, "git -C '%s' log --format=%%s spd/own", REPO), 0);
+	ck_assert_msg(has(out, "wip"), "no commit on spd/own: %s", out);
+	free(out);
+	r = rpc(s.token, "session.status", NULL);
+	ck_assert_msg(has(r, "\"state\":\"active\""),
+		      "own branch moving was a finding: %s", r);
+	free(r);
+	r = rpc(s.token, "cmd.run", "{\"argv\":[\"touch\",\"after.txt\"]}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+
+	/* Moving main is. */
+	r = op_run_in(&s, "git -c safe.directory='*' update-ref "
+			  "refs/heads/main HEAD");
+	ASSERT_CODE(r, "GIT-CHANGED");
+	ck_assert_msg(has(r, "main"), "finding names no ref: %s", r);
+	free(r);
+	expect_attempt_ended(&s);
+	session_free(&s);
+}
+END_TEST
+
+START_TEST(test_guard_integrity_spd_conf)
+{
+	struct session s = {0};
+	char *r;
+
+	start_session(REPO, "integ", false, &s);
+	r = op_run_in(&s,
+		      "printf '[verify]\\n\\tagent = true\\n' >> .spd.conf");
+	ASSERT_CODE(r, "INTEGRITY");
+	ck_assert_msg(has(r, ".spd.conf"), "finding names no path: %s", r);
+	free(r);
+	expect_attempt_ended(&s);
+	session_free(&s);
+}
+END_TEST
+
+/* ---- held-out checks ------------------------------------------------- */
+
+#define HELDOUT_NAME "zz-heldout-probe-7q.txt"
+#define HELDOUT_TEXT "HELDOUT-CONTENT-do-not-leak-41"
+
+START_TEST(test_heldout)
+{
+	struct session s = {0};
+	char *ho = paths_join(T.dir, "heldout"), *p, *r, *out = NULL,
+	     *err = NULL;
+	int rc;
+
+	/* A project whose second check reads the sealed file. */
+	ck_assert_int_eq(
+	    host_sh(NULL,
+		    "cd '%s' && printf '[check \"held\"]\\n\\trun "
+		    "= grep -q HELDOUT-CONTENT .spd-heldout/%s\\n' "
+		    ">> .spd.conf && git commit -qam held",
+		    REPO, HELDOUT_NAME),
+	    0);
+	ck_assert_int_eq(mkdir(ho, 0700), 0);
+	p = paths_join(ho, HELDOUT_NAME);
+	test_write_file(p, HELDOUT_TEXT "\n");
+	free(p);
+	start_session(REPO, "held", false, &s);
+	rc = op_spctl((char *[]){"session", "heldout", s.id, ho, NULL}, &out,
+		      &err);
+	ck_assert_msg(rc == 0, "heldout: %d %s", rc, err);
+	free(out);
+	free(err);
+	ck_assert(!wt_exists(&s, ".spd-heldout"));
+
+	/* No agent-facing call lists or reads them. */
+	const char *fs_calls[][2] = {
+	    {"fs.list", "{}"},
+	    {"fs.list", "{\"path\":\".spd-heldout\"}"},
+	    {"fs.read", "{\"path\":\".spd-heldout/" HELDOUT_NAME "\"}"},
+	    {"fs.stat", "{\"path\":\".spd-heldout/" HELDOUT_NAME "\"}"},
+	    {"fs.read", "{\"path\":\"" HELDOUT_NAME "\"}"},
+	    {"session.status", "{}"},
+	};
+	for (size_t i = 0; i < sizeof(fs_calls) / sizeof(fs_calls[0]); i++) {
+		r = rpc(s.token, fs_calls[i][0], fs_calls[i][1]);
+		ck_assert_msg(!has(r, HELDOUT_NAME) || has(r, "\"error\""),
+			      "%s %s: %s", fs_calls[i][0], fs_calls[i][1], r);
+		ck_assert_msg(!has(r, HELDOUT_TEXT), "%s leaked: %s",
+			      fs_calls[i][0], r);
+		if (strcmp(fs_calls[i][0], "fs.list") != 0 &&
+		    strcmp(fs_calls[i][0], "session.status") != 0)
+			ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s: %s",
+				      fs_calls[i][1], r);
+		free(r);
+	}
+	/* An absolute path to the sealed copy: outside the workspace. */
+	p = fmt("{\"path\":\"%s/heldout/%s/%s\"}", T.state, s.id, HELDOUT_NAME);
+	r = rpc(s.token, "fs.read", p);
+	ck_assert_msg(strcmp(code_of(r), "ok") != 0 && !has(r, HELDOUT_TEXT),
+		      "%s", r);
+	free(r);
+	free(p);
+
+	/* A run sees neither name nor content. */
+	rc = agent_spctl(&s, (char *[]){"run", "--", "ls", "-laR", NULL}, &out,
+			 &err);
+	ck_assert_msg(rc == 0, "ls -R: %d %s", rc, err);
+	ck_assert(!has(out, HELDOUT_NAME) && !has(out, HELDOUT_TEXT));
+	free(out);
+	free(err);
+	rc = agent_spctl(
+	    &s,
+	    (char *[]){"run", "--", "find", "/", "-name", "*heldout*", NULL},
+	    &out, &err);
+	ck_assert_msg(!has(out, HELDOUT_NAME) && !has(err, HELDOUT_NAME),
+		      "find / shows the sealed file: %s", out);
+	free(out);
+	free(err);
+	rc = agent_spctl(&s,
+			 (char *[]){"run", "--", "grep", "-rIl",
+				    "HELDOUT-CONTENT", "/", NULL},
+			 &out, &err);
+	ck_assert_msg(!has(out, HELDOUT_NAME), "grep / finds it: %s", out);
+	free(out);
+	free(err);
+
+	/* Verification sees them: the "held" check passes only if the
+	 * overlay is there. */
+	ck_assert_int_eq(
+	    agent_spctl(&s, (char *[]){"run", "--", "touch", "hello.txt", NULL},
+			NULL, NULL),
+	    0);
+	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(strcmp(code_of(r), "ok") == 0, "verify: %s", r);
+	ck_assert_msg(!has(r, HELDOUT_TEXT), "verify leaks content: %s", r);
+	if (!has(r, "\"pass\":true")) {
+		/* LEAD: held-out verification is not wired yet
+		 * (TODO(ro_binds) in daemon/agent.c check_runner returns
+		 * -EOPNOTSUPP when heldout_src is set); the refusal must be
+		 * clean: a failed checks gate, never a pass. */
+		ck_assert_msg(has(r, "\"name\":\"held\"") &&
+				  has(r, "\"exit\":-1") &&
+				  has(r, "\"pass\":false"),
+			      "verify with held-out checks: %s", r);
+		printf("SKIP: %s: held-out verification is refused "
+		       "(-EOPNOTSUPP, TODO(ro_binds) in daemon/agent.c); "
+		       "the refusal is clean: %s\n",
+		       __func__, r);
+		fflush(stdout);
+	}
+	free(r);
+	ck_assert(!wt_exists(&s, ".spd-heldout"));
+	free(ho);
+	session_free(&s);
+}
+END_TEST
+
+/* ---- policy ---------------------------------------------------------- */
+
+START_TEST(test_policy_check_cli)
+{
+	char *out = NULL, *err = NULL;
+	int rc;
+
+	rc = op_spctl((char *[]){"policy", "check", "--workspace", REPO, "--",
+				 "git", "push", "origin", "main", NULL},
+		      &out, &err);
+	ck_assert_msg(rc == 0, "policy check: %d %s", rc, err);
+	ck_assert_msg(has(out, "deny") && has(out, "deny.git"), "%s", out);
+	free(out);
+	free(err);
+	rc = op_spctl((char *[]){"policy", "check", "--workspace", REPO,
+				 "--write", ".github/workflows/x.yml", NULL},
+		      &out, &err);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_msg(has(out, "deny") && has(out, "deny."), "%s", out);
+	free(out);
+	free(err);
+	rc = op_spctl((char *[]){"policy", "check", "--workspace", REPO,
+				 "--read", "src/a.c", NULL},
+		      &out, &err);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_msg(has(out, "allow") && !has(out, "deny"), "%s", out);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* The agent's run in a thread: it blocks until a person decides. */
+struct agent_run {
+	struct session *s;
+	char *argv[8];
+	int rc;
+	char *out, *err;
+};
+
+static void *agent_run_thread(void *data)
+{
+	struct agent_run *a = data;
+
+	a->rc = agent_spctl(a->s, a->argv, &a->out, &a->err);
+	return NULL;
+}
+
+/* Poll approval.list until an ask of session id appears; its id. */
+static long wait_for_ask(const char *sid)
+{
+	for (int i = 0; i < 1000; i++) {
+		char *r = rpc(NULL, "approval.list", NULL);
+		json_t *j = json_loads(r, 0, NULL);
+		json_t *pend =
+		    json_object_get(json_object_get(j, "result"), "pending");
+		long id = -1;
+
+		for (size_t k = 0; k < json_array_size(pend); k++) {
+			json_t *e = json_array_get(pend, k);
+			if (json_is_true(json_object_get(e, "waiting")) &&
+			    !strcmp(
+				json_string_value(json_object_get(e, "session"))
+				    ?: "",
+				sid))
+				id = (long)json_integer_value(
+				    json_object_get(e, "id"));
+		}
+		json_decref(j);
+		free(r);
+		if (id > 0)
+			return id;
+		usleep(10000);
+	}
+	ck_abort_msg("no ask appeared");
+	return -1;
+}
+
+START_TEST(test_approval_end_to_end)
+{
+	struct session s = {0};
+	struct agent_run a = {0};
+	pthread_t th;
+	long aid;
+	char *r, *p, *c;
+
+	start_session(REPO, "appr", false, &s);
+	a.s = &s;
+	a.argv[0] = "run";
+	a.argv[1] = "--";
+	a.argv[2] = "sh";
+	a.argv[3] = "-c";
+	a.argv[4] = "echo hi > out.txt";
+	ck_assert_int_eq(pthread_create(&th, NULL, agent_run_thread, &a), 0);
+	aid = wait_for_ask(s.id);
+	/* Nothing ran before the decision. */
+	ck_assert(!wt_exists(&s, "out.txt"));
+	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
+	r = rpc(NULL, "approval.decide", p);
+	ASSERT_CODE(r, "ok");
+	free(r);
+	free(p);
+	pthread_join(th, NULL);
+	ck_assert_msg(a.rc == 0, "approved run: %d %s", a.rc, a.err);
+	c = wt_file(&s, "out.txt");
+	ck_assert_msg(c && !strcmp(c, "hi\n"), "out.txt: %s", c);
+	free(c);
+	free(a.out);
+	free(a.err);
+
+	/* The grant was used once: the same call asks again. */
+	r = rpc(s.token, "cmd.run",
+		"{\"argv\":[\"sh\",\"-c\",\"echo again > out2.txt\"],"
+		"\"wait\":false}");
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	free(r);
+	r = rpc(
+	    s.token, "cmd.run",
+	    "{\"argv\":[\"sh\",\"-c\",\"echo hi > out.txt\"],\"wait\":false}");
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	ck_assert(has(r, "ask.shell"));
+	/* Approve the pending one: the grant waits for that exact call. */
+	json_t *j = json_loads(r, 0, NULL);
+	aid = (long)json_integer_value(json_object_get(
+	    json_object_get(json_object_get(j, "error"), "data"), "approval"));
+	json_decref(j);
+	free(r);
+	ck_assert(aid > 0);
+	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
+	r = rpc(NULL, "approval.decide", p);
+	ASSERT_CODE(r, "ok");
+	free(r);
+	free(p);
+	/* A different call does not ride on it. */
+	r = rpc(s.token, "cmd.run",
+		"{\"argv\":[\"sh\",\"-c\",\"echo hi > other.txt\"],"
+		"\"wait\":false}");
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	free(r);
+	ck_assert(!wt_exists(&s, "other.txt"));
+	c = paths_join(s.worktree, "out.txt");
+	ck_assert_int_eq(unlink(c), 0);
+	free(c);
+	r = rpc(
+	    s.token, "cmd.run",
+	    "{\"argv\":[\"sh\",\"-c\",\"echo hi > out.txt\"],\"wait\":false}");
+	ck_assert_msg(strcmp(code_of(r), "ok") == 0, "granted call: %s", r);
+	free(r);
+	ck_assert(wt_exists(&s, "out.txt"));
+	r = rpc(
+	    s.token, "cmd.run",
+	    "{\"argv\":[\"sh\",\"-c\",\"echo hi > out.txt\"],\"wait\":false}");
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	free(r);
+
+	/* A refusal with a reason reaches the waiting agent. */
+	int fd = test_spd_connect(&T);
+	char *line = fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
+			 "\"params\":{\"token\":\"%s\",\"argv\":[\"sh\",\"-c\","
+			 "\"echo no > refused.txt\"]}}\n",
+			 s.token);
+	test_send(fd, line, strlen(line));
+	free(line);
+	aid = wait_for_ask(s.id);
+	p = fmt("{\"id\":%ld,\"approve\":false,\"why\":\"no shells today\"}",
+		aid);
+	r = rpc(NULL, "approval.decide", p);
+	ASSERT_CODE(r, "ok");
+	free(r);
+	free(p);
+	r = test_recv_line(fd, 10000);
+	ck_assert_ptr_nonnull(r);
+	ASSERT_CODE(r, "APPROVAL-REFUSED");
+	ck_assert_msg(has(r, "no shells today"), "%s", r);
+	free(r);
+	close(fd);
+	ck_assert(!wt_exists(&s, "refused.txt"));
+
+	/* All of it journaled with the rule id. */
+	char *sql = fmt("select kind || ' ' || summary from events where "
+			"session='%s' and kind like 'approval.%%'",
+			s.id);
+	r = journal_sql(sql);
+	ck_assert_msg(has(r, "approval.requested ask.shell") &&
+			  has(r, "approval.granted ask.shell") &&
+			  has(r, "approval.used ask.shell") &&
+			  has(r, "approval.refused ask.shell") &&
+			  has(r, "no shells today"),
+		      "journal: %s", r);
+	free(r);
+	free(sql);
+	session_free(&s);
+}
+END_TEST
+
+/* Three denied calls in a row end the attempt. */
+START_TEST(test_three_denials)
+{
+	struct session s = {0};
+	const char *denied =
+	    "{\"argv\":[\"git\",\"push\",\"origin\",\"main\"]}";
+	char *r;
+
+	start_session(REPO, "deny3", false, &s);
+	r = rpc(s.token, "cmd.run", denied);
+	ASSERT_CODE(r, "POLICY-DENIED");
+	free(r);
+	r = rpc(s.token, "cmd.run", denied);
+	ASSERT_CODE(r, "POLICY-DENIED");
+	free(r);
+	r = rpc(s.token, "cmd.run", denied);
+	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	free(r);
+	/*
+	 * BUG (TODO(session_end_attempt), daemon/gate.c gate_end_attempt):
+	 * the third denial answers ATTEMPT-ENDED but the session store is
+	 * never told, so the attempt goes on: the next allowed call runs
+	 * and session.status still says "active".
+	 */
+	r = rpc(s.token, "cmd.run", "{\"argv\":[\"touch\",\"after.txt\"]}");
+	ck_assert_msg(strcmp(code_of(r), "ATTEMPT-ENDED") == 0,
+		      "BUG: a call after three denials was not refused: %s", r);
+	free(r);
+	ck_assert_msg(!wt_exists(&s, "after.txt"),
+		      "BUG: a command ran after the attempt ended");
+	r = rpcf(NULL, "session.show", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "attempt-ended"),
+		      "BUG: the session store was not told: %s", r);
+	free(r);
+	session_free(&s);
+}
+END_TEST
+
+/* A person's refusals count as denials too. */
+START_TEST(test_three_refusals)
+{
+	struct session s = {0};
+	char *r;
+
+	start_session(REPO, "refuse3", false, &s);
+	for (int i = 0; i < 3; i++) {
+		char *p = fmt("{\"argv\":[\"sh\",\"-c\",\"echo %d\"],"
+			      "\"wait\":false}",
+			      i);
+		json_t *j;
+		long aid;
+
+		r = rpc(s.token, "cmd.run", p);
+		ASSERT_CODE(r, "NEEDS-APPROVAL");
+		j = json_loads(r, 0, NULL);
+		aid = (long)json_integer_value(json_object_get(
+		    json_object_get(json_object_get(j, "error"), "data"),
+		    "approval"));
+		json_decref(j);
+		free(r);
+		free(p);
+		p = fmt("{\"id\":%ld,\"approve\":false}", aid);
+		r = rpc(NULL, "approval.decide", p);
+		ASSERT_CODE(r, "ok");
+		free(r);
+		free(p);
+	}
+	r = rpc(s.token, "cmd.run", "{\"argv\":[\"touch\",\"after.txt\"]}");
+	ck_assert_msg(strcmp(code_of(r), "ATTEMPT-ENDED") == 0,
+		      "BUG: three refusals did not end the attempt: %s", r);
+	free(r);
+	ck_assert(!wt_exists(&s, "after.txt"));
+	session_free(&s);
+}
+END_TEST
+
+START_TEST(test_prompt_budget)
+{
+	struct session s = {0};
+	char *r, *p;
+	size_t mine = 0;
+
+	start_session(REPO, "budget", false, &s);
+	for (int i = 0; i < 20; i++) {
+		p = fmt("{\"argv\":[\"sh\",\"-c\",\"echo ask %d\"],"
+			"\"wait\":false}",
+			i);
+		r = rpc(s.token, "cmd.run", p);
+		ck_assert_msg(strcmp(code_of(r), "NEEDS-APPROVAL") == 0,
+			      "ask %d: %s", i, r);
+		free(r);
+		free(p);
+	}
+	r = rpc(s.token, "cmd.run",
+		"{\"argv\":[\"sh\",\"-c\",\"echo ask 21\"],\"wait\":false}");
+	ASSERT_CODE(r, "POLICY-DENIED");
+	ck_assert_msg(has(r, "deny.prompt-budget"), "%s", r);
+	free(r);
+	/* ... without a prompt: 20 pending, not 21. */
+	r = rpc(NULL, "approval.list", NULL);
+	for (const char *q = r; (q = strstr(q, s.id)); q++)
+		mine++;
+	ck_assert_msg(mine == 20, "%zu pending for the session: %s", mine, r);
+	ck_assert(!has(r, "echo ask 21"));
+	free(r);
+	/* Allowed calls still run; the budget is about prompts. */
+	r = rpc(s.token, "cmd.run", "{\"argv\":[\"touch\",\"ok.txt\"]}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	session_free(&s);
+}
+END_TEST
+
+START_TEST(test_operator_run_tty_and_yes)
+{
+	char *out = NULL, *err = NULL;
+	int rc;
+
+	rc = op_spctl((char *[]){"run", "--workspace", REPO, "--", "sh", "-c",
+				 "echo ran > ran.txt", NULL},
+		      &out, &err);
+	ck_assert_msg(rc == 126, "without --yes and a tty: %d %s", rc, err);
+	ck_assert_msg(err && strlen(err) > 10, "no message: '%s'", err);
+	ck_assert_int_eq(host_sh(NULL, "test ! -e '%s/ran.txt'", REPO), 0);
+	free(out);
+	free(err);
+	rc =
+	    op_spctl((char *[]){"run", "--yes", "--workspace", REPO, "--", "sh",
+				"-c", "echo ran; echo ran > ran.txt", NULL},
+		     &out, &err);
+	ck_assert_msg(rc == 0, "with --yes: %d %s", rc, err);
+	ck_assert(has(out, "ran"));
+	free(out);
+	free(err);
+	err = paths_join(REPO, "ran.txt");
+	out = test_read_file(err);
+	ck_assert_str_eq(out, "ran\n");
+	free(out);
+	free(err);
+}
+END_TEST
+
+START_TEST(test_fs_write_protected_and_escape)
+{
+	struct session s = {0};
+	char *r, *before, *after, *outside, *link;
+
+	start_session(REPO, "fsw", false, &s);
+	before = wt_file(&s, ".spd.conf");
+	r = rpc(
+	    s.token, "fs.write",
+	    "{\"path\":\".github/workflows/ci.yml\",\"content\":\"on: push\"}");
+	ASSERT_CODE(r, "POLICY-DENIED");
+	free(r);
+	ck_assert(!wt_exists(&s, ".github"));
+	/* An allowed write between denials keeps the attempt alive. */
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"src.c\",\"content\":\"int x;\\n\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\".spd.conf\",\"content\":\"[verify]\\n\"}");
+	ASSERT_CODE(r, "POLICY-DENIED");
+	free(r);
+	after = wt_file(&s, ".spd.conf");
+	ck_assert_str_eq(before, after);
+	free(before);
+	free(after);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"src2.c\",\"content\":\"int y;\\n\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	after = wt_file(&s, "src2.c");
+	ck_assert_str_eq(after, "int y;\n");
+	free(after);
+
+	/* A symlink in the worktree pointing outside. */
+	outside = paths_join(T.dir, "outside");
+	ck_assert_int_eq(mkdir(outside, 0700), 0);
+	link = paths_join(s.worktree, "esc");
+	ck_assert_int_eq(symlink(outside, link), 0);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"esc/x.txt\",\"content\":\"E\"}");
+	ASSERT_CODE(r, "PATH-ESCAPE");
+	free(r);
+	free(link);
+	link = paths_join(s.worktree, "esc-file");
+	char *target = paths_join(outside, "target.txt");
+	test_write_file(target, "untouched\n");
+	ck_assert_int_eq(symlink(target, link), 0);
+	r = rpc(s.token, "fs.write", "{\"path\":\"src3.c\",\"content\":\"z\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"esc-file\",\"content\":\"E\"}");
+	ck_assert_msg(strcmp(code_of(r), "ok") != 0,
+		      "a write through a symlink succeeded: %s", r);
+	free(r);
+	before = test_read_file(target);
+	ck_assert_str_eq(before, "untouched\n");
+	free(before);
+	ck_assert_int_eq(
+	    host_sh(NULL, "test \"$(ls -A '%s')\" = target.txt", outside), 0);
+	free(target);
+	free(link);
+	free(outside);
+	session_free(&s);
+}
+END_TEST
+
+static Suite *agent_suite(void)
+{
+	Suite *s = suite_create("agent");
+	TCase *tc = tcase_create("e2e");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_session_lifecycle);
+	tcase_add_test(tc, test_agent_unauthorized);
+	tcase_add_test(tc, test_in_place_dirty_refused);
+	tcase_add_test(tc, test_in_place_sandbox);
+	tcase_add_test(tc, test_guard_git_config);
+	tcase_add_test(tc, test_guard_hook);
+	tcase_add_test(tc, test_guard_own_branch_and_other_branch);
+	tcase_add_test(tc, test_guard_integrity_spd_conf);
+	tcase_add_test(tc, test_heldout);
+	tcase_add_test(tc, test_policy_check_cli);
+	tcase_add_test(tc, test_approval_end_to_end);
+	tcase_add_test(tc, test_three_denials);
+	tcase_add_test(tc, test_three_refusals);
+	tcase_add_test(tc, test_prompt_budget);
+	tcase_add_test(tc, test_operator_run_tty_and_yes);
+	tcase_add_test(tc, test_fs_write_protected_and_escape);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(agent_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
