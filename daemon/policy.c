@@ -11,6 +11,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -454,6 +455,59 @@ static char *normalize(const char *abs)
 }
 
 /*
+ * A descriptor of the workspace, kept per thread for the last workspace
+ * seen: lstat and readlink relative to it make the kernel walk only the
+ * part inside the workspace (a worktree under ~/.local/state/spd/... is a
+ * dozen components deep).  The workspace directory itself is spd's
+ * (a worktree it made, or the operator's checkout) and is not renamed
+ * under a running session, so the descriptor stays what the path names.
+ */
+static __thread int ws_fd = -1;
+static __thread char *ws_fd_path;
+
+static int ws_dirfd(const struct cls *c)
+{
+	if (ws_fd >= 0 && ws_fd_path && strlen(ws_fd_path) == c->wslen &&
+	    memcmp(ws_fd_path, c->ws, c->wslen) == 0)
+		return ws_fd;
+	if (ws_fd >= 0)
+		close(ws_fd);
+	free(ws_fd_path);
+	ws_fd_path = strndup(c->ws, c->wslen);
+	ws_fd = ws_fd_path ? open(ws_fd_path, O_PATH | O_DIRECTORY | O_CLOEXEC)
+			   : -1;
+	return ws_fd;
+}
+
+/* The path of abs relative to the workspace descriptor, or NULL when abs
+ * is not strictly inside the workspace. */
+static const char *ws_relative(const struct cls *c, const char *abs, int *fd)
+{
+	if (c->wslen <= 1 || strncmp(abs, c->ws, c->wslen) != 0 ||
+	    abs[c->wslen] != '/' || !abs[c->wslen + 1])
+		return NULL;
+	*fd = ws_dirfd(c);
+	return *fd >= 0 ? abs + c->wslen + 1 : NULL;
+}
+
+static int walk_lstat(const struct cls *c, const char *abs, struct stat *st)
+{
+	int fd;
+	const char *rel = ws_relative(c, abs, &fd);
+
+	return rel ? fstatat(fd, rel, st, AT_SYMLINK_NOFOLLOW) : lstat(abs, st);
+}
+
+static ssize_t walk_readlink(const struct cls *c, const char *abs, char *buf,
+			     size_t n)
+{
+	int fd;
+	const char *rel = ws_relative(c, abs, &fd);
+
+	return rel ? readlinkat(fd, rel, buf, n) : readlink(abs, buf, n);
+}
+
+/*
  * Resolve abs (an absolute path) as the kernel would, following symlinks
  * while the components exist; the part from the first missing component
  * on is added lexically.  When abs starts with the workspace (already a
@@ -506,7 +560,7 @@ static int resolve_abs(struct cls *c, const char *abs, char **ret)
 		p = e;
 		if (missing)
 			continue;
-		if (lstat(buf, &st) < 0) {
+		if (walk_lstat(c, buf, &st) < 0) {
 			missing = true;
 			continue;
 		}
@@ -514,7 +568,7 @@ static int resolve_abs(struct cls *c, const char *abs, char **ret)
 			continue;
 		if (++links > POLICY_SYMLINK_MAX)
 			return -ELOOP;
-		ssize_t ll = readlink(buf, link, sizeof(link) - 1);
+		ssize_t ll = walk_readlink(c, buf, link, sizeof(link) - 1);
 
 		if (ll < 0) {
 			missing = true;
