@@ -44,7 +44,7 @@
 	 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |             \
 	 SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
 
-static int caps_set_securebits(void)
+int sbx_caps_lock_securebits(void)
 {
 	int cur = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
 
@@ -107,7 +107,7 @@ int sbx_caps_drop_all(void)
 	 * caller without it (unprivileged, outside a user namespace) keeps a
 	 * full bounding set, and the read-back below refuses that; a caller
 	 * whose sets are already all empty has nothing left to lock. */
-	(void)caps_set_securebits();
+	(void)sbx_caps_lock_securebits();
 	(void)caps_drop_bounding();
 	/* Ambient: EINVAL on kernels before 4.3, which have none. */
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&

@@ -86,6 +86,17 @@ int sbx_seccomp_load(const struct sock_fprog *prog);
  */
 int sbx_caps_drop_all(void);
 
+/*
+ * Set and lock the securebits sbx_caps_drop_all sets (NOROOT,
+ * NO_CAP_AMBIENT_RAISE, KEEP_CAPS and NO_SETUID_FIXUP off, all locked)
+ * while the caller still holds CAP_SETPCAP: as root, the spawner calls it
+ * before it empties the bounding set and switches to the run uid, after
+ * which sbx_caps_drop_all no longer can.  Returns 0 (also when they are
+ * already set) or -errno (-EPERM without CAP_SETPCAP).
+ * Async-signal-safe.
+ */
+int sbx_caps_lock_securebits(void);
+
 /* ---- probing (spctl doctor, daemon.status, mode=required) ------------- */
 
 #define SBX_WHY_MAX 240

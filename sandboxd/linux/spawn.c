@@ -270,10 +270,15 @@ static __attribute__((noreturn)) void child_exec(const struct child_args *a)
 					      : CHILD_EXIT_NOEXEC);
 }
 
-/* Root only: drop the bounding set while CAP_SETPCAP is still held, then
- * become the run's unprivileged uid, which clears the other sets. */
+/* Root only: lock the securebits and drop the bounding set while
+ * CAP_SETPCAP is still held, then become the run's unprivileged uid,
+ * which clears the other sets. */
 static int child_become_run_uid(const struct child_args *a)
 {
+	int r;
+
+	if ((r = sbx_caps_lock_securebits()) < 0)
+		return r;
 	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
 		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
 			return -errno;

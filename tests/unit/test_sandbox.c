@@ -927,6 +927,40 @@ START_TEST(ro_binds_overlay)
 }
 END_TEST
 
+/*
+ * The run's securebits are set and locked (NOROOT, NO_CAP_AMBIENT_RAISE,
+ * KEEP_CAPS and NO_SETUID_FIXUP locked off), also when sandboxd is root
+ * and switches the run to an unprivileged uid.  /proc/self/status does
+ * not show them, so the run asks prctl itself.
+ */
+START_TEST(securebits_locked)
+{
+	struct fixture f;
+	struct outcome o;
+	char *argv[] = {"/usr/bin/python3", "-c",
+			"import ctypes\n"
+			"print(ctypes.CDLL(None).prctl(27, 0, 0, 0, 0))\n",
+			NULL};
+	struct sbx_spec sp;
+	long bits;
+
+	if (access("/usr/bin/python3", X_OK) < 0)
+		TEST_SKIP("needs /usr/bin/python3");
+	fx_setup(&f, NULL);
+	spec_init(&f, &sp, argv);
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_msg(o.out.data, "no output: %s", o.err.data);
+	bits = strtol(o.out.data, NULL, 10);
+	/* SECBIT_NOROOT|_LOCKED, NO_SETUID_FIXUP_LOCKED, KEEP_CAPS_LOCKED,
+	 * NO_CAP_AMBIENT_RAISE|_LOCKED (linux/securebits.h). */
+	ck_assert_msg((bits & 0xeb) == 0xeb, "securebits 0x%lx", bits);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* /var/tmp is the run's own: what the host keeps there is not visible,
  * and what the run writes there does not reach the host. */
 START_TEST(var_tmp_private)
@@ -1018,6 +1052,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, var_tmp_private);
 	tcase_add_test(tc, too_many_sockets_refused);
 	tcase_add_test(tc, ro_binds_overlay);
+	tcase_add_test(tc, securebits_locked);
 	suite_add_tcase(s, tc);
 	return s;
 }
