@@ -132,10 +132,13 @@ static void throughput(int conns, int per)
 		usleep(1000);
 	}
 	t2 = now_s();
-	printf("requests/s, %2d connection%s: %9.0f req/s  (%d requests, %d ok; "
-	       "journaled %ld events, all committed after %.3f s = %.0f events/s)\n",
-	       conns, conns == 1 ? " " : "s", (double)(conns * per) / (t1 - t0),
-	       conns * per, ok, ev1 - ev0, t2 - t0, (double)(ev1 - ev0) / (t2 - t0));
+	printf(
+	    "requests/s, %2d connection%s: %9.0f req/s  (%d requests, %d ok; "
+	    "journaled %ld events, all committed after %.3f s = %.0f "
+	    "events/s)\n",
+	    conns, conns == 1 ? " " : "s", (double)(conns * per) / (t1 - t0),
+	    conns * per, ok, ev1 - ev0, t2 - t0,
+	    (double)(ev1 - ev0) / (t2 - t0));
 }
 
 /* Runs as one Check test (without fork) because the spd helpers of
@@ -163,15 +166,16 @@ START_TEST(bench_daemon)
 		/* One write and one read per ping: the client's own cost is
 		 * kept out of the figure as far as a client can. */
 		static const char req[] =
-			"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
-			"\"daemon.ping\"}\n";
+		    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+		    "\"daemon.ping\"}\n";
 		char rb[512];
 		for (int i = -1000; i < PINGS; i++) {
 			double a = now_s();
 			size_t have = 0;
 			test_send(fd, req, sizeof(req) - 1);
 			while (!have || rb[have - 1] != '\n') {
-				ssize_t r = read(fd, rb + have, sizeof(rb) - have);
+				ssize_t r =
+				    read(fd, rb + have, sizeof(rb) - have);
 				ck_assert(r > 0);
 				have += (size_t)r;
 			}
@@ -192,7 +196,8 @@ START_TEST(bench_daemon)
 		fds[i] = test_spd_connect(&T);
 		free(test_call(&T, fds[i], 1, "daemon.ping", NULL, true));
 	}
-	printf("spd resident with %d open connections: %ld KiB (target < 65536 KiB)\n",
+	printf("spd resident with %d open connections: %ld KiB (target < 65536 "
+	       "KiB)\n",
 	       CONNS, rss_kib(T.pid));
 	for (int i = 0; i < CONNS; i++)
 		close(fds[i]);

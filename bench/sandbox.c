@@ -162,8 +162,8 @@ static double spctl_e2e(const char *build, const char *ws, int runs)
 		usleep(10000);
 	{
 		char wsbuf[4096];
-		char *argv[] = {spctl, "run", "--workspace", wsbuf,
-				"--yes", "--", "/bin/true", NULL};
+		char *argv[] = {spctl,	 "run", "--workspace", wsbuf,
+				"--yes", "--",	"/bin/true",   NULL};
 		snprintf(wsbuf, sizeof(wsbuf), "%s", ws);
 		for (int i = -5; i < runs; i++) {
 			double v = time_exec(argv);
@@ -201,9 +201,9 @@ int main(void)
 	double *bw = calloc((size_t)runs, sizeof(double));
 	double *sb = calloc((size_t)runs, sizeof(double));
 	char *true_argv[] = {"/bin/true", NULL};
-	char *bwrap_argv[] = {"/usr/bin/bwrap", "--ro-bind", "/", "/",
-			      "--dev", "/dev", "--proc", "/proc",
-			      "--unshare-all", "/bin/true", NULL};
+	char *bwrap_argv[] = {"/usr/bin/bwrap", "--ro-bind", "/",      "/",
+			      "--dev",		"/dev",	     "--proc", "/proc",
+			      "--unshare-all",	"/bin/true", NULL};
 	char sandboxd[4096], ws[] = "/tmp/spd-bench-sbx-XXXXXX";
 	double m_bare, m_bw = -1, m_sb;
 	struct one o;
@@ -288,13 +288,13 @@ int main(void)
 	printf("%-44s %10.3f %10.2f\n", "/bin/true bare (fork+exec+wait)",
 	       m_bare, 1.0);
 	if (m_bw >= 0)
-		printf("%-44s %10.3f %10.2f\n",
-		       "bwrap --unshare-all /bin/true", m_bw, m_bw / m_bare);
+		printf("%-44s %10.3f %10.2f\n", "bwrap --unshare-all /bin/true",
+		       m_bw, m_bw / m_bare);
 	else
 		printf("%-44s %10s\n", "bwrap --unshare-all /bin/true",
 		       "skipped (bwrap missing or failing)");
-	printf("%-44s %10.3f %10.2f\n", "sandboxd /bin/true, every layer",
-	       m_sb, m_sb / m_bare);
+	printf("%-44s %10.3f %10.2f\n", "sandboxd /bin/true, every layer", m_sb,
+	       m_sb / m_bare);
 	double m_e2e = spctl_e2e(build ? build : "build", ws, runs);
 	if (m_e2e >= 0)
 		printf("%-44s %10.3f %10.2f%s\n",
@@ -308,8 +308,7 @@ int main(void)
 	       runs, m_sb - m_bare,
 	       m_bw >= 0 ? "" : "; bubblewrap not measured");
 	if (m_bw >= 0)
-		printf("sandboxd vs bubblewrap: %.2fx the time\n",
-		       m_sb / m_bw);
+		printf("sandboxd vs bubblewrap: %.2fx the time\n", m_sb / m_bw);
 	printf("sandboxd resident: idle %ld KiB (target < 4096); with %d "
 	       "runs: %ld KiB (%.1f KiB per run)\n",
 	       rss_idle, BENCH_CONCURRENT, rss_busy,

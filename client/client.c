@@ -196,8 +196,8 @@ int client_send_raw(struct client *c, const char *bytes, size_t n)
 static int read_message(struct client *c, json_t **ret)
 {
 	for (;;) {
-		char *nl = c->in.data ? memchr(c->in.data, '\n', c->in.len)
-				      : NULL;
+		char *nl =
+		    c->in.data ? memchr(c->in.data, '\n', c->in.len) : NULL;
 		if (nl) {
 			size_t n = (size_t)(nl - c->in.data);
 			json_error_t je;
@@ -268,14 +268,15 @@ int client_call(struct client *c, const char *method, json_t *params,
 			continue;
 		}
 		if (json_object_get(msg, "error") &&
-		    (json_is_null(vid) || (json_is_integer(vid) &&
-					   json_integer_value(vid) == id))) {
+		    (json_is_null(vid) ||
+		     (json_is_integer(vid) && json_integer_value(vid) == id))) {
 			*ret_error = json_incref(json_object_get(msg, "error"));
 			json_decref(msg);
 			return -EPROTO;
 		}
 		if (json_is_integer(vid) && json_integer_value(vid) == id) {
-			*ret_result = json_incref(json_object_get(msg, "result"));
+			*ret_result =
+			    json_incref(json_object_get(msg, "result"));
 			json_decref(msg);
 			return 0;
 		}

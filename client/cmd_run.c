@@ -24,7 +24,8 @@ static char *default_workspace(void)
 	if (!getcwd(cwd, sizeof(cwd)))
 		return NULL;
 	for (p = cwd + strlen(cwd);;) {
-		snprintf(probe, sizeof(probe), "%.*s/.git", (int)(p - cwd), cwd);
+		snprintf(probe, sizeof(probe), "%.*s/.git", (int)(p - cwd),
+			 cwd);
 		if (stat(probe, &st) == 0) {
 			*p = '\0';
 			return strdup(cwd[0] ? cwd : "/");
@@ -63,12 +64,15 @@ static void on_run_event(void *data, const char *method, json_t *params)
 	stream = json_string_value(json_object_get(params, "stream"));
 	fd = stream && strcmp(stream, "stderr") == 0 ? 2 : 1;
 	if ((text = json_string_value(json_object_get(params, "data")))) {
-		write_all(fd, text, json_string_length(json_object_get(params, "data")));
-	} else if ((text = json_string_value(json_object_get(params, "data_b64")))) {
+		write_all(fd, text,
+			  json_string_length(json_object_get(params, "data")));
+	} else if ((text = json_string_value(
+			json_object_get(params, "data_b64")))) {
 		size_t n = strlen(text), bin_len = 0;
 		unsigned char *bin = malloc(n + 1);
-		if (bin && sodium_base642bin(bin, n + 1, text, n, NULL, &bin_len,
-					     NULL, sodium_base64_VARIANT_ORIGINAL) == 0)
+		if (bin &&
+		    sodium_base642bin(bin, n + 1, text, n, NULL, &bin_len, NULL,
+				      sodium_base64_VARIANT_ORIGINAL) == 0)
 			write_all(fd, bin, bin_len);
 		free(bin);
 	}
@@ -133,7 +137,8 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 			free(workspace);
 			workspace = strdup(rp);
 		} else if (strcmp(a, "--net") == 0 && i + 1 < argc) {
-			json_object_set_new(params, "net", json_string(argv[++i]));
+			json_object_set_new(params, "net",
+					    json_string(argv[++i]));
 		} else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
 			char *end;
 			long t = strtol(argv[++i], &end, 10);
@@ -143,8 +148,8 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		} else if (strcmp(a, "--writable") == 0 && i + 1 < argc) {
 			char rp[PATH_MAX];
 			const char *w = argv[++i];
-			json_array_append_new(writable,
-					      json_string(realpath(w, rp) ? rp : w));
+			json_array_append_new(
+			    writable, json_string(realpath(w, rp) ? rp : w));
 		} else if (strcmp(a, "--env") == 0 && i + 1 < argc) {
 			char *kv = argv[++i], *eq = strchr(kv, '=');
 			if (!eq || eq == kv)
@@ -178,10 +183,12 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		if (!workspace)
 			workspace = default_workspace();
 		if (!workspace) {
-			fprintf(stderr, "spctl: cannot determine the workspace\n");
+			fprintf(stderr,
+				"spctl: cannot determine the workspace\n");
 			return CMD_EXIT_SPD;
 		}
-		json_object_set_new(params, "workspace", json_string(workspace));
+		json_object_set_new(params, "workspace",
+				    json_string(workspace));
 		if (getcwd(cwd, sizeof(cwd)) &&
 		    strncmp(cwd, workspace, strlen(workspace)) == 0 &&
 		    (cwd[strlen(workspace)] == '/' || !cwd[strlen(workspace)]))
@@ -203,11 +210,13 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	json_incref(params);
 	r = client_call(&c, "cmd.run", params, on_run_event, ctx, &res, &err);
-	if (r == -EPROTO && !agent && !yes && cmd_error_is(err, "NEEDS-APPROVAL")) {
+	if (r == -EPROTO && !agent && !yes &&
+	    cmd_error_is(err, "NEEDS-APPROVAL")) {
 		if (!confirm_on_tty(err)) {
 			ex = cmd_print_error(err);
-			fprintf(stderr, "spctl: not run (approve with --yes, or "
-					"answer y at a terminal)\n");
+			fprintf(stderr,
+				"spctl: not run (approve with --yes, or "
+				"answer y at a terminal)\n");
 			json_decref(err);
 			json_decref(params);
 			client_close(&c);
@@ -245,10 +254,12 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		free(s);
 	}
 	if (json_is_true(json_object_get(res, "timed_out"))) {
-		fprintf(stderr, "spctl: the run hit its deadline and was killed\n");
+		fprintf(stderr,
+			"spctl: the run hit its deadline and was killed\n");
 		ex = CMD_EXIT_TIMEOUT;
 	} else if (json_integer_value(json_object_get(res, "signal")) > 0) {
-		ex = 128 + (int)json_integer_value(json_object_get(res, "signal"));
+		ex = 128 +
+		     (int)json_integer_value(json_object_get(res, "signal"));
 	} else {
 		ex = (int)json_integer_value(json_object_get(res, "exit_code"));
 	}
@@ -257,10 +268,11 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		long long o = json_integer_value(json_object_get(bd, "stdout")),
 			  e = json_integer_value(json_object_get(bd, "stderr"));
 		if (o || e)
-			fprintf(stderr,
-				"spctl: output capped: %lld bytes of stdout and "
-				"%lld of stderr dropped\n",
-				o, e);
+			fprintf(
+			    stderr,
+			    "spctl: output capped: %lld bytes of stdout and "
+			    "%lld of stderr dropped\n",
+			    o, e);
 	}
 	json_decref(res);
 	return ex;
@@ -291,11 +303,14 @@ int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 			continue;
 		if (strcmp(k, "landlock") == 0 && ok)
 			printf("  ok       landlock (ABI %lld)\n",
-			       (long long)json_integer_value(json_object_get(v, "abi")));
+			       (long long)json_integer_value(
+				   json_object_get(v, "abi")));
 		else
 			printf("  %-8s %s%s%s\n",
-			       ok ? "ok" : req ? "MISSING" : "advice", k,
-			       why ? ": " : "", why ? why : "");
+			       ok    ? "ok"
+			       : req ? "MISSING"
+				     : "advice",
+			       k, why ? ": " : "", why ? why : "");
 	}
 	json_decref(res);
 	if (!ctx->json)

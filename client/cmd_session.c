@@ -121,9 +121,10 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 			a = json_object_get(res, "sessions");
 			for (size_t i = 0; i < json_array_size(a); i++) {
 				json_t *s = json_array_get(a, i);
-				printf("%s  %-15s %-9s %-20s %s\n", str(s, "id"),
-				       str(s, "state"), str(s, "mode"),
-				       str(s, "feature"), str(s, "worktree"));
+				printf("%s  %-15s %-9s %-20s %s\n",
+				       str(s, "id"), str(s, "state"),
+				       str(s, "mode"), str(s, "feature"),
+				       str(s, "worktree"));
 			}
 		}
 		json_decref(res);
@@ -143,7 +144,8 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 			json_t *s = json_object_get(res, "session");
 			print_session(s ? s : res);
 		} else if (strcmp(sub, "end") == 0) {
-			printf("session %s ended; its branch is kept\n", argv[2]);
+			printf("session %s ended; its branch is kept\n",
+			       argv[2]);
 			if (json_object_get(res, "merge"))
 				printf("to merge: %s\n", str(res, "merge"));
 		} else if (strcmp(sub, "diff") == 0) {
@@ -158,22 +160,23 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 			json_t *ch = json_object_get(res, "checks");
 			for (size_t i = 0; i < json_array_size(ch); i++) {
 				json_t *c = json_array_get(ch, i);
-				printf("check %-16s exit %lld\n", str(c, "name"),
+				printf("check %-16s exit %lld\n",
+				       str(c, "name"),
 				       (long long)json_integer_value(
-					       json_object_get(c, "exit")));
+					   json_object_get(c, "exit")));
 			}
 			for (size_t i = 0; i < json_array_size(g); i++) {
 				json_t *x = json_array_get(g, i);
 				printf("gate  %-16s %s  %s\n", str(x, "name"),
 				       json_is_true(json_object_get(x, "pass"))
-					       ? "pass"
-					       : "FAIL",
+					   ? "pass"
+					   : "FAIL",
 				       str(x, "detail"));
 			}
 			printf("verdict: %s\n",
 			       json_is_true(json_object_get(res, "pass"))
-				       ? "PASS"
-				       : "FAIL");
+				   ? "PASS"
+				   : "FAIL");
 		}
 		ex = 0;
 		if (strcmp(sub, "verify") == 0 &&
@@ -183,10 +186,9 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 		return ex;
 	}
 	if (strcmp(sub, "status") == 0 && argc <= 3) {
-		res = cmd_call("session.status",
-			       argc == 3 ? json_pack("{s:s}", "id", argv[2])
-					 : NULL,
-			       &ex);
+		res = cmd_call(
+		    "session.status",
+		    argc == 3 ? json_pack("{s:s}", "id", argv[2]) : NULL, &ex);
 		if (!res)
 			return ex;
 		if (ctx->json) {
@@ -201,12 +203,13 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 	if (strcmp(sub, "heldout") == 0 && argc == 4) {
 		char dir[PATH_MAX];
 		if (!realpath(argv[3], dir)) {
-			fprintf(stderr, "spctl: %s: %s\n", argv[3], strerror(errno));
+			fprintf(stderr, "spctl: %s: %s\n", argv[3],
+				strerror(errno));
 			return CMD_EXIT_USAGE;
 		}
-		res = cmd_call("session.heldout",
-			       json_pack("{s:s, s:s}", "id", argv[2], "dir", dir),
-			       &ex);
+		res = cmd_call(
+		    "session.heldout",
+		    json_pack("{s:s, s:s}", "id", argv[2], "dir", dir), &ex);
 		if (!res)
 			return ex;
 		if (ctx->json)
@@ -214,7 +217,7 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 		else
 			printf("sealed %lld held-out file(s) for session %s\n",
 			       (long long)json_integer_value(
-				       json_object_get(res, "files")),
+				   json_object_get(res, "files")),
 			       argv[2]);
 		json_decref(res);
 		return 0;
@@ -250,16 +253,21 @@ int cmd_policy(struct cmd_ctx *ctx, int argc, char **argv)
 			have_call = true;
 			break;
 		} else if (strcmp(argv[i], "--session") == 0 && i + 1 < argc) {
-			json_object_set_new(params, "session", json_string(argv[++i]));
-		} else if (strcmp(argv[i], "--workspace") == 0 && i + 1 < argc) {
+			json_object_set_new(params, "session",
+					    json_string(argv[++i]));
+		} else if (strcmp(argv[i], "--workspace") == 0 &&
+			   i + 1 < argc) {
 			if (!realpath(argv[++i], ws))
 				return policy_usage();
-			json_object_set_new(params, "workspace", json_string(ws));
+			json_object_set_new(params, "workspace",
+					    json_string(ws));
 		} else if (strcmp(argv[i], "--read") == 0 && i + 1 < argc) {
-			json_object_set_new(params, "read", json_string(argv[++i]));
+			json_object_set_new(params, "read",
+					    json_string(argv[++i]));
 			have_call = true;
 		} else if (strcmp(argv[i], "--write") == 0 && i + 1 < argc) {
-			json_object_set_new(params, "write", json_string(argv[++i]));
+			json_object_set_new(params, "write",
+					    json_string(argv[++i]));
 			have_call = true;
 		} else if (strcmp(argv[i], "--json") == 0) {
 			ctx->json = true;

@@ -30,7 +30,7 @@ int cmd_print_error(json_t *err)
 bool cmd_error_is(json_t *err, const char *code)
 {
 	const char *c = json_string_value(
-		json_object_get(json_object_get(err, "data"), "code"));
+	    json_object_get(json_object_get(err, "data"), "code"));
 	return c && strcmp(c, code) == 0;
 }
 
@@ -57,10 +57,12 @@ static void on_approval(void *data, const char *method, json_t *p)
 	if (json_is_array(argv)) {
 		printf("    run:");
 		for (size_t i = 0; i < json_array_size(argv); i++)
-			printf(" %s", json_string_value(json_array_get(argv, i)));
+			printf(" %s",
+			       json_string_value(json_array_get(argv, i)));
 		printf("\n");
 	} else if (json_string_value(json_object_get(o, "path"))) {
-		printf("    %s %s\n", json_string_value(json_object_get(o, "kind")),
+		printf("    %s %s\n",
+		       json_string_value(json_object_get(o, "kind")),
 		       json_string_value(json_object_get(o, "path")));
 	}
 	fflush(stdout);
@@ -124,7 +126,8 @@ static int decide(int argc, char **argv, bool approve)
 		else
 			goto usage;
 	}
-	params = json_pack("{s:I, s:b}", "id", (json_int_t)id, "approve", approve);
+	params =
+	    json_pack("{s:I, s:b}", "id", (json_int_t)id, "approve", approve);
 	if (why)
 		json_object_set_new(params, "why", json_string(why));
 	res = cmd_call("approval.decide", params, &ex);
@@ -207,7 +210,7 @@ int cmd_ping(struct cmd_ctx *ctx, int argc, char **argv)
 	else
 		printf("pong from spd (%.2f ms including connect)\n",
 		       (double)(b.tv_sec - a.tv_sec) * 1e3 +
-			       (double)(b.tv_nsec - a.tv_nsec) / 1e6);
+			   (double)(b.tv_nsec - a.tv_nsec) / 1e6);
 	json_decref(res);
 	return 0;
 }
@@ -231,8 +234,9 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 	       (long long)json_integer_value(json_object_get(res, "uptime_s")));
 	printf("socket:       %s\n",
 	       json_string_value(json_object_get(res, "socket")));
-	printf("connections:  %lld\n",
-	       (long long)json_integer_value(json_object_get(res, "connections")));
+	printf(
+	    "connections:  %lld\n",
+	    (long long)json_integer_value(json_object_get(res, "connections")));
 	printf("journal:      %lld events, %lld bytes\n",
 	       (long long)json_integer_value(json_object_get(j, "events")),
 	       (long long)json_integer_value(json_object_get(j, "bytes")));
@@ -245,15 +249,17 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 		json_object_foreach(sb, k, v)
 		{
 			if (json_is_object(v))
-				printf("  %-16s %s%s%s\n", k,
-				       json_is_true(json_object_get(v, "ok"))
-					       ? "ok"
-				       : json_is_true(json_object_get(v, "required"))
-					       ? "MISSING"
-					       : "advice",
-				       json_object_get(v, "why") ? ": " : "",
-				       json_string_value(json_object_get(v, "why"))
-					       ?: "");
+				printf(
+				    "  %-16s %s%s%s\n", k,
+				    json_is_true(json_object_get(v, "ok"))
+					? "ok"
+				    : json_is_true(
+					  json_object_get(v, "required"))
+					? "MISSING"
+					: "advice",
+				    json_object_get(v, "why") ? ": " : "",
+				    json_string_value(json_object_get(v, "why"))
+					?: "");
 		}
 	}
 	json_decref(res);
@@ -280,7 +286,8 @@ static void print_event(struct cmd_ctx *ctx, json_t *e)
 	       json_string_value(json_object_get(e, "actor")) ?: "-",
 	       json_string_value(json_object_get(e, "kind")) ?: "-",
 	       json_string_value(json_object_get(e, "summary")) ?: "",
-	       json_string_value(json_object_get(e, "session")) ? "  [session " : "",
+	       json_string_value(json_object_get(e, "session")) ? "  [session "
+								: "",
 	       json_string_value(json_object_get(e, "session")) ?: "");
 	if (json_string_value(json_object_get(e, "session")))
 		fputs("]", stdout);
@@ -306,11 +313,12 @@ static int journal_verify(struct cmd_ctx *ctx)
 		print_json(res);
 	else if (ok)
 		printf("journal intact: %lld events checked\n",
-		       (long long)json_integer_value(json_object_get(res, "checked")));
+		       (long long)json_integer_value(
+			   json_object_get(res, "checked")));
 	else
 		printf("journal BROKEN at event %lld (%s): %s\n",
 		       (long long)json_integer_value(
-			       json_object_get(res, "first_bad_id")),
+			   json_object_get(res, "first_bad_id")),
 		       json_string_value(json_object_get(res, "reason")),
 		       json_string_value(json_object_get(res, "detail")) ?: "");
 	json_decref(res);
@@ -336,7 +344,8 @@ int cmd_journal(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	for (int i = 1; i < argc; i++) {
 		char *end;
-		if (strcmp(argv[i], "--follow") == 0 || strcmp(argv[i], "-f") == 0) {
+		if (strcmp(argv[i], "--follow") == 0 ||
+		    strcmp(argv[i], "-f") == 0) {
 			follow = true;
 		} else if (strcmp(argv[i], "--json") == 0) {
 			ctx->json = true;
@@ -372,7 +381,8 @@ int cmd_journal(struct cmd_ctx *ctx, int argc, char **argv)
 				ctx, &res, &err);
 	} else {
 		if (limit > 0)
-			json_object_set_new(params, "limit", json_integer(limit));
+			json_object_set_new(params, "limit",
+					    json_integer(limit));
 		r = client_call(&c, "journal.query", params, NULL, NULL, &res,
 				&err);
 	}
@@ -419,7 +429,8 @@ int cmd_secrets(struct cmd_ctx *ctx, int argc, char **argv)
 			json_t *s = json_array_get(a, i);
 			printf("%-28s %s  %s\n",
 			       json_string_value(json_object_get(s, "name")),
-			       json_string_value(json_object_get(s, "fingerprint")),
+			       json_string_value(
+				   json_object_get(s, "fingerprint")),
 			       json_string_value(json_object_get(s, "source")));
 		}
 		if (reload)

@@ -14,7 +14,10 @@ struct buf {
 	size_t cap;
 };
 
-#define BUF_INIT {NULL, 0, 0}
+#define BUF_INIT                                                               \
+	{                                                                      \
+		NULL, 0, 0                                                     \
+	}
 
 /* Make room for at least n more bytes.  Returns 0 or -ENOMEM. */
 int buf_reserve(struct buf *b, size_t n);
@@ -24,7 +27,7 @@ int buf_append(struct buf *b, const void *p, size_t n);
 int buf_puts(struct buf *b, const char *s);
 /* Append printf-formatted text.  Returns 0, -ENOMEM or -EINVAL. */
 int buf_printf(struct buf *b, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 /* Drop the first n bytes (n <= len), keeping the rest. */
 void buf_consume(struct buf *b, size_t n);
 /* Forget the contents but keep the allocation. */

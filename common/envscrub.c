@@ -38,27 +38,60 @@ static bool contains(const char *s, size_t n, const char *p)
 
 /* Whole names that carry credentials or a way to obtain them. */
 static const char *const exact[] = {
-	"ssh_auth_sock", "git_askpass", "ssh_askpass", "sudo_askpass",
-	"gpg_agent_info", "kubeconfig", "netrc", "docker_auth_config",
-	"git_credential_helper", "npm_config__auth", "pgpass", "pgpassword",
-	"mysql_pwd", "vault_addr", NULL,
+    "ssh_auth_sock",
+    "git_askpass",
+    "ssh_askpass",
+    "sudo_askpass",
+    "gpg_agent_info",
+    "kubeconfig",
+    "netrc",
+    "docker_auth_config",
+    "git_credential_helper",
+    "npm_config__auth",
+    "pgpass",
+    "pgpassword",
+    "mysql_pwd",
+    "vault_addr",
+    NULL,
 };
 
 /* Prefixes of provider and cloud variables, all of which may hold keys. */
 static const char *const prefixes[] = {
-	"aws_", "anthropic_", "openai_", "azure_", "google_application_",
-	"gcloud_", "cloudsdk_", "gh_", "github_", "gitlab_", "hf_", "huggingface_",
-	"vault_", "spd_", "digitalocean_", "heroku_", "npm_token", "cargo_registry_token",
-	"twine_", "docker_", "stripe_", "slack_", "sentry_", "datadog_", NULL,
+    "aws_",
+    "anthropic_",
+    "openai_",
+    "azure_",
+    "google_application_",
+    "gcloud_",
+    "cloudsdk_",
+    "gh_",
+    "github_",
+    "gitlab_",
+    "hf_",
+    "huggingface_",
+    "vault_",
+    "spd_",
+    "digitalocean_",
+    "heroku_",
+    "npm_token",
+    "cargo_registry_token",
+    "twine_",
+    "docker_",
+    "stripe_",
+    "slack_",
+    "sentry_",
+    "datadog_",
+    NULL,
 };
 
 static const char *const suffixes[] = {
-	"_api_key", "_apikey", "_token", "_key", "_pat", "_auth", NULL,
+    "_api_key", "_apikey", "_token", "_key", "_pat", "_auth", NULL,
 };
 
 static const char *const infixes[] = {
-	"secret", "password", "passwd", "credential", "private_key", "api_key",
-	"apikey", "access_key", "session_key", "token", NULL,
+    "secret",	   "password", "passwd", "credential",
+    "private_key", "api_key",  "apikey", "access_key",
+    "session_key", "token",    NULL,
 };
 
 bool envscrub_name_is_secret(const char *name, size_t n)

@@ -67,7 +67,8 @@ int paths_resolve(struct spd_paths *p)
 	int r;
 
 	memset(p, 0, sizeof(*p));
-	r = pick("SPD_CONFIG_DIR", "XDG_CONFIG_HOME", ".config", &p->config_dir);
+	r = pick("SPD_CONFIG_DIR", "XDG_CONFIG_HOME", ".config",
+		 &p->config_dir);
 	if (r < 0)
 		goto fail;
 	r = pick("SPD_STATE_DIR", "XDG_STATE_HOME", ".local/state",

@@ -6,16 +6,19 @@
 #define SPD_COMMON_PATHS_H
 
 struct spd_paths {
-	char *config_dir;  /* $SPD_CONFIG_DIR, $XDG_CONFIG_HOME/spd, ~/.config/spd */
-	char *state_dir;   /* $SPD_STATE_DIR, $XDG_STATE_HOME/spd, ~/.local/state/spd */
-	char *runtime_dir; /* $SPD_RUNTIME_DIR, $XDG_RUNTIME_DIR/spd, /tmp/spd-$UID */
-	char *socket_path; /* runtime_dir/spd.sock */
-	char *pid_path;    /* runtime_dir/spd.pid */
-	char *token_path;  /* config_dir/operator.token */
-	char *env_path;    /* config_dir/environment */
-	char *conf_path;   /* config_dir/spd.conf */
+	char *
+	    config_dir; /* $SPD_CONFIG_DIR, $XDG_CONFIG_HOME/spd, ~/.config/spd */
+	char *
+	    state_dir; /* $SPD_STATE_DIR, $XDG_STATE_HOME/spd, ~/.local/state/spd */
+	char *
+	    runtime_dir; /* $SPD_RUNTIME_DIR, $XDG_RUNTIME_DIR/spd, /tmp/spd-$UID */
+	char *socket_path;  /* runtime_dir/spd.sock */
+	char *pid_path;	    /* runtime_dir/spd.pid */
+	char *token_path;   /* config_dir/operator.token */
+	char *env_path;	    /* config_dir/environment */
+	char *conf_path;    /* config_dir/spd.conf */
 	char *journal_path; /* state_dir/journal.db */
-	char *log_path;    /* state_dir/spd.log */
+	char *log_path;	    /* state_dir/spd.log */
 };
 
 /*

@@ -23,15 +23,16 @@
 #define AGENT_SCAN_DEPTH 6
 
 static const char *const credential_globs[] = {
-	".env", ".env.*", "*.pem", "*.key", "id_rsa*", "id_dsa*", "id_ecdsa*",
-	"id_ed25519*", ".netrc", ".npmrc", ".pypirc", NULL,
+    ".env",	 ".env.*",	"*.pem",  "*.key",  "id_rsa*", "id_dsa*",
+    "id_ecdsa*", "id_ed25519*", ".netrc", ".npmrc", ".pypirc", NULL,
 };
 
 static int auth_hook(struct spd *spd, const char *token, char **ret_sid)
 {
 	char id[SESSION_ID_LEN + 1];
 
-	if (!spd->sessions || session_authenticate(spd->sessions, token, id) < 0)
+	if (!spd->sessions ||
+	    session_authenticate(spd->sessions, token, id) < 0)
 		return -EACCES;
 	*ret_sid = strdup(id);
 	return *ret_sid ? 0 : -ENOMEM;
@@ -59,11 +60,9 @@ static int after_run(void *data, const struct sbx_result *r, char *msg,
 	struct guard_finding f;
 	int ret = 0, x;
 
-	x = session_record_command(rs->spd->sessions, rs->id,
-				   (const char *const *)rs->argv,
-				   r->error_code || r->term_signal ? -1
-								   : r->exit_code,
-				   &f);
+	x = session_record_command(
+	    rs->spd->sessions, rs->id, (const char *const *)rs->argv,
+	    r->error_code || r->term_signal ? -1 : r->exit_code, &f);
 	if (x == 1) {
 		snprintf(msg, msglen, "%s %s: the session's attempt ended",
 			 f.path, f.what);
@@ -97,7 +96,8 @@ static char **argv_copy(json_t *arr)
 	if (!v)
 		return NULL;
 	for (size_t i = 0; i < n; i++)
-		if (!(v[i] = strdup(json_string_value(json_array_get(arr, i)) ?: ""))) {
+		if (!(v[i] = strdup(json_string_value(json_array_get(arr, i))
+					?: ""))) {
 			session_argv_free(v);
 			return NULL;
 		}
@@ -139,9 +139,11 @@ static int scan_credentials(const char *dir, int depth, char **out, size_t *n)
 			break;
 		}
 		if (lstat(p, &st) == 0) {
-			if (S_ISDIR(st.st_mode) && strcmp(e->d_name, "node_modules")) {
+			if (S_ISDIR(st.st_mode) &&
+			    strcmp(e->d_name, "node_modules")) {
 				r = scan_credentials(p, depth + 1, out, n);
-			} else if (S_ISREG(st.st_mode) && credential_name(e->d_name)) {
+			} else if (S_ISREG(st.st_mode) &&
+				   credential_name(e->d_name)) {
 				if (*n >= AGENT_EMPTY_FILES_MAX)
 					r = -E2BIG;
 				else {
@@ -169,11 +171,13 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 	int r;
 
 	if (who->operator)
-		id = json_string_value(json_object_get(rpc_call_params(c), "session"));
+		id = json_string_value(
+		    json_object_get(rpc_call_params(c), "session"));
 	if (!id)
 		return 0; /* the operator's own run: no session */
-	if (!who->operator && json_object_get(rpc_call_params(c), "session") &&
-	    strcmp(json_string_value(json_object_get(rpc_call_params(c), "session")),
+	if (!who->operator&& json_object_get(rpc_call_params(c), "session") &&
+	    strcmp(json_string_value(
+		       json_object_get(rpc_call_params(c), "session")),
 		   id) != 0) {
 		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
 			       "a session token acts in its own session only");
@@ -253,8 +257,8 @@ static void check_done(void *data, const struct sbx_result *r)
 {
 	struct check_run *cr = data;
 	int code = (r->error_code || r->term_signal || r->timed_out)
-			   ? -1
-			   : r->exit_code;
+		       ? -1
+		       : r->exit_code;
 
 	cr->done(cr->ctx, code);
 	free(cr);

@@ -23,7 +23,7 @@ struct rpc_call;
 
 /* Who made the call: the operator, or an agent holding a session token. */
 struct rpc_principal {
-	bool operator;          /* operator token */
+	bool operator;		/* operator token */
 	const char *session_id; /* the token's session; NULL for the operator */
 	unsigned peer_uid;
 	int peer_pid;
@@ -64,7 +64,7 @@ void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data);
 /* A short summary for the journal row of this request (copied). Tokens
  * must never be put here. */
 void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
+    __attribute__((format(printf, 2, 3)));
 /* Extra JSON detail for the journal row (ownership taken). */
 void rpc_call_set_detail(struct rpc_call *c, json_t *detail);
 

@@ -97,9 +97,10 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	}
 	if (git_config_get_int64(&n, gc, "sandbox.output-cap") == 0) {
 		if (n < 1024 || n > 256 * 1024 * 1024) {
-			snprintf(errbuf, errlen,
-				 "%s: sandbox.output-cap must be 1 KiB..256 MiB",
-				 path);
+			snprintf(
+			    errbuf, errlen,
+			    "%s: sandbox.output-cap must be 1 KiB..256 MiB",
+			    path);
 			r = -EINVAL;
 			goto out;
 		}

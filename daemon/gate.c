@@ -158,18 +158,18 @@ static void deny(struct approvals *ap, struct rpc_call *c, const char *session,
 		snprintf(why, sizeof(why), "%u denied calls in a row",
 			 ctr->denials);
 		gate_end_attempt(spd->sessions, session, "POLICY-DENIED", why);
-		rpc_call_error(c, RPC_E_ATTEMPT_ENDED,
-			       json_pack("{s:s, s:s}", "rule", rule, "reason",
-					 reason),
-			       "%s (%s); %s: the session's attempt ended",
-			       reason, rule, why);
+		rpc_call_error(
+		    c, RPC_E_ATTEMPT_ENDED,
+		    json_pack("{s:s, s:s}", "rule", rule, "reason", reason),
+		    "%s (%s); %s: the session's attempt ended", reason, rule,
+		    why);
 		return;
 	}
 	if (c)
-		rpc_call_error(c, code,
-			       json_pack("{s:s, s:s}", "rule", rule, "reason",
-					 reason),
-			       "%s (%s)", reason, rule);
+		rpc_call_error(
+		    c, code,
+		    json_pack("{s:s, s:s}", "rule", rule, "reason", reason),
+		    "%s (%s)", reason, rule);
 }
 
 static json_t *object_json(const struct gate_call *g,
@@ -290,8 +290,8 @@ static void on_waiter_gone(void *data)
 	pending_refuse(data, "the client went away");
 }
 
-void gate_check(struct rpc_call *c, const struct gate_call *g, gate_cont_fn cont,
-		gate_drop_fn drop, void *data)
+void gate_check(struct rpc_call *c, const struct gate_call *g,
+		gate_cont_fn cont, gate_drop_fn drop, void *data)
 {
 	struct spd *spd = rpc_call_spd(c);
 	struct approvals *ap = spd->approvals;
@@ -342,13 +342,15 @@ void gate_check(struct rpc_call *c, const struct gate_call *g, gate_cont_fn cont
 
 		argv = calloc(n + 1, sizeof(*argv));
 		argv_len = calloc(n + 1, sizeof(*argv_len));
-		env_owned = calloc(json_object_size(g->env) + 1, sizeof(char *));
+		env_owned =
+		    calloc(json_object_size(g->env) + 1, sizeof(char *));
 		env = calloc(json_object_size(g->env) + 1, sizeof(*env));
 		if (!argv || !argv_len || !env_owned || !env)
 			goto oom;
 		for (size_t i = 0; i < n; i++) {
 			argv[i] = json_string_value(json_array_get(g->argv, i));
-			argv_len[i] = json_string_length(json_array_get(g->argv, i));
+			argv_len[i] =
+			    json_string_length(json_array_get(g->argv, i));
 			if (!argv[i])
 				argv[i] = "";
 		}
@@ -391,9 +393,10 @@ void gate_check(struct rpc_call *c, const struct gate_call *g, gate_cont_fn cont
 	object = object_json(g, &res);
 	if (!object)
 		goto oom;
-	rpc_call_set_detail(c, json_pack("{s:s, s:s, s:s}", "decision",
-					 policy_decision_name(res.decision),
-					 "rule", res.rule, "reason", res.reason));
+	rpc_call_set_detail(c,
+			    json_pack("{s:s, s:s, s:s}", "decision",
+				      policy_decision_name(res.decision),
+				      "rule", res.rule, "reason", res.reason));
 	switch (res.decision) {
 	case POLICY_BAD_REQUEST:
 		rpc_call_error(c, RPC_E_BAD_PARAMS,
@@ -405,13 +408,13 @@ void gate_check(struct rpc_call *c, const struct gate_call *g, gate_cont_fn cont
 		/* A path that leaves the workspace has its own code. */
 		deny(ap, c, g->session_id, res.rule, res.reason, object,
 		     strcmp(res.rule, "deny.path.outside") == 0
-			     ? RPC_E_PATH_ESCAPE
-			     : RPC_E_POLICY_DENIED);
+			 ? RPC_E_PATH_ESCAPE
+			 : RPC_E_POLICY_DENIED);
 		drop(data);
 		goto out;
 	case POLICY_ALLOW: {
 		struct counter *ctr =
-			g->session_id ? counter_of(ap, g->session_id) : NULL;
+		    g->session_id ? counter_of(ap, g->session_id) : NULL;
 		if (ctr)
 			ctr->denials = 0;
 		cont(c, data);
@@ -440,12 +443,12 @@ void gate_check(struct rpc_call *c, const struct gate_call *g, gate_cont_fn cont
 	}
 	if (take_grant(ap, session, key)) {
 		struct counter *ctr =
-			g->session_id ? counter_of(ap, g->session_id) : NULL;
+		    g->session_id ? counter_of(ap, g->session_id) : NULL;
 		if (ctr)
 			ctr->denials = 0;
-		journal_decision(spd, session, "approval.used", res.rule,
-				 "a person's grant for this exact call, used once",
-				 object);
+		journal_decision(
+		    spd, session, "approval.used", res.rule,
+		    "a person's grant for this exact call, used once", object);
 		cont(c, data);
 		goto out;
 	}
@@ -493,13 +496,13 @@ void gate_check(struct rpc_call *c, const struct gate_call *g, gate_cont_fn cont
 					json_incref(note));
 		json_decref(note);
 		if (!wait) {
-			rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
-				       json_pack("{s:I, s:s, s:s}", "approval",
-						 (json_int_t)p->id, "rule",
-						 res.rule, "reason", res.reason),
-				       "%s (%s): approval %" PRIu64
-				       " is pending",
-				       res.reason, res.rule, p->id);
+			rpc_call_error(
+			    c, RPC_E_NEEDS_APPROVAL,
+			    json_pack("{s:I, s:s, s:s}", "approval",
+				      (json_int_t)p->id, "rule", res.rule,
+				      "reason", res.reason),
+			    "%s (%s): approval %" PRIu64 " is pending",
+			    res.reason, res.rule, p->id);
 			drop(data);
 			goto out;
 		}
@@ -645,8 +648,8 @@ void m_approval_decide(struct rpc_call *c)
 			if (ctr && ++ctr->denials >= GATE_DENIALS_MAX &&
 			    ap->spd->sessions)
 				gate_end_attempt(ap->spd->sessions, session,
-						    "POLICY-DENIED",
-						    "three denied calls in a row");
+						 "POLICY-DENIED",
+						 "three denied calls in a row");
 		}
 		if (waiter) {
 			rpc_call_error(waiter, RPC_E_APPROVAL_REFUSED, NULL,

@@ -36,9 +36,9 @@ struct rpc_call;
 /* One call to judge.  Strings and JSON are borrowed. */
 struct gate_call {
 	enum policy_call_kind kind;
-	json_t *argv;          /* EXEC: array of strings */
-	json_t *env;           /* EXEC: object NAME → string, or NULL */
-	const char *cwd;       /* EXEC: absolute or NULL (the workspace) */
+	json_t *argv;	 /* EXEC: array of strings */
+	json_t *env;	 /* EXEC: object NAME → string, or NULL */
+	const char *cwd; /* EXEC: absolute or NULL (the workspace) */
 	enum policy_net net;
 	const char *path;      /* READ / WRITE */
 	const char *path2;     /* WRITE: fs.move's destination, or NULL */
@@ -59,8 +59,8 @@ typedef void (*gate_drop_fn)(void *data);
  * BAD-REQUEST.  The request's "wait" param (default true) says whether an
  * ask waits for the decision; "yes" (operator only) approves an ask.
  */
-void gate_check(struct rpc_call *c, const struct gate_call *g, gate_cont_fn cont,
-		gate_drop_fn drop, void *data);
+void gate_check(struct rpc_call *c, const struct gate_call *g,
+		gate_cont_fn cont, gate_drop_fn drop, void *data);
 
 /* The configuration for a workspace: built-ins, the operator's spd.conf,
  * the project's .spd.conf.  Returns 0 and *ret, or -errno with *ret_what

@@ -14,7 +14,6 @@
 static int log_fd = 2;
 static const struct redact_set *log_redact;
 
-
 int log_open(const char *path)
 {
 	int fd;
@@ -47,10 +46,12 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	if (log_redact) {
-		if (redact_buf(log_redact, msg, strlen(msg), &red, &redlen) >= 0)
+		if (redact_buf(log_redact, msg, strlen(msg), &red, &redlen) >=
+		    0)
 			snprintf(msg, sizeof(msg), "%s", red);
 		else /* never log what could not be checked */
-			snprintf(msg, sizeof(msg), "[withheld: redaction failed]");
+			snprintf(msg, sizeof(msg),
+				 "[withheld: redaction failed]");
 		free(red);
 	}
 	gettimeofday(&tv, NULL);

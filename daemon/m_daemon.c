@@ -12,7 +12,7 @@ void m_auth(struct rpc_call *c)
 	const struct rpc_principal *p = rpc_call_principal(c);
 
 	rpc_call_reply(c, json_pack("{s:s, s:s?}", "principal",
-				    p->operator ? "operator" : "agent",
+				    p->operator? "operator" : "agent",
 				    "session", p->session_id));
 }
 
@@ -27,17 +27,16 @@ void m_daemon_status(struct rpc_call *c)
 	uint64_t now = uv_hrtime() / 1000;
 	json_t *res;
 
-	res = json_pack("{s:s, s:i, s:I, s:i, s:{s:I, s:I}, s:s, s:s}",
-			"version", SPD_VERSION, "pid", (int)getpid(),
-			"uptime_s", (json_int_t)((now - spd->started_us) / 1000000),
-			"connections", (int)server_connections(spd->server),
-			"journal", "events",
-			(json_int_t)journal_count(spd->journal), "bytes",
-			(json_int_t)journal_size_bytes(spd->journal),
-			"socket", spd->paths.socket_path, "sandbox_mode",
-			spd->config.sandbox_mode == SPD_SANDBOX_REQUIRED
-				? "required"
-				: "best-effort");
+	res = json_pack(
+	    "{s:s, s:i, s:I, s:i, s:{s:I, s:I}, s:s, s:s}", "version",
+	    SPD_VERSION, "pid", (int)getpid(), "uptime_s",
+	    (json_int_t)((now - spd->started_us) / 1000000), "connections",
+	    (int)server_connections(spd->server), "journal", "events",
+	    (json_int_t)journal_count(spd->journal), "bytes",
+	    (json_int_t)journal_size_bytes(spd->journal), "socket",
+	    spd->paths.socket_path, "sandbox_mode",
+	    spd->config.sandbox_mode == SPD_SANDBOX_REQUIRED ? "required"
+							     : "best-effort");
 	if (spd->status_extra)
 		spd->status_extra(spd, res);
 	rpc_call_reply(c, res);

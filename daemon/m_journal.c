@@ -82,13 +82,12 @@ static void verify_done(void *data, const struct journal_verify_result *r)
 	struct rpc_call *c = data;
 
 	rpc_call_set_summary(c, "%s", r->ok ? "intact" : r->reason);
-	rpc_call_reply(c, json_pack("{s:b, s:I, s:o?, s:s?, s:s?}", "ok", r->ok,
-				    "checked", (json_int_t)r->checked,
-				    "first_bad_id",
-				    r->ok ? NULL
-					  : json_integer(r->first_bad_id),
-				    "reason", r->ok ? NULL : r->reason,
-				    "detail", r->ok ? NULL : r->detail));
+	rpc_call_reply(
+	    c, json_pack("{s:b, s:I, s:o?, s:s?, s:s?}", "ok", r->ok, "checked",
+			 (json_int_t)r->checked, "first_bad_id",
+			 r->ok ? NULL : json_integer(r->first_bad_id), "reason",
+			 r->ok ? NULL : r->reason, "detail",
+			 r->ok ? NULL : r->detail));
 }
 
 void m_journal_verify(struct rpc_call *c)

@@ -36,10 +36,10 @@
 /* A run's base environment: what build tools need and nothing of spd's
  * own (which holds provider keys). */
 static const char *const base_env[] = {
-	"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-	"LANG=C.UTF-8",
-	"TERM=dumb",
-	NULL,
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG=C.UTF-8",
+    "TERM=dumb",
+    NULL,
 };
 
 struct strv {
@@ -147,7 +147,7 @@ static void send_output(struct rpc_call *c, int stream, const char *buf,
 		json_object_set_new(p, "data", json_stringn(buf, len));
 	} else {
 		size_t blen = sodium_base64_encoded_len(
-			len, sodium_base64_VARIANT_ORIGINAL);
+		    len, sodium_base64_VARIANT_ORIGINAL);
 		char *b64 = malloc(blen);
 		if (!b64) {
 			json_decref(p);
@@ -192,13 +192,12 @@ static void on_done(void *data, const struct sbx_result *r)
 	json_t *detail;
 
 	outf_finish(&rc->outf, c);
-	detail = json_pack("{s:O, s:s, s:s, s:s, s:I, s:b, s:o}", "argv",
-			   rc->argv_json, "workspace", rc->workspace, "net",
-			   rc->net_name, "mode",
-			   rc->best_effort ? "best-effort" : "required",
-			   "duration_ms", (json_int_t)(r->duration_us / 1000),
-			   "timed_out", r->timed_out, "warnings",
-			   warnings_json(r->warnings));
+	detail = json_pack(
+	    "{s:O, s:s, s:s, s:s, s:I, s:b, s:o}", "argv", rc->argv_json,
+	    "workspace", rc->workspace, "net", rc->net_name, "mode",
+	    rc->best_effort ? "best-effort" : "required", "duration_ms",
+	    (json_int_t)(r->duration_us / 1000), "timed_out", r->timed_out,
+	    "warnings", warnings_json(r->warnings));
 	if (r->term_signal)
 		json_object_set_new(detail, "signal",
 				    json_integer(r->term_signal));
@@ -225,26 +224,25 @@ static void on_done(void *data, const struct sbx_result *r)
 		else if (strcmp(r->error_code, "BAD-REQUEST") == 0)
 			e = RPC_E_BAD_PARAMS;
 		rpc_call_set_summary(c, "refused: %s",
-				     r->error_msg ? r->error_msg : r->error_code);
+				     r->error_msg ? r->error_msg
+						  : r->error_code);
 		rpc_call_error(c, e, NULL, "%s",
 			       r->error_msg ? r->error_msg : r->error_code);
 	} else {
 		if (r->term_signal)
-			rpc_call_set_summary(c, "killed by signal %d%s",
-					     r->term_signal,
-					     r->timed_out ? " at the deadline"
-							  : "");
+			rpc_call_set_summary(
+			    c, "killed by signal %d%s", r->term_signal,
+			    r->timed_out ? " at the deadline" : "");
 		else
 			rpc_call_set_summary(c, "exit %d", r->exit_code);
 		json_t *res = json_pack(
-			"{s:i, s:b, s:b, s:I, s:{s:I, s:I}, s:o}",
-				  "exit_code", r->exit_code, "timed_out", r->timed_out,
-				  "cancelled", r->cancelled, "duration_ms",
-				  (json_int_t)(r->duration_us / 1000),
-				  "bytes_dropped", "stdout",
-				  (json_int_t)r->bytes_dropped[0], "stderr",
-				  (json_int_t)r->bytes_dropped[1], "warnings",
-				  warnings_json(r->warnings));
+		    "{s:i, s:b, s:b, s:I, s:{s:I, s:I}, s:o}", "exit_code",
+		    r->exit_code, "timed_out", r->timed_out, "cancelled",
+		    r->cancelled, "duration_ms",
+		    (json_int_t)(r->duration_us / 1000), "bytes_dropped",
+		    "stdout", (json_int_t)r->bytes_dropped[0], "stderr",
+		    (json_int_t)r->bytes_dropped[1], "warnings",
+		    warnings_json(r->warnings));
 		if (r->term_signal)
 			json_object_set_new(res, "signal",
 					    json_integer(r->term_signal));
@@ -374,7 +372,8 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		}
 	}
 	if (json_object_size(req->env) > RUN_ENV_MAX) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "env: too many entries");
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "env: too many entries");
 		goto out;
 	}
 	json_object_foreach(req->env, key, v)
@@ -393,13 +392,15 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		/* Secret-looking names never reach a run, whoever asks;
 		 * the run is told by their absence, the journal records
 		 * only the name. */
-		if (envscrub_entry_drop(e, (const char *const *)spd->secret_values))
+		if (envscrub_entry_drop(
+			e, (const char *const *)spd->secret_values))
 			log_info("run: dropped environment variable %s", key);
 		else
 			strv_push(&env, e);
 		free(e);
 	}
-	if (strv_from_json(req->writable, RUN_WRITABLE_MAX, &writable, &why) < 0) {
+	if (strv_from_json(req->writable, RUN_WRITABLE_MAX, &writable, &why) <
+	    0) {
 		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "writable: %s", why);
 		goto out;
 	}
@@ -426,7 +427,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	rc->spd = spd;
 	rc->argv_json = json_incref(req->argv);
 	rc->workspace = strdup(req->workspace);
-	rc->net_name = req->net == SBX_NET_HOST       ? "host"
+	rc->net_name = req->net == SBX_NET_HOST	      ? "host"
 		       : req->net == SBX_NET_LOOPBACK ? "loopback"
 						      : "none";
 	rc->best_effort = req->best_effort;
@@ -452,15 +453,15 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	{
 		/* A run that cannot be journaled does not run: the journal
 		 * is the record the operator audits afterwards. */
-		json_t *d = json_pack("{s:O, s:s, s:s}", "argv", req->argv,
-				      "workspace", req->workspace, "net",
-				      rc->net_name);
+		json_t *d =
+		    json_pack("{s:O, s:s, s:s}", "argv", req->argv, "workspace",
+			      req->workspace, "net", rc->net_name);
 		char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
 		int64_t jr = journal_append(
-			spd->journal, req->session_id,
-			rpc_call_principal(c)->operator ? "operator" : "agent",
-			"run.start", json_string_value(json_array_get(req->argv, 0)),
-			text);
+		    spd->journal, req->session_id,
+		    rpc_call_principal(c)->operator? "operator" : "agent",
+		    "run.start",
+		    json_string_value(json_array_get(req->argv, 0)), text);
 		free(text);
 		json_decref(d);
 		if (jr < 0) {
@@ -469,10 +470,11 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 			free(rc->workspace);
 			free(rc);
 			rc = NULL;
-			rpc_call_error(c, RPC_E_INTERNAL, NULL,
-				       "the journal cannot record the run (%s); "
-				       "not running it",
-				       strerror((int)-jr));
+			rpc_call_error(
+			    c, RPC_E_INTERNAL, NULL,
+			    "the journal cannot record the run (%s); "
+			    "not running it",
+			    strerror((int)-jr));
 			r = -EIO;
 			goto out;
 		}
@@ -485,10 +487,10 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		free(rc->workspace);
 		free(rc);
 		rc = NULL;
-		rpc_call_error(c, r == -EINVAL ? RPC_E_BAD_PARAMS : RPC_E_INTERNAL,
-			       NULL, "cannot start the run: %s",
-			       r == -SPD_ETOOBIG ? "request too large"
-						 : strerror(-r));
+		rpc_call_error(
+		    c, r == -EINVAL ? RPC_E_BAD_PARAMS : RPC_E_INTERNAL, NULL,
+		    "cannot start the run: %s",
+		    r == -SPD_ETOOBIG ? "request too large" : strerror(-r));
 		goto out;
 	}
 	rpc_call_on_gone(c, on_gone, rc);
@@ -551,9 +553,8 @@ void m_cmd_run(struct rpc_call *c)
 	req.argv = json_object_get(p, "argv");
 	req.env = json_object_get(p, "env");
 	req.writable = json_object_get(p, "writable");
-	rpc_call_set_summary(c, "%s",
-			     json_string_value(json_array_get(req.argv, 0))
-				     ?: "?");
+	rpc_call_set_summary(
+	    c, "%s", json_string_value(json_array_get(req.argv, 0)) ?: "?");
 	if ((v = json_object_get(p, "net")))
 		net = json_string_value(v);
 	if (strcmp(net, "none") == 0)
@@ -674,14 +675,14 @@ void m_cmd_run(struct rpc_call *c)
 	req.done_cancel = NULL;
 	gate_check(c,
 		   &(struct gate_call){
-			   .kind = POLICY_CALL_EXEC,
-			   .argv = req.argv,
-			   .env = req.env,
-			   .cwd = pr->req.cwd,
-			   .net = (enum policy_net)req.net,
-			   .workspace = pr->req.workspace,
-			   .in_place = req.in_place,
-			   .session_id = req.session_id,
+		       .kind = POLICY_CALL_EXEC,
+		       .argv = req.argv,
+		       .env = req.env,
+		       .cwd = pr->req.cwd,
+		       .net = (enum policy_net)req.net,
+		       .workspace = pr->req.workspace,
+		       .in_place = req.in_place,
+		       .session_id = req.session_id,
 		   },
 		   run_allowed, run_refused, pr);
 	return;
@@ -735,13 +736,17 @@ json_t *run_layers_json(const struct sbx_layers *l)
 	json_t *ll = layer(l->landlock_abi > 0, l->landlock_why, true);
 
 	json_object_set_new(ll, "abi", json_integer(l->landlock_abi));
-	json_object_set_new(o, "user_namespaces", layer(l->userns, l->userns_why, true));
+	json_object_set_new(o, "user_namespaces",
+			    layer(l->userns, l->userns_why, true));
 	json_object_set_new(o, "landlock", ll);
-	json_object_set_new(o, "seccomp", layer(l->seccomp, l->seccomp_why, true));
-	json_object_set_new(o, "cgroup2", layer(l->cgroup2, l->cgroup2_why, false));
+	json_object_set_new(o, "seccomp",
+			    layer(l->seccomp, l->seccomp_why, true));
+	json_object_set_new(o, "cgroup2",
+			    layer(l->cgroup2, l->cgroup2_why, false));
 	json_object_set_new(o, "tiocsti_disabled",
 			    layer(l->tiocsti_disabled, l->tiocsti_why, false));
-	json_object_set_new(o, "idmapped_mounts",
-			    layer(l->idmap_mounts, l->idmap_why, geteuid() == 0));
+	json_object_set_new(
+	    o, "idmapped_mounts",
+	    layer(l->idmap_mounts, l->idmap_why, geteuid() == 0));
 	return o;
 }

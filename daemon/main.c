@@ -38,27 +38,29 @@ static int exit_code;
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: spd [--foreground] [--sandboxd PATH]\n"
-		"       spd --verify-journal | --version | --help\n"
-		"\n"
-		"The spd broker daemon: owns provider keys, policy, sessions and\n"
-		"the journal, and runs every command an agent asks for in the\n"
-		"sandbox.  Clients (spctl) talk to it over a Unix socket.\n"
-		"\n"
-		"  --foreground   stay attached; log to stderr (systemd, tests)\n"
-		"                 otherwise spd detaches once it is ready and\n"
-		"                 logs to $SPD_STATE_DIR/spd.log\n"
-		"  --sandboxd P   the sandboxd binary (default: next to spd)\n"
-		"  --verify-journal  check the journal's hash chain without\n"
-		"                 starting (exit 1 when broken)\n"
-		"\n"
-		"Directories (environment): SPD_CONFIG_DIR, SPD_STATE_DIR,\n"
-		"SPD_RUNTIME_DIR; defaults under XDG_CONFIG_HOME, XDG_STATE_HOME,\n"
-		"XDG_RUNTIME_DIR (else /tmp/spd-$UID).\n");
+	fprintf(
+	    f,
+	    "usage: spd [--foreground] [--sandboxd PATH]\n"
+	    "       spd --verify-journal | --version | --help\n"
+	    "\n"
+	    "The spd broker daemon: owns provider keys, policy, sessions and\n"
+	    "the journal, and runs every command an agent asks for in the\n"
+	    "sandbox.  Clients (spctl) talk to it over a Unix socket.\n"
+	    "\n"
+	    "  --foreground   stay attached; log to stderr (systemd, tests)\n"
+	    "                 otherwise spd detaches once it is ready and\n"
+	    "                 logs to $SPD_STATE_DIR/spd.log\n"
+	    "  --sandboxd P   the sandboxd binary (default: next to spd)\n"
+	    "  --verify-journal  check the journal's hash chain without\n"
+	    "                 starting (exit 1 when broken)\n"
+	    "\n"
+	    "Directories (environment): SPD_CONFIG_DIR, SPD_STATE_DIR,\n"
+	    "SPD_RUNTIME_DIR; defaults under XDG_CONFIG_HOME, XDG_STATE_HOME,\n"
+	    "XDG_RUNTIME_DIR (else /tmp/spd-$UID).\n");
 }
 
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
 {
 	va_list ap;
@@ -85,7 +87,8 @@ static void dir_or_die(const char *what, const char *dir)
 		    "it",
 		    what, dir);
 	if (r == -EACCES)
-		die("%s directory %s is accessible to other users (mode must be "
+		die("%s directory %s is accessible to other users (mode must "
+		    "be "
 		    "0700); fix it with: chmod 700 %s",
 		    what, dir, dir);
 	if (r == -ENOTDIR)
@@ -196,9 +199,9 @@ static void on_hup(uv_signal_t *h, int signum)
 
 	if (secrets_load(&spd, err, sizeof(err)) < 0) {
 		log_error("SIGHUP: secrets not reloaded: %s", err);
-		journal_append(spd.journal, NULL, "spd", "secrets.reload",
-			       "reload refused; the previous secrets stay in force",
-			       NULL);
+		journal_append(
+		    spd.journal, NULL, "spd", "secrets.reload",
+		    "reload refused; the previous secrets stay in force", NULL);
 		return;
 	}
 	log_set_redact(spd.redact);
@@ -295,12 +298,12 @@ static int listen_fd_from_systemd(void)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"foreground", no_argument, NULL, 'f'},
-		{"sandboxd", required_argument, NULL, 's'},
-		{"version", no_argument, NULL, 'V'},
-		{"verify-journal", no_argument, NULL, 'J'},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"foreground", no_argument, NULL, 'f'},
+	    {"sandboxd", required_argument, NULL, 's'},
+	    {"version", no_argument, NULL, 'V'},
+	    {"verify-journal", no_argument, NULL, 'J'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	char errbuf[512] = "";
 	int c, r, pidfd, listen_fd;
@@ -363,7 +366,8 @@ int main(int argc, char **argv)
 	pidfd = take_pid_lock(spd.paths.pid_path);
 	r = auth_load_or_create_token(spd.paths.token_path, spd.operator_token);
 	if (r == -EPERM)
-		die("operator token %s must be a regular file owned by you with "
+		die("operator token %s must be a regular file owned by you "
+		    "with "
 		    "mode 0600",
 		    spd.paths.token_path);
 	if (r < 0)

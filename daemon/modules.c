@@ -68,7 +68,8 @@ int modules_start(struct spd *spd, char *errbuf, size_t errlen)
 	}
 	r = agent_start(spd);
 	if (r < 0) {
-		snprintf(errbuf, errlen, "cannot open the session store in %s: %s",
+		snprintf(errbuf, errlen,
+			 "cannot open the session store in %s: %s",
 			 spd->paths.state_dir, strerror(-r));
 		return r;
 	}

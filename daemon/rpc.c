@@ -39,9 +39,8 @@ static bool kind_ok(json_t *v, enum rpc_kind k)
 
 static const char *kind_name(enum rpc_kind k)
 {
-	static const char *const names[] = {"a string", "an integer",
-					    "a boolean", "an array",
-					    "an object"};
+	static const char *const names[] = {
+	    "a string", "an integer", "a boolean", "an array", "an object"};
 	return names[k];
 }
 
@@ -109,12 +108,14 @@ int rpc_parse(const char *frame, size_t len, struct rpc_request *ret,
 	}
 	v = json_object_get(root, "jsonrpc");
 	if (!json_is_string(v) || strcmp(json_string_value(v), "2.0") != 0) {
-		r = fail(e, RPC_E_BAD_REQUEST, id, "\"jsonrpc\" must be \"2.0\"");
+		r = fail(e, RPC_E_BAD_REQUEST, id,
+			 "\"jsonrpc\" must be \"2.0\"");
 		goto out;
 	}
 	v = json_object_get(root, "method");
 	if (!json_is_string(v)) {
-		r = fail(e, RPC_E_BAD_REQUEST, id, "\"method\" must be a string");
+		r = fail(e, RPC_E_BAD_REQUEST, id,
+			 "\"method\" must be a string");
 		goto out;
 	}
 	method = json_string_value(v);
@@ -225,8 +226,8 @@ char *rpc_format_error(json_t *id, enum rpc_error code, const char *message,
 char *rpc_format_notification(const char *method, json_t *params,
 			      size_t *ret_len)
 {
-	json_t *o = json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
-			      method, "params",
-			      params ? params : json_object());
+	json_t *o =
+	    json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method,
+		      "params", params ? params : json_object());
 	return o ? dump_line(o, ret_len) : NULL;
 }

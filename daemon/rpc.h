@@ -12,10 +12,10 @@
 #include "proto/rpc.h"
 
 struct rpc_request {
-	json_t *id;     /* string, integer or null; NULL for a notification */
-	int method;     /* enum rpc_method */
+	json_t *id;	/* string, integer or null; NULL for a notification */
+	int method;	/* enum rpc_method */
 	json_t *params; /* object, never NULL; "token" removed */
-	char *token;    /* malloc'd copy of params.token, or NULL */
+	char *token;	/* malloc'd copy of params.token, or NULL */
 };
 
 /* Why a frame was refused: the error to send (with id, when known). */

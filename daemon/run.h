@@ -17,18 +17,18 @@ struct sbx_result;
 
 /* What to run; borrowed by run_start(), which copies what it keeps. */
 struct run_request {
-	json_t *argv;     /* array of strings */
-	json_t *env;      /* object NAME → string, or NULL */
+	json_t *argv;	  /* array of strings */
+	json_t *env;	  /* object NAME → string, or NULL */
 	json_t *writable; /* array of absolute paths, or NULL */
 	const char *workspace;
 	const char *cwd; /* NULL: the workspace */
-	int net;         /* enum sbx_net */
+	int net;	 /* enum sbx_net */
 	uint32_t timeout_ms;
 	bool best_effort;
-	char *const *hidden;      /* extra unreadable paths, or NULL */
-	char *const *readonly;    /* read-only inside the workspace, or NULL */
+	char *const *hidden;	  /* extra unreadable paths, or NULL */
+	char *const *readonly;	  /* read-only inside the workspace, or NULL */
 	char *const *empty_files; /* read as empty, or NULL */
-	char *owned_workspace;    /* freed by cmd.run (set by run_prepare) */
+	char *owned_workspace;	  /* freed by cmd.run (set by run_prepare) */
 	/* Called with the result before the reply (sessions re-hash their
 	 * guarded inputs here).  Returns 0, or an enum rpc_error with a
 	 * sentence in msg: the call then ends with that error instead (a
@@ -38,8 +38,8 @@ struct run_request {
 	void *done_data;
 	/* Releases done_data when the run never starts (refused). */
 	void (*done_cancel)(void *data);
-	bool in_place;           /* set by run_prepare for in-place sessions */
-	const char *session_id;  /* set by run_prepare: the session, or NULL */
+	bool in_place;		/* set by run_prepare for in-place sessions */
+	const char *session_id; /* set by run_prepare: the session, or NULL */
 };
 
 void m_cmd_run(struct rpc_call *c);

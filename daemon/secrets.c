@@ -69,7 +69,8 @@ static int gen_add(struct secrets *g, struct redact_builder *b,
 		snprintf(errbuf, errlen,
 			 "%s: %s cannot be registered for redaction (%s)",
 			 source, name,
-			 r == -EINVAL ? "shorter than 8 characters or a bad name"
+			 r == -EINVAL
+			     ? "shorter than 8 characters or a bad name"
 			 : r == -E2BIG ? "longer than 8 KiB"
 				       : strerror(-r));
 		return r;
@@ -122,11 +123,12 @@ static int read_private(const char *path, bool must_be_private, char **ret,
 	 * start rather than bless them. */
 	if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
 	    (must_be_private && (st.st_mode & 077))) {
-		snprintf(errbuf, errlen,
-			 "%s must be a regular file owned by you with mode 0600 "
-			 "(it is %04o, owner uid %u): chmod 600 %s",
-			 path, (unsigned)(st.st_mode & 07777),
-			 (unsigned)st.st_uid, path);
+		snprintf(
+		    errbuf, errlen,
+		    "%s must be a regular file owned by you with mode 0600 "
+		    "(it is %04o, owner uid %u): chmod 600 %s",
+		    path, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+		    path);
 		return -EPERM;
 	}
 	if (st.st_size > SECRETS_FILE_MAX) {
@@ -246,10 +248,11 @@ static int load_key_file(const char *path, struct secrets *g,
 		for (const char *p = base; *p && k < sizeof(name) - 8; p++)
 			name[k++] = (isalnum((unsigned char)*p) || *p == '.' ||
 				     *p == '-' || *p == '_')
-					    ? *p
-					    : '_';
+					? *p
+					: '_';
 		snprintf(name + k, sizeof(name) - k, ".%d", lineno);
-		snprintf(src, sizeof(src), "key file %s, line %d", path, lineno);
+		snprintf(src, sizeof(src), "key file %s, line %d", path,
+			 lineno);
 		r = gen_add(g, b, name, line, n, src, errbuf, errlen);
 		if (r < 0)
 			break;
@@ -341,9 +344,9 @@ json_t *secrets_list_json(struct spd *spd)
 
 	for (size_t i = 0; g && i < g->n; i++)
 		json_array_append_new(
-			a, json_pack("{s:s, s:s, s:s}", "name", g->meta[i].name,
-				     "source", g->meta[i].source,
-				     "fingerprint", g->meta[i].fingerprint));
+		    a, json_pack("{s:s, s:s, s:s}", "name", g->meta[i].name,
+				 "source", g->meta[i].source, "fingerprint",
+				 g->meta[i].fingerprint));
 	return a;
 }
 
@@ -387,6 +390,8 @@ void m_secrets_reload(struct rpc_call *c)
 		return;
 	}
 	log_set_redact(spd->redact);
-	rpc_call_set_summary(c, "%zu secrets", spd->secrets ? spd->secrets->n : 0);
-	rpc_call_reply(c, json_pack("{s:o}", "secrets", secrets_list_json(spd)));
+	rpc_call_set_summary(c, "%zu secrets",
+			     spd->secrets ? spd->secrets->n : 0);
+	rpc_call_reply(c,
+		       json_pack("{s:o}", "secrets", secrets_list_json(spd)));
 }

@@ -24,7 +24,7 @@ struct conn;
 
 struct rpc_call {
 	struct spd *spd;
-	struct conn *conn; /* NULL once the client has gone */
+	struct conn *conn;	      /* NULL once the client has gone */
 	struct rpc_call *next, *prev; /* in conn->calls */
 	enum rpc_method method;
 	json_t *id; /* NULL for a notification */
@@ -190,8 +190,7 @@ static void send_error(struct conn *c, json_t *id, enum rpc_error e,
 
 /* ---- journaling of requests ----------------------------------------- */
 
-static const char *actor_of(const struct rpc_principal *p, char *buf,
-			    size_t n)
+static const char *actor_of(const struct rpc_principal *p, char *buf, size_t n)
 {
 	if (p->operator)
 		snprintf(buf, n, "operator");
@@ -215,7 +214,8 @@ static void journal_request(struct spd *spd, const struct rpc_principal *who,
 		goto out;
 	json_object_set_new(d, "method", json_string(method ? method : "-"));
 	json_object_set_new(d, "outcome", json_string(outcome));
-	json_object_set_new(d, "duration_us", json_integer((json_int_t)(dur_ns / 1000)));
+	json_object_set_new(d, "duration_us",
+			    json_integer((json_int_t)(dur_ns / 1000)));
 	json_object_set_new(d, "peer_uid", json_integer(who->peer_uid));
 	json_object_set_new(d, "peer_pid", json_integer(who->peer_pid));
 	text = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
@@ -392,7 +392,7 @@ static int authenticate(struct conn *c, const char *token,
 	char *sid = NULL;
 
 	if (token && auth_token_equal(spd->operator_token, token)) {
-		who->operator = true;
+		who->operator= true;
 		return 0;
 	}
 	if (token && spd->session_auth &&
@@ -402,7 +402,7 @@ static int authenticate(struct conn *c, const char *token,
 		return 0;
 	}
 	if (!token && c->authed_operator) {
-		who->operator = true;
+		who->operator= true;
 		return 0;
 	}
 	if (!token && c->authed_session) {
@@ -664,7 +664,8 @@ int server_start(struct spd *spd, const char *path, int listen_fd,
 		if (r < 0)
 			goto fail;
 	} else {
-		if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path)) {
+		if (strlen(path) >=
+		    sizeof(((struct sockaddr_un *)0)->sun_path)) {
 			r = -ENAMETOOLONG;
 			goto fail;
 		}
@@ -785,7 +786,8 @@ static void follower_send(struct follower *f, const struct journal_event *evs,
 		f->last_sent = evs[i].id;
 		if (f->kind && (!evs[i].kind || strcmp(f->kind, evs[i].kind)))
 			continue;
-		rpc_call_notify(f->call, "journal.event", server_event_json(&evs[i]));
+		rpc_call_notify(f->call, "journal.event",
+				server_event_json(&evs[i]));
 	}
 }
 
@@ -816,7 +818,8 @@ static void follower_pump(struct follower *f)
 				    .limit = JOURNAL_QUERY_LIMIT_MAX};
 
 	f->catching_up = true;
-	if (journal_query(f->call->spd->journal, &jf, follower_query_done, f) < 0)
+	if (journal_query(f->call->spd->journal, &jf, follower_query_done, f) <
+	    0)
 		f->catching_up = false;
 }
 

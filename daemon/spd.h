@@ -32,7 +32,7 @@ struct spd_config {
 	enum spd_sandbox_mode sandbox_mode;
 	uid_t run_uid; /* when spd runs as root: the unprivileged run uid */
 	gid_t run_gid;
-	char **writable; /* extra writable paths the operator lists */
+	char **writable;  /* extra writable paths the operator lists */
 	char **key_files; /* [secrets] file = PATH: files of keys */
 	size_t output_cap;
 	uint32_t default_timeout_ms;

@@ -7,7 +7,7 @@ static const struct {
 	const char *code;
 	int number;
 } errors[] = {
-#define SPD_ERROR(id, code, num) [RPC_E_##id] = { code, num },
+#define SPD_ERROR(id, code, num) [RPC_E_##id] = {code, num},
 #define SPD_METHOD(id, name, who)
 #define SPD_PARAM(m, name, kind, req)
 #include "rpc.def"
@@ -21,7 +21,7 @@ static const struct {
 	enum rpc_who who;
 } methods[] = {
 #define SPD_ERROR(id, code, num)
-#define SPD_METHOD(id, name, who) [RPC_M_##id] = { name, RPC_WHO_##who },
+#define SPD_METHOD(id, name, who) [RPC_M_##id] = {name, RPC_WHO_##who},
 #define SPD_PARAM(m, name, kind, req)
 #include "rpc.def"
 #undef SPD_ERROR
@@ -34,7 +34,7 @@ static const struct {
 static const struct rpc_param_def params[] = {
 #define SPD_ERROR(id, code, num)
 #define SPD_METHOD(id, name, who)
-#define SPD_PARAM(m, n, k, r) { RPC_M_##m, n, RPC_KIND_##k, r },
+#define SPD_PARAM(m, n, k, r) {RPC_M_##m, n, RPC_KIND_##k, r},
 #include "rpc.def"
 #undef SPD_ERROR
 #undef SPD_METHOD

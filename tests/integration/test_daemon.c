@@ -56,7 +56,8 @@ START_TEST(test_ping_and_status)
 	int fd = test_spd_connect(&T);
 	char *r = test_call(&T, fd, 7, "daemon.ping", NULL, true);
 
-	ck_assert_str_eq(r, "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"pong\":true}}");
+	ck_assert_str_eq(
+	    r, "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"pong\":true}}");
 	free(r);
 	r = test_call(&T, fd, 8, "daemon.status", NULL, true);
 	ck_assert(has(r, "\"version\":\"0.1.0\""));
@@ -101,11 +102,12 @@ START_TEST(test_many_in_one_write)
 	bool seen[50] = {0};
 
 	for (int i = 0; i < 50; i++)
-		off += (size_t)snprintf(buf + off, sizeof(buf) - off,
-					"{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":"
-					"\"daemon.ping\",\"params\":{\"token\":"
-					"\"%s\"}}\n",
-					i, T.token);
+		off += (size_t)snprintf(
+		    buf + off, sizeof(buf) - off,
+		    "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":"
+		    "\"daemon.ping\",\"params\":{\"token\":"
+		    "\"%s\"}}\n",
+		    i, T.token);
 	test_send(fd, buf, off);
 	for (int i = 0; i < 50; i++) {
 		char *r = test_recv_line(fd, 5000);
@@ -139,30 +141,37 @@ static void expect_error(const char *frame, const char *num, const char *code)
 START_TEST(test_bad_frames)
 {
 	expect_error("this is not json\n", "-32700", "BAD-REQUEST");
-	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\"\n",
-		     "-32700", "BAD-REQUEST");
-	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.p\xc3\x28\"}\n",
-		     "-32700", "invalid UTF-8");
-	expect_error("[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\"}]\n",
-		     "-32600", "BAD-REQUEST");
+	expect_error(
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\"\n",
+	    "-32700", "BAD-REQUEST");
+	expect_error(
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.p\xc3\x28\"}\n",
+	    "-32700", "invalid UTF-8");
+	expect_error(
+	    "[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\"}]\n",
+	    "-32600", "BAD-REQUEST");
 	expect_error("42\n", "-32600", "BAD-REQUEST");
-	expect_error("{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"daemon.ping\"}\n",
-		     "-32600", "\"id\":1");
+	expect_error(
+	    "{\"jsonrpc\":\"1.0\",\"id\":1,\"method\":\"daemon.ping\"}\n",
+	    "-32600", "\"id\":1");
 	expect_error("{\"id\":1,\"method\":\"daemon.ping\"}\n", "-32600",
 		     "jsonrpc");
 	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"no.such\"}\n",
 		     "-32601", "BAD-REQUEST");
-	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"journal.query\","
-		     "\"params\":{\"limit\":\"ten\"}}\n",
-		     "-32602", "BAD-REQUEST");
-	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"journal.query\","
-		     "\"params\":{\"bogus\":1}}\n",
-		     "-32602", "BAD-REQUEST");
+	expect_error(
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"journal.query\","
+	    "\"params\":{\"limit\":\"ten\"}}\n",
+	    "-32602", "BAD-REQUEST");
+	expect_error(
+	    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"journal.query\","
+	    "\"params\":{\"bogus\":1}}\n",
+	    "-32602", "BAD-REQUEST");
 	expect_error("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"daemon.ping\","
 		     "\"params\":[1]}\n",
 		     "-32602", "BAD-REQUEST");
-	expect_error("{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"daemon.ping\"}\n",
-		     "-32600", "BAD-REQUEST");
+	expect_error(
+	    "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"daemon.ping\"}\n",
+	    "-32600", "BAD-REQUEST");
 }
 END_TEST
 
@@ -239,9 +248,12 @@ START_TEST(test_auth_refused_and_journaled)
 	/* Flush the journal by stopping spd, then read the file. */
 	ck_assert_int_eq(test_spd_stop(&T), 0);
 	dump = journal_dump();
-	ck_assert_msg(has(dump, "auth.refused|daemon.ping UNAUTHORIZED: a token is required"),
-		      "%s", dump);
-	ck_assert(has(dump, "auth.refused|daemon.ping UNAUTHORIZED: invalid token"));
+	ck_assert_msg(
+	    has(dump,
+		"auth.refused|daemon.ping UNAUTHORIZED: a token is required"),
+	    "%s", dump);
+	ck_assert(
+	    has(dump, "auth.refused|daemon.ping UNAUTHORIZED: invalid token"));
 	/* The token never reaches the journal. */
 	ck_assert_msg(!has(dump, T.token), "token in journal");
 	char prefix[40];
@@ -328,7 +340,8 @@ static void *ping_thread(void *arg)
 			 i, T.token);
 		test_send(fd, line, strlen(line));
 		r = test_recv_line(fd, 20000);
-		snprintf(line, sizeof(line), "\"id\":%d,\"result\":{\"pong\":true}", i);
+		snprintf(line, sizeof(line),
+			 "\"id\":%d,\"result\":{\"pong\":true}", i);
 		if (r && strstr(r, line))
 			pg->ok++;
 		free(r);
@@ -346,7 +359,8 @@ START_TEST(test_200_clients)
 
 	memset(pg, 0, sizeof(pg));
 	for (int i = 0; i < N; i++)
-		ck_assert_int_eq(pthread_create(&th[i], NULL, ping_thread, &pg[i]), 0);
+		ck_assert_int_eq(
+		    pthread_create(&th[i], NULL, ping_thread, &pg[i]), 0);
 	for (int i = 0; i < N; i++) {
 		pthread_join(th[i], NULL);
 		total += pg[i].ok;
@@ -449,24 +463,29 @@ START_TEST(test_spctl_commands)
 	int st;
 
 	st = test_spctl(&T, (char *[]){"ping", NULL}, NULL, &out, &err);
-	ck_assert_msg(WEXITSTATUS(st) == 0 && has(out, "pong"), "%s%s", out, err);
+	ck_assert_msg(WEXITSTATUS(st) == 0 && has(out, "pong"), "%s%s", out,
+		      err);
 	free(out), free(err);
-	st = test_spctl(&T, (char *[]){"--json", "status", NULL}, NULL, &out, &err);
+	st = test_spctl(&T, (char *[]){"--json", "status", NULL}, NULL, &out,
+			&err);
 	ck_assert(WEXITSTATUS(st) == 0 && has(out, "\"version\""));
 	free(out), free(err);
-	st = test_spctl(&T, (char *[]){"journal", "--kind", "request", NULL}, NULL,
-			&out, &err);
+	st = test_spctl(&T, (char *[]){"journal", "--kind", "request", NULL},
+			NULL, &out, &err);
 	ck_assert(WEXITSTATUS(st) == 0 && has(out, "daemon.ping ok"));
 	free(out), free(err);
-	st = test_spctl(&T, (char *[]){"journal", "verify", NULL}, NULL, &out, &err);
-	ck_assert_msg(WEXITSTATUS(st) == 0 && has(out, "intact"), "%s%s", out, err);
+	st = test_spctl(&T, (char *[]){"journal", "verify", NULL}, NULL, &out,
+			&err);
+	ck_assert_msg(WEXITSTATUS(st) == 0 && has(out, "intact"), "%s%s", out,
+		      err);
 	free(out), free(err);
 	st = test_spctl(&T, (char *[]){"bogus", NULL}, NULL, &out, &err);
 	ck_assert_int_eq(WEXITSTATUS(st), 2);
 	free(out), free(err);
 	/* A wrong session token: refused with the symbolic code, exit 125. */
 	st = test_spctl(&T, (char *[]){"ping", NULL},
-			(char *[]){"SPD_SESSION_TOKEN=deadbeef", NULL}, &out, &err);
+			(char *[]){"SPD_SESSION_TOKEN=deadbeef", NULL}, &out,
+			&err);
 	ck_assert_int_eq(WEXITSTATUS(st), 125);
 	ck_assert_msg(has(err, "UNAUTHORIZED"), "%s", err);
 	free(out), free(err);
@@ -544,7 +563,7 @@ static void tamper_and_verify(const char *sql, const char *reason)
 		st = test_run(vargv, T.env, &out, &err);
 		free(spd);
 		ck_assert_msg(WEXITSTATUS(st) == 1 && has(out, "BROKEN") &&
-				      has(out, reason),
+				  has(out, reason),
 			      "offline verify: %s %s", out, err);
 		free(out), free(err);
 		return;
@@ -573,11 +592,12 @@ END_TEST
 
 START_TEST(test_tamper_insert)
 {
-	tamper_and_verify("update events set id=id+1000 where id>7;"
-			  "insert into events select 8,time,session,actor,kind,"
-			  "'forged',detail,prev_hash,hash from events where id=7;"
-			  "update events set id=id-999 where id>1000",
-			  "BROKEN");
+	tamper_and_verify(
+	    "update events set id=id+1000 where id>7;"
+	    "insert into events select 8,time,session,actor,kind,"
+	    "'forged',detail,prev_hash,hash from events where id=7;"
+	    "update events set id=id-999 where id>1000",
+	    "BROKEN");
 }
 END_TEST
 
@@ -614,14 +634,16 @@ START_TEST(test_kill_during_burst)
 	usleep(20000);
 	test_spd_kill(&T);
 	close(fd);
-	char *argv[] = {"sqlite3", T.journal, "select count(*) from events", NULL};
+	char *argv[] = {"sqlite3", T.journal, "select count(*) from events",
+			NULL};
 	char *before = NULL;
 	test_run(argv, NULL, &before, NULL);
 	test_spd_start(&T);
 	fd = test_spd_connect(&T);
 	free(test_call(&T, fd, 1, "daemon.ping", NULL, true));
 	close(fd);
-	st = test_spctl(&T, (char *[]){"journal", "verify", NULL}, NULL, &out, &err);
+	st = test_spctl(&T, (char *[]){"journal", "verify", NULL}, NULL, &out,
+			&err);
 	ck_assert_msg(WEXITSTATUS(st) == 0 && has(out, "intact"),
 		      "after SIGKILL (%s rows): %s %s", before, out, err);
 	free(out), free(err), free(before);

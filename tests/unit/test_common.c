@@ -32,11 +32,11 @@ START_TEST(test_utf8)
 	ck_assert(utf8_valid("plain", 5));
 	ck_assert(utf8_valid("\xc3\xa9t\xc3\xa9", 5));
 	ck_assert(utf8_valid("\xf0\x9f\x98\x80", 4));
-	ck_assert(!utf8_valid("\xc3", 1));               /* truncated */
-	ck_assert(!utf8_valid("\xc0\xaf", 2));           /* overlong '/' */
-	ck_assert(!utf8_valid("\xe0\x80\xaf", 3));       /* overlong */
-	ck_assert(!utf8_valid("\xed\xa0\x80", 3));       /* surrogate */
-	ck_assert(!utf8_valid("\xf4\x90\x80\x80", 4));   /* > U+10FFFF */
+	ck_assert(!utf8_valid("\xc3", 1));	       /* truncated */
+	ck_assert(!utf8_valid("\xc0\xaf", 2));	       /* overlong '/' */
+	ck_assert(!utf8_valid("\xe0\x80\xaf", 3));     /* overlong */
+	ck_assert(!utf8_valid("\xed\xa0\x80", 3));     /* surrogate */
+	ck_assert(!utf8_valid("\xf4\x90\x80\x80", 4)); /* > U+10FFFF */
 	ck_assert(!utf8_valid("\xff", 1));
 	ck_assert(!utf8_valid("a\x80", 2));
 }
