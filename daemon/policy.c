@@ -10,6 +10,7 @@
  * directories land where the kernel would land.
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -627,7 +628,9 @@ static const char *rel_ws(const struct cls *c, const char *abs)
 	return r;
 }
 
-enum pmode { PM_READ, PM_WRITE };
+/* PM_TREE: a write that also changes everything under a directory (rm -r,
+ * mv of a directory, chmod -R): the files below are checked too. */
+enum pmode { PM_READ, PM_WRITE, PM_TREE };
 
 static enum protected_class configured_match(const struct cls *c,
 					     const char *rel)
@@ -693,6 +696,112 @@ static bool preexisting(const struct cls *c, const char *rel, const char *real)
 	return lstat(real, &st) == 0;
 }
 
+/* A directory tree is looked at up to this many entries; a bigger one is
+ * asked about rather than walked (the policy must stay fast). */
+#define POLICY_TREE_MAX 4096
+/* ... and this deep. */
+#define POLICY_TREE_DEPTH 32
+
+struct tree_walk {
+	size_t seen;
+	bool over;
+};
+
+static void note_tree_entry(struct cls *c, const char *rel, const char *arg,
+			    const char *what)
+{
+	enum protected_class pc =
+	    merge_class(protected_match(rel), configured_match(c, rel));
+
+	if (pc == PROTECTED_SECRET_FILE)
+		deny(c, "deny.secret.write",
+		     "%s %s would change %s, which looks like a secret file",
+		     what, arg, rel);
+	else if (pc != PROTECTED_NONE && write_deny_rule[pc])
+		deny(c, write_deny_rule[pc],
+		     "%s %s would change %s, a protected path (%s)", what, arg,
+		     rel, protected_class_name(pc));
+	else if (pc == PROTECTED_AGENT_CONTEXT)
+		hard_ask(c, "ask.write.context",
+			 "%s %s would change %s, an agent context file", what,
+			 arg, rel);
+	else if (pc == PROTECTED_MANIFEST)
+		hard_ask(c, "ask.write.manifest",
+			 "%s %s would change %s, a dependency manifest", what,
+			 arg, rel);
+	else if (protected_is_test(rel) &&
+		 (!c->ctx->preexisting ||
+		  c->ctx->preexisting(c->ctx->preexisting_data, rel)))
+		hard_ask(c, "ask.write.test",
+			 "%s %s would change %s, a test that existed before "
+			 "the session",
+			 what, arg, rel);
+}
+
+/* Walk the directory rel (relative to the workspace descriptor dfd),
+ * without following symlinks. */
+static void walk_tree(struct cls *c, int dfd, char *rel, size_t rl, int depth,
+		      struct tree_walk *tw, const char *arg, const char *what)
+{
+	int fd;
+	DIR *d;
+	struct dirent *e;
+
+	if (depth > POLICY_TREE_DEPTH) {
+		tw->over = true;
+		return;
+	}
+	fd = openat(dfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while (!tw->over && !c->deny.rule && (e = readdir(d))) {
+		size_t nl = strlen(e->d_name);
+
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (++tw->seen > POLICY_TREE_MAX ||
+		    rl + 1 + nl >= POLICY_PATH_MAX) {
+			tw->over = true;
+			break;
+		}
+		rel[rl] = '/';
+		memcpy(rel + rl + 1, e->d_name, nl + 1);
+		note_tree_entry(c, rel, arg, what);
+		if (e->d_type == DT_DIR)
+			walk_tree(c, dfd, rel, rl + 1 + nl, depth + 1, tw, arg,
+				  what);
+		rel[rl] = '\0';
+	}
+	closedir(d);
+}
+
+/* real is a path inside the workspace; when it is a directory, check
+ * what a recursive change would touch below it. */
+static void check_tree(struct cls *c, const char *real, const char *arg,
+		       const char *what)
+{
+	char rel[POLICY_PATH_MAX];
+	struct tree_walk tw = {0};
+	struct stat st;
+	int fd;
+	const char *r = ws_relative(c, real, &fd);
+
+	if (!r || fstatat(fd, r, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+	    !S_ISDIR(st.st_mode) || strlen(r) >= sizeof(rel))
+		return;
+	strcpy(rel, r);
+	walk_tree(c, fd, rel, strlen(rel), 0, &tw, arg, what);
+	if (tw.over)
+		hard_ask(c, "ask.write.tree",
+			 "%s %s changes a directory too large to check", what,
+			 arg);
+}
+
 /*
  * Check one path argument of a command (or a file tool's path) given
  * against cwd (absolute, real).  Records findings and the resolved path.
@@ -739,7 +848,7 @@ static void check_path(struct cls *c, const char *cwd, const char *arg,
 	/* Secret-looking files: neither read nor written, inside or out,
 	 * whatever the spelling; the operator may list one as readable. */
 	if (lc == PROTECTED_SECRET_FILE || rc == PROTECTED_SECRET_FILE) {
-		if (mode == PM_WRITE)
+		if (mode != PM_READ)
 			deny(
 			    c, "deny.secret.write",
 			    "%s would write %s, which looks like a secret file",
@@ -753,7 +862,7 @@ static void check_path(struct cls *c, const char *cwd, const char *arg,
 	if (!lin || !rin) {
 		if (harmless_device(lex))
 			;
-		else if (mode == PM_WRITE)
+		else if (mode != PM_READ)
 			deny(c, "deny.path.outside",
 			     "%s would write %s, outside the workspace", what,
 			     arg);
@@ -800,6 +909,8 @@ static void check_path(struct cls *c, const char *cwd, const char *arg,
 			 "session",
 			 what, arg);
 	}
+	if (mode == PM_TREE && !c->deny.rule)
+		check_tree(c, real, arg, what);
 record:
 	add_path(c, real);
 	real = NULL;
@@ -1119,6 +1230,12 @@ struct spec {
 	const char *forbid; /* short options that make it ask */
 	const char *const *forbid_long;
 	const char *forbid_rule;
+	/* Directories among the written operands change as a whole (rm -r,
+	 * mv, chmod -R): 1 always, 2 only with -r/-R/--recursive. */
+	int tree;
+	/* A last operand that is a directory receives the others under
+	 * their own names (cp, mv, ln), as does the -t directory. */
+	bool into;
 };
 
 #define L(...) ((const char *const[]){__VA_ARGS__, NULL})
@@ -1247,7 +1364,8 @@ struct simple_state {
 	bool skip_off;
 	bool forbidden;
 	char forbidden_opt[64];
-	bool recursive; /* rm */
+	bool recursive;		/* -r, -R, --recursive */
+	const char *target_dir; /* -t DIR */
 };
 
 static void simple_opt(struct cls *c, struct lvl *l, void *d, char ch,
@@ -1264,8 +1382,10 @@ static void simple_opt(struct cls *c, struct lvl *l, void *d, char ch,
 			snprintf(st->forbidden_opt, sizeof(st->forbidden_opt),
 				 "-%c", ch);
 		}
-		if (strcmp(s->name, "rm") == 0 && (ch == 'r' || ch == 'R'))
+		if (ch == 'r' || ch == 'R')
 			st->recursive = true;
+		if (ch == 't' && s->into && val)
+			st->target_dir = val;
 		return;
 	}
 	if (long_in(s->skip_off_long, name, n))
@@ -1275,8 +1395,10 @@ static void simple_opt(struct cls *c, struct lvl *l, void *d, char ch,
 		snprintf(st->forbidden_opt, sizeof(st->forbidden_opt), "--%.*s",
 			 (int)(n < 60 ? n : 60), name);
 	}
-	if (strcmp(s->name, "rm") == 0 && long_is(name, n, "recursive"))
+	if (long_is(name, n, "recursive"))
 		st->recursive = true;
+	if (s->into && val && long_is(name, n, "target-directory") && n > 2)
+		st->target_dir = val;
 }
 
 static void simple_operand(struct cls *c, struct lvl *l, void *d, size_t idx,
@@ -1285,6 +1407,51 @@ static void simple_operand(struct cls *c, struct lvl *l, void *d, size_t idx,
 	struct simple_state *st = d;
 
 	st->ops[st->n_ops++] = arg;
+}
+
+/* cp a b dir/ writes dir/a and dir/b: check those names too, so that
+ * "cp x/Makefile src/" is seen writing src/Makefile. */
+static void check_into(struct cls *c, struct lvl *l,
+		       const struct simple_state *st, size_t skip)
+{
+	const char *dir = st->target_dir;
+	size_t nsrc = st->n_ops;
+	struct stat sb;
+	char *abs, *real = NULL;
+
+	if (!dir) {
+		if (st->n_ops < skip + 2)
+			return;
+		dir = st->ops[st->n_ops - 1];
+		nsrc = st->n_ops - 1;
+	}
+	abs = absolutize(l->cwd, dir);
+	if (!abs || resolve_abs(c, abs, &real) == -ENOMEM) {
+		free(abs);
+		c->err = -ENOMEM;
+		return;
+	}
+	free(abs);
+	if (!real || stat(real, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
+		free(real);
+		return;
+	}
+	for (size_t i = skip; i < nsrc && !c->err; i++) {
+		const char *b = strrchr(st->ops[i], '/');
+		char *dst = NULL;
+
+		b = b ? b + 1 : st->ops[i];
+		if (!*b || strcmp(b, ".") == 0 || strcmp(b, "..") == 0)
+			continue;
+		if (asprintf(&dst, "%s/%s", real, b) < 0) {
+			c->err = -ENOMEM;
+			break;
+		}
+		check_path(c, l->cwd, dst, st->recursive ? PM_TREE : PM_WRITE,
+			   st->s->name);
+		free(dst);
+	}
+	free(real);
 }
 
 static void run_simple(struct cls *c, struct lvl *l, const struct spec *s)
@@ -1310,7 +1477,9 @@ static void run_simple(struct cls *c, struct lvl *l, const struct spec *s)
 			m = PM_READ;
 			break;
 		case OP_WRITE:
-			m = PM_WRITE;
+			m = (s->tree == 1 || (s->tree == 2 && st.recursive))
+				? PM_TREE
+				: PM_WRITE;
 			break;
 		case OP_LASTWRITE:
 		default:
@@ -1323,12 +1492,14 @@ static void run_simple(struct cls *c, struct lvl *l, const struct spec *s)
 			continue;
 		check_path(c, l->cwd, st.ops[i], m, s->name);
 	}
+	if (s->into)
+		check_into(c, l, &st, skip);
 	if (st.forbidden)
 		cmd_ask(c, s->forbid_rule,
 			"%s %s can run other programs or "
 			"write files",
 			s->name, st.forbidden_opt);
-	if (st.recursive)
+	if (st.recursive && strcmp(s->name, "rm") == 0)
 		cmd_ask(c, "ask.rm.recursive",
 			"rm removes directories "
 			"recursively");
@@ -1351,7 +1522,8 @@ static const struct spec simple_specs[] = {
      .longv = L("reference<"),
      .mode = OP_WRITE,
      .skip = 1,
-     .skip_off_long = L("reference")},
+     .skip_off_long = L("reference"),
+     .tree = 2},
     {.name = "cksum", .shortv = "a", .mode = OP_READ},
     {.name = "cmp", .shortv = "in", .mode = OP_READ},
     {.name = "column", .shortv = "cstoNRWHdlE", .mode = OP_READ},
@@ -1359,7 +1531,8 @@ static const struct spec simple_specs[] = {
     {.name = "cp",
      .shortv = "t>S",
      .longv = L("target-directory>", "suffix"),
-     .mode = OP_LASTWRITE},
+     .mode = OP_LASTWRITE,
+     .into = true},
     {.name = "cut",
      .shortv = "bcdf",
      .longv =
@@ -1436,7 +1609,8 @@ static const struct spec simple_specs[] = {
     {.name = "ln",
      .shortv = "t>S",
      .longv = L("target-directory>", "suffix"),
-     .mode = OP_WRITE},
+     .mode = OP_WRITE,
+     .into = true},
     {.name = "ls",
      .shortv = "ITw",
      .longv = L("hide", "ignore", "width", "tabsize", "format", "sort", "time",
@@ -1450,7 +1624,9 @@ static const struct spec simple_specs[] = {
     {.name = "mv",
      .shortv = "t>S",
      .longv = L("target-directory>", "suffix"),
-     .mode = OP_WRITE},
+     .mode = OP_WRITE,
+     .tree = 1,
+     .into = true},
     {.name = "nl", .shortv = "bdfhilnsvw", .mode = OP_READ},
     {.name = "nproc", .mode = OP_NONE},
     {.name = "od", .shortv = "AjNSstw", .mode = OP_READ},
@@ -1487,7 +1663,7 @@ static const struct spec simple_specs[] = {
      .skip = 1,
      .skip_off = "ef",
      .skip_off_long = L("regexp", "file")},
-    {.name = "rm", .mode = OP_WRITE},
+    {.name = "rm", .mode = OP_WRITE, .tree = 2},
     {.name = "rmdir", .mode = OP_WRITE},
     {.name = "seq", .shortv = "fs", .mode = OP_NONE},
     {.name = "sha1sum", .mode = OP_READ},

@@ -120,6 +120,8 @@ static void setup(void)
 	mk(".claude/settings.json", "{}\n");
 	mk("docs/api/index.md", "api\n");
 	mk("build/x.o", "\n");
+	mk("nested/deep/Makefile", "all:\n");
+	mk("nested/deep/x.c", "\n");
 	mk("bin/cat", "#!/bin/sh\necho pwned\n");
 	ck_assert_int_ge(asprintf(&p, "%s/bin/cat", ws), 0);
 	ck_assert_int_eq(chmod(p, 0755), 0);
@@ -145,6 +147,7 @@ static void setup(void)
 
 	lnk(out, "link_out");
 	lnk(".github", "gh");
+	lnk(".github", "ci");
 	lnk("src", "srclink");
 	lnk(".env", "secretlink");
 	lnk("loop2", "loop1");
@@ -470,6 +473,26 @@ static const struct tcase cases[] = {
     {A("rm", "src/../../x"), NULL, NULL, 0, DE, "deny.path.outside"},
     {A("rm", "loop1"), NULL, NULL, 0, DE, "deny.path.outside"},
     {A("rm", "docs/../.github/x"), NULL, NULL, 0, DE, "deny.write.ci"},
+    /* Directories changed as a whole, and copies into a directory. */
+    {A("rm", "-rf", "ci"), NULL, NULL, 0, DE, "deny.write.ci"},
+    {A("rm", "-r", "nested"), NULL, NULL, 0, DE, "deny.write.build-conf"},
+    {A("mv", "nested", "elsewhere"), NULL, NULL, 0, DE,
+     "deny.write.build-conf"},
+    {A("mv", "src", "src2"), NULL, NULL, 0, AS, "ask.write"},
+    {A("chmod", "-R", "go-w", "nested"), NULL, NULL, 0, DE,
+     "deny.write.build-conf"},
+    {A("chmod", "go-w", "nested"), NULL, NULL, 0, AL, "allow.write"},
+    {A("rm", "-r", "docs"), NULL, NULL, 0, AS, "ask.rm.recursive"},
+    {A("cp", "nested/deep/Makefile", "src/"), NULL, NULL, 0, DE,
+     "deny.write.build-conf"},
+    {A("cp", "nested/deep/Makefile", "src"), NULL, NULL, 0, DE,
+     "deny.write.build-conf"},
+    {A("cp", "-t", "src", "nested/deep/Makefile"), NULL, NULL, 0, DE,
+     "deny.write.build-conf"},
+    {A("mv", "docs/api/index.md", "src/AGENTS.md"), NULL, NULL, 0, AS,
+     "ask.write.context"},
+    {A("cp", "-r", "nested", "docs"), NULL, NULL, 0, AL, "allow.write"},
+    {A("cp", "README.md", "docs"), NULL, NULL, 0, AL, "allow.write"},
     /* Other writing commands. */
     {A("cp", "src/main.c", "src/copy.c"), NULL, NULL, 0, AL, "allow.write"},
     {A("cp", "src/main.c", ".github/workflows/x.yml"), NULL, NULL, 0, DE,
