@@ -113,8 +113,17 @@ static long t_open_tree_attr(void)
 }
 static long t_move_mount(void)
 {
-	long r = syscall(SYS_move_mount, AT_FDCWD, "/proc", AT_FDCWD, mntdir(),
-			 0);
+	long fd = syscall(SYS_open_tree, AT_FDCWD, "/proc", OPEN_TREE_CLONE);
+	long r;
+
+	/* With open_tree refused, try the path form so move_mount itself is
+	 * what gets tested. */
+	if (fd >= 0)
+		r = syscall(SYS_move_mount, fd, "", AT_FDCWD, mntdir(),
+			    MOVE_MOUNT_F_EMPTY_PATH);
+	else
+		r = syscall(SYS_move_mount, AT_FDCWD, "/proc", AT_FDCWD,
+			    mntdir(), 0);
 
 	return r < 0 ? -errno : 0;
 }

@@ -44,8 +44,17 @@ int main(int argc, char **argv)
 	char name[64];
 
 	fds[3] = open("/dev/tty", O_RDWR | O_NOCTTY);
-	if (fds[3] < 0)
-		res_err("open-devtty", errno);
+	if (fds[3] < 0) {
+		int err = errno;
+
+		res_err("open-devtty", err);
+		res_err("tiocsti-devtty", err);
+		res_err("tiocsti-hi-devtty", err);
+		res_err("tioclinux-paste-devtty", err);
+		res_err("tioclinux-hi-paste-devtty", err);
+	} else {
+		res_ok("open-devtty", "opened");
+	}
 	for (int i = 0; i < 4; i++) {
 		if (fds[i] < 0)
 			continue;
@@ -54,12 +63,12 @@ int main(int argc, char **argv)
 		snprintf(name, sizeof(name), "tiocsti-hi-%s", names[i]);
 		sti(name, fds[i], TIOCSTI | junk, text);
 		/* 3 = paste selection, 2 = set selection, 6 = shift state */
-		snprintf(name, sizeof(name), "tioclinux-paste-%s", names[i]);
-		linux_sub(name, fds[i], TIOCLINUX, 3);
-		snprintf(name, sizeof(name), "tioclinux-hi-paste-%s", names[i]);
-		linux_sub(name, fds[i], TIOCLINUX | junk, 3);
-		snprintf(name, sizeof(name), "tioclinux-sel-%s", names[i]);
-		linux_sub(name, fds[i], TIOCLINUX, 2);
+	}
+	/* TIOCLINUX only works on a virtual console; tried on the terminal
+	 * anyway, with and without junk in the upper bits. */
+	if (fds[3] >= 0) {
+		linux_sub("tioclinux-paste-devtty", fds[3], TIOCLINUX, 3);
+		linux_sub("tioclinux-hi-paste-devtty", fds[3], TIOCLINUX | junk, 3);
 	}
 	return 0;
 }
