@@ -1742,6 +1742,8 @@ static const struct spec *find_spec(const char *name)
 /* ---------------------------------------------------------------- */
 /* find, sed, awk, dd                                                  */
 
+static void classify_level(struct cls *c, struct lvl *l);
+
 static void run_find(struct cls *c, struct lvl *l)
 {
 	static const char *const exec_family[] = {"-exec", "-execdir", "-ok",
@@ -1778,11 +1780,29 @@ static void run_find(struct cls *c, struct lvl *l)
 	for (; i < l->argc; i++) {
 		const char *a = l->argv[i];
 
-		for (size_t k = 0; k < ARRAY_SIZE(exec_family); k++)
-			if (strcmp(a, exec_family[k]) == 0)
-				cmd_ask(c, "ask.find.exec",
-					"find %s runs a command for each file",
-					a);
+		for (size_t k = 0; k < ARRAY_SIZE(exec_family); k++) {
+			size_t end = i + 1;
+			struct lvl in = {.cwd = l->cwd,
+					 .path_env = l->path_env,
+					 .depth = l->depth + 1};
+
+			if (strcmp(a, exec_family[k]) != 0)
+				continue;
+			cmd_ask(c, "ask.find.exec",
+				"find %s runs a command for each file", a);
+			/* The command runs once per file: classify it as a
+			 * wrapped command, so "-exec git push ;" is denied. */
+			while (end < l->argc &&
+			       strcmp(l->argv[end], ";") != 0 &&
+			       strcmp(l->argv[end], "+") != 0)
+				end++;
+			in.argv = l->argv + i + 1;
+			in.argc = end - (i + 1);
+			if (in.argc > 0 && !c->err) {
+				classify_level(c, &in);
+				free(in.exe);
+			}
+		}
 		for (size_t k = 0; k < ARRAY_SIZE(write_family); k++)
 			if (strcmp(a, write_family[k]) == 0)
 				cmd_ask(c, "ask.find.write",
@@ -2659,8 +2679,6 @@ static void check_env_name(struct cls *c, const char *name, size_t n)
 
 /* ---------------------------------------------------------------- */
 /* Levels: one program, possibly wrapping another                     */
-
-static void classify_level(struct cls *c, struct lvl *l);
 
 /* Classify argv[start..] as the command a wrapper runs. */
 static void peel(struct cls *c, struct lvl *l, size_t start, char *cwd,

@@ -255,6 +255,13 @@ static const struct tcase cases[] = {
      "ask.find.write"},
     {A("find", ".", "-fls", "o.txt"), NULL, NULL, 0, AS, "ask.find.write"},
     {A("find", "@OUT"), NULL, NULL, 0, AS, "ask.read.outside"},
+    {A("find", ".", "-exec", "git", "push", ";"), NULL, NULL, 0, DE,
+     "deny.git.remote"},
+    {A("find", ".", "-execdir", "sudo", "x", "{}", "+"), NULL, NULL, 0, DE,
+     "deny.priv"},
+    {A("find", ".", "-name", "x", "-exec", "rm", "{}", ";", "-exec", "rm",
+       ".spd.conf", ";"),
+     NULL, NULL, 0, DE, "deny.write.project-conf"},
     {A("find", "link_out", "-name", "x"), NULL, NULL, 0, AS,
      "ask.read.outside"},
     /* git: read-only commands and their flags. */
