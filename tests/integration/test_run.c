@@ -1,0 +1,624 @@
+/*
+ * End-to-end tests of `spctl run` (issue 3) and of secrets and redaction
+ * (issue 6), through a real spd and sandboxd: what the user sees on the
+ * terminal, in the workspace and in the journal file.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <poll.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tests/lib/spdproc.h"
+#include "tests/lib/testlib.h"
+#include "common/paths.h"
+
+/* Random part of a generated key: long enough that it cannot appear by
+ * chance, like a real provider key. */
+#define KEY_RANDOM_LEN 32
+
+static struct test_spd T;
+static char *WS; /* the workspace of the runs, a fresh directory */
+static char K1[64], K2[64], K3[96]; /* the operator's keys */
+
+static bool has(const char *hay, const char *needle)
+{
+	return hay && needle && strstr(hay, needle) != NULL;
+}
+
+static void sleep_ms(int ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+	nanosleep(&ts, NULL);
+}
+
+static void random_alnum(char *out, size_t n)
+{
+	static const char al[] =
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+	unsigned char r[128];
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+
+	ck_assert(fd >= 0 && n < sizeof(r));
+	ck_assert_int_eq(read(fd, r, n), (ssize_t)n);
+	close(fd);
+	for (size_t i = 0; i < n; i++)
+		out[i] = al[r[i] % (sizeof(al) - 1)];
+	out[n] = '\0';
+}
+
+/*
+ * The operator's environment file: two provider keys and a password made
+ * of the bytes that URL and JSON encodings change (so those forms differ
+ * from the raw value), including a non-ASCII letter.
+ */
+static void make_keys(void)
+{
+	char r[KEY_RANDOM_LEN + 1], r2[KEY_RANDOM_LEN + 1], r3[17];
+
+	random_alnum(r, KEY_RANDOM_LEN);
+	random_alnum(r2, KEY_RANDOM_LEN);
+	random_alnum(r3, 16);
+	snprintf(K1, sizeof(K1), "sk-ant-%s", r);
+	snprintf(K2, sizeof(K2), "sk-%s", r2);
+	snprintf(K3, sizeof(K3), "pw-%.8s/+=&?@ \"\\<>\xc3\xa9%s", r3, r3 + 8);
+}
+
+static void write_env_file(struct test_spd *t, mode_t mode)
+{
+	char *p = paths_join(t->config, "environment");
+	char *text;
+
+	ck_assert(asprintf(&text,
+			   "# provider keys\nANTHROPIC_API_KEY=%s\n"
+			   "export OPENAI_API_KEY=%s\nDB_PASSWORD=%s\n",
+			   K1, K2, K3) > 0);
+	test_write_file(p, text);
+	ck_assert_int_eq(chmod(p, mode), 0);
+	free(text);
+	free(p);
+}
+
+static char *ws_path(const char *name)
+{
+	return paths_join(WS, name);
+}
+
+static bool ws_exists(const char *name)
+{
+	char *p = ws_path(name);
+	bool e = access(p, F_OK) == 0;
+
+	free(p);
+	return e;
+}
+
+static void setup(void)
+{
+	make_keys();
+	test_spd_prepare(&T, NULL);
+	write_env_file(&T, 0600);
+	test_spd_start(&T);
+	WS = test_tmpdir("ws");
+}
+
+static void teardown(void)
+{
+	test_spd_cleanup(&T);
+	if (WS)
+		test_rmrf(WS);
+	free(WS);
+	WS = NULL;
+}
+
+/* spctl run --workspace WS [opts...] -- argv...; both lists
+ * NULL-terminated.  Returns spctl's exit code (-1 if it did not exit). */
+static int run(char *const opts[], char *const argv[], char **ret_out,
+	       char **ret_err)
+{
+	char *args[64];
+	size_t n = 0;
+	int st;
+
+	args[n++] = "run";
+	args[n++] = "--workspace";
+	args[n++] = WS;
+	for (size_t i = 0; opts && opts[i] && n < 40; i++)
+		args[n++] = opts[i];
+	args[n++] = "--";
+	for (size_t i = 0; argv[i] && n < 63; i++)
+		args[n++] = argv[i];
+	args[n] = NULL;
+	st = test_spctl(&T, args, NULL, ret_out, ret_err);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* A shell script in the sandbox, approved by the operator (--yes). */
+static int run_sh(char *script, char **ret_out, char **ret_err)
+{
+	char *opts[] = {"--yes", NULL};
+	char *argv[] = {"sh", "-c", script, NULL};
+
+	return run(opts, argv, ret_out, ret_err);
+}
+
+/* The journal as text, straight from the file with the sqlite3 CLI. */
+static char *journal_dump(struct test_spd *t)
+{
+	char *argv[] = {"sqlite3", t->journal,
+			"select id, actor, kind, summary, detail from events "
+			"order by id",
+			NULL};
+	char *out = NULL;
+	int st = test_run(argv, NULL, &out, NULL);
+
+	ck_assert_msg(st == 0 && out, "sqlite3 %s failed", t->journal);
+	return out;
+}
+
+/* ---- issue 3: spctl run ------------------------------------------- */
+
+START_TEST(test_streams_separated)
+{
+	char *out = NULL, *err = NULL;
+	int ex = run_sh("echo to-out-1; echo to-err-1 >&2; echo to-out-2; "
+			"echo to-err-2 >&2",
+			&out, &err);
+
+	ck_assert_int_eq(ex, 0);
+	ck_assert_msg(has(out, "to-out-1\n") && has(out, "to-out-2\n"), "%s",
+		      out);
+	ck_assert_msg(!has(out, "to-err"), "stderr on stdout: %s", out);
+	ck_assert_msg(has(err, "to-err-1\n") && has(err, "to-err-2\n"), "%s",
+		      err);
+	ck_assert_msg(!has(err, "to-out"), "stdout on stderr: %s", err);
+	/* Order within a stream is kept. */
+	ck_assert(strstr(out, "to-out-1") < strstr(out, "to-out-2"));
+	free(out);
+	free(err);
+}
+END_TEST
+
+START_TEST(test_exit_codes)
+{
+	char *err = NULL;
+	char *yes[] = {"--yes", NULL};
+	char *timeout[] = {"--yes", "--timeout", "1", NULL};
+	char *sudo[] = {"sudo", "true", NULL};
+	char *push[] = {"git", "push", "origin", "main", NULL};
+	char *sleep30[] = {"sleep", "30", NULL};
+	char *missing[] = {"no-such-command-e2e1", NULL};
+
+	/* The command's own exit code. */
+	ck_assert_int_eq(run_sh("exit 7", NULL, NULL), 7);
+	ck_assert_int_eq(run_sh("exit 0", NULL, NULL), 0);
+	/* Killed by a signal: 128+N. */
+	ck_assert_int_eq(run_sh("kill -TERM $$", NULL, NULL), 128 + SIGTERM);
+	/* The deadline: 124, and it returned (long before sleep's 30 s). */
+	ck_assert_int_eq(run(timeout, sleep30, NULL, &err), 124);
+	ck_assert_msg(has(err, "deadline"), "%s", err);
+	free(err);
+	/* Refused by policy: 126, with the reason, even with --yes. */
+	ck_assert_int_eq(run(yes, sudo, NULL, &err), 126);
+	ck_assert_msg(has(err, "POLICY-DENIED"), "%s", err);
+	free(err);
+	ck_assert_int_eq(run(yes, push, NULL, &err), 126);
+	ck_assert_msg(has(err, "POLICY-DENIED") && has(err, "deny.git.remote"),
+		      "%s", err);
+	free(err);
+	/* Not found: 127. */
+	ck_assert_int_eq(run(yes, missing, NULL, NULL), 127);
+	ck_assert_int_eq(run_sh("exec /nonexistent/prog", NULL, NULL), 127);
+}
+END_TEST
+
+/* Every run is journaled: argv, workspace, exit code, duration. */
+START_TEST(test_run_journaled)
+{
+	char *args[] = {"journal", "--json", "--limit", "1000", NULL};
+	char *out = NULL, *line, *save = NULL;
+	bool start_seen = false, end_seen = false;
+
+	ck_assert_int_eq(run_sh("exit 9", NULL, NULL), 9);
+	ck_assert_int_eq(WEXITSTATUS(test_spctl(&T, args, NULL, &out, NULL)),
+			 0);
+	for (line = strtok_r(out, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		json_t *ev = json_loads(line, 0, NULL), *d;
+		const char *kind;
+
+		if (!ev)
+			continue;
+		kind = json_string_value(json_object_get(ev, "kind"));
+		d = json_object_get(ev, "detail");
+		if (json_is_string(d)) {
+			json_t *dd = json_loads(json_string_value(d), 0, NULL);
+			json_object_set_new(ev, "detail", dd);
+			d = dd;
+		}
+		json_t *argv = json_object_get(d, "argv");
+		if (json_array_size(argv) == 3 &&
+		    !strcmp(json_string_value(json_array_get(argv, 0)), "sh") &&
+		    !strcmp(json_string_value(json_array_get(argv, 2)),
+			    "exit 9")) {
+			const char *ws =
+			    json_string_value(json_object_get(d, "workspace"));
+			ck_assert_msg(ws && !strcmp(ws, WS),
+				      "workspace %s, want %s",
+				      ws ? ws : "(none)", WS);
+			if (kind && !strcmp(kind, "run.start"))
+				start_seen = true;
+			if (json_object_get(d, "exit_code")) {
+				ck_assert_int_eq(
+				    json_integer_value(
+					json_object_get(d, "exit_code")),
+				    9);
+				ck_assert_msg(json_is_integer(json_object_get(
+						  d, "duration_ms")),
+					      "no duration: %s", line);
+				ck_assert_msg(
+				    json_is_string(json_object_get(d, "mode")),
+				    "no mode: %s", line);
+				end_seen = true;
+			}
+		}
+		json_decref(ev);
+	}
+	ck_assert_msg(start_seen && end_seen,
+		      "run not journaled (start %d, end %d)", start_seen,
+		      end_seen);
+	free(out);
+}
+END_TEST
+
+static char *rpc_line(struct test_spd *t, int id, const char *method,
+		      const char *params_inner)
+{
+	char *line;
+
+	ck_assert(asprintf(&line,
+			   "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\","
+			   "\"params\":{\"token\":\"%s\",%s}}\n",
+			   id, method, t->token, params_inner) > 0);
+	return line;
+}
+
+/* Start cmd.run of `sh -c script` on a raw connection; returns the fd. */
+static int raw_run(const char *script)
+{
+	json_t *p = json_pack("{s:s, s:[s,s,s], s:b}", "workspace", WS, "argv",
+			      "sh", "-c", script, "yes", 1);
+	char *ptext = json_dumps(p, JSON_COMPACT);
+	char *line;
+	int fd = test_spd_connect(&T);
+
+	/* Splice the params object (without its braces) into the frame. */
+	ptext[strlen(ptext) - 1] = '\0';
+	line = rpc_line(&T, 1, "cmd.run", ptext + 1);
+	test_send(fd, line, strlen(line));
+	free(line);
+	free(ptext);
+	json_decref(p);
+	return fd;
+}
+
+/* Read lines until the response with id 1 (skipping notifications). */
+static char *read_response(int fd, int timeout_ms)
+{
+	for (;;) {
+		char *l = test_recv_line(fd, timeout_ms);
+		if (!l || has(l, "\"id\":1"))
+			return l;
+		free(l);
+	}
+}
+
+/*
+ * Output streams while the run goes: the run prints "started" and then
+ * waits for the test to answer by creating GO, so "started" must reach
+ * the client before the run can end.
+ *
+ * BUG (reported): fails.  spd's streaming redactor (common/redact.c,
+ * keep_from/safe_point, used by daemon/m_run.c outf_feed) holds back the
+ * tail of every chunk that the q-gram filter has not yet cleared, with
+ * no flush on idle, so a short line stays in spd until more output or
+ * the end of the run.
+ */
+START_TEST(test_output_streams_live)
+{
+	int fd = raw_run(
+	    "echo started; i=0; while [ ! -e GO ] && [ $i -lt 100 ]; "
+	    "do sleep 0.05; i=$((i+1)); done; "
+	    "if [ -e GO ]; then echo released; else echo never-released; fi");
+	char *l = test_recv_line(fd, 4000), *go;
+
+	ck_assert_msg(has(l, "run.output") && has(l, "started"),
+		      "no output while the run goes: %s",
+		      l ? l : "(none in 4 s)");
+	ck_assert_msg(!has(l, "released"), "output arrived only at the end: %s",
+		      l);
+	free(l);
+	go = ws_path("GO");
+	test_write_file(go, "");
+	free(go);
+	l = read_response(fd, 10000);
+	ck_assert_msg(has(l, "\"exit_code\":0"), "%s", l ? l : "(none)");
+	free(l);
+	close(fd);
+}
+END_TEST
+
+/* A client that goes away kills its run: the marker the run would write
+ * after 2 s never appears.  The same run with the client staying does
+ * write it (so the test can fail). */
+START_TEST(test_client_gone_kills_run)
+{
+	int fd = raw_run("sleep 2; touch MARKER");
+	char *r;
+
+	sleep_ms(300);
+	close(fd);
+	sleep_ms(4000);
+	ck_assert_msg(!ws_exists("MARKER"),
+		      "the run outlived its client and created MARKER");
+
+	fd = raw_run("sleep 0.2; touch CONTROL");
+	r = read_response(fd, 20000);
+	ck_assert_msg(has(r, "\"exit_code\":0"), "%s", r ? r : "(none)");
+	ck_assert(ws_exists("CONTROL"));
+	free(r);
+	close(fd);
+}
+END_TEST
+
+static pid_t sandboxd_pid(void)
+{
+	int fd = test_spd_connect(&T);
+	char *r = test_call(&T, fd, 2, "daemon.status", NULL, true);
+	json_t *j = json_loads(r, 0, NULL);
+	json_t *v = json_object_get(json_object_get(j, "result"), "sandboxd");
+	pid_t pid = 0;
+
+	if (json_is_integer(v))
+		pid = (pid_t)json_integer_value(v);
+	else if (json_is_integer(json_object_get(v, "pid")))
+		pid = (pid_t)json_integer_value(json_object_get(v, "pid"));
+	ck_assert_msg(pid > 0, "no sandboxd pid in %s", r);
+	json_decref(j);
+	free(r);
+	close(fd);
+	return pid;
+}
+
+/* sandboxd killed mid-run: the run ends with INTERNAL, its processes are
+ * gone, and spd restarts sandboxd so the next run works. */
+START_TEST(test_sandboxd_killed_mid_run)
+{
+	pid_t sbx = sandboxd_pid(), sbx2 = 0;
+	/* The padding pushes "started" past the redactor's hold-back (see
+	 * test_output_streams_live). */
+	int fd = raw_run("printf 'started %0400d\\n' 0; sleep 2; touch MARKER");
+	char *l, *out = NULL;
+	int ex = -1;
+
+	l = test_recv_line(fd, 10000);
+	ck_assert_msg(has(l, "run.output") && has(l, "started"), "%s",
+		      l ? l : "(none)");
+	free(l);
+	ck_assert_int_eq(kill(sbx, SIGKILL), 0);
+	l = read_response(fd, 10000);
+	ck_assert_msg(has(l, "\"error\"") && has(l, "INTERNAL") &&
+			  has(l, "sandboxd"),
+		      "%s", l ? l : "(none)");
+	free(l);
+	close(fd);
+	/* The next run works (spd restarts sandboxd; give it a moment). */
+	for (int i = 0; i < 50 && ex != 0; i++) {
+		free(out);
+		out = NULL;
+		ex = run_sh("echo after", &out, NULL);
+		if (ex != 0)
+			sleep_ms(100);
+	}
+	ck_assert_msg(ex == 0 && has(out, "after\n"), "next run: exit %d", ex);
+	free(out);
+	sbx2 = sandboxd_pid();
+	ck_assert(sbx2 != sbx);
+	/* The killed run's processes died with it. */
+	sleep_ms(2500);
+	ck_assert_msg(!ws_exists("MARKER"),
+		      "a process of the run outlived sandboxd");
+	/* The ending is journaled. */
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	char *dump = journal_dump(&T);
+	ck_assert_msg(has(dump, "sandboxd died"), "%s", dump);
+	free(dump);
+}
+END_TEST
+
+START_TEST(test_doctor)
+{
+	char *args[] = {"doctor", NULL};
+	char *out = NULL, *err = NULL;
+	int st = test_spctl(&T, args, NULL, &out, &err);
+	const char *layers[] = {"user_namespaces",  "landlock",
+				"seccomp",	    "cgroup2",
+				"tiocsti_disabled", "idmapped_mounts"};
+
+	for (size_t i = 0; i < sizeof(layers) / sizeof(layers[0]); i++)
+		ck_assert_msg(has(out, layers[i]),
+			      "doctor does not report %s: %s", layers[i], out);
+	/* Every missing layer comes with a sentence; exit 0 only if every
+	 * required layer is there. */
+	ck_assert_msg(WIFEXITED(st) &&
+			  (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 1),
+		      "status %d", st);
+	if (WEXITSTATUS(st) == 0)
+		ck_assert_msg(has(out, "every sandbox layer is available"),
+			      "%s", out);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* The run's uid is nobody, yet a file it creates in the workspace belongs
+ * to the operator. */
+START_TEST(test_workspace_files_owned_by_operator)
+{
+	char *out = NULL;
+	struct stat st;
+	char *p;
+
+	if (geteuid() != 0)
+		TEST_SKIP(
+		    "the run uid differs from the operator's only as root");
+	ck_assert_int_eq(run_sh("id -u; echo hello > made-in-run", &out, NULL),
+			 0);
+	ck_assert_msg(has(out, "65534"), "run uid: %s", out);
+	p = ws_path("made-in-run");
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_int_eq(st.st_uid, geteuid());
+	ck_assert_int_eq(st.st_gid, getegid());
+	free(p);
+	free(out);
+}
+END_TEST
+
+START_TEST(test_net_modes)
+{
+	static char server_client[] =
+	    "import socket\n"
+	    "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(1)\n"
+	    "c = socket.create_connection(('127.0.0.1', s.getsockname()[1]))\n"
+	    "a, _ = s.accept(); c.sendall(b'ping-over-lo')\n"
+	    "print('got', a.recv(64).decode())\n";
+	static char try_inet[] =
+	    "import socket\n"
+	    "for fam in (socket.AF_INET, socket.AF_INET6):\n"
+	    "    try:\n"
+	    "        socket.socket(fam, socket.SOCK_STREAM)\n"
+	    "        print('CREATED', fam)\n"
+	    "    except OSError as e:\n"
+	    "        print('BLOCKED', fam, e.errno)\n";
+	char *lo[] = {"--yes", "--net", "loopback", NULL};
+	char *none[] = {"--yes", "--net", "none", NULL};
+	char *py1[] = {"python3", "-c", server_client, NULL};
+	char *py2[] = {"python3", "-c", try_inet, NULL};
+	char *out = NULL, *err = NULL;
+
+	if (access("/usr/bin/python3", X_OK) != 0)
+		TEST_SKIP("python3 is not installed");
+	ck_assert_int_eq(run(lo, py1, &out, &err), 0);
+	ck_assert_msg(has(out, "got ping-over-lo"), "out %s err %s", out, err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(run(none, py2, &out, &err), 0);
+	ck_assert_msg(!has(out, "CREATED") && has(out, "BLOCKED"),
+		      "out %s err %s", out, err);
+	free(out);
+	free(err);
+	/* none is the default. */
+	ck_assert_int_eq(run((char *[]){"--yes", NULL}, py2, &out, NULL), 0);
+	ck_assert_msg(!has(out, "CREATED") && has(out, "BLOCKED"), "%s", out);
+	free(out);
+}
+END_TEST
+
+/*
+ * --writable DIR: DIR (outside the workspace and outside /tmp, which a run
+ * sees as its own tmpfs) is read-only to a run even though its mode lets
+ * anyone write, and writable with the option.
+ */
+START_TEST(test_writable_option)
+{
+	char tmpl[] = "/var/tmp/spd-e2e1-wXXXXXX";
+	char *dir = mkdtemp(tmpl);
+	char *script, *out = NULL, *p,
+		      *opts[] = {"--yes", "--writable", tmpl, NULL};
+	char *argv[4] = {"sh", "-c", NULL, NULL};
+
+	ck_assert_ptr_nonnull(dir);
+	ck_assert_int_eq(chmod(dir, 01777), 0);
+	p = paths_join(dir, "readme");
+	test_write_file(p, "visible\n");
+	chmod(p, 0644);
+	free(p);
+	ck_assert(
+	    asprintf(&script,
+		     "cat %s/readme; if echo x > %s/new; then echo WROTE; "
+		     "else echo REFUSED; fi",
+		     dir, dir) > 0);
+	ck_assert_int_eq(run_sh(script, &out, NULL), 0);
+	ck_assert_msg(has(out, "visible") && has(out, "REFUSED") &&
+			  !has(out, "WROTE"),
+		      "without --writable: %s", out);
+	p = paths_join(dir, "new");
+	ck_assert_msg(access(p, F_OK) != 0, "a read-only dir was written");
+	free(out);
+	argv[2] = script;
+	ck_assert_int_eq(run(opts, argv, &out, NULL), 0);
+	ck_assert_msg(has(out, "WROTE"), "with --writable: %s", out);
+	ck_assert_msg(access(p, F_OK) == 0, "--writable did not write %s", p);
+	free(p);
+	free(out);
+	free(script);
+	test_rmrf(dir);
+}
+END_TEST
+
+/* spd's daemon.status names its socket: a plain path, not a secret. */
+START_TEST(test_status_socket_not_redacted)
+{
+	/* BUG (reported): spd's own SPD_RUNTIME_DIR is registered as a
+	 * secret (envscrub's "spd_" prefix), so every path under it is
+	 * shown as [redacted:SPD_RUNTIME_DIR]. */
+	int fd = test_spd_connect(&T);
+	char *r = test_call(&T, fd, 3, "daemon.status", NULL, true);
+
+	ck_assert_msg(!has(r, "[redacted:SPD_"),
+		      "spd redacts its own paths: %s", r);
+	ck_assert_msg(has(r, T.sock), "socket %s not in %s", T.sock, r);
+	free(r);
+	close(fd);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("run");
+	TCase *tc = tcase_create("run");
+	SRunner *sr;
+	int failed;
+
+	signal(SIGPIPE, SIG_IGN);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_streams_separated);
+	tcase_add_test(tc, test_exit_codes);
+	tcase_add_test(tc, test_run_journaled);
+	tcase_add_test(tc, test_output_streams_live);
+	tcase_add_test(tc, test_client_gone_kills_run);
+	tcase_add_test(tc, test_sandboxd_killed_mid_run);
+	tcase_add_test(tc, test_doctor);
+	tcase_add_test(tc, test_workspace_files_owned_by_operator);
+	tcase_add_test(tc, test_net_modes);
+	tcase_add_test(tc, test_writable_option);
+	tcase_add_test(tc, test_status_socket_not_redacted);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
