@@ -291,13 +291,9 @@ static int check_runner(void *data, const struct session_verify_plan *plan,
 	spec.net = SBX_NET_NONE;
 	spec.timeout_ms = spd->config.default_timeout_ms;
 	spec.hidden = hidden;
-	/* TODO(ro_binds): the held-out overlay needs a read-only bind of
-	 * heldout_src at heldout_dst in the run's mount plan. */
-	(void)binds;
-	if (plan->heldout_src) {
-		free(cr);
-		return -EOPNOTSUPP;
-	}
+	/* The held-out checks appear read-only at heldout_dst for this
+	 * verification run only; the host worktree never holds them. */
+	spec.ro_binds = plan->heldout_src ? binds : NULL;
 	spec.best_effort = false; /* checks never run with a layer missing */
 	spec.run_uid = spd->config.run_uid;
 	spec.run_gid = spd->config.run_gid;
