@@ -994,6 +994,80 @@ START_TEST(var_tmp_private)
 }
 END_TEST
 
+/*
+ * A best-effort run where a layer is missing: sandboxd as uid 1000 in a
+ * user namespace that may not create more (max_user_namespaces=0).  It
+ * runs, without namespaces, and the result names what it went without.
+ * The wrapper maps uids 0-65535 one to one, which needs root.
+ */
+static const char best_effort_wrapper[] =
+    "#!/usr/bin/python3\n"
+    "import ctypes, os\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "r, w = os.pipe(); r2, w2 = os.pipe()\n"
+    "pid = os.fork()\n"
+    "if pid == 0:\n"
+    "    os.close(w); os.close(r2)\n"
+    "    if libc.unshare(0x10000000) != 0: os._exit(90)\n"
+    "    os.write(w2, b'x'); os.close(w2); os.read(r, 1)\n"
+    "    open('/proc/sys/user/max_user_namespaces', 'w').write('0')\n"
+    "    os.setgroups([]); os.setresgid(1000, 1000, 1000)\n"
+    "    os.setresuid(1000, 1000, 1000)\n"
+    "    os.execv('%s', ['sandboxd'])\n"
+    "os.close(r); os.close(w2); os.read(r2, 1)\n"
+    "for f in ('uid_map', 'gid_map'):\n"
+    "    open('/proc/%%d/%%s' %% (pid, f), 'w').write('0 0 65536\\n')\n"
+    "os.write(w, b'x')\n"
+    "os.waitpid(pid, 0)\n";
+
+START_TEST(best_effort_warns)
+{
+	struct fixture f;
+	struct outcome o;
+	char *tmp, wrapper[PATH_MAX], *prog, *script = NULL;
+	char *argv[] = {"/bin/sh", "-c", "echo ran", NULL};
+	struct sbx_spec sp;
+
+	if (geteuid() != 0)
+		TEST_SKIP("needs root to map a whole uid range for a "
+			  "crippled sandboxd");
+	if (access("/usr/bin/python3", X_OK) < 0)
+		TEST_SKIP("needs /usr/bin/python3");
+	tmp = test_tmpdir("sbxwrap");
+	prog = test_prog("sandboxd");
+	snprintf(wrapper, sizeof(wrapper), "%s/sandboxd", tmp);
+	ck_assert_int_ge(asprintf(&script, best_effort_wrapper, prog), 0);
+	test_write_file(wrapper, script);
+	chmod(wrapper, 0755);
+	chmod(tmp, 0755);
+	fx_setup(&f, wrapper);
+	/* uid 1000 must reach its working directory. */
+	chmod(f.ws, 0777);
+	spec_init(&f, &sp, argv);
+	sp.best_effort = true;
+	run(&f, &sp, &o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_msg(o.nwarn > 0, "a best-effort run without a layer said "
+				   "nothing");
+	ck_assert_str_eq(o.out.data ? o.out.data : "", "ran\n");
+	outcome_free(&o);
+
+	/* The control: the same sandboxd refuses a required-mode run. */
+	spec_init(&f, &sp, argv);
+	run(&f, &sp, &o);
+	ck_assert_ptr_nonnull(o.error_code);
+	ck_assert_str_eq(o.error_code, "SANDBOX-UNAVAILABLE");
+	ck_assert_ptr_null(o.out.data);
+	outcome_free(&o);
+	fx_teardown(&f);
+	test_rmrf(tmp);
+	free(tmp);
+	free(prog);
+	free(script);
+}
+END_TEST
+
 struct probe_out {
 	bool done, got;
 	struct sbx_layers l;
@@ -1053,6 +1127,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, too_many_sockets_refused);
 	tcase_add_test(tc, ro_binds_overlay);
 	tcase_add_test(tc, securebits_locked);
+	tcase_add_test(tc, best_effort_warns);
 	suite_add_tcase(s, tc);
 	return s;
 }
