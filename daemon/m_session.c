@@ -329,11 +329,9 @@ static void sbx_check_done(void *data, const struct sbx_result *r)
 
 /*
  * The default check runner: sbx_run on the worktree, no network, spd's
- * directories hidden, .git read-only in place.  The held-out overlay
- * needs a read-only bind of plan->heldout_src at plan->heldout_dst,
- * which struct sbx_spec cannot express yet; rather than run a
- * verification without its held-out checks, a session with sealed
- * checks fails to start them (the checks gate then fails).
+ * directories hidden, .git read-only in place, and the held-out checks
+ * bound read-only at plan->heldout_dst for this run only (the host's
+ * worktree never gets the entry).
  */
 static int sbx_check_runner(void *data, const struct session_verify_plan *plan,
 			    size_t i, session_check_done_fn done, void *ctx)
@@ -344,14 +342,13 @@ static int sbx_check_runner(void *data, const struct session_verify_plan *plan,
 	char *env[4] = {CHECK_PATH, "NO_COLOR=1", NULL, NULL};
 	char *hidden[4] = {spd->paths.config_dir, spd->paths.state_dir,
 			   spd->paths.runtime_dir, NULL};
+	char *binds[3] = {plan->heldout_src, plan->heldout_dst, NULL};
 	struct sbx_spec spec;
 	struct sbx_check *k;
 	int r;
 
 	if (!spd->sbx)
 		return -ENOSYS;
-	if (plan->heldout_src)
-		return -ENOTSUP;
 	if (home && home[0] == '/' && asprintf(&homevar, "HOME=%s", home) > 0)
 		env[2] = homevar;
 	k = calloc(1, sizeof(*k));
@@ -370,6 +367,7 @@ static int sbx_check_runner(void *data, const struct session_verify_plan *plan,
 	spec.timeout_ms = spd->config.default_timeout_ms;
 	spec.hidden = hidden;
 	spec.readonly = plan->readonly;
+	spec.ro_binds = plan->heldout_src ? binds : NULL;
 	spec.best_effort = spd->config.sandbox_mode == SPD_SANDBOX_BEST_EFFORT;
 	spec.run_uid = spd->config.run_uid;
 	spec.run_gid = spd->config.run_gid;

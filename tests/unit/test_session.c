@@ -17,6 +17,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/call.h"
+#include "daemon/sbx.h"
 #include "daemon/session.h"
 #include "daemon/spd.h"
 
@@ -881,6 +882,151 @@ START_TEST(test_handlers)
 }
 END_TEST
 
+static void on_probe_done(void *data, const struct sbx_result *r)
+{
+	int *st = data;
+
+	*st = r->error_code && !strcmp(r->error_code, "SANDBOX-UNAVAILABLE")
+		  ? 2
+		  : 1;
+}
+
+/* session.verify as the operator, running the loop until it replies. */
+static void verify_async(struct rpc_call *c, struct spd *spd, uv_loop_t *loop,
+			 const char *id)
+{
+	memset(c, 0, sizeof(*c));
+	c->spd = spd;
+	c->params = json_pack("{s:s}", "id", id);
+	c->who.operator= true;
+	m_session_verify(c);
+	while (!c->done)
+		uv_run(loop, UV_RUN_ONCE);
+	json_decref(c->params);
+	c->params = NULL;
+}
+
+static void on_sbx_closed(void *data)
+{
+	*(bool *)data = true;
+}
+
+/*
+ * session.verify through the real sandbox (the default runner): the
+ * held-out files are seen at .spd-heldout by the checks, spd's state dir
+ * is not, and the host's worktree never gets the held-out entry.
+ */
+START_TEST(test_verify_in_sandbox)
+{
+	struct fx f;
+	struct rpc_call c;
+	static struct spd spd;
+	uv_loop_t loop;
+	char *prog = test_prog("sandboxd");
+	char conf[2048];
+	struct session_info *i;
+	bool closed = false;
+	int probe = 0;
+
+	fx_init(&f, NULL);
+	memset(&spd, 0, sizeof(spd));
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	if (access(prog, X_OK) < 0) {
+		free(prog);
+		uv_loop_close(&loop);
+		fx_done(&f);
+		TEST_SKIP("build the sandboxd program first (make)");
+	}
+	ck_assert_int_eq(sbx_start(&loop, prog, &spd.sbx), 0);
+	free(prog);
+	spd.loop = &loop;
+	spd.sessions = f.s;
+	spd.paths.state_dir = f.state;
+	spd.paths.config_dir = paths_join(f.root, "config");
+	spd.paths.runtime_dir = paths_join(f.root, "run");
+	mkdir(spd.paths.config_dir, 0700);
+	mkdir(spd.paths.runtime_dir, 0700);
+	spd.config.default_timeout_ms = 30000;
+
+	/* Is a sandbox available at all here? */
+	{
+		char *argv[] = {"/bin/true", NULL};
+		char *env[] = {"PATH=/usr/bin:/bin", NULL};
+		struct sbx_spec sp;
+
+		memset(&sp, 0, sizeof(sp));
+		sp.argv = argv;
+		sp.envp = env;
+		sp.workspace = f.repo;
+		sp.home = f.root;
+		ck_assert_int_eq(
+		    sbx_run(spd.sbx, &sp,
+			    &(struct sbx_cbs){.on_done = on_probe_done}, &probe,
+			    NULL),
+		    0);
+		while (!probe)
+			uv_run(&loop, UV_RUN_ONCE);
+	}
+	if (probe == 2) {
+		sbx_close(spd.sbx, on_sbx_closed, &closed);
+		while (!closed)
+			uv_run(&loop, UV_RUN_ONCE);
+		uv_run(&loop, UV_RUN_DEFAULT);
+		uv_loop_close(&loop);
+		fx_done(&f);
+		TEST_SKIP("the sandbox is unavailable here");
+	}
+
+	snprintf(
+	    conf, sizeof(conf),
+	    "[check \"heldout\"]\n\trun = grep -q SEALED "
+	    ".spd-heldout/t.txt\n"
+	    "[check \"state-hidden\"]\n\trun = sh -c '! cat %s/sessions.db "
+	    ">/dev/null 2>&1'\n",
+	    f.state);
+	char *cp = paths_join(f.repo, ".spd.conf");
+	test_write_file(cp, conf);
+	free(cp);
+	free(sh(f.repo, "git commit -qam conf"));
+	i = start(&f, "sbx", false, NULL);
+
+	/* Without the sealed files the held-out check fails. */
+	verify_async(&c, &spd, &loop, i->id);
+	ck_assert_ptr_nonnull(c.result);
+	ck_assert(json_is_false(json_object_get(c.result, "pass")));
+	call_free(&c);
+
+	char *hd = paths_join(f.root, "sealed");
+	mkdir(hd, 0700);
+	char *hf = paths_join(hd, "t.txt");
+	test_write_file(hf, "SEALED\n");
+	free(hf);
+	ck_assert_int_eq(session_heldout(f.s, i->id, hd), 1);
+	free(hd);
+	verify_async(&c, &spd, &loop, i->id);
+	ck_assert_ptr_nonnull(c.result);
+	char *dump = json_dumps(c.result, 0);
+	ck_assert_msg(json_is_true(json_object_get(c.result, "pass")), "%s",
+		      dump);
+	free(dump);
+	call_free(&c);
+	/* The host's worktree never got the held-out files. */
+	char *dst = paths_join(i->worktree, SESSION_HELDOUT_MOUNT);
+	ck_assert(!exists(dst));
+	free(dst);
+
+	sbx_close(spd.sbx, on_sbx_closed, &closed);
+	while (!closed)
+		uv_run(&loop, UV_RUN_ONCE);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	free(spd.paths.config_dir);
+	free(spd.paths.runtime_dir);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("session");
@@ -902,6 +1048,7 @@ int main(void)
 	tcase_add_test(tc, test_verify_no_checks);
 	tcase_add_test(tc, test_list_show);
 	tcase_add_test(tc, test_handlers);
+	tcase_add_test(tc, test_verify_in_sandbox);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
