@@ -594,6 +594,527 @@ START_TEST(test_status_socket_not_redacted)
 }
 END_TEST
 
+/* ---- a local spd start: extra environment, a layer taken away ------- */
+
+static bool sock_answers(const char *path)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	bool ok;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+	close(fd);
+	return ok;
+}
+
+/* Refuse Landlock to spd and everything it starts: a seccomp filter that
+ * makes landlock_create_ruleset fail with ENOSYS, as on a kernel without
+ * Landlock.  Runs in the child before exec. */
+static int block_landlock(void)
+{
+	scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+	int r;
+
+	if (!ctx)
+		return -ENOMEM;
+	r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS),
+			     SCMP_SYS(landlock_create_ruleset), 0);
+	if (r == 0)
+		r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 1);
+	if (r == 0)
+		r = seccomp_load(ctx);
+	seccomp_release(ctx);
+	return r;
+}
+
+/*
+ * test_spd_start with extra "NAME=value" entries in spd's environment
+ * (NULL-terminated, may be NULL) and optionally without Landlock.
+ */
+static void spd_start_ex(struct test_spd *t, char *const extra_env[],
+			 bool no_landlock)
+{
+	char *spd = test_prog("spd"),
+	     *errpath = paths_join(t->dir, "spd.stderr.ex");
+	int errfd =
+	    open(errpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	pid_t pid;
+
+	ck_assert(errfd >= 0);
+	pid = fork();
+	ck_assert(pid >= 0);
+	if (pid == 0) {
+		for (int i = 0; t->env[i]; i++)
+			putenv(t->env[i]);
+		for (int i = 0; extra_env && extra_env[i]; i++)
+			putenv(extra_env[i]);
+		if (no_landlock && block_landlock() < 0)
+			_exit(126);
+		dup2(errfd, 2);
+		execl(spd, spd, "--foreground", (char *)NULL);
+		_exit(127);
+	}
+	close(errfd);
+	t->pid = pid;
+	for (int i = 0; i < 1000; i++) {
+		int st;
+		if (waitpid(pid, &st, WNOHANG) == pid) {
+			char *err = test_read_file(errpath);
+			t->pid = 0;
+			ck_abort_msg("spd exited (status %d): %s", st,
+				     err ? err : "");
+		}
+		if (sock_answers(t->sock))
+			break;
+		sleep_ms(10);
+	}
+	ck_assert_msg(sock_answers(t->sock), "spd did not answer in 10 s");
+	{
+		char *tp = paths_join(t->config, "operator.token");
+		char *tok = test_read_file(tp);
+		ck_assert_ptr_nonnull(tok);
+		tok[strcspn(tok, "\n")] = '\0';
+		snprintf(t->token, sizeof(t->token), "%s", tok);
+		free(tok);
+		free(tp);
+	}
+	free(errpath);
+	free(spd);
+}
+
+/* ---- issue 3: fail closed without a layer ---------------------------- */
+
+/*
+ * A host without Landlock (simulated): mode required refuses the run with
+ * SANDBOX-UNAVAILABLE naming the layer and runs nothing; best-effort (the
+ * operator's --best-effort, or spd.conf) runs it with a warning on stderr,
+ * and the journal records the missing layer.
+ */
+START_TEST(test_missing_layer_required_and_best_effort)
+{
+	char *out = NULL, *err = NULL, *dump;
+	char *doctor[] = {"doctor", NULL};
+	char *be[] = {"--yes", "--best-effort", NULL};
+	char *argv[] = {"sh", "-c", "touch RAN-BE; echo ran", NULL};
+	int st;
+
+	/* The fixture's spd has every layer; this test brings its own. */
+	test_spd_cleanup(&T);
+	test_spd_prepare(&T, NULL);
+	spd_start_ex(&T, NULL, true);
+	st = test_spctl(&T, doctor, NULL, &out, &err);
+	if (has(out, "ok       landlock"))
+		TEST_SKIP("could not take Landlock away from spd: %s", out);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1,
+		      "doctor with a missing layer: status %d\n%s", st, out);
+	ck_assert_msg(has(out, "landlock"), "%s", out);
+	free(out);
+	free(err);
+
+	ck_assert_int_eq(run_sh("touch RAN-REQ", &out, &err), 126);
+	ck_assert_msg(has(err, "SANDBOX-UNAVAILABLE") && has(err, "andlock"),
+		      "refusal does not name the layer: %s", err);
+	ck_assert_msg(!ws_exists("RAN-REQ"), "mode required ran the command");
+	free(out);
+	free(err);
+
+	ck_assert_int_eq(run(be, argv, &out, &err), 0);
+	ck_assert(has(out, "ran"));
+	ck_assert(ws_exists("RAN-BE"));
+	ck_assert_msg(has(err, "warning") && has(err, "andlock"),
+		      "best-effort without a warning: %s", err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	dump = journal_dump(&T);
+	ck_assert_msg(has(dump, "best-effort") && has(dump, "andlock"), "%s",
+		      dump);
+	free(dump);
+
+	/* spd.conf [sandbox] mode = best-effort: no flag needed. */
+	test_spd_cleanup(&T);
+	test_spd_prepare(&T, "[sandbox]\n\tmode = best-effort\n");
+	spd_start_ex(&T, NULL, true);
+	ck_assert_int_eq(run_sh("touch RAN-CONF", &out, &err), 0);
+	ck_assert(ws_exists("RAN-CONF"));
+	ck_assert_msg(has(err, "warning") && has(err, "andlock"), "%s", err);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* ---- issue 6: secrets ------------------------------------------------ */
+
+static void plant_keys(void)
+{
+	const char *v[] = {K1, K2, K3};
+
+	for (int i = 0; i < 3; i++) {
+		char name[8], *p;
+		snprintf(name, sizeof(name), "k%d", i + 1);
+		p = ws_path(name);
+		test_write_file(p, v[i]);
+		ck_assert_int_eq(chmod(p, 0644), 0);
+		free(p);
+	}
+}
+
+static const char B64[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64(const unsigned char *in, size_t n)
+{
+	char *out = malloc(4 * (n / 3 + 1) + 1), *o = out;
+
+	ck_assert_ptr_nonnull(out);
+	for (size_t i = 0; i < n; i += 3) {
+		unsigned v = (unsigned)in[i] << 16;
+		if (i + 1 < n)
+			v |= (unsigned)in[i + 1] << 8;
+		if (i + 2 < n)
+			v |= in[i + 2];
+		*o++ = B64[(v >> 18) & 63];
+		*o++ = B64[(v >> 12) & 63];
+		*o++ = i + 1 < n ? B64[(v >> 6) & 63] : '=';
+		*o++ = i + 2 < n ? B64[v & 63] : '=';
+	}
+	*o = '\0';
+	return out;
+}
+
+/* Every form of v the run prints, as the client could see it. */
+struct forms {
+	char *f[32];
+	size_t n;
+};
+
+static void forms_add(struct forms *fs, char *s)
+{
+	ck_assert(fs->n < 32);
+	fs->f[fs->n++] = s;
+}
+
+static void forms_of(struct forms *fs, const char *v)
+{
+	size_t len = strlen(v);
+
+	forms_add(fs, strdup(v));
+	/* base64 with v at byte offset 0, 1, 2 of a longer blob: the
+	 * characters fixed by v's bits alone; also the URL-safe alphabet. */
+	for (size_t p = 0; p < 3; p++) {
+		unsigned char *in = malloc(p + len);
+		char *e, *core, *url;
+		size_t from = (8 * p + 5) / 6, to = (8 * (p + len)) / 6;
+
+		memset(in, 'x', p);
+		memcpy(in + p, v, len);
+		e = b64(in, p + len);
+		core = strndup(e + from, to - from);
+		url = strdup(core);
+		for (char *c = url; *c; c++)
+			*c = *c == '+' ? '-' : *c == '/' ? '_' : *c;
+		forms_add(fs, core);
+		forms_add(fs, url);
+		free(e);
+		free(in);
+	}
+	/* hex, both cases */
+	for (int upper = 0; upper < 2; upper++) {
+		char *h = malloc(2 * len + 1);
+		for (size_t i = 0; i < len; i++)
+			sprintf(h + 2 * i, upper ? "%02X" : "%02x",
+				(unsigned char)v[i]);
+		forms_add(fs, h);
+	}
+	/* percent-encoding of all but the unreserved bytes: upper and lower
+	 * digits, space as %20 or + */
+	for (int k = 0; k < 3; k++) {
+		char *u = malloc(3 * len + 1), *o = u;
+		for (size_t i = 0; i < len; i++) {
+			unsigned char c = (unsigned char)v[i];
+			if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+			    (c >= '0' && c <= '9') || strchr("-._~", c))
+				*o++ = (char)c;
+			else if (c == ' ' && k == 2)
+				*o++ = '+';
+			else
+				o +=
+				    sprintf(o, k == 1 ? "%%%02x" : "%%%02X", c);
+		}
+		*o = '\0';
+		forms_add(fs, u);
+	}
+	/* JSON string escaping, non-ASCII raw or as \u escapes */
+	for (int ascii = 0; ascii < 2; ascii++) {
+		char *j = malloc(6 * len + 1), *o = j;
+		for (size_t i = 0; i < len; i++) {
+			unsigned char c = (unsigned char)v[i];
+			if (c == '"' || c == '\\') {
+				*o++ = '\\';
+				*o++ = (char)c;
+			} else if (ascii && c == 0xc3 && i + 1 < len) {
+				/* the only non-ASCII letter in the keys: é */
+				o += sprintf(
+				    o, "\\u%04x",
+				    ((c & 0x1f) << 6) |
+					((unsigned char)v[i + 1] & 0x3f));
+				i++;
+			} else {
+				*o++ = (char)c;
+			}
+		}
+		*o = '\0';
+		forms_add(fs, j);
+	}
+}
+
+static void forms_free(struct forms *fs)
+{
+	for (size_t i = 0; i < fs->n; i++)
+		free(fs->f[i]);
+	fs->n = 0;
+}
+
+/* No form of any key in text. */
+static void assert_no_key(const char *text, const char *where)
+{
+	const char *v[] = {K1, K2, K3};
+
+	for (int k = 0; k < 3; k++) {
+		struct forms fs = {0};
+		forms_of(&fs, v[k]);
+		for (size_t i = 0; i < fs.n; i++)
+			ck_assert_msg(!has(text, fs.f[i]),
+				      "key %d leaked in %s as form %zu \"%s\"",
+				      k + 1, where, i, fs.f[i]);
+		forms_free(&fs);
+	}
+}
+
+/* The line of text starting with label, or NULL. */
+static const char *line_of(const char *text, const char *label)
+{
+	size_t n = strlen(label);
+
+	for (const char *l = text; l && *l;
+	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (strncmp(l, label, n) == 0)
+			return l;
+	return NULL;
+}
+
+static void assert_redacted_line(const char *text, const char *label)
+{
+	const char *l = line_of(text, label);
+	const char *nl = l ? strchr(l, '\n') : NULL;
+	const char *m = l ? strstr(l, "[redacted:") : NULL;
+
+	ck_assert_msg(l, "the run did not print %s:\n%s", label, text);
+	ck_assert_msg(m && (!nl || m < nl), "line %s not redacted: %.200s",
+		      label, l);
+}
+
+static char run_script[] =
+    "K1=$(cat k1); K2=$(cat k2); K3=$(cat k3)\n"
+    "echo \"ENVHITS:$(env | grep -c -F -e \"$K1\" -e \"$K2\" -e \"$K3\")\"\n"
+    "echo \"ENVNAMES:$(env | grep -c -e _API_KEY -e DB_PASSWORD)\"\n"
+    "for n in 1 2 3; do eval \"v=\\$K$n\"\n"
+    " echo \"raw$n:$v\"\n"
+    " echo \"b64o0_$n:$(printf %s \"$v\" | base64 -w0)\"\n"
+    " echo \"b64o1_$n:$(printf 'x%s' \"$v\" | base64 -w0)\"\n"
+    " echo \"b64o2_$n:$(printf 'xy%s' \"$v\" | base64 -w0)\"\n"
+    " echo \"b64blob_$n:$(printf 'header-%s-trailer' \"$v\" | base64 -w0)\"\n"
+    " echo \"b64url_$n:$(printf 'x%s' \"$v\" | base64 -w0 | tr '+/' '-_')\"\n"
+    " echo \"hex$n:$(printf %s \"$v\" | od -An -v -tx1 | tr -d ' \\n')\"\n"
+    " echo \"HEX$n:$(printf %s \"$v\" | od -An -v -tx1 | tr -d ' \\n' | tr a-f "
+    "A-F)\"\n"
+    " echo \"err$n:$v\" >&2\n"
+    "done\n"
+    "python3 -c 'import json, re, urllib.parse as u\n"
+    "for i in (1, 2, 3):\n"
+    "    k = open(\"k%d\" % i).read()\n"
+    "    q = u.quote(k, safe=\"\")\n"
+    "    print(\"url%d:%s\" % (i, q))\n"
+    "    print(\"urlplus%d:%s\" % (i, u.quote_plus(k, safe=\"\")))\n"
+    "    print(\"urllow%d:%s\" % (i, re.sub(\"%..\", lambda m: "
+    "m.group(0).lower(), q)))\n"
+    "    print(\"json%d:%s\" % (i, json.dumps(k)))\n"
+    "    print(\"jsonutf%d:%s\" % (i, json.dumps(k, ensure_ascii=False)))\n"
+    "'\n"
+    "printf 'slow1:'; for c in $(printf %s \"$K1\" | sed 's/./& /g'); do "
+    "printf %s \"$c\"; sleep 0.05; done; echo\n"
+    "printf 'slowerr2:' >&2; for c in $(printf %s \"$K2\" | sed 's/./& /g'); "
+    "do "
+    "printf %s \"$c\" >&2; sleep 0.02; done; echo >&2\n";
+
+/*
+ * The run reads the keys from files planted in the workspace and prints
+ * them in every encoding; the client sees only markers, the run's
+ * environment never had them, and the journal file holds none of them.
+ */
+START_TEST(test_secrets_redacted_everywhere)
+{
+	char *envopt;
+	char *opts[] = {"--yes", "--env", NULL, NULL};
+	char *argv[] = {"sh", "-c", run_script, NULL};
+	char *out = NULL, *err = NULL, *dump;
+	const char *labels[] = {
+	    "raw", "b64o0_", "b64o1_",	"b64o2_", "b64blob_", "b64url_", "hex",
+	    "HEX", "url",    "urlplus", "urllow", "json",     "jsonutf"};
+	int ex;
+
+	if (access("/usr/bin/python3", X_OK) != 0)
+		TEST_SKIP("python3 is not installed");
+	plant_keys();
+	/* An agent-style attempt to hand a key to the run by name. */
+	ck_assert(asprintf(&envopt, "OPENAI_API_KEY=%s", K2) > 0);
+	opts[2] = envopt;
+	ex = run(opts, argv, &out, &err);
+	ck_assert_msg(ex == 0, "exit %d\nout %s\nerr %s", ex, out, err);
+	/* The run's environment never held a key, nor a key's name. */
+	ck_assert_msg(has(out, "ENVHITS:0\n") && has(out, "ENVNAMES:0\n"), "%s",
+		      out);
+	for (int k = 1; k <= 3; k++)
+		for (size_t i = 0; i < sizeof(labels) / sizeof(labels[0]);
+		     i++) {
+			char label[32];
+			snprintf(label, sizeof(label), "%s%d:", labels[i], k);
+			assert_redacted_line(out, label);
+		}
+	assert_redacted_line(out, "slow1:");
+	ck_assert_msg(has(out, "raw1:[redacted:ANTHROPIC_API_KEY]\n"), "%s",
+		      out);
+	ck_assert_msg(has(out, "raw2:[redacted:OPENAI_API_KEY]\n"), "%s", out);
+	ck_assert_msg(has(out, "raw3:[redacted:DB_PASSWORD]\n"), "%s", out);
+	ck_assert_msg(has(out, "slow1:[redacted:ANTHROPIC_API_KEY]\n"), "%s",
+		      out);
+	ck_assert_msg(has(err, "err1:[redacted:ANTHROPIC_API_KEY]\n"), "%s",
+		      err);
+	ck_assert_msg(has(err, "slowerr2:[redacted:OPENAI_API_KEY]\n"), "%s",
+		      err);
+	assert_no_key(out, "spctl's stdout");
+	assert_no_key(err, "spctl's stderr");
+	free(out);
+	free(err);
+	free(envopt);
+
+	/* The journal, read from the file. */
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	{
+		char *q[] = {"sqlite3", T.journal, "select * from events",
+			     NULL};
+		ck_assert_int_eq(test_run(q, NULL, &dump, NULL), 0);
+	}
+	ck_assert_msg(has(dump, "run.start"), "no run in the journal: %s",
+		      dump);
+	assert_no_key(dump, "the journal");
+	free(dump);
+}
+END_TEST
+
+/* Keys readable by others: spd refuses to start and says which file and
+ * which mode, without printing a key. */
+START_TEST(test_env_file_loose_mode_refused)
+{
+	char *err = NULL, *path;
+	int st;
+
+	test_spd_cleanup(&T);
+	test_spd_prepare(&T, NULL);
+	write_env_file(&T, 0644);
+	st = test_spd_expect_exit(&T, &err);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0, "status %d", st);
+	path = paths_join(T.config, "environment");
+	ck_assert_msg(has(err, path) && has(err, "0644"),
+		      "error does not name %s and its mode: %s", path, err);
+	assert_no_key(err, "spd's error");
+	ck_assert(!sock_answers(T.sock));
+	free(path);
+	free(err);
+}
+END_TEST
+
+/* A key in spd's own environment (exported in the operator's shell) is
+ * redacted too, and never reaches the run's environment. */
+START_TEST(test_key_in_spd_environment)
+{
+	char r[KEY_RANDOM_LEN + 1], key[64], *envent, *out = NULL, *err = NULL,
+						      *p;
+	char *extra[2];
+
+	random_alnum(r, KEY_RANDOM_LEN);
+	snprintf(key, sizeof(key), "sk-ant-%s", r);
+	ck_assert(asprintf(&envent, "ANTHROPIC_API_KEY=%s", key) > 0);
+	extra[0] = envent;
+	extra[1] = NULL;
+	test_spd_cleanup(&T);
+	test_spd_prepare(&T, NULL);
+	spd_start_ex(&T, extra, false);
+	p = ws_path("k4");
+	test_write_file(p, key);
+	chmod(p, 0644);
+	free(p);
+	ck_assert_int_eq(
+	    run_sh(
+		"echo \"key:$(cat k4)\"; "
+		"echo \"env:$(env | grep -c -e ANTHROPIC -e \"$(cat k4)\")\"; "
+		"cat k4 >&2",
+		&out, &err),
+	    0);
+	ck_assert_msg(has(out, "key:[redacted:ANTHROPIC_API_KEY]\n"), "%s",
+		      out);
+	ck_assert_msg(has(out, "env:0\n"), "%s", out);
+	ck_assert_msg(!has(out, key) && !has(err, key) && !has(out, r) &&
+			  !has(err, r),
+		      "key leaked: %s %s", out, err);
+	free(out);
+	free(err);
+	free(envent);
+}
+END_TEST
+
+/* Error messages that would carry a key reach the client redacted: a key
+ * used as the command name. */
+START_TEST(test_key_in_error_message)
+{
+	int fd = test_spd_connect(&T);
+	char *params, *r, *out = NULL, *err = NULL;
+	char *argv[] = {K1, NULL};
+	char *yes[] = {"--yes", NULL};
+
+	/* Without approval: the ask's message names the command. */
+	ck_assert(
+	    asprintf(&params,
+		     "{\"workspace\":\"%s\",\"argv\":[\"%s\"],\"wait\":false}",
+		     WS, K1) > 0);
+	r = test_call(&T, fd, 1, "cmd.run", params, true);
+	ck_assert_msg(has(r, "\"error\""), "%s", r);
+	ck_assert_msg(has(r, "[redacted:ANTHROPIC_API_KEY]"), "%s", r);
+	assert_no_key(r, "the NEEDS-APPROVAL error");
+	free(r);
+	free(params);
+	/* The pending approval lists it, redacted. */
+	r = test_call(&T, fd, 2, "approval.list", NULL, true);
+	assert_no_key(r, "approval.list");
+	free(r);
+	/* policy.check explains it, redacted. */
+	ck_assert(asprintf(&params, "{\"workspace\":\"%s\",\"argv\":[\"%s\"]}",
+			   WS, K1) > 0);
+	r = test_call(&T, fd, 3, "policy.check", params, true);
+	assert_no_key(r, "policy.check");
+	free(r);
+	free(params);
+	close(fd);
+	/* Approved: 127, and whatever spctl prints holds no key. */
+	ck_assert_int_eq(run(yes, argv, &out, &err), 127);
+	assert_no_key(out, "spctl's stdout");
+	assert_no_key(err, "spctl's stderr");
+	free(out);
+	free(err);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("run");
@@ -615,6 +1136,11 @@ int main(void)
 	tcase_add_test(tc, test_net_modes);
 	tcase_add_test(tc, test_writable_option);
 	tcase_add_test(tc, test_status_socket_not_redacted);
+	tcase_add_test(tc, test_missing_layer_required_and_best_effort);
+	tcase_add_test(tc, test_secrets_redacted_everywhere);
+	tcase_add_test(tc, test_env_file_loose_mode_refused);
+	tcase_add_test(tc, test_key_in_spd_environment);
+	tcase_add_test(tc, test_key_in_error_message);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
