@@ -32,6 +32,7 @@ struct sess {
 	struct session_info info;
 	uint8_t token_hash[crypto_generichash_BYTES];
 	struct guard *guard; /* active sessions only */
+	char **empty_files;  /* in place: ignored credential files */
 	struct sess *next;
 };
 
@@ -298,10 +299,13 @@ static const char *col_text(sqlite3_stmt *st, int i)
 	return (const char *)sqlite3_column_text(st, i);
 }
 
+static void plist_free(char **v);
+
 static void sess_free(struct sess *x)
 {
 	if (!x)
 		return;
+	plist_free(x->empty_files);
 	guard_free(x->guard);
 	info_clear(&x->info);
 	sodium_memzero(x->token_hash, sizeof(x->token_hash));
@@ -319,6 +323,7 @@ static struct sess *find(struct session_store *s, const char *id)
 }
 
 static int make_guard(struct session_store *s, struct sess *x);
+static int find_secrets(struct session_store *s, struct sess *x);
 
 /* End the attempt: record the finding, drop the guard, journal it. */
 static void attempt_end(struct session_store *s, struct sess *x,
@@ -406,6 +411,12 @@ static int load(struct session_store *s)
 
 		if (had)
 			memcpy(was, sqlite3_column_blob(st, 18), sizeof(was));
+		if (i->mode == SESSION_MODE_IN_PLACE &&
+		    find_secrets(s, x) < 0) {
+			attempt_end(s, x, "INTEGRITY", i->worktree,
+				    "unreadable at restart");
+			continue;
+		}
 		if (make_guard(s, x) < 0) {
 			attempt_end(s, x, "INTEGRITY", i->worktree,
 				    "unreadable at restart");
@@ -676,6 +687,157 @@ static int make_guard(struct session_store *s, struct sess *x)
 	guard_free(x->guard);
 	x->guard = g;
 	return 0;
+}
+
+/* ---- in place: ignored credential files ---- */
+
+struct secret_scan {
+	git_repository *repo;
+	const char *root;
+	char **v;
+	size_t n;
+	size_t seen;
+};
+
+static int scan_secrets(struct secret_scan *sc, const char *rel, unsigned depth)
+{
+	char path[GUARD_PATH_MAX], child[GUARD_PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (depth > 32)
+		return 0;
+	snprintf(path, sizeof(path), "%s%s%s", sc->root, rel[0] ? "/" : "",
+		 rel);
+	d = opendir(path);
+	if (!d)
+		return 0;
+	while ((de = readdir(d))) {
+		unsigned int flags = 0;
+		struct stat st;
+		int k;
+
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0 ||
+		    (depth == 0 && strcmp(de->d_name, ".git") == 0))
+			continue;
+		if (++sc->seen > SESSION_SCAN_MAX) {
+			r = -E2BIG;
+			break;
+		}
+		k = snprintf(child, sizeof(child), "%s%s%s", rel,
+			     rel[0] ? "/" : "", de->d_name);
+		if (k < 0 || (size_t)k >= sizeof(child))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue;
+		if (S_ISDIR(st.st_mode)) {
+			r = scan_secrets(sc, child, depth + 1);
+			if (r < 0)
+				break;
+			continue;
+		}
+		if (protected_match(child) != PROTECTED_SECRET_FILE)
+			continue;
+		/* Tracked files stay as they are: they are the project's. */
+		if (git_status_file(&flags, sc->repo, child) < 0 ||
+		    !(flags & GIT_STATUS_IGNORED))
+			continue;
+		if (sc->n >= SESSION_EMPTY_FILES_MAX) {
+			r = -E2BIG;
+			break;
+		}
+		sc->v[sc->n] = paths_join(sc->root, child);
+		if (!sc->v[sc->n]) {
+			r = -ENOMEM;
+			break;
+		}
+		sc->n++;
+	}
+	closedir(d);
+	return r;
+}
+
+/*
+ * The git-ignored files of an in-place checkout that look like
+ * credentials, found once at session start (the agent's own later files
+ * are its own).  Past SESSION_SCAN_MAX entries or SESSION_EMPTY_FILES_MAX
+ * matches the start is refused rather than run with some of them
+ * readable.
+ */
+static int find_secrets(struct session_store *s, struct sess *x)
+{
+	struct secret_scan sc = {0};
+	int r;
+
+	if (git_repository_open_ext(&sc.repo, x->info.worktree,
+				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
+		seterr(s, "%s: %s", x->info.worktree, git_msg());
+		return -EIO;
+	}
+	sc.root = x->info.worktree;
+	sc.v = calloc(SESSION_EMPTY_FILES_MAX + 1, sizeof(char *));
+	if (!sc.v) {
+		git_repository_free(sc.repo);
+		return -ENOMEM;
+	}
+	r = scan_secrets(&sc, "", 0);
+	git_repository_free(sc.repo);
+	if (r < 0) {
+		if (r == -E2BIG)
+			seterr(s,
+			       "in place: more than %d ignored credential "
+			       "files or %d entries in the checkout; use a "
+			       "worktree session",
+			       SESSION_EMPTY_FILES_MAX, SESSION_SCAN_MAX);
+		plist_free(sc.v);
+		return r;
+	}
+	plist_free(x->empty_files);
+	x->empty_files = sc.v;
+	return 0;
+}
+
+void session_run_paths_free(struct session_run_paths *p)
+{
+	if (!p)
+		return;
+	free(p->workspace);
+	plist_free(p->readonly);
+	plist_free(p->empty_files);
+	memset(p, 0, sizeof(*p));
+}
+
+int session_run_paths(struct session_store *s, const char *id,
+		      struct session_run_paths *ret)
+{
+	struct session_run_paths p = {0};
+	struct sess *x;
+	size_t n = 0;
+	int r = session_usable(s, id);
+
+	if (r < 0)
+		return r;
+	x = find(s, id);
+	p.in_place = x->info.mode == SESSION_MODE_IN_PLACE;
+	while (x->empty_files && x->empty_files[n])
+		n++;
+	p.workspace = strdup(x->info.worktree);
+	p.readonly = calloc(2, sizeof(char *));
+	p.empty_files = calloc(n + 1, sizeof(char *));
+	if (!p.workspace || !p.readonly || !p.empty_files)
+		goto oom;
+	if (p.in_place && !(p.readonly[0] = strdup(x->info.gitdir)))
+		goto oom;
+	for (size_t i = 0; i < n; i++)
+		if (!(p.empty_files[i] = strdup(x->empty_files[i])))
+			goto oom;
+	*ret = p;
+	return 0;
+oom:
+	session_run_paths_free(&p);
+	return -ENOMEM;
 }
 
 /* ---- tokens ---- */
@@ -1014,6 +1176,11 @@ int session_start(struct session_store *s, const char *repo_path,
 		goto out;
 	}
 
+	if (in_place) {
+		r = find_secrets(s, x);
+		if (r < 0)
+			goto out;
+	}
 	r = make_guard(s, x);
 	if (r < 0)
 		goto out;

@@ -48,6 +48,13 @@
 /* Where the held-out files appear inside the worktree during a
  * verification run (relative to the worktree). */
 #define SESSION_HELDOUT_MOUNT ".spd-heldout"
+/*
+ * In place: most credential-looking ignored files made to read as empty
+ * (each is a mount in the sandbox, and a run has SBXP_PATHS_MAX paths in
+ * all), and most directory entries walked to find them.
+ */
+#define SESSION_EMPTY_FILES_MAX 48
+#define SESSION_SCAN_MAX 200000
 /* Most dirty paths named when an in-place start is refused. */
 #define SESSION_DIRTY_SHOWN 20
 
@@ -182,6 +189,28 @@ int session_record_command(struct session_store *s, const char *id,
 /* Re-hash only (after a file tool wrote, say); returns as above. */
 int session_guard_check(struct session_store *s, const char *id,
 			struct guard_finding *ret_finding);
+/* What a command of the session runs with (session_run_paths). */
+struct session_run_paths {
+	char *workspace;    /* the worktree or the in-place checkout */
+	char **readonly;    /* NULL terminated: in place, the git dir */
+	char **empty_files; /* NULL terminated: in place, the git-ignored
+			       files that look like credentials (.env*,
+			       *.pem, *.key, id_rsa*, .netrc, ...), found at
+			       session start; they must read as empty */
+	bool in_place;
+};
+
+/*
+ * The paths cmd.run needs for a command of session id: the workspace and,
+ * in place, what is read-only and what reads as empty.  Returns 0 and
+ * fills *ret (free with session_run_paths_free), or -ENOENT/-ESHUTDOWN/
+ * -ECANCELED as session_usable, or -ENOMEM.
+ */
+int session_run_paths(struct session_store *s, const char *id,
+		      struct session_run_paths *ret);
+/* Free what session_run_paths filled; a zeroed struct is fine. */
+void session_run_paths_free(struct session_run_paths *p);
+
 /* Count a policy block in the session (a hard gate of verification);
  * what is journaled with it.  Returns 0 or -ENOENT. */
 int session_note_policy_block(struct session_store *s, const char *id,

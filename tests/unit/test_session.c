@@ -146,6 +146,13 @@ START_TEST(test_start_diff_end)
 	p = paths_join(i->worktree, "a.txt");
 	ck_assert(exists(p));
 	free(p);
+	struct session_run_paths rp;
+	ck_assert_int_eq(session_run_paths(f.s, i->id, &rp), 0);
+	ck_assert(!rp.in_place);
+	ck_assert_str_eq(rp.workspace, i->worktree);
+	ck_assert_ptr_null(rp.readonly[0]);
+	ck_assert_ptr_null(rp.empty_files[0]);
+	session_run_paths_free(&rp);
 
 	/* Work: edit, add, commit one change and leave one uncommitted;
 	 * an ignored file does not show. */
@@ -256,8 +263,33 @@ START_TEST(test_in_place_dirty)
 	    strstr(session_store_error(f.s), "s.txt (staged)"));
 	/* Only ignored files: clean. */
 	free(sh(f.repo, "git rm -q --cached s.txt && rm s.txt && "
-			"echo x > debug.log"));
+			"echo x > debug.log && "
+			"printf '.env\\nkeys/\\n' >> .gitignore && "
+			"mkdir -p keys conf && echo SECRET=1 > .env && "
+			"echo k > keys/server.pem && echo t > conf/app.key && "
+			"git add .gitignore conf/app.key && "
+			"git commit -qm ignore"));
 	i = start(&f, "ip", true, token);
+	/* A command in place: .git read-only, the ignored credential files
+	 * read as empty, a tracked key file left alone. */
+	struct session_run_paths rp;
+	ck_assert_int_eq(session_run_paths(f.s, i->id, &rp), 0);
+	ck_assert(rp.in_place);
+	ck_assert_str_eq(rp.workspace, f.repo);
+	ck_assert_str_eq(rp.readonly[0], i->gitdir);
+	ck_assert_ptr_null(rp.readonly[1]);
+	size_t ne = 0;
+	bool env = false, pem = false;
+	for (; rp.empty_files[ne]; ne++) {
+		char *e = rp.empty_files[ne];
+		env = env || strcmp(e + strlen(f.repo), "/.env") == 0;
+		pem =
+		    pem || strcmp(e + strlen(f.repo), "/keys/server.pem") == 0;
+		ck_assert_ptr_null(strstr(e, "app.key"));
+	}
+	ck_assert_uint_eq(ne, 2);
+	ck_assert(env && pem);
+	session_run_paths_free(&rp);
 	ck_assert_int_eq(i->mode, SESSION_MODE_IN_PLACE);
 	ck_assert_str_eq(i->worktree, f.repo);
 	ck_assert_str_eq(i->branch, "main");
