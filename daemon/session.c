@@ -19,6 +19,7 @@
 
 #include "common/paths.h"
 #include "common/util.h"
+#include "daemon/journal.h"
 #include "daemon/protected.h"
 #include "daemon/session.h"
 
@@ -540,6 +541,19 @@ session_check_runner_fn session_store_check_runner(struct session_store *s,
 {
 	*ret_data = s->runner_data;
 	return s->runner;
+}
+
+static void journal_hook(void *data, const char *id, const char *kind,
+			 const char *summary, const char *detail)
+{
+	/* A journal that cannot take the row (-ENOBUFS) is the journal's
+	 * to report; the session's own record is in sessions.db. */
+	journal_append(data, id, "spd", kind, summary, detail);
+}
+
+void session_store_use_journal(struct session_store *s, struct journal *j)
+{
+	session_store_set_journal(s, j ? journal_hook : NULL, j);
 }
 
 const char *session_store_error(const struct session_store *s)

@@ -112,6 +112,10 @@ int session_store_open(const char *state_dir, struct session_store **ret);
 void session_store_free(struct session_store *s);
 void session_store_set_journal(struct session_store *s, session_journal_fn fn,
 			       void *data);
+/* Journal session events to j (journal_append with actor "spd"); NULL
+ * stops journaling.  The usual way to set the hook above. */
+struct journal;
+void session_store_use_journal(struct session_store *s, struct journal *j);
 /* A sentence saying why the last failed call failed ("" when none);
  * owned by the store, valid until the next call. */
 const char *session_store_error(const struct session_store *s);

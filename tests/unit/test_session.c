@@ -17,6 +17,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/call.h"
+#include "daemon/journal.h"
 #include "daemon/sbx.h"
 #include "daemon/session.h"
 #include "daemon/spd.h"
@@ -1059,6 +1060,63 @@ START_TEST(test_verify_in_sandbox)
 }
 END_TEST
 
+static void on_journal_closed(void *data, int err)
+{
+	*(int *)data = err == 0 ? 1 : 2;
+}
+
+static void count_kinds(void *data, int err, const struct journal_event *evs,
+			size_t n)
+{
+	int *found = data;
+
+	ck_assert_int_eq(err, 0);
+	for (size_t k = 0; k < n; k++)
+		if (!strcmp(evs[k].kind, "session.finding") && evs[k].detail &&
+		    strstr(evs[k].detail, ".git/config"))
+			found[0]++;
+	found[1] = 1;
+}
+
+/* Session events reach the real journal: the finding names its path. */
+START_TEST(test_journal)
+{
+	static const char *const argv[] = {"true", NULL};
+	struct fx f;
+	struct journal *j = NULL;
+	struct session_info *i;
+	uv_loop_t loop;
+	int closed = 0, found[2] = {0, 0};
+
+	fx_init(&f, NULL);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	char *jp = paths_join(f.state, "journal.db");
+	ck_assert_int_eq(journal_open(&loop, jp, &j), 0);
+	free(jp);
+	session_store_use_journal(f.s, j);
+	int64_t before = journal_count(j);
+	i = start(&f, "jr", false, NULL);
+	free(sh(f.repo, "git config core.editor evil"));
+	ck_assert_int_eq(session_record_command(f.s, i->id, argv, 0, NULL), 1);
+	ck_assert_int_ge(journal_count(j), before + 2);
+	ck_assert_int_eq(journal_flush(j), 0);
+	struct journal_filter jf = {.since = 0, .session = i->id};
+	ck_assert_int_eq(journal_query(j, &jf, count_kinds, found), 0);
+	while (!found[1])
+		uv_run(&loop, UV_RUN_ONCE);
+	ck_assert_int_eq(found[0], 1);
+	session_store_use_journal(f.s, NULL);
+	journal_close(j, on_journal_closed, &closed);
+	while (!closed)
+		uv_run(&loop, UV_RUN_ONCE);
+	ck_assert_int_eq(closed, 1);
+	uv_run(&loop, UV_RUN_DEFAULT);
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("session");
@@ -1080,6 +1138,7 @@ int main(void)
 	tcase_add_test(tc, test_verify_no_checks);
 	tcase_add_test(tc, test_list_show);
 	tcase_add_test(tc, test_handlers);
+	tcase_add_test(tc, test_journal);
 	tcase_add_test(tc, test_verify_in_sandbox);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
