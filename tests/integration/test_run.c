@@ -955,8 +955,8 @@ static char run_script[] =
  */
 START_TEST(test_secrets_redacted_everywhere)
 {
-	char *envopt;
-	char *opts[] = {"--yes", "--env", NULL, NULL};
+	char *envopt, *envopt2;
+	char *opts[] = {"--yes", "--env", NULL, "--env", NULL, NULL};
 	char *argv[] = {"sh", "-c", run_script, NULL};
 	char *out = NULL, *err = NULL, *dump;
 	const char *labels[] = {
@@ -970,6 +970,9 @@ START_TEST(test_secrets_redacted_everywhere)
 	/* An agent-style attempt to hand a key to the run by name. */
 	ck_assert(asprintf(&envopt, "OPENAI_API_KEY=%s", K2) > 0);
 	opts[2] = envopt;
+	/* ... and by value under an innocent name. */
+	ck_assert(asprintf(&envopt2, "INNOCENT=%s", K1) > 0);
+	opts[4] = envopt2;
 	ex = run(opts, argv, &out, &err);
 	ck_assert_msg(ex == 0, "exit %d\nout %s\nerr %s", ex, out, err);
 	/* The run's environment never held a key, nor a key's name. */
@@ -998,6 +1001,7 @@ START_TEST(test_secrets_redacted_everywhere)
 	free(out);
 	free(err);
 	free(envopt);
+	free(envopt2);
 
 	/* The journal, read from the file. */
 	ck_assert_int_eq(test_spd_stop(&T), 0);
@@ -1112,6 +1116,16 @@ START_TEST(test_key_in_error_message)
 	assert_no_key(err, "spctl's stderr");
 	free(out);
 	free(err);
+	/* The journal recorded the attempts without the key. */
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	{
+		char *q[] = {"sqlite3", T.journal, "select * from events",
+			     NULL};
+		ck_assert_int_eq(test_run(q, NULL, &out, NULL), 0);
+	}
+	ck_assert_msg(has(out, "[redacted:ANTHROPIC_API_KEY]"), "%s", out);
+	assert_no_key(out, "the journal");
+	free(out);
 }
 END_TEST
 
