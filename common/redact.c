@@ -1109,6 +1109,27 @@ int redact_stream_flush(struct redact_stream *st, struct buf *out)
 	return 0;
 }
 
+int redact_stream_idle(struct redact_stream *st, struct buf *out)
+{
+	const uint8_t *data = (const uint8_t *)st->hold.data;
+	size_t n = st->hold.len, from;
+	uint32_t q = 0;
+
+	if (n == 0 || st->set->npatterns == 0)
+		return 0;
+	/* The automaton from its root over the last maxlen - 1 held bytes
+	 * ends in the state of the longest suffix that is the start of some
+	 * pattern.  Depth 0: no pattern can begin in what is held and run
+	 * past its end, so a flush (which still redacts whole matches)
+	 * cannot split a secret. */
+	from = n > st->set->maxlen - 1 ? n - (st->set->maxlen - 1) : 0;
+	for (size_t i = from; i < n; i++)
+		q = ac_step(st->set, q, data[i]);
+	if (st->set->st[q].depth > 0)
+		return 0;
+	return redact_stream_flush(st, out) < 0 ? -ENOMEM : 1;
+}
+
 void redact_stream_free(struct redact_stream *st)
 {
 	if (!st)

@@ -74,14 +74,28 @@ static void strv_free(struct strv *s)
  * streaming matcher (one per stream, so that a secret split across two
  * chunks is still caught) before it reaches the client.
  */
+/* How long a stream may be quiet before what the redactor holds is
+ * released (when it cannot be the start of a secret): a prompt or a
+ * progress line shows up promptly, yet a secret printed a byte at a time
+ * is still caught whole. */
+#define RUN_OUTPUT_IDLE_MS 30
+
 struct outf {
 	struct redact_stream *rs[2];
 	struct buf tmp;
+	uv_timer_t *idle; /* data: this outf, NULL once finished */
+	struct rpc_call *call;
 };
+
+static void outf_idle_fired(uv_timer_t *t);
 
 static void outf_init(struct outf *o, struct spd *spd)
 {
 	memset(o, 0, sizeof(*o));
+	if (spd->redact && (o->idle = malloc(sizeof(*o->idle)))) {
+		uv_timer_init(spd->loop, o->idle);
+		o->idle->data = NULL;
+	}
 	if (spd->redact)
 		for (int i = 0; i < 2; i++)
 			if (redact_stream_new(spd->redact, &o->rs[i]) < 0)
@@ -105,10 +119,36 @@ static void outf_feed(struct outf *o, struct rpc_call *c, int stream,
 		return; /* never pass unredacted bytes on */
 	if (o->tmp.len)
 		send_output(c, stream, o->tmp.data, o->tmp.len);
+	if (o->idle) {
+		o->idle->data = o;
+		o->call = c;
+		uv_timer_start(o->idle, outf_idle_fired, RUN_OUTPUT_IDLE_MS, 0);
+	}
+}
+
+static void outf_idle_fired(uv_timer_t *t)
+{
+	struct outf *o = t->data;
+
+	if (!o)
+		return;
+	for (int i = 0; i < 2; i++) {
+		if (!o->rs[i])
+			continue;
+		buf_reset(&o->tmp);
+		if (redact_stream_idle(o->rs[i], &o->tmp) > 0 && o->tmp.len)
+			send_output(o->call, i + 1, o->tmp.data, o->tmp.len);
+	}
 }
 
 static void outf_finish(struct outf *o, struct rpc_call *c)
 {
+	if (o->idle) {
+		uv_timer_stop(o->idle);
+		o->idle->data = NULL;
+		uv_close((uv_handle_t *)o->idle, (uv_close_cb)free);
+		o->idle = NULL;
+	}
 	for (int i = 0; i < 2; i++) {
 		if (!o->rs[i])
 			continue;
