@@ -864,6 +864,10 @@ START_TEST(test_heldout)
 	test_write_file(p, HELDOUT_TEXT "\n");
 	free(p);
 	start_session(REPO, "held", false, &s);
+	/* Control: before sealing, the "held" check cannot pass. */
+	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"pass\":false"), "verify unsealed: %s", r);
+	free(r);
 	rc = op_spctl((char *[]){"session", "heldout", s.id, ho, NULL}, &out,
 		      &err);
 	ck_assert_msg(rc == 0, "heldout: %d %s", rc, err);
@@ -939,21 +943,11 @@ START_TEST(test_heldout)
 	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
 	ck_assert_msg(strcmp(code_of(r), "ok") == 0, "verify: %s", r);
 	ck_assert_msg(!has(r, HELDOUT_TEXT), "verify leaks content: %s", r);
-	if (!has(r, "\"pass\":true")) {
-		/* LEAD: held-out verification is not wired yet
-		 * (TODO(ro_binds) in daemon/agent.c check_runner returns
-		 * -EOPNOTSUPP when heldout_src is set); the refusal must be
-		 * clean: a failed checks gate, never a pass. */
-		ck_assert_msg(has(r, "\"name\":\"held\"") &&
-				  has(r, "\"exit\":-1") &&
-				  has(r, "\"pass\":false"),
-			      "verify with held-out checks: %s", r);
-		printf("SKIP: %s: held-out verification is refused "
-		       "(-EOPNOTSUPP, TODO(ro_binds) in daemon/agent.c); "
-		       "the refusal is clean: %s\n",
-		       __func__, r);
-		fflush(stdout);
-	}
+	/* Both checks ran to exit 0: "held" read the sealed file through
+	 * the verification-only overlay. */
+	ck_assert_msg(has(r, "\"pass\":true") && has(r, "\"name\":\"held\"") &&
+			  !has(r, "\"exit\":1") && !has(r, "\"exit\":-1"),
+		      "verify with held-out checks: %s", r);
 	free(r);
 	ck_assert(!wt_exists(&s, ".spd-heldout"));
 	free(ho);
