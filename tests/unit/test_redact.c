@@ -868,6 +868,44 @@ START_TEST(test_threads)
 }
 END_TEST
 
+/*
+ * A quiet source: what is held is released when it cannot be the start of
+ * a secret, and kept when it can — a secret written one byte at a time
+ * with pauses (an idle call after every byte) is still caught whole.
+ */
+START_TEST(test_idle_release)
+{
+	const char *secret = "sk-ant-idle-SECRET-0123456789";
+	struct redact_set *set = mkset1("KEY", secret);
+	struct redact_stream *st;
+	struct buf out = BUF_INIT;
+
+	ck_assert_int_eq(redact_stream_new(set, &st), 0);
+	/* A prompt with no newline shows up on idle. */
+	ck_assert_int_eq(redact_stream_feed(st, "Password? ", 10, &out), 0);
+	ck_assert_int_eq(redact_stream_idle(st, &out), 1);
+	ck_assert_uint_eq(out.len, 10);
+	ck_assert(memcmp(out.data, "Password? ", 10) == 0);
+	/* Byte by byte, idle after each: never a partial secret out. */
+	for (size_t i = 0; secret[i]; i++) {
+		ck_assert_int_eq(redact_stream_feed(st, &secret[i], 1, &out), 0);
+		ck_assert_int_ge(redact_stream_idle(st, &out), 0);
+		for (size_t k = 4; k <= i + 1; k++)
+			ck_assert_msg(!memmem(out.data, out.len, secret, k) ||
+					      k < 4,
+				      "a %zu-byte prefix of the secret leaked",
+				      k);
+	}
+	ck_assert_int_eq(redact_stream_feed(st, "\n", 1, &out), 0);
+	ck_assert_int_eq(redact_stream_flush(st, &out), 0);
+	ck_assert_ptr_nonnull(memmem(out.data, out.len, "[redacted:KEY]", 14));
+	ck_assert_ptr_null(memmem(out.data, out.len, "sk-ant-idle", 11));
+	redact_stream_free(st);
+	buf_free(&out);
+	redact_set_free(set);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("redact");
@@ -891,6 +929,7 @@ int main(void)
 	tcase_add_test(tc, test_holdback);
 	tcase_add_test(tc, test_differential);
 	tcase_add_test(tc, test_threads);
+	tcase_add_test(tc, test_idle_release);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
