@@ -1483,6 +1483,18 @@ int session_note_policy_block(struct session_store *s, const char *id,
 	return note(s, id, "policy-block", what);
 }
 
+int session_end_attempt(struct session_store *s, const char *id,
+			const char *code, const char *why)
+{
+	int r = session_usable(s, id);
+
+	if (r < 0)
+		return r;
+	attempt_end(s, find(s, id), code ? code : "ATTEMPT-ENDED",
+		    why ? why : "", "ended");
+	return 0;
+}
+
 int session_note_outside_change(struct session_store *s, const char *id,
 				const char *path)
 {

@@ -219,6 +219,16 @@ void session_run_paths_free(struct session_run_paths *p);
  * what is journaled with it.  Returns 0 or -ENOENT. */
 int session_note_policy_block(struct session_store *s, const char *id,
 			      const char *what);
+/*
+ * End the session's attempt for a reason other than the guard (three
+ * denied calls in a row: code "POLICY-DENIED"; why says what).  Every
+ * later call of the session is then refused with ATTEMPT-ENDED;
+ * session.show names code and why.  Journaled.  Returns 0, -ENOENT,
+ * -ESHUTDOWN for an ended session, or -ECANCELED when the attempt had
+ * already ended (the first finding is kept).
+ */
+int session_end_attempt(struct session_store *s, const char *id,
+			const char *code, const char *why);
 /* Record a change made outside the worktree (path) — a failed gate.
  * Returns 0 or -ENOENT. */
 int session_note_outside_change(struct session_store *s, const char *id,

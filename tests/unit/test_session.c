@@ -582,6 +582,22 @@ START_TEST(test_verify_gates)
 			 SESSION_GATES);
 	json_decref(j);
 
+	/* Ending the attempt for a policy reason refuses what follows. */
+	struct session_info *other = start(&f, "v2", false, NULL), *now = NULL;
+	ck_assert_int_eq(session_end_attempt(f.s, other->id, "POLICY-DENIED",
+					     "three denied calls in a row"),
+			 0);
+	ck_assert_int_eq(session_usable(f.s, other->id), -ECANCELED);
+	ck_assert_int_eq(session_record_command(f.s, other->id, mc, 0, NULL),
+			 -ECANCELED);
+	ck_assert_int_eq(session_end_attempt(f.s, other->id, "X", "y"),
+			 -ECANCELED);
+	ck_assert_int_eq(session_get(f.s, other->id, &now), 0);
+	ck_assert_str_eq(now->finding_code, "POLICY-DENIED");
+	ck_assert_str_eq(now->finding_path, "three denied calls in a row");
+	session_info_free(now);
+	session_info_free(other);
+
 	/* A policy block fails the verdict even with every check green. */
 	ck_assert_int_eq(session_note_policy_block(f.s, i->id, "rm -rf /"), 0);
 	ck_assert_int_eq(session_verify_evaluate(f.s, plan, ok, &v), 0);
