@@ -767,6 +767,14 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 			       "directory");
 			goto out;
 		}
+		if (r == -SPD_ETOOBIG) {
+			refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,
+			       "mount plan: more than %d mounts, or more than "
+			       "%d entries in a directory a read-only bind "
+			       "rebuilds",
+			       MOUNTPLAN_OPS_MAX, MOUNTPLAN_REBIND_MAX);
+			goto out;
+		}
 		if (r < 0) {
 			if (r == -ENOENT || r == -ENOTDIR)
 				refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,

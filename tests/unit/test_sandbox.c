@@ -961,6 +961,39 @@ START_TEST(securebits_locked)
 }
 END_TEST
 
+/* A read-only bind that would rebuild a directory with more entries than
+ * a plan re-binds is refused, and nothing runs. */
+START_TEST(ro_binds_too_many_entries)
+{
+	struct fixture f;
+	struct outcome o;
+	char src[PATH_MAX], dst[PATH_MAX + 16], path[PATH_MAX + 32];
+	char *argv[] = {"/bin/sh", "-c", "touch ran", NULL};
+	struct sbx_spec sp;
+
+	fx_setup(&f, NULL);
+	snprintf(src, sizeof(src), "%s/sealed", f.outside);
+	ck_assert_int_eq(mkdir(src, 0700), 0);
+	for (int i = 0; i <= MOUNTPLAN_REBIND_MAX; i++) {
+		snprintf(path, sizeof(path), "%s/f%d", f.ws, i);
+		test_write_file(path, "x");
+	}
+	snprintf(dst, sizeof(dst), "%s/.spd-heldout", f.ws);
+	char *binds[] = {src, dst, NULL};
+	spec_init(&f, &sp, argv);
+	sp.ro_binds = binds;
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_ptr_nonnull(o.error_code);
+	ck_assert_str_eq(o.error_code, "BAD-REQUEST");
+	snprintf(path, sizeof(path), "%s/ran", f.ws);
+	ck_assert(access(path, F_OK) < 0);
+	ck_assert(access(dst, F_OK) < 0);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* /var/tmp is the run's own: what the host keeps there is not visible,
  * and what the run writes there does not reach the host. */
 START_TEST(var_tmp_private)
@@ -1126,6 +1159,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, var_tmp_private);
 	tcase_add_test(tc, too_many_sockets_refused);
 	tcase_add_test(tc, ro_binds_overlay);
+	tcase_add_test(tc, ro_binds_too_many_entries);
 	tcase_add_test(tc, securebits_locked);
 	tcase_add_test(tc, best_effort_warns);
 	suite_add_tcase(s, tc);
