@@ -89,11 +89,20 @@ static void setup(void)
 	make_repo(REPO, PROJECT_CONF);
 }
 
+/* spd must stop cleanly: under ASan a leak or an error in spd shows as
+ * a non-zero exit, with the report in its stderr file. */
 static void teardown(void)
 {
+	int st = test_spd_stop(&T);
+	char *err = NULL;
+
 	free(REPO);
 	REPO = NULL;
+	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		host_sh(&err, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
 	test_spd_cleanup(&T);
+	ck_assert_msg(err == NULL, "spd did not stop cleanly (status %d): %s",
+		      st, err);
 }
 
 /* ---- talking to spd -------------------------------------------------- */
