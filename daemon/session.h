@@ -77,8 +77,9 @@ struct session_info {
 			   NULL when detached */
 	char base[41];	/* base commit, hex */
 	enum session_state state;
-	char *finding_code; /* "GIT-CHANGED" or "INTEGRITY"; NULL: none */
-	char *finding_path; /* the path the finding names */
+	char *finding_code; /* "GIT-CHANGED", "INTEGRITY", or the code given
+			       to session_end_attempt; NULL: none */
+	char *finding_path; /* the path the finding names (or the why) */
 	int64_t created;    /* Unix seconds */
 	int64_t ended;	    /* Unix seconds; 0 while not ended */
 	unsigned policy_blocks;
@@ -358,8 +359,9 @@ typedef int (*session_check_runner_fn)(void *data,
 				       size_t i, session_check_done_fn done,
 				       void *ctx);
 /* Set (or clear, with fn NULL) the check runner.  Without one,
- * session.verify fails with SANDBOX-UNAVAILABLE: checks never run
- * unconfined. */
+ * session.verify uses its own runner over spd->sbx (m_session.c), and
+ * with no sandbox at all fails with SANDBOX-UNAVAILABLE: checks never
+ * run unconfined. */
 void session_store_set_check_runner(struct session_store *s,
 				    session_check_runner_fn fn, void *data);
 /* The runner set, or NULL; *ret_data gets its data. */
