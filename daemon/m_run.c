@@ -640,6 +640,13 @@ void m_cmd_run(struct rpc_call *c)
 		}
 	}
 	if (!who->operator) {
+		/* An agent never chooses where it works: its session does. */
+		if (json_object_get(p, "workspace")) {
+			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				       "an agent runs only in its session's "
+				       "workspace");
+			return;
+		}
 		if (req.net == SBX_NET_HOST) {
 			rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
 				       "the host network is for the operator "
