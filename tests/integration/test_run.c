@@ -223,6 +223,30 @@ START_TEST(test_exit_codes)
 }
 END_TEST
 
+/*
+ * 127 says why: a user who mistypes a command is told it was not found,
+ * not left with a bare exit code.
+ *
+ * BUG (reported, fails): sandboxd reports the exec failure in the run's
+ * result (sandboxd/linux/spawn.c, error_msg "exec: No such file or
+ * directory" with exit 127 and no error_code), but daemon/m_run.c on_done
+ * uses error_msg only when error_code is set, so neither the result nor
+ * spctl says anything.
+ */
+START_TEST(test_not_found_says_why)
+{
+	char *yes[] = {"--yes", NULL};
+	char *missing[] = {"no-such-command-e2e1", NULL};
+	char *err = NULL;
+
+	ck_assert_int_eq(run(yes, missing, NULL, &err), 127);
+	ck_assert_msg(has(err, "not found") || has(err, "No such file"),
+		      "spctl exits 127 without saying why: \"%s\"",
+		      err ? err : "");
+	free(err);
+}
+END_TEST
+
 /* Every run is journaled: argv, workspace, exit code, duration. */
 START_TEST(test_run_journaled)
 {
@@ -1140,6 +1164,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_streams_separated);
 	tcase_add_test(tc, test_exit_codes);
+	tcase_add_test(tc, test_not_found_says_why);
 	tcase_add_test(tc, test_run_journaled);
 	tcase_add_test(tc, test_output_streams_live);
 	tcase_add_test(tc, test_client_gone_kills_run);
