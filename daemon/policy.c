@@ -729,9 +729,10 @@ static void note_tree_entry(struct cls *c, const char *rel, const char *arg,
 		hard_ask(c, "ask.write.manifest",
 			 "%s %s would change %s, a dependency manifest", what,
 			 arg, rel);
-	else if (protected_is_test(rel) &&
-		 (!c->ctx->preexisting ||
-		  c->ctx->preexisting(c->ctx->preexisting_data, rel)))
+	/* Below a directory, tests count only when the session says which
+	 * existed: build output is full of "tests" directories. */
+	else if (c->ctx->preexisting && protected_is_test(rel) &&
+		 c->ctx->preexisting(c->ctx->preexisting_data, rel))
 		hard_ask(c, "ask.write.test",
 			 "%s %s would change %s, a test that existed before "
 			 "the session",
