@@ -260,6 +260,23 @@ int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 		r = -EINVAL;
 		goto out;
 	}
+	/* The project's file may not include others: an included file
+	 * elsewhere in the workspace would not be a protected path, and the
+	 * agent could edit the project's policy through it. */
+	if (layer == POLICY_LAYER_PROJECT) {
+		if (git_config_iterator_new(&it, cfg) < 0) {
+			r = -EINVAL;
+			goto out;
+		}
+		while (git_config_next(&ent, it) == 0)
+			if (strncasecmp(ent->name, "include.", 8) == 0 ||
+			    strncasecmp(ent->name, "includeif.", 10) == 0) {
+				r = -EINVAL;
+				goto out;
+			}
+		git_config_iterator_free(it);
+		it = NULL;
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		l.list = keys[i].list;
 		r = git_config_get_multivar_foreach(cfg, keys[i].key, NULL,

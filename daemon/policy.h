@@ -171,7 +171,8 @@ void policy_conf_free(struct policy_conf *conf);
  * [check "NAME"] run.  Command values are split into words like a shell
  * would (quotes and backslashes; no expansion).  Returns 0, -ENOENT when
  * the file does not exist (conf unchanged), -EINVAL for a file libgit2
- * cannot parse or a value that does not split, or -ENOMEM.
+ * cannot parse, a value that does not split, or a project file with
+ * [include]/[includeIf] (conf unchanged), or -ENOMEM.
  */
 int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 		     const char *path);

@@ -1138,6 +1138,11 @@ START_TEST(test_conf_files)
 	test_write_file(p, "[policy]\n\tallow = \"\\\"unterminated '\"\n");
 	ck_assert_int_eq(policy_conf_load(conf, POLICY_LAYER_PROJECT, p),
 			 -EINVAL);
+	/* A project file cannot pull in another (editable) file. */
+	test_write_file(p, "[include]\n\tpath = docs/more.conf\n");
+	ck_assert_int_eq(policy_conf_load(conf, POLICY_LAYER_PROJECT, p),
+			 -EINVAL);
+	ck_assert_int_eq(policy_conf_load(conf, POLICY_LAYER_OPERATOR, p), 0);
 	free(p);
 	ck_assert_int_eq(policy_conf_add(conf, POLICY_LAYER_OPERATOR,
 					 POLICY_LIST_ALLOW, "   "),
