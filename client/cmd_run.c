@@ -253,6 +253,9 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "%s\n", s ? s : "null");
 		free(s);
 	}
+	if (json_string_value(json_object_get(res, "error")))
+		fprintf(stderr, "spctl: %s\n",
+			json_string_value(json_object_get(res, "error")));
 	if (json_is_true(json_object_get(res, "timed_out"))) {
 		fprintf(stderr,
 			"spctl: the run hit its deadline and was killed\n");

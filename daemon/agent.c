@@ -1,6 +1,4 @@
-#include <dirent.h>
 #include <errno.h>
-#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,17 +13,6 @@
 #include "spd.h"
 #include "common/paths.h"
 #include "common/util.h"
-
-/* In place, git-ignored files that look like credentials read as empty
- * inside the sandbox (issue 4).  The scan is bounded: a checkout with
- * more candidates than this refuses the run rather than leak one. */
-#define AGENT_EMPTY_FILES_MAX 60
-#define AGENT_SCAN_DEPTH 6
-
-static const char *const credential_globs[] = {
-    ".env",	 ".env.*",	"*.pem",  "*.key",  "id_rsa*", "id_dsa*",
-    "id_ecdsa*", "id_ed25519*", ".netrc", ".npmrc", ".pypirc", NULL,
-};
 
 static int auth_hook(struct spd *spd, const char *token, char **ret_sid)
 {
@@ -51,7 +38,15 @@ struct run_session {
 	struct spd *spd;
 	char id[SESSION_ID_LEN + 1];
 	char **argv;
+	struct session_run_paths paths; /* borrowed by the run's spec */
 };
+
+static void run_session_free(struct run_session *rs)
+{
+	session_argv_free(rs->argv);
+	session_run_paths_free(&rs->paths);
+	free(rs);
+}
 
 static int after_run(void *data, const struct sbx_result *r, char *msg,
 		     size_t msglen)
@@ -75,17 +70,13 @@ static int after_run(void *data, const struct sbx_result *r, char *msg,
 			 strerror(-x));
 		ret = RPC_E_ATTEMPT_ENDED;
 	}
-	session_argv_free(rs->argv);
-	free(rs);
+	run_session_free(rs);
 	return ret;
 }
 
 static void cancel_run(void *data)
 {
-	struct run_session *rs = data;
-
-	session_argv_free(rs->argv);
-	free(rs);
+	run_session_free(data);
 }
 
 static char **argv_copy(json_t *arr)
@@ -104,81 +95,21 @@ static char **argv_copy(json_t *arr)
 	return v;
 }
 
-static bool credential_name(const char *name)
-{
-	for (size_t i = 0; credential_globs[i]; i++)
-		if (fnmatch(credential_globs[i], name, FNM_CASEFOLD) == 0)
-			return true;
-	return false;
-}
-
-/* Collect credential-looking regular files under dir (skipping .git),
- * so that in place they read as empty.  Tracked ones too: a credential
- * has no business in an agent's view whether git knows it or not. */
-static int scan_credentials(const char *dir, int depth, char **out, size_t *n)
-{
-	DIR *d;
-	struct dirent *e;
-	int r = 0;
-
-	if (depth > AGENT_SCAN_DEPTH)
-		return 0;
-	d = opendir(dir);
-	if (!d)
-		return 0;
-	while ((e = readdir(d)) && r == 0) {
-		char *p;
-		struct stat st;
-
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..") ||
-		    !strcmp(e->d_name, ".git"))
-			continue;
-		p = paths_join(dir, e->d_name);
-		if (!p) {
-			r = -ENOMEM;
-			break;
-		}
-		if (lstat(p, &st) == 0) {
-			if (S_ISDIR(st.st_mode) &&
-			    strcmp(e->d_name, "node_modules")) {
-				r = scan_credentials(p, depth + 1, out, n);
-			} else if (S_ISREG(st.st_mode) &&
-				   credential_name(e->d_name)) {
-				if (*n >= AGENT_EMPTY_FILES_MAX)
-					r = -E2BIG;
-				else {
-					out[(*n)++] = p;
-					p = NULL;
-				}
-			}
-		}
-		free(p);
-	}
-	closedir(d);
-	return r;
-}
-
 static int run_prepare(struct spd *spd, struct rpc_call *c,
 		       struct run_request *req)
 {
 	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *jsid = json_object_get(rpc_call_params(c), "session");
 	const char *id = who->session_id;
-	struct session_info *info = NULL;
 	struct run_session *rs = NULL;
-	static char *empty[AGENT_EMPTY_FILES_MAX + 1];
-	static char *ro[2];
-	static size_t n_empty;
 	int r;
 
 	if (who->operator)
-		id = json_string_value(
-		    json_object_get(rpc_call_params(c), "session"));
+		id = json_string_value(jsid);
 	if (!id)
 		return 0; /* the operator's own run: no session */
-	if (!who->operator&& json_object_get(rpc_call_params(c), "session") &&
-	    strcmp(json_string_value(
-		       json_object_get(rpc_call_params(c), "session")),
-		   id) != 0) {
+	if (!who->operator && jsid &&
+	    strcmp(json_string_value(jsid) ?: "", id) != 0) {
 		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
 			       "a session token acts in its own session only");
 		return -1;
@@ -196,53 +127,34 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 			       "session %s is not active", id);
 		return -1;
 	}
-	if (session_get(spd->sessions, id, &info) < 0) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "no session %s", id);
-		return -1;
-	}
-	req->owned_workspace = strdup(info->worktree);
-	req->workspace = req->owned_workspace;
-	/* The run is an agent's even when the operator runs it in the
-	 * session: the cwd is the worktree. */
-	if (!who->operator)
-		req->cwd = NULL;
-	if (info->mode == SESSION_MODE_IN_PLACE) {
-		/* .git stays read-only inside the sandbox, whatever git
-		 * command the agent runs. */
-		for (size_t i = 0; i < n_empty; i++)
-			free(empty[i]);
-		n_empty = 0;
-		free(ro[0]);
-		ro[0] = paths_join(info->worktree, ".git");
-		ro[1] = NULL;
-		req->readonly = ro;
-		r = scan_credentials(info->worktree, 0, empty, &n_empty);
-		empty[n_empty] = NULL;
-		if (r < 0) {
-			rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
-				       "too many credential-looking files in "
-				       "the checkout to hide (more than %d)",
-				       AGENT_EMPTY_FILES_MAX);
-			session_info_free(info);
-			return -1;
-		}
-		req->empty_files = empty;
-	}
 	rs = calloc(1, sizeof(*rs));
 	if (!rs || !(rs->argv = argv_copy(req->argv))) {
 		free(rs);
-		session_info_free(info);
 		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return -1;
+	}
+	/* Where the session's commands run, and in place what stays
+	 * read-only (.git) and what reads as empty (ignored credentials). */
+	r = session_run_paths(spd->sessions, id, &rs->paths);
+	if (r < 0) {
+		run_session_free(rs);
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "session %s: %s", id, strerror(-r));
 		return -1;
 	}
 	rs->spd = spd;
 	snprintf(rs->id, sizeof(rs->id), "%s", id);
+	req->workspace = rs->paths.workspace;
+	req->readonly = rs->paths.readonly;
+	req->empty_files = rs->paths.empty_files;
+	req->in_place = rs->paths.in_place;
+	/* The agent's cwd is the worktree unless it names one inside. */
+	if (!who->operator)
+		req->cwd = NULL;
 	req->done_hook = after_run;
 	req->done_data = rs;
 	req->done_cancel = cancel_run;
-	req->in_place = info->mode == SESSION_MODE_IN_PLACE;
 	req->session_id = rs->id;
-	session_info_free(info);
 	return 0;
 }
 
@@ -294,6 +206,7 @@ static int check_runner(void *data, const struct session_verify_plan *plan,
 	/* The held-out checks appear read-only at heldout_dst for this
 	 * verification run only; the host worktree never holds them. */
 	spec.ro_binds = plan->heldout_src ? binds : NULL;
+	spec.readonly = plan->readonly; /* in place: .git */
 	spec.best_effort = false; /* checks never run with a layer missing */
 	spec.run_uid = spd->config.run_uid;
 	spec.run_gid = spd->config.run_gid;

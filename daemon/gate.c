@@ -97,14 +97,6 @@ fail:
 	return r;
 }
 
-/* TODO(session_end_attempt): end the session's attempt in the store. */
-static void gate_end_attempt(struct session_store *store, const char *id,
-			     const char *code, const char *why)
-{
-	(void)code;
-	session_note_policy_block(store, id, why);
-}
-
 static struct counter *counter_of(struct approvals *ap, const char *session)
 {
 	struct counter *c;
@@ -157,7 +149,7 @@ static void deny(struct approvals *ap, struct rpc_call *c, const char *session,
 		char why[128];
 		snprintf(why, sizeof(why), "%u denied calls in a row",
 			 ctr->denials);
-		gate_end_attempt(spd->sessions, session, "POLICY-DENIED", why);
+		session_end_attempt(spd->sessions, session, "POLICY-DENIED", why);
 		rpc_call_error(
 		    c, RPC_E_ATTEMPT_ENDED,
 		    json_pack("{s:s, s:s}", "rule", rule, "reason", reason),
@@ -647,7 +639,7 @@ void m_approval_decide(struct rpc_call *c)
 			struct counter *ctr = counter_of(ap, session);
 			if (ctr && ++ctr->denials >= GATE_DENIALS_MAX &&
 			    ap->spd->sessions)
-				gate_end_attempt(ap->spd->sessions, session,
+				session_end_attempt(ap->spd->sessions, session,
 						 "POLICY-DENIED",
 						 "three denied calls in a row");
 		}

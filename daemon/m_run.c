@@ -286,6 +286,19 @@ static void on_done(void *data, const struct sbx_result *r)
 		if (r->term_signal)
 			json_object_set_new(res, "signal",
 					    json_integer(r->term_signal));
+		/* Why a command did not start (exit 126/127 from exec). */
+		if (r->error_msg && r->error_msg[0]) {
+			char *why = NULL;
+			const char *a0 = json_string_value(
+				json_array_get(rc->argv_json, 0));
+			if (asprintf(&why, "%s: %s%s", a0 ? a0 : "command",
+				     r->exit_code == 127 ? "command not found: "
+							 : "",
+				     r->error_msg) > 0)
+				json_object_set_new(res, "error",
+						    json_string(why));
+			free(why);
+		}
 		rpc_call_reply(c, res);
 	}
 out:
