@@ -2,13 +2,18 @@
 #include <fcntl.h>
 #include <dirent.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -111,6 +116,7 @@ struct mountplan_op {
 	bool touch_target; /* create dst as an empty file (parents as dirs) */
 	bool optional;	   /* a missing dst is not an error */
 	bool readonly;	   /* MP_BIND_IDMAP: read-only (an ancestor) */
+	bool link_walk;	   /* a writable bind the hard-link check walks */
 	int userns_fd;
 };
 
@@ -781,11 +787,19 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	for (size_t i = 0; i < nw; i++) {
 		bool idmap = in->idmap_userns_fd >= 0;
 
+		bool listed = writable[i] == in->workspace;
+
 		if ((r = mp_add_path(&p, idmap ? MP_BIND_IDMAP : MP_BIND,
 				     writable[i], true, in->idmap_userns_fd)) <
 			0 ||
 		    (r = add_write_path(&p, writable[i])) < 0)
 			goto out;
+		/* The package caches are not walked: they are writable by
+		 * design (a run can poison them anyway) and can be far
+		 * larger than any workspace (docs/sandbox.md). */
+		for (size_t k = 0; in->writable && in->writable[k]; k++)
+			listed |= writable[i] == in->writable[k];
+		p.ops[p.n - 1].link_walk = listed;
 	}
 	if ((r = add_ro_binds(&p, in, in->idmap_userns_fd)) < 0)
 		goto out;
@@ -885,6 +899,8 @@ const char *mountplan_describe(const struct mountplan *p, int i)
 	};
 	static char buf[PATH_MAX + 32];
 
+	if (i == MOUNTPLAN_STEP_LINKS)
+		return "hard-link check of the writable paths";
 	if (i < 0 || (size_t)i >= p->n)
 		return "new root";
 	snprintf(buf, sizeof(buf), "%s %s", names[p->ops[i].kind],
@@ -1124,6 +1140,318 @@ static int touch(const char *path, mode_t mode)
 	return 0;
 }
 
+/*
+ * Hard links planted in a writable path from the host (docs/sandbox.md,
+ * "Hard links").  A name in the workspace whose file also has a link
+ * outside it would let the run change that file: the idmapped bind makes
+ * a root-owned file the run uid's, and without root the run is the
+ * operator.  Pass 1 counts, per (dev, ino), the names of each multi-linked
+ * file on the writable mounts; a file with fewer such names than
+ * st_nlink has a link elsewhere.  Pass 2 binds each name of such a file
+ * read-only over itself: writes, truncation and chmod through it fail
+ * with EROFS, and link(2) from it fails with EXDEV.
+ *
+ * Runs in the child, before the pivot, with syscalls only; its scratch
+ * memory is mmap'd and unmapped before the command is forked.
+ */
+
+/* Slots of the (dev, ino) table: at least twice the entries it can be
+ * given (every entry plus a root per op), so that probing stays short and
+ * it never fills.  A power of two. */
+#define LINKS_SLOTS (1u << 20)
+/* One getdents64 buffer per directory level. */
+#define LINKS_DIRBUF 8192
+
+_Static_assert(LINKS_SLOTS >=
+		   2 * (MOUNTPLAN_LINKS_ENTRIES_MAX + MOUNTPLAN_OPS_MAX),
+	       "the link table must stay at most half full");
+
+enum {
+	LS_USED = 1,
+	LS_FILE = 2,  /* a multi-linked file seen in pass 1 */
+	LS_SEEN1 = 4, /* a directory walked in pass 1 */
+	LS_SEEN2 = 8, /* a (mount, directory) walked in pass 2 */
+};
+
+/* Pass 2 keys directories by mount id rather than device: a directory
+ * visible through two mounts needs its names bound in each. */
+#define LINKS_MNT_KEY (1ull << 63)
+
+struct links_slot {
+	uint64_t dev, ino;
+	uint32_t count; /* names counted on writable mounts (pass 1) */
+	uint32_t nlink; /* st_nlink when first seen */
+	uint32_t flags;
+};
+
+struct links_walk {
+	struct links_slot *slots;
+	char *bufs;
+	size_t entries;
+	size_t nshort; /* files with fewer names counted than links */
+	size_t bound;
+	int pass;
+};
+
+struct links_dirent {
+	uint64_t d_ino;
+	int64_t d_off;
+	unsigned short d_reclen;
+	unsigned char d_type;
+	char d_name[];
+};
+
+static struct links_slot *links_slot(struct links_walk *w, uint64_t dev,
+				     uint64_t ino, bool insert)
+{
+	uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ ino;
+
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdull;
+	h ^= h >> 33;
+	for (size_t i = h & (LINKS_SLOTS - 1);;
+	     i = (i + 1) & (LINKS_SLOTS - 1)) {
+		struct links_slot *s = &w->slots[i];
+
+		if (!(s->flags & LS_USED)) {
+			if (!insert)
+				return NULL;
+			s->dev = dev;
+			s->ino = ino;
+			s->flags = LS_USED;
+			return s;
+		}
+		if (s->dev == dev && s->ino == ino)
+			return s;
+	}
+}
+
+/* Bind the file open at fd read-only over itself.  The clone keeps the
+ * mount's idmapping. */
+static int links_bind_ro(int fd)
+{
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY |
+					   MOUNT_ATTR_NOSUID |
+					   MOUNT_ATTR_NODEV};
+	int tree, r = 0;
+
+	tree = (int)open_tree(
+	    fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+	if (tree < 0)
+		return -errno;
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
+	    move_mount(tree, "", fd, "",
+		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		r = -errno;
+	close(tree);
+	return r;
+}
+
+/* Pass 2: bind the name read-only when its file has a link the walk did
+ * not count.  Decided on the opened file, so that a name swapped since
+ * pass 1 is judged as it is now. */
+static int links_protect(struct links_walk *w, int dfd, const char *name)
+{
+	struct links_slot *s;
+	struct stat st;
+	int fd, r = 0;
+
+	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &st) < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_nlink < 2)
+		goto out;
+	s = links_slot(w, st.st_dev, st.st_ino, false);
+	if (s && (s->flags & LS_FILE) && s->count >= st.st_nlink)
+		goto out;
+	if (++w->bound > MOUNTPLAN_LINKS_MAX) {
+		r = -EMLINK;
+		goto out;
+	}
+	r = links_bind_ro(fd);
+out:
+	close(fd);
+	return r;
+}
+
+static int links_dir(struct links_walk *w, int dfd, unsigned depth);
+
+static int links_subdir(struct links_walk *w, int dfd, const char *name,
+			unsigned depth)
+{
+	int fd, r;
+
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		/* Gone, or no longer a directory: changed on the host since
+		 * getdents; nothing to protect there now. */
+		if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+			return 0;
+		/* One the check cannot list but the run could search (mode
+		 * --x, another owner) could hold a link it reaches by name:
+		 * refuse.  One it cannot search is out of the run's reach. */
+		if (errno == EACCES)
+			return faccessat(dfd, name, X_OK,
+					 AT_EACCESS | AT_SYMLINK_NOFOLLOW) == 0
+				   ? -EACCES
+				   : 0;
+		return -errno;
+	}
+	r = links_dir(w, fd, depth + 1);
+	close(fd);
+	return r;
+}
+
+static int links_entry(struct links_walk *w, int dfd, const char *name,
+		       unsigned depth, bool writable)
+{
+	struct links_slot *s;
+	struct statx sx;
+	uint64_t dev;
+
+	if (statx(dfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+		  STATX_TYPE | STATX_NLINK | STATX_INO, &sx) < 0)
+		/* EACCES: the directory can be read but not searched, by
+		 * the run either. */
+		return errno == ENOENT || errno == EACCES ? 0 : -errno;
+	if (S_ISDIR(sx.stx_mode))
+		return links_subdir(w, dfd, name, depth);
+	if (!S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
+		return 0;
+	if (w->pass == 2)
+		return links_protect(w, dfd, name);
+	dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	s = links_slot(w, dev, sx.stx_ino, true);
+	if (!(s->flags & LS_FILE)) {
+		s->flags |= LS_FILE;
+		s->nlink = sx.stx_nlink;
+		w->nshort++;
+	}
+	/* A name on a read-only mount is not the run's to write, and a
+	 * name that is a mount point shows a file bound there from
+	 * elsewhere: neither counts as a link inside.  Counting too few
+	 * only binds more. */
+	if (!writable || (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		return 0;
+	if (++s->count == s->nlink)
+		w->nshort--;
+	return 0;
+}
+
+static int links_dir(struct links_walk *w, int dfd, unsigned depth)
+{
+	struct statfs sfs;
+	struct statx sx;
+	struct links_slot *s;
+	uint64_t key;
+	bool writable;
+	char *buf;
+	long n;
+	int r;
+
+	if (fstatfs(dfd, &sfs) < 0 ||
+	    statx(dfd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) < 0)
+		return -errno;
+	writable = !(sfs.f_flags & ST_RDONLY);
+	/* What a read-only mount holds is not the run's to write, except
+	 * below the plan's own read-only tmpfs mounts: a rebuilt workspace
+	 * directory (mountplan_in.ro_binds) binds its entries back
+	 * writable. */
+	if (!writable && sfs.f_type != TMPFS_MAGIC)
+		return 0;
+	key = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	if (w->pass == 2 && (sx.stx_mask & STATX_MNT_ID))
+		key = sx.stx_mnt_id | LINKS_MNT_KEY;
+	/* Pass 1 walks each directory once, so that no name is counted
+	 * twice (a nested writable path, a bind of it elsewhere in the
+	 * tree); pass 2 once per mount that shows it. */
+	s = links_slot(w, key, sx.stx_ino, true);
+	if (s->flags & (w->pass == 1 ? LS_SEEN1 : LS_SEEN2))
+		return 0;
+	s->flags |= w->pass == 1 ? LS_SEEN1 : LS_SEEN2;
+	if (depth >= MOUNTPLAN_LINKS_DEPTH_MAX)
+		return -ELOOP;
+	buf = w->bufs + (size_t)depth * LINKS_DIRBUF;
+	while ((n = syscall(SYS_getdents64, dfd, buf, LINKS_DIRBUF)) > 0) {
+		for (long off = 0; off < n;) {
+			struct links_dirent *d =
+			    (struct links_dirent *)(void *)(buf + off);
+			const char *name = d->d_name;
+
+			off += d->d_reclen;
+			if (name[0] == '.' &&
+			    (!name[1] || (name[1] == '.' && !name[2])))
+				continue;
+			if (++w->entries > MOUNTPLAN_LINKS_ENTRIES_MAX)
+				return -E2BIG;
+			if (d->d_type != DT_REG && d->d_type != DT_DIR &&
+			    d->d_type != DT_UNKNOWN)
+				continue;
+			if ((r = links_entry(w, dfd, name, depth, writable)) <
+			    0)
+				return r;
+		}
+	}
+	return n < 0 ? -errno : 0;
+}
+
+static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
+{
+	int r = 0;
+
+	w->pass = pass;
+	w->entries = 0;
+	for (size_t i = 0; i < p->n && r == 0; i++) {
+		int fd;
+
+		if (!p->ops[i].link_walk)
+			continue;
+		fd = open(p->ops[i].dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0) {
+			/* A listed writable path that is a file is the
+			 * operator's to share. */
+			if (errno == ENOTDIR)
+				continue;
+			return -errno;
+		}
+		r = links_dir(w, fd, 0);
+		close(fd);
+	}
+	return r;
+}
+
+static int protect_links(const struct mountplan *p)
+{
+	size_t slots = (size_t)LINKS_SLOTS * sizeof(struct links_slot);
+	size_t len = slots + (size_t)MOUNTPLAN_LINKS_DEPTH_MAX * LINKS_DIRBUF;
+	struct links_walk w = {0};
+	bool any = false;
+	void *mem;
+	int r;
+
+	for (size_t i = 0; i < p->n; i++)
+		any |= p->ops[i].link_walk;
+	if (!any)
+		return 0;
+	/* Reserved lazily: a workspace without hard links touches a few
+	 * pages of it. */
+	mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (mem == MAP_FAILED)
+		return -errno;
+	w.slots = mem;
+	w.bufs = (char *)mem + slots;
+	r = links_pass(&w, p, 1);
+	if (r == 0 && w.nshort)
+		r = links_pass(&w, p, 2);
+	munmap(mem, len);
+	return r;
+}
+
 int mountplan_apply(const struct mountplan *p, int *ret_step)
 {
 	int r;
@@ -1155,6 +1483,12 @@ int mountplan_apply(const struct mountplan *p, int *ret_step)
 			*ret_step = (int)i;
 			return r;
 		}
+	}
+	/* After every bind, so that the walk sees the run's view: what the
+	 * plan covers or binds read-only is not the run's to write. */
+	if ((r = protect_links(p)) < 0) {
+		*ret_step = MOUNTPLAN_STEP_LINKS;
+		return r;
 	}
 	/* Pivot into the new root with the old one stacked on top of it,
 	 * then detach that: the host's tree is no longer reachable. */

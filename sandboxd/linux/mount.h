@@ -39,6 +39,33 @@
  * mountplan_in.ro_binds): a repository's top level has a few dozen. */
 #define MOUNTPLAN_REBIND_MAX 128
 
+/*
+ * Hard links planted in a writable path from the host to a file outside
+ * it (docs/sandbox.md, "Hard links"): before the pivot, the child walks
+ * the workspace and the listed writable paths, and binds each name of a
+ * file that has a link outside them read-only over itself.  The walk is
+ * bounded so that a huge tree cannot stall every run; past a limit the
+ * run is refused (SANDBOX-UNAVAILABLE), never run with a link left
+ * writable.
+ *
+ * Entries (names) walked, all trees together: a large monorepo with its
+ * dependencies has a few hundred thousand.
+ */
+#define MOUNTPLAN_LINKS_ENTRIES_MAX 500000
+/* Names bound read-only because their file has a link outside: each is
+ * a mount in the run's namespace.  Planted links are rare; a tree with
+ * more than this many is refused rather than mounted over name by name. */
+#define MOUNTPLAN_LINKS_MAX 1024
+/* Directory depth of the walk: one descriptor and one getdents buffer
+ * per level. */
+#define MOUNTPLAN_LINKS_DEPTH_MAX 256
+/* The step mountplan_apply reports when the hard-link check failed: its
+ * error is -E2BIG past MOUNTPLAN_LINKS_ENTRIES_MAX, -EMLINK past
+ * MOUNTPLAN_LINKS_MAX, -ELOOP past MOUNTPLAN_LINKS_DEPTH_MAX, -EACCES for
+ * a directory the run could search but the check cannot list, else the
+ * errno of the call that failed. */
+#define MOUNTPLAN_STEP_LINKS (-2)
+
 struct mountplan_op;
 
 struct mountplan {

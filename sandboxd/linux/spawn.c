@@ -905,6 +905,44 @@ out:
 	return r < 0 ? r : -EIO;
 }
 
+/* The hard-link check refused the run (mount.h, MOUNTPLAN_STEP_LINKS):
+ * name the limit and why, since the fix is on the operator's side. */
+static void refuse_links(struct spawn_run *run, int err)
+{
+	const char *code = SBXP_ERR_UNAVAILABLE;
+
+	if (err == E2BIG)
+		refuse(&run->refusal, code,
+		       "hard links: the workspace and writable paths hold more "
+		       "than %d entries, too many to check for hard links to "
+		       "files outside them; the run is refused rather than "
+		       "run with such a link writable",
+		       MOUNTPLAN_LINKS_ENTRIES_MAX);
+	else if (err == EMLINK)
+		refuse(&run->refusal, code,
+		       "hard links: more than %d names in the workspace and "
+		       "writable paths are hard links to files with a link "
+		       "outside them (each is made read-only for the run); "
+		       "remove the links or copy the files",
+		       MOUNTPLAN_LINKS_MAX);
+	else if (err == ELOOP)
+		refuse(&run->refusal, code,
+		       "hard links: the workspace is nested deeper than %d "
+		       "directories, too deep to check for hard links to "
+		       "files outside it",
+		       MOUNTPLAN_LINKS_DEPTH_MAX);
+	else if (err == EACCES)
+		refuse(&run->refusal, code,
+		       "hard links: a directory in the workspace can be "
+		       "searched but not listed, so it cannot be checked for "
+		       "hard links to files outside it");
+	else
+		refuse(&run->refusal, code,
+		       "hard links: cannot check the workspace for hard links "
+		       "to files outside it: %s",
+		       strerror(err));
+}
+
 static void record_failure(struct spawn_run *run, const struct rec *rec)
 {
 	const char *name = rec->layer >= 0 && rec->layer < L__COUNT
@@ -917,6 +955,10 @@ static void record_failure(struct spawn_run *run, const struct rec *rec)
 	if (rec->layer == L_CWD)
 		code = SBXP_ERR_BAD_REQUEST;
 	run->failed = true;
+	if (rec->layer == L_MOUNT && rec->info == MOUNTPLAN_STEP_LINKS) {
+		refuse_links(run, rec->err);
+		return;
+	}
 	if (rec->layer == L_MOUNT)
 		refuse(&run->refusal, code, "%s: %s: %s", name,
 		       mountplan_describe(&run->plan, rec->info),

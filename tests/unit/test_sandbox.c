@@ -994,6 +994,123 @@ START_TEST(ro_binds_too_many_entries)
 }
 END_TEST
 
+/*
+ * A hard link planted in the workspace from the host to a file outside
+ * it (ln outside/f ws/h before the run): writing through the link would
+ * change the file outside.  The run can still read it, but no write,
+ * append, truncation or chmod through any of its names in the workspace
+ * (top level or a subdirectory) reaches the file outside.
+ */
+START_TEST(planted_hardlink_protected)
+{
+	struct fixture f;
+	struct outcome o;
+	char outside[PATH_MAX], h1[PATH_MAX + 8], h2[PATH_MAX + 16];
+	char sub[PATH_MAX + 8], script[1024];
+	struct stat st;
+
+	fx_setup(&f, NULL);
+	snprintf(outside, sizeof(outside), "%s/hl.txt", f.outside);
+	snprintf(h1, sizeof(h1), "%s/h-outside", f.ws);
+	snprintf(sub, sizeof(sub), "%s/sub", f.ws);
+	snprintf(h2, sizeof(h2), "%s/sub/h2", f.ws);
+	test_write_file(outside, "original\n");
+	chmod(outside, 0644);
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
+	if (link(outside, h1) < 0 || link(outside, h2) < 0)
+		TEST_SKIP("cannot hard-link %s into the workspace: %s", outside,
+			  strerror(errno));
+	/* Each attempt prints its name when it succeeds; the run can read
+	 * the file. */
+	snprintf(script, sizeof(script),
+		 "for h in h-outside sub/h2; do"
+		 " cat $h >/dev/null && echo read;"
+		 " (echo appended >> $h) 2>/dev/null && echo append:$h;"
+		 " (echo written > $h) 2>/dev/null && echo write:$h;"
+		 " truncate -s 0 $h 2>/dev/null && echo truncate:$h;"
+		 " chmod 0666 $h 2>/dev/null && echo chmod:$h;"
+		 " done; exit 0");
+	run_sh(&f, script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_str_eq(o.out.data ? o.out.data : "", "read\nread\n");
+	char *c = test_read_file(outside);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(c, "original\n");
+	free(c);
+	ck_assert_int_eq(stat(outside, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0644);
+	ck_assert_int_eq(st.st_nlink, 3);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* The positive control: a file whose links are all inside the workspace
+ * stays writable through each of them. */
+START_TEST(inside_hardlinks_writable)
+{
+	struct fixture f;
+	struct outcome o;
+	char a[PATH_MAX], b[PATH_MAX + 8], sub[PATH_MAX + 8];
+
+	fx_setup(&f, NULL);
+	snprintf(a, sizeof(a), "%s/a", f.ws);
+	snprintf(sub, sizeof(sub), "%s/sub", f.ws);
+	snprintf(b, sizeof(b), "%s/sub/b", f.ws);
+	test_write_file(a, "one\n");
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
+	if (link(a, b) < 0)
+		TEST_SKIP("cannot hard-link in the workspace: %s",
+			  strerror(errno));
+	char script[] = "echo two >> sub/b && echo three >> a";
+	run_sh(&f, script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_int_eq(o.exit_code, 0);
+	char *c = test_read_file(a);
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(c, "one\ntwo\nthree\n");
+	free(c);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* More names of outside files than the plan binds read-only: the run is
+ * refused, naming the limit, and the command never runs. */
+START_TEST(too_many_hardlinks_refused)
+{
+	struct fixture f;
+	struct outcome o;
+	char outside[PATH_MAX], path[PATH_MAX + 32], marker[PATH_MAX + 8];
+	char script[PATH_MAX + 32];
+
+	fx_setup(&f, NULL);
+	snprintf(outside, sizeof(outside), "%s/many.txt", f.outside);
+	test_write_file(outside, "original\n");
+	for (int i = 0; i <= MOUNTPLAN_LINKS_MAX; i++) {
+		snprintf(path, sizeof(path), "%s/l%d", f.ws, i);
+		if (link(outside, path) < 0)
+			TEST_SKIP("cannot hard-link %s into the workspace: %s",
+				  outside, strerror(errno));
+	}
+	snprintf(marker, sizeof(marker), "%s/ran", f.ws);
+	snprintf(script, sizeof(script), "touch %s", marker);
+	run_sh(&f, script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_ptr_nonnull(o.error_code);
+	ck_assert_str_eq(o.error_code, "SANDBOX-UNAVAILABLE");
+	ck_assert_msg(strstr(o.error_msg, "hard link") != NULL, "%s",
+		      o.error_msg);
+	ck_assert_msg(access(marker, F_OK) < 0, "the command ran");
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* /var/tmp is the run's own: what the host keeps there is not visible,
  * and what the run writes there does not reach the host. */
 START_TEST(var_tmp_private)
@@ -1162,6 +1279,9 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, ro_binds_too_many_entries);
 	tcase_add_test(tc, securebits_locked);
 	tcase_add_test(tc, best_effort_warns);
+	tcase_add_test(tc, planted_hardlink_protected);
+	tcase_add_test(tc, inside_hardlinks_writable);
+	tcase_add_test(tc, too_many_hardlinks_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
