@@ -22,6 +22,7 @@ int cmd_print_error(json_t *err)
 		     strcmp(code, "ATTEMPT-ENDED") == 0 ||
 		     strcmp(code, "PATH-ESCAPE") == 0 ||
 		     strcmp(code, "GIT-CHANGED") == 0 ||
+		     strcmp(code, "SECRET-IN-DIFF") == 0 ||
 		     strcmp(code, "INTEGRITY") == 0))
 		return CMD_EXIT_REFUSED;
 	return CMD_EXIT_SPD;

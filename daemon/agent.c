@@ -12,6 +12,7 @@
 #include "session.h"
 #include "spd.h"
 #include "common/paths.h"
+#include "common/redact.h"
 #include "common/util.h"
 
 static int auth_hook(struct spd *spd, const char *token, char **ret_sid)
@@ -215,6 +216,66 @@ static int check_runner(void *data, const struct session_verify_plan *plan,
 	if (r < 0)
 		free(cr);
 	return r;
+}
+
+/*
+ * Find the first added line of a unified diff that holds a known secret
+ * in any of its forms.  Writes "path:line" to where.  Returns 1 on a
+ * hit, 0 when clean.
+ */
+static int diff_first_secret(const struct redact_set *set, const char *text,
+			     char *where, size_t wlen)
+{
+	char file[1024] = "?";
+	long line = 0;
+
+	for (const char *p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+
+		if (n > 6 && strncmp(p, "+++ b/", 6) == 0) {
+			snprintf(file, sizeof(file), "%.*s", (int)(n - 6), p + 6);
+		} else if (n > 2 && strncmp(p, "@@", 2) == 0) {
+			const char *plus = memchr(p, '+', n);
+			line = plus ? strtol(plus + 1, NULL, 10) : 0;
+		} else if (n > 0 && p[0] == '+' && strncmp(p, "+++", 3) != 0) {
+			if (redact_contains(set, p + 1, n - 1) == 1) {
+				snprintf(where, wlen, "%s:%ld", file, line);
+				return 1;
+			}
+			line++;
+		} else if (n > 0 && p[0] == ' ') {
+			line++;
+		}
+		p += n + (nl ? 1 : 0);
+	}
+	return 0;
+}
+
+int agent_diff_guard(struct spd *spd, struct rpc_call *c, const char *id)
+{
+	char *text = NULL, where[1100];
+	bool truncated = false;
+	int r;
+
+	if (!spd->redact || !spd->sessions)
+		return 0;
+	r = session_diff(spd->sessions, id, &text, &truncated);
+	if (r < 0) {
+		free(text);
+		return 0; /* the caller's own call reports the error */
+	}
+	r = diff_first_secret(spd->redact, text, where, sizeof(where));
+	free(text);
+	if (r != 1)
+		return 0;
+	/* The value is never named; the place is. */
+	session_end_attempt(spd->sessions, id, "SECRET-IN-DIFF", where);
+	rpc_call_error(c, RPC_E_SECRET_IN_DIFF, json_pack("{s:s}", "where", where),
+		       "%s adds a known secret value: the session's attempt "
+		       "ended",
+		       where);
+	return 1;
 }
 
 int agent_start(struct spd *spd)

@@ -11,6 +11,15 @@ struct spd;
 
 /* Open the session store and install the hooks.  Returns 0 or -errno. */
 int agent_start(struct spd *spd);
+/*
+ * Before a session's diff is shown or verified: scan its added lines for
+ * known secret values in any form.  On a hit, end the session's attempt
+ * with SECRET-IN-DIFF (journaled, naming file and line, never the value),
+ * finish c with that error and return 1; otherwise return 0.
+ */
+struct rpc_call;
+int agent_diff_guard(struct spd *spd, struct rpc_call *c, const char *id);
+
 /* Close the session store; NULL-safe on a spd without sessions. */
 void agent_stop(struct spd *spd);
 

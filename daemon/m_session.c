@@ -12,6 +12,7 @@
 
 #include "common/utf8.h"
 #include "common/util.h"
+#include "daemon/agent.h"
 #include "daemon/call.h"
 #include "daemon/sbx.h"
 #include "daemon/session.h"
@@ -448,6 +449,8 @@ void m_session_verify(struct rpc_call *c)
 	if (!have_store(c) || !(id = target(c)))
 		return;
 	rpc_call_set_summary(c, "verify %s", id);
+	if (agent_diff_guard(rpc_call_spd(c), c, id))
+		return;
 	r = session_verify_plan(store(c), id, &plan);
 	if (r < 0) {
 		fail(c, r, id);
@@ -491,6 +494,8 @@ void m_session_diff(struct rpc_call *c)
 	int r;
 
 	if (!have_store(c))
+		return;
+	if (agent_diff_guard(rpc_call_spd(c), c, id))
 		return;
 	r = session_diff(store(c), id, &text, &truncated);
 	if (r < 0) {

@@ -1324,6 +1324,50 @@ START_TEST(test_fs_write_protected_and_escape)
 }
 END_TEST
 
+/*
+ * Issue 6: a session's diff that adds a known secret value stops the
+ * session with SECRET-IN-DIFF, naming the file and line and never the
+ * value; the journal holds no value either.
+ */
+START_TEST(test_secret_in_diff)
+{
+	const char *key = "sk-ant-diffLEAK0123456789abcdefXYZ";
+	struct session s;
+	char *envf = paths_join(T.config, "environment"), *r, *dump;
+	char *line = fmt("ANTHROPIC_API_KEY=%s\n", key);
+
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	test_write_file(envf, line);
+	test_spd_start(&T);
+	start_session(REPO, "leaky", false, &s);
+	/* The agent writes the key into a file of its worktree. */
+	r = rpcf(s.token, "fs.write",
+		 "{\"path\":\"notes.txt\",\"content\":\"first\\n%s\\n\"}",
+		 key);
+	ck_assert_msg(!has(r, "\"error\""), "fs.write: %s", r);
+	free(r);
+	/* A clean diff first would be the control; this one must stop. */
+	r = rpcf(NULL, "session.diff", "{\"id\":\"%s\"}", s.id);
+	ASSERT_CODE(r, "SECRET-IN-DIFF");
+	ck_assert_msg(has(r, "notes.txt:2"), "no file:line in %s", r);
+	ck_assert_msg(!has(r, key) && !has(r, "diffLEAK"), "value in %s", r);
+	free(r);
+	/* The session is over for the agent. */
+	r = rpcf(s.token, "session.status", "{}");
+	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	free(r);
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	dump = journal_sql("select * from events");
+	ck_assert_msg(has(dump, "SECRET-IN-DIFF"), "not journaled");
+	ck_assert_msg(!has(dump, "diffLEAK"), "the value is in the journal");
+	free(dump);
+	test_spd_start(&T);
+	session_free(&s);
+	free(envf);
+	free(line);
+}
+END_TEST
+
 static Suite *agent_suite(void)
 {
 	Suite *s = suite_create("agent");
@@ -1347,6 +1391,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_prompt_budget);
 	tcase_add_test(tc, test_operator_run_tty_and_yes);
 	tcase_add_test(tc, test_fs_write_protected_and_escape);
+	tcase_add_test(tc, test_secret_in_diff);
 	suite_add_tcase(s, tc);
 	return s;
 }
