@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +8,7 @@
 #include "agent.h"
 #include "call.h"
 #include "journal.h"
+#include "policy.h"
 #include "run.h"
 #include "sbx.h"
 #include "session.h"
@@ -278,6 +280,29 @@ int agent_diff_guard(struct spd *spd, struct rpc_call *c, const char *id)
 	return 1;
 }
 
+/* policy.check in a session: the session's workspace and mode.  The
+ * loop is single-threaded and policy.check classifies synchronously, so
+ * one buffer serves every lookup. */
+static int policy_lookup(struct spd *spd, const char *id,
+			 struct policy_context *ret)
+{
+	static char ws[PATH_MAX];
+	struct session_info *i = NULL;
+
+	if (!spd->sessions || session_get(spd->sessions, id, &i) < 0)
+		return -ENOENT;
+	if (!realpath(i->worktree, ws)) {
+		session_info_free(i);
+		return -ENOENT;
+	}
+	ret->workspace = ws;
+	ret->in_place = i->mode == SESSION_MODE_IN_PLACE;
+	ret->path_env = POLICY_DEFAULT_PATH;
+	ret->writable = (const char *const *)spd->config.writable;
+	session_info_free(i);
+	return 0;
+}
+
 int agent_start(struct spd *spd)
 {
 	int r = session_store_open(spd->paths.state_dir, &spd->sessions);
@@ -287,6 +312,7 @@ int agent_start(struct spd *spd)
 	session_store_set_journal(spd->sessions, journal_hook, spd);
 	session_store_set_check_runner(spd->sessions, check_runner, spd);
 	spd->session_auth = auth_hook;
+	policy_set_session_lookup(policy_lookup);
 	spd->run_prepare = run_prepare;
 	return 0;
 }

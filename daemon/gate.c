@@ -324,6 +324,10 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 	}
 	ctx.workspace = g->workspace;
 	ctx.in_place = g->in_place;
+	/* The PATH the run searches, and the places a run can write: a
+	 * program found there is the agent's, never trusted by name. */
+	ctx.path_env = POLICY_DEFAULT_PATH;
+	ctx.writable = (const char *const *)spd->config.writable;
 	call.kind = g->kind;
 	call.net = g->net;
 	call.cwd = g->cwd;
