@@ -46,7 +46,20 @@ struct session_store {
 	session_check_runner_fn runner;
 	void *runner_data;
 	char err[1024];
+	/* libgit2 is initialised on first use: its start-up loads and
+	 * touches OpenSSL, megabytes an idle spd need not hold. */
+	bool git_ready;
 };
+
+static int git_up(struct session_store *s)
+{
+	if (s->git_ready)
+		return 0;
+	if (git_libgit2_init() < 0)
+		return -EIO;
+	s->git_ready = true;
+	return 0;
+}
 
 static const char *const gate_names[SESSION_GATES] = {
     "checks", "policy", "integrity", "outside", "required",
@@ -448,8 +461,9 @@ void session_store_free(struct session_store *s)
 	if (s->db)
 		sqlite3_close(s->db);
 	free(s->state_dir);
+	if (s->git_ready)
+		git_libgit2_shutdown();
 	free(s);
-	git_libgit2_shutdown();
 }
 
 int session_store_open(const char *state_dir, struct session_store **ret)
@@ -460,13 +474,9 @@ int session_store_open(const char *state_dir, struct session_store **ret)
 
 	if (sodium_init() < 0)
 		return -EIO;
-	if (git_libgit2_init() < 0)
-		return -EIO;
 	s = calloc(1, sizeof(*s));
-	if (!s) {
-		git_libgit2_shutdown();
+	if (!s)
 		return -ENOMEM;
-	}
 	r = -ENOMEM;
 	s->state_dir = strdup(state_dir);
 	path = paths_join(state_dir, "sessions.db");
@@ -785,6 +795,8 @@ static int find_secrets(struct session_store *s, struct sess *x)
 	struct secret_scan sc = {0};
 	int r;
 
+	if (git_up(s) < 0)
+		return -EIO;
 	if (git_repository_open_ext(&sc.repo, x->info.worktree,
 				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
 		seterr(s, "%s: %s", x->info.worktree, git_msg());
@@ -1050,6 +1062,8 @@ int session_start(struct session_store *s, const char *repo_path,
 	char *wtdir = NULL, *conf = NULL, *snap = NULL;
 	bool made_branch = false, made_wt = false;
 	int r;
+	if (git_up(s) < 0)
+		return -EIO;
 
 	s->err[0] = '\0';
 	if (!session_feature_valid(feature)) {
@@ -1308,6 +1322,8 @@ int session_end(struct session_store *s, const char *id)
 	struct sess *x = find(s, id);
 	char *p;
 	int r = 0;
+	if (git_up(s) < 0)
+		return -EIO;
 
 	s->err[0] = '\0';
 	if (!x)
@@ -1773,6 +1789,8 @@ int session_verify_plan(struct session_store *s, const char *id,
 	struct sess *x;
 	char *snap = NULL;
 	int r = session_usable(s, id);
+	if (git_up(s) < 0)
+		return -EIO;
 
 	s->err[0] = '\0';
 	if (r < 0)
@@ -2093,6 +2111,8 @@ int session_diff(struct session_store *s, const char *id, char **ret_text,
 	git_diff_options dopt;
 	struct diff_acc acc = {0};
 	int r = -EIO;
+	if (git_up(s) < 0)
+		return -EIO;
 
 	s->err[0] = '\0';
 	if (!x)
