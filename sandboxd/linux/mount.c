@@ -1155,22 +1155,20 @@ static int touch(const char *path, mode_t mode)
  * memory is mmap'd and unmapped before the command is forked.
  */
 
-/* Slots of the (dev, ino) table: at least twice the entries it can be
- * given (every entry plus a root per op), so that probing stays short and
- * it never fills.  A power of two. */
-#define LINKS_SLOTS (1u << 20)
+/* The (dev, ino) table starts at LINKS_SLOTS_MIN slots and doubles when
+ * half full: a workspace without hard links touches a few pages, and
+ * one full of them (git clone --local) does not fault in a large table
+ * scattered at random.  A power of two. */
+#define LINKS_SLOTS_MIN (1u << 12)
 /* One getdents64 buffer per directory level. */
 #define LINKS_DIRBUF 8192
-
-_Static_assert(LINKS_SLOTS >=
-		   2 * (MOUNTPLAN_LINKS_ENTRIES_MAX + MOUNTPLAN_OPS_MAX),
-	       "the link table must stay at most half full");
 
 enum {
 	LS_USED = 1,
 	LS_FILE = 2,  /* a multi-linked file seen in pass 1 */
 	LS_SEEN1 = 4, /* a directory walked in pass 1 */
 	LS_SEEN2 = 8, /* a (mount, directory) walked in pass 2 */
+	LS_MULTI = 16 /* a directory holding a multi-linked name (pass 1) */
 };
 
 /* Pass 2 keys directories by mount id rather than device: a directory
@@ -1186,6 +1184,7 @@ struct links_slot {
 
 struct links_walk {
 	struct links_slot *slots;
+	size_t nslots, nused;
 	char *bufs;
 	size_t entries;
 	size_t nshort; /* files with fewer names counted than links */
@@ -1201,29 +1200,59 @@ struct links_dirent {
 	char d_name[];
 };
 
-static struct links_slot *links_slot(struct links_walk *w, uint64_t dev,
-				     uint64_t ino, bool insert)
+static void *links_map(size_t len)
+{
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	return m == MAP_FAILED ? NULL : m;
+}
+
+static struct links_slot *links_find(struct links_slot *slots, size_t nslots,
+				     uint64_t dev, uint64_t ino)
 {
 	uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ ino;
 
 	h ^= h >> 33;
 	h *= 0xff51afd7ed558ccdull;
 	h ^= h >> 33;
-	for (size_t i = h & (LINKS_SLOTS - 1);;
-	     i = (i + 1) & (LINKS_SLOTS - 1)) {
-		struct links_slot *s = &w->slots[i];
+	for (size_t i = h & (nslots - 1);; i = (i + 1) & (nslots - 1))
+		if (!(slots[i].flags & LS_USED) ||
+		    (slots[i].dev == dev && slots[i].ino == ino))
+			return &slots[i];
+}
 
-		if (!(s->flags & LS_USED)) {
-			if (!insert)
-				return NULL;
-			s->dev = dev;
-			s->ino = ino;
-			s->flags = LS_USED;
-			return s;
-		}
-		if (s->dev == dev && s->ino == ino)
-			return s;
+/* The slot of (dev, ino); with insert, a new one when absent.  NULL when
+ * absent (without insert) or when the table cannot grow. */
+static struct links_slot *links_slot(struct links_walk *w, uint64_t dev,
+				     uint64_t ino, bool insert)
+{
+	struct links_slot *s = links_find(w->slots, w->nslots, dev, ino);
+
+	if (s->flags & LS_USED)
+		return s;
+	if (!insert)
+		return NULL;
+	if (2 * (w->nused + 1) > w->nslots) {
+		size_t n = 2 * w->nslots;
+		struct links_slot *t = links_map(n * sizeof(*t));
+
+		if (!t)
+			return NULL;
+		for (size_t i = 0; i < w->nslots; i++)
+			if (w->slots[i].flags & LS_USED)
+				*links_find(t, n, w->slots[i].dev,
+					    w->slots[i].ino) = w->slots[i];
+		munmap(w->slots, w->nslots * sizeof(*t));
+		w->slots = t;
+		w->nslots = n;
+		s = links_find(t, n, dev, ino);
 	}
+	w->nused++;
+	s->dev = dev;
+	s->ino = ino;
+	s->flags = LS_USED;
+	return s;
 }
 
 /* Bind the file open at fd read-only over itself.  The clone keeps the
@@ -1280,6 +1309,8 @@ out:
 
 static int links_dir(struct links_walk *w, int dfd, unsigned depth);
 
+/* Walk the directory name in dfd.  Returns 1 when name is not a
+ * directory (any more), 0 when walked or out of the run's reach. */
 static int links_subdir(struct links_walk *w, int dfd, const char *name,
 			unsigned depth)
 {
@@ -1287,9 +1318,9 @@ static int links_subdir(struct links_walk *w, int dfd, const char *name,
 
 	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0) {
-		/* Gone, or no longer a directory: changed on the host since
-		 * getdents; nothing to protect there now. */
-		if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+		if (errno == ENOTDIR || errno == ELOOP)
+			return 1;
+		if (errno == ENOENT)
 			return 0;
 		/* One the check cannot list but the run could search (mode
 		 * --x, another owner) could hold a link it reaches by name:
@@ -1306,26 +1337,42 @@ static int links_subdir(struct links_walk *w, int dfd, const char *name,
 	return r;
 }
 
-static int links_entry(struct links_walk *w, int dfd, const char *name,
-		       unsigned depth, bool writable)
+/* One name in a directory.  Sets *multi for a multi-linked file. */
+static int links_entry(struct links_walk *w, int dfd,
+		       const struct links_dirent *d, unsigned depth,
+		       bool writable, bool files, bool *multi)
 {
 	struct links_slot *s;
 	struct statx sx;
-	uint64_t dev;
+	int r;
 
-	if (statx(dfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+	/* A directory needs no statx: opening it with O_NOFOLLOW says
+	 * whether it still is one. */
+	if (d->d_type == DT_DIR &&
+	    (r = links_subdir(w, dfd, d->d_name, depth)) <= 0)
+		return r;
+	/* Without d_type (some file systems), a name may still be a
+	 * directory to walk. */
+	if (!files && d->d_type != DT_UNKNOWN)
+		return 0;
+	if (statx(dfd, d->d_name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
 		  STATX_TYPE | STATX_NLINK | STATX_INO, &sx) < 0)
 		/* EACCES: the directory can be read but not searched, by
 		 * the run either. */
 		return errno == ENOENT || errno == EACCES ? 0 : -errno;
-	if (S_ISDIR(sx.stx_mode))
-		return links_subdir(w, dfd, name, depth);
-	if (!S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
+	if (S_ISDIR(sx.stx_mode)) {
+		r = links_subdir(w, dfd, d->d_name, depth);
+		return r < 0 ? r : 0;
+	}
+	if (!files || !S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
 		return 0;
+	*multi = true;
 	if (w->pass == 2)
-		return links_protect(w, dfd, name);
-	dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-	s = links_slot(w, dev, sx.stx_ino, true);
+		return links_protect(w, dfd, d->d_name);
+	s = links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
+		       sx.stx_ino, true);
+	if (!s)
+		return -ENOMEM;
 	if (!(s->flags & LS_FILE)) {
 		s->flags |= LS_FILE;
 		s->nlink = sx.stx_nlink;
@@ -1347,8 +1394,8 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 	struct statfs sfs;
 	struct statx sx;
 	struct links_slot *s;
-	uint64_t key;
-	bool writable;
+	uint64_t dev, key;
+	bool writable, files = true, multi = false;
 	char *buf;
 	long n;
 	int r;
@@ -1363,13 +1410,22 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 	 * writable. */
 	if (!writable && sfs.f_type != TMPFS_MAGIC)
 		return 0;
-	key = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-	if (w->pass == 2 && (sx.stx_mask & STATX_MNT_ID))
-		key = sx.stx_mnt_id | LINKS_MNT_KEY;
+	dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	key = dev;
+	if (w->pass == 2) {
+		/* Only the files of a directory that held a multi-linked
+		 * name in pass 1 need looking at again. */
+		s = links_slot(w, dev, sx.stx_ino, false);
+		files = !s || (s->flags & LS_MULTI);
+		if (sx.stx_mask & STATX_MNT_ID)
+			key = sx.stx_mnt_id | LINKS_MNT_KEY;
+	}
 	/* Pass 1 walks each directory once, so that no name is counted
 	 * twice (a nested writable path, a bind of it elsewhere in the
 	 * tree); pass 2 once per mount that shows it. */
 	s = links_slot(w, key, sx.stx_ino, true);
+	if (!s)
+		return -ENOMEM;
 	if (s->flags & (w->pass == 1 ? LS_SEEN1 : LS_SEEN2))
 		return 0;
 	s->flags |= w->pass == 1 ? LS_SEEN1 : LS_SEEN2;
@@ -1378,8 +1434,8 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 	buf = w->bufs + (size_t)depth * LINKS_DIRBUF;
 	while ((n = syscall(SYS_getdents64, dfd, buf, LINKS_DIRBUF)) > 0) {
 		for (long off = 0; off < n;) {
-			struct links_dirent *d =
-			    (struct links_dirent *)(void *)(buf + off);
+			const struct links_dirent *d =
+			    (const struct links_dirent *)(void *)(buf + off);
 			const char *name = d->d_name;
 
 			off += d->d_reclen;
@@ -1391,12 +1447,17 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 			if (d->d_type != DT_REG && d->d_type != DT_DIR &&
 			    d->d_type != DT_UNKNOWN)
 				continue;
-			if ((r = links_entry(w, dfd, name, depth, writable)) <
-			    0)
+			if ((r = links_entry(w, dfd, d, depth, writable, files,
+					     &multi)) < 0)
 				return r;
 		}
 	}
-	return n < 0 ? -errno : 0;
+	if (n < 0)
+		return -errno;
+	/* The slot may have moved when the table grew. */
+	if (multi && w->pass == 1)
+		links_slot(w, dev, sx.stx_ino, false)->flags |= LS_MULTI;
+	return 0;
 }
 
 static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
@@ -1426,29 +1487,29 @@ static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
 
 static int protect_links(const struct mountplan *p)
 {
-	size_t slots = (size_t)LINKS_SLOTS * sizeof(struct links_slot);
-	size_t len = slots + (size_t)MOUNTPLAN_LINKS_DEPTH_MAX * LINKS_DIRBUF;
-	struct links_walk w = {0};
+	size_t bufs = (size_t)MOUNTPLAN_LINKS_DEPTH_MAX * LINKS_DIRBUF;
+	struct links_walk w = {.nslots = LINKS_SLOTS_MIN};
 	bool any = false;
-	void *mem;
 	int r;
 
 	for (size_t i = 0; i < p->n; i++)
 		any |= p->ops[i].link_walk;
 	if (!any)
 		return 0;
-	/* Reserved lazily: a workspace without hard links touches a few
-	 * pages of it. */
-	mem = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (mem == MAP_FAILED)
-		return -errno;
-	w.slots = mem;
-	w.bufs = (char *)mem + slots;
+	w.bufs = links_map(bufs);
+	w.slots = links_map(w.nslots * sizeof(*w.slots));
+	if (!w.bufs || !w.slots) {
+		r = -ENOMEM;
+		goto out;
+	}
 	r = links_pass(&w, p, 1);
 	if (r == 0 && w.nshort)
 		r = links_pass(&w, p, 2);
-	munmap(mem, len);
+out:
+	if (w.bufs)
+		munmap(w.bufs, bufs);
+	if (w.slots)
+		munmap(w.slots, w.nslots * sizeof(*w.slots));
 	return r;
 }
 
