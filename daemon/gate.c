@@ -460,6 +460,19 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 		if (ctr)
 			ctr->prompts++;
 	}
+	if (!g->session_id && !wait) {
+		/* The operator's own call, answered at the terminal (spctl
+		 * asks y/N and sends it again with "yes"): nothing to keep
+		 * pending. */
+		journal_decision(spd, session, "approval.needed", res.rule,
+				 res.reason, object);
+		rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
+			       json_pack("{s:s, s:s}", "rule", res.rule,
+					 "reason", res.reason),
+			       "%s (%s)", res.reason, res.rule);
+		drop(data);
+		goto out;
+	}
 	if (ap->n_pending >= GATE_PENDING_MAX) {
 		deny(ap, c, g->session_id, "deny.pending-limit",
 		     "too many approvals are pending", object,
