@@ -135,10 +135,13 @@ void mountplan_free(struct mountplan *p);
 
 /*
  * Apply the plan in the calling process, which must be alone in a fresh
- * mount namespace with CAP_SYS_ADMIN there, then pivot into the new root
- * and drop the old one.  Async-signal-safe.  Returns 0, or -errno with
- * *ret_step set to the index of the failing operation (or -1 for the
- * fixed steps around the plan) for the error message.
+ * mount namespace with CAP_SYS_ADMIN there, bind read-only every name in
+ * the workspace and listed writable paths whose file has a hard link
+ * outside them, then pivot into the new root and drop the old one.
+ * Async-signal-safe (the link check's scratch memory is mmap'd and
+ * unmapped before it returns).  Returns 0, or -errno with *ret_step set
+ * to the index of the failing operation, MOUNTPLAN_STEP_LINKS for the
+ * link check, or -1 for the fixed steps around the plan.
  */
 int mountplan_apply(const struct mountplan *p, int *ret_step);
 
