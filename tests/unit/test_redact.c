@@ -746,8 +746,8 @@ START_TEST(test_differential)
 			vals[i] = malloc(lens[i]);
 			for (size_t j = 0; j < lens[i]; j++)
 				vals[i][j] = alpha[rnd(rnd(2) ? 2 : 9)];
-			names[i] = malloc(8);
-			sprintf(names[i], "S%zu", i);
+			names[i] = malloc(24);
+			snprintf(names[i], 24, "S%zu", i);
 			ck_assert_int_eq(
 			    redact_builder_add(b, names[i], vals[i], lens[i]),
 			    0);
