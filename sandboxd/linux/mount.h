@@ -30,9 +30,11 @@
 
 /* Pathname Unix sockets one plan may cover one by one (an empty file
  * bound over each): the known socket directories are covered whole, so
- * only strays remain, usually a handful.  A host with more is refused
- * rather than a socket left open. */
-#define MOUNTPLAN_SOCKETS_MAX 64
+ * only strays remain, usually a handful — but a busy developer machine
+ * (editors, language servers, other agents' daemons) can hold dozens,
+ * so the bound leaves room within MOUNTPLAN_OPS_MAX.  A host with more is
+ * refused rather than a socket left open. */
+#define MOUNTPLAN_SOCKETS_MAX 192
 
 /* Entries of a workspace directory that a read-only bind to a missing
  * dst re-binds into a tmpfs over that directory's view (see
