@@ -62,6 +62,8 @@ struct conn {
 	size_t outbuf;
 	struct rpc_call *calls;
 	bool operator_subscriber;
+	bool batching;     /* in on_read: replies go to wbatch */
+	struct buf wbatch; /* replies gathered during one read */
 };
 
 struct server {
@@ -162,6 +164,17 @@ static int conn_send(struct conn *c, char *line, size_t len)
 		conn_close(c);
 		return -EPIPE;
 	}
+	/* Replies made while a read is being processed are gathered and
+	 * written once at its end: a pipelining client gets one write for
+	 * a burst instead of one per reply. */
+	if (c->batching) {
+		r = buf_append(&c->wbatch, line, len);
+		free(line);
+		if (r < 0)
+			return r;
+		c->outbuf += len;
+		return 0;
+	}
 	w = malloc(sizeof(*w) + len);
 	if (!w) {
 		free(line);
@@ -179,6 +192,35 @@ static int conn_send(struct conn *c, char *line, size_t len)
 	}
 	c->outbuf += len;
 	return 0;
+}
+
+/* Write what a read's processing gathered, in one write. */
+static void conn_flush_batch(struct conn *c)
+{
+	struct write_req *w;
+	uv_buf_t b;
+	size_t len = c->wbatch.len;
+
+	c->batching = false;
+	if (len == 0 || c->closing) {
+		buf_reset(&c->wbatch);
+		return;
+	}
+	w = malloc(sizeof(*w) + len);
+	if (!w) {
+		c->outbuf -= len;
+		buf_reset(&c->wbatch);
+		conn_close(c);
+		return;
+	}
+	memcpy(w->data, c->wbatch.data, len);
+	w->len = len;
+	buf_reset(&c->wbatch);
+	b = uv_buf_init(w->data, (unsigned)len);
+	if (uv_write(&w->req, (uv_stream_t *)&c->pipe, &b, 1, on_written) < 0) {
+		free(w);
+		conn_close(c);
+	}
 }
 
 static void send_error(struct conn *c, json_t *id, enum rpc_error e,
@@ -516,6 +558,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 	if (n == 0)
 		return;
 	c->in.len += (size_t)n;
+	c->batching = true;
 	for (;;) {
 		char *nl = memchr(c->in.data + start, '\n', c->in.len - start);
 		size_t flen;
@@ -538,6 +581,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 		if (c->closing)
 			return;
 	}
+	conn_flush_batch(c);
 	buf_consume(&c->in, start);
 	if (c->in.len > RPC_FRAME_MAX) {
 		struct rpc_principal who = {.peer_uid = c->peer_uid,
@@ -561,6 +605,7 @@ static void on_conn_closed(uv_handle_t *h)
 
 	s->closing_conns--;
 	buf_free(&c->in);
+	buf_free(&c->wbatch);
 	free(c->authed_session);
 	free(c);
 	server_maybe_done(s);
@@ -575,6 +620,10 @@ static void conn_close(struct conn *c)
 
 	if (c->closing)
 		return;
+	/* Replies gathered so far (an error explaining this close among
+	 * them) still go out: libuv writes at once when it can. */
+	if (c->batching)
+		conn_flush_batch(c);
 	c->closing = true;
 	if (c->prev)
 		c->prev->next = c->next;
