@@ -994,9 +994,16 @@ static bool sandbox_writable(const struct cls *c, const char *dir, size_t n)
  * directories that neither the workspace nor the sandbox can write (so
  * the agent cannot slip a program in front), and a hit is confirmed by
  * one stat of the found file (same inode, same change time).  Per thread,
- * direct-mapped: a miss costs what no cache would.
+ * set-associative: a direct-mapped table let two everyday names share a
+ * slot (git and make did, evicting each other on every call, a third of
+ * all system calls); a miss costs what no cache would.
  */
-#define EXE_CACHE_SLOTS 128
+#define EXE_CACHE_SETS 64
+/* Ways per set: names that hash alike live side by side; the least
+ * recently used one goes. */
+#define EXE_CACHE_WAYS 4
+/* A key this long or shorter is built on the stack, not malloc'd. */
+#define EXE_CACHE_KEY_STACK 1024
 
 struct exe_cache_entry {
 	char *key; /* name NUL search-PATH NUL trust-PATH NUL workspace */
@@ -1008,6 +1015,7 @@ struct exe_cache_entry {
 	ino_t ino;
 	struct timespec ctim;
 	struct timespec checked; /* CLOCK_MONOTONIC_COARSE of the last stat */
+	uint64_t used;		 /* exe_cache_tick of the last hit or fill */
 };
 
 /* A cached program is re-checked with a stat at most this often: the
@@ -1020,7 +1028,9 @@ static long long ts_ns(const struct timespec *t)
 	return (long long)t->tv_sec * 1000000000LL + t->tv_nsec;
 }
 
-static __thread struct exe_cache_entry exe_cache[EXE_CACHE_SLOTS];
+static __thread struct exe_cache_entry exe_cache[EXE_CACHE_SETS]
+						[EXE_CACHE_WAYS];
+static __thread uint64_t exe_cache_tick;
 
 static bool path_cacheable(const struct cls *c, const char *pe)
 {
@@ -1037,14 +1047,18 @@ static bool path_cacheable(const struct cls *c, const char *pe)
 	return true;
 }
 
-static char *cache_key(const struct cls *c, const struct lvl *l,
-		       size_t *ret_len)
+/* The key of l's program in the cache: in buf when it fits (n bytes),
+ * else malloc'd (the caller frees it when it is not buf); NULL when out
+ * of memory. */
+static char *cache_key(const struct cls *c, const struct lvl *l, char *buf,
+		       size_t n, size_t *ret_len)
 {
 	const char *trust =
 	    c->ctx->path_env ? c->ctx->path_env : POLICY_DEFAULT_PATH;
 	size_t a = strlen(l->argv[0]), b = strlen(l->path_env),
 	       t = strlen(trust);
-	char *k = malloc(a + b + t + c->wslen + 4);
+	size_t need = a + b + t + c->wslen + 4;
+	char *k = need <= n ? buf : malloc(need);
 
 	if (!k)
 		return NULL;
@@ -1057,13 +1071,47 @@ static char *cache_key(const struct cls *c, const struct lvl *l,
 	return k;
 }
 
-static size_t cache_slot(const char *k, size_t n)
+static size_t cache_set(const char *k, size_t n)
 {
 	uint64_t h = 1469598103934665603ull;
 
 	for (size_t i = 0; i < n; i++)
 		h = (h ^ (unsigned char)k[i]) * 1099511628211ull;
-	return (size_t)(h % EXE_CACHE_SLOTS);
+	return (size_t)(h % EXE_CACHE_SETS);
+}
+
+/* The entry of set holding key, or NULL. */
+static struct exe_cache_entry *cache_find(size_t set, const char *key,
+					  size_t key_len)
+{
+	for (size_t w = 0; w < EXE_CACHE_WAYS; w++) {
+		struct exe_cache_entry *ce = &exe_cache[set][w];
+
+		if (ce->key && ce->key_len == key_len &&
+		    memcmp(ce->key, key, key_len) == 0)
+			return ce;
+	}
+	return NULL;
+}
+
+/* Where to store key in set: its own entry, an empty one, or the least
+ * recently used. */
+static struct exe_cache_entry *cache_victim(size_t set, const char *key,
+					    size_t key_len)
+{
+	struct exe_cache_entry *ce = cache_find(set, key, key_len), *v;
+
+	if (ce)
+		return ce;
+	v = &exe_cache[set][0];
+	for (size_t w = 0; w < EXE_CACHE_WAYS; w++) {
+		ce = &exe_cache[set][w];
+		if (!ce->key)
+			return ce;
+		if (ce->used < v->used)
+			v = ce;
+	}
+	return v;
 }
 
 static bool is_exec_file(const char *path)
@@ -1081,8 +1129,9 @@ static void ident(struct cls *c, struct lvl *l)
 	char *found = NULL, *lex = NULL, *real = NULL;
 	bool ws_entry = false;
 
+	char key_buf[EXE_CACHE_KEY_STACK];
 	char *key = NULL;
-	size_t key_len = 0, slot = 0;
+	size_t key_len = 0, set = 0;
 
 	l->where = EXE_NOTFOUND;
 	l->name[0] = '\0';
@@ -1092,24 +1141,24 @@ static void ident(struct cls *c, struct lvl *l)
 		struct timespec now;
 		bool fresh;
 
-		key = cache_key(c, l, &key_len);
+		key = cache_key(c, l, key_buf, sizeof(key_buf), &key_len);
 		if (!key) {
 			c->err = -ENOMEM;
 			return;
 		}
-		slot = cache_slot(key, key_len);
-		ce = &exe_cache[slot];
+		set = cache_set(key, key_len);
+		ce = cache_find(set, key, key_len);
 		clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
-		fresh = ce->key && ts_ns(&now) - ts_ns(&ce->checked) <
-				       EXE_CACHE_RECHECK_NS;
-		if (ce->key && ce->key_len == key_len &&
-		    memcmp(ce->key, key, key_len) == 0 &&
+		fresh = ce && ts_ns(&now) - ts_ns(&ce->checked) <
+				  EXE_CACHE_RECHECK_NS;
+		if (ce &&
 		    (fresh || (stat(ce->found, &st) == 0 &&
 			       st.st_dev == ce->dev && st.st_ino == ce->ino &&
 			       st.st_ctim.tv_sec == ce->ctim.tv_sec &&
 			       st.st_ctim.tv_nsec == ce->ctim.tv_nsec))) {
 			if (!fresh)
 				ce->checked = now;
+			ce->used = ++exe_cache_tick;
 			l->exe = strdup(ce->exe);
 			if (!l->exe) {
 				c->err = -ENOMEM;
@@ -1191,15 +1240,17 @@ static void ident(struct cls *c, struct lvl *l)
 		l->where = EXE_UNTRUSTED;
 	}
 	if (key) {
-		struct exe_cache_entry *ce = &exe_cache[slot];
+		struct exe_cache_entry *ce = cache_victim(set, key, key_len);
 		struct stat st;
 		char *f = strdup(found), *x = strdup(l->exe);
+		char *k = malloc(key_len + 1);
 
-		if (f && x && stat(found, &st) == 0) {
+		if (f && x && k && stat(found, &st) == 0) {
+			memcpy(k, key, key_len + 1);
 			free(ce->key);
 			free(ce->found);
 			free(ce->exe);
-			ce->key = steal_ptr(key);
+			ce->key = steal_ptr(k);
 			ce->key_len = key_len;
 			ce->found = steal_ptr(f);
 			ce->exe = steal_ptr(x);
@@ -1209,12 +1260,15 @@ static void ident(struct cls *c, struct lvl *l)
 			ce->ino = st.st_ino;
 			ce->ctim = st.st_ctim;
 			clock_gettime(CLOCK_MONOTONIC_COARSE, &ce->checked);
+			ce->used = ++exe_cache_tick;
 		}
 		free(f);
 		free(x);
+		free(k);
 	}
 out:
-	free(key);
+	if (key != key_buf)
+		free(key);
 	free(found);
 	free(lex);
 	free(real);
