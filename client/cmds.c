@@ -258,7 +258,9 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 					  json_object_get(v, "required"))
 					? "MISSING"
 					: "advice",
-				    json_string_value(json_object_get(v, "why")) ? ": " : "",
+				    json_string_value(json_object_get(v, "why"))
+					? ": "
+					: "",
 				    json_string_value(json_object_get(v, "why"))
 					?: "");
 		}

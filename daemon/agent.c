@@ -111,8 +111,8 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 		id = json_string_value(jsid);
 	if (!id)
 		return 0; /* the operator's own run: no session */
-	if (!who->operator && jsid &&
-	    strcmp(json_string_value(jsid) ?: "", id) != 0) {
+	if (!who->operator&& jsid &&
+	     strcmp(json_string_value(jsid) ?: "", id) != 0) {
 		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
 			       "a session token acts in its own session only");
 		return -1;
@@ -141,8 +141,8 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 	r = session_run_paths(spd->sessions, id, &rs->paths);
 	if (r < 0) {
 		run_session_free(rs);
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "session %s: %s", id, strerror(-r));
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "session %s: %s", id,
+			       strerror(-r));
 		return -1;
 	}
 	rs->spd = spd;
@@ -236,7 +236,8 @@ static int diff_first_secret(const struct redact_set *set, const char *text,
 		size_t n = nl ? (size_t)(nl - p) : strlen(p);
 
 		if (n > 6 && strncmp(p, "+++ b/", 6) == 0) {
-			snprintf(file, sizeof(file), "%.*s", (int)(n - 6), p + 6);
+			snprintf(file, sizeof(file), "%.*s", (int)(n - 6),
+				 p + 6);
 		} else if (n > 2 && strncmp(p, "@@", 2) == 0) {
 			const char *plus = memchr(p, '+', n);
 			line = plus ? strtol(plus + 1, NULL, 10) : 0;
@@ -273,7 +274,8 @@ int agent_diff_guard(struct spd *spd, struct rpc_call *c, const char *id)
 		return 0;
 	/* The value is never named; the place is. */
 	session_end_attempt(spd->sessions, id, "SECRET-IN-DIFF", where);
-	rpc_call_error(c, RPC_E_SECRET_IN_DIFF, json_pack("{s:s}", "where", where),
+	rpc_call_error(c, RPC_E_SECRET_IN_DIFF,
+		       json_pack("{s:s}", "where", where),
 		       "%s adds a known secret value: the session's attempt "
 		       "ended",
 		       where);

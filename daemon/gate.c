@@ -149,7 +149,8 @@ static void deny(struct approvals *ap, struct rpc_call *c, const char *session,
 		char why[128];
 		snprintf(why, sizeof(why), "%u denied calls in a row",
 			 ctr->denials);
-		session_end_attempt(spd->sessions, session, "POLICY-DENIED", why);
+		session_end_attempt(spd->sessions, session, "POLICY-DENIED",
+				    why);
 		rpc_call_error(
 		    c, RPC_E_ATTEMPT_ENDED,
 		    json_pack("{s:s, s:s}", "rule", rule, "reason", reason),
@@ -656,9 +657,9 @@ void m_approval_decide(struct rpc_call *c)
 			struct counter *ctr = counter_of(ap, session);
 			if (ctr && ++ctr->denials >= GATE_DENIALS_MAX &&
 			    ap->spd->sessions)
-				session_end_attempt(ap->spd->sessions, session,
-						 "POLICY-DENIED",
-						 "three denied calls in a row");
+				session_end_attempt(
+				    ap->spd->sessions, session, "POLICY-DENIED",
+				    "three denied calls in a row");
 		}
 		if (waiter) {
 			rpc_call_error(waiter, RPC_E_APPROVAL_REFUSED, NULL,

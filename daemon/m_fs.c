@@ -515,8 +515,9 @@ static void job_done(uv_work_t *w, int status)
 					    j->session, &f);
 		if (g == 1) {
 			rpc_call_error(j->c,
-				       f.set == GUARD_SET_GIT ? RPC_E_GIT_CHANGED
-							      : RPC_E_INTEGRITY,
+				       f.set == GUARD_SET_GIT
+					   ? RPC_E_GIT_CHANGED
+					   : RPC_E_INTEGRITY,
 				       json_pack("{s:s}", "path", f.path),
 				       "%s %s: the session's attempt ended",
 				       f.path, f.what);
@@ -614,15 +615,15 @@ static void run(struct rpc_call *c, enum fs_op op, bool path_required,
 	 * write, mkdir and delete writes; a move writes both paths. */
 	gate_check(c,
 		   &(struct gate_call){
-			   .kind = (op == FS_OP_READ || op == FS_OP_LIST ||
-				    op == FS_OP_STAT)
-					   ? POLICY_CALL_READ
-					   : POLICY_CALL_WRITE,
-			   .path = *j->rel ? j->rel : ".",
-			   .path2 = op == FS_OP_MOVE ? j->rel_to : NULL,
-			   .workspace = fs_ws_root(j->ws),
-			   .in_place = j->in_place,
-			   .session_id = j->session,
+		       .kind = (op == FS_OP_READ || op == FS_OP_LIST ||
+				op == FS_OP_STAT)
+				   ? POLICY_CALL_READ
+				   : POLICY_CALL_WRITE,
+		       .path = *j->rel ? j->rel : ".",
+		       .path2 = op == FS_OP_MOVE ? j->rel_to : NULL,
+		       .workspace = fs_ws_root(j->ws),
+		       .in_place = j->in_place,
+		       .session_id = j->session,
 		   },
 		   job_allowed, job_refused, j);
 	return;

@@ -289,8 +289,8 @@ static void on_done(void *data, const struct sbx_result *r)
 		/* Why a command did not start (exit 126/127 from exec). */
 		if (r->error_msg && r->error_msg[0]) {
 			char *why = NULL;
-			const char *a0 = json_string_value(
-				json_array_get(rc->argv_json, 0));
+			const char *a0 =
+			    json_string_value(json_array_get(rc->argv_json, 0));
 			if (asprintf(&why, "%s: %s%s", a0 ? a0 : "command",
 				     r->exit_code == 127 ? "command not found: "
 							 : "",

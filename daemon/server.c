@@ -62,7 +62,7 @@ struct conn {
 	size_t outbuf;
 	struct rpc_call *calls;
 	bool operator_subscriber;
-	bool batching;     /* in on_read: replies go to wbatch */
+	bool batching;	   /* in on_read: replies go to wbatch */
 	struct buf wbatch; /* replies gathered during one read */
 };
 

@@ -1342,8 +1342,7 @@ START_TEST(test_secret_in_diff)
 	start_session(REPO, "leaky", false, &s);
 	/* The agent writes the key into a file of its worktree. */
 	r = rpcf(s.token, "fs.write",
-		 "{\"path\":\"notes.txt\",\"content\":\"first\\n%s\\n\"}",
-		 key);
+		 "{\"path\":\"notes.txt\",\"content\":\"first\\n%s\\n\"}", key);
 	ck_assert_msg(!has(r, "\"error\""), "fs.write: %s", r);
 	free(r);
 	/* A clean diff first would be the control; this one must stop. */

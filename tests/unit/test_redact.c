@@ -888,13 +888,13 @@ START_TEST(test_idle_release)
 	ck_assert(memcmp(out.data, "Password? ", 10) == 0);
 	/* Byte by byte, idle after each: never a partial secret out. */
 	for (size_t i = 0; secret[i]; i++) {
-		ck_assert_int_eq(redact_stream_feed(st, &secret[i], 1, &out), 0);
+		ck_assert_int_eq(redact_stream_feed(st, &secret[i], 1, &out),
+				 0);
 		ck_assert_int_ge(redact_stream_idle(st, &out), 0);
 		for (size_t k = 4; k <= i + 1; k++)
-			ck_assert_msg(!memmem(out.data, out.len, secret, k) ||
-					      k < 4,
-				      "a %zu-byte prefix of the secret leaked",
-				      k);
+			ck_assert_msg(
+			    !memmem(out.data, out.len, secret, k) || k < 4,
+			    "a %zu-byte prefix of the secret leaked", k);
 	}
 	ck_assert_int_eq(redact_stream_feed(st, "\n", 1, &out), 0);
 	ck_assert_int_eq(redact_stream_flush(st, &out), 0);

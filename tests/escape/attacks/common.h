@@ -15,7 +15,7 @@
 #define ATK_MAX_ARGS 256
 
 static void res_ok(const char *name, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3), unused));
+    __attribute__((format(printf, 2, 3), unused));
 static void res_ok(const char *name, const char *fmt, ...)
 {
 	va_list ap;
@@ -30,12 +30,14 @@ static void res_ok(const char *name, const char *fmt, ...)
 
 static __attribute__((unused)) void res_err(const char *name, int err)
 {
-	printf("R %s ERR %s\n", name, strerrorname_np(err) ? strerrorname_np(err) : "?");
+	printf("R %s ERR %s\n", name,
+	       strerrorname_np(err) ? strerrorname_np(err) : "?");
 	fflush(stdout);
 }
 
 /* Expand @FILE arguments; returns a NULL-terminated vector. */
-static __attribute__((unused)) char **expand_args(int argc, char **argv, int *ret_n)
+static __attribute__((unused)) char **expand_args(int argc, char **argv,
+						  int *ret_n)
 {
 	static char *out[ATK_MAX_ARGS + 1];
 	int n = 0;

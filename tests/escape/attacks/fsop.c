@@ -26,7 +26,9 @@ int main(int argc, char **argv)
 				break;
 			fd = open(a[i + 1], fl, 0644);
 			if (fd >= 0) {
-				r = write(fd, a[i + 2], strlen(a[i + 2])) < 0 ? -1 : 0;
+				r = write(fd, a[i + 2], strlen(a[i + 2])) < 0
+					? -1
+					: 0;
 				close(fd);
 			}
 			i += 3;

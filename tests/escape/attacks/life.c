@@ -63,7 +63,8 @@ int main(int argc, char **argv)
 				break;
 			n++;
 		}
-		printf("R bomb ERR forked %ld then %s\n", n, strerrorname_np(errno));
+		printf("R bomb ERR forked %ld then %s\n", n,
+		       strerrorname_np(errno));
 		fflush(stdout);
 		return 0;
 	}

@@ -42,7 +42,8 @@ static int connect_timeout(int fd, const struct sockaddr *sa, socklen_t len)
 static void inet(const char *name, int type, int proto, const char *ip,
 		 int port)
 {
-	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+	struct sockaddr_in sa = {.sin_family = AF_INET,
+				 .sin_port = htons(port)};
 	int fd = socket(AF_INET, type | SOCK_CLOEXEC, proto), r;
 
 	if (fd < 0) {
@@ -54,7 +55,8 @@ static void inet(const char *name, int type, int proto, const char *ip,
 		const char msg[] = "escape-udp";
 
 		r = sendto(fd, msg, sizeof(msg), 0, (void *)&sa, sizeof(sa)) < 0
-			? -errno : 0;
+			? -errno
+			: 0;
 	} else {
 		r = connect_timeout(fd, (void *)&sa, sizeof(sa));
 		if (r == 0)
@@ -79,7 +81,8 @@ static void unix_conn(const char *name, const char *path, int abstract,
 	      !abstract;
 	if (type == SOCK_DGRAM)
 		r = sendto(fd, "escape-dgram", 12, 0, (void *)&sa, len) < 0
-			? -errno : 0;
+			? -errno
+			: 0;
 	else
 		r = connect(fd, (void *)&sa, len) < 0 ? -errno : 0;
 	if (r == 0) {
@@ -87,13 +90,18 @@ static void unix_conn(const char *name, const char *path, int abstract,
 			char buf[256];
 			ssize_t n;
 
-			(void)!write(fd, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\n", 40);
+			(void)!write(fd,
+				     "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+				     "\"ping\"}\n",
+				     40);
 			struct pollfd p = {.fd = fd, .events = POLLIN};
 
-			n = poll(&p, 1, 500) == 1 ? read(fd, buf, sizeof(buf) - 1) : 0;
+			n = poll(&p, 1, 500) == 1
+				? read(fd, buf, sizeof(buf) - 1)
+				: 0;
 			buf[n > 0 ? n : 0] = 0;
-			res_ok(name, "connected %s%s reply=%s", abstract ? "@" : "",
-			       path, buf);
+			res_ok(name, "connected %s%s reply=%s",
+			       abstract ? "@" : "", path, buf);
 		} else {
 			res_ok(name, "sent to %s", path);
 		}
@@ -132,9 +140,9 @@ static void dns(void)
 	/* A query for a name that cannot exist: if this ever leaves, it
 	 * asks the resolver about nothing real. */
 	static const unsigned char q[] = {
-	    0x12, 0x34, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 's', 'p', 'd', '-',
-	    'e', 's', 'c', 'a', 'p', 'e', 7, 'i', 'n', 'v', 'a', 'l', 'i', 'd',
-	    0, 0, 1, 0, 1};
+	    0x12, 0x34, 1,   0,	  0,   1,   0,	 0,   0,   0,	0,   0,
+	    10,	  's',	'p', 'd', '-', 'e', 's', 'c', 'a', 'p', 'e', 7,
+	    'i',  'n',	'v', 'a', 'l', 'i', 'd', 0,   0,   1,	0,   1};
 	struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(53)};
 	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 
@@ -186,7 +194,8 @@ static void talk(void)
 	}
 	int a = accept(s, NULL, NULL);
 
-	if (a >= 0 && read(a, buf, sizeof(buf) - 1) == 5 && !strcmp(buf, "hello"))
+	if (a >= 0 && read(a, buf, sizeof(buf) - 1) == 5 &&
+	    !strcmp(buf, "hello"))
 		res_ok("talk", "server and client talked");
 	else
 		res_err("talk", errno ? errno : EPROTO);
@@ -225,21 +234,26 @@ int main(int argc, char **argv)
 			family("raw6", AF_INET6, SOCK_RAW, IPPROTO_RAW);
 		} else if (!strcmp(op, "packet")) {
 			family("packet", AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
-			family("packet-dgram", AF_PACKET, SOCK_DGRAM, htons(ETH_P_IP));
+			family("packet-dgram", AF_PACKET, SOCK_DGRAM,
+			       htons(ETH_P_IP));
 		} else if (!strcmp(op, "vsock")) {
 			struct sockaddr_vm vm = {.svm_family = AF_VSOCK,
 						 .svm_cid = VMADDR_CID_HOST,
 						 .svm_port = 9999};
-			int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
+			int fd =
+			    socket(AF_VSOCK, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 			if (fd < 0)
 				res_err("vsock", errno);
-			else if (connect_timeout(fd, (void *)&vm, sizeof(vm)) == 0)
+			else if (connect_timeout(fd, (void *)&vm, sizeof(vm)) ==
+				 0)
 				res_ok("vsock", "connected to host cid");
 			else
-				res_ok("vsock", "socket created (connect failed)");
+				res_ok("vsock",
+				       "socket created (connect failed)");
 		} else if (!strcmp(op, "netlink")) {
-			family("netlink-audit", AF_NETLINK, SOCK_RAW, NETLINK_AUDIT);
+			family("netlink-audit", AF_NETLINK, SOCK_RAW,
+			       NETLINK_AUDIT);
 			family("netlink-uevent", AF_NETLINK, SOCK_DGRAM,
 			       NETLINK_KOBJECT_UEVENT);
 			family("netlink-sockdiag", AF_NETLINK, SOCK_RAW,
@@ -253,8 +267,9 @@ int main(int argc, char **argv)
 			family("bluetooth", 31, SOCK_RAW, 0);
 			family("xdp", 44, SOCK_RAW, 0);
 			/* The family with junk in the upper 32 bits. */
-			long fd = syscall(SYS_socket, 0xdead00000000ul | AF_PACKET,
-					  SOCK_RAW, htons(ETH_P_ALL));
+			long fd =
+			    syscall(SYS_socket, 0xdead00000000ul | AF_PACKET,
+				    SOCK_RAW, htons(ETH_P_ALL));
 			if (fd < 0)
 				res_err("packet-hi", errno);
 			else

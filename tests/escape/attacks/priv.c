@@ -16,7 +16,8 @@ int main(int argc, char **argv)
 	getresuid(&r, &e, &s);
 	printf("I uid %u euid %u suid %u\n", r, e, s);
 	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "Cap", 3) || !strncmp(line, "NoNewPrivs", 10) ||
+		if (!strncmp(line, "Cap", 3) ||
+		    !strncmp(line, "NoNewPrivs", 10) ||
 		    !strncmp(line, "Seccomp:", 8))
 			printf("I %s", line);
 	if (f)

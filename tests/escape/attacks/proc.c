@@ -100,7 +100,8 @@ int main(int argc, char **argv)
 			res_ok("pidfd_getfd", "fd %ld", got);
 		else
 			res_err("pidfd_getfd", errno);
-		if (syscall(SYS_pidfd_send_signal, pfd, SIGSTOP, NULL, 0) == 0) {
+		if (syscall(SYS_pidfd_send_signal, pfd, SIGSTOP, NULL, 0) ==
+		    0) {
 			res_ok("pidfd_send_signal", "stopped %d", pid);
 			syscall(SYS_pidfd_send_signal, pfd, SIGCONT, NULL, 0);
 		} else {

@@ -30,11 +30,26 @@ static const char *mntdir(void)
 }
 
 /* Each returns >= 0 when the call worked, -errno when refused. */
-static long t_unshare_user(void) { return unshare(CLONE_NEWUSER) ? -errno : 0; }
-static long t_unshare_ns(void) { return unshare(CLONE_NEWNS) ? -errno : 0; }
-static long t_unshare_net(void) { return unshare(CLONE_NEWNET) ? -errno : 0; }
-static long t_unshare_pid(void) { return unshare(CLONE_NEWPID) ? -errno : 0; }
-static long t_unshare_time(void) { return unshare(0x80 /* CLONE_NEWTIME */) ? -errno : 0; }
+static long t_unshare_user(void)
+{
+	return unshare(CLONE_NEWUSER) ? -errno : 0;
+}
+static long t_unshare_ns(void)
+{
+	return unshare(CLONE_NEWNS) ? -errno : 0;
+}
+static long t_unshare_net(void)
+{
+	return unshare(CLONE_NEWNET) ? -errno : 0;
+}
+static long t_unshare_pid(void)
+{
+	return unshare(CLONE_NEWPID) ? -errno : 0;
+}
+static long t_unshare_time(void)
+{
+	return unshare(0x80 /* CLONE_NEWTIME */) ? -errno : 0;
+}
 static long t_setns(void)
 {
 	int fd = open("/proc/self/ns/mnt", O_RDONLY);
@@ -68,8 +83,14 @@ static long t_clone3(unsigned long long flags)
 	waitpid(r, NULL, 0);
 	return 0;
 }
-static long t_clone3_newuser(void) { return t_clone3(CLONE_NEWUSER); }
-static long t_clone3_newns(void) { return t_clone3(CLONE_NEWNS); }
+static long t_clone3_newuser(void)
+{
+	return t_clone3(CLONE_NEWUSER);
+}
+static long t_clone3_newns(void)
+{
+	return t_clone3(CLONE_NEWNS);
+}
 
 static long t_mount(void)
 {
@@ -83,9 +104,18 @@ static long t_remount_rw(void)
 {
 	return mount(NULL, "/", NULL, MS_REMOUNT | MS_BIND, NULL) ? -errno : 0;
 }
-static long t_umount(void) { return umount2("/proc", MNT_DETACH) ? -errno : 0; }
-static long t_pivot_root(void) { return syscall(SYS_pivot_root, ".", ".") ? -errno : 0; }
-static long t_chroot(void) { return chroot(".") ? -errno : 0; }
+static long t_umount(void)
+{
+	return umount2("/proc", MNT_DETACH) ? -errno : 0;
+}
+static long t_pivot_root(void)
+{
+	return syscall(SYS_pivot_root, ".", ".") ? -errno : 0;
+}
+static long t_chroot(void)
+{
+	return chroot(".") ? -errno : 0;
+}
 static long t_fsopen(void)
 {
 	long fd = syscall(SYS_fsopen, "tmpfs", 0);
@@ -130,8 +160,8 @@ static long t_move_mount(void)
 static long t_mount_setattr(void)
 {
 	struct mount_attr attr = {.attr_clr = MOUNT_ATTR_RDONLY};
-	long r = syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &attr,
-			 sizeof(attr));
+	long r =
+	    syscall(SYS_mount_setattr, AT_FDCWD, "/", 0, &attr, sizeof(attr));
 
 	return r < 0 ? -errno : 0;
 }

@@ -68,7 +68,8 @@ int main(int argc, char **argv)
 	 * anyway, with and without junk in the upper bits. */
 	if (fds[3] >= 0) {
 		linux_sub("tioclinux-paste-devtty", fds[3], TIOCLINUX, 3);
-		linux_sub("tioclinux-hi-paste-devtty", fds[3], TIOCLINUX | junk, 3);
+		linux_sub("tioclinux-hi-paste-devtty", fds[3], TIOCLINUX | junk,
+			  3);
 	}
 	return 0;
 }
