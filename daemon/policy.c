@@ -20,10 +20,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <git2.h>
+#include <linux/openat2.h>
 
 #include "common/utf8.h"
 #include "common/util.h"
@@ -526,6 +528,75 @@ static ssize_t walk_readlink(const struct cls *c, const char *abs, char *buf,
 }
 
 /*
+ * The fast path of resolve_abs for a path inside the workspace: one
+ * openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS succeeds only when
+ * every component exists, none is a symlink (the last one included: no
+ * O_NOFOLLOW) and the walk stays below the workspace -- exactly when the
+ * component walk would find nothing to follow and the resolved path is
+ * the lexical one.  It costs two system calls (open and close) however
+ * deep the path, the walk one per component, so it is tried from
+ * POLICY_FAST_COMPS_MIN components on.  A symlink on the way (ELOOP),
+ * a missing component (ENOENT), anything else: the caller walks.
+ */
+#define POLICY_FAST_COMPS_MIN 2
+
+/* openat2 is missing (before Linux 5.6) or filtered: stop trying. */
+static __thread bool openat2_missing;
+
+/* rel: the path below the workspace (leading slashes allowed).  On
+ * success appends its components to buf (the workspace, length *bl) and
+ * returns true. */
+static bool resolve_fast(struct cls *c, const char *rel, char *buf, size_t *bl)
+{
+	struct open_how how = {
+	    .flags = O_PATH | O_CLOEXEC,
+	    .resolve =
+		RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+	};
+	size_t comps = 0, l = *bl;
+	const char *q = rel;
+	int dfd, fd;
+
+	if (openat2_missing)
+		return false;
+	/* Lexically: no "." or ".." (the walk gives those its meaning),
+	 * and the components, joined by one slash, appended to buf. */
+	while (*q) {
+		while (*q == '/')
+			q++;
+		if (!*q)
+			break;
+		const char *e = strchrnul(q, '/');
+		size_t n = (size_t)(e - q);
+
+		if ((n == 1 && q[0] == '.') ||
+		    (n == 2 && q[0] == '.' && q[1] == '.'))
+			goto fail;
+		if (push_comp(buf, &l, q, n) < 0)
+			goto fail;
+		comps++;
+		q = e;
+	}
+	if (comps < POLICY_FAST_COMPS_MIN)
+		goto fail;
+	dfd = ws_dirfd(c);
+	if (dfd < 0)
+		goto fail;
+	fd = (int)syscall(SYS_openat2, dfd, buf + *bl + 1, &how, sizeof(how));
+	if (fd < 0) {
+		if (errno == ENOSYS || errno == EPERM)
+			openat2_missing = true;
+		goto fail;
+	}
+	close(fd);
+	*bl = l;
+	return true;
+fail:
+	buf[*bl] = '\0';
+	return false;
+}
+
+/*
  * Resolve abs (an absolute path) as the kernel would, following symlinks
  * while the components exist; the part from the first missing component
  * on is added lexically.  When abs starts with the workspace (already a
@@ -550,6 +621,10 @@ static int resolve_abs(struct cls *c, const char *abs, char **ret)
 		memcpy(buf, c->ws, c->wslen + 1);
 		bl = c->wslen;
 		p = abs + c->wslen;
+		if (resolve_fast(c, p, buf, &bl)) {
+			*ret = strdup(buf);
+			return *ret ? 0 : -ENOMEM;
+		}
 	}
 	strcpy(rem, p);
 	p = rem;

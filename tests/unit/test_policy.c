@@ -94,8 +94,8 @@ static void setup(void)
 		    strncmp(base, "/var/tmp/", 9) == 0 ||
 		    strncmp(base, "/dev/shm/", 9) == 0)
 			base = getenv("HOME") && getenv("HOME")[0] == '/'
-				       ? getenv("HOME")
-				       : "/var/lib";
+				   ? getenv("HOME")
+				   : "/var/lib";
 		ck_assert_int_ge(asprintf(&sysbin, "%s/.spd-policy-sysbin-%d",
 					  base, (int)getpid()),
 				 0);
@@ -164,6 +164,18 @@ static void setup(void)
 	lnk("loop2", "loop1");
 	lnk("loop1", "loop2");
 	lnk("../../out/file.txt", "src/escape.txt");
+	/* Deep paths, where the resolver's one-openat2 fast path applies
+	 * (two or more components) and must hand over to the component walk
+	 * whenever a symlink is on the way: a last component that is a
+	 * symlink onto a protected file, onto a file inside, onto a file
+	 * outside; a directory symlink onto .github and one onto src. */
+	lnk("../../.github/workflows/ci.yml", "nested/deep/cilink");
+	lnk("../../src/main.c", "nested/deep/mainlink");
+	ck_assert_int_ge(asprintf(&p, "%s/file.txt", out), 0);
+	lnk(p, "nested/deep/outlink");
+	free(p);
+	lnk("../../.github", "nested/deep/ghdir");
+	lnk("../../src", "nested/deep/srcdir");
 }
 
 static void teardown(void)
@@ -491,6 +503,35 @@ static const struct tcase cases[] = {
     {A("rm", "src/../../x"), NULL, NULL, 0, DE, "deny.path.outside"},
     {A("rm", "loop1"), NULL, NULL, 0, DE, "deny.path.outside"},
     {A("rm", "docs/../.github/x"), NULL, NULL, 0, DE, "deny.write.ci"},
+    /* Deep paths (the resolver's fast path and its hand-over). */
+    {A("rm", "nested/deep/x.c"), NULL, NULL, 0, AL, "allow.write"},
+    {A("rm", "nested/deep/Makefile"), NULL, NULL, 0, DE,
+     "deny.write.build-conf"},
+    {A("rm", "nested/deep/cilink"), NULL, NULL, 0, DE, "deny.write.ci"},
+    {A("rm", "nested/deep/ghdir/workflows/ci.yml"), NULL, NULL, 0, DE,
+     "deny.write.ci"},
+    {A("touch", "nested/deep/ghdir/workflows/new.yml"), NULL, NULL, 0, DE,
+     "deny.write.ci"},
+    {A("touch", "nested/deep/ghdir/newdir/new.yml"), NULL, NULL, 0, DE,
+     "deny.write.ci"},
+    {A("rm", "nested/deep/outlink"), NULL, NULL, 0, DE, "deny.path.outside"},
+    {A("cat", "nested/deep/outlink"), NULL, NULL, 0, AS, "ask.read.outside"},
+    {A("cat", "nested/deep/mainlink", "nested/deep/srcdir/util.c"), NULL, NULL,
+     0, AL, "allow.cmd"},
+    {A("cp", "nested/deep/x.c", "nested/deep/ghdir/workflows"), NULL, NULL, 0,
+     DE, "deny.write.ci"},
+    {A("cp", "src/main.c", "nested/deep/srcdir"), NULL, NULL, 0, AL,
+     "allow.write"},
+    {A("rm", "-rf", "nested/deep/ghdir/workflows"), NULL, NULL, 0, DE,
+     "deny.write.ci"},
+    {A("rm", "src/escape.txt/x"), NULL, NULL, 0, DE, "deny.path.outside"},
+    {A("rm", "link_out/x/cat"), NULL, NULL, 0, DE, "deny.path.outside"},
+    {A("touch", ".GitHub/Workflows/new.yml"), NULL, NULL, 0, DE,
+     "deny.write.ci"},
+    {A("touch", "nested/deep/../../.github/workflows/x.yml"), NULL, NULL, 0, DE,
+     "deny.write.ci"},
+    {A("rm", "src/../nested/deep/srcdir/../Makefile"), NULL, NULL, 0, DE,
+     "deny.write.build-conf"},
     /* Directories changed as a whole, and copies into a directory. */
     {A("rm", "-rf", "ci"), NULL, NULL, 0, DE, "deny.write.ci"},
     {A("rm", "-r", "nested"), NULL, NULL, 0, DE, "deny.write.build-conf"},
@@ -880,6 +921,26 @@ static const struct fcase fcases[] = {
     {WR, "docs/../../x", DE, "deny.path.outside"},
     {WR, "loop1", DE, "deny.path.outside"},
     {WR, "loop1/x", DE, "deny.path.outside"},
+    {RD, "nested/deep/x.c", AL, "allow.read"},
+    {RD, "nested//deep/x.c", AL, "allow.read"},
+    {RD, "nested/deep/cilink", AL, "allow.read"},
+    {RD, "nested/deep/outlink", DE, "deny.path.outside"},
+    {RD, "nested/deep/srcdir/../../.env", DE, "deny.secret.read"},
+    {RD, "nested/deep/srcdir/escape.txt", DE, "deny.path.outside"},
+    {WR, "nested/deep/x.c", AL, "allow.write"},
+    {WR, "nested/deep/new.c", AL, "allow.write"},
+    {WR, "nested/deep/cilink", DE, "deny.write.ci"},
+    {WR, "nested/deep/mainlink", AL, "allow.write"},
+    {WR, "nested/deep/outlink", DE, "deny.path.outside"},
+    {WR, "nested/deep/ghdir/workflows/ci.yml", DE, "deny.write.ci"},
+    {WR, "nested/deep/ghdir/workflows/new.yml", DE, "deny.write.ci"},
+    {WR, "nested/deep/srcdir/new.c", AL, "allow.write"},
+    {WR, "nested/deep/srcdir/escape.txt", DE, "deny.path.outside"},
+    {WR, "gh/workflows/brand/new.yml", DE, "deny.write.ci"},
+    {WR, "srclink/brand/new.c", AL, "allow.write"},
+    {WR, "nested/deep/Makefile/", DE, "deny.write.build-conf"},
+    {WR, "nested/deep/x.c/y", AL, "allow.write"},
+    {WR, "loop1/a/b", DE, "deny.path.outside"},
     {WR, "", BR, "bad.empty"},
     {WR, "a\xff", BR, "bad.utf8"},
 };
@@ -945,6 +1006,50 @@ START_TEST(test_resolved_objects)
 	policy_result_free(&r);
 	policy_result_free(&r); /* a freed result may be freed again */
 	policy_result_free(NULL);
+}
+END_TEST
+
+/* Deep paths give the same resolved objects whether the fast path took
+ * them (no symlink anywhere) or the walk did (a symlink on the way, a
+ * missing component, "..", doubled slashes). */
+START_TEST(test_resolved_deep)
+{
+	static const struct {
+		const char *arg, *want;
+	} rows[] = {
+	    {"nested/deep/x.c", "@WS/nested/deep/x.c"},
+	    {"nested//deep///x.c", "@WS/nested/deep/x.c"},
+	    {"@WS/nested/deep/x.c", "@WS/nested/deep/x.c"},
+	    {"nested/deep/mainlink", "@WS/src/main.c"},
+	    {"nested/deep/cilink", "@WS/.github/workflows/ci.yml"},
+	    {"nested/deep/ghdir/workflows/ci.yml",
+	     "@WS/.github/workflows/ci.yml"},
+	    {"nested/deep/ghdir/workflows/new.yml",
+	     "@WS/.github/workflows/new.yml"},
+	    {"nested/deep/srcdir/a/b.c", "@WS/src/a/b.c"},
+	    {"nested/deep/outlink", "@OUT/file.txt"},
+	    {"nested/deep/../deep/x.c", "@WS/nested/deep/x.c"},
+	    {"nested/new/x.c", "@WS/nested/new/x.c"},
+	    {"src/escape.txt", "@OUT/file.txt"},
+	};
+	struct policy_context ctx = {.workspace = ws, .path_env = path_env};
+
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		const char *argv[] = {"cat", rows[i].arg};
+		char *arg = expand(rows[i].arg), *want = expand(rows[i].want);
+		struct policy_call call = {
+		    .kind = POLICY_CALL_EXEC, .argv = argv, .argc = 2};
+		struct policy_result r;
+
+		argv[1] = arg;
+		ck_assert_int_eq(policy_classify(NULL, &ctx, &call, &r), 0);
+		ck_assert_msg(r.n_paths == 1 && !strcmp(r.paths[0], want),
+			      "%s: resolved to %s, want %s", rows[i].arg,
+			      r.n_paths ? r.paths[0] : "(nothing)", want);
+		policy_result_free(&r);
+		free(arg);
+		free(want);
+	}
 }
 END_TEST
 
@@ -1371,6 +1476,7 @@ static Suite *policy_suite(void)
 	tcase_add_loop_test(tc, test_file_table, 0, ARRAY_SIZE(fcases));
 	tcase_add_loop_test(tc, test_conf_table, 0, ARRAY_SIZE(ccases));
 	tcase_add_test(tc, test_resolved_objects);
+	tcase_add_test(tc, test_resolved_deep);
 	tcase_add_test(tc, test_bad_requests);
 	tcase_add_test(tc, test_conf_files);
 	suite_add_tcase(s, tc);
