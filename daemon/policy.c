@@ -529,14 +529,23 @@ static ssize_t walk_readlink(const struct cls *c, const char *abs, char *buf,
 
 /*
  * The fast path of resolve_abs for a path inside the workspace: one
- * openat2 with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS succeeds only when
- * every component exists, none is a symlink (the last one included: no
- * O_NOFOLLOW) and the walk stays below the workspace -- exactly when the
- * component walk would find nothing to follow and the resolved path is
- * the lexical one.  It costs two system calls (open and close) however
- * deep the path, the walk one per component, so it is tried from
- * POLICY_FAST_COMPS_MIN components on.  A symlink on the way (ELOOP),
- * a missing component (ENOENT), anything else: the caller walks.
+ * openat2 probe with RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS.  The kernel
+ * walks the components in order, as the component walk below does, and
+ * stops at the first symlink with ELOOP (the last component included: no
+ * O_NOFOLLOW).  Any other way the probe ends means no symlink lies before
+ * the point where the walk would stop too, so the resolved path is the
+ * lexical one:
+ *   EISDIR   all components exist, the last is a directory;
+ *   ENOTDIR  the last is not a directory, or a middle one is a file (the
+ *            walk finds it missing from there on and goes lexically);
+ *   ENOENT   a component is missing (likewise).
+ * The probe never opens anything: O_DIRECTORY makes a non-directory fail
+ * before it is opened, and a directory cannot be opened for writing, so
+ * no descriptor is made and none closed -- one system call however deep
+ * the path, where the walk makes one per component.  So it is tried from
+ * POLICY_FAST_COMPS_MIN components on (for one they cost the same and a
+ * symlink would cost an extra call).  ELOOP, or anything else: the
+ * caller walks.  Paths with "." or ".." components always walk.
  */
 #define POLICY_FAST_COMPS_MIN 2
 
@@ -549,7 +558,7 @@ static __thread bool openat2_missing;
 static bool resolve_fast(struct cls *c, const char *rel, char *buf, size_t *bl)
 {
 	struct open_how how = {
-	    .flags = O_PATH | O_CLOEXEC,
+	    .flags = O_WRONLY | O_DIRECTORY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK,
 	    .resolve =
 		RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
 	};
@@ -583,12 +592,15 @@ static bool resolve_fast(struct cls *c, const char *rel, char *buf, size_t *bl)
 	if (dfd < 0)
 		goto fail;
 	fd = (int)syscall(SYS_openat2, dfd, buf + *bl + 1, &how, sizeof(how));
-	if (fd < 0) {
-		if (errno == ENOSYS || errno == EPERM)
-			openat2_missing = true;
+	if (fd >= 0) {
+		/* Cannot happen (see above); if it does, walk. */
+		close(fd);
 		goto fail;
 	}
-	close(fd);
+	if (errno == ENOSYS || errno == EPERM)
+		openat2_missing = true;
+	if (errno != EISDIR && errno != ENOTDIR && errno != ENOENT)
+		goto fail;
 	*bl = l;
 	return true;
 fail:

@@ -1030,6 +1030,11 @@ START_TEST(test_resolved_deep)
 	    {"nested/deep/outlink", "@OUT/file.txt"},
 	    {"nested/deep/../deep/x.c", "@WS/nested/deep/x.c"},
 	    {"nested/new/x.c", "@WS/nested/new/x.c"},
+	    {"nested/deep/x.c/y", "@WS/nested/deep/x.c/y"},
+	    {"nested/deep", "@WS/nested/deep"},
+	    {"nested/new/srclink/x", "@WS/nested/new/srclink/x"},
+	    {"nested/deep/ghdir", "@WS/.github"},
+	    {"nested/deep/srcdir/", "@WS/src"},
 	    {"src/escape.txt", "@OUT/file.txt"},
 	};
 	struct policy_context ctx = {.workspace = ws, .path_env = path_env};
