@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +34,33 @@
  * the ref that moved; 64 MiB is about a million refs.
  */
 #define GUARD_PACKED_MAX (64 * 1024 * 1024)
+/*
+ * What a watch reports.  IN_CLOSE_WRITE matters beyond IN_MODIFY: stores
+ * through a shared mapping raise no IN_MODIFY, but dropping the last
+ * reference to that open file (munmap and close, or exit) raises
+ * IN_CLOSE_WRITE.  IN_DELETE_SELF/IN_MOVE_SELF see a watched directory
+ * itself go; IN_Q_OVERFLOW and IN_IGNORED are always reported.
+ */
+#define GUARD_WATCH_MASK                                                       \
+	(IN_MODIFY | IN_ATTRIB | IN_CLOSE_WRITE | IN_CREATE | IN_DELETE |      \
+	 IN_MOVED_FROM | IN_MOVED_TO | IN_DELETE_SELF | IN_MOVE_SELF)
+/*
+ * Most inotify instances all guards of this process hold at once.  The
+ * kernel's default fs.inotify.max_user_instances is 128 for every process
+ * of the user together; half is left to others (and to spd's own file
+ * watching).  Guards past this scan with lstat() on every check, as
+ * before, which is correct and only slower.
+ */
+#define GUARD_INOTIFY_MAX 64
+/*
+ * Most watches one guard adds (one per guarded file and directory).  The
+ * kernel's fs.inotify.max_user_watches (8192 on small machines) is shared
+ * by the user's processes; a guard over more entries than this scans with
+ * lstat() instead of taking the watches from everyone else.
+ */
+#define GUARD_WATCHES_MAX 8192
+/* Bytes read from the inotify fd at a time (about 150 events). */
+#define GUARD_EVENT_BUF 4096
 
 /* Protected paths until daemon/protected.h provides the shared list:
  * files that steer what runs (CI, the project's checks) or what an agent
@@ -100,6 +128,20 @@ struct precs {
 	size_t n;
 };
 
+/*
+ * A watched directory whose events need a filter: name NULL means every
+ * entry in it is guarded (except the session's own ref); otherwise only
+ * the entry called name is (the git dir holds the index, logs and
+ * objects next to config and refs; the checkout holds the agent's files
+ * next to .spd.conf).  A watch without a record (a guarded file's) makes
+ * each of its events relevant.
+ */
+struct wrec {
+	int wd;
+	char *key; /* the directory's key (".git/refs/heads") */
+	char *name;
+};
+
 struct guard {
 	char *gitdir;
 	char *workdir;
@@ -109,7 +151,18 @@ struct guard {
 	char **protected_paths;
 	struct elist e;
 	struct precs packed;
+	int ifd;       /* inotify instance, -1: lstat() scans only */
+	bool watching; /* this scan (re)adds watches */
+	bool dirty;    /* the last check was not clean */
+	size_t nwatch; /* watches added by this scan */
+	size_t slice;  /* which slice the next quiet check stats */
+	size_t full_scans;
+	struct wrec *w;
+	size_t nw, capw;
 };
+
+/* inotify instances held by all guards (GUARD_INOTIFY_MAX). */
+static int guard_instances;
 
 /*
  * What a scan does with each entry it finds: collect it (the snapshot and
@@ -217,6 +270,173 @@ static bool skip_key(const struct guard *g, const char *key)
 			      strcmp(key, g->own_lock_key) == 0);
 }
 
+static void wrecs_free(struct guard *g)
+{
+	for (size_t i = 0; i < g->nw; i++) {
+		free(g->w[i].key);
+		free(g->w[i].name);
+	}
+	free(g->w);
+	g->w = NULL;
+	g->nw = g->capw = 0;
+}
+
+/*
+ * Give up on inotify for this guard: every later check scans with
+ * lstat().  Called when a watch cannot be added, the watch limit is
+ * reached or the fd fails; correctness never depends on the watches.
+ */
+static void unwatch(struct guard *g)
+{
+	if (g->ifd >= 0) {
+		close(g->ifd);
+		g->ifd = -1;
+		__atomic_sub_fetch(&guard_instances, 1, __ATOMIC_RELAXED);
+	}
+	g->watching = false;
+	wrecs_free(g);
+}
+
+static int wrec_add(struct guard *g, int wd, const char *key, const char *name)
+{
+	struct wrec *r;
+
+	for (size_t i = 0; i < g->nw; i++)
+		if (g->w[i].wd == wd && strcmp(g->w[i].key, key) == 0 &&
+		    (name ? g->w[i].name && strcmp(g->w[i].name, name) == 0
+			  : !g->w[i].name))
+			return 0;
+	if (g->nw == g->capw) {
+		size_t cap = g->capw ? g->capw * 2 : 16;
+		struct wrec *v = realloc(g->w, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		g->w = v;
+		g->capw = cap;
+	}
+	r = &g->w[g->nw];
+	r->wd = wd;
+	r->key = strdup(key);
+	r->name = name ? strdup(name) : NULL;
+	if (!r->key || (name && !r->name)) {
+		free(r->key);
+		free(r->name);
+		return -ENOMEM;
+	}
+	g->nw++;
+	return 0;
+}
+
+/*
+ * Watch path (before it is read, so that any later write raises an
+ * event).  dir: a directory whose entries are guarded (name NULL: all of
+ * them; else only name); a directory that is not there any more is
+ * ignored (the event in its parent reports that).  !dir: a guarded file,
+ * watched by inode so that a write through another hard link is seen too.
+ * A failure other than the path having gone turns inotify off.
+ */
+static void watch_add(struct guard *g, const char *path, const char *key,
+		      const char *name, bool dir)
+{
+	int wd;
+
+	if (!g->watching)
+		return;
+	if (++g->nwatch > GUARD_WATCHES_MAX) {
+		unwatch(g);
+		return;
+	}
+	wd = inotify_add_watch(g->ifd, path,
+			       GUARD_WATCH_MASK | IN_DONT_FOLLOW |
+				   (dir ? IN_ONLYDIR : 0));
+	if (wd < 0) {
+		if (errno != ENOENT && errno != ENOTDIR)
+			unwatch(g);
+		return;
+	}
+	if (dir && wrec_add(g, wd, key, name) < 0)
+		unwatch(g);
+}
+
+/* Whether ev can mean a change of the guarded inputs. */
+static bool relevant(const struct guard *g, const struct inotify_event *ev)
+{
+	char key[GUARD_PATH_MAX];
+	bool known = false;
+
+	if (ev->mask & (IN_Q_OVERFLOW | IN_IGNORED))
+		return true;
+	for (size_t i = 0; i < g->nw; i++) {
+		const struct wrec *r = &g->w[i];
+
+		if (r->wd != ev->wd)
+			continue;
+		known = true;
+		if (ev->len == 0 || ev->name[0] == '\0')
+			return true; /* the directory itself */
+		if (r->name) {
+			if (strcmp(r->name, ev->name) == 0)
+				return true;
+			continue;
+		}
+		if (join(key, r->key, ev->name) < 0 || !skip_key(g, key))
+			return true;
+	}
+	return !known;
+}
+
+static void wrecs_drop(struct guard *g, int wd)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < g->nw; i++) {
+		if (g->w[i].wd == wd) {
+			free(g->w[i].key);
+			free(g->w[i].name);
+		} else {
+			g->w[k++] = g->w[i];
+		}
+	}
+	g->nw = k;
+}
+
+/*
+ * Read every queued event without blocking.  Returns 1 when one of them
+ * may be a change of the guarded inputs (or the queue overflowed), 0 when
+ * none is, -errno when the fd failed.
+ */
+static int drain(struct guard *g)
+{
+	char buf[GUARD_EVENT_BUF]
+	    __attribute__((aligned(__alignof__(struct inotify_event))));
+	int rel = 0;
+
+	for (;;) {
+		ssize_t k = read(g->ifd, buf, sizeof(buf));
+
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN)
+				return rel;
+			return -errno;
+		}
+		if (k == 0)
+			return rel;
+		for (ssize_t off = 0; off < k;) {
+			const struct inotify_event *ev =
+			    (const struct inotify_event *)(buf + off);
+
+			if (relevant(g, ev))
+				rel = 1;
+			if (ev->mask & IN_IGNORED)
+				wrecs_drop(g, ev->wd);
+			off += (ssize_t)(sizeof(*ev) + ev->len);
+		}
+	}
+}
+
 /*
  * Record everything under the directory at path (keys under key),
  * without following symlinks.  Directories themselves are not entries:
@@ -234,6 +454,7 @@ static int walk_dir(struct guard *g, struct visitor *l, uint8_t set,
 	 * scan time and the stack. */
 	if (depth > 64)
 		return -ELOOP;
+	watch_add(g, path, key, NULL, true);
 	d = opendir(path);
 	if (!d)
 		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
@@ -251,6 +472,8 @@ static int walk_dir(struct guard *g, struct visitor *l, uint8_t set,
 			break;
 		if (skip_key(g, ckey))
 			continue;
+		if (de->d_type != DT_DIR)
+			watch_add(g, cpath, ckey, NULL, false);
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
 		    0) {
 			if (errno == ENOENT)
@@ -275,6 +498,7 @@ static int add_root(struct guard *g, struct visitor *l, uint8_t set,
 {
 	struct stat st;
 
+	watch_add(g, path, key, NULL, false);
 	if (lstat(path, &st) < 0) {
 		if (errno == ENOENT || errno == ENOTDIR)
 			return l->fn(l, set, E_ABSENT, key, path, NULL);
@@ -291,15 +515,70 @@ static int cmp_entry(const void *a, const void *b)
 		      ((const struct entry *)b)->key);
 }
 
+/*
+ * Watch each directory on the way from the checkout to the protected
+ * path rel ("a/b/c": the checkout for "a", a/ for "b", a/b/ for "c"), so
+ * that creating, removing or renaming any of them is an event while the
+ * agent's own files next to them are not.
+ */
+static int watch_parents(struct guard *g, const char *rel)
+{
+	char path[GUARD_PATH_MAX], key[GUARD_PATH_MAX], name[GUARD_PATH_MAX];
+	const char *p = rel;
+	size_t klen = 0;
+
+	if (!g->watching)
+		return 0;
+	key[0] = '\0';
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t n = slash ? (size_t)(slash - p) : strlen(p);
+		int r;
+
+		if (n >= sizeof(name))
+			return -ENAMETOOLONG;
+		memcpy(name, p, n);
+		name[n] = '\0';
+		r = snprintf(path, sizeof(path), "%s%s%.*s", g->workdir,
+			     klen ? "/" : "", (int)klen, key);
+		if (r < 0 || r >= (int)sizeof(path))
+			return -ENAMETOOLONG;
+		if (n > 0)
+			watch_add(g, path, key, name, true);
+		if (!slash)
+			return 0;
+		klen = (size_t)(slash - rel);
+		if (klen >= sizeof(key))
+			return -ENAMETOOLONG;
+		memcpy(key, rel, klen);
+		key[klen] = '\0';
+		p = slash + 1;
+	}
+}
+
 static int scan(struct guard *g, struct visitor *l)
 {
 	static const char *const git_roots[] = {
 	    "config", "HEAD", "hooks", "info", "refs/heads", "refs/tags",
 	};
+	/* Entries of the git dir and of refs/ that hold guarded inputs. */
+	static const char *const git_names[] = {
+	    "config", "HEAD", "hooks", "info", "refs", "packed-refs",
+	};
 	char key[GUARD_PATH_MAX], path[GUARD_PATH_MAX];
 	struct stat st;
 	int r;
 
+	g->nwatch = 0;
+	if (g->watching) {
+		for (size_t i = 0; i < ARRAY_SIZE(git_names); i++)
+			watch_add(g, g->gitdir, ".git", git_names[i], true);
+		r = join(path, g->gitdir, "refs");
+		if (r < 0)
+			return r;
+		watch_add(g, path, ".git/refs", "heads", true);
+		watch_add(g, path, ".git/refs", "tags", true);
+	}
 	for (size_t i = 0; i < ARRAY_SIZE(git_roots); i++) {
 		r = join(key, ".git", git_roots[i]);
 		if (r == 0)
@@ -312,6 +591,7 @@ static int scan(struct guard *g, struct visitor *l)
 	r = join(path, g->gitdir, "packed-refs");
 	if (r < 0)
 		return r;
+	watch_add(g, path, ".git/packed-refs", NULL, false);
 	if (lstat(path, &st) == 0)
 		r = l->fn(l, GUARD_SET_GIT, E_PACKED, ".git/packed-refs", path,
 			  &st);
@@ -323,7 +603,9 @@ static int scan(struct guard *g, struct visitor *l)
 	if (r != 0)
 		return r;
 	for (size_t i = 0; g->workdir && g->protected_paths[i]; i++) {
-		r = join(path, g->workdir, g->protected_paths[i]);
+		r = watch_parents(g, g->protected_paths[i]);
+		if (r == 0)
+			r = join(path, g->workdir, g->protected_paths[i]);
 		if (r == 0)
 			r = add_root(g, l, GUARD_SET_PROTECTED,
 				     g->protected_paths[i], path);
@@ -627,6 +909,7 @@ void guard_free(struct guard *g)
 {
 	if (!g)
 		return;
+	unwatch(g);
 	elist_free(&g->e);
 	precs_free(&g->packed);
 	for (size_t i = 0; g->protected_paths && g->protected_paths[i]; i++)
@@ -658,6 +941,7 @@ int guard_new(const struct guard_config *cfg, struct guard **ret)
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return -ENOMEM;
+	g->ifd = -1;
 	r = -ENOMEM;
 	g->gitdir = strdup(cfg->gitdir);
 	if (!g->gitdir)
@@ -681,8 +965,22 @@ int guard_new(const struct guard_config *cfg, struct guard **ret)
 		if (!(g->protected_paths[i] = strdup(prot[i])))
 			goto fail;
 
+	/* The watches go in before anything is read: a write after the
+	 * read of a file is then an event. */
+	if (!cfg->stat_only &&
+	    __atomic_add_fetch(&guard_instances, 1, __ATOMIC_RELAXED) <=
+		GUARD_INOTIFY_MAX) {
+		g->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (g->ifd < 0)
+			__atomic_sub_fetch(&guard_instances, 1,
+					   __ATOMIC_RELAXED);
+	} else if (!cfg->stat_only) {
+		__atomic_sub_fetch(&guard_instances, 1, __ATOMIC_RELAXED);
+	}
+	g->watching = g->ifd >= 0;
 	t = now_ns();
 	r = scan_list(g, &g->e);
+	g->watching = false;
 	if (r < 0)
 		goto fail;
 	for (size_t i = 0; i < g->e.n; i++) {
@@ -744,7 +1042,7 @@ static void finding(struct guard_finding *f, const struct entry *e,
 	snprintf(f->what, sizeof(f->what), "%s", what);
 }
 
-int guard_check(struct guard *g, struct guard_finding *ret_finding)
+static int check_all(struct guard *g, struct guard_finding *ret_finding)
 {
 	struct elist l = {0};
 	struct precs packed = {0};
@@ -845,6 +1143,66 @@ out:
 	elist_free(&l);
 	precs_free(&packed);
 	return r;
+}
+
+/*
+ * Stat the next slice of the snapshot (a GUARD_FULL_SCAN_CHECKS-th of
+ * it, round robin): 0 when each entry there is as recorded and not racy,
+ * 1 otherwise.  New entries need no look: creating one is an event.
+ */
+static int slice_check(struct guard *g)
+{
+	size_t n = g->e.n, lo, hi;
+
+	lo = n * g->slice / GUARD_FULL_SCAN_CHECKS;
+	hi = n * (g->slice + 1) / GUARD_FULL_SCAN_CHECKS;
+	g->slice = (g->slice + 1) % GUARD_FULL_SCAN_CHECKS;
+	for (size_t i = lo; i < hi; i++) {
+		const struct entry *e = &g->e.v[i];
+		struct stat st;
+
+		if (lstat(e->path, &st) < 0) {
+			if (e->type == E_ABSENT &&
+			    (errno == ENOENT || errno == ENOTDIR))
+				continue;
+			return 1;
+		}
+		if (e->type == E_ABSENT || !same_stat_st(e, &st) || racy(e))
+			return 1;
+	}
+	return 0;
+}
+
+int guard_check(struct guard *g, struct guard_finding *ret_finding)
+{
+	int r = 1;
+
+	if (g->ifd >= 0) {
+		r = drain(g);
+		if (r < 0)
+			unwatch(g);
+		else if (r == 0 && !g->dirty && slice_check(g) == 0)
+			return 0;
+	}
+	/* An event (or a check that was not clean) re-adds the watches:
+	 * a new directory needs one, and a file replaced by rename is a new
+	 * inode.  A slice that moved without an event needs none. */
+	g->watching = g->ifd >= 0 && (r != 0 || g->dirty);
+	g->full_scans++;
+	r = check_all(g, ret_finding);
+	g->watching = false;
+	g->dirty = r != 0;
+	return r;
+}
+
+bool guard_watching(const struct guard *g)
+{
+	return g && g->ifd >= 0;
+}
+
+size_t guard_full_scans(const struct guard *g)
+{
+	return g ? g->full_scans : 0;
 }
 
 int guard_note_ref(struct guard *g, const char *refname)

@@ -11,13 +11,55 @@
  *  - the protected files of the checkout the agent works in: the project's
  *    .spd.conf, CI and agent configuration.  A change is INTEGRITY.
  *
- * After every command the sets are scanned again.  A scan is cheap on a
- * big repository: it lstat()s the guarded entries and re-hashes (BLAKE2b)
+ * After every command the sets are checked again.  A full scan lstat()s
+ * the guarded entries and re-hashes (BLAKE2b)
  * only those whose stat key (inode, size, mode, mtime, ctime) moved, or
  * whose timestamps are too recent to trust (a write within the same clock
  * tick as the snapshot leaves the stat key unchanged — git's "racy" case).
  * A file whose metadata moved but whose content did not (touch) is not a
  * finding.  An entry that appears or disappears is.
+ *
+ * A full scan costs one lstat() per loose ref (about 3 ms for 1,000 refs
+ * on a slow VM), so a check does one only when something may have
+ * changed.  Each guard holds an inotify instance watching every guarded
+ * file (by inode, so a write through another hard link is seen) and every
+ * directory that holds guarded entries (the git dir, refs/, and every
+ * directory under refs/heads/, refs/tags/, hooks/ and info/; the checkout and each directory on the
+ * way to a protected path, and the protected directories' trees).  Events
+ * on entries that are not guarded (the index, objects, the agent's own
+ * files next to .spd.conf, the session's own ref) are ignored.  A check
+ * then:
+ *  - reads the queued events without blocking; any relevant event, an
+ *    overflow of the queue, or a previous check that was not clean →
+ *    a full scan, which also adds watches for new directories and files;
+ *  - otherwise lstat()s one slice of the snapshot, a
+ *    GUARD_FULL_SCAN_CHECKS-th of its entries in turn, and does the full
+ *    scan only if an entry there moved or is racy.
+ * A guard for which inotify is unavailable (no instance left, see
+ * GUARD_INOTIFY_MAX in guard.c; a watch that cannot be added; more than
+ * GUARD_WATCHES_MAX watches; cfg->stat_only) does the full scan on every
+ * check, as if nothing were watched.
+ *
+ * The window this leaves.  A change that raises no inotify event is found
+ * by the first check whose slice holds the changed entry: at most
+ * GUARD_FULL_SCAN_CHECKS checks after it was made (counted in checks, not
+ * time: the guard is only asked after a command, so the bound is in
+ * commands), and the finding may then be reported after a later command
+ * than the one that made it.  Changes without an event are:
+ *  - stores through a writable MAP_SHARED mapping of a guarded file while
+ *    the mapping (or any other reference to that open file) is still
+ *    held.  Dropping the last reference (munmap and close, or exit of the
+ *    process, which happens before its parent can reap it) raises
+ *    IN_CLOSE_WRITE, so only a mapping held by a process that outlives
+ *    the command opens this window.  The store moves mtime (on the first
+ *    write fault of a clean page), which the slice sees — except on
+ *    tmpfs, which moves no timestamp for stores through a mapping: there
+ *    such a store is found only while the file is racy, as before;
+ *  - renaming or mounting over a directory above the watched ones (the
+ *    checkout's parent), or writes by another host on a network
+ *    filesystem;
+ *  - a change made with the inotify queue full is not lost: the overflow
+ *    is itself an event and forces a full scan.
  *
  * No libgit2 here: reading the ref files directly is both faster and sees
  * exactly what is on disk, including a packed-refs edit.
@@ -25,6 +67,7 @@
 #ifndef SPD_DAEMON_GUARD_H
 #define SPD_DAEMON_GUARD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,6 +80,16 @@
  * millions of files make every command slow.
  */
 #define GUARD_ENTRIES_MAX 200000
+/*
+ * A check that saw no event stats this fraction of the snapshot, so each
+ * guarded entry is stat()ed at least every GUARD_FULL_SCAN_CHECKS checks:
+ * the bound on how late a change without an inotify event (a store
+ * through a shared mapping that is still held) is found.  10 keeps a
+ * quiet check of 1,000 loose refs near 0.3 ms; the bound is in checks,
+ * not seconds, because the guard is only consulted after a command and a
+ * bound in time would make every check after a slow command a full scan.
+ */
+#define GUARD_FULL_SCAN_CHECKS 10
 /* Length of a guard digest (BLAKE2b-256). */
 #define GUARD_DIGEST_LEN 32
 
@@ -69,6 +122,10 @@ struct guard_config {
 	/* Protected paths relative to workdir (files or directories), NULL
 	 * terminated; NULL: guard_default_protected(). */
 	const char *const *protected_paths;
+	/* Never use inotify: every check is a full lstat() scan.  For tests
+	 * of the fallback, and for a git dir or checkout on a network
+	 * filesystem, where another host's writes raise no event. */
+	bool stat_only;
 };
 
 struct guard;
@@ -89,7 +146,8 @@ const char *const *guard_default_protected(void);
 int guard_new(const struct guard_config *cfg, struct guard **ret);
 
 /*
- * Scan again and compare with the snapshot.  Returns 0 when nothing
+ * Check again (see above for when that is a full scan) and compare with
+ * the snapshot.  Returns 0 when nothing
  * guarded changed (the snapshot's stat keys are refreshed), 1 when
  * something did (*ret_finding names the first changed path in path order;
  * the snapshot is left as it was, so a later scan finds it again), or
@@ -97,6 +155,18 @@ int guard_new(const struct guard_config *cfg, struct guard **ret);
  * could not vouch for the inputs).  ret_finding may be NULL.
  */
 int guard_check(struct guard *g, struct guard_finding *ret_finding);
+
+/*
+ * Whether g watches with inotify (false: every check is a full scan, see
+ * above).  NULL is allowed (false).
+ */
+bool guard_watching(const struct guard *g);
+
+/*
+ * Number of guard_check() calls of g that did a full scan (for tests and
+ * the benchmark).  NULL is allowed (0).
+ */
+size_t guard_full_scans(const struct guard *g);
 
 /*
  * spd itself created, moved or deleted the loose ref refname (a branch of
