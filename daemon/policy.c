@@ -705,12 +705,20 @@ static int resolve_abs(struct cls *c, const char *abs, char **ret)
 /* Make arg absolute against base (an absolute directory). */
 static char *absolutize(const char *base, const char *arg)
 {
+	size_t bn, an;
 	char *s;
 
 	if (arg[0] == '/')
 		return strdup(arg);
-	if (asprintf(&s, "%s/%s", base, arg) < 0)
+	/* Not asprintf: this runs for every path argument. */
+	bn = strlen(base);
+	an = strlen(arg);
+	s = malloc(bn + an + 2);
+	if (!s)
 		return NULL;
+	memcpy(s, base, bn);
+	s[bn] = '/';
+	memcpy(s + bn + 1, arg, an + 1);
 	return s;
 }
 
@@ -1041,8 +1049,43 @@ struct lvl {
 	enum where where;
 };
 
-static bool is_trusted_dir(const struct cls *c, const char *dir, size_t n)
+/* The trusted directories are listed on first use: most calls find their
+ * program in the cache and never ask. */
+static int setup_trusted(struct cls *c)
 {
+	const char *pe =
+	    c->ctx->path_env ? c->ctx->path_env : POLICY_DEFAULT_PATH;
+
+	c->n_trusted = 0;
+	for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++)
+		c->trusted[c->n_trusted++] = system_dirs[i];
+	c->path_copy = strdup(pe);
+	if (!c->path_copy)
+		return -ENOMEM;
+	for (char *p = c->path_copy, *save = NULL, *tok;
+	     (tok = strtok_r(p, ":", &save)); p = NULL) {
+		size_t n = strlen(tok);
+
+		while (n > 1 && tok[n - 1] == '/')
+			tok[--n] = '\0';
+		if (tok[0] != '/' || inside_ws(c, tok) ||
+		    c->n_trusted == ARRAY_SIZE(c->trusted))
+			continue;
+		c->trusted[c->n_trusted++] = tok;
+	}
+	return 0;
+}
+
+static bool is_trusted_dir(struct cls *c, const char *dir, size_t n)
+{
+	if (!c->path_copy) {
+		int r = setup_trusted(c);
+
+		if (r < 0) {
+			c->err = r;
+			return false;
+		}
+	}
 	for (size_t i = 0; i < c->n_trusted; i++)
 		if (strlen(c->trusted[i]) == n &&
 		    memcmp(c->trusted[i], dir, n) == 0)
@@ -1233,7 +1276,9 @@ static void ident(struct cls *c, struct lvl *l)
 			c->err = -ENOMEM;
 			return;
 		}
-		set = cache_set(key, key_len);
+		/* The set by the name alone: hashing the whole key (three
+		 * PATHs and the workspace) cost more than the lookup. */
+		set = cache_set(a0, strlen(a0));
 		ce = cache_find(set, key, key_len);
 		clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
 		fresh = ce && ts_ns(&now) - ts_ns(&ce->checked) <
@@ -3288,30 +3333,6 @@ static const char *validate(const struct policy_call *call)
 	return NULL;
 }
 
-static int setup_trusted(struct cls *c)
-{
-	const char *pe =
-	    c->ctx->path_env ? c->ctx->path_env : POLICY_DEFAULT_PATH;
-
-	for (size_t i = 0; i < ARRAY_SIZE(system_dirs); i++)
-		c->trusted[c->n_trusted++] = system_dirs[i];
-	c->path_copy = strdup(pe);
-	if (!c->path_copy)
-		return -ENOMEM;
-	for (char *p = c->path_copy, *save = NULL, *tok;
-	     (tok = strtok_r(p, ":", &save)); p = NULL) {
-		size_t n = strlen(tok);
-
-		while (n > 1 && tok[n - 1] == '/')
-			tok[--n] = '\0';
-		if (tok[0] != '/' || inside_ws(c, tok) ||
-		    c->n_trusted == ARRAY_SIZE(c->trusted))
-			continue;
-		c->trusted[c->n_trusted++] = tok;
-	}
-	return 0;
-}
-
 static void set_result(struct policy_result *r, enum policy_decision d,
 		       const char *rule, const char *reason)
 {
@@ -3416,9 +3437,6 @@ int policy_classify(const struct policy_conf *conf,
 	c.wslen = strlen(c.ws);
 	while (c.wslen > 1 && c.ws[c.wslen - 1] == '/')
 		c.wslen--;
-	err = setup_trusted(&c);
-	if (err < 0)
-		goto out;
 	if (call->kind != POLICY_CALL_EXEC) {
 		bool w = call->kind == POLICY_CALL_WRITE;
 		char *abs = absolutize(c.ws, call->path);

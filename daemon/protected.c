@@ -239,6 +239,10 @@ struct compiled {
 	/* The lower-cased first character of each component, or 0 when it
 	 * is a wildcard: a one-byte test rejects most components. */
 	char first[PATTERN_COMPONENTS_MAX];
+	/* Likewise the last character ("*.pem" must end in 'm'): the
+	 * wildcard-led patterns meet every file name, and the glob with its
+	 * back-tracking was most of the matcher's time. */
+	char last[PATTERN_COMPONENTS_MAX];
 };
 
 static void compile(const char *pattern, struct compiled *out)
@@ -252,11 +256,18 @@ static void compile(const char *pattern, struct compiled *out)
 		    (out->pc[j].s[0] == '*' || out->pc[j].s[0] == '?')
 			? 0
 			: (char)lower(out->pc[j].s[0]);
+	for (size_t j = 0; j < out->k; j++) {
+		char l = out->pc[j].s[out->pc[j].n - 1];
+
+		out->last[j] = l == '*' || l == '?' ? 0 : (char)lower(l);
+	}
 }
 
 static bool comp_match(const struct compiled *p, size_t j, const struct span *c)
 {
 	if (p->first[j] && (c->n == 0 || lower(c->s[0]) != p->first[j]))
+		return false;
+	if (p->last[j] && (c->n == 0 || lower(c->s[c->n - 1]) != p->last[j]))
 		return false;
 	return glob_component(p->pc[j].s, p->pc[j].n, c->s, c->n);
 }
