@@ -14,6 +14,8 @@
 #include "common/util.h"
 #include "daemon/agent.h"
 #include "daemon/call.h"
+#include "daemon/log.h"
+#include "daemon/secrets.h"
 #include "daemon/sbx.h"
 #include "daemon/session.h"
 #include "daemon/spd.h"
@@ -157,6 +159,8 @@ void m_session_start(struct rpc_call *c)
 	const char *feature = param_str(c, "feature");
 	bool in_place = json_is_true(json_object_get(p, "in_place"));
 	char token[SESSION_TOKEN_LEN + 1];
+	char name[64];
+	struct spd *spd = rpc_call_spd(c);
 	struct session_info *i = NULL;
 	json_t *res;
 	int r;
@@ -180,9 +184,15 @@ void m_session_start(struct rpc_call *c)
 	/* The token is shown here once; the store keeps only its hash and
 	 * the summary never carries it. */
 	json_object_set_new(res, "token", json_string(token));
-	sodium_memzero(token, sizeof(token));
+	snprintf(name, sizeof(name), "session-token.%s", i->id);
 	session_info_free(i);
 	rpc_call_reply(c, res);
+	/* From now on the token is redacted wherever it would appear (a
+	 * run echoing it, a file holding it): after the reply that shows it
+	 * once has gone out. */
+	if (spd->secrets && secrets_add_minted(spd, name, token) < 0)
+		log_warn("session token could not join the redaction set");
+	sodium_memzero(token, sizeof(token));
 }
 
 void m_session_list(struct rpc_call *c)

@@ -287,6 +287,14 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
 		if (r < 0)
 			goto fail;
 	}
+	/* Values spd minted (session tokens): redacted like any key. */
+	for (size_t i = 0; i < spd->n_minted; i++) {
+		r = gen_add(g, b, spd->minted[i].name, spd->minted[i].value,
+			    strlen(spd->minted[i].value), "minted by spd",
+			    errbuf, errlen);
+		if (r < 0)
+			goto fail;
+	}
 	/* spd's own secret-looking variables (a key exported in the
 	 * operator's shell).  SPD_* name spd's directories: they are kept
 	 * from runs by envscrub but are not keys. */
@@ -323,9 +331,45 @@ fail:
 	return r;
 }
 
+int secrets_add_minted(struct spd *spd, const char *name, const char *value)
+{
+	struct secret_minted *nm;
+	char err[256];
+	size_t n = strlen(value);
+	int r;
+
+	nm = realloc(spd->minted, (spd->n_minted + 1) * sizeof(*nm));
+	if (!nm)
+		return -ENOMEM;
+	spd->minted = nm;
+	nm[spd->n_minted].value = sodium_malloc(n + 1);
+	if (!nm[spd->n_minted].value)
+		return -ENOMEM;
+	memcpy(nm[spd->n_minted].value, value, n + 1);
+	snprintf(nm[spd->n_minted].name, sizeof(nm[spd->n_minted].name), "%s",
+		 name);
+	spd->n_minted++;
+	r = secrets_load(spd, err, sizeof(err));
+	if (r < 0) {
+		/* Keep the old set; the token still never reaches a log or
+		 * the journal by construction (params are stripped). */
+		spd->n_minted--;
+		sodium_free(nm[spd->n_minted].value);
+		return r;
+	}
+	log_set_redact(spd->redact);
+	return 0;
+}
+
 void secrets_free(struct spd *spd)
 {
 	struct secrets *g = spd->secrets;
+
+	for (size_t i = 0; i < spd->n_minted; i++)
+		sodium_free(spd->minted[i].value);
+	free(spd->minted);
+	spd->minted = NULL;
+	spd->n_minted = 0;
 
 	while (g) {
 		struct secrets *o = g->older;

@@ -32,6 +32,13 @@ struct rpc_call;
  * changes.  Returns 0 or -errno.
  */
 int secrets_load(struct spd *spd, char *errbuf, size_t errlen);
+/*
+ * A value spd minted (a session token) joins the redaction set from now
+ * on, and stays in it across reloads.  name: [A-Za-z0-9_.-], at most 64.
+ * Returns 0, or -errno with the previous set still in force.
+ */
+int secrets_add_minted(struct spd *spd, const char *name, const char *value);
+
 /* Free every generation secrets_load built. */
 void secrets_free(struct spd *spd);
 

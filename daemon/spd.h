@@ -38,6 +38,12 @@ struct spd_config {
 	uint32_t default_timeout_ms;
 };
 
+/* A value spd minted and must redact (a session token). */
+struct secret_minted {
+	char name[65];
+	char *value; /* sodium_malloc'd */
+};
+
 struct spd {
 	uv_loop_t *loop;
 	struct spd_paths paths;
@@ -47,7 +53,9 @@ struct spd {
 	struct sbx *sbx;
 	struct server *server;
 	struct session_store *sessions;
-	struct secrets *secrets;   /* daemon/secrets.c */
+	struct secrets *secrets; /* daemon/secrets.c */
+	struct secret_minted *minted;
+	size_t n_minted;
 	struct redact_set *redact; /* known secrets; may be NULL */
 	/* The same secrets' values, NULL-terminated (never passed to a run's
 	 * environment whatever the variable is called); may be NULL. */
