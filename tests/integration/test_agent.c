@@ -1367,6 +1367,26 @@ START_TEST(test_secret_in_diff)
 }
 END_TEST
 
+/* Issue 6: a session token spd minted is redacted once it has been
+ * shown: an agent reading it back from a file sees only the marker. */
+START_TEST(test_session_token_redacted)
+{
+	struct session s;
+	char *r;
+
+	start_session(REPO, "tok", false, &s);
+	r = rpcf(s.token, "fs.write",
+		 "{\"path\":\"t.txt\",\"content\":\"tok=%s\\n\"}", s.token);
+	ck_assert_msg(!has(r, "\"error\""), "fs.write: %s", r);
+	free(r);
+	r = rpcf(s.token, "fs.read", "{\"path\":\"t.txt\"}");
+	ck_assert_msg(has(r, "[redacted:session-token."), "%s", r);
+	ck_assert_msg(!has(r, s.token), "the token came back: %s", r);
+	free(r);
+	session_free(&s);
+}
+END_TEST
+
 static Suite *agent_suite(void)
 {
 	Suite *s = suite_create("agent");
@@ -1391,6 +1411,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_operator_run_tty_and_yes);
 	tcase_add_test(tc, test_fs_write_protected_and_escape);
 	tcase_add_test(tc, test_secret_in_diff);
+	tcase_add_test(tc, test_session_token_redacted);
 	suite_add_tcase(s, tc);
 	return s;
 }
