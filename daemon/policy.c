@@ -1162,7 +1162,7 @@ static __thread struct exe_cache_entry exe_cache[EXE_CACHE_SETS]
 						[EXE_CACHE_WAYS];
 static __thread uint64_t exe_cache_tick;
 
-static bool path_cacheable(const struct cls *c, const char *pe)
+static bool path_cacheable_walk(const struct cls *c, const char *pe)
 {
 	for (const char *p = pe; p;) {
 		const char *e = strchrnul(p, ':');
@@ -1175,6 +1175,69 @@ static bool path_cacheable(const struct cls *c, const char *pe)
 		p = *e ? e + 1 : NULL;
 	}
 	return true;
+}
+
+/*
+ * path_cacheable_walk's answer for the last (PATH, workspace, writable
+ * list) seen on this thread: it checks every PATH entry against every
+ * writable directory, a tenth of a classification's time, and a session
+ * asks about the same three again and again.  The memo is the inputs'
+ * text, "PATH\0workspace\0w1\0w2\0...", compared whole.
+ */
+struct cacheable_memo {
+	char *key;
+	size_t len;
+	bool val;
+};
+
+static __thread struct cacheable_memo cacheable_memo;
+
+/* Write the memo key for (c, pe) into buf (n bytes); returns its length,
+ * or 0 when it does not fit. */
+static size_t cacheable_key(const struct cls *c, const char *pe, char *buf,
+			    size_t n)
+{
+	size_t l = 0, k;
+
+#define PUT(s, len)                                                            \
+	do {                                                                   \
+		k = (len);                                                     \
+		if (l + k + 1 > n)                                             \
+			return 0;                                              \
+		memcpy(buf + l, (s), k);                                       \
+		buf[l + k] = '\0';                                             \
+		l += k + 1;                                                    \
+	} while (0)
+	PUT(pe, strlen(pe));
+	PUT(c->ws, c->wslen);
+	for (const char *const *w = c->ctx->writable; w && *w; w++)
+		PUT(*w, strlen(*w));
+#undef PUT
+	return l;
+}
+
+/* A memo key this long or shorter is compared; a longer one walks. */
+#define CACHEABLE_KEY_MAX 4096
+
+static bool path_cacheable(const struct cls *c, const char *pe)
+{
+	char key[CACHEABLE_KEY_MAX];
+	size_t len = cacheable_key(c, pe, key, sizeof(key));
+	struct cacheable_memo *m = &cacheable_memo;
+	bool val;
+	char *copy;
+
+	if (len && m->key && m->len == len && memcmp(m->key, key, len) == 0)
+		return m->val;
+	val = path_cacheable_walk(c, pe);
+	if (len && (copy = malloc(len))) {
+		memcpy(copy, key, len);
+		free(m->key);
+		m->key = copy;
+		m->len = len;
+		m->val = val;
+	}
+	return val;
 }
 
 /* The key of l's program in the cache: in buf when it fits (n bytes),
@@ -3336,9 +3399,16 @@ static const char *validate(const struct policy_call *call)
 static void set_result(struct policy_result *r, enum policy_decision d,
 		       const char *rule, const char *reason)
 {
+	/* Not snprintf: this runs for every call. */
+	size_t n = strlen(reason);
+
+	if (n >= sizeof(r->reason))
+		n = sizeof(r->reason) - 1;
+
 	r->decision = d;
 	r->rule = rule;
-	snprintf(r->reason, sizeof(r->reason), "%s", reason);
+	memcpy(r->reason, reason, n);
+	r->reason[n] = '\0';
 }
 
 static void classify_exec(struct cls *c, char *cwd)

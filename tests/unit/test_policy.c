@@ -1058,6 +1058,34 @@ START_TEST(test_resolved_deep)
 }
 END_TEST
 
+/* A program is known by name only from a directory the sandbox cannot
+ * write: the same PATH and name, with that directory among the context's
+ * writable paths, is not cat any more -- whatever the caches remember
+ * from the call before. */
+START_TEST(test_writable_path_dir)
+{
+	const char *const writable[] = {sysbin, NULL};
+	const char *argv[] = {"cat", "src/main.c"};
+	struct policy_context ctx = {.workspace = ws, .path_env = path_env};
+	struct policy_call call = {
+	    .kind = POLICY_CALL_EXEC, .argv = argv, .argc = 2};
+	struct policy_result r;
+
+	for (int round = 0; round < 2; round++) {
+		ctx.writable = NULL;
+		ck_assert_int_eq(policy_classify(NULL, &ctx, &call, &r), 0);
+		ck_assert_int_eq(r.decision, POLICY_ALLOW);
+		policy_result_free(&r);
+		ctx.writable = writable;
+		ck_assert_int_eq(policy_classify(NULL, &ctx, &call, &r), 0);
+		ck_assert_msg(r.decision == POLICY_ASK,
+			      "round %d: cat from a writable directory: %s %s",
+			      round, policy_decision_name(r.decision), r.rule);
+		policy_result_free(&r);
+	}
+}
+END_TEST
+
 /* NUL bytes and the named limits give BAD-REQUEST, not a decision. */
 START_TEST(test_bad_requests)
 {
@@ -1482,6 +1510,7 @@ static Suite *policy_suite(void)
 	tcase_add_loop_test(tc, test_conf_table, 0, ARRAY_SIZE(ccases));
 	tcase_add_test(tc, test_resolved_objects);
 	tcase_add_test(tc, test_resolved_deep);
+	tcase_add_test(tc, test_writable_path_dir);
 	tcase_add_test(tc, test_bad_requests);
 	tcase_add_test(tc, test_conf_files);
 	suite_add_tcase(s, tc);
