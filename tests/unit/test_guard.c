@@ -4,10 +4,13 @@
  * clean.  Real repositories made with the git CLI in temporary dirs.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -57,13 +60,14 @@ static char *make_repo(void)
 	return d;
 }
 
-static struct guard *guard_for(const char *repo)
+static struct guard *guard_for_mode(const char *repo, bool stat_only)
 {
 	char *gitdir = paths_join(repo, ".git");
 	struct guard_config cfg = {
 	    .gitdir = gitdir,
 	    .workdir = repo,
 	    .own_ref = "refs/heads/spd/feat",
+	    .stat_only = stat_only,
 	};
 	struct guard *g = NULL;
 
@@ -71,6 +75,22 @@ static struct guard *guard_for(const char *repo)
 	ck_assert_ptr_nonnull(g);
 	free(gitdir);
 	return g;
+}
+
+static struct guard *guard_for(const char *repo)
+{
+	return guard_for_mode(repo, false);
+}
+
+/* Whether this kernel gives the test an inotify instance at all. */
+static bool have_inotify(void)
+{
+	int fd = inotify_init1(IN_CLOEXEC);
+
+	if (fd < 0)
+		return false;
+	close(fd);
+	return true;
 }
 
 /* Assert that the next scan finds exactly set/path. */
@@ -350,6 +370,191 @@ START_TEST(test_fast_path)
 }
 END_TEST
 
+/*
+ * The inotify path: with every guarded file older than the racy window,
+ * clean checks do no full scan (nothing moved, no event), and a change
+ * made right after a clean check is found by the very next check.  Each
+ * case gets a fresh guard over the repository as it is then.
+ */
+static const struct {
+	const char *prep; /* before the files age; NULL: nothing */
+	const char *cmd;
+	enum guard_set set;
+	const char *path;
+} event_cases[] = {
+    {NULL, "git branch -f other HEAD~1", GUARD_SET_GIT,
+     ".git/refs/heads/other"},
+    {NULL, "printf '#!/bin/sh\\n' > .git/hooks/post-merge", GUARD_SET_GIT,
+     ".git/hooks/post-merge"},
+    {NULL, "git config core.fsmonitor /tmp/evil", GUARD_SET_GIT, ".git/config"},
+    {NULL, "git tag x/y/t1", GUARD_SET_GIT, ".git/refs/tags/x/y/t1"},
+    {NULL, "mkdir -p .git/info && echo x > .git/info/exclude", GUARD_SET_GIT,
+     ".git/info/exclude"},
+    /* packed-refs rewritten by sed -i (a rename over it).  The own
+     * branch is made loose again first: creating refs/heads/spd/ is an
+     * event, as it must be (a new directory may hold new refs). */
+    {"git pack-refs --all && git update-ref refs/heads/spd/feat HEAD",
+     "old=$(git rev-parse v1) new=$(git rev-parse HEAD~1) && "
+     "sed -i \"s/^$old refs\\/tags\\/v1$/$new refs\\/tags\\/v1/\" "
+     ".git/packed-refs",
+     GUARD_SET_GIT, ".git/packed-refs:refs/tags/v1"},
+    {NULL, "echo '[verify]' >> .spd.conf", GUARD_SET_PROTECTED, ".spd.conf"},
+    {NULL, "mkdir -p .github/workflows && echo x > .github/workflows/b.yml",
+     GUARD_SET_PROTECTED, ".github/workflows/b.yml"},
+    /* A write through a second hard link made outside every watched
+     * directory: only the watch on the file's inode sees it. */
+    {NULL, "ln .spd.conf linked && echo '[x]' >> linked", GUARD_SET_PROTECTED,
+     ".spd.conf"},
+};
+
+START_TEST(test_events)
+{
+	enum { N = sizeof(event_cases) / sizeof(event_cases[0]) };
+	char *d[N];
+	struct guard *g;
+
+	if (!have_inotify())
+		TEST_SKIP("inotify_init1: %s", strerror(errno));
+	for (size_t i = 0; i < N; i++) {
+		d[i] = make_repo();
+		if (event_cases[i].prep)
+			sh(d[i], "%s", event_cases[i].prep);
+	}
+	sleep(3); /* older than the guard's racy window */
+	for (size_t i = 0; i < N; i++) {
+		g = guard_for(d[i]);
+		ck_assert(guard_watching(g));
+		ck_assert_int_eq(guard_check(g, NULL), 0);
+		ck_assert_int_eq(guard_check(g, NULL), 0);
+		ck_assert_int_eq(guard_check(g, NULL), 0);
+		/* Nothing moved and nothing is racy: no full scan. */
+		ck_assert_uint_eq(guard_full_scans(g), 0);
+		/* Unrelated work next to the guarded files (the agent's
+		 * files, the index, objects, the session's own branch) is
+		 * no event worth a scan. */
+		sh(d[i], "echo y > a.txt && git add a.txt && echo z > n.md && "
+			 "git update-ref refs/heads/spd/feat HEAD~1");
+		ck_assert_int_eq(guard_check(g, NULL), 0);
+		ck_assert_uint_eq(guard_full_scans(g), 0);
+		sh(d[i], "%s", event_cases[i].cmd);
+		expect(g, event_cases[i].set, event_cases[i].path);
+		guard_free(g);
+		test_rmrf(d[i]);
+		free(d[i]);
+	}
+}
+END_TEST
+
+/*
+ * The racy case: a same-size rewrite made right after the snapshot (the
+ * same clock tick, so the stat key may not move) is found, with inotify
+ * and without.
+ */
+START_TEST(test_racy_same_size)
+{
+	for (int stat_only = 0; stat_only < 2; stat_only++) {
+		char *d = make_repo();
+		struct guard *g = guard_for_mode(d, stat_only);
+		struct guard_finding f;
+
+		ck_assert(guard_watching(g) == (!stat_only && have_inotify()));
+		/* In place (same inode), same size: another commit's oid. */
+		sh(d, "git rev-parse HEAD~1 > oid && "
+		      "cat oid > .git/refs/heads/other && rm oid && "
+		      "git rev-parse other | grep -q $(git rev-parse HEAD~1)");
+		memset(&f, 0, sizeof(f));
+		ck_assert_int_eq(guard_check(g, &f), 1);
+		ck_assert_str_eq(f.path, ".git/refs/heads/other");
+		guard_free(g);
+		test_rmrf(d);
+		free(d);
+	}
+}
+END_TEST
+
+/* Without inotify (forced), every change is still found: each check is
+ * a full scan. */
+START_TEST(test_stat_only)
+{
+	static const struct {
+		const char *cmd;
+		const char *path;
+	} cases[] = {
+	    {"git branch -f other HEAD~1", ".git/refs/heads/other"},
+	    {"echo x > .git/hooks/pre-push", ".git/hooks/pre-push"},
+	    {"git tag x/y/t1", ".git/refs/tags/x/y/t1"},
+	    {"echo '[x]' >> .spd.conf", ".spd.conf"},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *d = make_repo();
+		struct guard *g = guard_for_mode(d, true);
+
+		ck_assert(!guard_watching(g));
+		ck_assert_int_eq(guard_check(g, NULL), 0);
+		ck_assert_uint_eq(guard_full_scans(g), 1);
+		sh(d, "%s", cases[i].cmd);
+		expect(g, GUARD_SET_GIT + (i == 3), cases[i].path);
+		guard_free(g);
+		test_rmrf(d);
+		free(d);
+	}
+}
+END_TEST
+
+/*
+ * Stores through a shared mapping raise no inotify event while the
+ * mapping is held.  The slices still stat every entry within
+ * GUARD_FULL_SCAN_CHECKS checks, so the change is found by then (the
+ * mapping stays open throughout, as in a process that outlives the
+ * command).
+ */
+START_TEST(test_mmap_store)
+{
+	char *d = make_repo();
+	char *ref = paths_join(d, ".git/refs/heads/other");
+	struct guard_finding f;
+	struct guard *g;
+	char *p, *old = NULL, *now;
+	int fd, r = 0;
+	size_t n;
+
+	sleep(3); /* older than the racy window: only the stat key tells */
+	g = guard_for(d);
+	if (!guard_watching(g))
+		TEST_SKIP("no inotify here: every check is a full scan");
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	ck_assert_uint_eq(guard_full_scans(g), 0);
+	old = test_read_file(ref);
+	ck_assert_ptr_nonnull(old);
+	n = strlen(old);
+	ck_assert_uint_eq(n, 41);
+	fd = open(ref, O_RDWR | O_CLOEXEC);
+	ck_assert_int_ge(fd, 0);
+	p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert_ptr_ne(p, MAP_FAILED);
+	/* Another oid of the same length. */
+	p[0] = p[0] == 'a' ? 'b' : 'a';
+	memset(&f, 0, sizeof(f));
+	for (int i = 0; i < GUARD_FULL_SCAN_CHECKS && r == 0; i++)
+		r = guard_check(g, &f);
+	ck_assert_int_eq(r, 1);
+	now = test_read_file(ref);
+	ck_assert_str_ne(now, old); /* the store did reach the file */
+	free(now);
+	ck_assert_str_eq(f.path, ".git/refs/heads/other");
+	/* Found again while the mapping is still held. */
+	ck_assert_int_eq(guard_check(g, NULL), 1);
+	munmap(p, n);
+	close(fd);
+	guard_free(g);
+	free(old);
+	free(ref);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
 START_TEST(test_bad_gitdir)
 {
 	struct guard_config cfg = {.gitdir = "/nonexistent/.git"};
@@ -383,6 +588,10 @@ int main(void)
 	tcase_add_test(tc, test_own_branch_moves);
 	tcase_add_test(tc, test_worktree_guards_main_gitdir);
 	tcase_add_test(tc, test_fast_path);
+	tcase_add_test(tc, test_events);
+	tcase_add_test(tc, test_racy_same_size);
+	tcase_add_test(tc, test_stat_only);
+	tcase_add_test(tc, test_mmap_store);
 	tcase_add_test(tc, test_bad_gitdir);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
