@@ -983,6 +983,8 @@ START_TEST(test_resolved_objects)
 
 	ck_assert_int_eq(policy_classify(NULL, &ctx, &call, &r), 0);
 	ck_assert_int_eq(r.decision, POLICY_ALLOW);
+	ck_assert_str_eq(r.reason,
+			 "cat is on the built-in list of read-only commands");
 	ck_assert_int_ge(asprintf(&want, "%s/cat", sysbin), 0);
 	ck_assert_str_eq(r.exe, want);
 	free(want);
@@ -1083,6 +1085,33 @@ START_TEST(test_writable_path_dir)
 			      round, policy_decision_name(r.decision), r.rule);
 		policy_result_free(&r);
 	}
+}
+END_TEST
+
+/* A reason names the arguments and is cut at POLICY_REASON_MAX - 1. */
+START_TEST(test_reason_text)
+{
+	char *arg = NULL, *want = NULL;
+	const char *argv[] = {"cat", NULL};
+	struct policy_context ctx = {.workspace = ws, .path_env = path_env};
+	struct policy_call call = {
+	    .kind = POLICY_CALL_EXEC, .argv = argv, .argc = 2};
+	struct policy_result r;
+
+	argv[1] = "/etc/hostname";
+	ck_assert_int_eq(policy_classify(NULL, &ctx, &call, &r), 0);
+	ck_assert_str_eq(r.reason,
+			 "cat would read /etc/hostname, outside the workspace");
+	policy_result_free(&r);
+	ck_assert_int_ge(asprintf(&arg, "/%0400d", 0), 0);
+	argv[1] = arg;
+	ck_assert_int_eq(policy_classify(NULL, &ctx, &call, &r), 0);
+	ck_assert_int_ge(asprintf(&want, "cat would read %s", arg), 0);
+	want[POLICY_REASON_MAX - 1] = '\0';
+	ck_assert_str_eq(r.reason, want);
+	policy_result_free(&r);
+	free(want);
+	free(arg);
 }
 END_TEST
 
@@ -1511,6 +1540,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_resolved_objects);
 	tcase_add_test(tc, test_resolved_deep);
 	tcase_add_test(tc, test_writable_path_dir);
+	tcase_add_test(tc, test_reason_text);
 	tcase_add_test(tc, test_bad_requests);
 	tcase_add_test(tc, test_conf_files);
 	suite_add_tcase(s, tc);
