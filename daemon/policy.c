@@ -372,6 +372,16 @@ struct cls {
  * those are copied here, for a fifth of what printf's machinery costs;
  * any other conversion goes to vsnprintf.
  */
+/* Append s[0..len) to dst (room bytes, room > 0), leaving room for the
+ * NUL; returns the bytes written. */
+static size_t reason_put(char *dst, size_t room, const char *s, size_t len)
+{
+	if (len > room - 1)
+		len = room - 1;
+	memcpy(dst, s, len);
+	return len;
+}
+
 __attribute__((format(printf, 3, 0))) static void
 format_reason(char *dst, size_t n, const char *fmt, va_list ap)
 {
@@ -382,18 +392,17 @@ format_reason(char *dst, size_t n, const char *fmt, va_list ap)
 			vsnprintf(dst, n, fmt, ap);
 			return;
 		}
-	for (const char *q = fmt; *q && o < n - 1; q++) {
-		if (*q != '%') {
-			dst[o++] = *q;
-			continue;
-		}
-		const char *a = va_arg(ap, const char *);
+	for (const char *q = fmt; *q;) {
+		const char *e = strchrnul(q, '%');
+		const char *a = *e ? va_arg(ap, const char *) : NULL;
 
+		o += reason_put(dst + o, n - o, q, (size_t)(e - q));
+		if (!*e)
+			break;
 		if (!a)
 			a = "(null)";
-		while (*a && o < n - 1)
-			dst[o++] = *a++;
-		q++;
+		o += reason_put(dst + o, n - o, a, strlen(a));
+		q = e + 2;
 	}
 	dst[o] = '\0';
 }
