@@ -5,7 +5,7 @@
  *
  *   build/bench/session [files] [refs]
  *
- * Prints the median (and p90) of each.  The re-hash is measured with the
+ * Prints the median, p90 and mean of each.  The re-hash is measured with the
  * refs loose (as fast-import leaves them: the worst case, one lstat per
  * ref) and again after git pack-refs.  The guarded files are older than
  * the guard's racy window when measured, as in a repository that was not
@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "daemon/guard.h"
 #include "daemon/session.h"
 
 #define START_RUNS 3
@@ -55,9 +56,14 @@ static int cmp_d(const void *a, const void *b)
 
 static void stats(const char *what, double *v, size_t n)
 {
+	double sum = 0;
+
+	for (size_t i = 0; i < n; i++)
+		sum += v[i];
 	qsort(v, n, sizeof(*v), cmp_d);
-	printf("%-44s median %9.3f ms   p90 %9.3f ms   (n=%zu)\n", what,
-	       v[n / 2], v[n * 9 / 10], n);
+	printf("%-48s median %9.3f ms   p90 %9.3f ms   mean %9.3f ms   "
+	       "(n=%zu)\n",
+	       what, v[n / 2], v[n * 9 / 10], sum / (double)n, n);
 }
 
 static int run(const char *cmd)
@@ -137,6 +143,46 @@ static void bench_floor(const char *repo)
 	}
 	stats("floor: readdir + fstatat of every loose ref", v, RECHECK_RUNS);
 	stats("  same, CPU time", c, RECHECK_RUNS);
+}
+
+/*
+ * guard_check on its own, with inotify (what a session uses) and with
+ * stat_only (a full lstat() scan on every check, as before inotify and as
+ * any guard past the inotify limits), in the same conditions.
+ */
+static void bench_guard(const char *repo, bool stat_only, const char *label)
+{
+	static double v[RECHECK_RUNS], c[RECHECK_RUNS];
+	char *gitdir = paths_join(repo, ".git");
+	struct guard_config cfg = {
+	    .gitdir = gitdir,
+	    .workdir = repo,
+	    .stat_only = stat_only,
+	};
+	struct guard *g = NULL;
+	char line[160];
+
+	if (guard_new(&cfg, &g) < 0) {
+		fprintf(stderr, "guard_new failed\n");
+		exit(1);
+	}
+	for (size_t i = 0; i < RECHECK_RUNS; i++) {
+		double t = now_ms(), tc = cpu_ms();
+		int r = guard_check(g, NULL);
+
+		c[i] = cpu_ms() - tc;
+		v[i] = now_ms() - t;
+		if (r != 0) {
+			fprintf(stderr, "unexpected finding %d\n", r);
+			exit(1);
+		}
+	}
+	snprintf(line, sizeof(line), "%s: %zu full", label,
+		 guard_full_scans(g));
+	stats(line, v, RECHECK_RUNS);
+	stats("  same, CPU time", c, RECHECK_RUNS);
+	guard_free(g);
+	free(gitdir);
 }
 
 static void bench_recheck(struct session_store *s, const char *id,
@@ -239,6 +285,8 @@ int main(int argc, char **argv)
 	bench_recheck(s, info->id, "re-hash after a command (loose refs)",
 		      false);
 	bench_recheck(s, info->id, "record + re-hash (loose refs)", true);
+	bench_guard(repo, false, "guard_check only, inotify (loose)");
+	bench_guard(repo, true, "guard_check only, stat_only (loose)");
 	bench_floor(repo);
 	session_end(s, info->id);
 	session_info_free(info);
@@ -253,6 +301,8 @@ int main(int argc, char **argv)
 	bench_recheck(s, info->id, "re-hash after a command (packed refs)",
 		      false);
 	bench_recheck(s, info->id, "record + re-hash (packed refs)", true);
+	bench_guard(repo, false, "guard_check only, inotify (packed)");
+	bench_guard(repo, true, "guard_check only, stat_only (packed)");
 	session_end(s, info->id);
 	session_info_free(info);
 
