@@ -555,6 +555,55 @@ START_TEST(test_mmap_store)
 }
 END_TEST
 
+static int count_fds(void)
+{
+	char *argv[] = {"sh", "-c", "ls /proc/$PPID/fd | wc -l", NULL};
+	char *out = NULL;
+	int n;
+
+	ck_assert_int_eq(test_run(argv, NULL, &out, NULL), 0);
+	n = atoi(out);
+	free(out);
+	return n;
+}
+
+/*
+ * Many guards: past the instance limit a guard falls back to full scans
+ * (and still finds changes); freeing guards closes their inotify fds, so
+ * the fd count returns to where it was and new guards watch again.
+ */
+START_TEST(test_instance_limit)
+{
+	enum { MANY = 200 };
+	static struct guard *gs[MANY];
+	char *d;
+	int fds0, n = 0;
+
+	if (!have_inotify())
+		TEST_SKIP("inotify_init1: %s", strerror(errno));
+	d = make_repo();
+	fds0 = count_fds();
+	for (n = 0; n < MANY; n++) {
+		gs[n] = guard_for(d);
+		if (!guard_watching(gs[n]))
+			break;
+	}
+	ck_assert_int_lt(n, MANY); /* the limit was reached */
+	ck_assert_int_gt(n, 0);
+	ck_assert_int_eq(count_fds(), fds0 + n);
+	sh(d, "git branch -f other HEAD~1");
+	expect(gs[n], GUARD_SET_GIT, ".git/refs/heads/other");
+	for (int i = 0; i <= n; i++)
+		guard_free(gs[i]);
+	ck_assert_int_eq(count_fds(), fds0);
+	gs[0] = guard_for(d);
+	ck_assert(guard_watching(gs[0]));
+	guard_free(gs[0]);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
 START_TEST(test_bad_gitdir)
 {
 	struct guard_config cfg = {.gitdir = "/nonexistent/.git"};
@@ -592,6 +641,7 @@ int main(void)
 	tcase_add_test(tc, test_racy_same_size);
 	tcase_add_test(tc, test_stat_only);
 	tcase_add_test(tc, test_mmap_store);
+	tcase_add_test(tc, test_instance_limit);
 	tcase_add_test(tc, test_bad_gitdir);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
