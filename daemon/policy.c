@@ -2582,7 +2582,7 @@ static void run_git(struct cls *c, struct lvl *l)
 			if (!abs || resolve_abs(c, abs, &real) == -ENOMEM) {
 				free(abs);
 				c->err = -ENOMEM;
-				return;
+				goto out;
 			}
 			free(abs);
 			if (!real || !inside_ws(c, real)) {
@@ -2590,7 +2590,7 @@ static void run_git(struct cls *c, struct lvl *l)
 				     "git -C %s works outside the workspace",
 				     dir);
 				free(real);
-				return;
+				goto out;
 			}
 			if (cwd != l->cwd)
 				free(cwd);

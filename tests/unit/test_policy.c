@@ -322,6 +322,8 @@ static const struct tcase cases[] = {
     {A("git", "-C", "link_out", "status"), NULL, NULL, 0, DE,
      "deny.git.option"},
     {A("git", "-C", "..", "status"), NULL, NULL, 0, DE, "deny.git.option"},
+    {A("git", "-C", "src", "-C", "@OUT", "status"), NULL, NULL, 0, DE,
+     "deny.git.option"},
     {A("git", "--git-dir=@OUT/.git", "status"), NULL, NULL, 0, DE,
      "deny.git.option"},
     {A("git", "--work-tree=@OUT", "status"), NULL, NULL, 0, DE,
