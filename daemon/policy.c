@@ -231,6 +231,10 @@ static int load_one(const git_config_entry *ent, void *data)
 	return 0;
 }
 
+/* libgit2 is initialised on the first configuration read (loop thread
+ * only: classification of files happens there). */
+static bool git_ready;
+
 int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 		     const char *path)
 {
@@ -257,7 +261,14 @@ int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 		return -EINVAL;
 	if (stat(path, &st) < 0)
 		return -errno;
-	git_libgit2_init();
+	/* Once per process and never shut down: libgit2's start-up
+	 * initialises OpenSSL, which costs milliseconds — per call it would
+	 * dominate every classification in a project with a .spd.conf. */
+	if (!git_ready) {
+		if (git_libgit2_init() < 0)
+			return -EIO;
+		git_ready = true;
+	}
 	if (git_config_open_ondisk(&cfg, path) < 0) {
 		r = -EINVAL;
 		goto out;
@@ -307,7 +318,6 @@ int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 out:
 	git_config_iterator_free(it);
 	git_config_free(cfg);
-	git_libgit2_shutdown();
 	return r;
 }
 
