@@ -13,6 +13,7 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/call.h"
+#include "daemon/gate.h"
 #include "daemon/policy.h"
 #include "daemon/spd.h"
 
@@ -21,44 +22,6 @@ static policy_session_lookup_fn session_lookup;
 void policy_set_session_lookup(policy_session_lookup_fn fn)
 {
 	session_lookup = fn;
-}
-
-/* The configuration for a workspace: built-ins, the operator's spd.conf,
- * then the project's .spd.conf.  Returns 0 or -errno (with *ret_what
- * naming the file that failed). */
-static int load_conf(struct spd *spd, const char *ws, struct policy_conf **ret,
-		     const char **ret_what)
-{
-	struct policy_conf *conf = policy_conf_new();
-	char *proj = NULL;
-	int r;
-
-	if (!conf)
-		return -ENOMEM;
-	if (spd && spd->paths.conf_path) {
-		r = policy_conf_load(conf, POLICY_LAYER_OPERATOR,
-				     spd->paths.conf_path);
-		if (r < 0 && r != -ENOENT) {
-			*ret_what = "spd.conf";
-			goto fail;
-		}
-	}
-	proj = paths_join(ws, ".spd.conf");
-	if (!proj) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	r = policy_conf_load(conf, POLICY_LAYER_PROJECT, proj);
-	free(proj);
-	if (r < 0 && r != -ENOENT) {
-		*ret_what = ".spd.conf";
-		goto fail;
-	}
-	*ret = conf;
-	return 0;
-fail:
-	policy_conf_free(conf);
-	return r;
 }
 
 static json_t *result_json(const struct policy_result *res)
@@ -145,7 +108,7 @@ void m_policy_check(struct rpc_call *c)
 		}
 		ctx.workspace = ws_real;
 	}
-	r = load_conf(rpc_call_spd(c), ctx.workspace, &conf, &what);
+	r = gate_policy_conf(rpc_call_spd(c), ctx.workspace, &conf, &what);
 	if (r < 0) {
 		rpc_call_error(c, RPC_E_INTERNAL, NULL,
 			       "cannot read the policy configuration %s", what);
