@@ -344,10 +344,12 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
  * the setup is syscalls on small frames (no allocation). */
 #define SPAWN_CMD_STACK (256 * 1024)
 
+#if SPAWN_VFORK
 static int command_entry(void *arg)
 {
 	child_command(arg);
 }
+#endif
 
 /*
  * Start the command from init.  A fork copies init's page tables, which
