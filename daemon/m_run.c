@@ -563,14 +563,13 @@ out:
 /* A run between the policy's judgement and its start. */
 struct pending_run {
 	struct run_request req;
-	char *workspace, *cwd, *owned_workspace;
+	char *workspace, *cwd;
 };
 
 static void pending_run_free(struct pending_run *pr)
 {
 	free(pr->workspace);
 	free(pr->cwd);
-	free(pr->owned_workspace);
 	free(pr);
 }
 
@@ -731,7 +730,6 @@ void m_cmd_run(struct rpc_call *c)
 	pr->req = req;
 	pr->workspace = workspace ? steal_ptr(workspace) : NULL;
 	pr->cwd = steal_ptr(cwd);
-	pr->owned_workspace = steal_ptr(req.owned_workspace);
 	req.done_cancel = NULL;
 	gate_check(c,
 		   &(struct gate_call){
@@ -751,7 +749,6 @@ out:
 		req.done_cancel(req.done_data);
 	free(workspace);
 	free(cwd);
-	free(req.owned_workspace);
 }
 
 static void probe_done(void *data, const struct sbx_layers *l)

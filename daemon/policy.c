@@ -1856,6 +1856,16 @@ static void run_simple(struct cls *c, struct lvl *l, const struct spec *s)
 	free(st.ops);
 }
 
+/* grep, egrep and fgrep take the same options: -e/-f name the pattern
+ * (skipped as an operand), -f and --exclude-from read a file. */
+#define GREP_FLAGS                                                             \
+	.shortv = "e f< m A B C d D",                                          \
+	.longv = L("regexp", "file<", "max-count", "after-context",            \
+		   "before-context", "context", "include", "exclude",          \
+		   "exclude-from<", "exclude-dir", "label"),                   \
+	.mode = OP_READ, .skip = 1, .skip_off = "ef",                          \
+	.skip_off_long = L("regexp", "file")
+
 static const struct spec simple_specs[] = {
     {.name = "[", .mode = OP_NONE},
     {.name = "b2sum", .mode = OP_READ},
@@ -1901,41 +1911,17 @@ static const struct spec simple_specs[] = {
 		"block-size", "time-style", "files0-from<"),
      .mode = OP_READ},
     {.name = "echo", .mode = OP_NONE},
-    {.name = "egrep",
-     .shortv = "e f< m A B C d D",
-     .longv = L("regexp", "file<", "max-count", "after-context",
-		"before-context", "context", "include", "exclude",
-		"exclude-from<", "exclude-dir", "label"),
-     .mode = OP_READ,
-     .skip = 1,
-     .skip_off = "ef",
-     .skip_off_long = L("regexp", "file")},
+    {.name = "egrep", GREP_FLAGS},
     {.name = "expand", .shortv = "t", .mode = OP_READ},
     {.name = "false", .mode = OP_NONE},
-    {.name = "fgrep",
-     .shortv = "e f< m A B C d D",
-     .longv = L("regexp", "file<", "max-count", "after-context",
-		"before-context", "context", "include", "exclude",
-		"exclude-from<", "exclude-dir", "label"),
-     .mode = OP_READ,
-     .skip = 1,
-     .skip_off = "ef",
-     .skip_off_long = L("regexp", "file")},
+    {.name = "fgrep", GREP_FLAGS},
     {.name = "file",
      .shortv = "e F f< m< P",
      .longv = L("files-from<", "magic-file<", "separator"),
      .mode = OP_READ},
     {.name = "fmt", .shortv = "pwg", .mode = OP_READ},
     {.name = "fold", .shortv = "w", .mode = OP_READ},
-    {.name = "grep",
-     .shortv = "e f< m A B C d D",
-     .longv = L("regexp", "file<", "max-count", "after-context",
-		"before-context", "context", "include", "exclude",
-		"exclude-from<", "exclude-dir", "label"),
-     .mode = OP_READ,
-     .skip = 1,
-     .skip_off = "ef",
-     .skip_off_long = L("regexp", "file")},
+    {.name = "grep", GREP_FLAGS},
     {.name = "head",
      .shortv = "nc",
      .longv = L("lines", "bytes"),

@@ -28,7 +28,6 @@ struct run_request {
 	char *const *hidden;	  /* extra unreadable paths, or NULL */
 	char *const *readonly;	  /* read-only inside the workspace, or NULL */
 	char *const *empty_files; /* read as empty, or NULL */
-	char *owned_workspace;	  /* freed by cmd.run (set by run_prepare) */
 	/* Called with the result before the reply (sessions re-hash their
 	 * guarded inputs here).  Returns 0, or an enum rpc_error with a
 	 * sentence in msg: the call then ends with that error instead (a

@@ -208,8 +208,12 @@ static int cmp_len(const void *a, const void *b)
 	return la < lb ? -1 : la > lb;
 }
 
-/* mkdir -p on the host, as sandboxd (the operator), mode 0700. */
-static int host_mkdir_p(const char *path)
+/* mkdir -p with mode for the parts it creates; the parts already present
+ * are fine.  Stack buffer, syscalls only: safe in the run's child too.
+ * On the host (as sandboxd, the operator) with 0700; in the child's new
+ * root with 0755, only ever inside the plan's tmpfs mounts or below a
+ * writable bind's mount point. */
+static int mkdir_p(const char *path, mode_t mode)
 {
 	char buf[PATH_MAX];
 	size_t n = strlen(path);
@@ -221,7 +225,7 @@ static int host_mkdir_p(const char *path)
 		if (buf[i] != '/' && buf[i] != '\0')
 			continue;
 		buf[i] = '\0';
-		if (mkdir(buf, 0700) < 0 && errno != EEXIST)
+		if (mkdir(buf, mode) < 0 && errno != EEXIST)
 			return -errno;
 		buf[i] = path[i];
 	}
@@ -257,7 +261,7 @@ static int add_hidden(struct mountplan *p, const char *path,
 			return -errno;
 		if (!under)
 			return 0;
-		if ((r = host_mkdir_p(path)) < 0)
+		if ((r = mkdir_p(path, 0700)) < 0)
 			return r;
 		if (lstat(path, &st) < 0)
 			return -errno;
@@ -910,28 +914,6 @@ const char *mountplan_describe(const struct mountplan *p, int i)
 
 /* ---- the child: async-signal-safe from here on ------------------------ */
 
-/* mkdir -p of a path in the new root; the parts already present are
- * fine.  Only ever creates inside tmpfs mounts of the plan or, for a
- * writable bind's mount point, below them. */
-static int child_mkdir_p(const char *path)
-{
-	char buf[PATH_MAX];
-	size_t n = strlen(path);
-
-	if (n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, n + 1);
-	for (size_t i = 1; i <= n; i++) {
-		if (buf[i] != '/' && buf[i] != '\0')
-			continue;
-		buf[i] = '\0';
-		if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		buf[i] = path[i];
-	}
-	return 0;
-}
-
 /* Create a file mount point (and its parents) in a tmpfs of the plan. */
 static int child_touch_p(const char *path)
 {
@@ -944,7 +926,7 @@ static int child_touch_p(const char *path)
 		return -ENAMETOOLONG;
 	memcpy(buf, path, n);
 	buf[n] = '\0';
-	if (n && (r = child_mkdir_p(buf)) < 0)
+	if (n && (r = mkdir_p(buf, 0755)) < 0)
 		return r;
 	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
 	if (fd < 0)
@@ -1025,7 +1007,7 @@ static int apply_op(const struct mountplan_op *op)
 	int fd, r;
 
 	if (op->mkdir_target && stat(op->dst, &st) < 0 &&
-	    (r = child_mkdir_p(op->dst)) < 0)
+	    (r = mkdir_p(op->dst, 0755)) < 0)
 		return r;
 	if (op->touch_target && lstat(op->dst, &st) < 0 &&
 	    (r = child_touch_p(op->dst)) < 0)
