@@ -112,6 +112,22 @@ endef
 $(eval $(call ARCHIVE,$(LIBCOMMON),$(COMMON_SRC)))
 $(eval $(call ARCHIVE,$(LIBDAEMON),$(DAEMON_SRC)))
 $(eval $(call ARCHIVE,$(LIBSBX),$(SBX_SRC)))
+$(LIBSBX): $(BUILD)/obj/sandboxd/linux/init_blob.o
+
+# A run's init after setup (sandboxd/linux/init.h): freestanding, a few
+# pages, never sanitized; its image is linked into sandboxd.
+INIT_CFLAGS := -std=gnu11 -I. -O2 $(WARN) -ffreestanding -fno-builtin \
+	-fno-stack-protector -fno-asynchronous-unwind-tables -fno-pie \
+	-nostdlib -static -no-pie -Wl,-z,noexecstack -Wl,--build-id=none
+$(BUILD)/sandboxd-init: sandboxd/linux/init/init.c sandboxd/linux/init.h $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  LD      $@")
+	$(Q)$(CC) $(INIT_CFLAGS) -o $@ $<
+
+$(BUILD)/obj/sandboxd/linux/init_blob.o: sandboxd/linux/init_blob.S $(BUILD)/sandboxd-init
+	@mkdir -p $(dir $@)
+	$(if $(Q),@echo "  AS      $<")
+	$(Q)$(CC) -c -DSBX_INIT_PATH='"$(BUILD)/sandboxd-init"' -o $@ $<
 $(eval $(call ARCHIVE,$(LIBCLIENT),$(CLIENT_SRC)))
 $(eval $(call ARCHIVE,$(LIBTEST),$(TESTLIB_SRC)))
 

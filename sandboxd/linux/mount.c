@@ -1166,6 +1166,7 @@ struct links_slot {
 
 struct links_walk {
 	struct links_slot *slots;
+	struct links_slot *fixed; /* the scratch table: never unmapped */
 	size_t nslots, nused;
 	char *bufs;
 	size_t entries;
@@ -1225,7 +1226,8 @@ static struct links_slot *links_slot(struct links_walk *w, uint64_t dev,
 			if (w->slots[i].flags & LS_USED)
 				*links_find(t, n, w->slots[i].dev,
 					    w->slots[i].ino) = w->slots[i];
-		munmap(w->slots, w->nslots * sizeof(*t));
+		if (w->slots != w->fixed)
+			munmap(w->slots, w->nslots * sizeof(*t));
 		w->slots = t;
 		w->nslots = n;
 		s = links_find(t, n, dev, ino);
@@ -1389,8 +1391,8 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 	/* What a read-only mount holds is not the run's to write, except
 	 * below the plan's own read-only tmpfs mounts: a rebuilt workspace
 	 * directory (mountplan_in.ro_binds) binds its entries back
-	 * writable. */
-	if (!writable && sfs.f_type != TMPFS_MAGIC)
+	 * writable.  A tmpfs of one inode (a hidden path) holds no name. */
+	if (!writable && (sfs.f_type != TMPFS_MAGIC || sfs.f_files <= 1))
 		return 0;
 	dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
 	key = dev;
@@ -1467,9 +1469,44 @@ static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
 	return r;
 }
 
-static int protect_links(const struct mountplan *p)
+#define LINKS_BUFS ((size_t)MOUNTPLAN_LINKS_DEPTH_MAX * LINKS_DIRBUF)
+
+/* The walk's memory, kept between runs: a page the walk touched once is
+ * not faulted in again (each fault is dear on a virtual machine). */
+struct mountplan_scratch {
+	char *bufs;
+	struct links_slot *slots; /* LINKS_SLOTS_MIN of them */
+};
+
+struct mountplan_scratch *mountplan_scratch_new(void)
 {
-	size_t bufs = (size_t)MOUNTPLAN_LINKS_DEPTH_MAX * LINKS_DIRBUF;
+	struct mountplan_scratch *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return NULL;
+	s->bufs = links_map(LINKS_BUFS);
+	s->slots = links_map(LINKS_SLOTS_MIN * sizeof(*s->slots));
+	if (!s->bufs || !s->slots) {
+		mountplan_scratch_free(s);
+		return NULL;
+	}
+	return s;
+}
+
+void mountplan_scratch_free(struct mountplan_scratch *s)
+{
+	if (!s)
+		return;
+	if (s->bufs)
+		munmap(s->bufs, LINKS_BUFS);
+	if (s->slots)
+		munmap(s->slots, LINKS_SLOTS_MIN * sizeof(*s->slots));
+	free(s);
+}
+
+static int protect_links(const struct mountplan *p,
+			 struct mountplan_scratch *scratch)
+{
 	struct links_walk w = {.nslots = LINKS_SLOTS_MIN};
 	bool any = false;
 	int r;
@@ -1478,8 +1515,14 @@ static int protect_links(const struct mountplan *p)
 		any |= p->ops[i].link_walk;
 	if (!any)
 		return 0;
-	w.bufs = links_map(bufs);
-	w.slots = links_map(w.nslots * sizeof(*w.slots));
+	if (scratch) {
+		w.bufs = scratch->bufs;
+		w.slots = w.fixed = scratch->slots;
+		memset(w.slots, 0, LINKS_SLOTS_MIN * sizeof(*w.slots));
+	} else {
+		w.bufs = links_map(LINKS_BUFS);
+		w.slots = links_map(w.nslots * sizeof(*w.slots));
+	}
 	if (!w.bufs || !w.slots) {
 		r = -ENOMEM;
 		goto out;
@@ -1488,14 +1531,15 @@ static int protect_links(const struct mountplan *p)
 	if (r == 0 && w.nshort)
 		r = links_pass(&w, p, 2);
 out:
-	if (w.bufs)
-		munmap(w.bufs, bufs);
-	if (w.slots)
+	if (w.bufs && !scratch)
+		munmap(w.bufs, LINKS_BUFS);
+	if (w.slots && w.slots != w.fixed)
 		munmap(w.slots, w.nslots * sizeof(*w.slots));
 	return r;
 }
 
-int mountplan_apply(const struct mountplan *p, int *ret_step)
+int mountplan_apply(const struct mountplan *p,
+		    struct mountplan_scratch *scratch, int *ret_step)
 {
 	int r;
 
@@ -1529,7 +1573,7 @@ int mountplan_apply(const struct mountplan *p, int *ret_step)
 	}
 	/* After every bind, so that the walk sees the run's view: what the
 	 * plan covers or binds read-only is not the run's to write. */
-	if ((r = protect_links(p)) < 0) {
+	if ((r = protect_links(p, scratch)) < 0) {
 		*ret_step = MOUNTPLAN_STEP_LINKS;
 		return r;
 	}

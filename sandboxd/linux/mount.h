@@ -135,17 +135,25 @@ struct mountplan_in {
 int mountplan_build(const struct mountplan_in *in, struct mountplan *ret);
 void mountplan_free(struct mountplan *p);
 
+/* The hard-link check's memory, made once and reused by every apply in
+ * the same address space (NULL when it cannot be made). */
+struct mountplan_scratch;
+struct mountplan_scratch *mountplan_scratch_new(void);
+void mountplan_scratch_free(struct mountplan_scratch *s);
+
 /*
  * Apply the plan in the calling process, which must be alone in a fresh
  * mount namespace with CAP_SYS_ADMIN there, bind read-only every name in
  * the workspace and listed writable paths whose file has a hard link
  * outside them, then pivot into the new root and drop the old one.
- * Async-signal-safe (the link check's scratch memory is mmap'd and
- * unmapped before it returns).  Returns 0, or -errno with *ret_step set
- * to the index of the failing operation, MOUNTPLAN_STEP_LINKS for the
- * link check, or -1 for the fixed steps around the plan.
+ * Async-signal-safe: the link check works in scratch, or without it in
+ * memory mmap'd and unmapped before it returns; only one apply may use a
+ * scratch at a time.  Returns 0, or -errno with *ret_step set to the index
+ * of the failing operation, MOUNTPLAN_STEP_LINKS for the link check, or
+ * -1 for the fixed steps around the plan.
  */
-int mountplan_apply(const struct mountplan *p, int *ret_step);
+int mountplan_apply(const struct mountplan *p,
+		    struct mountplan_scratch *scratch, int *ret_step);
 
 /* A short description of operation i ("bind /work (rw)") for errors.
  * Returns a pointer into static or plan storage; never NULL. */

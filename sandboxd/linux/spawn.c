@@ -24,6 +24,7 @@
 
 #include "common/envscrub.h"
 #include "common/util.h"
+#include "init.h"
 #include "mount.h"
 #include "spawn.h"
 
@@ -40,41 +41,55 @@ enum layer {
 	L_RLIMIT,
 	L_UID,
 	L_CWD,
+	L_INIT,
 	L_SETUP,
 	L__COUNT,
 };
 
 static const char *const layer_names[L__COUNT] = {
-    [L_USERNS] = "user namespaces", [L_MOUNT] = "mount plan",
-    [L_IDMAP] = "idmapped mounts",  [L_NETNS] = "loopback network",
-    [L_LANDLOCK] = "Landlock",	    [L_NNP] = "no_new_privs",
-    [L_CAPS] = "capabilities",	    [L_SECCOMP] = "seccomp",
-    [L_RLIMIT] = "rlimits",	    [L_UID] = "run uid",
-    [L_CWD] = "working directory",  [L_SETUP] = "setup",
+    [L_USERNS] = "user namespaces",
+    [L_MOUNT] = "mount plan",
+    [L_IDMAP] = "idmapped mounts",
+    [L_NETNS] = "loopback network",
+    [L_LANDLOCK] = "Landlock",
+    [L_NNP] = "no_new_privs",
+    [L_CAPS] = "capabilities",
+    [L_SECCOMP] = "seccomp",
+    [L_RLIMIT] = "rlimits",
+    [L_UID] = "run uid",
+    [L_CWD] = "working directory",
+    [L_INIT] = "run init",
+    [L_SETUP] = "setup",
 };
-
-/* A record the child writes on the report pipe (setup) or, from init, on
- * the status pipe (the command's wait status).  Small enough that a pipe
- * write of it is atomic. */
-enum rec_kind { REC_WARN = 1, REC_FAIL, REC_EXEC, REC_STATUS };
-struct rec {
-	int32_t kind;
-	int32_t layer;
-	int32_t err;  /* positive errno */
-	int32_t info; /* REC_STATUS: wait status; REC_FAIL mount: step */
-};
-
-/* Exit codes of the child when it did not exec: like a shell's. */
-#define CHILD_EXIT_REFUSED 125
-#define CHILD_EXIT_NOEXEC 126
-#define CHILD_EXIT_NOTFOUND 127
 
 /* PATH used to find argv[0] when the run's environment has none. */
 #define SPAWN_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
-/* The fixed descriptors of init and the command after the shuffle. */
-#define FD_REPORT 3
-#define FD_STATUS 4
+/*
+ * How the run's first process starts.  It shares sandboxd's memory
+ * (CLONE_VM) while sandboxd waits (CLONE_VFORK) until it executes
+ * sandboxd-init, as posix_spawn does: a fork would copy sandboxd's page
+ * tables and then fault on every page either side writes, which on a
+ * virtual machine is most of a run's cost.  The command is started the
+ * same way from it.  Each runs on a stack of its own made once
+ * (spawn_ctx).  AddressSanitizer cannot follow a stack it did not make:
+ * under it, both are plain forks.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define SPAWN_SHARED_VM 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPAWN_SHARED_VM 0
+#endif
+#endif
+#ifndef SPAWN_SHARED_VM
+#define SPAWN_SHARED_VM 1
+#endif
+
+/* Each child's stack while it shares sandboxd's memory: setup is syscalls
+ * on small frames, the hard-link walk's recursion included (its buffers
+ * are elsewhere).  Below each, a guard page. */
+#define SPAWN_STACK (512 * 1024)
 
 /* Everything the child needs, prepared before clone: after it only
  * async-signal-safe calls run (no malloc, no stdio, no locks). */
@@ -93,7 +108,13 @@ struct child_args {
 	uint64_t rl_val[SBXP_RLIM__COUNT];
 	const struct sbx_landlock_plan *landlock; /* NULL: skipped */
 	const struct sock_fprog *filter;	  /* NULL: skipped */
-	int fd_out, fd_err, fd_report, fd_status, fd_sync;
+	/* Without root, the run's own uid and gid maps, written by init
+	 * itself (sandboxd waits while it runs); "" with root. */
+	char uid_map[32], gid_map[32];
+	char *cmd_stack; /* the command's stack top (SPAWN_SHARED_VM) */
+	struct mountplan_scratch *scratch; /* the link check's memory */
+	int fd_out, fd_err, fd_report, fd_status, fd_init;
+	int fd_sync; /* forked init only: sandboxd's go-ahead, else -1 */
 };
 
 uint64_t spawn_now_ns(void)
@@ -104,12 +125,68 @@ uint64_t spawn_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* sandboxd-init's image in a sealed memfd: every run's init executes it
+ * (init.h).  Returns the descriptor or -errno. */
+static int init_memfd(void)
+{
+	size_t len = (size_t)(sbx_init_elf_end - sbx_init_elf), off = 0;
+	unsigned int flags = MFD_CLOEXEC | MFD_ALLOW_SEALING;
+	int fd, r;
+
+#ifdef MFD_EXEC
+	/* Since Linux 6.3 a memfd is executable only when asked. */
+	fd = memfd_create("sandboxd-init", flags | MFD_EXEC);
+	if (fd < 0 && errno == EINVAL)
+#endif
+		fd = memfd_create("sandboxd-init", flags);
+	if (fd < 0)
+		return -errno;
+	while (off < len) {
+		ssize_t n = write(fd, sbx_init_elf + off, len - off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto fail;
+		off += (size_t)n;
+	}
+	if (fchmod(fd, 0500) < 0 ||
+	    fcntl(fd, F_ADD_SEALS,
+		  F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+		goto fail;
+	return fd;
+fail:
+	r = errno ? -errno : -EIO;
+	close(fd);
+	return r;
+}
+
+/* A stack with a guard page below it; returns its top or NULL. */
+static char *stack_map(void)
+{
+	char *m = mmap(NULL, SPAWN_STACK + 4096, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
+		       -1, 0);
+
+	if (m == MAP_FAILED)
+		return NULL;
+	if (mprotect(m, 4096, PROT_NONE) < 0) {
+		munmap(m, SPAWN_STACK + 4096);
+		return NULL;
+	}
+	return m + SPAWN_STACK + 4096;
+}
+
 int spawn_ctx_init(struct spawn_ctx *ctx)
 {
 	memset(ctx, 0, sizeof(*ctx));
 	ctx->uid = geteuid();
 	ctx->gid = getegid();
 	ctx->root = ctx->uid == 0;
+	ctx->init_fd = init_memfd();
+	ctx->init_stack = stack_map();
+	ctx->cmd_stack = stack_map();
+	ctx->links_scratch = mountplan_scratch_new();
 	return 0;
 }
 
@@ -127,6 +204,17 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 	for (size_t i = 0; i < ctx->nidmap; i++)
 		close(ctx->idmap[i].fd);
 	ctx->nidmap = 0;
+	if (ctx->init_fd >= 0)
+		close(ctx->init_fd);
+	ctx->init_fd = -1;
+	if (ctx->init_stack)
+		munmap(ctx->init_stack - SPAWN_STACK - 4096,
+		       SPAWN_STACK + 4096);
+	if (ctx->cmd_stack)
+		munmap(ctx->cmd_stack - SPAWN_STACK - 4096, SPAWN_STACK + 4096);
+	ctx->init_stack = ctx->cmd_stack = NULL;
+	mountplan_scratch_free(ctx->links_scratch);
+	ctx->links_scratch = NULL;
 }
 
 const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx)
@@ -140,6 +228,23 @@ const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx)
 	ctx->layers = l;
 	ctx->probed = true;
 	return &ctx->layers;
+}
+
+static int write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, strlen(s));
+	if (n < 0)
+		r = -errno;
+	else if ((size_t)n != strlen(s))
+		r = -EIO;
+	close(fd);
+	return r;
 }
 
 /* ---- the child ---------------------------------------------------------- */
@@ -195,23 +300,25 @@ out:
 	return r;
 }
 
-/* Give init's descriptors fixed numbers: 1 and 2 the output pipes, 3 the
- * report pipe, 4 the status pipe; close everything else (sandboxd's
- * socket, other runs' pipes). */
+/* Give init's descriptors fixed numbers (init.h): 1 and 2 the output
+ * pipes, 3 the report pipe, 4 the status pipe, 5 sandboxd-init; close
+ * everything else (sandboxd's socket, other runs' pipes). */
 static int child_shuffle_fds(const struct child_args *a)
 {
-	int src[4] = {a->fd_out, a->fd_err, a->fd_report, a->fd_status};
-	int tmp[4];
+	int src[5] = {a->fd_out, a->fd_err, a->fd_report, a->fd_status,
+		      a->fd_init};
+	int tmp[5];
 
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < 5; i++) {
 		tmp[i] = fcntl(src[i], F_DUPFD, 10);
 		if (tmp[i] < 0)
 			return -errno;
 	}
-	for (int i = 0; i < 4; i++)
+	for (int i = 0; i < 5; i++)
 		if (dup2(tmp[i], i + 1) < 0)
 			return -errno;
-	if (close_range(FD_STATUS + 1, ~0u, 0) < 0)
+	if (close_range(FD_INIT + 1, ~0u, 0) < 0 ||
+	    fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0)
 		return -errno;
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null < 0)
@@ -296,6 +403,10 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
 {
 	int r;
 
+	/* sandboxd ignores SIGPIPE; the command gets the default back, or
+	 * `yes | head` would see EPIPE instead of dying quietly. */
+	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
 	/* No controlling terminal: TIOCSTI needs one. */
 	if (a->plan && setsid() < 0)
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
@@ -329,49 +440,20 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
 	child_exec(a);
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SPAWN_VFORK 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPAWN_VFORK 0
-#endif
-#endif
-#ifndef SPAWN_VFORK
-#define SPAWN_VFORK 1
-#endif
-
-/* The command's stack while it shares init's memory, until its exec:
- * the setup is syscalls on small frames (no allocation). */
-#define SPAWN_CMD_STACK (256 * 1024)
-
-#if SPAWN_VFORK
+#if SPAWN_SHARED_VM
 static int command_entry(void *arg)
 {
 	child_command(arg);
 }
 #endif
 
-/*
- * Start the command from init.  A fork copies init's page tables, which
- * on a virtual machine is a large share of a run's cost; the command
- * only runs syscalls before its exec, so it shares init's memory on a
- * stack of its own (CLONE_VM) while init waits for the exec (CLONE_VFORK)
- * — what posix_spawn does.  Under AddressSanitizer, which cannot follow a
- * stack it did not make, a plain fork.  Returns the pid or -1 (errno).
- */
+/* Start the command from init (see SPAWN_SHARED_VM).  Returns the pid or
+ * -1 (errno). */
 static pid_t start_command(const struct child_args *a)
 {
-#if SPAWN_VFORK
-	void *stk = mmap(NULL, SPAWN_CMD_STACK, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-	pid_t pid;
-
-	if (stk == MAP_FAILED)
-		return -1;
-	pid = clone(command_entry, (char *)stk + SPAWN_CMD_STACK,
-		    CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)(uintptr_t)a);
-	munmap(stk, SPAWN_CMD_STACK);
-	return pid;
+#if SPAWN_SHARED_VM
+	return clone(command_entry, a->cmd_stack,
+		     CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)(uintptr_t)a);
 #else
 	pid_t pid = fork();
 
@@ -381,25 +463,68 @@ static pid_t start_command(const struct child_args *a)
 #endif
 }
 
+/* Without root: map our uid and gid to themselves in the run's user
+ * namespace, as unshare -r does from inside. */
+static int child_map_self(const struct child_args *a)
+{
+	int r;
+
+	if ((r = write_file("/proc/self/setgroups", "deny")) < 0 ||
+	    (r = write_file("/proc/self/uid_map", a->uid_map)) < 0 ||
+	    (r = write_file("/proc/self/gid_map", a->gid_map)) < 0)
+		return r;
+	return 0;
+}
+
+/* Decimal, for sandboxd-init's argument: snprintf is not safe here. */
+static void child_utoa(unsigned long v, char *buf, size_t size)
+{
+	char tmp[24];
+	size_t n = 0, i = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && n < sizeof(tmp));
+	while (n && i + 1 < size)
+		buf[i++] = tmp[--n];
+	buf[i] = 0;
+}
+
+/*
+ * The run's first process: pid 1 of its namespaces.  It sets the run up,
+ * starts the command, and becomes sandboxd-init (init.h), which waits
+ * for the command.  It shares sandboxd's memory until that exec
+ * (SPAWN_SHARED_VM): only syscalls and the prepared arguments here.
+ */
 static __attribute__((noreturn)) void child_init(const struct child_args *a)
 {
-	char c;
+	char c, pid[24];
+	char *init_argv[] = {(char *)"sandboxd-init", pid, NULL};
+	char *init_envp[] = {NULL};
 	int r, step;
 	pid_t cmd;
 
-	/* If sandboxd dies, so does the run (its pid namespace with init).
-	 * The sync byte proves sandboxd was still alive after this was set
-	 * and, without root, that it wrote our uid and gid maps. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 ||
-	    read(a->fd_sync, &c, 1) != 1)
+	/* If sandboxd dies, so does the run (its pid namespace with init);
+	 * the exec into sandboxd-init keeps this (it changes no
+	 * credentials).  A forked init waits for sandboxd's byte, which
+	 * proves sandboxd was alive after this was set; a vforked one has
+	 * sandboxd waiting for it. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		_exit(CHILD_EXIT_REFUSED);
-	close(a->fd_sync);
+	if (a->fd_sync >= 0) {
+		if (read(a->fd_sync, &c, 1) != 1)
+			_exit(CHILD_EXIT_REFUSED);
+		close(a->fd_sync);
+	}
+	if (a->uid_map[0] && (r = child_map_self(a)) < 0)
+		child_fail(a->fd_report, L_USERNS, r, 0);
 	if (a->plan) {
 		if (sethostname("sandbox", 7) < 0)
 			child_fail(a->fd_report, L_SETUP, errno, 0);
 		if (a->loopback && (r = child_lo_up()) < 0)
 			child_fail(a->fd_report, L_NETNS, r, 0);
-		if ((r = mountplan_apply(a->plan, &step)) < 0)
+		if ((r = mountplan_apply(a->plan, a->scratch, &step)) < 0)
 			child_fail(a->fd_report, L_MOUNT, r, step);
 	} else if (setsid() < 0) {
 		child_fail(a->fd_report, L_SETUP, errno, 0);
@@ -412,26 +537,27 @@ static __attribute__((noreturn)) void child_init(const struct child_args *a)
 	cmd = start_command(a);
 	if (cmd < 0)
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
-	close(FD_REPORT);
-	/* init runs nothing untrusted, but holds nothing it does not need
-	 * either: the command could otherwise find a privileged process in
-	 * its own pid namespace. */
-	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-	sbx_caps_drop_all();
-	for (;;) {
-		int st;
-		pid_t w = waitpid(-1, &st, __WALL);
-
-		if (w == cmd) {
-			child_rec(FD_STATUS, REC_STATUS, L_SETUP, 0, st);
-			/* Returning kills every process left in the pid
-			 * namespace: a daemonised child dies with its run. */
-			_exit(0);
-		}
-		if (w < 0 && errno == ECHILD)
-			_exit(CHILD_EXIT_REFUSED);
+	/* The report pipe closes with this exec, so that its end tells
+	 * sandboxd the command (which closed its copy when it exec'd) is
+	 * running; a failed exec is reported on it. */
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0)
+		r = -errno;
+	else {
+		child_utoa((unsigned long)cmd, pid, sizeof(pid));
+		syscall(SYS_execveat, FD_INIT, "", init_argv, init_envp,
+			AT_EMPTY_PATH);
+		r = -errno;
 	}
+	kill(cmd, SIGKILL);
+	child_fail(FD_REPORT, L_INIT, r, 0);
 }
+
+#if SPAWN_SHARED_VM
+static int init_entry(void *arg)
+{
+	child_init(arg);
+}
+#endif
 
 /* ---- sandboxd's side ------------------------------------------------------ */
 
@@ -463,34 +589,11 @@ static void add_warning(struct spawn_run *run, const char *fmt, ...)
 	va_end(ap);
 }
 
-static int write_file(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-	int r = 0;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, s, strlen(s));
-	if (n < 0)
-		r = -errno;
-	else if ((size_t)n != strlen(s))
-		r = -EIO;
-	close(fd);
-	return r;
-}
-
-static int write_id_maps(pid_t pid, const char *uid_map, const char *gid_map,
-			 bool deny_setgroups)
+static int write_id_maps(pid_t pid, const char *uid_map, const char *gid_map)
 {
 	char path[64];
 	int r;
 
-	if (deny_setgroups) {
-		snprintf(path, sizeof(path), "/proc/%d/setgroups", pid);
-		if ((r = write_file(path, "deny")) < 0)
-			return r;
-	}
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);
 	if ((r = write_file(path, uid_map)) < 0)
 		return r;
@@ -540,7 +643,7 @@ static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
 	snprintf(umap, sizeof(umap), "%u %u 1\n", ctx->uid, uid);
 	snprintf(gmap, sizeof(gmap), "%u %u 1\n", ctx->gid, gid);
 	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
-	r = write_id_maps(pid, umap, gmap, false);
+	r = write_id_maps(pid, umap, gmap);
 	if (r == 0) {
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
@@ -857,15 +960,36 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	if (use_landlock)
 		a.landlock = &ll;
 
+	if (ctx->init_fd < 0) {
+		r = ctx->init_fd;
+		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+		       "run init: cannot make sandboxd-init's memfd: %s",
+		       errstr(r));
+		goto out;
+	}
+	if (SPAWN_SHARED_VM && (!ctx->init_stack || !ctx->cmd_stack)) {
+		r = -ENOMEM;
+		refuse(ret_refusal, SBXP_ERR_INTERNAL, "out of memory");
+		goto out;
+	}
 	if (pipe2(report, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0 ||
-	    pipe2(sync, O_CLOEXEC) < 0) {
+	    (!SPAWN_SHARED_VM && pipe2(sync, O_CLOEXEC) < 0)) {
 		r = -errno;
 		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
 		goto out;
 	}
 	a.fd_report = report[1];
 	a.fd_status = status[1];
+	a.fd_init = ctx->init_fd;
 	a.fd_sync = sync[0];
+	a.cmd_stack = ctx->cmd_stack;
+	a.scratch = ctx->links_scratch;
+	if (namespaces && !ctx->root) {
+		snprintf(a.uid_map, sizeof(a.uid_map), "%u %u 1\n", ctx->uid,
+			 ctx->uid);
+		snprintf(a.gid_map, sizeof(a.gid_map), "%u %u 1\n", ctx->gid,
+			 ctx->gid);
+	}
 
 	flags = SIGCHLD;
 	if (namespaces) {
@@ -877,20 +1001,28 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 			flags |= CLONE_NEWNET;
 	}
 	run->start_ns = spawn_now_ns();
+#if SPAWN_SHARED_VM
+	/* Returns once init has executed sandboxd-init, or died. */
+	pid = clone(init_entry, ctx->init_stack, flags | CLONE_VM | CLONE_VFORK,
+		    &a);
+#else
 	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
+	if (pid == 0)
+		child_init(&a);
+#endif
 	if (pid < 0) {
 		r = -errno;
 		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
 		       "namespaces: clone: %s", errstr(r));
 		goto out;
 	}
-	if (pid == 0)
-		child_init(&a);
 
 	close(report[1]);
 	close(status[1]);
-	close(sync[0]);
-	report[1] = status[1] = sync[0] = -1;
+	report[1] = status[1] = -1;
+	if (sync[0] >= 0)
+		close(sync[0]);
+	sync[0] = -1;
 	run->pid = pid;
 	run->pidfd = pidfd_open(pid, 0);
 	if (run->pidfd < 0) {
@@ -901,22 +1033,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		       errstr(r));
 		goto out;
 	}
-	if (namespaces && !ctx->root) {
-		char umap[64], gmap[64];
-
-		snprintf(umap, sizeof(umap), "%u %u 1\n", ctx->uid, ctx->uid);
-		snprintf(gmap, sizeof(gmap), "%u %u 1\n", ctx->gid, ctx->gid);
-		r = write_id_maps(pid, umap, gmap, true);
-		if (r < 0) {
-			kill(pid, SIGKILL);
-			waitpid(pid, NULL, 0);
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-			       "user namespaces: writing the uid map: %s",
-			       errstr(r));
-			goto out;
-		}
-	}
-	if (write(sync[1], "x", 1) != 1) {
+	if (sync[1] >= 0 && write(sync[1], "x", 1) != 1) {
 		r = -errno;
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
@@ -937,7 +1054,8 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	else
 		mountplan_free(&plan);
 	free(env);
-	close(sync[1]);
+	if (sync[1] >= 0)
+		close(sync[1]);
 	return 0;
 out:
 	if (run->pidfd >= 0)
@@ -1010,7 +1128,12 @@ static void record_failure(struct spawn_run *run, const struct rec *rec)
 		refuse_links(run, rec->err);
 		return;
 	}
-	if (rec->layer == L_MOUNT)
+	if (rec->layer == L_INIT)
+		refuse(&run->refusal, code,
+		       "%s: cannot execute sandboxd-init from its memfd: %s "
+		       "(does vm.memfd_noexec forbid it?)",
+		       name, strerror(rec->err));
+	else if (rec->layer == L_MOUNT)
 		refuse(&run->refusal, code, "%s: %s: %s", name,
 		       mountplan_describe(&run->plan, rec->info),
 		       strerror(rec->err));

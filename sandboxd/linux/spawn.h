@@ -65,6 +65,13 @@ struct spawn_ctx {
 		int fd;
 	} idmap[SPAWN_IDMAP_CACHE];
 	size_t nidmap;
+	/* Made once, used by every run (spawn.c): sandboxd-init in a sealed
+	 * memfd (-errno when it could not be made), the stacks of a run's
+	 * first two processes (their tops), the hard-link walk's memory. */
+	int init_fd;
+	char *init_stack;
+	char *cmd_stack;
+	struct mountplan_scratch *links_scratch;
 };
 
 struct spawn_run {

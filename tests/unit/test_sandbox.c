@@ -5,6 +5,7 @@
  * alone, the canary not read, the marker never created.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -550,6 +551,125 @@ START_TEST(sandboxd_restarts)
 	run_sh(&f, s2, &o);
 	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
 	ck_assert_str_eq(o.out.data, "again\n");
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* True while a process whose command line is exactly argv0 arg runs. */
+static bool process_running(const char *argv0, const char *arg)
+{
+	char want[256];
+	size_t wlen;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	bool found = false;
+
+	wlen =
+	    (size_t)snprintf(want, sizeof(want), "%s%c%s", argv0, 0, arg) + 1;
+	ck_assert_ptr_nonnull(d);
+	while (!found && (e = readdir(d))) {
+		char path[300], buf[256];
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] < '0' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf));
+		close(fd);
+		found = n == (ssize_t)wlen && !memcmp(buf, want, wlen);
+	}
+	closedir(d);
+	return found;
+}
+
+struct kill_mid_run {
+	struct sbx *s;
+	const char *arg;
+	bool seen; /* the command ran just before sandboxd was killed */
+};
+
+static void kill_sandboxd_mid_run(uv_timer_t *t)
+{
+	struct kill_mid_run *k = t->data;
+
+	k->seen = process_running("sleep", k->arg);
+	kill(sbx_pid(k->s), SIGKILL);
+}
+
+/* sandboxd killed mid-run: the run's init and command die with it (the
+ * parent-death signal survives init's exec into sandboxd-init). */
+START_TEST(run_dies_with_sandboxd)
+{
+	struct fixture f;
+	struct outcome o;
+	uv_timer_t t;
+	struct sbx_spec sp;
+	char arg[32];
+	char *argv[] = {"sleep", arg, NULL};
+	struct kill_mid_run k = {.arg = arg};
+	bool alive = true;
+
+	/* A unique duration names the run's process on the host. */
+	snprintf(arg, sizeof(arg), "30.%d", (int)getpid());
+	fx_setup(&f, NULL);
+	char s1[] = "true";
+	run_sh(&f, s1, &o);
+	REQUIRE_SANDBOX(&o);
+	outcome_free(&o);
+
+	spec_init(&f, &sp, argv);
+	memset(&o, 0, sizeof(o));
+	ck_assert_int_eq(sbx_run(f.s, &sp, &cbs, &o, NULL), 0);
+	uv_timer_init(&f.loop, &t);
+	k.s = f.s;
+	t.data = &k;
+	uv_timer_start(&t, kill_sandboxd_mid_run, 500, 0);
+	while (!o.done)
+		uv_run(&f.loop, UV_RUN_ONCE);
+	uv_close((uv_handle_t *)&t, NULL);
+	ck_assert_ptr_nonnull(o.error_code);
+	/* Control: the command was running when sandboxd was killed. */
+	ck_assert_msg(k.seen, "`sleep %s` was not running after 500 ms", arg);
+	for (int i = 0; i < 100 && (alive = process_running("sleep", arg)); i++)
+		usleep(20 * 1000);
+	ck_assert_msg(!alive, "`sleep %s` outlived sandboxd", arg);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* The command starts with default signal dispositions (sandboxd ignores
+ * SIGPIPE), and the run's init holds no capability and no_new_privs. */
+START_TEST(signals_default_init_unprivileged)
+{
+	struct fixture f;
+	struct outcome o;
+	char script[] =
+	    "grep -E '^(SigIgn|SigBlk):' /proc/self/status; "
+	    "grep -E '^(CapPrm|CapEff|CapBnd|NoNewPrivs):' /proc/1/status; "
+	    "yes | head -n 1";
+
+	fx_setup(&f, NULL);
+	run_sh(&f, script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_ptr_nonnull(o.out.data);
+	ck_assert_msg(strstr(o.out.data, "SigIgn:\t0000000000000000\n") &&
+			  strstr(o.out.data, "SigBlk:\t0000000000000000\n"),
+		      "%s", o.out.data);
+	ck_assert_msg(strstr(o.out.data, "CapPrm:\t0000000000000000\n") &&
+			  strstr(o.out.data, "CapEff:\t0000000000000000\n") &&
+			  strstr(o.out.data, "NoNewPrivs:\t1\n"),
+		      "init: %s", o.out.data);
+	/* `yes` died of SIGPIPE quietly rather than seeing EPIPE. */
+	ck_assert_msg(!o.err.data || !strstr(o.err.data, "Broken pipe"), "%s",
+		      o.err.data);
+	ck_assert_int_eq(o.exit_code, 0);
 	outcome_free(&o);
 	fx_teardown(&f);
 }
@@ -1269,6 +1389,8 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, output_cap);
 	tcase_add_test(tc, sandboxd_restarts);
 	tcase_add_test(tc, cancel_kills_the_run);
+	tcase_add_test(tc, run_dies_with_sandboxd);
+	tcase_add_test(tc, signals_default_init_unprivileged);
 	tcase_add_test(tc, fail_closed);
 	tcase_add_test(tc, probe_reports_layers);
 	tcase_add_test(tc, host_mode_hides_run_sockets);

@@ -1,0 +1,47 @@
+/*
+ * What sandboxd and a run's init share: the records written on the report
+ * and status pipes, and the descriptor numbers they have in the run.
+ *
+ * A run's init is two programs in turn.  The child sandboxd clones as pid 1
+ * of the run sets the run up (spawn.c) and starts the command; then it
+ * executes sandboxd-init (init/init.c), a freestanding program of a few
+ * pages whose only work is to wait: it writes the command's wait status on
+ * the status pipe and exits, which ends every process left in the run's pid
+ * namespace.  Executing a small program instead of staying a copy of
+ * sandboxd is what lets that child share sandboxd's memory until then
+ * (CLONE_VM | CLONE_VFORK) instead of copying it (spawn.c).
+ *
+ * Included by freestanding code: kernel and compiler headers only.
+ */
+#ifndef SPD_SANDBOXD_LINUX_INIT_H
+#define SPD_SANDBOXD_LINUX_INIT_H
+
+#include <stdint.h>
+
+/* A record the child writes on the report pipe (setup) or, from init, on
+ * the status pipe (the command's wait status).  Small enough that a pipe
+ * write of it is atomic. */
+enum rec_kind { REC_WARN = 1, REC_FAIL, REC_EXEC, REC_STATUS };
+struct rec {
+	int32_t kind;
+	int32_t layer;
+	int32_t err;  /* positive errno */
+	int32_t info; /* REC_STATUS: wait status; REC_FAIL mount: step */
+};
+
+/* The fixed descriptors of init and the command after the shuffle: 0 is
+ * /dev/null, 1 and 2 the output pipes. */
+#define FD_REPORT 3 /* setup records; close-on-exec in the command */
+#define FD_STATUS 4 /* init's REC_STATUS */
+#define FD_INIT 5   /* sandboxd-init, sealed in a memfd; close-on-exec */
+
+/* Exit codes of the child when it did not exec: like a shell's. */
+#define CHILD_EXIT_REFUSED 125
+#define CHILD_EXIT_NOEXEC 126
+#define CHILD_EXIT_NOTFOUND 127
+
+/* sandboxd-init's image, linked into sandboxd (init_blob.S). */
+extern const unsigned char sbx_init_elf[];
+extern const unsigned char sbx_init_elf_end[];
+
+#endif

@@ -1,0 +1,146 @@
+/*
+ * sandboxd-init: a run's pid 1 once the run is set up (sandboxd/linux/init.h).
+ *
+ *   sandboxd-init PID
+ *
+ * Executed by the child that set the run up, right after it started the
+ * command PID.  It holds descriptor 4, the status pipe, and nothing it does
+ * not need: it drops every capability and sets no_new_privs first, then
+ * reaps whatever the pid namespace hands it until the command itself ends,
+ * writes that wait status as one REC_STATUS record, and exits.  The exit of
+ * a pid namespace's init kills everything else in it, so nothing outlives
+ * the command.  The parent-death signal set before the exec stays set (the
+ * exec changes no credentials): if sandboxd dies, so does the run.
+ *
+ * Freestanding on purpose: no libc, no dynamic loader, a few pages of
+ * text.  Its exec and its exit cost a small fraction of those of a libc
+ * program, which is the point of it.  Built with -nostdlib -static.
+ */
+#include <asm/unistd.h>
+#include <linux/capability.h>
+#include <linux/prctl.h>
+#include <linux/signal.h>
+#include <linux/wait.h>
+
+#include "sandboxd/linux/init.h"
+
+#ifndef EINTR
+#define EINTR 4
+#endif
+
+#if defined(__x86_64__)
+static long sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+	long ret;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8),
+			   "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+__asm__(".text\n"
+	".global _start\n"
+	"_start:\n"
+	"	xor %rbp, %rbp\n"
+	"	mov %rsp, %rdi\n"
+	"	and $-16, %rsp\n"
+	"	call init_main\n"
+	"	hlt\n");
+#elif defined(__aarch64__)
+static long sys6(long n, long a, long b, long c, long d, long e, long f)
+{
+	register long x8 __asm__("x8") = n;
+	register long x0 __asm__("x0") = a;
+	register long x1 __asm__("x1") = b;
+	register long x2 __asm__("x2") = c;
+	register long x3 __asm__("x3") = d;
+	register long x4 __asm__("x4") = e;
+	register long x5 __asm__("x5") = f;
+
+	__asm__ volatile("svc 0"
+			 : "+r"(x0)
+			 : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4), "r"(x5)
+			 : "memory");
+	return x0;
+}
+
+__asm__(".text\n"
+	".global _start\n"
+	"_start:\n"
+	"	mov x29, #0\n"
+	"	mov x0, sp\n"
+	"	bl init_main\n"
+	"	brk #0\n");
+#else
+#error "sandboxd-init: add this architecture's system call entry"
+#endif
+
+#define sys1(n, a) sys6((n), (long)(a), 0, 0, 0, 0, 0)
+#define sys2(n, a, b) sys6((n), (long)(a), (long)(b), 0, 0, 0, 0)
+#define sys3(n, a, b, c) sys6((n), (long)(a), (long)(b), (long)(c), 0, 0, 0)
+#define sys4(n, a, b, c, d)                                                    \
+	sys6((n), (long)(a), (long)(b), (long)(c), (long)(d), 0, 0)
+
+__attribute__((noreturn)) static void die(int code)
+{
+	for (;;)
+		sys1(__NR_exit_group, code);
+}
+
+/* Drop every capability and never gain one again: init runs nothing, but
+ * a process in the run could otherwise find a privileged one beside it. */
+static int drop_privileges(void)
+{
+	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {
+	    {0, 0, 0}, {0, 0, 0}};
+
+	if (sys6(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0) < 0 ||
+	    sys2(__NR_capset, &hdr, data) < 0 ||
+	    sys6(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0, 0) < 0)
+		return -1;
+	return 0;
+}
+
+__attribute__((used, noreturn)) void init_main(long *sp);
+__attribute__((used, noreturn)) void init_main(long *sp)
+{
+	long argc = sp[0];
+	char **argv = (char **)(sp + 1);
+	long cmd = 0;
+	const char *p;
+
+	/* Descriptors 0-2 are the run's: init needs none of them. */
+	for (int fd = 0; fd <= 2; fd++)
+		sys1(__NR_close, fd);
+	if (argc != 2)
+		die(CHILD_EXIT_REFUSED);
+	for (p = argv[1]; *p >= '0' && *p <= '9' && cmd < (1L << 30); p++)
+		cmd = cmd * 10 + (*p - '0');
+	if (*p || cmd <= 0 || drop_privileges() < 0)
+		die(CHILD_EXIT_REFUSED);
+	for (;;) {
+		int st = 0;
+		long w = sys4(__NR_wait4, -1, &st, __WALL, 0);
+
+		if (w == cmd) {
+			struct rec r = {REC_STATUS, 0, 0, st};
+			long n;
+
+			do {
+				n = sys3(__NR_write, FD_STATUS, &r, sizeof(r));
+			} while (n == -EINTR);
+			/* Returning kills every process left in the pid
+			 * namespace: a daemonised child dies with its run. */
+			die(0);
+		}
+		if (w < 0 && w != -EINTR)
+			die(CHILD_EXIT_REFUSED);
+	}
+}
