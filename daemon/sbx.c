@@ -56,6 +56,9 @@ struct sbx {
 	void (*close_cb)(void *data);
 	void *close_data;
 	_Alignas(16) char msg[SBXP_MSG_MAX];
+	/* A RUN is encoded here, then copied at its size: a fresh
+	 * SBXP_MSG_MAX buffer per run cost its pages' faults every time. */
+	_Alignas(16) char enc[SBXP_MSG_MAX];
 	char rbuf[64 * 1024];
 };
 
@@ -571,7 +574,7 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	    const struct sbx_cbs *cbs, void *data, struct sbx_run **ret)
 {
 	const char *const *lists[SBXP_L__COUNT];
-	struct sbxp_run *m = NULL;
+	struct sbxp_run *enc = (struct sbxp_run *)(void *)s->enc, *m = NULL;
 	struct sbx_run *r = NULL;
 	uv_file p[2][2] = {{-1, -1}, {-1, -1}};
 	const char *home = spec->home ? spec->home : getenv("HOME");
@@ -592,24 +595,27 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	lists[SBXP_L_EMPTY] = L(spec->empty_files);
 	lists[SBXP_L_RO_BINDS] = L(spec->ro_binds);
 #undef L
-	m = calloc(1, SBXP_MSG_MAX);
+	memset(enc, 0, sizeof(*enc));
+	enc->net = (uint32_t)spec->net;
+	enc->timeout_ms = spec->timeout_ms;
+	enc->flags = spec->best_effort ? SBXP_RUN_BEST_EFFORT : 0;
+	enc->run_uid = spec->run_uid;
+	enc->run_gid = spec->run_gid;
+	memcpy(enc->rlimits, spec->rlimits, sizeof(enc->rlimits));
+	len = sbxp_run_encode(enc, spec->workspace, spec->cwd,
+			      home && home[0] == '/' ? home : NULL, lists);
+	if (len < 0)
+		return (int)len;
 	r = calloc(1, sizeof(*r));
-	if (!m || !r) {
+	if (!r) {
 		rc = -ENOMEM;
 		goto fail;
 	}
-	m->net = (uint32_t)spec->net;
-	m->timeout_ms = spec->timeout_ms;
-	m->flags = spec->best_effort ? SBXP_RUN_BEST_EFFORT : 0;
-	m->run_uid = spec->run_uid;
-	m->run_gid = spec->run_gid;
-	memcpy(m->rlimits, spec->rlimits, sizeof(m->rlimits));
-	len = sbxp_run_encode(m, spec->workspace, spec->cwd,
-			      home && home[0] == '/' ? home : NULL, lists);
-	if (len < 0) {
-		rc = (int)len;
+	if (!(m = malloc((size_t)len))) {
+		rc = -ENOMEM;
 		goto fail;
 	}
+	memcpy(m, s->enc, (size_t)len);
 	/* The command writes straight into these; spd keeps the read ends.
 	 * Both ends are close-on-exec here; sandboxd receives its copies of
 	 * the write ends over the socket. */
