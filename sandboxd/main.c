@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -204,6 +205,34 @@ static int poll_timeout(void)
 	return (int)((next - now) / 1000000ull) + 1;
 }
 
+/*
+ * An exec keeps ignored signals ignored: one that whoever started sandboxd
+ * ignored would stay ignored in every command.  Each back to its default,
+ * once (raw: glibc refuses its own real-time signals); handlers (a
+ * sanitizer's) are left alone.  The blocked mask is emptied too.
+ */
+static void reset_ignored_signals(void)
+{
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		uint64_t mask;
+	} old, dfl = {SIG_DFL, 0, NULL, 0};
+	sigset_t none;
+
+	for (int sig = 1; sig <= 64; sig++) {
+		if (sig == SIGKILL || sig == SIGSTOP)
+			continue;
+		memset(&old, 0, sizeof(old));
+		if (syscall(SYS_rt_sigaction, sig, NULL, &old, 8) == 0 &&
+		    old.handler == SIG_IGN)
+			syscall(SYS_rt_sigaction, sig, &dfl, NULL, 8);
+	}
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
 int main(void)
 {
 	struct pollfd pfd[1 + 2 * SBXD_RUNS_MAX];
@@ -218,6 +247,8 @@ int main(void)
 	}
 	close_range(SBXD_SOCK_FD + 1, ~0u, 0);
 	fcntl(SBXD_SOCK_FD, F_SETFD, FD_CLOEXEC);
+	reset_ignored_signals();
+	/* The one sandboxd ignores; each command gets it back (spawn.c). */
 	signal(SIGPIPE, SIG_IGN);
 	/* spd runs with umask 077 to keep its own files private; a run's
 	 * mount points and files need the usual 022, or an unprivileged run

@@ -30,9 +30,13 @@
 #define MP_BASE "/tmp"
 #define MP_OLDROOT "/oldroot"
 #define MP_NEWROOT "/newroot"
-/* Source of the mounts that hide a file (mode 0) and of "empty files"
- * (mode 0444), in the base tmpfs. */
+/* Sources of the mounts that hide a file (mode 0) or a directory (mode 0,
+ * empty) and of "empty files" (mode 0444), in the base tmpfs.  Each is
+ * made a read-only, nosuid, nodev, noexec mount of itself first, so that
+ * one bind from it, which copies those flags, covers a path: a tmpfs per
+ * hidden directory cost a superblock made and destroyed each run. */
 #define MP_HIDE_SRC "/hidden"
+#define MP_HIDE_DIR_SRC "/hiddendir"
 #define MP_EMPTY_SRC "/empty"
 
 /* Home-relative credential locations (DESIGN.md, issue 3): covered even
@@ -93,7 +97,7 @@ enum mp_kind {
 	MP_BIND,       /* src -> dst read-write, nosuid, nodev */
 	MP_BIND_IDMAP, /* src -> dst read-write through the idmap userns */
 	MP_REBIND_RO,  /* dst onto itself, read-only, recursive */
-	MP_HIDE_DIR,   /* empty read-only tmpfs, mode 000, over dst */
+	MP_HIDE_DIR,   /* the mode-0 empty directory, read-only, over dst */
 	MP_HIDE_FILE,  /* the mode-0 empty file, read-only, over dst */
 	MP_EMPTY_FILE, /* the readable empty file, read-only, over dst */
 	MP_DEVICE,     /* create dst as a file, bind src onto it */
@@ -1064,20 +1068,15 @@ static int apply_op(const struct mountplan_op *op)
 				    MOUNT_ATTR_NODEV,
 				-1);
 	case MP_HIDE_DIR:
-		if (mount("tmpfs", op->dst, "tmpfs",
-			  MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-			  "mode=000,size=4k,nr_inodes=1") < 0)
-			return -errno;
-		return 0;
 	case MP_HIDE_FILE:
 	case MP_EMPTY_FILE:
-		if (mount(op->kind == MP_HIDE_FILE ? MP_HIDE_SRC : MP_EMPTY_SRC,
+		/* The sources are read-only mounts (mountplan_apply). */
+		if (mount(op->kind == MP_HIDE_DIR    ? MP_HIDE_DIR_SRC
+			  : op->kind == MP_HIDE_FILE ? MP_HIDE_SRC
+						     : MP_EMPTY_SRC,
 			  op->dst, NULL, MS_BIND, NULL) < 0)
 			return -errno;
-		return set_attr(op->dst, 0,
-				MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-				    MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-				-1);
+		return 0;
 	case MP_DEVICE:
 		fd = open(op->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
 		if (fd < 0)
@@ -1173,6 +1172,7 @@ struct links_walk {
 	size_t nshort; /* files with fewer names counted than links */
 	size_t bound;
 	int pass;
+	uint64_t hide_dev, hide_ino; /* MP_HIDE_DIR_SRC */
 };
 
 struct links_dirent {
@@ -1391,10 +1391,13 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 	/* What a read-only mount holds is not the run's to write, except
 	 * below the plan's own read-only tmpfs mounts: a rebuilt workspace
 	 * directory (mountplan_in.ro_binds) binds its entries back
-	 * writable.  A tmpfs of one inode (a hidden path) holds no name. */
-	if (!writable && (sfs.f_type != TMPFS_MAGIC || sfs.f_files <= 1))
+	 * writable. */
+	if (!writable && sfs.f_type != TMPFS_MAGIC)
 		return 0;
 	dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	/* A hidden path: the plan's empty directory, bound read-only. */
+	if (dev == w->hide_dev && sx.stx_ino == w->hide_ino)
+		return 0;
 	key = dev;
 	if (w->pass == 2) {
 		/* Only the files of a directory that held a multi-linked
@@ -1508,6 +1511,7 @@ static int protect_links(const struct mountplan *p,
 			 struct mountplan_scratch *scratch)
 {
 	struct links_walk w = {.nslots = LINKS_SLOTS_MIN};
+	struct stat st;
 	bool any = false;
 	int r;
 
@@ -1515,6 +1519,10 @@ static int protect_links(const struct mountplan *p,
 		any |= p->ops[i].link_walk;
 	if (!any)
 		return 0;
+	if (stat(MP_HIDE_DIR_SRC, &st) < 0)
+		return -errno;
+	w.hide_dev = st.st_dev;
+	w.hide_ino = st.st_ino;
 	if (scratch) {
 		w.bufs = scratch->bufs;
 		w.slots = w.fixed = scratch->slots;
@@ -1555,8 +1563,25 @@ int mountplan_apply(const struct mountplan *p,
 		return -errno;
 	if ((r = touch("hidden", 0)) < 0 || (r = touch("empty", 0444)) < 0)
 		return r;
+	if (mkdir("hiddendir", 0) < 0 || chmod("hiddendir", 0) < 0)
+		return -errno;
 	if (syscall(SYS_pivot_root, ".", "oldroot") < 0 || chdir("/") < 0)
 		return -errno;
+	{
+		static const char *const src[] = {MP_HIDE_SRC, MP_HIDE_DIR_SRC,
+						  MP_EMPTY_SRC};
+
+		for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
+			if (mount(src[i], src[i], NULL, MS_BIND, NULL) < 0)
+				return -errno;
+			if ((r = set_attr(
+				 src[i], 0,
+				 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
+				     MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
+				 -1)) < 0)
+				return r;
+		}
+	}
 	/* The system, read-only, without setuid binaries or devices. */
 	if (mount(MP_OLDROOT, MP_NEWROOT, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return -errno;
