@@ -63,6 +63,11 @@ TEST_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS) 2>/dev/null)
 TEST_LIBS := $(shell $(PKG_CONFIG) --libs $(TEST_PKGS) 2>/dev/null)
 
 ALL_CFLAGS = $(BASE_CFLAGS) $(DAEMON_CFLAGS) $(SBX_CFLAGS) $(TEST_CFLAGS) $(CFLAGS)
+# sandboxd-init (sandboxd/linux/init.h): freestanding, a few pages, never
+# sanitized; its image is linked into sandboxd.
+INIT_CFLAGS := -std=gnu11 -I. -O2 $(WARN) -ffreestanding -fno-builtin \
+	-fno-stack-protector -fno-asynchronous-unwind-tables -fno-pie \
+	-nostdlib -static -Wl,-z,noexecstack -Wl,--build-id=none
 ALL_LDFLAGS = $(HARDEN_LD) $(SAN_LD) $(LDFLAGS)
 
 # Sources.  Each folder is one library; main.c holds the program's main().
@@ -95,7 +100,7 @@ all: $(PROGS)
 # Flag changes trigger a rebuild: the flags are written to a stamp file
 # that every object depends on, rewritten only when they differ.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW := $(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS)
+FLAGS_NOW := $(CC) $(ALL_CFLAGS) $(ALL_LDFLAGS) $(INIT_CFLAGS)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || printf '%s' '$(FLAGS_NOW)' > $(FLAGS_STAMP))
 
 $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
@@ -114,11 +119,7 @@ $(eval $(call ARCHIVE,$(LIBDAEMON),$(DAEMON_SRC)))
 $(eval $(call ARCHIVE,$(LIBSBX),$(SBX_SRC)))
 $(LIBSBX): $(BUILD)/obj/sandboxd/linux/init_blob.o
 
-# A run's init after setup (sandboxd/linux/init.h): freestanding, a few
-# pages, never sanitized; its image is linked into sandboxd.
-INIT_CFLAGS := -std=gnu11 -I. -O2 $(WARN) -ffreestanding -fno-builtin \
-	-fno-stack-protector -fno-asynchronous-unwind-tables -fno-pie \
-	-nostdlib -static -no-pie -Wl,-z,noexecstack -Wl,--build-id=none
+# A run's init after setup (sandboxd/linux/init.h); INIT_CFLAGS above.
 $(BUILD)/sandboxd-init: sandboxd/linux/init/init.c sandboxd/linux/init.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
