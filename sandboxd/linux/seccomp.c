@@ -50,6 +50,7 @@
 /* Syscalls newer than libseccomp 2.5.4 knows, by their number in the
  * table shared by every architecture since Linux 5.1 (424 and up). */
 #define SBX_NR_OPEN_TREE_ATTR 467 /* Linux 6.15, the mount API */
+#define SBX_NR_FCHMODAT2 452	  /* Linux 6.6 */
 
 /* Refused with EPERM whatever their arguments. */
 static const char *const sbx_deny_names[] = {
@@ -211,6 +212,61 @@ static int deny_personality(scmp_filter_ctx ctx)
 	return 0;
 }
 
+/*
+ * Set-user-ID and set-group-ID modes.  What a run creates in the workspace
+ * is stored as the operator's (through the idmapped bind as root, as the
+ * operator's own uid without): a setuid file planted there would run as
+ * the operator, or as root, for whoever executes it on the host later —
+ * and an empty one the operator's own build writes into as root keeps the
+ * bit (CAP_FSETID).  So no call that sets a mode may carry either bit:
+ * chmod and its variants, and the calls that create with a mode.  openat2
+ * passes its mode in memory the filter cannot read: ENOSYS, and libc and
+ * the programs that try it fall back to openat.
+ */
+static const struct {
+	const char *name; /* NULL: by number */
+	int nr;
+	unsigned int arg; /* the mode's argument */
+} sbx_mode_calls[] = {
+    {"chmod", 0, 1},	{"fchmod", 0, 1},
+    {"fchmodat", 0, 2}, {NULL, SBX_NR_FCHMODAT2, 2},
+    {"creat", 0, 1},	{"open", 0, 2},
+    {"openat", 0, 3},	{"mknod", 0, 1},
+    {"mknodat", 0, 2},
+};
+
+static int deny_setid_modes(scmp_filter_ctx ctx)
+{
+	static const uint64_t bits[] = {S_ISUID, S_ISGID};
+	int nr, r;
+
+	for (size_t i = 0;
+	     i < sizeof(sbx_mode_calls) / sizeof(sbx_mode_calls[0]); i++) {
+		nr = sbx_mode_calls[i].name
+			 ? seccomp_syscall_resolve_name(sbx_mode_calls[i].name)
+			 : sbx_mode_calls[i].nr;
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* not on this architecture */
+		for (size_t b = 0; b < 2; b++) {
+			struct scmp_arg_cmp c = {
+			    .arg = sbx_mode_calls[i].arg,
+			    .op = SCMP_CMP_MASKED_EQ,
+			    .datum_a = bits[b],
+			    .datum_b = bits[b],
+			};
+
+			r = seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO(EPERM),
+						   nr, 1, &c);
+			if (r < 0)
+				return r;
+		}
+	}
+	nr = seccomp_syscall_resolve_name("openat2");
+	if (nr == __NR_SCMP_ERROR)
+		return 0;
+	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), nr, 0);
+}
+
 static int add_rules(scmp_filter_ctx ctx, enum sbx_net net)
 {
 	int r;
@@ -257,6 +313,9 @@ static int add_rules(scmp_filter_ctx ctx, enum sbx_net net)
 	if (r < 0)
 		return r;
 	r = deny_socket_families(ctx, SCMP_SYS(socketpair), net, true);
+	if (r < 0)
+		return r;
+	r = deny_setid_modes(ctx);
 	if (r < 0)
 		return r;
 	return deny_personality(ctx);

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -895,6 +896,106 @@ static int sc_socket_bluetooth(void)
 	return sc_socket(31 /* AF_BLUETOOTH */, SOCK_STREAM, 0);
 }
 
+/* A file of the child's own to change the mode of; removed by sc_mode. */
+static char sc_path[64];
+
+static int sc_mode_file(void)
+{
+	int fd;
+
+	snprintf(sc_path, sizeof(sc_path), "/tmp/spd-sc-%d", (int)getpid());
+	unlink(sc_path);
+	fd = open(sc_path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0700);
+	if (fd < 0)
+		child_fail("create %s: %s", sc_path, strerror(errno));
+	return fd;
+}
+
+/* The errno of expr (0 on success), the file removed either way. */
+static int sc_mode_done(int r)
+{
+	int e = r < 0 ? errno : 0;
+
+	unlink(sc_path);
+	return e;
+}
+
+static int sc_chmod_setuid(void)
+{
+	close(sc_mode_file());
+	return sc_mode_done(chmod(sc_path, 04755));
+}
+
+static int sc_chmod_setgid(void)
+{
+	close(sc_mode_file());
+	return sc_mode_done(chmod(sc_path, 02755));
+}
+
+static int sc_chmod_plain(void)
+{
+	close(sc_mode_file());
+	return sc_mode_done(chmod(sc_path, 0755));
+}
+
+static int sc_fchmod_setuid(void)
+{
+	int fd = sc_mode_file(), r = fchmod(fd, 04755);
+
+	close(fd);
+	return sc_mode_done(r);
+}
+
+static int sc_fchmodat_setgid(void)
+{
+	close(sc_mode_file());
+	return sc_mode_done(fchmodat(AT_FDCWD, sc_path, 02700, 0));
+}
+
+static int sc_fchmodat2_setuid(void)
+{
+	close(sc_mode_file());
+	return sc_mode_done(
+	    (int)syscall(452 /* fchmodat2 */, AT_FDCWD, sc_path, 04755, 0));
+}
+
+static int sc_creat_setuid(void)
+{
+	close(sc_mode_file());
+	unlink(sc_path);
+	return sc_mode_done((int)syscall(SYS_openat, AT_FDCWD, sc_path,
+					 O_CREAT | O_WRONLY | O_CLOEXEC,
+					 04755));
+}
+
+static int sc_creat_plain(void)
+{
+	close(sc_mode_file());
+	unlink(sc_path);
+	return sc_mode_done((int)syscall(SYS_openat, AT_FDCWD, sc_path,
+					 O_CREAT | O_WRONLY | O_CLOEXEC, 0755));
+}
+
+static int sc_mknod_setgid(void)
+{
+	close(sc_mode_file());
+	unlink(sc_path);
+	return sc_mode_done(mknod(sc_path, S_IFREG | 02755, 0));
+}
+
+static int sc_openat2(void)
+{
+	struct {
+		uint64_t flags, mode, resolve;
+	} how = {O_RDONLY | O_CLOEXEC, 0, 0};
+	int fd =
+	    (int)syscall(437 /* openat2 */, AT_FDCWD, "/", &how, sizeof(how));
+
+	if (fd >= 0)
+		close(fd);
+	return fd < 0 ? errno : 0;
+}
+
 struct sc_case {
 	const char *name;
 	sc_fn fn;
@@ -949,6 +1050,14 @@ static const struct sc_case sc_cases[] = {
     SC(sc_socket_vsock, SBX_NET_LOOPBACK, EPERM),
     SC(sc_socket_bluetooth, SBX_NET_LOOPBACK, EPERM),
     SC(sc_socketpair_inet, SBX_NET_LOOPBACK, EPERM),
+    SC(sc_chmod_setuid, SBX_NET_NONE, EPERM),
+    SC(sc_chmod_setgid, SBX_NET_NONE, EPERM),
+    SC(sc_fchmod_setuid, SBX_NET_NONE, EPERM),
+    SC(sc_fchmodat_setgid, SBX_NET_NONE, EPERM),
+    SC(sc_fchmodat2_setuid, SBX_NET_NONE, EPERM),
+    SC(sc_creat_setuid, SBX_NET_NONE, EPERM),
+    SC(sc_mknod_setgid, SBX_NET_NONE, EPERM),
+    SC(sc_openat2, SBX_NET_NONE, ENOSYS),
     /* Still working: a filter that breaks builds is not a sandbox. */
     SC(sc_fork, SBX_NET_NONE, 0),
     SC(sc_thread, SBX_NET_NONE, 0),
@@ -959,6 +1068,8 @@ static const struct sc_case sc_cases[] = {
     SC(sc_socket_netlink_route, SBX_NET_NONE, 0),
     SC(sc_socket_inet, SBX_NET_LOOPBACK, 0),
     SC(sc_socket_inet6, SBX_NET_HOST, 0),
+    SC(sc_chmod_plain, SBX_NET_NONE, 0),
+    SC(sc_creat_plain, SBX_NET_NONE, 0),
 };
 
 #define SC_NCASES (sizeof(sc_cases) / sizeof(sc_cases[0]))
