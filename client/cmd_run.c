@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "client/termsafe.h"
 #include "cmds.h"
 
 /* The default workspace: the git top-level of the current directory,
@@ -54,6 +55,34 @@ static void write_all(int fd, const void *p, size_t n)
 	}
 }
 
+/* A run's output, written as it comes: byte for byte into a file or a
+ * pipe, through termsafe.h onto a terminal (escape sequences from the run
+ * shown, not obeyed). */
+static struct {
+	bool checked, tty[3];
+	struct ts_stream st[3];
+} out_ctl;
+
+static void write_output(int fd, const void *p, size_t n)
+{
+	if (!out_ctl.checked) {
+		out_ctl.checked = true;
+		out_ctl.tty[1] = isatty(1) == 1;
+		out_ctl.tty[2] = isatty(2) == 1;
+	}
+	if (out_ctl.tty[fd])
+		ts_stream_write(fd, &out_ctl.st[fd], p, n);
+	else
+		write_all(fd, p, n);
+}
+
+static void end_output(void)
+{
+	for (int fd = 1; fd <= 2; fd++)
+		if (out_ctl.tty[fd])
+			ts_stream_end(fd, &out_ctl.st[fd]);
+}
+
 static void on_run_event(void *data, const char *method, json_t *params)
 {
 	const char *stream, *text;
@@ -64,8 +93,9 @@ static void on_run_event(void *data, const char *method, json_t *params)
 	stream = json_string_value(json_object_get(params, "stream"));
 	fd = stream && strcmp(stream, "stderr") == 0 ? 2 : 1;
 	if ((text = json_string_value(json_object_get(params, "data")))) {
-		write_all(fd, text,
-			  json_string_length(json_object_get(params, "data")));
+		write_output(
+		    fd, text,
+		    json_string_length(json_object_get(params, "data")));
 	} else if ((text = json_string_value(
 			json_object_get(params, "data_b64")))) {
 		size_t n = strlen(text), bin_len = 0;
@@ -73,7 +103,7 @@ static void on_run_event(void *data, const char *method, json_t *params)
 		if (bin &&
 		    sodium_base642bin(bin, n + 1, text, n, NULL, &bin_len, NULL,
 				      sodium_base64_VARIANT_ORIGINAL) == 0)
-			write_all(fd, bin, bin_len);
+			write_output(fd, bin, bin_len);
 		free(bin);
 	}
 }
@@ -87,9 +117,12 @@ static bool confirm_on_tty(json_t *err)
 
 	if (!isatty(STDIN_FILENO) || !isatty(STDERR_FILENO))
 		return false;
-	fprintf(stderr, "spd asks: %s\n  rule %s. Run it? [y/N] ",
-		json_string_value(json_object_get(d, "reason")) ?: "?",
-		json_string_value(json_object_get(d, "rule")) ?: "?");
+	fputs("spd asks: ", stderr);
+	ts_fputs(stderr,
+		 json_string_value(json_object_get(d, "reason")) ?: "?");
+	fputs("\n  rule ", stderr);
+	ts_fputs(stderr, json_string_value(json_object_get(d, "rule")) ?: "?");
+	fputs(". Run it? [y/N] ", stderr);
 	fflush(stderr);
 	tty = fopen("/dev/tty", "r");
 	if (!tty)
@@ -242,20 +275,27 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "spctl: run: lost spd: %s\n", strerror(-r));
 		return CMD_EXIT_SPD;
 	}
+	end_output();
 	{
 		json_t *w = json_object_get(res, "warnings");
-		for (size_t k = 0; k < json_array_size(w); k++)
-			fprintf(stderr, "spctl: warning: %s\n",
-				json_string_value(json_array_get(w, k)));
+		for (size_t k = 0; k < json_array_size(w); k++) {
+			fputs("spctl: warning: ", stderr);
+			ts_fputs(stderr,
+				 json_string_value(json_array_get(w, k)));
+			fputc('\n', stderr);
+		}
 	}
 	if (ctx->json) {
 		char *s = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS);
 		fprintf(stderr, "%s\n", s ? s : "null");
 		free(s);
 	}
-	if (json_string_value(json_object_get(res, "error")))
-		fprintf(stderr, "spctl: %s\n",
-			json_string_value(json_object_get(res, "error")));
+	if (json_string_value(json_object_get(res, "error"))) {
+		fputs("spctl: ", stderr);
+		ts_fputs(stderr,
+			 json_string_value(json_object_get(res, "error")));
+		fputc('\n', stderr);
+	}
 	if (json_is_true(json_object_get(res, "timed_out"))) {
 		fprintf(stderr,
 			"spctl: the run hit its deadline and was killed\n");

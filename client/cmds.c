@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "client.h"
+#include "client/termsafe.h"
 #include "cmds.h"
 
 int cmd_print_error(json_t *err)
@@ -13,8 +14,11 @@ int cmd_print_error(json_t *err)
 	const char *code = json_string_value(json_object_get(data, "code"));
 	const char *msg = json_string_value(json_object_get(err, "message"));
 
-	fprintf(stderr, "spctl: %s: %s\n", code ? code : "ERROR",
-		msg ? msg : "(no message)");
+	fputs("spctl: ", stderr);
+	ts_fputs(stderr, code ? code : "ERROR");
+	fputs(": ", stderr);
+	ts_fputs(stderr, msg ? msg : "(no message)");
+	fputc('\n', stderr);
 	if (code && (strcmp(code, "POLICY-DENIED") == 0 ||
 		     strcmp(code, "SANDBOX-UNAVAILABLE") == 0 ||
 		     strcmp(code, "APPROVAL-REFUSED") == 0 ||
@@ -50,21 +54,31 @@ static void on_approval(void *data, const char *method, json_t *p)
 		fflush(stdout);
 		return;
 	}
-	printf("approval %lld  session %s  %s: %s\n",
-	       (long long)json_integer_value(json_object_get(p, "id")),
-	       json_string_value(json_object_get(p, "session")) ?: "-",
-	       json_string_value(json_object_get(p, "rule")) ?: "?",
-	       json_string_value(json_object_get(p, "reason")) ?: "");
+	/* Every string here is the agent's: shown, never obeyed, and the
+	 * argv quoted so that the strings that would run are unambiguous. */
+	printf("approval %lld  session ",
+	       (long long)json_integer_value(json_object_get(p, "id")));
+	ts_fputs(stdout,
+		 json_string_value(json_object_get(p, "session")) ?: "-");
+	fputs("  ", stdout);
+	ts_fputs(stdout, json_string_value(json_object_get(p, "rule")) ?: "?");
+	fputs(": ", stdout);
+	ts_fputs(stdout, json_string_value(json_object_get(p, "reason")) ?: "");
+	fputc('\n', stdout);
 	if (json_is_array(argv)) {
 		printf("    run:");
-		for (size_t i = 0; i < json_array_size(argv); i++)
-			printf(" %s",
-			       json_string_value(json_array_get(argv, i)));
+		for (size_t i = 0; i < json_array_size(argv); i++) {
+			fputc(' ', stdout);
+			ts_fputs_arg(
+			    stdout, json_string_value(json_array_get(argv, i)));
+		}
 		printf("\n");
 	} else if (json_string_value(json_object_get(o, "path"))) {
-		printf("    %s %s\n",
-		       json_string_value(json_object_get(o, "kind")),
-		       json_string_value(json_object_get(o, "path")));
+		fputs("    ", stdout);
+		ts_fputs(stdout, json_string_value(json_object_get(o, "kind")));
+		fputc(' ', stdout);
+		ts_fputs(stdout, json_string_value(json_object_get(o, "path")));
+		fputc('\n', stdout);
 	}
 	fflush(stdout);
 }
@@ -284,16 +298,20 @@ static void print_event(struct cmd_ctx *ctx, json_t *e)
 		     1000000);
 	gmtime_r(&t, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%d %H:%M:%S", &tm);
-	printf("%6lld %s %-10s %-16s %s%s%s\n",
+	/* The summary holds what agents chose (argv, paths): shown escaped. */
+	printf("%6lld %s %-10s %-16s ",
 	       (long long)json_integer_value(json_object_get(e, "id")), stamp,
 	       json_string_value(json_object_get(e, "actor")) ?: "-",
-	       json_string_value(json_object_get(e, "kind")) ?: "-",
-	       json_string_value(json_object_get(e, "summary")) ?: "",
-	       json_string_value(json_object_get(e, "session")) ? "  [session "
-								: "",
-	       json_string_value(json_object_get(e, "session")) ?: "");
-	if (json_string_value(json_object_get(e, "session")))
+	       json_string_value(json_object_get(e, "kind")) ?: "-");
+	ts_fputs(stdout,
+		 json_string_value(json_object_get(e, "summary")) ?: "");
+	if (json_string_value(json_object_get(e, "session"))) {
+		fputs("  [session ", stdout);
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(e, "session")));
 		fputs("]", stdout);
+	}
+	fputc('\n', stdout);
 	fflush(stdout);
 }
 
