@@ -60,8 +60,7 @@ static void out_fmt_hex(struct ts_out *o, const char *prefix, unsigned c)
 	out_put(o, b, n);
 }
 
-static void stream_byte(struct ts_out *o, struct ts_stream *st,
-			unsigned char c)
+static void stream_byte(struct ts_out *o, struct ts_stream *st, unsigned char c)
 {
 	if (st->held) {
 		st->held = 0;

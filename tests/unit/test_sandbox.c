@@ -511,51 +511,6 @@ START_TEST(output_cap)
 }
 END_TEST
 
-static void kill_sandboxd(uv_timer_t *t)
-{
-	struct sbx *s = t->data;
-
-	kill(sbx_pid(s), SIGKILL);
-}
-
-START_TEST(sandboxd_restarts)
-{
-	struct fixture f;
-	struct outcome o;
-	uv_timer_t t;
-	struct sbx_spec sp;
-	char *argv[] = {"sleep", "30", NULL};
-
-	fx_setup(&f, NULL);
-	char s1[] = "true";
-	run_sh(&f, s1, &o);
-	REQUIRE_SANDBOX(&o);
-	outcome_free(&o);
-
-	spec_init(&f, &sp, argv);
-	memset(&o, 0, sizeof(o));
-	ck_assert_int_eq(sbx_run(f.s, &sp, &cbs, &o, NULL), 0);
-	ck_assert_int_gt(sbx_pid(f.s), 0);
-	uv_timer_init(&f.loop, &t);
-	t.data = f.s;
-	uv_timer_start(&t, kill_sandboxd, 300, 0);
-	while (!o.done)
-		uv_run(&f.loop, UV_RUN_ONCE);
-	uv_close((uv_handle_t *)&t, NULL);
-	ck_assert_ptr_nonnull(o.error_code);
-	ck_assert_str_eq(o.error_code, "INTERNAL");
-	ck_assert_ptr_nonnull(strstr(o.error_msg, "sandboxd died"));
-	outcome_free(&o);
-
-	char s2[] = "echo again";
-	run_sh(&f, s2, &o);
-	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
-	ck_assert_str_eq(o.out.data, "again\n");
-	outcome_free(&o);
-	fx_teardown(&f);
-}
-END_TEST
-
 /* True while a process whose command line is exactly argv0 arg runs. */
 static bool process_running(const char *argv0, const char *arg)
 {
@@ -601,9 +556,10 @@ static void kill_sandboxd_mid_run(uv_timer_t *t)
 	kill(sbx_pid(k->s), SIGKILL);
 }
 
-/* sandboxd killed mid-run: the run's init and command die with it (the
- * parent-death signal survives init's exec into sandboxd-init). */
-START_TEST(run_dies_with_sandboxd)
+/* sandboxd killed mid-run: the run ends INTERNAL, its init and command
+ * die with sandboxd (the parent-death signal survives init's exec into
+ * sandboxd-init), and the next run gets a new sandboxd. */
+START_TEST(sandboxd_restarts)
 {
 	struct fixture f;
 	struct outcome o;
@@ -625,6 +581,7 @@ START_TEST(run_dies_with_sandboxd)
 	spec_init(&f, &sp, argv);
 	memset(&o, 0, sizeof(o));
 	ck_assert_int_eq(sbx_run(f.s, &sp, &cbs, &o, NULL), 0);
+	ck_assert_int_gt(sbx_pid(f.s), 0);
 	uv_timer_init(&f.loop, &t);
 	k.s = f.s;
 	t.data = &k;
@@ -633,11 +590,19 @@ START_TEST(run_dies_with_sandboxd)
 		uv_run(&f.loop, UV_RUN_ONCE);
 	uv_close((uv_handle_t *)&t, NULL);
 	ck_assert_ptr_nonnull(o.error_code);
+	ck_assert_str_eq(o.error_code, "INTERNAL");
+	ck_assert_ptr_nonnull(strstr(o.error_msg, "sandboxd died"));
 	/* Control: the command was running when sandboxd was killed. */
 	ck_assert_msg(k.seen, "`sleep %s` was not running after 500 ms", arg);
 	for (int i = 0; i < 100 && (alive = process_running("sleep", arg)); i++)
 		usleep(20 * 1000);
 	ck_assert_msg(!alive, "`sleep %s` outlived sandboxd", arg);
+	outcome_free(&o);
+
+	char s2[] = "echo again";
+	run_sh(&f, s2, &o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_str_eq(o.out.data, "again\n");
 	outcome_free(&o);
 	fx_teardown(&f);
 }
@@ -1394,7 +1359,6 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, output_cap);
 	tcase_add_test(tc, sandboxd_restarts);
 	tcase_add_test(tc, cancel_kills_the_run);
-	tcase_add_test(tc, run_dies_with_sandboxd);
 	tcase_add_test(tc, signals_default_init_unprivileged);
 	tcase_add_test(tc, fail_closed);
 	tcase_add_test(tc, probe_reports_layers);
