@@ -1136,11 +1136,12 @@ static int touch(const char *path, mode_t mode)
  * memory is mmap'd and unmapped before the command is forked.
  */
 
-/* The (dev, ino) table starts at LINKS_SLOTS_MIN slots and doubles when
- * half full: a workspace without hard links touches a few pages, and
- * one full of them (git clone --local) does not fault in a large table
- * scattered at random.  A power of two. */
-#define LINKS_SLOTS_MIN (1u << 12)
+/* The (dev, ino) table starts at LINKS_SLOTS_MIN slots (32 KiB, kept and
+ * cleared between runs) and doubles when half full: a workspace of a few
+ * hundred directories never grows it, and one full of hard links (git
+ * clone --local) does not fault in a large table scattered at random.  A
+ * power of two. */
+#define LINKS_SLOTS_MIN (1u << 10)
 /* One getdents64 buffer per directory level. */
 #define LINKS_DIRBUF 8192
 
