@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "journal.h"
 
 struct collect {
 	char **v;
@@ -105,6 +106,16 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 			goto out;
 		}
 		cfg->output_cap = (size_t)n;
+	}
+	if (git_config_get_int64(&n, gc, "journal.queue-max") == 0) {
+		if (n < JOURNAL_QUEUE_BYTES_MIN || n > (int64_t)1 << 30) {
+			snprintf(errbuf, errlen,
+				 "%s: journal.queue-max must be 64 KiB..1 GiB",
+				 path);
+			r = -EINVAL;
+			goto out;
+		}
+		cfg->journal_queue_max = (size_t)n;
 	}
 	if (git_config_get_multivar_foreach(gc, "sandbox.writable", NULL,
 					    collect_cb, &col) < 0 &&

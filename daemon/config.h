@@ -7,6 +7,9 @@
  *       writable = /path       ; repeated: extra writable paths
  *       timeout = 600          ; default deadline in seconds
  *       output-cap = 1048576   ; bytes retained per stream
+ *   [journal]
+ *       queue-max = 67108864   ; bytes of rows waiting for the disk before
+ *                              ; spd refuses requests (journal.h)
  */
 #ifndef SPD_DAEMON_CONFIG_H
 #define SPD_DAEMON_CONFIG_H

@@ -7,6 +7,8 @@
 #include "secrets.h"
 #include "fsops.h"
 #include "policy.h"
+#include "journal.h"
+#include "spd.h"
 
 static const rpc_handler handlers[RPC_M__COUNT] = {
     [RPC_M_AUTH] = m_auth,
@@ -42,10 +44,23 @@ static const rpc_handler handlers[RPC_M__COUNT] = {
 void dispatch_call(struct rpc_call *c)
 {
 	enum rpc_method m = rpc_call_method(c);
+	struct spd *spd = rpc_call_spd(c);
 
 	if ((unsigned)m >= RPC_M__COUNT || !handlers[m]) {
 		rpc_call_error(c, RPC_E_INTERNAL, NULL,
 			       "%s is not available in this build of spd",
+			       rpc_method_name(m));
+		return;
+	}
+	/* A request the journal cannot record is not carried out: the
+	 * journal is what the operator audits afterwards.  Ping and status
+	 * still answer, so that the operator can see why. */
+	if (spd && spd->journal && m != RPC_M_DAEMON_PING &&
+	    m != RPC_M_DAEMON_STATUS && !journal_accepting(spd->journal)) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "the journal cannot keep up (its disk is full, "
+			       "stalled or locked): refusing %s until it "
+			       "catches up",
 			       rpc_method_name(m));
 		return;
 	}

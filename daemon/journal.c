@@ -55,7 +55,7 @@ static const char zero_hash[HASH_HEX + 1] =
 struct evvec {
 	struct journal_event *v;
 	size_t n, cap;
-	size_t bytes; /* heap bytes of the rows, for JOURNAL_QUEUE_BYTES_MAX */
+	size_t bytes; /* heap bytes of the rows, for the queue's maximum */
 };
 
 struct journal {
@@ -85,6 +85,7 @@ struct journal {
 	int64_t last_id;
 	char last_hash[HASH_HEX + 1];
 	struct evvec pending; /* appended, not yet committed */
+	size_t queue_max;     /* most bytes in pending */
 	struct evvec done;    /* committed, not yet delivered */
 	int64_t committed_id;
 	char committed_hash[HASH_HEX + 1];
@@ -858,6 +859,7 @@ int journal_open(uv_loop_t *loop, const char *path, struct journal **ret)
 	j->lock_fd = -1;
 	j->dir_fd = -1;
 	j->loop = loop;
+	j->queue_max = JOURNAL_QUEUE_BYTES_MAX;
 	r = init_sync(j);
 	if (r < 0) {
 		free(j);
@@ -1019,6 +1021,25 @@ static int dup_or_null(const char *s, char **ret)
 	return 0;
 }
 
+void journal_set_queue_max(struct journal *j, size_t bytes)
+{
+	pthread_mutex_lock(&j->mu);
+	j->queue_max =
+	    bytes < JOURNAL_QUEUE_BYTES_MIN ? JOURNAL_QUEUE_BYTES_MIN : bytes;
+	pthread_mutex_unlock(&j->mu);
+}
+
+bool journal_accepting(struct journal *j)
+{
+	bool ok;
+
+	pthread_mutex_lock(&j->mu);
+	ok =
+	    !j->stopping && j->pending.bytes <= j->queue_max - j->queue_max / 4;
+	pthread_mutex_unlock(&j->mu);
+	return ok;
+}
+
 int64_t journal_append(struct journal *j, const char *session,
 		       const char *actor, const char *kind, const char *summary,
 		       const char *detail_json)
@@ -1075,7 +1096,7 @@ int64_t journal_append(struct journal *j, const char *session,
 	v.len[F_PREV] = HASH_HEX;
 
 	pthread_mutex_lock(&j->mu);
-	if (j->pending.bytes + bytes > JOURNAL_QUEUE_BYTES_MAX) {
+	if (j->pending.bytes + bytes > j->queue_max) {
 		r = -ENOBUFS;
 		goto unlock;
 	}

@@ -65,11 +65,14 @@
 /* Longest detail: never more than a request frame can carry. */
 #define JOURNAL_DETAIL_MAX (1024 * 1024)
 /*
- * Most bytes of rows waiting for the writer.  When the disk stalls (full,
- * slow), appends fail with -ENOBUFS instead of growing spd without bound;
- * the caller then refuses the request rather than run it unjournaled.
+ * Most bytes of rows waiting for the writer, by default (spd.conf
+ * journal.queue-max).  When the disk stalls (full, slow), appends fail
+ * with -ENOBUFS instead of growing spd without bound, and from three
+ * quarters of it journal_accepting() says no: spd then refuses requests
+ * rather than carry them out unjournaled.
  */
 #define JOURNAL_QUEUE_BYTES_MAX (64 * 1024 * 1024)
+#define JOURNAL_QUEUE_BYTES_MIN (64 * 1024)
 
 struct journal;
 
@@ -107,6 +110,18 @@ typedef void (*journal_commit_cb)(void *data, const struct journal_event *evs,
  */
 int journal_open(uv_loop_t *loop, const char *path, struct journal **ret);
 
+/* The most bytes of rows waiting for the writer (default
+ * JOURNAL_QUEUE_BYTES_MAX, at least JOURNAL_QUEUE_BYTES_MIN). */
+void journal_set_queue_max(struct journal *j, size_t bytes);
+
+/*
+ * Whether a request may be carried out: true while the rows waiting for
+ * the writer leave a quarter of the queue free, room for the rows one
+ * request appends.  False when the disk has stalled (or the journal is
+ * closed).  Thread-safe.
+ */
+bool journal_accepting(struct journal *j);
+
 /* Set (or clear, with cb NULL) the commit callback. */
 void journal_set_commit_cb(struct journal *j, journal_commit_cb cb, void *data);
 
@@ -129,7 +144,7 @@ void journal_set_filter(struct journal *j,
  * row is queued for the writer thread.  The strings are copied.
  * Returns the new row's id (> 0), or -EINVAL (bad text or JSON), -E2BIG (a
  * field over its limit), -ENOBUFS (the writer is behind by
- * JOURNAL_QUEUE_BYTES_MAX), -ESHUTDOWN (journal_close() was called) or
+ * the queue's maximum), -ESHUTDOWN (journal_close() was called) or
  * -ENOMEM.
  */
 int64_t journal_append(struct journal *j, const char *session,

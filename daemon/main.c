@@ -393,6 +393,9 @@ int main(int argc, char **argv)
 	if (r < 0)
 		die("cannot open journal %s: %s", spd.paths.journal_path,
 		    strerror(-r));
+	if (spd.config.journal_queue_max)
+		journal_set_queue_max(spd.journal,
+				      spd.config.journal_queue_max);
 	journal_set_commit_cb(spd.journal, on_journal_committed, &spd);
 	/* Every journal row passes the redactor before it is hashed. */
 	journal_set_filter(spd.journal, secrets_journal_filter, &spd);

@@ -36,6 +36,7 @@ struct spd_config {
 	char **key_files; /* [secrets] file = PATH: files of keys */
 	size_t output_cap;
 	uint32_t default_timeout_ms;
+	size_t journal_queue_max; /* 0: the journal's default */
 };
 
 /* A value spd minted and must redact (a session token). */

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
@@ -577,6 +578,102 @@ static void tamper_and_verify(const char *sql, const char *reason)
 	free(out), free(err);
 }
 
+/*
+ * A journal that cannot keep up (its disk stalled: here its write lock is
+ * held by a sqlite3 shell) makes spd refuse requests rather than carry
+ * them out unjournaled; ping still answers; once the journal catches up,
+ * requests work again and the journal verifies.
+ */
+START_TEST(test_journal_stall_refuses)
+{
+	int in[2], out[2], fd, st;
+	char conf[4200], buf[64] = "";
+	char *r = NULL;
+	bool refused = false;
+	pid_t sq;
+	FILE *f;
+
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	snprintf(conf, sizeof(conf), "%s/spd.conf", T.config);
+	f = fopen(conf, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("[journal]\n\tqueue-max = 65536\n", f);
+	fclose(f);
+	test_spd_start(&T);
+
+	ck_assert_int_eq(pipe(in), 0);
+	ck_assert_int_eq(pipe(out), 0);
+	sq = fork();
+	if (sq == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[1]);
+		close(out[0]);
+		execlp("sqlite3", "sqlite3", T.journal, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	{
+		const char cmd[] = "BEGIN EXCLUSIVE;\n.print locked\n";
+		ck_assert_int_eq(write(in[1], cmd, strlen(cmd)),
+				 (ssize_t)strlen(cmd));
+	}
+	ck_assert_int_gt(read(out[0], buf, sizeof(buf) - 1), 0);
+	ck_assert_msg(strstr(buf, "locked"), "sqlite3 said: %s", buf);
+
+	fd = test_spd_connect(&T);
+	/* Every request is journaled: pings fill the queue. */
+	for (int i = 0; i < 4000 && !refused; i++) {
+		free(r);
+		r = test_call(&T, fd, i, "daemon.ping", NULL, true);
+		ck_assert_msg(has(r, "\"pong\":true"), "%s", r);
+		if (i % 50 == 49) {
+			free(r);
+			r = test_call(&T, fd, i, "journal.query", NULL, true);
+			refused = has(r, "the journal cannot keep up");
+		}
+	}
+	ck_assert_msg(refused, "journal.query still answered: %s", r);
+	free(r);
+	/* Refused: a run is not started (the marker is not made). */
+	{
+		char params[4400], marker[4200];
+
+		snprintf(marker, sizeof(marker), "%s/ran", T.dir);
+		snprintf(params, sizeof(params),
+			 "{\"argv\":[\"/usr/bin/touch\",\"%s\"],"
+			 "\"workspace\":\"%s\"}",
+			 marker, T.dir);
+		r = test_call(&T, fd, 9000, "cmd.run", params, true);
+		ck_assert_msg(has(r, "the journal cannot keep up"), "%s", r);
+		free(r);
+		ck_assert(access(marker, F_OK) < 0);
+	}
+	r = test_call(&T, fd, 9001, "daemon.status", NULL, true);
+	ck_assert_msg(has(r, "\"version\""), "%s", r);
+	free(r);
+
+	/* The disk is back: the journal catches up, requests work. */
+	close(in[1]);
+	waitpid(sq, &st, 0);
+	close(out[0]);
+	refused = true;
+	for (int i = 0; i < 300 && refused; i++) {
+		r = test_call(&T, fd, 9100 + i, "journal.query", NULL, true);
+		refused = has(r, "the journal cannot keep up");
+		if (refused)
+			usleep(100 * 1000);
+		free(r);
+	}
+	ck_assert_msg(!refused, "still refusing 30 s after the lock went");
+	r = test_call(&T, fd, 9500, "journal.verify", NULL, true);
+	ck_assert_msg(has(r, "\"ok\":true"), "%s", r);
+	free(r);
+	close(fd);
+}
+END_TEST
+
 START_TEST(test_tamper_edit)
 {
 	tamper_and_verify("update events set summary='nothing here' where id=5",
@@ -675,6 +772,7 @@ int main(void)
 	tcase_add_test(tc, test_stale_socket_and_modes);
 	tcase_add_test(tc, test_spctl_commands);
 	tcase_add_test(tc, test_journal_follow);
+	tcase_add_test(tc, test_journal_stall_refuses);
 	tcase_add_test(tc, test_tamper_edit);
 	tcase_add_test(tc, test_tamper_delete);
 	tcase_add_test(tc, test_tamper_insert);
