@@ -18,10 +18,10 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
-#include <stdarg.h>
 #include <jansson.h>
 #include <uv.h>
 
+#include "tests/lib/fakecall.h"
 #include "tests/lib/testlib.h"
 #include "common/util.h"
 #include "daemon/call.h"
@@ -753,88 +753,6 @@ START_TEST(test_ignored)
 }
 END_TEST
 
-/*
- * The RPC handlers, driven without a server: this file supplies the
- * call.h functions that daemon/server.c normally does (they are the only
- * non-static functions here, and the linker then leaves server.o out of
- * this binary).  A call records its reply or error for the test to check.
- */
-struct rpc_call {
-	json_t *params;
-	struct rpc_principal who;
-	struct spd *spd;
-	bool done;
-	json_t *result;
-	enum rpc_error err;
-	json_t *err_data;
-	char msg[512];
-};
-
-json_t *rpc_call_params(struct rpc_call *c)
-{
-	return c->params;
-}
-
-const struct rpc_principal *rpc_call_principal(struct rpc_call *c)
-{
-	return &c->who;
-}
-
-struct spd *rpc_call_spd(struct rpc_call *c)
-{
-	return c->spd;
-}
-
-enum rpc_method rpc_call_method(struct rpc_call *c)
-{
-	return RPC_M__COUNT;
-}
-
-bool rpc_call_client_gone(struct rpc_call *c)
-{
-	return false;
-}
-
-void rpc_call_reply(struct rpc_call *c, json_t *result)
-{
-	ck_assert(!c->done);
-	c->done = true;
-	c->result = result;
-}
-
-void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
-		    const char *fmt, ...)
-{
-	va_list ap;
-
-	ck_assert(!c->done);
-	c->done = true;
-	c->err = e;
-	c->err_data = data;
-	va_start(ap, fmt);
-	vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
-	va_end(ap);
-}
-
-int rpc_call_notify(struct rpc_call *c, const char *method, json_t *params)
-{
-	json_decref(params);
-	return 0;
-}
-
-void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data)
-{
-}
-
-void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
-{
-}
-
-void rpc_call_set_detail(struct rpc_call *c, json_t *detail)
-{
-	json_decref(detail);
-}
-
 /* Run handler h on params (a json_pack format result, taken) as the
  * operator (or as an agent of session "s1"), to completion. */
 static void call(struct rpc_call *c, rpc_handler h, json_t *params,
@@ -844,17 +762,12 @@ static void call(struct rpc_call *c, rpc_handler h, json_t *params,
 	uv_loop_t loop;
 
 	ck_assert_ptr_nonnull(params);
-	memset(c, 0, sizeof(*c));
 	ck_assert_int_eq(uv_loop_init(&loop), 0);
 	spd.loop = &loop;
 	/* The handlers pass the policy gate as in spd. */
 	if (!spd.approvals)
 		ck_assert_int_eq(gate_start(&spd), 0);
-	c->spd = &spd;
-	c->params = params;
-	c->who.operator= operator;
-	c->who.session_id = operator? NULL : "s1";
-	c->err = RPC_E__COUNT;
+	fakecall_init(c, &spd, params, operator? NULL : "s1");
 	h(c);
 	ck_assert_int_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
 	ck_assert(c->done);
@@ -863,9 +776,7 @@ static void call(struct rpc_call *c, rpc_handler h, json_t *params,
 
 static void call_done(struct rpc_call *c)
 {
-	json_decref(c->params);
-	json_decref(c->result);
-	json_decref(c->err_data);
+	fakecall_free(c);
 }
 
 START_TEST(test_handlers)

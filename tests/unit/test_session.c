@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tests/lib/fakecall.h"
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
 #include "common/util.h"
@@ -671,87 +672,6 @@ START_TEST(test_list_show)
 }
 END_TEST
 
-/*
- * The RPC handlers, driven without a server: this file supplies the
- * call.h functions that daemon/server.c normally does, so the linker
- * leaves server.o out.  A call records its reply or error.
- */
-struct rpc_call {
-	json_t *params;
-	struct rpc_principal who;
-	struct spd *spd;
-	bool done;
-	json_t *result;
-	enum rpc_error err;
-	json_t *err_data;
-	char msg[512];
-};
-
-json_t *rpc_call_params(struct rpc_call *c)
-{
-	return c->params;
-}
-
-const struct rpc_principal *rpc_call_principal(struct rpc_call *c)
-{
-	return &c->who;
-}
-
-struct spd *rpc_call_spd(struct rpc_call *c)
-{
-	return c->spd;
-}
-
-enum rpc_method rpc_call_method(struct rpc_call *c)
-{
-	return RPC_M__COUNT;
-}
-
-bool rpc_call_client_gone(struct rpc_call *c)
-{
-	return false;
-}
-
-void rpc_call_reply(struct rpc_call *c, json_t *result)
-{
-	ck_assert(!c->done);
-	c->done = true;
-	c->result = result;
-}
-
-void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
-		    const char *fmt, ...)
-{
-	va_list ap;
-
-	ck_assert(!c->done);
-	c->done = true;
-	c->err = e;
-	c->err_data = data;
-	va_start(ap, fmt);
-	vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
-	va_end(ap);
-}
-
-int rpc_call_notify(struct rpc_call *c, const char *method, json_t *params)
-{
-	json_decref(params);
-	return 0;
-}
-
-void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data)
-{
-}
-
-void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
-{
-}
-
-void rpc_call_set_detail(struct rpc_call *c, json_t *detail)
-{
-	json_decref(detail);
-}
-
 /* Run handler h with params (taken) as the operator (agent_of NULL) or as
  * the agent of session agent_of; the call must finish before it returns.
  * Returns true for a reply, false for an error. */
@@ -761,12 +681,8 @@ static bool call(struct rpc_call *c, struct fx *f, rpc_handler h,
 	static struct spd spd;
 
 	ck_assert_ptr_nonnull(params);
-	memset(c, 0, sizeof(*c));
 	spd.sessions = f->s;
-	c->spd = &spd;
-	c->params = params;
-	c->who.operator= agent_of == NULL;
-	c->who.session_id = agent_of;
+	fakecall_init(c, &spd, params, agent_of);
 	h(c);
 	ck_assert(c->done);
 	json_decref(c->params);

@@ -1,0 +1,91 @@
+#include "tests/lib/fakecall.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/lib/testlib.h"
+
+void fakecall_init(struct rpc_call *c, struct spd *spd, json_t *params,
+		   const char *session_id)
+{
+	memset(c, 0, sizeof(*c));
+	c->spd = spd;
+	c->params = params;
+	c->who.operator= session_id == NULL;
+	c->who.session_id = session_id;
+	c->err = RPC_E__COUNT;
+}
+
+void fakecall_free(struct rpc_call *c)
+{
+	json_decref(c->params);
+	json_decref(c->result);
+	json_decref(c->err_data);
+	c->params = c->result = c->err_data = NULL;
+}
+
+json_t *rpc_call_params(struct rpc_call *c)
+{
+	return c->params;
+}
+
+const struct rpc_principal *rpc_call_principal(struct rpc_call *c)
+{
+	return &c->who;
+}
+
+struct spd *rpc_call_spd(struct rpc_call *c)
+{
+	return c->spd;
+}
+
+enum rpc_method rpc_call_method(struct rpc_call *c)
+{
+	return RPC_M__COUNT;
+}
+
+bool rpc_call_client_gone(struct rpc_call *c)
+{
+	return false;
+}
+
+void rpc_call_reply(struct rpc_call *c, json_t *result)
+{
+	ck_assert(!c->done);
+	c->done = true;
+	c->result = result;
+}
+
+void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
+		    const char *fmt, ...)
+{
+	va_list ap;
+
+	ck_assert(!c->done);
+	c->done = true;
+	c->err = e;
+	c->err_data = data;
+	va_start(ap, fmt);
+	vsnprintf(c->msg, sizeof(c->msg), fmt, ap);
+	va_end(ap);
+}
+
+int rpc_call_notify(struct rpc_call *c, const char *method, json_t *params)
+{
+	json_decref(params);
+	return 0;
+}
+
+void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data)
+{
+}
+
+void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
+{
+}
+
+void rpc_call_set_detail(struct rpc_call *c, json_t *detail)
+{
+	json_decref(detail);
+}
