@@ -282,21 +282,21 @@ int agent_diff_guard(struct spd *spd, struct rpc_call *c, const char *id)
 	return 1;
 }
 
-/* policy.check in a session: the session's workspace and mode.  The
- * loop is single-threaded and policy.check classifies synchronously, so
- * one buffer serves every lookup. */
+/* policy.check in a session: the session's workspace (resolved into the
+ * caller's buffer) and mode. */
 static int policy_lookup(struct spd *spd, const char *id,
-			 struct policy_context *ret)
+			 struct policy_context *ret, char *ws, size_t ws_len)
 {
-	static char ws[PATH_MAX];
+	char path[PATH_MAX];
 	struct session_info *i = NULL;
 
 	if (!spd->sessions || session_get(spd->sessions, id, &i) < 0)
 		return -ENOENT;
-	if (!realpath(i->worktree, ws)) {
+	if (!realpath(i->worktree, path) || strlen(path) >= ws_len) {
 		session_info_free(i);
 		return -ENOENT;
 	}
+	memcpy(ws, path, strlen(path) + 1);
 	ret->workspace = ws;
 	ret->in_place = i->mode == SESSION_MODE_IN_PLACE;
 	ret->path_env = POLICY_DEFAULT_PATH;

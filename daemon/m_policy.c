@@ -49,6 +49,7 @@ void m_policy_check(struct rpc_call *c)
 	json_t *jnet = json_object_get(params, "net");
 	json_t *jenv = json_object_get(params, "env");
 	struct policy_context ctx = {0};
+	char session_ws[PATH_MAX];
 	struct policy_call call = {0};
 	struct policy_result res = {0};
 	struct policy_conf *conf = NULL;
@@ -88,7 +89,8 @@ void m_policy_check(struct rpc_call *c)
 				       "sessions are not available");
 			goto out;
 		}
-		r = session_lookup(rpc_call_spd(c), sid, &ctx);
+		r = session_lookup(rpc_call_spd(c), sid, &ctx, session_ws,
+				   sizeof(session_ws));
 		if (r < 0) {
 			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
 				       "no such session");

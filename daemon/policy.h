@@ -242,13 +242,15 @@ unsigned policy_awk_scan(const char *program);
 
 /*
  * How m_policy_check finds a session: fills the context for session id
- * (workspace and preexisting stay owned by the session store and must
- * outlive the call) and returns 0, or -ENOENT.  Registered by whoever
- * owns the sessions; until then policy.check with a session refuses.
+ * and returns 0, or -ENOENT.  The workspace is written into ws (ws_len
+ * bytes, PATH_MAX will do); the rest stays owned by spd and must outlive
+ * the call.  Registered by whoever owns the sessions; until then
+ * policy.check with a session refuses.
  */
 struct spd;
 typedef int (*policy_session_lookup_fn)(struct spd *spd, const char *id,
-					struct policy_context *ret_ctx);
+					struct policy_context *ret_ctx,
+					char *ws, size_t ws_len);
 void policy_set_session_lookup(policy_session_lookup_fn fn);
 
 /*
