@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "envscrub.h"
 #include "redact.h"
@@ -83,6 +84,7 @@ struct redact_set {
 	struct ac_state *st;
 	uint32_t nstates;
 	uint8_t *edge_byte;
+	bool edge_locked; /* mlock()ed */
 	uint32_t *edge_to;
 	/* Full transition rows for the root and its children, where the
 	 * automaton spends most of its time. */
@@ -362,6 +364,11 @@ int redact_forms(const void *value, size_t len,
 			goto out;
 	}
 out:
+	/* Both held an encoded form of the secret. */
+	if (tmp)
+		explicit_bzero(tmp, FORM_MAX(len));
+	if (z)
+		explicit_bzero(z, len + 2);
 	free(tmp);
 	free(z);
 	return r;
@@ -506,8 +513,18 @@ static int trie_grow(struct trie *t)
 	GROW(sib);
 	GROW(term);
 	GROW(depth);
-	GROW(byte);
 #undef GROW
+	/* Not realloc: the old bytes (secrets' forms) are wiped, not left
+	 * in freed memory. */
+	p = malloc(cap);
+	if (!p)
+		return -ENOMEM;
+	if (t->byte) {
+		memcpy(p, t->byte, t->cap);
+		explicit_bzero(t->byte, t->cap);
+		free(t->byte);
+	}
+	t->byte = p;
 	t->cap = cap;
 	return 0;
 }
@@ -569,6 +586,9 @@ static int trie_add(const void *form, size_t n, void *userdata)
 
 static void trie_free(struct trie *t)
 {
+	/* Its bytes spell out every form of every secret. */
+	if (t->byte)
+		explicit_bzero(t->byte, t->cap);
 	free(t->child);
 	free(t->sib);
 	free(t->term);
@@ -606,6 +626,9 @@ static int set_compile(struct redact_set *s, const struct trie *t)
 	if (!order || !newid || !fail || !gram || !s->st || !s->edge_byte ||
 	    !s->edge_to)
 		goto out;
+	/* The edge bytes spell out every secret: kept out of swap where the
+	 * memory-lock limit allows (best effort; they are wiped on free). */
+	s->edge_locked = mlock(s->edge_byte, n) == 0;
 	s->nstates = n;
 	s->npatterns = t->npat;
 	s->maxlen = t->maxlen;
@@ -752,8 +775,11 @@ void redact_set_free(struct redact_set *s)
 		free(s->names[i]);
 	free(s->names);
 	/* The automaton spells out every secret: wipe it. */
-	if (s->edge_byte)
+	if (s->edge_byte) {
 		explicit_bzero(s->edge_byte, s->nstates);
+		if (s->edge_locked)
+			munlock(s->edge_byte, s->nstates);
+	}
 	free(s->edge_byte);
 	free(s->edge_to);
 	free(s->st);

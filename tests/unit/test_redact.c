@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -201,6 +203,43 @@ static char *cat3(const char *a, const char *b, const char *c)
 }
 
 /* ---- tests ---- */
+
+/* Locked memory of this process, from /proc/self/status, in kB. */
+static long vmlck_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmLck: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/* The automaton's bytes spell out every secret: they are locked in
+ * memory (out of swap) while the set lives, and unlocked after. */
+START_TEST(test_automaton_locked)
+{
+	struct rlimit rl;
+	struct redact_set *s;
+	long before, during, after;
+
+	if (getrlimit(RLIMIT_MEMLOCK, &rl) < 0 || rl.rlim_cur < 64 * 1024)
+		TEST_SKIP("RLIMIT_MEMLOCK is under 64 KiB here");
+	before = vmlck_kb();
+	ck_assert_int_ge(before, 0);
+	s = mkset1("K", "sk-a-secret-value-to-lock-0123456789");
+	during = vmlck_kb();
+	redact_set_free(s);
+	after = vmlck_kb();
+	ck_assert_msg(during > before, "VmLck %ld kB before, %ld kB with a set",
+		      before, during);
+	ck_assert_int_eq(after, before);
+}
+END_TEST
 
 START_TEST(test_refuse)
 {
@@ -915,6 +954,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_refuse);
+	tcase_add_test(tc, test_automaton_locked);
 	tcase_add_test(tc, test_plain);
 	tcase_add_test(tc, test_env);
 	tcase_add_test(tc, test_base64_alignments);
