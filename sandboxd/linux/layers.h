@@ -2,12 +2,13 @@
  * The kernel confinement layers sandboxd applies to every run on Linux,
  * each behind a small function so that spawn.c reads as a list of steps:
  *
- *   parent (sandboxd, before fork):  sbx_seccomp_build()
- *   child, after the mount plan:     sbx_landlock_apply(), no_new_privs,
+ *   sandboxd, before the clone:      sbx_seccomp_build()
+ *   the command, before its exec:    sbx_landlock_apply(), no_new_privs,
  *                                    sbx_caps_drop_all(), sbx_seccomp_load()
  *
- * Everything called in the child is async-signal-safe: no malloc, no
- * stdio, no locks (the child of a fork may only do that much).
+ * Everything called in the children is async-signal-safe: no malloc, no
+ * stdio, no locks.  They share sandboxd's memory until they exec
+ * (spawn.c), which allows even less than the child of a fork may do.
  */
 #ifndef SPD_SANDBOXD_LINUX_LAYERS_H
 #define SPD_SANDBOXD_LINUX_LAYERS_H

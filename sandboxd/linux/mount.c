@@ -1132,8 +1132,9 @@ static int touch(const char *path, mode_t mode)
  * read-only over itself: writes, truncation and chmod through it fail
  * with EROFS, and link(2) from it fails with EXDEV.
  *
- * Runs in the child, before the pivot, with syscalls only; its scratch
- * memory is mmap'd and unmapped before the command is forked.
+ * Runs in the run's pid 1, before the pivot, with syscalls only; its
+ * scratch memory is kept between runs (mountplan_scratch), or mmap'd and
+ * unmapped before it returns.
  */
 
 /* The (dev, ino) table starts at LINKS_SLOTS_MIN slots (32 KiB, kept and

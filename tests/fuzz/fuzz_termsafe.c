@@ -37,10 +37,11 @@ static bool c1_or_control(const uint8_t *p, size_t n, bool stream)
 		cont = 0;
 		if (c == 0x1b || c == 0x7f)
 			return true;
-		if (c < 0x20 &&
-		    !(stream && (c == '\n' || c == '\t' || c == '\r' || c == '\b')))
+		if (c < 0x20 && !(stream && (c == '\n' || c == '\t' ||
+					     c == '\r' || c == '\b')))
 			return true;
-		if (c == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 && p[i + 1] <= 0x9f)
+		if (c == 0xc2 && i + 1 < n && p[i + 1] >= 0x80 &&
+		    p[i + 1] <= 0x9f)
 			return true;
 		if (c >= 0x80 && c <= 0x9f)
 			return true;
