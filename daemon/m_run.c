@@ -805,5 +805,7 @@ json_t *run_layers_json(const struct sbx_layers *l)
 	json_object_set_new(
 	    o, "idmapped_mounts",
 	    layer(l->idmap_mounts, l->idmap_why, geteuid() == 0));
+	json_object_set_new(o, "run_init",
+			    layer(l->run_init, l->run_init_why, true));
 	return o;
 }

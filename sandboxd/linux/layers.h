@@ -115,6 +115,8 @@ struct sbx_layers {
 	char tiocsti_why[SBX_WHY_MAX];
 	bool idmap_mounts; /* mount_setattr(MOUNT_ATTR_IDMAP) works */
 	char idmap_why[SBX_WHY_MAX];
+	bool run_init; /* sandboxd-init runs from its memfd (spawn.c) */
+	char run_init_why[SBX_WHY_MAX];
 };
 
 /*

@@ -217,14 +217,58 @@ void spawn_ctx_free(struct spawn_ctx *ctx)
 	ctx->links_scratch = NULL;
 }
 
+/* Can a run's pid 1 become sandboxd-init?  Executes it once, with no
+ * argument (it exits 0 at once), in a child.  Returns 0 or -errno. */
+static int probe_run_init(struct spawn_ctx *ctx)
+{
+	char *argv[] = {(char *)"sandboxd-init", NULL}, *envp[] = {NULL};
+	int p[2], err = 0, st;
+	pid_t pid;
+
+	if (ctx->init_fd < 0)
+		return ctx->init_fd;
+	if (pipe2(p, O_CLOEXEC) < 0)
+		return -errno;
+	pid = fork();
+	if (pid == 0) {
+		syscall(SYS_execveat, ctx->init_fd, "", argv, envp,
+			AT_EMPTY_PATH);
+		err = errno;
+		(void)!write(p[1], &err, sizeof(err));
+		_exit(127);
+	}
+	close(p[1]);
+	if (pid < 0) {
+		close(p[0]);
+		return -errno;
+	}
+	if (read(p[0], &err, sizeof(err)) != sizeof(err))
+		err = 0;
+	close(p[0]);
+	if (waitpid(pid, &st, 0) < 0)
+		return -errno;
+	if (err)
+		return -err;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
 const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx)
 {
 	struct sbx_layers l;
+	int r;
 
 	memset(&l, 0, sizeof(l));
 	if (sbx_probe_layers(&l) < 0)
 		snprintf(l.userns_why, sizeof(l.userns_why),
 			 "probing the kernel failed");
+	r = probe_run_init(ctx);
+	l.run_init = r == 0;
+	if (r < 0)
+		snprintf(l.run_init_why, sizeof(l.run_init_why),
+			 "sandboxd cannot execute a run's init from a sealed "
+			 "memfd (%s): set vm.memfd_noexec to 0 or 1, or allow "
+			 "memfd execution in the security module",
+			 strerror(-r));
 	ctx->layers = l;
 	ctx->probed = true;
 	return &ctx->layers;
@@ -960,11 +1004,12 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	if (use_landlock)
 		a.landlock = &ll;
 
-	if (ctx->init_fd < 0) {
-		r = ctx->init_fd;
-		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-		       "run init: cannot make sandboxd-init's memfd: %s",
-		       errstr(r));
+	/* No fallback keeps a copy of sandboxd as pid 1: without its init
+	 * nothing runs, best-effort or not. */
+	if (!ctx->layers.run_init) {
+		r = -EPERM;
+		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE, "run init: %s",
+		       ctx->layers.run_init_why);
 		goto out;
 	}
 	if (SPAWN_SHARED_VM && (!ctx->init_stack || !ctx->cmd_stack)) {

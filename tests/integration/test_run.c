@@ -473,9 +473,9 @@ START_TEST(test_doctor)
 	char *args[] = {"doctor", NULL};
 	char *out = NULL, *err = NULL;
 	int st = test_spctl(&T, args, NULL, &out, &err);
-	const char *layers[] = {"user_namespaces",  "landlock",
-				"seccomp",	    "cgroup2",
-				"tiocsti_disabled", "idmapped_mounts"};
+	const char *layers[] = {
+	    "user_namespaces",	"landlock",	   "seccomp", "cgroup2",
+	    "tiocsti_disabled", "idmapped_mounts", "run_init"};
 
 	for (size_t i = 0; i < sizeof(layers) / sizeof(layers[0]); i++)
 		ck_assert_msg(has(out, layers[i]),

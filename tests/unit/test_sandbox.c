@@ -1338,6 +1338,9 @@ START_TEST(probe_reports_layers)
 	ck_assert_int_eq(p.l.landlock_abi, sbx_landlock_abi());
 	if (!p.l.userns)
 		ck_assert_msg(p.l.userns_why[0], "a missing layer says why");
+	/* Every run executes sandboxd-init: were it refused here, every
+	 * other test of this suite would fail, so say why first. */
+	ck_assert_msg(p.l.run_init, "run init: %s", p.l.run_init_why);
 	fx_teardown(&f);
 }
 END_TEST

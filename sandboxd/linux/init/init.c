@@ -2,6 +2,7 @@
  * sandboxd-init: a run's pid 1 once the run is set up (sandboxd/linux/init.h).
  *
  *   sandboxd-init PID
+ *   sandboxd-init            (exits 0: sandboxd's probe that it runs)
  *
  * Executed by the child that set the run up, right after it started the
  * command PID.  It holds descriptor 4, the status pipe, and nothing it does
@@ -119,6 +120,9 @@ __attribute__((used, noreturn)) void init_main(long *sp)
 	/* Descriptors 0-2 are the run's: init needs none of them. */
 	for (int fd = 0; fd <= 2; fd++)
 		sys1(__NR_close, fd);
+	/* Without an argument: sandboxd's probe that it can be executed. */
+	if (argc == 1)
+		die(0);
 	if (argc != 2)
 		die(CHILD_EXIT_REFUSED);
 	for (p = argv[1]; *p >= '0' && *p <= '9' && cmd < (1L << 30); p++)
