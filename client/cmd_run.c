@@ -324,6 +324,7 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	int ex = 0, missing = 0;
+	bool no_init = false;
 	json_t *res = cmd_call("sandbox.probe", NULL, &ex);
 	const char *k;
 	json_t *v;
@@ -342,6 +343,8 @@ int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 		const char *why = json_string_value(json_object_get(v, "why"));
 		if (!ok && req)
 			missing++;
+		if (!ok && strcmp(k, "run_init") == 0)
+			no_init = true;
 		if (ctx->json)
 			continue;
 		if (strcmp(k, "landlock") == 0 && ok)
@@ -356,7 +359,12 @@ int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 			       k, why ? ": " : "", why ? why : "");
 	}
 	json_decref(res);
-	if (!ctx->json)
+	if (!ctx->json && no_init)
+		printf("%d layer(s) missing: runs are refused "
+		       "(SANDBOX-UNAVAILABLE), best-effort too: nothing runs "
+		       "without run_init\n",
+		       missing);
+	else if (!ctx->json)
 		printf(missing ? "%d layer(s) missing: runs are refused "
 				 "(SANDBOX-UNAVAILABLE) unless sandbox.mode = "
 				 "best-effort\n"

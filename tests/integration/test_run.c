@@ -11,7 +11,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -655,8 +658,16 @@ static int block_landlock(void)
  * test_spd_start with extra "NAME=value" entries in spd's environment
  * (NULL-terminated, may be NULL) and optionally without Landlock.
  */
+/* What spd_start_ex takes away from spd. */
+enum spd_ex {
+	SPD_EX_NONE = 0,
+	SPD_EX_NO_LANDLOCK,   /* Landlock, as a host without it */
+	SPD_EX_NO_MEMFD_EXEC, /* vm.memfd_noexec = 2 in a pid namespace of
+			       * its own (root only) */
+};
+
 static void spd_start_ex(struct test_spd *t, char *const extra_env[],
-			 bool no_landlock)
+			 enum spd_ex ex)
 {
 	char *spd = test_prog("spd"),
 	     *errpath = paths_join(t->dir, "spd.stderr.ex");
@@ -665,14 +676,36 @@ static void spd_start_ex(struct test_spd *t, char *const extra_env[],
 	pid_t pid;
 
 	ck_assert(errfd >= 0);
-	pid = fork();
+	/* Without memfd execution spd is pid 1 of a pid namespace of its
+	 * own (the sysctl is per pid namespace: the host keeps its value),
+	 * with its own /proc so that /proc/<pid> means its processes. */
+	if (ex == SPD_EX_NO_MEMFD_EXEC)
+		pid = (pid_t)syscall(SYS_clone,
+				     CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, NULL,
+				     NULL, NULL, NULL);
+	else
+		pid = fork();
 	ck_assert(pid >= 0);
 	if (pid == 0) {
+		if (ex == SPD_EX_NO_MEMFD_EXEC) {
+			int fd;
+
+			if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) <
+				0 ||
+			    mount("proc", "/proc", "proc",
+				  MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+				_exit(126);
+			fd = open("/proc/sys/vm/memfd_noexec",
+				  O_WRONLY | O_CLOEXEC);
+			if (fd < 0 || write(fd, "2", 1) != 1)
+				_exit(126);
+			close(fd);
+		}
 		for (int i = 0; t->env[i]; i++)
 			putenv(t->env[i]);
 		for (int i = 0; extra_env && extra_env[i]; i++)
 			putenv(extra_env[i]);
-		if (no_landlock && block_landlock() < 0)
+		if (ex == SPD_EX_NO_LANDLOCK && block_landlock() < 0)
 			_exit(126);
 		dup2(errfd, 2);
 		execl(spd, spd, "--foreground", (char *)NULL);
@@ -709,6 +742,57 @@ static void spd_start_ex(struct test_spd *t, char *const extra_env[],
 /* ---- issue 3: fail closed without a layer ---------------------------- */
 
 /*
+ * A host that forbids executing a memfd (vm.memfd_noexec = 2, set for a
+ * pid namespace of spd's own): every run's init is executed from one, so
+ * spctl doctor reports run_init missing and runs are refused naming it,
+ * best-effort too; nothing runs, and the host's setting is untouched.
+ */
+START_TEST(test_run_init_unavailable)
+{
+	char *doctor[] = {"doctor", NULL};
+	char *be[] = {"--yes", "--best-effort", NULL};
+	char *argv[] = {"sh", "-c", "touch RAN-BE; echo ran", NULL};
+	char *out = NULL, *err = NULL, *before, *after;
+	int st;
+
+	if (geteuid() != 0)
+		TEST_SKIP("needs root to set vm.memfd_noexec in a pid "
+			  "namespace of spd's own");
+	before = test_read_file("/proc/sys/vm/memfd_noexec");
+	if (!before)
+		TEST_SKIP("this kernel has no vm.memfd_noexec (before 6.3)");
+	test_spd_cleanup(&T);
+	test_spd_prepare(&T, NULL);
+	spd_start_ex(&T, NULL, SPD_EX_NO_MEMFD_EXEC);
+
+	st = test_spctl(&T, doctor, NULL, &out, &err);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1,
+		      "doctor without run_init: status %d\n%s", st, out);
+	ck_assert_msg(has(out, "MISSING  run_init") &&
+			  has(out, "memfd_noexec") &&
+			  has(out, "best-effort too"),
+		      "%s", out);
+	free(out);
+	free(err);
+	ck_assert_int_eq(run_sh("touch RAN-REQ", &out, &err), 126);
+	ck_assert_msg(has(err, "SANDBOX-UNAVAILABLE") && has(err, "run init"),
+		      "refusal does not name the layer: %s", err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(run(be, argv, &out, &err), 126);
+	ck_assert_msg(has(err, "run init"), "%s", err);
+	free(out);
+	free(err);
+	ck_assert_msg(!ws_exists("RAN-REQ") && !ws_exists("RAN-BE"),
+		      "a run ran without its init");
+	after = test_read_file("/proc/sys/vm/memfd_noexec");
+	ck_assert_str_eq(before, after);
+	free(before);
+	free(after);
+}
+END_TEST
+
+/*
  * A host without Landlock (simulated): mode required refuses the run with
  * SANDBOX-UNAVAILABLE naming the layer and runs nothing; best-effort (the
  * operator's --best-effort, or spd.conf) runs it with a warning on stderr,
@@ -725,7 +809,7 @@ START_TEST(test_missing_layer_required_and_best_effort)
 	/* The fixture's spd has every layer; this test brings its own. */
 	test_spd_cleanup(&T);
 	test_spd_prepare(&T, NULL);
-	spd_start_ex(&T, NULL, true);
+	spd_start_ex(&T, NULL, SPD_EX_NO_LANDLOCK);
 	st = test_spctl(&T, doctor, NULL, &out, &err);
 	if (has(out, "ok       landlock"))
 		TEST_SKIP("could not take Landlock away from spd: %s", out);
@@ -758,7 +842,7 @@ START_TEST(test_missing_layer_required_and_best_effort)
 	/* spd.conf [sandbox] mode = best-effort: no flag needed. */
 	test_spd_cleanup(&T);
 	test_spd_prepare(&T, "[sandbox]\n\tmode = best-effort\n");
-	spd_start_ex(&T, NULL, true);
+	spd_start_ex(&T, NULL, SPD_EX_NO_LANDLOCK);
 	ck_assert_int_eq(run_sh("touch RAN-CONF", &out, &err), 0);
 	ck_assert(ws_exists("RAN-CONF"));
 	ck_assert_msg(has(err, "warning") && has(err, "andlock"), "%s", err);
@@ -1077,7 +1161,7 @@ START_TEST(test_key_in_spd_environment)
 	extra[1] = NULL;
 	test_spd_cleanup(&T);
 	test_spd_prepare(&T, NULL);
-	spd_start_ex(&T, extra, false);
+	spd_start_ex(&T, extra, SPD_EX_NONE);
 	p = ws_path("k4");
 	test_write_file(p, key);
 	chmod(p, 0644);
@@ -1170,6 +1254,7 @@ int main(void)
 	tcase_add_test(tc, test_client_gone_kills_run);
 	tcase_add_test(tc, test_sandboxd_killed_mid_run);
 	tcase_add_test(tc, test_doctor);
+	tcase_add_test(tc, test_run_init_unavailable);
 	tcase_add_test(tc, test_workspace_files_owned_by_operator);
 	tcase_add_test(tc, test_net_modes);
 	tcase_add_test(tc, test_writable_option);
