@@ -4,6 +4,7 @@
  *   | dns | talk     (talk: a server and a client within this process tree)
  * Connects time out after a second: nothing may leave this machine. */
 #include "common.h"
+#include <signal.h>
 #include <arpa/inet.h>
 #include <linux/if_ether.h>
 #include <linux/netlink.h>
@@ -207,6 +208,11 @@ int main(int argc, char **argv)
 	int n;
 	char **a = expand_args(argc - 1, argv + 1, &n);
 	char name[256];
+
+	/* A listener that accepts and closes at once must not kill this
+	 * process with SIGPIPE when it writes: the next attempts (the
+	 * abstract socket after the pathname one) would never be made. */
+	signal(SIGPIPE, SIG_IGN);
 
 	for (int i = 0; i < n; i++) {
 		const char *op = a[i];
