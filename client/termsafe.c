@@ -6,6 +6,15 @@
 
 /* ---- the stream --------------------------------------------------------- */
 
+/* The continuation bytes a UTF-8 lead byte announces (0: not a lead). */
+static int utf8_cont(unsigned char c)
+{
+	return c >= 0xc2 && c <= 0xdf	? 1
+	       : c >= 0xe0 && c <= 0xef ? 2
+	       : c >= 0xf0 && c <= 0xf4 ? 3
+					: 0;
+}
+
 struct ts_out {
 	int fd;
 	int err;
@@ -96,12 +105,7 @@ static void stream_byte(struct ts_out *o, struct ts_stream *st, unsigned char c)
 	} else if (c <= 0x9f) {
 		out_fmt_hex(o, "\\x", c); /* a stray byte in the C1 range */
 	} else {
-		if (c >= 0xc3 && c <= 0xdf)
-			st->cont = 1;
-		else if (c >= 0xe0 && c <= 0xef)
-			st->cont = 2;
-		else if (c >= 0xf0 && c <= 0xf4)
-			st->cont = 3;
+		st->cont = utf8_cont(c);
 		out_byte(o, c);
 	}
 }
@@ -158,15 +162,6 @@ static const char *c_escape(unsigned char c, bool quote, char *buf)
 		return buf;
 	}
 	return NULL;
-}
-
-/* The continuation bytes a UTF-8 lead byte announces (0: not a lead). */
-static int utf8_cont(unsigned char c)
-{
-	return c >= 0xc2 && c <= 0xdf	? 1
-	       : c >= 0xe0 && c <= 0xef ? 2
-	       : c >= 0xf0 && c <= 0xf4 ? 3
-					: 0;
 }
 
 /* How p starts: 0 for a plain byte, 1 for a C1 control (U+0080..U+009F,

@@ -179,8 +179,8 @@ static void check_done(void *data, const struct sbx_result *r)
 	free(cr);
 }
 
-static int check_runner(void *data, const struct session_verify_plan *plan,
-			size_t i, session_check_done_fn done, void *ctx)
+int agent_check_runner(void *data, const struct session_verify_plan *plan,
+		       size_t i, session_check_done_fn done, void *ctx)
 {
 	struct spd *spd = data;
 	struct check_run *cr;
@@ -312,7 +312,7 @@ int agent_start(struct spd *spd)
 	if (r < 0)
 		return r;
 	session_store_set_journal(spd->sessions, journal_hook, spd);
-	session_store_set_check_runner(spd->sessions, check_runner, spd);
+	session_store_set_check_runner(spd->sessions, agent_check_runner, spd);
 	spd->session_auth = auth_hook;
 	policy_set_session_lookup(policy_lookup);
 	spd->run_prepare = run_prepare;

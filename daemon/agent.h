@@ -7,6 +7,8 @@
 #ifndef SPD_DAEMON_AGENT_H
 #define SPD_DAEMON_AGENT_H
 
+#include <stddef.h>
+
 struct spd;
 
 /* Open the session store and install the hooks.  Returns 0 or -errno. */
@@ -19,6 +21,17 @@ int agent_start(struct spd *spd);
  */
 struct rpc_call;
 int agent_diff_guard(struct spd *spd, struct rpc_call *c, const char *id);
+
+/*
+ * The session store's check runner (session.h): check i of plan in the
+ * sandbox, data being the struct spd, with no network, spd's directories
+ * hidden, the held-out checks bound read-only for this run only, never
+ * best-effort.  agent_start() installs it; the one runner there is.
+ */
+struct session_verify_plan;
+int agent_check_runner(void *data, const struct session_verify_plan *plan,
+		       size_t i, void (*done)(void *ctx, int exit_code),
+		       void *ctx);
 
 /* Close the session store; NULL-safe on a spd without sessions. */
 void agent_stop(struct spd *spd);

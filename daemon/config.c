@@ -28,13 +28,48 @@ static int collect_cb(const git_config_entry *e, void *data)
 	return 0;
 }
 
+static void strv_free(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+/* Every value of the multivar name, each an absolute path, into *ret
+ * (NULL-terminated, NULL when none).  A list that cannot be read whole is
+ * an error: a key file left out would go unredacted.  Returns 0 or -errno
+ * with a message in errbuf. */
+static int collect_paths(git_config *gc, const char *name, const char *path,
+			 char ***ret, char *errbuf, size_t errlen)
+{
+	struct collect col = {0};
+	int r =
+	    git_config_get_multivar_foreach(gc, name, NULL, collect_cb, &col);
+
+	if (r < 0 && r != GIT_ENOTFOUND) {
+		snprintf(errbuf, errlen, "%s: cannot read %s", path, name);
+		strv_free(col.v);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < col.n; i++) {
+		if (col.v[i][0] != '/') {
+			snprintf(errbuf, errlen,
+				 "%s: %s \"%s\" must be an absolute path", path,
+				 name, col.v[i]);
+			strv_free(col.v);
+			return -EINVAL;
+		}
+	}
+	*ret = col.v;
+	return 0;
+}
+
 int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		size_t errlen)
 {
 	git_config *gc = NULL;
 	git_config_entry *e = NULL;
 	struct passwd *pw;
-	struct collect col = {0};
 	int64_t n;
 	int r = 0;
 
@@ -117,56 +152,15 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		}
 		cfg->journal_queue_max = (size_t)n;
 	}
-	if (git_config_get_multivar_foreach(gc, "sandbox.writable", NULL,
-					    collect_cb, &col) < 0 &&
-	    git_error_last() && git_error_last()->klass != GIT_ERROR_CONFIG) {
-		/* GIT_ENOTFOUND is fine: no extra writable paths. */
-	}
-	for (size_t i = 0; i < col.n; i++) {
-		if (col.v[i][0] != '/') {
-			snprintf(errbuf, errlen,
-				 "%s: sandbox.writable \"%s\" must be an "
-				 "absolute path",
-				 path, col.v[i]);
-			r = -EINVAL;
-			goto out;
-		}
-	}
-	cfg->writable = col.v;
-	col.v = NULL;
-	col.n = 0;
-	if (git_config_get_multivar_foreach(gc, "secrets.file", NULL,
-					    collect_cb, &col) < 0) {
-		/* none named */
-	}
-	for (size_t i = 0; i < col.n; i++) {
-		if (col.v[i][0] != '/') {
-			snprintf(errbuf, errlen,
-				 "%s: secrets.file \"%s\" must be an absolute "
-				 "path",
-				 path, col.v[i]);
-			r = -EINVAL;
-			goto out;
-		}
-	}
-	cfg->key_files = col.v;
-	col.v = NULL;
+	r = collect_paths(gc, "sandbox.writable", path, &cfg->writable, errbuf,
+			  errlen);
+	if (r == 0)
+		r = collect_paths(gc, "secrets.file", path, &cfg->key_files,
+				  errbuf, errlen);
 out:
-	if (col.v) {
-		for (size_t i = 0; i < col.n; i++)
-			free(col.v[i]);
-		free(col.v);
-	}
 	git_config_entry_free(e);
 	git_config_free(gc);
 	return r;
-}
-
-static void strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
 }
 
 void config_free(struct spd_config *cfg)

@@ -175,6 +175,13 @@ struct run_ctx {
 	void *done_data;
 };
 
+static void run_ctx_free(struct run_ctx *rc)
+{
+	json_decref(rc->argv_json);
+	free(rc->workspace);
+	free(rc);
+}
+
 static void send_output(struct rpc_call *c, int stream, const char *buf,
 			size_t len)
 {
@@ -302,9 +309,7 @@ static void on_done(void *data, const struct sbx_result *r)
 		rpc_call_reply(c, res);
 	}
 out:
-	json_decref(rc->argv_json);
-	free(rc->workspace);
-	free(rc);
+	run_ctx_free(rc);
 }
 
 /* Copy a JSON array of strings into a NULL-terminated vector, checking
@@ -519,9 +524,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		json_decref(d);
 		if (jr < 0) {
 			outf_finish(&rc->outf, NULL);
-			json_decref(rc->argv_json);
-			free(rc->workspace);
-			free(rc);
+			run_ctx_free(rc);
 			rc = NULL;
 			rpc_call_error(
 			    c, RPC_E_INTERNAL, NULL,
@@ -536,9 +539,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		    &rc->run);
 	if (r < 0) {
 		outf_finish(&rc->outf, NULL);
-		json_decref(rc->argv_json);
-		free(rc->workspace);
-		free(rc);
+		run_ctx_free(rc);
 		rc = NULL;
 		rpc_call_error(
 		    c, r == -EINVAL ? RPC_E_BAD_PARAMS : RPC_E_INTERNAL, NULL,

@@ -318,79 +318,6 @@ void m_session_heldout(struct rpc_call *c)
 
 /* ---- verify: the checks one after the other, then the gates ---- */
 
-/* A check's environment: nothing of spd's own, no secrets. */
-#define CHECK_PATH "PATH=/usr/local/bin:/usr/bin:/bin"
-
-struct sbx_check {
-	session_check_done_fn done;
-	void *ctx;
-};
-
-static void sbx_check_done(void *data, const struct sbx_result *r)
-{
-	struct sbx_check *k = data;
-	session_check_done_fn done = k->done;
-	void *ctx = k->ctx;
-
-	free(k);
-	/* Not run, killed, timed out: a failure, never a pass. */
-	done(ctx,
-	     r->error_code || r->timed_out || r->cancelled ? -1 : r->exit_code);
-}
-
-/*
- * The default check runner: sbx_run on the worktree, no network, spd's
- * directories hidden, .git read-only in place, and the held-out checks
- * bound read-only at plan->heldout_dst for this run only (the host's
- * worktree never gets the entry).
- */
-static int sbx_check_runner(void *data, const struct session_verify_plan *plan,
-			    size_t i, session_check_done_fn done, void *ctx)
-{
-	struct spd *spd = data;
-	const char *home = getenv("HOME");
-	char *homevar = NULL;
-	char *env[4] = {CHECK_PATH, "NO_COLOR=1", NULL, NULL};
-	char *hidden[4] = {spd->paths.config_dir, spd->paths.state_dir,
-			   spd->paths.runtime_dir, NULL};
-	char *binds[3] = {plan->heldout_src, plan->heldout_dst, NULL};
-	struct sbx_spec spec;
-	struct sbx_check *k;
-	int r;
-
-	if (!spd->sbx)
-		return -ENOSYS;
-	if (home && home[0] == '/' && asprintf(&homevar, "HOME=%s", home) > 0)
-		env[2] = homevar;
-	k = calloc(1, sizeof(*k));
-	if (!k) {
-		free(homevar);
-		return -ENOMEM;
-	}
-	k->done = done;
-	k->ctx = ctx;
-	memset(&spec, 0, sizeof(spec));
-	spec.argv = plan->checks[i].argv;
-	spec.envp = env;
-	spec.workspace = plan->workspace;
-	spec.home = home;
-	spec.net = SBX_NET_NONE;
-	spec.timeout_ms = spd->config.default_timeout_ms;
-	spec.hidden = hidden;
-	spec.readonly = plan->readonly;
-	spec.ro_binds = plan->heldout_src ? binds : NULL;
-	spec.best_effort = spd->config.sandbox_mode == SPD_SANDBOX_BEST_EFFORT;
-	spec.run_uid = spd->config.run_uid;
-	spec.run_gid = spd->config.run_gid;
-	spec.output_cap = spd->config.output_cap;
-	r = sbx_run(spd->sbx, &spec,
-		    &(struct sbx_cbs){.on_done = sbx_check_done}, k, NULL);
-	free(homevar);
-	if (r < 0)
-		free(k);
-	return r;
-}
-
 struct verify_run {
 	struct rpc_call *c;
 	struct session_store *s;
@@ -433,12 +360,9 @@ static void verify_step(struct verify_run *v)
 	while (v->next < v->plan->n_checks) {
 		int r;
 
+		/* m_session_verify refuses when there is no runner. */
 		run = session_store_check_runner(v->s, &data);
-		if (!run) {
-			run = sbx_check_runner;
-			data = rpc_call_spd(v->c);
-		}
-		r = run(data, v->plan, v->next, verify_done, v);
+		r = run ? run(data, v->plan, v->next, verify_done, v) : -ENOSYS;
 		if (r == 0)
 			return; /* verify_done continues */
 		/* A check that cannot start fails its gate. */
@@ -473,8 +397,8 @@ void m_session_verify(struct rpc_call *c)
 			       "([verify] agent = true in .spd.conf)");
 		return;
 	}
-	if (plan->n_checks && !session_store_check_runner(store(c), &data) &&
-	    !rpc_call_spd(c)->sbx) {
+	/* The runner (agent.c, in the sandbox) is set with the sessions. */
+	if (plan->n_checks && !session_store_check_runner(store(c), &data)) {
 		session_verify_plan_free(plan);
 		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
 			       "verification runs checks in the sandbox, "

@@ -17,6 +17,7 @@
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
 #include "common/util.h"
+#include "daemon/agent.h"
 #include "daemon/call.h"
 #include "daemon/journal.h"
 #include "daemon/sbx.h"
@@ -877,7 +878,7 @@ static void on_sbx_closed(void *data)
 }
 
 /*
- * session.verify through the real sandbox (the default runner): the
+ * session.verify through the real sandbox (agent.c's runner, as in spd): the
  * held-out files are seen at .spd-heldout by the checks, spd's state dir
  * is not, and the host's worktree never gets the held-out entry.
  */
@@ -906,6 +907,7 @@ START_TEST(test_verify_in_sandbox)
 	free(prog);
 	spd.loop = &loop;
 	spd.sessions = f.s;
+	session_store_set_check_runner(f.s, agent_check_runner, &spd);
 	spd.paths.state_dir = f.state;
 	spd.paths.config_dir = paths_join(f.root, "config");
 	spd.paths.runtime_dir = paths_join(f.root, "run");
