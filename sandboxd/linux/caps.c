@@ -59,7 +59,7 @@ int sbx_caps_lock_securebits(void)
 }
 
 /* Dropping one already dropped succeeds: no need to read it first. */
-static int caps_drop_bounding(void)
+int sbx_caps_drop_bounding(void)
 {
 	for (int cap = 0; cap < SBX_CAP_MAX; cap++) {
 		if (prctl(PR_CAPBSET_DROP, (unsigned long)cap, 0, 0, 0) == 0)
@@ -104,7 +104,7 @@ int sbx_caps_drop_all(void)
 	 * full bounding set, and the read-back below refuses that; a caller
 	 * whose sets are already all empty has nothing left to lock. */
 	(void)sbx_caps_lock_securebits();
-	(void)caps_drop_bounding();
+	(void)sbx_caps_drop_bounding();
 	/* Ambient: EINVAL on kernels before 4.3, which have none. */
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
 	    errno != EINVAL)

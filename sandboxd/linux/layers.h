@@ -98,6 +98,11 @@ int sbx_caps_drop_all(void);
  */
 int sbx_caps_lock_securebits(void);
 
+/* Empty the bounding set (needs CAP_SETPCAP): as root, the spawner calls
+ * it before switching to the run uid.  Returns 0 or -errno.
+ * Async-signal-safe. */
+int sbx_caps_drop_bounding(void);
+
 /* ---- probing (spctl doctor, daemon.status, mode=required) ------------- */
 
 #define SBX_WHY_MAX 240

@@ -429,11 +429,9 @@ static int child_become_run_uid(const struct child_args *a)
 {
 	int r;
 
-	if ((r = sbx_caps_lock_securebits()) < 0)
+	if ((r = sbx_caps_lock_securebits()) < 0 ||
+	    (r = sbx_caps_drop_bounding()) < 0)
 		return r;
-	for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
-		if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-			return -errno;
 	/* Raw syscalls: glibc's wrappers synchronise all threads, which a
 	 * child of fork must not rely on. */
 	if (syscall(SYS_setgroups, 0, NULL) < 0 ||
