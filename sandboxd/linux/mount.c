@@ -429,6 +429,47 @@ static int add_sockets(struct mountplan *p, const char *const *sockets,
 }
 
 /*
+ * A hidden directory that holds a writable path (spd's state dir holds the
+ * session worktrees; a state dir may sit inside the config dir) cannot be
+ * covered by the empty directory: that would cover the workspace too.  It
+ * gets a "veil" instead: an empty tmpfs mounted before the writable binds,
+ * in which their mount points are made, sealed read-only after them.  The
+ * run sees the path down to its workspace and nothing else of the
+ * directory.  Only the outermost of nested veils is kept: an inner one is
+ * already an empty directory in the outer tmpfs.  Returns the number of
+ * veils written to ret (at most MOUNTPLAN_VEILS_MAX).
+ */
+static size_t find_veils(const struct mountplan_in *in,
+			 const char *const *writable, size_t nw,
+			 const char **ret)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; in->hidden && in->hidden[i]; i++) {
+		const char *h = in->hidden[i];
+		bool holds = false, inner = false;
+
+		for (size_t k = 0; k < nw && !holds; k++)
+			holds = path_is_under(writable[k], h) &&
+				strcmp(writable[k], h) != 0;
+		for (size_t k = 0; in->hidden[k] && holds && !inner; k++)
+			inner = k != i && path_is_under(h, in->hidden[k]) &&
+				(strcmp(h, in->hidden[k]) != 0 || k < i);
+		if (holds && !inner && n < MOUNTPLAN_VEILS_MAX)
+			ret[n++] = h;
+	}
+	return n;
+}
+
+static bool under_any(const char *path, const char *const *dirs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (path_is_under(path, dirs[i]))
+			return true;
+	return false;
+}
+
+/*
  * As root the run's uid is unprivileged, and a workspace in /root (0700)
  * could not even be reached.  Each directory above a writable path that
  * others cannot search gets a read-only idmapped bind through which it is
@@ -438,6 +479,7 @@ static int add_sockets(struct mountplan *p, const char *const *sockets,
  */
 static int add_idmapped_ancestors(struct mountplan *p,
 				  const char *const *writable, size_t nw,
+				  const char *const *veils, size_t nveils,
 				  int userns_fd)
 {
 	char **anc = NULL;
@@ -460,8 +502,11 @@ static int add_idmapped_ancestors(struct mountplan *p,
 			buf[k] = '\0';
 			for (size_t j = 0; j < na; j++)
 				seen |= !strcmp(anc[j], buf);
-			if (!seen && stat(buf, &st) == 0 &&
-			    S_ISDIR(st.st_mode) && !(st.st_mode & S_IXOTH)) {
+			/* Below a veil the run sees the veil's tmpfs, not the
+			 * host's directory. */
+			if (!seen && !under_any(buf, veils, nveils) &&
+			    stat(buf, &st) == 0 && S_ISDIR(st.st_mode) &&
+			    !(st.st_mode & S_IXOTH)) {
 				char **t = realloc(anc, (na + 1) * sizeof(*t));
 				char *c = t ? mp_own(p, strdup(buf)) : NULL;
 
@@ -671,6 +716,8 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	const char **writable = NULL;
 	size_t nw = 0, cap;
 	bool var_run_hidden = false, var_tmp = false;
+	const char *veils[MOUNTPLAN_VEILS_MAX];
+	size_t nveils, veil_op0;
 	struct stat st;
 	int r;
 
@@ -788,10 +835,18 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		var_tmp = true;
 	}
 
+	nveils = find_veils(in, writable, nw, veils);
 	if (in->idmap_userns_fd >= 0 &&
-	    (r = add_idmapped_ancestors(&p, writable, nw,
+	    (r = add_idmapped_ancestors(&p, writable, nw, veils, nveils,
 					in->idmap_userns_fd)) < 0)
 		goto out;
+	veil_op0 = p.n;
+	for (size_t i = 0; i < nveils; i++) {
+		if ((r = mp_add_path(&p, MP_TMPFS, veils[i], false, -1)) < 0)
+			goto out;
+		p.ops[p.n - 1].data = "mode=0755,size=64k";
+		p.ops[p.n - 1].flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+	}
 	for (size_t i = 0; i < nw; i++) {
 		bool idmap = in->idmap_userns_fd >= 0;
 
@@ -811,6 +866,11 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	}
 	if ((r = add_ro_binds(&p, in, in->idmap_userns_fd)) < 0)
 		goto out;
+	for (size_t i = 0; i < nveils; i++)
+		if ((r = mp_add(&p, (struct mountplan_op){
+					.kind = MP_SEAL_RO,
+					.dst = p.ops[veil_op0 + i].dst})) < 0)
+			goto out;
 	if ((r = add_write_path(&p, "/tmp")) < 0 ||
 	    (r = add_write_path(&p, "/dev")) < 0 ||
 	    (var_tmp && (r = add_write_path(&p, "/var/tmp")) < 0))
@@ -834,9 +894,15 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 				goto out;
 		}
 	}
-	for (size_t i = 0; in->hidden && in->hidden[i]; i++)
+	for (size_t i = 0; in->hidden && in->hidden[i]; i++) {
+		/* A veil and what lies under it (outside the writable
+		 * paths) are already out of sight. */
+		if (under_any(in->hidden[i], veils, nveils) &&
+		    !under_any(in->hidden[i], writable, nw))
+			continue;
 		if ((r = add_hidden(&p, in->hidden[i], writable, nw)) < 0)
 			goto out;
+	}
 	for (size_t i = 0; mp_socket_dirs[i]; i++)
 		if ((r = add_socket_dir(&p, mp_socket_dirs[i], writable, nw)) <
 		    0)

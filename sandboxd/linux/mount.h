@@ -21,6 +21,10 @@
  * devices, /proc, /run) plus one or two per listed path and per
  * credential location. */
 #define MOUNTPLAN_OPS_MAX 512
+/* Hidden directories that hold a writable path (the state dir holding a
+ * session's worktree, a config dir holding the state dir): spd hides
+ * three of its own and a run request lists few more. */
+#define MOUNTPLAN_VEILS_MAX 8
 /* The private /tmp: big enough for builds, bounded so that a run cannot
  * fill the host's memory. */
 #define MOUNTPLAN_TMP_SIZE "512m"
@@ -87,10 +91,13 @@ struct mountplan {
 };
 
 struct mountplan_in {
-	const char *workspace;		/* absolute, must exist */
-	const char *home;		/* the operator's HOME or NULL */
-	const char *const *writable;	/* NULL-terminated, may be NULL */
-	const char *const *hidden;	/* NULL-terminated, may be NULL */
+	const char *workspace;	     /* absolute, must exist */
+	const char *home;	     /* the operator's HOME or NULL */
+	const char *const *writable; /* NULL-terminated, may be NULL */
+	/* NULL-terminated, may be NULL.  Each is covered; one that holds
+	 * a writable path (a worktree in spd's state dir) is covered by an
+	 * empty tmpfs holding only the way down to that path. */
+	const char *const *hidden;
 	const char *const *readonly;	/* NULL-terminated, may be NULL */
 	const char *const *empty_files; /* NULL-terminated, may be NULL */
 	/* net=host: /run is still an empty tmpfs, but the resolver's

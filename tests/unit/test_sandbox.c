@@ -315,6 +315,80 @@ START_TEST(workspace_below_private_dir)
 }
 END_TEST
 
+/*
+ * spd hides its own state dir, config dir and runtime dir from every run,
+ * yet a session's workspace lives in the state dir (worktrees/ID) and a
+ * state dir may sit inside the config dir.  The run must get its
+ * workspace, writable, and nothing else of the hidden directories: not
+ * the journal, not another session's worktree, not the token.
+ */
+START_TEST(workspace_inside_hidden_dir)
+{
+	struct fixture f;
+	struct outcome o;
+	char base[PATH_MAX], cfg[PATH_MAX + 16], state[PATH_MAX + 32];
+	char ws[PATH_MAX + 64], other[PATH_MAX + 64], path[PATH_MAX + 96];
+	char script[8 * PATH_MAX + 512];
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	char *hidden[3];
+	struct sbx_spec sp;
+	struct stat st;
+
+	fx_setup(&f, NULL);
+	snprintf(base, sizeof(base), "%s/spd-test-veil-XXXXXX", outside_base());
+	ck_assert_ptr_nonnull(mkdtemp(base));
+	/* config/ holds state/, which holds worktrees/ws and another
+	 * session's worktree; all 0700 as spd makes them. */
+	snprintf(cfg, sizeof(cfg), "%s/cfg", base);
+	snprintf(state, sizeof(state), "%s/state", cfg);
+	snprintf(ws, sizeof(ws), "%s/worktrees/mine", state);
+	snprintf(other, sizeof(other), "%s/worktrees/other", state);
+	ck_assert_int_eq(mkdir(cfg, 0700), 0);
+	ck_assert_int_eq(mkdir(state, 0700), 0);
+	snprintf(path, sizeof(path), "%s/worktrees", state);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	ck_assert_int_eq(mkdir(ws, 0700), 0);
+	ck_assert_int_eq(mkdir(other, 0700), 0);
+	snprintf(path, sizeof(path), "%s/operator.token", cfg);
+	test_write_file(path, "CANARY-token-51c2\n");
+	snprintf(path, sizeof(path), "%s/journal.db", state);
+	test_write_file(path, "CANARY-journal-51c2\n");
+	snprintf(path, sizeof(path), "%s/secret.txt", other);
+	test_write_file(path, "CANARY-other-51c2\n");
+	snprintf(path, sizeof(path), "%s/mine.txt", ws);
+	test_write_file(path, "mine-51c2\n");
+	snprintf(script, sizeof(script),
+		 "cat mine.txt; echo made > made.txt; "
+		 "cat %s/operator.token %s/journal.db %s/secret.txt; "
+		 "ls -a %s %s/worktrees; touch %s/planted",
+		 cfg, state, other, cfg, state, state);
+	hidden[0] = cfg;
+	hidden[1] = state;
+	hidden[2] = NULL;
+	spec_init(&f, &sp, argv);
+	sp.workspace = ws;
+	sp.hidden = hidden;
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "refused: %s", o.error_msg);
+	ck_assert_msg(o.out.data && strstr(o.out.data, "mine-51c2"),
+		      "the workspace was not readable: %s / %s", o.out.data,
+		      o.err.data);
+	ck_assert_ptr_null(strstr(o.out.data, "CANARY"));
+	ck_assert_ptr_null(strstr(o.out.data, "other"));
+	ck_assert_ptr_null(strstr(o.out.data, "operator.token"));
+	ck_assert_ptr_null(strstr(o.err.data ? o.err.data : "", "CANARY"));
+	snprintf(path, sizeof(path), "%s/made.txt", ws);
+	ck_assert_msg(stat(path, &st) == 0, "the workspace was not writable");
+	ck_assert_int_eq(st.st_uid, geteuid());
+	snprintf(path, sizeof(path), "%s/planted", state);
+	ck_assert_msg(access(path, F_OK) < 0, "the run wrote the state dir");
+	outcome_free(&o);
+	test_rmrf(base);
+	fx_teardown(&f);
+}
+END_TEST
+
 START_TEST(credentials_hidden)
 {
 	struct fixture f;
@@ -1356,6 +1430,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, files_outside_and_inside);
 	tcase_add_test(tc, workspace_below_private_dir);
 	tcase_add_test(tc, credentials_hidden);
+	tcase_add_test(tc, workspace_inside_hidden_dir);
 	tcase_add_test(tc, proc_shows_only_the_run);
 	tcase_add_test(tc, network_none_and_loopback);
 	tcase_add_test(tc, environment_scrubbed);
