@@ -30,6 +30,11 @@ int log_open(const char *path)
 	return 0;
 }
 
+int log_output_fd(void)
+{
+	return log_fd;
+}
+
 void log_set_redact(const struct redact_set *set)
 {
 	log_redact = set;

@@ -11,6 +11,10 @@ struct redact_set;
 /* Log to stderr (path NULL) or append to path (0600).  Returns 0 or
  * -errno; on failure logging stays on stderr. */
 int log_open(const char *path);
+/* The descriptor log lines go to (2 or the log file), for the stderr of
+ * a process spd starts: its messages land where spd's do, and it never
+ * holds whatever stderr spd's own caller gave it. */
+int log_output_fd(void);
 /* Redact log lines with this set from now on (borrowed; NULL disables). */
 void log_set_redact(const struct redact_set *set);
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

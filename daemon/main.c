@@ -223,6 +223,39 @@ static void on_signal(uv_signal_t *h, int signum)
 	server_close(spd.server, on_server_closed, NULL);
 }
 
+/* Point fd at /dev/null (best effort: a missing /dev/null leaves it). */
+static void devnull_onto(int fd)
+{
+	int n = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (n < 0)
+		return;
+	if (n != fd) {
+		dup2(n, fd);
+		close(n);
+	} else {
+		fcntl(fd, F_SETFD, 0);
+	}
+}
+
+/*
+ * A daemon started by a script, an editor or a test harness must not keep
+ * what its caller happened to leave open: a pipe held by spd (or by
+ * sandboxd, which inherits from spd) keeps the caller waiting for
+ * end-of-file forever.  Everything above stderr goes, except the
+ * sockets systemd passed (from 3, LISTEN_FDS of them).
+ */
+static void close_inherited(int keep_from3)
+{
+	unsigned int first =
+	    3 + (unsigned int)(keep_from3 > 0 ? keep_from3 : 0);
+
+	if (close_range(first, ~0U, 0) == 0)
+		return;
+	for (int fd = (int)first; fd < 1024; fd++)
+		close(fd);
+}
+
 /* Detach: the parent waits until the child is listening (or failed), so
  * `spd` returning 0 means the daemon answers. */
 static void daemonize(void)
@@ -246,6 +279,10 @@ static void daemonize(void)
 	ready_fd = p[1];
 	if (setsid() < 0)
 		die("setsid: %s", strerror(errno));
+	/* The caller's stdin and stdout are not spd's to keep; stderr
+	 * stays until spd listens, so that a refusal reaches the caller. */
+	devnull_onto(STDIN_FILENO);
+	devnull_onto(STDOUT_FILENO);
 }
 
 /* Verify the journal file without starting spd: for a journal spd refuses
@@ -346,6 +383,7 @@ int main(int argc, char **argv)
 	if (verify_only)
 		return verify_journal_offline();
 	listen_fd = listen_fd_from_systemd();
+	close_inherited(listen_fd >= 0 ? 1 : 0);
 
 	r = paths_resolve(&spd.paths);
 	if (r < 0)
@@ -418,18 +456,13 @@ int main(int argc, char **argv)
 		 spd.paths.socket_path, (int)getpid());
 
 	if (ready_fd >= 0) {
-		int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 		ssize_t w = write(ready_fd, "R", 1);
 
 		(void)w;
 		close(ready_fd);
 		ready_fd = -1;
-		if (devnull >= 0) {
-			dup2(devnull, 0);
-			dup2(devnull, 1);
-			dup2(devnull, 2);
-			close(devnull);
-		}
+		/* From here on spd's messages go to its log only. */
+		devnull_onto(STDERR_FILENO);
 	}
 
 	uv_run(&loop, UV_RUN_DEFAULT);

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "log.h"
 #include "sbx.h"
 
 /* One message waiting for the socket to drain. */
@@ -402,7 +403,10 @@ static int sbxd_spawn(struct sbx *s)
 	uv_stdio_container_t stdio[4] = {
 	    {.flags = UV_IGNORE},
 	    {.flags = UV_IGNORE},
-	    {.flags = UV_INHERIT_FD, .data.fd = 2},
+	    /* Not spd's own stderr: started on demand by a client whose
+	     * output a script captures, spd lets go of it once it listens,
+	     * and sandboxd, started before that, must not keep it. */
+	    {.flags = UV_INHERIT_FD, .data.fd = log_output_fd()},
 	    {.flags = UV_INHERIT_FD, .data.fd = sv[1]},
 	};
 	uv_process_options_t o = {

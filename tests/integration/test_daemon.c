@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -747,6 +748,94 @@ START_TEST(test_kill_during_burst)
 }
 END_TEST
 
+/*
+ * spctl starts spd on demand for a script, an editor or a harness that
+ * captures its output: $(spctl ping 2>&1) must return.  spd, and the
+ * sandboxd it starts, let go of the caller's stdout and stderr and of any
+ * descriptor the caller left open; a refusal still reaches the caller.
+ */
+static char *autostart_env[6];
+
+static void autostart_env_init(struct test_spd *t)
+{
+	for (int i = 0; i < 3; i++)
+		autostart_env[i] = t->env[i]; /* the SPD_*_DIR entries */
+	autostart_env[3] = "SPD_NO_AUTOSTART=0";
+	autostart_env[4] = NULL;
+}
+
+static void stop_by_pidfile(struct test_spd *t)
+{
+	char *p = paths_join(t->runtime, "spd.pid");
+	char *s = test_read_file(p);
+	pid_t pid = s ? (pid_t)atoi(s) : 0;
+
+	free(p);
+	free(s);
+	ck_assert_msg(pid > 1, "spd wrote no pid file");
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 100 && kill(pid, 0) == 0; i++)
+		usleep(100 * 1000);
+	ck_assert_msg(kill(pid, 0) < 0, "spd did not stop on SIGTERM");
+}
+
+START_TEST(test_autostart_lets_go_of_caller)
+{
+	struct test_spd t;
+	char *spctl = test_prog("spctl");
+	char *argv[] = {spctl, "ping", NULL};
+	char *out = NULL, *err = NULL, c;
+	int keep[2], st;
+	struct pollfd pfd;
+
+	test_spd_prepare(&t, NULL);
+	autostart_env_init(&t);
+	/* A descriptor the caller left open (not close-on-exec), as a
+	 * shell or an editor's job control does. */
+	ck_assert_int_eq(pipe(keep), 0);
+	fcntl(keep[0], F_SETFD, FD_CLOEXEC);
+	st = test_run(argv, autostart_env, &out, &err);
+	close(keep[1]);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && has(out, "pong"),
+		      "spctl ping: %d %s %s", st, out, err);
+	pfd = (struct pollfd){keep[0], POLLIN, 0};
+	ck_assert_msg(poll(&pfd, 1, 5000) == 1 && read(keep[0], &c, 1) == 0,
+		      "spd kept a descriptor its caller left open");
+	close(keep[0]);
+	free(out), free(err);
+	/* Started, it answers the next client without a second start. */
+	st = test_run(argv, autostart_env, &out, &err);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && has(out, "pong"),
+		      "second ping: %s %s", out, err);
+	free(out), free(err);
+	stop_by_pidfile(&t);
+	free(spctl);
+	test_spd_cleanup(&t);
+}
+END_TEST
+
+START_TEST(test_autostart_refusal_reaches_caller)
+{
+	struct test_spd t;
+	char *spctl = test_prog("spctl");
+	char *argv[] = {spctl, "ping", NULL};
+	char *out = NULL, *err = NULL;
+	int st;
+
+	test_spd_prepare(&t, "[sandbox]\n\tmode = sometimes\n");
+	autostart_env_init(&t);
+	st = test_run(argv, autostart_env, &out, &err);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 125,
+		      "spctl ping with a broken spd.conf: %d %s %s", st, out,
+		      err);
+	ck_assert_msg(has(err, "sometimes"),
+		      "spd's own reason did not reach the caller: %s", err);
+	free(out), free(err);
+	free(spctl);
+	test_spd_cleanup(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("daemon");
@@ -779,6 +868,11 @@ int main(void)
 	tcase_add_test(tc, test_tamper_reorder);
 	tcase_add_test(tc, test_tamper_truncate);
 	tcase_add_test(tc, test_kill_during_burst);
+	TCase *ta = tcase_create("autostart");
+	tcase_set_timeout(ta, 120);
+	tcase_add_test(ta, test_autostart_lets_go_of_caller);
+	tcase_add_test(ta, test_autostart_refusal_reaches_caller);
+	suite_add_tcase(s, ta);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

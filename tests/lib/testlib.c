@@ -2,6 +2,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -92,13 +94,37 @@ int test_run(char *const argv[], char *const extra_env[], char **ret_out,
 	close(po[1]);
 	close(pe[1]);
 	struct pollfd pfd[2] = {{po[0], POLLIN, 0}, {pe[0], POLLIN, 0}};
-	int open_fds = 2;
+	int open_fds = 2, waited_ms = 0, exited_ms = -1;
+	bool exited = false;
 	while (open_fds > 0) {
-		if (poll(pfd, 2, -1) < 0) {
-			if (errno == EINTR)
-				continue;
+		int r = poll(pfd, 2, TEST_RUN_TICK_MS);
+
+		if (r < 0 && errno != EINTR)
 			break;
+		if (r == 0) {
+			waited_ms += TEST_RUN_TICK_MS;
+			/* The command itself exited, yet something it started
+			 * (a daemon, a spawner) still holds its output: a
+			 * script capturing $(spctl ...) would wait forever. */
+			if (!exited && waitpid(pid, &status, WNOHANG) == pid) {
+				exited = true;
+				exited_ms = waited_ms;
+			}
+			ck_assert_msg(!exited || waited_ms - exited_ms <
+						     TEST_RUN_LINGER_MS,
+				      "%s exited but a process it started "
+				      "still holds its stdout or stderr",
+				      argv[0]);
+			if (waited_ms >= TEST_RUN_DEADLINE_MS) {
+				kill(pid, SIGKILL);
+				ck_abort_msg("%s did not finish within %d s",
+					     argv[0],
+					     TEST_RUN_DEADLINE_MS / 1000);
+			}
+			continue;
 		}
+		if (r < 0)
+			continue;
 		for (int i = 0; i < 2; i++) {
 			char tmp[8192];
 			ssize_t n;
@@ -115,7 +141,7 @@ int test_run(char *const argv[], char *const extra_env[], char **ret_out,
 			buf_append(i == 0 ? &out : &err, tmp, (size_t)n);
 		}
 	}
-	if (waitpid(pid, &status, 0) < 0)
+	if (!exited && waitpid(pid, &status, 0) < 0)
 		status = -1;
 	if (ret_out)
 		*ret_out = out.data ? out.data : strdup("");

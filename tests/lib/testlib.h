@@ -40,6 +40,12 @@ char *test_read_file(const char *path);
  */
 int test_run(char *const argv[], char *const extra_env[], char **ret_out,
 	     char **ret_err);
+/* test_run fails the test when the command runs longer than
+ * TEST_RUN_DEADLINE_MS, or when its output stays open TEST_RUN_LINGER_MS
+ * after it exited (a daemon it started kept the caller's pipes). */
+#define TEST_RUN_DEADLINE_MS 100000
+#define TEST_RUN_LINGER_MS 5000
+#define TEST_RUN_TICK_MS 100
 /* Directory of the build (the BUILD env var, default "build"), absolute. */
 const char *test_build_dir(void);
 /* Absolute path of a built program, e.g. test_prog("spd"). Static buffer
