@@ -269,7 +269,7 @@ END_TEST
 START_TEST(test_other_uid_refused)
 {
 	struct passwd *pw = getpwnam("nobody");
-	int p[2], status;
+	int p[2], status, rtfd;
 	char buf[512] = "";
 	char *dump;
 	pid_t pid;
@@ -279,9 +279,12 @@ START_TEST(test_other_uid_refused)
 	ck_assert_ptr_nonnull(pw);
 	/* Open the way through the file modes: the uid check must hold by
 	 * itself. */
-	chmod(T.dir, 0755);
 	chmod(T.runtime, 0755);
 	chmod(T.sock, 0777);
+	/* The runtime dir's ancestors (0700, /run/user/0 among them) are
+	 * passed through a descriptor opened while still root. */
+	rtfd = open(T.runtime, O_PATH | O_CLOEXEC);
+	ck_assert_int_ge(rtfd, 0);
 	ck_assert_int_eq(pipe(p), 0);
 	pid = fork();
 	if (pid == 0) {
@@ -294,7 +297,8 @@ START_TEST(test_other_uid_refused)
 		if (setgid(pw->pw_gid) < 0 || setuid(pw->pw_uid) < 0)
 			_exit(3);
 		fd = socket(AF_UNIX, SOCK_STREAM, 0);
-		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", T.sock);
+		snprintf(sa.sun_path, sizeof(sa.sun_path),
+			 "/proc/self/fd/%d/spd.sock", rtfd);
 		if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
 			_exit(4);
 		snprintf(line, sizeof(line),
@@ -616,7 +620,9 @@ START_TEST(test_journal_stall_refuses)
 	close(in[0]);
 	close(out[1]);
 	{
-		const char cmd[] = "BEGIN EXCLUSIVE;\n.print locked\n";
+		/* spd may be committing a row: wait for the lock. */
+		const char cmd[] =
+		    ".timeout 10000\nBEGIN EXCLUSIVE;\n.print locked\n";
 		ck_assert_int_eq(write(in[1], cmd, strlen(cmd)),
 				 (ssize_t)strlen(cmd));
 	}
@@ -754,14 +760,17 @@ END_TEST
  * sandboxd it starts, let go of the caller's stdout and stderr and of any
  * descriptor the caller left open; a refusal still reaches the caller.
  */
-static char *autostart_env[6];
+static char *autostart_env[10];
 
 static void autostart_env_init(struct test_spd *t)
 {
-	for (int i = 0; i < 3; i++)
-		autostart_env[i] = t->env[i]; /* the SPD_*_DIR entries */
-	autostart_env[3] = "SPD_NO_AUTOSTART=0";
-	autostart_env[4] = NULL;
+	int n = 0;
+
+	for (int i = 0; t->env[i]; i++)
+		if (strncmp(t->env[i], "SPD_NO_AUTOSTART=", 17))
+			autostart_env[n++] = t->env[i];
+	autostart_env[n++] = "SPD_NO_AUTOSTART=0";
+	autostart_env[n] = NULL;
 }
 
 static void stop_by_pidfile(struct test_spd *t)

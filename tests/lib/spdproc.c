@@ -22,26 +22,111 @@ static void sleep_ms(int ms)
 	nanosleep(&ts, NULL);
 }
 
+static void mkdir_p_private(const char *path)
+{
+	char *copy = strdup(path);
+
+	for (char *c = copy + 1; *c; c++) {
+		if (*c != '/')
+			continue;
+		*c = '\0';
+		if (mkdir(copy, 0700) < 0)
+			ck_assert_msg(errno == EEXIST, "mkdir %s: %s", copy,
+				      strerror(errno));
+		*c = '/';
+	}
+	if (mkdir(copy, 0700) < 0)
+		ck_assert_msg(errno == EEXIST, "mkdir %s: %s", copy,
+			      strerror(errno));
+	free(copy);
+}
+
+/* The login session's runtime dir, /run/user/UID, as pam_systemd makes
+ * it; a private one per spd below it.  Where it cannot be made (no
+ * /run/user and not root), one under HOME. */
+static char *xdg_runtime_dir(const char *home)
+{
+	char *base = NULL, *tmpl = NULL;
+
+	ck_assert(asprintf(&base, "/run/user/%u", (unsigned)getuid()) > 0);
+	if (mkdir(base, 0700) < 0 && errno != EEXIST) {
+		free(base);
+		base = paths_join(home, ".run");
+		ck_assert_int_eq(mkdir(base, 0700), 0);
+	}
+	ck_assert(asprintf(&tmpl, "%s/spd-test-XXXXXX", base) > 0);
+	free(base);
+	ck_assert_msg(mkdtemp(tmpl) != NULL, "mkdtemp %s: %s", tmpl,
+		      strerror(errno));
+	return tmpl;
+}
+
 void test_spd_prepare(struct test_spd *t, const char *conf)
 {
+	const char *layout = getenv("SPD_TEST_LAYOUT");
+	int e = 0;
+
 	memset(t, 0, sizeof(*t));
 	t->dir = test_tmpdir("spd");
-	t->config = paths_join(t->dir, "config");
-	t->state = paths_join(t->dir, "state");
-	t->runtime = paths_join(t->dir, "run");
+	if (!layout || !*layout || !strcmp(layout, "tmp")) {
+		t->config = paths_join(t->dir, "config");
+		t->state = paths_join(t->dir, "state");
+		t->runtime = paths_join(t->dir, "run");
+		ck_assert(
+		    asprintf(&t->env[e++], "SPD_CONFIG_DIR=%s", t->config) > 0);
+		ck_assert(asprintf(&t->env[e++], "SPD_STATE_DIR=%s", t->state) >
+			  0);
+		ck_assert(asprintf(&t->env[e++], "SPD_RUNTIME_DIR=%s",
+				   t->runtime) > 0);
+	} else {
+		/* Where a user's spd lives: no SPD_* overrides, HOME this
+		 * test's directory (outside /tmp: tests/run points TMPDIR
+		 * elsewhere), the directories spd derives from it. */
+		ck_assert_msg(
+		    !strcmp(layout, "default") || !strcmp(layout, "nested"),
+		    "SPD_TEST_LAYOUT=%s: tmp, default or nested", layout);
+		for (const char *const *v =
+			 (const char *const[]){
+			     "SPD_CONFIG_DIR", "SPD_STATE_DIR",
+			     "SPD_RUNTIME_DIR", "XDG_CONFIG_HOME",
+			     "XDG_STATE_HOME", "XDG_RUNTIME_DIR", NULL};
+		     *v; v++)
+			unsetenv(*v);
+		ck_assert(asprintf(&t->env[e++], "HOME=%s", t->dir) > 0);
+		if (!strcmp(layout, "default")) {
+			t->config = paths_join(t->dir, ".config/spd");
+			t->state = paths_join(t->dir, ".local/state/spd");
+			t->xdg_runtime = xdg_runtime_dir(t->dir);
+		} else {
+			/* Each of spd's directories inside the one before:
+			 * the state dir in the config dir, the runtime dir
+			 * in the state dir. */
+			t->config = paths_join(t->dir, ".config/spd");
+			t->state = paths_join(t->config, "state/spd");
+			t->xdg_runtime = paths_join(t->state, "rt");
+			ck_assert(asprintf(&t->env[e++],
+					   "XDG_CONFIG_HOME=%s/.config",
+					   t->dir) > 0);
+			ck_assert(asprintf(&t->env[e++],
+					   "XDG_STATE_HOME=%s/state",
+					   t->config) > 0);
+		}
+		t->runtime = paths_join(t->xdg_runtime, "spd");
+		ck_assert(asprintf(&t->env[e++], "XDG_RUNTIME_DIR=%s",
+				   t->xdg_runtime) > 0);
+	}
 	t->sock = paths_join(t->runtime, "spd.sock");
 	t->journal = paths_join(t->state, "journal.db");
-	ck_assert_int_eq(mkdir(t->config, 0700), 0);
+	mkdir_p_private(t->config);
+	if (t->xdg_runtime)
+		mkdir_p_private(t->xdg_runtime);
 	if (conf) {
 		char *p = paths_join(t->config, "spd.conf");
 		test_write_file(p, conf);
 		free(p);
 	}
-	ck_assert(asprintf(&t->env[0], "SPD_CONFIG_DIR=%s", t->config) > 0);
-	ck_assert(asprintf(&t->env[1], "SPD_STATE_DIR=%s", t->state) > 0);
-	ck_assert(asprintf(&t->env[2], "SPD_RUNTIME_DIR=%s", t->runtime) > 0);
-	t->env[3] = strdup("SPD_NO_AUTOSTART=1");
-	t->env[4] = NULL;
+	t->env[e++] = strdup("SPD_NO_AUTOSTART=1");
+	t->env[e] = NULL;
 }
 
 static pid_t spawn_spd(struct test_spd *t, int errfd)
@@ -177,7 +262,10 @@ void test_spd_cleanup(struct test_spd *t)
 		test_spd_stop(t);
 	if (t->dir)
 		test_rmrf(t->dir);
+	if (t->xdg_runtime)
+		test_rmrf(t->xdg_runtime);
 	free(t->dir);
+	free(t->xdg_runtime);
 	free(t->config);
 	free(t->state);
 	free(t->runtime);

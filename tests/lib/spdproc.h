@@ -13,15 +13,24 @@ struct test_spd {
 	char *config;  /* dir/config */
 	char *state;   /* dir/state */
 	char *runtime; /* dir/run */
+	/* XDG_RUNTIME_DIR in the default and nested layouts, else NULL */
+	char *xdg_runtime;
 	char *sock;
 	char *journal;
 	pid_t pid;
 	char token[80];
-	char *env[8]; /* SPD_*_DIR=… and SPD_NO_AUTOSTART=1, NULL-terminated */
+	char *env[8]; /* the layout's variables and SPD_NO_AUTOSTART=1 */
 };
 
-/* Make the directories (spd.conf gets conf when not NULL) without
- * starting spd. */
+/*
+ * Make the directories (spd.conf gets conf when not NULL) without
+ * starting spd.  SPD_TEST_LAYOUT picks where they are: "tmp" (unset) the
+ * SPD_*_DIR overrides below dir; "default" a user's layout, HOME=dir and
+ * no overrides (~/.config/spd, ~/.local/state/spd, $XDG_RUNTIME_DIR/spd
+ * under /run/user/UID); "nested" HOME=dir with the state dir inside the
+ * config dir and the runtime dir inside the state dir.  t->env holds
+ * what spd and spctl need of it.
+ */
 void test_spd_prepare(struct test_spd *t, const char *conf);
 /* Start spd --foreground and wait until its socket answers; read the
  * operator token.  Aborts the test on failure. */
