@@ -115,8 +115,10 @@ judge() {
 	done
 }
 
-# tree_hash DIR...: one hash over names, modes, owners and contents.
+# tree_hash DIR...: one hash over names, modes, owners and contents; spd's
+# own state dir ($STATE, which spd itself writes on every run, under HOME
+# in a user's layout) and the workspace are left out.
 tree_hash() {
-	find "$@" -xdev \( -name .cache -prune \) -o -printf '%p %m %U %y %l\n' 2>/dev/null | sort | sha256sum | cut -c1-16
-	find "$@" -xdev \( -name .cache -prune \) -o -type f -print0 2>/dev/null | sort -z | xargs -0r sha256sum | sha256sum | cut -c1-16
+	find "$@" -xdev \( -name .cache -o -path "$STATE" -o -path "$WS" \) -prune -o -printf '%p %m %U %y %l\n' 2>/dev/null | sort | sha256sum | cut -c1-16
+	find "$@" -xdev \( -name .cache -o -path "$STATE" -o -path "$WS" \) -prune -o -type f -print0 2>/dev/null | sort -z | xargs -0r sha256sum | sha256sum | cut -c1-16
 }
