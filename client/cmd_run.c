@@ -122,7 +122,9 @@ static bool confirm_on_tty(json_t *err)
 		 json_string_value(json_object_get(d, "reason")) ?: "?");
 	fputs("\n  rule ", stderr);
 	ts_fputs(stderr, json_string_value(json_object_get(d, "rule")) ?: "?");
-	fputs(". Run it? [y/N] ", stderr);
+	fputc('\n', stderr);
+	cmd_print_object(stderr, json_object_get(d, "object"), "  ");
+	fputs("Run it? [y/N] ", stderr);
 	fflush(stderr);
 	tty = fopen("/dev/tty", "r");
 	if (!tty)
@@ -247,6 +249,11 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 	    cmd_error_is(err, "NEEDS-APPROVAL")) {
 		if (!confirm_on_tty(err)) {
 			ex = cmd_print_error(err);
+			cmd_print_object(
+			    stderr,
+			    json_object_get(json_object_get(err, "data"),
+					    "object"),
+			    "  ");
 			fprintf(stderr,
 				"spctl: not run (approve with --yes, or "
 				"answer y at a terminal)\n");
@@ -255,11 +262,19 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 			client_close(&c);
 			return ex;
 		}
-		json_decref(err);
-		err = NULL;
 		json_object_del(params, "wait");
 		json_object_del(params, "token");
 		json_object_set_new(params, "yes", json_true());
+		/* The y was for what the prompt showed: spd refuses the
+		 * "yes" if a pinned file changed since. */
+		if (json_is_string(
+			json_object_get(json_object_get(err, "data"), "pin")))
+			json_object_set(
+			    params, "pin",
+			    json_object_get(json_object_get(err, "data"),
+					    "pin"));
+		json_decref(err);
+		err = NULL;
 		json_incref(params);
 		r = client_call(&c, "cmd.run", params, on_run_event, ctx, &res,
 				&err);

@@ -39,13 +39,116 @@ bool cmd_error_is(json_t *err, const char *code)
 	return c && strcmp(c, code) == 0;
 }
 
+/* A digest's first hex digits: enough for a person to compare two
+ * prompts, short enough to read. */
+#define SHORT_DIGEST 16
+
+static void print_digest(FILE *f, json_t *e)
+{
+	const char *h = json_string_value(json_object_get(e, "blake2b"));
+
+	if (h)
+		fprintf(f, "blake2b:%.*s", SHORT_DIGEST, h);
+	else
+		fprintf(
+		    f, "(not hashed: %lld bytes)",
+		    (long long)json_integer_value(json_object_get(e, "size")));
+}
+
+void cmd_print_object(FILE *f, json_t *o, const char *indent)
+{
+	json_t *argv = json_object_get(o, "argv");
+	json_t *env = json_object_get(o, "env");
+	json_t *content = json_object_get(o, "content");
+	json_t *files = json_object_get(o, "files");
+	const char *path2 = json_string_value(json_object_get(o, "path2"));
+	const char *cwd = json_string_value(json_object_get(o, "cwd"));
+	const char *net = json_string_value(json_object_get(o, "net"));
+	const char *k;
+	json_t *v;
+
+	if (!o)
+		return;
+	/* Every string here is the agent's: shown, never obeyed, and the
+	 * argv quoted so that the strings that would run are unambiguous. */
+	if (json_is_array(argv)) {
+		fprintf(f, "%srun:", indent);
+		for (size_t i = 0; i < json_array_size(argv); i++) {
+			fputc(' ', f);
+			ts_fputs_arg(
+			    f, json_string_value(json_array_get(argv, i)));
+		}
+		fputc('\n', f);
+	} else if (json_string_value(json_object_get(o, "path"))) {
+		fputs(indent, f);
+		ts_fputs(f, json_string_value(json_object_get(o, "kind")));
+		fputc(' ', f);
+		ts_fputs_arg(f, json_string_value(json_object_get(o, "path")));
+		if (path2) {
+			/* A move writes its destination: that is the path
+			 * that decides. */
+			fputs(" -> ", f);
+			ts_fputs_arg(f, path2);
+		}
+		fputc('\n', f);
+	}
+	json_object_foreach(env, k, v)
+	{
+		fprintf(f, "%s  env ", indent);
+		ts_fputs(f, k);
+		fputc('=', f);
+		ts_fputs_arg(f, json_string_value(v) ?: "");
+		fputc('\n', f);
+	}
+	if (cwd) {
+		fprintf(f, "%s  cwd ", indent);
+		ts_fputs_arg(f, cwd);
+		fputc('\n', f);
+	}
+	if (json_is_array(argv) && net)
+		fprintf(f, "%s  network %s\n", indent,
+			strcmp(net, "host") == 0       ? "host"
+			: strcmp(net, "loopback") == 0 ? "loopback"
+						       : "none");
+	if (content) {
+		fprintf(f, "%s  content %lld bytes ", indent,
+			(long long)json_integer_value(
+			    json_object_get(content, "size")));
+		print_digest(f, content);
+		fputs(", first line: ", f);
+		ts_fputs_arg(
+		    f, json_string_value(json_object_get(content, "preview"))
+			   ?: "");
+		if (!json_is_true(json_object_get(content, "preview_complete")))
+			fputs(" ...", f);
+		fputc('\n', f);
+	}
+	for (size_t i = 0; i < json_array_size(files); i++) {
+		json_t *e = json_array_get(files, i);
+
+		fprintf(f, "%s  file ", indent);
+		ts_fputs_arg(f, json_string_value(json_object_get(e, "path")));
+		fputc(' ', f);
+		print_digest(f, e);
+		fputc('\n', f);
+	}
+}
+
 static void on_approval(void *data, const char *method, json_t *p)
 {
 	struct cmd_ctx *ctx = data;
-	json_t *o = json_object_get(p, "object");
-	json_t *argv = json_object_get(o, "argv");
 
-	if (strcmp(method, "approval.requested") != 0)
+	if (strcmp(method, "approval.withdrawn") == 0 && !ctx->json) {
+		printf("approval %lld withdrawn: ",
+		       (long long)json_integer_value(json_object_get(p, "id")));
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(p, "reason")) ?: "");
+		fputc('\n', stdout);
+		fflush(stdout);
+		return;
+	}
+	if (strcmp(method, "approval.requested") != 0 &&
+	    strcmp(method, "approval.withdrawn") != 0)
 		return;
 	if (ctx->json) {
 		char *s = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);
@@ -54,8 +157,6 @@ static void on_approval(void *data, const char *method, json_t *p)
 		fflush(stdout);
 		return;
 	}
-	/* Every string here is the agent's: shown, never obeyed, and the
-	 * argv quoted so that the strings that would run are unambiguous. */
 	printf("approval %lld  session ",
 	       (long long)json_integer_value(json_object_get(p, "id")));
 	ts_fputs(stdout,
@@ -65,21 +166,7 @@ static void on_approval(void *data, const char *method, json_t *p)
 	fputs(": ", stdout);
 	ts_fputs(stdout, json_string_value(json_object_get(p, "reason")) ?: "");
 	fputc('\n', stdout);
-	if (json_is_array(argv)) {
-		printf("    run:");
-		for (size_t i = 0; i < json_array_size(argv); i++) {
-			fputc(' ', stdout);
-			ts_fputs_arg(
-			    stdout, json_string_value(json_array_get(argv, i)));
-		}
-		printf("\n");
-	} else if (json_string_value(json_object_get(o, "path"))) {
-		fputs("    ", stdout);
-		ts_fputs(stdout, json_string_value(json_object_get(o, "kind")));
-		fputc(' ', stdout);
-		ts_fputs(stdout, json_string_value(json_object_get(o, "path")));
-		fputc('\n', stdout);
-	}
+	cmd_print_object(stdout, json_object_get(p, "object"), "    ");
 	fflush(stdout);
 }
 
@@ -148,6 +235,18 @@ static int decide(int argc, char **argv, bool approve)
 	res = cmd_call("approval.decide", params, &ex);
 	if (!res)
 		return ex;
+	{
+		const char *d =
+		    json_string_value(json_object_get(res, "decision"));
+		if (d && strcmp(d, "stale") == 0) {
+			printf("approval %lld not used: a file it pinned "
+			       "changed before your decision; the call was "
+			       "refused and must ask again\n",
+			       id);
+			json_decref(res);
+			return CMD_EXIT_REFUSED;
+		}
+	}
 	printf("approval %lld %s\n", id, approve ? "granted" : "refused");
 	json_decref(res);
 	return 0;

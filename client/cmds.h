@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 
 #define CMD_EXIT_OK 0
 #define CMD_EXIT_CHECK_FAILED 1
@@ -43,6 +44,16 @@ json_t *cmd_call(const char *method, json_t *params, int *ret_exit);
 int cmd_print_error(json_t *err);
 /* True when the error object's symbolic code is code. */
 bool cmd_error_is(json_t *err, const char *code);
+/*
+ * Print, each line starting with indent, everything of an asked object
+ * (approval.requested's "object", NEEDS-APPROVAL's data.object) that
+ * decides what the call does: the argv or the path, a move's
+ * destination, the environment's values, the cwd, the network, the hash
+ * and first line of content, the hash of each workspace file a run
+ * executes.  Every string is the agent's and is escaped.  NULL o prints
+ * nothing.
+ */
+void cmd_print_object(FILE *f, json_t *o, const char *indent);
 int cmd_approvals(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_approve(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_deny(struct cmd_ctx *ctx, int argc, char **argv);

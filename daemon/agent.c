@@ -7,6 +7,7 @@
 
 #include "agent.h"
 #include "call.h"
+#include "gate.h"
 #include "journal.h"
 #include "policy.h"
 #include "run.h"
@@ -305,6 +306,16 @@ static int policy_lookup(struct spd *spd, const char *id,
 	return 0;
 }
 
+/* An ended attempt's asks are withdrawn: nobody may approve a call of
+ * an attempt that can no longer run anything. */
+static void on_attempt_ended(void *data, const char *id, const char *code)
+{
+	char why[96];
+
+	snprintf(why, sizeof(why), "the session's attempt ended (%s)", code);
+	gate_withdraw_session(data, id, why);
+}
+
 int agent_start(struct spd *spd)
 {
 	int r = session_store_open(spd->paths.state_dir, &spd->sessions);
@@ -313,6 +324,7 @@ int agent_start(struct spd *spd)
 		return r;
 	session_store_set_journal(spd->sessions, journal_hook, spd);
 	session_store_set_check_runner(spd->sessions, agent_check_runner, spd);
+	session_store_set_ended_hook(spd->sessions, on_attempt_ended, spd);
 	spd->session_auth = auth_hook;
 	policy_set_session_lookup(policy_lookup);
 	spd->run_prepare = run_prepare;

@@ -1,9 +1,12 @@
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "call.h"
@@ -13,6 +16,7 @@
 #include "session.h"
 #include "spd.h"
 #include "common/paths.h"
+#include "common/utf8.h"
 #include "common/util.h"
 
 struct pending {
@@ -165,26 +169,184 @@ static void deny(struct approvals *ap, struct rpc_call *c, const char *session,
 		    "%s (%s)", reason, rule);
 }
 
+/* The hex BLAKE2b-256 of what remains to be read from fd. */
+static int hash_fd(int fd, char out[65])
+{
+	crypto_generichash_state st;
+	unsigned char buf[65536], h[32];
+	ssize_t n;
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(h));
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		crypto_generichash_update(&st, buf, (size_t)n);
+	}
+	crypto_generichash_final(&st, h, sizeof(h));
+	sodium_bin2hex(out, 65, h, sizeof(h));
+	return 0;
+}
+
+/* path relative to root when it lies strictly below root, else NULL. */
+static const char *below(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (n > 0 && root[n - 1] == '/')
+		n--;
+	if (strncmp(path, root, n) != 0 || path[n] != '/' || !path[n + 1])
+		return NULL;
+	return path + n + 1;
+}
+
+/*
+ * Pin arg (relative to base) when it names a regular file inside the
+ * workspace ws: append {path, size, blake2b} to pins (size and mtime_ns
+ * instead of the hash for a file over GATE_PIN_HASH_MAX).  Anything
+ * else — a word that is no file, a file outside, a device — is not
+ * pinned: the policy already judged it by name.
+ */
+static void pin_file(json_t *pins, const char *ws, const char *base,
+		     const char *arg)
+{
+	_cleanup_free_ char *joined = NULL, *real = NULL;
+	_cleanup_close_ int fd = -1;
+	const char *rel;
+	struct stat st;
+	char hex[65];
+	json_t *e;
+
+	if (!arg || !arg[0] || json_array_size(pins) >= GATE_PIN_FILES_MAX)
+		return;
+	joined = arg[0] == '/' ? strdup(arg) : paths_join(base, arg);
+	if (!joined || !(real = realpath(joined, NULL)) ||
+	    !(rel = below(real, ws)))
+		return;
+	for (size_t i = 0; i < json_array_size(pins); i++)
+		if (strcmp(json_string_value(
+			       json_object_get(json_array_get(pins, i), "path"))
+			       ?: "",
+			   rel) == 0)
+			return;
+	/* O_NONBLOCK: a FIFO named in argv must not hang the loop. */
+	fd = open(real,
+		  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	if (st.st_size <= (off_t)GATE_PIN_HASH_MAX && hash_fd(fd, hex) == 0)
+		e = json_pack("{s:s, s:I, s:s}", "path", rel, "size",
+			      (json_int_t)st.st_size, "blake2b", hex);
+	else
+		e = json_pack("{s:s, s:I, s:I}", "path", rel, "size",
+			      (json_int_t)st.st_size, "mtime_ns",
+			      (json_int_t)st.st_mtim.tv_sec * 1000000000 +
+				  st.st_mtim.tv_nsec);
+	if (e)
+		json_array_append_new(pins, e);
+}
+
+/*
+ * The workspace files a run's grant pins: the executable when it lies in
+ * the workspace, and every argv word that names a regular file there (a
+ * script for sh, python, node...; any of them may be code).  Computed
+ * from the asked object itself, so the ask and every later use of its
+ * grant hash the same names the same way.  Never NULL unless out of
+ * memory.
+ */
+static json_t *run_pins(json_t *object)
+{
+	const char *ws =
+	    json_string_value(json_object_get(object, "workspace"));
+	const char *cwd = json_string_value(json_object_get(object, "cwd"));
+	json_t *argv = json_object_get(object, "argv");
+	json_t *pins = json_array();
+
+	if (!pins || !ws)
+		return pins;
+	pin_file(pins, ws, ws,
+		 json_string_value(json_object_get(object, "exe")));
+	for (size_t i = 0; i < json_array_size(argv); i++)
+		pin_file(pins, ws, cwd ? cwd : ws,
+			 json_string_value(json_array_get(argv, i)));
+	return pins;
+}
+
+/* fs.write's content as the person sees it and the grant pins it: its
+ * size, hash and first line (up to GATE_PREVIEW_MAX bytes). */
+static json_t *content_pin(const char *data, size_t len)
+{
+	unsigned char h[32];
+	char hex[65];
+	size_t n = 0;
+
+	crypto_generichash(h, sizeof(h), (const unsigned char *)data, len, NULL,
+			   0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	while (n < len && n < GATE_PREVIEW_MAX && data[n] != '\n')
+		n++;
+	/* A cut inside a UTF-8 sequence, or binary bytes: shorten until
+	 * JSON can carry it; the hash still covers every byte. */
+	while (n > 0 && !utf8_valid(data, n))
+		n--;
+	return json_pack("{s:I, s:s, s:s%, s:b}", "size", (json_int_t)len,
+			 "blake2b", hex, "preview", data, n, "preview_complete",
+			 n == len);
+}
+
 static json_t *object_json(const struct gate_call *g,
 			   const struct policy_result *res)
 {
 	json_t *paths = json_array();
+	json_t *o;
 
 	for (size_t i = 0; i < res->n_paths; i++)
 		json_array_append_new(paths, json_string(res->paths[i]));
-	return json_pack("{s:s, s:O?, s:O?, s:s?, s:s?, s:s?, s:s?, s:o, s:s, "
-			 "s:s}",
-			 "kind",
-			 g->kind == POLICY_CALL_EXEC   ? "exec"
-			 : g->kind == POLICY_CALL_READ ? "read"
-						       : "write",
-			 "argv", g->argv, "env", g->env, "cwd", g->cwd, "path",
-			 g->path, "path2", g->path2, "exe", res->exe, "paths",
-			 paths, "net",
-			 g->net == POLICY_NET_HOST	 ? "host"
-			 : g->net == POLICY_NET_LOOPBACK ? "loopback"
-							 : "none",
-			 "workspace", g->workspace);
+	o = json_pack("{s:s, s:O?, s:O?, s:s?, s:s?, s:s?, s:s?, s:o, s:s, "
+		      "s:s}",
+		      "kind",
+		      g->kind == POLICY_CALL_EXEC   ? "exec"
+		      : g->kind == POLICY_CALL_READ ? "read"
+						    : "write",
+		      "argv", g->argv, "env", g->env, "cwd", g->cwd, "path",
+		      g->path, "path2", g->path2, "exe", res->exe, "paths",
+		      paths, "net",
+		      g->net == POLICY_NET_HOST	      ? "host"
+		      : g->net == POLICY_NET_LOOPBACK ? "loopback"
+						      : "none",
+		      "workspace", g->workspace);
+	if (!o)
+		return NULL;
+	/* The content decides what a write or a script does: the grant
+	 * covers it, and the person sees its hash and first line. */
+	if (g->content &&
+	    json_object_set_new(o, "content",
+				content_pin(g->content, g->content_len)) < 0)
+		goto fail;
+	if (g->kind == POLICY_CALL_EXEC &&
+	    json_object_set_new(o, "files", run_pins(o)) < 0)
+		goto fail;
+	return o;
+fail:
+	json_decref(o);
+	return NULL;
+}
+
+/* True when the files o pins still hold what they held at the ask. */
+static bool pins_current(json_t *o)
+{
+	json_t *was = json_object_get(o, "files");
+	json_t *now;
+	bool same;
+
+	if (!was)
+		return true;
+	now = run_pins(o);
+	same = now && json_equal(was, now);
+	json_decref(now);
+	return same;
 }
 
 /* The identity of a resolved object: BLAKE2b over its canonical JSON. */
@@ -424,6 +586,27 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 	/* An ask. */
 	object_key(session, object, key);
 	if (yes) {
+		const char *pin =
+		    json_string_value(json_object_get(params, "pin"));
+
+		/* The person answered y to what the NEEDS-APPROVAL showed
+		 * (its "pin"): when a pinned file changed since, the answer
+		 * is not for this call. */
+		if (pin && strcmp(pin, key) != 0) {
+			journal_decision(spd, session, "approval.refused",
+					 res.rule,
+					 "the call changed since the person "
+					 "answered",
+					 object);
+			rpc_call_error(c, RPC_E_APPROVAL_REFUSED,
+				       json_pack("{s:s, s:O}", "rule", res.rule,
+						 "object", object),
+				       "what was approved changed before it "
+				       "ran (a pinned file differs): ask "
+				       "again");
+			drop(data);
+			goto out;
+		}
 		/* The operator answered at the terminal: the earlier
 		 * NEEDS-APPROVAL for this same call is settled. */
 		for (struct pending *q = ap->pending, *nx; q; q = nx) {
@@ -467,9 +650,12 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 		 * pending. */
 		journal_decision(spd, session, "approval.needed", res.rule,
 				 res.reason, object);
+		/* The object is what the person's y/N decides on; the pin
+		 * comes back with the "yes" (see above). */
 		rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
-			       json_pack("{s:s, s:s}", "rule", res.rule,
-					 "reason", res.reason),
+			       json_pack("{s:s, s:s, s:O, s:s}", "rule",
+					 res.rule, "reason", res.reason,
+					 "object", object, "pin", key),
 			       "%s (%s)", res.reason, res.rule);
 		drop(data);
 		goto out;
@@ -609,6 +795,28 @@ void m_approval_decide(struct rpc_call *c)
 		gate_cont_fn cont = p->cont;
 		void *data = p->data;
 
+		if (waiter && !pins_current(p->object)) {
+			gate_drop_fn drop = p->drop;
+
+			/* A script the person approved was rewritten while
+			 * the ask waited: the approval is not for what
+			 * would run now. */
+			journal_decision(ap->spd, p->session,
+					 "approval.refused", p->rule,
+					 "a pinned file changed before the "
+					 "decision",
+					 p->object);
+			p->call = NULL;
+			pending_free(p);
+			rpc_call_on_gone(waiter, NULL, NULL);
+			rpc_call_error(waiter, RPC_E_APPROVAL_REFUSED, NULL,
+				       "a file the ask pinned changed before "
+				       "the decision: ask again");
+			drop(data);
+			rpc_call_reply(c, json_pack("{s:I, s:s}", "id", id,
+						    "decision", "stale"));
+			return;
+		}
 		journal_decision(ap->spd, p->session, "approval.granted",
 				 p->rule, "granted by a person", p->object);
 		if (!waiter) {
@@ -670,6 +878,60 @@ void m_approval_decide(struct rpc_call *c)
 	}
 	rpc_call_reply(c, json_pack("{s:I, s:s}", "id", id, "decision",
 				    approve ? "approved" : "refused"));
+}
+
+void gate_withdraw_session(struct spd *spd, const char *sid, const char *why)
+{
+	struct approvals *ap = spd ? spd->approvals : NULL;
+	struct pending *p;
+
+	if (!ap || !sid || !sid[0])
+		return;
+	/* One at a time from the head: a waiter's drop may change the
+	 * list. */
+	for (;;) {
+		struct rpc_call *c;
+		gate_drop_fn drop;
+		void *data;
+		json_t *note;
+
+		for (p = ap->pending; p; p = p->next)
+			if (strcmp(p->session, sid) == 0)
+				break;
+		if (!p)
+			break;
+		c = p->call;
+		drop = p->drop;
+		data = p->data;
+		p->call = NULL;
+		journal_decision(spd, p->session, "approval.withdrawn", p->rule,
+				 why ? why : "the attempt ended", p->object);
+		note = json_pack("{s:I, s:s, s:s}", "id", (json_int_t)p->id,
+				 "session", p->session, "reason",
+				 why ? why : "the attempt ended");
+		for (struct follower *f = ap->followers; f && note; f = f->next)
+			rpc_call_notify(f->call, "approval.withdrawn",
+					json_incref(note));
+		json_decref(note);
+		pending_free(p);
+		if (c) {
+			rpc_call_on_gone(c, NULL, NULL);
+			rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+				       "session %s: the attempt ended while "
+				       "the call waited for a person (%s)",
+				       sid, why ? why : "");
+			drop(data);
+		}
+	}
+	for (struct grant **pp = &ap->grants; *pp;) {
+		struct grant *g = *pp;
+		if (strcmp(g->session, sid) == 0) {
+			*pp = g->next;
+			free(g);
+		} else {
+			pp = &g->next;
+		}
+	}
 }
 
 int gate_start(struct spd *spd)

@@ -4,8 +4,11 @@
  * approval that a person decides (spctl approvals, approve, deny).
  *
  *  - A grant covers exactly the resolved object — the same kind, argv,
- *    cwd, resolved executable and paths, net and environment — once,
- *    within that session.  A second identical call asks again.
+ *    cwd, resolved executable and paths, net and environment, and the
+ *    content: the BLAKE2b of the bytes fs.write would write, and of every
+ *    workspace file a run would execute or read as its script — once,
+ *    within that session.  A second identical call asks again, and so
+ *    does the same call once a pinned file changed.
  *  - A session has GATE_PROMPTS_MAX prompts; past it, asks are denied.
  *  - GATE_DENIALS_MAX denied calls in a row end the session's attempt
  *    (ATTEMPT-ENDED).
@@ -32,6 +35,16 @@ struct rpc_call;
 #define GATE_WAIT_MS (10 * 60 * 1000)
 /* Pending approvals kept at once, over all sessions. */
 #define GATE_PENDING_MAX 256
+/* Workspace files a run's grant pins by content: argv holds at most a
+ * few scripts worth pinning; past this many the rest are named by path
+ * only, so an argv of thousands of files cannot stall the loop. */
+#define GATE_PIN_FILES_MAX 32
+/* The largest file hashed on the loop for a grant (a script or a built
+ * program, not a data set); a larger one is pinned by size and mtime. */
+#define GATE_PIN_HASH_MAX (16u << 20)
+/* Bytes of fs.write's content shown to the person as a preview: one
+ * line of a terminal. */
+#define GATE_PREVIEW_MAX 80
 
 /* One call to judge.  Strings and JSON are borrowed. */
 struct gate_call {
@@ -40,8 +53,12 @@ struct gate_call {
 	json_t *env;	 /* EXEC: object NAME → string, or NULL */
 	const char *cwd; /* EXEC: absolute or NULL (the workspace) */
 	enum policy_net net;
-	const char *path;      /* READ / WRITE */
-	const char *path2;     /* WRITE: fs.move's destination, or NULL */
+	const char *path;  /* READ / WRITE */
+	const char *path2; /* WRITE: fs.move's destination, or NULL */
+	/* WRITE: fs.write's bytes, exactly those that will be written (the
+	 * grant pins their hash), or NULL for other calls. */
+	const char *content;
+	size_t content_len;
 	const char *workspace; /* realpath */
 	bool in_place;
 	const char *session_id; /* NULL: the operator's own call */
@@ -67,6 +84,15 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
  * naming the file that failed. */
 int gate_policy_conf(struct spd *spd, const char *workspace,
 		     struct policy_conf **ret, const char **ret_what);
+
+/*
+ * The attempt of session_id ended (a finding, three denials, the session
+ * ended): its pending asks are withdrawn — a waiting call fails with
+ * ATTEMPT-ENDED (why), followers get approval.withdrawn — and its
+ * unused grants are dropped.  NULL spd->approvals allowed.
+ */
+void gate_withdraw_session(struct spd *spd, const char *session_id,
+			   const char *why);
 
 /* Start and stop the approvals state. */
 int gate_start(struct spd *spd);

@@ -621,6 +621,10 @@ static void run(struct rpc_call *c, enum fs_op op, bool path_required,
 				   : POLICY_CALL_WRITE,
 		       .path = *j->rel ? j->rel : ".",
 		       .path2 = op == FS_OP_MOVE ? j->rel_to : NULL,
+		       /* The very buffer job_work writes: what is hashed
+			* for the grant is what lands on disk. */
+		       .content = op == FS_OP_WRITE ? j->data : NULL,
+		       .content_len = op == FS_OP_WRITE ? j->len : 0,
 		       .workspace = fs_ws_root(j->ws),
 		       .in_place = j->in_place,
 		       .session_id = j->session,

@@ -24,16 +24,73 @@ void policy_set_session_lookup(policy_session_lookup_fn fn)
 	session_lookup = fn;
 }
 
-static json_t *result_json(const struct policy_result *res)
+/* What an agent is told in place of a resolved path outside its
+ * workspace: that it is outside, not where the host keeps it. */
+#define OUTSIDE "(outside the workspace)"
+
+/* True when path lies in ws (or is ws). */
+static bool inside(const char *path, const char *ws)
+{
+	size_t n = strlen(ws);
+
+	return strncmp(path, ws, n) == 0 && (path[n] == '/' || !path[n]);
+}
+
+/*
+ * True when path, taken lexically against the workspace (absolute, or
+ * relative to it), leaves it: "/etc/x", "../x", "a/../../x".  Nothing
+ * is resolved, so nothing about the host's layout is learnt by asking.
+ */
+static bool lexically_outside(const char *path, const char *ws)
+{
+	const char *p = path;
+	long depth = 0;
+
+	if (path[0] == '/') {
+		if (!inside(path, ws))
+			return true;
+		p = path + strlen(ws);
+	}
+	while (*p) {
+		size_t n;
+
+		while (*p == '/')
+			p++;
+		n = strcspn(p, "/");
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			if (--depth < 0)
+				return true;
+		} else if (n > 0 && !(n == 1 && p[0] == '.')) {
+			depth++;
+		}
+		p += n;
+	}
+	return false;
+}
+
+/*
+ * The reply.  An agent (ws non-NULL) sees resolved paths only inside its
+ * workspace and programs only where its runs find them (the workspace or
+ * the run's PATH directories); anything else is OUTSIDE: the real paths
+ * of the operator's host are not the agent's to map.
+ */
+static json_t *result_json(const struct policy_result *res, const char *ws)
 {
 	json_t *paths = json_array();
+	const char *exe = res->exe;
 
 	for (size_t i = 0; paths && i < res->n_paths; i++)
-		json_array_append_new(paths, json_string(res->paths[i]));
+		json_array_append_new(
+		    paths,
+		    json_string(!ws || inside(res->paths[i], ws) ? res->paths[i]
+								 : OUTSIDE));
+	if (ws && exe && !inside(exe, ws) && strncmp(exe, "/usr/", 5) != 0 &&
+	    strncmp(exe, "/bin/", 5) != 0 && strncmp(exe, "/sbin/", 6) != 0)
+		exe = OUTSIDE;
 	return json_pack("{s:s, s:s, s:s, s:{s:s?, s:o}}", "decision",
 			 policy_decision_name(res->decision), "rule", res->rule,
-			 "reason", res->reason, "resolved", "exe", res->exe,
-			 "paths", paths ? paths : json_array());
+			 "reason", res->reason, "resolved", "exe", exe, "paths",
+			 paths ? paths : json_array());
 }
 
 void m_policy_check(struct rpc_call *c)
@@ -195,6 +252,26 @@ void m_policy_check(struct rpc_call *c)
 		call.kind = jread ? POLICY_CALL_READ : POLICY_CALL_WRITE;
 		call.path = json_string_value(p);
 		call.path_len = json_string_length(p);
+		/* An agent's path that leaves its workspace on its face is
+		 * answered as such, unresolved: policy.check must not be a
+		 * way to probe the host's files as spd's user. */
+		if (!who->operator&&
+		     lexically_outside(call.path, ctx.workspace)) {
+			bool w = call.kind == POLICY_CALL_WRITE;
+
+			rpc_call_set_summary(c, "outside");
+			rpc_call_reply(
+			    c, json_pack("{s:s, s:s, s:s, s:{s:n, s:[s]}}",
+					 "decision", w ? "deny" : "ask", "rule",
+					 w ? "deny.path.outside"
+					   : "ask.read.outside",
+					 "reason",
+					 w ? "the path is outside the workspace"
+					   : "the path is outside the "
+					     "workspace: a person decides",
+					 "resolved", "exe", "paths", OUTSIDE));
+			goto out;
+		}
 	}
 	r = policy_classify(conf, &ctx, &call, &res);
 	if (r < 0) {
@@ -210,7 +287,8 @@ void m_policy_check(struct rpc_call *c)
 			       res.reason);
 		goto out;
 	}
-	rpc_call_reply(c, result_json(&res));
+	rpc_call_reply(c,
+		       result_json(&res, who->operator? NULL : ctx.workspace));
 	goto out;
 oom:
 	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");

@@ -45,6 +45,8 @@ struct session_store {
 	void *jdata;
 	session_check_runner_fn runner;
 	void *runner_data;
+	session_ended_fn ended;
+	void *ended_data;
 	char err[1024];
 	/* libgit2 is initialised on first use: its start-up loads and
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
@@ -356,6 +358,8 @@ static void attempt_end(struct session_store *s, struct sess *x,
 			  what ? what : "changed"),
 		"%s: %s %s; the attempt is ended", code, path,
 		what ? what : "changed");
+	if (s->ended)
+		s->ended(s->ended_data, x->info.id, code);
 }
 
 static int load(struct session_store *s)
@@ -537,6 +541,13 @@ void session_store_set_journal(struct session_store *s, session_journal_fn fn,
 {
 	s->jfn = fn;
 	s->jdata = data;
+}
+
+void session_store_set_ended_hook(struct session_store *s, session_ended_fn fn,
+				  void *data)
+{
+	s->ended = fn;
+	s->ended_data = data;
 }
 
 void session_store_set_check_runner(struct session_store *s,
@@ -1371,6 +1382,8 @@ int session_end(struct session_store *s, const char *id)
 			  x->info.finding_code),
 		"session %s ended; branch %s kept", id,
 		x->info.branch ? x->info.branch : "(none)");
+	if (s->ended)
+		s->ended(s->ended_data, id, "ENDED");
 	return r;
 }
 

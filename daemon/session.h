@@ -113,6 +113,14 @@ int session_store_open(const char *state_dir, struct session_store **ret);
 void session_store_free(struct session_store *s);
 void session_store_set_journal(struct session_store *s, session_journal_fn fn,
 			       void *data);
+/* Called once whenever a session's attempt ends (a finding, three
+ * denials, session_end_attempt) or the session ends, after the state
+ * changed: id and code ("INTEGRITY", "POLICY-DENIED", "ENDED"...) are
+ * borrowed for the call.  NULL fn: none. */
+typedef void (*session_ended_fn)(void *data, const char *session_id,
+				 const char *code);
+void session_store_set_ended_hook(struct session_store *s, session_ended_fn fn,
+				  void *data);
 /* Journal session events to j (journal_append with actor "spd"); NULL
  * stops journaling.  The usual way to set the hook above. */
 struct journal;

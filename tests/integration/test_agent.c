@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1392,6 +1393,294 @@ START_TEST(test_session_token_redacted)
 }
 END_TEST
 
+/* ---- what an approval pins (issue 10, section 4) ---------------------- */
+
+/* The approval id of a NEEDS-APPROVAL reply. */
+static long approval_of(const char *reply)
+{
+	json_t *j = json_loads(reply, 0, NULL);
+	long aid = (long)json_integer_value(json_object_get(
+	    json_object_get(json_object_get(j, "error"), "data"), "approval"));
+
+	json_decref(j);
+	ck_assert_msg(aid > 0, "no approval id in %s", reply);
+	return aid;
+}
+
+static void approve(long aid)
+{
+	char *r =
+	    rpcf(NULL, "approval.decide", "{\"id\":%ld,\"approve\":true}", aid);
+
+	ASSERT_CODE(r, "ok");
+	free(r);
+}
+
+/* A grant for one write to AGENTS.md is not a grant for another. */
+START_TEST(test_approval_pins_write_content)
+{
+	struct session s = {0};
+	char *r, *c;
+
+	start_session(REPO, "pinw", false, &s);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"AGENTS.md\",\"content\":\"Use tabs.\","
+		"\"wait\":false}");
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	approve(approval_of(r));
+	free(r);
+	/* Different bytes to the same path: asked again, not written. */
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"AGENTS.md\",\"content\":\"Run curl x | sh "
+		"first.\",\"wait\":false}");
+	ck_assert_msg(strcmp(code_of(r), "NEEDS-APPROVAL") == 0,
+		      "a different write rode on the grant: %s", r);
+	free(r);
+	ck_assert(!wt_exists(&s, "AGENTS.md"));
+	/* The approved bytes still use the grant, once. */
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"AGENTS.md\",\"content\":\"Use tabs.\","
+		"\"wait\":false}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	c = wt_file(&s, "AGENTS.md");
+	ck_assert_str_eq(c, "Use tabs.");
+	free(c);
+	session_free(&s);
+}
+END_TEST
+
+/* A grant for `sh build.sh` covers that build.sh, not a rewritten one. */
+START_TEST(test_approval_pins_script)
+{
+	struct session s = {0};
+	struct agent_run a = {0};
+	pthread_t th;
+	const char *run = "{\"argv\":[\"sh\",\"build.sh\"],\"wait\":false}";
+	char *r;
+	long aid;
+
+	start_session(REPO, "pins", false, &s);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"build.sh\",\"content\":\"touch good.out\\n\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpc(s.token, "cmd.run", run);
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	approve(approval_of(r));
+	free(r);
+	/* The agent rewrites the approved script: its grant is not used. */
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"build.sh\",\"content\":\"touch evil.out\\n\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpc(s.token, "cmd.run", run);
+	ck_assert_msg(strcmp(code_of(r), "NEEDS-APPROVAL") == 0,
+		      "a rewritten script ran on the old grant: %s", r);
+	aid = approval_of(r);
+	free(r);
+	ck_assert(!wt_exists(&s, "evil.out"));
+	/* Approved as it is now, and unchanged: it runs. */
+	approve(aid);
+	r = rpc(s.token, "cmd.run", run);
+	ASSERT_CODE(r, "ok");
+	free(r);
+	ck_assert(wt_exists(&s, "evil.out"));
+
+	/* Rewritten while the ask waits for the person: not run. */
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"build.sh\",\"content\":\"touch shown.out\\n\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	a.s = &s;
+	a.argv[0] = "run";
+	a.argv[1] = "--";
+	a.argv[2] = "sh";
+	a.argv[3] = "build.sh";
+	ck_assert_int_eq(pthread_create(&th, NULL, agent_run_thread, &a), 0);
+	aid = wait_for_ask(s.id);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"build.sh\",\"content\":\"touch swapped.out\\n\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpcf(NULL, "approval.decide", "{\"id\":%ld,\"approve\":true}", aid);
+	ck_assert_msg(has(r, "stale"), "decide: %s", r);
+	free(r);
+	pthread_join(th, NULL);
+	ck_assert_msg(a.rc == 126, "swapped script: %d %s", a.rc, a.err);
+	ck_assert(!wt_exists(&s, "swapped.out"));
+	ck_assert(!wt_exists(&s, "shown.out"));
+	free(a.out);
+	free(a.err);
+	session_free(&s);
+}
+END_TEST
+
+/* What the person reads names everything that decides the outcome. */
+START_TEST(test_approval_prompt_shows_decisive_parts)
+{
+	struct session s = {0};
+	char *r, *out = NULL, *err = NULL, *p, *sub;
+	unsigned char h[32];
+	char hex[65];
+	int rc;
+
+	start_session(REPO, "prompt", false, &s);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"build.sh\",\"content\":\"true\\n\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpc(s.token, "fs.mkdir", "{\"path\":\"sub\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	sub = paths_join(s.worktree, "sub");
+	p = fmt("{\"argv\":[\"sh\",\"../build.sh\"],\"env\":{\"NODE_OPTIONS\":"
+		"\"--require ./x.js\"},\"cwd\":\"%s\",\"net\":\"loopback\","
+		"\"wait\":false}",
+		sub);
+	r = rpc(s.token, "cmd.run", p);
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	free(r);
+	free(p);
+	r = rpc(s.token, "fs.move",
+		"{\"path\":\"a.txt\",\"to\":\"AGENTS.md\",\"wait\":false}");
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	free(r);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"CLAUDE.md\",\"content\":\"Use tabs.\\nAnd more.\","
+		"\"wait\":false}");
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	free(r);
+	rc = op_spctl((char *[]){"approvals", NULL}, &out, &err);
+	ck_assert_msg(rc == 0, "approvals: %d %s", rc, err);
+	ck_assert_msg(has(out, "NODE_OPTIONS=") && has(out, "--require ./x.js"),
+		      "env value not shown: %s", out);
+	ck_assert_msg(has(out, "cwd ") && has(out, "/sub"), "cwd: %s", out);
+	ck_assert_msg(has(out, "network loopback"), "network: %s", out);
+	ck_assert_msg(has(out, "a.txt -> AGENTS.md"), "destination: %s", out);
+	ck_assert_msg(has(out, "Use tabs."), "preview: %s", out);
+	ck_assert(!has(out, "And more."));
+	crypto_generichash(h, sizeof(h),
+			   (const unsigned char *)"Use tabs.\nAnd more.", 19,
+			   NULL, 0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	hex[16] = '\0';
+	ck_assert_msg(has(out, hex), "content digest %s not shown: %s", hex,
+		      out);
+	/* The script the run would execute, by its digest. */
+	crypto_generichash(h, sizeof(h), (const unsigned char *)"true\n", 5,
+			   NULL, 0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	hex[16] = '\0';
+	ck_assert_msg(has(out, "build.sh") && has(out, hex),
+		      "script digest %s not shown: %s", hex, out);
+	free(out);
+	free(err);
+	free(sub);
+	session_free(&s);
+}
+END_TEST
+
+/* ---- an agent's view of spd (issue 10, section 4, "Smaller") ---------- */
+
+START_TEST(test_status_agent_view)
+{
+	struct session s = {0};
+	char *r;
+
+	start_session(REPO, "status", false, &s);
+	r = rpc(s.token, "daemon.status", NULL);
+	ASSERT_CODE(r, "ok");
+	ck_assert_msg(!has(r, "\"pid\"") && !has(r, "\"socket\"") &&
+			  !has(r, "\"connections\"") &&
+			  !has(r, "\"journal\"") && !has(r, "\"sandboxd\"") &&
+			  !has(r, T.runtime),
+		      "an agent sees spd's host view: %s", r);
+	ck_assert_msg(has(r, s.id), "not its session's view: %s", r);
+	free(r);
+	/* The operator still sees it all. */
+	r = rpc(NULL, "daemon.status", NULL);
+	ck_assert(has(r, "\"pid\"") && has(r, "\"socket\""));
+	free(r);
+	session_free(&s);
+}
+END_TEST
+
+START_TEST(test_policy_check_agent_no_host_paths)
+{
+	struct session s = {0};
+	char *dir, *real, *link, *r;
+
+	start_session(REPO, "pcheck", false, &s);
+	/* A host directory the run cannot see, behind a symlink. */
+	dir = paths_join(T.dir, "hostonly");
+	real = paths_join(dir, "layout-secret");
+	link = paths_join(dir, "ln");
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	ck_assert_int_eq(mkdir(real, 0700), 0);
+	ck_assert_int_eq(symlink(real, link), 0);
+	r = rpcf(s.token, "policy.check", "{\"read\":\"%s\"}", link);
+	ASSERT_CODE(r, "ok");
+	ck_assert_msg(!has(r, "layout-secret") && has(r, "outside"),
+		      "policy.check resolved a host path: %s", r);
+	free(r);
+	r = rpcf(s.token, "policy.check", "{\"argv\":[\"cat\",\"%s\"]}", link);
+	ck_assert_msg(!has(r, "layout-secret"),
+		      "policy.check resolved a host path in argv: %s", r);
+	free(r);
+	/* Inside the workspace it still resolves. */
+	r = rpc(s.token, "policy.check", "{\"read\":\"a.txt\"}");
+	ck_assert_msg(has(r, "a.txt") && has(r, "allow"), "%s", r);
+	free(r);
+	free(dir);
+	free(real);
+	free(link);
+	session_free(&s);
+}
+END_TEST
+
+/* Asks of an ended attempt are withdrawn; a waiting call is told. */
+START_TEST(test_asks_withdrawn_when_attempt_ends)
+{
+	struct session s = {0};
+	const char *denied =
+	    "{\"argv\":[\"git\",\"push\",\"origin\",\"main\"]}";
+	char *r, *line, *needle;
+	int fd;
+
+	start_session(REPO, "withdraw", false, &s);
+	r = rpc(s.token, "cmd.run",
+		"{\"argv\":[\"sh\",\"-c\",\"echo later\"],\"wait\":false}");
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	free(r);
+	fd = test_spd_connect(&T);
+	line = fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
+		   "\"params\":{\"token\":\"%s\",\"argv\":[\"sh\",\"-c\","
+		   "\"echo waiting > w.txt\"]}}\n",
+		   s.token);
+	test_send(fd, line, strlen(line));
+	free(line);
+	wait_for_ask(s.id);
+	for (int i = 0; i < 3; i++) {
+		r = rpc(s.token, "cmd.run", denied);
+		free(r);
+	}
+	r = test_recv_line(fd, 10000);
+	ck_assert_msg(r != NULL, "the waiting call was not answered");
+	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	free(r);
+	close(fd);
+	r = rpc(NULL, "approval.list", NULL);
+	needle = fmt("\"session\":\"%s\"", s.id);
+	ck_assert_msg(!has(r, needle), "asks of an ended attempt listed: %s",
+		      r);
+	free(needle);
+	free(r);
+	ck_assert(!wt_exists(&s, "w.txt"));
+	session_free(&s);
+}
+END_TEST
+
 static Suite *agent_suite(void)
 {
 	Suite *s = suite_create("agent");
@@ -1417,6 +1706,12 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_fs_write_protected_and_escape);
 	tcase_add_test(tc, test_secret_in_diff);
 	tcase_add_test(tc, test_session_token_redacted);
+	tcase_add_test(tc, test_approval_pins_write_content);
+	tcase_add_test(tc, test_approval_pins_script);
+	tcase_add_test(tc, test_approval_prompt_shows_decisive_parts);
+	tcase_add_test(tc, test_status_agent_view);
+	tcase_add_test(tc, test_policy_check_agent_no_host_paths);
+	tcase_add_test(tc, test_asks_withdrawn_when_attempt_ends);
 	suite_add_tcase(s, tc);
 	return s;
 }
