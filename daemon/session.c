@@ -26,8 +26,6 @@
 /* How long SQLite waits for a lock held by another connection (a second
  * spd is refused elsewhere; this only rides out a checkpoint). */
 #define SESSION_DB_BUSY_MS 2000
-/* Most protected roots the guard is given. */
-#define SESSION_PROTECTED_MAX 512
 
 struct sess {
 	struct session_info info;
@@ -587,95 +585,6 @@ static void note_ref(struct session_store *s, const char *gitdir,
 			db_update(s, x); /* the stored digest follows */
 }
 
-static bool has_glob(const char *p)
-{
-	return strpbrk(p, "*?[") != NULL;
-}
-
-static int plist_add(char **v, size_t *n, const char *p)
-{
-	for (size_t i = 0; i < *n; i++)
-		if (strcmp(v[i], p) == 0)
-			return 0;
-	if (*n + 1 >= SESSION_PROTECTED_MAX)
-		return -E2BIG;
-	v[*n] = strdup(p);
-	if (!v[*n])
-		return -ENOMEM;
-	(*n)++;
-	return 0;
-}
-
-/*
- * The protected roots of a checkout from the shared list
- * (daemon/protected.h): each literal pattern of a guarded class is a
- * root; a pattern with a wildcard in its last component is expanded
- * against the directory it names as it is at session start.  Patterns
- * match at any depth for the policy ("src/Makefile"); the guard hashes
- * the top-level ones only — walking the whole tree after every command
- * would cost what the guard must not, and the policy already refuses
- * the writes.
- */
-static int protected_roots(const char *workdir, char ***ret)
-{
-	const struct protected_pattern *pats;
-	size_t np = protected_patterns(&pats), n = 0;
-	char **v = calloc(SESSION_PROTECTED_MAX, sizeof(char *));
-	int r = 0;
-
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < np && r == 0; i++) {
-		char pat[GUARD_PATH_MAX];
-		size_t len;
-
-		if (!protected_class_guarded(pats[i].cls))
-			continue;
-		snprintf(pat, sizeof(pat), "%s", pats[i].pattern);
-		len = strlen(pat);
-		if (len && pat[len - 1] == '/')
-			pat[--len] = '\0';
-		/* .git is the git set's, guarded from the common dir. */
-		if (strcmp(pat, ".git") == 0 || len == 0)
-			continue;
-		if (!has_glob(pat)) {
-			r = plist_add(v, &n, pat);
-			continue;
-		}
-		char *slash = strrchr(pat, '/');
-		size_t dlen = slash ? (size_t)(slash - pat) : 0;
-		char dir[GUARD_PATH_MAX], rel[GUARD_PATH_MAX];
-
-		/* A wildcard in a directory component is not expanded. */
-		if (dlen && strcspn(pat, "*?[") < dlen)
-			continue;
-		snprintf(dir, sizeof(dir), "%s/%.*s", workdir, (int)dlen, pat);
-		DIR *d = opendir(dir);
-		if (!d)
-			continue;
-		struct dirent *de;
-		while (r == 0 && (de = readdir(d))) {
-			if (de->d_name[0] == '.' &&
-			    (!de->d_name[1] ||
-			     (de->d_name[1] == '.' && !de->d_name[2])))
-				continue;
-			snprintf(rel, sizeof(rel), "%.*s%s%s", (int)dlen, pat,
-				 dlen ? "/" : "", de->d_name);
-			if (protected_pattern_match(pats[i].pattern, rel))
-				r = plist_add(v, &n, rel);
-		}
-		closedir(d);
-	}
-	if (r < 0) {
-		for (size_t i = 0; i < n; i++)
-			free(v[i]);
-		free(v);
-		return r;
-	}
-	*ret = v;
-	return 0;
-}
-
 static void plist_free(char **v)
 {
 	for (size_t i = 0; v && v[i]; i++)
@@ -686,23 +595,17 @@ static void plist_free(char **v)
 static int make_guard(struct session_store *s, struct sess *x)
 {
 	char own[GUARD_PATH_MAX];
-	char **roots = NULL;
 	struct guard *g = NULL;
 	int r;
 
-	r = protected_roots(x->info.worktree, &roots);
-	if (r < 0)
-		return r;
 	if (x->info.mode == SESSION_MODE_WORKTREE)
 		snprintf(own, sizeof(own), "refs/heads/%s", x->info.branch);
 	struct guard_config cfg = {
 	    .gitdir = x->info.gitdir,
 	    .workdir = x->info.worktree,
 	    .own_ref = x->info.mode == SESSION_MODE_WORKTREE ? own : NULL,
-	    .protected_paths = (const char *const *)roots,
 	};
 	r = guard_new(&cfg, &g);
-	plist_free(roots);
 	if (r < 0) {
 		seterr(s, "cannot snapshot the guarded inputs: %s",
 		       strerror(-r));
