@@ -20,9 +20,13 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/journal.h"
+#include "proto/sandbox.h"
 #include "daemon/protected.h"
 #include "daemon/session.h"
 
+/* Deepest directory walked for ignored entries: a deeper tree is an
+ * attack on the walk's stack, and is refused like a too-large one. */
+#define SESSION_SCAN_DEPTH 64
 /* How long SQLite waits for a lock held by another connection (a second
  * spd is refused elsewhere; this only rides out a checkpoint). */
 #define SESSION_DB_BUSY_MS 2000
@@ -728,6 +732,119 @@ static int find_secrets(struct session_store *s, struct sess *x)
 	return 0;
 }
 
+/* ---- in place: ignored entries hidden from a run ---- */
+
+struct ignored_scan {
+	git_repository *repo;
+	const char *root;
+	char **skip; /* already covered (the empty credential files) */
+	char **v;
+	size_t n, max;
+	size_t seen;
+};
+
+/*
+ * Collect the top-most ignored entries below rel.  The test is the one
+ * fs.read applies (git_ignore_path_is_ignored on the relative path,
+ * daemon/m_fs.c), so a run hides exactly what the file tools refuse;
+ * an error in git's ignore machinery counts as ignored there, and here.
+ * An ignored directory is one entry and is not walked.
+ */
+static int scan_ignored(struct ignored_scan *sc, const char *rel,
+			unsigned depth)
+{
+	char path[GUARD_PATH_MAX], child[GUARD_PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (depth > SESSION_SCAN_DEPTH)
+		return -E2BIG;
+	snprintf(path, sizeof(path), "%s%s%s", sc->root, rel[0] ? "/" : "",
+		 rel);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	while ((de = readdir(d))) {
+		bool covered = false;
+		int ignored = 0, k;
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0 ||
+		    (depth == 0 && strcmp(de->d_name, ".git") == 0))
+			continue;
+		if (++sc->seen > SESSION_SCAN_MAX) {
+			r = -E2BIG;
+			break;
+		}
+		k = snprintf(child, sizeof(child), "%s%s%s", rel,
+			     rel[0] ? "/" : "", de->d_name);
+		if (k < 0 || (size_t)k >= sizeof(child)) {
+			r = -ENAMETOOLONG;
+			break;
+		}
+		if (git_ignore_path_is_ignored(&ignored, sc->repo, child) < 0)
+			ignored = 1;
+		if (!ignored) {
+			if (fstatat(dirfd(d), de->d_name, &st,
+				    AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(st.st_mode))
+				r = scan_ignored(sc, child, depth + 1);
+			if (r < 0)
+				break;
+			continue;
+		}
+		k = snprintf(path, sizeof(path), "%s/%s", sc->root, child);
+		if (k < 0 || (size_t)k >= sizeof(path)) {
+			r = -ENAMETOOLONG;
+			break;
+		}
+		for (size_t i = 0; sc->skip && sc->skip[i] && !covered; i++)
+			covered = strcmp(sc->skip[i], path) == 0;
+		if (covered)
+			continue;
+		if (sc->n >= sc->max) {
+			r = -E2BIG;
+			break;
+		}
+		if (!(sc->v[sc->n] = strdup(path))) {
+			r = -ENOMEM;
+			break;
+		}
+		sc->n++;
+	}
+	closedir(d);
+	return r;
+}
+
+static int find_ignored(struct session_store *s, struct sess *x, size_t max,
+			char ***ret)
+{
+	struct ignored_scan sc = {
+	    .root = x->info.worktree, .skip = x->empty_files, .max = max};
+	int r;
+
+	if (git_up(s) < 0)
+		return -EIO;
+	if (git_repository_open_ext(&sc.repo, x->info.worktree,
+				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
+		return -EIO;
+	sc.v = calloc(max + 1, sizeof(char *));
+	if (!sc.v) {
+		git_repository_free(sc.repo);
+		return -ENOMEM;
+	}
+	r = scan_ignored(&sc, "", 0);
+	git_repository_free(sc.repo);
+	if (r < 0) {
+		plist_free(sc.v);
+		return r;
+	}
+	*ret = sc.v;
+	return 0;
+}
+
 void session_run_paths_free(struct session_run_paths *p)
 {
 	if (!p)
@@ -735,11 +852,12 @@ void session_run_paths_free(struct session_run_paths *p)
 	free(p->workspace);
 	plist_free(p->readonly);
 	plist_free(p->empty_files);
+	plist_free(p->hidden);
 	memset(p, 0, sizeof(*p));
 }
 
 int session_run_paths(struct session_store *s, const char *id,
-		      struct session_run_paths *ret)
+		      struct session_run_paths *ret, size_t *ret_hidden_max)
 {
 	struct session_run_paths p = {0};
 	struct sess *x;
@@ -762,6 +880,18 @@ int session_run_paths(struct session_store *s, const char *id,
 	for (size_t i = 0; i < n; i++)
 		if (!(p.empty_files[i] = strdup(x->empty_files[i])))
 			goto oom;
+	if (p.in_place) {
+		size_t max = SBXP_PATHS_MAX - SESSION_RUN_PATHS_RESERVED;
+
+		max = n < max ? max - n : 0;
+		if (ret_hidden_max)
+			*ret_hidden_max = max;
+		r = find_ignored(s, x, max, &p.hidden);
+		if (r < 0) {
+			session_run_paths_free(&p);
+			return r;
+		}
+	}
 	*ret = p;
 	return 0;
 oom:
