@@ -106,6 +106,7 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 	json_t *jsid = json_object_get(rpc_call_params(c), "session");
 	const char *id = who->session_id;
 	struct run_session *rs = NULL;
+	size_t hidden_max = 0;
 	int r;
 
 	if (who->operator)
@@ -139,7 +140,19 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 	}
 	/* Where the session's commands run, and in place what stays
 	 * read-only (.git) and what reads as empty (ignored credentials). */
-	r = session_run_paths(spd->sessions, id, &rs->paths);
+	r = session_run_paths(spd->sessions, id, &rs->paths, &hidden_max);
+	if (r == -E2BIG) {
+		/* Running with some ignored files readable would undo
+		 * deny.fs.ignored through any command: refuse instead. */
+		run_session_free(rs);
+		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			       "session %s: in place, more than %zu top-most "
+			       "git-ignored entries (or %d entries in all) "
+			       "would have to be hidden from the run; ignore "
+			       "whole directories, or use a worktree session",
+			       id, hidden_max, SESSION_SCAN_MAX);
+		return -1;
+	}
 	if (r < 0) {
 		run_session_free(rs);
 		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "session %s: %s", id,
@@ -151,6 +164,7 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 	req->workspace = rs->paths.workspace;
 	req->readonly = rs->paths.readonly;
 	req->empty_files = rs->paths.empty_files;
+	req->hidden = rs->paths.hidden;
 	req->in_place = rs->paths.in_place;
 	/* The agent's cwd is the worktree unless it names one inside. */
 	if (!who->operator)

@@ -17,6 +17,7 @@
 
 #include "common/util.h"
 #include "daemon/guard.h"
+#include "daemon/protected.h"
 
 /*
  * A file whose timestamps lie within this window of the moment its content
@@ -61,37 +62,6 @@
 #define GUARD_WATCHES_MAX 8192
 /* Bytes read from the inotify fd at a time (about 150 events). */
 #define GUARD_EVENT_BUF 4096
-
-/* Protected paths until daemon/protected.h provides the shared list:
- * files that steer what runs (CI, the project's checks) or what an agent
- * is told (agent configuration), and files that run code on their own
- * when a person enters the directory (.envrc, editor tasks). */
-static const char *const default_protected[] = {
-    ".spd.conf",
-    ".github",
-    ".gitlab-ci.yml",
-    ".gitlab",
-    ".ci",
-    ".circleci",
-    ".travis.yml",
-    ".buildkite",
-    "azure-pipelines.yml",
-    "Jenkinsfile",
-    ".pre-commit-config.yaml",
-    ".envrc",
-    "AGENTS.md",
-    "CLAUDE.md",
-    "GEMINI.md",
-    ".claude",
-    ".cursor",
-    ".cursorrules",
-    ".windsurfrules",
-    ".aider.conf.yml",
-    ".continue",
-    ".mcp.json",
-    ".vscode",
-    NULL,
-};
 
 enum etype {
 	E_ABSENT,
@@ -900,11 +870,6 @@ static bool racy(const struct entry *e)
 	       e->ctime_ns + GUARD_RACY_NS >= e->seen_ns;
 }
 
-const char *const *guard_default_protected(void)
-{
-	return default_protected;
-}
-
 void guard_free(struct guard *g)
 {
 	if (!g)
@@ -955,15 +920,26 @@ int guard_new(const struct guard_config *cfg, struct guard **ret)
 			0)
 			goto fail;
 	}
-	prot = cfg->protected_paths ? cfg->protected_paths : default_protected;
-	while (prot[n])
-		n++;
-	g->protected_paths = calloc(n + 1, sizeof(char *));
-	if (!g->protected_paths)
-		goto fail;
-	for (size_t i = 0; i < n; i++)
-		if (!(g->protected_paths[i] = strdup(prot[i])))
+	if (cfg->protected_paths) {
+		prot = cfg->protected_paths;
+		while (prot[n])
+			n++;
+		g->protected_paths = calloc(n + 1, sizeof(char *));
+		if (!g->protected_paths)
 			goto fail;
+		for (size_t i = 0; i < n; i++)
+			if (!(g->protected_paths[i] = strdup(prot[i])))
+				goto fail;
+	} else if (cfg->workdir) {
+		/* The list the policy classifies by, so that what it
+		 * refuses to write is what the guard re-hashes. */
+		r = protected_roots(cfg->workdir, &g->protected_paths);
+		if (r < 0)
+			goto fail;
+		r = -ENOMEM;
+	} else if (!(g->protected_paths = calloc(1, sizeof(char *)))) {
+		goto fail;
+	}
 
 	/* The watches go in before anything is read: a write after the
 	 * read of a file is then an event. */

@@ -8,8 +8,11 @@
  *    repository's): config, HEAD, hooks/ and info/ (recursively), and every
  *    branch and tag (loose refs and packed-refs) except the session's own
  *    branch.  A change is GIT-CHANGED.
- *  - the protected files of the checkout the agent works in: the project's
- *    .spd.conf, CI and agent configuration.  A change is INTEGRITY.
+ *  - the protected files of the checkout the agent works in: the roots
+ *    of the guarded classes of daemon/protected.h (the project's
+ *    .spd.conf, CI, agent, build and hook configuration, files that run
+ *    on the host), the list the policy classifies writes by.  A change is
+ *    INTEGRITY.
  *
  * After every command the sets are checked again.  A full scan lstat()s
  * the guarded entries and re-hashes (BLAKE2b)
@@ -120,7 +123,8 @@ struct guard_config {
 	 * finding.  NULL: none. */
 	const char *own_ref;
 	/* Protected paths relative to workdir (files or directories), NULL
-	 * terminated; NULL: guard_default_protected(). */
+	 * terminated; NULL: protected_roots() of workdir, the policy's
+	 * list. */
 	const char *const *protected_paths;
 	/* Never use inotify: every check is a full lstat() scan.  For tests
 	 * of the fallback, and for a git dir or checkout on a network
@@ -129,13 +133,6 @@ struct guard_config {
 };
 
 struct guard;
-
-/*
- * The default protected paths (a NULL-terminated static list): the
- * project's .spd.conf, CI configuration and agent configuration.  Used
- * until daemon/protected.h provides the list shared with the policy.
- */
-const char *const *guard_default_protected(void);
 
 /*
  * Snapshot the guarded inputs described by cfg (its strings are copied).

@@ -854,6 +854,7 @@ static const char *const write_deny_rule[PROTECTED__COUNT] = {
     [PROTECTED_AGENT_CONF] = "deny.write.agent-conf",
     [PROTECTED_BUILD_CONF] = "deny.write.build-conf",
     [PROTECTED_CONFIGURED] = "deny.write.protected",
+    [PROTECTED_HOST_EXEC] = "deny.write.host-exec",
 };
 
 static bool in_list(const char *const *list, size_t n, const char *s)

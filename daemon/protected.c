@@ -1,6 +1,11 @@
 /* The protected paths of a workspace: see protected.h. */
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/util.h"
@@ -10,6 +15,15 @@
  * components; a longer one is refused by the caller's length limit, and
  * here only its last components are looked at. */
 #define PROTECTED_COMPONENTS_MAX 2048
+/*
+ * Most guarded roots one checkout yields (each pattern's canonical
+ * spelling plus every entry that matches it in another case or through
+ * a wildcard).  A checkout with more (thousands of *.mk files at the top)
+ * is refused rather than guarded in part: the guard's scan after every
+ * command must stay cheap, and leaving some out silently would not be a
+ * guard.
+ */
+#define PROTECTED_ROOTS_MAX 4096
 
 /*
  * The order inside each class does not matter; the order of classes does
@@ -49,6 +63,9 @@ static const struct protected_pattern protected_table[] = {
     /* Git's own state: config, hooks and refs steer what git runs. */
     {".git/", PROTECTED_GIT},
     {".gitmodules", PROTECTED_GIT},
+    /* Attributes pick the filter, diff and merge drivers git runs on
+     * checkout, add and diff. */
+    {".gitattributes", PROTECTED_GIT},
     /* The project's policy. */
     {".spd.conf", PROTECTED_PROJECT_CONF},
     /* CI configuration. */
@@ -76,6 +93,15 @@ static const struct protected_pattern protected_table[] = {
     {".vscode/", PROTECTED_AGENT_CONF},
     {".mcp.json", PROTECTED_AGENT_CONF},
     {"opencode.json", PROTECTED_AGENT_CONF},
+    {".aider.conf.yml", PROTECTED_AGENT_CONF},
+    {".continue/", PROTECTED_AGENT_CONF},
+    {".windsurf/", PROTECTED_AGENT_CONF},
+    {".roo/", PROTECTED_AGENT_CONF},
+    {".zed/", PROTECTED_AGENT_CONF},
+    /* Editors that run a project's own startup file (exrc). */
+    {".nvim.lua", PROTECTED_AGENT_CONF},
+    {".nvimrc", PROTECTED_AGENT_CONF},
+    {".exrc", PROTECTED_AGENT_CONF},
     /* Test-runner and build configuration. */
     {"pytest.ini", PROTECTED_BUILD_CONF},
     {"tox.ini", PROTECTED_BUILD_CONF},
@@ -94,7 +120,90 @@ static const struct protected_pattern protected_table[] = {
     {".justfile", PROTECTED_BUILD_CONF},
     {"Makefile", PROTECTED_BUILD_CONF},
     {"GNUmakefile", PROTECTED_BUILD_CONF},
-    {".pre-commit-config.yaml", PROTECTED_BUILD_CONF},
+    /* Build inputs: what the operator's next build runs on the host,
+     * outside any sandbox.  Names that are also common output
+     * directories ("BUILD", "WORKSPACE" of Bazel) are left out: the
+     * guard would hash a build tree that every build changes; so are
+     * generated files a sandboxed build rewrites (configure,
+     * Makefile.in), whose sources (configure.ac, Makefile.am) are here. */
+    {"*.mk", PROTECTED_BUILD_CONF},
+    {"*.mak", PROTECTED_BUILD_CONF},
+    {"Makefile.am", PROTECTED_BUILD_CONF},
+    {"configure.ac", PROTECTED_BUILD_CONF},
+    {"autogen.sh", PROTECTED_BUILD_CONF},
+    {"CMakeLists.txt", PROTECTED_BUILD_CONF},
+    {"*.cmake", PROTECTED_BUILD_CONF},
+    {"CMakePresets.json", PROTECTED_BUILD_CONF},
+    {"CMakeUserPresets.json", PROTECTED_BUILD_CONF},
+    {"meson.build", PROTECTED_BUILD_CONF},
+    {"meson_options.txt", PROTECTED_BUILD_CONF},
+    {"meson.options", PROTECTED_BUILD_CONF},
+    {"build.rs", PROTECTED_BUILD_CONF},
+    {"Rakefile", PROTECTED_BUILD_CONF},
+    {"*.rake", PROTECTED_BUILD_CONF},
+    {"Taskfile*.yml", PROTECTED_BUILD_CONF},
+    {"Taskfile*.yaml", PROTECTED_BUILD_CONF},
+    {"BUILD.bazel", PROTECTED_BUILD_CONF},
+    {"WORKSPACE.bazel", PROTECTED_BUILD_CONF},
+    {"MODULE.bazel", PROTECTED_BUILD_CONF},
+    {"*.bzl", PROTECTED_BUILD_CONF},
+    {".bazelrc", PROTECTED_BUILD_CONF},
+    {"build.zig", PROTECTED_BUILD_CONF},
+    {"SConstruct", PROTECTED_BUILD_CONF},
+    {"SConscript", PROTECTED_BUILD_CONF},
+    {"build.sbt", PROTECTED_BUILD_CONF},
+    {"magefile.go", PROTECTED_BUILD_CONF},
+    {"Earthfile", PROTECTED_BUILD_CONF},
+    {"Tiltfile", PROTECTED_BUILD_CONF},
+    {"Vagrantfile", PROTECTED_BUILD_CONF},
+    {"gradlew", PROTECTED_BUILD_CONF},
+    {"gradlew.bat", PROTECTED_BUILD_CONF},
+    {"gradle/wrapper/", PROTECTED_BUILD_CONF},
+    {"gradle.properties", PROTECTED_BUILD_CONF},
+    {"mvnw", PROTECTED_BUILD_CONF},
+    {"mvnw.cmd", PROTECTED_BUILD_CONF},
+    {".mvn/", PROTECTED_BUILD_CONF},
+    /* Git hook runners: their configuration is a command line run by
+     * the operator's next commit or push. */
+    {".pre-commit-config.yaml", PROTECTED_HOST_EXEC},
+    {".husky/", PROTECTED_HOST_EXEC},
+    {"lefthook*.yml", PROTECTED_HOST_EXEC},
+    {"lefthook*.yaml", PROTECTED_HOST_EXEC},
+    {".lefthook*.yml", PROTECTED_HOST_EXEC},
+    {".lefthook*.yaml", PROTECTED_HOST_EXEC},
+    {".lefthook/", PROTECTED_HOST_EXEC},
+    {".overcommit.yml", PROTECTED_HOST_EXEC},
+    {".simple-git-hooks*", PROTECTED_HOST_EXEC},
+    {"simple-git-hooks.*", PROTECTED_HOST_EXEC},
+    {".githooks/", PROTECTED_HOST_EXEC},
+    {".git-hooks/", PROTECTED_HOST_EXEC},
+    /* Package-manager configuration that names a program to run
+     * (yarnPath, pnpmfile hooks, a pip or bundler index serving code). */
+    {".yarnrc", PROTECTED_HOST_EXEC},
+    {".yarnrc.yml", PROTECTED_HOST_EXEC},
+    {".yarn/releases/", PROTECTED_HOST_EXEC},
+    {".yarn/plugins/", PROTECTED_HOST_EXEC},
+    {".pnpmfile.*", PROTECTED_HOST_EXEC},
+    {"bunfig.toml", PROTECTED_HOST_EXEC},
+    {".bunfig.toml", PROTECTED_HOST_EXEC},
+    {"pip.conf", PROTECTED_HOST_EXEC},
+    {"pip.ini", PROTECTED_HOST_EXEC},
+    {"uv.toml", PROTECTED_HOST_EXEC},
+    {"poetry.toml", PROTECTED_HOST_EXEC},
+    {".condarc", PROTECTED_HOST_EXEC},
+    {".bundle/config", PROTECTED_HOST_EXEC},
+    /* Environment loaders that run a project's shell code when the
+     * operator enters the directory. */
+    {".envrc", PROTECTED_HOST_EXEC},
+    {".rvmrc", PROTECTED_HOST_EXEC},
+    {"mise*.toml", PROTECTED_HOST_EXEC},
+    {".mise*.toml", PROTECTED_HOST_EXEC},
+    {".mise/", PROTECTED_HOST_EXEC},
+    {"shell.nix", PROTECTED_HOST_EXEC},
+    {"devbox.json", PROTECTED_HOST_EXEC},
+    /* Devcontainers: initializeCommand runs on the host. */
+    {".devcontainer/", PROTECTED_HOST_EXEC},
+    {".devcontainer.json", PROTECTED_HOST_EXEC},
     /* Agent context files: instructions the next agent will obey. */
     {"AGENTS.md", PROTECTED_AGENT_CONTEXT},
     {"AGENT.md", PROTECTED_AGENT_CONTEXT},
@@ -159,6 +268,7 @@ static const char *const class_names[PROTECTED__COUNT] = {
     [PROTECTED_AGENT_CONF] = "agent-conf",
     [PROTECTED_BUILD_CONF] = "build-conf",
     [PROTECTED_CONFIGURED] = "protected",
+    [PROTECTED_HOST_EXEC] = "host-exec",
     [PROTECTED_AGENT_CONTEXT] = "agent-context",
     [PROTECTED_MANIFEST] = "manifest",
 };
@@ -371,6 +481,122 @@ size_t protected_patterns(const struct protected_pattern **ret)
 	return ARRAY_SIZE(protected_table);
 }
 
+struct roots {
+	char **v;
+	size_t n;
+};
+
+static int roots_add(struct roots *r, const char *p)
+{
+	for (size_t i = 0; i < r->n; i++)
+		if (strcmp(r->v[i], p) == 0)
+			return 0;
+	if (r->n + 1 >= PROTECTED_ROOTS_MAX)
+		return -E2BIG;
+	r->v[r->n] = strdup(p);
+	if (!r->v[r->n])
+		return -ENOMEM;
+	r->n++;
+	return 0;
+}
+
+static bool is_literal(const struct span *c)
+{
+	return !memchr(c->s, '*', c->n) && !memchr(c->s, '?', c->n);
+}
+
+/* prefix + "/" + name (prefix may be empty) into buf. */
+static int rel_join(char *buf, const char *prefix, const char *name,
+		    size_t name_n)
+{
+	int k = snprintf(buf, PATH_MAX, "%s%s%.*s", prefix, *prefix ? "/" : "",
+			 (int)name_n, name);
+
+	return k < 0 || k >= PATH_MAX ? -ENAMETOOLONG : 0;
+}
+
+/*
+ * Expand components pc[j..k) of a pattern below prefix (relative to
+ * workdir): every entry that matches in any letter case, and the
+ * canonical spelling of a literal component even when it is absent (the
+ * guard then notices it being created).
+ */
+static int expand(const char *workdir, const struct span *pc, size_t k,
+		  size_t j, const char *prefix, struct roots *out)
+{
+	char dir[PATH_MAX], rel[PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (is_literal(&pc[j])) {
+		r = rel_join(rel, prefix, pc[j].s, pc[j].n);
+		if (r == 0)
+			r = j + 1 == k
+				? roots_add(out, rel)
+				: expand(workdir, pc, k, j + 1, rel, out);
+		if (r < 0)
+			return r;
+	}
+	if (rel_join(dir, workdir, prefix, strlen(prefix)) < 0)
+		return -ENAMETOOLONG;
+	d = opendir(dir);
+	if (!d)
+		return 0;
+	while (r == 0 && (de = readdir(d))) {
+		size_t n = strlen(de->d_name);
+
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0 ||
+		    !glob_component(pc[j].s, pc[j].n, de->d_name, n))
+			continue;
+		r = rel_join(rel, prefix, de->d_name, n);
+		if (r == 0)
+			r = j + 1 == k
+				? roots_add(out, rel)
+				: expand(workdir, pc, k, j + 1, rel, out);
+	}
+	closedir(d);
+	return r;
+}
+
+int protected_roots(const char *workdir, char ***ret)
+{
+	struct roots out = {0};
+	int r = 0;
+
+	out.v = calloc(PROTECTED_ROOTS_MAX, sizeof(char *));
+	if (!out.v)
+		return -ENOMEM;
+	for (size_t i = 0; i < ARRAY_SIZE(protected_table) && r == 0; i++) {
+		struct span pc[PATTERN_COMPONENTS_MAX];
+		size_t k;
+
+		if (!protected_class_guarded(protected_table[i].cls))
+			continue;
+		k = split(protected_table[i].pattern, pc,
+			  PATTERN_COMPONENTS_MAX);
+		/* .git is the git set's, guarded from the common dir. */
+		if (k == 0 ||
+		    (k == 1 && pc[0].n == 4 && memcmp(pc[0].s, ".git", 4) == 0))
+			continue;
+		r = expand(workdir, pc, k, 0, "", &out);
+	}
+	if (r < 0) {
+		protected_roots_free(out.v);
+		return r;
+	}
+	*ret = out.v;
+	return 0;
+}
+
+void protected_roots_free(char **roots)
+{
+	for (size_t i = 0; roots && roots[i]; i++)
+		free(roots[i]);
+	free(roots);
+}
+
 bool protected_class_guarded(enum protected_class cls)
 {
 	switch (cls) {
@@ -380,6 +606,7 @@ bool protected_class_guarded(enum protected_class cls)
 	case PROTECTED_AGENT_CONF:
 	case PROTECTED_BUILD_CONF:
 	case PROTECTED_CONFIGURED:
+	case PROTECTED_HOST_EXEC:
 		return true;
 	default:
 		return false;

@@ -22,11 +22,12 @@ enum protected_class {
 	PROTECTED_NONE = 0,
 	PROTECTED_SECRET_FILE, /* .env*, *.pem, id_rsa*: never read or written */
 	PROTECTED_GIT,	       /* .git/, .gitmodules */
-	PROTECTED_PROJECT_CONF,	 /* the project's .spd.conf */
-	PROTECTED_CI,		 /* .github/, .gitlab-ci.yml, .ci/, ... */
-	PROTECTED_AGENT_CONF,	 /* .claude/, .codex/, .mcp.json, ... */
-	PROTECTED_BUILD_CONF,	 /* Makefile, pytest.ini, jest configs, ... */
-	PROTECTED_CONFIGURED,	 /* a "protected = PATTERN" from spd.conf */
+	PROTECTED_PROJECT_CONF, /* the project's .spd.conf */
+	PROTECTED_CI,		/* .github/, .gitlab-ci.yml, .ci/, ... */
+	PROTECTED_AGENT_CONF,	/* .claude/, .codex/, .mcp.json, ... */
+	PROTECTED_BUILD_CONF,	/* Makefile, pytest.ini, jest configs, ... */
+	PROTECTED_CONFIGURED,	/* a "protected = PATTERN" from spd.conf */
+	PROTECTED_HOST_EXEC, /* .husky/, .envrc, .yarnrc.yml: run on the host */
 	PROTECTED_AGENT_CONTEXT, /* AGENTS.md, CLAUDE.md: writes ask */
 	PROTECTED_MANIFEST,	 /* package.json, Cargo.lock: writes ask */
 	PROTECTED__COUNT
@@ -68,9 +69,27 @@ size_t protected_patterns(const struct protected_pattern **ret);
 /*
  * True for the classes whose files an agent may never change (writes are
  * denied, and the integrity guard re-hashes them after every command):
- * PROJECT_CONF, CI, AGENT_CONF, BUILD_CONF, CONFIGURED and GIT.
+ * PROJECT_CONF, CI, AGENT_CONF, BUILD_CONF, CONFIGURED, HOST_EXEC and GIT.
  */
 bool protected_class_guarded(enum protected_class cls);
+
+/*
+ * The roots the integrity guard hashes in the checkout at workdir: for
+ * each pattern of a guarded class (except .git/, which the guard takes
+ * from the git dir), its canonical spelling at the top of the checkout
+ * and every entry there that matches it in another letter case or
+ * through a wildcard, as the checkout is now.  Patterns match at any
+ * depth for the policy ("src/Makefile"); the guard hashes the top-level
+ * ones only (walking the whole tree after every command would cost what
+ * the guard must not, and the policy refuses the writes).  Stores a
+ * NULL-terminated array of relative paths in *ret (free with
+ * protected_roots_free) and returns 0, -E2BIG past the limit in
+ * protected.c, -ENAMETOOLONG or -ENOMEM.
+ */
+int protected_roots(const char *workdir, char ***ret);
+
+/* Free a list from protected_roots(); NULL is allowed. */
+void protected_roots_free(char **roots);
 
 /* A stable lower-case name ("ci", "secret-file"); never NULL. */
 const char *protected_class_name(enum protected_class cls);

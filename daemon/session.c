@@ -20,14 +20,16 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/journal.h"
+#include "proto/sandbox.h"
 #include "daemon/protected.h"
 #include "daemon/session.h"
 
+/* Deepest directory walked for ignored entries: a deeper tree is an
+ * attack on the walk's stack, and is refused like a too-large one. */
+#define SESSION_SCAN_DEPTH 64
 /* How long SQLite waits for a lock held by another connection (a second
  * spd is refused elsewhere; this only rides out a checkpoint). */
 #define SESSION_DB_BUSY_MS 2000
-/* Most protected roots the guard is given. */
-#define SESSION_PROTECTED_MAX 512
 
 struct sess {
 	struct session_info info;
@@ -598,95 +600,6 @@ static void note_ref(struct session_store *s, const char *gitdir,
 			db_update(s, x); /* the stored digest follows */
 }
 
-static bool has_glob(const char *p)
-{
-	return strpbrk(p, "*?[") != NULL;
-}
-
-static int plist_add(char **v, size_t *n, const char *p)
-{
-	for (size_t i = 0; i < *n; i++)
-		if (strcmp(v[i], p) == 0)
-			return 0;
-	if (*n + 1 >= SESSION_PROTECTED_MAX)
-		return -E2BIG;
-	v[*n] = strdup(p);
-	if (!v[*n])
-		return -ENOMEM;
-	(*n)++;
-	return 0;
-}
-
-/*
- * The protected roots of a checkout from the shared list
- * (daemon/protected.h): each literal pattern of a guarded class is a
- * root; a pattern with a wildcard in its last component is expanded
- * against the directory it names as it is at session start.  Patterns
- * match at any depth for the policy ("src/Makefile"); the guard hashes
- * the top-level ones only — walking the whole tree after every command
- * would cost what the guard must not, and the policy already refuses
- * the writes.
- */
-static int protected_roots(const char *workdir, char ***ret)
-{
-	const struct protected_pattern *pats;
-	size_t np = protected_patterns(&pats), n = 0;
-	char **v = calloc(SESSION_PROTECTED_MAX, sizeof(char *));
-	int r = 0;
-
-	if (!v)
-		return -ENOMEM;
-	for (size_t i = 0; i < np && r == 0; i++) {
-		char pat[GUARD_PATH_MAX];
-		size_t len;
-
-		if (!protected_class_guarded(pats[i].cls))
-			continue;
-		snprintf(pat, sizeof(pat), "%s", pats[i].pattern);
-		len = strlen(pat);
-		if (len && pat[len - 1] == '/')
-			pat[--len] = '\0';
-		/* .git is the git set's, guarded from the common dir. */
-		if (strcmp(pat, ".git") == 0 || len == 0)
-			continue;
-		if (!has_glob(pat)) {
-			r = plist_add(v, &n, pat);
-			continue;
-		}
-		char *slash = strrchr(pat, '/');
-		size_t dlen = slash ? (size_t)(slash - pat) : 0;
-		char dir[GUARD_PATH_MAX], rel[GUARD_PATH_MAX];
-
-		/* A wildcard in a directory component is not expanded. */
-		if (dlen && strcspn(pat, "*?[") < dlen)
-			continue;
-		snprintf(dir, sizeof(dir), "%s/%.*s", workdir, (int)dlen, pat);
-		DIR *d = opendir(dir);
-		if (!d)
-			continue;
-		struct dirent *de;
-		while (r == 0 && (de = readdir(d))) {
-			if (de->d_name[0] == '.' &&
-			    (!de->d_name[1] ||
-			     (de->d_name[1] == '.' && !de->d_name[2])))
-				continue;
-			snprintf(rel, sizeof(rel), "%.*s%s%s", (int)dlen, pat,
-				 dlen ? "/" : "", de->d_name);
-			if (protected_pattern_match(pats[i].pattern, rel))
-				r = plist_add(v, &n, rel);
-		}
-		closedir(d);
-	}
-	if (r < 0) {
-		for (size_t i = 0; i < n; i++)
-			free(v[i]);
-		free(v);
-		return r;
-	}
-	*ret = v;
-	return 0;
-}
-
 static void plist_free(char **v)
 {
 	for (size_t i = 0; v && v[i]; i++)
@@ -697,23 +610,17 @@ static void plist_free(char **v)
 static int make_guard(struct session_store *s, struct sess *x)
 {
 	char own[GUARD_PATH_MAX];
-	char **roots = NULL;
 	struct guard *g = NULL;
 	int r;
 
-	r = protected_roots(x->info.worktree, &roots);
-	if (r < 0)
-		return r;
 	if (x->info.mode == SESSION_MODE_WORKTREE)
 		snprintf(own, sizeof(own), "refs/heads/%s", x->info.branch);
 	struct guard_config cfg = {
 	    .gitdir = x->info.gitdir,
 	    .workdir = x->info.worktree,
 	    .own_ref = x->info.mode == SESSION_MODE_WORKTREE ? own : NULL,
-	    .protected_paths = (const char *const *)roots,
 	};
 	r = guard_new(&cfg, &g);
-	plist_free(roots);
 	if (r < 0) {
 		seterr(s, "cannot snapshot the guarded inputs: %s",
 		       strerror(-r));
@@ -836,6 +743,119 @@ static int find_secrets(struct session_store *s, struct sess *x)
 	return 0;
 }
 
+/* ---- in place: ignored entries hidden from a run ---- */
+
+struct ignored_scan {
+	git_repository *repo;
+	const char *root;
+	char **skip; /* already covered (the empty credential files) */
+	char **v;
+	size_t n, max;
+	size_t seen;
+};
+
+/*
+ * Collect the top-most ignored entries below rel.  The test is the one
+ * fs.read applies (git_ignore_path_is_ignored on the relative path,
+ * daemon/m_fs.c), so a run hides exactly what the file tools refuse;
+ * an error in git's ignore machinery counts as ignored there, and here.
+ * An ignored directory is one entry and is not walked.
+ */
+static int scan_ignored(struct ignored_scan *sc, const char *rel,
+			unsigned depth)
+{
+	char path[GUARD_PATH_MAX], child[GUARD_PATH_MAX];
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (depth > SESSION_SCAN_DEPTH)
+		return -E2BIG;
+	snprintf(path, sizeof(path), "%s%s%s", sc->root, rel[0] ? "/" : "",
+		 rel);
+	d = opendir(path);
+	if (!d)
+		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	while ((de = readdir(d))) {
+		bool covered = false;
+		int ignored = 0, k;
+		struct stat st;
+
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0 ||
+		    (depth == 0 && strcmp(de->d_name, ".git") == 0))
+			continue;
+		if (++sc->seen > SESSION_SCAN_MAX) {
+			r = -E2BIG;
+			break;
+		}
+		k = snprintf(child, sizeof(child), "%s%s%s", rel,
+			     rel[0] ? "/" : "", de->d_name);
+		if (k < 0 || (size_t)k >= sizeof(child)) {
+			r = -ENAMETOOLONG;
+			break;
+		}
+		if (git_ignore_path_is_ignored(&ignored, sc->repo, child) < 0)
+			ignored = 1;
+		if (!ignored) {
+			if (fstatat(dirfd(d), de->d_name, &st,
+				    AT_SYMLINK_NOFOLLOW) == 0 &&
+			    S_ISDIR(st.st_mode))
+				r = scan_ignored(sc, child, depth + 1);
+			if (r < 0)
+				break;
+			continue;
+		}
+		k = snprintf(path, sizeof(path), "%s/%s", sc->root, child);
+		if (k < 0 || (size_t)k >= sizeof(path)) {
+			r = -ENAMETOOLONG;
+			break;
+		}
+		for (size_t i = 0; sc->skip && sc->skip[i] && !covered; i++)
+			covered = strcmp(sc->skip[i], path) == 0;
+		if (covered)
+			continue;
+		if (sc->n >= sc->max) {
+			r = -E2BIG;
+			break;
+		}
+		if (!(sc->v[sc->n] = strdup(path))) {
+			r = -ENOMEM;
+			break;
+		}
+		sc->n++;
+	}
+	closedir(d);
+	return r;
+}
+
+static int find_ignored(struct session_store *s, struct sess *x, size_t max,
+			char ***ret)
+{
+	struct ignored_scan sc = {
+	    .root = x->info.worktree, .skip = x->empty_files, .max = max};
+	int r;
+
+	if (git_up(s) < 0)
+		return -EIO;
+	if (git_repository_open_ext(&sc.repo, x->info.worktree,
+				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
+		return -EIO;
+	sc.v = calloc(max + 1, sizeof(char *));
+	if (!sc.v) {
+		git_repository_free(sc.repo);
+		return -ENOMEM;
+	}
+	r = scan_ignored(&sc, "", 0);
+	git_repository_free(sc.repo);
+	if (r < 0) {
+		plist_free(sc.v);
+		return r;
+	}
+	*ret = sc.v;
+	return 0;
+}
+
 void session_run_paths_free(struct session_run_paths *p)
 {
 	if (!p)
@@ -843,11 +863,12 @@ void session_run_paths_free(struct session_run_paths *p)
 	free(p->workspace);
 	plist_free(p->readonly);
 	plist_free(p->empty_files);
+	plist_free(p->hidden);
 	memset(p, 0, sizeof(*p));
 }
 
 int session_run_paths(struct session_store *s, const char *id,
-		      struct session_run_paths *ret)
+		      struct session_run_paths *ret, size_t *ret_hidden_max)
 {
 	struct session_run_paths p = {0};
 	struct sess *x;
@@ -870,6 +891,18 @@ int session_run_paths(struct session_store *s, const char *id,
 	for (size_t i = 0; i < n; i++)
 		if (!(p.empty_files[i] = strdup(x->empty_files[i])))
 			goto oom;
+	if (p.in_place) {
+		size_t max = SBXP_PATHS_MAX - SESSION_RUN_PATHS_RESERVED;
+
+		max = n < max ? max - n : 0;
+		if (ret_hidden_max)
+			*ret_hidden_max = max;
+		r = find_ignored(s, x, max, &p.hidden);
+		if (r < 0) {
+			session_run_paths_free(&p);
+			return r;
+		}
+	}
 	*ret = p;
 	return 0;
 oom:

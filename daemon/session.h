@@ -55,6 +55,17 @@
  */
 #define SESSION_EMPTY_FILES_MAX 48
 #define SESSION_SCAN_MAX 200000
+/*
+ * In place: the git-ignored entries hidden from one run are each a
+ * mount, and a run has SBXP_PATHS_MAX paths in all.  This many are kept
+ * for the rest (spd's three directories, the read-only git dir, the
+ * operator's writable paths); the credential files above take theirs;
+ * the ignored entries get what is left (56 without credential files).
+ * An ignored directory counts once, however much it holds.  A checkout
+ * with more top-most ignored entries has its runs refused rather than
+ * run with some of them readable.
+ */
+#define SESSION_RUN_PATHS_RESERVED 8
 /* Most dirty paths named when an in-place start is refused. */
 #define SESSION_DIRTY_SHOWN 20
 
@@ -210,17 +221,28 @@ struct session_run_paths {
 			       files that look like credentials (.env*,
 			       *.pem, *.key, id_rsa*, .netrc, ...), found at
 			       session start; they must read as empty */
+	char **hidden;	    /* NULL terminated: in place, the top-most
+			       git-ignored entries (an ignored directory as
+			       one entry), found when the run starts: what
+			       fs.read refuses (deny.fs.ignored) must not be
+			       readable by a command either */
 	bool in_place;
 };
 
 /*
  * The paths cmd.run needs for a command of session id: the workspace and,
- * in place, what is read-only and what reads as empty.  Returns 0 and
- * fills *ret (free with session_run_paths_free), or -ENOENT/-ESHUTDOWN/
- * -ECANCELED as session_usable, or -ENOMEM.
+ * in place, what is read-only, what reads as empty and what is hidden
+ * (the checkout is walked for its ignored entries, up to
+ * SESSION_SCAN_MAX entries).  Returns 0 and fills *ret (free with
+ * session_run_paths_free), -ENOENT/-ESHUTDOWN/-ECANCELED as
+ * session_usable, -E2BIG when more ignored entries than the run's mount
+ * plan has room for (see SESSION_RUN_PATHS_RESERVED; *ret_hidden_max
+ * says how many, when not NULL) or more than SESSION_SCAN_MAX walked ones
+ * would have to be hidden,
+ * -EIO when git cannot open the checkout, or -ENOMEM.
  */
 int session_run_paths(struct session_store *s, const char *id,
-		      struct session_run_paths *ret);
+		      struct session_run_paths *ret, size_t *ret_hidden_max);
 /* Free what session_run_paths filled; a zeroed struct is fine. */
 void session_run_paths_free(struct session_run_paths *p);
 

@@ -708,6 +708,72 @@ START_TEST(test_in_place_sandbox)
 }
 END_TEST
 
+/*
+ * In place, what fs.read refuses as git-ignored (deny.fs.ignored) is not
+ * readable by an allowed command either: not by naming it (cat), not by
+ * walking the tree (grep -r), not inside an ignored directory.  A file
+ * git does not ignore still reads as it is.
+ */
+START_TEST(test_in_place_ignored_hidden)
+{
+	struct session s = {0};
+	char *r, *p, *out = NULL, *err = NULL;
+	int rc;
+
+	ck_assert_int_eq(
+	    host_sh(NULL,
+		    "set -e; cd '%s'; printf '*.txt\ncache/\n' >> .gitignore; "
+		    "echo 'see the docs' > notes.md; git add -A; "
+		    "git commit -qm ignore; "
+		    "echo 'token CANARY-plain-7d1' > plain.txt; "
+		    "mkdir -p cache/deep; "
+		    "echo 'CANARY-cache-7d1' > cache/deep/blob; "
+		    "chmod -R a+rX plain.txt cache notes.md",
+		    REPO),
+	    0);
+	start_session(REPO, "ignored", true, &s);
+
+	r = rpc(s.token, "fs.read", "{\"path\":\"plain.txt\"}");
+	ck_assert_msg(has(r, "deny.fs.ignored"), "fs.read: %s", r);
+	free(r);
+
+	rc = agent_spctl(&s, (char *[]){"run", "--", "cat", "plain.txt", NULL},
+			 &out, &err);
+	ck_assert_msg(!has(out, "CANARY"), "cat printed the ignored file: %s",
+		      out);
+	free(out);
+	free(err);
+	rc = agent_spctl(
+	    &s, (char *[]){"run", "--", "grep", "-r", "CANARY", ".", NULL},
+	    &out, &err);
+	ck_assert_msg(!has(out, "CANARY-"),
+		      "grep -r found ignored content (%d): %s", rc, out);
+	free(out);
+	free(err);
+	rc = agent_spctl(
+	    &s, (char *[]){"run", "--", "cat", "cache/deep/blob", NULL}, &out,
+	    &err);
+	ck_assert_msg(!has(out, "CANARY"), "cat read the ignored dir: %s", out);
+	free(out);
+	free(err);
+
+	rc = agent_spctl(&s, (char *[]){"run", "--", "cat", "notes.md", NULL},
+			 &out, &err);
+	ck_assert_msg(rc == 0 && out && !strcmp(out, "see the docs\n"),
+		      "notes.md (%d): '%s' %s", rc, out, err);
+	free(out);
+	free(err);
+
+	/* Hidden from the run, untouched on the host. */
+	p = paths_join(REPO, "plain.txt");
+	out = test_read_file(p);
+	ck_assert_str_eq(out, "token CANARY-plain-7d1\n");
+	free(out);
+	free(p);
+	session_free(&s);
+}
+END_TEST
+
 /* ---- the git guard --------------------------------------------------- */
 
 /* The operator's approved run in a session, with the repository's .git
@@ -1692,6 +1758,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_agent_unauthorized);
 	tcase_add_test(tc, test_in_place_dirty_refused);
 	tcase_add_test(tc, test_in_place_sandbox);
+	tcase_add_test(tc, test_in_place_ignored_hidden);
 	tcase_add_test(tc, test_guard_git_config);
 	tcase_add_test(tc, test_guard_hook);
 	tcase_add_test(tc, test_guard_own_branch_and_other_branch);

@@ -17,6 +17,8 @@
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
 #include "daemon/guard.h"
+#include "daemon/policy.h"
+#include "daemon/protected.h"
 
 static char *const git_env[] = {
     "GIT_AUTHOR_NAME=t",
@@ -604,6 +606,110 @@ START_TEST(test_instance_limit)
 }
 END_TEST
 
+/*
+ * A file that stands for pattern: each wildcard becomes "x", a directory
+ * pattern gets a file "f" inside.  With odd set, the letters alternate
+ * in case, as a case-insensitive file system (or an agent probing one)
+ * would spell it.
+ */
+static void instance(const char *pattern, bool odd, char *buf, size_t n)
+{
+	size_t o = 0;
+
+	for (const char *p = pattern; *p && o + 2 < n; p++) {
+		char ch = *p;
+
+		if (ch == '*' || ch == '?') {
+			buf[o++] = 'x';
+			continue;
+		}
+		if (odd && ch >= 'a' && ch <= 'z' && o % 2)
+			ch = (char)(ch - 'a' + 'A');
+		else if (odd && ch >= 'A' && ch <= 'Z' && o % 2 == 0)
+			ch = (char)(ch - 'A' + 'a');
+		buf[o++] = ch;
+	}
+	buf[o] = '\0';
+	if (o && buf[o - 1] == '/')
+		snprintf(buf + o, n - o, "f");
+}
+
+static void write_rel(const char *dir, const char *rel, const char *content)
+{
+	char *p = paths_join(dir, rel);
+	char *slash = strrchr(p, '/');
+
+	*slash = '\0';
+	sh(dir, "mkdir -p '%s'", p);
+	*slash = '/';
+	test_write_file(p, content);
+	free(p);
+}
+
+/*
+ * The policy and the guard read one table: for every entry whose class
+ * the guard re-hashes, the policy denies a write (fs.write) and the
+ * guard, built with its default list, finds a change made behind spd's
+ * back, in the canonical spelling and in odd letter case.
+ */
+START_TEST(test_table_agreement)
+{
+	const struct protected_pattern *pats;
+	size_t np = protected_patterns(&pats), checked = 0;
+	bool odd = _i == 1;
+	char *d = make_repo();
+	char rel[GUARD_PATH_MAX];
+	struct guard *g;
+
+	for (size_t i = 0; i < np; i++) {
+		if (!protected_class_guarded(pats[i].cls) ||
+		    strcmp(pats[i].pattern, ".git/") == 0)
+			continue;
+		instance(pats[i].pattern, odd, rel, sizeof(rel));
+		write_rel(d, rel, "original\n");
+	}
+	g = guard_for(d);
+	for (size_t i = 0; i < np; i++) {
+		struct policy_context ctx = {.workspace = d};
+		struct policy_call call = {.kind = POLICY_CALL_WRITE,
+					   .path = rel};
+		struct policy_result r;
+		struct guard_finding f;
+		char *p;
+
+		if (!protected_class_guarded(pats[i].cls) ||
+		    strcmp(pats[i].pattern, ".git/") == 0)
+			continue;
+		instance(pats[i].pattern, odd, rel, sizeof(rel));
+		ck_assert_int_eq(policy_classify(NULL, &ctx, &call, &r), 0);
+		ck_assert_msg(r.decision == POLICY_DENY &&
+				  strncmp(r.rule, "deny.write.", 11) == 0,
+			      "%s (%s): policy says %s %s", rel,
+			      pats[i].pattern, policy_decision_name(r.decision),
+			      r.rule);
+		policy_result_free(&r);
+
+		p = paths_join(d, rel);
+		test_write_file(p, "changed behind spd's back\n");
+		memset(&f, 0, sizeof(f));
+		ck_assert_msg(guard_check(g, &f) == 1,
+			      "%s (%s): the guard saw no change", rel,
+			      pats[i].pattern);
+		ck_assert_int_eq(f.set, GUARD_SET_PROTECTED);
+		ck_assert_str_eq(f.path, rel);
+		/* The same bytes again: the guard is clean once more. */
+		test_write_file(p, "original\n");
+		ck_assert_int_eq(guard_check(g, NULL), 0);
+		free(p);
+		checked++;
+	}
+	ck_assert_uint_gt(checked, 50);
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
 START_TEST(test_bad_gitdir)
 {
 	struct guard_config cfg = {.gitdir = "/nonexistent/.git"};
@@ -643,6 +749,7 @@ int main(void)
 	tcase_add_test(tc, test_mmap_store);
 	tcase_add_test(tc, test_instance_limit);
 	tcase_add_test(tc, test_bad_gitdir);
+	tcase_add_loop_test(tc, test_table_agreement, 0, 2);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

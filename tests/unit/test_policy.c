@@ -1462,7 +1462,11 @@ static const struct pcase pcases[] = {
     {".ci/x", PROTECTED_CI},
     {"Makefile", PROTECTED_BUILD_CONF},
     {"src/makefile", PROTECTED_BUILD_CONF},
-    {"Makefile.am", PROTECTED_NONE},
+    {"Makefile.am", PROTECTED_BUILD_CONF},
+    {"Makefile.bak", PROTECTED_NONE},
+    {".husky/pre-commit", PROTECTED_HOST_EXEC},
+    {"web/.ENVRC", PROTECTED_HOST_EXEC},
+    {".gitattributes", PROTECTED_GIT},
     {".cargo/config.toml", PROTECTED_BUILD_CONF},
     {".cargo/config", PROTECTED_BUILD_CONF},
     {"cargo/config", PROTECTED_NONE},
@@ -1498,6 +1502,103 @@ START_TEST(test_protected_match)
 		      "'%s': got %s want %s", p->path,
 		      protected_class_name(protected_match(p->path)),
 		      protected_class_name(p->want));
+}
+END_TEST
+
+/*
+ * Files a tool on the operator's host runs or obeys on its own (hook
+ * runners, package-manager configuration, direnv, devcontainers, git
+ * attributes, build inputs): writing one is code that runs outside the
+ * sandbox the next time the operator commits, installs, enters the
+ * directory or builds.  None may be allow.write, through fs.write or a
+ * writing command, in any letter case.
+ */
+static const char *const host_exec_gaps[] = {
+    ".husky/pre-commit",
+    "lefthook.yml",
+    ".lefthook.yml",
+    ".overcommit.yml",
+    ".simple-git-hooks.json",
+    ".pre-commit-config.yaml",
+    ".yarnrc.yml",
+    ".yarnrc",
+    ".pnpmfile.cjs",
+    ".cargo/config.toml",
+    "pip.conf",
+    ".bundle/config",
+    ".envrc",
+    ".devcontainer/devcontainer.json",
+    ".devcontainer.json",
+    ".gitattributes",
+    "rules.mk",
+    "CMakeLists.txt",
+    "sub/CMakeLists.txt",
+    "meson.build",
+    "build.rs",
+    "Rakefile",
+    "Taskfile.yml",
+    "justfile",
+    "configure.ac",
+    ".aider.conf.yml",
+    ".continue/config.json",
+    "LEFTHOOK.YML",
+    ".HUSKY/pre-push",
+    ".EnvRc",
+    "cmakelists.TXT",
+    "Build.RS",
+    ".DevContainer/x.json",
+    ".GitAttributes",
+};
+
+static char *odd_case(const char *s)
+{
+	char *d = strdup(s);
+
+	ck_assert_ptr_nonnull(d);
+	for (size_t i = 0; d[i]; i++)
+		if (i % 2 && d[i] >= 'a' && d[i] <= 'z')
+			d[i] = (char)(d[i] - 'a' + 'A');
+		else if (i % 2 == 0 && d[i] >= 'A' && d[i] <= 'Z')
+			d[i] = (char)(d[i] - 'A' + 'a');
+	return d;
+}
+
+static void expect_not_allowed(const struct policy_call *call, const char *what)
+{
+	struct policy_context ctx = {.workspace = ws, .path_env = path_env};
+	struct policy_result r;
+
+	ck_assert_int_eq(policy_classify(NULL, &ctx, call, &r), 0);
+	ck_assert_msg(r.decision == POLICY_DENY &&
+			  strncmp(r.rule, "deny.", 5) == 0,
+		      "%s: got %s %s (%s), want deny", what,
+		      policy_decision_name(r.decision), r.rule, r.reason);
+	policy_result_free(&r);
+}
+
+START_TEST(test_host_exec_not_writable)
+{
+	for (int pass = 0; pass < 2; pass++) {
+		char *rel = pass ? odd_case(host_exec_gaps[_i])
+				 : strdup(host_exec_gaps[_i]);
+		struct policy_call w = {.kind = POLICY_CALL_WRITE, .path = rel};
+		const char *cp[] = {"cp", "src/main.c", rel};
+		const char *tee[] = {"tee", "-a", rel};
+		struct policy_call c1 = {
+		    .kind = POLICY_CALL_EXEC, .argv = cp, .argc = 3};
+		struct policy_call c2 = {
+		    .kind = POLICY_CALL_EXEC, .argv = tee, .argc = 3};
+		char what[512];
+
+		ck_assert_ptr_nonnull(rel);
+		snprintf(what, sizeof(what), "fs.write %s", rel);
+		expect_not_allowed(&w, what);
+		snprintf(what, sizeof(what), "cp src/main.c %s", rel);
+		expect_not_allowed(&c1, what);
+		snprintf(what, sizeof(what), "tee -a %s", rel);
+		expect_not_allowed(&c2, what);
+		free(rel);
+	}
 }
 END_TEST
 
@@ -1545,6 +1646,8 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_reason_text);
 	tcase_add_test(tc, test_bad_requests);
 	tcase_add_test(tc, test_conf_files);
+	tcase_add_loop_test(tc, test_host_exec_not_writable, 0,
+			    ARRAY_SIZE(host_exec_gaps));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("pure");

@@ -150,7 +150,7 @@ START_TEST(test_start_diff_end)
 	ck_assert(exists(p));
 	free(p);
 	struct session_run_paths rp;
-	ck_assert_int_eq(session_run_paths(f.s, i->id, &rp), 0);
+	ck_assert_int_eq(session_run_paths(f.s, i->id, &rp, NULL), 0);
 	ck_assert(!rp.in_place);
 	ck_assert_str_eq(rp.workspace, i->worktree);
 	ck_assert_ptr_null(rp.readonly[0]);
@@ -276,7 +276,7 @@ START_TEST(test_in_place_dirty)
 	/* A command in place: .git read-only, the ignored credential files
 	 * read as empty, a tracked key file left alone. */
 	struct session_run_paths rp;
-	ck_assert_int_eq(session_run_paths(f.s, i->id, &rp), 0);
+	ck_assert_int_eq(session_run_paths(f.s, i->id, &rp, NULL), 0);
 	ck_assert(rp.in_place);
 	ck_assert_str_eq(rp.workspace, f.repo);
 	ck_assert_str_eq(rp.readonly[0], i->gitdir);
