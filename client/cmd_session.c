@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "client/termsafe.h"
 #include "cmds.h"
 
 static void print_json(json_t *v)
@@ -25,22 +26,66 @@ static const char *str(json_t *o, const char *k)
 	return s ? s : "-";
 }
 
+/* One "label: value" line; the value through termsafe.h, since paths and
+ * findings name files the agent created. */
+static void print_line(const char *label, const char *value)
+{
+	fputs(label, stdout);
+	ts_fputs(stdout, value);
+	fputc('\n', stdout);
+}
+
 static void print_session(json_t *s)
 {
 	json_t *f = json_object_get(s, "finding");
 
-	printf("id:        %s\n", str(s, "id"));
-	printf("feature:   %s\n", str(s, "feature"));
-	printf("state:     %s\n", str(s, "state"));
-	printf("mode:      %s\n", str(s, "mode"));
-	printf("repo:      %s\n", str(s, "repo"));
-	printf("worktree:  %s\n", str(s, "worktree"));
-	printf("branch:    %s\n", str(s, "branch"));
-	printf("base:      %s\n", str(s, "base"));
+	print_line("id:        ", str(s, "id"));
+	print_line("feature:   ", str(s, "feature"));
+	print_line("state:     ", str(s, "state"));
+	print_line("mode:      ", str(s, "mode"));
+	print_line("repo:      ", str(s, "repo"));
+	print_line("worktree:  ", str(s, "worktree"));
+	print_line("branch:    ", str(s, "branch"));
+	print_line("base:      ", str(s, "base"));
 	printf("commands:  %lld\n",
 	       (long long)json_integer_value(json_object_get(s, "commands")));
-	if (f)
-		printf("finding:   %s %s\n", str(f, "code"), str(f, "path"));
+	if (f) {
+		fputs("finding:   ", stdout);
+		ts_fputs(stdout, str(f, "code"));
+		fputc(' ', stdout);
+		ts_fputs(stdout, str(f, "path"));
+		fputc('\n', stdout);
+	}
+}
+
+/* A field through termsafe.h, padded to a column like %-*s. */
+static void print_padded(const char *value, int width)
+{
+	char *b = NULL;
+	size_t n = 0;
+	FILE *m = open_memstream(&b, &n);
+
+	if (!m)
+		return;
+	ts_fputs(m, value);
+	fclose(m);
+	printf("%-*s", width, b ? b : "");
+	free(b);
+}
+
+/* A diff is the agent's text: byte for byte into a file or a pipe (it may
+ * be applied), through termsafe.h onto a terminal. */
+static void print_diff(const char *text)
+{
+	struct ts_stream st = {0};
+
+	fflush(stdout);
+	if (isatty(STDOUT_FILENO) != 1) {
+		fputs(text, stdout);
+		return;
+	}
+	ts_stream_write(STDOUT_FILENO, &st, text, strlen(text));
+	ts_stream_end(STDOUT_FILENO, &st);
 }
 
 static int session_usage(void)
@@ -149,7 +194,7 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 			if (json_object_get(res, "merge"))
 				printf("to merge: %s\n", str(res, "merge"));
 		} else if (strcmp(sub, "diff") == 0) {
-			fputs(str(res, "diff"), stdout);
+			print_diff(str(res, "diff"));
 			if (json_is_true(json_object_get(res, "truncated")))
 				printf("\n[diff truncated]\n");
 			if (json_object_get(res, "merge"))
@@ -160,18 +205,22 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 			json_t *ch = json_object_get(res, "checks");
 			for (size_t i = 0; i < json_array_size(ch); i++) {
 				json_t *c = json_array_get(ch, i);
-				printf("check %-16s exit %lld\n",
-				       str(c, "name"),
+				fputs("check ", stdout);
+				print_padded(str(c, "name"), 16);
+				printf(" exit %lld\n",
 				       (long long)json_integer_value(
 					   json_object_get(c, "exit")));
 			}
 			for (size_t i = 0; i < json_array_size(g); i++) {
 				json_t *x = json_array_get(g, i);
-				printf("gate  %-16s %s  %s\n", str(x, "name"),
+				fputs("gate  ", stdout);
+				print_padded(str(x, "name"), 16);
+				printf(" %s  ",
 				       json_is_true(json_object_get(x, "pass"))
 					   ? "pass"
-					   : "FAIL",
-				       str(x, "detail"));
+					   : "FAIL");
+				ts_fputs(stdout, str(x, "detail"));
+				fputc('\n', stdout);
 			}
 			printf("verdict: %s\n",
 			       json_is_true(json_object_get(res, "pass"))
@@ -292,13 +341,16 @@ int cmd_policy(struct cmd_ctx *ctx, int argc, char **argv)
 	} else {
 		json_t *rv = json_object_get(res, "resolved");
 		json_t *paths = json_object_get(rv, "paths");
-		printf("%s  (%s)\n%s\n", str(res, "decision"), str(res, "rule"),
-		       str(res, "reason"));
+		ts_fputs(stdout, str(res, "decision"));
+		fputs("  (", stdout);
+		ts_fputs(stdout, str(res, "rule"));
+		fputs(")\n", stdout);
+		print_line("", str(res, "reason"));
 		if (json_string_value(json_object_get(rv, "exe")))
-			printf("executable: %s\n", str(rv, "exe"));
+			print_line("executable: ", str(rv, "exe"));
 		for (size_t k = 0; k < json_array_size(paths); k++)
-			printf("path: %s\n",
-			       json_string_value(json_array_get(paths, k)));
+			print_line("path: ",
+				   json_string_value(json_array_get(paths, k)));
 	}
 	json_decref(res);
 	return 0;

@@ -435,12 +435,18 @@ static int journal_verify(struct cmd_ctx *ctx)
 		printf("journal intact: %lld events checked\n",
 		       (long long)json_integer_value(
 			   json_object_get(res, "checked")));
-	else
-		printf("journal BROKEN at event %lld (%s): %s\n",
+	else {
+		printf("journal BROKEN at event %lld (",
 		       (long long)json_integer_value(
-			   json_object_get(res, "first_bad_id")),
-		       json_string_value(json_object_get(res, "reason")),
-		       json_string_value(json_object_get(res, "detail")) ?: "");
+			   json_object_get(res, "first_bad_id")));
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(res, "reason")));
+		fputs("): ", stdout);
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(res, "detail"))
+			     ?: "");
+		fputc('\n', stdout);
+	}
 	json_decref(res);
 	return ok ? 0 : CMD_EXIT_CHECK_FAILED;
 }

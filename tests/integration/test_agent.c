@@ -20,6 +20,7 @@
 
 #include "tests/lib/spdproc.h"
 #include "tests/lib/testlib.h"
+#include "client/termsafe.h"
 #include "common/paths.h"
 
 static struct test_spd T;
@@ -1184,6 +1185,46 @@ START_TEST(test_approval_end_to_end)
 }
 END_TEST
 
+/* What the operator reads is what would run: an agent's argv that
+ * reorders itself with RLO/PDF or hides the command after 5,000 spaces is
+ * shown escaped by spctl approvals and spctl journal. */
+START_TEST(test_approvals_show_hidden_characters)
+{
+	struct session s = {0};
+	char spaces[5001], *p, *r, *out = NULL, *err = NULL;
+	int rc;
+
+	memset(spaces, ' ', 5000);
+	spaces[5000] = 0;
+	start_session(REPO, "bidi", false, &s);
+	p = fmt("{\"argv\":[\"sh\",\"-c\",\"echo \\u202e)dab(lanoitnetni"
+		"\\u202c safe\",\"%s; rm -rf ~\"],\"wait\":false}",
+		spaces);
+	r = rpc(s.token, "cmd.run", p);
+	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	free(r);
+	free(p);
+	rc = op_spctl((char *[]){"approvals", NULL}, &out, &err);
+	ck_assert_msg(rc == 0, "approvals: %d %s", rc, err);
+	ck_assert_msg(has(out, "$'echo \\u202e)dab(lanoitnetni\\u202c safe'"),
+		      "%.300s", out);
+	ck_assert_msg(has(out, "\\{4984 blanks elided}; rm -rf ~'"), "%.300s",
+		      out);
+	ck_assert(!has(out, "\xe2\x80\xae") && !has(out, "\xe2\x80\xac"));
+	ck_assert(!has(out, spaces + 5000 - TS_FIELD_BLANKS_MAX - 1));
+	free(out);
+	free(err);
+	rc = op_spctl((char *[]){"journal", NULL}, &out, &err);
+	ck_assert_msg(rc == 0, "journal: %d %s", rc, err);
+	ck_assert_msg(has(out, "approval.requested"), "%.300s", out);
+	ck_assert(!has(out, "\xe2\x80\xae") && !has(out, "\xe2\x80\xac"));
+	ck_assert(!has(out, spaces + 5000 - TS_FIELD_BLANKS_MAX - 1));
+	free(out);
+	free(err);
+	session_free(&s);
+}
+END_TEST
+
 /* Three denied calls in a row end the attempt. */
 START_TEST(test_three_denials)
 {
@@ -1766,6 +1807,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_heldout);
 	tcase_add_test(tc, test_policy_check_cli);
 	tcase_add_test(tc, test_approval_end_to_end);
+	tcase_add_test(tc, test_approvals_show_hidden_characters);
 	tcase_add_test(tc, test_three_denials);
 	tcase_add_test(tc, test_three_refusals);
 	tcase_add_test(tc, test_prompt_budget);

@@ -13,9 +13,10 @@
 static char *stream_through(const char *const *chunks, size_t n)
 {
 	struct ts_stream st = {0};
-	static char out[4096];
+	static char out[16384];
+	size_t got = 0;
+	ssize_t r;
 	int p[2];
-	ssize_t got;
 
 	ck_assert_int_eq(pipe(p), 0);
 	for (size_t i = 0; i < n; i++)
@@ -24,9 +25,10 @@ static char *stream_through(const char *const *chunks, size_t n)
 		    0);
 	ck_assert_int_eq(ts_stream_end(p[1], &st), 0);
 	close(p[1]);
-	got = read(p[0], out, sizeof(out) - 1);
+	while ((r = read(p[0], out + got, sizeof(out) - 1 - got)) > 0)
+		got += (size_t)r;
 	close(p[0]);
-	ck_assert_int_ge(got, 0);
+	ck_assert_int_ge(r, 0);
 	out[got] = 0;
 	return out;
 }
@@ -112,6 +114,157 @@ START_TEST(test_args)
 }
 END_TEST
 
+/* ck_assert_str_eq for strings too long for Check's message: the lengths
+ * and where they first differ. */
+#define ck_assert_long_str_eq(got, want)                                       \
+	do {                                                                   \
+		const char *g_ = (got), *w_ = (want);                          \
+		size_t i_ = 0;                                                 \
+		while (g_[i_] && g_[i_] == w_[i_])                             \
+			i_++;                                                  \
+		ck_assert_msg(g_[i_] == w_[i_],                                \
+			      "%zu bytes, want %zu; from byte %zu: "           \
+			      "\"%.40s\" want \"%.40s\"",                      \
+			      strlen(g_), strlen(w_), i_, g_ + i_, w_ + i_);   \
+	} while (0)
+
+/* n spaces and then tail (n < 8192). */
+static const char *blanks(size_t n, const char *tail)
+{
+	enum { BLANKS_BUF = 8192 + 64 };
+	static char buf0[BLANKS_BUF], buf1[BLANKS_BUF];
+	static bool which;
+	char *b = (which = !which) ? buf1 : buf0;
+	size_t t = strlen(tail);
+
+	ck_assert_uint_lt(n + t, BLANKS_BUF);
+	if (n + t >= BLANKS_BUF)
+		return "";
+	memset(b, ' ', n);
+	memcpy(b + n, tail, t + 1);
+	return b;
+}
+
+START_TEST(test_stream_bidi_and_invisible)
+{
+	/* The review's case: RLO ... PDF reorders "intentional bad" on
+	 * screen; shown escaped, it reads as the bytes that were printed. */
+	ck_assert_str_eq(stream1("echo \xe2\x80\xae)dab(lanoitnetni"
+				 "\xe2\x80\xac safe"),
+			 "echo \\u202e)dab(lanoitnetni\\u202c safe");
+	/* Isolates, marks, the Arabic letter mark. */
+	ck_assert_str_eq(stream1("\xe2\x81\xa6"
+				 "a\xe2\x81\xa9"
+				 "\xe2\x80\x8e\xe2\x80\x8f\xd8\x9c"),
+			 "\\u2066a\\u2069\\u200e\\u200f\\u061c");
+	/* Zero-width space, joiners, word joiner, BOM, a tag character. */
+	ck_assert_str_eq(stream1("r\xe2\x80\x8bm\xe2\x80\x8c\xe2\x80\x8d"
+				 "\xe2\x81\xa0\xef\xbb\xbf\xf3\xa0\x81\x81"),
+			 "r\\u200bm\\u200c\\u200d\\u2060\\ufeff\\U000e0041");
+	/* Line and paragraph separators. */
+	ck_assert_str_eq(stream1("a\xe2\x80\xa8"
+				 "b\xe2\x80\xa9"
+				 "c"),
+			 "a\\u2028b\\u2029c");
+	/* What is merely not ASCII still passes: an emoji, CJK, a quote
+	 * mark whose encoding shares its first bytes with RLO. */
+	ck_assert_str_eq(stream1("\xf0\x9f\x98\x80\xe6\x97\xa5\xe2\x80\x9c"),
+			 "\xf0\x9f\x98\x80\xe6\x97\xa5\xe2\x80\x9c");
+	/* Split between chunks at every point of the sequence. */
+	{
+		const char *c[] = {"a\xe2", "\x80",
+				   "\xae"
+				   "b"};
+		ck_assert_str_eq(stream_through(c, 3), "a\\u202eb");
+	}
+	{
+		const char *c[] = {"\xf3\xa0", "\x81\x81!"};
+		ck_assert_str_eq(stream_through(c, 2), "\\U000e0041!");
+	}
+}
+END_TEST
+
+START_TEST(test_stream_blank_runs)
+{
+	char want[8192];
+
+	/* A 5,000-space flood before "rm": the first TS_STREAM_BLANKS_MAX
+	 * pass, the rest is counted. */
+	snprintf(want, sizeof(want), "%s\\{%d blanks elided}rm",
+		 blanks(TS_STREAM_BLANKS_MAX, ""), 5000 - TS_STREAM_BLANKS_MAX);
+	ck_assert_long_str_eq(stream1(blanks(5000, "rm")), want);
+	/* Padding up to the limit passes byte for byte. */
+	ck_assert_long_str_eq(stream1(blanks(TS_STREAM_BLANKS_MAX, "x")),
+			      blanks(TS_STREAM_BLANKS_MAX, "x"));
+	/* A run split across chunks is one run; its end may be the stream's. */
+	snprintf(want, sizeof(want), "%s\\{144 blanks elided}",
+		 blanks(TS_STREAM_BLANKS_MAX, ""));
+	{
+		const char *c[] = {blanks(200, ""), blanks(200, "")};
+		ck_assert_long_str_eq(stream_through(c, 2), want);
+	}
+	/* A newline ends a run. */
+	{
+		char in[600];
+		snprintf(in, sizeof(in), "%s\n%s", blanks(200, ""),
+			 blanks(200, ""));
+		ck_assert_long_str_eq(stream1(in), in);
+	}
+}
+END_TEST
+
+START_TEST(test_fields_invisible)
+{
+	char want[256];
+
+	ck_assert_long_str_eq(field(ts_fputs, "a\xe2\x80\xae"
+					      "b\xe2\x80\xa8"
+					      "c\xe2\x80\x8b"),
+			      "a\\u202eb\\u2028c\\u200b");
+	snprintf(want, sizeof(want), "%s\\{%d blanks elided}x",
+		 blanks(TS_FIELD_BLANKS_MAX, ""), 5000 - TS_FIELD_BLANKS_MAX);
+	ck_assert_long_str_eq(field(ts_fputs, blanks(5000, "x")), want);
+	ck_assert_long_str_eq(field(ts_fputs, blanks(TS_FIELD_BLANKS_MAX, "x")),
+			      blanks(TS_FIELD_BLANKS_MAX, "x"));
+	/* No-break spaces are blanks too. */
+	{
+		char in[200] = "", *p = in;
+		for (int i = 0; i < 40; i++)
+			p += sprintf(p, "\xc2\xa0");
+		snprintf(want, sizeof(want), "%.*s\\{24 blanks elided}",
+			 2 * TS_FIELD_BLANKS_MAX, in);
+		ck_assert_long_str_eq(field(ts_fputs, in), want);
+	}
+}
+END_TEST
+
+START_TEST(test_args_invisible)
+{
+	char want[256];
+
+	/* The argv an approval shows: a reordering character makes it
+	 * $'...' with the character escaped. */
+	ck_assert_long_str_eq(field(ts_fputs_arg,
+				    "echo \xe2\x80\xae)dab(lanoitnetni"
+				    "\xe2\x80\xac safe"),
+			      "$'echo \\u202e)dab(lanoitnetni\\u202c safe'");
+	ck_assert_long_str_eq(field(ts_fputs_arg, "rm\xe2\x80\x8b"),
+			      "$'rm\\u200b'");
+	ck_assert_long_str_eq(field(ts_fputs_arg, "a\xe2\x80\xa9"
+						  "b"),
+			      "$'a\\u2029b'");
+	/* A 5,000-space argument pushing the real command off screen. */
+	snprintf(want, sizeof(want), "$'%s\\{%d blanks elided}; rm -rf ~'",
+		 blanks(TS_FIELD_BLANKS_MAX, ""), 5000 - TS_FIELD_BLANKS_MAX);
+	ck_assert_long_str_eq(field(ts_fputs_arg, blanks(5000, "; rm -rf ~")),
+			      want);
+	ck_assert_long_str_eq(field(ts_fputs_arg, "a\xc2\xa0"
+						  "b"),
+			      "'a\xc2\xa0"
+			      "b'");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("termsafe");
@@ -122,6 +275,10 @@ int main(void)
 	tcase_add_test(tc, test_stream_escapes);
 	tcase_add_test(tc, test_fields);
 	tcase_add_test(tc, test_args);
+	tcase_add_test(tc, test_stream_bidi_and_invisible);
+	tcase_add_test(tc, test_stream_blank_runs);
+	tcase_add_test(tc, test_fields_invisible);
+	tcase_add_test(tc, test_args_invisible);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
