@@ -455,6 +455,11 @@ static size_t find_veils(const struct mountplan_in *in,
 		for (size_t k = 0; in->hidden[k] && holds && !inner; k++)
 			inner = k != i && path_is_under(h, in->hidden[k]) &&
 				(strcmp(h, in->hidden[k]) != 0 || k < i);
+		/* The private /tmp and /var/tmp start empty: nothing of the
+		 * host's is there to veil, and the writable bind makes its
+		 * own way down. */
+		if (path_is_under(h, "/tmp") || path_is_under(h, "/var/tmp"))
+			continue;
 		if (holds && !inner && n < MOUNTPLAN_VEILS_MAX)
 			ret[n++] = h;
 	}

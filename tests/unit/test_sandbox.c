@@ -322,7 +322,7 @@ END_TEST
  * workspace, writable, and nothing else of the hidden directories: not
  * the journal, not another session's worktree, not the token.
  */
-START_TEST(workspace_inside_hidden_dir)
+static void hidden_parent_case(const char *parent)
 {
 	struct fixture f;
 	struct outcome o;
@@ -335,7 +335,7 @@ START_TEST(workspace_inside_hidden_dir)
 	struct stat st;
 
 	fx_setup(&f, NULL);
-	snprintf(base, sizeof(base), "%s/spd-test-veil-XXXXXX", outside_base());
+	snprintf(base, sizeof(base), "%s/spd-test-veil-XXXXXX", parent);
 	ck_assert_ptr_nonnull(mkdtemp(base));
 	/* config/ holds state/, which holds worktrees/ws and another
 	 * session's worktree; all 0700 as spd makes them. */
@@ -386,6 +386,14 @@ START_TEST(workspace_inside_hidden_dir)
 	outcome_free(&o);
 	test_rmrf(base);
 	fx_teardown(&f);
+}
+
+START_TEST(workspace_inside_hidden_dir)
+{
+	/* On the host's file system, and in /tmp, which the run gets
+	 * privately (the way down is made there, nothing to cover). */
+	hidden_parent_case(outside_base());
+	hidden_parent_case("/tmp");
 }
 END_TEST
 
