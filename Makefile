@@ -4,6 +4,7 @@
 #   make check      build and run every test (unit, integration, escape)
 #   make asan       the same under ASan+UBSan, in build-asan/
 #   make fuzz       build the libFuzzer targets (clang) and run each briefly
+#   make fuzz-long  run each an hour; record CPU time and corpus size
 #   make bench      run the benchmarks side by side with their baselines
 #   make format     reformat the tree; make format-check fails on a diff
 #   make install PREFIX=/usr/local DESTDIR=
@@ -94,7 +95,7 @@ UNIT_BINS := $(patsubst %.c,$(BUILD)/tests/%,$(notdir $(UNIT_SRC)))
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all check unit asan fuzz bench format format-check install clean help deps demo
+.PHONY: all check unit asan fuzz fuzz-long bench format format-check install clean help deps demo
 all: $(PROGS)
 
 # Flag changes trigger a rebuild: the flags are written to a stamp file
@@ -183,9 +184,14 @@ asan:
 	$(MAKE) BUILD=build-asan SANITIZE=1 check
 
 # libFuzzer targets need clang; each is run for a short while on its corpus.
+# make fuzz-long runs each for an hour and appends its CPU time and corpus
+# size to tests/fuzz/README.md.
 FUZZ_TIME ?= 20
 fuzz:
 	./tests/fuzz/run $(FUZZ_TIME)
+fuzz-long: FUZZ_TIME = 3600
+fuzz-long:
+	FUZZ_RECORD=tests/fuzz/README.md ./tests/fuzz/run $(FUZZ_TIME)
 
 bench: $(PROGS) $(BENCH_BINS) $(HELPER_BINS)
 	BUILD=$(BUILD) ./bench/run
@@ -211,6 +217,6 @@ clean:
 	rm -rf build build-asan build-fuzz
 
 help:
-	@sed -n '2,10p' Makefile
+	@sed -n '2,11p' Makefile
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1599,17 +1599,38 @@ static int short_kind(const char *shortv, char ch)
 	return q[1] == '<' || q[1] == '>' ? q[1] : 'v';
 }
 
+/* How much a value kind matters, the written path first: an
+ * abbreviation that could be several options is taken as the worst. */
+static int kind_rank(int k)
+{
+	return k == '>' ? 3 : k == '<' ? 2 : k ? 1 : 0;
+}
+
+/*
+ * The value kind of long option name (n bytes, without "--") in longv:
+ * 0 none, 'v' plain value, '<' read path, '>' written path.  getopt takes
+ * any unambiguous abbreviation ("sort --out=F" is --output=F), so a name
+ * that is a prefix of listed options has the worst of their kinds; an
+ * exact match wins, as it does in getopt.
+ */
 static int long_kind(const char *const *longv, const char *name, size_t n)
 {
-	if (!longv)
+	int worst = 0;
+
+	if (!longv || n == 0)
 		return 0;
 	for (const char *const *l = longv; *l; l++) {
 		size_t ln = strcspn(*l, "<>");
+		int k = (*l)[ln] ? (*l)[ln] : 'v';
 
-		if (ln == n && memcmp(*l, name, n) == 0)
-			return (*l)[ln] ? (*l)[ln] : 'v';
+		if (n > ln || memcmp(*l, name, n) != 0)
+			continue;
+		if (ln == n)
+			return k;
+		if (kind_rank(k) > kind_rank(worst))
+			worst = k;
 	}
-	return 0;
+	return worst;
 }
 
 /* name (n bytes, without "--") is an unambiguous-or-not prefix of

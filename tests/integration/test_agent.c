@@ -22,6 +22,7 @@
 #include "tests/lib/testlib.h"
 #include "client/termsafe.h"
 #include "common/paths.h"
+#include "common/util.h"
 
 static struct test_spd T;
 static char *REPO; /* T.dir/repo, a fresh git repository per test */
@@ -1788,6 +1789,48 @@ START_TEST(test_asks_withdrawn_when_attempt_ends)
 }
 END_TEST
 
+/*
+ * A session token of the right length with one hex digit changed (the
+ * first, a middle and the last) is refused over the socket, and what it
+ * asked for does not happen: a comparison of any prefix or suffix of the
+ * token, or of its hash, lets one of them through.
+ */
+START_TEST(test_session_token_one_char_off)
+{
+	static const size_t flip_at[] = {0, 32, 63};
+	struct session s;
+	char *r;
+
+	start_session(REPO, "tokoff", false, &s);
+	/* The control: the genuine token writes the file. */
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"genuine.txt\",\"content\":\"x\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	ck_assert(wt_exists(&s, "genuine.txt"));
+	for (size_t i = 0; i < ARRAY_SIZE(flip_at); i++) {
+		char tok[sizeof(s.token)];
+		size_t at = flip_at[i];
+		char *name = fmt("off%zu.txt", at);
+
+		memcpy(tok, s.token, sizeof(tok));
+		tok[at] = tok[at] == '0' ? '1' : '0';
+		r = rpcf(tok, "fs.write", "{\"path\":\"%s\",\"content\":\"x\"}",
+			 name);
+		ck_assert_msg(strcmp(code_of(r), "UNAUTHORIZED") == 0,
+			      "session token changed at %zu: %s", at, r);
+		free(r);
+		ck_assert_msg(!wt_exists(&s, name), "%s was written", name);
+		r = rpc(tok, "session.status", NULL);
+		ck_assert_msg(strcmp(code_of(r), "UNAUTHORIZED") == 0,
+			      "session token changed at %zu: %s", at, r);
+		free(r);
+		free(name);
+	}
+	session_free(&s);
+}
+END_TEST
+
 static Suite *agent_suite(void)
 {
 	Suite *s = suite_create("agent");
@@ -1821,6 +1864,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_status_agent_view);
 	tcase_add_test(tc, test_policy_check_agent_no_host_paths);
 	tcase_add_test(tc, test_asks_withdrawn_when_attempt_ends);
+	tcase_add_test(tc, test_session_token_one_char_off);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -20,6 +20,7 @@
 #include "tests/lib/spdproc.h"
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
+#include "common/util.h"
 
 static struct test_spd T;
 
@@ -262,6 +263,48 @@ START_TEST(test_auth_refused_and_journaled)
 	snprintf(prefix, sizeof(prefix), "%.32s", T.token);
 	ck_assert(!has(dump, prefix));
 	free(dump);
+}
+END_TEST
+
+/* Positions of the one character changed in a token of the right length:
+ * the first, the middle and the last, so that a comparison of any prefix
+ * or suffix, or of the length alone, lets one of them through. */
+static const size_t token_flip_at[] = {0, 32, 63};
+
+/* The operator token with one hex digit changed at each of those
+ * positions is refused, each on a fresh connection (a connection that
+ * authenticated once would need no token at all). */
+START_TEST(test_operator_token_one_char_off)
+{
+	size_t n = strlen(T.token);
+	char *r;
+	int fd;
+
+	ck_assert_int_eq(n, 64);
+	/* The control: the genuine token is accepted the same way. */
+	fd = test_spd_connect(&T);
+	r = test_call(&T, fd, 1, "daemon.ping", NULL, true);
+	ck_assert_msg(has(r, "\"pong\":true"), "%s", r);
+	free(r);
+	close(fd);
+	for (size_t i = 0; i < ARRAY_SIZE(token_flip_at); i++) {
+		char tok[80], params[128];
+		size_t at = token_flip_at[i];
+
+		snprintf(tok, sizeof(tok), "%s", T.token);
+		tok[at] = tok[at] == '0' ? '1' : '0';
+		snprintf(params, sizeof(params), "{\"token\":\"%s\"}", tok);
+		fd = test_spd_connect(&T);
+		r = test_call(&T, fd, 2, "daemon.ping", params, false);
+		ck_assert_msg(has(r, "UNAUTHORIZED") && !has(r, "pong"),
+			      "operator token changed at %zu: %s", at, r);
+		free(r);
+		/* Nor did the attempt authenticate the connection. */
+		r = test_call(&T, fd, 3, "daemon.ping", NULL, false);
+		ck_assert_msg(has(r, "UNAUTHORIZED"), "after %zu: %s", at, r);
+		free(r);
+		close(fd);
+	}
 }
 END_TEST
 
@@ -862,6 +905,7 @@ int main(void)
 	tcase_add_test(tc, test_notification_no_reply);
 	tcase_add_test(tc, test_frame_too_large);
 	tcase_add_test(tc, test_auth_refused_and_journaled);
+	tcase_add_test(tc, test_operator_token_one_char_off);
 	tcase_add_test(tc, test_other_uid_refused);
 	tcase_add_test(tc, test_200_clients);
 	tcase_add_test(tc, test_stalled_client);

@@ -226,7 +226,7 @@ struct tcase {
 	const char *cwd;
 	int flags;
 	enum policy_decision want;
-	const char *rule; /* expected rule prefix */
+	const char *rule; /* the exact rule expected */
 };
 
 static const struct tcase cases[] = {
@@ -247,13 +247,13 @@ static const struct tcase cases[] = {
     {A("grep", ".env", "src/main.c"), NULL, NULL, 0, AL, "allow.cmd"},
     {A("rg", "foo", "src"), NULL, NULL, 0, AL, "allow.cmd"},
     {A("rg", "-n", "-i", "foo"), NULL, NULL, 0, AL, "allow.cmd"},
-    {A("rg", "--pre", "cat", "foo"), NULL, NULL, 0, AS, "ask.rg"},
-    {A("rg", "--pre=cat", "foo"), NULL, NULL, 0, AS, "ask.rg"},
-    {A("rg", "-z", "foo"), NULL, NULL, 0, AS, "ask.rg"},
-    {A("rg", "-iz", "foo"), NULL, NULL, 0, AS, "ask.rg"},
-    {A("rg", "--search-zip", "foo"), NULL, NULL, 0, AS, "ask.rg"},
-    {A("rg", "--pre-glob", "*.gz", "foo"), NULL, NULL, 0, AS, "ask.rg"},
-    {A("rg", "foo", "--pre", "x"), NULL, NULL, 0, AS, "ask.rg"},
+    {A("rg", "--pre", "cat", "foo"), NULL, NULL, 0, AS, "ask.rg.pre"},
+    {A("rg", "--pre=cat", "foo"), NULL, NULL, 0, AS, "ask.rg.pre"},
+    {A("rg", "-z", "foo"), NULL, NULL, 0, AS, "ask.rg.pre"},
+    {A("rg", "-iz", "foo"), NULL, NULL, 0, AS, "ask.rg.pre"},
+    {A("rg", "--search-zip", "foo"), NULL, NULL, 0, AS, "ask.rg.pre"},
+    {A("rg", "--pre-glob", "*.gz", "foo"), NULL, NULL, 0, AS, "ask.rg.pre"},
+    {A("rg", "foo", "--pre", "x"), NULL, NULL, 0, AS, "ask.rg.pre"},
     {A("jq", ".a", "package.json"), NULL, NULL, 0, AL, "allow.cmd"},
     {A("stat", "src/main.c"), NULL, NULL, 0, AL, "allow.cmd"},
     {A("diff", "src/main.c", "src/util.c"), NULL, NULL, 0, AL, "allow.cmd"},
@@ -380,9 +380,11 @@ static const struct tcase cases[] = {
      "deny.git.config"},
     {A("git", "config", "--unset", "user.name"), NULL, NULL, 0, DE,
      "deny.git.config"},
-    {A("git", "show", "HEAD:.env"), NULL, NULL, 0, DE, "deny.secret"},
-    {A("git", "log", "-p", "--", ".env"), NULL, NULL, 0, DE, "deny.secret"},
-    {A("git", "cat-file", "-p", ":id_rsa"), NULL, NULL, 0, DE, "deny.secret"},
+    {A("git", "show", "HEAD:.env"), NULL, NULL, 0, DE, "deny.secret.read"},
+    {A("git", "log", "-p", "--", ".env"), NULL, NULL, 0, DE,
+     "deny.secret.read"},
+    {A("git", "cat-file", "-p", ":id_rsa"), NULL, NULL, 0, DE,
+     "deny.secret.read"},
     {A("git", "commit", "-m", "x"), NULL, NULL, INPLACE, DE,
      "deny.git.inplace"},
     {A("git", "checkout", "main"), NULL, NULL, INPLACE, DE, "deny.git.inplace"},
@@ -453,7 +455,7 @@ static const struct tcase cases[] = {
     {A("awk", "/\"/ { print > \"f\" }"), NULL, NULL, 0, AS, "ask.awk.redirect"},
     {A("awk", "-f", "prog.awk", "src/main.c"), NULL, NULL, 0, AS,
      "ask.awk.file"},
-    {A("gawk", "@load \"x\"; {}"), NULL, NULL, 0, AS, "ask.awk"},
+    {A("gawk", "@load \"x\"; {}"), NULL, NULL, 0, AS, "ask.awk.unparsed"},
     {A("gawk", "-e", "BEGIN{system(\"id\")}"), NULL, NULL, 0, AS,
      "ask.awk.exec"},
     {A("awk", "{print}", ".env"), NULL, NULL, 0, DE, "deny.secret.read"},
@@ -539,7 +541,7 @@ static const struct tcase cases[] = {
     {A("rm", "-r", "nested"), NULL, NULL, 0, DE, "deny.write.build-conf"},
     {A("mv", "nested", "elsewhere"), NULL, NULL, 0, DE,
      "deny.write.build-conf"},
-    {A("mv", "src", "src2"), NULL, NULL, 0, AS, "ask.write"},
+    {A("mv", "src", "src2"), NULL, NULL, 0, AS, "ask.write.test"},
     {A("chmod", "-R", "go-w", "nested"), NULL, NULL, 0, DE,
      "deny.write.build-conf"},
     {A("chmod", "go-w", "nested"), NULL, NULL, 0, AL, "allow.write"},
@@ -602,6 +604,17 @@ static const struct tcase cases[] = {
      "deny.path.outside"},
     {A("sort", "-o", ".github/x", "src/main.c"), NULL, NULL, 0, DE,
      "deny.write.ci"},
+    /* getopt takes any unambiguous abbreviation of a long option. */
+    {A("sort", "--out=../out/x", "src/main.c"), NULL, NULL, 0, DE,
+     "deny.path.outside"},
+    {A("sort", "--outp", ".github/x", "src/main.c"), NULL, NULL, 0, DE,
+     "deny.write.ci"},
+    {A("cp", "--target=.git", "src/main.c"), NULL, NULL, 0, DE,
+     "deny.write.git"},
+    {A("cp", "--t", ".github", "src/main.c"), NULL, NULL, 0, DE,
+     "deny.write.ci"},
+    {A("sort", "--output=src/sorted", "src/main.c"), NULL, NULL, 0, AL,
+     "allow.cmd"},
     {A("uniq", "src/main.c", "src/u.txt"), NULL, NULL, 0, AL, "allow.write"},
     {A("uniq", "src/main.c", "Makefile"), NULL, NULL, 0, DE,
      "deny.write.build-conf"},
@@ -638,10 +651,10 @@ static const struct tcase cases[] = {
      "ask.exe.workspace"},
     {A("cat", "src/main.c"), A("PATH=@OUT/x"), NULL, 0, AS,
      "ask.exe.untrusted"},
-    {A("env", "PATH=@WS/bin", "cat", "x"), NULL, NULL, 0, AS, "ask."},
+    {A("env", "PATH=@WS/bin", "cat", "x"), NULL, NULL, 0, AS, "ask.wrapper"},
     {A("@SYS/cat", "src/main.c"), NULL, NULL, 0, AL, "allow.cmd"},
     {A("nosuchcmd-xyz"), NULL, NULL, 0, AS, "ask.exe.notfound"},
-    {A("./configure"), NULL, NULL, 0, AS, "ask.exe"},
+    {A("./configure"), NULL, NULL, 0, AS, "ask.exe.notfound"},
     {A("make"), NULL, NULL, 0, AS, "ask.unknown"},
     {A("make", "-C", "src"), NULL, NULL, 0, AS, "ask.unknown"},
     /* Shells and interpreters. */
@@ -663,7 +676,7 @@ static const struct tcase cases[] = {
     {A("node", "-p", "1"), NULL, NULL, 0, AS, "ask.interp.inline"},
     {A("ruby", "-e", "1"), NULL, NULL, 0, AS, "ask.interp.inline"},
     {A("python3", "-c", "open('.env')", ".env"), NULL, NULL, 0, DE,
-     "deny.secret"},
+     "deny.secret.read"},
     /* Wrappers and env prefixes are peeled. */
     {A("env"), NULL, NULL, 0, AL, "allow.cmd"},
     {A("env", "A=b", "cat", "src/main.c"), NULL, NULL, 0, AS, "ask.wrapper"},
@@ -714,7 +727,8 @@ static const struct tcase cases[] = {
      "deny.git.remote"},
     {A("timeout", "5", "nice", "-n", "1", "env", "A=1", "git", "push"), NULL,
      NULL, 0, DE, "deny.git.remote"},
-    {A("timeout", "5", "sh", "-c", "git push"), NULL, NULL, 0, AS, "ask."},
+    {A("timeout", "5", "sh", "-c", "git push"), NULL, NULL, 0, AS,
+     "ask.wrapper"},
     {A("nice", "nice", "nice", "nice", "nice", "nice", "nice", "nice", "nice",
        "nice", "ls"),
      NULL, NULL, 0, AS, "ask.wrapper"},
@@ -752,7 +766,8 @@ static const struct tcase cases[] = {
     {A("ssh", "host"), NULL, NULL, 0, AS, "ask.net.tool"},
     {A("rsync", "a", "b"), NULL, NULL, 0, AS, "ask.net.tool"},
     {A("scp", "a", "b"), NULL, NULL, 0, AS, "ask.net.tool"},
-    {A("curl", "-T", ".env", "https://x"), NULL, NULL, 0, DE, "deny.secret"},
+    {A("curl", "-T", ".env", "https://x"), NULL, NULL, 0, DE,
+     "deny.secret.read"},
     {A("ls"), NULL, NULL, HOST, AS, "ask.net.host"},
     {A("ls"), NULL, NULL, LOOP, AL, "allow.cmd"},
     /* The working directory. */
@@ -843,8 +858,7 @@ START_TEST(test_regression_table)
 
 	describe(t, what, sizeof(what));
 	ck_assert_msg(same, "case %d (%s): not deterministic", _i, what);
-	ck_assert_msg(r.decision == t->want &&
-			  strncmp(r.rule, t->rule, strlen(t->rule)) == 0,
+	ck_assert_msg(r.decision == t->want && strcmp(r.rule, t->rule) == 0,
 		      "case %d (%s): got %s %s (%s), want %s %s", _i, what,
 		      policy_decision_name(r.decision), r.rule, r.reason,
 		      policy_decision_name(t->want), t->rule);
@@ -960,8 +974,7 @@ START_TEST(test_file_table)
 	ck_assert_int_eq(policy_classify(NULL, &ctx, &call, &r2), 0);
 	ck_assert_msg(r.decision == r2.decision && !strcmp(r.rule, r2.rule),
 		      "fcase %d not deterministic", _i);
-	ck_assert_msg(r.decision == f->want &&
-			  strncmp(r.rule, f->rule, strlen(f->rule)) == 0,
+	ck_assert_msg(r.decision == f->want && strcmp(r.rule, f->rule) == 0,
 		      "fcase %d (%s %s): got %s %s (%s), want %s %s", _i,
 		      f->kind == RD ? "read" : "write", f->path,
 		      policy_decision_name(r.decision), r.rule, r.reason,
@@ -1205,7 +1218,7 @@ static const struct ccase ccases[] = {
     {A("make", "publish"), 0, DE, "deny.conf.project"},
     {A("make", "test"), 0, AL, "allow.check"},
     {A("make", "other"), 0, AL, "allow.conf.project"},
-    {A("./make", "other"), 0, AS, "ask.exe"},
+    {A("./make", "other"), 0, AS, "ask.exe.notfound"},
     {A("curl", "https://x"), 0, AS, "ask.net.tool"},
     {A("sh", "-c", "ls"), 0, AS, "ask.shell"},
     {A("sh", "-c", "make lint"), 0, AS, "ask.shell"},
@@ -1270,8 +1283,7 @@ START_TEST(test_conf_table)
 
 	describe(&t, what, sizeof(what));
 	ck_assert(same);
-	ck_assert_msg(r.decision == cc->want &&
-			  strncmp(r.rule, cc->rule, strlen(cc->rule)) == 0,
+	ck_assert_msg(r.decision == cc->want && strcmp(r.rule, cc->rule) == 0,
 		      "ccase %d (%s): got %s %s (%s), want %s %s", _i, what,
 		      policy_decision_name(r.decision), r.rule, r.reason,
 		      policy_decision_name(cc->want), cc->rule);
