@@ -554,7 +554,9 @@ START_TEST(test_overlap_and_prefix)
 	check_str(s, "(0000-inner-secret-1111)", "([redacted:OUTER])");
 	check_str(s, "(0000-inner-secret-111)", "(0000-[redacted:INNER]-111)");
 	check_str(s, "(abababababababababab)", "([redacted:REP])");
-	check_str(s, "(ababababababa)", "([redacted:REP]a)");
+	/* The reversed form, "babababababa", covers the rest. */
+	check_str(s, "(ababababababa)", "([redacted:REP])");
+	check_str(s, "(abababababab)", "([redacted:REP])");
 	redact_set_free(s);
 }
 END_TEST
@@ -682,8 +684,9 @@ START_TEST(test_holdback)
 		    redact_stream_feed(st, line, strlen(line), &out), 0);
 		fed += strlen(line);
 		ck_assert_uint_ge(out.len + redact_set_max_len(s) - 1, fed);
-		/* The full line, up to a possible start of a secret. */
-		ck_assert_uint_ge(out.len + 15, fed);
+		/* The full line, up to a possible start of a secret and
+		 * the newline that may sit inside a wrapped one. */
+		ck_assert_uint_ge(out.len + 16, fed);
 	}
 	/* A partial secret is held until it is known not to be one. */
 	ck_assert_int_eq(redact_stream_feed(st, "0123456789", 10, &out), 0);
@@ -713,42 +716,94 @@ struct pat {
 	size_t secret;
 };
 
-/* Expected output: union of all occurrences of all forms; a merged range
- * is named after its leftmost match, the longest at that start, and for
- * equal forms the first-registered secret. */
+static int t_ws(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The text with whitespace left out: c[] its bytes, at[] their offsets,
+ * brk[i] set when a run longer than REDACT_WS_RUN_MAX comes before c[i].
+ * Returns the length. */
+static size_t t_compact(const char *in, size_t n, char *c, size_t *at,
+			char *brk)
+{
+	size_t k = 0, run = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (t_ws(in[i])) {
+			run++;
+			continue;
+		}
+		brk[k] = run > REDACT_WS_RUN_MAX;
+		at[k] = i;
+		c[k++] = in[i];
+		run = 0;
+	}
+	return k;
+}
+
+/* Whether pattern p (whitespace left out) is at compacted offset i. */
+static int t_at(const char *c, const char *brk, size_t nc, size_t i,
+		const struct pat *p)
+{
+	size_t k = 0;
+
+	for (size_t j = 0; j < p->n; j++) {
+		if (t_ws(p->p[j]))
+			continue;
+		if (i + k >= nc || c[i + k] != p->p[j] || (k && brk[i + k]))
+			return 0;
+		k++;
+	}
+	return (int)k;
+}
+
+/* Expected output: union of all occurrences of all forms in the text
+ * with its whitespace left out; a merged range is named after its
+ * leftmost match, the longest at that start, and for equal forms the
+ * first-registered secret, and spans from its first byte to its last. */
 static void naive(const struct pat *pats, size_t np, char *const *names,
 		  const char *in, size_t n, struct buf *out)
 {
-	size_t pos = 0;
+	char *c = malloc(n + 1), *brk = malloc(n + 1);
+	size_t *at = malloc((n + 1) * sizeof(*at));
+	size_t nc = t_compact(in, n, c, at, brk), pos = 0;
 
-	for (size_t i = 0; i < n;) {
+	for (size_t i = 0; i < nc;) {
 		size_t best = (size_t)-1, blen = 0, end = 0;
 
 		for (size_t j = 0; j < np; j++) {
-			if (pats[j].n <= n - i &&
-			    memcmp(in + i, pats[j].p, pats[j].n) == 0 &&
-			    (pats[j].n > blen ||
-			     (pats[j].n == blen && pats[j].secret < best))) {
+			size_t l = (size_t)t_at(c, brk, nc, i, &pats[j]);
+
+			if (l && (l > blen ||
+				  (l == blen && pats[j].secret < best))) {
 				best = pats[j].secret;
-				blen = pats[j].n;
+				blen = l;
 			}
 		}
 		if (!blen) {
 			i++;
 			continue;
 		}
-		buf_append(out, in + pos, i - pos);
+		buf_append(out, in + pos, at[i] - pos);
 		buf_printf(out, "[redacted:%s]", names[best]);
 		/* Extend over every match that starts inside the range. */
 		end = i + blen;
 		for (size_t k = i + 1; k < end; k++)
-			for (size_t j = 0; j < np; j++)
-				if (pats[j].n <= n - k && k + pats[j].n > end &&
-				    memcmp(in + k, pats[j].p, pats[j].n) == 0)
-					end = k + pats[j].n;
-		pos = i = end;
+			for (size_t j = 0; j < np; j++) {
+				size_t l =
+				    (size_t)t_at(c, brk, nc, k, &pats[j]);
+
+				if (l && k + l > end)
+					end = k + l;
+			}
+		pos = at[end - 1] + 1;
+		i = end;
 	}
 	buf_append(out, in + pos, n - pos);
+	free(c);
+	free(brk);
+	free(at);
 }
 
 struct pat_list {
@@ -790,8 +845,10 @@ START_TEST(test_differential)
 			/* Short values, and values past the filter's span. */
 			lens[i] = round % 2 ? 8 + rnd(6) : 30 + rnd(20);
 			vals[i] = malloc(lens[i]);
+			/* At least 8 bytes that are not whitespace. */
 			for (size_t j = 0; j < lens[i]; j++)
-				vals[i][j] = alpha[rnd(rnd(2) ? 2 : 9)];
+				vals[i][j] =
+				    alpha[rnd(rnd(2) || j < 8 ? 2 : 9)];
 			names[i] = malloc(24);
 			snprintf(names[i], 24, "S%zu", i);
 			ck_assert_int_eq(
