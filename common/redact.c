@@ -143,14 +143,24 @@ static bool is_ws(uint8_t c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-/* The number of bytes of v that are not whitespace. */
-static size_t nonws_len(const uint8_t *v, size_t n)
+/*
+ * Whether v can be matched: REDACT_MIN_LEN bytes that are not whitespace
+ * (the matcher leaves whitespace out) and no whitespace run longer than
+ * REDACT_WS_RUN_MAX (which would end its own match).
+ */
+static bool value_matchable(const uint8_t *v, size_t n)
 {
-	size_t k = 0;
+	size_t k = 0, run = 0;
 
-	for (size_t i = 0; i < n; i++)
-		k += !is_ws(v[i]);
-	return k;
+	for (size_t i = 0; i < n; i++) {
+		if (!is_ws(v[i])) {
+			k++;
+			run = 0;
+		} else if (++run > REDACT_WS_RUN_MAX) {
+			return false;
+		}
+	}
+	return k >= REDACT_MIN_LEN;
 }
 
 static const char b64_std[] =
@@ -596,7 +606,7 @@ int redact_builder_add(struct redact_builder *b, const char *name,
 	if (len > REDACT_MAX_LEN)
 		return -E2BIG;
 	/* Matching ignores whitespace, so the floor counts the rest. */
-	if (nonws_len(value, len) < REDACT_MIN_LEN)
+	if (!value_matchable(value, len))
 		return -EINVAL;
 	if (b->n == b->cap) {
 		size_t cap = b->cap ? 2 * b->cap : 8;
@@ -637,7 +647,7 @@ int redact_builder_add_env(struct redact_builder *b, const char *const *envp)
 		    nl > REDACT_MAX_NAME || vl < REDACT_MIN_LEN)
 			continue;
 		if (vl <= REDACT_MAX_LEN &&
-		    nonws_len((const uint8_t *)eq + 1, vl) < REDACT_MIN_LEN)
+		    !value_matchable((const uint8_t *)eq + 1, vl))
 			continue;
 		memcpy(name, envp[i], nl);
 		name[nl] = '\0';

@@ -96,8 +96,9 @@ int redact_builder_new(struct redact_builder **ret);
  * Register a secret: name (NUL-terminated, 1..REDACT_MAX_NAME bytes of
  * [A-Za-z0-9_.-]) and its value (len bytes, may contain NUL).  Both are
  * copied.  Returns 0; -EINVAL when the value has fewer than REDACT_MIN_LEN
- * bytes that are not whitespace (matching ignores whitespace) or the name
- * is empty, too long or has other bytes (nothing is registered); -E2BIG when
+ * bytes that are not whitespace (matching ignores whitespace) or a
+ * whitespace run longer than REDACT_WS_RUN_MAX (it could never match), or
+ * the name is empty, too long or has other bytes (nothing is registered); -E2BIG when
  * len > REDACT_MAX_LEN; -ENOMEM.
  */
 int redact_builder_add(struct redact_builder *b, const char *name,

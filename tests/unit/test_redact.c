@@ -1282,6 +1282,9 @@ START_TEST(test_whitespace_runs)
 	ck_assert_int_eq(redact_builder_add(b, "W", "a b c d e f g", 13),
 			 -EINVAL);
 	ck_assert_int_eq(redact_builder_add(b, "W", "a b c d e f g h", 15), 0);
+	/* Nor a whitespace run that would end its own match. */
+	snprintf(in, sizeof(in), "abcd%.*sefgh", REDACT_WS_RUN_MAX + 1, spaces);
+	ck_assert_int_eq(redact_builder_add(b, "W", in, strlen(in)), -EINVAL);
 	redact_builder_free(b);
 	redact_set_free(s);
 }
