@@ -58,6 +58,9 @@
 #define MAX_STATES (1u << 22)
 /* Longest form of a value: a JSON \u00XX escape per byte, plus slack. */
 #define FORM_MAX(len) (6 * (len) + 16)
+/* Any byte of a 32-bit word below 0x21: a cheap test that a sampled gram
+ * may hold whitespace (exact for the bytes it clears). */
+#define LOW_BYTES(x) (((x)-0x21212121u) & ~(x)&0x80808080u)
 
 struct secret {
 	char *name;
@@ -106,6 +109,13 @@ struct range {
 
 struct redact_stream {
 	const struct redact_set *set;
+	/* Original offset of each of the last ring_mask + 1 non-whitespace
+	 * bytes the automaton read, by their count (ac_c): where a match
+	 * found in the whitespace-free view starts in the text. */
+	uint64_t *ring;
+	uint64_t ring_mask;
+	uint64_t ac_c;
+	uint32_t ws_run; /* whitespace bytes since the last other byte */
 	struct buf hold; /* bytes from base on that may still be needed */
 	uint64_t base;
 	uint64_t p; /* next sample position */
@@ -123,6 +133,35 @@ struct redact_stream {
 };
 
 /* ---- forms ---- */
+
+/*
+ * The whitespace the second view of the text leaves out: what wraps
+ * (base64 -w, fold, xxd -p), separates (od -tx1) or ends lines (CRLF).
+ */
+static bool is_ws(uint8_t c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/*
+ * Whether v can be matched: REDACT_MIN_LEN bytes that are not whitespace
+ * (the matcher leaves whitespace out) and no whitespace run longer than
+ * REDACT_WS_RUN_MAX (which would end its own match).
+ */
+static bool value_matchable(const uint8_t *v, size_t n)
+{
+	size_t k = 0, run = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!is_ws(v[i])) {
+			k++;
+			run = 0;
+		} else if (++run > REDACT_WS_RUN_MAX) {
+			return false;
+		}
+	}
+	return k >= REDACT_MIN_LEN;
+}
 
 static const char b64_std[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -290,6 +329,130 @@ static size_t json_encode(const uint8_t *v, size_t n, unsigned fl, uint8_t *out)
 	return o;
 }
 
+/*
+ * v reversed as rev(1) does it: by character, so a UTF-8 sequence stays
+ * whole; by byte when v is not UTF-8.
+ */
+static size_t reverse_encode(const uint8_t *v, size_t n, bool utf8,
+			     uint8_t *out)
+{
+	size_t o = n;
+
+	for (size_t i = 0; i < n;) {
+		size_t l = 1;
+
+		if (utf8 && v[i] >= 0xc0)
+			l = v[i] < 0xe0 ? 2 : v[i] < 0xf0 ? 3 : 4;
+		o -= l;
+		memcpy(out + o, v + i, l);
+		i += l;
+	}
+	return n;
+}
+
+static size_t rot13_encode(const uint8_t *v, size_t n, uint8_t *out)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint8_t c = v[i];
+
+		if ((c >= 'a' && c <= 'm') || (c >= 'A' && c <= 'M'))
+			c += 13;
+		else if ((c >= 'n' && c <= 'z') || (c >= 'N' && c <= 'Z'))
+			c -= 13;
+		out[i] = c;
+	}
+	return n;
+}
+
+/* The code point at s (valid UTF-8) and the length of its sequence. */
+static size_t utf8_next(const uint8_t *s, uint32_t *ret_u)
+{
+	if (s[0] < 0x80) {
+		*ret_u = s[0];
+		return 1;
+	}
+	return utf8_decode(s, ret_u);
+}
+
+/* UTF-16 (surrogate pairs past U+FFFF) of valid UTF-8, as iconv -t
+ * UTF-16LE/BE writes it; the byte-order mark of plain "UTF-16" comes
+ * before the text and so does not hide it. */
+static size_t utf16_encode(const uint8_t *v, size_t n, bool be, uint8_t *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n;) {
+		uint32_t u, unit[2];
+		int nu = 1;
+
+		i += utf8_next(v + i, &u);
+		unit[0] = u;
+		if (u >= 0x10000) {
+			u -= 0x10000;
+			unit[0] = 0xd800 + (u >> 10);
+			unit[1] = 0xdc00 + (u & 0x3ff);
+			nu = 2;
+		}
+		for (int k = 0; k < nu; k++) {
+			out[o++] = (uint8_t)(be ? unit[k] >> 8 : unit[k]);
+			out[o++] = (uint8_t)(be ? unit[k] : unit[k] >> 8);
+		}
+	}
+	return o;
+}
+
+/*
+ * Hex with something around each byte: "de:ad" (MAC addresses, openssl
+ * -c), "\xde\xad" (printf, C strings), "0xde,0xad" (xxd -i, once
+ * whitespace is gone), "%de%ad" (percent-escaping of every byte).  Hex
+ * separated by whitespace (od, xxd, hexdump) is plain hex to the
+ * whitespace-blind pass.
+ */
+static const struct {
+	const char *pfx, *sep;
+} hex_seps[] = {
+    {"", ":"},	{"", "-"},   {"", ","}, {"\\x", ""},
+    {"0x", ""}, {"0x", ","}, {"%", ""},
+};
+
+static size_t hex_sep_encode(const uint8_t *v, size_t n, const char *hx,
+			     const char *pfx, const char *sep, uint8_t *out)
+{
+	size_t o = 0, lp = strlen(pfx), ls = strlen(sep);
+
+	for (size_t i = 0; i < n; i++) {
+		if (i) {
+			memcpy(out + o, sep, ls);
+			o += ls;
+		}
+		memcpy(out + o, pfx, lp);
+		o += lp;
+		out[o++] = (uint8_t)hx[v[i] >> 4];
+		out[o++] = (uint8_t)hx[v[i] & 15];
+	}
+	return o;
+}
+
+/* Every character of valid UTF-8 as a JSON/JavaScript \u escape. */
+static size_t uescape_encode(const uint8_t *v, size_t n, const char *hx,
+			     uint8_t *out)
+{
+	size_t o = 0;
+
+	for (size_t i = 0; i < n;) {
+		uint32_t u;
+
+		i += utf8_next(v + i, &u);
+		if (u >= 0x10000) {
+			u -= 0x10000;
+			o += json_u(0xd800 + (u >> 10), hx, out + o);
+			u = 0xdc00 + (u & 0x3ff);
+		}
+		o += json_u(u, hx, out + o);
+	}
+	return o;
+}
+
 int redact_forms(const void *value, size_t len,
 		 int (*cb)(const void *form, size_t n, void *userdata),
 		 void *userdata)
@@ -363,6 +526,36 @@ int redact_forms(const void *value, size_t len,
 		if (r)
 			goto out;
 	}
+	r = cb(tmp, reverse_encode(v, len, utf8, tmp), userdata);
+	if (!r)
+		r = cb(tmp, rot13_encode(v, len, tmp), userdata);
+	if (r)
+		goto out;
+	for (int up = 0; up < 2; up++) {
+		const char *hx = up ? hex_upper : hex_lower;
+
+		for (size_t i = 0; i < sizeof(hex_seps) / sizeof(hex_seps[0]);
+		     i++) {
+			r = cb(tmp,
+			       hex_sep_encode(v, len, hx, hex_seps[i].pfx,
+					      hex_seps[i].sep, tmp),
+			       userdata);
+			if (r)
+				goto out;
+		}
+		/* Encoders refuse to \u-escape invalid UTF-8. */
+		if (utf8) {
+			r = cb(tmp, uescape_encode(v, len, hx, tmp), userdata);
+			if (r)
+				goto out;
+		}
+	}
+	/* iconv refuses invalid UTF-8 too. */
+	for (int be = 0; utf8 && be < 2; be++) {
+		r = cb(tmp, utf16_encode(v, len, be, tmp), userdata);
+		if (r)
+			goto out;
+	}
 out:
 	/* Both held an encoded form of the secret. */
 	if (tmp)
@@ -412,6 +605,9 @@ int redact_builder_add(struct redact_builder *b, const char *name,
 		return -EINVAL;
 	if (len > REDACT_MAX_LEN)
 		return -E2BIG;
+	/* Matching ignores whitespace, so the floor counts the rest. */
+	if (!value_matchable(value, len))
+		return -EINVAL;
 	if (b->n == b->cap) {
 		size_t cap = b->cap ? 2 * b->cap : 8;
 		struct secret *v = realloc(b->v, cap * sizeof(*v));
@@ -450,6 +646,9 @@ int redact_builder_add_env(struct redact_builder *b, const char *const *envp)
 		if (!envscrub_name_is_secret(envp[i], nl) || nl == 0 ||
 		    nl > REDACT_MAX_NAME || vl < REDACT_MIN_LEN)
 			continue;
+		if (vl <= REDACT_MAX_LEN &&
+		    !value_matchable((const uint8_t *)eq + 1, vl))
+			continue;
 		memcpy(name, envp[i], nl);
 		name[nl] = '\0';
 		if (!name_ok(name))
@@ -483,6 +682,8 @@ struct trie {
 	uint32_t n, cap;
 	uint32_t cur; /* secret whose forms are being added */
 	size_t npat, minlen, maxlen;
+	uint8_t *strip; /* a form without its whitespace */
+	size_t strip_cap;
 };
 
 static uint32_t trie_find(const struct trie *t, uint32_t u, uint8_t c)
@@ -560,8 +761,18 @@ static int trie_add(const void *form, size_t n, void *userdata)
 	struct trie *t = userdata;
 	const uint8_t *f = form;
 	uint32_t u = 0;
+	size_t k = 0;
 	int r;
 
+	/* The automaton reads the text with its whitespace left out, so it
+	 * holds each form the same way. */
+	if (n > t->strip_cap)
+		return -E2BIG;
+	for (size_t i = 0; i < n; i++)
+		if (!is_ws(f[i]))
+			t->strip[k++] = f[i];
+	f = t->strip;
+	n = k;
 	for (size_t i = 0; i < n; i++) {
 		uint32_t x = trie_find(t, u, f[i]);
 
@@ -589,6 +800,9 @@ static void trie_free(struct trie *t)
 	/* Its bytes spell out every form of every secret. */
 	if (t->byte)
 		explicit_bzero(t->byte, t->cap);
+	if (t->strip)
+		explicit_bzero(t->strip, t->strip_cap);
+	free(t->strip);
 	free(t->child);
 	free(t->sib);
 	free(t->term);
@@ -738,6 +952,14 @@ int redact_builder_build(struct redact_builder *b, struct redact_set **ret)
 	r = trie_node(&t, NONE, 0, &root);
 	if (r < 0)
 		goto out;
+	for (size_t i = 0; i < b->n; i++)
+		if (FORM_MAX(b->v[i].len) > t.strip_cap)
+			t.strip_cap = FORM_MAX(b->v[i].len);
+	t.strip = malloc(t.strip_cap ? t.strip_cap : 1);
+	if (!t.strip) {
+		r = -ENOMEM;
+		goto out;
+	}
 	for (size_t i = 0; i < b->n; i++) {
 		t.cur = (uint32_t)i;
 		r = redact_forms(b->v[i].value, b->v[i].len, trie_add, &t);
@@ -814,11 +1036,51 @@ static uint32_t ac_step(const struct redact_set *s, uint32_t q, uint8_t c)
 	}
 }
 
-static bool filter_hit(const struct redact_set *s, const uint8_t *p)
+static bool filter_has(const struct redact_set *s, uint32_t g)
 {
-	uint32_t h = gram_hash(load_gram(p), s->filter_log2);
+	uint32_t h = gram_hash(g, s->filter_log2);
 
 	return (s->filter[h >> 6] >> (h & 63)) & 1;
+}
+
+enum { SAMPLE_MISS, SAMPLE_HIT, SAMPLE_MORE };
+
+/*
+ * The sample at p when the 4 bytes there may hold whitespace: the gram
+ * is then the next QGRAM bytes of the whitespace-free view, read across
+ * runs of at most REDACT_WS_RUN_MAX.  SAMPLE_MORE when they run past avail.
+ */
+static int sample_slow(const struct redact_set *s, const uint8_t *data,
+		       uint64_t base, uint64_t p, uint64_t avail)
+{
+	uint32_t g = 0, run = 0;
+	unsigned n = 0;
+
+	for (uint64_t i = p; n < QGRAM; i++) {
+		uint8_t c;
+
+		if (i >= avail)
+			return SAMPLE_MORE;
+		c = data[i - base];
+		if (is_ws(c)) {
+			if (++run > REDACT_WS_RUN_MAX)
+				return SAMPLE_MISS;
+			continue;
+		}
+		run = 0;
+		g |= (uint32_t)c << (8 * n++);
+	}
+	return filter_has(s, g) ? SAMPLE_HIT : SAMPLE_MISS;
+}
+
+/* Where the automaton's live partial match begins in the text: its
+ * first byte, or pos when there is none. */
+static uint64_t part_start(const struct redact_stream *st, uint32_t q,
+			   uint64_t pos)
+{
+	uint32_t d = st->set->st[q].depth;
+
+	return d ? st->ring[(st->ac_c - d) & st->ring_mask] : pos;
 }
 
 static void range_merge(struct range *a, const struct range *b)
@@ -833,12 +1095,13 @@ static void range_merge(struct range *a, const struct range *b)
 		a->end = b->end;
 }
 
-/* A match [end-len, end) of the secret name.  Returns 1 to stop the scan
+/* A match [start, end) of the secret name, len bytes of it not
+ * whitespace.  Returns 1 to stop the scan
  * (redact_contains), 0, or -ENOMEM. */
-static int report(struct redact_stream *st, uint64_t end, uint32_t len,
-		  uint32_t name)
+static int report(struct redact_stream *st, uint64_t start, uint64_t end,
+		  uint32_t len, uint32_t name)
 {
-	struct range nr = {end - len, end, len, name};
+	struct range nr = {start, end, len, name};
 
 	st->matched = true;
 	if (st->stop_on_match)
@@ -883,20 +1146,36 @@ static int scan(struct redact_stream *st, const uint8_t *data, uint64_t base,
 			uint64_t pos = st->ac_pos;
 
 			for (;;) {
+				uint8_t c;
+
 				/* Stop once every live partial match started
 				 * after the sample that woke us. */
 				if (pos > st->hit_p &&
-				    s->st[q].depth < pos - st->hit_p) {
+				    part_start(st, q, pos) > st->hit_p) {
 					st->ac_on = false;
 					break;
 				}
 				if (pos >= avail)
 					break;
-				q = ac_step(s, q, data[pos - base]);
+				c = data[pos - base];
 				pos++;
+				/* The whitespace-free view: a short run is
+				 * skipped, a long one breaks any match. */
+				if (is_ws(c)) {
+					if (++st->ws_run > REDACT_WS_RUN_MAX)
+						q = 0;
+					continue;
+				}
+				st->ws_run = 0;
+				st->ring[st->ac_c++ & st->ring_mask] = pos - 1;
+				q = ac_step(s, q, c);
 				if (s->st[q].out_len) {
-					r = report(st, pos, s->st[q].out_len,
-						   s->st[q].out_name);
+					uint32_t l = s->st[q].out_len;
+
+					r = report(st,
+						   st->ring[(st->ac_c - l) &
+							    st->ring_mask],
+						   pos, l, s->st[q].out_name);
 					if (r) {
 						st->ac_state = q;
 						st->ac_pos = pos;
@@ -911,14 +1190,33 @@ static int scan(struct redact_stream *st, const uint8_t *data, uint64_t base,
 		}
 
 		uint64_t p = st->p;
-		while (p + QGRAM <= avail && !filter_hit(s, data + (p - base)))
-			p += k;
-		st->p = p;
-		if (p + QGRAM > avail)
-			return 0;
+		for (;; p += k) {
+			uint32_t g;
+
+			if (p + QGRAM > avail) {
+				st->p = p;
+				return 0;
+			}
+			g = load_gram(data + (p - base));
+			if (!LOW_BYTES(g)) {
+				if (filter_has(s, g))
+					break;
+				continue;
+			}
+			r = sample_slow(s, data, base, p, avail);
+			if (r == SAMPLE_HIT)
+				break;
+			if (r == SAMPLE_MORE) {
+				/* At the end of the input there is no
+				 * room left for a match from here. */
+				st->p = p;
+				return 0;
+			}
+		}
 		if (st->ac_pos < p - k + 1) {
 			st->ac_state = 0;
 			st->ac_pos = p - k + 1;
+			st->ws_run = 0;
 		}
 		st->ac_on = true;
 		st->hit_p = p;
@@ -935,7 +1233,7 @@ static uint64_t safe_point(const struct redact_stream *st, uint64_t avail,
 
 	if (final || s->npatterns == 0)
 		return avail;
-	ac = st->ac_pos - s->st[st->ac_state].depth;
+	ac = part_start(st, st->ac_state, st->ac_pos);
 	if (st->ac_on)
 		return ac;
 	samp = st->p - s->stride + 1;
@@ -1008,11 +1306,31 @@ static uint64_t keep_from(const struct redact_stream *st, uint64_t avail)
 	return st->out_pos < need ? st->out_pos : need;
 }
 
-static void stream_init(struct redact_stream *st, const struct redact_set *s)
+/* Reset st to the start of a text, keeping its ring (ring may be NULL). */
+static void stream_reset(struct redact_stream *st, const struct redact_set *s,
+			 uint64_t *ring, uint64_t ring_mask)
 {
 	memset(st, 0, sizeof(*st));
 	st->set = s;
 	st->p = s->stride - 1;
+	st->ring = ring;
+	st->ring_mask = ring_mask;
+}
+
+/* Start st over s.  Returns 0 or -ENOMEM. */
+static int stream_init(struct redact_stream *st, const struct redact_set *s)
+{
+	uint64_t n = 1;
+	uint64_t *ring;
+
+	/* A partial match is at most maxlen bytes deep. */
+	while (n <= s->maxlen)
+		n <<= 1;
+	ring = malloc(n * sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	stream_reset(st, s, ring, n - 1);
+	return 0;
 }
 
 int redact_buf(const struct redact_set *s, const void *in, size_t n,
@@ -1022,7 +1340,9 @@ int redact_buf(const struct redact_set *s, const void *in, size_t n,
 	struct buf out = BUF_INIT;
 	int r;
 
-	stream_init(&st, s);
+	r = stream_init(&st, s);
+	if (r < 0)
+		return r;
 	/* Output is rarely longer than the input. */
 	r = buf_reserve(&out, n);
 	if (r < 0)
@@ -1043,6 +1363,7 @@ int redact_buf(const struct redact_set *s, const void *in, size_t n,
 out:
 	buf_free(&out);
 	free(st.r);
+	free(st.ring);
 	return r;
 }
 
@@ -1050,9 +1371,14 @@ int redact_contains(const struct redact_set *s, const void *in, size_t n)
 {
 	struct redact_stream st;
 
-	stream_init(&st, s);
+	/* Without memory to look, say yes: callers refuse on a match. */
+	if (stream_init(&st, s) < 0)
+		return 1;
 	st.stop_on_match = true;
-	scan(&st, in, 0, n);
+	if (scan(&st, in, 0, n) < 0)
+		st.matched = true;
+	free(st.r);
+	free(st.ring);
 	return st.matched ? 1 : 0;
 }
 
@@ -1062,7 +1388,10 @@ int redact_stream_new(const struct redact_set *s, struct redact_stream **ret)
 
 	if (!st)
 		return -ENOMEM;
-	stream_init(st, s);
+	if (stream_init(st, s) < 0) {
+		free(st);
+		return -ENOMEM;
+	}
 	*ret = st;
 	return 0;
 }
@@ -1131,26 +1460,35 @@ int redact_stream_flush(struct redact_stream *st, struct buf *out)
 		return r;
 	free(st->r);
 	buf_free(&st->hold);
-	stream_init(st, st->set);
+	stream_reset(st, st->set, st->ring, st->ring_mask);
 	return 0;
 }
 
 int redact_stream_idle(struct redact_stream *st, struct buf *out)
 {
 	const uint8_t *data = (const uint8_t *)st->hold.data;
-	size_t n = st->hold.len, from;
-	uint32_t q = 0;
+	size_t n = st->hold.len, from, span;
+	uint32_t q = 0, run = 0;
 
 	if (n == 0 || st->set->npatterns == 0)
 		return 0;
-	/* The automaton from its root over the last maxlen - 1 held bytes
-	 * ends in the state of the longest suffix that is the start of some
+	/* The automaton from its root over the held bytes that can hold
+	 * maxlen - 1 pattern bytes (with a whitespace run after each) ends
+	 * in the state of the longest suffix that is the start of some
 	 * pattern.  Depth 0: no pattern can begin in what is held and run
 	 * past its end, so a flush (which still redacts whole matches)
 	 * cannot split a secret. */
-	from = n > st->set->maxlen - 1 ? n - (st->set->maxlen - 1) : 0;
-	for (size_t i = from; i < n; i++)
+	span = st->set->maxlen * (REDACT_WS_RUN_MAX + 1);
+	from = n > span ? n - span : 0;
+	for (size_t i = from; i < n; i++) {
+		if (is_ws(data[i])) {
+			if (++run > REDACT_WS_RUN_MAX)
+				q = 0;
+			continue;
+		}
+		run = 0;
 		q = ac_step(st->set, q, data[i]);
+	}
 	if (st->set->st[q].depth > 0)
 		return 0;
 	return redact_stream_flush(st, out) < 0 ? -ENOMEM : 1;
@@ -1161,6 +1499,7 @@ void redact_stream_free(struct redact_stream *st)
 	if (!st)
 		return;
 	free(st->r);
+	free(st->ring);
 	if (st->hold.data)
 		explicit_bzero(st->hold.data, st->hold.cap);
 	buf_free(&st->hold);

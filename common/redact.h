@@ -25,11 +25,25 @@
  *    "%20"/" " or as "+";
  *  - JSON string escaping, with \u escapes in either case, with or without
  *    non-ASCII escaped (\u, surrogate pairs), "/" escaped, "<>&" escaped
- *    (Go) and \b \f written as \u escapes.
+ *    (Go) and \b \f written as \u escapes;
+ *  - cheap transforms anyone can apply with coreutils: v reversed by
+ *    character (rev), rot13 (tr A-Za-z N-ZA-Mn-za-m), UTF-16LE and
+ *    UTF-16BE (iconv; valid UTF-8 only), hex with a separator or prefix
+ *    per byte ("de:ad", "de-ad", "de,ad", "\xde\xad", "0xde0xad",
+ *    "0xde,0xad", "%de%ad") in either case, and every character as a \u
+ *    escape in either case (valid UTF-8 only).
  * Forms that come out identical are matched once, under the first name.
  *
- * Not handled: base64 broken by line wraps (PEM, MIME), double encodings
- * (base64 of hex), case-folded or otherwise transformed values.
+ * Whitespace does not count: every form is matched in the text with its
+ * spaces, tabs, LFs and CRs left out (runs of up to REDACT_WS_RUN_MAX), so
+ * base64 or hex wrapped at any width (base64 -w, xxd -p, od -tx1), text
+ * folded across lines (fold) and hex separated by spaces are caught.  A
+ * match's marker replaces the whole span that spelled the secret,
+ * whitespace inside it included; whitespace before and after stays.
+ *
+ * Not handled (an accepted risk, SECURITY.md): double encodings (base64 of
+ * hex), case-folded values, arbitrary transforms (encryption, compression,
+ * any other cipher), and a secret split across separate outputs.
  */
 #ifndef SPD_COMMON_REDACT_H
 #define SPD_COMMON_REDACT_H
@@ -52,6 +66,15 @@
  */
 #define REDACT_MAX_LEN 8192
 /*
+ * Matching reads the text with whitespace (space, tab, LF, CR) left out,
+ * across runs of at most this many whitespace bytes: a line break and an
+ * indent (base64 -w, fold, od's "\n ", a PEM block indented in YAML) fit
+ * with room to spare.  A longer run ends a match.  The bound is what keeps
+ * a stream's hold finite: a partial match spans at most this many bytes
+ * more per character.
+ */
+#define REDACT_WS_RUN_MAX 16
+/*
  * A name is what replaces the value in output: "[redacted:NAME]".  Names
  * are environment variable names, [A-Za-z0-9_.-], at most this long so
  * that a marker stays short.
@@ -72,8 +95,10 @@ int redact_builder_new(struct redact_builder **ret);
 /*
  * Register a secret: name (NUL-terminated, 1..REDACT_MAX_NAME bytes of
  * [A-Za-z0-9_.-]) and its value (len bytes, may contain NUL).  Both are
- * copied.  Returns 0; -EINVAL when len < REDACT_MIN_LEN or the name is
- * empty, too long or has other bytes (nothing is registered); -E2BIG when
+ * copied.  Returns 0; -EINVAL when the value has fewer than REDACT_MIN_LEN
+ * bytes that are not whitespace (matching ignores whitespace) or a
+ * whitespace run longer than REDACT_WS_RUN_MAX (it could never match), or
+ * the name is empty, too long or has other bytes (nothing is registered); -E2BIG when
  * len > REDACT_MAX_LEN; -ENOMEM.
  */
 int redact_builder_add(struct redact_builder *b, const char *name,
@@ -82,8 +107,8 @@ int redact_builder_add(struct redact_builder *b, const char *name,
 /*
  * Register the value of each "NAME=value" entry of envp (NULL-terminated;
  * spd's own environment or the parsed environment file) whose name
- * envscrub_name_is_secret() flags, under NAME.  Values shorter than
- * REDACT_MIN_LEN, and names that cannot be a marker name, are skipped: the
+ * envscrub_name_is_secret() flags, under NAME.  Values with fewer than
+ * REDACT_MIN_LEN bytes that are not whitespace, and names that cannot be a marker name, are skipped: the
  * sandbox never sees such variables anyway (envscrub drops them).  Returns
  * the number registered; -E2BIG when a secret value is longer than
  * REDACT_MAX_LEN (the operator must know it cannot be redacted); -ENOMEM.
@@ -107,7 +132,11 @@ void redact_set_free(struct redact_set *s);
 /* The number of distinct patterns (forms of all values) in the set. */
 size_t redact_set_count(const struct redact_set *s);
 
-/* The length of the longest pattern; a stream holds back less than this. */
+/*
+ * The length of the longest pattern, whitespace left out; a stream holds
+ * back less than this many bytes that are not whitespace (and at most
+ * REDACT_WS_RUN_MAX whitespace bytes after each).
+ */
 size_t redact_set_max_len(const struct redact_set *s);
 
 /*

@@ -554,7 +554,9 @@ START_TEST(test_overlap_and_prefix)
 	check_str(s, "(0000-inner-secret-1111)", "([redacted:OUTER])");
 	check_str(s, "(0000-inner-secret-111)", "(0000-[redacted:INNER]-111)");
 	check_str(s, "(abababababababababab)", "([redacted:REP])");
-	check_str(s, "(ababababababa)", "([redacted:REP]a)");
+	/* The reversed form, "babababababa", covers the rest. */
+	check_str(s, "(ababababababa)", "([redacted:REP])");
+	check_str(s, "(abababababab)", "([redacted:REP])");
 	redact_set_free(s);
 }
 END_TEST
@@ -682,8 +684,9 @@ START_TEST(test_holdback)
 		    redact_stream_feed(st, line, strlen(line), &out), 0);
 		fed += strlen(line);
 		ck_assert_uint_ge(out.len + redact_set_max_len(s) - 1, fed);
-		/* The full line, up to a possible start of a secret. */
-		ck_assert_uint_ge(out.len + 15, fed);
+		/* The full line, up to a possible start of a secret and
+		 * the newline that may sit inside a wrapped one. */
+		ck_assert_uint_ge(out.len + 16, fed);
 	}
 	/* A partial secret is held until it is known not to be one. */
 	ck_assert_int_eq(redact_stream_feed(st, "0123456789", 10, &out), 0);
@@ -713,42 +716,94 @@ struct pat {
 	size_t secret;
 };
 
-/* Expected output: union of all occurrences of all forms; a merged range
- * is named after its leftmost match, the longest at that start, and for
- * equal forms the first-registered secret. */
+static int t_ws(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The text with whitespace left out: c[] its bytes, at[] their offsets,
+ * brk[i] set when a run longer than REDACT_WS_RUN_MAX comes before c[i].
+ * Returns the length. */
+static size_t t_compact(const char *in, size_t n, char *c, size_t *at,
+			char *brk)
+{
+	size_t k = 0, run = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (t_ws(in[i])) {
+			run++;
+			continue;
+		}
+		brk[k] = run > REDACT_WS_RUN_MAX;
+		at[k] = i;
+		c[k++] = in[i];
+		run = 0;
+	}
+	return k;
+}
+
+/* Whether pattern p (whitespace left out) is at compacted offset i. */
+static int t_at(const char *c, const char *brk, size_t nc, size_t i,
+		const struct pat *p)
+{
+	size_t k = 0;
+
+	for (size_t j = 0; j < p->n; j++) {
+		if (t_ws(p->p[j]))
+			continue;
+		if (i + k >= nc || c[i + k] != p->p[j] || (k && brk[i + k]))
+			return 0;
+		k++;
+	}
+	return (int)k;
+}
+
+/* Expected output: union of all occurrences of all forms in the text
+ * with its whitespace left out; a merged range is named after its
+ * leftmost match, the longest at that start, and for equal forms the
+ * first-registered secret, and spans from its first byte to its last. */
 static void naive(const struct pat *pats, size_t np, char *const *names,
 		  const char *in, size_t n, struct buf *out)
 {
-	size_t pos = 0;
+	char *c = malloc(n + 1), *brk = malloc(n + 1);
+	size_t *at = malloc((n + 1) * sizeof(*at));
+	size_t nc = t_compact(in, n, c, at, brk), pos = 0;
 
-	for (size_t i = 0; i < n;) {
+	for (size_t i = 0; i < nc;) {
 		size_t best = (size_t)-1, blen = 0, end = 0;
 
 		for (size_t j = 0; j < np; j++) {
-			if (pats[j].n <= n - i &&
-			    memcmp(in + i, pats[j].p, pats[j].n) == 0 &&
-			    (pats[j].n > blen ||
-			     (pats[j].n == blen && pats[j].secret < best))) {
+			size_t l = (size_t)t_at(c, brk, nc, i, &pats[j]);
+
+			if (l && (l > blen ||
+				  (l == blen && pats[j].secret < best))) {
 				best = pats[j].secret;
-				blen = pats[j].n;
+				blen = l;
 			}
 		}
 		if (!blen) {
 			i++;
 			continue;
 		}
-		buf_append(out, in + pos, i - pos);
+		buf_append(out, in + pos, at[i] - pos);
 		buf_printf(out, "[redacted:%s]", names[best]);
 		/* Extend over every match that starts inside the range. */
 		end = i + blen;
 		for (size_t k = i + 1; k < end; k++)
-			for (size_t j = 0; j < np; j++)
-				if (pats[j].n <= n - k && k + pats[j].n > end &&
-				    memcmp(in + k, pats[j].p, pats[j].n) == 0)
-					end = k + pats[j].n;
-		pos = i = end;
+			for (size_t j = 0; j < np; j++) {
+				size_t l =
+				    (size_t)t_at(c, brk, nc, k, &pats[j]);
+
+				if (l && k + l > end)
+					end = k + l;
+			}
+		pos = at[end - 1] + 1;
+		i = end;
 	}
 	buf_append(out, in + pos, n - pos);
+	free(c);
+	free(brk);
+	free(at);
 }
 
 struct pat_list {
@@ -790,8 +845,10 @@ START_TEST(test_differential)
 			/* Short values, and values past the filter's span. */
 			lens[i] = round % 2 ? 8 + rnd(6) : 30 + rnd(20);
 			vals[i] = malloc(lens[i]);
+			/* At least 8 bytes that are not whitespace. */
 			for (size_t j = 0; j < lens[i]; j++)
-				vals[i][j] = alpha[rnd(rnd(2) ? 2 : 9)];
+				vals[i][j] =
+				    alpha[rnd(rnd(2) || j < 8 ? 2 : 9)];
 			names[i] = malloc(24);
 			snprintf(names[i], 24, "S%zu", i);
 			ck_assert_int_eq(
@@ -952,6 +1009,352 @@ START_TEST(test_idle_release)
 }
 END_TEST
 
+/* ---- cheap transforms (issue 10) ---- */
+
+/* Reversed by character, as rev(1) does. */
+static char *t_rev(const char *s, size_t n)
+{
+	char *o = malloc(n + 1);
+	size_t k = n;
+
+	for (size_t i = 0; i < n;) {
+		unsigned char c = (unsigned char)s[i];
+		size_t l = c < 0xc0 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+
+		k -= l;
+		memcpy(o + k, s + i, l);
+		i += l;
+	}
+	o[n] = 0;
+	return o;
+}
+
+static char *t_rot13(const char *s, size_t n)
+{
+	char *o = malloc(n + 1);
+
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+
+		if (c >= 'a' && c <= 'z')
+			c = (char)('a' + (c - 'a' + 13) % 26);
+		else if (c >= 'A' && c <= 'Z')
+			c = (char)('A' + (c - 'A' + 13) % 26);
+		o[i] = c;
+	}
+	o[n] = 0;
+	return o;
+}
+
+/* The code points of UTF-8 s; returns their number. */
+static size_t t_cps(const char *s, size_t n, uint32_t *cp)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; k++) {
+		if (p[i] < 0x80) {
+			cp[k] = p[i++];
+		} else if (p[i] < 0xe0) {
+			cp[k] =
+			    (uint32_t)(p[i] & 0x1f) << 6 | (p[i + 1] & 0x3f);
+			i += 2;
+		} else if (p[i] < 0xf0) {
+			cp[k] = (uint32_t)(p[i] & 0x0f) << 12 |
+				(uint32_t)(p[i + 1] & 0x3f) << 6 |
+				(p[i + 2] & 0x3f);
+			i += 3;
+		} else {
+			cp[k] = (uint32_t)(p[i] & 0x07) << 18 |
+				(uint32_t)(p[i + 1] & 0x3f) << 12 |
+				(uint32_t)(p[i + 2] & 0x3f) << 6 |
+				(p[i + 3] & 0x3f);
+			i += 4;
+		}
+	}
+	return k;
+}
+
+/* UTF-16 code units of UTF-8 s; returns their number. */
+static size_t t_units(const char *s, size_t n, uint32_t *u)
+{
+	uint32_t cp[256];
+	size_t nc = t_cps(s, n, cp), k = 0;
+
+	for (size_t i = 0; i < nc; i++) {
+		if (cp[i] >= 0x10000) {
+			u[k++] = 0xd800 + ((cp[i] - 0x10000) >> 10);
+			u[k++] = 0xdc00 + ((cp[i] - 0x10000) & 0x3ff);
+		} else {
+			u[k++] = cp[i];
+		}
+	}
+	return k;
+}
+
+static char *t_utf16(const char *s, size_t n, int be, size_t *ret_len)
+{
+	uint32_t u[512];
+	size_t nu = t_units(s, n, u);
+	char *o = malloc(2 * nu + 1);
+
+	for (size_t i = 0; i < nu; i++) {
+		o[2 * i + !be] = (char)(u[i] >> 8);
+		o[2 * i + be] = (char)(u[i] & 0xff);
+	}
+	*ret_len = 2 * nu;
+	return o;
+}
+
+/* Every character as \uXXXX. */
+static char *t_uesc(const char *s, size_t n, int upper)
+{
+	uint32_t u[512];
+	size_t nu = t_units(s, n, u);
+	char *o = malloc(6 * nu + 1);
+
+	for (size_t i = 0; i < nu; i++)
+		sprintf(o + 6 * i, upper ? "\\u%04X" : "\\u%04x", u[i]);
+	return o;
+}
+
+/* Hex with pfx before and sep between the bytes. */
+static char *t_hexsep(const char *s, size_t n, const char *pfx, const char *sep,
+		      int upper)
+{
+	char *o = malloc(n * (strlen(pfx) + strlen(sep) + 2) + 1), *q = o;
+
+	for (size_t i = 0; i < n; i++)
+		q += sprintf(q, upper ? "%s%s%02X" : "%s%s%02x", i ? sep : "",
+			     pfx, (unsigned char)s[i]);
+	return o;
+}
+
+/* s with a newline (and indent) after every width characters. */
+static char *t_wrap(const char *s, size_t width, const char *brk)
+{
+	size_t n = strlen(s);
+	char *o = malloc(n + (n / width + 1) * strlen(brk) + 1), *q = o;
+
+	for (size_t i = 0; i < n; i++) {
+		if (i && i % width == 0)
+			q += sprintf(q, "%s", brk);
+		*q++ = s[i];
+	}
+	*q = 0;
+	return o;
+}
+
+/* Redacted with the input split in two at every offset. */
+static void check_every_split(const struct redact_set *s, const char *in,
+			      size_t n, const char *expect, size_t elen)
+{
+	for (size_t i = 0; i <= n; i++) {
+		struct redact_stream *st;
+		struct buf out = BUF_INIT;
+
+		ck_assert_int_eq(redact_stream_new(s, &st), 0);
+		ck_assert_int_eq(redact_stream_feed(st, in, i, &out), 0);
+		ck_assert_int_eq(redact_stream_feed(st, in + i, n - i, &out),
+				 0);
+		ck_assert_int_eq(redact_stream_flush(st, &out), 0);
+		if (out.len != elen || memcmp(out.data, expect, elen) != 0)
+			ck_abort_msg("split at %zu:\n got  \"%.*s\"\n want "
+				     "\"%.*s\"",
+				     i, (int)out.len, out.data, (int)elen,
+				     expect);
+		redact_stream_free(st);
+		buf_free(&out);
+	}
+}
+
+/* form (flen bytes) between two lines of text is one marker, one-shot,
+ * in chunks of several sizes and split at every offset. */
+static void check_form(const struct redact_set *s, const char *form,
+		       size_t flen)
+{
+	static const char pre[] = "$ cat key.txt | transform\nout: ";
+	static const char post[] = " :end\n\tnext line\n";
+	static const char want[] =
+	    "$ cat key.txt | transform\nout: [redacted:S] :end\n\tnext line\n";
+	struct buf in = BUF_INIT;
+
+	buf_puts(&in, pre);
+	buf_append(&in, form, flen);
+	buf_puts(&in, post);
+	check_redacts(s, in.data, in.len, want, strlen(want));
+	check_every_split(s, in.data, in.len, want, strlen(want));
+	buf_free(&in);
+}
+
+static void check_transforms(const char *secret)
+{
+	const size_t n = strlen(secret);
+	struct redact_set *s = mkset1("S", secret);
+	char *f, *b64, *hex;
+	size_t fl;
+
+	f = t_rev(secret, n);
+	check_form(s, f, n);
+	free(f);
+	f = t_rot13(secret, n);
+	check_form(s, f, n);
+	free(f);
+	for (int be = 0; be < 2; be++) {
+		f = t_utf16(secret, n, be, &fl);
+		check_form(s, f, fl);
+		free(f);
+	}
+	for (int up = 0; up < 2; up++) {
+		static const char *const seps[][2] = {
+		    {"", " "}, {"", ":"}, {"\\x", ""}, {"0x", ", "},
+		    {"%", ""}, {"", "-"}, {"0x", " "},
+		};
+		for (size_t i = 0; i < sizeof(seps) / sizeof(seps[0]); i++) {
+			f = t_hexsep(secret, n, seps[i][0], seps[i][1], up);
+			check_form(s, f, strlen(f));
+			free(f);
+		}
+		f = t_uesc(secret, n, up);
+		check_form(s, f, strlen(f));
+		free(f);
+	}
+	/* Wrapped base64 (base64 -w 16, PEM's 64, MIME's 76 with CRLF),
+	 * wrapped hex (xxd -p), folded text (fold -w 5). */
+	b64 = t_b64(secret, n, 0, 1, &fl);
+	hex = t_hex(secret, n, 0);
+	const struct {
+		const char *text;
+		size_t width;
+		const char *brk;
+	} wraps[] = {
+	    {b64, 16, "\n"},   {b64, 4, "\r\n"},  {b64, 7, "\n    "},
+	    {hex, 60, "\n"},   {hex, 2, "\n"},	  {hex, 6, " "},
+	    {secret, 5, "\n"}, {secret, 1, "\n"}, {secret, 3, "\r\n  "},
+	    {hex, 32, "\n\t"},
+	};
+	for (size_t i = 0; i < sizeof(wraps) / sizeof(wraps[0]); i++) {
+		f = t_wrap(wraps[i].text, wraps[i].width, wraps[i].brk);
+		check_form(s, f, strlen(f));
+		free(f);
+	}
+	/* od -An -tx1: bytes apart, 16 to a line, each line indented. */
+	f = t_hexsep(secret, n, "", " ", 0);
+	char *od = t_wrap(f, 48, "\n");
+	check_form(s, od, strlen(od));
+	free(od);
+	free(f);
+	free(b64);
+	free(hex);
+	redact_set_free(s);
+}
+
+/* Reversed, rot13, UTF-16LE/BE, hex with separators, per-character %XX
+ * and \u escapes, wrapped base64 and hex, folded text: each becomes one
+ * marker, and the bytes around it are unchanged. */
+START_TEST(test_transforms)
+{
+	check_transforms("sk-Live_Tok3n-9fQx2Zr+8w");
+	/* Non-ASCII, and a character past the BMP (a surrogate pair). */
+	check_transforms("p\xc3\xa4ss-w\xc3\xb6rd-\xd0\x9a\xd0\xbb\xd1\x8e"
+			 "\xd1\x87-2024-\xf0\x9f\x94\x91");
+}
+END_TEST
+
+/* A whitespace run longer than REDACT_WS_RUN_MAX ends a match; one at
+ * the limit does not.  Whitespace around a match stays. */
+START_TEST(test_whitespace_runs)
+{
+	struct redact_set *s = mkset1("S", "0123456789abcdef");
+	char in[128], spaces[64];
+
+	memset(spaces, ' ', sizeof(spaces));
+	snprintf(in, sizeof(in), "x 01234567%.*s89abcdef y", REDACT_WS_RUN_MAX,
+		 spaces);
+	check_str(s, in, "x [redacted:S] y");
+	snprintf(in, sizeof(in), "x 01234567%.*s89abcdef y",
+		 REDACT_WS_RUN_MAX + 1, spaces);
+	check_str(s, in, in);
+	check_str(s, "\n\n0123 4567\t89ab\r\ncdef\n\n", "\n\n[redacted:S]\n\n");
+	/* A value must have 8 bytes that are not whitespace. */
+	struct redact_builder *b;
+	ck_assert_int_eq(redact_builder_new(&b), 0);
+	ck_assert_int_eq(redact_builder_add(b, "W", "a b c d e f g", 13),
+			 -EINVAL);
+	ck_assert_int_eq(redact_builder_add(b, "W", "a b c d e f g h", 15), 0);
+	/* Nor a whitespace run that would end its own match. */
+	snprintf(in, sizeof(in), "abcd%.*sefgh", REDACT_WS_RUN_MAX + 1, spaces);
+	ck_assert_int_eq(redact_builder_add(b, "W", in, strlen(in)), -EINVAL);
+	redact_builder_free(b);
+	redact_set_free(s);
+}
+END_TEST
+
+/* The real tools, where Debian has them: the secret through each, the
+ * output through the redactor; only the marker (and whitespace, and
+ * UTF-16's byte-order mark) is left. */
+START_TEST(test_real_tools)
+{
+	static const char secret[] = "sk-Live_Tok3n-9fQx2Zr+8w/Ab";
+	static const char *const cmds[] = {
+	    "base64 -w 16",
+	    "base64 -w 5",
+	    "od -An -tx1",
+	    "od -An -tx1 -w4",
+	    "xxd -p",
+	    "xxd -p -c 3",
+	    "fold -w 5",
+	    "rev",
+	    "tr A-Za-z N-ZA-Mn-za-m",
+	    "iconv -f UTF-8 -t UTF-16LE",
+	    "iconv -f UTF-8 -t UTF-16BE",
+	    "iconv -f UTF-8 -t UTF-16",
+	};
+	struct redact_set *s = mkset1("S", secret);
+	int ran = 0;
+
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		char cmd[256], raw[4096], *out;
+		size_t n, len, k = 0;
+		const char *tool = cmds[i];
+		FILE *p;
+
+		snprintf(cmd, sizeof(cmd), "command -v %.*s >/dev/null",
+			 (int)strcspn(tool, " "), tool);
+		if (system(cmd) != 0)
+			continue;
+		snprintf(cmd, sizeof(cmd), "printf '%%s' '%s' | %s", secret,
+			 tool);
+		p = popen(cmd, "r");
+		ck_assert_ptr_nonnull(p);
+		n = fread(raw, 1, sizeof(raw), p);
+		ck_assert_int_eq(pclose(p), 0);
+		ck_assert_uint_gt(n, 0);
+		ran++;
+		ck_assert_int_ge(redact_buf(s, raw, n, &out, &len), 1);
+		for (size_t j = 0; j < len; j++)
+			if (!t_ws(out[j]))
+				out[k++] = out[j];
+		out[k] = 0;
+		if (!strcmp(tool + strlen(tool) - 6, "UTF-16")) {
+			/* The byte-order mark before the text stays. */
+			ck_assert_uint_ge(k, 2);
+			ck_assert_str_eq(out + 2, "[redacted:S]");
+		} else {
+			ck_assert_msg(!strcmp(out, "[redacted:S]"),
+				      "%s: \"%s\"", tool, out);
+		}
+		free(out);
+		/* Streamed, split at every offset: the same. */
+		ck_assert_int_ge(redact_buf(s, raw, n, &out, &len), 1);
+		check_every_split(s, raw, n, out, len);
+		free(out);
+	}
+	ck_assert_int_gt(ran, 0);
+	redact_set_free(s);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("redact");
@@ -977,6 +1380,9 @@ int main(void)
 	tcase_add_test(tc, test_differential);
 	tcase_add_test(tc, test_threads);
 	tcase_add_test(tc, test_idle_release);
+	tcase_add_test(tc, test_transforms);
+	tcase_add_test(tc, test_whitespace_runs);
+	tcase_add_test(tc, test_real_tools);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
