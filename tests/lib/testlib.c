@@ -14,6 +14,31 @@
 #include "common/buf.h"
 #include "common/paths.h"
 
+bool test_host_has_layer(const char *layer)
+{
+	const char *strict = getenv("SPD_TEST_STRICT");
+	const char *have = getenv("SPD_TEST_HOST_LAYERS");
+	char *copy, *save = NULL;
+	bool found = false;
+	long need = -1;
+
+	if (!strict || strcmp(strict, "1") != 0 || !have)
+		return false;
+	if (!strncmp(layer, "landlock_abi>=", 14))
+		need = strtol(layer + 14, NULL, 10);
+	copy = strdup(have);
+	for (char *t = strtok_r(copy, " ,", &save); t && !found;
+	     t = strtok_r(NULL, " ,", &save)) {
+		if (need >= 0)
+			found = !strncmp(t, "landlock_abi=", 13) &&
+				strtol(t + 13, NULL, 10) >= need;
+		else
+			found = !strcmp(t, layer);
+	}
+	free(copy);
+	return found;
+}
+
 char *test_tmpdir(const char *tag)
 {
 	const char *base = getenv("TMPDIR");

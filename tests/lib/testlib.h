@@ -6,6 +6,7 @@
 #define SPD_TESTLIB_H
 
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -22,6 +23,26 @@
 		fflush(stdout);                                                \
 		return;                                                        \
 	} while (0)
+
+/*
+ * Skip because a sandbox layer is missing on this host.  In strict mode
+ * (SPD_TEST_STRICT=1, set by .ci/run) a skip for a layer the host has is a
+ * failure: tests/run lists the layers `spctl doctor` reports ok in
+ * SPD_TEST_HOST_LAYERS ("sandbox" when every required one is, and
+ * "landlock_abi=N").  layer is one of doctor's names, "sandbox", or
+ * "landlock_abi>=N".
+ */
+#define TEST_SKIP_LAYER(layer, ...)                                            \
+	do {                                                                   \
+		if (test_host_has_layer(layer))                                \
+			ck_abort_msg("strict mode: skipped although spctl "    \
+				     "doctor says this host has " layer        \
+				     ": " __VA_ARGS__);                        \
+		TEST_SKIP(__VA_ARGS__);                                        \
+	} while (0)
+/* True when strict mode is on and SPD_TEST_HOST_LAYERS names layer (see
+ * TEST_SKIP_LAYER). */
+bool test_host_has_layer(const char *layer);
 
 /* Make a fresh directory under $TMPDIR (or /tmp), mode 0700.  Returns a
  * malloc'd path; aborts the test on failure. */

@@ -85,6 +85,28 @@ START_TEST(test_proto_tables)
 }
 END_TEST
 
+/* Strict mode (tests/run, .ci/run): a layer skip fails only when the host
+ * has that layer, and never outside strict mode. */
+START_TEST(test_strict_layers)
+{
+	setenv("SPD_TEST_HOST_LAYERS",
+	       "seccomp landlock landlock_abi=6 sandbox", 1);
+	unsetenv("SPD_TEST_STRICT");
+	ck_assert(!test_host_has_layer("seccomp"));
+	setenv("SPD_TEST_STRICT", "1", 1);
+	ck_assert(test_host_has_layer("seccomp"));
+	ck_assert(test_host_has_layer("sandbox"));
+	ck_assert(!test_host_has_layer("user_namespaces"));
+	ck_assert(!test_host_has_layer("seccom"));
+	ck_assert(test_host_has_layer("landlock_abi>=4"));
+	ck_assert(test_host_has_layer("landlock_abi>=6"));
+	ck_assert(!test_host_has_layer("landlock_abi>=7"));
+	unsetenv("SPD_TEST_HOST_LAYERS");
+	ck_assert(!test_host_has_layer("seccomp"));
+	unsetenv("SPD_TEST_STRICT");
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("common");
@@ -96,6 +118,7 @@ int main(void)
 	tcase_add_test(tc, test_utf8);
 	tcase_add_test(tc, test_private_dir);
 	tcase_add_test(tc, test_proto_tables);
+	tcase_add_test(tc, test_strict_layers);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

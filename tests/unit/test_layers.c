@@ -426,9 +426,11 @@ START_TEST(test_landlock_tcp_none)
 	int l, c;
 
 	if (sbx_landlock_abi() < 4)
-		TEST_SKIP("Landlock ABI %d has no TCP rules (needs ABI 4, "
-			  "Linux 6.7)",
-			  sbx_landlock_abi());
+		TEST_SKIP_LAYER(
+		    "landlock_abi>=4",
+		    "Landlock ABI %d has no TCP rules (needs ABI 4, "
+		    "Linux 6.7)",
+		    sbx_landlock_abi());
 	l = tcp_listener(&n.addr);
 	n.expect_denied = true;
 	EXPECT_CHILD_OK(ll_tcp_child, &n);
@@ -481,9 +483,10 @@ START_TEST(test_landlock_scope_abstract)
 	int l, c;
 
 	if (sbx_landlock_abi() < 6)
-		TEST_SKIP("Landlock ABI %d cannot scope abstract sockets "
-			  "(needs ABI 6, Linux 6.12)",
-			  sbx_landlock_abi());
+		TEST_SKIP_LAYER("landlock_abi>=6",
+				"Landlock ABI %d cannot scope abstract sockets "
+				"(needs ABI 6, Linux 6.12)",
+				sbx_landlock_abi());
 	u.addr.sun_family = AF_UNIX;
 	int len = snprintf(u.addr.sun_path + 1, sizeof(u.addr.sun_path) - 1,
 			   "spd-test-layers-%d", (int)getpid());
@@ -532,9 +535,11 @@ START_TEST(test_landlock_scope_signal)
 	struct sbx_landlock_plan plan = {.net = SBX_NET_NONE, .scope = true};
 
 	if (sbx_landlock_abi() < 6)
-		TEST_SKIP("Landlock ABI %d cannot scope signals (needs ABI 6, "
-			  "Linux 6.12)",
-			  sbx_landlock_abi());
+		TEST_SKIP_LAYER(
+		    "landlock_abi>=6",
+		    "Landlock ABI %d cannot scope signals (needs ABI 6, "
+		    "Linux 6.12)",
+		    sbx_landlock_abi());
 	EXPECT_CHILD_OK(ll_signal_child, &plan);
 	plan.scope = false;
 	EXPECT_CHILD_OK(ll_signal_child, &plan);
@@ -1544,7 +1549,8 @@ START_TEST(test_probe)
 			printf("NOTE: probe: %s\n", whys[i]);
 	/* The Landlock ABI this host is documented to have. */
 	if (l.landlock_abi < 1)
-		TEST_SKIP("Landlock is absent: %s", l.landlock_why);
+		TEST_SKIP_LAYER("landlock", "Landlock is absent: %s",
+				l.landlock_why);
 }
 END_TEST
 

@@ -177,8 +177,9 @@ static bool unavailable(const struct outcome *o)
 #define REQUIRE_SANDBOX(o)                                                     \
 	do {                                                                   \
 		if (unavailable(o))                                            \
-			TEST_SKIP("sandbox unavailable here: %s",              \
-				  (o)->error_msg);                             \
+			TEST_SKIP_LAYER("sandbox",                             \
+					"sandbox unavailable here: %s",        \
+					(o)->error_msg);                       \
 	} while (0)
 
 START_TEST(output_and_exit_codes)
@@ -765,7 +766,8 @@ START_TEST(fail_closed)
 
 	if (test_run(probe, NULL, NULL, NULL) != 0) {
 		test_rmrf(tmp);
-		TEST_SKIP("unshare --user is not allowed here");
+		TEST_SKIP_LAYER("user_namespaces",
+				"unshare --user is not allowed here");
 	}
 	snprintf(wrapper, sizeof(wrapper), "%s/sandboxd", tmp);
 	ck_assert_int_ge(

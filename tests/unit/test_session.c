@@ -941,7 +941,7 @@ START_TEST(test_verify_in_sandbox)
 		uv_run(&loop, UV_RUN_DEFAULT);
 		uv_loop_close(&loop);
 		fx_done(&f);
-		TEST_SKIP("the sandbox is unavailable here");
+		TEST_SKIP_LAYER("sandbox", "the sandbox is unavailable here");
 	}
 
 	snprintf(
