@@ -4,7 +4,7 @@
 #include "common.h"
 #include <dirent.h>
 
-static void list_fds(const char *dir)
+static int list_fds(const char *dir)
 {
 	DIR *d = opendir(dir);
 	struct dirent *e;
@@ -12,7 +12,7 @@ static void list_fds(const char *dir)
 
 	if (!d) {
 		res_err(dir, errno);
-		return;
+		return 0;
 	}
 	while ((e = readdir(d))) {
 		ssize_t n;
@@ -34,6 +34,7 @@ static void list_fds(const char *dir)
 		}
 	}
 	closedir(d);
+	return 1;
 }
 
 int main(void)
@@ -54,7 +55,10 @@ int main(void)
 	if (!open_fds)
 		printf("R extra-fds ERR none\n");
 	list_fds("/proc/self/fd");
-	list_fds("/proc/1/fd");
+	/* pid 1 is the run's init: its descriptors are not the run's to
+	 * see (the control, in a pid namespace of its own, can). */
+	if (list_fds("/proc/1/fd"))
+		res_ok("/proc/1/fd", "listed");
 	static const char *exes[] = {"/proc/self/exe", "/proc/1/exe",
 				     "/proc/2/exe"};
 	for (size_t i = 0; i < 3; i++) {
