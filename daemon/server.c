@@ -586,14 +586,16 @@ static void handle_frame(struct conn *c, const char *frame, size_t len)
 		       req.token ? "invalid token" : "a token is required");
 		goto out;
 	}
+	/* Before anything that journals: a session's refused requests count
+	 * against its journal rate too. */
+	if (admit(c, &who, req.id) < 0)
+		goto out;
 	if (rpc_method_who((enum rpc_method)req.method) == RPC_WHO_OPERATOR &&
 	    !who.operator) {
 		refuse(c, &who, req.id, mname, RPC_E_UNAUTHORIZED,
 		       "this method needs the operator token");
 		goto out;
 	}
-	if (admit(c, &who, req.id) < 0)
-		goto out;
 	if (req.method == RPC_M_AUTH) {
 		/* Authenticate the connection once for later requests. */
 		if (who.operator) {
