@@ -555,10 +555,36 @@ START_TEST(test_journal_rate_quota)
 }
 END_TEST
 
+/* A limit out of range (no slot left for sessions, or none for the
+ * operator) or not a number makes spd refuse to start, saying which. */
+START_TEST(test_limits_config_refused)
+{
+	const char *bad[] = {"[limits]\n\toperator-runs = 256\n",
+			     "[limits]\n\toperator-connections = 0\n",
+			     "[limits]\n\tsession-runs = many\n"};
+	const char *key[] = {"limits.operator-runs",
+			     "limits.operator-connections",
+			     "limits.session-runs"};
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *err = NULL;
+		int st;
+
+		test_spd_prepare(&T, bad[i]);
+		st = test_spd_expect_exit(&T, &err);
+		ck_assert_msg(!(WIFEXITED(st) && WEXITSTATUS(st) == 0),
+			      "spd started with %s", bad[i]);
+		ck_assert_msg(has(err, key[i]), "%s: %s", key[i], err);
+		free(err);
+		test_spd_cleanup(&T);
+	}
+}
+END_TEST
+
 int main(void)
 {
-	Suite *s = suite_create("quota");
-	TCase *tc = tcase_create("quota");
+	Suite *s = suite_create("limits");
+	TCase *tc = tcase_create("limits");
 	SRunner *sr;
 	int failed;
 
@@ -571,6 +597,7 @@ int main(void)
 	tcase_add_test(tc, test_session_connection_quota);
 	tcase_add_test(tc, test_run_quota_and_operator_reserve);
 	tcase_add_test(tc, test_journal_rate_quota);
+	tcase_add_test(tc, test_limits_config_refused);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
