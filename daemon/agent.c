@@ -228,6 +228,10 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 	spec.best_effort = false; /* checks never run with a layer missing */
 	spec.run_uid = spd->config.run_uid;
 	spec.run_gid = spd->config.run_gid;
+	/* The plan does not say who asked for the verification: checks take
+	 * shared slots only, so an agent's verifications cannot eat into
+	 * the operator's reserve. */
+	spec.slots_max = SBXP_RUNS_MAX - spd->config.operator_runs;
 	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){NULL, check_done}, cr,
 		    NULL);
 	if (r < 0)

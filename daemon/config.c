@@ -8,6 +8,9 @@
 
 #include "config.h"
 #include "journal.h"
+#include "quota.h"
+#include "server.h"
+#include "proto/sandbox.h"
 
 struct collect {
 	char **v;
@@ -64,6 +67,49 @@ static int collect_paths(git_config *gc, const char *name, const char *path,
 	return 0;
 }
 
+/* The [limits] keys: name, where it goes, its range.  A value out of
+ * range is refused rather than clamped: a typo must not silently leave
+ * the operator without a reserve. */
+static int load_limits(git_config *gc, const char *path, struct spd_config *cfg,
+		       char *errbuf, size_t errlen)
+{
+	unsigned auth_s = cfg->auth_timeout_ms / 1000u;
+	const struct {
+		const char *key;
+		unsigned *dst;
+		int64_t min, max;
+	} keys[] = {
+	    {"limits.auth-timeout", &auth_s, 1, QUOTA_AUTH_TIMEOUT_S_MAX},
+	    {"limits.session-connections", &cfg->session_conns, 1,
+	     SERVER_MAX_CONNS},
+	    {"limits.session-runs", &cfg->session_runs, 1, SBXP_RUNS_MAX},
+	    {"limits.session-journal-rate", &cfg->session_journal_rate, 1,
+	     1000000},
+	    /* At least one slot each side: the operator must keep one, and
+	     * sessions must be able to connect and run at all. */
+	    {"limits.operator-connections", &cfg->operator_conns, 1,
+	     SERVER_MAX_CONNS - 1},
+	    {"limits.operator-runs", &cfg->operator_runs, 1, SBXP_RUNS_MAX - 1},
+	};
+	int64_t n;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		int r = git_config_get_int64(&n, gc, keys[i].key);
+
+		if (r == GIT_ENOTFOUND)
+			continue;
+		if (r < 0 || n < keys[i].min || n > keys[i].max) {
+			snprintf(errbuf, errlen, "%s: %s must be %lld..%lld",
+				 path, keys[i].key, (long long)keys[i].min,
+				 (long long)keys[i].max);
+			return -EINVAL;
+		}
+		*keys[i].dst = (unsigned)n;
+	}
+	cfg->auth_timeout_ms = auth_s * 1000u;
+	return 0;
+}
+
 int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		size_t errlen)
 {
@@ -77,6 +123,12 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	cfg->sandbox_mode = SPD_SANDBOX_REQUIRED;
 	cfg->output_cap = CONFIG_OUTPUT_CAP_DEFAULT;
 	cfg->default_timeout_ms = CONFIG_TIMEOUT_DEFAULT_S * 1000u;
+	cfg->auth_timeout_ms = QUOTA_AUTH_TIMEOUT_S_DEFAULT * 1000u;
+	cfg->session_conns = QUOTA_SESSION_CONNS_DEFAULT;
+	cfg->session_runs = QUOTA_SESSION_RUNS_DEFAULT;
+	cfg->session_journal_rate = QUOTA_SESSION_JOURNAL_RATE_DEFAULT;
+	cfg->operator_conns = QUOTA_OPERATOR_CONNS_DEFAULT;
+	cfg->operator_runs = QUOTA_OPERATOR_RUNS_DEFAULT;
 	pw = getpwnam("nobody");
 	cfg->run_uid = pw ? pw->pw_uid : 65534;
 	cfg->run_gid = pw ? pw->pw_gid : 65534;
@@ -152,6 +204,9 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		}
 		cfg->journal_queue_max = (size_t)n;
 	}
+	r = load_limits(gc, path, cfg, errbuf, errlen);
+	if (r < 0)
+		goto out;
 	r = collect_paths(gc, "sandbox.writable", path, &cfg->writable, errbuf,
 			  errlen);
 	if (r == 0)

@@ -10,6 +10,13 @@
  *   [journal]
  *       queue-max = 67108864   ; bytes of rows waiting for the disk before
  *                              ; spd refuses requests (journal.h)
+ *   [limits]                   ; daemon/quota.h: defaults and why
+ *       auth-timeout = 5       ; seconds a connection has to authenticate
+ *       session-connections = 64
+ *       session-runs = 16      ; runs in flight per session
+ *       session-journal-rate = 1200   ; journaled requests a minute
+ *       operator-connections = 64     ; slots only the operator may take
+ *       operator-runs = 32            ; sandboxd slots only for the operator
  */
 #ifndef SPD_DAEMON_CONFIG_H
 #define SPD_DAEMON_CONFIG_H

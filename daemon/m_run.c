@@ -17,6 +17,7 @@
 #include "journal.h"
 #include "log.h"
 #include "methods.h"
+#include "quota.h"
 #include "run.h"
 #include "sbx.h"
 #include "spd.h"
@@ -173,10 +174,14 @@ struct run_ctx {
 	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
 			 size_t msglen);
 	void *done_data;
+	char *quota_sid; /* the session whose run quota this run holds */
 };
 
 static void run_ctx_free(struct run_ctx *rc)
 {
+	if (rc->quota_sid)
+		quota_put(rc->spd->quota, rc->quota_sid, QUOTA_RUNS);
+	free(rc->quota_sid);
 	json_decref(rc->argv_json);
 	free(rc->workspace);
 	free(rc);
@@ -491,6 +496,34 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	rc->best_effort = req->best_effort;
 	rc->done_hook = req->done_hook;
 	rc->done_data = req->done_data;
+	if (!rpc_call_principal(c)->operator) {
+		const char *sid = rpc_call_principal(c)->session_id;
+
+		/* One agent's runs must leave room for the others'. */
+		if (sid && quota_take(spd->quota, sid, QUOTA_RUNS,
+				      uv_now(spd->loop)) < 0) {
+			run_ctx_free(rc);
+			rc = NULL;
+			rpc_call_error(
+			    c, RPC_E_LIMIT,
+			    json_pack("{s:s, s:i}", "quota", "runs", "limit",
+				      (int)quota_limit(spd->quota, QUOTA_RUNS)),
+			    "this session has %u runs in flight, its "
+			    "quota; wait for one to end",
+			    quota_limit(spd->quota, QUOTA_RUNS));
+			r = -EDQUOT;
+			goto out;
+		}
+		rc->quota_sid = sid ? strdup(sid) : NULL;
+		if (sid && !rc->quota_sid) {
+			quota_put(spd->quota, sid, QUOTA_RUNS);
+			run_ctx_free(rc);
+			rc = NULL;
+			goto oom;
+		}
+		/* The slots above this stay free for the operator's runs. */
+		spec.slots_max = SBXP_RUNS_MAX - spd->config.operator_runs;
+	}
 
 	spec.argv = argv.v;
 	spec.envp = env.v;
@@ -541,10 +574,16 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		outf_finish(&rc->outf, NULL);
 		run_ctx_free(rc);
 		rc = NULL;
-		rpc_call_error(
-		    c, r == -EINVAL ? RPC_E_BAD_PARAMS : RPC_E_INTERNAL, NULL,
-		    "cannot start the run: %s",
-		    r == -SPD_ETOOBIG ? "request too large" : strerror(-r));
+		if (r == -EAGAIN)
+			rpc_call_error(c, RPC_E_LIMIT, NULL,
+				       "too many runs at once; the remaining "
+				       "slots are held for the operator");
+		else
+			rpc_call_error(
+			    c, r == -EINVAL ? RPC_E_BAD_PARAMS : RPC_E_INTERNAL,
+			    NULL, "cannot start the run: %s",
+			    r == -SPD_ETOOBIG ? "request too large"
+					      : strerror(-r));
 		goto out;
 	}
 	rpc_call_on_gone(c, on_gone, rc);

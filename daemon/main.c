@@ -25,6 +25,7 @@
 #include "daemon/journal.h"
 #include "daemon/log.h"
 #include "daemon/modules.h"
+#include "daemon/quota.h"
 #include "daemon/secrets.h"
 #include "daemon/server.h"
 #include "daemon/spd.h"
@@ -437,6 +438,15 @@ int main(int argc, char **argv)
 	journal_set_commit_cb(spd.journal, on_journal_committed, &spd);
 	/* Every journal row passes the redactor before it is hashed. */
 	journal_set_filter(spd.journal, secrets_journal_filter, &spd);
+	r = quota_new(spd.journal,
+		      &(struct quota_limits){
+			  .max = {[QUOTA_CONNS] = spd.config.session_conns,
+				  [QUOTA_RUNS] = spd.config.session_runs,
+				  [QUOTA_JOURNAL_RATE] =
+				      spd.config.session_journal_rate}},
+		      &spd.quota);
+	if (r < 0)
+		die("cannot make the quota table: %s", strerror(-r));
 	r = modules_start(&spd, errbuf, sizeof(errbuf));
 	if (r < 0)
 		die("%s", errbuf);
@@ -475,6 +485,7 @@ int main(int argc, char **argv)
 	config_free(&spd.config);
 	log_set_redact(NULL);
 	secrets_free(&spd);
+	quota_free(spd.quota);
 	paths_free(&spd.paths);
 	free(spd.sandboxd_path);
 	return exit_code;

@@ -77,16 +77,21 @@ int modules_start(struct spd *spd, char *errbuf, size_t errlen)
 }
 
 struct close_ctx {
+	struct spd *spd;
 	void (*cb)(void *data);
 	void *data;
 };
 
+/* The sessions go only after sandboxd's runs have ended: a run's end
+ * (INTERNAL "spd is closing" at a stop) still goes through its session's
+ * done hook, which must find the session store. */
 static void on_sbx_closed(void *data)
 {
 	struct close_ctx *cc = data;
 	void (*cb)(void *) = cc->cb;
 	void *d = cc->data;
 
+	agent_stop(cc->spd);
 	free(cc);
 	cb(d);
 }
@@ -98,12 +103,13 @@ void modules_close(struct spd *spd, void (*cb)(void *data), void *data)
 
 	spd->sbx = NULL;
 	gate_stop(spd);
-	agent_stop(spd);
 	if (!cc) {
 		sbx_close(s, NULL, NULL);
+		agent_stop(spd);
 		cb(data);
 		return;
 	}
+	cc->spd = spd;
 	cc->cb = cb;
 	cc->data = data;
 	sbx_close(s, on_sbx_closed, cc);

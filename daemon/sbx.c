@@ -590,6 +590,14 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	if (!spec->argv || !spec->argv[0] || !spec->workspace ||
 	    spec->net < SBX_NET_NONE || spec->net > SBX_NET_HOST)
 		return -EINVAL;
+	/* Counted with runs whose handles are still closing: spd's count is
+	 * never below sandboxd's, so sandboxd never refuses for want of a
+	 * slot a reserve promised. */
+	if ((unsigned)s->runs_alive >=
+	    (spec->slots_max && spec->slots_max < SBXP_RUNS_MAX
+		 ? spec->slots_max
+		 : SBXP_RUNS_MAX))
+		return -EAGAIN;
 #define L(x) ((const char *const *)((x) ? (x) : empty_list))
 	lists[SBXP_L_ARGV] = L(spec->argv);
 	lists[SBXP_L_ENV] = L(spec->envp);

@@ -62,6 +62,10 @@ struct sbx_spec {
 	uint32_t run_uid, run_gid; /* when spd is root; 0: nobody/nogroup */
 	uint64_t rlimits[SBXP_RLIM__COUNT]; /* 0: sandboxd's defaults */
 	size_t output_cap; /* per stream; 0: SBX_OUTPUT_CAP_DEFAULT */
+	/* The most runs in flight (this one included) this run may start
+	 * beside: below SBXP_RUNS_MAX for anyone but the operator, so the
+	 * slots above stay free for the operator.  0: SBXP_RUNS_MAX. */
+	unsigned slots_max;
 };
 
 struct sbx_result {
@@ -99,7 +103,7 @@ int sbx_start(uv_loop_t *loop, const char *sandboxd_path, struct sbx **ret);
  * cbs is copied; data is passed to the callbacks.  On success returns 0
  * and, if ret is not NULL, a handle valid until on_done returns.  Returns
  * -EINVAL for a malformed spec, -SPD_ETOOBIG when it exceeds the message
- * limits, -ESHUTDOWN after sbx_close, -errno for pipes.  on_done is never
+ * limits, -EAGAIN when spec->slots_max runs are already in flight, -ESHUTDOWN after sbx_close, -errno for pipes.  on_done is never
  * called from within sbx_run.
  */
 int sbx_run(struct sbx *s, const struct sbx_spec *spec,

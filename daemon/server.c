@@ -14,6 +14,7 @@
 #include "dispatch.h"
 #include "journal.h"
 #include "log.h"
+#include "quota.h"
 #include "rpc.h"
 #include "spd.h"
 #include "common/buf.h"
@@ -62,8 +63,15 @@ struct conn {
 	size_t outbuf;
 	struct rpc_call *calls;
 	bool operator_subscriber;
-	bool batching;	   /* in on_read: replies go to wbatch */
-	struct buf wbatch; /* replies gathered during one read */
+	bool batching;	      /* in on_read: replies go to wbatch */
+	struct buf wbatch;    /* replies gathered during one read */
+	uint64_t accepted_ms; /* loop time of accept, for the auth deadline */
+	bool authenticated;   /* a request has carried a valid token */
+	bool in_shared;	      /* holds one of the slots everyone shares */
+	/* Admitted into the slots held for the operator: the first request
+	 * must carry the operator token, anything else is refused. */
+	bool in_reserve;
+	char *quota_sid; /* the session whose connection quota this holds */
 };
 
 struct server {
@@ -71,6 +79,9 @@ struct server {
 	struct spd *spd;
 	struct conn *conns;
 	unsigned nconns;
+	unsigned nshared;      /* connections not (yet) the operator's */
+	uv_timer_t auth_timer; /* closes connections past the auth deadline */
+	bool auth_timer_closed;
 	struct follower *followers;
 	void (*close_cb)(void *data);
 	void *close_data;
@@ -460,6 +471,93 @@ static int authenticate(struct conn *c, const char *token,
 	return -EACCES;
 }
 
+/* A quota refusal: the error goes to the client but is not journaled
+ * (quota_take journals the first one of an episode), so that a refused
+ * flood cannot grow the journal. */
+static void refuse_quota(struct conn *c, json_t *id, enum quota_kind kind,
+			 const char *msg)
+{
+	struct spd *spd = c->srv->spd;
+	size_t len = 0;
+	char *line;
+
+	line = rpc_format_error(id ? id : json_null(), RPC_E_LIMIT, msg,
+				json_pack("{s:s, s:i}", "quota",
+					  quota_kind_name(kind), "limit",
+					  (int)quota_limit(spd->quota, kind)),
+				&len);
+	conn_send(c, line, len);
+}
+
+/* The connection now belongs to the operator: it leaves the shared
+ * slots, so sessions may use the one it held. */
+static void conn_mark_operator(struct conn *c)
+{
+	if (c->in_shared) {
+		c->in_shared = false;
+		c->srv->nshared--;
+	}
+	c->in_reserve = false;
+}
+
+/*
+ * Apply the connection's and the session's limits to an authenticated
+ * request: the operator's reserve, the session's connection quota and its
+ * journal rate.  Returns 0 to go on, or -1 after refusing (and maybe
+ * closing the connection).
+ */
+static int admit(struct conn *c, const struct rpc_principal *who, json_t *id)
+{
+	struct spd *spd = c->srv->spd;
+	uint64_t now = uv_now(spd->loop);
+	char msg[200];
+
+	c->authenticated = true;
+	if (who->operator) {
+		conn_mark_operator(c);
+		return 0;
+	}
+	if (c->in_reserve) {
+		/* Not journaled: whoever fills every slot would otherwise
+		 * fill the journal too. */
+		send_error(c, id ? id : json_null(), RPC_E_LIMIT,
+			   "too many connections: the remaining ones are held "
+			   "for the operator");
+		conn_close(c);
+		return -1;
+	}
+	if (!who->session_id)
+		return 0;
+	if (!c->quota_sid || strcmp(c->quota_sid, who->session_id) != 0) {
+		char *sid = strdup(who->session_id);
+
+		if (!sid || quota_take(spd->quota, sid, QUOTA_CONNS, now) < 0) {
+			free(sid);
+			snprintf(msg, sizeof(msg),
+				 "too many connections for this session (its "
+				 "quota is %u)",
+				 quota_limit(spd->quota, QUOTA_CONNS));
+			refuse_quota(c, id, QUOTA_CONNS, msg);
+			conn_close(c);
+			return -1;
+		}
+		if (c->quota_sid)
+			quota_put(spd->quota, c->quota_sid, QUOTA_CONNS);
+		free(c->quota_sid);
+		c->quota_sid = sid;
+	}
+	if (quota_take(spd->quota, who->session_id, QUOTA_JOURNAL_RATE, now) <
+	    0) {
+		snprintf(msg, sizeof(msg),
+			 "too many requests from this session this minute (its "
+			 "quota is %u)",
+			 quota_limit(spd->quota, QUOTA_JOURNAL_RATE));
+		refuse_quota(c, id, QUOTA_JOURNAL_RATE, msg);
+		return -1;
+	}
+	return 0;
+}
+
 static void handle_frame(struct conn *c, const char *frame, size_t len)
 {
 	struct spd *spd = c->srv->spd;
@@ -488,6 +586,10 @@ static void handle_frame(struct conn *c, const char *frame, size_t len)
 		       req.token ? "invalid token" : "a token is required");
 		goto out;
 	}
+	/* Before anything that journals: a session's refused requests count
+	 * against its journal rate too. */
+	if (admit(c, &who, req.id) < 0)
+		goto out;
 	if (rpc_method_who((enum rpc_method)req.method) == RPC_WHO_OPERATOR &&
 	    !who.operator) {
 		refuse(c, &who, req.id, mname, RPC_E_UNAUTHORIZED,
@@ -607,6 +709,7 @@ static void on_conn_closed(uv_handle_t *h)
 	buf_free(&c->in);
 	buf_free(&c->wbatch);
 	free(c->authed_session);
+	free(c->quota_sid);
 	free(c);
 	server_maybe_done(s);
 }
@@ -632,6 +735,11 @@ static void conn_close(struct conn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	s->nconns--;
+	if (c->in_shared)
+		s->nshared--;
+	c->in_shared = c->in_reserve = false;
+	if (c->quota_sid)
+		quota_put(s->spd->quota, c->quota_sid, QUOTA_CONNS);
 	/* Calls outlive their connection: tell each handler its client has
 	 * gone (a run is killed, a follower stops) and detach them. */
 	for (call = c->calls; call; call = next) {
@@ -648,6 +756,74 @@ static void conn_close(struct conn *c)
 	uv_read_stop((uv_stream_t *)&c->pipe);
 	s->closing_conns++;
 	uv_close((uv_handle_t *)&c->pipe, on_conn_closed);
+}
+
+static unsigned operator_reserve(const struct server *s)
+{
+	return s->spd->config.operator_conns < SERVER_MAX_CONNS
+		   ? s->spd->config.operator_conns
+		   : SERVER_MAX_CONNS - 1;
+}
+
+static uint64_t auth_timeout_ms(const struct server *s)
+{
+	return s->spd->config.auth_timeout_ms
+		   ? s->spd->config.auth_timeout_ms
+		   : QUOTA_AUTH_TIMEOUT_S_DEFAULT * 1000u;
+}
+
+/* Close the oldest connection other than keep that has not
+ * authenticated.  Returns true if one was closed. */
+static bool evict_unauthenticated(struct server *s, struct conn *keep)
+{
+	struct conn *oldest = NULL;
+
+	/* The list is newest first. */
+	for (struct conn *c = s->conns; c; c = c->next)
+		if (c != keep && !c->authenticated && !c->closing)
+			oldest = c;
+	if (!oldest)
+		return false;
+	send_error(oldest, json_null(), RPC_E_LIMIT,
+		   "too many connections: closing one that never "
+		   "authenticated");
+	conn_close(oldest);
+	return true;
+}
+
+/* Close every connection that has held no valid token past the deadline.
+ * Not journaled one by one: a flood of idle connections would otherwise
+ * flood the journal; the log says how many. */
+static void on_auth_sweep(uv_timer_t *t)
+{
+	struct server *s = (struct server *)t->data;
+	uint64_t now = uv_now(s->spd->loop), limit = auth_timeout_ms(s);
+	unsigned closed = 0, waiting = 0;
+	struct conn *c, *next;
+	char msg[120];
+
+	snprintf(msg, sizeof(msg),
+		 "no valid token within %llu s; closing the connection",
+		 (unsigned long long)(limit / 1000));
+	for (c = s->conns; c; c = next) {
+		next = c->next;
+		if (c->authenticated || c->closing)
+			continue;
+		if (now - c->accepted_ms < limit) {
+			waiting++;
+			continue;
+		}
+		send_error(c, json_null(), RPC_E_LIMIT, msg);
+		conn_close(c);
+		closed++;
+	}
+	if (closed)
+		log_info("closed %u connection%s that did not authenticate "
+			 "within %llu ms",
+			 closed, closed == 1 ? "" : "s",
+			 (unsigned long long)limit);
+	if (!waiting)
+		uv_timer_stop(t);
 }
 
 static void on_connection(uv_stream_t *listener, int status)
@@ -691,11 +867,24 @@ static void on_connection(uv_stream_t *listener, int status)
 		conn_close(c);
 		return;
 	}
-	if (s->nconns > SERVER_MAX_CONNS) {
+	/* When every slot is taken, the oldest connection that never
+	 * authenticated makes room: idle connections must not keep out a
+	 * client that is about to present its token. */
+	if (s->nconns > SERVER_MAX_CONNS && !evict_unauthenticated(s, c)) {
 		send_error(c, json_null(), RPC_E_LIMIT, "too many connections");
 		conn_close(c);
 		return;
 	}
+	c->accepted_ms = uv_now(s->spd->loop);
+	if (s->nshared + operator_reserve(s) < SERVER_MAX_CONNS) {
+		c->in_shared = true;
+		s->nshared++;
+	} else {
+		c->in_reserve = true;
+	}
+	if (!uv_is_active((uv_handle_t *)&s->auth_timer))
+		uv_timer_start(&s->auth_timer, on_auth_sweep,
+			       SERVER_AUTH_SWEEP_MS, SERVER_AUTH_SWEEP_MS);
 	uv_read_start((uv_stream_t *)&c->pipe, on_alloc, on_read);
 }
 
@@ -736,6 +925,8 @@ int server_start(struct spd *spd, const char *path, int listen_fd,
 	r = uv_listen((uv_stream_t *)&s->listener, 511, on_connection);
 	if (r < 0)
 		goto fail;
+	uv_timer_init(spd->loop, &s->auth_timer);
+	s->auth_timer.data = s;
 	*ret = s;
 	return 0;
 fail:
@@ -751,13 +942,21 @@ static void on_listener_closed(uv_handle_t *h)
 	server_maybe_done(s);
 }
 
+static void on_auth_timer_closed(uv_handle_t *h)
+{
+	struct server *s = h->data;
+
+	s->auth_timer_closed = true;
+	server_maybe_done(s);
+}
+
 static void server_maybe_done(struct server *s)
 {
 	void (*cb)(void *);
 	void *data;
 
 	if (!s->closing || s->nconns > 0 || s->closing_conns > 0 ||
-	    s->listener.data != (void *)1)
+	    s->listener.data != (void *)1 || !s->auth_timer_closed)
 		return;
 	cb = s->close_cb;
 	data = s->close_data;
@@ -779,6 +978,7 @@ void server_close(struct server *s, void (*cb)(void *data), void *data)
 	s->close_data = data;
 	s->listener.data = NULL;
 	uv_close((uv_handle_t *)&s->listener, on_listener_closed);
+	uv_close((uv_handle_t *)&s->auth_timer, on_auth_timer_closed);
 	while (s->conns)
 		conn_close(s->conns);
 }

@@ -15,9 +15,15 @@ struct server;
 struct rpc_call;
 struct journal_event;
 
-/* Connections served at once: past it a new client gets an error and is
- * closed, so a flood of clients cannot exhaust spd's descriptors. */
+/* Connections served at once: past it the oldest connection that never
+ * authenticated is closed to make room, or if there is none the new
+ * client gets an error and is closed, so a flood of clients cannot
+ * exhaust spd's descriptors.  limits.operator-connections of them are
+ * held for connections that present the operator token (daemon/quota.h). */
 #define SERVER_MAX_CONNS 2048
+/* How often connections are checked against the authentication deadline
+ * (limits.auth-timeout): one is closed at most this long past it. */
+#define SERVER_AUTH_SWEEP_MS 250
 /* Requests a connection may have outstanding (pipelined, not yet answered).
  * Past it the client is told and disconnected: a client that never reads
  * its replies must not make spd queue work without bound. */

@@ -23,6 +23,7 @@ struct approvals;
 struct secrets;
 struct rpc_call;
 struct run_request;
+struct quota;
 
 /* Sandbox mode: required refuses a run that cannot get every layer
  * (SANDBOX-UNAVAILABLE); best-effort runs it and says what is missing. */
@@ -37,6 +38,13 @@ struct spd_config {
 	size_t output_cap;
 	uint32_t default_timeout_ms;
 	size_t journal_queue_max; /* 0: the journal's default */
+	/* [limits] (daemon/quota.h has the defaults and their reasons). */
+	uint32_t auth_timeout_ms;      /* to present a valid token */
+	unsigned session_conns;	       /* connections per session token */
+	unsigned session_runs;	       /* runs in flight per session */
+	unsigned session_journal_rate; /* journaled requests a minute */
+	unsigned operator_conns;       /* connection slots held back */
+	unsigned operator_runs;	       /* run slots held back */
 };
 
 /* A value spd minted and must redact (a session token). */
@@ -67,6 +75,7 @@ struct spd {
 	int (*run_prepare)(struct spd *spd, struct rpc_call *c,
 			   struct run_request *req);
 	struct approvals *approvals;
+	struct quota *quota; /* per-session quotas (daemon/quota.h) */
 	/* Session-token check, set when the session store is up: stores the
 	 * token's session id (malloc'd) and returns 0, or -EACCES. */
 	int (*session_auth)(struct spd *spd, const char *token,

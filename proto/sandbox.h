@@ -31,6 +31,10 @@
 /* Entries per list of a RUN (argv, env, each path list): Landlock needs
  * fixed arrays in the child, and no sane command needs more. */
 #define SBXP_LIST_MAX 1024
+/* Runs sandboxd holds at once: each holds three descriptors and a pid
+ * namespace.  spd counts its runs against the same number (holding some
+ * back for the operator), so sandboxd's own refusal is a last resort. */
+#define SBXP_RUNS_MAX 256
 /* Path lists (writable, hidden, read-only, empty files, read-only
  * binds) together: each
  * becomes a mount and maybe a Landlock rule (SBX_LANDLOCK_MAX_PATHS). */

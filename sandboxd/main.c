@@ -24,9 +24,9 @@
 
 /* The socket to spd, by convention. */
 #define SBXD_SOCK_FD 3
-/* Runs at once: each holds three descriptors and a pid namespace; spd
- * queues nothing, so beyond this a RUN is refused with INTERNAL. */
-#define SBXD_RUNS_MAX 256
+/* Runs at once (proto/sandbox.h); spd queues nothing and keeps below it,
+ * so beyond this a RUN is refused with INTERNAL. */
+#define SBXD_RUNS_MAX SBXP_RUNS_MAX
 
 static struct spawn_ctx ctx;
 static struct spawn_run runs[SBXD_RUNS_MAX];
