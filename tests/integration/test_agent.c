@@ -259,6 +259,22 @@ static char *journal_sql(const char *sql)
 	return out;
 }
 
+/* journal_sql until its output holds needle or 10 s have passed: spd
+ * answers a request before its writer thread has committed the rows the
+ * request made (the journal's group commit), so a test reading the file
+ * right after a reply can be early. */
+static char *journal_sql_until(const char *sql, const char *needle)
+{
+	char *out = journal_sql(sql);
+
+	for (int i = 0; i < 100 && !has(out, needle); i++) {
+		usleep(100 * 1000);
+		free(out);
+		out = journal_sql(sql);
+	}
+	return out;
+}
+
 static char *wt_file(const struct session *s, const char *rel)
 {
 	char *p = paths_join(s->worktree, rel);
@@ -550,7 +566,12 @@ START_TEST(test_agent_unauthorized)
 	char *sql = fmt("select summary from events where session='%s' and "
 			"actor='agent' and summary like '%%UNAUTHORIZED%%'",
 			a.id);
-	rows = journal_sql(sql);
+	{
+		char *last = fmt("%s UNAUTHORIZED", calls[n - 1].method);
+
+		rows = journal_sql_until(sql, last);
+		free(last);
+	}
 	free(sql);
 	for (size_t i = 0; i < n; i++) {
 		char *want = fmt("%s UNAUTHORIZED", calls[i].method);
@@ -831,7 +852,7 @@ START_TEST(test_guard_git_config)
 	char *sql = fmt("select kind, summary from events where session='%s' "
 			"and kind='session.finding'",
 			s.id);
-	rows = journal_sql(sql);
+	rows = journal_sql_until(sql, ".git/config");
 	ck_assert_msg(has(rows, "GIT-CHANGED") && has(rows, ".git/config"),
 		      "finding not journaled: %s", rows);
 	free(rows);
@@ -1173,7 +1194,7 @@ START_TEST(test_approval_end_to_end)
 	char *sql = fmt("select kind || ' ' || summary from events where "
 			"session='%s' and kind like 'approval.%%'",
 			s.id);
-	r = journal_sql(sql);
+	r = journal_sql_until(sql, "no shells today");
 	ck_assert_msg(has(r, "approval.requested ask.shell") &&
 			  has(r, "approval.granted ask.shell") &&
 			  has(r, "approval.used ask.shell") &&
