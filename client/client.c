@@ -187,11 +187,6 @@ static int write_all(int fd, const char *p, size_t n)
 	return 0;
 }
 
-int client_send_raw(struct client *c, const char *bytes, size_t n)
-{
-	return write_all(c->fd, bytes, n);
-}
-
 /* Read one line (without '\n') into a new json value. */
 static int read_message(struct client *c, json_t **ret)
 {

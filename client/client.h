@@ -42,7 +42,4 @@ int client_call(struct client *c, const char *method, json_t *params,
 		client_notify_cb cb, void *data, json_t **ret_result,
 		json_t **ret_error);
 
-/* Send raw bytes (tests, and `spctl raw`). */
-int client_send_raw(struct client *c, const char *bytes, size_t n);
-
 #endif

@@ -54,11 +54,12 @@ void rpc_call_reply(struct rpc_call *c, json_t *result);
 void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
 		    const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /*
- * Send a notification {"jsonrpc":"2.0","method":method,"params":params}
- * on the call's connection (ownership of params taken).  Returns 0, or
- * -EPIPE when the client is gone (params is freed anyway).
+ * Send the notification n (a row of proto/rpc.def's SPD_NOTIFY) as
+ * {"jsonrpc":"2.0","method":NAME,"params":params} on the call's connection
+ * (ownership of params taken).  Returns 0, or -EPIPE when the client is
+ * gone (params is freed anyway).
  */
-int rpc_call_notify(struct rpc_call *c, const char *method, json_t *params);
+int rpc_call_notify(struct rpc_call *c, enum rpc_notify n, json_t *params);
 /* Run cb(data) once if the client goes away before the call ends. */
 void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data);
 /* A short summary for the journal row of this request (copied). Tokens

@@ -205,18 +205,4 @@ int fs_delete(const struct fs_ws *ws, const char *path, bool recursive);
 int fs_move(const struct fs_ws *ws, const char *from, const char *to,
 	    bool overwrite);
 
-/*
- * The RPC methods (daemon/m_fs.c), one per tool, for the dispatch table.
- * Each resolves the caller's workspace, normalizes the path arguments, has
- * the call classified by the policy, runs the tool above and finishes c.
- */
-struct rpc_call;
-void m_fs_read(struct rpc_call *c);
-void m_fs_write(struct rpc_call *c);
-void m_fs_list(struct rpc_call *c);
-void m_fs_stat(struct rpc_call *c);
-void m_fs_mkdir(struct rpc_call *c);
-void m_fs_delete(struct rpc_call *c);
-void m_fs_move(struct rpc_call *c);
-
 #endif

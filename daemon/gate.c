@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "handlers.h"
 #include "call.h"
 #include "gate.h"
 #include "journal.h"
@@ -688,7 +689,7 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 				 res.reason, object);
 		note = pending_json(p);
 		for (struct follower *f = ap->followers; f; f = f->next)
-			rpc_call_notify(f->call, "approval.requested",
+			rpc_call_notify(f->call, RPC_N_APPROVAL_REQUESTED,
 					json_incref(note));
 		json_decref(note);
 		if (!wait) {
@@ -756,7 +757,7 @@ void m_approval_list(struct rpc_call *c)
 	}
 	/* Follow: the pending ones now, then each new one as it comes. */
 	for (size_t i = 0; i < json_array_size(arr); i++)
-		rpc_call_notify(c, "approval.requested",
+		rpc_call_notify(c, RPC_N_APPROVAL_REQUESTED,
 				json_incref(json_array_get(arr, i)));
 	json_decref(arr);
 	struct follower *f = calloc(1, sizeof(*f));
@@ -910,7 +911,7 @@ void gate_withdraw_session(struct spd *spd, const char *sid, const char *why)
 				 "session", p->session, "reason",
 				 why ? why : "the attempt ended");
 		for (struct follower *f = ap->followers; f && note; f = f->next)
-			rpc_call_notify(f->call, "approval.withdrawn",
+			rpc_call_notify(f->call, RPC_N_APPROVAL_WITHDRAWN,
 					json_incref(note));
 		json_decref(note);
 		pending_free(p);

@@ -98,8 +98,4 @@ void gate_withdraw_session(struct spd *spd, const char *session_id,
 int gate_start(struct spd *spd);
 void gate_stop(struct spd *spd);
 
-/* RPC: approval.list {follow} and approval.decide {id, approve, why}. */
-void m_approval_list(struct rpc_call *c);
-void m_approval_decide(struct rpc_call *c);
-
 #endif

@@ -2,7 +2,7 @@
 
 #include "call.h"
 #include "journal.h"
-#include "methods.h"
+#include "handlers.h"
 #include "server.h"
 #include "session.h"
 #include "spd.h"

@@ -27,6 +27,7 @@
 #include <sodium.h>
 #include <uv.h>
 
+#include "handlers.h"
 #include "common/redact.h"
 #include "common/utf8.h"
 #include "common/util.h"

@@ -3,7 +3,7 @@
 
 #include "call.h"
 #include "journal.h"
-#include "methods.h"
+#include "handlers.h"
 #include "server.h"
 #include "spd.h"
 

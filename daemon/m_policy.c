@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "handlers.h"
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/call.h"
@@ -93,6 +94,13 @@ static json_t *result_json(const struct policy_result *res, const char *ws)
 			 paths ? paths : json_array());
 }
 
+/*
+ * policy.check: params argv (array of strings) | read | write (path), and
+ * session (or, for the operator, workspace).  Replies {decision, rule,
+ * reason, resolved: {exe, paths[]}}; a malformed call is BAD-REQUEST.  The
+ * configuration is the built-in defaults, the operator's spd.conf and the
+ * workspace's .spd.conf.
+ */
 void m_policy_check(struct rpc_call *c)
 {
 	json_t *params = rpc_call_params(c);

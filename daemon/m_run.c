@@ -16,7 +16,7 @@
 #include "gate.h"
 #include "journal.h"
 #include "log.h"
-#include "methods.h"
+#include "handlers.h"
 #include "quota.h"
 #include "run.h"
 #include "sbx.h"
@@ -210,7 +210,7 @@ static void send_output(struct rpc_call *c, int stream, const char *buf,
 		json_object_set_new(p, "data_b64", json_string(b64));
 		free(b64);
 	}
-	rpc_call_notify(c, "run.output", p);
+	rpc_call_notify(c, RPC_N_RUN_OUTPUT, p);
 }
 
 static void on_output(void *data, int stream, const char *buf, size_t len)

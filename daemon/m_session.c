@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "handlers.h"
 #include "common/utf8.h"
 #include "common/util.h"
 #include "daemon/agent.h"

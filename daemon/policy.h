@@ -253,13 +253,4 @@ typedef int (*policy_session_lookup_fn)(struct spd *spd, const char *id,
 					char *ws, size_t ws_len);
 void policy_set_session_lookup(policy_session_lookup_fn fn);
 
-/*
- * The RPC method policy.check: params argv (array of strings) | read |
- * write (path), and session (or, for the operator, workspace).  Replies
- * {decision, rule, reason, resolved: {exe, paths[]}}; a malformed call is
- * BAD-REQUEST.  The configuration is the built-in defaults, the operator's
- * spd.conf and the workspace's .spd.conf.
- */
-void m_policy_check(struct rpc_call *c);
-
 #endif

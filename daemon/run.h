@@ -41,9 +41,6 @@ struct run_request {
 	const char *session_id; /* set by run_prepare: the session, or NULL */
 };
 
-void m_cmd_run(struct rpc_call *c);
-void m_sandbox_probe(struct rpc_call *c);
-
 /* Start a run that finishes c with its result; streams run.output.
  * Returns 0, or -errno after finishing c with an error. */
 int run_start(struct rpc_call *c, const struct run_request *req);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "handlers.h"
 #include "call.h"
 #include "journal.h"
 #include "log.h"

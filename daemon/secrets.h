@@ -51,8 +51,4 @@ json_t *secrets_list_json(struct spd *spd);
  */
 char *secrets_journal_filter(void *data, const char *text);
 
-/* RPC: secrets.list and secrets.reload (operator). */
-void m_secrets_list(struct rpc_call *c);
-void m_secrets_reload(struct rpc_call *c);
-
 #endif

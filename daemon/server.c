@@ -62,7 +62,6 @@ struct conn {
 	unsigned inflight;
 	size_t outbuf;
 	struct rpc_call *calls;
-	bool operator_subscriber;
 	bool batching;	      /* in on_read: replies go to wbatch */
 	struct buf wbatch;    /* replies gathered during one read */
 	uint64_t accepted_ms; /* loop time of accept, for the auth deadline */
@@ -415,7 +414,7 @@ void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
 	call_finish(c, rpc_error_code(e), line, len);
 }
 
-int rpc_call_notify(struct rpc_call *c, const char *method, json_t *params)
+int rpc_call_notify(struct rpc_call *c, enum rpc_notify n, json_t *params)
 {
 	size_t len = 0;
 	char *line;
@@ -424,7 +423,7 @@ int rpc_call_notify(struct rpc_call *c, const char *method, json_t *params)
 		json_decref(params);
 		return -EPIPE;
 	}
-	line = rpc_format_notification(method, params, &len);
+	line = rpc_format_notification(rpc_notify_name(n), params, &len);
 	return conn_send(c->conn, line, len);
 }
 
@@ -1037,7 +1036,7 @@ static void follower_send(struct follower *f, const struct journal_event *evs,
 		f->last_sent = evs[i].id;
 		if (f->kind && (!evs[i].kind || strcmp(f->kind, evs[i].kind)))
 			continue;
-		rpc_call_notify(f->call, "journal.event",
+		rpc_call_notify(f->call, RPC_N_JOURNAL_EVENT,
 				server_event_json(&evs[i]));
 	}
 }
@@ -1110,13 +1109,4 @@ void server_journal_committed(struct server *s, const struct journal_event *evs,
 		}
 		follower_send(f, evs, n);
 	}
-}
-
-void server_broadcast_operator(struct server *s, const char *method,
-			       json_t *params)
-{
-	if (s)
-		for (struct follower *f = s->followers; f; f = f->next)
-			rpc_call_notify(f->call, method, json_incref(params));
-	json_decref(params);
 }

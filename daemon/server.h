@@ -48,10 +48,6 @@ unsigned server_connections(const struct server *s);
 /* Deliver newly committed journal events to journal.follow subscribers. */
 void server_journal_committed(struct server *s, const struct journal_event *evs,
 			      size_t n);
-/* Send a notification to every operator connection that subscribed with
- * journal.follow or approvals (ownership of params taken). */
-void server_broadcast_operator(struct server *s, const char *method,
-			       json_t *params);
 
 /* A journal row as JSON (a new reference), as journal.query and
  * journal.event show it. */

@@ -398,15 +398,4 @@ void session_store_set_check_runner(struct session_store *s,
 session_check_runner_fn session_store_check_runner(struct session_store *s,
 						   void **ret_data);
 
-/* RPC handlers (daemon/m_session.c), registered in daemon/dispatch.c. */
-struct rpc_call;
-void m_session_start(struct rpc_call *c);
-void m_session_list(struct rpc_call *c);
-void m_session_show(struct rpc_call *c);
-void m_session_end(struct rpc_call *c);
-void m_session_status(struct rpc_call *c);
-void m_session_heldout(struct rpc_call *c);
-void m_session_verify(struct rpc_call *c);
-void m_session_diff(struct rpc_call *c);
-
 #endif

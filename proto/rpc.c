@@ -8,37 +8,29 @@ static const struct {
 	int number;
 } errors[] = {
 #define SPD_ERROR(id, code, num) [RPC_E_##id] = {code, num},
-#define SPD_METHOD(id, name, who)
-#define SPD_PARAM(m, name, kind, req)
 #include "rpc.def"
-#undef SPD_ERROR
-#undef SPD_METHOD
-#undef SPD_PARAM
 };
 
 static const struct {
 	const char *name;
 	enum rpc_who who;
+	unsigned flags;
 } methods[] = {
-#define SPD_ERROR(id, code, num)
-#define SPD_METHOD(id, name, who) [RPC_M_##id] = {name, RPC_WHO_##who},
-#define SPD_PARAM(m, name, kind, req)
+#define SPD_METHOD(id, name, who, handler, flags)                              \
+	[RPC_M_##id] = {name, RPC_WHO_##who, flags},
 #include "rpc.def"
-#undef SPD_ERROR
-#undef SPD_METHOD
-#undef SPD_PARAM
+};
+
+static const char *const notifications[] = {
+#define SPD_NOTIFY(id, name, sent_by) [RPC_N_##id] = name,
+#include "rpc.def"
 };
 
 /* Grouped by method because rpc.def lists them that way; checked by the
  * unit test so that a misplaced line is caught. */
 static const struct rpc_param_def params[] = {
-#define SPD_ERROR(id, code, num)
-#define SPD_METHOD(id, name, who)
 #define SPD_PARAM(m, n, k, r) {RPC_M_##m, n, RPC_KIND_##k, r},
 #include "rpc.def"
-#undef SPD_ERROR
-#undef SPD_METHOD
-#undef SPD_PARAM
 };
 
 const char *rpc_error_code(enum rpc_error e)
@@ -67,6 +59,20 @@ enum rpc_who rpc_method_who(enum rpc_method m)
 	if ((unsigned)m >= ARRAY_SIZE(methods))
 		return RPC_WHO_OPERATOR;
 	return methods[m].who;
+}
+
+unsigned rpc_method_flags(enum rpc_method m)
+{
+	if ((unsigned)m >= ARRAY_SIZE(methods))
+		return 0;
+	return methods[m].flags;
+}
+
+const char *rpc_notify_name(enum rpc_notify n)
+{
+	if ((unsigned)n >= ARRAY_SIZE(notifications))
+		return NULL;
+	return notifications[n];
 }
 
 int rpc_method_lookup(const char *name)

@@ -14,24 +14,28 @@
 
 enum rpc_error {
 #define SPD_ERROR(id, code, num) RPC_E_##id,
-#define SPD_METHOD(id, name, who)
-#define SPD_PARAM(m, name, kind, req)
 #include "rpc.def"
-#undef SPD_ERROR
-#undef SPD_METHOD
-#undef SPD_PARAM
 	RPC_E__COUNT
 };
 
 enum rpc_method {
-#define SPD_ERROR(id, code, num)
-#define SPD_METHOD(id, name, who) RPC_M_##id,
-#define SPD_PARAM(m, name, kind, req)
+#define SPD_METHOD(id, name, who, handler, flags) RPC_M_##id,
 #include "rpc.def"
-#undef SPD_ERROR
-#undef SPD_METHOD
-#undef SPD_PARAM
 	RPC_M__COUNT
+};
+
+enum rpc_notify {
+#define SPD_NOTIFY(id, name, sent_by) RPC_N_##id,
+#include "rpc.def"
+	RPC_N__COUNT
+};
+
+/* A method's flags (the table's fifth column). */
+enum rpc_flags {
+	/* Served even while the journal cannot record requests. */
+	RPC_F_BEHIND = 1 << 0,
+	/* May send notifications (SPD_NOTIFY) before its response. */
+	RPC_F_STREAMS = 1 << 1,
 };
 
 enum rpc_who { RPC_WHO_OPERATOR, RPC_WHO_AGENT };
@@ -58,6 +62,10 @@ int rpc_error_number(enum rpc_error e);
 const char *rpc_method_name(enum rpc_method m);
 /* Who may call a method. */
 enum rpc_who rpc_method_who(enum rpc_method m);
+/* A method's flags (enum rpc_flags); 0 when out of range. */
+unsigned rpc_method_flags(enum rpc_method m);
+/* Notification name ("run.output"); NULL when out of range. */
+const char *rpc_notify_name(enum rpc_notify n);
 /* Look up a method by name: returns its enum or -1 when unknown. */
 int rpc_method_lookup(const char *name);
 /*

@@ -1391,6 +1391,57 @@ START_TEST(test_operator_run_tty_and_yes)
 }
 END_TEST
 
+/*
+ * fs.delete over the socket: an agent deletes a file of its worktree; a
+ * path that leaves the worktree, directly or through a planted symlink,
+ * is refused and the file outside is still there; a protected file is not
+ * deleted.
+ */
+START_TEST(test_fs_delete_rpc)
+{
+	struct session s = {0};
+	char *r, *outside, *victim, *link;
+
+	start_session(REPO, "fsdel", false, &s);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"gone.txt\",\"content\":\"x\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	ck_assert(wt_exists(&s, "gone.txt"));
+	r = rpc(s.token, "fs.delete", "{\"path\":\"gone.txt\"}");
+	ASSERT_CODE(r, "ok");
+	free(r);
+	ck_assert(!wt_exists(&s, "gone.txt"));
+
+	outside = paths_join(T.dir, "outside-del");
+	ck_assert_int_eq(mkdir(outside, 0700), 0);
+	victim = paths_join(outside, "keep.txt");
+	test_write_file(victim, "keep\n");
+	link = paths_join(s.worktree, "escdel");
+	ck_assert_int_eq(symlink(outside, link), 0);
+	r = rpcf(s.token, "fs.delete", "{\"path\":\"%s\"}", victim);
+	ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s", r);
+	free(r);
+	r = rpc(s.token, "fs.delete", "{\"path\":\"escdel/keep.txt\"}");
+	ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s", r);
+	free(r);
+	r = rpc(s.token, "fs.delete",
+		"{\"path\":\"../../../outside-del/keep.txt\"}");
+	ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s", r);
+	free(r);
+	ck_assert_msg(access(victim, F_OK) == 0,
+		      "the file outside was deleted");
+	r = rpc(s.token, "fs.delete", "{\"path\":\".spd.conf\"}");
+	ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s", r);
+	free(r);
+	ck_assert(wt_exists(&s, ".spd.conf"));
+	free(outside);
+	free(victim);
+	free(link);
+	session_free(&s);
+}
+END_TEST
+
 START_TEST(test_fs_write_protected_and_escape)
 {
 	struct session s = {0};
@@ -1877,6 +1928,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_prompt_budget);
 	tcase_add_test(tc, test_operator_run_tty_and_yes);
 	tcase_add_test(tc, test_fs_write_protected_and_escape);
+	tcase_add_test(tc, test_fs_delete_rpc);
 	tcase_add_test(tc, test_secret_in_diff);
 	tcase_add_test(tc, test_session_token_redacted);
 	tcase_add_test(tc, test_approval_pins_write_content);

@@ -1124,6 +1124,68 @@ START_TEST(test_secrets_redacted_everywhere)
 }
 END_TEST
 
+/*
+ * secrets.list names each key, where it came from and a fingerprint, never
+ * a value or a form of one; secrets.reload takes a rotated key from the
+ * environment file, and from then on the new value is redacted and the
+ * old one is no longer listed.
+ */
+START_TEST(test_secrets_list_and_reload)
+{
+	int fd = test_spd_connect(&T);
+	char *r, old1[sizeof(K1)], *out = NULL, *err = NULL;
+	char *argv[] = {"sh", "-c", NULL, NULL};
+	char *opts[] = {"--yes", NULL};
+	struct forms fs = {0};
+
+	r = test_call(&T, fd, 1, "secrets.list", NULL, true);
+	ck_assert_msg(has(r, "ANTHROPIC_API_KEY") && has(r, "OPENAI_API_KEY") &&
+			  has(r, "DB_PASSWORD"),
+		      "%s", r);
+	assert_no_key(r, "secrets.list");
+	free(r);
+	/* Rotate the Anthropic key in the file, then reload. */
+	snprintf(old1, sizeof(old1), "%s", K1);
+	make_keys();
+	write_env_file(&T, 0600);
+	r = test_call(&T, fd, 2, "secrets.reload", NULL, true);
+	ck_assert_msg(has(r, "\"result\""), "%s", r);
+	free(r);
+	r = test_call(&T, fd, 3, "secrets.list", NULL, true);
+	assert_no_key(r, "secrets.list after reload");
+	forms_of(&fs, old1);
+	for (size_t i = 0; i < fs.n; i++)
+		ck_assert_msg(!has(r, fs.f[i]), "an old key's form: %s", r);
+	forms_free(&fs);
+	free(r);
+	close(fd);
+	/* The new value is redacted in a run's output. */
+	ck_assert(asprintf(&argv[2], "echo 'k:%s'", K1) > 0);
+	ck_assert_int_eq(run(opts, argv, &out, &err), 0);
+	ck_assert_msg(has(out, "k:[redacted:ANTHROPIC_API_KEY]"), "%s", out);
+	assert_no_key(out, "a run's output after reload");
+	free(argv[2]);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* sandbox.probe over the socket: every layer named, with its state. */
+START_TEST(test_sandbox_probe_rpc)
+{
+	int fd = test_spd_connect(&T);
+	char *r = test_call(&T, fd, 1, "sandbox.probe", NULL, true);
+	const char *layers[] = {"user_namespaces", "landlock", "seccomp",
+				"idmapped_mounts", "run_init"};
+
+	for (size_t i = 0; i < sizeof(layers) / sizeof(layers[0]); i++)
+		ck_assert_msg(has(r, layers[i]), "no %s in %s", layers[i], r);
+	ck_assert_msg(has(r, "\"ok\""), "%s", r);
+	free(r);
+	close(fd);
+}
+END_TEST
+
 /* Keys readable by others: spd refuses to start and says which file and
  * which mode, without printing a key. */
 START_TEST(test_env_file_loose_mode_refused)
@@ -1264,6 +1326,8 @@ int main(void)
 	tcase_add_test(tc, test_env_file_loose_mode_refused);
 	tcase_add_test(tc, test_key_in_spd_environment);
 	tcase_add_test(tc, test_key_in_error_message);
+	tcase_add_test(tc, test_secrets_list_and_reload);
+	tcase_add_test(tc, test_sandbox_probe_rpc);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -71,7 +71,7 @@ void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
 	va_end(ap);
 }
 
-int rpc_call_notify(struct rpc_call *c, const char *method, json_t *params)
+int rpc_call_notify(struct rpc_call *c, enum rpc_notify n, json_t *params)
 {
 	json_decref(params);
 	return 0;

@@ -1,5 +1,8 @@
 /* Unit tests for common/: buffers, UTF-8 validation, paths; and proto/. */
+#include <ctype.h>
 #include <errno.h>
+#include <glob.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <unistd.h>
 #include <string.h>
@@ -85,6 +88,114 @@ START_TEST(test_proto_tables)
 }
 END_TEST
 
+/* Dotted method names ("session.show") and "auth" in one line of text. */
+static bool line_names(const char *line, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = line; (p = strstr(p, name)); p++) {
+		bool left = p == line || !(isalnum((unsigned char)p[-1]) ||
+					   p[-1] == '.' || p[-1] == '_');
+		bool right = !(isalnum((unsigned char)p[n]) || p[n] == '.' ||
+			       p[n] == '_');
+		if (left && right)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * The method table (proto/rpc.def) is the one source of truth: the method
+ * reference in proto/PROTOCOL.md names exactly its methods (one heading
+ * each, "### name ..." or several in one heading), every notification is
+ * described there, and every method is called by some test (its name in
+ * quotes in tests/unit or tests/integration).
+ */
+START_TEST(test_table_documented_and_tested)
+{
+	char *doc = test_read_file("proto/PROTOCOL.md");
+	glob_t g;
+
+	ck_assert_msg(doc != NULL, "run from the source tree: no "
+				   "proto/PROTOCOL.md here");
+	/* Each table method in a heading. */
+	for (int m = 0; m < RPC_M__COUNT; m++) {
+		const char *name = rpc_method_name((enum rpc_method)m);
+		bool found = false;
+
+		for (char *l = doc; l && *l && !found;
+		     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+			char *e = strchr(l, '\n');
+			char save = e ? *e : 0;
+
+			if (e)
+				*e = '\0';
+			found = !strncmp(l, "### ", 4) && line_names(l, name);
+			if (e)
+				*e = save;
+		}
+		ck_assert_msg(found, "proto/PROTOCOL.md has no heading for %s",
+			      name);
+	}
+	/* Each dotted name in a heading is a table method. */
+	for (char *l = doc; l && *l;
+	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncmp(l, "### ", 4))
+			continue;
+		for (char *p = l + 4; *p && *p != '\n'; p++) {
+			char word[64];
+			size_t k = 0;
+
+			if (!islower((unsigned char)*p) ||
+			    (p > l && (isalnum((unsigned char)p[-1]) ||
+				       p[-1] == '_' || p[-1] == '.')))
+				continue;
+			while ((islower((unsigned char)p[k]) || p[k] == '.' ||
+				p[k] == '_') &&
+			       k < sizeof(word) - 1) {
+				word[k] = p[k];
+				k++;
+			}
+			word[k] = '\0';
+			if (strchr(word, '.') && word[k - 1] != '.')
+				ck_assert_msg(
+				    rpc_method_lookup(word) >= 0,
+				    "proto/PROTOCOL.md documents %s, "
+				    "which proto/rpc.def does not have",
+				    word);
+			p += k ? k - 1 : 0;
+		}
+	}
+	for (int n = 0; n < RPC_N__COUNT; n++)
+		ck_assert_msg(
+		    line_names(doc, rpc_notify_name((enum rpc_notify)n)),
+		    "proto/PROTOCOL.md does not describe the %s "
+		    "notification",
+		    rpc_notify_name((enum rpc_notify)n));
+	free(doc);
+
+	/* Each method called by a test. */
+	ck_assert_int_eq(glob("tests/unit/*.c", 0, NULL, &g), 0);
+	ck_assert_int_eq(glob("tests/integration/*.c", GLOB_APPEND, NULL, &g),
+			 0);
+	for (int m = 0; m < RPC_M__COUNT; m++) {
+		char quoted[80];
+		bool found = false;
+
+		snprintf(quoted, sizeof(quoted), "\"%s\"",
+			 rpc_method_name((enum rpc_method)m));
+		for (size_t i = 0; i < g.gl_pathc && !found; i++) {
+			char *text = test_read_file(g.gl_pathv[i]);
+
+			found = text && strstr(text, quoted);
+			free(text);
+		}
+		ck_assert_msg(found, "no test calls %s", quoted);
+	}
+	globfree(&g);
+}
+END_TEST
+
 /* Strict mode (tests/run, .ci/run): a layer skip fails only when the host
  * has that layer, and never outside strict mode. */
 START_TEST(test_strict_layers)
@@ -119,6 +230,7 @@ int main(void)
 	tcase_add_test(tc, test_private_dir);
 	tcase_add_test(tc, test_proto_tables);
 	tcase_add_test(tc, test_strict_layers);
+	tcase_add_test(tc, test_table_documented_and_tested);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -28,6 +28,7 @@
 #include "daemon/fsops.h"
 #include "daemon/spd.h"
 #include "daemon/gate.h"
+#include "daemon/handlers.h"
 
 /* A temporary base holding ws/ (the workspace) and outside/. */
 struct fixture {

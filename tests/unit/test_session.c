@@ -23,6 +23,7 @@
 #include "daemon/sbx.h"
 #include "daemon/session.h"
 #include "daemon/spd.h"
+#include "daemon/handlers.h"
 
 static char *const git_env[] = {
     "GIT_AUTHOR_NAME=t",
