@@ -1,3 +1,8 @@
+/*
+ * Showing untrusted text safely on a terminal (client/termsafe.h):
+ * controls, C1, ESC, bidi, zero-width and separator characters escaped,
+ * long runs of blanks elided, streams split anywhere handled.
+ */
 #include "client/termsafe.h"
 
 #include <errno.h>

@@ -1,3 +1,7 @@
+/*
+ * The growable byte buffer of common/buf.h: doubling growth, always
+ * NUL-terminated past len, never logging (common/ returns errors).
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,8 @@
+/*
+ * The environment scrub of common/envscrub.h: which variables look like
+ * secrets, matched by name, used by spd to build a run's environment and
+ * by sandboxd to scrub it again before exec.
+ */
 #include <string.h>
 
 #include "envscrub.h"

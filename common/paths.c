@@ -1,3 +1,8 @@
+/*
+ * Where spd's directories are (common/paths.h): the SPD_*_DIR overrides,
+ * then the XDG variables, then the defaults under HOME; and the check that
+ * a directory is the caller's own and private (0700, not a symlink).
+ */
 #include <errno.h>
 #include <pwd.h>
 #include <stdio.h>

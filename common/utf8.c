@@ -1,3 +1,7 @@
+/*
+ * UTF-8 validation (RFC 3629) for common/utf8.h: strict, no overlong
+ * forms, no surrogates, nothing past U+10FFFF.
+ */
 #include "utf8.h"
 
 bool utf8_valid(const char *str, size_t n)

@@ -1,3 +1,9 @@
+/*
+ * An agent's calls tied to its session (daemon/agent.h): the session
+ * token's check, where its runs happen (the worktree, or the checkout with
+ * .git read-only in place), the re-hash of protected inputs after every
+ * command, and the verification checks run in the sandbox.
+ */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>

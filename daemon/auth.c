@@ -1,3 +1,8 @@
+/*
+ * The operator token (daemon/auth.h): made on first start, kept 0600 in
+ * the config dir, compared in constant time; and the peer credentials of
+ * a Unix socket connection.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>

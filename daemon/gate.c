@@ -1,3 +1,8 @@
+/*
+ * The gate before every agent call (daemon/gate.h): the policy's
+ * decision, the pending asks a person decides, the one-shot grants pinned
+ * to what was approved, and approval.list / approval.decide.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -1,3 +1,7 @@
+/*
+ * The handlers of auth, daemon.ping and daemon.status (an agent sees its
+ * own session's view only).
+ */
 #include <unistd.h>
 
 #include "call.h"

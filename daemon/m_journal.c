@@ -1,3 +1,7 @@
+/*
+ * The handlers of journal.query and journal.verify; journal.follow's
+ * streaming lives with the server's followers.
+ */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,3 +1,8 @@
+/*
+ * Per-session quotas and the operator's reserve (daemon/quota.h):
+ * connection and run counts and the per-minute request window, per
+ * session token.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,8 @@
+/*
+ * JSON-RPC 2.0 framing (daemon/rpc.h): one request line parsed and
+ * checked against the method table (method, params and their kinds), and
+ * responses, errors and notifications formatted.  No I/O.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,7 @@
+/*
+ * The tables proto/rpc.h exposes, built from proto/rpc.def: error codes,
+ * methods (name, who may call, flags), notifications and parameters.
+ */
 #include <string.h>
 
 #include "rpc.h"

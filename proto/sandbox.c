@@ -1,3 +1,8 @@
+/*
+ * Encoding and exact-length decoding of the spd<->sandboxd messages
+ * (proto/sandbox.h): both sides use these, so a message one writes is a
+ * message the other accepts, and a malformed one is refused whole.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

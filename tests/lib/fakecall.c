@@ -1,3 +1,7 @@
+/*
+ * The call.h functions for unit tests (tests/lib/fakecall.h): a handler
+ * driven without a server records its reply or error.
+ */
 #include "tests/lib/fakecall.h"
 
 #include <stdarg.h>

@@ -1,3 +1,7 @@
+/*
+ * A real spd for integration tests (tests/lib/spdproc.h), in the layout
+ * SPD_TEST_LAYOUT names, and the socket helpers that talk to it.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

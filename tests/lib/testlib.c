@@ -1,3 +1,8 @@
+/*
+ * Helpers for the Check suites (tests/lib/testlib.h): temporary
+ * directories, files, running a program with its output captured and a
+ * deadline, and strict mode's layer check.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
