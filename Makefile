@@ -137,7 +137,7 @@ $(BUILD)/spd: $(call obj,daemon/main.c) $(LIBDAEMON) $(LIBCOMMON)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS)
 
-# sandboxd links libc, libseccomp and libcap-ng only (DESIGN.md).
+# sandboxd links libc, libseccomp and libcap-ng only (docs/design.md).
 $(BUILD)/sandboxd: $(call obj,sandboxd/main.c) $(LIBSBX) $(LIBCOMMON)
 	$(if $(Q),@echo "  LD      $@")
 	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(SBX_LIBS)

@@ -1,6 +1,6 @@
 /*
  * The one list of environment variables never passed to a sandboxed
- * command (DESIGN.md, "Sandbox defaults").  Shared by spd, which chooses
+ * command (docs/design.md, "Sandbox defaults").  Shared by spd, which chooses
  * a run's environment, and sandboxd, which scrubs it again before exec so
  * that a bug in spd cannot leak a key.
  */

@@ -1,5 +1,5 @@
 /*
- * Where spd keeps things (DESIGN.md, "Files"), resolved from the
+ * Where spd keeps things (docs/design.md, "Files"), resolved from the
  * environment, and the checks that keep those directories private.
  */
 #ifndef SPD_COMMON_PATHS_H

@@ -1,5 +1,5 @@
 /*
- * The redactor (DESIGN.md, "Secrets and redaction").  Every byte spd hands
+ * The redactor (docs/design.md, "Secrets and redaction").  Every byte spd hands
  * back to an agent or writes to the journal passes through it: each known
  * secret value and its encoded forms become "[redacted:NAME]".
  *
@@ -54,7 +54,7 @@
 
 /*
  * Shorter values are refused: an 8-byte floor keeps common words and
- * numbers from being redacted everywhere, and DESIGN.md promises
+ * numbers from being redacted everywhere, and docs/design.md promises
  * redaction of 8+ character secrets.
  */
 #define REDACT_MIN_LEN 8

@@ -29,7 +29,7 @@ struct rpc_call;
 /* Prompts per session: a person's attention is the scarce resource, and
  * an agent that asks without end is stopped. */
 #define GATE_PROMPTS_MAX 20
-/* Denied calls in a row that end an attempt (DESIGN.md, "Policy"). */
+/* Denied calls in a row that end an attempt (docs/design.md, "Policy"). */
 #define GATE_DENIALS_MAX 3
 /* How long a waiting call waits for a person before APPROVAL-REFUSED. */
 #define GATE_WAIT_MS (10 * 60 * 1000)

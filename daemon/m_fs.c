@@ -413,7 +413,7 @@ static void job_work(uv_work_t *w)
 			char *out = NULL;
 			size_t n = 0;
 			/* Every byte handed to an agent passes the
-			 * redactor (DESIGN.md, "Secrets and redaction"). */
+			 * redactor (docs/design.md, "Secrets and redaction"). */
 			int r =
 			    redact_buf(j->redact, j->data, j->len, &out, &n);
 			if (r < 0) {

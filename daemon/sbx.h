@@ -1,5 +1,5 @@
 /*
- * spd's side of sandboxd (DESIGN.md, "Processes"): start the spawner with
+ * spd's side of sandboxd (docs/design.md, "Processes"): start the spawner with
  * an empty environment and a socketpair on its descriptor 3, hand it
  * runs, stream their output and deliver their results on spd's libuv
  * loop.  If sandboxd dies, every run in flight ends with INTERNAL

@@ -1,5 +1,5 @@
 /*
- * The messages between spd and sandboxd (DESIGN.md, "Processes"): small
+ * The messages between spd and sandboxd (docs/design.md, "Processes"): small
  * typed binary records over a SOCK_SEQPACKET socketpair, never JSON.
  *
  * Every message is one datagram: a fixed header {type, len, id} followed
@@ -90,7 +90,7 @@ enum sbxp_rlimit {
 };
 
 /* Run even where a layer is missing, with one warning per missing layer
- * (DESIGN.md: mode = best-effort).  Without it such a run is refused. */
+ * (docs/design.md: mode = best-effort).  Without it such a run is refused. */
 #define SBXP_RUN_BEST_EFFORT 0x1u
 #define SBXP_RUN__FLAGS 0x1u
 
@@ -118,7 +118,7 @@ struct sbxp_started {
 	char warn[SBXP_WARN_MAX][SBXP_WARN_LEN];
 };
 
-/* Error codes of an EXITED that did not run (DESIGN.md's error codes). */
+/* Error codes of an EXITED that did not run (docs/design.md's error codes). */
 #define SBXP_ERR_UNAVAILABLE "SANDBOX-UNAVAILABLE"
 #define SBXP_ERR_INTERNAL "INTERNAL"
 #define SBXP_ERR_BAD_REQUEST "BAD-REQUEST"

@@ -1,5 +1,5 @@
 /*
- * sandboxd: the only process that starts untrusted commands (DESIGN.md,
+ * sandboxd: the only process that starts untrusted commands (docs/design.md,
  * "Processes").  spd starts it with an empty environment and one end of
  * a SOCK_SEQPACKET socketpair on descriptor 3, and speaks proto/sandbox.h
  * over it.  Single-threaded: one blocking poll over the socket, each

@@ -19,7 +19,7 @@
 
 struct sock_fprog;
 
-/* Network modes (DESIGN.md): none, a private loopback, the host's network. */
+/* Network modes (docs/design.md): none, a private loopback, the host's network. */
 enum sbx_net { SBX_NET_NONE = 0, SBX_NET_LOOPBACK = 1, SBX_NET_HOST = 2 };
 
 /* ---- Landlock ---------------------------------------------------------- */

@@ -39,7 +39,7 @@
 #define MP_HIDE_DIR_SRC "/hiddendir"
 #define MP_EMPTY_SRC "/empty"
 
-/* Home-relative credential locations (DESIGN.md, issue 3): covered even
+/* Home-relative credential locations (docs/design.md, issue 3): covered even
  * when they do not exist, so that a run cannot plant one. */
 static const char *const mp_credentials[] = {
     ".ssh",

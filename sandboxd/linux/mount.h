@@ -1,5 +1,5 @@
 /*
- * The mount plan of a run (DESIGN.md, "Sandbox defaults"): a new root on
+ * The mount plan of a run (docs/design.md, "Sandbox defaults"): a new root on
  * which the system is read-only; writable only the workspace, a private
  * size-capped /tmp, the operator's package caches and the paths the run
  * lists; credential locations and spd's own directories covered by empty

@@ -1,5 +1,5 @@
 /*
- * Starting, watching and ending one sandboxed run (DESIGN.md, "Sandbox
+ * Starting, watching and ending one sandboxed run (docs/design.md, "Sandbox
  * defaults"; issue 3).  sandboxd's loop owns an array of struct
  * spawn_run and polls each run's pidfd and report pipe; this module does
  * the rest:
