@@ -1489,7 +1489,13 @@ int redact_stream_idle(struct redact_stream *st, struct buf *out)
 		run = 0;
 		q = ac_step(st->set, q, data[i]);
 	}
-	if (st->set->st[q].depth > 0)
+	/* Held whitespace after the last byte ends what may be a secret's
+	 * start: a quiet source that ended a line (tail -f after printing
+	 * a file, a prompt) gets its line out now, not when it next writes,
+	 * which may be never.  A secret written slowly across a line break
+	 * with a pause at the break is not caught: as for one split across
+	 * commands, an accepted limit (SECURITY.md). */
+	if (st->set->st[q].depth > 0 && run == 0)
 		return 0;
 	return redact_stream_flush(st, out) < 0 ? -ENOMEM : 1;
 }

@@ -196,8 +196,9 @@ void redact_stream_free(struct redact_stream *st);
 
 /*
  * The source went quiet (no output for a while): emit, redacted, what the
- * stream holds, unless its tail may be the start of a secret — then keep
- * holding, since the next bytes may complete it.  Returns 1 when it
+ * stream holds, unless its tail may be the start of a secret and is not
+ * followed by whitespace — then keep holding, since the next bytes may
+ * complete it.  Returns 1 when it
  * flushed (the stream goes on as if new), 0 when it keeps holding (or
  * held nothing), -ENOMEM.  Lets a short prompt or progress line reach
  * the client while a split secret still cannot.

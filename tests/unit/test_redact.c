@@ -1004,6 +1004,21 @@ START_TEST(test_idle_release)
 	ck_assert_ptr_nonnull(memmem(out.data, out.len, "[redacted:KEY]", 14));
 	ck_assert_ptr_null(memmem(out.data, out.len, "sk-ant-idle", 11));
 	redact_stream_free(st);
+
+	/* A line whose last word could begin a secret, then silence (tail -f
+	 * after printing a file): the line still shows up on idle; only a
+	 * tail with no whitespace after it is held. */
+	ck_assert_int_eq(redact_stream_new(set, &st), 0);
+	buf_reset(&out);
+	ck_assert_int_eq(redact_stream_feed(st, "original sk\n", 12, &out), 0);
+	ck_assert_int_eq(redact_stream_idle(st, &out), 1);
+	ck_assert_uint_eq(out.len, 12);
+	ck_assert(memcmp(out.data, "original sk\n", 12) == 0);
+	buf_reset(&out);
+	ck_assert_int_eq(redact_stream_feed(st, "key: sk", 7, &out), 0);
+	ck_assert_int_eq(redact_stream_idle(st, &out), 0);
+	ck_assert(!memmem(out.data ? out.data : "", out.len, "sk", 2));
+	redact_stream_free(st);
 	buf_free(&out);
 	redact_set_free(set);
 }
