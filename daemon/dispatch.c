@@ -9,6 +9,8 @@
 #include "policy.h"
 #include "journal.h"
 #include "spd.h"
+#include "broker.h"
+#include "gateway.h"
 
 static const rpc_handler handlers[RPC_M__COUNT] = {
     [RPC_M_AUTH] = m_auth,
@@ -39,6 +41,10 @@ static const rpc_handler handlers[RPC_M__COUNT] = {
     [RPC_M_FS_MKDIR] = m_fs_mkdir,
     [RPC_M_FS_DELETE] = m_fs_delete,
     [RPC_M_FS_MOVE] = m_fs_move,
+    [RPC_M_TURN_BEGIN] = m_turn_begin,
+    [RPC_M_TURN_END] = m_turn_end,
+    [RPC_M_TURN_LIST] = m_turn_list,
+    [RPC_M_MODEL_CALL] = m_model_call,
 };
 
 void dispatch_call(struct rpc_call *c)
