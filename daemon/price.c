@@ -104,7 +104,7 @@ static int64_t sat_add(int64_t a, int64_t b)
 int64_t price_worst_case(const struct price *p, size_t body_bytes,
 			 int64_t max_tokens)
 {
-	int64_t in_rate = p->input, out;
+	int64_t in_rate = p->input, out, in;
 
 	if (p->cache_read > in_rate)
 		in_rate = p->cache_read;
@@ -112,10 +112,10 @@ int64_t price_worst_case(const struct price *p, size_t body_bytes,
 		in_rate = p->cache_write;
 	out = max_tokens <= 0 || max_tokens > p->max_output ? p->max_output
 							    : max_tokens;
-	return sat_add(
-	    sat_mul((int64_t)(body_bytes > INT64_MAX ? INT64_MAX : body_bytes),
-		    in_rate),
-	    sat_mul(out, p->output));
+	in = body_bytes > (size_t)(INT64_MAX - PRICE_HIDDEN_INPUT_TOKENS)
+		 ? INT64_MAX
+		 : (int64_t)body_bytes + PRICE_HIDDEN_INPUT_TOKENS;
+	return sat_add(sat_mul(in, in_rate), sat_mul(out, p->output));
 }
 
 int64_t price_cost(const struct price *p, const struct price_usage *u)

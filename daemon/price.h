@@ -26,6 +26,14 @@ struct git_config;
 /* Largest max-output: no model writes ten million tokens in one call. */
 #define PRICE_MAX_OUTPUT_MAX 10000000
 
+/*
+ * Input tokens a provider may bill beyond what the request's bytes can
+ * hold: the system prompt a provider adds for tool use (Anthropic's is
+ * about 350 tokens) and per-message framing.  Added to every worst case
+ * so that the bound never falls below the real count.
+ */
+#define PRICE_HIDDEN_INPUT_TOKENS 1024
+
 struct price {
 	char model[PRICE_MODEL_NAME_MAX + 1];
 	/* Picodollars per token. */
@@ -67,7 +75,7 @@ const struct price *price_lookup(const struct price_table *t,
 /*
  * The most a call can cost: every byte of the request body an input
  * token (a token is at least one byte, so this never falls below the
- * real count) at the dearest input rate (input, cache-read or
+ * real count), plus PRICE_HIDDEN_INPUT_TOKENS, at the dearest input rate (input, cache-read or
  * cache-write), and min(max_tokens, the model's max-output) output
  * tokens (max_tokens <= 0: the model's max).  Saturates at INT64_MAX.
  */

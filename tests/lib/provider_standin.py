@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """A model provider stand-in for the broker tests (standard library only).
 
-Listens on 127.0.0.1 (a free port, printed as "PORT n" on stdout) and
+Listens on 127.0.0.1 (a free port, written as "PORT n" to
+$STANDIN_PORT_FILE, else printed on stdout) and
 answers Anthropic- and OpenAI-shaped calls with fixed usage: 100 input and
 50 output tokens.  Each request is logged as one JSON line to $STANDIN_LOG:
 its path, whether the expected key ($STANDIN_KEYS, comma-separated)
@@ -171,7 +172,13 @@ class Handler(BaseHTTPRequestHandler):
 def main():
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
-    print("PORT %d" % srv.server_address[1], flush=True)
+    port_file = os.environ.get("STANDIN_PORT_FILE")
+    if port_file:
+        with open(port_file + ".tmp", "w") as f:
+            f.write("PORT %d\n" % srv.server_address[1])
+        os.rename(port_file + ".tmp", port_file)
+    else:
+        print("PORT %d" % srv.server_address[1], flush=True)
     srv.serve_forever()
 
 
