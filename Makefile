@@ -15,7 +15,7 @@ PREFIX ?= /usr/local
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 
-DAEMON_PKGS := libuv jansson sqlite3 libgit2 libsodium
+DAEMON_PKGS := libuv jansson sqlite3 libgit2 libsodium libcurl
 SBX_PKGS := libseccomp libcap-ng
 TEST_PKGS := check
 ALL_PKGS := $(DAEMON_PKGS) $(SBX_PKGS) $(TEST_PKGS)
@@ -57,7 +57,8 @@ endif
 
 BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -I. $(OPT) $(WARN) $(HARDEN) -MMD -MP
 DAEMON_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DAEMON_PKGS) 2>/dev/null)
-DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs $(DAEMON_PKGS) 2>/dev/null) -lpthread
+# http-parser (Debian libhttp-parser-dev) ships no .pc file.
+DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs $(DAEMON_PKGS) 2>/dev/null) -lhttp_parser -lpthread
 SBX_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SBX_PKGS) 2>/dev/null)
 SBX_LIBS := $(shell $(PKG_CONFIG) --libs $(SBX_PKGS) 2>/dev/null)
 TEST_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS) 2>/dev/null)

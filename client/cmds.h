@@ -58,5 +58,8 @@ int cmd_approvals(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_approve(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_deny(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_secrets(struct cmd_ctx *ctx, int argc, char **argv);
+/* spctl turn begin|end, spctl turns (client/cmd_turn.c). */
+int cmd_turn(struct cmd_ctx *ctx, int argc, char **argv);
+int cmd_turns(struct cmd_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -44,6 +44,11 @@ static void usage(FILE *f)
 	    "  approve ID | deny ID [--why TEXT]\n"
 	    "  secrets [reload]             names, sources, fingerprints "
 	    "(never values)\n"
+	    "  turn begin [--session ID] [--cap USD] | turn end ID\n"
+	    "                               a model-broker turn: its key, "
+	    "base URLs\n"
+	    "  turns [--session ID]         spent, reserved, cap, calls per "
+	    "turn\n"
 	    "\n"
 	    "options:\n"
 	    "  --json      print machine-readable JSON (one object per line)\n"
@@ -75,7 +80,8 @@ static const struct {
     {"run", cmd_run},	      {"session", cmd_session},
     {"policy", cmd_policy},   {"approvals", cmd_approvals},
     {"approve", cmd_approve}, {"deny", cmd_deny},
-    {"secrets", cmd_secrets},
+    {"secrets", cmd_secrets}, {"turn", cmd_turn},
+    {"turns", cmd_turns},
 };
 
 int main(int argc, char **argv)

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "agent.h"
+#include "broker.h"
 #include "call.h"
 #include "gate.h"
 #include "journal.h"
@@ -338,6 +339,7 @@ static void on_attempt_ended(void *data, const char *id, const char *code)
 
 	snprintf(why, sizeof(why), "the session's attempt ended (%s)", code);
 	gate_withdraw_session(data, id, why);
+	broker_session_ended(data, id);
 }
 
 int agent_start(struct spd *spd)

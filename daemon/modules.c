@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "broker.h"
 #include "gate.h"
 #include "log.h"
 #include "modules.h"
@@ -40,6 +41,13 @@ static void status_extra(struct spd *spd, json_t *status)
 				    run_layers_json(&last_layers));
 	json_object_set_new(status, "sandboxd",
 			    json_integer(spd->sbx ? sbx_pid(spd->sbx) : -1));
+	if (spd->broker)
+		json_object_set_new(
+		    status, "broker",
+		    json_pack("{s:s?, s:s}", "url",
+			      broker_base_url(spd)[0] ? broker_base_url(spd)
+						      : NULL,
+			      "socket", broker_socket_path(spd)));
 }
 
 int modules_start(struct spd *spd, char *errbuf, size_t errlen)
@@ -73,6 +81,9 @@ int modules_start(struct spd *spd, char *errbuf, size_t errlen)
 			 spd->paths.state_dir, strerror(-r));
 		return r;
 	}
+	r = broker_start(spd, errbuf, errlen);
+	if (r < 0)
+		return r;
 	return 0;
 }
 
@@ -102,6 +113,7 @@ void modules_close(struct spd *spd, void (*cb)(void *data), void *data)
 	struct sbx *s = spd->sbx;
 
 	spd->sbx = NULL;
+	broker_stop(spd);
 	gate_stop(spd);
 	if (!cc) {
 		sbx_close(s, NULL, NULL);

@@ -38,14 +38,17 @@ static bool kind_ok(json_t *v, enum rpc_kind k)
 		return json_is_array(v);
 	case RPC_KIND_OBJECT:
 		return json_is_object(v);
+	case RPC_KIND_NUMBER:
+		return json_is_number(v);
 	}
 	return false;
 }
 
 static const char *kind_name(enum rpc_kind k)
 {
-	static const char *const names[] = {
-	    "a string", "an integer", "a boolean", "an array", "an object"};
+	static const char *const names[] = {"a string",	 "an integer",
+					    "a boolean", "an array",
+					    "an object", "a number"};
 	return names[k];
 }
 

@@ -362,6 +362,42 @@ int secrets_add_minted(struct spd *spd, const char *name, const char *value)
 	return 0;
 }
 
+int secrets_drop_minted(struct spd *spd, const char *name)
+{
+	struct secret_minted gone;
+	char err[256];
+	size_t i;
+	int r;
+
+	for (i = 0; i < spd->n_minted; i++)
+		if (strcmp(spd->minted[i].name, name) == 0)
+			break;
+	if (i == spd->n_minted)
+		return -ENOENT;
+	gone = spd->minted[i];
+	spd->minted[i] = spd->minted[spd->n_minted - 1];
+	spd->n_minted--;
+	r = secrets_load(spd, err, sizeof(err));
+	if (r < 0) {
+		/* Keep redacting it: a value too many is harmless. */
+		spd->minted[spd->n_minted++] = gone;
+		return r;
+	}
+	sodium_free(gone.value);
+	log_set_redact(spd->redact);
+	return 0;
+}
+
+const char *secrets_value(struct spd *spd, const char *name)
+{
+	struct secrets *g = spd->secrets;
+
+	for (size_t i = 0; g && i < g->n; i++)
+		if (strcmp(g->meta[i].name, name) == 0)
+			return g->values[i];
+	return NULL;
+}
+
 void secrets_free(struct spd *spd)
 {
 	struct secrets *g = spd->secrets;

@@ -38,6 +38,18 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen);
  * Returns 0, or -errno with the previous set still in force.
  */
 int secrets_add_minted(struct spd *spd, const char *name, const char *value);
+/*
+ * A minted value that is no longer valid (a turn key after its turn)
+ * leaves the redaction set.  Returns 0, -ENOENT when name was not minted,
+ * or -errno with the value still in the set.
+ */
+int secrets_drop_minted(struct spd *spd, const char *name);
+/*
+ * The value of the secret called name in the set in force (an
+ * environment-file or spd-environment key), or NULL.  Borrowed: valid
+ * until the next load or secrets_free; never to be logged or journaled.
+ */
+const char *secrets_value(struct spd *spd, const char *name);
 
 /* Free every generation secrets_load built. */
 void secrets_free(struct spd *spd);

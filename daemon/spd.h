@@ -24,6 +24,7 @@ struct secrets;
 struct rpc_call;
 struct run_request;
 struct quota;
+struct broker;
 
 /* Sandbox mode: required refuses a run that cannot get every layer
  * (SANDBOX-UNAVAILABLE); best-effort runs it and says what is missing. */
@@ -75,7 +76,8 @@ struct spd {
 	int (*run_prepare)(struct spd *spd, struct rpc_call *c,
 			   struct run_request *req);
 	struct approvals *approvals;
-	struct quota *quota; /* per-session quotas (daemon/quota.h) */
+	struct quota *quota;   /* per-session quotas (daemon/quota.h) */
+	struct broker *broker; /* the model broker (daemon/broker.h) */
 	/* Session-token check, set when the session store is up: stores the
 	 * token's session id (malloc'd) and returns 0, or -EACCES. */
 	int (*session_auth)(struct spd *spd, const char *token,

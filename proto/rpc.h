@@ -44,7 +44,8 @@ enum rpc_kind {
 	RPC_KIND_INTEGER,
 	RPC_KIND_BOOLEAN,
 	RPC_KIND_ARRAY,
-	RPC_KIND_OBJECT
+	RPC_KIND_OBJECT,
+	RPC_KIND_NUMBER /* an integer or a real */
 };
 
 struct rpc_param_def {

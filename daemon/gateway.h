@@ -1,0 +1,48 @@
+/*
+ * The model broker's HTTP/1.1 endpoint and its forwarding.  Clients (an
+ * agent's SDK) connect on a loopback TCP port or on broker.sock, send
+ * one provider-shaped request with their turn key where the provider key
+ * would go; spd checks the key, reserves the call's worst case on the
+ * turn, forwards the request to the provider with the real key (libcurl
+ * multi, driven by spd's libuv loop: no thread per call) and streams the
+ * response back as it arrives, redacted, reading the provider's usage on
+ * the way to settle the turn.  One request per connection.
+ *
+ * Routes (POST only): Anthropic /v1/messages, /v1/messages/count_tokens;
+ * OpenAI /v1/chat/completions, /v1/responses.  A query string is kept.
+ */
+#ifndef SPD_DAEMON_GATEWAY_H
+#define SPD_DAEMON_GATEWAY_H
+
+#include <stddef.h>
+
+struct spd;
+struct gateway;
+struct rpc_call;
+
+/* Most connections to the endpoint at once: each holds a buffer and,
+ * while its call runs, a provider connection. */
+#define GATEWAY_CONNS_MAX 1024
+/* A client has this long to send its whole request (slow-loris). */
+#define GATEWAY_REQUEST_TIMEOUT_MS (60 * 1000)
+/* Connecting to a provider takes at most this long. */
+#define GATEWAY_CONNECT_TIMEOUT_S 30
+/* Most bytes of a provider's reply that model.call holds for its
+ * reply: it must fit in one JSON-RPC frame, escaped. */
+#define GATEWAY_RPC_BODY_MAX (512 * 1024)
+
+/*
+ * Listen on listen ("HOST:PORT", a loopback address; "" for no TCP
+ * port) and on the Unix socket sock_path (0600; a stale one replaced).
+ * Returns 0 and *ret, or -errno with a sentence in errbuf.
+ */
+int gateway_start(struct spd *spd, const char *listen, const char *sock_path,
+		  struct gateway **ret, char *errbuf, size_t errlen);
+/* The TCP port listened on, or 0. */
+int gateway_port(struct gateway *g);
+/* Close the listeners and connections; calls in flight end (their turns
+ * keep the whole reservation, journaled).  The gateway frees itself once
+ * its handles are closed.  NULL allowed. */
+void gateway_stop(struct gateway *g);
+
+#endif

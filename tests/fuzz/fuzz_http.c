@@ -1,0 +1,111 @@
+/*
+ * Fuzz the two parsers of the model broker that read untrusted bytes:
+ * the HTTP request parser (daemon/http.c, bytes from any local client)
+ * and the usage parser (daemon/usage.c, bytes from a provider).
+ *
+ * The first input byte picks how the rest is split into pieces; then
+ * checked for every input:
+ *   - http_request_feed gives the same verdict (status, method, target,
+ *     headers, body) however the bytes are split; an accepted request
+ *     has an origin-form target, at most one Content-Length, never both
+ *     Content-Length and Transfer-Encoding, and a body within its limit;
+ *   - the usage parser, in SSE and in whole-body mode, for both APIs,
+ *     reports the same usage however the bytes are split, and never a
+ *     negative count.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/http.h"
+#include "daemon/usage.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define BODY_MAX 4096
+
+static int feed_http(struct http_request *r, const uint8_t *d, size_t n,
+		     size_t step)
+{
+	int res = 0;
+
+	http_request_init(r, BODY_MAX);
+	for (size_t i = 0; i < n; i += step) {
+		size_t k = n - i < step ? n - i : step;
+
+		res = http_request_feed(r, (const char *)d + i, k);
+		if (res != 0)
+			break;
+	}
+	return res;
+}
+
+static void check_http(const uint8_t *d, size_t n, size_t step)
+{
+	struct http_request a, b;
+	int ra = feed_http(&a, d, n, n ? n : 1);
+	int rb = feed_http(&b, d, n, step);
+
+	if (ra != rb)
+		abort();
+	if (ra == 1) {
+		if (!a.target || a.target[0] != '/' || a.body_len > BODY_MAX)
+			abort();
+		if (a.n_cl > 1 || (a.n_cl && a.n_te))
+			abort();
+		if (strcmp(a.method, b.method) || strcmp(a.target, b.target) ||
+		    a.nh != b.nh || a.body_len != b.body_len ||
+		    (a.body_len && memcmp(a.body, b.body, a.body_len)))
+			abort();
+		for (size_t i = 0; i < a.nh; i++)
+			if (strcmp(a.h[i].name, b.h[i].name) ||
+			    strcmp(a.h[i].value, b.h[i].value))
+				abort();
+	} else if (ra < 0 && a.status != b.status) {
+		abort();
+	}
+	http_request_free(&a);
+	http_request_free(&b);
+}
+
+static void run_usage(struct usage_parser *p, enum usage_api api, bool sse,
+		      const uint8_t *d, size_t n, size_t step)
+{
+	usage_init(p, api, sse);
+	for (size_t i = 0; i < n; i += step)
+		usage_feed(p, (const char *)d + i, n - i < step ? n - i : step);
+	usage_finish(p);
+}
+
+static void check_usage(const uint8_t *d, size_t n, size_t step)
+{
+	for (int api = 0; api < 2; api++)
+		for (int sse = 0; sse < 2; sse++) {
+			struct usage_parser a, b;
+
+			run_usage(&a, (enum usage_api)api, sse, d, n,
+				  n ? n : 1);
+			run_usage(&b, (enum usage_api)api, sse, d, n, step);
+			if (a.complete != b.complete ||
+			    memcmp(&a.u, &b.u, sizeof(a.u)) != 0)
+				abort();
+			if (a.u.input < 0 || a.u.output < 0 ||
+			    a.u.cache_read < 0 || a.u.cache_write < 0)
+				abort();
+			usage_free(&a);
+			usage_free(&b);
+		}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	size_t step;
+
+	if (size < 1)
+		return 0;
+	step = (size_t)(data[0] % 16) + 1;
+	check_http(data + 1, size - 1, step);
+	check_usage(data + 1, size - 1, step);
+	return 0;
+}

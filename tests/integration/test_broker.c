@@ -1,0 +1,770 @@
+/*
+ * End-to-end tests of the model broker (issue 12): a real spd whose
+ * providers are a stand-in on loopback (tests/lib/provider_standin.py,
+ * started here), spoken to over spd's socket and its HTTP endpoint the
+ * way an agent's SDK would.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/lib/spdproc.h"
+#include "tests/lib/testlib.h"
+#include "common/paths.h"
+#include "daemon/price.h"
+
+#define REAL_ANT "sk-ant-REALKEY-0123456789abcdef"
+#define REAL_OAI "sk-oai-REALKEY-fedcba9876543210"
+/* The stand-in's usage: 100 input and 50 output tokens. */
+#define MODEL_CONF                                                             \
+	"[model \"test-model\"]\n\tinput = 1\n\toutput = 10\n"                 \
+	"\tmax-output = 1000\n"
+/* One call of the stand-in at test-model's prices: 100 * 1 + 50 * 10
+ * micro-dollars. */
+#define CALL_PUSD 600000000LL
+
+static struct test_spd T;
+static pid_t standin_pid = -1;
+static int standin_port;
+static char *standin_log;
+
+static bool has(const char *hay, const char *needle)
+{
+	return hay && strstr(hay, needle) != NULL;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&s, f, ap) >= 0);
+	va_end(ap);
+	return s;
+}
+
+static void standin_start(void)
+{
+	char *script =
+	    fmt("%s/../tests/lib/provider_standin.py", test_build_dir());
+	char *port_file = fmt("%s.port", standin_log);
+	char *text = NULL;
+
+	standin_pid = fork();
+	ck_assert_int_ge(standin_pid, 0);
+	if (standin_pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 0);
+		dup2(null, 1);
+		setenv("STANDIN_LOG", standin_log, 1);
+		setenv("STANDIN_PORT_FILE", port_file, 1);
+		setenv("STANDIN_KEYS", REAL_ANT "," REAL_OAI, 1);
+		execlp("python3", "python3", script, (char *)NULL);
+		_exit(127);
+	}
+	/* Written once, by rename: whole when it appears. */
+	for (int i = 0; i < 200 && !(text = test_read_file(port_file)); i++)
+		usleep(100 * 1000);
+	ck_assert_msg(text && sscanf(text, "PORT %d", &standin_port) == 1,
+		      "the provider stand-in did not start");
+	free(text);
+	free(port_file);
+	free(script);
+}
+
+static void start_spd(const char *extra)
+{
+	char *conf, *envf;
+
+	conf = fmt("[provider \"anthropic\"]\n\turl = http://127.0.0.1:%d\n"
+		   "\tkey = ANTHROPIC_API_KEY\n\tapi = anthropic\n"
+		   "[provider \"openai\"]\n\turl = http://127.0.0.1:%d/\n"
+		   "\tkey = OPENAI_API_KEY\n\tapi = openai\n"
+		   "[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n"
+		   "\tbody-max = 65536\n\tprovider-timeout = 2\n%s" MODEL_CONF,
+		   standin_port, standin_port, extra ? extra : "");
+	test_spd_prepare(&T, conf);
+	envf = paths_join(T.config, "environment");
+	test_write_file(envf, "ANTHROPIC_API_KEY=" REAL_ANT
+			      "\nOPENAI_API_KEY=" REAL_OAI "\n");
+	free(envf);
+	free(conf);
+	test_spd_start(&T);
+}
+
+static void setup(void)
+{
+	char *dir = test_tmpdir("standin");
+
+	standin_log = paths_join(dir, "log");
+	free(dir);
+	standin_start();
+	start_spd(NULL);
+}
+
+static void teardown(void)
+{
+	test_spd_cleanup(&T);
+	if (standin_pid > 0) {
+		kill(standin_pid, SIGTERM);
+		waitpid(standin_pid, NULL, 0);
+		standin_pid = -1;
+	}
+	free(standin_log);
+}
+
+/* One JSON-RPC call as the operator; returns the response object. */
+static json_t *rpc(const char *method, const char *params)
+{
+	int fd = test_spd_connect(&T);
+	char *line = test_call(&T, fd, 1, method, params, true);
+	json_t *o = line ? json_loads(line, 0, NULL) : NULL;
+
+	close(fd);
+	free(line);
+	ck_assert_msg(o, "no reply to %s", method);
+	return o;
+}
+
+struct turn {
+	char id[64], key[128];
+	int port;
+};
+
+static struct turn begin(const char *params)
+{
+	json_t *o = rpc("turn.begin", params ? params : "{}");
+	json_t *r = json_object_get(o, "result");
+	struct turn t = {0};
+	const char *url;
+
+	ck_assert_msg(r, "turn.begin failed: %s", json_dumps(o, 0));
+	snprintf(t.id, sizeof(t.id), "%s",
+		 json_string_value(json_object_get(r, "turn")));
+	snprintf(t.key, sizeof(t.key), "%s",
+		 json_string_value(json_object_get(r, "key")));
+	url = json_string_value(json_object_get(r, "anthropic_base_url"));
+	ck_assert_ptr_nonnull(url);
+	ck_assert_int_eq(sscanf(url, "http://127.0.0.1:%d", &t.port), 1);
+	json_decref(o);
+	return t;
+}
+
+static json_t *turn_row(const char *id)
+{
+	json_t *o = rpc("turn.list", "{}"), *a, *hit = NULL;
+
+	a = json_object_get(json_object_get(o, "result"), "turns");
+	for (size_t i = 0; i < json_array_size(a); i++)
+		if (strcmp(json_string_value(
+			       json_object_get(json_array_get(a, i), "turn")),
+			   id) == 0)
+			hit = json_incref(json_array_get(a, i));
+	json_decref(o);
+	ck_assert_ptr_nonnull(hit);
+	return hit;
+}
+
+static long long pusd(json_t *row, const char *field)
+{
+	return (long long)(json_number_value(json_object_get(row, field)) *
+			       1e12 +
+			   0.5);
+}
+
+static int connect_port(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(0x7f000001)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	return fd;
+}
+
+/* Read until EOF (at most 30 s); returns malloc'd text. */
+static char *read_all(int fd)
+{
+	size_t len = 0, cap = 4096;
+	char *s = malloc(cap);
+
+	for (;;) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		ssize_t n;
+
+		if (poll(&pf, 1, 30000) != 1)
+			break;
+		if (len + 4096 > cap)
+			s = realloc(s, cap *= 2);
+		n = read(fd, s + len, cap - len - 1);
+		if (n <= 0)
+			break;
+		len += (size_t)n;
+	}
+	s[len] = '\0';
+	return s;
+}
+
+/* The body of a chunked response, decoded as far as it goes (a
+ * truncated one stops where its chunks stop). */
+static char *dechunk(const char *resp)
+{
+	const char *p = resp ? strstr(resp, "\r\n\r\n") : NULL;
+	size_t len = 0;
+	char *out = calloc(1, resp ? strlen(resp) + 1 : 1);
+
+	if (!p)
+		return out;
+	p += 4;
+	for (;;) {
+		char *end;
+		unsigned long n = strtoul(p, &end, 16);
+
+		if (end == p || strncmp(end, "\r\n", 2) != 0 || n == 0 ||
+		    strlen(end + 2) < n)
+			break;
+		memcpy(out + len, end + 2, n);
+		len += n;
+		p = end + 2 + n;
+		if (strncmp(p, "\r\n", 2) != 0)
+			break;
+		p += 2;
+	}
+	out[len] = '\0';
+	return out;
+}
+
+static char *raw_http(int port, const char *req, size_t n)
+{
+	int fd = connect_port(port);
+	char *out;
+
+	test_send(fd, req, n);
+	out = read_all(fd);
+	close(fd);
+	return out;
+}
+
+static char *request_text(const struct turn *t, const char *path,
+			  const char *extra_headers, const char *body)
+{
+	return fmt("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: %s\r\n"
+		   "anthropic-version: 2023-06-01\r\ncontent-type: "
+		   "application/json\r\n%sContent-Length: %zu\r\n\r\n%s",
+		   path, t->key, extra_headers ? extra_headers : "",
+		   strlen(body), body);
+}
+
+static char *post(const struct turn *t, const char *path,
+		  const char *extra_headers, const char *body)
+{
+	char *req = request_text(t, path, extra_headers, body);
+	char *out = raw_http(t->port, req, strlen(req));
+
+	free(req);
+	return out;
+}
+
+static int status_of(const char *resp)
+{
+	int st = 0;
+
+	if (!resp || sscanf(resp, "HTTP/1.1 %d", &st) != 1)
+		return -1;
+	return st;
+}
+
+#define MSG_BODY                                                               \
+	"{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[{\"role\":" \
+	"\"user\",\"content\":\"hi\"}]}"
+
+/* journal rows as text, read from the file once the writer committed
+ * rows holding needle (up to 10 s: group commit). */
+static char *journal_until(const char *needle)
+{
+	char *argv[] = {"sqlite3", T.journal,
+			"select kind, summary, detail from events", NULL};
+	char *out = NULL;
+
+	for (int i = 0; i < 100; i++) {
+		free(out);
+		out = NULL;
+		test_run(argv, NULL, &out, NULL);
+		if (has(out, needle))
+			break;
+		usleep(100 * 1000);
+	}
+	return out;
+}
+
+/* The real key reaches the provider, with the client's other headers;
+ * the client never sees it, not even when the provider echoes it, nor
+ * does the journal or spd's log. */
+START_TEST(test_real_key_reaches_provider_only)
+{
+	struct turn t = begin(NULL);
+	char *ok = post(&t, "/v1/messages?beta=true",
+			"anthropic-beta: tools-2024\r\n", MSG_BODY);
+	char *echo =
+	    post(&t, "/v1/messages", "x-standin-mode: echo\r\n", MSG_BODY);
+	char *log, *journal, *spdlog, *spdlog_path;
+
+	ck_assert_int_eq(status_of(ok), 200);
+	ck_assert(has(ok, "\"text\": \"hello\""));
+	ck_assert(has(ok, "request-id: req_standin"));
+	ck_assert_int_eq(status_of(echo), 401);
+	ck_assert(!has(ok, REAL_ANT) && !has(echo, REAL_ANT));
+	ck_assert_msg(has(echo, "[redacted:ANTHROPIC_API_KEY]"), "%s", echo);
+
+	log = test_read_file(standin_log);
+	ck_assert(has(log, "\"key_ok\": true"));
+	ck_assert(!has(log, "\"key_ok\": false"));
+	ck_assert(has(log, "\"anthropic-beta\": \"tools-2024\""));
+	ck_assert(has(log, "\"path\": \"/v1/messages?beta=true\""));
+	ck_assert_msg(!has(log, t.key), "the turn key reached the provider");
+
+	journal = journal_until("provider error");
+	ck_assert(has(journal, "model.call"));
+	ck_assert(has(journal, "\"input_tokens\":100"));
+	ck_assert(!has(journal, REAL_ANT) && !has(journal, t.key));
+	ck_assert(!has(journal, "\\\"hi\\\""));
+	spdlog_path = paths_join(T.state, "spd.log");
+	spdlog = test_read_file(spdlog_path);
+	ck_assert(!has(spdlog, REAL_ANT) && !has(spdlog, t.key));
+	free(spdlog_path);
+	free(spdlog);
+	free(journal);
+	free(log);
+	free(ok);
+	free(echo);
+}
+END_TEST
+
+/* Calls in a row stop exactly where the next worst case would pass the
+ * cap, the turn's spend is the sum of the provider's usage, and the
+ * refusal is a 402 naming turn, spent, reserved and cap. */
+START_TEST(test_sequential_calls_stop_at_cap)
+{
+	struct turn t = begin("{\"cap_usd\":0.003}");
+	long long cap = 3000000000LL, spent = 0;
+	/* Worst case: every body byte an input token at 1 USD/Mtok, and
+	 * max_tokens 50 at 10 USD/Mtok. */
+	long long worst =
+	    ((long long)strlen(MSG_BODY) + PRICE_HIDDEN_INPUT_TOKENS) *
+		1000000LL +
+	    50LL * 10000000LL;
+	int expect = 0, ok = 0, refused = 0;
+	char *last = NULL;
+	json_t *row;
+
+	while (spent + worst <= cap) {
+		spent += CALL_PUSD;
+		expect++;
+	}
+	for (int i = 0; i < expect + 3; i++) {
+		char *r = post(&t, "/v1/messages", NULL, MSG_BODY);
+		int st = status_of(r);
+
+		if (st == 200) {
+			ck_assert_int_eq(refused, 0);
+			ok++;
+			free(r);
+		} else {
+			ck_assert_int_eq(st, 402);
+			refused++;
+			free(last);
+			last = r;
+		}
+	}
+	ck_assert_int_eq(ok, expect);
+	ck_assert_int_eq(refused, 3);
+	ck_assert(has(last, "BUDGET-EXCEEDED"));
+	ck_assert(has(last, t.id));
+	ck_assert(has(last, "\"spent_usd\""));
+	ck_assert(has(last, "\"reserved_usd\""));
+	ck_assert(has(last, "\"cap_usd\""));
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), (long long)expect * CALL_PUSD);
+	ck_assert_int_eq(pusd(row, "reserved_usd"), 0);
+	ck_assert_int_le(pusd(row, "spent_usd"), cap);
+	json_decref(row);
+	free(last);
+}
+END_TEST
+
+/* Fifty calls at once on one turn: never more spent than the cap, and
+ * every call that went through is charged. */
+START_TEST(test_concurrent_calls_never_overshoot)
+{
+	struct turn t = begin("{\"cap_usd\":0.005}");
+	char *req =
+	    request_text(&t, "/v1/messages", "x-standin-mode: stream\r\n",
+			 "{\"model\":\"test-model\",\"max_tokens\":50,"
+			 "\"stream\":true}");
+	int fds[50], ok = 0, refused = 0;
+	json_t *row;
+
+	for (int i = 0; i < 50; i++) {
+		fds[i] = connect_port(t.port);
+		test_send(fds[i], req, strlen(req));
+	}
+	for (int i = 0; i < 50; i++) {
+		char *r = read_all(fds[i]);
+		int st = status_of(r);
+
+		close(fds[i]);
+		if (st == 200) {
+			char *body = dechunk(r);
+
+			ck_assert(has(body, "message_stop"));
+			free(body);
+			ok++;
+		} else {
+			ck_assert_msg(st == 402, "status %d: %s", st, r);
+			refused++;
+		}
+		free(r);
+	}
+	ck_assert_int_eq(ok + refused, 50);
+	ck_assert_int_gt(ok, 0);
+	ck_assert_int_gt(refused, 0);
+	row = turn_row(t.id);
+	ck_assert_int_le(pusd(row, "spent_usd"), 5000000000LL);
+	ck_assert_int_eq(pusd(row, "spent_usd"), (long long)ok * CALL_PUSD);
+	ck_assert_int_eq(pusd(row, "reserved_usd"), 0);
+	json_decref(row);
+	free(req);
+}
+END_TEST
+
+/* No price, no call; a key that is unknown, of an ended turn, or
+ * missing gets 401; none of it touches the provider. */
+START_TEST(test_refused_keys_and_models)
+{
+	struct turn t = begin(NULL), other = begin(NULL), fake = t;
+	char *r;
+	json_t *o;
+
+	r = post(&t, "/v1/messages", NULL,
+		 "{\"model\":\"unpriced-model\",\"max_tokens\":5}");
+	ck_assert_int_eq(status_of(r), 400);
+	ck_assert(has(r, "NO-PRICE"));
+	free(r);
+
+	fake.key[20] = fake.key[20] == 'a' ? 'b' : 'a';
+	r = post(&fake, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 401);
+	ck_assert(has(r, "authentication_error"));
+	free(r);
+
+	o = rpc("turn.end", fmt("{\"turn\":\"%s\"}", other.id));
+	ck_assert_ptr_nonnull(json_object_get(o, "result"));
+	json_decref(o);
+	r = post(&other, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 401);
+	free(r);
+
+	/* A Bearer key works like x-api-key; the live turn is unaffected. */
+	r = fmt("POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer "
+		"%s\r\nContent-Length: %zu\r\n\r\n%s",
+		t.key, strlen(MSG_BODY), MSG_BODY);
+	char *ok = raw_http(t.port, r, strlen(r));
+	ck_assert_int_eq(status_of(ok), 200);
+	ck_assert(has(ok, "chat.completion"));
+	free(ok);
+	free(r);
+	r = test_read_file(standin_log);
+	ck_assert(!has(r, "unpriced-model"));
+	free(r);
+}
+END_TEST
+
+/* Malformed and hostile requests: each a clear 4xx, journaled, and
+ * another turn's call still goes through. */
+START_TEST(test_bad_requests)
+{
+	struct turn t = begin(NULL);
+	char big[80 * 1024], *r, *journal;
+	char *body = malloc(70000);
+	const struct {
+		const char *req;
+		int status;
+	} cases[] = {
+	    {"POST /v1/messages HTTP/1.1\r\nContent-Length: 5\r\n"
+	     "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+	     400},
+	    {"POST /v1/messages HTTP/1.1\r\nContent-Length: 2\r\n"
+	     "Content-Length: 2\r\n\r\n{}",
+	     400},
+	    {"POST http://evil.example/v1/messages HTTP/1.1\r\n"
+	     "Content-Length: 2\r\n\r\n{}",
+	     400},
+	    {"POST /v1/models HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", 404},
+	    {"POST /v1/messages/../../admin HTTP/1.1\r\n"
+	     "Content-Length: 2\r\n\r\n{}",
+	     404},
+	    {"GET /v1/messages HTTP/1.1\r\n\r\n", 405},
+	    {"POST /v1/messages HTTP/1.1\r\nTransfer-Encoding: gzip, chunked"
+	     "\r\n\r\n",
+	     501},
+	    {"NONSENSE\r\n\r\n", 400},
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		r = raw_http(t.port, cases[i].req, strlen(cases[i].req));
+		ck_assert_msg(status_of(r) == cases[i].status,
+			      "case %zu: expected %d, got: %s", i,
+			      cases[i].status, r);
+		free(r);
+	}
+	memset(big, 'a', sizeof(big));
+	memcpy(big, "POST /v1/messages HTTP/1.1\r\nx-long: ", 36);
+	memcpy(big + sizeof(big) - 4, "\r\n\r\n", 4);
+	r = raw_http(t.port, big, sizeof(big));
+	ck_assert_int_eq(status_of(r), 431);
+	free(r);
+	memset(body, ' ', 69999);
+	body[69999] = '\0';
+	r = post(&t, "/v1/messages", NULL, body);
+	ck_assert_int_eq(status_of(r), 413);
+	free(r);
+
+	r = post(&t, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 200);
+	free(r);
+	journal = journal_until("refused 413");
+	ck_assert(has(journal, "refused 400"));
+	ck_assert(has(journal, "refused 404"));
+	ck_assert(has(journal, "refused 431"));
+	ck_assert(has(journal, "both Content-Length and Transfer-Encoding") ||
+		  has(journal, "malformed request"));
+	free(journal);
+	free(body);
+}
+END_TEST
+
+/* The first event reaches the client while the provider is still
+ * holding the rest back; the stream's usage (the last cumulative value,
+ * not a sum) is what the turn is charged. */
+START_TEST(test_stream_passes_through_as_it_arrives)
+{
+	struct turn t = begin(NULL);
+	char *go = fmt("%s.go", standin_log);
+	char *hdr = fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
+	char *req = request_text(&t, "/v1/messages", hdr,
+				 "{\"model\":\"test-model\",\"max_tokens\":50,"
+				 "\"stream\":true}");
+	int fd = connect_port(t.port);
+	char buf[65536];
+	size_t len = 0;
+	char *log, *rest;
+	json_t *row;
+
+	test_send(fd, req, strlen(req));
+	for (;;) {
+		struct pollfd pf = {fd, POLLIN, 0};
+		ssize_t n;
+		char *body;
+		bool seen;
+
+		buf[len] = '\0';
+		body = dechunk(buf);
+		seen = has(body, "message_start");
+		free(body);
+		if (seen)
+			break;
+		ck_assert_int_eq(poll(&pf, 1, 30000), 1);
+		n = read(fd, buf + len, sizeof(buf) - len - 1);
+		ck_assert_int_gt(n, 0);
+		len += (size_t)n;
+	}
+	log = test_read_file(standin_log);
+	ck_assert_msg(!has(log, "\"finished\": true"),
+		      "the stand-in finished before the first event arrived");
+	free(log);
+	test_write_file(go, "go");
+	rest = read_all(fd);
+	close(fd);
+	ck_assert(has(rest, "\r\n0\r\n\r\n"));
+	{
+		char *all = fmt("%.*s%s", (int)len, buf, rest), *body;
+
+		body = dechunk(all);
+		ck_assert(has(body, "message_stop"));
+		ck_assert(has(body, "\"output_tokens\": 50"));
+		free(body);
+		free(all);
+	}
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
+	json_decref(row);
+	free(rest);
+	free(req);
+	free(hdr);
+	free(go);
+}
+END_TEST
+
+/* A provider that stalls or drops mid-stream: the client gets a clear
+ * end (504, or a truncated chunked body), the turn keeps the whole
+ * reservation, the call is journaled, and other calls still work. */
+START_TEST(test_stall_and_drop_keep_reservation)
+{
+	struct turn t = begin(NULL);
+	const char *body = "{\"model\":\"test-model\",\"max_tokens\":50,"
+			   "\"stream\":true}";
+	long long worst =
+	    ((long long)strlen(body) + PRICE_HIDDEN_INPUT_TOKENS) * 1000000LL +
+	    50LL * 10000000LL;
+	char *r;
+	json_t *row;
+
+	r = post(&t, "/v1/messages", "x-standin-mode: drop\r\n", body);
+	ck_assert_int_eq(status_of(r), 200);
+	ck_assert(!has(r, "\r\n0\r\n\r\n"));
+	free(r);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), worst);
+	json_decref(row);
+
+	r = post(&t, "/v1/messages", "x-standin-mode: stall\r\n", body);
+	ck_assert(!has(r, "\r\n0\r\n\r\n"));
+	free(r);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), 2 * worst);
+	ck_assert_int_eq(pusd(row, "reserved_usd"), 0);
+	json_decref(row);
+
+	r = post(&t, "/v1/messages", "x-standin-mode: fail\r\n", MSG_BODY);
+	ck_assert_int_eq(status_of(r), 500);
+	free(r);
+	r = post(&t, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 200);
+	free(r);
+	r = journal_until("stalled");
+	ck_assert(has(r, "broken"));
+	free(r);
+}
+END_TEST
+
+/* A client that goes away mid-stream is still charged what the
+ * provider reports. */
+START_TEST(test_client_disconnect_still_charged)
+{
+	struct turn t = begin(NULL);
+	char *go = fmt("%s.go2", standin_log);
+	char *hdr = fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
+	char *req = request_text(&t, "/v1/messages", hdr,
+				 "{\"model\":\"test-model\",\"max_tokens\":50,"
+				 "\"stream\":true}");
+	int fd = connect_port(t.port);
+	char buf[4096];
+	json_t *row = NULL;
+	char *j;
+
+	test_send(fd, req, strlen(req));
+	ck_assert_int_gt(read(fd, buf, sizeof(buf)), 0);
+	close(fd);
+	test_write_file(go, "go");
+	j = journal_until("\"client_gone\":true");
+	ck_assert(has(j, "\"client_gone\":true"));
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
+	json_decref(row);
+	free(j);
+	free(req);
+	free(hdr);
+	free(go);
+}
+END_TEST
+
+/* Caps come from spd.conf: the operator may not pass cap-max. */
+START_TEST(test_caps_from_config)
+{
+	json_t *o = rpc("turn.begin", "{\"cap_usd\":3}");
+
+	ck_assert_ptr_nonnull(json_object_get(o, "error"));
+	json_decref(o);
+	o = rpc("turn.begin", "{\"cap_usd\":2}");
+	ck_assert_ptr_nonnull(json_object_get(o, "result"));
+	json_decref(o);
+}
+END_TEST
+
+/* spctl turn begin --json, spctl turns, spctl turn end. */
+START_TEST(test_spctl_turns)
+{
+	char *out = NULL, *err = NULL, *id;
+	json_t *o;
+
+	char *b[] = {"--json", "turn", "begin", "--cap", "0.25", NULL};
+	ck_assert_int_eq(test_spctl(&T, b, NULL, &out, &err), 0);
+	o = json_loads(out, 0, NULL);
+	ck_assert_ptr_nonnull(o);
+	ck_assert(has(json_string_value(json_object_get(o, "key")), "sk-spd-"));
+	ck_assert(has(json_string_value(json_object_get(o, "openai_base_url")),
+		      "/v1"));
+	id = strdup(json_string_value(json_object_get(o, "turn")));
+	json_decref(o);
+	free(out);
+	free(err);
+	char *l[] = {"turns", NULL};
+	ck_assert_int_eq(test_spctl(&T, l, NULL, &out, &err), 0);
+	ck_assert(has(out, id) && has(out, "live"));
+	free(out);
+	free(err);
+	char *e[] = {"turn", "end", id, NULL};
+	ck_assert_int_eq(test_spctl(&T, e, NULL, &out, &err), 0);
+	free(out);
+	free(err);
+	char *l2[] = {"--json", "turns", NULL};
+	ck_assert_int_eq(test_spctl(&T, l2, NULL, &out, &err), 0);
+	ck_assert(has(out, "\"ended\":true"));
+	free(out);
+	free(err);
+	free(id);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("broker");
+	TCase *tc = tcase_create("broker");
+	SRunner *sr;
+	int failed;
+
+	signal(SIGPIPE, SIG_IGN);
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_real_key_reaches_provider_only);
+	tcase_add_test(tc, test_sequential_calls_stop_at_cap);
+	tcase_add_test(tc, test_concurrent_calls_never_overshoot);
+	tcase_add_test(tc, test_refused_keys_and_models);
+	tcase_add_test(tc, test_bad_requests);
+	tcase_add_test(tc, test_stream_passes_through_as_it_arrives);
+	tcase_add_test(tc, test_stall_and_drop_keep_reservation);
+	tcase_add_test(tc, test_client_disconnect_still_charged);
+	tcase_add_test(tc, test_caps_from_config);
+	tcase_add_test(tc, test_spctl_turns);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
