@@ -7,7 +7,7 @@
 #   make fuzz-long  run each an hour; record CPU time and corpus size
 #   make bench      run the benchmarks side by side with their baselines
 #   make format     reformat the tree; make format-check fails on a diff
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=   (make uninstall: the same)
 #   V=1 prints full command lines; CI=true or WERROR=1 makes warnings errors.
 
 BUILD ?= build
@@ -21,7 +21,7 @@ TEST_PKGS := check
 ALL_PKGS := $(DAEMON_PKGS) $(SBX_PKGS) $(TEST_PKGS)
 
 # A fresh machine needs no other step: install what pkg-config cannot find.
-ifeq ($(filter clean format format-check help,$(MAKECMDGOALS)),)
+ifeq ($(filter clean format format-check help uninstall,$(MAKECMDGOALS)),)
 ifneq ($(shell $(PKG_CONFIG) --exists $(ALL_PKGS) 2>/dev/null && echo ok),ok)
 $(info scripts/deps: installing missing dependencies)
 DEPS_RESULT := $(shell ./scripts/deps >&2 && echo ok)
@@ -96,7 +96,7 @@ UNIT_BINS := $(patsubst %.c,$(BUILD)/tests/%,$(notdir $(UNIT_SRC)))
 HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all check unit asan fuzz fuzz-long bench format format-check install clean help deps demo
+.PHONY: all check unit asan fuzz fuzz-long bench format format-check install uninstall clean help deps demo
 all: $(PROGS)
 
 # Flag changes trigger a rebuild: the flags are written to a stamp file
@@ -203,16 +203,44 @@ format:
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
+# What a package ships.  uninstall removes exactly these files and the
+# directories that are spd's alone (libexec/spd, share/spd).
+BINDIR := $(PREFIX)/bin
+LIBEXECDIR := $(PREFIX)/libexec/spd
+MANDIR := $(PREFIX)/share/man
+UNITDIR := $(PREFIX)/lib/systemd/user
+DATADIR := $(PREFIX)/share/spd
+BASHCOMPDIR := $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR := $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR := $(PREFIX)/share/fish/vendor_completions.d
+MAN_PAGES := $(wildcard man/*.[1-8])
+INSTALLED := $(BINDIR)/spd $(BINDIR)/spctl $(LIBEXECDIR)/sandboxd \
+	$(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
+	$(UNITDIR)/spd.service $(UNITDIR)/spd.socket \
+	$(DATADIR)/spd.conf $(DATADIR)/launchd/org.spd.spd.plist \
+	$(BASHCOMPDIR)/spctl $(ZSHCOMPDIR)/_spctl $(FISHCOMPDIR)/spctl.fish
+
 install: $(PROGS)
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/spd
-	install -m 0755 $(BUILD)/spd $(BUILD)/spctl $(DESTDIR)$(PREFIX)/bin/
-	install -m 0755 $(BUILD)/sandboxd $(DESTDIR)$(PREFIX)/libexec/spd/
-	install -d $(DESTDIR)$(PREFIX)/lib/systemd/user
-	sed 's|/usr/local|$(PREFIX)|' systemd/spd.service > $(DESTDIR)$(PREFIX)/lib/systemd/user/spd.service
-	install -m 0644 systemd/spd.socket $(DESTDIR)$(PREFIX)/lib/systemd/user/
-	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
-	install -m 0644 man/spctl.1 $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 0644 man/spd.8 $(DESTDIR)$(PREFIX)/share/man/man8/
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(UNITDIR) \
+		$(DESTDIR)$(DATADIR)/launchd $(DESTDIR)$(BASHCOMPDIR) \
+		$(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR) \
+		$(sort $(foreach m,$(MAN_PAGES),$(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))))
+	install -m 0755 $(BUILD)/spd $(BUILD)/spctl $(DESTDIR)$(BINDIR)/
+	install -m 0755 $(BUILD)/sandboxd $(DESTDIR)$(LIBEXECDIR)/
+	$(foreach m,$(MAN_PAGES),install -m 0644 $(m) $(DESTDIR)$(MANDIR)/man$(subst .,,$(suffix $(m)))/ &&) true
+	sed 's|/usr/local|$(PREFIX)|g' systemd/spd.service > $(DESTDIR)$(UNITDIR)/spd.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/spd.service
+	install -m 0644 systemd/spd.socket $(DESTDIR)$(UNITDIR)/
+	install -m 0644 spd.conf.example $(DESTDIR)$(DATADIR)/spd.conf
+	sed 's|/usr/local|$(PREFIX)|g' launchd/org.spd.spd.plist > $(DESTDIR)$(DATADIR)/launchd/org.spd.spd.plist
+	chmod 0644 $(DESTDIR)$(DATADIR)/launchd/org.spd.spd.plist
+	install -m 0644 completions/spctl.bash $(DESTDIR)$(BASHCOMPDIR)/spctl
+	install -m 0644 completions/_spctl $(DESTDIR)$(ZSHCOMPDIR)/_spctl
+	install -m 0644 completions/spctl.fish $(DESTDIR)$(FISHCOMPDIR)/spctl.fish
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
+	-rmdir $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DATADIR)/launchd $(DESTDIR)$(DATADIR) 2>/dev/null
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -18,6 +18,10 @@
 
 /* How long spctl waits for an auto-started spd to answer. */
 #define CLIENT_AUTOSTART_WAIT_MS 10000
+/* How often spctl looks for the operator token a socket-activated spd
+ * is still making: short against spd's start-up, long against a busy
+ * loop. */
+#define CLIENT_TOKEN_POLL_MS 20
 
 static int try_connect(const char *path)
 {
@@ -155,6 +159,17 @@ int client_open(struct client *c, char *errbuf, size_t errlen)
 	}
 	c->fd = fd;
 	c->token = load_token(&p, &c->session_token);
+	/* Socket activation: this connection is what started spd, and spd
+	 * makes the operator token only as it starts.  Wait for it (spd
+	 * answers nothing before it exists). */
+	for (int waited = 0; !c->token && waited < CLIENT_AUTOSTART_WAIT_MS &&
+			     access(p.token_path, F_OK) < 0 && errno == ENOENT;
+	     waited += CLIENT_TOKEN_POLL_MS) {
+		nanosleep(
+		    &(struct timespec){0, CLIENT_TOKEN_POLL_MS * 1000000L},
+		    NULL);
+		c->token = load_token(&p, &c->session_token);
+	}
 	paths_free(&p);
 	return 0;
 }

@@ -209,7 +209,7 @@ int cmd_approvals(struct cmd_ctx *ctx, int argc, char **argv)
 	return 0;
 }
 
-static int decide(int argc, char **argv, bool approve)
+static int decide(struct cmd_ctx *ctx, int argc, char **argv, bool approve)
 {
 	const char *why = NULL;
 	char *end;
@@ -238,7 +238,20 @@ static int decide(int argc, char **argv, bool approve)
 	{
 		const char *d =
 		    json_string_value(json_object_get(res, "decision"));
-		if (d && strcmp(d, "stale") == 0) {
+		bool stale = d && strcmp(d, "stale") == 0;
+
+		if (ctx->json) {
+			/* The object spd answered, with the id decided. */
+			char *js;
+
+			json_object_set_new(res, "id", json_integer(id));
+			js = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS);
+			puts(js ? js : "null");
+			free(js);
+			json_decref(res);
+			return stale ? CMD_EXIT_REFUSED : 0;
+		}
+		if (stale) {
 			printf("approval %lld not used: a file it pinned "
 			       "changed before your decision; the call was "
 			       "refused and must ask again\n",
@@ -258,12 +271,12 @@ usage:
 
 int cmd_approve(struct cmd_ctx *ctx, int argc, char **argv)
 {
-	return decide(argc, argv, true);
+	return decide(ctx, argc, argv, true);
 }
 
 int cmd_deny(struct cmd_ctx *ctx, int argc, char **argv)
 {
-	return decide(argc, argv, false);
+	return decide(ctx, argc, argv, false);
 }
 
 json_t *cmd_call(const char *method, json_t *params, int *ret_exit)

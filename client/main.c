@@ -19,7 +19,8 @@ static void usage(FILE *f)
 {
 	fprintf(
 	    f,
-	    "usage: spctl [--json] COMMAND [ARGS]\n"
+	    "usage: spctl [--json] COMMAND [ARGS] [--json]\n"
+	    "       spctl COMMAND --help   that command's usage\n"
 	    "\n"
 	    "commands:\n"
 	    "  ping                         check that spd answers\n"
@@ -51,7 +52,10 @@ static void usage(FILE *f)
 	    "turn\n"
 	    "\n"
 	    "options:\n"
-	    "  --json      print machine-readable JSON (one object per line)\n"
+	    "  --json      print machine-readable JSON (one object per line),\n"
+	    "              before or after the command\n"
+	    "  --help      this text; after a command, that command's usage\n"
+	    "  --version   spctl's version\n"
 	    "\n"
 	    "environment:\n"
 	    "  SPD_SESSION_TOKEN   act as the agent of that session\n"
@@ -71,31 +75,105 @@ static void usage(FILE *f)
 	    "  127  command not found\n");
 }
 
+/* Each command's usage, for `spctl COMMAND --help` (stdout, exit 0). */
 static const struct {
 	const char *name;
 	int (*fn)(struct cmd_ctx *ctx, int argc, char **argv);
+	const char *usage;
 } commands[] = {
-    {"ping", cmd_ping},	      {"status", cmd_status},
-    {"journal", cmd_journal}, {"doctor", cmd_doctor},
-    {"run", cmd_run},	      {"session", cmd_session},
-    {"policy", cmd_policy},   {"approvals", cmd_approvals},
-    {"approve", cmd_approve}, {"deny", cmd_deny},
-    {"secrets", cmd_secrets}, {"turn", cmd_turn},
-    {"turns", cmd_turns},
+    {"ping", cmd_ping,
+     "usage: spctl ping [--json]\n"
+     "Check that spd answers (starting it unless SPD_NO_AUTOSTART=1).\n"},
+    {"status", cmd_status,
+     "usage: spctl status [--json]\n"
+     "spd's version, uptime, journal size and sandbox layers.\n"},
+    {"journal", cmd_journal,
+     "usage: spctl journal [--follow] [--since ID] [--kind KIND] "
+     "[--limit N] [--json]\n"
+     "       spctl journal verify [--json]\n"
+     "Show journal events (--json: one event object per line), or check\n"
+     "the journal's hash chain (exit 1 and the first bad row when "
+     "broken).\n"},
+    {"doctor", cmd_doctor,
+     "usage: spctl doctor [--json]\n"
+     "Which sandbox layers this host offers, and how to fix a missing one\n"
+     "(exit 1 when a required layer is missing).\n"},
+    {"run", cmd_run,
+     "usage: spctl run [--workspace DIR] [--net none|loopback|host] "
+     "[--timeout S]\n"
+     "                 [--writable PATH]... [--env NAME=VALUE]... "
+     "[--best-effort]\n"
+     "                 [--yes] [--json] -- ARGV...\n"
+     "Run ARGV in the sandbox; the workspace is the git top-level of the\n"
+     "current directory unless --workspace names one.  --yes approves an\n"
+     "ask (without it spctl asks y/N on a tty).  Exit: the command's own,\n"
+     "124 deadline, 125 spctl/spd error, 126 refused, 127 not found.\n"},
+    {"session", cmd_session,
+     "usage: spctl session start FEATURE [--repo DIR] [--in-place] "
+     "[--json]\n"
+     "       spctl session list | show ID | end ID | status [ID] [--json]\n"
+     "       spctl session heldout ID DIR | verify ID | diff ID [--json]\n"
+     "Agent sessions: a worktree on branch spd/FEATURE and a token that\n"
+     "acts only there (printed once by start).\n"},
+    {"policy", cmd_policy,
+     "usage: spctl policy check [--session ID] [--workspace DIR] [--json] "
+     "-- ARGV...\n"
+     "       spctl policy check [--session ID] [--workspace DIR] [--json]\n"
+     "                          --read PATH | --write PATH\n"
+     "How the policy classifies a call: allow, ask or deny, and the "
+     "rule.\n"},
+    {"approvals", cmd_approvals,
+     "usage: spctl approvals [--follow] [--json]\n"
+     "Pending asks (operator); --follow waits for new ones.\n"},
+    {"approve", cmd_approve,
+     "usage: spctl approve ID [--json]\n"
+     "Grant the pending ask ID, once, for its session.\n"},
+    {"deny", cmd_deny,
+     "usage: spctl deny ID [--why TEXT] [--json]\n"
+     "Refuse the pending ask ID; TEXT is what the agent is told.\n"},
+    {"secrets", cmd_secrets,
+     "usage: spctl secrets [reload] [--json]\n"
+     "Secret names, sources and fingerprints (never values); reload\n"
+     "rereads them.\n"},
+    {"turn", cmd_turn,
+     "usage: spctl turn begin [--session ID] [--cap USD] [--json]\n"
+     "       spctl turn end ID [--json]\n"
+     "A model-broker turn: a key for one turn and its hard cost cap.\n"},
+    {"turns", cmd_turns,
+     "usage: spctl turns [--session ID] [--json]\n"
+     "Turns with what each spent, reserved, its cap and its calls.\n"},
 };
+
+/* Options of some command that take a value: their value is never a
+ * global option (`spctl deny 3 --why --json` gives the reason
+ * "--json"). */
+static bool takes_value(const char *opt)
+{
+	static const char *const with_value[] = {
+	    "--since",	 "--kind",     "--limit", "--workspace", "--net",
+	    "--timeout", "--writable", "--env",	  "--repo",	 "--session",
+	    "--read",	 "--write",    "--why",
+	};
+
+	for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)
+		if (strcmp(opt, with_value[k]) == 0)
+			return true;
+	return false;
+}
 
 int main(int argc, char **argv)
 {
 	struct cmd_ctx ctx = {0};
-	int i = 1;
+	bool help = false;
+	int i = 1, n = 1, cmd = -1;
 
+	/* Global options before the command. */
 	while (i < argc && argv[i][0] == '-') {
 		if (strcmp(argv[i], "--json") == 0) {
 			ctx.json = true;
 		} else if (strcmp(argv[i], "--help") == 0 ||
 			   strcmp(argv[i], "-h") == 0) {
-			usage(stdout);
-			return 0;
+			help = true;
 		} else if (strcmp(argv[i], "--version") == 0) {
 			printf("spctl %s\n", SPD_VERSION);
 			return 0;
@@ -106,13 +184,44 @@ int main(int argc, char **argv)
 		i++;
 	}
 	if (i >= argc) {
-		usage(stderr);
-		return CMD_EXIT_USAGE;
+		usage(help ? stdout : stderr);
+		return help ? 0 : CMD_EXIT_USAGE;
 	}
 	for (size_t k = 0; k < ARRAY_SIZE(commands); k++)
 		if (strcmp(argv[i], commands[k].name) == 0)
-			return commands[k].fn(&ctx, argc - i, argv + i);
-	fprintf(stderr, "spctl: unknown command \"%s\" (see spctl --help)\n",
-		argv[i]);
-	return CMD_EXIT_USAGE;
+			cmd = (int)k;
+	if (cmd < 0) {
+		fprintf(stderr,
+			"spctl: unknown command \"%s\" (see spctl --help)\n",
+			argv[i]);
+		return CMD_EXIT_USAGE;
+	}
+	/* Global options after the command, up to "--" (what follows is a
+	 * run's argv, never spctl's): taken out, the rest kept in order. */
+	argv[n++] = argv[i++];
+	for (; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0) {
+			while (i < argc)
+				argv[n++] = argv[i++];
+			break;
+		}
+		if (strcmp(argv[i], "--json") == 0) {
+			ctx.json = true;
+			continue;
+		}
+		if (strcmp(argv[i], "--help") == 0 ||
+		    strcmp(argv[i], "-h") == 0) {
+			help = true;
+			continue;
+		}
+		argv[n++] = argv[i];
+		if (takes_value(argv[i]) && i + 1 < argc)
+			argv[n++] = argv[++i];
+	}
+	argv[n] = NULL;
+	if (help) {
+		fputs(commands[cmd].usage, stdout);
+		return 0;
+	}
+	return commands[cmd].fn(&ctx, n - 1, argv + 1);
 }

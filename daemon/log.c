@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -13,6 +14,32 @@
 
 static int log_fd = 2;
 static const struct redact_set *log_redact;
+/* stderr is the journal's stream: lines carry a syslog priority, no
+ * timestamp or pid of their own (the journal records both). */
+static bool log_journal;
+
+bool log_stderr_is_journal(void)
+{
+	const char *e = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char tail;
+
+	/* "DEV:INO" of the stream systemd connected; stderr may since have
+	 * been redirected elsewhere (a shell started by the unit), so it
+	 * must be that very stream. */
+	if (!e || sscanf(e, "%llu:%llu%c", &dev, &ino, &tail) != 2)
+		return false;
+	if (fstat(STDERR_FILENO, &st) < 0)
+		return false;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
+
+void log_set_journal(bool on)
+{
+	log_journal = on;
+}
 
 int log_open(const char *path)
 {
@@ -22,6 +49,8 @@ int log_open(const char *path)
 		log_fd = 2;
 		return 0;
 	}
+	/* A file is not the journal. */
+	log_journal = false;
 	fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW,
 		  0600);
 	if (fd < 0)
@@ -40,7 +69,7 @@ void log_set_redact(const struct redact_set *set)
 	log_redact = set;
 }
 
-static void vlog(const char *level, const char *fmt, va_list ap)
+static void vlog(int prio, const char *level, const char *fmt, va_list ap)
 {
 	char msg[2048], line[2300], stamp[32];
 	struct timeval tv;
@@ -59,11 +88,16 @@ static void vlog(const char *level, const char *fmt, va_list ap)
 				 "[withheld: redaction failed]");
 		free(red);
 	}
-	gettimeofday(&tv, NULL);
-	gmtime_r(&tv.tv_sec, &tm);
-	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-	n = snprintf(line, sizeof(line), "%s.%03ldZ spd[%d] %s: %s\n", stamp,
-		     (long)(tv.tv_usec / 1000), (int)getpid(), level, msg);
+	if (log_journal) {
+		n = snprintf(line, sizeof(line), "<%d>%s\n", prio, msg);
+	} else {
+		gettimeofday(&tv, NULL);
+		gmtime_r(&tv.tv_sec, &tm);
+		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+		n = snprintf(line, sizeof(line), "%s.%03ldZ spd[%d] %s: %s\n",
+			     stamp, (long)(tv.tv_usec / 1000), (int)getpid(),
+			     level, msg);
+	}
 	if (n > 0) {
 		ssize_t w = write(log_fd, line,
 				  (size_t)n < sizeof(line) ? (size_t)n
@@ -77,7 +111,7 @@ void log_info(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vlog("info", fmt, ap);
+	vlog(LOG_PRIO_INFO, "info", fmt, ap);
 	va_end(ap);
 }
 
@@ -86,7 +120,7 @@ void log_warn(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vlog("warning", fmt, ap);
+	vlog(LOG_PRIO_WARNING, "warning", fmt, ap);
 	va_end(ap);
 }
 
@@ -95,6 +129,6 @@ void log_error(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	vlog("error", fmt, ap);
+	vlog(LOG_PRIO_ERR, "error", fmt, ap);
 	va_end(ap);
 }

@@ -28,6 +28,7 @@
 #include "daemon/quota.h"
 #include "daemon/secrets.h"
 #include "daemon/server.h"
+#include "daemon/service.h"
 #include "daemon/spd.h"
 #include "common/paths.h"
 #include "common/util.h"
@@ -36,6 +37,11 @@ static struct spd spd;
 static uv_signal_t sig_term, sig_int, sig_hup;
 static int ready_fd = -1;
 static int exit_code;
+/* The listening socket came from a service manager: it owns the socket
+ * file, which must outlive this spd for the next activation. */
+static bool socket_passed;
+/* stderr is the journal (JOURNAL_STREAM): messages carry a priority. */
+static bool stderr_journal;
 
 static void usage(FILE *f)
 {
@@ -66,7 +72,7 @@ static void die(const char *fmt, ...)
 {
 	va_list ap;
 
-	fprintf(stderr, "spd: ");
+	fprintf(stderr, stderr_journal ? "<3>spd: " : "spd: ");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
@@ -161,6 +167,17 @@ static void on_journal_committed(void *data, const struct journal_event *evs,
 	server_journal_committed(s->server, evs, n);
 }
 
+/* Tell the service manager (NOTIFY_SOCKET) where spd is; failing to is
+ * worth a line in the log, never a reason to stop. */
+static void notify(const char *state)
+{
+	int r = service_notify(state);
+
+	if (r < 0)
+		log_warn("cannot notify the service manager (%s): %s", state,
+			 strerror(-r));
+}
+
 /* ---- shutdown: server, then modules, then the journal --------------- */
 
 static void on_signal_closed(uv_handle_t *h)
@@ -189,7 +206,8 @@ static void on_modules_closed(void *data)
 static void on_server_closed(void *data)
 {
 	spd.server = NULL;
-	unlink(spd.paths.socket_path);
+	if (!socket_passed)
+		unlink(spd.paths.socket_path);
 	modules_close(&spd, on_modules_closed, NULL);
 }
 
@@ -217,6 +235,7 @@ static void on_signal(uv_signal_t *h, int signum)
 		return;
 	spd.stopping = true;
 	log_info("signal %d: stopping", signum);
+	notify("STOPPING=1");
 	journal_append(spd.journal, NULL, "spd", "daemon.stop",
 		       signum == SIGTERM ? "stopping on SIGTERM"
 					 : "stopping on SIGINT",
@@ -243,14 +262,19 @@ static void devnull_onto(int fd)
  * A daemon started by a script, an editor or a test harness must not keep
  * what its caller happened to leave open: a pipe held by spd (or by
  * sandboxd, which inherits from spd) keeps the caller waiting for
- * end-of-file forever.  Everything above stderr goes, except the
- * sockets systemd passed (from 3, LISTEN_FDS of them).
+ * end-of-file forever.  Everything above stderr goes, except the socket
+ * a service manager passed (keep, or -1).
  */
-static void close_inherited(int keep_from3)
+static void close_inherited(int keep)
 {
-	unsigned int first =
-	    3 + (unsigned int)(keep_from3 > 0 ? keep_from3 : 0);
+	unsigned int first = 3;
 
+	if (keep >= 3) {
+		if (keep > 3 && close_range(3, (unsigned int)keep - 1, 0) < 0)
+			for (int fd = 3; fd < keep; fd++)
+				close(fd);
+		first = (unsigned int)keep + 1;
+	}
 	if (close_range(first, ~0U, 0) == 0)
 		return;
 	for (int fd = (int)first; fd < 1024; fd++)
@@ -321,16 +345,21 @@ static void raise_nofile(void)
 	}
 }
 
+/* The socket systemd passed (spd.socket), or -1: spd binds its own.  A
+ * malformed hand-over is not fatal: spd says so and binds its own, so a
+ * stray LISTEN_FDS in a user's shell never keeps spd from starting. */
 static int listen_fd_from_systemd(void)
 {
-	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	char why[256];
+	int fd, r = service_listen_socket(&fd, why, sizeof(why));
 
-	if (!pid || !fds || atoi(pid) != (int)getpid() || atoi(fds) < 1)
+	if (r < 0) {
+		log_warn("ignoring the sockets passed by the service manager: "
+			 "%s; binding %s",
+			 why, "spd's own socket");
 		return -1;
-	unsetenv("LISTEN_PID");
-	unsetenv("LISTEN_FDS");
-	unsetenv("LISTEN_FDNAMES");
-	return 3; /* SD_LISTEN_FDS_START */
+	}
+	return fd;
 }
 
 int main(int argc, char **argv)
@@ -383,8 +412,14 @@ int main(int argc, char **argv)
 	setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
 	if (verify_only)
 		return verify_journal_offline();
+	stderr_journal = log_stderr_is_journal();
+	log_set_journal(stderr_journal);
 	listen_fd = listen_fd_from_systemd();
-	close_inherited(listen_fd >= 0 ? 1 : 0);
+	socket_passed = listen_fd >= 0;
+	close_inherited(listen_fd);
+	if (service_notify_init() < 0)
+		log_warn("ignoring NOTIFY_SOCKET: not an absolute path or "
+			 "@abstract name that fits a socket address");
 
 	r = paths_resolve(&spd.paths);
 	if (r < 0)
@@ -462,8 +497,11 @@ int main(int argc, char **argv)
 	uv_signal_start(&sig_hup, on_hup, SIGHUP);
 	journal_append(spd.journal, NULL, "spd", "daemon.start",
 		       "spd " SPD_VERSION " started", NULL);
-	log_info("spd %s listening on %s (pid %d)", SPD_VERSION,
-		 spd.paths.socket_path, (int)getpid());
+	log_info("spd %s listening on %s%s (pid %d)", SPD_VERSION,
+		 spd.paths.socket_path,
+		 socket_passed ? " (socket passed by the service manager)" : "",
+		 (int)getpid());
+	notify("READY=1");
 
 	if (ready_fd >= 0) {
 		ssize_t w = write(ready_fd, "R", 1);

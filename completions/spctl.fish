@@ -1,0 +1,49 @@
+# fish completion for spctl, the client of spd.  Session and approval IDs
+# come from a running spd (never started for a completion).
+function __spctl_sessions
+    env SPD_NO_AUTOSTART=1 spctl session list 2>/dev/null | awk '{ print $1 }'
+end
+function __spctl_approvals
+    env SPD_NO_AUTOSTART=1 spctl approvals 2>/dev/null | awk '$1 == "approval" { print $2 }'
+end
+set -l cmds ping status journal doctor run session policy approvals approve deny secrets
+complete -c spctl -f
+complete -c spctl -l json -d 'print one JSON object per line'
+complete -c spctl -l help -d 'print usage'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -l version -d 'print the version'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'ping' -d 'check that spd answers'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'status' -d 'version, uptime, journal, sandbox'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'journal' -d 'journal events'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'doctor' -d 'sandbox layers of this host'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'run' -d 'run a command in the sandbox'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'session' -d 'agent sessions'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'policy' -d 'classify a call'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'approvals' -d 'pending asks'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'approve' -d 'grant an ask'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'deny' -d 'refuse an ask'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'secrets' -d 'secret names and fingerprints'
+complete -c spctl -n "__fish_seen_subcommand_from journal" -a verify
+complete -c spctl -n "__fish_seen_subcommand_from journal" -l follow
+complete -c spctl -n "__fish_seen_subcommand_from journal" -l since -r
+complete -c spctl -n "__fish_seen_subcommand_from journal" -l kind -r
+complete -c spctl -n "__fish_seen_subcommand_from journal" -l limit -r
+complete -c spctl -n "__fish_seen_subcommand_from run" -l workspace -r -F
+complete -c spctl -n "__fish_seen_subcommand_from run" -l net -r -a 'none loopback host'
+complete -c spctl -n "__fish_seen_subcommand_from run" -l timeout -r
+complete -c spctl -n "__fish_seen_subcommand_from run" -l writable -r -F
+complete -c spctl -n "__fish_seen_subcommand_from run" -l env -r
+complete -c spctl -n "__fish_seen_subcommand_from run" -l best-effort
+complete -c spctl -n "__fish_seen_subcommand_from run" -l yes
+complete -c spctl -n "__fish_seen_subcommand_from session; and not __fish_seen_subcommand_from start list show end status heldout verify diff" -a 'start list show end status heldout verify diff'
+complete -c spctl -n "__fish_seen_subcommand_from show end status heldout verify diff" -a '(__spctl_sessions)'
+complete -c spctl -n "__fish_seen_subcommand_from start" -l repo -r -F
+complete -c spctl -n "__fish_seen_subcommand_from start" -l in-place
+complete -c spctl -n "__fish_seen_subcommand_from policy" -a check
+complete -c spctl -n "__fish_seen_subcommand_from policy" -l session -r -a '(__spctl_sessions)'
+complete -c spctl -n "__fish_seen_subcommand_from policy" -l workspace -r -F
+complete -c spctl -n "__fish_seen_subcommand_from policy" -l read -r -F
+complete -c spctl -n "__fish_seen_subcommand_from policy" -l write -r -F
+complete -c spctl -n "__fish_seen_subcommand_from approvals" -l follow
+complete -c spctl -n "__fish_seen_subcommand_from approve deny" -a '(__spctl_approvals)'
+complete -c spctl -n "__fish_seen_subcommand_from deny" -l why -r
+complete -c spctl -n "__fish_seen_subcommand_from secrets" -a reload
