@@ -13,6 +13,7 @@
 
 #include "client/client.h"
 #include "client/cmds.h"
+#include "common/trace.h"
 #include "common/util.h"
 
 static void usage(FILE *f)
@@ -81,7 +82,11 @@ static const struct {
 int main(int argc, char **argv)
 {
 	struct cmd_ctx ctx = {0};
-	int i = 1;
+	int i = 1, ex;
+
+	/* A trace that cannot be opened is no reason to refuse a command. */
+	(void)trace_open_env("spctl");
+	trace_stamp("main");
 
 	while (i < argc && argv[i][0] == '-') {
 		if (strcmp(argv[i], "--json") == 0) {
@@ -103,9 +108,14 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return CMD_EXIT_USAGE;
 	}
-	for (size_t k = 0; k < ARRAY_SIZE(commands); k++)
-		if (strcmp(argv[i], commands[k].name) == 0)
-			return commands[k].fn(&ctx, argc - i, argv + i);
+	for (size_t k = 0; k < ARRAY_SIZE(commands); k++) {
+		if (strcmp(argv[i], commands[k].name) != 0)
+			continue;
+		ex = commands[k].fn(&ctx, argc - i, argv + i);
+		trace_stamp("exit");
+		trace_close();
+		return ex;
+	}
 	fprintf(stderr, "spctl: unknown command \"%s\" (see spctl --help)\n",
 		argv[i]);
 	return CMD_EXIT_USAGE;
