@@ -315,10 +315,13 @@ static void on_done(void *data, const struct sbx_result *r)
 						    json_string(why));
 			free(why);
 		}
+		/* Written out before the reply, so that they are in the
+		 * file by the time the client has it. */
+		trace_stamp("reply");
+		trace_flush();
 		rpc_call_reply(c, res);
 	}
 out:
-	trace_stamp("replied");
 	trace_flush();
 	run_ctx_free(rc);
 }

@@ -187,9 +187,11 @@ static void finish_run(size_t i)
 	if (!run->failed && !run->started)
 		send_or_die(SBXP_STARTED, run->id, &run->info,
 			    sizeof(run->info));
+	/* The stamps are written before spd can hear of the end, so that
+	 * they are in the file by the time the client has its answer. */
 	trace_stamp("exited");
-	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
 	trace_flush();
+	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
 	runs[i] = runs[--nruns];
 }
 
