@@ -304,7 +304,7 @@ static void print_e2e(const char *what, double m, double m_sb, double m_bw)
 		printf("%-44s %10s\n", what, "failed");
 		return;
 	}
-	printf("%-44s %10.3f   +%.3f over sandboxd", what, m, m - m_sb);
+	printf("%-44s %10.3f   %+.3f over sandboxd", what, m, m - m_sb);
 	if (m_bw > 0)
 		printf(", %.2fx bwrap", m / m_bw);
 	printf("\n");
