@@ -13,6 +13,7 @@
 
 #include "client.h"
 #include "common/paths.h"
+#include "common/trace.h"
 #include "common/util.h"
 #include "proto/rpc.h"
 
@@ -157,6 +158,7 @@ int client_open(struct client *c, char *errbuf, size_t errlen)
 		paths_free(&p);
 		return fd;
 	}
+	trace_stamp("connected");
 	c->fd = fd;
 	c->token = load_token(&p, &c->session_token);
 	/* Socket activation: this connection is what started spd, and spd
@@ -241,7 +243,8 @@ int client_call(struct client *c, const char *method, json_t *params,
 {
 	long id = c->next_id++;
 	json_t *req, *msg = NULL;
-	char *line;
+	char *line, *nl;
+	size_t len;
 	int r;
 
 	if (!params)
@@ -256,9 +259,19 @@ int client_call(struct client *c, const char *method, json_t *params,
 	json_decref(req);
 	if (!line)
 		return -ENOMEM;
-	r = write_all(c->fd, line, strlen(line));
-	if (r == 0)
-		r = write_all(c->fd, "\n", 1);
+	/* The newline goes in the same write: a second one would wake
+	 * spd a second time for one byte. */
+	len = strlen(line);
+	nl = realloc(line, len + 2);
+	if (!nl) {
+		free(line);
+		return -ENOMEM;
+	}
+	line = nl;
+	line[len] = '\n';
+	line[len + 1] = '\0';
+	trace_stamp("request");
+	r = write_all(c->fd, line, len + 1);
 	free(line);
 	if (r < 0)
 		return r;
@@ -285,6 +298,7 @@ int client_call(struct client *c, const char *method, json_t *params,
 			return -EPROTO;
 		}
 		if (json_is_integer(vid) && json_integer_value(vid) == id) {
+			trace_stamp("reply");
 			*ret_result =
 			    json_incref(json_object_get(msg, "result"));
 			json_decref(msg);

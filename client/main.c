@@ -13,6 +13,7 @@
 
 #include "client/client.h"
 #include "client/cmds.h"
+#include "common/trace.h"
 #include "common/util.h"
 
 static void usage(FILE *f)
@@ -165,7 +166,11 @@ int main(int argc, char **argv)
 {
 	struct cmd_ctx ctx = {0};
 	bool help = false;
-	int i = 1, n = 1, cmd = -1;
+	int i = 1, n = 1, cmd = -1, ex;
+
+	/* A trace that cannot be opened is no reason to refuse a command. */
+	(void)trace_open_env("spctl");
+	trace_stamp("main");
 
 	/* Global options before the command. */
 	while (i < argc && argv[i][0] == '-') {
@@ -223,5 +228,8 @@ int main(int argc, char **argv)
 		fputs(commands[cmd].usage, stdout);
 		return 0;
 	}
-	return commands[cmd].fn(&ctx, n - 1, argv + 1);
+	ex = commands[cmd].fn(&ctx, n - 1, argv + 1);
+	trace_stamp("exit");
+	trace_close();
+	return ex;
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "call.h"
+#include "common/trace.h"
 #include "config.h"
 #include "gate.h"
 #include "journal.h"
@@ -243,6 +244,7 @@ static void on_done(void *data, const struct sbx_result *r)
 	struct rpc_call *c = rc->call;
 	json_t *detail;
 
+	trace_stamp("done");
 	outf_finish(&rc->outf, c);
 	detail = json_pack(
 	    "{s:O, s:s, s:s, s:s, s:I, s:b, s:o}", "argv", rc->argv_json,
@@ -263,6 +265,8 @@ static void on_done(void *data, const struct sbx_result *r)
 	if (rc->done_hook) {
 		char msg[512] = "";
 		int e = rc->done_hook(rc->done_data, r, msg, sizeof(msg));
+
+		trace_stamp("done_hook");
 		if (e > 0) {
 			rpc_call_set_summary(c, "%s", msg);
 			rpc_call_error(c, (enum rpc_error)e, NULL, "%s", msg);
@@ -311,9 +315,14 @@ static void on_done(void *data, const struct sbx_result *r)
 						    json_string(why));
 			free(why);
 		}
+		/* Written out before the reply, so that they are in the
+		 * file by the time the client has it. */
+		trace_stamp("reply");
+		trace_flush();
 		rpc_call_reply(c, res);
 	}
 out:
+	trace_flush();
 	run_ctx_free(rc);
 }
 
@@ -568,6 +577,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 			goto out;
 		}
 	}
+	trace_stamp("journaled");
 	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){on_output, on_done}, rc,
 		    &rc->run);
 	if (r < 0) {
@@ -617,6 +627,7 @@ static void run_allowed(struct rpc_call *c, void *data)
 {
 	struct pending_run *pr = data;
 
+	trace_stamp("allowed");
 	if (run_start(c, &pr->req) < 0 && pr->req.done_cancel)
 		pr->req.done_cancel(pr->req.done_data);
 	pending_run_free(pr);
@@ -642,6 +653,7 @@ void m_cmd_run(struct rpc_call *c)
 	const char *net = "none", *mode = NULL;
 	json_int_t timeout = spd->config.default_timeout_ms / 1000;
 
+	trace_stamp("cmd.run");
 	req.argv = json_object_get(p, "argv");
 	req.env = json_object_get(p, "env");
 	req.writable = json_object_get(p, "writable");

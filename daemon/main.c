@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "common/trace.h"
 #include "daemon/auth.h"
 #include "daemon/config.h"
 #include "daemon/journal.h"
@@ -420,6 +421,9 @@ int main(int argc, char **argv)
 	if (service_notify_init() < 0)
 		log_warn("ignoring NOTIFY_SOCKET: not an absolute path or "
 			 "@abstract name that fits a socket address");
+	/* The step trace (bench/trace) is a measurement aid: a file that
+	 * cannot be opened leaves it off, nothing else. */
+	(void)trace_open_env("spd");
 
 	r = paths_resolve(&spd.paths);
 	if (r < 0)

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/trace.h"
 #include "common/util.h"
 #include "log.h"
 #include "sbx.h"
@@ -134,6 +135,8 @@ static void flush_queue(struct sbx *s)
 			sbxd_lost(s->d, "sandboxd died (cannot write to it)");
 			return;
 		}
+		if (m->type == SBXP_RUN)
+			trace_stamp("sent");
 		s->qhead = m->next;
 		if (!s->qhead)
 			s->qtail = &s->qhead;
@@ -284,6 +287,7 @@ static void on_started(struct sbx *s, const struct sbxp_hdr *h,
 
 	if (!r || r->exited)
 		return;
+	trace_stamp("started");
 	r->nwarn = m->nwarn < SBXP_WARN_MAX ? m->nwarn : SBXP_WARN_MAX;
 	for (uint32_t i = 0; i < r->nwarn; i++)
 		copy_str(r->warn[i], SBXP_WARN_LEN, m->warn[i]);
@@ -303,6 +307,7 @@ static void on_exited(struct sbx *s, const struct sbxp_hdr *h,
 
 	if (!r || r->exited)
 		return;
+	trace_stamp("exited");
 	r->ex = *m;
 	r->ex.error_code[SBXP_ERRCODE_LEN - 1] = '\0';
 	r->ex.error_msg[SBXP_ERRMSG_LEN - 1] = '\0';
@@ -396,11 +401,11 @@ static int sbxd_spawn(struct sbx *s)
 	d->started_ms = uv_now(s->loop);
 	fcntl(d->sock, F_SETFL, O_NONBLOCK);
 
-	char *args[] = {s->path, NULL};
+	char *args[] = {s->path, trace_on() ? "--trace" : NULL, NULL};
 	/* sandboxd gets no environment at all: nothing of spd's (keys,
 	 * tokens) can reach a run through it. */
 	char *env[] = {NULL};
-	uv_stdio_container_t stdio[4] = {
+	uv_stdio_container_t stdio[5] = {
 	    {.flags = UV_IGNORE},
 	    {.flags = UV_IGNORE},
 	    /* Not spd's own stderr: started on demand by a client whose
@@ -408,13 +413,15 @@ static int sbxd_spawn(struct sbx *s)
 	     * and sandboxd, started before that, must not keep it. */
 	    {.flags = UV_INHERIT_FD, .data.fd = log_output_fd()},
 	    {.flags = UV_INHERIT_FD, .data.fd = sv[1]},
+	    /* The step trace's file, written to only (SBXD_TRACE_FD). */
+	    {.flags = UV_INHERIT_FD, .data.fd = trace_fd()},
 	};
 	uv_process_options_t o = {
 	    .exit_cb = on_sbxd_exit,
 	    .file = s->path,
 	    .args = args,
 	    .env = env,
-	    .stdio_count = 4,
+	    .stdio_count = trace_on() ? 5 : 4,
 	    .stdio = stdio,
 	};
 	d->proc.data = d;

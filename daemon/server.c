@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "server.h"
+#include "common/trace.h"
 #include "auth.h"
 #include "call.h"
 #include "dispatch.h"
@@ -658,6 +659,7 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 	}
 	if (n == 0)
 		return;
+	trace_stamp("read");
 	c->in.len += (size_t)n;
 	c->batching = true;
 	for (;;) {

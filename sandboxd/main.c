@@ -18,12 +18,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/trace.h"
 #include "common/util.h"
 #include "proto/sandbox.h"
 #include "sandboxd/linux/spawn.h"
 
 /* The socket to spd, by convention. */
 #define SBXD_SOCK_FD 3
+/* The step trace's file when started with --trace (common/trace.h). */
+#define SBXD_TRACE_FD 4
 /* Runs at once (proto/sandbox.h); spd queues nothing and keeps below it,
  * so beyond this a RUN is refused with INTERNAL. */
 #define SBXD_RUNS_MAX SBXP_RUNS_MAX
@@ -184,6 +187,10 @@ static void finish_run(size_t i)
 	if (!run->failed && !run->started)
 		send_or_die(SBXP_STARTED, run->id, &run->info,
 			    sizeof(run->info));
+	/* The stamps are written before spd can hear of the end, so that
+	 * they are in the file by the time the client has its answer. */
+	trace_stamp("exited");
+	trace_flush();
 	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
 	runs[i] = runs[--nruns];
 }
@@ -233,8 +240,10 @@ static void reset_ignored_signals(void)
 	sigprocmask(SIG_SETMASK, &none, NULL);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	bool trace = argc == 2 && strcmp(argv[1], "--trace") == 0;
+
 	struct pollfd pfd[1 + 2 * SBXD_RUNS_MAX];
 	struct stat st;
 
@@ -245,7 +254,9 @@ int main(void)
 				"sandboxd is started by spd\n");
 		return 2;
 	}
-	close_range(SBXD_SOCK_FD + 1, ~0u, 0);
+	close_range(trace ? SBXD_TRACE_FD + 1 : SBXD_SOCK_FD + 1, ~0u, 0);
+	if (trace && trace_adopt(SBXD_TRACE_FD, "sandboxd") < 0)
+		close(SBXD_TRACE_FD);
 	fcntl(SBXD_SOCK_FD, F_SETFD, FD_CLOEXEC);
 	reset_ignored_signals();
 	/* The one sandboxd ignores; each command gets it back (spawn.c). */
@@ -292,6 +303,7 @@ int main(void)
 			    spawn_read_report(&runs[i]) == 1 &&
 			    !runs[i].failed && !runs[i].started) {
 				runs[i].started = true;
+				trace_stamp("started");
 				send_or_die(SBXP_STARTED, runs[i].id,
 					    &runs[i].info,
 					    sizeof(runs[i].info));

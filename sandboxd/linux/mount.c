@@ -14,6 +14,7 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -1552,7 +1553,24 @@ static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
 struct mountplan_scratch {
 	char *bufs;
 	struct links_slot *slots; /* LINKS_SLOTS_MIN of them */
+	uint64_t links_ns[2];	  /* the last check's start and end */
 };
+
+static uint64_t links_now_ns(void)
+{
+	struct timespec ts;
+
+	/* clock_gettime is async-signal-safe (POSIX.1-2008). */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void mountplan_scratch_links_ns(const struct mountplan_scratch *s,
+				uint64_t *ret_start, uint64_t *ret_end)
+{
+	*ret_start = s ? s->links_ns[0] : 0;
+	*ret_end = s ? s->links_ns[1] : 0;
+}
 
 struct mountplan_scratch *mountplan_scratch_new(void)
 {
@@ -1608,9 +1626,13 @@ static int protect_links(const struct mountplan *p,
 		r = -ENOMEM;
 		goto out;
 	}
+	if (scratch)
+		scratch->links_ns[0] = links_now_ns();
 	r = links_pass(&w, p, 1);
 	if (r == 0 && w.nshort)
 		r = links_pass(&w, p, 2);
+	if (scratch)
+		scratch->links_ns[1] = links_now_ns();
 out:
 	if (w.bufs && !scratch)
 		munmap(w.bufs, LINKS_BUFS);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/envscrub.h"
+#include "common/trace.h"
 #include "common/util.h"
 #include "init.h"
 #include "mount.h"
@@ -115,6 +116,17 @@ struct child_args {
 	struct mountplan_scratch *scratch; /* the link check's memory */
 	int fd_out, fd_err, fd_report, fd_status, fd_init;
 	int fd_sync; /* forked init only: sandboxd's go-ahead, else -1 */
+	/* The step trace: init's stamps, written through the shared memory
+	 * (SPAWN_SHARED_VM; a forked init's are lost, which is harmless). */
+	uint64_t *t_child;
+};
+
+/* init's steps, stamped into child_args.t_child (common/trace.h). */
+enum child_step {
+	CHILD_T_MAPS,	/* its uid and gid maps written */
+	CHILD_T_MOUNTS, /* the mount plan applied, link check included */
+	CHILD_T_CMD,	/* the command started (its exec done) */
+	CHILD_T__COUNT,
 };
 
 uint64_t spawn_now_ns(void)
@@ -561,6 +573,7 @@ static __attribute__((noreturn)) void child_init(const struct child_args *a)
 	}
 	if (a->uid_map[0] && (r = child_map_self(a)) < 0)
 		child_fail(a->fd_report, L_USERNS, r, 0);
+	a->t_child[CHILD_T_MAPS] = spawn_now_ns();
 	if (a->plan) {
 		if (sethostname("sandbox", 7) < 0)
 			child_fail(a->fd_report, L_SETUP, errno, 0);
@@ -568,6 +581,7 @@ static __attribute__((noreturn)) void child_init(const struct child_args *a)
 			child_fail(a->fd_report, L_NETNS, r, 0);
 		if ((r = mountplan_apply(a->plan, a->scratch, &step)) < 0)
 			child_fail(a->fd_report, L_MOUNT, r, step);
+		a->t_child[CHILD_T_MOUNTS] = spawn_now_ns();
 	} else if (setsid() < 0) {
 		child_fail(a->fd_report, L_SETUP, errno, 0);
 	}
@@ -579,6 +593,7 @@ static __attribute__((noreturn)) void child_init(const struct child_args *a)
 	cmd = start_command(a);
 	if (cmd < 0)
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	a->t_child[CHILD_T_CMD] = spawn_now_ns();
 	/* The report pipe closes with this exec, so that its end tells
 	 * sandboxd the command (which closed its copy when it exec'd) is
 	 * running; a failed exec is reported on it. */
@@ -813,9 +828,12 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	char **env = NULL;
 	int report[2] = {-1, -1}, status[2] = {-1, -1}, sync[2] = {-1, -1};
 	int idmap_fd = -1, err = 0, r;
+	uint64_t t_child[CHILD_T__COUNT] = {0};
 	unsigned long flags;
 	pid_t pid;
 
+	trace_stamp("msg");
+	a.t_child = t_child;
 	memset(run, 0, sizeof(*run));
 	run->id = id;
 	run->pidfd = run->report_fd = run->status_fd = -1;
@@ -882,6 +900,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		}
 	}
 
+	trace_stamp("layers");
 	env = build_env(v, &a.path);
 	if (!env) {
 		refuse(ret_refusal, SBXP_ERR_INTERNAL, "out of memory");
@@ -933,6 +952,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 			    "stay reachable",
 			    errstr(r));
 	}
+	trace_stamp("sockets");
 	if (namespaces) {
 		struct mountplan_in in = {
 		    .workspace = v->workspace,
@@ -1001,6 +1021,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	}
 	if (use_landlock)
 		a.landlock = &ll;
+	trace_stamp("plan");
 
 	/* No fallback keeps a copy of sandboxd as pid 1: without its init
 	 * nothing runs, best-effort or not. */
@@ -1058,6 +1079,23 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
 		       "namespaces: clone: %s", errstr(r));
 		goto out;
+	}
+	if (trace_on()) {
+		uint64_t l0, l1;
+
+		mountplan_scratch_links_ns(a.scratch, &l0, &l1);
+		trace_stamp_at("clone", run->start_ns);
+		if (t_child[CHILD_T_MAPS])
+			trace_stamp_at("init.maps", t_child[CHILD_T_MAPS]);
+		if (l0 && l0 > run->start_ns) {
+			trace_stamp_at("init.binds", l0);
+			trace_stamp_at("init.links", l1);
+		}
+		if (t_child[CHILD_T_MOUNTS])
+			trace_stamp_at("init.pivot", t_child[CHILD_T_MOUNTS]);
+		if (t_child[CHILD_T_CMD])
+			trace_stamp_at("init.cmd_exec", t_child[CHILD_T_CMD]);
+		trace_stamp("init_exec");
 	}
 
 	close(report[1]);

@@ -1298,6 +1298,76 @@ START_TEST(test_key_in_error_message)
 }
 END_TEST
 
+/* ---- issue 16: the run path's step trace --------------------------- */
+
+/* The time of the first stamp "who step" in a trace, or 0. */
+static unsigned long long trace_time(const char *text, const char *label)
+{
+	for (const char *l = text; l && *l; l = strchr(l, '\n'), l += !!l) {
+		unsigned long long ns;
+		int off = 0;
+
+		if (sscanf(l, "%llu %n", &ns, &off) == 1 && off > 0 &&
+		    strncmp(l + off, label, strlen(label)) == 0 &&
+		    l[off + strlen(label)] == '\n')
+			return ns;
+	}
+	return 0;
+}
+
+/*
+ * SPD_TRACE=file: one run leaves the stamps of spctl, spd and sandboxd in
+ * that one file, in the order the steps happen, so that bench/trace can
+ * say what each step costs; the file is the operator's alone (0600).
+ */
+START_TEST(test_step_trace)
+{
+	char *dir = test_tmpdir("trace"), *path = paths_join(dir, "trace");
+	char *env = NULL, *text;
+	char *args[] = {"run", "--workspace", WS,  "--yes",
+			"--",  "/bin/true",   NULL};
+	static const char *const steps[] = {
+	    "spctl main",   "spctl connected", "spctl request",	  "spd read",
+	    "spd cmd.run",  "spd allowed",     "spd journaled",	  "spd sent",
+	    "sandboxd msg", "sandboxd clone",  "sandboxd exited", "spd exited",
+	    "spd reply",    "spctl reply",     "spctl exit",
+	};
+	unsigned long long prev = 0;
+	struct stat st;
+	int ex;
+
+	test_spd_stop(&T);
+	ck_assert_int_eq(setenv("SPD_TRACE", path, 1), 0);
+	test_spd_start(&T);
+	unsetenv("SPD_TRACE");
+	ck_assert(asprintf(&env, "SPD_TRACE=%s", path) > 0);
+	ex = test_spctl(&T, args, (char *[]){env, NULL}, NULL, NULL);
+	ck_assert_msg(WIFEXITED(ex) && WEXITSTATUS(ex) == 0, "status %d", ex);
+	/* sandboxd writes its stamps out before it reports the exit, spd
+	 * before it replies: both before spctl has its answer. */
+	text = test_read_file(path);
+	ck_assert_msg(text, "no trace at %s", path);
+	for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		unsigned long long ns = trace_time(text, steps[i]);
+
+		ck_assert_msg(ns, "no \"%s\" in the trace:\n%s", steps[i],
+			      text);
+		ck_assert_msg(ns >= prev,
+			      "\"%s\" before the step ahead of "
+			      "it:\n%s",
+			      steps[i], text);
+		prev = ns;
+	}
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	free(text);
+	free(env);
+	free(path);
+	test_rmrf(dir);
+	free(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("run");
@@ -1328,6 +1398,7 @@ int main(void)
 	tcase_add_test(tc, test_key_in_error_message);
 	tcase_add_test(tc, test_secrets_list_and_reload);
 	tcase_add_test(tc, test_sandbox_probe_rpc);
+	tcase_add_test(tc, test_step_trace);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

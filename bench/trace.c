@@ -1,0 +1,284 @@
+/*
+ * The run path's step trace (issue 16): one `spctl run -- /bin/true`
+ * after another against a real spd in temporary directories, with
+ * SPD_TRACE set, so that spctl, spd and sandboxd each stamp their steps
+ * (common/trace.h) into one file.  Prints, for each step, the median time
+ * since the step before it and since the fork of spctl, over the runs.
+ *
+ *   build/bench/trace [files]
+ *
+ * files (default 0) regular files in 100 directories make the workspace,
+ * to see what its size costs (the hard-link check).  BENCH_RUNS overrides
+ * the 100 runs.  Each stamp is a line "<ns> <who> <step>"; a run's stamps
+ * begin at "bench fork" and end at "bench waited".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/trace.h"
+
+/* Enough runs for a stable median of every step; few enough to take a
+ * second or two. */
+#define TRACE_RUNS_DEFAULT 100
+/* Runs not counted: the first probes the kernel and builds the filter. */
+#define TRACE_WARMUP 5
+/* Distinct "who step" labels kept; a run has about 30. */
+#define TRACE_LABELS_MAX 64
+/* Directories the workspace's files are spread over. */
+#define TRACE_DIRS 100
+
+struct stamp {
+	unsigned long long ns;
+	char label[64];
+};
+
+struct label {
+	char name[64];
+	double *since_prev, *since_start;
+	int n;
+};
+
+static int cmp_stamp(const void *a, const void *b)
+{
+	const struct stamp *x = a, *y = b;
+
+	return x->ns < y->ns ? -1 : x->ns > y->ns;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+	if (n == 0)
+		return 0;
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static int run_wait(char *const argv[])
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(null, 2);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) < 0)
+		return -1;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
+static int make_files(const char *ws, long files)
+{
+	char path[4300];
+
+	for (long i = 0; i < files; i++) {
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/d%03ld", ws, i % TRACE_DIRS);
+		if (i < TRACE_DIRS && mkdir(path, 0755) < 0)
+			return -errno;
+		snprintf(path, sizeof(path), "%s/d%03ld/f%06ld", ws,
+			 i % TRACE_DIRS, i);
+		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return -errno;
+		close(fd);
+	}
+	return 0;
+}
+
+static struct label *label_get(struct label *l, int *nl, const char *name,
+			       int runs)
+{
+	for (int i = 0; i < *nl; i++)
+		if (strcmp(l[i].name, name) == 0)
+			return &l[i];
+	if (*nl == TRACE_LABELS_MAX)
+		return NULL;
+	l += (*nl)++;
+	snprintf(l->name, sizeof(l->name), "%s", name);
+	l->since_prev = calloc((size_t)runs, sizeof(double));
+	l->since_start = calloc((size_t)runs, sizeof(double));
+	return l->since_prev && l->since_start ? l : NULL;
+}
+
+static int cmp_label(const void *a, const void *b)
+{
+	const struct label *x = a, *y = b;
+	double mx = x->since_start[x->n / 2], my = y->since_start[y->n / 2];
+
+	return mx < my ? -1 : mx > my;
+}
+
+/* Reads the trace, splits it into runs at "bench fork", prints the
+ * table.  Returns 0 or -1. */
+static int report(const char *path, int runs)
+{
+	static struct label labels[TRACE_LABELS_MAX];
+	struct stamp *s = NULL;
+	size_t n = 0, cap = 0;
+	char line[256];
+	int nl = 0, run = -1 - TRACE_WARMUP;
+	unsigned long long start = 0, prev = 0;
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		char who[32], step[32];
+		unsigned long long ns;
+
+		if (sscanf(line, "%llu %31s %31s", &ns, who, step) != 3)
+			continue;
+		if (n == cap) {
+			struct stamp *t;
+
+			cap = cap ? 2 * cap : 4096;
+			t = realloc(s, cap * sizeof(*s));
+			if (!t)
+				return -1;
+			s = t;
+		}
+		s[n].ns = ns;
+		snprintf(s[n].label, sizeof(s[n].label), "%s %s", who, step);
+		n++;
+	}
+	fclose(f);
+	qsort(s, n, sizeof(*s), cmp_stamp);
+	for (size_t i = 0; i < n; i++) {
+		struct label *l;
+
+		if (strcmp(s[i].label, "bench fork") == 0) {
+			run++;
+			start = prev = s[i].ns;
+			continue;
+		}
+		if (run < 0 || run >= runs)
+			continue;
+		l = label_get(labels, &nl, s[i].label, runs);
+		if (!l || l->n >= runs)
+			continue;
+		l->since_prev[l->n] = (double)(s[i].ns - prev) / 1e6;
+		l->since_start[l->n] = (double)(s[i].ns - start) / 1e6;
+		l->n++;
+		prev = s[i].ns;
+	}
+	free(s);
+	for (int i = 0; i < nl; i++) {
+		median(labels[i].since_start, labels[i].n);
+		median(labels[i].since_prev, labels[i].n);
+	}
+	qsort(labels, (size_t)nl, sizeof(labels[0]), cmp_label);
+	printf("%-24s %12s %12s %6s\n", "step (who, after what)", "ms step",
+	       "ms total", "runs");
+	for (int i = 0; i < nl; i++) {
+		struct label *l = &labels[i];
+
+		printf("%-24s %12.3f %12.3f %6d\n", l->name,
+		       l->since_prev[l->n / 2], l->since_start[l->n / 2], l->n);
+		free(l->since_prev);
+		free(l->since_start);
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *runs_env = getenv("BENCH_RUNS");
+	const char *build = getenv("BUILD");
+	int runs = runs_env ? atoi(runs_env) : TRACE_RUNS_DEFAULT;
+	long files = argc > 1 ? atol(argv[1]) : 0;
+	char dir[] = "/tmp/spd-bench-trace-XXXXXX";
+	char ws[256], sock[4200], spd[4200], spctl[4200], tpath[4200];
+	char *envs[4];
+	pid_t pid;
+	int status, rc = 1;
+
+	if (runs < 1 || !mkdtemp(dir))
+		return 1;
+	if (!build)
+		build = "build";
+	snprintf(spd, sizeof(spd), "%s/spd", build);
+	snprintf(spctl, sizeof(spctl), "%s/spctl", build);
+	snprintf(sock, sizeof(sock), "%s/run/spd.sock", dir);
+	snprintf(ws, sizeof(ws), "%s/ws", dir);
+	/* dir is a short mkdtemp name: ws always fits. */
+	snprintf(tpath, sizeof(tpath), "%s/trace", dir);
+	if (mkdir(ws, 0755) < 0 || make_files(ws, files) < 0) {
+		fprintf(stderr, "cannot make the workspace\n");
+		goto out;
+	}
+	if (asprintf(&envs[0], "SPD_CONFIG_DIR=%s/config", dir) < 0 ||
+	    asprintf(&envs[1], "SPD_STATE_DIR=%s/state", dir) < 0 ||
+	    asprintf(&envs[2], "SPD_RUNTIME_DIR=%s/run", dir) < 0 ||
+	    asprintf(&envs[3], "%s=%s", TRACE_ENV, tpath) < 0)
+		goto out;
+	for (int i = 0; i < 4; i++)
+		putenv(envs[i]);
+	putenv("SPD_NO_AUTOSTART=1");
+	if (trace_open_env("bench") < 0) {
+		fprintf(stderr, "cannot open the trace %s\n", tpath);
+		goto out;
+	}
+	pid = fork();
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+
+		dup2(devnull, 2);
+		execl(spd, spd, "--foreground", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500 && access(sock, F_OK) < 0; i++)
+		usleep(10000);
+	{
+		char *args[] = {spctl,	 "run", "--workspace", ws,
+				"--yes", "--",	"/bin/true",   NULL};
+
+		for (int i = 0; i < TRACE_WARMUP + runs; i++) {
+			trace_stamp("fork");
+			trace_flush();
+			if (run_wait(args) < 0) {
+				fprintf(stderr, "spctl run failed\n");
+				goto stop;
+			}
+			trace_stamp("waited");
+			trace_flush();
+		}
+	}
+	printf("workspace: %ld files; %d runs (after %d warm-up); the "
+	       "median of each step\n",
+	       files, runs, TRACE_WARMUP);
+	rc = 0;
+stop:
+	kill(pid, SIGTERM);
+	waitpid(pid, &status, 0);
+	if (rc == 0)
+		rc = report(tpath, runs) < 0;
+out:
+	trace_close();
+	{
+		char *rm[] = {"rm", "-rf", dir, NULL};
+		run_wait(rm);
+	}
+	return rc;
+}
