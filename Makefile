@@ -74,7 +74,7 @@ ALL_LDFLAGS = $(HARDEN_LD) $(SAN_LD) $(LDFLAGS)
 
 # Sources.  Each folder is one library; main.c holds the program's main().
 COMMON_SRC := $(wildcard common/*.c) $(wildcard proto/*.c)
-DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/*/*.c))
 SBX_SRC := $(filter-out sandboxd/main.c,$(wildcard sandboxd/*.c sandboxd/linux/*.c))
 CLIENT_SRC := $(filter-out client/main.c,$(wildcard client/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c tests/integration/test_*.c)

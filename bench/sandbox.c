@@ -1,7 +1,7 @@
 /*
  * sandboxd against its baselines, in one run on one machine: the median
  * wall time of /bin/true bare (fork, exec, wait), under bubblewrap with
- * every namespace, and through spd's supervisor (daemon/sbx.c) with every
+ * every namespace, and through spd's supervisor (daemon/domain/sbx.c) with every
  * layer on; sandboxd's resident size idle and per concurrent run; 50
  * concurrent `sleep 1` runs.  BENCH_RUNS overrides the run count.
  */
@@ -21,7 +21,7 @@
 
 #include "client/client.h"
 #include "common/util.h"
-#include "daemon/sbx.h"
+#include "daemon/domain/sbx.h"
 
 /* At least 200 runs each (issue 3): enough for a stable median. */
 #define BENCH_RUNS_DEFAULT 200

@@ -23,8 +23,8 @@
 #include <unistd.h>
 
 #include "common/paths.h"
-#include "daemon/guard.h"
-#include "daemon/session.h"
+#include "daemon/domain/guard.h"
+#include "daemon/domain/session.h"
 
 #define START_RUNS 3
 #define RECHECK_RUNS 2000

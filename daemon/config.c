@@ -6,10 +6,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "journal.h"
-#include "quota.h"
-#include "server.h"
+#include "daemon/config.h"
+#include "daemon/domain/journal.h"
+#include "daemon/transport/quota.h"
+#include "daemon/transport/server.h"
 #include "proto/sandbox.h"
 
 struct collect {

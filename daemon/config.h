@@ -10,7 +10,7 @@
  *   [journal]
  *       queue-max = 67108864   ; bytes of rows waiting for the disk before
  *                              ; spd refuses requests (journal.h)
- *   [limits]                   ; daemon/quota.h: defaults and why
+ *   [limits]                   ; daemon/transport/quota.h: defaults and why
  *       auth-timeout = 5       ; seconds a connection has to authenticate
  *       session-connections = 64
  *       session-runs = 16      ; runs in flight per session
@@ -21,7 +21,7 @@
 #ifndef SPD_DAEMON_CONFIG_H
 #define SPD_DAEMON_CONFIG_H
 
-#include "spd.h"
+#include "daemon/spd.h"
 
 /* Longest a run may be given, whatever is asked: a day. */
 #define CONFIG_TIMEOUT_MAX_S (24 * 3600)

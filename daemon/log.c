@@ -9,7 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "daemon/log.h"
 #include "common/redact.h"
 
 static int log_fd = 2;

@@ -3,14 +3,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "agent.h"
-#include "broker.h"
-#include "gate.h"
-#include "log.h"
-#include "modules.h"
-#include "run.h"
-#include "sbx.h"
-#include "spd.h"
+#include "daemon/domain/agent.h"
+#include "daemon/broker/broker.h"
+#include "daemon/domain/gate.h"
+#include "daemon/log.h"
+#include "daemon/modules.h"
+#include "daemon/methods/run.h"
+#include "daemon/domain/sbx.h"
+#include "daemon/spd.h"
 
 /* The last probe of the sandbox layers, for daemon.status. */
 static struct sbx_layers last_layers;

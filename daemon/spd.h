@@ -39,7 +39,7 @@ struct spd_config {
 	size_t output_cap;
 	uint32_t default_timeout_ms;
 	size_t journal_queue_max; /* 0: the journal's default */
-	/* [limits] (daemon/quota.h has the defaults and their reasons). */
+	/* [limits] (daemon/transport/quota.h has the defaults and their reasons). */
 	uint32_t auth_timeout_ms;      /* to present a valid token */
 	unsigned session_conns;	       /* connections per session token */
 	unsigned session_runs;	       /* runs in flight per session */
@@ -63,7 +63,7 @@ struct spd {
 	struct sbx *sbx;
 	struct server *server;
 	struct session_store *sessions;
-	struct secrets *secrets; /* daemon/secrets.c */
+	struct secrets *secrets; /* daemon/domain/secrets.c */
 	struct secret_minted *minted;
 	size_t n_minted;
 	struct redact_set *redact; /* known secrets; may be NULL */
@@ -76,8 +76,8 @@ struct spd {
 	int (*run_prepare)(struct spd *spd, struct rpc_call *c,
 			   struct run_request *req);
 	struct approvals *approvals;
-	struct quota *quota;   /* per-session quotas (daemon/quota.h) */
-	struct broker *broker; /* the model broker (daemon/broker.h) */
+	struct quota *quota; /* per-session quotas (daemon/transport/quota.h) */
+	struct broker *broker; /* the model broker (daemon/broker/broker.h) */
 	/* Session-token check, set when the session store is up: stores the
 	 * token's session id (malloc'd) and returns 0, or -EACCES. */
 	int (*session_auth)(struct spd *spd, const char *token,

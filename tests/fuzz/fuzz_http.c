@@ -1,7 +1,7 @@
 /*
  * Fuzz the two parsers of the model broker that read untrusted bytes:
- * the HTTP request parser (daemon/http.c, bytes from any local client)
- * and the usage parser (daemon/usage.c, bytes from a provider).
+ * the HTTP request parser (daemon/broker/http.c, bytes from any local client)
+ * and the usage parser (daemon/broker/usage.c, bytes from a provider).
  *
  * The first input byte picks how the rest is split into pieces; then
  * checked for every input:
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/http.h"
-#include "daemon/usage.h"
+#include "daemon/broker/http.h"
+#include "daemon/broker/usage.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -533,7 +533,7 @@ START_TEST(test_agent_unauthorized)
 	free(r);
 
 	/* The host network: refused too.  The brief asked for
-	 * UNAUTHORIZED; daemon/m_run.c answers POLICY-DENIED ("the host
+	 * UNAUTHORIZED; daemon/methods/m_run.c answers POLICY-DENIED ("the host
 	 * network is for the operator only"), which issue 5 also allows
 	 * (host network is a policy matter for agents).  Either way
 	 * nothing runs. */
@@ -1266,7 +1266,7 @@ START_TEST(test_three_denials)
 	ASSERT_CODE(r, "ATTEMPT-ENDED");
 	free(r);
 	/*
-	 * BUG (TODO(session_end_attempt), daemon/gate.c gate_end_attempt):
+	 * BUG (TODO(session_end_attempt), daemon/domain/gate.c gate_end_attempt):
 	 * the third denial answers ATTEMPT-ENDED but the session store is
 	 * never told, so the attempt goes on: the next allowed call runs
 	 * and session.status still says "active".

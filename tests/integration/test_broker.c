@@ -21,7 +21,7 @@
 #include "tests/lib/spdproc.h"
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
-#include "daemon/price.h"
+#include "daemon/broker/price.h"
 
 #define REAL_ANT "sk-ant-REALKEY-0123456789abcdef"
 #define REAL_OAI "sk-oai-REALKEY-fedcba9876543210"

@@ -232,7 +232,7 @@ END_TEST
  *
  * BUG (reported, fails): sandboxd reports the exec failure in the run's
  * result (sandboxd/linux/spawn.c, error_msg "exec: No such file or
- * directory" with exit 127 and no error_code), but daemon/m_run.c on_done
+ * directory" with exit 127 and no error_code), but daemon/methods/m_run.c on_done
  * uses error_msg only when error_code is set, so neither the result nor
  * spctl says anything.
  */

@@ -1,6 +1,6 @@
 /*
  * The RPC handlers, driven without a server: the call.h functions that
- * daemon/server.c supplies in spd, for unit tests.  A test binary that
+ * daemon/transport/server.c supplies in spd, for unit tests.  A test binary that
  * calls fakecall_init() links tests/lib/fakecall.o, which defines them, and
  * the linker then leaves server.o out of it.  A call records its reply or
  * error for the test to check.
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <jansson.h>
 
-#include "daemon/call.h"
+#include "daemon/transport/call.h"
 
 struct rpc_call {
 	json_t *params;

@@ -24,11 +24,11 @@
 #include "tests/lib/fakecall.h"
 #include "tests/lib/testlib.h"
 #include "common/util.h"
-#include "daemon/call.h"
-#include "daemon/fsops.h"
+#include "daemon/transport/call.h"
+#include "daemon/domain/fsops.h"
 #include "daemon/spd.h"
-#include "daemon/gate.h"
-#include "daemon/handlers.h"
+#include "daemon/domain/gate.h"
+#include "daemon/transport/handlers.h"
 
 /* A temporary base holding ws/ (the workspace) and outside/. */
 struct fixture {

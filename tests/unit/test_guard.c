@@ -16,9 +16,9 @@
 
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
-#include "daemon/guard.h"
-#include "daemon/policy.h"
-#include "daemon/protected.h"
+#include "daemon/domain/guard.h"
+#include "daemon/domain/policy.h"
+#include "daemon/domain/protected.h"
 
 static char *const git_env[] = {
     "GIT_AUTHOR_NAME=t",

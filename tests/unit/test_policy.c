@@ -19,8 +19,8 @@
 
 #include "tests/lib/testlib.h"
 #include "common/util.h"
-#include "daemon/policy.h"
-#include "daemon/protected.h"
+#include "daemon/domain/policy.h"
+#include "daemon/domain/protected.h"
 
 static char *root, *ws, *out, *sysbin, *path_env;
 

@@ -1,10 +1,10 @@
-/* Unit tests for daemon/quota.c: per-session counters and the
+/* Unit tests for daemon/transport/quota.c: per-session counters and the
  * journal-rate window, with a synthetic clock. */
 #include <errno.h>
 #include <stdlib.h>
 
 #include "tests/lib/testlib.h"
-#include "daemon/quota.h"
+#include "daemon/transport/quota.h"
 
 static struct quota *make(unsigned conns, unsigned runs, unsigned rate)
 {

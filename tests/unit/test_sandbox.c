@@ -1,5 +1,5 @@
 /*
- * sandboxd through spd's supervisor (daemon/sbx.c), on a real uv loop
+ * sandboxd through spd's supervisor (daemon/domain/sbx.c), on a real uv loop
  * with the built build/sandboxd.  Each test asserts what a user cares
  * about on the host: the output, the exit code, the file outside left
  * alone, the canary not read, the marker never created.
@@ -21,7 +21,7 @@
 
 #include "common/buf.h"
 #include "common/util.h"
-#include "daemon/sbx.h"
+#include "daemon/domain/sbx.h"
 #include "sandboxd/linux/mount.h"
 #include "tests/lib/testlib.h"
 

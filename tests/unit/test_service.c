@@ -1,4 +1,4 @@
-/* Unit tests for daemon/service.c: taking the socket a service manager
+/* Unit tests for daemon/transport/service.c: taking the socket a service manager
  * passes (LISTEN_PID, LISTEN_FDS, LISTEN_FDNAMES) and notifying it
  * (NOTIFY_SOCKET).  Each hand-over runs in a child process whose
  * descriptors 3 and 4 are set up as a service manager would leave them:
@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "tests/lib/testlib.h"
-#include "daemon/service.h"
+#include "daemon/transport/service.h"
 
 /* Where the child reports: far above the descriptors under test. */
 #define REPORT_FD 40

@@ -17,13 +17,13 @@
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
 #include "common/util.h"
-#include "daemon/agent.h"
-#include "daemon/call.h"
-#include "daemon/journal.h"
-#include "daemon/sbx.h"
-#include "daemon/session.h"
+#include "daemon/domain/agent.h"
+#include "daemon/transport/call.h"
+#include "daemon/domain/journal.h"
+#include "daemon/domain/sbx.h"
+#include "daemon/domain/session.h"
 #include "daemon/spd.h"
-#include "daemon/handlers.h"
+#include "daemon/transport/handlers.h"
 
 static char *const git_env[] = {
     "GIT_AUTHOR_NAME=t",

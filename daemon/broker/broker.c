@@ -1,0 +1,784 @@
+#include <arpa/inet.h>
+#include <errno.h>
+#include <git2.h>
+#include <math.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "daemon/transport/handlers.h"
+#include "daemon/broker/broker.h"
+#include "daemon/transport/call.h"
+#include "daemon/broker/gateway.h"
+#include "daemon/domain/journal.h"
+#include "daemon/log.h"
+#include "daemon/domain/secrets.h"
+#include "daemon/domain/session.h"
+#include "daemon/spd.h"
+#include "common/util.h"
+
+/* The sweep that ends idle turns runs at most this often: an expired
+ * key is already refused at its deadline (broker_turn_by_key checks it);
+ * the sweep only revokes it for good and journals that. */
+#define BROKER_SWEEP_MAX_MS (60 * 1000)
+
+struct broker {
+	struct spd *spd;
+	struct broker_config cfg;
+	struct broker_turn **turns; /* oldest first */
+	size_t n_turns;
+	uv_timer_t sweep;
+	struct gateway *gw;
+	char base_url[64];
+	char sock_path[4096];
+};
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* ---- configuration ------------------------------------------------- */
+
+static bool host_is_loopback(const char *h, size_t n)
+{
+	char buf[64];
+	struct in_addr a4;
+	struct in6_addr a6;
+
+	if (n >= sizeof(buf))
+		return false;
+	memcpy(buf, h, n);
+	buf[n] = '\0';
+	if (strcmp(buf, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, buf, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (n > 2 && buf[0] == '[' && buf[n - 1] == ']') {
+		buf[n - 1] = '\0';
+		return inet_pton(AF_INET6, buf + 1, &a6) == 1 &&
+		       IN6_IS_ADDR_LOOPBACK(&a6);
+	}
+	return false;
+}
+
+/* A provider's URL: https, or plain http only to this machine's loopback
+ * (a key sent in clear over a network is a key given away). */
+static int url_ok(char *url)
+{
+	const char *host, *end;
+	size_t n = strlen(url);
+
+	while (n && url[n - 1] == '/')
+		url[--n] = '\0';
+	if (strncmp(url, "https://", 8) == 0)
+		host = url + 8;
+	else if (strncmp(url, "http://", 7) == 0)
+		host = url + 7;
+	else
+		return -EINVAL;
+	if (strpbrk(host, "?#@ \t\r\n") || !*host)
+		return -EINVAL;
+	end = host[0] == '[' ? strchr(host, ']') : host + strcspn(host, ":/");
+	if (!end)
+		return -EINVAL;
+	if (host[0] == '[')
+		end++;
+	if (url[4] == ':' && !host_is_loopback(host, (size_t)(end - host)))
+		return -EPERM;
+	return 0;
+}
+
+static int get_str(git_config *gc, const char *name, char *dst, size_t len)
+{
+	git_config_entry *e = NULL;
+	int r = git_config_get_entry(&e, gc, name);
+
+	if (r == GIT_ENOTFOUND)
+		return 0;
+	if (r < 0)
+		return -EINVAL;
+	if (strlen(e->value) >= len) {
+		git_config_entry_free(e);
+		return -ENAMETOOLONG;
+	}
+	memcpy(dst, e->value, strlen(e->value) + 1);
+	git_config_entry_free(e);
+	return 1;
+}
+
+static struct broker_provider *provider_slot(struct broker_config *cfg,
+					     const char *name)
+{
+	for (size_t i = 0; i < cfg->n_providers; i++)
+		if (strcmp(cfg->providers[i].name, name) == 0)
+			return &cfg->providers[i];
+	if (cfg->n_providers >= BROKER_PROVIDERS_MAX ||
+	    strlen(name) >= sizeof(cfg->providers[0].name))
+		return NULL;
+	struct broker_provider *p = &cfg->providers[cfg->n_providers++];
+	memset(p, 0, sizeof(*p));
+	snprintf(p->name, sizeof(p->name), "%s", name);
+	p->api = strcmp(name, "openai") == 0 ? BROKER_API_OPENAI
+					     : BROKER_API_ANTHROPIC;
+	return p;
+}
+
+struct prov_ctx {
+	struct broker_config *cfg;
+	const char *path;
+	char *errbuf;
+	size_t errlen;
+};
+
+static int provider_cb(const git_config_entry *e, void *data)
+{
+	struct prov_ctx *pc = data;
+	const char *name = e->name + strlen("provider.");
+	const char *key = strrchr(name, '.');
+	char pname[64];
+	struct broker_provider *p;
+
+	if (!key || key == name || (size_t)(key - name) >= sizeof(pname))
+		goto bad;
+	snprintf(pname, sizeof(pname), "%.*s", (int)(key - name), name);
+	key++;
+	p = provider_slot(pc->cfg, pname);
+	if (!p)
+		goto bad;
+	if (strcmp(key, "url") == 0) {
+		if (strlen(e->value) >= sizeof(p->url))
+			goto bad;
+		snprintf(p->url, sizeof(p->url), "%s", e->value);
+		if (url_ok(p->url) < 0) {
+			snprintf(pc->errbuf, pc->errlen,
+				 "%s: [provider \"%s\"] url \"%s\" must be "
+				 "https:// (plain http:// only to a loopback "
+				 "address)",
+				 pc->path, pname, e->value);
+			return -1;
+		}
+	} else if (strcmp(key, "key") == 0) {
+		if (strlen(e->value) >= sizeof(p->key_var))
+			goto bad;
+		snprintf(p->key_var, sizeof(p->key_var), "%s", e->value);
+	} else if (strcmp(key, "api") == 0) {
+		if (strcmp(e->value, "anthropic") == 0)
+			p->api = BROKER_API_ANTHROPIC;
+		else if (strcmp(e->value, "openai") == 0)
+			p->api = BROKER_API_OPENAI;
+		else
+			goto bad;
+	} else {
+		goto bad;
+	}
+	return 0;
+bad:
+	snprintf(
+	    pc->errbuf, pc->errlen,
+	    "%s: %s = \"%s\": expected [provider \"NAME\"] url = https://…, "
+	    "key = VARIABLE, api = anthropic|openai",
+	    pc->path, e->name, e->value);
+	return -1;
+}
+
+static int load_config(const char *path, struct broker_config *cfg,
+		       char *errbuf, size_t errlen)
+{
+	git_config *gc = NULL;
+	char v[64];
+	int64_t n;
+	int r = 0;
+	struct broker_provider *p;
+
+	memset(cfg, 0, sizeof(*cfg));
+	price_parse_fixed(BROKER_CAP_DEFAULT_USD, 12, &cfg->cap_default);
+	price_parse_fixed(BROKER_CAP_MAX_USD, 12, &cfg->cap_max);
+	cfg->idle_timeout_s = BROKER_IDLE_TIMEOUT_S;
+	cfg->body_max = BROKER_BODY_MAX;
+	cfg->provider_timeout_s = BROKER_PROVIDER_TIMEOUT_S;
+	snprintf(cfg->listen, sizeof(cfg->listen), "127.0.0.1:0");
+	p = provider_slot(cfg, "anthropic");
+	snprintf(p->url, sizeof(p->url), "https://api.anthropic.com");
+	snprintf(p->key_var, sizeof(p->key_var), "ANTHROPIC_API_KEY");
+	p = provider_slot(cfg, "openai");
+	snprintf(p->url, sizeof(p->url), "https://api.openai.com");
+	snprintf(p->key_var, sizeof(p->key_var), "OPENAI_API_KEY");
+	p->api = BROKER_API_OPENAI;
+
+	if (access(path, F_OK) == 0) {
+		git_libgit2_init();
+		if (git_config_open_ondisk(&gc, path) < 0) {
+			snprintf(errbuf, errlen, "%s: unreadable", path);
+			return -EINVAL;
+		}
+	}
+	if (gc) {
+		const struct {
+			const char *key;
+			int64_t *dst;
+		} caps[] = {{"broker.cap-default", &cfg->cap_default},
+			    {"broker.cap-max", &cfg->cap_max}};
+		const struct {
+			const char *key;
+			int64_t min, max;
+		} nums[] = {{"broker.idle-timeout", 1, 7 * 24 * 3600},
+			    {"broker.body-max", 1024, 256 * 1024 * 1024},
+			    {"broker.provider-timeout", 1, 24 * 3600}};
+		struct prov_ctx pc = {cfg, path, errbuf, errlen};
+
+		for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {
+			r = get_str(gc, caps[i].key, v, sizeof(v));
+			if (r > 0)
+				r = price_parse_fixed(v, 12, caps[i].dst);
+			if (r < 0) {
+				snprintf(errbuf, errlen,
+					 "%s: %s must be USD, a plain "
+					 "decimal such as 2.50",
+					 path, caps[i].key);
+				goto out;
+			}
+		}
+		for (size_t i = 0; i < ARRAY_SIZE(nums); i++) {
+			r = git_config_get_int64(&n, gc, nums[i].key);
+			if (r == GIT_ENOTFOUND)
+				continue;
+			if (r < 0 || n < nums[i].min || n > nums[i].max) {
+				snprintf(errbuf, errlen,
+					 "%s: %s must be %lld..%lld", path,
+					 nums[i].key, (long long)nums[i].min,
+					 (long long)nums[i].max);
+				r = -EINVAL;
+				goto out;
+			}
+			if (i == 0)
+				cfg->idle_timeout_s = (unsigned)n;
+			else if (i == 1)
+				cfg->body_max = (size_t)n;
+			else
+				cfg->provider_timeout_s = (unsigned)n;
+		}
+		r = get_str(gc, "broker.listen", cfg->listen,
+			    sizeof(cfg->listen));
+		if (r < 0) {
+			snprintf(errbuf, errlen,
+				 "%s: broker.listen is too long", path);
+			goto out;
+		}
+		if (strcmp(cfg->listen, "none") == 0)
+			cfg->listen[0] = '\0';
+		if (git_config_foreach_match(gc, "^provider\\..+\\.[a-z]+$",
+					     provider_cb, &pc) < 0) {
+			r = -EINVAL;
+			goto out;
+		}
+		r = 0;
+	}
+	if (cfg->cap_default > cfg->cap_max || cfg->cap_max <= 0) {
+		snprintf(errbuf, errlen,
+			 "%s: broker.cap-default must not be above "
+			 "broker.cap-max, and cap-max above 0",
+			 path);
+		r = -EINVAL;
+		goto out;
+	}
+	for (size_t i = 0; i < cfg->n_providers; i++)
+		if (!cfg->providers[i].url[0] ||
+		    !cfg->providers[i].key_var[0]) {
+			snprintf(errbuf, errlen,
+				 "%s: [provider \"%s\"] needs url and key",
+				 path, cfg->providers[i].name);
+			r = -EINVAL;
+			goto out;
+		}
+	r = price_table_load(gc, path, &cfg->prices, errbuf, errlen);
+out:
+	git_config_free(gc);
+	return r;
+}
+
+/* ---- turns --------------------------------------------------------- */
+
+static struct broker *B(struct spd *spd)
+{
+	return spd ? spd->broker : NULL;
+}
+
+static bool expired(const struct broker *b, const struct broker_turn *t,
+		    uint64_t now)
+{
+	return t->inflight == 0 &&
+	       now - t->last_us >= (uint64_t)b->cfg.idle_timeout_s * 1000000u;
+}
+
+static void journal_turn(struct broker *b, const struct broker_turn *t,
+			 const char *kind, const char *summary_fmt)
+{
+	char spent[32], cap[32], summary[160];
+	json_t *d;
+	char *txt;
+
+	if (!b->spd->journal)
+		return;
+	price_format_usd(t->spent, spent, sizeof(spent));
+	price_format_usd(t->cap, cap, sizeof(cap));
+	snprintf(summary, sizeof(summary), "%s %s (spent %s of %s USD)",
+		 summary_fmt, t->id, spent, cap);
+	d = json_pack("{s:s, s:s, s:f, s:f, s:f, s:i}", "turn", t->id, "reason",
+		      t->end_reason, "spent_usd", price_usd(t->spent),
+		      "reserved_usd", price_usd(t->reserved), "cap_usd",
+		      price_usd(t->cap), "calls", (json_int_t)t->calls);
+	txt = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	journal_append(b->spd->journal, t->session[0] ? t->session : NULL,
+		       "broker", kind, summary, txt);
+	free(txt);
+	json_decref(d);
+}
+
+static void key_name(const struct broker_turn *t, char *buf, size_t len)
+{
+	snprintf(buf, len, "turn.%s", t->id);
+}
+
+/* Revoke t's key: it no longer authenticates, and leaves the redaction
+ * set (a dead key is worth nothing). */
+static void end_turn(struct broker *b, struct broker_turn *t,
+		     const char *reason)
+{
+	char name[64];
+
+	if (t->ended)
+		return;
+	t->ended = true;
+	snprintf(t->end_reason, sizeof(t->end_reason), "%s", reason);
+	sodium_memzero(t->key_hash, sizeof(t->key_hash));
+	key_name(t, name, sizeof(name));
+	secrets_drop_minted(b->spd, name);
+	journal_turn(b, t, "turn.end", "ended");
+}
+
+static void on_sweep(uv_timer_t *h)
+{
+	struct broker *b = h->data;
+	uint64_t now = now_us();
+
+	for (size_t i = 0; i < b->n_turns; i++)
+		if (!b->turns[i]->ended && expired(b, b->turns[i], now))
+			end_turn(b, b->turns[i], "idle");
+}
+
+/* Room for one more turn: drop the oldest ended one when full. */
+static int make_room(struct broker *b)
+{
+	struct broker_turn **nv;
+
+	if (b->n_turns >= BROKER_TURNS_MAX) {
+		size_t i;
+
+		for (i = 0; i < b->n_turns; i++)
+			if (b->turns[i]->ended && b->turns[i]->inflight == 0)
+				break;
+		if (i == b->n_turns)
+			return -EDQUOT;
+		free(b->turns[i]);
+		memmove(&b->turns[i], &b->turns[i + 1],
+			(b->n_turns - i - 1) * sizeof(*b->turns));
+		b->n_turns--;
+		return 0;
+	}
+	nv = realloc(b->turns, (b->n_turns + 1) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	b->turns = nv;
+	return 0;
+}
+
+struct broker_turn *broker_turn_by_key(struct spd *spd, const char *key,
+				       size_t len)
+{
+	struct broker *b = B(spd);
+	unsigned char h[32];
+	uint64_t now = now_us();
+	struct broker_turn *hit = NULL;
+
+	if (!b || len != BROKER_KEY_LEN || strncmp(key, "sk-spd-", 7) != 0)
+		return NULL;
+	crypto_generichash(h, sizeof(h), (const unsigned char *)key, len, NULL,
+			   0);
+	/* Every live turn is compared, so the time taken says nothing of
+	 * which one matched. */
+	for (size_t i = 0; i < b->n_turns; i++) {
+		struct broker_turn *t = b->turns[i];
+
+		if (!t->ended && sodium_memcmp(t->key_hash, h, sizeof(h)) == 0)
+			hit = t;
+	}
+	if (hit && expired(b, hit, now)) {
+		end_turn(b, hit, "idle");
+		return NULL;
+	}
+	return hit;
+}
+
+struct broker_turn *broker_turn_by_id(struct spd *spd, const char *id)
+{
+	struct broker *b = B(spd);
+
+	for (size_t i = 0; b && id && i < b->n_turns; i++)
+		if (strcmp(b->turns[i]->id, id) == 0)
+			return b->turns[i];
+	return NULL;
+}
+
+int broker_reserve(struct broker_turn *t, int64_t amount)
+{
+	int64_t total;
+
+	if (amount < 0)
+		amount = 0;
+	if (__builtin_add_overflow(t->spent, t->reserved, &total) ||
+	    __builtin_add_overflow(total, amount, &total) || total > t->cap)
+		return -EDQUOT;
+	t->reserved += amount;
+	t->calls++;
+	t->inflight++;
+	t->last_us = now_us();
+	return 0;
+}
+
+void broker_settle(struct broker_turn *t, int64_t reserved, int64_t cost)
+{
+	t->reserved -= reserved;
+	if (t->reserved < 0)
+		t->reserved = 0;
+	if (cost > 0 && __builtin_add_overflow(t->spent, cost, &t->spent))
+		t->spent = INT64_MAX;
+	if (t->inflight)
+		t->inflight--;
+	t->last_us = now_us();
+}
+
+const struct broker_config *broker_config(struct spd *spd)
+{
+	return B(spd) ? &B(spd)->cfg : NULL;
+}
+
+const struct broker_provider *broker_provider_for(struct spd *spd,
+						  enum broker_api api)
+{
+	struct broker *b = B(spd);
+
+	for (size_t i = 0; b && i < b->cfg.n_providers; i++)
+		if (b->cfg.providers[i].api == api)
+			return &b->cfg.providers[i];
+	return NULL;
+}
+
+const char *broker_provider_key(struct spd *spd,
+				const struct broker_provider *p)
+{
+	return p ? secrets_value(spd, p->key_var) : NULL;
+}
+
+const char *broker_base_url(struct spd *spd)
+{
+	return B(spd) ? B(spd)->base_url : "";
+}
+
+struct gateway *broker_gateway(struct spd *spd)
+{
+	return B(spd) ? B(spd)->gw : NULL;
+}
+
+const char *broker_socket_path(struct spd *spd)
+{
+	return B(spd) ? B(spd)->sock_path : "";
+}
+
+void broker_session_ended(struct spd *spd, const char *session_id)
+{
+	struct broker *b = B(spd);
+
+	for (size_t i = 0; b && i < b->n_turns; i++)
+		if (strcmp(b->turns[i]->session, session_id) == 0)
+			end_turn(b, b->turns[i], "session ended");
+}
+
+/* ---- start and stop ------------------------------------------------ */
+
+int broker_start(struct spd *spd, char *errbuf, size_t errlen)
+{
+	struct broker *b = calloc(1, sizeof(*b));
+	uint64_t every;
+	int r;
+
+	if (!b)
+		return -ENOMEM;
+	b->spd = spd;
+	r = load_config(spd->paths.conf_path, &b->cfg, errbuf, errlen);
+	if (r < 0) {
+		free(b);
+		return r;
+	}
+	snprintf(b->sock_path, sizeof(b->sock_path), "%s/broker.sock",
+		 spd->paths.runtime_dir);
+	spd->broker = b;
+	r = gateway_start(spd, b->cfg.listen, b->sock_path, &b->gw, errbuf,
+			  errlen);
+	if (r < 0) {
+		spd->broker = NULL;
+		price_table_free(&b->cfg.prices);
+		free(b);
+		return r;
+	}
+	if (gateway_port(b->gw) > 0)
+		snprintf(b->base_url, sizeof(b->base_url),
+			 "http://127.0.0.1:%d", gateway_port(b->gw));
+	uv_timer_init(spd->loop, &b->sweep);
+	b->sweep.data = b;
+	every = (uint64_t)b->cfg.idle_timeout_s * 1000u;
+	if (every > BROKER_SWEEP_MAX_MS)
+		every = BROKER_SWEEP_MAX_MS;
+	uv_timer_start(&b->sweep, on_sweep, every, every);
+	log_info("broker: %s and %s, prices %.16s",
+		 b->base_url[0] ? b->base_url : "no TCP port", b->sock_path,
+		 b->cfg.prices.hash);
+	return 0;
+}
+
+static void on_sweep_closed(uv_handle_t *h)
+{
+	struct broker *b = h->data;
+
+	for (size_t i = 0; i < b->n_turns; i++)
+		free(b->turns[i]);
+	free(b->turns);
+	price_table_free(&b->cfg.prices);
+	free(b);
+}
+
+void broker_stop(struct spd *spd)
+{
+	struct broker *b = B(spd);
+
+	if (!b)
+		return;
+	gateway_stop(b->gw);
+	b->gw = NULL;
+	spd->broker = NULL;
+	uv_close((uv_handle_t *)&b->sweep, on_sweep_closed);
+}
+
+/* ---- RPC ----------------------------------------------------------- */
+
+static json_t *turn_json(const struct broker_turn *t)
+{
+	return json_pack(
+	    "{s:s, s:s?, s:f, s:f, s:f, s:i, s:i, s:b, s:s?, s:I}", "turn",
+	    t->id, "session", t->session[0] ? t->session : NULL, "spent_usd",
+	    price_usd(t->spent), "reserved_usd", price_usd(t->reserved),
+	    "cap_usd", price_usd(t->cap), "calls", (json_int_t)t->calls,
+	    "inflight", (json_int_t)t->inflight, "ended", t->ended,
+	    "end_reason", t->ended ? t->end_reason : NULL, "begun",
+	    (json_int_t)(t->begun_us / 1000000u));
+}
+
+/* USD as a JSON number to picodollars, to the micro-dollar. */
+static int usd_param(json_t *v, int64_t *ret)
+{
+	double d = json_number_value(v);
+
+	if (!isfinite(d) || d <= 0 || d > 1e6)
+		return -EINVAL;
+	*ret = (int64_t)(d * 1e6 + 0.5) * 1000000;
+	return *ret > 0 ? 0 : -EINVAL;
+}
+
+void m_turn_begin(struct rpc_call *c)
+{
+	struct spd *spd = rpc_call_spd(c);
+	struct broker *b = B(spd);
+	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *params = rpc_call_params(c);
+	const char *session =
+	    json_string_value(json_object_get(params, "session"));
+	json_t *capv = json_object_get(params, "cap_usd");
+	unsigned char raw[32];
+	char key[BROKER_KEY_LEN + 1], name[64], capbuf[32], oai[80];
+	int64_t cap, limit;
+	struct broker_turn *t;
+	uint64_t now = now_us();
+	int r;
+
+	if (!b) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "the model broker is not running");
+		return;
+	}
+	if (!who->operator) {
+		if (session && strcmp(session, who->session_id) != 0) {
+			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				       "a session token begins turns of its "
+				       "own session only");
+			return;
+		}
+		session = who->session_id;
+	}
+	if (session) {
+		r = spd->sessions ? session_usable(spd->sessions, session)
+				  : -ENOENT;
+		if (r == -ECANCELED) {
+			rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+				       "session %s: the attempt ended",
+				       session);
+			return;
+		}
+		if (r < 0) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "no active session %s", session);
+			return;
+		}
+		if (strlen(session) >= sizeof(t->session)) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "session id too long");
+			return;
+		}
+	}
+	/* A session token may lower its cap, never raise it past the
+	 * default; only the operator goes up to cap-max. */
+	limit = who->operator? b->cfg.cap_max : b->cfg.cap_default;
+	cap = b->cfg.cap_default;
+	if (capv && usd_param(capv, &cap) < 0) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "cap_usd must be a positive number of USD");
+		return;
+	}
+	if (cap > limit) {
+		price_format_usd(limit, capbuf, sizeof(capbuf));
+		rpc_call_error(
+		    c, RPC_E_BAD_PARAMS,
+		    json_pack("{s:f}", "cap_max_usd", price_usd(limit)),
+		    "cap_usd is above %s USD, the most %s (spd.conf "
+		    "broker.%s)",
+		    capbuf,
+		    who->operator? "any turn may have"
+				 : "a session token may ask for",
+		    who->operator? "cap-max" : "cap-default");
+		return;
+	}
+	r = make_room(b);
+	if (r < 0) {
+		rpc_call_error(
+		    c, RPC_E_LIMIT, json_pack("{s:s}", "quota", "turns"),
+		    "%d turns are live: end some first", BROKER_TURNS_MAX);
+		return;
+	}
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	randombytes_buf(raw, 8);
+	memcpy(t->id, "turn-", 5);
+	sodium_bin2hex(t->id + 5, sizeof(t->id) - 5, raw, 8);
+	randombytes_buf(raw, sizeof(raw));
+	memcpy(key, "sk-spd-", 7);
+	sodium_bin2hex(key + 7, sizeof(key) - 7, raw, sizeof(raw));
+	sodium_memzero(raw, sizeof(raw));
+	crypto_generichash(t->key_hash, sizeof(t->key_hash),
+			   (const unsigned char *)key, BROKER_KEY_LEN, NULL, 0);
+	snprintf(t->session, sizeof(t->session), "%s", session ? session : "");
+	t->cap = cap;
+	t->begun_us = t->last_us = now;
+	b->turns[b->n_turns++] = t;
+	price_format_usd(cap, capbuf, sizeof(capbuf));
+	rpc_call_set_summary(c, "%s, cap %s USD", t->id, capbuf);
+	journal_turn(b, t, "turn.begin", "begun");
+	snprintf(oai, sizeof(oai), "%s/v1", b->base_url);
+	rpc_call_reply(
+	    c, json_pack("{s:s, s:s, s:I, s:f, s:s?, s:s?, s:s, s:s?}", "turn",
+			 t->id, "key", key, "expires",
+			 (json_int_t)(now / 1000000u + b->cfg.idle_timeout_s),
+			 "cap_usd", price_usd(cap), "anthropic_base_url",
+			 b->base_url[0] ? b->base_url : NULL, "openai_base_url",
+			 b->base_url[0] ? oai : NULL, "socket", b->sock_path,
+			 "session", t->session[0] ? t->session : NULL));
+	/* From now on the key is redacted wherever it would appear: after
+	 * the reply that shows it once has gone out.  A key that cannot be
+	 * redacted is revoked at once. */
+	key_name(t, name, sizeof(name));
+	if (secrets_add_minted(spd, name, key) < 0) {
+		log_warn("broker: %s's key could not join the redaction set: "
+			 "revoked",
+			 t->id);
+		end_turn(b, t, "not redactable");
+	}
+	sodium_memzero(key, sizeof(key));
+}
+
+/* The turn a call names, if the caller may see it: the operator any, a
+ * session token its own session's only (another's is "no such turn", so
+ * that ids cannot be probed). */
+static struct broker_turn *visible_turn(struct rpc_call *c, const char *id)
+{
+	const struct rpc_principal *who = rpc_call_principal(c);
+	struct broker_turn *t = broker_turn_by_id(rpc_call_spd(c), id);
+
+	if (t && !who->operator&&(!who->session_id ||
+				  strcmp(t->session, who->session_id) != 0))
+		t = NULL;
+	if (!t)
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "no such turn %s",
+			       id);
+	return t;
+}
+
+void m_turn_end(struct rpc_call *c)
+{
+	struct broker *b = B(rpc_call_spd(c));
+	const char *id =
+	    json_string_value(json_object_get(rpc_call_params(c), "turn"));
+	struct broker_turn *t;
+
+	if (!b) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "the model broker is not running");
+		return;
+	}
+	t = visible_turn(c, id);
+	if (!t)
+		return;
+	end_turn(b, t, "ended");
+	rpc_call_set_summary(c, "%s", t->id);
+	rpc_call_reply(c, turn_json(t));
+}
+
+void m_turn_list(struct rpc_call *c)
+{
+	struct broker *b = B(rpc_call_spd(c));
+	const struct rpc_principal *who = rpc_call_principal(c);
+	const char *session =
+	    json_string_value(json_object_get(rpc_call_params(c), "session"));
+	json_t *a = json_array();
+	uint64_t now = now_us();
+
+	if (!who->operator)
+		session = who->session_id;
+	for (size_t i = 0; b && i < b->n_turns; i++) {
+		struct broker_turn *t = b->turns[i];
+
+		if (!t->ended && expired(b, t, now))
+			end_turn(b, t, "idle");
+		if (session && strcmp(t->session, session) != 0)
+			continue;
+		json_array_append_new(a, turn_json(t));
+	}
+	rpc_call_reply(c, json_pack("{s:o, s:s}", "turns", a, "prices",
+				    b ? b->cfg.prices.hash : ""));
+}

@@ -1,0 +1,148 @@
+/*
+ * The model broker's turns and budgets.  A turn belongs to one session
+ * (or to the operator), has a hard cost cap and a key minted for it.  The
+ * key is shown once and kept only as its BLAKE2b hash; its value joins
+ * the redaction set while the turn lives.  A call through the broker
+ * first reserves its worst case (broker_reserve), then settles to what
+ * the provider reported (broker_settle); spd's loop is single-threaded
+ * and a reservation is taken synchronously, so concurrent calls on one
+ * turn can never pass its cap together.
+ *
+ * spd.conf:
+ *   [broker]
+ *       cap-default = 1.00     ; USD, a turn's cap when none is asked
+ *       cap-max = 10.00        ; USD, the most the operator may ask
+ *       idle-timeout = 3600    ; seconds without a call before a key dies
+ *       listen = 127.0.0.1:0   ; the HTTP endpoint's loopback port; "none"
+ *       body-max = 33554432    ; bytes of one request body
+ *       provider-timeout = 600 ; seconds a provider may go silent
+ *   [provider "anthropic"]
+ *       url = https://api.anthropic.com
+ *       key = ANTHROPIC_API_KEY ; the name in the environment file
+ *       api = anthropic         ; or openai
+ *   [model "NAME"]              ; daemon/broker/price.h
+ */
+#ifndef SPD_DAEMON_BROKER_H
+#define SPD_DAEMON_BROKER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/broker/price.h"
+
+struct spd;
+struct rpc_call;
+struct gateway;
+
+/* A turn's id: "turn-" and 16 hex digits. */
+#define BROKER_TURN_ID_LEN 21
+/* A turn key: "sk-spd-" and 64 hex digits (32 random bytes). */
+#define BROKER_KEY_LEN 71
+/* Turns kept, live or ended (ended ones for `spctl turns`): the oldest
+ * ended turn makes room; past it with every turn live, turn.begin is
+ * refused rather than spd growing without bound. */
+#define BROKER_TURNS_MAX 4096
+/* Providers in spd.conf: a handful are real. */
+#define BROKER_PROVIDERS_MAX 16
+/* Defaults of [broker].  A dollar a turn is a long agent turn on a
+ * mid-priced model; ten the most an operator may give one without
+ * editing spd.conf; an hour idle ends a forgotten turn. */
+#define BROKER_CAP_DEFAULT_USD "1.00"
+#define BROKER_CAP_MAX_USD "10.00"
+#define BROKER_IDLE_TIMEOUT_S 3600
+/* Largest request body: the providers' own limit is 32 MB (images and
+ * PDFs inline). */
+#define BROKER_BODY_MAX (32 * 1024 * 1024)
+/* How long a provider may send nothing before the call is ended. */
+#define BROKER_PROVIDER_TIMEOUT_S 600
+
+enum broker_api { BROKER_API_ANTHROPIC, BROKER_API_OPENAI };
+
+struct broker_provider {
+	char name[64];
+	char url[512]; /* scheme://host[:port], no trailing slash */
+	char key_var[65];
+	enum broker_api api;
+};
+
+struct broker_turn {
+	char id[BROKER_TURN_ID_LEN + 1];
+	char session[65]; /* "" for the operator's turns */
+	unsigned char key_hash[32];
+	int64_t cap, spent, reserved; /* picodollars */
+	unsigned calls, inflight;
+	uint64_t begun_us, last_us;
+	bool ended;
+	char end_reason[32]; /* "ended", "idle", "session ended", ... */
+};
+
+/* The parts of [broker] the HTTP endpoint needs. */
+struct broker_config {
+	int64_t cap_default, cap_max; /* picodollars */
+	unsigned idle_timeout_s;
+	char listen[64]; /* "127.0.0.1:0", or "" for none */
+	size_t body_max;
+	unsigned provider_timeout_s;
+	struct broker_provider providers[BROKER_PROVIDERS_MAX];
+	size_t n_providers;
+	struct price_table prices;
+};
+
+/*
+ * Read [broker], [provider] and [model] from spd's spd.conf, start the
+ * idle sweep and the HTTP endpoint (daemon/broker/gateway.h), and install the
+ * broker as spd->broker.  A bad value, or a provider URL that is not
+ * https (plain http only to a loopback address, for tests and local
+ * stand-ins), is refused.  Returns 0, or -errno with a sentence in errbuf.
+ */
+int broker_start(struct spd *spd, char *errbuf, size_t errlen);
+/* Stop the endpoint and the sweep (calls in flight end, journaled) and
+ * free the broker once its handles are closed.  NULL-safe. */
+void broker_stop(struct spd *spd);
+
+/* The configuration in force (borrowed). */
+const struct broker_config *broker_config(struct spd *spd);
+
+/*
+ * The live turn whose key this is (compared by hash, in constant time),
+ * or NULL for an unknown, revoked or idle-expired key.  Borrowed: valid
+ * until the loop runs again.
+ */
+struct broker_turn *broker_turn_by_key(struct spd *spd, const char *key,
+				       size_t len);
+/* A turn by id, live or ended; NULL when unknown. */
+struct broker_turn *broker_turn_by_id(struct spd *spd, const char *id);
+
+/*
+ * Reserve amount picodollars on t for one call: 0, or -EDQUOT when
+ * spent + reserved + amount would pass the cap (nothing is reserved).
+ * Counts the call and marks the turn used now.
+ */
+int broker_reserve(struct broker_turn *t, int64_t amount);
+/*
+ * Settle a call that reserved `reserved`: the reservation is released
+ * and `cost` added to the spend.  The turn may have ended meanwhile: a
+ * call already under way is still charged.
+ */
+void broker_settle(struct broker_turn *t, int64_t reserved, int64_t cost);
+
+/* The provider of api (the first configured), or NULL. */
+const struct broker_provider *broker_provider_for(struct spd *spd,
+						  enum broker_api api);
+/* The provider's real key (borrowed, from the secrets), or NULL. */
+const char *broker_provider_key(struct spd *spd,
+				const struct broker_provider *p);
+
+/* The endpoint's addresses for daemon.status and turn.begin: a base URL
+ * "http://127.0.0.1:PORT" (or "" when not listening) and broker.sock. */
+const char *broker_base_url(struct spd *spd);
+const char *broker_socket_path(struct spd *spd);
+
+/* The HTTP endpoint (daemon/broker/gateway.h), or NULL. */
+struct gateway *broker_gateway(struct spd *spd);
+
+/* A session's turns end with it (ended or attempt-ended). */
+void broker_session_ended(struct spd *spd, const char *session_id);
+
+#endif

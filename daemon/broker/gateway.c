@@ -1,0 +1,1463 @@
+#include <curl/curl.h>
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "daemon/transport/handlers.h"
+#include "daemon/broker/broker.h"
+#include "daemon/transport/call.h"
+#include "daemon/broker/gateway.h"
+#include "daemon/broker/http.h"
+#include "daemon/domain/journal.h"
+#include "daemon/log.h"
+#include "daemon/spd.h"
+#include "daemon/broker/usage.h"
+#include "common/buf.h"
+#include "common/redact.h"
+#include "common/util.h"
+
+/* Response headers passed back, at most: request ids and rate limits. */
+#define GATEWAY_RESP_HEADERS_MAX 32
+/* Longest provider header kept. */
+#define GATEWAY_RESP_HEADER_LEN 1024
+
+struct gw_call;
+
+struct gw_conn {
+	struct gateway *g;
+	union {
+		uv_tcp_t tcp;
+		uv_pipe_t pipe;
+	} h;
+	uv_timer_t timer;
+	struct http_request req;
+	struct gw_call *call;
+	bool closing, shut;
+	int open_handles;
+	struct gw_conn *prev, *next;
+};
+
+struct gw_sock {
+	uv_poll_t poll;
+	curl_socket_t fd;
+	struct gateway *g;
+};
+
+struct gw_call {
+	struct gateway *g;
+	struct gw_conn *conn; /* NULL once the client went away */
+	struct rpc_call *rpc; /* model.call, or NULL */
+	CURL *easy;
+	struct curl_slist *hdrs;
+	char *body;
+	size_t body_len;
+	struct broker_turn *turn;
+	char session[65];
+	char turn_id[BROKER_TURN_ID_LEN + 1];
+	const struct price *price;
+	char model[PRICE_MODEL_NAME_MAX + 1];
+	char provider[64];
+	char path[64];
+	enum broker_api api;
+	bool stream, count_only, head_sent, client_gone, rpc_overflow;
+	int64_t reserved;
+	struct usage_parser usage;
+	struct redact_stream *rs;
+	char *resp_headers[GATEWAY_RESP_HEADERS_MAX];
+	size_t n_resp_headers;
+	struct buf rpc_body;
+	uint64_t start_ms;
+	char prices_hash[65];
+	struct gw_call *prev, *next;
+};
+
+struct gateway {
+	struct spd *spd;
+	uv_tcp_t tcp;
+	uv_pipe_t pipe;
+	bool tcp_on, pipe_on, stopping;
+	int port;
+	CURLM *multi;
+	uv_timer_t curl_timer;
+	struct gw_conn *conns;
+	size_t n_conns;
+	struct gw_call *calls;
+	int open_handles;
+	char sock_path[4096];
+};
+
+static void gw_maybe_free(struct gateway *g)
+{
+	if (g->stopping && g->open_handles == 0 && !g->conns) {
+		curl_multi_cleanup(g->multi);
+		free(g);
+	}
+}
+
+static void on_gw_handle_closed(uv_handle_t *h)
+{
+	struct gateway *g = h->data;
+
+	g->open_handles--;
+	gw_maybe_free(g);
+}
+
+/* ---- provider-shaped errors ---------------------------------------- */
+
+static const char *reason(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 402:
+		return "Payment Required";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 413:
+		return "Payload Too Large";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	default:
+		return status < 300   ? "OK"
+		       : status < 500 ? "Client Error"
+				      : "Server Error";
+	}
+}
+
+/* An error body the client's SDK understands: Anthropic's
+ * {"type":"error","error":{type,message}} or OpenAI's
+ * {"error":{message,type,code}}, with spd's own symbol and numbers. */
+static char *error_body(enum broker_api api, int status, const char *code,
+			const char *msg, json_t *extra)
+{
+	const char *atype = status == 401   ? "authentication_error"
+			    : status == 402 ? "billing_error"
+			    : status == 404 ? "not_found_error"
+			    : status == 413 ? "request_too_large"
+			    : status >= 500 ? "api_error"
+					    : "invalid_request_error";
+	const char *otype = status == 401   ? "invalid_request_error"
+			    : status == 402 ? "insufficient_quota"
+			    : status >= 500 ? "server_error"
+					    : "invalid_request_error";
+	json_t *err, *o;
+	char *s;
+
+	if (api == BROKER_API_ANTHROPIC) {
+		err = json_pack("{s:s, s:s, s:s}", "type", atype, "message",
+				msg, "spd_code", code);
+		o = json_pack("{s:s, s:o}", "type", "error", "error", err);
+	} else {
+		err = json_pack("{s:s, s:s, s:s, s:n}", "message", msg, "type",
+				otype, "code", code, "param");
+		o = json_pack("{s:o}", "error", err);
+	}
+	if (extra)
+		json_object_update(err, extra);
+	json_decref(extra);
+	s = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return s;
+}
+
+/* ---- connections --------------------------------------------------- */
+
+struct gw_write {
+	uv_write_t w;
+	char *data;
+};
+
+static void on_conn_handle_closed(uv_handle_t *h)
+{
+	struct gw_conn *c = h->data;
+	struct gateway *g = c->g;
+
+	if (--c->open_handles > 0)
+		return;
+	http_request_free(&c->req);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		g->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	g->n_conns--;
+	free(c);
+	gw_maybe_free(g);
+}
+
+static void conn_close(struct gw_conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->call) {
+		/* The call goes on without its client: the provider's usage
+		 * is still read and charged. */
+		c->call->conn = NULL;
+		c->call->client_gone = true;
+		c->call = NULL;
+	}
+	uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
+	uv_close((uv_handle_t *)&c->h, on_conn_handle_closed);
+}
+
+static void on_written(uv_write_t *w, int status)
+{
+	struct gw_write *gw = (struct gw_write *)w;
+
+	free(gw->data);
+	free(gw);
+}
+
+static int conn_write(struct gw_conn *c, const char *data, size_t n)
+{
+	struct gw_write *w;
+	uv_buf_t b;
+
+	if (!c || c->closing || c->shut || n == 0)
+		return c && !c->closing ? 0 : -EPIPE;
+	w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->data = malloc(n);
+	if (!w->data) {
+		free(w);
+		return -ENOMEM;
+	}
+	memcpy(w->data, data, n);
+	b = uv_buf_init(w->data, (unsigned)n);
+	if (uv_write(&w->w, (uv_stream_t *)&c->h, &b, 1, on_written) < 0) {
+		free(w->data);
+		free(w);
+		return -EPIPE;
+	}
+	return 0;
+}
+
+static void on_shutdown(uv_shutdown_t *s, int status)
+{
+	struct gw_conn *c = s->data;
+
+	free(s);
+	conn_close(c);
+}
+
+/* Everything is written: close once the writes have gone. */
+static void conn_finish(struct gw_conn *c)
+{
+	uv_shutdown_t *s;
+
+	if (!c || c->closing || c->shut)
+		return;
+	c->shut = true;
+	if (c->call) {
+		c->call->conn = NULL;
+		c->call = NULL;
+	}
+	s = malloc(sizeof(*s));
+	if (!s || uv_shutdown(s, (uv_stream_t *)&c->h, on_shutdown) < 0) {
+		free(s);
+		conn_close(c);
+		return;
+	}
+	s->data = c;
+}
+
+static void conn_respond(struct gw_conn *c, int status, const char *ctype,
+			 const char *body)
+{
+	struct buf b = BUF_INIT;
+
+	buf_printf(&b,
+		   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: "
+		   "%zu\r\nConnection: close\r\n\r\n%s",
+		   status, reason(status), ctype, strlen(body), body);
+	conn_write(c, b.data, b.len);
+	buf_free(&b);
+	conn_finish(c);
+}
+
+static enum broker_api api_of_path(const char *target)
+{
+	return target && (strncmp(target, "/v1/chat/", 9) == 0 ||
+			  strncmp(target, "/v1/responses", 13) == 0)
+		   ? BROKER_API_OPENAI
+		   : BROKER_API_ANTHROPIC;
+}
+
+static void journal_call(struct gateway *g, const char *session, json_t *detail,
+			 const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void journal_call(struct gateway *g, const char *session, json_t *detail,
+			 const char *fmt, ...)
+{
+	char summary[512];
+	char *txt = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(summary, sizeof(summary), fmt, ap);
+	va_end(ap);
+	if (g->spd->journal)
+		journal_append(g->spd->journal,
+			       session && session[0] ? session : NULL, "broker",
+			       "model.call", summary, txt);
+	free(txt);
+	json_decref(detail);
+}
+
+/* Refuse a request before any provider was asked: journaled, answered
+ * in the provider's shape, the connection closed. */
+static void refuse(struct gw_conn *c, const struct broker_turn *t, int status,
+		   const char *code, json_t *extra, const char *msg)
+{
+	enum broker_api api = api_of_path(c->req.target);
+	char *body = error_body(api, status, code, msg, json_incref(extra));
+	json_t *d = json_pack("{s:s?, s:i, s:s, s:s}", "turn", t ? t->id : NULL,
+			      "status", status, "code", code, "error", msg);
+
+	if (extra)
+		json_object_update(d, extra);
+	json_decref(extra);
+	journal_call(c->g, t ? t->session : NULL, d, "refused %d %s: %s",
+		     status, code, msg);
+	conn_respond(c, status, "application/json",
+		     body ? body : "{\"error\":\"refused\"}");
+	free(body);
+}
+
+/* ---- forwarding ---------------------------------------------------- */
+
+static void call_unlink_free(struct gw_call *k)
+{
+	struct gateway *g = k->g;
+
+	if (k->prev)
+		k->prev->next = k->next;
+	else if (g->calls == k)
+		g->calls = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	if (k->easy) {
+		curl_multi_remove_handle(g->multi, k->easy);
+		curl_easy_cleanup(k->easy);
+	}
+	curl_slist_free_all(k->hdrs);
+	free(k->body);
+	usage_free(&k->usage);
+	redact_stream_free(k->rs);
+	for (size_t i = 0; i < k->n_resp_headers; i++)
+		free(k->resp_headers[i]);
+	buf_free(&k->rpc_body);
+	free(k);
+}
+
+static void send_head(struct gw_call *k)
+{
+	struct buf b = BUF_INIT;
+	long status = 0;
+	char *ctype = NULL;
+
+	if (k->head_sent)
+		return;
+	k->head_sent = true;
+	curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, &status);
+	curl_easy_getinfo(k->easy, CURLINFO_CONTENT_TYPE, &ctype);
+	if (!k->conn)
+		return;
+	buf_printf(&b, "HTTP/1.1 %ld %s\r\n", status, reason((int)status));
+	if (ctype && !strpbrk(ctype, "\r\n"))
+		buf_printf(&b, "Content-Type: %s\r\n", ctype);
+	for (size_t i = 0; i < k->n_resp_headers; i++)
+		buf_printf(&b, "%s\r\n", k->resp_headers[i]);
+	buf_puts(&b, "Transfer-Encoding: chunked\r\nConnection: close\r\n"
+		     "Cache-Control: no-cache\r\n\r\n");
+	conn_write(k->conn, b.data, b.len);
+	buf_free(&b);
+}
+
+static void send_chunk(struct gw_call *k, const char *data, size_t n)
+{
+	char head[32];
+
+	if (!k->conn || n == 0)
+		return;
+	snprintf(head, sizeof(head), "%zx\r\n", n);
+	conn_write(k->conn, head, strlen(head));
+	conn_write(k->conn, data, n);
+	conn_write(k->conn, "\r\n", 2);
+}
+
+static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct gw_call *k = ud;
+	size_t n = size * nmemb, len = n;
+	static const char *const keep[] = {"request-id",   "x-request-id",
+					   "retry-after",  "anthropic-",
+					   "x-ratelimit-", "openai-"};
+	char *line, *red = NULL;
+	size_t rlen;
+
+	if (n >= 5 && strncmp(data, "HTTP/", 5) == 0) {
+		/* A new response (after a 100 Continue): start over. */
+		for (size_t i = 0; i < k->n_resp_headers; i++)
+			free(k->resp_headers[i]);
+		k->n_resp_headers = 0;
+		return n;
+	}
+	while (len && (data[len - 1] == '\n' || data[len - 1] == '\r'))
+		len--;
+	if (len == 0 || len > GATEWAY_RESP_HEADER_LEN ||
+	    k->n_resp_headers >= GATEWAY_RESP_HEADERS_MAX)
+		return n;
+	for (size_t i = 0; i < ARRAY_SIZE(keep); i++) {
+		if (strncasecmp(data, keep[i], strlen(keep[i])) != 0)
+			continue;
+		line = strndup(data, len);
+		if (!line || memchr(line, '\r', len) ||
+		    memchr(line, '\n', len) || strlen(line) != len) {
+			free(line);
+			return n;
+		}
+		if (k->g->spd->redact &&
+		    redact_buf(k->g->spd->redact, line, len, &red, &rlen) > 0) {
+			free(line);
+			line = red;
+		} else {
+			free(red);
+		}
+		k->resp_headers[k->n_resp_headers++] = line;
+		break;
+	}
+	return n;
+}
+
+static void pass_bytes(struct gw_call *k, const char *data, size_t n)
+{
+	struct buf out = BUF_INIT;
+
+	if (k->rs) {
+		if (redact_stream_feed(k->rs, data, n, &out) < 0 ||
+		    redact_stream_idle(k->rs, &out) < 0) {
+			/* Never pass what could not be checked. */
+			buf_free(&out);
+			if (k->conn)
+				conn_close(k->conn);
+			return;
+		}
+	} else {
+		buf_append(&out, data, n);
+	}
+	if (k->rpc) {
+		if (k->rpc_body.len + out.len > GATEWAY_RPC_BODY_MAX)
+			k->rpc_overflow = true;
+		else
+			buf_append(&k->rpc_body, out.data, out.len);
+	} else {
+		send_chunk(k, out.data, out.len);
+	}
+	buf_free(&out);
+}
+
+static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
+{
+	struct gw_call *k = ud;
+	size_t n = size * nmemb;
+
+	if (!k->head_sent) {
+		char *ctype = NULL;
+
+		curl_easy_getinfo(k->easy, CURLINFO_CONTENT_TYPE, &ctype);
+		usage_init(
+		    &k->usage,
+		    k->api == BROKER_API_ANTHROPIC ? USAGE_ANTHROPIC
+						   : USAGE_OPENAI,
+		    ctype && strncasecmp(ctype, "text/event-stream", 17) == 0);
+		send_head(k);
+	}
+	usage_feed(&k->usage, data, n);
+	pass_bytes(k, data, n);
+	return n;
+}
+
+static void finish_rpc(struct gw_call *k, long status, int64_t cost,
+		       const char *err)
+{
+	json_t *body;
+
+	if (err) {
+		rpc_call_error(k->rpc, RPC_E_INTERNAL, NULL, "%s", err);
+		return;
+	}
+	if (k->rpc_overflow) {
+		rpc_call_error(k->rpc, RPC_E_LIMIT, NULL,
+			       "the provider's reply is over %d bytes: use the "
+			       "HTTP endpoint",
+			       GATEWAY_RPC_BODY_MAX);
+		return;
+	}
+	body = json_loadb(k->rpc_body.data ? k->rpc_body.data : "",
+			  k->rpc_body.len, 0, NULL);
+	if (!body)
+		body = json_stringn(k->rpc_body.data ? k->rpc_body.data : "",
+				    k->rpc_body.len);
+	rpc_call_set_summary(k->rpc, "%s %s %ld", k->provider, k->model,
+			     status);
+	rpc_call_reply(k->rpc,
+		       json_pack("{s:i, s:o, s:f}", "status", (int)status,
+				 "body", body ? body : json_null(), "cost_usd",
+				 price_usd(cost)));
+}
+
+/* A transfer ended (well or not): settle the turn, journal, end the
+ * response. */
+static void call_done(struct gw_call *k, CURLcode res)
+{
+	long status = 0;
+	int64_t cost;
+	char costbuf[32];
+	const char *outcome;
+	bool charged_all = false;
+	uint64_t ms = uv_now(k->g->spd->loop) - k->start_ms;
+	json_t *d;
+
+	curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (!k->head_sent)
+		usage_init(&k->usage,
+			   k->api == BROKER_API_ANTHROPIC ? USAGE_ANTHROPIC
+							  : USAGE_OPENAI,
+			   false);
+	usage_finish(&k->usage);
+	if (k->count_only) {
+		cost = 0;
+		outcome = res == CURLE_OK ? "ok" : "failed";
+	} else if (res == CURLE_OK && k->usage.complete) {
+		cost = price_cost(k->price, &k->usage.u);
+		outcome = "ok";
+	} else if (res == CURLE_OK && status >= 400) {
+		/* A provider's refusal is not billed. */
+		cost = 0;
+		outcome = "provider error";
+	} else if (res == CURLE_COULDNT_CONNECT ||
+		   res == CURLE_COULDNT_RESOLVE_HOST) {
+		cost = 0; /* nothing reached the provider */
+		outcome = "unreachable";
+	} else {
+		/* Broken before its usage: nobody can say what it cost, so
+		 * the worst case stays spent. */
+		cost = k->reserved;
+		charged_all = true;
+		outcome = res == CURLE_OPERATION_TIMEDOUT ? "stalled"
+			  : res == CURLE_OK		  ? "no usage"
+							  : "broken";
+	}
+	if (k->turn)
+		broker_settle(k->turn, k->reserved, cost);
+	price_format_usd(cost, costbuf, sizeof(costbuf));
+	d = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, "
+	    "s:f, s:f, s:I, s:s, s:b, s:b, s:b, s:s?}",
+	    "turn", k->turn_id, "provider", k->provider, "path", k->path,
+	    "model", k->model, "status", (int)status, "outcome", outcome,
+	    "input_tokens", (json_int_t)k->usage.u.input, "output_tokens",
+	    (json_int_t)k->usage.u.output, "cache_read_tokens",
+	    (json_int_t)k->usage.u.cache_read, "cache_write_tokens",
+	    (json_int_t)k->usage.u.cache_write, "cost_usd", price_usd(cost),
+	    "reserved_usd", price_usd(k->reserved), "duration_ms",
+	    (json_int_t)ms, "prices", k->prices_hash, "stream", k->stream,
+	    "client_gone", k->client_gone, "charged_reservation", charged_all,
+	    "error", res == CURLE_OK ? NULL : curl_easy_strerror(res));
+	journal_call(k->g, k->session, d,
+		     "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
+		     k->model, status, outcome, (long long)k->usage.u.input,
+		     (long long)k->usage.u.output, costbuf, k->turn_id);
+	if (k->rpc) {
+		finish_rpc(k, status, cost,
+			   res == CURLE_OK ? NULL : curl_easy_strerror(res));
+	} else if (k->conn) {
+		if (res == CURLE_OK) {
+			struct buf out = BUF_INIT;
+
+			send_head(k);
+			if (k->rs)
+				redact_stream_flush(k->rs, &out);
+			send_chunk(k, out.data, out.len);
+			buf_free(&out);
+			conn_write(k->conn, "0\r\n\r\n", 5);
+			conn_finish(k->conn);
+		} else if (!k->head_sent) {
+			int st = res == CURLE_OPERATION_TIMEDOUT ? 504 : 502;
+			char msg[256];
+			char *body;
+
+			snprintf(msg, sizeof(msg),
+				 "the provider could not be reached or "
+				 "failed: %s",
+				 curl_easy_strerror(res));
+			body = error_body(k->api, st, "PROVIDER-FAILED", msg,
+					  NULL);
+			conn_respond(k->conn, st, "application/json",
+				     body ? body : "{}");
+			free(body);
+		} else {
+			/* Mid-stream: no final chunk, so the client sees a
+			 * truncated response, never a complete-looking one. */
+			conn_close(k->conn);
+		}
+	}
+	if (k->conn) {
+		k->conn->call = NULL;
+		k->conn = NULL;
+	}
+	call_unlink_free(k);
+}
+
+static void check_done(struct gateway *g)
+{
+	CURLMsg *m;
+	int left;
+
+	while ((m = curl_multi_info_read(g->multi, &left))) {
+		struct gw_call *k = NULL;
+
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &k);
+		if (k)
+			call_done(k, m->data.result);
+	}
+}
+
+static void on_poll_closed(uv_handle_t *h)
+{
+	struct gw_sock *s = h->data;
+	struct gateway *g = s->g;
+
+	free(s);
+	g->open_handles--;
+	gw_maybe_free(g);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+	struct gw_sock *s = h->data;
+	struct gateway *g = s->g;
+	int flags = 0, running;
+
+	if (status < 0)
+		flags = CURL_CSELECT_ERR;
+	if (events & UV_READABLE)
+		flags |= CURL_CSELECT_IN;
+	if (events & UV_WRITABLE)
+		flags |= CURL_CSELECT_OUT;
+	curl_multi_socket_action(g->multi, s->fd, flags, &running);
+	check_done(g);
+}
+
+static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp,
+		   void *socketp)
+{
+	struct gateway *g = userp;
+	struct gw_sock *s = socketp;
+	int ev = 0;
+
+	if (what == CURL_POLL_REMOVE) {
+		if (s) {
+			uv_poll_stop(&s->poll);
+			curl_multi_assign(g->multi, fd, NULL);
+			uv_close((uv_handle_t *)&s->poll, on_poll_closed);
+		}
+		return 0;
+	}
+	if (!s) {
+		s = calloc(1, sizeof(*s));
+		if (!s)
+			return -1;
+		s->fd = fd;
+		s->g = g;
+		if (uv_poll_init_socket(g->spd->loop, &s->poll, fd) < 0) {
+			free(s);
+			return -1;
+		}
+		s->poll.data = s;
+		g->open_handles++;
+		curl_multi_assign(g->multi, fd, s);
+	}
+	if (what & CURL_POLL_IN)
+		ev |= UV_READABLE;
+	if (what & CURL_POLL_OUT)
+		ev |= UV_WRITABLE;
+	uv_poll_start(&s->poll, ev, on_poll);
+	return 0;
+}
+
+static void on_curl_timer(uv_timer_t *t)
+{
+	struct gateway *g = t->data;
+	int running;
+
+	curl_multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	check_done(g);
+}
+
+static int timer_cb(CURLM *m, long timeout_ms, void *userp)
+{
+	struct gateway *g = userp;
+
+	if (timeout_ms < 0)
+		uv_timer_stop(&g->curl_timer);
+	else
+		uv_timer_start(&g->curl_timer, on_curl_timer,
+			       (uint64_t)timeout_ms, 0);
+	return 0;
+}
+
+/* Request headers not passed on: the client's key, framing and
+ * connection management (curl does its own), and Accept-Encoding (a
+ * compressed reply could not be read for its usage). */
+static bool hop_header(const char *name)
+{
+	static const char *const drop[] = {"host",
+					   "content-length",
+					   "transfer-encoding",
+					   "connection",
+					   "keep-alive",
+					   "proxy-authorization",
+					   "proxy-connection",
+					   "te",
+					   "trailer",
+					   "upgrade",
+					   "expect",
+					   "accept-encoding",
+					   "x-api-key",
+					   "authorization",
+					   "cookie"};
+
+	for (size_t i = 0; i < ARRAY_SIZE(drop); i++)
+		if (strcmp(name, drop[i]) == 0)
+			return true;
+	return false;
+}
+
+static int add_header(struct curl_slist **l, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static int add_header(struct curl_slist **l, const char *fmt, ...)
+{
+	char *s = NULL;
+	struct curl_slist *n;
+	va_list ap;
+	int r;
+
+	va_start(ap, fmt);
+	r = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	if (r < 0)
+		return -ENOMEM;
+	n = curl_slist_append(*l, s);
+	explicit_bzero(s, strlen(s));
+	free(s);
+	if (!n)
+		return -ENOMEM;
+	*l = n;
+	return 0;
+}
+
+static int start_transfer(struct gw_call *k, const struct broker_provider *p,
+			  const char *key, const char *target)
+{
+	const struct broker_config *cfg = broker_config(k->g->spd);
+	char *url = NULL;
+	int r = -ENOMEM;
+
+	k->easy = curl_easy_init();
+	if (!k->easy)
+		return -ENOMEM;
+	if (asprintf(&url, "%s%s", p->url, target) < 0)
+		return -ENOMEM;
+	if (p->api == BROKER_API_ANTHROPIC)
+		r = add_header(&k->hdrs, "x-api-key: %s", key);
+	else
+		r = add_header(&k->hdrs, "Authorization: Bearer %s", key);
+	if (r == 0)
+		r = add_header(&k->hdrs, "Expect:");
+	if (r < 0) {
+		free(url);
+		return r;
+	}
+	curl_easy_setopt(k->easy, CURLOPT_URL, url);
+	free(url);
+	curl_easy_setopt(k->easy, CURLOPT_PRIVATE, k);
+	curl_easy_setopt(k->easy, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(k->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(k->easy, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(k->easy, CURLOPT_SSL_VERIFYHOST, 2L);
+	curl_easy_setopt(k->easy, CURLOPT_FOLLOWLOCATION, 0L);
+	curl_easy_setopt(k->easy, CURLOPT_POST, 1L);
+	curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, k->body);
+	curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+			 (curl_off_t)k->body_len);
+	curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->hdrs);
+	curl_easy_setopt(k->easy, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
+	curl_easy_setopt(k->easy, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(k->easy, CURLOPT_HEADERDATA, k);
+	curl_easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT,
+			 (long)GATEWAY_CONNECT_TIMEOUT_S);
+	/* A provider silent this long has stalled: the call ends. */
+	curl_easy_setopt(k->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(k->easy, CURLOPT_LOW_SPEED_TIME,
+			 (long)cfg->provider_timeout_s);
+	curl_easy_setopt(k->easy, CURLOPT_NOPROXY, "*");
+	if (curl_multi_add_handle(k->g->multi, k->easy) != CURLM_OK)
+		return -EIO;
+	return 0;
+}
+
+/* The routes: path (without query) to api; count_tokens is free. */
+static int route(const char *target, enum broker_api *api, bool *count_only,
+		 char *path, size_t plen)
+{
+	static const struct {
+		const char *path;
+		enum broker_api api;
+		bool count;
+	} routes[] = {
+	    {"/v1/messages", BROKER_API_ANTHROPIC, false},
+	    {"/v1/messages/count_tokens", BROKER_API_ANTHROPIC, true},
+	    {"/v1/chat/completions", BROKER_API_OPENAI, false},
+	    {"/v1/responses", BROKER_API_OPENAI, false},
+	};
+	size_t n = strcspn(target, "?");
+
+	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
+		if (strlen(routes[i].path) == n &&
+		    strncmp(routes[i].path, target, n) == 0) {
+			*api = routes[i].api;
+			*count_only = routes[i].count;
+			snprintf(path, plen, "%s", routes[i].path);
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/* The largest output the request allows, or 0 when it names none (the
+ * model's max then bounds it).  -EINVAL for a value that is not a
+ * positive integer. */
+static int64_t max_tokens_of(json_t *body, enum broker_api api,
+			     const char *path)
+{
+	static const char *const names[] = {
+	    "max_tokens", "max_completion_tokens", "max_output_tokens"};
+	int64_t best = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+		json_t *v = json_object_get(body, names[i]);
+
+		if (!v || json_is_null(v))
+			continue;
+		if (!json_is_integer(v) || json_integer_value(v) <= 0)
+			return -EINVAL;
+		/* Several named: the largest bounds whichever the provider
+		 * reads. */
+		if (json_integer_value(v) > best)
+			best = json_integer_value(v);
+	}
+	return best;
+}
+
+/*
+ * Check and price a request body, and make the call: everything up to
+ * the reservation is synchronous, so two calls never reserve the same
+ * room.  Returns the call, or NULL with e (status, code, message,
+ * extra data) set.
+ */
+struct prep {
+	int status;
+	const char *code;
+	char msg[256];
+	json_t *extra;
+};
+
+static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
+			       enum broker_api api, bool count_only,
+			       const char *path, const char *body,
+			       size_t body_len, struct prep *e)
+{
+	struct spd *spd = g->spd;
+	const struct broker_config *cfg = broker_config(spd);
+	const struct broker_provider *p = broker_provider_for(spd, api);
+	const char *key = broker_provider_key(spd, p);
+	json_error_t jerr;
+	json_t *o = NULL, *stream;
+	const char *model;
+	const struct price *pr;
+	int64_t maxt, worst;
+	struct gw_call *k = NULL;
+	char a[32], b[32], c[32], d[32];
+
+	e->status = 400;
+	e->code = "BAD-REQUEST";
+	e->extra = NULL;
+	if (!p || !key) {
+		e->status = 503;
+		e->code = "NO-PROVIDER";
+		snprintf(e->msg, sizeof(e->msg),
+			 "spd has no %s provider key (spd.conf [provider] key, "
+			 "the environment file)",
+			 api == BROKER_API_ANTHROPIC ? "anthropic" : "openai");
+		return NULL;
+	}
+	/* Duplicate keys are refused: spd and the provider must read the
+	 * same model and max_tokens. */
+	o = json_loadb(body ? body : "", body_len, JSON_REJECT_DUPLICATES,
+		       &jerr);
+	if (!json_is_object(o)) {
+		snprintf(e->msg, sizeof(e->msg),
+			 "the body must be one JSON object: %s", jerr.text);
+		goto fail;
+	}
+	model = json_string_value(json_object_get(o, "model"));
+	if (!model) {
+		snprintf(e->msg, sizeof(e->msg), "the body names no model");
+		goto fail;
+	}
+	pr = price_lookup(&cfg->prices, model);
+	if (!pr) {
+		e->code = "NO-PRICE";
+		snprintf(e->msg, sizeof(e->msg),
+			 "model \"%.100s\" has no price in spd's table (add "
+			 "[model \"NAME\"] to spd.conf): refused, never free",
+			 model);
+		goto fail;
+	}
+	maxt = max_tokens_of(o, api, path);
+	if (maxt < 0) {
+		snprintf(e->msg, sizeof(e->msg),
+			 "max_tokens must be a positive integer");
+		goto fail;
+	}
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		e->status = 500;
+		e->code = "INTERNAL";
+		snprintf(e->msg, sizeof(e->msg), "out of memory");
+		goto fail;
+	}
+	k->g = g;
+	k->api = api;
+	k->count_only = count_only;
+	k->price = pr;
+	snprintf(k->model, sizeof(k->model), "%s", model);
+	snprintf(k->provider, sizeof(k->provider), "%s", p->name);
+	snprintf(k->path, sizeof(k->path), "%s", path);
+	snprintf(k->prices_hash, sizeof(k->prices_hash), "%s",
+		 cfg->prices.hash);
+	stream = json_object_get(o, "stream");
+	k->stream = json_is_true(stream);
+	/* OpenAI streams say their usage only when asked to. */
+	if (api == BROKER_API_OPENAI && k->stream &&
+	    strcmp(path, "/v1/chat/completions") == 0) {
+		json_t *so = json_object_get(o, "stream_options");
+
+		if (!so) {
+			so = json_object();
+			json_object_set_new(o, "stream_options", so);
+		}
+		if (json_is_object(so) &&
+		    !json_is_true(json_object_get(so, "include_usage"))) {
+			json_object_set_new(so, "include_usage", json_true());
+			k->body = json_dumps(o, JSON_COMPACT);
+			if (!k->body) {
+				e->status = 500;
+				e->code = "INTERNAL";
+				snprintf(e->msg, sizeof(e->msg),
+					 "out of memory");
+				goto fail;
+			}
+			k->body_len = strlen(k->body);
+		}
+	}
+	if (!k->body) {
+		k->body = malloc(body_len + 1);
+		if (!k->body) {
+			e->status = 500;
+			e->code = "INTERNAL";
+			snprintf(e->msg, sizeof(e->msg), "out of memory");
+			goto fail;
+		}
+		memcpy(k->body, body, body_len);
+		k->body[body_len] = '\0';
+		k->body_len = body_len;
+	}
+	worst = count_only ? 0 : price_worst_case(pr, k->body_len, maxt);
+	if (broker_reserve(t, worst) < 0) {
+		e->status = 402;
+		e->code = "BUDGET-EXCEEDED";
+		price_format_usd(t->spent, a, sizeof(a));
+		price_format_usd(t->reserved, b, sizeof(b));
+		price_format_usd(t->cap, c, sizeof(c));
+		price_format_usd(worst, d, sizeof(d));
+		snprintf(e->msg, sizeof(e->msg),
+			 "turn %s: spent %s + reserved %s + this call's worst "
+			 "case %s USD would pass its cap of %s USD",
+			 t->id, a, b, d, c);
+		e->extra = json_pack("{s:s, s:f, s:f, s:f, s:f}", "turn", t->id,
+				     "spent_usd", price_usd(t->spent),
+				     "reserved_usd", price_usd(t->reserved),
+				     "cap_usd", price_usd(t->cap), "needed_usd",
+				     price_usd(worst));
+		goto fail;
+	}
+	k->reserved = worst;
+	k->turn = t;
+	snprintf(k->turn_id, sizeof(k->turn_id), "%s", t->id);
+	snprintf(k->session, sizeof(k->session), "%s", t->session);
+	k->start_ms = uv_now(spd->loop);
+	if (spd->redact)
+		redact_stream_new(spd->redact, &k->rs);
+	k->next = g->calls;
+	if (g->calls)
+		g->calls->prev = k;
+	g->calls = k;
+	json_decref(o);
+	return k;
+fail:
+	if (k) {
+		free(k->body);
+		free(k);
+	}
+	json_decref(o);
+	return NULL;
+}
+
+static void call_abort_start(struct gw_call *k, int r)
+{
+	/* Nothing was sent: give the reservation back. */
+	broker_settle(k->turn, k->reserved, 0);
+	k->turn = NULL;
+	(void)r;
+}
+
+static void handle_request(struct gw_conn *c)
+{
+	struct gateway *g = c->g;
+	struct http_request *q = &c->req;
+	const char *key = http_request_header(q, "x-api-key");
+	const char *auth = http_request_header(q, "authorization");
+	const struct broker_provider *p;
+	struct broker_turn *t;
+	enum broker_api api;
+	bool count_only;
+	char path[64];
+	struct prep e;
+	struct gw_call *k;
+	int r;
+
+	if (route(q->target, &api, &count_only, path, sizeof(path)) < 0) {
+		refuse(c, NULL, 404, "NOT-FOUND", NULL,
+		       "spd's broker serves POST /v1/messages, "
+		       "/v1/messages/count_tokens, /v1/chat/completions and "
+		       "/v1/responses only");
+		return;
+	}
+	if (strcmp(q->method, "POST") != 0) {
+		refuse(c, NULL, 405, "BAD-REQUEST", NULL,
+		       "only POST is served on this route");
+		return;
+	}
+	if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
+		key = auth + 7;
+	t = key ? broker_turn_by_key(g->spd, key, strlen(key)) : NULL;
+	if (!t) {
+		refuse(c, NULL, 401, "UNAUTHORIZED", NULL,
+		       key ? "the key is not a live turn key of this spd "
+			     "(unknown, ended or expired)"
+			   : "no key: send the turn key as x-api-key or "
+			     "Authorization: Bearer");
+		return;
+	}
+	k = prepare(g, t, api, count_only, path, q->body, q->body_len, &e);
+	if (!k) {
+		refuse(c, t, e.status, e.code, e.extra, e.msg);
+		return;
+	}
+	k->conn = c;
+	c->call = k;
+	/* Every header but the key and the framing passes through. */
+	for (size_t i = 0; i < q->nh; i++)
+		if (!hop_header(q->h[i].name) &&
+		    add_header(&k->hdrs, "%s: %s", q->h[i].name,
+			       q->h[i].value) < 0) {
+			r = -ENOMEM;
+			goto fail;
+		}
+	p = broker_provider_for(g->spd, api);
+	r = start_transfer(k, p, broker_provider_key(g->spd, p), q->target);
+	if (r < 0)
+		goto fail;
+	return;
+fail:
+	call_abort_start(k, r);
+	c->call = NULL;
+	k->conn = NULL;
+	call_unlink_free(k);
+	refuse(c, t, 500, "INTERNAL", NULL, "the call could not be started");
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+	static char slab[64 * 1024];
+
+	(void)h;
+	(void)suggested;
+	*b = uv_buf_init(slab, sizeof(slab));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+	struct gw_conn *c = s->data;
+	int r;
+
+	if (n < 0) {
+		/* The client went away (or sent its last byte). */
+		if (c->req.complete || c->req.failed || n != UV_EOF) {
+			if (!c->shut)
+				conn_close(c);
+			return;
+		}
+		uv_read_stop(s);
+		refuse(c, NULL, 400, "BAD-REQUEST", NULL,
+		       "the connection closed before the request was "
+		       "complete");
+		return;
+	}
+	if (n == 0 || c->req.complete || c->req.failed || c->shut)
+		return; /* after the request: only EOF matters */
+	r = http_request_feed(&c->req, b->base, (size_t)n);
+	if (r == 0)
+		return;
+	uv_timer_stop(&c->timer);
+	if (r < 0) {
+		refuse(c, NULL, c->req.status, "BAD-REQUEST", NULL, c->req.why);
+		return;
+	}
+	handle_request(c);
+}
+
+static void on_request_timeout(uv_timer_t *t)
+{
+	struct gw_conn *c = t->data;
+
+	if (!c->req.complete && !c->shut)
+		refuse(c, NULL, 408, "TIMEOUT", NULL,
+		       "the request did not arrive in time");
+}
+
+static void on_connection(uv_stream_t *server, int status)
+{
+	struct gateway *g = server->data;
+	struct gw_conn *c;
+	const struct broker_config *cfg = broker_config(g->spd);
+
+	if (status < 0 || g->stopping)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->g = g;
+	if (server == (uv_stream_t *)&g->tcp)
+		uv_tcp_init(g->spd->loop, &c->h.tcp);
+	else
+		uv_pipe_init(g->spd->loop, &c->h.pipe, 0);
+	uv_timer_init(g->spd->loop, &c->timer);
+	c->h.tcp.data = c;
+	c->timer.data = c;
+	c->open_handles = 2;
+	c->next = g->conns;
+	if (g->conns)
+		g->conns->prev = c;
+	g->conns = c;
+	g->n_conns++;
+	http_request_init(&c->req, cfg ? cfg->body_max : BROKER_BODY_MAX);
+	if (uv_accept(server, (uv_stream_t *)&c->h) < 0) {
+		conn_close(c);
+		return;
+	}
+	if (g->n_conns > GATEWAY_CONNS_MAX) {
+		refuse(c, NULL, 503, "LIMIT", NULL,
+		       "too many connections to the broker");
+		return;
+	}
+	uv_timer_start(&c->timer, on_request_timeout,
+		       GATEWAY_REQUEST_TIMEOUT_MS, 0);
+	uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+}
+
+/* ---- start and stop ------------------------------------------------ */
+
+static int listen_tcp(struct gateway *g, const char *spec, char *errbuf,
+		      size_t errlen)
+{
+	char host[64];
+	const char *colon = strrchr(spec, ':');
+	struct sockaddr_storage ss;
+	int port, r, len = sizeof(ss);
+
+	if (!colon || (size_t)(colon - spec) >= sizeof(host))
+		goto bad;
+	snprintf(host, sizeof(host), "%.*s", (int)(colon - spec), spec);
+	port = atoi(colon + 1);
+	if (port < 0 || port > 65535)
+		goto bad;
+	if (uv_ip4_addr(host, port, (struct sockaddr_in *)&ss) < 0 ||
+	    (ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr) >> 24) != 127)
+		goto bad;
+	uv_tcp_init(g->spd->loop, &g->tcp);
+	g->tcp.data = g;
+	g->tcp_on = true;
+	g->open_handles++;
+	r = uv_tcp_bind(&g->tcp, (struct sockaddr *)&ss, 0);
+	if (r == 0)
+		r = uv_listen((uv_stream_t *)&g->tcp, 128, on_connection);
+	if (r == 0)
+		r = uv_tcp_getsockname(&g->tcp, (struct sockaddr *)&ss, &len);
+	if (r < 0) {
+		snprintf(errbuf, errlen, "broker: cannot listen on %s: %s",
+			 spec, uv_strerror(r));
+		return r;
+	}
+	g->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+	return 0;
+bad:
+	snprintf(errbuf, errlen,
+		 "broker.listen \"%s\" must be a loopback IPv4 address and "
+		 "port, such as 127.0.0.1:0 (or none)",
+		 spec);
+	return -EINVAL;
+}
+
+int gateway_start(struct spd *spd, const char *listen, const char *sock_path,
+		  struct gateway **ret, char *errbuf, size_t errlen)
+{
+	struct gateway *g = calloc(1, sizeof(*g));
+	int r;
+
+	if (!g)
+		return -ENOMEM;
+	g->spd = spd;
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	g->multi = curl_multi_init();
+	if (!g->multi) {
+		free(g);
+		return -ENOMEM;
+	}
+	curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
+	curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
+	curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
+	uv_timer_init(spd->loop, &g->curl_timer);
+	g->curl_timer.data = g;
+	g->open_handles++;
+	snprintf(g->sock_path, sizeof(g->sock_path), "%s", sock_path);
+	if (listen && listen[0]) {
+		r = listen_tcp(g, listen, errbuf, errlen);
+		if (r < 0)
+			goto fail;
+	}
+	uv_pipe_init(spd->loop, &g->pipe, 0);
+	g->pipe.data = g;
+	g->pipe_on = true;
+	g->open_handles++;
+	unlink(sock_path);
+	{
+		mode_t old = umask(0177);
+
+		r = uv_pipe_bind(&g->pipe, sock_path);
+		umask(old);
+	}
+	if (r == 0)
+		r = uv_listen((uv_stream_t *)&g->pipe, 128, on_connection);
+	if (r < 0) {
+		snprintf(errbuf, errlen, "broker: cannot listen on %s: %s",
+			 sock_path, uv_strerror(r));
+		goto fail;
+	}
+	*ret = g;
+	return 0;
+fail:
+	gateway_stop(g);
+	return r;
+}
+
+int gateway_port(struct gateway *g)
+{
+	return g ? g->port : 0;
+}
+
+void gateway_stop(struct gateway *g)
+{
+	if (!g)
+		return;
+	g->stopping = true;
+	while (g->calls) {
+		struct gw_call *k = g->calls;
+
+		call_done(k, CURLE_ABORTED_BY_CALLBACK);
+	}
+	for (struct gw_conn *c = g->conns; c; c = c->next)
+		conn_close(c);
+	if (g->tcp_on)
+		uv_close((uv_handle_t *)&g->tcp, on_gw_handle_closed);
+	if (g->pipe_on) {
+		uv_close((uv_handle_t *)&g->pipe, on_gw_handle_closed);
+		unlink(g->sock_path);
+	}
+	uv_close((uv_handle_t *)&g->curl_timer, on_gw_handle_closed);
+}
+
+/* ---- model.call ---------------------------------------------------- */
+
+void m_model_call(struct rpc_call *c)
+{
+	struct spd *spd = rpc_call_spd(c);
+	struct gateway *g = broker_gateway(spd);
+	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *params = rpc_call_params(c);
+	const char *id = json_string_value(json_object_get(params, "turn"));
+	const char *apis = json_string_value(json_object_get(params, "api"));
+	const char *path = json_string_value(json_object_get(params, "path"));
+	json_t *body = json_object_get(params, "body");
+	json_t *headers = json_object_get(params, "headers"), *v;
+	struct broker_turn *t = broker_turn_by_id(spd, id);
+	enum broker_api api, rapi;
+	bool count_only, has_version = false;
+	char rpath[64], *text;
+	const char *name;
+	struct prep e;
+	struct gw_call *k;
+
+	if (!g) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "the model broker is not running");
+		return;
+	}
+	if (t && !who->operator&&(!who->session_id ||
+				  strcmp(t->session, who->session_id) != 0))
+		t = NULL;
+	if (!t || t->ended) {
+		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+			       "no live turn %s for this caller", id);
+		return;
+	}
+	if (strcmp(apis, "anthropic") == 0)
+		api = BROKER_API_ANTHROPIC;
+	else if (strcmp(apis, "openai") == 0)
+		api = BROKER_API_OPENAI;
+	else {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "api must be \"anthropic\" or \"openai\"");
+		return;
+	}
+	if (!path)
+		path = api == BROKER_API_ANTHROPIC ? "/v1/messages"
+						   : "/v1/chat/completions";
+	if (route(path, &rapi, &count_only, rpath, sizeof(rpath)) < 0 ||
+	    rapi != api || strchr(path, '?')) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "path %s is not a route of the %s api", path,
+			       apis);
+		return;
+	}
+	if (json_is_true(json_object_get(body, "stream"))) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "model.call does not stream: use the HTTP "
+			       "endpoint for \"stream\": true");
+		return;
+	}
+	json_object_foreach(headers, name, v)
+	{
+		const char *s = json_string_value(v);
+
+		if (!s || strpbrk(s, "\r\n") || strpbrk(name, "\r\n: ")) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "headers must map names to strings "
+				       "without line breaks");
+			return;
+		}
+	}
+	text = json_dumps(body, JSON_COMPACT);
+	if (!text) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	k = prepare(g, t, api, count_only, rpath, text, strlen(text), &e);
+	free(text);
+	if (!k) {
+		json_t *d = e.extra;
+
+		rpc_call_error(c,
+			       e.status == 402	 ? RPC_E_BUDGET_EXCEEDED
+			       : e.status >= 500 ? RPC_E_INTERNAL
+						 : RPC_E_BAD_PARAMS,
+			       d, "%s", e.msg);
+		return;
+	}
+	k->rpc = c;
+	json_object_foreach(headers, name, v)
+	{
+		char lower[128];
+		size_t i;
+
+		for (i = 0; name[i] && i < sizeof(lower) - 1; i++)
+			lower[i] = (char)tolower((unsigned char)name[i]);
+		lower[i] = '\0';
+		if (hop_header(lower) || strcmp(lower, "content-type") == 0)
+			continue;
+		if (strcmp(lower, "anthropic-version") == 0)
+			has_version = true;
+		add_header(&k->hdrs, "%s: %s", name, json_string_value(v));
+	}
+	add_header(&k->hdrs, "Content-Type: application/json");
+	if (api == BROKER_API_ANTHROPIC && !has_version)
+		add_header(&k->hdrs, "anthropic-version: 2023-06-01");
+	{
+		const struct broker_provider *p = broker_provider_for(spd, api);
+
+		if (start_transfer(k, p, broker_provider_key(spd, p), rpath) <
+		    0) {
+			call_abort_start(k, -EIO);
+			k->rpc = NULL;
+			call_unlink_free(k);
+			rpc_call_error(c, RPC_E_INTERNAL, NULL,
+				       "the call could not be started");
+		}
+	}
+}

@@ -1,0 +1,364 @@
+#include <ctype.h>
+#include <errno.h>
+#include <git2.h>
+#include <sodium.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/broker/price.h"
+#include "common/util.h"
+
+/* USD per million tokens as written, max-output in tokens.  Sources: the
+ * providers' published price pages.  A model's max-output errs high: it
+ * bounds the reservation, so too low would let a call overshoot. */
+static const struct {
+	const char *model, *input, *output, *cache_read, *cache_write;
+	int64_t max_output;
+} shipped[] = {
+    {"claude-opus-4-1", "15", "75", "1.5", "18.75", 32000},
+    {"claude-opus-4", "15", "75", "1.5", "18.75", 32000},
+    {"claude-sonnet-4-5", "3", "15", "0.3", "3.75", 64000},
+    {"claude-sonnet-4", "3", "15", "0.3", "3.75", 64000},
+    {"claude-3-7-sonnet", "3", "15", "0.3", "3.75", 128000},
+    {"claude-haiku-4-5", "1", "5", "0.1", "1.25", 64000},
+    {"claude-3-5-haiku", "0.8", "4", "0.08", "1", 8192},
+    {"gpt-5", "1.25", "10", "0.125", "1.25", 128000},
+    {"gpt-5-mini", "0.25", "2", "0.025", "0.25", 128000},
+    {"gpt-4.1", "2", "8", "0.5", "2", 32768},
+    {"gpt-4.1-mini", "0.4", "1.6", "0.1", "0.4", 32768},
+    {"gpt-4o", "2.5", "10", "1.25", "2.5", 16384},
+    {"gpt-4o-mini", "0.15", "0.6", "0.075", "0.15", 16384},
+    {"o3", "2", "8", "0.5", "2", 100000},
+    {"o4-mini", "1.1", "4.4", "0.275", "1.1", 100000},
+};
+
+int price_parse_fixed(const char *s, unsigned scale, int64_t *ret)
+{
+	int64_t v = 0;
+	unsigned frac = 0;
+	bool dot = false, digit = false;
+
+	if (!s || !*s)
+		return -EINVAL;
+	for (; *s; s++) {
+		if (*s == '.' && !dot) {
+			dot = true;
+			continue;
+		}
+		if (!isdigit((unsigned char)*s))
+			return -EINVAL;
+		digit = true;
+		if (dot && ++frac > scale)
+			return -EINVAL;
+		if (v > (INT64_MAX - 9) / 10)
+			return -ERANGE;
+		v = v * 10 + (*s - '0');
+	}
+	if (!digit)
+		return -EINVAL;
+	for (; frac < scale; frac++) {
+		if (v > INT64_MAX / 10)
+			return -ERANGE;
+		v *= 10;
+	}
+	*ret = v;
+	return 0;
+}
+
+void price_format_usd(int64_t pusd, char *buf, size_t len)
+{
+	/* Rounded up to the micro-dollar: a charge never looks smaller. */
+	int64_t micro = pusd / 1000000 + (pusd % 1000000 != 0);
+
+	snprintf(buf, len, "%lld.%06lld", (long long)(micro / 1000000),
+		 (long long)(micro % 1000000));
+}
+
+double price_usd(int64_t pusd)
+{
+	return (double)pusd / (double)PRICE_PUSD_PER_USD;
+}
+
+static int64_t sat_mul(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (a < 0 || b < 0)
+		return 0;
+	if (__builtin_mul_overflow(a, b, &r))
+		return INT64_MAX;
+	return r;
+}
+
+static int64_t sat_add(int64_t a, int64_t b)
+{
+	int64_t r;
+
+	if (__builtin_add_overflow(a, b, &r))
+		return INT64_MAX;
+	return r;
+}
+
+int64_t price_worst_case(const struct price *p, size_t body_bytes,
+			 int64_t max_tokens)
+{
+	int64_t in_rate = p->input, out, in;
+
+	if (p->cache_read > in_rate)
+		in_rate = p->cache_read;
+	if (p->cache_write > in_rate)
+		in_rate = p->cache_write;
+	out = max_tokens <= 0 || max_tokens > p->max_output ? p->max_output
+							    : max_tokens;
+	in = body_bytes > (size_t)(INT64_MAX - PRICE_HIDDEN_INPUT_TOKENS)
+		 ? INT64_MAX
+		 : (int64_t)body_bytes + PRICE_HIDDEN_INPUT_TOKENS;
+	return sat_add(sat_mul(in, in_rate), sat_mul(out, p->output));
+}
+
+int64_t price_cost(const struct price *p, const struct price_usage *u)
+{
+	int64_t c = sat_mul(u->input, p->input);
+
+	c = sat_add(c, sat_mul(u->output, p->output));
+	c = sat_add(c, sat_mul(u->cache_read, p->cache_read));
+	return sat_add(c, sat_mul(u->cache_write, p->cache_write));
+}
+
+static struct price *find(struct price_table *t, const char *model)
+{
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->v[i].model, model) == 0)
+			return &t->v[i];
+	return NULL;
+}
+
+/* A dated snapshot's base name length ("claude-sonnet-4-5-20250929" and
+ * "gpt-4o-2024-08-06" name the same prices as their base), or 0. */
+static size_t undated_len(const char *m)
+{
+	size_t n = strlen(m), i;
+
+	if (n > 9 && m[n - 9] == '-') {
+		for (i = n - 8; i < n && isdigit((unsigned char)m[i]); i++)
+			;
+		if (i == n)
+			return n - 9;
+	}
+	if (n > 11 && m[n - 11] == '-' && m[n - 6] == '-' && m[n - 3] == '-') {
+		for (i = n - 10; i < n; i++)
+			if (i != n - 6 && i != n - 3 &&
+			    !isdigit((unsigned char)m[i]))
+				return 0;
+		return n - 11;
+	}
+	return 0;
+}
+
+const struct price *price_lookup(const struct price_table *t, const char *model)
+{
+	size_t n;
+
+	if (!t || !model)
+		return NULL;
+	for (size_t i = 0; i < t->n; i++)
+		if (strcmp(t->v[i].model, model) == 0)
+			return &t->v[i];
+	n = undated_len(model);
+	if (n == 0)
+		return NULL;
+	for (size_t i = 0; i < t->n; i++)
+		if (strlen(t->v[i].model) == n &&
+		    strncmp(t->v[i].model, model, n) == 0)
+			return &t->v[i];
+	return NULL;
+}
+
+static int add_model(struct price_table *t, const char *model,
+		     struct price **ret)
+{
+	struct price *nv;
+
+	if (t->n >= PRICE_MODELS_MAX)
+		return -E2BIG;
+	if (strlen(model) > PRICE_MODEL_NAME_MAX)
+		return -ENAMETOOLONG;
+	nv = realloc(t->v, (t->n + 1) * sizeof(*nv));
+	if (!nv)
+		return -ENOMEM;
+	t->v = nv;
+	memset(&nv[t->n], 0, sizeof(nv[t->n]));
+	snprintf(nv[t->n].model, sizeof(nv[t->n].model), "%s", model);
+	nv[t->n].input = nv[t->n].output = -1;
+	nv[t->n].cache_read = nv[t->n].cache_write = -1;
+	nv[t->n].max_output = -1;
+	*ret = &nv[t->n++];
+	return 0;
+}
+
+static int cmp_model(const void *a, const void *b)
+{
+	return strcmp(((const struct price *)a)->model,
+		      ((const struct price *)b)->model);
+}
+
+/* The hash of the table in force: journaled with every call, so that a
+ * charge can be recomputed from the prices it was made with. */
+static void table_hash(struct price_table *t)
+{
+	crypto_generichash_state st;
+	unsigned char h[32];
+	char line[PRICE_MODEL_NAME_MAX + 128];
+
+	qsort(t->v, t->n, sizeof(*t->v), cmp_model);
+	crypto_generichash_init(&st, NULL, 0, sizeof(h));
+	for (size_t i = 0; i < t->n; i++) {
+		const struct price *p = &t->v[i];
+		int n = snprintf(
+		    line, sizeof(line), "%s %lld %lld %lld %lld %lld\n",
+		    p->model, (long long)p->input, (long long)p->output,
+		    (long long)p->cache_read, (long long)p->cache_write,
+		    (long long)p->max_output);
+		crypto_generichash_update(&st, (const unsigned char *)line,
+					  (size_t)n);
+	}
+	crypto_generichash_final(&st, h, sizeof(h));
+	sodium_bin2hex(t->hash, sizeof(t->hash), h, sizeof(h));
+}
+
+struct load_ctx {
+	struct price_table *t;
+	const char *path;
+	char *errbuf;
+	size_t errlen;
+	int err;
+};
+
+static int entry_cb(const git_config_entry *e, void *data)
+{
+	struct load_ctx *lc = data;
+	const char *name = e->name + strlen("model.");
+	const char *key = strrchr(name, '.');
+	char model[PRICE_MODEL_NAME_MAX + 1];
+	struct price *p;
+	int64_t v, *dst;
+	int r;
+
+	if (!key || key == name ||
+	    (size_t)(key - name) > PRICE_MODEL_NAME_MAX) {
+		snprintf(lc->errbuf, lc->errlen, "%s: bad model section in %s",
+			 lc->path, e->name);
+		lc->err = -EINVAL;
+		return -1;
+	}
+	snprintf(model, sizeof(model), "%.*s", (int)(key - name), name);
+	key++;
+	p = find(lc->t, model);
+	if (!p && (r = add_model(lc->t, model, &p)) < 0) {
+		snprintf(lc->errbuf, lc->errlen, "%s: [model \"%s\"]: %s",
+			 lc->path, model, strerror(-r));
+		lc->err = r;
+		return -1;
+	}
+	if (strcmp(key, "max-output") == 0) {
+		r = price_parse_fixed(e->value, 0, &v);
+		if (r == 0 && (v < 1 || v > PRICE_MAX_OUTPUT_MAX))
+			r = -ERANGE;
+		dst = &p->max_output;
+	} else {
+		dst = strcmp(key, "input") == 0		? &p->input
+		      : strcmp(key, "output") == 0	? &p->output
+		      : strcmp(key, "cache-read") == 0	? &p->cache_read
+		      : strcmp(key, "cache-write") == 0 ? &p->cache_write
+							: NULL;
+		if (!dst) {
+			snprintf(lc->errbuf, lc->errlen,
+				 "%s: [model \"%s\"] has no key \"%s\" "
+				 "(input, output, cache-read, cache-write, "
+				 "max-output)",
+				 lc->path, model, key);
+			lc->err = -EINVAL;
+			return -1;
+		}
+		/* USD per million tokens with at most 6 decimals is exactly
+		 * picodollars per token. */
+		r = price_parse_fixed(e->value, 6, &v);
+		if (r == 0 && v > (int64_t)PRICE_PER_MTOK_MAX_USD * 1000000)
+			r = -ERANGE;
+	}
+	if (r < 0) {
+		snprintf(lc->errbuf, lc->errlen,
+			 "%s: [model \"%s\"] %s = \"%s\": expected %s",
+			 lc->path, model, key, e->value,
+			 dst == &p->max_output
+			     ? "a number of tokens, 1..10000000"
+			     : "USD per million tokens, 0..10000, at most 6 "
+			       "decimals");
+		lc->err = -EINVAL;
+		return -1;
+	}
+	*dst = v;
+	return 0;
+}
+
+int price_table_load(struct git_config *gc, const char *path,
+		     struct price_table *ret, char *errbuf, size_t errlen)
+{
+	struct price_table t = {0};
+	struct load_ctx lc = {&t, path, errbuf, errlen, 0};
+	struct price *p;
+	int r;
+
+	for (size_t i = 0; i < ARRAY_SIZE(shipped); i++) {
+		r = add_model(&t, shipped[i].model, &p);
+		if (r < 0)
+			goto fail;
+		price_parse_fixed(shipped[i].input, 6, &p->input);
+		price_parse_fixed(shipped[i].output, 6, &p->output);
+		price_parse_fixed(shipped[i].cache_read, 6, &p->cache_read);
+		price_parse_fixed(shipped[i].cache_write, 6, &p->cache_write);
+		p->max_output = shipped[i].max_output;
+	}
+	if (gc && git_config_foreach_match(gc, "^model\\..+\\.[a-z-]+$",
+					   entry_cb, &lc) < 0) {
+		r = lc.err ? lc.err : -EINVAL;
+		if (!lc.err)
+			snprintf(errbuf, errlen, "%s: cannot read [model]",
+				 path);
+		goto fail;
+	}
+	for (size_t i = 0; i < t.n; i++) {
+		p = &t.v[i];
+		if (p->input < 0 || p->output < 0 || p->max_output < 0) {
+			snprintf(errbuf, errlen,
+				 "%s: [model \"%s\"] needs input, output and "
+				 "max-output",
+				 path, p->model);
+			r = -EINVAL;
+			goto fail;
+		}
+		/* Unknown cache rates are the input rate: the worst case
+		 * uses the dearest, so this never lowers a reservation. */
+		if (p->cache_read < 0)
+			p->cache_read = p->input;
+		if (p->cache_write < 0)
+			p->cache_write = p->input;
+	}
+	table_hash(&t);
+	*ret = t;
+	return 0;
+fail:
+	price_table_free(&t);
+	return r;
+}
+
+void price_table_free(struct price_table *t)
+{
+	if (!t)
+		return;
+	free(t->v);
+	t->v = NULL;
+	t->n = 0;
+}

@@ -1,0 +1,976 @@
+/*
+ * The gate before every agent call (daemon/domain/gate.h): the policy's
+ * decision, the pending asks a person decides, the one-shot grants pinned
+ * to what was approved, and approval.list / approval.decide.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "daemon/transport/handlers.h"
+#include "daemon/transport/call.h"
+#include "daemon/domain/gate.h"
+#include "daemon/domain/journal.h"
+#include "daemon/log.h"
+#include "daemon/domain/session.h"
+#include "daemon/spd.h"
+#include "common/paths.h"
+#include "common/utf8.h"
+#include "common/util.h"
+
+struct pending {
+	struct pending *next;
+	uint64_t id;
+	struct approvals *ap;
+	char session[SESSION_ID_LEN + 1]; /* "" for the operator's calls */
+	char key[65];
+	json_t *object; /* what is asked, for the person */
+	const char *rule;
+	char reason[POLICY_REASON_MAX];
+	/* A waiting call; NULL when the caller asked not to wait. */
+	struct rpc_call *call;
+	gate_cont_fn cont;
+	gate_drop_fn drop;
+	void *data;
+	uv_timer_t timer;
+	bool timer_on;
+};
+
+struct grant {
+	struct grant *next;
+	char session[SESSION_ID_LEN + 1];
+	char key[65];
+};
+
+struct counter {
+	struct counter *next;
+	char session[SESSION_ID_LEN + 1];
+	unsigned prompts;
+	unsigned denials; /* in a row */
+};
+
+struct follower {
+	struct follower *next;
+	struct rpc_call *call;
+	struct approvals *ap;
+};
+
+struct approvals {
+	struct spd *spd;
+	struct pending *pending;
+	unsigned n_pending;
+	struct grant *grants;
+	struct counter *counters;
+	struct follower *followers;
+	uint64_t next_id;
+};
+
+int gate_policy_conf(struct spd *spd, const char *ws, struct policy_conf **ret,
+		     const char **ret_what)
+{
+	struct policy_conf *conf = policy_conf_new();
+	char *proj = NULL;
+	int r;
+
+	if (!conf)
+		return -ENOMEM;
+	if (spd && spd->paths.conf_path) {
+		r = policy_conf_load(conf, POLICY_LAYER_OPERATOR,
+				     spd->paths.conf_path);
+		if (r < 0 && r != -ENOENT) {
+			*ret_what = "spd.conf";
+			goto fail;
+		}
+	}
+	proj = paths_join(ws, ".spd.conf");
+	if (!proj) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	r = policy_conf_load(conf, POLICY_LAYER_PROJECT, proj);
+	free(proj);
+	if (r < 0 && r != -ENOENT) {
+		*ret_what = ".spd.conf";
+		goto fail;
+	}
+	*ret = conf;
+	return 0;
+fail:
+	policy_conf_free(conf);
+	return r;
+}
+
+static struct counter *counter_of(struct approvals *ap, const char *session)
+{
+	struct counter *c;
+
+	for (c = ap->counters; c; c = c->next)
+		if (strcmp(c->session, session) == 0)
+			return c;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	snprintf(c->session, sizeof(c->session), "%s", session);
+	c->next = ap->counters;
+	ap->counters = c;
+	return c;
+}
+
+static void journal_decision(struct spd *spd, const char *session,
+			     const char *kind, const char *rule,
+			     const char *reason, json_t *object)
+{
+	json_t *d = json_pack("{s:s, s:s, s:O?}", "rule", rule, "reason",
+			      reason, "object", object);
+	char *text = d ? json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	char sum[POLICY_REASON_MAX + 64];
+
+	if (!spd->journal) {
+		free(text);
+		json_decref(d);
+		return;
+	}
+	snprintf(sum, sizeof(sum), "%s: %s", rule, reason);
+	journal_append(spd->journal, session && session[0] ? session : NULL,
+		       "spd", kind, sum, text);
+	free(text);
+	json_decref(d);
+}
+
+/* A denied call: counts toward the three-in-a-row rule of its session. */
+static void deny(struct approvals *ap, struct rpc_call *c, const char *session,
+		 const char *rule, const char *reason, json_t *object,
+		 enum rpc_error code)
+{
+	struct spd *spd = ap->spd;
+	struct counter *ctr = session ? counter_of(ap, session) : NULL;
+
+	journal_decision(spd, session, "policy.deny", rule, reason, object);
+	if (session && spd->sessions)
+		session_note_policy_block(spd->sessions, session, rule);
+	if (ctr && ++ctr->denials >= GATE_DENIALS_MAX && spd->sessions) {
+		char why[128];
+		snprintf(why, sizeof(why), "%u denied calls in a row",
+			 ctr->denials);
+		session_end_attempt(spd->sessions, session, "POLICY-DENIED",
+				    why);
+		rpc_call_error(
+		    c, RPC_E_ATTEMPT_ENDED,
+		    json_pack("{s:s, s:s}", "rule", rule, "reason", reason),
+		    "%s (%s); %s: the session's attempt ended", reason, rule,
+		    why);
+		return;
+	}
+	if (c)
+		rpc_call_error(
+		    c, code,
+		    json_pack("{s:s, s:s}", "rule", rule, "reason", reason),
+		    "%s (%s)", reason, rule);
+}
+
+/* The hex BLAKE2b-256 of what remains to be read from fd. */
+static int hash_fd(int fd, char out[65])
+{
+	crypto_generichash_state st;
+	unsigned char buf[65536], h[32];
+	ssize_t n;
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(h));
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		crypto_generichash_update(&st, buf, (size_t)n);
+	}
+	crypto_generichash_final(&st, h, sizeof(h));
+	sodium_bin2hex(out, 65, h, sizeof(h));
+	return 0;
+}
+
+/* path relative to root when it lies strictly below root, else NULL. */
+static const char *below(const char *path, const char *root)
+{
+	size_t n = strlen(root);
+
+	if (n > 0 && root[n - 1] == '/')
+		n--;
+	if (strncmp(path, root, n) != 0 || path[n] != '/' || !path[n + 1])
+		return NULL;
+	return path + n + 1;
+}
+
+/*
+ * Pin arg (relative to base) when it names a regular file inside the
+ * workspace ws: append {path, size, blake2b} to pins (size and mtime_ns
+ * instead of the hash for a file over GATE_PIN_HASH_MAX).  Anything
+ * else — a word that is no file, a file outside, a device — is not
+ * pinned: the policy already judged it by name.
+ */
+static void pin_file(json_t *pins, const char *ws, const char *base,
+		     const char *arg)
+{
+	_cleanup_free_ char *joined = NULL, *real = NULL;
+	_cleanup_close_ int fd = -1;
+	const char *rel;
+	struct stat st;
+	char hex[65];
+	json_t *e;
+
+	if (!arg || !arg[0] || json_array_size(pins) >= GATE_PIN_FILES_MAX)
+		return;
+	joined = arg[0] == '/' ? strdup(arg) : paths_join(base, arg);
+	if (!joined || !(real = realpath(joined, NULL)) ||
+	    !(rel = below(real, ws)))
+		return;
+	for (size_t i = 0; i < json_array_size(pins); i++)
+		if (strcmp(json_string_value(
+			       json_object_get(json_array_get(pins, i), "path"))
+			       ?: "",
+			   rel) == 0)
+			return;
+	/* O_NONBLOCK: a FIFO named in argv must not hang the loop. */
+	fd = open(real,
+		  O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return;
+	if (st.st_size <= (off_t)GATE_PIN_HASH_MAX && hash_fd(fd, hex) == 0)
+		e = json_pack("{s:s, s:I, s:s}", "path", rel, "size",
+			      (json_int_t)st.st_size, "blake2b", hex);
+	else
+		e = json_pack("{s:s, s:I, s:I}", "path", rel, "size",
+			      (json_int_t)st.st_size, "mtime_ns",
+			      (json_int_t)st.st_mtim.tv_sec * 1000000000 +
+				  st.st_mtim.tv_nsec);
+	if (e)
+		json_array_append_new(pins, e);
+}
+
+/*
+ * The workspace files a run's grant pins: the executable when it lies in
+ * the workspace, and every argv word that names a regular file there (a
+ * script for sh, python, node...; any of them may be code).  Computed
+ * from the asked object itself, so the ask and every later use of its
+ * grant hash the same names the same way.  Never NULL unless out of
+ * memory.
+ */
+static json_t *run_pins(json_t *object)
+{
+	const char *ws =
+	    json_string_value(json_object_get(object, "workspace"));
+	const char *cwd = json_string_value(json_object_get(object, "cwd"));
+	json_t *argv = json_object_get(object, "argv");
+	json_t *pins = json_array();
+
+	if (!pins || !ws)
+		return pins;
+	pin_file(pins, ws, ws,
+		 json_string_value(json_object_get(object, "exe")));
+	for (size_t i = 0; i < json_array_size(argv); i++)
+		pin_file(pins, ws, cwd ? cwd : ws,
+			 json_string_value(json_array_get(argv, i)));
+	return pins;
+}
+
+/* fs.write's content as the person sees it and the grant pins it: its
+ * size, hash and first line (up to GATE_PREVIEW_MAX bytes). */
+static json_t *content_pin(const char *data, size_t len)
+{
+	unsigned char h[32];
+	char hex[65];
+	size_t n = 0;
+
+	crypto_generichash(h, sizeof(h), (const unsigned char *)data, len, NULL,
+			   0);
+	sodium_bin2hex(hex, sizeof(hex), h, sizeof(h));
+	while (n < len && n < GATE_PREVIEW_MAX && data[n] != '\n')
+		n++;
+	/* A cut inside a UTF-8 sequence, or binary bytes: shorten until
+	 * JSON can carry it; the hash still covers every byte. */
+	while (n > 0 && !utf8_valid(data, n))
+		n--;
+	return json_pack("{s:I, s:s, s:s%, s:b}", "size", (json_int_t)len,
+			 "blake2b", hex, "preview", data, n, "preview_complete",
+			 n == len);
+}
+
+static json_t *object_json(const struct gate_call *g,
+			   const struct policy_result *res)
+{
+	json_t *paths = json_array();
+	json_t *o;
+
+	for (size_t i = 0; i < res->n_paths; i++)
+		json_array_append_new(paths, json_string(res->paths[i]));
+	o = json_pack("{s:s, s:O?, s:O?, s:s?, s:s?, s:s?, s:s?, s:o, s:s, "
+		      "s:s}",
+		      "kind",
+		      g->kind == POLICY_CALL_EXEC   ? "exec"
+		      : g->kind == POLICY_CALL_READ ? "read"
+						    : "write",
+		      "argv", g->argv, "env", g->env, "cwd", g->cwd, "path",
+		      g->path, "path2", g->path2, "exe", res->exe, "paths",
+		      paths, "net",
+		      g->net == POLICY_NET_HOST	      ? "host"
+		      : g->net == POLICY_NET_LOOPBACK ? "loopback"
+						      : "none",
+		      "workspace", g->workspace);
+	if (!o)
+		return NULL;
+	/* The content decides what a write or a script does: the grant
+	 * covers it, and the person sees its hash and first line. */
+	if (g->content &&
+	    json_object_set_new(o, "content",
+				content_pin(g->content, g->content_len)) < 0)
+		goto fail;
+	if (g->kind == POLICY_CALL_EXEC &&
+	    json_object_set_new(o, "files", run_pins(o)) < 0)
+		goto fail;
+	return o;
+fail:
+	json_decref(o);
+	return NULL;
+}
+
+/* True when the files o pins still hold what they held at the ask. */
+static bool pins_current(json_t *o)
+{
+	json_t *was = json_object_get(o, "files");
+	json_t *now;
+	bool same;
+
+	if (!was)
+		return true;
+	now = run_pins(o);
+	same = now && json_equal(was, now);
+	json_decref(now);
+	return same;
+}
+
+/* The identity of a resolved object: BLAKE2b over its canonical JSON. */
+static void object_key(const char *session, json_t *object, char out[65])
+{
+	char *text = json_dumps(object, JSON_COMPACT | JSON_SORT_KEYS);
+	unsigned char h[32];
+	crypto_generichash_state st;
+
+	crypto_generichash_init(&st, NULL, 0, sizeof(h));
+	crypto_generichash_update(&st, (const unsigned char *)session,
+				  strlen(session) + 1);
+	if (text)
+		crypto_generichash_update(&st, (const unsigned char *)text,
+					  strlen(text));
+	crypto_generichash_final(&st, h, sizeof(h));
+	sodium_bin2hex(out, 65, h, sizeof(h));
+	free(text);
+}
+
+static bool take_grant(struct approvals *ap, const char *session,
+		       const char *key)
+{
+	for (struct grant **pp = &ap->grants; *pp; pp = &(*pp)->next) {
+		struct grant *g = *pp;
+		if (strcmp(g->session, session) == 0 &&
+		    strcmp(g->key, key) == 0) {
+			*pp = g->next;
+			free(g);
+			return true;
+		}
+	}
+	return false;
+}
+
+static json_t *pending_json(const struct pending *p)
+{
+	return json_pack("{s:I, s:s?, s:s, s:s, s:O, s:b}", "id",
+			 (json_int_t)p->id, "session",
+			 p->session[0] ? p->session : NULL, "rule", p->rule,
+			 "reason", p->reason, "object", p->object, "waiting",
+			 p->call != NULL);
+}
+
+static void pending_closed(uv_handle_t *h)
+{
+	struct pending *p = h->data;
+
+	json_decref(p->object);
+	free(p);
+}
+
+/* Unlink and free p (its timer closed first). */
+static void pending_free(struct pending *p)
+{
+	struct approvals *ap = p->ap;
+
+	for (struct pending **pp = &ap->pending; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			ap->n_pending--;
+			break;
+		}
+	if (p->timer_on) {
+		uv_timer_stop(&p->timer);
+		uv_close((uv_handle_t *)&p->timer, pending_closed);
+	} else {
+		pending_closed((uv_handle_t *)&p->timer);
+	}
+}
+
+static void pending_refuse(struct pending *p, const char *why)
+{
+	struct rpc_call *c = p->call;
+	gate_drop_fn drop = p->drop;
+	void *data = p->data;
+
+	p->call = NULL;
+	journal_decision(p->ap->spd, p->session, "approval.refused", p->rule,
+			 why, p->object);
+	pending_free(p);
+	if (c) {
+		rpc_call_on_gone(c, NULL, NULL);
+		rpc_call_error(c, RPC_E_APPROVAL_REFUSED, NULL, "%s", why);
+		drop(data);
+	}
+}
+
+static void on_timeout(uv_timer_t *t)
+{
+	pending_refuse(t->data, "no decision in time");
+}
+
+static void on_waiter_gone(void *data)
+{
+	pending_refuse(data, "the client went away");
+}
+
+void gate_check(struct rpc_call *c, const struct gate_call *g,
+		gate_cont_fn cont, gate_drop_fn drop, void *data)
+{
+	struct spd *spd = rpc_call_spd(c);
+	struct approvals *ap = spd->approvals;
+	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *params = rpc_call_params(c);
+	struct policy_conf *conf = NULL;
+	struct policy_context ctx = {0};
+	struct policy_call call = {0};
+	struct policy_result res = {0};
+	const char **argv = NULL, **env = NULL;
+	size_t *argv_len = NULL, envc = 0;
+	char **env_owned = NULL;
+	const char *what = "", *session = g->session_id ? g->session_id : "";
+	json_t *object = NULL;
+	char key[65];
+	bool wait = !json_is_false(json_object_get(params, "wait"));
+	bool yes = json_is_true(json_object_get(params, "yes"));
+	int r;
+
+	if (!ap) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "no policy gate");
+		drop(data);
+		return;
+	}
+	if (yes && !who->operator) {
+		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+			       "only the operator may pre-approve (yes)");
+		drop(data);
+		return;
+	}
+	r = gate_policy_conf(spd, g->workspace, &conf, &what);
+	if (r < 0) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "cannot read the policy configuration %s: %s",
+			       what, strerror(-r));
+		drop(data);
+		return;
+	}
+	ctx.workspace = g->workspace;
+	ctx.in_place = g->in_place;
+	/* The PATH the run searches, and the places a run can write: a
+	 * program found there is the agent's, never trusted by name. */
+	ctx.path_env = POLICY_DEFAULT_PATH;
+	ctx.writable = (const char *const *)spd->config.writable;
+	call.kind = g->kind;
+	call.net = g->net;
+	call.cwd = g->cwd;
+	if (g->kind == POLICY_CALL_EXEC) {
+		size_t n = json_array_size(g->argv);
+		const char *k;
+		json_t *v;
+
+		argv = calloc(n + 1, sizeof(*argv));
+		argv_len = calloc(n + 1, sizeof(*argv_len));
+		env_owned =
+		    calloc(json_object_size(g->env) + 1, sizeof(char *));
+		env = calloc(json_object_size(g->env) + 1, sizeof(*env));
+		if (!argv || !argv_len || !env_owned || !env)
+			goto oom;
+		for (size_t i = 0; i < n; i++) {
+			argv[i] = json_string_value(json_array_get(g->argv, i));
+			argv_len[i] =
+			    json_string_length(json_array_get(g->argv, i));
+			if (!argv[i])
+				argv[i] = "";
+		}
+		json_object_foreach(g->env, k, v)
+		{
+			if (asprintf(&env_owned[envc], "%s=%s", k,
+				     json_string_value(v) ?: "") < 0)
+				goto oom;
+			env[envc] = env_owned[envc];
+			envc++;
+		}
+		call.argv = argv;
+		call.argv_len = argv_len;
+		call.argc = n;
+		call.env = env;
+		call.envc = envc;
+	} else {
+		call.path = g->path;
+	}
+	r = policy_classify(conf, &ctx, &call, &res);
+	/* fs.move writes two paths: the stricter decision wins. */
+	if (r == 0 && g->path2 && res.decision != POLICY_DENY &&
+	    res.decision != POLICY_BAD_REQUEST) {
+		struct policy_result res2 = {0};
+		call.path = g->path2;
+		if (policy_classify(conf, &ctx, &call, &res2) == 0 &&
+		    res2.decision > res.decision) {
+			policy_result_free(&res);
+			res = res2;
+		} else {
+			policy_result_free(&res2);
+		}
+	}
+	if (r < 0) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "policy: %s",
+			       strerror(-r));
+		drop(data);
+		goto out;
+	}
+	object = object_json(g, &res);
+	if (!object)
+		goto oom;
+	rpc_call_set_detail(c,
+			    json_pack("{s:s, s:s, s:s}", "decision",
+				      policy_decision_name(res.decision),
+				      "rule", res.rule, "reason", res.reason));
+	switch (res.decision) {
+	case POLICY_BAD_REQUEST:
+		rpc_call_error(c, RPC_E_BAD_PARAMS,
+			       json_pack("{s:s}", "rule", res.rule), "%s",
+			       res.reason);
+		drop(data);
+		goto out;
+	case POLICY_DENY:
+		/* A path that leaves the workspace has its own code. */
+		deny(ap, c, g->session_id, res.rule, res.reason, object,
+		     strcmp(res.rule, "deny.path.outside") == 0
+			 ? RPC_E_PATH_ESCAPE
+			 : RPC_E_POLICY_DENIED);
+		drop(data);
+		goto out;
+	case POLICY_ALLOW: {
+		struct counter *ctr =
+		    g->session_id ? counter_of(ap, g->session_id) : NULL;
+		if (ctr)
+			ctr->denials = 0;
+		cont(c, data);
+		goto out;
+	}
+	case POLICY_ASK:
+		break;
+	}
+
+	/* An ask. */
+	object_key(session, object, key);
+	if (yes) {
+		const char *pin =
+		    json_string_value(json_object_get(params, "pin"));
+
+		/* The person answered y to what the NEEDS-APPROVAL showed
+		 * (its "pin"): when a pinned file changed since, the answer
+		 * is not for this call. */
+		if (pin && strcmp(pin, key) != 0) {
+			journal_decision(spd, session, "approval.refused",
+					 res.rule,
+					 "the call changed since the person "
+					 "answered",
+					 object);
+			rpc_call_error(c, RPC_E_APPROVAL_REFUSED,
+				       json_pack("{s:s, s:O}", "rule", res.rule,
+						 "object", object),
+				       "what was approved changed before it "
+				       "ran (a pinned file differs): ask "
+				       "again");
+			drop(data);
+			goto out;
+		}
+		/* The operator answered at the terminal: the earlier
+		 * NEEDS-APPROVAL for this same call is settled. */
+		for (struct pending *q = ap->pending, *nx; q; q = nx) {
+			nx = q->next;
+			if (!q->call && strcmp(q->session, session) == 0 &&
+			    strcmp(q->key, key) == 0)
+				pending_free(q);
+		}
+		journal_decision(spd, session, "approval.granted", res.rule,
+				 "approved in advance by the operator (yes)",
+				 object);
+		cont(c, data);
+		goto out;
+	}
+	if (take_grant(ap, session, key)) {
+		struct counter *ctr =
+		    g->session_id ? counter_of(ap, g->session_id) : NULL;
+		if (ctr)
+			ctr->denials = 0;
+		journal_decision(
+		    spd, session, "approval.used", res.rule,
+		    "a person's grant for this exact call, used once", object);
+		cont(c, data);
+		goto out;
+	}
+	if (g->session_id) {
+		struct counter *ctr = counter_of(ap, g->session_id);
+		if (ctr && ctr->prompts >= GATE_PROMPTS_MAX) {
+			deny(ap, c, g->session_id, "deny.prompt-budget",
+			     "the session has used all its prompts", object,
+			     RPC_E_POLICY_DENIED);
+			drop(data);
+			goto out;
+		}
+		if (ctr)
+			ctr->prompts++;
+	}
+	if (!g->session_id && !wait) {
+		/* The operator's own call, answered at the terminal (spctl
+		 * asks y/N and sends it again with "yes"): nothing to keep
+		 * pending. */
+		journal_decision(spd, session, "approval.needed", res.rule,
+				 res.reason, object);
+		/* The object is what the person's y/N decides on; the pin
+		 * comes back with the "yes" (see above). */
+		rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
+			       json_pack("{s:s, s:s, s:O, s:s}", "rule",
+					 res.rule, "reason", res.reason,
+					 "object", object, "pin", key),
+			       "%s (%s)", res.reason, res.rule);
+		drop(data);
+		goto out;
+	}
+	if (ap->n_pending >= GATE_PENDING_MAX) {
+		deny(ap, c, g->session_id, "deny.pending-limit",
+		     "too many approvals are pending", object,
+		     RPC_E_POLICY_DENIED);
+		drop(data);
+		goto out;
+	}
+	{
+		struct pending *p = calloc(1, sizeof(*p));
+		json_t *note;
+
+		if (!p)
+			goto oom;
+		p->id = ++ap->next_id;
+		p->ap = ap;
+		snprintf(p->session, sizeof(p->session), "%s", session);
+		memcpy(p->key, key, sizeof(p->key));
+		p->object = json_incref(object);
+		p->rule = res.rule;
+		snprintf(p->reason, sizeof(p->reason), "%s", res.reason);
+		p->timer.data = p;
+		p->next = ap->pending;
+		ap->pending = p;
+		ap->n_pending++;
+		journal_decision(spd, session, "approval.requested", res.rule,
+				 res.reason, object);
+		note = pending_json(p);
+		for (struct follower *f = ap->followers; f; f = f->next)
+			rpc_call_notify(f->call, RPC_N_APPROVAL_REQUESTED,
+					json_incref(note));
+		json_decref(note);
+		if (!wait) {
+			rpc_call_error(
+			    c, RPC_E_NEEDS_APPROVAL,
+			    json_pack("{s:I, s:s, s:s}", "approval",
+				      (json_int_t)p->id, "rule", res.rule,
+				      "reason", res.reason),
+			    "%s (%s): approval %" PRIu64 " is pending",
+			    res.reason, res.rule, p->id);
+			drop(data);
+			goto out;
+		}
+		p->call = c;
+		p->cont = cont;
+		p->drop = drop;
+		p->data = data;
+		uv_timer_init(spd->loop, &p->timer);
+		p->timer_on = true;
+		uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);
+		rpc_call_on_gone(c, on_waiter_gone, p);
+	}
+	goto out;
+oom:
+	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+	drop(data);
+out:
+	json_decref(object);
+	policy_result_free(&res);
+	policy_conf_free(conf);
+	free(argv);
+	free(argv_len);
+	for (size_t i = 0; env_owned && i < envc; i++)
+		free(env_owned[i]);
+	free(env_owned);
+	free(env);
+}
+
+/* ---- approval.list and approval.decide ------------------------------ */
+
+static void follower_gone(void *data)
+{
+	struct follower *f = data;
+	struct approvals *ap = f->ap;
+
+	for (struct follower **pp = &ap->followers; *pp; pp = &(*pp)->next)
+		if (*pp == f) {
+			*pp = f->next;
+			break;
+		}
+	rpc_call_reply(f->call, json_null());
+	free(f);
+}
+
+void m_approval_list(struct rpc_call *c)
+{
+	struct approvals *ap = rpc_call_spd(c)->approvals;
+	json_t *arr = json_array();
+
+	for (struct pending *p = ap->pending; p; p = p->next)
+		json_array_append_new(arr, pending_json(p));
+	if (!json_is_true(json_object_get(rpc_call_params(c), "follow"))) {
+		rpc_call_reply(c, json_pack("{s:o}", "pending", arr));
+		return;
+	}
+	/* Follow: the pending ones now, then each new one as it comes. */
+	for (size_t i = 0; i < json_array_size(arr); i++)
+		rpc_call_notify(c, RPC_N_APPROVAL_REQUESTED,
+				json_incref(json_array_get(arr, i)));
+	json_decref(arr);
+	struct follower *f = calloc(1, sizeof(*f));
+	if (!f) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	f->call = c;
+	f->ap = ap;
+	f->next = ap->followers;
+	ap->followers = f;
+	rpc_call_on_gone(c, follower_gone, f);
+}
+
+void m_approval_decide(struct rpc_call *c)
+{
+	struct approvals *ap = rpc_call_spd(c)->approvals;
+	json_t *params = rpc_call_params(c);
+	json_int_t id = json_integer_value(json_object_get(params, "id"));
+	bool approve = json_is_true(json_object_get(params, "approve"));
+	const char *why = json_string_value(json_object_get(params, "why"));
+	struct pending *p;
+
+	for (p = ap->pending; p; p = p->next)
+		if ((json_int_t)p->id == id)
+			break;
+	if (!p) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "no pending approval %lld", (long long)id);
+		return;
+	}
+	rpc_call_set_summary(c, "approval %lld %s", (long long)id,
+			     approve ? "granted" : "refused");
+	if (approve) {
+		struct rpc_call *waiter = p->call;
+		gate_cont_fn cont = p->cont;
+		void *data = p->data;
+
+		if (waiter && !pins_current(p->object)) {
+			gate_drop_fn drop = p->drop;
+
+			/* A script the person approved was rewritten while
+			 * the ask waited: the approval is not for what
+			 * would run now. */
+			journal_decision(ap->spd, p->session,
+					 "approval.refused", p->rule,
+					 "a pinned file changed before the "
+					 "decision",
+					 p->object);
+			p->call = NULL;
+			pending_free(p);
+			rpc_call_on_gone(waiter, NULL, NULL);
+			rpc_call_error(waiter, RPC_E_APPROVAL_REFUSED, NULL,
+				       "a file the ask pinned changed before "
+				       "the decision: ask again");
+			drop(data);
+			rpc_call_reply(c, json_pack("{s:I, s:s}", "id", id,
+						    "decision", "stale"));
+			return;
+		}
+		journal_decision(ap->spd, p->session, "approval.granted",
+				 p->rule, "granted by a person", p->object);
+		if (!waiter) {
+			/* The agent did not wait: the grant waits for it,
+			 * for this exact call, once. */
+			struct grant *g = calloc(1, sizeof(*g));
+			if (g) {
+				snprintf(g->session, sizeof(g->session), "%s",
+					 p->session);
+				memcpy(g->key, p->key, sizeof(g->key));
+				g->next = ap->grants;
+				ap->grants = g;
+			}
+		}
+		if (p->session[0]) {
+			struct counter *ctr = counter_of(ap, p->session);
+			if (ctr)
+				ctr->denials = 0;
+		}
+		p->call = NULL;
+		pending_free(p);
+		if (waiter) {
+			rpc_call_on_gone(waiter, NULL, NULL);
+			cont(waiter, data);
+		}
+	} else {
+		char reason[256];
+		struct rpc_call *waiter = p->call;
+		gate_drop_fn drop = p->drop;
+		void *data = p->data;
+		char session[SESSION_ID_LEN + 1];
+		const char *rule = p->rule;
+		json_t *object = json_incref(p->object);
+
+		snprintf(reason, sizeof(reason), "refused by a person%s%s",
+			 why ? ": " : "", why ? why : "");
+		snprintf(session, sizeof(session), "%s", p->session);
+		p->call = NULL;
+		pending_free(p);
+		if (waiter)
+			rpc_call_on_gone(waiter, NULL, NULL);
+		journal_decision(ap->spd, session, "approval.refused", rule,
+				 reason, object);
+		/* A person's refusal is a denied call of the session. */
+		if (session[0]) {
+			struct counter *ctr = counter_of(ap, session);
+			if (ctr && ++ctr->denials >= GATE_DENIALS_MAX &&
+			    ap->spd->sessions)
+				session_end_attempt(
+				    ap->spd->sessions, session, "POLICY-DENIED",
+				    "three denied calls in a row");
+		}
+		if (waiter) {
+			rpc_call_error(waiter, RPC_E_APPROVAL_REFUSED, NULL,
+				       "%s", reason);
+			drop(data);
+		}
+		json_decref(object);
+	}
+	rpc_call_reply(c, json_pack("{s:I, s:s}", "id", id, "decision",
+				    approve ? "approved" : "refused"));
+}
+
+void gate_withdraw_session(struct spd *spd, const char *sid, const char *why)
+{
+	struct approvals *ap = spd ? spd->approvals : NULL;
+	struct pending *p;
+
+	if (!ap || !sid || !sid[0])
+		return;
+	/* One at a time from the head: a waiter's drop may change the
+	 * list. */
+	for (;;) {
+		struct rpc_call *c;
+		gate_drop_fn drop;
+		void *data;
+		json_t *note;
+
+		for (p = ap->pending; p; p = p->next)
+			if (strcmp(p->session, sid) == 0)
+				break;
+		if (!p)
+			break;
+		c = p->call;
+		drop = p->drop;
+		data = p->data;
+		p->call = NULL;
+		journal_decision(spd, p->session, "approval.withdrawn", p->rule,
+				 why ? why : "the attempt ended", p->object);
+		note = json_pack("{s:I, s:s, s:s}", "id", (json_int_t)p->id,
+				 "session", p->session, "reason",
+				 why ? why : "the attempt ended");
+		for (struct follower *f = ap->followers; f && note; f = f->next)
+			rpc_call_notify(f->call, RPC_N_APPROVAL_WITHDRAWN,
+					json_incref(note));
+		json_decref(note);
+		pending_free(p);
+		if (c) {
+			rpc_call_on_gone(c, NULL, NULL);
+			rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+				       "session %s: the attempt ended while "
+				       "the call waited for a person (%s)",
+				       sid, why ? why : "");
+			drop(data);
+		}
+	}
+	for (struct grant **pp = &ap->grants; *pp;) {
+		struct grant *g = *pp;
+		if (strcmp(g->session, sid) == 0) {
+			*pp = g->next;
+			free(g);
+		} else {
+			pp = &g->next;
+		}
+	}
+}
+
+int gate_start(struct spd *spd)
+{
+	struct approvals *ap = calloc(1, sizeof(*ap));
+
+	if (!ap)
+		return -ENOMEM;
+	ap->spd = spd;
+	spd->approvals = ap;
+	return 0;
+}
+
+void gate_stop(struct spd *spd)
+{
+	struct approvals *ap = spd->approvals;
+
+	if (!ap)
+		return;
+	/* Waiting calls were ended when their clients went away (the
+	 * server closes first); anything left is refused. */
+	while (ap->pending)
+		pending_refuse(ap->pending, "spd is stopping");
+	while (ap->grants) {
+		struct grant *g = ap->grants;
+		ap->grants = g->next;
+		free(g);
+	}
+	while (ap->counters) {
+		struct counter *ctr = ap->counters;
+		ap->counters = ctr->next;
+		free(ctr);
+	}
+	free(ap);
+	spd->approvals = NULL;
+}

@@ -1,0 +1,401 @@
+/*
+ * Sessions: an agent's unit of work on one repository and feature.
+ *
+ * The store keeps every session in SQLite (state_dir/sessions.db) and,
+ * for the active ones, the git guard's snapshot in memory.  A session in
+ * worktree mode (the default) works in a libgit2 worktree under
+ * state_dir/worktrees/<id> on the new branch spd/<feature> made from the
+ * repository's HEAD; in in-place mode it works in the operator's clean
+ * checkout.  The agent's token is 32 random bytes shown once; the store
+ * keeps only its BLAKE2b hash.
+ *
+ * spd's git operations here never run hooks (libgit2 has none), never
+ * consult an fsmonitor (libgit2 1.5 does not implement core.fsmonitor)
+ * and never name a remote.
+ *
+ * Everything runs on the loop thread and blocks on the disk (and, for
+ * session_start, on a checkout).  Error texts for a person are kept in
+ * the store: session_store_error() after a failed call.
+ */
+#ifndef SPD_DAEMON_SESSION_H
+#define SPD_DAEMON_SESSION_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/domain/guard.h"
+
+/* A session id: 8 random bytes in hex, URL- and argv-safe (never starts
+ * with '-'). */
+#define SESSION_ID_LEN 16
+/* A session token: 32 random bytes in hex. */
+#define SESSION_TOKEN_LEN 64
+/* Longest feature name: it becomes a branch and a directory name. */
+#define SESSION_FEATURE_MAX 64
+/* Largest diff returned: a reply must fit in a frame (RPC_FRAME_MAX)
+ * with room for its JSON escaping. */
+#define SESSION_DIFF_MAX (384 * 1024)
+/* Most checks a project may configure: each is a sandboxed run. */
+#define SESSION_CHECKS_MAX 32
+/* Most words in a check's run line and the longest line. */
+#define SESSION_ARGV_MAX 256
+#define SESSION_RUN_LINE_MAX 4096
+/* Held-out checks: most files and bytes copied into the state dir. */
+#define SESSION_HELDOUT_FILES_MAX 10000
+#define SESSION_HELDOUT_BYTES_MAX (256 * 1024 * 1024)
+/* Where the held-out files appear inside the worktree during a
+ * verification run (relative to the worktree). */
+#define SESSION_HELDOUT_MOUNT ".spd-heldout"
+/*
+ * In place: most credential-looking ignored files made to read as empty
+ * (each is a mount in the sandbox, and a run has SBXP_PATHS_MAX paths in
+ * all), and most directory entries walked to find them.
+ */
+#define SESSION_EMPTY_FILES_MAX 48
+#define SESSION_SCAN_MAX 200000
+/*
+ * In place: the git-ignored entries hidden from one run are each a
+ * mount, and a run has SBXP_PATHS_MAX paths in all.  This many are kept
+ * for the rest (spd's three directories, the read-only git dir, the
+ * operator's writable paths); the credential files above take theirs;
+ * the ignored entries get what is left (56 without credential files).
+ * An ignored directory counts once, however much it holds.  A checkout
+ * with more top-most ignored entries has its runs refused rather than
+ * run with some of them readable.
+ */
+#define SESSION_RUN_PATHS_RESERVED 8
+/* Most dirty paths named when an in-place start is refused. */
+#define SESSION_DIRTY_SHOWN 20
+
+enum session_mode { SESSION_MODE_WORKTREE, SESSION_MODE_IN_PLACE };
+enum session_state {
+	SESSION_ACTIVE,
+	SESSION_ENDED,
+	SESSION_ATTEMPT_ENDED, /* a finding ended it: calls are refused */
+};
+
+/* A copy of one session's record (session_info_free). */
+struct session_info {
+	char id[SESSION_ID_LEN + 1];
+	char *repo;   /* the repository's working directory */
+	char *gitdir; /* its (common) git dir */
+	char *feature;
+	enum session_mode mode;
+	char *worktree; /* where the agent works (the run's workspace) */
+	char *branch;	/* "spd/<feature>"; in place: the checkout's branch or
+			   NULL when detached */
+	char base[41];	/* base commit, hex */
+	enum session_state state;
+	char *finding_code; /* "GIT-CHANGED", "INTEGRITY", or the code given
+			       to session_end_attempt; NULL: none */
+	char *finding_path; /* the path the finding names (or the why) */
+	int64_t created;    /* Unix seconds */
+	int64_t ended;	    /* Unix seconds; 0 while not ended */
+	unsigned policy_blocks;
+	unsigned outside_changes;
+	unsigned commands;
+	bool heldout; /* held-out checks are sealed for it */
+};
+
+struct session_store;
+
+/*
+ * Journal hook: called for every session event (start, end, finding,
+ * verdict, refusal).  kind is "session.start", "session.end",
+ * "session.finding", "session.verify", ...; detail_json is a JSON object
+ * text.  The lead wires it to journal_append(); NULL disables it.
+ */
+typedef void (*session_journal_fn)(void *data, const char *session_id,
+				   const char *kind, const char *summary,
+				   const char *detail_json);
+
+/*
+ * Open (creating, 0600) state_dir/sessions.db and load every session.
+ * The guard of each active session is rebuilt; when the guarded inputs
+ * differ from the digest stored when the session was last seen (they
+ * changed while spd was not running) the session ends with INTEGRITY.
+ * Returns 0 and *ret, or -errno (-EIO for a database error).
+ */
+int session_store_open(const char *state_dir, struct session_store **ret);
+/* Close the database and free everything; NULL allowed.  Worktrees are
+ * left in place for the next start. */
+void session_store_free(struct session_store *s);
+void session_store_set_journal(struct session_store *s, session_journal_fn fn,
+			       void *data);
+/* Called once whenever a session's attempt ends (a finding, three
+ * denials, session_end_attempt) or the session ends, after the state
+ * changed: id and code ("INTEGRITY", "POLICY-DENIED", "ENDED"...) are
+ * borrowed for the call.  NULL fn: none. */
+typedef void (*session_ended_fn)(void *data, const char *session_id,
+				 const char *code);
+void session_store_set_ended_hook(struct session_store *s, session_ended_fn fn,
+				  void *data);
+/* Journal session events to j (journal_append with actor "spd"); NULL
+ * stops journaling.  The usual way to set the hook above. */
+struct journal;
+void session_store_use_journal(struct session_store *s, struct journal *j);
+/* A sentence saying why the last failed call failed ("" when none);
+ * owned by the store, valid until the next call. */
+const char *session_store_error(const struct session_store *s);
+
+/*
+ * True when feature is a safe ref component: 1..SESSION_FEATURE_MAX
+ * characters of [A-Za-z0-9._-], not starting with '.' or '-', no "..",
+ * not ending in ".lock" or '.', and refs/heads/spd/<feature> is a valid
+ * ref name to libgit2.
+ */
+bool session_feature_valid(const char *feature);
+
+/*
+ * Start a session on the repository containing repo (a path inside a
+ * non-bare checkout) for feature.  Worktree mode: creates branch
+ * spd/<feature> at HEAD (-EEXIST when it exists) and its worktree.  In
+ * place (in_place true): refuses a checkout with staged, unstaged or
+ * untracked (not ignored) changes with -EBUSY, session_store_error()
+ * naming them.  -EINVAL: bad feature; -ENOENT: no repository or no commit
+ * at HEAD.  On success returns 0, *ret_info (caller frees) and the token
+ * in ret_token (SESSION_TOKEN_LEN + 1 bytes; shown once, never stored).
+ */
+int session_start(struct session_store *s, const char *repo,
+		  const char *feature, bool in_place,
+		  struct session_info **ret_info, char *ret_token);
+
+/* A copy of a session: 0 and *ret (caller frees) or -ENOENT. */
+int session_get(struct session_store *s, const char *id,
+		struct session_info **ret);
+/* Every session, newest first: 0, *ret (an array of *ret_n pointers;
+ * session_info_list_free) or -ENOMEM. */
+int session_list(struct session_store *s, struct session_info ***ret,
+		 size_t *ret_n);
+void session_info_free(struct session_info *i);
+void session_info_list_free(struct session_info **v, size_t n);
+/* The record as a JSON object (new reference; NULL on ENOMEM). */
+json_t *session_info_json(const struct session_info *i);
+
+/*
+ * End a session: its worktree is pruned and removed (the branch is
+ * kept), its held-out files deleted, its token no longer authenticates.
+ * An attempt-ended session can be ended too.  Returns 0, -ENOENT, or
+ * -EALREADY when it had already ended.
+ */
+int session_end(struct session_store *s, const char *id);
+
+/*
+ * Find the session whose token this is, comparing the token's hash with
+ * every live session's in constant time.  Returns 0 and the id in ret_id
+ * (SESSION_ID_LEN + 1 bytes), or -SPD_EPERM for no match (also for an
+ * ended session's token).  An attempt-ended session still authenticates:
+ * the caller then refuses with ATTEMPT-ENDED (session_usable).
+ */
+int session_authenticate(struct session_store *s, const char *token,
+			 char *ret_id);
+
+/*
+ * Whether calls of the session may proceed: 0 when active, -ENOENT,
+ * -ESHUTDOWN when ended, -ECANCELED when attempt-ended (ATTEMPT-ENDED).
+ */
+int session_usable(struct session_store *s, const char *id);
+
+/*
+ * After every command of the session: record argv (NULL terminated) and
+ * its exit code (-1 when it did not run to an exit), then re-hash the
+ * guarded inputs.  Returns 0 when clean; 1 when the guard found a change
+ * (*ret_finding filled when not NULL; the session is now attempt-ended
+ * and the finding journaled); -ECANCELED/-ESHUTDOWN/-ENOENT as
+ * session_usable; or another -errno (the guard could not scan: the
+ * session is attempt-ended too, since nothing vouches for its inputs).
+ */
+int session_record_command(struct session_store *s, const char *id,
+			   const char *const *argv, int exit_code,
+			   struct guard_finding *ret_finding);
+/* Re-hash only (after a file tool wrote, say); returns as above. */
+int session_guard_check(struct session_store *s, const char *id,
+			struct guard_finding *ret_finding);
+/* What a command of the session runs with (session_run_paths). */
+struct session_run_paths {
+	char *workspace;    /* the worktree or the in-place checkout */
+	char **readonly;    /* NULL terminated: in place, the git dir */
+	char **empty_files; /* NULL terminated: in place, the git-ignored
+			       files that look like credentials (.env*,
+			       *.pem, *.key, id_rsa*, .netrc, ...), found at
+			       session start; they must read as empty */
+	char **hidden;	    /* NULL terminated: in place, the top-most
+			       git-ignored entries (an ignored directory as
+			       one entry), found when the run starts: what
+			       fs.read refuses (deny.fs.ignored) must not be
+			       readable by a command either */
+	bool in_place;
+};
+
+/*
+ * The paths cmd.run needs for a command of session id: the workspace and,
+ * in place, what is read-only, what reads as empty and what is hidden
+ * (the checkout is walked for its ignored entries, up to
+ * SESSION_SCAN_MAX entries).  Returns 0 and fills *ret (free with
+ * session_run_paths_free), -ENOENT/-ESHUTDOWN/-ECANCELED as
+ * session_usable, -E2BIG when more ignored entries than the run's mount
+ * plan has room for (see SESSION_RUN_PATHS_RESERVED; *ret_hidden_max
+ * says how many, when not NULL) or more than SESSION_SCAN_MAX walked ones
+ * would have to be hidden,
+ * -EIO when git cannot open the checkout, or -ENOMEM.
+ */
+int session_run_paths(struct session_store *s, const char *id,
+		      struct session_run_paths *ret, size_t *ret_hidden_max);
+/* Free what session_run_paths filled; a zeroed struct is fine. */
+void session_run_paths_free(struct session_run_paths *p);
+
+/* Count a policy block in the session (a hard gate of verification);
+ * what is journaled with it.  Returns 0 or -ENOENT. */
+int session_note_policy_block(struct session_store *s, const char *id,
+			      const char *what);
+/*
+ * End the session's attempt for a reason other than the guard (three
+ * denied calls in a row: code "POLICY-DENIED"; why says what).  Every
+ * later call of the session is then refused with ATTEMPT-ENDED;
+ * session.show names code and why.  Journaled.  Returns 0, -ENOENT,
+ * -ESHUTDOWN for an ended session, or -ECANCELED when the attempt had
+ * already ended (the first finding is kept).
+ */
+int session_end_attempt(struct session_store *s, const char *id,
+			const char *code, const char *why);
+/* Record a change made outside the worktree (path) — a failed gate.
+ * Returns 0 or -ENOENT. */
+int session_note_outside_change(struct session_store *s, const char *id,
+				const char *path);
+
+/*
+ * Seal held-out checks: copy the regular files and directories under dir
+ * into state_dir/heldout/<id>/ (0700; symlinks and special files are
+ * refused with -EINVAL, so nothing outside dir is copied), replacing
+ * earlier ones.  Never writes into the worktree.  Returns the number of
+ * files copied, -E2BIG past the SESSION_HELDOUT_* limits, -ENOENT, or
+ * -errno.
+ */
+int session_heldout(struct session_store *s, const char *id, const char *dir);
+/*
+ * The overlay for a verification run: *ret_src is the sealed directory,
+ * *ret_dst the path inside the worktree where it must be bound read-only
+ * (worktree/SESSION_HELDOUT_MOUNT) — for verification runs only.  Both
+ * malloc'd.  Returns 0, or -ENOENT when nothing is sealed.
+ */
+int session_heldout_overlay(struct session_store *s, const char *id,
+			    char **ret_src, char **ret_dst);
+
+/*
+ * Split a run line into words with simple shell rules, no shell:
+ * blanks separate words; '...' is literal; "..." is literal except \" \\
+ * \$ \`; a backslash outside quotes escapes the next character.  An
+ * unquoted | & ; < > ( ) ` $ is refused (-EINVAL): the line would mean
+ * something else to a shell, and spd never runs one implicitly.  Returns
+ * the word count and *ret_argv (NULL terminated; free with
+ * session_argv_free), -EINVAL or -E2BIG.
+ */
+int session_split_words(const char *line, char ***ret_argv);
+void session_argv_free(char **argv);
+
+/* One configured check: [check "NAME"] run = LINE. */
+struct session_check {
+	char *name;
+	char **argv;
+};
+
+/* What a verification runs: the checks in order, in workspace, with the
+ * held-out overlay when sealed (NULLs otherwise). */
+struct session_verify_plan {
+	char id[SESSION_ID_LEN + 1];
+	char *workspace;
+	char *heldout_src;
+	char *heldout_dst;
+	struct session_check *checks;
+	size_t n_checks;
+	char **required; /* [verify] require lines, NULL terminated */
+	/* Paths a verification run must see read-only: in place, the git
+	 * dir (NULL terminated; empty in worktree mode). */
+	char **readonly;
+	bool agent_may_verify; /* [verify] agent = true */
+};
+
+/*
+ * Read the project's checks from the .spd.conf snapshot taken at session
+ * start (the file as the session began; the guard already ends the
+ * session when the worktree's copy changes, and reading the snapshot
+ * removes the race between that check and this read).  Returns 0 and
+ * *ret, -ECANCELED/-ESHUTDOWN/-ENOENT as session_usable, or -EINVAL for
+ * a malformed configuration (session_store_error says which check).
+ */
+int session_verify_plan(struct session_store *s, const char *id,
+			struct session_verify_plan **ret);
+void session_verify_plan_free(struct session_verify_plan *p);
+
+enum session_gate_id {
+	SESSION_GATE_CHECKS,	/* every check ran and exited 0 */
+	SESSION_GATE_POLICY,	/* no policy block in the session */
+	SESSION_GATE_INTEGRITY, /* no guard finding, now or before */
+	SESSION_GATE_OUTSIDE,	/* no change outside the worktree */
+	SESSION_GATE_REQUIRED,	/* the required commands ran */
+	SESSION_GATES
+};
+
+struct session_gate {
+	const char *name; /* "checks", "policy", ... (static) */
+	bool pass;
+	char detail[256];
+};
+
+struct session_verdict {
+	bool pass; /* true only when every gate passed */
+	struct session_gate gates[SESSION_GATES];
+};
+
+/*
+ * Evaluate the hard gates once the plan's checks have run: exit_codes[i]
+ * is check i's exit code (-1: it did not run to an exit, a failure).
+ * Re-hashes the guard first.  The verdict is journaled
+ * ("session.verify").  There is no override: a failed gate fails the
+ * verdict.  Returns 0 and *ret, or -ENOENT.
+ */
+int session_verify_evaluate(struct session_store *s,
+			    const struct session_verify_plan *plan,
+			    const int *exit_codes, struct session_verdict *ret);
+/* The verdict as JSON: {"pass":..,"gates":[{"name","pass","detail"}],
+ * "checks":[{"name","argv","exit"}]} (new reference or NULL). */
+json_t *session_verdict_json(const struct session_verdict *v,
+			     const struct session_verify_plan *plan,
+			     const int *exit_codes);
+
+/*
+ * The session's change against its base commit: the files on disk in
+ * the worktree (committed or not, untracked included, ignored excluded)
+ * compared with the base tree, as a unified diff.  Returns 0, *ret_text
+ * (malloc'd; cut at SESSION_DIFF_MAX with *ret_truncated set) or -errno.
+ */
+int session_diff(struct session_store *s, const char *id, char **ret_text,
+		 bool *ret_truncated);
+
+/*
+ * Running one check of a verification in the sandbox: the lead wires this
+ * to sbx_run() with the plan's workspace, the held-out overlay bound
+ * read-only at plan->heldout_dst (verification runs only), no network,
+ * and plan->checks[i].argv.  The runner returns 0 and later calls
+ * done(ctx, exit_code) exactly once on the loop thread (exit_code -1
+ * when the check did not run to an exit: killed, timed out, refused), or
+ * returns -errno without calling done.
+ */
+typedef void (*session_check_done_fn)(void *ctx, int exit_code);
+typedef int (*session_check_runner_fn)(void *data,
+				       const struct session_verify_plan *plan,
+				       size_t i, session_check_done_fn done,
+				       void *ctx);
+/* Set (or clear, with fn NULL) the check runner.  Without one,
+ * session.verify uses its own runner over spd->sbx (m_session.c), and
+ * with no sandbox at all fails with SANDBOX-UNAVAILABLE: checks never
+ * run unconfined. */
+void session_store_set_check_runner(struct session_store *s,
+				    session_check_runner_fn fn, void *data);
+/* The runner set, or NULL; *ret_data gets its data. */
+session_check_runner_fn session_store_check_runner(struct session_store *s,
+						   void **ret_data);
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * The handlers of journal.query and journal.verify; journal.follow's
+ * streaming lives with the server's followers.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/transport/call.h"
+#include "daemon/domain/journal.h"
+#include "daemon/transport/handlers.h"
+#include "daemon/transport/server.h"
+#include "daemon/spd.h"
+
+static void query_done(void *data, int err, const struct journal_event *evs,
+		       size_t n)
+{
+	struct rpc_call *c = data;
+	json_t *arr;
+
+	if (err < 0) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "journal query failed: %s", strerror(-err));
+		return;
+	}
+	arr = json_array();
+	for (size_t i = 0; i < n; i++)
+		json_array_append_new(arr, server_event_json(&evs[i]));
+	rpc_call_reply(c, json_pack("{s:o}", "events", arr));
+}
+
+void m_journal_query(struct rpc_call *c)
+{
+	struct spd *spd = rpc_call_spd(c);
+	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *p = rpc_call_params(c);
+	struct journal_filter f = {.since = 0, .limit = 100};
+	json_t *v;
+	int r;
+
+	if ((v = json_object_get(p, "since")))
+		f.since = json_integer_value(v);
+	if ((v = json_object_get(p, "limit")))
+		f.limit = (int)json_integer_value(v);
+	if (f.limit <= 0 || f.limit > JOURNAL_QUERY_LIMIT_MAX)
+		f.limit = JOURNAL_QUERY_LIMIT_MAX;
+	if ((v = json_object_get(p, "kind")))
+		f.kind = json_string_value(v);
+	if ((v = json_object_get(p, "session")))
+		f.session = json_string_value(v);
+	/* An agent reads its own session's events and nothing else. */
+	if (!who->operator) {
+		if (f.session && strcmp(f.session, who->session_id) != 0) {
+			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				       "an agent may read only its own "
+				       "session's journal");
+			return;
+		}
+		f.session = who->session_id;
+	}
+	r = journal_query(spd->journal, &f, query_done, c);
+	if (r < 0)
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "journal query: %s",
+			       strerror(-r));
+}
+
+void m_journal_follow(struct rpc_call *c)
+{
+	struct spd *spd = rpc_call_spd(c);
+	json_t *p = rpc_call_params(c);
+	json_t *v;
+	int64_t since = journal_count(spd->journal);
+	const char *kind = NULL;
+
+	if ((v = json_object_get(p, "since")))
+		since = json_integer_value(v);
+	if ((v = json_object_get(p, "kind")))
+		kind = json_string_value(v);
+	if (since < 0)
+		since = 0;
+	rpc_call_set_summary(c, "follow since %lld", (long long)since);
+	server_follow_add(spd->server, c, since, kind);
+}
+
+static void verify_done(void *data, const struct journal_verify_result *r)
+{
+	struct rpc_call *c = data;
+
+	rpc_call_set_summary(c, "%s", r->ok ? "intact" : r->reason);
+	rpc_call_reply(
+	    c, json_pack("{s:b, s:I, s:o?, s:s?, s:s?}", "ok", r->ok, "checked",
+			 (json_int_t)r->checked, "first_bad_id",
+			 r->ok ? NULL : json_integer(r->first_bad_id), "reason",
+			 r->ok ? NULL : r->reason, "detail",
+			 r->ok ? NULL : r->detail));
+}
+
+void m_journal_verify(struct rpc_call *c)
+{
+	struct spd *spd = rpc_call_spd(c);
+	int r = journal_verify(spd->journal, verify_done, c);
+
+	if (r < 0)
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "journal verify: %s",
+			       strerror(-r));
+}

@@ -1,0 +1,314 @@
+/*
+ * policy.check: classify a command or a file access without running it
+ * (spctl policy check).  The answer is the one a real call would get: the
+ * same engine, configuration and session context.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "daemon/transport/handlers.h"
+#include "common/paths.h"
+#include "common/util.h"
+#include "daemon/transport/call.h"
+#include "daemon/domain/gate.h"
+#include "daemon/domain/policy.h"
+#include "daemon/spd.h"
+
+static policy_session_lookup_fn session_lookup;
+
+void policy_set_session_lookup(policy_session_lookup_fn fn)
+{
+	session_lookup = fn;
+}
+
+/* What an agent is told in place of a resolved path outside its
+ * workspace: that it is outside, not where the host keeps it. */
+#define OUTSIDE "(outside the workspace)"
+
+/* True when path lies in ws (or is ws). */
+static bool inside(const char *path, const char *ws)
+{
+	size_t n = strlen(ws);
+
+	return strncmp(path, ws, n) == 0 && (path[n] == '/' || !path[n]);
+}
+
+/*
+ * True when path, taken lexically against the workspace (absolute, or
+ * relative to it), leaves it: "/etc/x", "../x", "a/../../x".  Nothing
+ * is resolved, so nothing about the host's layout is learnt by asking.
+ */
+static bool lexically_outside(const char *path, const char *ws)
+{
+	const char *p = path;
+	long depth = 0;
+
+	if (path[0] == '/') {
+		if (!inside(path, ws))
+			return true;
+		p = path + strlen(ws);
+	}
+	while (*p) {
+		size_t n;
+
+		while (*p == '/')
+			p++;
+		n = strcspn(p, "/");
+		if (n == 2 && p[0] == '.' && p[1] == '.') {
+			if (--depth < 0)
+				return true;
+		} else if (n > 0 && !(n == 1 && p[0] == '.')) {
+			depth++;
+		}
+		p += n;
+	}
+	return false;
+}
+
+/*
+ * The reply.  An agent (ws non-NULL) sees resolved paths only inside its
+ * workspace and programs only where its runs find them (the workspace or
+ * the run's PATH directories); anything else is OUTSIDE: the real paths
+ * of the operator's host are not the agent's to map.
+ */
+static json_t *result_json(const struct policy_result *res, const char *ws)
+{
+	json_t *paths = json_array();
+	const char *exe = res->exe;
+
+	for (size_t i = 0; paths && i < res->n_paths; i++)
+		json_array_append_new(
+		    paths,
+		    json_string(!ws || inside(res->paths[i], ws) ? res->paths[i]
+								 : OUTSIDE));
+	if (ws && exe && !inside(exe, ws) && strncmp(exe, "/usr/", 5) != 0 &&
+	    strncmp(exe, "/bin/", 5) != 0 && strncmp(exe, "/sbin/", 6) != 0)
+		exe = OUTSIDE;
+	return json_pack("{s:s, s:s, s:s, s:{s:s?, s:o}}", "decision",
+			 policy_decision_name(res->decision), "rule", res->rule,
+			 "reason", res->reason, "resolved", "exe", exe, "paths",
+			 paths ? paths : json_array());
+}
+
+/*
+ * policy.check: params argv (array of strings) | read | write (path), and
+ * session (or, for the operator, workspace).  Replies {decision, rule,
+ * reason, resolved: {exe, paths[]}}; a malformed call is BAD-REQUEST.  The
+ * configuration is the built-in defaults, the operator's spd.conf and the
+ * workspace's .spd.conf.
+ */
+void m_policy_check(struct rpc_call *c)
+{
+	json_t *params = rpc_call_params(c);
+	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *jargv = json_object_get(params, "argv");
+	json_t *jread = json_object_get(params, "read");
+	json_t *jwrite = json_object_get(params, "write");
+	json_t *jsess = json_object_get(params, "session");
+	json_t *jws = json_object_get(params, "workspace");
+	json_t *jcwd = json_object_get(params, "cwd");
+	json_t *jnet = json_object_get(params, "net");
+	json_t *jenv = json_object_get(params, "env");
+	struct policy_context ctx = {0};
+	char session_ws[PATH_MAX];
+	struct policy_call call = {0};
+	struct policy_result res = {0};
+	struct policy_conf *conf = NULL;
+	const char **argv = NULL, **env = NULL;
+	size_t *argv_len = NULL;
+	char **env_owned = NULL;
+	size_t envc = 0;
+	char *ws_real = NULL;
+	const char *sid = NULL, *what = "";
+	int r;
+
+	if (!!jargv + !!jread + !!jwrite != 1) {
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "give exactly one of argv, read, write");
+		goto out;
+	}
+	/* Whose context: an agent only ever its own session. */
+	if (!who->operator) {
+		if (jws) {
+			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				       "an agent checks in its own session");
+			goto out;
+		}
+		sid = who->session_id;
+		if (jsess && (!json_is_string(jsess) || !sid ||
+			      strcmp(json_string_value(jsess), sid) != 0)) {
+			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				       "an agent checks in its own session");
+			goto out;
+		}
+	} else if (jsess) {
+		sid = json_string_value(jsess);
+	}
+	if (sid) {
+		if (!session_lookup) {
+			rpc_call_error(c, RPC_E_INTERNAL, NULL,
+				       "sessions are not available");
+			goto out;
+		}
+		r = session_lookup(rpc_call_spd(c), sid, &ctx, session_ws,
+				   sizeof(session_ws));
+		if (r < 0) {
+			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+				       "no such session");
+			goto out;
+		}
+	} else {
+		if (!json_is_string(jws)) {
+			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+				       "give a session or a workspace");
+			goto out;
+		}
+		ws_real = realpath(json_string_value(jws), NULL);
+		if (!ws_real) {
+			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+				       "the workspace does not exist");
+			goto out;
+		}
+		ctx.workspace = ws_real;
+	}
+	r = gate_policy_conf(rpc_call_spd(c), ctx.workspace, &conf, &what);
+	if (r < 0) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "cannot read the policy configuration %s", what);
+		goto out;
+	}
+	if (jargv) {
+		size_t n = json_array_size(jargv);
+
+		if (!json_is_array(jargv) || n == 0 || n > POLICY_ARGC_MAX) {
+			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+				       "argv must be a non-empty array of at "
+				       "most %d strings",
+				       POLICY_ARGC_MAX);
+			goto out;
+		}
+		argv = calloc(n, sizeof(*argv));
+		argv_len = calloc(n, sizeof(*argv_len));
+		if (!argv || !argv_len)
+			goto oom;
+		for (size_t i = 0; i < n; i++) {
+			json_t *a = json_array_get(jargv, i);
+
+			if (!json_is_string(a)) {
+				rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+					       "argv must hold strings");
+				goto out;
+			}
+			argv[i] = json_string_value(a);
+			argv_len[i] = json_string_length(a);
+		}
+		call.kind = POLICY_CALL_EXEC;
+		call.argv = argv;
+		call.argv_len = argv_len;
+		call.argc = n;
+		if (json_is_string(jcwd))
+			call.cwd = json_string_value(jcwd);
+		if (json_is_string(jnet)) {
+			const char *net = json_string_value(jnet);
+
+			call.net = strcmp(net, "host") == 0 ? POLICY_NET_HOST
+				   : strcmp(net, "loopback") == 0
+				       ? POLICY_NET_LOOPBACK
+				       : POLICY_NET_NONE;
+		}
+		if (json_is_object(jenv)) {
+			const char *k;
+			json_t *v;
+			size_t en = json_object_size(jenv);
+
+			if (en > POLICY_ENV_MAX) {
+				rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+					       "too many environment entries");
+				goto out;
+			}
+			env_owned = calloc(en + 1, sizeof(char *));
+			env = calloc(en + 1, sizeof(char *));
+			if (!env_owned || !env)
+				goto oom;
+			json_object_foreach(jenv, k, v)
+			{
+				if (!json_is_string(v))
+					continue;
+				if (asprintf(&env_owned[envc], "%s=%s", k,
+					     json_string_value(v)) < 0) {
+					env_owned[envc] = NULL;
+					goto oom;
+				}
+				env[envc] = env_owned[envc];
+				envc++;
+			}
+			call.env = env;
+			call.envc = envc;
+		}
+	} else {
+		json_t *p = jread ? jread : jwrite;
+
+		if (!json_is_string(p)) {
+			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+				       "the path must be a string");
+			goto out;
+		}
+		call.kind = jread ? POLICY_CALL_READ : POLICY_CALL_WRITE;
+		call.path = json_string_value(p);
+		call.path_len = json_string_length(p);
+		/* An agent's path that leaves its workspace on its face is
+		 * answered as such, unresolved: policy.check must not be a
+		 * way to probe the host's files as spd's user. */
+		if (!who->operator&&
+		     lexically_outside(call.path, ctx.workspace)) {
+			bool w = call.kind == POLICY_CALL_WRITE;
+
+			rpc_call_set_summary(c, "outside");
+			rpc_call_reply(
+			    c, json_pack("{s:s, s:s, s:s, s:{s:n, s:[s]}}",
+					 "decision", w ? "deny" : "ask", "rule",
+					 w ? "deny.path.outside"
+					   : "ask.read.outside",
+					 "reason",
+					 w ? "the path is outside the workspace"
+					   : "the path is outside the "
+					     "workspace: a person decides",
+					 "resolved", "exe", "paths", OUTSIDE));
+			goto out;
+		}
+	}
+	r = policy_classify(conf, &ctx, &call, &res);
+	if (r < 0) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "the policy could not classify the call");
+		goto out;
+	}
+	rpc_call_set_summary(c, "%s %s", policy_decision_name(res.decision),
+			     res.rule);
+	if (res.decision == POLICY_BAD_REQUEST) {
+		rpc_call_error(c, RPC_E_BAD_REQUEST,
+			       json_pack("{s:s}", "rule", res.rule), "%s",
+			       res.reason);
+		goto out;
+	}
+	rpc_call_reply(c,
+		       result_json(&res, who->operator? NULL : ctx.workspace));
+	goto out;
+oom:
+	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+out:
+	policy_result_free(&res);
+	policy_conf_free(conf);
+	if (env_owned)
+		for (size_t i = 0; i < envc; i++)
+			free(env_owned[i]);
+	free(env_owned);
+	free(env);
+	free(argv);
+	free(argv_len);
+	free(ws_real);
+}

@@ -1,0 +1,863 @@
+/*
+ * cmd.run: run a command in the sandbox and stream its output; and
+ * sandbox.probe, what the host lets the sandbox do (spctl doctor).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "daemon/transport/call.h"
+#include "common/trace.h"
+#include "daemon/config.h"
+#include "daemon/domain/gate.h"
+#include "daemon/domain/journal.h"
+#include "daemon/log.h"
+#include "daemon/transport/handlers.h"
+#include "daemon/transport/quota.h"
+#include "daemon/methods/run.h"
+#include "daemon/domain/sbx.h"
+#include "daemon/spd.h"
+#include "common/buf.h"
+#include "common/envscrub.h"
+#include "common/redact.h"
+#include "common/utf8.h"
+#include "common/util.h"
+
+/* Argument vectors an agent may send: generous for real build commands,
+ * bounded so one request cannot make spd copy megabytes per run. */
+#define RUN_ARGC_MAX 4096
+#define RUN_ARG_LEN_MAX (128 * 1024)
+#define RUN_ENV_MAX 256
+#define RUN_WRITABLE_MAX 32
+
+/* A run's base environment: what build tools need and nothing of spd's
+ * own (which holds provider keys). */
+static const char *const base_env[] = {
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG=C.UTF-8",
+    "TERM=dumb",
+    NULL,
+};
+
+struct strv {
+	char **v;
+	size_t n;
+};
+
+static int strv_push(struct strv *s, const char *str)
+{
+	char **nv = realloc(s->v, (s->n + 2) * sizeof(*nv));
+
+	if (!nv)
+		return -ENOMEM;
+	s->v = nv;
+	if (!(s->v[s->n] = strdup(str)))
+		return -ENOMEM;
+	s->v[++s->n] = NULL;
+	return 0;
+}
+
+static void strv_free(struct strv *s)
+{
+	for (size_t i = 0; i < s->n; i++)
+		free(s->v[i]);
+	free(s->v);
+	s->v = NULL;
+	s->n = 0;
+}
+
+/*
+ * The output path of one run: every byte goes through the redactor's
+ * streaming matcher (one per stream, so that a secret split across two
+ * chunks is still caught) before it reaches the client.
+ */
+/* How long a stream may be quiet before what the redactor holds is
+ * released (when it cannot be the start of a secret): a prompt or a
+ * progress line shows up promptly, yet a secret printed a byte at a time
+ * is still caught whole. */
+#define RUN_OUTPUT_IDLE_MS 30
+
+struct outf {
+	struct redact_stream *rs[2];
+	struct buf tmp;
+	uv_timer_t *idle; /* data: this outf, NULL once finished */
+	struct rpc_call *call;
+};
+
+static void outf_idle_fired(uv_timer_t *t);
+
+static void outf_init(struct outf *o, struct spd *spd)
+{
+	memset(o, 0, sizeof(*o));
+	if (spd->redact && (o->idle = malloc(sizeof(*o->idle)))) {
+		uv_timer_init(spd->loop, o->idle);
+		o->idle->data = NULL;
+	}
+	if (spd->redact)
+		for (int i = 0; i < 2; i++)
+			if (redact_stream_new(spd->redact, &o->rs[i]) < 0)
+				o->rs[i] = NULL;
+}
+
+static void send_output(struct rpc_call *c, int stream, const char *buf,
+			size_t len);
+
+static void outf_feed(struct outf *o, struct rpc_call *c, int stream,
+		      const char *buf, size_t len)
+{
+	struct redact_stream *rs = o->rs[stream == 1 ? 0 : 1];
+
+	if (!rs) {
+		send_output(c, stream, buf, len);
+		return;
+	}
+	buf_reset(&o->tmp);
+	if (redact_stream_feed(rs, buf, len, &o->tmp) < 0)
+		return; /* never pass unredacted bytes on */
+	if (o->tmp.len)
+		send_output(c, stream, o->tmp.data, o->tmp.len);
+	if (o->idle) {
+		o->idle->data = o;
+		o->call = c;
+		uv_timer_start(o->idle, outf_idle_fired, RUN_OUTPUT_IDLE_MS, 0);
+	}
+}
+
+static void outf_idle_fired(uv_timer_t *t)
+{
+	struct outf *o = t->data;
+
+	if (!o)
+		return;
+	for (int i = 0; i < 2; i++) {
+		if (!o->rs[i])
+			continue;
+		buf_reset(&o->tmp);
+		if (redact_stream_idle(o->rs[i], &o->tmp) > 0 && o->tmp.len)
+			send_output(o->call, i + 1, o->tmp.data, o->tmp.len);
+	}
+}
+
+static void outf_finish(struct outf *o, struct rpc_call *c)
+{
+	if (o->idle) {
+		uv_timer_stop(o->idle);
+		o->idle->data = NULL;
+		uv_close((uv_handle_t *)o->idle, (uv_close_cb)free);
+		o->idle = NULL;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (!o->rs[i])
+			continue;
+		buf_reset(&o->tmp);
+		if (redact_stream_flush(o->rs[i], &o->tmp) == 0 && o->tmp.len)
+			send_output(c, i + 1, o->tmp.data, o->tmp.len);
+		redact_stream_free(o->rs[i]);
+		o->rs[i] = NULL;
+	}
+	buf_free(&o->tmp);
+}
+
+struct run_ctx {
+	struct outf outf;
+	struct rpc_call *call;
+	struct sbx_run *run;
+	struct spd *spd;
+	json_t *argv_json;
+	char *workspace;
+	const char *net_name;
+	bool best_effort;
+	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
+			 size_t msglen);
+	void *done_data;
+	char *quota_sid; /* the session whose run quota this run holds */
+};
+
+static void run_ctx_free(struct run_ctx *rc)
+{
+	if (rc->quota_sid)
+		quota_put(rc->spd->quota, rc->quota_sid, QUOTA_RUNS);
+	free(rc->quota_sid);
+	json_decref(rc->argv_json);
+	free(rc->workspace);
+	free(rc);
+}
+
+static void send_output(struct rpc_call *c, int stream, const char *buf,
+			size_t len)
+{
+	json_t *p;
+
+	if (!c || rpc_call_client_gone(c))
+		return;
+	p = json_pack("{s:s}", "stream", stream == 1 ? "stdout" : "stderr");
+	if (utf8_valid(buf, len) && !memchr(buf, '\0', len)) {
+		json_object_set_new(p, "data", json_stringn(buf, len));
+	} else {
+		size_t blen = sodium_base64_encoded_len(
+		    len, sodium_base64_VARIANT_ORIGINAL);
+		char *b64 = malloc(blen);
+		if (!b64) {
+			json_decref(p);
+			return;
+		}
+		sodium_bin2base64(b64, blen, (const unsigned char *)buf, len,
+				  sodium_base64_VARIANT_ORIGINAL);
+		json_object_set_new(p, "data_b64", json_string(b64));
+		free(b64);
+	}
+	rpc_call_notify(c, RPC_N_RUN_OUTPUT, p);
+}
+
+static void on_output(void *data, int stream, const char *buf, size_t len)
+{
+	struct run_ctx *rc = data;
+
+	outf_feed(&rc->outf, rc->call, stream, buf, len);
+}
+
+static void on_gone(void *data)
+{
+	struct run_ctx *rc = data;
+
+	if (rc->run)
+		sbx_run_cancel(rc->run);
+}
+
+static json_t *warnings_json(const char *const *w)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; w && w[i]; i++)
+		json_array_append_new(a, json_string(w[i]));
+	return a;
+}
+
+static void on_done(void *data, const struct sbx_result *r)
+{
+	struct run_ctx *rc = data;
+	struct rpc_call *c = rc->call;
+	json_t *detail;
+
+	trace_stamp("done");
+	outf_finish(&rc->outf, c);
+	detail = json_pack(
+	    "{s:O, s:s, s:s, s:s, s:I, s:b, s:o}", "argv", rc->argv_json,
+	    "workspace", rc->workspace, "net", rc->net_name, "mode",
+	    rc->best_effort ? "best-effort" : "required", "duration_ms",
+	    (json_int_t)(r->duration_us / 1000), "timed_out", r->timed_out,
+	    "warnings", warnings_json(r->warnings));
+	if (r->term_signal)
+		json_object_set_new(detail, "signal",
+				    json_integer(r->term_signal));
+	else
+		json_object_set_new(detail, "exit_code",
+				    json_integer(r->exit_code));
+	for (size_t i = 0; r->warnings && r->warnings[i]; i++)
+		log_warn("run without a layer (best-effort): %s",
+			 r->warnings[i]);
+	rpc_call_set_detail(c, detail);
+	if (rc->done_hook) {
+		char msg[512] = "";
+		int e = rc->done_hook(rc->done_data, r, msg, sizeof(msg));
+
+		trace_stamp("done_hook");
+		if (e > 0) {
+			rpc_call_set_summary(c, "%s", msg);
+			rpc_call_error(c, (enum rpc_error)e, NULL, "%s", msg);
+			goto out;
+		}
+	}
+	if (r->error_code) {
+		enum rpc_error e = RPC_E_INTERNAL;
+		if (strcmp(r->error_code, "SANDBOX-UNAVAILABLE") == 0)
+			e = RPC_E_SANDBOX_UNAVAILABLE;
+		else if (strcmp(r->error_code, "BAD-REQUEST") == 0)
+			e = RPC_E_BAD_PARAMS;
+		rpc_call_set_summary(c, "refused: %s",
+				     r->error_msg ? r->error_msg
+						  : r->error_code);
+		rpc_call_error(c, e, NULL, "%s",
+			       r->error_msg ? r->error_msg : r->error_code);
+	} else {
+		if (r->term_signal)
+			rpc_call_set_summary(
+			    c, "killed by signal %d%s", r->term_signal,
+			    r->timed_out ? " at the deadline" : "");
+		else
+			rpc_call_set_summary(c, "exit %d", r->exit_code);
+		json_t *res = json_pack(
+		    "{s:i, s:b, s:b, s:I, s:{s:I, s:I}, s:o}", "exit_code",
+		    r->exit_code, "timed_out", r->timed_out, "cancelled",
+		    r->cancelled, "duration_ms",
+		    (json_int_t)(r->duration_us / 1000), "bytes_dropped",
+		    "stdout", (json_int_t)r->bytes_dropped[0], "stderr",
+		    (json_int_t)r->bytes_dropped[1], "warnings",
+		    warnings_json(r->warnings));
+		if (r->term_signal)
+			json_object_set_new(res, "signal",
+					    json_integer(r->term_signal));
+		/* Why a command did not start (exit 126/127 from exec). */
+		if (r->error_msg && r->error_msg[0]) {
+			char *why = NULL;
+			const char *a0 =
+			    json_string_value(json_array_get(rc->argv_json, 0));
+			if (asprintf(&why, "%s: %s%s", a0 ? a0 : "command",
+				     r->exit_code == 127 ? "command not found: "
+							 : "",
+				     r->error_msg) > 0)
+				json_object_set_new(res, "error",
+						    json_string(why));
+			free(why);
+		}
+		/* Written out before the reply, so that they are in the
+		 * file by the time the client has it. */
+		trace_stamp("reply");
+		trace_flush();
+		rpc_call_reply(c, res);
+	}
+out:
+	trace_flush();
+	run_ctx_free(rc);
+}
+
+/* Copy a JSON array of strings into a NULL-terminated vector, checking
+ * the limits and that no string is empty where that matters. */
+static int strv_from_json(json_t *arr, size_t max, struct strv *ret,
+			  const char **ret_why)
+{
+	json_t *v;
+	size_t i;
+
+	if (json_array_size(arr) > max) {
+		*ret_why = "too many entries";
+		return -E2BIG;
+	}
+	json_array_foreach(arr, i, v)
+	{
+		if (!json_is_string(v)) {
+			*ret_why = "entries must be strings";
+			return -EINVAL;
+		}
+		if (json_string_length(v) > RUN_ARG_LEN_MAX ||
+		    strlen(json_string_value(v)) != json_string_length(v)) {
+			*ret_why = "an entry is too long or holds a NUL byte";
+			return -EINVAL;
+		}
+		if (strv_push(ret, json_string_value(v)) < 0)
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Resolve a directory the caller names: absolute, existing, no symlink
+ * games — the run's workspace is its realpath. */
+static char *resolve_dir(const char *path)
+{
+	char buf[PATH_MAX];
+	struct stat st;
+
+	if (!path || path[0] != '/' || !realpath(path, buf))
+		return NULL;
+	if (stat(buf, &st) < 0 || !S_ISDIR(st.st_mode))
+		return NULL;
+	return strdup(buf);
+}
+
+static bool is_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 &&
+	       (path[n] == '\0' || path[n] == '/' || (n == 1 && dir[0] == '/'));
+}
+
+/*
+ * A workspace is writable in full.  One that holds the home directory or
+ * spd's own directories would make the credential locations and the
+ * journal writable (or force sandboxd to plant mount points in them), so
+ * it is refused rather than weakened.
+ */
+static bool workspace_acceptable(struct spd *spd, const char *ws,
+				 struct rpc_call *c)
+{
+	const char *home = getenv("HOME");
+	char real[PATH_MAX];
+	const char *dirs[] = {spd->paths.config_dir, spd->paths.state_dir,
+			      spd->paths.runtime_dir};
+
+	if (strcmp(ws, "/") == 0) {
+		rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
+			       "the root directory cannot be a workspace");
+		return false;
+	}
+	if (home && realpath(home, real) && is_under(real, ws)) {
+		rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
+			       "the workspace %s contains the home directory "
+			       "%s: choose a project directory",
+			       ws, real);
+		return false;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+		const char *d = realpath(dirs[i], real) ? real : dirs[i];
+		if (is_under(d, ws) || is_under(ws, d)) {
+			rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
+				       "the workspace %s overlaps spd's own "
+				       "directory %s",
+				       ws, d);
+			return false;
+		}
+	}
+	return true;
+}
+
+int run_start(struct rpc_call *c, const struct run_request *req)
+{
+	struct spd *spd = rpc_call_spd(c);
+	struct strv argv = {0}, env = {0}, writable = {0}, hidden = {0};
+	struct sbx_spec spec;
+	struct run_ctx *rc = NULL;
+	const char *why = NULL, *home = getenv("HOME");
+	const char *key;
+	json_t *v;
+	int r;
+
+	memset(&spec, 0, sizeof(spec));
+	r = strv_from_json(req->argv, RUN_ARGC_MAX, &argv, &why);
+	if (r < 0 || argv.n == 0 || argv.v[0][0] == '\0') {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "argv: %s",
+			       why ? why : "must name a command");
+		goto out;
+	}
+	for (size_t i = 0; base_env[i]; i++)
+		strv_push(&env, base_env[i]);
+	if (home && home[0] == '/') {
+		char *h;
+		if (asprintf(&h, "HOME=%s", home) > 0) {
+			strv_push(&env, h);
+			free(h);
+		}
+	}
+	if (json_object_size(req->env) > RUN_ENV_MAX) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "env: too many entries");
+		goto out;
+	}
+	json_object_foreach(req->env, key, v)
+	{
+		char *e;
+		if (!json_is_string(v) || !key[0] || strchr(key, '=') ||
+		    strlen(json_string_value(v)) != json_string_length(v)) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "env: \"%.60s\" must be NAME: string "
+				       "without '=' in the name",
+				       key);
+			goto out;
+		}
+		if (asprintf(&e, "%s=%s", key, json_string_value(v)) < 0)
+			goto oom;
+		/* Secret-looking names never reach a run, whoever asks;
+		 * the run is told by their absence, the journal records
+		 * only the name. */
+		if (envscrub_entry_drop(
+			e, (const char *const *)spd->secret_values))
+			log_info("run: dropped environment variable %s", key);
+		else
+			strv_push(&env, e);
+		free(e);
+	}
+	if (strv_from_json(req->writable, RUN_WRITABLE_MAX, &writable, &why) <
+	    0) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "writable: %s", why);
+		goto out;
+	}
+	for (size_t i = 0; i < writable.n; i++)
+		if (writable.v[i][0] != '/') {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "writable: \"%s\" must be absolute",
+				       writable.v[i]);
+			goto out;
+		}
+	for (size_t i = 0; spd->config.writable && spd->config.writable[i]; i++)
+		strv_push(&writable, spd->config.writable[i]);
+	/* spd's own directories are never visible to a run. */
+	strv_push(&hidden, spd->paths.config_dir);
+	strv_push(&hidden, spd->paths.state_dir);
+	strv_push(&hidden, spd->paths.runtime_dir);
+	for (size_t i = 0; req->hidden && req->hidden[i]; i++)
+		strv_push(&hidden, req->hidden[i]);
+
+	rc = calloc(1, sizeof(*rc));
+	if (!rc)
+		goto oom;
+	rc->call = c;
+	rc->spd = spd;
+	rc->argv_json = json_incref(req->argv);
+	rc->workspace = strdup(req->workspace);
+	rc->net_name = req->net == SBX_NET_HOST	      ? "host"
+		       : req->net == SBX_NET_LOOPBACK ? "loopback"
+						      : "none";
+	rc->best_effort = req->best_effort;
+	rc->done_hook = req->done_hook;
+	rc->done_data = req->done_data;
+	if (!rpc_call_principal(c)->operator) {
+		const char *sid = rpc_call_principal(c)->session_id;
+
+		/* One agent's runs must leave room for the others'. */
+		if (sid && quota_take(spd->quota, sid, QUOTA_RUNS,
+				      uv_now(spd->loop)) < 0) {
+			run_ctx_free(rc);
+			rc = NULL;
+			rpc_call_error(
+			    c, RPC_E_LIMIT,
+			    json_pack("{s:s, s:i}", "quota", "runs", "limit",
+				      (int)quota_limit(spd->quota, QUOTA_RUNS)),
+			    "this session has %u runs in flight, its "
+			    "quota; wait for one to end",
+			    quota_limit(spd->quota, QUOTA_RUNS));
+			r = -EDQUOT;
+			goto out;
+		}
+		rc->quota_sid = sid ? strdup(sid) : NULL;
+		if (sid && !rc->quota_sid) {
+			quota_put(spd->quota, sid, QUOTA_RUNS);
+			run_ctx_free(rc);
+			rc = NULL;
+			goto oom;
+		}
+		/* The slots above this stay free for the operator's runs. */
+		spec.slots_max = SBXP_RUNS_MAX - spd->config.operator_runs;
+	}
+
+	spec.argv = argv.v;
+	spec.envp = env.v;
+	spec.workspace = req->workspace;
+	spec.cwd = req->cwd;
+	spec.home = home;
+	spec.net = req->net;
+	spec.timeout_ms = req->timeout_ms;
+	spec.writable = writable.v;
+	spec.hidden = hidden.v;
+	spec.readonly = req->readonly;
+	spec.empty_files = req->empty_files;
+	spec.best_effort = req->best_effort;
+	spec.run_uid = spd->config.run_uid;
+	spec.run_gid = spd->config.run_gid;
+	spec.output_cap = spd->config.output_cap;
+	outf_init(&rc->outf, spd);
+	{
+		/* A run that cannot be journaled does not run: the journal
+		 * is the record the operator audits afterwards. */
+		json_t *d =
+		    json_pack("{s:O, s:s, s:s}", "argv", req->argv, "workspace",
+			      req->workspace, "net", rc->net_name);
+		char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+		int64_t jr = journal_append(
+		    spd->journal, req->session_id,
+		    rpc_call_principal(c)->operator? "operator" : "agent",
+		    "run.start",
+		    json_string_value(json_array_get(req->argv, 0)), text);
+		free(text);
+		json_decref(d);
+		if (jr < 0) {
+			outf_finish(&rc->outf, NULL);
+			run_ctx_free(rc);
+			rc = NULL;
+			rpc_call_error(
+			    c, RPC_E_INTERNAL, NULL,
+			    "the journal cannot record the run (%s); "
+			    "not running it",
+			    strerror((int)-jr));
+			r = -EIO;
+			goto out;
+		}
+	}
+	trace_stamp("journaled");
+	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){on_output, on_done}, rc,
+		    &rc->run);
+	if (r < 0) {
+		outf_finish(&rc->outf, NULL);
+		run_ctx_free(rc);
+		rc = NULL;
+		if (r == -EAGAIN)
+			rpc_call_error(c, RPC_E_LIMIT, NULL,
+				       "too many runs at once; the remaining "
+				       "slots are held for the operator");
+		else
+			rpc_call_error(
+			    c, r == -EINVAL ? RPC_E_BAD_PARAMS : RPC_E_INTERNAL,
+			    NULL, "cannot start the run: %s",
+			    r == -SPD_ETOOBIG ? "request too large"
+					      : strerror(-r));
+		goto out;
+	}
+	rpc_call_on_gone(c, on_gone, rc);
+	r = 0;
+	goto out;
+oom:
+	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+	r = -ENOMEM;
+out:
+	strv_free(&argv);
+	strv_free(&env);
+	strv_free(&writable);
+	strv_free(&hidden);
+	return r;
+}
+
+/* A run between the policy's judgement and its start. */
+struct pending_run {
+	struct run_request req;
+	char *workspace, *cwd;
+};
+
+static void pending_run_free(struct pending_run *pr)
+{
+	free(pr->workspace);
+	free(pr->cwd);
+	free(pr);
+}
+
+static void run_allowed(struct rpc_call *c, void *data)
+{
+	struct pending_run *pr = data;
+
+	trace_stamp("allowed");
+	if (run_start(c, &pr->req) < 0 && pr->req.done_cancel)
+		pr->req.done_cancel(pr->req.done_data);
+	pending_run_free(pr);
+}
+
+static void run_refused(void *data)
+{
+	struct pending_run *pr = data;
+
+	if (pr->req.done_cancel)
+		pr->req.done_cancel(pr->req.done_data);
+	pending_run_free(pr);
+}
+
+void m_cmd_run(struct rpc_call *c)
+{
+	struct pending_run *pr = NULL;
+	struct spd *spd = rpc_call_spd(c);
+	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *p = rpc_call_params(c), *v;
+	struct run_request req = {0};
+	char *workspace = NULL, *cwd = NULL;
+	const char *net = "none", *mode = NULL;
+	json_int_t timeout = spd->config.default_timeout_ms / 1000;
+
+	trace_stamp("cmd.run");
+	req.argv = json_object_get(p, "argv");
+	req.env = json_object_get(p, "env");
+	req.writable = json_object_get(p, "writable");
+	rpc_call_set_summary(
+	    c, "%s", json_string_value(json_array_get(req.argv, 0)) ?: "?");
+	if ((v = json_object_get(p, "net")))
+		net = json_string_value(v);
+	if (strcmp(net, "none") == 0)
+		req.net = SBX_NET_NONE;
+	else if (strcmp(net, "loopback") == 0)
+		req.net = SBX_NET_LOOPBACK;
+	else if (strcmp(net, "host") == 0)
+		req.net = SBX_NET_HOST;
+	else {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "net must be none, loopback or host");
+		return;
+	}
+	if ((v = json_object_get(p, "timeout"))) {
+		timeout = json_integer_value(v);
+		if (timeout <= 0 || timeout > CONFIG_TIMEOUT_MAX_S) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "timeout must be 1..%d seconds",
+				       CONFIG_TIMEOUT_MAX_S);
+			return;
+		}
+	}
+	req.timeout_ms = (uint32_t)timeout * 1000u;
+	req.best_effort = spd->config.sandbox_mode == SPD_SANDBOX_BEST_EFFORT;
+	if ((v = json_object_get(p, "mode"))) {
+		mode = json_string_value(v);
+		if (strcmp(mode, "required") == 0) {
+			req.best_effort = false;
+		} else if (strcmp(mode, "best-effort") == 0) {
+			/* Weakening the sandbox is the operator's choice,
+			 * never an agent's. */
+			if (!who->operator) {
+				rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+					       "only the operator may choose "
+					       "best-effort sandboxing");
+				return;
+			}
+			req.best_effort = true;
+		} else {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "mode must be required or best-effort");
+			return;
+		}
+	}
+	if (!who->operator) {
+		/* An agent never chooses where it works: its session does. */
+		if (json_object_get(p, "workspace")) {
+			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				       "an agent runs only in its session's "
+				       "workspace");
+			return;
+		}
+		if (req.net == SBX_NET_HOST) {
+			rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
+				       "the host network is for the operator "
+				       "only");
+			return;
+		}
+		if (json_array_size(req.writable) > 0) {
+			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				       "only the operator may add writable "
+				       "paths");
+			return;
+		}
+	}
+	if (!spd->sbx) {
+		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			       "sandboxd is not running");
+		return;
+	}
+	/* Agents run in their session's worktree; the hook fills workspace
+	 * (and may refuse) when sessions are enabled. */
+	if (spd->run_prepare) {
+		if (spd->run_prepare(spd, c, &req) < 0)
+			return; /* the hook finished the call */
+	}
+	if (!req.workspace) {
+		if (!who->operator) {
+			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				       "an agent runs only in its session");
+			return;
+		}
+		v = json_object_get(p, "workspace");
+		if (!v) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "workspace is required");
+			return;
+		}
+		workspace = resolve_dir(json_string_value(v));
+		if (!workspace) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "workspace %s is not an existing "
+				       "directory",
+				       json_string_value(v));
+			return;
+		}
+		if (!workspace_acceptable(spd, workspace, c)) {
+			free(workspace);
+			return;
+		}
+		req.workspace = workspace;
+	}
+	if ((v = json_object_get(p, "cwd"))) {
+		cwd = resolve_dir(json_string_value(v));
+		if (!cwd || !is_under(cwd, req.workspace)) {
+			rpc_call_error(c, RPC_E_PATH_ESCAPE, NULL,
+				       "cwd must be a directory inside the "
+				       "workspace");
+			goto out;
+		}
+		req.cwd = cwd;
+	}
+	/* The policy judges exactly the argv that will be handed to
+	 * sandboxd: the same JSON array, resolved against the same
+	 * workspace and cwd. */
+	pr = calloc(1, sizeof(*pr));
+	if (!pr) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		goto out;
+	}
+	pr->req = req;
+	pr->workspace = workspace ? steal_ptr(workspace) : NULL;
+	pr->cwd = steal_ptr(cwd);
+	req.done_cancel = NULL;
+	gate_check(c,
+		   &(struct gate_call){
+		       .kind = POLICY_CALL_EXEC,
+		       .argv = req.argv,
+		       .env = req.env,
+		       .cwd = pr->req.cwd,
+		       .net = (enum policy_net)req.net,
+		       .workspace = pr->req.workspace,
+		       .in_place = req.in_place,
+		       .session_id = req.session_id,
+		   },
+		   run_allowed, run_refused, pr);
+	return;
+out:
+	if (req.done_cancel)
+		req.done_cancel(req.done_data);
+	free(workspace);
+	free(cwd);
+}
+
+static void probe_done(void *data, const struct sbx_layers *l)
+{
+	struct rpc_call *c = data;
+
+	if (!l) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL,
+			       "sandboxd died during the probe");
+		return;
+	}
+	rpc_call_reply(c, run_layers_json(l));
+}
+
+void m_sandbox_probe(struct rpc_call *c)
+{
+	struct spd *spd = rpc_call_spd(c);
+	int r;
+
+	if (!spd->sbx) {
+		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			       "sandboxd is not running");
+		return;
+	}
+	r = sbx_probe(spd->sbx, probe_done, c);
+	if (r < 0)
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "probe: %s",
+			       strerror(-r));
+}
+
+/* required: a run cannot have every protection without this layer (so
+ * mode=required refuses); otherwise it is advice about the host. */
+static json_t *layer(bool ok, const char *why, bool required)
+{
+	return json_pack("{s:b, s:b, s:s?}", "ok", ok, "required", required,
+			 "why", (!ok && why && why[0]) ? why : NULL);
+}
+
+json_t *run_layers_json(const struct sbx_layers *l)
+{
+	json_t *o = json_object();
+	json_t *ll = layer(l->landlock_abi > 0, l->landlock_why, true);
+
+	json_object_set_new(ll, "abi", json_integer(l->landlock_abi));
+	json_object_set_new(o, "user_namespaces",
+			    layer(l->userns, l->userns_why, true));
+	json_object_set_new(o, "landlock", ll);
+	json_object_set_new(o, "seccomp",
+			    layer(l->seccomp, l->seccomp_why, true));
+	json_object_set_new(o, "cgroup2",
+			    layer(l->cgroup2, l->cgroup2_why, false));
+	json_object_set_new(o, "tiocsti_disabled",
+			    layer(l->tiocsti_disabled, l->tiocsti_why, false));
+	json_object_set_new(
+	    o, "idmapped_mounts",
+	    layer(l->idmap_mounts, l->idmap_why, geteuid() == 0));
+	json_object_set_new(o, "run_init",
+			    layer(l->run_init, l->run_init_why, true));
+	return o;
+}

@@ -1,0 +1,453 @@
+/*
+ * The session.* RPC methods over daemon/session.  The server already
+ * refuses OPERATOR methods to agents; here an agent is further held to
+ * its own session, and a session whose attempt ended is refused with
+ * ATTEMPT-ENDED.
+ */
+#include <errno.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "daemon/transport/handlers.h"
+#include "common/utf8.h"
+#include "common/util.h"
+#include "daemon/domain/agent.h"
+#include "daemon/transport/call.h"
+#include "daemon/log.h"
+#include "daemon/domain/secrets.h"
+#include "daemon/domain/sbx.h"
+#include "daemon/domain/session.h"
+#include "daemon/spd.h"
+
+static struct session_store *store(struct rpc_call *c)
+{
+	return rpc_call_spd(c)->sessions;
+}
+
+static const char *param_str(struct rpc_call *c, const char *name)
+{
+	return json_string_value(json_object_get(rpc_call_params(c), name));
+}
+
+/* Finish c with the error that matches r from daemon/session. */
+static void fail(struct rpc_call *c, int r, const char *id)
+{
+	struct session_store *s = store(c);
+	const char *why = s ? session_store_error(s) : "";
+
+	switch (r) {
+	case -ENOENT:
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "%s",
+			       why[0] ? why : "no such session");
+		return;
+	case -ECANCELED: {
+		struct session_info *i = NULL;
+		json_t *data = NULL;
+
+		if (s && id && session_get(s, id, &i) == 0) {
+			data =
+			    json_pack("{s:s?, s:s?}", "finding",
+				      i->finding_code, "path", i->finding_path);
+			rpc_call_error(c, RPC_E_ATTEMPT_ENDED, data,
+				       "session %s: the attempt ended (%s %s)",
+				       id,
+				       i->finding_code ? i->finding_code : "",
+				       i->finding_path ? i->finding_path : "");
+			session_info_free(i);
+			return;
+		}
+		rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+			       "the session's attempt ended");
+		return;
+	}
+	case -ESHUTDOWN:
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
+			       why[0] ? why : "the session has ended");
+		return;
+	case -EINVAL:
+	case -EBUSY:
+	case -EEXIST:
+	case -EALREADY:
+	case -E2BIG:
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
+			       why[0] ? why : strerror(-r));
+		return;
+	default:
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "%s",
+			       why[0] ? why : strerror(-r));
+	}
+}
+
+static bool have_store(struct rpc_call *c)
+{
+	if (store(c))
+		return true;
+	rpc_call_error(c, RPC_E_INTERNAL, NULL, "sessions are not available");
+	return false;
+}
+
+/*
+ * The session an AGENT method acts on: an agent's own (a different id is
+ * UNAUTHORIZED), or the operator's "id" parameter (required).  Returns
+ * the id or NULL when c was finished with an error.
+ */
+static const char *target(struct rpc_call *c)
+{
+	const struct rpc_principal *who = rpc_call_principal(c);
+	const char *id = param_str(c, "id");
+
+	if (!who->operator) {
+		if (!who->session_id ||
+		    (id && strcmp(id, who->session_id) != 0)) {
+			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				       "a session token acts in its own "
+				       "session only");
+			return NULL;
+		}
+		return who->session_id;
+	}
+	if (!id) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "\"id\" is required with the operator token");
+		return NULL;
+	}
+	return id;
+}
+
+/* "git -C REPO merge BRANCH", the repository quoted for a POSIX shell. */
+static json_t *merge_command(const struct session_info *i)
+{
+	char *q = malloc(strlen(i->repo) * 4 + 3), *o = q, *cmd = NULL;
+	json_t *j = NULL;
+
+	if (!q)
+		return NULL;
+	*o++ = '\'';
+	for (const char *p = i->repo; *p; p++) {
+		if (*p == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o++ = '\'';
+	*o = '\0';
+	if (asprintf(&cmd, "git -C %s merge %s", q, i->branch) >= 0)
+		j = json_string(cmd);
+	free(cmd);
+	free(q);
+	return j;
+}
+
+/* JSON strings must be UTF-8; a diff of a Latin-1 file is not.  Bytes of
+ * an invalid text become '?' (the operator can run git diff for them). */
+static json_t *text_json(char *text)
+{
+	if (!utf8_valid(text, strlen(text)))
+		for (char *p = text; *p; p++)
+			if ((unsigned char)*p >= 0x80)
+				*p = '?';
+	return json_string(text);
+}
+
+void m_session_start(struct rpc_call *c)
+{
+	json_t *p = rpc_call_params(c);
+	const char *repo = param_str(c, "repo");
+	const char *feature = param_str(c, "feature");
+	bool in_place = json_is_true(json_object_get(p, "in_place"));
+	char token[SESSION_TOKEN_LEN + 1];
+	char name[64];
+	struct spd *spd = rpc_call_spd(c);
+	struct session_info *i = NULL;
+	json_t *res;
+	int r;
+
+	if (!have_store(c))
+		return;
+	/* spd's working directory is not the client's. */
+	if (!repo || repo[0] != '/') {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "\"repo\" must be an absolute path");
+		return;
+	}
+	rpc_call_set_summary(c, "start %s in %s%s", feature ? feature : "",
+			     repo ? repo : "", in_place ? " (in place)" : "");
+	r = session_start(store(c), repo, feature, in_place, &i, token);
+	if (r < 0) {
+		fail(c, r, NULL);
+		return;
+	}
+	res = session_info_json(i);
+	/* The token is shown here once; the store keeps only its hash and
+	 * the summary never carries it. */
+	json_object_set_new(res, "token", json_string(token));
+	snprintf(name, sizeof(name), "session-token.%s", i->id);
+	session_info_free(i);
+	rpc_call_reply(c, res);
+	/* From now on the token is redacted wherever it would appear (a
+	 * run echoing it, a file holding it): after the reply that shows it
+	 * once has gone out. */
+	if (spd->secrets && secrets_add_minted(spd, name, token) < 0)
+		log_warn("session token could not join the redaction set");
+	sodium_memzero(token, sizeof(token));
+}
+
+void m_session_list(struct rpc_call *c)
+{
+	struct session_info **v = NULL;
+	size_t n = 0;
+	json_t *arr;
+	int r;
+
+	if (!have_store(c))
+		return;
+	r = session_list(store(c), &v, &n);
+	if (r < 0) {
+		fail(c, r, NULL);
+		return;
+	}
+	arr = json_array();
+	for (size_t k = 0; k < n; k++)
+		json_array_append_new(arr, session_info_json(v[k]));
+	session_info_list_free(v, n);
+	rpc_call_reply(c, json_pack("{s:o}", "sessions", arr));
+}
+
+void m_session_show(struct rpc_call *c)
+{
+	struct session_info *i = NULL;
+	const char *id = param_str(c, "id");
+	int r;
+
+	if (!have_store(c))
+		return;
+	r = session_get(store(c), id, &i);
+	if (r < 0) {
+		fail(c, r, id);
+		return;
+	}
+	rpc_call_reply(c, session_info_json(i));
+	session_info_free(i);
+}
+
+void m_session_end(struct rpc_call *c)
+{
+	struct session_info *i = NULL;
+	const char *id = param_str(c, "id");
+	json_t *res;
+	int r;
+
+	if (!have_store(c))
+		return;
+	rpc_call_set_summary(c, "end %s", id);
+	r = session_end(store(c), id);
+	if (r < 0 && r != -EIO) {
+		fail(c, r, id);
+		return;
+	}
+	if (session_get(store(c), id, &i) < 0) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "session vanished");
+		return;
+	}
+	res = session_info_json(i);
+	if (i->mode == SESSION_MODE_WORKTREE && i->branch)
+		json_object_set_new(res, "merge", merge_command(i));
+	if (r == -EIO)
+		json_object_set_new(res, "warning",
+				    json_string(session_store_error(store(c))));
+	session_info_free(i);
+	rpc_call_reply(c, res);
+}
+
+void m_session_status(struct rpc_call *c)
+{
+	const struct rpc_principal *who = rpc_call_principal(c);
+	struct session_info *i = NULL;
+	const char *id;
+	json_t *res;
+	int r;
+
+	if (!have_store(c) || !(id = target(c)))
+		return;
+	if (!who->operator) {
+		r = session_usable(store(c), id);
+		if (r < 0) {
+			fail(c, r, id);
+			return;
+		}
+	}
+	r = session_get(store(c), id, &i);
+	if (r < 0) {
+		fail(c, r, id);
+		return;
+	}
+	res = session_info_json(i);
+	/* An agent learns where it works, not where spd keeps things. */
+	if (!who->operator) {
+		json_object_del(res, "repo");
+		json_object_del(res, "heldout");
+	}
+	session_info_free(i);
+	rpc_call_reply(c, res);
+}
+
+void m_session_heldout(struct rpc_call *c)
+{
+	const char *id = param_str(c, "id");
+	const char *dir = param_str(c, "dir");
+	int r;
+
+	if (!have_store(c))
+		return;
+	if (!dir || dir[0] != '/') {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "\"dir\" must be an absolute path");
+		return;
+	}
+	rpc_call_set_summary(c, "seal held-out checks for %s", id);
+	r = session_heldout(store(c), id, dir);
+	if (r < 0) {
+		fail(c, r, id);
+		return;
+	}
+	rpc_call_reply(c, json_pack("{s:s, s:i}", "id", id, "files", r));
+}
+
+/* ---- verify: the checks one after the other, then the gates ---- */
+
+struct verify_run {
+	struct rpc_call *c;
+	struct session_store *s;
+	struct session_verify_plan *plan;
+	int *exits;
+	size_t next;
+};
+
+static void verify_step(struct verify_run *v);
+
+static void verify_done(void *ctx, int exit_code)
+{
+	struct verify_run *v = ctx;
+
+	v->exits[v->next++] = exit_code;
+	verify_step(v);
+}
+
+static void verify_finish(struct verify_run *v)
+{
+	struct session_verdict verdict;
+	int r;
+
+	r = session_verify_evaluate(v->s, v->plan, v->exits, &verdict);
+	if (r < 0)
+		fail(v->c, r, v->plan->id);
+	else
+		rpc_call_reply(
+		    v->c, session_verdict_json(&verdict, v->plan, v->exits));
+	session_verify_plan_free(v->plan);
+	free(v->exits);
+	free(v);
+}
+
+static void verify_step(struct verify_run *v)
+{
+	session_check_runner_fn run;
+	void *data;
+
+	while (v->next < v->plan->n_checks) {
+		int r;
+
+		/* m_session_verify refuses when there is no runner. */
+		run = session_store_check_runner(v->s, &data);
+		r = run ? run(data, v->plan, v->next, verify_done, v) : -ENOSYS;
+		if (r == 0)
+			return; /* verify_done continues */
+		/* A check that cannot start fails its gate. */
+		v->exits[v->next++] = -1;
+	}
+	verify_finish(v);
+}
+
+void m_session_verify(struct rpc_call *c)
+{
+	const struct rpc_principal *who = rpc_call_principal(c);
+	struct session_verify_plan *plan = NULL;
+	struct verify_run *v;
+	void *data;
+	const char *id;
+	int r;
+
+	if (!have_store(c) || !(id = target(c)))
+		return;
+	rpc_call_set_summary(c, "verify %s", id);
+	if (agent_diff_guard(rpc_call_spd(c), c, id))
+		return;
+	r = session_verify_plan(store(c), id, &plan);
+	if (r < 0) {
+		fail(c, r, id);
+		return;
+	}
+	if (!who->operator&& !plan->agent_may_verify) {
+		session_verify_plan_free(plan);
+		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
+			       "the project does not let the agent verify "
+			       "([verify] agent = true in .spd.conf)");
+		return;
+	}
+	/* The runner (agent.c, in the sandbox) is set with the sessions. */
+	if (plan->n_checks && !session_store_check_runner(store(c), &data)) {
+		session_verify_plan_free(plan);
+		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			       "verification runs checks in the sandbox, "
+			       "which is not available");
+		return;
+	}
+	v = calloc(1, sizeof(*v));
+	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int)))) {
+		free(v);
+		session_verify_plan_free(plan);
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	v->c = c;
+	v->s = store(c);
+	v->plan = plan;
+	verify_step(v);
+}
+
+void m_session_diff(struct rpc_call *c)
+{
+	const char *id = param_str(c, "id");
+	struct session_info *i = NULL;
+	char *text = NULL;
+	bool truncated = false;
+	json_t *res;
+	int r;
+
+	if (!have_store(c))
+		return;
+	if (agent_diff_guard(rpc_call_spd(c), c, id))
+		return;
+	r = session_diff(store(c), id, &text, &truncated);
+	if (r < 0) {
+		fail(c, r, id);
+		return;
+	}
+	if (session_get(store(c), id, &i) < 0) {
+		free(text);
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "session vanished");
+		return;
+	}
+	res = json_pack("{s:s, s:s, s:b, s:s?}", "id", id, "base", i->base,
+			"truncated", truncated, "branch", i->branch);
+	json_object_set_new(res, "diff", text_json(text));
+	if (i->mode == SESSION_MODE_WORKTREE && i->branch)
+		json_object_set_new(res, "merge", merge_command(i));
+	free(text);
+	session_info_free(i);
+	rpc_call_reply(c, res);
+}

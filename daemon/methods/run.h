@@ -1,0 +1,51 @@
+/*
+ * Running commands for clients (daemon/methods/m_run.c): cmd.run's handler, the
+ * shared start routine sessions use for their checks, and the output
+ * filter the redactor plugs into.
+ */
+#ifndef SPD_DAEMON_RUN_H
+#define SPD_DAEMON_RUN_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+struct rpc_call;
+struct spd;
+struct sbx_layers;
+struct sbx_result;
+
+/* What to run; borrowed by run_start(), which copies what it keeps. */
+struct run_request {
+	json_t *argv;	  /* array of strings */
+	json_t *env;	  /* object NAME → string, or NULL */
+	json_t *writable; /* array of absolute paths, or NULL */
+	const char *workspace;
+	const char *cwd; /* NULL: the workspace */
+	int net;	 /* enum sbx_net */
+	uint32_t timeout_ms;
+	bool best_effort;
+	char *const *hidden;	  /* extra unreadable paths, or NULL */
+	char *const *readonly;	  /* read-only inside the workspace, or NULL */
+	char *const *empty_files; /* read as empty, or NULL */
+	/* Called with the result before the reply (sessions re-hash their
+	 * guarded inputs here).  Returns 0, or an enum rpc_error with a
+	 * sentence in msg: the call then ends with that error instead (a
+	 * guard finding ends the attempt even though the command ran). */
+	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
+			 size_t msglen);
+	void *done_data;
+	/* Releases done_data when the run never starts (refused). */
+	void (*done_cancel)(void *data);
+	bool in_place;		/* set by run_prepare for in-place sessions */
+	const char *session_id; /* set by run_prepare: the session, or NULL */
+};
+
+/* Start a run that finishes c with its result; streams run.output.
+ * Returns 0, or -errno after finishing c with an error. */
+int run_start(struct rpc_call *c, const struct run_request *req);
+
+/* The layers as JSON for spctl doctor and daemon.status. */
+json_t *run_layers_json(const struct sbx_layers *l);
+
+#endif
