@@ -215,7 +215,8 @@ static double conn_runs(const char *ws, int runs)
 			json_object_set_new(p, "workspace", json_string(ws));
 			json_object_set_new(p, "yes", json_true());
 		}
-		if (client_call(&c, "cmd.run", p, NULL, NULL, &res, &e) < 0 ||
+		if (client_call(&c, RPC_M_CMD_RUN, p, NULL, NULL, &res, &e) <
+			0 ||
 		    json_integer_value(json_object_get(res, "exit_code"))) {
 			char *s = e ? json_dumps(e, JSON_COMPACT) : NULL;
 
@@ -247,7 +248,8 @@ static void print_layers(void)
 
 	if (client_open(&c, err, sizeof(err)) < 0)
 		return;
-	if (client_call(&c, "sandbox.probe", NULL, NULL, NULL, &res, &e) == 0) {
+	if (client_call(&c, RPC_M_SANDBOX_PROBE, NULL, NULL, NULL, &res, &e) ==
+	    0) {
 		printf("layers on:");
 		json_object_foreach(res, k, v)
 		{
@@ -283,7 +285,7 @@ static int agent_session(const char *dir)
 	if (system(cmd) != 0 || client_open(&c, err, sizeof(err)) < 0)
 		return -1;
 	if (client_call(
-		&c, "session.start",
+		&c, RPC_M_SESSION_START,
 		json_pack("{s:s, s:s}", "repo", repo, "feature", "bench"), NULL,
 		NULL, &res, &e) == 0 &&
 	    json_string_value(json_object_get(res, "token"))) {

@@ -237,7 +237,7 @@ static int read_message(struct client *c, json_t **ret)
 	}
 }
 
-int client_call(struct client *c, const char *method, json_t *params,
+int client_call(struct client *c, enum rpc_method method, json_t *params,
 		client_notify_cb cb, void *data, json_t **ret_result,
 		json_t **ret_error)
 {
@@ -252,7 +252,8 @@ int client_call(struct client *c, const char *method, json_t *params,
 	if (c->token)
 		json_object_set_new(params, "token", json_string(c->token));
 	req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id",
-			(json_int_t)id, "method", method, "params", params);
+			(json_int_t)id, "method", rpc_method_name(method),
+			"params", params);
 	if (!req)
 		return -ENOMEM;
 	line = json_dumps(req, JSON_COMPACT);

@@ -6,6 +6,7 @@
 #ifndef SPD_CLIENT_CLIENT_H
 #define SPD_CLIENT_CLIENT_H
 
+#include "proto/rpc.h"
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -38,7 +39,7 @@ typedef void (*client_notify_cb)(void *data, const char *method,
  * reference).  On an error response returns -EPROTO with *ret_error (the
  * error object, a new reference).  On a transport failure returns -errno.
  */
-int client_call(struct client *c, const char *method, json_t *params,
+int client_call(struct client *c, enum rpc_method method, json_t *params,
 		client_notify_cb cb, void *data, json_t **ret_result,
 		json_t **ret_error);
 

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "proto/rpc.h"
 #include "client.h"
 #include "client/termsafe.h"
 #include "cmds.h"
@@ -88,7 +89,7 @@ static void on_run_event(void *data, const char *method, json_t *params)
 	const char *stream, *text;
 	int fd;
 
-	if (strcmp(method, "run.output") != 0)
+	if (strcmp(method, rpc_notify_name(RPC_N_RUN_OUTPUT)) != 0)
 		return;
 	stream = json_string_value(json_object_get(params, "stream"));
 	fd = stream && strcmp(stream, "stderr") == 0 ? 2 : 1;
@@ -244,7 +245,8 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		return CMD_EXIT_SPD;
 	}
 	json_incref(params);
-	r = client_call(&c, "cmd.run", params, on_run_event, ctx, &res, &err);
+	r = client_call(&c, RPC_M_CMD_RUN, params, on_run_event, ctx, &res,
+			&err);
 	if (r == -EPROTO && !agent && !yes &&
 	    cmd_error_is(err, "NEEDS-APPROVAL")) {
 		if (!confirm_on_tty(err)) {
@@ -276,8 +278,8 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		json_decref(err);
 		err = NULL;
 		json_incref(params);
-		r = client_call(&c, "cmd.run", params, on_run_event, ctx, &res,
-				&err);
+		r = client_call(&c, RPC_M_CMD_RUN, params, on_run_event, ctx,
+				&res, &err);
 	}
 	json_decref(params);
 	client_close(&c);
@@ -340,7 +342,7 @@ int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	int ex = 0, missing = 0;
 	bool no_init = false;
-	json_t *res = cmd_call("sandbox.probe", NULL, &ex);
+	json_t *res = cmd_call(RPC_M_SANDBOX_PROBE, NULL, &ex);
 	const char *k;
 	json_t *v;
 

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "proto/rpc.h"
 #include "client.h"
 #include "client/termsafe.h"
 #include "cmds.h"
@@ -126,7 +127,7 @@ static int session_start(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	if (!feature)
 		return session_usage();
-	res = cmd_call("session.start",
+	res = cmd_call(RPC_M_SESSION_START,
 		       json_pack("{s:s, s:s, s:b}", "repo", repo, "feature",
 				 feature, "in_place", in_place),
 		       &ex);
@@ -157,7 +158,7 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 		return session_start(ctx, argc, argv);
 	if (strcmp(sub, "list") == 0 && argc == 2) {
 		json_t *a;
-		res = cmd_call("session.list", NULL, &ex);
+		res = cmd_call(RPC_M_SESSION_LIST, NULL, &ex);
 		if (!res)
 			return ex;
 		if (ctx->json) {
@@ -178,8 +179,11 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 	if ((strcmp(sub, "show") == 0 || strcmp(sub, "end") == 0 ||
 	     strcmp(sub, "diff") == 0 || strcmp(sub, "verify") == 0) &&
 	    argc == 3) {
-		char method[32];
-		snprintf(method, sizeof(method), "session.%s", sub);
+		enum rpc_method method =
+		    strcmp(sub, "show") == 0   ? RPC_M_SESSION_SHOW
+		    : strcmp(sub, "end") == 0  ? RPC_M_SESSION_END
+		    : strcmp(sub, "diff") == 0 ? RPC_M_SESSION_DIFF
+					       : RPC_M_SESSION_VERIFY;
 		res = cmd_call(method, json_pack("{s:s}", "id", argv[2]), &ex);
 		if (!res)
 			return ex;
@@ -236,7 +240,7 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	if (strcmp(sub, "status") == 0 && argc <= 3) {
 		res = cmd_call(
-		    "session.status",
+		    RPC_M_SESSION_STATUS,
 		    argc == 3 ? json_pack("{s:s}", "id", argv[2]) : NULL, &ex);
 		if (!res)
 			return ex;
@@ -257,7 +261,7 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 			return CMD_EXIT_USAGE;
 		}
 		res = cmd_call(
-		    "session.heldout",
+		    RPC_M_SESSION_HELDOUT,
 		    json_pack("{s:s, s:s}", "id", argv[2], "dir", dir), &ex);
 		if (!res)
 			return ex;
@@ -333,7 +337,7 @@ int cmd_policy(struct cmd_ctx *ctx, int argc, char **argv)
 	    !json_object_get(params, "workspace") &&
 	    !getenv("SPD_SESSION_TOKEN") && getcwd(ws, sizeof(ws)))
 		json_object_set_new(params, "workspace", json_string(ws));
-	res = cmd_call("policy.check", params, &ex);
+	res = cmd_call(RPC_M_POLICY_CHECK, params, &ex);
 	if (!res)
 		return ex;
 	if (ctx->json) {

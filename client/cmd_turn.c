@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "proto/rpc.h"
 #include "client/cmds.h"
 #include "client/termsafe.h"
 
@@ -51,7 +52,7 @@ int cmd_turn(struct cmd_ctx *ctx, int argc, char **argv)
 				return turn_usage();
 			}
 		}
-		res = cmd_call("turn.begin", params, &ex);
+		res = cmd_call(RPC_M_TURN_BEGIN, params, &ex);
 		if (!res)
 			return ex;
 		if (ctx->json) {
@@ -77,7 +78,7 @@ int cmd_turn(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	if (argc == 3 && strcmp(argv[1], "end") == 0) {
 		json_object_set_new(params, "turn", json_string(argv[2]));
-		res = cmd_call("turn.end", params, &ex);
+		res = cmd_call(RPC_M_TURN_END, params, &ex);
 		if (!res)
 			return ex;
 		if (ctx->json)
@@ -110,7 +111,7 @@ int cmd_turns(struct cmd_ctx *ctx, int argc, char **argv)
 		json_decref(params);
 		return turn_usage();
 	}
-	res = cmd_call("turn.list", params, &ex);
+	res = cmd_call(RPC_M_TURN_LIST, params, &ex);
 	if (!res)
 		return ex;
 	a = json_object_get(res, "turns");

@@ -4,6 +4,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "proto/rpc.h"
 #include "client.h"
 #include "client/termsafe.h"
 #include "cmds.h"
@@ -138,7 +139,8 @@ static void on_approval(void *data, const char *method, json_t *p)
 {
 	struct cmd_ctx *ctx = data;
 
-	if (strcmp(method, "approval.withdrawn") == 0 && !ctx->json) {
+	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_WITHDRAWN)) == 0 &&
+	    !ctx->json) {
 		printf("approval %lld withdrawn: ",
 		       (long long)json_integer_value(json_object_get(p, "id")));
 		ts_fputs(stdout,
@@ -147,8 +149,8 @@ static void on_approval(void *data, const char *method, json_t *p)
 		fflush(stdout);
 		return;
 	}
-	if (strcmp(method, "approval.requested") != 0 &&
-	    strcmp(method, "approval.withdrawn") != 0)
+	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_REQUESTED)) != 0 &&
+	    strcmp(method, rpc_notify_name(RPC_N_APPROVAL_WITHDRAWN)) != 0)
 		return;
 	if (ctx->json) {
 		char *s = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);
@@ -187,7 +189,7 @@ int cmd_approvals(struct cmd_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "spctl: %s\n", errbuf);
 		return CMD_EXIT_SPD;
 	}
-	r = client_call(&c, "approval.list",
+	r = client_call(&c, RPC_M_APPROVAL_LIST,
 			json_pack("{s:b}", "follow", follow), on_approval, ctx,
 			&res, &err);
 	client_close(&c);
@@ -202,7 +204,8 @@ int cmd_approvals(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	arr = json_object_get(res, "pending");
 	for (size_t i = 0; i < json_array_size(arr); i++)
-		on_approval(ctx, "approval.requested", json_array_get(arr, i));
+		on_approval(ctx, rpc_notify_name(RPC_N_APPROVAL_REQUESTED),
+			    json_array_get(arr, i));
 	if (!ctx->json && json_array_size(arr) == 0 && !follow)
 		printf("no pending approvals\n");
 	json_decref(res);
@@ -232,7 +235,7 @@ static int decide(struct cmd_ctx *ctx, int argc, char **argv, bool approve)
 	    json_pack("{s:I, s:b}", "id", (json_int_t)id, "approve", approve);
 	if (why)
 		json_object_set_new(params, "why", json_string(why));
-	res = cmd_call("approval.decide", params, &ex);
+	res = cmd_call(RPC_M_APPROVAL_DECIDE, params, &ex);
 	if (!res)
 		return ex;
 	{
@@ -279,7 +282,7 @@ int cmd_deny(struct cmd_ctx *ctx, int argc, char **argv)
 	return decide(ctx, argc, argv, false);
 }
 
-json_t *cmd_call(const char *method, json_t *params, int *ret_exit)
+json_t *cmd_call(enum rpc_method method, json_t *params, int *ret_exit)
 {
 	struct client c;
 	char errbuf[512] = "";
@@ -301,7 +304,8 @@ json_t *cmd_call(const char *method, json_t *params, int *ret_exit)
 		return NULL;
 	}
 	if (r < 0) {
-		fprintf(stderr, "spctl: %s: %s\n", method, strerror(-r));
+		fprintf(stderr, "spctl: %s: %s\n", rpc_method_name(method),
+			strerror(-r));
 		*ret_exit = CMD_EXIT_SPD;
 		return NULL;
 	}
@@ -328,7 +332,7 @@ int cmd_ping(struct cmd_ctx *ctx, int argc, char **argv)
 		return CMD_EXIT_USAGE;
 	}
 	clock_gettime(CLOCK_MONOTONIC, &a);
-	res = cmd_call("daemon.ping", NULL, &ex);
+	res = cmd_call(RPC_M_DAEMON_PING, NULL, &ex);
 	clock_gettime(CLOCK_MONOTONIC, &b);
 	if (!res)
 		return ex;
@@ -345,7 +349,7 @@ int cmd_ping(struct cmd_ctx *ctx, int argc, char **argv)
 int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	int ex = 0;
-	json_t *res = cmd_call("daemon.status", NULL, &ex), *j, *sb;
+	json_t *res = cmd_call(RPC_M_DAEMON_STATUS, NULL, &ex), *j, *sb;
 
 	if (!res)
 		return ex;
@@ -429,14 +433,14 @@ static void print_event(struct cmd_ctx *ctx, json_t *e)
 
 static void on_journal_event(void *data, const char *method, json_t *params)
 {
-	if (strcmp(method, "journal.event") == 0)
+	if (strcmp(method, rpc_notify_name(RPC_N_JOURNAL_EVENT)) == 0)
 		print_event(data, params);
 }
 
 static int journal_verify(struct cmd_ctx *ctx)
 {
 	int ex = 0;
-	json_t *res = cmd_call("journal.verify", NULL, &ex);
+	json_t *res = cmd_call(RPC_M_JOURNAL_VERIFY, NULL, &ex);
 	bool ok;
 
 	if (!res)
@@ -516,14 +520,14 @@ int cmd_journal(struct cmd_ctx *ctx, int argc, char **argv)
 	if (follow) {
 		if (since < 0)
 			json_object_set_new(params, "since", json_integer(0));
-		r = client_call(&c, "journal.follow", params, on_journal_event,
-				ctx, &res, &err);
+		r = client_call(&c, RPC_M_JOURNAL_FOLLOW, params,
+				on_journal_event, ctx, &res, &err);
 	} else {
 		if (limit > 0)
 			json_object_set_new(params, "limit",
 					    json_integer(limit));
-		r = client_call(&c, "journal.query", params, NULL, NULL, &res,
-				&err);
+		r = client_call(&c, RPC_M_JOURNAL_QUERY, params, NULL, NULL,
+				&res, &err);
 	}
 	client_close(&c);
 	if (r == -EPROTO) {
@@ -557,7 +561,8 @@ int cmd_secrets(struct cmd_ctx *ctx, int argc, char **argv)
 		fprintf(stderr, "usage: spctl secrets [reload]\n");
 		return CMD_EXIT_USAGE;
 	}
-	res = cmd_call(reload ? "secrets.reload" : "secrets.list", NULL, &ex);
+	res = cmd_call(reload ? RPC_M_SECRETS_RELOAD : RPC_M_SECRETS_LIST, NULL,
+		       &ex);
 	if (!res)
 		return ex;
 	if (ctx->json) {

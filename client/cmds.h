@@ -5,6 +5,7 @@
 #ifndef SPD_CLIENT_CMDS_H
 #define SPD_CLIENT_CMDS_H
 
+#include "proto/rpc.h"
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -37,7 +38,7 @@ int cmd_policy(struct cmd_ctx *ctx, int argc, char **argv);
  * or NULL.  *ret_exit gets the exit code to use on failure: 126 for
  * POLICY-DENIED, SANDBOX-UNAVAILABLE and the like, 125 otherwise.
  */
-json_t *cmd_call(const char *method, json_t *params, int *ret_exit);
+json_t *cmd_call(enum rpc_method method, json_t *params, int *ret_exit);
 
 /* Print an error object {code, message, data:{code}} to stderr and return
  * the exit code for it. */
