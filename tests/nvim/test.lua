@@ -532,6 +532,30 @@ test('wrong-token', function()
   assert(not approvals.connected, 'the watch connected with a wrong token')
 end)
 
+-- The port of client/termsafe.c, on what the tests above do not reach:
+-- chunks that split a character, runs of blanks, bytes that are not UTF-8.
+test('termsafe-port', function()
+  local ts = require('spd.termsafe')
+  local f = ts.stream()
+  -- U+202E split over three chunks, then C1 NEL (U+0085) split over two.
+  local out = f:write('a\226') .. f:write('\128') .. f:write('\174b\194') .. f:write('\133c') .. f:finish()
+  assert(out == 'a\\u202eb\\u0085c', 'split characters: ' .. vim.inspect(out))
+  f = ts.stream()
+  out = f:write(string.rep(' ', 200)) .. f:write(string.rep(' ', 100) .. 'x') .. f:finish()
+  assert(out == string.rep(' ', 256) .. '\\{44 blanks elided}x', 'blanks in a stream: ' .. vim.inspect(out))
+  assert(ts.field('a' .. string.rep(' ', 20) .. 'b') == 'a' .. string.rep(' ', 16) .. '\\{4 blanks elided}b', 'blanks in a field')
+  -- A stray C1 byte is escaped; an overlong NUL (C0 80) is not decoded.
+  assert(ts.field('x\155y') == 'x\\x9by', 'stray C1 byte: ' .. ts.field('x\155y'))
+  assert(ts.field('\192\128') == '\192\\x80', 'overlong form: ' .. vim.inspect(ts.field('\192\128')))
+  assert(ts.field('tab\there\\') == 'tab\\there\\\\', 'tab and backslash in a field')
+  assert(ts.arg("it's") == "'it'\\''s'", 'a quote in an argument: ' .. ts.arg("it's"))
+  assert(ts.arg('') == "''", 'an empty argument')
+  assert(ts.arg("a'\27") == "$'a\\'\\e'", 'a quote in $\'...\': ' .. ts.arg("a'\27"))
+  -- Tag characters (above U+FFFF) and the emoji selector U+FE0F.
+  assert(ts.field('t\243\160\128\129') == 't\\U000e0001', 'a tag character')
+  assert(ts.field('\226\157\164\239\184\143') == '\226\157\164\239\184\143', 'U+FE0F must pass')
+end)
+
 test('help-documents-everything', function()
   local doc = read_file(env.NVIM_TEST_ROOT .. '/editors/nvim/doc/spd.txt')
   assert(doc, 'no doc/spd.txt')

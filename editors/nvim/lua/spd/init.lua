@@ -36,17 +36,37 @@ end
 
 local main = nil
 
---- Send one request on the shared connection (opened, authenticated and
---- reopened as needed); cb(err, result) on the main loop.
-function M.request(method, params, cb)
+local function shared()
   if not main or not main:is_open() then
-    main = client.connect(M.conn_opts({
+    local c
+    c = client.connect(M.conn_opts({
       on_close = function()
-        main = nil
+        if main == c then
+          main = nil
+        end
       end,
     }))
+    main = c
   end
-  main:request(method, params, cb)
+  return main
+end
+
+--- Send one request on the shared connection (opened, authenticated and
+--- reopened as needed); cb(err, result) on the main loop.  A connection
+--- that turns out to be to an spd that has since gone away (restarted
+--- while the editor idled) is replaced and the request sent once more.
+function M.request(method, params, cb)
+  local c = shared()
+  local was_ready = c.ready
+  c:request(method, params, function(err, res)
+    if err and was_ready and client.errcode(err) == 'DISCONNECTED' then
+      shared():request(method, params, cb or function() end)
+      return
+    end
+    if cb then
+      cb(err, res)
+    end
+  end)
 end
 
 --- Report a failed request: "spd: what: message (CODE)", escaped.
