@@ -332,10 +332,11 @@ local function run_buf_status(b)
 end
 
 -- spd's redactor holds back the tail of a run's output while it could be
--- the start of a secret (the tokens spd minted, in their base64, hex and
--- URL forms, can begin with almost anything) until more output or the end
--- comes; a run of more than REDACT_WS_RUN_MAX (16) blanks ends any partial
--- match, so the lines a test waits for are followed by one.
+-- the start of a secret's form until more output or the end comes (on a
+-- host whose environment has AWS_CA_BUNDLE=/etc/ssl/certs/..., "first\n"
+-- is held: it can begin one of that value's forms); a run of more than
+-- REDACT_WS_RUN_MAX (16) blanks ends any partial match, so the lines a
+-- test waits for are followed by one.
 local FLUSH = [[printf "%20s\n" ""]]
 
 test('run-streams', function()
