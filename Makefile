@@ -1,7 +1,7 @@
 # spd — the one build entry.  Plain GNU make.
 #   make            build build/spd, build/sandboxd, build/spctl
 #   make demo       build, start a real spd and run commands in the sandbox
-#   make check      build and run every test (unit, integration, escape)
+#   make check      build and run every test (unit, integration, escape, nvim)
 #   make asan       the same under ASan+UBSan, in build-asan/
 #   make fuzz       build the libFuzzer targets (clang) and run each briefly
 #   make fuzz-long  run each an hour; record CPU time and corpus size

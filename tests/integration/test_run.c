@@ -408,6 +408,60 @@ START_TEST(test_client_gone_kills_run)
 }
 END_TEST
 
+/*
+ * The operator's own ask answered with "yes" and the pin the
+ * NEEDS-APPROVAL showed (what spctl sends after a y at a terminal, and
+ * the Neovim plugin after its prompt): the run goes; a pin for another
+ * call is refused.
+ *
+ * Regression test: "pin" was not among cmd.run's parameters, so every
+ * such answer was refused as an unknown parameter (BAD-REQUEST).
+ */
+START_TEST(test_yes_with_pin)
+{
+	int fd = test_spd_connect(&T);
+	json_t *p = json_pack("{s:s, s:[s,s,s], s:b}", "workspace", WS, "argv",
+			      "sh", "-c", "echo pinned-ok", "wait", 0);
+	char *ptext = json_dumps(p, JSON_COMPACT), *r, *line;
+	json_t *j, *pin;
+
+	r = test_call(&T, fd, 1, "cmd.run", ptext, true);
+	free(ptext);
+	j = json_loads(r, 0, NULL);
+	pin = json_object_get(
+	    json_object_get(json_object_get(j, "error"), "data"), "pin");
+	ck_assert_msg(json_is_string(pin), "no pin in the ask: %s", r);
+	free(r);
+
+	/* A pin that is not this call's: refused, nothing runs. */
+	json_object_set_new(p, "yes", json_true());
+	json_object_del(p, "wait");
+	json_object_set_new(p, "pin", json_string("0000"));
+	ptext = json_dumps(p, JSON_COMPACT);
+	r = test_call(&T, fd, 2, "cmd.run", ptext, true);
+	free(ptext);
+	ck_assert_msg(has(r, "APPROVAL-REFUSED") && !has(r, "run.output") &&
+			  !has(r, "exit_code"),
+		      "%s", r);
+	free(r);
+
+	/* The pin the ask showed: the run goes. */
+	json_object_set(p, "pin", pin);
+	ptext = json_dumps(p, JSON_COMPACT);
+	ptext[strlen(ptext) - 1] = '\0';
+	line = rpc_line(&T, 1, "cmd.run", ptext + 1);
+	test_send(fd, line, strlen(line));
+	free(line);
+	free(ptext);
+	r = read_response(fd, 20000);
+	ck_assert_msg(has(r, "\"exit_code\":0"), "%s", r ? r : "(none)");
+	free(r);
+	json_decref(j);
+	json_decref(p);
+	close(fd);
+}
+END_TEST
+
 static pid_t sandboxd_pid(void)
 {
 	int fd = test_spd_connect(&T);
@@ -1384,6 +1438,7 @@ int main(void)
 	tcase_add_test(tc, test_run_journaled);
 	tcase_add_test(tc, test_output_streams_live);
 	tcase_add_test(tc, test_client_gone_kills_run);
+	tcase_add_test(tc, test_yes_with_pin);
 	tcase_add_test(tc, test_sandboxd_killed_mid_run);
 	tcase_add_test(tc, test_doctor);
 	tcase_add_test(tc, test_run_init_unavailable);
