@@ -451,25 +451,300 @@ static void on_waiter_gone(void *data)
 	pending_refuse(data, "the client went away");
 }
 
+/* The argv and environment of an exec call, as the classifier takes them
+ * (borrowed strings, owned arrays). */
+struct exec_args {
+	const char **argv, **env;
+	size_t *argv_len, envc;
+	char **env_owned;
+};
+
+static void exec_args_free(struct exec_args *a)
+{
+	free(a->argv);
+	free(a->argv_len);
+	for (size_t i = 0; a->env_owned && i < a->envc; i++)
+		free(a->env_owned[i]);
+	free(a->env_owned);
+	free(a->env);
+}
+
+/* Fill call's argv and env from g's JSON (borrowed; freed with a).
+ * Returns 0 or -ENOMEM. */
+static int exec_args_fill(const struct gate_call *g, struct exec_args *a,
+			  struct policy_call *call)
+{
+	size_t n = json_array_size(g->argv);
+	const char *k;
+	json_t *v;
+
+	a->argv = calloc(n + 1, sizeof(*a->argv));
+	a->argv_len = calloc(n + 1, sizeof(*a->argv_len));
+	a->env_owned = calloc(json_object_size(g->env) + 1, sizeof(char *));
+	a->env = calloc(json_object_size(g->env) + 1, sizeof(*a->env));
+	if (!a->argv || !a->argv_len || !a->env_owned || !a->env)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		a->argv[i] = json_string_value(json_array_get(g->argv, i));
+		a->argv_len[i] = json_string_length(json_array_get(g->argv, i));
+		if (!a->argv[i])
+			a->argv[i] = "";
+	}
+	json_object_foreach(g->env, k, v)
+	{
+		if (asprintf(&a->env_owned[a->envc], "%s=%s", k,
+			     json_string_value(v) ?: "") < 0)
+			return -ENOMEM;
+		a->env[a->envc] = a->env_owned[a->envc];
+		a->envc++;
+	}
+	call->argv = a->argv;
+	call->argv_len = a->argv_len;
+	call->argc = n;
+	call->env = a->env;
+	call->envc = a->envc;
+	return 0;
+}
+
+/*
+ * Classify g under conf: an exec call's argv and env, or a file call's
+ * path (and, for fs.move, its second path: the stricter decision wins).
+ * Fills *ret (free with policy_result_free) and returns 0, or -errno.
+ */
+static int gate_classify(struct spd *spd, const struct policy_conf *conf,
+			 const struct gate_call *g, struct policy_result *ret)
+{
+	struct policy_context ctx = {0};
+	struct policy_call call = {0};
+	struct policy_result res = {0};
+	struct exec_args a = {0};
+	int r;
+
+	ctx.workspace = g->workspace;
+	ctx.in_place = g->in_place;
+	/* The PATH the run searches, and the places a run can write: a
+	 * program found there is the agent's, never trusted by name. */
+	ctx.path_env = POLICY_DEFAULT_PATH;
+	ctx.writable = (const char *const *)spd->config.writable;
+	call.kind = g->kind;
+	call.net = g->net;
+	call.cwd = g->cwd;
+	if (g->kind == POLICY_CALL_EXEC) {
+		if ((r = exec_args_fill(g, &a, &call)) < 0)
+			goto out;
+	} else {
+		call.path = g->path;
+	}
+	r = policy_classify(conf, &ctx, &call, &res);
+	if (r == 0 && g->path2 && res.decision != POLICY_DENY &&
+	    res.decision != POLICY_BAD_REQUEST) {
+		struct policy_result res2 = {0};
+
+		call.path = g->path2;
+		if (policy_classify(conf, &ctx, &call, &res2) == 0 &&
+		    res2.decision > res.decision) {
+			policy_result_free(&res);
+			res = res2;
+		} else {
+			policy_result_free(&res2);
+		}
+	}
+	if (r == 0)
+		*ret = res;
+	else
+		policy_result_free(&res);
+out:
+	exec_args_free(&a);
+	return r;
+}
+
+/* A grant or an allow resets the session's run of denials. */
+static void denials_reset(struct approvals *ap, const char *session_id)
+{
+	struct counter *ctr = session_id ? counter_of(ap, session_id) : NULL;
+
+	if (ctr)
+		ctr->denials = 0;
+}
+
+/*
+ * The operator pre-approved the ask ("yes"): with the pin of the
+ * NEEDS-APPROVAL it answered, the call must still be the one shown.
+ * Continues or refuses the call.
+ */
+static void ask_answered_yes(struct rpc_call *c, const struct gate_call *g,
+			     const struct policy_result *res, json_t *object,
+			     const char *key, gate_cont_fn cont,
+			     gate_drop_fn drop, void *data)
+{
+	struct spd *spd = rpc_call_spd(c);
+	struct approvals *ap = spd->approvals;
+	const char *session = g->session_id ? g->session_id : "";
+	const char *pin =
+	    json_string_value(json_object_get(rpc_call_params(c), "pin"));
+
+	/* The person answered y to what the NEEDS-APPROVAL showed (its
+	 * "pin"): when a pinned file changed since, the answer is not for
+	 * this call. */
+	if (pin && strcmp(pin, key) != 0) {
+		journal_decision(spd, session, "approval.refused", res->rule,
+				 "the call changed since the person answered",
+				 object);
+		rpc_call_error(c, RPC_E_APPROVAL_REFUSED,
+			       json_pack("{s:s, s:O}", "rule", res->rule,
+					 "object", object),
+			       "what was approved changed before it ran (a "
+			       "pinned file differs): ask again");
+		drop(data);
+		return;
+	}
+	/* The operator answered at the terminal: the earlier NEEDS-APPROVAL
+	 * for this same call is settled. */
+	for (struct pending *q = ap->pending, *nx; q; q = nx) {
+		nx = q->next;
+		if (!q->call && strcmp(q->session, session) == 0 &&
+		    strcmp(q->key, key) == 0)
+			pending_free(q);
+	}
+	journal_decision(spd, session, "approval.granted", res->rule,
+			 "approved in advance by the operator (yes)", object);
+	cont(c, data);
+}
+
+/*
+ * An ask nobody has answered yet: a pending approval, announced to the
+ * followers; the call waits for it (or, without wait, gets NEEDS-APPROVAL
+ * naming it).
+ */
+static void ask_pend(struct rpc_call *c, const struct gate_call *g,
+		     const struct policy_result *res, json_t *object,
+		     const char *key, bool wait, gate_cont_fn cont,
+		     gate_drop_fn drop, void *data)
+{
+	struct spd *spd = rpc_call_spd(c);
+	struct approvals *ap = spd->approvals;
+	const char *session = g->session_id ? g->session_id : "";
+	struct pending *p;
+	json_t *note;
+
+	if (ap->n_pending >= GATE_PENDING_MAX) {
+		deny(ap, c, g->session_id, "deny.pending-limit",
+		     "too many approvals are pending", object,
+		     RPC_E_POLICY_DENIED);
+		drop(data);
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		drop(data);
+		return;
+	}
+	p->id = ++ap->next_id;
+	p->ap = ap;
+	snprintf(p->session, sizeof(p->session), "%s", session);
+	memcpy(p->key, key, sizeof(p->key));
+	p->object = json_incref(object);
+	p->rule = res->rule;
+	snprintf(p->reason, sizeof(p->reason), "%s", res->reason);
+	p->timer.data = p;
+	p->next = ap->pending;
+	ap->pending = p;
+	ap->n_pending++;
+	journal_decision(spd, session, "approval.requested", res->rule,
+			 res->reason, object);
+	note = pending_json(p);
+	for (struct follower *f = ap->followers; f; f = f->next)
+		rpc_call_notify(f->call, RPC_N_APPROVAL_REQUESTED,
+				json_incref(note));
+	json_decref(note);
+	if (!wait) {
+		rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
+			       json_pack("{s:I, s:s, s:s}", "approval",
+					 (json_int_t)p->id, "rule", res->rule,
+					 "reason", res->reason),
+			       "%s (%s): approval %" PRIu64 " is pending",
+			       res->reason, res->rule, p->id);
+		drop(data);
+		return;
+	}
+	p->call = c;
+	p->cont = cont;
+	p->drop = drop;
+	p->data = data;
+	uv_timer_init(spd->loop, &p->timer);
+	p->timer_on = true;
+	uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);
+	rpc_call_on_gone(c, on_waiter_gone, p);
+}
+
+/* The policy said ask: a pre-approval, a grant, the prompt budget, the
+ * operator's own terminal, or a pending approval decides what happens. */
+static void gate_ask(struct rpc_call *c, const struct gate_call *g,
+		     const struct policy_result *res, json_t *object,
+		     gate_cont_fn cont, gate_drop_fn drop, void *data)
+{
+	struct spd *spd = rpc_call_spd(c);
+	struct approvals *ap = spd->approvals;
+	json_t *params = rpc_call_params(c);
+	const char *session = g->session_id ? g->session_id : "";
+	bool wait = !json_is_false(json_object_get(params, "wait"));
+	char key[65];
+
+	object_key(session, object, key);
+	if (json_is_true(json_object_get(params, "yes"))) {
+		ask_answered_yes(c, g, res, object, key, cont, drop, data);
+		return;
+	}
+	if (take_grant(ap, session, key)) {
+		denials_reset(ap, g->session_id);
+		journal_decision(
+		    spd, session, "approval.used", res->rule,
+		    "a person's grant for this exact call, used once", object);
+		cont(c, data);
+		return;
+	}
+	if (g->session_id) {
+		struct counter *ctr = counter_of(ap, g->session_id);
+
+		if (ctr && ctr->prompts >= GATE_PROMPTS_MAX) {
+			deny(ap, c, g->session_id, "deny.prompt-budget",
+			     "the session has used all its prompts", object,
+			     RPC_E_POLICY_DENIED);
+			drop(data);
+			return;
+		}
+		if (ctr)
+			ctr->prompts++;
+	}
+	if (!g->session_id && !wait) {
+		/* The operator's own call, answered at the terminal (spctl
+		 * asks y/N and sends it again with "yes"): nothing to keep
+		 * pending.  The object is what the person's y/N decides on;
+		 * the pin comes back with the "yes". */
+		journal_decision(spd, session, "approval.needed", res->rule,
+				 res->reason, object);
+		rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
+			       json_pack("{s:s, s:s, s:O, s:s}", "rule",
+					 res->rule, "reason", res->reason,
+					 "object", object, "pin", key),
+			       "%s (%s)", res->reason, res->rule);
+		drop(data);
+		return;
+	}
+	ask_pend(c, g, res, object, key, wait, cont, drop, data);
+}
+
 void gate_check(struct rpc_call *c, const struct gate_call *g,
 		gate_cont_fn cont, gate_drop_fn drop, void *data)
 {
 	struct spd *spd = rpc_call_spd(c);
 	struct approvals *ap = spd->approvals;
 	const struct rpc_principal *who = rpc_call_principal(c);
-	json_t *params = rpc_call_params(c);
 	struct policy_conf *conf = NULL;
-	struct policy_context ctx = {0};
-	struct policy_call call = {0};
 	struct policy_result res = {0};
-	const char **argv = NULL, **env = NULL;
-	size_t *argv_len = NULL, envc = 0;
-	char **env_owned = NULL;
-	const char *what = "", *session = g->session_id ? g->session_id : "";
+	const char *what = "";
 	json_t *object = NULL;
-	char key[65];
-	bool wait = !json_is_false(json_object_get(params, "wait"));
-	bool yes = json_is_true(json_object_get(params, "yes"));
 	int r;
 
 	if (!ap) {
@@ -477,7 +752,8 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 		drop(data);
 		return;
 	}
-	if (yes && !who->operator) {
+	if (json_is_true(json_object_get(rpc_call_params(c), "yes")) &&
+	    !who->operator) {
 		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
 			       "only the operator may pre-approve (yes)");
 		drop(data);
@@ -491,64 +767,7 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 		drop(data);
 		return;
 	}
-	ctx.workspace = g->workspace;
-	ctx.in_place = g->in_place;
-	/* The PATH the run searches, and the places a run can write: a
-	 * program found there is the agent's, never trusted by name. */
-	ctx.path_env = POLICY_DEFAULT_PATH;
-	ctx.writable = (const char *const *)spd->config.writable;
-	call.kind = g->kind;
-	call.net = g->net;
-	call.cwd = g->cwd;
-	if (g->kind == POLICY_CALL_EXEC) {
-		size_t n = json_array_size(g->argv);
-		const char *k;
-		json_t *v;
-
-		argv = calloc(n + 1, sizeof(*argv));
-		argv_len = calloc(n + 1, sizeof(*argv_len));
-		env_owned =
-		    calloc(json_object_size(g->env) + 1, sizeof(char *));
-		env = calloc(json_object_size(g->env) + 1, sizeof(*env));
-		if (!argv || !argv_len || !env_owned || !env)
-			goto oom;
-		for (size_t i = 0; i < n; i++) {
-			argv[i] = json_string_value(json_array_get(g->argv, i));
-			argv_len[i] =
-			    json_string_length(json_array_get(g->argv, i));
-			if (!argv[i])
-				argv[i] = "";
-		}
-		json_object_foreach(g->env, k, v)
-		{
-			if (asprintf(&env_owned[envc], "%s=%s", k,
-				     json_string_value(v) ?: "") < 0)
-				goto oom;
-			env[envc] = env_owned[envc];
-			envc++;
-		}
-		call.argv = argv;
-		call.argv_len = argv_len;
-		call.argc = n;
-		call.env = env;
-		call.envc = envc;
-	} else {
-		call.path = g->path;
-	}
-	r = policy_classify(conf, &ctx, &call, &res);
-	/* fs.move writes two paths: the stricter decision wins. */
-	if (r == 0 && g->path2 && res.decision != POLICY_DENY &&
-	    res.decision != POLICY_BAD_REQUEST) {
-		struct policy_result res2 = {0};
-		call.path = g->path2;
-		if (policy_classify(conf, &ctx, &call, &res2) == 0 &&
-		    res2.decision > res.decision) {
-			policy_result_free(&res);
-			res = res2;
-		} else {
-			policy_result_free(&res2);
-		}
-	}
+	r = gate_classify(spd, conf, g, &res);
 	if (r < 0) {
 		rpc_call_error(c, RPC_E_INTERNAL, NULL, "policy: %s",
 			       strerror(-r));
@@ -556,8 +775,11 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 		goto out;
 	}
 	object = object_json(g, &res);
-	if (!object)
-		goto oom;
+	if (!object) {
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		drop(data);
+		goto out;
+	}
 	rpc_call_set_detail(c,
 			    json_pack("{s:s, s:s, s:s}", "decision",
 				      policy_decision_name(res.decision),
@@ -568,7 +790,7 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 			       json_pack("{s:s}", "rule", res.rule), "%s",
 			       res.reason);
 		drop(data);
-		goto out;
+		break;
 	case POLICY_DENY:
 		/* A path that leaves the workspace has its own code. */
 		deny(ap, c, g->session_id, res.rule, res.reason, object,
@@ -576,161 +798,19 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 			 ? RPC_E_PATH_ESCAPE
 			 : RPC_E_POLICY_DENIED);
 		drop(data);
-		goto out;
-	case POLICY_ALLOW: {
-		struct counter *ctr =
-		    g->session_id ? counter_of(ap, g->session_id) : NULL;
-		if (ctr)
-			ctr->denials = 0;
+		break;
+	case POLICY_ALLOW:
+		denials_reset(ap, g->session_id);
 		cont(c, data);
-		goto out;
-	}
+		break;
 	case POLICY_ASK:
+		gate_ask(c, g, &res, object, cont, drop, data);
 		break;
 	}
-
-	/* An ask. */
-	object_key(session, object, key);
-	if (yes) {
-		const char *pin =
-		    json_string_value(json_object_get(params, "pin"));
-
-		/* The person answered y to what the NEEDS-APPROVAL showed
-		 * (its "pin"): when a pinned file changed since, the answer
-		 * is not for this call. */
-		if (pin && strcmp(pin, key) != 0) {
-			journal_decision(spd, session, "approval.refused",
-					 res.rule,
-					 "the call changed since the person "
-					 "answered",
-					 object);
-			rpc_call_error(c, RPC_E_APPROVAL_REFUSED,
-				       json_pack("{s:s, s:O}", "rule", res.rule,
-						 "object", object),
-				       "what was approved changed before it "
-				       "ran (a pinned file differs): ask "
-				       "again");
-			drop(data);
-			goto out;
-		}
-		/* The operator answered at the terminal: the earlier
-		 * NEEDS-APPROVAL for this same call is settled. */
-		for (struct pending *q = ap->pending, *nx; q; q = nx) {
-			nx = q->next;
-			if (!q->call && strcmp(q->session, session) == 0 &&
-			    strcmp(q->key, key) == 0)
-				pending_free(q);
-		}
-		journal_decision(spd, session, "approval.granted", res.rule,
-				 "approved in advance by the operator (yes)",
-				 object);
-		cont(c, data);
-		goto out;
-	}
-	if (take_grant(ap, session, key)) {
-		struct counter *ctr =
-		    g->session_id ? counter_of(ap, g->session_id) : NULL;
-		if (ctr)
-			ctr->denials = 0;
-		journal_decision(
-		    spd, session, "approval.used", res.rule,
-		    "a person's grant for this exact call, used once", object);
-		cont(c, data);
-		goto out;
-	}
-	if (g->session_id) {
-		struct counter *ctr = counter_of(ap, g->session_id);
-		if (ctr && ctr->prompts >= GATE_PROMPTS_MAX) {
-			deny(ap, c, g->session_id, "deny.prompt-budget",
-			     "the session has used all its prompts", object,
-			     RPC_E_POLICY_DENIED);
-			drop(data);
-			goto out;
-		}
-		if (ctr)
-			ctr->prompts++;
-	}
-	if (!g->session_id && !wait) {
-		/* The operator's own call, answered at the terminal (spctl
-		 * asks y/N and sends it again with "yes"): nothing to keep
-		 * pending. */
-		journal_decision(spd, session, "approval.needed", res.rule,
-				 res.reason, object);
-		/* The object is what the person's y/N decides on; the pin
-		 * comes back with the "yes" (see above). */
-		rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
-			       json_pack("{s:s, s:s, s:O, s:s}", "rule",
-					 res.rule, "reason", res.reason,
-					 "object", object, "pin", key),
-			       "%s (%s)", res.reason, res.rule);
-		drop(data);
-		goto out;
-	}
-	if (ap->n_pending >= GATE_PENDING_MAX) {
-		deny(ap, c, g->session_id, "deny.pending-limit",
-		     "too many approvals are pending", object,
-		     RPC_E_POLICY_DENIED);
-		drop(data);
-		goto out;
-	}
-	{
-		struct pending *p = calloc(1, sizeof(*p));
-		json_t *note;
-
-		if (!p)
-			goto oom;
-		p->id = ++ap->next_id;
-		p->ap = ap;
-		snprintf(p->session, sizeof(p->session), "%s", session);
-		memcpy(p->key, key, sizeof(p->key));
-		p->object = json_incref(object);
-		p->rule = res.rule;
-		snprintf(p->reason, sizeof(p->reason), "%s", res.reason);
-		p->timer.data = p;
-		p->next = ap->pending;
-		ap->pending = p;
-		ap->n_pending++;
-		journal_decision(spd, session, "approval.requested", res.rule,
-				 res.reason, object);
-		note = pending_json(p);
-		for (struct follower *f = ap->followers; f; f = f->next)
-			rpc_call_notify(f->call, RPC_N_APPROVAL_REQUESTED,
-					json_incref(note));
-		json_decref(note);
-		if (!wait) {
-			rpc_call_error(
-			    c, RPC_E_NEEDS_APPROVAL,
-			    json_pack("{s:I, s:s, s:s}", "approval",
-				      (json_int_t)p->id, "rule", res.rule,
-				      "reason", res.reason),
-			    "%s (%s): approval %" PRIu64 " is pending",
-			    res.reason, res.rule, p->id);
-			drop(data);
-			goto out;
-		}
-		p->call = c;
-		p->cont = cont;
-		p->drop = drop;
-		p->data = data;
-		uv_timer_init(spd->loop, &p->timer);
-		p->timer_on = true;
-		uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);
-		rpc_call_on_gone(c, on_waiter_gone, p);
-	}
-	goto out;
-oom:
-	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
-	drop(data);
 out:
 	json_decref(object);
 	policy_result_free(&res);
 	policy_conf_free(conf);
-	free(argv);
-	free(argv_len);
-	for (size_t i = 0; env_owned && i < envc; i++)
-		free(env_owned[i]);
-	free(env_owned);
-	free(env);
 }
 
 /* ---- approval.list and approval.decide ------------------------------ */

@@ -2557,7 +2557,14 @@ static bool git_secret_arg(const char *a)
 	       protected_match(path) == PROTECTED_SECRET_FILE;
 }
 
-static void run_git(struct cls *c, struct lvl *l)
+/*
+ * git's global options before the command, from argv[1]: -C must stay in
+ * the workspace (it becomes *cwd, owned when not l->cwd); options that
+ * change git's configuration or repository are denied; others not on the
+ * known list ask.  Stores the index of the command (or argc) in *ret_i.
+ * Returns true when the call is decided (denied, or out of memory).
+ */
+static bool git_globals(struct cls *c, struct lvl *l, char **cwd, size_t *ret_i)
 {
 	static const char *const ok_global[] = {
 	    "--no-pager",
@@ -2579,9 +2586,7 @@ static void run_git(struct cls *c, struct lvl *l)
 	    "-h",
 	    "--exec-path",
 	};
-	char *cwd = l->cwd;
 	size_t i = 1;
-	const char *sub;
 
 	for (; i < l->argc; i++) {
 		const char *a = l->argv[i];
@@ -2596,11 +2601,11 @@ static void run_git(struct cls *c, struct lvl *l)
 
 			if (!dir)
 				break;
-			abs = absolutize(cwd, dir);
+			abs = absolutize(*cwd, dir);
 			if (!abs || resolve_abs(c, abs, &real) == -ENOMEM) {
 				free(abs);
 				c->err = -ENOMEM;
-				goto out;
+				return true;
 			}
 			free(abs);
 			if (!real || !inside_ws(c, real)) {
@@ -2608,11 +2613,11 @@ static void run_git(struct cls *c, struct lvl *l)
 				     "git -C %s works outside the workspace",
 				     dir);
 				free(real);
-				goto out;
+				return true;
 			}
-			if (cwd != l->cwd)
-				free(cwd);
-			cwd = real;
+			if (*cwd != l->cwd)
+				free(*cwd);
+			*cwd = real;
 			continue;
 		}
 		if (strncmp(a, "-c", 2) == 0 ||
@@ -2627,7 +2632,7 @@ static void run_git(struct cls *c, struct lvl *l)
 			     "git %s changes git's configuration or repository "
 			     "for this command",
 			     a);
-			goto out;
+			return true;
 		}
 		if (strcmp(a, "-p") == 0 || strcmp(a, "--paginate") == 0) {
 			cmd_ask(c, "ask.git.option", "git %s runs a pager", a);
@@ -2644,6 +2649,84 @@ static void run_git(struct cls *c, struct lvl *l)
 			continue;
 		}
 	}
+	*ret_i = i;
+	return false;
+}
+
+/* git branch or tag from argv[i]: only lists (no operand to create, no
+ * option that deletes, renames or moves)? */
+static bool git_branch_tag_lists(const struct lvl *l, size_t i)
+{
+	bool list = false, operand = false, modify = false;
+
+	for (size_t k = i + 1; k < l->argc; k++) {
+		const char *a = l->argv[k];
+
+		if (strcmp(a, "-l") == 0 || strcmp(a, "--list") == 0 ||
+		    strcmp(a, "--show-current") == 0)
+			list = true;
+		else if (a[0] != '-')
+			operand = true;
+		else if (strcmp(a, "--contains") == 0 ||
+			 strcmp(a, "--merged") == 0 ||
+			 strcmp(a, "--no-merged") == 0 ||
+			 strcmp(a, "--points-at") == 0 ||
+			 strcmp(a, "--sort") == 0 || strcmp(a, "--format") == 0)
+			k++;
+		else if (strcmp(a, "-a") && strcmp(a, "-r") &&
+			 strcmp(a, "-v") && strcmp(a, "-vv") &&
+			 strcmp(a, "--all") && strcmp(a, "--remotes") &&
+			 strcmp(a, "--verbose") && strncmp(a, "--sort=", 7) &&
+			 strncmp(a, "--format=", 9) &&
+			 strncmp(a, "--contains=", 11) &&
+			 strncmp(a, "--merged=", 9) &&
+			 strncmp(a, "--color", 7) &&
+			 strncmp(a, "--no-color", 10) &&
+			 strcmp(a, "--column") && strcmp(a, "--no-column") &&
+			 strncmp(a, "-n", 2))
+			modify = true;
+	}
+	return !modify && (list || !operand);
+}
+
+/* git config from argv[i]: a read (get, list, or one name) is allowed,
+ * anything else denied.  Returns true when it denied the call. */
+static bool git_config_denied(struct cls *c, const struct lvl *l, size_t i)
+{
+	size_t ops = 0;
+	bool get = false, set = false;
+
+	for (size_t k = i + 1; k < l->argc; k++) {
+		const char *a = l->argv[k];
+
+		if (strncmp(a, "--get", 5) == 0 || strcmp(a, "--list") == 0 ||
+		    strcmp(a, "-l") == 0 || strcmp(a, "get") == 0 ||
+		    strcmp(a, "list") == 0)
+			get = true;
+		else if (a[0] == '-' && strcmp(a, "--show-origin") &&
+			 strcmp(a, "--show-scope") && strcmp(a, "-z") &&
+			 strcmp(a, "--null") && strcmp(a, "--name-only") &&
+			 strcmp(a, "--local") && strcmp(a, "--bool") &&
+			 strcmp(a, "--int") && strncmp(a, "--type", 6))
+			set = true;
+		else if (a[0] != '-')
+			ops++;
+	}
+	if (!set && (get || ops <= 1))
+		return false;
+	deny(c, "deny.git.config",
+	     "git config would change git's configuration");
+	return true;
+}
+
+static void run_git(struct cls *c, struct lvl *l)
+{
+	char *cwd = l->cwd;
+	size_t i;
+	const char *sub;
+
+	if (git_globals(c, l, &cwd, &i))
+		goto out;
 	if (i >= l->argc) {
 		allow(c, "allow.git.read", "git without a command only prints");
 		goto out;
@@ -2707,72 +2790,16 @@ static void run_git(struct cls *c, struct lvl *l)
 	if (IN(git_read_cmds, sub)) {
 		read_form = true;
 	} else if (strcmp(sub, "branch") == 0 || strcmp(sub, "tag") == 0) {
-		bool list = false, operand = false, modify = false;
-
-		for (size_t k = i + 1; k < l->argc; k++) {
-			const char *a = l->argv[k];
-
-			if (strcmp(a, "-l") == 0 || strcmp(a, "--list") == 0 ||
-			    strcmp(a, "--show-current") == 0)
-				list = true;
-			else if (a[0] != '-')
-				operand = true;
-			else if (strcmp(a, "--contains") == 0 ||
-				 strcmp(a, "--merged") == 0 ||
-				 strcmp(a, "--no-merged") == 0 ||
-				 strcmp(a, "--points-at") == 0 ||
-				 strcmp(a, "--sort") == 0 ||
-				 strcmp(a, "--format") == 0)
-				k++;
-			else if (strcmp(a, "-a") && strcmp(a, "-r") &&
-				 strcmp(a, "-v") && strcmp(a, "-vv") &&
-				 strcmp(a, "--all") && strcmp(a, "--remotes") &&
-				 strcmp(a, "--verbose") &&
-				 strncmp(a, "--sort=", 7) &&
-				 strncmp(a, "--format=", 9) &&
-				 strncmp(a, "--contains=", 11) &&
-				 strncmp(a, "--merged=", 9) &&
-				 strncmp(a, "--color", 7) &&
-				 strncmp(a, "--no-color", 10) &&
-				 strcmp(a, "--column") &&
-				 strcmp(a, "--no-column") &&
-				 strncmp(a, "-n", 2))
-				modify = true;
-		}
-		read_form = !modify && (list || !operand);
+		read_form = git_branch_tag_lists(l, i);
 	} else if (strcmp(sub, "stash") == 0 || strcmp(sub, "worktree") == 0) {
 		read_form =
 		    i + 1 < l->argc && (strcmp(l->argv[i + 1], "list") == 0 ||
 					(strcmp(sub, "stash") == 0 &&
 					 strcmp(l->argv[i + 1], "show") == 0));
 	} else if (strcmp(sub, "config") == 0) {
-		size_t ops = 0;
-		bool get = false, set = false;
-
-		for (size_t k = i + 1; k < l->argc; k++) {
-			const char *a = l->argv[k];
-
-			if (strncmp(a, "--get", 5) == 0 ||
-			    strcmp(a, "--list") == 0 || strcmp(a, "-l") == 0 ||
-			    strcmp(a, "get") == 0 || strcmp(a, "list") == 0)
-				get = true;
-			else if (a[0] == '-' && strcmp(a, "--show-origin") &&
-				 strcmp(a, "--show-scope") && strcmp(a, "-z") &&
-				 strcmp(a, "--null") &&
-				 strcmp(a, "--name-only") &&
-				 strcmp(a, "--local") && strcmp(a, "--bool") &&
-				 strcmp(a, "--int") && strncmp(a, "--type", 6))
-				set = true;
-			else if (a[0] != '-')
-				ops++;
-		}
-		if (!set && (get || ops <= 1)) {
-			read_form = true;
-		} else {
-			deny(c, "deny.git.config",
-			     "git config would change git's configuration");
+		if (git_config_denied(c, l, i))
 			goto out;
-		}
+		read_form = true;
 	}
 	if (read_form) {
 		for (size_t k = i + 1; k < l->argc; k++)

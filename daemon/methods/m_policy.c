@@ -101,49 +101,52 @@ static json_t *result_json(const struct policy_result *res, const char *ws)
  * configuration is the built-in defaults, the operator's spd.conf and the
  * workspace's .spd.conf.
  */
-void m_policy_check(struct rpc_call *c)
+/* The exec call's argv and environment, as the classifier takes them
+ * (borrowed strings, owned arrays). */
+struct check_args {
+	const char **argv, **env;
+	size_t *argv_len, envc;
+	char **env_owned;
+};
+
+static void check_args_free(struct check_args *a)
+{
+	if (a->env_owned)
+		for (size_t i = 0; i < a->envc; i++)
+			free(a->env_owned[i]);
+	free(a->env_owned);
+	free(a->env);
+	free(a->argv);
+	free(a->argv_len);
+}
+
+/*
+ * Whose context the check is made in: an agent only ever its own session;
+ * the operator a session or a workspace (made real into *ret_ws_real,
+ * owned by the caller).  Fills ctx; returns 0, or -1 having answered c.
+ */
+static int check_context(struct rpc_call *c, struct policy_context *ctx,
+			 char *session_ws, size_t session_ws_len,
+			 char **ret_ws_real)
 {
 	json_t *params = rpc_call_params(c);
 	const struct rpc_principal *who = rpc_call_principal(c);
-	json_t *jargv = json_object_get(params, "argv");
-	json_t *jread = json_object_get(params, "read");
-	json_t *jwrite = json_object_get(params, "write");
 	json_t *jsess = json_object_get(params, "session");
 	json_t *jws = json_object_get(params, "workspace");
-	json_t *jcwd = json_object_get(params, "cwd");
-	json_t *jnet = json_object_get(params, "net");
-	json_t *jenv = json_object_get(params, "env");
-	struct policy_context ctx = {0};
-	char session_ws[PATH_MAX];
-	struct policy_call call = {0};
-	struct policy_result res = {0};
-	struct policy_conf *conf = NULL;
-	const char **argv = NULL, **env = NULL;
-	size_t *argv_len = NULL;
-	char **env_owned = NULL;
-	size_t envc = 0;
-	char *ws_real = NULL;
-	const char *sid = NULL, *what = "";
-	int r;
+	const char *sid = NULL;
 
-	if (!!jargv + !!jread + !!jwrite != 1) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "give exactly one of argv, read, write");
-		goto out;
-	}
-	/* Whose context: an agent only ever its own session. */
 	if (!who->operator) {
 		if (jws) {
 			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
 				       "an agent checks in its own session");
-			goto out;
+			return -1;
 		}
 		sid = who->session_id;
 		if (jsess && (!json_is_string(jsess) || !sid ||
 			      strcmp(json_string_value(jsess), sid) != 0)) {
 			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
 				       "an agent checks in its own session");
-			goto out;
+			return -1;
 		}
 	} else if (jsess) {
 		sid = json_string_value(jsess);
@@ -152,135 +155,188 @@ void m_policy_check(struct rpc_call *c)
 		if (!session_lookup) {
 			rpc_call_error(c, RPC_E_INTERNAL, NULL,
 				       "sessions are not available");
-			goto out;
+			return -1;
 		}
-		r = session_lookup(rpc_call_spd(c), sid, &ctx, session_ws,
-				   sizeof(session_ws));
-		if (r < 0) {
+		if (session_lookup(rpc_call_spd(c), sid, ctx, session_ws,
+				   session_ws_len) < 0) {
 			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
 				       "no such session");
-			goto out;
+			return -1;
 		}
-	} else {
-		if (!json_is_string(jws)) {
-			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-				       "give a session or a workspace");
-			goto out;
-		}
-		ws_real = realpath(json_string_value(jws), NULL);
-		if (!ws_real) {
-			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-				       "the workspace does not exist");
-			goto out;
-		}
-		ctx.workspace = ws_real;
+		return 0;
 	}
+	if (!json_is_string(jws)) {
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "give a session or a workspace");
+		return -1;
+	}
+	*ret_ws_real = realpath(json_string_value(jws), NULL);
+	if (!*ret_ws_real) {
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "the workspace does not exist");
+		return -1;
+	}
+	ctx->workspace = *ret_ws_real;
+	return 0;
+}
+
+/* The environment of an exec check (only string values count). */
+static int check_env(struct rpc_call *c, json_t *jenv, struct check_args *a,
+		     struct policy_call *call)
+{
+	size_t en = json_object_size(jenv);
+	const char *k;
+	json_t *v;
+
+	if (en > POLICY_ENV_MAX) {
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "too many environment entries");
+		return -1;
+	}
+	a->env_owned = calloc(en + 1, sizeof(char *));
+	a->env = calloc(en + 1, sizeof(char *));
+	if (!a->env_owned || !a->env)
+		return -ENOMEM;
+	json_object_foreach(jenv, k, v)
+	{
+		if (!json_is_string(v))
+			continue;
+		if (asprintf(&a->env_owned[a->envc], "%s=%s", k,
+			     json_string_value(v)) < 0) {
+			a->env_owned[a->envc] = NULL;
+			return -ENOMEM;
+		}
+		a->env[a->envc] = a->env_owned[a->envc];
+		a->envc++;
+	}
+	call->env = a->env;
+	call->envc = a->envc;
+	return 0;
+}
+
+/* An exec check: argv, cwd, net and env from params into call.  Returns
+ * 0, -1 having answered c, or -ENOMEM. */
+static int check_exec(struct rpc_call *c, json_t *jargv, struct check_args *a,
+		      struct policy_call *call)
+{
+	json_t *params = rpc_call_params(c);
+	json_t *jcwd = json_object_get(params, "cwd");
+	json_t *jnet = json_object_get(params, "net");
+	json_t *jenv = json_object_get(params, "env");
+	size_t n = json_array_size(jargv);
+
+	if (!json_is_array(jargv) || n == 0 || n > POLICY_ARGC_MAX) {
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "argv must be a non-empty array of at most %d "
+			       "strings",
+			       POLICY_ARGC_MAX);
+		return -1;
+	}
+	a->argv = calloc(n, sizeof(*a->argv));
+	a->argv_len = calloc(n, sizeof(*a->argv_len));
+	if (!a->argv || !a->argv_len)
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		json_t *s = json_array_get(jargv, i);
+
+		if (!json_is_string(s)) {
+			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+				       "argv must hold strings");
+			return -1;
+		}
+		a->argv[i] = json_string_value(s);
+		a->argv_len[i] = json_string_length(s);
+	}
+	call->kind = POLICY_CALL_EXEC;
+	call->argv = a->argv;
+	call->argv_len = a->argv_len;
+	call->argc = n;
+	if (json_is_string(jcwd))
+		call->cwd = json_string_value(jcwd);
+	if (json_is_string(jnet)) {
+		const char *net = json_string_value(jnet);
+
+		call->net = strcmp(net, "host") == 0	   ? POLICY_NET_HOST
+			    : strcmp(net, "loopback") == 0 ? POLICY_NET_LOOPBACK
+							   : POLICY_NET_NONE;
+	}
+	return json_is_object(jenv) ? check_env(c, jenv, a, call) : 0;
+}
+
+/*
+ * A read or write check of one path.  An agent's path that leaves its
+ * workspace on its face is answered as such, unresolved: policy.check
+ * must not be a way to probe the host's files as spd's user.  Returns 0
+ * (classify it), or 1 having answered c, or -1 having refused it.
+ */
+static int check_path(struct rpc_call *c, json_t *jread, json_t *jwrite,
+		      const struct policy_context *ctx,
+		      struct policy_call *call)
+{
+	json_t *p = jread ? jread : jwrite;
+	bool w;
+
+	if (!json_is_string(p)) {
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "the path must be a string");
+		return -1;
+	}
+	call->kind = jread ? POLICY_CALL_READ : POLICY_CALL_WRITE;
+	call->path = json_string_value(p);
+	call->path_len = json_string_length(p);
+	if (rpc_call_principal(c)->operator|| !lexically_outside(
+		call->path, ctx->workspace))
+		return 0;
+	w = call->kind == POLICY_CALL_WRITE;
+	rpc_call_set_summary(c, "outside");
+	rpc_call_reply(
+	    c, json_pack("{s:s, s:s, s:s, s:{s:n, s:[s]}}", "decision",
+			 w ? "deny" : "ask", "rule",
+			 w ? "deny.path.outside" : "ask.read.outside", "reason",
+			 w ? "the path is outside the workspace"
+			   : "the path is outside the workspace: a person "
+			     "decides",
+			 "resolved", "exe", "paths", OUTSIDE));
+	return 1;
+}
+
+void m_policy_check(struct rpc_call *c)
+{
+	json_t *params = rpc_call_params(c);
+	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *jargv = json_object_get(params, "argv");
+	json_t *jread = json_object_get(params, "read");
+	json_t *jwrite = json_object_get(params, "write");
+	struct policy_context ctx = {0};
+	char session_ws[PATH_MAX];
+	struct policy_call call = {0};
+	struct policy_result res = {0};
+	struct policy_conf *conf = NULL;
+	struct check_args args = {0};
+	char *ws_real = NULL;
+	const char *what = "";
+	int r;
+
+	if (!!jargv + !!jread + !!jwrite != 1) {
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "give exactly one of argv, read, write");
+		goto out;
+	}
+	if (check_context(c, &ctx, session_ws, sizeof(session_ws), &ws_real) <
+	    0)
+		goto out;
 	r = gate_policy_conf(rpc_call_spd(c), ctx.workspace, &conf, &what);
 	if (r < 0) {
 		rpc_call_error(c, RPC_E_INTERNAL, NULL,
 			       "cannot read the policy configuration %s", what);
 		goto out;
 	}
-	if (jargv) {
-		size_t n = json_array_size(jargv);
-
-		if (!json_is_array(jargv) || n == 0 || n > POLICY_ARGC_MAX) {
-			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-				       "argv must be a non-empty array of at "
-				       "most %d strings",
-				       POLICY_ARGC_MAX);
-			goto out;
-		}
-		argv = calloc(n, sizeof(*argv));
-		argv_len = calloc(n, sizeof(*argv_len));
-		if (!argv || !argv_len)
-			goto oom;
-		for (size_t i = 0; i < n; i++) {
-			json_t *a = json_array_get(jargv, i);
-
-			if (!json_is_string(a)) {
-				rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-					       "argv must hold strings");
-				goto out;
-			}
-			argv[i] = json_string_value(a);
-			argv_len[i] = json_string_length(a);
-		}
-		call.kind = POLICY_CALL_EXEC;
-		call.argv = argv;
-		call.argv_len = argv_len;
-		call.argc = n;
-		if (json_is_string(jcwd))
-			call.cwd = json_string_value(jcwd);
-		if (json_is_string(jnet)) {
-			const char *net = json_string_value(jnet);
-
-			call.net = strcmp(net, "host") == 0 ? POLICY_NET_HOST
-				   : strcmp(net, "loopback") == 0
-				       ? POLICY_NET_LOOPBACK
-				       : POLICY_NET_NONE;
-		}
-		if (json_is_object(jenv)) {
-			const char *k;
-			json_t *v;
-			size_t en = json_object_size(jenv);
-
-			if (en > POLICY_ENV_MAX) {
-				rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-					       "too many environment entries");
-				goto out;
-			}
-			env_owned = calloc(en + 1, sizeof(char *));
-			env = calloc(en + 1, sizeof(char *));
-			if (!env_owned || !env)
-				goto oom;
-			json_object_foreach(jenv, k, v)
-			{
-				if (!json_is_string(v))
-					continue;
-				if (asprintf(&env_owned[envc], "%s=%s", k,
-					     json_string_value(v)) < 0) {
-					env_owned[envc] = NULL;
-					goto oom;
-				}
-				env[envc] = env_owned[envc];
-				envc++;
-			}
-			call.env = env;
-			call.envc = envc;
-		}
-	} else {
-		json_t *p = jread ? jread : jwrite;
-
-		if (!json_is_string(p)) {
-			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-				       "the path must be a string");
-			goto out;
-		}
-		call.kind = jread ? POLICY_CALL_READ : POLICY_CALL_WRITE;
-		call.path = json_string_value(p);
-		call.path_len = json_string_length(p);
-		/* An agent's path that leaves its workspace on its face is
-		 * answered as such, unresolved: policy.check must not be a
-		 * way to probe the host's files as spd's user. */
-		if (!who->operator&&
-		     lexically_outside(call.path, ctx.workspace)) {
-			bool w = call.kind == POLICY_CALL_WRITE;
-
-			rpc_call_set_summary(c, "outside");
-			rpc_call_reply(
-			    c, json_pack("{s:s, s:s, s:s, s:{s:n, s:[s]}}",
-					 "decision", w ? "deny" : "ask", "rule",
-					 w ? "deny.path.outside"
-					   : "ask.read.outside",
-					 "reason",
-					 w ? "the path is outside the workspace"
-					   : "the path is outside the "
-					     "workspace: a person decides",
-					 "resolved", "exe", "paths", OUTSIDE));
-			goto out;
-		}
-	}
+	r = jargv ? check_exec(c, jargv, &args, &call)
+		  : check_path(c, jread, jwrite, &ctx, &call);
+	if (r == -ENOMEM)
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+	if (r != 0)
+		goto out;
 	r = policy_classify(conf, &ctx, &call, &res);
 	if (r < 0) {
 		rpc_call_error(c, RPC_E_INTERNAL, NULL,
@@ -297,18 +353,9 @@ void m_policy_check(struct rpc_call *c)
 	}
 	rpc_call_reply(c,
 		       result_json(&res, who->operator? NULL : ctx.workspace));
-	goto out;
-oom:
-	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 out:
 	policy_result_free(&res);
 	policy_conf_free(conf);
-	if (env_owned)
-		for (size_t i = 0; i < envc; i++)
-			free(env_owned[i]);
-	free(env_owned);
-	free(env);
-	free(argv);
-	free(argv_len);
+	check_args_free(&args);
 	free(ws_real);
 }
