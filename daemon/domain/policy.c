@@ -1394,6 +1394,83 @@ static bool is_exec_file(const char *path)
 }
 
 /* Find the program of l->argv[0] and decide whether it is known. */
+/* Remember where a0 was found for this key (the entry the cache gives
+ * up), with the file's identity to re-check it by.  Best effort: without
+ * memory the result is simply not cached. */
+static void cache_store(size_t set, const char *key, size_t key_len,
+			const char *found, const struct lvl *l)
+{
+	struct exe_cache_entry *ce = cache_victim(set, key, key_len);
+	struct stat st;
+	char *f = strdup(found), *x = strdup(l->exe);
+	char *k = malloc(key_len + 1);
+
+	if (f && x && k && stat(found, &st) == 0) {
+		memcpy(k, key, key_len + 1);
+		free(ce->key);
+		free(ce->found);
+		free(ce->exe);
+		ce->key = steal_ptr(k);
+		ce->key_len = key_len;
+		ce->found = steal_ptr(f);
+		ce->exe = steal_ptr(x);
+		ce->where = l->where;
+		strcpy(ce->name, l->name);
+		ce->dev = st.st_dev;
+		ce->ino = st.st_ino;
+		ce->ctim = st.st_ctim;
+		clock_gettime(CLOCK_MONOTONIC_COARSE, &ce->checked);
+		ce->used = ++exe_cache_tick;
+	}
+	free(f);
+	free(x);
+	free(k);
+}
+
+/* Search the run's PATH (an empty entry is the cwd) for argv[0], as
+ * execvp would: *ret_found is the first executable file (owned), or NULL.
+ * Returns 0, or -ENOMEM (c->err set). */
+static int path_search(struct cls *c, const struct lvl *l, char **ret_found)
+{
+	const char *a0 = l->argv[0];
+	char *found = NULL;
+
+	for (const char *p = l->path_env; p;) {
+		const char *e = strchrnul(p, ':');
+		size_t n = (size_t)(e - p);
+		char *dir = NULL;
+
+		if (n == 0)
+			dir = strdup(l->cwd);
+		else if (asprintf(&dir, "%.*s", (int)n, p) < 0)
+			dir = NULL;
+		if (!dir)
+			goto oom;
+		found = absolutize(l->cwd, dir);
+		free(dir);
+		if (found) {
+			char *full;
+
+			if (asprintf(&full, "%s/%s", found, a0) < 0)
+				full = NULL;
+			free(found);
+			found = full;
+		}
+		if (!found)
+			goto oom;
+		if (is_exec_file(found))
+			break;
+		free(found);
+		found = NULL;
+		p = *e ? e + 1 : NULL;
+	}
+	*ret_found = found;
+	return 0;
+oom:
+	c->err = -ENOMEM;
+	return -ENOMEM;
+}
+
 static void ident(struct cls *c, struct lvl *l)
 {
 	const char *a0 = l->argv[0];
@@ -1451,42 +1528,7 @@ static void ident(struct cls *c, struct lvl *l)
 		if (!is_exec_file(found))
 			goto out;
 	} else {
-		const char *p = l->path_env;
-
-		while (p) {
-			const char *e = strchrnul(p, ':');
-			size_t n = (size_t)(e - p);
-			char *dir = NULL;
-
-			if (n == 0)
-				dir = strdup(l->cwd);
-			else if (asprintf(&dir, "%.*s", (int)n, p) < 0)
-				dir = NULL;
-			if (!dir) {
-				c->err = -ENOMEM;
-				goto out;
-			}
-			found = absolutize(l->cwd, dir);
-			free(dir);
-			if (found) {
-				char *full;
-
-				if (asprintf(&full, "%s/%s", found, a0) < 0)
-					full = NULL;
-				free(found);
-				found = full;
-			}
-			if (!found) {
-				c->err = -ENOMEM;
-				goto out;
-			}
-			if (is_exec_file(found))
-				break;
-			free(found);
-			found = NULL;
-			p = *e ? e + 1 : NULL;
-		}
-		if (!found)
+		if (path_search(c, l, &found) < 0 || !found)
 			goto out;
 	}
 	lex = normalize(found);
@@ -1512,33 +1554,8 @@ static void ident(struct cls *c, struct lvl *l)
 	} else {
 		l->where = EXE_UNTRUSTED;
 	}
-	if (key) {
-		struct exe_cache_entry *ce = cache_victim(set, key, key_len);
-		struct stat st;
-		char *f = strdup(found), *x = strdup(l->exe);
-		char *k = malloc(key_len + 1);
-
-		if (f && x && k && stat(found, &st) == 0) {
-			memcpy(k, key, key_len + 1);
-			free(ce->key);
-			free(ce->found);
-			free(ce->exe);
-			ce->key = steal_ptr(k);
-			ce->key_len = key_len;
-			ce->found = steal_ptr(f);
-			ce->exe = steal_ptr(x);
-			ce->where = l->where;
-			strcpy(ce->name, l->name);
-			ce->dev = st.st_dev;
-			ce->ino = st.st_ino;
-			ce->ctim = st.st_ctim;
-			clock_gettime(CLOCK_MONOTONIC_COARSE, &ce->checked);
-			ce->used = ++exe_cache_tick;
-		}
-		free(f);
-		free(x);
-		free(k);
-	}
+	if (key)
+		cache_store(set, key, key_len, found, l);
 out:
 	if (key != key_buf)
 		free(key);
