@@ -906,6 +906,65 @@ struct prep {
 	json_t *extra;
 };
 
+/*
+ * The body the provider gets (k->body, owned): the client's bytes as they
+ * came, except that an OpenAI chat stream is asked for its usage
+ * (stream_options.include_usage), which it reports only when asked.
+ * Returns 0 or -ENOMEM.
+ */
+static int call_body(struct gw_call *k, json_t *o, const char *body,
+		     size_t body_len)
+{
+	if (k->api == BROKER_API_OPENAI && k->stream &&
+	    strcmp(k->path, "/v1/chat/completions") == 0) {
+		json_t *so = json_object_get(o, "stream_options");
+
+		if (!so) {
+			so = json_object();
+			json_object_set_new(o, "stream_options", so);
+		}
+		if (json_is_object(so) &&
+		    !json_is_true(json_object_get(so, "include_usage"))) {
+			json_object_set_new(so, "include_usage", json_true());
+			k->body = json_dumps(o, JSON_COMPACT);
+			if (!k->body)
+				return -ENOMEM;
+			k->body_len = strlen(k->body);
+			return 0;
+		}
+	}
+	k->body = malloc(body_len + 1);
+	if (!k->body)
+		return -ENOMEM;
+	memcpy(k->body, body, body_len);
+	k->body[body_len] = '\0';
+	k->body_len = body_len;
+	return 0;
+}
+
+/* BUDGET-EXCEEDED (HTTP 402, not 429: clients retry a 429), naming the
+ * turn, what it spent and reserved, its cap and what this call needed. */
+static void budget_refusal(const struct broker_turn *t, int64_t worst,
+			   struct prep *e)
+{
+	char a[32], b[32], c[32], d[32];
+
+	e->status = 402;
+	e->code = "BUDGET-EXCEEDED";
+	price_format_usd(t->spent, a, sizeof(a));
+	price_format_usd(t->reserved, b, sizeof(b));
+	price_format_usd(t->cap, c, sizeof(c));
+	price_format_usd(worst, d, sizeof(d));
+	snprintf(e->msg, sizeof(e->msg),
+		 "turn %s: spent %s + reserved %s + this call's worst case %s "
+		 "USD would pass its cap of %s USD",
+		 t->id, a, b, d, c);
+	e->extra = json_pack("{s:s, s:f, s:f, s:f, s:f}", "turn", t->id,
+			     "spent_usd", price_usd(t->spent), "reserved_usd",
+			     price_usd(t->reserved), "cap_usd",
+			     price_usd(t->cap), "needed_usd", price_usd(worst));
+}
+
 static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 			       enum broker_api api, bool count_only,
 			       const char *path, const char *body,
@@ -916,12 +975,11 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	const struct broker_provider *p = broker_provider_for(spd, api);
 	const char *key = broker_provider_key(spd, p);
 	json_error_t jerr;
-	json_t *o = NULL, *stream;
+	json_t *o = NULL;
 	const char *model;
 	const struct price *pr;
 	int64_t maxt, worst;
 	struct gw_call *k = NULL;
-	char a[32], b[32], c[32], d[32];
 
 	e->status = 400;
 	e->code = "BAD-REQUEST";
@@ -980,60 +1038,16 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	snprintf(k->path, sizeof(k->path), "%s", path);
 	snprintf(k->prices_hash, sizeof(k->prices_hash), "%s",
 		 cfg->prices.hash);
-	stream = json_object_get(o, "stream");
-	k->stream = json_is_true(stream);
-	/* OpenAI streams say their usage only when asked to. */
-	if (api == BROKER_API_OPENAI && k->stream &&
-	    strcmp(path, "/v1/chat/completions") == 0) {
-		json_t *so = json_object_get(o, "stream_options");
-
-		if (!so) {
-			so = json_object();
-			json_object_set_new(o, "stream_options", so);
-		}
-		if (json_is_object(so) &&
-		    !json_is_true(json_object_get(so, "include_usage"))) {
-			json_object_set_new(so, "include_usage", json_true());
-			k->body = json_dumps(o, JSON_COMPACT);
-			if (!k->body) {
-				e->status = 500;
-				e->code = "INTERNAL";
-				snprintf(e->msg, sizeof(e->msg),
-					 "out of memory");
-				goto fail;
-			}
-			k->body_len = strlen(k->body);
-		}
-	}
-	if (!k->body) {
-		k->body = malloc(body_len + 1);
-		if (!k->body) {
-			e->status = 500;
-			e->code = "INTERNAL";
-			snprintf(e->msg, sizeof(e->msg), "out of memory");
-			goto fail;
-		}
-		memcpy(k->body, body, body_len);
-		k->body[body_len] = '\0';
-		k->body_len = body_len;
+	k->stream = json_is_true(json_object_get(o, "stream"));
+	if (call_body(k, o, body, body_len) < 0) {
+		e->status = 500;
+		e->code = "INTERNAL";
+		snprintf(e->msg, sizeof(e->msg), "out of memory");
+		goto fail;
 	}
 	worst = count_only ? 0 : price_worst_case(pr, k->body_len, maxt);
 	if (broker_reserve(t, worst) < 0) {
-		e->status = 402;
-		e->code = "BUDGET-EXCEEDED";
-		price_format_usd(t->spent, a, sizeof(a));
-		price_format_usd(t->reserved, b, sizeof(b));
-		price_format_usd(t->cap, c, sizeof(c));
-		price_format_usd(worst, d, sizeof(d));
-		snprintf(e->msg, sizeof(e->msg),
-			 "turn %s: spent %s + reserved %s + this call's worst "
-			 "case %s USD would pass its cap of %s USD",
-			 t->id, a, b, d, c);
-		e->extra = json_pack("{s:s, s:f, s:f, s:f, s:f}", "turn", t->id,
-				     "spent_usd", price_usd(t->spent),
-				     "reserved_usd", price_usd(t->reserved),
-				     "cap_usd", price_usd(t->cap), "needed_usd",
-				     price_usd(worst));
+		budget_refusal(t, worst, e);
 		goto fail;
 	}
 	k->reserved = worst;
