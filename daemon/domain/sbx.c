@@ -126,8 +126,14 @@ static void flush_queue(struct sbx *s)
 {
 	while (s->qhead && s->d && !s->d->lost) {
 		struct sbx_msg *m = s->qhead;
-		int r = sbxp_send(s->d->sock, m->type, m->id, m->body, m->len,
-				  m->fds, m->nfds);
+		int r;
+
+		/* Stamped before the send: once sent, sandboxd may stamp its
+		 * receipt before this process runs again. */
+		if (m->type == SBXP_RUN)
+			trace_stamp("sent");
+		r = sbxp_send(s->d->sock, m->type, m->id, m->body, m->len,
+			      m->fds, m->nfds);
 
 		if (r == -EAGAIN)
 			break;
@@ -135,8 +141,6 @@ static void flush_queue(struct sbx *s)
 			sbxd_lost(s->d, "sandboxd died (cannot write to it)");
 			return;
 		}
-		if (m->type == SBXP_RUN)
-			trace_stamp("sent");
 		s->qhead = m->next;
 		if (!s->qhead)
 			s->qtail = &s->qhead;
