@@ -1328,6 +1328,69 @@ static void next_prev_hash(sqlite3 *db, int64_t id, char out[HASH_HEX + 1])
  * records a head only after its rows are committed, so the snapshot
  * always holds the head's row.
  */
+/*
+ * Row v (id) links to a hash other than the row before it: say what was
+ * done to the chain -- a row inserted before it, rows reordered, one
+ * deleted and the rest renumbered, the row before it rewritten -- from
+ * where its link and its own hash lead.
+ */
+static void diagnose_link(sqlite3 *db, const struct row_view *v,
+			  const char *prev, const char *pprev, int64_t prev_id,
+			  const char *computed, const char *stored,
+			  struct journal_verify_result *r)
+{
+	char shifted[HASH_HEX + 1];
+	int64_t id = v->id, x;
+
+	row_hash(v, id + 1, shifted);
+	if (prev_id > 0 && strcmp(prev, pprev) == 0)
+		verify_fail(r, "inserted", prev_id,
+			    "row %" PRId64 " was inserted: row %" PRId64
+			    " links to the row before it",
+			    prev_id, id);
+	else if ((x = find_hash(db, prev, id)) > 0)
+		verify_fail(r, "reordered", id,
+			    "row %" PRId64 " follows row %" PRId64
+			    " in the chain, not row %" PRId64,
+			    id, x, id - 1);
+	else if (strcmp(shifted, stored) == 0)
+		verify_fail(r, "deleted", id,
+			    "row %" PRId64 " was deleted and the rows after "
+			    "it renumbered",
+			    id);
+	else if (prev_id > 0 && strcmp(computed, stored) == 0)
+		verify_fail(r, "edited", prev_id,
+			    "row %" PRId64 " was rewritten: row %" PRId64
+			    " links to another hash",
+			    prev_id, id);
+	else if (prev_id == 0)
+		verify_fail(r, "edited", id,
+			    "row %" PRId64 " does not start from the zero hash",
+			    id);
+	else
+		verify_fail(r, "inserted", id,
+			    "row %" PRId64 " links to no row of the journal",
+			    id);
+}
+
+/* Row id's content does not match its hash: edited, or inserted when the
+ * row after it links past it. */
+static void diagnose_hash(sqlite3 *db, int64_t id, const char *prev,
+			  struct journal_verify_result *r)
+{
+	char next[HASH_HEX + 1];
+
+	next_prev_hash(db, id, next);
+	if (next[0] && strcmp(next, prev) == 0)
+		verify_fail(r, "inserted", id,
+			    "row %" PRId64 " was inserted: the row after it "
+			    "links to row %" PRId64,
+			    id, id - 1);
+	else
+		verify_fail(r, "edited", id,
+			    "row %" PRId64 " does not match its hash", id);
+}
+
 static int verify_db(sqlite3 *db, const char *head_path,
 		     struct journal_verify_result *res)
 {
@@ -1359,7 +1422,7 @@ static int verify_db(sqlite3 *db, const char *head_path,
 		struct row_view v;
 		char stored[HASH_HEX + 1], prev[HASH_HEX + 1];
 		char computed[HASH_HEX + 1];
-		int64_t id = sqlite3_column_int64(st, 0), x;
+		int64_t id = sqlite3_column_int64(st, 0);
 
 		v.id = id;
 		v.time_us = sqlite3_column_int64(st, 1);
@@ -1392,61 +1455,12 @@ static int verify_db(sqlite3 *db, const char *head_path,
 			goto out;
 		}
 		if (strcmp(prev, expect_prev) != 0) {
-			char shifted[HASH_HEX + 1];
-
-			row_hash(&v, id + 1, shifted);
-			if (prev_id > 0 && strcmp(prev, pprev) == 0)
-				verify_fail(&r, "inserted", prev_id,
-					    "row %" PRId64
-					    " was inserted: row %" PRId64
-					    " links to the row before it",
-					    prev_id, id);
-			else if ((x = find_hash(db, prev, id)) > 0)
-				verify_fail(&r, "reordered", id,
-					    "row %" PRId64
-					    " follows row %" PRId64
-					    " in the chain, not row %" PRId64,
-					    id, x, id - 1);
-			else if (strcmp(shifted, stored) == 0)
-				verify_fail(&r, "deleted", id,
-					    "row %" PRId64
-					    " was deleted and the rows after "
-					    "it renumbered",
-					    id);
-			else if (prev_id > 0 && strcmp(computed, stored) == 0)
-				verify_fail(&r, "edited", prev_id,
-					    "row %" PRId64
-					    " was rewritten: row %" PRId64
-					    " links to another hash",
-					    prev_id, id);
-			else if (prev_id == 0)
-				verify_fail(
-				    &r, "edited", id,
-				    "row %" PRId64
-				    " does not start from the zero hash",
-				    id);
-			else
-				verify_fail(&r, "inserted", id,
-					    "row %" PRId64
-					    " links to no row of the journal",
-					    id);
+			diagnose_link(db, &v, prev, pprev, prev_id, computed,
+				      stored, &r);
 			goto out;
 		}
 		if (strcmp(computed, stored) != 0) {
-			char next[HASH_HEX + 1];
-
-			next_prev_hash(db, id, next);
-			if (next[0] && strcmp(next, prev) == 0)
-				verify_fail(&r, "inserted", id,
-					    "row %" PRId64
-					    " was inserted: the row after it "
-					    "links to row %" PRId64,
-					    id, id - 1);
-			else
-				verify_fail(&r, "edited", id,
-					    "row %" PRId64
-					    " does not match its hash",
-					    id);
+			diagnose_hash(db, id, prev, &r);
 			goto out;
 		}
 		if (id == head_id)
