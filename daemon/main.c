@@ -363,6 +363,56 @@ static int listen_fd_from_systemd(void)
 	return fd;
 }
 
+/* spd's directories (made private, or refused), spd.conf and the secrets
+ * (which the log redacts from here on). */
+static void load_config_or_die(void)
+{
+	char errbuf[512] = "";
+
+	if (paths_resolve(&spd.paths) < 0)
+		die("cannot find the home directory for default paths; set "
+		    "SPD_CONFIG_DIR, SPD_STATE_DIR and SPD_RUNTIME_DIR");
+	dir_or_die("config", spd.paths.config_dir);
+	dir_or_die("state", spd.paths.state_dir);
+	dir_or_die("runtime", spd.paths.runtime_dir);
+	if (config_load(spd.paths.conf_path, &spd.config, errbuf,
+			sizeof(errbuf)) < 0)
+		die("%s", errbuf);
+	if (secrets_load(&spd, errbuf, sizeof(errbuf)) < 0)
+		die("%s", errbuf);
+	log_set_redact(spd.redact);
+}
+
+/* The journal (refusing one whose head does not match), its hooks, and
+ * the per-session quotas that count its rows. */
+static void open_journal_or_die(uv_loop_t *loop)
+{
+	int r = journal_open(loop, spd.paths.journal_path, &spd.journal);
+
+	if (r == -SPD_ECORRUPT)
+		die("journal %s does not match its recorded head (tampered or "
+		    "truncated); run `spd --verify-journal` and move it aside",
+		    spd.paths.journal_path);
+	if (r < 0)
+		die("cannot open journal %s: %s", spd.paths.journal_path,
+		    strerror(-r));
+	if (spd.config.journal_queue_max)
+		journal_set_queue_max(spd.journal,
+				      spd.config.journal_queue_max);
+	journal_set_commit_cb(spd.journal, on_journal_committed, &spd);
+	/* Every journal row passes the redactor before it is hashed. */
+	journal_set_filter(spd.journal, secrets_journal_filter, &spd);
+	r = quota_new(spd.journal,
+		      &(struct quota_limits){
+			  .max = {[QUOTA_CONNS] = spd.config.session_conns,
+				  [QUOTA_RUNS] = spd.config.session_runs,
+				  [QUOTA_JOURNAL_RATE] =
+				      spd.config.session_journal_rate}},
+		      &spd.quota);
+	if (r < 0)
+		die("cannot make the quota table: %s", strerror(-r));
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -425,20 +475,7 @@ int main(int argc, char **argv)
 	 * cannot be opened leaves it off, nothing else. */
 	(void)trace_open_env("spd");
 
-	r = paths_resolve(&spd.paths);
-	if (r < 0)
-		die("cannot find the home directory for default paths; set "
-		    "SPD_CONFIG_DIR, SPD_STATE_DIR and SPD_RUNTIME_DIR");
-	dir_or_die("config", spd.paths.config_dir);
-	dir_or_die("state", spd.paths.state_dir);
-	dir_or_die("runtime", spd.paths.runtime_dir);
-	if (config_load(spd.paths.conf_path, &spd.config, errbuf,
-			sizeof(errbuf)) < 0)
-		die("%s", errbuf);
-	r = secrets_load(&spd, errbuf, sizeof(errbuf));
-	if (r < 0)
-		die("%s", errbuf);
-	log_set_redact(spd.redact);
+	load_config_or_die();
 	if (!spd.foreground)
 		daemonize();
 	pidfd = take_pid_lock(spd.paths.pid_path);
@@ -463,29 +500,7 @@ int main(int argc, char **argv)
 	uv_loop_init(&loop);
 	spd.loop = &loop;
 	spd.started_us = uv_hrtime() / 1000;
-	r = journal_open(&loop, spd.paths.journal_path, &spd.journal);
-	if (r == -SPD_ECORRUPT)
-		die("journal %s does not match its recorded head (tampered or "
-		    "truncated); run `spd --verify-journal` and move it aside",
-		    spd.paths.journal_path);
-	if (r < 0)
-		die("cannot open journal %s: %s", spd.paths.journal_path,
-		    strerror(-r));
-	if (spd.config.journal_queue_max)
-		journal_set_queue_max(spd.journal,
-				      spd.config.journal_queue_max);
-	journal_set_commit_cb(spd.journal, on_journal_committed, &spd);
-	/* Every journal row passes the redactor before it is hashed. */
-	journal_set_filter(spd.journal, secrets_journal_filter, &spd);
-	r = quota_new(spd.journal,
-		      &(struct quota_limits){
-			  .max = {[QUOTA_CONNS] = spd.config.session_conns,
-				  [QUOTA_RUNS] = spd.config.session_runs,
-				  [QUOTA_JOURNAL_RATE] =
-				      spd.config.session_journal_rate}},
-		      &spd.quota);
-	if (r < 0)
-		die("cannot make the quota table: %s", strerror(-r));
+	open_journal_or_die(&loop);
 	r = modules_start(&spd, errbuf, sizeof(errbuf));
 	if (r < 0)
 		die("%s", errbuf);
