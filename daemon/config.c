@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "daemon/config.h"
@@ -108,6 +109,24 @@ static int load_limits(git_config *gc, const char *path, struct spd_config *cfg,
 	}
 	cfg->auth_timeout_ms = auth_s * 1000u;
 	return 0;
+}
+
+int config_foreach_prefix(git_config *gc, const char *prefix,
+			  int (*cb)(const git_config_entry *e, void *data),
+			  void *data)
+{
+	git_config_iterator *it = NULL;
+	git_config_entry *e;
+	size_t n = strlen(prefix);
+	int r = 0;
+
+	if (git_config_iterator_new(&it, gc) < 0)
+		return -EINVAL;
+	while (r == 0 && git_config_next(&e, it) == 0)
+		if (strncasecmp(e->name, prefix, n) == 0)
+			r = cb(e, data);
+	git_config_iterator_free(it);
+	return r;
 }
 
 int config_load(const char *path, struct spd_config *cfg, char *errbuf,

@@ -33,6 +33,20 @@
  * (mode = maybe, a user that does not exist) is an error: spd refuses to
  * start rather than guess.  Returns 0 or -errno with a message in errbuf.
  */
+/*
+ * Call cb for every entry of gc whose name begins with prefix (compared
+ * without case, as git's section names are), in file order.  libgit2's
+ * regex matching (git_config_foreach_match) leaks pcre2 match data, so
+ * spd walks the entries itself.  Returns 0, the first non-zero value cb
+ * returned, or -EINVAL when gc cannot be read.
+ */
+struct git_config;
+struct git_config_entry;
+int config_foreach_prefix(struct git_config *gc, const char *prefix,
+			  int (*cb)(const struct git_config_entry *e,
+				    void *data),
+			  void *data);
+
 int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		size_t errlen);
 /* Release what config_load allocated. */

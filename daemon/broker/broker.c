@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "daemon/config.h"
 #include "daemon/transport/handlers.h"
 #include "daemon/broker/broker.h"
 #include "daemon/transport/call.h"
@@ -273,8 +274,8 @@ static int load_config(const char *path, struct broker_config *cfg,
 		}
 		if (strcmp(cfg->listen, "none") == 0)
 			cfg->listen[0] = '\0';
-		if (git_config_foreach_match(gc, "^provider\\..+\\.[a-z]+$",
-					     provider_cb, &pc) < 0) {
+		if (config_foreach_prefix(gc, "provider.", provider_cb, &pc) !=
+		    0) {
 			r = -EINVAL;
 			goto out;
 		}

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/config.h"
 #include "daemon/broker/price.h"
 #include "common/util.h"
 
@@ -321,8 +322,7 @@ int price_table_load(struct git_config *gc, const char *path,
 		price_parse_fixed(shipped[i].cache_write, 6, &p->cache_write);
 		p->max_output = shipped[i].max_output;
 	}
-	if (gc && git_config_foreach_match(gc, "^model\\..+\\.[a-z-]+$",
-					   entry_cb, &lc) < 0) {
+	if (gc && config_foreach_prefix(gc, "model.", entry_cb, &lc) != 0) {
 		r = lc.err ? lc.err : -EINVAL;
 		if (!lc.err)
 			snprintf(errbuf, errlen, "%s: cannot read [model]",

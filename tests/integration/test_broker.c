@@ -472,7 +472,9 @@ START_TEST(test_refused_keys_and_models)
 	ck_assert(has(r, "authentication_error"));
 	free(r);
 
-	o = rpc("turn.end", fmt("{\"turn\":\"%s\"}", other.id));
+	r = fmt("{\"turn\":\"%s\"}", other.id);
+	o = rpc("turn.end", r);
+	free(r);
 	ck_assert_ptr_nonnull(json_object_get(o, "result"));
 	json_decref(o);
 	r = post(&other, "/v1/messages", NULL, MSG_BODY);
