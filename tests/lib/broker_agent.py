@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import sys
+import urllib.error
 import urllib.request
 
 
@@ -61,6 +62,20 @@ def main():
         f.write(text + "\n")
     with open(os.path.join(os.environ["HOME"], "agent-note"), "w") as f:
         f.write("remembered\n")
+    # A key that is not this run's (another session's turn, left in the
+    # worktree): the broker's port here must refuse it.
+    if os.path.exists("foreign-key.txt"):
+        with open("foreign-key.txt") as f:
+            other = f.read().strip()
+        req = urllib.request.Request(
+            base + "/v1/messages", data=body.encode(), method="POST",
+            headers={"x-api-key": other, "content-type": "application/json",
+                     "anthropic-version": "2023-06-01"})
+        try:
+            urllib.request.urlopen(req, timeout=20)
+            print("probe foreign key: accepted", flush=True)
+        except urllib.error.HTTPError as e:
+            print("probe foreign key: %d" % e.code, flush=True)
     for p in sys.argv[1:]:
         probe("port %s" % p, lambda: connect(int(p)))
     probe("bind", bind_own)
