@@ -1233,6 +1233,11 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(c);
 		return;
 	}
+	/* A reply goes out as several writes (head, then body chunks): with
+	 * Nagle each small write after the first waits for the client's
+	 * delayed ACK, some 40 ms a call. */
+	if (server != (uv_stream_t *)&g->pipe)
+		uv_tcp_nodelay(&c->h.tcp, 1);
 	if (g->n_conns > GATEWAY_CONNS_MAX) {
 		refuse(c, NULL, 503, "LIMIT", NULL,
 		       "too many connections to the broker");
