@@ -436,7 +436,8 @@ int main(void)
 		double t0 = now_ms();
 
 		memset(&o, 0, sizeof(o));
-		sbx_run(s, &sp, &(struct sbx_cbs){NULL, on_done}, &o, NULL);
+		sbx_run(s, &sp, &(struct sbx_cbs){NULL, on_done, NULL}, &o,
+			NULL);
 		while (!o.done)
 			uv_run(&loop, UV_RUN_ONCE);
 		if (!o.ok) {
@@ -459,8 +460,8 @@ int main(void)
 	spec_for(&sp, sleep_argv, ws);
 	memset(many, 0, sizeof(many));
 	for (int i = 0; i < BENCH_CONCURRENT; i++)
-		sbx_run(s, &sp, &(struct sbx_cbs){NULL, on_done}, &many[i],
-			NULL);
+		sbx_run(s, &sp, &(struct sbx_cbs){NULL, on_done, NULL},
+			&many[i], NULL);
 	for (;;) {
 		int ndone = 0;
 

@@ -146,17 +146,16 @@ static int run_usage(void)
 	return CMD_EXIT_USAGE;
 }
 
+static int run_call(struct cmd_ctx *ctx, json_t *params, bool agent, bool yes);
+
 int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	json_t *params = json_object(), *args = json_array(),
 	       *writable = json_array(), *env = json_object();
-	json_t *res = NULL, *err = NULL;
 	char *workspace = NULL, cwd[PATH_MAX];
 	bool agent = getenv("SPD_SESSION_TOKEN") != NULL;
 	bool yes = false;
-	struct client c;
-	char errbuf[512];
-	int i, r, ex;
+	int i;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -231,6 +230,18 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 			json_object_set_new(params, "cwd", json_string(cwd));
 	}
 	free(workspace);
+	return run_call(ctx, params, agent, yes);
+}
+
+/* Call cmd.run with params (taken), stream its output, print what the
+ * result says and return the exit code: spctl run's and spctl agent's. */
+static int run_call(struct cmd_ctx *ctx, json_t *params, bool agent, bool yes)
+{
+	json_t *res = NULL, *err = NULL;
+	struct client c;
+	char errbuf[512];
+	int r, ex;
+
 	if (yes)
 		json_object_set_new(params, "yes", json_true());
 	else if (!agent)
@@ -336,6 +347,63 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	json_decref(res);
 	return ex;
+}
+
+static int agent_usage(void)
+{
+	fprintf(stderr, "usage: spctl agent [--session ID] [--cap USD] "
+			"[--timeout S] [--yes] [--json] -- CMD...\n");
+	return CMD_EXIT_USAGE;
+}
+
+int cmd_agent(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	json_t *params = json_object(), *args = json_array();
+	bool token = getenv("SPD_SESSION_TOKEN") != NULL, yes = false;
+	int i;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "--") == 0) {
+			i++;
+			break;
+		} else if (strcmp(a, "--session") == 0 && i + 1 < argc) {
+			json_object_set_new(params, "session",
+					    json_string(argv[++i]));
+		} else if (strcmp(a, "--cap") == 0 && i + 1 < argc) {
+			char *end;
+			double d = strtod(argv[++i], &end);
+
+			if (*end || !(d > 0))
+				goto usage;
+			json_object_set_new(params, "cap_usd", json_real(d));
+		} else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
+			char *end;
+			long t = strtol(argv[++i], &end, 10);
+
+			if (*end || t <= 0)
+				goto usage;
+			json_object_set_new(params, "timeout", json_integer(t));
+		} else if (strcmp(a, "--json") == 0) {
+			ctx->json = true;
+		} else if (strcmp(a, "--yes") == 0 || strcmp(a, "-y") == 0) {
+			yes = true;
+		} else {
+			goto usage;
+		}
+	}
+	if (i >= argc)
+		goto usage;
+	for (; i < argc; i++)
+		json_array_append_new(args, json_string(argv[i]));
+	json_object_set_new(params, "argv", args);
+	json_object_set_new(params, "agent", json_true());
+	return run_call(ctx, params, token, yes);
+usage:
+	json_decref(params);
+	json_decref(args);
+	return agent_usage();
 }
 
 int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)

@@ -29,6 +29,9 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_journal(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_run(struct cmd_ctx *ctx, int argc, char **argv);
+/* spctl agent: a command in a session's worktree with a fresh model-broker
+ * turn and the broker as its only network (client/cmd_run.c). */
+int cmd_agent(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_session(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_policy(struct cmd_ctx *ctx, int argc, char **argv);
 

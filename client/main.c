@@ -37,6 +37,11 @@ static void usage(FILE *f)
 	    "      [--yes]  (approve an ask; without it spctl asks y/N on a "
 	    "tty)\n"
 	    "      -- ARGV...               run a command in the sandbox\n"
+	    "  agent [--session ID] [--cap USD] [--timeout S] -- CMD...\n"
+	    "                               an agent CLI in the session's "
+	    "worktree, its\n"
+	    "                               model calls through a fresh "
+	    "turn\n"
 	    "  session start FEATURE [--repo DIR] [--in-place]\n"
 	    "  session list | show ID | end ID | status [ID]\n"
 	    "  session heldout ID DIR | verify ID | diff ID\n"
@@ -109,6 +114,16 @@ static const struct {
      "current directory unless --workspace names one.  --yes approves an\n"
      "ask (without it spctl asks y/N on a tty).  Exit: the command's own,\n"
      "124 deadline, 125 spctl/spd error, 126 refused, 127 not found.\n"},
+    {"agent", cmd_agent,
+     "usage: spctl agent [--session ID] [--cap USD] [--timeout S] [--yes] "
+     "[--json]\n"
+     "                   -- CMD...\n"
+     "Run an agent CLI in the session's worktree with a fresh turn: its\n"
+     "environment gets ANTHROPIC_BASE_URL, ANTHROPIC_API_KEY,\n"
+     "ANTHROPIC_AUTH_TOKEN, OPENAI_BASE_URL and OPENAI_API_KEY for the\n"
+     "broker and the turn's key, HOME is the session's own home, and\n"
+     "its only network is 127.0.0.1:8377, the broker.  The turn ends\n"
+     "when the command does; `spctl turns` shows its spend.\n"},
     {"session", cmd_session,
      "usage: spctl session start FEATURE [--repo DIR] [--in-place] "
      "[--json]\n"
@@ -153,7 +168,7 @@ static bool takes_value(const char *opt)
 	static const char *const with_value[] = {
 	    "--since",	 "--kind",     "--limit", "--workspace", "--net",
 	    "--timeout", "--writable", "--env",	  "--repo",	 "--session",
-	    "--read",	 "--write",    "--why",
+	    "--read",	 "--write",    "--why",	  "--cap",
 	};
 
 	for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)

@@ -132,3 +132,59 @@ bool envscrub_entry_drop(const char *entry, const char *const *secrets)
 				return true;
 	return false;
 }
+
+/* A turn key's shape (daemon/broker/broker.h): "sk-spd-" and 64 lowercase
+ * hex digits.  No provider issues keys of this form. */
+#define ENVSCRUB_TURN_KEY_PREFIX "sk-spd-"
+#define ENVSCRUB_TURN_KEY_HEX 64
+
+static bool is_turn_key(const char *v)
+{
+	size_t pn = strlen(ENVSCRUB_TURN_KEY_PREFIX);
+
+	if (strncmp(v, ENVSCRUB_TURN_KEY_PREFIX, pn) != 0)
+		return false;
+	v += pn;
+	for (size_t i = 0; i < ENVSCRUB_TURN_KEY_HEX; i++)
+		if (!((v[i] >= '0' && v[i] <= '9') ||
+		      (v[i] >= 'a' && v[i] <= 'f')))
+			return false;
+	return v[ENVSCRUB_TURN_KEY_HEX] == '\0';
+}
+
+static bool is_broker_url(const char *v, unsigned port)
+{
+	char want[40];
+	size_t n = 0;
+	char digits[8];
+	size_t nd = 0;
+
+	memcpy(want, "http://127.0.0.1:", 17);
+	n = 17;
+	do {
+		digits[nd++] = (char)('0' + port % 10);
+		port /= 10;
+	} while (port && nd < sizeof(digits));
+	while (nd)
+		want[n++] = digits[--nd];
+	want[n] = '\0';
+	return strncmp(v, want, n) == 0 &&
+	       (v[n] == '\0' || strcmp(v + n, "/v1") == 0);
+}
+
+bool envscrub_broker_entry_ok(const char *entry, unsigned port)
+{
+	static const char *const keys[] = {
+	    "ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN=", "OPENAI_API_KEY="};
+	static const char *const urls[] = {"ANTHROPIC_BASE_URL=",
+					   "OPENAI_BASE_URL="};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+		if (strncmp(entry, keys[i], strlen(keys[i])) == 0)
+			return is_turn_key(entry + strlen(keys[i]));
+	for (size_t i = 0; i < sizeof(urls) / sizeof(urls[0]); i++)
+		if (strncmp(entry, urls[i], strlen(urls[i])) == 0)
+			return port &&
+			       is_broker_url(entry + strlen(urls[i]), port);
+	return false;
+}

@@ -20,7 +20,7 @@ _spctl() {
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local commands="ping status journal doctor run session policy approvals approve deny secrets"
+	local commands="ping status journal doctor run agent session policy approvals approve deny secrets"
 	local global="--json --help --version"
 
 	# The command is the first word that is not an option; everything
@@ -73,6 +73,7 @@ _spctl() {
 	policy)
 		if [ -z "$sub" ]; then opts="check"
 		else opts="--session --workspace --read --write --"; fi ;;
+	agent) opts="--session --cap --timeout --yes --" ;;
 	approvals) opts="--follow" ;;
 	approve) [ -z "$sub" ] && opts=$(_spctl_ids approvals) ;;
 	deny)

@@ -6,7 +6,7 @@ end
 function __spctl_approvals
     env SPD_NO_AUTOSTART=1 spctl approvals 2>/dev/null | awk '$1 == "approval" { print $2 }'
 end
-set -l cmds ping status journal doctor run session policy approvals approve deny secrets
+set -l cmds ping status journal doctor run agent session policy approvals approve deny secrets
 complete -c spctl -f
 complete -c spctl -l json -d 'print one JSON object per line'
 complete -c spctl -l help -d 'print usage'
@@ -22,6 +22,9 @@ complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'approvals' -d '
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'approve' -d 'grant an ask'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'deny' -d 'refuse an ask'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'secrets' -d 'secret names and fingerprints'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'agent' -d 'an agent CLI with a fresh model-broker turn'
+complete -c spctl -n "__fish_seen_subcommand_from agent" -l session -r -d 'the session'
+complete -c spctl -n "__fish_seen_subcommand_from agent" -l cap -r -d 'the turn cap in USD'
 complete -c spctl -n "__fish_seen_subcommand_from journal" -a verify
 complete -c spctl -n "__fish_seen_subcommand_from journal" -l follow
 complete -c spctl -n "__fish_seen_subcommand_from journal" -l since -r

@@ -27,6 +27,8 @@ long sbxp_body_size(uint32_t type)
 		return 0;
 	case SBXP_PROBE_RESULT:
 		return (long)sizeof(struct sbx_layers);
+	case SBXP_LISTENER:
+		return (long)sizeof(struct sbxp_listener);
 	default:
 		return -1;
 	}
@@ -88,7 +90,6 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 	if (npaths > SBXP_PATHS_MAX)
 		return -SPD_ETOOBIG;
 	m->strtab_len = (uint32_t)off;
-	m->reserved = 0;
 	return (long)(sizeof(*m) + off);
 }
 
@@ -104,8 +105,11 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 	    len != sizeof(*m) + m->strtab_len || m->strtab_len == 0 ||
 	    m->strtab[m->strtab_len - 1] != '\0')
 		return -SPD_EPROTO;
-	if (m->net > SBX_NET_HOST || (m->flags & ~SBXP_RUN__FLAGS) ||
-	    m->reserved)
+	if (m->net > SBX_NET_BROKER || (m->flags & ~SBXP_RUN__FLAGS))
+		return -SPD_EPROTO;
+	if (m->net == SBX_NET_BROKER
+		? m->broker_port == 0 || m->broker_port > 65535
+		: m->broker_port != 0)
 		return -SPD_EPROTO;
 	for (int i = 0; i < SBXP_L__COUNT; i++) {
 		if (m->counts[i] > SBXP_LIST_MAX)

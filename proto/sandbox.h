@@ -56,6 +56,7 @@ enum sbxp_type {
 	SBXP_CANCEL = 4,       /* spd -> sandboxd, empty body */
 	SBXP_PROBE = 5,	       /* spd -> sandboxd, empty body */
 	SBXP_PROBE_RESULT = 6, /* sandboxd -> spd, struct sbx_layers */
+	SBXP_LISTENER = 7,     /* sandboxd -> spd, struct sbxp_listener + fd */
 	SBXP__TYPE_MAX,
 };
 
@@ -103,7 +104,9 @@ struct sbxp_run {
 	uint32_t strtab_len;		    /* bytes of strtab that follow */
 	uint64_t rlimits[SBXP_RLIM__COUNT]; /* 0: sandboxd's default */
 	uint32_t counts[SBXP_L__COUNT];
-	uint32_t reserved;
+	/* net == SBX_NET_BROKER: the port of 127.0.0.1 inside the run
+	 * that reaches spd's model broker (SBXP_LISTENER); 0 otherwise. */
+	uint32_t broker_port;
 	/* Then strtab_len bytes: NUL-terminated strings, in order:
 	 * workspace (absolute), cwd (absolute or "" for the workspace),
 	 * home (absolute or "" for none: the operator's HOME, whose caches
@@ -131,6 +134,18 @@ struct sbxp_exited {
 	uint64_t duration_us;
 	char error_code[SBXP_ERRCODE_LEN]; /* "" when it ran */
 	char error_msg[SBXP_ERRMSG_LEN];
+};
+
+/*
+ * The listening socket of a SBX_NET_BROKER run, sent once, right after
+ * the run's init made it (before STARTED): a TCP socket bound to
+ * 127.0.0.1:port in the run's own network namespace, listening, passed
+ * as the one descriptor of the message.  spd accepts on it and serves
+ * the connections as its model broker; nothing inside the run relays.
+ */
+struct sbxp_listener {
+	uint32_t port;
+	uint32_t reserved; /* 0 */
 };
 
 /* A RUN with its strings split back out.  The pointers point into the

@@ -107,7 +107,18 @@ static void on_run(const struct sbxp_hdr *h, const void *body, int *fds,
 			       &refusal) < 0) {
 		send_or_die(SBXP_EXITED, h->id, &refusal, sizeof(refusal));
 	} else {
-		nruns++;
+		struct spawn_run *run = &runs[nruns++];
+
+		/* The broker's listener goes to spd before STARTED can. */
+		if (run->broker_fd >= 0) {
+			struct sbxp_listener l = {.port = v.msg->broker_port};
+
+			if (sbxp_send(SBXD_SOCK_FD, SBXP_LISTENER, h->id, &l,
+				      sizeof(l), &run->broker_fd, 1) < 0)
+				die("cannot write to spd");
+			close(run->broker_fd);
+			run->broker_fd = -1;
+		}
 	}
 	sbxp_run_view_free(&v);
 }

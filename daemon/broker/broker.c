@@ -601,6 +601,111 @@ static int usd_param(json_t *v, int64_t *ret)
 	return *ret > 0 ? 0 : -EINVAL;
 }
 
+/* A new live turn with a fresh key (written to key), journaled.  The key
+ * is not yet in the redaction set.  Returns 0, -EDQUOT when
+ * BROKER_TURNS_MAX turns are live, or -ENOMEM. */
+static int mint(struct broker *b, const char *session, int64_t cap,
+		char key[BROKER_KEY_LEN + 1], struct broker_turn **ret)
+{
+	unsigned char raw[32];
+	struct broker_turn *t;
+	uint64_t now = now_us();
+	int r;
+
+	r = make_room(b);
+	if (r < 0)
+		return r == -ENOMEM ? r : -EDQUOT;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	randombytes_buf(raw, 8);
+	memcpy(t->id, "turn-", 5);
+	sodium_bin2hex(t->id + 5, sizeof(t->id) - 5, raw, 8);
+	randombytes_buf(raw, sizeof(raw));
+	memcpy(key, "sk-spd-", 7);
+	sodium_bin2hex(key + 7, BROKER_KEY_LEN + 1 - 7, raw, sizeof(raw));
+	sodium_memzero(raw, sizeof(raw));
+	crypto_generichash(t->key_hash, sizeof(t->key_hash),
+			   (const unsigned char *)key, BROKER_KEY_LEN, NULL, 0);
+	snprintf(t->session, sizeof(t->session), "%s", session ? session : "");
+	t->cap = cap;
+	t->begun_us = t->last_us = now;
+	b->turns[b->n_turns++] = t;
+	journal_turn(b, t, "turn.begin", "begun");
+	*ret = t;
+	return 0;
+}
+
+int broker_cap_for(struct spd *spd, bool operator, json_t * capv, int64_t *ret,
+		   char *msg, size_t msglen)
+{
+	struct broker *b = B(spd);
+	int64_t cap, limit;
+	char capbuf[32];
+
+	if (!b) {
+		snprintf(msg, msglen, "the model broker is not running");
+		return -ENOTCONN;
+	}
+	limit = operator? b->cfg.cap_max : b->cfg.cap_default;
+	cap = b->cfg.cap_default;
+	if (capv && usd_param(capv, &cap) < 0) {
+		snprintf(msg, msglen,
+			 "cap_usd must be a positive number of USD");
+		return -EINVAL;
+	}
+	if (cap > limit) {
+		price_format_usd(limit, capbuf, sizeof(capbuf));
+		snprintf(msg, msglen,
+			 "cap_usd is above %s USD, the most %s (spd.conf "
+			 "broker.%s)",
+			 capbuf,
+			 operator? "any turn may have"
+				 : "a session token may ask for",
+			 operator? "cap-max" : "cap-default");
+		return -EDQUOT;
+	}
+	*ret = cap;
+	return 0;
+}
+
+struct broker_turn *broker_turn_begin(struct spd *spd, const char *session,
+				      int64_t cap, char key[BROKER_KEY_LEN + 1],
+				      int *ret_err)
+{
+	struct broker *b = B(spd);
+	struct broker_turn *t = NULL;
+	char name[64];
+	int r;
+
+	if (!b) {
+		*ret_err = -ENOTCONN;
+		return NULL;
+	}
+	r = mint(b, session, cap, key, &t);
+	if (r < 0) {
+		*ret_err = r;
+		return NULL;
+	}
+	key_name(t, name, sizeof(name));
+	if (secrets_add_minted(spd, name, key) < 0) {
+		end_turn(b, t, "not redactable");
+		sodium_memzero(key, BROKER_KEY_LEN + 1);
+		*ret_err = -ENOMEM;
+		return NULL;
+	}
+	return t;
+}
+
+void broker_turn_end(struct spd *spd, const char *turn_id, const char *reason)
+{
+	struct broker *b = B(spd);
+	struct broker_turn *t = broker_turn_by_id(spd, turn_id);
+
+	if (b && t)
+		end_turn(b, t, reason);
+}
+
 void m_turn_begin(struct rpc_call *c)
 {
 	struct spd *spd = rpc_call_spd(c);
@@ -610,7 +715,6 @@ void m_turn_begin(struct rpc_call *c)
 	const char *session =
 	    json_string_value(json_object_get(params, "session"));
 	json_t *capv = json_object_get(params, "cap_usd");
-	unsigned char raw[32];
 	char key[BROKER_KEY_LEN + 1], name[64], capbuf[32], oai[80];
 	int64_t cap, limit;
 	struct broker_turn *t;
@@ -673,34 +777,19 @@ void m_turn_begin(struct rpc_call *c)
 		    who->operator? "cap-max" : "cap-default");
 		return;
 	}
-	r = make_room(b);
-	if (r < 0) {
+	r = mint(b, session, cap, key, &t);
+	if (r == -EDQUOT) {
 		rpc_call_error(
 		    c, RPC_E_LIMIT, json_pack("{s:s}", "quota", "turns"),
 		    "%d turns are live: end some first", BROKER_TURNS_MAX);
 		return;
 	}
-	t = calloc(1, sizeof(*t));
-	if (!t) {
+	if (r < 0) {
 		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	randombytes_buf(raw, 8);
-	memcpy(t->id, "turn-", 5);
-	sodium_bin2hex(t->id + 5, sizeof(t->id) - 5, raw, 8);
-	randombytes_buf(raw, sizeof(raw));
-	memcpy(key, "sk-spd-", 7);
-	sodium_bin2hex(key + 7, sizeof(key) - 7, raw, sizeof(raw));
-	sodium_memzero(raw, sizeof(raw));
-	crypto_generichash(t->key_hash, sizeof(t->key_hash),
-			   (const unsigned char *)key, BROKER_KEY_LEN, NULL, 0);
-	snprintf(t->session, sizeof(t->session), "%s", session ? session : "");
-	t->cap = cap;
-	t->begun_us = t->last_us = now;
-	b->turns[b->n_turns++] = t;
 	price_format_usd(cap, capbuf, sizeof(capbuf));
 	rpc_call_set_summary(c, "%s, cap %s USD", t->id, capbuf);
-	journal_turn(b, t, "turn.begin", "begun");
 	snprintf(oai, sizeof(oai), "%s/v1", b->base_url);
 	rpc_call_reply(
 	    c, json_pack("{s:s, s:s, s:I, s:f, s:s?, s:s?, s:s, s:s?}", "turn",

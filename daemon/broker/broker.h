@@ -29,6 +29,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "daemon/broker/price.h"
 
 struct spd;
@@ -141,6 +143,31 @@ const char *broker_socket_path(struct spd *spd);
 
 /* The HTTP endpoint (daemon/broker/gateway.h), or NULL. */
 struct gateway *broker_gateway(struct spd *spd);
+
+/*
+ * The cap of a new turn, from capv (a JSON number of USD, or NULL for
+ * [broker] cap-default): the operator may ask up to cap-max, a session
+ * token up to cap-default.  Returns 0 and *ret (picodollars), or -EINVAL
+ * (not a positive number), -EDQUOT (above the caller's limit) or
+ * -ENOTCONN (no broker), with a sentence in msg.
+ */
+int broker_cap_for(struct spd *spd, bool operator, json_t * capv, int64_t *ret,
+		   char *msg, size_t msglen);
+/*
+ * Begin a turn of session (NULL: the operator's) with cap picodollars,
+ * journaled; its key is written to key and joins the redaction set at
+ * once (the caller passes it on where no reply shows it: a run's
+ * environment).  Returns the turn (borrowed, like broker_turn_by_id), or
+ * NULL with -EDQUOT (too many live turns), -ENOMEM or -ENOTCONN in
+ * *ret_err.
+ */
+struct broker_turn *broker_turn_begin(struct spd *spd, const char *session,
+				      int64_t cap, char key[BROKER_KEY_LEN + 1],
+				      int *ret_err);
+/* End the turn turn_id now (settled: calls in flight are still charged;
+ * its key is revoked) for reason ("agent exited").  An unknown or ended
+ * turn, or no broker, is ignored. */
+void broker_turn_end(struct spd *spd, const char *turn_id, const char *reason);
 
 /* A session's turns end with it (ended or attempt-ended). */
 void broker_session_ended(struct spd *spd, const char *session_id);

@@ -41,6 +41,8 @@ struct gw_conn {
 	uv_timer_t timer;
 	struct http_request req;
 	struct gw_call *call;
+	/* Accepted on a run's listener: only this turn's key is taken. */
+	char bound_turn[BROKER_TURN_ID_LEN + 1];
 	bool closing, shut;
 	int open_handles;
 	struct gw_conn *prev, *next;
@@ -80,8 +82,18 @@ struct gw_call {
 	struct gw_call *prev, *next;
 };
 
+/* A run's listening socket (gateway_adopt). */
+struct gw_listener {
+	uv_tcp_t tcp; /* data: the gateway */
+	uint64_t id;
+	char turn[BROKER_TURN_ID_LEN + 1];
+	struct gw_listener *prev, *next;
+};
+
 struct gateway {
 	struct spd *spd;
+	struct gw_listener *listeners;
+	uint64_t next_listener;
 	uv_tcp_t tcp;
 	uv_pipe_t pipe;
 	bool tcp_on, pipe_on, stopping;
@@ -1110,6 +1122,10 @@ static void handle_request(struct gw_conn *c)
 	if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
 		key = auth + 7;
 	t = key ? broker_turn_by_key(g->spd, key, strlen(key)) : NULL;
+	/* A run's port serves its own turn only: another live key (another
+	 * session's, leaked into the run) is as good as none there. */
+	if (t && c->bound_turn[0] && strcmp(t->id, c->bound_turn) != 0)
+		t = NULL;
 	if (!t) {
 		refuse(c, NULL, 401, "UNAUTHORIZED", NULL,
 		       key ? "the key is not a live turn key of this spd "
@@ -1207,7 +1223,13 @@ static void on_connection(uv_stream_t *server, int status)
 	if (!c)
 		return;
 	c->g = g;
-	if (server == (uv_stream_t *)&g->tcp)
+	if (server != (uv_stream_t *)&g->tcp &&
+	    server != (uv_stream_t *)&g->pipe) {
+		struct gw_listener *l = (struct gw_listener *)(void *)server;
+
+		snprintf(c->bound_turn, sizeof(c->bound_turn), "%s", l->turn);
+	}
+	if (server != (uv_stream_t *)&g->pipe)
 		uv_tcp_init(g->spd->loop, &c->h.tcp);
 	else
 		uv_pipe_init(g->spd->loop, &c->h.pipe, 0);
@@ -1225,6 +1247,11 @@ static void on_connection(uv_stream_t *server, int status)
 		conn_close(c);
 		return;
 	}
+	/* A reply goes out as several writes (head, then body chunks): with
+	 * Nagle each small write after the first waits for the client's
+	 * delayed ACK, some 40 ms a call. */
+	if (server != (uv_stream_t *)&g->pipe)
+		uv_tcp_nodelay(&c->h.tcp, 1);
 	if (g->n_conns > GATEWAY_CONNS_MAX) {
 		refuse(c, NULL, 503, "LIMIT", NULL,
 		       "too many connections to the broker");
@@ -1331,6 +1358,77 @@ fail:
 	return r;
 }
 
+static void on_listener_closed(uv_handle_t *h)
+{
+	struct gw_listener *l = (struct gw_listener *)(void *)h;
+	struct gateway *g = h->data;
+
+	free(l);
+	g->open_handles--;
+	gw_maybe_free(g);
+}
+
+static void listener_close(struct gateway *g, struct gw_listener *l)
+{
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		g->listeners = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	uv_close((uv_handle_t *)&l->tcp, on_listener_closed);
+}
+
+int gateway_adopt(struct gateway *g, int fd, const char *turn_id,
+		  uint64_t *ret_id)
+{
+	struct gw_listener *l;
+	int r;
+
+	if (!g || g->stopping || !turn_id ||
+	    strlen(turn_id) > BROKER_TURN_ID_LEN) {
+		close(fd);
+		return -EINVAL;
+	}
+	l = calloc(1, sizeof(*l));
+	if (!l) {
+		close(fd);
+		return -ENOMEM;
+	}
+	uv_tcp_init(g->spd->loop, &l->tcp);
+	l->tcp.data = g;
+	l->id = ++g->next_listener;
+	snprintf(l->turn, sizeof(l->turn), "%s", turn_id);
+	g->open_handles++;
+	l->next = g->listeners;
+	if (g->listeners)
+		g->listeners->prev = l;
+	g->listeners = l;
+	r = uv_tcp_open(&l->tcp, fd);
+	if (r < 0)
+		close(fd); /* not taken by the handle */
+	else
+		r = uv_listen((uv_stream_t *)&l->tcp, GATEWAY_RUN_BACKLOG,
+			      on_connection);
+	if (r < 0) {
+		listener_close(g, l);
+		return r;
+	}
+	*ret_id = l->id;
+	return 0;
+}
+
+void gateway_release(struct gateway *g, uint64_t id)
+{
+	if (!g)
+		return;
+	for (struct gw_listener *l = g->listeners; l; l = l->next)
+		if (l->id == id) {
+			listener_close(g, l);
+			return;
+		}
+}
+
 int gateway_port(struct gateway *g)
 {
 	return g ? g->port : 0;
@@ -1348,6 +1446,8 @@ void gateway_stop(struct gateway *g)
 	}
 	for (struct gw_conn *c = g->conns; c; c = c->next)
 		conn_close(c);
+	while (g->listeners)
+		listener_close(g, g->listeners);
 	if (g->tcp_on)
 		uv_close((uv_handle_t *)&g->tcp, on_gw_handle_closed);
 	if (g->pipe_on) {

@@ -15,6 +15,7 @@
 #define SPD_DAEMON_GATEWAY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 struct spd;
 struct gateway;
@@ -40,6 +41,23 @@ int gateway_start(struct spd *spd, const char *listen, const char *sock_path,
 		  struct gateway **ret, char *errbuf, size_t errlen);
 /* The TCP port listened on, or 0. */
 int gateway_port(struct gateway *g);
+/* Connections waiting on a run's listener for spd to accept them (the
+ * kernel's queue; an agent opens a few at once). */
+#define GATEWAY_RUN_BACKLOG 128
+
+/*
+ * Serve the listening TCP socket fd (taken: closed on failure too) with
+ * the endpoint's code, accepting on it only the key of turn turn_id: a
+ * sandboxed run's port to the broker (spctl agent; proto/sandbox.h,
+ * SBXP_LISTENER).  Returns 0 and an id for gateway_release in *ret_id,
+ * or -errno.
+ */
+int gateway_adopt(struct gateway *g, int fd, const char *turn_id,
+		  uint64_t *ret_id);
+/* Stop accepting on the listener id (connections already accepted go
+ * on).  An id already released, or a NULL g, is ignored. */
+void gateway_release(struct gateway *g, uint64_t id);
+
 /* Close the listeners and connections; calls in flight end (their turns
  * keep the whole reservation, journaled).  The gateway frees itself once
  * its handles are closed.  NULL allowed. */

@@ -239,8 +239,8 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 	 * shared slots only, so an agent's verifications cannot eat into
 	 * the operator's reserve. */
 	spec.slots_max = SBXP_RUNS_MAX - spd->config.operator_runs;
-	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){NULL, check_done}, cr,
-		    NULL);
+	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){NULL, check_done, NULL},
+		    cr, NULL);
 	if (r < 0)
 		free(cr);
 	return r;

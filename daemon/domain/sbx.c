@@ -297,6 +297,19 @@ static void on_started(struct sbx *s, const struct sbxp_hdr *h,
 		copy_str(r->warn[i], SBXP_WARN_LEN, m->warn[i]);
 }
 
+static void on_listener(struct sbx *s, const struct sbxp_hdr *h,
+			const struct sbxp_listener *m, int fd)
+{
+	struct sbx_run *r = find_run(s, h->id);
+
+	(void)m;
+	if (!r || r->exited || !r->cbs.on_listener) {
+		close(fd);
+		return;
+	}
+	r->cbs.on_listener(r->data, fd);
+}
+
 static void on_drain_timer(uv_timer_t *t)
 {
 	struct sbx_run *r = t->data;
@@ -362,15 +375,20 @@ static void on_sbxd_io(uv_poll_t *h, int status, int events)
 			sbxd_lost(d, "sandboxd died (closed its socket)");
 			break;
 		}
-		for (size_t i = 0; i < nfds; i++)
-			close(fds[i]);
-		/* sandboxd sends no descriptors and only these types, each
-		 * of its exact size; anything else is a broken sandboxd. */
-		if (n < 0 || nfds || n != sbxp_body_size(hdr.type)) {
+		/* sandboxd sends only these types, each of its exact size,
+		 * and a descriptor only with LISTENER (exactly one); anything
+		 * else is a broken sandboxd. */
+		if (n < 0 || n != sbxp_body_size(hdr.type) ||
+		    nfds != (hdr.type == SBXP_LISTENER ? 1u : 0u)) {
+			for (size_t i = 0; i < nfds; i++)
+				close(fds[i]);
 			sbxd_lost(d, "sandboxd broke the protocol");
 			break;
 		}
 		switch (hdr.type) {
+		case SBXP_LISTENER:
+			on_listener(s, &hdr, body, fds[0]);
+			break;
 		case SBXP_STARTED:
 			on_started(s, &hdr, body);
 			break;
@@ -599,7 +617,8 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	if (s->closing)
 		return -ESHUTDOWN;
 	if (!spec->argv || !spec->argv[0] || !spec->workspace ||
-	    spec->net < SBX_NET_NONE || spec->net > SBX_NET_HOST)
+	    spec->net < SBX_NET_NONE || spec->net >= SBX_NET__COUNT ||
+	    (spec->net == SBX_NET_BROKER) != (spec->broker_port != 0))
 		return -EINVAL;
 	/* Counted with runs whose handles are still closing: spd's count is
 	 * never below sandboxd's, so sandboxd never refuses for want of a
@@ -620,6 +639,7 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 #undef L
 	memset(enc, 0, sizeof(*enc));
 	enc->net = (uint32_t)spec->net;
+	enc->broker_port = spec->broker_port;
 	enc->timeout_ms = spec->timeout_ms;
 	enc->flags = spec->best_effort ? SBXP_RUN_BEST_EFFORT : 0;
 	enc->run_uid = spec->run_uid;

@@ -46,6 +46,7 @@ struct sbx_spec {
 	const char *home;	  /* the operator's HOME (caches writable,
 				      credentials hidden); NULL: $HOME */
 	int net;		  /* enum sbx_net */
+	uint16_t broker_port;	  /* net == SBX_NET_BROKER: 1..65535 */
 	uint32_t timeout_ms;	  /* 0: none */
 	char *const *writable;	  /* extra writable paths, may be NULL */
 	char *const *hidden;	  /* unreadable paths (spd's dirs), or NULL */
@@ -89,6 +90,11 @@ struct sbx_cbs {
 	/* Exactly once per run, after all its output; r and its strings
 	 * are valid during the call only.  The run is freed after it. */
 	void (*on_done)(void *data, const struct sbx_result *r);
+	/* Broker mode: the run's listening socket on 127.0.0.1:broker_port
+	 * in its network namespace (proto/sandbox.h, SBXP_LISTENER), before
+	 * the run is reported started.  The callee owns fd.  May be NULL
+	 * (the socket is closed). */
+	void (*on_listener)(void *data, int fd);
 };
 
 /*

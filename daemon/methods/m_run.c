@@ -13,6 +13,8 @@
 
 #include "daemon/transport/call.h"
 #include "common/trace.h"
+#include "daemon/broker/broker.h"
+#include "daemon/broker/gateway.h"
 #include "daemon/config.h"
 #include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
@@ -34,6 +36,12 @@
 #define RUN_ARG_LEN_MAX (128 * 1024)
 #define RUN_ENV_MAX 256
 #define RUN_WRITABLE_MAX 32
+/* The port of 127.0.0.1 inside an agent's run that reaches the broker.
+ * The run has a network namespace of its own, so any port is free
+ * there; a fixed one makes the URL the agent sees predictable. */
+#define RUN_BROKER_PORT 8377
+/* Where agents' homes live in the state dir, one per session. */
+#define RUN_AGENT_HOMES "agent-homes"
 
 /* A run's base environment: what build tools need and nothing of spd's
  * own (which holds provider keys). */
@@ -176,10 +184,20 @@ struct run_ctx {
 			 size_t msglen);
 	void *done_data;
 	char *quota_sid; /* the session whose run quota this run holds */
+	/* spctl agent: the run's turn (ended with the run) and its listener
+	 * in the gateway (released with it); "" and 0 otherwise. */
+	char turn[BROKER_TURN_ID_LEN + 1];
+	uint64_t listener;
 };
 
 static void run_ctx_free(struct run_ctx *rc)
 {
+	/* The agent is gone: its port closes, its turn is settled (calls
+	 * still in flight are charged when they end) and its key revoked. */
+	if (rc->listener)
+		gateway_release(broker_gateway(rc->spd), rc->listener);
+	if (rc->turn[0])
+		broker_turn_end(rc->spd, rc->turn, "agent exited");
 	if (rc->quota_sid)
 		quota_put(rc->spd->quota, rc->quota_sid, QUOTA_RUNS);
 	free(rc->quota_sid);
@@ -219,6 +237,21 @@ static void on_output(void *data, int stream, const char *buf, size_t len)
 	struct run_ctx *rc = data;
 
 	outf_feed(&rc->outf, rc->call, stream, buf, len);
+}
+
+static void on_listener(void *data, int fd)
+{
+	struct run_ctx *rc = data;
+	int r;
+
+	if (!rc->turn[0] || rc->listener) {
+		close(fd);
+		return;
+	}
+	r = gateway_adopt(broker_gateway(rc->spd), fd, rc->turn, &rc->listener);
+	if (r < 0)
+		log_warn("run: cannot serve the agent's broker port: %s",
+			 uv_strerror(r));
 }
 
 static void on_gone(void *data)
@@ -416,10 +449,98 @@ static bool workspace_acceptable(struct spd *spd, const char *ws,
 	return true;
 }
 
+/* A session id as a directory name: what session.start makes is plain,
+ * but the home's path must never climb out of its directory. */
+static bool id_is_name(const char *id)
+{
+	if (!id || !id[0] || id[0] == '.' || strlen(id) > 64)
+		return false;
+	for (const char *p = id; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		      (*p >= '0' && *p <= '9') || *p == '-' || *p == '_' ||
+		      *p == '.'))
+			return false;
+	return true;
+}
+
+/*
+ * spctl agent: begin the run's turn (its id in turn), and give the run
+ * the broker's URLs, the turn key under the names agent SDKs read, and
+ * the session's home (made in the state dir, writable, HOME).  Nothing
+ * else secret: the key is worth one capped turn and dies with the run.
+ * Returns 0, or -errno after finishing c with an error.
+ */
+static int agent_setup(struct spd *spd, const struct run_request *req,
+		       struct strv *env, struct strv *writable,
+		       char turn[BROKER_TURN_ID_LEN + 1], struct rpc_call *c)
+{
+	char key[BROKER_KEY_LEN + 1], *s = NULL, *homes = NULL, *home = NULL;
+	struct broker_turn *t;
+	int r, err = 0;
+
+	if (!req->session_id || !id_is_name(req->session_id)) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "an agent runs in a session: name one");
+		return -EINVAL;
+	}
+	homes = paths_join(spd->paths.state_dir, RUN_AGENT_HOMES);
+	home = homes ? paths_join(homes, req->session_id) : NULL;
+	if (!home) {
+		r = -ENOMEM;
+		goto fail;
+	}
+	if ((r = paths_ensure_private_dir(home)) < 0)
+		goto fail;
+	t = broker_turn_begin(spd, req->session_id, req->agent_cap, key, &err);
+	if (!t) {
+		r = err;
+		goto fail;
+	}
+	snprintf(turn, BROKER_TURN_ID_LEN + 1, "%s", t->id);
+	r = 0;
+#define PUSH(...)                                                              \
+	do {                                                                   \
+		if (r == 0 && asprintf(&s, __VA_ARGS__) < 0)                   \
+			r = -ENOMEM;                                           \
+		else if (r == 0) {                                             \
+			r = strv_push(env, s);                                 \
+			free(s);                                               \
+		}                                                              \
+	} while (0)
+	PUSH("HOME=%s", home);
+	PUSH("ANTHROPIC_BASE_URL=http://127.0.0.1:%d", RUN_BROKER_PORT);
+	PUSH("OPENAI_BASE_URL=http://127.0.0.1:%d/v1", RUN_BROKER_PORT);
+	PUSH("ANTHROPIC_API_KEY=%s", key);
+	PUSH("ANTHROPIC_AUTH_TOKEN=%s", key);
+	PUSH("OPENAI_API_KEY=%s", key);
+#undef PUSH
+	sodium_memzero(key, sizeof(key));
+	if (r == 0)
+		r = strv_push(writable, home);
+	if (r < 0)
+		goto fail;
+	free(homes);
+	free(home);
+	return 0;
+fail:
+	rpc_call_error(c,
+		       r == -EDQUOT	? RPC_E_LIMIT
+		       : r == -ENOTCONN ? RPC_E_INTERNAL
+					: RPC_E_INTERNAL,
+		       NULL, "cannot prepare the agent's run: %s",
+		       r == -EDQUOT	? "too many live turns"
+		       : r == -ENOTCONN ? "the model broker is not running"
+					: strerror(-r));
+	free(homes);
+	free(home);
+	return r;
+}
+
 int run_start(struct rpc_call *c, const struct run_request *req)
 {
 	struct spd *spd = rpc_call_spd(c);
 	struct strv argv = {0}, env = {0}, writable = {0}, hidden = {0};
+	char turn[BROKER_TURN_ID_LEN + 1] = "";
 	struct sbx_spec spec;
 	struct run_ctx *rc = NULL;
 	const char *why = NULL, *home = getenv("HOME");
@@ -436,7 +557,11 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	}
 	for (size_t i = 0; base_env[i]; i++)
 		strv_push(&env, base_env[i]);
-	if (home && home[0] == '/') {
+	if (req->agent) {
+		r = agent_setup(spd, req, &env, &writable, turn, c);
+		if (r < 0)
+			goto out;
+	} else if (home && home[0] == '/') {
 		char *h;
 		if (asprintf(&h, "HOME=%s", home) > 0) {
 			strv_push(&env, h);
@@ -501,7 +626,10 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	rc->workspace = strdup(req->workspace);
 	rc->net_name = req->net == SBX_NET_HOST	      ? "host"
 		       : req->net == SBX_NET_LOOPBACK ? "loopback"
+		       : req->net == SBX_NET_BROKER   ? "broker"
 						      : "none";
+	memcpy(rc->turn, turn, sizeof(turn));
+	turn[0] = '\0'; /* rc ends it from now on */
 	rc->best_effort = req->best_effort;
 	rc->done_hook = req->done_hook;
 	rc->done_data = req->done_data;
@@ -540,6 +668,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	spec.cwd = req->cwd;
 	spec.home = home;
 	spec.net = req->net;
+	spec.broker_port = req->net == SBX_NET_BROKER ? RUN_BROKER_PORT : 0;
 	spec.timeout_ms = req->timeout_ms;
 	spec.writable = writable.v;
 	spec.hidden = hidden.v;
@@ -554,8 +683,9 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		/* A run that cannot be journaled does not run: the journal
 		 * is the record the operator audits afterwards. */
 		json_t *d =
-		    json_pack("{s:O, s:s, s:s}", "argv", req->argv, "workspace",
-			      req->workspace, "net", rc->net_name);
+		    json_pack("{s:O, s:s, s:s, s:s?}", "argv", req->argv,
+			      "workspace", req->workspace, "net", rc->net_name,
+			      "turn", rc->turn[0] ? rc->turn : NULL);
 		char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
 		int64_t jr = journal_append(
 		    spd->journal, req->session_id,
@@ -578,7 +708,8 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		}
 	}
 	trace_stamp("journaled");
-	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){on_output, on_done}, rc,
+	r = sbx_run(spd->sbx, &spec,
+		    &(struct sbx_cbs){on_output, on_done, on_listener}, rc,
 		    &rc->run);
 	if (r < 0) {
 		outf_finish(&rc->outf, NULL);
@@ -603,6 +734,8 @@ oom:
 	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 	r = -ENOMEM;
 out:
+	if (turn[0])
+		broker_turn_end(spd, turn, "not started");
 	strv_free(&argv);
 	strv_free(&env);
 	strv_free(&writable);
@@ -670,6 +803,28 @@ void m_cmd_run(struct rpc_call *c)
 	else {
 		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
 			       "net must be none, loopback or host");
+		return;
+	}
+	if (json_is_true(json_object_get(p, "agent"))) {
+		char msg[256];
+
+		if (req.net != SBX_NET_NONE) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "an agent's network is the broker only");
+			return;
+		}
+		if (broker_cap_for(spd, who->operator,
+				   json_object_get(p, "cap_usd"),
+				   &req.agent_cap, msg, sizeof(msg)) < 0) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "%s", msg);
+			return;
+		}
+		req.agent = true;
+		req.net = SBX_NET_BROKER;
+	} else if (json_object_get(p, "cap_usd")) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "cap_usd is for an agent's run (\"agent\": "
+			       "true)");
 		return;
 	}
 	if ((v = json_object_get(p, "timeout"))) {
@@ -789,7 +944,9 @@ void m_cmd_run(struct rpc_call *c)
 		       .argv = req.argv,
 		       .env = req.env,
 		       .cwd = pr->req.cwd,
-		       .net = (enum policy_net)req.net,
+		       .net = req.net == SBX_NET_BROKER
+				  ? POLICY_NET_NONE
+				  : (enum policy_net)req.net,
 		       .workspace = pr->req.workspace,
 		       .in_place = req.in_place,
 		       .session_id = req.session_id,

@@ -37,6 +37,12 @@ struct run_request {
 	void *done_data;
 	/* Releases done_data when the run never starts (refused). */
 	void (*done_cancel)(void *data);
+	/* spctl agent: run with a fresh turn of the session's (cap in
+	 * picodollars), network mode broker, the turn's key and the
+	 * broker's URLs in the environment and the session's own home;
+	 * the turn ends when the command does. */
+	bool agent;
+	int64_t agent_cap;
 	bool in_place;		/* set by run_prepare for in-place sessions */
 	const char *session_id; /* set by run_prepare: the session, or NULL */
 };

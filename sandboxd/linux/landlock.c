@@ -1,6 +1,6 @@
 /*
  * Landlock: the second filesystem layer under the mount plan, TCP
- * bind/connect for network mode none, and scoping of abstract Unix sockets
+ * bind/connect for network modes none and broker, and scoping of abstract Unix sockets
  * and signals to the run.
  *
  * glibc has no wrappers for the three Landlock system calls, and Debian 12's
@@ -33,6 +33,7 @@
 #define SBX_LL_CREATE_RULESET_VERSION (1U << 0)
 
 #define SBX_LL_RULE_PATH_BENEATH 1
+#define SBX_LL_RULE_NET_PORT 2 /* ABI 4 */
 
 /* Filesystem rights (ABI 1 unless noted). */
 #define SBX_LL_FS_EXECUTE (1ULL << 0)
@@ -98,6 +99,11 @@ struct sbx_ll_ruleset_attr {
 #define SBX_LL_ATTR_SIZE_V1 8
 #define SBX_LL_ATTR_SIZE_V4 16
 #define SBX_LL_ATTR_SIZE_V6 24
+
+struct sbx_ll_net_port_attr {
+	uint64_t allowed_access;
+	uint64_t port;
+};
 
 struct sbx_ll_path_beneath_attr {
 	uint64_t allowed_access;
@@ -195,9 +201,12 @@ int sbx_landlock_apply(const struct sbx_landlock_plan *plan)
 		attr_size = SBX_LL_ATTR_SIZE_V4;
 		/* Mode none: TCP handled and no port rule, so every bind
 		 * and connect is denied (a second wall behind seccomp's
-		 * socket filter).  Loopback and host: not handled, the
-		 * network namespace is the bound. */
-		if (plan->net == SBX_NET_NONE)
+		 * socket filter).  Broker: the same but for one rule that
+		 * allows connect to the broker's port (below): the run can
+		 * neither bind a port of its own nor reach another one.
+		 * Loopback and host: not handled, the network namespace is
+		 * the bound. */
+		if (plan->net == SBX_NET_NONE || plan->net == SBX_NET_BROKER)
 			attr.handled_access_net =
 			    SBX_LL_NET_BIND_TCP | SBX_LL_NET_CONNECT_TCP;
 	}
@@ -219,6 +228,18 @@ int sbx_landlock_apply(const struct sbx_landlock_plan *plan)
 	r = ll_add_paths(ruleset, plan->write_paths, fs, &count);
 	if (r < 0)
 		goto out;
+	if (abi >= 4 && plan->net == SBX_NET_BROKER) {
+		struct sbx_ll_net_port_attr np = {
+		    .allowed_access = SBX_LL_NET_CONNECT_TCP,
+		    .port = plan->broker_port,
+		};
+
+		if (syscall(__NR_landlock_add_rule, ruleset,
+			    SBX_LL_RULE_NET_PORT, &np, 0) < 0) {
+			r = -errno;
+			goto out;
+		}
+	}
 	if (syscall(__NR_landlock_restrict_self, ruleset, 0) < 0) {
 		r = -errno;
 		goto out;

@@ -19,8 +19,20 @@
 
 struct sock_fprog;
 
-/* Network modes (docs/design.md): none, a private loopback, the host's network. */
-enum sbx_net { SBX_NET_NONE = 0, SBX_NET_LOOPBACK = 1, SBX_NET_HOST = 2 };
+/* Network modes (docs/design.md): none, a private loopback, the host's
+ * network, and broker: none, except that 127.0.0.1:PORT inside the run
+ * reaches spd's model broker (spctl agent; docs/sandbox.md, "Agents and
+ * the broker").  In broker mode the run has its own network namespace
+ * with lo up and one listening socket on it, made by the run's init and
+ * held by spd; seccomp allows AF_INET (not AF_INET6) sockets, and
+ * Landlock (ABI 4+) allows TCP connect to PORT only and no bind. */
+enum sbx_net {
+	SBX_NET_NONE = 0,
+	SBX_NET_LOOPBACK = 1,
+	SBX_NET_HOST = 2,
+	SBX_NET_BROKER = 3,
+	SBX_NET__COUNT,
+};
 
 /* ---- Landlock ---------------------------------------------------------- */
 
@@ -36,9 +48,11 @@ struct sbx_landlock_plan {
 	 * Paths that do not exist are skipped. */
 	const char *const *read_paths;
 	const char *const *write_paths;
-	/* NONE: no TCP bind or connect (ABI 4+); LOOPBACK and HOST: allowed
-	 * (the network namespace bounds loopback). */
+	/* NONE: no TCP bind or connect (ABI 4+); BROKER: connect to
+	 * broker_port only, no bind; LOOPBACK and HOST: allowed (the
+	 * network namespace bounds loopback). */
 	enum sbx_net net;
+	uint16_t broker_port;
 	/* Scope abstract Unix sockets and signals to the run (ABI 6+). */
 	bool scope;
 };
@@ -65,8 +79,9 @@ int sbx_landlock_apply(const struct sbx_landlock_plan *plan);
  * new mount API, keyctl/add_key/request_key, bpf, ptrace,
  * process_vm_readv/writev, perf_event_open, io_uring_*, userfaultfd, kexec
  * and module loading, TIOCSTI/TIOCLINUX whatever the upper 32 bits,
- * socket families other than AF_UNIX and (unless net == NONE) AF_INET and
- * AF_INET6, and the 32-bit compat entry points.  On success fills *ret
+ * socket families other than AF_UNIX, AF_INET (unless net == NONE) and
+ * AF_INET6 (only with LOOPBACK and HOST), and the 32-bit compat entry
+ * points.  On success fills *ret
  * (ret->filter is malloc'd; free with sbx_seccomp_free) and returns 0;
  * -errno otherwise.
  */

@@ -4,6 +4,7 @@
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -101,6 +102,10 @@ struct child_args {
 	gid_t run_gid;
 	bool loopback;
 	bool best_effort;
+	/* Broker mode: the port to listen on and the child's end of the
+	 * socketpair the listener goes back to sandboxd on; else -1. */
+	uint16_t broker_port;
+	int fd_broker;
 	const char *cwd;
 	char *const *argv;
 	char *const *envp;
@@ -356,6 +361,93 @@ out:
 	return r;
 }
 
+/*
+ * Broker mode: listen on 127.0.0.1:PORT in the run's network namespace,
+ * which only this process can do from outside the run (it is in the
+ * namespace and not yet confined), and send the socket to sandboxd, which
+ * hands it to spd.  The command never holds it: it can connect to the
+ * port, and spd's broker answers, with nothing in the run relaying.
+ */
+static int child_broker_listen(const struct child_args *a)
+{
+	struct sockaddr_in sin;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char byte = 'L';
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r = 0;
+
+	if (s < 0) {
+		r = -errno;
+		goto out;
+	}
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(a->broker_port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(s, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    listen(s, SPAWN_BROKER_BACKLOG) < 0) {
+		r = -errno;
+		goto out;
+	}
+	memset(&u, 0, sizeof(u));
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &s, sizeof(int));
+	if (sendmsg(a->fd_broker, &mh, MSG_NOSIGNAL) < 0)
+		r = -errno;
+out:
+	if (s >= 0)
+		close(s);
+	close(a->fd_broker);
+	return r;
+}
+
+/* sandboxd's side: the listener the run's init sent, or -1 when init
+ * failed before it (its report says why).  init has sent it, or died,
+ * by the time this is called after a shared-memory clone; after a fork
+ * it blocks at most for init's uid maps and lo. */
+static int recv_broker_listener(int sock)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char byte;
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	ssize_t n;
+	int fd = -1;
+
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	do {
+		n = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	} while (n < 0 && errno == EINTR);
+	if (n != 1 || (mh.msg_flags & MSG_CTRUNC))
+		return -1;
+	cm = CMSG_FIRSTHDR(&mh);
+	if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+	    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	return fd;
+}
+
 /* Give init's descriptors fixed numbers (init.h): 1 and 2 the output
  * pipes, 3 the report pipe, 4 the status pipe, 5 sandboxd-init; close
  * everything else (sandboxd's socket, other runs' pipes). */
@@ -579,6 +671,8 @@ static __attribute__((noreturn)) void child_init(const struct child_args *a)
 			child_fail(a->fd_report, L_SETUP, errno, 0);
 		if (a->loopback && (r = child_lo_up()) < 0)
 			child_fail(a->fd_report, L_NETNS, r, 0);
+		if (a->fd_broker >= 0 && (r = child_broker_listen(a)) < 0)
+			child_fail(a->fd_report, L_NETNS, r, 0);
 		if ((r = mountplan_apply(a->plan, a->scratch, &step)) < 0)
 			child_fail(a->fd_report, L_MOUNT, r, step);
 		a->t_child[CHILD_T_MOUNTS] = spawn_now_ns();
@@ -765,6 +859,13 @@ static char **build_env(const struct sbxp_run_view *v, const char **ret_path)
 	for (size_t i = 0; v->lists[SBXP_L_ENV][i]; i++) {
 		const char *e = v->lists[SBXP_L_ENV][i];
 
+		/* A broker run keeps its turn key and the broker's URLs,
+		 * checked by shape so that no real key passes as one. */
+		if (v->msg->net == SBX_NET_BROKER &&
+		    envscrub_broker_entry_ok(e, v->msg->broker_port)) {
+			env[n++] = (char *)(uintptr_t)e;
+			continue;
+		}
 		if (envscrub_entry_drop(e, NULL) || !strncmp(e, "NO_COLOR=", 9))
 			continue;
 		if (!strncmp(e, "PATH=", 5))
@@ -819,7 +920,8 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	const struct sbxp_run *m = v->msg;
 	bool best = m->flags & SBXP_RUN_BEST_EFFORT;
 	bool namespaces = true, use_landlock = true;
-	struct child_args a = {.fd_out = out_fd, .fd_err = err_fd};
+	struct child_args a = {
+	    .fd_out = out_fd, .fd_err = err_fd, .fd_broker = -1};
 	struct mountplan plan = {0};
 	struct sbx_landlock_plan ll = {0};
 	struct sockets socks = {0};
@@ -827,6 +929,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	const char *fb_write[SBXP_PATHS_MAX + 4];
 	char **env = NULL;
 	int report[2] = {-1, -1}, status[2] = {-1, -1}, sync[2] = {-1, -1};
+	int bsock[2] = {-1, -1};
 	int idmap_fd = -1, err = 0, r;
 	uint64_t t_child[CHILD_T__COUNT] = {0};
 	unsigned long flags;
@@ -836,7 +939,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	a.t_child = t_child;
 	memset(run, 0, sizeof(*run));
 	run->id = id;
-	run->pidfd = run->report_fd = run->status_fd = -1;
+	run->pidfd = run->report_fd = run->status_fd = run->broker_fd = -1;
 	if (!ctx->probed)
 		spawn_probe(ctx);
 
@@ -854,6 +957,14 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 			    "or the mount plan, and background processes may "
 			    "outlive the run",
 			    ctx->layers.userns_why);
+	}
+	/* Broker mode needs its own network namespace: without one the
+	 * listener would be on the host's loopback, for anyone to use. */
+	if (m->net == SBX_NET_BROKER && !namespaces) {
+		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+		       "broker network: needs a network namespace (%s)",
+		       ctx->layers.userns_why);
+		return -EPERM;
 	}
 	if (ctx->layers.landlock_abi <= 0) {
 		if (!best) {
@@ -910,7 +1021,8 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	a.envp = env;
 	a.cwd = v->cwd[0] ? v->cwd : v->workspace;
 	a.best_effort = best;
-	a.loopback = m->net == SBX_NET_LOOPBACK;
+	a.loopback = m->net == SBX_NET_LOOPBACK || m->net == SBX_NET_BROKER;
+	a.broker_port = (uint16_t)m->broker_port;
 	static const int res[SBXP_RLIM__COUNT] = {
 	    [SBXP_RLIM_NPROC] = RLIMIT_NPROC,
 	    [SBXP_RLIM_NOFILE] = RLIMIT_NOFILE,
@@ -932,6 +1044,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 
 	ll.read_paths = read_paths;
 	ll.net = (enum sbx_net)m->net;
+	ll.broker_port = (uint16_t)m->broker_port;
 	ll.scope = true;
 	/* Landlock cannot refuse connect() to a pathname socket and a
 	 * read-only mount does not either: the plan covers each one bound
@@ -1042,6 +1155,14 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
 		goto out;
 	}
+	if (m->net == SBX_NET_BROKER &&
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, bsock) < 0) {
+		r = -errno;
+		refuse(ret_refusal, SBXP_ERR_INTERNAL, "socketpair: %s",
+		       errstr(r));
+		goto out;
+	}
+	a.fd_broker = bsock[1];
 	a.fd_report = report[1];
 	a.fd_status = status[1];
 	a.fd_init = ctx->init_fd;
@@ -1121,6 +1242,11 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		refuse(ret_refusal, SBXP_ERR_INTERNAL, "sync: %s", errstr(r));
 		goto out;
 	}
+	if (bsock[0] >= 0) {
+		close(bsock[1]);
+		bsock[1] = -1;
+		run->broker_fd = recv_broker_listener(bsock[0]);
+	}
 	fcntl(report[0], F_SETFL, O_NONBLOCK);
 	fcntl(status[0], F_SETFL, O_NONBLOCK);
 	run->report_fd = steal_fd(report[0]);
@@ -1137,6 +1263,9 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	free(env);
 	if (sync[1] >= 0)
 		close(sync[1]);
+	for (int i = 0; i < 2; i++)
+		if (bsock[i] >= 0)
+			close(bsock[i]);
 	return 0;
 out:
 	if (run->pidfd >= 0)
@@ -1149,7 +1278,12 @@ out:
 			close(status[i]);
 		if (sync[i] >= 0)
 			close(sync[i]);
+		if (bsock[i] >= 0)
+			close(bsock[i]);
 	}
+	if (run->broker_fd >= 0)
+		close(run->broker_fd);
+	run->broker_fd = -1;
 	mountplan_free(&plan);
 	free(env);
 	return r < 0 ? r : -EIO;

@@ -47,6 +47,10 @@
  * a host with more is refused rather than scanned in part. */
 #define SPAWN_SOCKETS_SCAN_MAX 16384
 
+/* Connections to the broker's port a run may have waiting for spd to
+ * accept them: an agent makes a few at once. */
+#define SPAWN_BROKER_BACKLOG 128
+
 /* Idmap user namespaces kept open (one per run uid/gid pair). */
 #define SPAWN_IDMAP_CACHE 4
 
@@ -57,8 +61,9 @@ struct spawn_ctx {
 	bool probed;
 	struct sbx_layers layers;
 	/* seccomp programs per net mode, built once; NULL filter until. */
-	struct sock_fprog *filters[3];
-	int filter_err[3]; /* the build error, 0 when not tried or built */
+	struct sock_fprog *filters[SBX_NET__COUNT];
+	int filter_err
+	    [SBX_NET__COUNT]; /* the build error, 0 when not tried or built */
 	struct {
 		uid_t uid;
 		gid_t gid;
@@ -76,11 +81,12 @@ struct spawn_ctx {
 
 struct spawn_run {
 	uint32_t id;
-	pid_t pid;	      /* the run's init as sandboxd sees it */
-	int pidfd;	      /* readable when init exits */
-	int report_fd;	      /* setup records; EOF once the command exec'd */
-	int status_fd;	      /* init's record of the command's wait status */
-	uint64_t start_ns;    /* CLOCK_MONOTONIC */
+	pid_t pid;	   /* the run's init as sandboxd sees it */
+	int pidfd;	   /* readable when init exits */
+	int report_fd;	   /* setup records; EOF once the command exec'd */
+	int status_fd;	   /* init's record of the command's wait status */
+	int broker_fd;	   /* broker mode: the listener for spd, until sent */
+	uint64_t start_ns; /* CLOCK_MONOTONIC */
 	uint64_t deadline_ns; /* 0: none */
 	bool own_pidns;	      /* false: best-effort run without namespaces */
 	bool started;	      /* STARTED was sent */

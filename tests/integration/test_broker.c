@@ -21,6 +21,7 @@
 #include "tests/lib/spdproc.h"
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
+#include "common/util.h"
 #include "daemon/broker/price.h"
 
 #define REAL_ANT "sk-ant-REALKEY-0123456789abcdef"
@@ -743,6 +744,411 @@ START_TEST(test_spctl_turns)
 }
 END_TEST
 
+/* ---- spctl agent ---------------------------------------------------- */
+
+/* The port of 127.0.0.1 inside an agent's run that reaches the broker
+ * (daemon/methods/m_run.c). */
+#define AGENT_BROKER_PORT 8377
+
+static int sh(char **ret_out, const char *f, ...)
+    __attribute__((format(printf, 2, 3)));
+static int sh(char **ret_out, const char *f, ...)
+{
+	va_list ap;
+	char *line = NULL, *err = NULL;
+	int st;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&line, f, ap) >= 0);
+	va_end(ap);
+	char *argv[] = {"sh", "-c", line, NULL};
+	st = test_run(argv, NULL, ret_out, &err);
+	free(line);
+	free(err);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+struct session {
+	char id[64], token[80];
+	char *worktree;
+};
+
+/* A repository holding the test agent (tests/lib/broker_agent.py) and
+ * a session of it over the socket. */
+static void agent_session_named(struct session *ses, const char *feature)
+{
+	char *repo = paths_join(T.dir, "repo");
+	char *params =
+	    fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", repo, feature);
+	json_t *o, *r;
+
+	ck_assert_int_eq(
+	    sh(NULL,
+	       "set -e; [ -d '%s/.git' ] && exit 0; mkdir -p '%s'; cd '%s'; "
+	       "git init -q -b main; "
+	       "git config user.email t@example.org; "
+	       "git config user.name tester; "
+	       "cp '%s/../tests/lib/broker_agent.py' agent.py; "
+	       "echo hello > README; git add -A; git commit -qm init",
+	       repo, repo, repo, test_build_dir()),
+	    0);
+	o = rpc("session.start", params);
+	r = json_object_get(o, "result");
+	ck_assert_msg(r, "session.start: %s", json_dumps(o, 0));
+	snprintf(ses->id, sizeof(ses->id), "%s",
+		 json_string_value(json_object_get(r, "id")));
+	snprintf(ses->token, sizeof(ses->token), "%s",
+		 json_string_value(json_object_get(r, "token")));
+	ses->worktree = fmt("%s/worktrees/%s", T.state, ses->id);
+	json_decref(o);
+	free(params);
+	free(repo);
+}
+
+static void agent_session(struct session *ses)
+{
+	agent_session_named(ses, "agent");
+}
+
+/* A listener on the host's loopback that the agent must never reach. */
+static int host_listener(int *ret_port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(0x7f000001)};
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(fd, 8), 0);
+	ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+	*ret_port = ntohs(a.sin_port);
+	return fd;
+}
+
+/* The session's turns as turn.list rows (a new reference). */
+static json_t *session_turns(const char *sid)
+{
+	char *params = fmt("{\"session\":\"%s\"}", sid);
+	json_t *o = rpc("turn.list", params), *a;
+
+	a = json_incref(json_object_get(json_object_get(o, "result"), "turns"));
+	json_decref(o);
+	free(params);
+	return a;
+}
+
+/* spctl agent runs a small agent in the session's worktree: its call
+ * goes through the broker with the turn's key (the real key reaches only
+ * the stand-in and is nowhere in the agent's environment or output),
+ * its file lands in the worktree and its note in its own home, it
+ * reaches nothing else on any loopback (the host's listener sees
+ * nothing), and its turn ends, settled, when it exits. */
+START_TEST(test_spctl_agent_through_broker)
+{
+	struct session ses;
+	int lport, lfd = host_listener(&lport), st;
+	char *out = NULL, *err = NULL, *file, *log, *note, *ports, *path;
+	json_t *turns, *row;
+
+	agent_session(&ses);
+	/* A live key of another turn (the operator's), left where the agent
+	 * can read it. */
+	struct turn other = begin(NULL);
+	path = fmt("%s/foreign-key.txt", ses.worktree);
+	test_write_file(path, other.key);
+	free(path);
+	ports = fmt("%d", lport);
+	char *sp = fmt("%d", standin_port), *inside = fmt("%d", 8378);
+	char *args[] = {"agent", "--session", ses.id,	  "--yes",
+			"--",	 "python3",   "agent.py", ports,
+			sp,	 inside,      NULL};
+	st = test_spctl(&T, args, NULL, &out, &err);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "spctl agent: %d\n%s\n%s", st, out, err);
+
+	/* The model's reply, written by the agent, is in the worktree. */
+	path = fmt("%s/agent-out.txt", ses.worktree);
+	file = test_read_file(path);
+	free(path);
+	ck_assert_msg(has(file, "hello"), "agent-out.txt: %s\n%s", file, out);
+	path = fmt("%s/agent-homes/%s/agent-note", T.state, ses.id);
+	note = test_read_file(path);
+	free(path);
+	ck_assert_msg(has(note, "remembered"), "no note in the agent's home");
+
+	/* The turn key went in, the real key only to the provider. */
+	ck_assert(has(out, "ANTHROPIC_API_KEY") && has(out, "OPENAI_BASE_URL"));
+	ck_assert_msg(has(out, "http://127.0.0.1:8377"), "%s", out);
+	ck_assert(!has(out, REAL_ANT) && !has(out, REAL_OAI));
+	ck_assert(!has(err, REAL_ANT) && !has(err, REAL_OAI));
+	log = test_read_file(standin_log);
+	ck_assert(has(log, "\"key_ok\": true"));
+	ck_assert(!has(log, "\"key_ok\": false"));
+	ck_assert(!has(log, "sk-spd-"));
+
+	/* Nothing else answers: not the host's listener, not the
+	 * stand-in's port, not another port inside; no port of its own,
+	 * no IPv6. */
+	ck_assert_msg(has(out, "reply: hello"), "%s", out);
+	ck_assert_msg(has(out, "probe foreign key: 401"), "%s", out);
+	char *want[] = {fmt("probe port %d: refused", lport),
+			fmt("probe port %d: refused", standin_port),
+			fmt("probe port %d: refused", 8378),
+			strdup("probe bind: refused"),
+			strdup("probe inet6: refused")};
+	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
+		ck_assert_msg(has(out, want[i]), "%s not in\n%s", want[i], out);
+		free(want[i]);
+	}
+	ck_assert_int_lt(accept(lfd, NULL, NULL), 0);
+	ck_assert_int_eq(errno, EAGAIN);
+
+	/* One turn for the session, ended with the run, charged one call. */
+	turns = session_turns(ses.id);
+	ck_assert_int_eq(json_array_size(turns), 1);
+	row = json_array_get(turns, 0);
+	ck_assert(json_is_true(json_object_get(row, "ended")));
+	ck_assert_str_eq(json_string_value(json_object_get(row, "end_reason")),
+			 "agent exited");
+	ck_assert_int_eq(json_integer_value(json_object_get(row, "calls")), 1);
+	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
+	json_decref(turns);
+
+	/* spctl turns shows it. */
+	free(out);
+	free(err);
+	char *tl[] = {"turns", "--session", ses.id, NULL};
+	ck_assert_int_eq(test_spctl(&T, tl, NULL, &out, &err), 0);
+	ck_assert_msg(has(out, "agent exited") || has(out, "ended"), "%s", out);
+
+	close(lfd);
+	free(sp);
+	free(inside);
+	free(ports);
+	free(note);
+	free(log);
+	free(file);
+	free(out);
+	free(err);
+	free(ses.worktree);
+}
+END_TEST
+
+/* ---- turns' lifetimes, keys, routes --------------------------------- */
+
+/* A key dies after broker.idle-timeout seconds without a call: it is
+ * refused, and the sweep ends its turn as "idle". */
+START_TEST(test_idle_timeout_expires_key)
+{
+	struct turn t;
+	json_t *row = NULL;
+	char *r;
+
+	test_spd_cleanup(&T);
+	start_spd("[broker]\n\tidle-timeout = 1\n");
+	t = begin(NULL);
+	for (int i = 0; i < 100; i++) {
+		json_decref(row);
+		row = turn_row(t.id);
+		if (json_is_true(json_object_get(row, "ended")))
+			break;
+		usleep(100 * 1000);
+	}
+	ck_assert(json_is_true(json_object_get(row, "ended")));
+	ck_assert_str_eq(json_string_value(json_object_get(row, "end_reason")),
+			 "idle");
+	json_decref(row);
+	r = post(&t, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 401);
+	free(r);
+	r = test_read_file(standin_log);
+	ck_assert_msg(!has(r, "/v1/messages"), "an expired key was forwarded");
+	free(r);
+}
+END_TEST
+
+/* A turn dies with its session (session.end) and with its attempt (a
+ * guard finding); a session token cannot use another session's turn
+ * through model.call. */
+START_TEST(test_turn_dies_with_session)
+{
+	struct session a, b;
+	struct turn ta, tb;
+	char *p, *r, *out = NULL;
+	json_t *o, *row;
+
+	agent_session_named(&a, "one");
+	agent_session_named(&b, "two");
+	p = fmt("{\"session\":\"%s\"}", a.id);
+	ta = begin(p);
+	free(p);
+	p = fmt("{\"session\":\"%s\"}", b.id);
+	tb = begin(p);
+	free(p);
+
+	/* B's token naming A's turn: no such turn for it. */
+	{
+		int fd = test_spd_connect(&T);
+		char *line = fmt(
+		    "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"model.call\","
+		    "\"params\":{\"token\":\"%s\",\"turn\":\"%s\",\"api\":"
+		    "\"anthropic\",\"body\":%s}}\n",
+		    b.token, ta.id, MSG_BODY);
+
+		test_send(fd, line, strlen(line));
+		r = test_recv_line(fd, 20000);
+		ck_assert_msg(has(r, "UNAUTHORIZED"), "%s", r);
+		free(r);
+		free(line);
+		close(fd);
+	}
+
+	/* session.end: A's key is refused, its turn ended. */
+	p = fmt("{\"id\":\"%s\"}", a.id);
+	o = rpc("session.end", p);
+	free(p);
+	ck_assert_msg(json_object_get(o, "result"), "%s", json_dumps(o, 0));
+	json_decref(o);
+	r = post(&ta, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 401);
+	free(r);
+	row = turn_row(ta.id);
+	ck_assert(json_is_true(json_object_get(row, "ended")));
+	json_decref(row);
+
+	/* B still works; then its attempt ends (the operator's run changes
+	 * .git/config, a guard finding) and so does its key. */
+	r = post(&tb, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 200);
+	free(r);
+	{
+		char *repo = paths_join(T.dir, "repo");
+		char *params =
+		    fmt("{\"session\":\"%s\",\"yes\":true,\"writable\":"
+			"[\"%s/.git\"],\"argv\":[\"sh\",\"-c\",\"git -c "
+			"safe.directory='*' config user.name evil\"]}",
+			b.id, repo);
+
+		o = rpc("cmd.run", params);
+		out = json_dumps(o, 0);
+		ck_assert_msg(has(out, "GIT-CHANGED"), "%s", out);
+		free(out);
+		json_decref(o);
+		free(params);
+		free(repo);
+	}
+	r = post(&tb, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 401);
+	free(r);
+	row = turn_row(tb.id);
+	ck_assert(json_is_true(json_object_get(row, "ended")));
+	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
+	json_decref(row);
+	free(a.worktree);
+	free(b.worktree);
+}
+END_TEST
+
+/* model.call over the socket: the provider's reply as the result and
+ * the call charged like one over HTTP. */
+START_TEST(test_model_call_over_socket)
+{
+	struct turn t = begin(NULL);
+	char *p = fmt("{\"turn\":\"%s\",\"api\":\"anthropic\",\"body\":%s}",
+		      t.id, MSG_BODY);
+	json_t *o = rpc("model.call", p), *res, *row;
+	char *text;
+
+	res = json_object_get(o, "result");
+	ck_assert_msg(res, "model.call: %s", json_dumps(o, 0));
+	ck_assert_int_eq(json_integer_value(json_object_get(res, "status")),
+			 200);
+	text = json_dumps(res, 0);
+	ck_assert_msg(has(text, "hello"), "%s", text);
+	ck_assert(!has(text, REAL_ANT));
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
+	ck_assert_int_eq(json_integer_value(json_object_get(row, "calls")), 1);
+	json_decref(row);
+	free(text);
+	free(p);
+	json_decref(o);
+	text = test_read_file(standin_log);
+	ck_assert(has(text, "\"key_ok\": true"));
+	free(text);
+}
+END_TEST
+
+/* count_tokens reaches the provider and costs nothing; the OpenAI
+ * Responses route over HTTP with a Bearer key is charged from its usage. */
+START_TEST(test_count_tokens_and_responses)
+{
+	struct turn t = begin(NULL);
+	char *r, *req, *log;
+	json_t *row;
+
+	r = post(&t, "/v1/messages/count_tokens", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 200);
+	ck_assert_msg(has(r, "\"input_tokens\": 100"), "%s", r);
+	free(r);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), 0);
+	ck_assert_int_eq(pusd(row, "reserved_usd"), 0);
+	json_decref(row);
+
+	const char *body = "{\"model\":\"test-model\",\"input\":\"hi\","
+			   "\"max_output_tokens\":50}";
+	req = fmt("POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		  "Authorization: Bearer %s\r\ncontent-type: "
+		  "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+		  t.key, strlen(body), body);
+	r = raw_http(t.port, req, strlen(req));
+	ck_assert_int_eq(status_of(r), 200);
+	ck_assert_msg(has(r, "\"object\": \"response\""), "%s", r);
+	ck_assert(!has(r, REAL_OAI));
+	free(r);
+	free(req);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
+	json_decref(row);
+	log = test_read_file(standin_log);
+	ck_assert(has(log, "\"path\": \"/v1/messages/count_tokens\""));
+	ck_assert(has(log, "\"path\": \"/v1/responses\""));
+	ck_assert(has(log, "\"authorization\": \"Bearer " REAL_OAI "\""));
+	ck_assert(!has(log, "\"key_ok\": false"));
+	free(log);
+}
+END_TEST
+
+/* daemon.status names the broker's endpoint: the base URL on loopback
+ * (the port it listens on) and broker.sock. */
+START_TEST(test_status_broker_entry)
+{
+	json_t *o = rpc("daemon.status", "{}"), *b;
+	const char *url, *sock;
+	struct turn t;
+	int port = 0;
+
+	b = json_object_get(json_object_get(o, "result"), "broker");
+	ck_assert_msg(b, "no broker in daemon.status: %s", json_dumps(o, 0));
+	url = json_string_value(json_object_get(b, "url"));
+	sock = json_string_value(json_object_get(b, "socket"));
+	ck_assert_msg(url && sscanf(url, "http://127.0.0.1:%d", &port) == 1,
+		      "%s", json_dumps(b, 0));
+	ck_assert_msg(sock && has(sock, "broker.sock"), "%s", json_dumps(b, 0));
+	t = begin(NULL);
+	ck_assert_int_eq(t.port, port);
+	{
+		struct stat st;
+
+		ck_assert_int_eq(stat(sock, &st), 0);
+		ck_assert(S_ISSOCK(st.st_mode));
+	}
+	json_decref(o);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("broker");
@@ -763,6 +1169,12 @@ int main(void)
 	tcase_add_test(tc, test_client_disconnect_still_charged);
 	tcase_add_test(tc, test_caps_from_config);
 	tcase_add_test(tc, test_spctl_turns);
+	tcase_add_test(tc, test_spctl_agent_through_broker);
+	tcase_add_test(tc, test_idle_timeout_expires_key);
+	tcase_add_test(tc, test_turn_dies_with_session);
+	tcase_add_test(tc, test_model_call_over_socket);
+	tcase_add_test(tc, test_count_tokens_and_responses);
+	tcase_add_test(tc, test_status_broker_entry);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -37,6 +37,11 @@ def log(entry):
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # A reply is several writes; on a kept-alive connection (spd's curl
+    # reuses it) Nagle would hold each one after the first for the
+    # client's delayed ACK, some 40 ms.  Real providers' front ends set
+    # TCP_NODELAY too.
+    disable_nagle_algorithm = True
 
     def log_message(self, *a):
         pass
@@ -170,6 +175,10 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def main():
+    # The default listen backlog (5) drops connections when 32 or 50
+    # calls arrive at once (the cap and bench tests), and the client's
+    # SYN retry then costs a second.
+    ThreadingHTTPServer.request_queue_size = 128
     srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
     port_file = os.environ.get("STANDIN_PORT_FILE")

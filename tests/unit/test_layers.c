@@ -1048,6 +1048,8 @@ static const struct sc_case sc_cases[] = {
     SC(sc_socket_inet, SBX_NET_NONE, EPERM),
     SC(sc_socket_inet6, SBX_NET_NONE, EPERM),
     SC(sc_socket_inet_high, SBX_NET_NONE, EPERM),
+    /* Broker mode (spctl agent) reaches 127.0.0.1:PORT over IPv4 only. */
+    SC(sc_socket_inet6, SBX_NET_BROKER, EPERM),
     SC(sc_socket_mptcp, SBX_NET_LOOPBACK, EPERM),
     SC(sc_socket_netlink_audit, SBX_NET_LOOPBACK, EPERM),
     SC(sc_socket_netlink_uevent, SBX_NET_LOOPBACK, EPERM),
@@ -1072,6 +1074,7 @@ static const struct sc_case sc_cases[] = {
     SC(sc_socketpair_unix, SBX_NET_NONE, 0),
     SC(sc_socket_netlink_route, SBX_NET_NONE, 0),
     SC(sc_socket_inet, SBX_NET_LOOPBACK, 0),
+    SC(sc_socket_inet, SBX_NET_BROKER, 0),
     SC(sc_socket_inet6, SBX_NET_HOST, 0),
     SC(sc_chmod_plain, SBX_NET_NONE, 0),
     SC(sc_creat_plain, SBX_NET_NONE, 0),
@@ -1116,9 +1119,9 @@ static int sc_try(const struct sock_fprog *prog, sc_fn fn, int *ret_control)
 
 START_TEST(test_seccomp_syscalls)
 {
-	struct sock_fprog progs[3];
+	struct sock_fprog progs[SBX_NET__COUNT];
 
-	for (int m = 0; m < 3; m++)
+	for (int m = 0; m < SBX_NET__COUNT; m++)
 		ck_assert_int_eq(sbx_seccomp_build((enum sbx_net)m, &progs[m]),
 				 0);
 	for (size_t i = 0; i < SC_NCASES; i++) {
@@ -1138,7 +1141,7 @@ START_TEST(test_seccomp_syscalls)
 			       "too (privileges or kernel settings)\n",
 			       c->name, strerror(control));
 	}
-	for (int m = 0; m < 3; m++)
+	for (int m = 0; m < SBX_NET__COUNT; m++)
 		sbx_seccomp_free(&progs[m]);
 	sbx_seccomp_free(NULL);
 }

@@ -89,7 +89,7 @@ static void on_done(void *data, const struct sbx_result *r)
 		;
 }
 
-static const struct sbx_cbs cbs = {on_output, on_done};
+static const struct sbx_cbs cbs = {on_output, on_done, NULL};
 
 static void outcome_free(struct outcome *o)
 {

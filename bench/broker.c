@@ -1,0 +1,362 @@
+/*
+ * The model broker's overhead (issue 12): the same provider stand-in
+ * (tests/lib/provider_standin.py) called directly and through spd's HTTP
+ * endpoint, in the same run, one after the other: latency per call, p50
+ * and p99, non-streaming (the whole reply) and streaming (time to the
+ * first byte of the reply), with 1 and 32 calls at once; and spd's
+ * resident size with 100 streams held open through it.
+ *
+ * The stand-in is Python's threading HTTP server, so its own time per
+ * call is large and noisy next to spd's; the figure that matters is the
+ * difference of the two p50s, the time spd adds.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "common/paths.h"
+#include "tests/lib/spdproc.h"
+#include "tests/lib/testlib.h"
+
+/* Calls per measurement: enough for a p99 that means something, few
+ * enough that the whole bench takes well under a minute on 2 cores. */
+#define BENCH_CALLS 400
+#define BENCH_CONC 32
+/* Streams held open for the resident-size figure (issue 12). */
+#define BENCH_STREAMS 100
+#define BENCH_KEY "sk-ant-BENCH-0123456789abcdef"
+
+static struct test_spd T;
+static pid_t standin_pid = -1;
+static int standin_port, broker_port;
+static char turn_key[128];
+static char *wait_file;
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static long rss_kib(pid_t pid)
+{
+	char path[64], line[256];
+	long kib = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+static int connect_port(int port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_port = htons((uint16_t)port),
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* One call: returns the time to the first byte (ttfb) or to the end of
+ * the reply, in microseconds, or -1. */
+static double one_call(int port, const char *key, bool stream, bool ttfb)
+{
+	static const char body_plain[] =
+	    "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":"
+	    "[{\"role\":\"user\",\"content\":\"hi\"}]}";
+	static const char body_stream[] =
+	    "{\"model\":\"test-model\",\"max_tokens\":50,\"stream\":true,"
+	    "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+	const char *body = stream ? body_stream : body_plain;
+	char req[1024], buf[8192];
+	double t0 = now_us(), t = -1;
+	int fd, n;
+
+	n = snprintf(req, sizeof(req),
+		     "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		     "x-api-key: %s\r\nanthropic-version: 2023-06-01\r\n"
+		     "content-type: application/json\r\n%s"
+		     "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+		     key, stream ? "x-standin-mode: stream\r\n" : "",
+		     strlen(body), body);
+	fd = connect_port(port);
+	if (fd < 0)
+		return -1;
+	if (write(fd, req, (size_t)n) != n)
+		goto out;
+	for (;;) {
+		ssize_t r = read(fd, buf, sizeof(buf));
+
+		if (r <= 0)
+			break;
+		if (ttfb && t < 0) {
+			t = now_us() - t0;
+			break;
+		}
+	}
+	if (!ttfb)
+		t = now_us() - t0;
+out:
+	close(fd);
+	return t;
+}
+
+struct worker {
+	int port;
+	const char *key;
+	bool stream, ttfb;
+	double *lat;
+	size_t n;
+};
+
+static void *worker_main(void *p)
+{
+	struct worker *w = p;
+
+	for (size_t i = 0; i < w->n; i++)
+		w->lat[i] = one_call(w->port, w->key, w->stream, w->ttfb);
+	return NULL;
+}
+
+/* BENCH_CALLS calls over conc threads; p50 and p99 in *p50, *p99. */
+static void measure(int port, const char *key, bool stream, bool ttfb,
+		    int conc, double *p50, double *p99)
+{
+	double *lat = calloc(BENCH_CALLS, sizeof(*lat));
+	struct worker w[BENCH_CONC];
+	pthread_t th[BENCH_CONC];
+	size_t per = BENCH_CALLS / (size_t)conc, n = 0;
+
+	for (int i = 0; i < conc; i++) {
+		w[i] = (struct worker){port, key, stream, ttfb,
+				       lat + (size_t)i * per, per};
+		pthread_create(&th[i], NULL, worker_main, &w[i]);
+	}
+	for (int i = 0; i < conc; i++)
+		pthread_join(th[i], NULL);
+	for (size_t i = 0; i < per * (size_t)conc; i++)
+		if (lat[i] >= 0)
+			lat[n++] = lat[i];
+	qsort(lat, n, sizeof(*lat), cmp_d);
+	*p50 = n ? lat[n / 2] : -1;
+	*p99 = n ? lat[n * 99 / 100] : -1;
+	free(lat);
+}
+
+static int standin_start(const char *dir)
+{
+	char *script =
+	    paths_join(test_build_dir(), "../tests/lib/provider_standin.py");
+	char *port_file = paths_join(dir, "standin.port");
+	char *log = paths_join(dir, "standin.log");
+	char *text = NULL;
+
+	standin_pid = fork();
+	if (standin_pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 0);
+		dup2(null, 1);
+		setenv("STANDIN_LOG", "/dev/null", 1);
+		setenv("STANDIN_PORT_FILE", port_file, 1);
+		setenv("STANDIN_KEYS", BENCH_KEY, 1);
+		execlp("python3", "python3", script, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 200 && !(text = test_read_file(port_file)); i++)
+		usleep(100 * 1000);
+	if (!text || sscanf(text, "PORT %d", &standin_port) != 1)
+		return -1;
+	free(text);
+	free(port_file);
+	free(log);
+	free(script);
+	return 0;
+}
+
+static int begin_turn(void)
+{
+	int fd = test_spd_connect(&T);
+	char *r = test_call(&T, fd, 1, "turn.begin", "{\"cap_usd\":1000}",
+			    true);
+	char *k = r ? strstr(r, "\"key\":\"") : NULL;
+	char *u = r ? strstr(r, "http://127.0.0.1:") : NULL;
+
+	close(fd);
+	if (!k || !u) {
+		fprintf(stderr, "turn.begin: %s\n", r ? r : "(nothing)");
+		free(r);
+		return -1;
+	}
+	snprintf(turn_key, sizeof(turn_key), "%.71s", k + 7);
+	broker_port = atoi(u + strlen("http://127.0.0.1:"));
+	free(r);
+	return 0;
+}
+
+/* BENCH_STREAMS streams through spd, each held open by the stand-in
+ * after its first event; spd's resident size while they are. */
+static void streams_rss(void)
+{
+	int fds[BENCH_STREAMS];
+	long before = rss_kib(T.pid), during;
+	char req[1024], buf[4096];
+	const char *body = "{\"model\":\"test-model\",\"max_tokens\":50,"
+			   "\"stream\":true,\"messages\":[{\"role\":\"user\","
+			   "\"content\":\"hi\"}]}";
+	int n = 0;
+
+	for (int i = 0; i < BENCH_STREAMS; i++) {
+		int len = snprintf(
+		    req, sizeof(req),
+		    "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		    "x-api-key: %s\r\nanthropic-version: 2023-06-01\r\n"
+		    "x-standin-mode: stream\r\nx-standin-wait: %s\r\n"
+		    "Content-Length: %zu\r\n\r\n%s",
+		    turn_key, wait_file, strlen(body), body);
+
+		fds[i] = connect_port(broker_port);
+		if (fds[i] < 0 || write(fds[i], req, (size_t)len) != len)
+			break;
+		n++;
+	}
+	/* Each has its first event: the stream is open end to end. */
+	for (int i = 0; i < n; i++) {
+		struct pollfd pf = {fds[i], POLLIN, 0};
+
+		if (poll(&pf, 1, 20000) == 1)
+			(void)!read(fds[i], buf, sizeof(buf));
+	}
+	during = rss_kib(T.pid);
+	test_write_file(wait_file, "go");
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	printf("spd resident: %ld KiB before, %ld KiB with %d streams open "
+	       "(%.1f KiB a stream)\n",
+	       before, during, n,
+	       n ? (double)(during - before) / n : 0.0);
+}
+
+START_TEST(bench_broker)
+{
+	char *dir = test_tmpdir("bench-broker"), *conf, *envf;
+	static const struct {
+		const char *name;
+		bool stream, ttfb;
+	} kinds[] = {
+	    {"non-streaming, whole reply", false, false},
+	    {"streaming, time to first byte", true, true},
+	};
+	int conc[] = {1, BENCH_CONC};
+
+	if (standin_start(dir) < 0) {
+		printf("SKIP: bench broker: the provider stand-in (python3) "
+		       "did not start\n");
+		return;
+	}
+	wait_file = paths_join(dir, "release");
+	conf = NULL;
+	if (asprintf(&conf,
+		     "[provider \"anthropic\"]\n\turl = http://127.0.0.1:%d\n"
+		     "\tkey = ANTHROPIC_API_KEY\n\tapi = anthropic\n"
+		     "[broker]\n\tcap-default = 1000\n\tcap-max = 1000\n"
+		     "[model \"test-model\"]\n\tinput = 0.001\n\toutput = "
+		     "0.001\n\tmax-output = 1000\n",
+		     standin_port) < 0)
+		ck_abort_msg("out of memory");
+	test_spd_prepare(&T, conf);
+	envf = paths_join(T.config, "environment");
+	test_write_file(envf, "ANTHROPIC_API_KEY=" BENCH_KEY "\n");
+	test_spd_start(&T);
+	ck_assert_int_eq(begin_turn(), 0);
+
+	printf("%d calls per line; direct = the stand-in alone, spd = "
+	       "through the broker; p50/p99 in microseconds\n",
+	       BENCH_CALLS);
+	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
+		for (size_t c = 0; c < 2; c++) {
+			double d50, d99, s50, s99;
+
+			/* Warm both paths (connections, page faults). */
+			measure(standin_port, BENCH_KEY, kinds[k].stream,
+				kinds[k].ttfb, conc[c], &d50, &d99);
+			measure(broker_port, turn_key, kinds[k].stream,
+				kinds[k].ttfb, conc[c], &s50, &s99);
+			measure(standin_port, BENCH_KEY, kinds[k].stream,
+				kinds[k].ttfb, conc[c], &d50, &d99);
+			measure(broker_port, turn_key, kinds[k].stream,
+				kinds[k].ttfb, conc[c], &s50, &s99);
+			printf("%-30s %2d at once: direct p50 %7.0f p99 %7.0f"
+			       " | spd p50 %7.0f p99 %7.0f | added p50 "
+			       "%6.0f\n",
+			       kinds[k].name, conc[c], d50, d99, s50, s99,
+			       s50 - d50);
+		}
+	streams_rss();
+
+	test_spd_cleanup(&T);
+	kill(standin_pid, SIGTERM);
+	waitpid(standin_pid, NULL, 0);
+	free(conf);
+	free(envf);
+	free(wait_file);
+	free(dir);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("bench");
+	TCase *tc = tcase_create("broker");
+	SRunner *sr;
+	int failed;
+
+	signal(SIGPIPE, SIG_IGN);
+	tcase_add_test(tc, bench_broker);
+	tcase_set_timeout(tc, 600);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_set_fork_status(sr, CK_NOFORK);
+	srunner_run_all(sr, CK_SILENT);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
