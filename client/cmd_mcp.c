@@ -359,6 +359,26 @@ static int side_call(const char *method, json_t *params, json_t **ret_err)
 	return r;
 }
 
+/* Journal what was refused from the client before anything reached spd
+ * (client.refused): a malformed message, an unknown method, one over the
+ * limit.  A failure to record it is said on stderr; the client's error
+ * has been sent already. */
+static void mcp_refused(struct mcp *m, const char *what, const char *detail)
+{
+	json_t *err = NULL;
+	char d[200];
+
+	snprintf(d, sizeof(d), "session %s: %s", m->session ? m->session : "?",
+		 detail);
+	if (side_call("client.refused",
+		      json_pack("{s:s, s:s, s:s}", "front", "mcp", "what", what,
+				"detail", d),
+		      &err) < 0) {
+		fprintf(stderr, "spctl mcp: cannot journal the refusal\n");
+		json_decref(err);
+	}
+}
+
 /* ---- progress and asks --------------------------------------------------- */
 
 static void call_progress(struct mcp_call *k, const char *text, size_t n)
@@ -1429,6 +1449,7 @@ static void on_message(struct mcp *m, const char *line, size_t n)
 		ts_fputs(stderr, je.text);
 		fputc('\n', stderr);
 		mcp_error(m, NULL, -32700, "parse error: %s", je.text);
+		mcp_refused(m, "malformed-json", je.text);
 		return;
 	}
 	id = json_object_get(msg, "id");
@@ -1447,6 +1468,7 @@ static void on_message(struct mcp *m, const char *line, size_t n)
 		    "invalid request: not a JSON-RPC 2.0 message "
 		    "(jsonrpc \"2.0\", a string or integer id, params "
 		    "an object)");
+		mcp_refused(m, "invalid-request", "not a JSON-RPC 2.0 message");
 		goto out;
 	}
 	if (!vm) {
@@ -1478,6 +1500,7 @@ static void on_message(struct mcp *m, const char *line, size_t n)
 		ts_fputs(stderr, method);
 		fputc('\n', stderr);
 		mcp_error(m, id, -32601, "method not found: %s", method);
+		mcp_refused(m, "unknown-method", method);
 	}
 out:
 	json_decref(msg);
@@ -1523,6 +1546,8 @@ static int on_stdin(struct mcp *m)
 			mcp_error(m, NULL, -32600,
 				  "message too large: over %d bytes",
 				  MCP_MESSAGE_MAX);
+			mcp_refused(m, "too-large",
+				    "a message over the 1 MiB limit");
 		}
 		m->skipping = true;
 		buf_reset(&m->in);

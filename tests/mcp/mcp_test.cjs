@@ -43,9 +43,24 @@ function agentEnv() {
 function spctl(args, env = operatorEnv()) {
   return cp.spawnSync(SPCTL, args, { env, encoding: 'utf8' });
 }
-function journal() {
-  const r = spctl(['journal', '--json', '--limit', '1000']);
+// The journal's rows after row `since` (0: all), as spd hands them out.
+function journal(since = 0) {
+  const r = spctl(['journal', '--json', '--since', String(since), '--limit', '1000']);
   return r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+}
+// The rows after `since`, once pred holds of them (spd commits rows on a
+// writer thread, a moment after it answers), or whatever is there when the
+// bound runs out.
+async function rowsAfter(since, pred) {
+  let rows = [];
+  await waitFor(() => pred(rows = journal(since)));
+  return rows;
+}
+function lastRow() {
+  const rows = journal(0);
+  let last = rows.length ? rows[rows.length - 1].id : 0;
+  for (let more = journal(last); more.length; more = journal(last)) last = more[more.length - 1].id;
+  return last;
 }
 // JSON with sorted keys: the text block and structuredContent compare equal.
 function canon(v) {
@@ -180,11 +195,11 @@ async function main() {
 
   // ---- a denied call: a tool error with the rule and its reason, nothing run.
   {
-    const before = journal().length;
+    const before = lastRow();
     const r = await c.callTool({ name: 'run_command', arguments: { argv: ['git', 'push', 'origin', 'main'] } });
     check('denied', r.isError === true && /deny\.git\.remote/.test(text(r)) && /POLICY-DENIED/.test(text(r)) &&
       /remote/.test(text(r)), JSON.stringify(r));
-    const rows = journal().slice(before);
+    const rows = await rowsAfter(before, (rs) => rs.some((e) => e.detail?.outcome === 'POLICY-DENIED'));
     check('denied-journaled', rows.some((e) => e.detail?.outcome === 'POLICY-DENIED' && e.detail?.method === 'cmd.run') &&
       !rows.some((e) => e.kind === 'run.start'), JSON.stringify(rows.map((e) => e.kind)));
   }
@@ -225,7 +240,7 @@ async function main() {
 
   // ---- paths outside the workspace: a tool error, nothing read or written, journaled.
   {
-    const before = journal().length;
+    const before = lastRow();
     const outside = path.join(path.dirname(WT), 'mcp-outside.txt');
     const r1 = await c.callTool({ name: 'read_file', arguments: { path: '../../../../etc/passwd' } });
     const r2 = await c.callTool({ name: 'write_file', arguments: { path: '../mcp-outside.txt', content: 'x' } });
@@ -233,7 +248,7 @@ async function main() {
     check('path-outside', r1.isError && /PATH-ESCAPE/.test(text(r1)) && !/root:/.test(text(r1)) &&
       r2.isError && /PATH-ESCAPE/.test(text(r2)) && !fs.existsSync(outside) && r3.isError && /PATH-ESCAPE/.test(text(r3)),
     JSON.stringify([r1, r2, r3]));
-    const rows = journal().slice(before);
+    const rows = await rowsAfter(before, (rs) => rs.filter((e) => e.detail?.outcome === 'PATH-ESCAPE').length >= 3);
     check('path-outside-journaled', rows.filter((e) => e.detail?.outcome === 'PATH-ESCAPE').length >= 3,
       JSON.stringify(rows.map((e) => e.detail?.outcome)));
   }
@@ -296,14 +311,14 @@ async function main() {
     answer = 'accept';
     const started = await waitFor(() => running(marker) > 0 && seen.some((m) => /first-line/.test(m || '')));
     check('progress-output', started, `progress: ${JSON.stringify(seen)}`);
-    const before = journal().length;
+    const before = lastRow();
     ac.abort('test cancels');
     const res = await p;
     const gone = await waitFor(() => running(marker) === 0);
     check('cancel-kills-run', started && gone && res instanceof Error, `result ${res}, running ${running(marker)}`);
     let rows = [];
     await waitFor(() => {
-      rows = journal().slice(before);
+      rows = journal(before);
       return rows.some((e) => e.detail?.method === 'cmd.run');
     });
     // The run's row: killed (SIGKILL to its whole pid namespace).
@@ -317,6 +332,7 @@ async function main() {
 
   // ---- version negotiation, and what the SDK would never send.
   {
+    const before = lastRow();
     const r = raw();
     r.send(INIT(1, '2025-03-26'));
     const i1 = await r.response((m) => m.id === 1);
@@ -353,6 +369,16 @@ async function main() {
       !fs.existsSync(path.join(WT, 'huge.txt')), JSON.stringify([big, pong]));
     r.child.stdin.end();
     await waitFor(() => r.exited() !== null);
+    // Each refusal is a journal row; nothing of it ran.
+    let rows = [];
+    const want = ['malformed-json', 'unknown-method', 'invalid-request', 'too-large'];
+    await waitFor(() => {
+      rows = journal(before);
+      return want.every((w) => rows.some((e) => (e.summary || '').endsWith(`mcp refused ${w}`)));
+    });
+    check('bad-input-journaled', want.every((w) => rows.some((e) => (e.summary || '').endsWith(`mcp refused ${w}`) &&
+      e.detail?.method === 'client.refused')) && !rows.some((e) => e.kind === 'run.start' || e.detail?.method === 'fs.write'),
+    JSON.stringify(rows.map((e) => e.summary)));
     check('stdout-only-protocol', r.lines.every((l) => { try { return JSON.parse(l).jsonrpc === '2.0'; } catch (e) { return false; } }),
       r.lines.filter((l) => !l.startsWith('{')).join('|'));
   }
@@ -366,7 +392,7 @@ async function main() {
     r.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
     r.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_command', arguments: { argv: marker } } });
     const started = await waitFor(() => running(marker) > 0);
-    const before = journal().length;
+    const before = lastRow();
     r.child.stdin.destroy();
     r.child.stdout.destroy();
     const gone = await waitFor(() => running(marker) === 0);
@@ -374,7 +400,7 @@ async function main() {
     check('client-vanishes', started && gone && ended, `started ${started}, gone ${gone}, exited ${r.exited()}`);
     let rows = [];
     await waitFor(() => {
-      rows = journal().slice(before);
+      rows = journal(before);
       return rows.some((e) => e.detail?.method === 'cmd.run');
     });
     check('client-vanishes-journaled', rows.some((e) => e.detail?.method === 'cmd.run' && e.detail?.signal === 9 &&
