@@ -157,8 +157,8 @@ static void *worker_main(void *p)
 }
 
 /* BENCH_CALLS calls over conc threads; p50 and p99 in *p50, *p99. */
-static void measure(int port, const char *key, bool stream, bool ttfb,
-		    int conc, double *p50, double *p99)
+static void measure(int port, const char *key, bool stream, bool ttfb, int conc,
+		    double *p50, double *p99)
 {
 	double *lat = calloc(BENCH_CALLS, sizeof(*lat));
 	struct worker w[BENCH_CONC];
@@ -166,8 +166,8 @@ static void measure(int port, const char *key, bool stream, bool ttfb,
 	size_t per = BENCH_CALLS / (size_t)conc, n = 0;
 
 	for (int i = 0; i < conc; i++) {
-		w[i] = (struct worker){port, key, stream, ttfb,
-				       lat + (size_t)i * per, per};
+		w[i] = (struct worker){
+		    port, key, stream, ttfb, lat + (size_t)i * per, per};
 		pthread_create(&th[i], NULL, worker_main, &w[i]);
 	}
 	for (int i = 0; i < conc; i++)
@@ -215,8 +215,8 @@ static int standin_start(const char *dir)
 static int begin_turn(void)
 {
 	int fd = test_spd_connect(&T);
-	char *r = test_call(&T, fd, 1, "turn.begin", "{\"cap_usd\":1000}",
-			    true);
+	char *r =
+	    test_call(&T, fd, 1, "turn.begin", "{\"cap_usd\":1000}", true);
 	char *k = r ? strstr(r, "\"key\":\"") : NULL;
 	char *u = r ? strstr(r, "http://127.0.0.1:") : NULL;
 
@@ -271,8 +271,7 @@ static void streams_rss(void)
 		close(fds[i]);
 	printf("spd resident: %ld KiB before, %ld KiB with %d streams open "
 	       "(%.1f KiB a stream)\n",
-	       before, during, n,
-	       n ? (double)(during - before) / n : 0.0);
+	       before, during, n, n ? (double)(during - before) / n : 0.0);
 }
 
 START_TEST(bench_broker)

@@ -65,5 +65,8 @@ int cmd_secrets(struct cmd_ctx *ctx, int argc, char **argv);
 /* spctl turn begin|end, spctl turns (client/cmd_turn.c). */
 int cmd_turn(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_turns(struct cmd_ctx *ctx, int argc, char **argv);
+/* spctl mcp: an MCP server on stdin/stdout until the client goes away
+ * (client/cmd_mcp.c).  Returns 0, or an exit code when it cannot start. */
+int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv);
 
 #endif

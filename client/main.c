@@ -56,6 +56,8 @@ static void usage(FILE *f)
 	    "base URLs\n"
 	    "  turns [--session ID]         spent, reserved, cap, calls per "
 	    "turn\n"
+	    "  mcp [--session ID]           an MCP server on stdio: spd's "
+	    "tools for an agent\n"
 	    "\n"
 	    "options:\n"
 	    "  --json      print machine-readable JSON (one object per line),\n"
@@ -155,6 +157,13 @@ static const struct {
      "usage: spctl turn begin [--session ID] [--cap USD] [--json]\n"
      "       spctl turn end ID [--json]\n"
      "A model-broker turn: a key for one turn and its hard cost cap.\n"},
+    {"mcp", cmd_mcp,
+     "usage: spctl mcp [--session ID]\n"
+     "An MCP server (Model Context Protocol, revision 2025-11-25) on stdin\n"
+     "and stdout: run_command, read_file, write_file, edit_file, list_dir,\n"
+     "search, policy_check and session_status, each through spd's policy,\n"
+     "sandbox, redactor and journal, in one session.  --session ID acts as\n"
+     "the operator in that session; an agent sets SPD_SESSION_TOKEN.\n"},
     {"turns", cmd_turns,
      "usage: spctl turns [--session ID] [--json]\n"
      "Turns with what each spent, reserved, its cap and its calls.\n"},

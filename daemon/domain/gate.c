@@ -672,6 +672,10 @@ static void ask_pend(struct rpc_call *c, const struct gate_call *g,
 	p->cont = cont;
 	p->drop = drop;
 	p->data = data;
+	/* The waiting caller learns its ask's id too: a front end (spctl
+	 * mcp) tells its user which `spctl approve` frees it, or decides it
+	 * through its own client. */
+	rpc_call_notify(c, RPC_N_APPROVAL_REQUESTED, pending_json(p));
 	uv_timer_init(spd->loop, &p->timer);
 	p->timer_on = true;
 	uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);

@@ -11,6 +11,44 @@
 #include "daemon/transport/server.h"
 #include "daemon/spd.h"
 
+/* What a front end may say about what it refused: short words, so that a
+ * row stays one line and an agent cannot write essays into the journal
+ * (its rate of rows is bounded by limits.session-journal-rate). */
+#define CLIENT_REFUSED_WORD_MAX 32
+#define CLIENT_REFUSED_DETAIL_MAX 200
+
+/* Printable ASCII only, at most max bytes: the rest becomes '?' or is
+ * cut. */
+static json_t *plain_json(const char *s, size_t max)
+{
+	char out[CLIENT_REFUSED_DETAIL_MAX + 1];
+	size_t n = 0;
+
+	for (; s && s[n] && n < max && n < sizeof(out) - 1; n++)
+		out[n] = s[n] >= 0x20 && s[n] < 0x7f ? s[n] : '?';
+	out[n] = '\0';
+	return json_string(out);
+}
+
+void m_client_refused(struct rpc_call *c)
+{
+	json_t *p = rpc_call_params(c);
+	json_t *front =
+	    plain_json(json_string_value(json_object_get(p, "front")),
+		       CLIENT_REFUSED_WORD_MAX);
+	json_t *what = plain_json(json_string_value(json_object_get(p, "what")),
+				  CLIENT_REFUSED_WORD_MAX);
+	json_t *detail =
+	    plain_json(json_string_value(json_object_get(p, "detail")),
+		       CLIENT_REFUSED_DETAIL_MAX);
+
+	rpc_call_set_summary(c, "%s refused %s", json_string_value(front),
+			     json_string_value(what));
+	rpc_call_set_detail(c, json_pack("{s:o, s:o, s:o}", "front", front,
+					 "what", what, "refused", detail));
+	rpc_call_reply(c, json_pack("{s:b}", "journaled", 1));
+}
+
 static void query_done(void *data, int err, const struct journal_event *evs,
 		       size_t n)
 {

@@ -1182,6 +1182,13 @@ START_TEST(test_approval_end_to_end)
 	ASSERT_CODE(r, "ok");
 	free(r);
 	free(p);
+	/* The waiting call first hears of its own ask (its id is what
+	 * `spctl approve` takes), then gets the answer. */
+	r = test_recv_line(fd, 10000);
+	ck_assert_msg(r && has(r, "\"method\":\"approval.requested\"") &&
+			  has(r, "\"waiting\":true"),
+		      "%s", r ? r : "(nothing)");
+	free(r);
 	r = test_recv_line(fd, 10000);
 	ck_assert_ptr_nonnull(r);
 	ASSERT_CODE(r, "APPROVAL-REFUSED");
@@ -1845,6 +1852,10 @@ START_TEST(test_asks_withdrawn_when_attempt_ends)
 		r = rpc(s.token, "cmd.run", denied);
 		free(r);
 	}
+	r = test_recv_line(fd, 10000);
+	ck_assert_msg(r && has(r, "\"method\":\"approval.requested\""), "%s",
+		      r ? r : "(nothing)");
+	free(r);
 	r = test_recv_line(fd, 10000);
 	ck_assert_msg(r != NULL, "the waiting call was not answered");
 	ASSERT_CODE(r, "ATTEMPT-ENDED");

@@ -506,6 +506,36 @@ START_TEST(test_stale_socket_and_modes)
 END_TEST
 
 /* spctl: the commands a user types. */
+/* What a front end refused from its own client is a journal row, its text
+ * kept to one short printable line. */
+START_TEST(test_client_refused_journaled)
+{
+	int fd = test_spd_connect(&T);
+	char *r = test_call(&T, fd, 1, "client.refused",
+			    "{\"front\":\"mcp\",\"what\":\"malformed-json\","
+			    "\"detail\":\"near \\u001b[31mgarbage\"}",
+			    true);
+	char *dump;
+
+	ck_assert_msg(has(r, "\"journaled\":true"), "%s", r);
+	free(r);
+	close(fd);
+	/* The row is committed by the writer thread: ask until it is. */
+	for (int i = 0; i < 100; i++) {
+		dump = journal_dump();
+		if (has(dump, "mcp refused malformed-json"))
+			break;
+		free(dump);
+		dump = NULL;
+		usleep(50 * 1000);
+	}
+	ck_assert_msg(dump, "no journal row for client.refused");
+	ck_assert_msg(has(dump, "near ?[31mgarbage") && !has(dump, "\x1b"),
+		      "%s", dump);
+	free(dump);
+}
+END_TEST
+
 START_TEST(test_spctl_commands)
 {
 	char *out = NULL, *err = NULL;
@@ -913,6 +943,7 @@ int main(void)
 	tcase_add_test(tc, test_sigterm_clean_exit);
 	tcase_add_test(tc, test_stale_socket_and_modes);
 	tcase_add_test(tc, test_spctl_commands);
+	tcase_add_test(tc, test_client_refused_journaled);
 	tcase_add_test(tc, test_journal_follow);
 	tcase_add_test(tc, test_journal_stall_refuses);
 	tcase_add_test(tc, test_tamper_edit);

@@ -1,0 +1,1720 @@
+/*
+ * spctl mcp: an MCP (Model Context Protocol) server over stdio.
+ *
+ * Any MCP-capable agent gets spd's tools this way: newline-delimited
+ * JSON-RPC 2.0 on stdin and stdout (stdout carries nothing but protocol;
+ * what a person should read goes to stderr), revision 2025-11-25 and the
+ * two before it.  spctl stays thin: each tools/call becomes one or two
+ * requests on a connection of its own to spd, so that spd's policy, its
+ * approvals, the sandbox, the redactor and the journal see every call as
+ * they see spctl run's, and closing that connection is how a call is
+ * cancelled (spd kills the run's whole pid namespace when its client goes
+ * away).  Nothing here reads, writes or searches a file itself.
+ *
+ * A single-threaded poll loop: stdin, and the spd connection of each call
+ * in flight.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "client/termsafe.h"
+#include "cmds.h"
+#include "common/utf8.h"
+#include "common/util.h"
+#include "proto/rpc.h"
+
+/* The longest message accepted from the MCP client.  Anything a tool call
+ * carries is forwarded to spd in one frame of at most RPC_FRAME_MAX, so a
+ * longer message could never be carried out; refusing it here keeps a
+ * runaway client from growing spctl's buffer without bound. */
+#define MCP_MESSAGE_MAX RPC_FRAME_MAX
+/* Tool calls in flight at once.  spd lets a session run 16 commands at a
+ * time (limits.session-runs); more calls would only wait or be refused
+ * there, each holding a connection. */
+#define MCP_CALLS_MAX 16
+/* What one tool result keeps of each output stream of a run: spd itself
+ * stops forwarding at 1 MiB a stream, and a result must still fit the
+ * client's message limits. */
+#define MCP_OUTPUT_MAX (1024 * 1024)
+/* Text of one progress notification: enough for a screenful of output,
+ * small enough that a chatty run does not flood the client. */
+#define MCP_PROGRESS_TEXT_MAX 4096
+/* How often a call that waits for a person says so again (progress
+ * notifications keep a client's request timeout from firing, and remind
+ * whoever watches which approval frees it). */
+#define MCP_WAIT_PROGRESS_MS 5000
+/* Matches one search returns: more would not help a model and would
+ * crowd its context. */
+#define MCP_SEARCH_MATCHES_MAX 1000
+/* The text kept of one matching line (minified code can be a single line
+ * of megabytes). */
+#define MCP_SEARCH_LINE_MAX 512
+
+/* The revisions spoken, newest first (the spec's version negotiation: a
+ * revision the client asks for is answered with itself, another with the
+ * newest). */
+static const char *const mcp_versions[] = {"2025-11-25", "2025-06-18",
+					   "2025-03-26"};
+
+struct mcp;
+struct mcp_call;
+
+struct mcp_tool {
+	const char *name, *title, *description;
+	const char *input_schema, *output_schema; /* JSON text */
+	bool read_only, destructive, idempotent, open_world;
+	/* Check the arguments and send the first request to spd; on an
+	 * input error finish the call with a tool error.  Returns 0, or
+	 * -errno when the call could not be started (it is finished). */
+	int (*start)(struct mcp_call *k);
+	/* spd's answer to the call's request: result or error (one is
+	 * NULL).  Finishes the call or sends the next request. */
+	void (*reply)(struct mcp_call *k, json_t *result, json_t *error);
+};
+
+struct mcp_call {
+	struct mcp *m;
+	const struct mcp_tool *tool;
+	json_t *id;	  /* the MCP request's id */
+	json_t *progress; /* its progressToken, or NULL */
+	json_t *args;	  /* the tool's arguments */
+	struct client spd;
+	long spd_id; /* the id of the request spd is answering */
+	int step;
+	bool done; /* finished: freed by the loop */
+	/* A run's output so far, and what went beyond MCP_OUTPUT_MAX. */
+	struct buf out[2];
+	size_t dropped[2];
+	double progress_n;
+	/* An ask: spd's approval id, and the elicitation sent about it. */
+	json_int_t approval;
+	json_t *approval_note;
+	long elicit_id;
+	int64_t next_wait_progress_ms;
+	char *edit_text; /* edit_file: the new content */
+};
+
+struct mcp {
+	int in_fd, out_fd;
+	struct buf in;
+	bool skipping; /* discarding the rest of an oversized message */
+	bool initialized;
+	const char *version; /* the revision negotiated */
+	bool elicit;	     /* the client takes form elicitations */
+	bool operator;	     /* spctl holds the operator token */
+	char *session;	     /* the session's id */
+	char *workspace;     /* its worktree */
+	long next_out_id;    /* ids of requests spctl sends the client */
+	struct mcp_call *calls[MCP_CALLS_MAX];
+	json_t *schemas; /* tool name -> {input, output} parsed */
+	bool out_broken;
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- writing to the client --------------------------------------------- */
+
+/* One message, one line, one write: a message is never interleaved with
+ * another.  A client that stopped reading is gone. */
+static void mcp_send(struct mcp *m, json_t *msg)
+{
+	char *s = json_dumps(msg, JSON_COMPACT);
+	size_t n, off = 0;
+
+	json_decref(msg);
+	if (!s || m->out_broken) {
+		free(s);
+		return;
+	}
+	n = strlen(s);
+	s[n++] = '\n'; /* the NUL's place: json_dumps' buffer is n+1 */
+	while (off < n) {
+		ssize_t w = write(m->out_fd, s + off, n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			m->out_broken = true;
+			break;
+		}
+		off += (size_t)w;
+	}
+	free(s);
+}
+
+static void mcp_result(struct mcp *m, json_t *id, json_t *result)
+{
+	mcp_send(m, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id,
+			      "result", result));
+}
+
+/* A protocol error; id NULL answers with "id": null (the request's id
+ * could not be read). */
+static void mcp_error(struct mcp *m, json_t *id, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void mcp_error(struct mcp *m, json_t *id, int code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	mcp_send(m, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0",
+			      "id", id ? id : json_null(), "error", "code",
+			      code, "message", msg));
+}
+
+static void mcp_notify(struct mcp *m, const char *method, json_t *params)
+{
+	mcp_send(m, json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
+			      method, "params", params));
+}
+
+/* True when the negotiated revision is at least v (dates compare as
+ * strings). */
+static bool mcp_at_least(const struct mcp *m, const char *v)
+{
+	return m->version && strcmp(m->version, v) >= 0;
+}
+
+/* Text that JSON can carry: invalid UTF-8 bytes become U+FFFD. */
+static json_t *text_json(const char *p, size_t n)
+{
+	struct buf b = {0};
+	json_t *s;
+
+	if (utf8_valid(p, n))
+		return json_stringn(p, n);
+	for (size_t i = 0; i < n;) {
+		size_t k = 1;
+		while (k <= 4 && i + k <= n && !utf8_valid(p + i, k))
+			k++;
+		if (k <= 4 && i + k <= n) {
+			buf_append(&b, p + i, k);
+			i += k;
+		} else {
+			buf_append(&b, "\xef\xbf\xbd", 3);
+			i++;
+		}
+	}
+	s = json_stringn(b.data ? b.data : "", b.len);
+	buf_free(&b);
+	return s;
+}
+
+/* ---- finishing a call ---------------------------------------------------- */
+
+static void call_free(struct mcp_call *k)
+{
+	if (!k)
+		return;
+	client_close(&k->spd);
+	json_decref(k->id);
+	json_decref(k->progress);
+	json_decref(k->args);
+	json_decref(k->approval_note);
+	buf_free(&k->out[0]);
+	buf_free(&k->out[1]);
+	free(k->edit_text);
+	free(k);
+}
+
+/* The tool's result: structured (ownership taken) and the same JSON as a
+ * text block, for clients that read only content. */
+static void call_ok(struct mcp_call *k, json_t *structured)
+{
+	char *text = json_dumps(structured, JSON_COMPACT | JSON_SORT_KEYS);
+	json_t *res =
+	    json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text",
+		      "text", text ? text : "{}", "isError", 0);
+
+	free(text);
+	if (mcp_at_least(k->m, "2025-06-18"))
+		json_object_set(res, "structuredContent", structured);
+	json_decref(structured);
+	mcp_result(k->m, k->id, res);
+	k->done = true;
+}
+
+/* A tool error: the call reached the tool and failed (bad arguments, a
+ * refusal by policy, a path outside the workspace).  The model reads the
+ * text and may correct itself; it is not a protocol error. */
+static void call_fail(struct mcp_call *k, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void call_fail(struct mcp_call *k, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	mcp_result(k->m, k->id,
+		   json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text",
+			     "text", text_json(msg, strlen(msg)), "isError",
+			     1));
+	k->done = true;
+}
+
+/* spd's error response as a tool error: its symbolic code, its message,
+ * and for a refusal by policy the rule and its reason. */
+static void call_fail_spd(struct mcp_call *k, json_t *err)
+{
+	json_t *d = json_object_get(err, "data");
+	const char *code = json_string_value(json_object_get(d, "code"));
+	const char *msg = json_string_value(json_object_get(err, "message"));
+	const char *rule = json_string_value(json_object_get(d, "rule"));
+	const char *reason = json_string_value(json_object_get(d, "reason"));
+
+	if (rule && reason)
+		call_fail(k, "%s: %s (rule %s: %s)", code ? code : "ERROR",
+			  msg ? msg : "", rule, reason);
+	else if (rule)
+		call_fail(k, "%s: %s (rule %s)", code ? code : "ERROR",
+			  msg ? msg : "", rule);
+	else
+		call_fail(k, "%s: %s", code ? code : "ERROR", msg ? msg : "");
+}
+
+/* ---- talking to spd ------------------------------------------------------ */
+
+/* Send method(params) on the call's connection (ownership of params
+ * taken; the token and, for the operator, the session are added).
+ * Returns 0 or -errno. */
+static int call_send(struct mcp_call *k, enum rpc_method method, json_t *params,
+		     bool in_session)
+{
+	json_t *req;
+	char *line;
+	size_t n, off = 0;
+	int r = 0;
+
+	if (!params)
+		return -ENOMEM;
+	if (k->spd.token)
+		json_object_set_new(params, "token", json_string(k->spd.token));
+	if (in_session && k->m->operator)
+		json_object_set_new(params, "session",
+				    json_string(k->m->session));
+	k->spd_id = k->spd.next_id++;
+	req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id",
+			(json_int_t)k->spd_id, "method",
+			rpc_method_name(method), "params", params);
+	line = req ? json_dumps(req, JSON_COMPACT) : NULL;
+	json_decref(req);
+	if (!line)
+		return -ENOMEM;
+	n = strlen(line);
+	line[n++] = '\n';
+	while (off < n) {
+		ssize_t w = send(k->spd.fd, line + off, n - off, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			r = -errno;
+			break;
+		}
+		off += (size_t)w;
+	}
+	free(line);
+	return r;
+}
+
+/* A short blocking call on a connection of its own (approval.decide while
+ * the call it decides waits on another).  Returns 0 or -errno. */
+static int side_call(enum rpc_method method, json_t *params, json_t **ret_err)
+{
+	struct client c;
+	char errbuf[256];
+	json_t *res = NULL;
+	int r;
+
+	r = client_open(&c, errbuf, sizeof(errbuf));
+	if (r < 0) {
+		json_decref(params);
+		fprintf(stderr, "spctl mcp: %s\n", errbuf);
+		return r;
+	}
+	r = client_call(&c, method, params, NULL, NULL, &res, ret_err);
+	json_decref(res);
+	client_close(&c);
+	return r;
+}
+
+/* Journal what was refused from the client before anything reached spd
+ * (client.refused): a malformed message, an unknown method, one over the
+ * limit.  A failure to record it is said on stderr; the client's error
+ * has been sent already. */
+static void mcp_refused(struct mcp *m, const char *what, const char *detail)
+{
+	json_t *err = NULL;
+	char d[200];
+
+	snprintf(d, sizeof(d), "session %s: %s", m->session ? m->session : "?",
+		 detail);
+	if (side_call(RPC_M_CLIENT_REFUSED,
+		      json_pack("{s:s, s:s, s:s}", "front", "mcp", "what", what,
+				"detail", d),
+		      &err) < 0) {
+		fprintf(stderr, "spctl mcp: cannot journal the refusal\n");
+		json_decref(err);
+	}
+}
+
+/* ---- progress and asks --------------------------------------------------- */
+
+static void call_progress(struct mcp_call *k, const char *text, size_t n)
+{
+	json_t *p;
+
+	if (!k->progress)
+		return;
+	if (n > MCP_PROGRESS_TEXT_MAX)
+		n = MCP_PROGRESS_TEXT_MAX;
+	/* Monotonic, as the spec wants; no total: a run's length is not
+	 * known. */
+	k->progress_n += 1;
+	p = json_pack("{s:O, s:f, s:o}", "progressToken", k->progress,
+		      "progress", k->progress_n, "message", text_json(text, n));
+	mcp_notify(k->m, "notifications/progress", p);
+}
+
+static void wait_progress(struct mcp_call *k)
+{
+	char msg[768];
+	json_t *o = k->approval_note;
+
+	snprintf(msg, sizeof(msg),
+		 "waiting for a person: spctl approve %" PRId64
+		 " (or spctl deny %" PRId64 "); rule %s: %s",
+		 (int64_t)k->approval, (int64_t)k->approval,
+		 json_string_value(json_object_get(o, "rule")) ?: "?",
+		 json_string_value(json_object_get(o, "reason")) ?: "?");
+	call_progress(k, msg, strlen(msg));
+	k->next_wait_progress_ms = now_ms() + MCP_WAIT_PROGRESS_MS;
+}
+
+/* What the person is asked, in one line of plain text. */
+static char *ask_message(struct mcp_call *k)
+{
+	json_t *o = json_object_get(k->approval_note, "object");
+	char *obj = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS), *s = NULL;
+
+	if (asprintf(
+		&s,
+		"spd asks before %s in session %s: %s (rule %s). "
+		"The call: %s. Allow it, once?",
+		k->tool->name, k->m->session,
+		json_string_value(json_object_get(k->approval_note, "reason"))
+		    ?: "?",
+		json_string_value(json_object_get(k->approval_note, "rule"))
+		    ?: "?",
+		obj ? obj : "?") < 0)
+		s = NULL;
+	free(obj);
+	return s;
+}
+
+/* spd made the call wait for a person (approval.requested on the call's
+ * own connection).  With the operator token and a client that takes form
+ * elicitations, the person at the client decides; otherwise `spctl
+ * approve` does, and the client hears why it waits.  An agent's client
+ * never decides: the agent is the party an ask guards against, and an
+ * agent's host could answer its own elicitations. */
+static void call_asked(struct mcp_call *k, json_t *note)
+{
+	struct mcp *m = k->m;
+
+	json_decref(k->approval_note);
+	k->approval_note = json_incref(note);
+	k->approval = json_integer_value(json_object_get(note, "id"));
+	fprintf(stderr, "spctl mcp: %s waits for approval %" PRId64 ": ",
+		k->tool->name, (int64_t)k->approval);
+	ts_fputs(stderr,
+		 json_string_value(json_object_get(note, "reason")) ?: "?");
+	fprintf(stderr, " (spctl approve %" PRId64 ")\n", (int64_t)k->approval);
+	if (m->operator&& m->elicit) {
+		char *msg = ask_message(k);
+		json_t *params = json_pack(
+		    "{s:o, s:{s:s, s:{s:{s:s, s:s, s:s}}, s:[s]}}", "message",
+		    msg ? text_json(msg, strlen(msg)) : json_string("?"),
+		    "requestedSchema", "type", "object", "properties",
+		    "approve", "type", "boolean", "title",
+		    "Allow this call once", "description",
+		    "spd runs it once, exactly as shown; no is the default",
+		    "required", "approve");
+
+		free(msg);
+		if (mcp_at_least(m, "2025-11-25"))
+			json_object_set_new(params, "mode",
+					    json_string("form"));
+		k->elicit_id = ++m->next_out_id;
+		mcp_send(m, json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0",
+				      "id", (json_int_t)k->elicit_id, "method",
+				      "elicitation/create", "params", params));
+		return;
+	}
+	wait_progress(k);
+}
+
+/* The client's answer to an elicitation: decide the approval in spd (the
+ * call waiting there then goes on or fails with APPROVAL-REFUSED). */
+static void call_elicited(struct mcp_call *k, json_t *result, json_t *error)
+{
+	const char *action =
+	    json_string_value(json_object_get(result, "action"));
+	bool yes = action && strcmp(action, "accept") == 0 &&
+		   json_is_true(json_object_get(
+		       json_object_get(result, "content"), "approve"));
+	json_t *err = NULL;
+	int r;
+
+	k->elicit_id = 0;
+	if (error) {
+		/* The client could not ask: a person decides with spctl
+		 * approve instead. */
+		fprintf(stderr,
+			"spctl mcp: the client could not ask (elicitation "
+			"failed); approval %" PRId64 " waits for spctl "
+			"approve\n",
+			(int64_t)k->approval);
+		wait_progress(k);
+		return;
+	}
+	r = side_call(RPC_M_APPROVAL_DECIDE,
+		      json_pack("{s:I, s:b, s:s}", "id", k->approval, "approve",
+				yes, "why",
+				yes ? "approved in the MCP client"
+				: action && strcmp(action, "decline") == 0
+				    ? "declined in the MCP client"
+				    : "the person in the MCP client did not "
+				      "answer"),
+		      &err);
+	if (r == -EPROTO) {
+		/* Decided already (spctl approve was quicker): spd's answer
+		 * to the waiting call says which way. */
+		json_decref(err);
+	} else if (r < 0) {
+		call_fail(k, "INTERNAL: cannot record the decision in spd: %s",
+			  strerror(-r));
+	}
+}
+
+/* ---- reading spd's messages for a call ------------------------------------ */
+
+static void run_output(struct mcp_call *k, json_t *params)
+{
+	const char *stream =
+	    json_string_value(json_object_get(params, "stream"));
+	int s = stream && strcmp(stream, "stderr") == 0 ? 1 : 0;
+	json_t *d = json_object_get(params, "data");
+	unsigned char *bin = NULL;
+	const char *p;
+	size_t n, room;
+
+	if (json_is_string(d)) {
+		p = json_string_value(d);
+		n = json_string_length(d);
+	} else if (json_is_string(d = json_object_get(params, "data_b64"))) {
+		size_t len = json_string_length(d);
+		bin = malloc(len + 1);
+		if (!bin || sodium_base642bin(
+				bin, len + 1, json_string_value(d), len, NULL,
+				&n, NULL, sodium_base64_VARIANT_ORIGINAL) < 0) {
+			free(bin);
+			return;
+		}
+		p = (const char *)bin;
+	} else {
+		return;
+	}
+	room = MCP_OUTPUT_MAX - k->out[s].len;
+	buf_append(&k->out[s], p, n < room ? n : room);
+	if (n > room)
+		k->dropped[s] += n - room;
+	/* search reads grep's output; only a run's is news to the client. */
+	if (k->tool->reply != NULL && strcmp(k->tool->name, "run_command") == 0)
+		call_progress(k, p, n);
+	free(bin);
+}
+
+static void call_message(struct mcp_call *k, json_t *msg)
+{
+	json_t *vid = json_object_get(msg, "id");
+	const char *method = json_string_value(json_object_get(msg, "method"));
+
+	if (method && !vid) {
+		json_t *params = json_object_get(msg, "params");
+		if (strcmp(method, rpc_notify_name(RPC_N_RUN_OUTPUT)) == 0)
+			run_output(k, params);
+		else if (strcmp(method,
+				rpc_notify_name(RPC_N_APPROVAL_REQUESTED)) == 0)
+			call_asked(k, params);
+		return;
+	}
+	if (json_is_integer(vid) && json_integer_value(vid) == k->spd_id) {
+		json_t *err = json_object_get(msg, "error");
+		k->tool->reply(k, err ? NULL : json_object_get(msg, "result"),
+			       err);
+		return;
+	}
+	if (json_is_null(vid) && json_object_get(msg, "error"))
+		/* spd refused the frame itself (LIMIT, FRAME-TOO-LARGE). */
+		call_fail_spd(k, json_object_get(msg, "error"));
+}
+
+/* Read what spd sent on the call's connection and act on each line. */
+static void call_readable(struct mcp_call *k)
+{
+	struct buf *b = &k->spd.in;
+	ssize_t r;
+
+	if (buf_reserve(b, 65536) < 0) {
+		call_fail(k, "INTERNAL: out of memory");
+		return;
+	}
+	r = read(k->spd.fd, b->data + b->len, 65536);
+	if (r < 0 && errno == EINTR)
+		return;
+	if (r <= 0) {
+		call_fail(k, "INTERNAL: spd closed the connection before "
+			     "answering");
+		return;
+	}
+	b->len += (size_t)r;
+	while (!k->done) {
+		char *nl = memchr(b->data, '\n', b->len);
+		json_error_t je;
+		json_t *msg;
+
+		if (!nl) {
+			if (b->len > 2 * RPC_FRAME_MAX)
+				call_fail(k, "INTERNAL: spd sent a line over "
+					     "the frame limit");
+			break;
+		}
+		msg = json_loadb(b->data, (size_t)(nl - b->data),
+				 JSON_ALLOW_NUL, &je);
+		buf_consume(b, (size_t)(nl - b->data) + 1);
+		if (msg)
+			call_message(k, msg);
+		json_decref(msg);
+	}
+}
+
+/* ---- argument helpers ------------------------------------------------------- */
+
+/* A string argument; NULL when absent.  A present argument of another type
+ * is an input error (*bad set). */
+static const char *arg_str(struct mcp_call *k, const char *name, bool *bad)
+{
+	json_t *v = json_object_get(k->args, name);
+
+	if (!v)
+		return NULL;
+	if (!json_is_string(v)) {
+		*bad = true;
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+/* Unknown arguments are refused, as spd refuses unknown parameters: a
+ * misspelt "timout" must not silently run without a deadline. */
+static bool args_known(struct mcp_call *k, const char *const *names)
+{
+	const char *key;
+	json_t *v;
+
+	json_object_foreach(k->args, key, v)
+	{
+		bool ok = false;
+		for (const char *const *n = names; *n; n++)
+			ok = ok || strcmp(*n, key) == 0;
+		if (!ok) {
+			call_fail(k, "BAD-REQUEST: unknown argument \"%s\"",
+				  key);
+			return false;
+		}
+	}
+	return true;
+}
+
+/* Sends method(params) or fails the call; returns the result of the
+ * send. */
+static int send_or_fail(struct mcp_call *k, enum rpc_method method,
+			json_t *params, bool in_session)
+{
+	int r = call_send(k, method, params, in_session);
+
+	if (r < 0)
+		call_fail(k, "INTERNAL: cannot reach spd: %s", strerror(-r));
+	return r;
+}
+
+/* The common end of a one-request tool: spd's result as the tool's. */
+static void reply_plain(struct mcp_call *k, json_t *result, json_t *error)
+{
+	if (error)
+		call_fail_spd(k, error);
+	else
+		call_ok(k, json_incref(result));
+}
+
+/* ---- the tools -------------------------------------------------------------- */
+
+static int run_start(struct mcp_call *k)
+{
+	static const char *const known[] = {"argv", "cwd", "timeout", "network",
+					    NULL};
+	json_t *argv = json_object_get(k->args, "argv"), *p, *v;
+	bool bad = false;
+	const char *cwd = arg_str(k, "cwd", &bad);
+	const char *net = arg_str(k, "network", &bad);
+
+	if (!args_known(k, known))
+		return -EINVAL;
+	if (!json_is_array(argv) || json_array_size(argv) == 0) {
+		call_fail(k, "BAD-REQUEST: argv must be a non-empty array of "
+			     "strings (a program and its arguments; no shell "
+			     "string)");
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < json_array_size(argv); i++)
+		if (!json_is_string(json_array_get(argv, i))) {
+			call_fail(k, "BAD-REQUEST: argv[%zu] is not a string",
+				  i);
+			return -EINVAL;
+		}
+	v = json_object_get(k->args, "timeout");
+	if (bad || (v && (!json_is_integer(v) || json_integer_value(v) <= 0))) {
+		call_fail(k, "BAD-REQUEST: cwd and network must be strings, "
+			     "timeout a positive number of seconds");
+		return -EINVAL;
+	}
+	p = json_pack("{s:O}", "argv", argv);
+	if (v)
+		json_object_set(p, "timeout", v);
+	if (net)
+		json_object_set_new(p, "net", json_string(net));
+	if (cwd) {
+		/* spd resolves cwd against its own directory and requires
+		 * it under the workspace: a relative cwd is the
+		 * workspace's. */
+		char *abs = NULL;
+		if (cwd[0] == '/')
+			abs = strdup(cwd);
+		else if (asprintf(&abs, "%s/%s", k->m->workspace, cwd) < 0)
+			abs = NULL;
+		json_object_set_new(p, "cwd", json_string(abs ? abs : cwd));
+		free(abs);
+	}
+	return send_or_fail(k, RPC_M_CMD_RUN, p, true);
+}
+
+static json_t *output_json(struct mcp_call *k, int s)
+{
+	return text_json(k->out[s].data ? k->out[s].data : "", k->out[s].len);
+}
+
+static void run_reply(struct mcp_call *k, json_t *result, json_t *error)
+{
+	json_t *o, *bd;
+
+	if (error) {
+		call_fail_spd(k, error);
+		return;
+	}
+	bd = json_object_get(result, "bytes_dropped");
+	o = json_pack(
+	    "{s:O, s:O, s:O, s:O, s:o, s:o, s:{s:I, s:I}, s:O}", "exit_code",
+	    json_object_get(result, "exit_code") ?: json_null(), "timed_out",
+	    json_object_get(result, "timed_out") ?: json_false(), "cancelled",
+	    json_object_get(result, "cancelled") ?: json_false(), "duration_ms",
+	    json_object_get(result, "duration_ms") ?: json_null(), "stdout",
+	    output_json(k, 0), "stderr", output_json(k, 1), "bytes_dropped",
+	    "stdout",
+	    json_integer_value(json_object_get(bd, "stdout")) +
+		(json_int_t)k->dropped[0],
+	    "stderr",
+	    json_integer_value(json_object_get(bd, "stderr")) +
+		(json_int_t)k->dropped[1],
+	    "warnings", json_object_get(result, "warnings") ?: json_array());
+	if (json_integer_value(json_object_get(result, "signal")) > 0)
+		json_object_set(o, "signal", json_object_get(result, "signal"));
+	if (json_is_string(json_object_get(result, "error")))
+		json_object_set(o, "error", json_object_get(result, "error"));
+	call_ok(k, o);
+}
+
+static int path_start(struct mcp_call *k, enum rpc_method method, bool optional,
+		      const char *const *known)
+{
+	bool bad = false;
+	const char *path = arg_str(k, "path", &bad);
+
+	if (!args_known(k, known))
+		return -EINVAL;
+	if (bad || (!path && !optional)) {
+		call_fail(k, "BAD-REQUEST: path must be a string: a path "
+			     "relative to the workspace");
+		return -EINVAL;
+	}
+	return send_or_fail(
+	    k, method, path ? json_pack("{s:s}", "path", path) : json_object(),
+	    true);
+}
+
+static int read_start(struct mcp_call *k)
+{
+	static const char *const known[] = {"path", NULL};
+	return path_start(k, RPC_M_FS_READ, false, known);
+}
+
+static int list_start(struct mcp_call *k)
+{
+	static const char *const known[] = {"path", NULL};
+	return path_start(k, RPC_M_FS_LIST, true, known);
+}
+
+static int write_start(struct mcp_call *k)
+{
+	static const char *const known[] = {"path", "content", NULL};
+	bool bad = false;
+	const char *path = arg_str(k, "path", &bad);
+	const char *content = arg_str(k, "content", &bad);
+
+	if (!args_known(k, known))
+		return -EINVAL;
+	if (bad || !path || !content) {
+		call_fail(k, "BAD-REQUEST: path and content must be strings");
+		return -EINVAL;
+	}
+	return send_or_fail(k, RPC_M_FS_WRITE,
+			    json_pack("{s:s, s:O}", "path", path, "content",
+				      json_object_get(k->args, "content")),
+			    true);
+}
+
+/* edit_file: read through spd, replace exactly one occurrence here, write
+ * through spd.  Between the two a person may be asked; the write is
+ * judged (and pinned) on the new content like any other write. */
+static int edit_start(struct mcp_call *k)
+{
+	static const char *const known[] = {"path", "old_string", "new_string",
+					    NULL};
+	bool bad = false;
+	const char *path = arg_str(k, "path", &bad);
+	const char *old = arg_str(k, "old_string", &bad);
+	const char *new = arg_str(k, "new_string", &bad);
+
+	if (!args_known(k, known))
+		return -EINVAL;
+	if (bad || !path || !old || !new) {
+		call_fail(k, "BAD-REQUEST: path, old_string and new_string "
+			     "must be strings");
+		return -EINVAL;
+	}
+	if (!old[0]) {
+		call_fail(k, "BAD-REQUEST: old_string is empty; to write a "
+			     "whole file use write_file");
+		return -EINVAL;
+	}
+	return send_or_fail(k, RPC_M_FS_READ, json_pack("{s:s}", "path", path),
+			    true);
+}
+
+static void edit_reply(struct mcp_call *k, json_t *result, json_t *error)
+{
+	json_t *c = json_object_get(result, "content");
+	json_t *old = json_object_get(k->args, "old_string");
+	json_t *new = json_object_get(k->args, "new_string");
+	const char *text, *hit = NULL, *p;
+	size_t n, on, count = 0;
+	struct buf b = {0};
+
+	if (error) {
+		call_fail_spd(k, error);
+		return;
+	}
+	if (k->step == 1) {
+		call_ok(k, json_pack("{s:O, s:O, s:i}", "path",
+				     json_object_get(result, "path"), "size",
+				     json_object_get(result, "size"),
+				     "replacements", 1));
+		return;
+	}
+	if (!json_is_string(c)) {
+		call_fail(k, "BAD-REQUEST: the file is not UTF-8 text; "
+			     "edit_file edits text only");
+		return;
+	}
+	text = json_string_value(c);
+	n = json_string_length(c);
+	/* What spd handed back is redacted: writing it back would replace
+	 * each secret in the file with its marker. */
+	if (memmem(text, n, "[redacted:", 10)) {
+		call_fail(k, "BAD-REQUEST: the file holds a value spd redacts "
+			     "([redacted:…]); editing its redacted copy would "
+			     "overwrite that value, so edit_file refuses");
+		return;
+	}
+	on = json_string_length(old);
+	for (p = text; (p = memmem(p, n - (size_t)(p - text),
+				   json_string_value(old), on));
+	     p += on)
+		if (count++ == 0)
+			hit = p;
+	if (count == 0) {
+		call_fail(k, "BAD-REQUEST: old_string does not occur in the "
+			     "file; nothing was written");
+		return;
+	}
+	if (count > 1) {
+		call_fail(k,
+			  "BAD-REQUEST: old_string occurs %zu times in the "
+			  "file; include more of the surrounding text to make "
+			  "it unique (nothing was written)",
+			  count);
+		return;
+	}
+	if (buf_append(&b, text, (size_t)(hit - text)) < 0 ||
+	    buf_append(&b, json_string_value(new), json_string_length(new)) <
+		0 ||
+	    buf_append(&b, hit + on, n - (size_t)(hit - text) - on) < 0) {
+		buf_free(&b);
+		call_fail(k, "INTERNAL: out of memory");
+		return;
+	}
+	k->step = 1;
+	send_or_fail(k, RPC_M_FS_WRITE,
+		     json_pack("{s:O, s:s%}", "path",
+			       json_object_get(k->args, "path"), "content",
+			       b.data ? b.data : "", b.len),
+		     true);
+	buf_free(&b);
+}
+
+/* search: grep in the sandbox, as any run (policy, redaction, journal);
+ * spctl only parses its output. */
+static int search_start(struct mcp_call *k)
+{
+	static const char *const known[] = {"pattern", "regex", "path",
+					    "ignore_case", NULL};
+	bool bad = false;
+	const char *pattern = arg_str(k, "pattern", &bad);
+	const char *path = arg_str(k, "path", &bad);
+	json_t *regex = json_object_get(k->args, "regex");
+	json_t *icase = json_object_get(k->args, "ignore_case");
+	json_t *argv;
+
+	if (!args_known(k, known))
+		return -EINVAL;
+	if (bad || !pattern || !pattern[0] ||
+	    (regex && !json_is_boolean(regex)) ||
+	    (icase && !json_is_boolean(icase))) {
+		call_fail(k, "BAD-REQUEST: pattern must be a non-empty string, "
+			     "path a string, regex and ignore_case booleans");
+		return -EINVAL;
+	}
+	/* -r without following symlinks, -I skips binary files, -Z ends
+	 * each file name with a NUL so any name parses, -s keeps unreadable
+	 * files quiet; --exclude-dir=.git keeps git's objects out. */
+	argv =
+	    json_pack("[s, s, s, s, s]", "grep", "-rnIsZ", "--exclude-dir=.git",
+		      json_is_true(regex) ? "-E" : "-F", "--color=never");
+	if (json_is_true(icase))
+		json_array_append_new(argv, json_string("-i"));
+	json_array_append_new(argv, json_string("-e"));
+	json_array_append_new(argv, json_string(pattern));
+	json_array_append_new(argv, json_string("--"));
+	json_array_append_new(argv, json_string(path ? path : "."));
+	return send_or_fail(k, RPC_M_CMD_RUN, json_pack("{s:o}", "argv", argv),
+			    true);
+}
+
+static void search_reply(struct mcp_call *k, json_t *result, json_t *error)
+{
+	json_t *matches, *exit_code;
+	const char *p, *end;
+	bool truncated = false;
+
+	if (error) {
+		call_fail_spd(k, error);
+		return;
+	}
+	exit_code = json_object_get(result, "exit_code");
+	/* grep: 0 found, 1 nothing found, 2 trouble. */
+	if (!json_is_integer(exit_code) || json_integer_value(exit_code) > 1) {
+		char err[512];
+		size_t n = k->out[1].len < sizeof(err) - 1 ? k->out[1].len
+							   : sizeof(err) - 1;
+		memcpy(err, k->out[1].data ? k->out[1].data : "", n);
+		err[n] = '\0';
+		call_fail(k, "BAD-REQUEST: the search failed: %s",
+			  err[0] ? err : "grep did not finish");
+		return;
+	}
+	matches = json_array();
+	p = k->out[0].data ? k->out[0].data : "";
+	end = p + k->out[0].len;
+	while (p < end) {
+		const char *nul = memchr(p, '\0', (size_t)(end - p));
+		const char *nl, *colon, *name = p;
+		size_t name_len, text_len;
+		long line;
+
+		if (!nul)
+			break;
+		nl = memchr(nul + 1, '\n', (size_t)(end - nul - 1));
+		if (!nl) {
+			truncated = true; /* the run's output was capped */
+			break;
+		}
+		colon = memchr(nul + 1, ':', (size_t)(nl - nul - 1));
+		p = nl + 1;
+		if (!colon)
+			continue;
+		if (json_array_size(matches) >= MCP_SEARCH_MATCHES_MAX) {
+			truncated = true;
+			break;
+		}
+		line = strtol(nul + 1, NULL, 10);
+		name_len = (size_t)(nul - name);
+		if (name_len > 2 && name[0] == '.' && name[1] == '/') {
+			name += 2;
+			name_len -= 2;
+		}
+		text_len = (size_t)(nl - colon - 1);
+		if (text_len > MCP_SEARCH_LINE_MAX)
+			text_len = MCP_SEARCH_LINE_MAX;
+		json_array_append_new(
+		    matches, json_pack("{s:o, s:I, s:o}", "path",
+				       text_json(name, name_len), "line",
+				       (json_int_t)line, "text",
+				       text_json(colon + 1, text_len)));
+	}
+	if (k->dropped[0] ||
+	    json_integer_value(json_object_get(
+		json_object_get(result, "bytes_dropped"), "stdout")))
+		truncated = true;
+	call_ok(k, json_pack("{s:o, s:b}", "matches", matches, "truncated",
+			     truncated));
+}
+
+static int policy_start(struct mcp_call *k)
+{
+	static const char *const known[] = {"argv", "read", "write", "cwd",
+					    NULL};
+	json_t *argv = json_object_get(k->args, "argv"), *p = json_object();
+	bool bad = false;
+	const char *rd = arg_str(k, "read", &bad);
+	const char *wr = arg_str(k, "write", &bad);
+	const char *cwd = arg_str(k, "cwd", &bad);
+	int given = !!argv + !!rd + !!wr;
+
+	if (!args_known(k, known)) {
+		json_decref(p);
+		return -EINVAL;
+	}
+	if (bad || given != 1 || (argv && !json_is_array(argv))) {
+		json_decref(p);
+		call_fail(k, "BAD-REQUEST: give exactly one of argv (an array "
+			     "of strings), read or write (a path)");
+		return -EINVAL;
+	}
+	if (argv)
+		json_object_set(p, "argv", argv);
+	if (rd)
+		json_object_set_new(p, "read", json_string(rd));
+	if (wr)
+		json_object_set_new(p, "write", json_string(wr));
+	if (cwd) {
+		char *abs = NULL;
+		if (cwd[0] != '/' &&
+		    asprintf(&abs, "%s/%s", k->m->workspace, cwd) < 0)
+			abs = NULL;
+		json_object_set_new(p, "cwd", json_string(abs ? abs : cwd));
+		free(abs);
+	}
+	return send_or_fail(k, RPC_M_POLICY_CHECK, p, true);
+}
+
+static int status_start(struct mcp_call *k)
+{
+	static const char *const known[] = {NULL};
+
+	if (!args_known(k, known))
+		return -EINVAL;
+	return send_or_fail(k, RPC_M_SESSION_STATUS,
+			    k->m->operator
+				? json_pack("{s:s}", "id", k->m->session)
+				: json_object(),
+			    false);
+}
+
+#define S_PATH                                                                 \
+	"\"path\":{\"type\":\"string\",\"description\":\"relative to the "     \
+	"workspace (the session's worktree)\"}"
+
+static const struct mcp_tool tools[] = {
+    {
+	.name = "run_command",
+	.title = "Run a command in the sandbox",
+	.description =
+	    "Run a program in spd's sandbox, in the session's workspace. argv "
+	    "is the program and its arguments (never a shell string; to use a "
+	    "shell, argv is [\"sh\",\"-c\",...], which the policy may ask a "
+	    "person about). The policy decides first: a denied call returns "
+	    "an error with the rule and its reason; an ask waits for a "
+	    "person. Output is redacted and capped at 1 MiB a stream.",
+	.input_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+	    "\"minItems\":1},"
+	    "\"cwd\":{\"type\":\"string\",\"description\":\"a directory "
+	    "inside the workspace, relative to it\"},"
+	    "\"timeout\":{\"type\":\"integer\",\"minimum\":1,"
+	    "\"description\":\"seconds\"},"
+	    "\"network\":{\"type\":\"string\",\"enum\":[\"none\","
+	    "\"loopback\",\"host\"],\"description\":\"none (default); "
+	    "loopback: a private network with its own lo; host: the "
+	    "operator's only\"}},"
+	    "\"required\":[\"argv\"],\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
+	    "\"signal\":{\"type\":\"integer\"},"
+	    "\"timed_out\":{\"type\":\"boolean\"},"
+	    "\"cancelled\":{\"type\":\"boolean\"},"
+	    "\"duration_ms\":{\"type\":[\"integer\",\"null\"]},"
+	    "\"stdout\":{\"type\":\"string\"},"
+	    "\"stderr\":{\"type\":\"string\"},"
+	    "\"bytes_dropped\":{\"type\":\"object\",\"properties\":{"
+	    "\"stdout\":{\"type\":\"integer\"},\"stderr\":{\"type\":"
+	    "\"integer\"}}},"
+	    "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":"
+	    "\"string\"}},"
+	    "\"error\":{\"type\":\"string\"}},"
+	    "\"required\":[\"exit_code\",\"timed_out\",\"stdout\","
+	    "\"stderr\"]}",
+	.destructive = true,
+	.open_world = true,
+	.start = run_start,
+	.reply = run_reply,
+    },
+    {
+	.name = "read_file",
+	.title = "Read a file",
+	.description = "Read a file of the workspace through spd (confined "
+		       "to the workspace, protected paths refused, secrets "
+		       "redacted). UTF-8 text comes back as content, other "
+		       "bytes as content_base64.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" S_PATH "},"
+			"\"required\":[\"path\"],\"additionalProperties\":"
+			"false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"path\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
+	    "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\","
+	    "\"base64\"]},"
+	    "\"content\":{\"type\":\"string\"},"
+	    "\"content_base64\":{\"type\":\"string\"}},"
+	    "\"required\":[\"path\",\"size\",\"encoding\"]}",
+	.read_only = true,
+	.idempotent = true,
+	.start = read_start,
+	.reply = reply_plain,
+    },
+    {
+	.name = "write_file",
+	.title = "Write a file",
+	.description = "Create or replace a file of the workspace with "
+		       "content (UTF-8 text), through spd's policy.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" S_PATH ","
+			"\"content\":{\"type\":\"string\"}},"
+			"\"required\":[\"path\",\"content\"],"
+			"\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{"
+			 "\"path\":{\"type\":\"string\"},"
+			 "\"size\":{\"type\":\"integer\"}},"
+			 "\"required\":[\"path\"]}",
+	.destructive = true,
+	.idempotent = true,
+	.start = write_start,
+	.reply = reply_plain,
+    },
+    {
+	.name = "edit_file",
+	.title = "Replace one exact string in a file",
+	.description =
+	    "Replace old_string with new_string in a file of the workspace. "
+	    "old_string must occur exactly once (an exact match, whitespace "
+	    "included); otherwise nothing is written and the error says how "
+	    "often it occurs.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" S_PATH ","
+			"\"old_string\":{\"type\":\"string\",\"minLength\":1},"
+			"\"new_string\":{\"type\":\"string\"}},"
+			"\"required\":[\"path\",\"old_string\",\"new_"
+			"string\"],\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{"
+			 "\"path\":{\"type\":\"string\"},"
+			 "\"size\":{\"type\":\"integer\"},"
+			 "\"replacements\":{\"type\":\"integer\"}},"
+			 "\"required\":[\"path\",\"replacements\"]}",
+	.destructive = true,
+	.start = edit_start,
+	.reply = edit_reply,
+    },
+    {
+	.name = "list_dir",
+	.title = "List a directory",
+	.description = "The entries of a directory of the workspace (the "
+		       "workspace itself without path).",
+	.input_schema = "{\"type\":\"object\",\"properties\":{" S_PATH "},"
+			"\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"path\":{\"type\":\"string\"},"
+	    "\"entries\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+	    "\"properties\":{\"name\":{\"type\":\"string\"},\"type\":{"
+	    "\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
+	    "\"mode\":{\"type\":\"integer\"},\"mtime_ns\":{\"type\":"
+	    "\"integer\"}},\"required\":[\"name\",\"type\"]}},"
+	    "\"truncated\":{\"type\":\"boolean\"},"
+	    "\"skipped\":{\"type\":\"integer\"}},"
+	    "\"required\":[\"entries\"]}",
+	.read_only = true,
+	.idempotent = true,
+	.start = list_start,
+	.reply = reply_plain,
+    },
+    {
+	.name = "search",
+	.title = "Search the workspace",
+	.description =
+	    "Find lines that contain pattern (a fixed string, or an extended "
+	    "regular expression with regex: true) in the workspace's text "
+	    "files, or under path; .git is skipped. Runs grep in the "
+	    "sandbox, so output is redacted like any run's.",
+	.input_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"pattern\":{\"type\":\"string\",\"minLength\":1},"
+	    "\"regex\":{\"type\":\"boolean\",\"default\":false},"
+	    "\"ignore_case\":{\"type\":\"boolean\",\"default\":false}," S_PATH
+	    "},\"required\":[\"pattern\"],\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"matches\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
+	    "\"properties\":{\"path\":{\"type\":\"string\"},\"line\":{"
+	    "\"type\":\"integer\"},\"text\":{\"type\":\"string\"}},"
+	    "\"required\":[\"path\",\"line\",\"text\"]}},"
+	    "\"truncated\":{\"type\":\"boolean\"}},"
+	    "\"required\":[\"matches\",\"truncated\"]}",
+	.read_only = true,
+	.idempotent = true,
+	.start = search_start,
+	.reply = search_reply,
+    },
+    {
+	.name = "policy_check",
+	.title = "Ask how the policy classifies a call",
+	.description =
+	    "How spd's policy would classify running argv, or reading or "
+	    "writing a path: allow, ask (a person decides) or deny, with the "
+	    "rule and its reason. Nothing is run.",
+	.input_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
+	    "\"minItems\":1},"
+	    "\"read\":{\"type\":\"string\"},\"write\":{\"type\":\"string\"},"
+	    "\"cwd\":{\"type\":\"string\"}},"
+	    "\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"decision\":{\"type\":\"string\",\"enum\":[\"allow\",\"ask\","
+	    "\"deny\",\"bad-request\"]},"
+	    "\"rule\":{\"type\":\"string\"},\"reason\":{\"type\":"
+	    "\"string\"},\"resolved\":{\"type\":\"object\"}},"
+	    "\"required\":[\"decision\",\"rule\",\"reason\"]}",
+	.read_only = true,
+	.idempotent = true,
+	.start = policy_start,
+	.reply = reply_plain,
+    },
+    {
+	.name = "session_status",
+	.title = "The session's state",
+	.description = "The session this server acts in: its id, state "
+		       "(active, attempt-ended, ended), worktree, branch, "
+		       "commands run and calls the policy blocked.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{},"
+			"\"additionalProperties\":false}",
+	.output_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"id\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},"
+	    "\"worktree\":{\"type\":\"string\"},\"branch\":{\"type\":"
+	    "\"string\"},\"commands\":{\"type\":\"integer\"},"
+	    "\"policy_blocks\":{\"type\":\"integer\"}},"
+	    "\"required\":[\"id\",\"state\"]}",
+	.read_only = true,
+	.idempotent = true,
+	.start = status_start,
+	.reply = reply_plain,
+    },
+};
+
+/* ---- MCP methods ---------------------------------------------------------- */
+
+static void on_initialize(struct mcp *m, json_t *id, json_t *params)
+{
+	const char *asked =
+	    json_string_value(json_object_get(params, "protocolVersion"));
+	json_t *el = json_object_get(json_object_get(params, "capabilities"),
+				     "elicitation");
+
+	m->version = mcp_versions[0];
+	for (size_t i = 0; asked && i < ARRAY_SIZE(mcp_versions); i++)
+		if (strcmp(asked, mcp_versions[i]) == 0)
+			m->version = mcp_versions[i];
+	/* Form mode: declared as "form", or an empty elicitation object
+	 * (what 2025-06-18 clients send). */
+	m->elicit = json_is_object(el) && (json_object_get(el, "form") ||
+					   !json_object_get(el, "url"));
+	m->initialized = true;
+	mcp_result(
+	    m, id,
+	    json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}",
+		      "protocolVersion", m->version, "capabilities", "tools",
+		      "listChanged", 0, "serverInfo", "name", "spctl-mcp",
+		      "title", "spd (sandboxed, policy-checked tools)",
+		      "version", SPD_VERSION, "instructions",
+		      "Every tool runs through spd: its policy may deny a "
+		      "call (the error names the rule) or make it wait for a "
+		      "person; commands run in a sandbox without network "
+		      "unless asked; secrets in output are redacted."));
+}
+
+static json_t *tool_json(struct mcp *m, const struct mcp_tool *t)
+{
+	json_t *sc = json_object_get(m->schemas, t->name);
+	json_t *o = json_pack(
+	    "{s:s, s:s, s:O, s:{s:s, s:b, s:b, s:b, s:b}}", "name", t->name,
+	    "description", t->description, "inputSchema",
+	    json_object_get(sc, "input"), "annotations", "title", t->title,
+	    "readOnlyHint", t->read_only, "destructiveHint", t->destructive,
+	    "idempotentHint", t->idempotent, "openWorldHint", t->open_world);
+
+	if (mcp_at_least(m, "2025-06-18")) {
+		json_object_set_new(o, "title", json_string(t->title));
+		json_object_set(o, "outputSchema",
+				json_object_get(sc, "output"));
+	}
+	return o;
+}
+
+static void on_tools_list(struct mcp *m, json_t *id)
+{
+	json_t *arr = json_array();
+
+	for (size_t i = 0; i < ARRAY_SIZE(tools); i++)
+		json_array_append_new(arr, tool_json(m, &tools[i]));
+	mcp_result(m, id, json_pack("{s:o}", "tools", arr));
+}
+
+static void on_tools_call(struct mcp *m, json_t *id, json_t *params)
+{
+	const char *name = json_string_value(json_object_get(params, "name"));
+	json_t *args = json_object_get(params, "arguments");
+	const struct mcp_tool *t = NULL;
+	struct mcp_call *k;
+	char errbuf[512];
+	int slot = -1, r;
+
+	for (size_t i = 0; name && i < ARRAY_SIZE(tools); i++)
+		if (strcmp(name, tools[i].name) == 0)
+			t = &tools[i];
+	if (!t) {
+		/* The spec's one protocol error for a call: an unknown
+		 * tool. */
+		mcp_error(m, id, -32602, "unknown tool: %s",
+			  name ? name : "(no name)");
+		return;
+	}
+	for (int i = 0; i < MCP_CALLS_MAX; i++)
+		if (!m->calls[i]) {
+			slot = i;
+			break;
+		}
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		mcp_error(m, id, -32603, "out of memory");
+		return;
+	}
+	k->m = m;
+	k->tool = t;
+	k->id = json_incref(id);
+	k->spd.fd = -1;
+	k->progress = json_incref(
+	    json_object_get(json_object_get(params, "_meta"), "progressToken"));
+	k->args = args ? json_incref(args) : json_object();
+	if (!json_is_object(k->args)) {
+		call_fail(k, "BAD-REQUEST: arguments must be an object");
+		goto out;
+	}
+	if (slot < 0) {
+		call_fail(k,
+			  "LIMIT: %d tool calls are in flight already; wait "
+			  "for one to finish",
+			  MCP_CALLS_MAX);
+		goto out;
+	}
+	r = client_open(&k->spd, errbuf, sizeof(errbuf));
+	if (r < 0) {
+		call_fail(k, "INTERNAL: %s", errbuf);
+		goto out;
+	}
+	if (t->start(k) < 0 || k->done)
+		goto out;
+	m->calls[slot] = k;
+	return;
+out:
+	call_free(k);
+}
+
+/* notifications/cancelled: the call's connection to spd is closed, which
+ * kills its run; the request gets no answer (as the spec says). */
+static void on_cancelled(struct mcp *m, json_t *params)
+{
+	json_t *rid = json_object_get(params, "requestId");
+
+	for (int i = 0; rid && i < MCP_CALLS_MAX; i++) {
+		struct mcp_call *k = m->calls[i];
+		if (k && json_equal(k->id, rid)) {
+			fprintf(stderr,
+				"spctl mcp: %s cancelled by the client\n",
+				k->tool->name);
+			m->calls[i] = NULL;
+			call_free(k);
+		}
+	}
+}
+
+/* A response from the client: the answer to an elicitation. */
+static void on_response(struct mcp *m, json_t *msg)
+{
+	json_t *id = json_object_get(msg, "id");
+
+	for (int i = 0; json_is_integer(id) && i < MCP_CALLS_MAX; i++) {
+		struct mcp_call *k = m->calls[i];
+		if (k && k->elicit_id == json_integer_value(id)) {
+			call_elicited(k, json_object_get(msg, "result"),
+				      json_object_get(msg, "error"));
+			return;
+		}
+	}
+}
+
+static void on_message(struct mcp *m, const char *line, size_t n)
+{
+	json_error_t je;
+	json_t *msg, *id, *vm, *params;
+	const char *method;
+
+	while (n > 0 && (line[n - 1] == '\r' || line[n - 1] == ' ' ||
+			 line[n - 1] == '\t'))
+		n--;
+	if (n == 0)
+		return;
+	msg = json_loadb(line, n, JSON_REJECT_DUPLICATES, &je);
+	if (!msg) {
+		fprintf(stderr, "spctl mcp: malformed JSON from the client: ");
+		ts_fputs(stderr, je.text);
+		fputc('\n', stderr);
+		mcp_error(m, NULL, -32700, "parse error: %s", je.text);
+		mcp_refused(m, "malformed-json", je.text);
+		return;
+	}
+	id = json_object_get(msg, "id");
+	vm = json_object_get(msg, "method");
+	params = json_object_get(msg, "params");
+	if (!json_is_object(msg) ||
+	    !json_is_string(json_object_get(msg, "jsonrpc")) ||
+	    strcmp(json_string_value(json_object_get(msg, "jsonrpc")), "2.0") !=
+		0 ||
+	    (id && !json_is_string(id) && !json_is_integer(id)) ||
+	    (vm && !json_is_string(vm)) ||
+	    (params && !json_is_object(params))) {
+		mcp_error(
+		    m, (json_is_string(id) || json_is_integer(id)) ? id : NULL,
+		    -32600,
+		    "invalid request: not a JSON-RPC 2.0 message "
+		    "(jsonrpc \"2.0\", a string or integer id, params "
+		    "an object)");
+		mcp_refused(m, "invalid-request", "not a JSON-RPC 2.0 message");
+		goto out;
+	}
+	if (!vm) {
+		if (id && (json_object_get(msg, "result") ||
+			   json_object_get(msg, "error")))
+			on_response(m, msg);
+		goto out;
+	}
+	method = json_string_value(vm);
+	if (!id) {
+		if (strcmp(method, "notifications/cancelled") == 0)
+			on_cancelled(m, params);
+		/* notifications/initialized and the rest need nothing. */
+		goto out;
+	}
+	if (strcmp(method, "initialize") == 0) {
+		on_initialize(m, id, params);
+	} else if (strcmp(method, "ping") == 0) {
+		mcp_result(m, id, json_object());
+	} else if (!m->initialized) {
+		mcp_error(m, id, -32600,
+			  "not initialized: send initialize first");
+	} else if (strcmp(method, "tools/list") == 0) {
+		on_tools_list(m, id);
+	} else if (strcmp(method, "tools/call") == 0) {
+		on_tools_call(m, id, params);
+	} else {
+		fprintf(stderr, "spctl mcp: unknown method from the client: ");
+		ts_fputs(stderr, method);
+		fputc('\n', stderr);
+		mcp_error(m, id, -32601, "method not found: %s", method);
+		mcp_refused(m, "unknown-method", method);
+	}
+out:
+	json_decref(msg);
+}
+
+/* Read stdin and handle each complete line.  Returns 0, or -EPIPE when the
+ * client has gone (end of input). */
+static int on_stdin(struct mcp *m)
+{
+	ssize_t r;
+	size_t start = 0;
+
+	if (buf_reserve(&m->in, 65536) < 0)
+		return -ENOMEM;
+	r = read(m->in_fd, m->in.data + m->in.len, 65536);
+	if (r < 0)
+		return errno == EINTR || errno == EAGAIN ? 0 : -errno;
+	if (r == 0)
+		return -EPIPE;
+	m->in.len += (size_t)r;
+	for (;;) {
+		char *nl = memchr(m->in.data + start, '\n', m->in.len - start);
+		size_t n;
+
+		if (!nl)
+			break;
+		n = (size_t)(nl - (m->in.data + start));
+		if (m->skipping)
+			m->skipping = false; /* the end of the oversized one */
+		else
+			on_message(m, m->in.data + start, n);
+		start += n + 1;
+	}
+	buf_consume(&m->in, start);
+	if (m->in.len > MCP_MESSAGE_MAX) {
+		/* Too long to be a message spd could carry out: refused,
+		 * and the rest of it thrown away as it comes. */
+		if (!m->skipping) {
+			fprintf(stderr,
+				"spctl mcp: a message over %d bytes from the "
+				"client was refused\n",
+				MCP_MESSAGE_MAX);
+			mcp_error(m, NULL, -32600,
+				  "message too large: over %d bytes",
+				  MCP_MESSAGE_MAX);
+			mcp_refused(m, "too-large",
+				    "a message over the 1 MiB limit");
+		}
+		m->skipping = true;
+		buf_reset(&m->in);
+	}
+	return 0;
+}
+
+/* ---- the command ---------------------------------------------------------- */
+
+static int mcp_usage(void)
+{
+	fprintf(stderr, "usage: spctl mcp [--session ID]\n");
+	return CMD_EXIT_USAGE;
+}
+
+/* The session's worktree, and a check that the session exists and the
+ * token acts in it.  Returns 0 or an exit code. */
+static int mcp_session(struct mcp *m)
+{
+	json_t *res = NULL;
+	int ex = 0;
+
+	res = cmd_call(RPC_M_SESSION_STATUS,
+		       m->operator? json_pack("{s:s}", "id", m->session)
+				  : json_object(),
+		       &ex);
+	if (!res)
+		return ex ? ex : CMD_EXIT_SPD;
+	if (!json_is_string(json_object_get(res, "worktree")) ||
+	    !json_is_string(json_object_get(res, "id"))) {
+		fprintf(stderr, "spctl mcp: spd did not say where the session "
+				"works\n");
+		json_decref(res);
+		return CMD_EXIT_SPD;
+	}
+	free(m->session);
+	m->session = strdup(json_string_value(json_object_get(res, "id")));
+	m->workspace =
+	    strdup(json_string_value(json_object_get(res, "worktree")));
+	json_decref(res);
+	return m->session && m->workspace ? 0 : CMD_EXIT_SPD;
+}
+
+int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	struct mcp m = {.in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO};
+	const char *agent = getenv("SPD_SESSION_TOKEN");
+	int ex = 0;
+
+	(void)ctx;
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--session") == 0 && i + 1 < argc) {
+			free(m.session);
+			m.session = strdup(argv[++i]);
+		} else {
+			return mcp_usage();
+		}
+	}
+	if (m.session && agent && *agent) {
+		fprintf(stderr,
+			"spctl mcp: --session acts as the operator, but "
+			"SPD_SESSION_TOKEN is set: use one or the other\n");
+		free(m.session);
+		return CMD_EXIT_USAGE;
+	}
+	if (!m.session && !(agent && *agent)) {
+		fprintf(stderr,
+			"spctl mcp: no session: the operator starts one with "
+			"`spctl session start FEATURE --repo DIR` and passes "
+			"its id with --session ID, or gives the agent the "
+			"token it printed as SPD_SESSION_TOKEN\n");
+		return CMD_EXIT_USAGE;
+	}
+	m.operator= m.session != NULL;
+	/* A client that goes away must not kill spctl mid-write: the
+	 * write fails and the calls are cancelled. */
+	signal(SIGPIPE, SIG_IGN);
+	ex = mcp_session(&m);
+	if (ex)
+		goto out;
+	m.schemas = json_object();
+	for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
+		json_error_t je;
+		json_t *in = json_loads(tools[i].input_schema, 0, &je);
+		json_t *outs = json_loads(tools[i].output_schema, 0, &je);
+		if (!in || !outs) {
+			fprintf(stderr, "spctl mcp: %s's schema: %s\n",
+				tools[i].name, je.text);
+			json_decref(in);
+			json_decref(outs);
+			ex = CMD_EXIT_SPD;
+			goto out;
+		}
+		json_object_set_new(
+		    m.schemas, tools[i].name,
+		    json_pack("{s:o, s:o}", "input", in, "output", outs));
+	}
+	fprintf(stderr, "spctl mcp: serving session %s (%s) on stdio\n",
+		m.session, m.operator? "operator" : "agent");
+	for (;;) {
+		struct pollfd pfd[1 + MCP_CALLS_MAX];
+		int idx[1 + MCP_CALLS_MAX], n = 0, timeout = -1, r;
+		int64_t now = now_ms();
+
+		pfd[n].fd = m.in_fd;
+		pfd[n].events = POLLIN;
+		idx[n++] = -1;
+		for (int i = 0; i < MCP_CALLS_MAX; i++) {
+			struct mcp_call *k = m.calls[i];
+			if (!k)
+				continue;
+			pfd[n].fd = k->spd.fd;
+			pfd[n].events = POLLIN;
+			idx[n++] = i;
+			if (k->approval && !k->elicit_id && k->progress) {
+				int64_t d = k->next_wait_progress_ms - now;
+				if (d < 0)
+					d = 0;
+				if (timeout < 0 || d < timeout)
+					timeout = (int)d;
+			}
+		}
+		r = poll(pfd, (nfds_t)n, timeout);
+		if (r < 0 && errno != EINTR) {
+			ex = CMD_EXIT_SPD;
+			break;
+		}
+		for (int j = 1; r > 0 && j < n; j++) {
+			struct mcp_call *k = m.calls[idx[j]];
+			if (k &&
+			    (pfd[j].revents & (POLLIN | POLLHUP | POLLERR)))
+				call_readable(k);
+		}
+		if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			if (on_stdin(&m) < 0)
+				break;
+		}
+		now = now_ms();
+		for (int i = 0; i < MCP_CALLS_MAX; i++) {
+			struct mcp_call *k = m.calls[i];
+			if (k && !k->done && k->approval && !k->elicit_id &&
+			    k->progress && now >= k->next_wait_progress_ms)
+				wait_progress(k);
+			if (k && k->done) {
+				m.calls[i] = NULL;
+				call_free(k);
+			}
+		}
+		if (m.out_broken)
+			break;
+	}
+	/* The client went away: every call still in flight is cancelled
+	 * (spd kills its run and journals why). */
+	for (int i = 0; i < MCP_CALLS_MAX; i++)
+		if (m.calls[i]) {
+			fprintf(stderr,
+				"spctl mcp: the client went away; %s "
+				"cancelled\n",
+				m.calls[i]->tool->name);
+			call_free(m.calls[i]);
+			m.calls[i] = NULL;
+		}
+out:
+	buf_free(&m.in);
+	json_decref(m.schemas);
+	free(m.session);
+	free(m.workspace);
+	return ex;
+}
