@@ -1,3 +1,8 @@
+/*
+ * spctl's side of the socket (client/client.h): finding and starting spd
+ * on demand (it detaches and lets go of the caller's descriptors), the
+ * token, and one call with its notifications and its answer.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>

@@ -1,3 +1,8 @@
+/*
+ * spctl's smaller commands (ping, status, doctor, journal, approvals,
+ * approve, deny, secrets) and what they share: calling spd, printing its
+ * errors and what an agent chose through termsafe.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,7 @@
+/*
+ * The step trace (common/trace.h): stamps appended to the file
+ * SPD_TRACE names, one line each, for bench/trace.
+ */
 #include "common/trace.h"
 
 #include <errno.h>

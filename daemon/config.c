@@ -1,3 +1,8 @@
+/*
+ * spd.conf (daemon/config.h), read with libgit2's config API: the
+ * [sandbox], [secrets], [journal] and [limits] keys, each checked and
+ * refused with the key's name when out of range.
+ */
 #include <errno.h>
 #include <git2.h>
 #include <pwd.h>

@@ -1,3 +1,7 @@
+/*
+ * spd's log (daemon/log.h): stderr in the foreground (with syslog
+ * priorities when it is the journal), else spd.log; every line redacted.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>

@@ -1,3 +1,7 @@
+/*
+ * Starting and stopping the modules between the journal and the socket
+ * (daemon/modules.h), in one order.
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,8 @@
+/*
+ * Turns, their minted keys and budgets (daemon/broker/broker.h): the
+ * [broker] configuration, reserve and settle, the handlers of turn.begin,
+ * turn.end and turn.list.
+ */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <git2.h>

@@ -1,3 +1,9 @@
+/*
+ * The broker's HTTP endpoint (daemon/broker/gateway.h): turn keys
+ * checked and replaced by the provider's, the worst case reserved, the
+ * request forwarded with libcurl multi on spd's loop and the response
+ * streamed back through the redactor, usage settled; model.call.
+ */
 #include <curl/curl.h>
 #include <arpa/inet.h>
 #include <ctype.h>

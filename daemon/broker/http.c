@@ -1,3 +1,7 @@
+/*
+ * Parsing one untrusted HTTP/1.1 request with http-parser
+ * (daemon/broker/http.h), bounded, refusing request smuggling.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>

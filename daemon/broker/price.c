@@ -1,3 +1,7 @@
+/*
+ * The price table (daemon/broker/price.h): shipped prices, spd.conf
+ * overrides, its hash, a call's worst case, exact picodollar arithmetic.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <git2.h>

@@ -1,3 +1,7 @@
+/*
+ * Reading what a provider says a call used (daemon/broker/usage.h) from
+ * its JSON or its server-sent events as they stream past.
+ */
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>

@@ -1,3 +1,8 @@
+/*
+ * spd's side of sandboxd (daemon/domain/sbx.h): starting the spawner with
+ * no environment, typed messages over the socketpair, a run's output
+ * pipes, its end, and sandboxd restarted when it dies.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>

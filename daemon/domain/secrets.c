@@ -1,3 +1,8 @@
+/*
+ * Provider keys and other secrets (daemon/domain/secrets.h): loaded from
+ * the environment file and spd's own environment, never logged, turned
+ * into the redaction set every output and journal row passes.
+ */
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,8 @@
+/*
+ * The client socket (daemon/transport/server.h): connections, peer
+ * credentials, frames, the call machinery of call.h, journaling every
+ * request, journal.follow's followers.
+ */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

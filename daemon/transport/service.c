@@ -1,3 +1,7 @@
+/*
+ * Socket activation and readiness without libsystemd
+ * (daemon/transport/service.h).
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>

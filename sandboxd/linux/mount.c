@@ -1,3 +1,8 @@
+/*
+ * A run's mount plan (sandboxd/linux/mount.h): built in sandboxd from the
+ * request, applied in the run's own mount namespace (async-signal-safe),
+ * including the hard-link check of the writable paths.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <dirent.h>

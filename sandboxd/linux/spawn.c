@@ -1,3 +1,8 @@
+/*
+ * Starting, watching and ending one sandboxed run
+ * (sandboxd/linux/spawn.h): namespaces, the mount plan, Landlock,
+ * seccomp, capabilities, the uid switch, the run's init.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
