@@ -78,7 +78,6 @@ DAEMON_SRC := $(filter-out daemon/main.c,$(wildcard daemon/*.c daemon/*/*.c))
 SBX_SRC := $(filter-out sandboxd/main.c,$(wildcard sandboxd/*.c sandboxd/linux/*.c))
 CLIENT_SRC := $(filter-out client/main.c,$(wildcard client/*.c))
 UNIT_SRC := $(wildcard tests/unit/test_*.c tests/integration/test_*.c)
-HELPER_SRC := $(wildcard tests/helpers/*.c)
 TESTLIB_SRC := $(wildcard tests/lib/*.c)
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 BENCH_SRC := $(wildcard bench/*.c)
@@ -93,7 +92,6 @@ LIBTEST := $(BUILD)/libtest.a
 
 PROGS := $(BUILD)/spd $(BUILD)/sandboxd $(BUILD)/spctl
 UNIT_BINS := $(patsubst %.c,$(BUILD)/tests/%,$(notdir $(UNIT_SRC)))
-HELPER_BINS := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC))
 BENCH_BINS := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all check unit asan fuzz fuzz-long bench format format-check install uninstall clean help deps demo
@@ -156,11 +154,6 @@ $(BUILD)/tests/$(basename $(notdir $(1))): $(call obj,$(1)) $(TEST_LINK)
 endef
 $(foreach t,$(UNIT_SRC),$(eval $(call TESTBIN,$(t))))
 
-$(BUILD)/tests/helpers/%: $(call obj,tests/helpers/%.c) $(LIBCOMMON)
-	@mkdir -p $(dir $@)
-	$(if $(Q),@echo "  LD      $@")
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) -lpthread
-
 $(BUILD)/bench/%: $(call obj,bench/%.c) $(TEST_LINK)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
@@ -175,7 +168,7 @@ demo: $(PROGS)
 
 # The whole suite: unit suites, integration tests against a real spd,
 # the escape suite.  tests/run prints one closing "N passed, N failed" line.
-check: deps $(PROGS) $(UNIT_BINS) $(HELPER_BINS)
+check: deps $(PROGS) $(UNIT_BINS)
 	BUILD=$(BUILD) ./tests/run
 
 unit: $(UNIT_BINS)
@@ -194,7 +187,7 @@ fuzz-long: FUZZ_TIME = 3600
 fuzz-long:
 	FUZZ_RECORD=tests/fuzz/README.md ./tests/fuzz/run $(FUZZ_TIME)
 
-bench: $(PROGS) $(BENCH_BINS) $(HELPER_BINS)
+bench: $(PROGS) $(BENCH_BINS)
 	BUILD=$(BUILD) ./bench/run
 
 FORMAT_FILES = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
