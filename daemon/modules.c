@@ -14,6 +14,7 @@
 #include "daemon/modules.h"
 #include "daemon/methods/run.h"
 #include "daemon/domain/sbx.h"
+#include "daemon/domain/linkwatch.h"
 #include "daemon/spd.h"
 
 /* The last probe of the sandbox layers, for daemon.status. */
@@ -117,6 +118,8 @@ void modules_close(struct spd *spd, void (*cb)(void *data), void *data)
 	struct sbx *s = spd->sbx;
 
 	spd->sbx = NULL;
+	linkwatch_free(spd->linkwatch);
+	spd->linkwatch = NULL;
 	broker_stop(spd);
 	gate_stop(spd);
 	if (!cc) {

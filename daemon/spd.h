@@ -25,6 +25,7 @@ struct rpc_call;
 struct run_request;
 struct quota;
 struct broker;
+struct linkwatch;
 
 /* Sandbox mode: required refuses a run that cannot get every layer
  * (SANDBOX-UNAVAILABLE); best-effort runs it and says what is missing. */
@@ -78,6 +79,9 @@ struct spd {
 	struct approvals *approvals;
 	struct quota *quota; /* per-session quotas (daemon/transport/quota.h) */
 	struct broker *broker; /* the model broker (daemon/broker/broker.h) */
+	/* The workspaces' hard-link lists (daemon/domain/linkwatch.h); made
+	 * on the first run, NULL before. */
+	struct linkwatch *linkwatch;
 	/* Session-token check, set when the session store is up: stores the
 	 * token's session id (malloc'd) and returns 0, or -EACCES. */
 	int (*session_auth)(struct spd *spd, const char *token,

@@ -41,6 +41,28 @@ static bool list_is_paths(int i)
 	       i == SBXP_L_RO_BINDS;
 }
 
+/* A link name as spd's walk makes them: relative, no empty, "." or ".."
+ * component.  Together with strict strcmp order this makes two entries
+ * two different names, so that sandboxd never counts one name twice (a
+ * name counted twice would hide a link outside). */
+static bool link_name_ok(const char *s, const char *prev)
+{
+	const char *c = s;
+
+	if (!s[0] || s[0] == '/' || (prev && strcmp(prev, s) >= 0))
+		return false;
+	for (;;) {
+		size_t n = strcspn(c, "/");
+
+		if (n == 0 || (n == 1 && c[0] == '.') ||
+		    (n == 2 && c[0] == '.' && c[1] == '.'))
+			return false;
+		if (!c[n])
+			return true;
+		c += n + 1;
+	}
+}
+
 static int put_str(struct sbxp_run *m, size_t *off, const char *s)
 {
 	size_t n = strlen(s) + 1;
@@ -77,6 +99,10 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 				return -SPD_ETOOBIG;
 			if (list_is_paths(i) && lists[i][n][0] != '/')
 				return -EINVAL;
+			if (i == SBXP_L_LINKS &&
+			    !link_name_ok(lists[i][n],
+					  n ? lists[i][n - 1] : NULL))
+				return -EINVAL;
 			if ((r = put_str(m, &off, lists[i][n])) < 0)
 				return r;
 		}
@@ -84,6 +110,10 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 			npaths += n;
 		if (i == SBXP_L_RO_BINDS &&
 		    (n % 2 || n > 2 * SBXP_RO_BINDS_MAX))
+			return -EINVAL;
+		if (i == SBXP_L_LINKS &&
+		    (n > SBXP_LINKS_MAX ||
+		     (n && !(m->flags & SBXP_RUN_LINKS_LISTED))))
 			return -EINVAL;
 		m->counts[i] = n;
 	}
@@ -120,7 +150,9 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 	}
 	if (m->counts[SBXP_L_ARGV] == 0 || npaths > SBXP_PATHS_MAX ||
 	    m->counts[SBXP_L_RO_BINDS] % 2 ||
-	    m->counts[SBXP_L_RO_BINDS] > 2 * SBXP_RO_BINDS_MAX)
+	    m->counts[SBXP_L_RO_BINDS] > 2 * SBXP_RO_BINDS_MAX ||
+	    m->counts[SBXP_L_LINKS] > SBXP_LINKS_MAX ||
+	    (m->counts[SBXP_L_LINKS] && !(m->flags & SBXP_RUN_LINKS_LISTED)))
 		return -SPD_EPROTO;
 
 	storage = calloc(total + SBXP_L__COUNT, sizeof(*storage));
@@ -146,6 +178,9 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 			if (p >= end)
 				goto bad;
 			if (list_is_paths(i) && p[0] != '/')
+				goto bad;
+			if (i == SBXP_L_LINKS &&
+			    !link_name_ok(p, n ? storage[slot - 1] : NULL))
 				goto bad;
 			storage[slot++] = p;
 			p += strlen(p) + 1;

@@ -39,6 +39,11 @@
  * binds) together: each
  * becomes a mount and maybe a Landlock rule (SBX_LANDLOCK_MAX_PATHS). */
 #define SBXP_PATHS_MAX 64
+/* Names of a RUN's link list (SBXP_L_LINKS): the workspace's names of
+ * multi-linked files that spd's watch knows of.  A workspace with more
+ * (git clone --local hard-links every object) gets the full walk in
+ * sandboxd instead, which is what a list that long would cost anyway. */
+#define SBXP_LINKS_MAX SBXP_LIST_MAX
 /* Read-only bind pairs of a RUN (the held-out checks need one). */
 #define SBXP_RO_BINDS_MAX 8
 /* File descriptors with a RUN: the write ends of stdout and stderr. */
@@ -78,6 +83,10 @@ enum sbxp_list {
 	SBXP_L_EMPTY,	 /* files that read as empty (absolute) */
 	SBXP_L_RO_BINDS, /* pairs: host dir, where it is seen read-only
 			    inside the workspace (both absolute) */
+	SBXP_L_LINKS,	 /* with SBXP_RUN_LINKS_LISTED: every name below
+			    the workspace (relative, canonical, in strcmp
+			    order, no duplicate) whose file has more than
+			    one link */
 	SBXP_L__COUNT,
 };
 
@@ -93,7 +102,14 @@ enum sbxp_rlimit {
 /* Run even where a layer is missing, with one warning per missing layer
  * (docs/design.md: mode = best-effort).  Without it such a run is refused. */
 #define SBXP_RUN_BEST_EFFORT 0x1u
-#define SBXP_RUN__FLAGS 0x1u
+/* SBXP_L_LINKS is complete: spd's inotify watch of the workspace saw
+ * nothing since its last walk that could have added a multi-linked name
+ * it does not list (docs/sandbox.md, "Hard links").  sandboxd then checks
+ * the listed names instead of walking the workspace, and walks it in full
+ * whenever a listed name cannot be judged (the list is only a hint: a
+ * stale one never leaves a name writable that the walk would bind). */
+#define SBXP_RUN_LINKS_LISTED 0x2u
+#define SBXP_RUN__FLAGS 0x3u
 
 struct sbxp_run {
 	uint32_t net;	     /* enum sbx_net */
@@ -183,7 +199,10 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
  * Refuses (-SPD_EPROTO) a length that is not exactly the fixed part plus
  * strtab_len, counts that do not match the strings, relative paths, an
  * empty argv, an odd number of read-only bind entries, unknown flags or
- * a net mode out of range.  On success fills
+ * a net mode out of range, a link list without SBXP_RUN_LINKS_LISTED
+ * or past SBXP_LINKS_MAX, or a link name that is not canonical (empty,
+ * absolute, an empty, "." or ".." component, a trailing slash) or not
+ * strictly after the one before it in strcmp order.  On success fills
  * *ret (free with sbxp_run_view_free; it points into body, which must
  * outlive it) and returns 0; -ENOMEM or -SPD_EPROTO otherwise.
  */

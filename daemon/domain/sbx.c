@@ -616,7 +616,7 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	struct sbx_run *r = NULL;
 	uv_file p[2][2] = {{-1, -1}, {-1, -1}};
 	const char *home = spec->home ? spec->home : getenv("HOME");
-	long len;
+	long len = -EINVAL;
 	int fds[2], rc;
 
 	if (s->closing)
@@ -641,6 +641,7 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	lists[SBXP_L_READONLY] = L(spec->readonly);
 	lists[SBXP_L_EMPTY] = L(spec->empty_files);
 	lists[SBXP_L_RO_BINDS] = L(spec->ro_binds);
+	lists[SBXP_L_LINKS] = (const char *const *)empty_list;
 #undef L
 	memset(enc, 0, sizeof(*enc));
 	enc->net = (uint32_t)spec->net;
@@ -650,8 +651,23 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	enc->run_uid = spec->run_uid;
 	enc->run_gid = spec->run_gid;
 	memcpy(enc->rlimits, spec->rlimits, sizeof(enc->rlimits));
-	len = sbxp_run_encode(enc, spec->workspace, spec->cwd,
-			      home && home[0] == '/' ? home : NULL, lists);
+	if (spec->link_names) {
+		enc->flags |= SBXP_RUN_LINKS_LISTED;
+		lists[SBXP_L_LINKS] = (const char *const *)spec->link_names;
+		len = sbxp_run_encode(enc, spec->workspace, spec->cwd,
+				      home && home[0] == '/' ? home : NULL,
+				      lists);
+		/* A list that does not fit leaves the check to the full
+		 * walk: the list only ever saves time. */
+		if (len < 0) {
+			enc->flags &= ~SBXP_RUN_LINKS_LISTED;
+			lists[SBXP_L_LINKS] = (const char *const *)empty_list;
+		}
+	}
+	if (!(enc->flags & SBXP_RUN_LINKS_LISTED))
+		len = sbxp_run_encode(enc, spec->workspace, spec->cwd,
+				      home && home[0] == '/' ? home : NULL,
+				      lists);
 	if (len < 0)
 		return (int)len;
 	r = calloc(1, sizeof(*r));

@@ -59,6 +59,11 @@ struct sbx_spec {
 	 * in the run's view only: the host's workspace never gets an entry
 	 * (docs/sandbox.md, "Read-only binds"). */
 	char *const *ro_binds;
+	/* NULL: sandboxd walks the workspace for hard links.  Else every
+	 * name below the workspace whose file has more than one link, as
+	 * daemon/domain/linkwatch.h gives them (relative, strcmp order); a
+	 * list that is too long for the message is dropped (the walk). */
+	const char *const *link_names;
 	bool best_effort;	   /* run even if a layer is missing */
 	uint32_t run_uid, run_gid; /* when spd is root; 0: nobody/nogroup */
 	uint64_t rlimits[SBXP_RLIM__COUNT]; /* 0: sandboxd's defaults */

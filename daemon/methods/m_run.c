@@ -18,6 +18,7 @@
 #include "daemon/config.h"
 #include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
+#include "daemon/domain/linkwatch.h"
 #include "daemon/log.h"
 #include "daemon/transport/handlers.h"
 #include "daemon/transport/quota.h"
@@ -678,6 +679,20 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	spec.run_uid = spd->config.run_uid;
 	spec.run_gid = spd->config.run_gid;
 	spec.output_cap = spd->config.output_cap;
+	/* The hard-link check from spd's watch of the workspace instead of
+	 * sandboxd's walk of it (docs/sandbox.md, "Hard links"); only where
+	 * the workspace is the one tree the check covers. */
+	if (!writable.n) {
+		const char *const *names;
+
+		if (!spd->linkwatch)
+			linkwatch_new(spd->loop, &spd->linkwatch);
+		if (spd->linkwatch &&
+		    linkwatch_names(spd->linkwatch, req->workspace, &names) ==
+			1)
+			spec.link_names = names;
+		trace_stamp("linklist");
+	}
 	outf_init(&rc->outf, spd);
 	{
 		/* A run that cannot be journaled does not run: the journal

@@ -942,6 +942,16 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	}
 	if (!p.write_paths && (r = add_write_path(&p, "/tmp")) < 0)
 		goto out;
+	{
+		size_t walked = 0;
+
+		for (size_t i = 0; i < p.n; i++)
+			walked += p.ops[i].link_walk;
+		/* The list names the workspace's entries only, and a
+		 * rebuilt directory shows them through binds of their own. */
+		if (walked == 1 && !(in->ro_binds && in->ro_binds[0]))
+			p.link_names = in->link_names;
+	}
 	free(writable);
 	*ret = p;
 	return 0;
@@ -1551,6 +1561,130 @@ static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
 	return r;
 }
 
+/*
+ * The check from spd's list (mountplan_in.link_names): the same two
+ * passes, over the listed names instead of the tree.  The list holds
+ * every name below the workspace whose file was multi-linked when spd
+ * last looked, and only the names of multi-linked files count in the
+ * walk, so judging exactly these names decides as the walk would.  What
+ * the list cannot make worse: a name that has gone is not there to
+ * write through; a name whose file now has one link needs nothing; a
+ * file whose link count went up since spd looked is judged on st_nlink
+ * as it is now.  Names are resolved beneath the workspace without
+ * symlinks or mount crossings, and the list is canonical and strictly
+ * ordered (proto/sandbox.c), so no name is counted twice.  A name on
+ * another mount is skipped when that mount is read-only (the walk does
+ * not count or walk those) and otherwise sends the check back to the full
+ * walk (-EXDEV), as does any failure to judge a name.
+ */
+static int links_list_open(int root, const char *name)
+{
+	struct open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
+			       .resolve =
+				   RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+				   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
+	struct statfs sfs;
+	long fd;
+
+	fd = syscall(SYS_openat2, root, name, &how, sizeof(how));
+	if (fd >= 0)
+		return (int)fd;
+	if (errno == ENOENT || errno == ENOTDIR)
+		return -ENOENT;
+	if (errno != EXDEV)
+		return -errno;
+	how.resolve &= ~(uint64_t)RESOLVE_NO_XDEV;
+	fd = syscall(SYS_openat2, root, name, &how, sizeof(how));
+	if (fd < 0)
+		return errno == ENOENT || errno == ENOTDIR ? -ENOENT : -errno;
+	if (fstatfs((int)fd, &sfs) < 0 || !(sfs.f_flags & ST_RDONLY) ||
+	    sfs.f_type == TMPFS_MAGIC) {
+		close((int)fd);
+		return -EXDEV;
+	}
+	close((int)fd);
+	return -ENOENT;
+}
+
+static int links_list_pass(struct links_walk *w, int root,
+			   const char *const *names, int pass)
+{
+	for (size_t i = 0; names[i]; i++) {
+		struct links_slot *s;
+		struct statx sx;
+		int fd = links_list_open(root, names[i]), r = 0;
+
+		if (fd == -ENOENT)
+			continue;
+		if (fd < 0)
+			return fd;
+		if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
+			  STATX_TYPE | STATX_NLINK | STATX_INO, &sx) < 0) {
+			r = -errno;
+			goto next;
+		}
+		if (!S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
+			goto next;
+		s = links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
+			       sx.stx_ino, pass == 1);
+		if (pass == 2) {
+			/* Judged on the descriptor: the name cannot have
+			 * been swapped since it was opened. */
+			if (s && (s->flags & LS_FILE) &&
+			    s->count >= sx.stx_nlink)
+				goto next;
+			if (++w->bound > MOUNTPLAN_LINKS_MAX) {
+				r = -EMLINK;
+				goto next;
+			}
+			r = links_bind_ro(fd);
+			goto next;
+		}
+		if (!s) {
+			r = -ENOMEM;
+			goto next;
+		}
+		if (!(s->flags & LS_FILE)) {
+			s->flags |= LS_FILE;
+			s->nlink = sx.stx_nlink;
+		}
+		/* A name on the workspace's own mount (no crossing was
+		 * allowed) that is not itself a mount point. */
+		if (!(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+			s->count++;
+	next:
+		close(fd);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* 1 when the list decided, 0 when the full walk must, or -errno. */
+static int links_from_list(struct links_walk *w, const struct mountplan *p)
+{
+	struct statfs sfs;
+	int root = -1, r;
+
+	for (size_t i = 0; i < p->n; i++)
+		if (p->ops[i].link_walk)
+			root = open(p->ops[i].dst,
+				    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (root < 0)
+		return 0;
+	if (fstatfs(root, &sfs) < 0 || (sfs.f_flags & ST_RDONLY)) {
+		r = 0;
+		goto out;
+	}
+	r = links_list_pass(w, root, p->link_names, 1);
+	if (r == 0)
+		r = links_list_pass(w, root, p->link_names, 2);
+	r = r == 0 ? 1 : r == -EMLINK || r == -ENOMEM ? r : 0;
+out:
+	close(root);
+	return r;
+}
+
 #define LINKS_BUFS ((size_t)MOUNTPLAN_LINKS_DEPTH_MAX * LINKS_DIRBUF)
 
 /* The walk's memory, kept between runs: a page the walk touched once is
@@ -1633,9 +1767,32 @@ static int protect_links(const struct mountplan *p,
 	}
 	if (scratch)
 		scratch->links_ns[0] = links_now_ns();
-	r = links_pass(&w, p, 1);
-	if (r == 0 && w.nshort)
-		r = links_pass(&w, p, 2);
+	r = p->link_names ? links_from_list(&w, p) : 0;
+	if (r == 0) {
+		/* Counts from a list that could not decide are not the
+		 * walk's: start again from an empty table. */
+		if (w.nused) {
+			if (w.slots != w.fixed)
+				munmap(w.slots, w.nslots * sizeof(*w.slots));
+			w.slots =
+			    w.fixed
+				? w.fixed
+				: links_map(LINKS_SLOTS_MIN * sizeof(*w.slots));
+			w.nslots = LINKS_SLOTS_MIN;
+			w.nused = 0;
+			w.bound = 0;
+			if (!w.slots) {
+				r = -ENOMEM;
+				goto out;
+			}
+			memset(w.slots, 0, LINKS_SLOTS_MIN * sizeof(*w.slots));
+		}
+		r = links_pass(&w, p, 1);
+		if (r == 0 && w.nshort)
+			r = links_pass(&w, p, 2);
+	} else if (r == 1) {
+		r = 0;
+	}
 	if (scratch)
 		scratch->links_ns[1] = links_now_ns();
 out:

@@ -88,6 +88,10 @@ struct mountplan {
 	 * read-only binds of mountplan_in), or NULL when none. */
 	const char **read_paths;
 	size_t nread;
+	/* mountplan_in.link_names, when the hard-link check may use it:
+	 * the workspace is the only tree it walks and no read-only bind
+	 * rebuilt a directory of it.  NULL: the full walk. */
+	const char *const *link_names;
 };
 
 struct mountplan_in {
@@ -121,6 +125,12 @@ struct mountplan_in {
 	 * then sealed read-only, so a new name directly in D fails with
 	 * EROFS instead of vanishing with the run. */
 	const char *const *ro_binds;
+	/* NULL, or every name below the workspace (relative, canonical,
+	 * distinct) whose file had more than one link when spd's watch of
+	 * the workspace last looked (SBXP_L_LINKS): the hard-link check
+	 * then judges these names instead of walking the workspace, and
+	 * walks it in full when one of them cannot be judged. */
+	const char *const *link_names;
 	/* >= 0 when sandboxd runs as root: a user namespace whose mapping
 	 * makes the operator's files the run uid's on the writable binds
 	 * (MOUNT_ATTR_IDMAP).  -1 otherwise.  Borrowed. */

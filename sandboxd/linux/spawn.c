@@ -1082,6 +1082,9 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		    .net_host = m->net == SBX_NET_HOST,
 		    .sockets = (const char *const *)socks.v,
 		    .ro_binds = v->lists[SBXP_L_RO_BINDS],
+		    .link_names = m->flags & SBXP_RUN_LINKS_LISTED
+				      ? v->lists[SBXP_L_LINKS]
+				      : NULL,
 		    .idmap_userns_fd = idmap_fd,
 		};
 		r = mountplan_build(&in, &plan);

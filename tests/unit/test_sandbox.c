@@ -21,7 +21,9 @@
 
 #include "common/buf.h"
 #include "common/util.h"
+#include "daemon/domain/linkwatch.h"
 #include "daemon/domain/sbx.h"
+#include "proto/sandbox.h"
 #include "sandboxd/linux/mount.h"
 #include "tests/lib/testlib.h"
 
@@ -1285,6 +1287,216 @@ START_TEST(too_many_hardlinks_refused)
 }
 END_TEST
 
+/*
+ * The hard-link check from spd's watch of the workspace (linkwatch.h):
+ * after the workspace is watched (the first run's walk), a link planted
+ * into it from the host and one made from the host to a file of it are
+ * both in the list the next run gets, and sandboxd binds both names
+ * read-only from the list: neither file outside changes.
+ */
+static bool lw_list(struct fixture *f, struct linkwatch *lw,
+		    const char *const **names)
+{
+	int r;
+
+	/* The first call starts the walk; wait for it. */
+	while ((r = linkwatch_names(lw, f->ws, names)) == 0 &&
+	       linkwatch_walking(lw, f->ws))
+		while (linkwatch_walking(lw, f->ws))
+			uv_run(&f->loop, UV_RUN_ONCE);
+	return r == 1;
+}
+
+static bool listed(const char *const *names, const char *name)
+{
+	for (size_t i = 0; names && names[i]; i++)
+		if (!strcmp(names[i], name))
+			return true;
+	return false;
+}
+
+static char lw_script[] =
+    "for h in planted sub/shared; do"
+    " cat $h >/dev/null && echo read;"
+    " (echo appended >> $h) 2>/dev/null && echo append:$h;"
+    " (echo written > $h) 2>/dev/null && echo write:$h;"
+    " truncate -s 0 $h 2>/dev/null && echo truncate:$h;"
+    " done; echo ok >> mine; exit 0";
+
+/* Plant both links: outside/in.txt into the workspace as "planted", and
+ * the workspace's sub/shared out as outside/out.txt. */
+static void lw_plant(struct fixture *f, char *in, char *out, size_t len)
+{
+	char path[PATH_MAX + 32];
+
+	snprintf(in, len, "%s/in.txt", f->outside);
+	snprintf(out, len, "%s/out.txt", f->outside);
+	test_write_file(in, "original\n");
+	snprintf(path, sizeof(path), "%s/planted", f->ws);
+	if (link(in, path) < 0)
+		TEST_SKIP("cannot hard-link %s into the workspace: %s", in,
+			  strerror(errno));
+	snprintf(path, sizeof(path), "%s/sub/shared", f->ws);
+	if (link(path, out) < 0)
+		TEST_SKIP("cannot hard-link %s out of the workspace: %s", path,
+			  strerror(errno));
+}
+
+static void lw_setup(struct fixture *f, struct linkwatch **lw)
+{
+	char path[PATH_MAX + 32];
+
+	fx_setup(f, NULL);
+	snprintf(path, sizeof(path), "%s/sub", f->ws);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/sub/shared", f->ws);
+	test_write_file(path, "original\n");
+	for (int i = 0; i < 50; i++) {
+		snprintf(path, sizeof(path), "%s/sub/f%d", f->ws, i);
+		test_write_file(path, "x\n");
+	}
+	ck_assert_int_eq(linkwatch_new(&f->loop, lw), 0);
+}
+
+static void lw_check(struct fixture *f, const char *const *names,
+		     const char *in, const char *out)
+{
+	char *argv[] = {"/bin/sh", "-c", lw_script, NULL};
+	struct sbx_spec sp;
+	struct outcome o;
+	char *c;
+
+	spec_init(f, &sp, argv);
+	sp.link_names = names;
+	run(f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_str_eq(o.out.data ? o.out.data : "", "read\nread\n");
+	ck_assert_ptr_nonnull(c = test_read_file(in));
+	ck_assert_str_eq(c, "original\n");
+	free(c);
+	ck_assert_ptr_nonnull(c = test_read_file(out));
+	ck_assert_str_eq(c, "original\n");
+	free(c);
+	outcome_free(&o);
+}
+
+START_TEST(linkwatch_planted_after_watch)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char in[PATH_MAX], out[PATH_MAX];
+
+	lw_setup(&f, &lw);
+	/* The first run's list: the workspace is watched, nothing in it
+	 * is multi-linked. */
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_ptr_null(names[0]);
+	lw_plant(&f, in, out, sizeof(in));
+	/* The watched path: both names come from events, not a walk. */
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_eq(linkwatch_walks(lw), 1);
+	ck_assert(listed(names, "planted"));
+	ck_assert(listed(names, "sub/shared"));
+	lw_check(&f, names, in, out);
+	/* The run's own new file did not cost the list. */
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_eq(linkwatch_walks(lw), 1);
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* The link list on the wire: only canonical, strictly ordered names, and
+ * only with SBXP_RUN_LINKS_LISTED, so that sandboxd can never be made to
+ * count one name twice (which would hide a link outside). */
+START_TEST(linkwatch_list_decoding)
+{
+	static char buf[SBXP_MSG_MAX];
+	struct sbxp_run *m = (struct sbxp_run *)(void *)buf;
+	const char *argv[] = {"/bin/true", NULL}, *none[] = {NULL};
+	const char *good[] = {"a", "b/c", "b/d", NULL};
+	const char *const bad[][3] = {
+	    {"b", "a", NULL},	    {"a", "a", NULL},	 {"/a", NULL, NULL},
+	    {"a/../b", NULL, NULL}, {"./a", NULL, NULL}, {"a//b", NULL, NULL},
+	    {"a/", NULL, NULL},	    {"", NULL, NULL},
+	};
+	const char *const *lists[SBXP_L__COUNT] = {argv, none, none, none,
+						   none, none, none, good};
+	struct sbxp_run_view v;
+	long len;
+	char *p;
+
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(sbxp_run_encode(m, "/ws", NULL, NULL, lists), -EINVAL);
+	m->flags = SBXP_RUN_LINKS_LISTED;
+	len = sbxp_run_encode(m, "/ws", NULL, NULL, lists);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(sbxp_run_decode(buf, (size_t)len, &v), 0);
+	ck_assert_str_eq(v.lists[SBXP_L_LINKS][2], "b/d");
+	ck_assert_ptr_null(v.lists[SBXP_L_LINKS][3]);
+	sbxp_run_view_free(&v);
+	/* Made a duplicate on the wire ("b/d" -> "b/c"). */
+	p = (char *)memmem(m->strtab, m->strtab_len, "b/d", 4);
+	ck_assert_ptr_nonnull(p);
+	p[2] = 'c';
+	ck_assert_int_eq(sbxp_run_decode(buf, (size_t)len, &v), -SPD_EPROTO);
+	p[2] = 'd';
+	m->flags = 0;
+	ck_assert_int_eq(sbxp_run_decode(buf, (size_t)len, &v), -SPD_EPROTO);
+	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+		lists[SBXP_L_LINKS] = bad[i];
+		m->flags = SBXP_RUN_LINKS_LISTED;
+		ck_assert_int_eq(sbxp_run_encode(m, "/ws", NULL, NULL, lists),
+				 -EINVAL);
+	}
+}
+END_TEST
+
+/* The fallback: events the watch cannot account for (a queue that
+ * overflowed, a rename) give no list, and the run gets sandboxd's full
+ * walk, which binds both names as before. */
+START_TEST(linkwatch_fallback_walks)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char in[PATH_MAX], out[PATH_MAX], a[PATH_MAX + 8], b[PATH_MAX + 8];
+	unsigned long max = 16384;
+	FILE *fp;
+
+	lw_setup(&f, &lw);
+	ck_assert(lw_list(&f, lw, &names));
+	lw_plant(&f, in, out, sizeof(in));
+	/* More events than the queue holds (alternating between two
+	 * files, so that the kernel cannot merge them). */
+	if ((fp = fopen("/proc/sys/fs/inotify/max_queued_events", "re"))) {
+		if (fscanf(fp, "%lu", &max) != 1)
+			max = 16384;
+		fclose(fp);
+	}
+	snprintf(a, sizeof(a), "%s/sub/f1", f.ws);
+	snprintf(b, sizeof(b), "%s/sub/f2", f.ws);
+	for (unsigned long i = 0; i <= max + 2; i++)
+		ck_assert_int_eq(chmod(i % 2 ? a : b, i % 4 < 2 ? 0644 : 0600),
+				 0);
+	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
+	lw_check(&f, NULL, in, out);
+	/* Watched again after a new walk; then a rename drops the list. */
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_eq(linkwatch_walks(lw), 2);
+	snprintf(a, sizeof(a), "%s/sub/f3", f.ws);
+	snprintf(b, sizeof(b), "%s/sub/f3.new", f.ws);
+	ck_assert_int_eq(rename(a, b), 0);
+	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
+	lw_check(&f, NULL, in, out);
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* /var/tmp is the run's own: what the host keeps there is not visible,
  * and what the run writes there does not reach the host. */
 START_TEST(var_tmp_private)
@@ -1461,6 +1673,13 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, planted_hardlink_protected);
 	tcase_add_test(tc, inside_hardlinks_writable);
 	tcase_add_test(tc, too_many_hardlinks_refused);
+	suite_add_tcase(s, tc);
+	/* spd's watch of the workspace and sandboxd's check from its list. */
+	tc = tcase_create("linkwatch");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, linkwatch_list_decoding);
+	tcase_add_test(tc, linkwatch_planted_after_watch);
+	tcase_add_test(tc, linkwatch_fallback_walks);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,635 @@
+/*
+ * The workspaces' hard-link lists, kept by inotify (linkwatch.h).  A walk
+ * runs on the thread pool and builds a state of its own (its inotify
+ * instance, the watched entries, the list); the loop only installs a
+ * finished state and reads its queue when a run asks for the list.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "daemon/domain/linkwatch.h"
+#include "proto/sandbox.h"
+
+/*
+ * A directory's watch: a name made in it or moved in or out of it, and
+ * the directory itself going.  A file's: its attributes (the link count:
+ * link(2) and unlink(2) of any of its names, wherever that name is) and
+ * itself being moved or going.  IN_ATTRIB on a directory is left out: a
+ * directory's own link count is its subdirectories'.
+ */
+#define LW_DIR_MASK                                                            \
+	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |                 \
+	 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+#define LW_FILE_MASK (IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+/* Runs of a workspace whose walk failed (an unreadable file, too many
+ * entries) before it is tried again: the walk costs as much as many full
+ * walks in sandboxd, and what made it fail rarely goes away at once. */
+#define LW_RETRY_RUNS 64
+/* Bytes read from the inotify queue at a time (about 200 events). */
+#define LW_EVBUF 4096
+
+#define LW_NONE UINT32_MAX
+
+#define lw_job_of(r)                                                           \
+	((struct lw_job *)(void *)((char *)(r)-offsetof(struct lw_job, req)))
+
+struct lw_node {
+	uint32_t parent; /* LW_NONE for the workspace itself */
+	bool dir;
+	uint64_t ino;
+	char *name;
+};
+
+struct lw_state {
+	char *root; /* the workspace, absolute */
+	int rootfd;
+	int ifd;
+	struct lw_node *nodes;
+	size_t nnodes, capnodes;
+	uint32_t *wd2node; /* LW_NONE: no watch of ours */
+	size_t nwd;
+	char **names; /* relative; no duplicate */
+	size_t nnames, capnames;
+	const char **view; /* names sorted, NULL-terminated */
+	bool view_stale;
+	size_t budget; /* watches it may take */
+	int err;       /* the walk's result */
+};
+
+struct lw_job;
+
+struct lw_entry {
+	char *workspace;
+	struct lw_state *st;
+	struct lw_job *job;
+	uint64_t used;
+	unsigned since_failed; /* runs since a walk failed, or 0 */
+};
+
+struct lw_job {
+	uv_work_t req;
+	struct linkwatch *lw; /* NULL when orphaned */
+	struct lw_entry *e;
+	struct lw_state *st;
+};
+
+struct linkwatch {
+	uv_loop_t *loop;
+	struct lw_entry e[LINKWATCH_WORKSPACES_MAX];
+	uint64_t tick;
+	unsigned long walks;
+};
+
+static void state_free(struct lw_state *st)
+{
+	if (!st)
+		return;
+	if (st->ifd >= 0)
+		close(st->ifd);
+	if (st->rootfd >= 0)
+		close(st->rootfd);
+	for (size_t i = 0; i < st->nnodes; i++)
+		free(st->nodes[i].name);
+	for (size_t i = 0; i < st->nnames; i++)
+		free(st->names[i]);
+	free(st->nodes);
+	free(st->wd2node);
+	free(st->names);
+	free(st->view);
+	free(st->root);
+	free(st);
+}
+
+/* The path of node relative to the workspace ("" for itself). */
+static int node_path(const struct lw_state *st, uint32_t node, char *buf,
+		     size_t size)
+{
+	uint32_t chain[LINKWATCH_DEPTH_MAX + 1];
+	size_t n = 0, off = 0;
+
+	for (uint32_t i = node; i != LW_NONE; i = st->nodes[i].parent) {
+		if (n == ARRAY_SIZE(chain))
+			return -ELOOP;
+		chain[n++] = i;
+	}
+	/* chain[n - 1] is the workspace itself. */
+	buf[0] = '\0';
+	for (size_t k = n - 1; k-- > 0;) {
+		const char *name = st->nodes[chain[k]].name;
+		size_t len = strlen(name);
+
+		if (off + len + 2 > size)
+			return -ENAMETOOLONG;
+		if (off)
+			buf[off++] = '/';
+		memcpy(buf + off, name, len + 1);
+		off += len;
+	}
+	return (int)n - 1;
+}
+
+static int join(char *buf, size_t size, const char *dir, const char *name)
+{
+	int n = dir[0] ? snprintf(buf, size, "%s/%s", dir, name)
+		       : snprintf(buf, size, "%s", name);
+
+	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+static int names_add(struct lw_state *st, const char *rel)
+{
+	for (size_t i = 0; i < st->nnames; i++)
+		if (strcmp(st->names[i], rel) == 0)
+			return 0;
+	/* Past the message's maximum the list is of no use: the run gets
+	 * the full walk whatever else is listed. */
+	if (st->nnames >= SBXP_LINKS_MAX)
+		return -E2BIG;
+	if (st->nnames == st->capnames) {
+		size_t cap = st->capnames ? 2 * st->capnames : 16;
+		char **n = realloc(st->names, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		st->names = n;
+		st->capnames = cap;
+	}
+	if (!(st->names[st->nnames] = strdup(rel)))
+		return -ENOMEM;
+	st->nnames++;
+	st->view_stale = true;
+	return 0;
+}
+
+/* Record that wd watches a new node.  A second name of a file already
+ * watched gets the same wd back: the node it has stays. */
+static int node_add(struct lw_state *st, int wd, uint32_t parent,
+		    const char *name, bool dir, uint64_t ino)
+{
+	struct lw_node *nd;
+
+	if ((size_t)wd < st->nwd && st->wd2node[wd] != LW_NONE)
+		return 0;
+	if (st->nnodes >= st->budget)
+		return -ENOSPC;
+	if ((size_t)wd >= st->nwd) {
+		size_t n = st->nwd ? st->nwd : 256;
+		uint32_t *m;
+
+		while (n <= (size_t)wd)
+			n *= 2;
+		if (!(m = realloc(st->wd2node, n * sizeof(*m))))
+			return -ENOMEM;
+		for (size_t i = st->nwd; i < n; i++)
+			m[i] = LW_NONE;
+		st->wd2node = m;
+		st->nwd = n;
+	}
+	if (st->nnodes == st->capnodes) {
+		size_t cap = st->capnodes ? 2 * st->capnodes : 256;
+
+		if (!(nd = realloc(st->nodes, cap * sizeof(*nd))))
+			return -ENOMEM;
+		st->nodes = nd;
+		st->capnodes = cap;
+	}
+	nd = &st->nodes[st->nnodes];
+	nd->parent = parent;
+	nd->dir = dir;
+	nd->ino = ino;
+	if (!(nd->name = strdup(name)))
+		return -ENOMEM;
+	st->wd2node[wd] = (uint32_t)st->nnodes++;
+	return 0;
+}
+
+static int walk_dir(struct lw_state *st, int dfd, uint32_t node,
+		    const char *rel, unsigned depth);
+
+/*
+ * One name in the directory open at dfd (node dnode, at rel).  The watch
+ * goes on before the name is looked at, so that a change after the look
+ * is an event; a change between the two (the name swapped) is an event
+ * on the directory, watched already.
+ */
+static int walk_entry(struct lw_state *st, int dfd, uint32_t dnode,
+		      const char *rel, const char *name, unsigned char type,
+		      unsigned depth)
+{
+	char path[64 + NAME_MAX], sub[PATH_MAX];
+	struct stat sb;
+	int wd, fd, r;
+
+	if ((r = join(sub, sizeof(sub), rel, name)) < 0)
+		return r;
+	if (type == DT_UNKNOWN) {
+		if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+			return errno == ENOENT ? 0 : -errno;
+		type = S_ISDIR(sb.st_mode)   ? DT_DIR
+		       : S_ISREG(sb.st_mode) ? DT_REG
+					     : DT_LNK;
+	}
+	if (type == DT_DIR) {
+		uint32_t me = (uint32_t)st->nnodes;
+
+		fd = openat(dfd, name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0)
+			/* Gone or swapped for something else: an event on
+			 * the directory says so. */
+			return errno == ENOENT || errno == ENOTDIR ||
+				       errno == ELOOP
+				   ? 0
+				   : -errno;
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+		wd = inotify_add_watch(st->ifd, path, LW_DIR_MASK);
+		if (wd < 0) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+		if (fstat(fd, &sb) < 0) {
+			r = -errno;
+			close(fd);
+			return r;
+		}
+		if ((size_t)wd < st->nwd && st->wd2node[wd] != LW_NONE)
+			me = st->wd2node[wd];
+		else if ((r = node_add(st, wd, dnode, name, true, sb.st_ino)) <
+			 0) {
+			close(fd);
+			return r;
+		}
+		r = walk_dir(st, fd, me, sub, depth + 1);
+		close(fd);
+		return r;
+	}
+	if (type != DT_REG)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dfd, name);
+	wd = inotify_add_watch(st->ifd, path, LW_FILE_MASK | IN_DONT_FOLLOW);
+	if (wd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
+		return errno == ENOENT ? 0 : -errno;
+	if (!S_ISREG(sb.st_mode))
+		return 0;
+	if ((r = node_add(st, wd, dnode, name, false, sb.st_ino)) < 0)
+		return r;
+	return sb.st_nlink > 1 ? names_add(st, sub) : 0;
+}
+
+static int walk_dir(struct lw_state *st, int dfd, uint32_t node,
+		    const char *rel, unsigned depth)
+{
+	struct dirent *d;
+	DIR *dir;
+	int fd, r = 0;
+
+	if (depth >= LINKWATCH_DEPTH_MAX)
+		return -ELOOP;
+	if ((fd = dup(dfd)) < 0)
+		return -errno;
+	if (!(dir = fdopendir(fd))) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	errno = 0;
+	while (r == 0 && (d = readdir(dir))) {
+		if (d->d_name[0] == '.' &&
+		    (!d->d_name[1] || (d->d_name[1] == '.' && !d->d_name[2])))
+			continue;
+		r = walk_entry(st, dfd, node, rel, d->d_name, d->d_type, depth);
+	}
+	if (r == 0 && errno)
+		r = -errno;
+	closedir(dir);
+	return r;
+}
+
+/* The thread pool's part: a state from scratch. */
+static void state_walk(struct lw_state *st)
+{
+	char path[32];
+	int wd;
+
+	st->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (st->ifd < 0) {
+		st->err = -errno;
+		return;
+	}
+	st->rootfd = open(st->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (st->rootfd < 0) {
+		st->err = -errno;
+		return;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", st->rootfd);
+	wd = inotify_add_watch(st->ifd, path, LW_DIR_MASK);
+	if (wd < 0) {
+		st->err = -errno;
+		return;
+	}
+	if ((st->err = node_add(st, wd, LW_NONE, "", true, 0)) < 0)
+		return;
+	st->err = walk_dir(st, st->rootfd, 0, "", 0);
+}
+
+/* An O_PATH or directory descriptor for rel below the workspace, with no
+ * symlink on the way: a path the watch knows may have been swapped for
+ * one since (an event that is still to be read). */
+static int open_rel(const struct lw_state *st, const char *rel, int flags)
+{
+	struct open_how how = {
+	    .flags = (uint64_t)flags | O_NOFOLLOW | O_CLOEXEC,
+	    .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS};
+	long fd;
+
+	fd = syscall(SYS_openat2, st->rootfd, rel[0] ? rel : ".", &how,
+		     sizeof(how));
+	return fd < 0 ? -errno : (int)fd;
+}
+
+/* One event: 0 when the list still holds every multi-linked name, < 0
+ * when the state must go. */
+static int state_event(struct lw_state *st, const struct inotify_event *ev)
+{
+	char rel[PATH_MAX];
+	uint32_t node;
+	struct stat sb;
+	int depth, fd, r;
+
+	if (ev->mask & IN_Q_OVERFLOW)
+		return -EOVERFLOW;
+	if (ev->wd < 0 || (size_t)ev->wd >= st->nwd ||
+	    (node = st->wd2node[ev->wd]) == LW_NONE)
+		/* A watch already dropped: its inode went. */
+		return 0;
+	if (ev->mask & IN_IGNORED) {
+		st->wd2node[ev->wd] = LW_NONE;
+		return node == 0 ? -ENOENT : 0;
+	}
+	/* A rename keeps the link count but changes which names are
+	 * inside: a name moved out leaves its file's other names with a
+	 * link outside, and the watch's paths are stale. */
+	if (ev->mask & (IN_MOVED_FROM | IN_MOVED_TO | IN_MOVE_SELF))
+		return -ESTALE;
+	if (ev->mask & IN_DELETE_SELF)
+		return node == 0 ? -ENOENT : 0;
+	/* A name gone takes one link and one name inside away together. */
+	if (ev->mask & IN_DELETE)
+		return 0;
+	if ((depth = node_path(st, node, rel, sizeof(rel))) < 0)
+		return depth;
+	if ((ev->mask & IN_CREATE) && st->nodes[node].dir && ev->len) {
+		fd = open_rel(st, rel, O_RDONLY | O_DIRECTORY);
+		if (fd < 0)
+			return fd;
+		r = walk_entry(st, fd, node, rel, ev->name, DT_UNKNOWN,
+			       (unsigned)depth);
+		close(fd);
+		return r;
+	}
+	if ((ev->mask & IN_ATTRIB) && !st->nodes[node].dir) {
+		fd = open_rel(st, rel, O_PATH);
+		if (fd == -ENOENT)
+			/* The name went (IN_DELETE, read or still to be
+			 * read); names the file has inside were each
+			 * created, so listed if need be. */
+			return 0;
+		if (fd < 0)
+			return fd;
+		r = fstat(fd, &sb) < 0 ? -errno : 0;
+		close(fd);
+		if (r < 0)
+			return r;
+		if (sb.st_ino != st->nodes[node].ino)
+			return -ESTALE;
+		return S_ISREG(sb.st_mode) && sb.st_nlink > 1
+			   ? names_add(st, rel)
+			   : 0;
+	}
+	return -EINVAL;
+}
+
+/* Read the queue until it is empty.  0, or < 0 when the state must go. */
+static int state_drain(struct lw_state *st)
+{
+	char buf[LW_EVBUF]
+	    __attribute__((aligned(__alignof__(struct inotify_event))));
+
+	for (;;) {
+		ssize_t n = read(st->ifd, buf, sizeof(buf));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? 0 : -errno;
+		}
+		for (ssize_t off = 0; off < n;) {
+			const struct inotify_event *ev =
+			    (const struct inotify_event *)(void *)(buf + off);
+			int r = state_event(st, ev);
+
+			if (r < 0)
+				return r;
+			off += (ssize_t)(sizeof(*ev) + ev->len);
+		}
+	}
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int state_view(struct lw_state *st)
+{
+	const char **v;
+
+	if (st->view && !st->view_stale)
+		return 0;
+	v = realloc(st->view, (st->nnames + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	memcpy(v, st->names, st->nnames * sizeof(*v));
+	qsort(v, st->nnames, sizeof(*v), cmp_name);
+	v[st->nnames] = NULL;
+	st->view = v;
+	st->view_stale = false;
+	return 0;
+}
+
+static void job_work(uv_work_t *req)
+{
+	struct lw_job *j = lw_job_of(req);
+
+	state_walk(j->st);
+}
+
+static void job_done(uv_work_t *req, int status)
+{
+	struct lw_job *j = lw_job_of(req);
+
+	if (j->lw && status == 0 && j->st->err == 0) {
+		j->e->st = j->st;
+		j->e->since_failed = 0;
+		j->st = NULL;
+	} else if (j->lw) {
+		j->e->since_failed = 1;
+	}
+	if (j->lw)
+		j->e->job = NULL;
+	state_free(j->st);
+	free(j);
+}
+
+/* Watches every state of lw holds, so that a new walk leaves the
+ * reserve to the operator's other programs. */
+static size_t watches_held(const struct linkwatch *lw)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < ARRAY_SIZE(lw->e); i++)
+		if (lw->e[i].st)
+			n += lw->e[i].st->nnodes;
+	return n;
+}
+
+static size_t watches_max(void)
+{
+	unsigned long v = 8192; /* the kernel's default on small machines */
+	FILE *f = fopen("/proc/sys/fs/inotify/max_user_watches", "re");
+
+	if (f) {
+		if (fscanf(f, "%lu", &v) != 1)
+			v = 8192;
+		fclose(f);
+	}
+	return v;
+}
+
+static void job_start(struct linkwatch *lw, struct lw_entry *e)
+{
+	struct lw_job *j = calloc(1, sizeof(*j));
+	size_t max = watches_max(), held = watches_held(lw);
+
+	if (!j)
+		return;
+	j->lw = lw;
+	j->e = e;
+	j->st = calloc(1, sizeof(*j->st));
+	if (!j->st || !(j->st->root = strdup(e->workspace))) {
+		state_free(j->st);
+		free(j);
+		return;
+	}
+	j->st->ifd = j->st->rootfd = -1;
+	j->st->budget = max > LINKWATCH_WATCHES_RESERVE + held
+			    ? max - LINKWATCH_WATCHES_RESERVE - held
+			    : 0;
+	if (uv_queue_work(lw->loop, &j->req, job_work, job_done) < 0) {
+		state_free(j->st);
+		free(j);
+		return;
+	}
+	e->job = j;
+	lw->walks++;
+}
+
+static void entry_clear(struct lw_entry *e)
+{
+	if (e->job) {
+		e->job->lw = NULL;
+		e->job->e = NULL;
+	}
+	state_free(e->st);
+	free(e->workspace);
+	memset(e, 0, sizeof(*e));
+}
+
+int linkwatch_new(uv_loop_t *loop, struct linkwatch **ret)
+{
+	struct linkwatch *lw = calloc(1, sizeof(*lw));
+
+	if (!lw)
+		return -ENOMEM;
+	lw->loop = loop;
+	*ret = lw;
+	return 0;
+}
+
+void linkwatch_free(struct linkwatch *lw)
+{
+	if (!lw)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(lw->e); i++)
+		entry_clear(&lw->e[i]);
+	free(lw);
+}
+
+unsigned long linkwatch_walks(const struct linkwatch *lw)
+{
+	return lw ? lw->walks : 0;
+}
+
+bool linkwatch_walking(const struct linkwatch *lw, const char *workspace)
+{
+	for (size_t i = 0; lw && i < ARRAY_SIZE(lw->e); i++)
+		if (lw->e[i].workspace &&
+		    strcmp(lw->e[i].workspace, workspace) == 0)
+			return lw->e[i].job != NULL;
+	return false;
+}
+
+int linkwatch_names(struct linkwatch *lw, const char *workspace,
+		    const char *const **ret_names)
+{
+	struct lw_entry *e = NULL, *lru = &lw->e[0];
+
+	for (size_t i = 0; i < ARRAY_SIZE(lw->e); i++) {
+		if (lw->e[i].workspace &&
+		    strcmp(lw->e[i].workspace, workspace) == 0) {
+			e = &lw->e[i];
+			break;
+		}
+		if (!lw->e[i].workspace ||
+		    (lru->workspace && lw->e[i].used < lru->used))
+			lru = &lw->e[i];
+	}
+	if (!e) {
+		entry_clear(lru);
+		if (!(lru->workspace = strdup(workspace)))
+			return 0;
+		e = lru;
+	}
+	e->used = ++lw->tick;
+	if (e->st) {
+		if (state_drain(e->st) == 0 && state_view(e->st) == 0) {
+			*ret_names = e->st->view;
+			return 1;
+		}
+		state_free(e->st);
+		e->st = NULL;
+	}
+	if (e->job)
+		return 0;
+	if (e->since_failed && e->since_failed++ < LW_RETRY_RUNS)
+		return 0;
+	job_start(lw, e);
+	return 0;
+}

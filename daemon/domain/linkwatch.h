@@ -1,0 +1,87 @@
+/*
+ * The hard-link check's shortcut (docs/sandbox.md, "Hard links"): spd
+ * keeps, per workspace, an inotify watch on every directory and regular
+ * file below it and the list of names whose file has more than one link,
+ * so that a run can hand sandboxd that list instead of having it walk the
+ * whole workspace (SBXP_RUN_LINKS_LISTED).
+ *
+ * What the watch sees.  A name planted in the workspace (link(2), rename
+ * into it, a new directory) raises IN_CREATE or IN_MOVED_TO on its
+ * directory; a link made elsewhere to a file of the workspace raises
+ * IN_ATTRIB on the file itself (the kernel notifies the inode whose link
+ * count changed, not its directories); a name moved out of the workspace
+ * raises IN_MOVED_FROM.  So the list stays complete as long as every
+ * event since the walk was one of: a new regular file (its link count is
+ * read after a watch is on it, and it is listed when above one), a new
+ * directory (watched, then walked), an attribute change of a file (its
+ * link count is read again at the name the watch knows, and the name
+ * listed when above one), a deletion.  Anything else — a rename, a moved
+ * watched entry, an overflowed queue, a file whose name no longer leads
+ * to it — drops the state: that run and the runs until a new walk (on a
+ * worker thread) has finished get the full walk in sandboxd.  So does a
+ * workspace spd cannot watch: more entries than the watches it may take
+ * (LINKWATCH_WATCHES_RESERVE), an unreadable file, no inotify.
+ *
+ * The window.  The list is as of the moment linkwatch_names() reads the
+ * queue, after the request arrived; a link made between then and the
+ * run's mount plan (about a millisecond) to a file the list does not hold
+ * is not seen by that run.  The full walk has the same kind of window
+ * (between its visit of a directory and the run's exec), and a link made
+ * while the run runs is beyond both: the check is of the links that
+ * exist before the run is asked for.  A link made before the request
+ * returned from link(2) before spd read the queue, and inotify queues an
+ * event inside the system call, so it is always seen.
+ */
+#ifndef SPD_DAEMON_LINKWATCH_H
+#define SPD_DAEMON_LINKWATCH_H
+
+#include <stdbool.h>
+#include <uv.h>
+
+/* Workspaces watched at once: an agent's sessions and the operator's
+ * checkouts.  The least recently used one is dropped past this. */
+#define LINKWATCH_WORKSPACES_MAX 8
+/* Watches left to the operator's other programs (editors, build tools,
+ * the integrity guard) out of fs.inotify.max_user_watches: a workspace
+ * that would need more is not watched (the full walk, as before). */
+#define LINKWATCH_WATCHES_RESERVE 16384
+/* Directory depth of spd's walk (as sandboxd's, MOUNTPLAN_LINKS_DEPTH_MAX). */
+#define LINKWATCH_DEPTH_MAX 256
+
+struct linkwatch;
+
+/*
+ * A cache of watched workspaces whose walks run on loop's thread pool.
+ * Returns 0 and *ret (free with linkwatch_free), or -ENOMEM.
+ */
+int linkwatch_new(uv_loop_t *loop, struct linkwatch **ret);
+
+/*
+ * Drop every watch.  A walk still running on the thread pool finishes
+ * there and is freed by its completion callback on the loop, which must
+ * run again for that (uv_run until no request is left).  NULL is fine.
+ */
+void linkwatch_free(struct linkwatch *lw);
+
+/*
+ * The names below workspace (absolute, resolved) whose file has more
+ * than one link, for a run about to start.  Returns 1 and *ret_names, a
+ * NULL-terminated list in strcmp order, relative to workspace, owned by
+ * lw and valid until the next call on lw; 0 when there is no complete list
+ * (not watched yet, something happened that the watch cannot account for,
+ * more than SBXP_LINKS_MAX names): the run must then have sandboxd walk
+ * the workspace, and a walk is started on the thread pool so that a later
+ * run can have the list.  Never fails otherwise.
+ */
+int linkwatch_names(struct linkwatch *lw, const char *workspace,
+		    const char *const **ret_names);
+
+/* Walks started (for tests and the bench: a workspace watched from the
+ * first run on is walked once). */
+unsigned long linkwatch_walks(const struct linkwatch *lw);
+
+/* Whether a walk of workspace is running on the thread pool (tests and
+ * the bench wait for it to finish). */
+bool linkwatch_walking(const struct linkwatch *lw, const char *workspace);
+
+#endif
