@@ -24,6 +24,7 @@
 
 #include "common/util.h"
 #include "mount.h"
+#include "sandboxd/linux/links.h"
 #include "proto/sandbox.h"
 
 /*
@@ -721,13 +722,69 @@ static int add_ro_binds(struct mountplan *p, const struct mountplan_in *in,
 	return 0;
 }
 
+/* The fixed part of every plan: a private /tmp, a minimal /dev (the
+ * harmless devices, its links, a private /dev/shm, sealed), /proc. */
+static int add_fixed(struct mountplan *p)
+{
+	int r;
+
+	struct mountplan_op tmp = {.kind = MP_TMPFS,
+				   .dst = MP_NEWROOT "/tmp",
+				   .data = "mode=1777,size=" MOUNTPLAN_TMP_SIZE,
+				   .flags = MS_NOSUID | MS_NODEV,
+				   .mkdir_target = false};
+	struct mountplan_op dev = {.kind = MP_TMPFS,
+				   .dst = MP_NEWROOT "/dev",
+				   .data = "mode=0755,size=64k",
+				   .flags = MS_NOSUID | MS_NOEXEC};
+	if ((r = mp_add(p, tmp)) < 0 || (r = mp_add(p, dev)) < 0)
+		return r;
+	for (size_t i = 0; mp_devices[i]; i++) {
+		char *d = mp_join(p, "/dev/", mp_devices[i]);
+
+		if (!d)
+			return -ENOMEM;
+		if ((r = mp_add_path(p, MP_DEVICE, d, false, -1)) < 0)
+			return r;
+	}
+	static const char *const links[][2] = {
+	    {"/proc/self/fd", MP_NEWROOT "/dev/fd"},
+	    {"/proc/self/fd/0", MP_NEWROOT "/dev/stdin"},
+	    {"/proc/self/fd/1", MP_NEWROOT "/dev/stdout"},
+	    {"/proc/self/fd/2", MP_NEWROOT "/dev/stderr"},
+	};
+	for (size_t i = 0; i < ARRAY_SIZE(links); i++)
+		if ((r = mp_add(p, (struct mountplan_op){.kind = MP_SYMLINK,
+							 .src = links[i][0],
+							 .dst = links[i][1]})) <
+		    0)
+			return r;
+	if ((r = mp_add(
+		 p, (struct mountplan_op){.kind = MP_MKDIR,
+					  .dst = MP_NEWROOT "/dev/shm"})) < 0 ||
+	    (r = mp_add(p,
+			(struct mountplan_op){
+			    .kind = MP_TMPFS,
+			    .dst = MP_NEWROOT "/dev/shm",
+			    .data = "mode=1777,size=" MOUNTPLAN_SHM_SIZE,
+			    .flags = MS_NOSUID | MS_NODEV})) < 0 ||
+	    (r = mp_add(p, (struct mountplan_op){.kind = MP_SEAL_RO,
+						 .dst = MP_NEWROOT "/dev"})) <
+		0 ||
+	    (r = mp_add(p, (struct mountplan_op){.kind = MP_PROC,
+						 .dst = MP_NEWROOT "/proc"})) <
+		0)
+		return r;
+	return 0;
+}
+
 int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 {
 	struct mountplan p = {0};
 	const char **writable = NULL;
 	size_t nw = 0, cap;
 	bool var_run_hidden = false, var_tmp = false;
-	const char *veils[MOUNTPLAN_VEILS_MAX];
+	const char *veils[MOUNTPLAN_VEILS_MAX] = {0};
 	size_t nveils, veil_op0;
 	struct stat st;
 	int r;
@@ -768,55 +825,7 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 			writable[nw++] = in->writable[i];
 	qsort(writable, nw, sizeof(*writable), cmp_len);
 
-	/* The fixed part: a private /tmp, a minimal /dev, /proc, /run. */
-	struct mountplan_op tmp = {.kind = MP_TMPFS,
-				   .dst = MP_NEWROOT "/tmp",
-				   .data = "mode=1777,size=" MOUNTPLAN_TMP_SIZE,
-				   .flags = MS_NOSUID | MS_NODEV,
-				   .mkdir_target = false};
-	struct mountplan_op dev = {.kind = MP_TMPFS,
-				   .dst = MP_NEWROOT "/dev",
-				   .data = "mode=0755,size=64k",
-				   .flags = MS_NOSUID | MS_NOEXEC};
-	if ((r = mp_add(&p, tmp)) < 0 || (r = mp_add(&p, dev)) < 0)
-		goto out;
-	for (size_t i = 0; mp_devices[i]; i++) {
-		char *d = mp_join(&p, "/dev/", mp_devices[i]);
-
-		if (!d) {
-			r = -ENOMEM;
-			goto out;
-		}
-		if ((r = mp_add_path(&p, MP_DEVICE, d, false, -1)) < 0)
-			goto out;
-	}
-	static const char *const links[][2] = {
-	    {"/proc/self/fd", MP_NEWROOT "/dev/fd"},
-	    {"/proc/self/fd/0", MP_NEWROOT "/dev/stdin"},
-	    {"/proc/self/fd/1", MP_NEWROOT "/dev/stdout"},
-	    {"/proc/self/fd/2", MP_NEWROOT "/dev/stderr"},
-	};
-	for (size_t i = 0; i < ARRAY_SIZE(links); i++)
-		if ((r = mp_add(&p,
-				(struct mountplan_op){.kind = MP_SYMLINK,
-						      .src = links[i][0],
-						      .dst = links[i][1]})) < 0)
-			goto out;
-	if ((r = mp_add(&p, (struct mountplan_op){.kind = MP_MKDIR,
-						  .dst = MP_NEWROOT
-						  "/dev/shm"})) < 0 ||
-	    (r = mp_add(&p,
-			(struct mountplan_op){
-			    .kind = MP_TMPFS,
-			    .dst = MP_NEWROOT "/dev/shm",
-			    .data = "mode=1777,size=" MOUNTPLAN_SHM_SIZE,
-			    .flags = MS_NOSUID | MS_NODEV})) < 0 ||
-	    (r = mp_add(&p, (struct mountplan_op){.kind = MP_SEAL_RO,
-						  .dst = MP_NEWROOT "/dev"})) <
-		0 ||
-	    (r = mp_add(&p, (struct mountplan_op){.kind = MP_PROC,
-						  .dst = MP_NEWROOT "/proc"})) <
-		0)
+	if ((r = add_fixed(&p)) < 0)
 		goto out;
 	/* /run holds the host's service sockets (the Docker daemon's, the
 	 * system bus, /run/user/<uid> with spd's own socket and the
@@ -942,16 +951,20 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	}
 	if (!p.write_paths && (r = add_write_path(&p, "/tmp")) < 0)
 		goto out;
-	{
-		size_t walked = 0;
-
-		for (size_t i = 0; i < p.n; i++)
-			walked += p.ops[i].link_walk;
-		/* The list names the workspace's entries only, and a
-		 * rebuilt directory shows them through binds of their own. */
-		if (walked == 1 && !(in->ro_binds && in->ro_binds[0]))
-			p.link_names = in->link_names;
+	/* The roots the hard-link check walks, listed here so that the
+	 * child only reads them. */
+	p.link_roots = calloc(p.n + 1, sizeof(*p.link_roots));
+	if (!p.link_roots) {
+		r = -ENOMEM;
+		goto out;
 	}
+	for (size_t i = 0; i < p.n; i++)
+		if (p.ops[i].link_walk)
+			p.link_roots[p.nlink_roots++] = p.ops[i].dst;
+	/* The list names the workspace's entries only, and a rebuilt
+	 * directory shows them through binds of their own. */
+	if (p.nlink_roots == 1 && !(in->ro_binds && in->ro_binds[0]))
+		p.link_names = in->link_names;
 	free(writable);
 	*ret = p;
 	return 0;
@@ -971,6 +984,7 @@ void mountplan_free(struct mountplan *p)
 	free(p->ops);
 	free(p->write_paths);
 	free(p->read_paths);
+	free(p->link_roots);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -1208,601 +1222,6 @@ static int touch(const char *path, mode_t mode)
 	return 0;
 }
 
-/*
- * Hard links planted in a writable path from the host (docs/sandbox.md,
- * "Hard links").  A name in the workspace whose file also has a link
- * outside it would let the run change that file: the idmapped bind makes
- * a root-owned file the run uid's, and without root the run is the
- * operator.  Pass 1 counts, per (dev, ino), the names of each multi-linked
- * file on the writable mounts; a file with fewer such names than
- * st_nlink has a link elsewhere.  Pass 2 binds each name of such a file
- * read-only over itself: writes, truncation and chmod through it fail
- * with EROFS, and link(2) from it fails with EXDEV.
- *
- * Runs in the run's pid 1, before the pivot, with syscalls only; its
- * scratch memory is kept between runs (mountplan_scratch), or mmap'd and
- * unmapped before it returns.
- */
-
-/* The (dev, ino) table starts at LINKS_SLOTS_MIN slots (32 KiB, kept and
- * cleared between runs) and doubles when half full: a workspace of a few
- * hundred directories never grows it, and one full of hard links (git
- * clone --local) does not fault in a large table scattered at random.  A
- * power of two. */
-#define LINKS_SLOTS_MIN (1u << 10)
-/* One getdents64 buffer per directory level. */
-#define LINKS_DIRBUF 8192
-
-enum {
-	LS_USED = 1,
-	LS_FILE = 2,  /* a multi-linked file seen in pass 1 */
-	LS_SEEN1 = 4, /* a directory walked in pass 1 */
-	LS_SEEN2 = 8, /* a (mount, directory) walked in pass 2 */
-	LS_MULTI = 16 /* a directory holding a multi-linked name (pass 1) */
-};
-
-/* Pass 2 keys directories by mount id rather than device: a directory
- * visible through two mounts needs its names bound in each. */
-#define LINKS_MNT_KEY (1ull << 63)
-
-struct links_slot {
-	uint64_t dev, ino;
-	uint32_t count; /* names counted on writable mounts (pass 1) */
-	uint32_t nlink; /* st_nlink when first seen */
-	uint32_t flags;
-};
-
-struct links_walk {
-	struct links_slot *slots;
-	struct links_slot *fixed; /* the scratch table: never unmapped */
-	size_t nslots, nused;
-	char *bufs;
-	size_t entries;
-	size_t nshort; /* files with fewer names counted than links */
-	size_t bound;
-	int pass;
-	uint64_t hide_dev, hide_ino; /* MP_HIDE_DIR_SRC */
-};
-
-struct links_dirent {
-	uint64_t d_ino;
-	int64_t d_off;
-	unsigned short d_reclen;
-	unsigned char d_type;
-	char d_name[];
-};
-
-static void *links_map(size_t len)
-{
-	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-
-	return m == MAP_FAILED ? NULL : m;
-}
-
-static struct links_slot *links_find(struct links_slot *slots, size_t nslots,
-				     uint64_t dev, uint64_t ino)
-{
-	uint64_t h = (dev * 0x9e3779b97f4a7c15ull) ^ ino;
-
-	h ^= h >> 33;
-	h *= 0xff51afd7ed558ccdull;
-	h ^= h >> 33;
-	for (size_t i = h & (nslots - 1);; i = (i + 1) & (nslots - 1))
-		if (!(slots[i].flags & LS_USED) ||
-		    (slots[i].dev == dev && slots[i].ino == ino))
-			return &slots[i];
-}
-
-/* The slot of (dev, ino); with insert, a new one when absent.  NULL when
- * absent (without insert) or when the table cannot grow. */
-static struct links_slot *links_slot(struct links_walk *w, uint64_t dev,
-				     uint64_t ino, bool insert)
-{
-	struct links_slot *s = links_find(w->slots, w->nslots, dev, ino);
-
-	if (s->flags & LS_USED)
-		return s;
-	if (!insert)
-		return NULL;
-	if (2 * (w->nused + 1) > w->nslots) {
-		size_t n = 2 * w->nslots;
-		struct links_slot *t = links_map(n * sizeof(*t));
-
-		if (!t)
-			return NULL;
-		for (size_t i = 0; i < w->nslots; i++)
-			if (w->slots[i].flags & LS_USED)
-				*links_find(t, n, w->slots[i].dev,
-					    w->slots[i].ino) = w->slots[i];
-		if (w->slots != w->fixed)
-			munmap(w->slots, w->nslots * sizeof(*t));
-		w->slots = t;
-		w->nslots = n;
-		s = links_find(t, n, dev, ino);
-	}
-	w->nused++;
-	s->dev = dev;
-	s->ino = ino;
-	s->flags = LS_USED;
-	return s;
-}
-
-/* Bind the file open at fd read-only over itself.  The clone keeps the
- * mount's idmapping. */
-static int links_bind_ro(int fd)
-{
-	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY |
-					   MOUNT_ATTR_NOSUID |
-					   MOUNT_ATTR_NODEV};
-	int tree, r = 0;
-
-	tree = (int)open_tree(
-	    fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-	if (tree < 0)
-		return -errno;
-	if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
-	    move_mount(tree, "", fd, "",
-		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		r = -errno;
-	close(tree);
-	return r;
-}
-
-/* Pass 2: bind the name read-only when its file has a link the walk did
- * not count.  Decided on the opened file, so that a name swapped since
- * pass 1 is judged as it is now. */
-static int links_protect(struct links_walk *w, int dfd, const char *name)
-{
-	struct links_slot *s;
-	struct stat st;
-	int fd, r = 0;
-
-	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;
-	if (fstat(fd, &st) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if (!S_ISREG(st.st_mode) || st.st_nlink < 2)
-		goto out;
-	s = links_slot(w, st.st_dev, st.st_ino, false);
-	if (s && (s->flags & LS_FILE) && s->count >= st.st_nlink)
-		goto out;
-	if (++w->bound > MOUNTPLAN_LINKS_MAX) {
-		r = -EMLINK;
-		goto out;
-	}
-	r = links_bind_ro(fd);
-out:
-	close(fd);
-	return r;
-}
-
-static int links_dir(struct links_walk *w, int dfd, unsigned depth);
-
-/* Walk the directory name in dfd.  Returns 1 when name is not a
- * directory (any more), 0 when walked or out of the run's reach. */
-static int links_subdir(struct links_walk *w, int dfd, const char *name,
-			unsigned depth)
-{
-	int fd, r;
-
-	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0) {
-		if (errno == ENOTDIR || errno == ELOOP)
-			return 1;
-		if (errno == ENOENT)
-			return 0;
-		/* One the check cannot list but the run could search (mode
-		 * --x, another owner) could hold a link it reaches by name:
-		 * refuse.  One it cannot search is out of the run's reach. */
-		if (errno == EACCES)
-			return faccessat(dfd, name, X_OK,
-					 AT_EACCESS | AT_SYMLINK_NOFOLLOW) == 0
-				   ? -EACCES
-				   : 0;
-		return -errno;
-	}
-	r = links_dir(w, fd, depth + 1);
-	close(fd);
-	return r;
-}
-
-/* One name in a directory.  Sets *multi for a multi-linked file. */
-static int links_entry(struct links_walk *w, int dfd,
-		       const struct links_dirent *d, unsigned depth,
-		       bool writable, bool files, bool *multi)
-{
-	struct links_slot *s;
-	struct statx sx;
-	int r;
-
-	/* A directory needs no statx: opening it with O_NOFOLLOW says
-	 * whether it still is one. */
-	if (d->d_type == DT_DIR &&
-	    (r = links_subdir(w, dfd, d->d_name, depth)) <= 0)
-		return r;
-	/* Without d_type (some file systems), a name may still be a
-	 * directory to walk. */
-	if (!files && d->d_type != DT_UNKNOWN)
-		return 0;
-	if (statx(dfd, d->d_name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
-		  STATX_TYPE | STATX_NLINK | STATX_INO, &sx) < 0)
-		/* EACCES: the directory can be read but not searched, by
-		 * the run either. */
-		return errno == ENOENT || errno == EACCES ? 0 : -errno;
-	if (S_ISDIR(sx.stx_mode)) {
-		r = links_subdir(w, dfd, d->d_name, depth);
-		return r < 0 ? r : 0;
-	}
-	if (!files || !S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
-		return 0;
-	*multi = true;
-	if (w->pass == 2)
-		return links_protect(w, dfd, d->d_name);
-	s = links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
-		       sx.stx_ino, true);
-	if (!s)
-		return -ENOMEM;
-	if (!(s->flags & LS_FILE)) {
-		s->flags |= LS_FILE;
-		s->nlink = sx.stx_nlink;
-		w->nshort++;
-	}
-	/* A name on a read-only mount is not the run's to write, and a
-	 * name that is a mount point shows a file bound there from
-	 * elsewhere: neither counts as a link inside.  Counting too few
-	 * only binds more. */
-	if (!writable || (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-		return 0;
-	if (++s->count == s->nlink)
-		w->nshort--;
-	return 0;
-}
-
-static int links_dir(struct links_walk *w, int dfd, unsigned depth)
-{
-	struct statfs sfs;
-	struct statx sx;
-	struct links_slot *s;
-	uint64_t dev, key;
-	bool writable, files = true, multi = false;
-	char *buf;
-	long n;
-	int r;
-
-	if (fstatfs(dfd, &sfs) < 0 ||
-	    statx(dfd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) < 0)
-		return -errno;
-	writable = !(sfs.f_flags & ST_RDONLY);
-	/* What a read-only mount holds is not the run's to write, except
-	 * below the plan's own read-only tmpfs mounts: a rebuilt workspace
-	 * directory (mountplan_in.ro_binds) binds its entries back
-	 * writable. */
-	if (!writable && sfs.f_type != TMPFS_MAGIC)
-		return 0;
-	dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-	/* A hidden path: the plan's empty directory, bound read-only. */
-	if (dev == w->hide_dev && sx.stx_ino == w->hide_ino)
-		return 0;
-	key = dev;
-	if (w->pass == 2) {
-		/* Only the files of a directory that held a multi-linked
-		 * name in pass 1 need looking at again. */
-		s = links_slot(w, dev, sx.stx_ino, false);
-		files = !s || (s->flags & LS_MULTI);
-		if (sx.stx_mask & STATX_MNT_ID)
-			key = sx.stx_mnt_id | LINKS_MNT_KEY;
-	}
-	/* Pass 1 walks each directory once, so that no name is counted
-	 * twice (a nested writable path, a bind of it elsewhere in the
-	 * tree); pass 2 once per mount that shows it. */
-	s = links_slot(w, key, sx.stx_ino, true);
-	if (!s)
-		return -ENOMEM;
-	if (s->flags & (w->pass == 1 ? LS_SEEN1 : LS_SEEN2))
-		return 0;
-	s->flags |= w->pass == 1 ? LS_SEEN1 : LS_SEEN2;
-	if (depth >= MOUNTPLAN_LINKS_DEPTH_MAX)
-		return -ELOOP;
-	buf = w->bufs + (size_t)depth * LINKS_DIRBUF;
-	while ((n = syscall(SYS_getdents64, dfd, buf, LINKS_DIRBUF)) > 0) {
-		for (long off = 0; off < n;) {
-			const struct links_dirent *d =
-			    (const struct links_dirent *)(void *)(buf + off);
-			const char *name = d->d_name;
-
-			off += d->d_reclen;
-			if (name[0] == '.' &&
-			    (!name[1] || (name[1] == '.' && !name[2])))
-				continue;
-			if (++w->entries > MOUNTPLAN_LINKS_ENTRIES_MAX)
-				return -E2BIG;
-			if (d->d_type != DT_REG && d->d_type != DT_DIR &&
-			    d->d_type != DT_UNKNOWN)
-				continue;
-			if ((r = links_entry(w, dfd, d, depth, writable, files,
-					     &multi)) < 0)
-				return r;
-		}
-	}
-	if (n < 0)
-		return -errno;
-	/* The slot may have moved when the table grew. */
-	if (multi && w->pass == 1)
-		links_slot(w, dev, sx.stx_ino, false)->flags |= LS_MULTI;
-	return 0;
-}
-
-static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
-{
-	int r = 0;
-
-	w->pass = pass;
-	w->entries = 0;
-	for (size_t i = 0; i < p->n && r == 0; i++) {
-		int fd;
-
-		if (!p->ops[i].link_walk)
-			continue;
-		fd = open(p->ops[i].dst, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (fd < 0) {
-			/* A listed writable path that is a file is the
-			 * operator's to share. */
-			if (errno == ENOTDIR)
-				continue;
-			return -errno;
-		}
-		r = links_dir(w, fd, 0);
-		close(fd);
-	}
-	return r;
-}
-
-/*
- * The check from spd's list (mountplan_in.link_names): the same two
- * passes, over the listed names instead of the tree.  The list holds
- * every name below the workspace whose file was multi-linked when spd
- * last looked, and only the names of multi-linked files count in the
- * walk, so judging exactly these names decides as the walk would.  What
- * the list cannot make worse: a name that has gone is not there to
- * write through; a name whose file now has one link needs nothing; a
- * file whose link count went up since spd looked is judged on st_nlink
- * as it is now.  Names are resolved beneath the workspace without
- * symlinks or mount crossings, and the list is canonical and strictly
- * ordered (proto/sandbox.c), so no name is counted twice.  A name on
- * another mount is skipped when that mount is read-only (the walk does
- * not count or walk those) and otherwise sends the check back to the full
- * walk (-EXDEV), as does any failure to judge a name.
- */
-static int links_list_open(int root, const char *name)
-{
-	struct open_how how = {.flags = O_PATH | O_NOFOLLOW | O_CLOEXEC,
-			       .resolve =
-				   RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-				   RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV};
-	struct statfs sfs;
-	long fd;
-
-	fd = syscall(SYS_openat2, root, name, &how, sizeof(how));
-	if (fd >= 0)
-		return (int)fd;
-	if (errno == ENOENT || errno == ENOTDIR)
-		return -ENOENT;
-	if (errno != EXDEV)
-		return -errno;
-	how.resolve &= ~(uint64_t)RESOLVE_NO_XDEV;
-	fd = syscall(SYS_openat2, root, name, &how, sizeof(how));
-	if (fd < 0)
-		return errno == ENOENT || errno == ENOTDIR ? -ENOENT : -errno;
-	if (fstatfs((int)fd, &sfs) < 0 || !(sfs.f_flags & ST_RDONLY) ||
-	    sfs.f_type == TMPFS_MAGIC) {
-		close((int)fd);
-		return -EXDEV;
-	}
-	close((int)fd);
-	return -ENOENT;
-}
-
-static int links_list_pass(struct links_walk *w, int root,
-			   const char *const *names, int pass)
-{
-	for (size_t i = 0; names[i]; i++) {
-		struct links_slot *s;
-		struct statx sx;
-		int fd = links_list_open(root, names[i]), r = 0;
-
-		if (fd == -ENOENT)
-			continue;
-		if (fd < 0)
-			return fd;
-		if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-			  STATX_TYPE | STATX_NLINK | STATX_INO, &sx) < 0) {
-			r = -errno;
-			goto next;
-		}
-		if (!S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
-			goto next;
-		s = links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
-			       sx.stx_ino, pass == 1);
-		if (pass == 2) {
-			/* Judged on the descriptor: the name cannot have
-			 * been swapped since it was opened. */
-			if (s && (s->flags & LS_FILE) &&
-			    s->count >= sx.stx_nlink)
-				goto next;
-			if (++w->bound > MOUNTPLAN_LINKS_MAX) {
-				r = -EMLINK;
-				goto next;
-			}
-			r = links_bind_ro(fd);
-			goto next;
-		}
-		if (!s) {
-			r = -ENOMEM;
-			goto next;
-		}
-		if (!(s->flags & LS_FILE)) {
-			s->flags |= LS_FILE;
-			s->nlink = sx.stx_nlink;
-		}
-		/* A name on the workspace's own mount (no crossing was
-		 * allowed) that is not itself a mount point. */
-		if (!(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-			s->count++;
-	next:
-		close(fd);
-		if (r < 0)
-			return r;
-	}
-	return 0;
-}
-
-/* 1 when the list decided, 0 when the full walk must, or -errno. */
-static int links_from_list(struct links_walk *w, const struct mountplan *p)
-{
-	struct statfs sfs;
-	int root = -1, r;
-
-	for (size_t i = 0; i < p->n; i++)
-		if (p->ops[i].link_walk)
-			root = open(p->ops[i].dst,
-				    O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (root < 0)
-		return 0;
-	if (fstatfs(root, &sfs) < 0 || (sfs.f_flags & ST_RDONLY)) {
-		r = 0;
-		goto out;
-	}
-	r = links_list_pass(w, root, p->link_names, 1);
-	if (r == 0)
-		r = links_list_pass(w, root, p->link_names, 2);
-	r = r == 0 ? 1 : r == -EMLINK || r == -ENOMEM ? r : 0;
-out:
-	close(root);
-	return r;
-}
-
-#define LINKS_BUFS ((size_t)MOUNTPLAN_LINKS_DEPTH_MAX * LINKS_DIRBUF)
-
-/* The walk's memory, kept between runs: a page the walk touched once is
- * not faulted in again (each fault is dear on a virtual machine). */
-struct mountplan_scratch {
-	char *bufs;
-	struct links_slot *slots; /* LINKS_SLOTS_MIN of them */
-	uint64_t links_ns[2];	  /* the last check's start and end */
-};
-
-static uint64_t links_now_ns(void)
-{
-	struct timespec ts;
-
-	/* clock_gettime is async-signal-safe (POSIX.1-2008). */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void mountplan_scratch_links_ns(const struct mountplan_scratch *s,
-				uint64_t *ret_start, uint64_t *ret_end)
-{
-	*ret_start = s ? s->links_ns[0] : 0;
-	*ret_end = s ? s->links_ns[1] : 0;
-}
-
-struct mountplan_scratch *mountplan_scratch_new(void)
-{
-	struct mountplan_scratch *s = calloc(1, sizeof(*s));
-
-	if (!s)
-		return NULL;
-	s->bufs = links_map(LINKS_BUFS);
-	s->slots = links_map(LINKS_SLOTS_MIN * sizeof(*s->slots));
-	if (!s->bufs || !s->slots) {
-		mountplan_scratch_free(s);
-		return NULL;
-	}
-	return s;
-}
-
-void mountplan_scratch_free(struct mountplan_scratch *s)
-{
-	if (!s)
-		return;
-	if (s->bufs)
-		munmap(s->bufs, LINKS_BUFS);
-	if (s->slots)
-		munmap(s->slots, LINKS_SLOTS_MIN * sizeof(*s->slots));
-	free(s);
-}
-
-static int protect_links(const struct mountplan *p,
-			 struct mountplan_scratch *scratch)
-{
-	struct links_walk w = {.nslots = LINKS_SLOTS_MIN};
-	struct stat st;
-	bool any = false;
-	int r;
-
-	for (size_t i = 0; i < p->n; i++)
-		any |= p->ops[i].link_walk;
-	if (!any)
-		return 0;
-	if (stat(MP_HIDE_DIR_SRC, &st) < 0)
-		return -errno;
-	w.hide_dev = st.st_dev;
-	w.hide_ino = st.st_ino;
-	if (scratch) {
-		w.bufs = scratch->bufs;
-		w.slots = w.fixed = scratch->slots;
-		memset(w.slots, 0, LINKS_SLOTS_MIN * sizeof(*w.slots));
-	} else {
-		w.bufs = links_map(LINKS_BUFS);
-		w.slots = links_map(w.nslots * sizeof(*w.slots));
-	}
-	if (!w.bufs || !w.slots) {
-		r = -ENOMEM;
-		goto out;
-	}
-	if (scratch)
-		scratch->links_ns[0] = links_now_ns();
-	r = p->link_names ? links_from_list(&w, p) : 0;
-	if (r == 0) {
-		/* Counts from a list that could not decide are not the
-		 * walk's: start again from an empty table. */
-		if (w.nused) {
-			if (w.slots != w.fixed)
-				munmap(w.slots, w.nslots * sizeof(*w.slots));
-			w.slots =
-			    w.fixed
-				? w.fixed
-				: links_map(LINKS_SLOTS_MIN * sizeof(*w.slots));
-			w.nslots = LINKS_SLOTS_MIN;
-			w.nused = 0;
-			w.bound = 0;
-			if (!w.slots) {
-				r = -ENOMEM;
-				goto out;
-			}
-			memset(w.slots, 0, LINKS_SLOTS_MIN * sizeof(*w.slots));
-		}
-		r = links_pass(&w, p, 1);
-		if (r == 0 && w.nshort)
-			r = links_pass(&w, p, 2);
-	} else if (r == 1) {
-		r = 0;
-	}
-	if (scratch)
-		scratch->links_ns[1] = links_now_ns();
-out:
-	if (w.bufs && !scratch)
-		munmap(w.bufs, LINKS_BUFS);
-	if (w.slots && w.slots != w.fixed)
-		munmap(w.slots, w.nslots * sizeof(*w.slots));
-	return r;
-}
-
 int mountplan_apply(const struct mountplan *p,
 		    struct mountplan_scratch *scratch, int *ret_step)
 {
@@ -1855,7 +1274,7 @@ int mountplan_apply(const struct mountplan *p,
 	}
 	/* After every bind, so that the walk sees the run's view: what the
 	 * plan covers or binds read-only is not the run's to write. */
-	if ((r = protect_links(p, scratch)) < 0) {
+	if ((r = links_check(p, MP_HIDE_DIR_SRC, scratch)) < 0) {
 		*ret_step = MOUNTPLAN_STEP_LINKS;
 		return r;
 	}

@@ -92,6 +92,10 @@ struct mountplan {
 	 * the workspace is the only tree it walks and no read-only bind
 	 * rebuilt a directory of it.  NULL: the full walk. */
 	const char *const *link_names;
+	/* The writable binds' mount points the hard-link check walks, as
+	 * seen before the pivot (nlink_roots of them). */
+	const char **link_roots;
+	size_t nlink_roots;
 };
 
 struct mountplan_in {
