@@ -82,6 +82,9 @@ struct spd {
 	/* The workspaces' hard-link lists (daemon/domain/linkwatch.h); made
 	 * on the first run, NULL before. */
 	struct linkwatch *linkwatch;
+	/* Runs started with a stdin pipe, which run.input finds by the
+	 * connection that started them (daemon/methods/m_run.c). */
+	struct run_ctx *stdin_runs;
 	/* Session-token check, set when the session store is up: stores the
 	 * token's session id (malloc'd) and returns 0, or -EACCES. */
 	int (*session_auth)(struct spd *spd, const char *token,

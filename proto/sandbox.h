@@ -46,8 +46,9 @@
 #define SBXP_LINKS_MAX SBXP_LIST_MAX
 /* Read-only bind pairs of a RUN (the held-out checks need one). */
 #define SBXP_RO_BINDS_MAX 8
-/* File descriptors with a RUN: the write ends of stdout and stderr. */
-#define SBXP_RUN_FDS 2
+/* File descriptors with a RUN: the write ends of stdout and stderr, and
+ * with SBXP_RUN_STDIN the read end of the command's stdin as a third. */
+#define SBXP_RUN_FDS 3
 /* Warnings a STARTED carries: one per layer that can be missing. */
 #define SBXP_WARN_MAX 8
 #define SBXP_WARN_LEN 200
@@ -109,7 +110,12 @@ enum sbxp_rlimit {
  * whenever a listed name cannot be judged (the list is only a hint: a
  * stale one never leaves a name writable that the walk would bind). */
 #define SBXP_RUN_LINKS_LISTED 0x2u
-#define SBXP_RUN__FLAGS 0x3u
+/* The RUN carries a third descriptor, the read end of a pipe that
+ * becomes the command's stdin (spctl acp: the agent's protocol channel);
+ * without it stdin is /dev/null.  sandboxd refuses a RUN whose
+ * descriptor count does not match this flag. */
+#define SBXP_RUN_STDIN 0x4u
+#define SBXP_RUN__FLAGS 0x7u
 
 struct sbxp_run {
 	uint32_t net;	     /* enum sbx_net */

@@ -77,6 +77,11 @@ struct sbx_run {
 	void *data;
 	uv_pipe_t out[2];
 	bool eof[2];
+	/* The command's stdin (spec.stdin_pipe): spd's write end, open
+	 * until sbx_run_input_close or the run's end. */
+	uv_pipe_t in;
+	bool in_open;
+	size_t in_queued; /* bytes written but not yet taken by the pipe */
 	uv_timer_t drain;
 	bool drain_started;
 	int handles;
@@ -554,6 +559,58 @@ static void run_complete(struct sbx_run *r)
 	for (int i = 0; i < 2; i++)
 		uv_close((uv_handle_t *)&r->out[i], on_run_handle_closed);
 	uv_close((uv_handle_t *)&r->drain, on_run_handle_closed);
+	sbx_run_input_close(r);
+}
+
+struct input_req {
+	uv_write_t w;
+	struct sbx_run *r;
+	size_t len;
+	char data[];
+};
+
+static void on_input_written(uv_write_t *w, int status)
+{
+	struct input_req *q = (struct input_req *)(void *)w;
+
+	/* After uv_close the run may be freed only once this has run:
+	 * libuv cancels pending writes before the close callback. */
+	q->r->in_queued -= q->len;
+	(void)status;
+	free(q);
+}
+
+int sbx_run_input(struct sbx_run *r, const char *buf, size_t len)
+{
+	struct input_req *q;
+	uv_buf_t b;
+	int rc;
+
+	if (!r || !r->in_open)
+		return -EPIPE;
+	if (len > SBX_INPUT_QUEUE_MAX - r->in_queued)
+		return -ENOBUFS;
+	if (!(q = malloc(sizeof(*q) + len)))
+		return -ENOMEM;
+	q->r = r;
+	q->len = len;
+	memcpy(q->data, buf, len);
+	b = uv_buf_init(q->data, (unsigned)len);
+	rc = uv_write(&q->w, (uv_stream_t *)&r->in, &b, 1, on_input_written);
+	if (rc < 0) {
+		free(q);
+		return rc;
+	}
+	r->in_queued += len;
+	return 0;
+}
+
+void sbx_run_input_close(struct sbx_run *r)
+{
+	if (!r || !r->in_open)
+		return;
+	r->in_open = false;
+	uv_close((uv_handle_t *)&r->in, on_run_handle_closed);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -614,10 +671,11 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	const char *const *lists[SBXP_L__COUNT];
 	struct sbxp_run *enc = (struct sbxp_run *)(void *)s->enc, *m = NULL;
 	struct sbx_run *r = NULL;
-	uv_file p[2][2] = {{-1, -1}, {-1, -1}};
+	uv_file p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
 	const char *home = spec->home ? spec->home : getenv("HOME");
 	long len = -EINVAL;
-	int fds[2], rc;
+	int fds[3], rc;
+	size_t nfds = 2;
 
 	if (s->closing)
 		return -ESHUTDOWN;
@@ -647,7 +705,8 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	enc->net = (uint32_t)spec->net;
 	enc->broker_port = spec->broker_port;
 	enc->timeout_ms = spec->timeout_ms;
-	enc->flags = spec->best_effort ? SBXP_RUN_BEST_EFFORT : 0;
+	enc->flags = (spec->best_effort ? SBXP_RUN_BEST_EFFORT : 0) |
+		     (spec->stdin_pipe ? SBXP_RUN_STDIN : 0);
 	enc->run_uid = spec->run_uid;
 	enc->run_gid = spec->run_gid;
 	memcpy(enc->rlimits, spec->rlimits, sizeof(enc->rlimits));
@@ -686,6 +745,11 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	if ((rc = uv_pipe(p[0], UV_NONBLOCK_PIPE, 0)) < 0 ||
 	    (rc = uv_pipe(p[1], UV_NONBLOCK_PIPE, 0)) < 0)
 		goto fail;
+	/* The stdin pipe the other way round: spd writes, the command
+	 * reads from the end sandboxd passes on.  Only spd's end is
+	 * non-blocking: the command sees an ordinary pipe. */
+	if (spec->stdin_pipe && (rc = uv_pipe(p[2], 0, UV_NONBLOCK_PIPE)) < 0)
+		goto fail;
 
 	r->s = s;
 	r->id = ++s->next_id ? s->next_id : ++s->next_id;
@@ -702,6 +766,15 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	uv_timer_init(s->loop, &r->drain);
 	r->drain.data = r;
 	r->handles = 3;
+	if (spec->stdin_pipe) {
+		uv_pipe_init(s->loop, &r->in, 0);
+		r->in.data = r;
+		uv_pipe_open(&r->in, p[2][1]);
+		p[2][1] = -1;
+		r->in_open = true;
+		r->handles++;
+		fds[nfds++] = p[2][0];
+	}
 	s->runs_alive++;
 	r->next = s->runs;
 	r->pprev = &s->runs;
@@ -711,10 +784,10 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 
 	fds[0] = p[0][1];
 	fds[1] = p[1][1];
-	rc = enqueue(s, SBXP_RUN, r->id, m, (size_t)len, fds, 2);
+	rc = enqueue(s, SBXP_RUN, r->id, m, (size_t)len, fds, nfds);
 	if (rc < 0) {
-		close(fds[0]);
-		close(fds[1]);
+		for (size_t i = 0; i < nfds; i++)
+			close(fds[i]);
 		free(m);
 		/* Handles are open: end it through the normal path, later. */
 		run_fail(r, SBXP_ERR_INTERNAL, "out of memory");
@@ -724,7 +797,7 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 		*ret = r;
 	return 0;
 fail:
-	for (int i = 0; i < 2; i++)
+	for (int i = 0; i < 3; i++)
 		for (int k = 0; k < 2; k++)
 			if (p[i][k] >= 0)
 				close(p[i][k]);

@@ -34,6 +34,9 @@
 /* A sandboxd that dies sooner than this after its start is restarted
  * only after this delay, so that a broken install does not spin. */
 #define SBX_RESTART_DELAY_MS 1000
+/* Bytes written to a run's stdin that the pipe has not taken yet: a
+ * command that stops reading must not make spd buffer without end. */
+#define SBX_INPUT_QUEUE_MAX (4 * 1024 * 1024)
 
 struct sbx;
 struct sbx_run;
@@ -68,6 +71,9 @@ struct sbx_spec {
 	uint32_t run_uid, run_gid; /* when spd is root; 0: nobody/nogroup */
 	uint64_t rlimits[SBXP_RLIM__COUNT]; /* 0: sandboxd's defaults */
 	size_t output_cap; /* per stream; 0: SBX_OUTPUT_CAP_DEFAULT */
+	/* Give the command a stdin pipe that sbx_run_input writes to;
+	 * false: its stdin is /dev/null. */
+	bool stdin_pipe;
 	/* The most runs in flight (this one included) this run may start
 	 * beside: below SBXP_RUNS_MAX for anyone but the operator, so the
 	 * slots above stay free for the operator.  0: SBXP_RUNS_MAX. */
@@ -123,6 +129,17 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 /* The client went away: kill the run (its whole pid namespace).  on_done
  * still follows, with cancelled set.  Idempotent. */
 void sbx_run_cancel(struct sbx_run *r);
+
+/*
+ * Queue len bytes (copied) for the stdin of r, a run started with
+ * spec.stdin_pipe.  Returns 0, -EPIPE when r has no stdin (never had, or
+ * closed, or the run ended), -ENOBUFS when more than SBX_INPUT_QUEUE_MAX
+ * bytes would wait, or -errno.  Bytes the command never reads are lost.
+ */
+int sbx_run_input(struct sbx_run *r, const char *buf, size_t len);
+/* Close r's stdin: the command reads end of file once it has read what
+ * was queued.  Accepts NULL and runs without stdin; idempotent. */
+void sbx_run_input_close(struct sbx_run *r);
 
 /*
  * Ask sandboxd what this host lets it do (spctl doctor, daemon.status).

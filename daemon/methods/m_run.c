@@ -189,7 +189,23 @@ struct run_ctx {
 	 * in the gateway (released with it); "" and 0 otherwise. */
 	char turn[BROKER_TURN_ID_LEN + 1];
 	uint64_t listener;
+	/* A run with a stdin pipe: in spd->stdin_runs, found by run.input
+	 * from the same connection and the same caller. */
+	struct run_ctx *next, **pprev;
+	uint64_t conn;
+	bool by_operator;
+	char *by_session;
 };
+
+static void stdin_run_unlink(struct run_ctx *rc)
+{
+	if (!rc->pprev)
+		return;
+	*rc->pprev = rc->next;
+	if (rc->next)
+		rc->next->pprev = rc->pprev;
+	rc->pprev = NULL;
+}
 
 static void run_ctx_free(struct run_ctx *rc)
 {
@@ -201,6 +217,8 @@ static void run_ctx_free(struct run_ctx *rc)
 		broker_turn_end(rc->spd, rc->turn, "agent exited");
 	if (rc->quota_sid)
 		quota_put(rc->spd->quota, rc->quota_sid, QUOTA_RUNS);
+	stdin_run_unlink(rc);
+	free(rc->by_session);
 	free(rc->quota_sid);
 	json_decref(rc->argv_json);
 	free(rc->workspace);
@@ -279,6 +297,7 @@ static void on_done(void *data, const struct sbx_result *r)
 	json_t *detail;
 
 	trace_stamp("done");
+	stdin_run_unlink(rc);
 	outf_finish(&rc->outf, c);
 	detail = json_pack(
 	    "{s:O, s:s, s:s, s:s, s:I, s:b, s:o}", "argv", rc->argv_json,
@@ -537,6 +556,88 @@ fail:
 	return r;
 }
 
+/* Make rc findable by run.input and tell the client it may write: bytes
+ * sent before the run started would have had nowhere to go. */
+static void stdin_run_register(struct rpc_call *c, struct run_ctx *rc)
+{
+	const struct rpc_principal *who = rpc_call_principal(c);
+	struct spd *spd = rc->spd;
+
+	rc->conn = rpc_call_conn_serial(c);
+	rc->by_operator = who->operator;
+	rc->by_session = who->session_id ? strdup(who->session_id) : NULL;
+	if (who->session_id && !rc->by_session) {
+		/* Unfindable is safe: run.input then refuses, and the run
+		 * reads end of file once the client goes. */
+		sbx_run_input_close(rc->run);
+		return;
+	}
+	rc->next = spd->stdin_runs;
+	rc->pprev = &spd->stdin_runs;
+	if (spd->stdin_runs)
+		spd->stdin_runs->pprev = &rc->next;
+	spd->stdin_runs = rc;
+	rpc_call_notify(c, RPC_N_RUN_STARTED, json_object());
+}
+
+static struct run_ctx *stdin_run_find(struct rpc_call *c)
+{
+	const struct rpc_principal *who = rpc_call_principal(c);
+	uint64_t conn = rpc_call_conn_serial(c);
+
+	for (struct run_ctx *rc = rpc_call_spd(c)->stdin_runs; rc;
+	     rc = rc->next) {
+		if (rc->conn != conn || rc->by_operator != who->operator)
+			continue;
+		if (!rc->by_session != !who->session_id)
+			continue;
+		if (rc->by_session &&
+		    strcmp(rc->by_session, who->session_id) != 0)
+			continue;
+		return rc;
+	}
+	return NULL;
+}
+
+void m_run_input(struct rpc_call *c)
+{
+	json_t *p = rpc_call_params(c);
+	json_t *d = json_object_get(p, "data");
+	bool close_it = json_is_true(json_object_get(p, "close"));
+	size_t len = d ? json_string_length(d) : 0;
+	struct run_ctx *rc = stdin_run_find(c);
+	int r;
+
+	rpc_call_set_summary(c, "%zu bytes%s", len, close_it ? ", closed" : "");
+	if (!rc) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "no run with \"stdin\": true is running on "
+			       "this connection");
+		return;
+	}
+	if (!d && !close_it) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "give data, close or both");
+		return;
+	}
+	if (len &&
+	    (r = sbx_run_input(rc->run, json_string_value(d), len)) < 0) {
+		if (r == -ENOBUFS)
+			rpc_call_error(c, RPC_E_LIMIT, NULL,
+				       "the command is not reading its stdin "
+				       "(%d bytes wait)",
+				       SBX_INPUT_QUEUE_MAX);
+		else
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "the run's stdin is closed: %s",
+				       strerror(-r));
+		return;
+	}
+	if (close_it)
+		sbx_run_input_close(rc->run);
+	rpc_call_reply(c, json_object());
+}
+
 int run_start(struct rpc_call *c, const struct run_request *req)
 {
 	struct spd *spd = rpc_call_spd(c);
@@ -693,6 +794,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 			spec.link_names = names;
 		trace_stamp("linklist");
 	}
+	spec.stdin_pipe = req->stdin_pipe;
 	outf_init(&rc->outf, spd);
 	{
 		/* A run that cannot be journaled does not run: the journal
@@ -743,6 +845,8 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		goto out;
 	}
 	rpc_call_on_gone(c, on_gone, rc);
+	if (req->stdin_pipe)
+		stdin_run_register(c, rc);
 	r = 0;
 	goto out;
 oom:
@@ -820,6 +924,7 @@ void m_cmd_run(struct rpc_call *c)
 			       "net must be none, loopback or host");
 		return;
 	}
+	req.stdin_pipe = json_is_true(json_object_get(p, "stdin"));
 	if (json_is_true(json_object_get(p, "agent"))) {
 		char msg[256];
 

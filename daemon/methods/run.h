@@ -43,6 +43,9 @@ struct run_request {
 	 * the turn ends when the command does. */
 	bool agent;
 	int64_t agent_cap;
+	/* Give the command a stdin pipe that run.input on the same
+	 * connection writes to (spctl acp); false: /dev/null. */
+	bool stdin_pipe;
 	bool in_place;		/* set by run_prepare for in-place sessions */
 	const char *session_id; /* set by run_prepare: the session, or NULL */
 };

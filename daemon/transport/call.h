@@ -15,6 +15,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "proto/rpc.h"
 
@@ -37,6 +38,10 @@ const struct rpc_principal *rpc_call_principal(struct rpc_call *c);
 /* The daemon's state (journal, sandbox, sessions, configuration). */
 struct spd *rpc_call_spd(struct rpc_call *c);
 enum rpc_method rpc_call_method(struct rpc_call *c);
+/* The call's connection as a number no other connection of this spd
+ * ever gets (calls on one connection share it), or 0 once the client has
+ * gone: run.input finds the run its own connection started with it. */
+uint64_t rpc_call_conn_serial(struct rpc_call *c);
 /* True once the client has gone away. */
 bool rpc_call_client_gone(struct rpc_call *c);
 

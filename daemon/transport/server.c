@@ -77,11 +77,13 @@ struct conn {
 	 * must carry the operator token, anything else is refused. */
 	bool in_reserve;
 	char *quota_sid; /* the session whose connection quota this holds */
+	uint64_t serial; /* rpc_call_conn_serial: never reused */
 };
 
 struct server {
 	uv_pipe_t listener;
 	struct spd *spd;
+	uint64_t conn_serial; /* the last connection's serial */
 	struct conn *conns;
 	unsigned nconns;
 	unsigned nshared;      /* connections not (yet) the operator's */
@@ -308,6 +310,11 @@ struct spd *rpc_call_spd(struct rpc_call *c)
 enum rpc_method rpc_call_method(struct rpc_call *c)
 {
 	return c->method;
+}
+
+uint64_t rpc_call_conn_serial(struct rpc_call *c)
+{
+	return c->conn ? c->conn->serial : 0;
 }
 
 bool rpc_call_client_gone(struct rpc_call *c)
@@ -844,6 +851,7 @@ static void on_connection(uv_stream_t *listener, int status)
 	if (!c)
 		return;
 	c->srv = s;
+	c->serial = ++s->conn_serial;
 	uv_pipe_init(s->spd->loop, &c->pipe, 0);
 	if (uv_accept(listener, (uv_stream_t *)&c->pipe) < 0) {
 		uv_close((uv_handle_t *)&c->pipe, (uv_close_cb)free);

@@ -125,6 +125,7 @@ struct child_args {
 	char *cmd_stack; /* the command's stack top (SPAWN_SHARED_VM) */
 	struct mountplan_scratch *scratch; /* the link check's memory */
 	int fd_out, fd_err, fd_report, fd_status, fd_init;
+	int fd_in;   /* the command's stdin (SBXP_RUN_STDIN), or -1 */
 	int fd_sync; /* forked init only: sandboxd's go-ahead, else -1 */
 	/* The step trace: init's stamps, written through the shared memory
 	 * (SPAWN_SHARED_VM; a forked init's are lost, which is harmless). */
@@ -460,8 +461,11 @@ static int child_shuffle_fds(const struct child_args *a)
 {
 	int src[5] = {a->fd_out, a->fd_err, a->fd_report, a->fd_status,
 		      a->fd_init};
-	int tmp[5];
+	int tmp[5], in = -1;
 
+	/* Moved out of the way first: it may sit on one of 1-5. */
+	if (a->fd_in >= 0 && (in = fcntl(a->fd_in, F_DUPFD, 10)) < 0)
+		return -errno;
 	for (int i = 0; i < 5; i++) {
 		tmp[i] = fcntl(src[i], F_DUPFD, 10);
 		if (tmp[i] < 0)
@@ -470,9 +474,13 @@ static int child_shuffle_fds(const struct child_args *a)
 	for (int i = 0; i < 5; i++)
 		if (dup2(tmp[i], i + 1) < 0)
 			return -errno;
+	if (in >= 0 && dup2(in, 0) < 0)
+		return -errno;
 	if (close_range(FD_INIT + 1, ~0u, 0) < 0 ||
 	    fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0)
 		return -errno;
+	if (in >= 0)
+		return 0;
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null < 0)
 		return -errno;
@@ -920,7 +928,8 @@ static const char *errstr(int err)
 
 int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		const struct sbxp_run_view *v, int out_fd, int err_fd,
-		struct spawn_run *run, struct sbxp_exited *ret_refusal)
+		int in_fd, struct spawn_run *run,
+		struct sbxp_exited *ret_refusal)
 {
 	const struct sbxp_run *m = v->msg;
 	bool best = m->flags & SBXP_RUN_BEST_EFFORT;
@@ -942,6 +951,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 
 	trace_stamp("msg");
 	a.t_child = t_child;
+	a.fd_in = in_fd;
 	memset(run, 0, sizeof(*run));
 	run->id = id;
 	run->pidfd = run->report_fd = run->status_fd = run->broker_fd = -1;

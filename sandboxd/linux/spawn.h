@@ -111,7 +111,8 @@ const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx);
 
 /*
  * Start the run described by v, its output going to the descriptors
- * out_fd and err_fd (borrowed; the caller closes them afterwards).  On
+ * out_fd and err_fd and its stdin read from in_fd (-1: /dev/null; all
+ * borrowed: the caller closes them afterwards).  On
  * success fills *run and returns 0: the caller polls run->pidfd and
  * run->report_fd.  When the run cannot start, fills *ret_refusal (the
  * EXITED to send: SANDBOX-UNAVAILABLE naming the layer, BAD-REQUEST or
@@ -119,7 +120,8 @@ const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx);
  */
 int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		const struct sbxp_run_view *v, int out_fd, int err_fd,
-		struct spawn_run *run, struct sbxp_exited *ret_refusal);
+		int in_fd, struct spawn_run *run,
+		struct sbxp_exited *ret_refusal);
 
 /*
  * Read what the run's report pipe holds.  Returns 1 when the pipe reached
