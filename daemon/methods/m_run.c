@@ -638,6 +638,106 @@ void m_run_input(struct rpc_call *c)
 	rpc_call_reply(c, json_object());
 }
 
+/* The caller's environment entries into env: each NAME: string, no '='
+ * in the name; secret-looking names dropped (the run is told by their
+ * absence, the log records only the name).  Returns 0, -1 having
+ * answered c, or -ENOMEM. */
+static int run_env_add(struct rpc_call *c, const struct run_request *req,
+		       struct strv *env)
+{
+	struct spd *spd = rpc_call_spd(c);
+	const char *key;
+	json_t *v;
+
+	if (json_object_size(req->env) > RUN_ENV_MAX) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+			       "env: too many entries");
+		return -1;
+	}
+	json_object_foreach(req->env, key, v)
+	{
+		char *e;
+
+		if (!json_is_string(v) || !key[0] || strchr(key, '=') ||
+		    strlen(json_string_value(v)) != json_string_length(v)) {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "env: \"%.60s\" must be NAME: string "
+				       "without '=' in the name",
+				       key);
+			return -1;
+		}
+		if (asprintf(&e, "%s=%s", key, json_string_value(v)) < 0)
+			return -ENOMEM;
+		if (envscrub_entry_drop(
+			e, (const char *const *)spd->secret_values))
+			log_info("run: dropped environment variable %s", key);
+		else
+			strv_push(env, e);
+		free(e);
+	}
+	return 0;
+}
+
+/* An agent's run takes one of its session's run slots (rc->quota_sid
+ * gives it back) and may not use the slots held for the operator.
+ * Returns 0, -EDQUOT having answered c with LIMIT, or -ENOMEM. */
+static int run_quota_take(struct rpc_call *c, struct run_ctx *rc,
+			  struct sbx_spec *spec)
+{
+	struct spd *spd = rpc_call_spd(c);
+	const char *sid = rpc_call_principal(c)->session_id;
+
+	if (rpc_call_principal(c)->operator)
+		return 0;
+	/* One agent's runs must leave room for the others'. */
+	if (sid &&
+	    quota_take(spd->quota, sid, QUOTA_RUNS, uv_now(spd->loop)) < 0) {
+		rpc_call_error(
+		    c, RPC_E_LIMIT,
+		    json_pack("{s:s, s:i}", "quota", "runs", "limit",
+			      (int)quota_limit(spd->quota, QUOTA_RUNS)),
+		    "this session has %u runs in flight, its quota; wait for "
+		    "one to end",
+		    quota_limit(spd->quota, QUOTA_RUNS));
+		return -EDQUOT;
+	}
+	rc->quota_sid = sid ? strdup(sid) : NULL;
+	if (sid && !rc->quota_sid) {
+		quota_put(spd->quota, sid, QUOTA_RUNS);
+		return -ENOMEM;
+	}
+	/* The slots above this stay free for the operator's runs. */
+	spec->slots_max = SBXP_RUNS_MAX - spd->config.operator_runs;
+	return 0;
+}
+
+/* Journal the run's start.  A run that cannot be journaled does not run:
+ * the journal is the record the operator audits afterwards.  Returns 0,
+ * or -EIO having answered c. */
+static int run_journal_start(struct rpc_call *c, const struct run_request *req,
+			     const struct run_ctx *rc)
+{
+	struct spd *spd = rpc_call_spd(c);
+	json_t *d = json_pack("{s:O, s:s, s:s, s:s?}", "argv", req->argv,
+			      "workspace", req->workspace, "net", rc->net_name,
+			      "turn", rc->turn[0] ? rc->turn : NULL);
+	char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	int64_t jr = journal_append(
+	    spd->journal, req->session_id,
+	    rpc_call_principal(c)->operator? "operator" : "agent", "run.start",
+	    json_string_value(json_array_get(req->argv, 0)), text);
+
+	free(text);
+	json_decref(d);
+	if (jr >= 0)
+		return 0;
+	rpc_call_error(c, RPC_E_INTERNAL, NULL,
+		       "the journal cannot record the run (%s); not running "
+		       "it",
+		       strerror((int)-jr));
+	return -EIO;
+}
+
 int run_start(struct rpc_call *c, const struct run_request *req)
 {
 	struct spd *spd = rpc_call_spd(c);
@@ -646,8 +746,6 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	struct sbx_spec spec;
 	struct run_ctx *rc = NULL;
 	const char *why = NULL, *home = getenv("HOME");
-	const char *key;
-	json_t *v;
 	int r;
 
 	memset(&spec, 0, sizeof(spec));
@@ -670,34 +768,11 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 			free(h);
 		}
 	}
-	if (json_object_size(req->env) > RUN_ENV_MAX) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "env: too many entries");
+	r = run_env_add(c, req, &env);
+	if (r == -ENOMEM)
+		goto oom;
+	if (r < 0)
 		goto out;
-	}
-	json_object_foreach(req->env, key, v)
-	{
-		char *e;
-		if (!json_is_string(v) || !key[0] || strchr(key, '=') ||
-		    strlen(json_string_value(v)) != json_string_length(v)) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "env: \"%.60s\" must be NAME: string "
-				       "without '=' in the name",
-				       key);
-			goto out;
-		}
-		if (asprintf(&e, "%s=%s", key, json_string_value(v)) < 0)
-			goto oom;
-		/* Secret-looking names never reach a run, whoever asks;
-		 * the run is told by their absence, the journal records
-		 * only the name. */
-		if (envscrub_entry_drop(
-			e, (const char *const *)spd->secret_values))
-			log_info("run: dropped environment variable %s", key);
-		else
-			strv_push(&env, e);
-		free(e);
-	}
 	if (strv_from_json(req->writable, RUN_WRITABLE_MAX, &writable, &why) <
 	    0) {
 		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "writable: %s", why);
@@ -735,33 +810,13 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	rc->best_effort = req->best_effort;
 	rc->done_hook = req->done_hook;
 	rc->done_data = req->done_data;
-	if (!rpc_call_principal(c)->operator) {
-		const char *sid = rpc_call_principal(c)->session_id;
-
-		/* One agent's runs must leave room for the others'. */
-		if (sid && quota_take(spd->quota, sid, QUOTA_RUNS,
-				      uv_now(spd->loop)) < 0) {
-			run_ctx_free(rc);
-			rc = NULL;
-			rpc_call_error(
-			    c, RPC_E_LIMIT,
-			    json_pack("{s:s, s:i}", "quota", "runs", "limit",
-				      (int)quota_limit(spd->quota, QUOTA_RUNS)),
-			    "this session has %u runs in flight, its "
-			    "quota; wait for one to end",
-			    quota_limit(spd->quota, QUOTA_RUNS));
-			r = -EDQUOT;
-			goto out;
-		}
-		rc->quota_sid = sid ? strdup(sid) : NULL;
-		if (sid && !rc->quota_sid) {
-			quota_put(spd->quota, sid, QUOTA_RUNS);
-			run_ctx_free(rc);
-			rc = NULL;
+	r = run_quota_take(c, rc, &spec);
+	if (r < 0) {
+		run_ctx_free(rc);
+		rc = NULL;
+		if (r == -ENOMEM)
 			goto oom;
-		}
-		/* The slots above this stay free for the operator's runs. */
-		spec.slots_max = SBXP_RUNS_MAX - spd->config.operator_runs;
+		goto out;
 	}
 
 	spec.argv = argv.v;
@@ -796,33 +851,12 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	}
 	spec.stdin_pipe = req->stdin_pipe;
 	outf_init(&rc->outf, spd);
-	{
-		/* A run that cannot be journaled does not run: the journal
-		 * is the record the operator audits afterwards. */
-		json_t *d =
-		    json_pack("{s:O, s:s, s:s, s:s?}", "argv", req->argv,
-			      "workspace", req->workspace, "net", rc->net_name,
-			      "turn", rc->turn[0] ? rc->turn : NULL);
-		char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
-		int64_t jr = journal_append(
-		    spd->journal, req->session_id,
-		    rpc_call_principal(c)->operator? "operator" : "agent",
-		    "run.start",
-		    json_string_value(json_array_get(req->argv, 0)), text);
-		free(text);
-		json_decref(d);
-		if (jr < 0) {
-			outf_finish(&rc->outf, NULL);
-			run_ctx_free(rc);
-			rc = NULL;
-			rpc_call_error(
-			    c, RPC_E_INTERNAL, NULL,
-			    "the journal cannot record the run (%s); "
-			    "not running it",
-			    strerror((int)-jr));
-			r = -EIO;
-			goto out;
-		}
+	r = run_journal_start(c, req, rc);
+	if (r < 0) {
+		outf_finish(&rc->outf, NULL);
+		run_ctx_free(rc);
+		rc = NULL;
+		goto out;
 	}
 	trace_stamp("journaled");
 	r = sbx_run(spd->sbx, &spec,
@@ -894,58 +928,55 @@ static void run_refused(void *data)
 	pending_run_free(pr);
 }
 
-void m_cmd_run(struct rpc_call *c)
+/*
+ * cmd.run's params into req: the network (an agent's is the broker only),
+ * the agent's turn cap, the timeout, the sandbox mode (best-effort only
+ * for the operator), and what an agent may not ask for (a workspace, the
+ * host network, writable paths).  Returns 0, or -1 having answered c.
+ */
+static int run_params(struct rpc_call *c, struct run_request *req)
 {
-	struct pending_run *pr = NULL;
 	struct spd *spd = rpc_call_spd(c);
 	const struct rpc_principal *who = rpc_call_principal(c);
 	json_t *p = rpc_call_params(c), *v;
-	struct run_request req = {0};
-	char *workspace = NULL, *cwd = NULL;
 	const char *net = "none", *mode = NULL;
 	json_int_t timeout = spd->config.default_timeout_ms / 1000;
 
-	trace_stamp("cmd.run");
-	req.argv = json_object_get(p, "argv");
-	req.env = json_object_get(p, "env");
-	req.writable = json_object_get(p, "writable");
-	rpc_call_set_summary(
-	    c, "%s", json_string_value(json_array_get(req.argv, 0)) ?: "?");
 	if ((v = json_object_get(p, "net")))
 		net = json_string_value(v);
 	if (strcmp(net, "none") == 0)
-		req.net = SBX_NET_NONE;
+		req->net = SBX_NET_NONE;
 	else if (strcmp(net, "loopback") == 0)
-		req.net = SBX_NET_LOOPBACK;
+		req->net = SBX_NET_LOOPBACK;
 	else if (strcmp(net, "host") == 0)
-		req.net = SBX_NET_HOST;
+		req->net = SBX_NET_HOST;
 	else {
 		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
 			       "net must be none, loopback or host");
-		return;
+		return -1;
 	}
-	req.stdin_pipe = json_is_true(json_object_get(p, "stdin"));
+	req->stdin_pipe = json_is_true(json_object_get(p, "stdin"));
 	if (json_is_true(json_object_get(p, "agent"))) {
 		char msg[256];
 
-		if (req.net != SBX_NET_NONE) {
+		if (req->net != SBX_NET_NONE) {
 			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
 				       "an agent's network is the broker only");
-			return;
+			return -1;
 		}
 		if (broker_cap_for(spd, who->operator,
 				   json_object_get(p, "cap_usd"),
-				   &req.agent_cap, msg, sizeof(msg)) < 0) {
+				   &req->agent_cap, msg, sizeof(msg)) < 0) {
 			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "%s", msg);
-			return;
+			return -1;
 		}
-		req.agent = true;
-		req.net = SBX_NET_BROKER;
+		req->agent = true;
+		req->net = SBX_NET_BROKER;
 	} else if (json_object_get(p, "cap_usd")) {
 		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
 			       "cap_usd is for an agent's run (\"agent\": "
 			       "true)");
-		return;
+		return -1;
 	}
 	if ((v = json_object_get(p, "timeout"))) {
 		timeout = json_integer_value(v);
@@ -953,15 +984,15 @@ void m_cmd_run(struct rpc_call *c)
 			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
 				       "timeout must be 1..%d seconds",
 				       CONFIG_TIMEOUT_MAX_S);
-			return;
+			return -1;
 		}
 	}
-	req.timeout_ms = (uint32_t)timeout * 1000u;
-	req.best_effort = spd->config.sandbox_mode == SPD_SANDBOX_BEST_EFFORT;
+	req->timeout_ms = (uint32_t)timeout * 1000u;
+	req->best_effort = spd->config.sandbox_mode == SPD_SANDBOX_BEST_EFFORT;
 	if ((v = json_object_get(p, "mode"))) {
 		mode = json_string_value(v);
 		if (strcmp(mode, "required") == 0) {
-			req.best_effort = false;
+			req->best_effort = false;
 		} else if (strcmp(mode, "best-effort") == 0) {
 			/* Weakening the sandbox is the operator's choice,
 			 * never an agent's. */
@@ -969,13 +1000,13 @@ void m_cmd_run(struct rpc_call *c)
 				rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
 					       "only the operator may choose "
 					       "best-effort sandboxing");
-				return;
+				return -1;
 			}
-			req.best_effort = true;
+			req->best_effort = true;
 		} else {
 			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
 				       "mode must be required or best-effort");
-			return;
+			return -1;
 		}
 	}
 	if (!who->operator) {
@@ -984,21 +1015,41 @@ void m_cmd_run(struct rpc_call *c)
 			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
 				       "an agent runs only in its session's "
 				       "workspace");
-			return;
+			return -1;
 		}
-		if (req.net == SBX_NET_HOST) {
+		if (req->net == SBX_NET_HOST) {
 			rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
 				       "the host network is for the operator "
 				       "only");
-			return;
+			return -1;
 		}
-		if (json_array_size(req.writable) > 0) {
+		if (json_array_size(req->writable) > 0) {
 			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
 				       "only the operator may add writable "
 				       "paths");
-			return;
+			return -1;
 		}
 	}
+	return 0;
+}
+
+void m_cmd_run(struct rpc_call *c)
+{
+	struct pending_run *pr = NULL;
+	struct spd *spd = rpc_call_spd(c);
+	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *p = rpc_call_params(c), *v;
+	struct run_request req = {0};
+	char *workspace = NULL, *cwd = NULL;
+
+	trace_stamp("cmd.run");
+	req.argv = json_object_get(p, "argv");
+	req.env = json_object_get(p, "env");
+	req.writable = json_object_get(p, "writable");
+	rpc_call_set_summary(
+	    c, "%s", json_string_value(json_array_get(req.argv, 0)) ?: "?");
+	if (run_params(c, &req) < 0)
+		return;
 	if (!spd->sbx) {
 		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
 			       "sandboxd is not running");
