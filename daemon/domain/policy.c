@@ -28,6 +28,7 @@
 #include <linux/openat2.h>
 
 #include "common/utf8.h"
+#include "common/words.h"
 #include "common/util.h"
 #include "daemon/domain/policy.h"
 #include "daemon/domain/protected.h"
@@ -82,89 +83,12 @@ void policy_conf_free(struct policy_conf *conf)
 
 void policy_words_free(char **words)
 {
-	if (!words)
-		return;
-	for (char **w = words; *w; w++)
-		free(*w);
-	free(words);
+	words_free(words);
 }
 
 int policy_split_words(const char *s, char ***ret_words)
 {
-	size_t n = 0, cap = 4, len = strlen(s);
-	char **words = calloc(cap + 1, sizeof(char *));
-	char *cur = NULL;
-	size_t cl = 0;
-	int r = -ENOMEM;
-
-	if (!words)
-		return -ENOMEM;
-	for (const char *p = s;; p++) {
-		bool in_word = cur != NULL;
-
-		if (!*p || *p == ' ' || *p == '\t' || *p == '\n') {
-			if (in_word) {
-				if (n == cap) {
-					char **nw = realloc(
-					    words, (cap * 2 + 1) * sizeof(*nw));
-					if (!nw)
-						goto out;
-					words = nw;
-					cap *= 2;
-				}
-				cur[cl] = '\0';
-				words[n++] = cur;
-				words[n] = NULL;
-				cur = NULL;
-				cl = 0;
-			}
-			if (!*p)
-				break;
-			continue;
-		}
-		if (!cur) {
-			cur = malloc(len + 1);
-			if (!cur)
-				goto out;
-		}
-		if (*p == '\'') {
-			const char *e = strchr(p + 1, '\'');
-
-			if (!e) {
-				r = -EINVAL;
-				goto out;
-			}
-			memcpy(cur + cl, p + 1, (size_t)(e - p - 1));
-			cl += (size_t)(e - p - 1);
-			p = e;
-		} else if (*p == '"') {
-			for (p++; *p && *p != '"'; p++) {
-				if (*p == '\\' && p[1] &&
-				    strchr("\"\\$`", p[1]))
-					p++;
-				cur[cl++] = *p;
-			}
-			if (!*p) {
-				r = -EINVAL;
-				goto out;
-			}
-		} else if (*p == '\\') {
-			if (!p[1]) {
-				r = -EINVAL;
-				goto out;
-			}
-			cur[cl++] = *++p;
-		} else {
-			cur[cl++] = *p;
-		}
-	}
-	*ret_words = words;
-	return (int)n;
-out:
-	free(cur);
-	words[n] = NULL;
-	policy_words_free(words);
-	return r;
+	return words_split(s, POLICY_WORDS_MAX, ret_words);
 }
 
 int policy_conf_add(struct policy_conf *conf, enum policy_layer layer,

@@ -216,12 +216,15 @@ void policy_result_free(struct policy_result *r);
 /* "allow", "ask", "deny", "bad-request"; never NULL. */
 const char *policy_decision_name(enum policy_decision d);
 
+/* A policy list entry has at most this many words (a prefix of argv). */
+#define POLICY_WORDS_MAX 256
+
 /*
- * Split a command string into words like a POSIX shell would without
- * expanding anything: '…', "…" (with \" \\ \$ \` escapes) and \x.
- * Returns the number of words and stores a NULL-terminated malloc'd
- * array (free with policy_words_free) in *ret_words; -EINVAL for an
- * unterminated quote, -ENOMEM.
+ * Split a list entry into words with common/words.h's one splitter (a
+ * line with shell metacharacters, unquoted or $ and ` in double quotes,
+ * is refused).  Returns the number of words and stores a NULL-terminated
+ * malloc'd array (free with policy_words_free) in *ret_words; -EINVAL,
+ * -E2BIG or -ENOMEM.
  */
 int policy_split_words(const char *s, char ***ret_words);
 void policy_words_free(char **words);

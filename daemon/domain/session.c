@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/words.h"
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/domain/journal.h"
@@ -1707,82 +1708,19 @@ void session_argv_free(char **argv)
 
 int session_split_words(const char *line, char ***ret_argv)
 {
-	char **v = NULL;
-	char *w = NULL;
-	size_t n = 0, wl = 0, len;
-	bool inword = false;
-	int r = -EINVAL;
+	char **v;
+	int n;
 
-	if (!line || (len = strlen(line)) > SESSION_RUN_LINE_MAX)
+	if (!line || strlen(line) > SESSION_RUN_LINE_MAX)
 		return -E2BIG;
-	v = calloc(SESSION_ARGV_MAX + 1, sizeof(char *));
-	w = malloc(len + 1);
-	if (!v || !w) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	for (const char *p = line;; p++) {
-		char c = *p;
-
-		if (c == '\0' || c == ' ' || c == '\t' || c == '\n') {
-			if (inword) {
-				if (n >= SESSION_ARGV_MAX) {
-					r = -E2BIG;
-					goto fail;
-				}
-				w[wl] = '\0';
-				v[n] = strdup(w);
-				if (!v[n++]) {
-					r = -ENOMEM;
-					goto fail;
-				}
-				wl = 0;
-				inword = false;
-			}
-			if (c == '\0')
-				break;
-			continue;
-		}
-		inword = true;
-		if (c == '\'') {
-			const char *e = strchr(p + 1, '\'');
-			if (!e)
-				goto fail;
-			memcpy(w + wl, p + 1, (size_t)(e - p - 1));
-			wl += (size_t)(e - p - 1);
-			p = e;
-		} else if (c == '"') {
-			for (p++; *p && *p != '"'; p++) {
-				if (*p == '\\' && p[1] &&
-				    strchr("\"\\$`", p[1]))
-					p++;
-				else if (*p == '$' || *p == '`')
-					goto fail;
-				w[wl++] = *p;
-			}
-			if (*p != '"')
-				goto fail;
-		} else if (c == '\\') {
-			if (!p[1])
-				goto fail;
-			w[wl++] = *++p;
-		} else if (strchr("|&;<>()`$", c)) {
-			goto fail;
-		} else {
-			w[wl++] = c;
-		}
-	}
-	free(w);
+	n = words_split(line, SESSION_ARGV_MAX, &v);
 	if (n == 0) {
-		free(v);
+		words_free(v);
 		return -EINVAL;
 	}
-	*ret_argv = v;
-	return (int)n;
-fail:
-	free(w);
-	session_argv_free(v);
-	return r;
+	if (n > 0)
+		*ret_argv = v;
+	return n;
 }
 
 void session_verify_plan_free(struct session_verify_plan *p)
