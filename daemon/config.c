@@ -12,36 +12,16 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/strv.h"
 #include "daemon/config.h"
 #include "daemon/domain/journal.h"
 #include "daemon/transport/quota.h"
 #include "daemon/transport/server.h"
 #include "proto/sandbox.h"
 
-struct collect {
-	char **v;
-	size_t n;
-};
-
 static int collect_cb(const git_config_entry *e, void *data)
 {
-	struct collect *c = data;
-	char **nv = realloc(c->v, (c->n + 2) * sizeof(*nv));
-
-	if (!nv)
-		return -1;
-	c->v = nv;
-	if (!(c->v[c->n] = strdup(e->value)))
-		return -1;
-	c->v[++c->n] = NULL;
-	return 0;
-}
-
-static void strv_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
+	return strv_push(data, e->value) < 0 ? -1 : 0;
 }
 
 /* Every value of the multivar name, each an absolute path, into *ret
@@ -51,13 +31,13 @@ static void strv_free(char **v)
 static int collect_paths(git_config *gc, const char *name, const char *path,
 			 char ***ret, char *errbuf, size_t errlen)
 {
-	struct collect col = {0};
+	struct strv col = {0};
 	int r =
 	    git_config_get_multivar_foreach(gc, name, NULL, collect_cb, &col);
 
 	if (r < 0 && r != GIT_ENOTFOUND) {
 		snprintf(errbuf, errlen, "%s: cannot read %s", path, name);
-		strv_free(col.v);
+		strv_free(&col);
 		return -ENOMEM;
 	}
 	for (size_t i = 0; i < col.n; i++) {
@@ -65,7 +45,7 @@ static int collect_paths(git_config *gc, const char *name, const char *path,
 			snprintf(errbuf, errlen,
 				 "%s: %s \"%s\" must be an absolute path", path,
 				 name, col.v[i]);
-			strv_free(col.v);
+			strv_free(&col);
 			return -EINVAL;
 		}
 	}
@@ -246,7 +226,7 @@ void config_free(struct spd_config *cfg)
 {
 	if (!cfg)
 		return;
-	strv_free(cfg->writable);
-	strv_free(cfg->key_files);
+	strv_free_array(cfg->writable);
+	strv_free_array(cfg->key_files);
 	cfg->writable = cfg->key_files = NULL;
 }

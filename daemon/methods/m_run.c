@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "daemon/transport/call.h"
+#include "common/strv.h"
 #include "common/trace.h"
 #include "daemon/broker/broker.h"
 #include "daemon/broker/gateway.h"
@@ -52,33 +53,6 @@ static const char *const base_env[] = {
     "TERM=dumb",
     NULL,
 };
-
-struct strv {
-	char **v;
-	size_t n;
-};
-
-static int strv_push(struct strv *s, const char *str)
-{
-	char **nv = realloc(s->v, (s->n + 2) * sizeof(*nv));
-
-	if (!nv)
-		return -ENOMEM;
-	s->v = nv;
-	if (!(s->v[s->n] = strdup(str)))
-		return -ENOMEM;
-	s->v[++s->n] = NULL;
-	return 0;
-}
-
-static void strv_free(struct strv *s)
-{
-	for (size_t i = 0; i < s->n; i++)
-		free(s->v[i]);
-	free(s->v);
-	s->v = NULL;
-	s->n = 0;
-}
 
 /*
  * The output path of one run: every byte goes through the redactor's

@@ -11,6 +11,8 @@
 #include "tests/lib/testlib.h"
 #include "common/buf.h"
 #include "common/paths.h"
+#include "common/strv.h"
+#include "common/words.h"
 #include "common/utf8.h"
 #include "proto/rpc.h"
 
@@ -196,6 +198,38 @@ START_TEST(test_table_documented_and_tested)
 }
 END_TEST
 
+/* The one string list and the one word splitter (common/strv.h,
+ * common/words.h). */
+START_TEST(test_strv_and_words)
+{
+	struct strv l = {0};
+	char **w = NULL;
+
+	ck_assert_int_eq(strv_push(&l, "a"), 0);
+	ck_assert_int_eq(strv_push(&l, "b c"), 0);
+	ck_assert_uint_eq(l.n, 2);
+	ck_assert_str_eq(l.v[1], "b c");
+	ck_assert_ptr_null(l.v[2]);
+	strv_free(&l);
+	ck_assert_ptr_null(l.v);
+	strv_free(&l);
+
+	ck_assert_int_eq(words_split("npm  ci --x='a b'", 8, &w), 3);
+	ck_assert_str_eq(w[2], "--x=a b");
+	ck_assert_ptr_null(w[3]);
+	words_free(w);
+	ck_assert_int_eq(words_split("", 8, &w), 0);
+	words_free(w);
+	w = NULL;
+	ck_assert_int_eq(words_split("a b c", 2, &w), -E2BIG);
+	ck_assert_int_eq(words_split("make | sh", 8, &w), -EINVAL);
+	ck_assert_int_eq(words_split("echo \"$HOME\"", 8, &w), -EINVAL);
+	ck_assert_int_eq(words_split("'open", 8, &w), -EINVAL);
+	ck_assert_int_eq(words_split("x\\", 8, &w), -EINVAL);
+	ck_assert_ptr_null(w);
+}
+END_TEST
+
 /* Strict mode (tests/run, .ci/run): a layer skip fails only when the host
  * has that layer, and never outside strict mode. */
 START_TEST(test_strict_layers)
@@ -230,6 +264,7 @@ int main(void)
 	tcase_add_test(tc, test_private_dir);
 	tcase_add_test(tc, test_proto_tables);
 	tcase_add_test(tc, test_strict_layers);
+	tcase_add_test(tc, test_strv_and_words);
 	tcase_add_test(tc, test_table_documented_and_tested);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
