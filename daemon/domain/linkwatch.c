@@ -466,7 +466,9 @@ static int state_view(struct lw_state *st)
 	v = realloc(st->view, (st->nnames + 1) * sizeof(*v));
 	if (!v)
 		return -ENOMEM;
-	memcpy(v, st->names, st->nnames * sizeof(*v));
+	/* No names yet: names may be NULL, which memcpy must not see. */
+	if (st->nnames)
+		memcpy(v, st->names, st->nnames * sizeof(*v));
 	qsort(v, st->nnames, sizeof(*v), cmp_name);
 	v[st->nnames] = NULL;
 	st->view = v;
