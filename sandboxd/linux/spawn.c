@@ -960,9 +960,11 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	}
 	/* Broker mode needs its own network namespace: without one the
 	 * listener would be on the host's loopback, for anyone to use. */
-	if (m->net == SBX_NET_BROKER && !namespaces) {
+	if ((m->net == SBX_NET_BROKER || m->net == SBX_NET_PROXY) &&
+	    !namespaces) {
 		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-		       "broker network: needs a network namespace (%s)",
+		       "%s network: needs a network namespace (%s)",
+		       m->net == SBX_NET_PROXY ? "proxy" : "broker",
 		       ctx->layers.userns_why);
 		return -EPERM;
 	}
@@ -1021,7 +1023,8 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	a.envp = env;
 	a.cwd = v->cwd[0] ? v->cwd : v->workspace;
 	a.best_effort = best;
-	a.loopback = m->net == SBX_NET_LOOPBACK || m->net == SBX_NET_BROKER;
+	a.loopback = m->net == SBX_NET_LOOPBACK || m->net == SBX_NET_BROKER ||
+		     m->net == SBX_NET_PROXY;
 	a.broker_port = (uint16_t)m->broker_port;
 	static const int res[SBXP_RLIM__COUNT] = {
 	    [SBXP_RLIM_NPROC] = RLIMIT_NPROC,
@@ -1155,7 +1158,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
 		goto out;
 	}
-	if (m->net == SBX_NET_BROKER &&
+	if ((m->net == SBX_NET_BROKER || m->net == SBX_NET_PROXY) &&
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, bsock) < 0) {
 		r = -errno;
 		refuse(ret_refusal, SBXP_ERR_INTERNAL, "socketpair: %s",
