@@ -1095,9 +1095,10 @@ static const struct mcp_tool tools[] = {
 	    "\"timeout\":{\"type\":\"integer\",\"minimum\":1,"
 	    "\"description\":\"seconds\"},"
 	    "\"network\":{\"type\":\"string\",\"enum\":[\"none\","
-	    "\"loopback\",\"host\"],\"description\":\"none (default); "
-	    "loopback: a private network with its own lo; host: the "
-	    "operator's only\"}},"
+	    "\"loopback\",\"proxy\",\"host\"],\"description\":\"none "
+	    "(default); loopback: a private network with its own lo; "
+	    "proxy: only the hosts spd's policy allows, through its HTTP "
+	    "proxy; host: the operator's only\"}},"
 	    "\"required\":[\"argv\"],\"additionalProperties\":false}",
 	.output_schema =
 	    "{\"type\":\"object\",\"properties\":{"

@@ -139,7 +139,8 @@ static bool confirm_on_tty(json_t *err)
 static int run_usage(void)
 {
 	fprintf(stderr,
-		"usage: spctl run [--workspace DIR] [--net none|loopback|host] "
+		"usage: spctl run [--workspace DIR] [--net "
+		"none|loopback|proxy|host] "
 		"[--timeout SECONDS]\n"
 		"                 [--writable PATH]... [--env NAME=VALUE]... "
 		"[--best-effort] [--yes] [--json] -- ARGV...\n");

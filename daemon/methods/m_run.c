@@ -19,6 +19,7 @@
 #include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
 #include "daemon/log.h"
+#include "daemon/proxy/proxy.h"
 #include "daemon/transport/handlers.h"
 #include "daemon/transport/quota.h"
 #include "daemon/methods/run.h"
@@ -40,6 +41,24 @@
  * The run has a network namespace of its own, so any port is free
  * there; a fixed one makes the URL the agent sees predictable. */
 #define RUN_BROKER_PORT 8377
+/* A proxy run's environment: every common way tools are told of an
+ * HTTP proxy (curl, wget, Python, Node's npm, pip, git through
+ * GIT_CONFIG_COUNT, cargo).  The namespace is what holds the run to the
+ * proxy; these only spare tools a failed direct connection. */
+#define RUN_STR_(x) #x
+#define RUN_STR(x) RUN_STR_(x)
+#define RUN_PROXY_URL "http://127.0.0.1:" RUN_STR(PROXY_PORT)
+static const char *const proxy_env[] = {
+    "HTTP_PROXY=" RUN_PROXY_URL,       "HTTPS_PROXY=" RUN_PROXY_URL,
+    "ALL_PROXY=" RUN_PROXY_URL,	       "NO_PROXY=localhost,127.0.0.1,::1",
+    "http_proxy=" RUN_PROXY_URL,       "https_proxy=" RUN_PROXY_URL,
+    "all_proxy=" RUN_PROXY_URL,	       "no_proxy=localhost,127.0.0.1,::1",
+    "npm_config_proxy=" RUN_PROXY_URL, "npm_config_https_proxy=" RUN_PROXY_URL,
+    "PIP_PROXY=" RUN_PROXY_URL,	       "GIT_CONFIG_COUNT=1",
+    "GIT_CONFIG_KEY_0=http.proxy",     "GIT_CONFIG_VALUE_0=" RUN_PROXY_URL,
+    "CARGO_HTTP_PROXY=" RUN_PROXY_URL, NULL,
+};
+
 /* Where agents' homes live in the state dir, one per session. */
 #define RUN_AGENT_HOMES "agent-homes"
 
@@ -188,6 +207,11 @@ struct run_ctx {
 	 * in the gateway (released with it); "" and 0 otherwise. */
 	char turn[BROKER_TURN_ID_LEN + 1];
 	uint64_t listener;
+	/* Network mode proxy: the run's egress proxy (closed with it). */
+	bool proxy_mode;
+	struct proxy_port *proxy;
+	char *session_id;
+	bool operator;
 };
 
 static void run_ctx_free(struct run_ctx *rc)
@@ -196,6 +220,8 @@ static void run_ctx_free(struct run_ctx *rc)
 	 * still in flight are charged when they end) and its key revoked. */
 	if (rc->listener)
 		gateway_release(broker_gateway(rc->spd), rc->listener);
+	proxy_close(rc->proxy);
+	free(rc->session_id);
 	if (rc->turn[0])
 		broker_turn_end(rc->spd, rc->turn, "agent exited");
 	if (rc->quota_sid)
@@ -244,6 +270,18 @@ static void on_listener(void *data, int fd)
 	struct run_ctx *rc = data;
 	int r;
 
+	if (rc->proxy_mode) {
+		if (rc->proxy) {
+			close(fd);
+			return;
+		}
+		r = proxy_serve(rc->spd, fd, rc->session_id,
+				rc->operator? "operator" : "agent", &rc->proxy);
+		if (r < 0)
+			log_warn("run: cannot serve the run's proxy port: %s",
+				 uv_strerror(r));
+		return;
+	}
 	if (!rc->turn[0] || rc->listener) {
 		close(fd);
 		return;
@@ -557,6 +595,9 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	}
 	for (size_t i = 0; base_env[i]; i++)
 		strv_push(&env, base_env[i]);
+	/* First, so that a variable of the request cannot shadow them. */
+	for (size_t i = 0; req->net == SBX_NET_PROXY && proxy_env[i]; i++)
+		strv_push(&env, proxy_env[i]);
 	if (req->agent) {
 		r = agent_setup(spd, req, &env, &writable, turn, c);
 		if (r < 0)
@@ -627,7 +668,15 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	rc->net_name = req->net == SBX_NET_HOST	      ? "host"
 		       : req->net == SBX_NET_LOOPBACK ? "loopback"
 		       : req->net == SBX_NET_BROKER   ? "broker"
+		       : req->net == SBX_NET_PROXY    ? "proxy"
 						      : "none";
+	rc->proxy_mode = req->net == SBX_NET_PROXY;
+	rc->operator= rpc_call_principal(c)->operator;
+	if (req->session_id && !(rc->session_id = strdup(req->session_id))) {
+		run_ctx_free(rc);
+		rc = NULL;
+		goto oom;
+	}
 	memcpy(rc->turn, turn, sizeof(turn));
 	turn[0] = '\0'; /* rc ends it from now on */
 	rc->best_effort = req->best_effort;
@@ -668,7 +717,9 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	spec.cwd = req->cwd;
 	spec.home = home;
 	spec.net = req->net;
-	spec.broker_port = req->net == SBX_NET_BROKER ? RUN_BROKER_PORT : 0;
+	spec.broker_port = req->net == SBX_NET_BROKER  ? RUN_BROKER_PORT
+			   : req->net == SBX_NET_PROXY ? PROXY_PORT
+						       : 0;
 	spec.timeout_ms = req->timeout_ms;
 	spec.writable = writable.v;
 	spec.hidden = hidden.v;
@@ -800,9 +851,11 @@ void m_cmd_run(struct rpc_call *c)
 		req.net = SBX_NET_LOOPBACK;
 	else if (strcmp(net, "host") == 0)
 		req.net = SBX_NET_HOST;
+	else if (strcmp(net, "proxy") == 0)
+		req.net = SBX_NET_PROXY;
 	else {
 		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "net must be none, loopback or host");
+			       "net must be none, loopback, proxy or host");
 		return;
 	}
 	if (json_is_true(json_object_get(p, "agent"))) {
@@ -938,20 +991,23 @@ void m_cmd_run(struct rpc_call *c)
 	pr->workspace = workspace ? steal_ptr(workspace) : NULL;
 	pr->cwd = steal_ptr(cwd);
 	req.done_cancel = NULL;
-	gate_check(c,
-		   &(struct gate_call){
-		       .kind = POLICY_CALL_EXEC,
-		       .argv = req.argv,
-		       .env = req.env,
-		       .cwd = pr->req.cwd,
-		       .net = req.net == SBX_NET_BROKER
-				  ? POLICY_NET_NONE
-				  : (enum policy_net)req.net,
-		       .workspace = pr->req.workspace,
-		       .in_place = req.in_place,
-		       .session_id = req.session_id,
-		   },
-		   run_allowed, run_refused, pr);
+	gate_check(
+	    c,
+	    &(struct gate_call){
+		.kind = POLICY_CALL_EXEC,
+		.argv = req.argv,
+		.env = req.env,
+		.cwd = pr->req.cwd,
+		/* Broker and proxy are none with one door spd
+			* keeps: each host is judged as it is asked for. */
+		.net = req.net == SBX_NET_BROKER || req.net == SBX_NET_PROXY
+			   ? POLICY_NET_NONE
+			   : (enum policy_net)req.net,
+		.workspace = pr->req.workspace,
+		.in_place = req.in_place,
+		.session_id = req.session_id,
+	    },
+	    run_allowed, run_refused, pr);
 	return;
 out:
 	if (req.done_cancel)
