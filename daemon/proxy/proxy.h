@@ -43,9 +43,8 @@ struct proxy_port;
 /* The decision for one host name, before any resolution. */
 enum proxy_verdict {
 	PROXY_ALLOW,
-	PROXY_ASK,
 	PROXY_DENY_RULE,     /* a deny-host rule names it */
-	PROXY_DENY_UNLISTED, /* no allow-host or ask-host rule names it */
+	PROXY_DENY_UNLISTED, /* no allow-host rule names it */
 	PROXY_DENY_ADDRESS,  /* a raw address, not named by allow-address */
 };
 

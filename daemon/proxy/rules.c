@@ -1,6 +1,6 @@
 /*
  * The egress proxy's decisions that need no I/O: a host name against
- * [network] allow-host, deny-host and ask-host, and a resolved address
+ * [network] allow-host and deny-host, and a resolved address
  * against the classes a name must not lead to.
  */
 #include <arpa/inet.h>
@@ -101,8 +101,6 @@ enum proxy_verdict proxy_decide(const struct spd_config *cfg, const char *host)
 			   : PROXY_DENY_ADDRESS;
 	if (list_matches(cfg->proxy_allow_host, host, hlen))
 		return PROXY_ALLOW;
-	if (list_matches(cfg->proxy_ask_host, host, hlen))
-		return PROXY_ASK;
 	return PROXY_DENY_UNLISTED;
 }
 

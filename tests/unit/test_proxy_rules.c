@@ -1,6 +1,6 @@
 /*
  * The egress proxy's decisions without I/O (daemon/proxy/rules.c): host
- * names against [network] allow-host, deny-host and ask-host, and the
+ * names against [network] allow-host and deny-host, and the
  * address classes a name must not lead to.
  */
 #include <arpa/inet.h>
@@ -14,14 +14,12 @@
 
 static char *allow[] = {"registry.npmjs.org", "*.example.com", NULL};
 static char *deny[] = {"bad.example.com", NULL};
-static char *ask[] = {"github.com", NULL};
 static char *addrs[] = {"10.1.2.3", "fd00::1", NULL};
 
 static struct spd_config conf(void)
 {
 	return (struct spd_config){.proxy_allow_host = allow,
 				   .proxy_deny_host = deny,
-				   .proxy_ask_host = ask,
 				   .proxy_allow_address = addrs};
 }
 
@@ -38,7 +36,7 @@ START_TEST(test_host_rules)
 			 PROXY_DENY_UNLISTED);
 	/* deny-host wins over a wildcard allow. */
 	ck_assert_int_eq(proxy_decide(&c, "Bad.Example.com"), PROXY_DENY_RULE);
-	ck_assert_int_eq(proxy_decide(&c, "github.com"), PROXY_ASK);
+	ck_assert_int_eq(proxy_decide(&c, "github.com"), PROXY_DENY_UNLISTED);
 	ck_assert_int_eq(proxy_decide(&c, "npmjs.org"), PROXY_DENY_UNLISTED);
 	ck_assert_int_eq(proxy_decide(&c, ""), PROXY_DENY_UNLISTED);
 	/* Raw addresses only by allow-address. */
