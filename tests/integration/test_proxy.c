@@ -262,6 +262,19 @@ START_TEST(test_resolve_only_test_names)
 }
 END_TEST
 
+/* spctl doctor tells the operator the mode exists and what it needs. */
+START_TEST(test_doctor_mentions_proxy)
+{
+	char *args[] = {"doctor", NULL};
+	char *out = NULL;
+
+	test_spctl(&T, args, NULL, &out, NULL);
+	ck_assert_msg(has(out, "network proxy: spctl run --net proxy"), "%s",
+		      out);
+	free(out);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy");
@@ -274,6 +287,7 @@ int main(void)
 	tcase_add_test(tc, test_allowed_host_works);
 	tcase_add_test(tc, test_refusals);
 	tcase_add_test(tc, test_resolve_only_test_names);
+	tcase_add_test(tc, test_doctor_mentions_proxy);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
