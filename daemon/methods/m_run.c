@@ -211,7 +211,7 @@ struct run_ctx {
 	bool proxy_mode;
 	struct proxy_port *proxy;
 	char *session_id;
-	bool operator;
+	bool by_operator;
 };
 
 static void run_ctx_free(struct run_ctx *rc)
@@ -276,7 +276,8 @@ static void on_listener(void *data, int fd)
 			return;
 		}
 		r = proxy_serve(rc->spd, fd, rc->session_id,
-				rc->operator? "operator" : "agent", &rc->proxy);
+				rc->by_operator ? "operator" : "agent",
+				&rc->proxy);
 		if (r < 0)
 			log_warn("run: cannot serve the run's proxy port: %s",
 				 uv_strerror(r));
@@ -574,6 +575,41 @@ fail:
 	return r;
 }
 
+/* The base environment, and a proxy run's proxy variables first, so
+ * that a variable of the request cannot shadow them. */
+static void run_base_env(const struct run_request *req, struct strv *env)
+{
+	for (size_t i = 0; base_env[i]; i++)
+		strv_push(env, base_env[i]);
+	for (size_t i = 0; req->net == SBX_NET_PROXY && proxy_env[i]; i++)
+		strv_push(env, proxy_env[i]);
+}
+
+/* The run's network as journaled, and what a proxy run's port journals
+ * under.  Returns 0 or -ENOMEM. */
+static int run_ctx_net(struct run_ctx *rc, const struct run_request *req,
+		       struct rpc_call *c)
+{
+	rc->net_name = req->net == SBX_NET_HOST	      ? "host"
+		       : req->net == SBX_NET_LOOPBACK ? "loopback"
+		       : req->net == SBX_NET_BROKER   ? "broker"
+		       : req->net == SBX_NET_PROXY    ? "proxy"
+						      : "none";
+	rc->proxy_mode = req->net == SBX_NET_PROXY;
+	rc->by_operator = rpc_call_principal(c)->operator;
+	if (req->session_id && !(rc->session_id = strdup(req->session_id)))
+		return -ENOMEM;
+	return 0;
+}
+
+/* The port of 127.0.0.1 inside the run that spd serves, or 0. */
+static uint16_t run_door_port(int net)
+{
+	return net == SBX_NET_BROKER  ? RUN_BROKER_PORT
+	       : net == SBX_NET_PROXY ? PROXY_PORT
+				      : 0;
+}
+
 int run_start(struct rpc_call *c, const struct run_request *req)
 {
 	struct spd *spd = rpc_call_spd(c);
@@ -593,11 +629,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 			       why ? why : "must name a command");
 		goto out;
 	}
-	for (size_t i = 0; base_env[i]; i++)
-		strv_push(&env, base_env[i]);
-	/* First, so that a variable of the request cannot shadow them. */
-	for (size_t i = 0; req->net == SBX_NET_PROXY && proxy_env[i]; i++)
-		strv_push(&env, proxy_env[i]);
+	run_base_env(req, &env);
 	if (req->agent) {
 		r = agent_setup(spd, req, &env, &writable, turn, c);
 		if (r < 0)
@@ -665,14 +697,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	rc->spd = spd;
 	rc->argv_json = json_incref(req->argv);
 	rc->workspace = strdup(req->workspace);
-	rc->net_name = req->net == SBX_NET_HOST	      ? "host"
-		       : req->net == SBX_NET_LOOPBACK ? "loopback"
-		       : req->net == SBX_NET_BROKER   ? "broker"
-		       : req->net == SBX_NET_PROXY    ? "proxy"
-						      : "none";
-	rc->proxy_mode = req->net == SBX_NET_PROXY;
-	rc->operator= rpc_call_principal(c)->operator;
-	if (req->session_id && !(rc->session_id = strdup(req->session_id))) {
+	if (run_ctx_net(rc, req, c) < 0) {
 		run_ctx_free(rc);
 		rc = NULL;
 		goto oom;
@@ -717,9 +742,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	spec.cwd = req->cwd;
 	spec.home = home;
 	spec.net = req->net;
-	spec.broker_port = req->net == SBX_NET_BROKER  ? RUN_BROKER_PORT
-			   : req->net == SBX_NET_PROXY ? PROXY_PORT
-						       : 0;
+	spec.broker_port = run_door_port(req->net);
 	spec.timeout_ms = req->timeout_ms;
 	spec.writable = writable.v;
 	spec.hidden = hidden.v;
@@ -826,6 +849,23 @@ static void run_refused(void *data)
 	pending_run_free(pr);
 }
 
+/* The enum sbx_net of a cmd.run's "net" (never "broker": that is spctl
+ * agent's), or -1. */
+static int net_parse(const char *net)
+{
+	static const char *const names[] = {
+	    [SBX_NET_NONE] = "none",
+	    [SBX_NET_LOOPBACK] = "loopback",
+	    [SBX_NET_HOST] = "host",
+	    [SBX_NET_PROXY] = "proxy",
+	};
+
+	for (size_t i = 0; net && i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i] && strcmp(net, names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
 void m_cmd_run(struct rpc_call *c)
 {
 	struct pending_run *pr = NULL;
@@ -845,15 +885,7 @@ void m_cmd_run(struct rpc_call *c)
 	    c, "%s", json_string_value(json_array_get(req.argv, 0)) ?: "?");
 	if ((v = json_object_get(p, "net")))
 		net = json_string_value(v);
-	if (strcmp(net, "none") == 0)
-		req.net = SBX_NET_NONE;
-	else if (strcmp(net, "loopback") == 0)
-		req.net = SBX_NET_LOOPBACK;
-	else if (strcmp(net, "host") == 0)
-		req.net = SBX_NET_HOST;
-	else if (strcmp(net, "proxy") == 0)
-		req.net = SBX_NET_PROXY;
-	else {
+	if ((req.net = net_parse(net)) < 0) {
 		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
 			       "net must be none, loopback, proxy or host");
 		return;
