@@ -1095,9 +1095,9 @@ static const struct mcp_tool tools[] = {
 	    "\"timeout\":{\"type\":\"integer\",\"minimum\":1,"
 	    "\"description\":\"seconds\"},"
 	    "\"network\":{\"type\":\"string\",\"enum\":[\"none\","
-	    "\"loopback\",\"host\"],\"description\":\"none (default); "
-	    "loopback: a private network with its own lo; host: the "
-	    "operator's only\"}},"
+	    "\"loopback\",\"proxy\",\"host\"],\"description\":\"none; "
+	    "loopback: a private lo; proxy: the hosts spd allows, through "
+	    "its HTTP proxy; host: the operator's only\"}},"
 	    "\"required\":[\"argv\"],\"additionalProperties\":false}",
 	.output_schema =
 	    "{\"type\":\"object\",\"properties\":{"

@@ -139,7 +139,8 @@ static bool confirm_on_tty(json_t *err)
 static int run_usage(void)
 {
 	fprintf(stderr,
-		"usage: spctl run [--workspace DIR] [--net none|loopback|host] "
+		"usage: spctl run [--workspace DIR] [--net "
+		"none|loopback|proxy|host] "
 		"[--timeout SECONDS]\n"
 		"                 [--writable PATH]... [--env NAME=VALUE]... "
 		"[--best-effort] [--yes] [--json] -- ARGV...\n");
@@ -406,6 +407,23 @@ usage:
 	return agent_usage();
 }
 
+/* Network mode proxy needs what the broker's door needs: a network
+ * namespace of the run's own, so user namespaces. */
+static void print_net_proxy(json_t *res)
+{
+	json_t *u = json_object_get(res, "user_namespaces");
+
+	if (json_is_true(json_object_get(u, "ok")))
+		printf(
+		    "  ok       network proxy: spctl run --net proxy reaches "
+		    "only the hosts spd.conf's [network] allow-host names, "
+		    "through spd's HTTP proxy\n");
+	else
+		printf("  advice   network proxy: spctl run --net proxy needs "
+		       "user namespaces (a network namespace of the run's "
+		       "own); it is refused here\n");
+}
+
 int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	int ex = 0, missing = 0;
@@ -421,6 +439,8 @@ int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 		puts(s ? s : "null");
 		free(s);
 	}
+	if (!ctx->json)
+		print_net_proxy(res);
 	json_object_foreach(res, k, v)
 	{
 		bool ok = json_is_true(json_object_get(v, "ok"));

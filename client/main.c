@@ -32,7 +32,8 @@ static void usage(FILE *f)
 	    "  journal verify               check the journal's hash chain\n"
 	    "  doctor                       which sandbox layers this host "
 	    "offers\n"
-	    "  run [--workspace DIR] [--net none|loopback|host] [--timeout S]\n"
+	    "  run [--workspace DIR] [--net none|loopback|proxy|host] "
+	    "[--timeout S]\n"
 	    "      [--writable PATH]... [--env NAME=VALUE]... [--best-effort]\n"
 	    "      [--yes]  (approve an ask; without it spctl asks y/N on a "
 	    "tty)\n"
@@ -107,7 +108,7 @@ static const struct {
      "Which sandbox layers this host offers, and how to fix a missing one\n"
      "(exit 1 when a required layer is missing).\n"},
     {"run", cmd_run,
-     "usage: spctl run [--workspace DIR] [--net none|loopback|host] "
+     "usage: spctl run [--workspace DIR] [--net none|loopback|proxy|host] "
      "[--timeout S]\n"
      "                 [--writable PATH]... [--env NAME=VALUE]... "
      "[--best-effort]\n"

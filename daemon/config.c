@@ -96,6 +96,62 @@ static int load_limits(git_config *gc, const char *path, struct spd_config *cfg,
 	return 0;
 }
 
+/* Every value of the multivar name into *ret (NULL-terminated, NULL
+ * when none).  Returns 0 or -errno with a message in errbuf. */
+static int collect_values(git_config *gc, const char *name, const char *path,
+			  char ***ret, char *errbuf, size_t errlen)
+{
+	struct strv col = {0};
+	int r =
+	    git_config_get_multivar_foreach(gc, name, NULL, collect_cb, &col);
+
+	if (r < 0 && r != GIT_ENOTFOUND) {
+		snprintf(errbuf, errlen, "%s: cannot read %s", path, name);
+		strv_free(&col);
+		return -ENOMEM;
+	}
+	*ret = col.v;
+	return 0;
+}
+
+/* The egress proxy's [network] rules.  The resolver override is a test
+ * aid: it may name only hosts under ".test" (RFC 2606, never a real
+ * name), so a configuration cannot redirect a real registry's name. */
+static int load_network(git_config *gc, const char *path,
+			struct spd_config *cfg, char *errbuf, size_t errlen)
+{
+	const struct {
+		const char *key;
+		char ***dst;
+	} keys[] = {
+	    {"network.allow-host", &cfg->proxy_allow_host},
+	    {"network.deny-host", &cfg->proxy_deny_host},
+	    {"network.allow-address", &cfg->proxy_allow_address},
+	    {"network.resolve", &cfg->proxy_resolve},
+	};
+	int r;
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		r = collect_values(gc, keys[i].key, path, keys[i].dst, errbuf,
+				   errlen);
+		if (r < 0)
+			return r;
+	}
+	for (size_t i = 0; cfg->proxy_resolve && cfg->proxy_resolve[i]; i++) {
+		const char *v = cfg->proxy_resolve[i], *colon = strchr(v, ':');
+		size_t n = colon ? (size_t)(colon - v) : 0;
+
+		if (n < 6 || strncasecmp(colon - 5, ".test", 5) != 0) {
+			snprintf(errbuf, errlen,
+				 "%s: network.resolve \"%s\" must be "
+				 "NAME.test:ADDRESS (a test aid)",
+				 path, v);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 int config_foreach_prefix(git_config *gc, const char *prefix,
 			  int (*cb)(const git_config_entry *e, void *data),
 			  void *data)
@@ -216,6 +272,8 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	if (r == 0)
 		r = collect_paths(gc, "secrets.file", path, &cfg->key_files,
 				  errbuf, errlen);
+	if (r == 0)
+		r = load_network(gc, path, cfg, errbuf, errlen);
 out:
 	git_config_entry_free(e);
 	git_config_free(gc);
@@ -229,4 +287,10 @@ void config_free(struct spd_config *cfg)
 	strv_free_array(cfg->writable);
 	strv_free_array(cfg->key_files);
 	cfg->writable = cfg->key_files = NULL;
+	strv_free_array(cfg->proxy_allow_host);
+	strv_free_array(cfg->proxy_deny_host);
+	strv_free_array(cfg->proxy_allow_address);
+	strv_free_array(cfg->proxy_resolve);
+	cfg->proxy_allow_host = cfg->proxy_deny_host = NULL;
+	cfg->proxy_allow_address = cfg->proxy_resolve = NULL;
 }

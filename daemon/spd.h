@@ -47,6 +47,15 @@ struct spd_config {
 	unsigned session_journal_rate; /* journaled requests a minute */
 	unsigned operator_conns;       /* connection slots held back */
 	unsigned operator_runs;	       /* run slots held back */
+	/* [network] rules of the egress proxy (daemon/proxy/proxy.h), each
+	 * NULL-terminated or NULL: host patterns ("name" or "*.suffix")
+	 * allowed and always refused; addresses a name may
+	 * resolve to although private or loopback; and the test resolver's
+	 * "name:address" pairs (names under .test only). */
+	char **proxy_allow_host;
+	char **proxy_deny_host;
+	char **proxy_allow_address;
+	char **proxy_resolve;
 };
 
 /* A value spd minted and must redact (a session token). */

@@ -135,9 +135,9 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 	    len != sizeof(*m) + m->strtab_len || m->strtab_len == 0 ||
 	    m->strtab[m->strtab_len - 1] != '\0')
 		return -SPD_EPROTO;
-	if (m->net > SBX_NET_BROKER || (m->flags & ~SBXP_RUN__FLAGS))
+	if (m->net > SBX_NET_PROXY || (m->flags & ~SBXP_RUN__FLAGS))
 		return -SPD_EPROTO;
-	if (m->net == SBX_NET_BROKER
+	if (m->net == SBX_NET_BROKER || m->net == SBX_NET_PROXY
 		? m->broker_port == 0 || m->broker_port > 65535
 		: m->broker_port != 0)
 		return -SPD_EPROTO;

@@ -126,8 +126,9 @@ struct sbxp_run {
 	uint32_t strtab_len;		    /* bytes of strtab that follow */
 	uint64_t rlimits[SBXP_RLIM__COUNT]; /* 0: sandboxd's default */
 	uint32_t counts[SBXP_L__COUNT];
-	/* net == SBX_NET_BROKER: the port of 127.0.0.1 inside the run
-	 * that reaches spd's model broker (SBXP_LISTENER); 0 otherwise. */
+	/* net == SBX_NET_BROKER or SBX_NET_PROXY: the port of 127.0.0.1
+	 * inside the run that reaches spd's model broker or its egress
+	 * proxy (SBXP_LISTENER); 0 otherwise. */
 	uint32_t broker_port;
 	/* Then strtab_len bytes: NUL-terminated strings, in order:
 	 * workspace (absolute), cwd (absolute or "" for the workspace),
@@ -159,15 +160,21 @@ struct sbxp_exited {
 };
 
 /*
- * The listening socket of a SBX_NET_BROKER run, sent once, right after
- * the run's init made it (before STARTED): a TCP socket bound to
- * 127.0.0.1:port in the run's own network namespace, listening, passed
- * as the one descriptor of the message.  spd accepts on it and serves
- * the connections as its model broker; nothing inside the run relays.
+ * The listening socket of a SBX_NET_BROKER or SBX_NET_PROXY run, sent
+ * once, right after the run's init made it (before STARTED): a TCP
+ * socket bound to 127.0.0.1:port in the run's own network namespace,
+ * listening, passed as the one descriptor of the message.  spd accepts
+ * on it and serves the connections as the service named (its model
+ * broker or its egress proxy); nothing inside the run relays.
  */
+enum sbxp_service {
+	SBXP_SERVICE_BROKER = 0, /* net == SBX_NET_BROKER */
+	SBXP_SERVICE_PROXY = 1,	 /* net == SBX_NET_PROXY */
+};
+
 struct sbxp_listener {
 	uint32_t port;
-	uint32_t reserved; /* 0 */
+	uint32_t service; /* enum sbxp_service */
 };
 
 /* A RUN with its strings split back out.  The pointers point into the

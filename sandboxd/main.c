@@ -116,7 +116,11 @@ static void on_run(const struct sbxp_hdr *h, const void *body, int *fds,
 
 		/* The broker's listener goes to spd before STARTED can. */
 		if (run->broker_fd >= 0) {
-			struct sbxp_listener l = {.port = v.msg->broker_port};
+			struct sbxp_listener l = {
+			    .port = v.msg->broker_port,
+			    .service = v.msg->net == SBX_NET_PROXY
+					   ? SBXP_SERVICE_PROXY
+					   : SBXP_SERVICE_BROKER};
 
 			if (sbxp_send(SBXD_SOCK_FD, SBXP_LISTENER, h->id, &l,
 				      sizeof(l), &run->broker_fd, 1) < 0)

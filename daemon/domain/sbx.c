@@ -681,7 +681,8 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 		return -ESHUTDOWN;
 	if (!spec->argv || !spec->argv[0] || !spec->workspace ||
 	    spec->net < SBX_NET_NONE || spec->net >= SBX_NET__COUNT ||
-	    (spec->net == SBX_NET_BROKER) != (spec->broker_port != 0))
+	    (spec->net == SBX_NET_BROKER || spec->net == SBX_NET_PROXY) !=
+		(spec->broker_port != 0))
 		return -EINVAL;
 	/* Counted with runs whose handles are still closing: spd's count is
 	 * never below sandboxd's, so sandboxd never refuses for want of a

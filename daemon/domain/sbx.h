@@ -49,7 +49,7 @@ struct sbx_spec {
 	const char *home;	  /* the operator's HOME (caches writable,
 				      credentials hidden); NULL: $HOME */
 	int net;		  /* enum sbx_net */
-	uint16_t broker_port;	  /* net == SBX_NET_BROKER: 1..65535 */
+	uint16_t broker_port;	  /* BROKER or PROXY: 1..65535 */
 	uint32_t timeout_ms;	  /* 0: none */
 	char *const *writable;	  /* extra writable paths, may be NULL */
 	char *const *hidden;	  /* unreadable paths (spd's dirs), or NULL */

@@ -21,6 +21,7 @@
 #include "daemon/domain/journal.h"
 #include "daemon/domain/linkwatch.h"
 #include "daemon/log.h"
+#include "daemon/proxy/proxy.h"
 #include "daemon/transport/handlers.h"
 #include "daemon/transport/quota.h"
 #include "daemon/methods/run.h"
@@ -42,6 +43,24 @@
  * The run has a network namespace of its own, so any port is free
  * there; a fixed one makes the URL the agent sees predictable. */
 #define RUN_BROKER_PORT 8377
+/* A proxy run's environment: every common way tools are told of an
+ * HTTP proxy (curl, wget, Python, Node's npm, pip, git through
+ * GIT_CONFIG_COUNT, cargo).  The namespace is what holds the run to the
+ * proxy; these only spare tools a failed direct connection. */
+#define RUN_STR_(x) #x
+#define RUN_STR(x) RUN_STR_(x)
+#define RUN_PROXY_URL "http://127.0.0.1:" RUN_STR(PROXY_PORT)
+static const char *const proxy_env[] = {
+    "HTTP_PROXY=" RUN_PROXY_URL,       "HTTPS_PROXY=" RUN_PROXY_URL,
+    "ALL_PROXY=" RUN_PROXY_URL,	       "NO_PROXY=localhost,127.0.0.1,::1",
+    "http_proxy=" RUN_PROXY_URL,       "https_proxy=" RUN_PROXY_URL,
+    "all_proxy=" RUN_PROXY_URL,	       "no_proxy=localhost,127.0.0.1,::1",
+    "npm_config_proxy=" RUN_PROXY_URL, "npm_config_https_proxy=" RUN_PROXY_URL,
+    "PIP_PROXY=" RUN_PROXY_URL,	       "GIT_CONFIG_COUNT=1",
+    "GIT_CONFIG_KEY_0=http.proxy",     "GIT_CONFIG_VALUE_0=" RUN_PROXY_URL,
+    "CARGO_HTTP_PROXY=" RUN_PROXY_URL, NULL,
+};
+
 /* Where agents' homes live in the state dir, one per session. */
 #define RUN_AGENT_HOMES "agent-homes"
 
@@ -169,6 +188,10 @@ struct run_ctx {
 	uint64_t conn;
 	bool by_operator;
 	char *by_session;
+	/* Network mode proxy: the run's egress proxy (closed with it). */
+	bool proxy_mode;
+	struct proxy_port *proxy;
+	char *session_id;
 };
 
 static void stdin_run_unlink(struct run_ctx *rc)
@@ -187,6 +210,8 @@ static void run_ctx_free(struct run_ctx *rc)
 	 * still in flight are charged when they end) and its key revoked. */
 	if (rc->listener)
 		gateway_release(broker_gateway(rc->spd), rc->listener);
+	proxy_close(rc->proxy);
+	free(rc->session_id);
 	if (rc->turn[0])
 		broker_turn_end(rc->spd, rc->turn, "agent exited");
 	if (rc->quota_sid)
@@ -237,6 +262,19 @@ static void on_listener(void *data, int fd)
 	struct run_ctx *rc = data;
 	int r;
 
+	if (rc->proxy_mode) {
+		if (rc->proxy) {
+			close(fd);
+			return;
+		}
+		r = proxy_serve(rc->spd, fd, rc->session_id,
+				rc->by_operator ? "operator" : "agent",
+				&rc->proxy);
+		if (r < 0)
+			log_warn("run: cannot serve the run's proxy port: %s",
+				 uv_strerror(r));
+		return;
+	}
 	if (!rc->turn[0] || rc->listener) {
 		close(fd);
 		return;
@@ -712,6 +750,41 @@ static int run_journal_start(struct rpc_call *c, const struct run_request *req,
 	return -EIO;
 }
 
+/* The base environment, and a proxy run's proxy variables first, so
+ * that a variable of the request cannot shadow them. */
+static void run_base_env(const struct run_request *req, struct strv *env)
+{
+	for (size_t i = 0; base_env[i]; i++)
+		strv_push(env, base_env[i]);
+	for (size_t i = 0; req->net == SBX_NET_PROXY && proxy_env[i]; i++)
+		strv_push(env, proxy_env[i]);
+}
+
+/* The run's network as journaled, and what a proxy run's port journals
+ * under.  Returns 0 or -ENOMEM. */
+static int run_ctx_net(struct run_ctx *rc, const struct run_request *req,
+		       struct rpc_call *c)
+{
+	rc->net_name = req->net == SBX_NET_HOST	      ? "host"
+		       : req->net == SBX_NET_LOOPBACK ? "loopback"
+		       : req->net == SBX_NET_BROKER   ? "broker"
+		       : req->net == SBX_NET_PROXY    ? "proxy"
+						      : "none";
+	rc->proxy_mode = req->net == SBX_NET_PROXY;
+	rc->by_operator = rpc_call_principal(c)->operator;
+	if (req->session_id && !(rc->session_id = strdup(req->session_id)))
+		return -ENOMEM;
+	return 0;
+}
+
+/* The port of 127.0.0.1 inside the run that spd serves, or 0. */
+static uint16_t run_door_port(int net)
+{
+	return net == SBX_NET_BROKER  ? RUN_BROKER_PORT
+	       : net == SBX_NET_PROXY ? PROXY_PORT
+				      : 0;
+}
+
 int run_start(struct rpc_call *c, const struct run_request *req)
 {
 	struct spd *spd = rpc_call_spd(c);
@@ -729,8 +802,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 			       why ? why : "must name a command");
 		goto out;
 	}
-	for (size_t i = 0; base_env[i]; i++)
-		strv_push(&env, base_env[i]);
+	run_base_env(req, &env);
 	if (req->agent) {
 		r = agent_setup(spd, req, &env, &writable, turn, c);
 		if (r < 0)
@@ -775,10 +847,11 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	rc->spd = spd;
 	rc->argv_json = json_incref(req->argv);
 	rc->workspace = strdup(req->workspace);
-	rc->net_name = req->net == SBX_NET_HOST	      ? "host"
-		       : req->net == SBX_NET_LOOPBACK ? "loopback"
-		       : req->net == SBX_NET_BROKER   ? "broker"
-						      : "none";
+	if (run_ctx_net(rc, req, c) < 0) {
+		run_ctx_free(rc);
+		rc = NULL;
+		goto oom;
+	}
 	memcpy(rc->turn, turn, sizeof(turn));
 	turn[0] = '\0'; /* rc ends it from now on */
 	rc->best_effort = req->best_effort;
@@ -799,7 +872,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	spec.cwd = req->cwd;
 	spec.home = home;
 	spec.net = req->net;
-	spec.broker_port = req->net == SBX_NET_BROKER ? RUN_BROKER_PORT : 0;
+	spec.broker_port = run_door_port(req->net);
 	spec.timeout_ms = req->timeout_ms;
 	spec.writable = writable.v;
 	spec.hidden = hidden.v;
@@ -902,6 +975,23 @@ static void run_refused(void *data)
 	pending_run_free(pr);
 }
 
+/* The enum sbx_net of a cmd.run's "net" (never "broker": that is spctl
+ * agent's), or -1. */
+static int net_parse(const char *net)
+{
+	static const char *const names[] = {
+	    [SBX_NET_NONE] = "none",
+	    [SBX_NET_LOOPBACK] = "loopback",
+	    [SBX_NET_HOST] = "host",
+	    [SBX_NET_PROXY] = "proxy",
+	};
+
+	for (size_t i = 0; net && i < sizeof(names) / sizeof(names[0]); i++)
+		if (names[i] && strcmp(net, names[i]) == 0)
+			return (int)i;
+	return -1;
+}
+
 /*
  * cmd.run's params into req: the network (an agent's is the broker only),
  * the agent's turn cap, the timeout, the sandbox mode (best-effort only
@@ -918,15 +1008,9 @@ static int run_params(struct rpc_call *c, struct run_request *req)
 
 	if ((v = json_object_get(p, "net")))
 		net = json_string_value(v);
-	if (strcmp(net, "none") == 0)
-		req->net = SBX_NET_NONE;
-	else if (strcmp(net, "loopback") == 0)
-		req->net = SBX_NET_LOOPBACK;
-	else if (strcmp(net, "host") == 0)
-		req->net = SBX_NET_HOST;
-	else {
+	if ((req->net = net_parse(net)) < 0) {
 		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "net must be none, loopback or host");
+			       "net must be none, loopback, proxy or host");
 		return -1;
 	}
 	req->stdin_pipe = json_is_true(json_object_get(p, "stdin"));
@@ -1083,20 +1167,23 @@ void m_cmd_run(struct rpc_call *c)
 	pr->workspace = workspace ? steal_ptr(workspace) : NULL;
 	pr->cwd = steal_ptr(cwd);
 	req.done_cancel = NULL;
-	gate_check(c,
-		   &(struct gate_call){
-		       .kind = POLICY_CALL_EXEC,
-		       .argv = req.argv,
-		       .env = req.env,
-		       .cwd = pr->req.cwd,
-		       .net = req.net == SBX_NET_BROKER
-				  ? POLICY_NET_NONE
-				  : (enum policy_net)req.net,
-		       .workspace = pr->req.workspace,
-		       .in_place = req.in_place,
-		       .session_id = req.session_id,
-		   },
-		   run_allowed, run_refused, pr);
+	gate_check(
+	    c,
+	    &(struct gate_call){
+		.kind = POLICY_CALL_EXEC,
+		.argv = req.argv,
+		.env = req.env,
+		.cwd = pr->req.cwd,
+		/* Broker and proxy are none with one door spd
+			* keeps: each host is judged as it is asked for. */
+		.net = req.net == SBX_NET_BROKER || req.net == SBX_NET_PROXY
+			   ? POLICY_NET_NONE
+			   : (enum policy_net)req.net,
+		.workspace = pr->req.workspace,
+		.in_place = req.in_place,
+		.session_id = req.session_id,
+	    },
+	    run_allowed, run_refused, pr);
 	return;
 out:
 	if (req.done_cancel)

@@ -206,7 +206,8 @@ int sbx_landlock_apply(const struct sbx_landlock_plan *plan)
 		 * neither bind a port of its own nor reach another one.
 		 * Loopback and host: not handled, the network namespace is
 		 * the bound. */
-		if (plan->net == SBX_NET_NONE || plan->net == SBX_NET_BROKER)
+		if (plan->net == SBX_NET_NONE || plan->net == SBX_NET_BROKER ||
+		    plan->net == SBX_NET_PROXY)
 			attr.handled_access_net =
 			    SBX_LL_NET_BIND_TCP | SBX_LL_NET_CONNECT_TCP;
 	}
@@ -228,7 +229,8 @@ int sbx_landlock_apply(const struct sbx_landlock_plan *plan)
 	r = ll_add_paths(ruleset, plan->write_paths, fs, &count);
 	if (r < 0)
 		goto out;
-	if (abi >= 4 && plan->net == SBX_NET_BROKER) {
+	if (abi >= 4 &&
+	    (plan->net == SBX_NET_BROKER || plan->net == SBX_NET_PROXY)) {
 		struct sbx_ll_net_port_attr np = {
 		    .allowed_access = SBX_LL_NET_CONNECT_TCP,
 		    .port = plan->broker_port,

@@ -31,6 +31,9 @@ enum sbx_net {
 	SBX_NET_LOOPBACK = 1,
 	SBX_NET_HOST = 2,
 	SBX_NET_BROKER = 3,
+	/* As BROKER, but the one listener is spd's egress proxy
+	 * (docs/sandbox.md, "Network mode proxy"). */
+	SBX_NET_PROXY = 4,
 	SBX_NET__COUNT,
 };
 
@@ -48,8 +51,8 @@ struct sbx_landlock_plan {
 	 * Paths that do not exist are skipped. */
 	const char *const *read_paths;
 	const char *const *write_paths;
-	/* NONE: no TCP bind or connect (ABI 4+); BROKER: connect to
-	 * broker_port only, no bind; LOOPBACK and HOST: allowed (the
+	/* NONE: no TCP bind or connect (ABI 4+); BROKER and PROXY: connect
+	 * to broker_port only, no bind; LOOPBACK and HOST: allowed (the
 	 * network namespace bounds loopback). */
 	enum sbx_net net;
 	uint16_t broker_port;

@@ -149,8 +149,8 @@ static int deny_socket_families(scmp_filter_ctx ctx, int nr, enum sbx_net net,
 	for (unsigned af = 0; af < SBX_SECCOMP_AF_LIMIT; af++) {
 		if (af == AF_UNIX)
 			continue;
-		/* IP sockets by mode: none has none; broker reaches only
-		 * 127.0.0.1:PORT, so IPv4 is enough (Landlock narrows
+		/* IP sockets by mode: none has none; broker and proxy
+		 * reach only 127.0.0.1:PORT, so IPv4 is enough (Landlock narrows
 		 * connect to that port, the namespace holds nothing else);
 		 * loopback and host have both. */
 		if (!pair && af == AF_INET && net != SBX_NET_NONE)

@@ -367,6 +367,13 @@ out:
 	return r;
 }
 
+/* Modes whose run has one listener inside its network namespace that
+ * spd serves (proto/sandbox.h, SBXP_LISTENER). */
+static bool has_door(uint32_t net)
+{
+	return net == SBX_NET_BROKER || net == SBX_NET_PROXY;
+}
+
 /*
  * Broker mode: listen on 127.0.0.1:PORT in the run's network namespace,
  * which only this process can do from outside the run (it is in the
@@ -975,9 +982,9 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	}
 	/* Broker mode needs its own network namespace: without one the
 	 * listener would be on the host's loopback, for anyone to use. */
-	if (m->net == SBX_NET_BROKER && !namespaces) {
+	if (has_door(m->net) && !namespaces) {
 		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-		       "broker network: needs a network namespace (%s)",
+		       "broker/proxy network: needs a network namespace (%s)",
 		       ctx->layers.userns_why);
 		return -EPERM;
 	}
@@ -1036,7 +1043,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	a.envp = env;
 	a.cwd = v->cwd[0] ? v->cwd : v->workspace;
 	a.best_effort = best;
-	a.loopback = m->net == SBX_NET_LOOPBACK || m->net == SBX_NET_BROKER;
+	a.loopback = m->net == SBX_NET_LOOPBACK || has_door(m->net);
 	a.broker_port = (uint16_t)m->broker_port;
 	static const int res[SBXP_RLIM__COUNT] = {
 	    [SBXP_RLIM_NPROC] = RLIMIT_NPROC,
@@ -1173,7 +1180,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
 		goto out;
 	}
-	if (m->net == SBX_NET_BROKER &&
+	if (has_door(m->net) &&
 	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, bsock) < 0) {
 		r = -errno;
 		refuse(ret_refusal, SBXP_ERR_INTERNAL, "socketpair: %s",

@@ -1050,6 +1050,7 @@ static const struct sc_case sc_cases[] = {
     SC(sc_socket_inet_high, SBX_NET_NONE, EPERM),
     /* Broker mode (spctl agent) reaches 127.0.0.1:PORT over IPv4 only. */
     SC(sc_socket_inet6, SBX_NET_BROKER, EPERM),
+    SC(sc_socket_inet6, SBX_NET_PROXY, EPERM),
     SC(sc_socket_mptcp, SBX_NET_LOOPBACK, EPERM),
     SC(sc_socket_netlink_audit, SBX_NET_LOOPBACK, EPERM),
     SC(sc_socket_netlink_uevent, SBX_NET_LOOPBACK, EPERM),
@@ -1075,6 +1076,7 @@ static const struct sc_case sc_cases[] = {
     SC(sc_socket_netlink_route, SBX_NET_NONE, 0),
     SC(sc_socket_inet, SBX_NET_LOOPBACK, 0),
     SC(sc_socket_inet, SBX_NET_BROKER, 0),
+    SC(sc_socket_inet, SBX_NET_PROXY, 0),
     SC(sc_socket_inet6, SBX_NET_HOST, 0),
     SC(sc_chmod_plain, SBX_NET_NONE, 0),
     SC(sc_creat_plain, SBX_NET_NONE, 0),

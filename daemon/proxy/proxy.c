@@ -1,0 +1,738 @@
+/*
+ * The egress proxy's connections (proxy.h): read one request head,
+ * decide, resolve in spd, connect to the address resolved, then pass
+ * bytes both ways, one read in flight per direction (the slower side
+ * sets the pace: no unbounded buffering).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <http_parser.h>
+#include <jansson.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "daemon/domain/journal.h"
+#include "daemon/log.h"
+#include "daemon/proxy/proxy.h"
+#include "daemon/spd.h"
+
+struct pconn;
+
+/* One direction of a tunnel: bytes read from `from` go to `to`. */
+struct pdir {
+	struct pconn *c;
+	uv_stream_t *from, *to;
+	uv_write_t w;
+	uv_shutdown_t sh;
+	bool writing, eof;
+	uint64_t bytes;
+	char buf[PROXY_CHUNK];
+};
+
+enum pstate { P_HEAD, P_RESOLVING, P_CONNECTING, P_TUNNEL, P_DONE };
+
+struct pconn {
+	struct proxy_port *port;
+	struct pconn *next, *prev;
+	uv_tcp_t client, upstream;
+	uv_getaddrinfo_t gai;
+	uv_connect_t conn;
+	uv_write_t reply;
+	http_parser p;
+	enum pstate state;
+	bool upstream_open, gai_pending, closing, allowed;
+	int handles;
+	char *head; /* the request head and any bytes after it */
+	size_t head_len;
+	char url[PROXY_HEAD_MAX];
+	size_t url_len;
+	char host[PROXY_HOST_MAX + 1];
+	uint16_t dport;
+	char address[INET6_ADDRSTRLEN];
+	char *out; /* what goes upstream first */
+	size_t out_len;
+	char *reply_buf;
+	struct pdir up, down; /* client->upstream, upstream->client */
+};
+
+struct proxy_port {
+	struct spd *spd;
+	uv_tcp_t listener;
+	bool closing, listener_open;
+	struct pconn *conns;
+	unsigned nconns;
+	char *session;
+	char actor[16];
+};
+
+static void port_maybe_free(struct proxy_port *p)
+{
+	if (p->closing && !p->listener_open && p->nconns == 0) {
+		free(p->session);
+		free(p);
+	}
+}
+
+static void journal_event(struct pconn *c, const char *kind, json_t *d)
+{
+	char *text = json_dumps(d, JSON_COMPACT);
+	char subject[PROXY_HOST_MAX + 8];
+
+	snprintf(subject, sizeof(subject), "%s:%u", c->host, c->dport);
+	if (journal_append(c->port->spd->journal, c->port->session,
+			   c->port->actor, kind, subject, text) < 0)
+		log_warn("proxy: cannot journal %s for %s", kind, subject);
+	free(text);
+	json_decref(d);
+}
+
+static void conn_maybe_free(struct pconn *c)
+{
+	struct proxy_port *p = c->port;
+
+	if (c->handles > 0 || c->gai_pending)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		p->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	p->nconns--;
+	free(c->head);
+	free(c->out);
+	free(c->reply_buf);
+	free(c);
+	port_maybe_free(p);
+}
+
+static void on_conn_handle_closed(uv_handle_t *h)
+{
+	struct pconn *c = h->data;
+
+	c->handles--;
+	conn_maybe_free(c);
+}
+
+static void conn_close(struct pconn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->allowed && c->state == P_TUNNEL)
+		journal_event(c, "net.proxy.close",
+			      json_pack("{s:s, s:i, s:s, s:I, s:I}", "host",
+					c->host, "port", (int)c->dport,
+					"address", c->address, "bytes_out",
+					(json_int_t)c->up.bytes, "bytes_in",
+					(json_int_t)c->down.bytes));
+	c->state = P_DONE;
+	if (c->gai_pending)
+		uv_cancel((uv_req_t *)&c->gai);
+	uv_close((uv_handle_t *)&c->client, on_conn_handle_closed);
+	if (c->upstream_open)
+		uv_close((uv_handle_t *)&c->upstream, on_conn_handle_closed);
+}
+
+static void on_reply_written(uv_write_t *w, int status)
+{
+	(void)status;
+	conn_close(w->data);
+}
+
+/* Answer status with a one-line reason and close: what the tool prints
+ * (curl shows the status, npm and pip the reason). */
+static void refuse(struct pconn *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void refuse(struct pconn *c, int status, const char *fmt, ...)
+{
+	char why[300];
+	va_list ap;
+	uv_buf_t b;
+	int n;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (c->host[0])
+		journal_event(c, "net.proxy",
+			      json_pack("{s:s, s:i, s:s, s:s}", "host", c->host,
+					"port", (int)c->dport, "decision",
+					"deny", "why", why));
+	else
+		journal_event(
+		    c, "net.proxy",
+		    json_pack("{s:s, s:s}", "decision", "deny", "why", why));
+	n = asprintf(&c->reply_buf,
+		     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
+		     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
+		     status,
+		     status == 403   ? "Forbidden"
+		     : status == 502 ? "Bad Gateway"
+				     : "Bad Request",
+		     strlen(why) + 1, why);
+	if (n < 0) {
+		c->reply_buf = NULL;
+		conn_close(c);
+		return;
+	}
+	c->state = P_DONE;
+	uv_read_stop((uv_stream_t *)&c->client);
+	b = uv_buf_init(c->reply_buf, (unsigned)n);
+	c->reply.data = c;
+	if (uv_write(&c->reply, (uv_stream_t *)&c->client, &b, 1,
+		     on_reply_written) < 0)
+		conn_close(c);
+}
+
+/* ---- the tunnel ---------------------------------------------------- */
+
+static void dir_alloc(uv_handle_t *h, size_t hint, uv_buf_t *ret)
+{
+	struct pconn *c = h->data;
+	struct pdir *d = h == (uv_handle_t *)&c->client ? &c->up : &c->down;
+
+	(void)hint;
+	*ret = uv_buf_init(d->buf, sizeof(d->buf));
+}
+
+static void dir_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b);
+
+static void on_dir_written(uv_write_t *w, int status)
+{
+	struct pdir *d = w->data;
+
+	d->writing = false;
+	if (status < 0 || d->c->closing) {
+		conn_close(d->c);
+		return;
+	}
+	if (uv_read_start(d->from, dir_alloc, dir_read) < 0)
+		conn_close(d->c);
+}
+
+static void on_dir_shut(uv_shutdown_t *sh, int status)
+{
+	struct pdir *d = sh->data;
+
+	(void)status;
+	if (d->c->up.eof && d->c->down.eof)
+		conn_close(d->c);
+}
+
+static void dir_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+	struct pconn *c = s->data;
+	struct pdir *d = s == (uv_stream_t *)&c->client ? &c->up : &c->down;
+	uv_buf_t out;
+
+	if (n == 0)
+		return;
+	if (n == UV_EOF) {
+		/* Half-close: the other side may still answer. */
+		d->eof = true;
+		uv_read_stop(s);
+		d->sh.data = d;
+		if (uv_shutdown(&d->sh, d->to, on_dir_shut) < 0)
+			conn_close(c);
+		return;
+	}
+	if (n < 0) {
+		conn_close(c);
+		return;
+	}
+	d->bytes += (uint64_t)n;
+	uv_read_stop(s);
+	d->writing = true;
+	d->w.data = d;
+	out = uv_buf_init(b->base, (unsigned)n);
+	if (uv_write(&d->w, d->to, &out, 1, on_dir_written) < 0)
+		conn_close(c);
+}
+
+static void tunnel_start(struct pconn *c)
+{
+	uint64_t sent = c->up.bytes; /* the rewritten head, if any */
+
+	c->state = P_TUNNEL;
+	c->up = (struct pdir){.c = c,
+			      .from = (uv_stream_t *)&c->client,
+			      .to = (uv_stream_t *)&c->upstream,
+			      .bytes = sent};
+	c->down = (struct pdir){.c = c,
+				.from = (uv_stream_t *)&c->upstream,
+				.to = (uv_stream_t *)&c->client};
+	if (uv_read_start(c->up.from, dir_alloc, dir_read) < 0 ||
+	    uv_read_start(c->down.from, dir_alloc, dir_read) < 0)
+		conn_close(c);
+}
+
+static void on_first_written(uv_write_t *w, int status)
+{
+	struct pconn *c = w->data;
+
+	if (status < 0 || c->closing) {
+		conn_close(c);
+		return;
+	}
+	c->up.bytes += c->out_len;
+	tunnel_start(c);
+}
+
+static void on_upstream_connected(uv_connect_t *req, int status)
+{
+	struct pconn *c = req->data;
+	uv_buf_t b;
+
+	if (c->closing)
+		return;
+	if (status < 0) {
+		refuse(c, 502, "cannot connect to %s (%s) port %u: %s", c->host,
+		       c->address, c->dport, uv_strerror(status));
+		return;
+	}
+	c->allowed = true;
+	journal_event(c, "net.proxy",
+		      json_pack("{s:s, s:i, s:s, s:s, s:s}", "host", c->host,
+				"port", (int)c->dport, "address", c->address,
+				"method", http_method_str(c->p.method),
+				"decision", "allow"));
+	c->state = P_TUNNEL;
+	c->reply.data = c;
+	b = uv_buf_init(c->out, (unsigned)c->out_len);
+	/* up.bytes counts what the client sent; the established line of
+	 * a CONNECT is spd's own and not counted. */
+	if (c->p.method == HTTP_CONNECT)
+		c->up.bytes -= c->out_len;
+	if (uv_write(&c->reply,
+		     c->p.method == HTTP_CONNECT ? (uv_stream_t *)&c->client
+						 : (uv_stream_t *)&c->upstream,
+		     &b, 1, on_first_written) < 0)
+		conn_close(c);
+}
+
+static void connect_to(struct pconn *c, const struct sockaddr *sa)
+{
+	struct sockaddr_storage ss;
+	int r;
+
+	memset(&ss, 0, sizeof(ss));
+	memcpy(&ss, sa,
+	       sa->sa_family == AF_INET ? sizeof(struct sockaddr_in)
+					: sizeof(struct sockaddr_in6));
+	if (ss.ss_family == AF_INET) {
+		((struct sockaddr_in *)&ss)->sin_port = htons(c->dport);
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr,
+			  c->address, sizeof(c->address));
+	} else {
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons(c->dport);
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr,
+			  c->address, sizeof(c->address));
+	}
+	uv_tcp_init(c->port->spd->loop, &c->upstream);
+	c->upstream.data = c;
+	c->upstream_open = true;
+	c->handles++;
+	c->state = P_CONNECTING;
+	c->conn.data = c;
+	r = uv_tcp_connect(&c->conn, &c->upstream, (struct sockaddr *)&ss,
+			   on_upstream_connected);
+	if (r < 0)
+		refuse(c, 502, "cannot connect to %s: %s", c->host,
+		       uv_strerror(r));
+}
+
+/* Connect to the first address that may be reached, or refuse naming
+ * the first that may not. */
+static void resolved(struct pconn *c, const struct addrinfo *res)
+{
+	const struct spd_config *cfg = &c->port->spd->config;
+	const struct addrinfo *bad = NULL;
+	char a[INET6_ADDRSTRLEN] = "?";
+
+	for (const struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		if (ai->ai_family != AF_INET && ai->ai_family != AF_INET6)
+			continue;
+		if (proxy_address_ok(cfg, ai->ai_addr)) {
+			connect_to(c, ai->ai_addr);
+			return;
+		}
+		if (!bad)
+			bad = ai;
+	}
+	if (!bad) {
+		refuse(c, 403, "%s has no IP address", c->host);
+		return;
+	}
+	inet_ntop(
+	    bad->ai_family,
+	    bad->ai_family == AF_INET
+		? (const void *)&((struct sockaddr_in *)bad->ai_addr)->sin_addr
+		: (const void *)&((struct sockaddr_in6 *)bad->ai_addr)
+		      ->sin6_addr,
+	    a, sizeof(a));
+	refuse(c, 403,
+	       "%s resolves to %s, a %s address; [network] allow-address "
+	       "must name it",
+	       c->host, a, proxy_address_class(bad->ai_addr));
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+	struct pconn *c = req->data;
+
+	c->gai_pending = false;
+	if (c->closing) {
+		uv_freeaddrinfo(res);
+		conn_maybe_free(c);
+		return;
+	}
+	if (status < 0)
+		refuse(c, 502, "cannot resolve %s: %s", c->host,
+		       uv_strerror(status));
+	else
+		resolved(c, res);
+	uv_freeaddrinfo(res);
+}
+
+/* The test aid (spd.conf [network] resolve = NAME.test:ADDRESS, checked
+ * by config.c to be under .test): true and *ret when host is listed. */
+static bool test_resolve(const struct spd_config *cfg, const char *host,
+			 struct sockaddr_storage *ret)
+{
+	size_t hlen = strlen(host);
+
+	for (size_t i = 0; cfg->proxy_resolve && cfg->proxy_resolve[i]; i++) {
+		const char *v = cfg->proxy_resolve[i], *colon = strchr(v, ':');
+
+		if (!colon || (size_t)(colon - v) != hlen ||
+		    strncasecmp(v, host, hlen) != 0)
+			continue;
+		memset(ret, 0, sizeof(*ret));
+		if (inet_pton(AF_INET, colon + 1,
+			      &((struct sockaddr_in *)ret)->sin_addr) == 1) {
+			ret->ss_family = AF_INET;
+			return true;
+		}
+		if (inet_pton(AF_INET6, colon + 1,
+			      &((struct sockaddr_in6 *)ret)->sin6_addr) == 1) {
+			ret->ss_family = AF_INET6;
+			return true;
+		}
+	}
+	return false;
+}
+
+static void resolve(struct pconn *c)
+{
+	const struct spd_config *cfg = &c->port->spd->config;
+	struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
+	struct sockaddr_storage ss;
+	int r;
+
+	if (test_resolve(cfg, c->host, &ss)) {
+		struct addrinfo ai = {.ai_family = ss.ss_family,
+				      .ai_addr = (struct sockaddr *)&ss};
+		resolved(c, &ai);
+		return;
+	}
+	c->state = P_RESOLVING;
+	c->gai.data = c;
+	r = uv_getaddrinfo(c->port->spd->loop, &c->gai, on_resolved, c->host,
+			   NULL, &hints);
+	if (r < 0) {
+		refuse(c, 502, "cannot resolve %s: %s", c->host,
+		       uv_strerror(r));
+		return;
+	}
+	c->gai_pending = true;
+}
+
+/* ---- the request head ---------------------------------------------- */
+
+static int on_url(http_parser *p, const char *at, size_t len)
+{
+	struct pconn *c = p->data;
+
+	if (len >= sizeof(c->url) - c->url_len)
+		return 1;
+	memcpy(c->url + c->url_len, at, len);
+	c->url_len += len;
+	c->url[c->url_len] = '\0';
+	return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings head_settings = {
+    .on_url = on_url,
+    .on_headers_complete = on_headers_complete,
+};
+
+/* Headers a proxy consumes or that would keep the upstream connection
+ * open for a second request spd has not judged. */
+static bool hop_header(const char *line, size_t len)
+{
+	static const char *const names[] = {
+	    "proxy-connection:", "proxy-authorization:", "connection:",
+	    "keep-alive:", "host:"};
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		size_t n = strlen(names[i]);
+
+		if (len >= n && strncasecmp(line, names[i], n) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The origin-form request upstream sees: the path, the client's
+ * end-to-end headers, Host from the URL (so a different Host header
+ * cannot reach another site on the same address) and Connection: close
+ * (one judged request per connection), then any bytes after the head. */
+static int rewrite_plain(struct pconn *c, const struct http_parser_url *u,
+			 size_t end)
+{
+	const char *path = u->field_set & (1 << UF_PATH)
+			       ? c->url + u->field_data[UF_PATH].off
+			       : "/";
+	size_t cap = end + c->head_len + PROXY_HOST_MAX + 64, n;
+	const char *line = memchr(c->head, '\n', end);
+	char *o = malloc(cap);
+
+	if (!o || !line)
+		goto fail;
+	n = (size_t)snprintf(o, cap, "%s %s HTTP/1.1\r\nHost: %s",
+			     http_method_str(c->p.method), path, c->host);
+	if (c->dport != 80)
+		n += (size_t)snprintf(o + n, cap - n, ":%u", c->dport);
+	n += (size_t)snprintf(o + n, cap - n, "\r\n");
+	for (line++; line < c->head + end;) {
+		const char *nl =
+		    memchr(line, '\n', (size_t)(c->head + end - line));
+		size_t len = (size_t)(nl - line) + 1;
+
+		if (len > 2 && !hop_header(line, len)) {
+			memcpy(o + n, line, len);
+			n += len;
+		}
+		line = nl + 1;
+	}
+	n += (size_t)snprintf(o + n, cap - n, "Connection: close\r\n\r\n");
+	memcpy(o + n, c->head + end, c->head_len - end);
+	n += c->head_len - end;
+	c->out = o;
+	c->out_len = n;
+	return 0;
+fail:
+	free(o);
+	return -ENOMEM;
+}
+
+/* The head is complete (end: the bytes up to and including its blank
+ * line): find the host and port, decide, and go on to resolve. */
+static void head_done(struct pconn *c, size_t end)
+{
+	struct http_parser_url u;
+	bool connect = c->p.method == HTTP_CONNECT;
+	enum proxy_verdict v;
+
+	http_parser_url_init(&u);
+	if (http_parser_parse_url(c->url, c->url_len, connect, &u) != 0 ||
+	    !(u.field_set & (1 << UF_HOST)) ||
+	    u.field_data[UF_HOST].len > PROXY_HOST_MAX) {
+		refuse(c, 400,
+		       "not a proxy request: the target must be "
+		       "host:port (CONNECT) or an http:// URL");
+		return;
+	}
+	if (!connect && (!(u.field_set & (1 << UF_SCHEMA)) ||
+			 u.field_data[UF_SCHEMA].len != 4 ||
+			 strncasecmp(c->url + u.field_data[UF_SCHEMA].off,
+				     "http", 4) != 0)) {
+		refuse(c, 400,
+		       "not a proxy request: only http:// URLs and "
+		       "CONNECT are proxied");
+		return;
+	}
+	memcpy(c->host, c->url + u.field_data[UF_HOST].off,
+	       u.field_data[UF_HOST].len);
+	c->host[u.field_data[UF_HOST].len] = '\0';
+	c->dport = u.field_set & (1 << UF_PORT) ? u.port : 80;
+	v = proxy_decide(&c->port->spd->config, c->host);
+	if (v == PROXY_DENY_RULE) {
+		refuse(c, 403, "%s is refused by [network] deny-host", c->host);
+		return;
+	}
+	if (v == PROXY_DENY_ADDRESS) {
+		refuse(c, 403,
+		       "%s is a raw address; use a host name, or name it in "
+		       "[network] allow-address",
+		       c->host);
+		return;
+	}
+	if (v != PROXY_ALLOW) {
+		refuse(c, 403, "%s is not in [network] allow-host", c->host);
+		return;
+	}
+	if (connect) {
+		static const char ok[] = "HTTP/1.1 200 Connection established"
+					 "\r\n\r\n";
+		/* Bytes the client sent after the head (a TLS hello sent
+		 * early) wait in the kernel: the head ends the first read
+		 * of a well-behaved client, and any excess is refused. */
+		if (end != c->head_len) {
+			refuse(c, 400, "data after CONNECT before the reply");
+			return;
+		}
+		c->out = strdup(ok);
+		c->out_len = c->out ? strlen(ok) : 0;
+	} else if (rewrite_plain(c, &u, end) < 0) {
+		refuse(c, 502, "out of memory");
+		return;
+	}
+	if (!c->out) {
+		refuse(c, 502, "out of memory");
+		return;
+	}
+	resolve(c);
+}
+
+static void head_alloc(uv_handle_t *h, size_t hint, uv_buf_t *ret)
+{
+	struct pconn *c = h->data;
+
+	(void)hint;
+	if (!c->head)
+		c->head = malloc(PROXY_HEAD_MAX);
+	*ret = c->head ? uv_buf_init(c->head + c->head_len,
+				     (unsigned)(PROXY_HEAD_MAX - c->head_len))
+		       : uv_buf_init(NULL, 0);
+}
+
+static void head_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+	struct pconn *c = s->data;
+	size_t parsed;
+	const char *end;
+
+	(void)b;
+	if (n == 0)
+		return;
+	if (n < 0) {
+		conn_close(c);
+		return;
+	}
+	parsed = http_parser_execute(&c->p, &head_settings,
+				     c->head + c->head_len, (size_t)n);
+	c->head_len += (size_t)n;
+	if (HTTP_PARSER_ERRNO(&c->p) != HPE_OK &&
+	    HTTP_PARSER_ERRNO(&c->p) != HPE_PAUSED) {
+		refuse(c, 400, "not an HTTP proxy request (%s)",
+		       http_errno_description(HTTP_PARSER_ERRNO(&c->p)));
+		return;
+	}
+	(void)parsed;
+	end = memmem(c->head, c->head_len, "\r\n\r\n", 4);
+	if (HTTP_PARSER_ERRNO(&c->p) == HPE_PAUSED && end) {
+		uv_read_stop(s);
+		head_done(c, (size_t)(end - c->head) + 4);
+		return;
+	}
+	if (c->head_len == PROXY_HEAD_MAX)
+		refuse(c, 400, "request head over %d bytes", PROXY_HEAD_MAX);
+}
+
+/* ---- the listener -------------------------------------------------- */
+
+static void on_connection(uv_stream_t *l, int status)
+{
+	struct proxy_port *p = l->data;
+	struct pconn *c;
+
+	if (status < 0 || p->closing)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->port = p;
+	uv_tcp_init(p->spd->loop, &c->client);
+	c->client.data = c;
+	c->handles = 1;
+	c->next = p->conns;
+	if (p->conns)
+		p->conns->prev = c;
+	p->conns = c;
+	p->nconns++;
+	http_parser_init(&c->p, HTTP_REQUEST);
+	c->p.data = c;
+	if (uv_accept(l, (uv_stream_t *)&c->client) < 0) {
+		conn_close(c);
+		return;
+	}
+	/* Over the limit: refused once accepted, so the client hears why. */
+	if (p->nconns > PROXY_CONNS_MAX) {
+		refuse(c, 403, "too many connections through the proxy (%d)",
+		       PROXY_CONNS_MAX);
+		return;
+	}
+	if (uv_read_start((uv_stream_t *)&c->client, head_alloc, head_read) < 0)
+		conn_close(c);
+}
+
+static void on_listener_closed(uv_handle_t *h)
+{
+	struct proxy_port *p = h->data;
+
+	p->listener_open = false;
+	port_maybe_free(p);
+}
+
+int proxy_serve(struct spd *spd, int fd, const char *session, const char *actor,
+		struct proxy_port **ret)
+{
+	struct proxy_port *p = calloc(1, sizeof(*p));
+	int r;
+
+	if (!p || (session && !(p->session = strdup(session)))) {
+		free(p);
+		close(fd);
+		return -ENOMEM;
+	}
+	p->spd = spd;
+	snprintf(p->actor, sizeof(p->actor), "%s", actor);
+	uv_tcp_init(spd->loop, &p->listener);
+	p->listener.data = p;
+	p->listener_open = true;
+	r = uv_tcp_open(&p->listener, fd);
+	if (r < 0)
+		close(fd); /* not taken by the handle */
+	else
+		r = uv_listen((uv_stream_t *)&p->listener, PROXY_BACKLOG,
+			      on_connection);
+	if (r < 0) {
+		proxy_close(p);
+		return r;
+	}
+	*ret = p;
+	return 0;
+}
+
+void proxy_close(struct proxy_port *p)
+{
+	if (!p || p->closing)
+		return;
+	p->closing = true;
+	for (struct pconn *c = p->conns; c; c = c->next)
+		conn_close(c);
+	uv_close((uv_handle_t *)&p->listener, on_listener_closed);
+}

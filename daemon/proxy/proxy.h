@@ -1,0 +1,82 @@
+/*
+ * The egress proxy of a run in network mode proxy: spd serves the
+ * listening socket made inside the run's network namespace (proto/
+ * sandbox.h, SBXP_LISTENER) as an HTTP proxy.  A client sends one
+ * request per connection: CONNECT host:port (the TLS that follows passes
+ * through untouched) or an absolute-form http:// request.  spd decides
+ * by host name against spd.conf's [network] rules (deny-host always
+ * wins, then allow-host; anything else is refused), resolves the name
+ * itself (uv_getaddrinfo, on libuv's threadpool), refuses loopback,
+ * link-local, private, shared, unique-local and unspecified addresses
+ * unless [network] allow-address names them, and connects to the address
+ * it resolved: there is no second lookup for a rebinding answer to slip
+ * into.  Refusals are HTTP 403 with a one-line reason; every decision
+ * and every connection's byte counts are journaled.
+ */
+#ifndef SPD_DAEMON_PROXY_H
+#define SPD_DAEMON_PROXY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct spd;
+struct spd_config;
+struct proxy_port;
+
+/* The port of 127.0.0.1 inside a proxy run: squid's, which tools and
+ * people recognise; the namespace is the run's own, so it is free. */
+#define PROXY_PORT 3128
+/* Connections waiting on a run's listener for spd to accept them. */
+#define PROXY_BACKLOG 128
+/* Most connections of one run at once: each holds two sockets and two
+ * buffers in spd; npm opens about fifteen. */
+#define PROXY_CONNS_MAX 256
+/* A request head (request line and headers): browsers and package
+ * managers send well under 8 KiB. */
+#define PROXY_HEAD_MAX (32 * 1024)
+/* Bytes read at once in each direction of a tunnel. */
+#define PROXY_CHUNK (64 * 1024)
+/* A host name (RFC 1035's 253 and a little room). */
+#define PROXY_HOST_MAX 255
+
+/* The decision for one host name, before any resolution. */
+enum proxy_verdict {
+	PROXY_ALLOW,
+	PROXY_DENY_RULE,     /* a deny-host rule names it */
+	PROXY_DENY_UNLISTED, /* no allow-host rule names it */
+	PROXY_DENY_ADDRESS,  /* a raw address, not named by allow-address */
+};
+
+/*
+ * Decide host (a name or an address literal, without brackets or port)
+ * under cfg's [network] rules.  Matching ignores case and one trailing
+ * dot; "*.example.com" matches every name below example.com but not
+ * example.com itself.  deny-host wins over everything; a raw address is
+ * allowed only when allow-address names it exactly.
+ */
+enum proxy_verdict proxy_decide(const struct spd_config *cfg, const char *host);
+
+struct sockaddr;
+/* Why sa is not a public address ("loopback", "link-local", "private",
+ * "shared", "unique-local", "unspecified", ...), or NULL when it is. */
+const char *proxy_address_class(const struct sockaddr *sa);
+/* True when a name that resolved to sa (struct sockaddr_in or _in6) may
+ * be reached: a public address, or one allow-address names. */
+bool proxy_address_ok(const struct spd_config *cfg, const struct sockaddr *sa);
+
+/*
+ * Serve the listening TCP socket fd (taken: closed on failure too) as
+ * the egress proxy of one run, journaling under session (NULL for an
+ * operator's run) with actor ("operator" or "agent", copied).  Returns 0
+ * and the port in *ret, or -errno.
+ */
+int proxy_serve(struct spd *spd, int fd, const char *session, const char *actor,
+		struct proxy_port **ret);
+
+/* The run is over: stop accepting and close its connections (their
+ * byte counts are journaled).  The port frees itself once its handles
+ * are closed.  NULL allowed. */
+void proxy_close(struct proxy_port *p);
+
+#endif

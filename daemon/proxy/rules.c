@@ -1,0 +1,160 @@
+/*
+ * The egress proxy's decisions that need no I/O: a host name against
+ * [network] allow-host and deny-host, and a resolved address
+ * against the classes a name must not lead to.
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+
+#include "daemon/proxy/proxy.h"
+#include "daemon/spd.h"
+
+/* pattern: "name" or "*.suffix"; host without a trailing dot. */
+static bool host_matches(const char *pattern, const char *host, size_t hlen)
+{
+	size_t plen = strlen(pattern);
+
+	if (plen && pattern[plen - 1] == '.')
+		plen--;
+	if (plen > 2 && pattern[0] == '*' && pattern[1] == '.') {
+		/* "*.example.com" matches "a.example.com", never
+		 * "example.com" or "badexample.com". */
+		return hlen > plen - 1 &&
+		       strncasecmp(host + hlen - (plen - 1), pattern + 1,
+				   plen - 1) == 0;
+	}
+	return plen == hlen && strncasecmp(pattern, host, hlen) == 0;
+}
+
+static bool list_matches(char *const *list, const char *host, size_t hlen)
+{
+	for (size_t i = 0; list && list[i]; i++)
+		if (host_matches(list[i], host, hlen))
+			return true;
+	return false;
+}
+
+/* The address literal s into *ret (AF_INET or AF_INET6), or false. */
+static bool parse_address(const char *s, struct sockaddr_storage *ret)
+{
+	memset(ret, 0, sizeof(*ret));
+	if (inet_pton(AF_INET, s, &((struct sockaddr_in *)ret)->sin_addr) ==
+	    1) {
+		ret->ss_family = AF_INET;
+		return true;
+	}
+	if (inet_pton(AF_INET6, s, &((struct sockaddr_in6 *)ret)->sin6_addr) ==
+	    1) {
+		ret->ss_family = AF_INET6;
+		return true;
+	}
+	return false;
+}
+
+static bool same_address(const struct sockaddr *a,
+			 const struct sockaddr_storage *b)
+{
+	if (a->sa_family != b->ss_family)
+		return false;
+	if (a->sa_family == AF_INET)
+		return memcmp(&((const struct sockaddr_in *)a)->sin_addr,
+			      &((const struct sockaddr_in *)b)->sin_addr,
+			      4) == 0;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+}
+
+static bool address_listed(const struct spd_config *cfg,
+			   const struct sockaddr *sa)
+{
+	struct sockaddr_storage ss;
+
+	for (size_t i = 0;
+	     cfg->proxy_allow_address && cfg->proxy_allow_address[i]; i++)
+		if (parse_address(cfg->proxy_allow_address[i], &ss) &&
+		    same_address(sa, &ss))
+			return true;
+	return false;
+}
+
+enum proxy_verdict proxy_decide(const struct spd_config *cfg, const char *host)
+{
+	struct sockaddr_storage ss;
+	size_t hlen = strlen(host);
+
+	if (hlen && host[hlen - 1] == '.')
+		hlen--;
+	if (hlen == 0)
+		return PROXY_DENY_UNLISTED;
+	if (list_matches(cfg->proxy_deny_host, host, hlen))
+		return PROXY_DENY_RULE;
+	/* A raw address skips the name rules: "allow-host = *.example.com"
+	 * must not be read as permission for whatever address a run
+	 * types. */
+	if (parse_address(host, &ss))
+		return address_listed(cfg, (struct sockaddr *)&ss)
+			   ? PROXY_ALLOW
+			   : PROXY_DENY_ADDRESS;
+	if (list_matches(cfg->proxy_allow_host, host, hlen))
+		return PROXY_ALLOW;
+	return PROXY_DENY_UNLISTED;
+}
+
+/* Why a v4 address (host order) is not public, or NULL. */
+static const char *v4_class(uint32_t a)
+{
+	if ((a >> 24) == 127)
+		return "loopback";
+	if ((a >> 24) == 0)
+		return "unspecified";
+	if ((a >> 16) == 0xa9fe) /* 169.254/16: cloud metadata lives here */
+		return "link-local";
+	if ((a >> 24) == 10 || (a >> 20) == 0xac1 || (a >> 16) == 0xc0a8)
+		return "private";
+	if ((a >> 22) == (0x64400000u >> 22)) /* 100.64/10, carrier NAT */
+		return "shared";
+	if ((a >> 28) >= 0xe) /* multicast, reserved, broadcast */
+		return "multicast or reserved";
+	return NULL;
+}
+
+const char *proxy_address_class(const struct sockaddr *sa)
+{
+	if (sa->sa_family == AF_INET)
+		return v4_class(
+		    ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr));
+	if (sa->sa_family == AF_INET6) {
+		const uint8_t *b =
+		    ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
+		static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+						   0, 0, 0, 0, 0xff, 0xff};
+		uint32_t v4;
+
+		/* ::ffff:127.0.0.1 reaches 127.0.0.1. */
+		if (memcmp(b, mapped, 12) == 0) {
+			memcpy(&v4, b + 12, 4);
+			return v4_class(ntohl(v4));
+		}
+		if (IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)b))
+			return "loopback";
+		if (IN6_IS_ADDR_UNSPECIFIED((const struct in6_addr *)b))
+			return "unspecified";
+		if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
+			return "link-local";
+		if ((b[0] & 0xfe) == 0xfc)
+			return "unique-local";
+		if (b[0] == 0xff)
+			return "multicast or reserved";
+		return NULL;
+	}
+	return "not an IP address";
+}
+
+bool proxy_address_ok(const struct spd_config *cfg, const struct sockaddr *sa)
+{
+	return !proxy_address_class(sa) || address_listed(cfg, sa);
+}

@@ -1,0 +1,297 @@
+/*
+ * Network mode proxy (issue 17), against a real spd: a run whose only
+ * way out is spd's HTTP proxy reaches an allowed host by name, over
+ * CONNECT and plain HTTP, and nothing else — a denied host, a raw
+ * address, a name resolving to loopback or to the cloud metadata
+ * address, a non-HTTP protocol on the proxy's port and a direct socket
+ * are each refused, and every decision is in the journal.
+ *
+ * The stand-in registry listens on 127.0.0.2 in the host's namespace;
+ * spd's test resolver ([network] resolve, names under .test only) maps
+ * the test names to it.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "tests/lib/spdproc.h"
+#include "tests/lib/testlib.h"
+
+static struct test_spd T;
+static char *WS;
+static pid_t standin = -1;
+static int standin_port;
+
+static bool has(const char *hay, const char *needle)
+{
+	return hay && needle && strstr(hay, needle) != NULL;
+}
+
+/* A one-page HTTP server on 127.0.0.2, its port printed on stdout. */
+static const char standin_py[] =
+    "import http.server, sys\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    def do_GET(self):\n"
+    "        b = ('hello-from-standin host=%s path=%s\\n' % (\n"
+    "            self.headers.get('Host'), self.path)).encode()\n"
+    "        self.send_response(200)\n"
+    "        self.send_header('Content-Length', str(len(b)))\n"
+    "        self.end_headers(); self.wfile.write(b)\n"
+    "    def log_message(self, *a): pass\n"
+    "s = http.server.ThreadingHTTPServer(('127.0.0.2', 0), H)\n"
+    "print(s.server_address[1], flush=True)\n"
+    "s.serve_forever()\n";
+
+static void standin_start(void)
+{
+	int p[2];
+	char buf[32] = "";
+	ssize_t n;
+
+	ck_assert_int_eq(pipe(p), 0);
+	standin = fork();
+	ck_assert_int_ge(standin, 0);
+	if (standin == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		execlp("python3", "python3", "-c", standin_py, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	n = read(p[0], buf, sizeof(buf) - 1);
+	close(p[0]);
+	ck_assert_msg(n > 0, "the stand-in did not start");
+	standin_port = atoi(buf);
+	ck_assert_int_gt(standin_port, 0);
+}
+
+static void setup(void)
+{
+	static const char conf[] = "[network]\n"
+				   "\tallow-host = registry.test\n"
+				   "\tallow-host = *.wild.test\n"
+				   "\tallow-host = evil.test\n"
+				   "\tallow-host = meta.test\n"
+				   "\tdeny-host = blocked.wild.test\n"
+				   "\tallow-address = 127.0.0.2\n"
+				   "\tresolve = registry.test:127.0.0.2\n"
+				   "\tresolve = a.wild.test:127.0.0.2\n"
+				   "\tresolve = blocked.wild.test:127.0.0.2\n"
+				   "\tresolve = other.test:127.0.0.2\n"
+				   "\tresolve = evil.test:127.0.0.1\n"
+				   "\tresolve = meta.test:169.254.169.254\n";
+
+	test_spd_prepare(&T, conf);
+	test_spd_start(&T);
+	WS = test_tmpdir("ws");
+	standin = -1;
+}
+
+static void teardown(void)
+{
+	if (standin > 0) {
+		kill(standin, SIGKILL);
+		waitpid(standin, NULL, 0);
+		standin = -1;
+	}
+	test_spd_cleanup(&T);
+	if (WS)
+		test_rmrf(WS);
+	free(WS);
+	WS = NULL;
+}
+
+/* sh -c script in a proxy run, approved by the operator. */
+static int run_proxy(const char *script, char **ret_out, char **ret_err)
+{
+	char *sc = strdup(script);
+	char *args[] = {"run", "--workspace", WS,   "--yes", "--net", "proxy",
+			"--",  "sh",	      "-c", sc,	     NULL};
+	int st = test_spctl(&T, args, NULL, ret_out, ret_err);
+
+	free(sc);
+
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *journal_dump(void)
+{
+	char *argv[] = {"sqlite3", T.journal,
+			"select kind, summary, detail from events "
+			"where kind like 'net.proxy%' order by id",
+			NULL};
+	char *out = NULL;
+
+	ck_assert_int_eq(test_run(argv, NULL, &out, NULL), 0);
+	return out;
+}
+
+static bool usable(void)
+{
+	return access("/usr/bin/curl", X_OK) == 0 &&
+	       access("/usr/bin/python3", X_OK) == 0 &&
+	       access("/usr/bin/sqlite3", X_OK) == 0;
+}
+
+/* The allowed host answers through the proxy, by plain HTTP and through
+ * a CONNECT tunnel, and a wildcard rule covers a name below it; the
+ * upstream sees the host name, not the proxy's address. */
+START_TEST(test_allowed_host_works)
+{
+	char script[1024], *out = NULL, *err = NULL, *j;
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	standin_start();
+	snprintf(script, sizeof(script),
+		 "echo \"proxy=$HTTP_PROXY git=$GIT_CONFIG_VALUE_0\"; "
+		 "curl -sS http://registry.test:%d/plain; "
+		 "curl -sS -p http://registry.test:%d/tunnel; "
+		 "curl -sS http://a.wild.test:%d/wild",
+		 standin_port, standin_port, standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(has(out, "proxy=http://127.0.0.1:3128 "
+			       "git=http://127.0.0.1:3128"),
+		      "out %s", out);
+	ck_assert_msg(has(out, "hello-from-standin host=registry.test:"),
+		      "out %s err %s", out, err);
+	ck_assert_msg(has(out, "path=/plain") && has(out, "path=/tunnel") &&
+			  has(out, "path=/wild"),
+		      "out %s err %s", out, err);
+	j = journal_dump();
+	ck_assert_msg(has(j, "\"decision\":\"allow\"") &&
+			  has(j, "net.proxy.close") &&
+			  has(j, "\"address\":\"127.0.0.2\""),
+		      "journal %s", j);
+	ck_assert_msg(!has(j, "\"bytes_in\":0,") && !has(j, "\"bytes_out\":0,"),
+		      "journal %s", j);
+	free(j);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* Each way out that is not an allowed host by name is refused with a
+ * 403 and a reason, and journaled. */
+START_TEST(test_refusals)
+{
+	static const char script[] =
+	    "for u in http://blocked.wild.test/ http://other.test/ "
+	    "http://93.184.216.34/ http://evil.test/ http://meta.test/ "
+	    "http://169.254.169.254/latest/meta-data/; do "
+	    "  printf '%s ' \"$u\"; curl -sS -w ' code=%{http_code}\\n' "
+	    "\"$u\"; done; "
+	    "curl -sS -p https://evil.test/ 2>&1 | head -1; "
+	    "python3 -c '\n"
+	    "import socket\n"
+	    "s = socket.create_connection((\"127.0.0.1\", 3128))\n"
+	    "s.sendall(b\"SSH-2.0-OpenSSH_9.0\\r\\n\")\n"
+	    "print(\"raw-protocol:\", s.recv(200).split(b\"\\r\\n\")[0])\n"
+	    "for a in ((\"127.0.0.2\", 80), (\"93.184.216.34\", 80)):\n"
+	    "    try:\n"
+	    "        socket.create_connection(a, timeout=5)\n"
+	    "        print(\"DIRECT-CONNECTED\", a)\n"
+	    "    except OSError as e:\n"
+	    "        print(\"direct-refused\", a, e.errno)\n"
+	    "'";
+	char *out = NULL, *err = NULL, *j;
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(has(out, "blocked.wild.test is refused by [network] "
+			       "deny-host\n code=403"),
+		      "out %s err %s", out, err);
+	ck_assert_msg(has(out, "other.test is not in [network] allow-host"),
+		      "out %s", out);
+	ck_assert_msg(has(out, "93.184.216.34 is a raw address"), "out %s",
+		      out);
+	ck_assert_msg(has(out, "169.254.169.254 is a raw address"), "out %s",
+		      out);
+	ck_assert_msg(has(out, "evil.test resolves to 127.0.0.1, a loopback "
+			       "address"),
+		      "out %s", out);
+	ck_assert_msg(has(out, "meta.test resolves to 169.254.169.254, a "
+			       "link-local address"),
+		      "out %s", out);
+	ck_assert_msg(has(out, "CONNECT tunnel failed, response 403") ||
+			  has(out, "403"),
+		      "out %s", out);
+	ck_assert_msg(has(out, "raw-protocol: b'HTTP/1.1 400"), "out %s err %s",
+		      out, err);
+	ck_assert_msg(!has(out, "DIRECT-CONNECTED") &&
+			  has(out, "direct-refused ('127.0.0.2'") &&
+			  has(out, "direct-refused ('93.184.216.34'"),
+		      "out %s err %s", out, err);
+	ck_assert_msg(!has(out, "code=200"), "out %s", out);
+	j = journal_dump();
+	ck_assert_msg(
+	    has(j, "blocked.wild.test:80") && has(j, "other.test:80") &&
+		has(j, "93.184.216.34:80") && has(j, "evil.test:443") &&
+		has(j, "meta.test:80") && has(j, "not an HTTP proxy request") &&
+		!has(j, "\"decision\":\"allow\""),
+	    "journal %s", j);
+	free(j);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* The test resolver is a test aid only: a real name is refused. */
+START_TEST(test_resolve_only_test_names)
+{
+	struct test_spd t2;
+	char *err = NULL;
+	int st;
+
+	test_spd_prepare(&t2, "[network]\n\tresolve = "
+			      "registry.npmjs.org:127.0.0.2\n");
+	st = test_spd_expect_exit(&t2, &err);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0 &&
+			  has(err, "network.resolve"),
+		      "status %d err %s", st, err);
+	free(err);
+	test_spd_cleanup(&t2);
+}
+END_TEST
+
+/* spctl doctor tells the operator the mode exists and what it needs. */
+START_TEST(test_doctor_mentions_proxy)
+{
+	char *args[] = {"doctor", NULL};
+	char *out = NULL;
+
+	test_spctl(&T, args, NULL, &out, NULL);
+	ck_assert_msg(has(out, "network proxy: spctl run --net proxy"), "%s",
+		      out);
+	free(out);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("proxy");
+	TCase *tc = tcase_create("proxy");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_allowed_host_works);
+	tcase_add_test(tc, test_refusals);
+	tcase_add_test(tc, test_resolve_only_test_names);
+	tcase_add_test(tc, test_doctor_mentions_proxy);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
