@@ -169,8 +169,7 @@ int client_open(struct client *c, char *errbuf, size_t errlen)
 	/* Socket activation: this connection is what started spd, and spd
 	 * makes the operator token only as it starts.  Wait for it (spd
 	 * answers nothing before it exists). */
-	for (int waited = 0; !c->token && waited < CLIENT_AUTOSTART_WAIT_MS &&
-			     access(p.token_path, F_OK) < 0 && errno == ENOENT;
+	for (int waited = 0; !c->token && waited < CLIENT_AUTOSTART_WAIT_MS;
 	     waited += CLIENT_TOKEN_POLL_MS) {
 		nanosleep(
 		    &(struct timespec){0, CLIENT_TOKEN_POLL_MS * 1000000L},

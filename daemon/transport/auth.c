@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sodium.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -46,7 +47,7 @@ int auth_load_or_create_token(const char *path, char *ret)
 {
 	_cleanup_close_ int fd = -1;
 	unsigned char raw[AUTH_TOKEN_HEX_LEN / 2];
-	char hex[AUTH_TOKEN_HEX_LEN + 2];
+	char hex[AUTH_TOKEN_HEX_LEN + 2], tmp[PATH_MAX];
 
 	if (sodium_init() < 0)
 		return -EIO;
@@ -55,7 +56,15 @@ int auth_load_or_create_token(const char *path, char *ret)
 		return read_token(fd, ret);
 	if (errno != ENOENT)
 		return -errno;
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
+	/* Written whole under a temporary name, then linked into place: a
+	 * client reading the token the moment it appears (socket
+	 * activation: its connection is what started spd) never sees an
+	 * empty or partial file.  link(2) refuses to replace a token another
+	 * spd made meanwhile. */
+	if (snprintf(tmp, sizeof(tmp), "%s.new", path) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW,
 		  0600);
 	if (fd < 0)
 		return -errno;
@@ -64,11 +73,14 @@ int auth_load_or_create_token(const char *path, char *ret)
 	sodium_memzero(raw, sizeof(raw));
 	hex[AUTH_TOKEN_HEX_LEN] = '\n';
 	if (write(fd, hex, AUTH_TOKEN_HEX_LEN + 1) != AUTH_TOKEN_HEX_LEN + 1 ||
-	    fsync(fd) < 0) {
+	    fsync(fd) < 0 || link(tmp, path) < 0) {
 		int r = -errno;
-		unlink(path);
+
+		unlink(tmp);
+		sodium_memzero(hex, sizeof(hex));
 		return r ? r : -EIO;
 	}
+	unlink(tmp);
 	memcpy(ret, hex, AUTH_TOKEN_HEX_LEN);
 	ret[AUTH_TOKEN_HEX_LEN] = '\0';
 	sodium_memzero(hex, sizeof(hex));
