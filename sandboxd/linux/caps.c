@@ -44,7 +44,7 @@
 	 SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |             \
 	 SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
 
-int sbx_caps_lock_securebits(void)
+int layer_caps_lock_securebits(void)
 {
 	int cur = prctl(PR_GET_SECUREBITS, 0, 0, 0, 0);
 
@@ -59,7 +59,7 @@ int sbx_caps_lock_securebits(void)
 }
 
 /* Dropping one already dropped succeeds: no need to read it first. */
-int sbx_caps_drop_bounding(void)
+int layer_caps_drop_bounding(void)
 {
 	for (int cap = 0; cap < SBX_CAP_MAX; cap++) {
 		if (prctl(PR_CAPBSET_DROP, (unsigned long)cap, 0, 0, 0) == 0)
@@ -97,14 +97,14 @@ static bool caps_all_empty(void)
 	return true;
 }
 
-int sbx_caps_drop_all(void)
+int layer_caps_drop_all(void)
 {
 	/* Both need CAP_SETPCAP.  Their errors are not returned here: a
 	 * caller without it (unprivileged, outside a user namespace) keeps a
 	 * full bounding set, and the read-back below refuses that; a caller
 	 * whose sets are already all empty has nothing left to lock. */
-	(void)sbx_caps_lock_securebits();
-	(void)sbx_caps_drop_bounding();
+	(void)layer_caps_lock_securebits();
+	(void)layer_caps_drop_bounding();
 	/* Ambient: EINVAL on kernels before 4.3, which have none. */
 	if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 &&
 	    errno != EINVAL)

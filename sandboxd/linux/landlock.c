@@ -110,7 +110,7 @@ struct sbx_ll_path_beneath_attr {
 	int32_t parent_fd;
 } __attribute__((packed));
 
-int sbx_landlock_abi(void)
+int layer_landlock_abi(void)
 {
 	long abi = syscall(__NR_landlock_create_ruleset, NULL, 0,
 			   SBX_LL_CREATE_RULESET_VERSION);
@@ -180,7 +180,7 @@ static int ll_add_paths(int ruleset, const char *const *paths, uint64_t access,
 	return 0;
 }
 
-int sbx_landlock_apply(const struct sbx_landlock_plan *plan)
+int layer_landlock_apply(const struct sbx_landlock_plan *plan)
 {
 	struct sbx_ll_ruleset_attr attr = {0};
 	size_t attr_size = SBX_LL_ATTR_SIZE_V1, count = 0;
@@ -189,7 +189,7 @@ int sbx_landlock_apply(const struct sbx_landlock_plan *plan)
 
 	if (!plan)
 		return -EINVAL;
-	abi = sbx_landlock_abi();
+	abi = layer_landlock_abi();
 	if (abi <= 0)
 		return -EOPNOTSUPP;
 	if (abi > SBX_LL_ABI_KNOWN)

@@ -2,9 +2,9 @@
  * The kernel confinement layers sandboxd applies to every run on Linux,
  * each behind a small function so that spawn.c reads as a list of steps:
  *
- *   sandboxd, before the clone:      sbx_seccomp_build()
- *   the command, before its exec:    sbx_landlock_apply(), no_new_privs,
- *                                    sbx_caps_drop_all(), sbx_seccomp_load()
+ *   sandboxd, before the clone:      layer_seccomp_build()
+ *   the command, before its exec:    layer_landlock_apply(), no_new_privs,
+ *                                    layer_caps_drop_all(), layer_seccomp_load()
  *
  * Everything called in the children is async-signal-safe: no malloc, no
  * stdio, no locks.  They share sandboxd's memory until they exec
@@ -62,7 +62,7 @@ struct sbx_landlock_plan {
 
 /* The Landlock ABI version the kernel offers; 0 when Landlock is absent or
  * disabled.  Safe anywhere. */
-int sbx_landlock_abi(void);
+int layer_landlock_abi(void);
 
 /*
  * Restrict the calling process (and its future children) to the plan, at
@@ -71,7 +71,7 @@ int sbx_landlock_abi(void);
  * (> 0), or -errno (-EOPNOTSUPP when Landlock is absent).
  * Async-signal-safe.
  */
-int sbx_landlock_apply(const struct sbx_landlock_plan *plan);
+int layer_landlock_apply(const struct sbx_landlock_plan *plan);
 
 /* ---- seccomp ----------------------------------------------------------- */
 
@@ -85,15 +85,15 @@ int sbx_landlock_apply(const struct sbx_landlock_plan *plan);
  * socket families other than AF_UNIX, AF_INET (unless net == NONE) and
  * AF_INET6 (only with LOOPBACK and HOST), and the 32-bit compat entry
  * points.  On success fills *ret
- * (ret->filter is malloc'd; free with sbx_seccomp_free) and returns 0;
+ * (ret->filter is malloc'd; free with layer_seccomp_free) and returns 0;
  * -errno otherwise.
  */
-int sbx_seccomp_build(enum sbx_net net, struct sock_fprog *ret);
-void sbx_seccomp_free(struct sock_fprog *prog);
+int layer_seccomp_build(enum sbx_net net, struct sock_fprog *ret);
+void layer_seccomp_free(struct sock_fprog *prog);
 
-/* Load a program built by sbx_seccomp_build into the calling process.
+/* Load a program built by layer_seccomp_build into the calling process.
  * Needs no_new_privs.  Async-signal-safe.  Returns 0 or -errno. */
-int sbx_seccomp_load(const struct sock_fprog *prog);
+int layer_seccomp_load(const struct sock_fprog *prog);
 
 /* ---- capabilities ------------------------------------------------------ */
 
@@ -103,23 +103,23 @@ int sbx_seccomp_load(const struct sock_fprog *prog);
  * Returns 0, or -EPERM if any capability survived.  Async-signal-safe in
  * practice (libcap-ng keeps static state and does not allocate here).
  */
-int sbx_caps_drop_all(void);
+int layer_caps_drop_all(void);
 
 /*
- * Set and lock the securebits sbx_caps_drop_all sets (NOROOT,
+ * Set and lock the securebits layer_caps_drop_all sets (NOROOT,
  * NO_CAP_AMBIENT_RAISE, KEEP_CAPS and NO_SETUID_FIXUP off, all locked)
  * while the caller still holds CAP_SETPCAP: as root, the spawner calls it
  * before it empties the bounding set and switches to the run uid, after
- * which sbx_caps_drop_all no longer can.  Returns 0 (also when they are
+ * which layer_caps_drop_all no longer can.  Returns 0 (also when they are
  * already set) or -errno (-EPERM without CAP_SETPCAP).
  * Async-signal-safe.
  */
-int sbx_caps_lock_securebits(void);
+int layer_caps_lock_securebits(void);
 
 /* Empty the bounding set (needs CAP_SETPCAP): as root, the spawner calls
  * it before switching to the run uid.  Returns 0 or -errno.
  * Async-signal-safe. */
-int sbx_caps_drop_bounding(void);
+int layer_caps_drop_bounding(void);
 
 /* ---- probing (spctl doctor, daemon.status, mode=required) ------------- */
 
@@ -148,7 +148,7 @@ struct sbx_layers {
  * missing layer gets one actionable sentence in its *_why field.
  * Returns 0 or -errno.  Not async-signal-safe (call in sandboxd only).
  */
-int sbx_probe_layers(struct sbx_layers *ret);
+int layer_probe_layers(struct sbx_layers *ret);
 
 /* ---- pathname Unix sockets (additive, see docs/sandbox.md) ------------ */
 
@@ -166,6 +166,6 @@ int sbx_probe_layers(struct sbx_layers *ret);
  * socket inode now (lstat) are reported.  Returns 0 or -errno.  Uses
  * stdio (allocates): call in sandboxd before fork, never in the child.
  */
-int sbx_unix_sockets(int (*cb)(const char *path, void *data), void *data);
+int layer_unix_sockets(int (*cb)(const char *path, void *data), void *data);
 
 #endif

@@ -113,7 +113,7 @@ struct mountplan_in {
 	 * /run/systemd/resolve) is bound back read-only. */
 	bool net_host;
 	/* NULL-terminated pathname Unix sockets bound on the host
-	 * (sbx_unix_sockets), or NULL.  Each one the run could otherwise
+	 * (layer_unix_sockets), or NULL.  Each one the run could otherwise
 	 * reach, i.e. not under a writable path, a private area (/tmp,
 	 * /var/tmp, /dev, /proc), /run or a covered directory, gets an
 	 * empty read-only file bound over it. */

@@ -420,7 +420,7 @@ static void probe_idmap(struct sbx_layers *l)
 #define SBX_SOCK_DGRAM 2
 #define SBX_SOCK_SEQPACKET 5
 
-int sbx_unix_sockets(int (*cb)(const char *path, void *data), void *data)
+int layer_unix_sockets(int (*cb)(const char *path, void *data), void *data)
 {
 	char line[SBX_UNIX_LINE_MAX];
 	bool partial = false;
@@ -470,7 +470,7 @@ int sbx_unix_sockets(int (*cb)(const char *path, void *data), void *data)
 	return r < 0 ? r : 0;
 }
 
-int sbx_probe_layers(struct sbx_layers *ret)
+int layer_probe_layers(struct sbx_layers *ret)
 {
 	struct sbx_layers l;
 

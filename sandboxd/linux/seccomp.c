@@ -377,7 +377,7 @@ out:
 	return r;
 }
 
-int sbx_seccomp_build(enum sbx_net net, struct sock_fprog *ret)
+int layer_seccomp_build(enum sbx_net net, struct sock_fprog *ret)
 {
 	scmp_filter_ctx ctx;
 	int r;
@@ -409,7 +409,7 @@ out:
 	return r;
 }
 
-void sbx_seccomp_free(struct sock_fprog *prog)
+void layer_seccomp_free(struct sock_fprog *prog)
 {
 	if (!prog)
 		return;
@@ -418,7 +418,7 @@ void sbx_seccomp_free(struct sock_fprog *prog)
 	prog->len = 0;
 }
 
-int sbx_seccomp_load(const struct sock_fprog *prog)
+int layer_seccomp_load(const struct sock_fprog *prog)
 {
 	if (!prog || !prog->filter || prog->len == 0)
 		return -EINVAL;

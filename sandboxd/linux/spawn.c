@@ -213,33 +213,6 @@ int spawn_ctx_init(struct spawn_ctx *ctx)
 	return 0;
 }
 
-void spawn_ctx_free(struct spawn_ctx *ctx)
-{
-	if (!ctx)
-		return;
-	for (size_t i = 0; i < ARRAY_SIZE(ctx->filters); i++) {
-		if (ctx->filters[i]) {
-			sbx_seccomp_free(ctx->filters[i]);
-			free(ctx->filters[i]);
-			ctx->filters[i] = NULL;
-		}
-	}
-	for (size_t i = 0; i < ctx->nidmap; i++)
-		close(ctx->idmap[i].fd);
-	ctx->nidmap = 0;
-	if (ctx->init_fd >= 0)
-		close(ctx->init_fd);
-	ctx->init_fd = -1;
-	if (ctx->init_stack)
-		munmap(ctx->init_stack - SPAWN_STACK - 4096,
-		       SPAWN_STACK + 4096);
-	if (ctx->cmd_stack)
-		munmap(ctx->cmd_stack - SPAWN_STACK - 4096, SPAWN_STACK + 4096);
-	ctx->init_stack = ctx->cmd_stack = NULL;
-	mountplan_scratch_free(ctx->links_scratch);
-	ctx->links_scratch = NULL;
-}
-
 /* Can a run's pid 1 become sandboxd-init?  Executes it once, with no
  * argument (it exits 0 at once), in a child.  Returns 0 or -errno. */
 static int probe_run_init(struct spawn_ctx *ctx)
@@ -281,7 +254,7 @@ const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx)
 	int r;
 
 	memset(&l, 0, sizeof(l));
-	if (sbx_probe_layers(&l) < 0)
+	if (layer_probe_layers(&l) < 0)
 		snprintf(l.userns_why, sizeof(l.userns_why),
 			 "probing the kernel failed");
 	r = probe_run_init(ctx);
@@ -553,8 +526,8 @@ static int child_become_run_uid(const struct child_args *a)
 {
 	int r;
 
-	if ((r = sbx_caps_lock_securebits()) < 0 ||
-	    (r = sbx_caps_drop_bounding()) < 0)
+	if ((r = layer_caps_lock_securebits()) < 0 ||
+	    (r = layer_caps_drop_bounding()) < 0)
 		return r;
 	/* Raw syscalls: glibc's wrappers synchronise all threads, which a
 	 * child of fork must not rely on. */
@@ -597,11 +570,11 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
 	 * (it would otherwise need CAP_SYS_ADMIN), and it costs nothing. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_layer_failed(a, FD_REPORT, L_NNP, errno);
-	if (a->landlock && (r = sbx_landlock_apply(a->landlock)) < 0)
+	if (a->landlock && (r = layer_landlock_apply(a->landlock)) < 0)
 		child_layer_failed(a, FD_REPORT, L_LANDLOCK, r);
-	if ((r = sbx_caps_drop_all()) < 0)
+	if ((r = layer_caps_drop_all()) < 0)
 		child_layer_failed(a, FD_REPORT, L_CAPS, r);
-	if (a->filter && (r = sbx_seccomp_load(a->filter)) < 0)
+	if (a->filter && (r = layer_seccomp_load(a->filter)) < 0)
 		child_layer_failed(a, FD_REPORT, L_SECCOMP, r);
 	child_exec(a);
 }
@@ -851,7 +824,7 @@ static const struct sock_fprog *seccomp_filter(struct spawn_ctx *ctx,
 		*ret_err = -ENOMEM;
 		return NULL;
 	}
-	r = sbx_seccomp_build(net, f);
+	r = layer_seccomp_build(net, f);
 	if (r < 0) {
 		free(f);
 		*ret_err = r;
@@ -897,7 +870,7 @@ static char **build_env(const struct sbxp_run_view *v, const char **ret_path)
 	return env;
 }
 
-/* The sockets sbx_unix_sockets reports, collected before fork. */
+/* The sockets layer_unix_sockets reports, collected before fork. */
 struct sockets {
 	char **v;
 	size_t n;
@@ -1072,7 +1045,8 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	 * read-only mount does not either: the plan covers each one bound
 	 * outside what the run may use (docs/sandbox.md).  A scan that
 	 * fails leaves them open, which only best-effort accepts. */
-	if (namespaces && (r = sbx_unix_sockets(collect_socket, &socks)) < 0) {
+	if (namespaces &&
+	    (r = layer_unix_sockets(collect_socket, &socks)) < 0) {
 		sockets_free(&socks);
 		if (!best) {
 			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,

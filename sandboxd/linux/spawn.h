@@ -102,8 +102,6 @@ struct spawn_run {
 /* Fill ctx for this process (its uids).  Probing is deferred to the
  * first run or probe.  Returns 0. */
 int spawn_ctx_init(struct spawn_ctx *ctx);
-/* Close the cached namespaces and free the filters.  Accepts NULL. */
-void spawn_ctx_free(struct spawn_ctx *ctx);
 
 /* Probe the layers again (PROBE) and remember the result.  Returns a
  * pointer into ctx, never NULL. */

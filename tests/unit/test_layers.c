@@ -208,11 +208,11 @@ static void ll_apply_or_skip(const struct sbx_landlock_plan *plan)
 	int r;
 
 	set_nnp();
-	r = sbx_landlock_apply(plan);
+	r = layer_landlock_apply(plan);
 	if (r == -EOPNOTSUPP)
 		child_skip("Landlock is not enabled in this kernel");
 	if (r <= 0)
-		child_fail("sbx_landlock_apply: %s", strerror(-r));
+		child_fail("layer_landlock_apply: %s", strerror(-r));
 }
 
 static void expect_errno(long rc, int want, const char *what)
@@ -234,7 +234,7 @@ static void ll_write_child(void *arg)
 	snprintf(path, sizeof(path), "%s/f", f->ro);
 	expect_errno(open(path, O_WRONLY | O_TRUNC), EACCES,
 		     "open ro/f for write");
-	if (sbx_landlock_abi() >= 3)
+	if (layer_landlock_abi() >= 3)
 		expect_errno(truncate(path, 0), EACCES, "truncate ro/f");
 	expect_errno(unlink(path), EACCES, "unlink ro/f");
 	snprintf(path, sizeof(path), "%s/new", f->ro);
@@ -338,7 +338,7 @@ static void ll_refer_child(void *arg)
 	if (rename(f->ro, b) == 0)
 		child_fail("renamed ro/ into rw/");
 	/* Between two writable trees a move works (REFER granted, ABI 2). */
-	if (sbx_landlock_abi() >= 2) {
+	if (layer_landlock_abi() >= 2) {
 		snprintf(b, sizeof(b), "%s/a", f->rw2);
 		if (rename(a, b) < 0)
 			child_fail("rename rw/a rw2/a: %s", strerror(errno));
@@ -362,7 +362,7 @@ START_TEST(test_landlock_refer)
 	p = join(f.ro, "f");
 	ck_assert_msg(file_exists(p), "ro/ was moved away");
 	free(p);
-	if (sbx_landlock_abi() >= 2) {
+	if (layer_landlock_abi() >= 2) {
 		p = join(f.rw2, "a");
 		char *s = test_read_file(p);
 		ck_assert_ptr_nonnull(s);
@@ -425,12 +425,12 @@ START_TEST(test_landlock_tcp_none)
 	struct ll_net n = {.plan = {.net = SBX_NET_NONE}};
 	int l, c;
 
-	if (sbx_landlock_abi() < 4)
+	if (layer_landlock_abi() < 4)
 		TEST_SKIP_LAYER(
 		    "landlock_abi>=4",
 		    "Landlock ABI %d has no TCP rules (needs ABI 4, "
 		    "Linux 6.7)",
-		    sbx_landlock_abi());
+		    layer_landlock_abi());
 	l = tcp_listener(&n.addr);
 	n.expect_denied = true;
 	EXPECT_CHILD_OK(ll_tcp_child, &n);
@@ -482,11 +482,11 @@ START_TEST(test_landlock_scope_abstract)
 	struct ll_unix u = {.plan = {.net = SBX_NET_LOOPBACK, .scope = true}};
 	int l, c;
 
-	if (sbx_landlock_abi() < 6)
+	if (layer_landlock_abi() < 6)
 		TEST_SKIP_LAYER("landlock_abi>=6",
 				"Landlock ABI %d cannot scope abstract sockets "
 				"(needs ABI 6, Linux 6.12)",
-				sbx_landlock_abi());
+				layer_landlock_abi());
 	u.addr.sun_family = AF_UNIX;
 	int len = snprintf(u.addr.sun_path + 1, sizeof(u.addr.sun_path) - 1,
 			   "spd-test-layers-%d", (int)getpid());
@@ -534,12 +534,12 @@ START_TEST(test_landlock_scope_signal)
 {
 	struct sbx_landlock_plan plan = {.net = SBX_NET_NONE, .scope = true};
 
-	if (sbx_landlock_abi() < 6)
+	if (layer_landlock_abi() < 6)
 		TEST_SKIP_LAYER(
 		    "landlock_abi>=6",
 		    "Landlock ABI %d cannot scope signals (needs ABI 6, "
 		    "Linux 6.12)",
-		    sbx_landlock_abi());
+		    layer_landlock_abi());
 	EXPECT_CHILD_OK(ll_signal_child, &plan);
 	plan.scope = false;
 	EXPECT_CHILD_OK(ll_signal_child, &plan);
@@ -556,11 +556,11 @@ static void ll_missing_child(void *arg)
 	set_nnp();
 	/* A relative path is a bug in the plan: refused, nothing applied. */
 	plan.read_paths = rel;
-	if (sbx_landlock_apply(&plan) != -EINVAL)
+	if (layer_landlock_apply(&plan) != -EINVAL)
 		child_fail("a relative path was accepted");
 	/* A missing path is skipped, not fatal. */
 	plan.read_paths = read_paths;
-	int r = sbx_landlock_apply(&plan);
+	int r = layer_landlock_apply(&plan);
 	if (r == -EOPNOTSUPP)
 		child_skip("Landlock is not enabled in this kernel");
 	if (r <= 0)
@@ -1096,9 +1096,9 @@ static void sc_child(void *arg)
 
 	if (run->prog) {
 		set_nnp();
-		r = sbx_seccomp_load(run->prog);
+		r = layer_seccomp_load(run->prog);
 		if (r < 0)
-			child_fail("sbx_seccomp_load: %s", strerror(-r));
+			child_fail("layer_seccomp_load: %s", strerror(-r));
 	}
 	_exit(run->fn());
 }
@@ -1124,8 +1124,8 @@ START_TEST(test_seccomp_syscalls)
 	struct sock_fprog progs[SBX_NET__COUNT];
 
 	for (int m = 0; m < SBX_NET__COUNT; m++)
-		ck_assert_int_eq(sbx_seccomp_build((enum sbx_net)m, &progs[m]),
-				 0);
+		ck_assert_int_eq(
+		    layer_seccomp_build((enum sbx_net)m, &progs[m]), 0);
 	for (size_t i = 0; i < SC_NCASES; i++) {
 		const struct sc_case *c = &sc_cases[i];
 		int control, got;
@@ -1144,8 +1144,8 @@ START_TEST(test_seccomp_syscalls)
 			       c->name, strerror(control));
 	}
 	for (int m = 0; m < SBX_NET__COUNT; m++)
-		sbx_seccomp_free(&progs[m]);
-	sbx_seccomp_free(NULL);
+		layer_seccomp_free(&progs[m]);
+	layer_seccomp_free(NULL);
 }
 END_TEST
 
@@ -1185,9 +1185,9 @@ static void sc_tiocsti_child(void *arg)
 		child_fail("tcsetattr: %s", strerror(errno));
 	if (t->prog) {
 		set_nnp();
-		r = sbx_seccomp_load(t->prog);
+		r = layer_seccomp_load(t->prog);
 		if (r < 0)
-			child_fail("sbx_seccomp_load: %s", strerror(-r));
+			child_fail("layer_seccomp_load: %s", strerror(-r));
 	}
 	r = (int)syscall(SYS_ioctl, slave, t->request, &c);
 	int err = errno;
@@ -1210,7 +1210,7 @@ START_TEST(test_seccomp_tiocsti)
 	struct child_result r;
 	char *legacy = test_read_file("/proc/sys/dev/tty/legacy_tiocsti");
 
-	ck_assert_int_eq(sbx_seccomp_build(SBX_NET_NONE, &prog), 0);
+	ck_assert_int_eq(layer_seccomp_build(SBX_NET_NONE, &prog), 0);
 	/* Control: show this machine would let the injection through. */
 	run_child(sc_tiocsti_child, &t, &r);
 	if (CHILD_SKIPPED(r))
@@ -1232,7 +1232,7 @@ START_TEST(test_seccomp_tiocsti)
 			      reqs[i], r.status, r.msg);
 	}
 	free(legacy);
-	sbx_seccomp_free(&prog);
+	layer_seccomp_free(&prog);
 }
 END_TEST
 
@@ -1245,9 +1245,9 @@ static void sc_tioclinux_child(void *arg)
 	if (master < 0)
 		child_skip("no pseudo-terminal: %s", strerror(errno));
 	set_nnp();
-	r = sbx_seccomp_load(prog);
+	r = layer_seccomp_load(prog);
 	if (r < 0)
-		child_fail("sbx_seccomp_load: %s", strerror(-r));
+		child_fail("layer_seccomp_load: %s", strerror(-r));
 	if (syscall(SYS_ioctl, master, (1UL << 32) | 0x541C, &sub) == 0)
 		child_fail("TIOCLINUX succeeded");
 	if (errno != EPERM)
@@ -1258,9 +1258,9 @@ START_TEST(test_seccomp_tioclinux)
 {
 	struct sock_fprog prog;
 
-	ck_assert_int_eq(sbx_seccomp_build(SBX_NET_NONE, &prog), 0);
+	ck_assert_int_eq(layer_seccomp_build(SBX_NET_NONE, &prog), 0);
 	EXPECT_CHILD_OK(sc_tioclinux_child, &prog);
-	sbx_seccomp_free(&prog);
+	layer_seccomp_free(&prog);
 }
 END_TEST
 
@@ -1276,8 +1276,8 @@ static void sc_int80_child(void *arg)
 	sigaction(SIGSEGV, &dfl, NULL);
 	if (prog) {
 		set_nnp();
-		if (sbx_seccomp_load(prog) < 0)
-			child_fail("sbx_seccomp_load: %s", strerror(errno));
+		if (layer_seccomp_load(prog) < 0)
+			child_fail("layer_seccomp_load: %s", strerror(errno));
 	}
 	__asm__ volatile("int $0x80"
 			 : "+a"(eax)
@@ -1291,10 +1291,10 @@ START_TEST(test_seccomp_ia32)
 	struct sock_fprog prog;
 	struct child_result r;
 
-	ck_assert_int_eq(sbx_seccomp_build(SBX_NET_NONE, &prog), 0);
+	ck_assert_int_eq(layer_seccomp_build(SBX_NET_NONE, &prog), 0);
 	run_child(sc_int80_child, NULL, &r);
 	if (!CHILD_OK(r)) {
-		sbx_seccomp_free(&prog);
+		layer_seccomp_free(&prog);
 		TEST_SKIP("the ia32 entry point is unavailable here (int $0x80 "
 			  "unfiltered: status 0x%x)",
 			  r.status);
@@ -1303,7 +1303,7 @@ START_TEST(test_seccomp_ia32)
 	ck_assert_msg(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSYS,
 		      "int $0x80 getpid under the filter: status 0x%x %s",
 		      r.status, r.msg);
-	sbx_seccomp_free(&prog);
+	layer_seccomp_free(&prog);
 }
 END_TEST
 
@@ -1312,8 +1312,8 @@ static void sc_x32_child(void *arg)
 	const struct sock_fprog *prog = arg;
 
 	set_nnp();
-	if (sbx_seccomp_load(prog) < 0)
-		child_fail("sbx_seccomp_load: %s", strerror(errno));
+	if (layer_seccomp_load(prog) < 0)
+		child_fail("layer_seccomp_load: %s", strerror(errno));
 	/* __X32_SYSCALL_BIT | getpid.  The control is not needed: on a
 	 * kernel without x32 the call fails with ENOSYS, which is not the
 	 * asserted outcome either. */
@@ -1326,12 +1326,12 @@ START_TEST(test_seccomp_x32)
 	struct sock_fprog prog;
 	struct child_result r;
 
-	ck_assert_int_eq(sbx_seccomp_build(SBX_NET_NONE, &prog), 0);
+	ck_assert_int_eq(layer_seccomp_build(SBX_NET_NONE, &prog), 0);
 	run_child(sc_x32_child, &prog, &r);
 	ck_assert_msg(WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGSYS,
 		      "x32 getpid under the filter: status 0x%x %s", r.status,
 		      r.msg);
-	sbx_seccomp_free(&prog);
+	layer_seccomp_free(&prog);
 }
 END_TEST
 
@@ -1339,9 +1339,9 @@ START_TEST(test_seccomp_load_errors)
 {
 	struct sock_fprog empty = {0};
 
-	ck_assert_int_eq(sbx_seccomp_load(NULL), -EINVAL);
-	ck_assert_int_eq(sbx_seccomp_load(&empty), -EINVAL);
-	ck_assert_int_eq(sbx_seccomp_build(SBX_NET_NONE, NULL), -EINVAL);
+	ck_assert_int_eq(layer_seccomp_load(NULL), -EINVAL);
+	ck_assert_int_eq(layer_seccomp_load(&empty), -EINVAL);
+	ck_assert_int_eq(layer_seccomp_build(SBX_NET_NONE, NULL), -EINVAL);
 }
 END_TEST
 
@@ -1416,9 +1416,9 @@ static void caps_drop_child(void *arg)
 		child_skip("no CAP_DAC_OVERRIDE to begin with: %s",
 			   strerror(errno));
 	close(fd);
-	r = sbx_caps_drop_all();
+	r = layer_caps_drop_all();
 	if (r < 0)
-		child_fail("sbx_caps_drop_all: %s", strerror(-r));
+		child_fail("layer_caps_drop_all: %s", strerror(-r));
 	expect_errno(open(locked, O_RDONLY), EACCES, "open mode 0000 file");
 	fd = open("/proc/self/status", O_RDONLY);
 	if (fd < 0)
@@ -1471,9 +1471,9 @@ static void caps_refused_child(void *arg)
 		child_fail("setresuid: %s", strerror(errno));
 	if (prctl(PR_CAPBSET_READ, CAP_SYS_ADMIN, 0, 0, 0) != 1)
 		child_skip("the bounding set is already reduced here");
-	r = sbx_caps_drop_all();
+	r = layer_caps_drop_all();
 	if (r != -EPERM)
-		child_fail("sbx_caps_drop_all: %d, expected -EPERM", r);
+		child_fail("layer_caps_drop_all: %d, expected -EPERM", r);
 }
 
 START_TEST(test_caps_refused)
@@ -1508,8 +1508,8 @@ START_TEST(test_probe)
 	char *legacy;
 
 	memset(&l, 0x5a, sizeof(l));
-	ck_assert_int_eq(sbx_probe_layers(&l), 0);
-	ck_assert_int_eq(sbx_probe_layers(NULL), -EINVAL);
+	ck_assert_int_eq(layer_probe_layers(&l), 0);
+	ck_assert_int_eq(layer_probe_layers(NULL), -EINVAL);
 
 	/* Each why is a terminated sentence that fits. */
 	ck_assert(memchr(l.userns_why, 0, SBX_WHY_MAX));
@@ -1520,7 +1520,7 @@ START_TEST(test_probe)
 	ck_assert(memchr(l.idmap_why, 0, SBX_WHY_MAX));
 
 	/* Consistent with what this host does when asked directly. */
-	ck_assert_int_eq(l.landlock_abi, sbx_landlock_abi());
+	ck_assert_int_eq(l.landlock_abi, layer_landlock_abi());
 	if (l.landlock_abi == 0)
 		ck_assert(l.landlock_why[0] != '\0');
 	else if (l.landlock_abi >= 6)
@@ -1619,12 +1619,12 @@ START_TEST(test_unix_sockets)
 	acc = accept(l, NULL, NULL);
 	ck_assert_int_ge(acc, 0);
 
-	ck_assert_int_eq(sbx_unix_sockets(sock_cb, &s), 0);
+	ck_assert_int_eq(layer_unix_sockets(sock_cb, &s), 0);
 	ck_assert_int_eq(s.listen, 1);
 	ck_assert_int_eq(s.dgram, 1);
 	ck_assert_int_eq(s.idle, 0);
 	ck_assert_int_eq(s.gone, 0);
-	ck_assert_int_eq(sbx_unix_sockets(NULL, NULL), -EINVAL);
+	ck_assert_int_eq(layer_unix_sockets(NULL, NULL), -EINVAL);
 
 	close(acc);
 	close(c);

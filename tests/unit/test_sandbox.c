@@ -173,7 +173,7 @@ static bool unavailable(const struct outcome *o)
 	if (!o->error_code || strcmp(o->error_code, "SANDBOX-UNAVAILABLE"))
 		return false;
 	return !strncmp(o->error_msg, "user namespaces:", 16) ||
-	       sbx_landlock_abi() <= 0;
+	       layer_landlock_abi() <= 0;
 }
 
 #define REQUIRE_SANDBOX(o)                                                     \
@@ -1631,7 +1631,7 @@ START_TEST(probe_reports_layers)
 	while (!p.done)
 		uv_run(&f.loop, UV_RUN_ONCE);
 	ck_assert(p.got);
-	ck_assert_int_eq(p.l.landlock_abi, sbx_landlock_abi());
+	ck_assert_int_eq(p.l.landlock_abi, layer_landlock_abi());
 	if (!p.l.userns)
 		ck_assert_msg(p.l.userns_why[0], "a missing layer says why");
 	/* Every run executes sandboxd-init: were it refused here, every
