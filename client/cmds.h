@@ -68,5 +68,9 @@ int cmd_turns(struct cmd_ctx *ctx, int argc, char **argv);
 /* spctl mcp: an MCP server on stdin/stdout until the client goes away
  * (client/cmd_mcp.c).  Returns 0, or an exit code when it cannot start. */
 int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv);
+/* spctl acp: an ACP agent in a session's sandbox with spctl as its client
+ * (client/cmd_acp.c).  Returns the agent's exit code, or spctl's exit code
+ * when it cannot start. */
+int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -59,6 +59,9 @@ static void usage(FILE *f)
 	    "turn\n"
 	    "  mcp [--session ID]           an MCP server on stdio: spd's "
 	    "tools for an agent\n"
+	    "  acp [--session ID] [--prompt TEXT] -- AGENT...\n"
+	    "                               drive an ACP agent in the sandbox, "
+	    "its asks decided by spd\n"
 	    "\n"
 	    "options:\n"
 	    "  --json      print machine-readable JSON (one object per line),\n"
@@ -158,6 +161,14 @@ static const struct {
      "usage: spctl turn begin [--session ID] [--cap USD] [--json]\n"
      "       spctl turn end ID [--json]\n"
      "A model-broker turn: a key for one turn and its hard cost cap.\n"},
+    {"acp", cmd_acp,
+     "usage: spctl acp [--session ID] [--prompt TEXT] [--cap USD] [--yes] "
+     "-- AGENT [ARGS...]\n"
+     "Run an ACP (Agent Client Protocol v1) agent in a session's sandbox, as\n"
+     "spctl agent does, and be its client: prompts from --prompt or lines on\n"
+     "stdin; its permission requests decided by spd's policy (allow once or\n"
+     "reject once, never always), its files read and written and its\n"
+     "terminals run by spd; its updates shown on stderr.\n"},
     {"mcp", cmd_mcp,
      "usage: spctl mcp [--session ID]\n"
      "An MCP server (Model Context Protocol, revision 2025-11-25) on stdin\n"
