@@ -119,11 +119,13 @@ static void on_side_note(void *data, const char *method, json_t *params)
 {
 	(void)data;
 	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_REQUESTED)) == 0) {
-		json_int_t id = json_integer_value(json_object_get(params, "id"));
-		fprintf(stderr,
-			"spctl acp: waiting for a person: spctl approve %" PRId64
-			" (or spctl deny %" PRId64 ")\n",
-			(int64_t)id, (int64_t)id);
+		json_int_t id =
+		    json_integer_value(json_object_get(params, "id"));
+		fprintf(
+		    stderr,
+		    "spctl acp: waiting for a person: spctl approve %" PRId64
+		    " (or spctl deny %" PRId64 ")\n",
+		    (int64_t)id, (int64_t)id);
 	}
 }
 
@@ -152,7 +154,8 @@ static void on_run_note(void *data, const char *method, json_t *params)
 	if (o->out->len <= o->limit)
 		return;
 	cut = o->out->len - o->limit;
-	while (cut < o->out->len && ((unsigned char)o->out->data[cut] & 0xc0) == 0x80)
+	while (cut < o->out->len &&
+	       ((unsigned char)o->out->data[cut] & 0xc0) == 0x80)
 		cut++;
 	buf_consume(o->out, cut);
 	o->truncated = true;
@@ -214,7 +217,8 @@ static void agent_send(struct acp *a, json_t *msg)
 
 	json_decref(msg);
 	if (text && asprintf(&line, "%s\n", text) > 0)
-		r = run_send(a, RPC_M_RUN_INPUT, json_pack("{s:s}", "data", line));
+		r = run_send(a, RPC_M_RUN_INPUT,
+			     json_pack("{s:s}", "data", line));
 	if (r < 0) {
 		fprintf(stderr, "spctl acp: cannot write to the agent: %s\n",
 			strerror((int)-r));
@@ -373,8 +377,7 @@ static void on_read_text_file(struct acp *a, json_t *id, json_t *params)
 		if (q)
 			e = q;
 	}
-	agent_result(a, id,
-		     json_pack("{s:s%}", "content", s, (size_t)(e - s)));
+	agent_result(a, id, json_pack("{s:s%}", "content", s, (size_t)(e - s)));
 out:
 	json_decref(res);
 	json_decref(err);
@@ -445,8 +448,8 @@ static int judge(struct acp *a, json_t *tc, json_t **ret_why)
 	const char *kind = json_string_value(json_object_get(tc, "kind"));
 	json_t *raw = json_object_get(tc, "rawInput");
 	json_t *cmd = json_object_get(raw, "command"), *loc, *v;
-	bool reads = kind && (strcmp(kind, "read") == 0 ||
-			      strcmp(kind, "search") == 0);
+	bool reads =
+	    kind && (strcmp(kind, "read") == 0 || strcmp(kind, "search") == 0);
 	int worst = -1, r;
 	size_t i;
 
@@ -468,8 +471,7 @@ static int judge(struct acp *a, json_t *tc, json_t **ret_why)
 	json_decref(cmd);
 	json_array_foreach(json_object_get(tc, "locations"), i, loc)
 	{
-		const char *p =
-		    json_string_value(json_object_get(loc, "path"));
+		const char *p = json_string_value(json_object_get(loc, "path"));
 		const char *rel = rel_path(a, p);
 		if (!rel) {
 			worst = 2;
@@ -503,22 +505,26 @@ static void on_request_permission(struct acp *a, json_t *id, json_t *params)
 	{
 		const char *k = json_string_value(json_object_get(opt, "kind"));
 		if (k && strcmp(k, want) == 0) {
-			chosen = json_string_value(
-			    json_object_get(opt, "optionId"));
+			chosen =
+			    json_string_value(json_object_get(opt, "optionId"));
 			break;
 		}
 	}
 	fprintf(stderr, "spctl acp: permission for ");
-	ts_fputs(stderr,
-		 json_string_value(json_object_get(tc, "title")) ?: "a tool call");
-	fprintf(stderr, ": %s", d == 0 ? "allowed" : d == 1 ? "refused (spd's policy asks a person)" : "denied");
+	ts_fputs(stderr, json_string_value(json_object_get(tc, "title"))
+			     ?: "a tool call");
+	fprintf(stderr, ": %s",
+		d == 0	 ? "allowed"
+		: d == 1 ? "refused (spd's policy asks a person)"
+			 : "denied");
 	if (why) {
 		fprintf(stderr, " (rule ");
-		ts_fputs(stderr,
-			 json_string_value(json_object_get(why, "rule")) ?: "?");
+		ts_fputs(stderr, json_string_value(json_object_get(why, "rule"))
+				     ?: "?");
 		fprintf(stderr, ": ");
 		ts_fputs(stderr,
-			 json_string_value(json_object_get(why, "reason")) ?: "?");
+			 json_string_value(json_object_get(why, "reason"))
+			     ?: "?");
 		fprintf(stderr, ")");
 	}
 	fputc('\n', stderr);
@@ -528,16 +534,17 @@ static void on_request_permission(struct acp *a, json_t *id, json_t *params)
 			     json_pack("{s:{s:s, s:s}}", "outcome", "outcome",
 				       "selected", "optionId", chosen));
 	else
-		agent_result(a, id,
-			     json_pack("{s:{s:s}}", "outcome", "outcome",
-				       "cancelled"));
+		agent_result(
+		    a, id,
+		    json_pack("{s:{s:s}}", "outcome", "outcome", "cancelled"));
 }
 
 /* ---- terminals ------------------------------------------------------------- */
 
 static struct acp_term *term_find(struct acp *a, json_t *id, json_t *params)
 {
-	const char *t = json_string_value(json_object_get(params, "terminalId"));
+	const char *t =
+	    json_string_value(json_object_get(params, "terminalId"));
 
 	for (unsigned i = 0; t && i < ACP_TERMINALS_MAX; i++)
 		if (a->terms[i].id[0] && strcmp(a->terms[i].id, t) == 0)
@@ -553,7 +560,8 @@ static void on_terminal_create(struct acp *a, json_t *id, json_t *params)
 	const char *cmd = json_string_value(json_object_get(params, "command"));
 	json_t *args = json_object_get(params, "args"), *argv, *v, *p;
 	json_t *res = NULL, *err = NULL;
-	json_int_t lim = json_integer_value(json_object_get(params, "outputByteLimit"));
+	json_int_t lim =
+	    json_integer_value(json_object_get(params, "outputByteLimit"));
 	struct acp_term *t = NULL;
 	struct side_out o;
 	const char *cwd = json_string_value(json_object_get(params, "cwd"));
@@ -567,7 +575,8 @@ static void on_terminal_create(struct acp *a, json_t *id, json_t *params)
 		return;
 	}
 	if (!t) {
-		agent_error(a, id, -32603, "too many terminals (%d); release one",
+		agent_error(a, id, -32603,
+			    "too many terminals (%d); release one",
 			    ACP_TERMINALS_MAX);
 		return;
 	}
@@ -578,15 +587,21 @@ static void on_terminal_create(struct acp *a, json_t *id, json_t *params)
 		const char *rel = rel_path(a, cwd);
 		if (!rel) {
 			json_decref(p);
-			acp_refused(a, "path", "terminal/create: cwd outside the workspace");
-			agent_error(a, id, -32602, "PATH-ESCAPE: cwd must be inside the workspace");
+			acp_refused(
+			    a, "path",
+			    "terminal/create: cwd outside the workspace");
+			agent_error(
+			    a, id, -32602,
+			    "PATH-ESCAPE: cwd must be inside the workspace");
 			return;
 		}
 		json_object_set_new(p, "cwd", json_string(cwd));
 	}
 	memset(&o, 0, sizeof(o));
 	o.out = &t->out;
-	o.limit = lim > 0 && lim < ACP_TERMINAL_OUTPUT_MAX ? (size_t)lim : ACP_TERMINAL_OUTPUT_MAX;
+	o.limit = lim > 0 && lim < ACP_TERMINAL_OUTPUT_MAX
+		      ? (size_t)lim
+		      : ACP_TERMINAL_OUTPUT_MAX;
 	if (side_call(a, RPC_M_CMD_RUN, p, on_run_note, &o, &res, &err) < 0) {
 		buf_free(&t->out);
 		if (err)
@@ -598,10 +613,13 @@ static void on_terminal_create(struct acp *a, json_t *id, json_t *params)
 	t->truncated = o.truncated;
 	t->exit = json_object();
 	if (json_integer_value(json_object_get(res, "signal")) > 0)
-		json_object_set_new(t->exit, "signal",
-				    json_sprintf("%d", (int)json_integer_value(json_object_get(res, "signal"))));
+		json_object_set_new(
+		    t->exit, "signal",
+		    json_sprintf("%d", (int)json_integer_value(
+					   json_object_get(res, "signal"))));
 	else
-		json_object_set(t->exit, "exitCode", json_object_get(res, "exit_code"));
+		json_object_set(t->exit, "exitCode",
+				json_object_get(res, "exit_code"));
 	snprintf(t->id, sizeof(t->id), "term-%u", ++a->next_term);
 	agent_result(a, id, json_pack("{s:s}", "terminalId", t->id));
 out:
@@ -619,9 +637,9 @@ static void on_terminal(struct acp *a, const char *m, json_t *id,
 	if (strcmp(m, "terminal/output") == 0) {
 		agent_result(a, id,
 			     json_pack("{s:s%, s:b, s:O}", "output",
-				       t->out.data ? t->out.data : "", t->out.len,
-				       "truncated", t->truncated, "exitStatus",
-				       t->exit));
+				       t->out.data ? t->out.data : "",
+				       t->out.len, "truncated", t->truncated,
+				       "exitStatus", t->exit));
 	} else if (strcmp(m, "terminal/wait_for_exit") == 0) {
 		agent_result(a, id, json_deep_copy(t->exit));
 	} else if (strcmp(m, "terminal/kill") == 0) {
@@ -655,16 +673,21 @@ static void show_update(struct acp *a, json_t *params)
 		fprintf(stderr, "\n[tool ");
 		ts_fputs(stderr, json_string_value(json_object_get(u, "title")) ?: json_string_value(json_object_get(u, "toolCallId")) ?: "?");
 		fprintf(stderr, "] ");
-		ts_fputs(stderr, json_string_value(json_object_get(u, "status")) ?: "");
+		ts_fputs(stderr,
+			 json_string_value(json_object_get(u, "status")) ?: "");
 		fputc('\n', stderr);
 	} else if (strcmp(k, "plan") == 0) {
 		fprintf(stderr, "\n[plan]\n");
 		json_array_foreach(json_object_get(u, "entries"), i, e)
 		{
 			fprintf(stderr, "  - ");
-			ts_fputs(stderr, json_string_value(json_object_get(e, "content")) ?: "");
+			ts_fputs(stderr, json_string_value(
+					     json_object_get(e, "content"))
+					     ?: "");
 			fprintf(stderr, " (");
-			ts_fputs(stderr, json_string_value(json_object_get(e, "status")) ?: "");
+			ts_fputs(stderr,
+				 json_string_value(json_object_get(e, "status"))
+				     ?: "");
 			fprintf(stderr, ")\n");
 		}
 	}
@@ -678,21 +701,25 @@ static void on_agent_response(struct acp *a, json_t *msg)
 
 	if (err) {
 		fprintf(stderr, "spctl acp: the agent answered an error: ");
-		ts_fputs(stderr, json_string_value(json_object_get(err, "message")) ?: "?");
+		ts_fputs(stderr,
+			 json_string_value(json_object_get(err, "message"))
+			     ?: "?");
 		fputc('\n', stderr);
 		if (id == a->init_id || id == a->new_id)
 			a->failed = true;
 		if (id == a->prompt_id)
 			a->in_turn = false;
 	} else if (id == a->init_id) {
-		a->new_id = agent_request(
-		    a, "session/new",
-		    json_pack("{s:s, s:[]}", "cwd", a->workspace, "mcpServers"));
+		a->new_id =
+		    agent_request(a, "session/new",
+				  json_pack("{s:s, s:[]}", "cwd", a->workspace,
+					    "mcpServers"));
 	} else if (id == a->new_id) {
 		const char *s =
 		    json_string_value(json_object_get(res, "sessionId"));
 		if (!s) {
-			fprintf(stderr, "spctl acp: the agent gave no sessionId\n");
+			fprintf(stderr,
+				"spctl acp: the agent gave no sessionId\n");
 			a->failed = true;
 			return;
 		}
@@ -700,7 +727,9 @@ static void on_agent_response(struct acp *a, json_t *msg)
 	} else if (id == a->prompt_id) {
 		a->in_turn = false;
 		fprintf(stderr, "\nspctl acp: turn ended: ");
-		ts_fputs(stderr, json_string_value(json_object_get(res, "stopReason")) ?: "?");
+		ts_fputs(stderr,
+			 json_string_value(json_object_get(res, "stopReason"))
+			     ?: "?");
 		fputc('\n', stderr);
 	}
 	send_next_prompt(a);
@@ -763,9 +792,10 @@ static void on_agent_output(struct acp *a, const char *p, size_t n)
 		if (!a->skipping) {
 			if (a->line.len + take > ACP_MESSAGE_MAX) {
 				char d[128];
-				snprintf(d, sizeof(d),
-					 "a message over %d bytes from the agent",
-					 ACP_MESSAGE_MAX);
+				snprintf(
+				    d, sizeof(d),
+				    "a message over %d bytes from the agent",
+				    ACP_MESSAGE_MAX);
 				acp_refused(a, "too-large", d);
 				buf_reset(&a->line);
 				a->skipping = true;
@@ -796,21 +826,25 @@ static void on_run_message(struct acp *a, json_t *msg)
 			a->started = true;
 			a->init_id = agent_request(
 			    a, "initialize",
-			    json_pack("{s:i, s:{s:{s:b, s:b}, s:b}, s:{s:s, s:s}}",
-				      "protocolVersion", ACP_PROTOCOL_VERSION,
-				      "clientCapabilities", "fs",
-				      "readTextFile", 1, "writeTextFile", 1,
-				      "terminal", 1, "clientInfo", "name",
-				      "spctl", "version", "1"));
+			    json_pack(
+				"{s:i, s:{s:{s:b, s:b}, s:b}, s:{s:s, s:s}}",
+				"protocolVersion", ACP_PROTOCOL_VERSION,
+				"clientCapabilities", "fs", "readTextFile", 1,
+				"writeTextFile", 1, "terminal", 1, "clientInfo",
+				"name", "spctl", "version", "1"));
 		} else if (strcmp(m, rpc_notify_name(RPC_N_RUN_OUTPUT)) == 0) {
-			const char *s = json_string_value(json_object_get(params, "stream"));
+			const char *s = json_string_value(
+			    json_object_get(params, "stream"));
 			json_t *d = json_object_get(params, "data");
 			if (!json_is_string(d))
 				return;
 			if (s && strcmp(s, "stdout") == 0)
-				on_agent_output(a, json_string_value(d), json_string_length(d));
+				on_agent_output(a, json_string_value(d),
+						json_string_length(d));
 			else
-				ts_stream_write(STDERR_FILENO, &a->ts, json_string_value(d), json_string_length(d));
+				ts_stream_write(STDERR_FILENO, &a->ts,
+						json_string_value(d),
+						json_string_length(d));
 		} else {
 			on_side_note(NULL, m, params);
 		}
@@ -821,15 +855,21 @@ static void on_run_message(struct acp *a, json_t *msg)
 		a->agent_gone = true;
 		if (err) {
 			fprintf(stderr, "spctl acp: the agent did not run: ");
-			ts_fputs(stderr, json_string_value(json_object_get(err, "message")) ?: "?");
+			ts_fputs(stderr, json_string_value(
+					     json_object_get(err, "message"))
+					     ?: "?");
 			fputc('\n', stderr);
 			a->agent_exit = CMD_EXIT_SPD;
 		} else {
-			a->agent_exit = (int)json_integer_value(json_object_get(json_object_get(msg, "result"), "exit_code"));
+			a->agent_exit = (int)json_integer_value(json_object_get(
+			    json_object_get(msg, "result"), "exit_code"));
 		}
 	} else if (err) {
-		fprintf(stderr, "spctl acp: spd refused a write to the agent: ");
-		ts_fputs(stderr, json_string_value(json_object_get(err, "message")) ?: "?");
+		fprintf(stderr,
+			"spctl acp: spd refused a write to the agent: ");
+		ts_fputs(stderr,
+			 json_string_value(json_object_get(err, "message"))
+			     ?: "?");
 		fputc('\n', stderr);
 	}
 }
@@ -870,7 +910,9 @@ static void read_stdin(struct acp *a)
 	if (r <= 0) {
 		a->stdin_eof = true;
 		if (a->stdin_buf.len)
-			json_array_append_new(a->prompts, json_stringn(a->stdin_buf.data, a->stdin_buf.len));
+			json_array_append_new(
+			    a->prompts,
+			    json_stringn(a->stdin_buf.data, a->stdin_buf.len));
 		buf_reset(&a->stdin_buf);
 		return;
 	}
@@ -878,12 +920,16 @@ static void read_stdin(struct acp *a)
 	while ((nl = memchr(a->stdin_buf.data, '\n', a->stdin_buf.len))) {
 		size_t n = (size_t)(nl - a->stdin_buf.data);
 		if (n)
-			json_array_append_new(a->prompts, json_stringn(a->stdin_buf.data, n));
+			json_array_append_new(
+			    a->prompts, json_stringn(a->stdin_buf.data, n));
 		buf_consume(&a->stdin_buf, n + 1);
 	}
 	if (a->stdin_buf.len > ACP_PROMPT_MAX) {
-		fprintf(stderr, "spctl acp: a prompt line over %d bytes; cut\n", ACP_PROMPT_MAX);
-		json_array_append_new(a->prompts, json_stringn(a->stdin_buf.data, ACP_PROMPT_MAX));
+		fprintf(stderr, "spctl acp: a prompt line over %d bytes; cut\n",
+			ACP_PROMPT_MAX);
+		json_array_append_new(
+		    a->prompts,
+		    json_stringn(a->stdin_buf.data, ACP_PROMPT_MAX));
 		buf_reset(&a->stdin_buf);
 	}
 }
@@ -891,12 +937,15 @@ static void read_stdin(struct acp *a)
 static int acp_loop(struct acp *a)
 {
 	while (!a->agent_gone) {
-		struct pollfd p[2] = {{a->run.fd, POLLIN, 0},
-				      {a->prompt_arg || a->stdin_eof ? -1 : STDIN_FILENO, POLLIN, 0}};
+		struct pollfd p[2] = {
+		    {a->run.fd, POLLIN, 0},
+		    {a->prompt_arg || a->stdin_eof ? -1 : STDIN_FILENO, POLLIN,
+		     0}};
 		if (a->failed && !a->closed_input) {
 			/* Ending: the agent reads end of file and exits. */
 			a->closed_input = true;
-			run_send(a, RPC_M_RUN_INPUT, json_pack("{s:b}", "close", 1));
+			run_send(a, RPC_M_RUN_INPUT,
+				 json_pack("{s:b}", "close", 1));
 		}
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
@@ -908,7 +957,8 @@ static int acp_loop(struct acp *a)
 			send_next_prompt(a);
 		}
 		if (p[0].revents && read_run(a) < 0) {
-			fprintf(stderr, "spctl acp: spd closed the connection\n");
+			fprintf(stderr,
+				"spctl acp: spd closed the connection\n");
 			return -EPIPE;
 		}
 	}
@@ -930,7 +980,7 @@ int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv)
 	int i, ex = 0;
 
 	(void)ctx;
-	a.operator = getenv("SPD_SESSION_TOKEN") == NULL;
+	a.operator= getenv("SPD_SESSION_TOKEN") == NULL;
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
 			i++;
@@ -945,30 +995,35 @@ int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv)
 			if (*end || !(d > 0))
 				goto usage;
 			json_object_set_new(params, "cap_usd", json_real(d));
-		} else if (strcmp(argv[i], "--yes") == 0 || strcmp(argv[i], "-y") == 0) {
+		} else if (strcmp(argv[i], "--yes") == 0 ||
+			   strcmp(argv[i], "-y") == 0) {
 			a.yes = true;
 		} else {
 			goto usage;
 		}
 	}
-	if (i >= argc || (a.operator && !a.session))
+	if (i >= argc || (a.operator&& !a.session))
 		goto usage;
 	av = json_array();
 	for (; i < argc; i++)
 		json_array_append_new(av, json_string(argv[i]));
 	json_object_set_new(params, "argv", av);
 	res = cmd_call(RPC_M_SESSION_STATUS,
-		       a.operator ? json_pack("{s:s}", "id", a.session) : json_object(), &ex);
+		       a.operator? json_pack("{s:s}", "id", a.session)
+				 : json_object(),
+		       &ex);
 	if (!res) {
 		ex = ex ? ex : CMD_EXIT_SPD;
 		goto out;
 	}
 	free(a.session);
 	a.session = strdup(json_string_value(json_object_get(res, "id")) ?: "");
-	a.workspace = strdup(json_string_value(json_object_get(res, "worktree")) ?: "");
+	a.workspace =
+	    strdup(json_string_value(json_object_get(res, "worktree")) ?: "");
 	json_decref(res);
 	if (!a.workspace || a.workspace[0] != '/') {
-		fprintf(stderr, "spctl acp: spd did not say where the session works\n");
+		fprintf(stderr,
+			"spctl acp: spd did not say where the session works\n");
 		ex = CMD_EXIT_SPD;
 		goto out;
 	}
@@ -993,8 +1048,12 @@ int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	ts_stream_end(STDERR_FILENO, &a.ts);
 	if (a.in_turn) {
-		fprintf(stderr, "spctl acp: the agent exited in the middle of a turn (exit %d)\n", a.agent_exit);
-		acp_refused(&a, "agent-died", "the agent exited in the middle of a turn");
+		fprintf(stderr,
+			"spctl acp: the agent exited in the middle of a turn "
+			"(exit %d)\n",
+			a.agent_exit);
+		acp_refused(&a, "agent-died",
+			    "the agent exited in the middle of a turn");
 		ex = a.agent_exit ? a.agent_exit : 1;
 	} else {
 		ex = a.failed && !a.agent_exit ? 1 : a.agent_exit;
