@@ -775,7 +775,11 @@ static int add_fixed(struct mountplan *p)
 						 .dst = MP_NEWROOT "/proc"})) <
 		0)
 		return r;
-	return 0;
+	/* The run's pid 1 starts the command before it executes
+	 * sandboxd-init and makes itself undumpable: for that moment its
+	 * /proc entry (its descriptors among them) is the command's to
+	 * read.  Covered, the command never sees it. */
+	return mp_add_path(p, MP_HIDE_DIR, "/proc/1", false, -1);
 }
 
 int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
