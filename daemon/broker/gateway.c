@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -245,6 +246,20 @@ static void conn_close(struct gw_conn *c)
 	}
 	uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
 	uv_close((uv_handle_t *)&c->h, on_conn_handle_closed);
+}
+
+/* True when the client has closed its end (a read would see end of file
+ * or an error), without consuming anything it sent. */
+static bool client_hung_up(struct gw_conn *c)
+{
+	uv_os_fd_t fd;
+	char b;
+	ssize_t n;
+
+	if (c->closing || uv_fileno((uv_handle_t *)&c->h, &fd) < 0)
+		return false;
+	n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
 }
 
 static void on_written(uv_write_t *w, int status)
@@ -599,6 +614,10 @@ static void call_done(struct gw_call *k, CURLcode res)
 	}
 	if (k->turn)
 		broker_settle(k->turn, k->reserved, cost);
+	/* A client whose end-of-file is queued behind the provider's last
+	 * bytes in this turn of the loop has gone all the same. */
+	if (k->conn && !k->client_gone && client_hung_up(k->conn))
+		k->client_gone = true;
 	price_format_usd(cost, costbuf, sizeof(costbuf));
 	d = json_pack(
 	    "{s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, "
