@@ -44,6 +44,7 @@ static const char standin_py[] =
     "        self.send_header('Content-Length', str(len(b)))\n"
     "        self.end_headers(); self.wfile.write(b)\n"
     "    def log_message(self, *a): pass\n"
+    "http.server.ThreadingHTTPServer.request_queue_size = 128\n"
     "s = http.server.ThreadingHTTPServer(('127.0.0.2', 0), H)\n"
     "print(s.server_address[1], flush=True)\n"
     "s.serve_forever()\n";
