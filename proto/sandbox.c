@@ -4,6 +4,7 @@
  * message the other accepts, and a malformed one is refused whole.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -74,6 +75,11 @@ static int put_str(struct sbxp_run *m, size_t *off, const char *s)
 	return 0;
 }
 
+/* The string table starts where the fixed part ends: no padding byte on
+ * the wire that the encoder would leave unwritten. */
+_Static_assert(offsetof(struct sbxp_run, strtab) == sizeof(struct sbxp_run),
+	       "struct sbxp_run has trailing padding");
+
 long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 		     const char *home,
 		     const char *const *const lists[SBXP_L__COUNT])
@@ -119,6 +125,7 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 	}
 	if (npaths > SBXP_PATHS_MAX)
 		return -SPD_ETOOBIG;
+	m->reserved = 0;
 	m->strtab_len = (uint32_t)off;
 	return (long)(sizeof(*m) + off);
 }
@@ -135,7 +142,8 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 	    len != sizeof(*m) + m->strtab_len || m->strtab_len == 0 ||
 	    m->strtab[m->strtab_len - 1] != '\0')
 		return -SPD_EPROTO;
-	if (m->net > SBX_NET_PROXY || (m->flags & ~SBXP_RUN__FLAGS))
+	if (m->net > SBX_NET_PROXY || (m->flags & ~SBXP_RUN__FLAGS) ||
+	    m->reserved != 0)
 		return -SPD_EPROTO;
 	if (m->net == SBX_NET_BROKER || m->net == SBX_NET_PROXY
 		? m->broker_port == 0 || m->broker_port > 65535

@@ -130,6 +130,10 @@ struct sbxp_run {
 	 * inside the run that reaches spd's model broker or its egress
 	 * proxy (SBXP_LISTENER); 0 otherwise. */
 	uint32_t broker_port;
+	/* 0.  Keeps strtab at sizeof(struct sbxp_run) whatever the number
+	 * of lists: a hole here would be bytes on the wire that neither
+	 * side writes (asserted in proto/sandbox.c). */
+	uint32_t reserved;
 	/* Then strtab_len bytes: NUL-terminated strings, in order:
 	 * workspace (absolute), cwd (absolute or "" for the workspace),
 	 * home (absolute or "" for none: the operator's HOME, whose caches
