@@ -109,15 +109,32 @@ static void outf_init(struct outf *o, struct spd *spd)
 static void send_output(struct rpc_call *c, int stream, const char *buf,
 			size_t len);
 
+/* Send what stream i (0: stdout, 1: stderr) holds if the redactor may let
+ * it go now (redact_stream_idle: not the possible start of a secret). */
+static void outf_release(struct outf *o, struct rpc_call *c, int i)
+{
+	if (!o->rs[i])
+		return;
+	buf_reset(&o->tmp);
+	if (redact_stream_idle(o->rs[i], &o->tmp) > 0 && o->tmp.len)
+		send_output(c, i + 1, o->tmp.data, o->tmp.len);
+}
+
 static void outf_feed(struct outf *o, struct rpc_call *c, int stream,
 		      const char *buf, size_t len)
 {
-	struct redact_stream *rs = o->rs[stream == 1 ? 0 : 1];
+	int i = stream == 1 ? 0 : 1;
+	struct redact_stream *rs = o->rs[i];
 
 	if (!rs) {
 		send_output(c, stream, buf, len);
 		return;
 	}
+	/* Output on one stream ends what the other wrote before it: send
+	 * that first, so that a client showing both (2>&1, a terminal)
+	 * gets them in the order the run wrote them, not a line of stdout
+	 * cut by stderr that came later. */
+	outf_release(o, c, 1 - i);
 	buf_reset(&o->tmp);
 	if (redact_stream_feed(rs, buf, len, &o->tmp) < 0)
 		return; /* never pass unredacted bytes on */
@@ -136,13 +153,8 @@ static void outf_idle_fired(uv_timer_t *t)
 
 	if (!o)
 		return;
-	for (int i = 0; i < 2; i++) {
-		if (!o->rs[i])
-			continue;
-		buf_reset(&o->tmp);
-		if (redact_stream_idle(o->rs[i], &o->tmp) > 0 && o->tmp.len)
-			send_output(o->call, i + 1, o->tmp.data, o->tmp.len);
-	}
+	for (int i = 0; i < 2; i++)
+		outf_release(o, o->call, i);
 }
 
 static void outf_finish(struct outf *o, struct rpc_call *c)

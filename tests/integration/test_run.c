@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "tests/lib/spdproc.h"
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
@@ -381,6 +382,56 @@ START_TEST(test_output_streams_live)
 	l = read_response(fd, 10000);
 	ck_assert_msg(has(l, "\"exit_code\":0"), "%s", l ? l : "(none)");
 	free(l);
+	close(fd);
+}
+END_TEST
+
+/*
+ * Both streams reach the client in the order the run wrote them: what a
+ * user sees with 2>&1 or at a terminal.  The lines are written a few ms
+ * apart, less than the redactor's quiet interval (30 ms), so only the
+ * other stream's output can release what a stream holds.  (Lines written
+ * with no pause at all may reach spd together on each pipe; no order
+ * between the two pipes can be recovered then.)
+ *
+ * Regression test: each stream's redactor held its tail until 30 ms of
+ * quiet or the end, so stderr written between two stdout lines came after
+ * both (or cut a stdout line in two: "tr", stderr, "y2.sh" in a user's
+ * $(spctl run -- sh -c 'ls ~; cat missing' 2>&1)).
+ */
+START_TEST(test_streams_interleaved_in_order)
+{
+	static const char *const want[] = {"out-1", "err-1", "out-2", "err-2",
+					   "out-3"};
+	/* g: a few ms of the shell counting (no exec, so well under the
+	 * quiet interval), for spd to read each line before the next. */
+	int fd = raw_run("g() { i=0; while [ $i -lt 5000 ]; do i=$((i+1)); "
+			 "done; }; echo out-1; g; echo err-1 >&2; g; "
+			 "echo out-2; g; echo err-2 >&2; g; echo out-3");
+	struct buf seen = {0};
+	char *l;
+
+	/* The data of every run.output, in arrival order. */
+	while ((l = test_recv_line(fd, 10000)) && !has(l, "\"id\":1")) {
+		json_t *j = json_loads(l, 0, NULL);
+		const char *d = NULL;
+
+		if (j && !json_unpack(j, "{s:{s:s}}", "params", "data", &d))
+			ck_assert(buf_append(&seen, d, strlen(d)) == 0);
+		json_decref(j);
+		free(l);
+	}
+	ck_assert_msg(has(l, "\"exit_code\":0"), "%s", l ? l : "(none)");
+	free(l);
+	ck_assert(buf_append(&seen, "", 1) == 0);
+	for (size_t k = 1; k < sizeof(want) / sizeof(want[0]); k++) {
+		const char *a = strstr(seen.data, want[k - 1]);
+		const char *b = strstr(seen.data, want[k]);
+
+		ck_assert_msg(a && b && a < b, "%s not before %s in: %s",
+			      want[k - 1], want[k], seen.data);
+	}
+	buf_free(&seen);
 	close(fd);
 }
 END_TEST
@@ -1437,6 +1488,7 @@ int main(void)
 	tcase_add_test(tc, test_not_found_says_why);
 	tcase_add_test(tc, test_run_journaled);
 	tcase_add_test(tc, test_output_streams_live);
+	tcase_add_test(tc, test_streams_interleaved_in_order);
 	tcase_add_test(tc, test_client_gone_kills_run);
 	tcase_add_test(tc, test_yes_with_pin);
 	tcase_add_test(tc, test_sandboxd_killed_mid_run);
