@@ -64,6 +64,29 @@ static const char *const mp_credentials[] = {
     ".pypirc",
     ".cargo/credentials",
     ".cargo/credentials.toml",
+    /* git's credential store where XDG puts it, database and cloud
+     * clients' passwords and tokens. */
+    ".config/git/credentials",
+    ".pgpass",
+    ".my.cnf",
+    ".vault-token",
+    ".s3cfg",
+    ".config/rclone",
+    ".terraform.d/credentials.tfrc.json",
+    /* Keyrings and browser profiles (cookies, saved passwords). */
+    ".local/share/keyrings",
+    ".mozilla",
+    ".config/google-chrome",
+    ".config/chromium",
+    /* Shell and REPL histories, where a key pasted on a command line
+     * (export OPENAI_API_KEY=...) stays. */
+    ".bash_history",
+    ".zsh_history",
+    ".local/share/fish/fish_history",
+    ".python_history",
+    ".node_repl_history",
+    ".psql_history",
+    ".mysql_history",
     NULL,
 };
 
