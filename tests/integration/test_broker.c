@@ -550,6 +550,23 @@ START_TEST(test_bad_requests)
 }
 END_TEST
 
+/* A streaming call of turn t sent on a new connection, returned: the
+ * stand-in sends its first event and holds the rest back until the file
+ * go exists. */
+static int held_stream(const struct turn *t, const char *go)
+{
+	char *hdr = fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
+	char *req = request_text(t, "/v1/messages", hdr,
+				 "{\"model\":\"test-model\",\"max_tokens\":50,"
+				 "\"stream\":true}");
+	int fd = connect_port(t->port);
+
+	test_send(fd, req, strlen(req));
+	free(req);
+	free(hdr);
+	return fd;
+}
+
 /* The first event reaches the client while the provider is still
  * holding the rest back; the stream's usage (the last cumulative value,
  * not a sum) is what the turn is charged. */
@@ -557,17 +574,12 @@ START_TEST(test_stream_passes_through_as_it_arrives)
 {
 	struct turn t = begin(NULL);
 	char *go = fmt("%s.go", standin_log);
-	char *hdr = fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
-	char *req = request_text(&t, "/v1/messages", hdr,
-				 "{\"model\":\"test-model\",\"max_tokens\":50,"
-				 "\"stream\":true}");
-	int fd = connect_port(t.port);
+	int fd = held_stream(&t, go);
 	char buf[65536];
 	size_t len = 0;
 	char *log, *rest;
 	json_t *row;
 
-	test_send(fd, req, strlen(req));
 	for (;;) {
 		struct pollfd pf = {fd, POLLIN, 0};
 		ssize_t n;
@@ -606,8 +618,6 @@ START_TEST(test_stream_passes_through_as_it_arrives)
 	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
 	json_decref(row);
 	free(rest);
-	free(req);
-	free(hdr);
 	free(go);
 }
 END_TEST
@@ -660,16 +670,11 @@ START_TEST(test_client_disconnect_still_charged)
 {
 	struct turn t = begin(NULL);
 	char *go = fmt("%s.go2", standin_log);
-	char *hdr = fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
-	char *req = request_text(&t, "/v1/messages", hdr,
-				 "{\"model\":\"test-model\",\"max_tokens\":50,"
-				 "\"stream\":true}");
-	int fd = connect_port(t.port);
+	int fd = held_stream(&t, go);
 	char buf[4096];
 	json_t *row = NULL;
 	char *j;
 
-	test_send(fd, req, strlen(req));
 	ck_assert_int_gt(read(fd, buf, sizeof(buf)), 0);
 	close(fd);
 	test_write_file(go, "go");
@@ -679,8 +684,6 @@ START_TEST(test_client_disconnect_still_charged)
 	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
 	json_decref(row);
 	free(j);
-	free(req);
-	free(hdr);
 	free(go);
 }
 END_TEST
