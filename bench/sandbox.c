@@ -258,35 +258,17 @@ static void print_e2e(const char *what, double m, double m_sb, double m_bw)
 static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 		      double m_bw)
 {
-	char dir[] = "/tmp/spd-bench-e2e-XXXXXX", sock[4200], spd[4200],
-	     spctl[4200], big[4200];
-	char *env_cfg, *env_state, *env_run;
+	char dir[] = "/tmp/spd-bench-e2e-XXXXXX", spctl[4200], big[4200];
 	static const long sizes[] = {10000, 100000};
 	pid_t pid;
 	int status;
 
 	if (!mkdtemp(dir))
 		return;
-	snprintf(spd, sizeof(spd), "%s/spd", build);
 	snprintf(spctl, sizeof(spctl), "%s/spctl", build);
-	snprintf(sock, sizeof(sock), "%s/run/spd.sock", dir);
-	if (asprintf(&env_cfg, "SPD_CONFIG_DIR=%s/config", dir) < 0 ||
-	    asprintf(&env_state, "SPD_STATE_DIR=%s/state", dir) < 0 ||
-	    asprintf(&env_run, "SPD_RUNTIME_DIR=%s/run", dir) < 0)
+	pid = bench_spd_start(build, dir);
+	if (pid < 0)
 		return;
-	putenv(env_cfg);
-	putenv(env_state);
-	putenv(env_run);
-	putenv("SPD_NO_AUTOSTART=1");
-	pid = fork();
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, 2);
-		execl(spd, spd, "--foreground", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500 && access(sock, F_OK) < 0; i++)
-		usleep(10000);
 	print_layers();
 	print_e2e("spctl run -- /bin/true, end to end",
 		  spctl_runs(spctl, ws, runs), m_sb, m_bw);

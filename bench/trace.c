@@ -156,8 +156,7 @@ int main(int argc, char **argv)
 	int runs = runs_env ? atoi(runs_env) : TRACE_RUNS_DEFAULT;
 	long files = argc > 1 ? atol(argv[1]) : 0;
 	char dir[] = "/tmp/spd-bench-trace-XXXXXX";
-	char ws[256], sock[4200], spd[4200], spctl[4200], tpath[4200];
-	char *envs[4];
+	char ws[256], spctl[4200], tpath[4200];
 	pid_t pid;
 	int status, rc = 1;
 
@@ -165,9 +164,7 @@ int main(int argc, char **argv)
 		return 1;
 	if (!build)
 		build = "build";
-	snprintf(spd, sizeof(spd), "%s/spd", build);
 	snprintf(spctl, sizeof(spctl), "%s/spctl", build);
-	snprintf(sock, sizeof(sock), "%s/run/spd.sock", dir);
 	snprintf(ws, sizeof(ws), "%s/ws", dir);
 	/* dir is a short mkdtemp name: ws always fits. */
 	snprintf(tpath, sizeof(tpath), "%s/trace", dir);
@@ -176,28 +173,14 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cannot make the workspace\n");
 		goto out;
 	}
-	if (asprintf(&envs[0], "SPD_CONFIG_DIR=%s/config", dir) < 0 ||
-	    asprintf(&envs[1], "SPD_STATE_DIR=%s/state", dir) < 0 ||
-	    asprintf(&envs[2], "SPD_RUNTIME_DIR=%s/run", dir) < 0 ||
-	    asprintf(&envs[3], "%s=%s", TRACE_ENV, tpath) < 0)
-		goto out;
-	for (int i = 0; i < 4; i++)
-		putenv(envs[i]);
-	putenv("SPD_NO_AUTOSTART=1");
+	setenv(TRACE_ENV, tpath, 1);
 	if (trace_open_env("bench") < 0) {
 		fprintf(stderr, "cannot open the trace %s\n", tpath);
 		goto out;
 	}
-	pid = fork();
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_WRONLY);
-
-		dup2(devnull, 2);
-		execl(spd, spd, "--foreground", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500 && access(sock, F_OK) < 0; i++)
-		usleep(10000);
+	pid = bench_spd_start(build, dir);
+	if (pid < 0)
+		goto out;
 	{
 		char *args[] = {spctl,	 "run", "--workspace", ws,
 				"--yes", "--",	"/bin/true",   NULL};

@@ -81,3 +81,30 @@ int bench_run_quiet(char *const argv[])
 		return -1;
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
+
+pid_t bench_spd_start(const char *build, const char *dir)
+{
+	char spd[4200], sock[4200], v[4200];
+	pid_t pid;
+
+	snprintf(spd, sizeof(spd), "%s/spd", build);
+	snprintf(sock, sizeof(sock), "%s/run/spd.sock", dir);
+	snprintf(v, sizeof(v), "%s/config", dir);
+	setenv("SPD_CONFIG_DIR", v, 1);
+	snprintf(v, sizeof(v), "%s/state", dir);
+	setenv("SPD_STATE_DIR", v, 1);
+	snprintf(v, sizeof(v), "%s/run", dir);
+	setenv("SPD_RUNTIME_DIR", v, 1);
+	setenv("SPD_NO_AUTOSTART", "1", 1);
+	pid = fork();
+	if (pid == 0) {
+		int devnull = open("/dev/null", O_WRONLY);
+
+		dup2(devnull, 2);
+		execl(spd, spd, "--foreground", (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; pid > 0 && i < 500 && access(sock, F_OK) < 0; i++)
+		usleep(10000);
+	return pid;
+}

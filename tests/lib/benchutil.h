@@ -19,5 +19,13 @@ int bench_make_files(const char *ws, long files, int dirs);
 /* fork, exec argv (argv[0] searched in PATH) with stdio on /dev/null,
  * wait.  Returns 0 when it exited 0, else -1. */
 int bench_run_quiet(char *const argv[]);
+/*
+ * A real spd in dir: SPD_CONFIG_DIR, SPD_STATE_DIR and SPD_RUNTIME_DIR
+ * (dir/config, dir/state, dir/run) and SPD_NO_AUTOSTART=1 set in this
+ * process's environment, for it and for the spctl runs after it; then
+ * build/spd --foreground, its stderr on /dev/null, waited for until its
+ * socket exists (at most 5 s).  Returns its pid, or -1.
+ */
+pid_t bench_spd_start(const char *build, const char *dir);
 
 #endif
