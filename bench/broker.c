@@ -29,6 +29,7 @@
 #include <check.h>
 
 #include "common/paths.h"
+#include "tests/lib/benchutil.h"
 #include "tests/lib/spdproc.h"
 #include "tests/lib/testlib.h"
 
@@ -52,30 +53,6 @@ static double now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static long rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
 }
 
 static int connect_port(int port)
@@ -175,7 +152,7 @@ static void measure(int port, const char *key, bool stream, bool ttfb, int conc,
 	for (size_t i = 0; i < per * (size_t)conc; i++)
 		if (lat[i] >= 0)
 			lat[n++] = lat[i];
-	qsort(lat, n, sizeof(*lat), cmp_d);
+	qsort(lat, n, sizeof(*lat), bench_cmp_double);
 	*p50 = n ? lat[n / 2] : -1;
 	*p99 = n ? lat[n * 99 / 100] : -1;
 	free(lat);
@@ -237,7 +214,7 @@ static int begin_turn(void)
 static void streams_rss(void)
 {
 	int fds[BENCH_STREAMS];
-	long before = rss_kib(T.pid), during;
+	long before = bench_rss_kib(T.pid), during;
 	char req[1024], buf[4096];
 	const char *body = "{\"model\":\"test-model\",\"max_tokens\":50,"
 			   "\"stream\":true,\"messages\":[{\"role\":\"user\","
@@ -265,7 +242,7 @@ static void streams_rss(void)
 		if (poll(&pf, 1, 20000) == 1)
 			(void)!read(fds[i], buf, sizeof(buf));
 	}
-	during = rss_kib(T.pid);
+	during = bench_rss_kib(T.pid);
 	test_write_file(wait_file, "go");
 	for (int i = 0; i < n; i++)
 		close(fds[i]);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tests/lib/benchutil.h"
 #include "tests/lib/spdproc.h"
 #include "tests/lib/testlib.h"
 
@@ -25,29 +26,6 @@ static double now_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-	return x < y ? -1 : x > y;
-}
-
-static long rss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
 }
 
 static long journal_events(void)
@@ -158,7 +136,7 @@ START_TEST(bench_daemon)
 	test_spd_start(&T);
 	sleep(1);
 	printf("spd resident idle: %ld KiB (target < 10240 KiB)\n",
-	       rss_kib(T.pid));
+	       bench_rss_kib(T.pid));
 
 	fd = test_spd_connect(&T);
 	free(test_call(&T, fd, 0, "auth", NULL, true));
@@ -184,7 +162,7 @@ START_TEST(bench_daemon)
 		}
 	}
 	close(fd);
-	qsort(rtt, PINGS, sizeof(double), cmp_d);
+	qsort(rtt, PINGS, sizeof(double), bench_cmp_double);
 	printf("ping round trip, one connection: p50 %.1f us, p99 %.1f us "
 	       "(%d pings; target p50 < 50 us)\n",
 	       rtt[PINGS / 2], rtt[PINGS * 99 / 100], PINGS);
@@ -198,7 +176,7 @@ START_TEST(bench_daemon)
 	}
 	printf("spd resident with %d open connections: %ld KiB (target < 65536 "
 	       "KiB)\n",
-	       CONNS, rss_kib(T.pid));
+	       CONNS, bench_rss_kib(T.pid));
 	for (int i = 0; i < CONNS; i++)
 		close(fds[i]);
 	test_spd_cleanup(&T);

@@ -22,6 +22,7 @@
 #include "client/client.h"
 #include "common/util.h"
 #include "daemon/domain/sbx.h"
+#include "tests/lib/benchutil.h"
 
 /* At least 200 runs each (issue 3): enough for a stable median. */
 #define BENCH_RUNS_DEFAULT 200
@@ -36,58 +37,15 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-/* fork, exec argv with stdio on /dev/null, wait.  Returns the time, or
- * -1 when the program failed. */
+/* bench_run_quiet, timed.  Returns the time, or -1 when the program
+ * failed. */
 static double time_exec(char *const argv[])
 {
 	double t0 = now_ms();
-	int st;
-	pid_t pid = fork();
 
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR);
-
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &st, 0) < 0)
-		return -1;
-	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+	if (bench_run_quiet(argv) < 0)
 		return -1;
 	return now_ms() - t0;
-}
-
-static long vmrss_kib(pid_t pid)
-{
-	char path[64], line[256];
-	long kib = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kib) == 1)
-			break;
-	fclose(f);
-	return kib;
 }
 
 struct one {
@@ -139,32 +97,6 @@ static void on_closed(void *data)
 /* Directories the big workspaces' files are spread over. */
 #define BENCH_DIRS 100
 
-/* files empty regular files in BENCH_DIRS directories under ws. */
-static int make_files(const char *ws, long files)
-{
-	char path[4300];
-
-	for (long i = 0; i < files; i++) {
-		int fd;
-
-		snprintf(path, sizeof(path), "%s/d%03ld", ws, i % BENCH_DIRS);
-		if (i < BENCH_DIRS && mkdir(path, 0755) < 0)
-			return -errno;
-		snprintf(path, sizeof(path), "%s/d%03ld/f%07ld", ws,
-			 i % BENCH_DIRS, i);
-		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-		if (fd < 0)
-			return -errno;
-		close(fd);
-	}
-	return 0;
-}
-
-static int run_quiet(char *const argv[])
-{
-	return time_exec(argv) < 0 ? -1 : 0;
-}
-
 /* Median of runs `spctl run [--workspace ws] --yes -- /bin/true` (no
  * workspace: an agent's, from SPD_SESSION_TOKEN), after 3 warm-ups, or
  * -1. */
@@ -189,7 +121,7 @@ static double spctl_runs(char *spctl, const char *ws, int runs)
 		if (i >= 0)
 			t[i] = v;
 	}
-	m = median(t, runs);
+	m = bench_median(t, runs);
 out:
 	free(t);
 	return m;
@@ -233,7 +165,7 @@ static double conn_runs(const char *ws, int runs)
 			t[i] = now_ms() - t0;
 		json_decref(res);
 	}
-	m = median(t, runs);
+	m = bench_median(t, runs);
 out:
 	client_close(&c);
 	free(t);
@@ -326,35 +258,17 @@ static void print_e2e(const char *what, double m, double m_sb, double m_bw)
 static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 		      double m_bw)
 {
-	char dir[] = "/tmp/spd-bench-e2e-XXXXXX", sock[4200], spd[4200],
-	     spctl[4200], big[4200];
-	char *env_cfg, *env_state, *env_run;
+	char dir[] = "/tmp/spd-bench-e2e-XXXXXX", spctl[4200], big[4200];
 	static const long sizes[] = {10000, 100000};
 	pid_t pid;
 	int status;
 
 	if (!mkdtemp(dir))
 		return;
-	snprintf(spd, sizeof(spd), "%s/spd", build);
 	snprintf(spctl, sizeof(spctl), "%s/spctl", build);
-	snprintf(sock, sizeof(sock), "%s/run/spd.sock", dir);
-	if (asprintf(&env_cfg, "SPD_CONFIG_DIR=%s/config", dir) < 0 ||
-	    asprintf(&env_state, "SPD_STATE_DIR=%s/state", dir) < 0 ||
-	    asprintf(&env_run, "SPD_RUNTIME_DIR=%s/run", dir) < 0)
+	pid = bench_spd_start(build, dir);
+	if (pid < 0)
 		return;
-	putenv(env_cfg);
-	putenv(env_state);
-	putenv(env_run);
-	putenv("SPD_NO_AUTOSTART=1");
-	pid = fork();
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_WRONLY);
-		dup2(devnull, 2);
-		execl(spd, spd, "--foreground", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500 && access(sock, F_OK) < 0; i++)
-		usleep(10000);
 	print_layers();
 	print_e2e("spctl run -- /bin/true, end to end",
 		  spctl_runs(spctl, ws, runs), m_sb, m_bw);
@@ -364,7 +278,8 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 		char what[64];
 
 		snprintf(big, sizeof(big), "%s/ws%ld", dir, sizes[i]);
-		if (mkdir(big, 0755) < 0 || make_files(big, sizes[i]) < 0) {
+		if (mkdir(big, 0755) < 0 ||
+		    bench_make_files(big, sizes[i], BENCH_DIRS) < 0) {
 			printf("cannot make a workspace of %ld files\n",
 			       sizes[i]);
 			continue;
@@ -400,7 +315,7 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 	waitpid(pid, &status, 0);
 	{
 		char *rm[] = {"rm", "-rf", dir, NULL};
-		run_quiet(rm);
+		bench_run_quiet(rm);
 	}
 }
 
@@ -433,14 +348,14 @@ int main(void)
 	for (int i = 0; i < runs; i++)
 		if ((bare[i] = time_exec(true_argv)) < 0)
 			return fprintf(stderr, "/bin/true failed\n"), 1;
-	m_bare = median(bare, runs);
+	m_bare = bench_median(bare, runs);
 
 	if (access(bwrap_argv[0], X_OK) == 0 && time_exec(bwrap_argv) >= 0) {
 		for (nbw = 0; nbw < runs; nbw++)
 			if ((bw[nbw] = time_exec(bwrap_argv)) < 0)
 				break;
 		if (nbw == runs)
-			m_bw = median(bw, runs);
+			m_bw = bench_median(bw, runs);
 	}
 
 	uv_loop_init(&loop);
@@ -463,8 +378,8 @@ int main(void)
 		if (i >= 5)
 			sb[i - 5] = o.end - t0;
 	}
-	m_sb = median(sb, runs);
-	long rss_idle = vmrss_kib(sbx_pid(s));
+	m_sb = bench_median(sb, runs);
+	long rss_idle = bench_rss_kib(sbx_pid(s));
 
 	/* 50 concurrent `sleep 1`: all should end about a second later. */
 	char *sleep_argv[] = {"/bin/sleep", "1", NULL};
@@ -483,7 +398,7 @@ int main(void)
 
 		uv_run(&loop, UV_RUN_NOWAIT);
 		if (rss_busy < 0 && now_ms() - t0 > 500)
-			rss_busy = vmrss_kib(sbx_pid(s));
+			rss_busy = bench_rss_kib(sbx_pid(s));
 		for (int i = 0; i < BENCH_CONCURRENT; i++)
 			ndone += many[i].done;
 		if (ndone == BENCH_CONCURRENT)

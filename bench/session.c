@@ -25,6 +25,7 @@
 #include "common/paths.h"
 #include "daemon/domain/guard.h"
 #include "daemon/domain/session.h"
+#include "tests/lib/benchutil.h"
 
 #define START_RUNS 3
 #define RECHECK_RUNS 2000
@@ -47,20 +48,13 @@ static double cpu_ms(void)
 	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static int cmp_d(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
 static void stats(const char *what, double *v, size_t n)
 {
 	double sum = 0;
 
 	for (size_t i = 0; i < n; i++)
 		sum += v[i];
-	qsort(v, n, sizeof(*v), cmp_d);
+	qsort(v, n, sizeof(*v), bench_cmp_double);
 	printf("%-48s median %9.3f ms   p90 %9.3f ms   mean %9.3f ms   "
 	       "(n=%zu)\n",
 	       what, v[n / 2], v[n * 9 / 10], sum / (double)n, n);

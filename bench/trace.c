@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "common/trace.h"
+#include "tests/lib/benchutil.h"
 
 /* Enough runs for a stable median of every step; few enough to take a
  * second or two. */
@@ -51,60 +52,6 @@ static int cmp_stamp(const void *a, const void *b)
 	const struct stamp *x = a, *y = b;
 
 	return x->ns < y->ns ? -1 : x->ns > y->ns;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-	if (n == 0)
-		return 0;
-	qsort(v, (size_t)n, sizeof(*v), cmp_double);
-	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
-static int run_wait(char *const argv[])
-{
-	int st;
-	pid_t pid = fork();
-
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR);
-
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(null, 2);
-		execvp(argv[0], argv);
-		_exit(127);
-	}
-	if (pid < 0 || waitpid(pid, &st, 0) < 0)
-		return -1;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
-}
-
-static int make_files(const char *ws, long files)
-{
-	char path[4300];
-
-	for (long i = 0; i < files; i++) {
-		int fd;
-
-		snprintf(path, sizeof(path), "%s/d%03ld", ws, i % TRACE_DIRS);
-		if (i < TRACE_DIRS && mkdir(path, 0755) < 0)
-			return -errno;
-		snprintf(path, sizeof(path), "%s/d%03ld/f%06ld", ws,
-			 i % TRACE_DIRS, i);
-		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-		if (fd < 0)
-			return -errno;
-		close(fd);
-	}
-	return 0;
 }
 
 static struct label *label_get(struct label *l, int *nl, const char *name,
@@ -185,8 +132,8 @@ static int report(const char *path, int runs)
 	}
 	free(s);
 	for (int i = 0; i < nl; i++) {
-		median(labels[i].since_start, labels[i].n);
-		median(labels[i].since_prev, labels[i].n);
+		bench_median(labels[i].since_start, labels[i].n);
+		bench_median(labels[i].since_prev, labels[i].n);
 	}
 	qsort(labels, (size_t)nl, sizeof(labels[0]), cmp_label);
 	printf("%-24s %12s %12s %6s\n", "step (who, after what)", "ms step",
@@ -209,8 +156,7 @@ int main(int argc, char **argv)
 	int runs = runs_env ? atoi(runs_env) : TRACE_RUNS_DEFAULT;
 	long files = argc > 1 ? atol(argv[1]) : 0;
 	char dir[] = "/tmp/spd-bench-trace-XXXXXX";
-	char ws[256], sock[4200], spd[4200], spctl[4200], tpath[4200];
-	char *envs[4];
+	char ws[256], spctl[4200], tpath[4200];
 	pid_t pid;
 	int status, rc = 1;
 
@@ -218,38 +164,23 @@ int main(int argc, char **argv)
 		return 1;
 	if (!build)
 		build = "build";
-	snprintf(spd, sizeof(spd), "%s/spd", build);
 	snprintf(spctl, sizeof(spctl), "%s/spctl", build);
-	snprintf(sock, sizeof(sock), "%s/run/spd.sock", dir);
 	snprintf(ws, sizeof(ws), "%s/ws", dir);
 	/* dir is a short mkdtemp name: ws always fits. */
 	snprintf(tpath, sizeof(tpath), "%s/trace", dir);
-	if (mkdir(ws, 0755) < 0 || make_files(ws, files) < 0) {
+	if (mkdir(ws, 0755) < 0 ||
+	    bench_make_files(ws, files, TRACE_DIRS) < 0) {
 		fprintf(stderr, "cannot make the workspace\n");
 		goto out;
 	}
-	if (asprintf(&envs[0], "SPD_CONFIG_DIR=%s/config", dir) < 0 ||
-	    asprintf(&envs[1], "SPD_STATE_DIR=%s/state", dir) < 0 ||
-	    asprintf(&envs[2], "SPD_RUNTIME_DIR=%s/run", dir) < 0 ||
-	    asprintf(&envs[3], "%s=%s", TRACE_ENV, tpath) < 0)
-		goto out;
-	for (int i = 0; i < 4; i++)
-		putenv(envs[i]);
-	putenv("SPD_NO_AUTOSTART=1");
+	setenv(TRACE_ENV, tpath, 1);
 	if (trace_open_env("bench") < 0) {
 		fprintf(stderr, "cannot open the trace %s\n", tpath);
 		goto out;
 	}
-	pid = fork();
-	if (pid == 0) {
-		int devnull = open("/dev/null", O_WRONLY);
-
-		dup2(devnull, 2);
-		execl(spd, spd, "--foreground", (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 500 && access(sock, F_OK) < 0; i++)
-		usleep(10000);
+	pid = bench_spd_start(build, dir);
+	if (pid < 0)
+		goto out;
 	{
 		char *args[] = {spctl,	 "run", "--workspace", ws,
 				"--yes", "--",	"/bin/true",   NULL};
@@ -257,7 +188,7 @@ int main(int argc, char **argv)
 		for (int i = 0; i < TRACE_WARMUP + runs; i++) {
 			trace_stamp("fork");
 			trace_flush();
-			if (run_wait(args) < 0) {
+			if (bench_run_quiet(args) < 0) {
 				fprintf(stderr, "spctl run failed\n");
 				goto stop;
 			}
@@ -278,7 +209,7 @@ out:
 	trace_close();
 	{
 		char *rm[] = {"rm", "-rf", dir, NULL};
-		run_wait(rm);
+		bench_run_quiet(rm);
 	}
 	return rc;
 }

@@ -48,40 +48,17 @@ static char *fmt(const char *f, ...)
 	return s;
 }
 
-/* Run a shell line on the host (test set-up, never the thing under
- * test); returns its exit code and its stdout in *ret_out. */
-static int host_sh(char **ret_out, const char *f, ...)
-    __attribute__((format(printf, 2, 3)));
-static int host_sh(char **ret_out, const char *f, ...)
-{
-	va_list ap;
-	char *line = NULL, *err = NULL;
-	int st;
-
-	va_start(ap, f);
-	ck_assert(vasprintf(&line, f, ap) >= 0);
-	va_end(ap);
-	char *argv[] = {"sh", "-c", line, NULL};
-	st = test_run(argv, NULL, ret_out, &err);
-	free(line);
-	free(err);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* A repository at dir with a.txt, .gitignore and .spd.conf committed. */
+/* A repository at dir with a.txt, b.txt, .gitignore and .spd.conf
+ * committed. */
 static void make_repo(const char *dir, const char *conf)
 {
-	ck_assert_int_eq(
-	    host_sh(NULL,
-		    "set -e; mkdir -p '%s'; cd '%s'; git init -q -b main; "
-		    "git config user.email t@example.org; "
-		    "git config user.name tester; "
-		    "echo original > a.txt; echo other > b.txt; "
-		    "printf '*.log\\n.env\\n' > .gitignore; "
-		    "printf '%%s' '%s' > .spd.conf; "
-		    "git add -A; git commit -qm init",
-		    dir, dir, conf),
-	    0);
+	char *files = fmt("echo original > a.txt; echo other > b.txt; "
+			  "printf '*.log\\n.env\\n' > .gitignore; "
+			  "printf '%%s' '%s' > .spd.conf",
+			  conf);
+
+	test_make_repo(dir, files);
+	free(files);
 }
 
 static void setup(void)
@@ -92,54 +69,24 @@ static void setup(void)
 	make_repo(REPO, PROJECT_CONF);
 }
 
-/* spd must stop cleanly: under ASan a leak or an error in spd shows as
- * a non-zero exit, with the report in its stderr file. */
 static void teardown(void)
 {
-	int st = test_spd_stop(&T);
-	char *err = NULL;
-
 	free(REPO);
 	REPO = NULL;
-	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
-		host_sh(&err, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
-	test_spd_cleanup(&T);
-	ck_assert_msg(err == NULL, "spd did not stop cleanly (status %d): %s",
-		      st, err);
+	test_spd_stop_clean(&T);
 }
 
 /* ---- talking to spd -------------------------------------------------- */
 
-static int next_id = 100;
-
-/*
- * Send method with params (a JSON object text) and token (NULL: the
- * operator's) on fd; return the response line, skipping notifications
- * (run.output and the like).
- */
+/* Send method with params (a JSON object text) and token (NULL: the
+ * operator's) on fd; return the response line (test_rpc_on). */
 static char *rpc_on(int fd, const char *token, const char *method,
 		    const char *params)
 {
-	const char *p = params ? params : "{}";
-	int id = next_id++;
-	char *line, *want;
+	char *r = test_rpc_on(&T, fd, token, method, params, 30000);
 
-	line = fmt("{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\","
-		   "\"params\":{\"token\":\"%s\"%s%s}\n",
-		   id, method, token ? token : T.token,
-		   strcmp(p, "{}") ? "," : "", strcmp(p, "{}") ? p + 1 : "}");
-	test_send(fd, line, strlen(line));
-	free(line);
-	want = fmt("\"id\":%d,", id);
-	for (;;) {
-		char *r = test_recv_line(fd, 30000);
-		ck_assert_msg(r != NULL, "no response to %s", method);
-		if (has(r, want)) {
-			free(want);
-			return r;
-		}
-		free(r);
-	}
+	ck_assert_msg(r != NULL, "no response to %s", method);
+	return r;
 }
 
 static char *rpc(const char *token, const char *method, const char *params)
@@ -167,29 +114,6 @@ static char *rpcf(const char *token, const char *method, const char *f, ...)
 	return r;
 }
 
-/* A reply's error symbol (error.data.code) or "ok"; static storage. */
-static const char *code_of(const char *reply)
-{
-	static char code[64];
-	json_t *j = json_loads(reply, 0, NULL);
-	const char *c;
-
-	ck_assert_msg(j != NULL, "not JSON: %s", reply);
-	if (json_object_get(j, "result"))
-		c = "ok";
-	else
-		c = json_string_value(json_object_get(
-		    json_object_get(json_object_get(j, "error"), "data"),
-		    "code"));
-	snprintf(code, sizeof(code), "%s", c ? c : "?");
-	json_decref(j);
-	return code;
-}
-
-#define ASSERT_CODE(reply, want)                                               \
-	ck_assert_msg(strcmp(code_of(reply), (want)) == 0,                     \
-		      "expected %s, got %s", (want), (reply))
-
 struct session {
 	char id[17];
 	char token[65];
@@ -208,23 +132,12 @@ static void start_session(const char *repo, const char *feature, bool in_place,
 {
 	char *params = fmt("{\"repo\":\"%s\",\"feature\":\"%s\"%s}", repo,
 			   feature, in_place ? ",\"in_place\":true" : "");
-	char *r = rpc(NULL, "session.start", params);
-	json_t *j = json_loads(r, 0, NULL), *res;
 
-	ck_assert_msg(j && (res = json_object_get(j, "result")),
-		      "session.start: %s", r);
-	snprintf(s->id, sizeof(s->id), "%s",
-		 json_string_value(json_object_get(res, "id")));
-	snprintf(s->token, sizeof(s->token), "%s",
-		 json_string_value(json_object_get(res, "token")));
-	ck_assert_int_eq(strlen(s->id), 16);
-	ck_assert_int_eq(strlen(s->token), 64);
+	test_session_start(&T, params, s->id, s->token);
 	/* The reply's worktree path may be redacted (issue 6 hides the
 	 * state dir's value); where it is, is known from the layout. */
 	s->worktree =
 	    in_place ? strdup(repo) : fmt("%s/worktrees/%s", T.state, s->id);
-	json_decref(j);
-	free(r);
 	free(params);
 }
 
@@ -245,34 +158,6 @@ static int op_spctl(char *const args[], char **ret_out, char **ret_err)
 	int st = test_spctl(&T, args, NULL, ret_out, ret_err);
 
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* The journal's rows, straight from the file. */
-static char *journal_sql(const char *sql)
-{
-	char *q = strdup(sql);
-	char *argv[] = {"sqlite3", T.journal, q, NULL};
-	char *out = NULL;
-
-	test_run(argv, NULL, &out, NULL);
-	free(q);
-	return out;
-}
-
-/* journal_sql until its output holds needle or 10 s have passed: spd
- * answers a request before its writer thread has committed the rows the
- * request made (the journal's group commit), so a test reading the file
- * right after a reply can be early. */
-static char *journal_sql_until(const char *sql, const char *needle)
-{
-	char *out = journal_sql(sql);
-
-	for (int i = 0; i < 100 && !has(out, needle); i++) {
-		usleep(100 * 1000);
-		free(out);
-		out = journal_sql(sql);
-	}
-	return out;
 }
 
 static char *wt_file(const struct session *s, const char *rel)
@@ -358,7 +243,7 @@ static int agent_run_approved(struct session *s, char *const argv[],
 	ck_assert_int_eq(pthread_create(&th, NULL, agent_run_thread, &a), 0);
 	aid = wait_for_ask(s->id);
 	r = rpcf(NULL, "approval.decide", "{\"id\":%ld,\"approve\":true}", aid);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	pthread_join(th, NULL);
 	*ret_out = a.out;
@@ -416,7 +301,7 @@ START_TEST(test_session_lifecycle)
 	ck_assert_str_eq(wt, "original\n");
 	free(wt);
 	/* Nothing landed in the operator's checkout. */
-	ck_assert_int_eq(host_sh(NULL, "test ! -e '%s/hello.txt'", REPO), 0);
+	ck_assert_int_eq(test_sh(NULL, "test ! -e '%s/hello.txt'", REPO), 0);
 
 	rc = op_spctl((char *[]){"session", "diff", s.id, NULL}, &out, &err);
 	ck_assert_int_eq(rc, 0);
@@ -441,7 +326,7 @@ START_TEST(test_session_lifecycle)
 	free(err);
 	ck_assert_msg(access(s.worktree, F_OK) != 0, "worktree still there");
 	ck_assert_int_eq(
-	    host_sh(&out, "git -C '%s' branch --list spd/feat", REPO), 0);
+	    test_sh(&out, "git -C '%s' branch --list spd/feat", REPO), 0);
 	ck_assert_msg(has(out, "spd/feat"), "branch gone: '%s'", out);
 	free(out);
 	/* The ended session's token no longer works. */
@@ -514,7 +399,7 @@ START_TEST(test_agent_unauthorized)
 
 	for (size_t i = 0; i < n; i++) {
 		r = rpc(a.token, calls[i].method, calls[i].params);
-		ck_assert_msg(strcmp(code_of(r), "UNAUTHORIZED") == 0,
+		ck_assert_msg(strcmp(test_reply_code(r), "UNAUTHORIZED") == 0,
 			      "%s %s as the agent: %s", calls[i].method,
 			      calls[i].params, r);
 		free(r);
@@ -522,8 +407,8 @@ START_TEST(test_agent_unauthorized)
 	/* Nothing of it happened. */
 	ck_assert(!wt_exists(&b, "pwn.txt"));
 	ck_assert(!wt_exists(&a, "pwn.txt"));
-	ck_assert_int_eq(host_sh(NULL, "test ! -e '%s/pwn.txt'", REPO), 0);
-	ck_assert_int_eq(host_sh(NULL,
+	ck_assert_int_eq(test_sh(NULL, "test ! -e '%s/pwn.txt'", REPO), 0);
+	ck_assert_int_eq(test_sh(NULL,
 				 "git -C '%s' branch --list spd/gamma "
 				 "| grep -q .",
 				 REPO),
@@ -539,8 +424,8 @@ START_TEST(test_agent_unauthorized)
 	 * nothing runs. */
 	r = rpc(a.token, "cmd.run",
 		"{\"argv\":[\"touch\",\"net.txt\"],\"net\":\"host\"}");
-	ck_assert_msg(strcmp(code_of(r), "UNAUTHORIZED") == 0 ||
-			  strcmp(code_of(r), "POLICY-DENIED") == 0,
+	ck_assert_msg(strcmp(test_reply_code(r), "UNAUTHORIZED") == 0 ||
+			  strcmp(test_reply_code(r), "POLICY-DENIED") == 0,
 		      "net host as the agent: %s", r);
 	free(r);
 	ck_assert(!wt_exists(&a, "net.txt"));
@@ -551,7 +436,7 @@ START_TEST(test_agent_unauthorized)
 	r = rpcf(a.token, "cmd.run",
 		 "{\"argv\":[\"touch\",\"ws.txt\"],\"workspace\":\"%s\"}",
 		 REPO);
-	ck_assert_int_eq(host_sh(NULL, "test ! -e '%s/ws.txt'", REPO), 0);
+	ck_assert_int_eq(test_sh(NULL, "test ! -e '%s/ws.txt'", REPO), 0);
 	free(r);
 
 	/* The agent cannot pass --yes either. */
@@ -569,7 +454,7 @@ START_TEST(test_agent_unauthorized)
 	{
 		char *last = fmt("%s UNAUTHORIZED", calls[n - 1].method);
 
-		rows = journal_sql_until(sql, last);
+		rows = test_journal_until(&T, sql, last);
 		free(last);
 	}
 	free(sql);
@@ -589,7 +474,7 @@ START_TEST(test_agent_unauthorized)
 	/* journal.query as the agent: only its own session's rows, even
 	 * when it names the other session. */
 	r = rpc(b.token, "cmd.run", "{\"argv\":[\"touch\",\"bee.txt\"]}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	char *qs[] = {strdup("{\"limit\":1000}"),
 		      fmt("{\"limit\":1000,\"session\":\"%s\"}", b.id)};
@@ -642,7 +527,7 @@ START_TEST(test_in_place_dirty_refused)
 	free(out);
 	free(err);
 	/* An unstaged edit of a tracked file too. */
-	ck_assert_int_eq(host_sh(NULL,
+	ck_assert_int_eq(test_sh(NULL,
 				 "rm '%s/scratch-notes.txt'; echo x >> "
 				 "'%s/b.txt'",
 				 REPO, REPO),
@@ -656,7 +541,7 @@ START_TEST(test_in_place_dirty_refused)
 	free(out);
 	free(err);
 	/* An ignored file does not make it dirty. */
-	ck_assert_int_eq(host_sh(NULL,
+	ck_assert_int_eq(test_sh(NULL,
 				 "cd '%s' && git checkout -q b.txt && echo l > "
 				 "x.log",
 				 REPO),
@@ -744,7 +629,7 @@ START_TEST(test_in_place_ignored_hidden)
 	int rc;
 
 	ck_assert_int_eq(
-	    host_sh(NULL,
+	    test_sh(NULL,
 		    "set -e; cd '%s'; printf '*.txt\ncache/\n' >> .gitignore; "
 		    "echo 'see the docs' > notes.md; git add -A; "
 		    "git commit -qm ignore; "
@@ -821,16 +706,16 @@ static void expect_attempt_ended(const struct session *s)
 	char *r =
 	    rpc(s->token, "cmd.run", "{\"argv\":[\"touch\",\"late.txt\"]}");
 
-	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	TEST_ASSERT_CODE(r, "ATTEMPT-ENDED");
 	free(r);
 	ck_assert(!wt_exists(s, "late.txt"));
 	r = rpc(s->token, "fs.write",
 		"{\"path\":\"late.txt\",\"content\":\"x\"}");
-	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	TEST_ASSERT_CODE(r, "ATTEMPT-ENDED");
 	free(r);
 	ck_assert(!wt_exists(s, "late.txt"));
 	r = rpc(s->token, "session.status", NULL);
-	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	TEST_ASSERT_CODE(r, "ATTEMPT-ENDED");
 	free(r);
 }
 
@@ -841,7 +726,7 @@ START_TEST(test_guard_git_config)
 
 	start_session(REPO, "guard", false, &s);
 	r = op_run_in(&s, "git -c safe.directory='*' config user.name evil");
-	ASSERT_CODE(r, "GIT-CHANGED");
+	TEST_ASSERT_CODE(r, "GIT-CHANGED");
 	ck_assert_msg(has(r, ".git/config"), "finding names no path: %s", r);
 	free(r);
 	expect_attempt_ended(&s);
@@ -852,7 +737,7 @@ START_TEST(test_guard_git_config)
 	char *sql = fmt("select kind, summary from events where session='%s' "
 			"and kind='session.finding'",
 			s.id);
-	rows = journal_sql_until(sql, ".git/config");
+	rows = test_journal_until(&T, sql, ".git/config");
 	ck_assert_msg(has(rows, "GIT-CHANGED") && has(rows, ".git/config"),
 		      "finding not journaled: %s", rows);
 	free(rows);
@@ -870,7 +755,7 @@ START_TEST(test_guard_hook)
 	r = op_run_in(&s, "printf '#!/bin/sh\\necho pwned\\n' > "
 			  "\"$(git -c safe.directory='*' rev-parse "
 			  "--git-common-dir)/hooks/post-commit\"");
-	ASSERT_CODE(r, "GIT-CHANGED");
+	TEST_ASSERT_CODE(r, "GIT-CHANGED");
 	ck_assert_msg(has(r, "hooks"), "finding names no hook path: %s", r);
 	free(r);
 	expect_attempt_ended(&s);
@@ -895,12 +780,12 @@ START_TEST(test_guard_own_branch_and_other_branch)
 	 * the session does it with .git writable. */
 	r = op_run_in(&s, "git -c safe.directory='*' add -A && "
 			  "git -c safe.directory='*' commit -qm wip");
-	ck_assert_msg(strcmp(code_of(r), "ok") == 0 &&
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") == 0 &&
 			  has(r, "\"exit_code\":0"),
 		      "commit on the session's own branch: %s", r);
 	free(r);
 	ck_assert_int_eq(
-	    host_sh(&out, "git -C '%s' log --format=%%s spd/own", REPO), 0);
+	    test_sh(&out, "git -C '%s' log --format=%%s spd/own", REPO), 0);
 	ck_assert_msg(has(out, "wip"), "no commit on spd/own: %s", out);
 	free(out);
 	r = rpc(s.token, "session.status", NULL);
@@ -908,13 +793,13 @@ START_TEST(test_guard_own_branch_and_other_branch)
 		      "own branch moving was a finding: %s", r);
 	free(r);
 	r = rpc(s.token, "cmd.run", "{\"argv\":[\"touch\",\"after.txt\"]}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 
 	/* Moving main is. */
 	r = op_run_in(&s, "git -c safe.directory='*' update-ref "
 			  "refs/heads/main HEAD");
-	ASSERT_CODE(r, "GIT-CHANGED");
+	TEST_ASSERT_CODE(r, "GIT-CHANGED");
 	ck_assert_msg(has(r, "main"), "finding names no ref: %s", r);
 	free(r);
 	expect_attempt_ended(&s);
@@ -930,7 +815,7 @@ START_TEST(test_guard_integrity_spd_conf)
 	start_session(REPO, "integ", false, &s);
 	r = op_run_in(&s,
 		      "printf '[verify]\\n\\tagent = true\\n' >> .spd.conf");
-	ASSERT_CODE(r, "INTEGRITY");
+	TEST_ASSERT_CODE(r, "INTEGRITY");
 	ck_assert_msg(has(r, ".spd.conf"), "finding names no path: %s", r);
 	free(r);
 	expect_attempt_ended(&s);
@@ -956,7 +841,7 @@ START_TEST(test_heldout)
 
 	/* A project whose second check reads the sealed file. */
 	ck_assert_int_eq(
-	    host_sh(NULL,
+	    test_sh(NULL,
 		    "cd '%s' && printf '[check \"held\"]\\n\\trun "
 		    "= grep -q HELDOUT-CONTENT .spd-heldout/%s\\n' "
 		    ">> .spd.conf && git commit -qam held",
@@ -995,14 +880,15 @@ START_TEST(test_heldout)
 			      fs_calls[i][0], r);
 		if (strcmp(fs_calls[i][0], "fs.list") != 0 &&
 		    strcmp(fs_calls[i][0], "session.status") != 0)
-			ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s: %s",
-				      fs_calls[i][1], r);
+			ck_assert_msg(strcmp(test_reply_code(r), "ok") != 0,
+				      "%s: %s", fs_calls[i][1], r);
 		free(r);
 	}
 	/* An absolute path to the sealed copy: outside the workspace. */
 	p = fmt("{\"path\":\"%s/heldout/%s/%s\"}", T.state, s.id, HELDOUT_NAME);
 	r = rpc(s.token, "fs.read", p);
-	ck_assert_msg(strcmp(code_of(r), "ok") != 0 && !has(r, HELDOUT_TEXT),
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") != 0 &&
+			  !has(r, HELDOUT_TEXT),
 		      "%s", r);
 	free(r);
 	free(p);
@@ -1044,7 +930,7 @@ START_TEST(test_heldout)
 			NULL, NULL),
 	    0);
 	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
-	ck_assert_msg(strcmp(code_of(r), "ok") == 0, "verify: %s", r);
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") == 0, "verify: %s", r);
 	ck_assert_msg(!has(r, HELDOUT_TEXT), "verify leaks content: %s", r);
 	/* Both checks ran to exit 0: "held" read the sealed file through
 	 * the verification-only overlay. */
@@ -1111,7 +997,7 @@ START_TEST(test_approval_end_to_end)
 	ck_assert(!wt_exists(&s, "out.txt"));
 	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
 	r = rpc(NULL, "approval.decide", p);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	free(p);
 	pthread_join(th, NULL);
@@ -1126,12 +1012,12 @@ START_TEST(test_approval_end_to_end)
 	r = rpc(s.token, "cmd.run",
 		"{\"argv\":[\"sh\",\"-c\",\"echo again > out2.txt\"],"
 		"\"wait\":false}");
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 	r = rpc(
 	    s.token, "cmd.run",
 	    "{\"argv\":[\"sh\",\"-c\",\"echo hi > out.txt\"],\"wait\":false}");
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	ck_assert(has(r, "ask.shell"));
 	/* Approve the pending one: the grant waits for that exact call. */
 	json_t *j = json_loads(r, 0, NULL);
@@ -1142,14 +1028,14 @@ START_TEST(test_approval_end_to_end)
 	ck_assert(aid > 0);
 	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
 	r = rpc(NULL, "approval.decide", p);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	free(p);
 	/* A different call does not ride on it. */
 	r = rpc(s.token, "cmd.run",
 		"{\"argv\":[\"sh\",\"-c\",\"echo hi > other.txt\"],"
 		"\"wait\":false}");
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 	ck_assert(!wt_exists(&s, "other.txt"));
 	c = paths_join(s.worktree, "out.txt");
@@ -1158,13 +1044,14 @@ START_TEST(test_approval_end_to_end)
 	r = rpc(
 	    s.token, "cmd.run",
 	    "{\"argv\":[\"sh\",\"-c\",\"echo hi > out.txt\"],\"wait\":false}");
-	ck_assert_msg(strcmp(code_of(r), "ok") == 0, "granted call: %s", r);
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") == 0, "granted call: %s",
+		      r);
 	free(r);
 	ck_assert(wt_exists(&s, "out.txt"));
 	r = rpc(
 	    s.token, "cmd.run",
 	    "{\"argv\":[\"sh\",\"-c\",\"echo hi > out.txt\"],\"wait\":false}");
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 
 	/* A refusal with a reason reaches the waiting agent. */
@@ -1179,7 +1066,7 @@ START_TEST(test_approval_end_to_end)
 	p = fmt("{\"id\":%ld,\"approve\":false,\"why\":\"no shells today\"}",
 		aid);
 	r = rpc(NULL, "approval.decide", p);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	free(p);
 	/* The waiting call first hears of its own ask (its id is what
@@ -1191,7 +1078,7 @@ START_TEST(test_approval_end_to_end)
 	free(r);
 	r = test_recv_line(fd, 10000);
 	ck_assert_ptr_nonnull(r);
-	ASSERT_CODE(r, "APPROVAL-REFUSED");
+	TEST_ASSERT_CODE(r, "APPROVAL-REFUSED");
 	ck_assert_msg(has(r, "no shells today"), "%s", r);
 	free(r);
 	close(fd);
@@ -1201,7 +1088,7 @@ START_TEST(test_approval_end_to_end)
 	char *sql = fmt("select kind || ' ' || summary from events where "
 			"session='%s' and kind like 'approval.%%'",
 			s.id);
-	r = journal_sql_until(sql, "no shells today");
+	r = test_journal_until(&T, sql, "no shells today");
 	ck_assert_msg(has(r, "approval.requested ask.shell") &&
 			  has(r, "approval.granted ask.shell") &&
 			  has(r, "approval.used ask.shell") &&
@@ -1230,7 +1117,7 @@ START_TEST(test_approvals_show_hidden_characters)
 		"\\u202c safe\",\"%s; rm -rf ~\"],\"wait\":false}",
 		spaces);
 	r = rpc(s.token, "cmd.run", p);
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 	free(p);
 	rc = op_spctl((char *[]){"approvals", NULL}, &out, &err);
@@ -1264,13 +1151,13 @@ START_TEST(test_three_denials)
 
 	start_session(REPO, "deny3", false, &s);
 	r = rpc(s.token, "cmd.run", denied);
-	ASSERT_CODE(r, "POLICY-DENIED");
+	TEST_ASSERT_CODE(r, "POLICY-DENIED");
 	free(r);
 	r = rpc(s.token, "cmd.run", denied);
-	ASSERT_CODE(r, "POLICY-DENIED");
+	TEST_ASSERT_CODE(r, "POLICY-DENIED");
 	free(r);
 	r = rpc(s.token, "cmd.run", denied);
-	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	TEST_ASSERT_CODE(r, "ATTEMPT-ENDED");
 	free(r);
 	/*
 	 * BUG (TODO(session_end_attempt), daemon/domain/gate.c gate_end_attempt):
@@ -1279,7 +1166,7 @@ START_TEST(test_three_denials)
 	 * and session.status still says "active".
 	 */
 	r = rpc(s.token, "cmd.run", "{\"argv\":[\"touch\",\"after.txt\"]}");
-	ck_assert_msg(strcmp(code_of(r), "ATTEMPT-ENDED") == 0,
+	ck_assert_msg(strcmp(test_reply_code(r), "ATTEMPT-ENDED") == 0,
 		      "BUG: a call after three denials was not refused: %s", r);
 	free(r);
 	ck_assert_msg(!wt_exists(&s, "after.txt"),
@@ -1307,7 +1194,7 @@ START_TEST(test_three_refusals)
 		long aid;
 
 		r = rpc(s.token, "cmd.run", p);
-		ASSERT_CODE(r, "NEEDS-APPROVAL");
+		TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 		j = json_loads(r, 0, NULL);
 		aid = (long)json_integer_value(json_object_get(
 		    json_object_get(json_object_get(j, "error"), "data"),
@@ -1317,12 +1204,12 @@ START_TEST(test_three_refusals)
 		free(p);
 		p = fmt("{\"id\":%ld,\"approve\":false}", aid);
 		r = rpc(NULL, "approval.decide", p);
-		ASSERT_CODE(r, "ok");
+		TEST_ASSERT_CODE(r, "ok");
 		free(r);
 		free(p);
 	}
 	r = rpc(s.token, "cmd.run", "{\"argv\":[\"touch\",\"after.txt\"]}");
-	ck_assert_msg(strcmp(code_of(r), "ATTEMPT-ENDED") == 0,
+	ck_assert_msg(strcmp(test_reply_code(r), "ATTEMPT-ENDED") == 0,
 		      "BUG: three refusals did not end the attempt: %s", r);
 	free(r);
 	ck_assert(!wt_exists(&s, "after.txt"));
@@ -1342,14 +1229,14 @@ START_TEST(test_prompt_budget)
 			"\"wait\":false}",
 			i);
 		r = rpc(s.token, "cmd.run", p);
-		ck_assert_msg(strcmp(code_of(r), "NEEDS-APPROVAL") == 0,
+		ck_assert_msg(strcmp(test_reply_code(r), "NEEDS-APPROVAL") == 0,
 			      "ask %d: %s", i, r);
 		free(r);
 		free(p);
 	}
 	r = rpc(s.token, "cmd.run",
 		"{\"argv\":[\"sh\",\"-c\",\"echo ask 21\"],\"wait\":false}");
-	ASSERT_CODE(r, "POLICY-DENIED");
+	TEST_ASSERT_CODE(r, "POLICY-DENIED");
 	ck_assert_msg(has(r, "deny.prompt-budget"), "%s", r);
 	free(r);
 	/* ... without a prompt: 20 pending, not 21. */
@@ -1363,7 +1250,7 @@ START_TEST(test_prompt_budget)
 	free(r);
 	/* Allowed calls still run; the budget is about prompts. */
 	r = rpc(s.token, "cmd.run", "{\"argv\":[\"touch\",\"ok.txt\"]}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	session_free(&s);
 }
@@ -1379,7 +1266,7 @@ START_TEST(test_operator_run_tty_and_yes)
 		      &out, &err);
 	ck_assert_msg(rc == 126, "without --yes and a tty: %d %s", rc, err);
 	ck_assert_msg(err && strlen(err) > 10, "no message: '%s'", err);
-	ck_assert_int_eq(host_sh(NULL, "test ! -e '%s/ran.txt'", REPO), 0);
+	ck_assert_int_eq(test_sh(NULL, "test ! -e '%s/ran.txt'", REPO), 0);
 	free(out);
 	free(err);
 	rc =
@@ -1412,11 +1299,11 @@ START_TEST(test_fs_delete_rpc)
 	start_session(REPO, "fsdel", false, &s);
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"gone.txt\",\"content\":\"x\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	ck_assert(wt_exists(&s, "gone.txt"));
 	r = rpc(s.token, "fs.delete", "{\"path\":\"gone.txt\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	ck_assert(!wt_exists(&s, "gone.txt"));
 
@@ -1427,19 +1314,19 @@ START_TEST(test_fs_delete_rpc)
 	link = paths_join(s.worktree, "escdel");
 	ck_assert_int_eq(symlink(outside, link), 0);
 	r = rpcf(s.token, "fs.delete", "{\"path\":\"%s\"}", victim);
-	ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s", r);
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") != 0, "%s", r);
 	free(r);
 	r = rpc(s.token, "fs.delete", "{\"path\":\"escdel/keep.txt\"}");
-	ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s", r);
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") != 0, "%s", r);
 	free(r);
 	r = rpc(s.token, "fs.delete",
 		"{\"path\":\"../../../outside-del/keep.txt\"}");
-	ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s", r);
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") != 0, "%s", r);
 	free(r);
 	ck_assert_msg(access(victim, F_OK) == 0,
 		      "the file outside was deleted");
 	r = rpc(s.token, "fs.delete", "{\"path\":\".spd.conf\"}");
-	ck_assert_msg(strcmp(code_of(r), "ok") != 0, "%s", r);
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") != 0, "%s", r);
 	free(r);
 	ck_assert(wt_exists(&s, ".spd.conf"));
 	free(outside);
@@ -1459,17 +1346,17 @@ START_TEST(test_fs_write_protected_and_escape)
 	r = rpc(
 	    s.token, "fs.write",
 	    "{\"path\":\".github/workflows/ci.yml\",\"content\":\"on: push\"}");
-	ASSERT_CODE(r, "POLICY-DENIED");
+	TEST_ASSERT_CODE(r, "POLICY-DENIED");
 	free(r);
 	ck_assert(!wt_exists(&s, ".github"));
 	/* An allowed write between denials keeps the attempt alive. */
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"src.c\",\"content\":\"int x;\\n\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\".spd.conf\",\"content\":\"[verify]\\n\"}");
-	ASSERT_CODE(r, "POLICY-DENIED");
+	TEST_ASSERT_CODE(r, "POLICY-DENIED");
 	free(r);
 	after = wt_file(&s, ".spd.conf");
 	ck_assert_str_eq(before, after);
@@ -1477,7 +1364,7 @@ START_TEST(test_fs_write_protected_and_escape)
 	free(after);
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"src2.c\",\"content\":\"int y;\\n\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	after = wt_file(&s, "src2.c");
 	ck_assert_str_eq(after, "int y;\n");
@@ -1490,7 +1377,7 @@ START_TEST(test_fs_write_protected_and_escape)
 	ck_assert_int_eq(symlink(outside, link), 0);
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"esc/x.txt\",\"content\":\"E\"}");
-	ASSERT_CODE(r, "PATH-ESCAPE");
+	TEST_ASSERT_CODE(r, "PATH-ESCAPE");
 	free(r);
 	free(link);
 	link = paths_join(s.worktree, "esc-file");
@@ -1498,18 +1385,18 @@ START_TEST(test_fs_write_protected_and_escape)
 	test_write_file(target, "untouched\n");
 	ck_assert_int_eq(symlink(target, link), 0);
 	r = rpc(s.token, "fs.write", "{\"path\":\"src3.c\",\"content\":\"z\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"esc-file\",\"content\":\"E\"}");
-	ck_assert_msg(strcmp(code_of(r), "ok") != 0,
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") != 0,
 		      "a write through a symlink succeeded: %s", r);
 	free(r);
 	before = test_read_file(target);
 	ck_assert_str_eq(before, "untouched\n");
 	free(before);
 	ck_assert_int_eq(
-	    host_sh(NULL, "test \"$(ls -A '%s')\" = target.txt", outside), 0);
+	    test_sh(NULL, "test \"$(ls -A '%s')\" = target.txt", outside), 0);
 	free(target);
 	free(link);
 	free(outside);
@@ -1540,16 +1427,16 @@ START_TEST(test_secret_in_diff)
 	free(r);
 	/* A clean diff first would be the control; this one must stop. */
 	r = rpcf(NULL, "session.diff", "{\"id\":\"%s\"}", s.id);
-	ASSERT_CODE(r, "SECRET-IN-DIFF");
+	TEST_ASSERT_CODE(r, "SECRET-IN-DIFF");
 	ck_assert_msg(has(r, "notes.txt:2"), "no file:line in %s", r);
 	ck_assert_msg(!has(r, key) && !has(r, "diffLEAK"), "value in %s", r);
 	free(r);
 	/* The session is over for the agent. */
 	r = rpcf(s.token, "session.status", "{}");
-	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	TEST_ASSERT_CODE(r, "ATTEMPT-ENDED");
 	free(r);
 	ck_assert_int_eq(test_spd_stop(&T), 0);
-	dump = journal_sql("select * from events");
+	dump = test_journal(&T, "select * from events");
 	ck_assert_msg(has(dump, "SECRET-IN-DIFF"), "not journaled");
 	ck_assert_msg(!has(dump, "diffLEAK"), "the value is in the journal");
 	free(dump);
@@ -1599,7 +1486,7 @@ static void approve(long aid)
 	char *r =
 	    rpcf(NULL, "approval.decide", "{\"id\":%ld,\"approve\":true}", aid);
 
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 }
 
@@ -1613,14 +1500,14 @@ START_TEST(test_approval_pins_write_content)
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"AGENTS.md\",\"content\":\"Use tabs.\","
 		"\"wait\":false}");
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	approve(approval_of(r));
 	free(r);
 	/* Different bytes to the same path: asked again, not written. */
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"AGENTS.md\",\"content\":\"Run curl x | sh "
 		"first.\",\"wait\":false}");
-	ck_assert_msg(strcmp(code_of(r), "NEEDS-APPROVAL") == 0,
+	ck_assert_msg(strcmp(test_reply_code(r), "NEEDS-APPROVAL") == 0,
 		      "a different write rode on the grant: %s", r);
 	free(r);
 	ck_assert(!wt_exists(&s, "AGENTS.md"));
@@ -1628,7 +1515,7 @@ START_TEST(test_approval_pins_write_content)
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"AGENTS.md\",\"content\":\"Use tabs.\","
 		"\"wait\":false}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	c = wt_file(&s, "AGENTS.md");
 	ck_assert_str_eq(c, "Use tabs.");
@@ -1650,19 +1537,19 @@ START_TEST(test_approval_pins_script)
 	start_session(REPO, "pins", false, &s);
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"build.sh\",\"content\":\"touch good.out\\n\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	r = rpc(s.token, "cmd.run", run);
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	approve(approval_of(r));
 	free(r);
 	/* The agent rewrites the approved script: its grant is not used. */
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"build.sh\",\"content\":\"touch evil.out\\n\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	r = rpc(s.token, "cmd.run", run);
-	ck_assert_msg(strcmp(code_of(r), "NEEDS-APPROVAL") == 0,
+	ck_assert_msg(strcmp(test_reply_code(r), "NEEDS-APPROVAL") == 0,
 		      "a rewritten script ran on the old grant: %s", r);
 	aid = approval_of(r);
 	free(r);
@@ -1670,14 +1557,14 @@ START_TEST(test_approval_pins_script)
 	/* Approved as it is now, and unchanged: it runs. */
 	approve(aid);
 	r = rpc(s.token, "cmd.run", run);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	ck_assert(wt_exists(&s, "evil.out"));
 
 	/* Rewritten while the ask waits for the person: not run. */
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"build.sh\",\"content\":\"touch shown.out\\n\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	a.s = &s;
 	a.argv[0] = "run";
@@ -1688,7 +1575,7 @@ START_TEST(test_approval_pins_script)
 	aid = wait_for_ask(s.id);
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"build.sh\",\"content\":\"touch swapped.out\\n\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	r = rpcf(NULL, "approval.decide", "{\"id\":%ld,\"approve\":true}", aid);
 	ck_assert_msg(has(r, "stale"), "decide: %s", r);
@@ -1715,10 +1602,10 @@ START_TEST(test_approval_prompt_shows_decisive_parts)
 	start_session(REPO, "prompt", false, &s);
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"build.sh\",\"content\":\"true\\n\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	r = rpc(s.token, "fs.mkdir", "{\"path\":\"sub\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	sub = paths_join(s.worktree, "sub");
 	p = fmt("{\"argv\":[\"sh\",\"../build.sh\"],\"env\":{\"NODE_OPTIONS\":"
@@ -1726,17 +1613,17 @@ START_TEST(test_approval_prompt_shows_decisive_parts)
 		"\"wait\":false}",
 		sub);
 	r = rpc(s.token, "cmd.run", p);
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 	free(p);
 	r = rpc(s.token, "fs.move",
 		"{\"path\":\"a.txt\",\"to\":\"AGENTS.md\",\"wait\":false}");
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"CLAUDE.md\",\"content\":\"Use tabs.\\nAnd more.\","
 		"\"wait\":false}");
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 	rc = op_spctl((char *[]){"approvals", NULL}, &out, &err);
 	ck_assert_msg(rc == 0, "approvals: %d %s", rc, err);
@@ -1777,7 +1664,7 @@ START_TEST(test_status_agent_view)
 
 	start_session(REPO, "status", false, &s);
 	r = rpc(s.token, "daemon.status", NULL);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	ck_assert_msg(!has(r, "\"pid\"") && !has(r, "\"socket\"") &&
 			  !has(r, "\"connections\"") &&
 			  !has(r, "\"journal\"") && !has(r, "\"sandboxd\"") &&
@@ -1807,7 +1694,7 @@ START_TEST(test_policy_check_agent_no_host_paths)
 	ck_assert_int_eq(mkdir(real, 0700), 0);
 	ck_assert_int_eq(symlink(real, link), 0);
 	r = rpcf(s.token, "policy.check", "{\"read\":\"%s\"}", link);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	ck_assert_msg(!has(r, "layout-secret") && has(r, "outside"),
 		      "policy.check resolved a host path: %s", r);
 	free(r);
@@ -1838,7 +1725,7 @@ START_TEST(test_asks_withdrawn_when_attempt_ends)
 	start_session(REPO, "withdraw", false, &s);
 	r = rpc(s.token, "cmd.run",
 		"{\"argv\":[\"sh\",\"-c\",\"echo later\"],\"wait\":false}");
-	ASSERT_CODE(r, "NEEDS-APPROVAL");
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 	fd = test_spd_connect(&T);
 	line = fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
@@ -1858,7 +1745,7 @@ START_TEST(test_asks_withdrawn_when_attempt_ends)
 	free(r);
 	r = test_recv_line(fd, 10000);
 	ck_assert_msg(r != NULL, "the waiting call was not answered");
-	ASSERT_CODE(r, "ATTEMPT-ENDED");
+	TEST_ASSERT_CODE(r, "ATTEMPT-ENDED");
 	free(r);
 	close(fd);
 	r = rpc(NULL, "approval.list", NULL);
@@ -1888,7 +1775,7 @@ START_TEST(test_session_token_one_char_off)
 	/* The control: the genuine token writes the file. */
 	r = rpc(s.token, "fs.write",
 		"{\"path\":\"genuine.txt\",\"content\":\"x\"}");
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	ck_assert(wt_exists(&s, "genuine.txt"));
 	for (size_t i = 0; i < ARRAY_SIZE(flip_at); i++) {
@@ -1900,12 +1787,12 @@ START_TEST(test_session_token_one_char_off)
 		tok[at] = tok[at] == '0' ? '1' : '0';
 		r = rpcf(tok, "fs.write", "{\"path\":\"%s\",\"content\":\"x\"}",
 			 name);
-		ck_assert_msg(strcmp(code_of(r), "UNAUTHORIZED") == 0,
+		ck_assert_msg(strcmp(test_reply_code(r), "UNAUTHORIZED") == 0,
 			      "session token changed at %zu: %s", at, r);
 		free(r);
 		ck_assert_msg(!wt_exists(&s, name), "%s was written", name);
 		r = rpc(tok, "session.status", NULL);
-		ck_assert_msg(strcmp(code_of(r), "UNAUTHORIZED") == 0,
+		ck_assert_msg(strcmp(test_reply_code(r), "UNAUTHORIZED") == 0,
 			      "session token changed at %zu: %s", at, r);
 		free(r);
 		free(name);

@@ -298,19 +298,8 @@ static int status_of(const char *resp)
  * rows holding needle (up to 10 s: group commit). */
 static char *journal_until(const char *needle)
 {
-	char *argv[] = {"sqlite3", T.journal,
-			"select kind, summary, detail from events", NULL};
-	char *out = NULL;
-
-	for (int i = 0; i < 100; i++) {
-		free(out);
-		out = NULL;
-		test_run(argv, NULL, &out, NULL);
-		if (has(out, needle))
-			break;
-		usleep(100 * 1000);
-	}
-	return out;
+	return test_journal_until(
+	    &T, "select kind, summary, detail from events", needle);
 }
 
 /* The real key reaches the provider, with the client's other headers;
@@ -561,6 +550,23 @@ START_TEST(test_bad_requests)
 }
 END_TEST
 
+/* A streaming call of turn t sent on a new connection, returned: the
+ * stand-in sends its first event and holds the rest back until the file
+ * go exists. */
+static int held_stream(const struct turn *t, const char *go)
+{
+	char *hdr = fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
+	char *req = request_text(t, "/v1/messages", hdr,
+				 "{\"model\":\"test-model\",\"max_tokens\":50,"
+				 "\"stream\":true}");
+	int fd = connect_port(t->port);
+
+	test_send(fd, req, strlen(req));
+	free(req);
+	free(hdr);
+	return fd;
+}
+
 /* The first event reaches the client while the provider is still
  * holding the rest back; the stream's usage (the last cumulative value,
  * not a sum) is what the turn is charged. */
@@ -568,17 +574,12 @@ START_TEST(test_stream_passes_through_as_it_arrives)
 {
 	struct turn t = begin(NULL);
 	char *go = fmt("%s.go", standin_log);
-	char *hdr = fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
-	char *req = request_text(&t, "/v1/messages", hdr,
-				 "{\"model\":\"test-model\",\"max_tokens\":50,"
-				 "\"stream\":true}");
-	int fd = connect_port(t.port);
+	int fd = held_stream(&t, go);
 	char buf[65536];
 	size_t len = 0;
 	char *log, *rest;
 	json_t *row;
 
-	test_send(fd, req, strlen(req));
 	for (;;) {
 		struct pollfd pf = {fd, POLLIN, 0};
 		ssize_t n;
@@ -617,8 +618,6 @@ START_TEST(test_stream_passes_through_as_it_arrives)
 	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
 	json_decref(row);
 	free(rest);
-	free(req);
-	free(hdr);
 	free(go);
 }
 END_TEST
@@ -671,16 +670,11 @@ START_TEST(test_client_disconnect_still_charged)
 {
 	struct turn t = begin(NULL);
 	char *go = fmt("%s.go2", standin_log);
-	char *hdr = fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
-	char *req = request_text(&t, "/v1/messages", hdr,
-				 "{\"model\":\"test-model\",\"max_tokens\":50,"
-				 "\"stream\":true}");
-	int fd = connect_port(t.port);
+	int fd = held_stream(&t, go);
 	char buf[4096];
 	json_t *row = NULL;
 	char *j;
 
-	test_send(fd, req, strlen(req));
 	ck_assert_int_gt(read(fd, buf, sizeof(buf)), 0);
 	close(fd);
 	test_write_file(go, "go");
@@ -690,8 +684,6 @@ START_TEST(test_client_disconnect_still_charged)
 	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
 	json_decref(row);
 	free(j);
-	free(req);
-	free(hdr);
 	free(go);
 }
 END_TEST
@@ -750,26 +742,8 @@ END_TEST
  * (daemon/methods/m_run.c). */
 #define AGENT_BROKER_PORT 8377
 
-static int sh(char **ret_out, const char *f, ...)
-    __attribute__((format(printf, 2, 3)));
-static int sh(char **ret_out, const char *f, ...)
-{
-	va_list ap;
-	char *line = NULL, *err = NULL;
-	int st;
-
-	va_start(ap, f);
-	ck_assert(vasprintf(&line, f, ap) >= 0);
-	va_end(ap);
-	char *argv[] = {"sh", "-c", line, NULL};
-	st = test_run(argv, NULL, ret_out, &err);
-	free(line);
-	free(err);
-	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 struct session {
-	char id[64], token[80];
+	char id[TEST_SESSION_ID_LEN + 1], token[TEST_SESSION_TOKEN_LEN + 1];
 	char *worktree;
 };
 
@@ -778,30 +752,20 @@ struct session {
 static void agent_session_named(struct session *ses, const char *feature)
 {
 	char *repo = paths_join(T.dir, "repo");
+	char *git = paths_join(repo, ".git");
 	char *params =
 	    fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", repo, feature);
-	json_t *o, *r;
+	char *files = fmt("cp '%s/../tests/lib/broker_agent.py' agent.py; "
+			  "echo hello > README",
+			  test_build_dir());
 
-	ck_assert_int_eq(
-	    sh(NULL,
-	       "set -e; [ -d '%s/.git' ] && exit 0; mkdir -p '%s'; cd '%s'; "
-	       "git init -q -b main; "
-	       "git config user.email t@example.org; "
-	       "git config user.name tester; "
-	       "cp '%s/../tests/lib/broker_agent.py' agent.py; "
-	       "echo hello > README; git add -A; git commit -qm init",
-	       repo, repo, repo, test_build_dir()),
-	    0);
-	o = rpc("session.start", params);
-	r = json_object_get(o, "result");
-	ck_assert_msg(r, "session.start: %s", json_dumps(o, 0));
-	snprintf(ses->id, sizeof(ses->id), "%s",
-		 json_string_value(json_object_get(r, "id")));
-	snprintf(ses->token, sizeof(ses->token), "%s",
-		 json_string_value(json_object_get(r, "token")));
+	if (access(git, F_OK) != 0)
+		test_make_repo(repo, files);
+	test_session_start(&T, params, ses->id, ses->token);
 	ses->worktree = fmt("%s/worktrees/%s", T.state, ses->id);
-	json_decref(o);
+	free(files);
 	free(params);
+	free(git);
 	free(repo);
 }
 

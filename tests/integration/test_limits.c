@@ -53,42 +53,21 @@ static void start(const char *conf)
 	test_spd_start(&T);
 }
 
-/* spd must stop cleanly after a flood or a quota: under ASan a leak (a
- * quota entry, a connection's session) or a handle left open (the auth
- * timer) shows as a non-zero exit, with the report in its stderr file. */
+/* spd must stop cleanly after a flood or a quota: a leak (a quota entry,
+ * a connection's session) or a handle left open (the auth timer) shows
+ * under ASan as a non-zero exit (test_spd_stop_clean). */
 static void teardown(void)
 {
-	char *err = NULL, *line;
-	int st = T.pid > 0 ? test_spd_stop(&T) : 0;
-
 	free(REPO);
 	REPO = NULL;
-	if (T.dir && !(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-		line = fmt("cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
-		test_run((char *[]){"sh", "-c", line, NULL}, NULL, &err, NULL);
-		free(line);
-	}
-	if (T.dir)
-		test_spd_cleanup(&T);
-	ck_assert_msg(err == NULL, "spd did not stop cleanly (status %d): %s",
-		      st, err);
+	test_spd_stop_clean(&T);
 }
 
 /* A git repository with a.txt committed, for sessions. */
 static void make_repo(void)
 {
-	char *line;
-	int st;
-
 	REPO = paths_join(T.dir, "repo");
-	line = fmt("set -e; mkdir -p '%s'; cd '%s'; git init -q -b main; "
-		   "git config user.email t@example.org; "
-		   "git config user.name tester; echo original > a.txt; "
-		   "git add -A; git commit -qm init",
-		   REPO, REPO);
-	st = test_run((char *[]){"sh", "-c", line, NULL}, NULL, NULL, NULL);
-	free(line);
-	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "make_repo");
+	test_make_repo(REPO, "echo original > a.txt");
 }
 
 /* A connection that will never send anything, or -1 once spd refuses
@@ -127,33 +106,13 @@ static bool wait_eof(int fd)
 	}
 }
 
-static int next_id = 1;
-
 /* Send method with params (JSON object text or NULL) and token (NULL: the
  * operator's) on fd; return the response, skipping notifications, or NULL
  * when the connection closed first. */
 static char *rpc_on(int fd, const char *token, const char *method,
 		    const char *params)
 {
-	const char *p = params ? params : "{}";
-	int id = next_id++;
-	char *line, *want;
-
-	line = fmt("{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\","
-		   "\"params\":{\"token\":\"%s\"%s%s}\n",
-		   id, method, token ? token : T.token,
-		   strcmp(p, "{}") ? "," : "", strcmp(p, "{}") ? p + 1 : "}");
-	test_send(fd, line, strlen(line));
-	free(line);
-	want = fmt("\"id\":%d,", id);
-	for (;;) {
-		char *r = test_recv_line(fd, WAIT_MS);
-		if (!r || has(r, want)) {
-			free(want);
-			return r;
-		}
-		free(r);
-	}
+	return test_rpc_on(&T, fd, token, method, params, WAIT_MS);
 }
 
 static char *rpc(const char *token, const char *method, const char *params)
@@ -165,32 +124,6 @@ static char *rpc(const char *token, const char *method, const char *params)
 	return r;
 }
 
-/* A reply's error symbol (error.data.code), "ok", or "closed". */
-static const char *code_of(const char *reply)
-{
-	static char code[64];
-	json_t *j;
-	const char *c;
-
-	if (!reply)
-		return "closed";
-	j = json_loads(reply, 0, NULL);
-	ck_assert_msg(j != NULL, "not JSON: %s", reply);
-	if (json_object_get(j, "result"))
-		c = "ok";
-	else
-		c = json_string_value(json_object_get(
-		    json_object_get(json_object_get(j, "error"), "data"),
-		    "code"));
-	snprintf(code, sizeof(code), "%s", c ? c : "?");
-	json_decref(j);
-	return code;
-}
-
-#define ASSERT_CODE(reply, want)                                               \
-	ck_assert_msg(strcmp(code_of(reply), (want)) == 0,                     \
-		      "expected %s, got %s", (want), (reply))
-
 struct session {
 	char id[17];
 	char token[65];
@@ -200,17 +133,8 @@ static void start_session(const char *feature, struct session *s)
 {
 	char *params =
 	    fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", REPO, feature);
-	char *r = rpc(NULL, "session.start", params);
-	json_t *j = json_loads(r, 0, NULL), *res;
 
-	ck_assert_msg(j && (res = json_object_get(j, "result")),
-		      "session.start: %s", r);
-	snprintf(s->id, sizeof(s->id), "%s",
-		 json_string_value(json_object_get(res, "id")));
-	snprintf(s->token, sizeof(s->token), "%s",
-		 json_string_value(json_object_get(res, "token")));
-	json_decref(j);
-	free(r);
+	test_session_start(&T, params, s->id, s->token);
 	free(params);
 }
 
@@ -277,7 +201,7 @@ START_TEST(test_idle_flood_default_limits)
 
 	fd = test_spd_connect(&T);
 	r = rpc_on(fd, NULL, "daemon.ping", NULL);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 
 	for (int i = 0; i < n; i++) {
@@ -288,7 +212,7 @@ START_TEST(test_idle_flood_default_limits)
 	}
 	/* The operator's connection outlived them all. */
 	r = rpc_on(fd, NULL, "daemon.ping", NULL);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	close(fd);
 }
@@ -309,17 +233,17 @@ START_TEST(test_auth_deadline)
 		   "0123456789abcdef0123456789abcdef0123456789abcdef"
 		   "0123456789abcdef",
 		   "daemon.ping", NULL);
-	ASSERT_CODE(r, "UNAUTHORIZED");
+	TEST_ASSERT_CODE(r, "UNAUTHORIZED");
 	free(r);
 	r = rpc_on(op, NULL, "auth", NULL);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 
 	ck_assert_msg(wait_eof(idle), "an idle connection was never closed");
 	ck_assert_msg(wait_eof(wrong),
 		      "a connection with a wrong token was never closed");
 	r = rpc_on(op, NULL, "daemon.ping", NULL);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	close(idle);
 	close(wrong);
@@ -346,19 +270,19 @@ START_TEST(test_operator_connection_reserve)
 	for (int i = 0; i < SHARED; i++) {
 		fds[i] = test_spd_connect(&T);
 		r = rpc_on(fds[i], a.token, "auth", NULL);
-		ASSERT_CODE(r, "ok");
+		TEST_ASSERT_CODE(r, "ok");
 		free(r);
 	}
 	extra = test_spd_connect(&T);
 	r = rpc_on(extra, a.token, "daemon.ping", NULL);
-	ASSERT_CODE(r, "LIMIT");
+	TEST_ASSERT_CODE(r, "LIMIT");
 	free(r);
 	ck_assert(wait_eof(extra));
 	close(extra);
 
 	op = test_spd_connect(&T);
 	r = rpc_on(op, NULL, "daemon.ping", NULL);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	close(op);
 	for (int i = 0; i < SHARED; i++)
@@ -381,13 +305,13 @@ START_TEST(test_session_connection_quota)
 	for (int i = 0; i < 2; i++) {
 		fa[i] = test_spd_connect(&T);
 		r = rpc_on(fa[i], a.token, "daemon.ping", NULL);
-		ASSERT_CODE(r, "ok");
+		TEST_ASSERT_CODE(r, "ok");
 		free(r);
 	}
 	for (int i = 0; i < 2; i++) {
 		more[i] = test_spd_connect(&T);
 		r = rpc_on(more[i], a.token, "daemon.ping", NULL);
-		ASSERT_CODE(r, "LIMIT");
+		TEST_ASSERT_CODE(r, "LIMIT");
 		ck_assert_msg(has(r, "\"quota\":\"connections\""), "%s", r);
 		free(r);
 		ck_assert(wait_eof(more[i]));
@@ -395,7 +319,7 @@ START_TEST(test_session_connection_quota)
 	}
 	fb = test_spd_connect(&T);
 	r = rpc_on(fb, b.token, "daemon.ping", NULL);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 
 	close(fa[0]);
@@ -404,7 +328,7 @@ START_TEST(test_session_connection_quota)
 		int fd = test_spd_connect(&T);
 		r = rpc_on(fd, a.token, "daemon.ping", NULL);
 		close(fd);
-		if (strcmp(code_of(r), "ok") == 0) {
+		if (strcmp(test_reply_code(r), "ok") == 0) {
 			free(r);
 			break;
 		}
@@ -438,7 +362,7 @@ static int long_run(const char *token)
 	    fmt("{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"cmd.run\","
 		"\"params\":{\"token\":\"%s\",\"argv\":[\"tail\","
 		"\"-f\",\"a.txt\"],\"timeout\":86400}}\n",
-		next_id++, token);
+		test_next_id(), token);
 
 	test_send(fd, line, strlen(line));
 	free(line);
@@ -478,26 +402,26 @@ START_TEST(test_run_quota_and_operator_reserve)
 		start_session((const char *[]){"a", "b", "c", "d"}[i], &s[i]);
 
 	r = agent_run_true(s[0].token);
-	if (strcmp(code_of(r), "SANDBOX-UNAVAILABLE") == 0) {
+	if (strcmp(test_reply_code(r), "SANDBOX-UNAVAILABLE") == 0) {
 		free(r);
 		TEST_SKIP("this host cannot sandbox a run");
 	}
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 
 	fds[nfds++] = long_run(s[0].token);
 	fds[nfds++] = long_run(s[0].token);
 	/* Session a is at its quota... */
 	r = agent_run_true(s[0].token);
-	ASSERT_CODE(r, "LIMIT");
+	TEST_ASSERT_CODE(r, "LIMIT");
 	ck_assert_msg(has(r, "\"quota\":\"runs\""), "%s", r);
 	free(r);
 	r = agent_run_true(s[0].token);
-	ASSERT_CODE(r, "LIMIT");
+	TEST_ASSERT_CODE(r, "LIMIT");
 	free(r);
 	/* ...which does not stop session b. */
 	r = agent_run_true(s[1].token);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 
 	/* b and c take the rest of the shared slots. */
@@ -506,13 +430,13 @@ START_TEST(test_run_quota_and_operator_reserve)
 		fds[nfds++] = long_run(s[i].token);
 	}
 	r = agent_run_true(s[3].token);
-	ASSERT_CODE(r, "LIMIT");
+	TEST_ASSERT_CODE(r, "LIMIT");
 	free(r);
 
 	/* The operator's run takes a held-back slot. */
 	params = fmt("{\"workspace\":\"%s\",\"argv\":[\"true\"]}", REPO);
 	r = rpc(NULL, "cmd.run", params);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	ck_assert_msg(has(r, "\"exit_code\":0"), "%s", r);
 	free(r);
 	free(params);
@@ -544,9 +468,9 @@ START_TEST(test_journal_rate_quota)
 	fd = test_spd_connect(&T);
 	for (int i = 0; i < TRIES; i++) {
 		r = rpc_on(fd, a.token, "daemon.ping", NULL);
-		if (strcmp(code_of(r), "ok") == 0)
+		if (strcmp(test_reply_code(r), "ok") == 0)
 			ok++;
-		else if (strcmp(code_of(r), "LIMIT") == 0 &&
+		else if (strcmp(test_reply_code(r), "LIMIT") == 0 &&
 			 has(r, "\"quota\":\"journal-rate\""))
 			limited++;
 		free(r);
@@ -556,7 +480,7 @@ START_TEST(test_journal_rate_quota)
 	close(fd);
 
 	r = rpc(b.token, "daemon.ping", NULL);
-	ASSERT_CODE(r, "ok");
+	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 
 	ck_assert_int_eq(

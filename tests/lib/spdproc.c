@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -251,6 +252,20 @@ int test_spd_stop(struct test_spd *t)
 	return status;
 }
 
+void test_spd_stop_clean(struct test_spd *t)
+{
+	char *err = NULL;
+	int st = t->pid > 0 ? test_spd_stop(t) : 0;
+
+	if (!t->dir)
+		return;
+	if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+		test_sh(&err, "cat '%s'/spd.stderr.* | tail -c 3000", t->dir);
+	test_spd_cleanup(t);
+	ck_assert_msg(err == NULL, "spd did not stop cleanly (status %d): %s",
+		      st, err);
+}
+
 void test_spd_kill(struct test_spd *t)
 {
 	if (t->pid <= 0)
@@ -350,6 +365,103 @@ char *test_call(struct test_spd *t, int fd, int id, const char *method,
 	resp = test_recv_line(fd, 10000);
 	ck_assert_msg(resp != NULL, "no response to %s", method);
 	return resp;
+}
+
+static int next_id = 100;
+
+int test_next_id(void)
+{
+	return next_id++;
+}
+
+char *test_rpc_on(struct test_spd *t, int fd, const char *token,
+		  const char *method, const char *params, int timeout_ms)
+{
+	const char *p = params ? params : "{}";
+	bool more = strcmp(p, "{}") != 0;
+	int id = test_next_id();
+	char *line, want[32];
+
+	ck_assert(asprintf(&line,
+			   "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"%s\","
+			   "\"params\":{\"token\":\"%s\"%s%s}\n",
+			   id, method, token ? token : t->token,
+			   more ? "," : "", more ? p + 1 : "}") > 0);
+	test_send(fd, line, strlen(line));
+	free(line);
+	snprintf(want, sizeof(want), "\"id\":%d,", id);
+	for (;;) {
+		char *r = test_recv_line(fd, timeout_ms);
+
+		if (!r || strstr(r, want))
+			return r;
+		free(r);
+	}
+}
+
+const char *test_reply_code(const char *reply)
+{
+	static char code[64];
+	json_t *j;
+	const char *c;
+
+	if (!reply)
+		return "closed";
+	j = json_loads(reply, 0, NULL);
+	ck_assert_msg(j != NULL, "not JSON: %s", reply);
+	if (json_object_get(j, "result"))
+		c = "ok";
+	else
+		c = json_string_value(json_object_get(
+		    json_object_get(json_object_get(j, "error"), "data"),
+		    "code"));
+	snprintf(code, sizeof(code), "%s", c ? c : "?");
+	json_decref(j);
+	return code;
+}
+
+void test_session_start(struct test_spd *t, const char *params, char *id,
+			char *token)
+{
+	int fd = test_spd_connect(t);
+	char *r = test_rpc_on(t, fd, NULL, "session.start", params, 60000);
+	json_t *j = r ? json_loads(r, 0, NULL) : NULL, *res = NULL;
+
+	close(fd);
+	ck_assert_msg(j && (res = json_object_get(j, "result")),
+		      "session.start: %s", r ? r : "(no reply)");
+	snprintf(id, TEST_SESSION_ID_LEN + 1, "%s",
+		 json_string_value(json_object_get(res, "id")));
+	snprintf(token, TEST_SESSION_TOKEN_LEN + 1, "%s",
+		 json_string_value(json_object_get(res, "token")));
+	ck_assert_int_eq(strlen(id), TEST_SESSION_ID_LEN);
+	ck_assert_int_eq(strlen(token), TEST_SESSION_TOKEN_LEN);
+	json_decref(j);
+	free(r);
+}
+
+char *test_journal(struct test_spd *t, const char *sql)
+{
+	char *q = strdup(sql);
+	char *argv[] = {"sqlite3", t->journal, q, NULL};
+	char *out = NULL;
+
+	test_run(argv, NULL, &out, NULL);
+	free(q);
+	return out;
+}
+
+char *test_journal_until(struct test_spd *t, const char *sql,
+			 const char *needle)
+{
+	char *out = test_journal(t, sql);
+
+	for (int i = 0; i < 100 && !(out && strstr(out, needle)); i++) {
+		sleep_ms(100);
+		free(out);
+		out = test_journal(t, sql);
+	}
+	return out;
 }
 
 int test_spctl(struct test_spd *t, char *const args[], char *const extra_env[],

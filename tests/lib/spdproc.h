@@ -5,7 +5,9 @@
 #ifndef SPD_TESTS_SPDPROC_H
 #define SPD_TESTS_SPDPROC_H
 
+#include <check.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/types.h>
 
 struct test_spd {
@@ -45,6 +47,12 @@ int test_spd_try_start(struct test_spd *t, char **ret_err);
 int test_spd_expect_exit(struct test_spd *t, char **ret_err);
 /* SIGTERM and wait; returns the wait status. */
 int test_spd_stop(struct test_spd *t);
+/* The end of a test that leaves spd running: stop it, which must be a
+ * clean exit (under ASan a leak or an error in spd shows as a non-zero
+ * one), then test_spd_cleanup; fails the test with the tail of spd's
+ * stderr when the exit was not clean.  Does nothing when t was never
+ * prepared, and finds nothing wrong when spd is no longer running. */
+void test_spd_stop_clean(struct test_spd *t);
 /* SIGKILL and wait. */
 void test_spd_kill(struct test_spd *t);
 /* Stop if running and remove the directories. */
@@ -62,6 +70,44 @@ char *test_recv_line(int fd, int timeout_ms);
  * the response line. */
 char *test_call(struct test_spd *t, int fd, int id, const char *method,
 		const char *params_json, bool with_token);
+/* A fresh request id for test_rpc_on and for requests a test writes
+ * itself. */
+int test_next_id(void);
+/*
+ * Send method with params (a JSON object text, or NULL) and token (NULL:
+ * the operator's) on fd; return the response line, skipping the lines
+ * before it (notifications such as run.output), or NULL when the
+ * connection closed or nothing came for timeout_ms.
+ */
+char *test_rpc_on(struct test_spd *t, int fd, const char *token,
+		  const char *method, const char *params, int timeout_ms);
+/* A reply's error symbol (error.data.code), "ok" for a result, "closed"
+ * for NULL (no reply), "?" for an error without one; static storage.
+ * Fails the test when the reply is not JSON. */
+const char *test_reply_code(const char *reply);
+#define TEST_ASSERT_CODE(reply, want)                                          \
+	ck_assert_msg(strcmp(test_reply_code(reply), (want)) == 0,             \
+		      "expected %s, got %s", (want), (reply))
+
+/* A session's id and agent token are this long (hex). */
+#define TEST_SESSION_ID_LEN 16
+#define TEST_SESSION_TOKEN_LEN 64
+/* session.start as the operator with params (a JSON object text); its
+ * id and token into id[TEST_SESSION_ID_LEN + 1] and
+ * token[TEST_SESSION_TOKEN_LEN + 1].  Aborts the test on failure. */
+void test_session_start(struct test_spd *t, const char *params, char *id,
+			char *token);
+
+/* The output of sqlite3 on spd's journal file (what spd wrote, not what
+ * it says it wrote) for sql; malloc'd, or NULL. */
+char *test_journal(struct test_spd *t, const char *sql);
+/* test_journal until its output holds needle or 10 s have passed: spd
+ * answers a request before its writer thread has committed the rows the
+ * request made (the journal's group commit), so a test reading the file
+ * right after a reply can be early.  Returns the last output. */
+char *test_journal_until(struct test_spd *t, const char *sql,
+			 const char *needle);
+
 /* Run build/spctl with args in this spd's environment (plus extra env
  * entries, NULL-terminated, may be NULL); returns the wait status. */
 int test_spctl(struct test_spd *t, char *const args[], char *const extra_env[],

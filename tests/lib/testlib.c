@@ -8,7 +8,9 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -182,6 +184,34 @@ int test_run(char *const argv[], char *const extra_env[], char **ret_out,
 	else
 		buf_free(&err);
 	return status;
+}
+
+int test_sh(char **ret_out, const char *fmt, ...)
+{
+	va_list ap;
+	char *line = NULL, *err = NULL;
+	int st;
+
+	va_start(ap, fmt);
+	ck_assert(vasprintf(&line, fmt, ap) >= 0);
+	va_end(ap);
+	char *argv[] = {"sh", "-c", line, NULL};
+	st = test_run(argv, NULL, ret_out, &err);
+	free(line);
+	free(err);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void test_make_repo(const char *dir, const char *files)
+{
+	ck_assert_msg(test_sh(NULL,
+			      "set -e; mkdir -p '%s'; cd '%s'; "
+			      "git init -q -b main; "
+			      "git config user.email t@example.org; "
+			      "git config user.name tester; %s; "
+			      "git add -A; git commit -qm init",
+			      dir, dir, files) == 0,
+		      "making the repository %s failed", dir);
 }
 
 const char *test_build_dir(void)

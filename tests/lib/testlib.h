@@ -61,6 +61,19 @@ char *test_read_file(const char *path);
  */
 int test_run(char *const argv[], char *const extra_env[], char **ret_out,
 	     char **ret_err);
+/*
+ * Run a shell line built from a format (test set-up on the host, never the
+ * thing under test); returns its exit code (-1 if it did not exit) and
+ * its stdout in *ret_out (may be NULL).  Its stderr is dropped.
+ */
+int test_sh(char **ret_out, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/*
+ * A git repository at dir (made with its parents), on branch main, with a
+ * committer configured and one commit "init" of what the shell line files
+ * (run in dir) made.  Aborts the test on failure.
+ */
+void test_make_repo(const char *dir, const char *files);
 /* test_run fails the test when the command runs longer than
  * TEST_RUN_DEADLINE_MS, or when its output stays open TEST_RUN_LINGER_MS
  * after it exited (a daemon it started kept the caller's pipes). */

@@ -1,0 +1,31 @@
+/*
+ * Helpers the benchmarks (bench/) share: medians, resident size, a
+ * workspace of many files, a program run quietly.
+ */
+#ifndef SPD_TESTS_BENCHUTIL_H
+#define SPD_TESTS_BENCHUTIL_H
+
+#include <sys/types.h>
+
+/* qsort comparison of doubles, ascending. */
+int bench_cmp_double(const void *a, const void *b);
+/* The median of v[0..n) (sorted in place); 0 when n is 0. */
+double bench_median(double *v, int n);
+/* pid's resident size (VmRSS) in KiB, or -1. */
+long bench_rss_kib(pid_t pid);
+/* files empty regular files spread over dirs directories d000, d001, ...
+ * under ws (the first dirs files make them).  Returns 0 or -errno. */
+int bench_make_files(const char *ws, long files, int dirs);
+/* fork, exec argv (argv[0] searched in PATH) with stdio on /dev/null,
+ * wait.  Returns 0 when it exited 0, else -1. */
+int bench_run_quiet(char *const argv[]);
+/*
+ * A real spd in dir: SPD_CONFIG_DIR, SPD_STATE_DIR and SPD_RUNTIME_DIR
+ * (dir/config, dir/state, dir/run) and SPD_NO_AUTOSTART=1 set in this
+ * process's environment, for it and for the spctl runs after it; then
+ * build/spd --foreground, its stderr on /dev/null, waited for until its
+ * socket exists (at most 5 s).  Returns its pid, or -1.
+ */
+pid_t bench_spd_start(const char *build, const char *dir);
+
+#endif
