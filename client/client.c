@@ -241,42 +241,67 @@ static int read_message(struct client *c, json_t **ret)
 	}
 }
 
-int client_call(struct client *c, enum rpc_method method, json_t *params,
-		client_notify_cb cb, void *data, json_t **ret_result,
-		json_t **ret_error)
+/* The request id(method(params)) as one line with its newline in *ret_line
+ * (*ret_n bytes, not NUL-terminated); ownership of params taken, the
+ * token added.  Returns 0 or -ENOMEM. */
+static int request_line(struct client *c, long id, enum rpc_method method,
+			json_t *params, char **ret_line, size_t *ret_n)
 {
-	long id = c->next_id++;
-	json_t *req, *msg = NULL;
-	char *line, *nl;
-	size_t len;
-	int r;
+	json_t *req;
+	char *line;
+	size_t n;
 
 	if (!params)
-		params = json_object();
+		return -ENOMEM;
 	if (c->token)
 		json_object_set_new(params, "token", json_string(c->token));
 	req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id",
 			(json_int_t)id, "method", rpc_method_name(method),
 			"params", params);
-	if (!req)
-		return -ENOMEM;
-	line = json_dumps(req, JSON_COMPACT);
+	line = req ? json_dumps(req, JSON_COMPACT) : NULL;
 	json_decref(req);
 	if (!line)
 		return -ENOMEM;
-	/* The newline goes in the same write: a second one would wake
-	 * spd a second time for one byte. */
-	len = strlen(line);
-	nl = realloc(line, len + 2);
-	if (!nl) {
-		free(line);
-		return -ENOMEM;
-	}
-	line = nl;
-	line[len] = '\n';
-	line[len + 1] = '\0';
+	/* The newline goes in the same write (a second one would wake spd
+	 * a second time for one byte), in the NUL's place: json_dumps'
+	 * buffer is n+1. */
+	n = strlen(line);
+	line[n++] = '\n';
+	*ret_line = line;
+	*ret_n = n;
+	return 0;
+}
+
+long client_send(struct client *c, enum rpc_method method, json_t *params)
+{
+	long id = c->next_id++;
+	char *line;
+	size_t n;
+	int r = request_line(c, id, method, params, &line, &n);
+
+	if (r < 0)
+		return r;
+	r = write_all(c->fd, line, n);
+	free(line);
+	return r < 0 ? r : id;
+}
+
+int client_call(struct client *c, enum rpc_method method, json_t *params,
+		client_notify_cb cb, void *data, json_t **ret_result,
+		json_t **ret_error)
+{
+	long id = c->next_id++;
+	json_t *msg = NULL;
+	char *line;
+	size_t n;
+	int r;
+
+	r = request_line(c, id, method, params ? params : json_object(), &line,
+			 &n);
+	if (r < 0)
+		return r;
 	trace_stamp("request");
-	r = write_all(c->fd, line, len + 1);
+	r = write_all(c->fd, line, n);
 	free(line);
 	if (r < 0)
 		return r;

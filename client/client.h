@@ -29,6 +29,14 @@ struct client {
 int client_open(struct client *c, char *errbuf, size_t errlen);
 void client_close(struct client *c);
 
+/*
+ * Send method(params) (ownership of params taken; the token is added)
+ * without waiting for the answer, which the caller reads from fd itself.
+ * Returns the request's id (from next_id) or -errno; NULL params is
+ * -ENOMEM (a failed json_pack).
+ */
+long client_send(struct client *c, enum rpc_method method, json_t *params);
+
 /* Called for each notification before the response arrives. */
 typedef void (*client_notify_cb)(void *data, const char *method,
 				 json_t *params);

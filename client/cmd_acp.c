@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "client.h"
@@ -77,42 +76,6 @@ struct acp {
 };
 
 /* ---- spd ------------------------------------------------------------------ */
-
-/* Send one request on the agent's connection without waiting for its
- * answer (read in the loop).  Returns the id or -errno. */
-static long run_send(struct acp *a, enum rpc_method m, json_t *params)
-{
-	long id = a->run.next_id++;
-	json_t *req;
-	char *line;
-	size_t n, off = 0;
-
-	if (!params)
-		return -ENOMEM;
-	if (a->run.token)
-		json_object_set_new(params, "token", json_string(a->run.token));
-	req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id",
-			(json_int_t)id, "method", rpc_method_name(m), "params",
-			params);
-	line = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	json_decref(req);
-	if (!line)
-		return -ENOMEM;
-	n = strlen(line);
-	line[n++] = '\n';
-	while (off < n) {
-		ssize_t w = send(a->run.fd, line + off, n - off, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			free(line);
-			return -errno;
-		}
-		off += (size_t)w;
-	}
-	free(line);
-	return id;
-}
 
 /* Say on stderr that a call waits for a person (approval.requested). */
 static void on_side_note(void *data, const char *method, json_t *params)
@@ -217,8 +180,8 @@ static void agent_send(struct acp *a, json_t *msg)
 
 	json_decref(msg);
 	if (text && asprintf(&line, "%s\n", text) > 0)
-		r = run_send(a, RPC_M_RUN_INPUT,
-			     json_pack("{s:s}", "data", line));
+		r = client_send(&a->run, RPC_M_RUN_INPUT,
+				json_pack("{s:s}", "data", line));
 	if (r < 0) {
 		fprintf(stderr, "spctl acp: cannot write to the agent: %s\n",
 			strerror((int)-r));
@@ -280,8 +243,8 @@ static void send_next_prompt(struct acp *a)
 		/* Nothing more will come: the agent reads end of file. */
 		if ((a->prompt_arg || a->stdin_eof) && !a->closed_input) {
 			a->closed_input = true;
-			if (run_send(a, RPC_M_RUN_INPUT,
-				     json_pack("{s:b}", "close", 1)) < 0)
+			if (client_send(&a->run, RPC_M_RUN_INPUT,
+					json_pack("{s:b}", "close", 1)) < 0)
 				a->failed = true;
 		}
 		return;
@@ -944,8 +907,8 @@ static int acp_loop(struct acp *a)
 		if (a->failed && !a->closed_input) {
 			/* Ending: the agent reads end of file and exits. */
 			a->closed_input = true;
-			run_send(a, RPC_M_RUN_INPUT,
-				 json_pack("{s:b}", "close", 1));
+			client_send(&a->run, RPC_M_RUN_INPUT,
+				    json_pack("{s:b}", "close", 1));
 		}
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
@@ -1040,7 +1003,7 @@ int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv)
 		json_object_set_new(params, "yes", json_true());
 	if (a.operator)
 		json_object_set_new(params, "session", json_string(a.session));
-	a.run_id = run_send(&a, RPC_M_CMD_RUN, params);
+	a.run_id = client_send(&a.run, RPC_M_CMD_RUN, params);
 	params = NULL;
 	if (a.run_id < 0 || acp_loop(&a) < 0) {
 		ex = CMD_EXIT_SPD;

@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -302,40 +301,16 @@ static void call_fail_spd(struct mcp_call *k, json_t *err)
 static int call_send(struct mcp_call *k, enum rpc_method method, json_t *params,
 		     bool in_session)
 {
-	json_t *req;
-	char *line;
-	size_t n, off = 0;
-	int r = 0;
+	long id;
 
-	if (!params)
-		return -ENOMEM;
-	if (k->spd.token)
-		json_object_set_new(params, "token", json_string(k->spd.token));
-	if (in_session && k->m->operator)
+	if (params && in_session && k->m->operator)
 		json_object_set_new(params, "session",
 				    json_string(k->m->session));
-	k->spd_id = k->spd.next_id++;
-	req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id",
-			(json_int_t)k->spd_id, "method",
-			rpc_method_name(method), "params", params);
-	line = req ? json_dumps(req, JSON_COMPACT) : NULL;
-	json_decref(req);
-	if (!line)
-		return -ENOMEM;
-	n = strlen(line);
-	line[n++] = '\n';
-	while (off < n) {
-		ssize_t w = send(k->spd.fd, line + off, n - off, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			r = -errno;
-			break;
-		}
-		off += (size_t)w;
-	}
-	free(line);
-	return r;
+	id = client_send(&k->spd, method, params);
+	if (id < 0)
+		return (int)id;
+	k->spd_id = id;
+	return 0;
 }
 
 /* A short blocking call on a connection of its own (approval.decide while

@@ -7,15 +7,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "strv.h"
 #include "words.h"
 
 void words_free(char **words)
 {
-	if (!words)
-		return;
-	for (char **w = words; *w; w++)
-		free(*w);
-	free(words);
+	strv_free_array(words);
 }
 
 /* The word starting at *pp into w (room for the whole line); advances

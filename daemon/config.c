@@ -24,12 +24,10 @@ static int collect_cb(const git_config_entry *e, void *data)
 	return strv_push(data, e->value) < 0 ? -1 : 0;
 }
 
-/* Every value of the multivar name, each an absolute path, into *ret
- * (NULL-terminated, NULL when none).  A list that cannot be read whole is
- * an error: a key file left out would go unredacted.  Returns 0 or -errno
- * with a message in errbuf. */
-static int collect_paths(git_config *gc, const char *name, const char *path,
-			 char ***ret, char *errbuf, size_t errlen)
+/* Every value of the multivar name into *ret (NULL-terminated, NULL
+ * when none).  Returns 0 or -errno with a message in errbuf. */
+static int collect_values(git_config *gc, const char *name, const char *path,
+			  char ***ret, char *errbuf, size_t errlen)
 {
 	struct strv col = {0};
 	int r =
@@ -40,16 +38,30 @@ static int collect_paths(git_config *gc, const char *name, const char *path,
 		strv_free(&col);
 		return -ENOMEM;
 	}
-	for (size_t i = 0; i < col.n; i++) {
-		if (col.v[i][0] != '/') {
+	*ret = col.v;
+	return 0;
+}
+
+/* collect_values for a list of absolute paths.  A list that cannot be
+ * read whole is an error: a key file left out would go unredacted. */
+static int collect_paths(git_config *gc, const char *name, const char *path,
+			 char ***ret, char *errbuf, size_t errlen)
+{
+	char **v = NULL;
+	int r = collect_values(gc, name, path, &v, errbuf, errlen);
+
+	if (r < 0)
+		return r;
+	for (size_t i = 0; v && v[i]; i++) {
+		if (v[i][0] != '/') {
 			snprintf(errbuf, errlen,
 				 "%s: %s \"%s\" must be an absolute path", path,
-				 name, col.v[i]);
-			strv_free(&col);
+				 name, v[i]);
+			strv_free_array(v);
 			return -EINVAL;
 		}
 	}
-	*ret = col.v;
+	*ret = v;
 	return 0;
 }
 
@@ -93,24 +105,6 @@ static int load_limits(git_config *gc, const char *path, struct spd_config *cfg,
 		*keys[i].dst = (unsigned)n;
 	}
 	cfg->auth_timeout_ms = auth_s * 1000u;
-	return 0;
-}
-
-/* Every value of the multivar name into *ret (NULL-terminated, NULL
- * when none).  Returns 0 or -errno with a message in errbuf. */
-static int collect_values(git_config *gc, const char *name, const char *path,
-			  char ***ret, char *errbuf, size_t errlen)
-{
-	struct strv col = {0};
-	int r =
-	    git_config_get_multivar_foreach(gc, name, NULL, collect_cb, &col);
-
-	if (r < 0 && r != GIT_ENOTFOUND) {
-		snprintf(errbuf, errlen, "%s: cannot read %s", path, name);
-		strv_free(&col);
-		return -ENOMEM;
-	}
-	*ret = col.v;
 	return 0;
 }
 

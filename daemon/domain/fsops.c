@@ -18,6 +18,7 @@
 #include <linux/openat2.h>
 
 #include "common/buf.h"
+#include "common/strv.h"
 #include "common/utf8.h"
 #include "common/util.h"
 #include "daemon/domain/fsops.h"
@@ -69,15 +70,6 @@ static int openat2_beneath(int dirfd, const char *rel, int flags)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-static void free_strv(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
 int fs_ws_open(const char *root, struct fs_ws **ret_ws)
 {
 	struct fs_ws *ws = NULL;
@@ -114,7 +106,7 @@ void fs_ws_free(struct fs_ws *ws)
 		close(ws->dirfd);
 	free(ws->root);
 	free(ws->real_root);
-	free_strv(ws->readable);
+	strv_free_array(ws->readable);
 	free(ws);
 }
 
@@ -133,12 +125,12 @@ int fs_ws_set_ignore(struct fs_ws *ws, fs_ignored_fn is_ignored, void *data,
 		for (size_t i = 0; i < n; i++) {
 			copy[i] = strdup(readable[i]);
 			if (!copy[i]) {
-				free_strv(copy);
+				strv_free_array(copy);
 				return -ENOMEM;
 			}
 		}
 	}
-	free_strv(ws->readable);
+	strv_free_array(ws->readable);
 	ws->readable = copy;
 	ws->is_ignored = is_ignored;
 	ws->ignored_data = data;

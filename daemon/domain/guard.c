@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/strv.h"
 #include "common/util.h"
 #include "daemon/domain/guard.h"
 #include "daemon/domain/protected.h"
@@ -877,9 +878,7 @@ void guard_free(struct guard *g)
 	unwatch(g);
 	elist_free(&g->e);
 	precs_free(&g->packed);
-	for (size_t i = 0; g->protected_paths && g->protected_paths[i]; i++)
-		free(g->protected_paths[i]);
-	free(g->protected_paths);
+	strv_free_array(g->protected_paths);
 	free(g->gitdir);
 	free(g->workdir);
 	free(g->own_key);

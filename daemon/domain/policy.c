@@ -2167,30 +2167,42 @@ static void script_operand(struct cls *c, struct lvl *l, void *d, size_t idx,
 	st->ops[st->n_ops++] = arg;
 }
 
+/* Walk a sed or awk command line: each option through cb's opt, the
+ * operands into st->ops (st is cb's d); without -e or -f the first is the
+ * script.  Returns the index in st->ops of the first operand that names
+ * a file, with c->err set on failure (st's buffers are the caller's). */
+static size_t script_args(struct cls *c, struct lvl *l, const char *shortv,
+			  const char *const *longv, const struct optcb *cb)
+{
+	struct script_state *st = cb->d;
+
+	st->ops = calloc(l->argc, sizeof(char *));
+	if (!st->ops) {
+		c->err = -ENOMEM;
+		return 0;
+	}
+	walk_opts(c, l, 1, shortv, longv, cb);
+	if (c->err || st->have_script || st->n_ops == 0)
+		return 0;
+	if (script_append(st, st->ops[0]) < 0) {
+		c->err = -ENOMEM;
+		return 0;
+	}
+	return 1;
+}
+
 static void run_sed(struct cls *c, struct lvl *l)
 {
 	struct script_state st = {.prog = "sed"};
 	struct optcb cb = {sed_opt, script_operand, &st};
-	size_t first = 0;
-	unsigned r;
-
-	st.ops = calloc(l->argc, sizeof(char *));
-	if (!st.ops) {
-		c->err = -ENOMEM;
-		return;
-	}
 	/* -i takes its suffix only attached (-i.bak), so it is a flag here;
 	 * -e, -f, -l take a value. */
-	walk_opts(c, l, 1, "efl", L("expression", "file", "line-length"), &cb);
+	size_t first = script_args(c, l, "efl",
+				   L("expression", "file", "line-length"), &cb);
+	unsigned r;
+
 	if (c->err)
 		goto out;
-	if (!st.have_script && st.n_ops > 0) {
-		if (script_append(&st, st.ops[0]) < 0) {
-			c->err = -ENOMEM;
-			goto out;
-		}
-		first = 1;
-	}
 	for (size_t i = first; i < st.n_ops; i++)
 		if (strcmp(st.ops[i], "-") != 0)
 			check_path(c, l->cwd, st.ops[i],
@@ -2274,27 +2286,14 @@ static void run_awk(struct cls *c, struct lvl *l)
 {
 	struct script_state st = {.prog = "awk"};
 	struct optcb cb = {awk_opt, script_operand, &st};
-	size_t first = 0;
+	size_t first = script_args(c, l, "FvfeEil",
+				   L("field-separator", "assign", "file",
+				     "source", "exec", "include", "load"),
+				   &cb);
 	unsigned r;
 
-	st.ops = calloc(l->argc, sizeof(char *));
-	if (!st.ops) {
-		c->err = -ENOMEM;
-		return;
-	}
-	walk_opts(c, l, 1, "FvfeEil",
-		  L("field-separator", "assign", "file", "source", "exec",
-		    "include", "load"),
-		  &cb);
 	if (c->err)
 		goto out;
-	if (!st.have_script && st.n_ops > 0) {
-		if (script_append(&st, st.ops[0]) < 0) {
-			c->err = -ENOMEM;
-			goto out;
-		}
-		first = 1;
-	}
 	for (size_t i = first; i < st.n_ops; i++)
 		if (strcmp(st.ops[i], "-") != 0 && !is_assignment(st.ops[i]))
 			check_path(c, l->cwd, st.ops[i], PM_READ, "awk");

@@ -42,6 +42,23 @@ static bool skip_delimited(const char **p, char delim)
 	return true;
 }
 
+/* Skip n delimited parts whose delimiter is the character at *p (s and y
+ * take two, a \cREGEXc address one).  False when that character cannot
+ * be a delimiter (newline, backslash, none) or a part is not terminated. */
+static bool skip_parts(const char **p, int n)
+{
+	const char *q = *p;
+	char d = *q++;
+
+	if (!d || d == '\n' || d == '\\')
+		return false;
+	while (n-- > 0)
+		if (!skip_delimited(&q, d))
+			return false;
+	*p = q;
+	return true;
+}
+
 static void skip_digits(const char **p)
 {
 	while (isdigit((unsigned char)**p))
@@ -71,12 +88,8 @@ static bool sed_addr(const char **p, bool second)
 			return false;
 		regex = true;
 	} else if (*q == '\\') {
-		char d = q[1];
-
-		if (!d || d == '\n' || d == '\\')
-			return false;
-		q += 2;
-		if (!skip_delimited(&q, d))
+		q++;
+		if (!skip_parts(&q, 1))
 			return false;
 		regex = true;
 	}
@@ -176,13 +189,8 @@ unsigned policy_sed_scan(const char *script)
 			r |= POLICY_SCRIPT_EXEC;
 			skip_line(&p);
 			continue;
-		case 's': {
-			char d = *p;
-
-			if (!d || d == '\n' || d == '\\')
-				return r | POLICY_SCRIPT_UNPARSED;
-			p++;
-			if (!skip_delimited(&p, d) || !skip_delimited(&p, d))
+		case 's':
+			if (!skip_parts(&p, 2))
 				return r | POLICY_SCRIPT_UNPARSED;
 			for (;;) {
 				if (*p == 'g' || *p == 'p' || *p == 'i' ||
@@ -201,17 +209,10 @@ unsigned policy_sed_scan(const char *script)
 				}
 			}
 			break;
-		}
-		case 'y': {
-			char d = *p;
-
-			if (!d || d == '\n' || d == '\\')
-				return r | POLICY_SCRIPT_UNPARSED;
-			p++;
-			if (!skip_delimited(&p, d) || !skip_delimited(&p, d))
+		case 'y':
+			if (!skip_parts(&p, 2))
 				return r | POLICY_SCRIPT_UNPARSED;
 			break;
-		}
 		default:
 			return r | POLICY_SCRIPT_UNPARSED;
 		}

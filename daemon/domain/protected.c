@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/strv.h"
 #include "common/util.h"
 #include "daemon/domain/protected.h"
 
@@ -583,18 +584,11 @@ int protected_roots(const char *workdir, char ***ret)
 		r = expand(workdir, pc, k, 0, "", &out);
 	}
 	if (r < 0) {
-		protected_roots_free(out.v);
+		strv_free_array(out.v);
 		return r;
 	}
 	*ret = out.v;
 	return 0;
-}
-
-void protected_roots_free(char **roots)
-{
-	for (size_t i = 0; roots && roots[i]; i++)
-		free(roots[i]);
-	free(roots);
 }
 
 bool protected_class_guarded(enum protected_class cls)

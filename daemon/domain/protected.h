@@ -83,13 +83,10 @@ bool protected_class_guarded(enum protected_class cls);
  * ones only (walking the whole tree after every command would cost what
  * the guard must not, and the policy refuses the writes).  Stores a
  * NULL-terminated array of relative paths in *ret (free with
- * protected_roots_free) and returns 0, -E2BIG past the limit in
+ * strv_free_array) and returns 0, -E2BIG past the limit in
  * protected.c, -ENAMETOOLONG or -ENOMEM.
  */
 int protected_roots(const char *workdir, char ***ret);
-
-/* Free a list from protected_roots(); NULL is allowed. */
-void protected_roots_free(char **roots);
 
 /* A stable lower-case name ("ci", "secret-file"); never NULL. */
 const char *protected_class_name(enum protected_class cls);

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/strv.h"
 #include "common/words.h"
 #include "common/paths.h"
 #include "common/util.h"
@@ -318,13 +319,11 @@ static const char *col_text(sqlite3_stmt *st, int i)
 	return (const char *)sqlite3_column_text(st, i);
 }
 
-static void plist_free(char **v);
-
 static void sess_free(struct sess *x)
 {
 	if (!x)
 		return;
-	plist_free(x->empty_files);
+	strv_free_array(x->empty_files);
 	guard_free(x->guard);
 	info_clear(&x->info);
 	sodium_memzero(x->token_hash, sizeof(x->token_hash));
@@ -601,13 +600,6 @@ static void note_ref(struct session_store *s, const char *gitdir,
 			db_update(s, x); /* the stored digest follows */
 }
 
-static void plist_free(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 static int make_guard(struct session_store *s, struct sess *x)
 {
 	char own[GUARD_PATH_MAX];
@@ -736,10 +728,10 @@ static int find_secrets(struct session_store *s, struct sess *x)
 			       "files or %d entries in the checkout; use a "
 			       "worktree session",
 			       SESSION_EMPTY_FILES_MAX, SESSION_SCAN_MAX);
-		plist_free(sc.v);
+		strv_free_array(sc.v);
 		return r;
 	}
-	plist_free(x->empty_files);
+	strv_free_array(x->empty_files);
 	x->empty_files = sc.v;
 	return 0;
 }
@@ -850,7 +842,7 @@ static int find_ignored(struct session_store *s, struct sess *x, size_t max,
 	r = scan_ignored(&sc, "", 0);
 	git_repository_free(sc.repo);
 	if (r < 0) {
-		plist_free(sc.v);
+		strv_free_array(sc.v);
 		return r;
 	}
 	*ret = sc.v;
@@ -862,9 +854,9 @@ void session_run_paths_free(struct session_run_paths *p)
 	if (!p)
 		return;
 	free(p->workspace);
-	plist_free(p->readonly);
-	plist_free(p->empty_files);
-	plist_free(p->hidden);
+	strv_free_array(p->readonly);
+	strv_free_array(p->empty_files);
+	strv_free_array(p->hidden);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -1701,9 +1693,7 @@ int session_heldout_overlay(struct session_store *s, const char *id,
 
 void session_argv_free(char **argv)
 {
-	for (size_t i = 0; argv && argv[i]; i++)
-		free(argv[i]);
-	free(argv);
+	words_free(argv);
 }
 
 int session_split_words(const char *line, char ***ret_argv)
@@ -1732,8 +1722,8 @@ void session_verify_plan_free(struct session_verify_plan *p)
 		session_argv_free(p->checks[i].argv);
 	}
 	free(p->checks);
-	plist_free(p->required);
-	plist_free(p->readonly);
+	strv_free_array(p->required);
+	strv_free_array(p->readonly);
 	free(p->workspace);
 	free(p->heldout_src);
 	free(p->heldout_dst);

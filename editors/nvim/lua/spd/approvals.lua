@@ -228,14 +228,7 @@ function A.open()
   local b, new = util.scratch(A.NAME, 'spdapprovals')
   if new then
     local function on_line(f)
-      return function()
-        local id = A.id_at_cursor()
-        if id then
-          f(id)
-        else
-          util.notify('no approval on this line', vim.log.levels.WARN)
-        end
-      end
+      return util.on_line(A.id_at_cursor, 'approval', f)
     end
     local o = { buffer = b, silent = true, nowait = true }
     vim.keymap.set('n', 'a', on_line(function(id)

@@ -171,14 +171,7 @@ function S.open()
   if new then
     local o = { buffer = b, silent = true, nowait = true }
     local function on_line(f)
-      return function()
-        local id = S.id_at_cursor()
-        if id then
-          f(id)
-        else
-          util.notify('no session on this line', vim.log.levels.WARN)
-        end
-      end
+      return util.on_line(S.id_at_cursor, 'session', f)
     end
     vim.keymap.set('n', '<CR>', on_line(S.status), vim.tbl_extend('force', o, { desc = 'session status' }))
     vim.keymap.set('n', 'D', on_line(S.diff), vim.tbl_extend('force', o, { desc = 'session diff' }))

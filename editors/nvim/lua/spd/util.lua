@@ -8,6 +8,19 @@ function M.notify(msg, level)
   vim.notify('spd: ' .. msg, level or vim.log.levels.INFO)
 end
 
+--- A list buffer's mapping: f(id) for the id of the line under the cursor
+--- (id_at_cursor()), or a warning that the line holds no what.
+function M.on_line(id_at_cursor, what, f)
+  return function()
+    local id = id_at_cursor()
+    if id then
+      f(id)
+    else
+      M.notify('no ' .. what .. ' on this line', vim.log.levels.WARN)
+    end
+  end
+end
+
 --- The buffer named name, or nil.
 function M.find(name)
   for _, b in ipairs(vim.api.nvim_list_bufs()) do
