@@ -43,7 +43,7 @@ _spctl() {
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return ;;
 	--net)
-		COMPREPLY=($(compgen -W "none loopback host" -- "$cur"))
+		COMPREPLY=($(compgen -W "none loopback host proxy" -- "$cur"))
 		return ;;
 	--session)
 		COMPREPLY=($(compgen -W "$(_spctl_ids sessions)" -- "$cur"))

@@ -31,7 +31,7 @@ complete -c spctl -n "__fish_seen_subcommand_from journal" -l since -r
 complete -c spctl -n "__fish_seen_subcommand_from journal" -l kind -r
 complete -c spctl -n "__fish_seen_subcommand_from journal" -l limit -r
 complete -c spctl -n "__fish_seen_subcommand_from run" -l workspace -r -F
-complete -c spctl -n "__fish_seen_subcommand_from run" -l net -r -a 'none loopback host'
+complete -c spctl -n "__fish_seen_subcommand_from run" -l net -r -a 'none loopback host proxy'
 complete -c spctl -n "__fish_seen_subcommand_from run" -l timeout -r
 complete -c spctl -n "__fish_seen_subcommand_from run" -l writable -r -F
 complete -c spctl -n "__fish_seen_subcommand_from run" -l env -r
