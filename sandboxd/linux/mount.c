@@ -47,18 +47,21 @@
 #define MP_EMPTY_SRC "/empty"
 
 /* Home-relative credential locations (docs/design.md, issue 3): covered even
- * when they do not exist, so that a run cannot plant one. */
+ * when they do not exist, so that a run cannot plant one.  A directory ends
+ * in '/': a missing one below a writable path is made a directory, any
+ * other an empty file (a ~/.netrc or ~/.bash_history made a directory would
+ * break the operator's own tools). */
 static const char *const mp_credentials[] = {
-    ".ssh",
-    ".aws",
-    ".azure",
-    ".gnupg",
+    ".ssh/",
+    ".aws/",
+    ".azure/",
+    ".gnupg/",
     ".netrc",
-    ".docker",
-    ".kube",
-    ".password-store",
-    ".config/gh",
-    ".config/gcloud",
+    ".docker/",
+    ".kube/",
+    ".password-store/",
+    ".config/gh/",
+    ".config/gcloud/",
     ".git-credentials",
     ".npmrc",
     ".pypirc",
@@ -71,13 +74,13 @@ static const char *const mp_credentials[] = {
     ".my.cnf",
     ".vault-token",
     ".s3cfg",
-    ".config/rclone",
+    ".config/rclone/",
     ".terraform.d/credentials.tfrc.json",
     /* Keyrings and browser profiles (cookies, saved passwords). */
-    ".local/share/keyrings",
-    ".mozilla",
-    ".config/google-chrome",
-    ".config/chromium",
+    ".local/share/keyrings/",
+    ".mozilla/",
+    ".config/google-chrome/",
+    ".config/chromium/",
     /* Shell and REPL histories, where a key pasted on a command line
      * (export OPENAI_API_KEY=...) stays. */
     ".bash_history",
@@ -266,16 +269,40 @@ static int mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
+/* An empty 0600 file at path, its missing parents made 0700 (host side). */
+static int touch_p(const char *path)
+{
+	char buf[PATH_MAX];
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+	int fd, r;
+
+	if (n >= sizeof(buf))
+		return -ENAMETOOLONG;
+	memcpy(buf, path, n);
+	buf[n] = '\0';
+	if (n && (r = mkdir_p(buf, 0700)) < 0)
+		return r;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
+	if (fd < 0 && errno != EEXIST)
+		return -errno;
+	if (fd >= 0)
+		close(fd);
+	return 0;
+}
+
 /*
  * Cover one hidden path.  An existing directory gets an empty read-only
  * tmpfs, an existing file the mode-0 empty file.  A missing one cannot be
  * created by the run where its parent is read-only (the root bind), so
  * nothing is needed there; below a writable path it is created on the
- * host as an empty 0700 directory and covered, so that a run cannot plant
- * ~/.ssh/authorized_keys when the workspace is the home directory.
+ * host (an empty 0700 directory, or with dir false an empty 0600 file)
+ * and covered, so that a run cannot plant ~/.ssh/authorized_keys when the
+ * workspace is the home directory.
  */
-static int add_hidden(struct mountplan *p, const char *path,
-		      const char *const *writable, size_t nwritable)
+static int add_hidden_as(struct mountplan *p, const char *path, bool dir,
+			 const char *const *writable, size_t nwritable)
 {
 	struct stat st;
 	bool under = false;
@@ -295,7 +322,7 @@ static int add_hidden(struct mountplan *p, const char *path,
 			return -errno;
 		if (!under)
 			return 0;
-		if ((r = mkdir_p(path, 0700)) < 0)
+		if ((r = dir ? mkdir_p(path, 0700) : touch_p(path)) < 0)
 			return r;
 		if (lstat(path, &st) < 0)
 			return -errno;
@@ -307,6 +334,33 @@ static int add_hidden(struct mountplan *p, const char *path,
 	if (r == 0)
 		p->ops[p->n - 1].optional = true;
 	return r;
+}
+
+static int add_hidden(struct mountplan *p, const char *path,
+		      const char *const *writable, size_t nwritable)
+{
+	return add_hidden_as(p, path, true, writable, nwritable);
+}
+
+/* Cover the home directory's credential locations (mp_credentials). */
+static int add_credentials(struct mountplan *p, const char *home,
+			   const char *const *writable, size_t nwritable)
+{
+	for (size_t i = 0; mp_credentials[i]; i++) {
+		size_t len = strlen(mp_credentials[i]);
+		bool dir = mp_credentials[i][len - 1] == '/';
+		char *c = mp_join(p, home, "/");
+		int r;
+
+		c = c ? mp_join(p, c, mp_credentials[i]) : NULL;
+		if (!c)
+			return -ENOMEM;
+		if (dir)
+			c[strlen(c) - 1] = '\0';
+		if ((r = add_hidden_as(p, c, dir, writable, nwritable)) < 0)
+			return r;
+	}
+	return 0;
 }
 
 /*
@@ -928,19 +982,9 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 			goto out;
 		p.ops[p.n - 1].optional = true;
 	}
-	if (in->home && in->home[0]) {
-		for (size_t i = 0; mp_credentials[i]; i++) {
-			char *c = mp_join(&p, in->home, "/");
-
-			c = c ? mp_join(&p, c, mp_credentials[i]) : NULL;
-			if (!c) {
-				r = -ENOMEM;
-				goto out;
-			}
-			if ((r = add_hidden(&p, c, writable, nw)) < 0)
-				goto out;
-		}
-	}
+	if (in->home && in->home[0] &&
+	    (r = add_credentials(&p, in->home, writable, nw)) < 0)
+		goto out;
 	for (size_t i = 0; in->hidden && in->hidden[i]; i++) {
 		/* A veil and what lies under it (outside the writable
 		 * paths) are already out of sight. */

@@ -447,6 +447,25 @@ START_TEST(credentials_hidden)
 	char *c = test_read_file(path);
 	ck_assert(c == NULL || strstr(c, "token") == NULL);
 	free(c);
+	/* What was made on the host to be covered has the kind the owner's
+	 * tools expect: ~/.netrc or ~/.bash_history made a directory would
+	 * break git, curl or the shell outside the sandbox. */
+	static const char *const files[] = {".git-credentials", ".netrc",
+					    ".bash_history",
+					    ".config/git/credentials"};
+	static const char *const dirs[] = {".ssh", ".aws", ".config/gh"};
+	struct stat st;
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", f.ws, files[i]);
+		ck_assert_msg(lstat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+				  st.st_size == 0,
+			      "%s is not an empty file", files[i]);
+	}
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", f.ws, dirs[i]);
+		ck_assert_msg(lstat(path, &st) == 0 && S_ISDIR(st.st_mode),
+			      "%s is not a directory", dirs[i]);
+	}
 	outcome_free(&o);
 	fx_teardown(&f);
 }
