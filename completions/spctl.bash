@@ -20,7 +20,7 @@ _spctl() {
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local commands="ping status journal doctor run agent session policy approvals approve deny secrets"
+	local commands="ping status journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp"
 	local global="--json --help --version"
 
 	# The command is the first word that is not an option; everything
@@ -28,7 +28,8 @@ _spctl() {
 	cmd= sub=
 	for ((i = 1; i < COMP_CWORD; i++)); do
 		case ${COMP_WORDS[i]} in
-		--) if [ "$cmd" = run ] || [ "$cmd" = policy ]; then
+		--) if [ "$cmd" = run ] || [ "$cmd" = policy ] ||
+			   [ "$cmd" = agent ] || [ "$cmd" = acp ]; then
 			    COMPREPLY=($(compgen -c -- "$cur") $(compgen -f -- "$cur"))
 			    return
 		    fi ;;
@@ -48,7 +49,7 @@ _spctl() {
 	--session)
 		COMPREPLY=($(compgen -W "$(_spctl_ids sessions)" -- "$cur"))
 		return ;;
-	--since | --kind | --limit | --timeout | --env | --why)
+	--since | --kind | --limit | --timeout | --env | --why | --cap | --prompt)
 		return ;;
 	esac
 
@@ -80,6 +81,13 @@ _spctl() {
 		if [ -z "$sub" ]; then opts=$(_spctl_ids approvals)
 		else opts="--why"; fi ;;
 	secrets) [ -z "$sub" ] && opts="reload" ;;
+	turn)
+		case $sub in
+		"") opts="begin end" ;;
+		begin) opts="--session --cap" ;;
+		esac ;;
+	turns | mcp) opts="--session" ;;
+	acp) opts="--session --prompt --cap --yes --" ;;
 	esac
 	COMPREPLY=($(compgen -W "$opts --json --help" -- "$cur"))
 }

@@ -6,7 +6,7 @@ end
 function __spctl_approvals
     env SPD_NO_AUTOSTART=1 spctl approvals 2>/dev/null | awk '$1 == "approval" { print $2 }'
 end
-set -l cmds ping status journal doctor run agent session policy approvals approve deny secrets
+set -l cmds ping status journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp
 complete -c spctl -f
 complete -c spctl -l json -d 'print one JSON object per line'
 complete -c spctl -l help -d 'print usage'
@@ -23,6 +23,15 @@ complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'approve' -d 'gr
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'deny' -d 'refuse an ask'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'secrets' -d 'secret names and fingerprints'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'agent' -d 'an agent CLI with a fresh model-broker turn'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'turn' -d 'begin or end a model-broker turn'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'turns' -d 'what each turn spent'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'mcp' -d 'an MCP server on stdio'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'acp' -d 'drive an ACP agent in the sandbox'
+complete -c spctl -n "__fish_seen_subcommand_from turn; and not __fish_seen_subcommand_from begin end" -a 'begin end'
+complete -c spctl -n "__fish_seen_subcommand_from turn turns mcp acp" -l session -x -a '(__spctl_sessions)' -d 'the session'
+complete -c spctl -n "__fish_seen_subcommand_from turn acp" -l cap -r -d 'the turn cap in USD'
+complete -c spctl -n "__fish_seen_subcommand_from acp" -l prompt -r -d 'the prompt'
+complete -c spctl -n "__fish_seen_subcommand_from acp" -l yes
 complete -c spctl -n "__fish_seen_subcommand_from agent" -l session -r -d 'the session'
 complete -c spctl -n "__fish_seen_subcommand_from agent" -l cap -r -d 'the turn cap in USD'
 complete -c spctl -n "__fish_seen_subcommand_from journal" -a verify
@@ -31,7 +40,7 @@ complete -c spctl -n "__fish_seen_subcommand_from journal" -l since -r
 complete -c spctl -n "__fish_seen_subcommand_from journal" -l kind -r
 complete -c spctl -n "__fish_seen_subcommand_from journal" -l limit -r
 complete -c spctl -n "__fish_seen_subcommand_from run" -l workspace -r -F
-complete -c spctl -n "__fish_seen_subcommand_from run" -l net -r -a 'none loopback host proxy'
+complete -c spctl -n "__fish_seen_subcommand_from run" -l net -x -a 'none loopback host proxy'
 complete -c spctl -n "__fish_seen_subcommand_from run" -l timeout -r
 complete -c spctl -n "__fish_seen_subcommand_from run" -l writable -r -F
 complete -c spctl -n "__fish_seen_subcommand_from run" -l env -r
@@ -42,7 +51,7 @@ complete -c spctl -n "__fish_seen_subcommand_from show end status heldout verify
 complete -c spctl -n "__fish_seen_subcommand_from start" -l repo -r -F
 complete -c spctl -n "__fish_seen_subcommand_from start" -l in-place
 complete -c spctl -n "__fish_seen_subcommand_from policy" -a check
-complete -c spctl -n "__fish_seen_subcommand_from policy" -l session -r -a '(__spctl_sessions)'
+complete -c spctl -n "__fish_seen_subcommand_from policy" -l session -x -a '(__spctl_sessions)'
 complete -c spctl -n "__fish_seen_subcommand_from policy" -l workspace -r -F
 complete -c spctl -n "__fish_seen_subcommand_from policy" -l read -r -F
 complete -c spctl -n "__fish_seen_subcommand_from policy" -l write -r -F
