@@ -1,6 +1,6 @@
 /*
  * The tables proto/rpc.h exposes, built from proto/rpc.def: error codes,
- * methods (name, who may call, flags), notifications and parameters.
+ * methods (name, who may call, flags), notifications, parameters and results.
  */
 #include <string.h>
 
@@ -34,6 +34,12 @@ static const char *const notifications[] = {
  * unit test so that a misplaced line is caught. */
 static const struct rpc_param_def params[] = {
 #define SPD_PARAM(m, n, k, r) {RPC_M_##m, n, RPC_KIND_##k, r},
+#include "rpc.def"
+};
+
+/* Grouped by method as well (checked by the same test). */
+static const struct rpc_result_def results[] = {
+#define SPD_RESULT(m, n, k, f) {RPC_M_##m, n, RPC_KIND_##k, f},
 #include "rpc.def"
 };
 
@@ -98,5 +104,19 @@ size_t rpc_method_params(enum rpc_method m,
 		n++;
 	if (n > 0)
 		*ret_defs = &params[i];
+	return n;
+}
+
+size_t rpc_method_results(enum rpc_method m,
+			  const struct rpc_result_def **ret_defs)
+{
+	size_t i = 0, n = 0;
+
+	while (i < ARRAY_SIZE(results) && results[i].method != m)
+		i++;
+	while (i + n < ARRAY_SIZE(results) && results[i + n].method == m)
+		n++;
+	if (n > 0)
+		*ret_defs = &results[i];
 	return n;
 }

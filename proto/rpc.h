@@ -45,7 +45,21 @@ enum rpc_kind {
 	RPC_KIND_BOOLEAN,
 	RPC_KIND_ARRAY,
 	RPC_KIND_OBJECT,
-	RPC_KIND_NUMBER /* an integer or a real */
+	RPC_KIND_NUMBER, /* an integer or a real */
+	RPC_KIND_ANY	 /* results only: any JSON value */
+};
+
+/* A result field's flags (SPD_RESULT's fourth column). */
+enum rpc_result_flags {
+	RPC_R_OPTIONAL = 1 << 0, /* may be absent */
+	RPC_R_NULL = 1 << 1,	 /* may be null */
+};
+
+struct rpc_result_def {
+	enum rpc_method method;
+	const char *name;
+	enum rpc_kind kind;
+	unsigned flags;
 };
 
 struct rpc_param_def {
@@ -75,5 +89,9 @@ int rpc_method_lookup(const char *name);
  */
 size_t rpc_method_params(enum rpc_method m,
 			 const struct rpc_param_def **ret_defs);
+/* The result fields the table declares for m; 0 when it declares none
+ * (the method answers null or {}). */
+size_t rpc_method_results(enum rpc_method m,
+			  const struct rpc_result_def **ret_defs);
 
 #endif

@@ -40,6 +40,8 @@ static bool kind_ok(json_t *v, enum rpc_kind k)
 		return json_is_object(v);
 	case RPC_KIND_NUMBER:
 		return json_is_number(v);
+	case RPC_KIND_ANY:
+		return v != NULL;
 	}
 	return false;
 }
@@ -48,7 +50,8 @@ static const char *kind_name(enum rpc_kind k)
 {
 	static const char *const names[] = {"a string",	 "an integer",
 					    "a boolean", "an array",
-					    "an object", "a number"};
+					    "an object", "a number",
+					    "any value"};
 	return names[k];
 }
 
@@ -238,4 +241,59 @@ char *rpc_format_notification(const char *method, json_t *params,
 	    json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method", method,
 		      "params", params ? params : json_object());
 	return o ? dump_line(o, ret_len) : NULL;
+}
+
+static const struct rpc_result_def *result_def(const struct rpc_result_def *d,
+					       size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(d[i].name, name) == 0)
+			return &d[i];
+	return NULL;
+}
+
+int rpc_result_check(enum rpc_method m, json_t *result, char *why,
+		     size_t whylen)
+{
+	const struct rpc_result_def *defs = NULL, *d;
+	size_t n = rpc_method_results(m, &defs);
+	const char *key;
+	json_t *v;
+
+	if (n == 0) {
+		if (json_is_null(result) ||
+		    (json_is_object(result) && json_object_size(result) == 0))
+			return 0;
+		snprintf(why, whylen, "a result where the table declares none");
+		return -EPROTO;
+	}
+	if (!json_is_object(result)) {
+		snprintf(why, whylen, "a result that is not an object");
+		return -EPROTO;
+	}
+	json_object_foreach(result, key, v)
+	{
+		if (!(d = result_def(defs, n, key))) {
+			snprintf(why, whylen, "\"%.64s\" is not in the table",
+				 key);
+			return -EPROTO;
+		}
+		if (json_is_null(v) ? !(d->flags & RPC_R_NULL)
+				    : !kind_ok(v, d->kind)) {
+			snprintf(why, whylen, "\"%s\" is %s, not %s%s", key,
+				 json_is_null(v) ? "null" : "of another kind",
+				 kind_name(d->kind),
+				 d->flags & RPC_R_NULL ? " or null" : "");
+			return -EPROTO;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!(defs[i].flags & RPC_R_OPTIONAL) &&
+		    !json_object_get(result, defs[i].name)) {
+			snprintf(why, whylen, "\"%s\" is missing",
+				 defs[i].name);
+			return -EPROTO;
+		}
+	}
+	return 0;
 }

@@ -48,4 +48,13 @@ char *rpc_format_error(json_t *id, enum rpc_error code, const char *message,
 char *rpc_format_notification(const char *method, json_t *params,
 			      size_t *ret_len);
 
+/*
+ * Check a method's result against its SPD_RESULT rows in proto/rpc.def:
+ * no field the table does not list, every field it lists without
+ * RPC_R_OPTIONAL present, each of its kind (or null where RPC_R_NULL).
+ * Returns 0, or -EPROTO with the first mismatch in why.
+ */
+int rpc_result_check(enum rpc_method m, json_t *result, char *why,
+		     size_t whylen);
+
 #endif

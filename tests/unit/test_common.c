@@ -15,6 +15,7 @@
 #include "common/words.h"
 #include "common/utf8.h"
 #include "proto/rpc.h"
+#include "daemon/transport/rpc.h"
 
 START_TEST(test_buf)
 {
@@ -252,6 +253,112 @@ START_TEST(test_strict_layers)
 }
 END_TEST
 
+/* The section of PROTOCOL.md under the heading that names method: from
+ * that "### " line to the next heading (a pointer into doc, *ret_len). */
+static const char *method_section(const char *doc, const char *name,
+				  size_t *ret_len)
+{
+	for (const char *l = doc; l && *l;
+	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *e = strchr(l, '\n'), *end;
+		char head[256];
+		size_t hl = e ? (size_t)(e - l) : strlen(l);
+
+		if (strncmp(l, "### ", 4) || hl >= sizeof(head))
+			continue;
+		memcpy(head, l, hl);
+		head[hl] = '\0';
+		if (!line_names(head, name))
+			continue;
+		end = e ? strstr(e, "\n#") : NULL;
+		*ret_len = end ? (size_t)(end - l) : strlen(l);
+		return l;
+	}
+	return NULL;
+}
+
+/*
+ * Result shapes (SPD_RESULT rows): grouped by method, each field once, and
+ * each named in its method's section of PROTOCOL.md; rpc_result_check
+ * refuses a field the table lacks, a missing one, another kind, and a null
+ * where the table does not allow one.
+ */
+START_TEST(test_result_table)
+{
+	char *doc = test_read_file("proto/PROTOCOL.md");
+	const struct rpc_result_def *d;
+	char why[160];
+	json_t *r;
+
+	ck_assert(doc != NULL);
+	for (int m = 0; m < RPC_M__COUNT; m++) {
+		const char *name = rpc_method_name((enum rpc_method)m);
+		size_t n = rpc_method_results((enum rpc_method)m, &d), slen = 0;
+		const char *sec = method_section(doc, name, &slen);
+		char *text;
+
+		ck_assert_msg(sec, "no section for %s", name);
+		text = strndup(sec, slen);
+		for (size_t i = 0; i < n; i++) {
+			ck_assert_int_eq(d[i].method, m);
+			for (size_t k = 0; k < i; k++)
+				ck_assert_msg(strcmp(d[k].name, d[i].name),
+					      "%s: %s twice", name, d[i].name);
+			ck_assert_msg(line_names(text, d[i].name),
+				      "proto/PROTOCOL.md: the section on %s "
+				      "does not name its result field %s",
+				      name, d[i].name);
+		}
+		free(text);
+	}
+	free(doc);
+
+	r = json_pack("{s:b}", "pong", 1);
+	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
+					  sizeof(why)),
+			 0);
+	json_object_set_new(r, "extra", json_true());
+	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
+					  sizeof(why)),
+			 -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "extra"));
+	json_decref(r);
+	r = json_object();
+	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
+					  sizeof(why)),
+			 -EPROTO);
+	ck_assert_ptr_nonnull(strstr(why, "missing"));
+	json_object_set_new(r, "pong", json_string("yes"));
+	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
+					  sizeof(why)),
+			 -EPROTO);
+	json_object_set_new(r, "pong", json_null());
+	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
+					  sizeof(why)),
+			 -EPROTO);
+	json_decref(r);
+	/* RPC_R_NULL allows null; RPC_R_OPTIONAL allows absence. */
+	r = json_pack("{s:s, s:n}", "principal", "operator", "session");
+	ck_assert_int_eq(rpc_result_check(RPC_M_AUTH, r, why, sizeof(why)),
+			 0);
+	json_decref(r);
+	r = json_pack("{s:s, s:s}", "version", "x", "sandbox_mode", "required");
+	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_STATUS, r, why,
+					  sizeof(why)),
+			 0);
+	json_decref(r);
+	/* No rows: null or {} only. */
+	ck_assert_int_eq(rpc_result_check(RPC_M_JOURNAL_FOLLOW, json_null(),
+					  why, sizeof(why)),
+			 0);
+	r = json_pack("{s:b}", "ok", 1);
+	ck_assert_int_eq(rpc_result_check(RPC_M_RUN_INPUT, r, why,
+					  sizeof(why)),
+			 -EPROTO);
+	json_decref(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("common");
@@ -266,6 +373,7 @@ int main(void)
 	tcase_add_test(tc, test_strict_layers);
 	tcase_add_test(tc, test_strv_and_words);
 	tcase_add_test(tc, test_table_documented_and_tested);
+	tcase_add_test(tc, test_result_table);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
