@@ -48,10 +48,9 @@ static bool kind_ok(json_t *v, enum rpc_kind k)
 
 static const char *kind_name(enum rpc_kind k)
 {
-	static const char *const names[] = {"a string",	 "an integer",
-					    "a boolean", "an array",
-					    "an object", "a number",
-					    "any value"};
+	static const char *const names[] = {
+	    "a string",	 "an integer", "a boolean", "an array",
+	    "an object", "a number",   "any value"};
 	return names[k];
 }
 

@@ -404,10 +404,11 @@ static bool result_mismatch(struct rpc_call *c, json_t *result)
 	static int strict = -1;
 	char why[160];
 
-	if (!result || rpc_result_check(c->method, result, why, sizeof(why)) == 0)
+	if (!result ||
+	    rpc_result_check(c->method, result, why, sizeof(why)) == 0)
 		return false;
 	log_error("bug: the result of %s does not match proto/rpc.def: %s",
-		rpc_method_name(c->method), why);
+		  rpc_method_name(c->method), why);
 	if (strict < 0)
 		strict = getenv("SPD_STRICT_RESULTS") != NULL;
 	if (!strict)

@@ -314,46 +314,38 @@ START_TEST(test_result_table)
 	free(doc);
 
 	r = json_pack("{s:b}", "pong", 1);
-	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
-					  sizeof(why)),
-			 0);
+	ck_assert_int_eq(
+	    rpc_result_check(RPC_M_DAEMON_PING, r, why, sizeof(why)), 0);
 	json_object_set_new(r, "extra", json_true());
-	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
-					  sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+	    rpc_result_check(RPC_M_DAEMON_PING, r, why, sizeof(why)), -EPROTO);
 	ck_assert_ptr_nonnull(strstr(why, "extra"));
 	json_decref(r);
 	r = json_object();
-	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
-					  sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+	    rpc_result_check(RPC_M_DAEMON_PING, r, why, sizeof(why)), -EPROTO);
 	ck_assert_ptr_nonnull(strstr(why, "missing"));
 	json_object_set_new(r, "pong", json_string("yes"));
-	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
-					  sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+	    rpc_result_check(RPC_M_DAEMON_PING, r, why, sizeof(why)), -EPROTO);
 	json_object_set_new(r, "pong", json_null());
-	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_PING, r, why,
-					  sizeof(why)),
-			 -EPROTO);
+	ck_assert_int_eq(
+	    rpc_result_check(RPC_M_DAEMON_PING, r, why, sizeof(why)), -EPROTO);
 	json_decref(r);
 	/* RPC_R_NULL allows null; RPC_R_OPTIONAL allows absence. */
 	r = json_pack("{s:s, s:n}", "principal", "operator", "session");
-	ck_assert_int_eq(rpc_result_check(RPC_M_AUTH, r, why, sizeof(why)),
-			 0);
+	ck_assert_int_eq(rpc_result_check(RPC_M_AUTH, r, why, sizeof(why)), 0);
 	json_decref(r);
 	r = json_pack("{s:s, s:s}", "version", "x", "sandbox_mode", "required");
-	ck_assert_int_eq(rpc_result_check(RPC_M_DAEMON_STATUS, r, why,
-					  sizeof(why)),
-			 0);
+	ck_assert_int_eq(
+	    rpc_result_check(RPC_M_DAEMON_STATUS, r, why, sizeof(why)), 0);
 	json_decref(r);
 	/* No rows: null or {} only. */
 	ck_assert_int_eq(rpc_result_check(RPC_M_JOURNAL_FOLLOW, json_null(),
 					  why, sizeof(why)),
 			 0);
 	r = json_pack("{s:b}", "ok", 1);
-	ck_assert_int_eq(rpc_result_check(RPC_M_RUN_INPUT, r, why,
-					  sizeof(why)),
+	ck_assert_int_eq(rpc_result_check(RPC_M_RUN_INPUT, r, why, sizeof(why)),
 			 -EPROTO);
 	json_decref(r);
 }
