@@ -12,10 +12,10 @@
  * away).  Nothing here reads, writes or searches a file itself.
  *
  * A single-threaded poll loop: stdin, and the spd connection of each call
- * in flight.
+ * in flight.  The tools themselves (their requests, results and schemas)
+ * are cmd_mcp_tools.c; what the two share is cmd_mcp.h.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
@@ -33,16 +33,13 @@
 #include "common/utf8.h"
 #include "common/util.h"
 #include "proto/rpc.h"
+#include "client/cmd_mcp.h"
 
 /* The longest message accepted from the MCP client.  Anything a tool call
  * carries is forwarded to spd in one frame of at most RPC_FRAME_MAX, so a
  * longer message could never be carried out; refusing it here keeps a
  * runaway client from growing spctl's buffer without bound. */
 #define MCP_MESSAGE_MAX RPC_FRAME_MAX
-/* Tool calls in flight at once.  spd lets a session run 16 commands at a
- * time (limits.session-runs); more calls would only wait or be refused
- * there, each holding a connection. */
-#define MCP_CALLS_MAX 16
 /* What one tool result keeps of each output stream of a run: spd itself
  * stops forwarding at 1 MiB a stream, and a result must still fit the
  * client's message limits. */
@@ -54,72 +51,12 @@
  * notifications keep a client's request timeout from firing, and remind
  * whoever watches which approval frees it). */
 #define MCP_WAIT_PROGRESS_MS 5000
-/* Matches one search returns: more would not help a model and would
- * crowd its context. */
-#define MCP_SEARCH_MATCHES_MAX 1000
-/* The text kept of one matching line (minified code can be a single line
- * of megabytes). */
-#define MCP_SEARCH_LINE_MAX 512
 
 /* The revisions spoken, newest first (the spec's version negotiation: a
  * revision the client asks for is answered with itself, another with the
  * newest). */
 static const char *const mcp_versions[] = {"2025-11-25", "2025-06-18",
 					   "2025-03-26"};
-
-struct mcp;
-struct mcp_call;
-
-struct mcp_tool {
-	const char *name, *title, *description;
-	const char *input_schema, *output_schema; /* JSON text */
-	bool read_only, destructive, idempotent, open_world;
-	/* Check the arguments and send the first request to spd; on an
-	 * input error finish the call with a tool error.  Returns 0, or
-	 * -errno when the call could not be started (it is finished). */
-	int (*start)(struct mcp_call *k);
-	/* spd's answer to the call's request: result or error (one is
-	 * NULL).  Finishes the call or sends the next request. */
-	void (*reply)(struct mcp_call *k, json_t *result, json_t *error);
-};
-
-struct mcp_call {
-	struct mcp *m;
-	const struct mcp_tool *tool;
-	json_t *id;	  /* the MCP request's id */
-	json_t *progress; /* its progressToken, or NULL */
-	json_t *args;	  /* the tool's arguments */
-	struct client spd;
-	long spd_id; /* the id of the request spd is answering */
-	int step;
-	bool done; /* finished: freed by the loop */
-	/* A run's output so far, and what went beyond MCP_OUTPUT_MAX. */
-	struct buf out[2];
-	size_t dropped[2];
-	double progress_n;
-	/* An ask: spd's approval id, and the elicitation sent about it. */
-	json_int_t approval;
-	json_t *approval_note;
-	long elicit_id;
-	int64_t next_wait_progress_ms;
-	char *edit_text; /* edit_file: the new content */
-};
-
-struct mcp {
-	int in_fd, out_fd;
-	struct buf in;
-	bool skipping; /* discarding the rest of an oversized message */
-	bool initialized;
-	const char *version; /* the revision negotiated */
-	bool elicit;	     /* the client takes form elicitations */
-	bool operator;	     /* spctl holds the operator token */
-	char *session;	     /* the session's id */
-	char *workspace;     /* its worktree */
-	long next_out_id;    /* ids of requests spctl sends the client */
-	struct mcp_call *calls[MCP_CALLS_MAX];
-	json_t *schemas; /* tool name -> {input, output} parsed */
-	bool out_broken;
-};
 
 static int64_t now_ms(void)
 {
@@ -195,7 +132,7 @@ static bool mcp_at_least(const struct mcp *m, const char *v)
 }
 
 /* Text that JSON can carry: invalid UTF-8 bytes become U+FFFD. */
-static json_t *text_json(const char *p, size_t n)
+json_t *mcp_text_json(const char *p, size_t n)
 {
 	struct buf b = {0};
 	json_t *s;
@@ -238,7 +175,7 @@ static void call_free(struct mcp_call *k)
 
 /* The tool's result: structured (ownership taken) and the same JSON as a
  * text block, for clients that read only content. */
-static void call_ok(struct mcp_call *k, json_t *structured)
+void mcp_call_ok(struct mcp_call *k, json_t *structured)
 {
 	char *text = json_dumps(structured, JSON_COMPACT | JSON_SORT_KEYS);
 	json_t *res =
@@ -256,9 +193,7 @@ static void call_ok(struct mcp_call *k, json_t *structured)
 /* A tool error: the call reached the tool and failed (bad arguments, a
  * refusal by policy, a path outside the workspace).  The model reads the
  * text and may correct itself; it is not a protocol error. */
-static void call_fail(struct mcp_call *k, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void call_fail(struct mcp_call *k, const char *fmt, ...)
+void mcp_call_fail(struct mcp_call *k, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -268,14 +203,14 @@ static void call_fail(struct mcp_call *k, const char *fmt, ...)
 	va_end(ap);
 	mcp_result(k->m, k->id,
 		   json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text",
-			     "text", text_json(msg, strlen(msg)), "isError",
+			     "text", mcp_text_json(msg, strlen(msg)), "isError",
 			     1));
 	k->done = true;
 }
 
 /* spd's error response as a tool error: its symbolic code, its message,
  * and for a refusal by policy the rule and its reason. */
-static void call_fail_spd(struct mcp_call *k, json_t *err)
+void mcp_call_fail_spd(struct mcp_call *k, json_t *err)
 {
 	json_t *d = json_object_get(err, "data");
 	const char *code = json_string_value(json_object_get(d, "code"));
@@ -284,13 +219,14 @@ static void call_fail_spd(struct mcp_call *k, json_t *err)
 	const char *reason = json_string_value(json_object_get(d, "reason"));
 
 	if (rule && reason)
-		call_fail(k, "%s: %s (rule %s: %s)", code ? code : "ERROR",
-			  msg ? msg : "", rule, reason);
+		mcp_call_fail(k, "%s: %s (rule %s: %s)", code ? code : "ERROR",
+			      msg ? msg : "", rule, reason);
 	else if (rule)
-		call_fail(k, "%s: %s (rule %s)", code ? code : "ERROR",
-			  msg ? msg : "", rule);
+		mcp_call_fail(k, "%s: %s (rule %s)", code ? code : "ERROR",
+			      msg ? msg : "", rule);
 	else
-		call_fail(k, "%s: %s", code ? code : "ERROR", msg ? msg : "");
+		mcp_call_fail(k, "%s: %s", code ? code : "ERROR",
+			      msg ? msg : "");
 }
 
 /* ---- talking to spd ------------------------------------------------------ */
@@ -298,8 +234,8 @@ static void call_fail_spd(struct mcp_call *k, json_t *err)
 /* Send method(params) on the call's connection (ownership of params
  * taken; the token and, for the operator, the session are added).
  * Returns 0 or -errno. */
-static int call_send(struct mcp_call *k, enum rpc_method method, json_t *params,
-		     bool in_session)
+int mcp_call_send(struct mcp_call *k, enum rpc_method method, json_t *params,
+		  bool in_session)
 {
 	long id;
 
@@ -368,7 +304,8 @@ static void call_progress(struct mcp_call *k, const char *text, size_t n)
 	 * known. */
 	k->progress_n += 1;
 	p = json_pack("{s:O, s:f, s:o}", "progressToken", k->progress,
-		      "progress", k->progress_n, "message", text_json(text, n));
+		      "progress", k->progress_n, "message",
+		      mcp_text_json(text, n));
 	mcp_notify(k->m, "notifications/progress", p);
 }
 
@@ -430,7 +367,7 @@ static void call_asked(struct mcp_call *k, json_t *note)
 		char *msg = ask_message(k);
 		json_t *params = json_pack(
 		    "{s:o, s:{s:s, s:{s:{s:s, s:s, s:s}}, s:[s]}}", "message",
-		    msg ? text_json(msg, strlen(msg)) : json_string("?"),
+		    msg ? mcp_text_json(msg, strlen(msg)) : json_string("?"),
 		    "requestedSchema", "type", "object", "properties",
 		    "approve", "type", "boolean", "title",
 		    "Allow this call once", "description",
@@ -488,8 +425,9 @@ static void call_elicited(struct mcp_call *k, json_t *result, json_t *error)
 		 * to the waiting call says which way. */
 		json_decref(err);
 	} else if (r < 0) {
-		call_fail(k, "INTERNAL: cannot record the decision in spd: %s",
-			  strerror(-r));
+		mcp_call_fail(k,
+			      "INTERNAL: cannot record the decision in spd: %s",
+			      strerror(-r));
 	}
 }
 
@@ -553,7 +491,7 @@ static void call_message(struct mcp_call *k, json_t *msg)
 	}
 	if (json_is_null(vid) && json_object_get(msg, "error"))
 		/* spd refused the frame itself (LIMIT, FRAME-TOO-LARGE). */
-		call_fail_spd(k, json_object_get(msg, "error"));
+		mcp_call_fail_spd(k, json_object_get(msg, "error"));
 }
 
 /* Read what spd sent on the call's connection and act on each line. */
@@ -563,15 +501,15 @@ static void call_readable(struct mcp_call *k)
 	ssize_t r;
 
 	if (buf_reserve(b, 65536) < 0) {
-		call_fail(k, "INTERNAL: out of memory");
+		mcp_call_fail(k, "INTERNAL: out of memory");
 		return;
 	}
 	r = read(k->spd.fd, b->data + b->len, 65536);
 	if (r < 0 && errno == EINTR)
 		return;
 	if (r <= 0) {
-		call_fail(k, "INTERNAL: spd closed the connection before "
-			     "answering");
+		mcp_call_fail(k, "INTERNAL: spd closed the connection before "
+				 "answering");
 		return;
 	}
 	b->len += (size_t)r;
@@ -582,8 +520,9 @@ static void call_readable(struct mcp_call *k)
 
 		if (!nl) {
 			if (b->len > 2 * RPC_FRAME_MAX)
-				call_fail(k, "INTERNAL: spd sent a line over "
-					     "the frame limit");
+				mcp_call_fail(k,
+					      "INTERNAL: spd sent a line over "
+					      "the frame limit");
 			break;
 		}
 		msg = json_loadb(b->data, (size_t)(nl - b->data),
@@ -594,668 +533,6 @@ static void call_readable(struct mcp_call *k)
 		json_decref(msg);
 	}
 }
-
-/* ---- argument helpers ------------------------------------------------------- */
-
-/* A string argument; NULL when absent.  A present argument of another type
- * is an input error (*bad set). */
-static const char *arg_str(struct mcp_call *k, const char *name, bool *bad)
-{
-	json_t *v = json_object_get(k->args, name);
-
-	if (!v)
-		return NULL;
-	if (!json_is_string(v)) {
-		*bad = true;
-		return NULL;
-	}
-	return json_string_value(v);
-}
-
-/* Unknown arguments are refused, as spd refuses unknown parameters: a
- * misspelt "timout" must not silently run without a deadline. */
-static bool args_known(struct mcp_call *k, const char *const *names)
-{
-	const char *key;
-	json_t *v;
-
-	json_object_foreach(k->args, key, v)
-	{
-		bool ok = false;
-		for (const char *const *n = names; *n; n++)
-			ok = ok || strcmp(*n, key) == 0;
-		if (!ok) {
-			call_fail(k, "BAD-REQUEST: unknown argument \"%s\"",
-				  key);
-			return false;
-		}
-	}
-	return true;
-}
-
-/* Sends method(params) or fails the call; returns the result of the
- * send. */
-static int send_or_fail(struct mcp_call *k, enum rpc_method method,
-			json_t *params, bool in_session)
-{
-	int r = call_send(k, method, params, in_session);
-
-	if (r < 0)
-		call_fail(k, "INTERNAL: cannot reach spd: %s", strerror(-r));
-	return r;
-}
-
-/* The common end of a one-request tool: spd's result as the tool's. */
-static void reply_plain(struct mcp_call *k, json_t *result, json_t *error)
-{
-	if (error)
-		call_fail_spd(k, error);
-	else
-		call_ok(k, json_incref(result));
-}
-
-/* ---- the tools -------------------------------------------------------------- */
-
-static int run_start(struct mcp_call *k)
-{
-	static const char *const known[] = {"argv", "cwd", "timeout", "network",
-					    NULL};
-	json_t *argv = json_object_get(k->args, "argv"), *p, *v;
-	bool bad = false;
-	const char *cwd = arg_str(k, "cwd", &bad);
-	const char *net = arg_str(k, "network", &bad);
-
-	if (!args_known(k, known))
-		return -EINVAL;
-	if (!json_is_array(argv) || json_array_size(argv) == 0) {
-		call_fail(k, "BAD-REQUEST: argv must be a non-empty array of "
-			     "strings (a program and its arguments; no shell "
-			     "string)");
-		return -EINVAL;
-	}
-	for (size_t i = 0; i < json_array_size(argv); i++)
-		if (!json_is_string(json_array_get(argv, i))) {
-			call_fail(k, "BAD-REQUEST: argv[%zu] is not a string",
-				  i);
-			return -EINVAL;
-		}
-	v = json_object_get(k->args, "timeout");
-	if (bad || (v && (!json_is_integer(v) || json_integer_value(v) <= 0))) {
-		call_fail(k, "BAD-REQUEST: cwd and network must be strings, "
-			     "timeout a positive number of seconds");
-		return -EINVAL;
-	}
-	p = json_pack("{s:O}", "argv", argv);
-	if (v)
-		json_object_set(p, "timeout", v);
-	if (net)
-		json_object_set_new(p, "net", json_string(net));
-	if (cwd) {
-		/* spd resolves cwd against its own directory and requires
-		 * it under the workspace: a relative cwd is the
-		 * workspace's. */
-		char *abs = NULL;
-		if (cwd[0] == '/')
-			abs = strdup(cwd);
-		else if (asprintf(&abs, "%s/%s", k->m->workspace, cwd) < 0)
-			abs = NULL;
-		json_object_set_new(p, "cwd", json_string(abs ? abs : cwd));
-		free(abs);
-	}
-	return send_or_fail(k, RPC_M_CMD_RUN, p, true);
-}
-
-static json_t *output_json(struct mcp_call *k, int s)
-{
-	return text_json(k->out[s].data ? k->out[s].data : "", k->out[s].len);
-}
-
-static void run_reply(struct mcp_call *k, json_t *result, json_t *error)
-{
-	json_t *o, *bd;
-
-	if (error) {
-		call_fail_spd(k, error);
-		return;
-	}
-	bd = json_object_get(result, "bytes_dropped");
-	o = json_pack(
-	    "{s:O, s:O, s:O, s:O, s:o, s:o, s:{s:I, s:I}, s:O}", "exit_code",
-	    json_object_get(result, "exit_code") ?: json_null(), "timed_out",
-	    json_object_get(result, "timed_out") ?: json_false(), "cancelled",
-	    json_object_get(result, "cancelled") ?: json_false(), "duration_ms",
-	    json_object_get(result, "duration_ms") ?: json_null(), "stdout",
-	    output_json(k, 0), "stderr", output_json(k, 1), "bytes_dropped",
-	    "stdout",
-	    json_integer_value(json_object_get(bd, "stdout")) +
-		(json_int_t)k->dropped[0],
-	    "stderr",
-	    json_integer_value(json_object_get(bd, "stderr")) +
-		(json_int_t)k->dropped[1],
-	    "warnings", json_object_get(result, "warnings") ?: json_array());
-	if (json_integer_value(json_object_get(result, "signal")) > 0)
-		json_object_set(o, "signal", json_object_get(result, "signal"));
-	if (json_is_string(json_object_get(result, "error")))
-		json_object_set(o, "error", json_object_get(result, "error"));
-	call_ok(k, o);
-}
-
-static int path_start(struct mcp_call *k, enum rpc_method method, bool optional,
-		      const char *const *known)
-{
-	bool bad = false;
-	const char *path = arg_str(k, "path", &bad);
-
-	if (!args_known(k, known))
-		return -EINVAL;
-	if (bad || (!path && !optional)) {
-		call_fail(k, "BAD-REQUEST: path must be a string: a path "
-			     "relative to the workspace");
-		return -EINVAL;
-	}
-	return send_or_fail(
-	    k, method, path ? json_pack("{s:s}", "path", path) : json_object(),
-	    true);
-}
-
-static int read_start(struct mcp_call *k)
-{
-	static const char *const known[] = {"path", NULL};
-	return path_start(k, RPC_M_FS_READ, false, known);
-}
-
-static int list_start(struct mcp_call *k)
-{
-	static const char *const known[] = {"path", NULL};
-	return path_start(k, RPC_M_FS_LIST, true, known);
-}
-
-static int write_start(struct mcp_call *k)
-{
-	static const char *const known[] = {"path", "content", NULL};
-	bool bad = false;
-	const char *path = arg_str(k, "path", &bad);
-	const char *content = arg_str(k, "content", &bad);
-
-	if (!args_known(k, known))
-		return -EINVAL;
-	if (bad || !path || !content) {
-		call_fail(k, "BAD-REQUEST: path and content must be strings");
-		return -EINVAL;
-	}
-	return send_or_fail(k, RPC_M_FS_WRITE,
-			    json_pack("{s:s, s:O}", "path", path, "content",
-				      json_object_get(k->args, "content")),
-			    true);
-}
-
-/* edit_file: read through spd, replace exactly one occurrence here, write
- * through spd.  Between the two a person may be asked; the write is
- * judged (and pinned) on the new content like any other write. */
-static int edit_start(struct mcp_call *k)
-{
-	static const char *const known[] = {"path", "old_string", "new_string",
-					    NULL};
-	bool bad = false;
-	const char *path = arg_str(k, "path", &bad);
-	const char *old = arg_str(k, "old_string", &bad);
-	const char *new = arg_str(k, "new_string", &bad);
-
-	if (!args_known(k, known))
-		return -EINVAL;
-	if (bad || !path || !old || !new) {
-		call_fail(k, "BAD-REQUEST: path, old_string and new_string "
-			     "must be strings");
-		return -EINVAL;
-	}
-	if (!old[0]) {
-		call_fail(k, "BAD-REQUEST: old_string is empty; to write a "
-			     "whole file use write_file");
-		return -EINVAL;
-	}
-	return send_or_fail(k, RPC_M_FS_READ, json_pack("{s:s}", "path", path),
-			    true);
-}
-
-static void edit_reply(struct mcp_call *k, json_t *result, json_t *error)
-{
-	json_t *c = json_object_get(result, "content");
-	json_t *old = json_object_get(k->args, "old_string");
-	json_t *new = json_object_get(k->args, "new_string");
-	const char *text, *hit = NULL, *p;
-	size_t n, on, count = 0;
-	struct buf b = {0};
-
-	if (error) {
-		call_fail_spd(k, error);
-		return;
-	}
-	if (k->step == 1) {
-		call_ok(k, json_pack("{s:O, s:O, s:i}", "path",
-				     json_object_get(result, "path"), "size",
-				     json_object_get(result, "size"),
-				     "replacements", 1));
-		return;
-	}
-	if (!json_is_string(c)) {
-		call_fail(k, "BAD-REQUEST: the file is not UTF-8 text; "
-			     "edit_file edits text only");
-		return;
-	}
-	text = json_string_value(c);
-	n = json_string_length(c);
-	/* What spd handed back is redacted: writing it back would replace
-	 * each secret in the file with its marker. */
-	if (memmem(text, n, "[redacted:", 10)) {
-		call_fail(k, "BAD-REQUEST: the file holds a value spd redacts "
-			     "([redacted:…]); editing its redacted copy would "
-			     "overwrite that value, so edit_file refuses");
-		return;
-	}
-	on = json_string_length(old);
-	for (p = text; (p = memmem(p, n - (size_t)(p - text),
-				   json_string_value(old), on));
-	     p += on)
-		if (count++ == 0)
-			hit = p;
-	if (count == 0) {
-		call_fail(k, "BAD-REQUEST: old_string does not occur in the "
-			     "file; nothing was written");
-		return;
-	}
-	if (count > 1) {
-		call_fail(k,
-			  "BAD-REQUEST: old_string occurs %zu times in the "
-			  "file; include more of the surrounding text to make "
-			  "it unique (nothing was written)",
-			  count);
-		return;
-	}
-	if (buf_append(&b, text, (size_t)(hit - text)) < 0 ||
-	    buf_append(&b, json_string_value(new), json_string_length(new)) <
-		0 ||
-	    buf_append(&b, hit + on, n - (size_t)(hit - text) - on) < 0) {
-		buf_free(&b);
-		call_fail(k, "INTERNAL: out of memory");
-		return;
-	}
-	k->step = 1;
-	send_or_fail(k, RPC_M_FS_WRITE,
-		     json_pack("{s:O, s:s%}", "path",
-			       json_object_get(k->args, "path"), "content",
-			       b.data ? b.data : "", b.len),
-		     true);
-	buf_free(&b);
-}
-
-/* search: grep in the sandbox, as any run (policy, redaction, journal);
- * spctl only parses its output. */
-static int search_start(struct mcp_call *k)
-{
-	static const char *const known[] = {"pattern", "regex", "path",
-					    "ignore_case", NULL};
-	bool bad = false;
-	const char *pattern = arg_str(k, "pattern", &bad);
-	const char *path = arg_str(k, "path", &bad);
-	json_t *regex = json_object_get(k->args, "regex");
-	json_t *icase = json_object_get(k->args, "ignore_case");
-	json_t *argv;
-
-	if (!args_known(k, known))
-		return -EINVAL;
-	if (bad || !pattern || !pattern[0] ||
-	    (regex && !json_is_boolean(regex)) ||
-	    (icase && !json_is_boolean(icase))) {
-		call_fail(k, "BAD-REQUEST: pattern must be a non-empty string, "
-			     "path a string, regex and ignore_case booleans");
-		return -EINVAL;
-	}
-	/* -r without following symlinks, -I skips binary files, -Z ends
-	 * each file name with a NUL so any name parses, -s keeps unreadable
-	 * files quiet; --exclude-dir=.git keeps git's objects out. */
-	argv =
-	    json_pack("[s, s, s, s, s]", "grep", "-rnIsZ", "--exclude-dir=.git",
-		      json_is_true(regex) ? "-E" : "-F", "--color=never");
-	if (json_is_true(icase))
-		json_array_append_new(argv, json_string("-i"));
-	json_array_append_new(argv, json_string("-e"));
-	json_array_append_new(argv, json_string(pattern));
-	json_array_append_new(argv, json_string("--"));
-	json_array_append_new(argv, json_string(path ? path : "."));
-	return send_or_fail(k, RPC_M_CMD_RUN, json_pack("{s:o}", "argv", argv),
-			    true);
-}
-
-static void search_reply(struct mcp_call *k, json_t *result, json_t *error)
-{
-	json_t *matches, *exit_code;
-	const char *p, *end;
-	bool truncated = false;
-
-	if (error) {
-		call_fail_spd(k, error);
-		return;
-	}
-	exit_code = json_object_get(result, "exit_code");
-	/* grep: 0 found, 1 nothing found, 2 trouble. */
-	if (!json_is_integer(exit_code) || json_integer_value(exit_code) > 1) {
-		char err[512];
-		size_t n = k->out[1].len < sizeof(err) - 1 ? k->out[1].len
-							   : sizeof(err) - 1;
-		memcpy(err, k->out[1].data ? k->out[1].data : "", n);
-		err[n] = '\0';
-		call_fail(k, "BAD-REQUEST: the search failed: %s",
-			  err[0] ? err : "grep did not finish");
-		return;
-	}
-	matches = json_array();
-	p = k->out[0].data ? k->out[0].data : "";
-	end = p + k->out[0].len;
-	while (p < end) {
-		const char *nul = memchr(p, '\0', (size_t)(end - p));
-		const char *nl, *colon, *name = p;
-		size_t name_len, text_len;
-		long line;
-
-		if (!nul)
-			break;
-		nl = memchr(nul + 1, '\n', (size_t)(end - nul - 1));
-		if (!nl) {
-			truncated = true; /* the run's output was capped */
-			break;
-		}
-		colon = memchr(nul + 1, ':', (size_t)(nl - nul - 1));
-		p = nl + 1;
-		if (!colon)
-			continue;
-		if (json_array_size(matches) >= MCP_SEARCH_MATCHES_MAX) {
-			truncated = true;
-			break;
-		}
-		line = strtol(nul + 1, NULL, 10);
-		name_len = (size_t)(nul - name);
-		if (name_len > 2 && name[0] == '.' && name[1] == '/') {
-			name += 2;
-			name_len -= 2;
-		}
-		text_len = (size_t)(nl - colon - 1);
-		if (text_len > MCP_SEARCH_LINE_MAX)
-			text_len = MCP_SEARCH_LINE_MAX;
-		json_array_append_new(
-		    matches, json_pack("{s:o, s:I, s:o}", "path",
-				       text_json(name, name_len), "line",
-				       (json_int_t)line, "text",
-				       text_json(colon + 1, text_len)));
-	}
-	if (k->dropped[0] ||
-	    json_integer_value(json_object_get(
-		json_object_get(result, "bytes_dropped"), "stdout")))
-		truncated = true;
-	call_ok(k, json_pack("{s:o, s:b}", "matches", matches, "truncated",
-			     truncated));
-}
-
-static int policy_start(struct mcp_call *k)
-{
-	static const char *const known[] = {"argv", "read", "write", "cwd",
-					    NULL};
-	json_t *argv = json_object_get(k->args, "argv"), *p = json_object();
-	bool bad = false;
-	const char *rd = arg_str(k, "read", &bad);
-	const char *wr = arg_str(k, "write", &bad);
-	const char *cwd = arg_str(k, "cwd", &bad);
-	int given = !!argv + !!rd + !!wr;
-
-	if (!args_known(k, known)) {
-		json_decref(p);
-		return -EINVAL;
-	}
-	if (bad || given != 1 || (argv && !json_is_array(argv))) {
-		json_decref(p);
-		call_fail(k, "BAD-REQUEST: give exactly one of argv (an array "
-			     "of strings), read or write (a path)");
-		return -EINVAL;
-	}
-	if (argv)
-		json_object_set(p, "argv", argv);
-	if (rd)
-		json_object_set_new(p, "read", json_string(rd));
-	if (wr)
-		json_object_set_new(p, "write", json_string(wr));
-	if (cwd) {
-		char *abs = NULL;
-		if (cwd[0] != '/' &&
-		    asprintf(&abs, "%s/%s", k->m->workspace, cwd) < 0)
-			abs = NULL;
-		json_object_set_new(p, "cwd", json_string(abs ? abs : cwd));
-		free(abs);
-	}
-	return send_or_fail(k, RPC_M_POLICY_CHECK, p, true);
-}
-
-static int status_start(struct mcp_call *k)
-{
-	static const char *const known[] = {NULL};
-
-	if (!args_known(k, known))
-		return -EINVAL;
-	return send_or_fail(k, RPC_M_SESSION_STATUS,
-			    k->m->operator
-				? json_pack("{s:s}", "id", k->m->session)
-				: json_object(),
-			    false);
-}
-
-#define S_PATH                                                                 \
-	"\"path\":{\"type\":\"string\",\"description\":\"relative to the "     \
-	"workspace (the session's worktree)\"}"
-
-static const struct mcp_tool tools[] = {
-    {
-	.name = "run_command",
-	.title = "Run a command in the sandbox",
-	.description =
-	    "Run a program in spd's sandbox, in the session's workspace. argv "
-	    "is the program and its arguments (never a shell string; to use a "
-	    "shell, argv is [\"sh\",\"-c\",...], which the policy may ask a "
-	    "person about). The policy decides first: a denied call returns "
-	    "an error with the rule and its reason; an ask waits for a "
-	    "person. Output is redacted and capped at 1 MiB a stream.",
-	.input_schema =
-	    "{\"type\":\"object\",\"properties\":{"
-	    "\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
-	    "\"minItems\":1},"
-	    "\"cwd\":{\"type\":\"string\",\"description\":\"a directory "
-	    "inside the workspace, relative to it\"},"
-	    "\"timeout\":{\"type\":\"integer\",\"minimum\":1,"
-	    "\"description\":\"seconds\"},"
-	    "\"network\":{\"type\":\"string\",\"enum\":[\"none\","
-	    "\"loopback\",\"proxy\",\"host\"],\"description\":\"none; "
-	    "loopback: a private lo; proxy: the hosts spd allows, through "
-	    "its HTTP proxy; host: the operator's only\"}},"
-	    "\"required\":[\"argv\"],\"additionalProperties\":false}",
-	.output_schema =
-	    "{\"type\":\"object\",\"properties\":{"
-	    "\"exit_code\":{\"type\":[\"integer\",\"null\"]},"
-	    "\"signal\":{\"type\":\"integer\"},"
-	    "\"timed_out\":{\"type\":\"boolean\"},"
-	    "\"cancelled\":{\"type\":\"boolean\"},"
-	    "\"duration_ms\":{\"type\":[\"integer\",\"null\"]},"
-	    "\"stdout\":{\"type\":\"string\"},"
-	    "\"stderr\":{\"type\":\"string\"},"
-	    "\"bytes_dropped\":{\"type\":\"object\",\"properties\":{"
-	    "\"stdout\":{\"type\":\"integer\"},\"stderr\":{\"type\":"
-	    "\"integer\"}}},"
-	    "\"warnings\":{\"type\":\"array\",\"items\":{\"type\":"
-	    "\"string\"}},"
-	    "\"error\":{\"type\":\"string\"}},"
-	    "\"required\":[\"exit_code\",\"timed_out\",\"stdout\","
-	    "\"stderr\"]}",
-	.destructive = true,
-	.open_world = true,
-	.start = run_start,
-	.reply = run_reply,
-    },
-    {
-	.name = "read_file",
-	.title = "Read a file",
-	.description = "Read a file of the workspace through spd (confined "
-		       "to the workspace, protected paths refused, secrets "
-		       "redacted). UTF-8 text comes back as content, other "
-		       "bytes as content_base64.",
-	.input_schema = "{\"type\":\"object\",\"properties\":{" S_PATH "},"
-			"\"required\":[\"path\"],\"additionalProperties\":"
-			"false}",
-	.output_schema =
-	    "{\"type\":\"object\",\"properties\":{"
-	    "\"path\":{\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
-	    "\"encoding\":{\"type\":\"string\",\"enum\":[\"utf-8\","
-	    "\"base64\"]},"
-	    "\"content\":{\"type\":\"string\"},"
-	    "\"content_base64\":{\"type\":\"string\"}},"
-	    "\"required\":[\"path\",\"size\",\"encoding\"]}",
-	.read_only = true,
-	.idempotent = true,
-	.start = read_start,
-	.reply = reply_plain,
-    },
-    {
-	.name = "write_file",
-	.title = "Write a file",
-	.description = "Create or replace a file of the workspace with "
-		       "content (UTF-8 text), through spd's policy.",
-	.input_schema = "{\"type\":\"object\",\"properties\":{" S_PATH ","
-			"\"content\":{\"type\":\"string\"}},"
-			"\"required\":[\"path\",\"content\"],"
-			"\"additionalProperties\":false}",
-	.output_schema = "{\"type\":\"object\",\"properties\":{"
-			 "\"path\":{\"type\":\"string\"},"
-			 "\"size\":{\"type\":\"integer\"}},"
-			 "\"required\":[\"path\"]}",
-	.destructive = true,
-	.idempotent = true,
-	.start = write_start,
-	.reply = reply_plain,
-    },
-    {
-	.name = "edit_file",
-	.title = "Replace one exact string in a file",
-	.description =
-	    "Replace old_string with new_string in a file of the workspace. "
-	    "old_string must occur exactly once (an exact match, whitespace "
-	    "included); otherwise nothing is written and the error says how "
-	    "often it occurs.",
-	.input_schema = "{\"type\":\"object\",\"properties\":{" S_PATH ","
-			"\"old_string\":{\"type\":\"string\",\"minLength\":1},"
-			"\"new_string\":{\"type\":\"string\"}},"
-			"\"required\":[\"path\",\"old_string\",\"new_"
-			"string\"],\"additionalProperties\":false}",
-	.output_schema = "{\"type\":\"object\",\"properties\":{"
-			 "\"path\":{\"type\":\"string\"},"
-			 "\"size\":{\"type\":\"integer\"},"
-			 "\"replacements\":{\"type\":\"integer\"}},"
-			 "\"required\":[\"path\",\"replacements\"]}",
-	.destructive = true,
-	.start = edit_start,
-	.reply = edit_reply,
-    },
-    {
-	.name = "list_dir",
-	.title = "List a directory",
-	.description = "The entries of a directory of the workspace (the "
-		       "workspace itself without path).",
-	.input_schema = "{\"type\":\"object\",\"properties\":{" S_PATH "},"
-			"\"additionalProperties\":false}",
-	.output_schema =
-	    "{\"type\":\"object\",\"properties\":{"
-	    "\"path\":{\"type\":\"string\"},"
-	    "\"entries\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
-	    "\"properties\":{\"name\":{\"type\":\"string\"},\"type\":{"
-	    "\"type\":\"string\"},\"size\":{\"type\":\"integer\"},"
-	    "\"mode\":{\"type\":\"integer\"},\"mtime_ns\":{\"type\":"
-	    "\"integer\"}},\"required\":[\"name\",\"type\"]}},"
-	    "\"truncated\":{\"type\":\"boolean\"},"
-	    "\"skipped\":{\"type\":\"integer\"}},"
-	    "\"required\":[\"entries\"]}",
-	.read_only = true,
-	.idempotent = true,
-	.start = list_start,
-	.reply = reply_plain,
-    },
-    {
-	.name = "search",
-	.title = "Search the workspace",
-	.description =
-	    "Find lines that contain pattern (a fixed string, or an extended "
-	    "regular expression with regex: true) in the workspace's text "
-	    "files, or under path; .git is skipped. Runs grep in the "
-	    "sandbox, so output is redacted like any run's.",
-	.input_schema =
-	    "{\"type\":\"object\",\"properties\":{"
-	    "\"pattern\":{\"type\":\"string\",\"minLength\":1},"
-	    "\"regex\":{\"type\":\"boolean\",\"default\":false},"
-	    "\"ignore_case\":{\"type\":\"boolean\",\"default\":false}," S_PATH
-	    "},\"required\":[\"pattern\"],\"additionalProperties\":false}",
-	.output_schema =
-	    "{\"type\":\"object\",\"properties\":{"
-	    "\"matches\":{\"type\":\"array\",\"items\":{\"type\":\"object\","
-	    "\"properties\":{\"path\":{\"type\":\"string\"},\"line\":{"
-	    "\"type\":\"integer\"},\"text\":{\"type\":\"string\"}},"
-	    "\"required\":[\"path\",\"line\",\"text\"]}},"
-	    "\"truncated\":{\"type\":\"boolean\"}},"
-	    "\"required\":[\"matches\",\"truncated\"]}",
-	.read_only = true,
-	.idempotent = true,
-	.start = search_start,
-	.reply = search_reply,
-    },
-    {
-	.name = "policy_check",
-	.title = "Ask how the policy classifies a call",
-	.description =
-	    "How spd's policy would classify running argv, or reading or "
-	    "writing a path: allow, ask (a person decides) or deny, with the "
-	    "rule and its reason. Nothing is run.",
-	.input_schema =
-	    "{\"type\":\"object\",\"properties\":{"
-	    "\"argv\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},"
-	    "\"minItems\":1},"
-	    "\"read\":{\"type\":\"string\"},\"write\":{\"type\":\"string\"},"
-	    "\"cwd\":{\"type\":\"string\"}},"
-	    "\"additionalProperties\":false}",
-	.output_schema =
-	    "{\"type\":\"object\",\"properties\":{"
-	    "\"decision\":{\"type\":\"string\",\"enum\":[\"allow\",\"ask\","
-	    "\"deny\",\"bad-request\"]},"
-	    "\"rule\":{\"type\":\"string\"},\"reason\":{\"type\":"
-	    "\"string\"},\"resolved\":{\"type\":\"object\"}},"
-	    "\"required\":[\"decision\",\"rule\",\"reason\"]}",
-	.read_only = true,
-	.idempotent = true,
-	.start = policy_start,
-	.reply = reply_plain,
-    },
-    {
-	.name = "session_status",
-	.title = "The session's state",
-	.description = "The session this server acts in: its id, state "
-		       "(active, attempt-ended, ended), worktree, branch, "
-		       "commands run and calls the policy blocked.",
-	.input_schema = "{\"type\":\"object\",\"properties\":{},"
-			"\"additionalProperties\":false}",
-	.output_schema =
-	    "{\"type\":\"object\",\"properties\":{"
-	    "\"id\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},"
-	    "\"worktree\":{\"type\":\"string\"},\"branch\":{\"type\":"
-	    "\"string\"},\"commands\":{\"type\":\"integer\"},"
-	    "\"policy_blocks\":{\"type\":\"integer\"}},"
-	    "\"required\":[\"id\",\"state\"]}",
-	.read_only = true,
-	.idempotent = true,
-	.start = status_start,
-	.reply = reply_plain,
-    },
-};
 
 /* ---- MCP methods ---------------------------------------------------------- */
 
@@ -1310,8 +587,8 @@ static void on_tools_list(struct mcp *m, json_t *id)
 {
 	json_t *arr = json_array();
 
-	for (size_t i = 0; i < ARRAY_SIZE(tools); i++)
-		json_array_append_new(arr, tool_json(m, &tools[i]));
+	for (size_t i = 0; i < mcp_tools_n; i++)
+		json_array_append_new(arr, tool_json(m, &mcp_tools[i]));
 	mcp_result(m, id, json_pack("{s:o}", "tools", arr));
 }
 
@@ -1324,9 +601,9 @@ static void on_tools_call(struct mcp *m, json_t *id, json_t *params)
 	char errbuf[512];
 	int slot = -1, r;
 
-	for (size_t i = 0; name && i < ARRAY_SIZE(tools); i++)
-		if (strcmp(name, tools[i].name) == 0)
-			t = &tools[i];
+	for (size_t i = 0; name && i < mcp_tools_n; i++)
+		if (strcmp(name, mcp_tools[i].name) == 0)
+			t = &mcp_tools[i];
 	if (!t) {
 		/* The spec's one protocol error for a call: an unknown
 		 * tool. */
@@ -1352,19 +629,20 @@ static void on_tools_call(struct mcp *m, json_t *id, json_t *params)
 	    json_object_get(json_object_get(params, "_meta"), "progressToken"));
 	k->args = args ? json_incref(args) : json_object();
 	if (!json_is_object(k->args)) {
-		call_fail(k, "BAD-REQUEST: arguments must be an object");
+		mcp_call_fail(k, "BAD-REQUEST: arguments must be an object");
 		goto out;
 	}
 	if (slot < 0) {
-		call_fail(k,
-			  "LIMIT: %d tool calls are in flight already; wait "
-			  "for one to finish",
-			  MCP_CALLS_MAX);
+		mcp_call_fail(
+		    k,
+		    "LIMIT: %d tool calls are in flight already; wait "
+		    "for one to finish",
+		    MCP_CALLS_MAX);
 		goto out;
 	}
 	r = client_open(&k->spd, errbuf, sizeof(errbuf));
 	if (r < 0) {
-		call_fail(k, "INTERNAL: %s", errbuf);
+		mcp_call_fail(k, "INTERNAL: %s", errbuf);
 		goto out;
 	}
 	if (t->start(k) < 0 || k->done)
@@ -1605,20 +883,20 @@ int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv)
 	if (ex)
 		goto out;
 	m.schemas = json_object();
-	for (size_t i = 0; i < ARRAY_SIZE(tools); i++) {
+	for (size_t i = 0; i < mcp_tools_n; i++) {
 		json_error_t je;
-		json_t *in = json_loads(tools[i].input_schema, 0, &je);
-		json_t *outs = json_loads(tools[i].output_schema, 0, &je);
+		json_t *in = json_loads(mcp_tools[i].input_schema, 0, &je);
+		json_t *outs = json_loads(mcp_tools[i].output_schema, 0, &je);
 		if (!in || !outs) {
 			fprintf(stderr, "spctl mcp: %s's schema: %s\n",
-				tools[i].name, je.text);
+				mcp_tools[i].name, je.text);
 			json_decref(in);
 			json_decref(outs);
 			ex = CMD_EXIT_SPD;
 			goto out;
 		}
 		json_object_set_new(
-		    m.schemas, tools[i].name,
+		    m.schemas, mcp_tools[i].name,
 		    json_pack("{s:o, s:o}", "input", in, "output", outs));
 	}
 	fprintf(stderr, "spctl mcp: serving session %s (%s) on stdio\n",

@@ -149,6 +149,9 @@ size_t redact_set_max_len(const struct redact_set *s);
 int redact_forms(const void *value, size_t len,
 		 int (*cb)(const void *form, size_t n, void *userdata),
 		 void *userdata);
+/* The longest form of a len-byte value: a JSON \u00XX escape per byte,
+ * plus slack (common/redact_forms.c). */
+#define REDACT_FORM_MAX(len) (6 * (len) + 16)
 
 /*
  * Redact the n bytes at in (may contain NUL; in may be NULL when n is 0).

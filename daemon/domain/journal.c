@@ -1,5 +1,8 @@
 /*
- * The hash-chained journal.  See journal.h for the threads and the
+ * The hash-chained journal: rows and their hash, the head file, and the
+ * loop side (open, append, flush, close).  The writer thread is
+ * journal_writer.c, queries and verification journal_read.c; what the
+ * three share is journal_priv.h.  See journal.h for the threads and the
  * durability promise.
  *
  * Locking: j->mu guards the chain's tip (last_id, last_hash), the queue of
@@ -11,17 +14,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <sqlite3.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,101 +30,16 @@
 #include "common/utf8.h"
 #include "common/util.h"
 #include "daemon/domain/journal.h"
+#include "daemon/domain/journal_priv.h"
 
-#define HASH_HEX 64
 #define HASH_BYTES 32
-/* The first row's prev_hash. */
-static const char zero_hash[HASH_HEX + 1] =
-    "0000000000000000000000000000000000000000000000000000000000000000";
 /* Names the encoding, so that a future change of it cannot collide. */
 #define HASH_DOMAIN "spd-journal-v1"
 #define HEAD_MAGIC "spd-journal-head-v1"
 /* A NULL text field, distinct from every length (and from ""). */
 #define HASH_NULL UINT64_MAX
-/* How long the writer waits before retrying a failed commit or sync. */
-#define WRITE_RETRY_MS 100
-/*
- * Attempts at a failed commit once journal_close() was called: close must
- * end even when the disk is gone; the rows are then lost and reported.
- */
-#define CLOSE_WRITE_ATTEMPTS 3
-/* How long a statement waits on a lock held by another connection (an
- * operator's sqlite3 shell, a checkpoint) before failing. */
-#define BUSY_TIMEOUT_MS 5000
-
-struct evvec {
-	struct journal_event *v;
-	size_t n, cap;
-	size_t bytes; /* heap bytes of the rows, for the queue's maximum */
-};
-
-struct journal {
-	uv_loop_t *loop;
-	uv_async_t async; /* writer → loop: rows committed, writer exited */
-	char *path, *head_path, *head_tmp, *lock_path;
-	/*
-	 * "<path>.lock", flock'd: one journal per file.  A separate file
-	 * because closing any descriptor of the database itself would drop
-	 * SQLite's POSIX locks on it.
-	 */
-	int lock_fd;
-	int dir_fd; /* to fsync the head file's rename */
-
-	sqlite3 *db; /* the writer's */
-	sqlite3_stmt *insert;
-
-	pthread_mutex_t read_mu;
-	sqlite3 *rdb; /* read-only, opened on the first query */
-
-	pthread_t writer;
-	pthread_mutex_t mu;
-	pthread_cond_t wake;	 /* to the writer: rows queued, flush, stop */
-	pthread_cond_t progress; /* from the writer: commit, sync, failure */
-
-	/* Under mu. */
-	int64_t last_id;
-	char last_hash[HASH_HEX + 1];
-	struct evvec pending; /* appended, not yet committed */
-	size_t queue_max;     /* most bytes in pending */
-	struct evvec done;    /* committed, not yet delivered */
-	int64_t committed_id;
-	char committed_hash[HASH_HEX + 1];
-	int64_t synced_id; /* durable and recorded in the head file */
-	int64_t flush_target;
-	struct timespec last_sync;
-	uint64_t failures;
-	int last_err;
-	int lost_err;
-	bool stopping;
-	bool writer_exited;
-	bool async_ready; /* the writer may signal the loop */
-
-	/* Atomics, read from any thread. */
-	int64_t count;
-	int64_t size;
-
-	/* Loop thread only. */
-	journal_commit_cb commit_cb;
-	void *commit_data;
-	char *(*filter)(void *data, const char *text);
-	void *filter_data;
-	unsigned works;
-	bool closing;
-	bool close_started;
-	void (*close_cb)(void *data, int err);
-	void *close_data;
-};
 
 /* ---- rows and their hash ---- */
-
-/* The fields of a row as stored, as (pointer, length); NULL for SQL NULL. */
-enum { F_SESSION, F_ACTOR, F_KIND, F_SUMMARY, F_DETAIL, F_PREV, F_COUNT };
-struct row_view {
-	int64_t id;
-	int64_t time_us;
-	const char *text[F_COUNT];
-	size_t len[F_COUNT];
-};
 
 static void hash_u64(crypto_generichash_state *st, uint64_t v)
 {
@@ -151,8 +66,7 @@ static void hash_text(crypto_generichash_state *st, const char *s, size_t n)
  * and its bytes (HASH_NULL for NULL).  Every field is length-prefixed, so
  * no two different rows encode the same.
  */
-static void row_hash(const struct row_view *r, int64_t id,
-		     char ret[HASH_HEX + 1])
+void jnl_row_hash(const struct row_view *r, int64_t id, char ret[HASH_HEX + 1])
 {
 	crypto_generichash_state st;
 	unsigned char bin[HASH_BYTES];
@@ -189,7 +103,7 @@ static void event_clear(struct journal_event *e)
 	memset(e, 0, sizeof(*e));
 }
 
-static void evvec_free(struct evvec *v)
+void jnl_evvec_free(struct evvec *v)
 {
 	for (size_t i = 0; i < v->n; i++)
 		event_clear(&v->v[i]);
@@ -197,7 +111,7 @@ static void evvec_free(struct evvec *v)
 	memset(v, 0, sizeof(*v));
 }
 
-static int evvec_reserve(struct evvec *v, size_t more)
+int jnl_evvec_reserve(struct evvec *v, size_t more)
 {
 	struct journal_event *nv;
 	size_t cap;
@@ -216,7 +130,7 @@ static int evvec_reserve(struct evvec *v, size_t more)
 }
 
 /* Move all of src's rows to the end of dst; src is left empty. */
-static int evvec_move(struct evvec *dst, struct evvec *src)
+int jnl_evvec_move(struct evvec *dst, struct evvec *src)
 {
 	if (dst->n == 0) {
 		free(dst->v);
@@ -224,7 +138,7 @@ static int evvec_move(struct evvec *dst, struct evvec *src)
 		memset(src, 0, sizeof(*src));
 		return 0;
 	}
-	if (evvec_reserve(dst, src->n) < 0)
+	if (jnl_evvec_reserve(dst, src->n) < 0)
 		return -ENOMEM;
 	memcpy(dst->v + dst->n, src->v, src->n * sizeof(*src->v));
 	dst->n += src->n;
@@ -234,7 +148,7 @@ static int evvec_move(struct evvec *dst, struct evvec *src)
 	return 0;
 }
 
-static int sqlite_errno(int rc)
+int jnl_sqlite_errno(int rc)
 {
 	switch (rc & 0xff) {
 	case SQLITE_OK:
@@ -266,9 +180,9 @@ static int sqlite_errno(int rc)
 	}
 }
 
-static int exec(sqlite3 *db, const char *sql)
+int jnl_exec(sqlite3 *db, const char *sql)
 {
-	return sqlite_errno(sqlite3_exec(db, sql, NULL, NULL, NULL));
+	return jnl_sqlite_errno(sqlite3_exec(db, sql, NULL, NULL, NULL));
 }
 
 static bool is_hex_hash(const char *s, size_t n)
@@ -283,7 +197,7 @@ static bool is_hex_hash(const char *s, size_t n)
 }
 
 /* Copy a stored hash column into out ("" when it is not a hash). */
-static void column_hash(sqlite3_stmt *st, int col, char out[HASH_HEX + 1])
+void jnl_column_hash(sqlite3_stmt *st, int col, char out[HASH_HEX + 1])
 {
 	const char *s = (const char *)sqlite3_column_text(st, col);
 	size_t n = (size_t)sqlite3_column_bytes(st, col);
@@ -303,33 +217,10 @@ static int64_t now_us(void)
 	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static struct timespec mono_after(const struct timespec *t, long ms)
-{
-	struct timespec r = *t;
-
-	r.tv_sec += ms / 1000;
-	r.tv_nsec += (ms % 1000) * 1000000L;
-	if (r.tv_nsec >= 1000000000L) {
-		r.tv_sec++;
-		r.tv_nsec -= 1000000000L;
-	}
-	return r;
-}
-
-static bool mono_reached(const struct timespec *deadline)
-{
-	struct timespec now;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	return now.tv_sec > deadline->tv_sec ||
-	       (now.tv_sec == deadline->tv_sec &&
-		now.tv_nsec >= deadline->tv_nsec);
-}
-
 /* ---- the head file ---- */
 
-static int head_read(const char *head_path, int64_t *ret_id,
-		     char ret_hash[HASH_HEX + 1])
+int jnl_head_read(const char *head_path, int64_t *ret_id,
+		  char ret_hash[HASH_HEX + 1])
 {
 	char buf[256], hash[HASH_HEX + 2];
 	long long id;
@@ -353,7 +244,7 @@ static int head_read(const char *head_path, int64_t *ret_id,
 
 /* Replace the head file atomically and durably: a reader sees the old or
  * the new head, and after a power loss the head is one that was synced. */
-static int head_write(struct journal *j, int64_t id, const char *hash)
+int jnl_head_write(struct journal *j, int64_t id, const char *hash)
 {
 	char buf[256];
 	int fd, n, r = 0;
@@ -383,223 +274,14 @@ out:
 	return r;
 }
 
-/* ---- the writer thread ---- */
-
-static void update_size(struct journal *j)
-{
-	struct stat st;
-	int64_t size = 0;
-	char wal[PATH_MAX];
-
-	if (stat(j->path, &st) == 0)
-		size += st.st_size;
-	if ((size_t)snprintf(wal, sizeof(wal), "%s-wal", j->path) <
-		sizeof(wal) &&
-	    stat(wal, &st) == 0)
-		size += st.st_size;
-	__atomic_store_n(&j->size, size, __ATOMIC_RELAXED);
-}
-
-/* One transaction for the whole batch: the group commit. */
-static int write_batch(struct journal *j, const struct evvec *b)
-{
-	sqlite3_stmt *st = j->insert;
-	int r;
-
-	r = exec(j->db, "BEGIN IMMEDIATE");
-	if (r < 0)
-		return r;
-	for (size_t i = 0; i < b->n; i++) {
-		const struct journal_event *e = &b->v[i];
-
-		sqlite3_bind_int64(st, 1, e->id);
-		sqlite3_bind_int64(st, 2, e->time_us);
-		sqlite3_bind_text(st, 3, e->session, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, e->actor, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 5, e->kind, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 6, e->summary, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 7, e->detail, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 8, e->prev_hash, HASH_HEX, SQLITE_STATIC);
-		sqlite3_bind_text(st, 9, e->hash, HASH_HEX, SQLITE_STATIC);
-		r = sqlite_errno(sqlite3_step(st));
-		sqlite3_reset(st);
-		if (r < 0)
-			goto out;
-	}
-	sqlite3_clear_bindings(st);
-	r = exec(j->db, "COMMIT");
-out:
-	if (r < 0) {
-		sqlite3_clear_bindings(st);
-		exec(j->db, "ROLLBACK");
-	}
-	return r;
-}
-
-/*
- * Make every committed row durable.  With synchronous=NORMAL a commit
- * only writes the WAL; syncing the WAL (through SQLite's own handle)
- * covers every frame so far, and checkpoints already synced the rest into
- * the database file.
- */
-static int sync_db(struct journal *j)
-{
-	static const int ops[] = {SQLITE_FCNTL_JOURNAL_POINTER,
-				  SQLITE_FCNTL_FILE_POINTER};
-
-	for (size_t i = 0; i < ARRAY_SIZE(ops); i++) {
-		sqlite3_file *f = NULL;
-		int rc;
-
-		if (sqlite3_file_control(j->db, "main", ops[i], &f) !=
-			SQLITE_OK ||
-		    !f || !f->pMethods)
-			continue;
-		rc = f->pMethods->xSync(f, SQLITE_SYNC_NORMAL);
-		if (rc != SQLITE_OK)
-			return sqlite_errno(rc);
-	}
-	return 0;
-}
-
-static void writer_wait(struct journal *j, long ms)
-{
-	struct timespec now, deadline;
-
-	clock_gettime(CLOCK_MONOTONIC, &now);
-	deadline = mono_after(&now, ms);
-	pthread_cond_timedwait(&j->wake, &j->mu, &deadline);
-}
-
-/* Whether committed rows should be synced and the head recorded now. */
-static bool sync_due(struct journal *j)
-{
-	struct timespec deadline;
-
-	if (j->committed_id <= j->synced_id)
-		return false;
-	if (j->flush_target > j->synced_id || j->stopping)
-		return true;
-	deadline = mono_after(&j->last_sync, JOURNAL_SYNC_INTERVAL_MS);
-	return mono_reached(&deadline);
-}
-
-static void *writer_main(void *arg)
-{
-	struct journal *j = arg;
-	unsigned close_attempts = 0;
-	bool async_ready;
-
-	pthread_mutex_lock(&j->mu);
-	for (;;) {
-		if (j->pending.n > 0) {
-			struct evvec batch = j->pending;
-			int r;
-
-			memset(&j->pending, 0, sizeof(j->pending));
-			pthread_mutex_unlock(&j->mu);
-			r = write_batch(j, &batch);
-			if (r == 0)
-				update_size(j);
-			pthread_mutex_lock(&j->mu);
-			if (r < 0) {
-				/* Keep the rows, in order, ahead of newer ones:
-				 * the chain in memory already links to them. */
-				if (evvec_move(&batch, &j->pending) == 0) {
-					j->pending = batch;
-				} else {
-					/* Out of memory: the rows are lost and
-					 * verify will report the gap. */
-					evvec_free(&batch);
-					j->lost_err = -ENOMEM;
-				}
-				j->last_err = r;
-				j->failures++;
-				pthread_cond_broadcast(&j->progress);
-				if (j->stopping &&
-				    ++close_attempts >= CLOSE_WRITE_ATTEMPTS) {
-					j->lost_err = r;
-					evvec_free(&j->pending);
-					break;
-				}
-				writer_wait(j, WRITE_RETRY_MS);
-				continue;
-			}
-			j->committed_id = batch.v[batch.n - 1].id;
-			memcpy(j->committed_hash, batch.v[batch.n - 1].hash,
-			       HASH_HEX + 1);
-			batch.bytes = 0;
-			if (evvec_move(&j->done, &batch) < 0)
-				evvec_free(&batch); /* nobody hears of them */
-			uv_async_send(&j->async);
-			pthread_cond_broadcast(&j->progress);
-		}
-		if (sync_due(j)) {
-			int64_t id = j->committed_id;
-			char hash[HASH_HEX + 1];
-			int r;
-
-			memcpy(hash, j->committed_hash, sizeof(hash));
-			pthread_mutex_unlock(&j->mu);
-			r = sync_db(j);
-			if (r == 0)
-				r = head_write(j, id, hash);
-			pthread_mutex_lock(&j->mu);
-			clock_gettime(CLOCK_MONOTONIC, &j->last_sync);
-			if (r < 0) {
-				j->last_err = r;
-				j->failures++;
-				pthread_cond_broadcast(&j->progress);
-				if (j->stopping &&
-				    ++close_attempts >= CLOSE_WRITE_ATTEMPTS) {
-					j->lost_err = r;
-					break;
-				}
-				writer_wait(j, WRITE_RETRY_MS);
-				continue;
-			}
-			j->synced_id = id;
-			pthread_cond_broadcast(&j->progress);
-		}
-		if (j->pending.n > 0)
-			continue;
-		if (j->stopping && j->committed_id <= j->synced_id)
-			break;
-		if (j->committed_id > j->synced_id) {
-			struct timespec deadline =
-			    mono_after(&j->last_sync, JOURNAL_SYNC_INTERVAL_MS);
-
-			pthread_cond_timedwait(&j->wake, &j->mu, &deadline);
-		} else {
-			pthread_cond_wait(&j->wake, &j->mu);
-		}
-	}
-	pthread_mutex_unlock(&j->mu);
-
-	sqlite3_finalize(j->insert);
-	j->insert = NULL;
-	sqlite3_close(j->db);
-	j->db = NULL;
-	update_size(j);
-
-	pthread_mutex_lock(&j->mu);
-	j->writer_exited = true;
-	async_ready = j->async_ready;
-	pthread_cond_broadcast(&j->progress);
-	pthread_mutex_unlock(&j->mu);
-	if (async_ready)
-		uv_async_send(&j->async);
-	return NULL;
-}
-
 /* ---- the loop side ---- */
 
 static void journal_free(struct journal *j)
 {
 	if (!j)
 		return;
-	evvec_free(&j->pending);
-	evvec_free(&j->done);
+	jnl_evvec_free(&j->pending);
+	jnl_evvec_free(&j->done);
 	sqlite3_finalize(j->insert);
 	sqlite3_close(j->db);
 	sqlite3_close(j->rdb);
@@ -630,7 +312,7 @@ static void on_closed(uv_handle_t *h)
 		cb(data, err);
 }
 
-static void maybe_finish_close(struct journal *j)
+void jnl_maybe_finish_close(struct journal *j)
 {
 	bool exited;
 
@@ -658,11 +340,11 @@ static void on_async(uv_async_t *h)
 	pthread_mutex_unlock(&j->mu);
 	if (done.n > 0 && j->commit_cb)
 		j->commit_cb(j->commit_data, done.v, done.n);
-	evvec_free(&done);
-	maybe_finish_close(j);
+	jnl_evvec_free(&done);
+	jnl_maybe_finish_close(j);
 }
 
-static char *path_suffix(const char *path, const char *suffix)
+char *jnl_path_suffix(const char *path, const char *suffix)
 {
 	char *s;
 
@@ -707,28 +389,28 @@ static int load_tip(struct journal *j)
 	char head_hash[HASH_HEX + 1];
 	int r, rc;
 
-	r = sqlite_errno(sqlite3_prepare_v2(
+	r = jnl_sqlite_errno(sqlite3_prepare_v2(
 	    j->db, "SELECT id, hash FROM events ORDER BY id DESC LIMIT 1", -1,
 	    &st, NULL));
 	if (r < 0)
 		goto out;
 	j->last_id = 0;
-	memcpy(j->last_hash, zero_hash, sizeof(zero_hash));
+	memcpy(j->last_hash, jnl_zero_hash, sizeof(jnl_zero_hash));
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		j->last_id = sqlite3_column_int64(st, 0);
-		column_hash(st, 1, j->last_hash);
+		jnl_column_hash(st, 1, j->last_hash);
 		if (j->last_id <= 0 || !j->last_hash[0]) {
 			r = -SPD_ECORRUPT;
 			goto out;
 		}
-	} else if ((r = sqlite_errno(rc)) < 0) {
+	} else if ((r = jnl_sqlite_errno(rc)) < 0) {
 		goto out;
 	}
 	sqlite3_finalize(st);
 	st = NULL;
 
-	r = sqlite_errno(sqlite3_prepare_v2(
+	r = jnl_sqlite_errno(sqlite3_prepare_v2(
 	    j->db, "SELECT count(*) FROM events", -1, &st, NULL));
 	if (r < 0)
 		goto out;
@@ -740,14 +422,14 @@ static int load_tip(struct journal *j)
 	sqlite3_finalize(st);
 	st = NULL;
 
-	r = head_read(j->head_path, &head_id, head_hash);
+	r = jnl_head_read(j->head_path, &head_id, head_hash);
 	if (r == -ENOENT && j->last_id == 0) {
 		/* A new journal: record its empty head at once, so that a
 		 * head file that goes missing later is itself evidence. */
-		r = head_write(j, 0, zero_hash);
+		r = jnl_head_write(j, 0, jnl_zero_hash);
 		if (r < 0)
 			goto out;
-		memcpy(head_hash, zero_hash, sizeof(zero_hash));
+		memcpy(head_hash, jnl_zero_hash, sizeof(jnl_zero_hash));
 	} else if (r < 0) {
 		r = r == -ENOENT ? -SPD_ECORRUPT : r;
 		goto out;
@@ -759,7 +441,7 @@ static int load_tip(struct journal *j)
 	if (head_id > 0) {
 		char stored[HASH_HEX + 1];
 
-		r = sqlite_errno(sqlite3_prepare_v2(
+		r = jnl_sqlite_errno(sqlite3_prepare_v2(
 		    j->db, "SELECT hash FROM events WHERE id = ?", -1, &st,
 		    NULL));
 		if (r < 0)
@@ -769,7 +451,7 @@ static int load_tip(struct journal *j)
 			r = -SPD_ECORRUPT;
 			goto out;
 		}
-		column_hash(st, 0, stored);
+		jnl_column_hash(st, 0, stored);
 		if (strcmp(stored, head_hash) != 0) {
 			r = -SPD_ECORRUPT;
 			goto out;
@@ -790,15 +472,15 @@ static int open_db(struct journal *j)
 	sqlite3_stmt *st = NULL;
 	int r;
 
-	r = sqlite_errno(
+	r = jnl_sqlite_errno(
 	    sqlite3_open_v2(j->path, &j->db,
 			    SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX, NULL));
 	if (r < 0)
 		return r;
 	sqlite3_extended_result_codes(j->db, 0);
 	sqlite3_busy_timeout(j->db, BUSY_TIMEOUT_MS);
-	r = sqlite_errno(sqlite3_prepare_v2(j->db, "PRAGMA journal_mode=WAL",
-					    -1, &st, NULL));
+	r = jnl_sqlite_errno(sqlite3_prepare_v2(
+	    j->db, "PRAGMA journal_mode=WAL", -1, &st, NULL));
 	if (r < 0)
 		return r;
 	if (sqlite3_step(st) != SQLITE_ROW ||
@@ -807,16 +489,16 @@ static int open_db(struct journal *j)
 		return -EIO;
 	}
 	sqlite3_finalize(st);
-	r = exec(j->db, "PRAGMA synchronous=NORMAL");
+	r = jnl_exec(j->db, "PRAGMA synchronous=NORMAL");
 	if (r < 0)
 		return r;
-	r = exec(j->db, schema);
+	r = jnl_exec(j->db, schema);
 	if (r < 0)
 		return r;
 	r = load_tip(j);
 	if (r < 0)
 		return r;
-	return sqlite_errno(sqlite3_prepare_v3(
+	return jnl_sqlite_errno(sqlite3_prepare_v3(
 	    j->db,
 	    "INSERT INTO events(id, time, session, actor, kind, summary, "
 	    "detail, prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -867,9 +549,9 @@ int journal_open(uv_loop_t *loop, const char *path, struct journal **ret)
 	}
 	clock_gettime(CLOCK_MONOTONIC, &j->last_sync);
 	j->path = strdup(path);
-	j->head_path = path_suffix(path, ".head");
-	j->head_tmp = path_suffix(path, ".head.tmp");
-	j->lock_path = path_suffix(path, ".lock");
+	j->head_path = jnl_path_suffix(path, ".head");
+	j->head_tmp = jnl_path_suffix(path, ".head.tmp");
+	j->lock_path = jnl_path_suffix(path, ".lock");
 	if (!j->path || !j->head_path || !j->head_tmp || !j->lock_path) {
 		r = -ENOMEM;
 		goto fail;
@@ -900,7 +582,7 @@ int journal_open(uv_loop_t *loop, const char *path, struct journal **ret)
 	r = open_db(j);
 	if (r < 0)
 		goto fail;
-	update_size(j);
+	jnl_update_size(j);
 
 	/* Signals belong to the loop thread.  The writer starts before the
 	 * async handle exists, so that a failure to start either leaves
@@ -908,7 +590,7 @@ int journal_open(uv_loop_t *loop, const char *path, struct journal **ret)
 	 * committed, and none can be queued before this returns. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	r = -pthread_create(&j->writer, NULL, writer_main, j);
+	r = -pthread_create(&j->writer, NULL, jnl_writer_main, j);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (r < 0)
 		goto fail;
@@ -1100,7 +782,7 @@ int64_t journal_append(struct journal *j, const char *session,
 		r = -ENOBUFS;
 		goto unlock;
 	}
-	r = evvec_reserve(&j->pending, 1);
+	r = jnl_evvec_reserve(&j->pending, 1);
 	if (r < 0)
 		goto unlock;
 	id = j->last_id + 1;
@@ -1108,7 +790,7 @@ int64_t journal_append(struct journal *j, const char *session,
 	memcpy(e.prev_hash, j->last_hash, sizeof(e.prev_hash));
 	v.id = id;
 	v.text[F_PREV] = e.prev_hash;
-	row_hash(&v, id, e.hash);
+	jnl_row_hash(&v, id, e.hash);
 	j->pending.v[j->pending.n++] = e;
 	j->pending.bytes += bytes;
 	j->last_id = id;
@@ -1170,487 +852,5 @@ void journal_close(struct journal *j, void (*cb)(void *data, int err),
 	j->stopping = true;
 	pthread_cond_signal(&j->wake);
 	pthread_mutex_unlock(&j->mu);
-	maybe_finish_close(j);
-}
-
-/* ---- reading: queries and verification ---- */
-
-static int open_readonly(const char *path, sqlite3 **ret)
-{
-	sqlite3 *db = NULL;
-	int r;
-
-	if (access(path, F_OK) < 0)
-		return -errno;
-	r = sqlite_errno(sqlite3_open_v2(
-	    path, &db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, NULL));
-	if (r < 0) {
-		sqlite3_close(db);
-		return r;
-	}
-	sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
-	*ret = db;
-	return 0;
-}
-
-static char *column_dup(sqlite3_stmt *st, int col, bool never_null)
-{
-	const char *s = (const char *)sqlite3_column_text(st, col);
-
-	if (!s)
-		return never_null ? strdup("") : NULL;
-	return strndup(s, (size_t)sqlite3_column_bytes(st, col));
-}
-
-static const char query_sql[] =
-    "SELECT id, time, session, actor, kind, summary, detail, prev_hash, "
-    "hash FROM events WHERE id > ?1 AND (?2 IS NULL OR kind = ?2) AND "
-    "(?3 IS NULL OR session = ?3) ORDER BY id LIMIT ?4";
-static const char tail_sql[] =
-    "SELECT * FROM (SELECT id, time, session, actor, kind, summary, "
-    "detail, prev_hash, hash FROM events WHERE (?2 IS NULL OR kind = ?2) "
-    "AND (?3 IS NULL OR session = ?3) ORDER BY id DESC LIMIT ?4) "
-    "ORDER BY id";
-
-static int run_query(sqlite3 *db, const struct journal_filter *f,
-		     struct evvec *ret)
-{
-	sqlite3_stmt *st = NULL;
-	struct evvec res = {0};
-	int r, rc, limit = f->limit;
-
-	if (limit <= 0 || limit > JOURNAL_QUERY_LIMIT_MAX)
-		limit = JOURNAL_QUERY_LIMIT_MAX;
-	r = sqlite_errno(sqlite3_prepare_v2(
-	    db, f->since < 0 ? tail_sql : query_sql, -1, &st, NULL));
-	if (r < 0)
-		goto out;
-	sqlite3_bind_int64(st, 1, f->since);
-	sqlite3_bind_text(st, 2, f->kind, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, f->session, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 4, limit);
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct journal_event *e;
-
-		r = evvec_reserve(&res, 1);
-		if (r < 0)
-			goto out;
-		e = &res.v[res.n++];
-		memset(e, 0, sizeof(*e));
-		e->id = sqlite3_column_int64(st, 0);
-		e->time_us = sqlite3_column_int64(st, 1);
-		e->session = column_dup(st, 2, false);
-		e->actor = column_dup(st, 3, false);
-		e->kind = column_dup(st, 4, true);
-		e->summary = column_dup(st, 5, true);
-		e->detail = column_dup(st, 6, false);
-		column_hash(st, 7, e->prev_hash);
-		column_hash(st, 8, e->hash);
-		if (!e->kind || !e->summary ||
-		    (sqlite3_column_type(st, 2) != SQLITE_NULL &&
-		     !e->session) ||
-		    (sqlite3_column_type(st, 3) != SQLITE_NULL && !e->actor) ||
-		    (sqlite3_column_type(st, 6) != SQLITE_NULL && !e->detail)) {
-			r = -ENOMEM;
-			goto out;
-		}
-	}
-	r = sqlite_errno(rc);
-	if (r < 0)
-		goto out;
-	*ret = res;
-	memset(&res, 0, sizeof(res));
-out:
-	sqlite3_finalize(st);
-	evvec_free(&res);
-	return r;
-}
-
-static void verify_fail(struct journal_verify_result *r, const char *reason,
-			int64_t id, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void verify_fail(struct journal_verify_result *r, const char *reason,
-			int64_t id, const char *fmt, ...)
-{
-	va_list ap;
-
-	r->ok = false;
-	r->first_bad_id = id;
-	snprintf(r->reason, sizeof(r->reason), "%s", reason);
-	va_start(ap, fmt);
-	vsnprintf(r->detail, sizeof(r->detail), fmt, ap);
-	va_end(ap);
-}
-
-/* The id of another row whose hash is hash, or 0. */
-static int64_t find_hash(sqlite3 *db, const char *hash, int64_t not_id)
-{
-	sqlite3_stmt *st = NULL;
-	int64_t id = 0;
-
-	if (sqlite3_prepare_v2(db,
-			       "SELECT id FROM events WHERE hash = ? AND id != "
-			       "? ORDER BY id LIMIT 1",
-			       -1, &st, NULL) != SQLITE_OK)
-		return 0;
-	sqlite3_bind_text(st, 1, hash, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, not_id);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		id = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return id;
-}
-
-/* The prev_hash of the row after id, into out ("" when there is none). */
-static void next_prev_hash(sqlite3 *db, int64_t id, char out[HASH_HEX + 1])
-{
-	sqlite3_stmt *st = NULL;
-
-	out[0] = '\0';
-	if (sqlite3_prepare_v2(db,
-			       "SELECT prev_hash FROM events WHERE id > ? "
-			       "ORDER BY id LIMIT 1",
-			       -1, &st, NULL) != SQLITE_OK)
-		return;
-	sqlite3_bind_int64(st, 1, id);
-	if (sqlite3_step(st) == SQLITE_ROW)
-		column_hash(st, 0, out);
-	sqlite3_finalize(st);
-}
-
-/*
- * Walk the chain in id order.  Each row must carry the next id, link to
- * the previous row's hash and hash to its stored hash.  When a check
- * fails, the rows around say what most likely happened, so the reason
- * names the act (deleted, inserted, reordered, edited), not just the
- * symptom.  The head file is read before the snapshot starts: the writer
- * records a head only after its rows are committed, so the snapshot
- * always holds the head's row.
- */
-/*
- * Row v (id) links to a hash other than the row before it: say what was
- * done to the chain -- a row inserted before it, rows reordered, one
- * deleted and the rest renumbered, the row before it rewritten -- from
- * where its link and its own hash lead.
- */
-static void diagnose_link(sqlite3 *db, const struct row_view *v,
-			  const char *prev, const char *pprev, int64_t prev_id,
-			  const char *computed, const char *stored,
-			  struct journal_verify_result *r)
-{
-	char shifted[HASH_HEX + 1];
-	int64_t id = v->id, x;
-
-	row_hash(v, id + 1, shifted);
-	if (prev_id > 0 && strcmp(prev, pprev) == 0)
-		verify_fail(r, "inserted", prev_id,
-			    "row %" PRId64 " was inserted: row %" PRId64
-			    " links to the row before it",
-			    prev_id, id);
-	else if ((x = find_hash(db, prev, id)) > 0)
-		verify_fail(r, "reordered", id,
-			    "row %" PRId64 " follows row %" PRId64
-			    " in the chain, not row %" PRId64,
-			    id, x, id - 1);
-	else if (strcmp(shifted, stored) == 0)
-		verify_fail(r, "deleted", id,
-			    "row %" PRId64 " was deleted and the rows after "
-			    "it renumbered",
-			    id);
-	else if (prev_id > 0 && strcmp(computed, stored) == 0)
-		verify_fail(r, "edited", prev_id,
-			    "row %" PRId64 " was rewritten: row %" PRId64
-			    " links to another hash",
-			    prev_id, id);
-	else if (prev_id == 0)
-		verify_fail(r, "edited", id,
-			    "row %" PRId64 " does not start from the zero hash",
-			    id);
-	else
-		verify_fail(r, "inserted", id,
-			    "row %" PRId64 " links to no row of the journal",
-			    id);
-}
-
-/* Row id's content does not match its hash: edited, or inserted when the
- * row after it links past it. */
-static void diagnose_hash(sqlite3 *db, int64_t id, const char *prev,
-			  struct journal_verify_result *r)
-{
-	char next[HASH_HEX + 1];
-
-	next_prev_hash(db, id, next);
-	if (next[0] && strcmp(next, prev) == 0)
-		verify_fail(r, "inserted", id,
-			    "row %" PRId64 " was inserted: the row after it "
-			    "links to row %" PRId64,
-			    id, id - 1);
-	else
-		verify_fail(r, "edited", id,
-			    "row %" PRId64 " does not match its hash", id);
-}
-
-static int verify_db(sqlite3 *db, const char *head_path,
-		     struct journal_verify_result *res)
-{
-	sqlite3_stmt *st = NULL;
-	struct journal_verify_result r = {.ok = true};
-	char expect_prev[HASH_HEX + 1], pprev[HASH_HEX + 1];
-	char head_hash[HASH_HEX + 1], head_seen[HASH_HEX + 1] = "";
-	int64_t head_id = 0, expect_id = 1, prev_id = 0;
-	int hr, rc, e;
-
-	hr = head_read(head_path, &head_id, head_hash);
-	if (hr < 0 && hr != -ENOENT && hr != -SPD_ECORRUPT)
-		return hr;
-	memcpy(expect_prev, zero_hash, sizeof(zero_hash));
-	memcpy(pprev, zero_hash, sizeof(zero_hash));
-
-	e = exec(db, "BEGIN");
-	if (e < 0)
-		return e;
-	if (sqlite3_prepare_v2(db,
-			       "SELECT id, time, session, actor, kind, "
-			       "summary, detail, prev_hash, hash FROM events "
-			       "ORDER BY id",
-			       -1, &st, NULL) != SQLITE_OK) {
-		verify_fail(&r, "unreadable", 0, "%s", sqlite3_errmsg(db));
-		goto out;
-	}
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		struct row_view v;
-		char stored[HASH_HEX + 1], prev[HASH_HEX + 1];
-		char computed[HASH_HEX + 1];
-		int64_t id = sqlite3_column_int64(st, 0);
-
-		v.id = id;
-		v.time_us = sqlite3_column_int64(st, 1);
-		for (int i = 0; i < F_COUNT; i++) {
-			v.text[i] =
-			    (const char *)sqlite3_column_text(st, 2 + i);
-			v.len[i] = (size_t)sqlite3_column_bytes(st, 2 + i);
-		}
-		column_hash(st, 7, prev);
-		column_hash(st, 8, stored);
-		row_hash(&v, id, computed);
-
-		if (id < expect_id) {
-			verify_fail(&r, "inserted", id,
-				    "row %" PRId64
-				    " lies before the chain's first row 1",
-				    id);
-			goto out;
-		}
-		if (id > expect_id) {
-			if (id == expect_id + 1)
-				verify_fail(&r, "deleted", expect_id,
-					    "row %" PRId64 " is missing",
-					    expect_id);
-			else
-				verify_fail(&r, "deleted", expect_id,
-					    "rows %" PRId64 " to %" PRId64
-					    " are missing",
-					    expect_id, id - 1);
-			goto out;
-		}
-		if (strcmp(prev, expect_prev) != 0) {
-			diagnose_link(db, &v, prev, pprev, prev_id, computed,
-				      stored, &r);
-			goto out;
-		}
-		if (strcmp(computed, stored) != 0) {
-			diagnose_hash(db, id, prev, &r);
-			goto out;
-		}
-		if (id == head_id)
-			memcpy(head_seen, stored, sizeof(head_seen));
-		memcpy(pprev, expect_prev, sizeof(pprev));
-		memcpy(expect_prev, stored, sizeof(expect_prev));
-		prev_id = id;
-		expect_id++;
-		r.checked++;
-	}
-	if (rc != SQLITE_DONE) {
-		verify_fail(&r, "unreadable", expect_id, "%s",
-			    sqlite3_errmsg(db));
-		goto out;
-	}
-	if (hr == -ENOENT) {
-		if (r.checked > 0)
-			verify_fail(&r, "head-missing", 0,
-				    "the head file is missing, so a "
-				    "truncation cannot be ruled out");
-		goto out;
-	}
-	if (hr < 0) {
-		verify_fail(&r, "head-missing", 0,
-			    "the head file is unreadable");
-		goto out;
-	}
-	if (head_id > prev_id) {
-		verify_fail(&r, "truncated", prev_id + 1,
-			    "the chain ends at row %" PRId64 " but row %" PRId64
-			    " was recorded",
-			    prev_id, head_id);
-		goto out;
-	}
-	if (head_id > 0 && strcmp(head_seen, head_hash) != 0)
-		verify_fail(&r, "edited", head_id,
-			    "row %" PRId64
-			    " differs from the recorded head: the chain was "
-			    "rewritten from there",
-			    head_id);
-out:
-	sqlite3_finalize(st);
-	exec(db, "COMMIT");
-	*res = r;
-	return 0;
-}
-
-int journal_verify_path(const char *path, struct journal_verify_result *ret)
-{
-	_cleanup_free_ char *head = NULL;
-	sqlite3 *db = NULL;
-	int r;
-
-	if (sodium_init() < 0)
-		return -EIO;
-	head = path_suffix(path, ".head");
-	if (!head)
-		return -ENOMEM;
-	r = open_readonly(path, &db);
-	if (r < 0)
-		return r;
-	r = verify_db(db, head, ret);
-	sqlite3_close(db);
-	return r;
-}
-
-enum work_kind { WORK_QUERY, WORK_VERIFY };
-
-struct work {
-	uv_work_t req;
-	struct journal *j;
-	enum work_kind kind;
-	struct journal_filter filter;
-	char *kind_filter, *session_filter;
-	journal_query_cb query_cb;
-	journal_verify_cb verify_cb;
-	void *data;
-	int err;
-	struct evvec res;
-	struct journal_verify_result vr;
-};
-
-static void work_run(uv_work_t *req)
-{
-	struct work *w = req->data;
-	struct journal *j = w->j;
-
-	if (w->kind == WORK_VERIFY) {
-		w->err = journal_verify_path(j->path, &w->vr);
-		return;
-	}
-	pthread_mutex_lock(&j->read_mu);
-	if (!j->rdb)
-		w->err = open_readonly(j->path, &j->rdb);
-	if (w->err == 0)
-		w->err = run_query(j->rdb, &w->filter, &w->res);
-	pthread_mutex_unlock(&j->read_mu);
-}
-
-static void work_done(uv_work_t *req, int status)
-{
-	struct work *w = req->data;
-	struct journal *j = w->j;
-
-	if (status < 0 && w->err == 0)
-		w->err = status;
-	if (w->kind == WORK_QUERY) {
-		w->query_cb(w->data, w->err, w->err ? NULL : w->res.v,
-			    w->err ? 0 : w->res.n);
-	} else {
-		if (w->err < 0)
-			verify_fail(
-			    &w->vr, "unreadable", 0,
-			    "cannot read the journal: %s",
-			    strerror(-w->err < SPD_EFIRST ? -w->err : EIO));
-		w->verify_cb(w->data, &w->vr);
-	}
-	evvec_free(&w->res);
-	free(w->kind_filter);
-	free(w->session_filter);
-	free(w);
-	j->works--;
-	maybe_finish_close(j);
-}
-
-static int work_queue(struct journal *j, struct work *w)
-{
-	int r;
-
-	w->req.data = w;
-	w->j = j;
-	r = uv_queue_work(j->loop, &w->req, work_run, work_done);
-	if (r < 0)
-		return r;
-	j->works++;
-	return 0;
-}
-
-int journal_query(struct journal *j, const struct journal_filter *f,
-		  journal_query_cb cb, void *data)
-{
-	struct work *w;
-	int r;
-
-	if (j->closing)
-		return -ESHUTDOWN;
-	if (!f || !cb)
-		return -EINVAL;
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->kind = WORK_QUERY;
-	w->filter = *f;
-	w->query_cb = cb;
-	w->data = data;
-	if ((f->kind && !(w->kind_filter = strdup(f->kind))) ||
-	    (f->session && !(w->session_filter = strdup(f->session)))) {
-		r = -ENOMEM;
-		goto fail;
-	}
-	w->filter.kind = w->kind_filter;
-	w->filter.session = w->session_filter;
-	r = work_queue(j, w);
-	if (r < 0)
-		goto fail;
-	return 0;
-fail:
-	free(w->kind_filter);
-	free(w->session_filter);
-	free(w);
-	return r;
-}
-
-int journal_verify(struct journal *j, journal_verify_cb cb, void *data)
-{
-	struct work *w;
-	int r;
-
-	if (j->closing)
-		return -ESHUTDOWN;
-	if (!cb)
-		return -EINVAL;
-	w = calloc(1, sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->kind = WORK_VERIFY;
-	w->verify_cb = cb;
-	w->data = data;
-	r = work_queue(j, w);
-	if (r < 0)
-		free(w);
-	return r;
+	jnl_maybe_finish_close(j);
 }

@@ -3,7 +3,7 @@
  * (the project's .spd.conf, CI and build configuration, agent
  * configuration, .git) or must not read at all (secret-looking files), and
  * the ones a person must approve (agent context files, manifests and
- * locks).  One list, shared by the policy (daemon/domain/policy.c) and the
+ * locks).  One list, shared by the policy (daemon/domain/policy_path.c) and the
  * sessions' integrity guard, so what the policy refuses to write is what
  * the guard re-hashes after every command.
  *

@@ -406,7 +406,7 @@ static const char *const *const writers[] = {
     V("time", "-o", "\1", "true"),
 };
 
-/* Wrappers that run their arguments as a command (policy.c peels them). */
+/* Wrappers that run their arguments as a command (policy_level.c peels them). */
 static const char *const *const wrappers[] = {
     V("env"),	       V("env", "A=1"),	 V("env", "--"),
     V("timeout", "5"), V("nice"),	 V("nice", "-n", "5"),

@@ -1,0 +1,116 @@
+/*
+ * What the parts of the session module share, and nothing outside it
+ * includes: the store's structure, one session's record in memory, and
+ * the helpers more than one part calls.  The parts are session.c (the
+ * store), session_worktree.c, session_inplace.c, session_heldout.c,
+ * session_verify.c and session_diff.c; the interface is session.h.
+ *
+ * Everything here runs on the loop thread, as the rest of the store.
+ */
+#ifndef SPD_DAEMON_SESSION_PRIV_H
+#define SPD_DAEMON_SESSION_PRIV_H
+
+#include <jansson.h>
+#include <sodium.h>
+#include <sqlite3.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/domain/session.h"
+
+/* One session as the store holds it. */
+struct sess {
+	struct session_info info;
+	uint8_t token_hash[crypto_generichash_BYTES];
+	struct guard *guard; /* active sessions only */
+	char **empty_files;  /* in place: ignored credential files */
+	struct sess *next;
+};
+
+struct session_store {
+	char *state_dir;
+	sqlite3 *db;
+	struct sess *list; /* newest first */
+	session_journal_fn jfn;
+	void *jdata;
+	session_check_runner_fn runner;
+	void *runner_data;
+	session_ended_fn ended;
+	void *ended_data;
+	char err[1024];
+	/* libgit2 is initialised on first use: its start-up loads and
+	 * touches OpenSSL, megabytes an idle spd need not hold. */
+	bool git_ready;
+};
+
+/* ---- session.c ---- */
+
+/* Initialise libgit2 once, before the store's first git call: 0 or
+ * -EIO. */
+int sess_git_up(struct session_store *s);
+/* Set the store's error text for a person (session_store_error). */
+void sess_seterr(struct session_store *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* libgit2's last error message, or a stand-in: never NULL. */
+const char *sess_git_msg(void);
+/* Journal an event of session id with a summary; takes detail (may be
+ * NULL).  Does nothing without a journal hook. */
+void sess_journal(struct session_store *s, const char *id, const char *kind,
+		  json_t *detail, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* A copy of a record for a caller (session_info_free), or NULL. */
+struct session_info *sess_info_copy(const struct session_info *src);
+/* "worktree" or "in-place". */
+const char *sess_mode_name(enum session_mode m);
+/* Bind a string, or SQL NULL for NULL, to parameter i of st. */
+void sess_bind_text(sqlite3_stmt *st, int i, const char *v);
+/* Insert a new session's row: 0 or -EIO (with the error text set). */
+int sess_db_insert(struct session_store *s, const struct sess *x);
+/* Write the mutable fields of a session (and the guard digest): 0 or
+ * -EIO. */
+int sess_db_update(struct session_store *s, const struct sess *x);
+/* Free one record (its guard too); NULL is fine. */
+void sess_free(struct sess *x);
+/* The session id names, or NULL. */
+struct sess *sess_find(struct session_store *s, const char *id);
+/* spd moved refs/heads/<branch> of gitdir itself: not a finding for any
+ * session on that repository. */
+void sess_note_ref(struct session_store *s, const char *gitdir,
+		   const char *branch);
+/* Take (or take again) the guard's snapshot of x's inputs: 0 or a
+ * negative errno, with the error text set. */
+int sess_make_guard(struct session_store *s, struct sess *x);
+/* The hash of a token the store keeps instead of the token. */
+void sess_token_hash(const char *token, uint8_t out[crypto_generichash_BYTES]);
+/* Re-hash x's guarded inputs: 0 unchanged, 1 changed (the attempt is
+ * ended, *ret_finding says what when not NULL), a negative errno when
+ * unreadable (the attempt is ended too), -ECANCELED without a guard. */
+int sess_guard_step(struct session_store *s, struct sess *x,
+		    struct guard_finding *ret_finding);
+/* argv as a compact JSON array (the commands table's form), or NULL. */
+char *sess_argv_json(const char *const *argv);
+
+/* ---- session_worktree.c ---- */
+
+/* Copy a regular file (not through a symlink) to a new file, 0600, at
+ * most max bytes (-E2BIG past that); fsynced.  0 or a negative errno. */
+int sess_copy_file(const char *from, const char *to, off_t max);
+/* Where the .spd.conf snapshot of session id lives, or NULL. */
+char *sess_conf_snapshot_path(struct session_store *s, const char *id);
+/* rm -rf without following symlinks; a missing path is fine. */
+int sess_rm_tree(const char *path);
+
+/* ---- session_inplace.c ---- */
+
+/* Find the ignored credential files of in-place session x once (its
+ * empty_files): 0 or a negative errno (-E2BIG past the limits), with
+ * the error text set. */
+int sess_find_secrets(struct session_store *s, struct sess *x);
+
+/* ---- session_heldout.c ---- */
+
+/* Where session id's held-out files are sealed, or NULL. */
+char *sess_heldout_dir(struct session_store *s, const char *id);
+
+#endif
