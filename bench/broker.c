@@ -95,8 +95,16 @@ static bool reply_whole(const char *reply, size_t n)
 	       (n == head + 5 || reply[n - 6] == '\n');
 }
 
-/* One call: returns the time to the first byte (ttfb) or to the end of
- * the reply, in microseconds, or -1.  *fd < 0: a connection of its own,
+/* Whether reply (n bytes so far) holds a byte of the body. */
+static bool body_started(const char *reply, size_t n)
+{
+	const char *end = memmem(reply, n, "\r\n\r\n", 4);
+
+	return end && (size_t)(end - reply) + 4 < n;
+}
+
+/* One call: returns the time to the first byte of the reply's body
+ * (ttfb) or to the end of the reply, in microseconds, or -1.  *fd < 0: a connection of its own,
  * closed after the reply (Connection: close); else the kept-alive
  * connection *fd (made on first use, closed and set to -1 on an error),
  * whose reply is read whole before the next call. */
@@ -133,12 +141,15 @@ static double one_call(int *fd, int port, const char *key, bool stream,
 
 		if (r <= 0)
 			break;
-		if (first < 0)
-			first = now_us() - t0;
 		got += (size_t)r;
+		/* The first byte of the body, not of the head: the provider
+		 * answers with its head at once and spd only with the first
+		 * event, which is what a streaming client waits for. */
+		if (first < 0 && body_started(reply, got))
+			first = now_us() - t0;
 		/* Without keep-alive the reply ends with the connection; on
 		 * a kept one it must be read whole, whatever is timed. */
-		if (!keep && ttfb)
+		if (!keep && ttfb && first >= 0)
 			break;
 		if (keep && (reply_whole(reply, got) || got == BENCH_REPLY_MAX))
 			break;
