@@ -72,9 +72,44 @@ static int connect_port(int port)
 	return fd;
 }
 
-/* One call: returns the time to the first byte (ttfb) or to the end of
- * the reply, in microseconds, or -1. */
-static double one_call(int port, const char *key, bool stream, bool ttfb)
+/* The largest reply the bench reads on a kept-alive connection (the
+ * stand-in's are a few hundred bytes). */
+#define BENCH_REPLY_MAX 65536
+
+/* Whether reply (n bytes so far, the head included) is whole: its
+ * Content-Length reached, or a chunked body's last chunk read. */
+static bool reply_whole(const char *reply, size_t n)
+{
+	const char *end = memmem(reply, n, "\r\n\r\n", 4), *cl;
+	size_t head;
+
+	if (!end)
+		return false;
+	head = (size_t)(end - reply) + 4;
+	cl = memmem(reply, head, "content-length: ", 16);
+	if (cl)
+		return n >= head + strtoul(cl + 16, NULL, 10);
+	/* Chunked: the stand-in's data holds no CR, so CRLF "0" CRLF CRLF
+	 * is the last chunk's. */
+	return n >= head + 5 && memcmp(reply + n - 5, "0\r\n\r\n", 5) == 0 &&
+	       (n == head + 5 || reply[n - 6] == '\n');
+}
+
+/* Whether reply (n bytes so far) holds a byte of the body. */
+static bool body_started(const char *reply, size_t n)
+{
+	const char *end = memmem(reply, n, "\r\n\r\n", 4);
+
+	return end && (size_t)(end - reply) + 4 < n;
+}
+
+/* One call: returns the time to the first byte of the reply's body
+ * (ttfb) or to the end of the reply, in microseconds, or -1.  *fd < 0: a connection of its own,
+ * closed after the reply (Connection: close); else the kept-alive
+ * connection *fd (made on first use, closed and set to -1 on an error),
+ * whose reply is read whole before the next call. */
+static double one_call(int *fd, int port, const char *key, bool stream,
+		       bool ttfb, bool keep)
 {
 	static const char body_plain[] =
 	    "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":"
@@ -83,75 +118,114 @@ static double one_call(int port, const char *key, bool stream, bool ttfb)
 	    "{\"model\":\"test-model\",\"max_tokens\":50,\"stream\":true,"
 	    "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
 	const char *body = stream ? body_stream : body_plain;
-	char req[1024], buf[8192];
-	double t0 = now_us(), t = -1;
-	int fd, n;
+	char req[1024], *reply = malloc(BENCH_REPLY_MAX);
+	double t0 = now_us(), t = -1, first = -1;
+	size_t got = 0;
+	int n;
 
 	n = snprintf(req, sizeof(req),
 		     "POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
 		     "x-api-key: %s\r\nanthropic-version: 2023-06-01\r\n"
-		     "content-type: application/json\r\n%s"
-		     "Connection: close\r\nContent-Length: %zu\r\n\r\n%s",
+		     "content-type: application/json\r\n%s%s"
+		     "Content-Length: %zu\r\n\r\n%s",
 		     key, stream ? "x-standin-mode: stream\r\n" : "",
-		     strlen(body), body);
-	fd = connect_port(port);
-	if (fd < 0)
+		     keep ? "" : "Connection: close\r\n", strlen(body), body);
+	if (!reply)
 		return -1;
-	if (write(fd, req, (size_t)n) != n)
-		goto out;
+	if (*fd < 0)
+		*fd = connect_port(port);
+	if (*fd < 0 || write(*fd, req, (size_t)n) != n)
+		goto fail;
 	for (;;) {
-		ssize_t r = read(fd, buf, sizeof(buf));
+		ssize_t r = read(*fd, reply + got, BENCH_REPLY_MAX - got);
 
 		if (r <= 0)
 			break;
-		if (ttfb && t < 0) {
-			t = now_us() - t0;
+		got += (size_t)r;
+		/* The first byte of the body, not of the head: the provider
+		 * answers with its head at once and spd only with the first
+		 * event, which is what a streaming client waits for. */
+		if (first < 0 && body_started(reply, got))
+			first = now_us() - t0;
+		/* Without keep-alive the reply ends with the connection; on
+		 * a kept one it must be read whole, whatever is timed. */
+		if (!keep && ttfb && first >= 0)
 			break;
-		}
+		if (keep && (reply_whole(reply, got) || got == BENCH_REPLY_MAX))
+			break;
 	}
-	if (!ttfb)
-		t = now_us() - t0;
-out:
-	close(fd);
+	t = ttfb ? first : now_us() - t0;
+	if (keep && reply_whole(reply, got)) {
+		free(reply);
+		return t;
+	}
+	if (keep)
+		t = -1;
+fail:
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+	free(reply);
 	return t;
 }
 
 struct worker {
 	int port;
 	const char *key;
-	bool stream, ttfb;
+	bool stream, ttfb, keep;
 	double *lat;
 	size_t n;
+	pthread_barrier_t *go;
 };
 
 static void *worker_main(void *p)
 {
 	struct worker *w = p;
+	int fd = -1;
 
-	for (size_t i = 0; i < w->n; i++)
-		w->lat[i] = one_call(w->port, w->key, w->stream, w->ttfb);
+	/* All at once from the first call: a thread that started early
+	 * would otherwise be done before the last one began. */
+	pthread_barrier_wait(w->go);
+	for (size_t i = 0; i < w->n; i++) {
+		w->lat[i] =
+		    one_call(&fd, w->port, w->key, w->stream, w->ttfb, w->keep);
+		if (!w->keep && fd >= 0) {
+			close(fd);
+			fd = -1;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
 	return NULL;
 }
 
-/* BENCH_CALLS calls over conc threads; p50 and p99 in *p50, *p99. */
+/* BENCH_CALLS calls over conc threads (each on one kept-alive
+ * connection with keep); p50 and p99 in *p50, *p99. */
 static void measure(int port, const char *key, bool stream, bool ttfb, int conc,
-		    double *p50, double *p99)
+		    bool keep, double *p50, double *p99)
 {
 	double *lat = calloc(BENCH_CALLS, sizeof(*lat));
 	struct worker w[BENCH_CONC];
 	pthread_t th[BENCH_CONC];
 	size_t per = BENCH_CALLS / (size_t)conc, n = 0;
+	pthread_barrier_t go;
 
+	pthread_barrier_init(&go, NULL, (unsigned)conc);
 	for (int i = 0; i < conc; i++) {
-		w[i] = (struct worker){
-		    port, key, stream, ttfb, lat + (size_t)i * per, per};
+		w[i] = (struct worker){port, key,  stream,
+				       ttfb, keep, lat + (size_t)i * per,
+				       per,  &go};
 		pthread_create(&th[i], NULL, worker_main, &w[i]);
 	}
 	for (int i = 0; i < conc; i++)
 		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&go);
 	for (size_t i = 0; i < per * (size_t)conc; i++)
 		if (lat[i] >= 0)
 			lat[n++] = lat[i];
+	if (n < per * (size_t)conc)
+		printf("(%zu of %zu calls failed)\n", per * (size_t)conc - n,
+		       per * (size_t)conc);
 	qsort(lat, n, sizeof(*lat), bench_cmp_double);
 	*p50 = n ? lat[n / 2] : -1;
 	*p99 = n ? lat[n * 99 / 100] : -1;
@@ -284,27 +358,32 @@ START_TEST(bench_broker)
 	test_spd_start(&T);
 	ck_assert_int_eq(begin_turn(), 0);
 
-	printf("%d calls per line; direct = the stand-in alone, spd = "
-	       "through the broker; p50/p99 in microseconds\n",
+	printf("%d calls per line; p50/p99 in microseconds. direct = the "
+	       "stand-in alone, a connection per call; keep-alive = the "
+	       "stand-in alone, one connection per client thread (as spd's "
+	       "curl keeps its own); spd = through the broker (a connection "
+	       "per call: its endpoint serves one request per connection)\n",
 	       BENCH_CALLS);
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
 		for (size_t c = 0; c < 2; c++) {
-			double d50, d99, s50, s99;
+			double d50, d99, a50, a99, s50, s99;
+			bool st = kinds[k].stream, tt = kinds[k].ttfb;
 
-			/* Warm both paths (connections, page faults). */
-			measure(standin_port, BENCH_KEY, kinds[k].stream,
-				kinds[k].ttfb, conc[c], &d50, &d99);
-			measure(broker_port, turn_key, kinds[k].stream,
-				kinds[k].ttfb, conc[c], &s50, &s99);
-			measure(standin_port, BENCH_KEY, kinds[k].stream,
-				kinds[k].ttfb, conc[c], &d50, &d99);
-			measure(broker_port, turn_key, kinds[k].stream,
-				kinds[k].ttfb, conc[c], &s50, &s99);
-			printf("%-30s %2d at once: direct p50 %7.0f p99 %7.0f"
-			       " | spd p50 %7.0f p99 %7.0f | added p50 "
-			       "%6.0f\n",
-			       kinds[k].name, conc[c], d50, d99, s50, s99,
-			       s50 - d50);
+			/* Twice each, the first a warm-up (connections, page
+			 * faults, the stand-in's threads). */
+			for (int round = 0; round < 2; round++) {
+				measure(standin_port, BENCH_KEY, st, tt,
+					conc[c], false, &d50, &d99);
+				measure(standin_port, BENCH_KEY, st, tt,
+					conc[c], true, &a50, &a99);
+				measure(broker_port, turn_key, st, tt, conc[c],
+					false, &s50, &s99);
+			}
+			printf("%-30s %2d at once: direct %6.0f/%6.0f | "
+			       "keep-alive %6.0f/%6.0f | spd %6.0f/%6.0f | "
+			       "added p50 %6.0f, over keep-alive %6.0f\n",
+			       kinds[k].name, conc[c], d50, d99, a50, a99, s50,
+			       s99, s50 - d50, s50 - a50);
 		}
 	streams_rss();
 

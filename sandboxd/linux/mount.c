@@ -90,6 +90,16 @@ static const char *const mp_credentials[] = {
     ".node_repl_history",
     ".psql_history",
     ".mysql_history",
+    /* Coding agents' own logins: an API key or a subscription's OAuth
+     * tokens (Claude Code keeps them in ~/.claude/.credentials.json and
+     * ~/.claude.json, Codex in ~/.codex/auth.json), worth more than the
+     * capped turn key an agent run is given, and the agents' transcripts,
+     * where keys pasted into a prompt stay. */
+    ".claude/",
+    ".claude.json",
+    ".codex/",
+    ".gemini/",
+    ".config/github-copilot/",
     NULL,
 };
 

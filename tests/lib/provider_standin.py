@@ -17,6 +17,17 @@ answered.  The request header x-standin-mode picks the behaviour:
   echo     HTTP 401 whose message quotes the key it received
   stall    the status line and headers, then nothing for 60 s
   drop     the first events of a stream, then the connection closes
+  script   an agent's model (the default when $STANDIN_SCRIPT names a
+           file): replies in Anthropic's wire format, streamed as
+           server-sent events when the request asks for a stream, that
+           drive a real agent CLI (tests/agentcli).  The script file,
+           read at each call, is JSON {"tool": NAME, "input": {...},
+           "done": TEXT}: a call that offers the tool NAME and whose last
+           user message holds no tool_result gets a tool_use block asking
+           for it with that input; a call answering with a tool_result
+           gets the final text DONE; any other call (the CLI's side calls:
+           titles, quota checks) a short text.  Each such call is logged
+           with "script": tool_use, final or side.
 """
 import json
 import os
@@ -27,6 +38,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOG = os.environ.get("STANDIN_LOG", "/dev/null")
 KEYS = [k for k in os.environ.get("STANDIN_KEYS", "").split(",") if k]
+SCRIPT = os.environ.get("STANDIN_SCRIPT")
 USAGE_IN, USAGE_OUT = 100, 50
 
 
@@ -101,7 +113,8 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         n = int(self.headers.get("content-length", "0"))
         body = self.rfile.read(n)
-        mode = self.headers.get("x-standin-mode", "ok")
+        mode = self.headers.get("x-standin-mode",
+                                "script" if SCRIPT else "ok")
         key = self.key()
         entry = {"path": self.path, "mode": mode,
                  "key_ok": key in KEYS,
@@ -117,6 +130,9 @@ class Handler(BaseHTTPRequestHandler):
         log({"path": self.path, "mode": mode, "finished": True})
 
     def answer(self, mode, openai, key, body):
+        if mode == "script" and not openai:
+            self.scripted(body)
+            return
         if mode == "fail":
             self.send(500, json.dumps({"type": "error", "error": {
                 "type": "api_error", "message": "stand-in failure"}}))
@@ -172,6 +188,75 @@ class Handler(BaseHTTPRequestHandler):
             self.send(200, json.dumps({"type": "message", "content": [
                 {"type": "text", "text": "hello"}], "usage": {
                 "input_tokens": USAGE_IN, "output_tokens": USAGE_OUT}}))
+
+
+    def scripted(self, body):
+        if self.path.split("?")[0].endswith("/count_tokens"):
+            log({"path": self.path, "script": "count_tokens"})
+            self.send(200, json.dumps({"input_tokens": USAGE_IN}))
+            return
+        try:
+            req = json.loads(body)
+            with open(SCRIPT) as f:
+                script = json.load(f)
+        except (ValueError, OSError) as e:
+            self.send(400, json.dumps({"type": "error", "error": {
+                "type": "invalid_request_error", "message": str(e)}}))
+            return
+        tools = [t.get("name") for t in req.get("tools") or []]
+        msgs = req.get("messages") or [{}]
+        last = msgs[-1].get("content")
+        answered = isinstance(last, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result"
+            for b in last)
+        if answered:
+            kind, block = "final", {"type": "text", "text": script["done"]}
+        elif script["tool"] in tools:
+            kind, block = "tool_use", {
+                "type": "tool_use", "id": "toolu_standin01",
+                "name": script["tool"], "input": script["input"]}
+        else:
+            kind, block = "side", {"type": "text", "text": "ok"}
+        log({"path": self.path, "script": kind,
+             "model": req.get("model"), "stream": bool(req.get("stream"))})
+        stop = "tool_use" if kind == "tool_use" else "end_turn"
+        usage = {"input_tokens": USAGE_IN, "output_tokens": USAGE_OUT,
+                 "cache_creation_input_tokens": 0,
+                 "cache_read_input_tokens": 0}
+        msg = {"id": "msg_standin", "type": "message", "role": "assistant",
+               "model": req.get("model"), "content": [block],
+               "stop_reason": stop, "stop_sequence": None, "usage": usage}
+        if not req.get("stream"):
+            self.send(200, json.dumps(msg))
+            return
+        start = dict(msg, content=[], stop_reason=None,
+                     usage=dict(usage, output_tokens=1))
+        if block["type"] == "tool_use":
+            first = dict(block, input={})
+            delta = {"type": "input_json_delta",
+                     "partial_json": json.dumps(block["input"])}
+        else:
+            first = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": block["text"]}
+        evs = [{"type": "message_start", "message": start},
+               {"type": "content_block_start", "index": 0,
+                "content_block": first},
+               {"type": "content_block_delta", "index": 0, "delta": delta},
+               {"type": "content_block_stop", "index": 0},
+               {"type": "message_delta", "delta": {
+                   "stop_reason": stop, "stop_sequence": None},
+                "usage": {"output_tokens": USAGE_OUT}},
+               {"type": "message_stop"}]
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("request-id", "req_standin")
+        self.end_headers()
+        for ev in evs:
+            self.chunk(("event: %s\ndata: %s\n\n" % (
+                ev["type"], json.dumps(ev))).encode())
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
 
 def main():

@@ -404,7 +404,10 @@ START_TEST(credentials_hidden)
 {
 	struct fixture f;
 	struct outcome o;
-	char path[PATH_MAX], script[5 * PATH_MAX + 128];
+	char path[PATH_MAX], script[9 * PATH_MAX + 256];
+	/* Coding agents' logins (an uncapped provider key or OAuth token). */
+	static const char *const agent_logins[] = {
+	    ".claude/.credentials.json", ".claude.json", ".codex/auth.json"};
 
 	fx_setup(&f, NULL);
 	/* HOME is f.outside: a .ssh with a readable canary, no .aws. */
@@ -413,10 +416,23 @@ START_TEST(credentials_hidden)
 	snprintf(path, sizeof(path), "%s/.ssh/id_rsa", f.outside);
 	test_write_file(path, "CANARY-7f3e\n");
 	chmod(path, 0644);
+	snprintf(path, sizeof(path), "%s/.claude", f.outside);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/.codex", f.outside);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(agent_logins); i++) {
+		snprintf(path, sizeof(path), "%s/%s", f.outside,
+			 agent_logins[i]);
+		test_write_file(path, "{\"key\": \"CANARY-agent-login\"}\n");
+		chmod(path, 0644);
+	}
 	snprintf(script, sizeof(script),
 		 "cat %s/.ssh/id_rsa; ls -a %s/.ssh; mkdir -p %s/.aws; "
-		 "echo k > %s/.aws/credentials; cat %s/.netrc",
-		 f.outside, f.outside, f.outside, f.outside, f.outside);
+		 "echo k > %s/.aws/credentials; cat %s/.netrc; "
+		 "cat %s/%s %s/%s %s/%s",
+		 f.outside, f.outside, f.outside, f.outside, f.outside,
+		 f.outside, agent_logins[0], f.outside, agent_logins[1],
+		 f.outside, agent_logins[2]);
 	run_sh(&f, script, &o);
 	REQUIRE_SANDBOX(&o);
 	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
@@ -450,10 +466,11 @@ START_TEST(credentials_hidden)
 	/* What was made on the host to be covered has the kind the owner's
 	 * tools expect: ~/.netrc or ~/.bash_history made a directory would
 	 * break git, curl or the shell outside the sandbox. */
-	static const char *const files[] = {".git-credentials", ".netrc",
-					    ".bash_history",
-					    ".config/git/credentials"};
-	static const char *const dirs[] = {".ssh", ".aws", ".config/gh"};
+	static const char *const files[] = {
+	    ".git-credentials", ".netrc", ".bash_history",
+	    ".config/git/credentials", ".claude.json"};
+	static const char *const dirs[] = {".ssh", ".aws", ".config/gh",
+					   ".claude", ".codex"};
 	struct stat st;
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", f.ws, files[i]);
