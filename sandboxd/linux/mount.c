@@ -809,6 +809,106 @@ static int add_ro_binds(struct mountplan *p, const struct mountplan_in *in,
 	return 0;
 }
 
+/*
+ * The writable set into writable (room for the workspace, every cache and
+ * every listed path): the workspace, the home's package caches that
+ * exist, listed paths that exist.  Shorter first, so that a parent is
+ * bound before a path inside it.
+ */
+static int writable_set(struct mountplan *p, const struct mountplan_in *in,
+			const char **writable, size_t *ret_n)
+{
+	struct stat st;
+	size_t nw = 0;
+
+	writable[nw++] = in->workspace;
+	for (size_t i = 0; in->home && in->home[0] && mp_caches[i]; i++) {
+		char *c = mp_join(p, in->home, "/");
+
+		c = c ? mp_join(p, c, mp_caches[i]) : NULL;
+		if (!c)
+			return -ENOMEM;
+		if (stat(c, &st) == 0 && S_ISDIR(st.st_mode))
+			writable[nw++] = c;
+	}
+	for (size_t i = 0; in->writable && in->writable[i]; i++)
+		if (stat(in->writable[i], &st) == 0)
+			writable[nw++] = in->writable[i];
+	qsort(writable, nw, sizeof(*writable), cmp_len);
+	*ret_n = nw;
+	return 0;
+}
+
+/*
+ * /var/run is normally a symlink to /run; a real directory holds the same
+ * kind of sockets and is hidden (*ret_run_hidden).  /var/tmp is
+ * world-writable like /tmp and as full of sockets and other users' files:
+ * the run gets its own, writable and thrown away (*ret_tmp).
+ */
+static int add_var(struct mountplan *p, bool *ret_run_hidden, bool *ret_tmp)
+{
+	struct stat st;
+	int r;
+
+	if (lstat("/var/run", &st) == 0 && S_ISDIR(st.st_mode)) {
+		*ret_run_hidden = true;
+		if ((r = mp_add_path(p, MP_HIDE_DIR, "/var/run", false, -1)) <
+		    0)
+			return r;
+	}
+	if (stat("/var/tmp", &st) == 0 && S_ISDIR(st.st_mode)) {
+		if ((r = mp_add(
+			 p, (struct mountplan_op){
+				.kind = MP_TMPFS,
+				.dst = MP_NEWROOT "/var/tmp",
+				.data = "mode=1777,size=" MOUNTPLAN_TMP_SIZE,
+				.flags = MS_NOSUID | MS_NODEV})) < 0)
+			return r;
+		*ret_tmp = true;
+	}
+	return 0;
+}
+
+/*
+ * What the run must not see below the binds: the home's credentials, the
+ * request's hidden paths (but those a veil already covers), the socket
+ * directories (system and home) and every other pathname socket.
+ */
+static int add_covers(struct mountplan *p, const struct mountplan_in *in,
+		      const char *const *writable, size_t nw,
+		      const char *const *veils, size_t nveils,
+		      bool var_run_hidden)
+{
+	bool home = in->home && in->home[0];
+	int r;
+
+	if (home && (r = add_credentials(p, in->home, writable, nw)) < 0)
+		return r;
+	for (size_t i = 0; in->hidden && in->hidden[i]; i++) {
+		/* A veil and what lies under it (outside the writable
+		 * paths) are already out of sight. */
+		if (under_any(in->hidden[i], veils, nveils) &&
+		    !under_any(in->hidden[i], writable, nw))
+			continue;
+		if ((r = add_hidden(p, in->hidden[i], writable, nw)) < 0)
+			return r;
+	}
+	for (size_t i = 0; mp_socket_dirs[i]; i++)
+		if ((r = add_socket_dir(p, mp_socket_dirs[i], writable, nw)) <
+		    0)
+			return r;
+	for (size_t i = 0; home && mp_home_socket_dirs[i]; i++) {
+		char *c = mp_join(p, in->home, "/");
+
+		c = c ? mp_join(p, c, mp_home_socket_dirs[i]) : NULL;
+		if (!c)
+			return -ENOMEM;
+		if ((r = add_socket_dir(p, c, writable, nw)) < 0)
+			return r;
+	}
+	return add_sockets(p, in->sockets, writable, nw, var_run_hidden);
+}
+
 /* The fixed part of every plan: a private /tmp, a minimal /dev (the
  * harmless devices, its links, a private /dev/shm, sealed), /proc. */
 static int add_fixed(struct mountplan *p)
@@ -894,27 +994,8 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		goto out;
 	}
 
-	/* The writable set: workspace, caches that exist, listed paths that
-	 * exist.  Shorter first, so that a parent is bound before a path
-	 * inside it. */
-	writable[nw++] = in->workspace;
-	if (in->home && in->home[0]) {
-		for (size_t i = 0; mp_caches[i]; i++) {
-			char *c = mp_join(&p, in->home, "/");
-
-			c = c ? mp_join(&p, c, mp_caches[i]) : NULL;
-			if (!c) {
-				r = -ENOMEM;
-				goto out;
-			}
-			if (stat(c, &st) == 0 && S_ISDIR(st.st_mode))
-				writable[nw++] = c;
-		}
-	}
-	for (size_t i = 0; in->writable && in->writable[i]; i++)
-		if (stat(in->writable[i], &st) == 0)
-			writable[nw++] = in->writable[i];
-	qsort(writable, nw, sizeof(*writable), cmp_len);
+	if ((r = writable_set(&p, in, writable, &nw)) < 0)
+		goto out;
 
 	if ((r = add_fixed(&p)) < 0)
 		goto out;
@@ -924,27 +1005,8 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	 * the resolver's configuration bound back. */
 	if ((r = add_run(&p, in->net_host)) < 0)
 		goto out;
-	/* /var/run is normally a symlink to /run; a real directory holds
-	 * the same kind of sockets. */
-	if (lstat("/var/run", &st) == 0 && S_ISDIR(st.st_mode)) {
-		var_run_hidden = true;
-		if ((r = mp_add_path(&p, MP_HIDE_DIR, "/var/run", false, -1)) <
-		    0)
-			goto out;
-	}
-	/* /var/tmp is world-writable like /tmp and as full of sockets and
-	 * other users' files: the run gets its own, writable and thrown
-	 * away. */
-	if (stat("/var/tmp", &st) == 0 && S_ISDIR(st.st_mode)) {
-		if ((r = mp_add(
-			 &p, (struct mountplan_op){
-				 .kind = MP_TMPFS,
-				 .dst = MP_NEWROOT "/var/tmp",
-				 .data = "mode=1777,size=" MOUNTPLAN_TMP_SIZE,
-				 .flags = MS_NOSUID | MS_NODEV})) < 0)
-			goto out;
-		var_tmp = true;
-	}
+	if ((r = add_var(&p, &var_run_hidden, &var_tmp)) < 0)
+		goto out;
 
 	nveils = find_veils(in, writable, nw, veils);
 	if (in->idmap_userns_fd >= 0 &&
@@ -992,36 +1054,8 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 			goto out;
 		p.ops[p.n - 1].optional = true;
 	}
-	if (in->home && in->home[0] &&
-	    (r = add_credentials(&p, in->home, writable, nw)) < 0)
-		goto out;
-	for (size_t i = 0; in->hidden && in->hidden[i]; i++) {
-		/* A veil and what lies under it (outside the writable
-		 * paths) are already out of sight. */
-		if (under_any(in->hidden[i], veils, nveils) &&
-		    !under_any(in->hidden[i], writable, nw))
-			continue;
-		if ((r = add_hidden(&p, in->hidden[i], writable, nw)) < 0)
-			goto out;
-	}
-	for (size_t i = 0; mp_socket_dirs[i]; i++)
-		if ((r = add_socket_dir(&p, mp_socket_dirs[i], writable, nw)) <
-		    0)
-			goto out;
-	for (size_t i = 0; in->home && in->home[0] && mp_home_socket_dirs[i];
-	     i++) {
-		char *c = mp_join(&p, in->home, "/");
-
-		c = c ? mp_join(&p, c, mp_home_socket_dirs[i]) : NULL;
-		if (!c) {
-			r = -ENOMEM;
-			goto out;
-		}
-		if ((r = add_socket_dir(&p, c, writable, nw)) < 0)
-			goto out;
-	}
-	if ((r = add_sockets(&p, in->sockets, writable, nw, var_run_hidden)) <
-	    0)
+	if ((r = add_covers(&p, in, writable, nw, veils, nveils,
+			    var_run_hidden)) < 0)
 		goto out;
 	for (size_t i = 0; in->empty_files && in->empty_files[i]; i++) {
 		if (stat(in->empty_files[i], &st) < 0 || !S_ISREG(st.st_mode))
