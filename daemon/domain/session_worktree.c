@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -258,6 +259,92 @@ static int start_in_place(struct start *st)
 	return 0;
 }
 
+/* git_tree_walk: stop at the first .gitattributes. */
+static int find_attributes(const char *root, const git_tree_entry *e,
+			   void *data)
+{
+	(void)root;
+	if (strcmp(git_tree_entry_name(e), ".gitattributes") == 0) {
+		*(bool *)data = true;
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether name exists in one of the directories of libgit2's search path
+ * for level (a ':'-separated list). */
+static bool in_search_path(git_config_level_t level, const char *name)
+{
+	git_buf b = {0};
+	bool found = false;
+	char *list, *dir, *save = NULL;
+
+	if (git_libgit2_opts(GIT_OPT_GET_SEARCH_PATH, level, &b) < 0)
+		return true; /* unknown: assume the worst */
+	list = strdup(b.ptr ? b.ptr : "");
+	git_buf_dispose(&b);
+	if (!list)
+		return true;
+	for (dir = strtok_r(list, ":", &save); dir && !found;
+	     dir = strtok_r(NULL, ":", &save)) {
+		char *p = paths_join(dir, name);
+		struct stat st;
+
+		found = !p || lstat(p, &st) == 0;
+		free(p);
+	}
+	free(list);
+	return found;
+}
+
+/*
+ * Whether a checkout filter (line endings, ident) could change a byte of
+ * commit's checkout: any attributes at all (a .gitattributes in the tree,
+ * info/attributes, core.attributesFile, the global or system attributes
+ * file) or core.autocrlf / core.eol set.  When none can, the checkout
+ * skips the per-file attribute lookups (a dozen readlink calls a file in
+ * libgit2 1.5), most of what it costs beyond git's own; the files are the
+ * same either way.  Any doubt answers true.
+ */
+static bool filters_may_apply(git_repository *repo, git_commit *commit)
+{
+	git_config *cfg = NULL;
+	git_config_entry *e = NULL;
+	git_tree *tree = NULL;
+	bool found = false;
+	char *info;
+	struct stat st;
+
+	if (git_repository_config_snapshot(&cfg, repo) < 0)
+		return true;
+	for (const char *const *k =
+		 (const char *const[]){"core.autocrlf", "core.eol",
+				       "core.attributesfile", NULL};
+	     *k && !found; k++) {
+		if (git_config_get_entry(&e, cfg, *k) == 0) {
+			found = strcmp(*k, "core.autocrlf") != 0 ||
+				strcasecmp(e->value, "false") != 0;
+			git_config_entry_free(e);
+		}
+	}
+	git_config_free(cfg);
+	info = paths_join(git_repository_commondir(repo), "info/attributes");
+	if (found || !info || lstat(info, &st) == 0 ||
+	    in_search_path(GIT_CONFIG_LEVEL_XDG, "attributes") ||
+	    in_search_path(GIT_CONFIG_LEVEL_SYSTEM, "gitattributes") ||
+	    git_commit_tree(&tree, commit) < 0) {
+		free(info);
+		return true;
+	}
+	free(info);
+	if (git_tree_walk(tree, GIT_TREEWALK_PRE, find_attributes, &found) <
+		0 &&
+	    !found)
+		found = true;
+	git_tree_free(tree);
+	return found;
+}
+
 /* A worktree: the new branch spd/<feature> at HEAD, checked out under
  * state_dir/worktrees/<id>. */
 static int start_worktree(struct session_store *s, struct start *st,
@@ -302,6 +389,8 @@ static int start_worktree(struct session_store *s, struct start *st,
 	sess_note_ref(s, x->info.gitdir, st->bname);
 	wo.ref = st->branch;
 	wo.checkout_options.checkout_strategy = GIT_CHECKOUT_FORCE;
+	wo.checkout_options.disable_filters =
+	    !filters_may_apply(st->repo, st->commit);
 	if (git_worktree_add(&st->wt, st->repo, x->info.id, st->wtdir, &wo) <
 	    0) {
 		sess_seterr(s, "cannot add the worktree: %s", sess_git_msg());

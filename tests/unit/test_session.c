@@ -197,6 +197,59 @@ START_TEST(test_start_diff_end)
 }
 END_TEST
 
+/*
+ * The checkout skips libgit2's filters only where none could change a
+ * byte: with a .gitattributes asking for CRLF (or core.autocrlf) the
+ * worktree has CRLF, exactly as git's own checkout; without, the files
+ * are the blobs.
+ */
+START_TEST(test_checkout_filters)
+{
+	struct fx f;
+	struct session_info *i;
+	char *out;
+
+	fx_init(&f, NULL);
+	free(sh(f.repo, "printf 'x\\ny\\n' > crlf.txt && "
+			"printf 'x\\ny\\n' > plain.dat && "
+			"git add -A && git commit -qm lines"));
+	i = start(&f, "no-attributes", false, NULL);
+	out = sh(i->worktree, "od -An -c crlf.txt | tr -s ' '");
+	ck_assert_str_eq(out, " x \\n y \\n\n");
+	free(out);
+	session_info_free(i);
+
+	/* An attribute in the tree: filters apply. */
+	free(sh(f.repo, "echo '*.txt eol=crlf' > .gitattributes && "
+			"git add -A && git commit -qm attributes"));
+	i = start(&f, "attributes", false, NULL);
+	out = sh(i->worktree, "od -An -c crlf.txt | tr -s ' '");
+	ck_assert_str_eq(out, " x \\r \\n y \\r \\n\n");
+	free(out);
+	out = sh(i->worktree, "od -An -c plain.dat | tr -s ' '");
+	ck_assert_str_eq(out, " x \\n y \\n\n");
+	free(out);
+	/* ... as git's own checkout has them. */
+	out = sh(f.repo,
+		 "git worktree add -q ../gitwt HEAD && "
+		 "cmp ../gitwt/crlf.txt %s/crlf.txt && echo same",
+		 i->worktree);
+	ck_assert_str_eq(out, "same\n");
+	free(out);
+	session_info_free(i);
+
+	/* No attribute file but core.autocrlf=true: filters apply too. */
+	free(sh(f.repo, "git rm -q .gitattributes && git commit -qm no-attr && "
+			"git config core.autocrlf true"));
+	i = start(&f, "autocrlf", false, NULL);
+	out = sh(i->worktree, "od -An -c crlf.txt | tr -s ' '");
+	ck_assert_str_eq(out, " x \\r \\n y \\r \\n\n");
+	free(out);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
 START_TEST(test_feature_names)
 {
 	static const char *const bad[] = {
@@ -1061,6 +1114,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_start_diff_end);
+	tcase_add_test(tc, test_checkout_filters);
 	tcase_add_test(tc, test_feature_names);
 	tcase_add_test(tc, test_in_place_dirty);
 	tcase_add_test(tc, test_guard_ends_attempt);
