@@ -203,6 +203,7 @@ struct run_ctx {
 	/* Network mode proxy: the run's egress proxy (closed with it). */
 	bool proxy_mode;
 	struct proxy_port *proxy;
+	struct proxy_project *proxy_project; /* until the port takes it */
 	char *session_id;
 };
 
@@ -223,6 +224,7 @@ static void run_ctx_free(struct run_ctx *rc)
 	if (rc->listener)
 		gateway_release(broker_gateway(rc->spd), rc->listener);
 	proxy_close(rc->proxy);
+	proxy_project_free(rc->proxy_project);
 	free(rc->session_id);
 	if (rc->turn[0])
 		broker_turn_end(rc->spd, rc->turn, "agent exited");
@@ -279,9 +281,13 @@ static void on_listener(void *data, int fd)
 			close(fd);
 			return;
 		}
-		r = proxy_serve(rc->spd, fd, rc->session_id,
-				rc->by_operator ? "operator" : "agent",
-				&rc->proxy);
+		r = proxy_serve(
+		    rc->spd, fd,
+		    &(struct proxy_run){rc->session_id,
+					rc->by_operator ? "operator" : "agent",
+					rc->workspace, rc->proxy_project},
+		    &rc->proxy);
+		rc->proxy_project = NULL; /* taken */
 		if (r < 0)
 			log_warn("run: cannot serve the run's proxy port: %s",
 				 uv_strerror(r));
@@ -786,6 +792,10 @@ static int run_ctx_net(struct run_ctx *rc, const struct run_request *req,
 	rc->by_operator = rpc_call_principal(c)->operator;
 	if (req->session_id && !(rc->session_id = strdup(req->session_id)))
 		return -ENOMEM;
+	/* The project's tightening, read before the run can act. */
+	if (rc->proxy_mode)
+		return proxy_project_load(&rc->spd->config, req->workspace,
+					  &rc->proxy_project);
 	return 0;
 }
 

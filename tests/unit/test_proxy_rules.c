@@ -1,6 +1,6 @@
 /*
  * The egress proxy's decisions without I/O (daemon/proxy/rules.c): host
- * names against [network] allow-host and deny-host, and the
+ * names against [network] allow-host, deny-host and ask-host, and the
  * address classes a name must not lead to.
  */
 #include <arpa/inet.h>
@@ -14,12 +14,14 @@
 
 static char *allow[] = {"registry.npmjs.org", "*.example.com", NULL};
 static char *deny[] = {"bad.example.com", NULL};
+static char *ask[] = {"github.com", "*.example.com", NULL};
 static char *addrs[] = {"10.1.2.3", "fd00::1", NULL};
 
 static struct spd_config conf(void)
 {
 	return (struct spd_config){.proxy_allow_host = allow,
 				   .proxy_deny_host = deny,
+				   .proxy_ask_host = ask,
 				   .proxy_allow_address = addrs};
 }
 
@@ -36,7 +38,11 @@ START_TEST(test_host_rules)
 			 PROXY_DENY_UNLISTED);
 	/* deny-host wins over a wildcard allow. */
 	ck_assert_int_eq(proxy_decide(&c, "Bad.Example.com"), PROXY_DENY_RULE);
-	ck_assert_int_eq(proxy_decide(&c, "github.com"), PROXY_DENY_UNLISTED);
+	/* ask-host when not allowed; an allow-host wins over it. */
+	ck_assert_int_eq(proxy_decide(&c, "github.com"), PROXY_ASK);
+	ck_assert_int_eq(proxy_decide(&c, "x.example.com"), PROXY_ALLOW);
+	ck_assert_int_eq(proxy_decide(&c, "api.github.com"),
+			 PROXY_DENY_UNLISTED);
 	ck_assert_int_eq(proxy_decide(&c, "npmjs.org"), PROXY_DENY_UNLISTED);
 	ck_assert_int_eq(proxy_decide(&c, ""), PROXY_DENY_UNLISTED);
 	/* Raw addresses only by allow-address. */
@@ -101,6 +107,58 @@ START_TEST(test_allow_address)
 }
 END_TEST
 
+/* A project's rules only tighten spd.conf's: the stricter decision. */
+START_TEST(test_project_tightens)
+{
+	struct spd_config c = conf();
+	char *pallow[] = {"registry.npmjs.org", "github.com", "evil.org", NULL};
+	char *pdeny[] = {"a.example.com", NULL};
+	char *pask[] = {"b.example.com", NULL};
+	struct proxy_project p = {.allow = pallow, .deny = pdeny, .ask = pask};
+	char *none[] = {NULL};
+	struct proxy_project empty = {.allow = none};
+
+	ck_assert_int_eq(proxy_decide_run(&c, NULL, "x.example.com"),
+			 PROXY_ALLOW);
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "registry.npmjs.org"),
+			 PROXY_ALLOW);
+	/* Narrowed out, denied, turned into an ask. */
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "x.example.com"),
+			 PROXY_DENY_PROJECT_UNLISTED);
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "a.example.com"),
+			 PROXY_DENY_PROJECT);
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "b.example.com"), PROXY_ASK);
+	/* The project's allow cannot make spd.conf's ask an allow, nor
+	 * reach a host spd.conf does not name. */
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "github.com"), PROXY_ASK);
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "evil.org"),
+			 PROXY_DENY_UNLISTED);
+	ck_assert(proxy_project_names(&p, "evil.org"));
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "bad.example.com"),
+			 PROXY_DENY_RULE);
+	/* An empty allow list leaves nothing. */
+	ck_assert_int_eq(proxy_decide_run(&c, &empty, "registry.npmjs.org"),
+			 PROXY_DENY_PROJECT_UNLISTED);
+}
+END_TEST
+
+START_TEST(test_pattern_covered)
+{
+	char *l[] = {"registry.npmjs.org", "*.example.com", NULL};
+
+	ck_assert(proxy_pattern_covered(l, "registry.npmjs.org"));
+	ck_assert(proxy_pattern_covered(l, "Registry.NPMJS.org."));
+	ck_assert(proxy_pattern_covered(l, "a.example.com"));
+	ck_assert(proxy_pattern_covered(l, "*.a.example.com"));
+	ck_assert(proxy_pattern_covered(l, "*.example.com"));
+	ck_assert(!proxy_pattern_covered(l, "example.com"));
+	ck_assert(!proxy_pattern_covered(l, "*.com"));
+	ck_assert(!proxy_pattern_covered(l, "*.npmjs.org"));
+	ck_assert(!proxy_pattern_covered(l, "evil.org"));
+	ck_assert(!proxy_pattern_covered(NULL, "evil.org"));
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_rules");
@@ -111,6 +169,8 @@ int main(void)
 	tcase_add_test(tc, test_host_rules);
 	tcase_add_test(tc, test_address_classes);
 	tcase_add_test(tc, test_allow_address);
+	tcase_add_test(tc, test_project_tightens);
+	tcase_add_test(tc, test_pattern_covered);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
