@@ -1223,7 +1223,8 @@ static void probe_done(void *data, const struct sbx_layers *l)
 			       "sandboxd died during the probe");
 		return;
 	}
-	rpc_call_reply(c, run_layers_json(l));
+	rpc_call_reply(
+	    c, proxy_state_add(run_layers_json(l), &rpc_call_spd(c)->config));
 }
 
 void m_sandbox_probe(struct rpc_call *c)

@@ -17,6 +17,7 @@
 #ifndef SPD_DAEMON_PROXY_H
 #define SPD_DAEMON_PROXY_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -100,6 +101,11 @@ bool proxy_pattern_covered(char *const *list, const char *pattern);
 /* True when one of the project's allow-host or ask-host patterns names
  * host (to say why such a host is refused anyway). */
 bool proxy_project_names(const struct proxy_project *proj, const char *host);
+
+/* Add to the object o (sandbox.probe's result, for spctl doctor) a
+ * "proxy" object with spd.conf's allow_host, ask_host and deny_host
+ * lists; returns o. */
+json_t *proxy_state_add(json_t *o, const struct spd_config *cfg);
 
 struct sockaddr;
 /* Why sa is not a public address ("loopback", "link-local", "private",

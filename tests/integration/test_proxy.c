@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,7 +40,7 @@ static bool has(const char *hay, const char *needle)
 }
 
 /* A one-page HTTP server on 127.0.0.2, its port printed on stdout. */
-static const char standin_py[] =
+static char standin_py[] =
     "import http.server, sys\n"
     "seen = []\n"
     "class H(http.server.BaseHTTPRequestHandler):\n"
@@ -59,7 +60,9 @@ static const char standin_py[] =
     "print(s.server_address[1], flush=True)\n"
     "s.serve_forever()\n";
 
-static void standin_start(void)
+/* Start python3 with argv (after "python3"); its first line is the
+ * port it listens on. */
+static void standin_exec(char *const argv[])
 {
 	int p[2];
 	char buf[32] = "";
@@ -69,10 +72,14 @@ static void standin_start(void)
 	standin = fork();
 	ck_assert_int_ge(standin, 0);
 	if (standin == 0) {
+		char *av[8] = {"python3"};
+
+		for (int i = 0; argv[i] && i < 6; i++)
+			av[i + 1] = argv[i];
 		dup2(p[1], 1);
 		close(p[0]);
 		close(p[1]);
-		execlp("python3", "python3", "-c", standin_py, (char *)NULL);
+		execvp("python3", av);
 		_exit(127);
 	}
 	close(p[1]);
@@ -81,6 +88,13 @@ static void standin_start(void)
 	ck_assert_msg(n > 0, "the stand-in did not start");
 	standin_port = atoi(buf);
 	ck_assert_int_gt(standin_port, 0);
+}
+
+static void standin_start(void)
+{
+	char *argv[] = {"-c", standin_py, NULL};
+
+	standin_exec(argv);
 }
 
 static void setup(void)
@@ -92,6 +106,9 @@ static void setup(void)
 				   "\tallow-host = meta.test\n"
 				   "\tdeny-host = blocked.wild.test\n"
 				   "\task-host = ask.test\n"
+				   "\tallow-host = npm.test\n"
+				   "\tresolve = npm.test:127.0.0.2\n"
+				   "\tresolve = npm2.test:127.0.0.2\n"
 				   "\tresolve = ask.test:127.0.0.2\n"
 				   "\tallow-address = 127.0.0.2\n"
 				   "\tresolve = registry.test:127.0.0.2\n"
@@ -492,6 +509,78 @@ START_TEST(test_project_only_tightens)
 }
 END_TEST
 
+/* A real npm ci of a package-lock'd project, through the proxy, against
+ * an npm registry stand-in reached by name: the package lands in
+ * node_modules and the journal shows the host.  The same project with a
+ * registry host spd.conf does not allow fails, and gets nothing. */
+START_TEST(test_npm_ci_through_the_proxy)
+{
+	char script[PATH_MAX], mod[PATH_MAX], *out = NULL, *err = NULL, *j;
+	char *seen, *ws2, *standin_path;
+	char *argv[] = {NULL, WS, "npm.test", NULL};
+	int rc;
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	if (access("/usr/bin/npm", X_OK) != 0 ||
+	    access("/usr/bin/node", X_OK) != 0)
+		TEST_SKIP("npm or node is not installed in /usr/bin");
+	if (asprintf(&standin_path, "%s/../tests/lib/npm_registry_standin.py",
+		     test_build_dir()) < 0)
+		ck_abort();
+	argv[0] = standin_path;
+	standin_exec(argv);
+	snprintf(script, sizeof(script),
+		 "command -v npm || echo 'npm-not-in-the-run'; cd %s && "
+		 "npm ci --no-progress 2>&1; echo npm-exit=$?",
+		 WS);
+	rc = run_proxy(script, &out, &err);
+	snprintf(mod, sizeof(mod), "%s/node_modules/spd-tiny/index.js", WS);
+	ck_assert_msg(rc == 0 && has(out, "npm-exit=0") &&
+			  access(mod, F_OK) == 0,
+		      "rc %d out %s err %s", rc, out, err);
+	j = journal_dump();
+	ck_assert_msg(has(j, "npm.test:") && has(j, "\"host\":\"npm.test\"") &&
+			  has(j, "\"decision\":\"allow\""),
+		      "journal %s", j);
+	seen = standin_seen();
+	ck_assert_msg(has(seen, "/spd-tiny/-/spd-tiny-1.0.0.tgz"), "seen %s",
+		      seen);
+	free(seen);
+	free(j);
+	free(out);
+	free(err);
+
+	/* The same project, its registry a host spd.conf does not allow. */
+	kill(standin, SIGKILL);
+	waitpid(standin, NULL, 0);
+	/* Inside the workspace: a run sees no other directory of /tmp. */
+	if (asprintf(&ws2, "%s/second", WS) < 0 || mkdir(ws2, 0755) < 0)
+		ck_abort_msg("cannot make %s", WS);
+	argv[1] = ws2;
+	argv[2] = "npm2.test";
+	standin_exec(argv);
+	snprintf(script, sizeof(script),
+		 "cd %s && npm ci --no-progress 2>&1; echo npm-exit=$?", ws2);
+	rc = run_proxy(script, &out, &err);
+	snprintf(mod, sizeof(mod), "%s/node_modules/spd-tiny", ws2);
+	ck_assert_msg(!has(out, "npm-exit=0") && has(out, "npm-exit=") &&
+			  access(mod, F_OK) != 0,
+		      "rc %d out %s err %s", rc, out, err);
+	j = journal_dump();
+	ck_assert_msg(has(j, "npm2.test is not in [network] allow-host"),
+		      "journal %s out %s", j, out);
+	seen = standin_seen();
+	ck_assert_msg(!has(seen, ".tgz"), "seen %s", seen);
+	free(seen);
+	free(j);
+	free(out);
+	free(err);
+	free(ws2);
+	free(standin_path);
+}
+END_TEST
+
 /* The test resolver is a test aid only: a real name is refused. */
 START_TEST(test_resolve_only_test_names)
 {
@@ -510,15 +599,20 @@ START_TEST(test_resolve_only_test_names)
 }
 END_TEST
 
-/* spctl doctor tells the operator the mode exists and what it needs. */
+/* spctl doctor tells the operator the mode exists, what it needs and
+ * which hosts spd.conf lets it reach. */
 START_TEST(test_doctor_mentions_proxy)
 {
 	char *args[] = {"doctor", NULL};
 	char *out = NULL;
 
 	test_spctl(&T, args, NULL, &out, NULL);
-	ck_assert_msg(has(out, "network proxy: spctl run --net proxy"), "%s",
-		      out);
+	ck_assert_msg(has(out, "network proxy: spctl run --net proxy") &&
+			  has(out, "allow-host registry.test, *.wild.test, "
+				   "evil.test, meta.test and 1 more") &&
+			  has(out, "ask-host (a person decides) ask.test") &&
+			  has(out, "deny-host blocked.wild.test"),
+		      "%s", out);
 	free(out);
 }
 END_TEST
@@ -531,12 +625,13 @@ int main(void)
 	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 60);
+	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_allowed_host_works);
 	tcase_add_test(tc, test_refusals);
 	tcase_add_test(tc, test_ask_host_waits_for_a_person);
 	tcase_add_test(tc, test_ask_withdrawn_when_the_run_ends);
 	tcase_add_test(tc, test_project_only_tightens);
+	tcase_add_test(tc, test_npm_ci_through_the_proxy);
 	tcase_add_test(tc, test_resolve_only_test_names);
 	tcase_add_test(tc, test_doctor_mentions_proxy);
 	suite_add_tcase(s, tc);
