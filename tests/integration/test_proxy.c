@@ -131,7 +131,7 @@ static void teardown(void)
 		waitpid(standin, NULL, 0);
 		standin = -1;
 	}
-	test_spd_cleanup(&T);
+	test_spd_stop_clean(&T);
 	if (WS)
 		test_rmrf(WS);
 	free(WS);
