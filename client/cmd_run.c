@@ -84,11 +84,28 @@ static void end_output(void)
 			ts_stream_end(fd, &out_ctl.st[fd]);
 }
 
+/* A connection of the run (network mode proxy) waits for a person. */
+static void say_ask(json_t *params)
+{
+	json_t *o = json_object_get(params, "object");
+	long long id =
+	    (long long)json_integer_value(json_object_get(params, "id"));
+
+	fprintf(stderr, "spctl: the run waits for a person: approval %lld\n",
+		id);
+	cmd_print_object(stderr, o, "  ");
+	fprintf(stderr, "  spctl approve %lld (or spctl deny %lld)\n", id, id);
+}
+
 static void on_run_event(void *data, const char *method, json_t *params)
 {
 	const char *stream, *text;
 	int fd;
 
+	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_REQUESTED)) == 0) {
+		say_ask(params);
+		return;
+	}
 	if (strcmp(method, rpc_notify_name(RPC_N_RUN_OUTPUT)) != 0)
 		return;
 	stream = json_string_value(json_object_get(params, "stream"));

@@ -1138,6 +1138,16 @@ int64_t gate_ask_person(struct spd *spd, const struct gate_ask *a,
 	return (int64_t)p->id;
 }
 
+json_t *gate_ask_json(struct spd *spd, uint64_t id)
+{
+	struct approvals *ap = spd ? spd->approvals : NULL;
+
+	for (struct pending *p = ap ? ap->pending : NULL; p; p = p->next)
+		if (p->id == id)
+			return pending_json(p);
+	return NULL;
+}
+
 void gate_ask_cancel(struct spd *spd, uint64_t id, const char *why)
 {
 	struct approvals *ap = spd ? spd->approvals : NULL;

@@ -107,6 +107,10 @@ struct gate_ask {
 int64_t gate_ask_person(struct spd *spd, const struct gate_ask *a,
 			gate_decided_fn decided, void *data);
 
+/* Ask id as approval.list shows it (new reference), or NULL when it is
+ * no longer pending. */
+json_t *gate_ask_json(struct spd *spd, uint64_t id);
+
 /* The waiter of ask id went away (its run ended): the ask is withdrawn
  * (journaled, approval.withdrawn to the followers) and decided is not
  * called.  An id no longer pending is ignored. */

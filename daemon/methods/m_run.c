@@ -271,6 +271,17 @@ static void on_output(void *data, int stream, const char *buf, size_t len)
 	outf_feed(&rc->outf, rc->call, stream, buf, len);
 }
 
+/* The run's proxy asks a person about a host: the caller is told, as a
+ * waiting call is (spctl run says which approval frees it). */
+static void on_proxy_ask(void *data, json_t *pending)
+{
+	struct run_ctx *rc = data;
+
+	if (rc->call && !rpc_call_client_gone(rc->call))
+		rpc_call_notify(rc->call, RPC_N_APPROVAL_REQUESTED,
+				json_incref(pending));
+}
+
 static void on_listener(void *data, int fd)
 {
 	struct run_ctx *rc = data;
@@ -283,9 +294,13 @@ static void on_listener(void *data, int fd)
 		}
 		r = proxy_serve(
 		    rc->spd, fd,
-		    &(struct proxy_run){rc->session_id,
-					rc->by_operator ? "operator" : "agent",
-					rc->workspace, rc->proxy_project},
+		    &(struct proxy_run){.session = rc->session_id,
+					.actor = rc->by_operator ? "operator"
+								 : "agent",
+					.workspace = rc->workspace,
+					.project = rc->proxy_project,
+					.on_ask = on_proxy_ask,
+					.on_ask_data = rc},
 		    &rc->proxy);
 		rc->proxy_project = NULL; /* taken */
 		if (r < 0)

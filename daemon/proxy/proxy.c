@@ -85,6 +85,8 @@ struct proxy_port {
 	char *workspace;
 	struct proxy_project *project;
 	struct pask *asks;
+	void (*on_ask)(void *data, json_t *pending);
+	void *on_ask_data;
 	char actor[16];
 };
 
@@ -571,6 +573,10 @@ static void ask_host(struct pconn *c)
 		a->id = (uint64_t)id;
 		a->next = p->asks;
 		p->asks = a;
+		if (p->on_ask && (object = gate_ask_json(p->spd, a->id))) {
+			p->on_ask(p->on_ask_data, object);
+			json_decref(object);
+		}
 	}
 	c->ask = a;
 	c->state = P_ASKING;
@@ -911,6 +917,8 @@ int proxy_serve(struct spd *spd, int fd, const struct proxy_run *run,
 	}
 	p->spd = spd;
 	p->project = run->project;
+	p->on_ask = run->on_ask;
+	p->on_ask_data = run->on_ask_data;
 	snprintf(p->actor, sizeof(p->actor), "%s", run->actor);
 	journal_project(p);
 	uv_tcp_init(spd->loop, &p->listener);

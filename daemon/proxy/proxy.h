@@ -122,6 +122,11 @@ struct proxy_run {
 	const char *workspace; /* shown to a person asked; copied */
 	/* The project's tightening (taken, freed with the port), or NULL. */
 	struct proxy_project *project;
+	/* Told of each ask made for the run, with the pending approval as
+	 * approval.list shows it (borrowed), while the port is open; or
+	 * NULL. */
+	void (*on_ask)(void *data, json_t *pending);
+	void *on_ask_data;
 };
 
 /*

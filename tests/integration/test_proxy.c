@@ -390,6 +390,11 @@ START_TEST(test_ask_host_waits_for_a_person)
 	free(out);
 	decide(id, true);
 	pthread_join(b.th, NULL);
+	/* spctl run said what the run waits for. */
+	ck_assert_msg(has(b.err, "the run waits for a person: approval ") &&
+			  has(b.err, "connect ask.test port ") &&
+			  has(b.err, "spctl approve "),
+		      "err %s", b.err);
 	ck_assert_msg(
 	    b.rc == 0 && has(b.out, "hello-from-standin host=ask.test:") &&
 		has(b.out, "path=/approved") && has(b.out, "code=200"),
