@@ -6,8 +6,11 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "daemon/proxy/proxy.h"
 #include "daemon/spd.h"
@@ -159,6 +162,68 @@ START_TEST(test_pattern_covered)
 }
 END_TEST
 
+/* The project's .spd.conf as proxy_project_load reads it. */
+static struct proxy_project *load_project(const char *text)
+{
+	struct spd_config c = conf();
+	struct proxy_project *p = NULL;
+	char dir[] = "/tmp/spd-proxy-project-XXXXXX", path[64];
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/.spd.conf", dir);
+	if (text) {
+		f = fopen(path, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs(text, f);
+		fclose(f);
+	}
+	ck_assert_int_eq(proxy_project_load(&c, dir, &p), 0);
+	unlink(path);
+	rmdir(dir);
+	return p;
+}
+
+START_TEST(test_project_load)
+{
+	struct spd_config c = conf();
+	struct proxy_project *p;
+
+	ck_assert_ptr_null(load_project(NULL));
+	ck_assert_ptr_null(load_project("[policy]\n\tallow = make\n"));
+	p = load_project(
+	    "[network]\n\tallow-host = a.example.com\n"
+	    "\tallow-host = evil.org\n\task-host = *.npmjs.org\n"
+	    "\tdeny-host = b.example.com\n"
+	    "\tallow-address = 127.0.0.1\n\tresolve = x.test:1.2.3.4\n");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_null(p->error);
+	ck_assert_str_eq(p->allow[0], "a.example.com");
+	ck_assert_str_eq(p->allow[1], "evil.org");
+	ck_assert_str_eq(p->deny[0], "b.example.com");
+	/* Set aside: what spd.conf does not cover, and the operator's
+	 * keys. */
+	ck_assert_ptr_nonnull(p->ignored);
+	ck_assert(strstr(p->ignored[0], "allow-host = evil.org"));
+	ck_assert(strstr(p->ignored[1], "ask-host = *.npmjs.org"));
+	ck_assert(strstr(p->ignored[2], "allow-address = 127.0.0.1"));
+	ck_assert(strstr(p->ignored[3], "resolve = x.test:1.2.3.4"));
+	ck_assert_ptr_null(p->ignored[4]);
+	ck_assert_int_eq(proxy_decide_run(&c, p, "a.example.com"), PROXY_ALLOW);
+	ck_assert_int_eq(proxy_decide_run(&c, p, "c.example.com"),
+			 PROXY_DENY_PROJECT_UNLISTED);
+	proxy_project_free(p);
+	/* A file that includes another refuses every host. */
+	p = load_project("[include]\n\tpath = /etc/other\n"
+			 "[network]\n\tallow-host = a.example.com\n");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(p->error);
+	ck_assert_int_eq(proxy_decide_run(&c, p, "a.example.com"),
+			 PROXY_DENY_PROJECT);
+	proxy_project_free(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_rules");
@@ -171,6 +236,7 @@ int main(void)
 	tcase_add_test(tc, test_allow_address);
 	tcase_add_test(tc, test_project_tightens);
 	tcase_add_test(tc, test_pattern_covered);
+	tcase_add_test(tc, test_project_load);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
