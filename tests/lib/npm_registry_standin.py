@@ -99,5 +99,6 @@ with open(os.path.join(ws, "package-lock.json"), "w") as f:
 with open(os.path.join(ws, ".npmrc"), "w") as f:
     f.write("registry=%s/\ncache=%s/.npm-cache\naudit=false\nfund=false\n"
             "update-notifier=false\nfetch-retries=0\n" % (base, ws))
-print(port, flush=True)
+sys.stdout.write("%d\n" % port)
+sys.stdout.flush()
 srv.serve_forever()
