@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -94,6 +95,9 @@ static int server_start(void)
 		return -1;
 	if (server_pid == 0) {
 		char *chunk = calloc(1, BENCH_CHUNK);
+
+		/* Gone with the bench, however it ends. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 
 		if (!chunk)
 			_exit(1);
