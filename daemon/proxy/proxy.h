@@ -95,8 +95,8 @@ void proxy_project_free(struct proxy_project *p);
 enum proxy_verdict proxy_decide_run(const struct spd_config *cfg,
 				    const struct proxy_project *proj,
 				    const char *host);
-/* True when every host pattern matches (a name, or "*.suffix") one of
- * list's patterns matches too. */
+/* True when every host that pattern (a name, or "*.suffix") matches is
+ * matched by one of list's patterns too. */
 bool proxy_pattern_covered(char *const *list, const char *pattern);
 /* True when one of the project's allow-host or ask-host patterns names
  * host (to say why such a host is refused anyway). */
