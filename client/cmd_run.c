@@ -84,11 +84,28 @@ static void end_output(void)
 			ts_stream_end(fd, &out_ctl.st[fd]);
 }
 
+/* A connection of the run (network mode proxy) waits for a person. */
+static void say_ask(json_t *params)
+{
+	json_t *o = json_object_get(params, "object");
+	long long id =
+	    (long long)json_integer_value(json_object_get(params, "id"));
+
+	fprintf(stderr, "spctl: the run waits for a person: approval %lld\n",
+		id);
+	cmd_print_object(stderr, o, "  ");
+	fprintf(stderr, "  spctl approve %lld (or spctl deny %lld)\n", id, id);
+}
+
 static void on_run_event(void *data, const char *method, json_t *params)
 {
 	const char *stream, *text;
 	int fd;
 
+	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_REQUESTED)) == 0) {
+		say_ask(params);
+		return;
+	}
 	if (strcmp(method, rpc_notify_name(RPC_N_RUN_OUTPUT)) != 0)
 		return;
 	stream = json_string_value(json_object_get(params, "stream"));
@@ -407,21 +424,56 @@ usage:
 	return agent_usage();
 }
 
+/* The host patterns of list, comma-separated, at most a few. */
+static void print_hosts(json_t *list)
+{
+	size_t n = json_array_size(list);
+
+	for (size_t i = 0; i < n && i < 4; i++) {
+		fputs(i ? ", " : "", stdout);
+		ts_fputs(stdout,
+			 json_string_value(json_array_get(list, i)) ?: "");
+	}
+	if (n > 4)
+		printf(" and %zu more", n - 4);
+}
+
 /* Network mode proxy needs what the broker's door needs: a network
- * namespace of the run's own, so user namespaces. */
+ * namespace of the run's own, so user namespaces; and it reaches only
+ * what spd.conf names. */
 static void print_net_proxy(json_t *res)
 {
 	json_t *u = json_object_get(res, "user_namespaces");
+	json_t *px = json_object_get(res, "proxy");
+	json_t *allow = json_object_get(px, "allow_host");
+	json_t *ask = json_object_get(px, "ask_host");
+	json_t *deny = json_object_get(px, "deny_host");
 
-	if (json_is_true(json_object_get(u, "ok")))
-		printf(
-		    "  ok       network proxy: spctl run --net proxy reaches "
-		    "only the hosts spd.conf's [network] allow-host names, "
-		    "through spd's HTTP proxy\n");
-	else
+	if (!json_is_true(json_object_get(u, "ok"))) {
 		printf("  advice   network proxy: spctl run --net proxy needs "
 		       "user namespaces (a network namespace of the run's "
 		       "own); it is refused here\n");
+		return;
+	}
+	if (!json_array_size(allow) && !json_array_size(ask)) {
+		printf("  advice   network proxy: spctl run --net proxy "
+		       "refuses every host: spd.conf's [network] allow-host "
+		       "and ask-host name none\n");
+		return;
+	}
+	printf("  ok       network proxy: spctl run --net proxy reaches "
+	       "only what spd.conf's [network] names, through spd's HTTP "
+	       "proxy: allow-host ");
+	print_hosts(allow);
+	if (json_array_size(ask)) {
+		fputs("; ask-host (a person decides) ", stdout);
+		print_hosts(ask);
+	}
+	if (json_array_size(deny)) {
+		fputs("; deny-host ", stdout);
+		print_hosts(deny);
+	}
+	fputc('\n', stdout);
 }
 
 int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
@@ -446,6 +498,9 @@ int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 		bool ok = json_is_true(json_object_get(v, "ok"));
 		bool req = json_is_true(json_object_get(v, "required"));
 		const char *why = json_string_value(json_object_get(v, "why"));
+
+		if (strcmp(k, "proxy") == 0)
+			continue; /* not a layer: print_net_proxy's */
 		if (!ok && req)
 			missing++;
 		if (!ok && strcmp(k, "run_init") == 0)

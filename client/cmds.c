@@ -110,6 +110,13 @@ void cmd_print_object(FILE *f, json_t *o, const char *indent)
 		fprintf(f, "%s  cwd ", indent);
 		ts_fputs_arg(f, cwd);
 		fputc('\n', f);
+	} else if (json_string_value(json_object_get(o, "host"))) {
+		/* A proxy run's connection to an ask-host. */
+		fprintf(f, "%sconnect ", indent);
+		ts_fputs_arg(f, json_string_value(json_object_get(o, "host")));
+		fprintf(
+		    f, " port %lld, through the run's network proxy\n",
+		    (long long)json_integer_value(json_object_get(o, "port")));
 	}
 	if (json_is_array(argv) && net)
 		fprintf(f, "%s  network %s\n", indent,

@@ -120,6 +120,7 @@ static int load_network(git_config *gc, const char *path,
 	} keys[] = {
 	    {"network.allow-host", &cfg->proxy_allow_host},
 	    {"network.deny-host", &cfg->proxy_deny_host},
+	    {"network.ask-host", &cfg->proxy_ask_host},
 	    {"network.allow-address", &cfg->proxy_allow_address},
 	    {"network.resolve", &cfg->proxy_resolve},
 	};
@@ -283,8 +284,10 @@ void config_free(struct spd_config *cfg)
 	cfg->writable = cfg->key_files = NULL;
 	strv_free_array(cfg->proxy_allow_host);
 	strv_free_array(cfg->proxy_deny_host);
+	strv_free_array(cfg->proxy_ask_host);
 	strv_free_array(cfg->proxy_allow_address);
 	strv_free_array(cfg->proxy_resolve);
 	cfg->proxy_allow_host = cfg->proxy_deny_host = NULL;
+	cfg->proxy_ask_host = NULL;
 	cfg->proxy_allow_address = cfg->proxy_resolve = NULL;
 }

@@ -49,11 +49,12 @@ struct spd_config {
 	unsigned operator_runs;	       /* run slots held back */
 	/* [network] rules of the egress proxy (daemon/proxy/proxy.h), each
 	 * NULL-terminated or NULL: host patterns ("name" or "*.suffix")
-	 * allowed and always refused; addresses a name may
+	 * allowed, always refused and asked about; addresses a name may
 	 * resolve to although private or loopback; and the test resolver's
 	 * "name:address" pairs (names under .test only). */
 	char **proxy_allow_host;
 	char **proxy_deny_host;
+	char **proxy_ask_host;
 	char **proxy_allow_address;
 	char **proxy_resolve;
 };

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,19 @@
 #include "common/utf8.h"
 #include "common/util.h"
 
+/*
+ * Who waits for a pending ask: an RPC call (cont or drop finish it), or
+ * something inside spd without a caller (decided: a proxy connection),
+ * or nobody (the caller did not wait; the grant will wait for it).
+ */
+struct waiter {
+	struct rpc_call *call;
+	gate_cont_fn cont;
+	gate_drop_fn drop;
+	gate_decided_fn decided;
+	void *data;
+};
+
 struct pending {
 	struct pending *next;
 	uint64_t id;
@@ -34,11 +48,7 @@ struct pending {
 	json_t *object; /* what is asked, for the person */
 	const char *rule;
 	char reason[POLICY_REASON_MAX];
-	/* A waiting call; NULL when the caller asked not to wait. */
-	struct rpc_call *call;
-	gate_cont_fn cont;
-	gate_drop_fn drop;
-	void *data;
+	struct waiter w; /* empty when the caller asked not to wait */
 	uv_timer_t timer;
 	bool timer_on;
 };
@@ -394,7 +404,52 @@ static json_t *pending_json(const struct pending *p)
 			 (json_int_t)p->id, "session",
 			 p->session[0] ? p->session : NULL, "rule", p->rule,
 			 "reason", p->reason, "object", p->object, "waiting",
-			 p->call != NULL);
+			 p->w.call || p->w.decided);
+}
+
+/* Take p's waiter out of it (the call no longer watched for going
+ * away), to finish it once p is gone. */
+static struct waiter waiter_take(struct pending *p)
+{
+	struct waiter w = p->w;
+
+	p->w = (struct waiter){0};
+	if (w.call)
+		rpc_call_on_gone(w.call, NULL, NULL);
+	return w;
+}
+
+/* The person approved: the waiter goes on. */
+static void waiter_proceed(struct waiter *w)
+{
+	if (w->call)
+		w->cont(w->call, w->data);
+	else if (w->decided)
+		w->decided(w->data, true, NULL);
+}
+
+/* The waiter is refused: a call fails with code and the message, a
+ * waiter inside spd hears the message as its reason. */
+static void waiter_refuse(struct waiter *w, enum rpc_error code,
+			  const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void waiter_refuse(struct waiter *w, enum rpc_error code,
+			  const char *fmt, ...)
+{
+	char why[POLICY_REASON_MAX + 128];
+	va_list ap;
+
+	if (!w->call && !w->decided)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	if (w->call) {
+		rpc_call_error(w->call, code, NULL, "%s", why);
+		w->drop(w->data);
+	} else {
+		w->decided(w->data, false, why);
+	}
 }
 
 static void pending_closed(uv_handle_t *h)
@@ -426,19 +481,12 @@ static void pending_free(struct pending *p)
 
 static void pending_refuse(struct pending *p, const char *why)
 {
-	struct rpc_call *c = p->call;
-	gate_drop_fn drop = p->drop;
-	void *data = p->data;
+	struct waiter w = waiter_take(p);
 
-	p->call = NULL;
 	journal_decision(p->ap->spd, p->session, "approval.refused", p->rule,
 			 why, p->object);
 	pending_free(p);
-	if (c) {
-		rpc_call_on_gone(c, NULL, NULL);
-		rpc_call_error(c, RPC_E_APPROVAL_REFUSED, NULL, "%s", why);
-		drop(data);
-	}
+	waiter_refuse(&w, RPC_E_APPROVAL_REFUSED, "%s", why);
 }
 
 static void on_timeout(uv_timer_t *t)
@@ -602,13 +650,75 @@ static void ask_answered_yes(struct rpc_call *c, const struct gate_call *g,
 	 * for this same call is settled. */
 	for (struct pending *q = ap->pending, *nx; q; q = nx) {
 		nx = q->next;
-		if (!q->call && strcmp(q->session, session) == 0 &&
+		if (!q->w.call && !q->w.decided &&
+		    strcmp(q->session, session) == 0 &&
 		    strcmp(q->key, key) == 0)
 			pending_free(q);
 	}
 	journal_decision(spd, session, "approval.granted", res->rule,
 			 "approved in advance by the operator (yes)", object);
 	cont(c, data);
+}
+
+/*
+ * A new pending ask of session ("" for the operator's), not yet
+ * announced.  Returns it, or NULL with -EAGAIN in *err when
+ * GATE_PENDING_MAX are pending, or -ENOMEM.
+ */
+static struct pending *pending_new(struct approvals *ap, const char *session,
+				   const char *key, json_t *object,
+				   const char *rule, const char *reason,
+				   int *err)
+{
+	struct pending *p;
+
+	if (ap->n_pending >= GATE_PENDING_MAX) {
+		*err = -EAGAIN;
+		return NULL;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	p->id = ++ap->next_id;
+	p->ap = ap;
+	snprintf(p->session, sizeof(p->session), "%s", session);
+	memcpy(p->key, key, sizeof(p->key));
+	p->object = json_incref(object);
+	p->rule = rule;
+	snprintf(p->reason, sizeof(p->reason), "%s", reason);
+	p->timer.data = p;
+	p->next = ap->pending;
+	ap->pending = p;
+	ap->n_pending++;
+	return p;
+}
+
+/* Journal p and announce it to the followers (once its waiter, if any,
+ * is in place: they see whether someone waits). */
+static void pending_announce(struct pending *p)
+{
+	json_t *note;
+
+	journal_decision(p->ap->spd, p->session, "approval.requested", p->rule,
+			 p->reason, p->object);
+	note = pending_json(p);
+	for (struct follower *f = p->ap->followers; f; f = f->next)
+		rpc_call_notify(f->call, RPC_N_APPROVAL_REQUESTED,
+				json_incref(note));
+	json_decref(note);
+}
+
+/* p now has its waiter: it waits GATE_WAIT_MS for a person. */
+static void pending_wait(struct pending *p, const struct waiter *w)
+{
+	p->w = *w;
+	uv_timer_init(p->ap->spd->loop, &p->timer);
+	p->timer_on = true;
+	uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);
+	if (w->call)
+		rpc_call_on_gone(w->call, on_waiter_gone, p);
 }
 
 /*
@@ -621,44 +731,26 @@ static void ask_pend(struct rpc_call *c, const struct gate_call *g,
 		     const char *key, bool wait, gate_cont_fn cont,
 		     gate_drop_fn drop, void *data)
 {
-	struct spd *spd = rpc_call_spd(c);
-	struct approvals *ap = spd->approvals;
+	struct approvals *ap = rpc_call_spd(c)->approvals;
 	const char *session = g->session_id ? g->session_id : "";
 	struct pending *p;
-	json_t *note;
+	int r = 0;
 
-	if (ap->n_pending >= GATE_PENDING_MAX) {
+	p = pending_new(ap, session, key, object, res->rule, res->reason, &r);
+	if (!p && r == -EAGAIN) {
 		deny(ap, c, g->session_id, "deny.pending-limit",
 		     "too many approvals are pending", object,
 		     RPC_E_POLICY_DENIED);
 		drop(data);
 		return;
 	}
-	p = calloc(1, sizeof(*p));
 	if (!p) {
 		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		drop(data);
 		return;
 	}
-	p->id = ++ap->next_id;
-	p->ap = ap;
-	snprintf(p->session, sizeof(p->session), "%s", session);
-	memcpy(p->key, key, sizeof(p->key));
-	p->object = json_incref(object);
-	p->rule = res->rule;
-	snprintf(p->reason, sizeof(p->reason), "%s", res->reason);
-	p->timer.data = p;
-	p->next = ap->pending;
-	ap->pending = p;
-	ap->n_pending++;
-	journal_decision(spd, session, "approval.requested", res->rule,
-			 res->reason, object);
-	note = pending_json(p);
-	for (struct follower *f = ap->followers; f; f = f->next)
-		rpc_call_notify(f->call, RPC_N_APPROVAL_REQUESTED,
-				json_incref(note));
-	json_decref(note);
 	if (!wait) {
+		pending_announce(p);
 		rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
 			       json_pack("{s:I, s:s, s:s}", "approval",
 					 (json_int_t)p->id, "rule", res->rule,
@@ -668,18 +760,14 @@ static void ask_pend(struct rpc_call *c, const struct gate_call *g,
 		drop(data);
 		return;
 	}
-	p->call = c;
-	p->cont = cont;
-	p->drop = drop;
-	p->data = data;
+	pending_wait(p,
+		     &(struct waiter){
+			 .call = c, .cont = cont, .drop = drop, .data = data});
+	pending_announce(p);
 	/* The waiting caller learns its ask's id too: a front end (spctl
 	 * mcp) tells its user which `spctl approve` frees it, or decides it
 	 * through its own client. */
 	rpc_call_notify(c, RPC_N_APPROVAL_REQUESTED, pending_json(p));
-	uv_timer_init(spd->loop, &p->timer);
-	p->timer_on = true;
-	uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);
-	rpc_call_on_gone(c, on_waiter_gone, p);
 }
 
 /* The policy said ask: a pre-approval, a grant, the prompt budget, the
@@ -861,6 +949,72 @@ void m_approval_list(struct rpc_call *c)
 	rpc_call_on_gone(c, follower_gone, f);
 }
 
+/* A person approved p: its waiter goes on, or the grant waits for the
+ * call that did not wait.  Returns the decision for approval.decide. */
+static const char *decide_approve(struct approvals *ap, struct pending *p)
+{
+	struct waiter w;
+
+	if (p->w.call && !pins_current(p->object)) {
+		/* A script the person approved was rewritten while the ask
+		 * waited: the approval is not for what would run now. */
+		journal_decision(
+		    ap->spd, p->session, "approval.refused", p->rule,
+		    "a pinned file changed before the decision", p->object);
+		w = waiter_take(p);
+		pending_free(p);
+		waiter_refuse(&w, RPC_E_APPROVAL_REFUSED,
+			      "a file the ask pinned changed before the "
+			      "decision: ask again");
+		return "stale";
+	}
+	journal_decision(ap->spd, p->session, "approval.granted", p->rule,
+			 "granted by a person", p->object);
+	if (!p->w.call && !p->w.decided) {
+		/* The agent did not wait: the grant waits for it, for this
+		 * exact call, once. */
+		struct grant *g = calloc(1, sizeof(*g));
+		if (g) {
+			snprintf(g->session, sizeof(g->session), "%s",
+				 p->session);
+			memcpy(g->key, p->key, sizeof(g->key));
+			g->next = ap->grants;
+			ap->grants = g;
+		}
+	}
+	if (p->session[0])
+		denials_reset(ap, p->session);
+	w = waiter_take(p);
+	pending_free(p);
+	waiter_proceed(&w);
+	return "approved";
+}
+
+/* A person refused p (why: their words, or NULL); a refusal is a denied
+ * call of the session. */
+static void decide_refuse(struct approvals *ap, struct pending *p,
+			  const char *why)
+{
+	char reason[256], session[SESSION_ID_LEN + 1];
+	struct waiter w = waiter_take(p);
+
+	snprintf(reason, sizeof(reason), "refused by a person%s%s",
+		 why ? ": " : "", why ? why : "");
+	snprintf(session, sizeof(session), "%s", p->session);
+	journal_decision(ap->spd, session, "approval.refused", p->rule, reason,
+			 p->object);
+	pending_free(p);
+	if (session[0]) {
+		struct counter *ctr = counter_of(ap, session);
+		if (ctr && ++ctr->denials >= GATE_DENIALS_MAX &&
+		    ap->spd->sessions)
+			session_end_attempt(ap->spd->sessions, session,
+					    "POLICY-DENIED",
+					    "three denied calls in a row");
+	}
+	waiter_refuse(&w, RPC_E_APPROVAL_REFUSED, "%s", reason);
+}
+
 void m_approval_decide(struct rpc_call *c)
 {
 	struct approvals *ap = rpc_call_spd(c)->approvals;
@@ -868,6 +1022,7 @@ void m_approval_decide(struct rpc_call *c)
 	json_int_t id = json_integer_value(json_object_get(params, "id"));
 	bool approve = json_is_true(json_object_get(params, "approve"));
 	const char *why = json_string_value(json_object_get(params, "why"));
+	const char *decision = "refused";
 	struct pending *p;
 
 	for (p = ap->pending; p; p = p->next)
@@ -880,94 +1035,32 @@ void m_approval_decide(struct rpc_call *c)
 	}
 	rpc_call_set_summary(c, "approval %lld %s", (long long)id,
 			     approve ? "granted" : "refused");
-	if (approve) {
-		struct rpc_call *waiter = p->call;
-		gate_cont_fn cont = p->cont;
-		void *data = p->data;
+	if (approve)
+		decision = decide_approve(ap, p);
+	else
+		decide_refuse(ap, p, why);
+	rpc_call_reply(c,
+		       json_pack("{s:I, s:s}", "id", id, "decision", decision));
+}
 
-		if (waiter && !pins_current(p->object)) {
-			gate_drop_fn drop = p->drop;
+/* Withdraw p (journaled, the followers told) without finishing its
+ * waiter; returns the waiter for the caller to finish. */
+static struct waiter pending_withdraw(struct pending *p, const char *why)
+{
+	struct approvals *ap = p->ap;
+	struct waiter w = waiter_take(p);
+	json_t *note;
 
-			/* A script the person approved was rewritten while
-			 * the ask waited: the approval is not for what
-			 * would run now. */
-			journal_decision(ap->spd, p->session,
-					 "approval.refused", p->rule,
-					 "a pinned file changed before the "
-					 "decision",
-					 p->object);
-			p->call = NULL;
-			pending_free(p);
-			rpc_call_on_gone(waiter, NULL, NULL);
-			rpc_call_error(waiter, RPC_E_APPROVAL_REFUSED, NULL,
-				       "a file the ask pinned changed before "
-				       "the decision: ask again");
-			drop(data);
-			rpc_call_reply(c, json_pack("{s:I, s:s}", "id", id,
-						    "decision", "stale"));
-			return;
-		}
-		journal_decision(ap->spd, p->session, "approval.granted",
-				 p->rule, "granted by a person", p->object);
-		if (!waiter) {
-			/* The agent did not wait: the grant waits for it,
-			 * for this exact call, once. */
-			struct grant *g = calloc(1, sizeof(*g));
-			if (g) {
-				snprintf(g->session, sizeof(g->session), "%s",
-					 p->session);
-				memcpy(g->key, p->key, sizeof(g->key));
-				g->next = ap->grants;
-				ap->grants = g;
-			}
-		}
-		if (p->session[0]) {
-			struct counter *ctr = counter_of(ap, p->session);
-			if (ctr)
-				ctr->denials = 0;
-		}
-		p->call = NULL;
-		pending_free(p);
-		if (waiter) {
-			rpc_call_on_gone(waiter, NULL, NULL);
-			cont(waiter, data);
-		}
-	} else {
-		char reason[256];
-		struct rpc_call *waiter = p->call;
-		gate_drop_fn drop = p->drop;
-		void *data = p->data;
-		char session[SESSION_ID_LEN + 1];
-		const char *rule = p->rule;
-		json_t *object = json_incref(p->object);
-
-		snprintf(reason, sizeof(reason), "refused by a person%s%s",
-			 why ? ": " : "", why ? why : "");
-		snprintf(session, sizeof(session), "%s", p->session);
-		p->call = NULL;
-		pending_free(p);
-		if (waiter)
-			rpc_call_on_gone(waiter, NULL, NULL);
-		journal_decision(ap->spd, session, "approval.refused", rule,
-				 reason, object);
-		/* A person's refusal is a denied call of the session. */
-		if (session[0]) {
-			struct counter *ctr = counter_of(ap, session);
-			if (ctr && ++ctr->denials >= GATE_DENIALS_MAX &&
-			    ap->spd->sessions)
-				session_end_attempt(
-				    ap->spd->sessions, session, "POLICY-DENIED",
-				    "three denied calls in a row");
-		}
-		if (waiter) {
-			rpc_call_error(waiter, RPC_E_APPROVAL_REFUSED, NULL,
-				       "%s", reason);
-			drop(data);
-		}
-		json_decref(object);
-	}
-	rpc_call_reply(c, json_pack("{s:I, s:s}", "id", id, "decision",
-				    approve ? "approved" : "refused"));
+	journal_decision(ap->spd, p->session, "approval.withdrawn", p->rule,
+			 why, p->object);
+	note = json_pack("{s:I, s:s?, s:s}", "id", (json_int_t)p->id, "session",
+			 p->session[0] ? p->session : NULL, "reason", why);
+	for (struct follower *f = ap->followers; f && note; f = f->next)
+		rpc_call_notify(f->call, RPC_N_APPROVAL_WITHDRAWN,
+				json_incref(note));
+	json_decref(note);
+	pending_free(p);
+	return w;
 }
 
 void gate_withdraw_session(struct spd *spd, const char *sid, const char *why)
@@ -977,41 +1070,23 @@ void gate_withdraw_session(struct spd *spd, const char *sid, const char *why)
 
 	if (!ap || !sid || !sid[0])
 		return;
+	if (!why)
+		why = "the attempt ended";
 	/* One at a time from the head: a waiter's drop may change the
 	 * list. */
 	for (;;) {
-		struct rpc_call *c;
-		gate_drop_fn drop;
-		void *data;
-		json_t *note;
+		struct waiter w;
 
 		for (p = ap->pending; p; p = p->next)
 			if (strcmp(p->session, sid) == 0)
 				break;
 		if (!p)
 			break;
-		c = p->call;
-		drop = p->drop;
-		data = p->data;
-		p->call = NULL;
-		journal_decision(spd, p->session, "approval.withdrawn", p->rule,
-				 why ? why : "the attempt ended", p->object);
-		note = json_pack("{s:I, s:s, s:s}", "id", (json_int_t)p->id,
-				 "session", p->session, "reason",
-				 why ? why : "the attempt ended");
-		for (struct follower *f = ap->followers; f && note; f = f->next)
-			rpc_call_notify(f->call, RPC_N_APPROVAL_WITHDRAWN,
-					json_incref(note));
-		json_decref(note);
-		pending_free(p);
-		if (c) {
-			rpc_call_on_gone(c, NULL, NULL);
-			rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
-				       "session %s: the attempt ended while "
-				       "the call waited for a person (%s)",
-				       sid, why ? why : "");
-			drop(data);
-		}
+		w = pending_withdraw(p, why);
+		waiter_refuse(&w, RPC_E_ATTEMPT_ENDED,
+			      "session %s: the attempt ended while the call "
+			      "waited for a person (%s)",
+			      sid, why);
 	}
 	for (struct grant **pp = &ap->grants; *pp;) {
 		struct grant *g = *pp;
@@ -1022,6 +1097,66 @@ void gate_withdraw_session(struct spd *spd, const char *sid, const char *why)
 			pp = &g->next;
 		}
 	}
+}
+
+/* ---- asks without an RPC call --------------------------------------- */
+
+int64_t gate_ask_person(struct spd *spd, const struct gate_ask *a,
+			gate_decided_fn decided, void *data)
+{
+	struct approvals *ap = spd->approvals;
+	const char *session = a->session_id ? a->session_id : "";
+	struct pending *p;
+	char key[65];
+	int r = 0;
+
+	if (!ap)
+		return -ENOTCONN;
+	if (a->session_id) {
+		struct counter *ctr = counter_of(ap, a->session_id);
+
+		if (ctr && ctr->prompts >= GATE_PROMPTS_MAX) {
+			journal_decision(
+			    spd, session, "policy.deny", "deny.prompt-budget",
+			    "the session has used all its prompts", a->object);
+			return -EDQUOT;
+		}
+		if (ctr)
+			ctr->prompts++;
+	}
+	object_key(session, a->object, key);
+	p = pending_new(ap, session, key, a->object, a->rule, a->reason, &r);
+	if (!p) {
+		if (r == -EAGAIN)
+			journal_decision(
+			    spd, session, "policy.deny", "deny.pending-limit",
+			    "too many approvals are pending", a->object);
+		return r;
+	}
+	pending_wait(p, &(struct waiter){.decided = decided, .data = data});
+	pending_announce(p);
+	return (int64_t)p->id;
+}
+
+json_t *gate_ask_json(struct spd *spd, uint64_t id)
+{
+	struct approvals *ap = spd ? spd->approvals : NULL;
+
+	for (struct pending *p = ap ? ap->pending : NULL; p; p = p->next)
+		if (p->id == id)
+			return pending_json(p);
+	return NULL;
+}
+
+void gate_ask_cancel(struct spd *spd, uint64_t id, const char *why)
+{
+	struct approvals *ap = spd ? spd->approvals : NULL;
+
+	for (struct pending *p = ap ? ap->pending : NULL; p; p = p->next)
+		if (p->id == id) {
+			pending_withdraw(p, why);
+			return;
+		}
 }
 
 int gate_start(struct spd *spd)

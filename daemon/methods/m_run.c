@@ -203,6 +203,7 @@ struct run_ctx {
 	/* Network mode proxy: the run's egress proxy (closed with it). */
 	bool proxy_mode;
 	struct proxy_port *proxy;
+	struct proxy_project *proxy_project; /* until the port takes it */
 	char *session_id;
 };
 
@@ -223,6 +224,7 @@ static void run_ctx_free(struct run_ctx *rc)
 	if (rc->listener)
 		gateway_release(broker_gateway(rc->spd), rc->listener);
 	proxy_close(rc->proxy);
+	proxy_project_free(rc->proxy_project);
 	free(rc->session_id);
 	if (rc->turn[0])
 		broker_turn_end(rc->spd, rc->turn, "agent exited");
@@ -269,6 +271,17 @@ static void on_output(void *data, int stream, const char *buf, size_t len)
 	outf_feed(&rc->outf, rc->call, stream, buf, len);
 }
 
+/* The run's proxy asks a person about a host: the caller is told, as a
+ * waiting call is (spctl run says which approval frees it). */
+static void on_proxy_ask(void *data, json_t *pending)
+{
+	struct run_ctx *rc = data;
+
+	if (rc->call && !rpc_call_client_gone(rc->call))
+		rpc_call_notify(rc->call, RPC_N_APPROVAL_REQUESTED,
+				json_incref(pending));
+}
+
 static void on_listener(void *data, int fd)
 {
 	struct run_ctx *rc = data;
@@ -279,9 +292,17 @@ static void on_listener(void *data, int fd)
 			close(fd);
 			return;
 		}
-		r = proxy_serve(rc->spd, fd, rc->session_id,
-				rc->by_operator ? "operator" : "agent",
-				&rc->proxy);
+		r = proxy_serve(
+		    rc->spd, fd,
+		    &(struct proxy_run){.session = rc->session_id,
+					.actor = rc->by_operator ? "operator"
+								 : "agent",
+					.workspace = rc->workspace,
+					.project = rc->proxy_project,
+					.on_ask = on_proxy_ask,
+					.on_ask_data = rc},
+		    &rc->proxy);
+		rc->proxy_project = NULL; /* taken */
 		if (r < 0)
 			log_warn("run: cannot serve the run's proxy port: %s",
 				 uv_strerror(r));
@@ -786,6 +807,10 @@ static int run_ctx_net(struct run_ctx *rc, const struct run_request *req,
 	rc->by_operator = rpc_call_principal(c)->operator;
 	if (req->session_id && !(rc->session_id = strdup(req->session_id)))
 		return -ENOMEM;
+	/* The project's tightening, read before the run can act. */
+	if (rc->proxy_mode)
+		return proxy_project_load(&rc->spd->config, req->workspace,
+					  &rc->proxy_project);
 	return 0;
 }
 
@@ -1213,7 +1238,8 @@ static void probe_done(void *data, const struct sbx_layers *l)
 			       "sandboxd died during the probe");
 		return;
 	}
-	rpc_call_reply(c, run_layers_json(l));
+	rpc_call_reply(
+	    c, proxy_state_add(run_layers_json(l), &rpc_call_spd(c)->config));
 }
 
 void m_sandbox_probe(struct rpc_call *c)

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
 #include "daemon/log.h"
 #include "daemon/proxy/proxy.h"
@@ -34,7 +35,20 @@ struct pdir {
 	char buf[PROXY_CHUNK];
 };
 
-enum pstate { P_HEAD, P_RESOLVING, P_CONNECTING, P_TUNNEL, P_DONE };
+enum pstate { P_HEAD, P_ASKING, P_RESOLVING, P_CONNECTING, P_TUNNEL, P_DONE };
+
+/* A host and port of an ask-host rule that a person is asked about in
+ * this run; the answer holds for the rest of the run, so npm's fifteen
+ * connections to one registry make one prompt, not fifteen. */
+struct pask {
+	struct pask *next;
+	struct proxy_port *port;
+	char host[PROXY_HOST_MAX + 1];
+	uint16_t dport;
+	enum { ASK_WAITING, ASK_GRANTED, ASK_REFUSED } state;
+	uint64_t id; /* the approval, while waiting */
+	char why[300];
+};
 
 struct pconn {
 	struct proxy_port *port;
@@ -58,6 +72,7 @@ struct pconn {
 	size_t out_len;
 	char *reply_buf;
 	struct pdir up, down; /* client->upstream, upstream->client */
+	struct pask *ask;     /* P_ASKING: the answer it waits for */
 };
 
 struct proxy_port {
@@ -67,12 +82,24 @@ struct proxy_port {
 	struct pconn *conns;
 	unsigned nconns;
 	char *session;
+	char *workspace;
+	struct proxy_project *project;
+	struct pask *asks;
+	void (*on_ask)(void *data, json_t *pending);
+	void *on_ask_data;
 	char actor[16];
 };
 
 static void port_maybe_free(struct proxy_port *p)
 {
 	if (p->closing && !p->listener_open && p->nconns == 0) {
+		while (p->asks) {
+			struct pask *a = p->asks;
+			p->asks = a->next;
+			free(a);
+		}
+		proxy_project_free(p->project);
+		free(p->workspace);
 		free(p->session);
 		free(p);
 	}
@@ -453,6 +480,112 @@ static void resolve(struct pconn *c)
 	c->gai_pending = true;
 }
 
+/* ---- ask-host: a person decides ------------------------------------- */
+
+/* The answer for a's host and port came: each connection waiting for it
+ * goes on or is refused saying why. */
+static void on_decided(void *data, bool approved, const char *why)
+{
+	struct pask *a = data;
+
+	a->state = approved ? ASK_GRANTED : ASK_REFUSED;
+	a->id = 0;
+	snprintf(a->why, sizeof(a->why), "%s", why ? why : "");
+	for (struct pconn *c = a->port->conns, *next; c; c = next) {
+		next = c->next;
+		if (c->ask != a || c->closing)
+			continue;
+		c->ask = NULL;
+		if (approved)
+			resolve(c);
+		else
+			refuse(c, 403,
+			       "%s port %u is in [network] ask-host and was "
+			       "not approved: %s",
+			       c->host, c->dport, a->why);
+	}
+}
+
+static struct pask *ask_find(struct proxy_port *p, const char *host,
+			     uint16_t dport)
+{
+	for (struct pask *a = p->asks; a; a = a->next)
+		if (a->dport == dport && strcasecmp(a->host, host) == 0)
+			return a;
+	return NULL;
+}
+
+/* Ask a person about c's host and port (once per run), or use the
+ * answer already given in this run. */
+static void ask_host(struct pconn *c)
+{
+	struct proxy_port *p = c->port;
+	struct pask *a = ask_find(p, c->host, c->dport);
+	char reason[PROXY_HOST_MAX + 96];
+	json_t *object;
+	int64_t id;
+
+	if (a && a->state == ASK_GRANTED) {
+		resolve(c);
+		return;
+	}
+	if (a && a->state == ASK_REFUSED) {
+		refuse(c, 403,
+		       "%s port %u is in [network] ask-host and was not "
+		       "approved: %s",
+		       c->host, c->dport, a->why);
+		return;
+	}
+	if (!a) {
+		a = calloc(1, sizeof(*a));
+		object =
+		    json_pack("{s:s, s:s, s:i, s:s, s:s?}", "kind", "connect",
+			      "host", c->host, "port", (int)c->dport, "net",
+			      "proxy", "workspace", p->workspace);
+		snprintf(reason, sizeof(reason),
+			 "a connection to %s port %u through the run's proxy "
+			 "([network] ask-host)",
+			 c->host, c->dport);
+		id = a && object
+			 ? gate_ask_person(p->spd,
+					   &(struct gate_ask){p->session,
+							      "ask.net.host",
+							      reason, object},
+					   on_decided, a)
+			 : -ENOMEM;
+		json_decref(object);
+		if (id < 0) {
+			free(a);
+			refuse(c, 403,
+			       "%s port %u is in [network] ask-host, and no "
+			       "person can be asked: %s",
+			       c->host, c->dport,
+			       id == -EDQUOT   ? "the session has used all "
+						 "its prompts"
+			       : id == -EAGAIN ? "too many approvals are "
+						 "pending"
+					       : strerror((int)-id));
+			return;
+		}
+		a->port = p;
+		snprintf(a->host, sizeof(a->host), "%s", c->host);
+		a->dport = c->dport;
+		a->id = (uint64_t)id;
+		a->next = p->asks;
+		p->asks = a;
+		if (p->on_ask && (object = gate_ask_json(p->spd, a->id))) {
+			p->on_ask(p->on_ask_data, object);
+			json_decref(object);
+		}
+	}
+	c->ask = a;
+	c->state = P_ASKING;
+	journal_event(c, "net.proxy",
+		      json_pack("{s:s, s:i, s:s, s:I}", "host", c->host, "port",
+				(int)c->dport, "decision", "ask", "approval",
+				(json_int_t)a->id));
+}
+
 /* ---- the request head ---------------------------------------------- */
 
 static int on_url(http_parser *p, const char *at, size_t len)
@@ -538,6 +671,56 @@ fail:
 	return -ENOMEM;
 }
 
+/* Refuse c when the rules refuse its host, saying which rule; true
+ * then. */
+static bool refused_by_rules(struct pconn *c, enum proxy_verdict v)
+{
+	const struct proxy_project *proj = c->port->project;
+
+	switch (v) {
+	case PROXY_ALLOW:
+	case PROXY_ASK:
+		return false;
+	case PROXY_DENY_RULE:
+		refuse(c, 403, "%s is refused by [network] deny-host", c->host);
+		break;
+	case PROXY_DENY_ADDRESS:
+		refuse(c, 403,
+		       "%s is a raw address; use a host name, or name it in "
+		       "[network] allow-address",
+		       c->host);
+		break;
+	case PROXY_DENY_UNLISTED:
+		if (proxy_project_names(proj, c->host))
+			refuse(c, 403,
+			       "%s is in the project's .spd.conf but not in "
+			       "spd.conf's [network] allow-host: a project may "
+			       "only narrow the operator's list",
+			       c->host);
+		else
+			refuse(c, 403, "%s is not in [network] allow-host",
+			       c->host);
+		break;
+	case PROXY_DENY_PROJECT:
+		if (proj && proj->error)
+			refuse(c, 403, "%s is refused: %s", c->host,
+			       proj->error);
+		else
+			refuse(c, 403,
+			       "%s is refused by the project's [network] "
+			       "deny-host (.spd.conf)",
+			       c->host);
+		break;
+	case PROXY_DENY_PROJECT_UNLISTED:
+		refuse(c, 403,
+		       "%s is not in the project's [network] allow-host "
+		       "(.spd.conf)",
+		       c->host);
+		break;
+	}
+	return true;
+}
+
 /* The head is complete (end: the bytes up to and including its blank
  * line): find the host and port, decide, and go on to resolve. */
 static void head_done(struct pconn *c, size_t end)
@@ -568,22 +751,9 @@ static void head_done(struct pconn *c, size_t end)
 	       u.field_data[UF_HOST].len);
 	c->host[u.field_data[UF_HOST].len] = '\0';
 	c->dport = u.field_set & (1 << UF_PORT) ? u.port : 80;
-	v = proxy_decide(&c->port->spd->config, c->host);
-	if (v == PROXY_DENY_RULE) {
-		refuse(c, 403, "%s is refused by [network] deny-host", c->host);
+	v = proxy_decide_run(&c->port->spd->config, c->port->project, c->host);
+	if (refused_by_rules(c, v))
 		return;
-	}
-	if (v == PROXY_DENY_ADDRESS) {
-		refuse(c, 403,
-		       "%s is a raw address; use a host name, or name it in "
-		       "[network] allow-address",
-		       c->host);
-		return;
-	}
-	if (v != PROXY_ALLOW) {
-		refuse(c, 403, "%s is not in [network] allow-host", c->host);
-		return;
-	}
 	if (connect) {
 		static const char ok[] = "HTTP/1.1 200 Connection established"
 					 "\r\n\r\n";
@@ -604,7 +774,10 @@ static void head_done(struct pconn *c, size_t end)
 		refuse(c, 502, "out of memory");
 		return;
 	}
-	resolve(c);
+	if (v == PROXY_ASK)
+		ask_host(c);
+	else
+		resolve(c);
 }
 
 static void head_alloc(uv_handle_t *h, size_t hint, uv_buf_t *ret)
@@ -697,19 +870,57 @@ static void on_listener_closed(uv_handle_t *h)
 	port_maybe_free(p);
 }
 
-int proxy_serve(struct spd *spd, int fd, const char *session, const char *actor,
+/* The project's rules that were set aside, journaled and logged once
+ * per run: the operator sees what a project tried. */
+static void journal_project(struct proxy_port *p)
+{
+	const struct proxy_project *proj = p->project;
+	json_t *d, *ign;
+	char *text;
+
+	if (!proj || (!proj->ignored && !proj->error))
+		return;
+	ign = json_array();
+	for (size_t i = 0; proj->ignored && proj->ignored[i]; i++) {
+		json_array_append_new(ign, json_string(proj->ignored[i]));
+		log_warn("proxy: %s/.spd.conf: ignored %s", p->workspace,
+			 proj->ignored[i]);
+	}
+	if (proj->error)
+		log_warn("proxy: %s: %s; every host is refused", p->workspace,
+			 proj->error);
+	d = json_pack("{s:s?, s:o, s:s?}", "workspace", p->workspace, "ignored",
+		      ign, "error", proj->error);
+	text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	if (journal_append(p->spd->journal, p->session, p->actor,
+			   "net.proxy.project", ".spd.conf [network]",
+			   text) < 0)
+		log_warn("proxy: cannot journal the project's rules");
+	free(text);
+	json_decref(d);
+}
+
+int proxy_serve(struct spd *spd, int fd, const struct proxy_run *run,
 		struct proxy_port **ret)
 {
 	struct proxy_port *p = calloc(1, sizeof(*p));
 	int r;
 
-	if (!p || (session && !(p->session = strdup(session)))) {
+	if (!p || (run->session && !(p->session = strdup(run->session))) ||
+	    (run->workspace && !(p->workspace = strdup(run->workspace)))) {
+		if (p)
+			free(p->session);
 		free(p);
+		proxy_project_free(run->project);
 		close(fd);
 		return -ENOMEM;
 	}
 	p->spd = spd;
-	snprintf(p->actor, sizeof(p->actor), "%s", actor);
+	p->project = run->project;
+	p->on_ask = run->on_ask;
+	p->on_ask_data = run->on_ask_data;
+	snprintf(p->actor, sizeof(p->actor), "%s", run->actor);
+	journal_project(p);
 	uv_tcp_init(spd->loop, &p->listener);
 	p->listener.data = p;
 	p->listener_open = true;
@@ -732,6 +943,12 @@ void proxy_close(struct proxy_port *p)
 	if (!p || p->closing)
 		return;
 	p->closing = true;
+	/* Its asks are withdrawn: nobody waits for them any more. */
+	for (struct pask *a = p->asks; a; a = a->next)
+		if (a->state == ASK_WAITING) {
+			a->state = ASK_REFUSED;
+			gate_ask_cancel(p->spd, a->id, "the run ended");
+		}
 	for (struct pconn *c = p->conns; c; c = c->next)
 		conn_close(c);
 	uv_close((uv_handle_t *)&p->listener, on_listener_closed);

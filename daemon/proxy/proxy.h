@@ -5,7 +5,8 @@
  * request per connection: CONNECT host:port (the TLS that follows passes
  * through untouched) or an absolute-form http:// request.  spd decides
  * by host name against spd.conf's [network] rules (deny-host always
- * wins, then allow-host; anything else is refused), resolves the name
+ * wins, then allow-host, then ask-host: a person decides; anything else
+ * is refused), tightened by the project's .spd.conf, resolves the name
  * itself (uv_getaddrinfo, on libuv's threadpool), refuses loopback,
  * link-local, private, shared, unique-local and unspecified addresses
  * unless [network] allow-address names them, and connects to the address
@@ -16,6 +17,7 @@
 #ifndef SPD_DAEMON_PROXY_H
 #define SPD_DAEMON_PROXY_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,19 +45,67 @@ struct proxy_port;
 /* The decision for one host name, before any resolution. */
 enum proxy_verdict {
 	PROXY_ALLOW,
+	PROXY_ASK,	     /* an ask-host rule names it: a person decides */
 	PROXY_DENY_RULE,     /* a deny-host rule names it */
-	PROXY_DENY_UNLISTED, /* no allow-host rule names it */
+	PROXY_DENY_UNLISTED, /* no allow-host or ask-host rule names it */
 	PROXY_DENY_ADDRESS,  /* a raw address, not named by allow-address */
+	PROXY_DENY_PROJECT,  /* the project's deny-host names it */
+	/* the project's allow-host list leaves it out */
+	PROXY_DENY_PROJECT_UNLISTED,
 };
 
 /*
  * Decide host (a name or an address literal, without brackets or port)
  * under cfg's [network] rules.  Matching ignores case and one trailing
  * dot; "*.example.com" matches every name below example.com but not
- * example.com itself.  deny-host wins over everything; a raw address is
- * allowed only when allow-address names it exactly.
+ * example.com itself.  deny-host wins over everything, then allow-host,
+ * then ask-host; a raw address is allowed only when allow-address names
+ * it exactly.
  */
 enum proxy_verdict proxy_decide(const struct spd_config *cfg, const char *host);
+
+/*
+ * A project's [network] rules (its .spd.conf), which may only tighten
+ * spd.conf's: allow-host narrows the operator's allow and ask lists
+ * (NULL: the project keeps them whole), ask-host turns an allowed host
+ * into an ask, deny-host adds refusals.  Nothing in it can reach a host
+ * spd.conf does not allow or ask for.
+ */
+struct proxy_project {
+	char **allow, **deny, **ask; /* NULL-terminated, or NULL */
+	/* What the project asked for that widens spd.conf, ignored:
+	 * "network.KEY = VALUE" lines, NULL-terminated, or NULL. */
+	char **ignored;
+	/* The file could not be read: every host is refused with this. */
+	char *error;
+};
+
+/*
+ * Read workspace/.spd.conf's [network] keys into *ret (NULL when the
+ * file has none), checked against cfg: entries that would widen it go
+ * to ignored.  A file that cannot be read gives a project whose error
+ * refuses every host (fail closed).  Returns 0 or -ENOMEM.
+ */
+int proxy_project_load(const struct spd_config *cfg, const char *workspace,
+		       struct proxy_project **ret);
+void proxy_project_free(struct proxy_project *p);
+
+/* proxy_decide, then proj's tightening (NULL: none): the stricter of
+ * the two. */
+enum proxy_verdict proxy_decide_run(const struct spd_config *cfg,
+				    const struct proxy_project *proj,
+				    const char *host);
+/* True when every host that pattern (a name, or "*.suffix") matches is
+ * matched by one of list's patterns too. */
+bool proxy_pattern_covered(char *const *list, const char *pattern);
+/* True when one of the project's allow-host or ask-host patterns names
+ * host (to say why such a host is refused anyway). */
+bool proxy_project_names(const struct proxy_project *proj, const char *host);
+
+/* Add to the object o (sandbox.probe's result, for spctl doctor) a
+ * "proxy" object with spd.conf's allow_host, ask_host and deny_host
+ * lists; returns o. */
+json_t *proxy_state_add(json_t *o, const struct spd_config *cfg);
 
 struct sockaddr;
 /* Why sa is not a public address ("loopback", "link-local", "private",
@@ -65,17 +115,32 @@ const char *proxy_address_class(const struct sockaddr *sa);
  * be reached: a public address, or one allow-address names. */
 bool proxy_address_ok(const struct spd_config *cfg, const struct sockaddr *sa);
 
+/* The run a proxy port serves. */
+struct proxy_run {
+	const char *session;   /* NULL for an operator's run; copied */
+	const char *actor;     /* "operator" or "agent"; copied */
+	const char *workspace; /* shown to a person asked; copied */
+	/* The project's tightening (taken, freed with the port), or NULL. */
+	struct proxy_project *project;
+	/* Told of each ask made for the run, with the pending approval as
+	 * approval.list shows it (borrowed), while the port is open; or
+	 * NULL. */
+	void (*on_ask)(void *data, json_t *pending);
+	void *on_ask_data;
+};
+
 /*
  * Serve the listening TCP socket fd (taken: closed on failure too) as
- * the egress proxy of one run, journaling under session (NULL for an
- * operator's run) with actor ("operator" or "agent", copied).  Returns 0
- * and the port in *ret, or -errno.
+ * the egress proxy of run, journaling under its session.  A connection
+ * to an ask-host waits for a person (gate_ask_person); the answer holds
+ * for that host and port for the rest of the run.  Returns 0 and the
+ * port in *ret, or -errno (run->project is freed then too).
  */
-int proxy_serve(struct spd *spd, int fd, const char *session, const char *actor,
+int proxy_serve(struct spd *spd, int fd, const struct proxy_run *run,
 		struct proxy_port **ret);
 
-/* The run is over: stop accepting and close its connections (their
- * byte counts are journaled).  The port frees itself once its handles
+/* The run is over: stop accepting, withdraw its asks and close its
+ * connections (their byte counts are journaled).  The port frees itself once its handles
  * are closed.  NULL allowed. */
 void proxy_close(struct proxy_port *p);
 

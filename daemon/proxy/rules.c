@@ -1,9 +1,11 @@
 /*
  * The egress proxy's decisions that need no I/O: a host name against
- * [network] allow-host and deny-host, and a resolved address
- * against the classes a name must not lead to.
+ * [network] allow-host, deny-host and ask-host (spd.conf's, tightened by
+ * the project's), and a resolved address against the classes a name
+ * must not lead to.
  */
 #include <arpa/inet.h>
+#include <jansson.h>
 #include <netinet/in.h>
 #include <stdint.h>
 #include <string.h>
@@ -101,7 +103,81 @@ enum proxy_verdict proxy_decide(const struct spd_config *cfg, const char *host)
 			   : PROXY_DENY_ADDRESS;
 	if (list_matches(cfg->proxy_allow_host, host, hlen))
 		return PROXY_ALLOW;
+	if (list_matches(cfg->proxy_ask_host, host, hlen))
+		return PROXY_ASK;
 	return PROXY_DENY_UNLISTED;
+}
+
+static size_t host_len(const char *host)
+{
+	size_t hlen = strlen(host);
+
+	return hlen && host[hlen - 1] == '.' ? hlen - 1 : hlen;
+}
+
+bool proxy_project_names(const struct proxy_project *proj, const char *host)
+{
+	size_t hlen = host_len(host);
+
+	return proj && hlen &&
+	       (list_matches(proj->allow, host, hlen) ||
+		list_matches(proj->ask, host, hlen));
+}
+
+enum proxy_verdict proxy_decide_run(const struct spd_config *cfg,
+				    const struct proxy_project *proj,
+				    const char *host)
+{
+	enum proxy_verdict v = proxy_decide(cfg, host);
+	size_t hlen = host_len(host);
+
+	if ((v != PROXY_ALLOW && v != PROXY_ASK) || !proj)
+		return v;
+	if (proj->error)
+		return PROXY_DENY_PROJECT;
+	if (list_matches(proj->deny, host, hlen))
+		return PROXY_DENY_PROJECT;
+	if (list_matches(proj->ask, host, hlen))
+		return PROXY_ASK;
+	if (proj->allow && !list_matches(proj->allow, host, hlen))
+		return PROXY_DENY_PROJECT_UNLISTED;
+	/* The project allows it: what spd.conf said stands (an ask stays
+	 * an ask). */
+	return v;
+}
+
+/* "*.suffix" → true and the suffix (without its dot) in *body. */
+static bool wildcard(const char *pattern, const char **body)
+{
+	if (strlen(pattern) > 2 && pattern[0] == '*' && pattern[1] == '.') {
+		*body = pattern + 2;
+		return true;
+	}
+	*body = pattern;
+	return false;
+}
+
+bool proxy_pattern_covered(char *const *list, const char *pattern)
+{
+	const char *pb, *qb;
+	bool pw = wildcard(pattern, &pb);
+	size_t plen = host_len(pb);
+
+	for (size_t i = 0; list && list[i]; i++) {
+		bool qw = wildcard(list[i], &qb);
+		size_t qlen = host_len(qb);
+
+		/* The same pattern. */
+		if (pw == qw && plen == qlen && strncasecmp(pb, qb, plen) == 0)
+			return true;
+		/* "*.s" covers a name below s and a "*.t" with t below s
+		 * (or t = s). */
+		if (qw &&
+		    (host_matches(list[i], pb, plen) ||
+		     (pw && plen == qlen && strncasecmp(pb, qb, plen) == 0)))
+			return true;
+	}
+	return false;
 }
 
 /* Why a v4 address (host order) is not public, or NULL. */
@@ -157,4 +233,25 @@ const char *proxy_address_class(const struct sockaddr *sa)
 bool proxy_address_ok(const struct spd_config *cfg, const struct sockaddr *sa)
 {
 	return !proxy_address_class(sa) || address_listed(cfg, sa);
+}
+
+static json_t *list_json(char *const *list)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && list && list[i]; i++)
+		json_array_append_new(a, json_string(list[i]));
+	return a;
+}
+
+json_t *proxy_state_add(json_t *o, const struct spd_config *cfg)
+{
+	if (o)
+		json_object_set_new(
+		    o, "proxy",
+		    json_pack("{s:o, s:o, s:o}", "allow_host",
+			      list_json(cfg->proxy_allow_host), "ask_host",
+			      list_json(cfg->proxy_ask_host), "deny_host",
+			      list_json(cfg->proxy_deny_host)));
+	return o;
 }

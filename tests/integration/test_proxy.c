@@ -4,17 +4,23 @@
  * CONNECT and plain HTTP, and nothing else — a denied host, a raw
  * address, a name resolving to loopback or to the cloud metadata
  * address, a non-HTTP protocol on the proxy's port and a direct socket
- * are each refused, and every decision is in the journal.
+ * are each refused, and every decision is in the journal.  A host of an
+ * ask-host rule waits for a person: approved, the connection goes
+ * through; refused, or the run gone, it does not.
  *
  * The stand-in registry listens on 127.0.0.2 in the host's namespace;
  * spd's test resolver ([network] resolve, names under .test only) maps
  * the test names to it.
  */
 #include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,12 +40,17 @@ static bool has(const char *hay, const char *needle)
 }
 
 /* A one-page HTTP server on 127.0.0.2, its port printed on stdout. */
-static const char standin_py[] =
+static char standin_py[] =
     "import http.server, sys\n"
+    "seen = []\n"
     "class H(http.server.BaseHTTPRequestHandler):\n"
     "    def do_GET(self):\n"
-    "        b = ('hello-from-standin host=%s path=%s\\n' % (\n"
-    "            self.headers.get('Host'), self.path)).encode()\n"
+    "        if self.path == '/seen':\n"
+    "            b = ('seen:' + ' '.join(seen) + '\\n').encode()\n"
+    "        else:\n"
+    "            seen.append(self.path)\n"
+    "            b = ('hello-from-standin host=%s path=%s\\n' % (\n"
+    "                self.headers.get('Host'), self.path)).encode()\n"
     "        self.send_response(200)\n"
     "        self.send_header('Content-Length', str(len(b)))\n"
     "        self.end_headers(); self.wfile.write(b)\n"
@@ -49,7 +60,9 @@ static const char standin_py[] =
     "print(s.server_address[1], flush=True)\n"
     "s.serve_forever()\n";
 
-static void standin_start(void)
+/* Start python3 with argv (after "python3"); its first line is the
+ * port it listens on. */
+static void standin_exec(char *const argv[])
 {
 	int p[2];
 	char buf[32] = "";
@@ -59,18 +72,37 @@ static void standin_start(void)
 	standin = fork();
 	ck_assert_int_ge(standin, 0);
 	if (standin == 0) {
+		char *av[8] = {"python3"};
+
+		for (int i = 0; argv[i] && i < 6; i++)
+			av[i + 1] = argv[i];
 		dup2(p[1], 1);
 		close(p[0]);
 		close(p[1]);
-		execlp("python3", "python3", "-c", standin_py, (char *)NULL);
+		execvp("python3", av);
 		_exit(127);
 	}
 	close(p[1]);
-	n = read(p[0], buf, sizeof(buf) - 1);
+	/* Up to the line's end: print() may write the number and its
+	 * newline apart, and a read end closed between the two kills the
+	 * stand-in (EPIPE). */
+	for (size_t got = 0; got < sizeof(buf) - 1 && !strchr(buf, '\n');
+	     got += (size_t)n) {
+		n = read(p[0], buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+	}
 	close(p[0]);
-	ck_assert_msg(n > 0, "the stand-in did not start");
+	ck_assert_msg(strchr(buf, '\n'), "the stand-in did not start");
 	standin_port = atoi(buf);
 	ck_assert_int_gt(standin_port, 0);
+}
+
+static void standin_start(void)
+{
+	char *argv[] = {"-c", standin_py, NULL};
+
+	standin_exec(argv);
 }
 
 static void setup(void)
@@ -81,6 +113,11 @@ static void setup(void)
 				   "\tallow-host = evil.test\n"
 				   "\tallow-host = meta.test\n"
 				   "\tdeny-host = blocked.wild.test\n"
+				   "\task-host = ask.test\n"
+				   "\tallow-host = npm.test\n"
+				   "\tresolve = npm.test:127.0.0.2\n"
+				   "\tresolve = npm2.test:127.0.0.2\n"
+				   "\tresolve = ask.test:127.0.0.2\n"
 				   "\tallow-address = 127.0.0.2\n"
 				   "\tresolve = registry.test:127.0.0.2\n"
 				   "\tresolve = a.wild.test:127.0.0.2\n"
@@ -102,7 +139,7 @@ static void teardown(void)
 		waitpid(standin, NULL, 0);
 		standin = -1;
 	}
-	test_spd_cleanup(&T);
+	test_spd_stop_clean(&T);
 	if (WS)
 		test_rmrf(WS);
 	free(WS);
@@ -122,16 +159,15 @@ static int run_proxy(const char *script, char **ret_out, char **ret_err)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-static char *journal_dump(void)
+/* The proxy's journal rows ("kind|summary|detail" lines), once the
+ * last one the test expects (needle) is in: spd answers a run before its
+ * journal writer has committed every row of it. */
+static char *journal_dump(const char *needle)
 {
-	char *argv[] = {"sqlite3", T.journal,
-			"select kind, summary, detail from events "
-			"where kind like 'net.proxy%' order by id",
-			NULL};
-	char *out = NULL;
-
-	ck_assert_int_eq(test_run(argv, NULL, &out, NULL), 0);
-	return out;
+	return test_journal_until(&T,
+				  "select kind, summary, detail from events "
+				  "where kind like 'net.proxy%' order by id",
+				  needle);
 }
 
 static bool usable(void)
@@ -166,7 +202,7 @@ START_TEST(test_allowed_host_works)
 	ck_assert_msg(has(out, "path=/plain") && has(out, "path=/tunnel") &&
 			  has(out, "path=/wild"),
 		      "out %s err %s", out, err);
-	j = journal_dump();
+	j = journal_dump("net.proxy.close|a.wild.test:");
 	ck_assert_msg(has(j, "\"decision\":\"allow\"") &&
 			  has(j, "net.proxy.close") &&
 			  has(j, "\"address\":\"127.0.0.2\""),
@@ -232,7 +268,7 @@ START_TEST(test_refusals)
 			  has(out, "direct-refused ('93.184.216.34'"),
 		      "out %s err %s", out, err);
 	ck_assert_msg(!has(out, "code=200"), "out %s", out);
-	j = journal_dump();
+	j = journal_dump("not an HTTP proxy request");
 	ck_assert_msg(
 	    has(j, "blocked.wild.test:80") && has(j, "other.test:80") &&
 		has(j, "93.184.216.34:80") && has(j, "evil.test:443") &&
@@ -242,6 +278,318 @@ START_TEST(test_refusals)
 	free(j);
 	free(out);
 	free(err);
+}
+END_TEST
+
+/* What the stand-in was asked for (its /seen page, read from outside
+ * any run). */
+static char *standin_seen(void)
+{
+	char url[64], *out = NULL;
+	char *argv[] = {"curl", "-sS", url, NULL};
+
+	snprintf(url, sizeof(url), "http://127.0.0.2:%d/seen", standin_port);
+	ck_assert_int_eq(test_run(argv, NULL, &out, NULL), 0);
+	return out;
+}
+
+/* A proxy run in a thread: the test decides its ask meanwhile. */
+struct bg_run {
+	const char *script;
+	char *out, *err;
+	int rc;
+	pthread_t th;
+};
+
+static void *bg_run_main(void *data)
+{
+	struct bg_run *b = data;
+
+	b->rc = run_proxy(b->script, &b->out, &b->err);
+	return NULL;
+}
+
+/* Poll approval.list until a waiting ask for a connection to host
+ * appears; its id.  The rule and what the person is shown are checked. */
+static long wait_for_connect_ask(const char *host)
+{
+	int fd = test_spd_connect(&T);
+
+	for (int i = 0; i < 2000; i++) {
+		char *r =
+		    test_rpc_on(&T, fd, NULL, "approval.list", NULL, 10000);
+		json_t *j = json_loads(r ? r : "", 0, NULL);
+		json_t *pend =
+		    json_object_get(json_object_get(j, "result"), "pending");
+		long id = -1;
+
+		for (size_t k = 0; k < json_array_size(pend); k++) {
+			json_t *e = json_array_get(pend, k);
+			json_t *o = json_object_get(e, "object");
+
+			if (json_is_true(json_object_get(e, "waiting")) &&
+			    !strcmp(
+				json_string_value(json_object_get(o, "host"))
+				    ?: "",
+				host)) {
+				ck_assert_str_eq(
+				    json_string_value(
+					json_object_get(e, "rule")),
+				    "ask.net.host");
+				ck_assert_str_eq(
+				    json_string_value(
+					json_object_get(o, "kind")),
+				    "connect");
+				id = (long)json_integer_value(
+				    json_object_get(e, "id"));
+			}
+		}
+		json_decref(j);
+		free(r);
+		if (id > 0) {
+			close(fd);
+			return id;
+		}
+		usleep(10000);
+	}
+	ck_abort_msg("no ask for %s appeared", host);
+	return -1;
+}
+
+static void decide(long id, bool approve)
+{
+	char params[128], *r;
+	int fd = test_spd_connect(&T);
+
+	snprintf(params, sizeof(params),
+		 "{\"id\":%ld,\"approve\":%s,\"why\":\"not today\"}", id,
+		 approve ? "true" : "false");
+	r = test_rpc_on(&T, fd, NULL, "approval.decide", params, 10000);
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	close(fd);
+}
+
+/* An ask-host connection waits for a person: approved, curl gets the
+ * stand-in's page; in the next run, refused, curl gets a 403 naming why
+ * and the stand-in never sees the request.  The operator's spctl
+ * approvals shows what is asked. */
+START_TEST(test_ask_host_waits_for_a_person)
+{
+	char script[512], script2[512], *seen, *j, *out = NULL;
+	char *args[] = {"approvals", NULL};
+	struct bg_run b = {.script = script}, b2 = {.script = script2};
+	long id;
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	standin_start();
+	snprintf(script, sizeof(script),
+		 "curl -sS -w ' code=%%{http_code}\\n' "
+		 "http://ask.test:%d/approved",
+		 standin_port);
+	ck_assert_int_eq(pthread_create(&b.th, NULL, bg_run_main, &b), 0);
+	id = wait_for_connect_ask("ask.test");
+	test_spctl(&T, args, NULL, &out, NULL);
+	ck_assert_msg(has(out, "connect 'ask.test' port ") ||
+			  has(out, "connect ask.test port "),
+		      "spctl approvals: %s", out);
+	free(out);
+	decide(id, true);
+	pthread_join(b.th, NULL);
+	/* spctl run said what the run waits for. */
+	ck_assert_msg(has(b.err, "the run waits for a person: approval ") &&
+			  has(b.err, "connect ask.test port ") &&
+			  has(b.err, "spctl approve "),
+		      "err %s", b.err);
+	ck_assert_msg(
+	    b.rc == 0 && has(b.out, "hello-from-standin host=ask.test:") &&
+		has(b.out, "path=/approved") && has(b.out, "code=200"),
+	    "rc %d out %s err %s", b.rc, b.out, b.err);
+
+	/* The grant was for that run only: the next run asks again. */
+	snprintf(script2, sizeof(script2),
+		 "curl -sS -w ' code=%%{http_code}\\n' "
+		 "http://ask.test:%d/denied",
+		 standin_port);
+	ck_assert_int_eq(pthread_create(&b2.th, NULL, bg_run_main, &b2), 0);
+	id = wait_for_connect_ask("ask.test");
+	decide(id, false);
+	pthread_join(b2.th, NULL);
+	ck_assert_msg(has(b2.out, "code=403") &&
+			  has(b2.out, "ask.test port ") &&
+			  has(b2.out, "was not approved: refused by a person: "
+				      "not today"),
+		      "out %s err %s", b2.out, b2.err);
+	seen = standin_seen();
+	ck_assert_msg(has(seen, "/approved") && !has(seen, "/denied"),
+		      "the stand-in saw: %s", seen);
+	j = test_journal_until(&T,
+			       "select kind, summary, detail from events "
+			       "where kind like 'approval.%' or kind like "
+			       "'net.proxy%' order by id",
+			       "approval.refused");
+	ck_assert_msg(has(j, "approval.requested|ask.net.host") &&
+			  has(j, "approval.granted|ask.net.host") &&
+			  has(j, "approval.refused|ask.net.host") &&
+			  has(j, "\"decision\":\"ask\""),
+		      "journal %s", j);
+	free(j);
+	free(seen);
+	free(b.out);
+	free(b.err);
+	free(b2.out);
+	free(b2.err);
+}
+END_TEST
+
+/* A run that ends while its connection waits withdraws the ask: no
+ * approval is left for a person to grant to nobody. */
+START_TEST(test_ask_withdrawn_when_the_run_ends)
+{
+	char script[256], *j, *out = NULL, *err = NULL;
+	char *args[] = {"run",	 "--workspace", WS,  "--yes", "--net",
+			"proxy", "--timeout",	"2", "--",    "sh",
+			"-c",	 script,	NULL};
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	snprintf(script, sizeof(script), "curl -sS http://ask.test:9/never");
+	test_spctl(&T, args, NULL, &out, &err);
+	j = test_journal_until(&T,
+			       "select kind, summary from events where kind "
+			       "like 'approval.%' order by id",
+			       "approval.withdrawn");
+	ck_assert_msg(has(j, "approval.requested|ask.net.host") &&
+			  has(j, "approval.withdrawn|ask.net.host"),
+		      "journal %s out %s err %s", j, out, err);
+	free(j);
+	free(out);
+	free(err);
+	j = test_journal(&T, "select count(*) from events where kind = "
+			     "'approval.granted' and summary like "
+			     "'ask.net.host%'");
+	ck_assert_msg(j && atoi(j) == 0, "%s", j);
+	free(j);
+}
+END_TEST
+
+/* A project's .spd.conf tightens spd.conf for its runs: its allow-host
+ * narrows the operator's list (a.wild.test, which spd.conf allows, is
+ * refused), and a host spd.conf does not allow stays refused however
+ * the project names it, said in the 403 and journaled. */
+START_TEST(test_project_only_tightens)
+{
+	char script[1024], path[PATH_MAX], *out = NULL, *err = NULL, *j;
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	standin_start();
+	snprintf(path, sizeof(path), "%s/.spd.conf", WS);
+	test_write_file(path, "[network]\n"
+			      "\tallow-host = registry.test\n"
+			      "\tallow-host = other.test\n"
+			      "\tallow-address = 127.0.0.1\n");
+	snprintf(script, sizeof(script),
+		 "for h in registry.test a.wild.test other.test; do "
+		 "  printf '%%s ' $h; curl -sS -w ' code=%%{http_code}\\n' "
+		 "  http://$h:%d/project; done",
+		 standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(has(out, "registry.test hello-from-standin") &&
+			  has(out, "path=/project\n code=200"),
+		      "out %s err %s", out, err);
+	ck_assert_msg(has(out, "a.wild.test is not in the project's [network] "
+			       "allow-host (.spd.conf)\n code=403"),
+		      "out %s err %s", out, err);
+	ck_assert_msg(has(out, "other.test is in the project's .spd.conf but "
+			       "not in spd.conf's [network] allow-host") &&
+			  !has(out, "host=other.test"),
+		      "out %s err %s", out, err);
+	j = journal_dump("net.proxy|other.test:");
+	ck_assert_msg(
+	    has(j, "net.proxy.project") &&
+		has(j, "network.allow-host = other.test (spd.conf neither "
+		       "allows nor asks for it") &&
+		has(j, "network.allow-address = 127.0.0.1 (only spd.conf may "
+		       "set it)") &&
+		has(j, "a.wild.test:"),
+	    "journal %s", j);
+	free(j);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* A real npm ci of a package-lock'd project, through the proxy, against
+ * an npm registry stand-in reached by name: the package lands in
+ * node_modules and the journal shows the host.  The same project with a
+ * registry host spd.conf does not allow fails, and gets nothing. */
+START_TEST(test_npm_ci_through_the_proxy)
+{
+	char script[PATH_MAX], mod[PATH_MAX], *out = NULL, *err = NULL, *j;
+	char *seen, *ws2, *standin_path;
+	char *argv[] = {NULL, WS, "npm.test", NULL};
+	int rc;
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	if (access("/usr/bin/npm", X_OK) != 0 ||
+	    access("/usr/bin/node", X_OK) != 0)
+		TEST_SKIP("npm or node is not installed in /usr/bin");
+	if (asprintf(&standin_path, "%s/../tests/lib/npm_registry_standin.py",
+		     test_build_dir()) < 0)
+		ck_abort();
+	argv[0] = standin_path;
+	standin_exec(argv);
+	snprintf(script, sizeof(script),
+		 "command -v npm || echo 'npm-not-in-the-run'; cd %s && "
+		 "npm ci --no-progress 2>&1; echo npm-exit=$?",
+		 WS);
+	rc = run_proxy(script, &out, &err);
+	snprintf(mod, sizeof(mod), "%s/node_modules/spd-tiny/index.js", WS);
+	ck_assert_msg(rc == 0 && has(out, "npm-exit=0") &&
+			  access(mod, F_OK) == 0,
+		      "rc %d out %s err %s", rc, out, err);
+	j = journal_dump("net.proxy.close|npm.test:");
+	ck_assert_msg(has(j, "npm.test:") && has(j, "\"host\":\"npm.test\"") &&
+			  has(j, "\"decision\":\"allow\""),
+		      "journal %s", j);
+	seen = standin_seen();
+	ck_assert_msg(has(seen, "/spd-tiny/-/spd-tiny-1.0.0.tgz"), "seen %s",
+		      seen);
+	free(seen);
+	free(j);
+	free(out);
+	free(err);
+
+	/* The same project, its registry a host spd.conf does not allow. */
+	kill(standin, SIGKILL);
+	waitpid(standin, NULL, 0);
+	/* Inside the workspace: a run sees no other directory of /tmp. */
+	if (asprintf(&ws2, "%s/second", WS) < 0 || mkdir(ws2, 0755) < 0)
+		ck_abort_msg("cannot make %s", WS);
+	argv[1] = ws2;
+	argv[2] = "npm2.test";
+	standin_exec(argv);
+	snprintf(script, sizeof(script),
+		 "cd %s && npm ci --no-progress 2>&1; echo npm-exit=$?", ws2);
+	rc = run_proxy(script, &out, &err);
+	snprintf(mod, sizeof(mod), "%s/node_modules/spd-tiny", ws2);
+	ck_assert_msg(!has(out, "npm-exit=0") && has(out, "npm-exit=") &&
+			  access(mod, F_OK) != 0,
+		      "rc %d out %s err %s", rc, out, err);
+	j = journal_dump("npm2.test is not in");
+	ck_assert_msg(has(j, "npm2.test is not in [network] allow-host"),
+		      "journal %s out %s", j, out);
+	seen = standin_seen();
+	ck_assert_msg(!has(seen, ".tgz"), "seen %s", seen);
+	free(seen);
+	free(j);
+	free(out);
+	free(err);
+	free(ws2);
+	free(standin_path);
 }
 END_TEST
 
@@ -263,15 +611,20 @@ START_TEST(test_resolve_only_test_names)
 }
 END_TEST
 
-/* spctl doctor tells the operator the mode exists and what it needs. */
+/* spctl doctor tells the operator the mode exists, what it needs and
+ * which hosts spd.conf lets it reach. */
 START_TEST(test_doctor_mentions_proxy)
 {
 	char *args[] = {"doctor", NULL};
 	char *out = NULL;
 
 	test_spctl(&T, args, NULL, &out, NULL);
-	ck_assert_msg(has(out, "network proxy: spctl run --net proxy"), "%s",
-		      out);
+	ck_assert_msg(has(out, "network proxy: spctl run --net proxy") &&
+			  has(out, "allow-host registry.test, *.wild.test, "
+				   "evil.test, meta.test and 1 more") &&
+			  has(out, "ask-host (a person decides) ask.test") &&
+			  has(out, "deny-host blocked.wild.test"),
+		      "%s", out);
 	free(out);
 }
 END_TEST
@@ -284,9 +637,13 @@ int main(void)
 	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
-	tcase_set_timeout(tc, 60);
+	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_allowed_host_works);
 	tcase_add_test(tc, test_refusals);
+	tcase_add_test(tc, test_ask_host_waits_for_a_person);
+	tcase_add_test(tc, test_ask_withdrawn_when_the_run_ends);
+	tcase_add_test(tc, test_project_only_tightens);
+	tcase_add_test(tc, test_npm_ci_through_the_proxy);
 	tcase_add_test(tc, test_resolve_only_test_names);
 	tcase_add_test(tc, test_doctor_mentions_proxy);
 	suite_add_tcase(s, tc);

@@ -339,6 +339,12 @@ end
 -- test waits for are followed by one.
 local FLUSH = [[printf "%20s\n" ""]]
 
+test('connect-ask-shown', function()
+  -- A proxy run's ask-host connection (proto/PROTOCOL.md, approval.list).
+  local lines = approvals.object_lines({ kind = 'connect', host = 'github.com', port = 443, net = 'proxy' }, '  ')
+  assert(lines[1] == "  connect github.com port 443, through the run's network proxy", vim.inspect(lines))
+end)
+
 test('run-streams', function()
   os.remove(REPO .. '/go')
   vim.cmd([[SpdRun sh -c 'echo first; printf "\033[31mred\n"; ]] .. FLUSH .. [[; while [ ! -e go ]; do sleep 0.05; done; echo second']])

@@ -1,25 +1,30 @@
 /*
  * The egress proxy's decisions without I/O (daemon/proxy/rules.c): host
- * names against [network] allow-host and deny-host, and the
+ * names against [network] allow-host, deny-host and ask-host, and the
  * address classes a name must not lead to.
  */
 #include <arpa/inet.h>
 #include <check.h>
 #include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "daemon/proxy/proxy.h"
 #include "daemon/spd.h"
 
 static char *allow[] = {"registry.npmjs.org", "*.example.com", NULL};
 static char *deny[] = {"bad.example.com", NULL};
+static char *ask[] = {"github.com", "*.example.com", NULL};
 static char *addrs[] = {"10.1.2.3", "fd00::1", NULL};
 
 static struct spd_config conf(void)
 {
 	return (struct spd_config){.proxy_allow_host = allow,
 				   .proxy_deny_host = deny,
+				   .proxy_ask_host = ask,
 				   .proxy_allow_address = addrs};
 }
 
@@ -36,7 +41,11 @@ START_TEST(test_host_rules)
 			 PROXY_DENY_UNLISTED);
 	/* deny-host wins over a wildcard allow. */
 	ck_assert_int_eq(proxy_decide(&c, "Bad.Example.com"), PROXY_DENY_RULE);
-	ck_assert_int_eq(proxy_decide(&c, "github.com"), PROXY_DENY_UNLISTED);
+	/* ask-host when not allowed; an allow-host wins over it. */
+	ck_assert_int_eq(proxy_decide(&c, "github.com"), PROXY_ASK);
+	ck_assert_int_eq(proxy_decide(&c, "x.example.com"), PROXY_ALLOW);
+	ck_assert_int_eq(proxy_decide(&c, "api.github.com"),
+			 PROXY_DENY_UNLISTED);
 	ck_assert_int_eq(proxy_decide(&c, "npmjs.org"), PROXY_DENY_UNLISTED);
 	ck_assert_int_eq(proxy_decide(&c, ""), PROXY_DENY_UNLISTED);
 	/* Raw addresses only by allow-address. */
@@ -101,6 +110,120 @@ START_TEST(test_allow_address)
 }
 END_TEST
 
+/* A project's rules only tighten spd.conf's: the stricter decision. */
+START_TEST(test_project_tightens)
+{
+	struct spd_config c = conf();
+	char *pallow[] = {"registry.npmjs.org", "github.com", "evil.org", NULL};
+	char *pdeny[] = {"a.example.com", NULL};
+	char *pask[] = {"b.example.com", NULL};
+	struct proxy_project p = {.allow = pallow, .deny = pdeny, .ask = pask};
+	char *none[] = {NULL};
+	struct proxy_project empty = {.allow = none};
+
+	ck_assert_int_eq(proxy_decide_run(&c, NULL, "x.example.com"),
+			 PROXY_ALLOW);
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "registry.npmjs.org"),
+			 PROXY_ALLOW);
+	/* Narrowed out, denied, turned into an ask. */
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "x.example.com"),
+			 PROXY_DENY_PROJECT_UNLISTED);
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "a.example.com"),
+			 PROXY_DENY_PROJECT);
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "b.example.com"), PROXY_ASK);
+	/* The project's allow cannot make spd.conf's ask an allow, nor
+	 * reach a host spd.conf does not name. */
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "github.com"), PROXY_ASK);
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "evil.org"),
+			 PROXY_DENY_UNLISTED);
+	ck_assert(proxy_project_names(&p, "evil.org"));
+	ck_assert_int_eq(proxy_decide_run(&c, &p, "bad.example.com"),
+			 PROXY_DENY_RULE);
+	/* An empty allow list leaves nothing. */
+	ck_assert_int_eq(proxy_decide_run(&c, &empty, "registry.npmjs.org"),
+			 PROXY_DENY_PROJECT_UNLISTED);
+}
+END_TEST
+
+START_TEST(test_pattern_covered)
+{
+	char *l[] = {"registry.npmjs.org", "*.example.com", NULL};
+
+	ck_assert(proxy_pattern_covered(l, "registry.npmjs.org"));
+	ck_assert(proxy_pattern_covered(l, "Registry.NPMJS.org."));
+	ck_assert(proxy_pattern_covered(l, "a.example.com"));
+	ck_assert(proxy_pattern_covered(l, "*.a.example.com"));
+	ck_assert(proxy_pattern_covered(l, "*.example.com"));
+	ck_assert(!proxy_pattern_covered(l, "example.com"));
+	ck_assert(!proxy_pattern_covered(l, "*.com"));
+	ck_assert(!proxy_pattern_covered(l, "*.npmjs.org"));
+	ck_assert(!proxy_pattern_covered(l, "evil.org"));
+	ck_assert(!proxy_pattern_covered(NULL, "evil.org"));
+}
+END_TEST
+
+/* The project's .spd.conf as proxy_project_load reads it. */
+static struct proxy_project *load_project(const char *text)
+{
+	struct spd_config c = conf();
+	struct proxy_project *p = NULL;
+	char dir[] = "/tmp/spd-proxy-project-XXXXXX", path[64];
+	FILE *f;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/.spd.conf", dir);
+	if (text) {
+		f = fopen(path, "w");
+		ck_assert_ptr_nonnull(f);
+		fputs(text, f);
+		fclose(f);
+	}
+	ck_assert_int_eq(proxy_project_load(&c, dir, &p), 0);
+	unlink(path);
+	rmdir(dir);
+	return p;
+}
+
+START_TEST(test_project_load)
+{
+	struct spd_config c = conf();
+	struct proxy_project *p;
+
+	ck_assert_ptr_null(load_project(NULL));
+	ck_assert_ptr_null(load_project("[policy]\n\tallow = make\n"));
+	p = load_project(
+	    "[network]\n\tallow-host = a.example.com\n"
+	    "\tallow-host = evil.org\n\task-host = *.npmjs.org\n"
+	    "\tdeny-host = b.example.com\n"
+	    "\tallow-address = 127.0.0.1\n\tresolve = x.test:1.2.3.4\n");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_null(p->error);
+	ck_assert_str_eq(p->allow[0], "a.example.com");
+	ck_assert_str_eq(p->allow[1], "evil.org");
+	ck_assert_str_eq(p->deny[0], "b.example.com");
+	/* Set aside: what spd.conf does not cover, and the operator's
+	 * keys. */
+	ck_assert_ptr_nonnull(p->ignored);
+	ck_assert(strstr(p->ignored[0], "allow-host = evil.org"));
+	ck_assert(strstr(p->ignored[1], "ask-host = *.npmjs.org"));
+	ck_assert(strstr(p->ignored[2], "allow-address = 127.0.0.1"));
+	ck_assert(strstr(p->ignored[3], "resolve = x.test:1.2.3.4"));
+	ck_assert_ptr_null(p->ignored[4]);
+	ck_assert_int_eq(proxy_decide_run(&c, p, "a.example.com"), PROXY_ALLOW);
+	ck_assert_int_eq(proxy_decide_run(&c, p, "c.example.com"),
+			 PROXY_DENY_PROJECT_UNLISTED);
+	proxy_project_free(p);
+	/* A file that includes another refuses every host. */
+	p = load_project("[include]\n\tpath = /etc/other\n"
+			 "[network]\n\tallow-host = a.example.com\n");
+	ck_assert_ptr_nonnull(p);
+	ck_assert_ptr_nonnull(p->error);
+	ck_assert_int_eq(proxy_decide_run(&c, p, "a.example.com"),
+			 PROXY_DENY_PROJECT);
+	proxy_project_free(p);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_rules");
@@ -111,6 +234,9 @@ int main(void)
 	tcase_add_test(tc, test_host_rules);
 	tcase_add_test(tc, test_address_classes);
 	tcase_add_test(tc, test_allow_address);
+	tcase_add_test(tc, test_project_tightens);
+	tcase_add_test(tc, test_pattern_covered);
+	tcase_add_test(tc, test_project_load);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -62,6 +62,14 @@ function A.object_lines(o, indent)
       l = l .. ' -> ' .. ts.arg(o.path2)
     end
     lines[#lines + 1] = l
+  elseif str(o.host) then
+    -- A proxy run's connection to an ask-host.
+    lines[#lines + 1] = indent
+      .. 'connect '
+      .. ts.arg(o.host)
+      .. ' port '
+      .. tostring(tonumber(o.port) or '?')
+      .. ", through the run's network proxy"
   end
   if type(o.env) == 'table' then
     local names = vim.tbl_keys(o.env)
