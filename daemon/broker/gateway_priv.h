@@ -17,9 +17,6 @@
 #include "daemon/broker/broker.h"
 #include "daemon/broker/http.h"
 
-/* A kept-alive connection with no request under way is closed after
- * this long (an SDK's pool reopens one when it needs it). */
-#define GATEWAY_IDLE_TIMEOUT_MS (30 * 1000)
 /* Bytes of the next requests a client may send while its current one is
  * answered (pipelining); past them spd stops reading the connection
  * until the answer is out. */
@@ -49,6 +46,10 @@ struct gw_conn {
 	/* Read and not yet parsed: the next request's bytes. */
 	struct buf pending;
 	size_t body_max;
+	/* A kept-alive connection with no request under way is closed
+	 * after this long (broker.keepalive-timeout; an SDK's pool opens
+	 * another when it needs one). */
+	uint64_t idle_ms;
 	/* keep: the request answered now lets the connection go on; idle:
 	 * between two requests, nothing of the next one read yet. */
 	bool closing, shut, keep, idle, reading;

@@ -295,8 +295,7 @@ static void conn_next(struct gw_conn *c)
 	if (c->pending.len)
 		uv_timer_start(&c->timer, on_resume, 0, 0);
 	else
-		uv_timer_start(&c->timer, on_idle_timeout,
-			       GATEWAY_IDLE_TIMEOUT_MS, 0);
+		uv_timer_start(&c->timer, on_idle_timeout, c->idle_ms, 0);
 	if (!c->reading) {
 		uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
 		c->reading = true;
@@ -374,6 +373,9 @@ void gw_on_connection(uv_stream_t *server, int status)
 	g->conns = c;
 	g->n_conns++;
 	c->body_max = cfg ? cfg->body_max : BROKER_BODY_MAX;
+	c->idle_ms =
+	    (cfg ? cfg->keepalive_timeout_s : BROKER_KEEPALIVE_TIMEOUT_S) *
+	    (uint64_t)1000;
 	http_request_init(&c->req, c->body_max);
 	if (uv_accept(server, (uv_stream_t *)&c->h) < 0) {
 		gw_conn_close(c);
