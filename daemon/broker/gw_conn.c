@@ -246,8 +246,10 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 
 	if (n < 0) {
 		/* The client went away (or sent its last byte).  Between two
-		 * requests that is a client done with the connection. */
-		if (c->idle && c->pending.len == 0) {
+		 * requests that is a client done with the connection (what
+		 * it pipelined before going is not answered: nobody reads
+		 * it). */
+		if (c->idle) {
 			gw_conn_close(c);
 			return;
 		}
