@@ -57,6 +57,7 @@ const char *gw_reason(int status)
 /* One uv_write: up to five pieces, the owned ones freed once written. */
 struct gw_write {
 	uv_write_t w;
+	struct gw_conn *c;
 	char *own[2];
 	char size[24];
 };
@@ -117,7 +118,11 @@ static void on_written(uv_write_t *w, int status)
 {
 	struct gw_write *gw = (struct gw_write *)w;
 
-	(void)status;
+	/* The client is gone (EPIPE, ECONNRESET): nothing more is written
+	 * to it; the call goes on for its usage.  (Writes cancelled by the
+	 * close itself come back here too.) */
+	if (status < 0 && status != UV_ECANCELED && gw->c)
+		gw_conn_close(gw->c);
 	free(gw->own[0]);
 	free(gw->own[1]);
 	free(gw);
@@ -156,8 +161,10 @@ int gw_conn_chunk(struct gw_conn *c, struct buf *head, struct buf *data,
 	}
 	if (last)
 		b[nb++] = uv_buf_init((char *)"0\r\n\r\n", 5);
+	w->c = c; /* the callback never runs before uv_write returns */
 	if (nb == 0 ||
 	    uv_write(&w->w, (uv_stream_t *)&c->h, b, nb, on_written) < 0) {
+		w->c = NULL;
 		on_written(&w->w, 0);
 		return nb == 0 ? 0 : -EPIPE;
 	}
