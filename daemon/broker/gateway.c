@@ -1050,6 +1050,8 @@ int gateway_start(struct spd *spd, const char *listen, const char *sock_path,
 	curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
 	curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
+	curl_multi_setopt(g->multi, CURLMOPT_MAXCONNECTS,
+			  (long)GATEWAY_PROVIDER_CONNS_KEPT);
 	uv_timer_init(spd->loop, &g->curl_timer);
 	g->curl_timer.data = g;
 	g->open_handles++;

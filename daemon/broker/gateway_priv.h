@@ -21,6 +21,10 @@
  * answered (pipelining); past them spd stops reading the connection
  * until the answer is out. */
 #define GATEWAY_PIPELINE_MAX (64 * 1024)
+/* Idle connections to providers curl keeps for the next calls.  Its
+ * default follows the handles in use, so a burst of calls that end
+ * together had their connections closed and the next burst reconnect. */
+#define GATEWAY_PROVIDER_CONNS_KEPT 64
 
 struct gw_call;
 
