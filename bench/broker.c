@@ -57,6 +57,28 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
+/* The CPU time pid has used (user and system), in microseconds, or -1:
+ * what spd spends on the calls of a line, whatever the scheduler made
+ * them wait. */
+static double cpu_us(pid_t pid)
+{
+	char path[64], *text, *p;
+	unsigned long long ut, st;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	text = test_read_file(path);
+	p = text ? strrchr(text, ')') : NULL;
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%llu %llu",
+			 &ut, &st) != 2) {
+		free(text);
+		return -1;
+	}
+	free(text);
+	return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
+}
+
 static int connect_port(int port)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET,
@@ -369,7 +391,7 @@ START_TEST(bench_broker)
 	       BENCH_CALLS);
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
 		for (size_t c = 0; c < 2; c++) {
-			double d50, d99, a50, a99, s50, s99, k50, k99;
+			double d50, d99, a50, a99, s50, s99, k50, k99, cpu;
 			bool st = kinds[k].stream, tt = kinds[k].ttfb;
 
 			/* Twice each, the first a warm-up (connections, page
@@ -381,16 +403,19 @@ START_TEST(bench_broker)
 					conc[c], true, &a50, &a99);
 				measure(broker_port, turn_key, st, tt, conc[c],
 					false, &s50, &s99);
+				cpu = cpu_us(T.pid);
 				measure(broker_port, turn_key, st, tt, conc[c],
 					true, &k50, &k99);
+				cpu = (cpu_us(T.pid) - cpu) / BENCH_CALLS;
 			}
 			printf(
 			    "%-30s %2d at once: direct %6.0f/%6.0f | "
 			    "keep-alive %6.0f/%6.0f | spd, a connection per "
 			    "call %6.0f/%6.0f | spd keep-alive %6.0f/%6.0f | "
-			    "added p50, keep-alive both sides: %6.0f\n",
+			    "added p50, keep-alive both sides: %6.0f | spd "
+			    "CPU a call %4.0f\n",
 			    kinds[k].name, conc[c], d50, d99, a50, a99, s50,
-			    s99, k50, k99, k50 - a50);
+			    s99, k50, k99, k50 - a50, cpu);
 		}
 	streams_rss();
 
