@@ -119,7 +119,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	test_spd_cleanup(&T);
+	test_spd_stop_clean(&T);
 	if (standin_pid > 0) {
 		kill(standin_pid, SIGTERM);
 		waitpid(standin_pid, NULL, 0);
@@ -833,6 +833,7 @@ START_TEST(test_keepalive_calls_in_sequence)
 	ck_assert_msg(ended(fd), "spd kept the connection after "
 				 "Connection: close");
 	close(fd);
+	free(r);
 	row = turn_row(t.id);
 	ck_assert_int_eq(pusd(row, "spent_usd"), 5 * CALL_PUSD);
 	json_decref(row);
