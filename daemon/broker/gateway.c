@@ -377,7 +377,7 @@ static void call_done(struct gw_call *k, CURLcode res)
 	int64_t cost;
 	char costbuf[32];
 	const char *outcome;
-	bool charged_all = false;
+	bool charged_all = false, gone;
 	uint64_t ms = uv_now(k->g->spd->loop) - k->start_ms;
 	json_t *d;
 
@@ -417,28 +417,10 @@ static void call_done(struct gw_call *k, CURLcode res)
 	 * bytes in this turn of the loop has gone all the same. */
 	if (k->conn && !k->client_gone && gw_conn_hung_up(k->conn))
 		k->client_gone = true;
-	price_format_usd(cost, costbuf, sizeof(costbuf));
-	d = json_pack(
-	    "{s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, "
-	    "s:f, s:f, s:I, s:s, s:b, s:b, s:b, s:s?}",
-	    "turn", k->turn_id, "provider", k->provider, "path", k->path,
-	    "model", k->model, "status", (int)status, "outcome", outcome,
-	    "input_tokens", (json_int_t)k->usage.u.input, "output_tokens",
-	    (json_int_t)k->usage.u.output, "cache_read_tokens",
-	    (json_int_t)k->usage.u.cache_read, "cache_write_tokens",
-	    (json_int_t)k->usage.u.cache_write, "cost_usd", price_usd(cost),
-	    "reserved_usd", price_usd(k->reserved), "duration_ms",
-	    (json_int_t)ms, "prices", k->prices_hash, "stream", k->stream,
-	    "client_gone", k->client_gone, "charged_reservation", charged_all,
-	    "error", res == CURLE_OK ? NULL : curl_easy_strerror(res));
-	journal_call(k->g, k->session, d,
-		     "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
-		     k->model, status, outcome, (long long)k->usage.u.input,
-		     (long long)k->usage.u.output, costbuf, k->turn_id);
-	if (k->rpc) {
-		finish_rpc(k, status, cost,
-			   res == CURLE_OK ? NULL : curl_easy_strerror(res));
-	} else if (k->conn) {
+	gone = k->client_gone;
+	/* An HTTP client first (its reply is whole once the last chunk is
+	 * out), then the journal: the row is the same either way. */
+	if (!k->rpc && k->conn) {
 		if (res == CURLE_OK) {
 			struct buf out = BUF_INIT;
 
@@ -468,6 +450,27 @@ static void call_done(struct gw_call *k, CURLcode res)
 			gw_conn_close(k->conn);
 		}
 	}
+	price_format_usd(cost, costbuf, sizeof(costbuf));
+	d = json_pack(
+	    "{s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, "
+	    "s:f, s:f, s:I, s:s, s:b, s:b, s:b, s:s?}",
+	    "turn", k->turn_id, "provider", k->provider, "path", k->path,
+	    "model", k->model, "status", (int)status, "outcome", outcome,
+	    "input_tokens", (json_int_t)k->usage.u.input, "output_tokens",
+	    (json_int_t)k->usage.u.output, "cache_read_tokens",
+	    (json_int_t)k->usage.u.cache_read, "cache_write_tokens",
+	    (json_int_t)k->usage.u.cache_write, "cost_usd", price_usd(cost),
+	    "reserved_usd", price_usd(k->reserved), "duration_ms",
+	    (json_int_t)ms, "prices", k->prices_hash, "stream", k->stream,
+	    "client_gone", gone, "charged_reservation", charged_all, "error",
+	    res == CURLE_OK ? NULL : curl_easy_strerror(res));
+	journal_call(k->g, k->session, d,
+		     "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
+		     k->model, status, outcome, (long long)k->usage.u.input,
+		     (long long)k->usage.u.output, costbuf, k->turn_id);
+	if (k->rpc)
+		finish_rpc(k, status, cost,
+			   res == CURLE_OK ? NULL : curl_easy_strerror(res));
 	if (k->conn) {
 		k->conn->call = NULL;
 		k->conn = NULL;
