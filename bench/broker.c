@@ -8,7 +8,9 @@
  *
  * The stand-in is Python's threading HTTP server, so its own time per
  * call is large and noisy next to spd's; the figure that matters is the
- * difference of the two p50s, the time spd adds.
+ * difference of two p50s, the time spd adds: spd's endpoint with each
+ * client thread on one kept-alive connection against the stand-in
+ * called the same way (spd's curl keeps its connections to it too).
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -53,6 +55,28 @@ static double now_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* The CPU time pid has used (user and system), in microseconds, or -1:
+ * what spd spends on the calls of a line, whatever the scheduler made
+ * them wait. */
+static double cpu_us(pid_t pid)
+{
+	char path[64], *text, *p;
+	unsigned long long ut, st;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	text = test_read_file(path);
+	p = text ? strrchr(text, ')') : NULL;
+	if (!p || sscanf(p + 2,
+			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
+			 "%llu %llu",
+			 &ut, &st) != 2) {
+		free(text);
+		return -1;
+	}
+	free(text);
+	return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
 }
 
 static int connect_port(int port)
@@ -361,12 +385,13 @@ START_TEST(bench_broker)
 	printf("%d calls per line; p50/p99 in microseconds. direct = the "
 	       "stand-in alone, a connection per call; keep-alive = the "
 	       "stand-in alone, one connection per client thread (as spd's "
-	       "curl keeps its own); spd = through the broker (a connection "
-	       "per call: its endpoint serves one request per connection)\n",
+	       "curl keeps its own); spd = through the broker, a connection "
+	       "per call (Connection: close) or one kept-alive connection "
+	       "per client thread\n",
 	       BENCH_CALLS);
 	for (size_t k = 0; k < sizeof(kinds) / sizeof(kinds[0]); k++)
 		for (size_t c = 0; c < 2; c++) {
-			double d50, d99, a50, a99, s50, s99;
+			double d50, d99, a50, a99, s50, s99, k50, k99, cpu;
 			bool st = kinds[k].stream, tt = kinds[k].ttfb;
 
 			/* Twice each, the first a warm-up (connections, page
@@ -378,12 +403,19 @@ START_TEST(bench_broker)
 					conc[c], true, &a50, &a99);
 				measure(broker_port, turn_key, st, tt, conc[c],
 					false, &s50, &s99);
+				cpu = cpu_us(T.pid);
+				measure(broker_port, turn_key, st, tt, conc[c],
+					true, &k50, &k99);
+				cpu = (cpu_us(T.pid) - cpu) / BENCH_CALLS;
 			}
-			printf("%-30s %2d at once: direct %6.0f/%6.0f | "
-			       "keep-alive %6.0f/%6.0f | spd %6.0f/%6.0f | "
-			       "added p50 %6.0f, over keep-alive %6.0f\n",
-			       kinds[k].name, conc[c], d50, d99, a50, a99, s50,
-			       s99, s50 - d50, s50 - a50);
+			printf(
+			    "%-30s %2d at once: direct %6.0f/%6.0f | "
+			    "keep-alive %6.0f/%6.0f | spd, a connection per "
+			    "call %6.0f/%6.0f | spd keep-alive %6.0f/%6.0f | "
+			    "added p50, keep-alive both sides: %6.0f | spd "
+			    "CPU a call %4.0f\n",
+			    kinds[k].name, conc[c], d50, d99, a50, a99, s50,
+			    s99, k50, k99, k50 - a50, cpu);
 		}
 	streams_rss();
 

@@ -209,6 +209,7 @@ static int load_config(const char *path, struct broker_config *cfg,
 	cfg->idle_timeout_s = BROKER_IDLE_TIMEOUT_S;
 	cfg->body_max = BROKER_BODY_MAX;
 	cfg->provider_timeout_s = BROKER_PROVIDER_TIMEOUT_S;
+	cfg->keepalive_timeout_s = BROKER_KEEPALIVE_TIMEOUT_S;
 	snprintf(cfg->listen, sizeof(cfg->listen), "127.0.0.1:0");
 	p = provider_slot(cfg, "anthropic");
 	snprintf(p->url, sizeof(p->url), "https://api.anthropic.com");
@@ -236,7 +237,8 @@ static int load_config(const char *path, struct broker_config *cfg,
 			int64_t min, max;
 		} nums[] = {{"broker.idle-timeout", 1, 7 * 24 * 3600},
 			    {"broker.body-max", 1024, 256 * 1024 * 1024},
-			    {"broker.provider-timeout", 1, 24 * 3600}};
+			    {"broker.provider-timeout", 1, 24 * 3600},
+			    {"broker.keepalive-timeout", 1, 3600}};
 		struct prov_ctx pc = {cfg, path, errbuf, errlen};
 
 		for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {
@@ -267,8 +269,10 @@ static int load_config(const char *path, struct broker_config *cfg,
 				cfg->idle_timeout_s = (unsigned)n;
 			else if (i == 1)
 				cfg->body_max = (size_t)n;
-			else
+			else if (i == 2)
 				cfg->provider_timeout_s = (unsigned)n;
+			else
+				cfg->keepalive_timeout_s = (unsigned)n;
 		}
 		r = get_str(gc, "broker.listen", cfg->listen,
 			    sizeof(cfg->listen));

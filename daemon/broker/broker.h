@@ -16,6 +16,7 @@
  *       listen = 127.0.0.1:0   ; the HTTP endpoint's loopback port; "none"
  *       body-max = 33554432    ; bytes of one request body
  *       provider-timeout = 600 ; seconds a provider may go silent
+ *       keepalive-timeout = 30 ; seconds a kept-alive connection idles
  *   [provider "anthropic"]
  *       url = https://api.anthropic.com
  *       key = ANTHROPIC_API_KEY ; the name in the environment file
@@ -58,6 +59,9 @@ struct gateway;
 #define BROKER_BODY_MAX (32 * 1024 * 1024)
 /* How long a provider may send nothing before the call is ended. */
 #define BROKER_PROVIDER_TIMEOUT_S 600
+/* How long a kept-alive connection to the endpoint may sit with no
+ * request under way before spd closes it. */
+#define BROKER_KEEPALIVE_TIMEOUT_S 30
 
 enum broker_api { BROKER_API_ANTHROPIC, BROKER_API_OPENAI };
 
@@ -86,6 +90,7 @@ struct broker_config {
 	char listen[64]; /* "127.0.0.1:0", or "" for none */
 	size_t body_max;
 	unsigned provider_timeout_s;
+	unsigned keepalive_timeout_s;
 	struct broker_provider providers[BROKER_PROVIDERS_MAX];
 	size_t n_providers;
 	struct price_table prices;

@@ -23,6 +23,7 @@
 #include "daemon/broker/broker.h"
 #include "daemon/transport/call.h"
 #include "daemon/broker/gateway.h"
+#include "daemon/broker/gateway_priv.h"
 #include "daemon/broker/http.h"
 #include "daemon/domain/journal.h"
 #include "daemon/log.h"
@@ -36,24 +37,6 @@
 #define GATEWAY_RESP_HEADERS_MAX 32
 /* Longest provider header kept. */
 #define GATEWAY_RESP_HEADER_LEN 1024
-
-struct gw_call;
-
-struct gw_conn {
-	struct gateway *g;
-	union {
-		uv_tcp_t tcp;
-		uv_pipe_t pipe;
-	} h;
-	uv_timer_t timer;
-	struct http_request req;
-	struct gw_call *call;
-	/* Accepted on a run's listener: only this turn's key is taken. */
-	char bound_turn[BROKER_TURN_ID_LEN + 1];
-	bool closing, shut;
-	int open_handles;
-	struct gw_conn *prev, *next;
-};
 
 struct gw_sock {
 	uv_poll_t poll;
@@ -84,37 +67,15 @@ struct gw_call {
 	char *resp_headers[GATEWAY_RESP_HEADERS_MAX];
 	size_t n_resp_headers;
 	struct buf rpc_body;
+	/* The reply's head, made when the provider's came, sent with the
+	 * first bytes of the body (one write, not two). */
+	struct buf head;
 	uint64_t start_ms;
 	char prices_hash[65];
 	struct gw_call *prev, *next;
 };
 
-/* A run's listening socket (gateway_adopt). */
-struct gw_listener {
-	uv_tcp_t tcp; /* data: the gateway */
-	uint64_t id;
-	char turn[BROKER_TURN_ID_LEN + 1];
-	struct gw_listener *prev, *next;
-};
-
-struct gateway {
-	struct spd *spd;
-	struct gw_listener *listeners;
-	uint64_t next_listener;
-	uv_tcp_t tcp;
-	uv_pipe_t pipe;
-	bool tcp_on, pipe_on, stopping;
-	int port;
-	CURLM *multi;
-	uv_timer_t curl_timer;
-	struct gw_conn *conns;
-	size_t n_conns;
-	struct gw_call *calls;
-	int open_handles;
-	char sock_path[4096];
-};
-
-static void gw_maybe_free(struct gateway *g)
+void gw_maybe_free(struct gateway *g)
 {
 	if (g->stopping && g->open_handles == 0 && !g->conns) {
 		curl_multi_cleanup(g->multi);
@@ -131,44 +92,6 @@ static void on_gw_handle_closed(uv_handle_t *h)
 }
 
 /* ---- provider-shaped errors ---------------------------------------- */
-
-static const char *reason(int status)
-{
-	switch (status) {
-	case 200:
-		return "OK";
-	case 400:
-		return "Bad Request";
-	case 401:
-		return "Unauthorized";
-	case 402:
-		return "Payment Required";
-	case 404:
-		return "Not Found";
-	case 405:
-		return "Method Not Allowed";
-	case 408:
-		return "Request Timeout";
-	case 413:
-		return "Payload Too Large";
-	case 431:
-		return "Request Header Fields Too Large";
-	case 500:
-		return "Internal Server Error";
-	case 501:
-		return "Not Implemented";
-	case 502:
-		return "Bad Gateway";
-	case 503:
-		return "Service Unavailable";
-	case 504:
-		return "Gateway Timeout";
-	default:
-		return status < 300   ? "OK"
-		       : status < 500 ? "Client Error"
-				      : "Server Error";
-	}
-}
 
 /* An error body the client's SDK understands: Anthropic's
  * {"type":"error","error":{type,message}} or OpenAI's
@@ -206,138 +129,6 @@ static char *error_body(enum broker_api api, int status, const char *code,
 	return s;
 }
 
-/* ---- connections --------------------------------------------------- */
-
-struct gw_write {
-	uv_write_t w;
-	char *data;
-};
-
-static void on_conn_handle_closed(uv_handle_t *h)
-{
-	struct gw_conn *c = h->data;
-	struct gateway *g = c->g;
-
-	if (--c->open_handles > 0)
-		return;
-	http_request_free(&c->req);
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		g->conns = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	g->n_conns--;
-	free(c);
-	gw_maybe_free(g);
-}
-
-static void conn_close(struct gw_conn *c)
-{
-	if (c->closing)
-		return;
-	c->closing = true;
-	if (c->call) {
-		/* The call goes on without its client: the provider's usage
-		 * is still read and charged. */
-		c->call->conn = NULL;
-		c->call->client_gone = true;
-		c->call = NULL;
-	}
-	uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
-	uv_close((uv_handle_t *)&c->h, on_conn_handle_closed);
-}
-
-/* True when the client has closed its end (a read would see end of file
- * or an error), without consuming anything it sent. */
-static bool client_hung_up(struct gw_conn *c)
-{
-	uv_os_fd_t fd;
-	char b;
-	ssize_t n;
-
-	if (c->closing || uv_fileno((uv_handle_t *)&c->h, &fd) < 0)
-		return false;
-	n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
-}
-
-static void on_written(uv_write_t *w, int status)
-{
-	struct gw_write *gw = (struct gw_write *)w;
-
-	free(gw->data);
-	free(gw);
-}
-
-static int conn_write(struct gw_conn *c, const char *data, size_t n)
-{
-	struct gw_write *w;
-	uv_buf_t b;
-
-	if (!c || c->closing || c->shut || n == 0)
-		return c && !c->closing ? 0 : -EPIPE;
-	w = malloc(sizeof(*w));
-	if (!w)
-		return -ENOMEM;
-	w->data = malloc(n);
-	if (!w->data) {
-		free(w);
-		return -ENOMEM;
-	}
-	memcpy(w->data, data, n);
-	b = uv_buf_init(w->data, (unsigned)n);
-	if (uv_write(&w->w, (uv_stream_t *)&c->h, &b, 1, on_written) < 0) {
-		free(w->data);
-		free(w);
-		return -EPIPE;
-	}
-	return 0;
-}
-
-static void on_shutdown(uv_shutdown_t *s, int status)
-{
-	struct gw_conn *c = s->data;
-
-	free(s);
-	conn_close(c);
-}
-
-/* Everything is written: close once the writes have gone. */
-static void conn_finish(struct gw_conn *c)
-{
-	uv_shutdown_t *s;
-
-	if (!c || c->closing || c->shut)
-		return;
-	c->shut = true;
-	if (c->call) {
-		c->call->conn = NULL;
-		c->call = NULL;
-	}
-	s = malloc(sizeof(*s));
-	if (!s || uv_shutdown(s, (uv_stream_t *)&c->h, on_shutdown) < 0) {
-		free(s);
-		conn_close(c);
-		return;
-	}
-	s->data = c;
-}
-
-static void conn_respond(struct gw_conn *c, int status, const char *ctype,
-			 const char *body)
-{
-	struct buf b = BUF_INIT;
-
-	buf_printf(&b,
-		   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: "
-		   "%zu\r\nConnection: close\r\n\r\n%s",
-		   status, reason(status), ctype, strlen(body), body);
-	conn_write(c, b.data, b.len);
-	buf_free(&b);
-	conn_finish(c);
-}
-
 static enum broker_api api_of_path(const char *target)
 {
 	return target && (strncmp(target, "/v1/chat/", 9) == 0 ||
@@ -368,9 +159,10 @@ static void journal_call(struct gateway *g, const char *session, json_t *detail,
 }
 
 /* Refuse a request before any provider was asked: journaled, answered
- * in the provider's shape, the connection closed. */
-static void refuse(struct gw_conn *c, const struct broker_turn *t, int status,
-		   const char *code, json_t *extra, const char *msg)
+ * in the provider's shape; a kept-alive connection goes on when the
+ * request itself was whole. */
+void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
+	       const char *code, json_t *extra, const char *msg)
 {
 	enum broker_api api = api_of_path(c->req.target);
 	char *body = error_body(api, status, code, msg, json_incref(extra));
@@ -382,8 +174,8 @@ static void refuse(struct gw_conn *c, const struct broker_turn *t, int status,
 	json_decref(extra);
 	journal_call(c->g, t ? t->session : NULL, d, "refused %d %s: %s",
 		     status, code, msg);
-	conn_respond(c, status, "application/json",
-		     body ? body : "{\"error\":\"refused\"}");
+	gw_conn_respond(c, status, "application/json",
+			body ? body : "{\"error\":\"refused\"}");
 	free(body);
 }
 
@@ -410,12 +202,20 @@ static void call_unlink_free(struct gw_call *k)
 	for (size_t i = 0; i < k->n_resp_headers; i++)
 		free(k->resp_headers[i]);
 	buf_free(&k->rpc_body);
+	buf_free(&k->head);
 	free(k);
 }
 
-static void send_head(struct gw_call *k)
+void gw_call_detach(struct gw_call *k, bool gone)
 {
-	struct buf b = BUF_INIT;
+	k->conn = NULL;
+	if (gone)
+		k->client_gone = true;
+}
+
+/* The reply's head, kept in k->head until the body's first bytes. */
+static void make_head(struct gw_call *k)
+{
 	long status = 0;
 	char *ctype = NULL;
 
@@ -426,27 +226,24 @@ static void send_head(struct gw_call *k)
 	curl_easy_getinfo(k->easy, CURLINFO_CONTENT_TYPE, &ctype);
 	if (!k->conn)
 		return;
-	buf_printf(&b, "HTTP/1.1 %ld %s\r\n", status, reason((int)status));
+	buf_printf(&k->head, "HTTP/1.1 %ld %s\r\n", status,
+		   gw_reason((int)status));
 	if (ctype && !strpbrk(ctype, "\r\n"))
-		buf_printf(&b, "Content-Type: %s\r\n", ctype);
+		buf_printf(&k->head, "Content-Type: %s\r\n", ctype);
 	for (size_t i = 0; i < k->n_resp_headers; i++)
-		buf_printf(&b, "%s\r\n", k->resp_headers[i]);
-	buf_puts(&b, "Transfer-Encoding: chunked\r\nConnection: close\r\n"
-		     "Cache-Control: no-cache\r\n\r\n");
-	conn_write(k->conn, b.data, b.len);
-	buf_free(&b);
+		buf_printf(&k->head, "%s\r\n", k->resp_headers[i]);
+	buf_printf(&k->head,
+		   "Transfer-Encoding: chunked\r\n%sCache-Control: "
+		   "no-cache\r\n\r\n",
+		   gw_conn_keeps(k->conn) ? "" : "Connection: close\r\n");
 }
 
-static void send_chunk(struct gw_call *k, const char *data, size_t n)
+/* The head if not yet sent, out (taken) as a chunk, and the last chunk
+ * when last: one write. */
+static void send_chunk(struct gw_call *k, struct buf *out, bool last)
 {
-	char head[32];
-
-	if (!k->conn || n == 0)
-		return;
-	snprintf(head, sizeof(head), "%zx\r\n", n);
-	conn_write(k->conn, head, strlen(head));
-	conn_write(k->conn, data, n);
-	conn_write(k->conn, "\r\n", 2);
+	if (k->conn)
+		gw_conn_chunk(k->conn, &k->head, out, last);
 }
 
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
@@ -503,7 +300,7 @@ static void pass_bytes(struct gw_call *k, const char *data, size_t n)
 			/* Never pass what could not be checked. */
 			buf_free(&out);
 			if (k->conn)
-				conn_close(k->conn);
+				gw_conn_close(k->conn);
 			return;
 		}
 	} else {
@@ -515,7 +312,9 @@ static void pass_bytes(struct gw_call *k, const char *data, size_t n)
 		else
 			buf_append(&k->rpc_body, out.data, out.len);
 	} else {
-		send_chunk(k, out.data, out.len);
+		/* The head goes now even when the redactor holds every byte
+		 * of these. */
+		send_chunk(k, &out, false);
 	}
 	buf_free(&out);
 }
@@ -534,7 +333,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 		    k->api == BROKER_API_ANTHROPIC ? USAGE_ANTHROPIC
 						   : USAGE_OPENAI,
 		    ctype && strncasecmp(ctype, "text/event-stream", 17) == 0);
-		send_head(k);
+		make_head(k);
 	}
 	usage_feed(&k->usage, data, n);
 	pass_bytes(k, data, n);
@@ -578,7 +377,7 @@ static void call_done(struct gw_call *k, CURLcode res)
 	int64_t cost;
 	char costbuf[32];
 	const char *outcome;
-	bool charged_all = false;
+	bool charged_all = false, gone;
 	uint64_t ms = uv_now(k->g->spd->loop) - k->start_ms;
 	json_t *d;
 
@@ -616,8 +415,41 @@ static void call_done(struct gw_call *k, CURLcode res)
 		broker_settle(k->turn, k->reserved, cost);
 	/* A client whose end-of-file is queued behind the provider's last
 	 * bytes in this turn of the loop has gone all the same. */
-	if (k->conn && !k->client_gone && client_hung_up(k->conn))
+	if (k->conn && !k->client_gone && gw_conn_hung_up(k->conn))
 		k->client_gone = true;
+	gone = k->client_gone;
+	/* An HTTP client first (its reply is whole once the last chunk is
+	 * out), then the journal: the row is the same either way. */
+	if (!k->rpc && k->conn) {
+		if (res == CURLE_OK) {
+			struct buf out = BUF_INIT;
+
+			make_head(k);
+			if (k->rs)
+				redact_stream_flush(k->rs, &out);
+			send_chunk(k, &out, true);
+			buf_free(&out);
+			gw_conn_finish(k->conn);
+		} else if (!k->head_sent) {
+			int st = res == CURLE_OPERATION_TIMEDOUT ? 504 : 502;
+			char msg[256];
+			char *body;
+
+			snprintf(msg, sizeof(msg),
+				 "the provider could not be reached or "
+				 "failed: %s",
+				 curl_easy_strerror(res));
+			body = error_body(k->api, st, "PROVIDER-FAILED", msg,
+					  NULL);
+			gw_conn_respond(k->conn, st, "application/json",
+					body ? body : "{}");
+			free(body);
+		} else {
+			/* Mid-stream: no final chunk, so the client sees a
+			 * truncated response, never a complete-looking one. */
+			gw_conn_close(k->conn);
+		}
+	}
 	price_format_usd(cost, costbuf, sizeof(costbuf));
 	d = json_pack(
 	    "{s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, "
@@ -630,46 +462,15 @@ static void call_done(struct gw_call *k, CURLcode res)
 	    (json_int_t)k->usage.u.cache_write, "cost_usd", price_usd(cost),
 	    "reserved_usd", price_usd(k->reserved), "duration_ms",
 	    (json_int_t)ms, "prices", k->prices_hash, "stream", k->stream,
-	    "client_gone", k->client_gone, "charged_reservation", charged_all,
-	    "error", res == CURLE_OK ? NULL : curl_easy_strerror(res));
+	    "client_gone", gone, "charged_reservation", charged_all, "error",
+	    res == CURLE_OK ? NULL : curl_easy_strerror(res));
 	journal_call(k->g, k->session, d,
 		     "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
 		     k->model, status, outcome, (long long)k->usage.u.input,
 		     (long long)k->usage.u.output, costbuf, k->turn_id);
-	if (k->rpc) {
+	if (k->rpc)
 		finish_rpc(k, status, cost,
 			   res == CURLE_OK ? NULL : curl_easy_strerror(res));
-	} else if (k->conn) {
-		if (res == CURLE_OK) {
-			struct buf out = BUF_INIT;
-
-			send_head(k);
-			if (k->rs)
-				redact_stream_flush(k->rs, &out);
-			send_chunk(k, out.data, out.len);
-			buf_free(&out);
-			conn_write(k->conn, "0\r\n\r\n", 5);
-			conn_finish(k->conn);
-		} else if (!k->head_sent) {
-			int st = res == CURLE_OPERATION_TIMEDOUT ? 504 : 502;
-			char msg[256];
-			char *body;
-
-			snprintf(msg, sizeof(msg),
-				 "the provider could not be reached or "
-				 "failed: %s",
-				 curl_easy_strerror(res));
-			body = error_body(k->api, st, "PROVIDER-FAILED", msg,
-					  NULL);
-			conn_respond(k->conn, st, "application/json",
-				     body ? body : "{}");
-			free(body);
-		} else {
-			/* Mid-stream: no final chunk, so the client sees a
-			 * truncated response, never a complete-looking one. */
-			conn_close(k->conn);
-		}
-	}
 	if (k->conn) {
 		k->conn->call = NULL;
 		k->conn = NULL;
@@ -873,6 +674,9 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 	curl_easy_setopt(k->easy, CURLOPT_LOW_SPEED_TIME,
 			 (long)cfg->provider_timeout_s);
 	curl_easy_setopt(k->easy, CURLOPT_NOPROXY, "*");
+	/* Each streamed event is a small packet: no Nagle towards the
+	 * provider either (curl's default, said here). */
+	curl_easy_setopt(k->easy, CURLOPT_TCP_NODELAY, 1L);
 	if (curl_multi_add_handle(k->g->multi, k->easy) != CURLM_OK)
 		return -EIO;
 	return 0;
@@ -1117,7 +921,7 @@ static void call_abort_start(struct gw_call *k, int r)
 	(void)r;
 }
 
-static void handle_request(struct gw_conn *c)
+void gw_handle_request(struct gw_conn *c)
 {
 	struct gateway *g = c->g;
 	struct http_request *q = &c->req;
@@ -1133,15 +937,15 @@ static void handle_request(struct gw_conn *c)
 	int r;
 
 	if (route(q->target, &api, &count_only, path, sizeof(path)) < 0) {
-		refuse(c, NULL, 404, "NOT-FOUND", NULL,
-		       "spd's broker serves POST /v1/messages, "
-		       "/v1/messages/count_tokens, /v1/chat/completions and "
-		       "/v1/responses only");
+		gw_refuse(c, NULL, 404, "NOT-FOUND", NULL,
+			  "spd's broker serves POST /v1/messages, "
+			  "/v1/messages/count_tokens, /v1/chat/completions and "
+			  "/v1/responses only");
 		return;
 	}
 	if (strcmp(q->method, "POST") != 0) {
-		refuse(c, NULL, 405, "BAD-REQUEST", NULL,
-		       "only POST is served on this route");
+		gw_refuse(c, NULL, 405, "BAD-REQUEST", NULL,
+			  "only POST is served on this route");
 		return;
 	}
 	if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
@@ -1152,16 +956,16 @@ static void handle_request(struct gw_conn *c)
 	if (t && c->bound_turn[0] && strcmp(t->id, c->bound_turn) != 0)
 		t = NULL;
 	if (!t) {
-		refuse(c, NULL, 401, "UNAUTHORIZED", NULL,
-		       key ? "the key is not a live turn key of this spd "
-			     "(unknown, ended or expired)"
-			   : "no key: send the turn key as x-api-key or "
-			     "Authorization: Bearer");
+		gw_refuse(c, NULL, 401, "UNAUTHORIZED", NULL,
+			  key ? "the key is not a live turn key of this spd "
+				"(unknown, ended or expired)"
+			      : "no key: send the turn key as x-api-key or "
+				"Authorization: Bearer");
 		return;
 	}
 	k = prepare(g, t, api, count_only, path, q->body, q->body_len, &e);
 	if (!k) {
-		refuse(c, t, e.status, e.code, e.extra, e.msg);
+		gw_refuse(c, t, e.status, e.code, e.extra, e.msg);
 		return;
 	}
 	k->conn = c;
@@ -1184,107 +988,7 @@ fail:
 	c->call = NULL;
 	k->conn = NULL;
 	call_unlink_free(k);
-	refuse(c, t, 500, "INTERNAL", NULL, "the call could not be started");
-}
-
-static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
-{
-	static char slab[64 * 1024];
-
-	(void)h;
-	(void)suggested;
-	*b = uv_buf_init(slab, sizeof(slab));
-}
-
-static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
-{
-	struct gw_conn *c = s->data;
-	int r;
-
-	if (n < 0) {
-		/* The client went away (or sent its last byte). */
-		if (c->req.complete || c->req.failed || n != UV_EOF) {
-			if (!c->shut)
-				conn_close(c);
-			return;
-		}
-		uv_read_stop(s);
-		refuse(c, NULL, 400, "BAD-REQUEST", NULL,
-		       "the connection closed before the request was "
-		       "complete");
-		return;
-	}
-	if (n == 0 || c->req.complete || c->req.failed || c->shut)
-		return; /* after the request: only EOF matters */
-	r = http_request_feed(&c->req, b->base, (size_t)n);
-	if (r == 0)
-		return;
-	uv_timer_stop(&c->timer);
-	if (r < 0) {
-		refuse(c, NULL, c->req.status, "BAD-REQUEST", NULL, c->req.why);
-		return;
-	}
-	handle_request(c);
-}
-
-static void on_request_timeout(uv_timer_t *t)
-{
-	struct gw_conn *c = t->data;
-
-	if (!c->req.complete && !c->shut)
-		refuse(c, NULL, 408, "TIMEOUT", NULL,
-		       "the request did not arrive in time");
-}
-
-static void on_connection(uv_stream_t *server, int status)
-{
-	struct gateway *g = server->data;
-	struct gw_conn *c;
-	const struct broker_config *cfg = broker_config(g->spd);
-
-	if (status < 0 || g->stopping)
-		return;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return;
-	c->g = g;
-	if (server != (uv_stream_t *)&g->tcp &&
-	    server != (uv_stream_t *)&g->pipe) {
-		struct gw_listener *l = (struct gw_listener *)(void *)server;
-
-		snprintf(c->bound_turn, sizeof(c->bound_turn), "%s", l->turn);
-	}
-	if (server != (uv_stream_t *)&g->pipe)
-		uv_tcp_init(g->spd->loop, &c->h.tcp);
-	else
-		uv_pipe_init(g->spd->loop, &c->h.pipe, 0);
-	uv_timer_init(g->spd->loop, &c->timer);
-	c->h.tcp.data = c;
-	c->timer.data = c;
-	c->open_handles = 2;
-	c->next = g->conns;
-	if (g->conns)
-		g->conns->prev = c;
-	g->conns = c;
-	g->n_conns++;
-	http_request_init(&c->req, cfg ? cfg->body_max : BROKER_BODY_MAX);
-	if (uv_accept(server, (uv_stream_t *)&c->h) < 0) {
-		conn_close(c);
-		return;
-	}
-	/* A reply goes out as several writes (head, then body chunks): with
-	 * Nagle each small write after the first waits for the client's
-	 * delayed ACK, some 40 ms a call. */
-	if (server != (uv_stream_t *)&g->pipe)
-		uv_tcp_nodelay(&c->h.tcp, 1);
-	if (g->n_conns > GATEWAY_CONNS_MAX) {
-		refuse(c, NULL, 503, "LIMIT", NULL,
-		       "too many connections to the broker");
-		return;
-	}
-	uv_timer_start(&c->timer, on_request_timeout,
-		       GATEWAY_REQUEST_TIMEOUT_MS, 0);
-	uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+	gw_refuse(c, t, 500, "INTERNAL", NULL, "the call could not be started");
 }
 
 /* ---- start and stop ------------------------------------------------ */
@@ -1312,7 +1016,7 @@ static int listen_tcp(struct gateway *g, const char *spec, char *errbuf,
 	g->open_handles++;
 	r = uv_tcp_bind(&g->tcp, (struct sockaddr *)&ss, 0);
 	if (r == 0)
-		r = uv_listen((uv_stream_t *)&g->tcp, 128, on_connection);
+		r = uv_listen((uv_stream_t *)&g->tcp, 128, gw_on_connection);
 	if (r == 0)
 		r = uv_tcp_getsockname(&g->tcp, (struct sockaddr *)&ss, &len);
 	if (r < 0) {
@@ -1349,6 +1053,8 @@ int gateway_start(struct spd *spd, const char *listen, const char *sock_path,
 	curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
 	curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
 	curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
+	curl_multi_setopt(g->multi, CURLMOPT_MAXCONNECTS,
+			  (long)GATEWAY_PROVIDER_CONNS_KEPT);
 	uv_timer_init(spd->loop, &g->curl_timer);
 	g->curl_timer.data = g;
 	g->open_handles++;
@@ -1370,7 +1076,7 @@ int gateway_start(struct spd *spd, const char *listen, const char *sock_path,
 		umask(old);
 	}
 	if (r == 0)
-		r = uv_listen((uv_stream_t *)&g->pipe, 128, on_connection);
+		r = uv_listen((uv_stream_t *)&g->pipe, 128, gw_on_connection);
 	if (r < 0) {
 		snprintf(errbuf, errlen, "broker: cannot listen on %s: %s",
 			 sock_path, uv_strerror(r));
@@ -1434,7 +1140,7 @@ int gateway_adopt(struct gateway *g, int fd, const char *turn_id,
 		close(fd); /* not taken by the handle */
 	else
 		r = uv_listen((uv_stream_t *)&l->tcp, GATEWAY_RUN_BACKLOG,
-			      on_connection);
+			      gw_on_connection);
 	if (r < 0) {
 		listener_close(g, l);
 		return r;
@@ -1470,7 +1176,7 @@ void gateway_stop(struct gateway *g)
 		call_done(k, CURLE_ABORTED_BY_CALLBACK);
 	}
 	for (struct gw_conn *c = g->conns; c; c = c->next)
-		conn_close(c);
+		gw_conn_close(c);
 	while (g->listeners)
 		listener_close(g, g->listeners);
 	if (g->tcp_on)

@@ -6,7 +6,9 @@
  * turn, forwards the request to the provider with the real key (libcurl
  * multi, driven by spd's libuv loop: no thread per call) and streams the
  * response back as it arrives, redacted, reading the provider's usage on
- * the way to settle the turn.  One request per connection.
+ * the way to settle the turn.  Connections are kept alive (HTTP/1.1):
+ * requests follow one another, each parsed and checked whole
+ * (daemon/broker/gw_conn.c).
  *
  * Routes (POST only): Anthropic /v1/messages, /v1/messages/count_tokens;
  * OpenAI /v1/chat/completions, /v1/responses.  A query string is kept.

@@ -168,7 +168,9 @@ static int on_complete(http_parser *p)
 	struct http_request *r = R(p);
 
 	r->complete = true;
-	/* One request per connection: what follows is not parsed. */
+	r->keep_alive = http_should_keep_alive(p) != 0;
+	/* What follows is the next request's, for a fresh parser: stop
+	 * here, so that r->used ends at this request's last byte. */
 	http_parser_pause(p, 1);
 	return 0;
 }
@@ -195,6 +197,7 @@ int http_request_feed(struct http_request *r, const char *data, size_t len)
 	size_t n;
 	enum http_errno e;
 
+	r->used = 0;
 	if (r->failed)
 		return r->status == 413 || r->status == 431 ? -E2BIG : -EINVAL;
 	if (r->complete)
@@ -203,6 +206,7 @@ int http_request_feed(struct http_request *r, const char *data, size_t len)
 		return 0;
 	n = http_parser_execute(&r->p, &settings, data, len);
 	e = HTTP_PARSER_ERRNO(&r->p);
+	r->used = n;
 	if (r->complete)
 		return 1;
 	if (!r->failed && (e != HPE_OK || n != len)) {

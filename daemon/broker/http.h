@@ -33,6 +33,13 @@ struct http_request {
 	 * and why, in a sentence. */
 	int status;
 	char why[160];
+	/* Once complete: whether the client may send another request on the
+	 * connection (HTTP/1.1 without "Connection: close", or HTTP/1.0 with
+	 * "Connection: keep-alive"). */
+	bool keep_alive;
+	/* Of the bytes the last http_request_feed was given, how many
+	 * belonged to this request: the rest begin the next one. */
+	size_t used;
 	/* private */
 	http_parser p;
 	size_t body_max, head_bytes, body_cap;
@@ -44,9 +51,10 @@ struct http_request {
 /* Start reading a request whose body may be at most body_max bytes. */
 void http_request_init(struct http_request *r, size_t body_max);
 /*
- * Feed the next bytes.  Returns 1 once the request is complete (bytes
- * after it are ignored: one request per connection), 0 when more are
- * needed, or -EINVAL / -E2BIG with r->status and r->why set; after a
+ * Feed the next bytes.  Returns 1 once the request is complete (r->used
+ * says how many of these bytes it took; the rest, unread, begin the next
+ * request on a kept-alive connection, to be read by a fresh
+ * http_request), 0 when more are needed (all taken), or -EINVAL / -E2BIG with r->status and r->why set; after a
  * refusal or completion further calls return the same.  Refused: a
  * malformed request, both Content-Length and Transfer-Encoding, more than
  * one Content-Length or Transfer-Encoding, a Transfer-Encoding other than

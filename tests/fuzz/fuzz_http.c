@@ -9,6 +9,11 @@
  *     headers, body) however the bytes are split; an accepted request
  *     has an origin-form target, at most one Content-Length, never both
  *     Content-Length and Transfer-Encoding, and a body within its limit;
+ *   - read as a kept-alive connection (daemon/broker/gw_conn.c: the
+ *     bytes after a request begin the next one, read by a fresh parser,
+ *     until a refusal or a request without keep-alive), the sequence of
+ *     requests and verdicts is the same however the bytes are split, and
+ *     a request never takes more bytes than it was given;
  *   - the usage parser, in SSE and in whole-body mode, for both APIs,
  *     reports the same usage however the bytes are split, and never a
  *     negative count.
@@ -69,6 +74,74 @@ static void check_http(const uint8_t *d, size_t n, size_t step)
 	http_request_free(&b);
 }
 
+/* Most requests of one input read as a kept-alive connection. */
+#define SEQ_MAX 8
+
+struct seq {
+	int n;
+	int verdict[SEQ_MAX];
+	size_t body_len[SEQ_MAX], target_len[SEQ_MAX];
+};
+
+/* Bytes as gw_conn.c reads them: appended to what is pending, parsed,
+ * the rest after a whole request kept for the next. */
+static void feed_seq(const uint8_t *d, size_t n, size_t step, struct seq *o)
+{
+	char *pending = malloc(n + 1);
+	size_t plen = 0;
+	struct http_request r;
+	bool done = false;
+
+	memset(o, 0, sizeof(*o));
+	http_request_init(&r, BODY_MAX);
+	for (size_t i = 0; i < n && !done; i += step) {
+		size_t k = n - i < step ? n - i : step;
+
+		memcpy(pending + plen, d + i, k);
+		plen += k;
+		while (plen && !done) {
+			int res = http_request_feed(&r, pending, plen);
+
+			if (res == 0) {
+				plen = 0;
+				break;
+			}
+			if (res > 0 && r.used > plen)
+				abort();
+			o->verdict[o->n] = res < 0 ? r.status : 1;
+			o->body_len[o->n] = res > 0 ? r.body_len : 0;
+			o->target_len[o->n] =
+			    res > 0 && r.target ? strlen(r.target) : 0;
+			o->n++;
+			if (res < 0 || !r.keep_alive || o->n == SEQ_MAX) {
+				done = true;
+				break;
+			}
+			memmove(pending, pending + r.used, plen - r.used);
+			plen -= r.used;
+			http_request_free(&r);
+			http_request_init(&r, BODY_MAX);
+		}
+	}
+	http_request_free(&r);
+	free(pending);
+}
+
+static void check_seq(const uint8_t *d, size_t n, size_t step)
+{
+	struct seq a, b;
+
+	feed_seq(d, n, n ? n : 1, &a);
+	feed_seq(d, n, step, &b);
+	if (a.n != b.n)
+		abort();
+	for (int i = 0; i < a.n; i++)
+		if (a.verdict[i] != b.verdict[i] ||
+		    a.body_len[i] != b.body_len[i] ||
+		    a.target_len[i] != b.target_len[i])
+			abort();
+}
+
 static void run_usage(struct usage_parser *p, enum usage_api api, bool sse,
 		      const uint8_t *d, size_t n, size_t step)
 {
@@ -106,6 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	step = (size_t)(data[0] % 16) + 1;
 	check_http(data + 1, size - 1, step);
+	check_seq(data + 1, size - 1, step);
 	check_usage(data + 1, size - 1, step);
 	return 0;
 }

@@ -4,6 +4,7 @@
  * started here), spoken to over spd's socket and its HTTP endpoint the
  * way an agent's SDK would.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -118,7 +119,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-	test_spd_cleanup(&T);
+	test_spd_stop_clean(&T);
 	if (standin_pid > 0) {
 		kill(standin_pid, SIGTERM);
 		waitpid(standin_pid, NULL, 0);
@@ -198,16 +199,72 @@ static int connect_port(int port)
 	return fd;
 }
 
-/* Read until EOF (at most 30 s); returns malloc'd text. */
-static char *read_all(int fd)
+/* The length of the first whole HTTP reply in s (len bytes), or 0 while
+ * it is not whole (a reply framed by neither Content-Length nor chunks
+ * ends with the connection). */
+static size_t reply_len(const char *s, size_t len)
 {
-	size_t len = 0, cap = 4096;
+	const char *end = memmem(s, len, "\r\n\r\n", 4), *p;
+	char *head;
+	size_t hl, cl = 0;
+	bool has_cl, chunked;
+
+	if (!end)
+		return 0;
+	hl = (size_t)(end - s) + 4;
+	head = strndup(s, hl);
+	for (char *c = head; *c; c++)
+		*c = (char)tolower((unsigned char)*c);
+	has_cl = strstr(head, "\r\ncontent-length:") != NULL;
+	if (has_cl)
+		cl =
+		    strtoul(strstr(head, "\r\ncontent-length:") + 17, NULL, 10);
+	chunked = strstr(head, "\r\ntransfer-encoding: chunked") != NULL;
+	free(head);
+	if (has_cl)
+		return len >= hl + cl ? hl + cl : 0;
+	if (!chunked)
+		return 0;
+	for (p = s + hl;;) {
+		char *e;
+		unsigned long n = strtoul(p, &e, 16);
+
+		if (e == p || (size_t)(e - s) + 2 > len ||
+		    strncmp(e, "\r\n", 2) != 0)
+			return 0;
+		if (n == 0)
+			return (size_t)(e - s) + 4 <= len &&
+				       strncmp(e + 2, "\r\n", 2) == 0
+				   ? (size_t)(e - s) + 4
+				   : 0;
+		if ((size_t)(e + 2 - s) + n + 2 > len)
+			return 0;
+		p = e + 2 + n + 2;
+	}
+}
+
+/* Read, after the prefix already read (plen bytes), until the text holds
+ * `replies` whole replies or the connection ends (at most 30 s of
+ * silence); returns malloc'd text, the prefix included. */
+static char *read_replies(int fd, const char *prefix, size_t plen, int replies)
+{
+	size_t len = plen, cap = plen + 4096;
 	char *s = malloc(cap);
 
+	memcpy(s, prefix, plen);
 	for (;;) {
 		struct pollfd pf = {fd, POLLIN, 0};
+		size_t off = 0, one;
+		int whole = 0;
 		ssize_t n;
 
+		while (whole < replies &&
+		       (one = reply_len(s + off, len - off))) {
+			off += one;
+			whole++;
+		}
+		if (whole == replies)
+			break;
 		if (poll(&pf, 1, 30000) != 1)
 			break;
 		if (len + 4096 > cap)
@@ -219,6 +276,12 @@ static char *read_all(int fd)
 	}
 	s[len] = '\0';
 	return s;
+}
+
+/* One reply: until it is whole or the connection ends. */
+static char *read_all(int fd)
+{
+	return read_replies(fd, "", 0, 1);
 }
 
 /* The body of a chunked response, decoded as far as it goes (a
@@ -602,17 +665,16 @@ START_TEST(test_stream_passes_through_as_it_arrives)
 		      "the stand-in finished before the first event arrived");
 	free(log);
 	test_write_file(go, "go");
-	rest = read_all(fd);
+	rest = read_replies(fd, buf, len, 1);
 	close(fd);
-	ck_assert(has(rest, "\r\n0\r\n\r\n"));
+	ck_assert(has(rest + len, "\r\n0\r\n\r\n"));
 	{
-		char *all = fmt("%.*s%s", (int)len, buf, rest), *body;
+		char *all = rest, *body;
 
 		body = dechunk(all);
 		ck_assert(has(body, "message_stop"));
 		ck_assert(has(body, "\"output_tokens\": 50"));
 		free(body);
-		free(all);
 	}
 	row = turn_row(t.id);
 	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
@@ -698,6 +760,188 @@ START_TEST(test_caps_from_config)
 	o = rpc("turn.begin", "{\"cap_usd\":2}");
 	ck_assert_ptr_nonnull(json_object_get(o, "result"));
 	json_decref(o);
+}
+END_TEST
+
+/* How many times needle occurs in hay. */
+static int count_of(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; (p = strstr(p, needle)); p += strlen(needle))
+		n++;
+	return n;
+}
+
+/* One request on the kept-alive connection fd; its reply, whole. */
+static char *ask(int fd, const char *req)
+{
+	test_send(fd, req, strlen(req));
+	return read_all(fd);
+}
+
+/* Whether the server ended the connection: end of file, with nothing
+ * more sent (at most 30 s). */
+static bool ended(int fd)
+{
+	struct pollfd pf = {fd, POLLIN, 0};
+	char b;
+
+	return poll(&pf, 1, 30000) == 1 && read(fd, &b, 1) == 0;
+}
+
+/* HTTP/1.1 keep-alive: two calls (one streamed) on one connection, both
+ * answered, charged and journaled; two requests sent at once (pipelined)
+ * both answered in order; "Connection: close" ends the connection after
+ * its reply. */
+START_TEST(test_keepalive_calls_in_sequence)
+{
+	struct turn t = begin(NULL);
+	int fd = connect_port(t.port), rows = 0;
+	char *plain = request_text(&t, "/v1/messages", NULL, MSG_BODY);
+	char *stream =
+	    request_text(&t, "/v1/messages", "x-standin-mode: stream\r\n",
+			 "{\"model\":\"test-model\",\"max_tokens\":50,"
+			 "\"stream\":true}");
+	char *last =
+	    request_text(&t, "/v1/messages", "Connection: close\r\n", MSG_BODY);
+	char *r, *body, *two, *needle = fmt("(%s)", t.id);
+	json_t *row;
+
+	r = ask(fd, plain);
+	ck_assert_int_eq(status_of(r), 200);
+	ck_assert_msg(!has(r, "Connection: close"), "%s", r);
+	free(r);
+	r = ask(fd, stream);
+	ck_assert_int_eq(status_of(r), 200);
+	body = dechunk(r);
+	ck_assert(has(body, "message_stop"));
+	free(body);
+	free(r);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), 2 * CALL_PUSD);
+	json_decref(row);
+
+	two = fmt("%s%s", plain, plain);
+	test_send(fd, two, strlen(two));
+	r = read_replies(fd, "", 0, 2);
+	ck_assert_int_eq(count_of(r, "HTTP/1.1 200 OK"), 2);
+	free(r);
+	r = ask(fd, last);
+	ck_assert_int_eq(status_of(r), 200);
+	ck_assert(has(r, "Connection: close"));
+	ck_assert_msg(ended(fd), "spd kept the connection after "
+				 "Connection: close");
+	close(fd);
+	free(r);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), 5 * CALL_PUSD);
+	json_decref(row);
+	/* Each call its own journal row (group commit: wait for all). */
+	for (int i = 0; i < 100 && rows < 5; i++) {
+		r = journal_until(needle);
+		rows = count_of(r, needle);
+		free(r);
+		if (rows < 5)
+			usleep(100 * 1000);
+	}
+	ck_assert_int_eq(rows, 5);
+	free(needle);
+	free(two);
+	free(plain);
+	free(stream);
+	free(last);
+}
+END_TEST
+
+/* The key is checked on every request of a connection: a turn ended
+ * between two requests is refused on the second. */
+START_TEST(test_keepalive_key_checked_per_request)
+{
+	struct turn t = begin(NULL);
+	int fd = connect_port(t.port);
+	char *req = request_text(&t, "/v1/messages", NULL, MSG_BODY);
+	char *r, *p = fmt("{\"turn\":\"%s\"}", t.id), *log;
+	json_t *o;
+
+	r = ask(fd, req);
+	ck_assert_int_eq(status_of(r), 200);
+	free(r);
+	o = rpc("turn.end", p);
+	ck_assert_ptr_nonnull(json_object_get(o, "result"));
+	json_decref(o);
+	r = ask(fd, req);
+	ck_assert_int_eq(status_of(r), 401);
+	ck_assert(has(r, "authentication_error"));
+	free(r);
+	close(fd);
+	log = test_read_file(standin_log);
+	ck_assert_int_eq(count_of(log, "\"finished\": true"), 1);
+	free(log);
+	free(p);
+	free(req);
+}
+END_TEST
+
+/* Request smuggling on a kept-alive connection: after a good call, a
+ * request with both Content-Length and Transfer-Encoding (its chunked
+ * body ending where a second request begins) is refused, the connection
+ * ends, and the request hidden in it never reaches the provider. */
+START_TEST(test_keepalive_smuggling_refused)
+{
+	struct turn t = begin(NULL);
+	int fd = connect_port(t.port);
+	char *req = request_text(&t, "/v1/messages", NULL, MSG_BODY);
+	char *inner =
+	    request_text(&t, "/v1/messages", "x-smuggled: yes\r\n", MSG_BODY);
+	char *bad = fmt("POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			"x-api-key: %s\r\nContent-Length: 5\r\n"
+			"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s",
+			t.key, inner);
+	char *r, *log, *journal;
+
+	r = ask(fd, req);
+	ck_assert_int_eq(status_of(r), 200);
+	free(r);
+	r = ask(fd, bad);
+	ck_assert_int_eq(status_of(r), 400);
+	ck_assert(has(r, "Connection: close"));
+	ck_assert_msg(ended(fd), "spd read on after a smuggling attempt");
+	free(r);
+	close(fd);
+	journal = journal_until("both Content-Length and Transfer-Encoding");
+	free(journal);
+	log = test_read_file(standin_log);
+	ck_assert_msg(!has(log, "x-smuggled"),
+		      "the smuggled request reached the provider");
+	ck_assert_int_eq(count_of(log, "\"finished\": true"), 1);
+	free(log);
+	free(bad);
+	free(inner);
+	free(req);
+}
+END_TEST
+
+/* A kept-alive connection with no request under way is closed after
+ * broker.keepalive-timeout; one whose next request is under way is not
+ * cut by it. */
+START_TEST(test_keepalive_idle_timeout)
+{
+	struct turn t;
+	int fd;
+	char *req, *r;
+
+	test_spd_cleanup(&T);
+	start_spd("[broker]\n\tkeepalive-timeout = 1\n");
+	t = begin(NULL);
+	req = request_text(&t, "/v1/messages", NULL, MSG_BODY);
+	fd = connect_port(t.port);
+	r = ask(fd, req);
+	ck_assert_int_eq(status_of(r), 200);
+	free(r);
+	ck_assert_msg(ended(fd), "an idle kept-alive connection stayed open");
+	close(fd);
+	free(req);
 }
 END_TEST
 
@@ -1132,6 +1376,10 @@ int main(void)
 	tcase_add_test(tc, test_stall_and_drop_keep_reservation);
 	tcase_add_test(tc, test_client_disconnect_still_charged);
 	tcase_add_test(tc, test_caps_from_config);
+	tcase_add_test(tc, test_keepalive_calls_in_sequence);
+	tcase_add_test(tc, test_keepalive_key_checked_per_request);
+	tcase_add_test(tc, test_keepalive_smuggling_refused);
+	tcase_add_test(tc, test_keepalive_idle_timeout);
 	tcase_add_test(tc, test_spctl_turns);
 	tcase_add_test(tc, test_spctl_agent_through_broker);
 	tcase_add_test(tc, test_idle_timeout_expires_key);

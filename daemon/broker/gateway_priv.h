@@ -1,0 +1,124 @@
+/*
+ * Private to the broker's endpoint: what the forwarding (gateway.c)
+ * and the HTTP/1.1 connections (gw_conn.c) share.  gw_conn.c reads
+ * requests off a connection, one after another while the client keeps it
+ * alive, and writes the replies; gateway.c decides what each request
+ * gets.
+ */
+#ifndef SPD_DAEMON_GATEWAY_PRIV_H
+#define SPD_DAEMON_GATEWAY_PRIV_H
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <uv.h>
+
+#include "common/buf.h"
+#include "daemon/broker/broker.h"
+#include "daemon/broker/http.h"
+
+/* Bytes of the next requests a client may send while its current one is
+ * answered (pipelining); past them spd stops reading the connection
+ * until the answer is out. */
+#define GATEWAY_PIPELINE_MAX (64 * 1024)
+/* Idle connections to providers curl keeps for the next calls.  Its
+ * default follows the handles in use, so a burst of calls that end
+ * together had their connections closed and the next burst reconnect. */
+#define GATEWAY_PROVIDER_CONNS_KEPT 64
+
+struct gw_call;
+
+/* A run's listening socket (gateway_adopt). */
+struct gw_listener {
+	uv_tcp_t tcp; /* data: the gateway */
+	uint64_t id;
+	char turn[BROKER_TURN_ID_LEN + 1];
+	struct gw_listener *prev, *next;
+};
+
+struct gw_conn {
+	struct gateway *g;
+	union {
+		uv_tcp_t tcp;
+		uv_pipe_t pipe;
+	} h;
+	uv_timer_t timer;
+	struct http_request req;
+	struct gw_call *call;
+	/* Accepted on a run's listener: only this turn's key is taken. */
+	char bound_turn[BROKER_TURN_ID_LEN + 1];
+	/* Read and not yet parsed: the next request's bytes. */
+	struct buf pending;
+	size_t body_max;
+	/* A kept-alive connection with no request under way is closed
+	 * after this long (broker.keepalive-timeout; an SDK's pool opens
+	 * another when it needs one). */
+	uint64_t idle_ms;
+	/* keep: the request answered now lets the connection go on; idle:
+	 * between two requests, nothing of the next one read yet. */
+	bool closing, shut, keep, idle, reading;
+	int open_handles;
+	struct gw_conn *prev, *next;
+};
+
+struct gateway {
+	struct spd *spd;
+	struct gw_listener *listeners;
+	uint64_t next_listener;
+	uv_tcp_t tcp;
+	uv_pipe_t pipe;
+	bool tcp_on, pipe_on, stopping;
+	int port;
+	CURLM *multi;
+	uv_timer_t curl_timer;
+	struct gw_conn *conns;
+	size_t n_conns;
+	struct gw_call *calls;
+	int open_handles;
+	char sock_path[4096];
+};
+
+/* gateway.c */
+
+/* Free the gateway once it is stopping and nothing it holds is open. */
+void gw_maybe_free(struct gateway *g);
+/* Answer the complete request c->req (a call started, or refused). */
+void gw_handle_request(struct gw_conn *c);
+/* Refuse c's request before any provider was asked: journaled, answered
+ * in the provider's shape. */
+void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
+	       const char *code, json_t *extra, const char *msg);
+/* Call k has no connection any more (its reply is out, or the client went
+ * away: gone): what remains of it goes on without one. */
+void gw_call_detach(struct gw_call *k, bool gone);
+
+/* gw_conn.c */
+
+/* The reason phrase of an HTTP status. */
+const char *gw_reason(int status);
+/* uv_listen's callback for every listener of the endpoint. */
+void gw_on_connection(uv_stream_t *server, int status);
+/* Close c at once (its call, if any, goes on without it). */
+void gw_conn_close(struct gw_conn *c);
+/* True when the client has closed its end, without consuming anything
+ * it sent. */
+bool gw_conn_hung_up(struct gw_conn *c);
+/* Whether the reply to c's current request leaves the connection open
+ * (its head says "Connection: close" otherwise). */
+bool gw_conn_keeps(const struct gw_conn *c);
+/*
+ * Write, in one uv_write, the bytes of head (a reply's head, or NULL),
+ * then data as one chunk of a chunked body (none when data is NULL or
+ * empty), then the last chunk when last.  head's and data's memory is
+ * taken (they are left empty), never copied.  Returns 0 or -errno.
+ */
+int gw_conn_chunk(struct gw_conn *c, struct buf *head, struct buf *data,
+		  bool last);
+/* The reply to c's request is written: read the next request on the
+ * connection when it is kept alive, else close once the writes are out. */
+void gw_conn_finish(struct gw_conn *c);
+/* A whole reply with a Content-Length body, then gw_conn_finish. */
+void gw_conn_respond(struct gw_conn *c, int status, const char *ctype,
+		     const char *body);
+
+#endif

@@ -1,0 +1,406 @@
+/*
+ * The broker endpoint's HTTP/1.1 connections (daemon/broker/gateway_priv.h):
+ * accepting, reading requests one after another on a kept-alive
+ * connection (each parsed whole by a fresh http_request, so every
+ * request passes the same checks), the timeouts, and writing replies, a
+ * streamed chunk in one write.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "daemon/broker/gateway.h"
+#include "daemon/broker/gateway_priv.h"
+#include "daemon/spd.h"
+
+const char *gw_reason(int status)
+{
+	switch (status) {
+	case 200:
+		return "OK";
+	case 400:
+		return "Bad Request";
+	case 401:
+		return "Unauthorized";
+	case 402:
+		return "Payment Required";
+	case 404:
+		return "Not Found";
+	case 405:
+		return "Method Not Allowed";
+	case 408:
+		return "Request Timeout";
+	case 413:
+		return "Payload Too Large";
+	case 431:
+		return "Request Header Fields Too Large";
+	case 500:
+		return "Internal Server Error";
+	case 501:
+		return "Not Implemented";
+	case 502:
+		return "Bad Gateway";
+	case 503:
+		return "Service Unavailable";
+	case 504:
+		return "Gateway Timeout";
+	default:
+		return status < 300   ? "OK"
+		       : status < 500 ? "Client Error"
+				      : "Server Error";
+	}
+}
+
+/* One uv_write: up to five pieces, the owned ones freed once written. */
+struct gw_write {
+	uv_write_t w;
+	struct gw_conn *c;
+	char *own[2];
+	char size[24];
+};
+
+static void on_conn_handle_closed(uv_handle_t *h)
+{
+	struct gw_conn *c = h->data;
+	struct gateway *g = c->g;
+
+	if (--c->open_handles > 0)
+		return;
+	http_request_free(&c->req);
+	buf_free(&c->pending);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		g->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	g->n_conns--;
+	free(c);
+	gw_maybe_free(g);
+}
+
+void gw_conn_close(struct gw_conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->call) {
+		/* The call goes on without its client: the provider's usage
+		 * is still read and charged. */
+		gw_call_detach(c->call, true);
+		c->call = NULL;
+	}
+	uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
+	uv_close((uv_handle_t *)&c->h, on_conn_handle_closed);
+}
+
+bool gw_conn_hung_up(struct gw_conn *c)
+{
+	uv_os_fd_t fd;
+	char b;
+	ssize_t n;
+
+	if (c->closing || uv_fileno((uv_handle_t *)&c->h, &fd) < 0)
+		return false;
+	n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+bool gw_conn_keeps(const struct gw_conn *c)
+{
+	return c->keep && !c->g->stopping;
+}
+
+static void on_written(uv_write_t *w, int status)
+{
+	struct gw_write *gw = (struct gw_write *)w;
+
+	/* The client is gone (EPIPE, ECONNRESET): nothing more is written
+	 * to it; the call goes on for its usage.  (Writes cancelled by the
+	 * close itself come back here too.) */
+	if (status < 0 && status != UV_ECANCELED && gw->c)
+		gw_conn_close(gw->c);
+	free(gw->own[0]);
+	free(gw->own[1]);
+	free(gw);
+}
+
+/* Take b's memory (b is left empty). */
+static char *steal(struct buf *b, uv_buf_t *u)
+{
+	char *d = b->data;
+
+	*u = uv_buf_init(d, (unsigned)b->len);
+	b->data = NULL;
+	b->len = b->cap = 0;
+	return d;
+}
+
+int gw_conn_chunk(struct gw_conn *c, struct buf *head, struct buf *data,
+		  bool last)
+{
+	struct gw_write *w;
+	uv_buf_t b[5];
+	unsigned nb = 0, no = 0;
+
+	if (!c || c->closing || c->shut)
+		return -EPIPE;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	if (head && head->len)
+		w->own[no++] = steal(head, &b[nb++]);
+	if (data && data->len) {
+		snprintf(w->size, sizeof(w->size), "%zx\r\n", data->len);
+		b[nb++] = uv_buf_init(w->size, (unsigned)strlen(w->size));
+		w->own[no++] = steal(data, &b[nb++]);
+		b[nb++] = uv_buf_init((char *)"\r\n", 2);
+	}
+	if (last)
+		b[nb++] = uv_buf_init((char *)"0\r\n\r\n", 5);
+	w->c = c; /* the callback never runs before uv_write returns */
+	if (nb == 0 ||
+	    uv_write(&w->w, (uv_stream_t *)&c->h, b, nb, on_written) < 0) {
+		w->c = NULL;
+		on_written(&w->w, 0);
+		return nb == 0 ? 0 : -EPIPE;
+	}
+	return 0;
+}
+
+static void on_shutdown(uv_shutdown_t *s, int status)
+{
+	struct gw_conn *c = s->data;
+
+	(void)status;
+	free(s);
+	gw_conn_close(c);
+}
+
+static void on_idle_timeout(uv_timer_t *t)
+{
+	/* Nothing of a next request came: the client's pool lets it go. */
+	gw_conn_close(t->data);
+}
+
+static void on_request_timeout(uv_timer_t *t)
+{
+	struct gw_conn *c = t->data;
+
+	if (!c->req.complete && !c->shut)
+		gw_refuse(c, NULL, 408, "TIMEOUT", NULL,
+			  "the request did not arrive in time");
+}
+
+/*
+ * Parse what is pending into c->req; a complete request is answered
+ * (gw_handle_request), the bytes after it kept for the next one.  A
+ * refusal of the framing or the head ends the connection: nothing after
+ * a request spd could not read can be trusted to start where it seems.
+ */
+static void conn_parse(struct gw_conn *c)
+{
+	int r;
+
+	if (c->closing || c->shut || c->req.complete || c->req.failed ||
+	    c->pending.len == 0)
+		return;
+	if (c->idle) {
+		/* The next request has begun: it has as long as the first. */
+		c->idle = false;
+		uv_timer_start(&c->timer, on_request_timeout,
+			       GATEWAY_REQUEST_TIMEOUT_MS, 0);
+	}
+	r = http_request_feed(&c->req, c->pending.data, c->pending.len);
+	if (r == 0) {
+		buf_reset(&c->pending);
+		return;
+	}
+	uv_timer_stop(&c->timer);
+	if (r < 0) {
+		buf_reset(&c->pending);
+		gw_refuse(c, NULL, c->req.status, "BAD-REQUEST", NULL,
+			  c->req.why);
+		return;
+	}
+	buf_consume(&c->pending, c->req.used);
+	c->keep = c->req.keep_alive;
+	if (!c->keep)
+		buf_reset(&c->pending); /* "Connection: close": the last */
+	gw_handle_request(c);
+}
+
+static void on_resume(uv_timer_t *t)
+{
+	conn_parse(t->data);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *b)
+{
+	static char slab[64 * 1024];
+
+	(void)h;
+	(void)suggested;
+	*b = uv_buf_init(slab, sizeof(slab));
+}
+
+static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
+{
+	struct gw_conn *c = s->data;
+
+	if (n < 0) {
+		/* The client went away (or sent its last byte).  Between two
+		 * requests that is a client done with the connection (what
+		 * it pipelined before going is not answered: nobody reads
+		 * it). */
+		if (c->idle) {
+			gw_conn_close(c);
+			return;
+		}
+		if (c->req.complete || c->req.failed || n != UV_EOF) {
+			if (!c->shut)
+				gw_conn_close(c);
+			return;
+		}
+		uv_read_stop(s);
+		c->reading = false;
+		gw_refuse(c, NULL, 400, "BAD-REQUEST", NULL,
+			  "the connection closed before the request was "
+			  "complete");
+		return;
+	}
+	if (n == 0 || c->req.failed || c->shut || c->closing)
+		return; /* after the last request: only EOF matters */
+	if (c->req.complete && !c->keep)
+		return;
+	if (buf_append(&c->pending, b->base, (size_t)n) < 0) {
+		gw_conn_close(c);
+		return;
+	}
+	if (c->req.complete) {
+		/* Pipelined while this request is answered: held, bounded. */
+		if (c->pending.len >= GATEWAY_PIPELINE_MAX) {
+			uv_read_stop(s);
+			c->reading = false;
+		}
+		return;
+	}
+	conn_parse(c);
+}
+
+/* The reply is out and the connection kept: a fresh request, read from
+ * what is pending (after this turn of the loop: the caller may be in the
+ * middle of ending the last call) or from the client. */
+static void conn_next(struct gw_conn *c)
+{
+	c->call = NULL;
+	c->keep = false;
+	http_request_free(&c->req);
+	http_request_init(&c->req, c->body_max);
+	c->idle = true;
+	if (c->pending.len)
+		uv_timer_start(&c->timer, on_resume, 0, 0);
+	else
+		uv_timer_start(&c->timer, on_idle_timeout, c->idle_ms, 0);
+	if (!c->reading) {
+		uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+		c->reading = true;
+	}
+}
+
+void gw_conn_finish(struct gw_conn *c)
+{
+	uv_shutdown_t *s;
+
+	if (!c || c->closing || c->shut)
+		return;
+	if (c->call) {
+		gw_call_detach(c->call, false);
+		c->call = NULL;
+	}
+	if (gw_conn_keeps(c) && c->req.complete && !c->req.failed) {
+		conn_next(c);
+		return;
+	}
+	c->shut = true;
+	s = malloc(sizeof(*s));
+	if (!s || uv_shutdown(s, (uv_stream_t *)&c->h, on_shutdown) < 0) {
+		free(s);
+		gw_conn_close(c);
+		return;
+	}
+	s->data = c;
+}
+
+void gw_conn_respond(struct gw_conn *c, int status, const char *ctype,
+		     const char *body)
+{
+	struct buf b = BUF_INIT;
+
+	buf_printf(&b,
+		   "HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: "
+		   "%zu\r\n%s\r\n%s",
+		   status, gw_reason(status), ctype, strlen(body),
+		   gw_conn_keeps(c) ? "" : "Connection: close\r\n", body);
+	gw_conn_chunk(c, &b, NULL, false);
+	buf_free(&b);
+	gw_conn_finish(c);
+}
+
+void gw_on_connection(uv_stream_t *server, int status)
+{
+	struct gateway *g = server->data;
+	struct gw_conn *c;
+	const struct broker_config *cfg = broker_config(g->spd);
+
+	if (status < 0 || g->stopping)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return;
+	c->g = g;
+	if (server != (uv_stream_t *)&g->tcp &&
+	    server != (uv_stream_t *)&g->pipe) {
+		struct gw_listener *l = (struct gw_listener *)(void *)server;
+
+		snprintf(c->bound_turn, sizeof(c->bound_turn), "%s", l->turn);
+	}
+	if (server != (uv_stream_t *)&g->pipe)
+		uv_tcp_init(g->spd->loop, &c->h.tcp);
+	else
+		uv_pipe_init(g->spd->loop, &c->h.pipe, 0);
+	uv_timer_init(g->spd->loop, &c->timer);
+	c->h.tcp.data = c;
+	c->timer.data = c;
+	c->open_handles = 2;
+	c->next = g->conns;
+	if (g->conns)
+		g->conns->prev = c;
+	g->conns = c;
+	g->n_conns++;
+	c->body_max = cfg ? cfg->body_max : BROKER_BODY_MAX;
+	c->idle_ms =
+	    (cfg ? cfg->keepalive_timeout_s : BROKER_KEEPALIVE_TIMEOUT_S) *
+	    (uint64_t)1000;
+	http_request_init(&c->req, c->body_max);
+	if (uv_accept(server, (uv_stream_t *)&c->h) < 0) {
+		gw_conn_close(c);
+		return;
+	}
+	/* A stream's chunks are small writes: with Nagle each after the
+	 * first would wait for the client's delayed ACK. */
+	if (server != (uv_stream_t *)&g->pipe)
+		uv_tcp_nodelay(&c->h.tcp, 1);
+	if (g->n_conns > GATEWAY_CONNS_MAX) {
+		gw_refuse(c, NULL, 503, "LIMIT", NULL,
+			  "too many connections to the broker");
+		return;
+	}
+	uv_timer_start(&c->timer, on_request_timeout,
+		       GATEWAY_REQUEST_TIMEOUT_MS, 0);
+	uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
+	c->reading = true;
+}
