@@ -241,6 +241,20 @@ static void term_create(struct acp *a, json_t *id, json_t *params)
 		json_array_append(argv, v);
 	}
 	p = json_pack("{s:o, s:b, s:b}", "argv", argv, "wait", 1, "stdin", 1);
+	/* ACP's env, [{name, value}], as cmd.run's object (spd drops the
+	 * secret-looking names, as for any run). */
+	if (json_array_size(json_object_get(params, "env"))) {
+		json_t *env = json_object();
+		json_array_foreach(json_object_get(params, "env"), i, v)
+		{
+			const char *n =
+			    json_string_value(json_object_get(v, "name"));
+			json_t *val = json_object_get(v, "value");
+			if (n && json_is_string(val))
+				json_object_set(env, n, val);
+		}
+		json_object_set_new(p, "env", env);
+	}
 	if (cwd) {
 		if (!acp_rel_path(a, cwd)) {
 			json_decref(p);

@@ -117,6 +117,16 @@ async function turnMain(client, sessionId) {
 	await t.release();
 	// The tail kept at a character: 'x' 'é' '€' '\n' is 7 bytes; the
 	// last 5 would start inside 'é'.
+	// Its environment, as ACP gives it.
+	t = await client.createTerminal({
+		sessionId,
+		command: "printenv",
+		args: ["ACP_TEST_VAR"],
+		env: [{ name: "ACP_TEST_VAR", value: "from-the-agent" }],
+		outputByteLimit: 1024,
+	});
+	log("TERM-ENV", await t.waitForExit().then(() => t.currentOutput()));
+	await t.release();
 	t = await terminal(client, sessionId, "printf", ["x\u00e9\u20ac\\n"], 5);
 	await t.waitForExit();
 	log("TERM-UTF8", await t.currentOutput());
