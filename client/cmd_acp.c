@@ -8,166 +8,143 @@
  * the protocol channel.  spctl writes to the agent with run.input on the
  * connection that started it and reads the agent's messages from that
  * run's run.output notifications.  Everything the agent asks of its client
- * is done by spd on a connection of its own: files with fs.read/fs.write
- * (confinement, protected paths, redaction, approvals), terminals with
- * cmd.run (the sandbox), permissions with policy.check.  spctl itself
- * reads, writes and runs nothing.
+ * is done by spd, each request on a connection of its own: files with
+ * fs.read/fs.write (confinement, protected paths, redaction, approvals),
+ * terminals with cmd.run (the sandbox; client/acp_term.c), permissions
+ * with policy.check (an ask waits for a person: {"ask": true}).  spctl
+ * itself reads, writes and runs nothing.
  *
- * Blocking and single-threaded: one agent request is served at a time,
- * which ACP allows (the agent waits for each answer it needs).
+ * A single-threaded poll loop over the agent's connection, stdin (the
+ * prompts), and the connection of each request and terminal in flight.
+ * SIGINT cancels the turn (ACP's session/cancel); a second one, or one
+ * between turns, ends the agent.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <sodium.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "client.h"
-#include "client/termsafe.h"
+#include "client/acp.h"
 #include "cmds.h"
-#include "common/buf.h"
 #include "proto/rpc.h"
 
 /* The longest message accepted from the agent: a file it writes goes to
  * spd in one frame of at most RPC_FRAME_MAX, so a longer message could
  * never be served; refusing it keeps a runaway agent from growing spctl. */
 #define ACP_MESSAGE_MAX RPC_FRAME_MAX
-/* Terminals an agent may hold at once: each keeps its output here. */
-#define ACP_TERMINALS_MAX 16
-/* A terminal's output when the agent sets no outputByteLimit: spd itself
- * stops forwarding a stream at 1 MiB. */
-#define ACP_TERMINAL_OUTPUT_MAX (1024 * 1024)
 /* The protocol version spoken (ACP's integer MAJOR version). */
 #define ACP_PROTOCOL_VERSION 1
 /* A prompt line read from spctl's stdin. */
 #define ACP_PROMPT_MAX (64 * 1024)
+/* Chunks of one kind of session/update journaled as one summary at most:
+ * a chatty agent streams a token at a time. */
+#define ACP_NOTE_CHUNKS_MAX 1000
 
-struct acp_term {
-	char id[24];
-	struct buf out;
-	bool truncated;
-	json_t *exit; /* {exitCode, signal} */
-};
+enum { ACP_K_READ, ACP_K_WRITE, ACP_K_PERM };
 
-struct acp {
-	struct client run; /* carries the agent's cmd.run and run.input */
-	long run_id;
-	bool started, closed_input, agent_gone, failed;
-	int agent_exit;
-	struct buf line; /* the agent's stdout not yet a full line */
-	bool skipping;	 /* discarding the rest of an oversized message */
-	bool operator;
-	char *session, *workspace;
-	const char *prompt_arg; /* --prompt, or NULL: lines on stdin */
-	bool stdin_eof;
-	struct buf stdin_buf;
-	json_t *prompts; /* texts waiting for the agent to be ready */
-	char *acp_session;
-	long next_id, init_id, new_id, prompt_id;
-	bool in_turn;
-	struct acp_term terms[ACP_TERMINALS_MAX];
-	unsigned next_term;
-	struct ts_stream ts;
-	bool yes;
-};
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+	(void)sig;
+	interrupted++;
+}
 
 /* ---- spd ------------------------------------------------------------------ */
 
-/* Say on stderr that a call waits for a person (approval.requested). */
-static void on_side_note(void *data, const char *method, json_t *params)
+void acp_side_note(const char *method, json_t *params)
 {
-	(void)data;
 	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_REQUESTED)) == 0) {
 		json_int_t id =
 		    json_integer_value(json_object_get(params, "id"));
-		fprintf(
-		    stderr,
-		    "spctl acp: waiting for a person: spctl approve %" PRId64
-		    " (or spctl deny %" PRId64 ")\n",
-		    (int64_t)id, (int64_t)id);
+		fprintf(stderr, "spctl acp: waiting for a person: ");
+		ts_fputs(stderr,
+			 json_string_value(json_object_get(params, "reason"))
+			     ?: "?");
+		fprintf(stderr,
+			"; spctl approve %" PRId64 " (or spctl deny %" PRId64
+			")\n",
+			(int64_t)id, (int64_t)id);
 	}
 }
 
-struct side_out {
-	struct buf *out;
-	size_t limit;
-	bool truncated;
-};
-
-/* A terminal's output: only stdout and stderr text, keeping the last
- * limit bytes as ACP's outputByteLimit asks (cut at a character). */
-static void on_run_note(void *data, const char *method, json_t *params)
+int acp_conn_read(struct client *c, void (*fn)(void *data, json_t *msg),
+		  void *data)
 {
-	struct side_out *o = data;
-	const char *d = json_string_value(json_object_get(params, "data"));
-	size_t n, cut;
+	struct buf *b = &c->in;
+	ssize_t r;
 
-	if (strcmp(method, rpc_notify_name(RPC_N_RUN_OUTPUT)) != 0) {
-		on_side_note(NULL, method, params);
-		return;
+	if (buf_reserve(b, 65536) < 0)
+		return -ENOMEM;
+	r = read(c->fd, b->data + b->len, 65536);
+	if (r < 0 && errno == EINTR)
+		return 0;
+	if (r <= 0)
+		return -EPIPE;
+	b->len += (size_t)r;
+	for (;;) {
+		char *nl = memchr(b->data, '\n', b->len);
+		json_t *msg;
+
+		if (!nl)
+			return b->len > 4 * (size_t)RPC_FRAME_MAX ? -EPROTO : 0;
+		msg = json_loadb(b->data, (size_t)(nl - b->data), 0, NULL);
+		buf_consume(b, (size_t)(nl - b->data) + 1);
+		if (msg)
+			fn(data, msg);
+		json_decref(msg);
+		if (c->fd < 0)
+			return 0; /* closed by fn: its buffer is gone */
 	}
-	if (!d)
-		return;
-	n = strlen(d);
-	buf_append(o->out, d, n);
-	if (o->out->len <= o->limit)
-		return;
-	cut = o->out->len - o->limit;
-	while (cut < o->out->len &&
-	       ((unsigned char)o->out->data[cut] & 0xc0) == 0x80)
-		cut++;
-	buf_consume(o->out, cut);
-	o->truncated = true;
 }
 
-/* One call on a connection of its own, in the session.  Returns 0 with
- * *ret_res, or -EPROTO with *ret_err, or -errno. */
-static int side_call(struct acp *a, enum rpc_method m, json_t *params,
-		     client_notify_cb cb, void *data, json_t **ret_res,
+/* A short blocking call on a connection of its own. */
+static int side_call(enum rpc_method m, json_t *params, json_t **ret_res,
 		     json_t **ret_err)
 {
 	struct client c;
 	char errbuf[256];
 	int r;
 
-	if (a->operator)
-		json_object_set_new(params, "session", json_string(a->session));
 	r = client_open(&c, errbuf, sizeof(errbuf));
 	if (r < 0) {
 		json_decref(params);
 		fprintf(stderr, "spctl acp: %s\n", errbuf);
 		return r;
 	}
-	r = client_call(&c, m, params, cb, data, ret_res, ret_err);
+	r = client_call(&c, m, params, NULL, NULL, ret_res, ret_err);
 	client_close(&c);
 	return r;
 }
 
-/* Journal something refused from the agent before it reached spd. */
-static void acp_refused(struct acp *a, const char *what, const char *detail)
+static void journal_client(struct acp *a, enum rpc_method m, const char *what,
+			   const char *detail)
 {
-	struct client c;
-	char errbuf[256], d[300];
 	json_t *res = NULL, *err = NULL;
+	char d[300];
 
+	snprintf(d, sizeof(d), "session %s: %s", a->session ? a->session : "?",
+		 detail);
+	if (side_call(m,
+		      json_pack("{s:s, s:s, s:s}", "front", "acp", "what", what,
+				"detail", d),
+		      &res, &err) < 0)
+		fprintf(stderr, "spctl acp: cannot journal %s\n", what);
+	json_decref(res);
+	json_decref(err);
+}
+
+void acp_refused(struct acp *a, const char *what, const char *detail)
+{
 	fprintf(stderr, "spctl acp: refused from the agent: %s: ", what);
 	ts_fputs(stderr, detail);
 	fputc('\n', stderr);
-	snprintf(d, sizeof(d), "session %s: %s", a->session ? a->session : "?",
-		 detail);
-	if (client_open(&c, errbuf, sizeof(errbuf)) < 0 ||
-	    client_call(&c, RPC_M_CLIENT_REFUSED,
-			json_pack("{s:s, s:s, s:s}", "front", "acp", "what",
-				  what, "detail", d),
-			NULL, NULL, &res, &err) < 0)
-		fprintf(stderr, "spctl acp: cannot journal the refusal\n");
-	json_decref(res);
-	json_decref(err);
-	client_close(&c);
+	journal_client(a, RPC_M_CLIENT_REFUSED, what, detail);
 }
 
 /* ---- the agent ---------------------------------------------------------- */
@@ -179,6 +156,10 @@ static void agent_send(struct acp *a, json_t *msg)
 	long r = -ENOMEM;
 
 	json_decref(msg);
+	if (a->agent_gone || a->closed_input) {
+		free(text);
+		return;
+	}
 	if (text && asprintf(&line, "%s\n", text) > 0)
 		r = client_send(&a->run, RPC_M_RUN_INPUT,
 				json_pack("{s:s}", "data", line));
@@ -201,16 +182,13 @@ static long agent_request(struct acp *a, const char *method, json_t *params)
 	return id;
 }
 
-static void agent_result(struct acp *a, json_t *id, json_t *result)
+void acp_result(struct acp *a, json_t *id, json_t *result)
 {
 	agent_send(a, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id,
 				"result", result ? result : json_null()));
 }
 
-static void agent_error(struct acp *a, json_t *id, int code, const char *fmt,
-			...) __attribute__((format(printf, 4, 5)));
-static void agent_error(struct acp *a, json_t *id, int code, const char *fmt,
-			...)
+void acp_error(struct acp *a, json_t *id, int code, const char *fmt, ...)
 {
 	char msg[1024];
 	va_list ap;
@@ -223,14 +201,13 @@ static void agent_error(struct acp *a, json_t *id, int code, const char *fmt,
 				code, "message", msg));
 }
 
-/* spd's error as the agent's: its code and message. */
-static void agent_spd_error(struct acp *a, json_t *id, json_t *err)
+void acp_spd_error(struct acp *a, json_t *id, json_t *err)
 {
 	json_t *d = json_object_get(err, "data");
 
-	agent_error(a, id, -32603, "%s: %s",
-		    json_string_value(json_object_get(d, "code")) ?: "ERROR",
-		    json_string_value(json_object_get(err, "message")) ?: "");
+	acp_error(a, id, -32603, "%s: %s",
+		  json_string_value(json_object_get(d, "code")) ?: "ERROR",
+		  json_string_value(json_object_get(err, "message")) ?: "");
 }
 
 static void send_next_prompt(struct acp *a)
@@ -252,15 +229,15 @@ static void send_next_prompt(struct acp *a)
 	text = json_incref(json_array_get(a->prompts, 0));
 	json_array_remove(a->prompts, 0);
 	a->in_turn = true;
+	a->cancelling = false;
+	a->turn++;
 	a->prompt_id = agent_request(
 	    a, "session/prompt",
 	    json_pack("{s:s, s:[{s:s, s:o}]}", "sessionId", a->acp_session,
 		      "prompt", "type", "text", "text", text));
 }
 
-/* An absolute path the agent names, as spd's path relative to the
- * worktree; NULL when it lies outside (ACP paths are absolute). */
-static const char *rel_path(struct acp *a, const char *p)
+const char *acp_rel_path(struct acp *a, const char *p)
 {
 	size_t n = strlen(a->workspace);
 
@@ -280,25 +257,85 @@ static bool session_ok(struct acp *a, json_t *id, json_t *params)
 
 	if (a->acp_session && s && strcmp(s, a->acp_session) == 0)
 		return true;
-	agent_error(a, id, -32602, "unknown sessionId");
+	acp_error(a, id, -32602, "unknown sessionId");
 	return false;
+}
+
+/* ---- requests served on a connection of their own --------------------- */
+
+static void call_free(struct acp_call *k)
+{
+	client_close(&k->spd);
+	json_decref(k->id);
+	json_decref(k->checks);
+	json_decref(k->asks);
+	json_decref(k->options);
+	json_decref(k->why);
+	free(k->title);
+	free(k);
+}
+
+/* Start a request: a slot, a connection, the first call to spd.  Returns
+ * it, or NULL having answered the agent. */
+static struct acp_call *call_start(struct acp *a, int kind, json_t *id,
+				   enum rpc_method m, json_t *params)
+{
+	struct acp_call *k = NULL;
+	char errbuf[256];
+	int slot = -1;
+
+	for (int i = 0; i < ACP_CALLS_MAX && slot < 0; i++)
+		if (!a->calls[i])
+			slot = i;
+	if (slot < 0) {
+		json_decref(params);
+		acp_error(a, id, -32603,
+			  "LIMIT: %d requests are in flight already",
+			  ACP_CALLS_MAX);
+		return NULL;
+	}
+	if (!(k = calloc(1, sizeof(*k)))) {
+		json_decref(params);
+		acp_error(a, id, -32603, "out of memory");
+		return NULL;
+	}
+	k->a = a;
+	k->kind = kind;
+	k->id = json_incref(id);
+	if (client_open(&k->spd, errbuf, sizeof(errbuf)) < 0) {
+		k->spd.fd = -1;
+		json_decref(params);
+		acp_error(a, id, -32603, "cannot reach spd: %s", errbuf);
+		call_free(k);
+		return NULL;
+	}
+	if (a->operator)
+		json_object_set_new(params, "session", json_string(a->session));
+	k->spd_id = client_send(&k->spd, m, params);
+	if (k->spd_id < 0) {
+		acp_error(a, id, -32603, "cannot reach spd");
+		call_free(k);
+		return NULL;
+	}
+	a->calls[slot] = k;
+	return k;
 }
 
 static const char *path_arg(struct acp *a, json_t *id, json_t *params,
 			    const char *method)
 {
 	const char *p = json_string_value(json_object_get(params, "path"));
-	const char *rel = rel_path(a, p);
+	const char *rel = acp_rel_path(a, p);
 
 	if (!rel) {
 		char d[512];
 		snprintf(d, sizeof(d), "%s: path outside the workspace: %s",
 			 method, p ? p : "(none)");
 		acp_refused(a, "path", d);
-		agent_error(a, id, -32602,
-			    "PATH-ESCAPE: %s must be an absolute path inside "
-			    "the workspace %s",
-			    p ? p : "path", a->workspace);
+		acp_error(a, id, -32602,
+			  "PATH-ESCAPE: %s must be an absolute path inside "
+			  "the workspace %s",
+			  p ? p : "path", a->workspace);
 	}
 	return rel;
 }
@@ -306,71 +343,60 @@ static const char *path_arg(struct acp *a, json_t *id, json_t *params,
 static void on_read_text_file(struct acp *a, json_t *id, json_t *params)
 {
 	const char *rel = path_arg(a, id, params, "fs/read_text_file");
-	json_int_t line = json_integer_value(json_object_get(params, "line"));
-	json_int_t limit = json_integer_value(json_object_get(params, "limit"));
-	json_t *res = NULL, *err = NULL;
-	const char *text, *s, *e;
+	struct acp_call *k;
 
 	if (!rel)
 		return;
-	if (side_call(a, RPC_M_FS_READ,
-		      json_pack("{s:s, s:b}", "path", rel, "wait", 1),
-		      on_side_note, NULL, &res, &err) < 0) {
-		if (err)
-			agent_spd_error(a, id, err);
-		else
-			agent_error(a, id, -32603, "cannot reach spd");
-		goto out;
+	k = call_start(a, ACP_K_READ, id, RPC_M_FS_READ,
+		       json_pack("{s:s, s:b}", "path", rel, "wait", 1));
+	if (k) {
+		k->line = json_integer_value(json_object_get(params, "line"));
+		k->limit = json_integer_value(json_object_get(params, "limit"));
 	}
-	if (!(text = json_string_value(json_object_get(res, "content")))) {
-		agent_error(a, id, -32603, "not a text file");
-		goto out;
+}
+
+/* fs.read's answer: the lines asked for (line is 1-based; limit counts
+ * lines from there). */
+static void read_done(struct acp_call *k, json_t *res)
+{
+	const char *text = json_string_value(json_object_get(res, "content"));
+	const char *s, *e;
+
+	if (!text) {
+		acp_error(k->a, k->id, -32603, "not a text file");
+		return;
 	}
-	/* line is 1-based; limit counts lines from there. */
 	s = text;
-	for (json_int_t i = 1; line > 1 && i < line && s; i++)
+	for (json_int_t i = 1; k->line > 1 && i < k->line && s; i++)
 		s = (s = strchr(s, '\n')) ? s + 1 : NULL;
 	if (!s)
 		s = "";
 	e = s + strlen(s);
-	if (limit > 0) {
+	if (k->limit > 0) {
 		const char *q = s;
-		for (json_int_t i = 0; i < limit && q; i++)
+		for (json_int_t i = 0; i < k->limit && q; i++)
 			q = (q = strchr(q, '\n')) ? q + 1 : NULL;
 		if (q)
 			e = q;
 	}
-	agent_result(a, id, json_pack("{s:s%}", "content", s, (size_t)(e - s)));
-out:
-	json_decref(res);
-	json_decref(err);
+	acp_result(k->a, k->id,
+		   json_pack("{s:s%}", "content", s, (size_t)(e - s)));
 }
 
 static void on_write_text_file(struct acp *a, json_t *id, json_t *params)
 {
 	const char *rel = path_arg(a, id, params, "fs/write_text_file");
 	json_t *content = json_object_get(params, "content");
-	json_t *res = NULL, *err = NULL;
 
 	if (!rel)
 		return;
 	if (!json_is_string(content)) {
-		agent_error(a, id, -32602, "content must be a string");
+		acp_error(a, id, -32602, "content must be a string");
 		return;
 	}
-	if (side_call(a, RPC_M_FS_WRITE,
-		      json_pack("{s:s, s:O, s:b}", "path", rel, "content",
-				content, "wait", 1),
-		      on_side_note, NULL, &res, &err) < 0) {
-		if (err)
-			agent_spd_error(a, id, err);
-		else
-			agent_error(a, id, -32603, "cannot reach spd");
-	} else {
-		agent_result(a, id, json_object());
-	}
-	json_decref(res);
-	json_decref(err);
+	call_start(a, ACP_K_WRITE, id, RPC_M_FS_WRITE,
+		   json_pack("{s:s, s:O, s:b}", "path", rel, "content", content,
+			     "wait", 1));
 }
 
 /* ---- permissions ---------------------------------------------------------- */
@@ -384,36 +410,18 @@ static int rank(const char *decision)
 	return 2; /* deny, bad-request, or no answer: refused */
 }
 
-/* spd's policy on one check; the worst decision wins. */
-static int check(struct acp *a, json_t *params, json_t **ret_why)
-{
-	json_t *res = NULL, *err = NULL;
-	int r;
-
-	if (side_call(a, RPC_M_POLICY_CHECK, params, NULL, NULL, &res, &err) <
-	    0) {
-		json_decref(err);
-		return 2;
-	}
-	r = rank(json_string_value(json_object_get(res, "decision")));
-	if (r > 0 && !*ret_why)
-		*ret_why = json_incref(res);
-	json_decref(res);
-	return r;
-}
-
-/* What the tool call would do, judged by spd's policy: its command
+/* The policy checks that say what a tool call would do: its command
  * (rawInput.command, an argv array or a string split at blanks) and its
- * locations (read for read and search, written for anything else).  A
- * call that names neither is an ask: spctl cannot say what it does. */
-static int judge(struct acp *a, json_t *tc, json_t **ret_why)
+ * locations (read for read and search, written for anything else).
+ * Returns the array, or NULL when a location lies outside the worktree. */
+static json_t *tool_checks(struct acp *a, json_t *tc)
 {
 	const char *kind = json_string_value(json_object_get(tc, "kind"));
-	json_t *raw = json_object_get(tc, "rawInput");
-	json_t *cmd = json_object_get(raw, "command"), *loc, *v;
+	json_t *cmd =
+	    json_object_get(json_object_get(tc, "rawInput"), "command");
+	json_t *checks = json_array(), *loc;
 	bool reads =
 	    kind && (strcmp(kind, "read") == 0 || strcmp(kind, "search") == 0);
-	int worst = -1, r;
 	size_t i;
 
 	if (json_is_string(cmd)) {
@@ -427,195 +435,274 @@ static int judge(struct acp *a, json_t *tc, json_t **ret_why)
 	} else {
 		json_incref(cmd);
 	}
-	if (json_is_array(cmd) && json_array_size(cmd) > 0) {
-		r = check(a, json_pack("{s:O}", "argv", cmd), ret_why);
-		worst = r > worst ? r : worst;
-	}
+	if (json_is_array(cmd) && json_array_size(cmd) > 0)
+		json_array_append_new(checks, json_pack("{s:O}", "argv", cmd));
 	json_decref(cmd);
 	json_array_foreach(json_object_get(tc, "locations"), i, loc)
 	{
-		const char *p = json_string_value(json_object_get(loc, "path"));
-		const char *rel = rel_path(a, p);
+		const char *rel = acp_rel_path(
+		    a, json_string_value(json_object_get(loc, "path")));
 		if (!rel) {
-			worst = 2;
-			continue;
+			json_decref(checks);
+			return NULL;
 		}
-		r = check(a, json_pack("{s:s}", reads ? "read" : "write", rel),
-			  ret_why);
-		worst = r > worst ? r : worst;
+		json_array_append_new(
+		    checks, json_pack("{s:s}", reads ? "read" : "write", rel));
 	}
-	(void)v;
-	return worst < 0 ? 1 : worst;
+	return checks;
 }
 
-static void on_request_permission(struct acp *a, json_t *id, json_t *params)
+/* Answer the permission: only a once-option, never an always-option (it
+ * would let the agent act later without spd seeing the call); cancelled
+ * when the turn was. */
+static void perm_answer(struct acp_call *k, int d, bool cancelled)
 {
-	json_t *tc = json_object_get(params, "toolCall"), *opt, *why = NULL;
-	const char *want, *chosen = NULL;
-	int d;
+	const char *want = d == 0 ? "allow_once" : "reject_once";
+	const char *chosen = NULL;
+	json_t *opt;
 	size_t i;
 
-	if (!session_ok(a, id, params))
+	k->done = true;
+	if (cancelled) {
+		acp_result(
+		    k->a, k->id,
+		    json_pack("{s:{s:s}}", "outcome", "outcome", "cancelled"));
 		return;
-	d = judge(a, tc, &why);
-	/* Only the once-options: an always-option would let the agent act
-	 * later without spd ever seeing the call. An ask cannot be put to
-	 * a person through ACP's answer, so it is refused here; the
-	 * agent's own file and terminal calls through spd still wait for
-	 * spctl approve. */
-	want = d == 0 ? "allow_once" : "reject_once";
-	json_array_foreach(json_object_get(params, "options"), i, opt)
+	}
+	json_array_foreach(k->options, i, opt)
 	{
-		const char *k = json_string_value(json_object_get(opt, "kind"));
-		if (k && strcmp(k, want) == 0) {
+		const char *kd =
+		    json_string_value(json_object_get(opt, "kind"));
+		if (kd && strcmp(kd, want) == 0) {
 			chosen =
 			    json_string_value(json_object_get(opt, "optionId"));
 			break;
 		}
 	}
 	fprintf(stderr, "spctl acp: permission for ");
-	ts_fputs(stderr, json_string_value(json_object_get(tc, "title"))
-			     ?: "a tool call");
-	fprintf(stderr, ": %s",
-		d == 0	 ? "allowed"
-		: d == 1 ? "refused (spd's policy asks a person)"
-			 : "denied");
-	if (why) {
+	ts_fputs(stderr, k->title ? k->title : "a tool call");
+	fprintf(stderr, ": %s", d == 0 ? "allowed" : "refused");
+	if (k->why) {
 		fprintf(stderr, " (rule ");
-		ts_fputs(stderr, json_string_value(json_object_get(why, "rule"))
-				     ?: "?");
+		ts_fputs(stderr,
+			 json_string_value(json_object_get(k->why, "rule"))
+			     ?: "?");
 		fprintf(stderr, ": ");
 		ts_fputs(stderr,
-			 json_string_value(json_object_get(why, "reason"))
+			 json_string_value(json_object_get(k->why, "reason"))
+			     ?: json_string_value(
+				    json_object_get(k->why, "message"))
 			     ?: "?");
 		fprintf(stderr, ")");
 	}
 	fputc('\n', stderr);
-	json_decref(why);
 	if (chosen)
-		agent_result(a, id,
-			     json_pack("{s:{s:s, s:s}}", "outcome", "outcome",
-				       "selected", "optionId", chosen));
-	else
-		agent_result(
-		    a, id,
+		acp_result(k->a, k->id,
+			   json_pack("{s:{s:s, s:s}}", "outcome", "outcome",
+				     "selected", "optionId", chosen));
+	else /* no option of that kind was offered: nothing is chosen */
+		acp_result(
+		    k->a, k->id,
 		    json_pack("{s:{s:s}}", "outcome", "outcome", "cancelled"));
 }
 
-/* ---- terminals ------------------------------------------------------------- */
-
-static struct acp_term *term_find(struct acp *a, json_t *id, json_t *params)
+/* The next policy.check of a permission, on the call's connection: first
+ * each check classified, then each ask put to a person in turn. */
+static void perm_next(struct acp_call *k)
 {
-	const char *t =
-	    json_string_value(json_object_get(params, "terminalId"));
+	json_t *p;
 
-	for (unsigned i = 0; t && i < ACP_TERMINALS_MAX; i++)
-		if (a->terms[i].id[0] && strcmp(a->terms[i].id, t) == 0)
-			return &a->terms[i];
-	agent_error(a, id, -32602, "unknown terminalId");
-	return NULL;
-}
-
-/* terminal/create runs the command to its end in the sandbox (cmd.run)
- * before answering: output and exit status are then there to read. */
-static void on_terminal_create(struct acp *a, json_t *id, json_t *params)
-{
-	const char *cmd = json_string_value(json_object_get(params, "command"));
-	json_t *args = json_object_get(params, "args"), *argv, *v, *p;
-	json_t *res = NULL, *err = NULL;
-	json_int_t lim =
-	    json_integer_value(json_object_get(params, "outputByteLimit"));
-	struct acp_term *t = NULL;
-	struct side_out o;
-	const char *cwd = json_string_value(json_object_get(params, "cwd"));
-	size_t i;
-
-	for (i = 0; i < ACP_TERMINALS_MAX && !t; i++)
-		if (!a->terms[i].id[0])
-			t = &a->terms[i];
-	if (!cmd || !*cmd) {
-		agent_error(a, id, -32602, "command must be a string");
-		return;
-	}
-	if (!t) {
-		agent_error(a, id, -32603,
-			    "too many terminals (%d); release one",
-			    ACP_TERMINALS_MAX);
-		return;
-	}
-	argv = json_pack("[s]", cmd);
-	json_array_foreach(args, i, v) json_array_append(argv, v);
-	p = json_pack("{s:o, s:b}", "argv", argv, "wait", 1);
-	if (cwd) {
-		const char *rel = rel_path(a, cwd);
-		if (!rel) {
-			json_decref(p);
-			acp_refused(
-			    a, "path",
-			    "terminal/create: cwd outside the workspace");
-			agent_error(
-			    a, id, -32602,
-			    "PATH-ESCAPE: cwd must be inside the workspace");
+	if (k->next >= json_array_size(k->asks ? k->asks : k->checks)) {
+		if (!k->asks && k->worst == 1) {
+			/* Classified: nothing denied, something asks. */
+			k->asks = json_array();
+			for (size_t i = 0; i < json_array_size(k->checks); i++)
+				if (json_is_true(json_object_get(
+					json_array_get(k->checks, i), "_ask")))
+					json_array_append(
+					    k->asks,
+					    json_array_get(k->checks, i));
+			k->next = 0;
+			perm_next(k);
 			return;
 		}
-		json_object_set_new(p, "cwd", json_string(cwd));
+		perm_answer(k, k->worst == 2 ? 2 : 0, false);
+		return;
 	}
-	memset(&o, 0, sizeof(o));
-	o.out = &t->out;
-	o.limit = lim > 0 && lim < ACP_TERMINAL_OUTPUT_MAX
-		      ? (size_t)lim
-		      : ACP_TERMINAL_OUTPUT_MAX;
-	if (side_call(a, RPC_M_CMD_RUN, p, on_run_note, &o, &res, &err) < 0) {
-		buf_free(&t->out);
-		if (err)
-			agent_spd_error(a, id, err);
-		else
-			agent_error(a, id, -32603, "cannot reach spd");
-		goto out;
+	p = json_deep_copy(
+	    json_array_get(k->asks ? k->asks : k->checks, k->next++));
+	json_object_del(p, "_ask");
+	if (k->asks)
+		json_object_set_new(p, "ask", json_true());
+	if (k->a->operator)
+		json_object_set_new(p, "session", json_string(k->a->session));
+	k->spd_id = client_send(&k->spd, RPC_M_POLICY_CHECK, p);
+	if (k->spd_id < 0) {
+		k->worst = 2;
+		perm_answer(k, 2, false);
 	}
-	t->truncated = o.truncated;
-	t->exit = json_object();
-	if (json_integer_value(json_object_get(res, "signal")) > 0)
-		json_object_set_new(
-		    t->exit, "signal",
-		    json_sprintf("%d", (int)json_integer_value(
-					   json_object_get(res, "signal"))));
-	else
-		json_object_set(t->exit, "exitCode",
-				json_object_get(res, "exit_code"));
-	snprintf(t->id, sizeof(t->id), "term-%u", ++a->next_term);
-	agent_result(a, id, json_pack("{s:s}", "terminalId", t->id));
-out:
-	json_decref(res);
-	json_decref(err);
 }
 
-static void on_terminal(struct acp *a, const char *m, json_t *id,
-			json_t *params)
+static void perm_reply(struct acp_call *k, json_t *res, json_t *err)
 {
-	struct acp_term *t = term_find(a, id, params);
+	int r =
+	    err ? 2 : rank(json_string_value(json_object_get(res, "decision")));
 
-	if (!t)
-		return;
-	if (strcmp(m, "terminal/output") == 0) {
-		agent_result(a, id,
-			     json_pack("{s:s%, s:b, s:O}", "output",
-				       t->out.data ? t->out.data : "",
-				       t->out.len, "truncated", t->truncated,
-				       "exitStatus", t->exit));
-	} else if (strcmp(m, "terminal/wait_for_exit") == 0) {
-		agent_result(a, id, json_deep_copy(t->exit));
-	} else if (strcmp(m, "terminal/kill") == 0) {
-		agent_result(a, id, json_object()); /* it has ended already */
+	if (r > 0 && !k->why)
+		k->why = json_incref(err ? err : res);
+	if (k->asks) {
+		/* A person's answer: approved is allow; refused (or denied
+		 * by then) rejects the permission. */
+		if (r != 0) {
+			json_decref(k->why);
+			k->why = json_incref(err ? err : res);
+			k->worst = 2;
+			perm_answer(k, 2, false);
+			return;
+		}
 	} else {
-		buf_free(&t->out);
-		json_decref(t->exit);
-		memset(t, 0, sizeof(*t));
-		agent_result(a, id, json_object());
+		if (r == 1)
+			json_object_set_new(
+			    json_array_get(k->checks, k->next - 1), "_ask",
+			    json_true());
+		if (r > k->worst)
+			k->worst = r;
+		if (r == 2) {
+			perm_answer(k, 2, false);
+			return;
+		}
+	}
+	perm_next(k);
+}
+
+static void on_request_permission(struct acp *a, json_t *id, json_t *params)
+{
+	json_t *tc = json_object_get(params, "toolCall");
+	json_t *checks = tool_checks(a, tc);
+	struct acp_call *k;
+
+	if (!checks || json_array_size(checks) == 0) {
+		/* Outside the worktree, or naming neither a command nor a
+		 * path: nothing spd could judge or a person approve. */
+		struct acp_call tmp = {.a = a,
+				       .id = id,
+				       .options =
+					   json_object_get(params, "options")};
+		tmp.title = strdup(
+		    json_string_value(json_object_get(tc, "title")) ?: "?");
+		json_decref(checks);
+		perm_answer(&tmp, 2, false);
+		free(tmp.title);
+		return;
+	}
+	k = call_start(a, ACP_K_PERM, id, RPC_M_POLICY_CHECK,
+		       json_deep_copy(json_array_get(checks, 0)));
+	if (!k) {
+		json_decref(checks);
+		return;
+	}
+	k->checks = checks;
+	k->next = 1;
+	k->options = json_incref(json_object_get(params, "options"));
+	k->title = strdup(json_string_value(json_object_get(tc, "title"))
+			      ?: "a tool call");
+}
+
+/* ---- reading spd's answers -------------------------------------------------- */
+
+static void on_call_msg(void *data, json_t *msg)
+{
+	struct acp_call *k = data;
+	const char *m = json_string_value(json_object_get(msg, "method"));
+	json_t *id = json_object_get(msg, "id");
+	json_t *res = json_object_get(msg, "result");
+	json_t *err = json_object_get(msg, "error");
+
+	if (k->done)
+		return;
+	if (m && !id) {
+		acp_side_note(m, json_object_get(msg, "params"));
+		return;
+	}
+	if (json_integer_value(id) != k->spd_id)
+		return;
+	if (k->kind == ACP_K_PERM) {
+		perm_reply(k, res, err);
+		return;
+	}
+	k->done = true;
+	if (err)
+		acp_spd_error(k->a, k->id, err);
+	else if (k->kind == ACP_K_READ)
+		read_done(k, res);
+	else
+		acp_result(k->a, k->id, json_object());
+}
+
+static void call_readable(struct acp_call *k)
+{
+	if (acp_conn_read(&k->spd, on_call_msg, k) < 0 && !k->done) {
+		k->done = true;
+		if (k->kind == ACP_K_PERM)
+			perm_answer(k, 2, false);
+		else
+			acp_error(k->a, k->id, -32603,
+				  "spd closed the connection");
 	}
 }
 
 /* ---- the agent's messages --------------------------------------------------- */
+
+/* Journal the summary gathered so far (client.note): the kind of update,
+ * how many, and their text's length — never the text. */
+static void note_flush(struct acp *a)
+{
+	char d[160];
+
+	if (!a->note_count)
+		return;
+	snprintf(d, sizeof(d), "%s x%u, %zu bytes of text", a->note_kind,
+		 a->note_count, a->note_bytes);
+	journal_client(a, RPC_M_CLIENT_NOTE, "update", d);
+	a->note_count = 0;
+	a->note_bytes = 0;
+	a->note_kind[0] = '\0';
+}
+
+static void note_update(struct acp *a, const char *kind, json_t *u)
+{
+	json_t *c = json_object_get(u, "content");
+	const char *t = json_string_value(json_object_get(c, "text"));
+	char d[300];
+
+	if (strcmp(kind, "tool_call") == 0 ||
+	    strcmp(kind, "tool_call_update") == 0 ||
+	    strcmp(kind, "plan") == 0) {
+		note_flush(a);
+		if (strcmp(kind, "plan") == 0)
+			snprintf(
+			    d, sizeof(d), "plan, %zu entries",
+			    json_array_size(json_object_get(u, "entries")));
+		else
+			snprintf(
+			    d, sizeof(d), "%s %.60s %.80s %.20s", kind,
+			    json_string_value(json_object_get(u, "toolCallId"))
+				?: "?",
+			    json_string_value(json_object_get(u, "title"))
+				?: "",
+			    json_string_value(json_object_get(u, "status"))
+				?: "");
+		journal_client(a, RPC_M_CLIENT_NOTE, "update", d);
+		return;
+	}
+	if (strcmp(a->note_kind, kind) != 0 ||
+	    a->note_count >= ACP_NOTE_CHUNKS_MAX) {
+		note_flush(a);
+		snprintf(a->note_kind, sizeof(a->note_kind), "%.39s", kind);
+	}
+	a->note_count++;
+	a->note_bytes += t ? strlen(t) : 0;
+}
 
 static void show_update(struct acp *a, json_t *params)
 {
@@ -625,6 +712,7 @@ static void show_update(struct acp *a, json_t *params)
 
 	if (!k)
 		return;
+	note_update(a, k, u);
 	if (strcmp(k, "agent_message_chunk") == 0 ||
 	    strcmp(k, "agent_thought_chunk") == 0) {
 		json_t *c = json_object_get(u, "content");
@@ -634,7 +722,11 @@ static void show_update(struct acp *a, json_t *params)
 	} else if (strcmp(k, "tool_call") == 0 ||
 		   strcmp(k, "tool_call_update") == 0) {
 		fprintf(stderr, "\n[tool ");
-		ts_fputs(stderr, json_string_value(json_object_get(u, "title")) ?: json_string_value(json_object_get(u, "toolCallId")) ?: "?");
+		ts_fputs(stderr,
+			 json_string_value(json_object_get(u, "title"))
+			     ?: json_string_value(
+				    json_object_get(u, "toolCallId"))
+			     ?: "?");
 		fprintf(stderr, "] ");
 		ts_fputs(stderr,
 			 json_string_value(json_object_get(u, "status")) ?: "");
@@ -689,6 +781,7 @@ static void on_agent_response(struct acp *a, json_t *msg)
 		a->acp_session = strdup(s);
 	} else if (id == a->prompt_id) {
 		a->in_turn = false;
+		note_flush(a);
 		fprintf(stderr, "\nspctl acp: turn ended: ");
 		ts_fputs(stderr,
 			 json_string_value(json_object_get(res, "stopReason"))
@@ -696,6 +789,35 @@ static void on_agent_response(struct acp *a, json_t *msg)
 		fputc('\n', stderr);
 	}
 	send_next_prompt(a);
+}
+
+static void on_agent_request(struct acp *a, const char *m, json_t *id,
+			     json_t *params)
+{
+	char d[256];
+
+	if (strcmp(m, "session/request_permission") == 0) {
+		if (session_ok(a, id, params))
+			on_request_permission(a, id, params);
+	} else if (strcmp(m, "fs/read_text_file") == 0) {
+		if (session_ok(a, id, params))
+			on_read_text_file(a, id, params);
+	} else if (strcmp(m, "fs/write_text_file") == 0) {
+		if (session_ok(a, id, params))
+			on_write_text_file(a, id, params);
+	} else if (strncmp(m, "terminal/", 9) == 0 &&
+		   (strcmp(m + 9, "create") == 0 ||
+		    strcmp(m + 9, "output") == 0 ||
+		    strcmp(m + 9, "wait_for_exit") == 0 ||
+		    strcmp(m + 9, "kill") == 0 ||
+		    strcmp(m + 9, "release") == 0)) {
+		if (session_ok(a, id, params))
+			acp_term_request(a, m, id, params);
+	} else {
+		snprintf(d, sizeof(d), "unknown method %.100s", m);
+		acp_refused(a, "method", d);
+		acp_error(a, id, -32601, "method not found: %s", m);
+	}
 }
 
 static void on_agent_message(struct acp *a, const char *line, size_t n)
@@ -715,33 +837,12 @@ static void on_agent_message(struct acp *a, const char *line, size_t n)
 	id = json_object_get(msg, "id");
 	m = json_string_value(json_object_get(msg, "method"));
 	params = json_object_get(msg, "params");
-	if (!m) {
+	if (!m)
 		on_agent_response(a, msg);
-	} else if (!id) {
-		if (strcmp(m, "session/update") == 0)
-			show_update(a, params);
-	} else if (strcmp(m, "session/request_permission") == 0) {
-		on_request_permission(a, id, params);
-	} else if (strcmp(m, "fs/read_text_file") == 0) {
-		if (session_ok(a, id, params))
-			on_read_text_file(a, id, params);
-	} else if (strcmp(m, "fs/write_text_file") == 0) {
-		if (session_ok(a, id, params))
-			on_write_text_file(a, id, params);
-	} else if (strcmp(m, "terminal/create") == 0) {
-		if (session_ok(a, id, params))
-			on_terminal_create(a, id, params);
-	} else if (strcmp(m, "terminal/output") == 0 ||
-		   strcmp(m, "terminal/wait_for_exit") == 0 ||
-		   strcmp(m, "terminal/kill") == 0 ||
-		   strcmp(m, "terminal/release") == 0) {
-		if (session_ok(a, id, params))
-			on_terminal(a, m, id, params);
-	} else {
-		snprintf(d, sizeof(d), "unknown method %.100s", m);
-		acp_refused(a, "method", d);
-		agent_error(a, id, -32601, "method not found: %s", m);
-	}
+	else if (!id && strcmp(m, "session/update") == 0)
+		show_update(a, params);
+	else if (id)
+		on_agent_request(a, m, id, params);
 	json_decref(msg);
 }
 
@@ -755,10 +856,10 @@ static void on_agent_output(struct acp *a, const char *p, size_t n)
 		if (!a->skipping) {
 			if (a->line.len + take > ACP_MESSAGE_MAX) {
 				char d[128];
-				snprintf(
-				    d, sizeof(d),
-				    "a message over %d bytes from the agent",
-				    ACP_MESSAGE_MAX);
+				snprintf(d, sizeof(d),
+					 "a message over %d bytes from the "
+					 "agent (nothing in it was done)",
+					 ACP_MESSAGE_MAX);
 				acp_refused(a, "too-large", d);
 				buf_reset(&a->line);
 				a->skipping = true;
@@ -777,24 +878,29 @@ static void on_agent_output(struct acp *a, const char *p, size_t n)
 	}
 }
 
-/* What spd says on the agent's connection. */
-static void on_run_message(struct acp *a, json_t *msg)
+static void on_run_started(struct acp *a)
 {
+	a->started = true;
+	a->init_id = agent_request(
+	    a, "initialize",
+	    json_pack("{s:i, s:{s:{s:b, s:b}, s:b}, s:{s:s, s:s}}",
+		      "protocolVersion", ACP_PROTOCOL_VERSION,
+		      "clientCapabilities", "fs", "readTextFile", 1,
+		      "writeTextFile", 1, "terminal", 1, "clientInfo", "name",
+		      "spctl", "version", "1"));
+}
+
+/* What spd says on the agent's connection. */
+static void on_run_message(void *data, json_t *msg)
+{
+	struct acp *a = data;
 	const char *m = json_string_value(json_object_get(msg, "method"));
 	json_t *params = json_object_get(msg, "params"), *err;
 	json_t *id = json_object_get(msg, "id");
 
 	if (m && !id) {
 		if (strcmp(m, rpc_notify_name(RPC_N_RUN_STARTED)) == 0) {
-			a->started = true;
-			a->init_id = agent_request(
-			    a, "initialize",
-			    json_pack(
-				"{s:i, s:{s:{s:b, s:b}, s:b}, s:{s:s, s:s}}",
-				"protocolVersion", ACP_PROTOCOL_VERSION,
-				"clientCapabilities", "fs", "readTextFile", 1,
-				"writeTextFile", 1, "terminal", 1, "clientInfo",
-				"name", "spctl", "version", "1"));
+			on_run_started(a);
 		} else if (strcmp(m, rpc_notify_name(RPC_N_RUN_OUTPUT)) == 0) {
 			const char *s = json_string_value(
 			    json_object_get(params, "stream"));
@@ -809,7 +915,7 @@ static void on_run_message(struct acp *a, json_t *msg)
 						json_string_value(d),
 						json_string_length(d));
 		} else {
-			on_side_note(NULL, m, params);
+			acp_side_note(m, params);
 		}
 		return;
 	}
@@ -837,39 +943,14 @@ static void on_run_message(struct acp *a, json_t *msg)
 	}
 }
 
-static int read_run(struct acp *a)
-{
-	struct buf *b = &a->run.in;
-	ssize_t r;
-
-	if (buf_reserve(b, 65536) < 0)
-		return -ENOMEM;
-	r = read(a->run.fd, b->data + b->len, 65536);
-	if (r < 0 && errno == EINTR)
-		return 0;
-	if (r <= 0)
-		return -EPIPE;
-	b->len += (size_t)r;
-	for (;;) {
-		char *nl = memchr(b->data, '\n', b->len);
-		json_t *msg;
-
-		if (!nl)
-			return b->len > 4 * (size_t)RPC_FRAME_MAX ? -EPROTO : 0;
-		msg = json_loadb(b->data, (size_t)(nl - b->data), 0, NULL);
-		buf_consume(b, (size_t)(nl - b->data) + 1);
-		if (msg)
-			on_run_message(a, msg);
-		json_decref(msg);
-	}
-}
-
 static void read_stdin(struct acp *a)
 {
 	char chunk[4096];
 	ssize_t r = read(STDIN_FILENO, chunk, sizeof(chunk));
 	char *nl;
 
+	if (r < 0 && errno == EINTR)
+		return;
 	if (r <= 0) {
 		a->stdin_eof = true;
 		if (a->stdin_buf.len)
@@ -897,35 +978,174 @@ static void read_stdin(struct acp *a)
 	}
 }
 
+/* ---- cancelling ------------------------------------------------------------- */
+
+/* ACP's cancellation, from the operator's side: session/cancel to the
+ * agent, every pending permission answered "cancelled" (its approval
+ * withdrawn with its connection), the turn's running terminals killed.
+ * The agent then ends the turn with stopReason "cancelled". */
+static void cancel_turn(struct acp *a)
+{
+	unsigned killed = 0, perms = 0;
+	char d[128];
+
+	fprintf(stderr, "\nspctl acp: cancelling the turn\n");
+	a->cancelling = true;
+	agent_send(a, json_pack("{s:s, s:s, s:{s:s}}", "jsonrpc", "2.0",
+				"method", "session/cancel", "params",
+				"sessionId", a->acp_session));
+	for (int i = 0; i < ACP_CALLS_MAX; i++) {
+		struct acp_call *k = a->calls[i];
+		if (k && k->kind == ACP_K_PERM && !k->done) {
+			client_close(&k->spd);
+			perm_answer(k, 2, true);
+			perms++;
+		}
+	}
+	for (int i = 0; i < ACP_TERMINALS_MAX; i++) {
+		struct acp_term *t = &a->terms[i];
+		if (t->id[0] && t->turn == a->turn && t->spd.fd >= 0) {
+			acp_term_kill(t);
+			killed++;
+		}
+	}
+	snprintf(d, sizeof(d),
+		 "the operator cancelled the turn: %u permission request(s) "
+		 "answered cancelled, %u terminal(s) killed",
+		 perms, killed);
+	journal_client(a, RPC_M_CLIENT_NOTE, "cancel", d);
+}
+
+static void on_interrupt(struct acp *a)
+{
+	interrupted = 0;
+	if (a->in_turn && !a->cancelling && a->acp_session) {
+		cancel_turn(a);
+		return;
+	}
+	/* Between turns, or a second ^C: the agent reads end of file. */
+	fprintf(stderr, "\nspctl acp: ending the agent\n");
+	a->failed = true;
+}
+
+/* ---- the loop --------------------------------------------------------------- */
+
+static void reap_calls(struct acp *a)
+{
+	for (int i = 0; i < ACP_CALLS_MAX; i++)
+		if (a->calls[i] && a->calls[i]->done) {
+			call_free(a->calls[i]);
+			a->calls[i] = NULL;
+		}
+}
+
+enum { FD_RUN, FD_STDIN, FD_CALL, FD_TERM };
+
 static int acp_loop(struct acp *a)
 {
 	while (!a->agent_gone) {
-		struct pollfd p[2] = {
-		    {a->run.fd, POLLIN, 0},
-		    {a->prompt_arg || a->stdin_eof ? -1 : STDIN_FILENO, POLLIN,
-		     0}};
+		struct pollfd p[2 + ACP_CALLS_MAX + ACP_TERMINALS_MAX];
+		int what[2 + ACP_CALLS_MAX + ACP_TERMINALS_MAX];
+		int idx[2 + ACP_CALLS_MAX + ACP_TERMINALS_MAX];
+		int n = 0;
+
 		if (a->failed && !a->closed_input) {
 			/* Ending: the agent reads end of file and exits. */
 			a->closed_input = true;
 			client_send(&a->run, RPC_M_RUN_INPUT,
 				    json_pack("{s:b}", "close", 1));
 		}
-		if (poll(p, 2, -1) < 0) {
+		p[n] = (struct pollfd){a->run.fd, POLLIN, 0};
+		what[n++] = FD_RUN;
+		if (!a->prompt_arg && !a->stdin_eof) {
+			p[n] = (struct pollfd){STDIN_FILENO, POLLIN, 0};
+			what[n++] = FD_STDIN;
+		}
+		for (int i = 0; i < ACP_CALLS_MAX; i++)
+			if (a->calls[i]) {
+				p[n] = (struct pollfd){a->calls[i]->spd.fd,
+						       POLLIN, 0};
+				idx[n] = i;
+				what[n++] = FD_CALL;
+			}
+		for (int i = 0; i < ACP_TERMINALS_MAX; i++)
+			if (a->terms[i].id[0] && a->terms[i].spd.fd >= 0) {
+				p[n] = (struct pollfd){a->terms[i].spd.fd,
+						       POLLIN, 0};
+				idx[n] = i;
+				what[n++] = FD_TERM;
+			}
+		if (interrupted) {
+			on_interrupt(a);
+			continue;
+		}
+		if (poll(p, (nfds_t)n, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		if (p[1].revents) {
-			read_stdin(a);
-			send_next_prompt(a);
+		for (int j = 0; j < n; j++) {
+			if (!p[j].revents)
+				continue;
+			if (what[j] == FD_RUN) {
+				if (acp_conn_read(&a->run, on_run_message, a) <
+				    0) {
+					fprintf(stderr, "spctl acp: spd closed "
+							"the connection\n");
+					return -EPIPE;
+				}
+			} else if (what[j] == FD_STDIN) {
+				read_stdin(a);
+				send_next_prompt(a);
+			} else if (what[j] == FD_CALL && a->calls[idx[j]]) {
+				call_readable(a->calls[idx[j]]);
+			} else if (what[j] == FD_TERM &&
+				   a->terms[idx[j]].spd.fd == p[j].fd) {
+				acp_term_readable(&a->terms[idx[j]]);
+			}
 		}
-		if (p[0].revents && read_run(a) < 0) {
-			fprintf(stderr,
-				"spctl acp: spd closed the connection\n");
-			return -EPIPE;
-		}
+		reap_calls(a);
 	}
 	return 0;
+}
+
+/* The agent is gone (or spctl ends): whatever it left running is killed,
+ * and said so in the journal. */
+static void acp_end(struct acp *a)
+{
+	unsigned killed = 0, calls = 0;
+	char d[160];
+
+	for (int i = 0; i < ACP_CALLS_MAX; i++)
+		if (a->calls[i]) {
+			if (!a->calls[i]->done)
+				calls++;
+			call_free(a->calls[i]);
+			a->calls[i] = NULL;
+		}
+	for (int i = 0; i < ACP_TERMINALS_MAX; i++) {
+		if (a->terms[i].id[0] && a->terms[i].spd.fd >= 0)
+			killed++;
+		acp_term_free(&a->terms[i]);
+	}
+	note_flush(a);
+	if (a->in_turn) {
+		fprintf(stderr,
+			"spctl acp: the agent exited in the middle of a turn "
+			"(exit %d)\n",
+			a->agent_exit);
+		snprintf(d, sizeof(d),
+			 "the agent exited in the middle of a turn (exit %d); "
+			 "%u terminal(s) killed, %u request(s) dropped",
+			 a->agent_exit, killed, calls);
+		acp_refused(a, "agent-died", d);
+	} else if (killed || calls) {
+		snprintf(d, sizeof(d),
+			 "the agent ended: %u terminal(s) killed, %u "
+			 "request(s) dropped",
+			 killed, calls);
+		journal_client(a, RPC_M_CLIENT_NOTE, "ended", d);
+	}
 }
 
 static int acp_usage(void)
@@ -935,61 +1155,91 @@ static int acp_usage(void)
 	return CMD_EXIT_USAGE;
 }
 
-int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv)
+/* The session's id and worktree.  Returns 0 or an exit code. */
+static int acp_session(struct acp *a)
 {
-	struct acp a = {.prompts = json_array(), .run_id = -1};
-	json_t *params = json_object(), *res, *av;
-	char errbuf[256];
-	int i, ex = 0;
+	int ex = 0;
+	json_t *res = cmd_call(RPC_M_SESSION_STATUS,
+			       a->operator? json_pack("{s:s}", "id", a->session)
+					  : json_object(),
+			       &ex);
 
-	(void)ctx;
-	a.operator= getenv("SPD_SESSION_TOKEN") == NULL;
+	if (!res)
+		return ex ? ex : CMD_EXIT_SPD;
+	free(a->session);
+	a->session =
+	    strdup(json_string_value(json_object_get(res, "id")) ?: "");
+	a->workspace =
+	    strdup(json_string_value(json_object_get(res, "worktree")) ?: "");
+	json_decref(res);
+	if (!a->workspace || a->workspace[0] != '/') {
+		fprintf(stderr,
+			"spctl acp: spd did not say where the session works\n");
+		return CMD_EXIT_SPD;
+	}
+	return 0;
+}
+
+/* Parse the options into a and params.  Returns the index of AGENT, or
+ * -1 on a usage error. */
+static int acp_args(struct acp *a, json_t *params, int argc, char **argv)
+{
+	int i;
+
 	for (i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
 			i++;
 			break;
 		} else if (strcmp(argv[i], "--session") == 0 && i + 1 < argc) {
-			a.session = strdup(argv[++i]);
+			free(a->session);
+			a->session = strdup(argv[++i]);
 		} else if (strcmp(argv[i], "--prompt") == 0 && i + 1 < argc) {
-			a.prompt_arg = argv[++i];
+			a->prompt_arg = argv[++i];
 		} else if (strcmp(argv[i], "--cap") == 0 && i + 1 < argc) {
 			char *end;
 			double d = strtod(argv[++i], &end);
 			if (*end || !(d > 0))
-				goto usage;
+				return -1;
 			json_object_set_new(params, "cap_usd", json_real(d));
 		} else if (strcmp(argv[i], "--yes") == 0 ||
 			   strcmp(argv[i], "-y") == 0) {
-			a.yes = true;
+			a->yes = true;
 		} else {
-			goto usage;
+			return -1;
 		}
 	}
-	if (i >= argc || (a.operator&& !a.session))
-		goto usage;
+	if (i >= argc || (a->operator&& !a->session))
+		return -1;
+	return i;
+}
+
+int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	struct acp a = {.prompts = json_array(), .run_id = -1};
+	json_t *params = json_object(), *av;
+	struct sigaction sa = {.sa_handler = on_sigint};
+	char errbuf[256];
+	int i, ex = 0;
+
+	(void)ctx;
+	for (unsigned k = 0; k < ACP_TERMINALS_MAX; k++) {
+		a.terms[k].a = &a;
+		a.terms[k].spd.fd = -1;
+	}
+	a.run.fd = -1;
+	a.operator= getenv("SPD_SESSION_TOKEN") == NULL;
+	if ((i = acp_args(&a, params, argc, argv)) < 0) {
+		json_decref(params);
+		json_decref(a.prompts);
+		free(a.session);
+		return acp_usage();
+	}
 	av = json_array();
 	for (; i < argc; i++)
 		json_array_append_new(av, json_string(argv[i]));
 	json_object_set_new(params, "argv", av);
-	res = cmd_call(RPC_M_SESSION_STATUS,
-		       a.operator? json_pack("{s:s}", "id", a.session)
-				 : json_object(),
-		       &ex);
-	if (!res) {
-		ex = ex ? ex : CMD_EXIT_SPD;
+	if ((ex = acp_session(&a)))
 		goto out;
-	}
-	free(a.session);
-	a.session = strdup(json_string_value(json_object_get(res, "id")) ?: "");
-	a.workspace =
-	    strdup(json_string_value(json_object_get(res, "worktree")) ?: "");
-	json_decref(res);
-	if (!a.workspace || a.workspace[0] != '/') {
-		fprintf(stderr,
-			"spctl acp: spd did not say where the session works\n");
-		ex = CMD_EXIT_SPD;
-		goto out;
-	}
 	if (a.prompt_arg)
 		json_array_append_new(a.prompts, json_string(a.prompt_arg));
 	if (client_open(&a.run, errbuf, sizeof(errbuf)) < 0) {
@@ -997,6 +1247,11 @@ int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv)
 		ex = CMD_EXIT_SPD;
 		goto out;
 	}
+	/* ^C cancels the turn (no SA_RESTART: poll returns EINTR); writes
+	 * to a connection spd closed fail instead of killing spctl. */
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN);
 	json_object_set_new(params, "agent", json_true());
 	json_object_set_new(params, "stdin", json_true());
 	if (a.yes)
@@ -1007,37 +1262,23 @@ int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv)
 	params = NULL;
 	if (a.run_id < 0 || acp_loop(&a) < 0) {
 		ex = CMD_EXIT_SPD;
+		acp_end(&a);
 		goto out;
 	}
 	ts_stream_end(STDERR_FILENO, &a.ts);
-	if (a.in_turn) {
-		fprintf(stderr,
-			"spctl acp: the agent exited in the middle of a turn "
-			"(exit %d)\n",
-			a.agent_exit);
-		acp_refused(&a, "agent-died",
-			    "the agent exited in the middle of a turn");
+	acp_end(&a);
+	if (a.in_turn)
 		ex = a.agent_exit ? a.agent_exit : 1;
-	} else {
+	else
 		ex = a.failed && !a.agent_exit ? 1 : a.agent_exit;
-	}
 out:
 	json_decref(params);
 	json_decref(a.prompts);
 	client_close(&a.run);
 	buf_free(&a.line);
 	buf_free(&a.stdin_buf);
-	for (unsigned k = 0; k < ACP_TERMINALS_MAX; k++) {
-		buf_free(&a.terms[k].out);
-		json_decref(a.terms[k].exit);
-	}
 	free(a.session);
 	free(a.workspace);
 	free(a.acp_session);
 	return ex;
-usage:
-	json_decref(params);
-	json_decref(a.prompts);
-	free(a.session);
-	return acp_usage();
 }

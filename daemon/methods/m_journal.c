@@ -30,7 +30,9 @@ static json_t *plain_json(const char *s, size_t max)
 	return json_string(out);
 }
 
-void m_client_refused(struct rpc_call *c)
+/* client.refused and client.note: a front end's word for the journal,
+ * the call's own row (summary and detail). */
+static void client_word(struct rpc_call *c, const char *verb, const char *key)
 {
 	json_t *p = rpc_call_params(c);
 	json_t *front =
@@ -42,11 +44,21 @@ void m_client_refused(struct rpc_call *c)
 	    plain_json(json_string_value(json_object_get(p, "detail")),
 		       CLIENT_REFUSED_DETAIL_MAX);
 
-	rpc_call_set_summary(c, "%s refused %s", json_string_value(front),
+	rpc_call_set_summary(c, "%s %s %s", json_string_value(front), verb,
 			     json_string_value(what));
 	rpc_call_set_detail(c, json_pack("{s:o, s:o, s:o}", "front", front,
-					 "what", what, "refused", detail));
+					 "what", what, key, detail));
 	rpc_call_reply(c, json_pack("{s:b}", "journaled", 1));
+}
+
+void m_client_refused(struct rpc_call *c)
+{
+	client_word(c, "refused", "refused");
+}
+
+void m_client_note(struct rpc_call *c)
+{
+	client_word(c, "noted", "note");
 }
 
 static void query_done(void *data, int err, const struct journal_event *evs,

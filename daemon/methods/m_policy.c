@@ -300,6 +300,71 @@ static int check_path(struct rpc_call *c, json_t *jread, json_t *jwrite,
 	return 1;
 }
 
+/* policy.check {"ask": true} on an ask: the check becomes a pending
+ * approval like a real call's, and the answer waits for the person. */
+struct ask_wait {
+	json_t *result;
+};
+
+static void ask_granted(struct rpc_call *c, void *data)
+{
+	struct ask_wait *w = data;
+
+	json_object_set_new(w->result, "decision", json_string("allow"));
+	json_object_set_new(w->result, "approved", json_true());
+	rpc_call_set_summary(c, "ask approved");
+	rpc_call_reply(c, w->result);
+	free(w);
+}
+
+static void ask_dropped(void *data)
+{
+	struct ask_wait *w = data;
+
+	json_decref(w->result);
+	free(w);
+}
+
+/* Put the ask to a person through the gate (an approval, journaled, that
+ * spctl approve or deny decides); the call is answered when it is. */
+static void check_ask(struct rpc_call *c, const struct policy_context *ctx,
+		      const struct policy_call *call, json_t *result)
+{
+	json_t *params = rpc_call_params(c);
+	const struct rpc_principal *who = rpc_call_principal(c);
+	const char *sid =
+	    who->operator? json_string_value(json_object_get(params, "session"))
+			 : who->session_id;
+	json_t *jcwd = json_object_get(params, "cwd");
+	struct gate_call g = {
+	    .kind = call->kind,
+	    .argv = json_object_get(params, "argv"),
+	    .env = json_object_get(params, "env"),
+	    .cwd = json_string_value(jcwd),
+	    .net = call->net,
+	    .path = call->kind == POLICY_CALL_EXEC ? NULL : call->path,
+	    .workspace = ctx->workspace,
+	    .in_place = ctx->in_place,
+	    .session_id = sid,
+	};
+	struct ask_wait *w;
+
+	if (!sid) {
+		json_decref(result);
+		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
+			       "\"ask\" puts the check to a person in a "
+			       "session: give session");
+		return;
+	}
+	if (!(w = calloc(1, sizeof(*w)))) {
+		json_decref(result);
+		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	w->result = result;
+	gate_check(c, &g, ask_granted, ask_dropped, w);
+}
+
 void m_policy_check(struct rpc_call *c)
 {
 	json_t *params = rpc_call_params(c);
@@ -349,6 +414,13 @@ void m_policy_check(struct rpc_call *c)
 		rpc_call_error(c, RPC_E_BAD_REQUEST,
 			       json_pack("{s:s}", "rule", res.rule), "%s",
 			       res.reason);
+		goto out;
+	}
+	if (res.decision == POLICY_ASK &&
+	    json_is_true(json_object_get(params, "ask"))) {
+		check_ask(
+		    c, &ctx, &call,
+		    result_json(&res, who->operator? NULL : ctx.workspace));
 		goto out;
 	}
 	rpc_call_reply(c,

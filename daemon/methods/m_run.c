@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -814,6 +815,16 @@ static int run_ctx_net(struct run_ctx *rc, const struct run_request *req,
 	return 0;
 }
 
+/* A run with a stdin pipe is a protocol channel (spctl acp's agent): its
+ * output is a conversation, not a log, and a cap would cut it mid-way.  It
+ * is not kept by spd; a client that stops reading is disconnected at
+ * SERVER_MAX_OUTBUF and the run killed.  Others keep output-cap. */
+static size_t run_output_cap(const struct spd *spd,
+			     const struct run_request *req)
+{
+	return req->stdin_pipe ? SIZE_MAX : spd->config.output_cap;
+}
+
 /* The port of 127.0.0.1 inside the run that spd serves, or 0. */
 static uint16_t run_door_port(int net)
 {
@@ -918,7 +929,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	spec.best_effort = req->best_effort;
 	spec.run_uid = spd->config.run_uid;
 	spec.run_gid = spd->config.run_gid;
-	spec.output_cap = spd->config.output_cap;
+	spec.output_cap = run_output_cap(spd, req);
 	/* The hard-link check from spd's watch of the workspace instead of
 	 * sandboxd's walk of it (docs/sandbox.md, "Hard links"); only where
 	 * the workspace is the one tree the check covers. */

@@ -1759,6 +1759,85 @@ START_TEST(test_asks_withdrawn_when_attempt_ends)
 }
 END_TEST
 
+/* policy.check with "ask" on an agent's ask: a pending approval the
+ * operator decides, the answer waiting for it; without "ask" the check
+ * only says "ask"; a connection that goes away withdraws its ask. */
+static char *ask_check(struct session *s, bool approve)
+{
+	int fd = test_spd_connect(&T);
+	char *line = fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			 "\"policy.check\",\"params\":{\"token\":\"%s\","
+			 "\"argv\":[\"sh\",\"-c\",\"echo %s\"],"
+			 "\"ask\":true}}\n",
+			 s->token, approve ? "yes" : "no");
+	char *r;
+	long aid;
+
+	test_send(fd, line, strlen(line));
+	free(line);
+	aid = wait_for_ask(s->id);
+	r = rpcf(NULL, "approval.decide", "{\"id\":%ld,\"approve\":%s}", aid,
+		 approve ? "true" : "false");
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	do {
+		r = test_recv_line(fd, 10000);
+		ck_assert_msg(r, "the waiting check was not answered");
+		if (has(r, "\"method\""))
+			free(r), r = NULL; /* approval.requested */
+	} while (!r);
+	close(fd);
+	return r;
+}
+
+START_TEST(test_policy_check_ask_waits)
+{
+	struct session s = {0};
+	char *r, *line, *needle;
+	int fd;
+
+	start_session(REPO, "pask", false, &s);
+	r = rpc(s.token, "policy.check", "{\"argv\":[\"sh\",\"-c\",\"x\"]}");
+	ck_assert_msg(has(r, "\"decision\":\"ask\""), "%s", r);
+	free(r);
+	r = ask_check(&s, true);
+	ck_assert_msg(has(r, "\"decision\":\"allow\"") &&
+			  has(r, "\"approved\":true"),
+		      "%s", r);
+	free(r);
+	r = ask_check(&s, false);
+	TEST_ASSERT_CODE(r, "APPROVAL-REFUSED");
+	free(r);
+	/* An allow and a deny are answered at once, ask or not. */
+	r = rpc(s.token, "policy.check", "{\"argv\":[\"ls\"],\"ask\":true}");
+	ck_assert_msg(has(r, "\"decision\":\"allow\""), "%s", r);
+	free(r);
+	/* The caller goes away: its ask is withdrawn. */
+	fd = test_spd_connect(&T);
+	line = fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+		   "\"policy.check\",\"params\":{\"token\":\"%s\","
+		   "\"argv\":[\"sh\",\"-c\",\"echo gone\"],\"ask\":true}}\n",
+		   s.token);
+	test_send(fd, line, strlen(line));
+	free(line);
+	wait_for_ask(s.id);
+	close(fd);
+	needle = fmt("\"session\":\"%s\"", s.id);
+	for (int i = 0; i < 500; i++) {
+		r = rpc(NULL, "approval.list", NULL);
+		if (!has(r, needle))
+			break;
+		free(r);
+		r = NULL;
+		usleep(10000);
+	}
+	ck_assert_msg(r, "the ask of a caller that went away is still pending");
+	free(r);
+	free(needle);
+	session_free(&s);
+}
+END_TEST
+
 /*
  * A session token of the right length with one hex digit changed (the
  * first, a middle and the last) is refused over the socket, and what it
@@ -1835,6 +1914,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_status_agent_view);
 	tcase_add_test(tc, test_policy_check_agent_no_host_paths);
 	tcase_add_test(tc, test_asks_withdrawn_when_attempt_ends);
+	tcase_add_test(tc, test_policy_check_ask_waits);
 	tcase_add_test(tc, test_session_token_one_char_off);
 	suite_add_tcase(s, tc);
 	return s;

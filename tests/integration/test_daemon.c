@@ -533,6 +533,26 @@ START_TEST(test_client_refused_journaled)
 	ck_assert_msg(has(dump, "near ?[31mgarbage") && !has(dump, "\x1b"),
 		      "%s", dump);
 	free(dump);
+	/* client.note: what a front end saw, a row of the same shape. */
+	fd = test_spd_connect(&T);
+	r = test_call(&T, fd, 2, "client.note",
+		      "{\"front\":\"acp\",\"what\":\"update\","
+		      "\"detail\":\"plan, 3 entries\"}",
+		      true);
+	ck_assert_msg(has(r, "\"journaled\":true"), "%s", r);
+	free(r);
+	close(fd);
+	for (int i = 0; i < 100; i++) {
+		dump = journal_dump();
+		if (has(dump, "acp noted update"))
+			break;
+		free(dump);
+		dump = NULL;
+		usleep(50 * 1000);
+	}
+	ck_assert_msg(dump && has(dump, "plan, 3 entries"),
+		      "no journal row for client.note");
+	free(dump);
 }
 END_TEST
 
