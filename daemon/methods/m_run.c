@@ -833,6 +833,80 @@ static uint16_t run_door_port(int net)
 				      : 0;
 }
 
+/*
+ * The run's writable paths (the request's, each absolute, then spd.conf's)
+ * and hidden ones (spd's own directories, never visible to a run, then the
+ * request's).  On a bad path finishes c with BAD-PARAMS and returns -EINVAL.
+ */
+static int run_paths(struct rpc_call *c, const struct run_request *req,
+		     struct strv *writable, struct strv *hidden)
+{
+	struct spd *spd = rpc_call_spd(c);
+	const char *why = NULL;
+
+	if (strv_from_json(req->writable, RUN_WRITABLE_MAX, writable, &why) <
+	    0) {
+		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "writable: %s", why);
+		return -EINVAL;
+	}
+	for (size_t i = 0; i < writable->n; i++)
+		if (writable->v[i][0] != '/') {
+			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
+				       "writable: \"%s\" must be absolute",
+				       writable->v[i]);
+			return -EINVAL;
+		}
+	for (size_t i = 0; spd->config.writable && spd->config.writable[i]; i++)
+		strv_push(writable, spd->config.writable[i]);
+	strv_push(hidden, spd->paths.config_dir);
+	strv_push(hidden, spd->paths.state_dir);
+	strv_push(hidden, spd->paths.runtime_dir);
+	for (size_t i = 0; req->hidden && req->hidden[i]; i++)
+		strv_push(hidden, req->hidden[i]);
+	return 0;
+}
+
+/*
+ * What sandboxd is asked for: the request's fields, spd's run uid and
+ * output cap, and the hard-link check from spd's watch of the workspace
+ * instead of sandboxd's walk of it (docs/sandbox.md, "Hard links"), only
+ * where the workspace is the one tree the check covers.
+ */
+static void run_spec_fill(struct spd *spd, const struct run_request *req,
+			  const struct strv *argv, const struct strv *env,
+			  const struct strv *writable,
+			  const struct strv *hidden, struct sbx_spec *spec)
+{
+	spec->argv = argv->v;
+	spec->envp = env->v;
+	spec->workspace = req->workspace;
+	spec->cwd = req->cwd;
+	spec->home = getenv("HOME");
+	spec->net = req->net;
+	spec->broker_port = run_door_port(req->net);
+	spec->timeout_ms = req->timeout_ms;
+	spec->writable = writable->v;
+	spec->hidden = hidden->v;
+	spec->readonly = req->readonly;
+	spec->empty_files = req->empty_files;
+	spec->best_effort = req->best_effort;
+	spec->run_uid = spd->config.run_uid;
+	spec->run_gid = spd->config.run_gid;
+	spec->output_cap = run_output_cap(spd, req);
+	if (!writable->n) {
+		const char *const *names;
+
+		if (!spd->linkwatch)
+			linkwatch_new(spd->loop, &spd->linkwatch);
+		if (spd->linkwatch &&
+		    linkwatch_names(spd->linkwatch, req->workspace, &names) ==
+			1)
+			spec->link_names = names;
+		trace_stamp("linklist");
+	}
+	spec->stdin_pipe = req->stdin_pipe;
+}
+
 int run_start(struct rpc_call *c, const struct run_request *req)
 {
 	struct spd *spd = rpc_call_spd(c);
@@ -867,26 +941,8 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		goto oom;
 	if (r < 0)
 		goto out;
-	if (strv_from_json(req->writable, RUN_WRITABLE_MAX, &writable, &why) <
-	    0) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "writable: %s", why);
+	if (run_paths(c, req, &writable, &hidden) < 0)
 		goto out;
-	}
-	for (size_t i = 0; i < writable.n; i++)
-		if (writable.v[i][0] != '/') {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "writable: \"%s\" must be absolute",
-				       writable.v[i]);
-			goto out;
-		}
-	for (size_t i = 0; spd->config.writable && spd->config.writable[i]; i++)
-		strv_push(&writable, spd->config.writable[i]);
-	/* spd's own directories are never visible to a run. */
-	strv_push(&hidden, spd->paths.config_dir);
-	strv_push(&hidden, spd->paths.state_dir);
-	strv_push(&hidden, spd->paths.runtime_dir);
-	for (size_t i = 0; req->hidden && req->hidden[i]; i++)
-		strv_push(&hidden, req->hidden[i]);
 
 	rc = calloc(1, sizeof(*rc));
 	if (!rc)
@@ -914,37 +970,7 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		goto out;
 	}
 
-	spec.argv = argv.v;
-	spec.envp = env.v;
-	spec.workspace = req->workspace;
-	spec.cwd = req->cwd;
-	spec.home = home;
-	spec.net = req->net;
-	spec.broker_port = run_door_port(req->net);
-	spec.timeout_ms = req->timeout_ms;
-	spec.writable = writable.v;
-	spec.hidden = hidden.v;
-	spec.readonly = req->readonly;
-	spec.empty_files = req->empty_files;
-	spec.best_effort = req->best_effort;
-	spec.run_uid = spd->config.run_uid;
-	spec.run_gid = spd->config.run_gid;
-	spec.output_cap = run_output_cap(spd, req);
-	/* The hard-link check from spd's watch of the workspace instead of
-	 * sandboxd's walk of it (docs/sandbox.md, "Hard links"); only where
-	 * the workspace is the one tree the check covers. */
-	if (!writable.n) {
-		const char *const *names;
-
-		if (!spd->linkwatch)
-			linkwatch_new(spd->loop, &spd->linkwatch);
-		if (spd->linkwatch &&
-		    linkwatch_names(spd->linkwatch, req->workspace, &names) ==
-			1)
-			spec.link_names = names;
-		trace_stamp("linklist");
-	}
-	spec.stdin_pipe = req->stdin_pipe;
+	run_spec_fill(spd, req, &argv, &env, &writable, &hidden, &spec);
 	outf_init(&rc->outf, spd);
 	r = run_journal_start(c, req, rc);
 	if (r < 0) {
