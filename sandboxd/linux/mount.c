@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "mount.h"
 #include "sandboxd/linux/links.h"
+#include "sandboxd/linux/steps.h"
 #include "proto/sandbox.h"
 
 /*
@@ -141,6 +142,24 @@ enum mp_kind {
 	MP_BIND_RO,    /* src -> dst read-only, recursive, nosuid, nodev */
 	MP_BIND_SAFE,  /* src -> dst resolved without symlinks (openat2),
 			  readonly or not, idmapped when userns_fd >= 0 */
+};
+
+/* Each kind's name in the step trace (steps.h). */
+static const char *const mp_kind_step[] = {
+    [MP_TMPFS] = "mnt.tmpfs",
+    [MP_BIND] = "mnt.bind",
+    [MP_BIND_IDMAP] = "mnt.bind_idmap",
+    [MP_REBIND_RO] = "mnt.rebind_ro",
+    [MP_HIDE_DIR] = "mnt.hide_dir",
+    [MP_HIDE_FILE] = "mnt.hide_file",
+    [MP_EMPTY_FILE] = "mnt.empty",
+    [MP_DEVICE] = "mnt.device",
+    [MP_SYMLINK] = "mnt.symlink",
+    [MP_MKDIR] = "mnt.mkdir",
+    [MP_PROC] = "mnt.proc",
+    [MP_SEAL_RO] = "mnt.seal_ro",
+    [MP_BIND_RO] = "mnt.bind_ro",
+    [MP_BIND_SAFE] = "mnt.bind_safe",
 };
 
 struct mountplan_op {
@@ -1302,6 +1321,7 @@ int mountplan_apply(const struct mountplan *p,
 	/* Nothing done here may propagate back to the host's mounts. */
 	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
 		return -errno;
+	spawn_step("mnt.private");
 	if (mount("tmpfs", MP_BASE, "tmpfs", MS_NOSUID | MS_NODEV,
 		  "mode=0755,size=64k") < 0)
 		return -errno;
@@ -1314,6 +1334,7 @@ int mountplan_apply(const struct mountplan *p,
 		return -errno;
 	if (syscall(SYS_pivot_root, ".", "oldroot") < 0 || chdir("/") < 0)
 		return -errno;
+	spawn_step("mnt.base");
 	{
 		static const char *const src[] = {MP_HIDE_SRC, MP_HIDE_DIR_SRC,
 						  MP_EMPTY_SRC};
@@ -1329,14 +1350,17 @@ int mountplan_apply(const struct mountplan *p,
 				return r;
 		}
 	}
+	spawn_step("mnt.sources");
 	/* The system, read-only, without setuid binaries or devices. */
 	if (mount(MP_OLDROOT, MP_NEWROOT, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return -errno;
+	spawn_step("mnt.root");
 	if ((r = set_attr(MP_NEWROOT, AT_RECURSIVE,
 			  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
 			      MOUNT_ATTR_NODEV,
 			  -1)) < 0)
 		return r;
+	spawn_step("mnt.root_ro");
 	for (size_t i = 0; i < p->n; i++) {
 		struct stat st;
 
@@ -1351,6 +1375,7 @@ int mountplan_apply(const struct mountplan *p,
 			*ret_step = (int)i;
 			return r;
 		}
+		spawn_step_idx(mp_kind_step[p->ops[i].kind], (int)i);
 	}
 	/* After every bind, so that the walk sees the run's view: what the
 	 * plan covers or binds read-only is not the run's to write. */
@@ -1358,10 +1383,12 @@ int mountplan_apply(const struct mountplan *p,
 		*ret_step = MOUNTPLAN_STEP_LINKS;
 		return r;
 	}
+	spawn_step("mnt.links");
 	/* Pivot into the new root with the old one stacked on top of it,
 	 * then detach that: the host's tree is no longer reachable. */
 	if (chdir(MP_NEWROOT) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
 	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
 		return -errno;
+	spawn_step("mnt.pivot");
 	return 0;
 }

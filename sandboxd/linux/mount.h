@@ -162,11 +162,6 @@ struct mountplan_scratch;
 struct mountplan_scratch *mountplan_scratch_new(void);
 void mountplan_scratch_free(struct mountplan_scratch *s);
 
-/* When the last link check that used s began and ended (CLOCK_MONOTONIC
- * ns; both 0 for a NULL s or before any), for the step trace. */
-void mountplan_scratch_links_ns(const struct mountplan_scratch *s,
-				uint64_t *ret_start, uint64_t *ret_end);
-
 /*
  * Apply the plan in the calling process, which must be alone in a fresh
  * mount namespace with CAP_SYS_ADMIN there, bind read-only every name in

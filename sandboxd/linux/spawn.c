@@ -34,6 +34,7 @@
 #include "init.h"
 #include "mount.h"
 #include "spawn.h"
+#include "steps.h"
 
 /* The layers a run can miss, named in SANDBOX-UNAVAILABLE and warnings. */
 enum layer {
@@ -127,17 +128,6 @@ struct child_args {
 	int fd_out, fd_err, fd_report, fd_status, fd_init;
 	int fd_in;   /* the command's stdin (SBXP_RUN_STDIN), or -1 */
 	int fd_sync; /* forked init only: sandboxd's go-ahead, else -1 */
-	/* The step trace: init's stamps, written through the shared memory
-	 * (SPAWN_SHARED_VM; a forked init's are lost, which is harmless). */
-	uint64_t *t_child;
-};
-
-/* init's steps, stamped into child_args.t_child (common/trace.h). */
-enum child_step {
-	CHILD_T_MAPS,	/* its uid and gid maps written */
-	CHILD_T_MOUNTS, /* the mount plan applied, link check included */
-	CHILD_T_CMD,	/* the command started (its exec done) */
-	CHILD_T__COUNT,
 };
 
 uint64_t spawn_now_ns(void)
@@ -542,6 +532,7 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
 {
 	int r;
 
+	spawn_step("cmd.entry");
 	/* sandboxd ignores SIGPIPE; the command gets the default back, or
 	 * `yes | head` would see EPIPE instead of dying quietly. */
 	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
@@ -551,6 +542,7 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
 	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0 || close(FD_STATUS) < 0)
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	spawn_step("cmd.setsid");
 	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
 		struct rlimit rl;
 
@@ -564,18 +556,23 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
 		if (setrlimit(a->rl_res[i], &rl) < 0)
 			child_fail(FD_REPORT, L_RLIMIT, errno, i);
 	}
+	spawn_step("cmd.rlimits");
 	if (a->root && (r = child_become_run_uid(a)) < 0)
 		child_fail(FD_REPORT, L_UID, r, 0);
+	spawn_step("cmd.uid");
 	/* no_new_privs first: Landlock needs it once the uid is dropped
 	 * (it would otherwise need CAP_SYS_ADMIN), and it costs nothing. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
 		child_layer_failed(a, FD_REPORT, L_NNP, errno);
 	if (a->landlock && (r = layer_landlock_apply(a->landlock)) < 0)
 		child_layer_failed(a, FD_REPORT, L_LANDLOCK, r);
+	spawn_step("cmd.landlock");
 	if ((r = layer_caps_drop_all()) < 0)
 		child_layer_failed(a, FD_REPORT, L_CAPS, r);
+	spawn_step("cmd.caps");
 	if (a->filter && (r = layer_seccomp_load(a->filter)) < 0)
 		child_layer_failed(a, FD_REPORT, L_SECCOMP, r);
+	spawn_step("cmd.seccomp");
 	child_exec(a);
 }
 
@@ -644,6 +641,7 @@ static __attribute__((noreturn)) void child_init(const struct child_args *a)
 	int r, step;
 	pid_t cmd;
 
+	spawn_step("init.entry");
 	/* If sandboxd dies, so does the run (its pid namespace with init);
 	 * the exec into sandboxd-init keeps this (it changes no
 	 * credentials).  A forked init waits for sandboxd's byte, which
@@ -658,7 +656,7 @@ static __attribute__((noreturn)) void child_init(const struct child_args *a)
 	}
 	if (a->uid_map[0] && (r = child_map_self(a)) < 0)
 		child_fail(a->fd_report, L_USERNS, r, 0);
-	a->t_child[CHILD_T_MAPS] = spawn_now_ns();
+	spawn_step("init.maps");
 	if (a->plan) {
 		if (sethostname("sandbox", 7) < 0)
 			child_fail(a->fd_report, L_SETUP, errno, 0);
@@ -666,9 +664,9 @@ static __attribute__((noreturn)) void child_init(const struct child_args *a)
 			child_fail(a->fd_report, L_NETNS, r, 0);
 		if (a->fd_broker >= 0 && (r = child_broker_listen(a)) < 0)
 			child_fail(a->fd_report, L_NETNS, r, 0);
+		spawn_step("init.host");
 		if ((r = mountplan_apply(a->plan, a->scratch, &step)) < 0)
 			child_fail(a->fd_report, L_MOUNT, r, step);
-		a->t_child[CHILD_T_MOUNTS] = spawn_now_ns();
 	} else if (setsid() < 0) {
 		child_fail(a->fd_report, L_SETUP, errno, 0);
 	}
@@ -676,11 +674,12 @@ static __attribute__((noreturn)) void child_init(const struct child_args *a)
 		child_fail(a->fd_report, L_SETUP, r, 0);
 	if (chdir(a->cwd) < 0)
 		child_fail(FD_REPORT, L_CWD, errno, 0);
+	spawn_step("init.fds");
 
 	cmd = start_command(a);
 	if (cmd < 0)
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
-	a->t_child[CHILD_T_CMD] = spawn_now_ns();
+	spawn_step("init.cmd_exec");
 	/* The report pipe closes with this exec, so that its end tells
 	 * sandboxd the command (which closed its copy when it exec'd) is
 	 * running; a failed exec is reported on it. */
@@ -925,12 +924,10 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	int report[2] = {-1, -1}, status[2] = {-1, -1}, sync[2] = {-1, -1};
 	int bsock[2] = {-1, -1};
 	int idmap_fd = -1, err = 0, r;
-	uint64_t t_child[CHILD_T__COUNT] = {0};
 	unsigned long flags;
 	pid_t pid;
 
 	trace_stamp("msg");
-	a.t_child = t_child;
 	a.fd_in = in_fd;
 	memset(run, 0, sizeof(*run));
 	run->id = id;
@@ -1184,6 +1181,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		if (m->net != SBX_NET_HOST)
 			flags |= CLONE_NEWNET;
 	}
+	spawn_steps_reset(trace_on());
 	run->start_ns = spawn_now_ns();
 #if SPAWN_SHARED_VM
 	/* Returns once init has executed sandboxd-init, or died. */
@@ -1201,20 +1199,8 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		goto out;
 	}
 	if (trace_on()) {
-		uint64_t l0, l1;
-
-		mountplan_scratch_links_ns(a.scratch, &l0, &l1);
 		trace_stamp_at("clone", run->start_ns);
-		if (t_child[CHILD_T_MAPS])
-			trace_stamp_at("init.maps", t_child[CHILD_T_MAPS]);
-		if (l0 && l0 > run->start_ns) {
-			trace_stamp_at("init.binds", l0);
-			trace_stamp_at("init.links", l1);
-		}
-		if (t_child[CHILD_T_MOUNTS])
-			trace_stamp_at("init.pivot", t_child[CHILD_T_MOUNTS]);
-		if (t_child[CHILD_T_CMD])
-			trace_stamp_at("init.cmd_exec", t_child[CHILD_T_CMD]);
+		spawn_steps_flush("");
 		trace_stamp("init_exec");
 	}
 
