@@ -428,116 +428,111 @@ static const char *errstr(int err)
 	return strerror(err < 0 ? -err : err);
 }
 
-int spawn_start(struct spawn_ctx *ctx, uint32_t id,
-		const struct sbxp_run_view *v, int out_fd, int err_fd,
-		int in_fd, struct spawn_run *run,
-		struct sbxp_exited *ret_refusal)
-{
-	const struct sbxp_run *m = v->msg;
-	bool best = m->flags & SBXP_RUN_BEST_EFFORT;
-	bool namespaces = true, use_landlock = true;
-	struct child_args a = {
-	    .fd_out = out_fd, .fd_err = err_fd, .fd_broker = -1};
-	struct mountplan plan = {0};
-	struct sbx_landlock_plan ll = {0};
-	struct sockets socks = {0};
-	const char *read_paths[SBXP_RO_BINDS_MAX + 8] = {"/", NULL};
+/* One run's start, carried through the steps of spawn_start. */
+struct start {
+	struct spawn_ctx *ctx;
+	const struct sbxp_run_view *v;
+	const struct sbxp_run *m;
+	struct spawn_run *run;
+	struct sbxp_exited *refusal;
+	bool best, namespaces, use_landlock;
+	struct child_args a;
+	struct mountplan plan;
+	struct sbx_landlock_plan ll;
+	const char *read_paths[SBXP_RO_BINDS_MAX + 8];
 	const char *fb_write[SBXP_PATHS_MAX + 4];
-	char **env = NULL;
-	int report[2] = {-1, -1}, status[2] = {-1, -1}, sync[2] = {-1, -1};
-	int bsock[2] = {-1, -1};
-	int idmap_fd = -1, err = 0, r;
-	unsigned long flags;
-	pid_t pid;
+	char **env;
+	int report[2], status[2], sync[2], bsock[2];
+	int idmap_fd;
+};
 
-	trace_stamp("msg");
-	a.fd_in = in_fd;
-	memset(run, 0, sizeof(*run));
-	run->id = id;
-	run->pidfd = run->report_fd = run->status_fd = run->broker_fd = -1;
-	if (!ctx->probed)
-		spawn_probe(ctx);
+/* Root: the run's uid and gid, and the idmapped mounts' user namespace
+ * that shows them the operator's files as theirs. */
+static int start_run_uid(struct start *s)
+{
+	struct spawn_ctx *ctx = s->ctx;
+	const char *why;
+	int r;
 
-	/* Fail closed: every layer that the host cannot give refuses the
-	 * run, unless it is best-effort, which runs with a warning. */
-	if (!ctx->root && !ctx->layers.userns) {
-		if (!best) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-			       "user namespaces: %s", ctx->layers.userns_why);
+	s->a.root = true;
+	s->a.run_uid = s->m->run_uid ? s->m->run_uid : SPAWN_RUN_UID_DEFAULT;
+	s->a.run_gid = s->m->run_gid ? s->m->run_gid : SPAWN_RUN_GID_DEFAULT;
+	r = ctx->layers.idmap_mounts
+		? idmap_userns(ctx, s->a.run_uid, s->a.run_gid, &s->idmap_fd)
+		: -EOPNOTSUPP;
+	if (r == 0)
+		return 0;
+	why = ctx->layers.idmap_mounts ? errstr(r) : ctx->layers.idmap_why;
+	if (!s->best) {
+		refuse(s->refusal, SBXP_ERR_UNAVAILABLE, "idmapped mounts: %s",
+		       why);
+		return r;
+	}
+	s->idmap_fd = -1;
+	add_warning(s->run,
+		    "idmapped mounts: %s; the workspace may not be writable "
+		    "by uid %u",
+		    why, s->a.run_uid);
+	return 0;
+}
+
+/* Fail closed: every layer that the host cannot give refuses the run,
+ * unless it is best-effort, which runs with a warning.  Returns 0 or
+ * -errno with the refusal filled in. */
+static int start_layers(struct start *s)
+{
+	struct spawn_ctx *ctx = s->ctx;
+	const struct sbx_layers *l = &ctx->layers;
+	int err = 0;
+
+	if (!ctx->root && !l->userns) {
+		if (!s->best) {
+			refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
+			       "user namespaces: %s", l->userns_why);
 			return -EPERM;
 		}
-		namespaces = false;
-		add_warning(run,
+		s->namespaces = false;
+		add_warning(s->run,
 			    "user namespaces: %s; running without namespaces "
 			    "or the mount plan, and background processes may "
 			    "outlive the run",
-			    ctx->layers.userns_why);
+			    l->userns_why);
 	}
 	/* Broker mode needs its own network namespace: without one the
 	 * listener would be on the host's loopback, for anyone to use. */
-	if (has_door(m->net) && !namespaces) {
-		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+	if (has_door(s->m->net) && !s->namespaces) {
+		refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
 		       "broker/proxy network: needs a network namespace (%s)",
-		       ctx->layers.userns_why);
+		       l->userns_why);
 		return -EPERM;
 	}
-	if (ctx->layers.landlock_abi <= 0) {
-		if (!best) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-			       "Landlock: %s", ctx->layers.landlock_why);
+	if (l->landlock_abi <= 0) {
+		if (!s->best) {
+			refuse(s->refusal, SBXP_ERR_UNAVAILABLE, "Landlock: %s",
+			       l->landlock_why);
 			return -EPERM;
 		}
-		use_landlock = false;
-		add_warning(run, "Landlock: %s; running without it",
-			    ctx->layers.landlock_why);
+		s->use_landlock = false;
+		add_warning(s->run, "Landlock: %s; running without it",
+			    l->landlock_why);
 	}
-	a.filter = seccomp_filter(ctx, (enum sbx_net)m->net, &err);
-	if (!a.filter) {
-		if (!best) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+	s->a.filter = seccomp_filter(ctx, (enum sbx_net)s->m->net, &err);
+	if (!s->a.filter) {
+		if (!s->best) {
+			refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
 			       "seccomp: cannot build the filter (%s)",
 			       errstr(err));
 			return err;
 		}
-		add_warning(run, "seccomp: cannot build the filter (%s)",
+		add_warning(s->run, "seccomp: cannot build the filter (%s)",
 			    errstr(err));
 	}
-	if (ctx->root) {
-		a.root = true;
-		a.run_uid = m->run_uid ? m->run_uid : SPAWN_RUN_UID_DEFAULT;
-		a.run_gid = m->run_gid ? m->run_gid : SPAWN_RUN_GID_DEFAULT;
-		r = ctx->layers.idmap_mounts
-			? idmap_userns(ctx, a.run_uid, a.run_gid, &idmap_fd)
-			: -EOPNOTSUPP;
-		if (r < 0) {
-			const char *why = ctx->layers.idmap_mounts
-					      ? errstr(r)
-					      : ctx->layers.idmap_why;
-			if (!best) {
-				refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-				       "idmapped mounts: %s", why);
-				return r;
-			}
-			idmap_fd = -1;
-			add_warning(run,
-				    "idmapped mounts: %s; the workspace may "
-				    "not be writable by uid %u",
-				    why, a.run_uid);
-		}
-	}
+	return ctx->root ? start_run_uid(s) : 0;
+}
 
-	trace_stamp("layers");
-	env = build_env(v, &a.path);
-	if (!env) {
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "out of memory");
-		return -ENOMEM;
-	}
-	a.argv = (char *const *)(uintptr_t)v->lists[SBXP_L_ARGV];
-	a.envp = env;
-	a.cwd = v->cwd[0] ? v->cwd : v->workspace;
-	a.best_effort = best;
-	a.loopback = m->net == SBX_NET_LOOPBACK || has_door(m->net);
-	a.broker_port = (uint16_t)m->broker_port;
+/* The command's argv, environment, directory and rlimits. */
+static int start_args(struct start *s)
+{
 	static const int res[SBXP_RLIM__COUNT] = {
 	    [SBXP_RLIM_NPROC] = RLIMIT_NPROC,
 	    [SBXP_RLIM_NOFILE] = RLIMIT_NOFILE,
@@ -552,249 +547,354 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	    [SBXP_RLIM_CPU] = SPAWN_RLIM_CPU,
 	    [SBXP_RLIM_AS] = SPAWN_RLIM_AS,
 	};
-	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
-		a.rl_res[i] = res[i];
-		a.rl_val[i] = m->rlimits[i] ? m->rlimits[i] : defaults[i];
-	}
+	const struct sbxp_run *m = s->m;
+	struct child_args *a = &s->a;
 
-	ll.read_paths = read_paths;
-	ll.net = (enum sbx_net)m->net;
-	ll.broker_port = (uint16_t)m->broker_port;
-	ll.scope = true;
+	s->env = build_env(s->v, &a->path);
+	if (!s->env) {
+		refuse(s->refusal, SBXP_ERR_INTERNAL, "out of memory");
+		return -ENOMEM;
+	}
+	a->argv = (char *const *)(uintptr_t)s->v->lists[SBXP_L_ARGV];
+	a->envp = s->env;
+	a->cwd = s->v->cwd[0] ? s->v->cwd : s->v->workspace;
+	a->best_effort = s->best;
+	a->loopback = m->net == SBX_NET_LOOPBACK || has_door(m->net);
+	a->broker_port = (uint16_t)m->broker_port;
+	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
+		a->rl_res[i] = res[i];
+		a->rl_val[i] = m->rlimits[i] ? m->rlimits[i] : defaults[i];
+	}
+	s->ll.read_paths = s->read_paths;
+	s->ll.net = (enum sbx_net)m->net;
+	s->ll.broker_port = (uint16_t)m->broker_port;
+	s->ll.scope = true;
+	return 0;
+}
+
+/* mountplan_build's error as the run's refusal. */
+static void refuse_plan(struct start *s, int r)
+{
+	struct sbxp_exited *e = s->refusal;
+
+	if (r == -E2BIG)
+		refuse(e, SBXP_ERR_UNAVAILABLE,
+		       "pathname Unix sockets: more than %d outside the "
+		       "covered directories would need covering",
+		       MOUNTPLAN_SOCKETS_MAX);
+	else if (r == -EINVAL)
+		refuse(e, SBXP_ERR_BAD_REQUEST,
+		       "read-only bind: a source that is not a directory, or "
+		       "a destination outside the workspace, through a "
+		       "symlink or not a directory");
+	else if (r == -SPD_ETOOBIG)
+		refuse(e, SBXP_ERR_BAD_REQUEST,
+		       "mount plan: more than %d mounts, or more than %d "
+		       "entries in a directory a read-only bind rebuilds",
+		       MOUNTPLAN_OPS_MAX, MOUNTPLAN_REBIND_MAX);
+	else if (r == -ENOENT || r == -ENOTDIR)
+		refuse(e, SBXP_ERR_BAD_REQUEST, "workspace %s: %s",
+		       s->v->workspace, errstr(r));
+	else
+		refuse(e, SBXP_ERR_INTERNAL, "mount plan: %s", errstr(r));
+}
+
+/* Without namespaces (best-effort): Landlock alone bounds the writes. */
+static void start_no_plan(struct start *s)
+{
+	const char *const *w = s->v->lists[SBXP_L_WRITABLE];
+	size_t n = 0;
+
+	s->fb_write[n++] = s->v->workspace;
+	for (size_t i = 0; w[i]; i++)
+		s->fb_write[n++] = w[i];
+	s->fb_write[n++] = "/tmp";
+	s->fb_write[n++] = "/dev";
+	s->fb_write[n] = NULL;
+	s->ll.write_paths = s->fb_write;
+}
+
+/* The mount plan, and the Landlock plan that mirrors it. */
+static int start_plan(struct start *s)
+{
+	const struct sbxp_run_view *v = s->v;
+	struct sockets socks = {0};
+	int r;
+
+	if (!s->namespaces) {
+		start_no_plan(s);
+		trace_stamp("sockets");
+		return 0;
+	}
 	/* Landlock cannot refuse connect() to a pathname socket and a
 	 * read-only mount does not either: the plan covers each one bound
 	 * outside what the run may use (docs/sandbox.md).  A scan that
 	 * fails leaves them open, which only best-effort accepts. */
-	if (namespaces &&
-	    (r = layer_unix_sockets(collect_socket, &socks)) < 0) {
+	if ((r = layer_unix_sockets(collect_socket, &socks)) < 0) {
 		sockets_free(&socks);
-		if (!best) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+		if (!s->best) {
+			refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
 			       "pathname Unix sockets: cannot list them "
 			       "(/proc/net/unix): %s",
 			       errstr(r));
-			goto out;
+			return r;
 		}
-		add_warning(run,
+		add_warning(s->run,
 			    "pathname Unix sockets: cannot list them (%s); "
 			    "sockets outside /run and the known directories "
 			    "stay reachable",
 			    errstr(r));
 	}
 	trace_stamp("sockets");
-	if (namespaces) {
-		struct mountplan_in in = {
-		    .workspace = v->workspace,
-		    .home = v->home,
-		    .writable = v->lists[SBXP_L_WRITABLE],
-		    .hidden = v->lists[SBXP_L_HIDDEN],
-		    .readonly = v->lists[SBXP_L_READONLY],
-		    .empty_files = v->lists[SBXP_L_EMPTY],
-		    .net_host = m->net == SBX_NET_HOST,
-		    .sockets = (const char *const *)socks.v,
-		    .ro_binds = v->lists[SBXP_L_RO_BINDS],
-		    .link_names = m->flags & SBXP_RUN_LINKS_LISTED
-				      ? v->lists[SBXP_L_LINKS]
-				      : NULL,
-		    .idmap_userns_fd = idmap_fd,
-		};
-		r = mountplan_build(&in, &plan);
-		sockets_free(&socks);
-		if (r == -E2BIG) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-			       "pathname Unix sockets: more than %d outside "
-			       "the covered directories would need covering",
-			       MOUNTPLAN_SOCKETS_MAX);
-			goto out;
-		}
-		if (r == -EINVAL) {
-			refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,
-			       "read-only bind: a source that is not a "
-			       "directory, or a destination outside the "
-			       "workspace, through a symlink or not a "
-			       "directory");
-			goto out;
-		}
-		if (r == -SPD_ETOOBIG) {
-			refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,
-			       "mount plan: more than %d mounts, or more than "
-			       "%d entries in a directory a read-only bind "
-			       "rebuilds",
-			       MOUNTPLAN_OPS_MAX, MOUNTPLAN_REBIND_MAX);
-			goto out;
-		}
-		if (r < 0) {
-			if (r == -ENOENT || r == -ENOTDIR)
-				refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,
-				       "workspace %s: %s", v->workspace,
-				       errstr(r));
-			else
-				refuse(ret_refusal, SBXP_ERR_INTERNAL,
-				       "mount plan: %s", errstr(r));
-			goto out;
-		}
-		a.plan = &plan;
-		ll.write_paths = plan.write_paths;
-		/* "/" already covers them; listed anyway so that the Landlock
-		 * plan mirrors the mount plan if reads are ever narrowed. */
-		for (size_t i = 0;
-		     i < plan.nread && i + 2 < ARRAY_SIZE(read_paths); i++)
-			read_paths[i + 1] = plan.read_paths[i];
-	} else {
-		size_t n = 0;
-
-		fb_write[n++] = v->workspace;
-		for (size_t i = 0; v->lists[SBXP_L_WRITABLE][i]; i++)
-			fb_write[n++] = v->lists[SBXP_L_WRITABLE][i];
-		fb_write[n++] = "/tmp";
-		fb_write[n++] = "/dev";
-		fb_write[n] = NULL;
-		ll.write_paths = fb_write;
+	struct mountplan_in in = {
+	    .workspace = v->workspace,
+	    .home = v->home,
+	    .writable = v->lists[SBXP_L_WRITABLE],
+	    .hidden = v->lists[SBXP_L_HIDDEN],
+	    .readonly = v->lists[SBXP_L_READONLY],
+	    .empty_files = v->lists[SBXP_L_EMPTY],
+	    .net_host = s->m->net == SBX_NET_HOST,
+	    .sockets = (const char *const *)socks.v,
+	    .ro_binds = v->lists[SBXP_L_RO_BINDS],
+	    .link_names = s->m->flags & SBXP_RUN_LINKS_LISTED
+			      ? v->lists[SBXP_L_LINKS]
+			      : NULL,
+	    .idmap_userns_fd = s->idmap_fd,
+	};
+	r = mountplan_build(&in, &s->plan);
+	sockets_free(&socks);
+	if (r < 0) {
+		refuse_plan(s, r);
+		return r;
 	}
-	if (use_landlock)
-		a.landlock = &ll;
-	trace_stamp("plan");
+	s->a.plan = &s->plan;
+	s->ll.write_paths = s->plan.write_paths;
+	/* "/" already covers them; listed anyway so that the Landlock plan
+	 * mirrors the mount plan if reads are ever narrowed. */
+	for (size_t i = 0;
+	     i < s->plan.nread && i + 2 < ARRAY_SIZE(s->read_paths); i++)
+		s->read_paths[i + 1] = s->plan.read_paths[i];
+	return 0;
+}
+
+/* The report and status pipes, the broker's socketpair, and the rest of
+ * what the child is handed. */
+static int start_pipes(struct start *s)
+{
+	struct spawn_ctx *ctx = s->ctx;
+	struct child_args *a = &s->a;
+	int r;
 
 	/* No fallback keeps a copy of sandboxd as pid 1: without its init
 	 * nothing runs, best-effort or not. */
 	if (!ctx->layers.run_init) {
-		r = -EPERM;
-		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE, "run init: %s",
+		refuse(s->refusal, SBXP_ERR_UNAVAILABLE, "run init: %s",
 		       ctx->layers.run_init_why);
-		goto out;
+		return -EPERM;
 	}
 	if (SPAWN_SHARED_VM && (!ctx->init_stack || !ctx->cmd_stack)) {
-		r = -ENOMEM;
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "out of memory");
-		goto out;
+		refuse(s->refusal, SBXP_ERR_INTERNAL, "out of memory");
+		return -ENOMEM;
 	}
-	if (pipe2(report, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0 ||
-	    (!SPAWN_SHARED_VM && pipe2(sync, O_CLOEXEC) < 0)) {
+	if (pipe2(s->report, O_CLOEXEC) < 0 ||
+	    pipe2(s->status, O_CLOEXEC) < 0 ||
+	    (!SPAWN_SHARED_VM && pipe2(s->sync, O_CLOEXEC) < 0)) {
 		r = -errno;
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
-		goto out;
+		refuse(s->refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
+		return r;
 	}
-	if (has_door(m->net) &&
-	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, bsock) < 0) {
+	if (has_door(s->m->net) &&
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->bsock) <
+		0) {
 		r = -errno;
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "socketpair: %s",
+		refuse(s->refusal, SBXP_ERR_INTERNAL, "socketpair: %s",
 		       errstr(r));
-		goto out;
+		return r;
 	}
-	a.fd_broker = bsock[1];
-	a.fd_report = report[1];
-	a.fd_status = status[1];
-	a.fd_init = ctx->init_fd;
-	a.fd_sync = sync[0];
-	a.cmd_stack = ctx->cmd_stack;
-	a.scratch = ctx->links_scratch;
-	if (namespaces && !ctx->root) {
-		snprintf(a.uid_map, sizeof(a.uid_map), "%u %u 1\n", ctx->uid,
+	a->fd_broker = s->bsock[1];
+	a->fd_report = s->report[1];
+	a->fd_status = s->status[1];
+	a->fd_init = ctx->init_fd;
+	a->fd_sync = s->sync[0];
+	a->cmd_stack = ctx->cmd_stack;
+	a->scratch = ctx->links_scratch;
+	if (s->namespaces && !ctx->root) {
+		snprintf(a->uid_map, sizeof(a->uid_map), "%u %u 1\n", ctx->uid,
 			 ctx->uid);
-		snprintf(a.gid_map, sizeof(a.gid_map), "%u %u 1\n", ctx->gid,
+		snprintf(a->gid_map, sizeof(a->gid_map), "%u %u 1\n", ctx->gid,
 			 ctx->gid);
 	}
+	return 0;
+}
 
-	flags = SIGCHLD;
-	if (namespaces) {
+/* The run's init, cloned into its namespaces.  Returns its pid, once it
+ * has executed sandboxd-init or died (SPAWN_SHARED_VM), or -errno. */
+static pid_t start_clone(struct start *s)
+{
+	unsigned long flags = SIGCHLD;
+	pid_t pid;
+
+	if (s->namespaces) {
 		flags |= CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWCGROUP;
-		if (!ctx->root)
+		if (!s->ctx->root)
 			flags |= CLONE_NEWUSER;
-		if (m->net != SBX_NET_HOST)
+		if (s->m->net != SBX_NET_HOST)
 			flags |= CLONE_NEWNET;
 	}
 	spawn_steps_reset(trace_on());
-	run->start_ns = spawn_now_ns();
+	s->run->start_ns = spawn_now_ns();
 #if SPAWN_SHARED_VM
-	/* Returns once init has executed sandboxd-init, or died. */
-	pid = clone(child_init_entry, ctx->init_stack,
-		    flags | CLONE_VM | CLONE_VFORK, &a);
+	pid = clone(child_init_entry, s->ctx->init_stack,
+		    (int)(flags | CLONE_VM | CLONE_VFORK), &s->a);
 #else
 	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
 	if (pid == 0)
-		child_init(&a);
+		child_init(&s->a);
 #endif
 	if (pid < 0) {
-		r = -errno;
-		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+		int r = -errno;
+
+		refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
 		       "namespaces: clone: %s", errstr(r));
-		goto out;
+		return r;
 	}
 	if (trace_on()) {
-		trace_stamp_at("clone", run->start_ns);
+		trace_stamp_at("clone", s->run->start_ns);
 		spawn_steps_flush("");
 		trace_stamp("init_exec");
 	}
+	return pid;
+}
 
-	close(report[1]);
-	close(status[1]);
-	report[1] = status[1] = -1;
-	if (sync[0] >= 0)
-		close(sync[0]);
-	sync[0] = -1;
+/* Kills and reaps the run's init after a failure past its clone. */
+static int start_abandon(struct start *s, pid_t pid, const char *what, int err)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	refuse(s->refusal, SBXP_ERR_INTERNAL, "%s: %s", what, errstr(err));
+	return err;
+}
+
+/* sandboxd's side of the started run: its pidfd, the go-ahead of a
+ * forked init, the broker's listener, the pipes' read ends. */
+static int start_adopt(struct start *s, pid_t pid)
+{
+	struct spawn_run *run = s->run;
+
+	close(s->report[1]);
+	close(s->status[1]);
+	s->report[1] = s->status[1] = -1;
+	if (s->sync[0] >= 0)
+		close(s->sync[0]);
+	s->sync[0] = -1;
 	run->pid = pid;
 	run->pidfd = pidfd_open(pid, 0);
-	if (run->pidfd < 0) {
-		r = -errno;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pidfd_open: %s",
-		       errstr(r));
-		goto out;
+	if (run->pidfd < 0)
+		return start_abandon(s, pid, "pidfd_open", -errno);
+	if (s->sync[1] >= 0 && write(s->sync[1], "x", 1) != 1)
+		return start_abandon(s, pid, "sync", -errno);
+	if (s->bsock[0] >= 0) {
+		close(s->bsock[1]);
+		s->bsock[1] = -1;
+		run->broker_fd = recv_broker_listener(s->bsock[0]);
 	}
-	if (sync[1] >= 0 && write(sync[1], "x", 1) != 1) {
-		r = -errno;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "sync: %s", errstr(r));
-		goto out;
-	}
-	if (bsock[0] >= 0) {
-		close(bsock[1]);
-		bsock[1] = -1;
-		run->broker_fd = recv_broker_listener(bsock[0]);
-	}
-	fcntl(report[0], F_SETFL, O_NONBLOCK);
-	fcntl(status[0], F_SETFL, O_NONBLOCK);
-	run->report_fd = steal_fd(report[0]);
-	run->status_fd = steal_fd(status[0]);
-	run->own_pidns = namespaces;
+	fcntl(s->report[0], F_SETFL, O_NONBLOCK);
+	fcntl(s->status[0], F_SETFL, O_NONBLOCK);
+	run->report_fd = steal_fd(s->report[0]);
+	run->status_fd = steal_fd(s->status[0]);
+	run->own_pidns = s->namespaces;
 	run->info.pid = pid;
-	if (m->timeout_ms)
+	if (s->m->timeout_ms)
 		run->deadline_ns =
-		    run->start_ns + (uint64_t)m->timeout_ms * 1000000ull;
-	if (namespaces)
-		run->plan = plan;
-	else
-		mountplan_free(&plan);
-	free(env);
-	if (sync[1] >= 0)
-		close(sync[1]);
-	for (int i = 0; i < 2; i++)
-		if (bsock[i] >= 0)
-			close(bsock[i]);
-	return 0;
-out:
-	if (run->pidfd >= 0)
-		close(run->pidfd);
-	run->pidfd = -1;
-	for (int i = 0; i < 2; i++) {
-		if (report[i] >= 0)
-			close(report[i]);
-		if (status[i] >= 0)
-			close(status[i]);
-		if (sync[i] >= 0)
-			close(sync[i]);
-		if (bsock[i] >= 0)
-			close(bsock[i]);
+		    run->start_ns + (uint64_t)s->m->timeout_ms * 1000000ull;
+	if (s->namespaces) {
+		run->plan = s->plan;
+		memset(&s->plan, 0, sizeof(s->plan));
 	}
-	if (run->broker_fd >= 0)
-		close(run->broker_fd);
-	run->broker_fd = -1;
-	mountplan_free(&plan);
-	free(env);
-	return r < 0 ? r : -EIO;
+	return 0;
+}
+
+/* Closes what start opened and frees what it made; after a failure also
+ * what the run was given. */
+static void start_free(struct start *s, bool failed)
+{
+	struct spawn_run *run = s->run;
+
+	for (int i = 0; i < 2; i++) {
+		if (s->report[i] >= 0)
+			close(s->report[i]);
+		if (s->status[i] >= 0)
+			close(s->status[i]);
+		if (s->sync[i] >= 0)
+			close(s->sync[i]);
+		if (s->bsock[i] >= 0)
+			close(s->bsock[i]);
+	}
+	if (failed) {
+		if (run->pidfd >= 0)
+			close(run->pidfd);
+		run->pidfd = -1;
+		if (run->broker_fd >= 0)
+			close(run->broker_fd);
+		run->broker_fd = -1;
+	}
+	mountplan_free(&s->plan);
+	free(s->env);
+}
+
+int spawn_start(struct spawn_ctx *ctx, uint32_t id,
+		const struct sbxp_run_view *v, int out_fd, int err_fd,
+		int in_fd, struct spawn_run *run,
+		struct sbxp_exited *ret_refusal)
+{
+	struct start s = {
+	    .ctx = ctx,
+	    .v = v,
+	    .m = v->msg,
+	    .run = run,
+	    .refusal = ret_refusal,
+	    .best = v->msg->flags & SBXP_RUN_BEST_EFFORT,
+	    .namespaces = true,
+	    .use_landlock = true,
+	    .a = {.fd_out = out_fd,
+		  .fd_err = err_fd,
+		  .fd_in = in_fd,
+		  .fd_broker = -1},
+	    .read_paths = {"/", NULL},
+	    .report = {-1, -1},
+	    .status = {-1, -1},
+	    .sync = {-1, -1},
+	    .bsock = {-1, -1},
+	    .idmap_fd = -1,
+	};
+	pid_t pid;
+	int r;
+
+	trace_stamp("msg");
+	memset(run, 0, sizeof(*run));
+	run->id = id;
+	run->pidfd = run->report_fd = run->status_fd = run->broker_fd = -1;
+	if (!ctx->probed)
+		spawn_probe(ctx);
+	if ((r = start_layers(&s)) < 0)
+		goto out;
+	trace_stamp("layers");
+	if ((r = start_args(&s)) < 0 || (r = start_plan(&s)) < 0)
+		goto out;
+	if (s.use_landlock)
+		s.a.landlock = &s.ll;
+	trace_stamp("plan");
+	if ((r = start_pipes(&s)) < 0)
+		goto out;
+	if ((pid = start_clone(&s)) < 0) {
+		r = pid;
+		goto out;
+	}
+	r = start_adopt(&s, pid);
+out:
+	start_free(&s, r < 0);
+	return r;
 }
 
 /* The hard-link check refused the run (mount.h, MOUNTPLAN_STEP_LINKS):
