@@ -213,6 +213,9 @@ static void finish_run(size_t i)
 	trace_flush();
 	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
 	runs[i] = runs[--nruns];
+	/* Idle until spd's next message: the time to clone the next run's
+	 * init ahead (spawn.h, the spare). */
+	spawn_spare(&ctx);
 }
 
 static int poll_timeout(void)

@@ -323,13 +323,13 @@ static pid_t start_command(const struct child_args *a)
 
 /* Without root: map our uid and gid to themselves in the run's user
  * namespace, as unshare -r does from inside. */
-static int child_map_self(const struct child_args *a)
+static int child_map_ids(const char *uid_map, const char *gid_map)
 {
 	int r;
 
 	if ((r = spawn_write_file("/proc/self/setgroups", "deny")) < 0 ||
-	    (r = spawn_write_file("/proc/self/uid_map", a->uid_map)) < 0 ||
-	    (r = spawn_write_file("/proc/self/gid_map", a->gid_map)) < 0)
+	    (r = spawn_write_file("/proc/self/uid_map", uid_map)) < 0 ||
+	    (r = spawn_write_file("/proc/self/gid_map", gid_map)) < 0)
 		return r;
 	return 0;
 }
@@ -376,7 +376,7 @@ __attribute__((noreturn)) void child_init(const struct child_args *a)
 			_exit(CHILD_EXIT_REFUSED);
 		close(a->fd_sync);
 	}
-	if (a->uid_map[0] && (r = child_map_self(a)) < 0)
+	if (a->uid_map[0] && (r = child_map_ids(a->uid_map, a->gid_map)) < 0)
 		child_fail(a->fd_report, L_USERNS, r, 0);
 	spawn_step("init.maps");
 	if (a->plan) {
@@ -420,4 +420,103 @@ __attribute__((noreturn)) void child_init(const struct child_args *a)
 int child_init_entry(void *arg)
 {
 	child_init(arg);
+}
+
+/* Closes every descriptor from 3 up but the n in keep (any order). */
+static int child_close_but(const int *keep, size_t n)
+{
+	unsigned int from = 3;
+
+	for (;;) {
+		unsigned int next = ~0u;
+
+		/* The lowest kept descriptor at or above from. */
+		for (size_t i = 0; i < n; i++)
+			if (keep[i] >= (int)from &&
+			    (unsigned int)keep[i] < next)
+				next = (unsigned int)keep[i];
+		if (next == ~0u)
+			return close_range(from, ~0u, 0) < 0 ? -errno : 0;
+		if (next > from && close_range(from, next - 1, 0) < 0)
+			return -errno;
+		from = next + 1;
+	}
+}
+
+/* The run's descriptors in the order the message holds them (child.h):
+ * points each field of a at its slot, or -1 for one not sent. */
+static size_t child_spare_slots(struct child_args *a, int **slot)
+{
+	size_t n = 0;
+
+	slot[n++] = &a->fd_out;
+	slot[n++] = &a->fd_err;
+	slot[n++] = &a->fd_report;
+	slot[n++] = &a->fd_status;
+	if (a->fd_in >= 0)
+		slot[n++] = &a->fd_in;
+	if (a->fd_broker >= 0)
+		slot[n++] = &a->fd_broker;
+	return n;
+}
+
+/* Waits for the run; fills *a from sandboxd's args and the descriptors
+ * received.  Returns 0, or -1 on EOF or a message that is not one. */
+static int child_spare_wait(int sock, struct child_args *a)
+{
+	union {
+		char buf[CMSG_SPACE(CHILD_SPARE_FDS_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	const struct child_args *src = NULL;
+	struct iovec iov = {&src, sizeof(src)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	int *slot[CHILD_SPARE_FDS_MAX];
+	struct cmsghdr *cm;
+	size_t n;
+	ssize_t r;
+
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	do {
+		r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	} while (r < 0 && errno == EINTR);
+	cm = CMSG_FIRSTHDR(&mh);
+	if (r != sizeof(src) || !src || (mh.msg_flags & MSG_CTRUNC) || !cm ||
+	    cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+		return -1;
+	*a = *src;
+	n = child_spare_slots(a, slot);
+	if (cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		memcpy(slot[i], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+	return 0;
+}
+
+int child_spare_entry(void *arg)
+{
+	const struct child_spare *sp = arg;
+	int sock = sp->sock, keep[CHILD_SPARE_KEEP_MAX + 1];
+	size_t nkeep =
+	    sp->nkeep < CHILD_SPARE_KEEP_MAX ? sp->nkeep : CHILD_SPARE_KEEP_MAX;
+	struct child_args a;
+
+	/* If sandboxd dies, so does the spare; if it died before this, its
+	 * end of the socket is closed and the wait below sees EOF. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	if (sp->uid_map[0] && child_map_ids(sp->uid_map, sp->gid_map) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	memcpy(keep, sp->keep, nkeep * sizeof(int));
+	keep[nkeep++] = sock;
+	/* Nothing of sandboxd's (its socket to spd, other runs' pipes and
+	 * listeners) stays open here while it waits. */
+	if (child_close_but(keep, nkeep) < 0 || child_spare_wait(sock, &a) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	close(sock);
+	/* The maps are written; the rest is the run's, as after a clone. */
+	a.uid_map[0] = a.gid_map[0] = '\0';
+	a.fd_sync = -1;
+	child_init(&a);
 }

@@ -105,4 +105,31 @@ __attribute__((noreturn)) void child_init(const struct child_args *a);
 /* child_init as a clone() entry (arg: the struct child_args). */
 int child_init_entry(void *arg);
 
+/* Descriptors a spare keeps from sandboxd's table: sandboxd-init's memfd
+ * and the idmap user namespaces (the mount plan names them by number). */
+#define CHILD_SPARE_KEEP_MAX 8
+
+/* Descriptors the run's message to a spare holds: out, err, report,
+ * status, stdin, the broker's socket. */
+#define CHILD_SPARE_FDS_MAX 6
+
+/* What a spare init is given at its clone (spawn.c, spawn_spare). */
+struct child_spare {
+	int sock; /* its end of the socket the run arrives on */
+	int keep[CHILD_SPARE_KEEP_MAX];
+	size_t nkeep;
+	char uid_map[32], gid_map[32]; /* "" with root */
+};
+
+/*
+ * A spare init as a clone() entry (arg: the struct child_spare, read
+ * before anything else): writes its uid and gid maps, closes every
+ * descriptor but its socket and the kept ones, and waits for one message
+ * on the socket: the address of the run's struct child_args in the
+ * shared memory, with the run's descriptors (out, err, report, status,
+ * then stdin and the broker's socket when the args name them).  Then it
+ * is that run's init (child_init).  EOF or a bad message: it exits.
+ */
+int child_spare_entry(void *arg);
+
 #endif

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <net/if.h>
@@ -131,6 +132,11 @@ int spawn_ctx_init(struct spawn_ctx *ctx)
 	ctx->init_stack = stack_map();
 	ctx->cmd_stack = stack_map();
 	ctx->links_scratch = mountplan_scratch_new();
+	ctx->spare_sock = ctx->mounts_fd = -1;
+#if SPAWN_SHARED_VM
+	ctx->spare_stack = stack_map();
+	ctx->spare_cfg = calloc(1, sizeof(*ctx->spare_cfg));
+#endif
 	return 0;
 }
 
@@ -329,6 +335,7 @@ static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
 	ctx->idmap[ctx->nidmap].gid = gid;
 	ctx->idmap[ctx->nidmap].fd = fd;
 	ctx->nidmap++;
+	ctx->idmap_gen++;
 	*ret_fd = fd;
 	return 0;
 }
@@ -426,6 +433,164 @@ static void sockets_free(struct sockets *s)
 static const char *errstr(int err)
 {
 	return strerror(err < 0 ? -err : err);
+}
+
+/* ---- the spare (spawn.h) ------------------------------------------------ */
+
+/* The namespaces every spare is cloned into: all of a run's, the
+ * network's included (a run on the host's network clones anew). */
+static unsigned long spare_flags(const struct spawn_ctx *ctx)
+{
+	unsigned long f = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+			  CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWNET;
+
+	return ctx->root ? f : f | CLONE_NEWUSER;
+}
+
+/* Have sandboxd's mounts changed since the last call?  A spare's mount
+ * namespace is a copy of sandboxd's from its clone: one made before a
+ * change (a file system mounted where a workspace lives) would not see
+ * it.  Mount propagation usually brings it over, but not on a host
+ * whose mounts are private.  Errors count as a change. */
+static bool mounts_changed(struct spawn_ctx *ctx)
+{
+	struct pollfd p = {ctx->mounts_fd, POLLPRI, 0};
+
+	if (ctx->mounts_fd < 0)
+		return true;
+	if (poll(&p, 1, 0) < 0)
+		return true;
+	return p.revents & (POLLPRI | POLLERR | POLLNVAL);
+}
+
+void spawn_spare_drop(struct spawn_ctx *ctx)
+{
+	if (ctx->spare_pid <= 0)
+		return;
+	kill(ctx->spare_pid, SIGKILL);
+	while (waitpid(ctx->spare_pid, NULL, __WALL) < 0 && errno == EINTR)
+		;
+	close(ctx->spare_sock);
+	ctx->spare_sock = -1;
+	ctx->spare_pid = 0;
+}
+
+void spawn_spare(struct spawn_ctx *ctx)
+{
+#if SPAWN_SHARED_VM
+	struct child_spare *sp = ctx->spare_cfg;
+	int sv[2];
+	pid_t pid;
+
+	if (ctx->spare_pid > 0 || !ctx->probed || !ctx->layers.run_init ||
+	    (!ctx->root && !ctx->layers.userns) || !ctx->spare_stack || !sp ||
+	    ctx->init_fd < 0)
+		return;
+	if (ctx->mounts_fd < 0)
+		ctx->mounts_fd =
+		    open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (ctx->mounts_fd < 0)
+		return;
+	(void)mounts_changed(ctx); /* from here on, a change is seen */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	memset(sp, 0, sizeof(*sp));
+	sp->sock = sv[1];
+	sp->keep[sp->nkeep++] = ctx->init_fd;
+	for (size_t i = 0; i < ctx->nidmap && sp->nkeep < CHILD_SPARE_KEEP_MAX;
+	     i++)
+		sp->keep[sp->nkeep++] = ctx->idmap[i].fd;
+	if (!ctx->root) {
+		snprintf(sp->uid_map, sizeof(sp->uid_map), "%u %u 1\n",
+			 ctx->uid, ctx->uid);
+		snprintf(sp->gid_map, sizeof(sp->gid_map), "%u %u 1\n",
+			 ctx->gid, ctx->gid);
+	}
+	/* Shares sandboxd's memory like a run's init, but sandboxd goes on:
+	 * until its run arrives the spare touches only its own stack (and
+	 * sp, which stays as it is while the spare lives). */
+	pid = clone(child_spare_entry, ctx->spare_stack,
+		    (int)(spare_flags(ctx) | CLONE_VM | SIGCHLD), sp);
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return;
+	}
+	ctx->spare_pid = pid;
+	ctx->spare_sock = sv[0];
+	ctx->spare_idmap_gen = ctx->idmap_gen;
+#else
+	(void)ctx;
+#endif
+}
+
+/* Hands the run in a to the spare: the address of a and the run's
+ * descriptors in one message (child.h).  Returns 0 or -errno. */
+static int spare_send(struct spawn_ctx *ctx, const struct child_args *a)
+{
+	union {
+		char buf[CMSG_SPACE(CHILD_SPARE_FDS_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	int fds[CHILD_SPARE_FDS_MAX], n = 0;
+	struct iovec iov = {&a, sizeof(a)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *cm;
+
+	fds[n++] = a->fd_out;
+	fds[n++] = a->fd_err;
+	fds[n++] = a->fd_report;
+	fds[n++] = a->fd_status;
+	if (a->fd_in >= 0)
+		fds[n++] = a->fd_in;
+	if (a->fd_broker >= 0)
+		fds[n++] = a->fd_broker;
+	memset(&u, 0, sizeof(u));
+	mh.msg_control = u.buf;
+	mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, (size_t)n * sizeof(int));
+	if (sendmsg(ctx->spare_sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(a))
+		return -errno;
+	return 0;
+}
+
+/*
+ * The run's init from the spare, if there is one fit for it: returns its
+ * pid once it has executed sandboxd-init or died, as a clone with
+ * CLONE_VFORK would; or 0, the caller then clones.  Closes sandboxd's
+ * write ends of the report and status pipes (*report_w, *status_w), whose
+ * end is how sandboxd knows the spare and the command are past their
+ * exec and no longer use its memory.
+ */
+static pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
+			unsigned long flags, int *report_w, int *status_w,
+			int report_r)
+{
+	struct pollfd p = {report_r, 0, 0};
+	pid_t pid = ctx->spare_pid;
+
+	if (pid <= 0 || (flags & spare_flags(ctx)) != spare_flags(ctx))
+		return 0;
+	if (mounts_changed(ctx) || ctx->spare_idmap_gen != ctx->idmap_gen ||
+	    spare_send(ctx, a) < 0) {
+		spawn_spare_drop(ctx);
+		return 0;
+	}
+	close(ctx->spare_sock);
+	ctx->spare_sock = -1;
+	ctx->spare_pid = 0;
+	close(*report_w);
+	close(*status_w);
+	*report_w = *status_w = -1;
+	/* POLLHUP only: the records stay for the loop to read. */
+	while (!(p.revents & (POLLHUP | POLLERR)))
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			break;
+	return pid;
 }
 
 /* One run's start, carried through the steps of spawn_start. */
@@ -745,8 +910,13 @@ static pid_t start_clone(struct start *s)
 	spawn_steps_reset(trace_on());
 	s->run->start_ns = spawn_now_ns();
 #if SPAWN_SHARED_VM
-	pid = clone(child_init_entry, s->ctx->init_stack,
-		    (int)(flags | CLONE_VM | CLONE_VFORK), &s->a);
+	pid = spare_take(s->ctx, &s->a, flags, &s->report[1], &s->status[1],
+			 s->report[0]);
+	if (pid > 0)
+		trace_stamp_at("spare", s->run->start_ns);
+	else
+		pid = clone(child_init_entry, s->ctx->init_stack,
+			    (int)(flags | CLONE_VM | CLONE_VFORK), &s->a);
 #else
 	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
 	if (pid == 0)
@@ -782,8 +952,10 @@ static int start_adopt(struct start *s, pid_t pid)
 {
 	struct spawn_run *run = s->run;
 
-	close(s->report[1]);
-	close(s->status[1]);
+	if (s->report[1] >= 0)
+		close(s->report[1]);
+	if (s->status[1] >= 0)
+		close(s->status[1]);
 	s->report[1] = s->status[1] = -1;
 	if (s->sync[0] >= 0)
 		close(s->sync[0]);
