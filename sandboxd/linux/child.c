@@ -387,7 +387,10 @@ __attribute__((noreturn)) void child_init(const struct child_args *a)
 		if (a->fd_broker >= 0 && (r = child_broker_listen(a)) < 0)
 			child_fail(a->fd_report, L_NETNS, r, 0);
 		spawn_step("init.host");
-		if ((r = mountplan_apply(a->plan, a->scratch, &step)) < 0)
+		r = a->plan_head_done
+			? mountplan_apply_tail(a->plan, a->scratch, &step)
+			: mountplan_apply(a->plan, a->scratch, &step);
+		if (r < 0)
 			child_fail(a->fd_report, L_MOUNT, r, step);
 	} else if (setsid() < 0) {
 		child_fail(a->fd_report, L_SETUP, errno, 0);
@@ -500,13 +503,17 @@ int child_spare_entry(void *arg)
 	int sock = sp->sock, keep[CHILD_SPARE_KEEP_MAX + 1];
 	size_t nkeep =
 	    sp->nkeep < CHILD_SPARE_KEEP_MAX ? sp->nkeep : CHILD_SPARE_KEEP_MAX;
+	bool head = sp->fixed != NULL;
 	struct child_args a;
+	int step;
 
 	/* If sandboxd dies, so does the spare; if it died before this, its
 	 * end of the socket is closed and the wait below sees EOF. */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		_exit(CHILD_EXIT_REFUSED);
 	if (sp->uid_map[0] && child_map_ids(sp->uid_map, sp->gid_map) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	if (sp->fixed && mountplan_apply_head(sp->fixed, &step) < 0)
 		_exit(CHILD_EXIT_REFUSED);
 	memcpy(keep, sp->keep, nkeep * sizeof(int));
 	keep[nkeep++] = sock;
@@ -518,5 +525,6 @@ int child_spare_entry(void *arg)
 	/* The maps are written; the rest is the run's, as after a clone. */
 	a.uid_map[0] = a.gid_map[0] = '\0';
 	a.fd_sync = -1;
+	a.plan_head_done = head;
 	child_init(&a);
 }

@@ -84,6 +84,8 @@ struct child_args {
 	int fd_out, fd_err, fd_report, fd_status, fd_init;
 	int fd_in;   /* the command's stdin (SBXP_RUN_STDIN), or -1 */
 	int fd_sync; /* forked init only: sandboxd's go-ahead, else -1 */
+	/* A spare applied the plan's head already (mountplan_apply_head). */
+	bool plan_head_done;
 };
 
 /* Modes whose run has one listener inside its network namespace that
@@ -119,11 +121,14 @@ struct child_spare {
 	int keep[CHILD_SPARE_KEEP_MAX];
 	size_t nkeep;
 	char uid_map[32], gid_map[32]; /* "" with root */
+	/* The fixed mounts, applied before the wait (NULL: not). */
+	const struct mountplan *fixed;
 };
 
 /*
  * A spare init as a clone() entry (arg: the struct child_spare, read
- * before anything else): writes its uid and gid maps, closes every
+ * before anything else): writes its uid and gid maps, applies the head
+ * of the mount plan that every run's starts with, closes every
  * descriptor but its socket and the kept ones, and waits for one message
  * on the socket: the address of the run's struct child_args in the
  * shared memory, with the run's descriptors (out, err, report, status,

@@ -927,6 +927,7 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 
 	if ((r = add_fixed(&p)) < 0)
 		goto out;
+	p.nfixed = p.n;
 	/* /run holds the host's service sockets (the Docker daemon's, the
 	 * system bus, /run/user/<uid> with spd's own socket and the
 	 * ssh-agent): always an empty read-only tmpfs, in host mode with
@@ -1312,8 +1313,10 @@ static int touch(const char *path, mode_t mode)
 	return 0;
 }
 
-int mountplan_apply(const struct mountplan *p,
-		    struct mountplan_scratch *scratch, int *ret_step)
+static int apply_ops(const struct mountplan *p, size_t from, size_t n,
+		     int *ret_step);
+
+int mountplan_apply_head(const struct mountplan *p, int *ret_step)
 {
 	int r;
 
@@ -1361,10 +1364,17 @@ int mountplan_apply(const struct mountplan *p,
 			  -1)) < 0)
 		return r;
 	spawn_step("mnt.root_ro");
-	for (size_t i = 0; i < p->n; i++) {
-		struct stat st;
+	return apply_ops(p, 0, p->nfixed, ret_step);
+}
 
-		r = apply_op(&p->ops[i]);
+/* Operations from to n of p, in order. */
+static int apply_ops(const struct mountplan *p, size_t from, size_t n,
+		     int *ret_step)
+{
+	for (size_t i = from; i < n; i++) {
+		struct stat st;
+		int r = apply_op(&p->ops[i]);
+
 		/* An optional path that went away after apply_op looked (a
 		 * socket another program just removed) has nothing left to
 		 * cover; anything else fails the run. */
@@ -1377,6 +1387,17 @@ int mountplan_apply(const struct mountplan *p,
 		}
 		spawn_step_idx(mp_kind_step[p->ops[i].kind], (int)i);
 	}
+	return 0;
+}
+
+int mountplan_apply_tail(const struct mountplan *p,
+			 struct mountplan_scratch *scratch, int *ret_step)
+{
+	int r;
+
+	*ret_step = -1;
+	if ((r = apply_ops(p, p->nfixed, p->n, ret_step)) < 0)
+		return r;
 	/* After every bind, so that the walk sees the run's view: what the
 	 * plan covers or binds read-only is not the run's to write. */
 	if ((r = links_check(p, MP_HIDE_DIR_SRC, scratch)) < 0) {
@@ -1391,4 +1412,54 @@ int mountplan_apply(const struct mountplan *p,
 		return -errno;
 	spawn_step("mnt.pivot");
 	return 0;
+}
+
+int mountplan_apply(const struct mountplan *p,
+		    struct mountplan_scratch *scratch, int *ret_step)
+{
+	int r = mountplan_apply_head(p, ret_step);
+
+	return r < 0 ? r : mountplan_apply_tail(p, scratch, ret_step);
+}
+
+int mountplan_build_fixed(struct mountplan *ret)
+{
+	struct mountplan p = {0};
+	int r;
+
+	p.ops = calloc(MOUNTPLAN_OPS_MAX, sizeof(*p.ops));
+	if (!p.ops)
+		return -ENOMEM;
+	if ((r = add_fixed(&p)) < 0) {
+		mountplan_free(&p);
+		return r;
+	}
+	p.nfixed = p.n;
+	*ret = p;
+	return 0;
+}
+
+static bool str_same(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+bool mountplan_same_head(const struct mountplan *a, const struct mountplan *b)
+{
+	if (a->nfixed != b->nfixed)
+		return false;
+	for (size_t i = 0; i < a->nfixed; i++) {
+		const struct mountplan_op *x = &a->ops[i], *y = &b->ops[i];
+
+		if (x->kind != y->kind || !str_same(x->src, y->src) ||
+		    !str_same(x->dst, y->dst) || !str_same(x->data, y->data) ||
+		    x->flags != y->flags ||
+		    x->mkdir_target != y->mkdir_target ||
+		    x->touch_target != y->touch_target ||
+		    x->optional != y->optional || x->readonly != y->readonly ||
+		    x->link_walk != y->link_walk ||
+		    x->userns_fd != y->userns_fd)
+			return false;
+	}
+	return true;
 }

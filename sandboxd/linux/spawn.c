@@ -136,6 +136,8 @@ int spawn_ctx_init(struct spawn_ctx *ctx)
 #if SPAWN_SHARED_VM
 	ctx->spare_stack = stack_map();
 	ctx->spare_cfg = calloc(1, sizeof(*ctx->spare_cfg));
+	if (mountplan_build_fixed(&ctx->fixed_plan) < 0)
+		memset(&ctx->fixed_plan, 0, sizeof(ctx->fixed_plan));
 #endif
 	return 0;
 }
@@ -500,6 +502,7 @@ void spawn_spare(struct spawn_ctx *ctx)
 	for (size_t i = 0; i < ctx->nidmap && sp->nkeep < CHILD_SPARE_KEEP_MAX;
 	     i++)
 		sp->keep[sp->nkeep++] = ctx->idmap[i].fd;
+	sp->fixed = ctx->fixed_plan.ops ? &ctx->fixed_plan : NULL;
 	if (!ctx->root) {
 		snprintf(sp->uid_map, sizeof(sp->uid_map), "%u %u 1\n",
 			 ctx->uid, ctx->uid);
@@ -575,7 +578,12 @@ static pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
 
 	if (pid <= 0 || (flags & spare_flags(ctx)) != spare_flags(ctx))
 		return 0;
+	/* The spare applied the fixed head of the mount plan already; a
+	 * plan that began otherwise would not get what it asks for. */
 	if (mounts_changed(ctx) || ctx->spare_idmap_gen != ctx->idmap_gen ||
+	    !a->plan ||
+	    (ctx->spare_cfg->fixed &&
+	     !mountplan_same_head(a->plan, ctx->spare_cfg->fixed)) ||
 	    spare_send(ctx, a) < 0) {
 		spawn_spare_drop(ctx);
 		return 0;
@@ -981,8 +989,13 @@ static int start_adopt(struct start *s, pid_t pid)
 		run->deadline_ns =
 		    run->start_ns + (uint64_t)s->m->timeout_ms * 1000000ull;
 	if (s->namespaces) {
+		char path[64];
+
 		run->plan = s->plan;
 		memset(&s->plan, 0, sizeof(s->plan));
+		/* Best-effort: without it the teardown precedes EXITED. */
+		snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+		run->mntns_fd = open(path, O_RDONLY | O_CLOEXEC);
 	}
 	return 0;
 }
@@ -1047,6 +1060,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	memset(run, 0, sizeof(*run));
 	run->id = id;
 	run->pidfd = run->report_fd = run->status_fd = run->broker_fd = -1;
+	run->mntns_fd = -1;
 	if (!ctx->probed)
 		spawn_probe(ctx);
 	if ((r = start_layers(&s)) < 0)

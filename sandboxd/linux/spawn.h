@@ -92,6 +92,9 @@ struct spawn_ctx {
 	unsigned int spare_idmap_gen;
 	struct child_spare *spare_cfg;
 	int mounts_fd;
+	/* The fixed head of every mount plan, which a spare applies before
+	 * its run arrives (no ops when it could not be built). */
+	struct mountplan fixed_plan;
 };
 
 struct spawn_run {
@@ -112,6 +115,9 @@ struct spawn_run {
 	struct sbxp_exited refusal; /* set when failed */
 	int exec_errno;		    /* the command could not be exec'd */
 	struct mountplan plan;	    /* kept to name a failing mount */
+	/* The run's mount namespace, held so that taking its mounts down
+	 * follows EXITED instead of delaying it (spawn_finish), or -1. */
+	int mntns_fd;
 };
 
 /* Fill ctx for this process (its uids).  Probing is deferred to the
@@ -164,7 +170,10 @@ void spawn_kill(struct spawn_run *run);
 /*
  * Reap a run whose pidfd became readable and fill *ret with its EXITED:
  * the command's exit code or signal, timed_out, duration, or the refusal
- * recorded during setup.  Closes the run's descriptors.
+ * recorded during setup.  Closes the run's descriptors but mntns_fd: the
+ * caller closes that after sending EXITED (every process of the run is
+ * gone by then; what is left is the kernel taking the run's mounts down,
+ * which the last reference does).
  */
 void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret);
 

@@ -44,7 +44,7 @@ static inline void spawn_step(const char *name)
 void spawn_steps_reset(bool on);
 
 /* Writes the noted steps to the trace, each as "<prefix><name>[.idx]",
- * and empties the table. */
+ * empties the table and stops noting until the next reset. */
 void spawn_steps_flush(const char *prefix);
 
 #endif
