@@ -875,7 +875,10 @@ static int add_fixed(struct mountplan *p)
 	 * sandboxd-init and makes itself undumpable: for that moment its
 	 * /proc entry (its descriptors among them) is the command's to
 	 * read.  Covered, the command never sees it. */
-	return mp_add_path(p, MP_HIDE_DIR, "/proc/1", false, -1);
+	if ((r = mp_add_path(p, MP_HIDE_DIR, "/proc/1", false, -1)) < 0)
+		return r;
+	p->nfixed = p->n; /* what mountplan_apply_head applies */
+	return 0;
 }
 
 int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
@@ -927,7 +930,6 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 
 	if ((r = add_fixed(&p)) < 0)
 		goto out;
-	p.nfixed = p.n;
 	/* /run holds the host's service sockets (the Docker daemon's, the
 	 * system bus, /run/user/<uid> with spd's own socket and the
 	 * ssh-agent): always an empty read-only tmpfs, in host mode with
@@ -1434,7 +1436,6 @@ int mountplan_build_fixed(struct mountplan *ret)
 		mountplan_free(&p);
 		return r;
 	}
-	p.nfixed = p.n;
 	*ret = p;
 	return 0;
 }
