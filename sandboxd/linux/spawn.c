@@ -808,7 +808,7 @@ static int start_plan(struct start *s)
 		if (!s->best) {
 			refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
 			       "pathname Unix sockets: cannot list them "
-			       "(/proc/net/unix): %s",
+			       "(sock_diag, /proc/net/unix): %s",
 			       errstr(r));
 			return r;
 		}
