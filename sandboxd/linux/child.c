@@ -513,6 +513,8 @@ int child_spare_entry(void *arg)
 		_exit(CHILD_EXIT_REFUSED);
 	if (sp->uid_map[0] && child_map_ids(sp->uid_map, sp->gid_map) < 0)
 		_exit(CHILD_EXIT_REFUSED);
+	if (sp->unshare_flags && unshare((int)sp->unshare_flags) < 0)
+		_exit(CHILD_EXIT_REFUSED);
 	if (sp->fixed && mountplan_apply_head(sp->fixed, &step) < 0)
 		_exit(CHILD_EXIT_REFUSED);
 	memcpy(keep, sp->keep, nkeep * sizeof(int));

@@ -123,11 +123,14 @@ struct child_spare {
 	char uid_map[32], gid_map[32]; /* "" with root */
 	/* The fixed mounts, applied before the wait (NULL: not). */
 	const struct mountplan *fixed;
+	/* The namespaces it creates itself after its maps (unshare). */
+	unsigned long unshare_flags;
 };
 
 /*
  * A spare init as a clone() entry (arg: the struct child_spare, read
- * before anything else): writes its uid and gid maps, applies the head
+ * before anything else): writes its uid and gid maps, creates the
+ * namespaces not made by its clone (unshare_flags), applies the head
  * of the mount plan that every run's starts with, closes every
  * descriptor but its socket and the kept ones, and waits for one message
  * on the socket: the address of the run's struct child_args in the
