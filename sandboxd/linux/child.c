@@ -521,7 +521,11 @@ int child_spare_entry(void *arg)
 	keep[nkeep++] = sock;
 	/* Nothing of sandboxd's (its socket to spd, other runs' pipes and
 	 * listeners) stays open here while it waits. */
-	if (child_close_but(keep, nkeep) < 0 || child_spare_wait(sock, &a) < 0)
+	if (child_close_but(keep, nkeep) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	/* Ready: a spare that failed above is never handed a run. */
+	if (send(sock, "r", 1, MSG_NOSIGNAL) != 1 ||
+	    child_spare_wait(sock, &a) < 0)
 		_exit(CHILD_EXIT_REFUSED);
 	close(sock);
 	/* The maps are written; the rest is the run's, as after a clone. */

@@ -132,7 +132,8 @@ struct child_spare {
  * before anything else): writes its uid and gid maps, creates the
  * namespaces not made by its clone (unshare_flags), applies the head
  * of the mount plan that every run's starts with, closes every
- * descriptor but its socket and the kept ones, and waits for one message
+ * descriptor but its socket and the kept ones, sends one byte 'r' (ready;
+ * it exits instead when any of that failed), and waits for one message
  * on the socket: the address of the run's struct child_args in the
  * shared memory, with the run's descriptors (out, err, report, status,
  * then stdin and the broker's socket when the args name them).  Then it

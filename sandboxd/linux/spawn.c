@@ -534,6 +534,19 @@ void spawn_spare(struct spawn_ctx *ctx)
 #endif
 }
 
+/* Waits for the spare's byte that says its namespaces and the plan's
+ * head are made (usually long there); false when it failed and exited. */
+static bool spare_ready(struct spawn_ctx *ctx)
+{
+	char c = 0;
+	ssize_t n;
+
+	do {
+		n = recv(ctx->spare_sock, &c, 1, 0);
+	} while (n < 0 && errno == EINTR);
+	return n == 1 && c == 'r';
+}
+
 /* Hands the run in a to the spare: the address of a and the run's
  * descriptors in one message (child.h).  Returns 0 or -errno. */
 static int spare_send(struct spawn_ctx *ctx, const struct child_args *a)
@@ -591,7 +604,7 @@ static pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
 	    !a->plan ||
 	    (ctx->spare_cfg->fixed &&
 	     !mountplan_same_head(a->plan, ctx->spare_cfg->fixed)) ||
-	    spare_send(ctx, a) < 0) {
+	    !spare_ready(ctx) || spare_send(ctx, a) < 0) {
 		spawn_spare_drop(ctx);
 		return 0;
 	}
