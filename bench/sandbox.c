@@ -100,13 +100,23 @@ static void on_closed(void *data)
 /* bubblewrap's argv when it works here (main), else NULL. */
 static char **bw_argv;
 
+/* Pause around each interleaved bubblewrap run: what either side leaves
+ * running in the background (sandboxd making its next spare, the kernel
+ * taking a network namespace down) is done before the other is timed. */
+#define BENCH_SETTLE_US 2000
+
 /* One bubblewrap run beside each measured run: each row's own baseline,
  * interleaved, so that a neighbour's burst on this shared machine weighs
  * on both alike.  Its time, or 0 without bubblewrap. */
 static double bw_beside(void)
 {
-	double v = bw_argv ? time_exec(bw_argv) : 0;
+	double v;
 
+	if (!bw_argv)
+		return 0;
+	usleep(BENCH_SETTLE_US);
+	v = time_exec(bw_argv);
+	usleep(BENCH_SETTLE_US);
 	return v < 0 ? 0 : v;
 }
 
