@@ -439,6 +439,7 @@ static const char *errstr(int err)
 
 /* ---- the spare (spawn.h) ------------------------------------------------ */
 
+#if SPAWN_SHARED_VM
 /* The namespaces every spare is cloned into: all of a run's, the
  * network's included (a run on the host's network clones anew). */
 static unsigned long spare_flags(const struct spawn_ctx *ctx)
@@ -464,6 +465,8 @@ static bool mounts_changed(struct spawn_ctx *ctx)
 		return true;
 	return p.revents & (POLLPRI | POLLERR | POLLNVAL);
 }
+
+#endif
 
 void spawn_spare_drop(struct spawn_ctx *ctx)
 {
@@ -534,6 +537,7 @@ void spawn_spare(struct spawn_ctx *ctx)
 #endif
 }
 
+#if SPAWN_SHARED_VM
 /* Waits for the spare's byte that says its namespaces and the plan's
  * head are made (usually long there); false when it failed and exited. */
 static bool spare_ready(struct spawn_ctx *ctx)
@@ -620,6 +624,7 @@ static pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
 			break;
 	return pid;
 }
+#endif
 
 /* One run's start, carried through the steps of spawn_start. */
 struct start {
