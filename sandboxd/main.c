@@ -219,9 +219,11 @@ static void finish_run(size_t i)
 	 * init ahead (spawn.h, the spare).  spd, just woken by EXITED, often
 	 * waits on this CPU: let it answer its client first. */
 	sched_yield();
+	spawn_spare(&ctx);
+	/* The run's mounts come down now, while the spare makes its
+	 * namespaces. */
 	if (mntns_fd >= 0)
 		close(mntns_fd);
-	spawn_spare(&ctx);
 }
 
 static int poll_timeout(void)
