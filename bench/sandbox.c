@@ -97,19 +97,44 @@ static void on_closed(void *data)
 /* Directories the big workspaces' files are spread over. */
 #define BENCH_DIRS 100
 
+/* bubblewrap's argv when it works here (main), else NULL. */
+static char **bw_argv;
+
+/* Pause around each interleaved bubblewrap run: what either side leaves
+ * running in the background (sandboxd making its next spare, the kernel
+ * taking a network namespace down) is done before the other is timed. */
+#define BENCH_SETTLE_US 2000
+
+/* One bubblewrap run beside each measured run: each row's own baseline,
+ * interleaved, so that a neighbour's burst on this shared machine weighs
+ * on both alike.  Its time, or 0 without bubblewrap. */
+static double bw_beside(void)
+{
+	double v;
+
+	if (!bw_argv)
+		return 0;
+	usleep(BENCH_SETTLE_US);
+	v = time_exec(bw_argv);
+	usleep(BENCH_SETTLE_US);
+	return v < 0 ? 0 : v;
+}
+
 /* Median of runs `spctl run [--workspace ws] --yes -- /bin/true` (no
  * workspace: an agent's, from SPD_SESSION_TOKEN), after 3 warm-ups, or
  * -1. */
-static double spctl_runs(char *spctl, const char *ws, int runs)
+static double spctl_runs(char *spctl, const char *ws, int runs, double *ret_bw)
 {
 	char wsbuf[4096];
 	char *argv_op[] = {spctl,   "run", "--workspace", wsbuf,
 			   "--yes", "--",  "/bin/true",	  NULL};
 	char *argv_agent[] = {spctl, "run", "--", "/bin/true", NULL};
 	double *t = calloc((size_t)runs, sizeof(double)), m = -1;
+	double *bw = calloc((size_t)runs, sizeof(double));
 
-	if (!t)
-		return -1;
+	*ret_bw = -1;
+	if (!t || !bw)
+		goto out;
 	snprintf(wsbuf, sizeof(wsbuf), "%s", ws ? ws : "");
 	for (int i = -3; i < runs; i++) {
 		double v = time_exec(ws ? argv_op : argv_agent);
@@ -118,25 +143,32 @@ static double spctl_runs(char *spctl, const char *ws, int runs)
 			fprintf(stderr, "spctl run failed\n");
 			goto out;
 		}
-		if (i >= 0)
+		if (i >= 0) {
 			t[i] = v;
+			bw[i] = bw_beside();
+		}
 	}
 	m = bench_median(t, runs);
+	*ret_bw = bw_argv ? bench_median(bw, runs) : -1;
 out:
 	free(t);
+	free(bw);
 	return m;
 }
 
 /* Median of runs cmd.run calls of /bin/true over one connection (ws NULL:
  * with the session token in SPD_SESSION_TOKEN), or -1. */
-static double conn_runs(const char *ws, int runs)
+static double conn_runs(const char *ws, int runs, double *ret_bw)
 {
 	double *t = calloc((size_t)runs, sizeof(double)), m = -1;
+	double *bw = calloc((size_t)runs, sizeof(double));
 	struct client c;
 	char err[512];
 
-	if (!t || client_open(&c, err, sizeof(err)) < 0) {
+	*ret_bw = -1;
+	if (!t || !bw || client_open(&c, err, sizeof(err)) < 0) {
 		free(t);
+		free(bw);
 		return -1;
 	}
 	for (int i = -3; i < runs; i++) {
@@ -164,11 +196,15 @@ static double conn_runs(const char *ws, int runs)
 		if (i >= 0)
 			t[i] = now_ms() - t0;
 		json_decref(res);
+		if (i >= 0)
+			bw[i] = bw_beside();
 	}
 	m = bench_median(t, runs);
+	*ret_bw = bw_argv ? bench_median(bw, runs) : -1;
 out:
 	client_close(&c);
 	free(t);
+	free(bw);
 	return m;
 }
 
@@ -235,14 +271,21 @@ static int agent_session(const char *dir)
 	return r;
 }
 
-static void print_e2e(const char *what, double m, double m_sb, double m_bw)
+/* A row: its median, against sandboxd's spawn and against bubblewrap,
+ * the row's own interleaved runs (m_bw_own) when it has them, else the
+ * bubblewrap line's. */
+static void print_e2e(const char *what, double m, double m_sb, double m_bw,
+		      double m_bw_own)
 {
 	if (m < 0) {
 		printf("%-44s %10s\n", what, "failed");
 		return;
 	}
 	printf("%-44s %10.3f   %+.3f over sandboxd", what, m, m - m_sb);
-	if (m_bw > 0)
+	if (m_bw_own > 0)
+		printf(", %.2fx bwrap (%.3f, interleaved)", m / m_bw_own,
+		       m_bw_own);
+	else if (m_bw > 0)
 		printf(", %.2fx bwrap", m / m_bw);
 	printf("\n");
 }
@@ -260,6 +303,7 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 {
 	char dir[] = "/tmp/spd-bench-e2e-XXXXXX", spctl[4200], big[4200];
 	static const long sizes[] = {10000, 100000};
+	double m, own;
 	pid_t pid;
 	int status;
 
@@ -270,10 +314,10 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 	if (pid < 0)
 		return;
 	print_layers();
-	print_e2e("spctl run -- /bin/true, end to end",
-		  spctl_runs(spctl, ws, runs), m_sb, m_bw);
-	print_e2e("  the same, one connection, per run",
-		  conn_runs(ws, BENCH_CONN_RUNS), m_sb, m_bw);
+	m = spctl_runs(spctl, ws, runs, &own);
+	print_e2e("spctl run -- /bin/true, end to end", m, m_sb, m_bw, own);
+	m = conn_runs(ws, BENCH_CONN_RUNS, &own);
+	print_e2e("  the same, one connection, per run", m, m_sb, m_bw, own);
 	for (size_t i = 0; i < ARRAY_SIZE(sizes); i++) {
 		char what[64];
 
@@ -294,19 +338,21 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 			char *first[] = {spctl,	  "run", "--workspace", big,
 					 "--yes", "--",	 "/bin/true",	NULL};
 
-			print_e2e(what, time_exec(first), m_sb, m_bw);
+			print_e2e(what, time_exec(first), m_sb, m_bw, -1);
 		}
 		usleep(BENCH_LINKWATCH_SETTLE_MS * 1000);
 		snprintf(what, sizeof(what), "  the same, %ld-file workspace",
 			 sizes[i]);
-		print_e2e(what, spctl_runs(spctl, big, BENCH_BIG_RUNS), m_sb,
-			  m_bw);
+		m = spctl_runs(spctl, big, BENCH_BIG_RUNS, &own);
+		print_e2e(what, m, m_sb, m_bw, own);
 	}
 	if (agent_session(dir) == 0) {
-		print_e2e("agent (session token, worktree), spctl run",
-			  spctl_runs(spctl, NULL, runs), m_sb, m_bw);
-		print_e2e("  the same, one connection, per run",
-			  conn_runs(NULL, BENCH_CONN_RUNS), m_sb, m_bw);
+		m = spctl_runs(spctl, NULL, runs, &own);
+		print_e2e("agent (session token, worktree), spctl run", m, m_sb,
+			  m_bw, own);
+		m = conn_runs(NULL, BENCH_CONN_RUNS, &own);
+		print_e2e("  the same, one connection, per run", m, m_sb, m_bw,
+			  own);
 		unsetenv("SPD_SESSION_TOKEN");
 	} else {
 		printf("agent session: cannot start one\n");
@@ -354,8 +400,10 @@ int main(void)
 		for (nbw = 0; nbw < runs; nbw++)
 			if ((bw[nbw] = time_exec(bwrap_argv)) < 0)
 				break;
-		if (nbw == runs)
+		if (nbw == runs) {
 			m_bw = bench_median(bw, runs);
+			bw_argv = bwrap_argv;
+		}
 	}
 
 	uv_loop_init(&loop);

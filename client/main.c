@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,35 @@
 
 #include "client/client.h"
 #include "client/cmds.h"
+#include "common/paths.h"
 #include "common/trace.h"
 #include "common/util.h"
+
+/*
+ * spctl's own paths_passwd_home (common/paths.h), which keeps the one in
+ * libcommon out of it: spctl is linked statically (it starts once per
+ * command an agent runs; the loader's work was a fifth of that start), and
+ * glibc's getpwuid there would load whatever name service modules the host
+ * has at run time.  Without HOME, spctl reads /etc/passwd itself.
+ */
+const char *paths_passwd_home(void)
+{
+	static char home[PATH_MAX];
+	struct passwd *pw;
+	uid_t uid = geteuid();
+	FILE *f = fopen("/etc/passwd", "re");
+
+	if (!f)
+		return NULL;
+	home[0] = '\0';
+	while ((pw = fgetpwent(f)))
+		if (pw->pw_uid == uid && pw->pw_dir && pw->pw_dir[0] == '/') {
+			snprintf(home, sizeof(home), "%s", pw->pw_dir);
+			break;
+		}
+	fclose(f);
+	return home[0] ? home : NULL;
+}
 
 static void usage(FILE *f)
 {

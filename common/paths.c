@@ -4,7 +4,6 @@
  * a directory is the caller's own and private (0700, not a symlink).
  */
 #include <errno.h>
-#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +30,10 @@ char *paths_join(const char *a, const char *b)
 static const char *home_dir(void)
 {
 	const char *h = getenv("HOME");
-	struct passwd *pw;
 
 	if (h && h[0] == '/')
 		return h;
-	pw = getpwuid(geteuid());
-	return pw && pw->pw_dir ? pw->pw_dir : NULL;
+	return paths_passwd_home();
 }
 
 /* Pick $over, else $xdg/spd, else $HOME/fallback/spd. */

@@ -41,4 +41,8 @@ int paths_ensure_private_dir(const char *dir);
 /* Join a and b with one '/'.  Returns a new string or NULL. */
 char *paths_join(const char *a, const char *b);
 
+/* The effective uid's home directory from the passwd database, where HOME
+ * is unset (common/paths_pw.c; spctl has its own), or NULL. */
+const char *paths_passwd_home(void);
+
 #endif

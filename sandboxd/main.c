@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +201,7 @@ static void finish_run(size_t i)
 {
 	struct spawn_run *run = &runs[i];
 	struct sbxp_exited e;
+	int mntns_fd = run->mntns_fd;
 
 	spawn_finish(run, &e);
 	/* A command that ran was announced first, even when its exec was
@@ -213,6 +215,15 @@ static void finish_run(size_t i)
 	trace_flush();
 	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
 	runs[i] = runs[--nruns];
+	/* Idle until spd's next message: the time to clone the next run's
+	 * init ahead (spawn.h, the spare).  spd, just woken by EXITED, often
+	 * waits on this CPU: let it answer its client first. */
+	sched_yield();
+	spawn_spare(&ctx);
+	/* The run's mounts come down now, while the spare makes its
+	 * namespaces. */
+	if (mntns_fd >= 0)
+		close(mntns_fd);
 }
 
 static int poll_timeout(void)

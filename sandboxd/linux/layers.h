@@ -155,7 +155,8 @@ int layer_probe_layers(struct sbx_layers *ret);
 /*
  * Call cb(path, data) for every pathname Unix socket bound in sandboxd's
  * network namespace that a run could connect to: listening stream and
- * seqpacket sockets and bound datagram sockets (from /proc/net/unix;
+ * seqpacket sockets and bound datagram sockets (from sock_diag, which
+ * sends only those, or /proc/net/unix where the kernel lacks it;
  * abstract and unnamed sockets are skipped, and so are accepted
  * connections, which repeat their listener's name).  Landlock cannot
  * refuse connect() to a pathname socket (up to ABI 7), and a read-only bind

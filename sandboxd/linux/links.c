@@ -20,7 +20,6 @@
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -509,24 +508,7 @@ out:
 struct mountplan_scratch {
 	char *bufs;
 	struct links_slot *slots; /* LINKS_SLOTS_MIN of them */
-	uint64_t links_ns[2];	  /* the last check's start and end */
 };
-
-static uint64_t links_now_ns(void)
-{
-	struct timespec ts;
-
-	/* clock_gettime is async-signal-safe (POSIX.1-2008). */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void mountplan_scratch_links_ns(const struct mountplan_scratch *s,
-				uint64_t *ret_start, uint64_t *ret_end)
-{
-	*ret_start = s ? s->links_ns[0] : 0;
-	*ret_end = s ? s->links_ns[1] : 0;
-}
 
 struct mountplan_scratch *mountplan_scratch_new(void)
 {
@@ -579,8 +561,6 @@ int links_check(const struct mountplan *p, const char *hide_src,
 		r = -ENOMEM;
 		goto out;
 	}
-	if (scratch)
-		scratch->links_ns[0] = links_now_ns();
 	r = p->link_names ? links_from_list(&w, p) : 0;
 	if (r == 0) {
 		/* Counts from a list that could not decide are not the
@@ -607,8 +587,6 @@ int links_check(const struct mountplan *p, const char *hide_src,
 	} else if (r == 1) {
 		r = 0;
 	}
-	if (scratch)
-		scratch->links_ns[1] = links_now_ns();
 out:
 	if (w.bufs && !scratch)
 		munmap(w.bufs, LINKS_BUFS);

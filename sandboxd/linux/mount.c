@@ -24,27 +24,10 @@
 
 #include "common/util.h"
 #include "mount.h"
+#include "mount_priv.h"
 #include "sandboxd/linux/links.h"
+#include "sandboxd/linux/steps.h"
 #include "proto/sandbox.h"
-
-/*
- * Where the plan is assembled, inside the child's own mount namespace:
- * a small tmpfs over /tmp becomes the root for a moment (bubblewrap does
- * the same), the host's root hangs below it at OLDROOT and the run's root
- * is built at NEWROOT, then pivoted into.  Nothing of this is visible on
- * the host: the namespace's mounts are made private first.
- */
-#define MP_BASE "/tmp"
-#define MP_OLDROOT "/oldroot"
-#define MP_NEWROOT "/newroot"
-/* Sources of the mounts that hide a file (mode 0) or a directory (mode 0,
- * empty) and of "empty files" (mode 0444), in the base tmpfs.  Each is
- * made a read-only, nosuid, nodev, noexec mount of itself first, so that
- * one bind from it, which copies those flags, covers a path: a tmpfs per
- * hidden directory cost a superblock made and destroyed each run. */
-#define MP_HIDE_SRC "/hidden"
-#define MP_HIDE_DIR_SRC "/hiddendir"
-#define MP_EMPTY_SRC "/empty"
 
 /* Home-relative credential locations (docs/design.md, issue 3): covered even
  * when they do not exist, so that a run cannot plant one.  A directory ends
@@ -133,38 +116,6 @@ static const char *const mp_home_socket_dirs[] = {
 
 static const char *const mp_devices[] = {
     "null", "zero", "full", "random", "urandom", "tty", NULL,
-};
-
-enum mp_kind {
-	MP_TMPFS,      /* dst, data, flags */
-	MP_BIND,       /* src -> dst read-write, nosuid, nodev */
-	MP_BIND_IDMAP, /* src -> dst read-write through the idmap userns */
-	MP_REBIND_RO,  /* dst onto itself, read-only, recursive */
-	MP_HIDE_DIR,   /* the mode-0 empty directory, read-only, over dst */
-	MP_HIDE_FILE,  /* the mode-0 empty file, read-only, over dst */
-	MP_EMPTY_FILE, /* the readable empty file, read-only, over dst */
-	MP_DEVICE,     /* create dst as a file, bind src onto it */
-	MP_SYMLINK,    /* symlink src at dst */
-	MP_MKDIR,      /* dst (in a tmpfs of ours) */
-	MP_PROC,       /* proc for the pid namespace at dst */
-	MP_SEAL_RO,    /* make the mount at dst read-only (not recursive) */
-	MP_BIND_RO,    /* src -> dst read-only, recursive, nosuid, nodev */
-	MP_BIND_SAFE,  /* src -> dst resolved without symlinks (openat2),
-			  readonly or not, idmapped when userns_fd >= 0 */
-};
-
-struct mountplan_op {
-	enum mp_kind kind;
-	const char *src;
-	const char *dst;
-	const char *data;
-	unsigned long flags;
-	bool mkdir_target; /* create dst (and parents) if missing */
-	bool touch_target; /* create dst as an empty file (parents as dirs) */
-	bool optional;	   /* a missing dst is not an error */
-	bool readonly;	   /* MP_BIND_IDMAP: read-only (an ancestor) */
-	bool link_walk;	   /* a writable bind the hard-link check walks */
-	int userns_fd;
 };
 
 static char *mp_own(struct mountplan *p, char *s)
@@ -260,7 +211,7 @@ static int cmp_len(const void *a, const void *b)
  * On the host (as sandboxd, the operator) with 0700; in the child's new
  * root with 0755, only ever inside the plan's tmpfs mounts or below a
  * writable bind's mount point. */
-static int mkdir_p(const char *path, mode_t mode)
+int mp_mkdir_p(const char *path, mode_t mode)
 {
 	char buf[PATH_MAX];
 	size_t n = strlen(path);
@@ -291,7 +242,7 @@ static int touch_p(const char *path)
 		return -ENAMETOOLONG;
 	memcpy(buf, path, n);
 	buf[n] = '\0';
-	if (n && (r = mkdir_p(buf, 0700)) < 0)
+	if (n && (r = mp_mkdir_p(buf, 0700)) < 0)
 		return r;
 	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		  0600);
@@ -332,7 +283,7 @@ static int add_hidden_as(struct mountplan *p, const char *path, bool dir,
 			return -errno;
 		if (!under)
 			return 0;
-		if ((r = dir ? mkdir_p(path, 0700) : touch_p(path)) < 0)
+		if ((r = dir ? mp_mkdir_p(path, 0700) : touch_p(path)) < 0)
 			return r;
 		if (lstat(path, &st) < 0)
 			return -errno;
@@ -966,7 +917,10 @@ static int add_fixed(struct mountplan *p)
 	 * sandboxd-init and makes itself undumpable: for that moment its
 	 * /proc entry (its descriptors among them) is the command's to
 	 * read.  Covered, the command never sees it. */
-	return mp_add_path(p, MP_HIDE_DIR, "/proc/1", false, -1);
+	if ((r = mp_add_path(p, MP_HIDE_DIR, "/proc/1", false, -1)) < 0)
+		return r;
+	p->nfixed = p->n; /* what mountplan_apply_head applies */
+	return 0;
 }
 
 int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
@@ -1132,280 +1086,43 @@ const char *mountplan_describe(const struct mountplan *p, int i)
 	return buf;
 }
 
-/* ---- the child: async-signal-safe from here on ------------------------ */
-
-/* Create a file mount point (and its parents) in a tmpfs of the plan. */
-static int child_touch_p(const char *path)
+int mountplan_build_fixed(struct mountplan *ret)
 {
-	char buf[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	size_t n = slash ? (size_t)(slash - path) : 0;
-	int fd, r;
-
-	if (n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, n);
-	buf[n] = '\0';
-	if (n && (r = mkdir_p(buf, 0755)) < 0)
-		return r;
-	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
-	if (fd < 0)
-		return -errno;
-	close(fd);
-	return 0;
-}
-
-/* An O_PATH descriptor for path, refusing any symlink on the way: the
- * workspace's contents belong to the run's code, which may have swapped
- * a directory for a symlink since the plan was built. */
-static int open_nofollow(const char *path)
-{
-	struct open_how how = {.flags = O_PATH | O_CLOEXEC,
-			       .resolve = RESOLVE_NO_SYMLINKS};
-	long fd = syscall(SYS_openat2, AT_FDCWD, path, &how, sizeof(how));
-
-	return fd < 0 ? -errno : (int)fd;
-}
-
-static int bind_safe(const struct mountplan_op *op)
-{
-	struct mount_attr a = {.attr_set =
-				   MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
-				   (op->readonly ? MOUNT_ATTR_RDONLY : 0)};
-	unsigned int flags =
-	    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH;
-	unsigned int aflags = AT_EMPTY_PATH;
-	int sfd, tree = -1, tfd = -1, r = 0;
-
-	/* Only a single mount can be idmapped; otherwise take submounts
-	 * along, as a recursive bind would. */
-	if (op->userns_fd >= 0) {
-		a.attr_set |= MOUNT_ATTR_IDMAP;
-		a.userns_fd = (uint64_t)op->userns_fd;
-	} else {
-		flags |= AT_RECURSIVE;
-		aflags |= AT_RECURSIVE;
-	}
-	if ((sfd = open_nofollow(op->src)) < 0)
-		return sfd;
-	tree = (int)open_tree(sfd, "", flags);
-	if (tree < 0 || mount_setattr(tree, "", aflags, &a, sizeof(a)) < 0) {
-		r = -errno;
-		goto out;
-	}
-	if ((tfd = open_nofollow(op->dst)) < 0) {
-		r = tfd;
-		goto out;
-	}
-	if (move_mount(tree, "", tfd, "",
-		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		r = -errno;
-out:
-	if (tfd >= 0)
-		close(tfd);
-	if (tree >= 0)
-		close(tree);
-	close(sfd);
-	return r;
-}
-
-static int set_attr(const char *path, unsigned int flags, uint64_t set,
-		    int userns_fd)
-{
-	struct mount_attr a = {.attr_set = set};
-
-	if (userns_fd >= 0)
-		a.userns_fd = (uint64_t)userns_fd;
-	if (mount_setattr(AT_FDCWD, path, flags, &a, sizeof(a)) < 0)
-		return -errno;
-	return 0;
-}
-
-static int apply_op(const struct mountplan_op *op)
-{
-	struct stat st;
-	int fd, r;
-
-	if (op->mkdir_target && stat(op->dst, &st) < 0 &&
-	    (r = mkdir_p(op->dst, 0755)) < 0)
-		return r;
-	if (op->touch_target && lstat(op->dst, &st) < 0 &&
-	    (r = child_touch_p(op->dst)) < 0)
-		return r;
-	if (op->optional && op->kind != MP_SYMLINK && lstat(op->dst, &st) < 0)
-		return 0;
-
-	switch (op->kind) {
-	case MP_TMPFS:
-		if (mount("tmpfs", op->dst, "tmpfs", op->flags, op->data) < 0)
-			return -errno;
-		return 0;
-	case MP_BIND:
-		if (mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-			return -errno;
-		return set_attr(op->dst, AT_RECURSIVE,
-				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, -1);
-	case MP_BIND_IDMAP:
-		/* Only a detached copy of a mount can be idmapped (5.12). */
-		fd = (int)open_tree(AT_FDCWD, op->src,
-				    OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
-		if (fd < 0)
-			return -errno;
-		r = 0;
-		{
-			struct mount_attr a = {
-			    .attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID |
-					MOUNT_ATTR_NODEV |
-					(op->readonly ? MOUNT_ATTR_RDONLY : 0),
-			    .userns_fd = (uint64_t)op->userns_fd};
-
-			if (mount_setattr(fd, "", AT_EMPTY_PATH, &a,
-					  sizeof(a)) < 0 ||
-			    move_mount(fd, "", AT_FDCWD, op->dst,
-				       MOVE_MOUNT_F_EMPTY_PATH) < 0)
-				r = -errno;
-		}
-		close(fd);
-		return r;
-	case MP_BIND_SAFE:
-		return bind_safe(op);
-	case MP_BIND_RO:
-		if (mount(op->src, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-			return -errno;
-		return set_attr(op->dst, AT_RECURSIVE,
-				MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-				    MOUNT_ATTR_NODEV,
-				-1);
-	case MP_REBIND_RO:
-		if (mount(op->dst, op->dst, NULL, MS_BIND | MS_REC, NULL) < 0)
-			return -errno;
-		return set_attr(op->dst, AT_RECURSIVE,
-				MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-				    MOUNT_ATTR_NODEV,
-				-1);
-	case MP_HIDE_DIR:
-	case MP_HIDE_FILE:
-	case MP_EMPTY_FILE:
-		/* The sources are read-only mounts (mountplan_apply). */
-		if (mount(op->kind == MP_HIDE_DIR    ? MP_HIDE_DIR_SRC
-			  : op->kind == MP_HIDE_FILE ? MP_HIDE_SRC
-						     : MP_EMPTY_SRC,
-			  op->dst, NULL, MS_BIND, NULL) < 0)
-			return -errno;
-		return 0;
-	case MP_DEVICE:
-		fd = open(op->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
-		if (fd < 0)
-			return -errno;
-		close(fd);
-		if (mount(op->src, op->dst, NULL, MS_BIND, NULL) < 0)
-			return -errno;
-		return set_attr(op->dst, 0,
-				MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, -1);
-	case MP_SYMLINK:
-		if (symlink(op->src, op->dst) < 0 && errno != EEXIST)
-			return -errno;
-		return 0;
-	case MP_MKDIR:
-		if (mkdir(op->dst, 0755) < 0 && errno != EEXIST)
-			return -errno;
-		return 0;
-	case MP_PROC:
-		if (mount("proc", op->dst, "proc",
-			  MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
-			return -errno;
-		return 0;
-	case MP_SEAL_RO:
-		return set_attr(op->dst, 0, MOUNT_ATTR_RDONLY, -1);
-	}
-	return -EINVAL;
-}
-
-static int touch(const char *path, mode_t mode)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-
-	if (fd < 0)
-		return -errno;
-	/* The umask may have taken bits away. */
-	if (fchmod(fd, mode) < 0) {
-		int e = -errno;
-		close(fd);
-		return e;
-	}
-	close(fd);
-	return 0;
-}
-
-int mountplan_apply(const struct mountplan *p,
-		    struct mountplan_scratch *scratch, int *ret_step)
-{
+	struct mountplan p = {0};
 	int r;
 
-	*ret_step = -1;
-	/* Nothing done here may propagate back to the host's mounts. */
-	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
-		return -errno;
-	if (mount("tmpfs", MP_BASE, "tmpfs", MS_NOSUID | MS_NODEV,
-		  "mode=0755,size=64k") < 0)
-		return -errno;
-	if (chdir(MP_BASE) < 0 || mkdir("newroot", 0755) < 0 ||
-	    mkdir("oldroot", 0755) < 0)
-		return -errno;
-	if ((r = touch("hidden", 0)) < 0 || (r = touch("empty", 0444)) < 0)
-		return r;
-	if (mkdir("hiddendir", 0) < 0 || chmod("hiddendir", 0) < 0)
-		return -errno;
-	if (syscall(SYS_pivot_root, ".", "oldroot") < 0 || chdir("/") < 0)
-		return -errno;
-	{
-		static const char *const src[] = {MP_HIDE_SRC, MP_HIDE_DIR_SRC,
-						  MP_EMPTY_SRC};
-
-		for (size_t i = 0; i < ARRAY_SIZE(src); i++) {
-			if (mount(src[i], src[i], NULL, MS_BIND, NULL) < 0)
-				return -errno;
-			if ((r = set_attr(
-				 src[i], 0,
-				 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-				     MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-				 -1)) < 0)
-				return r;
-		}
-	}
-	/* The system, read-only, without setuid binaries or devices. */
-	if (mount(MP_OLDROOT, MP_NEWROOT, NULL, MS_BIND | MS_REC, NULL) < 0)
-		return -errno;
-	if ((r = set_attr(MP_NEWROOT, AT_RECURSIVE,
-			  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID |
-			      MOUNT_ATTR_NODEV,
-			  -1)) < 0)
-		return r;
-	for (size_t i = 0; i < p->n; i++) {
-		struct stat st;
-
-		r = apply_op(&p->ops[i]);
-		/* An optional path that went away after apply_op looked (a
-		 * socket another program just removed) has nothing left to
-		 * cover; anything else fails the run. */
-		if (r == -ENOENT && p->ops[i].optional &&
-		    lstat(p->ops[i].dst, &st) < 0 && errno == ENOENT)
-			r = 0;
-		if (r < 0) {
-			*ret_step = (int)i;
-			return r;
-		}
-	}
-	/* After every bind, so that the walk sees the run's view: what the
-	 * plan covers or binds read-only is not the run's to write. */
-	if ((r = links_check(p, MP_HIDE_DIR_SRC, scratch)) < 0) {
-		*ret_step = MOUNTPLAN_STEP_LINKS;
+	p.ops = calloc(MOUNTPLAN_OPS_MAX, sizeof(*p.ops));
+	if (!p.ops)
+		return -ENOMEM;
+	if ((r = add_fixed(&p)) < 0) {
+		mountplan_free(&p);
 		return r;
 	}
-	/* Pivot into the new root with the old one stacked on top of it,
-	 * then detach that: the host's tree is no longer reachable. */
-	if (chdir(MP_NEWROOT) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 ||
-	    umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
-		return -errno;
+	*ret = p;
 	return 0;
+}
+
+static bool str_same(const char *a, const char *b)
+{
+	return a == b || (a && b && strcmp(a, b) == 0);
+}
+
+bool mountplan_same_head(const struct mountplan *a, const struct mountplan *b)
+{
+	if (a->nfixed != b->nfixed)
+		return false;
+	for (size_t i = 0; i < a->nfixed; i++) {
+		const struct mountplan_op *x = &a->ops[i], *y = &b->ops[i];
+
+		if (x->kind != y->kind || !str_same(x->src, y->src) ||
+		    !str_same(x->dst, y->dst) || !str_same(x->data, y->data) ||
+		    x->flags != y->flags ||
+		    x->mkdir_target != y->mkdir_target ||
+		    x->touch_target != y->touch_target ||
+		    x->optional != y->optional || x->readonly != y->readonly ||
+		    x->link_walk != y->link_walk ||
+		    x->userns_fd != y->userns_fd)
+			return false;
+	}
+	return true;
 }

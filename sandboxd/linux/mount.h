@@ -96,6 +96,9 @@ struct mountplan {
 	 * seen before the pivot (nlink_roots of them). */
 	const char **link_roots;
 	size_t nlink_roots;
+	/* The first nfixed operations are the fixed ones every plan starts
+	 * with (a private /tmp, /dev, /proc): mountplan_build_fixed's. */
+	size_t nfixed;
 };
 
 struct mountplan_in {
@@ -162,11 +165,6 @@ struct mountplan_scratch;
 struct mountplan_scratch *mountplan_scratch_new(void);
 void mountplan_scratch_free(struct mountplan_scratch *s);
 
-/* When the last link check that used s began and ended (CLOCK_MONOTONIC
- * ns; both 0 for a NULL s or before any), for the step trace. */
-void mountplan_scratch_links_ns(const struct mountplan_scratch *s,
-				uint64_t *ret_start, uint64_t *ret_end);
-
 /*
  * Apply the plan in the calling process, which must be alone in a fresh
  * mount namespace with CAP_SYS_ADMIN there, bind read-only every name in
@@ -180,6 +178,23 @@ void mountplan_scratch_links_ns(const struct mountplan_scratch *s,
  */
 int mountplan_apply(const struct mountplan *p,
 		    struct mountplan_scratch *scratch, int *ret_step);
+
+/*
+ * mountplan_apply in two halves, for a run's init made ahead of its run
+ * (spawn.h, the spare): the head (the namespace made private, the base,
+ * the host's root bound read-only, the fixed operations) needs nothing of
+ * the run; the tail does the rest.  Each as mountplan_apply.
+ */
+int mountplan_apply_head(const struct mountplan *p, int *ret_step);
+int mountplan_apply_tail(const struct mountplan *p,
+			 struct mountplan_scratch *scratch, int *ret_step);
+
+/* A plan of the fixed operations alone (what mountplan_apply_head of any
+ * plan applies).  Returns 0 or -ENOMEM; free with mountplan_free. */
+int mountplan_build_fixed(struct mountplan *ret);
+
+/* Whether a and b begin with the same fixed operations. */
+bool mountplan_same_head(const struct mountplan *a, const struct mountplan *b);
 
 /* A short description of operation i ("bind /work (rw)") for errors.
  * Returns a pointer into static or plan storage; never NULL. */

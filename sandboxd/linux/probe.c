@@ -16,9 +16,15 @@
 #include <unistd.h>
 #include <linux/filter.h>
 #include <linux/magic.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
 #include <linux/seccomp.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -420,15 +426,16 @@ static void probe_idmap(struct sbx_layers *l)
 #define SBX_SOCK_DGRAM 2
 #define SBX_SOCK_SEQPACKET 5
 
-int layer_unix_sockets(int (*cb)(const char *path, void *data), void *data)
+/* The same list from the text of /proc/net/unix, where sock_diag is
+ * missing (a kernel without CONFIG_UNIX_DIAG). */
+static int unix_sockets_proc(int (*cb)(const char *path, void *data),
+			     void *data)
 {
 	char line[SBX_UNIX_LINE_MAX];
 	bool partial = false;
 	FILE *f;
 	int r = 0;
 
-	if (!cb)
-		return -EINVAL;
 	f = fopen("/proc/net/unix", "re");
 	if (!f)
 		return -errno;
@@ -468,6 +475,121 @@ int layer_unix_sockets(int (*cb)(const char *path, void *data), void *data)
 		r = -EIO;
 	fclose(f);
 	return r < 0 ? r : 0;
+}
+
+/* sock_diag's states (the kernel's sk_state, TCP's names): a listening
+ * stream or seqpacket socket, and an unconnected datagram one. */
+#define SBX_TCP_CLOSE 7
+#define SBX_TCP_LISTEN 10
+/* A dump's buffer: the kernel fills at most a page or so per read. */
+#define SBX_DIAG_BUF 32768
+
+/* One socket of the dump: reports its name when a run could reach it.
+ * Returns cb's error, else 0. */
+static int unix_diag_one(const struct nlmsghdr *h,
+			 int (*cb)(const char *path, void *data), void *data)
+{
+	const struct unix_diag_msg *m = NLMSG_DATA(h);
+	int len = (int)h->nlmsg_len - NLMSG_LENGTH(sizeof(*m));
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+	struct stat sb;
+
+	if (len < 0)
+		return 0;
+	if (m->udiag_type == SBX_SOCK_DGRAM ? m->udiag_state != SBX_TCP_CLOSE
+					    : m->udiag_state != SBX_TCP_LISTEN)
+		return 0;
+	for (const struct rtattr *a = (const void *)(m + 1); RTA_OK(a, len);
+	     a = RTA_NEXT(a, len)) {
+		size_t n = RTA_PAYLOAD(a);
+
+		if (a->rta_type != UNIX_DIAG_NAME || n == 0 ||
+		    n >= sizeof(path))
+			continue;
+		memcpy(path, RTA_DATA(a), n);
+		path[n] = '\0';
+		/* The name ends at its first NUL (the kernel stores one
+		 * after a path); abstract names start with one, and
+		 * relative ones cannot be covered. */
+		if (path[0] != '/')
+			return 0;
+		if (lstat(path, &sb) < 0 || !S_ISSOCK(sb.st_mode))
+			return 0;
+		return cb(path, data);
+	}
+	return 0;
+}
+
+/* The list from sock_diag: the kernel sends only the listening and
+ * unconnected datagram sockets, binary, instead of a line of text for
+ * every socket of the host.  Returns 1 when sock_diag cannot be used
+ * (then nothing was reported), else as layer_unix_sockets. */
+static int unix_sockets_diag(int (*cb)(const char *path, void *data),
+			     void *data)
+{
+	struct {
+		struct nlmsghdr h;
+		struct unix_diag_req r;
+	} req = {
+	    .h = {.nlmsg_len = sizeof(req),
+		  .nlmsg_type = SOCK_DIAG_BY_FAMILY,
+		  .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
+	    .r = {.sdiag_family = AF_UNIX,
+		  .udiag_states =
+		      (1u << SBX_TCP_LISTEN) | (1u << SBX_TCP_CLOSE),
+		  .udiag_show = UDIAG_SHOW_NAME},
+	};
+	struct sockaddr_nl nl = {.nl_family = AF_NETLINK};
+	static char buf[SBX_DIAG_BUF] __attribute__((aligned(8)));
+	bool first = true;
+	int s, r = 0;
+
+	s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+	if (s < 0)
+		return 1;
+	if (sendto(s, &req, sizeof(req), 0, (struct sockaddr *)&nl,
+		   sizeof(nl)) != (ssize_t)sizeof(req)) {
+		close(s);
+		return 1;
+	}
+	for (;;) {
+		ssize_t n = recv(s, buf, sizeof(buf), 0);
+		int len = (int)n;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			r = first ? 1 : n < 0 ? -errno : -EIO;
+			break;
+		}
+		for (const struct nlmsghdr *h = (const void *)buf;
+		     NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+			if (h->nlmsg_type == NLMSG_DONE)
+				goto out;
+			/* An error before any socket: no unix_diag here. */
+			if (h->nlmsg_type == NLMSG_ERROR) {
+				r = first ? 1 : -EIO;
+				goto out;
+			}
+			first = false;
+			if (h->nlmsg_type == SOCK_DIAG_BY_FAMILY &&
+			    (r = unix_diag_one(h, cb, data)) < 0)
+				goto out;
+		}
+	}
+out:
+	close(s);
+	return r;
+}
+
+int layer_unix_sockets(int (*cb)(const char *path, void *data), void *data)
+{
+	int r;
+
+	if (!cb)
+		return -EINVAL;
+	r = unix_sockets_diag(cb, data);
+	return r == 1 ? unix_sockets_proc(cb, data) : r;
 }
 
 int layer_probe_layers(struct sbx_layers *ret)

@@ -13,6 +13,7 @@
  * capabilities already make harmless and builds still use.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,12 +37,10 @@
 #define SBX_TIOCLINUX 0x541C
 #define SBX_LOW32 0xffffffffULL
 
-/* Socket families are enumerated below this bound: the kernel refuses a
- * family >= AF_MAX (46 in Linux 6.18) with EAFNOSUPPORT, so listing
- * 0..63 covers every family a kernel of the next years can create. */
-#define SBX_SECCOMP_AF_LIMIT 64
-/* Netlink protocols run from 0 to MAX_LINKS - 1 (32). */
-#define SBX_SECCOMP_NETLINK_LIMIT 32
+/* Socket families below this bound are refused one by one unless
+ * allowed; from it up, all at once: it is one above the highest family
+ * ever allowed (AF_NETLINK, 16). */
+#define SBX_SECCOMP_AF_ENUM (AF_NETLINK + 1)
 
 #ifndef IPPROTO_MPTCP
 #define IPPROTO_MPTCP 262
@@ -141,30 +140,46 @@ static int deny_name(scmp_filter_ctx ctx, const char *name)
 	return seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 0);
 }
 
+/* Whether socket() (pair false) or socketpair() (pair true) may create
+ * sockets of family af in mode net. */
+static bool family_allowed(unsigned af, enum sbx_net net, bool pair)
+{
+	if (af == AF_UNIX)
+		return true;
+	if (pair)
+		return false;
+	/* IP sockets by mode: none has none; broker and proxy reach only
+	 * 127.0.0.1:PORT, so IPv4 is enough (Landlock narrows connect to
+	 * that port, the namespace holds nothing else); loopback and host
+	 * have both. */
+	if (af == AF_INET)
+		return net != SBX_NET_NONE;
+	if (af == AF_INET6)
+		return net == SBX_NET_LOOPBACK || net == SBX_NET_HOST;
+	/* Netlink route is allowed for socket(): getifaddrs() and
+	 * getaddrinfo(AI_ADDRCONFIG) read it, it shows only the run's own
+	 * network namespace (or the host's interfaces in host mode), and
+	 * changing anything through it needs CAP_NET_ADMIN, which the run
+	 * does not have.  Every other netlink protocol is refused below. */
+	return af == AF_NETLINK;
+}
+
+/*
+ * Every family but the allowed ones: those below SBX_SECCOMP_AF_ENUM one
+ * by one (on the low 32 bits, the kernel's int), and every value from it
+ * up whole, on all 64 bits, so that a family with high bits set is
+ * refused too (the kernel would read only the low ones).  A few rules
+ * instead of one per family keep the program short: the kernel checks,
+ * converts and compiles it on every run (bench/README.md).
+ */
 static int deny_socket_families(scmp_filter_ctx ctx, int nr, enum sbx_net net,
 				bool pair)
 {
+	unsigned limit = pair ? AF_UNIX + 1 : SBX_SECCOMP_AF_ENUM;
 	int r;
 
-	for (unsigned af = 0; af < SBX_SECCOMP_AF_LIMIT; af++) {
-		if (af == AF_UNIX)
-			continue;
-		/* IP sockets by mode: none has none; broker and proxy
-		 * reach only 127.0.0.1:PORT, so IPv4 is enough (Landlock narrows
-		 * connect to that port, the namespace holds nothing else);
-		 * loopback and host have both. */
-		if (!pair && af == AF_INET && net != SBX_NET_NONE)
-			continue;
-		if (!pair && af == AF_INET6 &&
-		    (net == SBX_NET_LOOPBACK || net == SBX_NET_HOST))
-			continue;
-		/* Netlink route is allowed for socket(): getifaddrs() and
-		 * getaddrinfo(AI_ADDRCONFIG) read it, it shows only the
-		 * run's own network namespace (or the host's interfaces in
-		 * host mode), and changing anything through it needs
-		 * CAP_NET_ADMIN, which the run does not have.  Every other
-		 * netlink protocol is refused below. */
-		if (!pair && af == AF_NETLINK)
+	for (unsigned af = 0; af < limit; af++) {
+		if (family_allowed(af, net, pair))
 			continue;
 		r = seccomp_rule_add(
 		    ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
@@ -172,18 +187,16 @@ static int deny_socket_families(scmp_filter_ctx ctx, int nr, enum sbx_net net,
 		if (r < 0)
 			return r;
 	}
-	if (pair)
-		return 0;
-	for (unsigned p = 0; p < SBX_SECCOMP_NETLINK_LIMIT; p++) {
-		if (p == NETLINK_ROUTE)
-			continue;
-		r = seccomp_rule_add(
-		    ctx, SCMP_ACT_ERRNO(EPERM), nr, 2,
-		    SCMP_A0(SCMP_CMP_MASKED_EQ, SBX_LOW32, AF_NETLINK),
-		    SCMP_A2(SCMP_CMP_MASKED_EQ, SBX_LOW32, p));
-		if (r < 0)
-			return r;
-	}
+	r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1,
+			     SCMP_A0(SCMP_CMP_GE, limit));
+	if (r < 0 || pair)
+		return r;
+	/* Netlink: every protocol but NETLINK_ROUTE (0), on all 64 bits. */
+	r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 2,
+			     SCMP_A0(SCMP_CMP_MASKED_EQ, SBX_LOW32, AF_NETLINK),
+			     SCMP_A2(SCMP_CMP_GE, NETLINK_ROUTE + 1));
+	if (r < 0)
+		return r;
 	/* MPTCP is refused in every mode: it is TCP for the user but a
 	 * separate, younger protocol stack in the kernel, and older kernels'
 	 * Landlock TCP rules did not apply to it.  Builds do not need it. */

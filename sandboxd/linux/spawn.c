@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <net/if.h>
@@ -31,27 +32,11 @@
 #include "common/envscrub.h"
 #include "common/trace.h"
 #include "common/util.h"
+#include "child.h"
 #include "init.h"
 #include "mount.h"
 #include "spawn.h"
-
-/* The layers a run can miss, named in SANDBOX-UNAVAILABLE and warnings. */
-enum layer {
-	L_USERNS,
-	L_MOUNT,
-	L_IDMAP,
-	L_NETNS,
-	L_LANDLOCK,
-	L_NNP,
-	L_CAPS,
-	L_SECCOMP,
-	L_RLIMIT,
-	L_UID,
-	L_CWD,
-	L_INIT,
-	L_SETUP,
-	L__COUNT,
-};
+#include "steps.h"
 
 static const char *const layer_names[L__COUNT] = {
     [L_USERNS] = "user namespaces",
@@ -72,73 +57,10 @@ static const char *const layer_names[L__COUNT] = {
 /* PATH used to find argv[0] when the run's environment has none. */
 #define SPAWN_DEFAULT_PATH "/usr/local/bin:/usr/bin:/bin"
 
-/*
- * How the run's first process starts.  It shares sandboxd's memory
- * (CLONE_VM) while sandboxd waits (CLONE_VFORK) until it executes
- * sandboxd-init, as posix_spawn does: a fork would copy sandboxd's page
- * tables and then fault on every page either side writes, which on a
- * virtual machine is most of a run's cost.  The command is started the
- * same way from it.  Each runs on a stack of its own made once
- * (spawn_ctx).  AddressSanitizer cannot follow a stack it did not make:
- * under it, both are plain forks.
- */
-#if defined(__SANITIZE_ADDRESS__)
-#define SPAWN_SHARED_VM 0
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SPAWN_SHARED_VM 0
-#endif
-#endif
-#ifndef SPAWN_SHARED_VM
-#define SPAWN_SHARED_VM 1
-#endif
-
 /* Each child's stack while it shares sandboxd's memory: setup is syscalls
  * on small frames, the hard-link walk's recursion included (its buffers
  * are elsewhere).  Below each, a guard page. */
 #define SPAWN_STACK (512 * 1024)
-
-/* Everything the child needs, prepared before clone: after it only
- * async-signal-safe calls run (no malloc, no stdio, no locks). */
-struct child_args {
-	const struct mountplan *plan; /* NULL: no namespaces (best-effort) */
-	bool root;
-	uid_t run_uid;
-	gid_t run_gid;
-	bool loopback;
-	bool best_effort;
-	/* Broker mode: the port to listen on and the child's end of the
-	 * socketpair the listener goes back to sandboxd on; else -1. */
-	uint16_t broker_port;
-	int fd_broker;
-	const char *cwd;
-	char *const *argv;
-	char *const *envp;
-	const char *path;
-	int rl_res[SBXP_RLIM__COUNT];
-	uint64_t rl_val[SBXP_RLIM__COUNT];
-	const struct sbx_landlock_plan *landlock; /* NULL: skipped */
-	const struct sock_fprog *filter;	  /* NULL: skipped */
-	/* Without root, the run's own uid and gid maps, written by init
-	 * itself (sandboxd waits while it runs); "" with root. */
-	char uid_map[32], gid_map[32];
-	char *cmd_stack; /* the command's stack top (SPAWN_SHARED_VM) */
-	struct mountplan_scratch *scratch; /* the link check's memory */
-	int fd_out, fd_err, fd_report, fd_status, fd_init;
-	int fd_in;   /* the command's stdin (SBXP_RUN_STDIN), or -1 */
-	int fd_sync; /* forked init only: sandboxd's go-ahead, else -1 */
-	/* The step trace: init's stamps, written through the shared memory
-	 * (SPAWN_SHARED_VM; a forked init's are lost, which is harmless). */
-	uint64_t *t_child;
-};
-
-/* init's steps, stamped into child_args.t_child (common/trace.h). */
-enum child_step {
-	CHILD_T_MAPS,	/* its uid and gid maps written */
-	CHILD_T_MOUNTS, /* the mount plan applied, link check included */
-	CHILD_T_CMD,	/* the command started (its exec done) */
-	CHILD_T__COUNT,
-};
 
 uint64_t spawn_now_ns(void)
 {
@@ -210,6 +132,13 @@ int spawn_ctx_init(struct spawn_ctx *ctx)
 	ctx->init_stack = stack_map();
 	ctx->cmd_stack = stack_map();
 	ctx->links_scratch = mountplan_scratch_new();
+	ctx->spare_sock = ctx->mounts_fd = -1;
+#if SPAWN_SHARED_VM
+	ctx->spare_stack = stack_map();
+	ctx->spare_cfg = calloc(1, sizeof(*ctx->spare_cfg));
+	if (mountplan_build_fixed(&ctx->fixed_plan) < 0)
+		memset(&ctx->fixed_plan, 0, sizeof(ctx->fixed_plan));
+#endif
 	return 0;
 }
 
@@ -270,136 +199,6 @@ const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx)
 	return &ctx->layers;
 }
 
-static int write_file(const char *path, const char *s)
-{
-	int fd = open(path, O_WRONLY | O_CLOEXEC);
-	ssize_t n;
-	int r = 0;
-
-	if (fd < 0)
-		return -errno;
-	n = write(fd, s, strlen(s));
-	if (n < 0)
-		r = -errno;
-	else if ((size_t)n != strlen(s))
-		r = -EIO;
-	close(fd);
-	return r;
-}
-
-/* ---- the child ---------------------------------------------------------- */
-
-static void child_rec(int fd, enum rec_kind kind, enum layer layer, int err,
-		      int info)
-{
-	struct rec r = {kind, layer, err < 0 ? -err : err, info};
-	ssize_t n;
-
-	do {
-		n = write(fd, &r, sizeof(r));
-	} while (n < 0 && errno == EINTR);
-}
-
-static __attribute__((noreturn)) void child_fail(int fd, enum layer layer,
-						 int err, int info)
-{
-	child_rec(fd, REC_FAIL, layer, err, info);
-	_exit(CHILD_EXIT_REFUSED);
-}
-
-/* A layer could not be applied: refuse, or in best-effort say so and go
- * on without it. */
-static void child_layer_failed(const struct child_args *a, int fd,
-			       enum layer layer, int err)
-{
-	if (!a->best_effort)
-		child_fail(fd, layer, err, 0);
-	child_rec(fd, REC_WARN, layer, err, 0);
-}
-
-/* Bring lo up in the new network namespace: an ioctl, no netlink. */
-static int child_lo_up(void)
-{
-	struct ifreq ifr;
-	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	int r = 0;
-
-	if (s < 0)
-		return -errno;
-	memset(&ifr, 0, sizeof(ifr));
-	memcpy(ifr.ifr_name, "lo", 3);
-	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
-		r = -errno;
-		goto out;
-	}
-	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
-		r = -errno;
-out:
-	close(s);
-	return r;
-}
-
-/* Modes whose run has one listener inside its network namespace that
- * spd serves (proto/sandbox.h, SBXP_LISTENER). */
-static bool has_door(uint32_t net)
-{
-	return net == SBX_NET_BROKER || net == SBX_NET_PROXY;
-}
-
-/*
- * Broker mode: listen on 127.0.0.1:PORT in the run's network namespace,
- * which only this process can do from outside the run (it is in the
- * namespace and not yet confined), and send the socket to sandboxd, which
- * hands it to spd.  The command never holds it: it can connect to the
- * port, and spd's broker answers, with nothing in the run relaying.
- */
-static int child_broker_listen(const struct child_args *a)
-{
-	struct sockaddr_in sin;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	char byte = 'L';
-	struct iovec iov = {&byte, 1};
-	struct msghdr mh;
-	struct cmsghdr *cm;
-	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r = 0;
-
-	if (s < 0) {
-		r = -errno;
-		goto out;
-	}
-	memset(&sin, 0, sizeof(sin));
-	sin.sin_family = AF_INET;
-	sin.sin_port = htons(a->broker_port);
-	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(s, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
-	    listen(s, SPAWN_BROKER_BACKLOG) < 0) {
-		r = -errno;
-		goto out;
-	}
-	memset(&u, 0, sizeof(u));
-	memset(&mh, 0, sizeof(mh));
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	mh.msg_control = u.buf;
-	mh.msg_controllen = sizeof(u.buf);
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &s, sizeof(int));
-	if (sendmsg(a->fd_broker, &mh, MSG_NOSIGNAL) < 0)
-		r = -errno;
-out:
-	if (s >= 0)
-		close(s);
-	close(a->fd_broker);
-	return r;
-}
-
 /* sandboxd's side: the listener the run's init sent, or -1 when init
  * failed before it (its report says why).  init has sent it, or died,
  * by the time this is called after a shared-memory clone; after a fork
@@ -433,275 +232,6 @@ static int recv_broker_listener(int sock)
 		memcpy(&fd, CMSG_DATA(cm), sizeof(int));
 	return fd;
 }
-
-/* Give init's descriptors fixed numbers (init.h): 1 and 2 the output
- * pipes, 3 the report pipe, 4 the status pipe, 5 sandboxd-init; close
- * everything else (sandboxd's socket, other runs' pipes). */
-static int child_shuffle_fds(const struct child_args *a)
-{
-	int src[5] = {a->fd_out, a->fd_err, a->fd_report, a->fd_status,
-		      a->fd_init};
-	int tmp[5], in = -1;
-
-	/* Moved out of the way first: it may sit on one of 1-5. */
-	if (a->fd_in >= 0 && (in = fcntl(a->fd_in, F_DUPFD, 10)) < 0)
-		return -errno;
-	for (int i = 0; i < 5; i++) {
-		tmp[i] = fcntl(src[i], F_DUPFD, 10);
-		if (tmp[i] < 0)
-			return -errno;
-	}
-	for (int i = 0; i < 5; i++)
-		if (dup2(tmp[i], i + 1) < 0)
-			return -errno;
-	if (in >= 0 && dup2(in, 0) < 0)
-		return -errno;
-	if (close_range(FD_INIT + 1, ~0u, 0) < 0 ||
-	    fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0)
-		return -errno;
-	if (in >= 0)
-		return 0;
-	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (null < 0)
-		return -errno;
-	if (dup2(null, 0) < 0)
-		return -errno;
-	close(null);
-	return 0;
-}
-
-static __attribute__((noreturn)) void child_exec(const struct child_args *a)
-{
-	const char *file = a->argv[0];
-	char buf[PATH_MAX];
-	int err = ENOENT;
-	bool eacces = false;
-
-	if (strchr(file, '/')) {
-		execve(file, a->argv, a->envp);
-		err = errno;
-	} else {
-		size_t flen = strlen(file);
-		const char *p = a->path;
-
-		/* execvpe() searches the caller's PATH, not envp's: search
-		 * the run's own, as a shell inside it would. */
-		while (*p) {
-			const char *end = strchr(p, ':');
-			size_t dlen = end ? (size_t)(end - p) : strlen(p);
-
-			if (dlen == 0) {
-				buf[0] = '.';
-				dlen = 1;
-			} else if (dlen + flen + 2 <= sizeof(buf)) {
-				memcpy(buf, p, dlen);
-			} else {
-				dlen = 0;
-			}
-			if (dlen && dlen + flen + 2 <= sizeof(buf)) {
-				buf[dlen] = '/';
-				memcpy(buf + dlen + 1, file, flen + 1);
-				execve(buf, a->argv, a->envp);
-				if (errno == EACCES)
-					eacces = true;
-				else if (errno != ENOENT && errno != ENOTDIR)
-					err = errno;
-			}
-			if (!end)
-				break;
-			p = end + 1;
-		}
-		if (eacces && err == ENOENT)
-			err = EACCES;
-	}
-	child_rec(FD_REPORT, REC_EXEC, L_SETUP, err, 0);
-	_exit(err == ENOENT || err == ENOTDIR ? CHILD_EXIT_NOTFOUND
-					      : CHILD_EXIT_NOEXEC);
-}
-
-/* Root only: lock the securebits and drop the bounding set while
- * CAP_SETPCAP is still held, then become the run's unprivileged uid,
- * which clears the other sets. */
-static int child_become_run_uid(const struct child_args *a)
-{
-	int r;
-
-	if ((r = layer_caps_lock_securebits()) < 0 ||
-	    (r = layer_caps_drop_bounding()) < 0)
-		return r;
-	/* Raw syscalls: glibc's wrappers synchronise all threads, which a
-	 * child of fork must not rely on. */
-	if (syscall(SYS_setgroups, 0, NULL) < 0 ||
-	    syscall(SYS_setresgid, a->run_gid, a->run_gid, a->run_gid) < 0 ||
-	    syscall(SYS_setresuid, a->run_uid, a->run_uid, a->run_uid) < 0)
-		return -errno;
-	return 0;
-}
-
-static __attribute__((noreturn)) void child_command(const struct child_args *a)
-{
-	int r;
-
-	/* sandboxd ignores SIGPIPE; the command gets the default back, or
-	 * `yes | head` would see EPIPE instead of dying quietly. */
-	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
-		child_fail(FD_REPORT, L_SETUP, errno, 0);
-	/* No controlling terminal: TIOCSTI needs one. */
-	if (a->plan && setsid() < 0)
-		child_fail(FD_REPORT, L_SETUP, errno, 0);
-	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0 || close(FD_STATUS) < 0)
-		child_fail(FD_REPORT, L_SETUP, errno, 0);
-	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
-		struct rlimit rl;
-
-		/* Only the hard limit we were given can be kept or lowered:
-		 * raising needs CAP_SYS_RESOURCE in the initial namespace. */
-		if (getrlimit(a->rl_res[i], &rl) < 0)
-			child_fail(FD_REPORT, L_RLIMIT, errno, i);
-		if (rl.rlim_max == RLIM_INFINITY || a->rl_val[i] < rl.rlim_max)
-			rl.rlim_max = a->rl_val[i];
-		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(a->rl_res[i], &rl) < 0)
-			child_fail(FD_REPORT, L_RLIMIT, errno, i);
-	}
-	if (a->root && (r = child_become_run_uid(a)) < 0)
-		child_fail(FD_REPORT, L_UID, r, 0);
-	/* no_new_privs first: Landlock needs it once the uid is dropped
-	 * (it would otherwise need CAP_SYS_ADMIN), and it costs nothing. */
-	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		child_layer_failed(a, FD_REPORT, L_NNP, errno);
-	if (a->landlock && (r = layer_landlock_apply(a->landlock)) < 0)
-		child_layer_failed(a, FD_REPORT, L_LANDLOCK, r);
-	if ((r = layer_caps_drop_all()) < 0)
-		child_layer_failed(a, FD_REPORT, L_CAPS, r);
-	if (a->filter && (r = layer_seccomp_load(a->filter)) < 0)
-		child_layer_failed(a, FD_REPORT, L_SECCOMP, r);
-	child_exec(a);
-}
-
-#if SPAWN_SHARED_VM
-static int command_entry(void *arg)
-{
-	child_command(arg);
-}
-#endif
-
-/* Start the command from init (see SPAWN_SHARED_VM).  Returns the pid or
- * -1 (errno). */
-static pid_t start_command(const struct child_args *a)
-{
-#if SPAWN_SHARED_VM
-	return clone(command_entry, a->cmd_stack,
-		     CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)(uintptr_t)a);
-#else
-	pid_t pid = fork();
-
-	if (pid == 0)
-		child_command(a);
-	return pid;
-#endif
-}
-
-/* Without root: map our uid and gid to themselves in the run's user
- * namespace, as unshare -r does from inside. */
-static int child_map_self(const struct child_args *a)
-{
-	int r;
-
-	if ((r = write_file("/proc/self/setgroups", "deny")) < 0 ||
-	    (r = write_file("/proc/self/uid_map", a->uid_map)) < 0 ||
-	    (r = write_file("/proc/self/gid_map", a->gid_map)) < 0)
-		return r;
-	return 0;
-}
-
-/* Decimal, for sandboxd-init's argument: snprintf is not safe here. */
-static void child_utoa(unsigned long v, char *buf, size_t size)
-{
-	char tmp[24];
-	size_t n = 0, i = 0;
-
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v && n < sizeof(tmp));
-	while (n && i + 1 < size)
-		buf[i++] = tmp[--n];
-	buf[i] = 0;
-}
-
-/*
- * The run's first process: pid 1 of its namespaces.  It sets the run up,
- * starts the command, and becomes sandboxd-init (init.h), which waits
- * for the command.  It shares sandboxd's memory until that exec
- * (SPAWN_SHARED_VM): only syscalls and the prepared arguments here.
- */
-static __attribute__((noreturn)) void child_init(const struct child_args *a)
-{
-	char c, pid[24];
-	char *init_argv[] = {(char *)"sandboxd-init", pid, NULL};
-	char *init_envp[] = {NULL};
-	int r, step;
-	pid_t cmd;
-
-	/* If sandboxd dies, so does the run (its pid namespace with init);
-	 * the exec into sandboxd-init keeps this (it changes no
-	 * credentials).  A forked init waits for sandboxd's byte, which
-	 * proves sandboxd was alive after this was set; a vforked one has
-	 * sandboxd waiting for it. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		_exit(CHILD_EXIT_REFUSED);
-	if (a->fd_sync >= 0) {
-		if (read(a->fd_sync, &c, 1) != 1)
-			_exit(CHILD_EXIT_REFUSED);
-		close(a->fd_sync);
-	}
-	if (a->uid_map[0] && (r = child_map_self(a)) < 0)
-		child_fail(a->fd_report, L_USERNS, r, 0);
-	a->t_child[CHILD_T_MAPS] = spawn_now_ns();
-	if (a->plan) {
-		if (sethostname("sandbox", 7) < 0)
-			child_fail(a->fd_report, L_SETUP, errno, 0);
-		if (a->loopback && (r = child_lo_up()) < 0)
-			child_fail(a->fd_report, L_NETNS, r, 0);
-		if (a->fd_broker >= 0 && (r = child_broker_listen(a)) < 0)
-			child_fail(a->fd_report, L_NETNS, r, 0);
-		if ((r = mountplan_apply(a->plan, a->scratch, &step)) < 0)
-			child_fail(a->fd_report, L_MOUNT, r, step);
-		a->t_child[CHILD_T_MOUNTS] = spawn_now_ns();
-	} else if (setsid() < 0) {
-		child_fail(a->fd_report, L_SETUP, errno, 0);
-	}
-	if ((r = child_shuffle_fds(a)) < 0)
-		child_fail(a->fd_report, L_SETUP, r, 0);
-	if (chdir(a->cwd) < 0)
-		child_fail(FD_REPORT, L_CWD, errno, 0);
-
-	cmd = start_command(a);
-	if (cmd < 0)
-		child_fail(FD_REPORT, L_SETUP, errno, 0);
-	a->t_child[CHILD_T_CMD] = spawn_now_ns();
-	/* The report pipe closes with this exec, so that its end tells
-	 * sandboxd the command (which closed its copy when it exec'd) is
-	 * running; a failed exec is reported on it. */
-	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0)
-		r = -errno;
-	else {
-		child_utoa((unsigned long)cmd, pid, sizeof(pid));
-		syscall(SYS_execveat, FD_INIT, "", init_argv, init_envp,
-			AT_EMPTY_PATH);
-		r = -errno;
-	}
-	kill(cmd, SIGKILL);
-	child_fail(FD_REPORT, L_INIT, r, 0);
-}
-
-#if SPAWN_SHARED_VM
-static int init_entry(void *arg)
-{
-	child_init(arg);
-}
-#endif
 
 /* ---- sandboxd's side ------------------------------------------------------ */
 
@@ -739,10 +269,10 @@ static int write_id_maps(pid_t pid, const char *uid_map, const char *gid_map)
 	int r;
 
 	snprintf(path, sizeof(path), "/proc/%d/uid_map", pid);
-	if ((r = write_file(path, uid_map)) < 0)
+	if ((r = spawn_write_file(path, uid_map)) < 0)
 		return r;
 	snprintf(path, sizeof(path), "/proc/%d/gid_map", pid);
-	return write_file(path, gid_map);
+	return spawn_write_file(path, gid_map);
 }
 
 /*
@@ -807,6 +337,7 @@ static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
 	ctx->idmap[ctx->nidmap].gid = gid;
 	ctx->idmap[ctx->nidmap].fd = fd;
 	ctx->nidmap++;
+	ctx->idmap_gen++;
 	*ret_fd = fd;
 	return 0;
 }
@@ -906,118 +437,300 @@ static const char *errstr(int err)
 	return strerror(err < 0 ? -err : err);
 }
 
-int spawn_start(struct spawn_ctx *ctx, uint32_t id,
-		const struct sbxp_run_view *v, int out_fd, int err_fd,
-		int in_fd, struct spawn_run *run,
-		struct sbxp_exited *ret_refusal)
+/* ---- the spare (spawn.h) ------------------------------------------------ */
+
+#if SPAWN_SHARED_VM
+/* The namespaces every spare is cloned into: all of a run's, the
+ * network's included (a run on the host's network clones anew). */
+static unsigned long spare_flags(const struct spawn_ctx *ctx)
 {
-	const struct sbxp_run *m = v->msg;
-	bool best = m->flags & SBXP_RUN_BEST_EFFORT;
-	bool namespaces = true, use_landlock = true;
-	struct child_args a = {
-	    .fd_out = out_fd, .fd_err = err_fd, .fd_broker = -1};
-	struct mountplan plan = {0};
-	struct sbx_landlock_plan ll = {0};
-	struct sockets socks = {0};
-	const char *read_paths[SBXP_RO_BINDS_MAX + 8] = {"/", NULL};
-	const char *fb_write[SBXP_PATHS_MAX + 4];
-	char **env = NULL;
-	int report[2] = {-1, -1}, status[2] = {-1, -1}, sync[2] = {-1, -1};
-	int bsock[2] = {-1, -1};
-	int idmap_fd = -1, err = 0, r;
-	uint64_t t_child[CHILD_T__COUNT] = {0};
-	unsigned long flags;
+	unsigned long f = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
+			  CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWNET;
+
+	return ctx->root ? f : f | CLONE_NEWUSER;
+}
+
+/* Have sandboxd's mounts changed since the last call?  A spare's mount
+ * namespace is a copy of sandboxd's from its clone: one made before a
+ * change (a file system mounted where a workspace lives) would not see
+ * it.  Mount propagation usually brings it over, but not on a host
+ * whose mounts are private.  Errors count as a change. */
+static bool mounts_changed(struct spawn_ctx *ctx)
+{
+	struct pollfd p = {ctx->mounts_fd, POLLPRI, 0};
+
+	if (ctx->mounts_fd < 0)
+		return true;
+	if (poll(&p, 1, 0) < 0)
+		return true;
+	return p.revents & (POLLPRI | POLLERR | POLLNVAL);
+}
+
+#endif
+
+void spawn_spare_drop(struct spawn_ctx *ctx)
+{
+	if (ctx->spare_pid <= 0)
+		return;
+	kill(ctx->spare_pid, SIGKILL);
+	while (waitpid(ctx->spare_pid, NULL, __WALL) < 0 && errno == EINTR)
+		;
+	close(ctx->spare_sock);
+	ctx->spare_sock = -1;
+	ctx->spare_pid = 0;
+}
+
+void spawn_spare(struct spawn_ctx *ctx)
+{
+#if SPAWN_SHARED_VM
+	struct child_spare *sp = ctx->spare_cfg;
+	int sv[2];
 	pid_t pid;
 
-	trace_stamp("msg");
-	a.t_child = t_child;
-	a.fd_in = in_fd;
-	memset(run, 0, sizeof(*run));
-	run->id = id;
-	run->pidfd = run->report_fd = run->status_fd = run->broker_fd = -1;
-	if (!ctx->probed)
-		spawn_probe(ctx);
+	if (ctx->spare_pid > 0 || !ctx->probed || !ctx->layers.run_init ||
+	    (!ctx->root && !ctx->layers.userns) || !ctx->spare_stack || !sp ||
+	    ctx->init_fd < 0)
+		return;
+	if (ctx->mounts_fd < 0)
+		ctx->mounts_fd =
+		    open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+	if (ctx->mounts_fd < 0)
+		return;
+	(void)mounts_changed(ctx); /* from here on, a change is seen */
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+		return;
+	memset(sp, 0, sizeof(*sp));
+	sp->sock = sv[1];
+	sp->keep[sp->nkeep++] = ctx->init_fd;
+	for (size_t i = 0; i < ctx->nidmap && sp->nkeep < CHILD_SPARE_KEEP_MAX;
+	     i++)
+		sp->keep[sp->nkeep++] = ctx->idmap[i].fd;
+	sp->fixed = ctx->fixed_plan.ops ? &ctx->fixed_plan : NULL;
+	if (!ctx->root) {
+		snprintf(sp->uid_map, sizeof(sp->uid_map), "%u %u 1\n",
+			 ctx->uid, ctx->uid);
+		snprintf(sp->gid_map, sizeof(sp->gid_map), "%u %u 1\n",
+			 ctx->gid, ctx->gid);
+	}
+	/* Shares sandboxd's memory like a run's init, but sandboxd goes on:
+	 * until its run arrives the spare touches only its own stack (and
+	 * sp, which stays as it is while the spare lives). */
+	/* Only the user and pid namespaces at the clone (a pid namespace
+	 * must be entered by its pid 1's clone): the spare creates the others
+	 * itself (unshare_flags), on its own time instead of sandboxd's,
+	 * the network namespace's 0.26 ms among them. */
+	sp->unshare_flags = spare_flags(ctx) & ~(CLONE_NEWUSER | CLONE_NEWPID);
+	pid = clone(child_spare_entry, ctx->spare_stack,
+		    (int)((spare_flags(ctx) & (CLONE_NEWUSER | CLONE_NEWPID)) |
+			  CLONE_VM | SIGCHLD),
+		    sp);
+	close(sv[1]);
+	if (pid < 0) {
+		close(sv[0]);
+		return;
+	}
+	ctx->spare_pid = pid;
+	ctx->spare_sock = sv[0];
+	ctx->spare_idmap_gen = ctx->idmap_gen;
+#else
+	(void)ctx;
+#endif
+}
 
-	/* Fail closed: every layer that the host cannot give refuses the
-	 * run, unless it is best-effort, which runs with a warning. */
-	if (!ctx->root && !ctx->layers.userns) {
-		if (!best) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-			       "user namespaces: %s", ctx->layers.userns_why);
+#if SPAWN_SHARED_VM
+/* Waits for the spare's byte that says its namespaces and the plan's
+ * head are made (usually long there); false when it failed and exited. */
+static bool spare_ready(struct spawn_ctx *ctx)
+{
+	char c = 0;
+	ssize_t n;
+
+	do {
+		n = recv(ctx->spare_sock, &c, 1, 0);
+	} while (n < 0 && errno == EINTR);
+	return n == 1 && c == 'r';
+}
+
+/* Hands the run in a to the spare: the address of a and the run's
+ * descriptors in one message (child.h).  Returns 0 or -errno. */
+static int spare_send(struct spawn_ctx *ctx, const struct child_args *a)
+{
+	union {
+		char buf[CMSG_SPACE(CHILD_SPARE_FDS_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	int fds[CHILD_SPARE_FDS_MAX], n = 0;
+	struct iovec iov = {&a, sizeof(a)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	struct cmsghdr *cm;
+
+	fds[n++] = a->fd_out;
+	fds[n++] = a->fd_err;
+	fds[n++] = a->fd_report;
+	fds[n++] = a->fd_status;
+	if (a->fd_in >= 0)
+		fds[n++] = a->fd_in;
+	if (a->fd_broker >= 0)
+		fds[n++] = a->fd_broker;
+	memset(&u, 0, sizeof(u));
+	mh.msg_control = u.buf;
+	mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+	memcpy(CMSG_DATA(cm), fds, (size_t)n * sizeof(int));
+	if (sendmsg(ctx->spare_sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(a))
+		return -errno;
+	return 0;
+}
+
+/*
+ * The run's init from the spare, if there is one fit for it: returns its
+ * pid once it has executed sandboxd-init or died, as a clone with
+ * CLONE_VFORK would; or 0, the caller then clones.  Closes sandboxd's
+ * write ends of the report and status pipes (*report_w, *status_w), whose
+ * end is how sandboxd knows the spare and the command are past their
+ * exec and no longer use its memory.
+ */
+static pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
+			unsigned long flags, int *report_w, int *status_w,
+			int report_r)
+{
+	struct pollfd p = {report_r, 0, 0};
+	pid_t pid = ctx->spare_pid;
+
+	if (pid <= 0 || (flags & spare_flags(ctx)) != spare_flags(ctx))
+		return 0;
+	/* The spare applied the fixed head of the mount plan already; a
+	 * plan that began otherwise would not get what it asks for. */
+	if (mounts_changed(ctx) || ctx->spare_idmap_gen != ctx->idmap_gen ||
+	    !a->plan ||
+	    (ctx->spare_cfg->fixed &&
+	     !mountplan_same_head(a->plan, ctx->spare_cfg->fixed)) ||
+	    !spare_ready(ctx) || spare_send(ctx, a) < 0) {
+		spawn_spare_drop(ctx);
+		return 0;
+	}
+	close(ctx->spare_sock);
+	ctx->spare_sock = -1;
+	ctx->spare_pid = 0;
+	close(*report_w);
+	close(*status_w);
+	*report_w = *status_w = -1;
+	/* POLLHUP only: the records stay for the loop to read. */
+	while (!(p.revents & (POLLHUP | POLLERR)))
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+			break;
+	return pid;
+}
+#endif
+
+/* One run's start, carried through the steps of spawn_start. */
+struct start {
+	struct spawn_ctx *ctx;
+	const struct sbxp_run_view *v;
+	const struct sbxp_run *m;
+	struct spawn_run *run;
+	struct sbxp_exited *refusal;
+	bool best, namespaces, use_landlock;
+	struct child_args a;
+	struct mountplan plan;
+	struct sbx_landlock_plan ll;
+	const char *read_paths[SBXP_RO_BINDS_MAX + 8];
+	const char *fb_write[SBXP_PATHS_MAX + 4];
+	char **env;
+	int report[2], status[2], sync[2], bsock[2];
+	int idmap_fd;
+};
+
+/* Root: the run's uid and gid, and the idmapped mounts' user namespace
+ * that shows them the operator's files as theirs. */
+static int start_run_uid(struct start *s)
+{
+	struct spawn_ctx *ctx = s->ctx;
+	const char *why;
+	int r;
+
+	s->a.root = true;
+	s->a.run_uid = s->m->run_uid ? s->m->run_uid : SPAWN_RUN_UID_DEFAULT;
+	s->a.run_gid = s->m->run_gid ? s->m->run_gid : SPAWN_RUN_GID_DEFAULT;
+	r = ctx->layers.idmap_mounts
+		? idmap_userns(ctx, s->a.run_uid, s->a.run_gid, &s->idmap_fd)
+		: -EOPNOTSUPP;
+	if (r == 0)
+		return 0;
+	why = ctx->layers.idmap_mounts ? errstr(r) : ctx->layers.idmap_why;
+	if (!s->best) {
+		refuse(s->refusal, SBXP_ERR_UNAVAILABLE, "idmapped mounts: %s",
+		       why);
+		return r;
+	}
+	s->idmap_fd = -1;
+	add_warning(s->run,
+		    "idmapped mounts: %s; the workspace may not be writable "
+		    "by uid %u",
+		    why, s->a.run_uid);
+	return 0;
+}
+
+/* Fail closed: every layer that the host cannot give refuses the run,
+ * unless it is best-effort, which runs with a warning.  Returns 0 or
+ * -errno with the refusal filled in. */
+static int start_layers(struct start *s)
+{
+	struct spawn_ctx *ctx = s->ctx;
+	const struct sbx_layers *l = &ctx->layers;
+	int err = 0;
+
+	if (!ctx->root && !l->userns) {
+		if (!s->best) {
+			refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
+			       "user namespaces: %s", l->userns_why);
 			return -EPERM;
 		}
-		namespaces = false;
-		add_warning(run,
+		s->namespaces = false;
+		add_warning(s->run,
 			    "user namespaces: %s; running without namespaces "
 			    "or the mount plan, and background processes may "
 			    "outlive the run",
-			    ctx->layers.userns_why);
+			    l->userns_why);
 	}
 	/* Broker mode needs its own network namespace: without one the
 	 * listener would be on the host's loopback, for anyone to use. */
-	if (has_door(m->net) && !namespaces) {
-		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+	if (has_door(s->m->net) && !s->namespaces) {
+		refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
 		       "broker/proxy network: needs a network namespace (%s)",
-		       ctx->layers.userns_why);
+		       l->userns_why);
 		return -EPERM;
 	}
-	if (ctx->layers.landlock_abi <= 0) {
-		if (!best) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-			       "Landlock: %s", ctx->layers.landlock_why);
+	if (l->landlock_abi <= 0) {
+		if (!s->best) {
+			refuse(s->refusal, SBXP_ERR_UNAVAILABLE, "Landlock: %s",
+			       l->landlock_why);
 			return -EPERM;
 		}
-		use_landlock = false;
-		add_warning(run, "Landlock: %s; running without it",
-			    ctx->layers.landlock_why);
+		s->use_landlock = false;
+		add_warning(s->run, "Landlock: %s; running without it",
+			    l->landlock_why);
 	}
-	a.filter = seccomp_filter(ctx, (enum sbx_net)m->net, &err);
-	if (!a.filter) {
-		if (!best) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+	s->a.filter = seccomp_filter(ctx, (enum sbx_net)s->m->net, &err);
+	if (!s->a.filter) {
+		if (!s->best) {
+			refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
 			       "seccomp: cannot build the filter (%s)",
 			       errstr(err));
 			return err;
 		}
-		add_warning(run, "seccomp: cannot build the filter (%s)",
+		add_warning(s->run, "seccomp: cannot build the filter (%s)",
 			    errstr(err));
 	}
-	if (ctx->root) {
-		a.root = true;
-		a.run_uid = m->run_uid ? m->run_uid : SPAWN_RUN_UID_DEFAULT;
-		a.run_gid = m->run_gid ? m->run_gid : SPAWN_RUN_GID_DEFAULT;
-		r = ctx->layers.idmap_mounts
-			? idmap_userns(ctx, a.run_uid, a.run_gid, &idmap_fd)
-			: -EOPNOTSUPP;
-		if (r < 0) {
-			const char *why = ctx->layers.idmap_mounts
-					      ? errstr(r)
-					      : ctx->layers.idmap_why;
-			if (!best) {
-				refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-				       "idmapped mounts: %s", why);
-				return r;
-			}
-			idmap_fd = -1;
-			add_warning(run,
-				    "idmapped mounts: %s; the workspace may "
-				    "not be writable by uid %u",
-				    why, a.run_uid);
-		}
-	}
+	return ctx->root ? start_run_uid(s) : 0;
+}
 
-	trace_stamp("layers");
-	env = build_env(v, &a.path);
-	if (!env) {
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "out of memory");
-		return -ENOMEM;
-	}
-	a.argv = (char *const *)(uintptr_t)v->lists[SBXP_L_ARGV];
-	a.envp = env;
-	a.cwd = v->cwd[0] ? v->cwd : v->workspace;
-	a.best_effort = best;
-	a.loopback = m->net == SBX_NET_LOOPBACK || has_door(m->net);
-	a.broker_port = (uint16_t)m->broker_port;
+/* The command's argv, environment, directory and rlimits. */
+static int start_args(struct start *s)
+{
 	static const int res[SBXP_RLIM__COUNT] = {
 	    [SBXP_RLIM_NPROC] = RLIMIT_NPROC,
 	    [SBXP_RLIM_NOFILE] = RLIMIT_NOFILE,
@@ -1032,260 +745,367 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	    [SBXP_RLIM_CPU] = SPAWN_RLIM_CPU,
 	    [SBXP_RLIM_AS] = SPAWN_RLIM_AS,
 	};
-	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
-		a.rl_res[i] = res[i];
-		a.rl_val[i] = m->rlimits[i] ? m->rlimits[i] : defaults[i];
-	}
+	const struct sbxp_run *m = s->m;
+	struct child_args *a = &s->a;
 
-	ll.read_paths = read_paths;
-	ll.net = (enum sbx_net)m->net;
-	ll.broker_port = (uint16_t)m->broker_port;
-	ll.scope = true;
+	s->env = build_env(s->v, &a->path);
+	if (!s->env) {
+		refuse(s->refusal, SBXP_ERR_INTERNAL, "out of memory");
+		return -ENOMEM;
+	}
+	a->argv = (char *const *)(uintptr_t)s->v->lists[SBXP_L_ARGV];
+	a->envp = s->env;
+	a->cwd = s->v->cwd[0] ? s->v->cwd : s->v->workspace;
+	a->best_effort = s->best;
+	a->loopback = m->net == SBX_NET_LOOPBACK || has_door(m->net);
+	a->broker_port = (uint16_t)m->broker_port;
+	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
+		a->rl_res[i] = res[i];
+		a->rl_val[i] = m->rlimits[i] ? m->rlimits[i] : defaults[i];
+	}
+	s->ll.read_paths = s->read_paths;
+	s->ll.net = (enum sbx_net)m->net;
+	s->ll.broker_port = (uint16_t)m->broker_port;
+	s->ll.scope = true;
+	return 0;
+}
+
+/* mountplan_build's error as the run's refusal. */
+static void refuse_plan(struct start *s, int r)
+{
+	struct sbxp_exited *e = s->refusal;
+
+	if (r == -E2BIG)
+		refuse(e, SBXP_ERR_UNAVAILABLE,
+		       "pathname Unix sockets: more than %d outside the "
+		       "covered directories would need covering",
+		       MOUNTPLAN_SOCKETS_MAX);
+	else if (r == -EINVAL)
+		refuse(e, SBXP_ERR_BAD_REQUEST,
+		       "read-only bind: a source that is not a directory, or "
+		       "a destination outside the workspace, through a "
+		       "symlink or not a directory");
+	else if (r == -SPD_ETOOBIG)
+		refuse(e, SBXP_ERR_BAD_REQUEST,
+		       "mount plan: more than %d mounts, or more than %d "
+		       "entries in a directory a read-only bind rebuilds",
+		       MOUNTPLAN_OPS_MAX, MOUNTPLAN_REBIND_MAX);
+	else if (r == -ENOENT || r == -ENOTDIR)
+		refuse(e, SBXP_ERR_BAD_REQUEST, "workspace %s: %s",
+		       s->v->workspace, errstr(r));
+	else
+		refuse(e, SBXP_ERR_INTERNAL, "mount plan: %s", errstr(r));
+}
+
+/* Without namespaces (best-effort): Landlock alone bounds the writes. */
+static void start_no_plan(struct start *s)
+{
+	const char *const *w = s->v->lists[SBXP_L_WRITABLE];
+	size_t n = 0;
+
+	s->fb_write[n++] = s->v->workspace;
+	for (size_t i = 0; w[i]; i++)
+		s->fb_write[n++] = w[i];
+	s->fb_write[n++] = "/tmp";
+	s->fb_write[n++] = "/dev";
+	s->fb_write[n] = NULL;
+	s->ll.write_paths = s->fb_write;
+}
+
+/* The mount plan, and the Landlock plan that mirrors it. */
+static int start_plan(struct start *s)
+{
+	const struct sbxp_run_view *v = s->v;
+	struct sockets socks = {0};
+	int r;
+
+	if (!s->namespaces) {
+		start_no_plan(s);
+		trace_stamp("sockets");
+		return 0;
+	}
 	/* Landlock cannot refuse connect() to a pathname socket and a
 	 * read-only mount does not either: the plan covers each one bound
 	 * outside what the run may use (docs/sandbox.md).  A scan that
 	 * fails leaves them open, which only best-effort accepts. */
-	if (namespaces &&
-	    (r = layer_unix_sockets(collect_socket, &socks)) < 0) {
+	if ((r = layer_unix_sockets(collect_socket, &socks)) < 0) {
 		sockets_free(&socks);
-		if (!best) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+		if (!s->best) {
+			refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
 			       "pathname Unix sockets: cannot list them "
-			       "(/proc/net/unix): %s",
+			       "(sock_diag, /proc/net/unix): %s",
 			       errstr(r));
-			goto out;
+			return r;
 		}
-		add_warning(run,
+		add_warning(s->run,
 			    "pathname Unix sockets: cannot list them (%s); "
 			    "sockets outside /run and the known directories "
 			    "stay reachable",
 			    errstr(r));
 	}
 	trace_stamp("sockets");
-	if (namespaces) {
-		struct mountplan_in in = {
-		    .workspace = v->workspace,
-		    .home = v->home,
-		    .writable = v->lists[SBXP_L_WRITABLE],
-		    .hidden = v->lists[SBXP_L_HIDDEN],
-		    .readonly = v->lists[SBXP_L_READONLY],
-		    .empty_files = v->lists[SBXP_L_EMPTY],
-		    .net_host = m->net == SBX_NET_HOST,
-		    .sockets = (const char *const *)socks.v,
-		    .ro_binds = v->lists[SBXP_L_RO_BINDS],
-		    .link_names = m->flags & SBXP_RUN_LINKS_LISTED
-				      ? v->lists[SBXP_L_LINKS]
-				      : NULL,
-		    .idmap_userns_fd = idmap_fd,
-		};
-		r = mountplan_build(&in, &plan);
-		sockets_free(&socks);
-		if (r == -E2BIG) {
-			refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
-			       "pathname Unix sockets: more than %d outside "
-			       "the covered directories would need covering",
-			       MOUNTPLAN_SOCKETS_MAX);
-			goto out;
-		}
-		if (r == -EINVAL) {
-			refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,
-			       "read-only bind: a source that is not a "
-			       "directory, or a destination outside the "
-			       "workspace, through a symlink or not a "
-			       "directory");
-			goto out;
-		}
-		if (r == -SPD_ETOOBIG) {
-			refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,
-			       "mount plan: more than %d mounts, or more than "
-			       "%d entries in a directory a read-only bind "
-			       "rebuilds",
-			       MOUNTPLAN_OPS_MAX, MOUNTPLAN_REBIND_MAX);
-			goto out;
-		}
-		if (r < 0) {
-			if (r == -ENOENT || r == -ENOTDIR)
-				refuse(ret_refusal, SBXP_ERR_BAD_REQUEST,
-				       "workspace %s: %s", v->workspace,
-				       errstr(r));
-			else
-				refuse(ret_refusal, SBXP_ERR_INTERNAL,
-				       "mount plan: %s", errstr(r));
-			goto out;
-		}
-		a.plan = &plan;
-		ll.write_paths = plan.write_paths;
-		/* "/" already covers them; listed anyway so that the Landlock
-		 * plan mirrors the mount plan if reads are ever narrowed. */
-		for (size_t i = 0;
-		     i < plan.nread && i + 2 < ARRAY_SIZE(read_paths); i++)
-			read_paths[i + 1] = plan.read_paths[i];
-	} else {
-		size_t n = 0;
-
-		fb_write[n++] = v->workspace;
-		for (size_t i = 0; v->lists[SBXP_L_WRITABLE][i]; i++)
-			fb_write[n++] = v->lists[SBXP_L_WRITABLE][i];
-		fb_write[n++] = "/tmp";
-		fb_write[n++] = "/dev";
-		fb_write[n] = NULL;
-		ll.write_paths = fb_write;
+	struct mountplan_in in = {
+	    .workspace = v->workspace,
+	    .home = v->home,
+	    .writable = v->lists[SBXP_L_WRITABLE],
+	    .hidden = v->lists[SBXP_L_HIDDEN],
+	    .readonly = v->lists[SBXP_L_READONLY],
+	    .empty_files = v->lists[SBXP_L_EMPTY],
+	    .net_host = s->m->net == SBX_NET_HOST,
+	    .sockets = (const char *const *)socks.v,
+	    .ro_binds = v->lists[SBXP_L_RO_BINDS],
+	    .link_names = s->m->flags & SBXP_RUN_LINKS_LISTED
+			      ? v->lists[SBXP_L_LINKS]
+			      : NULL,
+	    .idmap_userns_fd = s->idmap_fd,
+	};
+	r = mountplan_build(&in, &s->plan);
+	sockets_free(&socks);
+	if (r < 0) {
+		refuse_plan(s, r);
+		return r;
 	}
-	if (use_landlock)
-		a.landlock = &ll;
-	trace_stamp("plan");
+	s->a.plan = &s->plan;
+	s->ll.write_paths = s->plan.write_paths;
+	/* "/" already covers them; listed anyway so that the Landlock plan
+	 * mirrors the mount plan if reads are ever narrowed. */
+	for (size_t i = 0;
+	     i < s->plan.nread && i + 2 < ARRAY_SIZE(s->read_paths); i++)
+		s->read_paths[i + 1] = s->plan.read_paths[i];
+	return 0;
+}
+
+/* The report and status pipes, the broker's socketpair, and the rest of
+ * what the child is handed. */
+static int start_pipes(struct start *s)
+{
+	struct spawn_ctx *ctx = s->ctx;
+	struct child_args *a = &s->a;
+	int r;
 
 	/* No fallback keeps a copy of sandboxd as pid 1: without its init
 	 * nothing runs, best-effort or not. */
 	if (!ctx->layers.run_init) {
-		r = -EPERM;
-		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE, "run init: %s",
+		refuse(s->refusal, SBXP_ERR_UNAVAILABLE, "run init: %s",
 		       ctx->layers.run_init_why);
-		goto out;
+		return -EPERM;
 	}
 	if (SPAWN_SHARED_VM && (!ctx->init_stack || !ctx->cmd_stack)) {
-		r = -ENOMEM;
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "out of memory");
-		goto out;
+		refuse(s->refusal, SBXP_ERR_INTERNAL, "out of memory");
+		return -ENOMEM;
 	}
-	if (pipe2(report, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0 ||
-	    (!SPAWN_SHARED_VM && pipe2(sync, O_CLOEXEC) < 0)) {
+	if (pipe2(s->report, O_CLOEXEC) < 0 ||
+	    pipe2(s->status, O_CLOEXEC) < 0 ||
+	    (!SPAWN_SHARED_VM && pipe2(s->sync, O_CLOEXEC) < 0)) {
 		r = -errno;
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
-		goto out;
+		refuse(s->refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
+		return r;
 	}
-	if (has_door(m->net) &&
-	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, bsock) < 0) {
+	if (has_door(s->m->net) &&
+	    socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->bsock) <
+		0) {
 		r = -errno;
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "socketpair: %s",
+		refuse(s->refusal, SBXP_ERR_INTERNAL, "socketpair: %s",
 		       errstr(r));
-		goto out;
+		return r;
 	}
-	a.fd_broker = bsock[1];
-	a.fd_report = report[1];
-	a.fd_status = status[1];
-	a.fd_init = ctx->init_fd;
-	a.fd_sync = sync[0];
-	a.cmd_stack = ctx->cmd_stack;
-	a.scratch = ctx->links_scratch;
-	if (namespaces && !ctx->root) {
-		snprintf(a.uid_map, sizeof(a.uid_map), "%u %u 1\n", ctx->uid,
+	a->fd_broker = s->bsock[1];
+	a->fd_report = s->report[1];
+	a->fd_status = s->status[1];
+	a->fd_init = ctx->init_fd;
+	a->fd_sync = s->sync[0];
+	a->cmd_stack = ctx->cmd_stack;
+	a->scratch = ctx->links_scratch;
+	if (s->namespaces && !ctx->root) {
+		snprintf(a->uid_map, sizeof(a->uid_map), "%u %u 1\n", ctx->uid,
 			 ctx->uid);
-		snprintf(a.gid_map, sizeof(a.gid_map), "%u %u 1\n", ctx->gid,
+		snprintf(a->gid_map, sizeof(a->gid_map), "%u %u 1\n", ctx->gid,
 			 ctx->gid);
 	}
+	return 0;
+}
 
-	flags = SIGCHLD;
-	if (namespaces) {
+/* The run's init, cloned into its namespaces.  Returns its pid, once it
+ * has executed sandboxd-init or died (SPAWN_SHARED_VM), or -errno. */
+static pid_t start_clone(struct start *s)
+{
+	unsigned long flags = SIGCHLD;
+	pid_t pid;
+
+	if (s->namespaces) {
 		flags |= CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
 			 CLONE_NEWUTS | CLONE_NEWCGROUP;
-		if (!ctx->root)
+		if (!s->ctx->root)
 			flags |= CLONE_NEWUSER;
-		if (m->net != SBX_NET_HOST)
+		if (s->m->net != SBX_NET_HOST)
 			flags |= CLONE_NEWNET;
 	}
-	run->start_ns = spawn_now_ns();
+	spawn_steps_reset(trace_on());
+	s->run->start_ns = spawn_now_ns();
 #if SPAWN_SHARED_VM
-	/* Returns once init has executed sandboxd-init, or died. */
-	pid = clone(init_entry, ctx->init_stack, flags | CLONE_VM | CLONE_VFORK,
-		    &a);
+	pid = spare_take(s->ctx, &s->a, flags, &s->report[1], &s->status[1],
+			 s->report[0]);
+	if (pid > 0)
+		trace_stamp_at("spare", s->run->start_ns);
+	else
+		pid = clone(child_init_entry, s->ctx->init_stack,
+			    (int)(flags | CLONE_VM | CLONE_VFORK), &s->a);
 #else
 	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
 	if (pid == 0)
-		child_init(&a);
+		child_init(&s->a);
 #endif
 	if (pid < 0) {
-		r = -errno;
-		refuse(ret_refusal, SBXP_ERR_UNAVAILABLE,
+		int r = -errno;
+
+		refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
 		       "namespaces: clone: %s", errstr(r));
-		goto out;
+		return r;
 	}
 	if (trace_on()) {
-		uint64_t l0, l1;
-
-		mountplan_scratch_links_ns(a.scratch, &l0, &l1);
-		trace_stamp_at("clone", run->start_ns);
-		if (t_child[CHILD_T_MAPS])
-			trace_stamp_at("init.maps", t_child[CHILD_T_MAPS]);
-		if (l0 && l0 > run->start_ns) {
-			trace_stamp_at("init.binds", l0);
-			trace_stamp_at("init.links", l1);
-		}
-		if (t_child[CHILD_T_MOUNTS])
-			trace_stamp_at("init.pivot", t_child[CHILD_T_MOUNTS]);
-		if (t_child[CHILD_T_CMD])
-			trace_stamp_at("init.cmd_exec", t_child[CHILD_T_CMD]);
+		trace_stamp_at("clone", s->run->start_ns);
+		spawn_steps_flush("");
 		trace_stamp("init_exec");
 	}
+	return pid;
+}
 
-	close(report[1]);
-	close(status[1]);
-	report[1] = status[1] = -1;
-	if (sync[0] >= 0)
-		close(sync[0]);
-	sync[0] = -1;
+/* Kills and reaps the run's init after a failure past its clone. */
+static int start_abandon(struct start *s, pid_t pid, const char *what, int err)
+{
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	refuse(s->refusal, SBXP_ERR_INTERNAL, "%s: %s", what, errstr(err));
+	return err;
+}
+
+/* sandboxd's side of the started run: its pidfd, the go-ahead of a
+ * forked init, the broker's listener, the pipes' read ends. */
+static int start_adopt(struct start *s, pid_t pid)
+{
+	struct spawn_run *run = s->run;
+
+	if (s->report[1] >= 0)
+		close(s->report[1]);
+	if (s->status[1] >= 0)
+		close(s->status[1]);
+	s->report[1] = s->status[1] = -1;
+	if (s->sync[0] >= 0)
+		close(s->sync[0]);
+	s->sync[0] = -1;
 	run->pid = pid;
 	run->pidfd = pidfd_open(pid, 0);
-	if (run->pidfd < 0) {
-		r = -errno;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "pidfd_open: %s",
-		       errstr(r));
-		goto out;
+	if (run->pidfd < 0)
+		return start_abandon(s, pid, "pidfd_open", -errno);
+	if (s->sync[1] >= 0 && write(s->sync[1], "x", 1) != 1)
+		return start_abandon(s, pid, "sync", -errno);
+	if (s->bsock[0] >= 0) {
+		close(s->bsock[1]);
+		s->bsock[1] = -1;
+		run->broker_fd = recv_broker_listener(s->bsock[0]);
 	}
-	if (sync[1] >= 0 && write(sync[1], "x", 1) != 1) {
-		r = -errno;
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		refuse(ret_refusal, SBXP_ERR_INTERNAL, "sync: %s", errstr(r));
-		goto out;
-	}
-	if (bsock[0] >= 0) {
-		close(bsock[1]);
-		bsock[1] = -1;
-		run->broker_fd = recv_broker_listener(bsock[0]);
-	}
-	fcntl(report[0], F_SETFL, O_NONBLOCK);
-	fcntl(status[0], F_SETFL, O_NONBLOCK);
-	run->report_fd = steal_fd(report[0]);
-	run->status_fd = steal_fd(status[0]);
-	run->own_pidns = namespaces;
+	fcntl(s->report[0], F_SETFL, O_NONBLOCK);
+	fcntl(s->status[0], F_SETFL, O_NONBLOCK);
+	run->report_fd = steal_fd(s->report[0]);
+	run->status_fd = steal_fd(s->status[0]);
+	run->own_pidns = s->namespaces;
 	run->info.pid = pid;
-	if (m->timeout_ms)
+	if (s->m->timeout_ms)
 		run->deadline_ns =
-		    run->start_ns + (uint64_t)m->timeout_ms * 1000000ull;
-	if (namespaces)
-		run->plan = plan;
-	else
-		mountplan_free(&plan);
-	free(env);
-	if (sync[1] >= 0)
-		close(sync[1]);
-	for (int i = 0; i < 2; i++)
-		if (bsock[i] >= 0)
-			close(bsock[i]);
-	return 0;
-out:
-	if (run->pidfd >= 0)
-		close(run->pidfd);
-	run->pidfd = -1;
-	for (int i = 0; i < 2; i++) {
-		if (report[i] >= 0)
-			close(report[i]);
-		if (status[i] >= 0)
-			close(status[i]);
-		if (sync[i] >= 0)
-			close(sync[i]);
-		if (bsock[i] >= 0)
-			close(bsock[i]);
+		    run->start_ns + (uint64_t)s->m->timeout_ms * 1000000ull;
+	if (s->namespaces) {
+		char path[64];
+
+		run->plan = s->plan;
+		memset(&s->plan, 0, sizeof(s->plan));
+		/* Best-effort: without it the teardown precedes EXITED. */
+		snprintf(path, sizeof(path), "/proc/%d/ns/mnt", (int)pid);
+		run->mntns_fd = open(path, O_RDONLY | O_CLOEXEC);
 	}
-	if (run->broker_fd >= 0)
-		close(run->broker_fd);
-	run->broker_fd = -1;
-	mountplan_free(&plan);
-	free(env);
-	return r < 0 ? r : -EIO;
+	return 0;
+}
+
+/* Closes what start opened and frees what it made; after a failure also
+ * what the run was given. */
+static void start_free(struct start *s, bool failed)
+{
+	struct spawn_run *run = s->run;
+
+	for (int i = 0; i < 2; i++) {
+		if (s->report[i] >= 0)
+			close(s->report[i]);
+		if (s->status[i] >= 0)
+			close(s->status[i]);
+		if (s->sync[i] >= 0)
+			close(s->sync[i]);
+		if (s->bsock[i] >= 0)
+			close(s->bsock[i]);
+	}
+	if (failed) {
+		if (run->pidfd >= 0)
+			close(run->pidfd);
+		run->pidfd = -1;
+		if (run->broker_fd >= 0)
+			close(run->broker_fd);
+		run->broker_fd = -1;
+	}
+	mountplan_free(&s->plan);
+	free(s->env);
+}
+
+int spawn_start(struct spawn_ctx *ctx, uint32_t id,
+		const struct sbxp_run_view *v, int out_fd, int err_fd,
+		int in_fd, struct spawn_run *run,
+		struct sbxp_exited *ret_refusal)
+{
+	struct start s = {
+	    .ctx = ctx,
+	    .v = v,
+	    .m = v->msg,
+	    .run = run,
+	    .refusal = ret_refusal,
+	    .best = v->msg->flags & SBXP_RUN_BEST_EFFORT,
+	    .namespaces = true,
+	    .use_landlock = true,
+	    .a = {.fd_out = out_fd,
+		  .fd_err = err_fd,
+		  .fd_in = in_fd,
+		  .fd_broker = -1},
+	    .read_paths = {"/", NULL},
+	    .report = {-1, -1},
+	    .status = {-1, -1},
+	    .sync = {-1, -1},
+	    .bsock = {-1, -1},
+	    .idmap_fd = -1,
+	};
+	pid_t pid;
+	int r;
+
+	trace_stamp("msg");
+	memset(run, 0, sizeof(*run));
+	run->id = id;
+	run->pidfd = run->report_fd = run->status_fd = run->broker_fd = -1;
+	run->mntns_fd = -1;
+	if (!ctx->probed)
+		spawn_probe(ctx);
+	if ((r = start_layers(&s)) < 0)
+		goto out;
+	trace_stamp("layers");
+	if ((r = start_args(&s)) < 0 || (r = start_plan(&s)) < 0)
+		goto out;
+	if (s.use_landlock)
+		s.a.landlock = &s.ll;
+	trace_stamp("plan");
+	if ((r = start_pipes(&s)) < 0)
+		goto out;
+	if ((pid = start_clone(&s)) < 0) {
+		r = pid;
+		goto out;
+	}
+	r = start_adopt(&s, pid);
+out:
+	start_free(&s, r < 0);
+	return r;
 }
 
 /* The hard-link check refused the run (mount.h, MOUNTPLAN_STEP_LINKS):

@@ -54,6 +54,8 @@
 /* Idmap user namespaces kept open (one per run uid/gid pair). */
 #define SPAWN_IDMAP_CACHE 4
 
+struct child_spare;
+
 struct spawn_ctx {
 	bool root; /* sandboxd runs as uid 0: commands run as run_uid */
 	uid_t uid; /* sandboxd's (the operator's) ids */
@@ -77,6 +79,22 @@ struct spawn_ctx {
 	char *init_stack;
 	char *cmd_stack;
 	struct mountplan_scratch *links_scratch;
+	/* An idmap user namespace was made or closed: a spare made before
+	 * may lack its descriptor. */
+	unsigned int idmap_gen;
+	/* The spare (spawn_spare): its pid (0: none), sandboxd's end of its
+	 * socket, its stack, the idmap_gen it was made at; what it is
+	 * handed at its clone; /proc/self/mountinfo, whose poll says when
+	 * sandboxd's mounts changed since. */
+	pid_t spare_pid;
+	int spare_sock;
+	char *spare_stack;
+	unsigned int spare_idmap_gen;
+	struct child_spare *spare_cfg;
+	int mounts_fd;
+	/* The fixed head of every mount plan, which a spare applies before
+	 * its run arrives (no ops when it could not be built). */
+	struct mountplan fixed_plan;
 };
 
 struct spawn_run {
@@ -97,6 +115,9 @@ struct spawn_run {
 	struct sbxp_exited refusal; /* set when failed */
 	int exec_errno;		    /* the command could not be exec'd */
 	struct mountplan plan;	    /* kept to name a failing mount */
+	/* The run's mount namespace, held so that taking its mounts down
+	 * follows EXITED instead of delaying it (spawn_finish), or -1. */
+	int mntns_fd;
 };
 
 /* Fill ctx for this process (its uids).  Probing is deferred to the
@@ -128,13 +149,31 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
  */
 int spawn_read_report(struct spawn_run *run);
 
+/*
+ * The spare: a run's init cloned ahead of its run, into fresh namespaces
+ * (all of them, the network's included), waiting for the next run, which
+ * then pays neither the clone nor the namespaces' creation.  It is used
+ * for one run only; nothing of a run exists in it before that run takes
+ * it.  spawn_spare makes one when there is none and the host allows it
+ * (call it when idle: the clone takes about as long as a run's setup);
+ * spawn_start takes it, or drops it and clones anew when sandboxd's
+ * mounts changed since it was made, an idmap user namespace it lacks is
+ * needed, or the run wants the host's network.  spawn_spare_drop kills
+ * and reaps it.
+ */
+void spawn_spare(struct spawn_ctx *ctx);
+void spawn_spare_drop(struct spawn_ctx *ctx);
+
 /* Kill the whole run (its pid namespace) now.  Idempotent. */
 void spawn_kill(struct spawn_run *run);
 
 /*
  * Reap a run whose pidfd became readable and fill *ret with its EXITED:
  * the command's exit code or signal, timed_out, duration, or the refusal
- * recorded during setup.  Closes the run's descriptors.
+ * recorded during setup.  Closes the run's descriptors but mntns_fd: the
+ * caller closes that after sending EXITED (every process of the run is
+ * gone by then; what is left is the kernel taking the run's mounts down,
+ * which the last reference does).
  */
 void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret);
 

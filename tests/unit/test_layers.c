@@ -865,6 +865,31 @@ static int sc_socket_inet_high(void)
 	return sc_socket((1L << 32) | AF_INET, SOCK_STREAM, 0);
 }
 
+static int sc_socket_unix_high(void)
+{
+	/* An allowed family with high bits set: refused whole, since the
+	 * filter refuses every family value from AF_NETLINK + 1 up. */
+	return sc_socket((1L << 32) | AF_UNIX, SOCK_STREAM, 0);
+}
+
+static int sc_socket_netlink_route_high(void)
+{
+	/* NETLINK_ROUTE with high bits set in the protocol: refused. */
+	long fd = syscall(SYS_socket, AF_NETLINK, SOCK_RAW, 1L << 32);
+
+	if (fd < 0)
+		return errno;
+	close((int)fd);
+	return 0;
+}
+
+static int sc_socketpair_inet6(void)
+{
+	int sv[2];
+
+	return SC_RET(socketpair(AF_INET6, SOCK_STREAM, 0, sv));
+}
+
 static int sc_socket_mptcp(void)
 {
 	return sc_socket(AF_INET, SOCK_STREAM, 262 /* IPPROTO_MPTCP */);
@@ -1048,6 +1073,8 @@ static const struct sc_case sc_cases[] = {
     SC(sc_socket_inet, SBX_NET_NONE, EPERM),
     SC(sc_socket_inet6, SBX_NET_NONE, EPERM),
     SC(sc_socket_inet_high, SBX_NET_NONE, EPERM),
+    SC(sc_socket_unix_high, SBX_NET_NONE, EPERM),
+    SC(sc_socket_netlink_route_high, SBX_NET_NONE, EPERM),
     /* Broker mode (spctl agent) reaches 127.0.0.1:PORT over IPv4 only. */
     SC(sc_socket_inet6, SBX_NET_BROKER, EPERM),
     SC(sc_socket_inet6, SBX_NET_PROXY, EPERM),
@@ -1058,6 +1085,7 @@ static const struct sc_case sc_cases[] = {
     SC(sc_socket_vsock, SBX_NET_LOOPBACK, EPERM),
     SC(sc_socket_bluetooth, SBX_NET_LOOPBACK, EPERM),
     SC(sc_socketpair_inet, SBX_NET_LOOPBACK, EPERM),
+    SC(sc_socketpair_inet6, SBX_NET_HOST, EPERM),
     SC(sc_chmod_setuid, SBX_NET_NONE, EPERM),
     SC(sc_chmod_setgid, SBX_NET_NONE, EPERM),
     SC(sc_fchmod_setuid, SBX_NET_NONE, EPERM),

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1745,6 +1747,75 @@ START_TEST(probe_reports_layers)
 }
 END_TEST
 
+/*
+ * Each run after the first is served by the spare sandboxd clones ahead
+ * (sandboxd/linux/spawn.h): nothing one run leaves (a file in its /tmp, a
+ * process, its hostname) is seen by the next.  (Namespace inode numbers
+ * are reused once freed, so they cannot tell runs apart.)
+ */
+START_TEST(spare_fresh_each_run)
+{
+	struct fixture f;
+	struct outcome o;
+	char s[] = "cat /tmp/left 2>/dev/null && echo LEAKED-TMP; "
+		   "[ \"$(hostname)\" = sandbox ] || echo LEAKED-HOSTNAME; "
+		   "pgrep -x sleep >/dev/null && echo LEAKED-PROCESS; "
+		   "echo left > /tmp/left; hostname other 2>/dev/null; "
+		   "(sleep 30 &); echo ran";
+
+	fx_setup(&f, NULL);
+	for (int i = 0; i < 3; i++) {
+		run_sh(&f, s, &o);
+		REQUIRE_SANDBOX(&o);
+		ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+			      o.error_msg);
+		ck_assert_str_eq(o.out.data ? o.out.data : "", "ran\n");
+		outcome_free(&o);
+	}
+	fx_teardown(&f);
+}
+END_TEST
+
+/*
+ * A spare's mounts are a copy of sandboxd's from when it was made: a file
+ * system mounted after that, where no propagation brings it over
+ * (sandboxd's mounts all private here), is still seen by the next run,
+ * which must then not take that spare.  Root: the test mounts.
+ */
+START_TEST(spare_sees_later_mounts)
+{
+	struct fixture f;
+	struct outcome o;
+	char dir[PATH_MAX], file[PATH_MAX + 16], s[PATH_MAX + 32];
+
+	if (geteuid() != 0)
+		TEST_SKIP("needs root to mount a file system");
+	ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+	ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+	fx_setup(&f, NULL);
+	run_sh(&f, "true", &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	outcome_free(&o);
+	/* Now, after the run: sandboxd has made its spare. */
+	snprintf(dir, sizeof(dir), "%s/later", f.outside);
+	ck_assert_int_eq(mkdir(dir, 0755), 0);
+	ck_assert_int_eq(mount("tmpfs", dir, "tmpfs", 0, "mode=0755"), 0);
+	snprintf(file, sizeof(file), "%s/marker", dir);
+	test_write_file(file, "MOUNTED-LATER\n");
+	chmod(file, 0644);
+	snprintf(s, sizeof(s), "cat %s", file);
+	run_sh(&f, s, &o);
+	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+	ck_assert_msg(o.out.data && strstr(o.out.data, "MOUNTED-LATER"),
+		      "the run missed a mount made before it started: %s",
+		      o.err.data ? o.err.data : "");
+	outcome_free(&o);
+	umount2(dir, MNT_DETACH);
+	fx_teardown(&f);
+}
+END_TEST
+
 static Suite *sandbox_suite(void)
 {
 	Suite *s = suite_create("sandbox");
@@ -1777,6 +1848,8 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, planted_hardlink_protected);
 	tcase_add_test(tc, inside_hardlinks_writable);
 	tcase_add_test(tc, too_many_hardlinks_refused);
+	tcase_add_test(tc, spare_fresh_each_run);
+	tcase_add_test(tc, spare_sees_later_mounts);
 	suite_add_tcase(s, tc);
 	/* spd's watch of the workspace and sandboxd's check from its list. */
 	tc = tcase_create("linkwatch");

@@ -1,0 +1,536 @@
+/*
+ * A run's init and command between clone and exec (sandboxd/linux/child.h):
+ * the uid maps, lo, the broker's listener, the mount plan, descriptors,
+ * rlimits, the uid switch, Landlock, capabilities, seccomp, exec.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sandboxd/linux/child.h"
+#include "sandboxd/linux/init.h"
+#include "sandboxd/linux/spawn.h"
+#include "sandboxd/linux/steps.h"
+
+int spawn_write_file(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+	int r = 0;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, s, strlen(s));
+	if (n < 0)
+		r = -errno;
+	else if ((size_t)n != strlen(s))
+		r = -EIO;
+	close(fd);
+	return r;
+}
+
+/* ---- the child ---------------------------------------------------------- */
+
+static void child_rec(int fd, enum rec_kind kind, enum layer layer, int err,
+		      int info)
+{
+	struct rec r = {kind, layer, err < 0 ? -err : err, info};
+	ssize_t n;
+
+	do {
+		n = write(fd, &r, sizeof(r));
+	} while (n < 0 && errno == EINTR);
+}
+
+static __attribute__((noreturn)) void child_fail(int fd, enum layer layer,
+						 int err, int info)
+{
+	child_rec(fd, REC_FAIL, layer, err, info);
+	_exit(CHILD_EXIT_REFUSED);
+}
+
+/* A layer could not be applied: refuse, or in best-effort say so and go
+ * on without it. */
+static void child_layer_failed(const struct child_args *a, int fd,
+			       enum layer layer, int err)
+{
+	if (!a->best_effort)
+		child_fail(fd, layer, err, 0);
+	child_rec(fd, REC_WARN, layer, err, 0);
+}
+
+/* Bring lo up in the new network namespace: an ioctl, no netlink. */
+static int child_lo_up(void)
+{
+	struct ifreq ifr;
+	int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int r = 0;
+
+	if (s < 0)
+		return -errno;
+	memset(&ifr, 0, sizeof(ifr));
+	memcpy(ifr.ifr_name, "lo", 3);
+	if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) {
+		r = -errno;
+		goto out;
+	}
+	ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+	if (ioctl(s, SIOCSIFFLAGS, &ifr) < 0)
+		r = -errno;
+out:
+	close(s);
+	return r;
+}
+
+/*
+ * Broker mode: listen on 127.0.0.1:PORT in the run's network namespace,
+ * which only this process can do from outside the run (it is in the
+ * namespace and not yet confined), and send the socket to sandboxd, which
+ * hands it to spd.  The command never holds it: it can connect to the
+ * port, and spd's broker answers, with nothing in the run relaying.
+ */
+static int child_broker_listen(const struct child_args *a)
+{
+	struct sockaddr_in sin;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	char byte = 'L';
+	struct iovec iov = {&byte, 1};
+	struct msghdr mh;
+	struct cmsghdr *cm;
+	int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), r = 0;
+
+	if (s < 0) {
+		r = -errno;
+		goto out;
+	}
+	memset(&sin, 0, sizeof(sin));
+	sin.sin_family = AF_INET;
+	sin.sin_port = htons(a->broker_port);
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (bind(s, (struct sockaddr *)&sin, sizeof(sin)) < 0 ||
+	    listen(s, SPAWN_BROKER_BACKLOG) < 0) {
+		r = -errno;
+		goto out;
+	}
+	memset(&u, 0, sizeof(u));
+	memset(&mh, 0, sizeof(mh));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &s, sizeof(int));
+	if (sendmsg(a->fd_broker, &mh, MSG_NOSIGNAL) < 0)
+		r = -errno;
+out:
+	if (s >= 0)
+		close(s);
+	close(a->fd_broker);
+	return r;
+}
+
+/* Give init's descriptors fixed numbers (init.h): 1 and 2 the output
+ * pipes, 3 the report pipe, 4 the status pipe, 5 sandboxd-init; close
+ * everything else (sandboxd's socket, other runs' pipes). */
+static int child_shuffle_fds(const struct child_args *a)
+{
+	int src[5] = {a->fd_out, a->fd_err, a->fd_report, a->fd_status,
+		      a->fd_init};
+	int tmp[5], in = -1;
+
+	/* Moved out of the way first: it may sit on one of 1-5. */
+	if (a->fd_in >= 0 && (in = fcntl(a->fd_in, F_DUPFD, 10)) < 0)
+		return -errno;
+	for (int i = 0; i < 5; i++) {
+		tmp[i] = fcntl(src[i], F_DUPFD, 10);
+		if (tmp[i] < 0)
+			return -errno;
+	}
+	for (int i = 0; i < 5; i++)
+		if (dup2(tmp[i], i + 1) < 0)
+			return -errno;
+	if (in >= 0 && dup2(in, 0) < 0)
+		return -errno;
+	if (close_range(FD_INIT + 1, ~0u, 0) < 0 ||
+	    fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0)
+		return -errno;
+	if (in >= 0)
+		return 0;
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null < 0)
+		return -errno;
+	if (dup2(null, 0) < 0)
+		return -errno;
+	close(null);
+	return 0;
+}
+
+static __attribute__((noreturn)) void child_exec(const struct child_args *a)
+{
+	const char *file = a->argv[0];
+	char buf[PATH_MAX];
+	int err = ENOENT;
+	bool eacces = false;
+
+	if (strchr(file, '/')) {
+		execve(file, a->argv, a->envp);
+		err = errno;
+	} else {
+		size_t flen = strlen(file);
+		const char *p = a->path;
+
+		/* execvpe() searches the caller's PATH, not envp's: search
+		 * the run's own, as a shell inside it would. */
+		while (*p) {
+			const char *end = strchr(p, ':');
+			size_t dlen = end ? (size_t)(end - p) : strlen(p);
+
+			if (dlen == 0) {
+				buf[0] = '.';
+				dlen = 1;
+			} else if (dlen + flen + 2 <= sizeof(buf)) {
+				memcpy(buf, p, dlen);
+			} else {
+				dlen = 0;
+			}
+			if (dlen && dlen + flen + 2 <= sizeof(buf)) {
+				buf[dlen] = '/';
+				memcpy(buf + dlen + 1, file, flen + 1);
+				execve(buf, a->argv, a->envp);
+				if (errno == EACCES)
+					eacces = true;
+				else if (errno != ENOENT && errno != ENOTDIR)
+					err = errno;
+			}
+			if (!end)
+				break;
+			p = end + 1;
+		}
+		if (eacces && err == ENOENT)
+			err = EACCES;
+	}
+	child_rec(FD_REPORT, REC_EXEC, L_SETUP, err, 0);
+	_exit(err == ENOENT || err == ENOTDIR ? CHILD_EXIT_NOTFOUND
+					      : CHILD_EXIT_NOEXEC);
+}
+
+/* Root only: lock the securebits and drop the bounding set while
+ * CAP_SETPCAP is still held, then become the run's unprivileged uid,
+ * which clears the other sets. */
+static int child_become_run_uid(const struct child_args *a)
+{
+	int r;
+
+	if ((r = layer_caps_lock_securebits()) < 0 ||
+	    (r = layer_caps_drop_bounding()) < 0)
+		return r;
+	/* Raw syscalls: glibc's wrappers synchronise all threads, which a
+	 * child of fork must not rely on. */
+	if (syscall(SYS_setgroups, 0, NULL) < 0 ||
+	    syscall(SYS_setresgid, a->run_gid, a->run_gid, a->run_gid) < 0 ||
+	    syscall(SYS_setresuid, a->run_uid, a->run_uid, a->run_uid) < 0)
+		return -errno;
+	return 0;
+}
+
+static __attribute__((noreturn)) void child_command(const struct child_args *a)
+{
+	int r;
+
+	spawn_step("cmd.entry");
+	/* sandboxd ignores SIGPIPE; the command gets the default back, or
+	 * `yes | head` would see EPIPE instead of dying quietly. */
+	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	/* No controlling terminal: TIOCSTI needs one. */
+	if (a->plan && setsid() < 0)
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0 || close(FD_STATUS) < 0)
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	spawn_step("cmd.setsid");
+	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
+		struct rlimit rl;
+
+		/* Only the hard limit we were given can be kept or lowered:
+		 * raising needs CAP_SYS_RESOURCE in the initial namespace. */
+		if (getrlimit(a->rl_res[i], &rl) < 0)
+			child_fail(FD_REPORT, L_RLIMIT, errno, i);
+		if (rl.rlim_max == RLIM_INFINITY || a->rl_val[i] < rl.rlim_max)
+			rl.rlim_max = a->rl_val[i];
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(a->rl_res[i], &rl) < 0)
+			child_fail(FD_REPORT, L_RLIMIT, errno, i);
+	}
+	spawn_step("cmd.rlimits");
+	if (a->root && (r = child_become_run_uid(a)) < 0)
+		child_fail(FD_REPORT, L_UID, r, 0);
+	spawn_step("cmd.uid");
+	/* no_new_privs first: Landlock needs it once the uid is dropped
+	 * (it would otherwise need CAP_SYS_ADMIN), and it costs nothing. */
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+		child_layer_failed(a, FD_REPORT, L_NNP, errno);
+	if (a->landlock && (r = layer_landlock_apply(a->landlock)) < 0)
+		child_layer_failed(a, FD_REPORT, L_LANDLOCK, r);
+	spawn_step("cmd.landlock");
+	if ((r = layer_caps_drop_all()) < 0)
+		child_layer_failed(a, FD_REPORT, L_CAPS, r);
+	spawn_step("cmd.caps");
+	if (a->filter && (r = layer_seccomp_load(a->filter)) < 0)
+		child_layer_failed(a, FD_REPORT, L_SECCOMP, r);
+	spawn_step("cmd.seccomp");
+	child_exec(a);
+}
+
+#if SPAWN_SHARED_VM
+static int command_entry(void *arg)
+{
+	child_command(arg);
+}
+#endif
+
+/* Start the command from init (see SPAWN_SHARED_VM).  Returns the pid or
+ * -1 (errno). */
+static pid_t start_command(const struct child_args *a)
+{
+#if SPAWN_SHARED_VM
+	return clone(command_entry, a->cmd_stack,
+		     CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)(uintptr_t)a);
+#else
+	pid_t pid = fork();
+
+	if (pid == 0)
+		child_command(a);
+	return pid;
+#endif
+}
+
+/* Without root: map our uid and gid to themselves in the run's user
+ * namespace, as unshare -r does from inside. */
+static int child_map_ids(const char *uid_map, const char *gid_map)
+{
+	int r;
+
+	if ((r = spawn_write_file("/proc/self/setgroups", "deny")) < 0 ||
+	    (r = spawn_write_file("/proc/self/uid_map", uid_map)) < 0 ||
+	    (r = spawn_write_file("/proc/self/gid_map", gid_map)) < 0)
+		return r;
+	return 0;
+}
+
+/* Decimal, for sandboxd-init's argument: snprintf is not safe here. */
+static void child_utoa(unsigned long v, char *buf, size_t size)
+{
+	char tmp[24];
+	size_t n = 0, i = 0;
+
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v && n < sizeof(tmp));
+	while (n && i + 1 < size)
+		buf[i++] = tmp[--n];
+	buf[i] = 0;
+}
+
+/*
+ * The run's first process: pid 1 of its namespaces.  It sets the run up,
+ * starts the command, and becomes sandboxd-init (init.h), which waits
+ * for the command.  It shares sandboxd's memory until that exec
+ * (SPAWN_SHARED_VM): only syscalls and the prepared arguments here.
+ */
+__attribute__((noreturn)) void child_init(const struct child_args *a)
+{
+	char c, pid[24];
+	char *init_argv[] = {(char *)"sandboxd-init", pid, NULL};
+	char *init_envp[] = {NULL};
+	int r, step;
+	pid_t cmd;
+
+	spawn_step("init.entry");
+	/* If sandboxd dies, so does the run (its pid namespace with init);
+	 * the exec into sandboxd-init keeps this (it changes no
+	 * credentials).  A forked init waits for sandboxd's byte, which
+	 * proves sandboxd was alive after this was set; a vforked one has
+	 * sandboxd waiting for it. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	if (a->fd_sync >= 0) {
+		if (read(a->fd_sync, &c, 1) != 1)
+			_exit(CHILD_EXIT_REFUSED);
+		close(a->fd_sync);
+	}
+	if (a->uid_map[0] && (r = child_map_ids(a->uid_map, a->gid_map)) < 0)
+		child_fail(a->fd_report, L_USERNS, r, 0);
+	spawn_step("init.maps");
+	if (a->plan) {
+		if (sethostname("sandbox", 7) < 0)
+			child_fail(a->fd_report, L_SETUP, errno, 0);
+		if (a->loopback && (r = child_lo_up()) < 0)
+			child_fail(a->fd_report, L_NETNS, r, 0);
+		if (a->fd_broker >= 0 && (r = child_broker_listen(a)) < 0)
+			child_fail(a->fd_report, L_NETNS, r, 0);
+		spawn_step("init.host");
+		r = a->plan_head_done
+			? mountplan_apply_tail(a->plan, a->scratch, &step)
+			: mountplan_apply(a->plan, a->scratch, &step);
+		if (r < 0)
+			child_fail(a->fd_report, L_MOUNT, r, step);
+	} else if (setsid() < 0) {
+		child_fail(a->fd_report, L_SETUP, errno, 0);
+	}
+	if ((r = child_shuffle_fds(a)) < 0)
+		child_fail(a->fd_report, L_SETUP, r, 0);
+	if (chdir(a->cwd) < 0)
+		child_fail(FD_REPORT, L_CWD, errno, 0);
+	spawn_step("init.fds");
+
+	cmd = start_command(a);
+	if (cmd < 0)
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	spawn_step("init.cmd_exec");
+	/* The report pipe closes with this exec, so that its end tells
+	 * sandboxd the command (which closed its copy when it exec'd) is
+	 * running; a failed exec is reported on it. */
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0)
+		r = -errno;
+	else {
+		child_utoa((unsigned long)cmd, pid, sizeof(pid));
+		syscall(SYS_execveat, FD_INIT, "", init_argv, init_envp,
+			AT_EMPTY_PATH);
+		r = -errno;
+	}
+	kill(cmd, SIGKILL);
+	child_fail(FD_REPORT, L_INIT, r, 0);
+}
+
+int child_init_entry(void *arg)
+{
+	child_init(arg);
+}
+
+/* Closes every descriptor from 3 up but the n in keep (any order). */
+static int child_close_but(const int *keep, size_t n)
+{
+	unsigned int from = 3;
+
+	for (;;) {
+		unsigned int next = ~0u;
+
+		/* The lowest kept descriptor at or above from. */
+		for (size_t i = 0; i < n; i++)
+			if (keep[i] >= (int)from &&
+			    (unsigned int)keep[i] < next)
+				next = (unsigned int)keep[i];
+		if (next == ~0u)
+			return close_range(from, ~0u, 0) < 0 ? -errno : 0;
+		if (next > from && close_range(from, next - 1, 0) < 0)
+			return -errno;
+		from = next + 1;
+	}
+}
+
+/* The run's descriptors in the order the message holds them (child.h):
+ * points each field of a at its slot, or -1 for one not sent. */
+static size_t child_spare_slots(struct child_args *a, int **slot)
+{
+	size_t n = 0;
+
+	slot[n++] = &a->fd_out;
+	slot[n++] = &a->fd_err;
+	slot[n++] = &a->fd_report;
+	slot[n++] = &a->fd_status;
+	if (a->fd_in >= 0)
+		slot[n++] = &a->fd_in;
+	if (a->fd_broker >= 0)
+		slot[n++] = &a->fd_broker;
+	return n;
+}
+
+/* Waits for the run; fills *a from sandboxd's args and the descriptors
+ * received.  Returns 0, or -1 on EOF or a message that is not one. */
+static int child_spare_wait(int sock, struct child_args *a)
+{
+	union {
+		char buf[CMSG_SPACE(CHILD_SPARE_FDS_MAX * sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	const struct child_args *src = NULL;
+	struct iovec iov = {&src, sizeof(src)};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	int *slot[CHILD_SPARE_FDS_MAX];
+	struct cmsghdr *cm;
+	size_t n;
+	ssize_t r;
+
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	do {
+		r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
+	} while (r < 0 && errno == EINTR);
+	cm = CMSG_FIRSTHDR(&mh);
+	if (r != sizeof(src) || !src || (mh.msg_flags & MSG_CTRUNC) || !cm ||
+	    cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+		return -1;
+	*a = *src;
+	n = child_spare_slots(a, slot);
+	if (cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		memcpy(slot[i], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+	return 0;
+}
+
+int child_spare_entry(void *arg)
+{
+	const struct child_spare *sp = arg;
+	int sock = sp->sock, keep[CHILD_SPARE_KEEP_MAX + 1];
+	size_t nkeep =
+	    sp->nkeep < CHILD_SPARE_KEEP_MAX ? sp->nkeep : CHILD_SPARE_KEEP_MAX;
+	bool head = sp->fixed != NULL;
+	struct child_args a;
+	int step;
+
+	/* If sandboxd dies, so does the spare; if it died before this, its
+	 * end of the socket is closed and the wait below sees EOF. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	if (sp->uid_map[0] && child_map_ids(sp->uid_map, sp->gid_map) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	if (sp->unshare_flags && unshare((int)sp->unshare_flags) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	if (sp->fixed && mountplan_apply_head(sp->fixed, &step) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	memcpy(keep, sp->keep, nkeep * sizeof(int));
+	keep[nkeep++] = sock;
+	/* Nothing of sandboxd's (its socket to spd, other runs' pipes and
+	 * listeners) stays open here while it waits. */
+	if (child_close_but(keep, nkeep) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	/* Ready: a spare that failed above is never handed a run. */
+	if (send(sock, "r", 1, MSG_NOSIGNAL) != 1 ||
+	    child_spare_wait(sock, &a) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	close(sock);
+	/* The maps are written; the rest is the run's, as after a clone. */
+	a.uid_map[0] = a.gid_map[0] = '\0';
+	a.fd_sync = -1;
+	a.plan_head_done = head;
+	child_init(&a);
+}
