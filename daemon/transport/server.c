@@ -1,7 +1,8 @@
 /*
  * The client socket (daemon/transport/server.h): connections, peer
- * credentials, frames, the call machinery of call.h, journaling every
- * request, journal.follow's followers.
+ * credentials, frames, admission and dispatch.  The call machinery of
+ * call.h is call.c's, journal.follow's followers follow.c's; what the
+ * three share is conn.h.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include "common/trace.h"
 #include "daemon/transport/auth.h"
 #include "daemon/transport/call.h"
+#include "daemon/transport/conn.h"
 #include "daemon/transport/dispatch.h"
 #include "daemon/domain/journal.h"
 #include "daemon/log.h"
@@ -29,73 +31,6 @@
 
 struct conn;
 
-struct rpc_call {
-	struct spd *spd;
-	struct conn *conn;	      /* NULL once the client has gone */
-	struct rpc_call *next, *prev; /* in conn->calls */
-	enum rpc_method method;
-	json_t *id; /* NULL for a notification */
-	json_t *params;
-	struct rpc_principal who;
-	char *session_id; /* owned copy behind who.session_id */
-	char *summary;
-	json_t *detail;
-	uint64_t start_ns;
-	void (*gone_cb)(void *data);
-	void *gone_data;
-	bool finished;
-};
-
-struct follower {
-	struct follower *next, *prev;
-	struct rpc_call *call;
-	int64_t last_sent;
-	char *kind;
-	bool catching_up;
-	bool dead; /* the client went away while a query was in flight */
-};
-
-struct conn {
-	uv_pipe_t pipe; /* first member: handle → conn */
-	struct server *srv;
-	struct conn *next, *prev;
-	struct buf in;
-	uid_t peer_uid;
-	pid_t peer_pid;
-	bool authed_operator;
-	char *authed_session;
-	bool closing;
-	unsigned inflight;
-	size_t outbuf;
-	struct rpc_call *calls;
-	bool batching;	      /* in on_read: replies go to wbatch */
-	struct buf wbatch;    /* replies gathered during one read */
-	uint64_t accepted_ms; /* loop time of accept, for the auth deadline */
-	bool authenticated;   /* a request has carried a valid token */
-	bool in_shared;	      /* holds one of the slots everyone shares */
-	/* Admitted into the slots held for the operator: the first request
-	 * must carry the operator token, anything else is refused. */
-	bool in_reserve;
-	char *quota_sid; /* the session whose connection quota this holds */
-	uint64_t serial; /* rpc_call_conn_serial: never reused */
-};
-
-struct server {
-	uv_pipe_t listener;
-	struct spd *spd;
-	uint64_t conn_serial; /* the last connection's serial */
-	struct conn *conns;
-	unsigned nconns;
-	unsigned nshared;      /* connections not (yet) the operator's */
-	uv_timer_t auth_timer; /* closes connections past the auth deadline */
-	bool auth_timer_closed;
-	struct follower *followers;
-	void (*close_cb)(void *data);
-	void *close_data;
-	bool closing;
-	unsigned closing_conns; /* handles whose close callback is pending */
-};
-
 struct write_req {
 	uv_write_t req;
 	size_t len;
@@ -103,7 +38,6 @@ struct write_req {
 };
 
 static void conn_close(struct conn *c);
-static void follower_pump(struct follower *f);
 
 /* ---- writing -------------------------------------------------------- */
 
@@ -160,7 +94,7 @@ static char *redact_line(struct spd *spd, char *line, size_t *len)
 
 /* Queue len bytes (taking ownership of line).  A client that lets more
  * than SERVER_MAX_OUTBUF pile up is disconnected. */
-static int conn_send(struct conn *c, char *line, size_t len)
+int conn_send(struct conn *c, char *line, size_t len)
 {
 	struct write_req *w;
 	uv_buf_t b;
@@ -248,223 +182,6 @@ static void send_error(struct conn *c, json_t *id, enum rpc_error e,
 	char *line = rpc_format_error(id, e, msg, NULL, &len);
 
 	conn_send(c, line, len);
-}
-
-/* ---- journaling of requests ----------------------------------------- */
-
-static const char *actor_of(const struct rpc_principal *p, char *buf, size_t n)
-{
-	if (p->operator)
-		snprintf(buf, n, "operator");
-	else if (p->session_id)
-		snprintf(buf, n, "agent");
-	else
-		snprintf(buf, n, "uid:%u", p->peer_uid);
-	return buf;
-}
-
-static void journal_request(struct spd *spd, const struct rpc_principal *who,
-			    const char *kind, const char *method,
-			    const char *outcome, uint64_t dur_ns,
-			    const char *summary, json_t *detail)
-{
-	char actor[64], sum[512];
-	json_t *d = detail ? json_incref(detail) : json_object();
-	char *text;
-
-	if (!spd->journal)
-		goto out;
-	json_object_set_new(d, "method", json_string(method ? method : "-"));
-	json_object_set_new(d, "outcome", json_string(outcome));
-	json_object_set_new(d, "duration_us",
-			    json_integer((json_int_t)(dur_ns / 1000)));
-	json_object_set_new(d, "peer_uid", json_integer(who->peer_uid));
-	json_object_set_new(d, "peer_pid", json_integer(who->peer_pid));
-	text = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
-	snprintf(sum, sizeof(sum), "%s %s%s%s", method ? method : "-", outcome,
-		 summary ? ": " : "", summary ? summary : "");
-	journal_append(spd->journal, who->session_id,
-		       actor_of(who, actor, sizeof(actor)), kind, sum, text);
-	free(text);
-out:
-	json_decref(d);
-}
-
-/* ---- calls ---------------------------------------------------------- */
-
-json_t *rpc_call_params(struct rpc_call *c)
-{
-	return c->params;
-}
-
-const struct rpc_principal *rpc_call_principal(struct rpc_call *c)
-{
-	return &c->who;
-}
-
-struct spd *rpc_call_spd(struct rpc_call *c)
-{
-	return c->spd;
-}
-
-enum rpc_method rpc_call_method(struct rpc_call *c)
-{
-	return c->method;
-}
-
-uint64_t rpc_call_conn_serial(struct rpc_call *c)
-{
-	return c->conn ? c->conn->serial : 0;
-}
-
-bool rpc_call_client_gone(struct rpc_call *c)
-{
-	return c->conn == NULL || c->conn->closing;
-}
-
-void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data)
-{
-	c->gone_cb = cb;
-	c->gone_data = data;
-}
-
-void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, fmt);
-	if (vasprintf(&s, fmt, ap) < 0)
-		s = NULL;
-	va_end(ap);
-	free(c->summary);
-	c->summary = s;
-}
-
-void rpc_call_set_detail(struct rpc_call *c, json_t *detail)
-{
-	json_decref(c->detail);
-	c->detail = detail;
-}
-
-static void call_unlink(struct rpc_call *c)
-{
-	struct conn *conn = c->conn;
-
-	if (!conn)
-		return;
-	if (c->prev)
-		c->prev->next = c->next;
-	else
-		conn->calls = c->next;
-	if (c->next)
-		c->next->prev = c->prev;
-	c->next = c->prev = NULL;
-	if (conn->inflight)
-		conn->inflight--;
-}
-
-static void call_free(struct rpc_call *c)
-{
-	call_unlink(c);
-	json_decref(c->id);
-	json_decref(c->params);
-	json_decref(c->detail);
-	free(c->summary);
-	free(c->session_id);
-	free(c);
-}
-
-static void call_finish(struct rpc_call *c, const char *outcome, char *line,
-			size_t len)
-{
-	uint64_t dur = uv_hrtime() - c->start_ns;
-
-	if (c->finished) {
-		free(line);
-		return;
-	}
-	c->finished = true;
-	journal_request(c->spd, &c->who, "request", rpc_method_name(c->method),
-			outcome, dur, c->summary, c->detail);
-	if (c->conn && c->id)
-		conn_send(c->conn, line, len);
-	else
-		free(line);
-	call_free(c);
-}
-
-/*
- * A result that does not match its rows in proto/rpc.def is spd's bug:
- * logged always; under SPD_STRICT_RESULTS=1 (how the test suites run spd)
- * the caller gets INTERNAL instead, so that no test passes over it.
- */
-static bool result_mismatch(struct rpc_call *c, json_t *result)
-{
-	static int strict = -1;
-	char why[160];
-
-	if (!result ||
-	    rpc_result_check(c->method, result, why, sizeof(why)) == 0)
-		return false;
-	log_error("bug: the result of %s does not match proto/rpc.def: %s",
-		  rpc_method_name(c->method), why);
-	if (strict < 0)
-		strict = getenv("SPD_STRICT_RESULTS") != NULL;
-	if (!strict)
-		return false;
-	json_decref(result);
-	rpc_call_error(c, RPC_E_INTERNAL, NULL,
-		       "result does not match proto/rpc.def: %s", why);
-	return true;
-}
-
-void rpc_call_reply(struct rpc_call *c, json_t *result)
-{
-	size_t len = 0;
-	char *line = NULL;
-
-	if (result_mismatch(c, result))
-		return;
-	if (c->conn && c->id)
-		line = rpc_format_result(c->id, result, &len);
-	else
-		json_decref(result);
-	call_finish(c, "ok", line, len);
-}
-
-void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
-		    const char *fmt, ...)
-{
-	char msg[1024];
-	size_t len = 0;
-	char *line = NULL;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
-	va_end(ap);
-	if (!c->detail)
-		c->detail = json_object();
-	json_object_set_new(c->detail, "error", json_string(msg));
-	if (c->conn && c->id)
-		line = rpc_format_error(c->id, e, msg, data, &len);
-	else
-		json_decref(data);
-	call_finish(c, rpc_error_code(e), line, len);
-}
-
-int rpc_call_notify(struct rpc_call *c, enum rpc_notify n, json_t *params)
-{
-	size_t len = 0;
-	char *line;
-
-	if (!c->conn || c->conn->closing) {
-		json_decref(params);
-		return -EPIPE;
-	}
-	line = rpc_format_notification(rpc_notify_name(n), params, &len);
-	return conn_send(c->conn, line, len);
 }
 
 /* ---- reading and dispatch ------------------------------------------- */
@@ -1027,128 +744,4 @@ void server_close(struct server *s, void (*cb)(void *data), void *data)
 unsigned server_connections(const struct server *s)
 {
 	return s ? s->nconns : 0;
-}
-
-/* ---- journal.follow -------------------------------------------------- */
-
-static void follower_gone(void *data)
-{
-	struct follower *f = data;
-	struct server *s = f->call->spd->server;
-
-	if (s) {
-		if (f->prev)
-			f->prev->next = f->next;
-		else
-			s->followers = f->next;
-		if (f->next)
-			f->next->prev = f->prev;
-	}
-	/* The reply goes nowhere, but the request's end is journaled. */
-	rpc_call_reply(f->call, json_null());
-	f->call = NULL;
-	if (f->catching_up) {
-		f->dead = true; /* follower_query_done frees it */
-		return;
-	}
-	free(f->kind);
-	free(f);
-}
-
-json_t *server_event_json(const struct journal_event *e)
-{
-	json_t *detail = NULL;
-
-	if (e->detail)
-		detail = json_loads(e->detail, 0, NULL);
-	return json_pack("{s:I, s:I, s:s?, s:s?, s:s?, s:s?, s:o?, s:s, s:s}",
-			 "id", (json_int_t)e->id, "time_us",
-			 (json_int_t)e->time_us, "session", e->session, "actor",
-			 e->actor, "kind", e->kind, "summary", e->summary,
-			 "detail", detail, "prev_hash", e->prev_hash, "hash",
-			 e->hash);
-}
-
-static void follower_send(struct follower *f, const struct journal_event *evs,
-			  size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		if (evs[i].id <= f->last_sent)
-			continue;
-		f->last_sent = evs[i].id;
-		if (f->kind && (!evs[i].kind || strcmp(f->kind, evs[i].kind)))
-			continue;
-		rpc_call_notify(f->call, RPC_N_JOURNAL_EVENT,
-				server_event_json(&evs[i]));
-	}
-}
-
-static void follower_query_done(void *data, int err,
-				const struct journal_event *evs, size_t n)
-{
-	struct follower *f = data;
-
-	if (f->dead) {
-		free(f->kind);
-		free(f);
-		return;
-	}
-	if (err < 0 || rpc_call_client_gone(f->call)) {
-		f->catching_up = false;
-		return;
-	}
-	follower_send(f, evs, n);
-	f->catching_up = false;
-	/* More history than one page, or events committed meanwhile. */
-	if (n > 0)
-		follower_pump(f);
-}
-
-static void follower_pump(struct follower *f)
-{
-	struct journal_filter jf = {.since = f->last_sent,
-				    .limit = JOURNAL_QUERY_LIMIT_MAX};
-
-	f->catching_up = true;
-	if (journal_query(f->call->spd->journal, &jf, follower_query_done, f) <
-	    0)
-		f->catching_up = false;
-}
-
-void server_follow_add(struct server *s, struct rpc_call *c, int64_t since,
-		       const char *kind)
-{
-	struct follower *f = calloc(1, sizeof(*f));
-
-	if (!f) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
-		return;
-	}
-	f->call = c;
-	f->last_sent = since;
-	f->kind = kind ? strdup(kind) : NULL;
-	f->next = s->followers;
-	if (s->followers)
-		s->followers->prev = f;
-	s->followers = f;
-	rpc_call_on_gone(c, follower_gone, f);
-	follower_pump(f);
-}
-
-void server_journal_committed(struct server *s, const struct journal_event *evs,
-			      size_t n)
-{
-	if (!s)
-		return;
-	for (struct follower *f = s->followers; f; f = f->next) {
-		/* A follower still reading history catches these up by
-		 * querying again when its page arrives. */
-		if (f->catching_up)
-			continue;
-		if (n > 0 && evs[0].id > f->last_sent + 1) {
-			follower_pump(f);
-			continue;
-		}
-		follower_send(f, evs, n);
-	}
 }

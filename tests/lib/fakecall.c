@@ -1,6 +1,10 @@
 /*
  * The call.h functions for unit tests (tests/lib/fakecall.h): a handler
- * driven without a server records its reply or error.
+ * driven without a server records its reply or error.  They stand in for
+ * daemon/transport/call.c, which holds those functions and nothing else a
+ * test needs, so the linker never takes call.o from libdaemon.a beside
+ * these (were it made to, the duplicates would fail the link, not pass
+ * silently); server.c may be linked in freely.
  */
 #include "tests/lib/fakecall.h"
 
