@@ -1,6 +1,6 @@
 /*
  * The daemon's state: one struct spd per process, owned by main.c and
- * reachable from every call (rpc_call_spd).  Modules keep their own
+ * reachable from every call (call_spd).  Modules keep their own
  * state behind their own pointers here.
  */
 #ifndef SPD_DAEMON_SPD_H
@@ -21,7 +21,7 @@ struct session_store;
 struct redact_set;
 struct approvals;
 struct secrets;
-struct rpc_call;
+struct call;
 struct run_request;
 struct quota;
 struct broker;
@@ -84,7 +84,7 @@ struct spd {
 	/* cmd.run hook for sessions: fill req->workspace (and the in-place
 	 * extras) for an agent's session, or finish c with an error and
 	 * return -1.  NULL: operator runs only. */
-	int (*run_prepare)(struct spd *spd, struct rpc_call *c,
+	int (*run_prepare)(struct spd *spd, struct call *c,
 			   struct run_request *req);
 	struct approvals *approvals;
 	struct quota *quota; /* per-session quotas (daemon/transport/quota.h) */

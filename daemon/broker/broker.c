@@ -715,12 +715,12 @@ void broker_turn_end(struct spd *spd, const char *turn_id, const char *reason)
 		end_turn(b, t, reason);
 }
 
-void m_turn_begin(struct rpc_call *c)
+void m_turn_begin(struct call *c)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	struct broker *b = B(spd);
-	const struct rpc_principal *who = rpc_call_principal(c);
-	json_t *params = rpc_call_params(c);
+	const struct call_principal *who = call_principal(c);
+	json_t *params = call_params(c);
 	const char *session =
 	    json_string_value(json_object_get(params, "session"));
 	json_t *capv = json_object_get(params, "cap_usd");
@@ -731,15 +731,15 @@ void m_turn_begin(struct rpc_call *c)
 	int r;
 
 	if (!b) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "the model broker is not running");
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "the model broker is not running");
 		return;
 	}
 	if (!who->operator) {
 		if (session && strcmp(session, who->session_id) != 0) {
-			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-				       "a session token begins turns of its "
-				       "own session only");
+			call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				   "a session token begins turns of its "
+				   "own session only");
 			return;
 		}
 		session = who->session_id;
@@ -748,19 +748,18 @@ void m_turn_begin(struct rpc_call *c)
 		r = spd->sessions ? session_usable(spd->sessions, session)
 				  : -ENOENT;
 		if (r == -ECANCELED) {
-			rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
-				       "session %s: the attempt ended",
-				       session);
+			call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+				   "session %s: the attempt ended", session);
 			return;
 		}
 		if (r < 0) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "no active session %s", session);
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "no active session %s", session);
 			return;
 		}
 		if (strlen(session) >= sizeof(t->session)) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "session id too long");
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "session id too long");
 			return;
 		}
 	}
@@ -769,38 +768,37 @@ void m_turn_begin(struct rpc_call *c)
 	limit = who->operator? b->cfg.cap_max : b->cfg.cap_default;
 	cap = b->cfg.cap_default;
 	if (capv && usd_param(capv, &cap) < 0) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "cap_usd must be a positive number of USD");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "cap_usd must be a positive number of USD");
 		return;
 	}
 	if (cap > limit) {
 		price_format_usd(limit, capbuf, sizeof(capbuf));
-		rpc_call_error(
-		    c, RPC_E_BAD_PARAMS,
-		    json_pack("{s:f}", "cap_max_usd", price_usd(limit)),
-		    "cap_usd is above %s USD, the most %s (spd.conf "
-		    "broker.%s)",
-		    capbuf,
-		    who->operator? "any turn may have"
-				 : "a session token may ask for",
-		    who->operator? "cap-max" : "cap-default");
+		call_error(c, RPC_E_BAD_PARAMS,
+			   json_pack("{s:f}", "cap_max_usd", price_usd(limit)),
+			   "cap_usd is above %s USD, the most %s (spd.conf "
+			   "broker.%s)",
+			   capbuf,
+			   who->operator? "any turn may have"
+					: "a session token may ask for",
+			   who->operator? "cap-max" : "cap-default");
 		return;
 	}
 	r = mint(b, session, cap, key, &t);
 	if (r == -EDQUOT) {
-		rpc_call_error(
-		    c, RPC_E_LIMIT, json_pack("{s:s}", "quota", "turns"),
-		    "%d turns are live: end some first", BROKER_TURNS_MAX);
+		call_error(c, RPC_E_LIMIT, json_pack("{s:s}", "quota", "turns"),
+			   "%d turns are live: end some first",
+			   BROKER_TURNS_MAX);
 		return;
 	}
 	if (r < 0) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
 	price_format_usd(cap, capbuf, sizeof(capbuf));
-	rpc_call_set_summary(c, "%s, cap %s USD", t->id, capbuf);
+	call_set_summary(c, "%s, cap %s USD", t->id, capbuf);
 	snprintf(oai, sizeof(oai), "%s/v1", b->base_url);
-	rpc_call_reply(
+	call_reply(
 	    c, json_pack("{s:s, s:s, s:I, s:f, s:s?, s:s?, s:s, s:s?}", "turn",
 			 t->id, "key", key, "expires",
 			 (json_int_t)(now / 1000000u + b->cfg.idle_timeout_s),
@@ -824,46 +822,45 @@ void m_turn_begin(struct rpc_call *c)
 /* The turn a call names, if the caller may see it: the operator any, a
  * session token its own session's only (another's is "no such turn", so
  * that ids cannot be probed). */
-static struct broker_turn *visible_turn(struct rpc_call *c, const char *id)
+static struct broker_turn *visible_turn(struct call *c, const char *id)
 {
-	const struct rpc_principal *who = rpc_call_principal(c);
-	struct broker_turn *t = broker_turn_by_id(rpc_call_spd(c), id);
+	const struct call_principal *who = call_principal(c);
+	struct broker_turn *t = broker_turn_by_id(call_spd(c), id);
 
 	if (t && !who->operator&&(!who->session_id ||
 				  strcmp(t->session, who->session_id) != 0))
 		t = NULL;
 	if (!t)
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "no such turn %s",
-			       id);
+		call_error(c, RPC_E_BAD_PARAMS, NULL, "no such turn %s", id);
 	return t;
 }
 
-void m_turn_end(struct rpc_call *c)
+void m_turn_end(struct call *c)
 {
-	struct broker *b = B(rpc_call_spd(c));
+	struct broker *b = B(call_spd(c));
 	const char *id =
-	    json_string_value(json_object_get(rpc_call_params(c), "turn"));
+	    json_string_value(json_object_get(call_params(c), "turn"));
 	struct broker_turn *t;
 
 	if (!b) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "the model broker is not running");
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "the model broker is not running");
 		return;
 	}
 	t = visible_turn(c, id);
 	if (!t)
 		return;
 	end_turn(b, t, "ended");
-	rpc_call_set_summary(c, "%s", t->id);
-	rpc_call_reply(c, turn_json(t));
+	call_set_summary(c, "%s", t->id);
+	call_reply(c, turn_json(t));
 }
 
-void m_turn_list(struct rpc_call *c)
+void m_turn_list(struct call *c)
 {
-	struct broker *b = B(rpc_call_spd(c));
-	const struct rpc_principal *who = rpc_call_principal(c);
+	struct broker *b = B(call_spd(c));
+	const struct call_principal *who = call_principal(c);
 	const char *session =
-	    json_string_value(json_object_get(rpc_call_params(c), "session"));
+	    json_string_value(json_object_get(call_params(c), "session"));
 	json_t *a = json_array();
 	uint64_t now = now_us();
 
@@ -878,6 +875,6 @@ void m_turn_list(struct rpc_call *c)
 			continue;
 		json_array_append_new(a, turn_json(t));
 	}
-	rpc_call_reply(c, json_pack("{s:o, s:s}", "turns", a, "prices",
-				    b ? b->cfg.prices.hash : ""));
+	call_reply(c, json_pack("{s:o, s:s}", "turns", a, "prices",
+				b ? b->cfg.prices.hash : ""));
 }

@@ -35,7 +35,7 @@
 #include "daemon/broker/price.h"
 
 struct spd;
-struct rpc_call;
+struct call;
 struct gateway;
 
 /* A turn's id: "turn-" and 16 hex digits. */

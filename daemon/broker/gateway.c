@@ -47,7 +47,7 @@ struct gw_sock {
 struct gw_call {
 	struct gateway *g;
 	struct gw_conn *conn; /* NULL once the client went away */
-	struct rpc_call *rpc; /* model.call, or NULL */
+	struct call *rpc;     /* model.call, or NULL */
 	CURL *easy;
 	struct curl_slist *hdrs;
 	char *body;
@@ -346,14 +346,14 @@ static void finish_rpc(struct gw_call *k, long status, int64_t cost,
 	json_t *body;
 
 	if (err) {
-		rpc_call_error(k->rpc, RPC_E_INTERNAL, NULL, "%s", err);
+		call_error(k->rpc, RPC_E_INTERNAL, NULL, "%s", err);
 		return;
 	}
 	if (k->rpc_overflow) {
-		rpc_call_error(k->rpc, RPC_E_LIMIT, NULL,
-			       "the provider's reply is over %d bytes: use the "
-			       "HTTP endpoint",
-			       GATEWAY_RPC_BODY_MAX);
+		call_error(k->rpc, RPC_E_LIMIT, NULL,
+			   "the provider's reply is over %d bytes: use the "
+			   "HTTP endpoint",
+			   GATEWAY_RPC_BODY_MAX);
 		return;
 	}
 	body = json_loadb(k->rpc_body.data ? k->rpc_body.data : "",
@@ -361,12 +361,10 @@ static void finish_rpc(struct gw_call *k, long status, int64_t cost,
 	if (!body)
 		body = json_stringn(k->rpc_body.data ? k->rpc_body.data : "",
 				    k->rpc_body.len);
-	rpc_call_set_summary(k->rpc, "%s %s %ld", k->provider, k->model,
-			     status);
-	rpc_call_reply(k->rpc,
-		       json_pack("{s:i, s:o, s:f}", "status", (int)status,
-				 "body", body ? body : json_null(), "cost_usd",
-				 price_usd(cost)));
+	call_set_summary(k->rpc, "%s %s %ld", k->provider, k->model, status);
+	call_reply(k->rpc, json_pack("{s:i, s:o, s:f}", "status", (int)status,
+				     "body", body ? body : json_null(),
+				     "cost_usd", price_usd(cost)));
 }
 
 /* A transfer ended (well or not): settle the turn, journal, end the
@@ -1190,12 +1188,12 @@ void gateway_stop(struct gateway *g)
 
 /* ---- model.call ---------------------------------------------------- */
 
-void m_model_call(struct rpc_call *c)
+void m_model_call(struct call *c)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	struct gateway *g = broker_gateway(spd);
-	const struct rpc_principal *who = rpc_call_principal(c);
-	json_t *params = rpc_call_params(c);
+	const struct call_principal *who = call_principal(c);
+	json_t *params = call_params(c);
 	const char *id = json_string_value(json_object_get(params, "turn"));
 	const char *apis = json_string_value(json_object_get(params, "api"));
 	const char *path = json_string_value(json_object_get(params, "path"));
@@ -1210,16 +1208,16 @@ void m_model_call(struct rpc_call *c)
 	struct gw_call *k;
 
 	if (!g) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "the model broker is not running");
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "the model broker is not running");
 		return;
 	}
 	if (t && !who->operator&&(!who->session_id ||
 				  strcmp(t->session, who->session_id) != 0))
 		t = NULL;
 	if (!t || t->ended) {
-		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-			       "no live turn %s for this caller", id);
+		call_error(c, RPC_E_UNAUTHORIZED, NULL,
+			   "no live turn %s for this caller", id);
 		return;
 	}
 	if (strcmp(apis, "anthropic") == 0)
@@ -1227,8 +1225,8 @@ void m_model_call(struct rpc_call *c)
 	else if (strcmp(apis, "openai") == 0)
 		api = BROKER_API_OPENAI;
 	else {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "api must be \"anthropic\" or \"openai\"");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "api must be \"anthropic\" or \"openai\"");
 		return;
 	}
 	if (!path)
@@ -1236,15 +1234,14 @@ void m_model_call(struct rpc_call *c)
 						   : "/v1/chat/completions";
 	if (route(path, &rapi, &count_only, rpath, sizeof(rpath)) < 0 ||
 	    rapi != api || strchr(path, '?')) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "path %s is not a route of the %s api", path,
-			       apis);
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "path %s is not a route of the %s api", path, apis);
 		return;
 	}
 	if (json_is_true(json_object_get(body, "stream"))) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "model.call does not stream: use the HTTP "
-			       "endpoint for \"stream\": true");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "model.call does not stream: use the HTTP "
+			   "endpoint for \"stream\": true");
 		return;
 	}
 	json_object_foreach(headers, name, v)
@@ -1252,15 +1249,15 @@ void m_model_call(struct rpc_call *c)
 		const char *s = json_string_value(v);
 
 		if (!s || strpbrk(s, "\r\n") || strpbrk(name, "\r\n: ")) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "headers must map names to strings "
-				       "without line breaks");
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "headers must map names to strings "
+				   "without line breaks");
 			return;
 		}
 	}
 	text = json_dumps(body, JSON_COMPACT);
 	if (!text) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
 	k = prepare(g, t, api, count_only, rpath, text, strlen(text), &e);
@@ -1268,11 +1265,11 @@ void m_model_call(struct rpc_call *c)
 	if (!k) {
 		json_t *d = e.extra;
 
-		rpc_call_error(c,
-			       e.status == 402	 ? RPC_E_BUDGET_EXCEEDED
-			       : e.status >= 500 ? RPC_E_INTERNAL
-						 : RPC_E_BAD_PARAMS,
-			       d, "%s", e.msg);
+		call_error(c,
+			   e.status == 402   ? RPC_E_BUDGET_EXCEEDED
+			   : e.status >= 500 ? RPC_E_INTERNAL
+					     : RPC_E_BAD_PARAMS,
+			   d, "%s", e.msg);
 		return;
 	}
 	k->rpc = c;
@@ -1301,8 +1298,8 @@ void m_model_call(struct rpc_call *c)
 			call_abort_start(k, -EIO);
 			k->rpc = NULL;
 			call_unlink_free(k);
-			rpc_call_error(c, RPC_E_INTERNAL, NULL,
-				       "the call could not be started");
+			call_error(c, RPC_E_INTERNAL, NULL,
+				   "the call could not be started");
 		}
 	}
 }

@@ -21,7 +21,7 @@
 
 struct spd;
 struct gateway;
-struct rpc_call;
+struct call;
 
 /* Most connections to the endpoint at once: each holds a buffer and,
  * while its call runs, a provider connection. */

@@ -106,11 +106,10 @@ static char **argv_copy(json_t *arr)
 	return v;
 }
 
-static int run_prepare(struct spd *spd, struct rpc_call *c,
-		       struct run_request *req)
+static int run_prepare(struct spd *spd, struct call *c, struct run_request *req)
 {
-	const struct rpc_principal *who = rpc_call_principal(c);
-	json_t *jsid = json_object_get(rpc_call_params(c), "session");
+	const struct call_principal *who = call_principal(c);
+	json_t *jsid = json_object_get(call_params(c), "session");
 	const char *id = who->session_id;
 	struct run_session *rs = NULL;
 	size_t hidden_max = 0;
@@ -122,27 +121,27 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 		return 0; /* the operator's own run: no session */
 	if (!who->operator&& jsid &&
 	     strcmp(json_string_value(jsid) ?: "", id) != 0) {
-		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-			       "a session token acts in its own session only");
+		call_error(c, RPC_E_UNAUTHORIZED, NULL,
+			   "a session token acts in its own session only");
 		return -1;
 	}
 	r = session_usable(spd->sessions, id);
 	if (r == -ECANCELED) {
-		rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
-			       "session %s: the attempt ended; no further "
-			       "calls are accepted",
-			       id);
+		call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+			   "session %s: the attempt ended; no further "
+			   "calls are accepted",
+			   id);
 		return -1;
 	}
 	if (r < 0) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "session %s is not active", id);
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "session %s is not active", id);
 		return -1;
 	}
 	rs = calloc(1, sizeof(*rs));
 	if (!rs || !(rs->argv = argv_copy(req->argv))) {
 		free(rs);
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return -1;
 	}
 	/* Where the session's commands run, and in place what stays
@@ -152,18 +151,18 @@ static int run_prepare(struct spd *spd, struct rpc_call *c,
 		/* Running with some ignored files readable would undo
 		 * deny.fs.ignored through any command: refuse instead. */
 		run_session_free(rs);
-		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
-			       "session %s: in place, more than %zu top-most "
-			       "git-ignored entries (or %d entries in all) "
-			       "would have to be hidden from the run; ignore "
-			       "whole directories, or use a worktree session",
-			       id, hidden_max, SESSION_SCAN_MAX);
+		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			   "session %s: in place, more than %zu top-most "
+			   "git-ignored entries (or %d entries in all) "
+			   "would have to be hidden from the run; ignore "
+			   "whole directories, or use a worktree session",
+			   id, hidden_max, SESSION_SCAN_MAX);
 		return -1;
 	}
 	if (r < 0) {
 		run_session_free(rs);
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "session %s: %s", id,
-			       strerror(-r));
+		call_error(c, RPC_E_BAD_REQUEST, NULL, "session %s: %s", id,
+			   strerror(-r));
 		return -1;
 	}
 	rs->spd = spd;
@@ -281,7 +280,7 @@ static int diff_first_secret(const struct redact_set *set, const char *text,
 	return 0;
 }
 
-int agent_diff_guard(struct spd *spd, struct rpc_call *c, const char *id)
+int agent_diff_guard(struct spd *spd, struct call *c, const char *id)
 {
 	char *text = NULL, where[1100];
 	bool truncated = false;
@@ -300,11 +299,10 @@ int agent_diff_guard(struct spd *spd, struct rpc_call *c, const char *id)
 		return 0;
 	/* The value is never named; the place is. */
 	session_end_attempt(spd->sessions, id, "SECRET-IN-DIFF", where);
-	rpc_call_error(c, RPC_E_SECRET_IN_DIFF,
-		       json_pack("{s:s}", "where", where),
-		       "%s adds a known secret value: the session's attempt "
-		       "ended",
-		       where);
+	call_error(c, RPC_E_SECRET_IN_DIFF, json_pack("{s:s}", "where", where),
+		   "%s adds a known secret value: the session's attempt "
+		   "ended",
+		   where);
 	return 1;
 }
 

@@ -19,8 +19,8 @@ int agent_start(struct spd *spd);
  * with SECRET-IN-DIFF (journaled, naming file and line, never the value),
  * finish c with that error and return 1; otherwise return 0.
  */
-struct rpc_call;
-int agent_diff_guard(struct spd *spd, struct rpc_call *c, const char *id);
+struct call;
+int agent_diff_guard(struct spd *spd, struct call *c, const char *id);
 
 /*
  * The session store's check runner (session.h): check i of plan in the

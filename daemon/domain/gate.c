@@ -32,7 +32,7 @@
  * or nobody (the caller did not wait; the grant will wait for it).
  */
 struct waiter {
-	struct rpc_call *call;
+	struct call *call;
 	gate_cont_fn cont;
 	gate_drop_fn drop;
 	gate_decided_fn decided;
@@ -68,7 +68,7 @@ struct counter {
 
 struct follower {
 	struct follower *next;
-	struct rpc_call *call;
+	struct call *call;
 	struct approvals *ap;
 };
 
@@ -155,7 +155,7 @@ static void journal_decision(struct spd *spd, const char *session,
 }
 
 /* A denied call: counts toward the three-in-a-row rule of its session. */
-static void deny(struct approvals *ap, struct rpc_call *c, const char *session,
+static void deny(struct approvals *ap, struct call *c, const char *session,
 		 const char *rule, const char *reason, json_t *object,
 		 enum rpc_error code)
 {
@@ -171,7 +171,7 @@ static void deny(struct approvals *ap, struct rpc_call *c, const char *session,
 			 ctr->denials);
 		session_end_attempt(spd->sessions, session, "POLICY-DENIED",
 				    why);
-		rpc_call_error(
+		call_error(
 		    c, RPC_E_ATTEMPT_ENDED,
 		    json_pack("{s:s, s:s}", "rule", rule, "reason", reason),
 		    "%s (%s); %s: the session's attempt ended", reason, rule,
@@ -179,7 +179,7 @@ static void deny(struct approvals *ap, struct rpc_call *c, const char *session,
 		return;
 	}
 	if (c)
-		rpc_call_error(
+		call_error(
 		    c, code,
 		    json_pack("{s:s, s:s}", "rule", rule, "reason", reason),
 		    "%s (%s)", reason, rule);
@@ -415,7 +415,7 @@ static struct waiter waiter_take(struct pending *p)
 
 	p->w = (struct waiter){0};
 	if (w.call)
-		rpc_call_on_gone(w.call, NULL, NULL);
+		call_on_gone(w.call, NULL, NULL);
 	return w;
 }
 
@@ -445,7 +445,7 @@ static void waiter_refuse(struct waiter *w, enum rpc_error code,
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	if (w->call) {
-		rpc_call_error(w->call, code, NULL, "%s", why);
+		call_error(w->call, code, NULL, "%s", why);
 		w->drop(w->data);
 	} else {
 		w->decided(w->data, false, why);
@@ -620,16 +620,16 @@ static void denials_reset(struct approvals *ap, const char *session_id)
  * NEEDS-APPROVAL it answered, the call must still be the one shown.
  * Continues or refuses the call.
  */
-static void ask_answered_yes(struct rpc_call *c, const struct gate_call *g,
+static void ask_answered_yes(struct call *c, const struct gate_call *g,
 			     const struct policy_result *res, json_t *object,
 			     const char *key, gate_cont_fn cont,
 			     gate_drop_fn drop, void *data)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	struct approvals *ap = spd->approvals;
 	const char *session = g->session_id ? g->session_id : "";
 	const char *pin =
-	    json_string_value(json_object_get(rpc_call_params(c), "pin"));
+	    json_string_value(json_object_get(call_params(c), "pin"));
 
 	/* The person answered y to what the NEEDS-APPROVAL showed (its
 	 * "pin"): when a pinned file changed since, the answer is not for
@@ -638,11 +638,11 @@ static void ask_answered_yes(struct rpc_call *c, const struct gate_call *g,
 		journal_decision(spd, session, "approval.refused", res->rule,
 				 "the call changed since the person answered",
 				 object);
-		rpc_call_error(c, RPC_E_APPROVAL_REFUSED,
-			       json_pack("{s:s, s:O}", "rule", res->rule,
-					 "object", object),
-			       "what was approved changed before it ran (a "
-			       "pinned file differs): ask again");
+		call_error(c, RPC_E_APPROVAL_REFUSED,
+			   json_pack("{s:s, s:O}", "rule", res->rule, "object",
+				     object),
+			   "what was approved changed before it ran (a "
+			   "pinned file differs): ask again");
 		drop(data);
 		return;
 	}
@@ -705,8 +705,8 @@ static void pending_announce(struct pending *p)
 			 p->reason, p->object);
 	note = pending_json(p);
 	for (struct follower *f = p->ap->followers; f; f = f->next)
-		rpc_call_notify(f->call, RPC_N_APPROVAL_REQUESTED,
-				json_incref(note));
+		call_notify(f->call, RPC_N_APPROVAL_REQUESTED,
+			    json_incref(note));
 	json_decref(note);
 }
 
@@ -718,7 +718,7 @@ static void pending_wait(struct pending *p, const struct waiter *w)
 	p->timer_on = true;
 	uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);
 	if (w->call)
-		rpc_call_on_gone(w->call, on_waiter_gone, p);
+		call_on_gone(w->call, on_waiter_gone, p);
 }
 
 /*
@@ -726,12 +726,12 @@ static void pending_wait(struct pending *p, const struct waiter *w)
  * followers; the call waits for it (or, without wait, gets NEEDS-APPROVAL
  * naming it).
  */
-static void ask_pend(struct rpc_call *c, const struct gate_call *g,
+static void ask_pend(struct call *c, const struct gate_call *g,
 		     const struct policy_result *res, json_t *object,
 		     const char *key, bool wait, gate_cont_fn cont,
 		     gate_drop_fn drop, void *data)
 {
-	struct approvals *ap = rpc_call_spd(c)->approvals;
+	struct approvals *ap = call_spd(c)->approvals;
 	const char *session = g->session_id ? g->session_id : "";
 	struct pending *p;
 	int r = 0;
@@ -745,18 +745,18 @@ static void ask_pend(struct rpc_call *c, const struct gate_call *g,
 		return;
 	}
 	if (!p) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		drop(data);
 		return;
 	}
 	if (!wait) {
 		pending_announce(p);
-		rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
-			       json_pack("{s:I, s:s, s:s}", "approval",
-					 (json_int_t)p->id, "rule", res->rule,
-					 "reason", res->reason),
-			       "%s (%s): approval %" PRIu64 " is pending",
-			       res->reason, res->rule, p->id);
+		call_error(c, RPC_E_NEEDS_APPROVAL,
+			   json_pack("{s:I, s:s, s:s}", "approval",
+				     (json_int_t)p->id, "rule", res->rule,
+				     "reason", res->reason),
+			   "%s (%s): approval %" PRIu64 " is pending",
+			   res->reason, res->rule, p->id);
 		drop(data);
 		return;
 	}
@@ -767,18 +767,18 @@ static void ask_pend(struct rpc_call *c, const struct gate_call *g,
 	/* The waiting caller learns its ask's id too: a front end (spctl
 	 * mcp) tells its user which `spctl approve` frees it, or decides it
 	 * through its own client. */
-	rpc_call_notify(c, RPC_N_APPROVAL_REQUESTED, pending_json(p));
+	call_notify(c, RPC_N_APPROVAL_REQUESTED, pending_json(p));
 }
 
 /* The policy said ask: a pre-approval, a grant, the prompt budget, the
  * operator's own terminal, or a pending approval decides what happens. */
-static void gate_ask(struct rpc_call *c, const struct gate_call *g,
+static void gate_ask(struct call *c, const struct gate_call *g,
 		     const struct policy_result *res, json_t *object,
 		     gate_cont_fn cont, gate_drop_fn drop, void *data)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	struct approvals *ap = spd->approvals;
-	json_t *params = rpc_call_params(c);
+	json_t *params = call_params(c);
 	const char *session = g->session_id ? g->session_id : "";
 	bool wait = !json_is_false(json_object_get(params, "wait"));
 	char key[65];
@@ -816,23 +816,23 @@ static void gate_ask(struct rpc_call *c, const struct gate_call *g,
 		 * the pin comes back with the "yes". */
 		journal_decision(spd, session, "approval.needed", res->rule,
 				 res->reason, object);
-		rpc_call_error(c, RPC_E_NEEDS_APPROVAL,
-			       json_pack("{s:s, s:s, s:O, s:s}", "rule",
-					 res->rule, "reason", res->reason,
-					 "object", object, "pin", key),
-			       "%s (%s)", res->reason, res->rule);
+		call_error(c, RPC_E_NEEDS_APPROVAL,
+			   json_pack("{s:s, s:s, s:O, s:s}", "rule", res->rule,
+				     "reason", res->reason, "object", object,
+				     "pin", key),
+			   "%s (%s)", res->reason, res->rule);
 		drop(data);
 		return;
 	}
 	ask_pend(c, g, res, object, key, wait, cont, drop, data);
 }
 
-void gate_check(struct rpc_call *c, const struct gate_call *g,
-		gate_cont_fn cont, gate_drop_fn drop, void *data)
+void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
+		gate_drop_fn drop, void *data)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	struct approvals *ap = spd->approvals;
-	const struct rpc_principal *who = rpc_call_principal(c);
+	const struct call_principal *who = call_principal(c);
 	struct policy_conf *conf = NULL;
 	struct policy_result res = {0};
 	const char *what = "";
@@ -840,47 +840,45 @@ void gate_check(struct rpc_call *c, const struct gate_call *g,
 	int r;
 
 	if (!ap) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "no policy gate");
+		call_error(c, RPC_E_INTERNAL, NULL, "no policy gate");
 		drop(data);
 		return;
 	}
-	if (json_is_true(json_object_get(rpc_call_params(c), "yes")) &&
+	if (json_is_true(json_object_get(call_params(c), "yes")) &&
 	    !who->operator) {
-		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-			       "only the operator may pre-approve (yes)");
+		call_error(c, RPC_E_UNAUTHORIZED, NULL,
+			   "only the operator may pre-approve (yes)");
 		drop(data);
 		return;
 	}
 	r = gate_policy_conf(spd, g->workspace, &conf, &what);
 	if (r < 0) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "cannot read the policy configuration %s: %s",
-			       what, strerror(-r));
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "cannot read the policy configuration %s: %s", what,
+			   strerror(-r));
 		drop(data);
 		return;
 	}
 	r = gate_classify(spd, conf, g, &res);
 	if (r < 0) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "policy: %s",
-			       strerror(-r));
+		call_error(c, RPC_E_INTERNAL, NULL, "policy: %s", strerror(-r));
 		drop(data);
 		goto out;
 	}
 	object = object_json(g, &res);
 	if (!object) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		drop(data);
 		goto out;
 	}
-	rpc_call_set_detail(c,
-			    json_pack("{s:s, s:s, s:s}", "decision",
-				      policy_decision_name(res.decision),
-				      "rule", res.rule, "reason", res.reason));
+	call_set_detail(c, json_pack("{s:s, s:s, s:s}", "decision",
+				     policy_decision_name(res.decision), "rule",
+				     res.rule, "reason", res.reason));
 	switch (res.decision) {
 	case POLICY_BAD_REQUEST:
-		rpc_call_error(c, RPC_E_BAD_PARAMS,
-			       json_pack("{s:s}", "rule", res.rule), "%s",
-			       res.reason);
+		call_error(c, RPC_E_BAD_PARAMS,
+			   json_pack("{s:s}", "rule", res.rule), "%s",
+			   res.reason);
 		drop(data);
 		break;
 	case POLICY_DENY:
@@ -917,36 +915,36 @@ static void follower_gone(void *data)
 			*pp = f->next;
 			break;
 		}
-	rpc_call_reply(f->call, json_null());
+	call_reply(f->call, json_null());
 	free(f);
 }
 
-void m_approval_list(struct rpc_call *c)
+void m_approval_list(struct call *c)
 {
-	struct approvals *ap = rpc_call_spd(c)->approvals;
+	struct approvals *ap = call_spd(c)->approvals;
 	json_t *arr = json_array();
 
 	for (struct pending *p = ap->pending; p; p = p->next)
 		json_array_append_new(arr, pending_json(p));
-	if (!json_is_true(json_object_get(rpc_call_params(c), "follow"))) {
-		rpc_call_reply(c, json_pack("{s:o}", "pending", arr));
+	if (!json_is_true(json_object_get(call_params(c), "follow"))) {
+		call_reply(c, json_pack("{s:o}", "pending", arr));
 		return;
 	}
 	/* Follow: the pending ones now, then each new one as it comes. */
 	for (size_t i = 0; i < json_array_size(arr); i++)
-		rpc_call_notify(c, RPC_N_APPROVAL_REQUESTED,
-				json_incref(json_array_get(arr, i)));
+		call_notify(c, RPC_N_APPROVAL_REQUESTED,
+			    json_incref(json_array_get(arr, i)));
 	json_decref(arr);
 	struct follower *f = calloc(1, sizeof(*f));
 	if (!f) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
 	f->call = c;
 	f->ap = ap;
 	f->next = ap->followers;
 	ap->followers = f;
-	rpc_call_on_gone(c, follower_gone, f);
+	call_on_gone(c, follower_gone, f);
 }
 
 /* A person approved p: its waiter goes on, or the grant waits for the
@@ -1015,10 +1013,10 @@ static void decide_refuse(struct approvals *ap, struct pending *p,
 	waiter_refuse(&w, RPC_E_APPROVAL_REFUSED, "%s", reason);
 }
 
-void m_approval_decide(struct rpc_call *c)
+void m_approval_decide(struct call *c)
 {
-	struct approvals *ap = rpc_call_spd(c)->approvals;
-	json_t *params = rpc_call_params(c);
+	struct approvals *ap = call_spd(c)->approvals;
+	json_t *params = call_params(c);
 	json_int_t id = json_integer_value(json_object_get(params, "id"));
 	bool approve = json_is_true(json_object_get(params, "approve"));
 	const char *why = json_string_value(json_object_get(params, "why"));
@@ -1029,18 +1027,17 @@ void m_approval_decide(struct rpc_call *c)
 		if ((json_int_t)p->id == id)
 			break;
 	if (!p) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "no pending approval %lld", (long long)id);
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "no pending approval %lld", (long long)id);
 		return;
 	}
-	rpc_call_set_summary(c, "approval %lld %s", (long long)id,
-			     approve ? "granted" : "refused");
+	call_set_summary(c, "approval %lld %s", (long long)id,
+			 approve ? "granted" : "refused");
 	if (approve)
 		decision = decide_approve(ap, p);
 	else
 		decide_refuse(ap, p, why);
-	rpc_call_reply(c,
-		       json_pack("{s:I, s:s}", "id", id, "decision", decision));
+	call_reply(c, json_pack("{s:I, s:s}", "id", id, "decision", decision));
 }
 
 /* Withdraw p (journaled, the followers told) without finishing its
@@ -1056,8 +1053,8 @@ static struct waiter pending_withdraw(struct pending *p, const char *why)
 	note = json_pack("{s:I, s:s?, s:s}", "id", (json_int_t)p->id, "session",
 			 p->session[0] ? p->session : NULL, "reason", why);
 	for (struct follower *f = ap->followers; f && note; f = f->next)
-		rpc_call_notify(f->call, RPC_N_APPROVAL_WITHDRAWN,
-				json_incref(note));
+		call_notify(f->call, RPC_N_APPROVAL_WITHDRAWN,
+			    json_incref(note));
 	json_decref(note);
 	pending_free(p);
 	return w;

@@ -25,7 +25,7 @@
 #include "daemon/domain/policy.h"
 
 struct spd;
-struct rpc_call;
+struct call;
 
 /* Prompts per session: a person's attention is the scarce resource, and
  * an agent that asks without end is stopped. */
@@ -66,7 +66,7 @@ struct gate_call {
 };
 
 /* The call may proceed (it was allowed or approved). */
-typedef void (*gate_cont_fn)(struct rpc_call *c, void *data);
+typedef void (*gate_cont_fn)(struct call *c, void *data);
 /* The gate finished the call with an error; release data. */
 typedef void (*gate_drop_fn)(void *data);
 
@@ -77,8 +77,8 @@ typedef void (*gate_drop_fn)(void *data);
  * BAD-REQUEST.  The request's "wait" param (default true) says whether an
  * ask waits for the decision; "yes" (operator only) approves an ask.
  */
-void gate_check(struct rpc_call *c, const struct gate_call *g,
-		gate_cont_fn cont, gate_drop_fn drop, void *data);
+void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
+		gate_drop_fn drop, void *data);
 
 /*
  * A waiter inside spd, with no RPC caller (a proxy connection to an

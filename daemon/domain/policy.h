@@ -46,7 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-struct rpc_call;
+struct call;
 
 /* A command may have at most this many arguments: Linux refuses far fewer
  * bytes than this anyway, and a bigger argv is an attack on spd's time. */

@@ -455,29 +455,27 @@ char *secrets_journal_filter(void *data, const char *text)
 	return out;
 }
 
-void m_secrets_list(struct rpc_call *c)
+void m_secrets_list(struct call *c)
 {
-	rpc_call_reply(c, json_pack("{s:o}", "secrets",
-				    secrets_list_json(rpc_call_spd(c))));
+	call_reply(
+	    c, json_pack("{s:o}", "secrets", secrets_list_json(call_spd(c))));
 }
 
-void m_secrets_reload(struct rpc_call *c)
+void m_secrets_reload(struct call *c)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	char err[512] = "";
 	int r = secrets_load(spd, err, sizeof(err));
 
 	if (r < 0) {
 		/* The old secrets stay in force: nothing is unprotected. */
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "reload refused, the previous secrets stay in "
-			       "force: %s",
-			       err[0] ? err : strerror(-r));
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "reload refused, the previous secrets stay in "
+			   "force: %s",
+			   err[0] ? err : strerror(-r));
 		return;
 	}
 	log_set_redact(spd->redact);
-	rpc_call_set_summary(c, "%zu secrets",
-			     spd->secrets ? spd->secrets->n : 0);
-	rpc_call_reply(c,
-		       json_pack("{s:o}", "secrets", secrets_list_json(spd)));
+	call_set_summary(c, "%zu secrets", spd->secrets ? spd->secrets->n : 0);
+	call_reply(c, json_pack("{s:o}", "secrets", secrets_list_json(spd)));
 }

@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 struct spd;
-struct rpc_call;
+struct call;
 
 /* Longest environment or key file: a list of keys, not a data store. */
 #define SECRETS_FILE_MAX (256 * 1024)

@@ -12,18 +12,18 @@
 #include "daemon/spd.h"
 #include "common/util.h"
 
-void m_auth(struct rpc_call *c)
+void m_auth(struct call *c)
 {
-	const struct rpc_principal *p = rpc_call_principal(c);
+	const struct call_principal *p = call_principal(c);
 
-	rpc_call_reply(c, json_pack("{s:s, s:s?}", "principal",
-				    p->operator? "operator" : "agent",
-				    "session", p->session_id));
+	call_reply(c, json_pack("{s:s, s:s?}", "principal",
+				p->operator? "operator" : "agent", "session",
+				p->session_id));
 }
 
-void m_daemon_ping(struct rpc_call *c)
+void m_daemon_ping(struct call *c)
 {
-	rpc_call_reply(c, json_pack("{s:b}", "pong", 1));
+	call_reply(c, json_pack("{s:b}", "pong", 1));
 }
 
 /*
@@ -32,14 +32,14 @@ void m_daemon_ping(struct rpc_call *c)
  * journal size), which would let one agent watch the operator and the
  * others.
  */
-static void session_status(struct rpc_call *c, const char *sid)
+static void session_status(struct call *c, const char *sid)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	struct session_info *i = NULL;
 	json_t *res;
 
 	if (!spd->sessions || session_get(spd->sessions, sid, &i) < 0) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "no such session");
+		call_error(c, RPC_E_BAD_REQUEST, NULL, "no such session");
 		return;
 	}
 	res = json_pack(
@@ -53,13 +53,13 @@ static void session_status(struct rpc_call *c, const char *sid)
 	    spd->config.sandbox_mode == SPD_SANDBOX_REQUIRED ? "required"
 							     : "best-effort");
 	session_info_free(i);
-	rpc_call_reply(c, res);
+	call_reply(c, res);
 }
 
-void m_daemon_status(struct rpc_call *c)
+void m_daemon_status(struct call *c)
 {
-	struct spd *spd = rpc_call_spd(c);
-	const struct rpc_principal *who = rpc_call_principal(c);
+	struct spd *spd = call_spd(c);
+	const struct call_principal *who = call_principal(c);
 	uint64_t now = uv_hrtime() / 1000;
 	json_t *res;
 
@@ -80,5 +80,5 @@ void m_daemon_status(struct rpc_call *c)
 							     : "best-effort");
 	if (spd->status_extra)
 		spd->status_extra(spd, res);
-	rpc_call_reply(c, res);
+	call_reply(c, res);
 }

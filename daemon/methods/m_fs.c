@@ -48,10 +48,10 @@ enum fs_op {
 };
 
 /* One fs.* call in flight.  Everything the worker thread touches is here;
- * the worker never calls rpc_call_* or jansson. */
+ * the worker never calls call_* or jansson. */
 struct fs_job {
 	uv_work_t work;
-	struct rpc_call *c;
+	struct call *c;
 	enum fs_op op;
 	struct fs_ws *ws;
 	git_repository *repo; /* in-place mode: for the ignore hook */
@@ -88,7 +88,7 @@ static void job_free(struct fs_job *j)
 }
 
 /* Map a tool's error to the protocol's codes and finish the call. */
-static void fail(struct rpc_call *c, int err, const char *path)
+static void fail(struct call *c, int err, const char *path)
 {
 	const char *name = strerrorname_np(-err);
 	json_t *data = name ? json_pack("{s:s}", "errno", name) : NULL;
@@ -96,57 +96,56 @@ static void fail(struct rpc_call *c, int err, const char *path)
 	switch (err) {
 	case -EXDEV:
 		json_decref(data);
-		rpc_call_error(c, RPC_E_PATH_ESCAPE, NULL,
-			       "%s: the path leaves the workspace", path);
+		call_error(c, RPC_E_PATH_ESCAPE, NULL,
+			   "%s: the path leaves the workspace", path);
 		return;
 	case -ELOOP:
 		json_decref(data);
-		rpc_call_error(c, RPC_E_PATH_ESCAPE, NULL,
-			       "%s: the path goes through a symbolic link, "
-			       "which the file tools never follow",
-			       path);
+		call_error(c, RPC_E_PATH_ESCAPE, NULL,
+			   "%s: the path goes through a symbolic link, "
+			   "which the file tools never follow",
+			   path);
 		return;
 	case -SPD_EPERM:
 		json_decref(data);
-		rpc_call_error(c, RPC_E_POLICY_DENIED,
-			       json_pack("{s:s}", "rule", "deny.fs.ignored"),
-			       "%s: git ignores this path, and the project "
-			       "does not list it as readable",
-			       path);
+		call_error(c, RPC_E_POLICY_DENIED,
+			   json_pack("{s:s}", "rule", "deny.fs.ignored"),
+			   "%s: git ignores this path, and the project "
+			   "does not list it as readable",
+			   path);
 		return;
 	case -SPD_ETOOBIG:
 		json_decref(data);
-		rpc_call_error(c, RPC_E_LIMIT, NULL,
-			       "%s: over the file tools' size limit (%u bytes, "
-			       "%u entries, %u levels)",
-			       path, FS_READ_MAX, FS_LIST_MAX,
-			       FS_DELETE_DEPTH_MAX);
+		call_error(c, RPC_E_LIMIT, NULL,
+			   "%s: over the file tools' size limit (%u bytes, "
+			   "%u entries, %u levels)",
+			   path, FS_READ_MAX, FS_LIST_MAX, FS_DELETE_DEPTH_MAX);
 		return;
 	case -SPD_EUTF8:
 		json_decref(data);
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "the path is not valid UTF-8");
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "the path is not valid UTF-8");
 		return;
 	case -ENOSYS:
 		json_decref(data);
-		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
-			       "openat2 is missing (Linux 5.6 or later is "
-			       "needed to confine the file tools)");
+		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			   "openat2 is missing (Linux 5.6 or later is "
+			   "needed to confine the file tools)");
 		return;
 	case -ENOMEM:
 	case -ECANCELED:
 	case -EIO:
 	case -ENOSPC:
 	case -EDQUOT:
-		rpc_call_error(c, RPC_E_INTERNAL, data, "%s: %s", path,
-			       strerror(-err));
+		call_error(c, RPC_E_INTERNAL, data, "%s: %s", path,
+			   strerror(-err));
 		return;
 	default:
 		/* ENOENT, EEXIST, EISDIR, ENOTDIR, ENOTEMPTY, EBUSY, EINVAL,
 		 * ENAMETOOLONG, EACCES...: the caller asked for something
 		 * the tree does not allow; error.data.errno says which. */
-		rpc_call_error(c, RPC_E_BAD_REQUEST, data, "%s: %s", path,
-			       strerror(-err));
+		call_error(c, RPC_E_BAD_REQUEST, data, "%s: %s", path,
+			   strerror(-err));
 		return;
 	}
 }
@@ -156,39 +155,39 @@ static void fail(struct rpc_call *c, int err, const char *path)
  * whether the session works in place.  On failure the call is finished and
  * a negative value returned.
  */
-static int resolve_session_workspace(struct rpc_call *c, const char *session_id,
+static int resolve_session_workspace(struct call *c, const char *session_id,
 				     char **ret_root, bool *ret_in_place)
 {
-	struct session_store *store = rpc_call_spd(c)->sessions;
+	struct session_store *store = call_spd(c)->sessions;
 	struct session_info *info = NULL;
 	int r;
 
 	if (!store) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "sessions are not available");
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "sessions are not available");
 		return -ENOSYS;
 	}
 	r = session_usable(store, session_id);
 	if (r == 0)
 		r = session_get(store, session_id, &info);
 	if (r == -ECANCELED) {
-		rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
-			       "session %s: the attempt has ended", session_id);
+		call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+			   "session %s: the attempt has ended", session_id);
 		return r;
 	}
 	if (r < 0) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "session %s: %s",
-			       session_id,
-			       r == -ENOENT	 ? "no such session"
-			       : r == -ESHUTDOWN ? "the session has ended"
-						 : strerror(-r));
+		call_error(c, RPC_E_BAD_REQUEST, NULL, "session %s: %s",
+			   session_id,
+			   r == -ENOENT	     ? "no such session"
+			   : r == -ESHUTDOWN ? "the session has ended"
+					     : strerror(-r));
 		return r;
 	}
 	*ret_root = strdup(info->worktree);
 	*ret_in_place = info->mode == SESSION_MODE_IN_PLACE;
 	session_info_free(info);
 	if (!*ret_root) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return -ENOMEM;
 	}
 	return 0;
@@ -199,7 +198,7 @@ static int resolve_session_workspace(struct rpc_call *c, const char *session_id,
  * readable (from its .spd.conf), NULL-terminated and borrowed for the
  * call; NULL for none.
  */
-static const char *const *project_readable(struct rpc_call *c, const char *root)
+static const char *const *project_readable(struct call *c, const char *root)
 {
 	(void)c;
 	(void)root;
@@ -218,8 +217,7 @@ static bool git_ignored(void *data, const char *relpath)
 }
 
 /* In place: refuse what git ignores, except the project's readable list. */
-static int setup_in_place(struct rpc_call *c, struct fs_job *j,
-			  const char *root)
+static int setup_in_place(struct call *c, struct fs_job *j, const char *root)
 {
 	int r;
 
@@ -239,10 +237,10 @@ static int setup_in_place(struct rpc_call *c, struct fs_job *j,
  * Find and open the caller's workspace.  On failure the call is finished
  * and false returned.
  */
-static bool open_workspace(struct rpc_call *c, struct fs_job *j)
+static bool open_workspace(struct call *c, struct fs_job *j)
 {
-	const struct rpc_principal *who = rpc_call_principal(c);
-	json_t *p = rpc_call_params(c);
+	const struct call_principal *who = call_principal(c);
+	json_t *p = call_params(c);
 	const char *ws = json_string_value(json_object_get(p, "workspace"));
 	const char *sid = json_string_value(json_object_get(p, "session"));
 	_cleanup_free_ char *root = NULL;
@@ -252,20 +250,20 @@ static bool open_workspace(struct rpc_call *c, struct fs_job *j)
 	if (!who->operator) {
 		/* An agent never chooses where it works. */
 		if (ws || (sid && strcmp(sid, who->session_id) != 0)) {
-			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-				       "an agent works only in its own "
-				       "session's workspace");
+			call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				   "an agent works only in its own "
+				   "session's workspace");
 			return false;
 		}
 		sid = who->session_id;
 	} else if (ws && sid) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "give \"workspace\" or \"session\", not both");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "give \"workspace\" or \"session\", not both");
 		return false;
 	} else if (!ws && !sid) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "the operator must name a \"workspace\" "
-			       "(absolute path) or a \"session\"");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "the operator must name a \"workspace\" "
+			   "(absolute path) or a \"session\"");
 		return false;
 	}
 	if (sid) {
@@ -273,20 +271,18 @@ static bool open_workspace(struct rpc_call *c, struct fs_job *j)
 			return false;
 	} else {
 		if (ws[0] != '/') {
-			rpc_call_error(
-			    c, RPC_E_BAD_PARAMS, NULL,
-			    "\"workspace\" must be an absolute path");
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "\"workspace\" must be an absolute path");
 			return false;
 		}
 		root = strdup(ws);
 		if (!root) {
-			rpc_call_error(c, RPC_E_INTERNAL, NULL,
-				       "out of memory");
+			call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 			return false;
 		}
 	}
 	if (sid && !(j->session = strdup(sid))) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return false;
 	}
 	j->in_place = in_place;
@@ -294,9 +290,9 @@ static bool open_workspace(struct rpc_call *c, struct fs_job *j)
 	if (r == 0 && in_place)
 		r = setup_in_place(c, j, root);
 	if (r < 0) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "cannot open the workspace %s: %s", root,
-			       strerror(-r));
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "cannot open the workspace %s: %s", root,
+			   strerror(-r));
 		return false;
 	}
 	return true;
@@ -306,10 +302,10 @@ static bool open_workspace(struct rpc_call *c, struct fs_job *j)
  * Normalize the string parameter key into *ret_rel.  A missing optional
  * parameter is the root.  On failure the call is finished, false returned.
  */
-static bool get_path(struct rpc_call *c, struct fs_job *j, const char *key,
+static bool get_path(struct call *c, struct fs_job *j, const char *key,
 		     bool required, char **ret_rel)
 {
-	json_t *v = json_object_get(rpc_call_params(c), key);
+	json_t *v = json_object_get(call_params(c), key);
 	const char *s;
 	size_t len;
 	int r;
@@ -317,15 +313,14 @@ static bool get_path(struct rpc_call *c, struct fs_job *j, const char *key,
 	if (!v && !required) {
 		*ret_rel = strdup("");
 		if (!*ret_rel) {
-			rpc_call_error(c, RPC_E_INTERNAL, NULL,
-				       "out of memory");
+			call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 			return false;
 		}
 		return true;
 	}
 	if (!json_is_string(v)) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "\"%s\" must be a string", key);
+		call_error(c, RPC_E_BAD_PARAMS, NULL, "\"%s\" must be a string",
+			   key);
 		return false;
 	}
 	s = json_string_value(v);
@@ -334,8 +329,8 @@ static bool get_path(struct rpc_call *c, struct fs_job *j, const char *key,
 	r = fs_path_normalize(j->ws, s, len, ret_rel);
 	if (r < 0) {
 		if (r == -EINVAL)
-			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-				       "\"%s\" contains a NUL byte", key);
+			call_error(c, RPC_E_BAD_REQUEST, NULL,
+				   "\"%s\" contains a NUL byte", key);
 		else
 			fail(c, r,
 			     utf8_valid(s, len) && !memchr(s, 0, len) ? s
@@ -345,23 +340,23 @@ static bool get_path(struct rpc_call *c, struct fs_job *j, const char *key,
 	return true;
 }
 
-static bool get_bool(struct rpc_call *c, const char *key)
+static bool get_bool(struct call *c, const char *key)
 {
-	return json_is_true(json_object_get(rpc_call_params(c), key));
+	return json_is_true(json_object_get(call_params(c), key));
 }
 
 /* fs.write's content: exactly one of content and content_base64. */
-static bool get_content(struct rpc_call *c, struct fs_job *j)
+static bool get_content(struct call *c, struct fs_job *j)
 {
-	json_t *p = rpc_call_params(c);
+	json_t *p = call_params(c);
 	json_t *text = json_object_get(p, "content");
 	json_t *b64 = json_object_get(p, "content_base64");
 
 	if (!text == !b64 || (text && !json_is_string(text)) ||
 	    (b64 && !json_is_string(b64))) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "give exactly one of \"content\" and "
-			       "\"content_base64\" (strings)");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "give exactly one of \"content\" and "
+			   "\"content_base64\" (strings)");
 		return false;
 	}
 	if (text) {
@@ -384,24 +379,24 @@ static bool get_content(struct rpc_call *c, struct fs_job *j)
 	if (sodium_base642bin((unsigned char *)j->data, max,
 			      json_string_value(b64), blen, " \n\r\t", &j->len,
 			      NULL, sodium_base64_VARIANT_ORIGINAL) != 0) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "\"content_base64\" is not valid base64");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "\"content_base64\" is not valid base64");
 		return false;
 	}
 	if (j->len > FS_WRITE_MAX)
 		goto too_big;
 	return true;
 too_big:
-	rpc_call_error(c, RPC_E_LIMIT, NULL,
-		       "the content is over the %u-byte limit of fs.write",
-		       FS_WRITE_MAX);
+	call_error(c, RPC_E_LIMIT, NULL,
+		   "the content is over the %u-byte limit of fs.write",
+		   FS_WRITE_MAX);
 	return false;
 oom:
-	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+	call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 	return false;
 }
 
-/* On the thread pool: only fsops, no JSON, no rpc_call. */
+/* On the thread pool: only fsops, no JSON, no call_*. */
 static void job_work(uv_work_t *w)
 {
 	struct fs_job *j = w->data;
@@ -510,18 +505,17 @@ static void job_done(uv_work_t *w, int status)
 	/* A change made through spd is re-hashed like a command's: the
 	 * guard must vouch for the session's inputs after every write. */
 	if (j->session && j->op != FS_OP_READ && j->op != FS_OP_LIST &&
-	    j->op != FS_OP_STAT && rpc_call_spd(j->c)->sessions) {
+	    j->op != FS_OP_STAT && call_spd(j->c)->sessions) {
 		struct guard_finding f;
-		int g = session_guard_check(rpc_call_spd(j->c)->sessions,
+		int g = session_guard_check(call_spd(j->c)->sessions,
 					    j->session, &f);
 		if (g == 1) {
-			rpc_call_error(j->c,
-				       f.set == GUARD_SET_GIT
-					   ? RPC_E_GIT_CHANGED
-					   : RPC_E_INTEGRITY,
-				       json_pack("{s:s}", "path", f.path),
-				       "%s %s: the session's attempt ended",
-				       f.path, f.what);
+			call_error(j->c,
+				   f.set == GUARD_SET_GIT ? RPC_E_GIT_CHANGED
+							  : RPC_E_INTEGRITY,
+				   json_pack("{s:s}", "path", f.path),
+				   "%s %s: the session's attempt ended", f.path,
+				   f.what);
 			goto out;
 		}
 	}
@@ -553,24 +547,24 @@ static void job_done(uv_work_t *w, int status)
 		break;
 	}
 	if (!res)
-		rpc_call_error(j->c, RPC_E_INTERNAL, NULL,
-			       "out of memory building the reply");
+		call_error(j->c, RPC_E_INTERNAL, NULL,
+			   "out of memory building the reply");
 	else
-		rpc_call_reply(j->c, res);
+		call_reply(j->c, res);
 out:
 	job_free(j);
 }
 
-static void job_allowed(struct rpc_call *c, void *data)
+static void job_allowed(struct call *c, void *data)
 {
 	struct fs_job *j = data;
 	int r;
 
 	j->work.data = j;
-	r = uv_queue_work(rpc_call_spd(c)->loop, &j->work, job_work, job_done);
+	r = uv_queue_work(call_spd(c)->loop, &j->work, job_work, job_done);
 	if (r < 0) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "uv_queue_work: %s",
-			       uv_strerror(r));
+		call_error(c, RPC_E_INTERNAL, NULL, "uv_queue_work: %s",
+			   uv_strerror(r));
 		job_free(j);
 	}
 }
@@ -584,13 +578,13 @@ static void job_refused(void *data)
  * The common path of every handler: workspace, paths, content, policy,
  * then the work.  The call is always finished, now or from job_done.
  */
-static void run(struct rpc_call *c, enum fs_op op, bool path_required,
+static void run(struct call *c, enum fs_op op, bool path_required,
 		const char *flag_key)
 {
 	struct fs_job *j = calloc(1, sizeof(*j));
 
 	if (!j) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
 	j->c = c;
@@ -604,14 +598,14 @@ static void run(struct rpc_call *c, enum fs_op op, bool path_required,
 		goto fail;
 	if (flag_key)
 		j->flag = get_bool(c, flag_key);
-	if (!rpc_call_principal(c)->operator)
-		j->redact = rpc_call_spd(c)->redact;
+	if (!call_principal(c)->operator)
+		j->redact = call_spd(c)->redact;
 	if (op == FS_OP_MOVE)
-		rpc_call_set_summary(c, "%s -> %s", j->rel, j->rel_to);
+		call_set_summary(c, "%s -> %s", j->rel, j->rel_to);
 	else if (op == FS_OP_WRITE)
-		rpc_call_set_summary(c, "%s (%zu bytes)", j->rel, j->len);
+		call_set_summary(c, "%s (%zu bytes)", j->rel, j->len);
 	else
-		rpc_call_set_summary(c, "%s", *j->rel ? j->rel : ".");
+		call_set_summary(c, "%s", *j->rel ? j->rel : ".");
 	/* The policy first: read, list and stat are reads of the path;
 	 * write, mkdir and delete writes; a move writes both paths. */
 	gate_check(c,
@@ -636,37 +630,37 @@ fail:
 	job_free(j);
 }
 
-void m_fs_read(struct rpc_call *c)
+void m_fs_read(struct call *c)
 {
 	run(c, FS_OP_READ, true, NULL);
 }
 
-void m_fs_write(struct rpc_call *c)
+void m_fs_write(struct call *c)
 {
 	run(c, FS_OP_WRITE, true, NULL);
 }
 
-void m_fs_list(struct rpc_call *c)
+void m_fs_list(struct call *c)
 {
 	run(c, FS_OP_LIST, false, NULL);
 }
 
-void m_fs_stat(struct rpc_call *c)
+void m_fs_stat(struct call *c)
 {
 	run(c, FS_OP_STAT, true, NULL);
 }
 
-void m_fs_mkdir(struct rpc_call *c)
+void m_fs_mkdir(struct call *c)
 {
 	run(c, FS_OP_MKDIR, true, "parents");
 }
 
-void m_fs_delete(struct rpc_call *c)
+void m_fs_delete(struct call *c)
 {
 	run(c, FS_OP_DELETE, true, "recursive");
 }
 
-void m_fs_move(struct rpc_call *c)
+void m_fs_move(struct call *c)
 {
 	run(c, FS_OP_MOVE, true, "overwrite");
 }

@@ -32,9 +32,9 @@ static json_t *plain_json(const char *s, size_t max)
 
 /* client.refused and client.note: a front end's word for the journal,
  * the call's own row (summary and detail). */
-static void client_word(struct rpc_call *c, const char *verb, const char *key)
+static void client_word(struct call *c, const char *verb, const char *key)
 {
-	json_t *p = rpc_call_params(c);
+	json_t *p = call_params(c);
 	json_t *front =
 	    plain_json(json_string_value(json_object_get(p, "front")),
 		       CLIENT_REFUSED_WORD_MAX);
@@ -44,19 +44,19 @@ static void client_word(struct rpc_call *c, const char *verb, const char *key)
 	    plain_json(json_string_value(json_object_get(p, "detail")),
 		       CLIENT_REFUSED_DETAIL_MAX);
 
-	rpc_call_set_summary(c, "%s %s %s", json_string_value(front), verb,
-			     json_string_value(what));
-	rpc_call_set_detail(c, json_pack("{s:o, s:o, s:o}", "front", front,
-					 "what", what, key, detail));
-	rpc_call_reply(c, json_pack("{s:b}", "journaled", 1));
+	call_set_summary(c, "%s %s %s", json_string_value(front), verb,
+			 json_string_value(what));
+	call_set_detail(c, json_pack("{s:o, s:o, s:o}", "front", front, "what",
+				     what, key, detail));
+	call_reply(c, json_pack("{s:b}", "journaled", 1));
 }
 
-void m_client_refused(struct rpc_call *c)
+void m_client_refused(struct call *c)
 {
 	client_word(c, "refused", "refused");
 }
 
-void m_client_note(struct rpc_call *c)
+void m_client_note(struct call *c)
 {
 	client_word(c, "noted", "note");
 }
@@ -64,25 +64,25 @@ void m_client_note(struct rpc_call *c)
 static void query_done(void *data, int err, const struct journal_event *evs,
 		       size_t n)
 {
-	struct rpc_call *c = data;
+	struct call *c = data;
 	json_t *arr;
 
 	if (err < 0) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "journal query failed: %s", strerror(-err));
+		call_error(c, RPC_E_INTERNAL, NULL, "journal query failed: %s",
+			   strerror(-err));
 		return;
 	}
 	arr = json_array();
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(arr, server_event_json(&evs[i]));
-	rpc_call_reply(c, json_pack("{s:o}", "events", arr));
+	call_reply(c, json_pack("{s:o}", "events", arr));
 }
 
-void m_journal_query(struct rpc_call *c)
+void m_journal_query(struct call *c)
 {
-	struct spd *spd = rpc_call_spd(c);
-	const struct rpc_principal *who = rpc_call_principal(c);
-	json_t *p = rpc_call_params(c);
+	struct spd *spd = call_spd(c);
+	const struct call_principal *who = call_principal(c);
+	json_t *p = call_params(c);
 	struct journal_filter f = {.since = 0, .limit = 100};
 	json_t *v;
 	int r;
@@ -100,23 +100,23 @@ void m_journal_query(struct rpc_call *c)
 	/* An agent reads its own session's events and nothing else. */
 	if (!who->operator) {
 		if (f.session && strcmp(f.session, who->session_id) != 0) {
-			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-				       "an agent may read only its own "
-				       "session's journal");
+			call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				   "an agent may read only its own "
+				   "session's journal");
 			return;
 		}
 		f.session = who->session_id;
 	}
 	r = journal_query(spd->journal, &f, query_done, c);
 	if (r < 0)
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "journal query: %s",
-			       strerror(-r));
+		call_error(c, RPC_E_INTERNAL, NULL, "journal query: %s",
+			   strerror(-r));
 }
 
-void m_journal_follow(struct rpc_call *c)
+void m_journal_follow(struct call *c)
 {
-	struct spd *spd = rpc_call_spd(c);
-	json_t *p = rpc_call_params(c);
+	struct spd *spd = call_spd(c);
+	json_t *p = call_params(c);
 	json_t *v;
 	int64_t since = journal_count(spd->journal);
 	const char *kind = NULL;
@@ -127,29 +127,29 @@ void m_journal_follow(struct rpc_call *c)
 		kind = json_string_value(v);
 	if (since < 0)
 		since = 0;
-	rpc_call_set_summary(c, "follow since %lld", (long long)since);
+	call_set_summary(c, "follow since %lld", (long long)since);
 	server_follow_add(spd->server, c, since, kind);
 }
 
 static void verify_done(void *data, const struct journal_verify_result *r)
 {
-	struct rpc_call *c = data;
+	struct call *c = data;
 
-	rpc_call_set_summary(c, "%s", r->ok ? "intact" : r->reason);
-	rpc_call_reply(
-	    c, json_pack("{s:b, s:I, s:o?, s:s?, s:s?}", "ok", r->ok, "checked",
-			 (json_int_t)r->checked, "first_bad_id",
-			 r->ok ? NULL : json_integer(r->first_bad_id), "reason",
-			 r->ok ? NULL : r->reason, "detail",
-			 r->ok ? NULL : r->detail));
+	call_set_summary(c, "%s", r->ok ? "intact" : r->reason);
+	call_reply(c,
+		   json_pack("{s:b, s:I, s:o?, s:s?, s:s?}", "ok", r->ok,
+			     "checked", (json_int_t)r->checked, "first_bad_id",
+			     r->ok ? NULL : json_integer(r->first_bad_id),
+			     "reason", r->ok ? NULL : r->reason, "detail",
+			     r->ok ? NULL : r->detail));
 }
 
-void m_journal_verify(struct rpc_call *c)
+void m_journal_verify(struct call *c)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	int r = journal_verify(spd->journal, verify_done, c);
 
 	if (r < 0)
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "journal verify: %s",
-			       strerror(-r));
+		call_error(c, RPC_E_INTERNAL, NULL, "journal verify: %s",
+			   strerror(-r));
 }

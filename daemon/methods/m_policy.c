@@ -125,27 +125,27 @@ static void check_args_free(struct check_args *a)
  * the operator a session or a workspace (made real into *ret_ws_real,
  * owned by the caller).  Fills ctx; returns 0, or -1 having answered c.
  */
-static int check_context(struct rpc_call *c, struct policy_context *ctx,
+static int check_context(struct call *c, struct policy_context *ctx,
 			 char *session_ws, size_t session_ws_len,
 			 char **ret_ws_real)
 {
-	json_t *params = rpc_call_params(c);
-	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *params = call_params(c);
+	const struct call_principal *who = call_principal(c);
 	json_t *jsess = json_object_get(params, "session");
 	json_t *jws = json_object_get(params, "workspace");
 	const char *sid = NULL;
 
 	if (!who->operator) {
 		if (jws) {
-			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-				       "an agent checks in its own session");
+			call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				   "an agent checks in its own session");
 			return -1;
 		}
 		sid = who->session_id;
 		if (jsess && (!json_is_string(jsess) || !sid ||
 			      strcmp(json_string_value(jsess), sid) != 0)) {
-			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-				       "an agent checks in its own session");
+			call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				   "an agent checks in its own session");
 			return -1;
 		}
 	} else if (jsess) {
@@ -153,27 +153,27 @@ static int check_context(struct rpc_call *c, struct policy_context *ctx,
 	}
 	if (sid) {
 		if (!session_lookup) {
-			rpc_call_error(c, RPC_E_INTERNAL, NULL,
-				       "sessions are not available");
+			call_error(c, RPC_E_INTERNAL, NULL,
+				   "sessions are not available");
 			return -1;
 		}
-		if (session_lookup(rpc_call_spd(c), sid, ctx, session_ws,
+		if (session_lookup(call_spd(c), sid, ctx, session_ws,
 				   session_ws_len) < 0) {
-			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-				       "no such session");
+			call_error(c, RPC_E_BAD_REQUEST, NULL,
+				   "no such session");
 			return -1;
 		}
 		return 0;
 	}
 	if (!json_is_string(jws)) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "give a session or a workspace");
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "give a session or a workspace");
 		return -1;
 	}
 	*ret_ws_real = realpath(json_string_value(jws), NULL);
 	if (!*ret_ws_real) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "the workspace does not exist");
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "the workspace does not exist");
 		return -1;
 	}
 	ctx->workspace = *ret_ws_real;
@@ -181,7 +181,7 @@ static int check_context(struct rpc_call *c, struct policy_context *ctx,
 }
 
 /* The environment of an exec check (only string values count). */
-static int check_env(struct rpc_call *c, json_t *jenv, struct check_args *a,
+static int check_env(struct call *c, json_t *jenv, struct check_args *a,
 		     struct policy_call *call)
 {
 	size_t en = json_object_size(jenv);
@@ -189,8 +189,8 @@ static int check_env(struct rpc_call *c, json_t *jenv, struct check_args *a,
 	json_t *v;
 
 	if (en > POLICY_ENV_MAX) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "too many environment entries");
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "too many environment entries");
 		return -1;
 	}
 	a->env_owned = calloc(en + 1, sizeof(char *));
@@ -216,20 +216,20 @@ static int check_env(struct rpc_call *c, json_t *jenv, struct check_args *a,
 
 /* An exec check: argv, cwd, net and env from params into call.  Returns
  * 0, -1 having answered c, or -ENOMEM. */
-static int check_exec(struct rpc_call *c, json_t *jargv, struct check_args *a,
+static int check_exec(struct call *c, json_t *jargv, struct check_args *a,
 		      struct policy_call *call)
 {
-	json_t *params = rpc_call_params(c);
+	json_t *params = call_params(c);
 	json_t *jcwd = json_object_get(params, "cwd");
 	json_t *jnet = json_object_get(params, "net");
 	json_t *jenv = json_object_get(params, "env");
 	size_t n = json_array_size(jargv);
 
 	if (!json_is_array(jargv) || n == 0 || n > POLICY_ARGC_MAX) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "argv must be a non-empty array of at most %d "
-			       "strings",
-			       POLICY_ARGC_MAX);
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "argv must be a non-empty array of at most %d "
+			   "strings",
+			   POLICY_ARGC_MAX);
 		return -1;
 	}
 	a->argv = calloc(n, sizeof(*a->argv));
@@ -240,8 +240,8 @@ static int check_exec(struct rpc_call *c, json_t *jargv, struct check_args *a,
 		json_t *s = json_array_get(jargv, i);
 
 		if (!json_is_string(s)) {
-			rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-				       "argv must hold strings");
+			call_error(c, RPC_E_BAD_REQUEST, NULL,
+				   "argv must hold strings");
 			return -1;
 		}
 		a->argv[i] = json_string_value(s);
@@ -269,7 +269,7 @@ static int check_exec(struct rpc_call *c, json_t *jargv, struct check_args *a,
  * must not be a way to probe the host's files as spd's user.  Returns 0
  * (classify it), or 1 having answered c, or -1 having refused it.
  */
-static int check_path(struct rpc_call *c, json_t *jread, json_t *jwrite,
+static int check_path(struct call *c, json_t *jread, json_t *jwrite,
 		      const struct policy_context *ctx,
 		      struct policy_call *call)
 {
@@ -277,19 +277,19 @@ static int check_path(struct rpc_call *c, json_t *jread, json_t *jwrite,
 	bool w;
 
 	if (!json_is_string(p)) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "the path must be a string");
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "the path must be a string");
 		return -1;
 	}
 	call->kind = jread ? POLICY_CALL_READ : POLICY_CALL_WRITE;
 	call->path = json_string_value(p);
 	call->path_len = json_string_length(p);
-	if (rpc_call_principal(c)->operator|| !lexically_outside(
-		call->path, ctx->workspace))
+	if (call_principal(c)->operator|| !lexically_outside(call->path,
+							     ctx->workspace))
 		return 0;
 	w = call->kind == POLICY_CALL_WRITE;
-	rpc_call_set_summary(c, "outside");
-	rpc_call_reply(
+	call_set_summary(c, "outside");
+	call_reply(
 	    c, json_pack("{s:s, s:s, s:s, s:{s:n, s:[s]}}", "decision",
 			 w ? "deny" : "ask", "rule",
 			 w ? "deny.path.outside" : "ask.read.outside", "reason",
@@ -306,14 +306,14 @@ struct ask_wait {
 	json_t *result;
 };
 
-static void ask_granted(struct rpc_call *c, void *data)
+static void ask_granted(struct call *c, void *data)
 {
 	struct ask_wait *w = data;
 
 	json_object_set_new(w->result, "decision", json_string("allow"));
 	json_object_set_new(w->result, "approved", json_true());
-	rpc_call_set_summary(c, "ask approved");
-	rpc_call_reply(c, w->result);
+	call_set_summary(c, "ask approved");
+	call_reply(c, w->result);
 	free(w);
 }
 
@@ -327,11 +327,11 @@ static void ask_dropped(void *data)
 
 /* Put the ask to a person through the gate (an approval, journaled, that
  * spctl approve or deny decides); the call is answered when it is. */
-static void check_ask(struct rpc_call *c, const struct policy_context *ctx,
+static void check_ask(struct call *c, const struct policy_context *ctx,
 		      const struct policy_call *call, json_t *result)
 {
-	json_t *params = rpc_call_params(c);
-	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *params = call_params(c);
+	const struct call_principal *who = call_principal(c);
 	const char *sid =
 	    who->operator? json_string_value(json_object_get(params, "session"))
 			 : who->session_id;
@@ -351,24 +351,24 @@ static void check_ask(struct rpc_call *c, const struct policy_context *ctx,
 
 	if (!sid) {
 		json_decref(result);
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "\"ask\" puts the check to a person in a "
-			       "session: give session");
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "\"ask\" puts the check to a person in a "
+			   "session: give session");
 		return;
 	}
 	if (!(w = calloc(1, sizeof(*w)))) {
 		json_decref(result);
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
 	w->result = result;
 	gate_check(c, &g, ask_granted, ask_dropped, w);
 }
 
-void m_policy_check(struct rpc_call *c)
+void m_policy_check(struct call *c)
 {
-	json_t *params = rpc_call_params(c);
-	const struct rpc_principal *who = rpc_call_principal(c);
+	json_t *params = call_params(c);
+	const struct call_principal *who = call_principal(c);
 	json_t *jargv = json_object_get(params, "argv");
 	json_t *jread = json_object_get(params, "read");
 	json_t *jwrite = json_object_get(params, "write");
@@ -383,37 +383,37 @@ void m_policy_check(struct rpc_call *c)
 	int r;
 
 	if (!!jargv + !!jread + !!jwrite != 1) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL,
-			       "give exactly one of argv, read, write");
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "give exactly one of argv, read, write");
 		goto out;
 	}
 	if (check_context(c, &ctx, session_ws, sizeof(session_ws), &ws_real) <
 	    0)
 		goto out;
-	r = gate_policy_conf(rpc_call_spd(c), ctx.workspace, &conf, &what);
+	r = gate_policy_conf(call_spd(c), ctx.workspace, &conf, &what);
 	if (r < 0) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "cannot read the policy configuration %s", what);
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "cannot read the policy configuration %s", what);
 		goto out;
 	}
 	r = jargv ? check_exec(c, jargv, &args, &call)
 		  : check_path(c, jread, jwrite, &ctx, &call);
 	if (r == -ENOMEM)
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 	if (r != 0)
 		goto out;
 	r = policy_classify(conf, &ctx, &call, &res);
 	if (r < 0) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "the policy could not classify the call");
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "the policy could not classify the call");
 		goto out;
 	}
-	rpc_call_set_summary(c, "%s %s", policy_decision_name(res.decision),
-			     res.rule);
+	call_set_summary(c, "%s %s", policy_decision_name(res.decision),
+			 res.rule);
 	if (res.decision == POLICY_BAD_REQUEST) {
-		rpc_call_error(c, RPC_E_BAD_REQUEST,
-			       json_pack("{s:s}", "rule", res.rule), "%s",
-			       res.reason);
+		call_error(c, RPC_E_BAD_REQUEST,
+			   json_pack("{s:s}", "rule", res.rule), "%s",
+			   res.reason);
 		goto out;
 	}
 	if (res.decision == POLICY_ASK &&
@@ -423,8 +423,7 @@ void m_policy_check(struct rpc_call *c)
 		    result_json(&res, who->operator? NULL : ctx.workspace));
 		goto out;
 	}
-	rpc_call_reply(c,
-		       result_json(&res, who->operator? NULL : ctx.workspace));
+	call_reply(c, result_json(&res, who->operator? NULL : ctx.workspace));
 out:
 	policy_result_free(&res);
 	policy_conf_free(conf);

@@ -89,7 +89,7 @@ struct outf {
 	struct redact_stream *rs[2];
 	struct buf tmp;
 	uv_timer_t *idle; /* data: this outf, NULL once finished */
-	struct rpc_call *call;
+	struct call *call;
 };
 
 static void outf_idle_fired(uv_timer_t *t);
@@ -107,12 +107,12 @@ static void outf_init(struct outf *o, struct spd *spd)
 				o->rs[i] = NULL;
 }
 
-static void send_output(struct rpc_call *c, int stream, const char *buf,
+static void send_output(struct call *c, int stream, const char *buf,
 			size_t len);
 
 /* Send what stream i (0: stdout, 1: stderr) holds if the redactor may let
  * it go now (redact_stream_idle: not the possible start of a secret). */
-static void outf_release(struct outf *o, struct rpc_call *c, int i)
+static void outf_release(struct outf *o, struct call *c, int i)
 {
 	if (!o->rs[i])
 		return;
@@ -121,7 +121,7 @@ static void outf_release(struct outf *o, struct rpc_call *c, int i)
 		send_output(c, i + 1, o->tmp.data, o->tmp.len);
 }
 
-static void outf_feed(struct outf *o, struct rpc_call *c, int stream,
+static void outf_feed(struct outf *o, struct call *c, int stream,
 		      const char *buf, size_t len)
 {
 	int i = stream == 1 ? 0 : 1;
@@ -158,7 +158,7 @@ static void outf_idle_fired(uv_timer_t *t)
 		outf_release(o, o->call, i);
 }
 
-static void outf_finish(struct outf *o, struct rpc_call *c)
+static void outf_finish(struct outf *o, struct call *c)
 {
 	if (o->idle) {
 		uv_timer_stop(o->idle);
@@ -180,7 +180,7 @@ static void outf_finish(struct outf *o, struct rpc_call *c)
 
 struct run_ctx {
 	struct outf outf;
-	struct rpc_call *call;
+	struct call *call;
 	struct sbx_run *run;
 	struct spd *spd;
 	json_t *argv_json;
@@ -239,12 +239,11 @@ static void run_ctx_free(struct run_ctx *rc)
 	free(rc);
 }
 
-static void send_output(struct rpc_call *c, int stream, const char *buf,
-			size_t len)
+static void send_output(struct call *c, int stream, const char *buf, size_t len)
 {
 	json_t *p;
 
-	if (!c || rpc_call_client_gone(c))
+	if (!c || call_client_gone(c))
 		return;
 	p = json_pack("{s:s}", "stream", stream == 1 ? "stdout" : "stderr");
 	if (utf8_valid(buf, len) && !memchr(buf, '\0', len)) {
@@ -262,7 +261,7 @@ static void send_output(struct rpc_call *c, int stream, const char *buf,
 		json_object_set_new(p, "data_b64", json_string(b64));
 		free(b64);
 	}
-	rpc_call_notify(c, RPC_N_RUN_OUTPUT, p);
+	call_notify(c, RPC_N_RUN_OUTPUT, p);
 }
 
 static void on_output(void *data, int stream, const char *buf, size_t len)
@@ -278,9 +277,9 @@ static void on_proxy_ask(void *data, json_t *pending)
 {
 	struct run_ctx *rc = data;
 
-	if (rc->call && !rpc_call_client_gone(rc->call))
-		rpc_call_notify(rc->call, RPC_N_APPROVAL_REQUESTED,
-				json_incref(pending));
+	if (rc->call && !call_client_gone(rc->call))
+		call_notify(rc->call, RPC_N_APPROVAL_REQUESTED,
+			    json_incref(pending));
 }
 
 static void on_listener(void *data, int fd)
@@ -339,7 +338,7 @@ static json_t *warnings_json(const char *const *w)
 static void on_done(void *data, const struct sbx_result *r)
 {
 	struct run_ctx *rc = data;
-	struct rpc_call *c = rc->call;
+	struct call *c = rc->call;
 	json_t *detail;
 
 	trace_stamp("done");
@@ -360,15 +359,15 @@ static void on_done(void *data, const struct sbx_result *r)
 	for (size_t i = 0; r->warnings && r->warnings[i]; i++)
 		log_warn("run without a layer (best-effort): %s",
 			 r->warnings[i]);
-	rpc_call_set_detail(c, detail);
+	call_set_detail(c, detail);
 	if (rc->done_hook) {
 		char msg[512] = "";
 		int e = rc->done_hook(rc->done_data, r, msg, sizeof(msg));
 
 		trace_stamp("done_hook");
 		if (e > 0) {
-			rpc_call_set_summary(c, "%s", msg);
-			rpc_call_error(c, (enum rpc_error)e, NULL, "%s", msg);
+			call_set_summary(c, "%s", msg);
+			call_error(c, (enum rpc_error)e, NULL, "%s", msg);
 			goto out;
 		}
 	}
@@ -378,18 +377,17 @@ static void on_done(void *data, const struct sbx_result *r)
 			e = RPC_E_SANDBOX_UNAVAILABLE;
 		else if (strcmp(r->error_code, "BAD-REQUEST") == 0)
 			e = RPC_E_BAD_PARAMS;
-		rpc_call_set_summary(c, "refused: %s",
-				     r->error_msg ? r->error_msg
-						  : r->error_code);
-		rpc_call_error(c, e, NULL, "%s",
-			       r->error_msg ? r->error_msg : r->error_code);
+		call_set_summary(c, "refused: %s",
+				 r->error_msg ? r->error_msg : r->error_code);
+		call_error(c, e, NULL, "%s",
+			   r->error_msg ? r->error_msg : r->error_code);
 	} else {
 		if (r->term_signal)
-			rpc_call_set_summary(
+			call_set_summary(
 			    c, "killed by signal %d%s", r->term_signal,
 			    r->timed_out ? " at the deadline" : "");
 		else
-			rpc_call_set_summary(c, "exit %d", r->exit_code);
+			call_set_summary(c, "exit %d", r->exit_code);
 		json_t *res = json_pack(
 		    "{s:i, s:b, s:b, s:I, s:{s:I, s:I}, s:o}", "exit_code",
 		    r->exit_code, "timed_out", r->timed_out, "cancelled",
@@ -418,7 +416,7 @@ static void on_done(void *data, const struct sbx_result *r)
 		 * file by the time the client has it. */
 		trace_stamp("reply");
 		trace_flush();
-		rpc_call_reply(c, res);
+		call_reply(c, res);
 	}
 out:
 	trace_flush();
@@ -483,7 +481,7 @@ static bool is_under(const char *path, const char *dir)
  * it is refused rather than weakened.
  */
 static bool workspace_acceptable(struct spd *spd, const char *ws,
-				 struct rpc_call *c)
+				 struct call *c)
 {
 	const char *home = getenv("HOME");
 	char real[PATH_MAX];
@@ -491,24 +489,24 @@ static bool workspace_acceptable(struct spd *spd, const char *ws,
 			      spd->paths.runtime_dir};
 
 	if (strcmp(ws, "/") == 0) {
-		rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
-			       "the root directory cannot be a workspace");
+		call_error(c, RPC_E_POLICY_DENIED, NULL,
+			   "the root directory cannot be a workspace");
 		return false;
 	}
 	if (home && realpath(home, real) && is_under(real, ws)) {
-		rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
-			       "the workspace %s contains the home directory "
-			       "%s: choose a project directory",
-			       ws, real);
+		call_error(c, RPC_E_POLICY_DENIED, NULL,
+			   "the workspace %s contains the home directory "
+			   "%s: choose a project directory",
+			   ws, real);
 		return false;
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		const char *d = realpath(dirs[i], real) ? real : dirs[i];
 		if (is_under(d, ws) || is_under(ws, d)) {
-			rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
-				       "the workspace %s overlaps spd's own "
-				       "directory %s",
-				       ws, d);
+			call_error(c, RPC_E_POLICY_DENIED, NULL,
+				   "the workspace %s overlaps spd's own "
+				   "directory %s",
+				   ws, d);
 			return false;
 		}
 	}
@@ -538,15 +536,15 @@ static bool id_is_name(const char *id)
  */
 static int agent_setup(struct spd *spd, const struct run_request *req,
 		       struct strv *env, struct strv *writable,
-		       char turn[BROKER_TURN_ID_LEN + 1], struct rpc_call *c)
+		       char turn[BROKER_TURN_ID_LEN + 1], struct call *c)
 {
 	char key[BROKER_KEY_LEN + 1], *s = NULL, *homes = NULL, *home = NULL;
 	struct broker_turn *t;
 	int r, err = 0;
 
 	if (!req->session_id || !id_is_name(req->session_id)) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "an agent runs in a session: name one");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "an agent runs in a session: name one");
 		return -EINVAL;
 	}
 	homes = paths_join(spd->paths.state_dir, RUN_AGENT_HOMES);
@@ -589,14 +587,14 @@ static int agent_setup(struct spd *spd, const struct run_request *req,
 	free(home);
 	return 0;
 fail:
-	rpc_call_error(c,
-		       r == -EDQUOT	? RPC_E_LIMIT
-		       : r == -ENOTCONN ? RPC_E_INTERNAL
-					: RPC_E_INTERNAL,
-		       NULL, "cannot prepare the agent's run: %s",
-		       r == -EDQUOT	? "too many live turns"
-		       : r == -ENOTCONN ? "the model broker is not running"
-					: strerror(-r));
+	call_error(c,
+		   r == -EDQUOT	    ? RPC_E_LIMIT
+		   : r == -ENOTCONN ? RPC_E_INTERNAL
+				    : RPC_E_INTERNAL,
+		   NULL, "cannot prepare the agent's run: %s",
+		   r == -EDQUOT	    ? "too many live turns"
+		   : r == -ENOTCONN ? "the model broker is not running"
+				    : strerror(-r));
 	free(homes);
 	free(home);
 	return r;
@@ -604,12 +602,12 @@ fail:
 
 /* Make rc findable by run.input and tell the client it may write: bytes
  * sent before the run started would have had nowhere to go. */
-static void stdin_run_register(struct rpc_call *c, struct run_ctx *rc)
+static void stdin_run_register(struct call *c, struct run_ctx *rc)
 {
-	const struct rpc_principal *who = rpc_call_principal(c);
+	const struct call_principal *who = call_principal(c);
 	struct spd *spd = rc->spd;
 
-	rc->conn = rpc_call_conn_serial(c);
+	rc->conn = call_conn_serial(c);
 	rc->by_operator = who->operator;
 	rc->by_session = who->session_id ? strdup(who->session_id) : NULL;
 	if (who->session_id && !rc->by_session) {
@@ -623,16 +621,15 @@ static void stdin_run_register(struct rpc_call *c, struct run_ctx *rc)
 	if (spd->stdin_runs)
 		spd->stdin_runs->pprev = &rc->next;
 	spd->stdin_runs = rc;
-	rpc_call_notify(c, RPC_N_RUN_STARTED, json_object());
+	call_notify(c, RPC_N_RUN_STARTED, json_object());
 }
 
-static struct run_ctx *stdin_run_find(struct rpc_call *c)
+static struct run_ctx *stdin_run_find(struct call *c)
 {
-	const struct rpc_principal *who = rpc_call_principal(c);
-	uint64_t conn = rpc_call_conn_serial(c);
+	const struct call_principal *who = call_principal(c);
+	uint64_t conn = call_conn_serial(c);
 
-	for (struct run_ctx *rc = rpc_call_spd(c)->stdin_runs; rc;
-	     rc = rc->next) {
+	for (struct run_ctx *rc = call_spd(c)->stdin_runs; rc; rc = rc->next) {
 		if (rc->conn != conn || rc->by_operator != who->operator)
 			continue;
 		if (!rc->by_session != !who->session_id)
@@ -645,59 +642,58 @@ static struct run_ctx *stdin_run_find(struct rpc_call *c)
 	return NULL;
 }
 
-void m_run_input(struct rpc_call *c)
+void m_run_input(struct call *c)
 {
-	json_t *p = rpc_call_params(c);
+	json_t *p = call_params(c);
 	json_t *d = json_object_get(p, "data");
 	bool close_it = json_is_true(json_object_get(p, "close"));
 	size_t len = d ? json_string_length(d) : 0;
 	struct run_ctx *rc = stdin_run_find(c);
 	int r;
 
-	rpc_call_set_summary(c, "%zu bytes%s", len, close_it ? ", closed" : "");
+	call_set_summary(c, "%zu bytes%s", len, close_it ? ", closed" : "");
 	if (!rc) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "no run with \"stdin\": true is running on "
-			       "this connection");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "no run with \"stdin\": true is running on "
+			   "this connection");
 		return;
 	}
 	if (!d && !close_it) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "give data, close or both");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "give data, close or both");
 		return;
 	}
 	if (len &&
 	    (r = sbx_run_input(rc->run, json_string_value(d), len)) < 0) {
 		if (r == -ENOBUFS)
-			rpc_call_error(c, RPC_E_LIMIT, NULL,
-				       "the command is not reading its stdin "
-				       "(%d bytes wait)",
-				       SBX_INPUT_QUEUE_MAX);
+			call_error(c, RPC_E_LIMIT, NULL,
+				   "the command is not reading its stdin "
+				   "(%d bytes wait)",
+				   SBX_INPUT_QUEUE_MAX);
 		else
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "the run's stdin is closed: %s",
-				       strerror(-r));
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "the run's stdin is closed: %s",
+				   strerror(-r));
 		return;
 	}
 	if (close_it)
 		sbx_run_input_close(rc->run);
-	rpc_call_reply(c, json_object());
+	call_reply(c, json_object());
 }
 
 /* The caller's environment entries into env: each NAME: string, no '='
  * in the name; secret-looking names dropped (the run is told by their
  * absence, the log records only the name).  Returns 0, -1 having
  * answered c, or -ENOMEM. */
-static int run_env_add(struct rpc_call *c, const struct run_request *req,
+static int run_env_add(struct call *c, const struct run_request *req,
 		       struct strv *env)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	const char *key;
 	json_t *v;
 
 	if (json_object_size(req->env) > RUN_ENV_MAX) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "env: too many entries");
+		call_error(c, RPC_E_BAD_PARAMS, NULL, "env: too many entries");
 		return -1;
 	}
 	json_object_foreach(req->env, key, v)
@@ -706,10 +702,10 @@ static int run_env_add(struct rpc_call *c, const struct run_request *req,
 
 		if (!json_is_string(v) || !key[0] || strchr(key, '=') ||
 		    strlen(json_string_value(v)) != json_string_length(v)) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "env: \"%.60s\" must be NAME: string "
-				       "without '=' in the name",
-				       key);
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "env: \"%.60s\" must be NAME: string "
+				   "without '=' in the name",
+				   key);
 			return -1;
 		}
 		if (asprintf(&e, "%s=%s", key, json_string_value(v)) < 0)
@@ -727,18 +723,18 @@ static int run_env_add(struct rpc_call *c, const struct run_request *req,
 /* An agent's run takes one of its session's run slots (rc->quota_sid
  * gives it back) and may not use the slots held for the operator.
  * Returns 0, -EDQUOT having answered c with LIMIT, or -ENOMEM. */
-static int run_quota_take(struct rpc_call *c, struct run_ctx *rc,
+static int run_quota_take(struct call *c, struct run_ctx *rc,
 			  struct sbx_spec *spec)
 {
-	struct spd *spd = rpc_call_spd(c);
-	const char *sid = rpc_call_principal(c)->session_id;
+	struct spd *spd = call_spd(c);
+	const char *sid = call_principal(c)->session_id;
 
-	if (rpc_call_principal(c)->operator)
+	if (call_principal(c)->operator)
 		return 0;
 	/* One agent's runs must leave room for the others'. */
 	if (sid &&
 	    quota_take(spd->quota, sid, QUOTA_RUNS, uv_now(spd->loop)) < 0) {
-		rpc_call_error(
+		call_error(
 		    c, RPC_E_LIMIT,
 		    json_pack("{s:s, s:i}", "quota", "runs", "limit",
 			      (int)quota_limit(spd->quota, QUOTA_RUNS)),
@@ -760,27 +756,27 @@ static int run_quota_take(struct rpc_call *c, struct run_ctx *rc,
 /* Journal the run's start.  A run that cannot be journaled does not run:
  * the journal is the record the operator audits afterwards.  Returns 0,
  * or -EIO having answered c. */
-static int run_journal_start(struct rpc_call *c, const struct run_request *req,
+static int run_journal_start(struct call *c, const struct run_request *req,
 			     const struct run_ctx *rc)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	json_t *d = json_pack("{s:O, s:s, s:s, s:s?}", "argv", req->argv,
 			      "workspace", req->workspace, "net", rc->net_name,
 			      "turn", rc->turn[0] ? rc->turn : NULL);
 	char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
 	int64_t jr = journal_append(
 	    spd->journal, req->session_id,
-	    rpc_call_principal(c)->operator? "operator" : "agent", "run.start",
+	    call_principal(c)->operator? "operator" : "agent", "run.start",
 	    json_string_value(json_array_get(req->argv, 0)), text);
 
 	free(text);
 	json_decref(d);
 	if (jr >= 0)
 		return 0;
-	rpc_call_error(c, RPC_E_INTERNAL, NULL,
-		       "the journal cannot record the run (%s); not running "
-		       "it",
-		       strerror((int)-jr));
+	call_error(c, RPC_E_INTERNAL, NULL,
+		   "the journal cannot record the run (%s); not running "
+		   "it",
+		   strerror((int)-jr));
 	return -EIO;
 }
 
@@ -797,7 +793,7 @@ static void run_base_env(const struct run_request *req, struct strv *env)
 /* The run's network as journaled, and what a proxy run's port journals
  * under.  Returns 0 or -ENOMEM. */
 static int run_ctx_net(struct run_ctx *rc, const struct run_request *req,
-		       struct rpc_call *c)
+		       struct call *c)
 {
 	rc->net_name = req->net == SBX_NET_HOST	      ? "host"
 		       : req->net == SBX_NET_LOOPBACK ? "loopback"
@@ -805,7 +801,7 @@ static int run_ctx_net(struct run_ctx *rc, const struct run_request *req,
 		       : req->net == SBX_NET_PROXY    ? "proxy"
 						      : "none";
 	rc->proxy_mode = req->net == SBX_NET_PROXY;
-	rc->by_operator = rpc_call_principal(c)->operator;
+	rc->by_operator = call_principal(c)->operator;
 	if (req->session_id && !(rc->session_id = strdup(req->session_id)))
 		return -ENOMEM;
 	/* The project's tightening, read before the run can act. */
@@ -838,22 +834,22 @@ static uint16_t run_door_port(int net)
  * and hidden ones (spd's own directories, never visible to a run, then the
  * request's).  On a bad path finishes c with BAD-PARAMS and returns -EINVAL.
  */
-static int run_paths(struct rpc_call *c, const struct run_request *req,
+static int run_paths(struct call *c, const struct run_request *req,
 		     struct strv *writable, struct strv *hidden)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	const char *why = NULL;
 
 	if (strv_from_json(req->writable, RUN_WRITABLE_MAX, writable, &why) <
 	    0) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "writable: %s", why);
+		call_error(c, RPC_E_BAD_PARAMS, NULL, "writable: %s", why);
 		return -EINVAL;
 	}
 	for (size_t i = 0; i < writable->n; i++)
 		if (writable->v[i][0] != '/') {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "writable: \"%s\" must be absolute",
-				       writable->v[i]);
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "writable: \"%s\" must be absolute",
+				   writable->v[i]);
 			return -EINVAL;
 		}
 	for (size_t i = 0; spd->config.writable && spd->config.writable[i]; i++)
@@ -907,9 +903,9 @@ static void run_spec_fill(struct spd *spd, const struct run_request *req,
 	spec->stdin_pipe = req->stdin_pipe;
 }
 
-int run_start(struct rpc_call *c, const struct run_request *req)
+int run_start(struct call *c, const struct run_request *req)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	struct strv argv = {0}, env = {0}, writable = {0}, hidden = {0};
 	char turn[BROKER_TURN_ID_LEN + 1] = "";
 	struct sbx_spec spec;
@@ -920,8 +916,8 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 	memset(&spec, 0, sizeof(spec));
 	r = strv_from_json(req->argv, RUN_ARGC_MAX, &argv, &why);
 	if (r < 0 || argv.n == 0 || argv.v[0][0] == '\0') {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "argv: %s",
-			       why ? why : "must name a command");
+		call_error(c, RPC_E_BAD_PARAMS, NULL, "argv: %s",
+			   why ? why : "must name a command");
 		goto out;
 	}
 	run_base_env(req, &env);
@@ -988,24 +984,24 @@ int run_start(struct rpc_call *c, const struct run_request *req)
 		run_ctx_free(rc);
 		rc = NULL;
 		if (r == -EAGAIN)
-			rpc_call_error(c, RPC_E_LIMIT, NULL,
-				       "too many runs at once; the remaining "
-				       "slots are held for the operator");
+			call_error(c, RPC_E_LIMIT, NULL,
+				   "too many runs at once; the remaining "
+				   "slots are held for the operator");
 		else
-			rpc_call_error(
+			call_error(
 			    c, r == -EINVAL ? RPC_E_BAD_PARAMS : RPC_E_INTERNAL,
 			    NULL, "cannot start the run: %s",
 			    r == -SPD_ETOOBIG ? "request too large"
 					      : strerror(-r));
 		goto out;
 	}
-	rpc_call_on_gone(c, on_gone, rc);
+	call_on_gone(c, on_gone, rc);
 	if (req->stdin_pipe)
 		stdin_run_register(c, rc);
 	r = 0;
 	goto out;
 oom:
-	rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+	call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 	r = -ENOMEM;
 out:
 	if (turn[0])
@@ -1030,7 +1026,7 @@ static void pending_run_free(struct pending_run *pr)
 	free(pr);
 }
 
-static void run_allowed(struct rpc_call *c, void *data)
+static void run_allowed(struct call *c, void *data)
 {
 	struct pending_run *pr = data;
 
@@ -1072,19 +1068,19 @@ static int net_parse(const char *net)
  * for the operator), and what an agent may not ask for (a workspace, the
  * host network, writable paths).  Returns 0, or -1 having answered c.
  */
-static int run_params(struct rpc_call *c, struct run_request *req)
+static int run_params(struct call *c, struct run_request *req)
 {
-	struct spd *spd = rpc_call_spd(c);
-	const struct rpc_principal *who = rpc_call_principal(c);
-	json_t *p = rpc_call_params(c), *v;
+	struct spd *spd = call_spd(c);
+	const struct call_principal *who = call_principal(c);
+	json_t *p = call_params(c), *v;
 	const char *net = "none", *mode = NULL;
 	json_int_t timeout = spd->config.default_timeout_ms / 1000;
 
 	if ((v = json_object_get(p, "net")))
 		net = json_string_value(v);
 	if ((req->net = net_parse(net)) < 0) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "net must be none, loopback, proxy or host");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "net must be none, loopback, proxy or host");
 		return -1;
 	}
 	req->stdin_pipe = json_is_true(json_object_get(p, "stdin"));
@@ -1092,30 +1088,30 @@ static int run_params(struct rpc_call *c, struct run_request *req)
 		char msg[256];
 
 		if (req->net != SBX_NET_NONE) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "an agent's network is the broker only");
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "an agent's network is the broker only");
 			return -1;
 		}
 		if (broker_cap_for(spd, who->operator,
 				   json_object_get(p, "cap_usd"),
 				   &req->agent_cap, msg, sizeof(msg)) < 0) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "%s", msg);
+			call_error(c, RPC_E_BAD_PARAMS, NULL, "%s", msg);
 			return -1;
 		}
 		req->agent = true;
 		req->net = SBX_NET_BROKER;
 	} else if (json_object_get(p, "cap_usd")) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "cap_usd is for an agent's run (\"agent\": "
-			       "true)");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "cap_usd is for an agent's run (\"agent\": "
+			   "true)");
 		return -1;
 	}
 	if ((v = json_object_get(p, "timeout"))) {
 		timeout = json_integer_value(v);
 		if (timeout <= 0 || timeout > CONFIG_TIMEOUT_MAX_S) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "timeout must be 1..%d seconds",
-				       CONFIG_TIMEOUT_MAX_S);
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "timeout must be 1..%d seconds",
+				   CONFIG_TIMEOUT_MAX_S);
 			return -1;
 		}
 	}
@@ -1129,48 +1125,48 @@ static int run_params(struct rpc_call *c, struct run_request *req)
 			/* Weakening the sandbox is the operator's choice,
 			 * never an agent's. */
 			if (!who->operator) {
-				rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-					       "only the operator may choose "
-					       "best-effort sandboxing");
+				call_error(c, RPC_E_UNAUTHORIZED, NULL,
+					   "only the operator may choose "
+					   "best-effort sandboxing");
 				return -1;
 			}
 			req->best_effort = true;
 		} else {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "mode must be required or best-effort");
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "mode must be required or best-effort");
 			return -1;
 		}
 	}
 	if (!who->operator) {
 		/* An agent never chooses where it works: its session does. */
 		if (json_object_get(p, "workspace")) {
-			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-				       "an agent runs only in its session's "
-				       "workspace");
+			call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				   "an agent runs only in its session's "
+				   "workspace");
 			return -1;
 		}
 		if (req->net == SBX_NET_HOST) {
-			rpc_call_error(c, RPC_E_POLICY_DENIED, NULL,
-				       "the host network is for the operator "
-				       "only");
+			call_error(c, RPC_E_POLICY_DENIED, NULL,
+				   "the host network is for the operator "
+				   "only");
 			return -1;
 		}
 		if (json_array_size(req->writable) > 0) {
-			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-				       "only the operator may add writable "
-				       "paths");
+			call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				   "only the operator may add writable "
+				   "paths");
 			return -1;
 		}
 	}
 	return 0;
 }
 
-void m_cmd_run(struct rpc_call *c)
+void m_cmd_run(struct call *c)
 {
 	struct pending_run *pr = NULL;
-	struct spd *spd = rpc_call_spd(c);
-	const struct rpc_principal *who = rpc_call_principal(c);
-	json_t *p = rpc_call_params(c), *v;
+	struct spd *spd = call_spd(c);
+	const struct call_principal *who = call_principal(c);
+	json_t *p = call_params(c), *v;
 	struct run_request req = {0};
 	char *workspace = NULL, *cwd = NULL;
 
@@ -1178,13 +1174,13 @@ void m_cmd_run(struct rpc_call *c)
 	req.argv = json_object_get(p, "argv");
 	req.env = json_object_get(p, "env");
 	req.writable = json_object_get(p, "writable");
-	rpc_call_set_summary(
-	    c, "%s", json_string_value(json_array_get(req.argv, 0)) ?: "?");
+	call_set_summary(c, "%s",
+			 json_string_value(json_array_get(req.argv, 0)) ?: "?");
 	if (run_params(c, &req) < 0)
 		return;
 	if (!spd->sbx) {
-		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
-			       "sandboxd is not running");
+		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			   "sandboxd is not running");
 		return;
 	}
 	/* Agents run in their session's worktree; the hook fills workspace
@@ -1195,22 +1191,22 @@ void m_cmd_run(struct rpc_call *c)
 	}
 	if (!req.workspace) {
 		if (!who->operator) {
-			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-				       "an agent runs only in its session");
+			call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				   "an agent runs only in its session");
 			return;
 		}
 		v = json_object_get(p, "workspace");
 		if (!v) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "workspace is required");
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "workspace is required");
 			return;
 		}
 		workspace = resolve_dir(json_string_value(v));
 		if (!workspace) {
-			rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-				       "workspace %s is not an existing "
-				       "directory",
-				       json_string_value(v));
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "workspace %s is not an existing "
+				   "directory",
+				   json_string_value(v));
 			return;
 		}
 		if (!workspace_acceptable(spd, workspace, c)) {
@@ -1222,9 +1218,9 @@ void m_cmd_run(struct rpc_call *c)
 	if ((v = json_object_get(p, "cwd"))) {
 		cwd = resolve_dir(json_string_value(v));
 		if (!cwd || !is_under(cwd, req.workspace)) {
-			rpc_call_error(c, RPC_E_PATH_ESCAPE, NULL,
-				       "cwd must be a directory inside the "
-				       "workspace");
+			call_error(c, RPC_E_PATH_ESCAPE, NULL,
+				   "cwd must be a directory inside the "
+				   "workspace");
 			goto out;
 		}
 		req.cwd = cwd;
@@ -1234,7 +1230,7 @@ void m_cmd_run(struct rpc_call *c)
 	 * workspace and cwd. */
 	pr = calloc(1, sizeof(*pr));
 	if (!pr) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		goto out;
 	}
 	pr->req = req;
@@ -1268,31 +1264,30 @@ out:
 
 static void probe_done(void *data, const struct sbx_layers *l)
 {
-	struct rpc_call *c = data;
+	struct call *c = data;
 
 	if (!l) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "sandboxd died during the probe");
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "sandboxd died during the probe");
 		return;
 	}
-	rpc_call_reply(
-	    c, proxy_state_add(run_layers_json(l), &rpc_call_spd(c)->config));
+	call_reply(c,
+		   proxy_state_add(run_layers_json(l), &call_spd(c)->config));
 }
 
-void m_sandbox_probe(struct rpc_call *c)
+void m_sandbox_probe(struct call *c)
 {
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	int r;
 
 	if (!spd->sbx) {
-		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
-			       "sandboxd is not running");
+		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			   "sandboxd is not running");
 		return;
 	}
 	r = sbx_probe(spd->sbx, probe_done, c);
 	if (r < 0)
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "probe: %s",
-			       strerror(-r));
+		call_error(c, RPC_E_INTERNAL, NULL, "probe: %s", strerror(-r));
 }
 
 /* required: a run cannot have every protection without this layer (so

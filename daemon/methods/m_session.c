@@ -21,26 +21,26 @@
 #include "daemon/domain/session.h"
 #include "daemon/spd.h"
 
-static struct session_store *store(struct rpc_call *c)
+static struct session_store *store(struct call *c)
 {
-	return rpc_call_spd(c)->sessions;
+	return call_spd(c)->sessions;
 }
 
-static const char *param_str(struct rpc_call *c, const char *name)
+static const char *param_str(struct call *c, const char *name)
 {
-	return json_string_value(json_object_get(rpc_call_params(c), name));
+	return json_string_value(json_object_get(call_params(c), name));
 }
 
 /* Finish c with the error that matches r from daemon/session. */
-static void fail(struct rpc_call *c, int r, const char *id)
+static void fail(struct call *c, int r, const char *id)
 {
 	struct session_store *s = store(c);
 	const char *why = s ? session_store_error(s) : "";
 
 	switch (r) {
 	case -ENOENT:
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL, "%s",
-			       why[0] ? why : "no such session");
+		call_error(c, RPC_E_BAD_PARAMS, NULL, "%s",
+			   why[0] ? why : "no such session");
 		return;
 	case -ECANCELED: {
 		struct session_info *i = NULL;
@@ -50,41 +50,40 @@ static void fail(struct rpc_call *c, int r, const char *id)
 			data =
 			    json_pack("{s:s?, s:s?}", "finding",
 				      i->finding_code, "path", i->finding_path);
-			rpc_call_error(c, RPC_E_ATTEMPT_ENDED, data,
-				       "session %s: the attempt ended (%s %s)",
-				       id,
-				       i->finding_code ? i->finding_code : "",
-				       i->finding_path ? i->finding_path : "");
+			call_error(c, RPC_E_ATTEMPT_ENDED, data,
+				   "session %s: the attempt ended (%s %s)", id,
+				   i->finding_code ? i->finding_code : "",
+				   i->finding_path ? i->finding_path : "");
 			session_info_free(i);
 			return;
 		}
-		rpc_call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
-			       "the session's attempt ended");
+		call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+			   "the session's attempt ended");
 		return;
 	}
 	case -ESHUTDOWN:
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
-			       why[0] ? why : "the session has ended");
+		call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
+			   why[0] ? why : "the session has ended");
 		return;
 	case -EINVAL:
 	case -EBUSY:
 	case -EEXIST:
 	case -EALREADY:
 	case -E2BIG:
-		rpc_call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
-			       why[0] ? why : strerror(-r));
+		call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
+			   why[0] ? why : strerror(-r));
 		return;
 	default:
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "%s",
-			       why[0] ? why : strerror(-r));
+		call_error(c, RPC_E_INTERNAL, NULL, "%s",
+			   why[0] ? why : strerror(-r));
 	}
 }
 
-static bool have_store(struct rpc_call *c)
+static bool have_store(struct call *c)
 {
 	if (store(c))
 		return true;
-	rpc_call_error(c, RPC_E_INTERNAL, NULL, "sessions are not available");
+	call_error(c, RPC_E_INTERNAL, NULL, "sessions are not available");
 	return false;
 }
 
@@ -93,24 +92,24 @@ static bool have_store(struct rpc_call *c)
  * UNAUTHORIZED), or the operator's "id" parameter (required).  Returns
  * the id or NULL when c was finished with an error.
  */
-static const char *target(struct rpc_call *c)
+static const char *target(struct call *c)
 {
-	const struct rpc_principal *who = rpc_call_principal(c);
+	const struct call_principal *who = call_principal(c);
 	const char *id = param_str(c, "id");
 
 	if (!who->operator) {
 		if (!who->session_id ||
 		    (id && strcmp(id, who->session_id) != 0)) {
-			rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-				       "a session token acts in its own "
-				       "session only");
+			call_error(c, RPC_E_UNAUTHORIZED, NULL,
+				   "a session token acts in its own "
+				   "session only");
 			return NULL;
 		}
 		return who->session_id;
 	}
 	if (!id) {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "\"id\" is required with the operator token");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "\"id\" is required with the operator token");
 		return NULL;
 	}
 	return id;
@@ -153,15 +152,15 @@ static json_t *text_json(char *text)
 	return json_string(text);
 }
 
-void m_session_start(struct rpc_call *c)
+void m_session_start(struct call *c)
 {
-	json_t *p = rpc_call_params(c);
+	json_t *p = call_params(c);
 	const char *repo = param_str(c, "repo");
 	const char *feature = param_str(c, "feature");
 	bool in_place = json_is_true(json_object_get(p, "in_place"));
 	char token[SESSION_TOKEN_LEN + 1];
 	char name[64];
-	struct spd *spd = rpc_call_spd(c);
+	struct spd *spd = call_spd(c);
 	struct session_info *i = NULL;
 	json_t *res;
 	int r;
@@ -170,12 +169,12 @@ void m_session_start(struct rpc_call *c)
 		return;
 	/* spd's working directory is not the client's. */
 	if (!repo || repo[0] != '/') {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "\"repo\" must be an absolute path");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "\"repo\" must be an absolute path");
 		return;
 	}
-	rpc_call_set_summary(c, "start %s in %s%s", feature ? feature : "",
-			     repo ? repo : "", in_place ? " (in place)" : "");
+	call_set_summary(c, "start %s in %s%s", feature ? feature : "",
+			 repo ? repo : "", in_place ? " (in place)" : "");
 	r = session_start(store(c), repo, feature, in_place, &i, token);
 	if (r < 0) {
 		fail(c, r, NULL);
@@ -187,7 +186,7 @@ void m_session_start(struct rpc_call *c)
 	json_object_set_new(res, "token", json_string(token));
 	snprintf(name, sizeof(name), "session-token.%s", i->id);
 	session_info_free(i);
-	rpc_call_reply(c, res);
+	call_reply(c, res);
 	/* From now on the token is redacted wherever it would appear (a
 	 * run echoing it, a file holding it): after the reply that shows it
 	 * once has gone out. */
@@ -196,7 +195,7 @@ void m_session_start(struct rpc_call *c)
 	sodium_memzero(token, sizeof(token));
 }
 
-void m_session_list(struct rpc_call *c)
+void m_session_list(struct call *c)
 {
 	struct session_info **v = NULL;
 	size_t n = 0;
@@ -214,10 +213,10 @@ void m_session_list(struct rpc_call *c)
 	for (size_t k = 0; k < n; k++)
 		json_array_append_new(arr, session_info_json(v[k]));
 	session_info_list_free(v, n);
-	rpc_call_reply(c, json_pack("{s:o}", "sessions", arr));
+	call_reply(c, json_pack("{s:o}", "sessions", arr));
 }
 
-void m_session_show(struct rpc_call *c)
+void m_session_show(struct call *c)
 {
 	struct session_info *i = NULL;
 	const char *id = param_str(c, "id");
@@ -230,11 +229,11 @@ void m_session_show(struct rpc_call *c)
 		fail(c, r, id);
 		return;
 	}
-	rpc_call_reply(c, session_info_json(i));
+	call_reply(c, session_info_json(i));
 	session_info_free(i);
 }
 
-void m_session_end(struct rpc_call *c)
+void m_session_end(struct call *c)
 {
 	struct session_info *i = NULL;
 	const char *id = param_str(c, "id");
@@ -243,14 +242,14 @@ void m_session_end(struct rpc_call *c)
 
 	if (!have_store(c))
 		return;
-	rpc_call_set_summary(c, "end %s", id);
+	call_set_summary(c, "end %s", id);
 	r = session_end(store(c), id);
 	if (r < 0 && r != -EIO) {
 		fail(c, r, id);
 		return;
 	}
 	if (session_get(store(c), id, &i) < 0) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "session vanished");
+		call_error(c, RPC_E_INTERNAL, NULL, "session vanished");
 		return;
 	}
 	res = session_info_json(i);
@@ -260,12 +259,12 @@ void m_session_end(struct rpc_call *c)
 		json_object_set_new(res, "warning",
 				    json_string(session_store_error(store(c))));
 	session_info_free(i);
-	rpc_call_reply(c, res);
+	call_reply(c, res);
 }
 
-void m_session_status(struct rpc_call *c)
+void m_session_status(struct call *c)
 {
-	const struct rpc_principal *who = rpc_call_principal(c);
+	const struct call_principal *who = call_principal(c);
 	struct session_info *i = NULL;
 	const char *id;
 	json_t *res;
@@ -292,10 +291,10 @@ void m_session_status(struct rpc_call *c)
 		json_object_del(res, "heldout");
 	}
 	session_info_free(i);
-	rpc_call_reply(c, res);
+	call_reply(c, res);
 }
 
-void m_session_heldout(struct rpc_call *c)
+void m_session_heldout(struct call *c)
 {
 	const char *id = param_str(c, "id");
 	const char *dir = param_str(c, "dir");
@@ -304,23 +303,23 @@ void m_session_heldout(struct rpc_call *c)
 	if (!have_store(c))
 		return;
 	if (!dir || dir[0] != '/') {
-		rpc_call_error(c, RPC_E_BAD_PARAMS, NULL,
-			       "\"dir\" must be an absolute path");
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "\"dir\" must be an absolute path");
 		return;
 	}
-	rpc_call_set_summary(c, "seal held-out checks for %s", id);
+	call_set_summary(c, "seal held-out checks for %s", id);
 	r = session_heldout(store(c), id, dir);
 	if (r < 0) {
 		fail(c, r, id);
 		return;
 	}
-	rpc_call_reply(c, json_pack("{s:s, s:i}", "id", id, "files", r));
+	call_reply(c, json_pack("{s:s, s:i}", "id", id, "files", r));
 }
 
 /* ---- verify: the checks one after the other, then the gates ---- */
 
 struct verify_run {
-	struct rpc_call *c;
+	struct call *c;
 	struct session_store *s;
 	struct session_verify_plan *plan;
 	int *exits;
@@ -346,8 +345,8 @@ static void verify_finish(struct verify_run *v)
 	if (r < 0)
 		fail(v->c, r, v->plan->id);
 	else
-		rpc_call_reply(
-		    v->c, session_verdict_json(&verdict, v->plan, v->exits));
+		call_reply(v->c,
+			   session_verdict_json(&verdict, v->plan, v->exits));
 	session_verify_plan_free(v->plan);
 	free(v->exits);
 	free(v);
@@ -372,9 +371,9 @@ static void verify_step(struct verify_run *v)
 	verify_finish(v);
 }
 
-void m_session_verify(struct rpc_call *c)
+void m_session_verify(struct call *c)
 {
-	const struct rpc_principal *who = rpc_call_principal(c);
+	const struct call_principal *who = call_principal(c);
 	struct session_verify_plan *plan = NULL;
 	struct verify_run *v;
 	void *data;
@@ -383,8 +382,8 @@ void m_session_verify(struct rpc_call *c)
 
 	if (!have_store(c) || !(id = target(c)))
 		return;
-	rpc_call_set_summary(c, "verify %s", id);
-	if (agent_diff_guard(rpc_call_spd(c), c, id))
+	call_set_summary(c, "verify %s", id);
+	if (agent_diff_guard(call_spd(c), c, id))
 		return;
 	r = session_verify_plan(store(c), id, &plan);
 	if (r < 0) {
@@ -393,24 +392,24 @@ void m_session_verify(struct rpc_call *c)
 	}
 	if (!who->operator&& !plan->agent_may_verify) {
 		session_verify_plan_free(plan);
-		rpc_call_error(c, RPC_E_UNAUTHORIZED, NULL,
-			       "the project does not let the agent verify "
-			       "([verify] agent = true in .spd.conf)");
+		call_error(c, RPC_E_UNAUTHORIZED, NULL,
+			   "the project does not let the agent verify "
+			   "([verify] agent = true in .spd.conf)");
 		return;
 	}
 	/* The runner (agent.c, in the sandbox) is set with the sessions. */
 	if (plan->n_checks && !session_store_check_runner(store(c), &data)) {
 		session_verify_plan_free(plan);
-		rpc_call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
-			       "verification runs checks in the sandbox, "
-			       "which is not available");
+		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			   "verification runs checks in the sandbox, "
+			   "which is not available");
 		return;
 	}
 	v = calloc(1, sizeof(*v));
 	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int)))) {
 		free(v);
 		session_verify_plan_free(plan);
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
 	v->c = c;
@@ -419,7 +418,7 @@ void m_session_verify(struct rpc_call *c)
 	verify_step(v);
 }
 
-void m_session_diff(struct rpc_call *c)
+void m_session_diff(struct call *c)
 {
 	const char *id = param_str(c, "id");
 	struct session_info *i = NULL;
@@ -430,7 +429,7 @@ void m_session_diff(struct rpc_call *c)
 
 	if (!have_store(c))
 		return;
-	if (agent_diff_guard(rpc_call_spd(c), c, id))
+	if (agent_diff_guard(call_spd(c), c, id))
 		return;
 	r = session_diff(store(c), id, &text, &truncated);
 	if (r < 0) {
@@ -439,7 +438,7 @@ void m_session_diff(struct rpc_call *c)
 	}
 	if (session_get(store(c), id, &i) < 0) {
 		free(text);
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "session vanished");
+		call_error(c, RPC_E_INTERNAL, NULL, "session vanished");
 		return;
 	}
 	res = json_pack("{s:s, s:s, s:b, s:s?}", "id", id, "base", i->base,
@@ -449,5 +448,5 @@ void m_session_diff(struct rpc_call *c)
 		json_object_set_new(res, "merge", merge_command(i));
 	free(text);
 	session_info_free(i);
-	rpc_call_reply(c, res);
+	call_reply(c, res);
 }

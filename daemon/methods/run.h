@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-struct rpc_call;
+struct call;
 struct spd;
 struct sbx_layers;
 struct sbx_result;
@@ -52,7 +52,7 @@ struct run_request {
 
 /* Start a run that finishes c with its result; streams run.output.
  * Returns 0, or -errno after finishing c with an error. */
-int run_start(struct rpc_call *c, const struct run_request *req);
+int run_start(struct call *c, const struct run_request *req);
 
 /* The layers as JSON for spctl doctor and daemon.status. */
 json_t *run_layers_json(const struct sbx_layers *l);

@@ -22,7 +22,7 @@
 
 /* ---- journaling of requests ----------------------------------------- */
 
-static const char *actor_of(const struct rpc_principal *p, char *buf, size_t n)
+static const char *actor_of(const struct call_principal *p, char *buf, size_t n)
 {
 	if (p->operator)
 		snprintf(buf, n, "operator");
@@ -33,7 +33,7 @@ static const char *actor_of(const struct rpc_principal *p, char *buf, size_t n)
 	return buf;
 }
 
-void journal_request(struct spd *spd, const struct rpc_principal *who,
+void journal_request(struct spd *spd, const struct call_principal *who,
 		     const char *kind, const char *method, const char *outcome,
 		     uint64_t dur_ns, const char *summary, json_t *detail)
 {
@@ -61,43 +61,43 @@ out:
 
 /* ---- calls ---------------------------------------------------------- */
 
-json_t *rpc_call_params(struct rpc_call *c)
+json_t *call_params(struct call *c)
 {
 	return c->params;
 }
 
-const struct rpc_principal *rpc_call_principal(struct rpc_call *c)
+const struct call_principal *call_principal(struct call *c)
 {
 	return &c->who;
 }
 
-struct spd *rpc_call_spd(struct rpc_call *c)
+struct spd *call_spd(struct call *c)
 {
 	return c->spd;
 }
 
-enum rpc_method rpc_call_method(struct rpc_call *c)
+enum rpc_method call_method(struct call *c)
 {
 	return c->method;
 }
 
-uint64_t rpc_call_conn_serial(struct rpc_call *c)
+uint64_t call_conn_serial(struct call *c)
 {
 	return c->conn ? c->conn->serial : 0;
 }
 
-bool rpc_call_client_gone(struct rpc_call *c)
+bool call_client_gone(struct call *c)
 {
 	return c->conn == NULL || c->conn->closing;
 }
 
-void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data)
+void call_on_gone(struct call *c, void (*cb)(void *data), void *data)
 {
 	c->gone_cb = cb;
 	c->gone_data = data;
 }
 
-void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
+void call_set_summary(struct call *c, const char *fmt, ...)
 {
 	va_list ap;
 	char *s = NULL;
@@ -110,13 +110,13 @@ void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
 	c->summary = s;
 }
 
-void rpc_call_set_detail(struct rpc_call *c, json_t *detail)
+void call_set_detail(struct call *c, json_t *detail)
 {
 	json_decref(c->detail);
 	c->detail = detail;
 }
 
-static void call_unlink(struct rpc_call *c)
+static void call_unlink(struct call *c)
 {
 	struct conn *conn = c->conn;
 
@@ -133,7 +133,7 @@ static void call_unlink(struct rpc_call *c)
 		conn->inflight--;
 }
 
-static void call_free(struct rpc_call *c)
+static void call_free(struct call *c)
 {
 	call_unlink(c);
 	json_decref(c->id);
@@ -144,7 +144,7 @@ static void call_free(struct rpc_call *c)
 	free(c);
 }
 
-static void call_finish(struct rpc_call *c, const char *outcome, char *line,
+static void call_finish(struct call *c, const char *outcome, char *line,
 			size_t len)
 {
 	uint64_t dur = uv_hrtime() - c->start_ns;
@@ -168,7 +168,7 @@ static void call_finish(struct rpc_call *c, const char *outcome, char *line,
  * logged always; under SPD_STRICT_RESULTS=1 (how the test suites run spd)
  * the caller gets INTERNAL instead, so that no test passes over it.
  */
-static bool result_mismatch(struct rpc_call *c, json_t *result)
+static bool result_mismatch(struct call *c, json_t *result)
 {
 	static int strict = -1;
 	char why[160];
@@ -183,12 +183,12 @@ static bool result_mismatch(struct rpc_call *c, json_t *result)
 	if (!strict)
 		return false;
 	json_decref(result);
-	rpc_call_error(c, RPC_E_INTERNAL, NULL,
-		       "result does not match proto/rpc.def: %s", why);
+	call_error(c, RPC_E_INTERNAL, NULL,
+		   "result does not match proto/rpc.def: %s", why);
 	return true;
 }
 
-void rpc_call_reply(struct rpc_call *c, json_t *result)
+void call_reply(struct call *c, json_t *result)
 {
 	size_t len = 0;
 	char *line = NULL;
@@ -202,8 +202,8 @@ void rpc_call_reply(struct rpc_call *c, json_t *result)
 	call_finish(c, "ok", line, len);
 }
 
-void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
-		    const char *fmt, ...)
+void call_error(struct call *c, enum rpc_error e, json_t *data, const char *fmt,
+		...)
 {
 	char msg[1024];
 	size_t len = 0;
@@ -223,7 +223,7 @@ void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
 	call_finish(c, rpc_error_code(e), line, len);
 }
 
-int rpc_call_notify(struct rpc_call *c, enum rpc_notify n, json_t *params)
+int call_notify(struct call *c, enum rpc_notify n, json_t *params)
 {
 	size_t len = 0;
 	char *line;

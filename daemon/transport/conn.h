@@ -19,14 +19,14 @@
 struct spd;
 struct conn;
 
-struct rpc_call {
+struct call {
 	struct spd *spd;
-	struct conn *conn;	      /* NULL once the client has gone */
-	struct rpc_call *next, *prev; /* in conn->calls */
+	struct conn *conn;	  /* NULL once the client has gone */
+	struct call *next, *prev; /* in conn->calls */
 	enum rpc_method method;
 	json_t *id; /* NULL for a notification */
 	json_t *params;
-	struct rpc_principal who;
+	struct call_principal who;
 	char *session_id; /* owned copy behind who.session_id */
 	char *summary;
 	json_t *detail;
@@ -38,7 +38,7 @@ struct rpc_call {
 
 struct follower {
 	struct follower *next, *prev;
-	struct rpc_call *call;
+	struct call *call;
 	int64_t last_sent;
 	char *kind;
 	bool catching_up;
@@ -57,7 +57,7 @@ struct conn {
 	bool closing;
 	unsigned inflight;
 	size_t outbuf;
-	struct rpc_call *calls;
+	struct call *calls;
 	bool batching;	      /* in on_read: replies go to wbatch */
 	struct buf wbatch;    /* replies gathered during one read */
 	uint64_t accepted_ms; /* loop time of accept, for the auth deadline */
@@ -67,7 +67,7 @@ struct conn {
 	 * must carry the operator token, anything else is refused. */
 	bool in_reserve;
 	char *quota_sid; /* the session whose connection quota this holds */
-	uint64_t serial; /* rpc_call_conn_serial: never reused */
+	uint64_t serial; /* call_conn_serial: never reused */
 };
 
 struct server {
@@ -92,7 +92,7 @@ int conn_send(struct conn *c, char *line, size_t len);
 
 /* The journal row of a request (kind "request") or of a refusal, with who
  * made it, the method, the outcome, its duration, summary and detail. */
-void journal_request(struct spd *spd, const struct rpc_principal *who,
+void journal_request(struct spd *spd, const struct call_principal *who,
 		     const char *kind, const char *method, const char *outcome,
 		     uint64_t dur_ns, const char *summary, json_t *detail);
 

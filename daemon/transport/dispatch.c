@@ -9,18 +9,18 @@
 #include "daemon/domain/journal.h"
 #include "daemon/spd.h"
 
-static const rpc_handler handlers[RPC_M__COUNT] = {
+static const call_handler handlers[RPC_M__COUNT] = {
 #define SPD_METHOD(id, name, who, handler, flags) [RPC_M_##id] = handler,
 #include "proto/rpc.def"
 };
 
-void dispatch_call(struct rpc_call *c)
+void dispatch_call(struct call *c)
 {
-	enum rpc_method m = rpc_call_method(c);
-	struct spd *spd = rpc_call_spd(c);
+	enum rpc_method m = call_method(c);
+	struct spd *spd = call_spd(c);
 
 	if ((unsigned)m >= RPC_M__COUNT) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "no such method");
+		call_error(c, RPC_E_INTERNAL, NULL, "no such method");
 		return;
 	}
 	/* A request the journal cannot record is not carried out: the
@@ -29,11 +29,11 @@ void dispatch_call(struct rpc_call *c)
 	 * see why. */
 	if (spd && spd->journal && !(rpc_method_flags(m) & RPC_F_BEHIND) &&
 	    !journal_accepting(spd->journal)) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL,
-			       "the journal cannot keep up (its disk is full, "
-			       "stalled or locked): refusing %s until it "
-			       "catches up",
-			       rpc_method_name(m));
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "the journal cannot keep up (its disk is full, "
+			   "stalled or locked): refusing %s until it "
+			   "catches up",
+			   rpc_method_name(m));
 		return;
 	}
 	handlers[m](c);

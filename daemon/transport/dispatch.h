@@ -5,9 +5,9 @@
 #ifndef SPD_DAEMON_DISPATCH_H
 #define SPD_DAEMON_DISPATCH_H
 
-struct rpc_call;
+struct call;
 
 /* Run the call's handler; the handler finishes the call. */
-void dispatch_call(struct rpc_call *c);
+void dispatch_call(struct call *c);
 
 #endif

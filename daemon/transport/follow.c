@@ -37,7 +37,7 @@ static void follower_gone(void *data)
 			f->next->prev = f->prev;
 	}
 	/* The reply goes nowhere, but the request's end is journaled. */
-	rpc_call_reply(f->call, json_null());
+	call_reply(f->call, json_null());
 	f->call = NULL;
 	if (f->catching_up) {
 		f->dead = true; /* follower_query_done frees it */
@@ -70,8 +70,8 @@ static void follower_send(struct follower *f, const struct journal_event *evs,
 		f->last_sent = evs[i].id;
 		if (f->kind && (!evs[i].kind || strcmp(f->kind, evs[i].kind)))
 			continue;
-		rpc_call_notify(f->call, RPC_N_JOURNAL_EVENT,
-				server_event_json(&evs[i]));
+		call_notify(f->call, RPC_N_JOURNAL_EVENT,
+			    server_event_json(&evs[i]));
 	}
 }
 
@@ -85,7 +85,7 @@ static void follower_query_done(void *data, int err,
 		free(f);
 		return;
 	}
-	if (err < 0 || rpc_call_client_gone(f->call)) {
+	if (err < 0 || call_client_gone(f->call)) {
 		f->catching_up = false;
 		return;
 	}
@@ -107,13 +107,13 @@ static void follower_pump(struct follower *f)
 		f->catching_up = false;
 }
 
-void server_follow_add(struct server *s, struct rpc_call *c, int64_t since,
+void server_follow_add(struct server *s, struct call *c, int64_t since,
 		       const char *kind)
 {
 	struct follower *f = calloc(1, sizeof(*f));
 
 	if (!f) {
-		rpc_call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
 	f->call = c;
@@ -123,7 +123,7 @@ void server_follow_add(struct server *s, struct rpc_call *c, int64_t since,
 	if (s->followers)
 		s->followers->prev = f;
 	s->followers = f;
-	rpc_call_on_gone(c, follower_gone, f);
+	call_on_gone(c, follower_gone, f);
 	follower_pump(f);
 }
 

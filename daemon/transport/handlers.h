@@ -3,7 +3,7 @@
  * (proto/rpc.def) so that a method row without its function fails to
  * build.  Each is called by dispatch_call() once the caller is
  * authenticated and allowed to call it and its params match the table, and
- * must finish the call (rpc_call_reply or rpc_call_error), now or later;
+ * must finish the call (call_reply or call_error), now or later;
  * methods flagged RPC_F_STREAMS may send notifications first.  What each
  * method takes and answers is in proto/PROTOCOL.md.
  */
@@ -12,10 +12,9 @@
 
 #include "proto/rpc.h"
 
-struct rpc_call;
+struct call;
 
-#define SPD_METHOD(id, name, who, handler, flags)                              \
-	void handler(struct rpc_call *c);
+#define SPD_METHOD(id, name, who, handler, flags) void handler(struct call *c);
 #include "proto/rpc.def"
 
 #endif

@@ -186,7 +186,7 @@ static void send_error(struct conn *c, json_t *id, enum rpc_error e,
 
 /* ---- reading and dispatch ------------------------------------------- */
 
-static void refuse(struct conn *c, struct rpc_principal *who, json_t *id,
+static void refuse(struct conn *c, struct call_principal *who, json_t *id,
 		   const char *method, enum rpc_error e, const char *msg)
 {
 	journal_request(c->srv->spd, who,
@@ -197,7 +197,7 @@ static void refuse(struct conn *c, struct rpc_principal *who, json_t *id,
 }
 
 static int authenticate(struct conn *c, const char *token,
-			struct rpc_principal *who, char **ret_session)
+			struct call_principal *who, char **ret_session)
 {
 	struct spd *spd = c->srv->spd;
 	char *sid = NULL;
@@ -262,7 +262,7 @@ static void conn_mark_operator(struct conn *c)
  * journal rate.  Returns 0 to go on, or -1 after refusing (and maybe
  * closing the connection).
  */
-static int admit(struct conn *c, const struct rpc_principal *who, json_t *id)
+static int admit(struct conn *c, const struct call_principal *who, json_t *id)
 {
 	struct spd *spd = c->srv->spd;
 	uint64_t now = uv_now(spd->loop);
@@ -319,9 +319,9 @@ static void handle_frame(struct conn *c, const char *frame, size_t len)
 	struct spd *spd = c->srv->spd;
 	struct rpc_request req;
 	struct rpc_parse_error perr;
-	struct rpc_principal who = {.peer_uid = c->peer_uid,
-				    .peer_pid = c->peer_pid};
-	struct rpc_call *call;
+	struct call_principal who = {.peer_uid = c->peer_uid,
+				     .peer_pid = c->peer_pid};
+	struct call *call;
 	char *sid = NULL;
 	const char *mname;
 
@@ -443,8 +443,8 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *b)
 	conn_flush_batch(c);
 	buf_consume(&c->in, start);
 	if (c->in.len > RPC_FRAME_MAX) {
-		struct rpc_principal who = {.peer_uid = c->peer_uid,
-					    .peer_pid = c->peer_pid};
+		struct call_principal who = {.peer_uid = c->peer_uid,
+					     .peer_pid = c->peer_pid};
 		journal_request(c->srv->spd, &who, "request", NULL,
 				"FRAME-TOO-LARGE", 0, NULL, NULL);
 		send_error(c, json_null(), RPC_E_FRAME_TOO_LARGE,
@@ -476,7 +476,7 @@ static void server_maybe_done(struct server *s);
 static void conn_close(struct conn *c)
 {
 	struct server *s = c->srv;
-	struct rpc_call *call, *next;
+	struct call *call, *next;
 
 	if (c->closing)
 		return;
@@ -614,8 +614,8 @@ static void on_connection(uv_stream_t *listener, int status)
 	/* Only the operator's own uid may talk to spd at all; root is not
 	 * special here (a root client of a user's spd is another user). */
 	if (c->peer_uid != geteuid()) {
-		struct rpc_principal who = {.peer_uid = c->peer_uid,
-					    .peer_pid = c->peer_pid};
+		struct call_principal who = {.peer_uid = c->peer_uid,
+					     .peer_pid = c->peer_pid};
 		log_warn("refused a connection from uid %u (pid %d)",
 			 (unsigned)c->peer_uid, (int)c->peer_pid);
 		journal_request(s->spd, &who, "auth.refused", NULL,

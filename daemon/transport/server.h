@@ -12,7 +12,7 @@
 
 struct spd;
 struct server;
-struct rpc_call;
+struct call;
 struct journal_event;
 
 /* Connections served at once: past it the oldest connection that never
@@ -54,7 +54,7 @@ void server_journal_committed(struct server *s, const struct journal_event *evs,
 json_t *server_event_json(const struct journal_event *e);
 
 /* journal.follow support (daemon/methods/m_journal.c). */
-void server_follow_add(struct server *s, struct rpc_call *c, int64_t since,
+void server_follow_add(struct server *s, struct call *c, int64_t since,
 		       const char *kind);
 
 #endif

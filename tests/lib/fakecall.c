@@ -14,7 +14,7 @@
 
 #include "tests/lib/testlib.h"
 
-void fakecall_init(struct rpc_call *c, struct spd *spd, json_t *params,
+void fakecall_init(struct call *c, struct spd *spd, json_t *params,
 		   const char *session_id)
 {
 	memset(c, 0, sizeof(*c));
@@ -25,7 +25,7 @@ void fakecall_init(struct rpc_call *c, struct spd *spd, json_t *params,
 	c->err = RPC_E__COUNT;
 }
 
-void fakecall_free(struct rpc_call *c)
+void fakecall_free(struct call *c)
 {
 	json_decref(c->params);
 	json_decref(c->result);
@@ -33,40 +33,40 @@ void fakecall_free(struct rpc_call *c)
 	c->params = c->result = c->err_data = NULL;
 }
 
-json_t *rpc_call_params(struct rpc_call *c)
+json_t *call_params(struct call *c)
 {
 	return c->params;
 }
 
-const struct rpc_principal *rpc_call_principal(struct rpc_call *c)
+const struct call_principal *call_principal(struct call *c)
 {
 	return &c->who;
 }
 
-struct spd *rpc_call_spd(struct rpc_call *c)
+struct spd *call_spd(struct call *c)
 {
 	return c->spd;
 }
 
-enum rpc_method rpc_call_method(struct rpc_call *c)
+enum rpc_method call_method(struct call *c)
 {
 	return RPC_M__COUNT;
 }
 
-bool rpc_call_client_gone(struct rpc_call *c)
+bool call_client_gone(struct call *c)
 {
 	return false;
 }
 
-void rpc_call_reply(struct rpc_call *c, json_t *result)
+void call_reply(struct call *c, json_t *result)
 {
 	ck_assert(!c->done);
 	c->done = true;
 	c->result = result;
 }
 
-void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
-		    const char *fmt, ...)
+void call_error(struct call *c, enum rpc_error e, json_t *data, const char *fmt,
+		...)
 {
 	va_list ap;
 
@@ -79,21 +79,21 @@ void rpc_call_error(struct rpc_call *c, enum rpc_error e, json_t *data,
 	va_end(ap);
 }
 
-int rpc_call_notify(struct rpc_call *c, enum rpc_notify n, json_t *params)
+int call_notify(struct call *c, enum rpc_notify n, json_t *params)
 {
 	json_decref(params);
 	return 0;
 }
 
-void rpc_call_on_gone(struct rpc_call *c, void (*cb)(void *data), void *data)
+void call_on_gone(struct call *c, void (*cb)(void *data), void *data)
 {
 }
 
-void rpc_call_set_summary(struct rpc_call *c, const char *fmt, ...)
+void call_set_summary(struct call *c, const char *fmt, ...)
 {
 }
 
-void rpc_call_set_detail(struct rpc_call *c, json_t *detail)
+void call_set_detail(struct call *c, json_t *detail)
 {
 	json_decref(detail);
 }

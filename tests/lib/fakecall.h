@@ -13,9 +13,9 @@
 
 #include "daemon/transport/call.h"
 
-struct rpc_call {
+struct call {
 	json_t *params;
-	struct rpc_principal who;
+	struct call_principal who;
 	struct spd *spd;
 	bool done;
 	json_t *result;
@@ -26,10 +26,10 @@ struct rpc_call {
 
 /* Make c a fresh call of params (taken) on spd, by the operator
  * (session_id NULL) or by the agent of session_id. */
-void fakecall_init(struct rpc_call *c, struct spd *spd, json_t *params,
+void fakecall_init(struct call *c, struct spd *spd, json_t *params,
 		   const char *session_id);
 
 /* Drop what the call holds: its params, result and error data. */
-void fakecall_free(struct rpc_call *c);
+void fakecall_free(struct call *c);
 
 #endif

@@ -756,8 +756,7 @@ END_TEST
 
 /* Run handler h on params (a json_pack format result, taken) as the
  * operator (or as an agent of session "s1"), to completion. */
-static void call(struct rpc_call *c, rpc_handler h, json_t *params,
-		 bool operator)
+static void call(struct call *c, call_handler h, json_t *params, bool operator)
 {
 	static struct spd spd;
 	uv_loop_t loop;
@@ -775,7 +774,7 @@ static void call(struct rpc_call *c, rpc_handler h, json_t *params,
 	ck_assert_int_eq(uv_loop_close(&loop), 0);
 }
 
-static void call_done(struct rpc_call *c)
+static void call_done(struct call *c)
 {
 	fakecall_free(c);
 }
@@ -783,7 +782,7 @@ static void call_done(struct rpc_call *c)
 START_TEST(test_handlers)
 {
 	struct fixture f;
-	struct rpc_call c;
+	struct call c;
 	char *s;
 	const char *ws;
 

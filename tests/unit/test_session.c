@@ -730,8 +730,8 @@ END_TEST
 /* Run handler h with params (taken) as the operator (agent_of NULL) or as
  * the agent of session agent_of; the call must finish before it returns.
  * Returns true for a reply, false for an error. */
-static bool call(struct rpc_call *c, struct fx *f, rpc_handler h,
-		 json_t *params, const char *agent_of)
+static bool call(struct call *c, struct fx *f, call_handler h, json_t *params,
+		 const char *agent_of)
 {
 	static struct spd spd;
 
@@ -745,7 +745,7 @@ static bool call(struct rpc_call *c, struct fx *f, rpc_handler h,
 	return c->result != NULL;
 }
 
-static void call_free(struct rpc_call *c)
+static void call_free(struct call *c)
 {
 	json_decref(c->result);
 	json_decref(c->err_data);
@@ -768,7 +768,7 @@ START_TEST(test_handlers)
 {
 	static const char conf[] = "[check \"unit\"]\n\trun = make check\n";
 	struct fx f;
-	struct rpc_call c;
+	struct call c;
 	char a_id[SESSION_ID_LEN + 1], b_id[SESSION_ID_LEN + 1];
 	const char *tok;
 
@@ -912,7 +912,7 @@ static void on_probe_done(void *data, const struct sbx_result *r)
 }
 
 /* session.verify as the operator, running the loop until it replies. */
-static void verify_async(struct rpc_call *c, struct spd *spd, uv_loop_t *loop,
+static void verify_async(struct call *c, struct spd *spd, uv_loop_t *loop,
 			 const char *id)
 {
 	memset(c, 0, sizeof(*c));
@@ -939,7 +939,7 @@ static void on_sbx_closed(void *data)
 START_TEST(test_verify_in_sandbox)
 {
 	struct fx f;
-	struct rpc_call c;
+	struct call c;
 	static struct spd spd;
 	uv_loop_t loop;
 	char *prog = test_prog("sandboxd");
