@@ -230,8 +230,7 @@ int mp_mkdir_p(const char *path, mode_t mode)
 	return 0;
 }
 
-/* An empty 0600 file at path, its missing parents made 0700 (host side). */
-static int touch_p(const char *path)
+int mp_touch_p(const char *path, mode_t dirmode, mode_t filemode, int oflags)
 {
 	char buf[PATH_MAX];
 	const char *slash = strrchr(path, '/');
@@ -242,14 +241,12 @@ static int touch_p(const char *path)
 		return -ENAMETOOLONG;
 	memcpy(buf, path, n);
 	buf[n] = '\0';
-	if (n && (r = mp_mkdir_p(buf, 0700)) < 0)
+	if (n && (r = mp_mkdir_p(buf, dirmode)) < 0)
 		return r;
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		  0600);
-	if (fd < 0 && errno != EEXIST)
-		return -errno;
-	if (fd >= 0)
-		close(fd);
+	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | oflags, filemode);
+	if (fd < 0)
+		return (oflags & O_EXCL) && errno == EEXIST ? 0 : -errno;
+	close(fd);
 	return 0;
 }
 
@@ -283,7 +280,9 @@ static int add_hidden_as(struct mountplan *p, const char *path, bool dir,
 			return -errno;
 		if (!under)
 			return 0;
-		if ((r = dir ? mp_mkdir_p(path, 0700) : touch_p(path)) < 0)
+		if ((r = dir ? mp_mkdir_p(path, 0700)
+			     : mp_touch_p(path, 0700, 0600,
+					  O_EXCL | O_NOFOLLOW)) < 0)
 			return r;
 		if (lstat(path, &st) < 0)
 			return -errno;

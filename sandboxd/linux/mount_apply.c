@@ -50,27 +50,6 @@ static const char *const mp_kind_step[] = {
 
 /* ---- the child: async-signal-safe from here on ------------------------ */
 
-/* Create a file mount point (and its parents) in a tmpfs of the plan. */
-static int child_touch_p(const char *path)
-{
-	char buf[PATH_MAX];
-	const char *slash = strrchr(path, '/');
-	size_t n = slash ? (size_t)(slash - path) : 0;
-	int fd, r;
-
-	if (n >= sizeof(buf))
-		return -ENAMETOOLONG;
-	memcpy(buf, path, n);
-	buf[n] = '\0';
-	if (n && (r = mp_mkdir_p(buf, 0755)) < 0)
-		return r;
-	fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0444);
-	if (fd < 0)
-		return -errno;
-	close(fd);
-	return 0;
-}
-
 /* An O_PATH descriptor for path, refusing any symlink on the way: the
  * workspace's contents belong to the run's code, which may have swapped
  * a directory for a symlink since the plan was built. */
@@ -146,7 +125,7 @@ static int apply_op(const struct mountplan_op *op)
 	    (r = mp_mkdir_p(op->dst, 0755)) < 0)
 		return r;
 	if (op->touch_target && lstat(op->dst, &st) < 0 &&
-	    (r = child_touch_p(op->dst)) < 0)
+	    (r = mp_touch_p(op->dst, 0755, 0444, 0)) < 0)
 		return r;
 	if (op->optional && op->kind != MP_SYMLINK && lstat(op->dst, &st) < 0)
 		return 0;

@@ -68,4 +68,11 @@ struct mountplan_op {
  * -errno. */
 int mp_mkdir_p(const char *path, mode_t mode);
 
+/* An empty file at path (filemode, open flags oflags added), its missing
+ * parents made with dirmode: on the host a credential path's stand-in
+ * (0700, 0600, O_EXCL | O_NOFOLLOW: one already there is left alone), in
+ * the child a file mount point in a tmpfs of the plan (0755, 0444, 0).
+ * Async-signal-safe.  Returns 0 or -errno. */
+int mp_touch_p(const char *path, mode_t dirmode, mode_t filemode, int oflags);
+
 #endif
