@@ -4,6 +4,7 @@
  * pipes, its end, and sandboxd restarted when it dies.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -346,6 +347,49 @@ static void on_exited(struct sbx *s, const struct sbxp_hdr *h,
 	run_complete(r);
 }
 
+/*
+ * A PROBE_RESULT's body as spd may use it: each flag's byte 0 or 1 (read
+ * as bytes: any other value in a bool is undefined behaviour), each
+ * sentence ending within its field.  sandboxd is trusted, but spd reads
+ * nothing off a socket it has not checked.  Returns 0, or -EPROTO.
+ */
+static int probe_result_check(const void *body, struct sbx_layers *ret)
+{
+	_Static_assert(sizeof(bool) == 1, "a flag is one byte on the wire");
+	static const size_t flags[] = {
+	    offsetof(struct sbx_layers, userns),
+	    offsetof(struct sbx_layers, seccomp),
+	    offsetof(struct sbx_layers, cgroup2),
+	    offsetof(struct sbx_layers, tiocsti_disabled),
+	    offsetof(struct sbx_layers, idmap_mounts),
+	    offsetof(struct sbx_layers, run_init),
+	};
+	static const size_t whys[] = {
+	    offsetof(struct sbx_layers, userns_why),
+	    offsetof(struct sbx_layers, landlock_why),
+	    offsetof(struct sbx_layers, seccomp_why),
+	    offsetof(struct sbx_layers, cgroup2_why),
+	    offsetof(struct sbx_layers, tiocsti_why),
+	    offsetof(struct sbx_layers, idmap_why),
+	    offsetof(struct sbx_layers, run_init_why),
+	};
+	const unsigned char *b = body;
+	int abi;
+
+	for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
+		if (b[flags[i]] > 1)
+			return -EPROTO;
+	for (size_t i = 0; i < ARRAY_SIZE(whys); i++)
+		if (!memchr(b + whys[i], '\0', SBX_WHY_MAX))
+			return -EPROTO;
+	memcpy(&abi, b + offsetof(struct sbx_layers, landlock_abi),
+	       sizeof(abi));
+	if (abi < 0 || abi > 1000)
+		return -EPROTO;
+	memcpy(ret, body, sizeof(*ret));
+	return 0;
+}
+
 static void on_probe_result(struct sbx *s, const struct sbxp_hdr *h,
 			    const struct sbx_layers *l)
 {
@@ -405,9 +449,16 @@ static void on_sbxd_io(uv_poll_t *h, int status, int events)
 		case SBXP_EXITED:
 			on_exited(s, &hdr, body);
 			break;
-		case SBXP_PROBE_RESULT:
-			on_probe_result(s, &hdr, body);
+		case SBXP_PROBE_RESULT: {
+			struct sbx_layers l;
+
+			/* d->lost ends the loop. */
+			if (probe_result_check(body, &l) < 0)
+				sbxd_lost(d, "sandboxd broke the protocol");
+			else
+				on_probe_result(s, &hdr, &l);
 			break;
+		}
 		default:
 			sbxd_lost(d, "sandboxd broke the protocol");
 			break;
