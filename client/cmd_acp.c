@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "client/acp.h"
+#include "client/jsonrpc.h"
 #include "cmds.h"
 #include "proto/rpc.h"
 
@@ -176,29 +177,22 @@ static long agent_request(struct acp *a, const char *method, json_t *params)
 {
 	long id = ++a->next_id;
 
-	agent_send(a, json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id",
-				(json_int_t)id, "method", method, "params",
-				params));
+	agent_send(a, jsonrpc_request(id, method, params));
 	return id;
 }
 
 void acp_result(struct acp *a, json_t *id, json_t *result)
 {
-	agent_send(a, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id,
-				"result", result ? result : json_null()));
+	agent_send(a, jsonrpc_result(id, result));
 }
 
 void acp_error(struct acp *a, json_t *id, int code, const char *fmt, ...)
 {
-	char msg[1024];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	agent_send(a, jsonrpc_error(id, code, fmt, ap));
 	va_end(ap);
-	agent_send(a, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0",
-				"id", id ? id : json_null(), "error", "code",
-				code, "message", msg));
 }
 
 void acp_spd_error(struct acp *a, json_t *id, json_t *err)
@@ -991,9 +985,9 @@ static void cancel_turn(struct acp *a)
 
 	fprintf(stderr, "\nspctl acp: cancelling the turn\n");
 	a->cancelling = true;
-	agent_send(a, json_pack("{s:s, s:s, s:{s:s}}", "jsonrpc", "2.0",
-				"method", "session/cancel", "params",
-				"sessionId", a->acp_session));
+	agent_send(a, jsonrpc_request(
+			  -1, "session/cancel",
+			  json_pack("{s:s}", "sessionId", a->acp_session)));
 	for (int i = 0; i < ACP_CALLS_MAX; i++) {
 		struct acp_call *k = a->calls[i];
 		if (k && k->kind == ACP_K_PERM && !k->done) {

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "client/jsonrpc.h"
 #include "client/termsafe.h"
 #include "cmds.h"
 #include "common/utf8.h"
@@ -97,8 +98,7 @@ static void mcp_send(struct mcp *m, json_t *msg)
 
 static void mcp_result(struct mcp *m, json_t *id, json_t *result)
 {
-	mcp_send(m, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id,
-			      "result", result));
+	mcp_send(m, jsonrpc_result(id, result));
 }
 
 /* A protocol error; id NULL answers with "id": null (the request's id
@@ -107,21 +107,16 @@ static void mcp_error(struct mcp *m, json_t *id, int code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 static void mcp_error(struct mcp *m, json_t *id, int code, const char *fmt, ...)
 {
-	char msg[512];
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	mcp_send(m, jsonrpc_error(id, code, fmt, ap));
 	va_end(ap);
-	mcp_send(m, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0",
-			      "id", id ? id : json_null(), "error", "code",
-			      code, "message", msg));
 }
 
 static void mcp_notify(struct mcp *m, const char *method, json_t *params)
 {
-	mcp_send(m, json_pack("{s:s, s:s, s:o}", "jsonrpc", "2.0", "method",
-			      method, "params", params));
+	mcp_send(m, jsonrpc_request(-1, method, params));
 }
 
 /* True when the negotiated revision is at least v (dates compare as
@@ -379,9 +374,8 @@ static void call_asked(struct mcp_call *k, json_t *note)
 			json_object_set_new(params, "mode",
 					    json_string("form"));
 		k->elicit_id = ++m->next_out_id;
-		mcp_send(m, json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0",
-				      "id", (json_int_t)k->elicit_id, "method",
-				      "elicitation/create", "params", params));
+		mcp_send(m, jsonrpc_request(k->elicit_id, "elicitation/create",
+					    params));
 		return;
 	}
 	wait_progress(k);

@@ -21,32 +21,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "client/client.c"
+#include "tests/fuzz/frontend.h"
 #include "client/cmd_acp.c"
 #include "client/acp_term.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* spctl's one-shot call (client/cmds.c), used only to look the session up
- * before the agent starts: never reached here. */
-json_t *cmd_call(enum rpc_method method, json_t *params, int *ret_exit)
-{
-	(void)method;
-	json_decref(params);
-	*ret_exit = CMD_EXIT_SPD;
-	return NULL;
-}
-
 static int devnull = -1;
 
 static void fuzz_init(void)
 {
-	setenv("SPD_RUNTIME_DIR", "/nonexistent/spd-fuzz", 1);
-	setenv("SPD_CONFIG_DIR", "/nonexistent/spd-fuzz", 1);
-	setenv("SPD_NO_AUTOSTART", "1", 1);
-	setenv("SPD_SESSION_TOKEN", "fuzz", 1);
-	signal(SIGPIPE, SIG_IGN);
-	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	devnull = frontend_fuzz_env();
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -22,33 +22,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "client/client.c"
+#include "tests/fuzz/frontend.h"
 #include "client/cmd_mcp.c"
 #include "client/cmd_mcp_tools.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-/* spctl's one-shot call (client/cmds.c), used only to look the session up
- * before serving: never reached here. */
-json_t *cmd_call(enum rpc_method method, json_t *params, int *ret_exit)
-{
-	(void)method;
-	json_decref(params);
-	*ret_exit = CMD_EXIT_SPD;
-	return NULL;
-}
 
 static int devnull = -1;
 static json_t *schemas;
 
 static void fuzz_init(void)
 {
-	setenv("SPD_RUNTIME_DIR", "/nonexistent/spd-fuzz", 1);
-	setenv("SPD_CONFIG_DIR", "/nonexistent/spd-fuzz", 1);
-	setenv("SPD_NO_AUTOSTART", "1", 1);
-	setenv("SPD_SESSION_TOKEN", "fuzz", 1);
-	signal(SIGPIPE, SIG_IGN);
-	devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	devnull = frontend_fuzz_env();
 	schemas = json_object();
 	for (size_t i = 0; i < mcp_tools_n; i++) {
 		json_t *in = json_loads(mcp_tools[i].input_schema, 0, NULL);
