@@ -9,13 +9,13 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "client/acp.h"
+#include "client/b64.h"
 #include "common/utf8.h"
 #include "proto/rpc.h"
 
@@ -81,6 +81,31 @@ static void set_exit(struct acp_term *t, json_t *code, const char *signame)
 	answer_waiters(t);
 }
 
+/*
+ * A signal's name without "SIG" (glibc's sigabbrev_np, which musl lacks:
+ * spctl is linked against either, Makefile), or NULL.
+ */
+static const char *signal_abbrev(int sig)
+{
+	static const char *const names[] = {
+	    [SIGHUP] = "HUP",	    [SIGINT] = "INT",	    [SIGQUIT] = "QUIT",
+	    [SIGILL] = "ILL",	    [SIGTRAP] = "TRAP",	    [SIGABRT] = "ABRT",
+	    [SIGBUS] = "BUS",	    [SIGFPE] = "FPE",	    [SIGKILL] = "KILL",
+	    [SIGUSR1] = "USR1",	    [SIGSEGV] = "SEGV",	    [SIGUSR2] = "USR2",
+	    [SIGPIPE] = "PIPE",	    [SIGALRM] = "ALRM",	    [SIGTERM] = "TERM",
+	    [SIGSTKFLT] = "STKFLT", [SIGCHLD] = "CHLD",	    [SIGCONT] = "CONT",
+	    [SIGSTOP] = "STOP",	    [SIGTSTP] = "TSTP",	    [SIGTTIN] = "TTIN",
+	    [SIGTTOU] = "TTOU",	    [SIGURG] = "URG",	    [SIGXCPU] = "XCPU",
+	    [SIGXFSZ] = "XFSZ",	    [SIGVTALRM] = "VTALRM", [SIGPROF] = "PROF",
+	    [SIGWINCH] = "WINCH",   [SIGIO] = "IO",	    [SIGPWR] = "PWR",
+	    [SIGSYS] = "SYS",
+	};
+
+	if (sig > 0 && (size_t)sig < sizeof(names) / sizeof(names[0]))
+		return names[sig];
+	return NULL;
+}
+
 static void on_run_result(struct acp_term *t, json_t *res, json_t *err)
 {
 	int sig = (int)json_integer_value(json_object_get(res, "signal"));
@@ -104,7 +129,7 @@ static void on_run_result(struct acp_term *t, json_t *res, json_t *err)
 		return;
 	}
 	if (sig > 0) {
-		const char *ab = sigabbrev_np(sig);
+		const char *ab = signal_abbrev(sig);
 		snprintf(name, sizeof(name), "SIG%s", ab ? ab : "UNKNOWN");
 		set_exit(t, NULL, name);
 	} else {
@@ -139,13 +164,11 @@ static void on_run_msg(void *data, json_t *msg)
 					json_string_length(d));
 			else if (json_is_string(
 				     d = json_object_get(params, "data_b64"))) {
-				size_t len = json_string_length(d), n = 0;
-				unsigned char *bin = malloc(len + 1);
-				if (bin &&
-				    sodium_base642bin(
-					bin, len + 1, json_string_value(d), len,
-					NULL, &n, NULL,
-					sodium_base64_VARIANT_ORIGINAL) == 0)
+				size_t n = 0;
+				unsigned char *bin =
+				    b64_decode(json_string_value(d),
+					       json_string_length(d), &n);
+				if (bin)
 					out_add(t, (const char *)bin, n);
 				free(bin);
 			}

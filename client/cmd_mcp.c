@@ -20,7 +20,6 @@
 #include <poll.h>
 #include <stdarg.h>
 #include <signal.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +27,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "client/b64.h"
 #include "client/jsonrpc.h"
 #include "client/termsafe.h"
 #include "cmds.h"
@@ -441,14 +441,10 @@ static void run_output(struct mcp_call *k, json_t *params)
 		p = json_string_value(d);
 		n = json_string_length(d);
 	} else if (json_is_string(d = json_object_get(params, "data_b64"))) {
-		size_t len = json_string_length(d);
-		bin = malloc(len + 1);
-		if (!bin || sodium_base642bin(
-				bin, len + 1, json_string_value(d), len, NULL,
-				&n, NULL, sodium_base64_VARIANT_ORIGINAL) < 0) {
-			free(bin);
+		bin =
+		    b64_decode(json_string_value(d), json_string_length(d), &n);
+		if (!bin)
 			return;
-		}
 		p = (const char *)bin;
 	} else {
 		return;

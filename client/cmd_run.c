@@ -3,7 +3,6 @@
  */
 #include <errno.h>
 #include <limits.h>
-#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +11,7 @@
 
 #include "proto/rpc.h"
 #include "client.h"
+#include "client/b64.h"
 #include "client/termsafe.h"
 #include "cmds.h"
 
@@ -116,11 +116,9 @@ static void on_run_event(void *data, const char *method, json_t *params)
 		    json_string_length(json_object_get(params, "data")));
 	} else if ((text = json_string_value(
 			json_object_get(params, "data_b64")))) {
-		size_t n = strlen(text), bin_len = 0;
-		unsigned char *bin = malloc(n + 1);
-		if (bin &&
-		    sodium_base642bin(bin, n + 1, text, n, NULL, &bin_len, NULL,
-				      sodium_base64_VARIANT_ORIGINAL) == 0)
+		size_t bin_len = 0;
+		unsigned char *bin = b64_decode(text, strlen(text), &bin_len);
+		if (bin)
 			write_output(fd, bin, bin_len);
 		free(bin);
 	}
