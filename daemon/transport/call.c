@@ -154,12 +154,17 @@ static void call_finish(struct call *c, const char *outcome, char *line,
 		return;
 	}
 	c->finished = true;
-	journal_request(c->spd, &c->who, "request", rpc_method_name(c->method),
-			outcome, dur, c->summary, c->detail);
+	/* The reply first, then the call's journal row: the row is made in
+	 * the same callback, so any later request sees it, and a reply never
+	 * was a sign that it was on disk (the writer thread commits in
+	 * batches; SECURITY.md).  The row's JSON and hash are then made
+	 * while the client reads its answer (0.05 ms of a run's 2, bench/). */
 	if (c->conn && c->id)
 		conn_send(c->conn, line, len);
 	else
 		free(line);
+	journal_request(c->spd, &c->who, "request", rpc_method_name(c->method),
+			outcome, dur, c->summary, c->detail);
 	call_free(c);
 }
 
