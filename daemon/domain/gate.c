@@ -48,7 +48,8 @@ struct pending {
 	json_t *object; /* what is asked, for the person */
 	const char *rule;
 	char reason[POLICY_REASON_MAX];
-	struct waiter w; /* empty when the caller asked not to wait */
+	struct waiter w;  /* empty when the caller asked not to wait */
+	bool grant_after; /* gate_call's: an approval leaves a grant too */
 	uv_timer_t timer;
 	bool timer_on;
 };
@@ -316,6 +317,12 @@ static json_t *object_json(const struct gate_call *g,
 			   const struct policy_result *res)
 {
 	json_t *paths = json_array();
+	/* A cwd that is the workspace is no cwd (gate.h): one object, and
+	 * one grant key, for the same call however its cwd was given. */
+	const char *cwd =
+	    g->cwd && !(g->workspace && strcmp(g->cwd, g->workspace) == 0)
+		? g->cwd
+		: NULL;
 	json_t *o;
 
 	for (size_t i = 0; i < res->n_paths; i++)
@@ -326,7 +333,7 @@ static json_t *object_json(const struct gate_call *g,
 		      g->kind == POLICY_CALL_EXEC   ? "exec"
 		      : g->kind == POLICY_CALL_READ ? "read"
 						    : "write",
-		      "argv", g->argv, "env", g->env, "cwd", g->cwd, "path",
+		      "argv", g->argv, "env", g->env, "cwd", cwd, "path",
 		      g->path, "path2", g->path2, "exe", res->exe, "paths",
 		      paths, "net",
 		      g->net == POLICY_NET_HOST	      ? "host"
@@ -749,6 +756,7 @@ static void ask_pend(struct call *c, const struct gate_call *g,
 		drop(data);
 		return;
 	}
+	p->grant_after = g->grant_after;
 	if (!wait) {
 		pending_announce(p);
 		call_error(c, RPC_E_NEEDS_APPROVAL,
@@ -968,9 +976,10 @@ static const char *decide_approve(struct approvals *ap, struct pending *p)
 	}
 	journal_decision(ap->spd, p->session, "approval.granted", p->rule,
 			 "granted by a person", p->object);
-	if (!p->w.call && !p->w.decided) {
-		/* The agent did not wait: the grant waits for it, for this
-		 * exact call, once. */
+	if ((!p->w.call && !p->w.decided) || p->grant_after) {
+		/* The agent did not wait, or asked ahead of the call (a
+		 * policy.check): the grant waits for the call, this exact
+		 * one, once. */
 		struct grant *g = calloc(1, sizeof(*g));
 		if (g) {
 			snprintf(g->session, sizeof(g->session), "%s",

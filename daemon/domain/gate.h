@@ -63,6 +63,11 @@ struct gate_call {
 	const char *workspace; /* realpath */
 	bool in_place;
 	const char *session_id; /* NULL: the operator's own call */
+	/* policy.check {"ask": true}: the check stands for a call to come
+	 * (an ACP agent asks its client's permission, then makes the call),
+	 * so a person's approval also leaves a grant for this exact call,
+	 * used once, which that call then takes instead of asking again. */
+	bool grant_after;
 };
 
 /* The call may proceed (it was allowed or approved). */

@@ -346,6 +346,7 @@ static void check_ask(struct call *c, const struct policy_context *ctx,
 	    .workspace = ctx->workspace,
 	    .in_place = ctx->in_place,
 	    .session_id = sid,
+	    .grant_after = true,
 	};
 	struct ask_wait *w;
 

@@ -110,6 +110,24 @@ async function turnMain(client, sessionId) {
 		"PERM-OUTSIDE",
 		await permission(client, sessionId, "t5", "edit", undefined, [{ path: "/etc/hosts" }]),
 	);
+	// Asked, approved once, then run as the permission said, with the
+	// worktree as its cwd as agents give it: the run uses the person's
+	// approval (the suite's person refuses any second ask for it).
+	log("PERM-ONCE", await permission(client, sessionId, "t6", "sh", ["sh", "-c", "echo please-once-ran"]));
+	try {
+		const once = await client.createTerminal({
+			sessionId,
+			command: "sh",
+			args: ["-c", "echo please-once-ran"],
+			cwd,
+			outputByteLimit: 1024,
+		});
+		const ex1 = await once.waitForExit();
+		log("TERM-ONCE", { output: await once.currentOutput(), exit: ex1 });
+		await once.release();
+	} catch (e) {
+		log("TERM-ONCE", { error: String(e && (e.message || e)) });
+	}
 	// A terminal: its output's last 8 bytes, and its exit.
 	let t = await terminal(client, sessionId, "sh", ["-c", "echo 0123456789abcdef please-approve-term"], 8);
 	const ex = await t.waitForExit();
