@@ -281,7 +281,10 @@ int session_run_paths(struct session_store *s, const char *id,
 	p.empty_files = calloc(n + 1, sizeof(char *));
 	if (!p.workspace || !p.readonly || !p.empty_files)
 		goto oom;
-	if (p.in_place && !(p.readonly[0] = strdup(x->info.gitdir)))
+	/* The repository's git dir, read-only: in place it lies inside the
+	 * checkout; a worktree's lies outside it (and as root, sandboxd binds
+	 * it idmapped so that the run's uid can read it: git works). */
+	if (!(p.readonly[0] = strdup(x->info.gitdir)))
 		goto oom;
 	for (size_t i = 0; i < n; i++)
 		if (!(p.empty_files[i] = strdup(x->empty_files[i])))

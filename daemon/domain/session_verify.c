@@ -117,8 +117,7 @@ int session_verify_plan(struct session_store *s, const char *id,
 	if (!p->workspace || !p->checks || !p->required || !p->readonly ||
 	    !snap)
 		goto out;
-	if (x->info.mode == SESSION_MODE_IN_PLACE &&
-	    !(p->readonly[0] = strdup(x->info.gitdir)))
+	if (!(p->readonly[0] = strdup(x->info.gitdir)))
 		goto out;
 	r = session_heldout_overlay(s, id, &p->heldout_src, &p->heldout_dst);
 	if (r < 0 && r != -ENOENT)

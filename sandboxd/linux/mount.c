@@ -583,6 +583,70 @@ out:
 	return r;
 }
 
+/*
+ * Whether read-only path i gets a bind of its own: a path outside every
+ * writable one that the run could not otherwise read — a worktree
+ * session's git dir, which spd made under its umask 077 (as root the
+ * run's uid is unprivileged: the bind is idmapped, as the workspace's
+ * is), or one in a private area (/tmp and the like are the run's own
+ * tmpfs: the bind makes it appear there).  Elsewhere, or inside a
+ * writable path (in place: the checkout's .git), it is the run's view
+ * made read-only.
+ */
+static bool readonly_own(const struct mountplan_in *in, size_t i,
+			 const char *const *writable, size_t nw)
+{
+	const char *path = in->readonly[i];
+	char real[PATH_MAX];
+	struct stat st;
+
+	/* The bind refuses a symlink on the way (bind_safe): such a path
+	 * keeps the plain view rather than fail every run. */
+	return (in->idmap_userns_fd >= 0 || is_private_area(path)) &&
+	       !under_any(path, writable, nw) && stat(path, &st) == 0 &&
+	       S_ISDIR(st.st_mode) && realpath(path, real) &&
+	       strcmp(real, path) == 0;
+}
+
+/* Whether path is one of in->writable (the request's own list, not the
+ * workspace) or lies below one. */
+static bool listed_writable(const struct mountplan_in *in, const char *path)
+{
+	for (size_t i = 0; in->writable && in->writable[i]; i++)
+		if (path_is_under(path, in->writable[i]))
+			return true;
+	return false;
+}
+
+/* add_idmapped_ancestors for the writable paths and the read-only ones
+ * bound on their own, in one list: an ancestor bound after a writable
+ * path's bind would hide it. */
+static int add_reach(struct mountplan *p, const struct mountplan_in *in,
+		     const char *const *writable, size_t nw,
+		     const char *const *veils, size_t nveils)
+{
+	size_t nro = 0, n = nw;
+	const char **all;
+	int r;
+
+	while (in->readonly && in->readonly[nro])
+		nro++;
+	all = calloc(nw + nro + 1, sizeof(*all));
+	if (!all)
+		return -ENOMEM;
+	for (size_t i = 0; i < nw; i++)
+		all[i] = writable[i];
+	for (size_t i = 0; i < nro; i++)
+		if (readonly_own(in, i, writable, nw) &&
+		    !listed_writable(in, in->readonly[i]) &&
+		    !is_private_area(in->readonly[i]))
+			all[n++] = in->readonly[i];
+	r = add_idmapped_ancestors(p, all, n, veils, nveils,
+				   in->idmap_userns_fd);
+	free(all);
+	return r;
+}
+
 static bool has_dot_component(const char *path)
 {
 	for (const char *c = path; (c = strchr(c, '/')); c++)
@@ -963,8 +1027,7 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 
 	nveils = find_veils(in, writable, nw, veils);
 	if (in->idmap_userns_fd >= 0 &&
-	    (r = add_idmapped_ancestors(&p, writable, nw, veils, nveils,
-					in->idmap_userns_fd)) < 0)
+	    (r = add_reach(&p, in, writable, nw, veils, nveils)) < 0)
 		goto out;
 	veil_op0 = p.n;
 	for (size_t i = 0; i < nveils; i++) {
@@ -1002,6 +1065,22 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	    (var_tmp && (r = add_write_path(&p, "/var/tmp")) < 0))
 		goto out;
 	for (size_t i = 0; in->readonly && in->readonly[i]; i++) {
+		bool own = readonly_own(in, i, writable, nw);
+
+		/* One the operator listed as writable (or a path above it)
+		 * is writable: the listing is the later, explicit word. */
+		if (listed_writable(in, in->readonly[i]))
+			continue;
+		if (own) {
+			if ((r = add_safe_bind(&p, in->readonly[i],
+					       in->readonly[i], true, true,
+					       in->idmap_userns_fd)) < 0)
+				goto out;
+			/* A view for git, not a protection: a run goes on
+			 * without it (a symlink on the way, say). */
+			p.ops[p.n - 1].optional = true;
+			continue;
+		}
 		if ((r = mp_add_path(&p, MP_REBIND_RO, in->readonly[i], false,
 				     -1)) < 0)
 			goto out;

@@ -617,6 +617,53 @@ START_TEST(test_in_place_sandbox)
 END_TEST
 
 /*
+ * git works in a worktree session's run: the worktree's .git file names
+ * its admin dir in the repository's git dir, outside the workspace, which
+ * spd made under its umask 077.  As root the run's uid is unprivileged and
+ * could not read it ("not a git repository") until the git dir was bound
+ * idmapped for it; it stays read-only all the same.
+ */
+START_TEST(test_worktree_git_in_run)
+{
+	struct session s = {0};
+	char *r, *p, *cfg_before, *cfg_after, *out = NULL, *err = NULL;
+	int rc;
+
+	start_session(REPO, "gitrun", false, &s);
+	rc = agent_spctl(&s, (char *[]){"run", "--", "git", "status", NULL},
+			 &out, &err);
+	ck_assert_msg(rc == 0 && has(out, "On branch spd/gitrun"),
+		      "git status in the run: %d\n%s\n%s", rc, out, err);
+	free(out);
+	free(err);
+	rc = agent_spctl(
+	    &s, (char *[]){"run", "--", "git", "log", "--oneline", "-1", NULL},
+	    &out, &err);
+	ck_assert_msg(rc == 0 && out && out[0],
+		      "git log in the run: %d\n%s\n%s", rc, out, err);
+	free(out);
+	free(err);
+	/* Read-only: the repository's config stays as it was. */
+	p = paths_join(REPO, ".git/config");
+	cfg_before = test_read_file(p);
+	r = rpcf(NULL, "cmd.run",
+		 "{\"session\":\"%s\",\"yes\":true,\"argv\":[\"sh\",\"-c\","
+		 "\"echo '[x]' >> %s\"]}",
+		 s.id, p);
+	ck_assert_msg(has(r, "\"result\"") && !has(r, "\"exit_code\":0"),
+		      "writing the repository's .git/config did not fail: %s",
+		      r);
+	free(r);
+	cfg_after = test_read_file(p);
+	ck_assert_str_eq(cfg_before, cfg_after);
+	free(cfg_before);
+	free(cfg_after);
+	free(p);
+	session_free(&s);
+}
+END_TEST
+
+/*
  * In place, what fs.read refuses as git-ignored (deny.fs.ignored) is not
  * readable by an allowed command either: not by naming it (cat), not by
  * walking the tree (grep -r), not inside an ignored directory.  A file
@@ -1891,6 +1938,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_agent_unauthorized);
 	tcase_add_test(tc, test_in_place_dirty_refused);
 	tcase_add_test(tc, test_in_place_sandbox);
+	tcase_add_test(tc, test_worktree_git_in_run);
 	tcase_add_test(tc, test_in_place_ignored_hidden);
 	tcase_add_test(tc, test_guard_git_config);
 	tcase_add_test(tc, test_guard_hook);
