@@ -39,7 +39,8 @@ static void same(const char *s, size_t n)
 START_TEST(test_round_trip)
 {
 	unsigned char bin[64];
-	char text[sodium_base64_ENCODED_LEN(64, sodium_base64_VARIANT_ORIGINAL)];
+	char
+	    text[sodium_base64_ENCODED_LEN(64, sodium_base64_VARIANT_ORIGINAL)];
 
 	for (size_t len = 0; len <= sizeof(bin); len++) {
 		for (int k = 0; k < 50; k++) {
@@ -63,11 +64,11 @@ END_TEST
 START_TEST(test_broken)
 {
 	static const char *const cases[] = {
-	    "",	    "A",     "AA",     "AAA",	"AAAA",	 "AA==",  "AAA=",
-	    "AB==", "AAB=",  "A===",   "====",	"=AAA",	 "AA=A",  "AAAA=",
-	    "AA==AAAA",	     "AAAA AAAA",	"AAAA\n", "QUJD",  "QUI=",
-	    "QQ==", "QR==",  "QUJ=",   "-_--",	"Zm9v",	 "Zm9vYg==",
-	    "Zm9vYh==",	     "Zm9vYmE=",	"Zm9vYmF=", "@@@@",
+	    "",		"A",	    "AA",	"AAA",	     "AAAA",   "AA==",
+	    "AAA=",	"AB==",	    "AAB=",	"A===",	     "====",   "=AAA",
+	    "AA=A",	"AAAA=",    "AA==AAAA", "AAAA AAAA", "AAAA\n", "QUJD",
+	    "QUI=",	"QQ==",	    "QR==",	"QUJ=",	     "-_--",   "Zm9v",
+	    "Zm9vYg==", "Zm9vYh==", "Zm9vYmE=", "Zm9vYmF=",  "@@@@",
 	};
 	static const char *const high[] = {"Zm9\x80", "\xc1\xc1\xc1\xc1",
 					   "Zm9v\xff\xff==", "QQ=\xbd"};
@@ -93,8 +94,8 @@ START_TEST(test_random_text)
 		size_t n = randombytes_uniform(sizeof(s) + 1);
 
 		for (size_t i = 0; i < n; i++)
-			s[i] = alphabet[randombytes_uniform(
-			    sizeof(alphabet) - 1)];
+			s[i] =
+			    alphabet[randombytes_uniform(sizeof(alphabet) - 1)];
 		same(s, n);
 	}
 }
