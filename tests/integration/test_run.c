@@ -568,8 +568,10 @@ START_TEST(test_merge_stderr_wrong_type)
 		struct buf seen = {0};
 		char *l;
 
-		while ((l = test_recv_line(fd, 10000)) && !has(l, "\"id\":1"))
+		while ((l = test_recv_line(fd, 10000)) && !has(l, "\"id\":1")) {
 			ck_assert(buf_append(&seen, l, strlen(l)) == 0);
+			free(l);
+		}
 		ck_assert_msg(has(l, "\"exit_code\":0"), "%s",
 			      l ? l : "(none)");
 		ck_assert(buf_append(&seen, "", 1) == 0);
