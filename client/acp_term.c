@@ -2,7 +2,8 @@
  * spctl acp's terminals: ACP's terminal/create, output, wait_for_exit,
  * kill and release, each terminal a run in the session's sandbox (cmd.run
  * on a connection of its own, with a stdin pipe closed at once so that
- * spd says when it started).  terminal/create is answered as soon as the
+ * spd says when it started, and one pipe for its stdout and stderr, so
+ * that their order is kept).  terminal/create is answered as soon as the
  * run has started; its output is kept as it comes, the last outputByteLimit
  * bytes of it.  Killing a terminal closes its connection: spd kills the
  * run's whole pid namespace and journals it.
@@ -263,7 +264,10 @@ static void term_create(struct acp *a, json_t *id, json_t *params)
 		}
 		json_array_append(argv, v);
 	}
-	p = json_pack("{s:o, s:b, s:b}", "argv", argv, "wait", 1, "stdin", 1);
+	/* One pipe for stdout and stderr: the terminal's output is one
+	 * buffer, in the order the command wrote it. */
+	p = json_pack("{s:o, s:b, s:b, s:b}", "argv", argv, "wait", 1, "stdin",
+		      1, "merge_stderr", 1);
 	/* ACP's env, [{name, value}], as cmd.run's object (spd drops the
 	 * secret-looking names, as for any run). */
 	if (json_array_size(json_object_get(params, "env"))) {

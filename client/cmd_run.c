@@ -164,6 +164,20 @@ static int run_usage(void)
 
 static int run_call(struct cmd_ctx *ctx, json_t *params, bool agent, bool yes);
 
+/*
+ * Whether spctl's stdout and stderr are one file: 2>&1 into a pipe or a
+ * file, one terminal, /dev/null.  The run then gets one pipe for both
+ * (cmd.run's merge_stderr), since two pipes lose the order of writes the
+ * command makes to each back to back.
+ */
+static bool output_is_one_file(void)
+{
+	struct stat o, e;
+
+	return fstat(STDOUT_FILENO, &o) == 0 && fstat(STDERR_FILENO, &e) == 0 &&
+	       o.st_dev == e.st_dev && o.st_ino == e.st_ino;
+}
+
 int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	json_t *params = json_object(), *args = json_array(),
@@ -258,6 +272,8 @@ static int run_call(struct cmd_ctx *ctx, json_t *params, bool agent, bool yes)
 	char errbuf[512];
 	int r, ex;
 
+	if (output_is_one_file())
+		json_object_set_new(params, "merge_stderr", json_true());
 	if (yes)
 		json_object_set_new(params, "yes", json_true());
 	else if (!agent)

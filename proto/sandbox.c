@@ -130,6 +130,12 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 	return (long)(sizeof(*m) + off);
 }
 
+size_t sbxp_run_nfds(uint32_t flags)
+{
+	return ((flags & SBXP_RUN_MERGED) ? 1u : 2u) +
+	       ((flags & SBXP_RUN_STDIN) ? 1u : 0u);
+}
+
 int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 {
 	const struct sbxp_run *m = body;

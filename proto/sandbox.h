@@ -46,8 +46,9 @@
 #define SBXP_LINKS_MAX SBXP_LIST_MAX
 /* Read-only bind pairs of a RUN (the held-out checks need one). */
 #define SBXP_RO_BINDS_MAX 8
-/* File descriptors with a RUN: the write ends of stdout and stderr, and
- * with SBXP_RUN_STDIN the read end of the command's stdin as a third. */
+/* File descriptors with a RUN: the write ends of stdout and stderr (one,
+ * both 1 and 2, with SBXP_RUN_MERGED), and with SBXP_RUN_STDIN the read
+ * end of the command's stdin after them (sbxp_run_nfds). */
 #define SBXP_RUN_FDS 3
 /* Warnings a STARTED carries: one per layer that can be missing. */
 #define SBXP_WARN_MAX 8
@@ -115,7 +116,13 @@ enum sbxp_rlimit {
  * without it stdin is /dev/null.  sandboxd refuses a RUN whose
  * descriptor count does not match this flag. */
 #define SBXP_RUN_STDIN 0x4u
-#define SBXP_RUN__FLAGS 0x7u
+/* The command's stdout and stderr are one pipe (cmd.run's merge_stderr:
+ * a client whose stdout and stderr are one file, as with 2>&1): the RUN
+ * carries one output descriptor instead of two and sandboxd puts it on
+ * both 1 and 2, so writes to either keep the order the command made
+ * them in, which two pipes cannot. */
+#define SBXP_RUN_MERGED 0x8u
+#define SBXP_RUN__FLAGS 0xfu
 
 struct sbxp_run {
 	uint32_t net;	     /* enum sbx_net */
@@ -226,6 +233,13 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret);
 /* Free what sbxp_run_decode allocated.  Accepts a zeroed view. */
 void sbxp_run_view_free(struct sbxp_run_view *v);
+
+/*
+ * The number of descriptors a RUN with these flags carries, in order: the
+ * write end of stdout, of stderr unless SBXP_RUN_MERGED, the read end of
+ * stdin with SBXP_RUN_STDIN.  sandboxd refuses a RUN with any other count.
+ */
+size_t sbxp_run_nfds(uint32_t flags);
 
 /*
  * Send one message (header, body of len bytes, up to SBXP_RUN_FDS fds) as

@@ -81,12 +81,12 @@ static void on_run(const struct sbxp_hdr *h, const void *body, int *fds,
 	struct sbxp_exited refusal;
 	int r;
 
-	if (nfds < 2 || find_run(h->id))
+	if (nfds < 1 || find_run(h->id))
 		die("bad RUN");
 	r = sbxp_run_decode(body, h->len, &v);
 	/* The descriptors must be exactly what the flags announce: a
-	 * stray third one would otherwise become some run's stdin. */
-	if (r == 0 && nfds != ((v.msg->flags & SBXP_RUN_STDIN) ? 3u : 2u))
+	 * stray one would otherwise become some run's stdin or stderr. */
+	if (r == 0 && nfds != sbxp_run_nfds(v.msg->flags))
 		die("bad RUN descriptors");
 	if (r == -ENOMEM) {
 		memset(&refusal, 0, sizeof(refusal));
@@ -108,9 +108,12 @@ static void on_run(const struct sbxp_hdr *h, const void *body, int *fds,
 		snprintf(refusal.error_msg, sizeof(refusal.error_msg),
 			 "too many runs at once (%d)", SBXD_RUNS_MAX);
 		send_or_die(SBXP_EXITED, h->id, &refusal, sizeof(refusal));
-	} else if (spawn_start(&ctx, h->id, &v, fds[0], fds[1],
-			       nfds == 3 ? fds[2] : -1, &runs[nruns],
-			       &refusal) < 0) {
+	} else if (spawn_start(
+		       &ctx, h->id, &v, fds[0],
+		       /* SBXP_RUN_MERGED: one pipe on 1 and 2. */
+		       (v.msg->flags & SBXP_RUN_MERGED) ? fds[0] : fds[1],
+		       (v.msg->flags & SBXP_RUN_STDIN) ? fds[nfds - 1] : -1,
+		       &runs[nruns], &refusal) < 0) {
 		send_or_die(SBXP_EXITED, h->id, &refusal, sizeof(refusal));
 	} else {
 		struct spawn_run *run = &runs[nruns++];

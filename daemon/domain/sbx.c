@@ -725,8 +725,8 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	uv_file p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
 	const char *home = spec->home ? spec->home : getenv("HOME");
 	long len = -EINVAL;
-	int fds[3], rc;
-	size_t nfds = 2;
+	int fds[SBXP_RUN_FDS], rc;
+	size_t nfds = 0;
 
 	if (s->closing)
 		return -ESHUTDOWN;
@@ -758,7 +758,8 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	enc->broker_port = spec->broker_port;
 	enc->timeout_ms = spec->timeout_ms;
 	enc->flags = (spec->best_effort ? SBXP_RUN_BEST_EFFORT : 0) |
-		     (spec->stdin_pipe ? SBXP_RUN_STDIN : 0);
+		     (spec->stdin_pipe ? SBXP_RUN_STDIN : 0) |
+		     (spec->merge_stderr ? SBXP_RUN_MERGED : 0);
 	enc->run_uid = spec->run_uid;
 	enc->run_gid = spec->run_gid;
 	memcpy(enc->rlimits, spec->rlimits, sizeof(enc->rlimits));
@@ -793,9 +794,11 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	memcpy(m, s->enc, (size_t)len);
 	/* The command writes straight into these; spd keeps the read ends.
 	 * Both ends are close-on-exec here; sandboxd receives its copies of
-	 * the write ends over the socket. */
+	 * the write ends over the socket.  Merged: one pipe, on the
+	 * command's 1 and 2 both. */
 	if ((rc = uv_pipe(p[0], UV_NONBLOCK_PIPE, 0)) < 0 ||
-	    (rc = uv_pipe(p[1], UV_NONBLOCK_PIPE, 0)) < 0)
+	    (!spec->merge_stderr &&
+	     (rc = uv_pipe(p[1], UV_NONBLOCK_PIPE, 0)) < 0))
 		goto fail;
 	/* The stdin pipe the other way round: spd writes, the command
 	 * reads from the end sandboxd passes on.  Only spd's end is
@@ -811,9 +814,15 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	for (int i = 0; i < 2; i++) {
 		uv_pipe_init(s->loop, &r->out[i], 0);
 		r->out[i].data = r;
+		/* Merged: out[1] stays an unopened handle, at its end. */
+		if (p[i][0] < 0) {
+			r->eof[i] = true;
+			continue;
+		}
 		uv_pipe_open(&r->out[i], p[i][0]);
 		p[i][0] = -1;
 		uv_read_start((uv_stream_t *)&r->out[i], on_alloc, on_read);
+		fds[nfds++] = p[i][1];
 	}
 	uv_timer_init(s->loop, &r->drain);
 	r->drain.data = r;
@@ -834,8 +843,6 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 		s->runs->pprev = &r->next;
 	s->runs = r;
 
-	fds[0] = p[0][1];
-	fds[1] = p[1][1];
 	rc = enqueue(s, SBXP_RUN, r->id, m, (size_t)len, fds, nfds);
 	if (rc < 0) {
 		for (size_t i = 0; i < nfds; i++)

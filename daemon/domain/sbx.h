@@ -5,11 +5,11 @@
  * loop.  If sandboxd dies, every run in flight ends with INTERNAL
  * ("sandboxd died") and a new sandboxd is started for the next runs.
  *
- * Output: spd makes each run's stdout and stderr pipes and passes their
- * write ends with the RUN; the command writes straight into them and spd
- * reads them here, keeping at most output_cap bytes per stream (the rest
- * is counted and dropped, with one marker line).  sandboxd never relays
- * output.
+ * Output: spd makes each run's stdout and stderr pipes (one pipe for both
+ * with spec.merge_stderr) and passes their write ends with the RUN; the
+ * command writes straight into them and spd reads them here, keeping at
+ * most output_cap bytes per stream (the rest is counted and dropped, with
+ * one marker line).  sandboxd never relays output.
  */
 #ifndef SPD_DAEMON_SBX_H
 #define SPD_DAEMON_SBX_H
@@ -74,6 +74,10 @@ struct sbx_spec {
 	/* Give the command a stdin pipe that sbx_run_input writes to;
 	 * false: its stdin is /dev/null. */
 	bool stdin_pipe;
+	/* One pipe for the command's stdout and stderr both (SBXP_RUN_MERGED):
+	 * its output comes as stream 1 only, in the order it was written,
+	 * kept up to output_cap as one stream; bytes_dropped[1] stays 0. */
+	bool merge_stderr;
 	/* The most runs in flight (this one included) this run may start
 	 * beside: below SBXP_RUNS_MAX for anyone but the operator, so the
 	 * slots above stay free for the operator.  0: SBXP_RUNS_MAX. */

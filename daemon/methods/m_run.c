@@ -763,7 +763,12 @@ static int run_journal_start(struct call *c, const struct run_request *req,
 	json_t *d = json_pack("{s:O, s:s, s:s, s:s?}", "argv", req->argv,
 			      "workspace", req->workspace, "net", rc->net_name,
 			      "turn", rc->turn[0] ? rc->turn : NULL);
-	char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	char *text;
+
+	/* The output the operator may later look for came as one stream. */
+	if (d && req->merge_stderr)
+		json_object_set_new(d, "merge_stderr", json_true());
+	text = d ? json_dumps(d, JSON_COMPACT) : NULL;
 	int64_t jr = journal_append(
 	    spd->journal, req->session_id,
 	    call_principal(c)->operator? "operator" : "agent", "run.start",
@@ -901,6 +906,7 @@ static void run_spec_fill(struct spd *spd, const struct run_request *req,
 		trace_stamp("linklist");
 	}
 	spec->stdin_pipe = req->stdin_pipe;
+	spec->merge_stderr = req->merge_stderr;
 }
 
 int run_start(struct call *c, const struct run_request *req)
@@ -1084,6 +1090,7 @@ static int run_params(struct call *c, struct run_request *req)
 		return -1;
 	}
 	req->stdin_pipe = json_is_true(json_object_get(p, "stdin"));
+	req->merge_stderr = json_is_true(json_object_get(p, "merge_stderr"));
 	if (json_is_true(json_object_get(p, "agent"))) {
 		char msg[256];
 

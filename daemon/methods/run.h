@@ -46,6 +46,9 @@ struct run_request {
 	/* Give the command a stdin pipe that run.input on the same
 	 * connection writes to (spctl acp); false: /dev/null. */
 	bool stdin_pipe;
+	/* One pipe for the command's stdout and stderr (cmd.run's
+	 * merge_stderr): its output is relayed as "stdout", in order. */
+	bool merge_stderr;
 	bool in_place;		/* set by run_prepare for in-place sessions */
 	const char *session_id; /* set by run_prepare: the session, or NULL */
 };

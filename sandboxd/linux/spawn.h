@@ -130,8 +130,9 @@ const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx);
 
 /*
  * Start the run described by v, its output going to the descriptors
- * out_fd and err_fd and its stdin read from in_fd (-1: /dev/null; all
- * borrowed: the caller closes them afterwards).  On
+ * out_fd and err_fd (the same one for SBXP_RUN_MERGED) and its stdin read
+ * from in_fd (-1: /dev/null; all borrowed: the caller closes them
+ * afterwards).  On
  * success fills *run and returns 0: the caller polls run->pidfd and
  * run->report_fd.  When the run cannot start, fills *ret_refusal (the
  * EXITED to send: SANDBOX-UNAVAILABLE naming the layer, BAD-REQUEST or

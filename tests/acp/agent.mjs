@@ -145,6 +145,18 @@ async function turnMain(client, sessionId) {
 	});
 	log("TERM-ENV", await t.waitForExit().then(() => t.currentOutput()));
 	await t.release();
+	// Lines to stdout and stderr back to back: one buffer, in the order
+	// written (one pipe for both streams).
+	t = await terminal(
+		client,
+		sessionId,
+		"sh",
+		["-c", "i=1; while [ $i -le 50 ]; do echo o$i; echo e$i >&2; i=$((i+1)); done"],
+		65536,
+	);
+	await t.waitForExit();
+	log("TERM-ORDER", await t.currentOutput());
+	await t.release();
 	t = await terminal(client, sessionId, "printf", ["x\u00e9\u20ac\\n"], 5);
 	await t.waitForExit();
 	log("TERM-UTF8", await t.currentOutput());

@@ -8,7 +8,9 @@
  *     them (the body is copied into a buffer of exactly that size, so
  *     ASan sees any overrun) and, when it accepts them, every string it
  *     hands out lies inside the string table, and sbxp_run_encode of the
- *     decoded view gives back exactly the same bytes;
+ *     decoded view gives back exactly the same bytes, and the descriptors
+ *     its flags announce (sbxp_run_nfds: one output pipe or two, stdin)
+ *     are at least one and no more than sbxp_recv takes;
  *   - sbxp_recv of the bytes as one datagram never crashes, accepts only
  *     a header whose len matches what arrived, and a body it returns as a
  *     RUN goes through the same decode.
@@ -34,6 +36,10 @@ static void check_run(const void *body, size_t len)
 
 	if (sbxp_run_decode(body, len, &v) < 0)
 		return;
+	/* sandboxd reads fds[0] and fds[nfds - 1] of what it received. */
+	if (sbxp_run_nfds(v.msg->flags) < 1 ||
+	    sbxp_run_nfds(v.msg->flags) > SBXP_RUN_FDS)
+		abort();
 	lo = v.msg->strtab;
 	hi = lo + v.msg->strtab_len;
 	if (v.workspace < lo || v.cwd < lo || v.home < lo ||

@@ -173,6 +173,48 @@ static char *journal_dump(struct test_spd *t)
 
 /* ---- issue 3: spctl run ------------------------------------------- */
 
+/* Lines the stream tests write: o1 and e1 up to o<N> and e<N>. */
+#define ALTERNATING_LINES 200
+static char alternating_script[] =
+    "i=1; while [ $i -le 200 ]; do echo o$i; echo e$i >&2; i=$((i+1)); done";
+
+/* What a run of alternating_script writes: "o" lines, "e" lines or both in
+ * the order it wrote them ("oe"), as a malloc'd string. */
+static char *alternating_want(const char *which)
+{
+	struct buf b = {0};
+	char line[32];
+
+	for (int i = 1; i <= ALTERNATING_LINES; i++)
+		for (const char *w = which; *w; w++) {
+			int n = snprintf(line, sizeof(line), "%c%d\n", *w, i);
+			ck_assert(buf_append(&b, line, (size_t)n) == 0);
+		}
+	ck_assert(buf_append(&b, "", 1) == 0);
+	return b.data;
+}
+
+/* spctl run --yes -- sh -c script with spctl's stdout and stderr on one
+ * pipe, as $(spctl run ... 2>&1) has them; returns spctl's exit code and
+ * what came through the pipe in *ret_out. */
+static int run_sh_one_pipe(char *script, char **ret_out)
+{
+	char *spctl = test_prog("spctl");
+	char *argv[] = {"sh",	       "-c",  "exec \"$@\" 2>&1",
+			"sh",	       spctl, "run",
+			"--workspace", WS,    "--yes",
+			"--",	       "sh",  "-c",
+			script,	       NULL};
+	char *err = NULL;
+	int st = test_run(argv, T.env, ret_out, &err);
+
+	ck_assert_msg(err && !err[0], "stderr not on the pipe: %s",
+		      err ? err : "(none)");
+	free(err);
+	free(spctl);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
 START_TEST(test_streams_separated)
 {
 	char *out = NULL, *err = NULL;
@@ -191,6 +233,54 @@ START_TEST(test_streams_separated)
 	ck_assert(strstr(out, "to-out-1") < strstr(out, "to-out-2"));
 	free(out);
 	free(err);
+}
+END_TEST
+
+/*
+ * $(spctl run -- sh -c '...' 2>&1): lines written to stdout and stderr
+ * back to back arrive in the order the command wrote them, every time,
+ * and the journal's run.start says the output was merged.
+ *
+ * Regression test: the command had a pipe for each stream, and two pipes
+ * cannot keep the order of writes made to each back to back (spd reads
+ * several lines from one before the other: "o1 o2 ... e1 e2 ...").
+ */
+START_TEST(test_one_file_output_in_order)
+{
+	char *want = alternating_want("oe"), *out = NULL, *dump;
+
+	ck_assert_int_eq(run_sh_one_pipe(alternating_script, &out), 0);
+	ck_assert_msg(out && !strcmp(out, want),
+		      "not in the order written: %.300s...",
+		      out ? out : "(none)");
+	dump = journal_dump(&T);
+	ck_assert_msg(has(dump, "\"merge_stderr\":true"),
+		      "run.start does not say merged: %s", dump);
+	free(dump);
+	free(out);
+	free(want);
+}
+END_TEST
+
+/* With spctl's stdout and stderr on different pipes the run's streams
+ * stay apart, each complete and in order, and nothing says merged. */
+START_TEST(test_two_files_streams_apart)
+{
+	char *want_o = alternating_want("o"), *want_e = alternating_want("e");
+	char *out = NULL, *err = NULL, *dump;
+
+	ck_assert_int_eq(run_sh(alternating_script, &out, &err), 0);
+	ck_assert_msg(out && !strcmp(out, want_o), "stdout: %.300s",
+		      out ? out : "(none)");
+	ck_assert_msg(err && !strcmp(err, want_e), "stderr: %.300s",
+		      err ? err : "(none)");
+	dump = journal_dump(&T);
+	ck_assert_msg(!has(dump, "merge_stderr"), "merged: %s", dump);
+	free(dump);
+	free(out);
+	free(err);
+	free(want_o);
+	free(want_e);
 }
 END_TEST
 
@@ -323,13 +413,16 @@ static char *rpc_line(struct test_spd *t, int id, const char *method,
 }
 
 /* Start cmd.run of `sh -c script` on a raw connection; returns the fd. */
-static int raw_run(const char *script)
+static int raw_run_ex(const char *script, bool merge_stderr)
 {
 	json_t *p = json_pack("{s:s, s:[s,s,s], s:b}", "workspace", WS, "argv",
 			      "sh", "-c", script, "yes", 1);
-	char *ptext = json_dumps(p, JSON_COMPACT);
-	char *line;
+	char *ptext, *line;
 	int fd = test_spd_connect(&T);
+
+	if (merge_stderr)
+		json_object_set_new(p, "merge_stderr", json_true());
+	ptext = json_dumps(p, JSON_COMPACT);
 
 	/* Splice the params object (without its braces) into the frame. */
 	ptext[strlen(ptext) - 1] = '\0';
@@ -339,6 +432,11 @@ static int raw_run(const char *script)
 	free(ptext);
 	json_decref(p);
 	return fd;
+}
+
+static int raw_run(const char *script)
+{
+	return raw_run_ex(script, false);
 }
 
 /* Read lines until the response with id 1 (skipping notifications). */
@@ -433,6 +531,60 @@ START_TEST(test_streams_interleaved_in_order)
 	}
 	buf_free(&seen);
 	close(fd);
+}
+END_TEST
+
+/* "merge_stderr" that is not a boolean is refused before anything runs:
+ * the command's marker never appears.  The same call with true runs it. */
+START_TEST(test_merge_stderr_wrong_type)
+{
+	static const char *const bad[] = {"\"yes\"", "1", "null", "{}"};
+	char *marker = ws_path("MARKER");
+
+	for (size_t k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
+		int fd = test_spd_connect(&T);
+		char *params, *line, *l;
+
+		ck_assert(asprintf(&params,
+				   "\"workspace\":\"%s\",\"yes\":true,"
+				   "\"argv\":[\"touch\",\"MARKER\"],"
+				   "\"merge_stderr\":%s",
+				   WS, bad[k]) > 0);
+		line = rpc_line(&T, 1, "cmd.run", params);
+		test_send(fd, line, strlen(line));
+		l = read_response(fd, 10000);
+		ck_assert_msg(has(l, "-32602") && has(l, "merge_stderr"),
+			      "merge_stderr %s: %s", bad[k], l ? l : "(none)");
+		ck_assert_msg(access(marker, F_OK) != 0,
+			      "ran with merge_stderr %s", bad[k]);
+		free(l);
+		free(line);
+		free(params);
+		close(fd);
+	}
+	/* true: it runs, and what it writes to stderr comes as stdout. */
+	{
+		int fd = raw_run_ex("echo to-err >&2; touch MARKER", true);
+		struct buf seen = {0};
+		char *l;
+
+		while ((l = test_recv_line(fd, 10000)) && !has(l, "\"id\":1")) {
+			ck_assert(buf_append(&seen, l, strlen(l)) == 0);
+			free(l);
+		}
+		ck_assert_msg(has(l, "\"exit_code\":0"), "%s",
+			      l ? l : "(none)");
+		ck_assert(buf_append(&seen, "", 1) == 0);
+		ck_assert_msg(has(seen.data, "\"stream\":\"stdout\"") &&
+				  has(seen.data, "to-err") &&
+				  !has(seen.data, "\"stderr\""),
+			      "%s", seen.data);
+		ck_assert_msg(access(marker, F_OK) == 0, "did not run");
+		buf_free(&seen);
+		free(l);
+		close(fd);
+	}
+	free(marker);
 }
 END_TEST
 
@@ -1484,11 +1636,14 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_streams_separated);
+	tcase_add_test(tc, test_one_file_output_in_order);
+	tcase_add_test(tc, test_two_files_streams_apart);
 	tcase_add_test(tc, test_exit_codes);
 	tcase_add_test(tc, test_not_found_says_why);
 	tcase_add_test(tc, test_run_journaled);
 	tcase_add_test(tc, test_output_streams_live);
 	tcase_add_test(tc, test_streams_interleaved_in_order);
+	tcase_add_test(tc, test_merge_stderr_wrong_type);
 	tcase_add_test(tc, test_client_gone_kills_run);
 	tcase_add_test(tc, test_yes_with_pin);
 	tcase_add_test(tc, test_sandboxd_killed_mid_run);

@@ -214,6 +214,101 @@ START_TEST(output_and_exit_codes)
 }
 END_TEST
 
+/*
+ * merge_stderr: the command's stdout and stderr are one pipe, so lines it
+ * writes to each back to back arrive as stream 1 in the order written;
+ * with a stdin pipe beside it (spctl acp's terminals) the third descriptor
+ * is still the command's stdin.  Without it the same run's streams come
+ * apart, each in order (so the first half can fail).
+ */
+START_TEST(merged_output_with_stdin)
+{
+	char script[] = "read x; echo \"$x\"; i=1; while [ $i -le 100 ]; do "
+			"echo o$i; echo e$i >&2; i=$((i+1)); done; exit 4";
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct buf want = {0}, want_o = {0}, want_e = {0};
+	struct fixture f;
+	struct outcome o;
+	struct sbx_spec sp;
+	struct sbx_run *h = NULL;
+	char line[32];
+
+	buf_append(&want, "in\n", 3);
+	buf_append(&want_o, "in\n", 3);
+	for (int i = 1; i <= 100; i++) {
+		int n = snprintf(line, sizeof(line), "o%d\n", i);
+
+		buf_append(&want, line, (size_t)n);
+		buf_append(&want_o, line, (size_t)n);
+		n = snprintf(line, sizeof(line), "e%d\n", i);
+		buf_append(&want, line, (size_t)n);
+		buf_append(&want_e, line, (size_t)n);
+	}
+	buf_append(&want, "", 1);
+	buf_append(&want_o, "", 1);
+	buf_append(&want_e, "", 1);
+	fx_setup(&f, NULL);
+	for (int merged = 1; merged >= 0; merged--) {
+		spec_init(&f, &sp, argv);
+		sp.stdin_pipe = true;
+		sp.merge_stderr = merged;
+		memset(&o, 0, sizeof(o));
+		ck_assert_int_eq(sbx_run(f.s, &sp, &cbs, &o, &h), 0);
+		ck_assert_int_eq(sbx_run_input(h, "in\n", 3), 0);
+		sbx_run_input_close(h);
+		while (!o.done)
+			uv_run(&f.loop, UV_RUN_ONCE);
+		REQUIRE_SANDBOX(&o);
+		ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+			      o.error_msg);
+		ck_assert_int_eq(o.exit_code, 4);
+		buf_append(&o.out, "", 1);
+		buf_append(&o.err, "", 1);
+		if (merged) {
+			ck_assert_str_eq(o.out.data, want.data);
+			ck_assert_str_eq(o.err.data, "");
+		} else {
+			ck_assert_str_eq(o.out.data, want_o.data);
+			ck_assert_str_eq(o.err.data, want_e.data);
+		}
+		ck_assert(o.dropped[0] == 0 && o.dropped[1] == 0);
+		outcome_free(&o);
+	}
+	fx_teardown(&f);
+	buf_free(&want);
+	buf_free(&want_o);
+	buf_free(&want_e);
+}
+END_TEST
+
+/* The descriptors a RUN carries follow its flags, and the decoder takes
+ * SBXP_RUN_MERGED with any other flag but no bit it does not know. */
+START_TEST(run_flags_decoding)
+{
+	static char buf[SBXP_MSG_MAX];
+	struct sbxp_run *m = (struct sbxp_run *)(void *)buf;
+	const char *argv[] = {"/bin/true", NULL}, *none[] = {NULL};
+	const char *const *lists[SBXP_L__COUNT] = {argv, none, none, none,
+						   none, none, none, none};
+	struct sbxp_run_view v;
+	long len;
+
+	ck_assert_uint_eq(sbxp_run_nfds(0), 2);
+	ck_assert_uint_eq(sbxp_run_nfds(SBXP_RUN_STDIN), 3);
+	ck_assert_uint_eq(sbxp_run_nfds(SBXP_RUN_MERGED), 1);
+	ck_assert_uint_eq(sbxp_run_nfds(SBXP_RUN_MERGED | SBXP_RUN_STDIN), 2);
+	memset(buf, 0, sizeof(buf));
+	m->flags = SBXP_RUN__FLAGS & ~SBXP_RUN_LINKS_LISTED;
+	len = sbxp_run_encode(m, "/ws", NULL, NULL, lists);
+	ck_assert_int_gt(len, 0);
+	ck_assert_int_eq(sbxp_run_decode(buf, (size_t)len, &v), 0);
+	ck_assert_uint_eq(v.msg->flags & SBXP_RUN_MERGED, SBXP_RUN_MERGED);
+	sbxp_run_view_free(&v);
+	m->flags = SBXP_RUN_MERGED | (SBXP_RUN__FLAGS + 1);
+	ck_assert_int_eq(sbxp_run_decode(buf, (size_t)len, &v), -SPD_EPROTO);
+}
+END_TEST
+
 START_TEST(deadline_kills_everything)
 {
 	struct fixture f;
@@ -1823,6 +1918,8 @@ static Suite *sandbox_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, output_and_exit_codes);
+	tcase_add_test(tc, merged_output_with_stdin);
+	tcase_add_test(tc, run_flags_decoding);
 	tcase_add_test(tc, deadline_kills_everything);
 	tcase_add_test(tc, files_outside_and_inside);
 	tcase_add_test(tc, workspace_below_private_dir);
