@@ -62,8 +62,8 @@ static const char fs_plain[] =
 static int fs_flush(int ep, struct fs_conn *c)
 {
 	while (c->out_off < c->out_len) {
-		ssize_t n = write(c->fd, c->out + c->out_off,
-				  c->out_len - c->out_off);
+		ssize_t n =
+		    write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -172,9 +172,8 @@ static int fs_serve(int ep, struct fs_conn *c)
 			return 0;
 		stream = fs_header(head, "x-standin-mode", v, sizeof(v)) &&
 			 strcmp(v, "stream") == 0;
-		c->close_after =
-		    fs_header(head, "connection", v, sizeof(v)) &&
-		    strcasecmp(v, "close") == 0;
+		c->close_after = fs_header(head, "connection", v, sizeof(v)) &&
+				 strcasecmp(v, "close") == 0;
 		c->piece = 7;
 		if (fs_header(head, "x-standin-piece", v, sizeof(v)))
 			c->piece = strtoul(v, NULL, 10);
@@ -285,10 +284,10 @@ static void fs_loop(int lfd)
 				continue;
 			r = read(c->fd, c->in + c->in_len,
 				 FS_IN_MAX - c->in_len);
-			if (r == 0 || (r < 0 && errno != EAGAIN &&
-				       errno != EINTR) ||
-			    (r > 0 && (c->in_len += (size_t)r,
-				       fs_serve(ep, c) < 0)))
+			if (r == 0 ||
+			    (r < 0 && errno != EAGAIN && errno != EINTR) ||
+			    (r > 0 &&
+			     (c->in_len += (size_t)r, fs_serve(ep, c) < 0)))
 				fs_close(c);
 		}
 		fs_release(ep);
@@ -300,8 +299,8 @@ pid_t fast_standin_start(int *ret_port)
 	struct sockaddr_in a = {.sin_family = AF_INET,
 				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
 	socklen_t al = sizeof(a);
-	int lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			 0);
+	int lfd =
+	    socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	pid_t pid;
 
 	if (lfd < 0)
