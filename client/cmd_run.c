@@ -263,6 +263,16 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 	return run_call(ctx, params, agent, yes);
 }
 
+/* Whether err is an spd that predates cmd.run's merge_stderr refusing it
+ * as an unknown parameter (daemon/transport/rpc.c's words). */
+static bool older_spd_refused_merge(json_t *err)
+{
+	const char *m = json_string_value(json_object_get(err, "message"));
+
+	return json_integer_value(json_object_get(err, "code")) == -32602 &&
+	       m && strstr(m, "unknown parameter \"merge_stderr\"");
+}
+
 /* Call cmd.run with params (taken), stream its output, print what the
  * result says and return the exit code: spctl run's and spctl agent's. */
 static int run_call(struct cmd_ctx *ctx, json_t *params, bool agent, bool yes)
@@ -290,6 +300,18 @@ static int run_call(struct cmd_ctx *ctx, json_t *params, bool agent, bool yes)
 	json_incref(params);
 	r = client_call(&c, RPC_M_CMD_RUN, params, on_run_event, ctx, &res,
 			&err);
+	if (r == -EPROTO && older_spd_refused_merge(err)) {
+		/* An spd started before an upgrade (socket activation keeps
+		 * it running) does not know merge_stderr: two streams, as
+		 * before, rather than no run at all. */
+		json_object_del(params, "merge_stderr");
+		json_object_del(params, "token");
+		json_decref(err);
+		err = NULL;
+		json_incref(params);
+		r = client_call(&c, RPC_M_CMD_RUN, params, on_run_event, ctx,
+				&res, &err);
+	}
 	if (r == -EPROTO && !agent && !yes &&
 	    cmd_error_is(err, "NEEDS-APPROVAL")) {
 		if (!confirm_on_tty(err)) {

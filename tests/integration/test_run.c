@@ -237,6 +237,141 @@ START_TEST(test_streams_separated)
 END_TEST
 
 /*
+ * An spd started before merge_stderr existed, as far as cmd.run goes:
+ * it refuses the parameter as unknown, in daemon/transport/rpc.c's words,
+ * and answers a run without it.  Serves one connection on lfd and appends
+ * each request line to log.
+ */
+static void old_spd_serve(int lfd, const char *log)
+{
+	char in[65536];
+	size_t n = 0;
+	int fd = accept(lfd, NULL, NULL);
+	FILE *lf = fopen(log, "a");
+
+	if (fd < 0 || !lf)
+		_exit(1);
+	for (;;) {
+		char *nl, out[1024], *idp;
+		ssize_t r = read(fd, in + n, sizeof(in) - 1 - n);
+		long id;
+		int len;
+
+		if (r <= 0)
+			_exit(0);
+		n += (size_t)r;
+		in[n] = 0;
+		while ((nl = strchr(in, '\n'))) {
+			*nl = 0;
+			fprintf(lf, "%s\n", in);
+			fflush(lf);
+			idp = strstr(in, "\"id\":");
+			id = idp ? strtol(idp + 5, NULL, 10) : 0;
+			if (strstr(in, "merge_stderr"))
+				len = snprintf(
+				    out, sizeof(out),
+				    "{\"jsonrpc\":\"2.0\",\"id\":%ld,\"error\":"
+				    "{\"code\":-32602,\"message\":\"unknown "
+				    "parameter \\\"merge_stderr\\\" for "
+				    "cmd.run\"}}\n",
+				    id);
+			else
+				len = snprintf(
+				    out, sizeof(out),
+				    "{\"jsonrpc\":\"2.0\",\"method\":"
+				    "\"run.output\",\"params\":{\"stream\":"
+				    "\"stdout\",\"data\":\"ran-on-old-spd\\n\"}"
+				    "}"
+				    "\n{\"jsonrpc\":\"2.0\",\"id\":%ld,"
+				    "\"result\":{\"exit_code\":0,"
+				    "\"timed_out\":false,\"cancelled\":false,"
+				    "\"duration_ms\":1,\"bytes_dropped\":{"
+				    "\"stdout\":0,\"stderr\":0},\"warnings\":"
+				    "[]}}\n",
+				    id);
+			if (write(fd, out, (size_t)len) != len)
+				_exit(1);
+			n -= (size_t)(nl + 1 - in);
+			memmove(in, nl + 1, n + 1);
+		}
+	}
+}
+
+/*
+ * After an upgrade the old spd may still be running (socket activation
+ * keeps it): a new spctl whose stdout and stderr are one file asks for
+ * merge_stderr, which that spd refuses as unknown.  spctl then runs the
+ * command with two streams, as before, rather than not at all.
+ */
+START_TEST(test_merge_stderr_old_spd)
+{
+	char *d = test_tmpdir("oldspd");
+	char *rt = paths_join(d, "run"), *sd = paths_join(rt, "spd");
+	char *cfg = paths_join(d, "cfg"), *cd = paths_join(cfg, "spd");
+	char *tok = paths_join(cd, "operator.token");
+	char *sock = paths_join(sd, "spd.sock"), *log = paths_join(d, "log");
+	char *spctl = test_prog("spctl"), *out = NULL, *err = NULL, *reqs;
+	char env_rt[4200], env_cfg[4200], env_home[4200];
+	char *env[] = {env_rt,
+		       env_cfg,
+		       env_home,
+		       "SPD_NO_AUTOSTART=1",
+		       "PATH=/usr/bin:/bin",
+		       NULL};
+	char *argv[] = {"sh",	       "-c",   "exec \"$@\" 2>&1",
+			"sh",	       spctl,  "run",
+			"--workspace", WS,     "--yes",
+			"--",	       "true", NULL};
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int lfd, st;
+	pid_t pid;
+
+	ck_assert(mkdir(rt, 0700) == 0 && mkdir(sd, 0700) == 0);
+	ck_assert(mkdir(cfg, 0700) == 0 && mkdir(cd, 0700) == 0);
+	test_write_file(tok, "0123456789abcdef0123456789abcdef\n");
+	ck_assert(chmod(tok, 0600) == 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", sock);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert(lfd >= 0 &&
+		  bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+		  listen(lfd, 4) == 0);
+	pid = fork();
+	if (pid == 0)
+		old_spd_serve(lfd, log);
+	close(lfd);
+	snprintf(env_rt, sizeof(env_rt), "XDG_RUNTIME_DIR=%s", rt);
+	snprintf(env_cfg, sizeof(env_cfg), "XDG_CONFIG_HOME=%s", cfg);
+	snprintf(env_home, sizeof(env_home), "HOME=%s", d);
+
+	st = test_run(argv, env, &out, &err);
+	reqs = test_read_file(log);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 && out &&
+			  strcmp(out, "ran-on-old-spd\n") == 0,
+		      "spctl against an older spd: %d [%s] [%s]; it got:\n%s",
+		      st, out, err, reqs);
+	/* Asked with merge_stderr, then again without. */
+	ck_assert_msg(reqs && strstr(reqs, "merge_stderr") &&
+			  strstr(strchr(reqs, '\n') + 1, "cmd.run") &&
+			  !strstr(strchr(reqs, '\n') + 1, "merge_stderr"),
+		      "requests: %s", reqs);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	free(reqs);
+	free(out);
+	free(err);
+	free(spctl);
+	free(log);
+	free(sock);
+	free(tok);
+	free(cd);
+	free(cfg);
+	free(sd);
+	free(rt);
+	free(d);
+}
+END_TEST
+
+/*
  * $(spctl run -- sh -c '...' 2>&1): lines written to stdout and stderr
  * back to back arrive in the order the command wrote them, every time,
  * and the journal's run.start says the output was merged.
@@ -1637,6 +1772,7 @@ int main(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_streams_separated);
 	tcase_add_test(tc, test_one_file_output_in_order);
+	tcase_add_test(tc, test_merge_stderr_old_spd);
 	tcase_add_test(tc, test_two_files_streams_apart);
 	tcase_add_test(tc, test_exit_codes);
 	tcase_add_test(tc, test_not_found_says_why);

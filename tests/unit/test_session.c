@@ -154,7 +154,9 @@ START_TEST(test_start_diff_end)
 	ck_assert_int_eq(session_run_paths(f.s, i->id, &rp, NULL), 0);
 	ck_assert(!rp.in_place);
 	ck_assert_str_eq(rp.workspace, i->worktree);
-	ck_assert_ptr_null(rp.readonly[0]);
+	/* The repository's git dir, read-only (git works in the run). */
+	ck_assert_str_eq(rp.readonly[0], i->gitdir);
+	ck_assert_ptr_null(rp.readonly[1]);
 	ck_assert_ptr_null(rp.empty_files[0]);
 	session_run_paths_free(&rp);
 
@@ -613,7 +615,8 @@ START_TEST(test_verify_gates)
 	ck_assert_str_eq(plan->workspace, i->worktree);
 	ck_assert(plan->agent_may_verify);
 	ck_assert_ptr_null(plan->heldout_src);
-	ck_assert_ptr_null(plan->readonly[0]);
+	ck_assert_str_eq(plan->readonly[0], i->gitdir);
+	ck_assert_ptr_null(plan->readonly[1]);
 
 	/* Checks pass but "make check" never ran in the session. */
 	ck_assert_int_eq(session_verify_evaluate(f.s, plan, ok, &v), 0);
