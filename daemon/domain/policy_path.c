@@ -557,6 +557,54 @@ static void check_tree(struct cls *c, const char *real, const char *arg,
 			 arg);
 }
 
+/* True when path is dir or lies below it. */
+static bool path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || !path[n]);
+}
+
+/*
+ * The [sandbox] hidden entry lex (as spelled, normalized) or real (as
+ * resolved) lies under, or NULL.  An entry is compared as configured and
+ * as resolved now: the run's cover is its real path (config_hidden_push).
+ */
+static const char *hidden_match(const struct cls *c, const char *lex,
+				const char *real)
+{
+	const char *const *h = c->ctx ? c->ctx->hidden : NULL;
+
+	for (size_t i = 0; h && h[i]; i++) {
+		char *hr;
+		bool hit = path_under(lex, h[i]) || path_under(real, h[i]);
+
+		if (!hit && (hr = realpath(h[i], NULL))) {
+			hit = path_under(lex, hr) || path_under(real, hr);
+			free(hr);
+		}
+		if (hit)
+			return h[i];
+	}
+	return NULL;
+}
+
+bool policy_path_hidden_lex(const char *const *hidden, const char *ws,
+			    const char *path)
+{
+	char *abs = absolutize(ws, path), *lex = abs ? normalize(abs) : NULL;
+	bool hit = false;
+
+	/* Out of memory or over-long: taken as hidden, the stricter answer. */
+	if (!lex)
+		hit = hidden != NULL && hidden[0] != NULL;
+	for (size_t i = 0; lex && hidden && hidden[i] && !hit; i++)
+		hit = path_under(lex, hidden[i]);
+	free(abs);
+	free(lex);
+	return hit;
+}
+
 /*
  * Check one path argument of a command (or a file tool's path) given
  * against cwd (absolute, real).  Records findings and the resolved path.
@@ -615,7 +663,15 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 			     what, arg);
 	}
 	if (!lin || !rin) {
-		if (harmless_device(lex))
+		const char *h = harmless_device(lex) ? NULL
+						     : hidden_match(c, lex, real);
+
+		if (h)
+			deny(c, "deny.path.hidden",
+			     "%s would %s %s, which spd.conf's [sandbox] "
+			     "hidden = %s keeps from every run",
+			     what, mode != PM_READ ? "write" : "read", arg, h);
+		else if (harmless_device(lex))
 			;
 		else if (mode != PM_READ)
 			deny(c, "deny.path.outside",
