@@ -119,8 +119,8 @@ static char *hidden_path(const char *v, const char **why)
 
 /* [sandbox] hidden: the operator's own paths no run may see, at most
  * CONFIG_HIDDEN_MAX (each is a mount). */
-static int load_hidden(git_config *gc, const char *path,
-		       struct spd_config *cfg, char *errbuf, size_t errlen)
+static int load_hidden(git_config *gc, const char *path, struct spd_config *cfg,
+		       char *errbuf, size_t errlen)
 {
 	char **v = NULL;
 	const char *why;

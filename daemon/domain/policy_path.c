@@ -663,8 +663,8 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 			     what, arg);
 	}
 	if (!lin || !rin) {
-		const char *h = harmless_device(lex) ? NULL
-						     : hidden_match(c, lex, real);
+		const char *h =
+		    harmless_device(lex) ? NULL : hidden_match(c, lex, real);
 
 		if (h)
 			deny(c, "deny.path.hidden",
