@@ -105,8 +105,8 @@ static void teardown(void)
 static int run_script(char *ws, const char *script, char **ret_out,
 		      char **ret_err)
 {
-	char *args[] = {"run", "--yes", "--workspace", ws, "--", "sh", "t.sh",
-			NULL};
+	char *args[] = {"run", "--yes", "--workspace", ws,
+			"--",  "sh",	"t.sh",	       NULL};
 	int st;
 
 	put(ws, "t.sh", script);
@@ -153,12 +153,12 @@ START_TEST(test_hidden_in_runs)
 	make_home();
 	WS = test_tmpdir("ws");
 	start_with_hidden();
-	script = fmt("cat %s/secrets/canary.txt; ls -a %s/secrets; ",
-		     HOME, HOME);
+	script =
+	    fmt("cat %s/secrets/canary.txt; ls -a %s/secrets; ", HOME, HOME);
 	c = fmt("%scat %s/notes/passwords.txt; ", script, HOME);
 	free(script);
-	script = fmt("%scat %s/notes/visible.txt; echo RAN-TO-THE-END\n", c,
-		     HOME);
+	script =
+	    fmt("%scat %s/notes/visible.txt; echo RAN-TO-THE-END\n", c, HOME);
 	free(c);
 	ex = run_script(WS, script, &out, &err);
 	free(script);
@@ -227,11 +227,11 @@ START_TEST(test_hidden_refused_by_policy)
 			"\"yes\":true}",
 			WS, HOME, tail[i]);
 		r = call("fs.read", p);
-		ck_assert_msg(has(r, "\"error\"") &&
-				  (has(r, "deny.path.hidden") ||
-				   has(r, "PATH-ESCAPE")) &&
-				  !has(r, CANARY_DIR) && !has(r, CANARY_FILE),
-			      "fs.read %s: %s", tail[i], r);
+		ck_assert_msg(
+		    has(r, "\"error\"") &&
+			(has(r, "deny.path.hidden") || has(r, "PATH-ESCAPE")) &&
+			!has(r, CANARY_DIR) && !has(r, CANARY_FILE),
+		    "fs.read %s: %s", tail[i], r);
 		free(r);
 		free(p);
 	}
@@ -316,8 +316,7 @@ START_TEST(test_hidden_config_refused)
 {
 	const char *bad[] = {
 	    "[sandbox]\n\thidden = notes/passwords.txt\n",
-	    "[sandbox]\n\thidden = /\n",
-	    "[sandbox]\n\thidden = ~root/x\n",
+	    "[sandbox]\n\thidden = /\n", "[sandbox]\n\thidden = ~root/x\n",
 	    "[sandbox]\n\thidden = /a/../etc\n",
 	    "[sandbox]\n\thidden = /h1\n\thidden = /h2\n\thidden = /h3\n"
 	    "\thidden = /h4\n\thidden = /h5\n\thidden = /h6\n\thidden = /h7\n"
