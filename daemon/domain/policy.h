@@ -119,10 +119,11 @@ struct policy_context {
 	 * /var/tmp and /dev/shm are always taken as writable. */
 	const char *const *writable;
 	/* spd.conf's [sandbox] hidden paths (absolute, normalized), NULL-
-	 * terminated; may be NULL.  A path outside the workspace under one,
-	 * as spelled or resolved, is denied (deny.path.hidden): no approval
-	 * opens what the operator hid.  Inside the workspace they do not
-	 * apply (a workspace may lie in a hidden directory). */
+	 * terminated; may be NULL.  A path under one, as spelled or
+	 * resolved, is denied (deny.path.hidden): no approval opens what
+	 * the operator hid.  But for one that holds the workspace, the
+	 * workspace's own paths (a workspace may lie in a hidden
+	 * directory: the run sees it, and only it, there). */
 	const char *const *hidden;
 	/* Whether relpath existed when the session started (tests that
 	 * existed before the session are asked for).  NULL: any test file

@@ -569,20 +569,23 @@ static bool path_under(const char *path, const char *dir)
  * The [sandbox] hidden entry lex (as spelled, normalized) or real (as
  * resolved) lies under, or NULL.  An entry is compared as configured and
  * as resolved now: the run's cover is its real path (config_hidden_push).
+ * A path inside the workspace (inside) is not refused for an entry that
+ * holds the workspace: the run sees its workspace there too.
  */
 static const char *hidden_match(const struct cls *c, const char *lex,
-				const char *real)
+				const char *real, bool inside)
 {
 	const char *const *h = c->ctx ? c->ctx->hidden : NULL;
 
 	for (size_t i = 0; h && h[i]; i++) {
-		char *hr;
-		bool hit = path_under(lex, h[i]) || path_under(real, h[i]);
+		char *hr = realpath(h[i], NULL);
+		const char *r = hr ? hr : h[i];
+		bool hit = path_under(lex, h[i]) || path_under(real, h[i]) ||
+			   path_under(lex, r) || path_under(real, r);
 
-		if (!hit && (hr = realpath(h[i], NULL))) {
-			hit = path_under(lex, hr) || path_under(real, hr);
-			free(hr);
-		}
+		if (hit && inside && c->ws)
+			hit = !path_under(c->ws, h[i]) && !path_under(c->ws, r);
+		free(hr);
 		if (hit)
 			return h[i];
 	}
@@ -615,6 +618,7 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 {
 	char *abs = NULL, *lex = NULL, *real = NULL;
 	enum protected_class lc = PROTECTED_NONE, rc = PROTECTED_NONE, pc;
+	const char *hidden;
 	bool lin, rin;
 	int r;
 
@@ -662,16 +666,18 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 			     "%s would read %s, which looks like a secret file",
 			     what, arg);
 	}
+	/* The operator's hidden paths: refused, whoever would approve. */
+	hidden = harmless_device(lex) ? NULL
+				      : hidden_match(c, lex, real, lin && rin);
+	if (hidden) {
+		deny(c, "deny.path.hidden",
+		     "%s would %s %s, which spd.conf's [sandbox] hidden = %s "
+		     "keeps from every run",
+		     what, mode != PM_READ ? "write" : "read", arg, hidden);
+		goto record;
+	}
 	if (!lin || !rin) {
-		const char *h =
-		    harmless_device(lex) ? NULL : hidden_match(c, lex, real);
-
-		if (h)
-			deny(c, "deny.path.hidden",
-			     "%s would %s %s, which spd.conf's [sandbox] "
-			     "hidden = %s keeps from every run",
-			     what, mode != PM_READ ? "write" : "read", arg, h);
-		else if (harmless_device(lex))
+		if (harmless_device(lex))
 			;
 		else if (mode != PM_READ)
 			deny(c, "deny.path.outside",

@@ -127,10 +127,12 @@ static void make_home(void)
 
 static void start_with_hidden(void)
 {
-	/* The directory with a trailing slash: taken as the same path. */
+	/* The directory with a trailing slash: taken as the same path.  One
+	 * inside the workspace too. */
 	char *conf = fmt("[sandbox]\n\thidden = %s/secrets/\n"
-			 "\thidden = %s/notes/passwords.txt\n",
-			 HOME, HOME);
+			 "\thidden = %s/notes/passwords.txt\n"
+			 "\thidden = %s/private\n",
+			 HOME, HOME, WS);
 
 	test_spd_prepare(&T, conf);
 	free(conf);
@@ -173,12 +175,12 @@ START_TEST(test_hidden_in_runs)
 	free(out);
 	free(err);
 	/* The host's files are as they were. */
-	c = fmt("%s/secrets/canary.txt%s", HOME, "");
+	c = fmt("%s/secrets/canary.txt", HOME);
 	out = test_read_file(c);
 	ck_assert_msg(has(out, CANARY_DIR), "canary changed: %s", out);
 	free(out);
 	free(c);
-	c = fmt("%s/notes/passwords.txt%s", HOME, "");
+	c = fmt("%s/notes/passwords.txt", HOME);
 	out = test_read_file(c);
 	ck_assert_msg(has(out, CANARY_FILE), "file changed: %s", out);
 	free(out);
@@ -235,6 +237,23 @@ START_TEST(test_hidden_refused_by_policy)
 		free(r);
 		free(p);
 	}
+	/* Inside the workspace, under a hidden path that does not hold
+	 * the workspace: refused as well, to the file tools too. */
+	mkdir_in(WS, "private");
+	put(WS, "private/key.txt", CANARY_DIR "\n");
+	p = fmt("{\"workspace\":\"%s\",\"read\":\"private/key.txt\"}", WS);
+	r = call("policy.check", p);
+	ck_assert_msg(has(r, "deny.path.hidden"), "inside: %s", r);
+	free(r);
+	free(p);
+	p = fmt("{\"workspace\":\"%s\",\"path\":\"private/key.txt\","
+		"\"yes\":true}",
+		WS);
+	r = call("fs.read", p);
+	ck_assert_msg(has(r, "deny.path.hidden") && !has(r, CANARY_DIR),
+		      "fs.read inside: %s", r);
+	free(r);
+	free(p);
 	/* Next to it: the ordinary rule, not this one. */
 	p = fmt("{\"workspace\":\"%s\",\"read\":\"%s/notes/visible.txt\"}", WS,
 		HOME);
@@ -274,14 +293,14 @@ START_TEST(test_workspace_inside_hidden)
 		TEST_SKIP("skipped: not root and no SPD_TEST_OUTSIDE (a "
 			  "directory a run sees as the host has it)");
 	mkdir_in(HOME, "clients");
-	clients = fmt("%s/clients%s", HOME, "");
+	clients = fmt("%s/clients", HOME);
 	mkdir_in(clients, "other");
 	put(clients, "other/secret.txt", CANARY_NEXT "\n");
 	mkdir_in(clients, "acme");
 	mkdir_in(clients, "acme/repo");
-	WS = fmt("%s/acme/repo%s", clients, "");
+	WS = fmt("%s/acme/repo", clients);
 	put(WS, "src.txt", "in-the-workspace\n");
-	conf = fmt("[sandbox]\n\thidden = %s%s\n", clients, "");
+	conf = fmt("[sandbox]\n\thidden = %s\n", clients);
 	test_spd_prepare(&T, conf);
 	free(conf);
 	test_spd_start(&T);
@@ -300,12 +319,49 @@ START_TEST(test_workspace_inside_hidden)
 		      out);
 	free(out);
 	free(err);
-	p = fmt("%s/made.txt%s", WS, "");
+	/* The workspace's own files are not refused for lying in a
+	 * hidden directory. */
+	p = fmt("{\"workspace\":\"%s\",\"read\":\"src.txt\"}", WS);
+	out = call("policy.check", p);
+	ck_assert_msg(has(out, "allow.read"), "%s", out);
+	free(out);
+	free(p);
+	p = fmt("%s/made.txt", WS);
 	out = test_read_file(p);
 	ck_assert_msg(has(out, "made"), "the run could not write: %s", out);
 	free(out);
 	free(p);
 	free(clients);
+	test_spd_stop_clean(&T);
+}
+END_TEST
+
+/*
+ * "~/..." is the home spd has when it reads spd.conf: the expanded path
+ * is what is refused.  spd's HOME is T.dir in every layout (the default
+ * and nested layouts set it; here it is set for the tmp one).
+ */
+START_TEST(test_hidden_tilde)
+{
+	char *conf, *notes, *r, *p;
+
+	test_spd_prepare(&T, NULL);
+	ck_assert_int_eq(setenv("HOME", T.dir, 1), 0);
+	mkdir_in(T.dir, "notes");
+	notes = fmt("%s/notes", T.dir);
+	put(notes, "passwords.txt", CANARY_FILE "\n");
+	conf = fmt("%s/spd.conf", T.config);
+	test_write_file(conf, "[sandbox]\n\thidden = ~/notes/passwords.txt\n");
+	free(conf);
+	test_spd_start(&T);
+	WS = test_tmpdir("ws");
+	p = fmt("{\"workspace\":\"%s\",\"read\":\"%s/passwords.txt\"}", WS,
+		notes);
+	r = call("policy.check", p);
+	ck_assert_msg(has(r, "deny.path.hidden") && has(r, notes), "%s", r);
+	free(r);
+	free(p);
+	free(notes);
 	test_spd_stop_clean(&T);
 }
 END_TEST
@@ -353,6 +409,7 @@ int main(void)
 	tcase_add_test(tc, test_hidden_in_runs);
 	tcase_add_test(tc, test_hidden_refused_by_policy);
 	tcase_add_test(tc, test_workspace_inside_hidden);
+	tcase_add_test(tc, test_hidden_tilde);
 	tcase_add_test(tc, test_hidden_config_refused);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
