@@ -565,12 +565,19 @@ static bool path_under(const char *path, const char *dir)
 	return strncmp(path, dir, n) == 0 && (path[n] == '/' || !path[n]);
 }
 
+/* True when dir holds path strictly: a hidden directory equal to the
+ * workspace covers it in the run (sandboxd), one above it is a veil. */
+static bool holds(const char *dir, const char *path)
+{
+	return path_under(path, dir) && strcmp(path, dir) != 0;
+}
+
 /*
  * The [sandbox] hidden entry lex (as spelled, normalized) or real (as
  * resolved) lies under, or NULL.  An entry is compared as configured and
  * as resolved now: the run's cover is its real path (config_hidden_push).
  * A path inside the workspace (inside) is not refused for an entry that
- * holds the workspace: the run sees its workspace there too.
+ * holds the workspace (strictly): the run sees its workspace there.
  */
 static const char *hidden_match(const struct cls *c, const char *lex,
 				const char *real, bool inside)
@@ -584,7 +591,7 @@ static const char *hidden_match(const struct cls *c, const char *lex,
 			   path_under(lex, r) || path_under(real, r);
 
 		if (hit && inside && c->ws)
-			hit = !path_under(c->ws, h[i]) && !path_under(c->ws, r);
+			hit = !holds(h[i], c->ws) && !holds(r, c->ws);
 		free(hr);
 		if (hit)
 			return h[i];
