@@ -6,6 +6,7 @@
  * policy.check refuse a hidden path outright (deny.path.hidden), even
  * with the operator's yes; a bad value makes spd refuse to start.
  */
+#include <jansson.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -336,6 +337,88 @@ START_TEST(test_workspace_inside_hidden)
 }
 END_TEST
 
+/* cmd.run params (a JSON object text) as the operator on fd: the run's
+ * output, its run.output notifications' data put back together (a
+ * chunk may end mid-word), returned; the reply line in *ret_reply. */
+static char *session_run(int fd, const char *params, char **ret_reply)
+{
+	char *line = test_call(&T, fd, 7, "cmd.run", params, true);
+	char *acc = strdup("");
+
+	while (line && !has(line, "\"id\":7")) {
+		json_t *j = json_loads(line, 0, NULL);
+		const char *d = json_string_value(
+		    json_object_get(json_object_get(j, "params"), "data"));
+		char *n = fmt("%s%s", acc, d ? d : "");
+
+		json_decref(j);
+		free(acc);
+		free(line);
+		acc = n;
+		line = test_recv_line(fd, 60000);
+	}
+	ck_assert_msg(line != NULL, "no reply to the run: %s", acc);
+	*ret_reply = line;
+	return acc;
+}
+
+/*
+ * A session: its runs in the worktree are covered the same way,
+ * and policy.check answers its hidden path with deny.path.hidden (the
+ * unresolved answer an agent gets), a path next to it with the ask.
+ */
+START_TEST(test_hidden_agent_session)
+{
+	char id[TEST_SESSION_ID_LEN + 1], tok[TEST_SESSION_TOKEN_LEN + 1];
+	char *repo, *p, *r, *out = NULL;
+	int fd;
+
+	if (!(HOME = outside_dir()))
+		TEST_SKIP("skipped: not root and no SPD_TEST_OUTSIDE (a "
+			  "directory a run sees as the host has it)");
+	make_home();
+	WS = test_tmpdir("ws");
+	start_with_hidden();
+	repo = fmt("%s/repo", T.dir);
+	test_make_repo(repo, "echo a > a.txt");
+	p = fmt("{\"repo\":\"%s\",\"feature\":\"hide\"}", repo);
+	test_session_start(&T, p, id, tok);
+	free(p);
+	fd = test_spd_connect(&T);
+	p = fmt("{\"read\":\"%s/secrets/canary.txt\"}", HOME);
+	r = test_rpc_on(&T, fd, tok, "policy.check", p, 20000);
+	ck_assert_msg(has(r, "deny.path.hidden"), "%s", r);
+	free(r);
+	free(p);
+	p = fmt("{\"read\":\"%s/notes/visible.txt\"}", HOME);
+	r = test_rpc_on(&T, fd, tok, "policy.check", p, 20000);
+	ck_assert_msg(has(r, "ask.read.outside"), "%s", r);
+	free(r);
+	free(p);
+	close(fd);
+	/* A run in the session (the operator's yes for the shell, which an
+	 * agent would have approved): every line it sends, output
+	 * notifications and the reply. */
+	p = fmt("{\"session\":\"%s\",\"yes\":true,\"argv\":[\"sh\",\"-c\","
+		"\"cat %s/secrets/canary.txt; cat %s/notes/passwords.txt; "
+		"cat %s/notes/visible.txt; echo END\"]}",
+		id, HOME, HOME, HOME);
+	fd = test_spd_connect(&T);
+	out = session_run(fd, p, &r);
+	close(fd);
+	free(p);
+	ck_assert_msg(has(out, VISIBLE) && has(out, "END") &&
+			  has(r, "\"exit_code\""),
+		      "the session's run did not run: %s / %s", out, r);
+	ck_assert_msg(!has(out, CANARY_DIR) && !has(out, CANARY_FILE),
+		      "a hidden file was read: %s", out);
+	free(out);
+	free(r);
+	free(repo);
+	test_spd_stop_clean(&T);
+}
+END_TEST
+
 /*
  * "~/..." is the home spd has when it reads spd.conf: the expanded path
  * is what is refused.  spd's HOME is T.dir in every layout (the default
@@ -409,6 +492,7 @@ int main(void)
 	tcase_add_test(tc, test_hidden_in_runs);
 	tcase_add_test(tc, test_hidden_refused_by_policy);
 	tcase_add_test(tc, test_workspace_inside_hidden);
+	tcase_add_test(tc, test_hidden_agent_session);
 	tcase_add_test(tc, test_hidden_tilde);
 	tcase_add_test(tc, test_hidden_config_refused);
 	suite_add_tcase(s, tc);
