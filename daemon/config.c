@@ -78,7 +78,7 @@ static char *hidden_path(const char *v, const char **why)
 {
 	const char *home = getenv("HOME"), *rest = v;
 	char *p;
-	size_t n;
+	size_t n, hl;
 
 	*why = NULL;
 	if (v[0] == '~') {
@@ -99,12 +99,15 @@ static char *hidden_path(const char *v, const char **why)
 		return NULL;
 	} else
 		home = "";
-	if (asprintf(&p, "%s%s", home, rest) < 0)
+	/* HOME=/home/op/ is the same home. */
+	for (hl = strlen(home); hl > 0 && home[hl - 1] == '/'; hl--)
+		;
+	if (asprintf(&p, "%.*s%s", (int)hl, home, rest) < 0)
 		return NULL;
 	n = strlen(p);
 	while (n > 1 && p[n - 1] == '/')
 		p[--n] = '\0';
-	if (strcmp(p, "/") == 0)
+	if (!p[0] || strcmp(p, "/") == 0)
 		*why = "would hide the whole file system";
 	else if (strstr(p, "/./") || strstr(p, "/../") ||
 		 (n >= 2 && strcmp(p + n - 2, "/.") == 0) ||
