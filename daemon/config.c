@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/paths.h"
 #include "common/strv.h"
 #include "daemon/config.h"
 #include "daemon/domain/journal.h"
@@ -63,6 +64,99 @@ static int collect_paths(git_config *gc, const char *name, const char *path,
 	}
 	*ret = v;
 	return 0;
+}
+
+/*
+ * One [sandbox] hidden value made the path every run covers: absolute, or
+ * "~" / "~/..." against the operator's home (HOME, else the passwd
+ * entry: the home a run is given).  Trailing slashes go; "/", other
+ * "~user" forms and "." or ".." components are refused (the cover and
+ * the policy's comparison must mean the same file).  Returns the
+ * malloc'd path, or NULL with *why set (or ENOMEM in errno).
+ */
+static char *hidden_path(const char *v, const char **why)
+{
+	const char *home = getenv("HOME"), *rest = v;
+	char *p;
+	size_t n, hl;
+
+	*why = NULL;
+	if (v[0] == '~') {
+		if (v[1] != '\0' && v[1] != '/') {
+			*why = "must be absolute or begin with \"~/\"";
+			return NULL;
+		}
+		if (!home || home[0] != '/')
+			home = paths_passwd_home();
+		if (!home || home[0] != '/') {
+			*why = "begins with \"~/\" but spd has no home "
+			       "directory";
+			return NULL;
+		}
+		rest = v + 1;
+	} else if (v[0] != '/') {
+		*why = "must be absolute or begin with \"~/\"";
+		return NULL;
+	} else
+		home = "";
+	/* HOME=/home/op/ is the same home. */
+	for (hl = strlen(home); hl > 0 && home[hl - 1] == '/'; hl--)
+		;
+	if (asprintf(&p, "%.*s%s", (int)hl, home, rest) < 0)
+		return NULL;
+	n = strlen(p);
+	while (n > 1 && p[n - 1] == '/')
+		p[--n] = '\0';
+	if (!p[0] || strcmp(p, "/") == 0)
+		*why = "would hide the whole file system";
+	else if (strstr(p, "/./") || strstr(p, "/../") ||
+		 (n >= 2 && strcmp(p + n - 2, "/.") == 0) ||
+		 (n >= 3 && strcmp(p + n - 3, "/..") == 0) || strstr(p, "//"))
+		*why = "must not hold \".\", \"..\" or \"//\"";
+	if (*why) {
+		free(p);
+		return NULL;
+	}
+	return p;
+}
+
+/* [sandbox] hidden: the operator's own paths no run may see, at most
+ * CONFIG_HIDDEN_MAX (each is a mount). */
+static int load_hidden(git_config *gc, const char *path, struct spd_config *cfg,
+		       char *errbuf, size_t errlen)
+{
+	char **v = NULL;
+	const char *why;
+	size_t n = 0;
+	int r = collect_values(gc, "sandbox.hidden", path, &v, errbuf, errlen);
+
+	if (r < 0)
+		return r;
+	for (; v && v[n]; n++) {
+		char *h = hidden_path(v[n], &why);
+
+		if (!h) {
+			r = why ? -EINVAL : -ENOMEM;
+			snprintf(errbuf, errlen, "%s: sandbox.hidden \"%s\" %s",
+				 path, v[n], why ? why : "(out of memory)");
+			goto out;
+		}
+		free(v[n]);
+		v[n] = h;
+	}
+	if (n > CONFIG_HIDDEN_MAX) {
+		snprintf(errbuf, errlen,
+			 "%s: sandbox.hidden is given %zu times; at most %d "
+			 "paths may be hidden (each is a mount in every run)",
+			 path, n, CONFIG_HIDDEN_MAX);
+		r = -EINVAL;
+		goto out;
+	}
+	cfg->hidden = v;
+	v = NULL;
+out:
+	strv_free_array(v);
+	return r;
 }
 
 /* The [limits] keys: name, where it goes, its range.  A value out of
@@ -268,11 +362,26 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		r = collect_paths(gc, "secrets.file", path, &cfg->key_files,
 				  errbuf, errlen);
 	if (r == 0)
+		r = load_hidden(gc, path, cfg, errbuf, errlen);
+	if (r == 0)
 		r = load_network(gc, path, cfg, errbuf, errlen);
 out:
 	git_config_entry_free(e);
 	git_config_free(gc);
 	return r;
+}
+
+int config_hidden_push(const struct spd_config *cfg, struct strv *out)
+{
+	for (size_t i = 0; cfg->hidden && cfg->hidden[i]; i++) {
+		char *real = realpath(cfg->hidden[i], NULL);
+		int r = strv_push(out, real ? real : cfg->hidden[i]);
+
+		free(real);
+		if (r < 0)
+			return r;
+	}
+	return 0;
 }
 
 void config_free(struct spd_config *cfg)
@@ -281,7 +390,8 @@ void config_free(struct spd_config *cfg)
 		return;
 	strv_free_array(cfg->writable);
 	strv_free_array(cfg->key_files);
-	cfg->writable = cfg->key_files = NULL;
+	strv_free_array(cfg->hidden);
+	cfg->writable = cfg->key_files = cfg->hidden = NULL;
 	strv_free_array(cfg->proxy_allow_host);
 	strv_free_array(cfg->proxy_deny_host);
 	strv_free_array(cfg->proxy_ask_host);

@@ -5,6 +5,8 @@
  *       mode = required | best-effort
  *       user = nobody          ; the run uid when spd runs as root
  *       writable = /path       ; repeated: extra writable paths
+ *       hidden = ~/path        ; repeated: paths no run sees, nor the
+ *                              ; file tools outside the workspace
  *       timeout = 600          ; default deadline in seconds
  *       output-cap = 1048576   ; bytes retained per stream
  *   [journal]
@@ -27,6 +29,10 @@
 #define CONFIG_TIMEOUT_MAX_S (24 * 3600)
 #define CONFIG_TIMEOUT_DEFAULT_S 600
 #define CONFIG_OUTPUT_CAP_DEFAULT (1024 * 1024)
+/* Most [sandbox] hidden paths: each is a mount in every run, and a run
+ * has SBXP_PATHS_MAX paths in all (SESSION_RUN_PATHS_RESERVED keeps
+ * room for them). */
+#define CONFIG_HIDDEN_MAX 8
 
 /*
  * Fill *cfg with defaults, then read path if it exists.  An unknown value
@@ -49,6 +55,16 @@ int config_foreach_prefix(struct git_config *gc, const char *prefix,
 
 int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		size_t errlen);
+/*
+ * Push cfg's [sandbox] hidden paths onto out as a run must cover them:
+ * each one's real path when it resolves (a cover follows symlinks, and
+ * sandboxd looks at the path itself with lstat), else as configured (a
+ * missing path has nothing to cover, or is made and covered under a
+ * writable one).  Paths are resolved per run: one created later is
+ * covered from then on.  Returns 0 or -ENOMEM (the run must not start).
+ */
+struct strv;
+int config_hidden_push(const struct spd_config *cfg, struct strv *out);
 /* Release what config_load allocated. */
 void config_free(struct spd_config *cfg);
 

@@ -37,6 +37,10 @@ struct spd_config {
 	gid_t run_gid;
 	char **writable;  /* extra writable paths the operator lists */
 	char **key_files; /* [secrets] file = PATH: files of keys */
+	/* [sandbox] hidden: absolute (~ expanded at load), normalized, at
+	 * most CONFIG_HIDDEN_MAX; covered in every run and refused to the
+	 * file tools and commands outside the workspace.  NULL: none. */
+	char **hidden;
 	size_t output_cap;
 	uint32_t default_timeout_ms;
 	size_t journal_queue_max; /* 0: the journal's default */

@@ -13,6 +13,7 @@
 
 #include "daemon/domain/agent.h"
 #include "daemon/broker/broker.h"
+#include "daemon/config.h"
 #include "daemon/transport/call.h"
 #include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
@@ -23,6 +24,7 @@
 #include "daemon/spd.h"
 #include "common/paths.h"
 #include "common/redact.h"
+#include "common/strv.h"
 #include "common/util.h"
 
 static int auth_hook(struct spd *spd, const char *token, char **ret_sid)
@@ -206,8 +208,7 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 	struct spd *spd = data;
 	struct check_run *cr;
 	struct sbx_spec spec;
-	char *hidden[4] = {spd->paths.config_dir, spd->paths.state_dir,
-			   spd->paths.runtime_dir, NULL};
+	struct strv hidden = {0};
 	char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
 		       NULL};
 	char *binds[3] = {plan->heldout_src, plan->heldout_dst, NULL};
@@ -215,9 +216,15 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 
 	if (!spd->sbx)
 		return -ENOTCONN;
-	cr = calloc(1, sizeof(*cr));
-	if (!cr)
+	/* spd's own directories and the operator's [sandbox] hidden. */
+	if (strv_push(&hidden, spd->paths.config_dir) < 0 ||
+	    strv_push(&hidden, spd->paths.state_dir) < 0 ||
+	    strv_push(&hidden, spd->paths.runtime_dir) < 0 ||
+	    config_hidden_push(&spd->config, &hidden) < 0 ||
+	    !(cr = calloc(1, sizeof(*cr)))) {
+		strv_free(&hidden);
 		return -ENOMEM;
+	}
 	cr->done = done;
 	cr->ctx = ctx;
 	memset(&spec, 0, sizeof(spec));
@@ -226,7 +233,7 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 	spec.workspace = plan->workspace;
 	spec.net = SBX_NET_NONE;
 	spec.timeout_ms = spd->config.default_timeout_ms;
-	spec.hidden = hidden;
+	spec.hidden = hidden.v;
 	/* The held-out checks appear read-only at heldout_dst for this
 	 * verification run only; the host worktree never holds them. */
 	spec.ro_binds = plan->heldout_src ? binds : NULL;
@@ -240,6 +247,7 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 	spec.slots_max = SBXP_RUNS_MAX - spd->config.operator_runs;
 	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){NULL, check_done, NULL},
 		    cr, NULL);
+	strv_free(&hidden);
 	if (r < 0)
 		free(cr);
 	return r;

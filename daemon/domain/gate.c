@@ -581,6 +581,7 @@ static int gate_classify(struct spd *spd, const struct policy_conf *conf,
 	 * program found there is the agent's, never trusted by name. */
 	ctx.path_env = POLICY_DEFAULT_PATH;
 	ctx.writable = (const char *const *)spd->config.writable;
+	ctx.hidden = (const char *const *)spd->config.hidden;
 	call.kind = g->kind;
 	call.net = g->net;
 	call.cwd = g->cwd;

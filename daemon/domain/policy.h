@@ -118,6 +118,13 @@ struct policy_context {
 	 * not trusted by name: the agent could have put it there.  /tmp,
 	 * /var/tmp and /dev/shm are always taken as writable. */
 	const char *const *writable;
+	/* spd.conf's [sandbox] hidden paths (absolute, normalized), NULL-
+	 * terminated; may be NULL.  A path under one, as spelled or
+	 * resolved, is denied (deny.path.hidden): no approval opens what
+	 * the operator hid.  But for one that holds the workspace, the
+	 * workspace's own paths (a workspace may lie in a hidden
+	 * directory: the run sees it, and only it, there). */
+	const char *const *hidden;
 	/* Whether relpath existed when the session started (tests that
 	 * existed before the session are asked for).  NULL: any test file
 	 * that exists now is taken to have existed. */
@@ -142,6 +149,15 @@ struct policy_result {
 	char **paths;
 	size_t n_paths;
 };
+
+/*
+ * True when path, taken lexically against ws (absolute, or relative to
+ * it; nothing resolved), lies under one of hidden (NULL-terminated, may
+ * be NULL): policy.check's answer to an agent's path outside its
+ * workspace, which must not resolve the host's paths.
+ */
+bool policy_path_hidden_lex(const char *const *hidden, const char *ws,
+			    const char *path);
 
 /* The configuration: built-in defaults plus the loaded layers. */
 struct policy_conf;

@@ -557,6 +557,64 @@ static void check_tree(struct cls *c, const char *real, const char *arg,
 			 arg);
 }
 
+/* True when path is dir or lies below it. */
+static bool path_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 && (path[n] == '/' || !path[n]);
+}
+
+/* True when dir holds path strictly: a hidden directory equal to the
+ * workspace covers it in the run (sandboxd), one above it is a veil. */
+static bool holds(const char *dir, const char *path)
+{
+	return path_under(path, dir) && strcmp(path, dir) != 0;
+}
+
+/*
+ * The [sandbox] hidden entry lex (as spelled, normalized) or real (as
+ * resolved) lies under, or NULL.  An entry is compared as configured and
+ * as resolved now: the run's cover is its real path (config_hidden_push).
+ * A path inside the workspace (inside) is not refused for an entry that
+ * holds the workspace (strictly): the run sees its workspace there.
+ */
+static const char *hidden_match(const struct cls *c, const char *lex,
+				const char *real, bool inside)
+{
+	const char *const *h = c->ctx ? c->ctx->hidden : NULL;
+
+	for (size_t i = 0; h && h[i]; i++) {
+		char *hr = realpath(h[i], NULL);
+		const char *r = hr ? hr : h[i];
+		bool hit = path_under(lex, h[i]) || path_under(real, h[i]) ||
+			   path_under(lex, r) || path_under(real, r);
+
+		if (hit && inside && c->ws)
+			hit = !holds(h[i], c->ws) && !holds(r, c->ws);
+		free(hr);
+		if (hit)
+			return h[i];
+	}
+	return NULL;
+}
+
+bool policy_path_hidden_lex(const char *const *hidden, const char *ws,
+			    const char *path)
+{
+	char *abs = absolutize(ws, path), *lex = abs ? normalize(abs) : NULL;
+	bool hit = false;
+
+	/* Out of memory or over-long: taken as hidden, the stricter answer. */
+	if (!lex)
+		hit = hidden != NULL && hidden[0] != NULL;
+	for (size_t i = 0; lex && hidden && hidden[i] && !hit; i++)
+		hit = path_under(lex, hidden[i]);
+	free(abs);
+	free(lex);
+	return hit;
+}
+
 /*
  * Check one path argument of a command (or a file tool's path) given
  * against cwd (absolute, real).  Records findings and the resolved path.
@@ -567,6 +625,7 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 {
 	char *abs = NULL, *lex = NULL, *real = NULL;
 	enum protected_class lc = PROTECTED_NONE, rc = PROTECTED_NONE, pc;
+	const char *hidden;
 	bool lin, rin;
 	int r;
 
@@ -613,6 +672,16 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 			deny(c, "deny.secret.read",
 			     "%s would read %s, which looks like a secret file",
 			     what, arg);
+	}
+	/* The operator's hidden paths: refused, whoever would approve. */
+	hidden = harmless_device(lex) ? NULL
+				      : hidden_match(c, lex, real, lin && rin);
+	if (hidden) {
+		deny(c, "deny.path.hidden",
+		     "%s would %s %s, which spd.conf's [sandbox] hidden = %s "
+		     "keeps from every run",
+		     what, mode != PM_READ ? "write" : "read", arg, hidden);
+		goto record;
 	}
 	if (!lin || !rin) {
 		if (harmless_device(lex))

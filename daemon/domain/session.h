@@ -59,13 +59,15 @@
  * In place: the git-ignored entries hidden from one run are each a
  * mount, and a run has SBXP_PATHS_MAX paths in all.  This many are kept
  * for the rest (spd's three directories, the read-only git dir, the
- * operator's writable paths); the credential files above take theirs;
- * the ignored entries get what is left (56 without credential files).
+ * operator's writable paths, and CONFIG_HIDDEN_MAX (8) for the
+ * operator's [sandbox] hidden ones); the credential files above take
+ * theirs; the ignored entries get what is left (48 without credential
+ * files).
  * An ignored directory counts once, however much it holds.  A checkout
  * with more top-most ignored entries has its runs refused rather than
  * run with some of them readable.
  */
-#define SESSION_RUN_PATHS_RESERVED 8
+#define SESSION_RUN_PATHS_RESERVED 16
 /* Most dirty paths named when an in-place start is refused. */
 #define SESSION_DIRTY_SHOWN 20
 

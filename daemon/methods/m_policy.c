@@ -289,6 +289,17 @@ static int check_path(struct call *c, json_t *jread, json_t *jwrite,
 		return 0;
 	w = call->kind == POLICY_CALL_WRITE;
 	call_set_summary(c, "outside");
+	/* Under a [sandbox] hidden path (lexically: nothing resolved):
+	 * refused, whoever would approve it. */
+	if (policy_path_hidden_lex(ctx->hidden, ctx->workspace, call->path)) {
+		call_reply(c, json_pack("{s:s, s:s, s:s, s:{s:n, s:[s]}}",
+					"decision", "deny", "rule",
+					"deny.path.hidden", "reason",
+					"the path is under a path spd.conf's "
+					"[sandbox] hidden keeps from every run",
+					"resolved", "exe", "paths", OUTSIDE));
+		return 1;
+	}
 	call_reply(
 	    c, json_pack("{s:s, s:s, s:s, s:{s:n, s:[s]}}", "decision",
 			 w ? "deny" : "ask", "rule",
@@ -391,6 +402,7 @@ void m_policy_check(struct call *c)
 	if (check_context(c, &ctx, session_ws, sizeof(session_ws), &ws_real) <
 	    0)
 		goto out;
+	ctx.hidden = (const char *const *)call_spd(c)->config.hidden;
 	r = gate_policy_conf(call_spd(c), ctx.workspace, &conf, &what);
 	if (r < 0) {
 		call_error(c, RPC_E_INTERNAL, NULL,

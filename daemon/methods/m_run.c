@@ -837,7 +837,8 @@ static uint16_t run_door_port(int net)
 /*
  * The run's writable paths (the request's, each absolute, then spd.conf's)
  * and hidden ones (spd's own directories, never visible to a run, then the
- * request's).  On a bad path finishes c with BAD-PARAMS and returns -EINVAL.
+ * request's, then spd.conf's [sandbox] hidden).  On a bad path finishes c
+ * with BAD-PARAMS and returns -EINVAL.
  */
 static int run_paths(struct call *c, const struct run_request *req,
 		     struct strv *writable, struct strv *hidden)
@@ -864,6 +865,12 @@ static int run_paths(struct call *c, const struct run_request *req,
 	strv_push(hidden, spd->paths.runtime_dir);
 	for (size_t i = 0; req->hidden && req->hidden[i]; i++)
 		strv_push(hidden, req->hidden[i]);
+	/* The operator's [sandbox] hidden paths: a run that cannot have
+	 * them covered does not start. */
+	if (config_hidden_push(&spd->config, hidden) < 0) {
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return -ENOMEM;
+	}
 	return 0;
 }
 

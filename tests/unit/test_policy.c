@@ -1642,6 +1642,77 @@ START_TEST(test_protected_misc)
 }
 END_TEST
 
+/* Classify one call with [sandbox] hidden = hidden under ws; its rule. */
+static const char *hidden_rule(const char *const *hidden, const char *wsp,
+			       struct policy_call *call)
+{
+	static char rule[64];
+	struct policy_context ctx = {
+	    .workspace = wsp, .path_env = path_env, .hidden = hidden};
+	struct policy_result r;
+
+	ck_assert_int_eq(policy_classify(NULL, &ctx, call, &r), 0);
+	snprintf(rule, sizeof(rule), "%s", r.rule);
+	policy_result_free(&r);
+	return rule;
+}
+
+/*
+ * [sandbox] hidden: a path under one is denied, as spelled or through a
+ * symlink in the workspace, to a command and a file tool alike (an
+ * outside read is otherwise a person's ask); inside a workspace that a
+ * hidden directory holds the workspace's paths are not; one equal to
+ * the workspace (the run sees it empty) denies its paths.
+ */
+START_TEST(test_hidden_paths)
+{
+	char *secret = NULL, *hidden_v[2] = {NULL, NULL}, *other = NULL;
+	const char *hidden[2];
+	const char *argv[2] = {"cat", NULL};
+	struct policy_call exec = {
+	    .kind = POLICY_CALL_EXEC, .argv = argv, .argc = 2};
+	struct policy_call rd = {.kind = POLICY_CALL_READ};
+
+	ck_assert_int_ge(asprintf(&hidden_v[0], "%s/hid", out), 0);
+	ck_assert_int_ge(asprintf(&secret, "%s/hid/k.txt", out), 0);
+	ck_assert_int_ge(asprintf(&other, "%s/next.txt", out), 0);
+	ck_assert_int_eq(mkdir(hidden_v[0], 0700), 0);
+	test_write_file(secret, "k\n");
+	test_write_file(other, "n\n");
+	hidden[0] = hidden_v[0];
+	hidden[1] = NULL;
+	argv[1] = secret;
+	ck_assert_str_eq(hidden_rule(hidden, ws, &exec), "deny.path.hidden");
+	argv[1] = other;
+	ck_assert_str_eq(hidden_rule(hidden, ws, &exec), "ask.read.outside");
+	ck_assert_str_eq(hidden_rule(NULL, ws, &exec), "ask.read.outside");
+	/* Through a symlink in the workspace. */
+	lnk(hidden_v[0], "to-hid");
+	argv[1] = "to-hid/k.txt";
+	ck_assert_str_eq(hidden_rule(hidden, ws, &exec), "deny.path.hidden");
+	rd.path = "to-hid/k.txt";
+	ck_assert_str_eq(hidden_rule(hidden, ws, &rd), "deny.path.hidden");
+	/* A hidden directory that holds the workspace: its own files read;
+	 * one equal to it: refused. */
+	hidden[0] = root;
+	rd.path = "README.md";
+	ck_assert_str_eq(hidden_rule(hidden, ws, &rd), "allow.read");
+	hidden[0] = ws;
+	ck_assert_str_eq(hidden_rule(hidden, ws, &rd), "deny.path.hidden");
+	/* policy.check's lexical answer to an agent. */
+	ck_assert(
+	    policy_path_hidden_lex((const char *const *)hidden_v, ws, secret));
+	ck_assert(policy_path_hidden_lex((const char *const *)hidden_v, ws,
+					 "../out/hid/x/../k.txt"));
+	ck_assert(
+	    !policy_path_hidden_lex((const char *const *)hidden_v, ws, other));
+	ck_assert(!policy_path_hidden_lex(NULL, ws, secret));
+	free(secret);
+	free(other);
+	free(hidden_v[0]);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
 	Suite *s = suite_create("policy");
@@ -1658,6 +1729,7 @@ static Suite *policy_suite(void)
 	tcase_add_test(tc, test_reason_text);
 	tcase_add_test(tc, test_bad_requests);
 	tcase_add_test(tc, test_conf_files);
+	tcase_add_test(tc, test_hidden_paths);
 	tcase_add_loop_test(tc, test_host_exec_not_writable, 0,
 			    ARRAY_SIZE(host_exec_gaps));
 	suite_add_tcase(s, tc);
