@@ -385,6 +385,10 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 	       (long long)json_integer_value(json_object_get(j, "bytes")));
 	printf("sandbox mode: %s\n",
 	       json_string_value(json_object_get(res, "sandbox_mode")));
+	if (json_is_true(json_object_get(res, "config_changed")))
+		printf("config:       spd.conf changed since spd started; "
+		       "restart spd to apply it (systemctl --user restart "
+		       "spd, or end it: spctl starts it again)\n");
 	sb = json_object_get(res, "sandbox");
 	if (json_is_object(sb)) {
 		const char *k;

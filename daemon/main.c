@@ -375,6 +375,8 @@ static void load_config_or_die(void)
 	dir_or_die("config", spd.paths.config_dir);
 	dir_or_die("state", spd.paths.state_dir);
 	dir_or_die("runtime", spd.paths.runtime_dir);
+	/* Before the read: a change made while it reads shows as changed. */
+	spd_conf_stamp(&spd);
 	if (config_load(spd.paths.conf_path, &spd.config, errbuf,
 			sizeof(errbuf)) < 0)
 		die("%s", errbuf);

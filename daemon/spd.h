@@ -106,9 +106,21 @@ struct spd {
 	/* Adds module state (the sandbox layers, sessions) to daemon.status. */
 	void (*status_extra)(struct spd *spd, json_t *status);
 	char *sandboxd_path;
+	/* spd.conf as it was when spd read it (stat(2) taken just before;
+	 * conf_present false: there was none): daemon.status's
+	 * config_changed compares the file now against it. */
+	bool conf_present;
+	dev_t conf_dev;
+	ino_t conf_ino;
+	off_t conf_size;
+	int64_t conf_mtime_ns;
 	uint64_t started_us;
 	bool foreground;
 	bool stopping;
 };
+
+/* Records spd.conf's identity now (the conf_* fields above), just before
+ * it is read; daemon/methods/m_daemon.c. */
+void spd_conf_stamp(struct spd *spd);
 
 #endif

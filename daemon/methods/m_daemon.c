@@ -2,6 +2,7 @@
  * The handlers of auth, daemon.ping and daemon.status (an agent sees its
  * own session's view only).
  */
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/transport/call.h"
@@ -56,6 +57,43 @@ static void session_status(struct call *c, const char *sid)
 	call_reply(c, res);
 }
 
+/* spd.conf's identity now: present, device, inode, size, mtime. */
+static bool conf_now(const struct spd *spd, struct stat *st)
+{
+	return stat(spd->paths.conf_path, st) == 0;
+}
+
+void spd_conf_stamp(struct spd *spd)
+{
+	struct stat st;
+
+	spd->conf_present = conf_now(spd, &st);
+	if (!spd->conf_present)
+		return;
+	spd->conf_dev = st.st_dev;
+	spd->conf_ino = st.st_ino;
+	spd->conf_size = st.st_size;
+	spd->conf_mtime_ns =
+	    (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+/* Whether spd.conf was made, removed, replaced or written since spd read
+ * it: spd reads it at start only, and an operator who edits it expects
+ * the change to hold (spctl status says to restart). */
+static bool conf_changed(const struct spd *spd)
+{
+	struct stat st;
+	bool present = conf_now(spd, &st);
+
+	if (present != spd->conf_present)
+		return true;
+	return present &&
+	       (st.st_dev != spd->conf_dev || st.st_ino != spd->conf_ino ||
+		st.st_size != spd->conf_size ||
+		(int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec !=
+		    spd->conf_mtime_ns);
+}
+
 void m_daemon_status(struct call *c)
 {
 	struct spd *spd = call_spd(c);
@@ -78,6 +116,8 @@ void m_daemon_status(struct call *c)
 	    spd->paths.socket_path, "sandbox_mode",
 	    spd->config.sandbox_mode == SPD_SANDBOX_REQUIRED ? "required"
 							     : "best-effort");
+	json_object_set_new(res, "config_changed",
+			    json_boolean(conf_changed(spd)));
 	if (spd->status_extra)
 		spd->status_extra(spd, res);
 	call_reply(c, res);

@@ -71,6 +71,40 @@ START_TEST(test_ping_and_status)
 }
 END_TEST
 
+/*
+ * spd reads spd.conf at start only: once the file is written (or made,
+ * or removed) daemon.status says config_changed, and spctl status tells
+ * the operator to restart; unchanged, it says neither.
+ */
+START_TEST(test_status_config_changed)
+{
+	char *conf = paths_join(T.config, "spd.conf"), *out = NULL;
+	int fd = test_spd_connect(&T), st;
+	char *r = test_call(&T, fd, 1, "daemon.status", NULL, true);
+
+	ck_assert_msg(has(r, "\"config_changed\":false"), "%s", r);
+	free(r);
+	st = test_spctl(&T, (char *[]){"status", NULL}, NULL, &out, NULL);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+			  !has(out, "spd.conf changed"),
+		      "%s", out);
+	free(out);
+	test_write_file(conf, "[sandbox]\n\ttimeout = 30\n");
+	r = test_call(&T, fd, 2, "daemon.status", NULL, true);
+	ck_assert_msg(has(r, "\"config_changed\":true"), "%s", r);
+	free(r);
+	st = test_spctl(&T, (char *[]){"status", NULL}, NULL, &out, NULL);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+			  has(out, "spd.conf changed since spd started; "
+				   "restart spd"),
+		      "%s", out);
+	free(out);
+	unlink(conf);
+	close(fd);
+	free(conf);
+}
+END_TEST
+
 /* A request split at every byte boundary is one request. */
 START_TEST(test_split_every_byte)
 {
@@ -949,6 +983,7 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_ping_and_status);
+	tcase_add_test(tc, test_status_config_changed);
 	tcase_add_test(tc, test_split_every_byte);
 	tcase_add_test(tc, test_many_in_one_write);
 	tcase_add_test(tc, test_bad_frames);
