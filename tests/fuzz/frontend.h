@@ -1,6 +1,6 @@
 /*
  * What fuzz_acp.c and fuzz_mcp.c share: spctl's client library and the
- * front ends' JSON-RPC builders compiled in (the harnesses include the
+ * front ends' JSON-RPC builders and base64 decoder compiled in (the harnesses include the
  * front end's .c to reach its static readers), a stand-in for spctl's
  * one-shot call, and an environment in which spd is absent so that every
  * call to it fails at once and takes its error path.
@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include "client/b64.c"
 #include "client/client.c"
 #include "client/jsonrpc.c"
 #include "client/cmds.h"
