@@ -583,31 +583,6 @@ out:
 	return r;
 }
 
-/*
- * Whether read-only path i gets a bind of its own: a path outside every
- * writable one that the run could not otherwise read — a worktree
- * session's git dir, which spd made under its umask 077 (as root the
- * run's uid is unprivileged: the bind is idmapped, as the workspace's
- * is), or one in a private area (/tmp and the like are the run's own
- * tmpfs: the bind makes it appear there).  Elsewhere, or inside a
- * writable path (in place: the checkout's .git), it is the run's view
- * made read-only.
- */
-static bool readonly_own(const struct mountplan_in *in, size_t i,
-			 const char *const *writable, size_t nw)
-{
-	const char *path = in->readonly[i];
-	char real[PATH_MAX];
-	struct stat st;
-
-	/* The bind refuses a symlink on the way (bind_safe): such a path
-	 * keeps the plain view rather than fail every run. */
-	return (in->idmap_userns_fd >= 0 || is_private_area(path)) &&
-	       !under_any(path, writable, nw) && stat(path, &st) == 0 &&
-	       S_ISDIR(st.st_mode) && realpath(path, real) &&
-	       strcmp(real, path) == 0;
-}
-
 /* Whether path is one of in->writable (the request's own list, not the
  * workspace) or lies below one. */
 static bool listed_writable(const struct mountplan_in *in, const char *path)
@@ -618,12 +593,64 @@ static bool listed_writable(const struct mountplan_in *in, const char *path)
 	return false;
 }
 
+/* What a read-only path becomes in the run (readonly_kinds). */
+enum ro_kind {
+	RO_REBIND, /* the run's view of it made read-only */
+	RO_OWN,	   /* a bind of its own, idmapped as root */
+	RO_SKIP,   /* the operator listed it (or above it) as writable */
+};
+
+/*
+ * Each of in->readonly classified once per run (its stat and realpath
+ * are not repeated): one the operator listed as writable is writable, the
+ * later, explicit word.  One outside every writable path that the run
+ * could not otherwise read — a worktree session's git dir, which spd made
+ * under its umask 077 (as root the run's uid is unprivileged: the bind is
+ * idmapped, as the workspace's is), or one in a private area (/tmp and
+ * the like are the run's own tmpfs: the bind makes it appear there) — gets
+ * a bind of its own, if it is a directory with no symlink on the way
+ * (bind_safe refuses those: such a path keeps the plain view rather than
+ * fail every run).  Elsewhere, or inside a writable path (in place: the
+ * checkout's .git), it is the run's view made read-only.  *ret: an array
+ * of one kind per path (free it), NULL when there are none.
+ */
+static int readonly_kinds(const struct mountplan_in *in,
+			  const char *const *writable, size_t nw,
+			  unsigned char **ret)
+{
+	size_t n = 0;
+
+	*ret = NULL;
+	while (in->readonly && in->readonly[n])
+		n++;
+	if (!n)
+		return 0;
+	if (!(*ret = calloc(n, 1)))
+		return -ENOMEM;
+	for (size_t i = 0; i < n; i++) {
+		const char *path = in->readonly[i];
+		char real[PATH_MAX];
+		struct stat st;
+
+		if (listed_writable(in, path))
+			(*ret)[i] = RO_SKIP;
+		else if ((in->idmap_userns_fd >= 0 || is_private_area(path)) &&
+			 !under_any(path, writable, nw) &&
+			 stat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+			 realpath(path, real) && strcmp(real, path) == 0)
+			(*ret)[i] = RO_OWN;
+		else
+			(*ret)[i] = RO_REBIND;
+	}
+	return 0;
+}
+
 /* add_idmapped_ancestors for the writable paths and the read-only ones
  * bound on their own, in one list: an ancestor bound after a writable
  * path's bind would hide it. */
 static int add_reach(struct mountplan *p, const struct mountplan_in *in,
-		     const char *const *writable, size_t nw,
-		     const char *const *veils, size_t nveils)
+		     const unsigned char *ro, const char *const *writable,
+		     size_t nw, const char *const *veils, size_t nveils)
 {
 	size_t nro = 0, n = nw;
 	const char **all;
@@ -637,9 +664,7 @@ static int add_reach(struct mountplan *p, const struct mountplan_in *in,
 	for (size_t i = 0; i < nw; i++)
 		all[i] = writable[i];
 	for (size_t i = 0; i < nro; i++)
-		if (readonly_own(in, i, writable, nw) &&
-		    !listed_writable(in, in->readonly[i]) &&
-		    !is_private_area(in->readonly[i]))
+		if (ro[i] == RO_OWN && !is_private_area(in->readonly[i]))
 			all[n++] = in->readonly[i];
 	r = add_idmapped_ancestors(p, all, n, veils, nveils,
 				   in->idmap_userns_fd);
@@ -671,6 +696,29 @@ static int add_safe_bind(struct mountplan *p, const char *src, const char *dst,
 	if (!op.src || !op.dst)
 		return -ENOMEM;
 	return mp_add(p, op);
+}
+
+/* The read-only paths, as readonly_kinds classified them. */
+static int add_readonly(struct mountplan *p, const struct mountplan_in *in,
+			const unsigned char *ro)
+{
+	int r;
+
+	for (size_t i = 0; in->readonly && in->readonly[i]; i++) {
+		if (ro[i] == RO_SKIP)
+			continue;
+		r = ro[i] == RO_OWN
+			? add_safe_bind(p, in->readonly[i], in->readonly[i],
+					true, true, in->idmap_userns_fd)
+			: mp_add_path(p, MP_REBIND_RO, in->readonly[i], false,
+				      -1);
+		if (r < 0)
+			return r;
+		/* RO_OWN is a view for git, not a protection: a run goes on
+		 * without it (gone since, say). */
+		p->ops[p->n - 1].optional = true;
+	}
+	return 0;
 }
 
 /*
@@ -990,6 +1038,7 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 {
 	struct mountplan p = {0};
 	const char **writable = NULL;
+	unsigned char *ro = NULL;
 	size_t nw = 0, cap;
 	bool var_run_hidden = false, var_tmp = false;
 	const char *veils[MOUNTPLAN_VEILS_MAX] = {0};
@@ -1011,7 +1060,8 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		goto out;
 	}
 
-	if ((r = writable_set(&p, in, writable, &nw)) < 0)
+	if ((r = writable_set(&p, in, writable, &nw)) < 0 ||
+	    (r = readonly_kinds(in, writable, nw, &ro)) < 0)
 		goto out;
 
 	if ((r = add_fixed(&p)) < 0)
@@ -1027,7 +1077,7 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 
 	nveils = find_veils(in, writable, nw, veils);
 	if (in->idmap_userns_fd >= 0 &&
-	    (r = add_reach(&p, in, writable, nw, veils, nveils)) < 0)
+	    (r = add_reach(&p, in, ro, writable, nw, veils, nveils)) < 0)
 		goto out;
 	veil_op0 = p.n;
 	for (size_t i = 0; i < nveils; i++) {
@@ -1064,28 +1114,8 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	    (r = add_write_path(&p, "/dev")) < 0 ||
 	    (var_tmp && (r = add_write_path(&p, "/var/tmp")) < 0))
 		goto out;
-	for (size_t i = 0; in->readonly && in->readonly[i]; i++) {
-		bool own = readonly_own(in, i, writable, nw);
-
-		/* One the operator listed as writable (or a path above it)
-		 * is writable: the listing is the later, explicit word. */
-		if (listed_writable(in, in->readonly[i]))
-			continue;
-		if (own) {
-			if ((r = add_safe_bind(&p, in->readonly[i],
-					       in->readonly[i], true, true,
-					       in->idmap_userns_fd)) < 0)
-				goto out;
-			/* A view for git, not a protection: a run goes on
-			 * without it (a symlink on the way, say). */
-			p.ops[p.n - 1].optional = true;
-			continue;
-		}
-		if ((r = mp_add_path(&p, MP_REBIND_RO, in->readonly[i], false,
-				     -1)) < 0)
-			goto out;
-		p.ops[p.n - 1].optional = true;
-	}
+	if ((r = add_readonly(&p, in, ro)) < 0)
+		goto out;
 	if ((r = add_covers(&p, in, writable, nw, veils, nveils,
 			    var_run_hidden)) < 0)
 		goto out;
@@ -1113,10 +1143,12 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	if (p.nlink_roots == 1 && !(in->ro_binds && in->ro_binds[0]))
 		p.link_names = in->link_names;
 	free(writable);
+	free(ro);
 	*ret = p;
 	return 0;
 out:
 	free(writable);
+	free(ro);
 	mountplan_free(&p);
 	return r;
 }
