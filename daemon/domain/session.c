@@ -287,6 +287,7 @@ void sess_free(struct sess *x)
 	if (!x)
 		return;
 	strv_free_array(x->empty_files);
+	sess_ign_free(x->ign);
 	guard_free(x->guard);
 	info_clear(&x->info);
 	sodium_memzero(x->token_hash, sizeof(x->token_hash));
@@ -315,6 +316,8 @@ static void attempt_end(struct session_store *s, struct sess *x,
 	sess_db_update(s, x);
 	guard_free(x->guard);
 	x->guard = NULL;
+	sess_ign_free(x->ign);
+	x->ign = NULL;
 	sess_journal(s, x->info.id, "session.finding",
 		     json_pack("{s:s, s:s, s:s}", "code", code, "path", path,
 			       "what", what ? what : "changed"),

@@ -247,6 +247,10 @@ int session_run_paths(struct session_store *s, const char *id,
 		      struct session_run_paths *ret, size_t *ret_hidden_max);
 /* Free what session_run_paths filled; a zeroed struct is fine. */
 void session_run_paths_free(struct session_run_paths *p);
+/* In place: walks of a checkout for its ignored entries so far, in this
+ * process (a run reuses the last walk's list while nothing that could
+ * change it has changed; for tests and the bench). */
+unsigned long session_ignored_walks(void);
 
 /* Count a policy block in the session (a hard gate of verification);
  * what is journaled with it.  Returns 0 or -ENOENT. */

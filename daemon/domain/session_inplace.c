@@ -12,7 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/strv.h"
 #include "common/paths.h"
@@ -138,6 +140,294 @@ int sess_find_secrets(struct session_store *s, struct sess *x)
 	return 0;
 }
 
+/* ---- in place: the hidden list kept between runs ---- */
+
+/*
+ * The walk below costs one ignore check per entry of the non-ignored tree
+ * (55 ms for a 10,000-file checkout), and its result changes only when
+ * one of these does: a name in a directory it read (made, gone, moved in
+ * or out), a .gitignore's content, or the files git reads its other
+ * patterns from (.git/info/exclude, core.excludesFile, the config files
+ * that name it).  So the walk puts an inotify watch on each directory it
+ * reads, before reading it, and one on the directory of each of those
+ * files (or its nearest existing parent, for one not there yet), and the
+ * list is kept until the queue holds an event that could change it.  A
+ * run reads the queue first: inotify queues an event inside the system
+ * call that caused it, so whatever was done before the run was asked for
+ * is seen.  Anything the watch cannot account for (an overflowed queue,
+ * a watched directory gone, a .gitignore that is a symbolic link, more
+ * directories than IGN_WATCHES_MAX, no inotify) means a walk at every
+ * run, as before.  Includes in git's config files are not followed.
+ */
+#define IGN_WATCHES_MAX 8192
+#define IGN_FILTERS_MAX 16
+/* A name made, gone or moved, a file's content, the directory itself. */
+#define IGN_DIR_MASK                                                           \
+	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_MODIFY |     \
+	 IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR |         \
+	 IN_MASK_ADD)
+#define IGN_EVBUF 4096
+
+enum { IGN_WD_TREE = 1, IGN_WD_SOURCE = 2 };
+
+struct ign_filter {
+	int wd;
+	char name[256];
+};
+
+struct sess_ign {
+	int ifd;       /* -1: nothing kept */
+	bool broken;   /* a watch could not be placed */
+	int result;    /* the kept walk's: 0 or -E2BIG */
+	char **hidden; /* the kept list, with result 0 */
+	size_t max;    /* the room it was walked for */
+	uint8_t *kind; /* by watch descriptor: IGN_WD_* bits */
+	size_t nkind;
+	size_t nwatch;
+	struct ign_filter filt[IGN_FILTERS_MAX];
+	size_t nfilt;
+};
+
+static unsigned long ign_walks;
+
+unsigned long session_ignored_walks(void)
+{
+	return ign_walks;
+}
+
+void sess_ign_free(struct sess_ign *w)
+{
+	if (!w)
+		return;
+	if (w->ifd >= 0)
+		close(w->ifd);
+	strv_free_array(w->hidden);
+	free(w->kind);
+	free(w);
+}
+
+static void ign_unwatchable(struct sess_ign *w)
+{
+	w->broken = true;
+}
+
+static void ign_mark(struct sess_ign *w, int wd, uint8_t bit)
+{
+	if (wd < 0) {
+		w->broken = true;
+		return;
+	}
+	if ((size_t)wd >= w->nkind) {
+		size_t n = (size_t)wd * 2 + 16;
+		uint8_t *k = realloc(w->kind, n);
+
+		if (!k) {
+			w->broken = true;
+			return;
+		}
+		memset(k + w->nkind, 0, n - w->nkind);
+		w->kind = k;
+		w->nkind = n;
+	}
+	w->kind[wd] |= bit;
+}
+
+/* A directory the walk is about to read, as the open fd. */
+static void ign_watch_fd(struct sess_ign *w, int fd)
+{
+	char proc[64];
+
+	if (!w || w->broken)
+		return;
+	if (++w->nwatch > IGN_WATCHES_MAX) {
+		w->broken = true;
+		return;
+	}
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	ign_mark(w, inotify_add_watch(w->ifd, proc, IGN_DIR_MASK), IGN_WD_TREE);
+}
+
+/* A file git reads patterns from: the watch is on its directory, or on
+ * the nearest parent that exists, for events naming the next step; one
+ * that is a symbolic link has its target's directory watched too. */
+static void ign_watch_file(struct sess_ign *w, const char *file, int depth)
+{
+	char dir[GUARD_PATH_MAX];
+	struct stat st;
+	size_t len;
+
+	if (!file || w->broken)
+		return;
+	if (file[0] != '/' || (len = strlen(file)) >= sizeof(dir)) {
+		w->broken = true;
+		return;
+	}
+	memcpy(dir, file, len + 1);
+	for (;;) {
+		char *slash = strrchr(dir, '/');
+		bool top = slash == dir;
+		const char *next, *end;
+		struct ign_filter *f;
+		int wd;
+
+		if (!slash) {
+			w->broken = true;
+			return;
+		}
+		/* dir becomes its parent: "/" for a name at the top. */
+		slash[top ? 1 : 0] = '\0';
+		wd = inotify_add_watch(w->ifd, dir, IGN_DIR_MASK);
+		if (wd < 0) {
+			if ((errno != ENOENT && errno != ENOTDIR) || top) {
+				w->broken = true;
+				return;
+			}
+			continue;
+		}
+		if (w->nfilt >= IGN_FILTERS_MAX) {
+			w->broken = true;
+			return;
+		}
+		next = file + (top ? 1 : strlen(dir) + 1);
+		end = strchr(next, '/');
+		f = &w->filt[w->nfilt++];
+		f->wd = wd;
+		snprintf(f->name, sizeof(f->name), "%.*s",
+			 (int)(end ? (size_t)(end - next) : strlen(next)),
+			 next);
+		ign_mark(w, wd, IGN_WD_SOURCE);
+		break;
+	}
+	if (lstat(file, &st) == 0 && S_ISLNK(st.st_mode)) {
+		char *real = realpath(file, NULL);
+
+		if (real && depth < 1)
+			ign_watch_file(w, real, depth + 1);
+		else if (!real && errno != ENOENT)
+			w->broken = true;
+		free(real);
+	}
+}
+
+/* Where the repository's ignore patterns come from, besides the
+ * .gitignore files the walk sees. */
+static void ign_watch_sources(struct sess_ign *w, git_repository *repo,
+			      const char *gitdir)
+{
+	const char *home = getenv("HOME"), *xdg = getenv("XDG_CONFIG_HOME");
+	git_config *cfg = NULL;
+	git_buf buf = {0};
+	char *p;
+
+	if (w->broken)
+		return;
+	if (gitdir) {
+		p = paths_join(gitdir, "config");
+		ign_watch_file(w, p, 0);
+		free(p);
+		p = paths_join(gitdir, "info/exclude");
+		ign_watch_file(w, p, 0);
+		free(p);
+	}
+	if (home && home[0] == '/') {
+		p = paths_join(home, ".gitconfig");
+		ign_watch_file(w, p, 0);
+		free(p);
+	}
+	if (xdg && xdg[0] == '/')
+		p = paths_join(xdg, "git");
+	else if (home && home[0] == '/')
+		p = paths_join(home, ".config/git");
+	else
+		p = NULL;
+	if (p) {
+		char *q = paths_join(p, "config");
+
+		ign_watch_file(w, q, 0);
+		free(q);
+		q = paths_join(p, "ignore");
+		ign_watch_file(w, q, 0);
+		free(q);
+		free(p);
+	}
+	ign_watch_file(w, "/etc/gitconfig", 0);
+	if (git_repository_config_snapshot(&cfg, repo) == 0) {
+		if (git_config_get_path(&buf, cfg, "core.excludesfile") == 0)
+			ign_watch_file(w, buf.ptr, 0);
+		git_buf_dispose(&buf);
+		git_config_free(cfg);
+	}
+}
+
+static bool ign_source_event(const struct sess_ign *w,
+			     const struct inotify_event *ev)
+{
+	if (!ev->len)
+		return true; /* the directory itself */
+	for (size_t i = 0; i < w->nfilt; i++)
+		if (w->filt[i].wd == ev->wd &&
+		    strcmp(w->filt[i].name, ev->name) == 0)
+			return true;
+	return false;
+}
+
+/* Reads the queue: 0 when the kept list still holds, -ESTALE when not. */
+static int ign_drain(struct sess_ign *w)
+{
+	char buf[IGN_EVBUF]
+	    __attribute__((aligned(__alignof__(struct inotify_event))));
+	int stale = 0;
+
+	for (;;) {
+		ssize_t n = read(w->ifd, buf, sizeof(buf));
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return errno == EAGAIN ? stale : -ESTALE;
+		}
+		if (n == 0)
+			return -ESTALE;
+		for (ssize_t off = 0; off < n;) {
+			const struct inotify_event *ev =
+			    (const struct inotify_event *)(void *)(buf + off);
+			uint8_t k = ev->wd >= 0 && (size_t)ev->wd < w->nkind
+					? w->kind[ev->wd]
+					: 0;
+
+			off += (ssize_t)(sizeof(*ev) + ev->len);
+			if (ev->mask & (IN_Q_OVERFLOW | IN_IGNORED))
+				stale = -ESTALE;
+			else if ((k & IGN_WD_SOURCE) && ign_source_event(w, ev))
+				stale = -ESTALE;
+			else if (!(k & IGN_WD_TREE))
+				continue;
+			else if (!(ev->mask & (IN_MODIFY | IN_CLOSE_WRITE)))
+				stale = -ESTALE; /* a name, or the dir */
+			else if (ev->len && strcmp(ev->name, ".gitignore") == 0)
+				stale = -ESTALE;
+		}
+	}
+}
+
+static char **strv_copy(char *const *v)
+{
+	size_t n = 0;
+	char **c;
+
+	while (v && v[n])
+		n++;
+	c = calloc(n + 1, sizeof(*c));
+	if (!c)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!(c[i] = strdup(v[i]))) {
+			strv_free_array(c);
+			return NULL;
+		}
+	return c;
+}
+
 /* ---- in place: ignored entries hidden from a run ---- */
 
 struct ignored_scan {
@@ -147,6 +437,7 @@ struct ignored_scan {
 	char **v;
 	size_t n, max;
 	size_t seen;
+	struct sess_ign *w; /* watches each directory read, or NULL */
 };
 
 /*
@@ -162,15 +453,24 @@ static int scan_ignored(struct ignored_scan *sc, const char *rel,
 	char path[GUARD_PATH_MAX], child[GUARD_PATH_MAX];
 	struct dirent *de;
 	DIR *d;
-	int r = 0;
+	int fd, r = 0;
 
 	if (depth > SESSION_SCAN_DEPTH)
 		return -E2BIG;
 	snprintf(path, sizeof(path), "%s%s%s", sc->root, rel[0] ? "/" : "",
 		 rel);
-	d = opendir(path);
-	if (!d)
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
 		return errno == ENOENT || errno == ENOTDIR ? 0 : -errno;
+	/* The watch goes on before the directory is read, on the directory
+	 * opened (not a name that could be swapped meanwhile): a name made
+	 * while it is read is either read or queued. */
+	ign_watch_fd(sc->w, fd);
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
 	while ((de = readdir(d))) {
 		bool covered = false;
 		int ignored = 0, k;
@@ -193,9 +493,19 @@ static int scan_ignored(struct ignored_scan *sc, const char *rel,
 		if (git_ignore_path_is_ignored(&ignored, sc->repo, child) < 0)
 			ignored = 1;
 		if (!ignored) {
+			bool dir = false;
+
 			if (fstatat(dirfd(d), de->d_name, &st,
-				    AT_SYMLINK_NOFOLLOW) == 0 &&
-			    S_ISDIR(st.st_mode))
+				    AT_SYMLINK_NOFOLLOW) == 0)
+				dir = S_ISDIR(st.st_mode);
+			else
+				st.st_mode = 0;
+			/* A .gitignore that is not a plain file (a link to
+			 * one elsewhere) changes where no watch sees. */
+			if (sc->w && strcmp(de->d_name, ".gitignore") == 0 &&
+			    !S_ISREG(st.st_mode))
+				ign_unwatchable(sc->w);
+			if (dir)
 				r = scan_ignored(sc, child, depth + 1);
 			if (r < 0)
 				break;
@@ -225,10 +535,12 @@ static int scan_ignored(struct ignored_scan *sc, const char *rel,
 }
 
 static int find_ignored(struct session_store *s, struct sess *x, size_t max,
-			char ***ret)
+			struct sess_ign *w, char ***ret)
 {
-	struct ignored_scan sc = {
-	    .root = x->info.worktree, .skip = x->empty_files, .max = max};
+	struct ignored_scan sc = {.root = x->info.worktree,
+				  .skip = x->empty_files,
+				  .max = max,
+				  .w = w};
 	int r;
 
 	if (sess_git_up(s) < 0)
@@ -236,6 +548,8 @@ static int find_ignored(struct session_store *s, struct sess *x, size_t max,
 	if (git_repository_open_ext(&sc.repo, x->info.worktree,
 				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0)
 		return -EIO;
+	if (w)
+		ign_watch_sources(w, sc.repo, x->info.gitdir);
 	sc.v = calloc(max + 1, sizeof(char *));
 	if (!sc.v) {
 		git_repository_free(sc.repo);
@@ -249,6 +563,46 @@ static int find_ignored(struct session_store *s, struct sess *x, size_t max,
 	}
 	*ret = sc.v;
 	return 0;
+}
+
+/* The run's hidden list: the kept one while the watch shows nothing that
+ * could change it, a new walk (kept for the next runs) otherwise. */
+static int ign_hidden(struct session_store *s, struct sess *x, size_t max,
+		      char ***ret)
+{
+	struct sess_ign *w = x->ign;
+	char **v = NULL;
+	int r;
+
+	if (w && w->max == max && ign_drain(w) == 0) {
+		if (w->result < 0)
+			return w->result;
+		*ret = strv_copy(w->hidden);
+		return *ret ? 0 : -ENOMEM;
+	}
+	sess_ign_free(w);
+	x->ign = NULL;
+	w = calloc(1, sizeof(*w));
+	if (w) {
+		w->max = max;
+		w->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+		if (w->ifd < 0) {
+			free(w);
+			w = NULL;
+		}
+	}
+	ign_walks++;
+	r = find_ignored(s, x, max, w, &v);
+	if (w && !w->broken && (r == 0 || r == -E2BIG) &&
+	    (r < 0 || (w->hidden = strv_copy(v)))) {
+		w->result = r;
+		x->ign = w;
+	} else {
+		sess_ign_free(w);
+	}
+	if (r == 0)
+		*ret = v;
+	return r;
 }
 
 void session_run_paths_free(struct session_run_paths *p)
@@ -295,7 +649,7 @@ int session_run_paths(struct session_store *s, const char *id,
 		max = n < max ? max - n : 0;
 		if (ret_hidden_max)
 			*ret_hidden_max = max;
-		r = find_ignored(s, x, max, &p.hidden);
+		r = ign_hidden(s, x, max, &p.hidden);
 		if (r < 0) {
 			session_run_paths_free(&p);
 			return r;

@@ -23,8 +23,9 @@
 struct sess {
 	struct session_info info;
 	uint8_t token_hash[crypto_generichash_BYTES];
-	struct guard *guard; /* active sessions only */
-	char **empty_files;  /* in place: ignored credential files */
+	struct guard *guard;  /* active sessions only */
+	char **empty_files;   /* in place: ignored credential files */
+	struct sess_ign *ign; /* in place: the hidden list kept between runs */
 	struct sess *next;
 };
 
@@ -43,6 +44,11 @@ struct session_store {
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
 	bool git_ready;
 };
+
+/* ---- session_inplace.c ---- */
+
+/* The kept hidden list and its watch (NULL is fine). */
+void sess_ign_free(struct sess_ign *w);
 
 /* ---- session.c ---- */
 

@@ -584,6 +584,8 @@ int session_end(struct session_store *s, const char *id)
 	free(p);
 	guard_free(x->guard);
 	x->guard = NULL;
+	sess_ign_free(x->ign);
+	x->ign = NULL;
 	x->info.state = SESSION_ENDED;
 	x->info.ended = time(NULL);
 	sess_db_update(s, x);

@@ -719,6 +719,37 @@ START_TEST(test_in_place_ignored_hidden)
 	free(out);
 	free(err);
 
+	/* The list is kept between runs (session_inplace.c), but an ignored
+	 * file made since the last run, and a file that a rewritten
+	 * .gitignore (no name made) now ignores, are hidden too. */
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "set -e; cd '%s'; echo 'CANARY-later-7d1' > later.txt; "
+		    "echo 'CANARY-notes-7d1' > scratch.md; chmod a+r later.txt "
+		    "scratch.md",
+		    REPO),
+	    0);
+	rc = agent_spctl(
+	    &s, (char *[]){"run", "--", "cat", "later.txt", "scratch.md", NULL},
+	    &out, &err);
+	ck_assert_msg(!has(out, "CANARY-later"),
+		      "cat printed an ignored file made after the last run: %s",
+		      out);
+	ck_assert_msg(has(out, "CANARY-notes"), "scratch.md (%d): %s %s", rc,
+		      out, err);
+	free(out);
+	free(err);
+	ck_assert_int_eq(
+	    test_sh(NULL, "set -e; cd '%s'; echo scratch.md >> .gitignore",
+		    REPO),
+	    0);
+	rc = agent_spctl(&s, (char *[]){"run", "--", "cat", "scratch.md", NULL},
+			 &out, &err);
+	ck_assert_msg(!has(out, "CANARY"),
+		      "cat printed a file .gitignore now ignores: %s", out);
+	free(out);
+	free(err);
+
 	/* Hidden from the run, untouched on the host. */
 	p = paths_join(REPO, "plain.txt");
 	out = test_read_file(p);

@@ -362,6 +362,89 @@ START_TEST(test_in_place_dirty)
 }
 END_TEST
 
+/* Whether the run's hidden list holds repo + rel. */
+static bool hides(const struct session_run_paths *rp, const char *repo,
+		  const char *rel)
+{
+	size_t n = strlen(repo);
+
+	for (size_t i = 0; rp->hidden && rp->hidden[i]; i++)
+		if (strncmp(rp->hidden[i], repo, n) == 0 &&
+		    strcmp(rp->hidden[i] + n, rel) == 0)
+			return true;
+	return false;
+}
+
+/* The walks so far after one more run's paths; *rp filled. */
+static unsigned long paths_again(struct fx *f, const char *id,
+				 struct session_run_paths *rp)
+{
+	session_run_paths_free(rp);
+	ck_assert_int_eq(session_run_paths(f->s, id, rp, NULL), 0);
+	return session_ignored_walks();
+}
+
+/*
+ * In place, the checkout is walked for its ignored entries once, and
+ * again only after something that could change the list: a name made in
+ * a walked directory (at any depth), a .gitignore rewritten in place (no
+ * name changes), .git/info/exclude.  A file's content changing is not
+ * such a thing.  Each check fails if the kept list were used regardless.
+ */
+START_TEST(test_in_place_hidden_kept)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i;
+	struct session_run_paths rp = {0};
+	unsigned long w;
+
+	fx_init(&f, NULL);
+	free(sh(f.repo, "printf '*.log\\ncache/\\n#padding-padding\\n' > "
+			".gitignore && mkdir -p sub && echo s > sub/t.md && "
+			"git add .gitignore sub && git commit -qm ignore && "
+			"echo x > debug.log"));
+	i = start(&f, "kept", true, token);
+	w = paths_again(&f, i->id, &rp);
+	ck_assert(hides(&rp, f.repo, "/debug.log"));
+	ck_assert(!hides(&rp, f.repo, "/sub/t.md"));
+	/* Nothing changed: no walk. */
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w);
+	free(sh(f.repo, "echo more >> debug.log && echo t >> sub/t.md"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w);
+	/* A new ignored file, deep. */
+	free(sh(f.repo, "echo n > sub/new.log"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
+	ck_assert(hides(&rp, f.repo, "/sub/new.log"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
+	/* A new plain file, then a .gitignore rewritten in place, the same
+	 * size: keep.md becomes ignored. */
+	free(sh(f.repo, "echo k > keep.md"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
+	ck_assert(!hides(&rp, f.repo, "/keep.md"));
+	free(sh(f.repo, "printf '*.log\\ncache/\\nkeep.md\\n#paddin\\n' > "
+			".gitignore"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
+	ck_assert(hides(&rp, f.repo, "/keep.md"));
+	/* .git/info/exclude. */
+	free(sh(f.repo, "echo e > extra.txt"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 4);
+	ck_assert(!hides(&rp, f.repo, "/extra.txt"));
+	free(sh(f.repo, "mkdir -p .git/info && echo extra.txt >> "
+			".git/info/exclude"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 5);
+	ck_assert(hides(&rp, f.repo, "/extra.txt"));
+	/* A name gone. */
+	free(sh(f.repo, "rm debug.log"));
+	paths_again(&f, i->id, &rp);
+	ck_assert(!hides(&rp, f.repo, "/debug.log"));
+	session_run_paths_free(&rp);
+	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
 START_TEST(test_guard_ends_attempt)
 {
 	static const char *const argv[] = {"sh", "-c", "x", NULL};
@@ -1120,6 +1203,7 @@ int main(void)
 	tcase_add_test(tc, test_checkout_filters);
 	tcase_add_test(tc, test_feature_names);
 	tcase_add_test(tc, test_in_place_dirty);
+	tcase_add_test(tc, test_in_place_hidden_kept);
 	tcase_add_test(tc, test_guard_ends_attempt);
 	tcase_add_test(tc, test_guard_branch_moved);
 	tcase_add_test(tc, test_heldout);
