@@ -362,8 +362,8 @@ static void measure(int port, const char *key, bool stream, bool ttfb,
 	if (n < per * (size_t)conc)
 		printf("(%zu of %zu calls failed, %s, %s)\n",
 		       per * (size_t)conc - n, per * (size_t)conc,
-		       port == standin_port  ? "the stand-in"
-		       : port == broker_port ? "spd"
+		       port == standin_port    ? "the stand-in"
+		       : port == broker_port   ? "spd"
 		       : port == floor_port[0] ? "the floor, 1 thread"
 					       : "the floor, 2 threads",
 		       keep ? "keep-alive" : "a connection per call");
@@ -495,8 +495,8 @@ START_TEST(bench_broker)
 	       "stand-in's keep-alive p50, what any proxy adds here\n");
 	for (size_t k = 0; k < sizeof(lines) / sizeof(lines[0]); k++) {
 		double d50, d99, a50, a99, s50, s99, k50, k99, cpu;
-		double f50[BENCH_FLOORS], f99[BENCH_FLOORS],
-		    fcpu[BENCH_FLOORS], fscpu[BENCH_FLOORS], scpu;
+		double f50[BENCH_FLOORS], f99[BENCH_FLOORS], fcpu[BENCH_FLOORS],
+		    fscpu[BENCH_FLOORS], scpu;
 		bool st = lines[k].stream, tt = lines[k].ttfb,
 		     we = lines[k].whole_events;
 		int conc = lines[k].conc;
@@ -521,11 +521,12 @@ START_TEST(bench_broker)
 				fscpu[f] = task_cpu_us(standin_pid);
 				measure(floor_port[f], BENCH_KEY, st, tt, we,
 					conc, true, &f50[f], &f99[f]);
-				fcpu[f] = (task_cpu_us(floor_pid[f]) - fcpu[f]) /
-					  BENCH_CALLS;
-				fscpu[f] = (task_cpu_us(standin_pid) -
-					    fscpu[f]) /
-					   BENCH_CALLS;
+				fcpu[f] =
+				    (task_cpu_us(floor_pid[f]) - fcpu[f]) /
+				    BENCH_CALLS;
+				fscpu[f] =
+				    (task_cpu_us(standin_pid) - fscpu[f]) /
+				    BENCH_CALLS;
 			}
 		}
 		printf("%-37s %2d at once: direct %6.0f/%6.0f | "

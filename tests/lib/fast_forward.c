@@ -230,8 +230,7 @@ static int ff_connect_up(struct ff_conn *c)
 	int one = 1;
 	struct epoll_event ev = {EPOLLIN | EPOLLOUT, {.ptr = &c->ue}};
 
-	c->ufd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
-			0);
+	c->ufd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (c->ufd < 0)
 		return -1;
 	setsockopt(c->ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -281,8 +280,8 @@ static int ff_send_up(struct ff_conn *c)
 static int ff_flush_client(struct ff_conn *c)
 {
 	while (c->out_off < c->out_len) {
-		ssize_t n = write(c->cfd, c->out + c->out_off,
-				  c->out_len - c->out_off);
+		ssize_t n =
+		    write(c->cfd, c->out + c->out_off, c->out_len - c->out_off);
 
 		if (n < 0 && errno == EINTR)
 			continue;
