@@ -15,8 +15,22 @@
  * it too).  Streams come in 7-byte pieces, each its own packet (the
  * worst case for spd, as the Python stand-in sends them), and once more
  * at 32 at once with an event a write, as a provider writes them.
+ *
+ * Under each line, the floor: the same keep-alive calls through
+ * tests/lib/fast_forward.c, a forwarder that only moves bytes (epoll, a
+ * kept-alive upstream connection per client connection, the reply's
+ * framing followed and nothing else), with 1 loop thread as spd has and
+ * with 2, a loop per core.  Its added p50 (its p50 minus the stand-in's
+ * keep-alive p50) is what any proxy adds on this machine at that
+ * concurrency: a target below it cannot be met by any design here.  The
+ * line also gives the forwarder's and the stand-in's CPU a call (their
+ * threads' schedstat run time): the stand-in spends less behind the
+ * forwarder than with the 32 client threads as its readers, which is why
+ * the floor's added p50 can come out below zero.  Every kept-alive reply,
+ * spd's and the forwarder's, is checked whole and exact (reply_right).
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -37,6 +51,7 @@
 
 #include "common/paths.h"
 #include "tests/lib/benchutil.h"
+#include "tests/lib/fast_forward.h"
 #include "tests/lib/fast_standin.h"
 #include "tests/lib/spdproc.h"
 #include "tests/lib/testlib.h"
@@ -52,6 +67,10 @@
 static struct test_spd T;
 static pid_t standin_pid = -1;
 static int standin_port, broker_port;
+/* The floor: forwarders that only move bytes, with 1 and 2 loops. */
+#define BENCH_FLOORS 2
+static pid_t floor_pid[BENCH_FLOORS] = {-1, -1};
+static int floor_port[BENCH_FLOORS];
 static char turn_key[128];
 static char *wait_file;
 
@@ -83,6 +102,39 @@ static double cpu_us(pid_t pid)
 	}
 	free(text);
 	return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
+}
+
+/* The CPU time of pid's threads (their schedstat run time, to the
+ * nanosecond, where /proc/PID/stat counts 10 ms ticks), in microseconds:
+ * for the floor and the stand-in, whose threads live as long as they. */
+static double task_cpu_us(pid_t pid)
+{
+	char path[64];
+	double sum = 0;
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -1;
+	while ((e = readdir(d))) {
+		char p[320];
+		FILE *f;
+		unsigned long long ns;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(p, sizeof(p), "/proc/%d/task/%s/schedstat", (int)pid,
+			 e->d_name);
+		f = fopen(p, "r");
+		if (f && fscanf(f, "%llu", &ns) == 1)
+			sum += (double)ns / 1e3;
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+	return sum;
 }
 
 static int connect_port(int port)
@@ -123,6 +175,51 @@ static bool reply_whole(const char *reply, size_t n)
 	 * is the last chunk's. */
 	return n >= head + 5 && memcmp(reply + n - 5, "0\r\n\r\n", 5) == 0 &&
 	       (n == head + 5 || reply[n - 6] == '\n');
+}
+
+/* Whether a whole reply (reply_whole) is the one asked for, and no more:
+ * exactly its Content-Length, or chunks that end exactly with the last
+ * one, with the stand-in's text, or its first and last events, in the
+ * body (the floor's forwarder must not cut, mix up or run replies
+ * together). */
+static bool reply_right(const char *reply, size_t n, bool stream)
+{
+	const char *end = memmem(reply, n, "\r\n\r\n", 4), *cl, *p;
+	static const char last[] = "{\"type\": \"message_stop\"}\n\n";
+	char body[BENCH_REPLY_MAX];
+	size_t head, len = 0;
+
+	if (!end)
+		return false;
+	head = (size_t)(end - reply) + 4;
+	cl = memmem(reply, head, "content-length: ", 16);
+	if (cl)
+		return !stream && n == head + strtoul(cl + 16, NULL, 10) &&
+		       memmem(reply + head, n - head, "\"hello\"", 7);
+	/* Chunked (spd's replies are, whole or streamed). */
+	for (p = reply + head;;) {
+		char *e;
+		size_t size = strtoul(p, &e, 16);
+
+		if (e == p || e + 2 + size + 2 > reply + n ||
+		    memcmp(e, "\r\n", 2) != 0 ||
+		    memcmp(e + 2 + size, "\r\n", 2) != 0)
+			return false;
+		if (size == 0) {
+			p = e + 4;
+			break;
+		}
+		memcpy(body + len, e + 2, size);
+		len += size;
+		p = e + 2 + size + 2;
+	}
+	if (!stream)
+		return p == reply + n &&
+		       memmem(body, len, "\"hello\"", 7) != NULL;
+	return p == reply + n && len >= sizeof(last) - 1 &&
+	       memmem(body, len, "event: message_start", 20) == body &&
+	       memcmp(body + len - (sizeof(last) - 1), last,
+		      sizeof(last) - 1) == 0;
 }
 
 /* Whether reply (n bytes so far) holds a byte of the body. */
@@ -186,7 +283,8 @@ static double one_call(int *fd, int port, const char *key, bool stream,
 			break;
 	}
 	t = ttfb ? first : now_us() - t0;
-	if (keep && reply_whole(reply, got)) {
+	if (keep && reply_whole(reply, got) &&
+	    reply_right(reply, got, stream)) {
 		free(reply);
 		return t;
 	}
@@ -262,8 +360,13 @@ static void measure(int port, const char *key, bool stream, bool ttfb,
 		if (lat[i] >= 0)
 			lat[n++] = lat[i];
 	if (n < per * (size_t)conc)
-		printf("(%zu of %zu calls failed)\n", per * (size_t)conc - n,
-		       per * (size_t)conc);
+		printf("(%zu of %zu calls failed, %s, %s)\n",
+		       per * (size_t)conc - n, per * (size_t)conc,
+		       port == standin_port    ? "the stand-in"
+		       : port == broker_port   ? "spd"
+		       : port == floor_port[0] ? "the floor, 1 thread"
+					       : "the floor, 2 threads",
+		       keep ? "keep-alive" : "a connection per call");
 	qsort(lat, n, sizeof(*lat), bench_cmp_double);
 	*p50 = n ? lat[n / 2] : -1;
 	*p99 = n ? lat[n * 99 / 100] : -1;
@@ -356,6 +459,11 @@ START_TEST(bench_broker)
 		       strerror(errno));
 		return;
 	}
+	for (int f = 0; f < BENCH_FLOORS; f++) {
+		floor_pid[f] =
+		    fast_forward_start(standin_port, f + 1, &floor_port[f]);
+		ck_assert_msg(floor_pid[f] > 0, "the forwarder did not start");
+	}
 	wait_file = paths_join(dir, "release");
 	conf = NULL;
 	if (asprintf(&conf,
@@ -379,8 +487,16 @@ START_TEST(bench_broker)
 	       "per call (Connection: close) or one kept-alive connection "
 	       "per client thread\n",
 	       BENCH_CALLS);
+	printf("floor = the same keep-alive calls through a forwarder that "
+	       "only moves bytes to the stand-in (tests/lib/fast_forward.c: "
+	       "a kept-alive upstream connection per client connection), "
+	       "with 1 epoll loop thread (as spd's one loop) and with 2 (a "
+	       "loop per core); floor added p50 = its p50 minus the "
+	       "stand-in's keep-alive p50, what any proxy adds here\n");
 	for (size_t k = 0; k < sizeof(lines) / sizeof(lines[0]); k++) {
 		double d50, d99, a50, a99, s50, s99, k50, k99, cpu;
+		double f50[BENCH_FLOORS], f99[BENCH_FLOORS], fcpu[BENCH_FLOORS],
+		    fscpu[BENCH_FLOORS], scpu;
 		bool st = lines[k].stream, tt = lines[k].ttfb,
 		     we = lines[k].whole_events;
 		int conc = lines[k].conc;
@@ -390,14 +506,28 @@ START_TEST(bench_broker)
 		for (int round = 0; round < 2; round++) {
 			measure(standin_port, BENCH_KEY, st, tt, we, conc,
 				false, &d50, &d99);
+			scpu = task_cpu_us(standin_pid);
 			measure(standin_port, BENCH_KEY, st, tt, we, conc, true,
 				&a50, &a99);
+			scpu = (task_cpu_us(standin_pid) - scpu) / BENCH_CALLS;
 			measure(broker_port, turn_key, st, tt, we, conc, false,
 				&s50, &s99);
 			cpu = cpu_us(T.pid);
 			measure(broker_port, turn_key, st, tt, we, conc, true,
 				&k50, &k99);
 			cpu = (cpu_us(T.pid) - cpu) / BENCH_CALLS;
+			for (int f = 0; f < BENCH_FLOORS; f++) {
+				fcpu[f] = task_cpu_us(floor_pid[f]);
+				fscpu[f] = task_cpu_us(standin_pid);
+				measure(floor_port[f], BENCH_KEY, st, tt, we,
+					conc, true, &f50[f], &f99[f]);
+				fcpu[f] =
+				    (task_cpu_us(floor_pid[f]) - fcpu[f]) /
+				    BENCH_CALLS;
+				fscpu[f] =
+				    (task_cpu_us(standin_pid) - fscpu[f]) /
+				    BENCH_CALLS;
+			}
 		}
 		printf("%-37s %2d at once: direct %6.0f/%6.0f | "
 		       "keep-alive %6.0f/%6.0f | spd, a connection per "
@@ -406,10 +536,22 @@ START_TEST(bench_broker)
 		       "CPU a call %4.0f\n",
 		       lines[k].name, conc, d50, d99, a50, a99, s50, s99, k50,
 		       k99, k50 - a50, cpu);
+		printf("%-37s %2d at once: floor keep-alive 1 thread "
+		       "%6.0f/%6.0f, 2 threads %6.0f/%6.0f | floor added p50 "
+		       "(1 thread / 2 threads): %6.0f / %6.0f (spd: %6.0f) | "
+		       "floor CPU a call %5.1f / %5.1f | stand-in CPU a call "
+		       "alone %5.1f, behind the floor %5.1f / %5.1f\n",
+		       "", conc, f50[0], f99[0], f50[1], f99[1], f50[0] - a50,
+		       f50[1] - a50, k50 - a50, fcpu[0], fcpu[1], scpu,
+		       fscpu[0], fscpu[1]);
 	}
 	streams_rss();
 
 	test_spd_cleanup(&T);
+	for (int f = 0; f < BENCH_FLOORS; f++) {
+		kill(floor_pid[f], SIGTERM);
+		waitpid(floor_pid[f], NULL, 0);
+	}
 	kill(standin_pid, SIGTERM);
 	waitpid(standin_pid, NULL, 0);
 	free(conf);
