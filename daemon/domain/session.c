@@ -287,6 +287,7 @@ void sess_free(struct sess *x)
 	if (!x)
 		return;
 	strv_free_array(x->empty_files);
+	strv_free_array(x->ign_start);
 	sess_ign_free(x->ign);
 	guard_free(x->guard);
 	info_clear(&x->info);
@@ -394,11 +395,23 @@ static int load(struct session_store *s)
 
 		if (had)
 			memcpy(was, sqlite3_column_blob(st, 18), sizeof(was));
-		if (i->mode == SESSION_MODE_IN_PLACE &&
-		    sess_find_secrets(s, x) < 0) {
-			attempt_end(s, x, "INTEGRITY", i->worktree,
-				    "unreadable at restart");
-			continue;
+		/* In place, what was ignored at the start comes from its
+		 * record, not from .gitignore files the agent could have
+		 * changed since; a session started before the record
+		 * existed is walked again and recorded now. */
+		if (i->mode == SESSION_MODE_IN_PLACE) {
+			int k = sess_inplace_load(s, x);
+
+			if (k == -ENOENT)
+				k = sess_find_secrets(s, x) < 0
+					? -EIO
+					: sess_inplace_record(s, x);
+			if (k < 0) {
+				attempt_end(s, x, "INTEGRITY", i->worktree,
+					    "in-place record unreadable at "
+					    "restart");
+				continue;
+			}
 		}
 		if (sess_make_guard(s, x) < 0) {
 			attempt_end(s, x, "INTEGRITY", i->worktree,

@@ -251,6 +251,12 @@ void session_run_paths_free(struct session_run_paths *p);
  * process (a run reuses the last walk's list while nothing that could
  * change it has changed; for tests and the bench). */
 unsigned long session_ignored_walks(void);
+/* In place: the top-most git-ignored entries of the checkout when session
+ * id started (absolute paths, a new NULL-terminated list: free with
+ * strv_free_array): they stay hidden from its runs and refused by fs.read
+ * whatever the checkout's .gitignore files say later.  NULL for a session
+ * not in place, an unknown one, or no memory. */
+char **session_hidden_at_start(struct session_store *s, const char *id);
 
 /* Count a policy block in the session (a hard gate of verification);
  * what is journaled with it.  Returns 0 or -ENOENT. */

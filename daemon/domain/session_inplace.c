@@ -605,6 +605,271 @@ static int ign_hidden(struct session_store *s, struct sess *x, size_t max,
 	return r;
 }
 
+/* ---- in place: what was ignored at the start stays so ---- */
+
+/*
+ * Which files the operator's checkout ignores is read from .gitignore
+ * files that lie in the workspace, where the agent can write: a line
+ * taken out of .gitignore, or a nested .gitignore saying "!secret.log",
+ * would make an ignored file readable by the next run and by fs.read.  So
+ * the ignored entries found when the session starts (the top-most ones a
+ * run hides, and the credential files that read as empty) are recorded in
+ * the state dir, and stay hidden for the whole session whatever the
+ * .gitignore files say later; entries ignored later are hidden as well.
+ * At a restart of spd the record is read back rather than the checkout
+ * walked again.  Format: "spd-in-place 1\n", then entries each ended by
+ * a NUL: 'E' and an absolute path (reads as empty), 'H' and one
+ * (hidden).
+ */
+#define INPLACE_MAGIC "spd-in-place 1\n"
+#define INPLACE_RECORD_MAX (1024 * 1024)
+
+char *sess_inplace_path(struct session_store *s, const char *id)
+{
+	char *p = NULL;
+
+	if (asprintf(&p, "%s/conf/%s.in-place", s->state_dir, id) < 0)
+		return NULL;
+	return p;
+}
+
+static int record_write(const char *path, char *const *empty,
+			char *const *hidden)
+{
+	char *tmp = NULL;
+	FILE *f;
+	int fd, r = 0;
+
+	if (asprintf(&tmp, "%s.tmp", path) < 0)
+		return -ENOMEM;
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
+	if (fd < 0 || !(f = fdopen(fd, "w"))) {
+		r = -errno;
+		if (fd >= 0)
+			close(fd);
+		free(tmp);
+		return r;
+	}
+	fputs(INPLACE_MAGIC, f);
+	for (size_t i = 0; empty && empty[i]; i++)
+		fprintf(f, "E%s%c", empty[i], '\0');
+	for (size_t i = 0; hidden && hidden[i]; i++)
+		fprintf(f, "H%s%c", hidden[i], '\0');
+	if (fflush(f) != 0 || fsync(fileno(f)) < 0)
+		r = -errno;
+	if (fclose(f) != 0 && r == 0)
+		r = -errno;
+	if (r == 0 && rename(tmp, path) < 0)
+		r = -errno;
+	if (r < 0)
+		unlink(tmp);
+	free(tmp);
+	return r;
+}
+
+/* Appends s to the NULL-terminated *v holding *n. */
+static int strv_append(char ***v, size_t *n, const char *str)
+{
+	char **nv = realloc(*v, (*n + 2) * sizeof(**v));
+
+	if (!nv)
+		return -ENOMEM;
+	*v = nv;
+	if (!(nv[*n] = strdup(str))) {
+		nv[*n] = NULL;
+		return -ENOMEM;
+	}
+	nv[++*n] = NULL;
+	return 0;
+}
+
+static int record_read(const char *path, char ***ret_empty, char ***ret_hidden)
+{
+	char *buf = NULL, **e = calloc(1, sizeof(char *)),
+	     **h = calloc(1, sizeof(char *));
+	size_t len = 0, ne = 0, nh = 0, off;
+	struct stat st;
+	int fd, r = 0;
+
+	if (!e || !h) {
+		r = -ENOMEM;
+		goto out;
+	}
+	fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		r = -errno;
+		goto out;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > INPLACE_RECORD_MAX ||
+	    !(buf = malloc((size_t)st.st_size + 1))) {
+		r = -EINVAL;
+		close(fd);
+		goto out;
+	}
+	while (len < (size_t)st.st_size) {
+		ssize_t k = read(fd, buf + len, (size_t)st.st_size - len);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			break;
+		len += (size_t)k;
+	}
+	close(fd);
+	if (len != (size_t)st.st_size || len < strlen(INPLACE_MAGIC) ||
+	    memcmp(buf, INPLACE_MAGIC, strlen(INPLACE_MAGIC)) != 0 ||
+	    (len > strlen(INPLACE_MAGIC) && buf[len - 1] != '\0')) {
+		r = -EINVAL;
+		goto out;
+	}
+	for (off = strlen(INPLACE_MAGIC); off < len && r == 0;) {
+		const char *ent = buf + off;
+		size_t k = strlen(ent);
+
+		if (k < 2 || ent[1] != '/')
+			r = -EINVAL;
+		else if (ent[0] == 'E')
+			r = ne < SESSION_EMPTY_FILES_MAX
+				? strv_append(&e, &ne, ent + 1)
+				: -EINVAL;
+		else if (ent[0] == 'H')
+			r = nh < SBXP_PATHS_MAX ? strv_append(&h, &nh, ent + 1)
+						: -EINVAL;
+		else
+			r = -EINVAL;
+		off += k + 1;
+	}
+out:
+	free(buf);
+	if (r < 0) {
+		strv_free_array(e);
+		strv_free_array(h);
+		return r;
+	}
+	*ret_empty = e;
+	*ret_hidden = h;
+	return 0;
+}
+
+/* The room a run has for hidden entries next to n credential files. */
+static size_t hidden_room(size_t n)
+{
+	size_t max = SBXP_PATHS_MAX - SESSION_RUN_PATHS_RESERVED;
+
+	return n < max ? max - n : 0;
+}
+
+int sess_inplace_record(struct session_store *s, struct sess *x)
+{
+	size_t n = 0;
+	char **v = NULL, *path;
+	int r;
+
+	while (x->empty_files && x->empty_files[n])
+		n++;
+	r = find_ignored(s, x, hidden_room(n), NULL, &v);
+	if (r == -E2BIG) {
+		sess_seterr(s,
+			    "in place: more than %zu top-most git-ignored "
+			    "entries (or %d entries in all) would have to be "
+			    "hidden from the runs; ignore whole directories, "
+			    "or use a worktree session",
+			    hidden_room(n), SESSION_SCAN_MAX);
+		return r;
+	}
+	if (r < 0) {
+		sess_seterr(s, "in place: cannot walk %s: %s", x->info.worktree,
+			    strerror(-r));
+		return r;
+	}
+	path = sess_inplace_path(s, x->info.id);
+	r = path ? record_write(path, x->empty_files, v) : -ENOMEM;
+	if (r < 0)
+		sess_seterr(s, "cannot write %s: %s", path ? path : "a record",
+			    strerror(-r));
+	free(path);
+	if (r < 0) {
+		strv_free_array(v);
+		return r;
+	}
+	strv_free_array(x->ign_start);
+	x->ign_start = v;
+	return 0;
+}
+
+int sess_inplace_load(struct session_store *s, struct sess *x)
+{
+	char *path = sess_inplace_path(s, x->info.id), **e = NULL, **h = NULL;
+	int r;
+
+	if (!path)
+		return -ENOMEM;
+	r = record_read(path, &e, &h);
+	free(path);
+	if (r < 0)
+		return r;
+	strv_free_array(x->empty_files);
+	strv_free_array(x->ign_start);
+	x->empty_files = e;
+	x->ign_start = h;
+	return 0;
+}
+
+/* Whether p is a or lies below it. */
+static bool path_within(const char *p, const char *a)
+{
+	size_t n = strlen(a);
+
+	return strncmp(p, a, n) == 0 && (p[n] == '\0' || p[n] == '/');
+}
+
+/* now and then together, without an entry that another covers. */
+static int hidden_union(char **now, char *const *then, size_t max, char ***ret)
+{
+	char **all = NULL, **v = NULL;
+	size_t n = 0, k = 0;
+	int r = 0;
+
+	for (size_t i = 0; now && now[i] && r == 0; i++)
+		r = strv_append(&all, &n, now[i]);
+	for (size_t i = 0; then && then[i] && r == 0; i++)
+		r = strv_append(&all, &n, then[i]);
+	if (r == 0 && !(v = calloc(n + 1, sizeof(*v))))
+		r = -ENOMEM;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		bool covered = false;
+
+		for (size_t j = 0; j < n && !covered; j++)
+			covered = (j != i && path_within(all[i], all[j]) &&
+				   strcmp(all[i], all[j]) != 0) ||
+				  (j < i && strcmp(all[i], all[j]) == 0);
+		if (covered)
+			continue;
+		if (k >= max)
+			r = -E2BIG;
+		else if (!(v[k++] = strdup(all[i])))
+			r = -ENOMEM;
+	}
+	strv_free_array(all);
+	if (r < 0) {
+		strv_free_array(v);
+		return r;
+	}
+	*ret = v ? v : calloc(1, sizeof(char *));
+	return *ret ? 0 : -ENOMEM;
+}
+
+char **session_hidden_at_start(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (!x || x->info.mode != SESSION_MODE_IN_PLACE)
+		return NULL;
+	return strv_copy(x->ign_start ? x->ign_start : (char *[]){NULL});
+}
+
 void session_run_paths_free(struct session_run_paths *p)
 {
 	if (!p)
@@ -644,12 +909,16 @@ int session_run_paths(struct session_store *s, const char *id,
 		if (!(p.empty_files[i] = strdup(x->empty_files[i])))
 			goto oom;
 	if (p.in_place) {
-		size_t max = SBXP_PATHS_MAX - SESSION_RUN_PATHS_RESERVED;
+		size_t max = hidden_room(n);
+		char **now = NULL;
 
-		max = n < max ? max - n : 0;
 		if (ret_hidden_max)
 			*ret_hidden_max = max;
-		r = ign_hidden(s, x, max, &p.hidden);
+		r = ign_hidden(s, x, max, &now);
+		/* And whatever was ignored when the session started. */
+		if (r == 0)
+			r = hidden_union(now, x->ign_start, max, &p.hidden);
+		strv_free_array(now);
 		if (r < 0) {
 			session_run_paths_free(&p);
 			return r;

@@ -26,6 +26,8 @@ struct sess {
 	struct guard *guard;  /* active sessions only */
 	char **empty_files;   /* in place: ignored credential files */
 	struct sess_ign *ign; /* in place: the hidden list kept between runs */
+	char **ign_start;     /* in place: the top-most ignored entries at the
+				 start, hidden for the whole session */
 	struct sess *next;
 };
 
@@ -49,6 +51,16 @@ struct session_store {
 
 /* The kept hidden list and its watch (NULL is fine). */
 void sess_ign_free(struct sess_ign *w);
+/* In place: the record of what was ignored at the start, in the state
+ * dir (a new path, or NULL). */
+char *sess_inplace_path(struct session_store *s, const char *id);
+/* At the start: find the top-most ignored entries (after
+ * sess_find_secrets) and record them with the credential files.  0, or
+ * < 0 with the store's error set (-E2BIG: more than a run can hide). */
+int sess_inplace_record(struct session_store *s, struct sess *x);
+/* At a restart: both lists from the record.  0, -ENOENT (none: a session
+ * started by an older spd), -EINVAL (damaged) or -ENOMEM. */
+int sess_inplace_load(struct session_store *s, struct sess *x);
 
 /* ---- session.c ---- */
 

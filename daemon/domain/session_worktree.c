@@ -438,6 +438,8 @@ static int start_keep(struct session_store *s, struct start *st, bool in_place,
 
 	if (in_place) {
 		r = sess_find_secrets(s, x);
+		if (r == 0)
+			r = sess_inplace_record(s, x);
 		if (r < 0)
 			return r;
 	}
@@ -474,6 +476,7 @@ static int start_keep(struct session_store *s, struct start *st, bool in_place,
 static void start_done(struct session_store *s, struct start *st)
 {
 	struct sess *x = st->x;
+	char *p;
 
 	sodium_memzero(st->token, sizeof(st->token));
 	if (x) {
@@ -491,6 +494,10 @@ static void start_done(struct session_store *s, struct start *st)
 			sess_note_ref(s, x->info.gitdir, st->bname);
 		if (st->snap)
 			unlink(st->snap);
+		if ((p = sess_inplace_path(s, x->info.id))) {
+			unlink(p);
+			free(p);
+		}
 		sess_free(x);
 	}
 	free(st->conf);
@@ -579,6 +586,10 @@ int session_end(struct session_store *s, const char *id)
 		sess_rm_tree(p);
 	free(p);
 	p = sess_conf_snapshot_path(s, id);
+	if (p)
+		unlink(p);
+	free(p);
+	p = sess_inplace_path(s, id);
 	if (p)
 		unlink(p);
 	free(p);

@@ -29,6 +29,7 @@
 
 #include "daemon/transport/handlers.h"
 #include "common/redact.h"
+#include "common/strv.h"
 #include "common/utf8.h"
 #include "common/util.h"
 #include "daemon/transport/call.h"
@@ -55,6 +56,8 @@ struct fs_job {
 	enum fs_op op;
 	struct fs_ws *ws;
 	git_repository *repo; /* in-place mode: for the ignore hook */
+	char **ignored_then;  /* in place: ignored at the session's start,
+				 relative to the workspace */
 	char *rel;	      /* normalized "path" */
 	char *rel_to;	      /* normalized "to" (fs.move) */
 	char *data;	      /* fs.write input, fs.read output */
@@ -76,6 +79,7 @@ static void job_free(struct fs_job *j)
 		return;
 	free(j->session);
 	fs_ws_free(j->ws);
+	strv_free_array(j->ignored_then);
 	if (j->repo) {
 		git_repository_free(j->repo);
 		git_libgit2_shutdown();
@@ -207,13 +211,48 @@ static const char *const *project_readable(struct call *c, const char *root)
 
 static bool git_ignored(void *data, const char *relpath)
 {
+	const struct fs_job *j = data;
 	int ignored = 0;
 
+	/* What was ignored when the session started stays refused, whatever
+	 * the .gitignore files in the checkout say now (session.h). */
+	for (size_t i = 0; j->ignored_then && j->ignored_then[i]; i++) {
+		size_t n = strlen(j->ignored_then[i]);
+
+		if (strncmp(relpath, j->ignored_then[i], n) == 0 &&
+		    (relpath[n] == '\0' || relpath[n] == '/'))
+			return true;
+	}
 	/* An error in git's own ignore machinery counts as ignored:
 	 * refusing is the safe side in place. */
-	if (git_ignore_path_is_ignored(&ignored, data, relpath) < 0)
+	if (git_ignore_path_is_ignored(&ignored, j->repo, relpath) < 0)
 		return true;
 	return ignored != 0;
+}
+
+/* The session's entries ignored at its start, made relative to root. */
+static int ignored_at_start(struct call *c, struct fs_job *j, const char *root)
+{
+	char **v;
+	size_t n = strlen(root), k = 0;
+
+	if (!j->session)
+		return 0;
+	v = session_hidden_at_start(call_spd(c)->sessions, j->session);
+	if (!v)
+		return -ENOMEM;
+	for (size_t i = 0; v[i]; i++) {
+		if (strncmp(v[i], root, n) != 0 || v[i][n] != '/' ||
+		    !v[i][n + 1]) {
+			free(v[i]);
+			continue;
+		}
+		memmove(v[i], v[i] + n + 1, strlen(v[i] + n + 1) + 1);
+		v[k++] = v[i];
+	}
+	v[k] = NULL;
+	j->ignored_then = v;
+	return 0;
 }
 
 /* In place: refuse what git ignores, except the project's readable list. */
@@ -221,6 +260,9 @@ static int setup_in_place(struct call *c, struct fs_job *j, const char *root)
 {
 	int r;
 
+	r = ignored_at_start(c, j, root);
+	if (r < 0)
+		return r;
 	git_libgit2_init();
 	if (git_repository_open_ext(&j->repo, root,
 				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
@@ -228,8 +270,7 @@ static int setup_in_place(struct call *c, struct fs_job *j, const char *root)
 		git_libgit2_shutdown();
 		return -ENOENT;
 	}
-	r = fs_ws_set_ignore(j->ws, git_ignored, j->repo,
-			     project_readable(c, root));
+	r = fs_ws_set_ignore(j->ws, git_ignored, j, project_readable(c, root));
 	return r;
 }
 

@@ -750,6 +750,26 @@ START_TEST(test_in_place_ignored_hidden)
 	free(out);
 	free(err);
 
+	/* The agent rewrites .gitignore (fs.write may: it is not protected)
+	 * so that plain.txt, ignored when the session started, no longer
+	 * is: fs.read still refuses it and a run still cannot read it. */
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\".gitignore\",\"content\":\"other/\\n\"}");
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpc(s.token, "fs.read", "{\"path\":\"plain.txt\"}");
+	ck_assert_msg(has(r, "deny.fs.ignored") && !has(r, "CANARY"),
+		      "fs.read after .gitignore changed: %s", r);
+	free(r);
+	rc = agent_spctl(&s, (char *[]){"run", "--", "cat", "plain.txt", NULL},
+			 &out, &err);
+	ck_assert_msg(!has(out, "CANARY"),
+		      "cat read a file ignored at the start after .gitignore "
+		      "changed: %s",
+		      out);
+	free(out);
+	free(err);
+
 	/* Hidden from the run, untouched on the host. */
 	p = paths_join(REPO, "plain.txt");
 	out = test_read_file(p);

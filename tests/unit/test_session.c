@@ -16,6 +16,7 @@
 #include "tests/lib/fakecall.h"
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
+#include "common/strv.h"
 #include "common/util.h"
 #include "daemon/domain/agent.h"
 #include "daemon/transport/call.h"
@@ -434,12 +435,96 @@ START_TEST(test_in_place_hidden_kept)
 			".git/info/exclude"));
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 5);
 	ck_assert(hides(&rp, f.repo, "/extra.txt"));
-	/* A name gone. */
-	free(sh(f.repo, "rm debug.log"));
+	/* A name gone (sub/new.log was not there at the start). */
+	free(sh(f.repo, "rm sub/new.log"));
 	paths_again(&f, i->id, &rp);
-	ck_assert(!hides(&rp, f.repo, "/debug.log"));
+	ck_assert(!hides(&rp, f.repo, "/sub/new.log"));
 	session_run_paths_free(&rp);
 	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+/*
+ * In place, what was ignored when the session started stays hidden from
+ * runs and refused by fs.read whatever .gitignore says later (an agent
+ * can write .gitignore: a line taken out, or a nested one saying
+ * "!x.log"), also after a restart of spd; what is ignored only later is
+ * hidden too, and stops being so with its pattern.
+ */
+START_TEST(test_in_place_ignored_at_start)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i;
+	struct session_run_paths rp = {0};
+	char **then;
+
+	fx_init(&f, NULL);
+	free(sh(f.repo, "echo x > secret.log && mkdir -p src/deep && "
+			"echo y > src/deep/inner.log"));
+	i = start(&f, "then", true, token);
+	then = session_hidden_at_start(f.s, i->id);
+	ck_assert_ptr_nonnull(then);
+	ck_assert_ptr_nonnull(then[0]);
+	strv_free_array(then);
+	paths_again(&f, i->id, &rp);
+	ck_assert(hides(&rp, f.repo, "/secret.log"));
+	ck_assert(hides(&rp, f.repo, "/src/deep/inner.log"));
+	/* .gitignore emptied; a nested one un-ignores the rest; a file made
+	 * now under a pattern added now. */
+	free(sh(f.repo, "echo '*.tmp' > .gitignore && printf '!*.log\\n' > "
+			"src/.gitignore && echo t > now.tmp"));
+	paths_again(&f, i->id, &rp);
+	ck_assert(hides(&rp, f.repo, "/secret.log"));
+	ck_assert(hides(&rp, f.repo, "/src/deep/inner.log"));
+	ck_assert(hides(&rp, f.repo, "/now.tmp"));
+	/* After a restart, from the record. */
+	session_run_paths_free(&rp);
+	session_store_free(f.s);
+	ck_assert_int_eq(session_store_open(f.state, &f.s), 0);
+	session_store_set_journal(f.s, jhook, &f);
+	ck_assert_int_eq(session_usable(f.s, i->id), 0);
+	paths_again(&f, i->id, &rp);
+	ck_assert(hides(&rp, f.repo, "/secret.log"));
+	ck_assert(hides(&rp, f.repo, "/src/deep/inner.log"));
+	ck_assert(hides(&rp, f.repo, "/now.tmp"));
+	/* A pattern of now taken away again: not hidden any more. */
+	free(sh(f.repo, "echo '' > .gitignore"));
+	paths_again(&f, i->id, &rp);
+	ck_assert(!hides(&rp, f.repo, "/now.tmp"));
+	ck_assert(hides(&rp, f.repo, "/secret.log"));
+	session_run_paths_free(&rp);
+	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+/* In place, a checkout with more top-most ignored entries than a run can
+ * hide is refused at the start, with what to do instead; nothing of the
+ * session is left behind. */
+START_TEST(test_in_place_too_many_ignored)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i = NULL, **list = NULL;
+	size_t n = 9;
+
+	fx_init(&f, NULL);
+	free(sh(f.repo, "for k in $(seq 1 60); do echo x > f$k.log; done"));
+	ck_assert_int_eq(session_start(f.s, f.repo, "many", true, &i, token),
+			 -E2BIG);
+	ck_assert_ptr_nonnull(strstr(session_store_error(f.s), "top-most"));
+	ck_assert_ptr_nonnull(strstr(session_store_error(f.s), "worktree"));
+	ck_assert_int_eq(session_list(f.s, &list, &n), 0);
+	ck_assert_uint_eq(n, 0);
+	session_info_list_free(list, n);
+	free(sh(f.repo, "rm f*.log && mkdir logs && for k in $(seq 1 60); do "
+			"echo x > logs/f$k.log; done && echo 'logs/' >> "
+			".gitignore && git commit -qam logs"));
+	i = start(&f, "many", true, token);
 	session_info_free(i);
 	fx_done(&f);
 }
@@ -1204,6 +1289,8 @@ int main(void)
 	tcase_add_test(tc, test_feature_names);
 	tcase_add_test(tc, test_in_place_dirty);
 	tcase_add_test(tc, test_in_place_hidden_kept);
+	tcase_add_test(tc, test_in_place_ignored_at_start);
+	tcase_add_test(tc, test_in_place_too_many_ignored);
 	tcase_add_test(tc, test_guard_ends_attempt);
 	tcase_add_test(tc, test_guard_branch_moved);
 	tcase_add_test(tc, test_heldout);
