@@ -151,7 +151,11 @@ int sess_find_secrets(struct session_store *s, struct sess *x)
  * that name it).  So the walk puts an inotify watch on each directory it
  * reads, before reading it, and one on the directory of each of those
  * files (or its nearest existing parent, for one not there yet), and the
- * list is kept until the queue holds an event that could change it.  A
+ * list is kept: a run applies what the queue holds to it (a name made or
+ * gone in a walked directory is one ignore check, ign_name) and walks
+ * again only for what the list cannot follow (a new directory git does
+ * not ignore, a walked one gone or moved, a .gitignore written, a change
+ * to git's other pattern files).  A
  * run reads the queue first: inotify queues an event inside the system
  * call that caused it, so whatever was done before the run was asked for
  * is seen.  Anything the watch cannot account for (an overflowed queue,
@@ -180,12 +184,19 @@ struct sess_ign {
 	bool broken;   /* a watch could not be placed */
 	int result;    /* the kept walk's: 0 or -E2BIG */
 	char **hidden; /* the kept list, with result 0 */
+	size_t nhidden;
 	size_t max;    /* the room it was walked for */
 	uint8_t *kind; /* by watch descriptor: IGN_WD_* bits */
+	char **wdpath; /* by watch descriptor: a walked directory,
+			   relative ("" for the checkout) */
 	size_t nkind;
 	size_t nwatch;
 	struct ign_filter filt[IGN_FILTERS_MAX];
 	size_t nfilt;
+	/* For the changes applied without a walk. */
+	git_repository *repo;
+	char *root;  /* the checkout */
+	char **skip; /* the credential files */
 };
 
 static unsigned long ign_walks;
@@ -202,7 +213,13 @@ void sess_ign_free(struct sess_ign *w)
 	if (w->ifd >= 0)
 		close(w->ifd);
 	strv_free_array(w->hidden);
+	for (size_t i = 0; w->wdpath && i < w->nkind; i++)
+		free(w->wdpath[i]);
+	free(w->wdpath);
 	free(w->kind);
+	git_repository_free(w->repo);
+	free(w->root);
+	strv_free_array(w->skip);
 	free(w);
 }
 
@@ -220,6 +237,7 @@ static void ign_mark(struct sess_ign *w, int wd, uint8_t bit)
 	if ((size_t)wd >= w->nkind) {
 		size_t n = (size_t)wd * 2 + 16;
 		uint8_t *k = realloc(w->kind, n);
+		char **pv;
 
 		if (!k) {
 			w->broken = true;
@@ -227,15 +245,24 @@ static void ign_mark(struct sess_ign *w, int wd, uint8_t bit)
 		}
 		memset(k + w->nkind, 0, n - w->nkind);
 		w->kind = k;
+		pv = realloc(w->wdpath, n * sizeof(*pv));
+		if (!pv) {
+			w->broken = true;
+			return;
+		}
+		memset(pv + w->nkind, 0, (n - w->nkind) * sizeof(*pv));
+		w->wdpath = pv;
 		w->nkind = n;
 	}
 	w->kind[wd] |= bit;
 }
 
-/* A directory the walk is about to read, as the open fd. */
-static void ign_watch_fd(struct sess_ign *w, int fd)
+/* A directory the walk is about to read (rel, relative to the checkout),
+ * as the open fd. */
+static void ign_watch_fd(struct sess_ign *w, int fd, const char *rel)
 {
 	char proc[64];
+	int wd;
 
 	if (!w || w->broken)
 		return;
@@ -244,7 +271,14 @@ static void ign_watch_fd(struct sess_ign *w, int fd)
 		return;
 	}
 	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-	ign_mark(w, inotify_add_watch(w->ifd, proc, IGN_DIR_MASK), IGN_WD_TREE);
+	wd = inotify_add_watch(w->ifd, proc, IGN_DIR_MASK);
+	ign_mark(w, wd, IGN_WD_TREE);
+	if (w->broken)
+		return;
+	/* One directory, one watch: the same one twice is a bind mount or
+	 * a loop, which the walk's names cannot tell apart. */
+	if (w->wdpath[wd] || !(w->wdpath[wd] = strdup(rel)))
+		w->broken = true;
 }
 
 /* A file git reads patterns from: the watch is on its directory, or on
@@ -371,7 +405,74 @@ static bool ign_source_event(const struct sess_ign *w,
 	return false;
 }
 
-/* Reads the queue: 0 when the kept list still holds, -ESTALE when not. */
+static int hidden_find(const struct sess_ign *w, const char *path)
+{
+	for (size_t i = 0; i < w->nhidden; i++)
+		if (strcmp(w->hidden[i], path) == 0)
+			return (int)i;
+	return -1;
+}
+
+/*
+ * One name made, moved in, removed or moved out of a walked directory,
+ * applied to the kept list without a walk: a file (or an ignored
+ * directory) is one ignore check, as in the walk.  0, or -ESTALE when
+ * only a walk will do: a directory git does not ignore (its contents
+ * unwalked, unwatched), a .gitignore, the list full.
+ */
+static int ign_name(struct sess_ign *w, const struct inotify_event *ev)
+{
+	const char *dir = w->wdpath[ev->wd];
+	char rel[GUARD_PATH_MAX], path[GUARD_PATH_MAX];
+	bool gone = ev->mask & (IN_DELETE | IN_MOVED_FROM);
+	int ignored = 0, k, at;
+	char **v;
+
+	if (!dir || !ev->len || !w->repo ||
+	    strcmp(ev->name, ".gitignore") == 0 ||
+	    (!dir[0] && strcmp(ev->name, ".git") == 0))
+		return -ESTALE;
+	k = snprintf(rel, sizeof(rel), "%s%s%s", dir, dir[0] ? "/" : "",
+		     ev->name);
+	if (k < 0 || (size_t)k >= sizeof(rel))
+		return -ESTALE;
+	k = snprintf(path, sizeof(path), "%s/%s", w->root, rel);
+	if (k < 0 || (size_t)k >= sizeof(path))
+		return -ESTALE;
+	at = hidden_find(w, path);
+	if (gone) {
+		/* A directory git does not ignore was walked and watched:
+		 * its own watch says it went (IN_IGNORED), and that walks. */
+		if (at >= 0) {
+			free(w->hidden[at]);
+			w->hidden[at] = w->hidden[--w->nhidden];
+			w->hidden[w->nhidden] = NULL;
+		}
+		return 0;
+	}
+	if (at >= 0)
+		return 0;
+	if (git_ignore_path_is_ignored(&ignored, w->repo, rel) < 0)
+		ignored = 1;
+	if (!ignored)
+		return (ev->mask & IN_ISDIR) ? -ESTALE : 0;
+	for (size_t i = 0; w->skip && w->skip[i]; i++)
+		if (strcmp(w->skip[i], path) == 0)
+			return 0;
+	if (w->nhidden >= w->max)
+		return -ESTALE;
+	v = realloc(w->hidden, (w->nhidden + 2) * sizeof(*v));
+	if (!v)
+		return -ESTALE;
+	w->hidden = v;
+	if (!(v[w->nhidden] = strdup(path)))
+		return -ESTALE;
+	v[++w->nhidden] = NULL;
+	return 0;
+}
+
+/* Reads the queue and applies what it says to the kept list: 0 when the
+ * list holds, -ESTALE when only a new walk will do. */
 static int ign_drain(struct sess_ign *w)
 {
 	char buf[IGN_EVBUF]
@@ -384,11 +485,11 @@ static int ign_drain(struct sess_ign *w)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return errno == EAGAIN ? stale : -ESTALE;
+			return errno == EAGAIN ? 0 : -ESTALE;
 		}
 		if (n == 0)
 			return -ESTALE;
-		for (ssize_t off = 0; off < n;) {
+		for (ssize_t off = 0; off < n && !stale;) {
 			const struct inotify_event *ev =
 			    (const struct inotify_event *)(void *)(buf + off);
 			uint8_t k = ev->wd >= 0 && (size_t)ev->wd < w->nkind
@@ -402,11 +503,21 @@ static int ign_drain(struct sess_ign *w)
 				stale = -ESTALE;
 			else if (!(k & IGN_WD_TREE))
 				continue;
-			else if (!(ev->mask & (IN_MODIFY | IN_CLOSE_WRITE)))
-				stale = -ESTALE; /* a name, or the dir */
-			else if (ev->len && strcmp(ev->name, ".gitignore") == 0)
-				stale = -ESTALE;
+			else if (ev->mask & (IN_MODIFY | IN_CLOSE_WRITE))
+				stale = ev->len && strcmp(ev->name,
+							  ".gitignore") == 0
+					    ? -ESTALE
+					    : 0;
+			else if (ev->mask & (IN_CREATE | IN_MOVED_TO |
+					     IN_DELETE | IN_MOVED_FROM))
+				stale =
+				    w->result < 0 ? -ESTALE : ign_name(w, ev);
+			else
+				stale = -ESTALE; /* the directory itself */
 		}
+		/* Stale: the rest of the queue goes with w. */
+		if (stale)
+			return stale;
 	}
 }
 
@@ -465,7 +576,7 @@ static int scan_ignored(struct ignored_scan *sc, const char *rel,
 	/* The watch goes on before the directory is read, on the directory
 	 * opened (not a name that could be swapped meanwhile): a name made
 	 * while it is read is either read or queued. */
-	ign_watch_fd(sc->w, fd);
+	ign_watch_fd(sc->w, fd, rel);
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
@@ -556,7 +667,16 @@ static int find_ignored(struct session_store *s, struct sess *x, size_t max,
 		return -ENOMEM;
 	}
 	r = scan_ignored(&sc, "", 0);
-	git_repository_free(sc.repo);
+	if (w && !w->repo) {
+		/* Kept for the changes applied without a walk. */
+		w->repo = sc.repo;
+		w->root = strdup(x->info.worktree);
+		w->skip = strv_copy(x->empty_files);
+		if (!w->root || !w->skip)
+			w->broken = true;
+	} else {
+		git_repository_free(sc.repo);
+	}
 	if (r < 0) {
 		strv_free_array(sc.v);
 		return r;
@@ -596,6 +716,8 @@ static int ign_hidden(struct session_store *s, struct sess *x, size_t max,
 	if (w && !w->broken && (r == 0 || r == -E2BIG) &&
 	    (r < 0 || (w->hidden = strv_copy(v)))) {
 		w->result = r;
+		while (w->hidden && w->hidden[w->nhidden])
+			w->nhidden++;
 		x->ign = w;
 	} else {
 		sess_ign_free(w);

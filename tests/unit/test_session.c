@@ -386,11 +386,13 @@ static unsigned long paths_again(struct fx *f, const char *id,
 }
 
 /*
- * In place, the checkout is walked for its ignored entries once, and
- * again only after something that could change the list: a name made in
- * a walked directory (at any depth), a .gitignore rewritten in place (no
- * name changes), .git/info/exclude.  A file's content changing is not
- * such a thing.  Each check fails if the kept list were used regardless.
+ * In place, the checkout is walked for its ignored entries once.  After
+ * that a name made or removed in a walked directory is one ignore check
+ * (a file, or a directory git ignores), and only what the list cannot
+ * follow walks again: a directory git does not ignore (its contents), a
+ * .gitignore rewritten in place (no name changes), .git/info/exclude.
+ * A file's content changing is nothing.  Each check fails if the kept
+ * list were used regardless, or if every change walked.
  */
 START_TEST(test_in_place_hidden_kept)
 {
@@ -413,32 +415,49 @@ START_TEST(test_in_place_hidden_kept)
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w);
 	free(sh(f.repo, "echo more >> debug.log && echo t >> sub/t.md"));
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w);
-	/* A new ignored file, deep. */
-	free(sh(f.repo, "echo n > sub/new.log"));
-	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
+	/* A new ignored file, deep; a new plain file; an ignored directory
+	 * made: no walk, each seen. */
+	free(sh(f.repo, "echo n > sub/new.log && echo k > keep.md && "
+			"mkdir -p cache/x && echo c > cache/x/blob"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w);
 	ck_assert(hides(&rp, f.repo, "/sub/new.log"));
-	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
-	/* A new plain file, then a .gitignore rewritten in place, the same
-	 * size: keep.md becomes ignored. */
-	free(sh(f.repo, "echo k > keep.md"));
-	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
+	ck_assert(hides(&rp, f.repo, "/cache"));
+	ck_assert(!hides(&rp, f.repo, "/cache/x"));
 	ck_assert(!hides(&rp, f.repo, "/keep.md"));
+	/* A name gone, and one moved: no walk. */
+	free(sh(f.repo, "rm sub/new.log && mv keep.md sub/moved.log"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w);
+	ck_assert(!hides(&rp, f.repo, "/sub/new.log"));
+	ck_assert(hides(&rp, f.repo, "/sub/moved.log"));
+	free(sh(f.repo, "mv sub/moved.log keep.md"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w);
+	ck_assert(!hides(&rp, f.repo, "/sub/moved.log"));
+	/* A .gitignore rewritten in place, the same size: keep.md becomes
+	 * ignored; a walk. */
 	free(sh(f.repo, "printf '*.log\\ncache/\\nkeep.md\\n#paddin\\n' > "
 			".gitignore"));
-	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
 	ck_assert(hides(&rp, f.repo, "/keep.md"));
-	/* .git/info/exclude. */
+	/* .git/info/exclude: a walk. */
 	free(sh(f.repo, "echo e > extra.txt"));
-	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 4);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
 	ck_assert(!hides(&rp, f.repo, "/extra.txt"));
 	free(sh(f.repo, "mkdir -p .git/info && echo extra.txt >> "
 			".git/info/exclude"));
-	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 5);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
 	ck_assert(hides(&rp, f.repo, "/extra.txt"));
-	/* A name gone (sub/new.log was not there at the start). */
-	free(sh(f.repo, "rm sub/new.log"));
-	paths_again(&f, i->id, &rp);
-	ck_assert(!hides(&rp, f.repo, "/sub/new.log"));
+	/* A directory git does not ignore, with an ignored file in it: a
+	 * walk, and then its own new files are seen without one. */
+	free(sh(f.repo, "mkdir -p fresh && echo a > fresh/a.log"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
+	ck_assert(hides(&rp, f.repo, "/fresh/a.log"));
+	free(sh(f.repo, "echo b > fresh/b.log"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
+	ck_assert(hides(&rp, f.repo, "/fresh/b.log"));
+	/* That directory removed: a walk, and its entries are gone. */
+	free(sh(f.repo, "rm -r fresh"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 4);
+	ck_assert(!hides(&rp, f.repo, "/fresh/b.log"));
 	session_run_paths_free(&rp);
 	ck_assert_int_eq(session_end(f.s, i->id), 0);
 	session_info_free(i);
