@@ -891,7 +891,8 @@ int sess_inplace_record(struct session_store *s, struct sess *x)
 
 	while (x->empty_files && x->empty_files[n])
 		n++;
-	r = find_ignored(s, x, hidden_room(n), NULL, &v);
+	/* The walk leaves its watch for the first run (ign_hidden). */
+	r = ign_hidden(s, x, hidden_room(n), &v);
 	if (r == -E2BIG) {
 		sess_seterr(s,
 			    "in place: more than %zu top-most git-ignored "
