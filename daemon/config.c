@@ -15,6 +15,7 @@
 #include "common/paths.h"
 #include "common/strv.h"
 #include "daemon/config.h"
+#include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
 #include "daemon/transport/quota.h"
 #include "daemon/transport/server.h"
@@ -165,13 +166,15 @@ out:
 static int load_limits(git_config *gc, const char *path, struct spd_config *cfg,
 		       char *errbuf, size_t errlen)
 {
-	unsigned auth_s = cfg->auth_timeout_ms / 1000u;
+	unsigned auth_s = cfg->auth_timeout_ms / 1000u,
+		 grant_s = cfg->grant_lifetime_ms / 1000u;
 	const struct {
 		const char *key;
 		unsigned *dst;
 		int64_t min, max;
 	} keys[] = {
 	    {"limits.auth-timeout", &auth_s, 1, QUOTA_AUTH_TIMEOUT_S_MAX},
+	    {"limits.grant-lifetime", &grant_s, 1, 24 * 3600},
 	    {"limits.session-connections", &cfg->session_conns, 1,
 	     SERVER_MAX_CONNS},
 	    {"limits.session-runs", &cfg->session_runs, 1, SBXP_RUNS_MAX},
@@ -199,6 +202,7 @@ static int load_limits(git_config *gc, const char *path, struct spd_config *cfg,
 		*keys[i].dst = (unsigned)n;
 	}
 	cfg->auth_timeout_ms = auth_s * 1000u;
+	cfg->grant_lifetime_ms = grant_s * 1000u;
 	return 0;
 }
 
@@ -273,6 +277,7 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	cfg->output_cap = CONFIG_OUTPUT_CAP_DEFAULT;
 	cfg->default_timeout_ms = CONFIG_TIMEOUT_DEFAULT_S * 1000u;
 	cfg->auth_timeout_ms = QUOTA_AUTH_TIMEOUT_S_DEFAULT * 1000u;
+	cfg->grant_lifetime_ms = GATE_WAIT_MS;
 	cfg->session_conns = QUOTA_SESSION_CONNS_DEFAULT;
 	cfg->session_runs = QUOTA_SESSION_RUNS_DEFAULT;
 	cfg->session_journal_rate = QUOTA_SESSION_JOURNAL_RATE_DEFAULT;

@@ -14,6 +14,8 @@
  *                              ; spd refuses requests (journal.h)
  *   [limits]                   ; daemon/transport/quota.h: defaults and why
  *       auth-timeout = 5       ; seconds a connection has to authenticate
+ *       grant-lifetime = 600   ; seconds an approval given ahead of its
+ *                              ; call (policy.check, wait:false) stays usable
  *       session-connections = 64
  *       session-runs = 16      ; runs in flight per session
  *       session-journal-rate = 1200   ; journaled requests a minute

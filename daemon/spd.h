@@ -46,6 +46,7 @@ struct spd_config {
 	size_t journal_queue_max; /* 0: the journal's default */
 	/* [limits] (daemon/transport/quota.h has the defaults and their reasons). */
 	uint32_t auth_timeout_ms;      /* to present a valid token */
+	uint32_t grant_lifetime_ms;    /* an approval ahead of its call */
 	unsigned session_conns;	       /* connections per session token */
 	unsigned session_runs;	       /* runs in flight per session */
 	unsigned session_journal_rate; /* journaled requests a minute */

@@ -58,6 +58,7 @@ struct grant {
 	struct grant *next;
 	char session[SESSION_ID_LEN + 1];
 	char key[65];
+	uint64_t expires; /* uv_now: unused by then, it is dropped */
 };
 
 struct counter {
@@ -390,19 +391,35 @@ static void object_key(const char *session, json_t *object, char out[65])
 	free(text);
 }
 
-static bool take_grant(struct approvals *ap, const char *session,
-		       const char *key)
+/* The grant for this exact call, taken (1); or none (0), or one that
+ * outlived [limits] grant-lifetime unused (-1: dropped, as every other
+ * such grant met on the way). */
+static int take_grant(struct approvals *ap, const char *session,
+		      const char *key)
 {
-	for (struct grant **pp = &ap->grants; *pp; pp = &(*pp)->next) {
+	uint64_t now = uv_now(ap->spd->loop);
+	int r = 0;
+
+	for (struct grant **pp = &ap->grants; *pp;) {
 		struct grant *g = *pp;
-		if (strcmp(g->session, session) == 0 &&
-		    strcmp(g->key, key) == 0) {
+		bool match = strcmp(g->session, session) == 0 &&
+			     strcmp(g->key, key) == 0;
+
+		if (now >= g->expires) {
 			*pp = g->next;
 			free(g);
-			return true;
+			if (match && r == 0)
+				r = -1;
+			continue;
 		}
+		if (match) {
+			*pp = g->next;
+			free(g);
+			return 1;
+		}
+		pp = &g->next;
 	}
-	return false;
+	return r;
 }
 
 static json_t *pending_json(const struct pending *p)
@@ -797,13 +814,23 @@ static void gate_ask(struct call *c, const struct gate_call *g,
 		ask_answered_yes(c, g, res, object, key, cont, drop, data);
 		return;
 	}
-	if (take_grant(ap, session, key)) {
+	switch (take_grant(ap, session, key)) {
+	case 1:
 		denials_reset(ap, g->session_id);
 		journal_decision(
 		    spd, session, "approval.used", res->rule,
 		    "a person's grant for this exact call, used once", object);
 		cont(c, data);
 		return;
+	case -1:
+		/* Approved ahead, but not used in time: ask again. */
+		journal_decision(spd, session, "approval.expired", res->rule,
+				 "a person's grant for this exact call was "
+				 "not used in time ([limits] grant-lifetime)",
+				 object);
+		break;
+	default:
+		break;
 	}
 	if (g->session_id) {
 		struct counter *ctr = counter_of(ap, g->session_id);
@@ -983,9 +1010,13 @@ static const char *decide_approve(struct approvals *ap, struct pending *p)
 		 * one, once. */
 		struct grant *g = calloc(1, sizeof(*g));
 		if (g) {
+			uint32_t life = ap->spd->config.grant_lifetime_ms;
+
 			snprintf(g->session, sizeof(g->session), "%s",
 				 p->session);
 			memcpy(g->key, p->key, sizeof(g->key));
+			g->expires = uv_now(ap->spd->loop) +
+				     (life ? life : GATE_WAIT_MS);
 			g->next = ap->grants;
 			ap->grants = g;
 		}

@@ -1199,6 +1199,74 @@ START_TEST(test_approval_end_to_end)
 }
 END_TEST
 
+/* The approval id in a NEEDS-APPROVAL reply (below). */
+static long approval_of(const char *reply);
+
+/*
+ * A grant a person gave ahead of its call (the agent did not wait) is
+ * usable for [limits] grant-lifetime seconds: used in time it runs the
+ * call once; unused past it, the same call is asked again and nothing
+ * runs, and the journal says the grant expired.
+ */
+START_TEST(test_grant_expires)
+{
+	struct session s = {0};
+	char *conf = paths_join(T.config, "spd.conf"), *r, *p, *sql;
+	const char *late = "{\"argv\":[\"sh\",\"-c\",\"echo late > "
+			   "late.txt\"],\"wait\":false}";
+	const char *soon = "{\"argv\":[\"sh\",\"-c\",\"echo soon > "
+			   "soon.txt\"],\"wait\":false}";
+	long aid;
+
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	test_write_file(conf, "[limits]\n\tgrant-lifetime = 1\n");
+	test_spd_start(&T);
+	start_session(REPO, "grantlife", false, &s);
+
+	/* Used in time: runs. */
+	r = rpc(s.token, "cmd.run", soon);
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
+	aid = approval_of(r);
+	free(r);
+	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
+	r = rpc(NULL, "approval.decide", p);
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	free(p);
+	r = rpc(s.token, "cmd.run", soon);
+	ck_assert_msg(strcmp(test_reply_code(r), "ok") == 0, "in time: %s", r);
+	free(r);
+	ck_assert(wt_exists(&s, "soon.txt"));
+
+	/* Unused past its lifetime: asked again, nothing ran. */
+	r = rpc(s.token, "cmd.run", late);
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
+	aid = approval_of(r);
+	free(r);
+	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
+	r = rpc(NULL, "approval.decide", p);
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	free(p);
+	usleep(1500 * 1000);
+	r = rpc(s.token, "cmd.run", late);
+	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
+	free(r);
+	ck_assert(!wt_exists(&s, "late.txt"));
+	sql = fmt("select kind from events where session='%s' and kind like "
+		  "'approval.%%'",
+		  s.id);
+	r = test_journal_until(&T, sql, "approval.expired");
+	ck_assert_msg(has(r, "approval.expired") && has(r, "approval.used"),
+		      "journal: %s", r);
+	free(r);
+	free(sql);
+	session_free(&s);
+	unlink(conf);
+	free(conf);
+}
+END_TEST
+
 /* What the operator reads is what would run: an agent's argv that
  * reorders itself with RLO/PDF or hides the command after 5,000 spaces is
  * shown escaped by spctl approvals and spctl journal. */
@@ -1999,6 +2067,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_policy_check_cli);
 	tcase_add_test(tc, test_approval_end_to_end);
 	tcase_add_test(tc, test_approvals_show_hidden_characters);
+	tcase_add_test(tc, test_grant_expires);
 	tcase_add_test(tc, test_three_denials);
 	tcase_add_test(tc, test_three_refusals);
 	tcase_add_test(tc, test_prompt_budget);

@@ -500,10 +500,13 @@ START_TEST(test_limits_config_refused)
 {
 	const char *bad[] = {"[limits]\n\toperator-runs = 256\n",
 			     "[limits]\n\toperator-connections = 0\n",
-			     "[limits]\n\tsession-runs = many\n"};
+			     "[limits]\n\tsession-runs = many\n",
+			     "[limits]\n\tgrant-lifetime = 0\n",
+			     "[limits]\n\tgrant-lifetime = 86401\n"};
 	const char *key[] = {"limits.operator-runs",
 			     "limits.operator-connections",
-			     "limits.session-runs"};
+			     "limits.session-runs", "limits.grant-lifetime",
+			     "limits.grant-lifetime"};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char *err = NULL;
