@@ -385,6 +385,22 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 	       (long long)json_integer_value(json_object_get(j, "bytes")));
 	printf("sandbox mode: %s\n",
 	       json_string_value(json_object_get(res, "sandbox_mode")));
+	for (int k = 0; k < 2; k++) {
+		const char *key = k ? "writable" : "hidden";
+		json_t *v = json_object_get(res, key), *e;
+		size_t i;
+
+		if (!json_array_size(v))
+			continue;
+		printf("%s:%*s", key, (int)(13 - strlen(key)), "");
+		json_array_foreach(v, i, e)
+		{
+			if (i)
+				printf(", ");
+			ts_fputs(stdout, json_string_value(e) ?: "?");
+		}
+		printf("%s\n", k ? "" : " (no run sees these)");
+	}
 	if (json_is_true(json_object_get(res, "config_changed")))
 		printf("config:       spd.conf changed since spd started; "
 		       "restart spd to apply it (systemctl --user restart "

@@ -94,6 +94,16 @@ static bool conf_changed(const struct spd *spd)
 		    spd->conf_mtime_ns);
 }
 
+/* A NULL-terminated list (or NULL) as a JSON array of strings. */
+static json_t *strv_to_json(char *const *v)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && v && v[i]; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}
+
 void m_daemon_status(struct call *c)
 {
 	struct spd *spd = call_spd(c);
@@ -118,6 +128,11 @@ void m_daemon_status(struct call *c)
 							     : "best-effort");
 	json_object_set_new(res, "config_changed",
 			    json_boolean(conf_changed(spd)));
+	/* What spd.conf adds to every run: paths no run sees and paths
+	 * every run may write (the operator's, as spd read them). */
+	json_object_set_new(res, "hidden", strv_to_json(spd->config.hidden));
+	json_object_set_new(res, "writable",
+			    strv_to_json(spd->config.writable));
 	if (spd->status_extra)
 		spd->status_extra(spd, res);
 	call_reply(c, res);

@@ -444,6 +444,21 @@ START_TEST(test_hidden_tilde)
 	ck_assert_msg(has(r, "deny.path.hidden") && has(r, notes), "%s", r);
 	free(r);
 	free(p);
+	/* spctl status lists it, expanded, so the operator sees what
+	 * spd read. */
+	{
+		char *out = NULL, *want = fmt("hidden:       %s/passwords.txt "
+					      "(no run sees these)",
+					      notes);
+		int st = test_spctl(&T, (char *[]){"status", NULL}, NULL, &out,
+				    NULL);
+
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+				  has(out, want),
+			      "spctl status: %s", out);
+		free(out);
+		free(want);
+	}
 	free(notes);
 	test_spd_stop_clean(&T);
 }
