@@ -957,8 +957,17 @@ static int hidden_union(char **now, char *const *then, size_t max, char ***ret)
 
 	for (size_t i = 0; now && now[i] && r == 0; i++)
 		r = strv_append(&all, &n, now[i]);
-	for (size_t i = 0; then && then[i] && r == 0; i++)
+	for (size_t i = 0; then && then[i] && r == 0; i++) {
+		struct stat st;
+
+		/* One gone since: nothing to hide, and sandboxd would make
+		 * a hidden path that does not exist in a writable tree, on
+		 * the host. */
+		if (lstat(then[i], &st) < 0 &&
+		    (errno == ENOENT || errno == ENOTDIR))
+			continue;
 		r = strv_append(&all, &n, then[i]);
+	}
 	if (r == 0 && !(v = calloc(n + 1, sizeof(*v))))
 		r = -ENOMEM;
 	for (size_t i = 0; i < n && r == 0; i++) {
@@ -1004,6 +1013,28 @@ void session_run_paths_free(struct session_run_paths *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/* Takes out of files those under a hidden directory: covered already,
+ * and the empty file's mount would have nowhere to go inside the
+ * directory's cover (a .env in node_modules/ refused every run). */
+static void covered_drop(char **files, char *const *hidden)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; files && files[i]; i++) {
+		bool covered = false;
+
+		for (size_t j = 0; hidden && hidden[j] && !covered; j++)
+			covered = strcmp(files[i], hidden[j]) != 0 &&
+				  path_within(files[i], hidden[j]);
+		if (covered)
+			free(files[i]);
+		else
+			files[k++] = files[i];
+	}
+	if (files)
+		files[k] = NULL;
+}
+
 int session_run_paths(struct session_store *s, const char *id,
 		      struct session_run_paths *ret, size_t *ret_hidden_max)
 {
@@ -1046,6 +1077,7 @@ int session_run_paths(struct session_store *s, const char *id,
 			session_run_paths_free(&p);
 			return r;
 		}
+		covered_drop(p.empty_files, p.hidden);
 	}
 	*ret = p;
 	return 0;

@@ -683,6 +683,10 @@ START_TEST(test_in_place_ignored_hidden)
 		    "echo 'token CANARY-plain-7d1' > plain.txt; "
 		    "mkdir -p cache/deep; "
 		    "echo 'CANARY-cache-7d1' > cache/deep/blob; "
+		    /* A credential file inside an ignored directory (a
+		     * package's .env in node_modules/): every run was
+		     * refused, its empty file having nowhere to go. */
+		    "echo 'KEY=CANARY-env-7d1' > cache/deep/.env; "
 		    "chmod -R a+rX plain.txt cache notes.md",
 		    REPO),
 	    0);
