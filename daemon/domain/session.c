@@ -288,6 +288,8 @@ void sess_free(struct sess *x)
 		return;
 	strv_free_array(x->empty_files);
 	strv_free_array(x->ign_start);
+	free(x->empty_ids);
+	free(x->start_ids);
 	sess_ign_free(x->ign);
 	guard_free(x->guard);
 	info_clear(&x->info);

@@ -743,7 +743,7 @@ static int ign_hidden(struct session_store *s, struct sess *x, size_t max,
  * a NUL: 'E' and an absolute path (reads as empty), 'H' and one
  * (hidden).
  */
-#define INPLACE_MAGIC "spd-in-place 1\n"
+#define INPLACE_MAGIC "spd-in-place 2\n"
 #define INPLACE_RECORD_MAX (1024 * 1024)
 
 char *sess_inplace_path(struct session_store *s, const char *id)
@@ -756,7 +756,8 @@ char *sess_inplace_path(struct session_store *s, const char *id)
 }
 
 static int record_write(const char *path, char *const *empty,
-			char *const *hidden)
+			const struct sess_id *eids, char *const *hidden,
+			const struct sess_id *hids)
 {
 	char *tmp = NULL;
 	FILE *f;
@@ -775,9 +776,11 @@ static int record_write(const char *path, char *const *empty,
 	}
 	fputs(INPLACE_MAGIC, f);
 	for (size_t i = 0; empty && empty[i]; i++)
-		fprintf(f, "E%s%c", empty[i], '\0');
+		fprintf(f, "E%llu:%llu:%s%c", (unsigned long long)eids[i].dev,
+			(unsigned long long)eids[i].ino, empty[i], '\0');
 	for (size_t i = 0; hidden && hidden[i]; i++)
-		fprintf(f, "H%s%c", hidden[i], '\0');
+		fprintf(f, "H%llu:%llu:%s%c", (unsigned long long)hids[i].dev,
+			(unsigned long long)hids[i].ino, hidden[i], '\0');
 	if (fflush(f) != 0 || fsync(fileno(f)) < 0)
 		r = -errno;
 	if (fclose(f) != 0 && r == 0)
@@ -806,15 +809,38 @@ static int strv_append(char ***v, size_t *n, const char *str)
 	return 0;
 }
 
-static int record_read(const char *path, char ***ret_empty, char ***ret_hidden)
+/* One entry's "DEV:INO:/path" after its kind: 0 and the parts, or
+ * -EINVAL. */
+static int record_entry(const char *ent, struct sess_id *id, const char **path)
+{
+	char *end;
+
+	errno = 0;
+	id->dev = strtoull(ent, &end, 10);
+	if (errno || end == ent || *end != ':')
+		return -EINVAL;
+	ent = end + 1;
+	id->ino = strtoull(ent, &end, 10);
+	if (errno || end == ent || *end != ':' || end[1] != '/')
+		return -EINVAL;
+	*path = end + 1;
+	return 0;
+}
+
+static int record_read(const char *path, char ***ret_empty,
+		       struct sess_id **ret_eids, char ***ret_hidden,
+		       struct sess_id **ret_hids)
 {
 	char *buf = NULL, **e = calloc(1, sizeof(char *)),
 	     **h = calloc(1, sizeof(char *));
+	struct sess_id *eids =
+			   calloc(SESSION_EMPTY_FILES_MAX + 1, sizeof(*eids)),
+		       *hids = calloc(SBXP_PATHS_MAX + 1, sizeof(*hids));
 	size_t len = 0, ne = 0, nh = 0, off;
 	struct stat st;
 	int fd, r = 0;
 
-	if (!e || !h) {
+	if (!e || !h || !eids || !hids) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -847,19 +873,19 @@ static int record_read(const char *path, char ***ret_empty, char ***ret_hidden)
 		goto out;
 	}
 	for (off = strlen(INPLACE_MAGIC); off < len && r == 0;) {
-		const char *ent = buf + off;
+		const char *ent = buf + off, *p = NULL;
 		size_t k = strlen(ent);
+		struct sess_id id;
 
-		if (k < 2 || ent[1] != '/')
+		if (k < 2 || record_entry(ent + 1, &id, &p) < 0)
 			r = -EINVAL;
-		else if (ent[0] == 'E')
-			r = ne < SESSION_EMPTY_FILES_MAX
-				? strv_append(&e, &ne, ent + 1)
-				: -EINVAL;
-		else if (ent[0] == 'H')
-			r = nh < SBXP_PATHS_MAX ? strv_append(&h, &nh, ent + 1)
-						: -EINVAL;
-		else
+		else if (ent[0] == 'E' && ne < SESSION_EMPTY_FILES_MAX) {
+			eids[ne] = id;
+			r = strv_append(&e, &ne, p);
+		} else if (ent[0] == 'H' && nh < SBXP_PATHS_MAX) {
+			hids[nh] = id;
+			r = strv_append(&h, &nh, p);
+		} else
 			r = -EINVAL;
 		off += k + 1;
 	}
@@ -868,11 +894,35 @@ out:
 	if (r < 0) {
 		strv_free_array(e);
 		strv_free_array(h);
+		free(eids);
+		free(hids);
 		return r;
 	}
 	*ret_empty = e;
 	*ret_hidden = h;
+	*ret_eids = eids;
+	*ret_hids = hids;
 	return 0;
+}
+
+/* What each path is now (dev 0, ino 0 for one gone): a new array. */
+static struct sess_id *ids_of(char *const *v)
+{
+	size_t n = 0;
+	struct sess_id *ids;
+
+	while (v && v[n])
+		n++;
+	ids = calloc(n + 1, sizeof(*ids));
+	for (size_t i = 0; ids && i < n; i++) {
+		struct stat st;
+
+		if (lstat(v[i], &st) == 0) {
+			ids[i].dev = (uint64_t)st.st_dev;
+			ids[i].ino = (uint64_t)st.st_ino;
+		}
+	}
+	return ids;
 }
 
 /* The room a run has for hidden entries next to n credential files. */
@@ -907,8 +957,15 @@ int sess_inplace_record(struct session_store *s, struct sess *x)
 			    strerror(-r));
 		return r;
 	}
+	free(x->empty_ids);
+	free(x->start_ids);
+	x->empty_ids = ids_of(x->empty_files);
+	x->start_ids = ids_of(v);
 	path = sess_inplace_path(s, x->info.id);
-	r = path ? record_write(path, x->empty_files, v) : -ENOMEM;
+	r = !path || !x->empty_ids || !x->start_ids
+		? -ENOMEM
+		: record_write(path, x->empty_files, x->empty_ids, v,
+			       x->start_ids);
 	if (r < 0)
 		sess_seterr(s, "cannot write %s: %s", path ? path : "a record",
 			    strerror(-r));
@@ -925,19 +982,248 @@ int sess_inplace_record(struct session_store *s, struct sess *x)
 int sess_inplace_load(struct session_store *s, struct sess *x)
 {
 	char *path = sess_inplace_path(s, x->info.id), **e = NULL, **h = NULL;
+	struct sess_id *eids = NULL, *hids = NULL;
 	int r;
 
 	if (!path)
 		return -ENOMEM;
-	r = record_read(path, &e, &h);
+	r = record_read(path, &e, &eids, &h, &hids);
 	free(path);
 	if (r < 0)
 		return r;
 	strv_free_array(x->empty_files);
 	strv_free_array(x->ign_start);
+	free(x->empty_ids);
+	free(x->start_ids);
 	x->empty_files = e;
 	x->ign_start = h;
+	x->empty_ids = eids;
+	x->start_ids = hids;
 	return 0;
+}
+
+/* ---- in place: entries recorded at the start, followed where they go ----
+ *
+ * A recorded entry can be moved away from its path and out from under
+ * the pattern that ignored it: a parent directory renamed (in a run the
+ * entry itself is a mount point and cannot be renamed, its directory
+ * can; fs.move refuses only ignored paths), "config/secrets.yml" under an
+ * anchored "/config/secrets.yml" becoming "cfg/secrets.yml".  So each
+ * entry is recorded with its device and inode, and before a run (and an
+ * fs call) every recorded path is checked: one that no longer holds its
+ * file has the checkout searched for it, and its new place is hidden as
+ * well.  The old path stays hidden while something is there.  A
+ * directory the search cannot read refuses the run rather than miss a
+ * file moved into it.
+ */
+struct follow {
+	const char *root;
+	const struct sess_id *want;
+	const bool *miss;
+	char **found;
+	size_t n, seen;
+};
+
+static int follow_walk(struct follow *f, int dfd, const char *rel,
+		       unsigned depth)
+{
+	struct dirent *de;
+	DIR *d;
+	int r = 0;
+
+	if (depth > SESSION_SCAN_DEPTH) {
+		close(dfd);
+		return -E2BIG;
+	}
+	d = fdopendir(dfd);
+	if (!d) {
+		r = -errno;
+		close(dfd);
+		return r;
+	}
+	while ((de = readdir(d))) {
+		char child[GUARD_PATH_MAX];
+		struct stat st;
+		int k, fd;
+
+		if (strcmp(de->d_name, ".") == 0 ||
+		    strcmp(de->d_name, "..") == 0 ||
+		    (depth == 0 && strcmp(de->d_name, ".git") == 0))
+			continue;
+		if (++f->seen > SESSION_SCAN_MAX) {
+			r = -E2BIG;
+			break;
+		}
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+			continue; /* gone meanwhile */
+		k = snprintf(child, sizeof(child), "%s%s%s", rel,
+			     rel[0] ? "/" : "", de->d_name);
+		if (k < 0 || (size_t)k >= sizeof(child)) {
+			r = -ENAMETOOLONG;
+			break;
+		}
+		for (size_t i = 0; i < f->n && r == 0; i++)
+			if (f->miss[i] && !f->found[i] && f->want[i].ino &&
+			    f->want[i].dev == (uint64_t)st.st_dev &&
+			    f->want[i].ino == (uint64_t)st.st_ino &&
+			    !(f->found[i] = paths_join(f->root, child)))
+				r = -ENOMEM;
+		if (r < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		fd = openat(dirfd(d), de->d_name,
+			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd < 0) {
+			if (errno == ENOENT)
+				continue;
+			r = -errno;
+			break;
+		}
+		r = follow_walk(f, fd, child, depth + 1);
+		if (r < 0)
+			break;
+	}
+	closedir(d);
+	return r;
+}
+
+/* Appends path with id to the lists (*v, *ids, *n; at most max). */
+static int follow_push(char ***v, struct sess_id **ids, size_t *n, size_t max,
+		       const char *path, struct sess_id id)
+{
+	struct sess_id *ni;
+
+	for (size_t i = 0; i < *n; i++)
+		if (strcmp((*v)[i], path) == 0)
+			return 0;
+	if (*n >= max)
+		return -E2BIG;
+	ni = realloc(*ids, (*n + 2) * sizeof(**ids));
+	if (!ni)
+		return -ENOMEM;
+	*ids = ni;
+	ni[*n] = id;
+	return strv_append(v, n, path);
+}
+
+int sess_inplace_follow(struct session_store *s, struct sess *x)
+{
+	size_t ne = 0, nh = 0, n, nmiss = 0, ke = 0, kh = 0;
+	struct sess_id *want = NULL, *eids = NULL, *hids = NULL;
+	char **ev = NULL, **hv = NULL, *rec;
+	bool *miss = NULL;
+	struct follow f = {0};
+	int r = 0, fd;
+
+	if (x->info.mode != SESSION_MODE_IN_PLACE || !x->empty_ids ||
+	    !x->start_ids)
+		return 0;
+	while (x->empty_files && x->empty_files[ne])
+		ne++;
+	while (x->ign_start && x->ign_start[nh])
+		nh++;
+	n = ne + nh;
+	if (!n)
+		return 0;
+	want = calloc(n, sizeof(*want));
+	miss = calloc(n, sizeof(*miss));
+	f.found = calloc(n, sizeof(*f.found));
+	if (!want || !miss || !f.found) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++) {
+		const char *p =
+		    i < ne ? x->empty_files[i] : x->ign_start[i - ne];
+		struct stat st;
+
+		want[i] = i < ne ? x->empty_ids[i] : x->start_ids[i - ne];
+		if (lstat(p, &st) == 0 && (uint64_t)st.st_dev == want[i].dev &&
+		    (uint64_t)st.st_ino == want[i].ino)
+			continue;
+		miss[i] = true;
+		nmiss++;
+	}
+	if (!nmiss)
+		goto out;
+	f.root = x->info.worktree;
+	f.want = want;
+	f.miss = miss;
+	f.n = n;
+	fd = open(f.root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	r = fd < 0 ? -errno : follow_walk(&f, fd, "", 0);
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; i < n && r == 0; i++) {
+		const char *p =
+		    i < ne ? x->empty_files[i] : x->ign_start[i - ne];
+		char ***v = i < ne ? &ev : &hv;
+		struct sess_id **ids = i < ne ? &eids : &hids;
+		size_t *k = i < ne ? &ke : &kh;
+		size_t max = i < ne ? SESSION_EMPTY_FILES_MAX : SBXP_PATHS_MAX;
+		struct stat st;
+
+		if (!miss[i]) {
+			r = follow_push(v, ids, k, max, p, want[i]);
+			continue;
+		}
+		if (f.found[i]) {
+			r = follow_push(v, ids, k, max, f.found[i], want[i]);
+			sess_journal(s, x->info.id, "session.ignored-moved",
+				     json_pack("{s:s, s:s}", "from", p, "to",
+					       f.found[i]),
+				     "%s, ignored when the session started, "
+				     "moved to %s: hidden there too",
+				     p, f.found[i]);
+		}
+		/* Replaced where it was (an editor's save, a new build
+		 * directory): that path stays hidden. */
+		if (r == 0 && lstat(p, &st) == 0)
+			r = follow_push(v, ids, k, max, p,
+					(struct sess_id){(uint64_t)st.st_dev,
+							 (uint64_t)st.st_ino});
+	}
+	if (r == 0 && (!ev || !hv)) {
+		/* An empty list is still a list. */
+		if (!ev && !(ev = calloc(1, sizeof(*ev))))
+			r = -ENOMEM;
+		if (!hv && !(hv = calloc(1, sizeof(*hv))))
+			r = -ENOMEM;
+		if (!eids && !(eids = calloc(1, sizeof(*eids))))
+			r = -ENOMEM;
+		if (!hids && !(hids = calloc(1, sizeof(*hids))))
+			r = -ENOMEM;
+	}
+	if (r < 0)
+		goto out;
+	strv_free_array(x->empty_files);
+	strv_free_array(x->ign_start);
+	free(x->empty_ids);
+	free(x->start_ids);
+	x->empty_files = ev;
+	x->ign_start = hv;
+	x->empty_ids = eids;
+	x->start_ids = hids;
+	ev = hv = NULL;
+	eids = hids = NULL;
+	/* The kept walk skipped the old credential files. */
+	sess_ign_free(x->ign);
+	x->ign = NULL;
+	rec = sess_inplace_path(s, x->info.id);
+	r = rec ? record_write(rec, x->empty_files, x->empty_ids, x->ign_start,
+			       x->start_ids)
+		: -ENOMEM;
+	free(rec);
+out:
+	for (size_t i = 0; f.found && i < n; i++)
+		free(f.found[i]);
+	free(f.found);
+	free(want);
+	free(miss);
+	strv_free_array(ev);
+	strv_free_array(hv);
+	free(eids);
+	free(hids);
+	return r;
 }
 
 /* Whether p is a or lies below it. */
@@ -997,7 +1283,8 @@ char **session_hidden_at_start(struct session_store *s, const char *id)
 {
 	struct sess *x = sess_find(s, id);
 
-	if (!x || x->info.mode != SESSION_MODE_IN_PLACE)
+	if (!x || x->info.mode != SESSION_MODE_IN_PLACE ||
+	    sess_inplace_follow(s, x) < 0)
 		return NULL;
 	return strv_copy(x->ign_start ? x->ign_start : (char *[]){NULL});
 }
@@ -1047,6 +1334,9 @@ int session_run_paths(struct session_store *s, const char *id,
 		return r;
 	x = sess_find(s, id);
 	p.in_place = x->info.mode == SESSION_MODE_IN_PLACE;
+	/* Recorded entries moved since are hidden where they went. */
+	if (p.in_place && (r = sess_inplace_follow(s, x)) < 0)
+		return r;
 	while (x->empty_files && x->empty_files[n])
 		n++;
 	p.workspace = strdup(x->info.worktree);

@@ -20,6 +20,11 @@
 #include "daemon/domain/session.h"
 
 /* One session as the store holds it. */
+/* A file's identity: device and inode. */
+struct sess_id {
+	uint64_t dev, ino;
+};
+
 struct sess {
 	struct session_info info;
 	uint8_t token_hash[crypto_generichash_BYTES];
@@ -28,6 +33,9 @@ struct sess {
 	struct sess_ign *ign; /* in place: the hidden list kept between runs */
 	char **ign_start;     /* in place: the top-most ignored entries at the
 				 start, hidden for the whole session */
+	/* What each of empty_files and ign_start was when recorded (a
+	 * moved one is followed: sess_inplace_follow). */
+	struct sess_id *empty_ids, *start_ids;
 	struct sess *next;
 };
 
@@ -61,6 +69,12 @@ int sess_inplace_record(struct session_store *s, struct sess *x);
 /* At a restart: both lists from the record.  0, -ENOENT (none: a session
  * started by an older spd), -EINVAL (damaged) or -ENOMEM. */
 int sess_inplace_load(struct session_store *s, struct sess *x);
+/* Before a run or an fs call: recorded entries whose path no longer holds
+ * the file recorded are searched for in the checkout and hidden where
+ * they went (journaled session.ignored-moved); the record is rewritten.
+ * 0, or < 0 (-E2BIG past SESSION_SCAN_MAX entries or the lists' room,
+ * -EACCES for a directory the search cannot read): refuse the call. */
+int sess_inplace_follow(struct session_store *s, struct sess *x);
 
 /* ---- session.c ---- */
 

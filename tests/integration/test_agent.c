@@ -784,6 +784,58 @@ START_TEST(test_in_place_ignored_hidden)
 }
 END_TEST
 
+/*
+ * In place, an ignored file whose directory the agent renames, out from
+ * under an anchored pattern, is still not readable: not by cat in the
+ * next run, not by fs.read at its new path.  Fails if spd followed only
+ * paths.
+ */
+START_TEST(test_in_place_ignored_moved)
+{
+	struct session s = {0};
+	char *r, *out = NULL, *err = NULL;
+	int rc;
+
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "set -e; cd '%s'; printf '/config/secrets.yml\n' >> "
+		    ".gitignore; mkdir -p config; echo 'name: x' > "
+		    "config/app.yml; git add -A; git commit -qm conf; "
+		    "echo 'password: CANARY-moved-7d1' > config/secrets.yml; "
+		    "chmod -R a+rX config",
+		    REPO),
+	    0);
+	start_session(REPO, "moved", true, &s);
+	rc = agent_spctl(&s,
+			 (char *[]){"run", "--", "mv", "config", "cfg", NULL},
+			 &out, &err);
+	ck_assert_msg(rc == 0, "mv (%d): %s %s", rc, out, err);
+	free(out);
+	free(err);
+	rc = agent_spctl(
+	    &s, (char *[]){"run", "--", "cat", "cfg/secrets.yml", NULL}, &out,
+	    &err);
+	ck_assert_msg(!has(out, "CANARY"),
+		      "cat read the moved ignored file: %s", out);
+	free(out);
+	free(err);
+	r = rpc(s.token, "fs.read", "{\"path\":\"cfg/secrets.yml\"}");
+	ck_assert_msg(has(r, "deny.fs.ignored") && !has(r, "CANARY"),
+		      "fs.read of the moved ignored file: %s", r);
+	free(r);
+	/* It did move on the host, with its content. */
+	{
+		char *hp = paths_join(REPO, "cfg/secrets.yml");
+
+		out = test_read_file(hp);
+		ck_assert_msg(has(out, "CANARY-moved"), "host: %s", out);
+		free(out);
+		free(hp);
+	}
+	session_free(&s);
+}
+END_TEST
+
 /* ---- the git guard --------------------------------------------------- */
 
 /* The operator's approved run in a session, with the repository's .git
@@ -2063,6 +2115,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_in_place_sandbox);
 	tcase_add_test(tc, test_worktree_git_in_run);
 	tcase_add_test(tc, test_in_place_ignored_hidden);
+	tcase_add_test(tc, test_in_place_ignored_moved);
 	tcase_add_test(tc, test_guard_git_config);
 	tcase_add_test(tc, test_guard_hook);
 	tcase_add_test(tc, test_guard_own_branch_and_other_branch);

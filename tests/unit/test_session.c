@@ -379,7 +379,6 @@ START_TEST(test_in_place_dirty)
 }
 END_TEST
 
-
 /* The walks so far after one more run's paths; *rp filled. */
 static unsigned long paths_again(struct fx *f, const char *id,
 				 struct session_run_paths *rp)
@@ -565,6 +564,65 @@ START_TEST(test_in_place_too_many_ignored)
 			"echo x > logs/f$k.log; done && echo 'logs/' >> "
 			".gitignore && git commit -qam logs"));
 	i = start(&f, "many", true, token);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+/*
+ * In place, an entry ignored at the start by an anchored pattern
+ * ("/config/secrets.yml") that is moved out from under it with its
+ * directory ("config" renamed "cfg", which a run can do: only the entry
+ * itself is a mount point) stays hidden where it went, and after a
+ * restart too; a file put back at the old path is hidden as well.  Fails
+ * if the record only knew paths.
+ */
+START_TEST(test_in_place_ignored_moved)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i;
+	struct session_run_paths rp = {0};
+
+	fx_init(&f, NULL);
+	free(sh(f.repo, "printf '/config/secrets.yml\\n' >> .gitignore && "
+			"mkdir -p config && echo 'name: x' > config/app.yml && "
+			"git add .gitignore config && git commit -qm conf && "
+			"echo 'password: s3cret' > config/secrets.yml"));
+	i = start(&f, "moved", true, token);
+	paths_again(&f, i->id, &rp);
+	ck_assert(hides(&rp, f.repo, "/config/secrets.yml"));
+	free(sh(f.repo, "mv config cfg"));
+	paths_again(&f, i->id, &rp);
+	ck_assert(hides(&rp, f.repo, "/cfg/secrets.yml"));
+	ck_assert(!hides(&rp, f.repo, "/config/secrets.yml"));
+	ck_assert_str_eq(f.last_kind, "session.ignored-moved");
+	/* What fs.read refuses follows it too. */
+	{
+		char **then = session_hidden_at_start(f.s, i->id);
+		bool moved = false;
+
+		ck_assert_ptr_nonnull(then);
+		for (size_t k = 0; then[k]; k++)
+			moved = moved || strstr(then[k], "/cfg/secrets.yml");
+		ck_assert(moved);
+		strv_free_array(then);
+	}
+	/* After a restart, from the rewritten record. */
+	session_run_paths_free(&rp);
+	session_store_free(f.s);
+	ck_assert_int_eq(session_store_open(f.state, &f.s), 0);
+	session_store_set_journal(f.s, jhook, &f);
+	paths_again(&f, i->id, &rp);
+	ck_assert(hides(&rp, f.repo, "/cfg/secrets.yml"));
+	/* Moved back, and something new put where it was: both hidden. */
+	free(sh(f.repo, "mkdir -p config && mv cfg/secrets.yml config/ && "
+			"echo new > cfg/secrets.yml"));
+	paths_again(&f, i->id, &rp);
+	ck_assert(hides(&rp, f.repo, "/config/secrets.yml"));
+	ck_assert(hides(&rp, f.repo, "/cfg/secrets.yml"));
+	session_run_paths_free(&rp);
+	ck_assert_int_eq(session_end(f.s, i->id), 0);
 	session_info_free(i);
 	fx_done(&f);
 }
@@ -1331,6 +1389,7 @@ int main(void)
 	tcase_add_test(tc, test_in_place_hidden_kept);
 	tcase_add_test(tc, test_in_place_ignored_at_start);
 	tcase_add_test(tc, test_in_place_too_many_ignored);
+	tcase_add_test(tc, test_in_place_ignored_moved);
 	tcase_add_test(tc, test_guard_ends_attempt);
 	tcase_add_test(tc, test_guard_branch_moved);
 	tcase_add_test(tc, test_heldout);
