@@ -1022,6 +1022,11 @@ struct follow {
 	const bool *miss;
 	char **found;
 	size_t n, seen;
+	/* Hidden directories still where they were recorded, relative:
+	 * not searched (whatever was moved into one is hidden with it, and
+	 * node_modules/ alone can pass SESSION_SCAN_MAX). */
+	const char **covered;
+	size_t ncovered;
 };
 
 static int follow_walk(struct follow *f, int dfd, const char *rel,
@@ -1069,6 +1074,11 @@ static int follow_walk(struct follow *f, int dfd, const char *rel,
 			    !(f->found[i] = paths_join(f->root, child)))
 				r = -ENOMEM;
 		if (r < 0 || !S_ISDIR(st.st_mode))
+			continue;
+		for (k = 0; (size_t)k < f->ncovered; k++)
+			if (strcmp(f->covered[k], child) == 0)
+				break;
+		if ((size_t)k < f->ncovered)
 			continue;
 		fd = openat(dirfd(d), de->d_name,
 			    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -1149,6 +1159,18 @@ int sess_inplace_follow(struct session_store *s, struct sess *x)
 	f.want = want;
 	f.miss = miss;
 	f.n = n;
+	f.covered = calloc(nh + 1, sizeof(*f.covered));
+	if (!f.covered) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = ne; i < n; i++) {
+		size_t rl = strlen(f.root);
+		const char *p = x->ign_start[i - ne];
+
+		if (!miss[i] && strncmp(p, f.root, rl) == 0 && p[rl] == '/')
+			f.covered[f.ncovered++] = p + rl + 1;
+	}
 	fd = open(f.root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	r = fd < 0 ? -errno : follow_walk(&f, fd, "", 0);
 	if (r < 0)
@@ -1217,6 +1239,7 @@ out:
 	for (size_t i = 0; f.found && i < n; i++)
 		free(f.found[i]);
 	free(f.found);
+	free(f.covered);
 	free(want);
 	free(miss);
 	strv_free_array(ev);
