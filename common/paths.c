@@ -12,6 +12,14 @@
 
 #include "paths.h"
 
+bool paths_under(const char *path, const char *dir)
+{
+	size_t n = strlen(dir);
+
+	return strncmp(path, dir, n) == 0 &&
+	       (path[n] == '\0' || path[n] == '/' || (n == 1 && dir[0] == '/'));
+}
+
 char *paths_join(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);

@@ -5,6 +5,8 @@
 #ifndef SPD_COMMON_PATHS_H
 #define SPD_COMMON_PATHS_H
 
+#include <stdbool.h>
+
 struct spd_paths {
 	char *
 	    config_dir; /* $SPD_CONFIG_DIR, $XDG_CONFIG_HOME/spd, ~/.config/spd */
@@ -40,6 +42,10 @@ int paths_ensure_private_dir(const char *dir);
 
 /* Join a and b with one '/'.  Returns a new string or NULL. */
 char *paths_join(const char *a, const char *b);
+
+/* Whether the absolute path is dir or lies below it (every path lies
+ * below "/").  No normalisation: both as spd keeps them. */
+bool paths_under(const char *path, const char *dir);
 
 /* The effective uid's home directory from the passwd database, where HOME
  * is unset (common/paths_pw.c; spctl has its own), or NULL. */

@@ -24,6 +24,22 @@ int strv_push(struct strv *l, const char *s)
 	return 0;
 }
 
+char **strv_copy(char *const *v)
+{
+	size_t n = 0;
+	char **c;
+
+	while (v && v[n])
+		n++;
+	c = calloc(n + 1, sizeof(*c));
+	for (size_t i = 0; c && i < n; i++)
+		if (!(c[i] = strdup(v[i]))) {
+			strv_free_array(c);
+			return NULL;
+		}
+	return c;
+}
+
 void strv_free_array(char **v)
 {
 	for (size_t i = 0; v && v[i]; i++)

@@ -15,6 +15,9 @@ struct strv {
 
 /* Append a copy of s.  Returns 0 or -ENOMEM (the list is unchanged). */
 int strv_push(struct strv *l, const char *s);
+/* A copy of a NULL-terminated array of strings (NULL: an empty one), or
+ * NULL when out of memory.  Free with strv_free_array. */
+char **strv_copy(char *const *v);
 /* Free every string and the array; the list is empty again.  NULL and an
  * empty list are fine. */
 void strv_free(struct strv *l);

@@ -376,8 +376,14 @@ out:
 	return r;
 }
 
-int config_hidden_push(const struct spd_config *cfg, struct strv *out)
+int config_run_hidden_push(const struct spd *spd, struct strv *out)
 {
+	const struct spd_config *cfg = &spd->config;
+
+	if (strv_push(out, spd->paths.config_dir) < 0 ||
+	    strv_push(out, spd->paths.state_dir) < 0 ||
+	    strv_push(out, spd->paths.runtime_dir) < 0)
+		return -ENOMEM;
 	for (size_t i = 0; cfg->hidden && cfg->hidden[i]; i++) {
 		char *real = realpath(cfg->hidden[i], NULL);
 		int r = strv_push(out, real ? real : cfg->hidden[i]);

@@ -58,15 +58,17 @@ int config_foreach_prefix(struct git_config *gc, const char *prefix,
 int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		size_t errlen);
 /*
- * Push cfg's [sandbox] hidden paths onto out as a run must cover them:
- * each one's real path when it resolves (a cover follows symlinks, and
- * sandboxd looks at the path itself with lstat), else as configured (a
- * missing path has nothing to cover, or is made and covered under a
- * writable one).  Paths are resolved per run: one created later is
- * covered from then on.  Returns 0 or -ENOMEM (the run must not start).
+ * Push what every run must not see onto out: spd's own config, state and
+ * runtime directories, then spd.conf's [sandbox] hidden paths as a run
+ * must cover them: each one's real path when it resolves (a cover follows
+ * symlinks, and sandboxd looks at the path itself with lstat), else as
+ * configured (a missing path has nothing to cover, or is made and covered
+ * under a writable one).  Paths are resolved per run: one created later
+ * is covered from then on.  Returns 0 or -ENOMEM (the run must not
+ * start).
  */
 struct strv;
-int config_hidden_push(const struct spd_config *cfg, struct strv *out);
+int config_run_hidden_push(const struct spd *spd, struct strv *out);
 /* Release what config_load allocated. */
 void config_free(struct spd_config *cfg);
 

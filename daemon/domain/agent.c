@@ -217,10 +217,7 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 	if (!spd->sbx)
 		return -ENOTCONN;
 	/* spd's own directories and the operator's [sandbox] hidden. */
-	if (strv_push(&hidden, spd->paths.config_dir) < 0 ||
-	    strv_push(&hidden, spd->paths.state_dir) < 0 ||
-	    strv_push(&hidden, spd->paths.runtime_dir) < 0 ||
-	    config_hidden_push(&spd->config, &hidden) < 0 ||
+	if (config_run_hidden_push(spd, &hidden) < 0 ||
 	    !(cr = calloc(1, sizeof(*cr)))) {
 		strv_free(&hidden);
 		return -ENOMEM;

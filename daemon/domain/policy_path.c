@@ -575,7 +575,7 @@ static bool holds(const char *dir, const char *path)
 /*
  * The [sandbox] hidden entry lex (as spelled, normalized) or real (as
  * resolved) lies under, or NULL.  An entry is compared as configured and
- * as resolved now: the run's cover is its real path (config_hidden_push).
+ * as resolved now: the run's cover is its real path (config_run_hidden_push).
  * A path inside the workspace (inside) is not refused for an entry that
  * holds the workspace (strictly): the run sees its workspace there.
  */

@@ -71,6 +71,16 @@ static int scan_secrets(struct secret_scan *sc, const char *rel, unsigned depth)
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 			continue;
 		if (S_ISDIR(st.st_mode)) {
+			int ignored = 0;
+
+			/* A directory git ignores is hidden from runs whole
+			 * (and recorded so): what it holds needs no empty
+			 * file, and node_modules/ alone could pass the
+			 * limits. */
+			if (git_ignore_path_is_ignored(&ignored, sc->repo,
+						       child) < 0 ||
+			    ignored)
+				continue;
 			r = scan_secrets(sc, child, depth + 1);
 			if (r < 0)
 				break;
@@ -100,7 +110,7 @@ static int scan_secrets(struct secret_scan *sc, const char *rel, unsigned depth)
 /*
  * The git-ignored files of an in-place checkout that look like
  * credentials, found once at session start (the agent's own later files
- * are its own).  Past SESSION_SCAN_MAX entries or SESSION_EMPTY_FILES_MAX
+ * are its own), outside the directories git ignores (hidden whole).  Past SESSION_SCAN_MAX entries or SESSION_EMPTY_FILES_MAX
  * matches the start is refused rather than run with some of them
  * readable.
  */
@@ -155,10 +165,9 @@ int sess_find_secrets(struct session_store *s, struct sess *x)
  * gone in a walked directory is one ignore check, ign_name) and walks
  * again only for what the list cannot follow (a new directory git does
  * not ignore, a walked one gone or moved, a .gitignore written, a change
- * to git's other pattern files).  A
- * run reads the queue first: inotify queues an event inside the system
- * call that caused it, so whatever was done before the run was asked for
- * is seen.  Anything the watch cannot account for (an overflowed queue,
+ * to git's other pattern files).  A run reads the queue first: inotify
+ * queues an event inside the system call that caused it, so whatever was
+ * done before the run was asked for is seen.  Anything the watch cannot account for (an overflowed queue,
  * a watched directory gone, a .gitignore that is a symbolic link, more
  * directories than IGN_WATCHES_MAX, no inotify) means a walk at every
  * run, as before.  Includes in git's config files are not followed.
@@ -221,11 +230,6 @@ void sess_ign_free(struct sess_ign *w)
 	free(w->root);
 	strv_free_array(w->skip);
 	free(w);
-}
-
-static void ign_unwatchable(struct sess_ign *w)
-{
-	w->broken = true;
 }
 
 static void ign_mark(struct sess_ign *w, int wd, uint8_t bit)
@@ -521,24 +525,6 @@ static int ign_drain(struct sess_ign *w)
 	}
 }
 
-static char **strv_copy(char *const *v)
-{
-	size_t n = 0;
-	char **c;
-
-	while (v && v[n])
-		n++;
-	c = calloc(n + 1, sizeof(*c));
-	if (!c)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (!(c[i] = strdup(v[i]))) {
-			strv_free_array(c);
-			return NULL;
-		}
-	return c;
-}
-
 /* ---- in place: ignored entries hidden from a run ---- */
 
 struct ignored_scan {
@@ -615,7 +601,7 @@ static int scan_ignored(struct ignored_scan *sc, const char *rel,
 			 * one elsewhere) changes where no watch sees. */
 			if (sc->w && strcmp(de->d_name, ".gitignore") == 0 &&
 			    !S_ISREG(st.st_mode))
-				ign_unwatchable(sc->w);
+				sc->w->broken = true;
 			if (dir)
 				r = scan_ignored(sc, child, depth + 1);
 			if (r < 0)
@@ -739,9 +725,9 @@ static int ign_hidden(struct session_store *s, struct sess *x, size_t max,
  * the state dir, and stay hidden for the whole session whatever the
  * .gitignore files say later; entries ignored later are hidden as well.
  * At a restart of spd the record is read back rather than the checkout
- * walked again.  Format: "spd-in-place 1\n", then entries each ended by
- * a NUL: 'E' and an absolute path (reads as empty), 'H' and one
- * (hidden).
+ * walked again.  Format: "spd-in-place 2\n", then entries each ended by
+ * a NUL: 'E' (reads as empty) or 'H' (hidden), the entry's device and
+ * inode in decimal, each followed by ':', and its absolute path.
  */
 #define INPLACE_MAGIC "spd-in-place 2\n"
 #define INPLACE_RECORD_MAX (1024 * 1024)
@@ -793,22 +779,6 @@ static int record_write(const char *path, char *const *empty,
 	return r;
 }
 
-/* Appends s to the NULL-terminated *v holding *n. */
-static int strv_append(char ***v, size_t *n, const char *str)
-{
-	char **nv = realloc(*v, (*n + 2) * sizeof(**v));
-
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	if (!(nv[*n] = strdup(str))) {
-		nv[*n] = NULL;
-		return -ENOMEM;
-	}
-	nv[++*n] = NULL;
-	return 0;
-}
-
 /* One entry's "DEV:INO:/path" after its kind: 0 and the parts, or
  * -EINVAL. */
 static int record_entry(const char *ent, struct sess_id *id, const char **path)
@@ -831,16 +801,16 @@ static int record_read(const char *path, char ***ret_empty,
 		       struct sess_id **ret_eids, char ***ret_hidden,
 		       struct sess_id **ret_hids)
 {
-	char *buf = NULL, **e = calloc(1, sizeof(char *)),
-	     **h = calloc(1, sizeof(char *));
 	struct sess_id *eids =
 			   calloc(SESSION_EMPTY_FILES_MAX + 1, sizeof(*eids)),
 		       *hids = calloc(SBXP_PATHS_MAX + 1, sizeof(*hids));
-	size_t len = 0, ne = 0, nh = 0, off;
+	struct strv e = {0}, h = {0};
+	size_t len = 0, off;
+	char *buf = NULL;
 	struct stat st;
 	int fd, r = 0;
 
-	if (!e || !h || !eids || !hids) {
+	if (!eids || !hids) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -879,12 +849,12 @@ static int record_read(const char *path, char ***ret_empty,
 
 		if (k < 2 || record_entry(ent + 1, &id, &p) < 0)
 			r = -EINVAL;
-		else if (ent[0] == 'E' && ne < SESSION_EMPTY_FILES_MAX) {
-			eids[ne] = id;
-			r = strv_append(&e, &ne, p);
-		} else if (ent[0] == 'H' && nh < SBXP_PATHS_MAX) {
-			hids[nh] = id;
-			r = strv_append(&h, &nh, p);
+		else if (ent[0] == 'E' && e.n < SESSION_EMPTY_FILES_MAX) {
+			eids[e.n] = id;
+			r = strv_push(&e, p);
+		} else if (ent[0] == 'H' && h.n < SBXP_PATHS_MAX) {
+			hids[h.n] = id;
+			r = strv_push(&h, p);
 		} else
 			r = -EINVAL;
 		off += k + 1;
@@ -892,14 +862,14 @@ static int record_read(const char *path, char ***ret_empty,
 out:
 	free(buf);
 	if (r < 0) {
-		strv_free_array(e);
-		strv_free_array(h);
+		strv_free(&e);
+		strv_free(&h);
 		free(eids);
 		free(hids);
 		return r;
 	}
-	*ret_empty = e;
-	*ret_hidden = h;
+	*ret_empty = e.v;
+	*ret_hidden = h.v;
 	*ret_eids = eids;
 	*ret_hids = hids;
 	return 0;
@@ -1096,30 +1066,25 @@ static int follow_walk(struct follow *f, int dfd, const char *rel,
 	return r;
 }
 
-/* Appends path with id to the lists (*v, *ids, *n; at most max). */
-static int follow_push(char ***v, struct sess_id **ids, size_t *n, size_t max,
+/* Appends path with id to v and ids (room for it), at most max. */
+static int follow_push(struct strv *v, struct sess_id *ids, size_t max,
 		       const char *path, struct sess_id id)
 {
-	struct sess_id *ni;
-
-	for (size_t i = 0; i < *n; i++)
-		if (strcmp((*v)[i], path) == 0)
+	for (size_t i = 0; i < v->n; i++)
+		if (strcmp(v->v[i], path) == 0)
 			return 0;
-	if (*n >= max)
+	if (v->n >= max)
 		return -E2BIG;
-	ni = realloc(*ids, (*n + 2) * sizeof(**ids));
-	if (!ni)
-		return -ENOMEM;
-	*ids = ni;
-	ni[*n] = id;
-	return strv_append(v, n, path);
+	ids[v->n] = id;
+	return strv_push(v, path);
 }
 
 int sess_inplace_follow(struct session_store *s, struct sess *x)
 {
-	size_t ne = 0, nh = 0, n, nmiss = 0, ke = 0, kh = 0;
+	size_t ne = 0, nh = 0, n, nmiss = 0;
 	struct sess_id *want = NULL, *eids = NULL, *hids = NULL;
-	char **ev = NULL, **hv = NULL, *rec;
+	struct strv ev = {0}, hv = {0};
+	char *rec;
 	bool *miss = NULL;
 	struct follow f = {0};
 	int r = 0, fd;
@@ -1137,7 +1102,10 @@ int sess_inplace_follow(struct session_store *s, struct sess *x)
 	want = calloc(n, sizeof(*want));
 	miss = calloc(n, sizeof(*miss));
 	f.found = calloc(n, sizeof(*f.found));
-	if (!want || !miss || !f.found) {
+	/* An entry keeps at most two paths: where it went, where it was. */
+	eids = calloc(2 * ne + 1, sizeof(*eids));
+	hids = calloc(2 * nh + 1, sizeof(*hids));
+	if (!want || !miss || !f.found || !eids || !hids) {
 		r = -ENOMEM;
 		goto out;
 	}
@@ -1178,18 +1146,17 @@ int sess_inplace_follow(struct session_store *s, struct sess *x)
 	for (size_t i = 0; i < n && r == 0; i++) {
 		const char *p =
 		    i < ne ? x->empty_files[i] : x->ign_start[i - ne];
-		char ***v = i < ne ? &ev : &hv;
-		struct sess_id **ids = i < ne ? &eids : &hids;
-		size_t *k = i < ne ? &ke : &kh;
+		struct strv *v = i < ne ? &ev : &hv;
+		struct sess_id *ids = i < ne ? eids : hids;
 		size_t max = i < ne ? SESSION_EMPTY_FILES_MAX : SBXP_PATHS_MAX;
 		struct stat st;
 
 		if (!miss[i]) {
-			r = follow_push(v, ids, k, max, p, want[i]);
+			r = follow_push(v, ids, max, p, want[i]);
 			continue;
 		}
 		if (f.found[i]) {
-			r = follow_push(v, ids, k, max, f.found[i], want[i]);
+			r = follow_push(v, ids, max, f.found[i], want[i]);
 			sess_journal(s, x->info.id, "session.ignored-moved",
 				     json_pack("{s:s, s:s}", "from", p, "to",
 					       f.found[i]),
@@ -1200,20 +1167,9 @@ int sess_inplace_follow(struct session_store *s, struct sess *x)
 		/* Replaced where it was (an editor's save, a new build
 		 * directory): that path stays hidden. */
 		if (r == 0 && lstat(p, &st) == 0)
-			r = follow_push(v, ids, k, max, p,
+			r = follow_push(v, ids, max, p,
 					(struct sess_id){(uint64_t)st.st_dev,
 							 (uint64_t)st.st_ino});
-	}
-	if (r == 0 && (!ev || !hv)) {
-		/* An empty list is still a list. */
-		if (!ev && !(ev = calloc(1, sizeof(*ev))))
-			r = -ENOMEM;
-		if (!hv && !(hv = calloc(1, sizeof(*hv))))
-			r = -ENOMEM;
-		if (!eids && !(eids = calloc(1, sizeof(*eids))))
-			r = -ENOMEM;
-		if (!hids && !(hids = calloc(1, sizeof(*hids))))
-			r = -ENOMEM;
 	}
 	if (r < 0)
 		goto out;
@@ -1221,11 +1177,11 @@ int sess_inplace_follow(struct session_store *s, struct sess *x)
 	strv_free_array(x->ign_start);
 	free(x->empty_ids);
 	free(x->start_ids);
-	x->empty_files = ev;
-	x->ign_start = hv;
+	x->empty_files = ev.v;
+	x->ign_start = hv.v;
 	x->empty_ids = eids;
 	x->start_ids = hids;
-	ev = hv = NULL;
+	ev = hv = (struct strv){0};
 	eids = hids = NULL;
 	/* The kept walk skipped the old credential files. */
 	sess_ign_free(x->ign);
@@ -1242,64 +1198,46 @@ out:
 	free(f.covered);
 	free(want);
 	free(miss);
-	strv_free_array(ev);
-	strv_free_array(hv);
+	strv_free(&ev);
+	strv_free(&hv);
 	free(eids);
 	free(hids);
 	return r;
 }
 
-/* Whether p is a or lies below it. */
-static bool path_within(const char *p, const char *a)
+/* now and then together, without an entry that another covers.  Every
+ * entry of then exists (sess_inplace_follow drops the ones gone, which
+ * sandboxd would otherwise make, in a writable tree, on the host). */
+static int hidden_union(char *const *now, char *const *then, size_t max,
+			char ***ret)
 {
-	size_t n = strlen(a);
-
-	return strncmp(p, a, n) == 0 && (p[n] == '\0' || p[n] == '/');
-}
-
-/* now and then together, without an entry that another covers. */
-static int hidden_union(char **now, char *const *then, size_t max, char ***ret)
-{
-	char **all = NULL, **v = NULL;
-	size_t n = 0, k = 0;
+	struct strv all = {0}, v = {0};
 	int r = 0;
 
 	for (size_t i = 0; now && now[i] && r == 0; i++)
-		r = strv_append(&all, &n, now[i]);
-	for (size_t i = 0; then && then[i] && r == 0; i++) {
-		struct stat st;
-
-		/* One gone since: nothing to hide, and sandboxd would make
-		 * a hidden path that does not exist in a writable tree, on
-		 * the host. */
-		if (lstat(then[i], &st) < 0 &&
-		    (errno == ENOENT || errno == ENOTDIR))
-			continue;
-		r = strv_append(&all, &n, then[i]);
-	}
-	if (r == 0 && !(v = calloc(n + 1, sizeof(*v))))
-		r = -ENOMEM;
-	for (size_t i = 0; i < n && r == 0; i++) {
+		r = strv_push(&all, now[i]);
+	for (size_t i = 0; then && then[i] && r == 0; i++)
+		r = strv_push(&all, then[i]);
+	for (size_t i = 0; i < all.n && r == 0; i++) {
 		bool covered = false;
 
-		for (size_t j = 0; j < n && !covered; j++)
-			covered = (j != i && path_within(all[i], all[j]) &&
-				   strcmp(all[i], all[j]) != 0) ||
-				  (j < i && strcmp(all[i], all[j]) == 0);
+		for (size_t j = 0; j < all.n && !covered; j++)
+			covered = strcmp(all.v[i], all.v[j]) == 0
+				      ? j < i
+				      : paths_under(all.v[i], all.v[j]);
 		if (covered)
 			continue;
-		if (k >= max)
-			r = -E2BIG;
-		else if (!(v[k++] = strdup(all[i])))
-			r = -ENOMEM;
+		r = v.n >= max ? -E2BIG : strv_push(&v, all.v[i]);
 	}
-	strv_free_array(all);
+	strv_free(&all);
+	if (r == 0 && !v.v && !(v.v = calloc(1, sizeof(char *))))
+		r = -ENOMEM;
 	if (r < 0) {
-		strv_free_array(v);
+		strv_free(&v);
 		return r;
 	}
-	*ret = v ? v : calloc(1, sizeof(char *));
-	return *ret ? 0 : -ENOMEM;
+	*ret = v.v;
+	return 0;
 }
 
 char **session_hidden_at_start(struct session_store *s, const char *id)
@@ -1335,7 +1273,7 @@ static void covered_drop(char **files, char *const *hidden)
 
 		for (size_t j = 0; hidden && hidden[j] && !covered; j++)
 			covered = strcmp(files[i], hidden[j]) != 0 &&
-				  path_within(files[i], hidden[j]);
+				  paths_under(files[i], hidden[j]);
 		if (covered)
 			free(files[i]);
 		else

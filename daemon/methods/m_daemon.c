@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "daemon/transport/call.h"
+#include "daemon/transport/rpc.h"
 #include "daemon/domain/journal.h"
 #include "daemon/transport/handlers.h"
 #include "daemon/transport/server.h"
@@ -94,16 +95,6 @@ static bool conf_changed(const struct spd *spd)
 		    spd->conf_mtime_ns);
 }
 
-/* A NULL-terminated list (or NULL) as a JSON array of strings. */
-static json_t *strv_to_json(char *const *v)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && v && v[i]; i++)
-		json_array_append_new(a, json_string(v[i]));
-	return a;
-}
-
 void m_daemon_status(struct call *c)
 {
 	struct spd *spd = call_spd(c);
@@ -130,9 +121,8 @@ void m_daemon_status(struct call *c)
 			    json_boolean(conf_changed(spd)));
 	/* What spd.conf adds to every run: paths no run sees and paths
 	 * every run may write (the operator's, as spd read them). */
-	json_object_set_new(res, "hidden", strv_to_json(spd->config.hidden));
-	json_object_set_new(res, "writable",
-			    strv_to_json(spd->config.writable));
+	json_object_set_new(res, "hidden", rpc_strings(spd->config.hidden));
+	json_object_set_new(res, "writable", rpc_strings(spd->config.writable));
 	if (spd->status_extra)
 		spd->status_extra(spd, res);
 	call_reply(c, res);

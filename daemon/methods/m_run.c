@@ -466,14 +466,6 @@ static char *resolve_dir(const char *path)
 	return strdup(buf);
 }
 
-static bool is_under(const char *path, const char *dir)
-{
-	size_t n = strlen(dir);
-
-	return strncmp(path, dir, n) == 0 &&
-	       (path[n] == '\0' || path[n] == '/' || (n == 1 && dir[0] == '/'));
-}
-
 /*
  * A workspace is writable in full.  One that holds the home directory or
  * spd's own directories would make the credential locations and the
@@ -493,7 +485,7 @@ static bool workspace_acceptable(struct spd *spd, const char *ws,
 			   "the root directory cannot be a workspace");
 		return false;
 	}
-	if (home && realpath(home, real) && is_under(real, ws)) {
+	if (home && realpath(home, real) && paths_under(real, ws)) {
 		call_error(c, RPC_E_POLICY_DENIED, NULL,
 			   "the workspace %s contains the home directory "
 			   "%s: choose a project directory",
@@ -502,7 +494,7 @@ static bool workspace_acceptable(struct spd *spd, const char *ws,
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
 		const char *d = realpath(dirs[i], real) ? real : dirs[i];
-		if (is_under(d, ws) || is_under(ws, d)) {
+		if (paths_under(d, ws) || paths_under(ws, d)) {
 			call_error(c, RPC_E_POLICY_DENIED, NULL,
 				   "the workspace %s overlaps spd's own "
 				   "directory %s",
@@ -860,14 +852,14 @@ static int run_paths(struct call *c, const struct run_request *req,
 		}
 	for (size_t i = 0; spd->config.writable && spd->config.writable[i]; i++)
 		strv_push(writable, spd->config.writable[i]);
-	strv_push(hidden, spd->paths.config_dir);
-	strv_push(hidden, spd->paths.state_dir);
-	strv_push(hidden, spd->paths.runtime_dir);
-	for (size_t i = 0; req->hidden && req->hidden[i]; i++)
-		strv_push(hidden, req->hidden[i]);
-	/* The operator's [sandbox] hidden paths: a run that cannot have
-	 * them covered does not start. */
-	if (config_hidden_push(&spd->config, hidden) < 0) {
+	/* spd's directories and the operator's [sandbox] hidden paths,
+	 * then the request's (a session's ignored entries): a run that
+	 * cannot have them all covered does not start. */
+	int r = config_run_hidden_push(spd, hidden);
+
+	for (size_t i = 0; r == 0 && req->hidden && req->hidden[i]; i++)
+		r = strv_push(hidden, req->hidden[i]);
+	if (r < 0) {
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return -ENOMEM;
 	}
@@ -1231,7 +1223,7 @@ void m_cmd_run(struct call *c)
 	}
 	if ((v = json_object_get(p, "cwd"))) {
 		cwd = resolve_dir(json_string_value(v));
-		if (!cwd || !is_under(cwd, req.workspace)) {
+		if (!cwd || !paths_under(cwd, req.workspace)) {
 			call_error(c, RPC_E_PATH_ESCAPE, NULL,
 				   "cwd must be a directory inside the "
 				   "workspace");

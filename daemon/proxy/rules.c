@@ -14,6 +14,7 @@
 
 #include "daemon/proxy/proxy.h"
 #include "daemon/spd.h"
+#include "daemon/transport/rpc.h"
 
 /* pattern: "name" or "*.suffix"; host without a trailing dot. */
 static bool host_matches(const char *pattern, const char *host, size_t hlen)
@@ -235,23 +236,14 @@ bool proxy_address_ok(const struct spd_config *cfg, const struct sockaddr *sa)
 	return !proxy_address_class(sa) || address_listed(cfg, sa);
 }
 
-static json_t *list_json(char *const *list)
-{
-	json_t *a = json_array();
-
-	for (size_t i = 0; a && list && list[i]; i++)
-		json_array_append_new(a, json_string(list[i]));
-	return a;
-}
-
 json_t *proxy_state_add(json_t *o, const struct spd_config *cfg)
 {
 	if (o)
 		json_object_set_new(
 		    o, "proxy",
 		    json_pack("{s:o, s:o, s:o}", "allow_host",
-			      list_json(cfg->proxy_allow_host), "ask_host",
-			      list_json(cfg->proxy_ask_host), "deny_host",
-			      list_json(cfg->proxy_deny_host)));
+			      rpc_strings(cfg->proxy_allow_host), "ask_host",
+			      rpc_strings(cfg->proxy_ask_host), "deny_host",
+			      rpc_strings(cfg->proxy_deny_host)));
 	return o;
 }

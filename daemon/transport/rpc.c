@@ -296,3 +296,12 @@ int rpc_result_check(enum rpc_method m, json_t *result, char *why,
 	}
 	return 0;
 }
+
+json_t *rpc_strings(char *const *v)
+{
+	json_t *a = json_array();
+
+	for (size_t i = 0; a && v && v[i]; i++)
+		json_array_append_new(a, json_string(v[i]));
+	return a;
+}

@@ -48,6 +48,10 @@ char *rpc_format_error(json_t *id, enum rpc_error code, const char *message,
 char *rpc_format_notification(const char *method, json_t *params,
 			      size_t *ret_len);
 
+/* A NULL-terminated list of strings (NULL: none) as a new JSON array; a
+ * string that is not UTF-8 is left out.  NULL on ENOMEM. */
+json_t *rpc_strings(char *const *v);
+
 /*
  * Check a method's result against its SPD_RESULT rows in proto/rpc.def:
  * no field the table does not list, every field it lists without

@@ -565,6 +565,23 @@ START_TEST(test_in_place_too_many_ignored)
 			".gitignore && git commit -qam logs"));
 	i = start(&f, "many", true, token);
 	session_info_free(i);
+	/* More credential-looking files than SESSION_EMPTY_FILES_MAX inside
+	 * an ignored directory (a package's test keys in node_modules/):
+	 * the directory is hidden whole, so the start is not refused. */
+	free(sh(f.repo, "mkdir -p node_modules/pkg/keys && for k in $(seq 1 "
+			"60); do echo k > node_modules/pkg/keys/k$k.pem; done "
+			"&& echo 'node_modules/' >> .gitignore && git commit "
+			"-qam nm"));
+	i = start(&f, "pems", true, token);
+	{
+		struct session_run_paths rp;
+
+		ck_assert_int_eq(session_run_paths(f.s, i->id, &rp, NULL), 0);
+		ck_assert(hides(&rp, f.repo, "/node_modules"));
+		ck_assert_ptr_null(rp.empty_files[0]);
+		session_run_paths_free(&rp);
+	}
+	session_info_free(i);
 	fx_done(&f);
 }
 END_TEST
