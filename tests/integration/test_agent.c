@@ -1255,8 +1255,26 @@ START_TEST(test_approval_end_to_end)
 }
 END_TEST
 
-/* The approval id in a NEEDS-APPROVAL reply (below). */
-static long approval_of(const char *reply);
+/* The approval id of a NEEDS-APPROVAL reply. */
+static long approval_of(const char *reply)
+{
+	json_t *j = json_loads(reply, 0, NULL);
+	long aid = (long)json_integer_value(json_object_get(
+	    json_object_get(json_object_get(j, "error"), "data"), "approval"));
+
+	json_decref(j);
+	ck_assert_msg(aid > 0, "no approval id in %s", reply);
+	return aid;
+}
+
+static void approve(long aid)
+{
+	char *r =
+	    rpcf(NULL, "approval.decide", "{\"id\":%ld,\"approve\":true}", aid);
+
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+}
 
 /*
  * A grant a person gave ahead of its call (the agent did not wait) is
@@ -1267,12 +1285,11 @@ static long approval_of(const char *reply);
 START_TEST(test_grant_expires)
 {
 	struct session s = {0};
-	char *conf = paths_join(T.config, "spd.conf"), *r, *p, *sql;
+	char *conf = paths_join(T.config, "spd.conf"), *r, *sql;
 	const char *late = "{\"argv\":[\"sh\",\"-c\",\"echo late > "
 			   "late.txt\"],\"wait\":false}";
 	const char *soon = "{\"argv\":[\"sh\",\"-c\",\"echo soon > "
 			   "soon.txt\"],\"wait\":false}";
-	long aid;
 
 	ck_assert_int_eq(test_spd_stop(&T), 0);
 	test_write_file(conf, "[limits]\n\tgrant-lifetime = 1\n");
@@ -1282,13 +1299,8 @@ START_TEST(test_grant_expires)
 	/* Used in time: runs. */
 	r = rpc(s.token, "cmd.run", soon);
 	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
-	aid = approval_of(r);
+	approve(approval_of(r));
 	free(r);
-	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
-	r = rpc(NULL, "approval.decide", p);
-	TEST_ASSERT_CODE(r, "ok");
-	free(r);
-	free(p);
 	r = rpc(s.token, "cmd.run", soon);
 	ck_assert_msg(strcmp(test_reply_code(r), "ok") == 0, "in time: %s", r);
 	free(r);
@@ -1297,13 +1309,8 @@ START_TEST(test_grant_expires)
 	/* Unused past its lifetime: asked again, nothing ran. */
 	r = rpc(s.token, "cmd.run", late);
 	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
-	aid = approval_of(r);
+	approve(approval_of(r));
 	free(r);
-	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
-	r = rpc(NULL, "approval.decide", p);
-	TEST_ASSERT_CODE(r, "ok");
-	free(r);
-	free(p);
 	usleep(1500 * 1000);
 	r = rpc(s.token, "cmd.run", late);
 	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
@@ -1690,27 +1697,6 @@ START_TEST(test_session_token_redacted)
 END_TEST
 
 /* ---- what an approval pins (issue 10, section 4) ---------------------- */
-
-/* The approval id of a NEEDS-APPROVAL reply. */
-static long approval_of(const char *reply)
-{
-	json_t *j = json_loads(reply, 0, NULL);
-	long aid = (long)json_integer_value(json_object_get(
-	    json_object_get(json_object_get(j, "error"), "data"), "approval"));
-
-	json_decref(j);
-	ck_assert_msg(aid > 0, "no approval id in %s", reply);
-	return aid;
-}
-
-static void approve(long aid)
-{
-	char *r =
-	    rpcf(NULL, "approval.decide", "{\"id\":%ld,\"approve\":true}", aid);
-
-	TEST_ASSERT_CODE(r, "ok");
-	free(r);
-}
 
 /* A grant for one write to AGENTS.md is not a grant for another. */
 START_TEST(test_approval_pins_write_content)

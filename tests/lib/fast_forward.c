@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tests/lib/testlib.h"
 #include "tests/lib/fast_forward.h"
 
 #define FF_BUF 16384
@@ -243,6 +244,24 @@ static int ff_connect_up(struct ff_conn *c)
 
 /* Starts the next request when no reply is on its way and it is whole,
  * and writes what is left of it upstream. */
+/* Writes buf[*off, len) to fd as far as it takes it (a non-blocking
+ * socket); *off advances.  0 (done, or EAGAIN) or -1 (the peer went). */
+static int ff_write_some(int fd, const char *buf, size_t len, size_t *off)
+{
+	while (*off < len) {
+		ssize_t n = write(fd, buf + *off, len - *off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return 0;
+		if (n <= 0)
+			return -1;
+		*off += (size_t)n;
+	}
+	return 0;
+}
+
 static int ff_send_up(struct ff_conn *c)
 {
 	if (c->req == 0 && c->rs == FF_IDLE) {
@@ -257,18 +276,10 @@ static int ff_send_up(struct ff_conn *c)
 		if (c->ufd < 0 && ff_connect_up(c) < 0)
 			return -1;
 	}
-	while (c->req_off < c->req) {
-		ssize_t n =
-		    write(c->ufd, c->in + c->req_off, c->req - c->req_off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		if (n <= 0)
-			return -1;
-		c->req_off += (size_t)n;
-	}
+	if (ff_write_some(c->ufd, c->in, c->req, &c->req_off) < 0)
+		return -1;
+	if (c->req_off < c->req)
+		return 0;
 	if (c->req) {
 		memmove(c->in, c->in + c->req, c->in_len - c->req);
 		c->in_len -= c->req;
@@ -279,18 +290,10 @@ static int ff_send_up(struct ff_conn *c)
 
 static int ff_flush_client(struct ff_conn *c)
 {
-	while (c->out_off < c->out_len) {
-		ssize_t n =
-		    write(c->cfd, c->out + c->out_off, c->out_len - c->out_off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && errno == EAGAIN)
-			return 0;
-		if (n <= 0)
-			return -1;
-		c->out_off += (size_t)n;
-	}
+	if (ff_write_some(c->cfd, c->out, c->out_len, &c->out_off) < 0)
+		return -1;
+	if (c->out_off < c->out_len)
+		return 0;
 	c->out_len = c->out_off = 0;
 	return 0;
 }
@@ -459,23 +462,13 @@ static void *ff_loop(void *p)
 
 pid_t fast_forward_start(int port, int threads, int *ret_port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof(a);
 	pid_t pid;
 
 	if (threads < 1 || threads > FF_LOOPS_MAX)
 		return -1;
-	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	lfd = test_listen_loopback(ret_port);
 	if (lfd < 0)
 		return -1;
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    listen(lfd, 512) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&a, &al) < 0) {
-		close(lfd);
-		return -1;
-	}
-	*ret_port = ntohs(a.sin_port);
 	pid = fork();
 	if (pid == 0) {
 		struct epoll_event ev = {EPOLLIN, {.ptr = NULL}};

@@ -17,6 +17,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "tests/lib/testlib.h"
 #include "tests/lib/fast_standin.h"
 
 #define FS_CONNS_MAX 1024
@@ -296,22 +297,11 @@ static void fs_loop(int lfd)
 
 pid_t fast_standin_start(int *ret_port)
 {
-	struct sockaddr_in a = {.sin_family = AF_INET,
-				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-	socklen_t al = sizeof(a);
-	int lfd =
-	    socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	int lfd = test_listen_loopback(ret_port);
 	pid_t pid;
 
 	if (lfd < 0)
 		return -1;
-	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-	    listen(lfd, 512) < 0 ||
-	    getsockname(lfd, (struct sockaddr *)&a, &al) < 0) {
-		close(lfd);
-		return -1;
-	}
-	*ret_port = ntohs(a.sin_port);
 	pid = fork();
 	if (pid == 0) {
 		signal(SIGPIPE, SIG_IGN);

@@ -230,6 +230,20 @@ int test_spd_expect_exit(struct test_spd *t, char **ret_err)
 	return -1;
 }
 
+char *test_spd_refuses(struct test_spd *t, const char *conf)
+{
+	char *err = NULL;
+	int st;
+
+	test_spd_prepare(t, conf);
+	st = test_spd_expect_exit(t, &err);
+	/* A refusal is an exit with a status, not a crash. */
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) != 0,
+		      "spd did not refuse (status %d) %s: %s", st, conf,
+		      err ? err : "");
+	return err ? err : strdup("");
+}
+
 void test_spd_start(struct test_spd *t)
 {
 	char *err = NULL;

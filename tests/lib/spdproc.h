@@ -45,6 +45,9 @@ int test_spd_try_start(struct test_spd *t, char **ret_err);
  * returns its wait status and its stderr in *ret_err (may be NULL).
  * Aborts the test if it keeps running. */
 int test_spd_expect_exit(struct test_spd *t, char **ret_err);
+/* Prepare t with conf and run spd, which must refuse to start (exit
+ * with a status not 0): returns what it printed on stderr (free it; test_spd_cleanup t). */
+char *test_spd_refuses(struct test_spd *t, const char *conf);
 /* SIGTERM and wait; returns the wait status. */
 int test_spd_stop(struct test_spd *t);
 /* The end of a test that leaves spd running: stop it, which must be a

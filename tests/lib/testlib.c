@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "testlib.h"
 #include "common/buf.h"
@@ -232,4 +235,23 @@ const char *test_build_dir(void)
 char *test_prog(const char *name)
 {
 	return paths_join(test_build_dir(), name);
+}
+
+int test_listen_loopback(int *ret_port)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET,
+				.sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	socklen_t al = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0 ||
+	    listen(fd, 512) < 0 ||
+	    getsockname(fd, (struct sockaddr *)&a, &al) < 0) {
+		close(fd);
+		return -1;
+	}
+	*ret_port = ntohs(a.sin_port);
+	return fd;
 }

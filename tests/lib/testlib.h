@@ -86,4 +86,9 @@ const char *test_build_dir(void);
  * per call site is not used: returns malloc'd memory. */
 char *test_prog(const char *name);
 
+/* A non-blocking TCP listener on 127.0.0.1, a port the kernel picks
+ * (*ret_port), backlog 512: the stand-ins' and forwarder's.  Returns the
+ * descriptor or -1. */
+int test_listen_loopback(int *ret_port);
+
 #endif
