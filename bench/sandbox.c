@@ -253,49 +253,6 @@ static void print_layers(void)
 	client_close(&c);
 }
 
-/* A git repository of one commit at dir/name and a session on it
- * (session.start, a worktree, or in place); exports its agent token as
- * SPD_SESSION_TOKEN.  With files, the commit holds that many files and
- * the checkout has git-ignored entries too (node_modules/, a log file),
- * which an in-place session's runs hide.  Returns 0 or -1. */
-static int agent_session(const char *dir, const char *name, long files,
-			 bool in_place)
-{
-	char repo[4200], cmd[8600], err[512];
-	json_t *res = NULL, *e = NULL;
-	struct client c;
-	static char tok[300];
-	int r = -1;
-
-	snprintf(repo, sizeof(repo), "%s/%s", dir, name);
-	if (mkdir(repo, 0755) < 0 ||
-	    (files && bench_make_files(repo, files, BENCH_DIRS) < 0))
-		return -1;
-	snprintf(cmd, sizeof(cmd),
-		 "cd %s && git init -q && echo x > f && "
-		 "printf 'node_modules/\\n*.log\\n' > .gitignore && "
-		 "git add -A && git -c user.name=b -c user.email=b@b commit "
-		 "-qm x && mkdir -p node_modules/m && echo m > "
-		 "node_modules/m/i.js && echo l > app.log",
-		 repo);
-	if (system(cmd) != 0 || client_open(&c, err, sizeof(err)) < 0)
-		return -1;
-	if (client_call(&c, RPC_M_SESSION_START,
-			json_pack("{s:s, s:s, s:b}", "repo", repo, "feature",
-				  name, "in_place", in_place),
-			NULL, NULL, &res, &e) == 0 &&
-	    json_string_value(json_object_get(res, "token"))) {
-		snprintf(tok, sizeof(tok), "SPD_SESSION_TOKEN=%s",
-			 json_string_value(json_object_get(res, "token")));
-		putenv(tok);
-		r = 0;
-	}
-	json_decref(res);
-	json_decref(e);
-	client_close(&c);
-	return r;
-}
-
 /* A row: its median, against sandboxd's spawn and against bubblewrap,
  * the row's own interleaved runs (m_bw_own) when it has them, else the
  * bubblewrap line's. */
@@ -372,7 +329,7 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 		m = spctl_runs(spctl, big, BENCH_BIG_RUNS, &own);
 		print_e2e(what, m, m_sb, m_bw, own);
 	}
-	if (agent_session(dir, "repo", 0, false) == 0) {
+	if (bench_agent_session(dir, "repo", 0, BENCH_DIRS, false) == 0) {
 		m = spctl_runs(spctl, NULL, runs, &own);
 		print_e2e("agent (session token, worktree), spctl run", m, m_sb,
 			  m_bw, own);
@@ -385,7 +342,7 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 	}
 	/* In place, each run hides the checkout's git-ignored entries; the
 	 * walk that finds them is kept between runs (docs/sandbox.md). */
-	if (agent_session(dir, "inplace", 0, true) == 0) {
+	if (bench_agent_session(dir, "inplace", 0, BENCH_DIRS, true) == 0) {
 		m = spctl_runs(spctl, NULL, runs, &own);
 		print_e2e("agent, in-place session, spctl run", m, m_sb, m_bw,
 			  own);
@@ -393,7 +350,8 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 	} else {
 		printf("in-place session: cannot start one\n");
 	}
-	if (agent_session(dir, "inplace10k", 10000, true) == 0) {
+	if (bench_agent_session(dir, "inplace10k", 10000, BENCH_DIRS, true) ==
+	    0) {
 		m = spctl_runs(spctl, NULL, BENCH_BIG_RUNS, &own);
 		print_e2e("  the same, 10000-file checkout", m, m_sb, m_bw,
 			  own);

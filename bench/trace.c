@@ -5,16 +5,19 @@
  * (common/trace.h) into one file.  Prints, for each step, the median time
  * since the step before it and since the fork of spctl, over the runs.
  *
- *   build/bench/trace [files]
+ *   build/bench/trace [--agent] [files]
  *
  * files (default 0) regular files in 100 directories make the workspace,
- * to see what its size costs (the hard-link check).  BENCH_RUNS overrides
+ * to see what its size costs (the hard-link check).  With --agent the
+ * runs are an agent's, in a worktree session of a repository of those
+ * files (its session token, the policy, the git guard).  BENCH_RUNS overrides
  * the 100 runs.  Each stamp is a line "<ns> <who> <step>"; a run's stamps
  * begin at "bench fork" and end at "bench waited".
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -155,7 +158,8 @@ int main(int argc, char **argv)
 	const char *runs_env = getenv("BENCH_RUNS");
 	const char *build = getenv("BUILD");
 	int runs = runs_env ? atoi(runs_env) : TRACE_RUNS_DEFAULT;
-	long files = argc > 1 ? atol(argv[1]) : 0;
+	bool agent = argc > 1 && strcmp(argv[1], "--agent") == 0;
+	long files = argc > 1 + agent ? atol(argv[1 + agent]) : 0;
 	char dir[] = "/tmp/spd-bench-trace-XXXXXX";
 	char ws[256], spctl[4200], tpath[4200];
 	pid_t pid;
@@ -182,9 +186,18 @@ int main(int argc, char **argv)
 	pid = bench_spd_start(build, dir);
 	if (pid < 0)
 		goto out;
+	/* As an agent: a worktree session of a repository of files files,
+	 * its token in SPD_SESSION_TOKEN, policy, guard and journal on. */
+	if (agent &&
+	    bench_agent_session(dir, "repo", files, TRACE_DIRS, false) < 0) {
+		fprintf(stderr, "cannot start a session\n");
+		goto stop;
+	}
 	{
-		char *args[] = {spctl,	 "run", "--workspace", ws,
-				"--yes", "--",	"/bin/true",   NULL};
+		char *args_op[] = {spctl,   "run", "--workspace", ws,
+				   "--yes", "--",  "/bin/true",	  NULL};
+		char *args_agent[] = {spctl, "run", "--", "/bin/true", NULL};
+		char **args = agent ? args_agent : args_op;
 
 		for (int i = 0; i < TRACE_WARMUP + runs; i++) {
 			trace_stamp("fork");
@@ -197,9 +210,10 @@ int main(int argc, char **argv)
 			trace_flush();
 		}
 	}
-	printf("workspace: %ld files; %d runs (after %d warm-up); the "
+	printf("%s: %ld files; %d runs (after %d warm-up); the "
 	       "median of each step\n",
-	       files, runs, TRACE_WARMUP);
+	       agent ? "agent, worktree session" : "workspace", files, runs,
+	       TRACE_WARMUP);
 	rc = 0;
 stop:
 	kill(pid, SIGTERM);

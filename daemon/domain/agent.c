@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "daemon/log.h"
 #include "daemon/domain/agent.h"
 #include "daemon/broker/broker.h"
 #include "daemon/config.h"
@@ -61,6 +62,8 @@ static void run_session_free(struct run_session *rs)
 	free(rs);
 }
 
+/* Before the reply: the guard's re-hash, whose finding ends the attempt
+ * and turns the reply into that error. */
 static int after_run(void *data, const struct sbx_result *r, char *msg,
 		     size_t msglen)
 {
@@ -68,9 +71,8 @@ static int after_run(void *data, const struct sbx_result *r, char *msg,
 	struct guard_finding f;
 	int ret = 0, x;
 
-	x = session_record_command(
-	    rs->spd->sessions, rs->id, (const char *const *)rs->argv,
-	    r->error_code || r->term_signal ? -1 : r->exit_code, &f);
+	(void)r;
+	x = session_guard_check(rs->spd->sessions, rs->id, &f);
 	if (x == 1) {
 		snprintf(msg, msglen, "%s %s: the session's attempt ended",
 			 f.path, f.what);
@@ -83,8 +85,23 @@ static int after_run(void *data, const struct sbx_result *r, char *msg,
 			 strerror(-x));
 		ret = RPC_E_ATTEMPT_ENDED;
 	}
-	run_session_free(rs);
 	return ret;
+}
+
+/* After the reply: the command in the session's history (a row and a
+ * counter in sessions.db, some 0.1 ms the client need not wait for). */
+static void after_reply(void *data, const struct sbx_result *r)
+{
+	struct run_session *rs = data;
+	int x = session_log_command(
+	    rs->spd->sessions, rs->id, (const char *const *)rs->argv,
+	    r->error_code || r->term_signal ? -1 : r->exit_code);
+
+	if (x < 0 && x != -ENOENT && x != -ESHUTDOWN)
+		log_warn("session %s: the command's record was not written: "
+			 "%s",
+			 rs->id, strerror(-x));
+	run_session_free(rs);
 }
 
 static void cancel_run(void *data)
@@ -178,6 +195,7 @@ static int run_prepare(struct spd *spd, struct call *c, struct run_request *req)
 	if (!who->operator)
 		req->cwd = NULL;
 	req->done_hook = after_run;
+	req->after_reply = after_reply;
 	req->done_data = rs;
 	req->done_cancel = cancel_run;
 	req->session_id = rs->id;

@@ -739,18 +739,18 @@ char *sess_argv_json(const char *const *argv)
 	return t;
 }
 
-int session_record_command(struct session_store *s, const char *id,
-			   const char *const *argv, int exit_code,
-			   struct guard_finding *ret_finding)
+int session_log_command(struct session_store *s, const char *id,
+			const char *const *argv, int exit_code)
 {
-	struct sess *x;
+	struct sess *x = sess_find(s, id);
 	sqlite3_stmt *st = NULL;
 	char *text;
-	int r = session_usable(s, id);
+	int r;
 
-	if (r < 0)
-		return r;
-	x = sess_find(s, id);
+	if (!x)
+		return -ENOENT;
+	if (x->info.state == SESSION_ENDED)
+		return -ESHUTDOWN;
 	text = sess_argv_json(argv);
 	if (!text)
 		return -ENOMEM;
@@ -774,9 +774,21 @@ int session_record_command(struct session_store *s, const char *id,
 		r = sess_db_update(s, x);
 	}
 	db_exec(s, r == 0 ? "COMMIT" : "ROLLBACK");
+	return r;
+}
+
+int session_record_command(struct session_store *s, const char *id,
+			   const char *const *argv, int exit_code,
+			   struct guard_finding *ret_finding)
+{
+	int r = session_usable(s, id);
+
 	if (r < 0)
 		return r;
-	return sess_guard_step(s, x, ret_finding);
+	r = session_log_command(s, id, argv, exit_code);
+	if (r < 0)
+		return r;
+	return sess_guard_step(s, sess_find(s, id), ret_finding);
 }
 
 static int note(struct session_store *s, const char *id, const char *kind,

@@ -212,9 +212,16 @@ int session_usable(struct session_store *s, const char *id);
 int session_record_command(struct session_store *s, const char *id,
 			   const char *const *argv, int exit_code,
 			   struct guard_finding *ret_finding);
-/* Re-hash only (after a file tool wrote, say); returns as above. */
+/* Re-hash only (after a file tool wrote, or a command ran before its
+ * record is written); returns as above. */
 int session_guard_check(struct session_store *s, const char *id,
 			struct guard_finding *ret_finding);
+/* Record alone: a command of the session ran with exit_code (-1: not to
+ * an exit), in the session's history and its count, also when the guard
+ * ended its attempt since (the command ran before that).  Returns 0,
+ * -ENOENT or -ESHUTDOWN (no such session, or it ended), or -EIO. */
+int session_log_command(struct session_store *s, const char *id,
+			const char *const *argv, int exit_code);
 /* What a command of the session runs with (session_run_paths). */
 struct session_run_paths {
 	char *workspace;    /* the worktree or the in-place checkout */

@@ -189,6 +189,7 @@ struct run_ctx {
 	bool best_effort;
 	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
 			 size_t msglen);
+	void (*after_reply)(void *data, const struct sbx_result *r);
 	void *done_data;
 	char *quota_sid; /* the session whose run quota this run holds */
 	/* spctl agent: the run's turn (ended with the run) and its listener
@@ -420,6 +421,8 @@ static void on_done(void *data, const struct sbx_result *r)
 	}
 out:
 	trace_flush();
+	if (rc->after_reply)
+		rc->after_reply(rc->done_data, r);
 	run_ctx_free(rc);
 }
 
@@ -961,6 +964,7 @@ int run_start(struct call *c, const struct run_request *req)
 	turn[0] = '\0'; /* rc ends it from now on */
 	rc->best_effort = req->best_effort;
 	rc->done_hook = req->done_hook;
+	rc->after_reply = req->after_reply;
 	rc->done_data = req->done_data;
 	r = run_quota_take(c, rc, &spec);
 	if (r < 0) {

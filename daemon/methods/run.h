@@ -34,6 +34,10 @@ struct run_request {
 	 * guard finding ends the attempt even though the command ran). */
 	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
 			 size_t msglen);
+	/* Called with the result once the reply is on its way, whatever it
+	 * said: work that must not hold the reply up (a session's record
+	 * of the command).  Last to see done_data: it releases it. */
+	void (*after_reply)(void *data, const struct sbx_result *r);
 	void *done_data;
 	/* Releases done_data when the run never starts (refused). */
 	void (*done_cancel)(void *data);

@@ -887,6 +887,10 @@ START_TEST(test_guard_git_config)
 	r = rpcf(NULL, "session.show", "{\"id\":\"%s\"}", s.id);
 	ck_assert_msg(has(r, "attempt-ended") && has(r, "GIT-CHANGED"), "%s",
 		      r);
+	/* The command that ended the attempt is in the session's history
+	 * all the same (written after its reply); the one refused after
+	 * it is not. */
+	ck_assert_msg(has(r, "\"commands\":1"), "not recorded once: %s", r);
 	free(r);
 	char *sql = fmt("select kind, summary from events where session='%s' "
 			"and kind='session.finding'",

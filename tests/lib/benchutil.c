@@ -3,13 +3,16 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "benchutil.h"
+#include "client/client.h"
 
 int bench_cmp_double(const void *a, const void *b)
 {
@@ -107,4 +110,42 @@ pid_t bench_spd_start(const char *build, const char *dir)
 	for (int i = 0; pid > 0 && i < 500 && access(sock, F_OK) < 0; i++)
 		usleep(10000);
 	return pid;
+}
+
+int bench_agent_session(const char *dir, const char *name, long files, int dirs,
+			bool in_place)
+{
+	char repo[4200], cmd[8600], err[512];
+	json_t *res = NULL, *e = NULL;
+	struct client c;
+	static char tok[300];
+	int r = -1;
+
+	snprintf(repo, sizeof(repo), "%s/%s", dir, name);
+	if (mkdir(repo, 0755) < 0 ||
+	    (files && bench_make_files(repo, files, dirs) < 0))
+		return -1;
+	snprintf(cmd, sizeof(cmd),
+		 "cd %s && git init -q && echo x > f && "
+		 "printf 'node_modules/\\n*.log\\n' > .gitignore && "
+		 "git add -A && git -c user.name=b -c user.email=b@b commit "
+		 "-qm x && mkdir -p node_modules/m && echo m > "
+		 "node_modules/m/i.js && echo l > app.log",
+		 repo);
+	if (system(cmd) != 0 || client_open(&c, err, sizeof(err)) < 0)
+		return -1;
+	if (client_call(&c, RPC_M_SESSION_START,
+			json_pack("{s:s, s:s, s:b}", "repo", repo, "feature",
+				  name, "in_place", in_place),
+			NULL, NULL, &res, &e) == 0 &&
+	    json_string_value(json_object_get(res, "token"))) {
+		snprintf(tok, sizeof(tok), "SPD_SESSION_TOKEN=%s",
+			 json_string_value(json_object_get(res, "token")));
+		putenv(tok);
+		r = 0;
+	}
+	json_decref(res);
+	json_decref(e);
+	client_close(&c);
+	return r;
 }

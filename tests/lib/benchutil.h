@@ -5,6 +5,7 @@
 #ifndef SPD_TESTS_BENCHUTIL_H
 #define SPD_TESTS_BENCHUTIL_H
 
+#include <stdbool.h>
 #include <sys/types.h>
 
 /* qsort comparison of doubles, ascending. */
@@ -27,5 +28,15 @@ int bench_run_quiet(char *const argv[]);
  * socket exists (at most 5 s).  Returns its pid, or -1.
  */
 pid_t bench_spd_start(const char *build, const char *dir);
+/*
+ * A git repository of one commit at dir/name and a session on it through
+ * the spd of this process's environment (session.start, a worktree, or
+ * in place); exports its agent token as SPD_SESSION_TOKEN.  With files,
+ * the commit holds that many files spread over dirs directories and the
+ * checkout has git-ignored entries too (node_modules/, a log file), which
+ * an in-place session's runs hide.  Returns 0 or -1.
+ */
+int bench_agent_session(const char *dir, const char *name, long files, int dirs,
+			bool in_place);
 
 #endif
