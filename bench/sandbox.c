@@ -21,6 +21,7 @@
 
 #include "client/client.h"
 #include "common/util.h"
+#include "daemon/domain/journal.h"
 #include "daemon/domain/sbx.h"
 #include "tests/lib/benchutil.h"
 
@@ -102,8 +103,13 @@ static char **bw_argv;
 
 /* Pause around each interleaved bubblewrap run: what either side leaves
  * running in the background (sandboxd making its next spare, the kernel
- * taking a network namespace down) is done before the other is timed. */
-#define BENCH_SETTLE_US 2000
+ * taking a network namespace down, spd's journal committing the run's
+ * rows at the end of its group window) is done before the other is
+ * timed. */
+#define BENCH_SETTLE_US ((JOURNAL_GROUP_MS + 3) * 1000)
+/* That, or BENCH_SETTLE_US from the environment (to see what the pause
+ * itself does to both sides). */
+static useconds_t settle_us = BENCH_SETTLE_US;
 
 /* One bubblewrap run beside each measured run: each row's own baseline,
  * interleaved, so that a neighbour's burst on this shared machine weighs
@@ -114,9 +120,9 @@ static double bw_beside(void)
 
 	if (!bw_argv)
 		return 0;
-	usleep(BENCH_SETTLE_US);
+	usleep(settle_us);
 	v = time_exec(bw_argv);
-	usleep(BENCH_SETTLE_US);
+	usleep(settle_us);
 	return v < 0 ? 0 : v;
 }
 
@@ -371,6 +377,7 @@ int main(void)
 {
 	const char *runs_env = getenv("BENCH_RUNS");
 	const char *build = getenv("BUILD");
+	const char *settle_env = getenv("BENCH_SETTLE_US");
 	int runs = runs_env ? atoi(runs_env) : BENCH_RUNS_DEFAULT;
 	double *bare = calloc((size_t)runs, sizeof(double));
 	double *bw = calloc((size_t)runs, sizeof(double));
@@ -390,6 +397,8 @@ int main(void)
 
 	if (runs < 1 || !bare || !bw || !sb || !mkdtemp(ws))
 		return 1;
+	if (settle_env)
+		settle_us = (useconds_t)atoi(settle_env);
 	snprintf(sandboxd, sizeof(sandboxd), "%s/sandboxd",
 		 build ? build : "build");
 

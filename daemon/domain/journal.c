@@ -795,8 +795,10 @@ int64_t journal_append(struct journal *j, const char *session,
 	j->pending.bytes += bytes;
 	j->last_id = id;
 	memcpy(j->last_hash, e.hash, sizeof(j->last_hash));
-	if (j->pending.n == 1)
+	if (j->pending.n == 1) {
+		clock_gettime(CLOCK_MONOTONIC, &j->pending_since);
 		pthread_cond_signal(&j->wake);
+	}
 	pthread_mutex_unlock(&j->mu);
 	__atomic_add_fetch(&j->count, 1, __ATOMIC_RELAXED);
 	return id;

@@ -59,13 +59,15 @@ struct journal {
 	/* Under mu. */
 	int64_t last_id;
 	char last_hash[HASH_HEX + 1];
-	struct evvec pending; /* appended, not yet committed */
-	size_t queue_max;     /* most bytes in pending */
-	struct evvec done;    /* committed, not yet delivered */
+	struct evvec pending;	       /* appended, not yet committed */
+	struct timespec pending_since; /* the first of them appended */
+	size_t queue_max;	       /* most bytes in pending */
+	struct evvec done;	       /* committed, not yet delivered */
 	int64_t committed_id;
 	char committed_hash[HASH_HEX + 1];
 	int64_t synced_id; /* durable and recorded in the head file */
 	int64_t flush_target;
+	int64_t commit_target; /* a reader waits for it: commit, no sync */
 	struct timespec last_sync;
 	uint64_t failures;
 	int last_err;

@@ -388,13 +388,31 @@ struct work {
 	int err;
 	struct evvec res;
 	struct journal_verify_result vr;
+	int64_t target; /* the last row appended when it was asked */
 };
+
+/* A reader sees every row appended before it asked: the writer commits
+ * them now instead of at the end of its group window (journal.h), and
+ * the reader waits for that commit, or for the writer to fail or stop
+ * (the reader then reads what there is, as before). */
+static void wait_committed(struct journal *j, int64_t target)
+{
+	uint64_t failures;
+
+	pthread_mutex_lock(&j->mu);
+	failures = j->failures;
+	while (j->committed_id < target && j->failures == failures &&
+	       !j->writer_exited)
+		pthread_cond_wait(&j->progress, &j->mu);
+	pthread_mutex_unlock(&j->mu);
+}
 
 static void work_run(uv_work_t *req)
 {
 	struct work *w = req->data;
 	struct journal *j = w->j;
 
+	wait_committed(j, w->target);
 	if (w->kind == WORK_VERIFY) {
 		w->err = journal_verify_path(j->path, &w->vr);
 		return;
@@ -439,6 +457,13 @@ static int work_queue(struct journal *j, struct work *w)
 
 	w->req.data = w;
 	w->j = j;
+	pthread_mutex_lock(&j->mu);
+	w->target = j->last_id;
+	if (w->target > j->commit_target) {
+		j->commit_target = w->target;
+		pthread_cond_signal(&j->wake);
+	}
+	pthread_mutex_unlock(&j->mu);
 	r = uv_queue_work(j->loop, &w->req, work_run, work_done);
 	if (r < 0)
 		return r;

@@ -158,6 +158,21 @@ void *jnl_writer_main(void *arg)
 
 	pthread_mutex_lock(&j->mu);
 	for (;;) {
+		/* The group commit's window (journal.h): a row waits up to
+		 * JOURNAL_GROUP_MS for the rows after it, unless somebody
+		 * waits for it (a flush, a query) or spd is stopping. */
+		if (j->pending.n > 0 && !j->stopping &&
+		    j->flush_target <= j->committed_id &&
+		    j->commit_target <= j->committed_id &&
+		    j->pending.bytes < JOURNAL_GROUP_BYTES) {
+			struct timespec due =
+			    mono_after(&j->pending_since, JOURNAL_GROUP_MS);
+
+			if (!mono_reached(&due)) {
+				pthread_cond_timedwait(&j->wake, &j->mu, &due);
+				continue;
+			}
+		}
 		if (j->pending.n > 0) {
 			struct evvec batch = j->pending;
 			int r;
@@ -198,6 +213,7 @@ void *jnl_writer_main(void *arg)
 			if (jnl_evvec_move(&j->done, &batch) < 0)
 				jnl_evvec_free(
 				    &batch); /* nobody hears of them */
+			pthread_cond_broadcast(&j->progress);
 			uv_async_send(&j->async);
 			pthread_cond_broadcast(&j->progress);
 		}

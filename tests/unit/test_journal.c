@@ -45,6 +45,12 @@ static void run_until(uv_loop_t *loop, const bool *flag)
 		uv_run(loop, UV_RUN_ONCE);
 }
 
+static void run_until_count(uv_loop_t *loop, const size_t *n, size_t want)
+{
+	while (*n < want)
+		uv_run(loop, UV_RUN_ONCE);
+}
+
 static void on_closed(void *data, int err)
 {
 	ck_assert_int_eq(err, 0);
@@ -768,6 +774,47 @@ START_TEST(test_query)
 }
 END_TEST
 
+/*
+ * The group window: a row is not committed the moment it is appended (the
+ * commit would compete with the run it records), yet a query asked right
+ * after the append sees it, without a flush, and long before the window
+ * could have ended by itself.
+ */
+static void count_committed(void *data, const struct journal_event *evs,
+			    size_t n)
+{
+	(void)evs;
+	*(size_t *)data += n;
+}
+
+START_TEST(test_query_sees_queued_rows)
+{
+	struct fixture f;
+	struct query_result q;
+	size_t committed = 0;
+
+	fixture_init(&f, "journal");
+	open_journal(&f);
+	journal_set_commit_cb(f.j, count_committed, &committed);
+	for (int round = 1; round <= 20; round++) {
+		char summary[32];
+
+		snprintf(summary, sizeof(summary), "row %d", round);
+		ck_assert_int_eq(
+		    journal_append(f.j, NULL, "agent", "run", summary, NULL),
+		    round);
+		query(&f, -1, NULL, NULL, 1, &q);
+		ck_assert_uint_eq(q.n, 1);
+		ck_assert_int_eq(q.evs[0].id, round);
+		ck_assert_str_eq(q.evs[0].summary, summary);
+		query_result_free(&q);
+	}
+	/* Each query asked for its row's commit: all of them are done. */
+	run_until_count(&f.loop, &committed, 20);
+	fixture_done(&f);
+}
+END_TEST
+
 /* ---- refusals, async verify, close with work in flight ---- */
 
 START_TEST(test_append_refusals)
@@ -932,6 +979,7 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_sigkill_mid_burst);
 	tcase_add_test(tc, test_filter);
 	tcase_add_test(tc, test_query);
+	tcase_add_test(tc, test_query_sees_queued_rows);
 	tcase_add_test(tc, test_append_refusals);
 	tcase_add_test(tc, test_second_open_refused);
 	tcase_add_test(tc, test_verify_async);
