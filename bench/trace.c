@@ -8,7 +8,8 @@
  *   build/bench/trace [--agent] [files]
  *
  * files (default 0) regular files in 100 directories make the workspace,
- * to see what its size costs (the hard-link check).  With --agent the
+ * to see what its size costs (the hard-link check).  BENCH_SETTLE_US
+ * pauses that many microseconds before each run.  With --agent the
  * runs are an agent's, in a worktree session of a repository of those
  * files (its session token, the policy, the git guard).  BENCH_RUNS overrides
  * the 100 runs.  Each stamp is a line "<ns> <who> <step>"; a run's stamps
@@ -158,6 +159,10 @@ int main(int argc, char **argv)
 	const char *runs_env = getenv("BENCH_RUNS");
 	const char *build = getenv("BUILD");
 	int runs = runs_env ? atoi(runs_env) : TRACE_RUNS_DEFAULT;
+	/* A pause before each run, as the sandbox bench's interleaved rows
+	 * have (what the run before left running is done by then). */
+	const char *pause_env = getenv("BENCH_SETTLE_US");
+	useconds_t pause_us = pause_env ? (useconds_t)atoi(pause_env) : 0;
 	bool agent = argc > 1 && strcmp(argv[1], "--agent") == 0;
 	long files = argc > 1 + agent ? atol(argv[1 + agent]) : 0;
 	char dir[] = "/tmp/spd-bench-trace-XXXXXX";
@@ -200,6 +205,8 @@ int main(int argc, char **argv)
 		char **args = agent ? args_agent : args_op;
 
 		for (int i = 0; i < TRACE_WARMUP + runs; i++) {
+			if (pause_us)
+				usleep(pause_us);
 			trace_stamp("fork");
 			trace_flush();
 			if (bench_run_quiet(args) < 0) {
