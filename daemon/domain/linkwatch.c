@@ -635,3 +635,10 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 	job_start(lw, e);
 	return 0;
 }
+
+void linkwatch_prime(struct linkwatch *lw, const char *workspace)
+{
+	const char *const *names;
+
+	(void)linkwatch_names(lw, workspace, &names);
+}

@@ -76,6 +76,14 @@ void linkwatch_free(struct linkwatch *lw);
 int linkwatch_names(struct linkwatch *lw, const char *workspace,
 		    const char *const **ret_names);
 
+/*
+ * Start watching workspace ahead of its first run (a session's workspace
+ * when the session starts): the walk that linkwatch_names would start,
+ * on the thread pool, without a list asked for.  Nothing when it is
+ * watched or being walked already.
+ */
+void linkwatch_prime(struct linkwatch *lw, const char *workspace);
+
 /* Walks started (for tests and the bench: a workspace watched from the
  * first run on is walked once). */
 unsigned long linkwatch_walks(const struct linkwatch *lw);

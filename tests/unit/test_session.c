@@ -21,6 +21,7 @@
 #include "daemon/domain/agent.h"
 #include "daemon/transport/call.h"
 #include "daemon/domain/journal.h"
+#include "daemon/domain/linkwatch.h"
 #include "daemon/domain/sbx.h"
 #include "daemon/domain/session.h"
 #include "daemon/spd.h"
@@ -1038,6 +1039,51 @@ static void call_free(struct call *c)
 	c->result = c->err_data = NULL;
 }
 
+/*
+ * session.start walks the new workspace's hard-link list on the thread
+ * pool (linkwatch.h) right away, so that the agent's first command gets
+ * the list instead of a full walk in sandboxd.
+ */
+START_TEST(test_start_walks_links_ahead)
+{
+	static struct spd spd;
+	struct fx f;
+	struct call c;
+	uv_loop_t loop;
+	const char *const *names;
+	char ws[4096];
+
+	fx_init(&f, NULL);
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	memset(&spd, 0, sizeof(spd));
+	spd.sessions = f.s;
+	spd.loop = &loop;
+	fakecall_init(&c, &spd,
+		      json_pack("{s:s, s:s}", "repo", f.repo, "feature", "lw"),
+		      NULL);
+	m_session_start(&c);
+	ck_assert_msg(c.result, "session.start: %s", c.msg);
+	snprintf(ws, sizeof(ws), "%s",
+		 json_string_value(json_object_get(c.result, "worktree")));
+	ck_assert_ptr_nonnull(spd.linkwatch);
+	ck_assert_uint_eq(linkwatch_walks(spd.linkwatch), 1);
+	while (linkwatch_walking(spd.linkwatch, ws))
+		uv_run(&loop, UV_RUN_ONCE);
+	/* The first run's question has its answer, and no second walk. */
+	ck_assert_int_eq(linkwatch_names(spd.linkwatch, ws, &names), 1);
+	ck_assert_uint_eq(linkwatch_walks(spd.linkwatch), 1);
+	ck_assert_int_eq(session_end(f.s, json_string_value(
+					      json_object_get(c.result, "id"))),
+			 0);
+	fakecall_free(&c);
+	linkwatch_free(spd.linkwatch);
+	while (uv_run(&loop, UV_RUN_NOWAIT))
+		;
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	fx_done(&f);
+}
+END_TEST
+
 /* A stand-in for the sandbox: check i exits with fake_exits[i]. */
 static int fake_exits[4];
 static int fake_runs;
@@ -1417,6 +1463,7 @@ int main(void)
 	tcase_add_test(tc, test_verify_no_checks);
 	tcase_add_test(tc, test_list_show);
 	tcase_add_test(tc, test_handlers);
+	tcase_add_test(tc, test_start_walks_links_ahead);
 	tcase_add_test(tc, test_journal);
 	tcase_add_test(tc, test_verify_in_sandbox);
 	suite_add_tcase(s, tc);
