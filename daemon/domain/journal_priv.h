@@ -26,6 +26,10 @@ static const char jnl_zero_hash[HASH_HEX + 1] =
 /* How long a statement waits on a lock held by another connection (an
  * operator's sqlite3 shell, a checkpoint) before failing. */
 #define BUSY_TIMEOUT_MS 5000
+/* The longest a query waits for the rows queued before it (journal.h):
+ * a healthy writer commits them in milliseconds; a stalled one (the
+ * database locked, the disk full) is not waited for. */
+#define READ_WAIT_MS 500
 
 struct evvec {
 	struct journal_event *v;
@@ -68,6 +72,7 @@ struct journal {
 	int64_t synced_id; /* durable and recorded in the head file */
 	int64_t flush_target;
 	int64_t commit_target; /* a reader waits for it: commit, no sync */
+	bool stalled;	       /* the last commit failed; none since */
 	struct timespec last_sync;
 	uint64_t failures;
 	int last_err;
@@ -144,5 +149,8 @@ char *jnl_path_suffix(const char *path, const char *suffix);
 void jnl_update_size(struct journal *j);
 /* The writer thread (pthread_create's start routine, arg the journal). */
 void *jnl_writer_main(void *arg);
+
+/* t plus ms, on CLOCK_MONOTONIC (the conditions' clock). */
+struct timespec jnl_mono_after(const struct timespec *t, long ms);
 
 #endif

@@ -393,17 +393,23 @@ struct work {
 
 /* A reader sees every row appended before it asked: the writer commits
  * them now instead of at the end of its group window (journal.h), and
- * the reader waits for that commit, or for the writer to fail or stop
- * (the reader then reads what there is, as before). */
+ * the reader waits for that commit, unless the writer is stalled, fails
+ * again, stops, or READ_WAIT_MS pass (the reader then reads what there
+ * is, as before: a stalled journal still answers queries). */
 static void wait_committed(struct journal *j, int64_t target)
 {
+	struct timespec now, deadline;
 	uint64_t failures;
 
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	deadline = jnl_mono_after(&now, READ_WAIT_MS);
 	pthread_mutex_lock(&j->mu);
 	failures = j->failures;
-	while (j->committed_id < target && j->failures == failures &&
-	       !j->writer_exited)
-		pthread_cond_wait(&j->progress, &j->mu);
+	while (j->committed_id < target && !j->stalled &&
+	       j->failures == failures && !j->writer_exited)
+		if (pthread_cond_timedwait(&j->progress, &j->mu, &deadline) ==
+		    ETIMEDOUT)
+			break;
 	pthread_mutex_unlock(&j->mu);
 }
 

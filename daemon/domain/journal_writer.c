@@ -26,7 +26,7 @@
  */
 #define CLOSE_WRITE_ATTEMPTS 3
 
-static struct timespec mono_after(const struct timespec *t, long ms)
+struct timespec jnl_mono_after(const struct timespec *t, long ms)
 {
 	struct timespec r = *t;
 
@@ -133,7 +133,7 @@ static void writer_wait(struct journal *j, long ms)
 	struct timespec now, deadline;
 
 	clock_gettime(CLOCK_MONOTONIC, &now);
-	deadline = mono_after(&now, ms);
+	deadline = jnl_mono_after(&now, ms);
 	pthread_cond_timedwait(&j->wake, &j->mu, &deadline);
 }
 
@@ -146,7 +146,7 @@ static bool sync_due(struct journal *j)
 		return false;
 	if (j->flush_target > j->synced_id || j->stopping)
 		return true;
-	deadline = mono_after(&j->last_sync, JOURNAL_SYNC_INTERVAL_MS);
+	deadline = jnl_mono_after(&j->last_sync, JOURNAL_SYNC_INTERVAL_MS);
 	return mono_reached(&deadline);
 }
 
@@ -166,7 +166,7 @@ void *jnl_writer_main(void *arg)
 		    j->commit_target <= j->committed_id &&
 		    j->pending.bytes < JOURNAL_GROUP_BYTES) {
 			struct timespec due =
-			    mono_after(&j->pending_since, JOURNAL_GROUP_MS);
+			    jnl_mono_after(&j->pending_since, JOURNAL_GROUP_MS);
 
 			if (!mono_reached(&due)) {
 				pthread_cond_timedwait(&j->wake, &j->mu, &due);
@@ -196,6 +196,7 @@ void *jnl_writer_main(void *arg)
 				}
 				j->last_err = r;
 				j->failures++;
+				j->stalled = true;
 				pthread_cond_broadcast(&j->progress);
 				if (j->stopping &&
 				    ++close_attempts >= CLOSE_WRITE_ATTEMPTS) {
@@ -206,6 +207,7 @@ void *jnl_writer_main(void *arg)
 				writer_wait(j, WRITE_RETRY_MS);
 				continue;
 			}
+			j->stalled = false;
 			j->committed_id = batch.v[batch.n - 1].id;
 			memcpy(j->committed_hash, batch.v[batch.n - 1].hash,
 			       HASH_HEX + 1);
@@ -249,8 +251,8 @@ void *jnl_writer_main(void *arg)
 		if (j->stopping && j->committed_id <= j->synced_id)
 			break;
 		if (j->committed_id > j->synced_id) {
-			struct timespec deadline =
-			    mono_after(&j->last_sync, JOURNAL_SYNC_INTERVAL_MS);
+			struct timespec deadline = jnl_mono_after(
+			    &j->last_sync, JOURNAL_SYNC_INTERVAL_MS);
 
 			pthread_cond_timedwait(&j->wake, &j->mu, &deadline);
 		} else {
