@@ -174,3 +174,30 @@ int paths_ensure_private_dir(const char *dir)
 		return -EACCES;
 	return 0;
 }
+
+const char *paths_private_dir_why(const char *dir, int r, char *buf,
+				  size_t size)
+{
+	struct stat st;
+
+	if (r == -EPERM)
+		snprintf(buf, size,
+			 "%s is owned by another user; refusing to use it",
+			 dir);
+	else if (r == -EACCES && lstat(dir, &st) == 0)
+		snprintf(buf, size,
+			 "%s is accessible to other users (mode %04o; it must "
+			 "be 0700); fix it with: chmod 700 %s",
+			 dir, (unsigned)(st.st_mode & 07777), dir);
+	else if (r == -EACCES)
+		snprintf(buf, size,
+			 "%s is accessible to other users (it must be 0700); "
+			 "fix it with: chmod 700 %s",
+			 dir, dir);
+	else if (r == -ENOTDIR)
+		snprintf(buf, size, "%s is not a directory (or is a symlink)",
+			 dir);
+	else
+		snprintf(buf, size, "cannot create %s: %s", dir, strerror(-r));
+	return buf;
+}

@@ -39,6 +39,14 @@ void paths_free(struct spd_paths *p);
  * A directory spd did not make is never chmod-ed behind the operator's back.
  */
 int paths_ensure_private_dir(const char *dir);
+/*
+ * A sentence for the operator on why paths_ensure_private_dir(dir)
+ * returned r, with the fix where there is one ("... is accessible to other
+ * users (mode 0755; it must be 0700); fix it with: chmod 700 DIR"), in
+ * buf.  Returns buf.
+ */
+const char *paths_private_dir_why(const char *dir, int r, char *buf,
+				  size_t size);
 
 /* Join a and b with one '/'.  Returns a new string or NULL. */
 char *paths_join(const char *a, const char *b);

@@ -88,23 +88,12 @@ static void die(const char *fmt, ...)
 
 static void dir_or_die(const char *what, const char *dir)
 {
+	char why[PATH_MAX * 2 + 128];
 	int r = paths_ensure_private_dir(dir);
 
-	if (r == -EPERM)
-		die("%s directory %s is owned by another user; refusing to use "
-		    "it",
-		    what, dir);
-	if (r == -EACCES)
-		die("%s directory %s is accessible to other users (mode must "
-		    "be "
-		    "0700); fix it with: chmod 700 %s",
-		    what, dir, dir);
-	if (r == -ENOTDIR)
-		die("%s directory %s is not a directory (or is a symlink)",
-		    what, dir);
 	if (r < 0)
-		die("cannot create %s directory %s: %s", what, dir,
-		    strerror(-r));
+		die("%s directory: %s", what,
+		    paths_private_dir_why(dir, r, why, sizeof(why)));
 }
 
 /* The pid-file lock: held for spd's lifetime.  flock() is released by

@@ -368,7 +368,12 @@ static int start_worktree(struct session_store *s, struct start *st,
 	}
 	r = dir ? paths_ensure_private_dir(dir) : -ENOMEM;
 	if (r < 0) {
-		sess_seterr(s, "%s: %s", dir ? dir : "worktrees", strerror(-r));
+		char why[PATH_MAX * 2 + 128];
+
+		sess_seterr(
+		    s, "%s",
+		    dir ? paths_private_dir_why(dir, r, why, sizeof(why))
+			: strerror(-r));
 		free(dir);
 		return r;
 	}
@@ -417,9 +422,16 @@ static int start_conf(struct session_store *s, struct start *st)
 		return -ENOMEM;
 	}
 	r = paths_ensure_private_dir(confdir);
-	free(confdir);
-	if (r < 0)
+	if (r < 0) {
+		char why[PATH_MAX * 2 + 128];
+
+		sess_seterr(
+		    s, "%s",
+		    paths_private_dir_why(confdir, r, why, sizeof(why)));
+		free(confdir);
 		return r;
+	}
+	free(confdir);
 	r = sess_copy_file(st->conf, st->snap, 1024 * 1024);
 	if (r < 0 && r != -ENOENT) {
 		sess_seterr(s, "cannot read %s: %s", st->conf, strerror(-r));

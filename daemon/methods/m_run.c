@@ -548,8 +548,16 @@ static int agent_setup(struct spd *spd, const struct run_request *req,
 		r = -ENOMEM;
 		goto fail;
 	}
-	if ((r = paths_ensure_private_dir(home)) < 0)
-		goto fail;
+	if ((r = paths_ensure_private_dir(home)) < 0) {
+		char why[PATH_MAX * 2 + 128];
+
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "cannot prepare the agent's run: %s",
+			   paths_private_dir_why(home, r, why, sizeof(why)));
+		free(homes);
+		free(home);
+		return r;
+	}
 	t = broker_turn_begin(spd, req->session_id, req->agent_cap, key, &err);
 	if (!t) {
 		r = err;

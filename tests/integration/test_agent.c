@@ -1869,6 +1869,32 @@ END_TEST
 
 /* ---- an agent's view of spd (issue 10, section 4, "Smaller") ---------- */
 
+/* A worktrees directory other users can read (a recursive chmod of the
+ * home, say): session start refuses, naming the directory and the fix,
+ * and starts once the fix is applied. */
+START_TEST(test_worktrees_dir_mode)
+{
+	struct session s = {0};
+	char *wt = fmt("%s/worktrees", T.state), *r;
+
+	start_session(REPO, "modes", false, &s);
+	session_free(&s);
+	ck_assert_int_eq(chmod(wt, 0755), 0);
+	r = rpcf(NULL, "session.start",
+		 "{\"repo\":\"%s\",\"feature\":"
+		 "\"modes2\"}",
+		 REPO);
+	ck_assert_msg(has(r, "accessible to other users") &&
+			  has(r, "chmod 700") && has(r, "/worktrees"),
+		      "%s", r);
+	free(r);
+	ck_assert_int_eq(chmod(wt, 0700), 0);
+	start_session(REPO, "modes3", false, &s);
+	session_free(&s);
+	free(wt);
+}
+END_TEST
+
 START_TEST(test_status_agent_view)
 {
 	struct session s = {0};
@@ -2127,6 +2153,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_approval_pins_script);
 	tcase_add_test(tc, test_approval_prompt_shows_decisive_parts);
 	tcase_add_test(tc, test_status_agent_view);
+	tcase_add_test(tc, test_worktrees_dir_mode);
 	tcase_add_test(tc, test_policy_check_agent_no_host_paths);
 	tcase_add_test(tc, test_asks_withdrawn_when_attempt_ends);
 	tcase_add_test(tc, test_policy_check_ask_waits);

@@ -716,6 +716,24 @@ static void tamper_and_verify(const char *sql, const char *reason)
  * them out unjournaled; ping still answers; once the journal catches up,
  * requests work again and the journal verifies.
  */
+/* A config directory other users can read: spd refuses to start, naming
+ * the directory, its mode and the fix. */
+START_TEST(test_config_dir_mode_refused)
+{
+	char *err;
+
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	ck_assert_int_eq(chmod(T.config, 0755), 0);
+	ck_assert_int_ne(test_spd_expect_exit(&T, &err), -1);
+	ck_assert_msg(err && strstr(err, T.config) &&
+			  strstr(err, "mode 0755") && strstr(err, "chmod 700"),
+		      "%s", err ? err : "(nothing said)");
+	free(err);
+	ck_assert_int_eq(chmod(T.config, 0700), 0);
+	test_spd_start(&T);
+}
+END_TEST
+
 START_TEST(test_journal_stall_refuses)
 {
 	int in[2], out[2], fd, st;
@@ -1001,6 +1019,7 @@ int main(void)
 	tcase_add_test(tc, test_client_refused_journaled);
 	tcase_add_test(tc, test_journal_follow);
 	tcase_add_test(tc, test_journal_stall_refuses);
+	tcase_add_test(tc, test_config_dir_mode_refused);
 	tcase_add_test(tc, test_tamper_edit);
 	tcase_add_test(tc, test_tamper_delete);
 	tcase_add_test(tc, test_tamper_insert);
