@@ -541,6 +541,11 @@ int cmd_journal(struct cmd_ctx *ctx, int argc, char **argv)
 	params = json_object();
 	if (since >= 0)
 		json_object_set_new(params, "since", json_integer(since));
+	else if (!follow)
+		/* Without --since: the newest rows (the last --limit N, or
+		 * spd's 100), oldest first, as tail shows a log; a journal
+		 * of months would otherwise open on its first day. */
+		json_object_set_new(params, "since", json_integer(-1));
 	if (kind)
 		json_object_set_new(params, "kind", json_string(kind));
 	r = client_open(&c, errbuf, sizeof(errbuf));

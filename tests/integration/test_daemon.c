@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
+#include <jansson.h>
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
@@ -716,6 +717,52 @@ static void tamper_and_verify(const char *sql, const char *reason)
  * them out unjournaled; ping still answers; once the journal catches up,
  * requests work again and the journal verifies.
  */
+/* spctl journal shows the newest events (the last --limit N), oldest
+ * first, and --since ID those after ID: a long journal does not open on
+ * its first day. */
+static void journal_ids(char *const args[], long long *ids, size_t *n)
+{
+	char *out = NULL, *err = NULL, *line, *save = NULL;
+	int st = test_spctl(&T, args, NULL, &out, &err);
+
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s", err);
+	*n = 0;
+	for (line = strtok_r(out, "\n", &save); line && *n < 8;
+	     line = strtok_r(NULL, "\n", &save)) {
+		json_t *ev = json_loads(line, 0, NULL);
+
+		ck_assert_msg(ev, "not JSON: %s", line);
+		ids[(*n)++] = json_integer_value(json_object_get(ev, "id"));
+		json_decref(ev);
+	}
+	free(out);
+	free(err);
+}
+
+START_TEST(test_journal_cli_newest)
+{
+	long long ids[8];
+	size_t n;
+	int fd = test_spd_connect(&T);
+
+	for (int i = 0; i < 150; i++)
+		free(test_call(&T, fd, i, "daemon.ping", NULL, true));
+	close(fd);
+	journal_ids((char *[]){"journal", "--json", "--limit", "2", NULL}, ids,
+		    &n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_msg(ids[0] >= 150 && ids[1] == ids[0] + 1,
+		      "not the newest two, oldest first: %lld %lld", ids[0],
+		      ids[1]);
+	journal_ids((char *[]){"journal", "--json", "--since", "0", "--limit",
+			       "2", NULL},
+		    ids, &n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(ids[0], 1);
+	ck_assert_int_eq(ids[1], 2);
+}
+END_TEST
+
 /* A config directory other users can read: spd refuses to start, naming
  * the directory, its mode and the fix. */
 START_TEST(test_config_dir_mode_refused)
@@ -1020,6 +1067,7 @@ int main(void)
 	tcase_add_test(tc, test_journal_follow);
 	tcase_add_test(tc, test_journal_stall_refuses);
 	tcase_add_test(tc, test_config_dir_mode_refused);
+	tcase_add_test(tc, test_journal_cli_newest);
 	tcase_add_test(tc, test_tamper_edit);
 	tcase_add_test(tc, test_tamper_delete);
 	tcase_add_test(tc, test_tamper_insert);
