@@ -215,7 +215,6 @@ void *jnl_writer_main(void *arg)
 			if (jnl_evvec_move(&j->done, &batch) < 0)
 				jnl_evvec_free(
 				    &batch); /* nobody hears of them */
-			pthread_cond_broadcast(&j->progress);
 			uv_async_send(&j->async);
 			pthread_cond_broadcast(&j->progress);
 		}
