@@ -575,6 +575,13 @@ int linkwatch_new(uv_loop_t *loop, struct linkwatch **ret)
 	return 0;
 }
 
+struct linkwatch *linkwatch_get(struct linkwatch **slot, uv_loop_t *loop)
+{
+	if (!*slot && loop)
+		linkwatch_new(loop, slot);
+	return *slot;
+}
+
 void linkwatch_free(struct linkwatch *lw)
 {
 	if (!lw)

@@ -57,6 +57,12 @@ struct linkwatch;
 int linkwatch_new(uv_loop_t *loop, struct linkwatch **ret);
 
 /*
+ * *slot, made on loop the first time (NULL loop, or out of memory: NULL,
+ * and the runs get sandboxd's walk).  spd keeps one in spd->linkwatch.
+ */
+struct linkwatch *linkwatch_get(struct linkwatch **slot, uv_loop_t *loop);
+
+/*
  * Drop every watch.  A walk still running on the thread pool finishes
  * there and is freed by its completion callback on the loop, which must
  * run again for that (uv_run until no request is left).  NULL is fine.

@@ -48,6 +48,17 @@ void sess_seterr(struct session_store *s, const char *fmt, ...)
 	va_end(ap);
 }
 
+int sess_private_dir(struct session_store *s, const char *dir)
+{
+	char why[PATH_MAX * 2 + 128];
+	int r = paths_ensure_private_dir(dir);
+
+	if (r < 0)
+		sess_seterr(s, "%s",
+			    paths_private_dir_why(dir, r, why, sizeof(why)));
+	return r;
+}
+
 const char *sess_git_msg(void)
 {
 	const git_error *e = git_error_last();

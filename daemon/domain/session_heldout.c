@@ -103,14 +103,9 @@ int session_heldout(struct session_store *s, const char *id, const char *dir)
 	dst = sess_heldout_dir(s, id);
 	if (!top || !dst || asprintf(&tmp, "%s.new", dst) < 0)
 		goto out;
-	r = paths_ensure_private_dir(top);
-	if (r < 0) {
-		char why[PATH_MAX * 2 + 128];
-
-		sess_seterr(s, "%s",
-			    paths_private_dir_why(top, r, why, sizeof(why)));
+	r = sess_private_dir(s, top);
+	if (r < 0)
 		goto out;
-	}
 	/* Copy aside, then swap: a failed copy leaves the earlier set. */
 	sess_rm_tree(tmp);
 	r = copy_tree(dir, tmp, &cs, 0);

@@ -82,6 +82,9 @@ int sess_inplace_follow(struct session_store *s, struct sess *x);
  * -EIO. */
 int sess_git_up(struct session_store *s);
 /* Set the store's error text for a person (session_store_error). */
+/* paths_ensure_private_dir(dir); on failure the store's error says
+ * which directory, why, and the fix (paths_private_dir_why). */
+int sess_private_dir(struct session_store *s, const char *dir);
 void sess_seterr(struct session_store *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* libgit2's last error message, or a stand-in: never NULL. */

@@ -366,14 +366,8 @@ static int start_worktree(struct session_store *s, struct start *st,
 			    st->bname);
 		return -EEXIST;
 	}
-	r = dir ? paths_ensure_private_dir(dir) : -ENOMEM;
+	r = dir ? sess_private_dir(s, dir) : -ENOMEM;
 	if (r < 0) {
-		char why[PATH_MAX * 2 + 128];
-
-		sess_seterr(
-		    s, "%s",
-		    dir ? paths_private_dir_why(dir, r, why, sizeof(why))
-			: strerror(-r));
 		free(dir);
 		return r;
 	}
@@ -421,17 +415,10 @@ static int start_conf(struct session_store *s, struct start *st)
 		free(confdir);
 		return -ENOMEM;
 	}
-	r = paths_ensure_private_dir(confdir);
-	if (r < 0) {
-		char why[PATH_MAX * 2 + 128];
-
-		sess_seterr(
-		    s, "%s",
-		    paths_private_dir_why(confdir, r, why, sizeof(why)));
-		free(confdir);
-		return r;
-	}
+	r = sess_private_dir(s, confdir);
 	free(confdir);
+	if (r < 0)
+		return r;
 	r = sess_copy_file(st->conf, st->snap, 1024 * 1024);
 	if (r < 0 && r != -ENOENT) {
 		sess_seterr(s, "cannot read %s: %s", st->conf, strerror(-r));

@@ -534,6 +534,7 @@ static int agent_setup(struct spd *spd, const struct run_request *req,
 		       char turn[BROKER_TURN_ID_LEN + 1], struct call *c)
 {
 	char key[BROKER_KEY_LEN + 1], *s = NULL, *homes = NULL, *home = NULL;
+	char why[PATH_MAX * 2 + 128] = "";
 	struct broker_turn *t;
 	int r, err = 0;
 
@@ -549,14 +550,8 @@ static int agent_setup(struct spd *spd, const struct run_request *req,
 		goto fail;
 	}
 	if ((r = paths_ensure_private_dir(home)) < 0) {
-		char why[PATH_MAX * 2 + 128];
-
-		call_error(c, RPC_E_INTERNAL, NULL,
-			   "cannot prepare the agent's run: %s",
-			   paths_private_dir_why(home, r, why, sizeof(why)));
-		free(homes);
-		free(home);
-		return r;
+		paths_private_dir_why(home, r, why, sizeof(why));
+		goto fail;
 	}
 	t = broker_turn_begin(spd, req->session_id, req->agent_cap, key, &err);
 	if (!t) {
@@ -595,7 +590,8 @@ fail:
 		   : r == -ENOTCONN ? RPC_E_INTERNAL
 				    : RPC_E_INTERNAL,
 		   NULL, "cannot prepare the agent's run: %s",
-		   r == -EDQUOT	    ? "too many live turns"
+		   why[0]	    ? why
+		   : r == -EDQUOT   ? "too many live turns"
 		   : r == -ENOTCONN ? "the model broker is not running"
 				    : strerror(-r));
 	free(homes);
@@ -906,12 +902,10 @@ static void run_spec_fill(struct spd *spd, const struct run_request *req,
 	spec->output_cap = run_output_cap(spd, req);
 	if (!writable->n) {
 		const char *const *names;
+		struct linkwatch *lw =
+		    linkwatch_get(&spd->linkwatch, spd->loop);
 
-		if (!spd->linkwatch)
-			linkwatch_new(spd->loop, &spd->linkwatch);
-		if (spd->linkwatch &&
-		    linkwatch_names(spd->linkwatch, req->workspace, &names) ==
-			1)
+		if (lw && linkwatch_names(lw, req->workspace, &names) == 1)
 			spec->link_names = names;
 		trace_stamp("linklist");
 	}

@@ -190,9 +190,7 @@ void m_session_start(struct call *c)
 	/* The workspace's hard-link list (linkwatch.h) is walked now, on the
 	 * thread pool, instead of at the agent's first command (the full
 	 * walk in sandboxd then: 20-40 ms in a checkout of 10,000 files). */
-	if (spd->loop && !spd->linkwatch)
-		linkwatch_new(spd->loop, &spd->linkwatch);
-	if (spd->linkwatch && i->worktree)
+	if (i->worktree && linkwatch_get(&spd->linkwatch, spd->loop))
 		linkwatch_prime(spd->linkwatch, i->worktree);
 	session_info_free(i);
 	/* From now on the token is redacted wherever it would appear (a
