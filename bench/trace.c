@@ -11,9 +11,11 @@
  * to see what its size costs (the hard-link check).  BENCH_SETTLE_US
  * pauses that many microseconds before each run.  With --agent the
  * runs are an agent's, in a worktree session of a repository of those
- * files (its session token, the policy, the git guard).  BENCH_RUNS overrides
- * the 100 runs.  Each stamp is a line "<ns> <who> <step>"; a run's stamps
- * begin at "bench fork" and end at "bench waited".
+ * files (its session token, the policy, the git guard).  BENCH_RUNS
+ * overrides the 100 runs; BENCH_CMD names the program run instead of
+ * /bin/true (a static one shows the run path without the dynamic loader's
+ * 0.5 ms).  Each stamp is a line "<ns> <who> <step>"; a run's stamps begin
+ * at "bench fork" and end at "bench waited".
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -163,6 +165,8 @@ int main(int argc, char **argv)
 	 * have (what the run before left running is done by then). */
 	const char *pause_env = getenv("BENCH_SETTLE_US");
 	useconds_t pause_us = pause_env ? (useconds_t)atoi(pause_env) : 0;
+	char *cmd_env = getenv("BENCH_CMD"), true_path[] = "/bin/true";
+	char *cmd = cmd_env && *cmd_env ? cmd_env : true_path;
 	bool agent = argc > 1 && strcmp(argv[1], "--agent") == 0;
 	long files = argc > 1 + agent ? atol(argv[1 + agent]) : 0;
 	char dir[] = "/tmp/spd-bench-trace-XXXXXX";
@@ -200,8 +204,8 @@ int main(int argc, char **argv)
 	}
 	{
 		char *args_op[] = {spctl,   "run", "--workspace", ws,
-				   "--yes", "--",  "/bin/true",	  NULL};
-		char *args_agent[] = {spctl, "run", "--", "/bin/true", NULL};
+				   "--yes", "--",  cmd,		  NULL};
+		char *args_agent[] = {spctl, "run", "--", cmd, NULL};
 		char **args = agent ? args_agent : args_op;
 
 		for (int i = 0; i < TRACE_WARMUP + runs; i++) {

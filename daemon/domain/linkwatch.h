@@ -76,8 +76,10 @@ void linkwatch_free(struct linkwatch *lw);
  * lw and valid until the next call on lw; 0 when there is no complete list
  * (not watched yet, something happened that the watch cannot account for,
  * more than SBXP_LINKS_MAX names): the run must then have sandboxd walk
- * the workspace, and a walk is started on the thread pool so that a later
- * run can have the list.  Never fails otherwise.
+ * the workspace, and a walk is started so that a later run can have the
+ * list (on a thread of its own at nice 19, held by one of the pool's;
+ * while two other walks run, it starts when one of them ends).  Never
+ * fails otherwise.
  */
 int linkwatch_names(struct linkwatch *lw, const char *workspace,
 		    const char *const **ret_names);

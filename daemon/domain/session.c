@@ -700,6 +700,47 @@ int session_list(struct session_store *s, struct session_info ***ret,
 	return 0;
 }
 
+int session_recent_workspaces(struct session_store *s, int64_t since,
+			      size_t max, char ***ret)
+{
+	sqlite3_stmt *st = NULL;
+	char **v = calloc(max + 1, sizeof(*v));
+	size_t n = 0;
+	int r = 0;
+
+	if (!v)
+		return -ENOMEM;
+	if (sqlite3_prepare_v2(
+		s->db,
+		"SELECT s.worktree, max(s.created, coalesce(max(c.at), 0)) "
+		"AS used FROM sessions s LEFT JOIN commands c "
+		"ON c.session = s.id WHERE s.state = ? GROUP BY s.id "
+		"HAVING used >= ? ORDER BY used DESC LIMIT ?",
+		-1, &st, NULL) != SQLITE_OK) {
+		sess_seterr(s, "sessions.db: %s", sqlite3_errmsg(s->db));
+		free(v);
+		return -EIO;
+	}
+	sqlite3_bind_int(st, 1, SESSION_ACTIVE);
+	sqlite3_bind_int64(st, 2, since);
+	sqlite3_bind_int64(st, 3, (sqlite3_int64)max);
+	while (n < max && (r = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *w = (const char *)sqlite3_column_text(st, 0);
+
+		if (w && !(v[n++] = strdup(w))) {
+			r = -ENOMEM;
+			break;
+		}
+	}
+	sqlite3_finalize(st);
+	if (r != SQLITE_DONE && r != SQLITE_ROW) {
+		strv_free_array(v);
+		return r == -ENOMEM ? -ENOMEM : -EIO;
+	}
+	*ret = v;
+	return 0;
+}
+
 /* ---- after every command ---- */
 
 int sess_guard_step(struct session_store *s, struct sess *x,

@@ -173,6 +173,14 @@ int session_list(struct session_store *s, struct session_info ***ret,
 		 size_t *ret_n);
 void session_info_free(struct session_info *i);
 void session_info_list_free(struct session_info **v, size_t n);
+/*
+ * The workspaces of the active sessions last used (started, or a command
+ * run) at or after since (Unix seconds), the most recently used first, at
+ * most max: 0 and *ret (a NULL-terminated array, strv_free_array),
+ * -ENOMEM or -EIO.
+ */
+int session_recent_workspaces(struct session_store *s, int64_t since,
+			      size_t max, char ***ret);
 /* The record as a JSON object (new reference; NULL on ENOMEM). */
 json_t *session_info_json(const struct session_info *i);
 

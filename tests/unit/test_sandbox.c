@@ -27,6 +27,7 @@
 #include "daemon/domain/sbx.h"
 #include "proto/sandbox.h"
 #include "sandboxd/linux/mount.h"
+#include "tests/lib/benchutil.h"
 #include "tests/lib/testlib.h"
 
 /*
@@ -1610,6 +1611,83 @@ START_TEST(linkwatch_planted_after_watch)
 }
 END_TEST
 
+/* Whether a thread of this process runs at nice value nice (field 19 of
+ * /proc/self/task/TID/stat). */
+static bool thread_at_nice(long nice)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *de;
+	bool found = false;
+
+	while (d && !found && (de = readdir(d))) {
+		char path[300], buf[1024], *p;
+		long v = 0;
+		FILE *fp;
+		int field = 2;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat",
+			 de->d_name);
+		if (!(fp = fopen(path, "re")))
+			continue;
+		p = fgets(buf, sizeof(buf), fp) ? strrchr(buf, ')') : NULL;
+		fclose(fp);
+		/* Fields 3 on follow the name's closing parenthesis. */
+		for (char *tok = p ? strtok(p + 1, " ") : NULL; tok;
+		     tok = strtok(NULL, " "))
+			if (++field == 19) {
+				v = strtol(tok, NULL, 10);
+				found = v == nice;
+				break;
+			}
+	}
+	if (d)
+		closedir(d);
+	return found;
+}
+
+/*
+ * spd's walks of workspaces: at most two at once (each holds a thread of
+ * libuv's pool, which journal queries need too); a third workspace asked
+ * for meanwhile is walked when one of them ends, without being asked
+ * again; and each walk runs at nice 19, so that it never takes a CPU from
+ * a run (the first run of a big workspace waited for one).
+ */
+START_TEST(linkwatch_walks_bounded)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char w[3][PATH_MAX];
+	bool saw_nice = false;
+
+	lw_setup(&f, &lw);
+	for (int i = 0; i < 3; i++) {
+		snprintf(w[i], sizeof(w[i]), "%s/w%d", f.ws, i);
+		ck_assert_int_eq(mkdir(w[i], 0755), 0);
+		ck_assert_int_eq(bench_make_files(w[i], i ? 10 : 5000, 50), 0);
+	}
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(linkwatch_names(lw, w[i], &names), 0);
+	ck_assert_uint_eq(linkwatch_walks(lw), 2);
+	ck_assert(linkwatch_walking(lw, w[0]));
+	ck_assert(!linkwatch_walking(lw, w[2]));
+	while (linkwatch_walking(lw, w[0]) || linkwatch_walking(lw, w[1]) ||
+	       linkwatch_walking(lw, w[2])) {
+		saw_nice = saw_nice || thread_at_nice(19);
+		uv_run(&f.loop, UV_RUN_NOWAIT);
+	}
+	ck_assert_msg(saw_nice, "no walk ran at nice 19");
+	ck_assert(!thread_at_nice(19));
+	ck_assert_uint_eq(linkwatch_walks(lw), 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(linkwatch_names(lw, w[i], &names), 1);
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* The link list on the wire: only canonical, strictly ordered names, and
  * only with SBXP_RUN_LINKS_LISTED, so that sandboxd can never be made to
  * count one name twice (which would hide a link outside). */
@@ -1954,6 +2032,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_list_decoding);
 	tcase_add_test(tc, linkwatch_planted_after_watch);
 	tcase_add_test(tc, linkwatch_fallback_walks);
+	tcase_add_test(tc, linkwatch_walks_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
