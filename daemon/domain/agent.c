@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "daemon/log.h"
 #include "daemon/domain/agent.h"
@@ -18,6 +19,7 @@
 #include "daemon/transport/call.h"
 #include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
+#include "daemon/domain/linkwatch.h"
 #include "daemon/domain/policy.h"
 #include "daemon/methods/run.h"
 #include "daemon/domain/sbx.h"
@@ -363,6 +365,22 @@ static void on_attempt_ended(void *data, const char *id, const char *code)
 	broker_session_ended(data, id);
 }
 
+void agent_prime_recent(struct spd *spd)
+{
+	char **w = NULL;
+	struct linkwatch *lw;
+
+	if (!spd->sessions || !spd->loop ||
+	    session_recent_workspaces(
+		spd->sessions, (int64_t)time(NULL) - AGENT_PRIME_RECENT_S,
+		AGENT_PRIME_MAX, &w) < 0)
+		return;
+	lw = linkwatch_get(&spd->linkwatch, spd->loop);
+	for (size_t i = 0; lw && w[i]; i++)
+		linkwatch_prime(lw, w[i]);
+	strv_free_array(w);
+}
+
 int agent_start(struct spd *spd)
 {
 	int r = session_store_open(spd->paths.state_dir, &spd->sessions);
@@ -375,6 +393,7 @@ int agent_start(struct spd *spd)
 	spd->session_auth = auth_hook;
 	policy_set_session_lookup(policy_lookup);
 	spd->run_prepare = run_prepare;
+	agent_prime_recent(spd);
 	return 0;
 }
 

@@ -11,8 +11,24 @@
 
 struct spd;
 
-/* Open the session store and install the hooks.  Returns 0 or -errno. */
+/* Open the session store and install the hooks, then agent_prime_recent.
+ * Returns 0 or -errno. */
 int agent_start(struct spd *spd);
+/* Sessions whose last use (start, command) is older than this are not
+ * walked ahead at spd's start: a forgotten session holds no watches. */
+#define AGENT_PRIME_RECENT_S (24 * 3600)
+/* At most this many, the most recently used first: half of the
+ * workspaces spd watches at once (LINKWATCH_WORKSPACES_MAX), the rest
+ * left to the operator's. */
+#define AGENT_PRIME_MAX 4
+/*
+ * Start the hard-link walks (linkwatch_prime) of the workspaces of the
+ * active sessions used in the last AGENT_PRIME_RECENT_S, at most
+ * AGENT_PRIME_MAX: after a restart of spd their agents' first commands
+ * get the list, as after session start, instead of sandboxd's full walk.
+ * Nothing without a loop or on a failure (the runs walk, as before).
+ */
+void agent_prime_recent(struct spd *spd);
 /*
  * Before a session's diff is shown or verified: scan its added lines for
  * known secret values in any form.  On a hit, end the session's attempt

@@ -6,6 +6,7 @@
  * codes supplied directly, as the handler will after running the checks.
  */
 #include <errno.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1039,6 +1040,78 @@ static void call_free(struct call *c)
 	c->result = c->err_data = NULL;
 }
 
+/* Runs sql on the store's database beside the store (as another process
+ * would). */
+static void db_sql(const struct fx *f, const char *sql)
+{
+	sqlite3 *db;
+	char *path = paths_join(f->state, "sessions.db");
+
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK,
+		      "%s: %s", sql, sqlite3_errmsg(db));
+	sqlite3_close(db);
+	free(path);
+}
+
+/*
+ * At spd's start (agent_start, agent_prime_recent), the workspaces of the
+ * active sessions used in the last day are walked ahead, as session start
+ * walks a new one: after a restart, their agents' first commands get the
+ * list.  Not an ended session's, nor one untouched for longer (a forgotten
+ * session holds no watches), unless a command ran in it since.
+ */
+START_TEST(test_restart_walks_recent)
+{
+	static struct spd spd;
+	struct fx f;
+	uv_loop_t loop;
+	struct session_info *i[4];
+	char tok[SESSION_TOKEN_LEN + 1], sql[256];
+	const char *feat[4] = {"recent", "old", "ended", "oldbutused"};
+	const char *argv[] = {"true", NULL};
+
+	fx_init(&f, NULL);
+	for (int k = 0; k < 4; k++)
+		ck_assert_int_eq(
+		    session_start(f.s, f.repo, feat[k], false, &i[k], tok), 0);
+	ck_assert_int_eq(session_end(f.s, i[2]->id), 0);
+	for (int k = 1; k < 4; k += 2) {
+		snprintf(sql, sizeof(sql),
+			 "UPDATE sessions SET created = created - %d "
+			 "WHERE id = '%s'",
+			 AGENT_PRIME_RECENT_S + 60, i[k]->id);
+		db_sql(&f, sql);
+	}
+	ck_assert_int_eq(session_log_command(f.s, i[3]->id, argv, 0), 0);
+
+	ck_assert_int_eq(uv_loop_init(&loop), 0);
+	memset(&spd, 0, sizeof(spd));
+	spd.paths.state_dir = f.state;
+	spd.loop = &loop;
+	/* spd's start: a store of its own on the same sessions.db. */
+	ck_assert_int_eq(agent_start(&spd), 0);
+	ck_assert_ptr_nonnull(spd.linkwatch);
+	ck_assert_uint_eq(linkwatch_walks(spd.linkwatch), 2);
+	ck_assert(linkwatch_walking(spd.linkwatch, i[0]->worktree));
+	ck_assert(linkwatch_walking(spd.linkwatch, i[3]->worktree));
+	ck_assert(!linkwatch_walking(spd.linkwatch, i[1]->worktree));
+	while (linkwatch_walking(spd.linkwatch, i[0]->worktree) ||
+	       linkwatch_walking(spd.linkwatch, i[3]->worktree))
+		uv_run(&loop, UV_RUN_ONCE);
+	/* Nothing was left waiting for a free walk either. */
+	ck_assert_uint_eq(linkwatch_walks(spd.linkwatch), 2);
+	for (int k = 0; k < 4; k++)
+		session_info_free(i[k]);
+	agent_stop(&spd);
+	linkwatch_free(spd.linkwatch);
+	while (uv_run(&loop, UV_RUN_NOWAIT))
+		;
+	ck_assert_int_eq(uv_loop_close(&loop), 0);
+	fx_done(&f);
+}
+END_TEST
+
 /*
  * session.start walks the new workspace's hard-link list on the thread
  * pool (linkwatch.h) right away, so that the agent's first command gets
@@ -1464,6 +1537,7 @@ int main(void)
 	tcase_add_test(tc, test_list_show);
 	tcase_add_test(tc, test_handlers);
 	tcase_add_test(tc, test_start_walks_links_ahead);
+	tcase_add_test(tc, test_restart_walks_recent);
 	tcase_add_test(tc, test_journal);
 	tcase_add_test(tc, test_verify_in_sandbox);
 	suite_add_tcase(s, tc);
