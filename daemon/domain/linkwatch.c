@@ -46,6 +46,12 @@
 /* Walks at once: each holds one of libuv's four pool threads (journal
  * queries, the file methods, the proxy's lookups need the others). */
 #define LW_WALKS_MAX 2
+/* Renames between a name's leaving and its arrival at once (more drop
+ * the state). */
+#define LW_MOVED_MAX 16
+/* Events tried again at the queue's end (a directory above them renamed
+ * later in the queue) before the state is dropped instead. */
+#define LW_LATER_MAX 256
 /* Bytes read from the inotify queue at a time (about 200 events). */
 #define LW_EVBUF 4096
 
@@ -57,6 +63,7 @@
 struct lw_node {
 	uint32_t parent; /* LW_NONE for the workspace itself */
 	bool dir;
+	bool gone; /* deleted (IN_DELETE_SELF) */
 	uint64_t ino;
 	char *name;
 };
@@ -75,6 +82,10 @@ struct lw_state {
 	bool view_stale;
 	size_t budget; /* watches it may take */
 	int err;       /* the walk's result */
+	/* The cookies of names that left a directory and have not arrived
+	 * in one yet (state_event, state_settle). */
+	uint32_t from[LW_MOVED_MAX];
+	size_t nfrom;
 };
 
 struct lw_job;
@@ -218,6 +229,7 @@ static int node_add(struct lw_state *st, int wd, uint32_t parent,
 	nd = &st->nodes[st->nnodes];
 	nd->parent = parent;
 	nd->dir = dir;
+	nd->gone = false;
 	nd->ino = ino;
 	if (!(nd->name = strdup(name)))
 		return -ENOMEM;
@@ -372,8 +384,133 @@ static int open_rel(const struct lw_state *st, const char *rel, int flags)
 	return fd < 0 ? -errno : (int)fd;
 }
 
-/* One event: 0 when the list still holds every multi-linked name, < 0
- * when the state must go. */
+/*
+ * The directory of node dnode, opened at the path the watch knows for it
+ * (written to rel), and checked to be that directory.  -EAGAIN when the
+ * path leads nowhere or elsewhere: a rename of a directory above it, read
+ * later in the queue or still to be read, moved it (state_drain tries
+ * the event again once the queue is read); -ENOENT when it or one above
+ * it was deleted (and nothing can be in it any more); other errors as
+ * they come.
+ */
+static int open_dir_node(const struct lw_state *st, uint32_t dnode, char *rel,
+			 size_t size, int *ret_depth)
+{
+	struct stat sb;
+	int fd, depth;
+
+	for (uint32_t i = dnode; i != LW_NONE; i = st->nodes[i].parent)
+		if (st->nodes[i].gone)
+			return -ENOENT;
+	if ((depth = node_path(st, dnode, rel, size)) < 0)
+		return depth;
+	fd = open_rel(st, rel, O_RDONLY | O_DIRECTORY);
+	if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP || fd == -EXDEV)
+		return -EAGAIN;
+	if (fd < 0)
+		return fd;
+	/* The workspace itself is rootfd: only the ones below can be
+	 * another directory at the same path. */
+	if (dnode != 0 &&
+	    (fstat(fd, &sb) < 0 || sb.st_ino != st->nodes[dnode].ino)) {
+		close(fd);
+		return -EAGAIN;
+	}
+	*ret_depth = depth;
+	return fd;
+}
+
+/* Listed names below the directory that was at from, now at to. */
+static int names_moved(struct lw_state *st, const char *from, const char *to)
+{
+	size_t lf = strlen(from);
+
+	for (size_t i = 0; i < st->nnames;) {
+		char path[PATH_MAX], *old = st->names[i];
+		int r;
+
+		if (strncmp(old, from, lf) != 0 || old[lf] != '/') {
+			i++;
+			continue;
+		}
+		if ((r = join(path, sizeof(path), to, old + lf + 1)) < 0)
+			return r;
+		/* Out, then in again through names_add, which keeps the
+		 * list free of duplicates (the decoder refuses them); added
+		 * at the end, past i, where it is seen again and kept. */
+		st->names[i] = st->names[--st->nnames];
+		free(old);
+		st->view_stale = true;
+		if ((r = names_add(st, path)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * IN_MOVED_TO of name in the directory open at dfd (node dnode, at rel).
+ * The entry there now, when the watch knows it (the same inode has a watch
+ * of ours), was renamed inside the workspace: its node takes the name and
+ * place, the listed names below a directory follow it, and a file's link
+ * count is read again.  Anything else came from outside: walked as a new
+ * entry.
+ */
+static int state_moved_in(struct lw_state *st, int dfd, uint32_t dnode,
+			  const char *rel, const char *name, unsigned depth)
+{
+	char path[64], sub[PATH_MAX], from[PATH_MAX];
+	struct lw_node *nd;
+	struct stat sb;
+	uint32_t node;
+	char *copy;
+	int fd, wd, r;
+
+	if ((r = join(sub, sizeof(sub), rel, name)) < 0)
+		return r;
+	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		/* Gone again: an event on this directory says so. */
+		return errno == ENOENT ? 0 : -errno;
+	if (fstat(fd, &sb) < 0) {
+		r = -errno;
+		close(fd);
+		return r;
+	}
+	/* Not watched: nothing of it can be a link to a file. */
+	if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
+		close(fd);
+		return 0;
+	}
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	wd = inotify_add_watch(
+	    st->ifd, path, S_ISDIR(sb.st_mode) ? LW_DIR_MASK : LW_FILE_MASK);
+	r = wd < 0 ? -errno : 0;
+	close(fd);
+	if (r < 0)
+		return r;
+	if ((size_t)wd >= st->nwd || st->wd2node[wd] == LW_NONE)
+		return walk_entry(st, dfd, dnode, rel, name, DT_UNKNOWN, depth);
+	node = st->wd2node[wd];
+	nd = &st->nodes[node];
+	if (node == 0 || nd->ino != sb.st_ino || nd->dir != S_ISDIR(sb.st_mode))
+		return -ESTALE;
+	if (nd->dir && (r = node_path(st, node, from, sizeof(from))) < 0)
+		return r;
+	if (!(copy = strdup(name)))
+		return -ENOMEM;
+	free(nd->name);
+	nd->name = copy;
+	nd->parent = dnode;
+	if (nd->dir)
+		return names_moved(st, from, sub);
+	return sb.st_nlink > 1 ? names_add(st, sub) : 0;
+}
+
+/*
+ * One event: 0 when the list still holds every multi-linked name, -EAGAIN
+ * to try it again once the queue is read (a directory on its path was
+ * renamed since), other errors when the state must go.
+ */
 static int state_event(struct lw_state *st, const struct inotify_event *ev)
 {
 	char rel[PATH_MAX];
@@ -391,47 +528,137 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 		st->wd2node[ev->wd] = LW_NONE;
 		return node == 0 ? -ENOENT : 0;
 	}
-	/* A rename keeps the link count but changes which names are
-	 * inside: a name moved out leaves its file's other names with a
-	 * link outside, and the watch's paths are stale. */
-	if (ev->mask & (IN_MOVED_FROM | IN_MOVED_TO | IN_MOVE_SELF))
-		return -ESTALE;
-	if (ev->mask & IN_DELETE_SELF)
+	/*
+	 * Renames.  The name leaving its directory needs nothing by itself
+	 * (as a deletion: the names the file keeps inside are listed if it
+	 * has more than one link, see IN_ATTRIB), but its arrival in a
+	 * directory of the workspace (the same cookie) must be read before
+	 * the list is used, or the state goes (state_settle).  The name
+	 * arriving is a rename inside the workspace or an entry from
+	 * outside (state_moved_in).  An entry's own IN_MOVE_SELF adds
+	 * nothing to those two, but the workspace itself moving drops the
+	 * state.
+	 */
+	if (ev->mask & IN_MOVED_FROM) {
+		if (st->nfrom == LW_MOVED_MAX)
+			return -ESTALE;
+		st->from[st->nfrom++] = ev->cookie;
+		return 0;
+	}
+	if (ev->mask & IN_MOVE_SELF)
+		return node == 0 ? -ESTALE : 0;
+	if (ev->mask & IN_DELETE_SELF) {
+		st->nodes[node].gone = true;
 		return node == 0 ? -ENOENT : 0;
+	}
 	/* A name gone takes one link and one name inside away together. */
 	if (ev->mask & IN_DELETE)
 		return 0;
-	if ((depth = node_path(st, node, rel, sizeof(rel))) < 0)
-		return depth;
-	if ((ev->mask & IN_CREATE) && st->nodes[node].dir && ev->len) {
-		fd = open_rel(st, rel, O_RDONLY | O_DIRECTORY);
+	if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && st->nodes[node].dir &&
+	    ev->len) {
+		if (ev->mask & IN_MOVED_TO)
+			for (size_t i = 0; i < st->nfrom; i++)
+				if (st->from[i] == ev->cookie) {
+					st->from[i] = st->from[--st->nfrom];
+					break;
+				}
+		fd = open_dir_node(st, node, rel, sizeof(rel), &depth);
+		/* Deleted since: what was made in it went with it. */
+		if (fd == -ENOENT)
+			return 0;
 		if (fd < 0)
 			return fd;
-		r = walk_entry(st, fd, node, rel, ev->name, DT_UNKNOWN,
-			       (unsigned)depth);
+		r = ev->mask & IN_MOVED_TO
+			? state_moved_in(st, fd, node, rel, ev->name,
+					 (unsigned)depth)
+			: walk_entry(st, fd, node, rel, ev->name, DT_UNKNOWN,
+				     (unsigned)depth);
 		close(fd);
 		return r;
 	}
 	if ((ev->mask & IN_ATTRIB) && !st->nodes[node].dir) {
-		fd = open_rel(st, rel, O_PATH);
+		const struct lw_node *nd = &st->nodes[node];
+		char sub[PATH_MAX];
+
+		fd = open_dir_node(st, nd->parent, rel, sizeof(rel), &depth);
+		/* Its directory deleted: the name went with it. */
 		if (fd == -ENOENT)
-			/* The name went (IN_DELETE, read or still to be
-			 * read); names the file has inside were each
-			 * created, so listed if need be. */
 			return 0;
 		if (fd < 0)
 			return fd;
-		r = fstat(fd, &sb) < 0 ? -errno : 0;
+		r = fstatat(fd, nd->name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ? -errno
+									: 0;
 		close(fd);
+		/*
+		 * The name the watch knows no longer leads to this file:
+		 * gone, renamed, or another file renamed over it (an
+		 * editor's save), each an event on its directory, read or to
+		 * come.  Nothing to list: a file with more than one link had
+		 * each of its names inside listed as it was seen (walk,
+		 * IN_CREATE, IN_MOVED_TO) or as its count rose (here), and a
+		 * name once listed stays listed; a name it is given later is
+		 * such an event.
+		 */
+		if (r == -ENOENT || (r == 0 && sb.st_ino != nd->ino))
+			return 0;
 		if (r < 0)
 			return r;
-		if (sb.st_ino != st->nodes[node].ino)
-			return -ESTALE;
-		return S_ISREG(sb.st_mode) && sb.st_nlink > 1
-			   ? names_add(st, rel)
-			   : 0;
+		if (!S_ISREG(sb.st_mode) || sb.st_nlink < 2)
+			return 0;
+		if ((r = join(sub, sizeof(sub), rel, nd->name)) < 0)
+			return r;
+		return names_add(st, sub);
 	}
 	return -EINVAL;
+}
+
+/* Events tried again once the queue is read (state_event's -EAGAIN). */
+struct lw_later {
+	struct inotify_event **v;
+	size_t n;
+};
+
+static int later_add(struct lw_later *l, const struct inotify_event *ev)
+{
+	struct inotify_event *c, **v;
+	size_t size = sizeof(*ev) + ev->len;
+
+	if (l->n == LW_LATER_MAX)
+		return -ESTALE;
+	if (!(v = realloc(l->v, (l->n + 1) * sizeof(*v))))
+		return -ENOMEM;
+	l->v = v;
+	if (!(c = malloc(size)))
+		return -ENOMEM;
+	memcpy(c, ev, size);
+	l->v[l->n++] = c;
+	return 0;
+}
+
+static void later_free(struct lw_later *l)
+{
+	for (size_t i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+}
+
+/*
+ * What the queue's end must leave settled before the list is used: every
+ * event deferred now applies (the renames above it are all read), and
+ * every name that left a directory arrived in one: otherwise it left the
+ * workspace, and what is done to it out there (a link made to a file
+ * below it before it comes back) is beyond the watch's paths, or it is
+ * still arriving.
+ */
+static int state_settle(struct lw_state *st, struct lw_later *later)
+{
+	for (size_t i = 0; i < later->n; i++) {
+		int r = state_event(st, later->v[i]);
+
+		if (r < 0)
+			return r == -EAGAIN ? -ESTALE : r;
+	}
+	return st->nfrom ? -ESTALE : 0;
 }
 
 /* Read the queue until it is empty.  0, or < 0 when the state must go. */
@@ -439,6 +666,8 @@ static int state_drain(struct lw_state *st)
 {
 	char buf[LW_EVBUF]
 	    __attribute__((aligned(__alignof__(struct inotify_event))));
+	struct lw_later later = {NULL, 0};
+	int r = 0;
 
 	for (;;) {
 		ssize_t n = read(st->ifd, buf, sizeof(buf));
@@ -446,18 +675,23 @@ static int state_drain(struct lw_state *st)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return errno == EAGAIN ? 0 : -errno;
+			r = errno == EAGAIN ? state_settle(st, &later) : -errno;
+			break;
 		}
-		for (ssize_t off = 0; off < n;) {
+		for (ssize_t off = 0; r == 0 && off < n;) {
 			const struct inotify_event *ev =
 			    (const struct inotify_event *)(void *)(buf + off);
-			int r = state_event(st, ev);
 
-			if (r < 0)
-				return r;
+			r = state_event(st, ev);
+			if (r == -EAGAIN)
+				r = later_add(&later, ev);
 			off += (ssize_t)(sizeof(*ev) + ev->len);
 		}
+		if (r < 0)
+			break;
 	}
+	later_free(&later);
+	return r;
 }
 
 static int cmp_name(const void *a, const void *b)

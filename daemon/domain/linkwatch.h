@@ -10,17 +10,25 @@
  * directory; a link made elsewhere to a file of the workspace raises
  * IN_ATTRIB on the file itself (the kernel notifies the inode whose link
  * count changed, not its directories); a name moved out of the workspace
- * raises IN_MOVED_FROM.  So the list stays complete as long as every
- * event since the walk was one of: a new regular file (its link count is
- * read after a watch is on it, and it is listed when above one), a new
- * directory (watched, then walked), an attribute change of a file (its
- * link count is read again at the name the watch knows, and the name
- * listed when above one), a deletion.  Anything else — a rename, a moved
- * watched entry, an overflowed queue, a file whose name no longer leads
- * to it — drops the state: that run and the runs until a new walk (on a
- * worker thread) has finished get the full walk in sandboxd.  So does a
- * workspace spd cannot watch: more entries than the watches it may take
- * (LINKWATCH_WATCHES_RESERVE), an unreadable file, no inotify.
+ * raises IN_MOVED_FROM with no IN_MOVED_TO of the same cookie.  So the
+ * list stays complete as long as every event since the walk was one of: a
+ * new regular file (its link count is read after a watch is on it, and it
+ * is listed when above one), a new directory (watched, then walked), an
+ * attribute change of a file (its link count is read again at the name the
+ * watch knows, and the name listed when above one; a name that leads to
+ * another file now was taken from it, and a file with more than one link
+ * had all its names listed already), a deletion, a rename inside the
+ * workspace (the entry's node takes the new name and place, listed names
+ * below a directory follow it, a file's link count is read again: an
+ * editor's save, git's lock files, mv).  An event whose directory the
+ * watch's paths no longer lead to (a directory above it renamed later in
+ * the queue) is applied again once the queue is read.  Anything else — a
+ * name that left and did not arrive, an event that still does not apply,
+ * the workspace itself moved, an overflowed queue — drops the state: that
+ * run and the runs until a new walk (on a worker thread) has finished get
+ * the full walk in sandboxd.  So does a workspace spd cannot watch: more
+ * entries than the watches it may take (LINKWATCH_WATCHES_RESERVE), an
+ * unreadable file, no inotify.
  *
  * The window.  The list is as of the moment linkwatch_names() reads the
  * queue, after the request arrived; a link made between then and the

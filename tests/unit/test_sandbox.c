@@ -1611,6 +1611,126 @@ START_TEST(linkwatch_planted_after_watch)
 }
 END_TEST
 
+/* Runs sh -c script in the workspace with spd's list names and checks
+ * that it printed want. */
+static void lw_run(struct fixture *f, const char *const *names, char *script,
+		   const char *want)
+{
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct sbx_spec sp;
+	struct outcome o;
+
+	spec_init(f, &sp, argv);
+	sp.link_names = names;
+	run(f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_str_eq(o.out.data ? o.out.data : "", want);
+	outcome_free(&o);
+}
+
+static void lw_assert_file(const char *path, const char *want)
+{
+	char *c = test_read_file(path);
+
+	ck_assert_ptr_nonnull(c);
+	ck_assert_str_eq(c, want);
+	free(c);
+}
+
+/*
+ * Renames inside the workspace keep spd's list (an editor's save, git's
+ * lock files, mv): no new walk, and the list follows them.  A file
+ * renamed, then linked from outside, is listed under its new name; a
+ * directory renamed takes its listed names along; sandboxd, given that
+ * list, binds them read-only: the files outside do not change.  A
+ * directory moved out, one of its files linked to from outside while it
+ * is out there, and moved back in under another name, drops the list (it
+ * was beyond the watch): the next walk lists the link, and the run
+ * protects it.
+ */
+START_TEST(linkwatch_renames_kept)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char in[PATH_MAX], out[PATH_MAX];
+	char a[PATH_MAX + 32], b[PATH_MAX + 32], f2out[PATH_MAX + 32],
+	    f3out[PATH_MAX + 32];
+	static char write_all[] =
+	    "for h in planted moved/shared moved/f2.renamed; do"
+	    " (echo written > $h) 2>/dev/null && echo write:$h;"
+	    " done; echo done";
+	static char write_back[] =
+	    "(echo written > back/f3) 2>/dev/null && echo write; echo done";
+
+	lw_setup(&f, &lw);
+	ck_assert(lw_list(&f, lw, &names));
+	lw_plant(&f, in, out, sizeof(in));
+	ck_assert(lw_list(&f, lw, &names));
+	/* An editor's save: a new file renamed over sub/f1. */
+	snprintf(a, sizeof(a), "%s/sub/.f1.swp", f.ws);
+	snprintf(b, sizeof(b), "%s/sub/f1", f.ws);
+	test_write_file(a, "saved\n");
+	ck_assert_int_eq(rename(a, b), 0);
+	/* A file renamed, then linked from outside under its new name. */
+	snprintf(a, sizeof(a), "%s/sub/f2", f.ws);
+	snprintf(b, sizeof(b), "%s/sub/f2.renamed", f.ws);
+	ck_assert_int_eq(rename(a, b), 0);
+	snprintf(f2out, sizeof(f2out), "%s/f2.out", f.outside);
+	ck_assert_int_eq(link(b, f2out), 0);
+	/* The directory renamed, with its listed names. */
+	snprintf(a, sizeof(a), "%s/sub", f.ws);
+	snprintf(b, sizeof(b), "%s/moved", f.ws);
+	ck_assert_int_eq(rename(a, b), 0);
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_eq(linkwatch_walks(lw), 1);
+	ck_assert(listed(names, "planted"));
+	ck_assert(listed(names, "moved/shared"));
+	ck_assert(listed(names, "moved/f2.renamed"));
+	ck_assert(!listed(names, "sub/shared"));
+	lw_run(&f, names, write_all, "done\n");
+	lw_assert_file(in, "original\n");
+	lw_assert_file(out, "original\n");
+	lw_assert_file(f2out, "x\n");
+	/* Many saves read at once, and a directory deleted whole: the
+	 * list is kept through both. */
+	for (int i = 0; i < 40; i++) {
+		snprintf(a, sizeof(a), "%s/moved/.f%d.swp", f.ws, 10 + i % 10);
+		snprintf(b, sizeof(b), "%s/moved/f%d", f.ws, 10 + i % 10);
+		test_write_file(a, "saved\n");
+		ck_assert_int_eq(rename(a, b), 0);
+	}
+	snprintf(a, sizeof(a), "%s/moved/build", f.ws);
+	ck_assert_int_eq(mkdir(a, 0755), 0);
+	ck_assert_int_eq(bench_make_files(a, 30, 3), 0);
+	ck_assert(lw_list(&f, lw, &names));
+	test_rmrf(a);
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_eq(linkwatch_walks(lw), 1);
+	ck_assert(listed(names, "moved/shared"));
+
+	/* Out, linked to while out there, back in elsewhere. */
+	snprintf(a, sizeof(a), "%s/moved", f.ws);
+	snprintf(b, sizeof(b), "%s/away", f.outside);
+	ck_assert_int_eq(rename(a, b), 0);
+	snprintf(a, sizeof(a), "%s/away/f3", f.outside);
+	snprintf(f3out, sizeof(f3out), "%s/f3.out", f.outside);
+	ck_assert_int_eq(link(a, f3out), 0);
+	snprintf(a, sizeof(a), "%s/back", f.ws);
+	ck_assert_int_eq(rename(b, a), 0);
+	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_eq(linkwatch_walks(lw), 2);
+	ck_assert(listed(names, "back/f3"));
+	lw_run(&f, names, write_back, "done\n");
+	lw_assert_file(f3out, "x\n");
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* Whether a thread of this process runs at nice value nice (field 19 of
  * /proc/self/task/TID/stat). */
 static bool thread_at_nice(long nice)
@@ -1763,11 +1883,12 @@ START_TEST(linkwatch_fallback_walks)
 				 0);
 	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
 	lw_check(&f, NULL, in, out);
-	/* Watched again after a new walk; then a rename drops the list. */
+	/* Watched again after a new walk; then a file moved out of the
+	 * workspace drops the list. */
 	ck_assert(lw_list(&f, lw, &names));
 	ck_assert_uint_eq(linkwatch_walks(lw), 2);
 	snprintf(a, sizeof(a), "%s/sub/f3", f.ws);
-	snprintf(b, sizeof(b), "%s/sub/f3.new", f.ws);
+	snprintf(b, sizeof(b), "%s/f3", f.outside);
 	ck_assert_int_eq(rename(a, b), 0);
 	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
 	lw_check(&f, NULL, in, out);
@@ -2033,6 +2154,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_planted_after_watch);
 	tcase_add_test(tc, linkwatch_fallback_walks);
 	tcase_add_test(tc, linkwatch_walks_bounded);
+	tcase_add_test(tc, linkwatch_renames_kept);
 	suite_add_tcase(s, tc);
 	return s;
 }
