@@ -52,6 +52,10 @@
 /* Events tried again at the queue's end (a directory above them renamed
  * later in the queue) before the state is dropped instead. */
 #define LW_LATER_MAX 256
+/* Entries that the events of one read of the queue may have walked on
+ * spd's loop (new directories: about 3 us each), before the state is
+ * dropped for a walk on the thread pool instead. */
+#define LW_EVENT_WALK_MAX 4096
 /* Bytes read from the inotify queue at a time (about 200 events). */
 #define LW_EVBUF 4096
 
@@ -86,6 +90,7 @@ struct lw_state {
 	 * in one yet (state_event, state_settle). */
 	uint32_t from[LW_MOVED_MAX];
 	size_t nfrom;
+	long walk_left; /* entries walk_entry may still visit; -1: any */
 };
 
 struct lw_job;
@@ -254,6 +259,13 @@ static int walk_entry(struct lw_state *st, int dfd, uint32_t dnode,
 	struct stat sb;
 	int wd, fd, r;
 
+	/* A directory arriving whole (npm install, a tree moved in) is
+	 * walked on the thread pool from scratch rather than here, on
+	 * spd's loop, past the event walk's share. */
+	if (st->walk_left == 0)
+		return -E2BIG;
+	if (st->walk_left > 0)
+		st->walk_left--;
 	if ((r = join(sub, sizeof(sub), rel, name)) < 0)
 		return r;
 	if (type == DT_UNKNOWN) {
@@ -366,6 +378,7 @@ static void state_walk(struct lw_state *st)
 	}
 	if ((st->err = node_add(st, wd, LW_NONE, "", true, 0)) < 0)
 		return;
+	st->walk_left = -1;
 	st->err = walk_dir(st, st->rootfd, 0, "", 0);
 }
 
@@ -669,6 +682,7 @@ static int state_drain(struct lw_state *st)
 	struct lw_later later = {NULL, 0};
 	int r = 0;
 
+	st->walk_left = LW_EVENT_WALK_MAX;
 	for (;;) {
 		ssize_t n = read(st->ifd, buf, sizeof(buf));
 

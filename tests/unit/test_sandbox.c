@@ -1731,6 +1731,44 @@ START_TEST(linkwatch_renames_kept)
 }
 END_TEST
 
+/*
+ * A directory arriving in the workspace is walked as the queue is read,
+ * on spd's loop: a small one there (the list kept, a link planted in it
+ * listed), one past LW_EVENT_WALK_MAX entries (npm install, a tree moved
+ * in) on the thread pool from scratch instead, and its link listed then.
+ */
+START_TEST(linkwatch_big_arrival_walked_aside)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char a[PATH_MAX + 32], b[PATH_MAX + 64], in[PATH_MAX + 32];
+
+	lw_setup(&f, &lw);
+	ck_assert(lw_list(&f, lw, &names));
+	snprintf(in, sizeof(in), "%s/in.txt", f.outside);
+	test_write_file(in, "original\n");
+	for (int i = 0; i < 2; i++) {
+		long files = i ? 5000 : 10;
+
+		snprintf(a, sizeof(a), "%s/tree%d", f.outside, i);
+		ck_assert_int_eq(mkdir(a, 0755), 0);
+		ck_assert_int_eq(bench_make_files(a, files, 50), 0);
+		snprintf(b, sizeof(b), "%s/d000/linked", a);
+		ck_assert_int_eq(link(in, b), 0);
+		snprintf(b, sizeof(b), "%s/tree%d", f.ws, i);
+		ck_assert_int_eq(rename(a, b), 0);
+		ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), !i);
+		ck_assert(lw_list(&f, lw, &names));
+		ck_assert_uint_eq(linkwatch_walks(lw), i ? 2 : 1);
+		snprintf(b, sizeof(b), "tree%d/d000/linked", i);
+		ck_assert_msg(listed(names, b), "%s not listed", b);
+	}
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* Whether a thread of this process runs at nice value nice (field 19 of
  * /proc/self/task/TID/stat). */
 static bool thread_at_nice(long nice)
@@ -2155,6 +2193,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_fallback_walks);
 	tcase_add_test(tc, linkwatch_walks_bounded);
 	tcase_add_test(tc, linkwatch_renames_kept);
+	tcase_add_test(tc, linkwatch_big_arrival_walked_aside);
 	suite_add_tcase(s, tc);
 	return s;
 }
