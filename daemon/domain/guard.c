@@ -766,6 +766,26 @@ static int read_small(const char *path, size_t max, char **ret, size_t *ret_n)
 }
 
 /*
+ * An absent entry's hash: one value, however the entry came to be absent
+ * (found so by a scan, or gone between the scan and the hash), so that
+ * guard_digest stays the same across scans while nothing changes.
+ */
+static void hash_absent(struct entry *e)
+{
+	crypto_generichash_state st;
+	uint8_t tag = E_ABSENT;
+	uint32_t mode = 0;
+
+	e->type = E_ABSENT;
+	e->mode = 0;
+	crypto_generichash_init(&st, NULL, 0, sizeof(e->hash));
+	crypto_generichash_update(&st, &tag, 1);
+	crypto_generichash_update(&st, (const uint8_t *)&mode, sizeof(mode));
+	crypto_generichash_final(&st, e->hash, sizeof(e->hash));
+	e->hashed = true;
+}
+
+/*
  * Fill e->hash from the content on disk (and, for packed-refs, its
  * records into *ret_packed).  An entry that vanished since the scan
  * becomes E_ABSENT.
@@ -777,6 +797,10 @@ static int hash_entry(const struct guard *g, struct entry *e,
 	uint8_t tag = e->type;
 	int r = 0;
 
+	if (e->type == E_ABSENT) {
+		hash_absent(e);
+		return 0;
+	}
 	crypto_generichash_init(&st, NULL, 0, sizeof(e->hash));
 	if (e->type == E_FILE) {
 		_cleanup_close_ int fd = -1;
@@ -839,12 +863,7 @@ static int hash_entry(const struct guard *g, struct entry *e,
 gone:
 	if (errno != ENOENT && errno != ELOOP && errno != ENOTDIR)
 		return -errno;
-	e->type = E_ABSENT;
-	crypto_generichash_init(&st, NULL, 0, sizeof(e->hash));
-	tag = E_ABSENT;
-	crypto_generichash_update(&st, &tag, 1);
-	crypto_generichash_final(&st, e->hash, sizeof(e->hash));
-	e->hashed = true;
+	hash_absent(e);
 	return 0;
 }
 
@@ -1099,6 +1118,9 @@ static int check_all(struct guard *g, struct guard_finding *ret_finding)
 				precs_free(&p);
 			}
 		} else {
+			/* Absent then and now: the fresh entry needs the hash
+			 * the snapshot had, or the digest would move. */
+			hash_absent(e);
 			e->seen_ns = t;
 		}
 		i++;
@@ -1231,6 +1253,23 @@ void guard_digest(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN])
 		crypto_generichash_update(&st, (const uint8_t *)e->key,
 					  strlen(e->key) + 1);
 		crypto_generichash_update(&st, e->hash, sizeof(e->hash));
+	}
+	crypto_generichash_final(&st, ret, GUARD_DIGEST_LEN);
+}
+
+void guard_digest_legacy(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN])
+{
+	static const uint8_t zero[sizeof(((struct entry *)0)->hash)];
+	crypto_generichash_state st;
+
+	crypto_generichash_init(&st, NULL, 0, GUARD_DIGEST_LEN);
+	for (size_t i = 0; i < g->e.n; i++) {
+		const struct entry *e = &g->e.v[i];
+
+		crypto_generichash_update(&st, (const uint8_t *)e->key,
+					  strlen(e->key) + 1);
+		crypto_generichash_update(
+		    &st, e->type == E_ABSENT ? zero : e->hash, sizeof(e->hash));
 	}
 	crypto_generichash_final(&st, ret, GUARD_DIGEST_LEN);
 }

@@ -180,6 +180,15 @@ int guard_note_ref(struct guard *g, const char *refname);
  * spd can tell whether the inputs moved while it was not running.
  */
 void guard_digest(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN]);
+/*
+ * The digest as spd stored it before the absent entries' hash was kept
+ * across scans (2026-12): each absent entry with a zero hash.  A session
+ * whose digest was stored after a full scan by such an spd is checked
+ * against this one too at the restart after the upgrade: it differs from
+ * guard_digest only in what it says of absent entries, which their keys
+ * and types already say.
+ */
+void guard_digest_legacy(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN]);
 
 /* Number of entries guarded (for status output and the benchmark). */
 size_t guard_count(const struct guard *g);

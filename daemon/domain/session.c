@@ -66,6 +66,44 @@ const char *sess_git_msg(void)
 	return e && e->message ? e->message : "unknown libgit2 error";
 }
 
+/* Events kept before the store has a journal: the store opens before
+ * spd's journal hook is set, and what the opening finds (a session's
+ * inputs changed while spd was not running) must reach the journal. */
+#define SESS_EARLY_MAX 256
+
+static void early_free(struct sess_early *e)
+{
+	free(e->id);
+	free(e->kind);
+	free(e->summary);
+	free(e->detail);
+	free(e);
+}
+
+static void early_keep(struct session_store *s, const char *id,
+		       const char *kind, const char *summary,
+		       const char *detail)
+{
+	struct sess_early *e;
+
+	if (s->nearly >= SESS_EARLY_MAX || !(e = calloc(1, sizeof(*e))))
+		return;
+	e->id = id ? strdup(id) : NULL;
+	e->kind = strdup(kind);
+	e->summary = strdup(summary);
+	e->detail = detail ? strdup(detail) : NULL;
+	if ((id && !e->id) || !e->kind || !e->summary ||
+	    (detail && !e->detail)) {
+		early_free(e);
+		return;
+	}
+	if (!s->early_tail)
+		s->early_tail = &s->early;
+	*s->early_tail = e;
+	s->early_tail = &e->next;
+	s->nearly++;
+}
+
 void sess_journal(struct session_store *s, const char *id, const char *kind,
 		  json_t *detail, const char *fmt, ...)
 {
@@ -76,12 +114,12 @@ void sess_journal(struct session_store *s, const char *id, const char *kind,
 	va_start(ap, fmt);
 	vsnprintf(summary, sizeof(summary), fmt, ap);
 	va_end(ap);
-	if (s->jfn) {
-		if (detail)
-			text =
-			    json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS);
+	if (detail)
+		text = json_dumps(detail, JSON_COMPACT | JSON_SORT_KEYS);
+	if (s->jfn)
 		s->jfn(s->jdata, id, kind, summary, text);
-	}
+	else
+		early_keep(s, id, kind, summary, text);
 	free(text);
 	json_decref(detail);
 }
@@ -433,6 +471,8 @@ static int load(struct session_store *s)
 		}
 		guard_digest(x->guard, now);
 		if (had && memcmp(now, was, sizeof(now)) != 0)
+			guard_digest_legacy(x->guard, now);
+		if (had && memcmp(now, was, sizeof(now)) != 0)
 			attempt_end(s, x, "INTEGRITY", i->worktree,
 				    "changed while spd was not running");
 	}
@@ -452,6 +492,12 @@ void session_store_free(struct session_store *s)
 		struct sess *x = s->list;
 		s->list = x->next;
 		sess_free(x);
+	}
+	while (s->early) {
+		struct sess_early *e = s->early;
+
+		s->early = e->next;
+		early_free(e);
 	}
 	if (s->db)
 		sqlite3_close(s->db);
@@ -532,6 +578,17 @@ void session_store_set_journal(struct session_store *s, session_journal_fn fn,
 {
 	s->jfn = fn;
 	s->jdata = data;
+	while (fn && s->early) {
+		struct sess_early *e = s->early;
+
+		s->early = e->next;
+		fn(data, e->id, e->kind, e->summary, e->detail);
+		early_free(e);
+	}
+	if (!s->early) {
+		s->early_tail = NULL;
+		s->nearly = 0;
+	}
 }
 
 void session_store_set_ended_hook(struct session_store *s, session_ended_fn fn,

@@ -124,6 +124,8 @@ int session_store_open(const char *state_dir, struct session_store **ret);
 /* Close the database and free everything; NULL allowed.  Worktrees are
  * left in place for the next start. */
 void session_store_free(struct session_store *s);
+/* Set the journal hook.  What the store journaled before it had one (the
+ * findings session_store_open made) is handed to fn now, in order. */
 void session_store_set_journal(struct session_store *s, session_journal_fn fn,
 			       void *data);
 /* Called once whenever a session's attempt ends (a finding, three

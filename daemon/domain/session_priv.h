@@ -39,12 +39,21 @@ struct sess {
 	struct sess *next;
 };
 
+/* An event journaled before the store had its journal (a finding made
+ * as the store opened), handed over by session_store_set_journal. */
+struct sess_early {
+	char *id, *kind, *summary, *detail;
+	struct sess_early *next;
+};
+
 struct session_store {
 	char *state_dir;
 	sqlite3 *db;
 	struct sess *list; /* newest first */
 	session_journal_fn jfn;
 	void *jdata;
+	struct sess_early *early, **early_tail;
+	size_t nearly;
 	session_check_runner_fn runner;
 	void *runner_data;
 	session_ended_fn ended;

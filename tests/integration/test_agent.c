@@ -1680,6 +1680,40 @@ START_TEST(test_secret_in_diff)
 }
 END_TEST
 
+/*
+ * spd restarted (an upgrade, a reboot, the user's service restarted)
+ * while an agent works: its session goes on.  The repository was just
+ * made, so the guard rescanned it after each command; that rescan used to
+ * change the digest stored with the session, and the restarted spd ended
+ * the attempt with INTEGRITY "changed while spd was not running".
+ */
+START_TEST(test_session_survives_restart)
+{
+	struct session s;
+	char *err = NULL, *r;
+	int rc;
+
+	start_session(REPO, "restarted", false, &s);
+	for (int k = 0; k < 2; k++) {
+		rc = agent_spctl(&s, (char *[]){"run", "--", "true", NULL},
+				 NULL, &err);
+		ck_assert_msg(rc == 0, "before: %d %s", rc, err);
+		free(err);
+		err = NULL;
+	}
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	test_spd_start(&T);
+	rc = agent_spctl(&s, (char *[]){"run", "--", "true", NULL}, NULL, &err);
+	ck_assert_msg(rc == 0, "after the restart: %d %s", rc, err);
+	free(err);
+	r = rpcf(s.token, "session.status", "{}");
+	ck_assert_msg(!has(r, "\"error\"") && has(r, "active"),
+		      "session.status: %s", r);
+	free(r);
+	session_free(&s);
+}
+END_TEST
+
 /* Issue 6: a session token spd minted is redacted once it has been
  * shown: an agent reading it back from a file sees only the marker. */
 START_TEST(test_session_token_redacted)
@@ -2148,6 +2182,7 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_fs_write_protected_and_escape);
 	tcase_add_test(tc, test_fs_delete_rpc);
 	tcase_add_test(tc, test_secret_in_diff);
+	tcase_add_test(tc, test_session_survives_restart);
 	tcase_add_test(tc, test_session_token_redacted);
 	tcase_add_test(tc, test_approval_pins_write_content);
 	tcase_add_test(tc, test_approval_pins_script);

@@ -25,6 +25,7 @@
 #include "daemon/domain/linkwatch.h"
 #include "daemon/domain/sbx.h"
 #include "daemon/domain/session.h"
+#include "daemon/domain/session_priv.h"
 #include "daemon/spd.h"
 #include "daemon/transport/handlers.h"
 
@@ -829,8 +830,23 @@ START_TEST(test_tokens)
 }
 END_TEST
 
+/* Runs sql on the store's database beside the store (as another process
+ * would). */
+static void db_sql(const struct fx *f, const char *sql)
+{
+	sqlite3 *db;
+	char *path = paths_join(f->state, "sessions.db");
+
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK,
+		      "%s: %s", sql, sqlite3_errmsg(db));
+	sqlite3_close(db);
+	free(path);
+}
+
 /* A guarded input changed while the store was closed: on reopen the
- * session is attempt-ended. */
+ * session is attempt-ended, and the finding reaches the journal once the
+ * store has one (spd sets it after the store opened). */
 START_TEST(test_changed_while_stopped)
 {
 	struct fx f;
@@ -844,6 +860,83 @@ START_TEST(test_changed_while_stopped)
 	ck_assert_int_eq(session_get(f.s, i->id, &now), 0);
 	ck_assert_int_eq(now->state, SESSION_ATTEMPT_ENDED);
 	ck_assert_str_eq(now->finding_code, "INTEGRITY");
+	f.journaled = 0;
+	session_store_set_journal(f.s, jhook, &f);
+	ck_assert_int_eq(f.journaled, 1);
+	ck_assert_str_eq(f.last_kind, "session.finding");
+	session_info_free(now);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+/*
+ * Nothing changed while the store was closed: the session stays active,
+ * also when its checks since the start rescanned the guarded inputs (a
+ * checkout just made is "racy": every check rescans it) and some of the
+ * guarded paths are absent (most projects have no .gitlab-ci.yml).  A
+ * rescan gave absent entries another hash than the start did, and every
+ * restart of spd after a command ended such sessions with INTEGRITY.
+ */
+START_TEST(test_restart_after_commands)
+{
+	struct fx f;
+	struct session_info *i, *now = NULL;
+	const char *argv[] = {"true", NULL};
+	struct guard_finding gf;
+
+	fx_init(&f, NULL);
+	i = start(&f, "r", false, NULL);
+	for (int k = 0; k < 3; k++)
+		ck_assert_int_eq(
+		    session_record_command(f.s, i->id, argv, 0, &gf), 0);
+	session_store_free(f.s);
+	f.journaled = 0;
+	ck_assert_int_eq(session_store_open(f.state, &f.s), 0);
+	session_store_set_journal(f.s, jhook, &f);
+	ck_assert_int_eq(session_get(f.s, i->id, &now), 0);
+	ck_assert_msg(now->state == SESSION_ACTIVE, "ended: %s %s",
+		      now->finding_code ? now->finding_code : "-",
+		      now->finding_path ? now->finding_path : "-");
+	ck_assert_int_eq(f.journaled, 0);
+	session_info_free(now);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+/*
+ * A digest stored by an spd from before absent entries kept their hash
+ * across scans (guard_digest_legacy) is accepted at the restart after
+ * the upgrade, instead of ending the session with INTEGRITY.
+ */
+START_TEST(test_restart_legacy_digest)
+{
+	struct fx f;
+	struct session_info *i, *now = NULL;
+	uint8_t leg[GUARD_DIGEST_LEN], cur[GUARD_DIGEST_LEN];
+	char sql[256 + 2 * GUARD_DIGEST_LEN];
+	struct sess *x;
+	int n;
+
+	fx_init(&f, NULL);
+	i = start(&f, "r", false, NULL);
+	for (x = f.s->list; x && strcmp(x->info.id, i->id); x = x->next)
+		;
+	ck_assert_ptr_nonnull(x);
+	ck_assert_ptr_nonnull(x->guard);
+	guard_digest(x->guard, cur);
+	guard_digest_legacy(x->guard, leg);
+	ck_assert(memcmp(cur, leg, sizeof(cur)) != 0);
+	session_store_free(f.s);
+	n = snprintf(sql, sizeof(sql), "UPDATE sessions SET guard_digest = X'");
+	for (size_t k = 0; k < sizeof(leg); k++)
+		n += snprintf(sql + n, sizeof(sql) - (size_t)n, "%02x", leg[k]);
+	snprintf(sql + n, sizeof(sql) - (size_t)n, "' WHERE id = '%s'", i->id);
+	db_sql(&f, sql);
+	ck_assert_int_eq(session_store_open(f.state, &f.s), 0);
+	ck_assert_int_eq(session_get(f.s, i->id, &now), 0);
+	ck_assert_int_eq(now->state, SESSION_ACTIVE);
 	session_info_free(now);
 	session_info_free(i);
 	fx_done(&f);
@@ -1038,20 +1131,6 @@ static void call_free(struct call *c)
 	json_decref(c->result);
 	json_decref(c->err_data);
 	c->result = c->err_data = NULL;
-}
-
-/* Runs sql on the store's database beside the store (as another process
- * would). */
-static void db_sql(const struct fx *f, const char *sql)
-{
-	sqlite3 *db;
-	char *path = paths_join(f->state, "sessions.db");
-
-	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-	ck_assert_msg(sqlite3_exec(db, sql, NULL, NULL, NULL) == SQLITE_OK,
-		      "%s: %s", sql, sqlite3_errmsg(db));
-	sqlite3_close(db);
-	free(path);
 }
 
 /*
@@ -1531,6 +1610,8 @@ int main(void)
 	tcase_add_test(tc, test_heldout);
 	tcase_add_test(tc, test_tokens);
 	tcase_add_test(tc, test_changed_while_stopped);
+	tcase_add_test(tc, test_restart_after_commands);
+	tcase_add_test(tc, test_restart_legacy_digest);
 	tcase_add_test(tc, test_split_words);
 	tcase_add_test(tc, test_verify_gates);
 	tcase_add_test(tc, test_verify_no_checks);
