@@ -1242,22 +1242,10 @@ int guard_note_ref(struct guard *g, const char *refname)
 	return r;
 }
 
-void guard_digest(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN])
-{
-	crypto_generichash_state st;
-
-	crypto_generichash_init(&st, NULL, 0, GUARD_DIGEST_LEN);
-	for (size_t i = 0; i < g->e.n; i++) {
-		const struct entry *e = &g->e.v[i];
-
-		crypto_generichash_update(&st, (const uint8_t *)e->key,
-					  strlen(e->key) + 1);
-		crypto_generichash_update(&st, e->hash, sizeof(e->hash));
-	}
-	crypto_generichash_final(&st, ret, GUARD_DIGEST_LEN);
-}
-
-void guard_digest_legacy(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN])
+/* Over each entry's key and hash; with legacy, an absent entry's hash
+ * as zeros (guard_digest_legacy). */
+static void digest(const struct guard *g, bool legacy,
+		   uint8_t ret[GUARD_DIGEST_LEN])
 {
 	static const uint8_t zero[sizeof(((struct entry *)0)->hash)];
 	crypto_generichash_state st;
@@ -1269,9 +1257,20 @@ void guard_digest_legacy(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN])
 		crypto_generichash_update(&st, (const uint8_t *)e->key,
 					  strlen(e->key) + 1);
 		crypto_generichash_update(
-		    &st, e->type == E_ABSENT ? zero : e->hash, sizeof(e->hash));
+		    &st, legacy && e->type == E_ABSENT ? zero : e->hash,
+		    sizeof(e->hash));
 	}
 	crypto_generichash_final(&st, ret, GUARD_DIGEST_LEN);
+}
+
+void guard_digest(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN])
+{
+	digest(g, false, ret);
+}
+
+void guard_digest_legacy(const struct guard *g, uint8_t ret[GUARD_DIGEST_LEN])
+{
+	digest(g, true, ret);
 }
 
 size_t guard_count(const struct guard *g)
