@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -1819,7 +1820,16 @@ START_TEST(linkwatch_walks_bounded)
 	const char *const *names;
 	char w[3][PATH_MAX];
 	bool saw_nice = false;
+	/* Run under nice 19 already (nice make check), every thread is:
+	 * the walk's cannot be told apart, and that half is not checked. */
+	bool niced;
 
+	errno = 0;
+	niced = getpriority(PRIO_PROCESS, 0) >= 19 && errno == 0;
+	if (niced)
+		fprintf(stderr,
+			"linkwatch_walks_bounded: the process runs at "
+			"nice 19: the walk's own nice is not checked\n");
 	lw_setup(&f, &lw);
 	for (int i = 0; i < 3; i++) {
 		snprintf(w[i], sizeof(w[i]), "%s/w%d", f.ws, i);
@@ -1836,8 +1846,8 @@ START_TEST(linkwatch_walks_bounded)
 		saw_nice = saw_nice || thread_at_nice(19);
 		uv_run(&f.loop, UV_RUN_NOWAIT);
 	}
-	ck_assert_msg(saw_nice, "no walk ran at nice 19");
-	ck_assert(!thread_at_nice(19));
+	ck_assert_msg(saw_nice || niced, "no walk ran at nice 19");
+	ck_assert(niced || !thread_at_nice(19));
 	ck_assert_uint_eq(linkwatch_walks(lw), 3);
 	for (int i = 0; i < 3; i++)
 		ck_assert_int_eq(linkwatch_names(lw, w[i], &names), 1);
