@@ -1856,6 +1856,215 @@ START_TEST(linkwatch_walks_bounded)
 }
 END_TEST
 
+/* What is under the workspace, for the random test: relative paths of
+ * its regular files and directories ("" is the workspace). */
+struct lw_tree {
+	char files[512][256], dirs[128][256];
+	size_t nfiles, ndirs;
+	/* Files with more than one link, which the list must hold. */
+	char multi[512][256];
+	size_t nmulti;
+};
+
+static void lw_tree_walk(const char *root, const char *rel, struct lw_tree *t)
+{
+	char path[PATH_MAX + 300], sub[256];
+	struct dirent *d;
+	struct stat sb;
+	DIR *dir;
+
+	snprintf(path, sizeof(path), "%s%s%s", root, rel[0] ? "/" : "", rel);
+	if (!(dir = opendir(path)))
+		return;
+	if (t->ndirs < ARRAY_SIZE(t->dirs))
+		snprintf(t->dirs[t->ndirs++], sizeof(t->dirs[0]), "%s", rel);
+	while ((d = readdir(dir))) {
+		if (d->d_name[0] == '.' &&
+		    (!d->d_name[1] || (d->d_name[1] == '.' && !d->d_name[2])))
+			continue;
+		if (strlen(rel) + strlen(d->d_name) + 2 > sizeof(sub))
+			continue;
+		strcpy(sub, rel);
+		if (rel[0])
+			strcat(sub, "/");
+		strcat(sub, d->d_name);
+		snprintf(path, sizeof(path), "%s/%s", root, sub);
+		if (lstat(path, &sb) < 0)
+			continue;
+		if (S_ISDIR(sb.st_mode)) {
+			lw_tree_walk(root, sub, t);
+		} else if (S_ISREG(sb.st_mode)) {
+			if (t->nfiles < ARRAY_SIZE(t->files))
+				snprintf(t->files[t->nfiles++],
+					 sizeof(t->files[0]), "%s", sub);
+			if (sb.st_nlink > 1 && t->nmulti < ARRAY_SIZE(t->multi))
+				snprintf(t->multi[t->nmulti++],
+					 sizeof(t->multi[0]), "%s", sub);
+		}
+	}
+	closedir(dir);
+}
+
+/* A step that may fail (its name taken, its file gone): the test goes on
+ * with whatever happened. */
+static void lw_try(int r)
+{
+	(void)r;
+}
+
+static uint32_t lw_rand(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+/*
+ * The list against the truth, over random sequences of what happens to a
+ * workspace: files made, saved over, renamed inside, deleted; links
+ * planted from outside and made out; directories made, renamed, moved
+ * out and back (one linked to while out there).  After every few steps, every file of the workspace with
+ * more than one link must be in spd's list (after a new walk when the
+ * list was dropped): a name missing there is a file a run could change
+ * outside.  Extra names are allowed (sandboxd judges each at run time).
+ */
+START_TEST(linkwatch_random_ops_match_walk)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	static struct lw_tree t;
+	char a[PATH_MAX + 300], b[PATH_MAX + 300], c[PATH_MAX + 300];
+	unsigned long drops = 0, checks = 0;
+
+	lw_setup(&f, &lw);
+	ck_assert(lw_list(&f, lw, &names));
+	for (uint32_t seed = 1; seed <= 3; seed++) {
+		uint32_t x = 2463534242u * seed;
+
+		for (int step = 0; step < 200; step++) {
+			uint32_t op = lw_rand(&x) % 10;
+			const char *fl, *dr;
+
+			memset(&t, 0, sizeof(t));
+			lw_tree_walk(f.ws, "", &t);
+			fl = t.nfiles ? t.files[lw_rand(&x) % t.nfiles] : NULL;
+			dr = t.dirs[lw_rand(&x) % t.ndirs];
+			snprintf(b, sizeof(b), "%s/%s%sn%u-%d", f.ws, dr,
+				 dr[0] ? "/" : "", seed, step);
+			switch (op) {
+			case 0: /* a new file */
+				test_write_file(b, "x\n");
+				break;
+			case 1: /* a link planted from outside */
+				snprintf(a, sizeof(a), "%s/o%u-%d", f.outside,
+					 seed, step);
+				test_write_file(a, "outside\n");
+				lw_try(link(a, b));
+				break;
+			case 2: /* a link made out of a file inside */
+				if (!fl)
+					break;
+				snprintf(a, sizeof(a), "%s/%s", f.ws, fl);
+				snprintf(b, sizeof(b), "%s/out%u-%d", f.outside,
+					 seed, step);
+				lw_try(link(a, b));
+				break;
+			case 3: /* a file renamed inside */
+				if (!fl)
+					break;
+				snprintf(a, sizeof(a), "%s/%s", f.ws, fl);
+				(void)rename(a, b);
+				break;
+			case 4: /* an editor's save over a file */
+				if (!fl)
+					break;
+				snprintf(a, sizeof(a), "%s/%s.swp", f.ws, fl);
+				test_write_file(a, "saved\n");
+				snprintf(b, sizeof(b), "%s/%s", f.ws, fl);
+				(void)rename(a, b);
+				break;
+			case 5: /* a file deleted */
+				if (!fl)
+					break;
+				snprintf(a, sizeof(a), "%s/%s", f.ws, fl);
+				(void)unlink(a);
+				break;
+			case 6: /* a new directory */
+				(void)mkdir(b, 0755);
+				break;
+			case 7: /* a directory renamed to the top */
+				if (!dr[0])
+					break;
+				snprintf(a, sizeof(a), "%s/%s", f.ws, dr);
+				snprintf(b, sizeof(b), "%s/d%u-%d", f.ws, seed,
+					 step);
+				(void)rename(a, b);
+				break;
+			case 8: /* a file moved out, sometimes back */
+				if (!fl)
+					break;
+				snprintf(a, sizeof(a), "%s/%s", f.ws, fl);
+				snprintf(b, sizeof(b), "%s/away%u-%d",
+					 f.outside, seed, step);
+				if (rename(a, b) == 0 && lw_rand(&x) % 2)
+					(void)rename(b, a);
+				break;
+			case 9: /* a directory out, a link made below it
+				 * out there, back in elsewhere */
+				/* A file there already (watched, so only its
+				 * own event can tell of the link). */
+				fl = NULL;
+				for (size_t k = 0; dr[0] && k < t.nfiles; k++)
+					if (!strncmp(t.files[k], dr,
+						     strlen(dr)) &&
+					    t.files[k][strlen(dr)] == '/')
+						fl = t.files[k];
+				if (!fl)
+					break;
+				snprintf(a, sizeof(a), "%s/%.255s", f.ws, dr);
+				snprintf(b, sizeof(b), "%s/dir%u-%d", f.outside,
+					 seed, step);
+				if (rename(a, b) < 0)
+					break;
+				if (snprintf(a, sizeof(a), "%.4000s/%s", b,
+					     fl + strlen(dr) + 1) >=
+				    (int)sizeof(a))
+					break;
+				snprintf(c, sizeof(c), "%s/dout%u-%d",
+					 f.outside, seed, step);
+				lw_try(link(a, c));
+				snprintf(a, sizeof(a), "%s/back%u-%d", f.ws,
+					 seed, step);
+				(void)rename(b, a);
+				break;
+			}
+			if (step % 5 != 4)
+				continue;
+			if (linkwatch_names(lw, f.ws, &names) == 0) {
+				drops++;
+				ck_assert(lw_list(&f, lw, &names));
+			}
+			checks++;
+			memset(&t, 0, sizeof(t));
+			lw_tree_walk(f.ws, "", &t);
+			for (size_t k = 0; k < t.nmulti; k++)
+				ck_assert_msg(listed(names, t.multi[k]),
+					      "seed %u step %d: %s has more "
+					      "than one link and is not listed",
+					      seed, step, t.multi[k]);
+		}
+	}
+	fprintf(stderr,
+		"linkwatch_random_ops_match_walk: %lu checks, %lu walks "
+		"again\n",
+		checks, drops);
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* The link list on the wire: only canonical, strictly ordered names, and
  * only with SBXP_RUN_LINKS_LISTED, so that sandboxd can never be made to
  * count one name twice (which would hide a link outside). */
@@ -2204,6 +2413,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_walks_bounded);
 	tcase_add_test(tc, linkwatch_renames_kept);
 	tcase_add_test(tc, linkwatch_big_arrival_walked_aside);
+	tcase_add_test(tc, linkwatch_random_ops_match_walk);
 	suite_add_tcase(s, tc);
 	return s;
 }
