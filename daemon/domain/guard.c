@@ -1118,9 +1118,10 @@ static int check_all(struct guard *g, struct guard_finding *ret_finding)
 				precs_free(&p);
 			}
 		} else {
-			/* Absent then and now: the fresh entry needs the hash
+			/* Absent then and now: the fresh entry takes the hash
 			 * the snapshot had, or the digest would move. */
-			hash_absent(e);
+			memcpy(e->hash, o->hash, sizeof(e->hash));
+			e->hashed = true;
 			e->seen_ns = t;
 		}
 		i++;

@@ -242,6 +242,59 @@ static int node_add(struct lw_state *st, int wd, uint32_t parent,
 	return 0;
 }
 
+/* Listed names below the directory that was at from, now at to. */
+static int names_moved(struct lw_state *st, const char *from, const char *to)
+{
+	size_t lf = strlen(from);
+
+	for (size_t i = 0; i < st->nnames;) {
+		char path[PATH_MAX], *old = st->names[i];
+		int r;
+
+		if (strncmp(old, from, lf) != 0 || old[lf] != '/') {
+			i++;
+			continue;
+		}
+		if ((r = join(path, sizeof(path), to, old + lf + 1)) < 0)
+			return r;
+		/* Out, then in again through names_add, which keeps the
+		 * list free of duplicates (the decoder refuses them); added
+		 * at the end, past i, where it is seen again and kept. */
+		st->names[i] = st->names[--st->nnames];
+		free(old);
+		st->view_stale = true;
+		if ((r = names_add(st, path)) < 0)
+			return r;
+	}
+	return 0;
+}
+
+/*
+ * node, found again under name in dnode (at sub) by an IN_MOVED_TO: an
+ * entry renamed inside the workspace.  It takes its new name and place,
+ * and the listed names below a directory follow it.  -ESTALE when it is
+ * not the entry the node was (the workspace itself, another inode).
+ */
+static int node_moved(struct lw_state *st, uint32_t node, uint32_t dnode,
+		      const char *name, const struct stat *sb, const char *sub)
+{
+	struct lw_node *nd = &st->nodes[node];
+	char from[PATH_MAX], *copy;
+	int r;
+
+	if (node == 0 || nd->ino != sb->st_ino ||
+	    nd->dir != S_ISDIR(sb->st_mode))
+		return -ESTALE;
+	if (nd->dir && (r = node_path(st, node, from, sizeof(from))) < 0)
+		return r;
+	if (!(copy = strdup(name)))
+		return -ENOMEM;
+	free(nd->name);
+	nd->name = copy;
+	nd->parent = dnode;
+	return nd->dir ? names_moved(st, from, sub) : 0;
+}
+
 static int walk_dir(struct lw_state *st, int dfd, uint32_t node,
 		    const char *rel, unsigned depth);
 
@@ -249,11 +302,14 @@ static int walk_dir(struct lw_state *st, int dfd, uint32_t node,
  * One name in the directory open at dfd (node dnode, at rel).  The watch
  * goes on before the name is looked at, so that a change after the look
  * is an event; a change between the two (the name swapped) is an event
- * on the directory, watched already.
+ * on the directory, watched already.  With moved (IN_MOVED_TO), an entry
+ * the watch knows already (its inode has a watch of ours) was renamed
+ * inside the workspace: node_moved instead of a new node, and a directory
+ * is not walked again.
  */
 static int walk_entry(struct lw_state *st, int dfd, uint32_t dnode,
 		      const char *rel, const char *name, unsigned char type,
-		      unsigned depth)
+		      unsigned depth, bool moved)
 {
 	char path[64 + NAME_MAX], sub[PATH_MAX];
 	struct stat sb;
@@ -299,10 +355,15 @@ static int walk_entry(struct lw_state *st, int dfd, uint32_t dnode,
 			close(fd);
 			return r;
 		}
-		if ((size_t)wd < st->nwd && st->wd2node[wd] != LW_NONE)
+		if ((size_t)wd < st->nwd && st->wd2node[wd] != LW_NONE) {
 			me = st->wd2node[wd];
-		else if ((r = node_add(st, wd, dnode, name, true, sb.st_ino)) <
-			 0) {
+			if (moved) {
+				close(fd);
+				return node_moved(st, me, dnode, name, &sb,
+						  sub);
+			}
+		} else if ((r = node_add(st, wd, dnode, name, true,
+					 sb.st_ino)) < 0) {
 			close(fd);
 			return r;
 		}
@@ -320,7 +381,11 @@ static int walk_entry(struct lw_state *st, int dfd, uint32_t dnode,
 		return errno == ENOENT ? 0 : -errno;
 	if (!S_ISREG(sb.st_mode))
 		return 0;
-	if ((r = node_add(st, wd, dnode, name, false, sb.st_ino)) < 0)
+	if (moved && (size_t)wd < st->nwd && st->wd2node[wd] != LW_NONE)
+		r = node_moved(st, st->wd2node[wd], dnode, name, &sb, sub);
+	else
+		r = node_add(st, wd, dnode, name, false, sb.st_ino);
+	if (r < 0)
 		return r;
 	return sb.st_nlink > 1 ? names_add(st, sub) : 0;
 }
@@ -346,7 +411,8 @@ static int walk_dir(struct lw_state *st, int dfd, uint32_t node,
 		if (d->d_name[0] == '.' &&
 		    (!d->d_name[1] || (d->d_name[1] == '.' && !d->d_name[2])))
 			continue;
-		r = walk_entry(st, dfd, node, rel, d->d_name, d->d_type, depth);
+		r = walk_entry(st, dfd, node, rel, d->d_name, d->d_type, depth,
+			       false);
 	}
 	if (r == 0 && errno)
 		r = -errno;
@@ -433,92 +499,6 @@ static int open_dir_node(const struct lw_state *st, uint32_t dnode, char *rel,
 	return fd;
 }
 
-/* Listed names below the directory that was at from, now at to. */
-static int names_moved(struct lw_state *st, const char *from, const char *to)
-{
-	size_t lf = strlen(from);
-
-	for (size_t i = 0; i < st->nnames;) {
-		char path[PATH_MAX], *old = st->names[i];
-		int r;
-
-		if (strncmp(old, from, lf) != 0 || old[lf] != '/') {
-			i++;
-			continue;
-		}
-		if ((r = join(path, sizeof(path), to, old + lf + 1)) < 0)
-			return r;
-		/* Out, then in again through names_add, which keeps the
-		 * list free of duplicates (the decoder refuses them); added
-		 * at the end, past i, where it is seen again and kept. */
-		st->names[i] = st->names[--st->nnames];
-		free(old);
-		st->view_stale = true;
-		if ((r = names_add(st, path)) < 0)
-			return r;
-	}
-	return 0;
-}
-
-/*
- * IN_MOVED_TO of name in the directory open at dfd (node dnode, at rel).
- * The entry there now, when the watch knows it (the same inode has a watch
- * of ours), was renamed inside the workspace: its node takes the name and
- * place, the listed names below a directory follow it, and a file's link
- * count is read again.  Anything else came from outside: walked as a new
- * entry.
- */
-static int state_moved_in(struct lw_state *st, int dfd, uint32_t dnode,
-			  const char *rel, const char *name, unsigned depth)
-{
-	char path[64], sub[PATH_MAX], from[PATH_MAX];
-	struct lw_node *nd;
-	struct stat sb;
-	uint32_t node;
-	char *copy;
-	int fd, wd, r;
-
-	if ((r = join(sub, sizeof(sub), rel, name)) < 0)
-		return r;
-	fd = openat(dfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		/* Gone again: an event on this directory says so. */
-		return errno == ENOENT ? 0 : -errno;
-	if (fstat(fd, &sb) < 0) {
-		r = -errno;
-		close(fd);
-		return r;
-	}
-	/* Not watched: nothing of it can be a link to a file. */
-	if (!S_ISDIR(sb.st_mode) && !S_ISREG(sb.st_mode)) {
-		close(fd);
-		return 0;
-	}
-	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	wd = inotify_add_watch(
-	    st->ifd, path, S_ISDIR(sb.st_mode) ? LW_DIR_MASK : LW_FILE_MASK);
-	r = wd < 0 ? -errno : 0;
-	close(fd);
-	if (r < 0)
-		return r;
-	if ((size_t)wd >= st->nwd || st->wd2node[wd] == LW_NONE)
-		return walk_entry(st, dfd, dnode, rel, name, DT_UNKNOWN, depth);
-	node = st->wd2node[wd];
-	nd = &st->nodes[node];
-	if (node == 0 || nd->ino != sb.st_ino || nd->dir != S_ISDIR(sb.st_mode))
-		return -ESTALE;
-	if (nd->dir && (r = node_path(st, node, from, sizeof(from))) < 0)
-		return r;
-	if (!(copy = strdup(name)))
-		return -ENOMEM;
-	free(nd->name);
-	nd->name = copy;
-	nd->parent = dnode;
-	if (nd->dir)
-		return names_moved(st, from, sub);
-	return sb.st_nlink > 1 ? names_add(st, sub) : 0;
-}
-
 /*
  * One event: 0 when the list still holds every multi-linked name, -EAGAIN
  * to try it again once the queue is read (a directory on its path was
@@ -548,7 +528,7 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 	 * directory of the workspace (the same cookie) must be read before
 	 * the list is used, or the state goes (state_settle).  The name
 	 * arriving is a rename inside the workspace or an entry from
-	 * outside (state_moved_in).  An entry's own IN_MOVE_SELF adds
+	 * outside (walk_entry, moved).  An entry's own IN_MOVE_SELF adds
 	 * nothing to those two, but the workspace itself moving drops the
 	 * state.
 	 */
@@ -581,11 +561,8 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 			return 0;
 		if (fd < 0)
 			return fd;
-		r = ev->mask & IN_MOVED_TO
-			? state_moved_in(st, fd, node, rel, ev->name,
-					 (unsigned)depth)
-			: walk_entry(st, fd, node, rel, ev->name, DT_UNKNOWN,
-				     (unsigned)depth);
+		r = walk_entry(st, fd, node, rel, ev->name, DT_UNKNOWN,
+			       (unsigned)depth, ev->mask & IN_MOVED_TO);
 		close(fd);
 		return r;
 	}
@@ -829,11 +806,10 @@ static void job_start(struct linkwatch *lw, struct lw_entry *e)
 		return;
 	}
 	e->wanted = false;
-	j = calloc(1, sizeof(*j));
+	if (!(j = calloc(1, sizeof(*j))))
+		return;
 	max = watches_max();
 	held = watches_held(lw);
-	if (!j)
-		return;
 	j->lw = lw;
 	j->e = e;
 	j->st = calloc(1, sizeof(*j->st));

@@ -470,9 +470,11 @@ static int load(struct session_store *s)
 			continue;
 		}
 		guard_digest(x->guard, now);
-		if (had && memcmp(now, was, sizeof(now)) != 0)
-			guard_digest_legacy(x->guard, now);
-		if (had && memcmp(now, was, sizeof(now)) != 0)
+		if (!had || memcmp(now, was, sizeof(now)) == 0)
+			continue;
+		/* Or as an older spd stored it (guard_digest_legacy). */
+		guard_digest_legacy(x->guard, now);
+		if (memcmp(now, was, sizeof(now)) != 0)
 			attempt_end(s, x, "INTEGRITY", i->worktree,
 				    "changed while spd was not running");
 	}

@@ -1612,6 +1612,17 @@ START_TEST(linkwatch_planted_after_watch)
 }
 END_TEST
 
+/* An editor's save of path: a new file written beside it and renamed
+ * over it (the rename the list must follow). */
+static void lw_save(const char *path)
+{
+	char tmp[PATH_MAX + 300];
+
+	snprintf(tmp, sizeof(tmp), "%s.swp", path);
+	test_write_file(tmp, "saved\n");
+	ck_assert_int_eq(rename(tmp, path), 0);
+}
+
 /* Runs sh -c script in the workspace with spd's list names and checks
  * that it printed want. */
 static void lw_run(struct fixture *f, const char *const *names, char *script,
@@ -1671,10 +1682,8 @@ START_TEST(linkwatch_renames_kept)
 	lw_plant(&f, in, out, sizeof(in));
 	ck_assert(lw_list(&f, lw, &names));
 	/* An editor's save: a new file renamed over sub/f1. */
-	snprintf(a, sizeof(a), "%s/sub/.f1.swp", f.ws);
 	snprintf(b, sizeof(b), "%s/sub/f1", f.ws);
-	test_write_file(a, "saved\n");
-	ck_assert_int_eq(rename(a, b), 0);
+	lw_save(b);
 	/* A file renamed, then linked from outside under its new name. */
 	snprintf(a, sizeof(a), "%s/sub/f2", f.ws);
 	snprintf(b, sizeof(b), "%s/sub/f2.renamed", f.ws);
@@ -1698,10 +1707,8 @@ START_TEST(linkwatch_renames_kept)
 	/* Many saves read at once, and a directory deleted whole: the
 	 * list is kept through both. */
 	for (int i = 0; i < 40; i++) {
-		snprintf(a, sizeof(a), "%s/moved/.f%d.swp", f.ws, 10 + i % 10);
 		snprintf(b, sizeof(b), "%s/moved/f%d", f.ws, 10 + i % 10);
-		test_write_file(a, "saved\n");
-		ck_assert_int_eq(rename(a, b), 0);
+		lw_save(b);
 	}
 	snprintf(a, sizeof(a), "%s/moved/build", f.ws);
 	ck_assert_int_eq(mkdir(a, 0755), 0);
@@ -1980,10 +1987,8 @@ START_TEST(linkwatch_random_ops_match_walk)
 			case 4: /* an editor's save over a file */
 				if (!fl)
 					break;
-				snprintf(a, sizeof(a), "%s/%s.swp", f.ws, fl);
-				test_write_file(a, "saved\n");
 				snprintf(b, sizeof(b), "%s/%s", f.ws, fl);
-				(void)rename(a, b);
+				lw_save(b);
 				break;
 			case 5: /* a file deleted */
 				if (!fl)
