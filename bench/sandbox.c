@@ -98,6 +98,11 @@ static void on_closed(void *data)
 /* Between session start and an agent's first command: its model's turn
  * (seconds, in truth). */
 #define BENCH_AGENT_THINK_MS 500
+/* A commit's or a build's worth of new files before a run (in ten new
+ * directories), and the pause after them: the agent's model reading
+ * the last output (seconds, in truth). */
+#define BENCH_NEW_FILES 150
+#define BENCH_CHANGE_PAUSE_MS 100
 /* Directories the big workspaces' files are spread over. */
 #define BENCH_DIRS 100
 
@@ -145,11 +150,30 @@ static int save_in(const char *ws)
 	return rename(tmp, path);
 }
 
+/* What comes before each run of spctl_runs_after. */
+enum before { BEFORE_NOTHING, BEFORE_SAVE, BEFORE_PAUSE, BEFORE_NEW_FILES };
+
+/* BENCH_NEW_FILES new files in ten new directories of ws (gen<n>), then
+ * BENCH_CHANGE_PAUSE_MS.  0 or -1. */
+static int new_files_in(const char *ws, int n)
+{
+	char dir[4200];
+
+	snprintf(dir, sizeof(dir), "%s/gen%d", ws, n);
+	if (mkdir(dir, 0755) < 0 ||
+	    bench_make_files(dir, BENCH_NEW_FILES, 10) < 0)
+		return -1;
+	usleep(BENCH_CHANGE_PAUSE_MS * 1000);
+	return 0;
+}
+
 /* Median of runs `spctl run [--workspace ws] --yes -- /bin/true` (no
  * workspace: an agent's, from SPD_SESSION_TOKEN), after 3 warm-ups, or
- * -1.  With save, each run follows an editor's save in ws (save_in). */
+ * -1.  Each run follows what before says: an editor's save in ws
+ * (save_in), a pause of BENCH_CHANGE_PAUSE_MS, new files and the same
+ * pause (new_files_in). */
 static double spctl_runs_after(char *spctl, const char *ws, int runs,
-			       double *ret_bw, bool save)
+			       double *ret_bw, enum before before)
 {
 	char wsbuf[4096];
 	char *argv_op[] = {spctl,   "run", "--workspace", wsbuf,
@@ -165,8 +189,12 @@ static double spctl_runs_after(char *spctl, const char *ws, int runs,
 	for (int i = -3; i < runs; i++) {
 		double v;
 
-		if (save && save_in(ws) < 0) {
-			fprintf(stderr, "cannot save a file in %s\n", ws);
+		if (before == BEFORE_PAUSE)
+			usleep(BENCH_CHANGE_PAUSE_MS * 1000);
+		if ((before == BEFORE_SAVE && save_in(ws) < 0) ||
+		    (before == BEFORE_NEW_FILES &&
+		     new_files_in(ws, i + 3) < 0)) {
+			fprintf(stderr, "cannot change %s\n", ws);
 			goto out;
 		}
 		v = time_exec(ws ? argv_op : argv_agent);
@@ -190,7 +218,7 @@ out:
 
 static double spctl_runs(char *spctl, const char *ws, int runs, double *ret_bw)
 {
-	return spctl_runs_after(spctl, ws, runs, ret_bw, false);
+	return spctl_runs_after(spctl, ws, runs, ret_bw, BEFORE_NOTHING);
 }
 
 /* Median of runs cmd.run calls of /bin/true over one connection (ws NULL:
@@ -365,12 +393,34 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 			 sizes[i]);
 		m = spctl_runs(spctl, big, BENCH_BIG_RUNS, &own);
 		print_e2e(what, m, m_sb, m_bw, own);
-		/* A rename in the workspace (an editor's save, git's lock
-		 * files) keeps spd's list: no walk (linkwatch.h). */
-		snprintf(what, sizeof(what),
-			 "  the same, %ld-file, after a save", sizes[i]);
-		m = spctl_runs_after(spctl, big, BENCH_BIG_RUNS, &own, true);
-		print_e2e(what, m, m_sb, m_bw, own);
+		/*
+		 * A rename in the workspace (an editor's save, git's lock
+		 * files) keeps spd's list: no walk.  A commit's or a build's
+		 * new files, 0.1 s before the run: spd has read them in the
+		 * background (linkwatch.h).  The pause alone costs a run
+		 * something too (an idle machine's CPUs wake up slower): it
+		 * has its row.
+		 */
+		for (int k = 0; k < 3; k++) {
+			static const enum before how[] = {
+			    BEFORE_SAVE, BEFORE_PAUSE, BEFORE_NEW_FILES};
+			char after[32];
+
+			if (how[k] == BEFORE_SAVE)
+				snprintf(after, sizeof(after), "a save");
+			else if (how[k] == BEFORE_PAUSE)
+				snprintf(after, sizeof(after), "%d ms",
+					 BENCH_CHANGE_PAUSE_MS);
+			else
+				snprintf(after, sizeof(after), "%d new files",
+					 BENCH_NEW_FILES);
+			snprintf(what, sizeof(what),
+				 "  the same, %ld-file, after %s", sizes[i],
+				 after);
+			m = spctl_runs_after(spctl, big, BENCH_BIG_RUNS, &own,
+					     how[k]);
+			print_e2e(what, m, m_sb, m_bw, own);
+		}
 	}
 	if (bench_agent_session(dir, "repo", 0, BENCH_DIRS, false) == 0) {
 		m = spctl_runs(spctl, NULL, runs, &own);

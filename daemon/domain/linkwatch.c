@@ -58,6 +58,21 @@
 #define LW_EVENT_WALK_MAX 4096
 /* Bytes read from the inotify queue at a time (about 200 events). */
 #define LW_EVBUF 4096
+/* The queue of a watched workspace is read on spd's loop this long after
+ * it became readable, without a run asking (bg_drain): what changed is
+ * applied while the agent's model thinks, not on the next run's path,
+ * and events that come together are read together. */
+#define LW_BG_DELAY_MS 10
+/* Reads of the queue in the background that may end with a rename not
+ * arrived or an event not applying yet (each LW_BG_DELAY_MS after the
+ * last) before the state is dropped: a rename's two events are queued in
+ * one system call, so one still half-read after them left the
+ * workspace. */
+#define LW_UNSETTLED_ROUNDS 5
+/* A state dropped by a read in the background is walked again at once,
+ * at most once in this long per workspace (a build churning through a
+ * tree drops it again and again); otherwise the next run starts it. */
+#define LW_BG_REWALK_MS 2000
 
 #define LW_NONE UINT32_MAX
 
@@ -70,6 +85,12 @@ struct lw_node {
 	bool gone; /* deleted (IN_DELETE_SELF) */
 	uint64_t ino;
 	char *name;
+};
+
+/* Events tried again once the queue is read (state_event's -EAGAIN). */
+struct lw_later {
+	struct inotify_event **v;
+	size_t n;
 };
 
 struct lw_state {
@@ -90,18 +111,25 @@ struct lw_state {
 	 * in one yet (state_event, state_settle). */
 	uint32_t from[LW_MOVED_MAX];
 	size_t nfrom;
-	long walk_left; /* entries walk_entry may still visit; -1: any */
+	/* Events that did not apply yet when the queue was last read in
+	 * the background (state_settle keeps them until a run's read). */
+	struct lw_later later;
+	unsigned unsettled; /* background reads that ended so, in a row */
+	long walk_left;	    /* entries walk_entry may still visit; -1: any */
 };
 
 struct lw_job;
+struct lw_bg;
 
 struct lw_entry {
 	char *workspace;
 	struct lw_state *st;
+	struct lw_bg *bg; /* reads st's queue in the background */
 	struct lw_job *job;
 	uint64_t used;
 	unsigned since_failed; /* runs since a walk failed, or 0 */
 	bool wanted;	       /* a walk was asked for while LW_WALKS_MAX ran */
+	uint64_t bg_walk_ms;   /* when bg_drain last started a walk, or 0 */
 };
 
 struct lw_job {
@@ -111,17 +139,35 @@ struct lw_job {
 	struct lw_state *st;
 };
 
+/*
+ * An installed state's queue, read on the loop without a run asking: its
+ * inotify descriptor polled, and read LW_BG_DELAY_MS after it became
+ * readable.  Both handles are unreferenced (the watch does not keep a
+ * loop running) and outlive the entry until their close callbacks.
+ */
+struct lw_bg {
+	uv_poll_t poll;
+	uv_timer_t timer;
+	struct linkwatch *lw; /* NULL once stopped */
+	struct lw_entry *e;
+	int open; /* handles not closed yet */
+};
+
 struct linkwatch {
 	uv_loop_t *loop;
 	struct lw_entry e[LINKWATCH_WORKSPACES_MAX];
 	uint64_t tick;
 	unsigned long walks;
+	unsigned long events_bg, events_run;
 };
+
+static void later_free(struct lw_later *l);
 
 static void state_free(struct lw_state *st)
 {
 	if (!st)
 		return;
+	later_free(&st->later);
 	if (st->ifd >= 0)
 		close(st->ifd);
 	if (st->rootfd >= 0)
@@ -602,12 +648,6 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 	return -EINVAL;
 }
 
-/* Events tried again once the queue is read (state_event's -EAGAIN). */
-struct lw_later {
-	struct inotify_event **v;
-	size_t n;
-};
-
 static int later_add(struct lw_later *l, const struct inotify_event *ev)
 {
 	struct inotify_event *c, **v;
@@ -633,30 +673,53 @@ static void later_free(struct lw_later *l)
 }
 
 /*
- * What the queue's end must leave settled before the list is used: every
- * event deferred now applies (the renames above it are all read), and
- * every name that left a directory arrived in one: otherwise it left the
- * workspace, and what is done to it out there (a link made to a file
- * below it before it comes back) is beyond the watch's paths, or it is
- * still arriving.
+ * What the queue's end must leave settled before the list is used (final,
+ * a run's read): every event deferred now applies (the renames above it
+ * are all read), and every name that left a directory arrived in one:
+ * otherwise it left the workspace, and what is done to it out there (a
+ * link made to a file below it before it comes back) is beyond the
+ * watch's paths, or it is still arriving.  A read in the background
+ * keeps what is not settled yet for the next read, up to
+ * LW_UNSETTLED_ROUNDS of them in a row.
  */
-static int state_settle(struct lw_state *st, struct lw_later *later)
+static int state_settle(struct lw_state *st, bool final)
 {
-	for (size_t i = 0; i < later->n; i++) {
-		int r = state_event(st, later->v[i]);
+	struct lw_later *l = &st->later;
+	size_t kept = 0, i;
+	int r = 0;
 
-		if (r < 0)
-			return r == -EAGAIN ? -ESTALE : r;
+	for (i = 0; i < l->n && r == 0; i++) {
+		r = state_event(st, l->v[i]);
+		if (r == -EAGAIN && !final) {
+			l->v[kept++] = l->v[i];
+			r = 0;
+			continue;
+		}
+		free(l->v[i]);
 	}
-	return st->nfrom ? -ESTALE : 0;
+	/* After a failure, the events not tried yet go too (the state
+	 * goes with them). */
+	for (; i < l->n; i++)
+		free(l->v[i]);
+	l->n = kept;
+	if (r < 0)
+		return r == -EAGAIN ? -ESTALE : r;
+	if (!l->n && !st->nfrom) {
+		st->unsettled = 0;
+		return 0;
+	}
+	if (final || ++st->unsettled >= LW_UNSETTLED_ROUNDS)
+		return -ESTALE;
+	return 0;
 }
 
-/* Read the queue until it is empty.  0, or < 0 when the state must go. */
-static int state_drain(struct lw_state *st)
+/* Read the queue until it is empty (final: for a run, see state_settle).
+ * 0, or < 0 when the state must go; *ret_events: the events read. */
+static int state_drain(struct lw_state *st, bool final,
+		       unsigned long *ret_events)
 {
 	char buf[LW_EVBUF]
 	    __attribute__((aligned(__alignof__(struct inotify_event))));
-	struct lw_later later = {NULL, 0};
 	int r = 0;
 
 	st->walk_left = LW_EVENT_WALK_MAX;
@@ -666,7 +729,7 @@ static int state_drain(struct lw_state *st)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			r = errno == EAGAIN ? state_settle(st, &later) : -errno;
+			r = errno == EAGAIN ? state_settle(st, final) : -errno;
 			break;
 		}
 		for (ssize_t off = 0; r == 0 && off < n;) {
@@ -675,13 +738,13 @@ static int state_drain(struct lw_state *st)
 
 			r = state_event(st, ev);
 			if (r == -EAGAIN)
-				r = later_add(&later, ev);
+				r = later_add(&st->later, ev);
 			off += (ssize_t)(sizeof(*ev) + ev->len);
+			(*ret_events)++;
 		}
 		if (r < 0)
 			break;
 	}
-	later_free(&later);
 	return r;
 }
 
@@ -740,13 +803,113 @@ static void job_work(uv_work_t *req)
 }
 
 static void walks_next(struct linkwatch *lw);
+static void job_start(struct linkwatch *lw, struct lw_entry *e);
+
+static void bg_closed(uv_handle_t *h)
+{
+	struct lw_bg *bg = h->data;
+
+	if (--bg->open == 0)
+		free(bg);
+}
+
+/* e's state goes, and its background reads with it. */
+static void entry_drop(struct lw_entry *e)
+{
+	struct lw_bg *bg = e->bg;
+
+	if (bg) {
+		e->bg = NULL;
+		bg->lw = NULL;
+		bg->e = NULL;
+		uv_close((uv_handle_t *)&bg->poll, bg_closed);
+		uv_close((uv_handle_t *)&bg->timer, bg_closed);
+	}
+	state_free(e->st);
+	e->st = NULL;
+}
+
+static void bg_readable(uv_poll_t *p, int status, int events);
+
+/*
+ * The background read (LW_BG_DELAY_MS after the queue became readable):
+ * the events are applied now, so that a run finds the queue empty, or
+ * nearly.  A state that must go goes now, and its new walk starts at once
+ * on the thread pool (LW_BG_REWALK_MS): the next run has a list again
+ * rather than finding out.  What is not settled yet (a rename half-read) is read again after
+ * the delay, whether or not more events come.
+ */
+static void bg_drain(uv_timer_t *t)
+{
+	struct lw_bg *bg = t->data;
+	struct lw_entry *e = bg->e;
+	struct linkwatch *lw = bg->lw;
+	uint64_t now = uv_now(t->loop);
+
+	if (!e)
+		return;
+	if (state_drain(e->st, false, &lw->events_bg) < 0) {
+		entry_drop(e);
+		if (!e->job && (!e->bg_walk_ms ||
+				now - e->bg_walk_ms >= LW_BG_REWALK_MS)) {
+			e->bg_walk_ms = now;
+			job_start(lw, e);
+		}
+		return;
+	}
+	if (e->st->later.n || e->st->nfrom)
+		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
+	else if (uv_poll_start(&bg->poll, UV_READABLE, bg_readable) < 0)
+		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
+}
+
+static void bg_readable(uv_poll_t *p, int status, int events)
+{
+	struct lw_bg *bg = p->data;
+
+	(void)events;
+	uv_poll_stop(p);
+	/* A poll that failed leaves the reads to the runs. */
+	if (status == 0 && bg->e)
+		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
+}
+
+/* st becomes e's state, its queue read in the background (without
+ * memory for that, by the runs alone). */
+static void entry_install(struct linkwatch *lw, struct lw_entry *e,
+			  struct lw_state *st)
+{
+	struct lw_bg *bg = calloc(1, sizeof(*bg));
+
+	e->st = st;
+	if (!bg)
+		return;
+	bg->timer.data = bg->poll.data = bg;
+	if (uv_timer_init(lw->loop, &bg->timer) < 0) {
+		free(bg);
+		return;
+	}
+	bg->open = 1;
+	uv_unref((uv_handle_t *)&bg->timer);
+	if (uv_poll_init(lw->loop, &bg->poll, st->ifd) < 0) {
+		uv_close((uv_handle_t *)&bg->timer, bg_closed);
+		return;
+	}
+	bg->open = 2;
+	uv_unref((uv_handle_t *)&bg->poll);
+	bg->lw = lw;
+	bg->e = e;
+	e->bg = bg;
+	if (uv_poll_start(&bg->poll, UV_READABLE, bg_readable) < 0)
+		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
+}
 
 static void job_done(uv_work_t *req, int status)
 {
 	struct lw_job *j = lw_job_of(req);
 
 	if (j->lw && status == 0 && j->st->err == 0) {
-		j->e->st = j->st;
+		entry_install(j->lw, j->e, j->st);
 		j->e->since_failed = 0;
 		j->st = NULL;
 	} else if (j->lw) {
@@ -845,7 +1008,7 @@ static void entry_clear(struct lw_entry *e)
 		e->job->lw = NULL;
 		e->job->e = NULL;
 	}
-	state_free(e->st);
+	entry_drop(e);
 	free(e->workspace);
 	memset(e, 0, sizeof(*e));
 }
@@ -882,6 +1045,11 @@ unsigned long linkwatch_walks(const struct linkwatch *lw)
 	return lw ? lw->walks : 0;
 }
 
+unsigned long linkwatch_events(const struct linkwatch *lw, bool run)
+{
+	return !lw ? 0 : run ? lw->events_run : lw->events_bg;
+}
+
 bool linkwatch_walking(const struct linkwatch *lw, const char *workspace)
 {
 	for (size_t i = 0; lw && i < ARRAY_SIZE(lw->e); i++)
@@ -914,12 +1082,12 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 	}
 	e->used = ++lw->tick;
 	if (e->st) {
-		if (state_drain(e->st) == 0 && state_view(e->st) == 0) {
+		if (state_drain(e->st, true, &lw->events_run) == 0 &&
+		    state_view(e->st) == 0) {
 			*ret_names = e->st->view;
 			return 1;
 		}
-		state_free(e->st);
-		e->st = NULL;
+		entry_drop(e);
 	}
 	if (e->job)
 		return 0;

@@ -30,6 +30,14 @@
  * entries than the watches it may take (LINKWATCH_WATCHES_RESERVE), an
  * unreadable file, no inotify.
  *
+ * When.  A watched workspace's queue is read on spd's loop a few
+ * milliseconds after events come (LW_BG_DELAY_MS in linkwatch.c), as
+ * well as by each run: what a git commit, a build or an editor changed is
+ * applied while the agent's model thinks, and the run reads what is left.
+ * A state that must go goes then, and its new walk starts at once.  A
+ * read in the background may leave a rename half-read for the next one;
+ * a run's may not.
+ *
  * The window.  The list is as of the moment linkwatch_names() reads the
  * queue, after the request arrived; a link made between then and the
  * run's mount plan (about a millisecond) to a file the list does not hold
@@ -103,6 +111,12 @@ void linkwatch_prime(struct linkwatch *lw, const char *workspace);
 /* Walks started (for tests and the bench: a workspace watched from the
  * first run on is walked once). */
 unsigned long linkwatch_walks(const struct linkwatch *lw);
+
+/* Events read from the watched workspaces' queues: by the runs'
+ * linkwatch_names (run), or in the background, on the loop, shortly after
+ * they came (!run: what a run no longer waits for).  For tests and the
+ * bench. */
+unsigned long linkwatch_events(const struct linkwatch *lw, bool run);
 
 /* Whether a walk of workspace is running on the thread pool (tests and
  * the bench wait for it to finish). */

@@ -1777,6 +1777,85 @@ START_TEST(linkwatch_big_arrival_walked_aside)
 }
 END_TEST
 
+/* The loop run for ms milliseconds of real time, as spd's runs between
+ * its clients' requests: the watch reads its queues in the background. */
+static void lw_spin(struct fixture *f, long ms)
+{
+	struct timespec ts = {0, 1000000}, now, end;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += ms / 1000;
+	end.tv_nsec += (ms % 1000) * 1000000;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	for (;;) {
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (now.tv_sec > end.tv_sec ||
+		    (now.tv_sec == end.tv_sec && now.tv_nsec >= end.tv_nsec))
+			break;
+		uv_run(&f->loop, UV_RUN_NOWAIT);
+		nanosleep(&ts, NULL);
+	}
+}
+
+/*
+ * The queue is read on the loop shortly after events come, without a run
+ * asking: a run after a commit's or a build's worth of changes reads
+ * nothing itself, and finds both links planted since listed (and
+ * protected).  A directory moved out of the workspace drops the state in
+ * the background and the new walk starts then, so that the run after it
+ * has a list again, with a link made below that directory while it was
+ * out.
+ */
+START_TEST(linkwatch_read_in_background)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char a[PATH_MAX + 128], b[PATH_MAX + 64], in[PATH_MAX], out[PATH_MAX];
+	unsigned long run_events;
+
+	lw_setup(&f, &lw);
+	ck_assert(lw_list(&f, lw, &names));
+	run_events = linkwatch_events(lw, true);
+	snprintf(a, sizeof(a), "%s/gen", f.ws);
+	ck_assert_int_eq(mkdir(a, 0755), 0);
+	ck_assert_int_eq(bench_make_files(a, 300, 10), 0);
+	lw_plant(&f, in, out, sizeof(in));
+	lw_spin(&f, 150);
+	/* (The directory's files came before its watch: its walk found
+	 * them, not events.) */
+	ck_assert_uint_gt(linkwatch_events(lw, false), 0);
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_eq(linkwatch_events(lw, true), run_events);
+	ck_assert_uint_eq(linkwatch_walks(lw), 1);
+	ck_assert(listed(names, "planted"));
+	ck_assert(listed(names, "sub/shared"));
+	lw_check(&f, names, in, out);
+	/* Out, and nothing else happens until the walk is over. */
+	snprintf(b, sizeof(b), "%s/gen", f.outside);
+	ck_assert_int_eq(rename(a, b), 0);
+	lw_spin(&f, 200);
+	ck_assert_uint_eq(linkwatch_walks(lw), 2);
+	for (int i = 0; i < 10000 && linkwatch_walking(lw, f.ws); i++)
+		lw_spin(&f, 1);
+	ck_assert(!linkwatch_walking(lw, f.ws));
+	snprintf(a, sizeof(a), "%s/d000/f0000000", b);
+	snprintf(in, sizeof(in), "%s/genlink", f.outside);
+	ck_assert_int_eq(link(a, in), 0);
+	snprintf(a, sizeof(a), "%s/back", f.ws);
+	ck_assert_int_eq(rename(b, a), 0);
+	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 1);
+	ck_assert_uint_eq(linkwatch_walks(lw), 2);
+	ck_assert_msg(listed(names, "back/d000/f0000000"),
+		      "a link made out there is not listed");
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
 /* Whether a thread of this process runs at nice value nice (field 19 of
  * /proc/self/task/TID/stat). */
 static bool thread_at_nice(long nice)
@@ -2045,6 +2124,11 @@ START_TEST(linkwatch_random_ops_match_walk)
 				(void)rename(b, a);
 				break;
 			}
+			/* Now and then the loop runs as between two
+			 * requests, and the background reads apply what
+			 * came (a rename out and back: after the delay). */
+			if (lw_rand(&x) % 3 == 0)
+				lw_spin(&f, 1 + lw_rand(&x) % 25);
 			if (step % 5 != 4)
 				continue;
 			if (linkwatch_names(lw, f.ws, &names) == 0) {
@@ -2419,6 +2503,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_renames_kept);
 	tcase_add_test(tc, linkwatch_big_arrival_walked_aside);
 	tcase_add_test(tc, linkwatch_random_ops_match_walk);
+	tcase_add_test(tc, linkwatch_read_in_background);
 	suite_add_tcase(s, tc);
 	return s;
 }
