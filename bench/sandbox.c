@@ -103,6 +103,11 @@ static void on_closed(void *data)
  * the last output (seconds, in truth). */
 #define BENCH_NEW_FILES 150
 #define BENCH_CHANGE_PAUSE_MS 100
+/* An npm install's worth arriving in a workspace (files in directories
+ * of ten), the pause before the next run, and the rounds of that. */
+#define BENCH_ARRIVAL_FILES 20000
+#define BENCH_ARRIVAL_PAUSE_MS 1000
+#define BENCH_ARRIVAL_ROUNDS 3
 /* Directories the big workspaces' files are spread over. */
 #define BENCH_DIRS 100
 
@@ -214,6 +219,30 @@ out:
 	free(t);
 	free(bw);
 	return m;
+}
+
+/* Median of BENCH_ARRIVAL_ROUNDS runs in ws, each BENCH_ARRIVAL_PAUSE_MS
+ * after BENCH_ARRIVAL_FILES new files arrived in it (no warm-up: each run
+ * is the first after its arrival), or -1. */
+static double arrival_runs(char *spctl, const char *ws)
+{
+	char wsbuf[4200], dir[4300];
+	char *argv[] = {spctl,	 "run", "--workspace", wsbuf,
+			"--yes", "--",	"/bin/true",   NULL};
+	double t[BENCH_ARRIVAL_ROUNDS];
+
+	snprintf(wsbuf, sizeof(wsbuf), "%s", ws);
+	for (int i = 0; i < BENCH_ARRIVAL_ROUNDS; i++) {
+		snprintf(dir, sizeof(dir), "%s/arrived%d", ws, i);
+		if (mkdir(dir, 0755) < 0 ||
+		    bench_make_files(dir, BENCH_ARRIVAL_FILES,
+				     BENCH_ARRIVAL_FILES / 10) < 0)
+			return -1;
+		usleep(BENCH_ARRIVAL_PAUSE_MS * 1000);
+		if ((t[i] = time_exec(argv)) < 0)
+			return -1;
+	}
+	return bench_median(t, BENCH_ARRIVAL_ROUNDS);
 }
 
 static double spctl_runs(char *spctl, const char *ws, int runs, double *ret_bw)
@@ -420,6 +449,17 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 			m = spctl_runs_after(spctl, big, BENCH_BIG_RUNS, &own,
 					     how[k]);
 			print_e2e(what, m, m_sb, m_bw, own);
+		}
+		/* More than spd walks on its loop (LW_EVENT_WALK_MAX): the
+		 * list is dropped as it comes and walked again at once, in
+		 * the background. */
+		if (i == 0) {
+			snprintf(what, sizeof(what),
+				 "  the same, %d s after %d new files",
+				 BENCH_ARRIVAL_PAUSE_MS / 1000,
+				 BENCH_ARRIVAL_FILES);
+			print_e2e(what, arrival_runs(spctl, big), m_sb, m_bw,
+				  -1);
 		}
 	}
 	if (bench_agent_session(dir, "repo", 0, BENCH_DIRS, false) == 0) {
