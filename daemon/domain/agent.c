@@ -23,6 +23,7 @@
 #include "daemon/domain/policy.h"
 #include "daemon/methods/run.h"
 #include "daemon/domain/sbx.h"
+#include "daemon/domain/secrets.h"
 #include "daemon/domain/session.h"
 #include "daemon/spd.h"
 #include "common/paths.h"
@@ -37,6 +38,21 @@ static int auth_hook(struct spd *spd, const char *token, char **ret_sid)
 	if (!spd->sessions ||
 	    session_authenticate(spd->sessions, token, id) < 0)
 		return -EACCES;
+	/*
+	 * A session's token joins the redaction set at session.start, and
+	 * the store keeps only its hash: after spd restarts, the token joins
+	 * again here, the first time the agent presents it, before anything
+	 * its call does can show it (a run echoing it, a file holding it).
+	 */
+	if (spd->secrets) {
+		char name[64];
+
+		snprintf(name, sizeof(name), SESSION_TOKEN_SECRET, id);
+		if (!secrets_has_minted(spd, name) &&
+		    secrets_add_minted(spd, name, token) < 0)
+			log_warn("session token could not join the redaction "
+				 "set");
+	}
 	*ret_sid = strdup(id);
 	return *ret_sid ? 0 : -ENOMEM;
 }

@@ -367,6 +367,14 @@ int secrets_add_minted(struct spd *spd, const char *name, const char *value)
 	return 0;
 }
 
+bool secrets_has_minted(const struct spd *spd, const char *name)
+{
+	for (size_t i = 0; i < spd->n_minted; i++)
+		if (strcmp(spd->minted[i].name, name) == 0)
+			return true;
+	return false;
+}
+
 int secrets_drop_minted(struct spd *spd, const char *name)
 {
 	struct secret_minted gone;

@@ -12,6 +12,7 @@
 #define SPD_DAEMON_SECRETS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct spd;
@@ -38,6 +39,8 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen);
  * Returns 0, or -errno with the previous set still in force.
  */
 int secrets_add_minted(struct spd *spd, const char *name, const char *value);
+/* Whether a value called name was minted into the set. */
+bool secrets_has_minted(const struct spd *spd, const char *name);
 /*
  * A minted value that is no longer valid (a turn key after its turn)
  * leaves the redaction set.  Returns 0, -ENOENT when name was not minted,

@@ -32,6 +32,8 @@
 #define SESSION_ID_LEN 16
 /* A session token: 32 random bytes in hex. */
 #define SESSION_TOKEN_LEN 64
+/* Its name in the redaction set (secrets_add_minted), with the id. */
+#define SESSION_TOKEN_SECRET "session-token.%s"
 /* Longest feature name: it becomes a branch and a directory name. */
 #define SESSION_FEATURE_MAX 64
 /* Largest diff returned: a reply must fit in a frame (RPC_FRAME_MAX)

@@ -185,7 +185,7 @@ void m_session_start(struct call *c)
 	/* The token is shown here once; the store keeps only its hash and
 	 * the summary never carries it. */
 	json_object_set_new(res, "token", json_string(token));
-	snprintf(name, sizeof(name), "session-token.%s", i->id);
+	snprintf(name, sizeof(name), SESSION_TOKEN_SECRET, i->id);
 	call_reply(c, res);
 	/* The workspace's hard-link list (linkwatch.h) is walked now, on the
 	 * thread pool, instead of at the agent's first command (the full

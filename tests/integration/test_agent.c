@@ -1714,6 +1714,107 @@ START_TEST(test_session_survives_restart)
 }
 END_TEST
 
+/*
+ * The same after a restart, in place: what was git-ignored when the
+ * session started stays hidden from the runs and refused by fs.read after
+ * spd restarts, though the agent rewrote .gitignore before it, and the
+ * session's token is still redacted.  Each half fails if the restarted
+ * spd took the rules from the checkout as it is now, or forgot the token.
+ */
+START_TEST(test_in_place_survives_restart)
+{
+	struct session s = {0};
+	char *r, *p, *out = NULL, *err = NULL;
+	int rc;
+
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "set -e; cd '%s'; printf '*.txt\ncache/\n' >> .gitignore; "
+		    "git add -A; git commit -qm ignore; "
+		    "echo 'token CANARY-plain-5e2' > plain.txt; "
+		    "mkdir -p cache/deep; "
+		    "echo 'CANARY-cache-5e2' > cache/deep/blob; "
+		    "chmod -R a+rX plain.txt cache",
+		    REPO),
+	    0);
+	start_session(REPO, "restart-inplace", true, &s);
+	rc = agent_spctl(&s, (char *[]){"run", "--", "true", NULL}, NULL, &err);
+	ck_assert_msg(rc == 0, "before: %d %s", rc, err);
+	free(err);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\".gitignore\",\"content\":\"other/\\n\"}");
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	test_spd_start(&T);
+
+	rc = agent_spctl(&s,
+			 (char *[]){"run", "--", "cat", "plain.txt",
+				    "cache/deep/blob", NULL},
+			 &out, &err);
+	ck_assert_msg(!has(out, "CANARY"),
+		      "cat read a file ignored at the start, after the "
+		      "restart (%d): %s",
+		      rc, out);
+	ck_assert_msg(!has(err, "ATTEMPT-ENDED") && !has(err, "INTEGRITY"),
+		      "the session ended: %s", err);
+	free(out);
+	free(err);
+	rc = agent_spctl(
+	    &s, (char *[]){"run", "--", "grep", "-r", "CANARY", ".", NULL},
+	    &out, &err);
+	ck_assert_msg(!has(out, "CANARY-"),
+		      "grep -r found ignored content after the restart "
+		      "(%d): %s",
+		      rc, out);
+	free(out);
+	free(err);
+	r = rpc(s.token, "fs.read", "{\"path\":\"plain.txt\"}");
+	ck_assert_msg(has(r, "deny.fs.ignored") && !has(r, "CANARY"),
+		      "fs.read after the restart: %s", r);
+	free(r);
+	r = rpcf(s.token, "fs.write",
+		 "{\"path\":\"t.md\",\"content\":\"tok=%s\\n\"}", s.token);
+	ck_assert_msg(!has(r, "\"error\""), "fs.write: %s", r);
+	free(r);
+	r = rpc(s.token, "fs.read", "{\"path\":\"t.md\"}");
+	ck_assert_msg(has(r, "[redacted:session-token."),
+		      "the token is not redacted after the restart: %s", r);
+	ck_assert_msg(!has(r, s.token), "the token came back: %s", r);
+	free(r);
+	p = paths_join(REPO, "plain.txt");
+	out = test_read_file(p);
+	ck_assert_str_eq(out, "token CANARY-plain-5e2\n");
+	free(out);
+	free(p);
+	session_free(&s);
+}
+END_TEST
+
+/* The same after a restart, in a worktree: the session's token is still
+ * redacted when the agent reads it back. */
+START_TEST(test_token_redacted_after_restart)
+{
+	struct session s;
+	char *r;
+
+	start_session(REPO, "tok-restart", false, &s);
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	test_spd_start(&T);
+	r = rpcf(s.token, "fs.write",
+		 "{\"path\":\"t.txt\",\"content\":\"tok=%s\\n\"}", s.token);
+	ck_assert_msg(!has(r, "\"error\""), "fs.write: %s", r);
+	free(r);
+	r = rpc(s.token, "fs.read", "{\"path\":\"t.txt\"}");
+	ck_assert_msg(has(r, "[redacted:session-token."),
+		      "the token is not redacted after the restart: %s", r);
+	ck_assert_msg(!has(r, s.token), "the token came back: %s", r);
+	free(r);
+	session_free(&s);
+}
+END_TEST
+
 /* Issue 6: a session token spd minted is redacted once it has been
  * shown: an agent reading it back from a file sees only the marker. */
 START_TEST(test_session_token_redacted)
@@ -2183,6 +2284,8 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_fs_delete_rpc);
 	tcase_add_test(tc, test_secret_in_diff);
 	tcase_add_test(tc, test_session_survives_restart);
+	tcase_add_test(tc, test_in_place_survives_restart);
+	tcase_add_test(tc, test_token_redacted_after_restart);
 	tcase_add_test(tc, test_session_token_redacted);
 	tcase_add_test(tc, test_approval_pins_write_content);
 	tcase_add_test(tc, test_approval_pins_script);
