@@ -579,6 +579,10 @@ void broker_stop(struct spd *spd)
 
 	if (!b)
 		return;
+	/* Turns live in spd's memory alone: each still live ends here, in
+	 * the journal too, with what it spent (its key dies with spd). */
+	for (size_t i = 0; i < b->n_turns; i++)
+		end_turn(b, b->turns[i], "spd stopped");
 	gateway_stop(b->gw);
 	b->gw = NULL;
 	spd->broker = NULL;

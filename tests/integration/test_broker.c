@@ -1258,6 +1258,41 @@ START_TEST(test_turn_dies_with_session)
 }
 END_TEST
 
+/* A turn still live when spd stops ends in the journal, with what it
+ * spent: a turn.begin without its turn.end would leave the audit trail
+ * with a turn that never settled.  Its key is refused by the next spd. */
+START_TEST(test_turn_ends_when_spd_stops)
+{
+	struct turn t = begin(NULL);
+	char *r, *rows, *line, *eol;
+
+	r = post(&t, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 200);
+	free(r);
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	rows = journal_until("spd stopped");
+	line = strstr(rows, "turn.end");
+	while (line && (eol = strchr(line, '\n')) &&
+	       !memmem(line, (size_t)(eol - line), t.id, strlen(t.id)))
+		line = strstr(eol, "turn.end");
+	ck_assert_msg(line, "no turn.end for %s: %s", t.id, rows);
+	eol = strchr(line, '\n');
+	ck_assert_msg(memmem(line, eol ? (size_t)(eol - line) : strlen(line),
+			     "spd stopped", 11),
+		      "%s", line);
+	ck_assert_msg(memmem(line, eol ? (size_t)(eol - line) : strlen(line),
+			     "\"calls\":1", 9),
+		      "the turn's spending is not in its end: %s", line);
+	free(rows);
+	/* The broker listens on a new port (a new turn says which). */
+	test_spd_start(&T);
+	t.port = begin(NULL).port;
+	r = post(&t, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 401);
+	free(r);
+}
+END_TEST
+
 /* model.call over the socket: the provider's reply as the result and
  * the call charged like one over HTTP. */
 START_TEST(test_model_call_over_socket)
@@ -1384,6 +1419,7 @@ int main(void)
 	tcase_add_test(tc, test_spctl_agent_through_broker);
 	tcase_add_test(tc, test_idle_timeout_expires_key);
 	tcase_add_test(tc, test_turn_dies_with_session);
+	tcase_add_test(tc, test_turn_ends_when_spd_stops);
 	tcase_add_test(tc, test_model_call_over_socket);
 	tcase_add_test(tc, test_count_tokens_and_responses);
 	tcase_add_test(tc, test_status_broker_entry);
