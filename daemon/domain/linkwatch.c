@@ -546,6 +546,27 @@ static int open_dir_node(const struct lw_state *st, uint32_t dnode, char *rel,
 }
 
 /*
+ * The events waiting in l (state_settle) of a watch that went: each would
+ * find no node for its watch when tried again, and needs nothing.  They
+ * go now, so that a tree removed whole (rm -rf: each file's IN_ATTRIB,
+ * its directory gone before the event is read, then its IN_IGNORED) does
+ * not fill the list and drop the state.
+ */
+static void later_forget(struct lw_later *l, int wd)
+{
+	size_t kept = 0;
+
+	for (size_t i = 0; i < l->n; i++) {
+		if (l->v[i]->wd == wd) {
+			free(l->v[i]);
+			continue;
+		}
+		l->v[kept++] = l->v[i];
+	}
+	l->n = kept;
+}
+
+/*
  * One event: 0 when the list still holds every multi-linked name, -EAGAIN
  * to try it again once the queue is read (a directory on its path was
  * renamed since), other errors when the state must go.
@@ -565,6 +586,7 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 		return 0;
 	if (ev->mask & IN_IGNORED) {
 		st->wd2node[ev->wd] = LW_NONE;
+		later_forget(&st->later, ev->wd);
 		return node == 0 ? -ENOENT : 0;
 	}
 	/*
