@@ -1123,10 +1123,10 @@ static void refuse_links(struct spawn_run *run, int err)
 		       MOUNTPLAN_LINKS_ENTRIES_MAX);
 	else if (err == EMLINK)
 		refuse(&run->refusal, code,
-		       "hard links: more than %d names in the workspace and "
-		       "writable paths are hard links to files with a link "
-		       "outside them (each is made read-only for the run); "
-		       "remove the links or copy the files",
+		       "hard links: more than %d names in the workspace are "
+		       "hard links to files with a link outside it (each is "
+		       "made read-only for a run); copy the files instead "
+		       "(pnpm: package-import-method=copy)",
 		       MOUNTPLAN_LINKS_MAX);
 	else if (err == ELOOP)
 		refuse(&run->refusal, code,

@@ -1484,6 +1484,9 @@ START_TEST(too_many_hardlinks_refused)
 	ck_assert_str_eq(o.error_code, "SANDBOX-UNAVAILABLE");
 	ck_assert_msg(strstr(o.error_msg, "hard link") != NULL, "%s",
 		      o.error_msg);
+	/* Whole, with what to do (pnpm's store links node_modules). */
+	ck_assert_msg(strstr(o.error_msg, "package-import-method=copy)"), "%s",
+		      o.error_msg);
 	ck_assert_msg(access(marker, F_OK) < 0, "the command ran");
 	outcome_free(&o);
 	fx_teardown(&f);
