@@ -223,8 +223,9 @@ out:
 
 /* Median of BENCH_ARRIVAL_ROUNDS runs in ws, each BENCH_ARRIVAL_PAUSE_MS
  * after BENCH_ARRIVAL_FILES new files arrived in it (no warm-up: each run
- * is the first after its arrival), or -1. */
-static double arrival_runs(char *spctl, const char *ws)
+ * is the first after its arrival), or, with removed, after `rm -rf` of
+ * such a tree (the rounds' of the call before), or -1. */
+static double arrival_runs(char *spctl, const char *ws, bool removed)
 {
 	char wsbuf[4200], dir[4300];
 	char *argv[] = {spctl,	 "run", "--workspace", wsbuf,
@@ -233,10 +234,14 @@ static double arrival_runs(char *spctl, const char *ws)
 
 	snprintf(wsbuf, sizeof(wsbuf), "%s", ws);
 	for (int i = 0; i < BENCH_ARRIVAL_ROUNDS; i++) {
+		char *rm[] = {"rm", "-rf", dir, NULL};
+
 		snprintf(dir, sizeof(dir), "%s/arrived%d", ws, i);
-		if (mkdir(dir, 0755) < 0 ||
-		    bench_make_files(dir, BENCH_ARRIVAL_FILES,
-				     BENCH_ARRIVAL_FILES / 10) < 0)
+		if (removed
+			? bench_run_quiet(rm) < 0
+			: mkdir(dir, 0755) < 0 ||
+			      bench_make_files(dir, BENCH_ARRIVAL_FILES,
+					       BENCH_ARRIVAL_FILES / 10) < 0)
 			return -1;
 		usleep(BENCH_ARRIVAL_PAUSE_MS * 1000);
 		if ((t[i] = time_exec(argv)) < 0)
@@ -458,8 +463,13 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 				 "  the same, %d s after %d new files",
 				 BENCH_ARRIVAL_PAUSE_MS / 1000,
 				 BENCH_ARRIVAL_FILES);
-			print_e2e(what, arrival_runs(spctl, big), m_sb, m_bw,
-				  -1);
+			print_e2e(what, arrival_runs(spctl, big, false), m_sb,
+				  m_bw, -1);
+			snprintf(what, sizeof(what),
+				 "  the same, %d s after rm -rf of them",
+				 BENCH_ARRIVAL_PAUSE_MS / 1000);
+			print_e2e(what, arrival_runs(spctl, big, true), m_sb,
+				  m_bw, -1);
 		}
 	}
 	if (bench_agent_session(dir, "repo", 0, BENCH_DIRS, false) == 0) {
