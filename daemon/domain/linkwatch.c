@@ -69,10 +69,11 @@
  * one system call, so one still half-read after them left the
  * workspace. */
 #define LW_UNSETTLED_ROUNDS 5
-/* A state dropped by a read in the background is walked again at once,
- * at most once in this long per workspace (a build churning through a
- * tree drops it again and again); otherwise the next run starts it. */
-#define LW_BG_REWALK_MS 2000
+/* A state dropped by a read in the background is walked again at once
+ * when the workspace's last walk ended at least this many times its
+ * length ago (something dropping it again and again keeps spd's walks
+ * under a fifth of a CPU, at nice 19); otherwise the next run starts it. */
+#define LW_BG_REWALK_RATIO 4
 
 #define LW_NONE UINT32_MAX
 
@@ -129,7 +130,8 @@ struct lw_entry {
 	uint64_t used;
 	unsigned since_failed; /* runs since a walk failed, or 0 */
 	bool wanted;	       /* a walk was asked for while LW_WALKS_MAX ran */
-	uint64_t bg_walk_ms;   /* when bg_drain last started a walk, or 0 */
+	/* The last walk's start, length and end (uv_now), for bg_drain. */
+	uint64_t walk_start_ms, walk_ms, walk_end_ms;
 };
 
 struct lw_job {
@@ -857,7 +859,7 @@ static void bg_readable(uv_poll_t *p, int status, int events);
  * The background read (LW_BG_DELAY_MS after the queue became readable):
  * the events are applied now, so that a run finds the queue empty, or
  * nearly.  A state that must go goes now, and its new walk starts at once
- * on the thread pool (LW_BG_REWALK_MS): the next run has a list again
+ * on the thread pool (LW_BG_REWALK_RATIO): the next run has a list again
  * rather than finding out.  What is not settled yet (a rename half-read) is read again after
  * the delay, whether or not more events come.
  */
@@ -872,11 +874,9 @@ static void bg_drain(uv_timer_t *t)
 		return;
 	if (state_drain(e->st, false, &lw->events_bg) < 0) {
 		entry_drop(e);
-		if (!e->job && (!e->bg_walk_ms ||
-				now - e->bg_walk_ms >= LW_BG_REWALK_MS)) {
-			e->bg_walk_ms = now;
+		if (!e->job &&
+		    now - e->walk_end_ms >= LW_BG_REWALK_RATIO * e->walk_ms)
 			job_start(lw, e);
-		}
 		return;
 	}
 	if (e->st->later.n || e->st->nfrom)
@@ -938,6 +938,8 @@ static void job_done(uv_work_t *req, int status)
 		j->e->since_failed = 1;
 	}
 	if (j->lw) {
+		j->e->walk_end_ms = uv_now(j->lw->loop);
+		j->e->walk_ms = j->e->walk_end_ms - j->e->walk_start_ms;
 		j->e->job = NULL;
 		walks_next(j->lw);
 	}
@@ -1013,6 +1015,7 @@ static void job_start(struct linkwatch *lw, struct lw_entry *e)
 		return;
 	}
 	e->job = j;
+	e->walk_start_ms = uv_now(lw->loop);
 	lw->walks++;
 }
 
