@@ -1126,7 +1126,8 @@ static void refuse_links(struct spawn_run *run, int err)
 		       "hard links: more than %d names in the workspace are "
 		       "hard links to files with a link outside it (each is "
 		       "made read-only for a run); copy the files instead "
-		       "(pnpm: package-import-method=copy)",
+		       "(pnpm: package-import-method=copy; uv: "
+		       "UV_LINK_MODE=copy)",
 		       MOUNTPLAN_LINKS_MAX);
 	else if (err == ELOOP)
 		refuse(&run->refusal, code,
