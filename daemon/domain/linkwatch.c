@@ -860,8 +860,8 @@ static void bg_readable(uv_poll_t *p, int status, int events);
  * the events are applied now, so that a run finds the queue empty, or
  * nearly.  A state that must go goes now, and its new walk starts at once
  * on the thread pool (LW_BG_REWALK_RATIO): the next run has a list again
- * rather than finding out.  What is not settled yet (a rename half-read) is read again after
- * the delay, whether or not more events come.
+ * rather than finding out.  What is not settled yet (a rename half-read)
+ * is read again after the delay, whether or not more events come.
  */
 static void bg_drain(uv_timer_t *t)
 {
