@@ -74,6 +74,12 @@
  * length ago (something dropping it again and again keeps spd's walks
  * under a fifth of a CPU, at nice 19); otherwise the next run starts it. */
 #define LW_BG_REWALK_RATIO 4
+/* Nodes of entries gone (deleted: their watches went) are kept, since
+ * others may name them as their directory.  A read in the background
+ * drops a state holding more of them than this beyond twice its live
+ * ones, for a fresh walk: a workspace where a build makes and deletes
+ * files all day keeps its memory bounded. */
+#define LW_DEAD_SLACK 16384
 
 #define LW_NONE UINT32_MAX
 
@@ -100,6 +106,7 @@ struct lw_state {
 	int ifd;
 	struct lw_node *nodes;
 	size_t nnodes, capnodes;
+	size_t nwatches;   /* nodes whose watch is still on (not IN_IGNORED) */
 	uint32_t *wd2node; /* LW_NONE: no watch of ours */
 	size_t nwd;
 	char **names; /* relative; no duplicate */
@@ -256,7 +263,7 @@ static int node_add(struct lw_state *st, int wd, uint32_t parent,
 
 	if ((size_t)wd < st->nwd && st->wd2node[wd] != LW_NONE)
 		return 0;
-	if (st->nnodes >= st->budget)
+	if (st->nwatches >= st->budget)
 		return -ENOSPC;
 	if ((size_t)wd >= st->nwd) {
 		size_t n = st->nwd ? st->nwd : 256;
@@ -287,6 +294,7 @@ static int node_add(struct lw_state *st, int wd, uint32_t parent,
 	if (!(nd->name = strdup(name)))
 		return -ENOMEM;
 	st->wd2node[wd] = (uint32_t)st->nnodes++;
+	st->nwatches++;
 	return 0;
 }
 
@@ -588,6 +596,7 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 		return 0;
 	if (ev->mask & IN_IGNORED) {
 		st->wd2node[ev->wd] = LW_NONE;
+		st->nwatches--;
 		later_forget(&st->later, ev->wd);
 		return node == 0 ? -ENOENT : 0;
 	}
@@ -730,7 +739,9 @@ static int state_settle(struct lw_state *st, bool final)
 		return r == -EAGAIN ? -ESTALE : r;
 	if (!l->n && !st->nfrom) {
 		st->unsettled = 0;
-		return 0;
+		return !final && st->nnodes > 2 * st->nwatches + LW_DEAD_SLACK
+			   ? -ESTALE
+			   : 0;
 	}
 	if (final || ++st->unsettled >= LW_UNSETTLED_ROUNDS)
 		return -ESTALE;
@@ -955,7 +966,7 @@ static size_t watches_held(const struct linkwatch *lw)
 
 	for (size_t i = 0; i < ARRAY_SIZE(lw->e); i++)
 		if (lw->e[i].st)
-			n += lw->e[i].st->nnodes;
+			n += lw->e[i].st->nwatches;
 	return n;
 }
 
@@ -1068,6 +1079,11 @@ void linkwatch_free(struct linkwatch *lw)
 unsigned long linkwatch_walks(const struct linkwatch *lw)
 {
 	return lw ? lw->walks : 0;
+}
+
+size_t linkwatch_watches(const struct linkwatch *lw)
+{
+	return lw ? watches_held(lw) : 0;
 }
 
 unsigned long linkwatch_events(const struct linkwatch *lw, bool run)

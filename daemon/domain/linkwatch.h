@@ -52,6 +52,7 @@
 #define SPD_DAEMON_LINKWATCH_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <uv.h>
 
 /* Workspaces watched at once: an agent's sessions and the operator's
@@ -117,6 +118,10 @@ unsigned long linkwatch_walks(const struct linkwatch *lw);
  * they came (!run: what a run no longer waits for).  For tests and the
  * bench. */
 unsigned long linkwatch_events(const struct linkwatch *lw, bool run);
+
+/* The inotify watches the watched workspaces hold now (each state's
+ * entries whose watch is still on: a deleted file's goes).  For tests. */
+size_t linkwatch_watches(const struct linkwatch *lw);
 
 /* Whether a walk of workspace is running on the thread pool (tests and
  * the bench wait for it to finish). */

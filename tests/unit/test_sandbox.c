@@ -1802,13 +1802,66 @@ START_TEST(linkwatch_tree_removed_kept)
 	ck_assert_int_eq(mkdir(a, 0755), 0);
 	ck_assert_int_eq(bench_make_files(a, 2000, 20), 0);
 	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_gt(linkwatch_watches(lw), 2000);
 	test_rmrf(a);
 	lw_plant(&f, in, out, sizeof(in));
 	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 1);
 	ck_assert_uint_eq(linkwatch_walks(lw), 1);
+	/* Their watches went with them, and a walk of another workspace
+	 * may have them (its budget counts the watches held). */
+	ck_assert_uint_lt(linkwatch_watches(lw), 100);
 	ck_assert(listed(names, "planted"));
 	ck_assert(listed(names, "sub/shared"));
 	lw_check(&f, names, in, out);
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
+static void lw_spin(struct fixture *f, long ms);
+
+/*
+ * A workspace where files are made and deleted by the ten thousand (a
+ * build all day) keeps a bounded state: past LW_DEAD_SLACK nodes of
+ * deleted entries beyond twice the live ones, a read in the background
+ * drops it for a fresh walk, and the next run has the new list.
+ */
+START_TEST(linkwatch_dead_nodes_bounded)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char a[PATH_MAX + 64];
+
+	lw_setup(&f, &lw);
+	ck_assert(lw_list(&f, lw, &names));
+	for (int i = 0; i < 3; i++) {
+		snprintf(a, sizeof(a), "%s/tmp%d", f.ws, i);
+		ck_assert_int_eq(mkdir(a, 0755), 0);
+		ck_assert_int_eq(bench_make_files(a, 3000, 30), 0);
+		ck_assert(lw_list(&f, lw, &names));
+		test_rmrf(a);
+		ck_assert(lw_list(&f, lw, &names));
+	}
+	/* 9,000 dead: kept, and no walk. */
+	lw_spin(&f, 50);
+	ck_assert_uint_eq(linkwatch_walks(lw), 1);
+	for (int i = 3; i < 9; i++) {
+		snprintf(a, sizeof(a), "%s/tmp%d", f.ws, i);
+		ck_assert_int_eq(mkdir(a, 0755), 0);
+		ck_assert_int_eq(bench_make_files(a, 3000, 30), 0);
+		ck_assert(lw_list(&f, lw, &names));
+		test_rmrf(a);
+		ck_assert(lw_list(&f, lw, &names));
+	}
+	/* 27,000: the background read drops the state and walks again. */
+	snprintf(a, sizeof(a), "%s/last", f.ws);
+	test_write_file(a, "x\n");
+	lw_spin(&f, 200);
+	for (int i = 0; i < 10000 && linkwatch_walking(lw, f.ws); i++)
+		lw_spin(&f, 1);
+	ck_assert_uint_eq(linkwatch_walks(lw), 2);
+	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 1);
 	linkwatch_free(lw);
 	fx_teardown(&f);
 }
@@ -2542,6 +2595,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_random_ops_match_walk);
 	tcase_add_test(tc, linkwatch_read_in_background);
 	tcase_add_test(tc, linkwatch_tree_removed_kept);
+	tcase_add_test(tc, linkwatch_dead_nodes_bounded);
 	suite_add_tcase(s, tc);
 	return s;
 }
