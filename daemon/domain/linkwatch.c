@@ -29,14 +29,18 @@
 /*
  * A directory's watch: a name made in it or moved in or out of it, and
  * the directory itself going.  A file's: its attributes (the link count:
- * link(2) and unlink(2) of any of its names, wherever that name is) and
- * itself being moved or going.  IN_ATTRIB on a directory is left out: a
- * directory's own link count is its subdirectories'.
+ * link(2) and unlink(2) of any of its names, wherever that name is); its
+ * going is the IN_IGNORED every watch ends with, and its own IN_MOVE_SELF
+ * and IN_DELETE_SELF would add nothing but events to read (rm -rf of a
+ * tree queues three per file instead of four: the queue holds 16,384 by
+ * default, and overflowing it drops the state).  IN_ATTRIB on a
+ * directory is left out: a directory's own link count is its
+ * subdirectories'.
  */
 #define LW_DIR_MASK                                                            \
 	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |                 \
 	 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
-#define LW_FILE_MASK (IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+#define LW_FILE_MASK IN_ATTRIB
 /* Runs of a workspace whose walk failed (an unreadable file, too many
  * entries) before it is tried again: the walk costs as much as many full
  * walks in sandboxd, and what made it fail rarely goes away at once. */
@@ -63,6 +67,10 @@
  * applied while the agent's model thinks, not on the next run's path,
  * and events that come together are read together. */
 #define LW_BG_DELAY_MS 10
+/* A background read that found this many events or more is in a burst
+ * (rm -rf, an archive unpacked): the next is done as soon as the queue is
+ * readable again, without the delay, so as to keep up with it. */
+#define LW_BG_BURST 1024
 /* Reads of the queue in the background that may end with a rename not
  * arrived or an event not applying yet (each LW_BG_DELAY_MS after the
  * last) before the state is dropped: a rename's two events are queued in
@@ -89,7 +97,8 @@
 struct lw_node {
 	uint32_t parent; /* LW_NONE for the workspace itself */
 	bool dir;
-	bool gone; /* deleted (IN_DELETE_SELF) */
+	bool gone;   /* a directory deleted (IN_DELETE_SELF) */
+	bool attrib; /* an IN_ATTRIB waits in lw_state.attrib */
 	uint64_t ino;
 	char *name;
 };
@@ -106,7 +115,11 @@ struct lw_state {
 	int ifd;
 	struct lw_node *nodes;
 	size_t nnodes, capnodes;
-	size_t nwatches;   /* nodes whose watch is still on (not IN_IGNORED) */
+	size_t nwatches; /* nodes whose watch is still on (not IN_IGNORED) */
+	/* Files whose IN_ATTRIB waits for the end of the read (state_settle),
+	 * each once: one deleted meanwhile needs nothing. */
+	uint32_t *attrib;
+	size_t nattrib, capattrib;
 	uint32_t *wd2node; /* LW_NONE: no watch of ours */
 	size_t nwd;
 	char **names; /* relative; no duplicate */
@@ -159,7 +172,8 @@ struct lw_bg {
 	uv_timer_t timer;
 	struct linkwatch *lw; /* NULL once stopped */
 	struct lw_entry *e;
-	int open; /* handles not closed yet */
+	int open;   /* handles not closed yet */
+	bool burst; /* the last read found LW_BG_BURST events or more */
 };
 
 struct linkwatch {
@@ -186,6 +200,7 @@ static void state_free(struct lw_state *st)
 	for (size_t i = 0; i < st->nnames; i++)
 		free(st->names[i]);
 	free(st->nodes);
+	free(st->attrib);
 	free(st->wd2node);
 	free(st->names);
 	free(st->view);
@@ -290,6 +305,7 @@ static int node_add(struct lw_state *st, int wd, uint32_t parent,
 	nd->parent = parent;
 	nd->dir = dir;
 	nd->gone = false;
+	nd->attrib = false;
 	nd->ino = ino;
 	if (!(nd->name = strdup(name)))
 		return -ENOMEM;
@@ -462,16 +478,27 @@ static int walk_dir(struct lw_state *st, int dfd, uint32_t node,
 		close(fd);
 		return r;
 	}
-	errno = 0;
-	while (r == 0 && (d = readdir(dir))) {
+	/*
+	 * errno is cleared before each readdir: walk_entry may leave it set
+	 * (a name gone between readdir and its look, which it skips), and
+	 * the end of the directory does not clear it.  A directory deleted
+	 * while it is read (ENOENT) holds nothing any more: its deletion is
+	 * an event on its parent.  Either used to fail the walk of a
+	 * workspace where rm -rf was running, and the next 64 runs walked.
+	 */
+	while (r == 0) {
+		errno = 0;
+		if (!(d = readdir(dir))) {
+			if (errno && errno != ENOENT)
+				r = -errno;
+			break;
+		}
 		if (d->d_name[0] == '.' &&
 		    (!d->d_name[1] || (d->d_name[1] == '.' && !d->d_name[2])))
 			continue;
 		r = walk_entry(st, dfd, node, rel, d->d_name, d->d_type, depth,
 			       false);
 	}
-	if (r == 0 && errno)
-		r = -errno;
 	closedir(dir);
 	return r;
 }
@@ -558,9 +585,9 @@ static int open_dir_node(const struct lw_state *st, uint32_t dnode, char *rel,
 /*
  * The events waiting in l (state_settle) of a watch that went: each would
  * find no node for its watch when tried again, and needs nothing.  They
- * go now, so that a tree removed whole (rm -rf: each file's IN_ATTRIB,
- * its directory gone before the event is read, then its IN_IGNORED) does
- * not fill the list and drop the state.
+ * go now, so that a tree removed whole (rm -rf of a build's temporary
+ * directories: the names made in each, read after it went, then its
+ * IN_IGNORED) does not fill the list and drop the state.
  */
 static void later_forget(struct lw_later *l, int wd)
 {
@@ -577,6 +604,50 @@ static void later_forget(struct lw_later *l, int wd)
 }
 
 /*
+ * A file's IN_ATTRIB, at the end of a read of the queue: its link count
+ * read again at the name the watch knows, and that name listed when above
+ * one (a link made from the host, outside, to a file of the workspace).
+ * 0, -EAGAIN when its directory's path leads elsewhere now (a rename
+ * above it not read yet), other errors when the state must go.
+ */
+static int attrib_apply(struct lw_state *st, uint32_t node)
+{
+	const struct lw_node *nd = &st->nodes[node];
+	char rel[PATH_MAX], sub[PATH_MAX];
+	struct stat sb;
+	int depth, fd, r;
+
+	if (nd->gone)
+		return 0;
+	fd = open_dir_node(st, nd->parent, rel, sizeof(rel), &depth);
+	/* Its directory deleted: the name went with it. */
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	r = fstatat(fd, nd->name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+	close(fd);
+	/*
+	 * The name the watch knows no longer leads to this file: gone,
+	 * renamed, or another file renamed over it (an editor's save), each
+	 * an event on its directory, read or to come.  Nothing to list: a
+	 * file with more than one link had each of its names inside listed
+	 * as it was seen (walk, IN_CREATE, IN_MOVED_TO) or as its count rose
+	 * (here), and a name once listed stays listed; a name it is given
+	 * later is such an event.
+	 */
+	if (r == -ENOENT || (r == 0 && sb.st_ino != nd->ino))
+		return 0;
+	if (r < 0)
+		return r;
+	if (!S_ISREG(sb.st_mode) || sb.st_nlink < 2)
+		return 0;
+	if ((r = join(sub, sizeof(sub), rel, nd->name)) < 0)
+		return r;
+	return names_add(st, sub);
+}
+
+/*
  * One event: 0 when the list still holds every multi-linked name, -EAGAIN
  * to try it again once the queue is read (a directory on its path was
  * renamed since), other errors when the state must go.
@@ -585,7 +656,6 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 {
 	char rel[PATH_MAX];
 	uint32_t node;
-	struct stat sb;
 	int depth, fd, r;
 
 	if (ev->mask & IN_Q_OVERFLOW)
@@ -597,6 +667,7 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 	if (ev->mask & IN_IGNORED) {
 		st->wd2node[ev->wd] = LW_NONE;
 		st->nwatches--;
+		st->nodes[node].attrib = false;
 		later_forget(&st->later, ev->wd);
 		return node == 0 ? -ENOENT : 0;
 	}
@@ -645,38 +716,27 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 		close(fd);
 		return r;
 	}
+	/*
+	 * A file's attributes (its link count): read once the read of the
+	 * queue is over (attrib_apply), once per file however many came,
+	 * and not at all for a file deleted by then (rm -rf: its IN_ATTRIB,
+	 * then its IN_IGNORED).
+	 */
 	if ((ev->mask & IN_ATTRIB) && !st->nodes[node].dir) {
-		const struct lw_node *nd = &st->nodes[node];
-		char sub[PATH_MAX];
+		if (st->nodes[node].attrib)
+			return 0;
+		if (st->nattrib == st->capattrib) {
+			size_t cap = st->capattrib ? 2 * st->capattrib : 64;
+			uint32_t *v = realloc(st->attrib, cap * sizeof(*v));
 
-		fd = open_dir_node(st, nd->parent, rel, sizeof(rel), &depth);
-		/* Its directory deleted: the name went with it. */
-		if (fd == -ENOENT)
-			return 0;
-		if (fd < 0)
-			return fd;
-		r = fstatat(fd, nd->name, &sb, AT_SYMLINK_NOFOLLOW) < 0 ? -errno
-									: 0;
-		close(fd);
-		/*
-		 * The name the watch knows no longer leads to this file:
-		 * gone, renamed, or another file renamed over it (an
-		 * editor's save), each an event on its directory, read or to
-		 * come.  Nothing to list: a file with more than one link had
-		 * each of its names inside listed as it was seen (walk,
-		 * IN_CREATE, IN_MOVED_TO) or as its count rose (here), and a
-		 * name once listed stays listed; a name it is given later is
-		 * such an event.
-		 */
-		if (r == -ENOENT || (r == 0 && sb.st_ino != nd->ino))
-			return 0;
-		if (r < 0)
-			return r;
-		if (!S_ISREG(sb.st_mode) || sb.st_nlink < 2)
-			return 0;
-		if ((r = join(sub, sizeof(sub), rel, nd->name)) < 0)
-			return r;
-		return names_add(st, sub);
+			if (!v)
+				return -ENOMEM;
+			st->attrib = v;
+			st->capattrib = cap;
+		}
+		st->attrib[st->nattrib++] = node;
+		st->nodes[node].attrib = true;
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -721,6 +781,26 @@ static int state_settle(struct lw_state *st, bool final)
 	size_t kept = 0, i;
 	int r = 0;
 
+	/* The files' IN_ATTRIBs first (state_event), as events deferred to
+	 * here: what waits (a rename above the file half-read) waits like
+	 * them. */
+	for (i = 0; i < st->nattrib && r == 0; i++) {
+		uint32_t node = st->attrib[i];
+
+		if (!st->nodes[node].attrib)
+			continue;
+		r = attrib_apply(st, node);
+		if (r == -EAGAIN && !final) {
+			st->attrib[kept++] = node;
+			r = 0;
+			continue;
+		}
+		st->nodes[node].attrib = false;
+	}
+	if (r < 0)
+		return r == -EAGAIN ? -ESTALE : r;
+	st->nattrib = kept;
+	kept = 0;
 	for (i = 0; i < l->n && r == 0; i++) {
 		r = state_event(st, l->v[i]);
 		if (r == -EAGAIN && !final) {
@@ -737,7 +817,7 @@ static int state_settle(struct lw_state *st, bool final)
 	l->n = kept;
 	if (r < 0)
 		return r == -EAGAIN ? -ESTALE : r;
-	if (!l->n && !st->nfrom) {
+	if (!l->n && !st->nfrom && !st->nattrib) {
 		st->unsettled = 0;
 		return !final && st->nnodes > 2 * st->nwatches + LW_DEAD_SLACK
 			   ? -ESTALE
@@ -880,9 +960,11 @@ static void bg_drain(uv_timer_t *t)
 	struct lw_entry *e = bg->e;
 	struct linkwatch *lw = bg->lw;
 	uint64_t now = uv_now(t->loop);
+	unsigned long before;
 
 	if (!e)
 		return;
+	before = lw->events_bg;
 	if (state_drain(e->st, false, &lw->events_bg) < 0) {
 		entry_drop(e);
 		if (!e->job &&
@@ -890,7 +972,8 @@ static void bg_drain(uv_timer_t *t)
 			job_start(lw, e);
 		return;
 	}
-	if (e->st->later.n || e->st->nfrom)
+	bg->burst = lw->events_bg - before >= LW_BG_BURST;
+	if (e->st->later.n || e->st->nfrom || e->st->nattrib)
 		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
 	else if (uv_poll_start(&bg->poll, UV_READABLE, bg_readable) < 0)
 		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
@@ -904,7 +987,8 @@ static void bg_readable(uv_poll_t *p, int status, int events)
 	uv_poll_stop(p);
 	/* A poll that failed leaves the reads to the runs. */
 	if (status == 0 && bg->e)
-		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
+		uv_timer_start(&bg->timer, bg_drain,
+			       bg->burst ? 0 : LW_BG_DELAY_MS, 0);
 }
 
 /* st becomes e's state, its queue read in the background (without

@@ -18,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
@@ -1821,6 +1822,52 @@ END_TEST
 static void lw_spin(struct fixture *f, long ms);
 
 /*
+ * spd's walk of a workspace where rm -rf is running: names vanish under
+ * it, directories too.  It completes (what went needs nothing), and the
+ * run after it has the list: a walk that failed leaves the next 64 runs
+ * to sandboxd's walk.  Each round races a fresh watch's first walk with
+ * the removal of 4,000 files (about 12,500 events: under the queue's
+ * 16,384, which the walk's own state has to hold until it is installed).
+ */
+START_TEST(linkwatch_walk_races_rm)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char a[PATH_MAX + 64];
+
+	lw_setup(&f, &lw);
+	linkwatch_free(lw);
+	for (int round = 0; round < 16; round++) {
+		pid_t pid;
+		int st;
+
+		ck_assert_int_eq(linkwatch_new(&f.loop, &lw), 0);
+		snprintf(a, sizeof(a), "%s/tree%d", f.ws, round);
+		ck_assert_int_eq(mkdir(a, 0755), 0);
+		ck_assert_int_eq(bench_make_files(a, 4000, 400), 0);
+		pid = fork();
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			execlp("rm", "rm", "-rf", a, (char *)NULL);
+			_exit(127);
+		}
+		ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
+		while (linkwatch_walking(lw, f.ws))
+			uv_run(&f.loop, UV_RUN_ONCE);
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert_msg(linkwatch_names(lw, f.ws, &names) == 1,
+			      "round %d: the walk racing rm -rf failed", round);
+		/* Its handles close on the loop's next turns. */
+		linkwatch_free(lw);
+		for (int i = 0; i < 3; i++)
+			uv_run(&f.loop, UV_RUN_NOWAIT);
+	}
+	fx_teardown(&f);
+}
+END_TEST
+
+/*
  * A workspace where files are made and deleted by the ten thousand (a
  * build all day) keeps a bounded state: past LW_DEAD_SLACK nodes of
  * deleted entries beyond twice the live ones, a read in the background
@@ -2596,6 +2643,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_read_in_background);
 	tcase_add_test(tc, linkwatch_tree_removed_kept);
 	tcase_add_test(tc, linkwatch_dead_nodes_bounded);
+	tcase_add_test(tc, linkwatch_walk_races_rm);
 	suite_add_tcase(s, tc);
 	return s;
 }
