@@ -1788,7 +1788,10 @@ END_TEST
  * when the queue is read, and used to wait for the queue's end, past the
  * room for such events, which dropped the state (a full walk in sandboxd
  * at the next run: 17-99 ms after 20,000 files here).  A link planted
- * afterwards is still seen.
+ * afterwards is still seen.  Since the IN_ATTRIBs wait apart (applied
+ * once per file at a read's end), the events that wait so are the names
+ * made in directories removed before the read: a build's temporary
+ * directories, below.
  */
 START_TEST(linkwatch_tree_removed_kept)
 {
@@ -1814,6 +1817,31 @@ START_TEST(linkwatch_tree_removed_kept)
 	ck_assert(listed(names, "planted"));
 	ck_assert(listed(names, "sub/shared"));
 	lw_check(&f, names, in, out);
+	/* A build's temporary directories, watched, each given files and
+	 * removed before the next read: the names made in each wait for the
+	 * queue's end (their directory is gone when read) until its
+	 * IN_IGNORED, 800 of them in all, more than the 256 that may wait
+	 * at once. */
+	snprintf(a, sizeof(a), "%s/build", f.ws);
+	ck_assert_int_eq(mkdir(a, 0755), 0);
+	for (int i = 0; i < 400; i++) {
+		snprintf(a, sizeof(a), "%s/build/t%d", f.ws, i);
+		ck_assert_int_eq(mkdir(a, 0755), 0);
+	}
+	ck_assert(lw_list(&f, lw, &names));
+	for (int i = 0; i < 400; i++) {
+		char b[PATH_MAX + 96];
+
+		for (int k = 0; k < 2; k++) {
+			snprintf(b, sizeof(b), "%s/build/t%d/o%d", f.ws, i, k);
+			test_write_file(b, "x\n");
+		}
+		snprintf(a, sizeof(a), "%s/build/t%d", f.ws, i);
+		test_rmrf(a);
+	}
+	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 1);
+	ck_assert_uint_eq(linkwatch_walks(lw), 1);
+	ck_assert(listed(names, "planted"));
 	linkwatch_free(lw);
 	fx_teardown(&f);
 }
