@@ -31,6 +31,18 @@
 #include "common/strv.h"
 #include "common/util.h"
 
+void agent_token_redact(struct spd *spd, const char *id, const char *token)
+{
+	char name[64];
+
+	if (!spd->secrets)
+		return;
+	snprintf(name, sizeof(name), SESSION_TOKEN_SECRET, id);
+	if (!secrets_has_minted(spd, name) &&
+	    secrets_add_minted(spd, name, token) < 0)
+		log_warn("session token could not join the redaction set");
+}
+
 static int auth_hook(struct spd *spd, const char *token, char **ret_sid)
 {
 	char id[SESSION_ID_LEN + 1];
@@ -38,21 +50,10 @@ static int auth_hook(struct spd *spd, const char *token, char **ret_sid)
 	if (!spd->sessions ||
 	    session_authenticate(spd->sessions, token, id) < 0)
 		return -EACCES;
-	/*
-	 * A session's token joins the redaction set at session.start, and
-	 * the store keeps only its hash: after spd restarts, the token joins
-	 * again here, the first time the agent presents it, before anything
-	 * its call does can show it (a run echoing it, a file holding it).
-	 */
-	if (spd->secrets) {
-		char name[64];
-
-		snprintf(name, sizeof(name), SESSION_TOKEN_SECRET, id);
-		if (!secrets_has_minted(spd, name) &&
-		    secrets_add_minted(spd, name, token) < 0)
-			log_warn("session token could not join the redaction "
-				 "set");
-	}
+	/* The store keeps only the token's hash: after spd restarts, the
+	 * token joins the redaction set again here, the first time the
+	 * agent presents it, before anything its call does can show it. */
+	agent_token_redact(spd, id, token);
 	*ret_sid = strdup(id);
 	return *ret_sid ? 0 : -ENOMEM;
 }

@@ -30,6 +30,13 @@ int agent_start(struct spd *spd);
  */
 void agent_prime_recent(struct spd *spd);
 /*
+ * Session id's token joins the redaction set, from now on redacted
+ * wherever it would appear (a run echoing it, a file holding it):
+ * session.start after its reply, and the auth hook after a restart of
+ * spd.  Nothing when it is in the set already; a failure is logged.
+ */
+void agent_token_redact(struct spd *spd, const char *id, const char *token);
+/*
  * Before a session's diff is shown or verified: scan its added lines for
  * known secret values in any form.  On a hit, end the session's attempt
  * with SECRET-IN-DIFF (journaled, naming file and line, never the value),

@@ -617,8 +617,6 @@ static int attrib_apply(struct lw_state *st, uint32_t node)
 	struct stat sb;
 	int depth, fd, r;
 
-	if (nd->gone)
-		return 0;
 	fd = open_dir_node(st, nd->parent, rel, sizeof(rel), &depth);
 	/* Its directory deleted: the name went with it. */
 	if (fd == -ENOENT)

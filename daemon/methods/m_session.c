@@ -16,7 +16,6 @@
 #include "daemon/domain/agent.h"
 #include "daemon/transport/call.h"
 #include "daemon/log.h"
-#include "daemon/domain/secrets.h"
 #include "daemon/domain/sbx.h"
 #include "daemon/domain/linkwatch.h"
 #include "daemon/domain/session.h"
@@ -160,7 +159,7 @@ void m_session_start(struct call *c)
 	const char *feature = param_str(c, "feature");
 	bool in_place = json_is_true(json_object_get(p, "in_place"));
 	char token[SESSION_TOKEN_LEN + 1];
-	char name[64];
+	char id[SESSION_ID_LEN + 1];
 	struct spd *spd = call_spd(c);
 	struct session_info *i = NULL;
 	json_t *res;
@@ -185,7 +184,7 @@ void m_session_start(struct call *c)
 	/* The token is shown here once; the store keeps only its hash and
 	 * the summary never carries it. */
 	json_object_set_new(res, "token", json_string(token));
-	snprintf(name, sizeof(name), SESSION_TOKEN_SECRET, i->id);
+	snprintf(id, sizeof(id), "%s", i->id);
 	call_reply(c, res);
 	/* The workspace's hard-link list (linkwatch.h) is walked now, on the
 	 * thread pool, instead of at the agent's first command (the full
@@ -193,11 +192,8 @@ void m_session_start(struct call *c)
 	if (i->worktree && linkwatch_get(&spd->linkwatch, spd->loop))
 		linkwatch_prime(spd->linkwatch, i->worktree);
 	session_info_free(i);
-	/* From now on the token is redacted wherever it would appear (a
-	 * run echoing it, a file holding it): after the reply that shows it
-	 * once has gone out. */
-	if (spd->secrets && secrets_add_minted(spd, name, token) < 0)
-		log_warn("session token could not join the redaction set");
+	/* After the reply that shows it once has gone out. */
+	agent_token_redact(spd, id, token);
 	sodium_memzero(token, sizeof(token));
 }
 

@@ -1910,24 +1910,18 @@ START_TEST(linkwatch_dead_nodes_bounded)
 
 	lw_setup(&f, &lw);
 	ck_assert(lw_list(&f, lw, &names));
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 9; i++) {
 		snprintf(a, sizeof(a), "%s/tmp%d", f.ws, i);
 		ck_assert_int_eq(mkdir(a, 0755), 0);
 		ck_assert_int_eq(bench_make_files(a, 3000, 30), 0);
 		ck_assert(lw_list(&f, lw, &names));
 		test_rmrf(a);
 		ck_assert(lw_list(&f, lw, &names));
-	}
-	/* 9,000 dead: kept, and no walk. */
-	lw_spin(&f, 50);
-	ck_assert_uint_eq(linkwatch_walks(lw), 1);
-	for (int i = 3; i < 9; i++) {
-		snprintf(a, sizeof(a), "%s/tmp%d", f.ws, i);
-		ck_assert_int_eq(mkdir(a, 0755), 0);
-		ck_assert_int_eq(bench_make_files(a, 3000, 30), 0);
-		ck_assert(lw_list(&f, lw, &names));
-		test_rmrf(a);
-		ck_assert(lw_list(&f, lw, &names));
+		if (i != 2)
+			continue;
+		/* 9,000 dead: kept, and no walk. */
+		lw_spin(&f, 50);
+		ck_assert_uint_eq(linkwatch_walks(lw), 1);
 	}
 	/* 27,000: the background read drops the state and walks again. */
 	snprintf(a, sizeof(a), "%s/last", f.ws);
