@@ -37,6 +37,9 @@
  * st_nlink has a link elsewhere.  Pass 2 binds each name of such a file
  * read-only over itself: writes, truncation and chmod through it fail
  * with EROFS, and link(2) from it fails with EXDEV.
+ * Past LINKS_EACH_MAX such names (a store's files linked into the
+ * workspace by pnpm or uv), pass 2 binds directories whole instead
+ * (links_mode).
  *
  * Runs in the run's pid 1, before the pivot, with syscalls only; its
  * scratch memory is kept between runs (mountplan_scratch), or mmap'd and
@@ -54,11 +57,17 @@
 
 enum {
 	LS_USED = 1,
-	LS_FILE = 2,  /* a multi-linked file seen in pass 1 */
-	LS_SEEN1 = 4, /* a directory walked in pass 1 */
-	LS_SEEN2 = 8, /* a (mount, directory) walked in pass 2 */
-	LS_MULTI = 16 /* a directory holding a multi-linked name (pass 1) */
+	LS_FILE = 2,	/* a multi-linked file seen in pass 1 */
+	LS_SEEN1 = 4,	/* a directory walked in pass 1 */
+	LS_SEEN2 = 8,	/* a (mount, directory) walked in pass 2 */
+	LS_MULTI = 16,	/* a directory holding a multi-linked name (pass 1) */
+	LS_SINGLE = 32, /* a directory holding a file of one link (pass 1) */
+	LS_MNTROOT = 64 /* a directory holding a multi-linked mount point */
 };
+
+/* At most this many names are bound one by one; past it, pass 2 binds
+ * whole directories (links_dir2). */
+#define LINKS_EACH_MAX 128
 
 /* Pass 2 keys directories by mount id rather than device: a directory
  * visible through two mounts needs its names bound in each. */
@@ -80,7 +89,14 @@ struct links_walk {
 	size_t nshort; /* files with fewer names counted than links */
 	size_t bound;
 	int pass;
+	bool dirs; /* pass 2 binds whole directories (LINKS_EACH_MAX) */
 	uint64_t hide_dev, hide_ino; /* the plan's hidden directory */
+	/* Pass 2, per depth: the directory's own names are read-only by a
+	 * directory bound whole (its own or one above it on its mount), no
+	 * directory may be (under .git), and its mount. */
+	bool ro[MOUNTPLAN_LINKS_DEPTH_MAX + 1];
+	bool nodirs[MOUNTPLAN_LINKS_DEPTH_MAX + 1];
+	uint64_t mnt[MOUNTPLAN_LINKS_DEPTH_MAX + 1];
 };
 
 struct links_dirent {
@@ -168,6 +184,33 @@ static int links_bind_ro(int fd)
 	return r;
 }
 
+/*
+ * Bind the directory open at fd over itself with the mounts below it
+ * (AT_RECURSIVE: the names bound one by one there, and the directories
+ * below bound back): read-only at its top when ro; as it is otherwise,
+ * for a directory below one bound read-only whose own files the run may
+ * write.  The clone keeps the mount's idmapping.
+ */
+static int links_bind_dir(int fd, bool ro)
+{
+	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY |
+					   MOUNT_ATTR_NOSUID |
+					   MOUNT_ATTR_NODEV};
+	int tree, r = 0;
+
+	tree = (int)open_tree(fd, "",
+			      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
+				  AT_EMPTY_PATH | AT_RECURSIVE);
+	if (tree < 0)
+		return -errno;
+	if ((ro && mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) ||
+	    move_mount(tree, "", fd, "",
+		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+		r = -errno;
+	close(tree);
+	return r;
+}
+
 /* Pass 2: bind the name read-only when its file has a link the walk did
  * not count.  Decided on the opened file, so that a name swapped since
  * pass 1 is judged as it is now. */
@@ -199,7 +242,7 @@ out:
 	return r;
 }
 
-static int links_dir(struct links_walk *w, int dfd, unsigned depth);
+static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git);
 
 /* Walk the directory name in dfd.  Returns 1 when name is not a
  * directory (any more), 0 when walked or out of the run's reach. */
@@ -224,15 +267,16 @@ static int links_subdir(struct links_walk *w, int dfd, const char *name,
 				   : 0;
 		return -errno;
 	}
-	r = links_dir(w, fd, depth + 1);
+	r = links_dir(w, fd, depth + 1, strcmp(name, ".git") == 0);
 	close(fd);
 	return r;
 }
 
-/* One name in a directory.  Sets *multi for a multi-linked file. */
+/* One name in a directory.  Adds to *dflags what it says of the
+ * directory (LS_MULTI, LS_SINGLE, LS_MNTROOT). */
 static int links_entry(struct links_walk *w, int dfd,
 		       const struct links_dirent *d, unsigned depth,
-		       bool writable, bool files, bool *multi)
+		       bool writable, bool files, uint32_t *dflags)
 {
 	struct links_slot *s;
 	struct statx sx;
@@ -256,11 +300,23 @@ static int links_entry(struct links_walk *w, int dfd,
 		r = links_subdir(w, dfd, d->d_name, depth);
 		return r < 0 ? r : 0;
 	}
-	if (!files || !S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
+	if (!files || !S_ISREG(sx.stx_mode))
 		return 0;
-	*multi = true;
-	if (w->pass == 2)
+	if (sx.stx_nlink < 2) {
+		*dflags |= LS_SINGLE;
+		return 0;
+	}
+	*dflags |= LS_MULTI;
+	if (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT)
+		*dflags |= LS_MNTROOT;
+	if (w->pass == 2) {
+		/* Read-only with its directory, unless it is a mount of its
+		 * own, which a directory's bind carries as it is. */
+		if (w->ro[depth] &&
+		    !(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+			return 0;
 		return links_protect(w, dfd, d->d_name);
+	}
 	s = links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
 		       sx.stx_ino, true);
 	if (!s)
@@ -281,16 +337,98 @@ static int links_entry(struct links_walk *w, int dfd,
 	return 0;
 }
 
-static int links_dir(struct links_walk *w, int dfd, unsigned depth)
+/* Pass 2 with directories bound whole: whether a directory's own files
+ * include one the run may write (one link, or links all counted). */
+static int links_own(struct links_walk *w, int dfd, char *buf, bool *own)
+{
+	long n;
+
+	while (!*own &&
+	       (n = syscall(SYS_getdents64, dfd, buf, LINKS_DIRBUF)) > 0) {
+		for (long off = 0; off < n && !*own;) {
+			const struct links_dirent *d =
+			    (const struct links_dirent *)(void *)(buf + off);
+			struct links_slot *s;
+			struct statx sx;
+
+			off += d->d_reclen;
+			if (d->d_type != DT_REG && d->d_type != DT_UNKNOWN)
+				continue;
+			if (statx(dfd, d->d_name,
+				  AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+				  STATX_TYPE | STATX_NLINK | STATX_INO,
+				  &sx) < 0) {
+				if (errno == ENOENT || errno == EACCES)
+					continue;
+				return -errno;
+			}
+			/* A mount point is bound on its own (links_entry). */
+			if (!S_ISREG(sx.stx_mode) ||
+			    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+				continue;
+			s = sx.stx_nlink < 2
+				? NULL
+				: links_slot(w,
+					     makedev(sx.stx_dev_major,
+						     sx.stx_dev_minor),
+					     sx.stx_ino, false);
+			if (!s || !(s->flags & LS_FILE) ||
+			    s->count >= sx.stx_nlink)
+				*own = true;
+		}
+	}
+	if (n < 0 && !*own)
+		return -errno;
+	return lseek(dfd, 0, SEEK_SET) < 0 ? -errno : 0;
+}
+
+enum { LINKS_KEEP, LINKS_RO, LINKS_BACK };
+
+/*
+ * Pass 2 with directories bound whole (w->dirs), before a directory's
+ * names are walked: LINKS_RO to bind it read-only whole, when every file
+ * directly in it has a link outside (a package's directory that pnpm or
+ * uv linked from its store); LINKS_BACK to bind it back as it is, when it
+ * is below such a directory on the same mount and holds a file the run
+ * may write; LINKS_KEEP otherwise.  Sets w->ro[depth] when its own names
+ * are read-only by one of those binds.  Never the root of a walk, nor
+ * under .git (git adds objects to its directories), nor without mount
+ * ids.  f1 is what pass 1 saw of it (LS_SINGLE when it did not).
+ */
+static int links_mode(struct links_walk *w, int dfd, char *buf, unsigned depth,
+		      uint32_t f1, uint64_t mnt, bool git)
+{
+	bool up =
+	    depth > 0 && mnt && w->ro[depth - 1] && w->mnt[depth - 1] == mnt;
+	bool nodirs =
+	    !w->dirs || !mnt || git || (depth > 0 && w->nodirs[depth - 1]);
+	bool own = (f1 & LS_SINGLE) != 0;
+	int r;
+
+	w->mnt[depth] = mnt;
+	w->nodirs[depth] = nodirs;
+	w->ro[depth] = false;
+	if (!up && (nodirs || depth == 0 || !(f1 & LS_MULTI)))
+		return LINKS_KEEP;
+	if (!own && (f1 & LS_MULTI) && (r = links_own(w, dfd, buf, &own)) < 0)
+		return r;
+	w->ro[depth] = !own;
+	if (up)
+		return own ? LINKS_BACK : LINKS_KEEP;
+	return own ? LINKS_KEEP : LINKS_RO;
+}
+
+static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
 {
 	struct statfs sfs;
 	struct statx sx;
 	struct links_slot *s;
 	uint64_t dev, key;
-	bool writable, files = true, multi = false;
+	uint32_t f1 = LS_SINGLE, dflags = 0;
+	bool writable, files = true;
 	char *buf;
 	long n;
-	int r;
+	int r, mode = LINKS_KEEP;
 
 	if (fstatfs(dfd, &sfs) < 0 ||
 	    statx(dfd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) < 0)
@@ -312,6 +450,8 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 		 * name in pass 1 need looking at again. */
 		s = links_slot(w, dev, sx.stx_ino, false);
 		files = !s || (s->flags & LS_MULTI);
+		if (s)
+			f1 = s->flags;
 		if (sx.stx_mask & STATX_MNT_ID)
 			key = sx.stx_mnt_id | LINKS_MNT_KEY;
 	}
@@ -327,6 +467,17 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 	if (depth >= MOUNTPLAN_LINKS_DEPTH_MAX)
 		return -ELOOP;
 	buf = w->bufs + (size_t)depth * LINKS_DIRBUF;
+	if (w->pass == 2) {
+		mode = links_mode(
+		    w, dfd, buf, depth, f1,
+		    (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0, git);
+		if (mode < 0)
+			return mode;
+		/* Its files are read-only with it, but for a mount point
+		 * among them (links_entry). */
+		if (w->ro[depth] && !(f1 & LS_MNTROOT))
+			files = false;
+	}
 	while ((n = syscall(SYS_getdents64, dfd, buf, LINKS_DIRBUF)) > 0) {
 		for (long off = 0; off < n;) {
 			const struct links_dirent *d =
@@ -343,15 +494,21 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 			    d->d_type != DT_UNKNOWN)
 				continue;
 			if ((r = links_entry(w, dfd, d, depth, writable, files,
-					     &multi)) < 0)
+					     &dflags)) < 0)
 				return r;
 		}
 	}
 	if (n < 0)
 		return -errno;
 	/* The slot may have moved when the table grew. */
-	if (multi && w->pass == 1)
-		links_slot(w, dev, sx.stx_ino, false)->flags |= LS_MULTI;
+	if (dflags && w->pass == 1)
+		links_slot(w, dev, sx.stx_ino, false)->flags |= dflags;
+	/* After what is below it: its bind carries their mounts. */
+	if (mode != LINKS_KEEP) {
+		if (++w->bound > MOUNTPLAN_LINKS_MAX)
+			return -EMLINK;
+		return links_bind_dir(dfd, mode == LINKS_RO);
+	}
 	return 0;
 }
 
@@ -372,7 +529,7 @@ static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
 				continue;
 			return -errno;
 		}
-		r = links_dir(w, fd, 0);
+		r = links_dir(w, fd, 0, false);
 		close(fd);
 	}
 	return r;
@@ -477,6 +634,21 @@ static int links_list_pass(struct links_walk *w, int root,
 	return 0;
 }
 
+/* The names pass 2 would bind one by one: those counted of each file with
+ * a link outside (one for a file none of whose names counted). */
+static size_t links_names_short(const struct links_walk *w)
+{
+	size_t n = 0;
+
+	for (size_t i = 0; i < w->nslots; i++) {
+		const struct links_slot *s = &w->slots[i];
+
+		if ((s->flags & LS_FILE) && s->count < s->nlink)
+			n += s->count ? s->count : 1;
+	}
+	return n;
+}
+
 /* 1 when the list decided, 0 when the full walk must, or -errno. */
 static int links_from_list(struct links_walk *w, const struct mountplan *p)
 {
@@ -493,6 +665,9 @@ static int links_from_list(struct links_walk *w, const struct mountplan *p)
 		goto out;
 	}
 	r = links_list_pass(w, root, p->link_names, 1);
+	/* Too many to bind one by one: the walk binds whole directories. */
+	if (r == 0 && links_names_short(w) > LINKS_EACH_MAX)
+		goto out;
 	if (r == 0)
 		r = links_list_pass(w, root, p->link_names, 2);
 	r = r == 0 ? 1 : r == -EMLINK || r == -ENOMEM ? r : 0;
@@ -582,6 +757,7 @@ int links_check(const struct mountplan *p, const char *hide_src,
 			memset(w.slots, 0, LINKS_SLOTS_MIN * sizeof(*w.slots));
 		}
 		r = links_pass(&w, p, 1);
+		w.dirs = r == 0 && links_names_short(&w) > LINKS_EACH_MAX;
 		if (r == 0 && w.nshort)
 			r = links_pass(&w, p, 2);
 	} else if (r == 1) {

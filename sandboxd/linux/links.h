@@ -11,7 +11,8 @@ struct mountplan_scratch;
 
 /*
  * Bind read-only, over itself, every name under the plan's link_roots
- * whose file has a link outside them; with the plan's link_names (spd's
+ * whose file has a link outside them (past LINKS_EACH_MAX names, the
+ * directories all of whose files do, whole); with the plan's link_names (spd's
  * watch), only those names are judged, and a list that cannot decide
  * falls back to the full walk.  hide_src is the plan's hidden directory,
  * whose binds are not walked.  Async-signal-safe, syscalls only; scratch

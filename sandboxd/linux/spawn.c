@@ -1123,9 +1123,9 @@ static void refuse_links(struct spawn_run *run, int err)
 		       MOUNTPLAN_LINKS_ENTRIES_MAX);
 	else if (err == EMLINK)
 		refuse(&run->refusal, code,
-		       "hard links: more than %d names in the workspace are "
-		       "hard links to files with a link outside it (each is "
-		       "made read-only for a run); copy the files instead "
+		       "hard links: more than %d names or directories in the "
+		       "workspace would be made read-only (hard links to "
+		       "files with a link outside it); copy the files instead "
 		       "(pnpm: package-import-method=copy; uv: "
 		       "UV_LINK_MODE=copy)",
 		       MOUNTPLAN_LINKS_MAX);

@@ -1496,6 +1496,127 @@ START_TEST(too_many_hardlinks_refused)
 END_TEST
 
 /*
+ * A store's files hard-linked into the workspace by the thousand, as pnpm
+ * links node_modules and uv a .venv (docs/sandbox.md, "Hard links"):
+ * npkg packages of 24 files each, in the package's directory and its
+ * lib/, each linked from outside/store.  Beside them, as pnpm leaves
+ * them: its lock file (one link), a package whose own node_modules/.bin
+ * holds a shim it wrote (one link), one with a file its install script
+ * built (one link) beside its linked ones, a dependency's symlink; and
+ * a .git whose objects are linked from outside (git clone --local), and
+ * two names of one file inside the workspace.
+ */
+static void lw_assert_file(const char *path, const char *want);
+
+static void store_tree(struct fixture *f, int npkg)
+{
+	char cmd[2048];
+
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "set -e; cd '%s'; S='%s/store'; P=node_modules/.pnpm;"
+	    " for i in $(seq 1 %d); do d=$P/p$i/node_modules/p$i;"
+	    "  mkdir -p $S/p$i/lib $d/lib;"
+	    "  for j in $(seq 1 12); do"
+	    "   echo s$i.$j > $S/p$i/f$j; ln $S/p$i/f$j $d/f$j;"
+	    "   echo l$i.$j > $S/p$i/lib/g$j; ln $S/p$i/lib/g$j $d/lib/g$j;"
+	    "  done;"
+	    "  ln -s ../../p1/node_modules/p1 $P/p$i/node_modules/dep;"
+	    " done;"
+	    " echo lock > $P/lock.yaml;"
+	    " mkdir -p $P/p2/node_modules/p2/node_modules/.bin;"
+	    " echo shim > $P/p2/node_modules/p2/node_modules/.bin/shim;"
+	    " echo built > $P/p3/node_modules/p3/built.node;"
+	    " mkdir -p .git/objects/ab $S/git;"
+	    " for j in 1 2 3; do echo o$j > $S/git/o$j;"
+	    "  ln $S/git/o$j .git/objects/ab/o$j; done;"
+	    " mkdir src; echo a > src/a; ln src/a src/b",
+	    f->ws, f->outside, npkg);
+	if (system(cmd) != 0)
+		TEST_SKIP("cannot build the linked store tree in %s", f->ws);
+}
+
+/* What the run may and may not do in store_tree's workspace. */
+static char store_script[] =
+    "P=node_modules/.pnpm; n=0;"
+    " for h in $(find node_modules .git -type f -links +1); do"
+    "  (echo x >> $h) 2>/dev/null && echo append:$h;"
+    "  truncate -s 0 $h 2>/dev/null && echo truncate:$h;"
+    "  chmod 0666 $h 2>/dev/null && echo chmod:$h;"
+    "  n=$((n+1)); done; echo linked:$n;"
+    " echo y >> $P/lock.yaml && echo lock;"
+    " echo y >> $P/p2/node_modules/p2/node_modules/.bin/shim && echo shim;"
+    " touch $P/p2/node_modules/p2/node_modules/.bin/new && echo binnew;"
+    " echo y >> $P/p3/node_modules/p3/built.node && echo built;"
+    " touch $P/p3/node_modules/p3/new && echo p3new;"
+    " touch $P/p3/node_modules/p3/lib/new 2>/dev/null && echo p3libnew;"
+    " touch $P/p4/node_modules/p4/new 2>/dev/null && echo p4new;"
+    " rm -rf $P/p5 2>/dev/null && echo rm;"
+    " touch .git/objects/ab/new && echo objnew;"
+    " echo y >> src/b && echo inside;"
+    " mkdir -p node_modules/.vite && touch node_modules/.vite/x && echo vite;"
+    " cat $P/p6/node_modules/dep/f1";
+
+/* Each file of outside/store as it was made, mode and all. */
+static void store_unchanged(struct fixture *f, int npkg)
+{
+	char path[PATH_MAX + 64], want[64];
+	struct stat st;
+
+	for (int i = 1; i <= npkg; i++)
+		for (int j = 1; j <= 12; j++)
+			for (int k = 0; k < 2; k++) {
+				snprintf(path, sizeof(path),
+					 "%s/store/p%d/%s%d", f->outside, i,
+					 k ? "lib/g" : "f", j);
+				snprintf(want, sizeof(want), "%c%d.%d\n",
+					 k ? 'l' : 's', i, j);
+				lw_assert_file(path, want);
+				ck_assert_int_eq(stat(path, &st), 0);
+				ck_assert_int_eq(st.st_mode & 07777, 0644);
+				ck_assert_int_eq(st.st_nlink, 2);
+			}
+	for (int j = 1; j <= 3; j++) {
+		snprintf(path, sizeof(path), "%s/store/git/o%d", f->outside, j);
+		snprintf(want, sizeof(want), "o%d\n", j);
+		lw_assert_file(path, want);
+	}
+}
+
+#define STORE_WANT(n)                                                          \
+	"linked:" #n "\nlock\nshim\nbinnew\nbuilt\np3new\nobjnew\ninside\n"    \
+	"vite\ns1.1\n"
+
+/*
+ * Past LINKS_EACH_MAX names to bind (here 1,440, past the 1,024 mounts a
+ * run may have), sandboxd binds whole the directories whose files all
+ * have a link outside: no linked name can be written, appended to,
+ * truncated or chmod'ed (the store is unchanged); nor can a file be made
+ * in a package's directory or one removed.  What is not linked stays the
+ * run's: the lock file, a shim below a package (its directory bound back),
+ * a built file beside linked ones (its directory bound name by name), a
+ * cache directory made beside the packages, git's object directories
+ * (never bound whole), two names of one file inside.
+ */
+START_TEST(store_links_bound_by_directory)
+{
+	struct fixture f;
+	struct outcome o;
+
+	fx_setup(&f, NULL);
+	store_tree(&f, 60);
+	run_sh(&f, store_script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_str_eq(o.out.data ? o.out.data : "", STORE_WANT(1443));
+	store_unchanged(&f, 60);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+/*
  * The hard-link check from spd's watch of the workspace (linkwatch.h):
  * after the workspace is watched (the first run's walk), a link planted
  * into it from the host and one made from the host to a file of it are
@@ -1655,6 +1776,33 @@ static void lw_assert_file(const char *path, const char *want)
 	ck_assert_str_eq(c, want);
 	free(c);
 }
+
+/*
+ * spd's list of a store-linked workspace (store_tree: 725 names, which
+ * fit the list): more than LINKS_EACH_MAX of them to bind, so sandboxd
+ * leaves the list for the walk that binds directories whole, and the run
+ * is confined exactly as without a list.
+ */
+START_TEST(linkwatch_store_links_walked)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	size_t n = 0;
+
+	fx_setup(&f, NULL);
+	store_tree(&f, 30);
+	ck_assert_int_eq(linkwatch_new(&f.loop, &lw), 0);
+	ck_assert(lw_list(&f, lw, &names));
+	while (names[n])
+		n++;
+	ck_assert_uint_eq(n, 30 * 24 + 3 + 2);
+	lw_run(&f, names, store_script, STORE_WANT(723));
+	store_unchanged(&f, 30);
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
 
 /*
  * Renames inside the workspace keep spd's list (an editor's save, git's
@@ -2649,6 +2797,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, planted_hardlink_protected);
 	tcase_add_test(tc, inside_hardlinks_writable);
 	tcase_add_test(tc, too_many_hardlinks_refused);
+	tcase_add_test(tc, store_links_bound_by_directory);
 	tcase_add_test(tc, spare_fresh_each_run);
 	tcase_add_test(tc, spare_sees_later_mounts);
 	suite_add_tcase(s, tc);
@@ -2666,6 +2815,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_tree_removed_kept);
 	tcase_add_test(tc, linkwatch_dead_nodes_bounded);
 	tcase_add_test(tc, linkwatch_walk_races_rm);
+	tcase_add_test(tc, linkwatch_store_links_walked);
 	suite_add_tcase(s, tc);
 	return s;
 }
