@@ -42,6 +42,12 @@ static bool list_is_paths(int i)
 	       i == SBXP_L_RO_BINDS;
 }
 
+static bool list_is_links(int i)
+{
+	return i == SBXP_L_LINKS || i == SBXP_L_LINK_RO_DIRS ||
+	       i == SBXP_L_LINK_BACK_DIRS;
+}
+
 /* A link name as spd's walk makes them: relative, no empty, "." or ".."
  * component.  Together with strict strcmp order this makes two entries
  * two different names, so that sandboxd never counts one name twice (a
@@ -105,7 +111,7 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 				return -SPD_ETOOBIG;
 			if (list_is_paths(i) && lists[i][n][0] != '/')
 				return -EINVAL;
-			if (i == SBXP_L_LINKS &&
+			if (list_is_links(i) &&
 			    !link_name_ok(lists[i][n],
 					  n ? lists[i][n - 1] : NULL))
 				return -EINVAL;
@@ -117,7 +123,7 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 		if (i == SBXP_L_RO_BINDS &&
 		    (n % 2 || n > 2 * SBXP_RO_BINDS_MAX))
 			return -EINVAL;
-		if (i == SBXP_L_LINKS &&
+		if (list_is_links(i) &&
 		    (n > SBXP_LINKS_MAX ||
 		     (n && !(m->flags & SBXP_RUN_LINKS_LISTED))))
 			return -EINVAL;
@@ -166,7 +172,11 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 	    m->counts[SBXP_L_RO_BINDS] % 2 ||
 	    m->counts[SBXP_L_RO_BINDS] > 2 * SBXP_RO_BINDS_MAX ||
 	    m->counts[SBXP_L_LINKS] > SBXP_LINKS_MAX ||
-	    (m->counts[SBXP_L_LINKS] && !(m->flags & SBXP_RUN_LINKS_LISTED)))
+	    m->counts[SBXP_L_LINK_RO_DIRS] > SBXP_LINKS_MAX ||
+	    m->counts[SBXP_L_LINK_BACK_DIRS] > SBXP_LINKS_MAX ||
+	    (!(m->flags & SBXP_RUN_LINKS_LISTED) &&
+	     (m->counts[SBXP_L_LINKS] || m->counts[SBXP_L_LINK_RO_DIRS] ||
+	      m->counts[SBXP_L_LINK_BACK_DIRS])))
 		return -SPD_EPROTO;
 
 	storage = calloc(total + SBXP_L__COUNT, sizeof(*storage));
@@ -193,7 +203,7 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 				goto bad;
 			if (list_is_paths(i) && p[0] != '/')
 				goto bad;
-			if (i == SBXP_L_LINKS &&
+			if (list_is_links(i) &&
 			    !link_name_ok(p, n ? storage[slot - 1] : NULL))
 				goto bad;
 			storage[slot++] = p;

@@ -88,6 +88,12 @@
  * ones, for a fresh walk: a workspace where a build makes and deletes
  * files all day keeps its memory bounded. */
 #define LW_DEAD_SLACK 16384
+/* Names of multi-linked files a state may list: past it, the state goes
+ * (sandboxd's walk).  Past SBXP_LINKS_EACH_MAX of them with a link
+ * outside, a run gets directories to bind whole instead of those below
+ * them (plan_build), which is what lets a pnpm project of thousands
+ * have a list. */
+#define LW_NAMES_MAX (1u << 17)
 
 #define LW_NONE UINT32_MAX
 
@@ -97,10 +103,20 @@
 struct lw_node {
 	uint32_t parent; /* LW_NONE for the workspace itself */
 	bool dir;
-	bool gone;   /* a directory deleted (IN_DELETE_SELF) */
-	bool attrib; /* an IN_ATTRIB waits in lw_state.attrib */
+	bool gone;	/* a directory deleted (IN_DELETE_SELF) */
+	bool attrib;	/* an IN_ATTRIB waits in lw_state.attrib */
+	bool dead;	/* its watch went (IN_IGNORED): deleted */
+	uint32_t nlink; /* a file's link count when last read */
 	uint64_t ino;
 	char *name;
+};
+
+/* What a listed name was when last looked at: its directory's node, its
+ * file and that file's link count. */
+struct lw_nmeta {
+	uint64_t ino;
+	uint32_t nlink;
+	uint32_t dnode;
 };
 
 /* Events tried again once the queue is read (state_event's -EAGAIN). */
@@ -122,9 +138,17 @@ struct lw_state {
 	size_t nattrib, capattrib;
 	uint32_t *wd2node; /* LW_NONE: no watch of ours */
 	size_t nwd;
-	char **names; /* relative; no duplicate */
+	char **names;	       /* relative; no duplicate */
+	struct lw_nmeta *meta; /* of each name */
 	size_t nnames, capnames;
-	const char **view; /* names sorted, NULL-terminated */
+	uint32_t *nhash; /* names' indices + 1 by name; 0: empty */
+	size_t nhcap;
+	/* What a run gets (state_view): the names it must judge, sorted,
+	 * NULL-terminated, and the directories to bind whole and back
+	 * (plan_build; dirpaths owns their strings). */
+	const char **view, **vro, **vback;
+	char **dirpaths;
+	size_t ndirpaths;
 	bool view_stale;
 	size_t budget; /* watches it may take */
 	int err;       /* the walk's result */
@@ -203,7 +227,14 @@ static void state_free(struct lw_state *st)
 	free(st->attrib);
 	free(st->wd2node);
 	free(st->names);
+	free(st->meta);
+	free(st->nhash);
 	free(st->view);
+	free(st->vro);
+	free(st->vback);
+	for (size_t i = 0; i < st->ndirpaths; i++)
+		free(st->dirpaths[i]);
+	free(st->dirpaths);
 	free(st->root);
 	free(st);
 }
@@ -244,27 +275,82 @@ static int join(char *buf, size_t size, const char *dir, const char *name)
 	return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 
-static int names_add(struct lw_state *st, const char *rel)
+static size_t name_hash(const char *s)
 {
+	uint64_t h = 0xcbf29ce484222325ull;
+
+	while (*s)
+		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
+	return (size_t)(h ^ (h >> 29));
+}
+
+/* The slot of rel in the names' hash: its entry, or the empty one where
+ * it would go. */
+static uint32_t *names_slot(const struct lw_state *st, const char *rel)
+{
+	size_t i = name_hash(rel) & (st->nhcap - 1);
+
+	while (st->nhash[i] && strcmp(st->names[st->nhash[i] - 1], rel) != 0)
+		i = (i + 1) & (st->nhcap - 1);
+	return &st->nhash[i];
+}
+
+/* The hash again from the names (grown, or names moved). */
+static int names_rehash(struct lw_state *st, size_t cap)
+{
+	uint32_t *h = calloc(cap, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	free(st->nhash);
+	st->nhash = h;
+	st->nhcap = cap;
 	for (size_t i = 0; i < st->nnames; i++)
-		if (strcmp(st->names[i], rel) == 0)
-			return 0;
-	/* Past the message's maximum the list is of no use: the run gets
-	 * the full walk whatever else is listed. */
-	if (st->nnames >= SBXP_LINKS_MAX)
+		*names_slot(st, st->names[i]) = (uint32_t)i + 1;
+	return 0;
+}
+
+/* List rel (a name of a multi-linked file, in the directory dnode), or
+ * note what its file is now when listed already. */
+static int names_add(struct lw_state *st, const char *rel,
+		     const struct lw_nmeta *m)
+{
+	uint32_t *slot;
+	int r;
+
+	if (2 * (st->nnames + 1) > st->nhcap &&
+	    (r = names_rehash(st, st->nhcap ? 2 * st->nhcap : 64)) < 0)
+		return r;
+	slot = names_slot(st, rel);
+	if (*slot) {
+		struct lw_nmeta *old = &st->meta[*slot - 1];
+
+		if (memcmp(old, m, sizeof(*m)) != 0) {
+			*old = *m;
+			st->view_stale = true;
+		}
+		return 0;
+	}
+	/* Past it the state goes: sandboxd walks. */
+	if (st->nnames >= LW_NAMES_MAX)
 		return -E2BIG;
 	if (st->nnames == st->capnames) {
 		size_t cap = st->capnames ? 2 * st->capnames : 16;
 		char **n = realloc(st->names, cap * sizeof(*n));
+		struct lw_nmeta *mm;
 
 		if (!n)
 			return -ENOMEM;
 		st->names = n;
+		if (!(mm = realloc(st->meta, cap * sizeof(*mm))))
+			return -ENOMEM;
+		st->meta = mm;
 		st->capnames = cap;
 	}
 	if (!(st->names[st->nnames] = strdup(rel)))
 		return -ENOMEM;
-	st->nnames++;
+	st->meta[st->nnames] = *m;
+	*slot = (uint32_t)++st->nnames;
 	st->view_stale = true;
 	return 0;
 }
@@ -306,38 +392,58 @@ static int node_add(struct lw_state *st, int wd, uint32_t parent,
 	nd->dir = dir;
 	nd->gone = false;
 	nd->attrib = false;
+	nd->dead = false;
+	nd->nlink = 0;
 	nd->ino = ino;
 	if (!(nd->name = strdup(name)))
 		return -ENOMEM;
 	st->wd2node[wd] = (uint32_t)st->nnodes++;
 	st->nwatches++;
+	/* A new file of one link makes its directory one the run may
+	 * write in (plan_build). */
+	st->view_stale = true;
 	return 0;
 }
 
 /* Listed names below the directory that was at from, now at to. */
 static int names_moved(struct lw_state *st, const char *from, const char *to)
 {
-	size_t lf = strlen(from);
+	size_t lf = strlen(from), k = 0;
+	bool moved = false;
+	int r;
 
-	for (size_t i = 0; i < st->nnames;) {
-		char path[PATH_MAX], *old = st->names[i];
-		int r;
+	for (size_t i = 0; i < st->nnames; i++) {
+		char path[PATH_MAX], *old = st->names[i], *c;
 
-		if (strncmp(old, from, lf) != 0 || old[lf] != '/') {
-			i++;
+		if (strncmp(old, from, lf) != 0 || old[lf] != '/')
 			continue;
-		}
 		if ((r = join(path, sizeof(path), to, old + lf + 1)) < 0)
 			return r;
-		/* Out, then in again through names_add, which keeps the
-		 * list free of duplicates (the decoder refuses them); added
-		 * at the end, past i, where it is seen again and kept. */
-		st->names[i] = st->names[--st->nnames];
+		if (!(c = strdup(path)))
+			return -ENOMEM;
 		free(old);
-		st->view_stale = true;
-		if ((r = names_add(st, path)) < 0)
-			return r;
+		st->names[i] = c;
+		moved = true;
 	}
+	if (!moved)
+		return 0;
+	st->view_stale = true;
+	/* A name may now be one listed already (a name that had gone from
+	 * there): the list holds no duplicate (the decoder refuses them).
+	 * The hash is made again, keeping each name's first entry. */
+	memset(st->nhash, 0, st->nhcap * sizeof(*st->nhash));
+	for (size_t i = 0; i < st->nnames; i++) {
+		uint32_t *slot = names_slot(st, st->names[i]);
+
+		if (*slot) {
+			free(st->names[i]);
+			continue;
+		}
+		st->names[k] = st->names[i];
+		st->meta[k] = st->meta[i];
+		*slot = (uint32_t)++k;
+	}
+	st->nnames = k;
 	return 0;
 }
 
@@ -364,6 +470,7 @@ static int node_moved(struct lw_state *st, uint32_t node, uint32_t dnode,
 	free(nd->name);
 	nd->name = copy;
 	nd->parent = dnode;
+	st->view_stale = true;
 	return nd->dir ? names_moved(st, from, sub) : 0;
 }
 
@@ -459,7 +566,11 @@ static int walk_entry(struct lw_state *st, int dfd, uint32_t dnode,
 		r = node_add(st, wd, dnode, name, false, sb.st_ino);
 	if (r < 0)
 		return r;
-	return sb.st_nlink > 1 ? names_add(st, sub) : 0;
+	st->nodes[st->wd2node[wd]].nlink = (uint32_t)sb.st_nlink;
+	if (sb.st_nlink < 2)
+		return 0;
+	struct lw_nmeta m = {sb.st_ino, (uint32_t)sb.st_nlink, dnode};
+	return names_add(st, sub, &m);
 }
 
 static int walk_dir(struct lw_state *st, int dfd, uint32_t node,
@@ -638,11 +749,18 @@ static int attrib_apply(struct lw_state *st, uint32_t node)
 		return 0;
 	if (r < 0)
 		return r;
-	if (!S_ISREG(sb.st_mode) || sb.st_nlink < 2)
+	if (!S_ISREG(sb.st_mode))
+		return 0;
+	if (st->nodes[node].nlink != sb.st_nlink) {
+		st->nodes[node].nlink = (uint32_t)sb.st_nlink;
+		st->view_stale = true;
+	}
+	if (sb.st_nlink < 2)
 		return 0;
 	if ((r = join(sub, sizeof(sub), rel, nd->name)) < 0)
 		return r;
-	return names_add(st, sub);
+	struct lw_nmeta m = {sb.st_ino, (uint32_t)sb.st_nlink, nd->parent};
+	return names_add(st, sub, &m);
 }
 
 /*
@@ -666,6 +784,8 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 		st->wd2node[ev->wd] = LW_NONE;
 		st->nwatches--;
 		st->nodes[node].attrib = false;
+		st->nodes[node].dead = true;
+		st->view_stale = true;
 		later_forget(&st->later, ev->wd);
 		return node == 0 ? -ENOENT : 0;
 	}
@@ -866,21 +986,235 @@ static int cmp_name(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/*
+ * The plan's marks of a directory node (plan_build): what its own files
+ * are, and what a run does with it.
+ */
+enum {
+	P_OWN = 1,     /* a file the run may write: one link, or all inside */
+	P_SHORT = 2,   /* a listed name whose file has a link outside */
+	P_NODIRS = 4,  /* .git or below it: never bound whole */
+	P_DONE = 8,    /* decided */
+	P_RO = 16,     /* its own names are read-only (it or one above) */
+	P_FREEZE = 32, /* bound read-only whole */
+	P_BACK = 64    /* bound back as it is, below one bound whole */
+};
+
+/* The names of each file's links the list holds, by inode. */
+struct plan_ino {
+	uint64_t ino;
+	uint32_t n;
+};
+
+static struct plan_ino *plan_ino_slot(struct plan_ino *t, size_t cap,
+				      uint64_t ino)
+{
+	size_t i = (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
+
+	while (t[i].n && t[i].ino != ino)
+		i = (i + 1) & (cap - 1);
+	return &t[i];
+}
+
+/* Decide node j and the directories above it, as sandboxd's walk does
+ * (links_mode in sandboxd/linux/links.c). */
+static void plan_decide(const struct lw_state *st, uint8_t *f, uint32_t j)
+{
+	uint32_t chain[LINKWATCH_DEPTH_MAX + 2];
+	size_t n = 0;
+
+	for (uint32_t k = j;
+	     k != LW_NONE && !(f[k] & P_DONE) && n < ARRAY_SIZE(chain);
+	     k = st->nodes[k].parent)
+		chain[n++] = k;
+	while (n--) {
+		uint32_t k = chain[n], up = st->nodes[k].parent;
+		const struct lw_node *nd = &st->nodes[k];
+		bool ro = up != LW_NONE && (f[up] & P_RO);
+		bool nodirs = (up != LW_NONE && (f[up] & P_NODIRS)) ||
+			      strcmp(nd->name, ".git") == 0;
+
+		f[k] |= P_DONE | (nodirs ? P_NODIRS : 0);
+		/* Never the workspace itself, nor a directory gone. */
+		if (up == LW_NONE || nd->gone || nd->dead)
+			continue;
+		if (ro)
+			f[k] |= (f[k] & P_OWN) ? P_BACK : P_RO;
+		else if (!nodirs && (f[k] & P_SHORT) && !(f[k] & P_OWN))
+			f[k] |= P_FREEZE | P_RO;
+	}
+}
+
+/* Append node's path to the NULL-terminated *v (n entries); the string
+ * is kept in st->dirpaths and returned in *ret. */
+static int plan_add(struct lw_state *st, const char ***v, size_t *n,
+		    uint32_t node, const char **ret)
+{
+	char path[PATH_MAX], *c;
+	const char **t;
+
+	if (node_path(st, node, path, sizeof(path)) < 0)
+		return -ENAMETOOLONG;
+	if (!(c = strdup(path)))
+		return -ENOMEM;
+	st->dirpaths[st->ndirpaths++] = c;
+	if (!(t = realloc(*v, (*n + 2) * sizeof(*t))))
+		return -ENOMEM;
+	t[(*n)++] = c;
+	t[*n] = NULL;
+	*v = t;
+	*ret = c;
+	return 0;
+}
+
+/* Whether name (listed, in the directory dnode, whose own names are
+ * read-only) is below the directory bound whole above it, by its path:
+ * a name the list would leave out must be where that bind is. */
+static bool plan_covered(const struct lw_state *st, const uint8_t *f,
+			 const char *const *fpath, uint32_t dnode,
+			 const char *name)
+{
+	uint32_t k = dnode;
+	size_t n = 0;
+
+	while (k != LW_NONE && !(f[k] & P_FREEZE) && n++ <= LINKWATCH_DEPTH_MAX)
+		k = st->nodes[k].parent;
+	if (k == LW_NONE || !(f[k] & P_FREEZE) || !fpath[k])
+		return false;
+	n = strlen(fpath[k]);
+	return strncmp(name, fpath[k], n) == 0 && name[n] == '/';
+}
+
+/*
+ * Past SBXP_LINKS_EACH_MAX listed names whose file has a link outside
+ * (more links than the list holds names of it), the run binds
+ * directories whole, as sandboxd's walk would: st->vro the directories
+ * every file directly in which has a link outside (not the workspace,
+ * nothing under .git), st->vback those below them holding a file the run
+ * may write, and st->view the names but for those below the first and
+ * not below the second.  A directory is judged on its nodes (a file of
+ * one link, as the watch last read it) and the names listed in it.  What
+ * the plan gets wrong costs, never protects less: a directory bound whole
+ * that need not be is read-only, and a name is left out only when its
+ * path is below a directory bound read-only.
+ */
+static int plan_build(struct lw_state *st)
+{
+	size_t cap = 64, nshort = 0, nro = 0, nback = 0, nv = 0, ndirs = 0;
+	struct plan_ino *ic;
+	const char **fpath = NULL, **v, *dummy;
+	uint8_t *f;
+	int r = 0;
+
+	while (cap < 2 * st->nnames)
+		cap *= 2;
+	ic = calloc(cap, sizeof(*ic));
+	f = calloc(st->nnodes ? st->nnodes : 1, 1);
+	v = malloc((st->nnames + 1) * sizeof(*v));
+	if (!ic || !f || !v) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < st->nnames; i++)
+		if (st->meta[i].nlink >= 2) {
+			struct plan_ino *s =
+			    plan_ino_slot(ic, cap, st->meta[i].ino);
+
+			s->ino = st->meta[i].ino;
+			s->n++;
+		}
+	for (size_t j = 0; j < st->nnodes; j++) {
+		const struct lw_node *nd = &st->nodes[j];
+
+		if (!nd->dir && !nd->dead && nd->nlink < 2 &&
+		    nd->parent != LW_NONE)
+			f[nd->parent] |= P_OWN;
+	}
+	for (size_t i = 0; i < st->nnames; i++) {
+		const struct lw_nmeta *m = &st->meta[i];
+
+		if (m->nlink < 2 || m->dnode >= st->nnodes)
+			continue;
+		if (m->nlink > plan_ino_slot(ic, cap, m->ino)->n) {
+			f[m->dnode] |= P_SHORT;
+			nshort++;
+		} else {
+			f[m->dnode] |= P_OWN;
+		}
+	}
+	/* Up to the limit each name is bound on its own. */
+	if (nshort > SBXP_LINKS_EACH_MAX) {
+		for (size_t j = 0; j < st->nnodes; j++)
+			if (st->nodes[j].dir)
+				plan_decide(st, f, (uint32_t)j);
+	} else {
+		memset(f, 0, st->nnodes);
+	}
+	for (size_t j = 0; j < st->nnodes; j++)
+		ndirs += (f[j] & (P_FREEZE | P_BACK)) != 0;
+	if (!(st->dirpaths = calloc(ndirs + 1, sizeof(char *))) ||
+	    !(fpath = calloc(st->nnodes ? st->nnodes : 1, sizeof(*fpath)))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	for (size_t j = 0; j < st->nnodes && r == 0; j++) {
+		if (f[j] & P_FREEZE)
+			r = plan_add(st, &st->vro, &nro, (uint32_t)j,
+				     &fpath[j]);
+		else if (f[j] & P_BACK)
+			r = plan_add(st, &st->vback, &nback, (uint32_t)j,
+				     &dummy);
+	}
+	if (r < 0)
+		goto out;
+	for (size_t i = 0; i < st->nnames; i++) {
+		const struct lw_nmeta *m = &st->meta[i];
+
+		if (m->dnode < st->nnodes && (f[m->dnode] & P_RO) &&
+		    plan_covered(st, f, fpath, m->dnode, st->names[i]))
+			continue;
+		v[nv++] = st->names[i];
+	}
+	v[nv] = NULL;
+	qsort(v, nv, sizeof(*v), cmp_name);
+	if (nro)
+		qsort(st->vro, nro, sizeof(*v), cmp_name);
+	if (nback)
+		qsort(st->vback, nback, sizeof(*v), cmp_name);
+	free(st->view);
+	st->view = v;
+	v = NULL;
+out:
+	free(fpath);
+	free(v);
+	free(f);
+	free(ic);
+	return r;
+}
+
+static void view_clear(struct lw_state *st)
+{
+	free(st->vro);
+	free(st->vback);
+	st->vro = st->vback = NULL;
+	for (size_t i = 0; i < st->ndirpaths; i++)
+		free(st->dirpaths[i]);
+	free(st->dirpaths);
+	st->dirpaths = NULL;
+	st->ndirpaths = 0;
+}
+
 static int state_view(struct lw_state *st)
 {
-	const char **v;
+	int r;
 
 	if (st->view && !st->view_stale)
 		return 0;
-	v = realloc(st->view, (st->nnames + 1) * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	/* No names yet: names may be NULL, which memcpy must not see. */
-	if (st->nnames)
-		memcpy(v, st->names, st->nnames * sizeof(*v));
-	qsort(v, st->nnames, sizeof(*v), cmp_name);
-	v[st->nnames] = NULL;
-	st->view = v;
+	view_clear(st);
+	if ((r = plan_build(st)) < 0) {
+		view_clear(st);
+		return r;
+	}
 	st->view_stale = false;
 	return 0;
 }
@@ -1183,7 +1517,7 @@ bool linkwatch_walking(const struct linkwatch *lw, const char *workspace)
 }
 
 int linkwatch_names(struct linkwatch *lw, const char *workspace,
-		    const char *const **ret_names)
+		    struct linkwatch_list *ret)
 {
 	struct lw_entry *e = NULL, *lru = &lw->e[0];
 
@@ -1207,7 +1541,9 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 	if (e->st) {
 		if (state_drain(e->st, true, &lw->events_run) == 0 &&
 		    state_view(e->st) == 0) {
-			*ret_names = e->st->view;
+			ret->names = e->st->view;
+			ret->ro_dirs = e->st->vro;
+			ret->back_dirs = e->st->vback;
 			return 1;
 		}
 		entry_drop(e);
@@ -1222,7 +1558,7 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 
 void linkwatch_prime(struct linkwatch *lw, const char *workspace)
 {
-	const char *const *names;
+	struct linkwatch_list l;
 
-	(void)linkwatch_names(lw, workspace, &names);
+	(void)linkwatch_names(lw, workspace, &l);
 }

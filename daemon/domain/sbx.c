@@ -752,6 +752,8 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	lists[SBXP_L_EMPTY] = L(spec->empty_files);
 	lists[SBXP_L_RO_BINDS] = L(spec->ro_binds);
 	lists[SBXP_L_LINKS] = (const char *const *)empty_list;
+	lists[SBXP_L_LINK_RO_DIRS] = (const char *const *)empty_list;
+	lists[SBXP_L_LINK_BACK_DIRS] = (const char *const *)empty_list;
 #undef L
 	memset(enc, 0, sizeof(*enc));
 	enc->net = (uint32_t)spec->net;
@@ -766,6 +768,10 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	if (spec->link_names) {
 		enc->flags |= SBXP_RUN_LINKS_LISTED;
 		lists[SBXP_L_LINKS] = (const char *const *)spec->link_names;
+		if (spec->link_ro_dirs)
+			lists[SBXP_L_LINK_RO_DIRS] = spec->link_ro_dirs;
+		if (spec->link_back_dirs)
+			lists[SBXP_L_LINK_BACK_DIRS] = spec->link_back_dirs;
 		len = sbxp_run_encode(enc, spec->workspace, spec->cwd,
 				      home && home[0] == '/' ? home : NULL,
 				      lists);
@@ -774,6 +780,10 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 		if (len < 0) {
 			enc->flags &= ~SBXP_RUN_LINKS_LISTED;
 			lists[SBXP_L_LINKS] = (const char *const *)empty_list;
+			lists[SBXP_L_LINK_RO_DIRS] =
+			    (const char *const *)empty_list;
+			lists[SBXP_L_LINK_BACK_DIRS] =
+			    (const char *const *)empty_list;
 		}
 	}
 	if (!(enc->flags & SBXP_RUN_LINKS_LISTED))

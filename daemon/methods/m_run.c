@@ -901,12 +901,15 @@ static void run_spec_fill(struct spd *spd, const struct run_request *req,
 	spec->run_gid = spd->config.run_gid;
 	spec->output_cap = run_output_cap(spd, req);
 	if (!writable->n) {
-		const char *const *names;
+		struct linkwatch_list l;
 		struct linkwatch *lw =
 		    linkwatch_get(&spd->linkwatch, spd->loop);
 
-		if (lw && linkwatch_names(lw, req->workspace, &names) == 1)
-			spec->link_names = names;
+		if (lw && linkwatch_names(lw, req->workspace, &l) == 1) {
+			spec->link_names = l.names;
+			spec->link_ro_dirs = l.ro_dirs;
+			spec->link_back_dirs = l.back_dirs;
+		}
 		trace_stamp("linklist");
 	}
 	spec->stdin_pipe = req->stdin_pipe;

@@ -66,8 +66,20 @@ enum {
 };
 
 /* At most this many names are bound one by one; past it, pass 2 binds
- * whole directories (links_dir2). */
-#define LINKS_EACH_MAX 128
+ * whole directories (links_mode), and spd's list carries directories. */
+#define LINKS_EACH_MAX SBXP_LINKS_EACH_MAX
+
+/* listmount(2) (Linux 6.8), which libc headers may not have yet. */
+#ifndef SYS_listmount
+#define SYS_listmount 458
+#endif
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+struct links_mnt_id_req {
+	uint32_t size, spare;
+	uint64_t mnt_id, param, mnt_ns_id;
+};
 
 /* Pass 2 keys directories by mount id rather than device: a directory
  * visible through two mounts needs its names bound in each. */
@@ -580,58 +592,138 @@ static int links_list_open(int root, const char *name)
 	return -ENOENT;
 }
 
+/* One listed name: counted (pass 1) or judged and bound (pass 2). */
+static int links_list_one(struct links_walk *w, int root, const char *name,
+			  int pass)
+{
+	struct links_slot *s;
+	struct statx sx;
+	int fd = links_list_open(root, name), r = 0;
+
+	if (fd == -ENOENT)
+		return 0;
+	if (fd < 0)
+		return fd;
+	if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
+		  STATX_TYPE | STATX_NLINK | STATX_INO, &sx) < 0) {
+		r = -errno;
+		goto next;
+	}
+	if (!S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
+		goto next;
+	s = links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
+		       sx.stx_ino, pass == 1);
+	if (pass == 2) {
+		/* Judged on the descriptor: the name cannot have
+		 * been swapped since it was opened. */
+		if (s && (s->flags & LS_FILE) && s->count >= sx.stx_nlink)
+			goto next;
+		if (++w->bound > MOUNTPLAN_LINKS_MAX) {
+			r = -EMLINK;
+			goto next;
+		}
+		r = links_bind_ro(fd);
+		goto next;
+	}
+	if (!s) {
+		r = -ENOMEM;
+		goto next;
+	}
+	if (!(s->flags & LS_FILE)) {
+		s->flags |= LS_FILE;
+		s->nlink = sx.stx_nlink;
+	}
+	/* A name on the workspace's own mount (no crossing was
+	 * allowed) that is not itself a mount point. */
+	if (!(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
+		s->count++;
+next:
+	close(fd);
+	return r;
+}
+
 static int links_list_pass(struct links_walk *w, int root,
 			   const char *const *names, int pass)
 {
 	for (size_t i = 0; names[i]; i++) {
-		struct links_slot *s;
-		struct statx sx;
-		int fd = links_list_open(root, names[i]), r = 0;
+		int r = links_list_one(w, root, names[i], pass);
 
-		if (fd == -ENOENT)
-			continue;
-		if (fd < 0)
-			return fd;
-		if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW,
-			  STATX_TYPE | STATX_NLINK | STATX_INO, &sx) < 0) {
-			r = -errno;
-			goto next;
-		}
-		if (!S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
-			goto next;
-		s = links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
-			       sx.stx_ino, pass == 1);
-		if (pass == 2) {
-			/* Judged on the descriptor: the name cannot have
-			 * been swapped since it was opened. */
-			if (s && (s->flags & LS_FILE) &&
-			    s->count >= sx.stx_nlink)
-				goto next;
-			if (++w->bound > MOUNTPLAN_LINKS_MAX) {
-				r = -EMLINK;
-				goto next;
-			}
-			r = links_bind_ro(fd);
-			goto next;
-		}
-		if (!s) {
-			r = -ENOMEM;
-			goto next;
-		}
-		if (!(s->flags & LS_FILE)) {
-			s->flags |= LS_FILE;
-			s->nlink = sx.stx_nlink;
-		}
-		/* A name on the workspace's own mount (no crossing was
-		 * allowed) that is not itself a mount point. */
-		if (!(sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-			s->count++;
-	next:
-		close(fd);
 		if (r < 0)
 			return r;
 	}
 	return 0;
+}
+
+/* Whether nothing is mounted below the mount open at root (listmount):
+ * a directory of spd's list bound whole carries what is below it, and
+ * the list's names on such a mount were left out with it.  Not without
+ * listmount (before Linux 6.8): the walk then. */
+static bool links_no_submounts(int root)
+{
+	struct links_mnt_id_req req = {.size = 24};
+	struct statx sx;
+	uint64_t child;
+
+	if (statx(root, "", AT_EMPTY_PATH, STATX_MNT_ID_UNIQUE, &sx) < 0 ||
+	    !(sx.stx_mask & STATX_MNT_ID_UNIQUE))
+		return false;
+	req.mnt_id = sx.stx_mnt_id;
+	return syscall(SYS_listmount, &req, &child, 1, 0) == 0;
+}
+
+static size_t links_count(const char *const *v)
+{
+	size_t n = 0;
+
+	while (v && v[n])
+		n++;
+	return n;
+}
+
+/*
+ * Pass 2 over spd's list with directories: every listed name, directory
+ * to bind back and directory to bind read-only, in reverse strcmp order,
+ * so that what is below a directory is bound before it (a name sorts
+ * after each directory above it) and carried by its bind.
+ */
+static int links_list_dirs(struct links_walk *w, int root,
+			   const struct mountplan *p)
+{
+	const char *const *v[3] = {p->link_names, p->link_back_dirs,
+				   p->link_ro_dirs};
+	size_t n[3];
+
+	for (int k = 0; k < 3; k++)
+		n[k] = links_count(v[k]);
+	for (;;) {
+		const char *path = NULL;
+		int k = -1, fd, r;
+
+		for (int j = 0; j < 3; j++)
+			if (n[j] && (!path || strcmp(v[j][n[j] - 1], path) > 0))
+				path = v[k = j][n[j] - 1];
+		if (k < 0)
+			return 0;
+		n[k]--;
+		if (k == 0) {
+			if ((r = links_list_one(w, root, path, 2)) < 0)
+				return r;
+			continue;
+		}
+		fd = links_list_open(root, path);
+		if (fd == -ENOENT)
+			continue;
+		if (fd < 0)
+			return fd;
+		r = 0;
+		if (++w->bound > MOUNTPLAN_LINKS_MAX)
+			r = -EMLINK;
+		else
+			r = links_bind_dir(fd, k == 2);
+		close(fd);
+		if (r < 0)
+			return r;
+	}
 }
 
 /* The names pass 2 would bind one by one: those counted of each file with
@@ -668,8 +760,14 @@ static int links_from_list(struct links_walk *w, const struct mountplan *p)
 	/* Too many to bind one by one: the walk binds whole directories. */
 	if (r == 0 && links_names_short(w) > LINKS_EACH_MAX)
 		goto out;
-	if (r == 0)
+	if (r == 0 &&
+	    (links_count(p->link_ro_dirs) || links_count(p->link_back_dirs))) {
+		if (!links_no_submounts(root))
+			goto out;
+		r = links_list_dirs(w, root, p);
+	} else if (r == 0) {
 		r = links_list_pass(w, root, p->link_names, 2);
+	}
 	r = r == 0 ? 1 : r == -EMLINK || r == -ENOMEM ? r : 0;
 out:
 	close(root);

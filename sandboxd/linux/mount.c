@@ -1142,6 +1142,10 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	 * directory shows them through binds of their own. */
 	if (p.nlink_roots == 1 && !(in->ro_binds && in->ro_binds[0]))
 		p.link_names = in->link_names;
+	if (p.link_names) {
+		p.link_ro_dirs = in->link_ro_dirs;
+		p.link_back_dirs = in->link_back_dirs;
+	}
 	free(writable);
 	free(ro);
 	*ret = p;

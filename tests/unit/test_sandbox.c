@@ -1623,13 +1623,35 @@ END_TEST
  * both in the list the next run gets, and sandboxd binds both names
  * read-only from the list: neither file outside changes.
  */
+/* The last list linkwatch_names gave (lw_names): its names go to a run
+ * with its directories (lw_spec_links). */
+static struct linkwatch_list lw_last;
+
+static int lw_names(struct linkwatch *lw, const char *ws,
+		    const char *const **names)
+{
+	int r = linkwatch_names(lw, ws, &lw_last);
+
+	*names = r == 1 ? lw_last.names : NULL;
+	return r;
+}
+
+static void lw_spec_links(struct sbx_spec *sp, const char *const *names)
+{
+	sp->link_names = names;
+	if (names && names == lw_last.names) {
+		sp->link_ro_dirs = lw_last.ro_dirs;
+		sp->link_back_dirs = lw_last.back_dirs;
+	}
+}
+
 static bool lw_list(struct fixture *f, struct linkwatch *lw,
 		    const char *const **names)
 {
 	int r;
 
 	/* The first call starts the walk; wait for it. */
-	while ((r = linkwatch_names(lw, f->ws, names)) == 0 &&
+	while ((r = lw_names(lw, f->ws, names)) == 0 &&
 	       linkwatch_walking(lw, f->ws))
 		while (linkwatch_walking(lw, f->ws))
 			uv_run(&f->loop, UV_RUN_ONCE);
@@ -1696,7 +1718,7 @@ static void lw_check(struct fixture *f, const char *const *names,
 	char *c;
 
 	spec_init(f, &sp, argv);
-	sp.link_names = names;
+	lw_spec_links(&sp, names);
 	run(f, &sp, &o);
 	REQUIRE_SANDBOX(&o);
 	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
@@ -1759,7 +1781,7 @@ static void lw_run(struct fixture *f, const char *const *names, char *script,
 	struct outcome o;
 
 	spec_init(f, &sp, argv);
-	sp.link_names = names;
+	lw_spec_links(&sp, names);
 	run(f, &sp, &o);
 	REQUIRE_SANDBOX(&o);
 	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
@@ -1777,29 +1799,109 @@ static void lw_assert_file(const char *path, const char *want)
 	free(c);
 }
 
+/* Entries of a NULL-terminated list (NULL: none). */
+static size_t lw_count(const char *const *v)
+{
+	size_t n = 0;
+
+	while (v && v[n])
+		n++;
+	return n;
+}
+
 /*
- * spd's list of a store-linked workspace (store_tree: 725 names, which
- * fit the list): more than LINKS_EACH_MAX of them to bind, so sandboxd
- * leaves the list for the walk that binds directories whole, and the run
- * is confined exactly as without a list.
+ * spd's list of a store-linked workspace (store_tree, 30 packages: 725
+ * names): past SBXP_LINKS_EACH_MAX names with a link outside, the list
+ * carries the directories to bind whole, as sandboxd's walk would bind
+ * them, instead of the names below them: each package's directory but
+ * p3's (a file of its own) and p3's lib/; p2's .bin to bind back; and
+ * the names left (p3's, git's objects, src's two).  The run given that
+ * list is confined exactly as by the walk.
  */
-START_TEST(linkwatch_store_links_walked)
+START_TEST(linkwatch_store_links_by_directory)
 {
 	struct fixture f;
 	struct linkwatch *lw;
 	const char *const *names;
-	size_t n = 0;
 
 	fx_setup(&f, NULL);
 	store_tree(&f, 30);
 	ck_assert_int_eq(linkwatch_new(&f.loop, &lw), 0);
 	ck_assert(lw_list(&f, lw, &names));
-	while (names[n])
-		n++;
-	ck_assert_uint_eq(n, 30 * 24 + 3 + 2);
+	ck_assert_uint_eq(lw_count(lw_last.ro_dirs), 30);
+	ck_assert(
+	    listed(lw_last.ro_dirs, "node_modules/.pnpm/p1/node_modules/p1"));
+	ck_assert(listed(lw_last.ro_dirs,
+			 "node_modules/.pnpm/p3/node_modules/p3/lib"));
+	ck_assert(
+	    !listed(lw_last.ro_dirs, "node_modules/.pnpm/p3/node_modules/p3"));
+	ck_assert_uint_eq(lw_count(lw_last.back_dirs), 1);
+	ck_assert(
+	    listed(lw_last.back_dirs,
+		   "node_modules/.pnpm/p2/node_modules/p2/node_modules/.bin"));
+	ck_assert_uint_eq(lw_count(names), 12 + 3 + 2);
+	ck_assert(listed(names, "node_modules/.pnpm/p3/node_modules/p3/f1"));
+	ck_assert(listed(names, ".git/objects/ab/o1"));
+	ck_assert(listed(names, "src/b"));
 	lw_run(&f, names, store_script, STORE_WANT(723));
 	store_unchanged(&f, 30);
 	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
+/*
+ * sandboxd binds the list's directories as the list says, whatever a walk
+ * would have done: src/ read-only whole (its own file of one link too),
+ * src/keep bound back (a file made there, its file written), and
+ * src/keep/h, listed and linked from outside, read-only within it.  So
+ * each is bound before the one above it carries it.
+ */
+START_TEST(link_dirs_from_list)
+{
+	struct fixture f;
+	char path[PATH_MAX + 32], out[PATH_MAX];
+	const char *names[] = {"src/keep/h", NULL};
+	const char *ro[] = {"src", NULL}, *back[] = {"src/keep", NULL};
+	char script[] = "(echo x >> src/a) 2>/dev/null && echo a;"
+			" touch src/new 2>/dev/null && echo new;"
+			" echo x >> src/keep/k && echo k;"
+			" touch src/keep/new && echo keepnew;"
+			" (echo x >> src/keep/h) 2>/dev/null && echo h;"
+			" cat src/keep/h";
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct sbx_spec sp;
+	struct outcome o;
+
+	fx_setup(&f, NULL);
+	snprintf(path, sizeof(path), "%s/src", f.ws);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/src/keep", f.ws);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/src/a", f.ws);
+	test_write_file(path, "a\n");
+	snprintf(path, sizeof(path), "%s/src/keep/k", f.ws);
+	test_write_file(path, "k\n");
+	snprintf(out, sizeof(out), "%s/h", f.outside);
+	test_write_file(out, "original\n");
+	snprintf(path, sizeof(path), "%s/src/keep/h", f.ws);
+	if (link(out, path) < 0)
+		TEST_SKIP("cannot hard-link %s into the workspace: %s", out,
+			  strerror(errno));
+	spec_init(&f, &sp, argv);
+	sp.link_names = names;
+	sp.link_ro_dirs = ro;
+	sp.link_back_dirs = back;
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_str_eq(o.out.data ? o.out.data : "",
+			 "k\nkeepnew\noriginal\n");
+	lw_assert_file(out, "original\n");
+	snprintf(path, sizeof(path), "%s/src/a", f.ws);
+	lw_assert_file(path, "a\n");
+	outcome_free(&o);
 	fx_teardown(&f);
 }
 END_TEST
@@ -1881,7 +1983,7 @@ START_TEST(linkwatch_renames_kept)
 	ck_assert_int_eq(link(a, f3out), 0);
 	snprintf(a, sizeof(a), "%s/back", f.ws);
 	ck_assert_int_eq(rename(b, a), 0);
-	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
+	ck_assert_int_eq(lw_names(lw, f.ws, &names), 0);
 	ck_assert(lw_list(&f, lw, &names));
 	ck_assert_uint_eq(linkwatch_walks(lw), 2);
 	ck_assert(listed(names, "back/f3"));
@@ -1919,7 +2021,7 @@ START_TEST(linkwatch_big_arrival_walked_aside)
 		ck_assert_int_eq(link(in, b), 0);
 		snprintf(b, sizeof(b), "%s/tree%d", f.ws, i);
 		ck_assert_int_eq(rename(a, b), 0);
-		ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), !i);
+		ck_assert_int_eq(lw_names(lw, f.ws, &names), !i);
 		ck_assert(lw_list(&f, lw, &names));
 		ck_assert_uint_eq(linkwatch_walks(lw), i ? 2 : 1);
 		snprintf(b, sizeof(b), "tree%d/d000/linked", i);
@@ -1957,7 +2059,7 @@ START_TEST(linkwatch_tree_removed_kept)
 	ck_assert_uint_gt(linkwatch_watches(lw), 2000);
 	test_rmrf(a);
 	lw_plant(&f, in, out, sizeof(in));
-	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 1);
+	ck_assert_int_eq(lw_names(lw, f.ws, &names), 1);
 	ck_assert_uint_eq(linkwatch_walks(lw), 1);
 	/* Their watches went with them, and a walk of another workspace
 	 * may have them (its budget counts the watches held). */
@@ -1987,7 +2089,7 @@ START_TEST(linkwatch_tree_removed_kept)
 		snprintf(a, sizeof(a), "%s/build/t%d", f.ws, i);
 		test_rmrf(a);
 	}
-	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 1);
+	ck_assert_int_eq(lw_names(lw, f.ws, &names), 1);
 	ck_assert_uint_eq(linkwatch_walks(lw), 1);
 	ck_assert(listed(names, "planted"));
 	linkwatch_free(lw);
@@ -2028,11 +2130,11 @@ START_TEST(linkwatch_walk_races_rm)
 			execlp("rm", "rm", "-rf", a, (char *)NULL);
 			_exit(127);
 		}
-		ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
+		ck_assert_int_eq(lw_names(lw, f.ws, &names), 0);
 		while (linkwatch_walking(lw, f.ws))
 			uv_run(&f.loop, UV_RUN_ONCE);
 		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
-		ck_assert_msg(linkwatch_names(lw, f.ws, &names) == 1,
+		ck_assert_msg(lw_names(lw, f.ws, &names) == 1,
 			      "round %d: the walk racing rm -rf failed", round);
 		/* Its handles close on the loop's next turns. */
 		linkwatch_free(lw);
@@ -2078,7 +2180,7 @@ START_TEST(linkwatch_dead_nodes_bounded)
 	for (int i = 0; i < 10000 && linkwatch_walking(lw, f.ws); i++)
 		lw_spin(&f, 1);
 	ck_assert_uint_eq(linkwatch_walks(lw), 2);
-	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 1);
+	ck_assert_int_eq(lw_names(lw, f.ws, &names), 1);
 	linkwatch_free(lw);
 	fx_teardown(&f);
 }
@@ -2154,7 +2256,7 @@ START_TEST(linkwatch_read_in_background)
 	ck_assert_int_eq(link(a, in), 0);
 	snprintf(a, sizeof(a), "%s/back", f.ws);
 	ck_assert_int_eq(rename(b, a), 0);
-	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 1);
+	ck_assert_int_eq(lw_names(lw, f.ws, &names), 1);
 	ck_assert_uint_eq(linkwatch_walks(lw), 2);
 	ck_assert_msg(listed(names, "back/d000/f0000000"),
 		      "a link made out there is not listed");
@@ -2230,7 +2332,7 @@ START_TEST(linkwatch_walks_bounded)
 		ck_assert_int_eq(bench_make_files(w[i], i ? 10 : 5000, 50), 0);
 	}
 	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(linkwatch_names(lw, w[i], &names), 0);
+		ck_assert_int_eq(lw_names(lw, w[i], &names), 0);
 	ck_assert_uint_eq(linkwatch_walks(lw), 2);
 	ck_assert(linkwatch_walking(lw, w[0]));
 	ck_assert(!linkwatch_walking(lw, w[2]));
@@ -2243,7 +2345,7 @@ START_TEST(linkwatch_walks_bounded)
 	ck_assert(niced || !thread_at_nice(19));
 	ck_assert_uint_eq(linkwatch_walks(lw), 3);
 	for (int i = 0; i < 3; i++)
-		ck_assert_int_eq(linkwatch_names(lw, w[i], &names), 1);
+		ck_assert_int_eq(lw_names(lw, w[i], &names), 1);
 	linkwatch_free(lw);
 	fx_teardown(&f);
 }
@@ -2438,7 +2540,7 @@ START_TEST(linkwatch_random_ops_match_walk)
 				lw_spin(&f, 1 + lw_rand(&x) % 25);
 			if (step % 5 != 4)
 				continue;
-			if (linkwatch_names(lw, f.ws, &names) == 0) {
+			if (lw_names(lw, f.ws, &names) == 0) {
 				drops++;
 				ck_assert(lw_list(&f, lw, &names));
 			}
@@ -2534,7 +2636,7 @@ START_TEST(linkwatch_fallback_walks)
 	for (unsigned long i = 0; i <= max + 2; i++)
 		ck_assert_int_eq(chmod(i % 2 ? a : b, i % 4 < 2 ? 0644 : 0600),
 				 0);
-	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
+	ck_assert_int_eq(lw_names(lw, f.ws, &names), 0);
 	lw_check(&f, NULL, in, out);
 	/* Watched again after a new walk; then a file moved out of the
 	 * workspace drops the list. */
@@ -2543,7 +2645,7 @@ START_TEST(linkwatch_fallback_walks)
 	snprintf(a, sizeof(a), "%s/sub/f3", f.ws);
 	snprintf(b, sizeof(b), "%s/f3", f.outside);
 	ck_assert_int_eq(rename(a, b), 0);
-	ck_assert_int_eq(linkwatch_names(lw, f.ws, &names), 0);
+	ck_assert_int_eq(lw_names(lw, f.ws, &names), 0);
 	lw_check(&f, NULL, in, out);
 	linkwatch_free(lw);
 	fx_teardown(&f);
@@ -2815,7 +2917,8 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_tree_removed_kept);
 	tcase_add_test(tc, linkwatch_dead_nodes_bounded);
 	tcase_add_test(tc, linkwatch_walk_races_rm);
-	tcase_add_test(tc, linkwatch_store_links_walked);
+	tcase_add_test(tc, linkwatch_store_links_by_directory);
+	tcase_add_test(tc, link_dirs_from_list);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1202,7 +1202,7 @@ START_TEST(test_start_walks_links_ahead)
 	struct fx f;
 	struct call c;
 	uv_loop_t loop;
-	const char *const *names;
+	struct linkwatch_list names;
 	char ws[4096];
 
 	fx_init(&f, NULL);
