@@ -107,6 +107,9 @@ static void on_closed(void *data)
  * of ten), the pause before the next run, and the rounds of that. */
 #define BENCH_ARRIVAL_FILES 20000
 #define BENCH_ARRIVAL_PAUSE_MS 1000
+/* Packages of the store-linked workspace (24 files each: a pnpm project
+ * of a few hundred packages). */
+#define BENCH_STORE_PKGS 300
 #define BENCH_ARRIVAL_ROUNDS 3
 /* Directories the big workspaces' files are spread over. */
 #define BENCH_DIRS 100
@@ -379,6 +382,66 @@ static void print_e2e(const char *what, double m, double m_sb, double m_bw,
  * connection, and the same as an agent in a worktree session.  A real
  * spd in temporary directories.
  */
+static int store_write(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	ssize_t n;
+
+	if (fd < 0)
+		return -1;
+	n = write(fd, s, strlen(s));
+	close(fd);
+	return n == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+/* mkdir -p of path (ending in '/'). */
+static int store_mkdirs(char *path)
+{
+	for (char *c = path + 1; *c; c++)
+		if (*c == '/') {
+			*c = '\0';
+			if (mkdir(path, 0755) < 0 && errno != EEXIST) {
+				*c = '/';
+				return -1;
+			}
+			*c = '/';
+		}
+	return 0;
+}
+
+/* npkg packages of 24 files (12 in the package's directory, 12 in its
+ * lib/) in dir/store, each hard-linked into ws as pnpm lays them out
+ * (node_modules/.pnpm/pN/node_modules/pN), beside a package.json. */
+static int store_ws(const char *dir, const char *ws, int npkg)
+{
+	char a[4400], b[4400];
+
+	snprintf(a, sizeof(a), "%s/package.json", ws);
+	if (mkdir(ws, 0755) < 0 || store_write(a, "{}\n") < 0)
+		return -1;
+	for (int i = 0; i < npkg; i++)
+		for (int j = 0; j < 24; j++) {
+			const char *sub = j < 12 ? "" : "lib/";
+
+			snprintf(a, sizeof(a), "%s/store/p%d/%s", dir, i, sub);
+			snprintf(
+			    b, sizeof(b),
+			    "%s/node_modules/.pnpm/p%d/node_modules/p%d/%s", ws,
+			    i, i, sub);
+			if ((j == 0 || j == 12) &&
+			    (store_mkdirs(a) < 0 || store_mkdirs(b) < 0))
+				return -1;
+			snprintf(a + strlen(a), sizeof(a) - strlen(a), "f%d.js",
+				 j);
+			snprintf(b + strlen(b), sizeof(b) - strlen(b), "f%d.js",
+				 j);
+			if (store_write(a, "module.exports = 1;\n") < 0 ||
+			    link(a, b) < 0)
+				return -1;
+		}
+	return 0;
+}
+
 static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 		      double m_bw)
 {
@@ -471,6 +534,27 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 			print_e2e(what, arrival_runs(spctl, big, true), m_sb,
 				  m_bw, -1);
 		}
+	}
+	/* A store's files hard-linked into the workspace (pnpm, uv): past
+	 * SBXP_LINKS_EACH_MAX names, each package's directory is bound
+	 * read-only whole, from spd's list (docs/sandbox.md). */
+	snprintf(big, sizeof(big), "%s/wsstore", dir);
+	if (store_ws(dir, big, BENCH_STORE_PKGS) == 0) {
+		char what[80];
+		char *first[] = {spctl,	  "run", "--workspace", big,
+				 "--yes", "--",	 "/bin/true",	NULL};
+
+		snprintf(what, sizeof(what),
+			 "  %d packages linked from a store, 1st run",
+			 BENCH_STORE_PKGS);
+		print_e2e(what, time_exec(first), m_sb, m_bw, -1);
+		usleep(BENCH_LINKWATCH_SETTLE_MS * 1000);
+		snprintf(what, sizeof(what), "  the same, %d names, listed",
+			 BENCH_STORE_PKGS * 24);
+		m = spctl_runs(spctl, big, BENCH_BIG_RUNS, &own);
+		print_e2e(what, m, m_sb, m_bw, own);
+	} else {
+		printf("cannot make a store-linked workspace\n");
 	}
 	if (bench_agent_session(dir, "repo", 0, BENCH_DIRS, false) == 0) {
 		m = spctl_runs(spctl, NULL, runs, &own);

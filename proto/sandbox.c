@@ -44,8 +44,7 @@ static bool list_is_paths(int i)
 
 static bool list_is_links(int i)
 {
-	return i == SBXP_L_LINKS || i == SBXP_L_LINK_RO_DIRS ||
-	       i == SBXP_L_LINK_BACK_DIRS;
+	return i == SBXP_L_LINKS || i == SBXP_L_LINK_RO_DIRS;
 }
 
 /* A link name as spd's walk makes them: relative, no empty, "." or ".."
@@ -131,7 +130,6 @@ long sbxp_run_encode(struct sbxp_run *m, const char *workspace, const char *cwd,
 	}
 	if (npaths > SBXP_PATHS_MAX)
 		return -SPD_ETOOBIG;
-	m->reserved = 0;
 	m->strtab_len = (uint32_t)off;
 	return (long)(sizeof(*m) + off);
 }
@@ -154,8 +152,7 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 	    len != sizeof(*m) + m->strtab_len || m->strtab_len == 0 ||
 	    m->strtab[m->strtab_len - 1] != '\0')
 		return -SPD_EPROTO;
-	if (m->net > SBX_NET_PROXY || (m->flags & ~SBXP_RUN__FLAGS) ||
-	    m->reserved != 0)
+	if (m->net > SBX_NET_PROXY || (m->flags & ~SBXP_RUN__FLAGS))
 		return -SPD_EPROTO;
 	if (m->net == SBX_NET_BROKER || m->net == SBX_NET_PROXY
 		? m->broker_port == 0 || m->broker_port > 65535
@@ -173,10 +170,8 @@ int sbxp_run_decode(const void *body, size_t len, struct sbxp_run_view *ret)
 	    m->counts[SBXP_L_RO_BINDS] > 2 * SBXP_RO_BINDS_MAX ||
 	    m->counts[SBXP_L_LINKS] > SBXP_LINKS_MAX ||
 	    m->counts[SBXP_L_LINK_RO_DIRS] > SBXP_LINKS_MAX ||
-	    m->counts[SBXP_L_LINK_BACK_DIRS] > SBXP_LINKS_MAX ||
 	    (!(m->flags & SBXP_RUN_LINKS_LISTED) &&
-	     (m->counts[SBXP_L_LINKS] || m->counts[SBXP_L_LINK_RO_DIRS] ||
-	      m->counts[SBXP_L_LINK_BACK_DIRS])))
+	     (m->counts[SBXP_L_LINKS] || m->counts[SBXP_L_LINK_RO_DIRS])))
 		return -SPD_EPROTO;
 
 	storage = calloc(total + SBXP_L__COUNT, sizeof(*storage));

@@ -46,8 +46,7 @@
 #define SBXP_LINKS_MAX SBXP_LIST_MAX
 /* Past this many names to bind one by one, the hard-link check binds
  * directories whole (docs/sandbox.md, "Hard links"): sandboxd's walk, and
- * spd's list, which then carries SBXP_L_LINK_RO_DIRS and
- * SBXP_L_LINK_BACK_DIRS. */
+ * spd's list, which then carries SBXP_L_LINK_RO_DIRS. */
 #define SBXP_LINKS_EACH_MAX 128
 /* Read-only bind pairs of a RUN (the held-out checks need one). */
 #define SBXP_RO_BINDS_MAX 8
@@ -82,25 +81,21 @@ struct sbxp_hdr {
 
 /* The lists of a RUN, in string-table order after workspace, cwd, home. */
 enum sbxp_list {
-	SBXP_L_ARGV,	       /* at least one entry */
-	SBXP_L_ENV,	       /* "NAME=value" */
-	SBXP_L_WRITABLE,       /* extra writable paths (absolute) */
-	SBXP_L_HIDDEN,	       /* paths made unreadable (absolute) */
-	SBXP_L_READONLY,       /* read-only inside writable paths (absolute) */
-	SBXP_L_EMPTY,	       /* files that read as empty (absolute) */
-	SBXP_L_RO_BINDS,       /* pairs: host dir, where it is seen read-only
+	SBXP_L_ARGV,	     /* at least one entry */
+	SBXP_L_ENV,	     /* "NAME=value" */
+	SBXP_L_WRITABLE,     /* extra writable paths (absolute) */
+	SBXP_L_HIDDEN,	     /* paths made unreadable (absolute) */
+	SBXP_L_READONLY,     /* read-only inside writable paths (absolute) */
+	SBXP_L_EMPTY,	     /* files that read as empty (absolute) */
+	SBXP_L_RO_BINDS,     /* pairs: host dir, where it is seen read-only
 			    inside the workspace (both absolute) */
-	SBXP_L_LINKS,	       /* with SBXP_RUN_LINKS_LISTED: every name below
+	SBXP_L_LINKS,	     /* with SBXP_RUN_LINKS_LISTED: every name below
 			    the workspace (relative, canonical, in strcmp
 			    order, no duplicate) whose file has more than
-			    one link, but for those below LINK_RO_DIRS
-			    and not below a LINK_BACK_DIRS under it */
-	SBXP_L_LINK_RO_DIRS,   /* the same: directories to bind read-only
-				  whole (each file directly in one has a
-				  link outside) */
-	SBXP_L_LINK_BACK_DIRS, /* the same: directories below those, bound
-				  back as they are (each holds a file the
-				  run may write) */
+			    one link, but for those below LINK_RO_DIRS */
+	SBXP_L_LINK_RO_DIRS, /* the same: directories to bind read-only
+				whole, with all below them (most files
+				directly in one have a link outside) */
 	SBXP_L__COUNT,
 };
 
@@ -149,10 +144,10 @@ struct sbxp_run {
 	 * inside the run that reaches spd's model broker or its egress
 	 * proxy (SBXP_LISTENER); 0 otherwise. */
 	uint32_t broker_port;
-	/* 0.  Keeps strtab at sizeof(struct sbxp_run) whatever the number
-	 * of lists: a hole here would be bytes on the wire that neither
-	 * side writes (asserted in proto/sandbox.c). */
-	uint32_t reserved;
+	/* strtab is at sizeof(struct sbxp_run): a hole before it would be
+	 * bytes on the wire that neither side writes (asserted in
+	 * proto/sandbox.c).  With an even number of lists, a uint32_t
+	 * field here (0) keeps it so. */
 	/* Then strtab_len bytes: NUL-terminated strings, in order:
 	 * workspace (absolute), cwd (absolute or "" for the workspace),
 	 * home (absolute or "" for none: the operator's HOME, whose caches

@@ -24,6 +24,7 @@
 
 #include "common/util.h"
 #include "daemon/domain/linkwatch.h"
+#include "daemon/domain/linkwatch_priv.h"
 #include "proto/sandbox.h"
 
 /*
@@ -50,9 +51,6 @@
 /* Walks at once: each holds one of libuv's four pool threads (journal
  * queries, the file methods, the proxy's lookups need the others). */
 #define LW_WALKS_MAX 2
-/* Renames between a name's leaving and its arrival at once (more drop
- * the state). */
-#define LW_MOVED_MAX 16
 /* Events tried again at the queue's end (a directory above them renamed
  * later in the queue) before the state is dropped instead. */
 #define LW_LATER_MAX 256
@@ -95,73 +93,8 @@
  * have a list. */
 #define LW_NAMES_MAX (1u << 17)
 
-#define LW_NONE UINT32_MAX
-
 #define lw_job_of(r)                                                           \
 	((struct lw_job *)(void *)((char *)(r)-offsetof(struct lw_job, req)))
-
-struct lw_node {
-	uint32_t parent; /* LW_NONE for the workspace itself */
-	bool dir;
-	bool gone;	/* a directory deleted (IN_DELETE_SELF) */
-	bool attrib;	/* an IN_ATTRIB waits in lw_state.attrib */
-	bool dead;	/* its watch went (IN_IGNORED): deleted */
-	uint32_t nlink; /* a file's link count when last read */
-	uint64_t ino;
-	char *name;
-};
-
-/* What a listed name was when last looked at: its directory's node, its
- * file and that file's link count. */
-struct lw_nmeta {
-	uint64_t ino;
-	uint32_t nlink;
-	uint32_t dnode;
-};
-
-/* Events tried again once the queue is read (state_event's -EAGAIN). */
-struct lw_later {
-	struct inotify_event **v;
-	size_t n;
-};
-
-struct lw_state {
-	char *root; /* the workspace, absolute */
-	int rootfd;
-	int ifd;
-	struct lw_node *nodes;
-	size_t nnodes, capnodes;
-	size_t nwatches; /* nodes whose watch is still on (not IN_IGNORED) */
-	/* Files whose IN_ATTRIB waits for the end of the read (state_settle),
-	 * each once: one deleted meanwhile needs nothing. */
-	uint32_t *attrib;
-	size_t nattrib, capattrib;
-	uint32_t *wd2node; /* LW_NONE: no watch of ours */
-	size_t nwd;
-	char **names;	       /* relative; no duplicate */
-	struct lw_nmeta *meta; /* of each name */
-	size_t nnames, capnames;
-	uint32_t *nhash; /* names' indices + 1 by name; 0: empty */
-	size_t nhcap;
-	/* What a run gets (state_view): the names it must judge, sorted,
-	 * NULL-terminated, and the directories to bind whole and back
-	 * (plan_build; dirpaths owns their strings). */
-	const char **view, **vro, **vback;
-	char **dirpaths;
-	size_t ndirpaths;
-	bool view_stale;
-	size_t budget; /* watches it may take */
-	int err;       /* the walk's result */
-	/* The cookies of names that left a directory and have not arrived
-	 * in one yet (state_event, state_settle). */
-	uint32_t from[LW_MOVED_MAX];
-	size_t nfrom;
-	/* Events that did not apply yet when the queue was last read in
-	 * the background (state_settle keeps them until a run's read). */
-	struct lw_later later;
-	unsigned unsettled; /* background reads that ended so, in a row */
-	long walk_left;	    /* entries walk_entry may still visit; -1: any */
-};
 
 struct lw_job;
 struct lw_bg;
@@ -230,18 +163,13 @@ static void state_free(struct lw_state *st)
 	free(st->meta);
 	free(st->nhash);
 	free(st->view);
-	free(st->vro);
-	free(st->vback);
-	for (size_t i = 0; i < st->ndirpaths; i++)
-		free(st->dirpaths[i]);
-	free(st->dirpaths);
+	lw_view_clear(st);
 	free(st->root);
 	free(st);
 }
 
-/* The path of node relative to the workspace ("" for itself). */
-static int node_path(const struct lw_state *st, uint32_t node, char *buf,
-		     size_t size)
+int lw_node_path(const struct lw_state *st, uint32_t node, char *buf,
+		 size_t size)
 {
 	uint32_t chain[LINKWATCH_DEPTH_MAX + 1];
 	size_t n = 0, off = 0;
@@ -463,7 +391,7 @@ static int node_moved(struct lw_state *st, uint32_t node, uint32_t dnode,
 	if (node == 0 || nd->ino != sb->st_ino ||
 	    nd->dir != S_ISDIR(sb->st_mode))
 		return -ESTALE;
-	if (nd->dir && (r = node_path(st, node, from, sizeof(from))) < 0)
+	if (nd->dir && (r = lw_node_path(st, node, from, sizeof(from))) < 0)
 		return r;
 	if (!(copy = strdup(name)))
 		return -ENOMEM;
@@ -675,7 +603,7 @@ static int open_dir_node(const struct lw_state *st, uint32_t dnode, char *rel,
 	for (uint32_t i = dnode; i != LW_NONE; i = st->nodes[i].parent)
 		if (st->nodes[i].gone)
 			return -ENOENT;
-	if ((depth = node_path(st, dnode, rel, size)) < 0)
+	if ((depth = lw_node_path(st, dnode, rel, size)) < 0)
 		return depth;
 	fd = open_rel(st, rel, O_RDONLY | O_DIRECTORY);
 	if (fd == -ENOENT || fd == -ENOTDIR || fd == -ELOOP || fd == -EXDEV)
@@ -981,244 +909,6 @@ static int state_drain(struct lw_state *st, bool final,
 	return r;
 }
 
-static int cmp_name(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-/*
- * The plan's marks of a directory node (plan_build): what its own files
- * are, and what a run does with it.
- */
-enum {
-	P_OWN = 1,     /* a file the run may write: one link, or all inside */
-	P_SHORT = 2,   /* a listed name whose file has a link outside */
-	P_NODIRS = 4,  /* .git or below it: never bound whole */
-	P_DONE = 8,    /* decided */
-	P_RO = 16,     /* its own names are read-only (it or one above) */
-	P_FREEZE = 32, /* bound read-only whole */
-	P_BACK = 64    /* bound back as it is, below one bound whole */
-};
-
-/* The names of each file's links the list holds, by inode. */
-struct plan_ino {
-	uint64_t ino;
-	uint32_t n;
-};
-
-static struct plan_ino *plan_ino_slot(struct plan_ino *t, size_t cap,
-				      uint64_t ino)
-{
-	size_t i = (size_t)((ino * 0x9e3779b97f4a7c15ull) >> 20) & (cap - 1);
-
-	while (t[i].n && t[i].ino != ino)
-		i = (i + 1) & (cap - 1);
-	return &t[i];
-}
-
-/* Decide node j and the directories above it, as sandboxd's walk does
- * (links_mode in sandboxd/linux/links.c). */
-static void plan_decide(const struct lw_state *st, uint8_t *f, uint32_t j)
-{
-	uint32_t chain[LINKWATCH_DEPTH_MAX + 2];
-	size_t n = 0;
-
-	for (uint32_t k = j;
-	     k != LW_NONE && !(f[k] & P_DONE) && n < ARRAY_SIZE(chain);
-	     k = st->nodes[k].parent)
-		chain[n++] = k;
-	while (n--) {
-		uint32_t k = chain[n], up = st->nodes[k].parent;
-		const struct lw_node *nd = &st->nodes[k];
-		bool ro = up != LW_NONE && (f[up] & P_RO);
-		bool nodirs = (up != LW_NONE && (f[up] & P_NODIRS)) ||
-			      strcmp(nd->name, ".git") == 0;
-
-		f[k] |= P_DONE | (nodirs ? P_NODIRS : 0);
-		/* Never the workspace itself, nor a directory gone. */
-		if (up == LW_NONE || nd->gone || nd->dead)
-			continue;
-		if (ro)
-			f[k] |= (f[k] & P_OWN) ? P_BACK : P_RO;
-		else if (!nodirs && (f[k] & P_SHORT) && !(f[k] & P_OWN))
-			f[k] |= P_FREEZE | P_RO;
-	}
-}
-
-/* Append node's path to the NULL-terminated *v (n entries); the string
- * is kept in st->dirpaths and returned in *ret. */
-static int plan_add(struct lw_state *st, const char ***v, size_t *n,
-		    uint32_t node, const char **ret)
-{
-	char path[PATH_MAX], *c;
-	const char **t;
-
-	if (node_path(st, node, path, sizeof(path)) < 0)
-		return -ENAMETOOLONG;
-	if (!(c = strdup(path)))
-		return -ENOMEM;
-	st->dirpaths[st->ndirpaths++] = c;
-	if (!(t = realloc(*v, (*n + 2) * sizeof(*t))))
-		return -ENOMEM;
-	t[(*n)++] = c;
-	t[*n] = NULL;
-	*v = t;
-	*ret = c;
-	return 0;
-}
-
-/* Whether name (listed, in the directory dnode, whose own names are
- * read-only) is below the directory bound whole above it, by its path:
- * a name the list would leave out must be where that bind is. */
-static bool plan_covered(const struct lw_state *st, const uint8_t *f,
-			 const char *const *fpath, uint32_t dnode,
-			 const char *name)
-{
-	uint32_t k = dnode;
-	size_t n = 0;
-
-	while (k != LW_NONE && !(f[k] & P_FREEZE) && n++ <= LINKWATCH_DEPTH_MAX)
-		k = st->nodes[k].parent;
-	if (k == LW_NONE || !(f[k] & P_FREEZE) || !fpath[k])
-		return false;
-	n = strlen(fpath[k]);
-	return strncmp(name, fpath[k], n) == 0 && name[n] == '/';
-}
-
-/*
- * Past SBXP_LINKS_EACH_MAX listed names whose file has a link outside
- * (more links than the list holds names of it), the run binds
- * directories whole, as sandboxd's walk would: st->vro the directories
- * every file directly in which has a link outside (not the workspace,
- * nothing under .git), st->vback those below them holding a file the run
- * may write, and st->view the names but for those below the first and
- * not below the second.  A directory is judged on its nodes (a file of
- * one link, as the watch last read it) and the names listed in it.  What
- * the plan gets wrong costs, never protects less: a directory bound whole
- * that need not be is read-only, and a name is left out only when its
- * path is below a directory bound read-only.
- */
-static int plan_build(struct lw_state *st)
-{
-	size_t cap = 64, nshort = 0, nro = 0, nback = 0, nv = 0, ndirs = 0;
-	struct plan_ino *ic;
-	const char **fpath = NULL, **v, *dummy;
-	uint8_t *f;
-	int r = 0;
-
-	while (cap < 2 * st->nnames)
-		cap *= 2;
-	ic = calloc(cap, sizeof(*ic));
-	f = calloc(st->nnodes ? st->nnodes : 1, 1);
-	v = malloc((st->nnames + 1) * sizeof(*v));
-	if (!ic || !f || !v) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t i = 0; i < st->nnames; i++)
-		if (st->meta[i].nlink >= 2) {
-			struct plan_ino *s =
-			    plan_ino_slot(ic, cap, st->meta[i].ino);
-
-			s->ino = st->meta[i].ino;
-			s->n++;
-		}
-	for (size_t j = 0; j < st->nnodes; j++) {
-		const struct lw_node *nd = &st->nodes[j];
-
-		if (!nd->dir && !nd->dead && nd->nlink < 2 &&
-		    nd->parent != LW_NONE)
-			f[nd->parent] |= P_OWN;
-	}
-	for (size_t i = 0; i < st->nnames; i++) {
-		const struct lw_nmeta *m = &st->meta[i];
-
-		if (m->nlink < 2 || m->dnode >= st->nnodes)
-			continue;
-		if (m->nlink > plan_ino_slot(ic, cap, m->ino)->n) {
-			f[m->dnode] |= P_SHORT;
-			nshort++;
-		} else {
-			f[m->dnode] |= P_OWN;
-		}
-	}
-	/* Up to the limit each name is bound on its own. */
-	if (nshort > SBXP_LINKS_EACH_MAX) {
-		for (size_t j = 0; j < st->nnodes; j++)
-			if (st->nodes[j].dir)
-				plan_decide(st, f, (uint32_t)j);
-	} else {
-		memset(f, 0, st->nnodes);
-	}
-	for (size_t j = 0; j < st->nnodes; j++)
-		ndirs += (f[j] & (P_FREEZE | P_BACK)) != 0;
-	if (!(st->dirpaths = calloc(ndirs + 1, sizeof(char *))) ||
-	    !(fpath = calloc(st->nnodes ? st->nnodes : 1, sizeof(*fpath)))) {
-		r = -ENOMEM;
-		goto out;
-	}
-	for (size_t j = 0; j < st->nnodes && r == 0; j++) {
-		if (f[j] & P_FREEZE)
-			r = plan_add(st, &st->vro, &nro, (uint32_t)j,
-				     &fpath[j]);
-		else if (f[j] & P_BACK)
-			r = plan_add(st, &st->vback, &nback, (uint32_t)j,
-				     &dummy);
-	}
-	if (r < 0)
-		goto out;
-	for (size_t i = 0; i < st->nnames; i++) {
-		const struct lw_nmeta *m = &st->meta[i];
-
-		if (m->dnode < st->nnodes && (f[m->dnode] & P_RO) &&
-		    plan_covered(st, f, fpath, m->dnode, st->names[i]))
-			continue;
-		v[nv++] = st->names[i];
-	}
-	v[nv] = NULL;
-	qsort(v, nv, sizeof(*v), cmp_name);
-	if (nro)
-		qsort(st->vro, nro, sizeof(*v), cmp_name);
-	if (nback)
-		qsort(st->vback, nback, sizeof(*v), cmp_name);
-	free(st->view);
-	st->view = v;
-	v = NULL;
-out:
-	free(fpath);
-	free(v);
-	free(f);
-	free(ic);
-	return r;
-}
-
-static void view_clear(struct lw_state *st)
-{
-	free(st->vro);
-	free(st->vback);
-	st->vro = st->vback = NULL;
-	for (size_t i = 0; i < st->ndirpaths; i++)
-		free(st->dirpaths[i]);
-	free(st->dirpaths);
-	st->dirpaths = NULL;
-	st->ndirpaths = 0;
-}
-
-static int state_view(struct lw_state *st)
-{
-	int r;
-
-	if (st->view && !st->view_stale)
-		return 0;
-	view_clear(st);
-	if ((r = plan_build(st)) < 0) {
-		view_clear(st);
-		return r;
-	}
-	st->view_stale = false;
-	return 0;
-}
-
 /*
  * The walk, on a thread of its own at LW_WALK_NICE.  The run that asked
  * for it does not wait for it (sandboxd walks for that run), and a walk
@@ -1306,6 +996,10 @@ static void bg_drain(uv_timer_t *t)
 	}
 	bg->burst = lw->events_bg - before >= LW_BG_BURST;
 	if (e->st->later.n || e->st->nfrom || e->st->nattrib)
+		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
+	else if (!bg->burst && lw_view(e->st) < 0)
+		/* The run's list made ahead (a pnpm project's plan); out of
+		 * memory, the run tries again. */
 		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
 	else if (uv_poll_start(&bg->poll, UV_READABLE, bg_readable) < 0)
 		uv_timer_start(&bg->timer, bg_drain, LW_BG_DELAY_MS, 0);
@@ -1540,10 +1234,9 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 	e->used = ++lw->tick;
 	if (e->st) {
 		if (state_drain(e->st, true, &lw->events_run) == 0 &&
-		    state_view(e->st) == 0) {
+		    lw_view(e->st) == 0) {
 			ret->names = e->st->view;
 			ret->ro_dirs = e->st->vro;
-			ret->back_dirs = e->st->vback;
 			return 1;
 		}
 		entry_drop(e);

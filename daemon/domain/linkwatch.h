@@ -87,14 +87,12 @@ struct linkwatch *linkwatch_get(struct linkwatch **slot, uv_loop_t *loop);
 void linkwatch_free(struct linkwatch *lw);
 
 /* What a run gets of a watched workspace (linkwatch_names): lists
- * relative to it, NULL-terminated, in strcmp order.  ro_dirs and
- * back_dirs may be NULL (none); the names below a directory of ro_dirs
- * are not in names unless below one of back_dirs, so the three go to
- * sandboxd together or not at all. */
+ * relative to it, NULL-terminated, in strcmp order.  ro_dirs may be NULL
+ * (none); the names below its directories are not in names, so the two
+ * go to sandboxd together or not at all. */
 struct linkwatch_list {
-	const char *const *names;     /* of multi-linked files */
-	const char *const *ro_dirs;   /* to bind read-only whole */
-	const char *const *back_dirs; /* below those, to bind back */
+	const char *const *names;   /* of multi-linked files */
+	const char *const *ro_dirs; /* to bind read-only whole */
 };
 
 /*
@@ -102,9 +100,11 @@ struct linkwatch_list {
  * than one link, for a run about to start; past SBXP_LINKS_EACH_MAX such
  * names with a link outside, directories to bind whole instead of the
  * names below them (docs/sandbox.md, "Hard links").  Returns 1 and *ret,
- * owned by lw and valid until the next call on lw; 0 when there is no complete list
- * (not watched yet, something happened that the watch cannot account for,
- * more than SBXP_LINKS_MAX names): the run must then have sandboxd walk
+ * owned by lw and valid until the next call on lw (a list longer than
+ * the message holds, SBXP_LINKS_MAX, is dropped by sbx_run: the walk); 0
+ * when there is no complete list (not watched yet, something happened
+ * that the watch cannot account for, more than 131,072 names listed): the
+ * run must then have sandboxd walk
  * the workspace, and a walk is started so that a later run can have the
  * list (on a thread of its own at nice 19, held by one of the pool's;
  * while two other walks run, it starts when one of them ends).  Never

@@ -716,15 +716,67 @@ static void on_read(uv_stream_t *st, ssize_t n, const uv_buf_t *buf)
 
 static char *const empty_list[] = {NULL};
 
+/* The RUN message of spec into enc (at least SBXP_MSG_MAX bytes): its
+ * length, or -errno. */
+static long run_encode(struct sbxp_run *enc, const struct sbx_spec *spec,
+		       const char *home)
+{
+	const char *const *lists[SBXP_L__COUNT];
+	long len = -EINVAL;
+
+#define L(x) ((const char *const *)((x) ? (x) : empty_list))
+	lists[SBXP_L_ARGV] = L(spec->argv);
+	lists[SBXP_L_ENV] = L(spec->envp);
+	lists[SBXP_L_WRITABLE] = L(spec->writable);
+	lists[SBXP_L_HIDDEN] = L(spec->hidden);
+	lists[SBXP_L_READONLY] = L(spec->readonly);
+	lists[SBXP_L_EMPTY] = L(spec->empty_files);
+	lists[SBXP_L_RO_BINDS] = L(spec->ro_binds);
+	lists[SBXP_L_LINKS] = (const char *const *)empty_list;
+	lists[SBXP_L_LINK_RO_DIRS] = (const char *const *)empty_list;
+#undef L
+	memset(enc, 0, sizeof(*enc));
+	enc->net = (uint32_t)spec->net;
+	enc->broker_port = spec->broker_port;
+	enc->timeout_ms = spec->timeout_ms;
+	enc->flags = (spec->best_effort ? SBXP_RUN_BEST_EFFORT : 0) |
+		     (spec->stdin_pipe ? SBXP_RUN_STDIN : 0) |
+		     (spec->merge_stderr ? SBXP_RUN_MERGED : 0);
+	enc->run_uid = spec->run_uid;
+	enc->run_gid = spec->run_gid;
+	memcpy(enc->rlimits, spec->rlimits, sizeof(enc->rlimits));
+	if (spec->link_names) {
+		enc->flags |= SBXP_RUN_LINKS_LISTED;
+		lists[SBXP_L_LINKS] = (const char *const *)spec->link_names;
+		if (spec->link_ro_dirs)
+			lists[SBXP_L_LINK_RO_DIRS] = spec->link_ro_dirs;
+		len = sbxp_run_encode(enc, spec->workspace, spec->cwd,
+				      home && home[0] == '/' ? home : NULL,
+				      lists);
+		/* A list that does not fit leaves the check to the full
+		 * walk: the list only ever saves time. */
+		if (len < 0) {
+			enc->flags &= ~SBXP_RUN_LINKS_LISTED;
+			lists[SBXP_L_LINKS] = (const char *const *)empty_list;
+			lists[SBXP_L_LINK_RO_DIRS] =
+			    (const char *const *)empty_list;
+		}
+	}
+	if (!(enc->flags & SBXP_RUN_LINKS_LISTED))
+		len = sbxp_run_encode(enc, spec->workspace, spec->cwd,
+				      home && home[0] == '/' ? home : NULL,
+				      lists);
+	return len;
+}
+
 int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	    const struct sbx_cbs *cbs, void *data, struct sbx_run **ret)
 {
-	const char *const *lists[SBXP_L__COUNT];
 	struct sbxp_run *enc = (struct sbxp_run *)(void *)s->enc, *m = NULL;
 	struct sbx_run *r = NULL;
 	uv_file p[3][2] = {{-1, -1}, {-1, -1}, {-1, -1}};
 	const char *home = spec->home ? spec->home : getenv("HOME");
-	long len = -EINVAL;
+	long len;
 	int fds[SBXP_RUN_FDS], rc;
 	size_t nfds = 0;
 
@@ -743,53 +795,7 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 		 ? spec->slots_max
 		 : SBXP_RUNS_MAX))
 		return -EAGAIN;
-#define L(x) ((const char *const *)((x) ? (x) : empty_list))
-	lists[SBXP_L_ARGV] = L(spec->argv);
-	lists[SBXP_L_ENV] = L(spec->envp);
-	lists[SBXP_L_WRITABLE] = L(spec->writable);
-	lists[SBXP_L_HIDDEN] = L(spec->hidden);
-	lists[SBXP_L_READONLY] = L(spec->readonly);
-	lists[SBXP_L_EMPTY] = L(spec->empty_files);
-	lists[SBXP_L_RO_BINDS] = L(spec->ro_binds);
-	lists[SBXP_L_LINKS] = (const char *const *)empty_list;
-	lists[SBXP_L_LINK_RO_DIRS] = (const char *const *)empty_list;
-	lists[SBXP_L_LINK_BACK_DIRS] = (const char *const *)empty_list;
-#undef L
-	memset(enc, 0, sizeof(*enc));
-	enc->net = (uint32_t)spec->net;
-	enc->broker_port = spec->broker_port;
-	enc->timeout_ms = spec->timeout_ms;
-	enc->flags = (spec->best_effort ? SBXP_RUN_BEST_EFFORT : 0) |
-		     (spec->stdin_pipe ? SBXP_RUN_STDIN : 0) |
-		     (spec->merge_stderr ? SBXP_RUN_MERGED : 0);
-	enc->run_uid = spec->run_uid;
-	enc->run_gid = spec->run_gid;
-	memcpy(enc->rlimits, spec->rlimits, sizeof(enc->rlimits));
-	if (spec->link_names) {
-		enc->flags |= SBXP_RUN_LINKS_LISTED;
-		lists[SBXP_L_LINKS] = (const char *const *)spec->link_names;
-		if (spec->link_ro_dirs)
-			lists[SBXP_L_LINK_RO_DIRS] = spec->link_ro_dirs;
-		if (spec->link_back_dirs)
-			lists[SBXP_L_LINK_BACK_DIRS] = spec->link_back_dirs;
-		len = sbxp_run_encode(enc, spec->workspace, spec->cwd,
-				      home && home[0] == '/' ? home : NULL,
-				      lists);
-		/* A list that does not fit leaves the check to the full
-		 * walk: the list only ever saves time. */
-		if (len < 0) {
-			enc->flags &= ~SBXP_RUN_LINKS_LISTED;
-			lists[SBXP_L_LINKS] = (const char *const *)empty_list;
-			lists[SBXP_L_LINK_RO_DIRS] =
-			    (const char *const *)empty_list;
-			lists[SBXP_L_LINK_BACK_DIRS] =
-			    (const char *const *)empty_list;
-		}
-	}
-	if (!(enc->flags & SBXP_RUN_LINKS_LISTED))
-		len = sbxp_run_encode(enc, spec->workspace, spec->cwd,
-				      home && home[0] == '/' ? home : NULL,
-				      lists);
+	len = run_encode(enc, spec, home);
 	if (len < 0)
 		return (int)len;
 	r = calloc(1, sizeof(*r));

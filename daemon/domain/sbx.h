@@ -67,10 +67,9 @@ struct sbx_spec {
 	 * daemon/domain/linkwatch.h gives them (relative, strcmp order); a
 	 * list that is too long for the message is dropped (the walk). */
 	const char *const *link_names;
-	/* With link_names, NULL or directories to bind read-only whole and
-	 * to bind back below them (linkwatch_names; the names below them
-	 * are not in link_names). */
-	const char *const *link_ro_dirs, *const *link_back_dirs;
+	/* With link_names, NULL or directories to bind read-only whole
+	 * (linkwatch_names; the names below them are not in link_names). */
+	const char *const *link_ro_dirs;
 	bool best_effort;	   /* run even if a layer is missing */
 	uint32_t run_uid, run_gid; /* when spd is root; 0: nobody/nogroup */
 	uint64_t rlimits[SBXP_RLIM__COUNT]; /* 0: sandboxd's defaults */

@@ -908,7 +908,6 @@ static void run_spec_fill(struct spd *spd, const struct run_request *req,
 		if (lw && linkwatch_names(lw, req->workspace, &l) == 1) {
 			spec->link_names = l.names;
 			spec->link_ro_dirs = l.ro_dirs;
-			spec->link_back_dirs = l.back_dirs;
 		}
 		trace_stamp("linklist");
 	}

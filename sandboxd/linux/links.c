@@ -197,13 +197,11 @@ static int links_bind_ro(int fd)
 }
 
 /*
- * Bind the directory open at fd over itself with the mounts below it
- * (AT_RECURSIVE: the names bound one by one there, and the directories
- * below bound back): read-only at its top when ro; as it is otherwise,
- * for a directory below one bound read-only whose own files the run may
- * write.  The clone keeps the mount's idmapping.
+ * Bind the directory open at fd read-only over itself, with the mounts
+ * below it (AT_RECURSIVE: the names bound one by one there, each a mount
+ * of its own) as they are.  The clone keeps the mount's idmapping.
  */
-static int links_bind_dir(int fd, bool ro)
+static int links_bind_dir(int fd)
 {
 	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY |
 					   MOUNT_ATTR_NOSUID |
@@ -215,7 +213,7 @@ static int links_bind_dir(int fd, bool ro)
 				  AT_EMPTY_PATH | AT_RECURSIVE);
 	if (tree < 0)
 		return -errno;
-	if ((ro && mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) ||
+	if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
 	    move_mount(tree, "", fd, "",
 		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
 		r = -errno;
@@ -349,15 +347,17 @@ static int links_entry(struct links_walk *w, int dfd,
 	return 0;
 }
 
-/* Pass 2 with directories bound whole: whether a directory's own files
- * include one the run may write (one link, or links all counted). */
-static int links_own(struct links_walk *w, int dfd, char *buf, bool *own)
+/* Pass 2 with directories bound whole: how many of a directory's own
+ * files have a link outside (*nshort) and how many the run may write
+ * (*nown: one link, or links all counted).  A mount point is bound on its
+ * own (links_entry) and counts as neither. */
+static int links_own(struct links_walk *w, int dfd, char *buf, size_t *nshort,
+		     size_t *nown)
 {
 	long n;
 
-	while (!*own &&
-	       (n = syscall(SYS_getdents64, dfd, buf, LINKS_DIRBUF)) > 0) {
-		for (long off = 0; off < n && !*own;) {
+	while ((n = syscall(SYS_getdents64, dfd, buf, LINKS_DIRBUF)) > 0) {
+		for (long off = 0; off < n;) {
 			const struct links_dirent *d =
 			    (const struct links_dirent *)(void *)(buf + off);
 			struct links_slot *s;
@@ -374,7 +374,6 @@ static int links_own(struct links_walk *w, int dfd, char *buf, bool *own)
 					continue;
 				return -errno;
 			}
-			/* A mount point is bound on its own (links_entry). */
 			if (!S_ISREG(sx.stx_mode) ||
 			    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
 				continue;
@@ -386,26 +385,28 @@ static int links_own(struct links_walk *w, int dfd, char *buf, bool *own)
 					     sx.stx_ino, false);
 			if (!s || !(s->flags & LS_FILE) ||
 			    s->count >= sx.stx_nlink)
-				*own = true;
+				(*nown)++;
+			else
+				(*nshort)++;
 		}
 	}
-	if (n < 0 && !*own)
+	if (n < 0)
 		return -errno;
 	return lseek(dfd, 0, SEEK_SET) < 0 ? -errno : 0;
 }
 
-enum { LINKS_KEEP, LINKS_RO, LINKS_BACK };
-
 /*
  * Pass 2 with directories bound whole (w->dirs), before a directory's
- * names are walked: LINKS_RO to bind it read-only whole, when every file
- * directly in it has a link outside (a package's directory that pnpm or
- * uv linked from its store); LINKS_BACK to bind it back as it is, when it
- * is below such a directory on the same mount and holds a file the run
- * may write; LINKS_KEEP otherwise.  Sets w->ro[depth] when its own names
- * are read-only by one of those binds.  Never the root of a walk, nor
- * under .git (git adds objects to its directories), nor without mount
- * ids.  f1 is what pass 1 saw of it (LS_SINGLE when it did not).
+ * names are walked: 1 to bind it read-only whole, with all below it, when
+ * most files directly in it have a link outside (a package's directory
+ * that pnpm or uv linked from its store).  The files of one link an
+ * install left there or below (pnpm's .bin shims, Python's __pycache__,
+ * uv's INSTALLER) are read-only with it: binding each back would cost a
+ * mount, and a virtualenv whose Python compiled its modules has
+ * thousands.  0 otherwise.  Sets w->ro[depth] when its own names are
+ * read-only so, by its bind or one above it on the same mount.  Never the
+ * root of a walk, nor under .git (git adds objects to its directories),
+ * nor without mount ids.  f1 is what pass 1 saw of it.
  */
 static int links_mode(struct links_walk *w, int dfd, char *buf, unsigned depth,
 		      uint32_t f1, uint64_t mnt, bool git)
@@ -414,20 +415,18 @@ static int links_mode(struct links_walk *w, int dfd, char *buf, unsigned depth,
 	    depth > 0 && mnt && w->ro[depth - 1] && w->mnt[depth - 1] == mnt;
 	bool nodirs =
 	    !w->dirs || !mnt || git || (depth > 0 && w->nodirs[depth - 1]);
-	bool own = (f1 & LS_SINGLE) != 0;
+	size_t nshort = 0, nown = 0;
 	int r;
 
 	w->mnt[depth] = mnt;
 	w->nodirs[depth] = nodirs;
-	w->ro[depth] = false;
-	if (!up && (nodirs || depth == 0 || !(f1 & LS_MULTI)))
-		return LINKS_KEEP;
-	if (!own && (f1 & LS_MULTI) && (r = links_own(w, dfd, buf, &own)) < 0)
+	w->ro[depth] = up;
+	if (up || nodirs || depth == 0 || !(f1 & LS_MULTI))
+		return 0;
+	if ((r = links_own(w, dfd, buf, &nshort, &nown)) < 0)
 		return r;
-	w->ro[depth] = !own;
-	if (up)
-		return own ? LINKS_BACK : LINKS_KEEP;
-	return own ? LINKS_KEEP : LINKS_RO;
+	w->ro[depth] = nshort > nown;
+	return w->ro[depth];
 }
 
 static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
@@ -440,7 +439,7 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
 	bool writable, files = true;
 	char *buf;
 	long n;
-	int r, mode = LINKS_KEEP;
+	int r, freeze = 0;
 
 	if (fstatfs(dfd, &sfs) < 0 ||
 	    statx(dfd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) < 0)
@@ -480,11 +479,11 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
 		return -ELOOP;
 	buf = w->bufs + (size_t)depth * LINKS_DIRBUF;
 	if (w->pass == 2) {
-		mode = links_mode(
+		freeze = links_mode(
 		    w, dfd, buf, depth, f1,
 		    (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0, git);
-		if (mode < 0)
-			return mode;
+		if (freeze < 0)
+			return freeze;
 		/* Its files are read-only with it, but for a mount point
 		 * among them (links_entry). */
 		if (w->ro[depth] && !(f1 & LS_MNTROOT))
@@ -516,10 +515,10 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
 	if (dflags && w->pass == 1)
 		links_slot(w, dev, sx.stx_ino, false)->flags |= dflags;
 	/* After what is below it: its bind carries their mounts. */
-	if (mode != LINKS_KEEP) {
+	if (freeze) {
 		if (++w->bound > MOUNTPLAN_LINKS_MAX)
 			return -EMLINK;
-		return links_bind_dir(dfd, mode == LINKS_RO);
+		return links_bind_dir(dfd);
 	}
 	return 0;
 }
@@ -681,49 +680,39 @@ static size_t links_count(const char *const *v)
 }
 
 /*
- * Pass 2 over spd's list with directories: every listed name, directory
- * to bind back and directory to bind read-only, in reverse strcmp order,
- * so that what is below a directory is bound before it (a name sorts
- * after each directory above it) and carried by its bind.
+ * Pass 2 over spd's list with directories: every listed name and
+ * directory to bind read-only, in reverse strcmp order, so that what is
+ * below a directory is bound before it (a name sorts after each
+ * directory above it) and carried by its bind.
  */
 static int links_list_dirs(struct links_walk *w, int root,
 			   const struct mountplan *p)
 {
-	const char *const *v[3] = {p->link_names, p->link_back_dirs,
-				   p->link_ro_dirs};
-	size_t n[3];
+	size_t nn = links_count(p->link_names);
+	size_t nd = links_count(p->link_ro_dirs);
 
-	for (int k = 0; k < 3; k++)
-		n[k] = links_count(v[k]);
-	for (;;) {
-		const char *path = NULL;
-		int k = -1, fd, r;
+	while (nn || nd) {
+		int fd, r;
 
-		for (int j = 0; j < 3; j++)
-			if (n[j] && (!path || strcmp(v[j][n[j] - 1], path) > 0))
-				path = v[k = j][n[j] - 1];
-		if (k < 0)
-			return 0;
-		n[k]--;
-		if (k == 0) {
-			if ((r = links_list_one(w, root, path, 2)) < 0)
+		if (nn && (!nd || strcmp(p->link_names[nn - 1],
+					 p->link_ro_dirs[nd - 1]) > 0)) {
+			r = links_list_one(w, root, p->link_names[--nn], 2);
+			if (r < 0)
 				return r;
 			continue;
 		}
-		fd = links_list_open(root, path);
+		fd = links_list_open(root, p->link_ro_dirs[--nd]);
 		if (fd == -ENOENT)
 			continue;
 		if (fd < 0)
 			return fd;
-		r = 0;
-		if (++w->bound > MOUNTPLAN_LINKS_MAX)
-			r = -EMLINK;
-		else
-			r = links_bind_dir(fd, k == 2);
+		r = ++w->bound > MOUNTPLAN_LINKS_MAX ? -EMLINK
+						     : links_bind_dir(fd);
 		close(fd);
 		if (r < 0)
 			return r;
 	}
+	return 0;
 }
 
 /* The names pass 2 would bind one by one: those counted of each file with
@@ -760,8 +749,7 @@ static int links_from_list(struct links_walk *w, const struct mountplan *p)
 	/* Too many to bind one by one: the walk binds whole directories. */
 	if (r == 0 && links_names_short(w) > LINKS_EACH_MAX)
 		goto out;
-	if (r == 0 &&
-	    (links_count(p->link_ro_dirs) || links_count(p->link_back_dirs))) {
+	if (r == 0 && links_count(p->link_ro_dirs)) {
 		if (!links_no_submounts(root))
 			goto out;
 		r = links_list_dirs(w, root, p);

@@ -1144,7 +1144,6 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		p.link_names = in->link_names;
 	if (p.link_names) {
 		p.link_ro_dirs = in->link_ro_dirs;
-		p.link_back_dirs = in->link_back_dirs;
 	}
 	free(writable);
 	free(ro);

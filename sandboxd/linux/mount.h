@@ -92,9 +92,9 @@ struct mountplan {
 	 * the workspace is the only tree it walks and no read-only bind
 	 * rebuilt a directory of it.  NULL: the full walk. */
 	const char *const *link_names;
-	/* With link_names, the directories to bind read-only whole and back
-	 * below them (mountplan_in). */
-	const char *const *link_ro_dirs, *const *link_back_dirs;
+	/* With link_names, the directories to bind read-only whole
+	 * (mountplan_in). */
+	const char *const *link_ro_dirs;
 	/* The writable binds' mount points the hard-link check walks, as
 	 * seen before the pivot (nlink_roots of them). */
 	const char **link_roots;
@@ -143,10 +143,8 @@ struct mountplan_in {
 	const char *const *link_names;
 	/* With link_names, NULL or directories (SBXP_L_LINK_RO_DIRS): each
 	 * bound read-only whole, after what is below it; the names below
-	 * one are not in link_names, except below a directory of
-	 * link_back_dirs (SBXP_L_LINK_BACK_DIRS), bound back as it is
-	 * first. */
-	const char *const *link_ro_dirs, *const *link_back_dirs;
+	 * one are not in link_names. */
+	const char *const *link_ro_dirs;
 	/* >= 0 when sandboxd runs as root: a user namespace whose mapping
 	 * makes the operator's files the run uid's on the writable binds
 	 * (MOUNT_ATTR_IDMAP).  -1 otherwise.  Borrowed. */

@@ -858,7 +858,6 @@ static int start_plan(struct start *s)
 			      ? v->lists[SBXP_L_LINKS]
 			      : NULL,
 	    .link_ro_dirs = v->lists[SBXP_L_LINK_RO_DIRS],
-	    .link_back_dirs = v->lists[SBXP_L_LINK_BACK_DIRS],
 	    .idmap_userns_fd = s->idmap_fd,
 	};
 	r = mountplan_build(&in, &s->plan);

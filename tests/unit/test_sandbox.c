@@ -1501,8 +1501,9 @@ END_TEST
  * npkg packages of 24 files each, in the package's directory and its
  * lib/, each linked from outside/store.  Beside them, as pnpm leaves
  * them: its lock file (one link), a package whose own node_modules/.bin
- * holds a shim it wrote (one link), one with a file its install script
- * built (one link) beside its linked ones, a dependency's symlink; and
+ * holds a shim it wrote (one link), one with more files its install
+ * script built (one link) than linked ones, one with a file its package
+ * manager wrote (uv's INSTALLER) among them, a dependency's symlink; and
  * a .git whose objects are linked from outside (git clone --local), and
  * two names of one file inside the workspace.
  */
@@ -1526,7 +1527,9 @@ static void store_tree(struct fixture *f, int npkg)
 	    " echo lock > $P/lock.yaml;"
 	    " mkdir -p $P/p2/node_modules/p2/node_modules/.bin;"
 	    " echo shim > $P/p2/node_modules/p2/node_modules/.bin/shim;"
-	    " echo built > $P/p3/node_modules/p3/built.node;"
+	    " echo uv > $P/p4/node_modules/p4/INSTALLER;"
+	    " for k in $(seq 1 13); do"
+	    "  echo built > $P/p3/node_modules/p3/built$k.node; done;"
 	    " mkdir -p .git/objects/ab $S/git;"
 	    " for j in 1 2 3; do echo o$j > $S/git/o$j;"
 	    "  ln $S/git/o$j .git/objects/ab/o$j; done;"
@@ -1547,10 +1550,11 @@ static char store_script[] =
     " echo y >> $P/lock.yaml && echo lock;"
     " echo y >> $P/p2/node_modules/p2/node_modules/.bin/shim && echo shim;"
     " touch $P/p2/node_modules/p2/node_modules/.bin/new && echo binnew;"
-    " echo y >> $P/p3/node_modules/p3/built.node && echo built;"
+    " echo y >> $P/p3/node_modules/p3/built1.node && echo built;"
     " touch $P/p3/node_modules/p3/new && echo p3new;"
     " touch $P/p3/node_modules/p3/lib/new 2>/dev/null && echo p3libnew;"
     " touch $P/p4/node_modules/p4/new 2>/dev/null && echo p4new;"
+    " (echo y >> $P/p4/node_modules/p4/INSTALLER) 2>/dev/null && echo inst;"
     " rm -rf $P/p5 2>/dev/null && echo rm;"
     " touch .git/objects/ab/new && echo objnew;"
     " echo y >> src/b && echo inside;"
@@ -1584,17 +1588,18 @@ static void store_unchanged(struct fixture *f, int npkg)
 }
 
 #define STORE_WANT(n)                                                          \
-	"linked:" #n "\nlock\nshim\nbinnew\nbuilt\np3new\nobjnew\ninside\n"    \
-	"vite\ns1.1\n"
+	"linked:" #n "\nlock\nbuilt\np3new\nobjnew\ninside\nvite\ns1.1\n"
 
 /*
  * Past LINKS_EACH_MAX names to bind (here 1,440, past the 1,024 mounts a
- * run may have), sandboxd binds whole the directories whose files all
- * have a link outside: no linked name can be written, appended to,
- * truncated or chmod'ed (the store is unchanged); nor can a file be made
- * in a package's directory or one removed.  What is not linked stays the
- * run's: the lock file, a shim below a package (its directory bound back),
- * a built file beside linked ones (its directory bound name by name), a
+ * run may have), sandboxd binds whole, with all below them, the
+ * directories most of whose files have a link outside: no linked name can
+ * be written, appended to, truncated or chmod'ed (the store is
+ * unchanged); nor can a file be made in a package's directory or one
+ * removed, nor the shim below a package or the file written beside its
+ * linked ones.  What is not linked and
+ * not below such a directory stays the run's: the lock file, the files
+ * built beside fewer linked ones (their directory bound name by name), a
  * cache directory made beside the packages, git's object directories
  * (never bound whole), two names of one file inside.
  */
@@ -1639,10 +1644,8 @@ static int lw_names(struct linkwatch *lw, const char *ws,
 static void lw_spec_links(struct sbx_spec *sp, const char *const *names)
 {
 	sp->link_names = names;
-	if (names && names == lw_last.names) {
+	if (names && names == lw_last.names)
 		sp->link_ro_dirs = lw_last.ro_dirs;
-		sp->link_back_dirs = lw_last.back_dirs;
-	}
 }
 
 static bool lw_list(struct fixture *f, struct linkwatch *lw,
@@ -1814,7 +1817,7 @@ static size_t lw_count(const char *const *v)
  * names): past SBXP_LINKS_EACH_MAX names with a link outside, the list
  * carries the directories to bind whole, as sandboxd's walk would bind
  * them, instead of the names below them: each package's directory but
- * p3's (a file of its own) and p3's lib/; p2's .bin to bind back; and
+ * p3's (more files of its own) and p3's lib/; and
  * the names left (p3's, git's objects, src's two).  The run given that
  * list is confined exactly as by the walk.
  */
@@ -1835,10 +1838,6 @@ START_TEST(linkwatch_store_links_by_directory)
 			 "node_modules/.pnpm/p3/node_modules/p3/lib"));
 	ck_assert(
 	    !listed(lw_last.ro_dirs, "node_modules/.pnpm/p3/node_modules/p3"));
-	ck_assert_uint_eq(lw_count(lw_last.back_dirs), 1);
-	ck_assert(
-	    listed(lw_last.back_dirs,
-		   "node_modules/.pnpm/p2/node_modules/p2/node_modules/.bin"));
 	ck_assert_uint_eq(lw_count(names), 12 + 3 + 2);
 	ck_assert(listed(names, "node_modules/.pnpm/p3/node_modules/p3/f1"));
 	ck_assert(listed(names, ".git/objects/ab/o1"));
@@ -1852,23 +1851,24 @@ END_TEST
 
 /*
  * sandboxd binds the list's directories as the list says, whatever a walk
- * would have done: src/ read-only whole (its own file of one link too),
- * src/keep bound back (a file made there, its file written), and
- * src/keep/h, listed and linked from outside, read-only within it.  So
- * each is bound before the one above it carries it.
+ * would have done: src/pkg read-only whole (its own file of one link
+ * too), src/ not; and the listed names, each linked from outside, read-only
+ * too, the one below src/pkg bound before src/pkg is (after it, its path
+ * would cross src/pkg's mount: the walk instead, which binds names only).
  */
 START_TEST(link_dirs_from_list)
 {
 	struct fixture f;
-	char path[PATH_MAX + 32], out[PATH_MAX];
-	const char *names[] = {"src/keep/h", NULL};
-	const char *ro[] = {"src", NULL}, *back[] = {"src/keep", NULL};
-	char script[] = "(echo x >> src/a) 2>/dev/null && echo a;"
-			" touch src/new 2>/dev/null && echo new;"
-			" echo x >> src/keep/k && echo k;"
-			" touch src/keep/new && echo keepnew;"
-			" (echo x >> src/keep/h) 2>/dev/null && echo h;"
-			" cat src/keep/h";
+	char path[PATH_MAX + 32], out[2][PATH_MAX];
+	const char *names[] = {"src/h", "src/pkg/sub/h2", NULL};
+	const char *ro[] = {"src/pkg", NULL};
+	char script[] = "echo x >> src/a && echo a;"
+			" touch src/new && echo new;"
+			" (echo x >> src/h) 2>/dev/null && echo h;"
+			" (echo x >> src/pkg/x) 2>/dev/null && echo x;"
+			" touch src/pkg/new 2>/dev/null && echo pkgnew;"
+			" (echo x >> src/pkg/sub/h2) 2>/dev/null && echo h2;"
+			" cat src/h src/pkg/sub/h2";
 	char *argv[] = {"/bin/sh", "-c", script, NULL};
 	struct sbx_spec sp;
 	struct outcome o;
@@ -1876,31 +1876,35 @@ START_TEST(link_dirs_from_list)
 	fx_setup(&f, NULL);
 	snprintf(path, sizeof(path), "%s/src", f.ws);
 	ck_assert_int_eq(mkdir(path, 0755), 0);
-	snprintf(path, sizeof(path), "%s/src/keep", f.ws);
+	snprintf(path, sizeof(path), "%s/src/pkg", f.ws);
+	ck_assert_int_eq(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/src/pkg/sub", f.ws);
 	ck_assert_int_eq(mkdir(path, 0755), 0);
 	snprintf(path, sizeof(path), "%s/src/a", f.ws);
 	test_write_file(path, "a\n");
-	snprintf(path, sizeof(path), "%s/src/keep/k", f.ws);
-	test_write_file(path, "k\n");
-	snprintf(out, sizeof(out), "%s/h", f.outside);
-	test_write_file(out, "original\n");
-	snprintf(path, sizeof(path), "%s/src/keep/h", f.ws);
-	if (link(out, path) < 0)
-		TEST_SKIP("cannot hard-link %s into the workspace: %s", out,
-			  strerror(errno));
+	snprintf(path, sizeof(path), "%s/src/pkg/x", f.ws);
+	test_write_file(path, "x\n");
+	for (int i = 0; i < 2; i++) {
+		snprintf(out[i], sizeof(out[i]), "%s/h%d", f.outside, i);
+		test_write_file(out[i], "original\n");
+		snprintf(path, sizeof(path), "%s/%s", f.ws, names[i]);
+		if (link(out[i], path) < 0)
+			TEST_SKIP("cannot hard-link %s into the workspace: %s",
+				  out[i], strerror(errno));
+	}
 	spec_init(&f, &sp, argv);
 	sp.link_names = names;
 	sp.link_ro_dirs = ro;
-	sp.link_back_dirs = back;
 	run(&f, &sp, &o);
 	REQUIRE_SANDBOX(&o);
 	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
 		      o.error_msg);
 	ck_assert_str_eq(o.out.data ? o.out.data : "",
-			 "k\nkeepnew\noriginal\n");
-	lw_assert_file(out, "original\n");
-	snprintf(path, sizeof(path), "%s/src/a", f.ws);
-	lw_assert_file(path, "a\n");
+			 "a\nnew\noriginal\noriginal\n");
+	lw_assert_file(out[0], "original\n");
+	lw_assert_file(out[1], "original\n");
+	snprintf(path, sizeof(path), "%s/src/pkg/x", f.ws);
+	lw_assert_file(path, "x\n");
 	outcome_free(&o);
 	fx_teardown(&f);
 }
