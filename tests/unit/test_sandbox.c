@@ -1543,10 +1543,14 @@ static void store_tree(struct fixture *f, int npkg)
 static char store_script[] =
     "P=node_modules/.pnpm; n=0;"
     " for h in $(find node_modules .git -type f -links +1); do"
-    "  (echo x >> $h) 2>/dev/null && echo append:$h;"
-    "  truncate -s 0 $h 2>/dev/null && echo truncate:$h;"
-    "  chmod 0666 $h 2>/dev/null && echo chmod:$h;"
+    "  { echo x >> $h; } 2>/dev/null && echo append:$h;"
     "  n=$((n+1)); done; echo linked:$n;"
+    /* Without a process for each name: thousands of them take seconds
+     * on a loaded machine. */
+    " for h in $(find node_modules .git -type f -links +1"
+    "  \\( -name f1 -o -name g1 -o -name o1 \\)); do"
+    "  truncate -s 0 $h 2>/dev/null && echo truncate:$h;"
+    "  chmod 0666 $h 2>/dev/null && echo chmod:$h; done;"
     " echo y >> $P/lock.yaml && echo lock;"
     " echo y >> $P/p2/node_modules/p2/node_modules/.bin/shim && echo shim;"
     " touch $P/p2/node_modules/p2/node_modules/.bin/new && echo binnew;"
