@@ -1856,9 +1856,8 @@ END_TEST
 /*
  * sandboxd binds the list's directories as the list says, whatever a walk
  * would have done: src/pkg read-only whole (its own file of one link
- * too), src/ not; and the listed names, each linked from outside, read-only
- * too, the one below src/pkg bound before src/pkg is (after it, its path
- * would cross src/pkg's mount: the walk instead, which binds names only).
+ * too), src/ not; and the listed names, each linked from outside,
+ * read-only too, the one below src/pkg with it.
  */
 START_TEST(link_dirs_from_list)
 {
