@@ -175,33 +175,13 @@ static struct links_slot *links_slot(struct links_walk *w, uint64_t dev,
 	return s;
 }
 
-/* Bind the file open at fd read-only over itself.  The clone keeps the
- * mount's idmapping. */
-static int links_bind_ro(int fd)
-{
-	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY |
-					   MOUNT_ATTR_NOSUID |
-					   MOUNT_ATTR_NODEV};
-	int tree, r = 0;
-
-	tree = (int)open_tree(
-	    fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
-	if (tree < 0)
-		return -errno;
-	if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
-	    move_mount(tree, "", fd, "",
-		       MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-		r = -errno;
-	close(tree);
-	return r;
-}
-
 /*
- * Bind the directory open at fd read-only over itself, with the mounts
- * below it (AT_RECURSIVE: the names bound one by one there, each a mount
- * of its own) as they are.  The clone keeps the mount's idmapping.
+ * Bind the file open at fd read-only over itself; with below, a
+ * directory, with the mounts below it (AT_RECURSIVE: the names bound one
+ * by one there, each a mount of its own) as they are.  The clone keeps
+ * the mount's idmapping.
  */
-static int links_bind_dir(int fd)
+static int links_bind_ro(int fd, bool below)
 {
 	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY |
 					   MOUNT_ATTR_NOSUID |
@@ -210,7 +190,7 @@ static int links_bind_dir(int fd)
 
 	tree = (int)open_tree(fd, "",
 			      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
-				  AT_EMPTY_PATH | AT_RECURSIVE);
+				  AT_EMPTY_PATH | (below ? AT_RECURSIVE : 0));
 	if (tree < 0)
 		return -errno;
 	if (mount_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0 ||
@@ -246,7 +226,7 @@ static int links_protect(struct links_walk *w, int dfd, const char *name)
 		r = -EMLINK;
 		goto out;
 	}
-	r = links_bind_ro(fd);
+	r = links_bind_ro(fd, false);
 out:
 	close(fd);
 	return r;
@@ -518,7 +498,7 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
 	if (freeze) {
 		if (++w->bound > MOUNTPLAN_LINKS_MAX)
 			return -EMLINK;
-		return links_bind_dir(dfd);
+		return links_bind_ro(dfd, true);
 	}
 	return 0;
 }
@@ -621,7 +601,7 @@ static int links_list_one(struct links_walk *w, int root, const char *name,
 			r = -EMLINK;
 			goto next;
 		}
-		r = links_bind_ro(fd);
+		r = links_bind_ro(fd, false);
 		goto next;
 	}
 	if (!s) {
@@ -707,7 +687,7 @@ static int links_list_dirs(struct links_walk *w, int root,
 		if (fd < 0)
 			return fd;
 		r = ++w->bound > MOUNTPLAN_LINKS_MAX ? -EMLINK
-						     : links_bind_dir(fd);
+						     : links_bind_ro(fd, true);
 		close(fd);
 		if (r < 0)
 			return r;
