@@ -181,13 +181,16 @@ static struct links_slot *links_slot(struct links_walk *w, uint64_t dev,
  * by one there, each a mount of its own) as they are.  The clone keeps
  * the mount's idmapping.
  */
-static int links_bind_ro(int fd, bool below)
+static int links_bind_ro(struct links_walk *w, int fd, bool below)
 {
 	struct mount_attr a = {.attr_set = MOUNT_ATTR_RDONLY |
 					   MOUNT_ATTR_NOSUID |
 					   MOUNT_ATTR_NODEV};
 	int tree, r = 0;
 
+	/* Each is a mount of the run's: at most MOUNTPLAN_LINKS_MAX. */
+	if (++w->bound > MOUNTPLAN_LINKS_MAX)
+		return -EMLINK;
 	tree = (int)open_tree(fd, "",
 			      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC |
 				  AT_EMPTY_PATH | (below ? AT_RECURSIVE : 0));
@@ -222,11 +225,7 @@ static int links_protect(struct links_walk *w, int dfd, const char *name)
 	s = links_slot(w, st.st_dev, st.st_ino, false);
 	if (s && (s->flags & LS_FILE) && s->count >= st.st_nlink)
 		goto out;
-	if (++w->bound > MOUNTPLAN_LINKS_MAX) {
-		r = -EMLINK;
-		goto out;
-	}
-	r = links_bind_ro(fd, false);
+	r = links_bind_ro(w, fd, false);
 out:
 	close(fd);
 	return r;
@@ -496,9 +495,7 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
 		links_slot(w, dev, sx.stx_ino, false)->flags |= dflags;
 	/* After what is below it: its bind carries their mounts. */
 	if (freeze) {
-		if (++w->bound > MOUNTPLAN_LINKS_MAX)
-			return -EMLINK;
-		return links_bind_ro(dfd, true);
+		return links_bind_ro(w, dfd, true);
 	}
 	return 0;
 }
@@ -597,11 +594,7 @@ static int links_list_one(struct links_walk *w, int root, const char *name,
 		 * been swapped since it was opened. */
 		if (s && (s->flags & LS_FILE) && s->count >= sx.stx_nlink)
 			goto next;
-		if (++w->bound > MOUNTPLAN_LINKS_MAX) {
-			r = -EMLINK;
-			goto next;
-		}
-		r = links_bind_ro(fd, false);
+		r = links_bind_ro(w, fd, false);
 		goto next;
 	}
 	if (!s) {
@@ -686,8 +679,7 @@ static int links_list_dirs(struct links_walk *w, int root,
 			continue;
 		if (fd < 0)
 			return fd;
-		r = ++w->bound > MOUNTPLAN_LINKS_MAX ? -EMLINK
-						     : links_bind_ro(fd, true);
+		r = links_bind_ro(w, fd, true);
 		close(fd);
 		if (r < 0)
 			return r;
