@@ -48,6 +48,25 @@
  * directories whole (docs/sandbox.md, "Hard links"): sandboxd's walk, and
  * spd's list, which then carries SBXP_L_LINK_RO_DIRS. */
 #define SBXP_LINKS_EACH_MAX 128
+
+/*
+ * Past SBXP_LINKS_EACH_MAX, whether a directory (not the workspace, not
+ * under .git) is bound read-only whole, with all below it: most files
+ * directly in it have a link outside (nshort against nown, the files the
+ * run may write: a package's directory), or most of what it holds is
+ * read-only so: those files and the directories below it bound whole
+ * (nwhole), against its own files and the other directories holding a
+ * file (nopen).  The second makes pnpm's node_modules/.pnpm, a directory
+ * of packages beside a lock file, one bind instead of one per package.
+ * sandboxd's walk and spd's plan judge alike (docs/sandbox.md, "Hard
+ * links").
+ */
+static inline int sbxp_links_whole(uint32_t nshort, uint32_t nown,
+				   uint32_t nwhole, uint32_t nopen)
+{
+	return nshort > nown ||
+	       (uint64_t)nshort + nwhole > (uint64_t)nown + nopen;
+}
 /* Read-only bind pairs of a RUN (the held-out checks need one). */
 #define SBXP_RO_BINDS_MAX 8
 /* File descriptors with a RUN: the write ends of stdout and stderr (one,

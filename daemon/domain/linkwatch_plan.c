@@ -23,15 +23,19 @@ static int cmp_name(const void *a, const void *b)
 
 /* What the plan knows of a directory node (plan_build). */
 enum {
-	P_NODIRS = 1, /* .git or below it: never bound whole */
-	P_DONE = 2,   /* decided */
-	P_RO = 4,     /* its own names are read-only (it or one above) */
-	P_FREEZE = 8  /* bound read-only whole */
+	P_DEPTH = 1,  /* depth and P_NODIRS set */
+	P_NODIRS = 2, /* .git or below it: never bound whole */
+	P_WHOLE = 4,  /* judged to be bound whole (sbxp_links_whole) */
+	P_RO = 8,     /* its own names are read-only (it or one above) */
+	P_FREEZE = 16 /* bound read-only whole: P_WHOLE, none above */
 };
 
 struct plan_dir {
 	uint32_t nshort; /* listed names whose file has a link outside */
 	uint32_t nown;	 /* files the run may write: one link, or all inside */
+	uint32_t nwhole; /* directories in it judged P_WHOLE */
+	uint32_t nopen;	 /* other directories in it holding a file */
+	uint16_t depth;
 	uint8_t f;
 };
 
@@ -51,34 +55,84 @@ static struct plan_ino *plan_ino_slot(struct plan_ino *t, size_t cap,
 	return &t[i];
 }
 
-/* Decide node j and the directories above it, as sandboxd's walk does
- * (links_mode in sandboxd/linux/links.c): bound read-only whole when most
- * files directly in it have a link outside, with all below it. */
-static void plan_decide(const struct lw_state *st, struct plan_dir *d,
-			uint32_t j)
+/* Set the depth and P_NODIRS of directory node j and those above it. */
+static void plan_depth(const struct lw_state *st, struct plan_dir *d,
+		       uint32_t j)
 {
-	uint32_t chain[LINKWATCH_DEPTH_MAX + 2];
+	uint32_t chain[LINKWATCH_DEPTH_MAX + 2], k = j;
 	size_t n = 0;
 
-	for (uint32_t k = j;
-	     k != LW_NONE && !(d[k].f & P_DONE) && n < ARRAY_SIZE(chain);
-	     k = st->nodes[k].parent)
+	while (k != LW_NONE && !(d[k].f & P_DEPTH) && n < ARRAY_SIZE(chain)) {
 		chain[n++] = k;
+		k = st->nodes[k].parent;
+	}
 	while (n--) {
-		uint32_t k = chain[n], up = st->nodes[k].parent;
-		const struct lw_node *nd = &st->nodes[k];
-		bool nodirs = (up != LW_NONE && (d[up].f & P_NODIRS)) ||
-			      strcmp(nd->name, ".git") == 0;
+		uint32_t up = st->nodes[chain[n]].parent;
+		struct plan_dir *c = &d[chain[n]];
 
-		d[k].f |= P_DONE | (nodirs ? P_NODIRS : 0);
-		/* Never the workspace itself, nor a directory gone. */
-		if (up == LW_NONE || nd->gone || nd->dead)
+		c->f |= P_DEPTH;
+		if (up == LW_NONE)
 			continue;
-		if (d[up].f & P_RO)
+		/* The watch goes no deeper (walk_dir). */
+		c->depth = (uint16_t)(d[up].depth +
+				      (d[up].depth <= LINKWATCH_DEPTH_MAX));
+		if ((d[up].f & P_NODIRS) ||
+		    strcmp(st->nodes[chain[n]].name, ".git") == 0)
+			c->f |= P_NODIRS;
+	}
+}
+
+/*
+ * Judge every directory as sandboxd's walk does (links_judge in
+ * sandboxd/linux/links.c): bottom-up, P_WHOLE where sbxp_links_whole says
+ * so, but never the workspace, nothing under .git, nor a directory gone;
+ * then top-down, P_FREEZE on the topmost of them (one bind each) and P_RO
+ * on all below those.  -ENOMEM or 0.
+ */
+static int plan_judge(const struct lw_state *st, struct plan_dir *d)
+{
+	size_t at[LINKWATCH_DEPTH_MAX + 3] = {0}, ndirs = 0;
+	uint32_t *order;
+
+	for (size_t j = 0; j < st->nnodes; j++)
+		if (st->nodes[j].dir) {
+			plan_depth(st, d, (uint32_t)j);
+			at[d[j].depth + 1]++;
+			ndirs++;
+		}
+	if (!(order = malloc((ndirs ? ndirs : 1) * sizeof(*order))))
+		return -ENOMEM;
+	/* By depth: at[k] is where depth k starts. */
+	for (size_t k = 1; k < ARRAY_SIZE(at); k++)
+		at[k] += at[k - 1];
+	for (size_t j = 0; j < st->nnodes; j++)
+		if (st->nodes[j].dir)
+			order[at[d[j].depth]++] = (uint32_t)j;
+	for (size_t i = ndirs; i--;) {
+		uint32_t k = order[i], up = st->nodes[k].parent;
+		struct plan_dir *c = &d[k];
+		const struct lw_node *nd = &st->nodes[k];
+
+		if (up == LW_NONE)
+			continue;
+		if (!(c->f & P_NODIRS) && !nd->gone && !nd->dead &&
+		    sbxp_links_whole(c->nshort, c->nown, c->nwhole, c->nopen))
+			c->f |= P_WHOLE;
+		if (c->f & P_WHOLE)
+			d[up].nwhole++;
+		else if (c->nshort || c->nown || c->nwhole || c->nopen)
+			d[up].nopen++;
+	}
+	for (size_t i = 0; i < ndirs; i++) {
+		uint32_t k = order[i], up = st->nodes[k].parent;
+
+		if (up != LW_NONE && (d[up].f & P_RO))
 			d[k].f |= P_RO;
-		else if (!nodirs && d[k].nshort > d[k].nown)
+		else if (d[k].f & P_WHOLE)
 			d[k].f |= P_FREEZE | P_RO;
 	}
+	free(order);
+	return 0;
 }
 
 /* Append node's path to the NULL-terminated *v (n entries); the string
@@ -192,10 +246,8 @@ static int plan_build(struct lw_state *st)
 		}
 	}
 	/* Up to the limit each name is bound on its own. */
-	if (nshort > SBXP_LINKS_EACH_MAX)
-		for (size_t j = 0; j < st->nnodes; j++)
-			if (st->nodes[j].dir)
-				plan_decide(st, d, (uint32_t)j);
+	if (nshort > SBXP_LINKS_EACH_MAX && (r = plan_judge(st, d)) < 0)
+		goto out;
 	for (size_t j = 0; j < st->nnodes; j++)
 		ndirs += (d[j].f & P_FREEZE) != 0;
 	if (!(st->dirpaths = calloc(ndirs + 1, sizeof(char *))) ||

@@ -38,8 +38,9 @@
  * read-only over itself: writes, truncation and chmod through it fail
  * with EROFS, and link(2) from it fails with EXDEV.
  * Past LINKS_EACH_MAX such names (a store's files linked into the
- * workspace by pnpm or uv), pass 2 binds directories whole instead
- * (links_mode).
+ * workspace by pnpm or uv), pass 2 binds directories whole instead, as
+ * links_judge decides between the two passes.  Pass 2 walks only the
+ * directories where pass 1 saw a multi-linked file, in them or below.
  *
  * Runs in the run's pid 1, before the pivot, with syscalls only; its
  * scratch memory is kept between runs (mountplan_scratch), or mmap'd and
@@ -57,12 +58,21 @@
 
 enum {
 	LS_USED = 1,
-	LS_FILE = 2,	/* a multi-linked file seen in pass 1 */
-	LS_SEEN1 = 4,	/* a directory walked in pass 1 */
-	LS_SEEN2 = 8,	/* a (mount, directory) walked in pass 2 */
-	LS_MULTI = 16,	/* a directory holding a multi-linked name (pass 1) */
-	LS_SINGLE = 32, /* a directory holding a file of one link (pass 1) */
-	LS_MNTROOT = 64 /* a directory holding a multi-linked mount point */
+	LS_FILE = 2,	 /* a multi-linked file seen in pass 1 */
+	LS_SEEN1 = 4,	 /* a directory walked in pass 1 */
+	LS_SEEN2 = 8,	 /* a (mount, directory) walked in pass 2 */
+	LS_MULTI = 16,	 /* a directory holding a multi-linked name (pass 1) */
+	LS_SINGLE = 32,	 /* a directory holding a file of one link (pass 1) */
+	LS_MNTROOT = 64, /* a directory holding a multi-linked mount point */
+	/* Pass 1, of a directory: what is in it or below it, on the
+	 * writable mounts it walked (links_dir), and that it was left. */
+	LS_BMULTI = 128, /* a multi-linked file */
+	LS_BFILES = 256, /* a file */
+	LS_DONE1 = 512,
+	/* Of a (mount, directory), judged before pass 2 (links_judge). */
+	LS_JUDGED = 1024,
+	LS_WHOLE = 2048, /* bound read-only whole */
+	LS_DEEP = 4096	 /* pass 2 must walk below it (LJ_DEEP) */
 };
 
 /* At most this many names are bound one by one; past it, pass 2 binds
@@ -104,11 +114,12 @@ struct links_walk {
 	bool dirs; /* pass 2 binds whole directories (LINKS_EACH_MAX) */
 	uint64_t hide_dev, hide_ino; /* the plan's hidden directory */
 	/* Pass 2, per depth: the directory's own names are read-only by a
-	 * directory bound whole (its own or one above it on its mount), no
-	 * directory may be (under .git), and its mount. */
+	 * directory bound whole (its own or one above it on its mount), and
+	 * its mount (links_judge's too). */
 	bool ro[MOUNTPLAN_LINKS_DEPTH_MAX + 1];
-	bool nodirs[MOUNTPLAN_LINKS_DEPTH_MAX + 1];
 	uint64_t mnt[MOUNTPLAN_LINKS_DEPTH_MAX + 1];
+	/* Pass 1, per depth: what the directories below it held (LS_B*). */
+	uint32_t below[MOUNTPLAN_LINKS_DEPTH_MAX + 1];
 };
 
 struct links_dirent {
@@ -231,7 +242,7 @@ out:
 	return r;
 }
 
-static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git);
+static int links_dir(struct links_walk *w, int dfd, unsigned depth);
 
 /* Walk the directory name in dfd.  Returns 1 when name is not a
  * directory (any more), 0 when walked or out of the run's reach. */
@@ -256,7 +267,7 @@ static int links_subdir(struct links_walk *w, int dfd, const char *name,
 				   : 0;
 		return -errno;
 	}
-	r = links_dir(w, fd, depth + 1, strcmp(name, ".git") == 0);
+	r = links_dir(w, fd, depth + 1);
 	close(fd);
 	return r;
 }
@@ -326,95 +337,208 @@ static int links_entry(struct links_walk *w, int dfd,
 	return 0;
 }
 
-/* Pass 2 with directories bound whole: how many of a directory's own
- * files have a link outside (*nshort) and how many the run may write
- * (*nown: one link, or links all counted).  A mount point is bound on its
- * own (links_entry) and counts as neither. */
-static int links_own(struct links_walk *w, int dfd, char *buf, size_t *nshort,
-		     size_t *nown)
+/* What links_judge says of a directory to the one above it. */
+enum {
+	LJ_FILES = 1, /* a file in it or below */
+	LJ_WHOLE = 2, /* bound read-only whole */
+	LJ_DEEP = 4   /* pass 2 must walk below it even so: a multi-linked
+		       * mount point, or a directory on another mount */
+};
+
+/* A file directly in a directory links_judge reads: to *nshort when it
+ * has a link outside, to *nown when the run may write it (one link, or
+ * links all counted); multi when pass 1 saw a multi-linked file there
+ * (without, each is counted the run's unread).  A mount point is bound
+ * on its own, and counts as neither. */
+static int links_judge_file(struct links_walk *w, int dfd, const char *name,
+			    bool multi, uint32_t *nshort, uint32_t *nown)
 {
+	struct links_slot *s;
+	struct statx sx;
+
+	if (!multi) {
+		(*nown)++;
+		return 0;
+	}
+	if (statx(dfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+		  STATX_TYPE | STATX_NLINK | STATX_INO, &sx) < 0)
+		return errno == ENOENT || errno == EACCES ? 0 : -errno;
+	if (!S_ISREG(sx.stx_mode))
+		return 0;
+	if (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT)
+		return LJ_DEEP;
+	s = sx.stx_nlink < 2
+		? NULL
+		: links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
+			     sx.stx_ino, false);
+	if (!s || !(s->flags & LS_FILE) || s->count >= sx.stx_nlink)
+		(*nown)++;
+	else
+		(*nshort)++;
+	return 0;
+}
+
+static int links_judge(struct links_walk *w, int dfd, unsigned depth, bool git);
+
+/* A directory in a directory links_judge reads (at depth, on mount mnt):
+ * judged, and counted to *nwhole or *nopen.  One on another mount is
+ * judged on its own, and counts as open here: a bind carries it as it
+ * is.  Returns LJ_DEEP or 0, or -errno. */
+static int links_judge_dir(struct links_walk *w, int dfd, const char *name,
+			   unsigned depth, bool git, uint64_t mnt,
+			   uint32_t *nwhole, uint32_t *nopen)
+{
+	int fd, r;
+
+	fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP)
+			return 0;
+		/* Pass 2 decides (links_subdir). */
+		(*nopen)++;
+		return LJ_DEEP;
+	}
+	r = links_judge(w, fd, depth + 1, git || strcmp(name, ".git") == 0);
+	close(fd);
+	if (r < 0)
+		return r;
+	if (w->mnt[depth + 1] != mnt) {
+		(*nopen)++;
+		return LJ_DEEP;
+	}
+	if (r & LJ_WHOLE)
+		(*nwhole)++;
+	else if (r & LJ_FILES)
+		(*nopen)++;
+	return r & LJ_DEEP;
+}
+
+/*
+ * Before pass 2 with directories bound whole (w->dirs), bottom-up: which
+ * directories pass 2 binds read-only whole (sbxp_links_whole: a package's
+ * directory that pnpm or uv linked from its store, and a directory of
+ * such packages), marked LS_WHOLE on their (mount, directory) slot, and
+ * below which pass 2 has nothing to do once the directory is read-only
+ * (without LS_DEEP).  The files of one link an install left in or below
+ * such a directory (a lock file, pnpm's .bin shims, Python's __pycache__,
+ * uv's INSTALLER) are read-only with it: binding each back would cost a
+ * mount, and a virtualenv whose Python compiled its modules has
+ * thousands.  Only where pass 1 saw a multi-linked file below; never the
+ * root of a walk, nor under .git (git adds objects to its directories),
+ * nor without mount ids.  Sets w->mnt[depth].  Returns LJ_* or -errno.
+ */
+static int links_judge(struct links_walk *w, int dfd, unsigned depth, bool git)
+{
+	uint32_t f1, nshort = 0, nown = 0, nwhole = 0, nopen = 0;
+	struct links_slot *s;
+	struct statfs sfs;
+	struct statx sx;
+	uint64_t dev, mnt;
+	int deep = 0, r;
+	bool whole;
+	char *buf;
 	long n;
 
+	w->mnt[depth] = 0;
+	if (fstatfs(dfd, &sfs) < 0 ||
+	    statx(dfd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) < 0)
+		return -errno;
+	dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	mnt = (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0;
+	w->mnt[depth] = mnt;
+	/* Not the run's to write, or the plan's hidden directory
+	 * (links_dir). */
+	if (((sfs.f_flags & ST_RDONLY) && sfs.f_type != TMPFS_MAGIC) ||
+	    (dev == w->hide_dev && sx.stx_ino == w->hide_ino))
+		return 0;
+	s = links_slot(w, dev, sx.stx_ino, false);
+	/* Made since pass 1, or without mount ids, or .git: never bound
+	 * whole, and walked by pass 2. */
+	if (!s || !(s->flags & LS_DONE1) || !mnt || git)
+		return LJ_FILES | LJ_DEEP;
+	f1 = s->flags;
+	if (!(f1 & LS_BMULTI))
+		return f1 & LS_BFILES ? LJ_FILES : 0;
+	s = links_slot(w, mnt | LINKS_MNT_KEY, sx.stx_ino, true);
+	if (!s)
+		return -ENOMEM;
+	if (s->flags & LS_JUDGED)
+		return LJ_FILES | (s->flags & LS_WHOLE ? LJ_WHOLE : 0) |
+		       (s->flags & LS_DEEP ? LJ_DEEP : 0);
+	s->flags |= LS_JUDGED;
+	if (depth >= MOUNTPLAN_LINKS_DEPTH_MAX)
+		return -ELOOP;
+	if (f1 & LS_MNTROOT)
+		deep = LJ_DEEP;
+	buf = w->bufs + (size_t)depth * LINKS_DIRBUF;
 	while ((n = syscall(SYS_getdents64, dfd, buf, LINKS_DIRBUF)) > 0) {
 		for (long off = 0; off < n;) {
 			const struct links_dirent *d =
 			    (const struct links_dirent *)(void *)(buf + off);
-			struct links_slot *s;
-			struct statx sx;
+			const char *name = d->d_name;
+			unsigned char type = d->d_type;
 
 			off += d->d_reclen;
-			if (d->d_type != DT_REG && d->d_type != DT_UNKNOWN)
+			if (name[0] == '.' &&
+			    (!name[1] || (name[1] == '.' && !name[2])))
 				continue;
-			if (statx(dfd, d->d_name,
-				  AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
-				  STATX_TYPE | STATX_NLINK | STATX_INO,
-				  &sx) < 0) {
-				if (errno == ENOENT || errno == EACCES)
-					continue;
-				return -errno;
+			if (type == DT_UNKNOWN) {
+				if (statx(dfd, name,
+					  AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+					  STATX_TYPE, &sx) < 0) {
+					if (errno == ENOENT || errno == EACCES)
+						continue;
+					return -errno;
+				}
+				type = S_ISDIR(sx.stx_mode)   ? DT_DIR
+				       : S_ISREG(sx.stx_mode) ? DT_REG
+							      : DT_UNKNOWN;
 			}
-			if (!S_ISREG(sx.stx_mode) ||
-			    (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT))
-				continue;
-			s = sx.stx_nlink < 2
-				? NULL
-				: links_slot(w,
-					     makedev(sx.stx_dev_major,
-						     sx.stx_dev_minor),
-					     sx.stx_ino, false);
-			if (!s || !(s->flags & LS_FILE) ||
-			    s->count >= sx.stx_nlink)
-				(*nown)++;
+			if (type == DT_DIR)
+				r = links_judge_dir(w, dfd, name, depth, git,
+						    mnt, &nwhole, &nopen);
+			else if (type == DT_REG)
+				r = links_judge_file(w, dfd, name,
+						     f1 & LS_MULTI, &nshort,
+						     &nown);
 			else
-				(*nshort)++;
+				continue;
+			if (r < 0)
+				return r;
+			deep |= r;
 		}
 	}
 	if (n < 0)
 		return -errno;
-	return lseek(dfd, 0, SEEK_SET) < 0 ? -errno : 0;
+	whole = depth > 0 && sbxp_links_whole(nshort, nown, nwhole, nopen);
+	/* The slot may have moved when the table grew. */
+	s = links_slot(w, mnt | LINKS_MNT_KEY, sx.stx_ino, false);
+	s->flags |= (whole ? LS_WHOLE : 0) | (deep ? LS_DEEP : 0);
+	return LJ_FILES | (whole ? LJ_WHOLE : 0) | deep;
 }
 
-/*
- * Pass 2 with directories bound whole (w->dirs), before a directory's
- * names are walked: 1 to bind it read-only whole, with all below it, when
- * most files directly in it have a link outside (a package's directory
- * that pnpm or uv linked from its store).  The files of one link an
- * install left there or below (pnpm's .bin shims, Python's __pycache__,
- * uv's INSTALLER) are read-only with it: binding each back would cost a
- * mount, and a virtualenv whose Python compiled its modules has
- * thousands.  0 otherwise.  Sets w->ro[depth] when its own names are
- * read-only so, by its bind or one above it on the same mount.  Never the
- * root of a walk, nor under .git (git adds objects to its directories),
- * nor without mount ids.  f1 is what pass 1 saw of it.
- */
-static int links_mode(struct links_walk *w, int dfd, char *buf, unsigned depth,
-		      uint32_t f1, uint64_t mnt, bool git)
+/* Pass 2, before a directory's names are walked: 1 to bind it read-only
+ * whole, with all below it (links_judge's LS_WHOLE in jf, the flags of
+ * its (mount, directory) slot).  Sets w->ro[depth] when its own names are
+ * read-only so, by its bind or one above it on the same mount. */
+static int links_mode(struct links_walk *w, unsigned depth, uint64_t mnt,
+		      uint32_t jf)
 {
 	bool up =
 	    depth > 0 && mnt && w->ro[depth - 1] && w->mnt[depth - 1] == mnt;
-	bool nodirs =
-	    !w->dirs || !mnt || git || (depth > 0 && w->nodirs[depth - 1]);
-	size_t nshort = 0, nown = 0;
-	int r;
 
 	w->mnt[depth] = mnt;
-	w->nodirs[depth] = nodirs;
-	w->ro[depth] = up;
-	if (up || nodirs || depth == 0 || !(f1 & LS_MULTI))
-		return 0;
-	if ((r = links_own(w, dfd, buf, &nshort, &nown)) < 0)
-		return r;
-	w->ro[depth] = nshort > nown;
-	return w->ro[depth];
+	w->ro[depth] = up || (jf & LS_WHOLE);
+	return !up && (jf & LS_WHOLE);
 }
 
-static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
+static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 {
 	struct statfs sfs;
 	struct statx sx;
 	struct links_slot *s;
 	uint64_t dev, key;
-	uint32_t f1 = LS_SINGLE, dflags = 0;
+	uint32_t f1 = LS_SINGLE, dflags = 0, jf;
 	bool writable, files = true;
 	char *buf;
 	long n;
@@ -451,18 +575,34 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
 	s = links_slot(w, key, sx.stx_ino, true);
 	if (!s)
 		return -ENOMEM;
-	if (s->flags & (w->pass == 1 ? LS_SEEN1 : LS_SEEN2))
+	if (s->flags & (w->pass == 1 ? LS_SEEN1 : LS_SEEN2)) {
+		/* Pass 1: what is below it counts here too; all of it while
+		 * it is still being walked. */
+		if (w->pass == 1 && depth > 0)
+			w->below[depth - 1] |=
+			    s->flags & LS_DONE1
+				? s->flags & (LS_BMULTI | LS_BFILES)
+				: LS_BMULTI | LS_BFILES;
 		return 0;
+	}
 	s->flags |= w->pass == 1 ? LS_SEEN1 : LS_SEEN2;
+	jf = s->flags;
 	if (depth >= MOUNTPLAN_LINKS_DEPTH_MAX)
 		return -ELOOP;
 	buf = w->bufs + (size_t)depth * LINKS_DIRBUF;
+	w->below[depth] = 0;
 	if (w->pass == 2) {
+		/* Pass 1 saw no multi-linked file in it or below it:
+		 * nothing to bind there. */
+		if ((f1 & LS_DONE1) && !(f1 & LS_BMULTI))
+			return 0;
 		freeze = links_mode(
-		    w, dfd, buf, depth, f1,
-		    (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0, git);
-		if (freeze < 0)
-			return freeze;
+		    w, depth, (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0,
+		    jf);
+		/* Read-only with nothing below it to bind on its own (a
+		 * mount point): its bind, if its own, carries all. */
+		if (w->ro[depth] && (jf & LS_JUDGED) && !(jf & LS_DEEP))
+			return freeze ? links_bind_ro(w, dfd, true) : 0;
 		/* Its files are read-only with it, but for a mount point
 		 * among them (links_entry). */
 		if (w->ro[depth] && !(f1 & LS_MNTROOT))
@@ -491,14 +631,26 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth, bool git)
 	if (n < 0)
 		return -errno;
 	/* The slot may have moved when the table grew. */
-	if (dflags && w->pass == 1)
-		links_slot(w, dev, sx.stx_ino, false)->flags |= dflags;
+	if (w->pass == 1) {
+		uint32_t b = w->below[depth] |
+			     (dflags & LS_MULTI ? LS_BMULTI | LS_BFILES : 0) |
+			     (dflags & LS_SINGLE ? LS_BFILES : 0);
+
+		links_slot(w, dev, sx.stx_ino, false)->flags |=
+		    dflags | b | LS_DONE1;
+		if (depth > 0)
+			w->below[depth - 1] |= b;
+	}
 	/* After what is below it: its bind carries their mounts. */
 	if (freeze) {
 		return links_bind_ro(w, dfd, true);
 	}
 	return 0;
 }
+
+/* Pass 1 counts, then with w->dirs links_judge judges (LINKS_JUDGE),
+ * then pass 2 binds. */
+#define LINKS_JUDGE 0
 
 static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
 {
@@ -517,10 +669,11 @@ static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
 				continue;
 			return -errno;
 		}
-		r = links_dir(w, fd, 0, false);
+		r = pass == LINKS_JUDGE ? links_judge(w, fd, 0, false)
+					: links_dir(w, fd, 0);
 		close(fd);
 	}
-	return r;
+	return r < 0 ? r : 0;
 }
 
 /*
@@ -816,6 +969,8 @@ int links_check(const struct mountplan *p, const char *hide_src,
 		}
 		r = links_pass(&w, p, 1);
 		w.dirs = r == 0 && links_names_short(&w) > LINKS_EACH_MAX;
+		if (r == 0 && w.dirs)
+			r = links_pass(&w, p, LINKS_JUDGE);
 		if (r == 0 && w.nshort)
 			r = links_pass(&w, p, 2);
 	} else if (r == 1) {

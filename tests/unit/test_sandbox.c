@@ -1386,7 +1386,7 @@ START_TEST(planted_hardlink_protected)
 	struct fixture f;
 	struct outcome o;
 	char outside[PATH_MAX], h1[PATH_MAX + 8], h2[PATH_MAX + 16];
-	char sub[PATH_MAX + 8], script[1024];
+	char sub[PATH_MAX + 8], h3[PATH_MAX + 16], script[1024];
 	struct stat st;
 
 	fx_setup(&f, NULL);
@@ -1394,16 +1394,24 @@ START_TEST(planted_hardlink_protected)
 	snprintf(h1, sizeof(h1), "%s/h-outside", f.ws);
 	snprintf(sub, sizeof(sub), "%s/sub", f.ws);
 	snprintf(h2, sizeof(h2), "%s/sub/h2", f.ws);
+	/* Two directories down, with nothing multi-linked between (pass 2
+	 * walks only where pass 1 saw one below). */
+	snprintf(h3, sizeof(h3), "%s/deep/er/h3", f.ws);
 	test_write_file(outside, "original\n");
 	chmod(outside, 0644);
 	ck_assert_int_eq(mkdir(sub, 0755), 0);
-	if (link(outside, h1) < 0 || link(outside, h2) < 0)
+	snprintf(sub, sizeof(sub), "%s/deep", f.ws);
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
+	snprintf(sub, sizeof(sub), "%s/deep/er", f.ws);
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
+	if (link(outside, h1) < 0 || link(outside, h2) < 0 ||
+	    link(outside, h3) < 0)
 		TEST_SKIP("cannot hard-link %s into the workspace: %s", outside,
 			  strerror(errno));
 	/* Each attempt prints its name when it succeeds; the run can read
 	 * the file. */
 	snprintf(script, sizeof(script),
-		 "for h in h-outside sub/h2; do"
+		 "for h in h-outside sub/h2 deep/er/h3; do"
 		 " cat $h >/dev/null && echo read;"
 		 " (echo appended >> $h) 2>/dev/null && echo append:$h;"
 		 " (echo written > $h) 2>/dev/null && echo write:$h;"
@@ -1414,14 +1422,14 @@ START_TEST(planted_hardlink_protected)
 	REQUIRE_SANDBOX(&o);
 	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
 		      o.error_msg);
-	ck_assert_str_eq(o.out.data ? o.out.data : "", "read\nread\n");
+	ck_assert_str_eq(o.out.data ? o.out.data : "", "read\nread\nread\n");
 	char *c = test_read_file(outside);
 	ck_assert_ptr_nonnull(c);
 	ck_assert_str_eq(c, "original\n");
 	free(c);
 	ck_assert_int_eq(stat(outside, &st), 0);
 	ck_assert_int_eq(st.st_mode & 07777, 0644);
-	ck_assert_int_eq(st.st_nlink, 3);
+	ck_assert_int_eq(st.st_nlink, 4);
 	outcome_free(&o);
 	fx_teardown(&f);
 }
@@ -1499,13 +1507,16 @@ END_TEST
  * A store's files hard-linked into the workspace by the thousand, as pnpm
  * links node_modules and uv a .venv (docs/sandbox.md, "Hard links"):
  * npkg packages of 24 files each, in the package's directory and its
- * lib/, each linked from outside/store.  Beside them, as pnpm leaves
- * them: its lock file (one link), a package whose own node_modules/.bin
- * holds a shim it wrote (one link), one with more files its install
- * script built (one link) than linked ones, one with a file its package
- * manager wrote (uv's INSTALLER) among them, a dependency's symlink; and
- * a .git whose objects are linked from outside (git clone --local), and
- * two names of one file inside the workspace.
+ * lib/, each linked from outside/store, in node_modules/.pnpm as pnpm
+ * lays them out, with a dependency's symlink beside each.  Beside them,
+ * as pnpm leaves them: its lock file and a hoisted shim in .pnpm, its
+ * .modules.yaml and a shim in node_modules (all of one link), a package
+ * whose own node_modules/.bin holds a shim it wrote, one with a file its
+ * package manager wrote (uv's INSTALLER) among the linked ones.  Package
+ * 3 is in vendor/ instead, with more files its install script built (one
+ * link) than linked ones.  And a .git whose objects are linked from
+ * outside (git clone --local), and two names of one file inside the
+ * workspace.
  */
 static void lw_assert_file(const char *path, const char *want);
 
@@ -1517,19 +1528,24 @@ static void store_tree(struct fixture *f, int npkg)
 	    cmd, sizeof(cmd),
 	    "set -e; cd '%s'; S='%s/store'; P=node_modules/.pnpm;"
 	    " for i in $(seq 1 %d); do d=$P/p$i/node_modules/p$i;"
+	    "  if [ $i = 3 ]; then d=vendor/p3; else"
+	    "   mkdir -p $d; ln -s ../../p1/node_modules/p1 $d/../dep; fi;"
 	    "  mkdir -p $S/p$i/lib $d/lib;"
 	    "  for j in $(seq 1 12); do"
 	    "   echo s$i.$j > $S/p$i/f$j; ln $S/p$i/f$j $d/f$j;"
 	    "   echo l$i.$j > $S/p$i/lib/g$j; ln $S/p$i/lib/g$j $d/lib/g$j;"
 	    "  done;"
-	    "  ln -s ../../p1/node_modules/p1 $P/p$i/node_modules/dep;"
 	    " done;"
 	    " echo lock > $P/lock.yaml;"
+	    " mkdir -p $P/node_modules/.bin node_modules/.bin;"
+	    " echo hoisted > $P/node_modules/.bin/h;"
+	    " echo m > node_modules/.modules.yaml;"
+	    " echo shim > node_modules/.bin/vite;"
 	    " mkdir -p $P/p2/node_modules/p2/node_modules/.bin;"
 	    " echo shim > $P/p2/node_modules/p2/node_modules/.bin/shim;"
 	    " echo uv > $P/p4/node_modules/p4/INSTALLER;"
 	    " for k in $(seq 1 13); do"
-	    "  echo built > $P/p3/node_modules/p3/built$k.node; done;"
+	    "  echo built > vendor/p3/built$k.node; done;"
 	    " mkdir -p .git/objects/ab $S/git;"
 	    " for j in 1 2 3; do echo o$j > $S/git/o$j;"
 	    "  ln $S/git/o$j .git/objects/ab/o$j; done;"
@@ -1542,21 +1558,27 @@ static void store_tree(struct fixture *f, int npkg)
 /* What the run may and may not do in store_tree's workspace. */
 static char store_script[] =
     "P=node_modules/.pnpm; n=0;"
-    " for h in $(find node_modules .git -type f -links +1); do"
+    " for h in $(find node_modules vendor .git -type f -links +1); do"
     "  { echo x >> $h; } 2>/dev/null && echo append:$h;"
     "  n=$((n+1)); done; echo linked:$n;"
     /* Without a process for each name: thousands of them take seconds
      * on a loaded machine. */
-    " for h in $(find node_modules .git -type f -links +1"
+    " for h in $(find node_modules vendor .git -type f -links +1"
     "  \\( -name f1 -o -name g1 -o -name o1 \\)); do"
     "  truncate -s 0 $h 2>/dev/null && echo truncate:$h;"
     "  chmod 0666 $h 2>/dev/null && echo chmod:$h; done;"
-    " echo y >> $P/lock.yaml && echo lock;"
-    " echo y >> $P/p2/node_modules/p2/node_modules/.bin/shim && echo shim;"
-    " touch $P/p2/node_modules/p2/node_modules/.bin/new && echo binnew;"
-    " echo y >> $P/p3/node_modules/p3/built1.node && echo built;"
-    " touch $P/p3/node_modules/p3/new && echo p3new;"
-    " touch $P/p3/node_modules/p3/lib/new 2>/dev/null && echo p3libnew;"
+    " (echo y >> $P/lock.yaml) 2>/dev/null && echo lock;"
+    " (echo y >> $P/node_modules/.bin/h) 2>/dev/null && echo hoisted;"
+    " mkdir $P/new 2>/dev/null && echo pnpmnew;"
+    " echo y >> node_modules/.modules.yaml && echo modules;"
+    " echo y >> node_modules/.bin/vite && echo bin;"
+    " (echo y >> $P/p2/node_modules/p2/node_modules/.bin/shim) 2>/dev/null"
+    "  && echo shim;"
+    " touch $P/p2/node_modules/p2/node_modules/.bin/new 2>/dev/null"
+    "  && echo binnew;"
+    " echo y >> vendor/p3/built1.node && echo built;"
+    " touch vendor/p3/new && echo p3new;"
+    " touch vendor/p3/lib/new 2>/dev/null && echo p3libnew;"
     " touch $P/p4/node_modules/p4/new 2>/dev/null && echo p4new;"
     " (echo y >> $P/p4/node_modules/p4/INSTALLER) 2>/dev/null && echo inst;"
     " rm -rf $P/p5 2>/dev/null && echo rm;"
@@ -1592,20 +1614,23 @@ static void store_unchanged(struct fixture *f, int npkg)
 }
 
 #define STORE_WANT(n)                                                          \
-	"linked:" #n "\nlock\nbuilt\np3new\nobjnew\ninside\nvite\ns1.1\n"
+	"linked:" #n                                                           \
+	"\nmodules\nbin\nbuilt\np3new\nobjnew\ninside\nvite\ns1.1\n"
 
 /*
  * Past LINKS_EACH_MAX names to bind (here 1,440, past the 1,024 mounts a
  * run may have), sandboxd binds whole, with all below them, the
- * directories most of whose files have a link outside: no linked name can
- * be written, appended to, truncated or chmod'ed (the store is
- * unchanged); nor can a file be made in a package's directory or one
- * removed, nor the shim below a package or the file written beside its
- * linked ones.  What is not linked and
- * not below such a directory stays the run's: the lock file, the files
- * built beside fewer linked ones (their directory bound name by name), a
- * cache directory made beside the packages, git's object directories
- * (never bound whole), two names of one file inside.
+ * directories most of whose files have a link outside, and those most of
+ * what is in which is so (node_modules/.pnpm): no linked name can be
+ * written, appended to, truncated or chmod'ed (the store is unchanged);
+ * nor can a file be made in a package's directory or one removed, nor
+ * the shim below a package or the file written beside its linked ones,
+ * nor pnpm's lock file and hoisted shim in .pnpm.  What is not linked
+ * and not below such a directory stays the run's: pnpm's files in
+ * node_modules, the files built beside fewer linked ones (their
+ * directory bound name by name), a cache directory made beside the
+ * packages, git's object directories (never bound whole), two names of
+ * one file inside.
  */
 START_TEST(store_links_bound_by_directory)
 {
@@ -1620,6 +1645,104 @@ START_TEST(store_links_bound_by_directory)
 		      o.error_msg);
 	ck_assert_str_eq(o.out.data ? o.out.data : "", STORE_WANT(1443));
 	store_unchanged(&f, 60);
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+/*
+ * pnpm's layout of npkg packages of one file each, linked from
+ * outside/store: more packages than the mounts a run may have
+ * (MOUNTPLAN_LINKS_MAX), were each package's directory bound on its own.
+ * Its lock file in node_modules/.pnpm, its .modules.yaml beside it.
+ */
+static void store_many(struct fixture *f, int npkg)
+{
+	char a[PATH_MAX + 64], b[PATH_MAX + 64];
+
+	snprintf(a, sizeof(a), "%s/store", f->outside);
+	ck_assert_int_eq(mkdir(a, 0755), 0);
+	snprintf(b, sizeof(b), "%s/node_modules", f->ws);
+	ck_assert_int_eq(mkdir(b, 0755), 0);
+	snprintf(b, sizeof(b), "%s/node_modules/.pnpm", f->ws);
+	ck_assert_int_eq(mkdir(b, 0755), 0);
+	for (int i = 1; i <= npkg; i++) {
+		char want[32];
+		int n;
+
+		n = snprintf(b, sizeof(b), "%s/node_modules/.pnpm/p%d", f->ws,
+			     i);
+		ck_assert_int_eq(mkdir(b, 0755), 0);
+		n += snprintf(b + n, sizeof(b) - (size_t)n, "/node_modules");
+		ck_assert_int_eq(mkdir(b, 0755), 0);
+		n += snprintf(b + n, sizeof(b) - (size_t)n, "/p%d", i);
+		ck_assert_int_eq(mkdir(b, 0755), 0);
+		snprintf(b + n, sizeof(b) - (size_t)n, "/index.js");
+		snprintf(a, sizeof(a), "%s/store/m%d", f->outside, i);
+		snprintf(want, sizeof(want), "m%d\n", i);
+		test_write_file(a, want);
+		ck_assert_int_eq(chmod(a, 0644), 0);
+		if (link(a, b) < 0)
+			TEST_SKIP("cannot hard-link %s into the workspace: %s",
+				  a, strerror(errno));
+	}
+	snprintf(b, sizeof(b), "%s/node_modules/.pnpm/lock.yaml", f->ws);
+	test_write_file(b, "lock\n");
+	snprintf(b, sizeof(b), "%s/node_modules/.modules.yaml", f->ws);
+	test_write_file(b, "m\n");
+}
+
+/* What the run may and may not do in store_many's workspace. */
+static char store_many_script[] =
+    "P=node_modules/.pnpm; n=0;"
+    " for h in $P/p*/node_modules/p*/index.js; do"
+    "  { echo x >> $h; } 2>/dev/null && n=$((n+1)); done; echo written:$n;"
+    " touch $P/p7/node_modules/p7/new 2>/dev/null && echo new;"
+    " mkdir $P/p0 2>/dev/null && echo p0;"
+    " (echo y >> $P/lock.yaml) 2>/dev/null && echo lock;"
+    " echo y >> node_modules/.modules.yaml && echo modules;"
+    " cat $P/p7/node_modules/p7/index.js";
+
+#define STORE_MANY_WANT "written:0\nmodules\nm7\n"
+
+static void store_many_unchanged(struct fixture *f, int npkg)
+{
+	char path[PATH_MAX + 64], want[32];
+	struct stat st;
+
+	for (int i = 1; i <= npkg; i++) {
+		snprintf(path, sizeof(path), "%s/store/m%d", f->outside, i);
+		snprintf(want, sizeof(want), "m%d\n", i);
+		lw_assert_file(path, want);
+		ck_assert_int_eq(stat(path, &st), 0);
+		ck_assert_int_eq(st.st_mode & 07777, 0644);
+		ck_assert_int_eq(st.st_nlink, 2);
+	}
+}
+
+#define STORE_MANY 1100
+
+/*
+ * More packages linked from a store than a run may have mounts (a large
+ * pnpm monorepo): node_modules/.pnpm is bound read-only whole, one mount,
+ * since most of what it holds is packages' directories that would each be
+ * bound whole.  The run is not refused; no package's file can be written
+ * nor one made there, nor the lock file written; the .modules.yaml beside
+ * it can.
+ */
+START_TEST(store_many_packages_one_bind)
+{
+	struct fixture f;
+	struct outcome o;
+
+	fx_setup(&f, NULL);
+	store_many(&f, STORE_MANY);
+	run_sh(&f, store_many_script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_str_eq(o.out.data ? o.out.data : "", STORE_MANY_WANT);
+	store_many_unchanged(&f, STORE_MANY);
 	outcome_free(&o);
 	fx_teardown(&f);
 }
@@ -1820,10 +1943,11 @@ static size_t lw_count(const char *const *v)
  * spd's list of a store-linked workspace (store_tree, 30 packages: 725
  * names): past SBXP_LINKS_EACH_MAX names with a link outside, the list
  * carries the directories to bind whole, as sandboxd's walk would bind
- * them, instead of the names below them: each package's directory but
- * p3's (more files of its own) and p3's lib/; and
- * the names left (p3's, git's objects, src's two).  The run given that
- * list is confined exactly as by the walk.
+ * them, instead of the names below them: node_modules/.pnpm, most of
+ * which is packages' directories bound whole, and vendor/p3/lib (p3
+ * itself has more files of its own); and the names left (p3's, git's
+ * objects, src's two).  The run given that list is confined exactly as
+ * by the walk.
  */
 START_TEST(linkwatch_store_links_by_directory)
 {
@@ -1835,19 +1959,37 @@ START_TEST(linkwatch_store_links_by_directory)
 	store_tree(&f, 30);
 	ck_assert_int_eq(linkwatch_new(&f.loop, &lw), 0);
 	ck_assert(lw_list(&f, lw, &names));
-	ck_assert_uint_eq(lw_count(lw_last.ro_dirs), 30);
-	ck_assert(
-	    listed(lw_last.ro_dirs, "node_modules/.pnpm/p1/node_modules/p1"));
-	ck_assert(listed(lw_last.ro_dirs,
-			 "node_modules/.pnpm/p3/node_modules/p3/lib"));
-	ck_assert(
-	    !listed(lw_last.ro_dirs, "node_modules/.pnpm/p3/node_modules/p3"));
+	ck_assert_uint_eq(lw_count(lw_last.ro_dirs), 2);
+	ck_assert(listed(lw_last.ro_dirs, "node_modules/.pnpm"));
+	ck_assert(listed(lw_last.ro_dirs, "vendor/p3/lib"));
 	ck_assert_uint_eq(lw_count(names), 12 + 3 + 2);
-	ck_assert(listed(names, "node_modules/.pnpm/p3/node_modules/p3/f1"));
+	ck_assert(listed(names, "vendor/p3/f1"));
 	ck_assert(listed(names, ".git/objects/ab/o1"));
 	ck_assert(listed(names, "src/b"));
 	lw_run(&f, names, store_script, STORE_WANT(723));
 	store_unchanged(&f, 30);
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* The same from spd's list (store_many_packages_one_bind): one directory,
+ * node_modules/.pnpm, and no name. */
+START_TEST(linkwatch_store_many_packages)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+
+	fx_setup(&f, NULL);
+	store_many(&f, STORE_MANY);
+	ck_assert_int_eq(linkwatch_new(&f.loop, &lw), 0);
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_eq(lw_count(lw_last.ro_dirs), 1);
+	ck_assert(listed(lw_last.ro_dirs, "node_modules/.pnpm"));
+	ck_assert_uint_eq(lw_count(names), 0);
+	lw_run(&f, names, store_many_script, STORE_MANY_WANT);
+	store_many_unchanged(&f, STORE_MANY);
 	linkwatch_free(lw);
 	fx_teardown(&f);
 }
@@ -2907,6 +3049,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, inside_hardlinks_writable);
 	tcase_add_test(tc, too_many_hardlinks_refused);
 	tcase_add_test(tc, store_links_bound_by_directory);
+	tcase_add_test(tc, store_many_packages_one_bind);
 	tcase_add_test(tc, spare_fresh_each_run);
 	tcase_add_test(tc, spare_sees_later_mounts);
 	suite_add_tcase(s, tc);
@@ -2925,6 +3068,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_dead_nodes_bounded);
 	tcase_add_test(tc, linkwatch_walk_races_rm);
 	tcase_add_test(tc, linkwatch_store_links_by_directory);
+	tcase_add_test(tc, linkwatch_store_many_packages);
 	tcase_add_test(tc, link_dirs_from_list);
 	suite_add_tcase(s, tc);
 	return s;
