@@ -76,7 +76,7 @@ enum {
 };
 
 /* At most this many names are bound one by one; past it, pass 2 binds
- * whole directories (links_mode), and spd's list carries directories. */
+ * whole directories (links_judge), and spd's list carries directories. */
 #define LINKS_EACH_MAX SBXP_LINKS_EACH_MAX
 
 /* listmount(2) (Linux 6.8), which libc headers may not have yet. */
