@@ -186,6 +186,21 @@ static struct links_slot *links_slot(struct links_walk *w, uint64_t dev,
 	return s;
 }
 
+/* Whether the regular file (dev, ino), of nlink links now, has one the
+ * walk did not count: a link outside the writable paths, or a file pass 1
+ * did not see.  Pass 2 binds its names; links_judge counts them against
+ * their directory's own. */
+static bool links_outside(struct links_walk *w, uint64_t dev, uint64_t ino,
+			  uint64_t nlink)
+{
+	struct links_slot *s;
+
+	if (nlink < 2)
+		return false;
+	s = links_slot(w, dev, ino, false);
+	return !s || !(s->flags & LS_FILE) || s->count < nlink;
+}
+
 /*
  * Bind the file open at fd read-only over itself; with below, a
  * directory, with the mounts below it (AT_RECURSIVE: the names bound one
@@ -220,7 +235,6 @@ static int links_bind_ro(struct links_walk *w, int fd, bool below)
  * pass 1 is judged as it is now. */
 static int links_protect(struct links_walk *w, int dfd, const char *name)
 {
-	struct links_slot *s;
 	struct stat st;
 	int fd, r = 0;
 
@@ -231,12 +245,9 @@ static int links_protect(struct links_walk *w, int dfd, const char *name)
 		r = -errno;
 		goto out;
 	}
-	if (!S_ISREG(st.st_mode) || st.st_nlink < 2)
-		goto out;
-	s = links_slot(w, st.st_dev, st.st_ino, false);
-	if (s && (s->flags & LS_FILE) && s->count >= st.st_nlink)
-		goto out;
-	r = links_bind_ro(w, fd, false);
+	if (S_ISREG(st.st_mode) &&
+	    links_outside(w, st.st_dev, st.st_ino, st.st_nlink))
+		r = links_bind_ro(w, fd, false);
 out:
 	close(fd);
 	return r;
@@ -337,6 +348,28 @@ static int links_entry(struct links_walk *w, int dfd,
 	return 0;
 }
 
+/* The directory open at dfd: its inode and mount id in *sx, its device
+ * in *dev, whether its mount is writable in *writable.  1 when the check
+ * looks in it, 0 when it is not the run's to write (on a read-only mount,
+ * but for the plan's own read-only tmpfs mounts: a rebuilt workspace
+ * directory, mountplan_in.ro_binds, binds its entries back writable) or
+ * is the plan's hidden directory (an empty one bound read-only), or
+ * -errno. */
+static int links_dir_stat(const struct links_walk *w, int dfd, struct statx *sx,
+			  uint64_t *dev, bool *writable)
+{
+	struct statfs sfs;
+
+	if (fstatfs(dfd, &sfs) < 0 ||
+	    statx(dfd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, sx) < 0)
+		return -errno;
+	*writable = !(sfs.f_flags & ST_RDONLY);
+	*dev = makedev(sx->stx_dev_major, sx->stx_dev_minor);
+	if (!*writable && sfs.f_type != TMPFS_MAGIC)
+		return 0;
+	return *dev != w->hide_dev || sx->stx_ino != w->hide_ino;
+}
+
 /* What links_judge says of a directory to the one above it. */
 enum {
 	LJ_FILES = 1, /* a file in it or below */
@@ -346,14 +379,14 @@ enum {
 };
 
 /* A file directly in a directory links_judge reads: to *nshort when it
- * has a link outside, to *nown when the run may write it (one link, or
- * links all counted); multi when pass 1 saw a multi-linked file there
+ * has a link outside (links_outside: pass 2 would bind it), to *nown when
+ * the run may write it (one link, or links all counted); multi when pass
+ * 1 saw a multi-linked file there
  * (without, each is counted the run's unread).  A mount point is bound
  * on its own, and counts as neither. */
 static int links_judge_file(struct links_walk *w, int dfd, const char *name,
 			    bool multi, uint32_t *nshort, uint32_t *nown)
 {
-	struct links_slot *s;
 	struct statx sx;
 
 	if (!multi) {
@@ -367,14 +400,11 @@ static int links_judge_file(struct links_walk *w, int dfd, const char *name,
 		return 0;
 	if (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT)
 		return LJ_DEEP;
-	s = sx.stx_nlink < 2
-		? NULL
-		: links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
-			     sx.stx_ino, false);
-	if (!s || !(s->flags & LS_FILE) || s->count >= sx.stx_nlink)
-		(*nown)++;
-	else
+	if (links_outside(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
+			  sx.stx_ino, sx.stx_nlink))
 		(*nshort)++;
+	else
+		(*nown)++;
 	return 0;
 }
 
@@ -431,26 +461,18 @@ static int links_judge(struct links_walk *w, int dfd, unsigned depth, bool git)
 {
 	uint32_t f1, nshort = 0, nown = 0, nwhole = 0, nopen = 0;
 	struct links_slot *s;
-	struct statfs sfs;
 	struct statx sx;
 	uint64_t dev, mnt;
 	int deep = 0, r;
-	bool whole;
+	bool whole, writable;
 	char *buf;
 	long n;
 
 	w->mnt[depth] = 0;
-	if (fstatfs(dfd, &sfs) < 0 ||
-	    statx(dfd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) < 0)
-		return -errno;
-	dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+	if ((r = links_dir_stat(w, dfd, &sx, &dev, &writable)) <= 0)
+		return r;
 	mnt = (sx.stx_mask & STATX_MNT_ID) ? sx.stx_mnt_id : 0;
 	w->mnt[depth] = mnt;
-	/* Not the run's to write, or the plan's hidden directory
-	 * (links_dir). */
-	if (((sfs.f_flags & ST_RDONLY) && sfs.f_type != TMPFS_MAGIC) ||
-	    (dev == w->hide_dev && sx.stx_ino == w->hide_ino))
-		return 0;
 	s = links_slot(w, dev, sx.stx_ino, false);
 	/* Made since pass 1, or without mount ids, or .git: never bound
 	 * whole, and walked by pass 2. */
@@ -534,7 +556,6 @@ static int links_mode(struct links_walk *w, unsigned depth, uint64_t mnt,
 
 static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 {
-	struct statfs sfs;
 	struct statx sx;
 	struct links_slot *s;
 	uint64_t dev, key;
@@ -544,20 +565,8 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
 	long n;
 	int r, freeze = 0;
 
-	if (fstatfs(dfd, &sfs) < 0 ||
-	    statx(dfd, "", AT_EMPTY_PATH, STATX_INO | STATX_MNT_ID, &sx) < 0)
-		return -errno;
-	writable = !(sfs.f_flags & ST_RDONLY);
-	/* What a read-only mount holds is not the run's to write, except
-	 * below the plan's own read-only tmpfs mounts: a rebuilt workspace
-	 * directory (mountplan_in.ro_binds) binds its entries back
-	 * writable. */
-	if (!writable && sfs.f_type != TMPFS_MAGIC)
-		return 0;
-	dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
-	/* A hidden path: the plan's empty directory, bound read-only. */
-	if (dev == w->hide_dev && sx.stx_ino == w->hide_ino)
-		return 0;
+	if ((r = links_dir_stat(w, dfd, &sx, &dev, &writable)) <= 0)
+		return r;
 	key = dev;
 	if (w->pass == 2) {
 		/* Only the files of a directory that held a multi-linked
@@ -740,16 +749,17 @@ static int links_list_one(struct links_walk *w, int root, const char *name,
 	}
 	if (!S_ISREG(sx.stx_mode) || sx.stx_nlink < 2)
 		goto next;
-	s = links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
-		       sx.stx_ino, pass == 1);
 	if (pass == 2) {
 		/* Judged on the descriptor: the name cannot have
 		 * been swapped since it was opened. */
-		if (s && (s->flags & LS_FILE) && s->count >= sx.stx_nlink)
-			goto next;
-		r = links_bind_ro(w, fd, false);
+		if (links_outside(w,
+				  makedev(sx.stx_dev_major, sx.stx_dev_minor),
+				  sx.stx_ino, sx.stx_nlink))
+			r = links_bind_ro(w, fd, false);
 		goto next;
 	}
+	s = links_slot(w, makedev(sx.stx_dev_major, sx.stx_dev_minor),
+		       sx.stx_ino, true);
 	if (!s) {
 		r = -ENOMEM;
 		goto next;

@@ -1587,11 +1587,22 @@ static char store_script[] =
     " mkdir -p node_modules/.vite && touch node_modules/.vite/x && echo vite;"
     " cat $P/p6/node_modules/dep/f1";
 
+/* A store's file as it was made: its content, mode 0644, and its two
+ * links (the store's and the workspace's). */
+static void store_file_intact(const char *path, const char *want)
+{
+	struct stat st;
+
+	lw_assert_file(path, want);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_mode & 07777, 0644);
+	ck_assert_int_eq(st.st_nlink, 2);
+}
+
 /* Each file of outside/store as it was made, mode and all. */
 static void store_unchanged(struct fixture *f, int npkg)
 {
 	char path[PATH_MAX + 64], want[64];
-	struct stat st;
 
 	for (int i = 1; i <= npkg; i++)
 		for (int j = 1; j <= 12; j++)
@@ -1601,10 +1612,7 @@ static void store_unchanged(struct fixture *f, int npkg)
 					 k ? "lib/g" : "f", j);
 				snprintf(want, sizeof(want), "%c%d.%d\n",
 					 k ? 'l' : 's', i, j);
-				lw_assert_file(path, want);
-				ck_assert_int_eq(stat(path, &st), 0);
-				ck_assert_int_eq(st.st_mode & 07777, 0644);
-				ck_assert_int_eq(st.st_nlink, 2);
+				store_file_intact(path, want);
 			}
 	for (int j = 1; j <= 3; j++) {
 		snprintf(path, sizeof(path), "%s/store/git/o%d", f->outside, j);
@@ -1708,15 +1716,11 @@ static char store_many_script[] =
 static void store_many_unchanged(struct fixture *f, int npkg)
 {
 	char path[PATH_MAX + 64], want[32];
-	struct stat st;
 
 	for (int i = 1; i <= npkg; i++) {
 		snprintf(path, sizeof(path), "%s/store/m%d", f->outside, i);
 		snprintf(want, sizeof(want), "m%d\n", i);
-		lw_assert_file(path, want);
-		ck_assert_int_eq(stat(path, &st), 0);
-		ck_assert_int_eq(st.st_mode & 07777, 0644);
-		ck_assert_int_eq(st.st_nlink, 2);
+		store_file_intact(path, want);
 	}
 }
 
