@@ -1520,37 +1520,92 @@ END_TEST
  */
 static void lw_assert_file(const char *path, const char *want);
 
+/* mkdir -p of path (PATH_MAX at most), each directory mode 0755. */
+static void store_mkdirs(const char *path)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s", path);
+	for (char *c = p + 1; *c; c++) {
+		if (*c != '/')
+			continue;
+		*c = '\0';
+		ck_assert_msg(mkdir(p, 0755) == 0 || errno == EEXIST,
+			      "mkdir %s: %s", p, strerror(errno));
+		*c = '/';
+	}
+	ck_assert_msg(mkdir(p, 0755) == 0 || errno == EEXIST, "mkdir %s: %s", p,
+		      strerror(errno));
+}
+
+/* The store's file S/REL, of content WANT, mode 0644, linked to D/REL. */
+static void store_link(const char *s, const char *d, const char *rel,
+		       const char *want)
+{
+	char a[PATH_MAX], b[PATH_MAX];
+
+	snprintf(a, sizeof(a), "%s/%s", s, rel);
+	snprintf(b, sizeof(b), "%s/%s", d, rel);
+	test_write_file(a, want);
+	ck_assert_int_eq(chmod(a, 0644), 0);
+	if (link(a, b) < 0)
+		TEST_SKIP("cannot hard-link %s into the workspace: %s", a,
+			  strerror(errno));
+}
+
 static void store_tree(struct fixture *f, int npkg)
 {
-	char cmd[2048];
+	char cmd[2048], s[PATH_MAX], d[PATH_MAX], rel[32], want[32];
 
-	snprintf(
-	    cmd, sizeof(cmd),
-	    "set -e; cd '%s'; S='%s/store'; P=node_modules/.pnpm;"
-	    " for i in $(seq 1 %d); do d=$P/p$i/node_modules/p$i;"
-	    "  if [ $i = 3 ]; then d=vendor/p3; else"
-	    "   mkdir -p $d; ln -s ../../p1/node_modules/p1 $d/../dep; fi;"
-	    "  mkdir -p $S/p$i/lib $d/lib;"
-	    "  for j in $(seq 1 12); do"
-	    "   echo s$i.$j > $S/p$i/f$j; ln $S/p$i/f$j $d/f$j;"
-	    "   echo l$i.$j > $S/p$i/lib/g$j; ln $S/p$i/lib/g$j $d/lib/g$j;"
-	    "  done;"
-	    " done;"
-	    " echo lock > $P/lock.yaml;"
-	    " mkdir -p $P/node_modules/.bin node_modules/.bin;"
-	    " echo hoisted > $P/node_modules/.bin/h;"
-	    " echo m > node_modules/.modules.yaml;"
-	    " echo shim > node_modules/.bin/vite;"
-	    " mkdir -p $P/p2/node_modules/p2/node_modules/.bin;"
-	    " echo shim > $P/p2/node_modules/p2/node_modules/.bin/shim;"
-	    " echo uv > $P/p4/node_modules/p4/INSTALLER;"
-	    " for k in $(seq 1 13); do"
-	    "  echo built > vendor/p3/built$k.node; done;"
-	    " mkdir -p .git/objects/ab $S/git;"
-	    " for j in 1 2 3; do echo o$j > $S/git/o$j;"
-	    "  ln $S/git/o$j .git/objects/ab/o$j; done;"
-	    " mkdir src; echo a > src/a; ln src/a src/b",
-	    f->ws, f->outside, npkg);
+	/* The packages without a process for each file: 1,440 of them
+	 * take seconds to link from the shell on a loaded machine. */
+	for (int i = 1; i <= npkg; i++) {
+		snprintf(s, sizeof(s), "%s/store/p%d/lib", f->outside, i);
+		store_mkdirs(s);
+		s[strlen(s) - 4] = '\0';
+		if (i == 3) {
+			snprintf(d, sizeof(d), "%s/vendor/p3/lib", f->ws);
+		} else {
+			snprintf(
+			    d, sizeof(d),
+			    "%s/node_modules/.pnpm/p%d/node_modules/p%d/lib",
+			    f->ws, i, i);
+		}
+		store_mkdirs(d);
+		d[strlen(d) - 4] = '\0';
+		if (i != 3) {
+			char dep[PATH_MAX + 8];
+
+			snprintf(dep, sizeof(dep), "%s/../dep", d);
+			ck_assert_int_eq(
+			    symlink("../../p1/node_modules/p1", dep), 0);
+		}
+		for (int j = 1; j <= 12; j++) {
+			snprintf(rel, sizeof(rel), "f%d", j);
+			snprintf(want, sizeof(want), "s%d.%d\n", i, j);
+			store_link(s, d, rel, want);
+			snprintf(rel, sizeof(rel), "lib/g%d", j);
+			snprintf(want, sizeof(want), "l%d.%d\n", i, j);
+			store_link(s, d, rel, want);
+		}
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "set -e; cd '%s'; S='%s/store'; P=node_modules/.pnpm;"
+		 " echo lock > $P/lock.yaml;"
+		 " mkdir -p $P/node_modules/.bin node_modules/.bin;"
+		 " echo hoisted > $P/node_modules/.bin/h;"
+		 " echo m > node_modules/.modules.yaml;"
+		 " echo shim > node_modules/.bin/vite;"
+		 " mkdir -p $P/p2/node_modules/p2/node_modules/.bin;"
+		 " echo shim > $P/p2/node_modules/p2/node_modules/.bin/shim;"
+		 " echo uv > $P/p4/node_modules/p4/INSTALLER;"
+		 " for k in $(seq 1 13); do"
+		 "  echo built > vendor/p3/built$k.node; done;"
+		 " mkdir -p .git/objects/ab $S/git;"
+		 " for j in 1 2 3; do echo o$j > $S/git/o$j;"
+		 "  ln $S/git/o$j .git/objects/ab/o$j; done;"
+		 " mkdir src; echo a > src/a; ln src/a src/b",
+		 f->ws, f->outside);
 	if (system(cmd) != 0)
 		TEST_SKIP("cannot build the linked store tree in %s", f->ws);
 }
@@ -1654,6 +1709,127 @@ START_TEST(store_links_bound_by_directory)
 	ck_assert_str_eq(o.out.data ? o.out.data : "", STORE_WANT(1443));
 	store_unchanged(&f, 60);
 	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* Mount in a mount namespace of the test's own: as root, a new one; as
+ * another user, in a new user namespace too, mapping only that user
+ * (sandboxd, started after, runs in it as that user). */
+static void own_mount_ns(void)
+{
+	char map[64];
+	uid_t uid = geteuid();
+	gid_t gid = getegid();
+
+	if (uid != 0) {
+		if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+			TEST_SKIP("cannot make a user namespace to mount in: "
+				  "%s",
+				  strerror(errno));
+		snprintf(map, sizeof(map), "%u %u 1", (unsigned)uid,
+			 (unsigned)uid);
+		test_write_file("/proc/self/uid_map", map);
+		test_write_file("/proc/self/setgroups", "deny");
+		snprintf(map, sizeof(map), "%u %u 1", (unsigned)gid,
+			 (unsigned)gid);
+		test_write_file("/proc/self/gid_map", map);
+	} else {
+		ck_assert_int_eq(unshare(CLONE_NEWNS), 0);
+	}
+	ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
+}
+
+/*
+ * Mounts of the host's below the workspace (a container's volumes), in
+ * store_tree's workspace: a directory of the host's bound into package
+ * 8's directory (into sub, named there), holding a name of a file linked
+ * from outside (outside/vol/secret), and a file linked from outside
+ * (outside/onefile) bound over package 9's f1 (into one).  Root, or a
+ * user in a user namespace of the test's own (own_mount_ns).
+ */
+/* Packages enough for 1,080 names with a link outside: past
+ * LINKS_EACH_MAX, sandboxd binds directories whole. */
+#define VOLUMES_NPKG 45
+
+static void volumes_mount(struct fixture *f, char *sub, char *one, size_t len)
+{
+	char a[PATH_MAX + 64], b[PATH_MAX + 64];
+
+	snprintf(a, sizeof(a), "%s/vol", f->outside);
+	ck_assert_int_eq(mkdir(a, 0755), 0);
+	snprintf(a, sizeof(a), "%s/vol/secret", f->outside);
+	test_write_file(a, "VOLUME\n");
+	ck_assert_int_eq(chmod(a, 0644), 0);
+	snprintf(b, sizeof(b), "%s/secret2", f->outside);
+	ck_assert_int_eq(link(a, b), 0);
+	snprintf(sub, len, "%s/node_modules/.pnpm/p8/node_modules/p8/sub",
+		 f->ws);
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
+	snprintf(a, sizeof(a), "%s/vol", f->outside);
+	ck_assert_int_eq(mount(a, sub, NULL, MS_BIND, NULL), 0);
+	snprintf(a, sizeof(a), "%s/onefile", f->outside);
+	test_write_file(a, "ONEFILE\n");
+	ck_assert_int_eq(chmod(a, 0644), 0);
+	snprintf(b, sizeof(b), "%s/onefile2", f->outside);
+	ck_assert_int_eq(link(a, b), 0);
+	snprintf(one, len, "%s/node_modules/.pnpm/p9/node_modules/p9/f1",
+		 f->ws);
+	ck_assert_int_eq(mount(a, one, NULL, MS_BIND, NULL), 0);
+}
+
+/* What the run may not do to them: neither file outside can be written
+ * through the workspace, nor package 8's own file. */
+static char volumes_script[] =
+    "P=node_modules/.pnpm;"
+    " (echo x >> $P/p8/node_modules/p8/sub/secret) 2>/dev/null && echo sub;"
+    " (echo x >> $P/p9/node_modules/p9/f1) 2>/dev/null && echo file;"
+    " (echo x >> $P/p8/node_modules/p8/f1) 2>/dev/null && echo pkg;"
+    " cat $P/p8/node_modules/p8/sub/secret $P/p9/node_modules/p9/f1"
+    "  2>/dev/null";
+
+/* Not as root, sandboxd binds the workspace with the mounts below it as
+ * they are, and both show in the run; as root the workspace is one
+ * idmapped mount, which carries none: the run sees what is under them. */
+#define VOLUMES_WANT (geteuid() == 0 ? "s9.1\n" : "VOLUME\nONEFILE\n")
+
+/* Unmounted, and each file outside as it was. */
+static void volumes_unchanged(struct fixture *f, const char *sub,
+			      const char *one)
+{
+	char a[PATH_MAX + 64];
+
+	ck_assert_int_eq(umount2(one, MNT_DETACH), 0);
+	ck_assert_int_eq(umount2(sub, MNT_DETACH), 0);
+	snprintf(a, sizeof(a), "%s/vol/secret", f->outside);
+	lw_assert_file(a, "VOLUME\n");
+	snprintf(a, sizeof(a), "%s/onefile", f->outside);
+	lw_assert_file(a, "ONEFILE\n");
+	store_unchanged(f, VOLUMES_NPKG);
+}
+
+/*
+ * The host's mounts below a directory sandboxd binds read-only whole
+ * (volumes_mount): its bind carries them as they are, writable, so
+ * sandboxd must still walk below such a directory (LS_DEEP).
+ */
+START_TEST(mount_below_whole_bound_dir)
+{
+	struct fixture f;
+	struct outcome o;
+	char sub[PATH_MAX + 64], one[PATH_MAX + 64];
+
+	own_mount_ns();
+	fx_setup(&f, NULL);
+	store_tree(&f, VOLUMES_NPKG);
+	volumes_mount(&f, sub, one, sizeof(sub));
+	run_sh(&f, volumes_script, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert_str_eq(o.out.data ? o.out.data : "", VOLUMES_WANT);
+	outcome_free(&o);
+	volumes_unchanged(&f, sub, one);
 	fx_teardown(&f);
 }
 END_TEST
@@ -1994,6 +2170,28 @@ START_TEST(linkwatch_store_many_packages)
 	ck_assert_uint_eq(lw_count(names), 0);
 	lw_run(&f, names, store_many_script, STORE_MANY_WANT);
 	store_many_unchanged(&f, STORE_MANY);
+	linkwatch_free(lw);
+	fx_teardown(&f);
+}
+END_TEST
+
+/* The same from spd's list (mount_below_whole_bound_dir): the names below
+ * the host's mounts are spd's to list, or the run's to walk. */
+START_TEST(linkwatch_mount_below_whole_bound_dir)
+{
+	struct fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char sub[PATH_MAX + 64], one[PATH_MAX + 64];
+
+	own_mount_ns();
+	fx_setup(&f, NULL);
+	store_tree(&f, VOLUMES_NPKG);
+	volumes_mount(&f, sub, one, sizeof(sub));
+	ck_assert_int_eq(linkwatch_new(&f.loop, &lw), 0);
+	ck_assert(lw_list(&f, lw, &names));
+	lw_run(&f, names, volumes_script, VOLUMES_WANT);
+	volumes_unchanged(&f, sub, one);
 	linkwatch_free(lw);
 	fx_teardown(&f);
 }
@@ -3054,6 +3252,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, too_many_hardlinks_refused);
 	tcase_add_test(tc, store_links_bound_by_directory);
 	tcase_add_test(tc, store_many_packages_one_bind);
+	tcase_add_test(tc, mount_below_whole_bound_dir);
 	tcase_add_test(tc, spare_fresh_each_run);
 	tcase_add_test(tc, spare_sees_later_mounts);
 	suite_add_tcase(s, tc);
@@ -3073,6 +3272,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, linkwatch_walk_races_rm);
 	tcase_add_test(tc, linkwatch_store_links_by_directory);
 	tcase_add_test(tc, linkwatch_store_many_packages);
+	tcase_add_test(tc, linkwatch_mount_below_whole_bound_dir);
 	tcase_add_test(tc, link_dirs_from_list);
 	suite_add_tcase(s, tc);
 	return s;
