@@ -71,6 +71,9 @@ struct gw_call {
 	 * first bytes of the body (one write, not two). */
 	struct buf head;
 	uint64_t start_ms;
+	/* When the provider last sent a byte (or the call began), and how
+	 * long it may then stay silent. */
+	uint64_t rx_ms, stall_ms;
 	char prices_hash[65];
 	struct gw_call *prev, *next;
 };
@@ -256,6 +259,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 	char *line, *red = NULL;
 	size_t rlen;
 
+	k->rx_ms = uv_now(k->g->spd->loop);
 	if (n >= 5 && strncmp(data, "HTTP/", 5) == 0) {
 		/* A new response (after a 100 Continue): start over. */
 		for (size_t i = 0; i < k->n_resp_headers; i++)
@@ -324,6 +328,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 	struct gw_call *k = ud;
 	size_t n = size * nmemb;
 
+	k->rx_ms = uv_now(k->g->spd->loop);
 	if (!k->head_sent) {
 		char *ctype = NULL;
 
@@ -576,6 +581,45 @@ static int timer_cb(CURLM *m, long timeout_ms, void *userp)
 	return 0;
 }
 
+/*
+ * A provider that has sent nothing for broker.provider-timeout has
+ * stalled: its call ends (call_done, "stalled"), the whole reservation
+ * spent.  One timer for all calls, due at the earliest silence's end;
+ * a byte that came since only moves that call's end later.  (curl's
+ * low-speed limit would do it from an average over several seconds: a
+ * provider silent for 2 s after its headers is cut after 8.)
+ */
+static void on_stall_timer(uv_timer_t *t)
+{
+	struct gateway *g = t->data;
+	uint64_t now = uv_now(g->spd->loop), next = UINT64_MAX;
+	struct gw_call *k, *n;
+
+	for (k = g->calls; k; k = n) {
+		n = k->next;
+		if (!k->easy || !k->stall_ms)
+			continue;
+		if (now - k->rx_ms >= k->stall_ms)
+			call_done(k, CURLE_OPERATION_TIMEDOUT);
+		else if (k->rx_ms + k->stall_ms < next)
+			next = k->rx_ms + k->stall_ms;
+	}
+	if (next != UINT64_MAX && !g->stopping)
+		uv_timer_start(&g->stall_timer, on_stall_timer, next - now, 0);
+}
+
+/* A call's provider was just asked: its silence counts from now. */
+static void stall_watch(struct gw_call *k, uint64_t stall_ms)
+{
+	struct gateway *g = k->g;
+
+	k->rx_ms = uv_now(g->spd->loop);
+	k->stall_ms = stall_ms;
+	/* Every call's silence is as long: one due sooner is armed. */
+	if (!uv_is_active((uv_handle_t *)&g->stall_timer))
+		uv_timer_start(&g->stall_timer, on_stall_timer, stall_ms, 0);
+}
+
 /* Request headers not passed on: the client's key, framing and
  * connection management (curl does its own), and Accept-Encoding (a
  * compressed reply could not be read for its usage). */
@@ -667,16 +711,14 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 	curl_easy_setopt(k->easy, CURLOPT_HEADERDATA, k);
 	curl_easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT,
 			 (long)GATEWAY_CONNECT_TIMEOUT_S);
-	/* A provider silent this long has stalled: the call ends. */
-	curl_easy_setopt(k->easy, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(k->easy, CURLOPT_LOW_SPEED_TIME,
-			 (long)cfg->provider_timeout_s);
 	curl_easy_setopt(k->easy, CURLOPT_NOPROXY, "*");
 	/* Each streamed event is a small packet: no Nagle towards the
 	 * provider either (curl's default, said here). */
 	curl_easy_setopt(k->easy, CURLOPT_TCP_NODELAY, 1L);
 	if (curl_multi_add_handle(k->g->multi, k->easy) != CURLM_OK)
 		return -EIO;
+	/* A provider silent this long has stalled: the call ends. */
+	stall_watch(k, (uint64_t)cfg->provider_timeout_s * 1000);
 	return 0;
 }
 
@@ -1056,6 +1098,9 @@ int gateway_start(struct spd *spd, const char *listen, const char *sock_path,
 	uv_timer_init(spd->loop, &g->curl_timer);
 	g->curl_timer.data = g;
 	g->open_handles++;
+	uv_timer_init(spd->loop, &g->stall_timer);
+	g->stall_timer.data = g;
+	g->open_handles++;
 	snprintf(g->sock_path, sizeof(g->sock_path), "%s", sock_path);
 	if (listen && listen[0]) {
 		r = listen_tcp(g, listen, errbuf, errlen);
@@ -1184,6 +1229,7 @@ void gateway_stop(struct gateway *g)
 		unlink(g->sock_path);
 	}
 	uv_close((uv_handle_t *)&g->curl_timer, on_gw_handle_closed);
+	uv_close((uv_handle_t *)&g->stall_timer, on_gw_handle_closed);
 }
 
 /* ---- model.call ---------------------------------------------------- */

@@ -71,6 +71,9 @@ struct gateway {
 	int port;
 	CURLM *multi;
 	uv_timer_t curl_timer;
+	/* Ends the calls whose provider has sent nothing for
+	 * broker.provider-timeout (gw_stall_check). */
+	uv_timer_t stall_timer;
 	struct gw_conn *conns;
 	size_t n_conns;
 	struct gw_call *calls;
