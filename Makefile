@@ -243,8 +243,10 @@ check: deps $(PROGS) $(UNIT_BINS)
 unit: $(UNIT_BINS)
 	BUILD=$(BUILD) ./tests/run unit
 
+# The integration suites in the default layout only (tests/run,
+# TEST_LAYOUTS): under ASan, each layout's run costs minutes.
 asan:
-	$(MAKE) BUILD=build-asan SANITIZE=1 check
+	$(MAKE) BUILD=build-asan SANITIZE=1 TEST_LAYOUTS=default check
 
 # libFuzzer targets need clang; each is run for a short while on its corpus.
 # make fuzz-long runs each for an hour and appends its CPU time and corpus
