@@ -592,16 +592,21 @@ static int timer_cb(CURLM *m, long timeout_ms, void *userp)
 static void on_stall_timer(uv_timer_t *t)
 {
 	struct gateway *g = t->data;
-	uint64_t now = uv_now(g->spd->loop), next = UINT64_MAX;
-	struct gw_call *k, *n;
+	uint64_t now = uv_now(g->spd->loop), next;
+	struct gw_call *k;
 
-	for (k = g->calls; k; k = n) {
-		n = k->next;
+again:
+	next = UINT64_MAX;
+	for (k = g->calls; k; k = k->next) {
 		if (!k->easy || !k->stall_ms)
 			continue;
-		if (now - k->rx_ms >= k->stall_ms)
+		if (now - k->rx_ms >= k->stall_ms) {
+			/* Ending it may end others (its client's): look
+			 * again from the start. */
 			call_done(k, CURLE_OPERATION_TIMEDOUT);
-		else if (k->rx_ms + k->stall_ms < next)
+			goto again;
+		}
+		if (k->rx_ms + k->stall_ms < next)
 			next = k->rx_ms + k->stall_ms;
 	}
 	if (next != UINT64_MAX && !g->stopping)
