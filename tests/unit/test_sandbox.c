@@ -1740,6 +1740,25 @@ static void own_mount_ns(void)
 	ck_assert_int_eq(mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL), 0);
 }
 
+/* Packages enough for 1,080 names with a link outside: past
+ * LINKS_EACH_MAX, sandboxd binds directories whole. */
+#define VOLUMES_NPKG 45
+
+/* outside/NAME holding want, mode 0644, with a second name outside/NAME2
+ * (outside what is mounted in the workspace); its path in path. */
+static void outside_linked(struct fixture *f, const char *name,
+			   const char *name2, const char *want, char *path,
+			   size_t len)
+{
+	char b[PATH_MAX + 64];
+
+	snprintf(path, len, "%s/%s", f->outside, name);
+	test_write_file(path, want);
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	snprintf(b, sizeof(b), "%s/%s", f->outside, name2);
+	ck_assert_int_eq(link(path, b), 0);
+}
+
 /*
  * Mounts of the host's below the workspace (a container's volumes), in
  * store_tree's workspace: a directory of the host's bound into package
@@ -1748,31 +1767,19 @@ static void own_mount_ns(void)
  * (outside/onefile) bound over package 9's f1 (into one).  Root, or a
  * user in a user namespace of the test's own (own_mount_ns).
  */
-/* Packages enough for 1,080 names with a link outside: past
- * LINKS_EACH_MAX, sandboxd binds directories whole. */
-#define VOLUMES_NPKG 45
-
 static void volumes_mount(struct fixture *f, char *sub, char *one, size_t len)
 {
-	char a[PATH_MAX + 64], b[PATH_MAX + 64];
+	char a[PATH_MAX + 64];
 
 	snprintf(a, sizeof(a), "%s/vol", f->outside);
 	ck_assert_int_eq(mkdir(a, 0755), 0);
-	snprintf(a, sizeof(a), "%s/vol/secret", f->outside);
-	test_write_file(a, "VOLUME\n");
-	ck_assert_int_eq(chmod(a, 0644), 0);
-	snprintf(b, sizeof(b), "%s/secret2", f->outside);
-	ck_assert_int_eq(link(a, b), 0);
+	outside_linked(f, "vol/secret", "secret2", "VOLUME\n", a, sizeof(a));
 	snprintf(sub, len, "%s/node_modules/.pnpm/p8/node_modules/p8/sub",
 		 f->ws);
 	ck_assert_int_eq(mkdir(sub, 0755), 0);
 	snprintf(a, sizeof(a), "%s/vol", f->outside);
 	ck_assert_int_eq(mount(a, sub, NULL, MS_BIND, NULL), 0);
-	snprintf(a, sizeof(a), "%s/onefile", f->outside);
-	test_write_file(a, "ONEFILE\n");
-	ck_assert_int_eq(chmod(a, 0644), 0);
-	snprintf(b, sizeof(b), "%s/onefile2", f->outside);
-	ck_assert_int_eq(link(a, b), 0);
+	outside_linked(f, "onefile", "onefile2", "ONEFILE\n", a, sizeof(a));
 	snprintf(one, len, "%s/node_modules/.pnpm/p9/node_modules/p9/f1",
 		 f->ws);
 	ck_assert_int_eq(mount(a, one, NULL, MS_BIND, NULL), 0);
