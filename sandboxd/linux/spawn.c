@@ -1128,7 +1128,8 @@ static void refuse_links(struct spawn_run *run, int err)
 		       "workspace would be made read-only (hard links to "
 		       "files with a link outside it); copy the files instead "
 		       "(pnpm: package-import-method=copy; uv: "
-		       "UV_LINK_MODE=copy)",
+		       "UV_LINK_MODE=copy; git clone --local: git repack -a "
+		       "-d)",
 		       MOUNTPLAN_LINKS_MAX);
 	else if (err == ELOOP)
 		refuse(&run->refusal, code,

@@ -1494,8 +1494,11 @@ START_TEST(too_many_hardlinks_refused)
 	ck_assert_msg(strstr(o.error_msg, "hard link") != NULL, "%s",
 		      o.error_msg);
 	/* Whole, with what to do (pnpm's store links node_modules, uv's
-	 * cache a project's .venv). */
-	ck_assert_msg(strstr(o.error_msg, "UV_LINK_MODE=copy)"), "%s",
+	 * cache a project's .venv, git clone --local a repository's
+	 * objects). */
+	ck_assert_msg(strstr(o.error_msg, "UV_LINK_MODE=copy;"), "%s",
+		      o.error_msg);
+	ck_assert_msg(strstr(o.error_msg, "git repack -a -d)"), "%s",
 		      o.error_msg);
 	ck_assert_msg(access(marker, F_OK) < 0, "the command ran");
 	outcome_free(&o);
