@@ -72,7 +72,7 @@ struct gateway {
 	CURLM *multi;
 	uv_timer_t curl_timer;
 	/* Ends the calls whose provider has sent nothing for
-	 * broker.provider-timeout (gw_stall_check). */
+	 * broker.provider-timeout (on_stall_timer in gateway.c). */
 	uv_timer_t stall_timer;
 	struct gw_conn *conns;
 	size_t n_conns;
