@@ -147,29 +147,31 @@ out:
 }
 
 /* Give init's descriptors fixed numbers (init.h): 1 and 2 the output
- * pipes, 3 the report pipe, 4 the status pipe, 5 sandboxd-init; close
- * everything else (sandboxd's socket, other runs' pipes). */
+ * pipes, 3 the report pipe, 4 the status pipe, 5 sandboxd-init, as root
+ * 6 the command's user namespace; close everything else (sandboxd's
+ * socket, other runs' pipes). */
 static int child_shuffle_fds(const struct child_args *a)
 {
-	int src[5] = {a->fd_out, a->fd_err, a->fd_report, a->fd_status,
-		      a->fd_init};
-	int tmp[5], in = -1;
+	int src[6] = {a->fd_out,    a->fd_err,	a->fd_report,
+		      a->fd_status, a->fd_init, a->fd_userns};
+	int tmp[6], in = -1, n = a->fd_userns >= 0 ? 6 : 5;
 
-	/* Moved out of the way first: it may sit on one of 1-5. */
+	/* Moved out of the way first: it may sit on one of 1-6. */
 	if (a->fd_in >= 0 && (in = fcntl(a->fd_in, F_DUPFD, 10)) < 0)
 		return -errno;
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < n; i++) {
 		tmp[i] = fcntl(src[i], F_DUPFD, 10);
 		if (tmp[i] < 0)
 			return -errno;
 	}
-	for (int i = 0; i < 5; i++)
+	for (int i = 0; i < n; i++)
 		if (dup2(tmp[i], i + 1) < 0)
 			return -errno;
 	if (in >= 0 && dup2(in, 0) < 0)
 		return -errno;
-	if (close_range(FD_INIT + 1, ~0u, 0) < 0 ||
-	    fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0)
+	if (close_range((unsigned int)n + 1, ~0u, 0) < 0 ||
+	    fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0 ||
+	    (n > 5 && fcntl(FD_USERNS, F_SETFD, FD_CLOEXEC) < 0))
 		return -errno;
 	if (in >= 0)
 		return 0;
@@ -279,6 +281,14 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
 			child_fail(FD_REPORT, L_RLIMIT, errno, i);
 	}
 	spawn_step("cmd.rlimits");
+	/* Root: into the run's own user namespace (spawn.c, run_userns),
+	 * with the rlimits set, before the uid changes: from here on the
+	 * kernel counts this run's processes apart from every other's. */
+	if (a->root && a->fd_userns >= 0) {
+		if (setns(FD_USERNS, CLONE_NEWUSER) < 0)
+			child_layer_failed(a, FD_REPORT, L_NPROC, errno);
+		close(FD_USERNS);
+	}
 	if (a->root && (r = child_become_run_uid(a)) < 0)
 		child_fail(FD_REPORT, L_UID, r, 0);
 	spawn_step("cmd.uid");
@@ -460,6 +470,8 @@ static size_t child_spare_slots(struct child_args *a, int **slot)
 		slot[n++] = &a->fd_in;
 	if (a->fd_broker >= 0)
 		slot[n++] = &a->fd_broker;
+	if (a->fd_userns >= 0)
+		slot[n++] = &a->fd_userns;
 	return n;
 }
 

@@ -28,6 +28,7 @@ enum layer {
 	L_SECCOMP,
 	L_RLIMIT,
 	L_UID,
+	L_NPROC,
 	L_CWD,
 	L_INIT,
 	L_SETUP,
@@ -84,6 +85,9 @@ struct child_args {
 	int fd_out, fd_err, fd_report, fd_status, fd_init;
 	int fd_in;   /* the command's stdin (SBXP_RUN_STDIN), or -1 */
 	int fd_sync; /* forked init only: sandboxd's go-ahead, else -1 */
+	/* Root: the user namespace the command enters before it drops to
+	 * run_uid, the run's own (spawn.c, run_userns); else -1. */
+	int fd_userns;
 	/* A spare applied the plan's head already (mountplan_apply_head). */
 	bool plan_head_done;
 };
@@ -112,8 +116,8 @@ int child_init_entry(void *arg);
 #define CHILD_SPARE_KEEP_MAX 8
 
 /* Descriptors the run's message to a spare holds: out, err, report,
- * status, stdin, the broker's socket. */
-#define CHILD_SPARE_FDS_MAX 6
+ * status, stdin, the broker's socket, the command's user namespace. */
+#define CHILD_SPARE_FDS_MAX 7
 
 /* What a spare init is given at its clone (spawn.c, spawn_spare). */
 struct child_spare {
@@ -136,8 +140,9 @@ struct child_spare {
  * it exits instead when any of that failed), and waits for one message
  * on the socket: the address of the run's struct child_args in the
  * shared memory, with the run's descriptors (out, err, report, status,
- * then stdin and the broker's socket when the args name them).  Then it
- * is that run's init (child_init).  EOF or a bad message: it exits.
+ * then stdin, the broker's socket and the command's user namespace when
+ * the args name them).  Then it is that run's init (child_init).  EOF or
+ * a bad message: it exits.
  */
 int child_spare_entry(void *arg);
 

@@ -34,6 +34,9 @@ struct rec {
 #define FD_REPORT 3 /* setup records; close-on-exec in the command */
 #define FD_STATUS 4 /* init's REC_STATUS */
 #define FD_INIT 5   /* sandboxd-init, sealed in a memfd; close-on-exec */
+/* Root: the command's user namespace (child_args.fd_userns), which the
+ * command enters and closes; close-on-exec in init. */
+#define FD_USERNS 6
 
 /* Exit codes of the child when it did not exec: like a shell's. */
 #define CHILD_EXIT_REFUSED 125

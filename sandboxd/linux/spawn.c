@@ -49,6 +49,7 @@ static const char *const layer_names[L__COUNT] = {
     [L_SECCOMP] = "seccomp",
     [L_RLIMIT] = "rlimits",
     [L_UID] = "run uid",
+    [L_NPROC] = "process limit", /* the run's own user namespace */
     [L_CWD] = "working directory",
     [L_INIT] = "run init",
     [L_SETUP] = "setup",
@@ -132,7 +133,7 @@ int spawn_ctx_init(struct spawn_ctx *ctx)
 	ctx->init_stack = stack_map();
 	ctx->cmd_stack = stack_map();
 	ctx->links_scratch = mountplan_scratch_new();
-	ctx->spare_sock = ctx->mounts_fd = -1;
+	ctx->spare_sock = ctx->mounts_fd = ctx->run_userns_fd = -1;
 #if SPAWN_SHARED_VM
 	ctx->spare_stack = stack_map();
 	ctx->spare_cfg = calloc(1, sizeof(*ctx->spare_cfg));
@@ -275,27 +276,15 @@ static int write_id_maps(pid_t pid, const char *uid_map, const char *gid_map)
 	return spawn_write_file(path, gid_map);
 }
 
-/*
- * A user namespace for MOUNT_ATTR_IDMAP in which the operator's uid (the
- * owner of the workspace on disk) is the run's uid: through such a mount
- * the run sees its workspace as its own, and what it creates is stored
- * as the operator's.  Made once per uid pair by a short-lived child and
- * kept open.
- */
-static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
-			int *ret_fd)
+/* A user namespace with the given uid and gid maps, made by a short-lived
+ * child of sandboxd and kept open as *ret_fd.  Returns 0 or -errno. */
+static int make_userns(const char *umap, const char *gmap, int *ret_fd)
 {
-	char umap[64], gmap[64], path[64];
+	char path[64];
 	int p[2], fd = -1, r;
 	pid_t pid;
 	char c;
 
-	for (size_t i = 0; i < ctx->nidmap; i++) {
-		if (ctx->idmap[i].uid == uid && ctx->idmap[i].gid == gid) {
-			*ret_fd = ctx->idmap[i].fd;
-			return 0;
-		}
-	}
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL,
@@ -314,8 +303,6 @@ static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
 		_exit(0);
 	}
 	close(p[0]);
-	snprintf(umap, sizeof(umap), "%u %u 1\n", ctx->uid, uid);
-	snprintf(gmap, sizeof(gmap), "%u %u 1\n", ctx->gid, gid);
 	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
 	r = write_id_maps(pid, umap, gmap);
 	if (r == 0) {
@@ -324,8 +311,35 @@ static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
 			r = -errno;
 	}
 	close(p[1]);
-	waitpid(pid, NULL, 0);
+	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+		;
 	if (r < 0)
+		return r;
+	*ret_fd = fd;
+	return 0;
+}
+
+/*
+ * A user namespace for MOUNT_ATTR_IDMAP in which the operator's uid (the
+ * owner of the workspace on disk) is the run's uid: through such a mount
+ * the run sees its workspace as its own, and what it creates is stored
+ * as the operator's.  Made once per uid pair and kept open.
+ */
+static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
+			int *ret_fd)
+{
+	char umap[64], gmap[64];
+	int fd, r;
+
+	for (size_t i = 0; i < ctx->nidmap; i++) {
+		if (ctx->idmap[i].uid == uid && ctx->idmap[i].gid == gid) {
+			*ret_fd = ctx->idmap[i].fd;
+			return 0;
+		}
+	}
+	snprintf(umap, sizeof(umap), "%u %u 1\n", ctx->uid, uid);
+	snprintf(gmap, sizeof(gmap), "%u %u 1\n", ctx->gid, gid);
+	if ((r = make_userns(umap, gmap, &fd)) < 0)
 		return r;
 	if (ctx->nidmap == SPAWN_IDMAP_CACHE) {
 		close(ctx->idmap[0].fd);
@@ -340,6 +354,30 @@ static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
 	ctx->idmap_gen++;
 	*ret_fd = fd;
 	return 0;
+}
+
+/*
+ * Root: the user namespace of a run's command, one per run.  Its maps are
+ * the host's own (every id is itself), so that the command's files,
+ * owners and permissions are exactly what they would be outside it; what
+ * it changes is the accounting of RLIMIT_NPROC, which the kernel keeps
+ * per user namespace and uid.  In the host's namespace every run of
+ * uid 65534 would share one count with the others and with every other
+ * process of that uid on the host: one run's fork bomb, or a host
+ * service running as nobody, would leave the next run unable to exec.
+ * Made ahead, while sandboxd is idle after a run (spawn_spare), and
+ * taken by the next run; made on the spot when there is none.
+ */
+static const char run_userns_map[] = "0 0 4294967295\n";
+
+static int run_userns(struct spawn_ctx *ctx, int *ret_fd)
+{
+	if (ctx->run_userns_fd >= 0) {
+		*ret_fd = ctx->run_userns_fd;
+		ctx->run_userns_fd = -1;
+		return 0;
+	}
+	return make_userns(run_userns_map, run_userns_map, ret_fd);
 }
 
 static const struct sock_fprog *seccomp_filter(struct spawn_ctx *ctx,
@@ -482,6 +520,10 @@ void spawn_spare_drop(struct spawn_ctx *ctx)
 
 void spawn_spare(struct spawn_ctx *ctx)
 {
+	/* Root: the next run's user namespace (run_userns), ahead. */
+	if (ctx->root && ctx->probed && ctx->run_userns_fd < 0)
+		(void)make_userns(run_userns_map, run_userns_map,
+				  &ctx->run_userns_fd);
 #if SPAWN_SHARED_VM
 	struct child_spare *sp = ctx->spare_cfg;
 	int sv[2];
@@ -572,6 +614,8 @@ static int spare_send(struct spawn_ctx *ctx, const struct child_args *a)
 		fds[n++] = a->fd_in;
 	if (a->fd_broker >= 0)
 		fds[n++] = a->fd_broker;
+	if (a->fd_userns >= 0)
+		fds[n++] = a->fd_userns;
 	memset(&u, 0, sizeof(u));
 	mh.msg_control = u.buf;
 	mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
@@ -644,6 +688,29 @@ struct start {
 	int idmap_fd;
 };
 
+/* Root: the command's user namespace of its own (run_userns), or why
+ * not: without it the run's process limit is not the run's alone. */
+static int start_run_userns(struct start *s)
+{
+	int r = run_userns(s->ctx, &s->a.fd_userns);
+
+	if (r == 0)
+		return 0;
+	s->a.fd_userns = -1;
+	if (!s->best) {
+		refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
+		       "process limit: a user namespace of the run's own: %s",
+		       errstr(r));
+		return r;
+	}
+	add_warning(s->run,
+		    "process limit: a user namespace of the run's own: %s; "
+		    "every process of uid %u on the host counts against the "
+		    "run's limit",
+		    errstr(r), s->a.run_uid);
+	return 0;
+}
+
 /* Root: the run's uid and gid, and the idmapped mounts' user namespace
  * that shows them the operator's files as theirs. */
 static int start_run_uid(struct start *s)
@@ -658,20 +725,21 @@ static int start_run_uid(struct start *s)
 	r = ctx->layers.idmap_mounts
 		? idmap_userns(ctx, s->a.run_uid, s->a.run_gid, &s->idmap_fd)
 		: -EOPNOTSUPP;
-	if (r == 0)
-		return 0;
-	why = ctx->layers.idmap_mounts ? errstr(r) : ctx->layers.idmap_why;
-	if (!s->best) {
-		refuse(s->refusal, SBXP_ERR_UNAVAILABLE, "idmapped mounts: %s",
-		       why);
-		return r;
+	if (r < 0) {
+		why = ctx->layers.idmap_mounts ? errstr(r)
+					       : ctx->layers.idmap_why;
+		if (!s->best) {
+			refuse(s->refusal, SBXP_ERR_UNAVAILABLE,
+			       "idmapped mounts: %s", why);
+			return r;
+		}
+		s->idmap_fd = -1;
+		add_warning(s->run,
+			    "idmapped mounts: %s; the workspace may not be "
+			    "writable by uid %u",
+			    why, s->a.run_uid);
 	}
-	s->idmap_fd = -1;
-	add_warning(s->run,
-		    "idmapped mounts: %s; the workspace may not be writable "
-		    "by uid %u",
-		    why, s->a.run_uid);
-	return 0;
+	return start_run_userns(s);
 }
 
 /* Fail closed: every layer that the host cannot give refuses the run,
@@ -1050,6 +1118,8 @@ static void start_free(struct start *s, bool failed)
 			close(run->broker_fd);
 		run->broker_fd = -1;
 	}
+	if (s->a.fd_userns >= 0)
+		close(s->a.fd_userns);
 	mountplan_free(&s->plan);
 	free(s->env);
 }
@@ -1071,7 +1141,8 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 	    .a = {.fd_out = out_fd,
 		  .fd_err = err_fd,
 		  .fd_in = in_fd,
-		  .fd_broker = -1},
+		  .fd_broker = -1,
+		  .fd_userns = -1},
 	    .read_paths = {"/", NULL},
 	    .report = {-1, -1},
 	    .status = {-1, -1},

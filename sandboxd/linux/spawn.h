@@ -95,6 +95,9 @@ struct spawn_ctx {
 	/* The fixed head of every mount plan, which a spare applies before
 	 * its run arrives (no ops when it could not be built). */
 	struct mountplan fixed_plan;
+	/* Root: the next run's user namespace, made ahead (spawn.c,
+	 * run_userns), or -1. */
+	int run_userns_fd;
 };
 
 struct spawn_run {

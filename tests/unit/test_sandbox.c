@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <grp.h>
 #include <sys/un.h>
 #include <unistd.h>
 #include <uv.h>
@@ -3226,6 +3227,119 @@ START_TEST(spare_sees_later_mounts)
 }
 END_TEST
 
+/*
+ * A run's process limit is its own.  The kernel counts RLIMIT_NPROC per
+ * user namespace and uid: were a run's command left in the host's user
+ * namespace as root's run uid (nobody), its limit would count every
+ * process of that uid on the host and of every other run, and a fork
+ * bomb in one run, or a host service running as nobody, would leave the
+ * next run unable to start (exec: EAGAIN).  Here the host holds more
+ * processes of the run's uid (40) than either run's limit, a first run
+ * forks up to its limit (30) and holds its children, and a second run
+ * with a lower limit (20) still starts: the kernel refuses a process
+ * only once its count is already above the limit, so in one shared
+ * count either would have been refused.  The limit still stops the
+ * first.
+ */
+#define NPROC_LIMIT_A 30
+#define NPROC_LIMIT_B 20
+#define NPROC_HOST 40
+
+static char nproc_fill[] = "import os, time\n"
+			   "n = 0\n"
+			   "while n < 200:\n"
+			   "    try:\n"
+			   "        p = os.fork()\n"
+			   "    except OSError:\n"
+			   "        break\n"
+			   "    if p == 0:\n"
+			   "        time.sleep(60)\n"
+			   "        os._exit(0)\n"
+			   "    n += 1\n"
+			   "print('full', n, flush=True)\n"
+			   "time.sleep(2)\n";
+
+/* NPROC_HOST processes of uid on the host, paused; their pids in pids. */
+static void nproc_host_fill(uid_t uid, pid_t *pids)
+{
+	int p[2];
+	char c;
+
+	ck_assert_int_eq(pipe(p), 0);
+	for (int i = 0; i < NPROC_HOST; i++) {
+		pids[i] = fork();
+		ck_assert_int_ge(pids[i], 0);
+		if (pids[i] == 0) {
+			close(p[0]);
+			if (getuid() != uid && (setgroups(0, NULL) < 0 ||
+						setresgid(uid, uid, uid) < 0 ||
+						setresuid(uid, uid, uid) < 0))
+				_exit(1);
+			if (write(p[1], "x", 1) != 1)
+				_exit(1);
+			for (;;)
+				pause();
+		}
+	}
+	close(p[1]);
+	for (int i = 0; i < NPROC_HOST; i++)
+		ck_assert_int_eq(read(p[0], &c, 1), 1);
+	close(p[0]);
+}
+
+START_TEST(process_limit_per_run)
+{
+	struct fixture f;
+	struct outcome a, b;
+	char *argv_a[] = {"/usr/bin/python3", "-c", nproc_fill, NULL};
+	char *argv_b[] = {"/bin/echo", "second run", NULL};
+	struct sbx_spec sp;
+	pid_t host[NPROC_HOST];
+	long n = -1;
+
+	if (access("/usr/bin/python3", X_OK) < 0)
+		TEST_SKIP("needs /usr/bin/python3");
+	/* As root a run is uid 65534 on the host; else the user's own. */
+	nproc_host_fill(geteuid() == 0 ? 65534 : geteuid(), host);
+	fx_setup(&f, NULL);
+	spec_init(&f, &sp, argv_a);
+	sp.rlimits[SBXP_RLIM_NPROC] = NPROC_LIMIT_A;
+	memset(&a, 0, sizeof(a));
+	ck_assert_int_eq(sbx_run(f.s, &sp, &cbs, &a, NULL), 0);
+	while (!a.done && !(a.out.data && strchr(a.out.data, '\n')))
+		uv_run(&f.loop, UV_RUN_ONCE);
+	if (a.done)
+		REQUIRE_SANDBOX(&a);
+	ck_assert_msg(a.out.data, "the first run did not start: %s %s (%s)",
+		      a.error_code ? a.error_code : "",
+		      a.error_msg ? a.error_msg : "", a.err.data);
+	ck_assert_int_eq(sscanf(a.out.data, "full %ld", &n), 1);
+	ck_assert_msg(n > 0 && n < NPROC_LIMIT_A,
+		      "the first run forked %ld processes under a limit of %d",
+		      n, NPROC_LIMIT_A);
+	/* The first run holds its limit's worth of processes meanwhile. */
+	spec_init(&f, &sp, argv_b);
+	sp.rlimits[SBXP_RLIM_NPROC] = NPROC_LIMIT_B;
+	run(&f, &sp, &b);
+	ck_assert_msg(b.error_code == NULL, "%s: %s", b.error_code,
+		      b.error_msg);
+	ck_assert_msg(b.exit_code == 0 && b.out.data &&
+			  !strcmp(b.out.data, "second run\n"),
+		      "the second run: exit %d, %s", b.exit_code,
+		      b.err.data ? b.err.data : "(no stderr)");
+	while (!a.done)
+		uv_run(&f.loop, UV_RUN_ONCE);
+	ck_assert_int_eq(a.exit_code, 0);
+	outcome_free(&a);
+	outcome_free(&b);
+	fx_teardown(&f);
+	for (int i = 0; i < NPROC_HOST; i++) {
+		kill(host[i], SIGKILL);
+		waitpid(host[i], NULL, 0);
+	}
+}
+END_TEST
+
 static Suite *sandbox_suite(void)
 {
 	Suite *s = suite_create("sandbox");
@@ -3256,6 +3370,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, ro_binds_overlay);
 	tcase_add_test(tc, ro_binds_too_many_entries);
 	tcase_add_test(tc, securebits_locked);
+	tcase_add_test(tc, process_limit_per_run);
 	tcase_add_test(tc, best_effort_warns);
 	tcase_add_test(tc, planted_hardlink_protected);
 	tcase_add_test(tc, inside_hardlinks_writable);
