@@ -2,9 +2,11 @@
  *   daemon MARKER DELAY   double fork, setsid, ignore every catchable
  *                         signal, then after DELAY seconds create MARKER
  *   ignterm               ignore SIGTERM/SIGHUP/SIGINT and spin
- *   bomb TAG              fork until refused; every child waits
+ *   bomb TAG [hold]       fork until refused; every child waits (and
+ *                         with hold, so does the bomb once it printed)
  *   fill PATH             write zeros to PATH until refused
  *   flood                 write to stdout forever
+ *   ok                    print "life: ok" and exit 0
  *   hold TAG              pause forever (the host-side victim process) */
 #include "common.h"
 #include <signal.h>
@@ -66,6 +68,9 @@ int main(int argc, char **argv)
 		printf("R bomb ERR forked %ld then %s\n", n,
 		       strerrorname_np(errno));
 		fflush(stdout);
+		if (argc > 3 && !strcmp(argv[3], "hold"))
+			for (;;)
+				pause();
 		return 0;
 	}
 	if (!strcmp(op, "fill") && argc > 2) {
@@ -83,6 +88,10 @@ int main(int argc, char **argv)
 			total += w;
 		printf("R fill ERR wrote %lld then %s\n", total,
 		       strerrorname_np(errno));
+		return 0;
+	}
+	if (!strcmp(op, "ok")) {
+		puts("life: ok");
 		return 0;
 	}
 	if (!strcmp(op, "flood")) {
