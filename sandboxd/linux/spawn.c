@@ -276,31 +276,48 @@ static int write_id_maps(pid_t pid, const char *uid_map, const char *gid_map)
 	return spawn_write_file(path, gid_map);
 }
 
+/* make_userns's child: waits, doing nothing, until the parent has what
+ * it needs (EOF on the pipe p).  Under SPAWN_SHARED_VM it shares
+ * sandboxd's memory, on a small stack of its own: system calls only. */
+static int userns_child(void *arg)
+{
+	const int *p = arg;
+	char c;
+
+	close(p[1]);
+	while (read(p[0], &c, 1) < 0 && errno == EINTR)
+		;
+	_exit(0);
+}
+
 /* A user namespace with the given uid and gid maps, made by a short-lived
- * child of sandboxd and kept open as *ret_fd.  Returns 0 or -errno. */
+ * child of sandboxd and kept open as *ret_fd.  Returns 0 or -errno.  A
+ * fork would copy sandboxd's page tables: 0.9 ms here, against 0.1 ms
+ * for a child that shares its memory (bench/README.md). */
 static int make_userns(const char *umap, const char *gmap, int *ret_fd)
 {
 	char path[64];
 	int p[2], fd = -1, r;
 	pid_t pid;
-	char c;
 
 	if (pipe2(p, O_CLOEXEC) < 0)
 		return -errno;
+#if SPAWN_SHARED_VM
+	static char stack[16384] __attribute__((aligned(16)));
+
+	pid = clone(userns_child, stack + sizeof(stack),
+		    CLONE_NEWUSER | CLONE_VM | SIGCHLD, p);
+#else
 	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL,
 			     NULL, NULL);
+	if (pid == 0)
+		userns_child(p);
+#endif
 	if (pid < 0) {
 		r = -errno;
 		close(p[0]);
 		close(p[1]);
 		return r;
-	}
-	if (pid == 0) {
-		/* Wait, doing nothing, until the parent has what it needs. */
-		close(p[1]);
-		while (read(p[0], &c, 1) < 0 && errno == EINTR)
-			;
-		_exit(0);
 	}
 	close(p[0]);
 	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
