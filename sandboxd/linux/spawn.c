@@ -12,6 +12,7 @@
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sched.h>
+#include <linux/securebits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -276,59 +277,126 @@ static int write_id_maps(pid_t pid, const char *uid_map, const char *gid_map)
 	return spawn_write_file(path, gid_map);
 }
 
-/* make_userns's child: waits, doing nothing, until the parent has what
- * it needs (EOF on the pipe p).  Under SPAWN_SHARED_VM it shares
+/* What make_userns's child is given: the pipe it waits on (go), and for
+ * a namespace owned by another uid, that uid and gid and the pipe it says
+ * on (ready) that it made the namespace. */
+struct userns_req {
+	int go[2], ready[2];
+	bool owned;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* make_userns's child.  Owned: takes the owner's uid and gid as its
+ * effective ids, keeping its capabilities (SECBIT_NO_SETUID_FIXUP),
+ * with no limit of processes of its own, or its hard limit without
+ * CAP_SYS_RESOURCE (that is the namespace's ceiling over the count of
+ * all its processes), makes the namespace and
+ * reports 0 or the errno.  Then it waits, doing nothing, until the
+ * parent has what it needs (EOF on go).  Under SPAWN_SHARED_VM it shares
  * sandboxd's memory, on a small stack of its own: system calls only. */
 static int userns_child(void *arg)
 {
-	const int *p = arg;
+	const struct userns_req *q = arg;
+	const struct rlimit inf = {RLIM_INFINITY, RLIM_INFINITY};
+	struct rlimit rl;
+	int err = 0;
 	char c;
 
-	close(p[1]);
-	while (read(p[0], &c, 1) < 0 && errno == EINTR)
+	close(q->go[1]);
+	if (q->owned) {
+		close(q->ready[0]);
+		/* Without CAP_SYS_RESOURCE (a container), the hard limit. */
+		if (setrlimit(RLIMIT_NPROC, &inf) < 0 &&
+		    getrlimit(RLIMIT_NPROC, &rl) == 0) {
+			rl.rlim_cur = rl.rlim_max;
+			(void)setrlimit(RLIMIT_NPROC, &rl);
+		}
+		if (prctl(PR_SET_SECUREBITS, SECBIT_NO_SETUID_FIXUP, 0, 0, 0) <
+			0 ||
+		    syscall(SYS_setresgid, -1, q->gid, -1) < 0 ||
+		    syscall(SYS_setresuid, -1, q->uid, -1) < 0 ||
+		    unshare(CLONE_NEWUSER) < 0)
+			err = errno;
+		if (write(q->ready[1], &err, sizeof(err)) != sizeof(err) || err)
+			_exit(1);
+		close(q->ready[1]);
+	}
+	while (read(q->go[0], &c, 1) < 0 && errno == EINTR)
 		;
 	_exit(0);
 }
 
-/* A user namespace with the given uid and gid maps, made by a short-lived
- * child of sandboxd and kept open as *ret_fd.  Returns 0 or -errno.  A
- * fork would copy sandboxd's page tables: 0.9 ms here, against 0.1 ms
- * for a child that shares its memory (bench/README.md). */
-static int make_userns(const char *umap, const char *gmap, int *ret_fd)
+/* Waits for an owned child's report (userns_child), on the read end of
+ * the ready pipe (its write end closed here).  Returns 0 or -errno. */
+static int userns_ready(int ready_r)
 {
+	ssize_t n;
+	int err;
+
+	do {
+		n = read(ready_r, &err, sizeof(err));
+	} while (n < 0 && errno == EINTR);
+	if (n != sizeof(err))
+		return n < 0 ? -errno : -ECHILD;
+	return err ? -err : 0;
+}
+
+/* A user namespace with the given uid and gid maps, made by a short-lived
+ * child of sandboxd and kept open as *ret_fd; its owner is sandboxd's
+ * uid, or with owner, uid and gid.  Returns 0 or -errno.  A fork would
+ * copy sandboxd's page tables: 0.9 ms here, against 0.1 ms for a child
+ * that shares its memory (bench/README.md). */
+static int make_userns(const char *umap, const char *gmap, bool owned,
+		       uid_t uid, gid_t gid, int *ret_fd)
+{
+	struct userns_req q = {.go = {-1, -1},
+			       .ready = {-1, -1},
+			       .owned = owned,
+			       .uid = uid,
+			       .gid = gid};
+	unsigned long flags = (owned ? 0 : CLONE_NEWUSER) | SIGCHLD;
 	char path[64];
-	int p[2], fd = -1, r;
+	int fd = -1, r;
 	pid_t pid;
 
-	if (pipe2(p, O_CLOEXEC) < 0)
+	if (pipe2(q.go, O_CLOEXEC) < 0)
 		return -errno;
+	if (owned && pipe2(q.ready, O_CLOEXEC) < 0) {
+		r = -errno;
+		close(q.go[0]);
+		close(q.go[1]);
+		return r;
+	}
 #if SPAWN_SHARED_VM
 	static char stack[16384] __attribute__((aligned(16)));
 
 	pid = clone(userns_child, stack + sizeof(stack),
-		    CLONE_NEWUSER | CLONE_VM | SIGCHLD, p);
+		    (int)(flags | CLONE_VM), &q);
 #else
-	pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, NULL, NULL,
-			     NULL, NULL);
+	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
 	if (pid == 0)
-		userns_child(p);
+		userns_child(&q);
 #endif
-	if (pid < 0) {
-		r = -errno;
-		close(p[0]);
-		close(p[1]);
-		return r;
-	}
-	close(p[0]);
-	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
-	r = write_id_maps(pid, umap, gmap);
+	/* q is the child's too (CLONE_VM): read here, never written. */
+	r = pid < 0 ? -errno : 0;
+	close(q.go[0]);
+	if (owned)
+		close(q.ready[1]);
+	if (r == 0 && owned)
+		r = userns_ready(q.ready[0]);
+	if (r == 0)
+		r = write_id_maps(pid, umap, gmap);
 	if (r == 0) {
+		snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
 		fd = open(path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0)
 			r = -errno;
 	}
-	close(p[1]);
-	while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+	close(q.go[1]);
+	if (owned)
+		close(q.ready[0]);
+	while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
 	if (r < 0)
 		return r;
@@ -356,7 +424,7 @@ static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
 	}
 	snprintf(umap, sizeof(umap), "%u %u 1\n", ctx->uid, uid);
 	snprintf(gmap, sizeof(gmap), "%u %u 1\n", ctx->gid, gid);
-	if ((r = make_userns(umap, gmap, &fd)) < 0)
+	if ((r = make_userns(umap, gmap, false, 0, 0, &fd)) < 0)
 		return r;
 	if (ctx->nidmap == SPAWN_IDMAP_CACHE) {
 		close(ctx->idmap[0].fd);
@@ -382,19 +450,33 @@ static int idmap_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid,
  * uid 65534 would share one count with the others and with every other
  * process of that uid on the host: one run's fork bomb, or a host
  * service running as nobody, would leave the next run unable to exec.
- * Made ahead, while sandboxd is idle after a run (spawn_spare), and
- * taken by the next run; made on the spot when there is none.
+ * Its owner is the run uid, not root: what the kernel counts per uid
+ * through the levels of namespaces (inotify instances, 128 by default,
+ * and the like) is charged to the run uid in the host's namespace, as
+ * it was before, never to root's, which a run could use up for every
+ * root daemon on the host.  Made ahead, for the last run's uid, while
+ * sandboxd is idle after a run (spawn_spare), and taken by the next run;
+ * made on the spot when there is none or its uid differs.
  */
 static const char run_userns_map[] = "0 0 4294967295\n";
 
-static int run_userns(struct spawn_ctx *ctx, int *ret_fd)
+static int run_userns(struct spawn_ctx *ctx, uid_t uid, gid_t gid, int *ret_fd)
 {
-	if (ctx->run_userns_fd >= 0) {
-		*ret_fd = ctx->run_userns_fd;
-		ctx->run_userns_fd = -1;
+	int fd = ctx->run_userns_fd;
+
+	ctx->run_userns_fd = -1;
+	if (fd >= 0 && ctx->run_userns_uid == uid &&
+	    ctx->run_userns_gid == gid) {
+		*ret_fd = fd;
 		return 0;
 	}
-	return make_userns(run_userns_map, run_userns_map, ret_fd);
+	if (fd >= 0)
+		close(fd);
+	ctx->run_userns_uid = uid;
+	ctx->run_userns_gid = gid;
+	ctx->run_userns_set = true;
+	return make_userns(run_userns_map, run_userns_map, true, uid, gid,
+			   ret_fd);
 }
 
 static const struct sock_fprog *seccomp_filter(struct spawn_ctx *ctx,
@@ -538,8 +620,9 @@ void spawn_spare_drop(struct spawn_ctx *ctx)
 void spawn_spare(struct spawn_ctx *ctx)
 {
 	/* Root: the next run's user namespace (run_userns), ahead. */
-	if (ctx->root && ctx->probed && ctx->run_userns_fd < 0)
-		(void)make_userns(run_userns_map, run_userns_map,
+	if (ctx->root && ctx->run_userns_set && ctx->run_userns_fd < 0)
+		(void)make_userns(run_userns_map, run_userns_map, true,
+				  ctx->run_userns_uid, ctx->run_userns_gid,
 				  &ctx->run_userns_fd);
 #if SPAWN_SHARED_VM
 	struct child_spare *sp = ctx->spare_cfg;
@@ -709,7 +792,7 @@ struct start {
  * not: without it the run's process limit is not the run's alone. */
 static int start_run_userns(struct start *s)
 {
-	int r = run_userns(s->ctx, &s->a.fd_userns);
+	int r = run_userns(s->ctx, s->a.run_uid, s->a.run_gid, &s->a.fd_userns);
 
 	if (r == 0)
 		return 0;

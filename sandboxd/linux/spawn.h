@@ -96,8 +96,11 @@ struct spawn_ctx {
 	 * its run arrives (no ops when it could not be built). */
 	struct mountplan fixed_plan;
 	/* Root: the next run's user namespace, made ahead (spawn.c,
-	 * run_userns), or -1. */
+	 * run_userns) for the last run's uid and gid, or -1. */
 	int run_userns_fd;
+	bool run_userns_set;
+	uid_t run_userns_uid;
+	gid_t run_userns_gid;
 };
 
 struct spawn_run {

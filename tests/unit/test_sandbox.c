@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/nsfs.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,9 +20,10 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
-#include <grp.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -3287,11 +3290,55 @@ static void nproc_host_fill(uid_t uid, pid_t *pids)
 	close(p[0]);
 }
 
+/* The owner of the user namespace of a process whose command line holds
+ * tag, or -1 when none is found. */
+static long userns_owner_of(const char *tag)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	long owner = -1;
+
+	ck_assert_ptr_nonnull(d);
+	while (owner < 0 && (e = readdir(d))) {
+		char path[300], buf[4096];
+		uid_t uid;
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		for (ssize_t i = 0; i < n; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[n] = 0;
+		if (!strstr(buf, tag))
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/ns/user", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (ioctl(fd, NS_GET_OWNER_UID, &uid) == 0)
+			owner = uid;
+		close(fd);
+	}
+	closedir(d);
+	return owner;
+}
+
 START_TEST(process_limit_per_run)
 {
 	struct fixture f;
 	struct outcome a, b;
-	char *argv_a[] = {"/usr/bin/python3", "-c", nproc_fill, NULL};
+	char tag[64];
+	char *argv_a[] = {"/usr/bin/python3", "-c", nproc_fill, tag, NULL};
 	char *argv_b[] = {"/bin/echo", "second run", NULL};
 	struct sbx_spec sp;
 	pid_t host[NPROC_HOST];
@@ -3300,7 +3347,12 @@ START_TEST(process_limit_per_run)
 	if (access("/usr/bin/python3", X_OK) < 0)
 		TEST_SKIP("needs /usr/bin/python3");
 	/* As root a run is uid 65534 on the host; else the user's own. */
-	nproc_host_fill(geteuid() == 0 ? 65534 : geteuid(), host);
+	uid_t run_uid = geteuid() == 0 ? 65534 : geteuid();
+	long owner;
+
+	snprintf(tag, sizeof(tag), "nproc-%d-%ld", (int)getpid(),
+		 (long)time(NULL));
+	nproc_host_fill(run_uid, host);
 	fx_setup(&f, NULL);
 	spec_init(&f, &sp, argv_a);
 	sp.rlimits[SBXP_RLIM_NPROC] = NPROC_LIMIT_A;
@@ -3317,6 +3369,13 @@ START_TEST(process_limit_per_run)
 	ck_assert_msg(n > 0 && n < NPROC_LIMIT_A,
 		      "the first run forked %ld processes under a limit of %d",
 		      n, NPROC_LIMIT_A);
+	/* Its user namespace is owned by the run uid, so that what the
+	 * kernel counts per uid up the namespaces (inotify instances and
+	 * the like) is charged to that uid on the host, never to root's. */
+	owner = userns_owner_of(tag);
+	ck_assert_msg(owner == (long)run_uid,
+		      "the run's user namespace is owned by uid %ld, not %u",
+		      owner, (unsigned)run_uid);
 	/* The first run holds its limit's worth of processes meanwhile. */
 	spec_init(&f, &sp, argv_b);
 	sp.rlimits[SBXP_RLIM_NPROC] = NPROC_LIMIT_B;
