@@ -75,7 +75,7 @@ static inline int sbxp_links_whole(uint32_t nshort, uint32_t nown,
 #define SBXP_RUN_FDS 3
 /* Warnings a STARTED carries: one per layer that can be missing. */
 #define SBXP_WARN_MAX 8
-#define SBXP_WARN_LEN 200
+#define SBXP_WARN_LEN 256
 #define SBXP_ERRCODE_LEN 32
 #define SBXP_ERRMSG_LEN 256
 

@@ -66,6 +66,7 @@ struct outcome {
 	uint64_t dropped[2];
 	char *error_code, *error_msg;
 	int nwarn;
+	char warnings[1024]; /* joined by "; " */
 };
 
 struct fixture {
@@ -96,8 +97,12 @@ static void on_done(void *data, const struct sbx_result *r)
 	o->dropped[1] = r->bytes_dropped[1];
 	o->error_code = r->error_code ? strdup(r->error_code) : NULL;
 	o->error_msg = r->error_msg ? strdup(r->error_msg) : NULL;
-	for (o->nwarn = 0; r->warnings[o->nwarn]; o->nwarn++)
-		;
+	for (o->nwarn = 0; r->warnings[o->nwarn]; o->nwarn++) {
+		size_t n = strlen(o->warnings);
+
+		snprintf(o->warnings + n, sizeof(o->warnings) - n, "%s%s",
+			 n ? "; " : "", r->warnings[o->nwarn]);
+	}
 }
 
 static const struct sbx_cbs cbs = {on_output, on_done, NULL};
@@ -3067,8 +3072,8 @@ static const char best_effort_wrapper[] =
     "    if libc.unshare(0x10000000) != 0: os._exit(90)\n"
     "    os.write(w2, b'x'); os.close(w2); os.read(r, 1)\n"
     "    open('/proc/sys/user/max_user_namespaces', 'w').write('0')\n"
-    "    os.setgroups([]); os.setresgid(1000, 1000, 1000)\n"
-    "    os.setresuid(1000, 1000, 1000)\n"
+    "    os.setgroups([]); os.setresgid(%d, %d, %d)\n"
+    "    os.setresuid(%d, %d, %d)\n"
     "    os.execv('%s', ['sandboxd'])\n"
     "os.close(r); os.close(w2); os.read(r2, 1)\n"
     "for f in ('uid_map', 'gid_map'):\n"
@@ -3076,7 +3081,10 @@ static const char best_effort_wrapper[] =
     "os.write(w, b'x')\n"
     "os.waitpid(pid, 0)\n";
 
-START_TEST(best_effort_warns)
+/* A best-effort run under the crippled sandboxd as uid (1000, or 0: as
+ * root in its user namespace) runs, with a warning holding want; the same
+ * run in required mode is refused. */
+static void best_effort_case(int uid, const char *want)
 {
 	struct fixture f;
 	struct outcome o;
@@ -3092,7 +3100,9 @@ START_TEST(best_effort_warns)
 	tmp = test_tmpdir("sbxwrap");
 	prog = test_prog("sandboxd");
 	snprintf(wrapper, sizeof(wrapper), "%s/sandboxd", tmp);
-	ck_assert_int_ge(asprintf(&script, best_effort_wrapper, prog), 0);
+	ck_assert_int_ge(asprintf(&script, best_effort_wrapper, uid, uid, uid,
+				  uid, uid, uid, prog),
+			 0);
 	test_write_file(wrapper, script);
 	chmod(wrapper, 0755);
 	chmod(tmp, 0755);
@@ -3106,6 +3116,8 @@ START_TEST(best_effort_warns)
 		      o.error_msg);
 	ck_assert_msg(o.nwarn > 0, "a best-effort run without a layer said "
 				   "nothing");
+	ck_assert_msg(strstr(o.warnings, want), "no warning of \"%s\": %s",
+		      want, o.warnings);
 	ck_assert_str_eq(o.out.data ? o.out.data : "", "ran\n");
 	outcome_free(&o);
 
@@ -3121,6 +3133,19 @@ START_TEST(best_effort_warns)
 	free(tmp);
 	free(prog);
 	free(script);
+}
+
+START_TEST(best_effort_warns)
+{
+	best_effort_case(1000, "user namespaces");
+}
+END_TEST
+
+/* As root where no user namespace can be made: the run's own (for its
+ * process limit) is missing too, and said so; required mode refuses. */
+START_TEST(best_effort_root_warns)
+{
+	best_effort_case(0, "process limit: a user namespace of the run's own");
 }
 END_TEST
 
@@ -3431,6 +3456,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, securebits_locked);
 	tcase_add_test(tc, process_limit_per_run);
 	tcase_add_test(tc, best_effort_warns);
+	tcase_add_test(tc, best_effort_root_warns);
 	tcase_add_test(tc, planted_hardlink_protected);
 	tcase_add_test(tc, inside_hardlinks_writable);
 	tcase_add_test(tc, too_many_hardlinks_refused);
