@@ -277,9 +277,9 @@ static int write_id_maps(pid_t pid, const char *uid_map, const char *gid_map)
 	return spawn_write_file(path, gid_map);
 }
 
-/* What make_userns's child is given: the pipe it waits on (go), and for
- * a namespace owned by another uid, that uid and gid and the pipe it says
- * on (ready) that it made the namespace. */
+/* What make_userns's child is given: the pipe it says on that its
+ * namespace is made (ready), the pipe it then waits on (go), and for a
+ * namespace owned by another uid, that uid and gid. */
 struct userns_req {
 	int go[2], ready[2];
 	bool owned;
@@ -304,8 +304,8 @@ static int userns_child(void *arg)
 	char c;
 
 	close(q->go[1]);
+	close(q->ready[0]);
 	if (q->owned) {
-		close(q->ready[0]);
 		/* Without CAP_SYS_RESOURCE (a container), the hard limit. */
 		if (setrlimit(RLIMIT_NPROC, &inf) < 0 &&
 		    getrlimit(RLIMIT_NPROC, &rl) == 0) {
@@ -318,17 +318,17 @@ static int userns_child(void *arg)
 		    syscall(SYS_setresuid, -1, q->uid, -1) < 0 ||
 		    unshare(CLONE_NEWUSER) < 0)
 			err = errno;
-		if (write(q->ready[1], &err, sizeof(err)) != sizeof(err) || err)
-			_exit(1);
-		close(q->ready[1]);
 	}
+	if (write(q->ready[1], &err, sizeof(err)) != sizeof(err) || err)
+		_exit(1);
+	close(q->ready[1]);
 	while (read(q->go[0], &c, 1) < 0 && errno == EINTR)
 		;
 	_exit(0);
 }
 
-/* Waits for an owned child's report (userns_child), on the read end of
- * the ready pipe (its write end closed here).  Returns 0 or -errno. */
+/* Waits for the child's report (userns_child) on the read end of the
+ * ready pipe.  Returns 0 or -errno. */
 static int userns_ready(int ready_r)
 {
 	ssize_t n;
@@ -362,7 +362,7 @@ static int make_userns(const char *umap, const char *gmap, bool owned,
 
 	if (pipe2(q.go, O_CLOEXEC) < 0)
 		return -errno;
-	if (owned && pipe2(q.ready, O_CLOEXEC) < 0) {
+	if (pipe2(q.ready, O_CLOEXEC) < 0) {
 		r = -errno;
 		close(q.go[0]);
 		close(q.go[1]);
@@ -381,9 +381,8 @@ static int make_userns(const char *umap, const char *gmap, bool owned,
 	/* q is the child's too (CLONE_VM): read here, never written. */
 	r = pid < 0 ? -errno : 0;
 	close(q.go[0]);
-	if (owned)
-		close(q.ready[1]);
-	if (r == 0 && owned)
+	close(q.ready[1]);
+	if (r == 0)
 		r = userns_ready(q.ready[0]);
 	if (r == 0)
 		r = write_id_maps(pid, umap, gmap);
@@ -394,8 +393,7 @@ static int make_userns(const char *umap, const char *gmap, bool owned,
 			r = -errno;
 	}
 	close(q.go[1]);
-	if (owned)
-		close(q.ready[0]);
+	close(q.ready[0]);
 	while (pid > 0 && waitpid(pid, NULL, 0) < 0 && errno == EINTR)
 		;
 	if (r < 0)
