@@ -151,6 +151,9 @@ $(BUILD)/sandboxd: $(call obj,sandboxd/main.c) $(LIBSBX) $(LIBCOMMON)
 # many people run agents; a musl spctl starts in 0.15 ms against 0.65
 # (bench/README.md).  jansson is built from Debian's source of the version
 # Debian ships (third_party/); base64 is spctl's own (client/b64.h).
+# The musl build also takes malloc from client/alloc.c, which keeps the
+# memory it takes: musl's own gives it back with munmap calls, whose TLB
+# flushes cost a virtual machine about 0.3 ms per command.
 # SPCTL_LIBC=glibc forces the glibc build; the sanitizers need the dynamic
 # loader, so make asan links spctl against glibc, dynamically.
 MUSL_CC ?= musl-gcc
@@ -174,6 +177,7 @@ MUSL := $(BUILD)/musl
 MUSL_SPECS_SYS := $(shell sed -n 's/.*-specs "\([^"]*\)".*/\1/p' "$$(command -v $(MUSL_CC))")
 MUSL_LIBDIR := $(dir $(MUSL_SPECS_SYS))
 MUSL_CFLAGS := -specs $(MUSL)/musl.specs -std=gnu11 -D_GNU_SOURCE -I. \
+	-DSPCTL_OWN_MALLOC \
 	-I$(MUSL)/include -O2 -g $(WARN) -fstack-protector-strong -fPIE -MMD -MP
 MUSL_CLIENT_OBJ := $(patsubst %.c,$(MUSL)/obj/%.o,client/main.c $(CLIENT_SRC) \
 	$(filter-out common/paths_pw.c,$(COMMON_SRC)))
@@ -208,6 +212,11 @@ $(BUILD)/spctl: $(MUSL_CLIENT_OBJ) $(MUSL)/lib/libjansson.a
 	$(if $(Q),@echo "  LD      $@ (musl)")
 	$(Q)gcc -specs $(MUSL)/musl.specs -static-pie -o $@ $(MUSL_CLIENT_OBJ) \
 		-Wl,-z,relro,-z,now,-z,noexecstack $(MUSL)/lib/libjansson.a
+	@# musl's own malloc (mallocng) must not be linked beside ours: a
+	@# block of one freed by the other would corrupt both.
+	$(Q)if nm $@ | grep -q __malloc_alloc_meta; then \
+		echo "$@: musl's malloc linked beside client/alloc.c" >&2; \
+		rm -f $@; exit 1; fi
 else
 $(BUILD)/spctl: $(call obj,client/main.c) $(LIBCLIENT) $(LIBCOMMON)
 	$(if $(Q),@echo "  LD      $@")

@@ -227,9 +227,13 @@ static int read_message(struct client *c, json_t **ret)
 		}
 		if (c->in.len > 2 * RPC_FRAME_MAX)
 			return -E2BIG;
-		if (buf_reserve(&c->in, 65536) < 0)
+		/* 16 KiB at least, and what the buffer holds: a usual
+		 * reply fits a buffer of 32 KiB, which spctl's allocator
+		 * keeps rather than maps (client/alloc.c). */
+		if (buf_reserve(&c->in, 16384) < 0)
 			return -ENOMEM;
-		ssize_t r = read(c->fd, c->in.data + c->in.len, 65536);
+		ssize_t r = read(c->fd, c->in.data + c->in.len,
+				 c->in.cap - c->in.len - 1);
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
