@@ -61,8 +61,10 @@ static void kill_all(void)
 
 	for (size_t i = 0; i < nruns; i++)
 		spawn_kill(&runs[i]);
-	for (size_t i = 0; i < nruns; i++)
+	for (size_t i = 0; i < nruns; i++) {
 		spawn_finish(&runs[i], &e);
+		spawn_reap(&runs[i]);
+	}
 	nruns = 0;
 }
 
@@ -217,6 +219,7 @@ static void finish_run(size_t i)
 	trace_stamp("exited");
 	trace_flush();
 	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
+	spawn_reap(run);
 	runs[i] = runs[--nruns];
 	/* Idle until spd's next message: the time to clone the next run's
 	 * init ahead (spawn.h, the spare).  spd, just woken by EXITED, often
@@ -278,7 +281,7 @@ int main(int argc, char **argv)
 {
 	bool trace = argc == 2 && strcmp(argv[1], "--trace") == 0;
 
-	struct pollfd pfd[1 + 2 * SBXD_RUNS_MAX];
+	struct pollfd pfd[1 + 3 * SBXD_RUNS_MAX];
 	struct stat st;
 
 	/* Descriptor 3 must be spd's socket; anything else we were given
@@ -310,6 +313,13 @@ int main(int argc, char **argv)
 			pfd[np++] = (struct pollfd){runs[i].pidfd, POLLIN, 0};
 			pfd[np++] =
 			    (struct pollfd){runs[i].report_fd, POLLIN, 0};
+			/* Until init's status is read: it may say the run
+			 * is over before init has exited. */
+			pfd[np++] = (struct pollfd){runs[i].have_status ||
+							    runs[i].status_eof
+							? -1
+							: runs[i].status_fd,
+						    POLLIN, 0};
 		}
 		n = poll(pfd, np, poll_timeout());
 		if (n < 0 && errno != EINTR)
@@ -330,8 +340,9 @@ int main(int argc, char **argv)
 		/* Runs before new messages: pfd indexes stay valid while
 		 * the runs array is unchanged, so walk it backwards. */
 		for (size_t i = nruns; i-- > 0;) {
-			struct pollfd *pp = &pfd[1 + 2 * i];
-			struct pollfd *pr = &pfd[2 + 2 * i];
+			struct pollfd *pp = &pfd[1 + 3 * i];
+			struct pollfd *pr = &pfd[2 + 3 * i];
+			struct pollfd *ps = &pfd[3 + 3 * i];
 
 			if (pr->revents && runs[i].report_fd >= 0 &&
 			    spawn_read_report(&runs[i]) == 1 &&
@@ -342,7 +353,8 @@ int main(int argc, char **argv)
 					    &runs[i].info,
 					    sizeof(runs[i].info));
 			}
-			if (pp->revents)
+			if (pp->revents ||
+			    (ps->revents && spawn_read_status(&runs[i])))
 				finish_run(i);
 		}
 		if (pfd[0].revents)

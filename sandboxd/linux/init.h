@@ -28,6 +28,11 @@ struct rec {
 	int32_t err;  /* positive errno */
 	int32_t info; /* REC_STATUS: wait status; REC_FAIL mount: step */
 };
+/* REC_STATUS's layer: init, pid 1 of the run's own pid namespace, had no
+ * other child left when it wrote the record.  Every process of a pid
+ * namespace descends from its init, so the run was empty: sandboxd can
+ * send EXITED without waiting for init's own exit. */
+#define REC_STATUS_EMPTY 1
 
 /* The fixed descriptors of init and the command after the shuffle: 0 is
  * /dev/null, 1 and 2 the output pipes. */

@@ -1389,38 +1389,67 @@ void spawn_kill(struct spawn_run *run)
 		kill(-run->pid, SIGKILL);
 }
 
+int spawn_read_status(struct spawn_run *run)
+{
+	struct rec rec;
+	ssize_t n;
+
+	if (run->have_status)
+		return run->run_empty;
+	do {
+		n = read(run->status_fd, &rec, sizeof(rec));
+	} while (n < 0 && errno == EINTR);
+	if (n == 0)
+		run->status_eof = true;
+	if (n != sizeof(rec) || rec.kind != REC_STATUS)
+		return 0;
+	run->have_status = true;
+	run->status = rec.info;
+	/* Only init's word, and only with a pid namespace of the run's own
+	 * (init checks that it is pid 1 too): without one, what the command
+	 * left behind is not init's child. */
+	run->run_empty = run->own_pidns && rec.layer == REC_STATUS_EMPTY;
+	return run->run_empty;
+}
+
+static void spawn_wait_init(struct spawn_run *run, siginfo_t *si)
+{
+	memset(si, 0, sizeof(*si));
+	if (run->reaped)
+		return;
+	while (waitid(P_PIDFD, (id_t)run->pidfd, si, WEXITED) < 0 &&
+	       errno == EINTR)
+		;
+	run->reaped = true;
+}
+
 void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret)
 {
 	siginfo_t si;
-	struct rec rec;
-	bool have_status = false;
-	ssize_t n;
 
 	memset(ret, 0, sizeof(*ret));
 	while (spawn_read_report(run) == 0)
 		;
+	/* A run that init reported empty is over: init, alone in it, only
+	 * exits (spawn_reap waits for that, after EXITED is sent). */
 	memset(&si, 0, sizeof(si));
-	while (waitid(P_PIDFD, (id_t)run->pidfd, &si, WEXITED) < 0 &&
-	       errno == EINTR)
-		;
-	if (!run->own_pidns)
-		kill(-run->pid, SIGKILL);
-	do {
-		n = read(run->status_fd, &rec, sizeof(rec));
-	} while (n < 0 && errno == EINTR);
-	if (n == sizeof(rec) && rec.kind == REC_STATUS)
-		have_status = true;
+	if (!(run->have_status && run->run_empty)) {
+		spawn_wait_init(run, &si);
+		if (!run->own_pidns)
+			kill(-run->pid, SIGKILL);
+		(void)spawn_read_status(run);
+	}
 
 	if (run->failed) {
 		*ret = run->refusal;
-	} else if (have_status && WIFEXITED(rec.info)) {
-		ret->exit_code = WEXITSTATUS(rec.info);
+	} else if (run->have_status && WIFEXITED(run->status)) {
+		ret->exit_code = WEXITSTATUS(run->status);
 		if (run->exec_errno)
 			snprintf(ret->error_msg, sizeof(ret->error_msg),
 				 "%s: %s", "exec", strerror(run->exec_errno));
-	} else if (have_status && WIFSIGNALED(rec.info)) {
+	} else if (run->have_status && WIFSIGNALED(run->status)) {
 		ret->exit_code = -1;
-		ret->term_signal = WTERMSIG(rec.info);
+		ret->term_signal = WTERMSIG(run->status);
 	} else if (run->timed_out || run->cancelled) {
 		ret->exit_code = -1;
 		ret->term_signal = SIGKILL;
@@ -1433,6 +1462,15 @@ void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret)
 	ret->timed_out = run->timed_out;
 	ret->cancelled = run->cancelled;
 	ret->duration_us = (spawn_now_ns() - run->start_ns) / 1000;
+}
+
+void spawn_reap(struct spawn_run *run)
+{
+	siginfo_t si;
+
+	if (run->pidfd < 0)
+		return;
+	spawn_wait_init(run, &si);
 	close(run->pidfd);
 	close(run->status_fd);
 	run->pidfd = run->status_fd = -1;

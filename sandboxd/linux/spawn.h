@@ -120,7 +120,12 @@ struct spawn_run {
 	struct sbxp_started info;   /* pid and warnings for STARTED */
 	struct sbxp_exited refusal; /* set when failed */
 	int exec_errno;		    /* the command could not be exec'd */
-	struct mountplan plan;	    /* kept to name a failing mount */
+	bool have_status;	    /* init's REC_STATUS was read */
+	bool run_empty;	       /* ... and nothing else was left in the run */
+	bool status_eof;       /* init closed it without one */
+	bool reaped;	       /* init was waited for */
+	int status;	       /* the command's wait status */
+	struct mountplan plan; /* kept to name a failing mount */
 	/* The run's mount namespace, held so that taking its mounts down
 	 * follows EXITED instead of delaying it (spawn_finish), or -1. */
 	int mntns_fd;
@@ -175,14 +180,27 @@ void spawn_spare_drop(struct spawn_ctx *ctx);
 void spawn_kill(struct spawn_run *run);
 
 /*
- * Reap a run whose pidfd became readable and fill *ret with its EXITED:
- * the command's exit code or signal, timed_out, duration, or the refusal
- * recorded during setup.  Closes the run's descriptors but mntns_fd: the
- * caller closes that after sending EXITED (every process of the run is
- * gone by then; what is left is the kernel taking the run's mounts down,
- * which the last reference does).
+ * Read init's record of the command's status from run->status_fd once it
+ * is readable.  Returns 1 when init also found the run empty (no process
+ * left but itself: spawn_finish may follow at once), else 0.
+ */
+int spawn_read_status(struct spawn_run *run);
+
+/*
+ * Fill *ret with the run's EXITED: the command's exit code or signal,
+ * timed_out, duration, or the refusal recorded during setup.  Called once
+ * the run is over: its pidfd became readable (init exited), or
+ * spawn_read_status returned 1.  In the first case it reaps init.
+ * Every process of the run is gone when it returns, but init, which only
+ * exits, in the second.
  */
 void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret);
+
+/* After spawn_finish and the EXITED it filled: wait for init if it was
+ * not yet, close the run's descriptors but mntns_fd, and free its plan.
+ * The caller closes mntns_fd after (what is left then is the kernel
+ * taking the run's mounts down, which the last reference does). */
+void spawn_reap(struct spawn_run *run);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t spawn_now_ns(void);

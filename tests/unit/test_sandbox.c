@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -32,6 +34,7 @@
 #include "daemon/domain/linkwatch.h"
 #include "daemon/domain/sbx.h"
 #include "proto/sandbox.h"
+#include "sandboxd/linux/init.h"
 #include "sandboxd/linux/mount.h"
 #include "tests/lib/benchutil.h"
 #include "tests/lib/testlib.h"
@@ -347,6 +350,133 @@ START_TEST(deadline_kills_everything)
 	usleep(1600 * 1000);
 	ck_assert_msg(access(marker, F_OK) < 0,
 		      "a process outlived its run and made the marker");
+	outcome_free(&o);
+	fx_teardown(&f);
+}
+END_TEST
+
+/*
+ * sandboxd-init's record (sandboxd/linux/init.h): the command's wait
+ * status, and REC_STATUS_EMPTY only when init, pid 1 of a pid namespace,
+ * was alone once the command ended, for sandboxd then sends EXITED
+ * without waiting for init's exit.  script runs as init's child; with
+ * pidns false init is not pid 1.  Returns the record (kind 0: none).
+ */
+static struct rec init_record(const char *script, bool pidns)
+{
+	struct rec r = {0, 0, 0, 0};
+	int p[2];
+	pid_t outer;
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
+	outer = fork();
+	ck_assert_int_ge(outer, 0);
+	if (outer == 0) {
+		pid_t init;
+		int st;
+
+		if (pidns && geteuid() != 0 && unshare(CLONE_NEWUSER) < 0)
+			_exit(90);
+		if (pidns && unshare(CLONE_NEWPID) < 0)
+			_exit(91);
+		init = fork();
+		if (init == 0) {
+			size_t n = (size_t)(sbx_init_elf_end - sbx_init_elf);
+			int mfd = memfd_create("sandboxd-init", MFD_CLOEXEC);
+			char arg[24], *av[] = {"sandboxd-init", arg, NULL};
+			char *ev[] = {NULL};
+			pid_t cmd = fork();
+
+			if (cmd == 0) {
+				execl("/bin/sh", "sh", "-c", script, NULL);
+				_exit(127);
+			}
+			if (mfd < 0 ||
+			    write(mfd, sbx_init_elf, n) != (ssize_t)n ||
+			    dup2(p[1], FD_STATUS) < 0)
+				_exit(92);
+			snprintf(arg, sizeof(arg), "%d", (int)cmd);
+			syscall(SYS_execveat, mfd, "", av, ev, AT_EMPTY_PATH);
+			_exit(93);
+		}
+		if (init < 0 || waitpid(init, &st, 0) < 0)
+			_exit(94);
+		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 95);
+	}
+	close(p[1]);
+	if (read(p[0], &r, sizeof(r)) != sizeof(r))
+		r.kind = 0;
+	close(p[0]);
+	{
+		int st;
+
+		ck_assert_int_eq(waitpid(outer, &st, 0), outer);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			      "init's harness ended with status %d", st);
+	}
+	return r;
+}
+
+START_TEST(init_says_when_the_run_is_empty)
+{
+	struct rec r;
+
+	r = init_record("exit 3", true);
+	ck_assert_int_eq(r.kind, REC_STATUS);
+	ck_assert(WIFEXITED(r.info) && WEXITSTATUS(r.info) == 3);
+	ck_assert_int_eq(r.layer, REC_STATUS_EMPTY);
+
+	/* A child that ended before the command: reaped, and still empty. */
+	r = init_record("(exit 0) & sleep 0.2; exit 5", true);
+	ck_assert_int_eq(r.kind, REC_STATUS);
+	ck_assert(WIFEXITED(r.info) && WEXITSTATUS(r.info) == 5);
+	ck_assert_int_eq(r.layer, REC_STATUS_EMPTY);
+
+	/* A process left running: not empty (init's exit kills it). */
+	r = init_record("sleep 30 & exit 0", true);
+	ck_assert_int_eq(r.kind, REC_STATUS);
+	ck_assert(WIFEXITED(r.info) && WEXITSTATUS(r.info) == 0);
+	ck_assert_int_eq(r.layer, 0);
+
+	/* Not pid 1: what the command leaves is no child of init's. */
+	r = init_record("exit 0", false);
+	ck_assert_int_eq(r.kind, REC_STATUS);
+	ck_assert_int_eq(r.layer, 0);
+}
+END_TEST
+
+/*
+ * A process the command leaves running, with its output elsewhere, so
+ * that only EXITED ends the run for spd: it is gone by the time the run's
+ * result arrives, and changes nothing after.
+ */
+START_TEST(leftover_gone_at_exit)
+{
+	struct fixture f;
+	struct outcome o;
+	char script[2 * PATH_MAX + 256], file[PATH_MAX];
+	struct stat a, b;
+
+	fx_setup(&f, NULL);
+	snprintf(file, sizeof(file), "%s/ticks", f.ws);
+	snprintf(script, sizeof(script),
+		 "(setsid sh -c 'while :; do echo x >> %s; sleep 0.01; done' "
+		 "</dev/null >/dev/null 2>&1 &); "
+		 "while [ ! -s %s ]; do sleep 0.01; done; exit 4",
+		 file, file);
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct sbx_spec sp;
+	spec_init(&f, &sp, argv);
+	run(&f, &sp, &o);
+	REQUIRE_SANDBOX(&o);
+	ck_assert_int_eq(o.exit_code, 4);
+	ck_assert_int_eq(stat(file, &a), 0);
+	usleep(300 * 1000);
+	ck_assert_int_eq(stat(file, &b), 0);
+	ck_assert_msg(a.st_size > 0 && a.st_size == b.st_size,
+		      "the leftover still wrote after EXITED (%lld, then %lld "
+		      "bytes)",
+		      (long long)a.st_size, (long long)b.st_size);
 	outcome_free(&o);
 	fx_teardown(&f);
 }
@@ -3434,6 +3564,8 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, merged_output_with_stdin);
 	tcase_add_test(tc, run_flags_decoding);
 	tcase_add_test(tc, deadline_kills_everything);
+	tcase_add_test(tc, init_says_when_the_run_is_empty);
+	tcase_add_test(tc, leftover_gone_at_exit);
 	tcase_add_test(tc, files_outside_and_inside);
 	tcase_add_test(tc, workspace_below_private_dir);
 	tcase_add_test(tc, credentials_hidden);

@@ -10,7 +10,9 @@
  * reaps whatever the pid namespace hands it until the command itself ends,
  * writes that wait status as one REC_STATUS record, and exits.  The exit of
  * a pid namespace's init kills everything else in it, so nothing outlives
- * the command.  The parent-death signal set before the exec stays set (the
+ * the command.  The record says whether init was alone by then
+ * (REC_STATUS_EMPTY): most commands leave nothing behind, and sandboxd
+ * need not wait for init's own exit to say the run is over.  The parent-death signal set before the exec stays set (the
  * exec changes no credentials): if sandboxd dies, so does the run.
  *
  * Freestanding on purpose: no libc, no dynamic loader, a few pages of
@@ -27,6 +29,9 @@
 
 #ifndef EINTR
 #define EINTR 4
+#endif
+#ifndef ECHILD
+#define ECHILD 10
 #endif
 
 #if defined(__x86_64__)
@@ -109,6 +114,22 @@ static int drop_privileges(void)
 	return 0;
 }
 
+/* Whether the run holds no process but init: init is pid 1 of the run's
+ * own pid namespace, every process of which descends from it, and it has
+ * no child left.  Leftovers that already ended are reaped on the way. */
+static int run_empty(void)
+{
+	if (sys6(__NR_getpid, 0, 0, 0, 0, 0, 0) != 1)
+		return 0;
+	for (;;) {
+		long w = sys4(__NR_wait4, -1, 0, __WALL | WNOHANG, 0);
+
+		if (w > 0 || w == -EINTR)
+			continue;
+		return w == -ECHILD;
+	}
+}
+
 __attribute__((used, noreturn)) void init_main(long *sp);
 __attribute__((used, noreturn)) void init_main(long *sp)
 {
@@ -134,7 +155,9 @@ __attribute__((used, noreturn)) void init_main(long *sp)
 		long w = sys4(__NR_wait4, -1, &st, __WALL, 0);
 
 		if (w == cmd) {
-			struct rec r = {REC_STATUS, 0, 0, st};
+			struct rec r = {REC_STATUS,
+					run_empty() ? REC_STATUS_EMPTY : 0, 0,
+					st};
 			long n;
 
 			do {
