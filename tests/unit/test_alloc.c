@@ -8,6 +8,7 @@
 #include <check.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +34,12 @@ START_TEST(test_blocks_hold_what_was_asked)
 		memset(p[i], (int)i + 1, alloc_usable_size(p[i]));
 	}
 	for (size_t i = 0; i < N; i++) {
-		size_t n = alloc_usable_size(p[i]);
+		size_t n = alloc_usable_size(p[i]), k = 0;
 
-		for (size_t k = 0; k < n; k++)
-			ck_assert_msg(p[i][k] == (unsigned char)(i + 1),
-				      "block %zu (%zu bytes) byte %zu is %u", i,
-				      sizes[i], k, p[i][k]);
+		while (k < n && p[i][k] == (unsigned char)(i + 1))
+			k++;
+		ck_assert_msg(k == n, "block %zu (%zu bytes) byte %zu is %u", i,
+			      sizes[i], k, k < n ? p[i][k] : 0);
 	}
 	for (size_t i = 0; i < N; i++)
 		alloc_free(p[i]);
@@ -79,6 +80,15 @@ START_TEST(test_beyond_the_static_arena)
 }
 END_TEST
 
+/* Whether p's first n bytes are still 0, 1, 2, ... (mod 256). */
+static bool bytes_kept(const unsigned char *p, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (p[k] != (unsigned char)k)
+			return false;
+	return true;
+}
+
 START_TEST(test_realloc_keeps_the_bytes)
 {
 	unsigned char *p = alloc_realloc(NULL, 10), *q;
@@ -92,8 +102,8 @@ START_TEST(test_realloc_keeps_the_bytes)
 	for (size_t want = 33; want < (4u << 20); want = want * 3 + 1) {
 		q = alloc_realloc(p, want);
 		ck_assert_ptr_nonnull(q);
-		for (size_t k = 0; k < n; k++)
-			ck_assert_uint_eq(q[k], (unsigned char)k);
+		ck_assert_msg(bytes_kept(q, n), "realloc to %zu lost bytes",
+			      want);
 		for (size_t k = n; k < want; k++)
 			q[k] = (unsigned char)k;
 		p = q;
@@ -158,6 +168,8 @@ START_TEST(test_double_free_aborts)
 }
 END_TEST
 
+#ifndef __SANITIZE_ADDRESS__
+/* AddressSanitizer takes SIGSEGV and exits instead. */
 START_TEST(test_big_double_free_dies)
 {
 	void *p = alloc_malloc(1 << 20);
@@ -166,6 +178,7 @@ START_TEST(test_big_double_free_dies)
 	alloc_free(p); /* unmapped: the header read faults */
 }
 END_TEST
+#endif
 
 START_TEST(test_interior_pointer_aborts)
 {
@@ -203,7 +216,6 @@ int main(void)
 	tcase_add_test(tc, test_memalign);
 	tcase_add_test_raise_signal(tc, test_double_free_aborts, SIGABRT);
 #ifndef __SANITIZE_ADDRESS__
-	/* AddressSanitizer takes SIGSEGV and exits instead. */
 	tcase_add_test_raise_signal(tc, test_big_double_free_dies, SIGSEGV);
 #endif
 	tcase_add_test_raise_signal(tc, test_interior_pointer_aborts, SIGABRT);
