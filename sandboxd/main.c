@@ -34,6 +34,10 @@
 
 static struct spawn_ctx ctx;
 static struct spawn_run runs[SBXD_RUNS_MAX];
+/* The pidfds of inits whose run is over (EXITED sent) but which have not
+ * exited yet: reaped when they have (spawn_release). */
+static int exiting[SBXD_RUNS_MAX];
+static size_t nexiting;
 static size_t nruns;
 static _Alignas(16) char msgbuf[SBXP_MSG_MAX];
 
@@ -62,10 +66,15 @@ static void kill_all(void)
 	for (size_t i = 0; i < nruns; i++)
 		spawn_kill(&runs[i]);
 	for (size_t i = 0; i < nruns; i++) {
+		int pidfd;
+
 		spawn_finish(&runs[i], &e);
-		spawn_reap(&runs[i]);
+		if ((pidfd = spawn_release(&runs[i])) >= 0)
+			spawn_reap_pidfd(pidfd);
 	}
 	nruns = 0;
+	while (nexiting > 0)
+		spawn_reap_pidfd(exiting[--nexiting]);
 }
 
 static void die(const char *why)
@@ -206,7 +215,7 @@ static void finish_run(size_t i)
 {
 	struct spawn_run *run = &runs[i];
 	struct sbxp_exited e;
-	int mntns_fd = run->mntns_fd;
+	int mntns_fd = run->mntns_fd, pidfd;
 
 	spawn_finish(run, &e);
 	/* A command that ran was announced first, even when its exec was
@@ -219,7 +228,15 @@ static void finish_run(size_t i)
 	trace_stamp("exited");
 	trace_flush();
 	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
-	spawn_reap(run);
+	if ((pidfd = spawn_release(run)) >= 0) {
+		/* Full only if inits outlast their runs by many: wait for
+		 * the oldest rather than lose one. */
+		if (nexiting == SBXD_RUNS_MAX) {
+			spawn_reap_pidfd(exiting[0]);
+			exiting[0] = exiting[--nexiting];
+		}
+		exiting[nexiting++] = pidfd;
+	}
 	runs[i] = runs[--nruns];
 	/* Idle until spd's next message: the time to clone the next run's
 	 * init ahead (spawn.h, the spare).  spd, just woken by EXITED, often
@@ -281,7 +298,7 @@ int main(int argc, char **argv)
 {
 	bool trace = argc == 2 && strcmp(argv[1], "--trace") == 0;
 
-	struct pollfd pfd[1 + 3 * SBXD_RUNS_MAX];
+	struct pollfd pfd[1 + 4 * SBXD_RUNS_MAX];
 	struct stat st;
 
 	/* Descriptor 3 must be spd's socket; anything else we were given
@@ -321,6 +338,8 @@ int main(int argc, char **argv)
 							: runs[i].status_fd,
 						    POLLIN, 0};
 		}
+		for (size_t k = 0; k < nexiting; k++)
+			pfd[np++] = (struct pollfd){exiting[k], POLLIN, 0};
 		n = poll(pfd, np, poll_timeout());
 		if (n < 0 && errno != EINTR)
 			die("poll");
@@ -337,6 +356,15 @@ int main(int argc, char **argv)
 		if (n <= 0)
 			continue;
 
+		/* Inits that have exited since their run's EXITED, first:
+		 * their pfd entries follow the runs', and finishing a run
+		 * below may add to them. */
+		for (size_t k = nexiting; k-- > 0;) {
+			if (!pfd[1 + 3 * nruns + k].revents)
+				continue;
+			spawn_reap_pidfd(exiting[k]);
+			exiting[k] = exiting[--nexiting];
+		}
 		/* Runs before new messages: pfd indexes stay valid while
 		 * the runs array is unchanged, so walk it backwards. */
 		for (size_t i = nruns; i-- > 0;) {

@@ -1431,7 +1431,8 @@ void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret)
 	while (spawn_read_report(run) == 0)
 		;
 	/* A run that init reported empty is over: init, alone in it, only
-	 * exits (spawn_reap waits for that, after EXITED is sent). */
+	 * exits (spawn_release hands its pidfd to the caller, who reaps
+	 * it once it has: spawn_reap_pidfd). */
 	memset(&si, 0, sizeof(si));
 	if (!(run->have_status && run->run_empty)) {
 		spawn_wait_init(run, &si);
@@ -1464,15 +1465,26 @@ void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret)
 	ret->duration_us = (spawn_now_ns() - run->start_ns) / 1000;
 }
 
-void spawn_reap(struct spawn_run *run)
+int spawn_release(struct spawn_run *run)
 {
-	siginfo_t si;
+	int pidfd = run->pidfd;
 
-	if (run->pidfd < 0)
-		return;
-	spawn_wait_init(run, &si);
-	close(run->pidfd);
+	if (pidfd < 0)
+		return -1;
 	close(run->status_fd);
 	run->pidfd = run->status_fd = -1;
 	mountplan_free(&run->plan);
+	if (!run->reaped)
+		return pidfd;
+	close(pidfd);
+	return -1;
+}
+
+void spawn_reap_pidfd(int pidfd)
+{
+	siginfo_t si;
+
+	while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR)
+		;
+	close(pidfd);
 }

@@ -196,11 +196,17 @@ int spawn_read_status(struct spawn_run *run);
  */
 void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret);
 
-/* After spawn_finish and the EXITED it filled: wait for init if it was
- * not yet, close the run's descriptors but mntns_fd, and free its plan.
- * The caller closes mntns_fd after (what is left then is the kernel
- * taking the run's mounts down, which the last reference does). */
-void spawn_reap(struct spawn_run *run);
+/* After spawn_finish and the EXITED it filled: close the run's
+ * descriptors but mntns_fd and free its plan.  Returns init's pidfd when
+ * init is still to be reaped (the run was reported empty before init
+ * exited: poll the pidfd, then spawn_reap_pidfd), else -1.  The caller
+ * closes mntns_fd after (what is left then is the kernel taking the run's
+ * mounts down, which the last reference does). */
+int spawn_release(struct spawn_run *run);
+
+/* Wait for the init whose pidfd this is (it has exited, or is about to:
+ * it only exits) and close the pidfd. */
+void spawn_reap_pidfd(int pidfd);
 
 /* Monotonic clock in nanoseconds. */
 uint64_t spawn_now_ns(void);
