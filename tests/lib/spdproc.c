@@ -315,8 +315,22 @@ int test_spd_connect(struct test_spd *t)
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", t->sock);
-	ck_assert_msg(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0,
-		      "connect %s: %s", t->sock, strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno, st = 0;
+		pid_t w = t->pid > 0 ? waitpid(t->pid, &st, WNOHANG) : -1;
+		char *log = NULL;
+
+		/* What spd said, and whether it is still there: its stderr
+		 * goes with the test's directory at teardown. */
+		test_sh(&log, "tail -c 1500 '%s'/spd.stderr.* 2>&1", t->dir);
+		ck_abort_msg("connect %s: %s (spd pid %d %s, status %d); its "
+			     "stderr: %s",
+			     t->sock, strerror(e), (int)t->pid,
+			     w == 0  ? "running"
+			     : w > 0 ? "exited"
+				     : "unknown",
+			     st, log ? log : "");
+	}
 	return fd;
 }
 
