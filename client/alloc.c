@@ -19,8 +19,9 @@
  * block twice, or a pointer that is not one of ours, aborts instead of
  * corrupting the lists (what musl's malloc also refuses).
  *
- * One lock (spctl has one thread; the lock keeps a future second one
- * safe).  Not async-signal-safe, as no malloc is.
+ * Not thread-safe: spctl has one thread (and the builds that could have
+ * more, glibc's and the sanitizers', keep their libc's malloc).  Not
+ * async-signal-safe, as no malloc is.
  */
 #include "client/alloc.h"
 
@@ -64,18 +65,6 @@ static _Alignas(16) unsigned char arena_static[ARENA_STATIC];
 static unsigned char *bump = arena_static;
 static unsigned char *bump_end = arena_static + ARENA_STATIC;
 static struct free_block *free_list[ALLOC_CLASSES];
-static int lock;
-
-static void take_lock(void)
-{
-	while (__atomic_exchange_n(&lock, 1, __ATOMIC_ACQUIRE))
-		;
-}
-
-static void drop_lock(void)
-{
-	__atomic_store_n(&lock, 0, __ATOMIC_RELEASE);
-}
 
 static __attribute__((noreturn)) void corrupt(const char *what)
 {
@@ -96,6 +85,22 @@ static unsigned class_of(size_t n)
 	while ((size_t)ALLOC_MIN << k < n)
 		k++;
 	return k;
+}
+
+/* The bytes a block holds for its caller. */
+static size_t usable(const struct hdr *h)
+{
+	return h->cls == CLASS_BIG ? h->cap - sizeof(struct hdr) : h->cap;
+}
+
+/* The length of a mapping of its own for n bytes, or 0 (too large). */
+static size_t big_len(size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+
+	if (n > SIZE_MAX - sizeof(struct hdr) - page)
+		return 0;
+	return (n + sizeof(struct hdr) + page - 1) & ~(page - 1);
 }
 
 static struct hdr *hdr_of(void *p)
@@ -133,16 +138,11 @@ static struct hdr *carve(unsigned k)
 
 static void *big_alloc(size_t n)
 {
-	size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
-	struct hdr *h;
+	size_t len = big_len(n);
+	struct hdr *h = len ? mmap(NULL, len, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
+			    : MAP_FAILED;
 
-	if (n > SIZE_MAX - sizeof(struct hdr) - page) {
-		errno = ENOMEM;
-		return NULL;
-	}
-	len = (n + sizeof(struct hdr) + page - 1) & ~(page - 1);
-	h = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-		 -1, 0);
 	if (h == MAP_FAILED) {
 		errno = ENOMEM;
 		return NULL;
@@ -162,7 +162,6 @@ void *alloc_malloc(size_t n)
 	if (n > ALLOC_CLASS_MAX)
 		return big_alloc(n);
 	k = class_of(n);
-	take_lock();
 	f = free_list[k];
 	if (f) {
 		h = (struct hdr *)f - 1;
@@ -170,14 +169,12 @@ void *alloc_malloc(size_t n)
 			corrupt("a free block overwritten");
 		free_list[k] = f->next;
 	} else if (!(h = carve(k))) {
-		drop_lock();
 		errno = ENOMEM;
 		return NULL;
 	}
 	h->tag = TAG_USED;
 	h->cls = k;
 	h->cap = (size_t)ALLOC_MIN << k;
-	drop_lock();
 	return h + 1;
 }
 
@@ -190,15 +187,12 @@ void alloc_free(void *p)
 		return;
 	h = hdr_of(p);
 	if (h->cls == CLASS_BIG) {
-		h->tag = TAG_FREE;
 		munmap(h, h->cap);
 		return;
 	}
-	take_lock();
 	h->tag = TAG_FREE;
 	f->next = free_list[h->cls];
 	free_list[h->cls] = f;
-	drop_lock();
 }
 
 void *alloc_calloc(size_t nmemb, size_t size)
@@ -224,18 +218,13 @@ void *alloc_realloc(void *p, size_t n)
 	if (!p)
 		return alloc_malloc(n);
 	h = hdr_of(p);
-	have = h->cls == CLASS_BIG ? h->cap - sizeof(struct hdr) : h->cap;
+	have = usable(h);
 	if (n <= have)
 		return p;
 	if (h->cls == CLASS_BIG) {
-		size_t page = (size_t)sysconf(_SC_PAGESIZE), len;
+		size_t len = big_len(n);
 
-		if (n > SIZE_MAX - sizeof(struct hdr) - page) {
-			errno = ENOMEM;
-			return NULL;
-		}
-		len = (n + sizeof(struct hdr) + page - 1) & ~(page - 1);
-		q = mremap(h, h->cap, len, MREMAP_MAYMOVE);
+		q = len ? mremap(h, h->cap, len, MREMAP_MAYMOVE) : MAP_FAILED;
 		if (q == MAP_FAILED) {
 			errno = ENOMEM;
 			return NULL;
@@ -269,12 +258,9 @@ int alloc_memalign(void **ret, size_t align, size_t n)
 
 size_t alloc_usable_size(void *p)
 {
-	struct hdr *h;
-
 	if (!p)
 		return 0;
-	h = hdr_of(p);
-	return h->cls == CLASS_BIG ? h->cap - sizeof(struct hdr) : h->cap;
+	return usable(hdr_of(p));
 }
 
 #ifdef SPCTL_OWN_MALLOC

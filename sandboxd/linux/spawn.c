@@ -1412,14 +1412,18 @@ int spawn_read_status(struct spawn_run *run)
 	return run->run_empty;
 }
 
+static void wait_pidfd(int pidfd, siginfo_t *si)
+{
+	while (waitid(P_PIDFD, (id_t)pidfd, si, WEXITED) < 0 && errno == EINTR)
+		;
+}
+
 static void spawn_wait_init(struct spawn_run *run, siginfo_t *si)
 {
 	memset(si, 0, sizeof(*si));
 	if (run->reaped)
 		return;
-	while (waitid(P_PIDFD, (id_t)run->pidfd, si, WEXITED) < 0 &&
-	       errno == EINTR)
-		;
+	wait_pidfd(run->pidfd, si);
 	run->reaped = true;
 }
 
@@ -1484,7 +1488,6 @@ void spawn_reap_pidfd(int pidfd)
 {
 	siginfo_t si;
 
-	while (waitid(P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 && errno == EINTR)
-		;
+	wait_pidfd(pidfd, &si);
 	close(pidfd);
 }
