@@ -149,7 +149,9 @@ out:
 /* Give init's descriptors fixed numbers (init.h): 1 and 2 the output
  * pipes, 3 the report pipe, 4 the status pipe, 5 sandboxd-init, as root
  * 6 the command's user namespace; close everything else (sandboxd's
- * socket, other runs' pipes). */
+ * socket, other runs' pipes).  A spare's command has no status pipe nor
+ * sandboxd-init (fd_status, fd_init -1: its init holds them): their
+ * numbers are left closed. */
 static int child_shuffle_fds(const struct child_args *a)
 {
 	int src[6] = {a->fd_out,    a->fd_err,	a->fd_report,
@@ -160,17 +162,20 @@ static int child_shuffle_fds(const struct child_args *a)
 	if (a->fd_in >= 0 && (in = fcntl(a->fd_in, F_DUPFD, 10)) < 0)
 		return -errno;
 	for (int i = 0; i < n; i++) {
-		tmp[i] = fcntl(src[i], F_DUPFD, 10);
-		if (tmp[i] < 0)
+		tmp[i] = src[i] >= 0 ? fcntl(src[i], F_DUPFD, 10) : -1;
+		if (src[i] >= 0 && tmp[i] < 0)
 			return -errno;
 	}
-	for (int i = 0; i < n; i++)
-		if (dup2(tmp[i], i + 1) < 0)
+	for (int i = 0; i < n; i++) {
+		if (tmp[i] >= 0 && dup2(tmp[i], i + 1) < 0)
 			return -errno;
+		if (tmp[i] < 0 && close(i + 1) < 0 && errno != EBADF)
+			return -errno;
+	}
 	if (in >= 0 && dup2(in, 0) < 0)
 		return -errno;
 	if (close_range((unsigned int)n + 1, ~0u, 0) < 0 ||
-	    fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0 ||
+	    (a->fd_init >= 0 && fcntl(FD_INIT, F_SETFD, FD_CLOEXEC) < 0) ||
 	    (n > 5 && fcntl(FD_USERNS, F_SETFD, FD_CLOEXEC) < 0))
 		return -errno;
 	if (in >= 0)
@@ -264,7 +269,8 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
 	/* No controlling terminal: TIOCSTI needs one. */
 	if (a->plan && setsid() < 0)
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
-	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0 || close(FD_STATUS) < 0)
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0 ||
+	    (a->fd_status >= 0 && close(FD_STATUS) < 0))
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
 	spawn_step("cmd.setsid");
 	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
@@ -360,35 +366,14 @@ static void child_utoa(unsigned long v, char *buf, size_t size)
 }
 
 /*
- * The run's first process: pid 1 of its namespaces.  It sets the run up,
- * starts the command, and becomes sandboxd-init (init.h), which waits
- * for the command.  It shares sandboxd's memory until that exec
- * (SPAWN_SHARED_VM): only syscalls and the prepared arguments here.
+ * The run's host, mounts and descriptors, in the process that is or
+ * starts the command (it holds the report pipe on FD_REPORT after).
+ * Exits with a record on the report pipe when a step fails.
  */
-__attribute__((noreturn)) void child_init(const struct child_args *a)
+static void child_setup(const struct child_args *a)
 {
-	char c, pid[24];
-	char *init_argv[] = {(char *)"sandboxd-init", pid, NULL};
-	char *init_envp[] = {NULL};
 	int r, step;
-	pid_t cmd;
 
-	spawn_step("init.entry");
-	/* If sandboxd dies, so does the run (its pid namespace with init);
-	 * the exec into sandboxd-init keeps this (it changes no
-	 * credentials).  A forked init waits for sandboxd's byte, which
-	 * proves sandboxd was alive after this was set; a vforked one has
-	 * sandboxd waiting for it. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
-		_exit(CHILD_EXIT_REFUSED);
-	if (a->fd_sync >= 0) {
-		if (read(a->fd_sync, &c, 1) != 1)
-			_exit(CHILD_EXIT_REFUSED);
-		close(a->fd_sync);
-	}
-	if (a->uid_map[0] && (r = child_map_ids(a->uid_map, a->gid_map)) < 0)
-		child_fail(a->fd_report, L_USERNS, r, 0);
-	spawn_step("init.maps");
 	if (a->plan) {
 		if (sethostname("sandbox", 7) < 0)
 			child_fail(a->fd_report, L_SETUP, errno, 0);
@@ -410,7 +395,39 @@ __attribute__((noreturn)) void child_init(const struct child_args *a)
 	if (chdir(a->cwd) < 0)
 		child_fail(FD_REPORT, L_CWD, errno, 0);
 	spawn_step("init.fds");
+}
 
+/*
+ * The run's first process: pid 1 of its namespaces.  It sets the run up,
+ * starts the command, and becomes sandboxd-init (init.h), which waits
+ * for the command.  It shares sandboxd's memory until that exec
+ * (SPAWN_SHARED_VM): only syscalls and the prepared arguments here.
+ */
+__attribute__((noreturn)) void child_init(const struct child_args *a)
+{
+	char c, pid[24];
+	char *init_argv[] = {(char *)"sandboxd-init", pid, NULL};
+	char *init_envp[] = {NULL};
+	int r;
+	pid_t cmd;
+
+	spawn_step("init.entry");
+	/* If sandboxd dies, so does the run (its pid namespace with init);
+	 * the exec into sandboxd-init keeps this (it changes no
+	 * credentials).  A forked init waits for sandboxd's byte, which
+	 * proves sandboxd was alive after this was set; a vforked one has
+	 * sandboxd waiting for it. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	if (a->fd_sync >= 0) {
+		if (read(a->fd_sync, &c, 1) != 1)
+			_exit(CHILD_EXIT_REFUSED);
+		close(a->fd_sync);
+	}
+	if (a->uid_map[0] && (r = child_map_ids(a->uid_map, a->gid_map)) < 0)
+		child_fail(a->fd_report, L_USERNS, r, 0);
+	spawn_step("init.maps");
+	child_setup(a);
 	cmd = start_command(a);
 	if (cmd < 0)
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
@@ -465,7 +482,6 @@ static size_t child_spare_slots(struct child_args *a, int **slot)
 	slot[n++] = &a->fd_out;
 	slot[n++] = &a->fd_err;
 	slot[n++] = &a->fd_report;
-	slot[n++] = &a->fd_status;
 	if (a->fd_in >= 0)
 		slot[n++] = &a->fd_in;
 	if (a->fd_broker >= 0)
@@ -501,6 +517,9 @@ static int child_spare_wait(int sock, struct child_args *a)
 	    cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
 		return -1;
 	*a = *src;
+	/* The spare's init holds the status pipe and is sandboxd-init
+	 * already: neither is the command's. */
+	a->fd_status = a->fd_init = -1;
 	n = child_spare_slots(a, slot);
 	if (cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
 		return -1;
@@ -509,18 +528,76 @@ static int child_spare_wait(int sock, struct child_args *a)
 	return 0;
 }
 
+/*
+ * The spare's second process, pid 2 of its namespaces: the run's command
+ * (child.h, child_spare_entry).  Shares sandboxd's memory until its exec,
+ * on a stack of its own, and touches nothing else before its run arrives.
+ */
+static int child_spare_command(void *arg)
+{
+	const struct child_spare *sp = arg;
+	int sock = sp->sock;
+	bool head = sp->fixed != NULL;
+	struct child_args a;
+	char c = 0;
+
+	/* init's ends are init's; its byte says it is sandboxd-init, with
+	 * nothing of sandboxd's left to it, before any run can be handed
+	 * here.  EOF: init failed, and this dies with its pid namespace. */
+	close(sp->ready[1]);
+	close(sp->status_w);
+	if (read(sp->ready[0], &c, 1) != 1 || c != 'i')
+		_exit(CHILD_EXIT_REFUSED);
+	close(sp->ready[0]);
+	/* Ready: a spare that failed is never handed a run. */
+	if (send(sock, "r", 1, MSG_NOSIGNAL) != 1 ||
+	    child_spare_wait(sock, &a) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	close(sock);
+	/* The maps are written; the rest is the run's, as after a clone. */
+	a.uid_map[0] = a.gid_map[0] = '\0';
+	a.fd_sync = -1;
+	a.plan_head_done = head;
+	child_setup(&a);
+	child_command(&a);
+}
+
+/* The spare's pid 1 becomes sandboxd-init, with the status pipe on
+ * FD_STATUS and the ready pipe on FD_REPORT, for the command cmd. */
+static __attribute__((noreturn)) void
+child_spare_become_init(const struct child_spare *sp, pid_t cmd)
+{
+	char pid[24];
+	char *init_argv[] = {(char *)"sandboxd-init", pid,
+			     (char *)INIT_ARG_READY, NULL};
+	char *init_envp[] = {NULL};
+	int ready = fcntl(sp->ready[1], F_DUPFD_CLOEXEC, 10);
+	int status = fcntl(sp->status_w, F_DUPFD_CLOEXEC, 10);
+	int init = fcntl(sp->keep[0], F_DUPFD_CLOEXEC, 10);
+
+	if (ready < 0 || status < 0 || init < 0 || dup2(ready, FD_REPORT) < 0 ||
+	    dup2(status, FD_STATUS) < 0 ||
+	    close_range(FD_STATUS + 1, ~0u, CLOSE_RANGE_CLOEXEC) < 0 ||
+	    close_range(0, FD_REPORT - 1, CLOSE_RANGE_CLOEXEC) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	child_utoa((unsigned long)cmd, pid, sizeof(pid));
+	syscall(SYS_execveat, init, "", init_argv, init_envp, AT_EMPTY_PATH);
+	_exit(CHILD_EXIT_REFUSED);
+}
+
 int child_spare_entry(void *arg)
 {
 	const struct child_spare *sp = arg;
-	int sock = sp->sock, keep[CHILD_SPARE_KEEP_MAX + 1];
+	int keep[CHILD_SPARE_KEEP_MAX + 4];
 	size_t nkeep =
 	    sp->nkeep < CHILD_SPARE_KEEP_MAX ? sp->nkeep : CHILD_SPARE_KEEP_MAX;
-	bool head = sp->fixed != NULL;
-	struct child_args a;
 	int step;
+	pid_t cmd;
 
-	/* If sandboxd dies, so does the spare; if it died before this, its
-	 * end of the socket is closed and the wait below sees EOF. */
+	/* If sandboxd dies, so does the spare (with its pid namespace, its
+	 * command); if it died before this, its end of the socket is closed
+	 * and the command's wait sees EOF.  The exec into sandboxd-init
+	 * keeps this (it changes no credentials). */
 	if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0)
 		_exit(CHILD_EXIT_REFUSED);
 	if (sp->uid_map[0] && child_map_ids(sp->uid_map, sp->gid_map) < 0)
@@ -530,19 +607,20 @@ int child_spare_entry(void *arg)
 	if (sp->fixed && mountplan_apply_head(sp->fixed, &step) < 0)
 		_exit(CHILD_EXIT_REFUSED);
 	memcpy(keep, sp->keep, nkeep * sizeof(int));
-	keep[nkeep++] = sock;
+	keep[nkeep++] = sp->sock;
+	keep[nkeep++] = sp->status_w;
+	keep[nkeep++] = sp->ready[0];
+	keep[nkeep++] = sp->ready[1];
 	/* Nothing of sandboxd's (its socket to spd, other runs' pipes and
-	 * listeners) stays open here while it waits. */
+	 * listeners) stays open in either process. */
 	if (child_close_but(keep, nkeep) < 0)
 		_exit(CHILD_EXIT_REFUSED);
-	/* Ready: a spare that failed above is never handed a run. */
-	if (send(sock, "r", 1, MSG_NOSIGNAL) != 1 ||
-	    child_spare_wait(sock, &a) < 0)
+	/* The command's process first, waiting for its run; then this one,
+	 * pid 1, executes sandboxd-init now instead of after the command's
+	 * start, where its exec would take a CPU from the command. */
+	cmd = clone(child_spare_command, sp->cmd_stack, CLONE_VM | SIGCHLD,
+		    (void *)(uintptr_t)sp);
+	if (cmd < 0)
 		_exit(CHILD_EXIT_REFUSED);
-	close(sock);
-	/* The maps are written; the rest is the run's, as after a clone. */
-	a.uid_map[0] = a.gid_map[0] = '\0';
-	a.fd_sync = -1;
-	a.plan_head_done = head;
-	child_init(&a);
+	child_spare_become_init(sp, cmd);
 }

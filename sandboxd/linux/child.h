@@ -116,14 +116,18 @@ int child_init_entry(void *arg);
 #define CHILD_SPARE_KEEP_MAX 8
 
 /* Descriptors the run's message to a spare holds: out, err, report,
- * status, stdin, the broker's socket, the command's user namespace. */
-#define CHILD_SPARE_FDS_MAX 7
+ * stdin, the broker's socket, the command's user namespace. */
+#define CHILD_SPARE_FDS_MAX 6
 
 /* What a spare init is given at its clone (spawn.c, spawn_spare). */
 struct child_spare {
 	int sock; /* its end of the socket the run arrives on */
+	/* sandboxd-init's memfd first, then the idmap namespaces. */
 	int keep[CHILD_SPARE_KEEP_MAX];
 	size_t nkeep;
+	int status_w;	 /* the status pipe's write end, init's */
+	int ready[2];	 /* init's word to the command's process (init.h) */
+	char *cmd_stack; /* the command's process's stack top */
 	char uid_map[32], gid_map[32]; /* "" with root */
 	/* The fixed mounts, applied before the wait (NULL: not). */
 	const struct mountplan *fixed;
@@ -133,16 +137,21 @@ struct child_spare {
 
 /*
  * A spare init as a clone() entry (arg: the struct child_spare, read
- * before anything else): writes its uid and gid maps, creates the
- * namespaces not made by its clone (unshare_flags), applies the head
- * of the mount plan that every run's starts with, closes every
- * descriptor but its socket and the kept ones, sends one byte 'r' (ready;
- * it exits instead when any of that failed), and waits for one message
- * on the socket: the address of the run's struct child_args in the
- * shared memory, with the run's descriptors (out, err, report, status,
- * then stdin, the broker's socket and the command's user namespace when
- * the args name them).  Then it is that run's init (child_init).  EOF or
- * a bad message: it exits.
+ * before anything else), pid 1 of its namespaces: writes its uid and gid
+ * maps, creates the namespaces not made by its clone (unshare_flags),
+ * applies the head of the mount plan that every run's starts with, and
+ * closes every descriptor but its socket, the status and ready pipes and
+ * the kept ones.  Then it clones the run's command process (CLONE_VM, on
+ * cmd_stack) and executes sandboxd-init at once, with the status pipe,
+ * for that pid (init.h, FD_READY); it exits instead when any of that
+ * failed.  The command's process waits for init's ready byte, sends one
+ * byte 'r' (ready) on the socket, and waits for one message: the address
+ * of the run's struct child_args in the shared memory, with the run's
+ * descriptors (out, err, report, then stdin, the broker's socket and the
+ * command's user namespace when the args name them).  It sets the run up
+ * as a run's pid 1 would (the host, the rest of the mount plan, the
+ * descriptors) and becomes the command (its confinement and exec).  EOF
+ * or a bad message: it exits.
  */
 int child_spare_entry(void *arg);
 

@@ -9,7 +9,9 @@
  * the status pipe and exits, which ends every process left in the run's pid
  * namespace.  Executing a small program instead of staying a copy of
  * sandboxd is what lets that child share sandboxd's memory until then
- * (CLONE_VM | CLONE_VFORK) instead of copying it (spawn.c).
+ * (CLONE_VM | CLONE_VFORK) instead of copying it (spawn.c).  A spare's
+ * pid 1 (child.h) executes sandboxd-init before its run, once it has
+ * cloned the process that sets the run up and becomes the command.
  *
  * Included by freestanding code: kernel and compiler headers only.
  */
@@ -42,6 +44,14 @@ struct rec {
 /* Root: the command's user namespace (child_args.fd_userns), which the
  * command enters and closes; close-on-exec in init. */
 #define FD_USERNS 6
+
+/* A spare's init (child_spare_entry) is executed before its run, as
+ * "sandboxd-init PID ready": once it holds nothing (privileges dropped),
+ * it writes INIT_READY_BYTE on FD_READY and closes it; only then can the
+ * command's process, waiting beside it, be handed a run. */
+#define INIT_ARG_READY "ready"
+#define INIT_READY_BYTE 'i'
+#define FD_READY 3
 
 /* Exit codes of the child when it did not exec: like a shell's. */
 #define CHILD_EXIT_REFUSED 125

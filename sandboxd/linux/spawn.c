@@ -36,6 +36,7 @@
 #include "child.h"
 #include "init.h"
 #include "mount.h"
+#include "spare.h"
 #include "spawn.h"
 #include "steps.h"
 
@@ -134,9 +135,11 @@ int spawn_ctx_init(struct spawn_ctx *ctx)
 	ctx->init_stack = stack_map();
 	ctx->cmd_stack = stack_map();
 	ctx->links_scratch = mountplan_scratch_new();
-	ctx->spare_sock = ctx->mounts_fd = ctx->run_userns_fd = -1;
+	ctx->spare_sock = ctx->spare_status = ctx->mounts_fd =
+	    ctx->run_userns_fd = -1;
 #if SPAWN_SHARED_VM
 	ctx->spare_stack = stack_map();
+	ctx->spare_cmd_stack = stack_map();
 	ctx->spare_cfg = calloc(1, sizeof(*ctx->spare_cfg));
 	if (mountplan_build_fixed(&ctx->fixed_plan) < 0)
 		memset(&ctx->fixed_plan, 0, sizeof(ctx->fixed_plan));
@@ -572,48 +575,7 @@ static const char *errstr(int err)
 	return strerror(err < 0 ? -err : err);
 }
 
-/* ---- the spare (spawn.h) ------------------------------------------------ */
-
-#if SPAWN_SHARED_VM
-/* The namespaces every spare is cloned into: all of a run's, the
- * network's included (a run on the host's network clones anew). */
-static unsigned long spare_flags(const struct spawn_ctx *ctx)
-{
-	unsigned long f = CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC |
-			  CLONE_NEWUTS | CLONE_NEWCGROUP | CLONE_NEWNET;
-
-	return ctx->root ? f : f | CLONE_NEWUSER;
-}
-
-/* Have sandboxd's mounts changed since the last call?  A spare's mount
- * namespace is a copy of sandboxd's from its clone: one made before a
- * change (a file system mounted where a workspace lives) would not see
- * it.  Mount propagation usually brings it over, but not on a host
- * whose mounts are private.  Errors count as a change. */
-static bool mounts_changed(struct spawn_ctx *ctx)
-{
-	struct pollfd p = {ctx->mounts_fd, POLLPRI, 0};
-
-	if (ctx->mounts_fd < 0)
-		return true;
-	if (poll(&p, 1, 0) < 0)
-		return true;
-	return p.revents & (POLLPRI | POLLERR | POLLNVAL);
-}
-
-#endif
-
-void spawn_spare_drop(struct spawn_ctx *ctx)
-{
-	if (ctx->spare_pid <= 0)
-		return;
-	kill(ctx->spare_pid, SIGKILL);
-	while (waitpid(ctx->spare_pid, NULL, __WALL) < 0 && errno == EINTR)
-		;
-	close(ctx->spare_sock);
-	ctx->spare_sock = -1;
-	ctx->spare_pid = 0;
-}
+/* ---- the spare (spare.h) ------------------------------------------------ */
 
 void spawn_spare(struct spawn_ctx *ctx)
 {
@@ -622,151 +584,8 @@ void spawn_spare(struct spawn_ctx *ctx)
 		(void)make_userns(run_userns_map, run_userns_map, true,
 				  ctx->run_userns_uid, ctx->run_userns_gid,
 				  &ctx->run_userns_fd);
-#if SPAWN_SHARED_VM
-	struct child_spare *sp = ctx->spare_cfg;
-	int sv[2];
-	pid_t pid;
-
-	if (ctx->spare_pid > 0 || !ctx->probed || !ctx->layers.run_init ||
-	    (!ctx->root && !ctx->layers.userns) || !ctx->spare_stack || !sp ||
-	    ctx->init_fd < 0)
-		return;
-	if (ctx->mounts_fd < 0)
-		ctx->mounts_fd =
-		    open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-	if (ctx->mounts_fd < 0)
-		return;
-	(void)mounts_changed(ctx); /* from here on, a change is seen */
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return;
-	memset(sp, 0, sizeof(*sp));
-	sp->sock = sv[1];
-	sp->keep[sp->nkeep++] = ctx->init_fd;
-	for (size_t i = 0; i < ctx->nidmap && sp->nkeep < CHILD_SPARE_KEEP_MAX;
-	     i++)
-		sp->keep[sp->nkeep++] = ctx->idmap[i].fd;
-	sp->fixed = ctx->fixed_plan.ops ? &ctx->fixed_plan : NULL;
-	if (!ctx->root) {
-		snprintf(sp->uid_map, sizeof(sp->uid_map), "%u %u 1\n",
-			 ctx->uid, ctx->uid);
-		snprintf(sp->gid_map, sizeof(sp->gid_map), "%u %u 1\n",
-			 ctx->gid, ctx->gid);
-	}
-	/* Shares sandboxd's memory like a run's init, but sandboxd goes on:
-	 * until its run arrives the spare touches only its own stack (and
-	 * sp, which stays as it is while the spare lives). */
-	/* Only the user and pid namespaces at the clone (a pid namespace
-	 * must be entered by its pid 1's clone): the spare creates the others
-	 * itself (unshare_flags), on its own time instead of sandboxd's,
-	 * the network namespace's 0.26 ms among them. */
-	sp->unshare_flags = spare_flags(ctx) & ~(CLONE_NEWUSER | CLONE_NEWPID);
-	pid = clone(child_spare_entry, ctx->spare_stack,
-		    (int)((spare_flags(ctx) & (CLONE_NEWUSER | CLONE_NEWPID)) |
-			  CLONE_VM | SIGCHLD),
-		    sp);
-	close(sv[1]);
-	if (pid < 0) {
-		close(sv[0]);
-		return;
-	}
-	ctx->spare_pid = pid;
-	ctx->spare_sock = sv[0];
-	ctx->spare_idmap_gen = ctx->idmap_gen;
-#else
-	(void)ctx;
-#endif
+	spare_make(ctx);
 }
-
-#if SPAWN_SHARED_VM
-/* Waits for the spare's byte that says its namespaces and the plan's
- * head are made (usually long there); false when it failed and exited. */
-static bool spare_ready(struct spawn_ctx *ctx)
-{
-	char c = 0;
-	ssize_t n;
-
-	do {
-		n = recv(ctx->spare_sock, &c, 1, 0);
-	} while (n < 0 && errno == EINTR);
-	return n == 1 && c == 'r';
-}
-
-/* Hands the run in a to the spare: the address of a and the run's
- * descriptors in one message (child.h).  Returns 0 or -errno. */
-static int spare_send(struct spawn_ctx *ctx, const struct child_args *a)
-{
-	union {
-		char buf[CMSG_SPACE(CHILD_SPARE_FDS_MAX * sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	int fds[CHILD_SPARE_FDS_MAX], n = 0;
-	struct iovec iov = {&a, sizeof(a)};
-	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
-	struct cmsghdr *cm;
-
-	fds[n++] = a->fd_out;
-	fds[n++] = a->fd_err;
-	fds[n++] = a->fd_report;
-	fds[n++] = a->fd_status;
-	if (a->fd_in >= 0)
-		fds[n++] = a->fd_in;
-	if (a->fd_broker >= 0)
-		fds[n++] = a->fd_broker;
-	if (a->fd_userns >= 0)
-		fds[n++] = a->fd_userns;
-	memset(&u, 0, sizeof(u));
-	mh.msg_control = u.buf;
-	mh.msg_controllen = CMSG_SPACE((size_t)n * sizeof(int));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
-	memcpy(CMSG_DATA(cm), fds, (size_t)n * sizeof(int));
-	if (sendmsg(ctx->spare_sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(a))
-		return -errno;
-	return 0;
-}
-
-/*
- * The run's init from the spare, if there is one fit for it: returns its
- * pid once it has executed sandboxd-init or died, as a clone with
- * CLONE_VFORK would; or 0, the caller then clones.  Closes sandboxd's
- * write ends of the report and status pipes (*report_w, *status_w), whose
- * end is how sandboxd knows the spare and the command are past their
- * exec and no longer use its memory.
- */
-static pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
-			unsigned long flags, int *report_w, int *status_w,
-			int report_r)
-{
-	struct pollfd p = {report_r, 0, 0};
-	pid_t pid = ctx->spare_pid;
-
-	if (pid <= 0 || (flags & spare_flags(ctx)) != spare_flags(ctx))
-		return 0;
-	/* The spare applied the fixed head of the mount plan already; a
-	 * plan that began otherwise would not get what it asks for. */
-	if (mounts_changed(ctx) || ctx->spare_idmap_gen != ctx->idmap_gen ||
-	    !a->plan ||
-	    (ctx->spare_cfg->fixed &&
-	     !mountplan_same_head(a->plan, ctx->spare_cfg->fixed)) ||
-	    !spare_ready(ctx) || spare_send(ctx, a) < 0) {
-		spawn_spare_drop(ctx);
-		return 0;
-	}
-	close(ctx->spare_sock);
-	ctx->spare_sock = -1;
-	ctx->spare_pid = 0;
-	close(*report_w);
-	close(*status_w);
-	*report_w = *status_w = -1;
-	/* POLLHUP only: the records stay for the loop to read. */
-	while (!(p.revents & (POLLHUP | POLLERR)))
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
-			break;
-	return pid;
-}
-#endif
 
 /* One run's start, carried through the steps of spawn_start. */
 struct start {
@@ -1111,7 +930,7 @@ static pid_t start_clone(struct start *s)
 	s->run->start_ns = spawn_now_ns();
 #if SPAWN_SHARED_VM
 	pid = spare_take(s->ctx, &s->a, flags, &s->report[1], &s->status[1],
-			 s->report[0]);
+			 &s->status[0], s->report[0]);
 	if (pid > 0)
 		trace_stamp_at("spare", s->run->start_ns);
 	else

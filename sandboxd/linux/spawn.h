@@ -83,12 +83,15 @@ struct spawn_ctx {
 	 * may lack its descriptor. */
 	unsigned int idmap_gen;
 	/* The spare (spawn_spare): its pid (0: none), sandboxd's end of its
-	 * socket, its stack, the idmap_gen it was made at; what it is
-	 * handed at its clone; /proc/self/mountinfo, whose poll says when
-	 * sandboxd's mounts changed since. */
+	 * socket, the read end of its status pipe, its two processes'
+	 * stacks, the idmap_gen it was made at; what it is handed at its
+	 * clone; /proc/self/mountinfo, whose poll says when sandboxd's
+	 * mounts changed since. */
 	pid_t spare_pid;
 	int spare_sock;
+	int spare_status;
 	char *spare_stack;
+	char *spare_cmd_stack;
 	unsigned int spare_idmap_gen;
 	struct child_spare *spare_cfg;
 	int mounts_fd;

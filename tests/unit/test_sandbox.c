@@ -446,6 +446,115 @@ START_TEST(init_says_when_the_run_is_empty)
 END_TEST
 
 /*
+ * A spare's init (init.h, FD_READY) says it is ready only once it holds
+ * nothing: the command's process beside it waits for that byte before
+ * it takes a run, so no command runs beside an init that still holds
+ * privileges.  Here the ready pipe is full, so that init blocks in its
+ * write of the byte: it must have dropped every capability and set
+ * no_new_privs by then.  Then it reports the command's status as ever.
+ */
+START_TEST(spare_init_ready_after_drop)
+{
+	int rp[2], st[2], pp[2], fl;
+	pid_t outer, init = 0;
+	char path[64], *status = NULL, buf[4096], last = 0;
+	struct rec r = {0, 0, 0, 0};
+	ssize_t n;
+
+	memset(buf, 'x', sizeof(buf));
+	ck_assert_int_eq(pipe2(rp, O_CLOEXEC | O_NONBLOCK), 0);
+	while (write(rp[1], buf, sizeof(buf)) > 0)
+		;
+	ck_assert_int_eq(errno, EAGAIN);
+	/* Blocking again, both ends: init's write waits for room. */
+	for (int i = 0; i < 2; i++) {
+		fl = fcntl(rp[i], F_GETFL);
+		ck_assert_int_eq(fcntl(rp[i], F_SETFL, fl & ~O_NONBLOCK), 0);
+	}
+	ck_assert_int_eq(pipe2(st, O_CLOEXEC), 0);
+	ck_assert_int_eq(pipe2(pp, O_CLOEXEC), 0);
+	outer = fork();
+	ck_assert_int_ge(outer, 0);
+	if (outer == 0) {
+		int s2;
+
+		/* Unprivileged: init holds every capability of a user
+		 * namespace of its own, as a spare's does. */
+		if (geteuid() != 0 && unshare(CLONE_NEWUSER) < 0)
+			_exit(90);
+		init = fork();
+		if (init == 0) {
+			size_t len = (size_t)(sbx_init_elf_end - sbx_init_elf);
+			int mfd = memfd_create("sandboxd-init", MFD_CLOEXEC);
+			char arg[24], *av[] = {"sandboxd-init", arg,
+					       INIT_ARG_READY, NULL};
+			char *ev[] = {NULL};
+			pid_t cmd = fork();
+
+			if (cmd == 0)
+				_exit(7);
+			if (mfd < 0 ||
+			    write(mfd, sbx_init_elf, len) != (ssize_t)len ||
+			    dup2(rp[1], FD_READY) < 0 ||
+			    dup2(st[1], FD_STATUS) < 0)
+				_exit(92);
+			snprintf(arg, sizeof(arg), "%d", (int)cmd);
+			syscall(SYS_execveat, mfd, "", av, ev, AT_EMPTY_PATH);
+			_exit(93);
+		}
+		if (init < 0 ||
+		    write(pp[1], &init, sizeof(init)) != sizeof(init) ||
+		    waitpid(init, &s2, 0) < 0)
+			_exit(94);
+		_exit(WIFEXITED(s2) ? WEXITSTATUS(s2) : 95);
+	}
+	close(rp[1]);
+	close(st[1]);
+	close(pp[1]);
+	ck_assert_int_eq(read(pp[0], &init, sizeof(init)), sizeof(init));
+	close(pp[0]);
+	/* Until init is blocked in the write of its byte. */
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)init);
+	for (int i = 0; i < 10000; i++) {
+		char *sc = test_read_file(path);
+		bool in_write = sc && atol(sc) == SYS_write;
+
+		free(sc);
+		if (in_write)
+			break;
+		usleep(1000);
+	}
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)init);
+	status = test_read_file(path);
+	ck_assert_ptr_nonnull(status);
+	ck_assert_msg(strstr(status, "State:\tS") &&
+			  strstr(status, "CapEff:\t0000000000000000\n") &&
+			  strstr(status, "CapPrm:\t0000000000000000\n") &&
+			  strstr(status, "NoNewPrivs:\t1\n"),
+		      "init ready before it dropped its privileges: %s",
+		      status);
+	free(status);
+	/* Its byte comes last, after what filled the pipe (EOF: init and
+	 * its harness are gone). */
+	while ((n = read(rp[0], buf, sizeof(buf))) > 0)
+		last = buf[n - 1];
+	ck_assert_int_eq(last, INIT_READY_BYTE);
+	close(rp[0]);
+	ck_assert_int_eq(read(st[0], &r, sizeof(r)), sizeof(r));
+	close(st[0]);
+	ck_assert_int_eq(r.kind, REC_STATUS);
+	ck_assert(WIFEXITED(r.info) && WEXITSTATUS(r.info) == 7);
+	{
+		int s3;
+
+		ck_assert_int_eq(waitpid(outer, &s3, 0), outer);
+		ck_assert_msg(WIFEXITED(s3) && WEXITSTATUS(s3) == 0,
+			      "init's harness ended with status %d", s3);
+	}
+}
+END_TEST
+
+/*
  * A process the command leaves running, with its output elsewhere, so
  * that only EXITED ends the run for spd: it is gone by the time the run's
  * result arrives, and changes nothing after.
@@ -3565,6 +3674,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, run_flags_decoding);
 	tcase_add_test(tc, deadline_kills_everything);
 	tcase_add_test(tc, init_says_when_the_run_is_empty);
+	tcase_add_test(tc, spare_init_ready_after_drop);
 	tcase_add_test(tc, leftover_gone_at_exit);
 	tcase_add_test(tc, files_outside_and_inside);
 	tcase_add_test(tc, workspace_below_private_dir);

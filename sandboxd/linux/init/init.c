@@ -2,11 +2,16 @@
  * sandboxd-init: a run's pid 1 once the run is set up (sandboxd/linux/init.h).
  *
  *   sandboxd-init PID
+ *   sandboxd-init PID ready  (a spare's: says so on descriptor 3 first)
  *   sandboxd-init            (exits 0: sandboxd's probe that it runs)
  *
  * Executed by the child that set the run up, right after it started the
- * command PID.  It holds descriptor 4, the status pipe, and nothing it does
- * not need: it drops every capability and sets no_new_privs first, then
+ * command PID; a spare's pid 1 executes it before its run, beside the
+ * process that will set the run up and become the command PID, which
+ * waits for the byte this writes on descriptor 3 once it holds nothing
+ * (init.h, FD_READY).  It holds descriptor 4, the status pipe, and
+ * nothing it does not need: it drops every capability and sets
+ * no_new_privs first, then
  * reaps whatever the pid namespace hands it until the command itself ends,
  * writes that wait status as one REC_STATUS record, and exits.  The exit of
  * a pid namespace's init kills everything else in it, so nothing outlives
@@ -131,6 +136,18 @@ static int run_empty(void)
 	}
 }
 
+/* argv[2] is INIT_ARG_READY (no libc: no strcmp). */
+static int is_ready_arg(const char *a)
+{
+	const char *r = INIT_ARG_READY;
+
+	while (*a && *a == *r) {
+		a++;
+		r++;
+	}
+	return *a == 0 && *r == 0;
+}
+
 __attribute__((used, noreturn)) void init_main(long *sp);
 __attribute__((used, noreturn)) void init_main(long *sp)
 {
@@ -145,12 +162,22 @@ __attribute__((used, noreturn)) void init_main(long *sp)
 	/* Without an argument: sandboxd's probe that it can be executed. */
 	if (argc == 1)
 		die(0);
-	if (argc != 2)
+	if (argc != 2 && !(argc == 3 && is_ready_arg(argv[2])))
 		die(CHILD_EXIT_REFUSED);
 	for (p = argv[1]; *p >= '0' && *p <= '9' && cmd < (1L << 30); p++)
 		cmd = cmd * 10 + (*p - '0');
 	if (*p || cmd <= 0 || drop_privileges() < 0)
 		die(CHILD_EXIT_REFUSED);
+	if (argc == 3) {
+		const char c = INIT_READY_BYTE;
+		long n;
+
+		do {
+			n = sys3(__NR_write, FD_READY, &c, 1);
+		} while (n == -EINTR);
+		if (n != 1 || sys1(__NR_close, FD_READY) < 0)
+			die(CHILD_EXIT_REFUSED);
+	}
 	for (;;) {
 		int st = 0;
 		long w = sys4(__NR_wait4, -1, &st, __WALL, 0);
