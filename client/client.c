@@ -111,25 +111,13 @@ static int autostart(const char *sock, char *errbuf, size_t errlen)
 static char *load_token(const struct spd_paths *p, bool *ret_session)
 {
 	const char *s = getenv("SPD_SESSION_TOKEN");
-	char buf[256];
-	ssize_t n;
-	int fd;
 
 	*ret_session = false;
 	if (s && *s) {
 		*ret_session = true;
 		return strdup(s);
 	}
-	fd = open(p->token_path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return NULL;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\r\n")] = '\0';
-	return strdup(buf);
+	return paths_read_line(p->token_path);
 }
 
 int client_open(struct client *c, char *errbuf, size_t errlen)

@@ -4,6 +4,7 @@
  * a directory is the caller's own and private (0700, not a symlink).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,4 +201,23 @@ const char *paths_private_dir_why(const char *dir, int r, char *buf,
 	else
 		snprintf(buf, size, "cannot create %s: %s", dir, strerror(-r));
 	return buf;
+}
+
+char *paths_read_line(const char *path)
+{
+	char buf[512];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+
+	if (fd < 0)
+		return NULL;
+	do {
+		n = read(fd, buf, sizeof(buf) - 1);
+	} while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	return buf[0] ? strdup(buf) : NULL;
 }

@@ -51,6 +51,12 @@ const char *paths_private_dir_why(const char *dir, int r, char *buf,
 /* Join a and b with one '/'.  Returns a new string or NULL. */
 char *paths_join(const char *a, const char *b);
 
+/* The first line of the small file at path (the operator token, a lock
+ * file's note): at most 511 bytes, without its "\r\n" (malloc'd), or
+ * NULL when it cannot be read or the line is empty.  A symlink is not
+ * followed. */
+char *paths_read_line(const char *path);
+
 /* Whether the absolute path is dir or lies below it (every path lies
  * below "/").  No normalisation: both as spd keeps them. */
 bool paths_under(const char *path, const char *dir);

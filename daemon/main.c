@@ -384,9 +384,30 @@ static void open_journal_or_die(uv_loop_t *loop)
 		die("journal %s does not match its recorded head (tampered or "
 		    "truncated); run `spd --verify-journal` and move it aside",
 		    spd.paths.journal_path);
+	if (r == -EBUSY) {
+		/* Most often the same user's spd, started with another
+		 * runtime directory (XDG_RUNTIME_DIR unset in this shell):
+		 * name it and where it listens. */
+		_cleanup_free_ char *holder =
+		    journal_read_holder(spd.paths.journal_path);
+
+		die("another spd (%s) already keeps the journal %s; this one "
+		    "would listen on %s. Use that spd: give spctl the same "
+		    "XDG_RUNTIME_DIR (or SPD_RUNTIME_DIR) it was started with, "
+		    "or stop it first",
+		    holder ? holder : "its pid and socket unknown",
+		    spd.paths.journal_path, spd.paths.socket_path);
+	}
 	if (r < 0)
 		die("cannot open journal %s: %s", spd.paths.journal_path,
 		    strerror(-r));
+	{
+		char holder[PATH_MAX + 64];
+
+		snprintf(holder, sizeof(holder), "pid %d, socket %s\n",
+			 (int)getpid(), spd.paths.socket_path);
+		(void)journal_set_holder(spd.journal, holder);
+	}
 	if (spd.config.journal_queue_max)
 		journal_set_queue_max(spd.journal,
 				      spd.config.journal_queue_max);

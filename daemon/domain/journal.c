@@ -27,6 +27,7 @@
 
 #include <jansson.h>
 
+#include "common/paths.h"
 #include "common/utf8.h"
 #include "common/util.h"
 #include "daemon/domain/journal.h"
@@ -351,6 +352,25 @@ char *jnl_path_suffix(const char *path, const char *suffix)
 	if (asprintf(&s, "%s%s", path, suffix) < 0)
 		return NULL;
 	return s;
+}
+
+int journal_set_holder(struct journal *j, const char *text)
+{
+	size_t n = strlen(text);
+
+	if (!j || j->lock_fd < 0)
+		return -EBADF;
+	if (ftruncate(j->lock_fd, 0) < 0 ||
+	    pwrite(j->lock_fd, text, n, 0) != (ssize_t)n)
+		return -errno;
+	return 0;
+}
+
+char *journal_read_holder(const char *path)
+{
+	_cleanup_free_ char *lock = jnl_path_suffix(path, ".lock");
+
+	return lock ? paths_read_line(lock) : NULL;
 }
 
 static int open_dir_of(const char *path)

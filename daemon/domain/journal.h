@@ -120,6 +120,17 @@ typedef void (*journal_commit_cb)(void *data, const struct journal_event *evs,
  */
 int journal_open(uv_loop_t *loop, const char *path, struct journal **ret);
 
+/*
+ * Who holds the journal, for the next spd that finds it taken (-EBUSY
+ * from journal_open): writes text (one line, such as the pid and the
+ * socket) into its lock file "<path>.lock".  Returns 0 or -errno.
+ */
+int journal_set_holder(struct journal *j, const char *text);
+
+/* What journal_set_holder wrote for the journal at path, with no
+ * newline (malloc'd), or NULL. */
+char *journal_read_holder(const char *path);
+
 /* The most bytes of rows waiting for the writer (default
  * JOURNAL_QUEUE_BYTES_MAX, at least JOURNAL_QUEUE_BYTES_MIN). */
 void journal_set_queue_max(struct journal *j, size_t bytes);

@@ -499,6 +499,45 @@ START_TEST(test_second_spd_refused)
 }
 END_TEST
 
+/*
+ * A second spd with the same state but another runtime directory (a
+ * shell where XDG_RUNTIME_DIR is unset starts one for spctl) is refused
+ * by the journal's lock, and says which spd holds it and where that one
+ * listens, instead of a bare "Device or resource busy".
+ */
+START_TEST(test_second_spd_other_runtime_dir)
+{
+	struct test_spd u = T;
+	char *err = NULL, *entry = NULL, run2[4096], pidtxt[32];
+	int st, k = -1;
+
+	snprintf(run2, sizeof(run2), "%s/run2", T.dir);
+	ck_assert_int_eq(mkdir(run2, 0700), 0);
+	for (int i = 0; u.env[i]; i++)
+		if (!strncmp(u.env[i], "SPD_RUNTIME_DIR=", 16) ||
+		    !strncmp(u.env[i], "XDG_RUNTIME_DIR=", 16))
+			k = i;
+	ck_assert_msg(k >= 0, "the layout names no runtime directory");
+	ck_assert(asprintf(&entry, "%.16s%s", u.env[k], run2) > 0);
+	u.env[k] = entry;
+	st = test_spd_expect_exit(&u, &err);
+	ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0,
+		      "second spd not refused");
+	snprintf(pidtxt, sizeof(pidtxt), "pid %d", (int)T.pid);
+	ck_assert_msg(has(err, "already keeps the journal") &&
+			  has(err, pidtxt) && has(err, T.sock) &&
+			  has(err, "XDG_RUNTIME_DIR") &&
+			  !has(err, "Device or resource busy"),
+		      "%s", err);
+	free(err);
+	free(entry);
+	/* The first still answers, its socket untouched. */
+	int fd = test_spd_connect(&T);
+	free(test_call(&T, fd, 1, "daemon.ping", NULL, true));
+	close(fd);
+}
+END_TEST
+
 START_TEST(test_sigterm_clean_exit)
 {
 	struct stat st;
@@ -1060,6 +1099,7 @@ int main(void)
 	tcase_add_test(tc, test_200_clients);
 	tcase_add_test(tc, test_stalled_client);
 	tcase_add_test(tc, test_second_spd_refused);
+	tcase_add_test(tc, test_second_spd_other_runtime_dir);
 	tcase_add_test(tc, test_sigterm_clean_exit);
 	tcase_add_test(tc, test_stale_socket_and_modes);
 	tcase_add_test(tc, test_spctl_commands);

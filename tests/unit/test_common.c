@@ -67,6 +67,31 @@ START_TEST(test_private_dir)
 }
 END_TEST
 
+/* The operator token and the journal's holder are read this way: the
+ * first line, without its line end; nothing through a symlink. */
+START_TEST(test_read_line)
+{
+	char *d = test_tmpdir("readline");
+	char *f = paths_join(d, "token"), *e = paths_join(d, "empty");
+	char *link = paths_join(d, "link"), *line;
+
+	test_write_file(f, "abc def\r\nsecond\n");
+	line = paths_read_line(f);
+	ck_assert_str_eq(line, "abc def");
+	free(line);
+	test_write_file(e, "\n");
+	ck_assert_ptr_null(paths_read_line(e));
+	ck_assert_int_eq(symlink(f, link), 0);
+	ck_assert_ptr_null(paths_read_line(link));
+	ck_assert_ptr_null(paths_read_line(d));
+	test_rmrf(d);
+	free(link);
+	free(e);
+	free(f);
+	free(d);
+}
+END_TEST
+
 START_TEST(test_proto_tables)
 {
 	const struct rpc_param_def *defs;
@@ -361,6 +386,7 @@ int main(void)
 	tcase_add_test(tc, test_buf);
 	tcase_add_test(tc, test_utf8);
 	tcase_add_test(tc, test_private_dir);
+	tcase_add_test(tc, test_read_line);
 	tcase_add_test(tc, test_proto_tables);
 	tcase_add_test(tc, test_strict_layers);
 	tcase_add_test(tc, test_strv_and_words);
