@@ -10,7 +10,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +30,11 @@
 /* Runs at once (proto/sandbox.h); spd queues nothing and keeps below it,
  * so beyond this a RUN is refused with INTERNAL. */
 #define SBXD_RUNS_MAX SBXP_RUNS_MAX
+/* How long after a run's EXITED the next spare is made (spawn.h): its
+ * namespaces, mounts and sandboxd-init's exec, a millisecond of CPU here,
+ * would otherwise run while spd answers the client and the client exits,
+ * on the same two CPUs (bench/README.md, twelfth pass). */
+#define SBXD_SPARE_DELAY_NS 1000000ull
 
 static struct spawn_ctx ctx;
 static struct spawn_run runs[SBXD_RUNS_MAX];
@@ -39,6 +43,8 @@ static struct spawn_run runs[SBXD_RUNS_MAX];
 static int exiting[SBXD_RUNS_MAX];
 static size_t nexiting;
 static size_t nruns;
+/* When to make the spare (spawn_spare), or 0: not due. */
+static uint64_t spare_due_ns;
 static _Alignas(16) char msgbuf[SBXP_MSG_MAX];
 
 static void die(const char *why) __attribute__((noreturn));
@@ -239,19 +245,19 @@ static void finish_run(size_t i)
 	}
 	runs[i] = runs[--nruns];
 	/* Idle until spd's next message: the time to clone the next run's
-	 * init ahead (spawn.h, the spare).  spd, just woken by EXITED, often
-	 * waits on this CPU: let it answer its client first. */
-	sched_yield();
-	spawn_spare(&ctx);
-	/* The run's mounts come down now, while the spare makes its
+	 * init ahead (spawn.h, the spare), once spd has answered its client
+	 * (SBXD_SPARE_DELAY_NS).  A run that comes first is cloned anew. */
+	spare_due_ns = spawn_now_ns() + SBXD_SPARE_DELAY_NS;
+	/* The run's mounts come down now, before the spare makes its
 	 * namespaces. */
 	if (mntns_fd >= 0)
 		close(mntns_fd);
 }
 
-static int poll_timeout(void)
+/* Until the next deadline or the spare's time; NULL: none. */
+static struct timespec *poll_timeout(struct timespec *ts)
 {
-	uint64_t now = spawn_now_ns(), next = 0;
+	uint64_t now = spawn_now_ns(), next = spare_due_ns;
 
 	for (size_t i = 0; i < nruns; i++) {
 		uint64_t d = runs[i].deadline_ns;
@@ -260,10 +266,11 @@ static int poll_timeout(void)
 			next = d;
 	}
 	if (!next)
-		return -1;
-	if (next <= now)
-		return 0;
-	return (int)((next - now) / 1000000ull) + 1;
+		return NULL;
+	next = next > now ? next - now : 0;
+	ts->tv_sec = (time_t)(next / 1000000000ull);
+	ts->tv_nsec = (long)(next % 1000000000ull);
+	return ts;
 }
 
 /*
@@ -322,6 +329,7 @@ int main(int argc, char **argv)
 	spawn_ctx_init(&ctx);
 
 	for (;;) {
+		struct timespec ts;
 		size_t np = 0;
 		int n;
 
@@ -340,12 +348,19 @@ int main(int argc, char **argv)
 		}
 		for (size_t k = 0; k < nexiting; k++)
 			pfd[np++] = (struct pollfd){exiting[k], POLLIN, 0};
-		n = poll(pfd, np, poll_timeout());
+		n = ppoll(pfd, np, poll_timeout(&ts), NULL);
 		if (n < 0 && errno != EINTR)
 			die("poll");
 
 		/* Deadlines: kill the run; its EXITED follows its death. */
 		uint64_t now = spawn_now_ns();
+		/* Not while spd's next message waits: that run would wait
+		 * for the spare to be ready instead of being cloned. */
+		if (spare_due_ns && spare_due_ns <= now &&
+		    !(n > 0 && pfd[0].revents)) {
+			spare_due_ns = 0;
+			spawn_spare(&ctx);
+		}
 		for (size_t i = 0; i < nruns; i++) {
 			if (runs[i].deadline_ns && !runs[i].timed_out &&
 			    runs[i].deadline_ns <= now && !runs[i].cancelled) {
