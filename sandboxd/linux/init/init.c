@@ -11,11 +11,10 @@
  * waits for the byte this writes on descriptor 3 once it holds nothing
  * (init.h, FD_READY).  It holds descriptor 4, the status pipe, and
  * nothing it does not need: it drops every capability and sets
- * no_new_privs first, then
- * reaps whatever the pid namespace hands it until the command itself ends,
- * writes that wait status as one REC_STATUS record, and exits.  The exit of
- * a pid namespace's init kills everything else in it, so nothing outlives
- * the command.  The record says whether init was alone by then
+ * no_new_privs first, then reaps whatever the pid namespace hands it
+ * until the command itself ends, writes that wait status as one
+ * REC_STATUS record, and exits.  The exit of a pid namespace's init kills
+ * everything else in it, so nothing outlives the command.  The record says whether init was alone by then
  * (REC_STATUS_EMPTY): most commands leave nothing behind, and sandboxd
  * need not wait for init's own exit to say the run is over.  The
  * parent-death signal set before the exec stays set (the exec changes no
