@@ -108,11 +108,10 @@ static int take_pid_lock(const char *path)
 	if (fd < 0)
 		die("cannot open pid file %s: %s", path, strerror(errno));
 	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		n = pread(fd, buf, sizeof(buf) - 1, 0);
-		buf[n > 0 ? n : 0] = '\0';
-		buf[strcspn(buf, "\n")] = '\0';
+		_cleanup_free_ char *pid = paths_read_line(path);
+
 		die("another spd (pid %s) is already running on %s",
-		    buf[0] ? buf : "?", spd.paths.runtime_dir);
+		    pid ? pid : "?", spd.paths.runtime_dir);
 	}
 	n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
 	if (ftruncate(fd, 0) < 0 || pwrite(fd, buf, (size_t)n, 0) != n)

@@ -352,15 +352,16 @@ int main(int argc, char **argv)
 		if (n < 0 && errno != EINTR)
 			die("poll");
 
-		/* Deadlines: kill the run; its EXITED follows its death. */
 		uint64_t now = spawn_now_ns();
-		/* Not while spd's next message waits: that run would wait
-		 * for the spare to be ready instead of being cloned. */
+		/* The spare, when due; not while spd's next message waits:
+		 * that run would wait for the spare to be ready instead of
+		 * being cloned. */
 		if (spare_due_ns && spare_due_ns <= now &&
 		    !(n > 0 && pfd[0].revents)) {
 			spare_due_ns = 0;
 			spawn_spare(&ctx);
 		}
+		/* Deadlines: kill the run; its EXITED follows its death. */
 		for (size_t i = 0; i < nruns; i++) {
 			if (runs[i].deadline_ns && !runs[i].timed_out &&
 			    runs[i].deadline_ns <= now && !runs[i].cancelled) {

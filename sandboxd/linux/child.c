@@ -365,6 +365,20 @@ static void child_utoa(unsigned long v, char *buf, size_t size)
 	buf[i] = 0;
 }
 
+/* Executes sandboxd-init (init.h) from fd for the command cmd, with
+ * "ready" when a spare's (FD_READY).  Returns -errno: it failed. */
+static int child_exec_init(int fd, pid_t cmd, bool ready)
+{
+	char pid[24];
+	char *argv[] = {(char *)"sandboxd-init", pid,
+			ready ? (char *)INIT_ARG_READY : NULL, NULL};
+	char *envp[] = {NULL};
+
+	child_utoa((unsigned long)cmd, pid, sizeof(pid));
+	syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH);
+	return -errno;
+}
+
 /*
  * The run's host, mounts and descriptors, in the process that is or
  * starts the command (it holds the report pipe on FD_REPORT after).
@@ -405,9 +419,7 @@ static void child_setup(const struct child_args *a)
  */
 __attribute__((noreturn)) void child_init(const struct child_args *a)
 {
-	char c, pid[24];
-	char *init_argv[] = {(char *)"sandboxd-init", pid, NULL};
-	char *init_envp[] = {NULL};
+	char c;
 	int r;
 	pid_t cmd;
 
@@ -435,14 +447,9 @@ __attribute__((noreturn)) void child_init(const struct child_args *a)
 	/* The report pipe closes with this exec, so that its end tells
 	 * sandboxd the command (which closed its copy when it exec'd) is
 	 * running; a failed exec is reported on it. */
-	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0)
-		r = -errno;
-	else {
-		child_utoa((unsigned long)cmd, pid, sizeof(pid));
-		syscall(SYS_execveat, FD_INIT, "", init_argv, init_envp,
-			AT_EMPTY_PATH);
-		r = -errno;
-	}
+	r = fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0
+		? -errno
+		: child_exec_init(FD_INIT, cmd, false);
 	kill(cmd, SIGKILL);
 	child_fail(FD_REPORT, L_INIT, r, 0);
 }
@@ -567,10 +574,6 @@ static int child_spare_command(void *arg)
 static __attribute__((noreturn)) void
 child_spare_become_init(const struct child_spare *sp, pid_t cmd)
 {
-	char pid[24];
-	char *init_argv[] = {(char *)"sandboxd-init", pid,
-			     (char *)INIT_ARG_READY, NULL};
-	char *init_envp[] = {NULL};
 	int ready = fcntl(sp->ready[1], F_DUPFD_CLOEXEC, 10);
 	int status = fcntl(sp->status_w, F_DUPFD_CLOEXEC, 10);
 	int init = fcntl(sp->keep[0], F_DUPFD_CLOEXEC, 10);
@@ -580,8 +583,7 @@ child_spare_become_init(const struct child_spare *sp, pid_t cmd)
 	    close_range(FD_STATUS + 1, ~0u, CLOSE_RANGE_CLOEXEC) < 0 ||
 	    close_range(0, FD_REPORT - 1, CLOSE_RANGE_CLOEXEC) < 0)
 		_exit(CHILD_EXIT_REFUSED);
-	child_utoa((unsigned long)cmd, pid, sizeof(pid));
-	syscall(SYS_execveat, init, "", init_argv, init_envp, AT_EMPTY_PATH);
+	(void)child_exec_init(init, cmd, true);
 	_exit(CHILD_EXIT_REFUSED);
 }
 

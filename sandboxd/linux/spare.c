@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "child.h"
 #include "spare.h"
 #include "spawn.h"
@@ -63,8 +64,8 @@ void spare_make(struct spawn_ctx *ctx)
 {
 #if SPAWN_SHARED_VM
 	struct child_spare *sp = ctx->spare_cfg;
-	int sv[2], st[2], ready[2];
-	pid_t pid;
+	int sv[2] = {-1, -1}, st[2] = {-1, -1}, ready[2] = {-1, -1};
+	pid_t pid = -1;
 
 	if (ctx->spare_pid > 0 || !ctx->probed || !ctx->layers.run_init ||
 	    (!ctx->root && !ctx->layers.userns) || !ctx->spare_stack ||
@@ -76,20 +77,9 @@ void spare_make(struct spawn_ctx *ctx)
 	if (ctx->mounts_fd < 0)
 		return;
 	(void)mounts_changed(ctx); /* from here on, a change is seen */
-	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-		return;
-	if (pipe2(st, O_CLOEXEC) < 0) {
-		close(sv[0]);
-		close(sv[1]);
-		return;
-	}
-	if (pipe2(ready, O_CLOEXEC) < 0) {
-		close(sv[0]);
-		close(sv[1]);
-		close(st[0]);
-		close(st[1]);
-		return;
-	}
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0 ||
+	    pipe2(st, O_CLOEXEC) < 0 || pipe2(ready, O_CLOEXEC) < 0)
+		goto out;
 	memset(sp, 0, sizeof(*sp));
 	sp->sock = sv[1];
 	sp->status_w = st[1];
@@ -120,19 +110,22 @@ void spare_make(struct spawn_ctx *ctx)
 		    (int)((spare_flags(ctx) & (CLONE_NEWUSER | CLONE_NEWPID)) |
 			  CLONE_VM | SIGCHLD),
 		    sp);
-	close(sv[1]);
-	close(st[1]);
-	close(ready[0]);
-	close(ready[1]);
-	if (pid < 0) {
-		close(sv[0]);
-		close(st[0]);
-		return;
+	if (pid > 0) {
+		ctx->spare_pid = pid;
+		ctx->spare_sock = steal_fd(sv[0]);
+		ctx->spare_status = steal_fd(st[0]);
+		ctx->spare_idmap_gen = ctx->idmap_gen;
 	}
-	ctx->spare_pid = pid;
-	ctx->spare_sock = sv[0];
-	ctx->spare_status = st[0];
-	ctx->spare_idmap_gen = ctx->idmap_gen;
+out:
+	/* Theirs, or nobody's. */
+	for (int i = 0; i < 2; i++) {
+		if (sv[i] >= 0)
+			close(sv[i]);
+		if (st[i] >= 0)
+			close(st[i]);
+		if (ready[i] >= 0)
+			close(ready[i]);
+	}
 #else
 	(void)ctx;
 #endif
@@ -190,8 +183,8 @@ static int spare_send(struct spawn_ctx *ctx, const struct child_args *a)
 
 /* spare.h */
 pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
-		 unsigned long flags, int *report_w, int *status_w,
-		 int *status_r, int report_r)
+		 unsigned long flags, int *report_w, int *status_r,
+		 int report_r)
 {
 	struct pollfd p = {report_r, 0, 0};
 	pid_t pid = ctx->spare_pid;
@@ -212,9 +205,7 @@ pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
 	ctx->spare_sock = -1;
 	ctx->spare_pid = 0;
 	close(*report_w);
-	close(*status_w);
-	close(*status_r);
-	*report_w = *status_w = -1;
+	*report_w = -1;
 	*status_r = ctx->spare_status;
 	ctx->spare_status = -1;
 	/* POLLHUP only: the records stay for the loop to read. */

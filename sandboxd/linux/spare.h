@@ -19,12 +19,12 @@ void spare_make(struct spawn_ctx *ctx);
  * pid once its command has executed or died, as a clone with CLONE_VFORK
  * would; or 0, the caller then clones.  Closes sandboxd's write end of
  * the report pipe (*report_w), whose end is how sandboxd knows the
- * command is past its exec and no longer uses its memory, and replaces
- * the run's status pipe (*status_w closed, *status_r) with the spare's,
- * which its init, sandboxd-init already, holds.
+ * command is past its exec and no longer uses its memory, and sets
+ * *status_r to the read end of the spare's status pipe, whose write end
+ * its init, sandboxd-init already, holds.
  */
 pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
-		 unsigned long flags, int *report_w, int *status_w,
-		 int *status_r, int report_r);
+		 unsigned long flags, int *report_w, int *status_r,
+		 int report_r);
 
 #endif

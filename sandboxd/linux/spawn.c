@@ -861,7 +861,7 @@ static int start_plan(struct start *s)
 	return 0;
 }
 
-/* The report and status pipes, the broker's socketpair, and the rest of
+/* The report pipe, the broker's socketpair, and the rest of
  * what the child is handed. */
 static int start_pipes(struct start *s)
 {
@@ -881,7 +881,6 @@ static int start_pipes(struct start *s)
 		return -ENOMEM;
 	}
 	if (pipe2(s->report, O_CLOEXEC) < 0 ||
-	    pipe2(s->status, O_CLOEXEC) < 0 ||
 	    (!SPAWN_SHARED_VM && pipe2(s->sync, O_CLOEXEC) < 0)) {
 		r = -errno;
 		refuse(s->refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
@@ -897,7 +896,6 @@ static int start_pipes(struct start *s)
 	}
 	a->fd_broker = s->bsock[1];
 	a->fd_report = s->report[1];
-	a->fd_status = s->status[1];
 	a->fd_init = ctx->init_fd;
 	a->fd_sync = s->sync[0];
 	a->cmd_stack = ctx->cmd_stack;
@@ -911,8 +909,9 @@ static int start_pipes(struct start *s)
 	return 0;
 }
 
-/* The run's init, cloned into its namespaces.  Returns its pid, once it
- * has executed sandboxd-init or died (SPAWN_SHARED_VM), or -errno. */
+/* The run's init, from the spare or cloned into its namespaces.  Returns
+ * its pid, once it has executed sandboxd-init or died (SPAWN_SHARED_VM),
+ * or -errno. */
 static pid_t start_clone(struct start *s)
 {
 	unsigned long flags = SIGCHLD;
@@ -929,13 +928,24 @@ static pid_t start_clone(struct start *s)
 	spawn_steps_reset(trace_on());
 	s->run->start_ns = spawn_now_ns();
 #if SPAWN_SHARED_VM
-	pid = spare_take(s->ctx, &s->a, flags, &s->report[1], &s->status[1],
-			 &s->status[0], s->report[0]);
-	if (pid > 0)
+	pid = spare_take(s->ctx, &s->a, flags, &s->report[1], &s->status[0],
+			 s->report[0]);
+	if (pid > 0) {
 		trace_stamp_at("spare", s->run->start_ns);
-	else
-		pid = clone(child_init_entry, s->ctx->init_stack,
-			    (int)(flags | CLONE_VM | CLONE_VFORK), &s->a);
+		goto started;
+	}
+#endif
+	/* Cloned anew: the status pipe (a spare's init holds its own). */
+	if (pipe2(s->status, O_CLOEXEC) < 0) {
+		int r = -errno;
+
+		refuse(s->refusal, SBXP_ERR_INTERNAL, "pipe: %s", errstr(r));
+		return r;
+	}
+	s->a.fd_status = s->status[1];
+#if SPAWN_SHARED_VM
+	pid = clone(child_init_entry, s->ctx->init_stack,
+		    (int)(flags | CLONE_VM | CLONE_VFORK), &s->a);
 #else
 	pid = (pid_t)syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
 	if (pid == 0)
@@ -948,6 +958,9 @@ static pid_t start_clone(struct start *s)
 		       "namespaces: clone: %s", errstr(r));
 		return r;
 	}
+#if SPAWN_SHARED_VM
+started:
+#endif
 	if (trace_on()) {
 		trace_stamp_at("clone", s->run->start_ns);
 		spawn_steps_flush("");
@@ -1059,6 +1072,7 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		  .fd_err = err_fd,
 		  .fd_in = in_fd,
 		  .fd_broker = -1,
+		  .fd_status = -1,
 		  .fd_userns = -1},
 	    .read_paths = {"/", NULL},
 	    .report = {-1, -1},
