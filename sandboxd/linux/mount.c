@@ -26,6 +26,7 @@
 #include "mount.h"
 #include "mount_priv.h"
 #include "sandboxd/linux/links.h"
+#include "sandboxd/linux/names.h"
 #include "sandboxd/linux/steps.h"
 #include "proto/sandbox.h"
 
@@ -120,27 +121,51 @@ static const char *const mp_devices[] = {
 
 static char *mp_own(struct mountplan *p, char *s)
 {
-	char **n;
-
 	if (!s)
 		return NULL;
-	n = realloc(p->owned, (p->nowned + 1) * sizeof(*n));
-	if (!n) {
-		free(s);
-		return NULL;
+	if (p->nowned == p->owned_cap) {
+		size_t cap = p->owned_cap ? 2 * p->owned_cap : 32;
+		char **n = realloc(p->owned, cap * sizeof(*n));
+
+		if (!n) {
+			free(s);
+			return NULL;
+		}
+		p->owned = n;
+		p->owned_cap = cap;
 	}
-	p->owned = n;
 	p->owned[p->nowned++] = s;
 	return s;
 }
 
+/* Paths are joined into chunks of MP_CHUNK bytes (a longer one gets its
+ * own): a plan is built on every run and joins some hundred of them. */
+#define MP_CHUNK 4096
+
 static char *mp_join(struct mountplan *p, const char *a, const char *b)
 {
+	size_t la = strlen(a), lb = strlen(b), n = la + lb + 1;
 	char *s;
 
-	if (asprintf(&s, "%s%s", a, b) < 0)
-		return NULL;
-	return mp_own(p, s);
+	if (n > p->chunk_left) {
+		char *c = mp_own(p, malloc(n > MP_CHUNK ? n : MP_CHUNK));
+
+		if (!c)
+			return NULL;
+		if (n > MP_CHUNK) {
+			s = c;
+			goto copy;
+		}
+		p->chunk = c;
+		p->chunk_left = MP_CHUNK;
+	}
+	s = p->chunk;
+	p->chunk += n;
+	p->chunk_left -= n;
+copy:
+	memcpy(s, a, la);
+	memcpy(s + la, b, lb + 1);
+	return s;
 }
 
 static int mp_add(struct mountplan *p, struct mountplan_op op)
@@ -250,6 +275,14 @@ int mp_touch_p(const char *path, mode_t dirmode, mode_t filemode, int oflags)
 	return 0;
 }
 
+static bool under_any(const char *path, const char *const *dirs, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (path_is_under(path, dirs[i]))
+			return true;
+	return false;
+}
+
 /*
  * Cover one hidden path.  An existing directory gets an empty read-only
  * tmpfs, an existing file the mode-0 empty file.  A missing one cannot be
@@ -263,11 +296,9 @@ static int add_hidden_as(struct mountplan *p, const char *path, bool dir,
 			 const char *const *writable, size_t nwritable)
 {
 	struct stat st;
-	bool under = false;
+	bool under = under_any(path, writable, nwritable);
 	int r;
 
-	for (size_t i = 0; i < nwritable; i++)
-		under |= path_is_under(path, writable[i]);
 	/* The private /tmp starts empty and is thrown away, /dev and /proc
 	 * are the run's own: nothing of the host's to hide there, unless a
 	 * writable bind brings it in. */
@@ -302,21 +333,31 @@ static int add_hidden(struct mountplan *p, const char *path,
 	return add_hidden_as(p, path, true, writable, nwritable);
 }
 
-/* Cover the home directory's credential locations (mp_credentials). */
+/* Cover the home directory's credential locations (mp_credentials).
+ * One the home's listing does not have is missing without a lookup, and
+ * outside the writable paths needs no cover (add_hidden_as). */
 static int add_credentials(struct mountplan *p, const char *home,
+			   const struct dir_names *names,
 			   const char *const *writable, size_t nwritable)
 {
+	size_t hl = strlen(home);
+	char c[PATH_MAX];
+
 	for (size_t i = 0; mp_credentials[i]; i++) {
 		size_t len = strlen(mp_credentials[i]);
 		bool dir = mp_credentials[i][len - 1] == '/';
-		char *c = mp_join(p, home, "/");
 		int r;
 
-		c = c ? mp_join(p, c, mp_credentials[i]) : NULL;
-		if (!c)
-			return -ENOMEM;
-		if (dir)
-			c[strlen(c) - 1] = '\0';
+		/* home "/" name, without a directory's '/' */
+		if (hl + 1 + len >= sizeof(c))
+			return -ENAMETOOLONG;
+		memcpy(c, home, hl);
+		c[hl] = '/';
+		memcpy(c + hl + 1, mp_credentials[i], len - dir);
+		c[hl + 1 + len - dir] = '\0';
+		if (!dir_names_may_have(names, mp_credentials[i]) &&
+		    !under_any(c, writable, nwritable))
+			continue;
 		if ((r = add_hidden_as(p, c, dir, writable, nwritable)) < 0)
 			return r;
 	}
@@ -508,14 +549,6 @@ static size_t find_veils(const struct mountplan_in *in,
 			ret[n++] = h;
 	}
 	return n;
-}
-
-static bool under_any(const char *path, const char *const *dirs, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		if (path_is_under(path, dirs[i]))
-			return true;
-	return false;
 }
 
 /*
@@ -878,6 +911,7 @@ static int add_ro_binds(struct mountplan *p, const struct mountplan_in *in,
  * bound before a path inside it.
  */
 static int writable_set(struct mountplan *p, const struct mountplan_in *in,
+			const struct dir_names *home_names,
 			const char **writable, size_t *ret_n)
 {
 	struct stat st;
@@ -885,8 +919,11 @@ static int writable_set(struct mountplan *p, const struct mountplan_in *in,
 
 	writable[nw++] = in->workspace;
 	for (size_t i = 0; in->home && in->home[0] && mp_caches[i]; i++) {
-		char *c = mp_join(p, in->home, "/");
+		char *c;
 
+		if (!dir_names_may_have(home_names, mp_caches[i]))
+			continue;
+		c = mp_join(p, in->home, "/");
 		c = c ? mp_join(p, c, mp_caches[i]) : NULL;
 		if (!c)
 			return -ENOMEM;
@@ -937,6 +974,7 @@ static int add_var(struct mountplan *p, bool *ret_run_hidden, bool *ret_tmp)
  * directories (system and home) and every other pathname socket.
  */
 static int add_covers(struct mountplan *p, const struct mountplan_in *in,
+		      const struct dir_names *home_names,
 		      const char *const *writable, size_t nw,
 		      const char *const *veils, size_t nveils,
 		      bool var_run_hidden)
@@ -944,7 +982,8 @@ static int add_covers(struct mountplan *p, const struct mountplan_in *in,
 	bool home = in->home && in->home[0];
 	int r;
 
-	if (home && (r = add_credentials(p, in->home, writable, nw)) < 0)
+	if (home &&
+	    (r = add_credentials(p, in->home, home_names, writable, nw)) < 0)
 		return r;
 	for (size_t i = 0; in->hidden && in->hidden[i]; i++) {
 		/* A veil and what lies under it (outside the writable
@@ -960,8 +999,11 @@ static int add_covers(struct mountplan *p, const struct mountplan_in *in,
 		    0)
 			return r;
 	for (size_t i = 0; home && mp_home_socket_dirs[i]; i++) {
-		char *c = mp_join(p, in->home, "/");
+		char *c;
 
+		if (!dir_names_may_have(home_names, mp_home_socket_dirs[i]))
+			continue;
+		c = mp_join(p, in->home, "/");
 		c = c ? mp_join(p, c, mp_home_socket_dirs[i]) : NULL;
 		if (!c)
 			return -ENOMEM;
@@ -1042,6 +1084,8 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 	size_t nw = 0, cap;
 	bool var_run_hidden = false, var_tmp = false;
 	const char *veils[MOUNTPLAN_VEILS_MAX] = {0};
+	/* The home's names: most credential locations cost no lookup. */
+	struct dir_names home_names = {0};
 	size_t nveils, veil_op0;
 	struct stat st;
 	int r;
@@ -1060,7 +1104,9 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		goto out;
 	}
 
-	if ((r = writable_set(&p, in, writable, &nw)) < 0 ||
+	if (in->home && in->home[0])
+		dir_names_read(in->home, &home_names);
+	if ((r = writable_set(&p, in, &home_names, writable, &nw)) < 0 ||
 	    (r = readonly_kinds(in, writable, nw, &ro)) < 0)
 		goto out;
 
@@ -1116,7 +1162,7 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		goto out;
 	if ((r = add_readonly(&p, in, ro)) < 0)
 		goto out;
-	if ((r = add_covers(&p, in, writable, nw, veils, nveils,
+	if ((r = add_covers(&p, in, &home_names, writable, nw, veils, nveils,
 			    var_run_hidden)) < 0)
 		goto out;
 	for (size_t i = 0; in->empty_files && in->empty_files[i]; i++) {

@@ -77,8 +77,10 @@ struct mountplan_op;
 struct mountplan {
 	struct mountplan_op *ops;
 	size_t n;
-	char **owned; /* strings the ops point to */
-	size_t nowned;
+	char **owned; /* strings the ops point to, and their chunks */
+	size_t nowned, owned_cap;
+	char *chunk; /* the chunk mp_join takes its strings from */
+	size_t chunk_left;
 	/* NULL-terminated writable paths as seen inside the run, for the
 	 * Landlock plan (which mirrors the mount plan). */
 	const char **write_paths;

@@ -39,6 +39,7 @@
 
 #include "tests/lib/testlib.h"
 #include "sandboxd/linux/layers.h"
+#include "sandboxd/linux/names.h"
 
 /* ---- running a check in a child --------------------------------------- */
 
@@ -1669,6 +1670,109 @@ START_TEST(test_unix_sockets)
 }
 END_TEST
 
+/* ---- the names of a directory (names.h) -------------------------------- */
+
+/* Whether the filesystem under d compares names byte for byte, so that
+ * dir_names_read must vouch for its listing there. */
+static bool names_fs_exact(const char *d)
+{
+	struct statfs sf;
+
+	if (statfs(d, &sf) < 0)
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case EXT4_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case XFS_SUPER_MAGIC:
+		return true;
+	}
+	return false;
+}
+
+/* The mount plan skips the lookup of a credential location the home's
+ * listing says is not there: "no" only for a name the directory does not
+ * hold, "maybe" for each it does (in any ASCII case, as on xfs's
+ * ascii-ci), and "maybe" for everything where the listing is not the
+ * whole truth (another filesystem, a listing too long, no directory). */
+START_TEST(test_dir_names)
+{
+	static const char *const absent[] = {".aws",
+					     ".azure",
+					     ".gnupg",
+					     ".docker",
+					     ".kube",
+					     ".pgpass",
+					     ".password-store",
+					     ".vault-token",
+					     ".git-credentials",
+					     ".pypirc",
+					     ".s3cfg",
+					     ".colima",
+					     ".lima",
+					     ".gemini",
+					     ".codex",
+					     ".mozilla"};
+	char *d = test_tmpdir("names"), path[PATH_MAX];
+	struct dir_names n;
+	int fd;
+
+	if (!names_fs_exact(d)) {
+		test_rmrf(d);
+		free(d);
+		TEST_SKIP("$TMPDIR is on a filesystem the listing is not "
+			  "trusted on");
+	}
+	snprintf(path, sizeof(path), "%s/.ssh", d);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof(path), "%s/.NetRC", d);
+	test_write_file(path, "");
+	dir_names_read(d, &n);
+	ck_assert_msg(n.exact, "an ext4/tmpfs/btrfs/xfs listing not kept");
+	ck_assert(dir_names_may_have(&n, ".ssh"));
+	ck_assert(dir_names_may_have(&n, ".ssh/id_rsa"));
+	ck_assert(dir_names_may_have(&n, ".SSH"));
+	ck_assert(dir_names_may_have(&n, ".netrc"));
+	for (size_t i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
+		ck_assert_msg(!dir_names_may_have(&n, absent[i]),
+			      "%s said to be there", absent[i]);
+	/* Read again, it sees what was made since. */
+	snprintf(path, sizeof(path), "%s/.aws", d);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	dir_names_read(d, &n);
+	ck_assert(dir_names_may_have(&n, ".aws/credentials"));
+
+	/* No directory, or procfs: every answer is "maybe". */
+	snprintf(path, sizeof(path), "%s/missing", d);
+	dir_names_read(path, &n);
+	ck_assert(!n.exact && dir_names_may_have(&n, ".aws"));
+	dir_names_read("/proc/self", &n);
+	ck_assert(!n.exact && dir_names_may_have(&n, ".aws"));
+
+	/* Too many names to be worth reading (3,000 of 60 bytes). */
+	snprintf(path, sizeof(path), "%s/big", d);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	fd = open(path, O_RDONLY | O_DIRECTORY);
+	ck_assert_int_ge(fd, 0);
+	for (int i = 0; i < 3000; i++) {
+		char name[64];
+
+		snprintf(name, sizeof(name),
+			 "a-rather-long-name-for-a-file-of-the-listing-%05d",
+			 i);
+		int f = openat(fd, name, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+		ck_assert_int_ge(f, 0);
+		close(f);
+	}
+	close(fd);
+	dir_names_read(path, &n);
+	ck_assert(!n.exact && dir_names_may_have(&n, ".aws"));
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
 /* ---- main -------------------------------------------------------------- */
 
 int main(void)
@@ -1695,6 +1799,7 @@ int main(void)
 	tcase_add_test(tc, test_caps_refused);
 	tcase_add_test(tc, test_probe);
 	tcase_add_test(tc, test_unix_sockets);
+	tcase_add_test(tc, test_dir_names);
 	/* The seccomp table forks two children per case; under ASan on a
 	 * busy machine that takes more than Check's default 4 seconds. */
 	tcase_set_timeout(tc, 120);
