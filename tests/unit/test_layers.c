@@ -817,6 +817,29 @@ static int sc_personality_query(void)
 	return SC_RET(personality(0xffffffff));
 }
 
+/* Every value with the flag but the query, on the low 32 bits (the
+ * kernel's unsigned int), whatever the high ones hold. */
+static int sc_personality_norandom_other(void)
+{
+	return SC_RET(personality(0xfffffffe));
+}
+
+static int sc_personality_norandom_high(void)
+{
+	return SC_RET(
+	    syscall(SYS_personality, 0x100000000UL | ADDR_NO_RANDOMIZE));
+}
+
+static int sc_personality_query_high(void)
+{
+	return SC_RET(syscall(SYS_personality, 0x1ffffffffUL));
+}
+
+static int sc_personality_linux(void)
+{
+	return SC_RET(personality(PER_LINUX));
+}
+
 static int sc_socket(long domain, int type, int protocol)
 {
 	long fd = syscall(SYS_socket, domain, type, protocol);
@@ -1071,6 +1094,8 @@ static const struct sc_case sc_cases[] = {
     SC(sc_init_module, SBX_NET_NONE, EPERM),
     SC(sc_open_by_handle, SBX_NET_NONE, EPERM),
     SC(sc_personality_norandom, SBX_NET_NONE, EPERM),
+    SC(sc_personality_norandom_other, SBX_NET_NONE, EPERM),
+    SC(sc_personality_norandom_high, SBX_NET_NONE, EPERM),
     SC(sc_socket_inet, SBX_NET_NONE, EPERM),
     SC(sc_socket_inet6, SBX_NET_NONE, EPERM),
     SC(sc_socket_inet_high, SBX_NET_NONE, EPERM),
@@ -1100,6 +1125,8 @@ static const struct sc_case sc_cases[] = {
     SC(sc_thread, SBX_NET_NONE, 0),
     SC(sc_clone_plain, SBX_NET_NONE, 0),
     SC(sc_personality_query, SBX_NET_NONE, 0),
+    SC(sc_personality_query_high, SBX_NET_NONE, 0),
+    SC(sc_personality_linux, SBX_NET_NONE, 0),
     SC(sc_socket_unix, SBX_NET_NONE, 0),
     SC(sc_socketpair_unix, SBX_NET_NONE, 0),
     SC(sc_socket_netlink_route, SBX_NET_NONE, 0),
