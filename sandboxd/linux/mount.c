@@ -283,6 +283,15 @@ static bool under_any(const char *path, const char *const *dirs, size_t n)
 	return false;
 }
 
+/* The private /tmp starts empty and is thrown away, /dev and /proc are
+ * the run's own: nothing of the host's below them needs a cover, unless a
+ * writable bind brings it in. */
+static bool in_run_own_area(const char *path)
+{
+	return path_is_under(path, "/tmp") || path_is_under(path, "/var/tmp") ||
+	       path_is_under(path, "/dev") || path_is_under(path, "/proc");
+}
+
 /*
  * Cover one hidden path.  An existing directory gets an empty read-only
  * tmpfs, an existing file the mode-0 empty file.  A missing one cannot be
@@ -299,12 +308,7 @@ static int add_hidden_as(struct mountplan *p, const char *path, bool dir,
 	bool under = under_any(path, writable, nwritable);
 	int r;
 
-	/* The private /tmp starts empty and is thrown away, /dev and /proc
-	 * are the run's own: nothing of the host's to hide there, unless a
-	 * writable bind brings it in. */
-	if (!under &&
-	    (path_is_under(path, "/tmp") || path_is_under(path, "/var/tmp") ||
-	     path_is_under(path, "/dev") || path_is_under(path, "/proc")))
+	if (!under && in_run_own_area(path))
 		return 0;
 	if (lstat(path, &st) < 0) {
 		if (errno != ENOENT && errno != ENOTDIR)
@@ -1104,7 +1108,9 @@ int mountplan_build(const struct mountplan_in *in, struct mountplan *ret)
 		goto out;
 	}
 
-	if (in->home && in->home[0])
+	/* A home in the run's own /tmp (a test's, a service's) has nothing
+	 * to look up outside the writable paths: no listing. */
+	if (in->home && in->home[0] && !in_run_own_area(in->home))
 		dir_names_read(in->home, &home_names);
 	if ((r = writable_set(&p, in, &home_names, writable, &nw)) < 0 ||
 	    (r = readonly_kinds(in, writable, nw, &ro)) < 0)
