@@ -421,8 +421,11 @@ static void on_done(void *data, const struct sbx_result *r)
 	}
 out:
 	trace_flush();
-	if (rc->after_reply)
+	if (rc->after_reply) {
 		rc->after_reply(rc->done_data, r);
+		trace_stamp("after_reply");
+		trace_flush();
+	}
 	run_ctx_free(rc);
 }
 
