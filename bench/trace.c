@@ -202,6 +202,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "cannot start a session\n");
 		goto stop;
 	}
+	/* Past the guard's 2 s in which the session's own new files are
+	 * racy and every few commands check the whole snapshot (bench/sandbox.c,
+	 * BENCH_AGENT_RACY_MS): an agent's commands come after its model's
+	 * turn. */
+	if (agent)
+		usleep(2500 * 1000);
 	{
 		char *args_op[] = {spctl,   "run", "--workspace", ws,
 				   "--yes", "--",  cmd,		  NULL};
