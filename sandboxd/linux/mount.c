@@ -142,21 +142,24 @@ static char *mp_own(struct mountplan *p, char *s)
  * own): a plan is built on every run and joins some hundred of them. */
 #define MP_CHUNK 4096
 
-static char *mp_join(struct mountplan *p, const char *a, const char *b)
+/* a, b and c joined, kept by the plan. */
+static char *mp_join3(struct mountplan *p, const char *a, const char *b,
+		      const char *c)
 {
-	size_t la = strlen(a), lb = strlen(b), n = la + lb + 1;
+	size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+	size_t n = la + lb + lc + 1;
 	char *s;
 
 	if (n > p->chunk_left) {
-		char *c = mp_own(p, malloc(n > MP_CHUNK ? n : MP_CHUNK));
+		char *k = mp_own(p, malloc(n > MP_CHUNK ? n : MP_CHUNK));
 
-		if (!c)
+		if (!k)
 			return NULL;
 		if (n > MP_CHUNK) {
-			s = c;
+			s = k;
 			goto copy;
 		}
-		p->chunk = c;
+		p->chunk = k;
 		p->chunk_left = MP_CHUNK;
 	}
 	s = p->chunk;
@@ -164,8 +167,14 @@ static char *mp_join(struct mountplan *p, const char *a, const char *b)
 	p->chunk_left -= n;
 copy:
 	memcpy(s, a, la);
-	memcpy(s + la, b, lb + 1);
+	memcpy(s + la, b, lb);
+	memcpy(s + la + lb, c, lc + 1);
 	return s;
+}
+
+static char *mp_join(struct mountplan *p, const char *a, const char *b)
+{
+	return mp_join3(p, a, b, "");
 }
 
 static int mp_add(struct mountplan *p, struct mountplan_op op)
@@ -790,8 +799,7 @@ static int add_rebuilt_dir(struct mountplan *p, const char *d, int userns_fd)
 			r = -SPD_ETOOBIG;
 			goto out;
 		}
-		path = mp_join(p, d, "/");
-		path = path ? mp_join(p, path, e->d_name) : NULL;
+		path = mp_join3(p, d, "/", e->d_name);
 		if (!path) {
 			r = -ENOMEM;
 			goto out;
@@ -927,8 +935,7 @@ static int writable_set(struct mountplan *p, const struct mountplan_in *in,
 
 		if (!dir_names_may_have(home_names, mp_caches[i]))
 			continue;
-		c = mp_join(p, in->home, "/");
-		c = c ? mp_join(p, c, mp_caches[i]) : NULL;
+		c = mp_join3(p, in->home, "/", mp_caches[i]);
 		if (!c)
 			return -ENOMEM;
 		if (stat(c, &st) == 0 && S_ISDIR(st.st_mode))
@@ -1007,8 +1014,7 @@ static int add_covers(struct mountplan *p, const struct mountplan_in *in,
 
 		if (!dir_names_may_have(home_names, mp_home_socket_dirs[i]))
 			continue;
-		c = mp_join(p, in->home, "/");
-		c = c ? mp_join(p, c, mp_home_socket_dirs[i]) : NULL;
+		c = mp_join3(p, in->home, "/", mp_home_socket_dirs[i]);
 		if (!c)
 			return -ENOMEM;
 		if ((r = add_socket_dir(p, c, writable, nw)) < 0)

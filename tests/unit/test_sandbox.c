@@ -118,6 +118,15 @@ static void outcome_free(struct outcome *o)
 	free(o->error_msg);
 }
 
+/* sandboxd makes the next run's spare 1 ms after a run's EXITED
+ * (sandboxd/main.c, SBXD_SPARE_DELAY_NS): a run started after this pause
+ * takes the spare instead of a clone of its own.  The pause is ample and
+ * nothing is timed by it. */
+static void wait_for_spare(void)
+{
+	usleep(100 * 1000);
+}
+
 static void fx_setup(struct fixture *f, const char *sandboxd)
 {
 	char *prog = sandboxd ? strdup(sandboxd) : test_prog("sandboxd");
@@ -1754,8 +1763,7 @@ START_TEST(too_many_hardlinks_refused)
 			      o.error_msg);
 		ck_assert_msg(access(marker, F_OK) < 0, "the command ran");
 		outcome_free(&o);
-		/* The spare is made 1 ms after EXITED. */
-		usleep(100 * 1000);
+		wait_for_spare();
 	}
 	fx_teardown(&f);
 }
@@ -3456,9 +3464,7 @@ START_TEST(spare_fresh_each_run)
 			      o.error_msg);
 		ck_assert_str_eq(o.out.data ? o.out.data : "", "ran\n");
 		outcome_free(&o);
-		/* sandboxd makes the spare 1 ms after EXITED: the next run
-		 * takes it instead of a clone of its own. */
-		usleep(100 * 1000);
+		wait_for_spare();
 	}
 	fx_teardown(&f);
 }
@@ -3485,9 +3491,8 @@ START_TEST(spare_sees_later_mounts)
 	REQUIRE_SANDBOX(&o);
 	ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
 	outcome_free(&o);
-	/* Now, after the run (the spare is made 1 ms after EXITED):
-	 * sandboxd has made its spare. */
-	usleep(100 * 1000);
+	/* Now, after the run: sandboxd has made its spare. */
+	wait_for_spare();
 	snprintf(dir, sizeof(dir), "%s/later", f.outside);
 	ck_assert_int_eq(mkdir(dir, 0755), 0);
 	ck_assert_int_eq(mount("tmpfs", dir, "tmpfs", 0, "mode=0755"), 0);

@@ -14,11 +14,12 @@
  * no_new_privs first, then reaps whatever the pid namespace hands it
  * until the command itself ends, writes that wait status as one
  * REC_STATUS record, and exits.  The exit of a pid namespace's init kills
- * everything else in it, so nothing outlives the command.  The record says whether init was alone by then
- * (REC_STATUS_EMPTY): most commands leave nothing behind, and sandboxd
- * need not wait for init's own exit to say the run is over.  The
- * parent-death signal set before the exec stays set (the exec changes no
- * credentials): if sandboxd dies, so does the run.
+ * everything else in it, so nothing outlives the command.  The record
+ * says whether init was alone by then (REC_STATUS_EMPTY): most commands
+ * leave nothing behind, and sandboxd need not wait for init's own exit
+ * to say the run is over.  The parent-death signal set before the exec
+ * stays set (the exec changes no credentials): if sandboxd dies, so does
+ * the run.
  *
  * Freestanding on purpose: no libc, no dynamic loader, a few pages of
  * text.  Its exec and its exit cost a small fraction of those of a libc
