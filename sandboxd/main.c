@@ -305,7 +305,7 @@ int main(int argc, char **argv)
 {
 	bool trace = argc == 2 && strcmp(argv[1], "--trace") == 0;
 
-	struct pollfd pfd[1 + 4 * SBXD_RUNS_MAX];
+	struct pollfd pfd[2 + 4 * SBXD_RUNS_MAX];
 	struct stat st;
 
 	/* Descriptor 3 must be spd's socket; anything else we were given
@@ -348,6 +348,10 @@ int main(int argc, char **argv)
 		}
 		for (size_t k = 0; k < nexiting; k++)
 			pfd[np++] = (struct pollfd){exiting[k], POLLIN, 0};
+		/* The spare's 'r': the time to heat it (spawn.h). */
+		size_t spare_i = np;
+		if (spawn_spare_wants_heat(&ctx))
+			pfd[np++] = (struct pollfd){ctx.spare_sock, POLLIN, 0};
 		n = ppoll(pfd, np, poll_timeout(&ts), NULL);
 		if (n < 0 && errno != EINTR)
 			die("poll");
@@ -371,6 +375,10 @@ int main(int argc, char **argv)
 		}
 		if (n <= 0)
 			continue;
+		/* Not while spd's next message waits: that run would wait
+		 * for the heat instead of taking the spare as it is. */
+		if (spare_i < np && pfd[spare_i].revents && !pfd[0].revents)
+			spawn_spare_heat(&ctx);
 
 		/* Inits that have exited since their run's EXITED, first:
 		 * their pfd entries follow the runs', and finishing a run

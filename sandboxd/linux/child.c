@@ -257,21 +257,23 @@ static int child_become_run_uid(const struct child_args *a)
 	return 0;
 }
 
-static __attribute__((noreturn)) void child_command(const struct child_args *a)
+/*
+ * The command's confinement, steps 3-7 of docs/sandbox.md's layers after
+ * the descriptors: the session, the rlimits, the run's own user namespace
+ * (userns, or -1), the uid, no_new_privs, Landlock, the capabilities,
+ * seccomp.  A step that fails is reported on fd and ends the process.
+ */
+static void child_confine(const struct child_args *a, int fd, int userns)
 {
 	int r;
 
-	spawn_step("cmd.entry");
 	/* sandboxd ignores SIGPIPE; the command gets the default back, or
 	 * `yes | head` would see EPIPE instead of dying quietly. */
 	if (signal(SIGPIPE, SIG_DFL) == SIG_ERR)
-		child_fail(FD_REPORT, L_SETUP, errno, 0);
+		child_fail(fd, L_SETUP, errno, 0);
 	/* No controlling terminal: TIOCSTI needs one. */
 	if (a->plan && setsid() < 0)
-		child_fail(FD_REPORT, L_SETUP, errno, 0);
-	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0 ||
-	    (a->fd_status >= 0 && close(FD_STATUS) < 0))
-		child_fail(FD_REPORT, L_SETUP, errno, 0);
+		child_fail(fd, L_SETUP, errno, 0);
 	spawn_step("cmd.setsid");
 	for (int i = 0; i < SBXP_RLIM__COUNT; i++) {
 		struct rlimit rl;
@@ -279,38 +281,47 @@ static __attribute__((noreturn)) void child_command(const struct child_args *a)
 		/* Only the hard limit we were given can be kept or lowered:
 		 * raising needs CAP_SYS_RESOURCE in the initial namespace. */
 		if (getrlimit(a->rl_res[i], &rl) < 0)
-			child_fail(FD_REPORT, L_RLIMIT, errno, i);
+			child_fail(fd, L_RLIMIT, errno, i);
 		if (rl.rlim_max == RLIM_INFINITY || a->rl_val[i] < rl.rlim_max)
 			rl.rlim_max = a->rl_val[i];
 		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(a->rl_res[i], &rl) < 0)
-			child_fail(FD_REPORT, L_RLIMIT, errno, i);
+			child_fail(fd, L_RLIMIT, errno, i);
 	}
 	spawn_step("cmd.rlimits");
 	/* Root: into the run's own user namespace (spawn.c, run_userns),
 	 * with the rlimits set, before the uid changes: from here on the
 	 * kernel counts this run's processes apart from every other's. */
-	if (a->root && a->fd_userns >= 0) {
-		if (setns(FD_USERNS, CLONE_NEWUSER) < 0)
-			child_layer_failed(a, FD_REPORT, L_NPROC, errno);
-		close(FD_USERNS);
+	if (a->root && userns >= 0) {
+		if (setns(userns, CLONE_NEWUSER) < 0)
+			child_layer_failed(a, fd, L_NPROC, errno);
+		close(userns);
 	}
 	if (a->root && (r = child_become_run_uid(a)) < 0)
-		child_fail(FD_REPORT, L_UID, r, 0);
+		child_fail(fd, L_UID, r, 0);
 	spawn_step("cmd.uid");
 	/* no_new_privs first: Landlock needs it once the uid is dropped
 	 * (it would otherwise need CAP_SYS_ADMIN), and it costs nothing. */
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-		child_layer_failed(a, FD_REPORT, L_NNP, errno);
+		child_layer_failed(a, fd, L_NNP, errno);
 	if (a->landlock && (r = layer_landlock_apply(a->landlock)) < 0)
-		child_layer_failed(a, FD_REPORT, L_LANDLOCK, r);
+		child_layer_failed(a, fd, L_LANDLOCK, r);
 	spawn_step("cmd.landlock");
 	if ((r = layer_caps_drop_all()) < 0)
-		child_layer_failed(a, FD_REPORT, L_CAPS, r);
+		child_layer_failed(a, fd, L_CAPS, r);
 	spawn_step("cmd.caps");
 	if (a->filter && (r = layer_seccomp_load(a->filter)) < 0)
-		child_layer_failed(a, FD_REPORT, L_SECCOMP, r);
+		child_layer_failed(a, fd, L_SECCOMP, r);
 	spawn_step("cmd.seccomp");
+}
+
+static __attribute__((noreturn)) void child_command(const struct child_args *a)
+{
+	spawn_step("cmd.entry");
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0 ||
+	    (a->fd_status >= 0 && close(FD_STATUS) < 0))
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	child_confine(a, FD_REPORT, a->fd_userns >= 0 ? FD_USERNS : -1);
 	child_exec(a);
 }
 
@@ -480,34 +491,37 @@ static int child_close_but(const int *keep, size_t n)
 	}
 }
 
-/* The run's descriptors in the order the message holds them (child.h):
+/* The descriptors in the order a message of kind holds them (child.h):
  * points each field of a at its slot, or -1 for one not sent. */
-static size_t child_spare_slots(struct child_args *a, int **slot)
+static size_t child_spare_slots(struct child_args *a, uint32_t kind, int **slot)
 {
 	size_t n = 0;
 
-	slot[n++] = &a->fd_out;
-	slot[n++] = &a->fd_err;
-	slot[n++] = &a->fd_report;
-	if (a->fd_in >= 0)
-		slot[n++] = &a->fd_in;
-	if (a->fd_broker >= 0)
-		slot[n++] = &a->fd_broker;
+	if (kind == CHILD_SPARE_RUN) {
+		slot[n++] = &a->fd_out;
+		slot[n++] = &a->fd_err;
+		slot[n++] = &a->fd_report;
+		if (a->fd_in >= 0)
+			slot[n++] = &a->fd_in;
+		if (a->fd_broker >= 0)
+			slot[n++] = &a->fd_broker;
+	}
 	if (a->fd_userns >= 0)
 		slot[n++] = &a->fd_userns;
 	return n;
 }
 
-/* Waits for the run; fills *a from sandboxd's args and the descriptors
- * received.  Returns 0, or -1 on EOF or a message that is not one. */
-static int child_spare_wait(int sock, struct child_args *a)
+/* Waits for sandboxd's next message; fills *a from the args it points to
+ * and the descriptors received, *kind from its kind.  Returns 0, or -1
+ * on EOF or a message that is not one. */
+static int child_spare_wait(int sock, struct child_args *a, uint32_t *kind)
 {
 	union {
 		char buf[CMSG_SPACE(CHILD_SPARE_FDS_MAX * sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	const struct child_args *src = NULL;
-	struct iovec iov = {&src, sizeof(src)};
+	struct child_spare_msg m = {0};
+	struct iovec iov = {&m, sizeof(m)};
 	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
 	int *slot[CHILD_SPARE_FDS_MAX];
 	struct cmsghdr *cm;
@@ -519,16 +533,21 @@ static int child_spare_wait(int sock, struct child_args *a)
 	do {
 		r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC);
 	} while (r < 0 && errno == EINTR);
-	cm = CMSG_FIRSTHDR(&mh);
-	if (r != sizeof(src) || !src || (mh.msg_flags & MSG_CTRUNC) || !cm ||
-	    cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+	if (r != sizeof(m) || !m.a || (mh.msg_flags & MSG_CTRUNC) ||
+	    (m.kind != CHILD_SPARE_RUN && m.kind != CHILD_SPARE_HEAT))
 		return -1;
-	*a = *src;
+	*a = *m.a;
+	*kind = m.kind;
 	/* The spare's init holds the status pipe and is sandboxd-init
 	 * already: neither is the command's. */
 	a->fd_status = a->fd_init = -1;
-	n = child_spare_slots(a, slot);
-	if (cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
+	n = child_spare_slots(a, m.kind, slot);
+	cm = CMSG_FIRSTHDR(&mh);
+	if (n == 0)
+		return cm ? -1 : 0;
+	if (!cm || cm->cmsg_level != SOL_SOCKET ||
+	    cm->cmsg_type != SCM_RIGHTS ||
+	    cm->cmsg_len != CMSG_LEN(n * sizeof(int)))
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		memcpy(slot[i], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
@@ -536,16 +555,53 @@ static int child_spare_wait(int sock, struct child_args *a)
 }
 
 /*
+ * HEAT (child.h): everything of the run its args describe that does not
+ * need the run's descriptors, while sandboxd waits: the host, the rest
+ * of the mount plan, the directory, and the whole confinement.  Any
+ * failure ends the process: sandboxd sees EOF instead of 'h' and drops
+ * the spare, and no run was handed to it.
+ */
+static void child_heat(const struct child_args *a)
+{
+	int step;
+
+	if (sethostname("sandbox", 7) < 0 ||
+	    (a->loopback && child_lo_up() < 0) ||
+	    mountplan_apply_tail(a->plan, a->scratch, &step) < 0 ||
+	    chdir(a->cwd) < 0)
+		_exit(CHILD_EXIT_REFUSED);
+	child_confine(a, -1, a->fd_userns);
+}
+
+/* A hot spare's run: the descriptors, then the exec; the rest was done
+ * at HEAT.  Confined already: only what the filter and Landlock allow
+ * any command (dup2, fcntl, close_range, /dev/null). */
+static __attribute__((noreturn)) void child_hot_exec(struct child_args *a)
+{
+	int r;
+
+	a->fd_userns = -1;
+	if ((r = child_shuffle_fds(a)) < 0)
+		child_fail(a->fd_report, L_SETUP, r, 0);
+	if (fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0)
+		child_fail(FD_REPORT, L_SETUP, errno, 0);
+	spawn_step("init.fds");
+	child_exec(a);
+}
+
+/*
  * The spare's second process, pid 2 of its namespaces: the run's command
  * (child.h, child_spare_entry).  Shares sandboxd's memory until its exec,
- * on a stack of its own, and touches nothing else before its run arrives.
+ * on a stack of its own, and touches nothing else before its run arrives
+ * but at HEAT, while sandboxd waits for its answer.
  */
 static int child_spare_command(void *arg)
 {
 	const struct child_spare *sp = arg;
 	int sock = sp->sock;
-	bool head = sp->fixed != NULL;
+	bool head = sp->fixed != NULL, hot = false;
 	struct child_args a;
+	uint32_t kind = 0;
 	char c = 0;
 
 	/* init's ends are init's; its byte says it is sandboxd-init, with
@@ -557,10 +613,27 @@ static int child_spare_command(void *arg)
 		_exit(CHILD_EXIT_REFUSED);
 	close(sp->ready[0]);
 	/* Ready: a spare that failed is never handed a run. */
-	if (send(sock, "r", 1, MSG_NOSIGNAL) != 1 ||
-	    child_spare_wait(sock, &a) < 0)
+	if (send(sock, "r", 1, MSG_NOSIGNAL) != 1)
 		_exit(CHILD_EXIT_REFUSED);
+	for (;;) {
+		if (child_spare_wait(sock, &a, &kind) < 0)
+			_exit(CHILD_EXIT_REFUSED);
+		if (kind == CHILD_SPARE_RUN)
+			break;
+		/* One HEAT, and only on top of the plan's head. */
+		if (hot || !head || !a.plan)
+			_exit(CHILD_EXIT_REFUSED);
+		a.uid_map[0] = a.gid_map[0] = '\0';
+		child_heat(&a);
+		hot = true;
+		/* Nothing but the blocking wait above after this byte:
+		 * sandboxd goes on once it has it (child.h, errno). */
+		if (send(sock, "h", 1, MSG_NOSIGNAL) != 1)
+			_exit(CHILD_EXIT_REFUSED);
+	}
 	close(sock);
+	if (hot)
+		child_hot_exec(&a);
 	/* The maps are written; the rest is the run's, as after a clone. */
 	a.uid_map[0] = a.gid_map[0] = '\0';
 	a.fd_sync = -1;

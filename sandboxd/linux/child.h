@@ -119,6 +119,18 @@ int child_init_entry(void *arg);
  * stdin, the broker's socket, the command's user namespace. */
 #define CHILD_SPARE_FDS_MAX 6
 
+/* What sandboxd sends a spare's command process (child_spare_entry):
+ * the address of a struct child_args in the shared memory, and what it
+ * is for. */
+enum child_spare_kind {
+	CHILD_SPARE_RUN = 1,  /* the run: take it */
+	CHILD_SPARE_HEAT = 2, /* set up ahead for a run like this one */
+};
+struct child_spare_msg {
+	const struct child_args *a;
+	uint32_t kind; /* enum child_spare_kind */
+};
+
 /* What a spare init is given at its clone (spawn.c, spawn_spare). */
 struct child_spare {
 	int sock; /* its end of the socket the run arrives on */
@@ -152,6 +164,16 @@ struct child_spare {
  * as a run's pid 1 would (the host, the rest of the mount plan, the
  * descriptors) and becomes the command (its confinement and exec).  EOF
  * or a bad message: it exits.
+ *
+ * Before its run, the process may be sent one HEAT (spare.h, the hot
+ * spare): args like a run's but without its descriptors (the command's
+ * user namespace only).  It then applies the rest of the mount plan,
+ * enters the directory and confines itself as for that run, answers 'h'
+ * and waits for the run, which then brings only its descriptors, argv
+ * and environment (a failure exits instead).  sandboxd waits for the
+ * 'h' and does nothing else meanwhile: the process shares its errno
+ * (docs/sandbox.md, "The spare"), and the setup fails calls (mkdir of
+ * what exists) that sandboxd must not read as its own.
  */
 int child_spare_entry(void *arg);
 

@@ -958,7 +958,9 @@ int links_check(const struct mountplan *p, const char *hide_src,
 		goto out;
 	}
 	r = p->link_names ? links_from_list(&w, p) : 0;
-	if (r == 0) {
+	if (r == 0 && p->links_list_only) {
+		r = -EAGAIN;
+	} else if (r == 0) {
 		/* Counts from a list that could not decide are not the
 		 * walk's: start again from an empty table. */
 		if (w.nused) {

@@ -1278,22 +1278,128 @@ static bool str_same(const char *a, const char *b)
 	return a == b || (a && b && strcmp(a, b) == 0);
 }
 
+static bool op_same(const struct mountplan_op *x, const struct mountplan_op *y)
+{
+	return x->kind == y->kind && str_same(x->src, y->src) &&
+	       str_same(x->dst, y->dst) && str_same(x->data, y->data) &&
+	       x->flags == y->flags && x->mkdir_target == y->mkdir_target &&
+	       x->touch_target == y->touch_target &&
+	       x->optional == y->optional && x->readonly == y->readonly &&
+	       x->link_walk == y->link_walk && x->userns_fd == y->userns_fd;
+}
+
 bool mountplan_same_head(const struct mountplan *a, const struct mountplan *b)
 {
 	if (a->nfixed != b->nfixed)
 		return false;
-	for (size_t i = 0; i < a->nfixed; i++) {
-		const struct mountplan_op *x = &a->ops[i], *y = &b->ops[i];
-
-		if (x->kind != y->kind || !str_same(x->src, y->src) ||
-		    !str_same(x->dst, y->dst) || !str_same(x->data, y->data) ||
-		    x->flags != y->flags ||
-		    x->mkdir_target != y->mkdir_target ||
-		    x->touch_target != y->touch_target ||
-		    x->optional != y->optional || x->readonly != y->readonly ||
-		    x->link_walk != y->link_walk ||
-		    x->userns_fd != y->userns_fd)
+	for (size_t i = 0; i < a->nfixed; i++)
+		if (!op_same(&a->ops[i], &b->ops[i]))
 			return false;
-	}
 	return true;
+}
+
+/* Two NULL-terminated lists (either may be NULL) with the same strings. */
+static bool list_same(const char *const *a, const char *const *b)
+{
+	if (!a || !b)
+		return a == b;
+	for (; *a && *b; a++, b++)
+		if (strcmp(*a, *b) != 0)
+			return false;
+	return !*a && !*b;
+}
+
+bool mountplan_same(const struct mountplan *a, const struct mountplan *b)
+{
+	if (a->n != b->n || a->nfixed != b->nfixed || a->nwrite != b->nwrite ||
+	    a->nread != b->nread || a->nlink_roots != b->nlink_roots ||
+	    a->links_list_only != b->links_list_only ||
+	    !list_same(a->write_paths, b->write_paths) ||
+	    !list_same(a->read_paths, b->read_paths) ||
+	    !list_same(a->link_names, b->link_names) ||
+	    !list_same(a->link_ro_dirs, b->link_ro_dirs))
+		return false;
+	for (size_t i = 0; i < a->nlink_roots; i++)
+		if (strcmp(a->link_roots[i], b->link_roots[i]) != 0)
+			return false;
+	for (size_t i = 0; i < a->n; i++)
+		if (!op_same(&a->ops[i], &b->ops[i]))
+			return false;
+	return true;
+}
+
+/* FNV-1a over n bytes, continuing from h. */
+static uint64_t fp_mix(uint64_t h, const void *data, size_t n)
+{
+	const unsigned char *c = data;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ c[i]) * 0x100000001b3ull;
+	return h;
+}
+
+/* What lstat says of path: its file's identity, type and, for a file,
+ * its link count (what the hard-link check judges); or the error. */
+static uint64_t fp_path(uint64_t h, const char *path)
+{
+	struct stat st;
+	uint64_t v[4] = {0};
+
+	if (lstat(path, &st) < 0) {
+		v[0] = (uint64_t)errno;
+	} else {
+		v[0] = (uint64_t)st.st_dev;
+		v[1] = (uint64_t)st.st_ino;
+		v[2] = (uint64_t)(st.st_mode & S_IFMT);
+		v[3] = S_ISDIR(st.st_mode) ? 0 : (uint64_t)st.st_nlink;
+	}
+	return fp_mix(h, v, sizeof(v));
+}
+
+/* The host's path behind a plan path under MP_OLDROOT or MP_NEWROOT (the
+ * new root is the host's, read-only, below what the plan mounts), or
+ * NULL for one of the plan's own (MP_HIDE_SRC, ...). */
+static const char *fp_host(const char *path)
+{
+	static const char *const roots[] = {MP_OLDROOT, MP_NEWROOT};
+
+	for (size_t i = 0; path && i < ARRAY_SIZE(roots); i++) {
+		size_t n = strlen(roots[i]);
+
+		if (strncmp(path, roots[i], n) == 0 && path[n] == '/')
+			return path + n;
+	}
+	return NULL;
+}
+
+/* One name below the workspace root (a link name or directory). */
+static uint64_t fp_below(uint64_t h, const char *root, const char *name)
+{
+	char buf[PATH_MAX];
+
+	if (!root ||
+	    snprintf(buf, sizeof(buf), "%s/%s", root, name) >= (int)sizeof(buf))
+		return fp_mix(h, "!", 1);
+	return fp_path(h, buf);
+}
+
+uint64_t mountplan_fingerprint(const struct mountplan *p)
+{
+	uint64_t h = 0xcbf29ce484222325ull;
+	const char *root = p->nlink_roots ? fp_host(p->link_roots[0]) : NULL;
+
+	for (size_t i = p->nfixed; i < p->n; i++) {
+		const char *src = fp_host(p->ops[i].src);
+		const char *dst = fp_host(p->ops[i].dst);
+
+		if (src)
+			h = fp_path(h, src);
+		if (dst)
+			h = fp_path(h, dst);
+	}
+	for (size_t i = 0; p->link_names && p->link_names[i]; i++)
+		h = fp_below(h, root, p->link_names[i]);
+	for (size_t i = 0; p->link_ro_dirs && p->link_ro_dirs[i]; i++)
+		h = fp_below(h, root, p->link_ro_dirs[i]);
+	return h;
 }

@@ -104,6 +104,11 @@ struct mountplan {
 	/* The first nfixed operations are the fixed ones every plan starts
 	 * with (a private /tmp, /dev, /proc): mountplan_build_fixed's. */
 	size_t nfixed;
+	/* Set by the caller, not by mountplan_build: the hard-link check
+	 * must decide from link_names, and fails (-EAGAIN) where it would
+	 * walk the tree instead.  A hot spare's plan (spare.h) sets it: a
+	 * walk's outcome cannot be checked again when the run arrives. */
+	bool links_list_only;
 };
 
 struct mountplan_in {
@@ -205,6 +210,21 @@ int mountplan_build_fixed(struct mountplan *ret);
 /* Whether a and b begin with the same fixed operations. */
 bool mountplan_same_head(const struct mountplan *a, const struct mountplan *b);
 
+/* Whether a and b are the same plan: the same operations, in the same
+ * order, and the same lists (paths, the hard-link check's names). */
+bool mountplan_same(const struct mountplan *a, const struct mountplan *b);
+/*
+ * A hash of what the host's file system holds where the plan looks
+ * beyond its fixed head: for every host path an operation binds from or
+ * mounts over, and every name of the hard-link check's list, its
+ * lstat's device, inode, type and (not for a directory) link count, or
+ * its error.  Two plans that are mountplan_same and fingerprint alike
+ * were built over the same files: a plan applied at the first is what
+ * one applied at the second would give, except for a file removed (and
+ * its inode number reused) while a mount covered it, which detaches
+ * that mount and is seen in the namespace's mountinfo instead.
+ */
+uint64_t mountplan_fingerprint(const struct mountplan *p);
 /* A short description of operation i ("bind /work (rw)") for errors.
  * Returns a pointer into static or plan storage; never NULL. */
 const char *mountplan_describe(const struct mountplan *p, int i);

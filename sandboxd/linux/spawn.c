@@ -136,7 +136,7 @@ int spawn_ctx_init(struct spawn_ctx *ctx)
 	ctx->cmd_stack = stack_map();
 	ctx->links_scratch = mountplan_scratch_new();
 	ctx->spare_sock = ctx->spare_status = ctx->mounts_fd =
-	    ctx->run_userns_fd = -1;
+	    ctx->run_userns_fd = ctx->hot_mounts_fd = -1;
 #if SPAWN_SHARED_VM
 	ctx->spare_stack = stack_map();
 	ctx->spare_cmd_stack = stack_map();
@@ -595,6 +595,7 @@ struct start {
 	struct spawn_run *run;
 	struct sbxp_exited *refusal;
 	bool best, namespaces, use_landlock;
+	bool quiet; /* a hot spare's (spawn_spare_heat): no trace stamps */
 	struct child_args a;
 	struct mountplan plan;
 	struct sbx_landlock_plan ll;
@@ -656,7 +657,9 @@ static int start_run_uid(struct start *s)
 			    "writable by uid %u",
 			    why, s->a.run_uid);
 	}
-	return start_run_userns(s);
+	/* The run's own user namespace comes later (start_clone): a hot
+	 * spare has one already. */
+	return 0;
 }
 
 /* Fail closed: every layer that the host cannot give refuses the run,
@@ -806,7 +809,8 @@ static int start_plan(struct start *s)
 
 	if (!s->namespaces) {
 		start_no_plan(s);
-		trace_stamp("sockets");
+		if (!s->quiet)
+			trace_stamp("sockets");
 		return 0;
 	}
 	/* Landlock cannot refuse connect() to a pathname socket and a
@@ -828,7 +832,8 @@ static int start_plan(struct start *s)
 			    "stay reachable",
 			    errstr(r));
 	}
-	trace_stamp("sockets");
+	if (!s->quiet)
+		trace_stamp("sockets");
 	struct mountplan_in in = {
 	    .workspace = v->workspace,
 	    .home = v->home,
@@ -927,6 +932,19 @@ static pid_t start_clone(struct start *s)
 	}
 	spawn_steps_reset(trace_on());
 	s->run->start_ns = spawn_now_ns();
+#if SPAWN_SHARED_VM
+	/* A hot spare entered a user namespace of the run's at its HEAT;
+	 * one that does not fit this run is dropped here. */
+	pid = s->ctx->hot ? spare_take(s->ctx, &s->a, flags, &s->report[1],
+				       &s->status[0], s->report[0])
+			  : 0;
+	if (pid > 0) {
+		trace_stamp_at("hot", s->run->start_ns);
+		goto started;
+	}
+#endif
+	if (s->ctx->root && (pid = start_run_userns(s)) < 0)
+		return pid;
 #if SPAWN_SHARED_VM
 	pid = spare_take(s->ctx, &s->a, flags, &s->report[1], &s->status[0],
 			 s->report[0]);
@@ -1054,6 +1072,124 @@ static void start_free(struct start *s, bool failed)
 	free(s->env);
 }
 
+/* ---- the hot spare (spawn.h) -------------------------------------------- */
+
+/* What a hot spare was set up for: a start of the last run's message,
+ * as far as its plan, kept while the spare is hot (spare.c, hot_fits). */
+struct spawn_hot {
+	void *msg;
+	struct sbxp_run_view v;
+	struct spawn_run run; /* its warnings: one with any is not heated */
+	struct sbxp_exited refusal;
+	struct start s;
+};
+
+/* A run a spare can be set up for ahead: in namespaces of its own with a
+ * network of its own and no listener, every layer on, nothing to warn
+ * of, and a hard-link check that spd's list decides (a walk's outcome
+ * cannot be checked again when the next run arrives). */
+static bool hot_fit(const struct start *s)
+{
+	return s->namespaces && !s->best && s->use_landlock && s->a.filter &&
+	       s->a.plan && s->run->info.nwarn == 0 &&
+	       (s->m->net == SBX_NET_NONE || s->m->net == SBX_NET_LOOPBACK) &&
+	       (s->plan.link_names || s->plan.nlink_roots == 0);
+}
+
+void spawn_hot_free(struct spawn_hot *h)
+{
+	if (!h)
+		return;
+	start_free(&h->s, false);
+	sbxp_run_view_free(&h->v);
+	free(h->msg);
+	free(h);
+}
+
+bool spawn_spare_wants_heat(const struct spawn_ctx *ctx)
+{
+	return SPAWN_SHARED_VM && ctx->heat_msg && ctx->spare_pid > 0 &&
+	       !ctx->hot && ctx->spare_sock >= 0;
+}
+
+void spawn_spare_heat(struct spawn_ctx *ctx)
+{
+#if SPAWN_SHARED_VM
+	struct spawn_hot *h;
+
+	if (!spawn_spare_wants_heat(ctx) || !(h = calloc(1, sizeof(*h))))
+		return;
+	/* Once per run: a spare left cold is not heated again. */
+	h->msg = ctx->heat_msg;
+	ctx->heat_msg = NULL;
+	if (sbxp_run_decode(h->msg, ctx->heat_len, &h->v) < 0)
+		goto cold;
+	h->run.pidfd = h->run.report_fd = h->run.status_fd = -1;
+	h->run.broker_fd = h->run.mntns_fd = -1;
+	h->s = (struct start){
+	    .ctx = ctx,
+	    .v = &h->v,
+	    .m = h->v.msg,
+	    .run = &h->run,
+	    .refusal = &h->refusal,
+	    .best = h->v.msg->flags & SBXP_RUN_BEST_EFFORT,
+	    .quiet = true,
+	    .namespaces = true,
+	    .use_landlock = true,
+	    .a = {.fd_out = -1,
+		  .fd_err = -1,
+		  .fd_in = -1,
+		  .fd_broker = -1,
+		  .fd_status = -1,
+		  .fd_report = -1,
+		  .fd_init = -1,
+		  .fd_sync = -1,
+		  .fd_userns = -1},
+	    .read_paths = {"/", NULL},
+	    .report = {-1, -1},
+	    .status = {-1, -1},
+	    .sync = {-1, -1},
+	    .bsock = {-1, -1},
+	    .idmap_fd = -1,
+	};
+	if (start_layers(&h->s) < 0 || start_args(&h->s) < 0 ||
+	    start_plan(&h->s) < 0 || !hot_fit(&h->s) ||
+	    (ctx->root && start_run_userns(&h->s) < 0) ||
+	    (ctx->root && h->s.a.fd_userns < 0))
+		goto cold;
+	h->s.a.landlock = &h->s.ll;
+	h->s.a.scratch = ctx->links_scratch;
+	h->s.a.plan_head_done = true;
+	h->s.plan.links_list_only = true;
+	if (spare_heat(ctx, h, &h->s.a) == 0) {
+		/* Said at once: tests wait for it (test_sandbox, hot_*). */
+		trace_stamp("heated");
+		trace_flush();
+		return;
+	}
+cold:
+	spawn_hot_free(h);
+#else
+	(void)ctx;
+#endif
+}
+
+/* Keeps the RUN body of a run a spare could be heated for (hot_fit). */
+static void hot_remember(struct start *s)
+{
+	struct spawn_ctx *ctx = s->ctx;
+	size_t len = sizeof(*s->m) + s->m->strtab_len;
+	void *copy;
+
+	free(ctx->heat_msg);
+	ctx->heat_msg = NULL;
+	if (!SPAWN_SHARED_VM || !hot_fit(s) || !(copy = malloc(len)))
+		return;
+	memcpy(copy, s->m, len);
+	ctx->heat_msg = copy;
+	ctx->heat_len = len;
+}
+
 int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		const struct sbxp_run_view *v, int out_fd, int err_fd,
 		int in_fd, struct spawn_run *run,
@@ -1106,6 +1242,8 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		goto out;
 	}
 	r = start_adopt(&s, pid);
+	if (r == 0)
+		hot_remember(&s);
 out:
 	start_free(&s, r < 0);
 	return r;

@@ -55,6 +55,8 @@
 #define SPAWN_IDMAP_CACHE 4
 
 struct child_spare;
+struct child_args;
+struct spawn_hot;
 
 struct spawn_ctx {
 	bool root; /* sandboxd runs as uid 0: commands run as run_uid */
@@ -98,6 +100,20 @@ struct spawn_ctx {
 	/* The fixed head of every mount plan, which a spare applies before
 	 * its run arrives (no ops when it could not be built). */
 	struct mountplan fixed_plan;
+	/* The spare's 'r' was read already (at its HEAT). */
+	bool spare_said_ready;
+	/* The hot spare (spare.h): what it was set up for (spawn.c's; NULL
+	 * while the spare is cold), those args, its mount namespace's
+	 * mountinfo (polled: a mount of it detached since), and the
+	 * fingerprint of the files its setup looked at. */
+	struct spawn_hot *hot;
+	const struct child_args *hot_args;
+	int hot_mounts_fd;
+	uint64_t hot_fp;
+	/* The last run a spare could be set up for ahead: its RUN body
+	 * (heat_len bytes), or NULL. */
+	void *heat_msg;
+	size_t heat_len;
 	/* Root: the next run's user namespace, made ahead (spawn.c,
 	 * run_userns) for the last run's uid and gid, or -1. */
 	int run_userns_fd;
@@ -178,6 +194,23 @@ int spawn_read_report(struct spawn_run *run);
  */
 void spawn_spare(struct spawn_ctx *ctx);
 void spawn_spare_drop(struct spawn_ctx *ctx);
+
+/*
+ * The hot spare (docs/sandbox.md): once the spare is ready, while
+ * sandboxd is idle, it is set up for a run like the last one (the rest
+ * of its mount plan, its directory, its whole confinement), so that a
+ * run that is the same but for its argv, environment and descriptors
+ * only executes.  spawn_spare_wants_heat says when the spare's socket is
+ * worth watching (a ready spare and a last run to heat it for);
+ * spawn_spare_heat, once it is readable, heats it, waiting until it is
+ * done, or leaves it cold, or drops it.  A run that is not the same, or
+ * comes after the host's files behind the plan changed, drops the hot
+ * spare and is cloned anew.
+ */
+bool spawn_spare_wants_heat(const struct spawn_ctx *ctx);
+void spawn_spare_heat(struct spawn_ctx *ctx);
+/* Frees what spawn_spare_heat made (spawn_spare_drop calls it). */
+void spawn_hot_free(struct spawn_hot *h);
 
 /* Kill the whole run (its pid namespace) now.  Idempotent. */
 void spawn_kill(struct spawn_run *run);

@@ -30,12 +30,15 @@
 #include <uv.h>
 
 #include "common/buf.h"
+#include "common/trace.h"
 #include "common/util.h"
 #include "daemon/domain/linkwatch.h"
 #include "daemon/domain/sbx.h"
 #include "proto/sandbox.h"
+#include "sandboxd/linux/child.h"
 #include "sandboxd/linux/init.h"
 #include "sandboxd/linux/mount.h"
+#include "sandboxd/linux/spawn.h"
 #include "tests/lib/benchutil.h"
 #include "tests/lib/testlib.h"
 
@@ -3512,6 +3515,245 @@ START_TEST(spare_sees_later_mounts)
 END_TEST
 
 /*
+ * The hot spare (sandboxd/linux/spawn.h): after a run whose link check
+ * spd's list decides, the spare is set up ahead for a run like it (its
+ * mounts, directory and confinement), and a run that is the same but for
+ * its command, environment and descriptors only executes there.  These
+ * tests read sandboxd's step trace for "heated" (the spare was set up)
+ * and "hot" (a run took it), so that each can tell which way a run went.
+ */
+static const char *const hot_no_links[] = {NULL};
+
+struct hot_fx {
+	struct fixture f;
+	char trace[PATH_MAX];
+	char *tdir;
+};
+
+static void hot_setup(struct hot_fx *h)
+{
+#if !SPAWN_SHARED_VM
+	TEST_SKIP("the spare is not used under AddressSanitizer "
+		  "(sandboxd/linux/child.h, SPAWN_SHARED_VM)");
+#endif
+	h->tdir = test_tmpdir("hot");
+	snprintf(h->trace, sizeof(h->trace), "%s/trace", h->tdir);
+	setenv(TRACE_ENV, h->trace, 1);
+	ck_assert_int_eq(trace_open_env("test"), 0);
+	fx_setup(&h->f, NULL);
+}
+
+static void hot_teardown(struct hot_fx *h)
+{
+	fx_teardown(&h->f);
+	trace_close();
+	unsetenv(TRACE_ENV);
+	test_rmrf(h->tdir);
+	free(h->tdir);
+}
+
+/* Lines of sandboxd's trace whose step is step. */
+static int hot_count(const struct hot_fx *h, const char *step)
+{
+	char *t = test_read_file(h->trace), want[64];
+	int n = 0;
+
+	snprintf(want, sizeof(want), " sandboxd %s\n", step);
+	for (char *p = t; p && (p = strstr(p, want)); p += strlen(want))
+		n++;
+	free(t);
+	return n;
+}
+
+/* Waits (10 s at most) until sandboxd has heated its spare n times in
+ * all: the spare is made 1 ms after a run and heated once ready. */
+static void hot_wait_heated(const struct hot_fx *h, int n)
+{
+	for (int i = 0; i < 1000 && hot_count(h, "heated") < n; i++)
+		usleep(10 * 1000);
+	ck_assert_int_eq(hot_count(h, "heated"), n);
+}
+
+/* sh -c script with spd's link list names, from cwd (NULL: the
+ * workspace), with FOO=foo in the environment and nofile as
+ * RLIMIT_NOFILE (0: the default). */
+static void hot_run_links(struct hot_fx *h, char *script, const char *cwd,
+			  const char *foo, uint64_t nofile,
+			  const char *const *names, struct outcome *o)
+{
+	char env_foo[64];
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	char *envp[] = {"PATH=/usr/bin:/bin", env_foo, NULL};
+	struct sbx_spec sp;
+
+	snprintf(env_foo, sizeof(env_foo), "FOO=%s", foo);
+	spec_init(&h->f, &sp, argv);
+	sp.envp = envp;
+	sp.cwd = cwd;
+	sp.link_names = names;
+	sp.rlimits[SBXP_RLIM_NOFILE] = nofile;
+	run(&h->f, &sp, o);
+	REQUIRE_SANDBOX(o);
+	ck_assert_msg(o->error_code == NULL, "%s: %s", o->error_code,
+		      o->error_msg);
+}
+
+/* The same, with an empty list: nothing in the workspace is multi-linked. */
+static void hot_run(struct hot_fx *h, char *script, const char *cwd,
+		    const char *foo, uint64_t nofile, struct outcome *o)
+{
+	hot_run_links(h, script, cwd, foo, nofile, hot_no_links, o);
+}
+
+/* Each run on a hot spare is its own command: its argv, environment,
+ * output and status.  A run with another directory or limit than the
+ * spare was heated for is not served by it, and gets what it asked. */
+START_TEST(hot_spare_runs_each_command)
+{
+	struct hot_fx h;
+	struct outcome o;
+	char sub[PATH_MAX], want[PATH_MAX + 16];
+	char script[] = "echo \"$FOO\"; pwd; ulimit -n; exit 3";
+
+	hot_setup(&h);
+	snprintf(sub, sizeof(sub), "%s/sub", h.f.ws);
+	ck_assert_int_eq(mkdir(sub, 0755), 0);
+	/* cwd, FOO, nofile; hot: whether the run finds the spare heated for
+	 * it (the one before had the same directory and limit). */
+	struct {
+		const char *cwd, *foo;
+		uint64_t nofile;
+		bool hot;
+	} runs[] = {
+	    {NULL, "one", 0, false},   {NULL, "two", 0, true},
+	    {sub, "three", 0, false},  {sub, "four", 0, true},
+	    {sub, "five", 200, false}, {sub, "six", 200, true},
+	};
+	int hot = 0;
+	struct rlimit rl;
+
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+	for (size_t i = 0; i < ARRAY_SIZE(runs); i++) {
+		if (i > 0)
+			hot_wait_heated(&h, (int)i);
+		hot_run(&h, script, runs[i].cwd, runs[i].foo, runs[i].nofile,
+			&o);
+		uint64_t nofile =
+		    runs[i].nofile ? runs[i].nofile : SPAWN_RLIM_NOFILE;
+
+		/* Kept or lowered, never raised (child.c). */
+		if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < nofile)
+			nofile = rl.rlim_max;
+		snprintf(want, sizeof(want), "%s\n%s\n%llu\n", runs[i].foo,
+			 runs[i].cwd ? runs[i].cwd : h.f.ws,
+			 (unsigned long long)nofile);
+		ck_assert_str_eq(o.out.data ? o.out.data : "", want);
+		ck_assert_int_eq(o.exit_code, 3);
+		hot += runs[i].hot;
+		ck_assert_int_eq(hot_count(&h, "hot"), hot);
+		outcome_free(&o);
+	}
+	hot_teardown(&h);
+}
+END_TEST
+
+/* The host swaps a covered credential directory for another between the
+ * spare's heat and the run: the plan reads the same (~/.ssh covered), but
+ * the spare's cover sits on the old one.  The run must not take it. */
+static void hot_swap_ssh(struct hot_fx *h, bool rename_away)
+{
+	char ssh[PATH_MAX], old[PATH_MAX + 8], key[PATH_MAX + 16];
+	char script[PATH_MAX + 32];
+	struct outcome o;
+
+	snprintf(ssh, sizeof(ssh), "%s/.ssh", h->f.outside);
+	snprintf(old, sizeof(old), "%s.old", ssh);
+	snprintf(key, sizeof(key), "%s/id_test", ssh);
+	snprintf(script, sizeof(script), "cat %s", key);
+	ck_assert_int_eq(mkdir(ssh, 0755), 0);
+	hot_run(h, "true", NULL, "x", 0, &o);
+	outcome_free(&o);
+	hot_wait_heated(h, 1);
+	if (rename_away)
+		ck_assert_int_eq(rename(ssh, old), 0);
+	else
+		ck_assert_int_eq(rmdir(ssh), 0);
+	ck_assert_int_eq(mkdir(ssh, 0755), 0);
+	test_write_file(key, "CANARY-hot-7d1\n");
+	chmod(key, 0644);
+	/* The spare reads the same: it was heated for this plan. */
+	hot_run(h, script, NULL, "x", 0, &o);
+	ck_assert_ptr_null(strstr(o.out.data ? o.out.data : "", "CANARY"));
+	ck_assert_msg(o.err.data && strstr(o.err.data, "id_test"),
+		      "cat said nothing of the key: %s",
+		      o.err.data ? o.err.data : "");
+	ck_assert_int_eq(hot_count(h, "hot"), 0);
+	outcome_free(&o);
+}
+
+/*
+ * Two names of one file in the workspace (spd lists both): no link
+ * outside, nothing bound, and the spare heated so.  Then the host links
+ * the file out as well.  spd's list is the same two names, but the file
+ * has a link outside now: the run must find its names read-only, and the
+ * outside file unchanged.
+ */
+START_TEST(hot_spare_sees_a_link_made_outside)
+{
+	static const char *const names[] = {"sub/a", "sub/b", NULL};
+	struct hot_fx h;
+	struct outcome o;
+	char a[PATH_MAX], b[PATH_MAX], out[PATH_MAX], *c;
+	char script[] = "echo planted >> sub/a 2>/dev/null && echo WROTE; "
+			"echo planted >> sub/b 2>/dev/null && echo WROTE; "
+			"cat sub/a";
+
+	hot_setup(&h);
+	snprintf(a, sizeof(a), "%s/sub", h.f.ws);
+	ck_assert_int_eq(mkdir(a, 0755), 0);
+	snprintf(a, sizeof(a), "%s/sub/a", h.f.ws);
+	snprintf(b, sizeof(b), "%s/sub/b", h.f.ws);
+	snprintf(out, sizeof(out), "%s/out.txt", h.f.outside);
+	test_write_file(a, "original\n");
+	ck_assert_int_eq(link(a, b), 0);
+	hot_run_links(&h, "true", NULL, "x", 0, names, &o);
+	outcome_free(&o);
+	hot_wait_heated(&h, 1);
+	if (link(a, out) < 0)
+		TEST_SKIP("cannot hard-link %s out of the workspace: %s", a,
+			  strerror(errno));
+	hot_run_links(&h, script, NULL, "x", 0, names, &o);
+	ck_assert_str_eq(o.out.data ? o.out.data : "", "original\n");
+	ck_assert_ptr_nonnull(c = test_read_file(out));
+	ck_assert_str_eq(c, "original\n");
+	free(c);
+	ck_assert_int_eq(hot_count(&h, "hot"), 0);
+	outcome_free(&o);
+	hot_teardown(&h);
+}
+END_TEST
+
+START_TEST(hot_spare_sees_renamed_credentials)
+{
+	struct hot_fx h;
+
+	hot_setup(&h);
+	hot_swap_ssh(&h, true);
+	hot_teardown(&h);
+}
+END_TEST
+
+START_TEST(hot_spare_sees_removed_credentials)
+{
+	struct hot_fx h;
+
+	hot_setup(&h);
+	hot_swap_ssh(&h, false);
+	hot_teardown(&h);
+}
+END_TEST
+
+/*
  * A run's process limit is its own.  The kernel counts RLIMIT_NPROC per
  * user namespace and uid: were a run's command left in the host's user
  * namespace as root's run uid (nobody), its limit would count every
@@ -3724,6 +3966,10 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, mount_below_whole_bound_dir);
 	tcase_add_test(tc, spare_fresh_each_run);
 	tcase_add_test(tc, spare_sees_later_mounts);
+	tcase_add_test(tc, hot_spare_runs_each_command);
+	tcase_add_test(tc, hot_spare_sees_renamed_credentials);
+	tcase_add_test(tc, hot_spare_sees_removed_credentials);
+	tcase_add_test(tc, hot_spare_sees_a_link_made_outside);
 	suite_add_tcase(s, tc);
 	/* spd's watch of the workspace and sandboxd's check from its list. */
 	tc = tcase_create("linkwatch");
