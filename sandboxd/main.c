@@ -350,8 +350,10 @@ int main(int argc, char **argv)
 			pfd[np++] = (struct pollfd){exiting[k], POLLIN, 0};
 		/* The spare's 'r': the time to heat it (spawn.h). */
 		size_t spare_i = np;
-		if (spawn_spare_wants_heat(&ctx))
-			pfd[np++] = (struct pollfd){ctx.spare_sock, POLLIN, 0};
+		int heat = spawn_spare_wants_heat(&ctx);
+		if (heat >= 0)
+			pfd[np++] =
+			    (struct pollfd){ctx.spares[heat].sock, POLLIN, 0};
 		n = ppoll(pfd, np, poll_timeout(&ts), NULL);
 		if (n < 0 && errno != EINTR)
 			die("poll");

@@ -110,7 +110,7 @@ fail:
 }
 
 /* A stack with a guard page below it; returns its top or NULL. */
-static char *stack_map(void)
+char *spawn_stack_map(void)
 {
 	char *m = mmap(NULL, SPAWN_STACK + 4096, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK,
@@ -132,15 +132,14 @@ int spawn_ctx_init(struct spawn_ctx *ctx)
 	ctx->gid = getegid();
 	ctx->root = ctx->uid == 0;
 	ctx->init_fd = init_memfd();
-	ctx->init_stack = stack_map();
-	ctx->cmd_stack = stack_map();
+	ctx->init_stack = spawn_stack_map();
+	ctx->cmd_stack = spawn_stack_map();
 	ctx->links_scratch = mountplan_scratch_new();
-	ctx->spare_sock = ctx->spare_status = ctx->mounts_fd =
-	    ctx->run_userns_fd = ctx->hot_mounts_fd = -1;
+	ctx->mounts_fd = ctx->run_userns_fd = -1;
+	for (size_t i = 0; i < SPAWN_SPARES; i++)
+		ctx->spares[i].sock = ctx->spares[i].status =
+		    ctx->spares[i].hot_mounts_fd = -1;
 #if SPAWN_SHARED_VM
-	ctx->spare_stack = stack_map();
-	ctx->spare_cmd_stack = stack_map();
-	ctx->spare_cfg = calloc(1, sizeof(*ctx->spare_cfg));
 	if (mountplan_build_fixed(&ctx->fixed_plan) < 0)
 		memset(&ctx->fixed_plan, 0, sizeof(ctx->fixed_plan));
 #endif
@@ -577,14 +576,19 @@ static const char *errstr(int err)
 
 /* ---- the spare (spare.h) ------------------------------------------------ */
 
-void spawn_spare(struct spawn_ctx *ctx)
+/* Root: the next run's user namespace (run_userns), made ahead. */
+static void run_userns_ahead(struct spawn_ctx *ctx)
 {
-	/* Root: the next run's user namespace (run_userns), ahead. */
 	if (ctx->root && ctx->run_userns_set && ctx->run_userns_fd < 0)
 		(void)make_userns(run_userns_map, run_userns_map, true,
 				  ctx->run_userns_uid, ctx->run_userns_gid,
 				  &ctx->run_userns_fd);
-	spare_make(ctx);
+}
+
+void spawn_spare(struct spawn_ctx *ctx)
+{
+	run_userns_ahead(ctx);
+	spare_make(ctx, ctx->heat_msg != NULL);
 }
 
 /* One run's start, carried through the steps of spawn_start. */
@@ -935,9 +939,8 @@ static pid_t start_clone(struct start *s)
 #if SPAWN_SHARED_VM
 	/* A hot spare entered a user namespace of the run's at its HEAT;
 	 * one that does not fit this run is dropped here. */
-	pid = s->ctx->hot ? spare_take(s->ctx, &s->a, flags, &s->report[1],
-				       &s->status[0], s->report[0])
-			  : 0;
+	pid = spare_take(s->ctx, &s->a, flags, true, &s->report[1],
+			 &s->status[0], s->report[0]);
 	if (pid > 0) {
 		trace_stamp_at("hot", s->run->start_ns);
 		goto started;
@@ -946,8 +949,8 @@ static pid_t start_clone(struct start *s)
 	if (s->ctx->root && (pid = start_run_userns(s)) < 0)
 		return pid;
 #if SPAWN_SHARED_VM
-	pid = spare_take(s->ctx, &s->a, flags, &s->report[1], &s->status[0],
-			 s->report[0]);
+	pid = spare_take(s->ctx, &s->a, flags, false, &s->report[1],
+			 &s->status[0], s->report[0]);
 	if (pid > 0) {
 		trace_stamp_at("spare", s->run->start_ns);
 		goto started;
@@ -1106,10 +1109,9 @@ void spawn_hot_free(struct spawn_hot *h)
 	free(h);
 }
 
-bool spawn_spare_wants_heat(const struct spawn_ctx *ctx)
+int spawn_spare_wants_heat(const struct spawn_ctx *ctx)
 {
-	return SPAWN_SHARED_VM && ctx->heat_msg && ctx->spare_pid > 0 &&
-	       !ctx->hot && ctx->spare_sock >= 0;
+	return ctx->heat_msg ? spare_to_heat(ctx) : -1;
 }
 
 void spawn_spare_heat(struct spawn_ctx *ctx)
@@ -1117,7 +1119,7 @@ void spawn_spare_heat(struct spawn_ctx *ctx)
 #if SPAWN_SHARED_VM
 	struct spawn_hot *h;
 
-	if (!spawn_spare_wants_heat(ctx) || !(h = calloc(1, sizeof(*h))))
+	if (spawn_spare_wants_heat(ctx) < 0 || !(h = calloc(1, sizeof(*h))))
 		return;
 	/* Once per run: a spare left cold is not heated again. */
 	h->msg = ctx->heat_msg;
@@ -1165,10 +1167,15 @@ void spawn_spare_heat(struct spawn_ctx *ctx)
 		/* Said at once: tests wait for it (test_sandbox, hot_*). */
 		trace_stamp("heated");
 		trace_flush();
+		/* The heat took the one made ahead. */
+		run_userns_ahead(ctx);
 		return;
 	}
 cold:
 	spawn_hot_free(h);
+	/* Not heated: not a spare to heat any longer. */
+	for (size_t i = 0; i < SPAWN_SPARES; i++)
+		ctx->spares[i].to_heat = false;
 #else
 	(void)ctx;
 #endif

@@ -58,6 +58,35 @@ struct child_spare;
 struct child_args;
 struct spawn_hot;
 
+/* Spares kept at once: one cold, for any run, and two hot, so that two
+ * sessions whose commands come in turns each find one set up for it. */
+#define SPAWN_SPARES 3
+
+/* A spare (spawn_spare, spare.h): its pid 1's pid (0: none), sandboxd's
+ * end of its socket, the read end of its status pipe, its two processes'
+ * stacks (made at its first use), the idmap_gen and mounts_gen it was
+ * made at, what it is handed at its clone; whether its 'r' was read and
+ * whether it is to be heated.  Hot: what it was set up for (spawn.c's),
+ * those args, its mount namespace's mountinfo (a mount of it gone since
+ * is seen), the fingerprint of the files its setup looked at, and when
+ * it was heated (the oldest goes first). */
+struct spare_slot {
+	pid_t pid;
+	int sock;
+	int status;
+	char *stack;
+	char *cmd_stack;
+	unsigned int idmap_gen, mounts_gen;
+	struct child_spare *cfg;
+	bool said_ready;
+	bool to_heat;
+	struct spawn_hot *hot;
+	const struct child_args *hot_args;
+	int hot_mounts_fd;
+	uint64_t hot_fp;
+	uint64_t heated_ns;
+};
+
 struct spawn_ctx {
 	bool root; /* sandboxd runs as uid 0: commands run as run_uid */
 	uid_t uid; /* sandboxd's (the operator's) ids */
@@ -84,32 +113,17 @@ struct spawn_ctx {
 	/* An idmap user namespace was made or closed: a spare made before
 	 * may lack its descriptor. */
 	unsigned int idmap_gen;
-	/* The spare (spawn_spare): its pid (0: none), sandboxd's end of its
-	 * socket, the read end of its status pipe, its two processes'
-	 * stacks, the idmap_gen it was made at; what it is handed at its
-	 * clone; /proc/self/mountinfo, whose poll says when sandboxd's
-	 * mounts changed since. */
-	pid_t spare_pid;
-	int spare_sock;
-	int spare_status;
-	char *spare_stack;
-	char *spare_cmd_stack;
-	unsigned int spare_idmap_gen;
-	struct child_spare *spare_cfg;
+	/* The spares (spawn_spare): at most one cold, the others hot, each
+	 * for a run it was set up for (spare.h). */
+	struct spare_slot spares[SPAWN_SPARES];
+	/* /proc/self/mountinfo, whose poll says when sandboxd's mounts
+	 * changed, and how many times they did: a spare made before a
+	 * change is not taken. */
 	int mounts_fd;
+	unsigned int mounts_gen;
 	/* The fixed head of every mount plan, which a spare applies before
 	 * its run arrives (no ops when it could not be built). */
 	struct mountplan fixed_plan;
-	/* The spare's 'r' was read already (at its HEAT). */
-	bool spare_said_ready;
-	/* The hot spare (spare.h): what it was set up for (spawn.c's; NULL
-	 * while the spare is cold), those args, its mount namespace's
-	 * mountinfo (polled: a mount of it detached since), and the
-	 * fingerprint of the files its setup looked at. */
-	struct spawn_hot *hot;
-	const struct child_args *hot_args;
-	int hot_mounts_fd;
-	uint64_t hot_fp;
 	/* The last run a spare could be set up for ahead: its RUN body
 	 * (heat_len bytes), or NULL. */
 	void *heat_msg;
@@ -185,29 +199,30 @@ int spawn_read_report(struct spawn_run *run);
  * (all of them, the network's included), waiting for the next run, which
  * then pays neither the clone nor the namespaces' creation.  It is used
  * for one run only; nothing of a run exists in it before that run takes
- * it.  spawn_spare makes one when there is none and the host allows it
- * (call it when idle: the clone takes about as long as a run's setup);
- * spawn_start takes it, or drops it and clones anew when sandboxd's
+ * it.  spawn_spare makes one when there is none and the host allows it,
+ * and one to heat after a run that a spare could be heated for (call it
+ * when idle: the clone takes about as long as a run's setup);
+ * spawn_start takes one, or drops it and clones anew when sandboxd's
  * mounts changed since it was made, an idmap user namespace it lacks is
  * needed, or the run wants the host's network.  spawn_spare_drop kills
- * and reaps it.
+ * and reaps them all.
  */
 void spawn_spare(struct spawn_ctx *ctx);
 void spawn_spare_drop(struct spawn_ctx *ctx);
 
 /*
- * The hot spare (docs/sandbox.md): once the spare is ready, while
- * sandboxd is idle, it is set up for a run like the last one (the rest
- * of its mount plan, its directory, its whole confinement), so that a
- * run that is the same but for its argv, environment and descriptors
- * only executes.  spawn_spare_wants_heat says when the spare's socket is
- * worth watching (a ready spare and a last run to heat it for);
+ * Hot spares (docs/sandbox.md): after a run, while sandboxd is idle, a
+ * second spare is made, and once ready set up for a run like that one
+ * (the rest of its mount plan, its directory, its whole confinement), so
+ * that a run that is the same but for its argv, environment and
+ * descriptors only executes.  spawn_spare_wants_heat names the spare
+ * whose socket is worth watching (a spare to heat), or -1;
  * spawn_spare_heat, once it is readable, heats it, waiting until it is
- * done, or leaves it cold, or drops it.  A run that is not the same, or
- * comes after the host's files behind the plan changed, drops the hot
- * spare and is cloned anew.
+ * done, or drops it.  A run that fits no hot spare takes the cold one;
+ * a hot spare whose files changed since, or one of whose mounts went
+ * away, is dropped; the oldest hot one makes room for a new one.
  */
-bool spawn_spare_wants_heat(const struct spawn_ctx *ctx);
+int spawn_spare_wants_heat(const struct spawn_ctx *ctx);
 void spawn_spare_heat(struct spawn_ctx *ctx);
 /* Frees what spawn_spare_heat made (spawn_spare_drop calls it). */
 void spawn_hot_free(struct spawn_hot *h);
