@@ -3657,6 +3657,47 @@ START_TEST(hot_spare_runs_each_command)
 }
 END_TEST
 
+/*
+ * Two sessions' commands in turns, each in its own workspace: after the
+ * first of each, each run finds a spare heated for its own, and a run
+ * that fits no hot spare (the first in the second workspace) takes the
+ * cold one instead of a clone of its own.
+ */
+START_TEST(hot_spares_for_two_workspaces_in_turns)
+{
+	struct hot_fx h;
+	struct outcome o;
+	char *ws2 = test_tmpdir("hot2"), want[PATH_MAX + 8];
+	char script[] = "pwd";
+
+	hot_setup(&h);
+	for (int i = 0; i < 6; i++) {
+		const char *ws = i % 2 ? ws2 : h.f.ws;
+		char *argv[] = {"/bin/sh", "-c", script, NULL};
+		struct sbx_spec sp;
+
+		if (i > 0)
+			hot_wait_heated(&h, i);
+		spec_init(&h.f, &sp, argv);
+		sp.workspace = ws;
+		sp.link_names = hot_no_links;
+		run(&h.f, &sp, &o);
+		REQUIRE_SANDBOX(&o);
+		ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+			      o.error_msg);
+		snprintf(want, sizeof(want), "%s\n", ws);
+		ck_assert_str_eq(o.out.data ? o.out.data : "", want);
+		outcome_free(&o);
+		/* Runs 0: cloned; 1: the cold spare; 2-5: hot. */
+		ck_assert_int_eq(hot_count(&h, "hot"), i < 2 ? 0 : i - 1);
+		ck_assert_int_eq(hot_count(&h, "spare"), i < 1 ? 0 : 1);
+	}
+	hot_teardown(&h);
+	test_rmrf(ws2);
+	free(ws2);
+}
+END_TEST
+
 /* The host swaps a covered credential directory for another between the
  * spare's heat and the run: the plan reads the same (~/.ssh covered), but
  * the spare's cover sits on the old one.  The run must not take it. */
@@ -3970,6 +4011,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, hot_spare_sees_renamed_credentials);
 	tcase_add_test(tc, hot_spare_sees_removed_credentials);
 	tcase_add_test(tc, hot_spare_sees_a_link_made_outside);
+	tcase_add_test(tc, hot_spares_for_two_workspaces_in_turns);
 	suite_add_tcase(s, tc);
 	/* spd's watch of the workspace and sandboxd's check from its list. */
 	tc = tcase_create("linkwatch");
