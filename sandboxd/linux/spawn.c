@@ -937,8 +937,9 @@ static pid_t start_clone(struct start *s)
 	spawn_steps_reset(trace_on());
 	s->run->start_ns = spawn_now_ns();
 #if SPAWN_SHARED_VM
-	/* A hot spare entered a user namespace of the run's at its HEAT;
-	 * one that does not fit this run is dropped here. */
+	/* A hot spare heated for a run like this one first: it entered a
+	 * user namespace of the run's at its HEAT.  Else a cold one, which
+	 * needs the run's own. */
 	pid = spare_take(s->ctx, &s->a, flags, true, &s->report[1],
 			 &s->status[0], s->report[0]);
 	if (pid > 0) {
@@ -1075,6 +1076,44 @@ static void start_free(struct start *s, bool failed)
 	free(s->env);
 }
 
+/* A start of the run in v, whose descriptors (-1: none) and id are
+ * given, into run (reset) and refusal. */
+static void start_init(struct start *s, struct spawn_ctx *ctx,
+		       const struct sbxp_run_view *v, struct spawn_run *run,
+		       struct sbxp_exited *refusal, int out, int err, int in,
+		       uint32_t id)
+{
+	*s = (struct start){
+	    .ctx = ctx,
+	    .v = v,
+	    .m = v->msg,
+	    .run = run,
+	    .refusal = refusal,
+	    .best = v->msg->flags & SBXP_RUN_BEST_EFFORT,
+	    .namespaces = true,
+	    .use_landlock = true,
+	    .a = {.fd_out = out,
+		  .fd_err = err,
+		  .fd_in = in,
+		  .fd_broker = -1,
+		  .fd_status = -1,
+		  .fd_report = -1,
+		  .fd_init = -1,
+		  .fd_sync = -1,
+		  .fd_userns = -1},
+	    .read_paths = {"/", NULL},
+	    .report = {-1, -1},
+	    .status = {-1, -1},
+	    .sync = {-1, -1},
+	    .bsock = {-1, -1},
+	    .idmap_fd = -1,
+	};
+	memset(run, 0, sizeof(*run));
+	run->id = id;
+	run->pidfd = run->report_fd = run->status_fd = run->broker_fd = -1;
+	run->mntns_fd = -1;
+}
+
 /* ---- the hot spare (spawn.h) -------------------------------------------- */
 
 /* What a hot spare was set up for: a start of the last run's message,
@@ -1126,34 +1165,8 @@ void spawn_spare_heat(struct spawn_ctx *ctx)
 	ctx->heat_msg = NULL;
 	if (sbxp_run_decode(h->msg, ctx->heat_len, &h->v) < 0)
 		goto cold;
-	h->run.pidfd = h->run.report_fd = h->run.status_fd = -1;
-	h->run.broker_fd = h->run.mntns_fd = -1;
-	h->s = (struct start){
-	    .ctx = ctx,
-	    .v = &h->v,
-	    .m = h->v.msg,
-	    .run = &h->run,
-	    .refusal = &h->refusal,
-	    .best = h->v.msg->flags & SBXP_RUN_BEST_EFFORT,
-	    .quiet = true,
-	    .namespaces = true,
-	    .use_landlock = true,
-	    .a = {.fd_out = -1,
-		  .fd_err = -1,
-		  .fd_in = -1,
-		  .fd_broker = -1,
-		  .fd_status = -1,
-		  .fd_report = -1,
-		  .fd_init = -1,
-		  .fd_sync = -1,
-		  .fd_userns = -1},
-	    .read_paths = {"/", NULL},
-	    .report = {-1, -1},
-	    .status = {-1, -1},
-	    .sync = {-1, -1},
-	    .bsock = {-1, -1},
-	    .idmap_fd = -1,
-	};
+	start_init(&h->s, ctx, &h->v, &h->run, &h->refusal, -1, -1, -1, 0);
+	h->s.quiet = true;
 	if (start_layers(&h->s) < 0 || start_args(&h->s) < 0 ||
 	    start_plan(&h->s) < 0 || !hot_fit(&h->s) ||
 	    (ctx->root && start_run_userns(&h->s) < 0) ||
@@ -1202,36 +1215,12 @@ int spawn_start(struct spawn_ctx *ctx, uint32_t id,
 		int in_fd, struct spawn_run *run,
 		struct sbxp_exited *ret_refusal)
 {
-	struct start s = {
-	    .ctx = ctx,
-	    .v = v,
-	    .m = v->msg,
-	    .run = run,
-	    .refusal = ret_refusal,
-	    .best = v->msg->flags & SBXP_RUN_BEST_EFFORT,
-	    .namespaces = true,
-	    .use_landlock = true,
-	    .a = {.fd_out = out_fd,
-		  .fd_err = err_fd,
-		  .fd_in = in_fd,
-		  .fd_broker = -1,
-		  .fd_status = -1,
-		  .fd_userns = -1},
-	    .read_paths = {"/", NULL},
-	    .report = {-1, -1},
-	    .status = {-1, -1},
-	    .sync = {-1, -1},
-	    .bsock = {-1, -1},
-	    .idmap_fd = -1,
-	};
+	struct start s;
 	pid_t pid;
 	int r;
 
 	trace_stamp("msg");
-	memset(run, 0, sizeof(*run));
-	run->id = id;
-	run->pidfd = run->report_fd = run->status_fd = run->broker_fd = -1;
-	run->mntns_fd = -1;
+	start_init(&s, ctx, v, run, ret_refusal, out_fd, err_fd, in_fd, id);
 	if (!ctx->probed)
 		spawn_probe(ctx);
 	if ((r = start_layers(&s)) < 0)
