@@ -3696,10 +3696,11 @@ START_TEST(hot_spares_for_two_workspaces_in_turns)
 {
 	struct hot_fx h;
 	struct outcome o;
-	char *ws2 = test_tmpdir("hot2"), want[PATH_MAX + 8];
+	char *ws2, want[PATH_MAX + 8];
 	char script[] = "pwd";
 
 	hot_setup(&h);
+	ws2 = test_tmpdir("hot2");
 	for (int i = 0; i < 6; i++) {
 		const char *ws = i % 2 ? ws2 : h.f.ws;
 		char *argv[] = {"/bin/sh", "-c", script, NULL};
