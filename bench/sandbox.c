@@ -134,19 +134,65 @@ static char **bw_argv;
  * itself does to both sides). */
 static useconds_t settle_us = BENCH_SETTLE_US;
 
-/* One bubblewrap run beside each measured run: each row's own baseline,
- * interleaved, so that a neighbour's burst on this shared machine weighs
- * on both alike.  Its time, or 0 without bubblewrap. */
-static double bw_beside(void)
+/* A row's own baselines, each run beside its runs (beside): bubblewrap's
+ * and sandboxd's own spawn, medians, or -1 when not measured. */
+struct beside {
+	double bw, sb;
+};
+
+static const struct beside no_beside = {-1, -1};
+
+/* sandboxd driven directly (main), for the runs beside each row: paused
+ * and with an (empty) list of multi-linked names as spd sends one, so
+ * that each finds a spare heated for it as the rows' runs do. */
+static struct sbx *sb_client;
+static uv_loop_t *sb_loop;
+static struct sbx_spec sb_spec;
+static const char *const sb_no_links[] = {NULL};
+
+/* One run of sandboxd's own (sb_spec), in ms, or -1. */
+static double sb_once(void)
+{
+	struct one o;
+	double t0 = now_ms();
+
+	memset(&o, 0, sizeof(o));
+	if (sbx_run(sb_client, &sb_spec, &(struct sbx_cbs){NULL, on_done, NULL},
+		    &o, NULL) < 0)
+		return -1;
+	while (!o.done)
+		uv_run(sb_loop, UV_RUN_ONCE);
+	return o.ok ? o.end - t0 : -1;
+}
+
+/* One bubblewrap run and one of sandboxd's own beside each measured run:
+ * each row's own baselines, interleaved, so that a neighbour's burst on
+ * this shared machine weighs on all alike.  Their times, or 0 for one
+ * not measured. */
+static void beside(double *bw, double *sb)
 {
 	double v;
 
-	if (!bw_argv)
-		return 0;
+	*bw = *sb = 0;
+	if (bw_argv) {
+		usleep(settle_us);
+		v = time_exec(bw_argv);
+		*bw = v < 0 ? 0 : v;
+	}
+	if (sb_client) {
+		usleep(settle_us);
+		v = sb_once();
+		*sb = v < 0 ? 0 : v;
+	}
 	usleep(settle_us);
-	v = time_exec(bw_argv);
-	usleep(settle_us);
-	return v < 0 ? 0 : v;
+}
+
+/* The medians of a row's runs beside (beside). */
+static void beside_medians(const double *bw, const double *sb, int runs,
+			   struct beside *ret)
+{
+	ret->bw = bw_argv ? bench_median((double *)(uintptr_t)bw, runs) : -1;
+	ret->sb = sb_client ? bench_median((double *)(uintptr_t)sb, runs) : -1;
 }
 
 /* An editor's save in ws: a new file renamed over d000/f0000000 (as
@@ -188,7 +234,7 @@ static int new_files_in(const char *ws, int n)
  * (save_in), a pause of BENCH_CHANGE_PAUSE_MS, new files and the same
  * pause (new_files_in). */
 static double spctl_runs_after(char *spctl, const char *ws, int runs,
-			       double *ret_bw, enum before before)
+			       struct beside *ret, enum before before)
 {
 	char wsbuf[4096];
 	char *argv_op[] = {spctl,   "run", "--workspace", wsbuf,
@@ -196,9 +242,10 @@ static double spctl_runs_after(char *spctl, const char *ws, int runs,
 	char *argv_agent[] = {spctl, "run", "--", "/bin/true", NULL};
 	double *t = calloc((size_t)runs, sizeof(double)), m = -1;
 	double *bw = calloc((size_t)runs, sizeof(double));
+	double *sb = calloc((size_t)runs, sizeof(double));
 
-	*ret_bw = -1;
-	if (!t || !bw)
+	*ret = no_beside;
+	if (!t || !bw || !sb)
 		goto out;
 	snprintf(wsbuf, sizeof(wsbuf), "%s", ws ? ws : "");
 	for (int i = -3; i < runs; i++) {
@@ -220,14 +267,15 @@ static double spctl_runs_after(char *spctl, const char *ws, int runs,
 		}
 		if (i >= 0) {
 			t[i] = v;
-			bw[i] = bw_beside();
+			beside(&bw[i], &sb[i]);
 		}
 	}
 	m = bench_median(t, runs);
-	*ret_bw = bw_argv ? bench_median(bw, runs) : -1;
+	beside_medians(bw, sb, runs, ret);
 out:
 	free(t);
 	free(bw);
+	free(sb);
 	return m;
 }
 
@@ -260,24 +308,27 @@ static double arrival_runs(char *spctl, const char *ws, bool removed)
 	return bench_median(t, BENCH_ARRIVAL_ROUNDS);
 }
 
-static double spctl_runs(char *spctl, const char *ws, int runs, double *ret_bw)
+static double spctl_runs(char *spctl, const char *ws, int runs,
+			 struct beside *ret)
 {
-	return spctl_runs_after(spctl, ws, runs, ret_bw, BEFORE_NOTHING);
+	return spctl_runs_after(spctl, ws, runs, ret, BEFORE_NOTHING);
 }
 
 /* Median of runs cmd.run calls of /bin/true over one connection (ws NULL:
  * with the session token in SPD_SESSION_TOKEN), or -1. */
-static double conn_runs(const char *ws, int runs, double *ret_bw)
+static double conn_runs(const char *ws, int runs, struct beside *ret)
 {
 	double *t = calloc((size_t)runs, sizeof(double)), m = -1;
 	double *bw = calloc((size_t)runs, sizeof(double));
+	double *sb = calloc((size_t)runs, sizeof(double));
 	struct client c;
 	char err[512];
 
-	*ret_bw = -1;
-	if (!t || !bw || client_open(&c, err, sizeof(err)) < 0) {
+	*ret = no_beside;
+	if (!t || !bw || !sb || client_open(&c, err, sizeof(err)) < 0) {
 		free(t);
 		free(bw);
+		free(sb);
 		return -1;
 	}
 	for (int i = -3; i < runs; i++) {
@@ -306,14 +357,15 @@ static double conn_runs(const char *ws, int runs, double *ret_bw)
 			t[i] = now_ms() - t0;
 		json_decref(res);
 		if (i >= 0)
-			bw[i] = bw_beside();
+			beside(&bw[i], &sb[i]);
 	}
 	m = bench_median(t, runs);
-	*ret_bw = bw_argv ? bench_median(bw, runs) : -1;
+	beside_medians(bw, sb, runs, ret);
 out:
 	client_close(&c);
 	free(t);
 	free(bw);
+	free(sb);
 	return m;
 }
 
@@ -362,20 +414,23 @@ static void print_layers(void)
 	client_close(&c);
 }
 
-/* A row: its median, against sandboxd's spawn and against bubblewrap,
- * the row's own interleaved runs (m_bw_own) when it has them, else the
- * bubblewrap line's. */
+/* A row: its median, against sandboxd's own spawn and against
+ * bubblewrap, the row's own runs beside its runs (own) when it has them,
+ * else the lines'. */
 static void print_e2e(const char *what, double m, double m_sb, double m_bw,
-		      double m_bw_own)
+		      struct beside own)
 {
 	if (m < 0) {
 		printf("%-44s %10s\n", what, "failed");
 		return;
 	}
-	printf("%-44s %10.3f   %+.3f over sandboxd", what, m, m - m_sb);
-	if (m_bw_own > 0)
-		printf(", %.2fx bwrap (%.3f, interleaved)", m / m_bw_own,
-		       m_bw_own);
+	if (own.sb > 0)
+		printf("%-44s %10.3f   %+.3f over sandboxd (%.3f, beside)",
+		       what, m, m - own.sb, own.sb);
+	else
+		printf("%-44s %10.3f   %+.3f over sandboxd", what, m, m - m_sb);
+	if (own.bw > 0)
+		printf(", %.2fx bwrap (%.3f, interleaved)", m / own.bw, own.bw);
 	else if (m_bw > 0)
 		printf(", %.2fx bwrap", m / m_bw);
 	printf("\n");
@@ -454,7 +509,8 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 {
 	char dir[] = "/tmp/spd-bench-e2e-XXXXXX", spctl[4200], big[4200];
 	static const long sizes[] = {10000, 100000};
-	double m, own;
+	double m;
+	struct beside own;
 	pid_t pid;
 	int status;
 
@@ -490,7 +546,8 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 			char *first[] = {spctl,	  "run", "--workspace", big,
 					 "--yes", "--",	 "/bin/true",	NULL};
 
-			print_e2e(what, time_exec(first), m_sb, m_bw, -1);
+			print_e2e(what, time_exec(first), m_sb, m_bw,
+				  no_beside);
 		}
 		usleep(BENCH_LINKWATCH_SETTLE_MS * 1000);
 		snprintf(what, sizeof(what), "  the same, %ld-file workspace",
@@ -534,12 +591,12 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 				 BENCH_ARRIVAL_PAUSE_MS / 1000,
 				 BENCH_ARRIVAL_FILES);
 			print_e2e(what, arrival_runs(spctl, big, false), m_sb,
-				  m_bw, -1);
+				  m_bw, no_beside);
 			snprintf(what, sizeof(what),
 				 "  the same, %d s after rm -rf of them",
 				 BENCH_ARRIVAL_PAUSE_MS / 1000);
 			print_e2e(what, arrival_runs(spctl, big, true), m_sb,
-				  m_bw, -1);
+				  m_bw, no_beside);
 		}
 	}
 	/* A store's files hard-linked into the workspace (pnpm, uv): past
@@ -554,7 +611,7 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 		snprintf(what, sizeof(what),
 			 "  %d packages linked from a store, 1st run",
 			 BENCH_STORE_PKGS);
-		print_e2e(what, time_exec(first), m_sb, m_bw, -1);
+		print_e2e(what, time_exec(first), m_sb, m_bw, no_beside);
 		usleep(BENCH_LINKWATCH_SETTLE_MS * 1000);
 		snprintf(what, sizeof(what), "  the same, %d names, listed",
 			 BENCH_STORE_PKGS * 24);
@@ -564,7 +621,8 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 		printf("cannot make a store-linked workspace\n");
 	}
 	if (bench_agent_session(dir, "repo", 0, BENCH_DIRS, false) == 0) {
-		double first2, own2;
+		double first2;
+		struct beside own2;
 
 		first2 = spctl_runs(spctl, NULL, runs, &own2);
 		usleep(BENCH_AGENT_RACY_MS * 1000);
@@ -588,9 +646,9 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 
 		usleep(BENCH_AGENT_THINK_MS * 1000);
 		print_e2e("agent, new session of 10000 files, 1st run",
-			  time_exec(first), m_sb, m_bw, -1);
+			  time_exec(first), m_sb, m_bw, no_beside);
 		print_e2e("  the same, 2nd run", time_exec(first), m_sb, m_bw,
-			  -1);
+			  no_beside);
 		/* spd restarted: its start walks the recent sessions'
 		 * workspaces ahead (agent_prime_recent). */
 		kill(pid, SIGTERM);
@@ -600,9 +658,9 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 			return;
 		usleep(BENCH_AGENT_THINK_MS * 1000);
 		print_e2e("  after spd's restart, 1st run", time_exec(first),
-			  m_sb, m_bw, -1);
+			  m_sb, m_bw, no_beside);
 		print_e2e("  the same, 2nd run", time_exec(first), m_sb, m_bw,
-			  -1);
+			  no_beside);
 		unsetenv("SPD_SESSION_TOKEN");
 	} else {
 		printf("session of 10000 files: cannot start one\n");
@@ -649,7 +707,7 @@ int main(void)
 			      "--dev",		"/dev",	     "--proc", "/proc",
 			      "--unshare-all",	"/bin/true", NULL};
 	char sandboxd[4096], ws[] = "/tmp/spd-bench-sbx-XXXXXX";
-	double m_bare, m_bw = -1, m_sb;
+	double m_bare, m_bw = -1, m_sb, m_sb_paused;
 	struct one o;
 	struct sbx_spec sp;
 	struct sbx *s;
@@ -700,6 +758,25 @@ int main(void)
 			sb[i - 5] = o.end - t0;
 	}
 	m_sb = bench_median(sb, runs);
+	/* The same, each run as the rows' are: after a pause, with a list of
+	 * multi-linked names (empty) as spd sends, so that a spare heated
+	 * for it waits (the rows' runs beside are these). */
+	sb_spec = sp;
+	sb_spec.link_names = sb_no_links;
+	sb_client = s;
+	sb_loop = &loop;
+	for (int i = 0; i < 3 + runs; i++) {
+		double v;
+
+		usleep(settle_us);
+		if ((v = sb_once()) < 0) {
+			fprintf(stderr, "sandboxd run failed\n");
+			return 1;
+		}
+		if (i >= 3)
+			sb[i - 3] = v;
+	}
+	m_sb_paused = bench_median(sb, runs);
 	long rss_idle = bench_rss_kib(sbx_pid(s));
 
 	/* 50 concurrent `sleep 1`: all should end about a second later. */
@@ -744,6 +821,8 @@ int main(void)
 		       "skipped (bwrap missing or failing)");
 	printf("%-44s %10.3f %10.2f\n", "sandboxd /bin/true, every layer", m_sb,
 	       m_sb / m_bare);
+	printf("%-44s %10.3f %10.2f\n", "  the same, paused, a spare heated",
+	       m_sb_paused, m_sb_paused / m_bare);
 	printf("end to end (issue 16: within 1.5 ms of sandboxd, at most "
 	       "half of bwrap; big workspaces at most +2 ms)\n");
 	spctl_e2e(build ? build : "build", ws, runs, m_sb, m_bw);
