@@ -188,11 +188,10 @@ static void beside(double *bw, double *sb)
 }
 
 /* The medians of a row's runs beside (beside). */
-static void beside_medians(const double *bw, const double *sb, int runs,
-			   struct beside *ret)
+static void beside_medians(double *bw, double *sb, int runs, struct beside *ret)
 {
-	ret->bw = bw_argv ? bench_median((double *)(uintptr_t)bw, runs) : -1;
-	ret->sb = sb_client ? bench_median((double *)(uintptr_t)sb, runs) : -1;
+	ret->bw = bw_argv ? bench_median(bw, runs) : -1;
+	ret->sb = sb_client ? bench_median(sb, runs) : -1;
 }
 
 /* An editor's save in ws: a new file renamed over d000/f0000000 (as

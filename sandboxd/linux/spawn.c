@@ -918,6 +918,20 @@ static int start_pipes(struct start *s)
 	return 0;
 }
 
+#if SPAWN_SHARED_VM
+/* The run's init from a spare, hot or not (spare_take), stamped as such;
+ * 0 when none fits. */
+static pid_t start_spare(struct start *s, unsigned long flags, bool hot)
+{
+	pid_t pid = spare_take(s->ctx, &s->a, flags, hot, &s->report[1],
+			       &s->status[0], s->report[0]);
+
+	if (pid > 0)
+		trace_stamp_at(hot ? "hot" : "spare", s->run->start_ns);
+	return pid;
+}
+#endif
+
 /* The run's init, from the spare or cloned into its namespaces.  Returns
  * its pid, once it has executed sandboxd-init or died (SPAWN_SHARED_VM),
  * or -errno. */
@@ -940,22 +954,14 @@ static pid_t start_clone(struct start *s)
 	/* A hot spare heated for a run like this one first: it entered a
 	 * user namespace of the run's at its HEAT.  Else a cold one, which
 	 * needs the run's own. */
-	pid = spare_take(s->ctx, &s->a, flags, true, &s->report[1],
-			 &s->status[0], s->report[0]);
-	if (pid > 0) {
-		trace_stamp_at("hot", s->run->start_ns);
+	if ((pid = start_spare(s, flags, true)) > 0)
 		goto started;
-	}
 #endif
 	if (s->ctx->root && (pid = start_run_userns(s)) < 0)
 		return pid;
 #if SPAWN_SHARED_VM
-	pid = spare_take(s->ctx, &s->a, flags, false, &s->report[1],
-			 &s->status[0], s->report[0]);
-	if (pid > 0) {
-		trace_stamp_at("spare", s->run->start_ns);
+	if ((pid = start_spare(s, flags, false)) > 0)
 		goto started;
-	}
 #endif
 	/* Cloned anew: the status pipe (a spare's init holds its own). */
 	if (pipe2(s->status, O_CLOEXEC) < 0) {
