@@ -1,6 +1,6 @@
 /*
  * sandboxd against its baselines, in one run on one machine: the median
- * wall time of /bin/true bare (fork, exec, wait), under bubblewrap with
+ * wall time of /bin/true bare (start, exec, wait), under bubblewrap with
  * every namespace, and through spd's supervisor (daemon/domain/sbx.c) with every
  * layer on; sandboxd's resident size idle and per concurrent run; 50
  * concurrent `sleep 1` runs.  BENCH_RUNS overrides the run count.
@@ -368,12 +368,16 @@ out:
 	return m;
 }
 
-/* The layers spd's sandboxd reports (sandbox.probe), one line. */
 /* Which C library spctl is linked against (its --version says): a glibc
- * process's start costs 0.45 ms more on a VM (Makefile, SPCTL_LIBC). */
-static void print_spctl_libc(const char *spctl)
+ * process's start costs 0.45 ms more on a VM (Makefile, SPCTL_LIBC).
+ * Then the median of runs of `spctl --version`, started as the rows'
+ * spctl is: what any client process costs to start and end, which
+ * sandboxd's own spawn, driven from this process, never pays. */
+static void print_spctl_libc(char *spctl, int runs)
 {
 	char cmd[512], line[128] = "";
+	char *argv[] = {spctl, "--version", NULL};
+	double *t = calloc((size_t)runs, sizeof(double));
 	FILE *f;
 	int n = snprintf(cmd, sizeof(cmd), "'%.480s' --version", spctl);
 
@@ -382,9 +386,23 @@ static void print_spctl_libc(const char *spctl)
 			line[0] = 0;
 		pclose(f);
 	}
-	printf("spctl: %s", line[0] ? line : "(no --version)\n");
+	line[strcspn(line, "\n")] = 0;
+	printf("spctl: %s", line[0] ? line : "(no --version)");
+	for (int i = 0; t && i < runs; i++) {
+		usleep(settle_us);
+		if ((t[i] = time_exec(argv)) < 0) {
+			free(t);
+			t = NULL;
+		}
+	}
+	if (t)
+		printf("; its start and exit alone (--version): %.3f ms",
+		       bench_median(t, runs));
+	printf("\n");
+	free(t);
 }
 
+/* The layers spd's sandboxd reports (sandbox.probe), one line. */
 static void print_layers(void)
 {
 	struct client c;
@@ -520,7 +538,7 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 	if (pid < 0)
 		return;
 	print_layers();
-	print_spctl_libc(spctl);
+	print_spctl_libc(spctl, runs);
 	m = spctl_runs(spctl, ws, runs, &own);
 	print_e2e("spctl run -- /bin/true, end to end", m, m_sb, m_bw, own);
 	m = conn_runs(ws, BENCH_CONN_RUNS, &own);
@@ -810,7 +828,10 @@ int main(void)
 
 	printf("%-44s %10s %10s\n", "median wall time over runs", "ms",
 	       "x bare");
-	printf("%-44s %10.3f %10.2f\n", "/bin/true bare (fork+exec+wait)",
+	printf("programs started by %s (BENCH_START=fork: by fork, as "
+	       "before the fifteenth pass)\n",
+	       bench_start_forks() ? "fork" : "posix_spawn");
+	printf("%-44s %10.3f %10.2f\n", "/bin/true bare (start+exec+wait)",
 	       m_bare, 1.0);
 	if (m_bw >= 0)
 		printf("%-44s %10.3f %10.2f\n", "bwrap --unshare-all /bin/true",

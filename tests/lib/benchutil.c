@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 
 #include "benchutil.h"
 #include "client/client.h"
+
+extern char **environ;
 
 int bench_cmp_double(const void *a, const void *b)
 {
@@ -66,9 +69,16 @@ int bench_make_files(const char *ws, long files, int dirs)
 	return 0;
 }
 
-int bench_run_quiet(char *const argv[])
+bool bench_start_forks(void)
 {
-	int st;
+	const char *v = getenv("BENCH_START");
+
+	return v && strcmp(v, "fork") == 0;
+}
+
+/* fork of this process, then exec: what passes 1-14 measured. */
+static pid_t start_fork(char *const argv[])
+{
 	pid_t pid = fork();
 
 	if (pid == 0) {
@@ -79,6 +89,33 @@ int bench_run_quiet(char *const argv[])
 		dup2(null, 2);
 		execvp(argv[0], argv);
 		_exit(127);
+	}
+	return pid;
+}
+
+int bench_run_quiet(char *const argv[])
+{
+	posix_spawn_file_actions_t fa;
+	int st, r;
+	pid_t pid;
+
+	if (bench_start_forks()) {
+		pid = start_fork(argv);
+	} else {
+		if (posix_spawn_file_actions_init(&fa) != 0)
+			return -1;
+		r = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null",
+						     O_RDWR, 0);
+		if (r == 0)
+			r = posix_spawn_file_actions_adddup2(&fa, 0, 1);
+		if (r == 0)
+			r = posix_spawn_file_actions_adddup2(&fa, 0, 2);
+		if (r == 0)
+			r = posix_spawnp(&pid, argv[0], &fa, NULL, argv,
+					 environ);
+		posix_spawn_file_actions_destroy(&fa);
+		if (r != 0)
+			return -1;
 	}
 	if (pid < 0 || waitpid(pid, &st, 0) < 0)
 		return -1;

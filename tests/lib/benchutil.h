@@ -17,9 +17,18 @@ long bench_rss_kib(pid_t pid);
 /* files empty regular files spread over dirs directories d000, d001, ...
  * under ws (the first dirs files make them).  Returns 0 or -errno. */
 int bench_make_files(const char *ws, long files, int dirs);
-/* fork, exec argv (argv[0] searched in PATH) with stdio on /dev/null,
- * wait.  Returns 0 when it exited 0, else -1. */
+/*
+ * Runs argv (argv[0] searched in PATH) with stdio on /dev/null and waits
+ * for it.  Returns 0 when it exited 0, else -1.  The program is started
+ * with posix_spawn (glibc: clone with CLONE_VM and CLONE_VFORK, no copy
+ * of this process's page tables), as Python's subprocess, Rust's
+ * std::process and Go start one; with BENCH_START=fork in the
+ * environment, by fork and exec, as libuv (Node.js) does and as the
+ * passes before the fifteenth in bench/README.md measured.
+ */
 int bench_run_quiet(char *const argv[]);
+/* Whether BENCH_START=fork asks bench_run_quiet to fork. */
+bool bench_start_forks(void);
 /*
  * A real spd in dir: SPD_CONFIG_DIR, SPD_STATE_DIR and SPD_RUNTIME_DIR
  * (dir/config, dir/state, dir/run) and SPD_NO_AUTOSTART=1 set in this
