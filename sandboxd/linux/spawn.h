@@ -58,9 +58,12 @@ struct child_spare;
 struct child_args;
 struct spawn_hot;
 
-/* Spares kept at once: one cold, for any run, and two hot, so that two
- * sessions whose commands come in turns each find one set up for it. */
-#define SPAWN_SPARES 3
+/* Spares kept at once: one cold, for any run, and four hot, so that up
+ * to four sessions whose commands come in turns (agents in parallel, each
+ * in its own worktree) each find one set up for it.  An idle hot spare
+ * costs two processes that share sandboxd's memory, its namespaces and
+ * its mounts: about 150 KiB of the kernel's here. */
+#define SPAWN_SPARES 5
 
 /* A spare (spawn_spare, spare.h): its pid 1's pid (0: none), sandboxd's
  * end of its socket, the read end of its status pipe, its two processes'

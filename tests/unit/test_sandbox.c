@@ -3687,44 +3687,56 @@ START_TEST(hot_spare_runs_each_command)
 END_TEST
 
 /*
- * Two sessions' commands in turns, each in its own workspace: after the
- * first of each, each run finds a spare heated for its own, and a run
- * that fits no hot spare (the first in the second workspace) takes the
- * cold one instead of a clone of its own.
+ * Four sessions' commands in turns (parallel agents, each in its own
+ * worktree), each in its own workspace: after the first of each, each
+ * run finds a spare heated for its own, and a run that fits no hot spare
+ * (the first in each other workspace) takes the cold one instead of a
+ * clone of its own.
  */
-START_TEST(hot_spares_for_two_workspaces_in_turns)
+#define HOT_TURN_WS 4
+START_TEST(hot_spares_for_four_workspaces_in_turns)
 {
 	struct hot_fx h;
 	struct outcome o;
-	char *ws2, want[PATH_MAX + 8];
+	char *ws[HOT_TURN_WS], want[PATH_MAX + 8];
 	char script[] = "pwd";
 
 	hot_setup(&h);
-	ws2 = test_tmpdir("hot2");
-	for (int i = 0; i < 6; i++) {
-		const char *ws = i % 2 ? ws2 : h.f.ws;
+	ws[0] = h.f.ws;
+	for (int w = 1; w < HOT_TURN_WS; w++) {
+		char name[16];
+
+		snprintf(name, sizeof(name), "hot%d", w);
+		ws[w] = test_tmpdir(name);
+	}
+	for (int i = 0; i < 3 * HOT_TURN_WS; i++) {
 		char *argv[] = {"/bin/sh", "-c", script, NULL};
 		struct sbx_spec sp;
 
 		if (i > 0)
 			hot_wait_heated(&h, i);
 		spec_init(&h.f, &sp, argv);
-		sp.workspace = ws;
+		sp.workspace = ws[i % HOT_TURN_WS];
 		sp.link_names = hot_no_links;
 		run(&h.f, &sp, &o);
 		REQUIRE_SANDBOX(&o);
 		ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
 			      o.error_msg);
-		snprintf(want, sizeof(want), "%s\n", ws);
+		snprintf(want, sizeof(want), "%s\n", ws[i % HOT_TURN_WS]);
 		ck_assert_str_eq(o.out.data ? o.out.data : "", want);
 		outcome_free(&o);
-		/* Runs 0: cloned; 1: the cold spare; 2-5: hot. */
-		ck_assert_int_eq(hot_count(&h, "hot"), i < 2 ? 0 : i - 1);
-		ck_assert_int_eq(hot_count(&h, "spare"), i < 1 ? 0 : 1);
+		/* Run 0: cloned; 1 to 3, each the first in its workspace:
+		 * the cold spare; from 4 on: hot. */
+		ck_assert_int_eq(hot_count(&h, "hot"),
+				 i < HOT_TURN_WS ? 0 : i - (HOT_TURN_WS - 1));
+		ck_assert_int_eq(hot_count(&h, "spare"),
+				 i < HOT_TURN_WS ? i : HOT_TURN_WS - 1);
 	}
 	hot_teardown(&h);
-	test_rmrf(ws2);
-	free(ws2);
+	for (int w = 1; w < HOT_TURN_WS; w++) {
+		test_rmrf(ws[w]);
+		free(ws[w]);
+	}
 }
 END_TEST
 
@@ -4039,7 +4051,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, hot_spare_runs_each_command);
 	tcase_add_test(tc, hot_spare_sees_swapped_credentials);
 	tcase_add_test(tc, hot_spare_sees_a_link_made_outside);
-	tcase_add_test(tc, hot_spares_for_two_workspaces_in_turns);
+	tcase_add_test(tc, hot_spares_for_four_workspaces_in_turns);
 	suite_add_tcase(s, tc);
 	/* spd's watch of the workspace and sandboxd's check from its list. */
 	tc = tcase_create("linkwatch");
