@@ -135,12 +135,18 @@ static char **bw_argv;
 static useconds_t settle_us = BENCH_SETTLE_US;
 
 /* A row's own baselines, each run beside its runs (beside): bubblewrap's
- * and sandboxd's own spawn, medians, or -1 when not measured. */
+ * and sandboxd's own spawn, and (rows of a new spctl per run) spctl's own
+ * start and exit alone; medians, or -1 when not measured. */
 struct beside {
-	double bw, sb;
+	double bw, sb, alone;
 };
 
-static const struct beside no_beside = {-1, -1};
+static const struct beside no_beside = {-1, -1, -1};
+
+/* `spctl --version` (spctl_e2e), started as the rows' spctl is: what
+ * any client process costs to start and end, beside each run of a row
+ * of a new spctl per run; NULL until then. */
+static char **alone_argv;
 
 /* sandboxd driven directly (main), for the runs beside each row: paused
  * and with an (empty) list of multi-linked names as spd sends one, so
@@ -165,15 +171,24 @@ static double sb_once(void)
 	return o.ok ? o.end - t0 : -1;
 }
 
-/* One bubblewrap run and one of sandboxd's own beside each measured run:
- * each row's own baselines, interleaved, so that a neighbour's burst on
- * this shared machine weighs on all alike.  Their times, or 0 for one
- * not measured. */
-static void beside(double *bw, double *sb)
+/* One bubblewrap run and one of sandboxd's own beside each measured run,
+ * and one of spctl alone (alone_argv) when alone is not NULL: each row's
+ * own baselines, interleaved, so that a neighbour's burst on this shared
+ * machine weighs on all alike.  Their times, or 0 for one not
+ * measured. */
+static void beside(double *bw, double *sb, double *alone)
 {
 	double v;
 
 	*bw = *sb = 0;
+	if (alone) {
+		*alone = 0;
+		if (alone_argv) {
+			usleep(settle_us);
+			v = time_exec(alone_argv);
+			*alone = v < 0 ? 0 : v;
+		}
+	}
 	if (bw_argv) {
 		usleep(settle_us);
 		v = time_exec(bw_argv);
@@ -187,11 +202,13 @@ static void beside(double *bw, double *sb)
 	usleep(settle_us);
 }
 
-/* The medians of a row's runs beside (beside). */
-static void beside_medians(double *bw, double *sb, int runs, struct beside *ret)
+/* The medians of a row's runs beside (beside); alone may be NULL. */
+static void beside_medians(double *bw, double *sb, double *alone, int runs,
+			   struct beside *ret)
 {
 	ret->bw = bw_argv ? bench_median(bw, runs) : -1;
 	ret->sb = sb_client ? bench_median(sb, runs) : -1;
+	ret->alone = alone && alone_argv ? bench_median(alone, runs) : -1;
 }
 
 /* An editor's save in ws: a new file renamed over d000/f0000000 (as
@@ -242,9 +259,10 @@ static double spctl_runs_after(char *spctl, const char *ws, int runs,
 	double *t = calloc((size_t)runs, sizeof(double)), m = -1;
 	double *bw = calloc((size_t)runs, sizeof(double));
 	double *sb = calloc((size_t)runs, sizeof(double));
+	double *al = calloc((size_t)runs, sizeof(double));
 
 	*ret = no_beside;
-	if (!t || !bw || !sb)
+	if (!t || !bw || !sb || !al)
 		goto out;
 	snprintf(wsbuf, sizeof(wsbuf), "%s", ws ? ws : "");
 	for (int i = -3; i < runs; i++) {
@@ -266,15 +284,16 @@ static double spctl_runs_after(char *spctl, const char *ws, int runs,
 		}
 		if (i >= 0) {
 			t[i] = v;
-			beside(&bw[i], &sb[i]);
+			beside(&bw[i], &sb[i], &al[i]);
 		}
 	}
 	m = bench_median(t, runs);
-	beside_medians(bw, sb, runs, ret);
+	beside_medians(bw, sb, al, runs, ret);
 out:
 	free(t);
 	free(bw);
 	free(sb);
+	free(al);
 	return m;
 }
 
@@ -356,10 +375,10 @@ static double conn_runs(const char *ws, int runs, struct beside *ret)
 			t[i] = now_ms() - t0;
 		json_decref(res);
 		if (i >= 0)
-			beside(&bw[i], &sb[i]);
+			beside(&bw[i], &sb[i], NULL);
 	}
 	m = bench_median(t, runs);
-	beside_medians(bw, sb, runs, ret);
+	beside_medians(bw, sb, NULL, runs, ret);
 out:
 	client_close(&c);
 	free(t);
@@ -369,15 +388,10 @@ out:
 }
 
 /* Which C library spctl is linked against (its --version says): a glibc
- * process's start costs 0.45 ms more on a VM (Makefile, SPCTL_LIBC).
- * Then the median of runs of `spctl --version`, started as the rows'
- * spctl is: what any client process costs to start and end, which
- * sandboxd's own spawn, driven from this process, never pays. */
-static void print_spctl_libc(char *spctl, int runs)
+ * process's start costs 0.45 ms more on a VM (Makefile, SPCTL_LIBC). */
+static void print_spctl_libc(const char *spctl)
 {
 	char cmd[512], line[128] = "";
-	char *argv[] = {spctl, "--version", NULL};
-	double *t = calloc((size_t)runs, sizeof(double));
 	FILE *f;
 	int n = snprintf(cmd, sizeof(cmd), "'%.480s' --version", spctl);
 
@@ -386,20 +400,7 @@ static void print_spctl_libc(char *spctl, int runs)
 			line[0] = 0;
 		pclose(f);
 	}
-	line[strcspn(line, "\n")] = 0;
-	printf("spctl: %s", line[0] ? line : "(no --version)");
-	for (int i = 0; t && i < runs; i++) {
-		usleep(settle_us);
-		if ((t[i] = time_exec(argv)) < 0) {
-			free(t);
-			t = NULL;
-		}
-	}
-	if (t)
-		printf("; its start and exit alone (--version): %.3f ms",
-		       bench_median(t, runs));
-	printf("\n");
-	free(t);
+	printf("spctl: %s", line[0] ? line : "(no --version)\n");
 }
 
 /* The layers spd's sandboxd reports (sandbox.probe), one line. */
@@ -450,6 +451,9 @@ static void print_e2e(const char *what, double m, double m_sb, double m_bw,
 		printf(", %.2fx bwrap (%.3f, interleaved)", m / own.bw, own.bw);
 	else if (m_bw > 0)
 		printf(", %.2fx bwrap", m / m_bw);
+	if (own.sb > 0 && own.alone > 0)
+		printf("; %+.3f less spctl's start and exit (%.3f, beside)",
+		       m - own.sb - own.alone, own.alone);
 	printf("\n");
 }
 
@@ -525,6 +529,7 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 		      double m_bw)
 {
 	char dir[] = "/tmp/spd-bench-e2e-XXXXXX", spctl[4200], big[4200];
+	char *alone[] = {spctl, "--version", NULL};
 	static const long sizes[] = {10000, 100000};
 	double m;
 	struct beside own;
@@ -538,7 +543,8 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 	if (pid < 0)
 		return;
 	print_layers();
-	print_spctl_libc(spctl, runs);
+	print_spctl_libc(spctl);
+	alone_argv = alone;
 	m = spctl_runs(spctl, ws, runs, &own);
 	print_e2e("spctl run -- /bin/true, end to end", m, m_sb, m_bw, own);
 	m = conn_runs(ws, BENCH_CONN_RUNS, &own);
@@ -702,6 +708,7 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 	} else {
 		printf("in-place session, 10000 files: cannot start one\n");
 	}
+	alone_argv = NULL;
 	kill(pid, SIGTERM);
 	waitpid(pid, &status, 0);
 	{
