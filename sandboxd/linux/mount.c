@@ -1338,9 +1338,10 @@ static uint64_t fp_mix(uint64_t h, const void *data, size_t n)
 	return h;
 }
 
-/* What lstat says of path: its file's identity, type and, for a file,
- * its link count (what the hard-link check judges); or the error. */
-static uint64_t fp_path(uint64_t h, const char *path)
+/* mount.h: what lstat says of path: its file's identity, type and, for
+ * a file, its link count (what the hard-link check judges); or the
+ * error. */
+uint64_t mountplan_fingerprint_add(uint64_t h, const char *path)
 {
 	struct stat st;
 	uint64_t v[4] = {0};
@@ -1380,7 +1381,7 @@ static uint64_t fp_below(uint64_t h, const char *root, const char *name)
 	if (!root ||
 	    snprintf(buf, sizeof(buf), "%s/%s", root, name) >= (int)sizeof(buf))
 		return fp_mix(h, "!", 1);
-	return fp_path(h, buf);
+	return mountplan_fingerprint_add(h, buf);
 }
 
 uint64_t mountplan_fingerprint(const struct mountplan *p)
@@ -1393,9 +1394,9 @@ uint64_t mountplan_fingerprint(const struct mountplan *p)
 		const char *dst = fp_host(p->ops[i].dst);
 
 		if (src)
-			h = fp_path(h, src);
+			h = mountplan_fingerprint_add(h, src);
 		if (dst)
-			h = fp_path(h, dst);
+			h = mountplan_fingerprint_add(h, dst);
 	}
 	for (size_t i = 0; p->link_names && p->link_names[i]; i++)
 		h = fp_below(h, root, p->link_names[i]);

@@ -225,6 +225,9 @@ bool mountplan_same(const struct mountplan *a, const struct mountplan *b);
  * that mount and is seen in the namespace's mountinfo instead.
  */
 uint64_t mountplan_fingerprint(const struct mountplan *p);
+/* h continued with one more host path's lstat, as mountplan_fingerprint
+ * takes each (a hot spare's directory, spare.c). */
+uint64_t mountplan_fingerprint_add(uint64_t h, const char *path);
 /* A short description of operation i ("bind /work (rw)") for errors.
  * Returns a pointer into static or plan storage; never NULL. */
 const char *mountplan_describe(const struct mountplan *p, int i);

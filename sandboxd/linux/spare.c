@@ -14,7 +14,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -85,10 +84,13 @@ static unsigned int mounts_gen(struct spawn_ctx *ctx)
 }
 
 /* Whether the spare in sl may still serve a run: made since sandboxd's
- * mounts last changed, holding every idmap user namespace made since. */
-static bool slot_current(struct spawn_ctx *ctx, const struct spare_slot *sl)
+ * mounts last changed (gen: mounts_gen, polled once by the caller for
+ * all the slots it looks at), holding every idmap user namespace made
+ * since. */
+static bool slot_current(const struct spawn_ctx *ctx,
+			 const struct spare_slot *sl, unsigned int gen)
 {
-	return sl->pid > 0 && sl->mounts_gen == mounts_gen(ctx) &&
+	return sl->pid > 0 && sl->mounts_gen == gen &&
 	       sl->idmap_gen == ctx->idmap_gen;
 }
 
@@ -186,6 +188,7 @@ void spare_make(struct spawn_ctx *ctx, bool heat)
 #if SPAWN_SHARED_VM
 	struct spare_slot *sl;
 	bool cold = false, heating = false;
+	unsigned int gen;
 
 	if (!ctx->probed || !ctx->layers.run_init ||
 	    (!ctx->root && !ctx->layers.userns) || ctx->init_fd < 0)
@@ -197,9 +200,10 @@ void spare_make(struct spawn_ctx *ctx, bool heat)
 			return;
 	}
 	/* Those made before a change are of no use now. */
+	gen = mounts_gen(ctx);
 	for (size_t i = 0; i < SPAWN_SPARES; i++) {
 		sl = &ctx->spares[i];
-		if (sl->pid > 0 && !slot_current(ctx, sl))
+		if (sl->pid > 0 && !slot_current(ctx, sl, gen))
 			slot_drop(sl);
 		cold |= sl->pid > 0 && !sl->hot && !sl->to_heat;
 		heating |= sl->pid > 0 && sl->to_heat;
@@ -278,13 +282,8 @@ static int slot_send(struct spare_slot *sl, const struct child_args *a,
  * behind its mount plan (mountplan_fingerprint) and its directory. */
 static uint64_t hot_fingerprint(const struct child_args *a)
 {
-	uint64_t h = mountplan_fingerprint(a->plan);
-	struct stat st;
-
-	if (stat(a->cwd, &st) < 0)
-		return h * 0x100000001b3ull ^ (uint64_t)errno;
-	h = (h ^ (uint64_t)st.st_dev) * 0x100000001b3ull;
-	return (h ^ (uint64_t)st.st_ino) * 0x100000001b3ull;
+	return mountplan_fingerprint_add(mountplan_fingerprint(a->plan),
+					 a->cwd);
 }
 
 /* Has a mount of the hot spare's namespace changed since its HEAT?  A
@@ -311,6 +310,17 @@ int spare_to_heat(const struct spawn_ctx *ctx)
 
 #if SPAWN_SHARED_VM
 /* spare.h */
+void spare_heat_drop(struct spawn_ctx *ctx)
+{
+	int i = spare_to_heat(ctx);
+
+	if (i >= 0)
+		slot_drop(&ctx->spares[i]);
+}
+#endif
+
+#if SPAWN_SHARED_VM
+/* spare.h */
 int spare_heat(struct spawn_ctx *ctx, struct spawn_hot *hot,
 	       const struct child_args *a)
 {
@@ -326,7 +336,7 @@ int spare_heat(struct spawn_ctx *ctx, struct spawn_hot *hot,
 	sl->to_heat = false;
 	if (!a->plan || !sl->cfg->fixed ||
 	    !mountplan_same_head(a->plan, sl->cfg->fixed) ||
-	    !slot_current(ctx, sl) || !slot_ready(sl))
+	    !slot_current(ctx, sl, mounts_gen(ctx)) || !slot_ready(sl))
 		goto drop;
 	fp = hot_fingerprint(a);
 	if (slot_send(sl, a, CHILD_SPARE_HEAT) < 0)
@@ -427,15 +437,18 @@ pid_t spare_take(struct spawn_ctx *ctx, const struct child_args *a,
 		 unsigned long flags, bool hot, int *report_w, int *status_r,
 		 int report_r)
 {
+	unsigned int gen;
+
 	if ((flags & spare_flags(ctx)) != spare_flags(ctx) || !a->plan)
 		return 0;
+	gen = mounts_gen(ctx);
 	for (size_t i = 0; i < SPAWN_SPARES; i++) {
 		struct spare_slot *sl = &ctx->spares[i];
 
 		/* One still to heat is cold until then. */
 		if (sl->pid <= 0 || !sl->hot != !hot)
 			continue;
-		if (!slot_current(ctx, sl)) {
+		if (!slot_current(ctx, sl, gen)) {
 			slot_drop(sl);
 			continue;
 		}

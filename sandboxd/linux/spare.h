@@ -19,6 +19,10 @@ void spare_make(struct spawn_ctx *ctx, bool heat);
 /* The slot of the spare to heat once it is ready, or -1. */
 int spare_to_heat(const struct spawn_ctx *ctx);
 
+/* Drops the spare to heat, for a heat that cannot be made: left cold
+ * beside the cold one, it would hold a slot for nothing. */
+void spare_heat_drop(struct spawn_ctx *ctx);
+
 /* How long sandboxd waits for a spare's answer to HEAT (0.5-1 ms here)
  * before it drops the spare: it does nothing else meanwhile. */
 #define SPARE_HEAT_TIMEOUT_MS 1000

@@ -1136,7 +1136,7 @@ struct spawn_hot {
  * network of its own and no listener, every layer on, nothing to warn
  * of, and a hard-link check that spd's list decides (a walk's outcome
  * cannot be checked again when the next run arrives). */
-static bool hot_fit(const struct start *s)
+static bool heatable(const struct start *s)
 {
 	return s->namespaces && !s->best && s->use_landlock && s->a.filter &&
 	       s->a.plan && s->run->info.nwarn == 0 &&
@@ -1174,7 +1174,7 @@ void spawn_spare_heat(struct spawn_ctx *ctx)
 	start_init(&h->s, ctx, &h->v, &h->run, &h->refusal, -1, -1, -1, 0);
 	h->s.quiet = true;
 	if (start_layers(&h->s) < 0 || start_args(&h->s) < 0 ||
-	    start_plan(&h->s) < 0 || !hot_fit(&h->s) ||
+	    start_plan(&h->s) < 0 || !heatable(&h->s) ||
 	    (ctx->root && start_run_userns(&h->s) < 0) ||
 	    (ctx->root && h->s.a.fd_userns < 0))
 		goto cold;
@@ -1192,15 +1192,14 @@ void spawn_spare_heat(struct spawn_ctx *ctx)
 	}
 cold:
 	spawn_hot_free(h);
-	/* Not heated: not a spare to heat any longer. */
-	for (size_t i = 0; i < SPAWN_SPARES; i++)
-		ctx->spares[i].to_heat = false;
+	/* Not heated (spare_heat drops its spare itself when it fails). */
+	spare_heat_drop(ctx);
 #else
 	(void)ctx;
 #endif
 }
 
-/* Keeps the RUN body of a run a spare could be heated for (hot_fit). */
+/* Keeps the RUN body of a run a spare could be heated for (heatable). */
 static void hot_remember(struct start *s)
 {
 	struct spawn_ctx *ctx = s->ctx;
@@ -1209,7 +1208,7 @@ static void hot_remember(struct start *s)
 
 	free(ctx->heat_msg);
 	ctx->heat_msg = NULL;
-	if (!SPAWN_SHARED_VM || !hot_fit(s) || !(copy = malloc(len)))
+	if (!SPAWN_SHARED_VM || !heatable(s) || !(copy = malloc(len)))
 		return;
 	memcpy(copy, s->m, len);
 	ctx->heat_msg = copy;
