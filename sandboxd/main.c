@@ -33,14 +33,20 @@
 /* How long after a run's EXITED the next spare is made (spawn.h): its
  * namespaces, mounts and sandboxd-init's exec, a millisecond of CPU here,
  * would otherwise run while spd answers the client and the client exits,
- * on the same two CPUs (bench/README.md, twelfth pass). */
+ * on the same two CPUs (bench/README.md, twelfth pass).  The inits of
+ * empty runs that are over exit then too, and their namespaces come down
+ * (release_inits; init.h, INIT_LINGER_MS). */
 #define SBXD_SPARE_DELAY_NS 1000000ull
 
 static struct spawn_ctx ctx;
 static struct spawn_run runs[SBXD_RUNS_MAX];
-/* The pidfds of inits whose run is over (EXITED sent) but which have not
- * exited yet: reaped when they have (spawn_release). */
-static int exiting[SBXD_RUNS_MAX];
+/* Inits whose run is over (EXITED sent) but which have not exited yet:
+ * reaped when their pidfd says they have (spawn_release).  status_fd,
+ * until closed (release_inits), keeps an empty run's init waiting
+ * (init.h, INIT_LINGER_MS). */
+static struct exiting {
+	int pidfd, status_fd;
+} exiting[SBXD_RUNS_MAX];
 static size_t nexiting;
 static size_t nruns;
 /* When to make the spare (spawn_spare), or 0: not due. */
@@ -64,6 +70,26 @@ static struct spawn_run *find_run(uint32_t id)
 	return NULL;
 }
 
+/* Let the inits of runs that are over exit: their run's namespaces come
+ * down now (init.h, INIT_LINGER_MS). */
+static void release_inits(void)
+{
+	for (size_t k = 0; k < nexiting; k++) {
+		if (exiting[k].status_fd >= 0)
+			close(exiting[k].status_fd);
+		exiting[k].status_fd = -1;
+	}
+}
+
+/* Reap exiting[k], which has exited or is let go now, and forget it. */
+static void reap_exiting(size_t k)
+{
+	if (exiting[k].status_fd >= 0)
+		close(exiting[k].status_fd);
+	spawn_reap_pidfd(exiting[k].pidfd);
+	exiting[k] = exiting[--nexiting];
+}
+
 /* End every run: kill each pid namespace and reap its init. */
 static void kill_all(void)
 {
@@ -72,15 +98,19 @@ static void kill_all(void)
 	for (size_t i = 0; i < nruns; i++)
 		spawn_kill(&runs[i]);
 	for (size_t i = 0; i < nruns; i++) {
-		int pidfd;
+		int pidfd, status_fd;
 
 		spawn_finish(&runs[i], &e);
-		if ((pidfd = spawn_release(&runs[i])) >= 0)
+		pidfd = spawn_release(&runs[i], &status_fd);
+		if (status_fd >= 0)
+			close(status_fd);
+		if (pidfd >= 0)
 			spawn_reap_pidfd(pidfd);
 	}
 	nruns = 0;
+	release_inits();
 	while (nexiting > 0)
-		spawn_reap_pidfd(exiting[--nexiting]);
+		reap_exiting(nexiting - 1);
 }
 
 static void die(const char *why)
@@ -221,7 +251,7 @@ static void finish_run(size_t i)
 {
 	struct spawn_run *run = &runs[i];
 	struct sbxp_exited e;
-	int mntns_fd = run->mntns_fd, pidfd;
+	int mntns_fd = run->mntns_fd, pidfd, status_fd;
 
 	spawn_finish(run, &e);
 	/* A command that ran was announced first, even when its exec was
@@ -234,22 +264,19 @@ static void finish_run(size_t i)
 	trace_stamp("exited");
 	trace_flush();
 	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
-	if ((pidfd = spawn_release(run)) >= 0) {
-		/* Full only if inits outlast their runs by many: wait for
-		 * the oldest rather than lose one. */
-		if (nexiting == SBXD_RUNS_MAX) {
-			spawn_reap_pidfd(exiting[0]);
-			exiting[0] = exiting[--nexiting];
-		}
-		exiting[nexiting++] = pidfd;
+	if ((pidfd = spawn_release(run, &status_fd)) >= 0) {
+		/* Full only if inits outlast their runs by many: let the
+		 * oldest go and wait for it rather than lose one. */
+		if (nexiting == SBXD_RUNS_MAX)
+			reap_exiting(0);
+		exiting[nexiting++] = (struct exiting){pidfd, status_fd};
 	}
 	runs[i] = runs[--nruns];
 	/* Idle until spd's next message: the time to clone the next run's
 	 * init ahead (spawn.h, the spare), once spd has answered its client
 	 * (SBXD_SPARE_DELAY_NS).  A run that comes first is cloned anew. */
 	spare_due_ns = spawn_now_ns() + SBXD_SPARE_DELAY_NS;
-	/* The run's mounts come down now, before the spare makes its
-	 * namespaces. */
+	/* sandboxd's hold on the run's mounts; init's goes when it exits. */
 	if (mntns_fd >= 0)
 		close(mntns_fd);
 }
@@ -347,7 +374,8 @@ int main(int argc, char **argv)
 						    POLLIN, 0};
 		}
 		for (size_t k = 0; k < nexiting; k++)
-			pfd[np++] = (struct pollfd){exiting[k], POLLIN, 0};
+			pfd[np++] =
+			    (struct pollfd){exiting[k].pidfd, POLLIN, 0};
 		/* The spare's 'r': the time to heat it (spawn.h). */
 		size_t spare_i = np;
 		int heat = spawn_spare_wants_heat(&ctx);
@@ -366,6 +394,7 @@ int main(int argc, char **argv)
 		    !(n > 0 && pfd[0].revents)) {
 			spare_due_ns = 0;
 			spawn_spare(&ctx);
+			release_inits();
 		}
 		/* Deadlines: kill the run; its EXITED follows its death. */
 		for (size_t i = 0; i < nruns; i++) {
@@ -388,8 +417,7 @@ int main(int argc, char **argv)
 		for (size_t k = nexiting; k-- > 0;) {
 			if (!pfd[1 + 3 * nruns + k].revents)
 				continue;
-			spawn_reap_pidfd(exiting[k]);
-			exiting[k] = exiting[--nexiting];
+			reap_exiting(k);
 		}
 		/* Runs before new messages: pfd indexes stay valid while
 		 * the runs array is unchanged, so walk it backwards. */

@@ -35,6 +35,19 @@ struct rec {
  * namespace descends from its init, so the run was empty: sandboxd can
  * send EXITED without waiting for init's own exit. */
 #define REC_STATUS_EMPTY 1
+/*
+ * After a REC_STATUS_EMPTY record init waits, before it exits, until
+ * sandboxd closes its end of the status pipe (POLLERR on FD_STATUS), and
+ * at most INIT_LINGER_MS.  init's exit sets off the kernel's teardown of
+ * the run's namespaces (the network namespace's above all), about 0.2 ms
+ * of two CPUs' time here; sandboxd lets it happen once spd has answered
+ * its client and the client has exited, when it makes the next spare
+ * (main.c, SBXD_SPARE_DELAY_NS), instead of beside that answer
+ * (bench/README.md, sixteenth pass).  Nothing runs in the run meanwhile:
+ * it is empty, and nothing outside can enter it.  A run that is not empty
+ * ends at once, as its leftovers must.
+ */
+#define INIT_LINGER_MS 2000
 
 /* The fixed descriptors of init and the command after the shuffle: 0 is
  * /dev/null, 1 and 2 the output pipes. */

@@ -1441,17 +1441,21 @@ void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret)
 	ret->duration_us = (spawn_now_ns() - run->start_ns) / 1000;
 }
 
-int spawn_release(struct spawn_run *run)
+int spawn_release(struct spawn_run *run, int *status_fd)
 {
 	int pidfd = run->pidfd;
 
+	*status_fd = -1;
 	if (pidfd < 0)
 		return -1;
+	mountplan_free(&run->plan);
+	if (!run->reaped) {
+		*status_fd = run->status_fd;
+		run->pidfd = run->status_fd = -1;
+		return pidfd;
+	}
 	close(run->status_fd);
 	run->pidfd = run->status_fd = -1;
-	mountplan_free(&run->plan);
-	if (!run->reaped)
-		return pidfd;
 	close(pidfd);
 	return -1;
 }

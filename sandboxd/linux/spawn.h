@@ -253,10 +253,12 @@ void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret);
 /* After spawn_finish and the EXITED it filled: close the run's
  * descriptors but mntns_fd and free its plan.  Returns init's pidfd when
  * init is still to be reaped (the run was reported empty before init
- * exited: poll the pidfd, then spawn_reap_pidfd), else -1.  The caller
- * closes mntns_fd after (what is left then is the kernel taking the run's
- * mounts down, which the last reference does). */
-int spawn_release(struct spawn_run *run);
+ * exited), else -1.  Then *status_fd is the status pipe's read end,
+ * whose close lets init exit (init.h, INIT_LINGER_MS): close it once
+ * idle, poll the pidfd, then spawn_reap_pidfd; else -1.  The caller
+ * closes mntns_fd after (the run's mounts come down with the last
+ * reference: init's, when it exits). */
+int spawn_release(struct spawn_run *run, int *status_fd);
 
 /* Wait for the init whose pidfd this is (it has exited, or is about to:
  * it only exits) and close the pidfd. */

@@ -367,32 +367,39 @@ START_TEST(deadline_kills_everything)
 }
 END_TEST
 
-/*
- * sandboxd-init's record (sandboxd/linux/init.h): the command's wait
- * status, and REC_STATUS_EMPTY only when init, pid 1 of a pid namespace,
- * was alone once the command ended, for sandboxd then sends EXITED
- * without waiting for init's exit.  script runs as init's child; with
- * pidns false init is not pid 1.  Returns the record (kind 0: none).
- */
-static struct rec init_record(const char *script, bool pidns)
+/* Monotonic milliseconds: how long a test has waited for something. */
+static long long mono_ms(void)
 {
-	struct rec r = {0, 0, 0, 0};
-	int p[2];
-	pid_t outer;
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * sandboxd-init (sandboxd/linux/init.h) with script as its command, under
+ * a harness, *outer, that waits for it and exits 0 when init did; with
+ * pidns, init is pid 1 of a pid namespace of its own.  Returns the read
+ * end of init's status pipe; *init is init's pid here.
+ */
+static int init_start(const char *script, bool pidns, pid_t *outer, pid_t *init)
+{
+	int p[2], pp[2];
 
 	ck_assert_int_eq(pipe2(p, O_CLOEXEC), 0);
-	outer = fork();
-	ck_assert_int_ge(outer, 0);
-	if (outer == 0) {
-		pid_t init;
+	ck_assert_int_eq(pipe2(pp, O_CLOEXEC), 0);
+	*outer = fork();
+	ck_assert_int_ge(*outer, 0);
+	if (*outer == 0) {
+		pid_t ipid;
 		int st;
 
 		if (pidns && geteuid() != 0 && unshare(CLONE_NEWUSER) < 0)
 			_exit(90);
 		if (pidns && unshare(CLONE_NEWPID) < 0)
 			_exit(91);
-		init = fork();
-		if (init == 0) {
+		ipid = fork();
+		if (ipid == 0) {
 			size_t n = (size_t)(sbx_init_elf_end - sbx_init_elf);
 			int mfd = memfd_create("sandboxd-init", MFD_CLOEXEC);
 			char arg[24], *av[] = {"sandboxd-init", arg, NULL};
@@ -411,23 +418,108 @@ static struct rec init_record(const char *script, bool pidns)
 			syscall(SYS_execveat, mfd, "", av, ev, AT_EMPTY_PATH);
 			_exit(93);
 		}
-		if (init < 0 || waitpid(init, &st, 0) < 0)
+		/* The status pipe's reader is the caller alone: its close
+		 * is what lets an empty run's init go. */
+		close(p[0]);
+		if (ipid < 0 ||
+		    write(pp[1], &ipid, sizeof(ipid)) != sizeof(ipid) ||
+		    waitpid(ipid, &st, 0) < 0)
 			_exit(94);
 		_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 95);
 	}
 	close(p[1]);
-	if (read(p[0], &r, sizeof(r)) != sizeof(r))
-		r.kind = 0;
-	close(p[0]);
-	{
-		int st;
+	close(pp[1]);
+	ck_assert_int_eq(read(pp[0], init, sizeof(*init)), sizeof(*init));
+	close(pp[0]);
+	return p[0];
+}
 
-		ck_assert_int_eq(waitpid(outer, &st, 0), outer);
-		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-			      "init's harness ended with status %d", st);
-	}
+/* init_start's harness has ended, and init with it, exiting 0. */
+static void init_harness_ended(pid_t outer)
+{
+	int st;
+
+	ck_assert_int_eq(waitpid(outer, &st, 0), outer);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "init's harness ended with status %d", st);
+}
+
+/*
+ * sandboxd-init's record: the command's wait status, and REC_STATUS_EMPTY
+ * only when init, pid 1 of a pid namespace, was alone once the command
+ * ended, for sandboxd then sends EXITED without waiting for init's exit.
+ * script runs as init's child; with pidns false init is not pid 1.
+ * Returns the record (kind 0: none).
+ */
+static struct rec init_record(const char *script, bool pidns)
+{
+	struct rec r = {0, 0, 0, 0};
+	pid_t outer, init;
+	int fd = init_start(script, pidns, &outer, &init);
+
+	if (read(fd, &r, sizeof(r)) != sizeof(r))
+		r.kind = 0;
+	close(fd);
+	init_harness_ended(outer);
 	return r;
 }
+
+/*
+ * An empty run's init waits, after its record, until its reader closes
+ * the status pipe (init.h, INIT_LINGER_MS: sandboxd does once it is idle,
+ * and the run's namespaces come down then): seen blocked in ppoll, its
+ * harness still waiting for it, then gone once the pipe is closed.  A
+ * run that is not empty ends at once (leftover_gone_at_exit).
+ */
+START_TEST(empty_run_init_waits_for_its_release)
+{
+	pid_t outer, init;
+	int fd = init_start("exit 0", true, &outer, &init), st;
+	struct rec r = {0, 0, 0, 0};
+	char path[64], *t;
+
+	ck_assert_int_eq(read(fd, &r, sizeof(r)), sizeof(r));
+	ck_assert_int_eq(r.kind, REC_STATUS);
+	ck_assert_int_eq(r.layer, REC_STATUS_EMPTY);
+	/* Still there a while after its record, its harness waiting for
+	 * it, and (where this user may read it) blocked in its ppoll. */
+	usleep(100 * 1000);
+	ck_assert_msg(waitpid(outer, &st, WNOHANG) == 0,
+		      "init did not wait after an empty run's record");
+	snprintf(path, sizeof(path), "/proc/%d/syscall", (int)init);
+	if ((t = test_read_file(path)) != NULL)
+		ck_assert_msg(atol(t) == SYS_ppoll, "init in system call %s",
+			      t);
+	free(t);
+	close(fd);
+	/* Let go: gone well before it would have ended on its own. */
+	for (long long t0 = mono_ms(); mono_ms() - t0 < INIT_LINGER_MS / 2;) {
+		if (waitpid(outer, &st, WNOHANG) == outer)
+			break;
+		usleep(1000);
+	}
+	ck_assert_msg(kill(outer, 0) < 0 && errno == ESRCH,
+		      "init still there %d ms after its release",
+		      INIT_LINGER_MS / 2);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "init's harness ended with status %d", st);
+}
+END_TEST
+
+/* Not let go, the same init still ends on its own (INIT_LINGER_MS): a
+ * sandboxd that lost the pipe's end leaves no init behind. */
+START_TEST(empty_run_init_ends_unreleased)
+{
+	pid_t outer, init;
+	int fd = init_start("exit 0", true, &outer, &init);
+	struct rec r = {0, 0, 0, 0};
+
+	ck_assert_int_eq(read(fd, &r, sizeof(r)), sizeof(r));
+	ck_assert_int_eq(r.layer, REC_STATUS_EMPTY);
+	init_harness_ended(outer);
+	close(fd);
+}
+END_TEST
 
 START_TEST(init_says_when_the_run_is_empty)
 {
@@ -1140,6 +1232,75 @@ static char *init_status_of(pid_t sandboxd)
 	closedir(d);
 	return found;
 }
+
+/* sandboxd's children that run sandboxd-init and have no child of their
+ * own: the inits of empty runs that are over, not yet let go (init.h,
+ * INIT_LINGER_MS).  A spare's init has the process that will become its
+ * command, a run's init its command until that ends. */
+static int lone_inits(pid_t sandboxd)
+{
+	char path[600], *st, *ppid, *kids;
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d))) {
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
+		st = test_read_file(path);
+		ppid = st ? strstr(st, "\nPPid:\t") : NULL;
+		if (st && strncmp(st, "Name:\tmemfd:sandboxd", 20) == 0 &&
+		    ppid && atoi(ppid + 7) == (int)sandboxd) {
+			snprintf(path, sizeof(path),
+				 "/proc/%s/task/%s/children", e->d_name,
+				 e->d_name);
+			kids = test_read_file(path);
+			/* Gone since (NULL): not there any more. */
+			n += kids && !kids[0];
+			free(kids);
+		}
+		free(st);
+	}
+	closedir(d);
+	return n;
+}
+
+/*
+ * An empty run's init outlives the run's EXITED only until sandboxd is
+ * idle again, when it makes the next spare (sandboxd/main.c,
+ * release_inits): then it exits and the run's namespaces come down.
+ * Looked for over half the time that init would wait on its own: a
+ * sandboxd that never let its inits go fails here.
+ */
+START_TEST(empty_runs_inits_let_go_when_idle)
+{
+	struct fixture f;
+	struct outcome o;
+	int n = -1;
+
+	fx_setup(&f, NULL);
+	for (int i = 0; i < 3; i++) {
+		char s1[] = "true";
+
+		run_sh(&f, s1, &o);
+		REQUIRE_SANDBOX(&o);
+		ck_assert_msg(o.error_code == NULL, "%s", o.error_msg);
+		ck_assert_int_eq(o.exit_code, 0);
+		outcome_free(&o);
+	}
+	for (long long t0 = mono_ms(); mono_ms() - t0 < INIT_LINGER_MS / 2;) {
+		if ((n = lone_inits(sbx_pid(f.s))) == 0)
+			break;
+		usleep(10 * 1000);
+	}
+	ck_assert_msg(n == 0,
+		      "%d inits of runs that are over still there %d ms after",
+		      n, INIT_LINGER_MS / 2);
+	fx_teardown(&f);
+}
+END_TEST
 
 /* The command starts with default signal dispositions (sandboxd ignores
  * SIGPIPE), and the run's init holds no capability and no_new_privs. */
@@ -4015,6 +4176,8 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, run_flags_decoding);
 	tcase_add_test(tc, deadline_kills_everything);
 	tcase_add_test(tc, init_says_when_the_run_is_empty);
+	tcase_add_test(tc, empty_run_init_waits_for_its_release);
+	tcase_add_test(tc, empty_run_init_ends_unreleased);
 	tcase_add_test(tc, spare_init_ready_after_drop);
 	tcase_add_test(tc, leftover_gone_at_exit);
 	tcase_add_test(tc, files_outside_and_inside);
@@ -4028,6 +4191,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, sandboxd_restarts);
 	tcase_add_test(tc, cancel_kills_the_run);
 	tcase_add_test(tc, signals_default_init_unprivileged);
+	tcase_add_test(tc, empty_runs_inits_let_go_when_idle);
 	tcase_add_test(tc, fail_closed);
 	tcase_add_test(tc, probe_reports_layers);
 	tcase_add_test(tc, host_mode_hides_run_sockets);

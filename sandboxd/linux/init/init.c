@@ -17,7 +17,9 @@
  * everything else in it, so nothing outlives the command.  The record
  * says whether init was alone by then (REC_STATUS_EMPTY): most commands
  * leave nothing behind, and sandboxd need not wait for init's own exit
- * to say the run is over.  The parent-death signal set before the exec
+ * to say the run is over.  Alone, init exits once sandboxd lets it
+ * (init.h, INIT_LINGER_MS), so that the run's namespaces come down after
+ * the answer rather than beside it.  The parent-death signal set before the exec
  * stays set (the exec changes no credentials): if sandboxd dies, so does
  * the run.
  *
@@ -27,8 +29,10 @@
  */
 #include <asm/unistd.h>
 #include <linux/capability.h>
+#include <linux/poll.h>
 #include <linux/prctl.h>
 #include <linux/signal.h>
+#include <linux/time_types.h>
 #include <linux/wait.h>
 
 #include "sandboxd/linux/init.h"
@@ -136,6 +140,18 @@ static int run_empty(void)
 	}
 }
 
+/* An empty run's init: wait until sandboxd closes its end of the status
+ * pipe, or INIT_LINGER_MS (init.h). */
+static void linger(void)
+{
+	struct pollfd p = {FD_STATUS, 0, 0};
+	struct __kernel_timespec ts = {INIT_LINGER_MS / 1000,
+				       (INIT_LINGER_MS % 1000) * 1000000L};
+
+	while (sys4(__NR_ppoll, &p, 1, &ts, 0) == -EINTR)
+		;
+}
+
 /* argv[2] is INIT_ARG_READY (no libc: no strcmp). */
 static int is_ready_arg(const char *a)
 {
@@ -191,6 +207,8 @@ __attribute__((used, noreturn)) void init_main(long *sp)
 			do {
 				n = sys3(__NR_write, FD_STATUS, &r, sizeof(r));
 			} while (n == -EINTR);
+			if (n == sizeof(r) && r.layer == REC_STATUS_EMPTY)
+				linger();
 			/* Returning kills every process left in the pid
 			 * namespace: a daemonised child dies with its run. */
 			die(0);
