@@ -1199,15 +1199,34 @@ START_TEST(sandboxd_restarts)
 }
 END_TEST
 
+/* /proc/<pid>/status when that process is sandboxd's child executing
+ * sandboxd-init, else NULL (malloc'd). */
+static char *sandboxd_init_status(const char *pid, pid_t sandboxd)
+{
+	char path[300], *st, *ppid;
+
+	if (pid[0] < '1' || pid[0] > '9')
+		return NULL;
+	snprintf(path, sizeof(path), "/proc/%s/status", pid);
+	st = test_read_file(path);
+	ppid = st ? strstr(st, "\nPPid:\t") : NULL;
+	/* Executed from its memfd: named "memfd:sandboxd-init", cut to the
+	 * 15 bytes a comm holds. */
+	if (st && strncmp(st, "Name:\tmemfd:sandboxd", 20) == 0 && ppid &&
+	    atoi(ppid + 7) == (int)sandboxd)
+		return st;
+	free(st);
+	return NULL;
+}
+
 /* The /proc status of the run's init on the host: sandboxd's child that
  * has executed sandboxd-init and dropped what it holds (no_new_privs set
  * is the last step), or NULL (malloc'd). */
 static char *init_status_of(pid_t sandboxd)
 {
-	char path[300], *st, *ppid;
 	DIR *d = opendir("/proc");
 	struct dirent *e;
-	char *found = NULL;
+	char *found = NULL, *st;
 
 	if (!d || sandboxd <= 0) {
 		if (d)
@@ -1215,16 +1234,8 @@ static char *init_status_of(pid_t sandboxd)
 		return NULL;
 	}
 	while (!found && (e = readdir(d))) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
-		st = test_read_file(path);
-		ppid = st ? strstr(st, "\nPPid:\t") : NULL;
-		/* Executed from its memfd: named "memfd:sandboxd-init",
-		 * cut to the 15 bytes a comm holds. */
-		if (st && strncmp(st, "Name:\tmemfd:sandboxd", 20) == 0 &&
-		    ppid && atoi(ppid + 7) == (int)sandboxd &&
-		    strstr(st, "NoNewPrivs:\t1\n"))
+		st = sandboxd_init_status(e->d_name, sandboxd);
+		if (st && strstr(st, "NoNewPrivs:\t1\n"))
 			found = st;
 		else
 			free(st);
@@ -1239,29 +1250,22 @@ static char *init_status_of(pid_t sandboxd)
  * command, a run's init its command until that ends. */
 static int lone_inits(pid_t sandboxd)
 {
-	char path[600], *st, *ppid, *kids;
+	char path[600], *st, *kids;
 	DIR *d = opendir("/proc");
 	struct dirent *e;
 	int n = 0;
 
 	ck_assert_ptr_nonnull(d);
 	while ((e = readdir(d))) {
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+		if (!(st = sandboxd_init_status(e->d_name, sandboxd)))
 			continue;
-		snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
-		st = test_read_file(path);
-		ppid = st ? strstr(st, "\nPPid:\t") : NULL;
-		if (st && strncmp(st, "Name:\tmemfd:sandboxd", 20) == 0 &&
-		    ppid && atoi(ppid + 7) == (int)sandboxd) {
-			snprintf(path, sizeof(path),
-				 "/proc/%s/task/%s/children", e->d_name,
-				 e->d_name);
-			kids = test_read_file(path);
-			/* Gone since (NULL): not there any more. */
-			n += kids && !kids[0];
-			free(kids);
-		}
 		free(st);
+		snprintf(path, sizeof(path), "/proc/%s/task/%s/children",
+			 e->d_name, e->d_name);
+		kids = test_read_file(path);
+		/* Gone since (NULL): not there any more. */
+		n += kids && !kids[0];
+		free(kids);
 	}
 	closedir(d);
 	return n;
