@@ -19,9 +19,9 @@
  * leave nothing behind, and sandboxd need not wait for init's own exit
  * to say the run is over.  Alone, init exits once sandboxd lets it
  * (init.h, INIT_LINGER_MS), so that the run's namespaces come down after
- * the answer rather than beside it.  The parent-death signal set before the exec
- * stays set (the exec changes no credentials): if sandboxd dies, so does
- * the run.
+ * the answer rather than beside it.  The parent-death signal set before
+ * the exec stays set (the exec changes no credentials): if sandboxd dies,
+ * so does the run.
  *
  * Freestanding on purpose: no libc, no dynamic loader, a few pages of
  * text.  Its exec and its exit cost a small fraction of those of a libc
