@@ -33,19 +33,20 @@
 /* How long after a run's EXITED the next spare is made (spawn.h): its
  * namespaces, mounts and sandboxd-init's exec, a millisecond of CPU here,
  * would otherwise run while spd answers the client and the client exits,
- * on the same two CPUs (bench/README.md, twelfth pass).  The inits of
- * empty runs that are over exit then too, and their namespaces come down
- * (release_inits; init.h, INIT_LINGER_MS). */
+ * on the same two CPUs (bench/README.md, twelfth pass).  An empty run's
+ * init is let go as long after its EXITED, and the run's namespaces come
+ * down then (release_inits; init.h, INIT_LINGER_MS). */
 #define SBXD_SPARE_DELAY_NS 1000000ull
 
 static struct spawn_ctx ctx;
 static struct spawn_run runs[SBXD_RUNS_MAX];
 /* Inits whose run is over (EXITED sent) but which have not exited yet:
  * reaped when their pidfd says they have (spawn_release).  status_fd,
- * until closed (release_inits), keeps an empty run's init waiting
- * (init.h, INIT_LINGER_MS). */
+ * until closed at release_ns (release_inits), keeps an empty run's init
+ * waiting (init.h, INIT_LINGER_MS). */
 static struct exiting {
 	int pidfd, status_fd;
+	uint64_t release_ns;
 } exiting[SBXD_RUNS_MAX];
 static size_t nexiting;
 static size_t nruns;
@@ -70,13 +71,15 @@ static struct spawn_run *find_run(uint32_t id)
 	return NULL;
 }
 
-/* Let the inits of runs that are over exit: their run's namespaces come
- * down now (init.h, INIT_LINGER_MS). */
-static void release_inits(void)
+/* Let the inits of runs that are over exit once their time has come
+ * (UINT64_MAX: every one): their runs' namespaces come down now (init.h,
+ * INIT_LINGER_MS). */
+static void release_inits(uint64_t now)
 {
 	for (size_t k = 0; k < nexiting; k++) {
-		if (exiting[k].status_fd >= 0)
-			close(exiting[k].status_fd);
+		if (exiting[k].status_fd < 0 || exiting[k].release_ns > now)
+			continue;
+		close(exiting[k].status_fd);
 		exiting[k].status_fd = -1;
 	}
 }
@@ -108,7 +111,7 @@ static void kill_all(void)
 			spawn_reap_pidfd(pidfd);
 	}
 	nruns = 0;
-	release_inits();
+	release_inits(UINT64_MAX);
 	while (nexiting > 0)
 		reap_exiting(nexiting - 1);
 }
@@ -269,7 +272,8 @@ static void finish_run(size_t i)
 		 * oldest go and wait for it rather than lose one. */
 		if (nexiting == SBXD_RUNS_MAX)
 			reap_exiting(0);
-		exiting[nexiting++] = (struct exiting){pidfd, status_fd};
+		exiting[nexiting++] = (struct exiting){
+		    pidfd, status_fd, spawn_now_ns() + SBXD_SPARE_DELAY_NS};
 	}
 	runs[i] = runs[--nruns];
 	/* Idle until spd's next message: the time to clone the next run's
@@ -290,6 +294,12 @@ static struct timespec *poll_timeout(struct timespec *ts)
 		uint64_t d = runs[i].deadline_ns;
 
 		if (d && !runs[i].timed_out && (!next || d < next))
+			next = d;
+	}
+	for (size_t k = 0; k < nexiting; k++) {
+		uint64_t d = exiting[k].release_ns;
+
+		if (exiting[k].status_fd >= 0 && (!next || d < next))
 			next = d;
 	}
 	if (!next)
@@ -394,8 +404,11 @@ int main(int argc, char **argv)
 		    !(n > 0 && pfd[0].revents)) {
 			spare_due_ns = 0;
 			spawn_spare(&ctx);
-			release_inits();
 		}
+		/* After the spare, which the next run wants first; not held
+		 * back by spd's messages as the spare is, nor by later runs'
+		 * ends, which put the spare off. */
+		release_inits(now);
 		/* Deadlines: kill the run; its EXITED follows its death. */
 		for (size_t i = 0; i < nruns; i++) {
 			if (runs[i].deadline_ns && !runs[i].timed_out &&

@@ -41,8 +41,9 @@ struct rec {
  * at most INIT_LINGER_MS.  init's exit sets off the kernel's teardown of
  * the run's namespaces (the network namespace's above all), about 0.2 ms
  * of two CPUs' time here; sandboxd lets it happen once spd has answered
- * its client and the client has exited, when it makes the next spare
- * (main.c, SBXD_SPARE_DELAY_NS), instead of beside that answer
+ * its client and the client has exited, 1 ms after EXITED, as it makes
+ * the next spare (main.c, SBXD_SPARE_DELAY_NS), instead of beside that
+ * answer
  * (bench/README.md, sixteenth pass).  Nothing runs in the run meanwhile:
  * it is empty, and nothing outside can enter it.  A run that is not empty
  * ends at once, as its leftovers must.

@@ -255,7 +255,7 @@ void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret);
  * init is still to be reaped (the run was reported empty before init
  * exited), else -1.  Then *status_fd is the status pipe's read end,
  * whose close lets init exit (init.h, INIT_LINGER_MS): close it once
- * idle, poll the pidfd, then spawn_reap_pidfd; else -1.  The caller
+ * spd has answered, poll the pidfd, then spawn_reap_pidfd; else -1.  The caller
  * closes mntns_fd after (the run's mounts come down with the last
  * reference: init's, when it exits). */
 int spawn_release(struct spawn_run *run, int *status_fd);

@@ -466,8 +466,8 @@ static struct rec init_record(const char *script, bool pidns)
 
 /*
  * An empty run's init waits, after its record, until its reader closes
- * the status pipe (init.h, INIT_LINGER_MS: sandboxd does once it is idle,
- * and the run's namespaces come down then): seen blocked in ppoll, its
+ * the status pipe (init.h, INIT_LINGER_MS: sandboxd does 1 ms after the
+ * run's EXITED, and the run's namespaces come down then): seen blocked in ppoll, its
  * harness still waiting for it, then gone once the pipe is closed.  A
  * run that is not empty ends at once (leftover_gone_at_exit).
  */
@@ -1283,13 +1283,13 @@ static int lone_inits(pid_t sandboxd)
 }
 
 /*
- * An empty run's init outlives the run's EXITED only until sandboxd is
- * idle again, when it makes the next spare (sandboxd/main.c,
- * release_inits): then it exits and the run's namespaces come down.
+ * An empty run's init outlives the run's EXITED by 1 ms, until spd has
+ * answered (sandboxd/main.c, release_inits): then it exits and the run's
+ * namespaces come down.
  * Looked for over half the time that init would wait on its own: a
  * sandboxd that never let its inits go fails here.
  */
-START_TEST(empty_runs_inits_let_go_when_idle)
+START_TEST(empty_runs_inits_let_go_after_exited)
 {
 	struct fixture f;
 	struct outcome o;
@@ -4206,7 +4206,7 @@ static Suite *sandbox_suite(void)
 	tcase_add_test(tc, sandboxd_restarts);
 	tcase_add_test(tc, cancel_kills_the_run);
 	tcase_add_test(tc, signals_default_init_unprivileged);
-	tcase_add_test(tc, empty_runs_inits_let_go_when_idle);
+	tcase_add_test(tc, empty_runs_inits_let_go_after_exited);
 	tcase_add_test(tc, fail_closed);
 	tcase_add_test(tc, probe_reports_layers);
 	tcase_add_test(tc, host_mode_hides_run_sockets);
