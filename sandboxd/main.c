@@ -255,6 +255,7 @@ static void finish_run(size_t i)
 	struct spawn_run *run = &runs[i];
 	struct sbxp_exited e;
 	int mntns_fd = run->mntns_fd, pidfd, status_fd;
+	uint64_t due;
 
 	spawn_finish(run, &e);
 	/* A command that ran was announced first, even when its exec was
@@ -267,19 +268,19 @@ static void finish_run(size_t i)
 	trace_stamp("exited");
 	trace_flush();
 	send_or_die(SBXP_EXITED, run->id, &e, sizeof(e));
+	due = spawn_now_ns() + SBXD_SPARE_DELAY_NS;
 	if ((pidfd = spawn_release(run, &status_fd)) >= 0) {
 		/* Full only if inits outlast their runs by many: let the
 		 * oldest go and wait for it rather than lose one. */
 		if (nexiting == SBXD_RUNS_MAX)
 			reap_exiting(0);
-		exiting[nexiting++] = (struct exiting){
-		    pidfd, status_fd, spawn_now_ns() + SBXD_SPARE_DELAY_NS};
+		exiting[nexiting++] = (struct exiting){pidfd, status_fd, due};
 	}
 	runs[i] = runs[--nruns];
 	/* Idle until spd's next message: the time to clone the next run's
 	 * init ahead (spawn.h, the spare), once spd has answered its client
 	 * (SBXD_SPARE_DELAY_NS).  A run that comes first is cloned anew. */
-	spare_due_ns = spawn_now_ns() + SBXD_SPARE_DELAY_NS;
+	spare_due_ns = due;
 	/* sandboxd's hold on the run's mounts; init's goes when it exits. */
 	if (mntns_fd >= 0)
 		close(mntns_fd);

@@ -317,9 +317,7 @@ void spare_heat_drop(struct spawn_ctx *ctx)
 	if (i >= 0)
 		slot_drop(&ctx->spares[i]);
 }
-#endif
 
-#if SPAWN_SHARED_VM
 /* spare.h */
 int spare_heat(struct spawn_ctx *ctx, struct spawn_hot *hot,
 	       const struct child_args *a)

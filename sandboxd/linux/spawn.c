@@ -1451,13 +1451,13 @@ int spawn_release(struct spawn_run *run, int *status_fd)
 	mountplan_free(&run->plan);
 	if (!run->reaped) {
 		*status_fd = run->status_fd;
-		run->pidfd = run->status_fd = -1;
-		return pidfd;
+	} else {
+		close(run->status_fd);
+		close(pidfd);
+		pidfd = -1;
 	}
-	close(run->status_fd);
 	run->pidfd = run->status_fd = -1;
-	close(pidfd);
-	return -1;
+	return pidfd;
 }
 
 void spawn_reap_pidfd(int pidfd)
