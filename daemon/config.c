@@ -263,6 +263,40 @@ int config_foreach_prefix(git_config *gc, const char *prefix,
 	return r;
 }
 
+/* [session] git-name and git-email: who agents' commits name; a value
+ * git would take for something else is refused. */
+static int load_identity(git_config *gc, const char *path,
+			 struct spd_config *cfg, char *errbuf, size_t errlen)
+{
+	static const char *const keys[] = {"session.git-name",
+					   "session.git-email"};
+	char **dst[] = {&cfg->git_name, &cfg->git_email};
+
+	for (size_t i = 0; i < 2; i++) {
+		git_config_entry *e = NULL;
+
+		if (git_config_get_entry(&e, gc, keys[i]) < 0)
+			continue;
+		if (!e->value[0] || strlen(e->value) > 200 ||
+		    strpbrk(e->value, "<>\"\\\n") ||
+		    (i == 1 && !strchr(e->value, '@'))) {
+			snprintf(errbuf, errlen,
+				 "%s: %s must be %s of at most 200 "
+				 "characters without < > \" or \\",
+				 path, keys[i],
+				 i == 1 ? "an address with @" : "a name");
+			git_config_entry_free(e);
+			return -EINVAL;
+		}
+		free(*dst[i]);
+		*dst[i] = strdup(e->value);
+		git_config_entry_free(e);
+		if (!*dst[i])
+			return -ENOMEM;
+	}
+	return 0;
+}
+
 int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		size_t errlen)
 {
@@ -358,6 +392,9 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		}
 		cfg->journal_queue_max = (size_t)n;
 	}
+	r = load_identity(gc, path, cfg, errbuf, errlen);
+	if (r < 0)
+		goto out;
 	r = load_limits(gc, path, cfg, errbuf, errlen);
 	if (r < 0)
 		goto out;
@@ -403,6 +440,9 @@ void config_free(struct spd_config *cfg)
 	strv_free_array(cfg->key_files);
 	strv_free_array(cfg->hidden);
 	cfg->writable = cfg->key_files = cfg->hidden = NULL;
+	free(cfg->git_name);
+	free(cfg->git_email);
+	cfg->git_name = cfg->git_email = NULL;
 	strv_free_array(cfg->proxy_allow_host);
 	strv_free_array(cfg->proxy_deny_host);
 	strv_free_array(cfg->proxy_ask_host);

@@ -41,6 +41,9 @@ struct spd_config {
 	 * most CONFIG_HIDDEN_MAX; covered in every run and refused to the
 	 * file tools and commands outside the workspace.  NULL: none. */
 	char **hidden;
+	/* [session] git-name, git-email: the identity of agents' commits;
+	 * NULL: "agent <session id>". */
+	char *git_name, *git_email;
 	size_t output_cap;
 	uint32_t default_timeout_ms;
 	size_t journal_queue_max; /* 0: the journal's default */

@@ -72,17 +72,47 @@ struct run_session {
 	char id[SESSION_ID_LEN + 1];
 	char **argv;
 	struct session_run_paths paths; /* borrowed by the run's spec */
+	int64_t journal_row;		/* the run's start in the journal */
+	bool started;			/* counted in session_runs */
 };
 
 static void run_session_free(struct run_session *rs)
 {
+	if (rs->started)
+		session_run_end(rs->spd->sessions, rs->id);
 	session_argv_free(rs->argv);
 	session_run_paths_free(&rs->paths);
 	free(rs);
 }
 
+/* The agent's commits onto the session's branch, before the reply: a
+ * secret in one ends the attempt, and a branch moved below the base is
+ * said to the agent, whose commits do not land until it is fixed. */
+static int after_run_sync(struct run_session *rs, char *msg, size_t msglen)
+{
+	char where[1100] = "";
+	int x = session_sync(rs->spd->sessions, rs->id, where, sizeof(where));
+
+	if (x == -EACCES) {
+		snprintf(msg, msglen,
+			 "%s adds a known secret value: the session's attempt "
+			 "ended",
+			 where);
+		return RPC_E_SECRET_IN_DIFF;
+	}
+	if (x == -EXDEV || x == -EINVAL) {
+		snprintf(msg, msglen, "%s",
+			 session_store_error(rs->spd->sessions));
+		return RPC_E_BAD_REQUEST;
+	}
+	if (x < 0 && x != -ENOENT)
+		log_warn("session %s: the agent's commits were not taken: %s",
+			 rs->id, session_store_error(rs->spd->sessions));
+	return 0;
+}
+
 /* Before the reply: the guard's re-hash, whose finding ends the attempt
- * and turns the reply into that error. */
+ * and turns the reply into that error; then the agent's commits. */
 static int after_run(void *data, const struct sbx_result *r, char *msg,
 		     size_t msglen)
 {
@@ -91,7 +121,13 @@ static int after_run(void *data, const struct sbx_result *r, char *msg,
 	int ret = 0, x;
 
 	(void)r;
+	if (rs->started) {
+		session_run_end(rs->spd->sessions, rs->id);
+		rs->started = false;
+	}
 	x = session_guard_check(rs->spd->sessions, rs->id, &f);
+	if (x == 0)
+		return after_run_sync(rs, msg, msglen);
 	if (x == 1) {
 		snprintf(msg, msglen, "%s %s: the session's attempt ended",
 			 f.path, f.what);
@@ -107,6 +143,24 @@ static int after_run(void *data, const struct sbx_result *r, char *msg,
 	return ret;
 }
 
+/* argv as one line for a checkpoint's message, words joined by
+ * spaces, cut at a bound. */
+static char *argv_text(char *const *argv)
+{
+	char buf[512];
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; argv && argv[i] && used < sizeof(buf) - 1; i++) {
+		int k = snprintf(buf + used, sizeof(buf) - used, "%s%s",
+				 i ? " " : "", argv[i]);
+		if (k < 0)
+			break;
+		used += (size_t)k;
+	}
+	return strdup(buf);
+}
+
 /* After the reply: the command in the session's history (a row and a
  * counter in sessions.db, some 0.1 ms the client need not wait for). */
 static void after_reply(void *data, const struct sbx_result *r)
@@ -120,7 +174,27 @@ static void after_reply(void *data, const struct sbx_result *r)
 		log_warn("session %s: the command's record was not written: "
 			 "%s",
 			 rs->id, strerror(-x));
+	/* What the run changed, as a checkpoint (when no other run of the
+	 * session is in flight: the last one to end takes it). */
+	{
+		char *what = argv_text(rs->argv);
+
+		x = session_checkpoint(rs->spd->sessions, rs->id,
+				       rs->journal_row, what, NULL);
+		if (x < 0 && x != -EBUSY && x != -ENOENT)
+			log_warn("session %s: no checkpoint: %s", rs->id,
+				 session_store_error(rs->spd->sessions));
+		free(what);
+	}
 	run_session_free(rs);
+}
+
+static void run_started(void *data)
+{
+	struct run_session *rs = data;
+
+	session_run_begin(rs->spd->sessions, rs->id);
+	rs->started = true;
 }
 
 static void cancel_run(void *data)
@@ -214,6 +288,8 @@ static int run_prepare(struct spd *spd, struct call *c, struct run_request *req)
 	if (!who->operator)
 		req->cwd = NULL;
 	req->done_hook = after_run;
+	req->on_start = run_started;
+	req->journal_row = &rs->journal_row;
 	req->after_reply = after_reply;
 	req->done_data = rs;
 	req->done_cancel = cancel_run;
@@ -322,6 +398,16 @@ static int diff_first_secret(const struct redact_set *set, const char *text,
 	return 0;
 }
 
+/* The session store's secret scan (session_store_set_scanner). */
+static int scan_hook(void *data, const char *diff, char *where, size_t wlen)
+{
+	struct spd *spd = data;
+
+	if (!spd->redact)
+		return 0;
+	return diff_first_secret(spd->redact, diff, where, wlen);
+}
+
 int agent_diff_guard(struct spd *spd, struct call *c, const char *id)
 {
 	char *text = NULL, where[1100];
@@ -365,6 +451,7 @@ static int policy_lookup(struct spd *spd, const char *id,
 	memcpy(ws, path, strlen(path) + 1);
 	ret->workspace = ws;
 	ret->in_place = i->mode == SESSION_MODE_IN_PLACE;
+	ret->worktree_session = i->mode == SESSION_MODE_WORKTREE;
 	ret->path_env = POLICY_DEFAULT_PATH;
 	ret->writable = (const char *const *)spd->config.writable;
 	session_info_free(i);
@@ -407,6 +494,9 @@ int agent_start(struct spd *spd)
 	session_store_set_journal(spd->sessions, journal_hook, spd);
 	session_store_set_check_runner(spd->sessions, agent_check_runner, spd);
 	session_store_set_ended_hook(spd->sessions, on_attempt_ended, spd);
+	session_store_set_scanner(spd->sessions, scan_hook, spd);
+	session_store_set_identity(spd->sessions, spd->config.git_name,
+				   spd->config.git_email);
 	spd->session_auth = auth_hook;
 	policy_set_session_lookup(policy_lookup);
 	spd->run_prepare = run_prepare;

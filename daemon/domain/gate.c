@@ -594,6 +594,7 @@ static int gate_classify(struct spd *spd, const struct policy_conf *conf,
 
 	ctx.workspace = g->workspace;
 	ctx.in_place = g->in_place;
+	ctx.worktree_session = g->session_id && !g->in_place;
 	/* The PATH the run searches, and the places a run can write: a
 	 * program found there is the agent's, never trusted by name. */
 	ctx.path_env = POLICY_DEFAULT_PATH;

@@ -109,6 +109,11 @@ struct policy_context {
 	/* In-place mode: git commands that move the checkout or rewrite
 	 * refs are denied instead of asked. */
 	bool in_place;
+	/* A worktree session: its worktree's .git is the agent's own
+	 * repository, so the commands that commit there (add, commit,
+	 * restore, stash, mv, rm, a soft reset) change nothing of the
+	 * operator's and are allowed. */
+	bool worktree_session;
 	/* The PATH of the session; NULL means POLICY_DEFAULT_PATH.  Its
 	 * entries outside the workspace are trusted to hold real programs. */
 	const char *path_env;

@@ -139,6 +139,13 @@ static const char *const git_state_cmds[] = {
     "interpret-trailers",
 };
 
+/* What an agent commits with, in a worktree session: they act on its
+ * own repository (the worktree's .git) and nothing else (a hard reset
+ * is refused above, like every destructive command). */
+static const char *const git_session_cmds[] = {
+    "add", "commit", "restore", "stash", "mv", "rm", "reset",
+};
+
 /* Sub-command options that run programs or write files even in an
  * otherwise read-only command. */
 static bool git_bad_subopt(const char *a)
@@ -433,6 +440,14 @@ void run_git(struct cls *c, struct lvl *l)
 		     "git %s would move the operator's own checkout (in-place "
 		     "mode)",
 		     sub);
+		goto out;
+	}
+	if (c->ctx->worktree_session && IN(git_session_cmds, sub)) {
+		allow(c, "allow.git.session",
+		      "git %s changes only the session's own repository and "
+		      "worktree; spd takes its commits onto the session's "
+		      "branch",
+		      sub);
 		goto out;
 	}
 	if (IN(git_state_cmds, sub)) {

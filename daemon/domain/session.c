@@ -504,6 +504,8 @@ void session_store_free(struct session_store *s)
 	if (s->db)
 		sqlite3_close(s->db);
 	free(s->state_dir);
+	free(s->git_name);
+	free(s->git_email);
 	if (s->git_ready)
 		git_libgit2_shutdown();
 	free(s);
@@ -561,6 +563,8 @@ int session_store_open(const char *state_dir, struct session_store **ret)
 		       "CREATE TABLE IF NOT EXISTS findings("
 		       " session TEXT NOT NULL, kind TEXT NOT NULL,"
 		       " what TEXT, at INTEGER NOT NULL);");
+	if (r == 0)
+		r = sess_work_schema(s);
 	if (r < 0)
 		goto fail;
 	r = load(s);

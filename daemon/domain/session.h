@@ -189,12 +189,107 @@ int session_recent_workspaces(struct session_store *s, int64_t since,
 json_t *session_info_json(const struct session_info *i);
 
 /*
- * End a session: its worktree is pruned and removed (the branch is
- * kept), its held-out files deleted, its token no longer authenticates.
- * An attempt-ended session can be ended too.  Returns 0, -ENOENT, or
- * -EALREADY when it had already ended.
+ * End a session.  In a worktree: the agent's commits are taken onto the
+ * branch (session_sync), then what it left uncommitted is committed there
+ * by spd (after the secret scan) unless discard, and only then is the
+ * worktree pruned and removed (the branch is kept).  Its held-out files
+ * are deleted, its token no longer authenticates.  An attempt-ended
+ * session can be ended too.  *ret_report (may be NULL; caller frees) says
+ * what became of uncommitted work: {"committed", "files"} or
+ * {"discarded"}.  Returns 0; -ENOENT; -EALREADY when it had already
+ * ended; -EBUSY while a run of the session is in flight; -EACCES when a
+ * known secret is in the agent's commits or its uncommitted work (the
+ * session stays, with its worktree; the store's error names the file);
+ * -EXDEV when the agent's branch does not descend from the base (it
+ * stays too); -EIO when the worktree could not be removed (ended all
+ * the same).
  */
-int session_end(struct session_store *s, const char *id);
+int session_end(struct session_store *s, const char *id, bool discard,
+		json_t **ret_report);
+
+/* The name of the agent's own git dir in a worktree (see
+ * session_git.c): the worktree's ".git". */
+#define SESSION_AGENT_GIT ".git"
+/*
+ * The secret scan spd applies to the agent's commits and to the work it
+ * commits at the end: given a unified diff, return 1 and write
+ * "path:line" of the first added line holding a known secret to where,
+ * or 0.  Set by the lead (agent.c); without one nothing is scanned.
+ */
+typedef int (*session_scan_fn)(void *data, const char *diff, char *where,
+			       size_t wlen);
+void session_store_set_scanner(struct session_store *s, session_scan_fn fn,
+			       void *data);
+/* The identity of agents' commits (spd.conf [session] git-name and
+ * git-email); NULL: "agent <session id>".  Copied. */
+void session_store_set_identity(struct session_store *s, const char *name,
+				const char *email);
+
+/*
+ * Take the agent's new commits on refs/heads/spd/<feature> of the
+ * worktree's own repository onto the session's branch in the main
+ * repository: their objects are copied (read without following a
+ * symlink or opening anything but a regular file), each commit's own
+ * change is scanned, and the branch is moved (a force move: the agent
+ * may amend its own commits, never reach below the base).  Returns 1
+ * when the branch moved, 0 when there was nothing new (or the session
+ * is in place or ended), -EACCES on a known secret (where gets
+ * "commit X: path:line"; the attempt is ended with SECRET-IN-DIFF),
+ * -EXDEV when the agent's branch does not descend from the base, or
+ * another -errno; the store's error says why.
+ */
+int session_sync(struct session_store *s, const char *id, char *where,
+		 size_t wlen);
+
+/* Runs of a session in flight: counted from their start to their end.
+ * spd reads the worktree's files (checkpoints, the end) only while none
+ * is, so that nothing can change them under it. */
+void session_run_begin(struct session_store *s, const char *id);
+void session_run_end(struct session_store *s, const char *id);
+unsigned session_runs(struct session_store *s, const char *id);
+
+/*
+ * After a run or file tool that may have changed the worktree: record
+ * the worktree's files as checkpoint N (a commit on
+ * refs/spd/checkpoints/<id>, never the agent's branch) with the journal
+ * row and what made it.  Returns 1 and *ret_n (may be NULL) when taken, 0
+ * when nothing changed (or not a live worktree session), -EBUSY while a
+ * run is in flight, or -errno.
+ */
+int session_checkpoint(struct session_store *s, const char *id, int64_t row,
+		       const char *what, unsigned *ret_n);
+/* The checkpoints, oldest first: [{"n","commit","journal_row","what",
+ * "files","at"}] (new reference), or NULL for no such session. */
+json_t *session_checkpoints(struct session_store *s, const char *id);
+/* Put the worktree back as checkpoint n had it, after checkpointing what
+ * is there now (*ret_saved, may be NULL: its number, 0 when it was a
+ * checkpoint already).  0, -ENOENT, -EINVAL (no such checkpoint; not a
+ * live worktree), -EBUSY (a run in flight) or -EIO. */
+int session_restore(struct session_store *s, const char *id, unsigned n,
+		    unsigned *ret_saved);
+/* What a worktree session holds: {"head", "commits": [{"commit",
+ * "subject","author"}] newest first, "uncommitted": [paths] and
+ * "uncommitted_count" (absent while a run is in flight or after the
+ * end)}.  0 and *ret, -ENOENT, -EINVAL (in place) or -EIO. */
+int session_work(struct session_store *s, const char *id, json_t **ret);
+
+/*
+ * Merge the session's branch into the operator's checkout (the branch
+ * checked out there, or into when not NULL): fast-forward where it can,
+ * else a merge commit (squash: one commit on top of the target).
+ * expect_target is the target's tip when the checks began (NULL: not
+ * checked): a different tip now refuses with -ESTALE.  Refuses with
+ * -EBUSY when the checkout has changes, -ENOTEMPTY on conflicts (the
+ * store's error lists them), -EALREADY when there is nothing to merge.
+ * Returns 0 and *ret ({"into","from","to","fast_forward","squash"}).
+ */
+int session_merge(struct session_store *s, const char *id, const char *into,
+		  bool squash, const char *expect_target, json_t **ret);
+/* The target's tip for session_merge (into or the checkout's branch),
+ * in hex (GIT_OID_HEXSZ + 1 bytes): 0, -EINVAL (detached HEAD, no such
+ * branch; the store's error says) or -ENOENT. */
+int session_merge_target(struct session_store *s, const char *id,
+			 const char *into, char *ret_hex);
 
 /*
  * Find the session whose token this is, comparing the token's hash with

@@ -74,12 +74,8 @@ int session_diff(struct session_store *s, const char *id, char **ret_text,
 	s->err[0] = '\0';
 	if (!x)
 		return -ENOENT;
-	if (x->info.state == SESSION_ENDED &&
-	    x->info.mode == SESSION_MODE_WORKTREE) {
-		sess_seterr(s, "session %s has ended; its work is on branch %s",
-			    id, x->info.branch);
-		return -ESHUTDOWN;
-	}
+	bool ended = x->info.state == SESSION_ENDED &&
+		     x->info.mode == SESSION_MODE_WORKTREE;
 	/*
 	 * Open the main repository by its git dir and point it at the
 	 * worktree, rather than follow the worktree's .git file: that file
@@ -91,7 +87,8 @@ int session_diff(struct session_store *s, const char *id, char **ret_text,
 				    GIT_REPOSITORY_OPEN_NO_SEARCH |
 					GIT_REPOSITORY_OPEN_BARE,
 				    NULL) < 0 ||
-	    git_repository_set_workdir(repo, x->info.worktree, 0) < 0 ||
+	    (!ended &&
+	     git_repository_set_workdir(repo, x->info.worktree, 0) < 0) ||
 	    git_oid_fromstr(&oid, x->info.base) < 0 ||
 	    git_commit_lookup(&base, repo, &oid) < 0 ||
 	    git_commit_tree(&tree, base) < 0) {
@@ -103,7 +100,24 @@ int session_diff(struct session_store *s, const char *id, char **ret_text,
 	dopt.flags = GIT_DIFF_INCLUDE_UNTRACKED |
 		     GIT_DIFF_RECURSE_UNTRACKED_DIRS |
 		     GIT_DIFF_SHOW_UNTRACKED_CONTENT;
-	if (git_diff_tree_to_workdir(&diff, repo, tree, &dopt) < 0) {
+	if (ended) {
+		/* The worktree is gone: what the branch holds. */
+		git_oid tip;
+		git_commit *c = NULL;
+		git_tree *t = NULL;
+
+		if (sess_branch_tip(s, x, repo, &tip) < 0 ||
+		    git_commit_lookup(&c, repo, &tip) < 0 ||
+		    git_commit_tree(&t, c) < 0 ||
+		    git_diff_tree_to_tree(&diff, repo, tree, t, &dopt) < 0) {
+			git_commit_free(c);
+			git_tree_free(t);
+			sess_seterr(s, "git diff: %s", sess_git_msg());
+			goto out;
+		}
+		git_commit_free(c);
+		git_tree_free(t);
+	} else if (git_diff_tree_to_workdir(&diff, repo, tree, &dopt) < 0) {
 		sess_seterr(s, "git diff: %s", sess_git_msg());
 		goto out;
 	}

@@ -10,6 +10,7 @@
 #ifndef SPD_DAEMON_SESSION_PRIV_H
 #define SPD_DAEMON_SESSION_PRIV_H
 
+#include <git2.h>
 #include <jansson.h>
 #include <sodium.h>
 #include <sqlite3.h>
@@ -36,6 +37,10 @@ struct sess {
 	/* What each of empty_files and ign_start was when recorded (a
 	 * moved one is followed: sess_inplace_follow). */
 	struct sess_id *empty_ids, *start_ids;
+	/* Worktree: the agent's branch tip last taken (session_sync). */
+	git_oid synced;
+	bool synced_set;
+	unsigned runs; /* runs in flight (session_run_begin) */
 	struct sess *next;
 };
 
@@ -58,6 +63,9 @@ struct session_store {
 	void *runner_data;
 	session_ended_fn ended;
 	void *ended_data;
+	session_scan_fn scan;
+	void *scan_data;
+	char *git_name, *git_email; /* NULL: "agent <id>" */
 	char err[1024];
 	/* libgit2 is initialised on first use: its start-up loads and
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
@@ -156,5 +164,42 @@ int sess_find_secrets(struct session_store *s, struct sess *x);
 
 /* Where session id's held-out files are sealed, or NULL. */
 char *sess_heldout_dir(struct session_store *s, const char *id);
+
+/* ---- session_git.c ---- */
+
+/* The main repository opened by its git dir with the worktree as its
+ * work dir (never through the worktree's .git): 0 or -EIO. */
+int sess_open_worktree(struct session_store *s, const struct sess *x,
+		       git_repository **ret);
+/* Make the agent's repository in x's worktree (after the checkout): 0 or
+ * a negative errno. */
+int sess_agent_git_make(struct session_store *s, struct sess *x,
+			git_repository *repo);
+/* The unified diff between two trees (NULL: the empty tree): the diff
+ * and/or its text (malloc'd), either pointer may be NULL. */
+int sess_diff_text(git_repository *repo, git_tree *from, git_tree *to,
+		   git_diff **ret_diff, char **ret_text);
+/* The session branch's tip in repo: 0 or -ENOENT (error set). */
+int sess_branch_tip(struct session_store *s, const struct sess *x,
+		    git_repository *repo, git_oid *ret);
+/* Move the session's branch from old to new_tip: 0 or -EIO. */
+int sess_branch_move(struct session_store *s, struct sess *x,
+		     git_repository *repo, const git_oid *old,
+		     const git_oid *new_tip, const char *why);
+/* The identity of the agent's commits in name and email. */
+void sess_agent_ident(const struct session_store *s, const struct sess *x,
+		      char *name, size_t nlen, char *email, size_t elen);
+
+/* ---- session_work.c ---- */
+
+/* The checkpoints table: 0 or -EIO. */
+int sess_work_schema(struct session_store *s);
+/* At the end: commit what is uncommitted (1, *ret_report) after the
+ * scan (-EACCES), or with discard list it (0, *ret_report); 0 and NULL
+ * when nothing was uncommitted. */
+int sess_end_work(struct session_store *s, struct sess *x, bool discard,
+		  json_t **ret_report);
+/* Drop spd's index of the session's worktree. */
+void sess_work_forget(struct session_store *s, const char *id);
 
 #endif

@@ -397,6 +397,12 @@ static int start_worktree(struct session_store *s, struct start *st,
 	}
 	st->made_wt = true;
 	x->info.worktree = steal_ptr(st->wtdir);
+	r = sess_agent_git_make(s, x, st->repo);
+	if (r < 0) {
+		sess_seterr(s, "cannot make the agent's repository in %s: %s",
+			    x->info.worktree, strerror(-r));
+		return r;
+	}
 	return 0;
 }
 
@@ -543,19 +549,75 @@ int session_start(struct session_store *s, const char *repo_path,
 
 /* ---- end ---- */
 
-int session_end(struct session_store *s, const char *id)
+/* Before a worktree goes: the agent's commits onto the branch, then
+ * what it left uncommitted (or, with discard, the list of it).  0, or a
+ * negative errno when the session must stay (the error says why). */
+static int end_keep_work(struct session_store *s, struct sess *x,
+			 bool discard, json_t **ret_report)
+{
+	char where[1100] = "";
+	int r;
+
+	if (x->runs > 0) {
+		sess_seterr(s,
+			    "session %s has %u run%s in flight: ending now "
+			    "could lose what %s writing; end it when %s "
+			    "done",
+			    x->info.id, x->runs, x->runs == 1 ? "" : "s",
+			    x->runs == 1 ? "it is" : "they are",
+			    x->runs == 1 ? "it is" : "they are");
+		return -EBUSY;
+	}
+	if (!discard) {
+		r = session_sync(s, x->info.id, where, sizeof(where));
+		if (r == -EACCES) {
+			sess_seterr(s,
+				    "%s adds a known secret value: the "
+				    "agent's commits are not taken and the "
+				    "session is not ended (its worktree is "
+				    "kept: %s); remove them there, or end "
+				    "with --discard",
+				    where, x->info.worktree);
+			return r;
+		}
+		if (r < 0) {
+			char why[sizeof(s->err)];
+
+			snprintf(why, sizeof(why), "%s", s->err);
+			sess_seterr(s,
+				    "%s; the session is not ended (its "
+				    "worktree is kept: %s), or end it with "
+				    "--discard",
+				    why, x->info.worktree);
+			return r;
+		}
+	}
+	r = sess_end_work(s, x, discard, ret_report);
+	return r < 0 ? r : 0;
+}
+
+int session_end(struct session_store *s, const char *id, bool discard,
+		json_t **ret_report)
 {
 	struct sess *x = sess_find(s, id);
+	json_t *report = NULL;
 	char *p;
 	int r = 0;
 	if (sess_git_up(s) < 0)
 		return -EIO;
 
 	s->err[0] = '\0';
+	if (ret_report)
+		*ret_report = NULL;
 	if (!x)
 		return -ENOENT;
 	if (x->info.state == SESSION_ENDED)
 		return -EALREADY;
+	if (x->info.mode == SESSION_MODE_WORKTREE) {
+		r = end_keep_work(s, x, discard, &report);
+		if (r < 0)
+			return r;
+	}
 	if (x->info.mode == SESSION_MODE_WORKTREE) {
 		git_repository *repo = NULL;
 		git_worktree *wt = NULL;
@@ -580,6 +642,7 @@ int session_end(struct session_store *s, const char *id)
 		git_repository_free(repo);
 		r = sess_rm_tree(x->info.worktree);
 	}
+	sess_work_forget(s, id);
 	p = sess_heldout_dir(s, id);
 	if (p)
 		sess_rm_tree(p);
@@ -606,5 +669,9 @@ int session_end(struct session_store *s, const char *id)
 		     x->info.branch ? x->info.branch : "(none)");
 	if (s->ended)
 		s->ended(s->ended_data, id, "ENDED");
+	if (ret_report)
+		*ret_report = report;
+	else
+		json_decref(report);
 	return r;
 }

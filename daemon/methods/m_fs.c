@@ -592,6 +592,15 @@ static void job_done(uv_work_t *w, int status)
 			   "out of memory building the reply");
 	else
 		call_reply(j->c, res);
+	/* After the reply: a checkpoint of what the write changed. */
+	if (res && j->session && j->op != FS_OP_READ && j->op != FS_OP_LIST &&
+	    j->op != FS_OP_STAT && call_spd(j->c)->sessions) {
+		char what[600];
+
+		snprintf(what, sizeof(what), "fs %s", j->rel);
+		session_checkpoint(call_spd(j->c)->sessions, j->session, 0,
+				   what, NULL);
+	}
 out:
 	job_free(j);
 }

@@ -778,6 +778,8 @@ static int run_journal_start(struct call *c, const struct run_request *req,
 
 	free(text);
 	json_decref(d);
+	if (jr >= 0 && req->journal_row)
+		*req->journal_row = jr;
 	if (jr >= 0)
 		return 0;
 	call_error(c, RPC_E_INTERNAL, NULL,
@@ -1011,6 +1013,8 @@ int run_start(struct call *c, const struct run_request *req)
 					      : strerror(-r));
 		goto out;
 	}
+	if (req->on_start)
+		req->on_start(req->done_data);
 	call_on_gone(c, on_gone, rc);
 	if (req->stdin_pipe)
 		stdin_run_register(c, rc);

@@ -18,6 +18,7 @@
 #include "daemon/log.h"
 #include "daemon/domain/sbx.h"
 #include "daemon/domain/linkwatch.h"
+#include "daemon/domain/journal.h"
 #include "daemon/domain/session.h"
 #include "daemon/spd.h"
 
@@ -235,28 +236,76 @@ void m_session_show(struct call *c)
 	session_info_free(i);
 }
 
+/* The branch's commits since the base, for the end and the diff; NULL
+ * when there are none (or it cannot say). */
+static json_t *branch_commits(struct call *c, const char *id)
+{
+	json_t *w = NULL, *commits;
+
+	if (session_work(store(c), id, &w) < 0)
+		return NULL;
+	commits = json_incref(json_object_get(w, "commits"));
+	json_decref(w);
+	if (json_array_size(commits) == 0) {
+		json_decref(commits);
+		return NULL;
+	}
+	return commits;
+}
+
 void m_session_end(struct call *c)
 {
 	struct session_info *i = NULL;
 	const char *id = param_str(c, "id");
-	json_t *res;
+	bool discard = json_is_true(json_object_get(call_params(c), "discard"));
+	json_t *res, *report = NULL, *commits;
 	int r;
 
 	if (!have_store(c))
 		return;
-	call_set_summary(c, "end %s", id);
-	r = session_end(store(c), id);
+	call_set_summary(c, "end %s%s", id, discard ? " --discard" : "");
+	r = session_end(store(c), id, discard, &report);
+	if (r == -EACCES) {
+		call_error(c, RPC_E_SECRET_IN_DIFF, NULL, "%s",
+			   session_store_error(store(c)));
+		return;
+	}
+	if (r == -EBUSY || r == -EXDEV) {
+		call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
+			   session_store_error(store(c)));
+		return;
+	}
 	if (r < 0 && r != -EIO) {
+		json_decref(report);
 		fail(c, r, id);
 		return;
 	}
 	if (session_get(store(c), id, &i) < 0) {
+		json_decref(report);
 		call_error(c, RPC_E_INTERNAL, NULL, "session vanished");
 		return;
 	}
 	res = session_info_json(i);
-	if (i->mode == SESSION_MODE_WORKTREE && i->branch)
-		json_object_set_new(res, "merge", merge_command(i));
+	if (report)
+		json_object_set_new(res, "work", report);
+	if (i->mode == SESSION_MODE_WORKTREE && i->branch) {
+		/* A merge command only for a branch with something in it. */
+		commits = branch_commits(c, id);
+		if (commits) {
+			json_object_set_new(res, "commits", commits);
+			json_object_set_new(res, "merge", merge_command(i));
+		} else {
+			json_object_set_new(
+			    res, "note",
+			    json_string("the branch has no commits: nothing "
+					"to merge"));
+		}
+	} else if (i->mode == SESSION_MODE_IN_PLACE) {
+		json_object_set_new(
+		    res, "note",
+		    json_string("in place: the work is in the checkout "
+				"itself; there is nothing to merge"));
+	}
 	if (r == -EIO)
 		json_object_set_new(res, "warning",
 				    json_string(session_store_error(store(c))));
@@ -287,6 +336,17 @@ void m_session_status(struct call *c)
 		return;
 	}
 	res = session_info_json(i);
+	/* The branch's commits and what is not committed yet. */
+	if (i->mode == SESSION_MODE_WORKTREE) {
+		json_t *w = NULL;
+		char where[1100];
+
+		session_sync(store(c), id, where, sizeof(where));
+		if (session_work(store(c), id, &w) == 0) {
+			json_object_update(res, w);
+			json_decref(w);
+		}
+	}
 	/* An agent learns where it works, not where spd keeps things. */
 	if (!who->operator) {
 		json_object_del(res, "repo");
@@ -326,6 +386,12 @@ struct verify_run {
 	struct session_verify_plan *plan;
 	int *exits;
 	size_t next;
+	/* session.merge: what follows a verdict instead of the reply. */
+	void (*then)(struct verify_run *v, const struct session_verdict *vd,
+		     json_t *verdict);
+	char *into;
+	bool squash, force;
+	char target[41];
 };
 
 static void verify_step(struct verify_run *v);
@@ -346,11 +412,15 @@ static void verify_finish(struct verify_run *v)
 	r = session_verify_evaluate(v->s, v->plan, v->exits, &verdict);
 	if (r < 0)
 		fail(v->c, r, v->plan->id);
+	else if (v->then)
+		v->then(v, &verdict,
+			session_verdict_json(&verdict, v->plan, v->exits));
 	else
 		call_reply(v->c,
 			   session_verdict_json(&verdict, v->plan, v->exits));
 	session_verify_plan_free(v->plan);
 	free(v->exits);
+	free(v->into);
 	free(v);
 }
 
@@ -433,6 +503,19 @@ void m_session_diff(struct call *c)
 		return;
 	if (agent_diff_guard(call_spd(c), c, id))
 		return;
+	{
+		char where[1100];
+
+		r = session_sync(store(c), id, where, sizeof(where));
+		if (r == -EACCES) {
+			call_error(c, RPC_E_SECRET_IN_DIFF,
+				   json_pack("{s:s}", "where", where),
+				   "%s adds a known secret value: the "
+				   "session's attempt ended",
+				   where);
+			return;
+		}
+	}
 	r = session_diff(store(c), id, &text, &truncated);
 	if (r < 0) {
 		fail(c, r, id);
@@ -446,9 +529,155 @@ void m_session_diff(struct call *c)
 	res = json_pack("{s:s, s:s, s:b, s:s?}", "id", id, "base", i->base,
 			"truncated", truncated, "branch", i->branch);
 	json_object_set_new(res, "diff", text_json(text));
-	if (i->mode == SESSION_MODE_WORKTREE && i->branch)
-		json_object_set_new(res, "merge", merge_command(i));
+	if (i->mode == SESSION_MODE_WORKTREE) {
+		json_t *w = NULL;
+
+		if (session_work(store(c), id, &w) == 0) {
+			json_object_update(res, w);
+			json_decref(w);
+		}
+		if (json_array_size(json_object_get(res, "commits")) > 0)
+			json_object_set_new(res, "merge", merge_command(i));
+	}
 	free(text);
 	session_info_free(i);
 	call_reply(c, res);
+}
+
+/* ---- the loop's other half: the log of checkpoints, restore, merge ---- */
+
+void m_session_log(struct call *c)
+{
+	const char *id = param_str(c, "id");
+	json_t *a;
+
+	if (!have_store(c))
+		return;
+	a = session_checkpoints(store(c), id);
+	if (!a) {
+		fail(c, -ENOENT, id);
+		return;
+	}
+	call_reply(c, json_pack("{s:s, s:o}", "id", id, "checkpoints", a));
+}
+
+void m_session_restore(struct call *c)
+{
+	const char *id = param_str(c, "id");
+	json_int_t n = json_integer_value(json_object_get(call_params(c), "n"));
+	unsigned saved = 0;
+	int r;
+
+	if (!have_store(c))
+		return;
+	call_set_summary(c, "restore %s to checkpoint %lld", id,
+			 (long long)n);
+	if (n < 1 || n > UINT32_MAX) {
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "\"n\" is a checkpoint number (1 and up)");
+		return;
+	}
+	r = session_restore(store(c), id, (unsigned)n, &saved);
+	if (r < 0) {
+		fail(c, r, id);
+		return;
+	}
+	call_reply(c, json_pack("{s:s, s:i, s:i}", "id", id, "n", (int)n,
+				"saved", (int)saved));
+}
+
+/* After the checks: merge when they passed (or --force), else refuse
+ * with the verdict. */
+static void merge_then(struct verify_run *v, const struct session_verdict *vd,
+		       json_t *verdict)
+{
+	json_t *res = NULL;
+	int r;
+
+	if (!vd->pass && !v->force) {
+		call_error(v->c, RPC_E_BAD_REQUEST, verdict,
+			   "the session's checks failed: nothing merged (see "
+			   "spctl session verify %s; --force merges anyway, "
+			   "and the journal says so)",
+			   v->plan->id);
+		return;
+	}
+	r = session_merge(v->s, v->plan->id, v->into, v->squash, v->target,
+			  &res);
+	if (r < 0) {
+		json_decref(verdict);
+		if (r == -EINVAL || r == -EBUSY || r == -ESTALE ||
+		    r == -ENOTEMPTY || r == -EALREADY || r == -EXDEV)
+			call_error(v->c, RPC_E_BAD_REQUEST, NULL, "%s",
+				   session_store_error(v->s));
+		else
+			fail(v->c, r, v->plan->id);
+		return;
+	}
+	json_object_set_new(res, "forced", json_boolean(!vd->pass));
+	json_object_set_new(res, "checks", verdict);
+	if (!vd->pass)
+		journal_append(call_spd(v->c)->journal, v->plan->id, "operator",
+			       "session.merge-forced",
+			       "merged past failing checks (--force)", NULL);
+	call_reply(v->c, res);
+}
+
+void m_session_merge(struct call *c)
+{
+	json_t *p = call_params(c);
+	const char *id = param_str(c, "id"), *into = param_str(c, "into");
+	struct session_verify_plan *plan = NULL;
+	struct verify_run *v;
+	char target[41];
+	void *data;
+	int r;
+
+	if (!have_store(c))
+		return;
+	call_set_summary(c, "merge %s%s%s", id, into ? " into " : "",
+			 into ? into : "");
+	if (into && !session_feature_valid(into) && strchr(into, '/') == NULL) {
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "\"%s\" is not a branch name", into);
+		return;
+	}
+	if (agent_diff_guard(call_spd(c), c, id))
+		return;
+	/* The target as the checks begin: a move under them refuses. */
+	r = session_merge_target(store(c), id, into, target);
+	if (r < 0) {
+		fail(c, r, id);
+		return;
+	}
+	r = session_verify_plan(store(c), id, &plan);
+	if (r < 0) {
+		fail(c, r, id);
+		return;
+	}
+	if (plan->n_checks && !session_store_check_runner(store(c), &data)) {
+		session_verify_plan_free(plan);
+		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			   "the checks run in the sandbox, which is not "
+			   "available");
+		return;
+	}
+	v = calloc(1, sizeof(*v));
+	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
+	    (into && !(v->into = strdup(into)))) {
+		if (v)
+			free(v->exits);
+		free(v);
+		session_verify_plan_free(plan);
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	v->c = c;
+	v->s = store(c);
+	v->plan = plan;
+	v->then = merge_then;
+	v->squash = json_is_true(json_object_get(p, "squash"));
+	v->force = json_is_true(json_object_get(p, "force"));
+	memcpy(v->target, target, sizeof(target));
+	verify_step(v);
 }

@@ -39,6 +39,12 @@ struct run_request {
 	 * of the command).  Last to see done_data: it releases it. */
 	void (*after_reply)(void *data, const struct sbx_result *r);
 	void *done_data;
+	/* Called once the run has started (may be NULL): a session counts
+	 * its runs in flight from here to done_hook. */
+	void (*on_start)(void *data);
+	/* Where run_start writes the journal row of the run's start (may
+	 * be NULL). */
+	int64_t *journal_row;
 	/* Releases done_data when the run never starts (refused). */
 	void (*done_cancel)(void *data);
 	/* spctl agent: run with a fresh turn of the session's (cap in

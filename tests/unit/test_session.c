@@ -183,14 +183,14 @@ START_TEST(test_start_diff_end)
 	ck_assert_str_eq(out, "one\n");
 	free(out);
 
-	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
 	ck_assert(!exists(i->worktree));
 	out = sh(f.repo, "git rev-parse --verify -q spd/add-b >/dev/null && "
 			 "git show spd/add-b:a.txt && git worktree list | "
 			 "wc -l");
 	ck_assert_str_eq(out, "one\ntwo\n1\n");
 	free(out);
-	ck_assert_int_eq(session_end(f.s, i->id), -EALREADY);
+	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), -EALREADY);
 	ck_assert_int_eq(session_usable(f.s, i->id), -ESHUTDOWN);
 	ck_assert_str_eq(f.last_kind, "session.end");
 	/* The same feature again: the kept branch is not clobbered. */
@@ -373,7 +373,7 @@ START_TEST(test_in_place_dirty)
 	ck_assert_str_eq(i->worktree, f.repo);
 	ck_assert_str_eq(i->branch, "main");
 	/* Ending an in-place session removes nothing. */
-	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
 	p = paths_join(f.repo, "a.txt");
 	ck_assert(exists(p));
 	free(p);
@@ -469,7 +469,7 @@ START_TEST(test_in_place_hidden_kept)
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 4);
 	ck_assert(!hides(&rp, f.repo, "/fresh/b.log"));
 	session_run_paths_free(&rp);
-	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
 	session_info_free(i);
 	fx_done(&f);
 }
@@ -538,7 +538,7 @@ START_TEST(test_in_place_ignored_at_start)
 	ck_assert(!hides(&rp, f.repo, "/secret.log"));
 	ck_assert(hides(&rp, f.repo, "/src/deep/inner.log"));
 	session_run_paths_free(&rp);
-	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
 	session_info_free(i);
 	fx_done(&f);
 }
@@ -642,7 +642,7 @@ START_TEST(test_in_place_ignored_moved)
 	ck_assert(hides(&rp, f.repo, "/config/secrets.yml"));
 	ck_assert(hides(&rp, f.repo, "/cfg/secrets.yml"));
 	session_run_paths_free(&rp);
-	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
 	session_info_free(i);
 	fx_done(&f);
 }
@@ -693,7 +693,7 @@ START_TEST(test_guard_ends_attempt)
 	ck_assert_int_eq(session_record_command(f.s, k->id, argv, 0, &gf), 1);
 	ck_assert_int_eq(gf.set, GUARD_SET_GIT);
 	free(sh(f.repo, "rm .git/hooks/pre-commit"));
-	ck_assert_int_eq(session_end(f.s, j->id), 0);
+	ck_assert_int_eq(session_end(f.s, j->id, false, NULL), 0);
 	session_info_free(j);
 	j = start(&f, "g4", false, NULL);
 	free(sh(j->worktree, "echo '[verify]' >> .spd.conf"));
@@ -780,7 +780,7 @@ START_TEST(test_heldout)
 	p = paths_join(src, "secret_test.sh");
 	ck_assert(exists(p));
 	free(p);
-	ck_assert_int_eq(session_end(f.s, i->id), 0);
+	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
 	ck_assert(!exists(src));
 	free(src);
 	free(dst);
@@ -821,7 +821,7 @@ START_TEST(test_tokens)
 	ck_assert_int_eq(session_store_open(f.state, &f.s), 0);
 	ck_assert_int_eq(session_authenticate(f.s, ta, id), 0);
 	ck_assert_str_eq(id, a->id);
-	ck_assert_int_eq(session_end(f.s, a->id), 0);
+	ck_assert_int_eq(session_end(f.s, a->id, false, NULL), 0);
 	ck_assert_int_eq(session_authenticate(f.s, ta, id), -SPD_EPERM);
 	ck_assert_int_eq(session_authenticate(f.s, tb, id), 0);
 	session_info_free(a);
@@ -1154,7 +1154,7 @@ START_TEST(test_restart_walks_recent)
 	for (int k = 0; k < 4; k++)
 		ck_assert_int_eq(
 		    session_start(f.s, f.repo, feat[k], false, &i[k], tok), 0);
-	ck_assert_int_eq(session_end(f.s, i[2]->id), 0);
+	ck_assert_int_eq(session_end(f.s, i[2]->id, false, NULL), 0);
 	for (int k = 1; k < 4; k += 2) {
 		snprintf(sql, sizeof(sql),
 			 "UPDATE sessions SET created = created - %d "
@@ -1224,8 +1224,10 @@ START_TEST(test_start_walks_links_ahead)
 	/* The first run's question has its answer, and no second walk. */
 	ck_assert_int_eq(linkwatch_names(spd.linkwatch, ws, &names), 1);
 	ck_assert_uint_eq(linkwatch_walks(spd.linkwatch), 1);
-	ck_assert_int_eq(session_end(f.s, json_string_value(
-					      json_object_get(c.result, "id"))),
+	ck_assert_int_eq(session_end(f.s,
+				     json_string_value(
+					 json_object_get(c.result, "id")),
+				     false, NULL),
 			 0);
 	fakecall_free(&c);
 	linkwatch_free(spd.linkwatch);

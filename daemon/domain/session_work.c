@@ -1,0 +1,678 @@
+/*
+ * Sessions, the work in the worktree: its files as a tree (through an
+ * index of spd's own in the state dir, whose stat cache makes a tree of
+ * a large worktree with one changed file cheap), the checkpoints taken
+ * after each run that changed it, putting a checkpoint back, the commit
+ * spd makes of uncommitted work when the session ends, and what the
+ * session holds for the status and the diff.  Part of the session module
+ * (session_priv.h); see session.h.
+ *
+ * Reading the worktree follows what the agent left there; spd reads it
+ * only while no run of the session is in flight (session_runs), so that
+ * nothing can swap a file for a symlink under spd's feet and have spd
+ * copy a file of the operator's into objects a run can read.
+ */
+#include <errno.h>
+#include <git2.h>
+#include <git2/sys/repository.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "common/util.h"
+#include "daemon/domain/session.h"
+#include "daemon/domain/session_priv.h"
+
+/* Paths named in a reply (the uncommitted files, what --discard drops):
+ * the rest is counted, not listed. */
+#define SESSION_FILES_SHOWN 200
+/* Commits listed by the status and the diff. */
+#define SESSION_COMMITS_SHOWN 200
+
+static const char *const ckpt_sql =
+    "CREATE TABLE IF NOT EXISTS checkpoints("
+    " session TEXT NOT NULL, n INTEGER NOT NULL, oid TEXT NOT NULL,"
+    " journal_row INTEGER, what TEXT, files INTEGER NOT NULL,"
+    " at INTEGER NOT NULL, PRIMARY KEY(session, n));";
+
+int sess_work_schema(struct session_store *s)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(s->db, ckpt_sql, NULL, NULL, &msg) != SQLITE_OK) {
+		sess_seterr(s, "sessions.db: %s", msg ? msg : "?");
+		sqlite3_free(msg);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* ---- runs in flight ---- */
+
+void session_run_begin(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (x)
+		x->runs++;
+}
+
+void session_run_end(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (x && x->runs > 0)
+		x->runs--;
+}
+
+unsigned session_runs(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	return x ? x->runs : 0;
+}
+
+/* ---- the worktree as a tree ---- */
+
+static char *ckpt_index_path(struct session_store *s, const char *id)
+{
+	char *p = NULL;
+
+	if (asprintf(&p, "%s/checkpoints/%s.index", s->state_dir, id) < 0)
+		return NULL;
+	return p;
+}
+
+/*
+ * The worktree's files (the ignored ones aside) as a tree written to the
+ * main repository: 0, *ret_repo (the main repository with the worktree as
+ * its work dir and spd's index for it) and *ret_tree.
+ */
+static int worktree_tree(struct session_store *s, struct sess *x,
+			 git_repository **ret_repo, git_oid *ret_tree)
+{
+	git_repository *repo = NULL;
+	git_index *idx = NULL;
+	char *dir = NULL, *path = NULL, *seed = NULL;
+	struct stat st;
+	int r;
+
+	r = sess_open_worktree(s, x, &repo);
+	if (r < 0)
+		return r;
+	r = -ENOMEM;
+	if (asprintf(&dir, "%s/checkpoints", s->state_dir) < 0 ||
+	    !(path = ckpt_index_path(s, x->info.id)))
+		goto out;
+	r = sess_private_dir(s, dir);
+	if (r < 0)
+		goto out;
+	/* The checkout's index seeds spd's: its stat cache spares hashing
+	 * every file at the first checkpoint. */
+	if (lstat(path, &st) < 0 &&
+	    asprintf(&seed, "%s/worktrees/%s/index", x->info.gitdir,
+		     x->info.id) > 0)
+		sess_copy_file(seed, path, (off_t)1 << 32);
+	r = -EIO;
+	if (git_index_open(&idx, path) < 0 ||
+	    git_repository_set_index(repo, idx) < 0 ||
+	    git_index_read(idx, 0) < 0 ||
+	    git_index_add_all(idx, NULL, GIT_INDEX_ADD_DEFAULT, NULL, NULL) <
+		0 ||
+	    git_index_update_all(idx, NULL, NULL, NULL) < 0 ||
+	    git_index_write_tree(ret_tree, idx) < 0 || git_index_write(idx) < 0) {
+		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
+		goto out;
+	}
+	*ret_repo = steal_ptr(repo);
+	r = 0;
+out:
+	git_index_free(idx);
+	git_repository_free(repo);
+	free(dir);
+	free(path);
+	free(seed);
+	return r;
+}
+
+/* Paths that differ between two trees (NULL from: the empty tree), as a
+ * JSON array of at most SESSION_FILES_SHOWN; *ret_n the count. */
+static json_t *changed_paths(git_repository *repo, git_tree *from,
+			     git_tree *to, size_t *ret_n)
+{
+	git_diff *d = NULL;
+	json_t *a = json_array();
+	size_t n;
+
+	*ret_n = 0;
+	if (!a || sess_diff_text(repo, from, to, &d, NULL) < 0) {
+		json_decref(a);
+		return NULL;
+	}
+	n = git_diff_num_deltas(d);
+	for (size_t i = 0; i < n && i < SESSION_FILES_SHOWN; i++) {
+		const git_diff_delta *e = git_diff_get_delta(d, i);
+
+		json_array_append_new(
+		    a, json_string(e->new_file.path ? e->new_file.path
+						    : e->old_file.path));
+	}
+	*ret_n = n;
+	git_diff_free(d);
+	return a;
+}
+
+static int tree_of(git_repository *repo, const git_oid *commit,
+		   git_tree **ret)
+{
+	git_commit *c = NULL;
+	int r = git_commit_lookup(&c, repo, commit) < 0 ||
+			git_commit_tree(ret, c) < 0
+		    ? -EIO
+		    : 0;
+
+	git_commit_free(c);
+	return r;
+}
+
+/* ---- checkpoints ---- */
+
+static int ckpt_last(struct session_store *s, const char *id, unsigned *ret_n,
+		     git_oid *ret_oid)
+{
+	sqlite3_stmt *st = NULL;
+	int r = 0;
+
+	*ret_n = 0;
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT n, oid FROM checkpoints WHERE "
+			       "session=? ORDER BY n DESC LIMIT 1",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sess_bind_text(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		*ret_n = (unsigned)sqlite3_column_int(st, 0);
+		if (git_oid_fromstr(ret_oid,
+				    (const char *)sqlite3_column_text(st, 1)) <
+		    0)
+			r = -EIO;
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int ckpt_insert(struct session_store *s, const char *id, unsigned n,
+		       const git_oid *oid, int64_t row, const char *what,
+		       size_t files)
+{
+	sqlite3_stmt *st = NULL;
+	char hex[GIT_OID_HEXSZ + 1];
+	int r;
+
+	if (sqlite3_prepare_v2(s->db,
+			       "INSERT INTO checkpoints(session, n, oid, "
+			       "journal_row, what, files, at) "
+			       "VALUES(?,?,?,?,?,?,?)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	git_oid_tostr(hex, sizeof(hex), oid);
+	sess_bind_text(st, 1, id);
+	sqlite3_bind_int(st, 2, (int)n);
+	sess_bind_text(st, 3, hex);
+	if (row > 0)
+		sqlite3_bind_int64(st, 4, row);
+	else
+		sqlite3_bind_null(st, 4);
+	sess_bind_text(st, 5, what);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)files);
+	sqlite3_bind_int64(st, 7, time(NULL));
+	r = sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+	sqlite3_finalize(st);
+	return r;
+}
+
+static const git_signature *spd_sig(git_signature **keep)
+{
+	if (git_signature_now(keep, "spd", "spd@localhost") < 0)
+		return NULL;
+	return *keep;
+}
+
+/* A checkpoint of x's worktree: 1 and *ret_n when one was taken, 0 when
+ * the worktree is as the last checkpoint has it. */
+static int checkpoint(struct session_store *s, struct sess *x, int64_t row,
+		      const char *what, unsigned *ret_n)
+{
+	git_repository *repo = NULL;
+	git_tree *tree = NULL, *prev_tree = NULL;
+	git_commit *prev = NULL;
+	git_signature *sig = NULL;
+	git_oid tid, last = {{0}}, cid;
+	char ref[96], msg[1024];
+	unsigned n = 0;
+	size_t files = 0;
+	json_t *paths = NULL;
+	int r;
+
+	r = worktree_tree(s, x, &repo, &tid);
+	if (r < 0)
+		return r;
+	r = ckpt_last(s, x->info.id, &n, &last);
+	if (r < 0)
+		goto out;
+	if (n > 0 && git_commit_lookup(&prev, repo, &last) == 0 &&
+	    git_commit_tree(&prev_tree, prev) == 0 &&
+	    git_oid_equal(git_tree_id(prev_tree), &tid)) {
+		r = 0;
+		goto out;
+	}
+	if (n == 0) {
+		/* The first: against the base, so the log shows what the
+		 * first run changed (and none while nothing did). */
+		git_oid base;
+
+		git_oid_fromstr(&base, x->info.base);
+		if (tree_of(repo, &base, &prev_tree) == 0 &&
+		    git_oid_equal(git_tree_id(prev_tree), &tid)) {
+			r = 0;
+			goto out;
+		}
+	}
+	r = -EIO;
+	if (git_tree_lookup(&tree, repo, &tid) < 0 || !spd_sig(&sig))
+		goto out;
+	paths = changed_paths(repo, prev_tree, tree, &files);
+	snprintf(msg, sizeof(msg),
+		 "spd checkpoint %u of session %s\n\n%s\njournal row %lld\n",
+		 n + 1, x->info.id, what ? what : "", (long long)row);
+	{
+		const git_commit *parents[1] = {prev};
+
+		if (git_commit_create(&cid, repo, NULL, sig, sig, NULL, msg,
+				      tree, prev ? 1 : 0, parents) < 0)
+			goto out;
+	}
+	/* A ref of spd's own keeps the checkpoints from git gc; never the
+	 * agent's branch, never a branch or tag the guard watches. */
+	snprintf(ref, sizeof(ref), "refs/spd/checkpoints/%s", x->info.id);
+	{
+		git_reference *out = NULL;
+
+		if (git_reference_create(&out, repo, ref, &cid, 1,
+					 "spd: checkpoint") < 0)
+			goto out;
+		git_reference_free(out);
+	}
+	r = ckpt_insert(s, x->info.id, n + 1, &cid, row, what, files);
+	if (r < 0)
+		goto out;
+	sess_journal(s, x->info.id, "session.checkpoint",
+		     json_pack("{s:i, s:s, s:I, s:o*}", "n", (int)(n + 1),
+			       "commit", git_oid_tostr_s(&cid), "journal_row",
+			       (json_int_t)row, "files", steal_ptr(paths)),
+		     "checkpoint %u: %zu file%s changed", n + 1, files,
+		     files == 1 ? "" : "s");
+	*ret_n = n + 1;
+	r = 1;
+out:
+	json_decref(paths);
+	git_signature_free(sig);
+	git_tree_free(tree);
+	git_tree_free(prev_tree);
+	git_commit_free(prev);
+	git_repository_free(repo);
+	return r;
+}
+
+int session_checkpoint(struct session_store *s, const char *id, int64_t row,
+		       const char *what, unsigned *ret_n)
+{
+	struct sess *x = sess_find(s, id);
+	unsigned n = 0;
+	int r;
+
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	if (!x)
+		return -ENOENT;
+	if (x->info.mode != SESSION_MODE_WORKTREE ||
+	    x->info.state == SESSION_ENDED)
+		return 0;
+	if (x->runs > 0)
+		return -EBUSY; /* the last run to end takes it */
+	r = checkpoint(s, x, row, what, &n);
+	if (r == 1 && ret_n)
+		*ret_n = n;
+	return r;
+}
+
+json_t *session_checkpoints(struct session_store *s, const char *id)
+{
+	sqlite3_stmt *st = NULL;
+	json_t *a;
+
+	if (!sess_find(s, id))
+		return NULL;
+	a = json_array();
+	if (!a || sqlite3_prepare_v2(s->db,
+				     "SELECT n, oid, journal_row, what, "
+				     "files, at FROM checkpoints WHERE "
+				     "session=? ORDER BY n",
+				     -1, &st, NULL) != SQLITE_OK) {
+		json_decref(a);
+		return NULL;
+	}
+	sess_bind_text(st, 1, id);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *what = (const char *)sqlite3_column_text(st, 3);
+
+		json_array_append_new(
+		    a, json_pack("{s:i, s:s, s:I, s:s, s:I, s:I}", "n",
+				 sqlite3_column_int(st, 0), "commit",
+				 (const char *)sqlite3_column_text(st, 1),
+				 "journal_row",
+				 (json_int_t)sqlite3_column_int64(st, 2),
+				 "what", what ? what : "", "files",
+				 (json_int_t)sqlite3_column_int64(st, 4), "at",
+				 (json_int_t)sqlite3_column_int64(st, 5)));
+	}
+	sqlite3_finalize(st);
+	return a;
+}
+
+int session_restore(struct session_store *s, const char *id, unsigned n,
+		    unsigned *ret_saved)
+{
+	struct sess *x = sess_find(s, id);
+	sqlite3_stmt *st = NULL;
+	git_repository *repo = NULL;
+	git_commit *c = NULL;
+	git_checkout_options co;
+	git_oid oid, tid;
+	char what[64];
+	unsigned saved = 0;
+	int r;
+
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	if (!x)
+		return -ENOENT;
+	if (x->info.mode != SESSION_MODE_WORKTREE ||
+	    x->info.state == SESSION_ENDED) {
+		sess_seterr(s, "session %s has no worktree to restore", id);
+		return -EINVAL;
+	}
+	if (x->runs > 0) {
+		sess_seterr(s, "session %s has %u run%s in flight; restore "
+			       "once they end",
+			    id, x->runs, x->runs == 1 ? "" : "s");
+		return -EBUSY;
+	}
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT oid FROM checkpoints WHERE session=? "
+			       "AND n=?",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sess_bind_text(st, 1, id);
+	sqlite3_bind_int(st, 2, (int)n);
+	r = sqlite3_step(st) == SQLITE_ROW &&
+		    git_oid_fromstr(&oid, (const char *)sqlite3_column_text(
+					      st, 0)) == 0
+		? 0
+		: -ENOENT;
+	sqlite3_finalize(st);
+	if (r < 0) {
+		sess_seterr(s, "session %s has no checkpoint %u (spctl "
+			       "session log %s lists them)",
+			    id, n, id);
+		return -EINVAL;
+	}
+	/* What is there now is a checkpoint first: a restore is undone by
+	 * restoring that one. */
+	snprintf(what, sizeof(what), "before restoring checkpoint %u", n);
+	r = checkpoint(s, x, 0, what, &saved);
+	if (r < 0)
+		return r;
+	r = worktree_tree(s, x, &repo, &tid);
+	if (r < 0)
+		return r;
+	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+	/* FORCE over spd's index, which holds every file the worktree has:
+	 * files the checkpoint lacks go, changed ones are put back;
+	 * ignored files stay. */
+	co.checkout_strategy = GIT_CHECKOUT_FORCE;
+	if (git_commit_lookup(&c, repo, &oid) < 0 ||
+	    git_checkout_tree(repo, (const git_object *)c, &co) < 0) {
+		sess_seterr(s, "cannot restore checkpoint %u: %s", n,
+			    sess_git_msg());
+		r = -EIO;
+	} else {
+		git_index *idx = NULL;
+
+		if (git_repository_index(&idx, repo) == 0) {
+			git_index_write(idx);
+			git_index_free(idx);
+		}
+		sess_journal(s, id, "session.restore",
+			     json_pack("{s:i, s:i}", "n", (int)n, "saved",
+				       (int)saved),
+			     "worktree restored to checkpoint %u", n);
+		r = 0;
+		if (ret_saved)
+			*ret_saved = saved;
+	}
+	git_commit_free(c);
+	git_repository_free(repo);
+	return r;
+}
+
+/* ---- what the branch holds, and what is not committed ---- */
+
+/* The branch's commits since the base, newest first. */
+static json_t *branch_commits(git_repository *repo, const git_oid *tip,
+			      const git_oid *base)
+{
+	git_revwalk *w = NULL;
+	json_t *a = json_array();
+	git_oid id;
+	size_t n = 0;
+
+	if (!a || git_revwalk_new(&w, repo) < 0 ||
+	    git_revwalk_push(w, tip) < 0) {
+		git_revwalk_free(w);
+		return a;
+	}
+	git_revwalk_hide(w, base);
+	while (n++ < SESSION_COMMITS_SHOWN && git_revwalk_next(&id, w) == 0) {
+		git_commit *c = NULL;
+
+		if (git_commit_lookup(&c, repo, &id) < 0)
+			break;
+		json_array_append_new(
+		    a,
+		    json_pack("{s:s, s:s, s:s}", "commit", git_oid_tostr_s(&id),
+			      "subject", git_commit_summary(c) ?: "", "author",
+			      git_commit_author(c)->name ?: ""));
+		git_commit_free(c);
+	}
+	git_revwalk_free(w);
+	return a;
+}
+
+int session_work(struct session_store *s, const char *id, json_t **ret)
+{
+	struct sess *x = sess_find(s, id);
+	git_repository *repo = NULL;
+	git_tree *head = NULL, *now = NULL;
+	git_oid tip, base, tid;
+	json_t *res = NULL, *files;
+	size_t n = 0;
+	int r;
+
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	if (!x)
+		return -ENOENT;
+	if (x->info.mode != SESSION_MODE_WORKTREE)
+		return -EINVAL;
+	git_oid_fromstr(&base, x->info.base);
+	if (x->info.state == SESSION_ENDED || x->runs > 0) {
+		/* The branch alone: the worktree is gone, or a run may be
+		 * changing it. */
+		r = sess_open_worktree(s, x, &repo);
+		if (r < 0)
+			return r;
+	} else {
+		r = worktree_tree(s, x, &repo, &tid);
+		if (r < 0)
+			return r;
+	}
+	r = sess_branch_tip(s, x, repo, &tip);
+	if (r < 0)
+		goto out;
+	res = json_pack("{s:s, s:o}", "head", git_oid_tostr_s(&tip), "commits",
+			branch_commits(repo, &tip, &base));
+	if (x->info.state != SESSION_ENDED && x->runs == 0) {
+		r = -EIO;
+		if (tree_of(repo, &tip, &head) < 0 ||
+		    git_tree_lookup(&now, repo, &tid) < 0)
+			goto out;
+		files = changed_paths(repo, head, now, &n);
+		json_object_set_new(res, "uncommitted",
+				    files ? files : json_array());
+		json_object_set_new(res, "uncommitted_count",
+				    json_integer((json_int_t)n));
+	}
+	*ret = steal_ptr(res);
+	r = 0;
+out:
+	json_decref(res);
+	git_tree_free(head);
+	git_tree_free(now);
+	git_repository_free(repo);
+	return r;
+}
+
+/* ---- the end ---- */
+
+int sess_end_work(struct session_store *s, struct sess *x, bool discard,
+		  json_t **ret_report)
+{
+	git_repository *repo = NULL;
+	git_tree *head = NULL, *now = NULL;
+	git_commit *parent = NULL;
+	git_signature *sig = NULL, *author = NULL;
+	git_oid tip, tid, cid;
+	json_t *files = NULL;
+	char *text = NULL, where[1100], msg[512];
+	size_t n = 0;
+	int r;
+
+	*ret_report = NULL;
+	r = worktree_tree(s, x, &repo, &tid);
+	if (r < 0)
+		return r;
+	r = sess_branch_tip(s, x, repo, &tip);
+	if (r < 0)
+		goto out;
+	r = -EIO;
+	if (tree_of(repo, &tip, &head) < 0 ||
+	    git_tree_lookup(&now, repo, &tid) < 0)
+		goto out;
+	if (git_oid_equal(git_tree_id(head), &tid)) {
+		r = 0; /* nothing uncommitted */
+		goto out;
+	}
+	files = changed_paths(repo, head, now, &n);
+	if (discard) {
+		*ret_report = json_pack("{s:O, s:I}", "discarded",
+					files ? files : json_null(),
+					"discarded_count", (json_int_t)n);
+		sess_journal(s, x->info.id, "session.discard",
+			     json_pack("{s:O, s:I}", "files",
+				       files ? files : json_null(), "count",
+				       (json_int_t)n),
+			     "%zu uncommitted file%s discarded", n,
+			     n == 1 ? "" : "s");
+		r = 0;
+		goto out;
+	}
+	r = sess_diff_text(repo, head, now, NULL, &text);
+	if (r < 0)
+		goto out;
+	if (s->scan && s->scan(s->scan_data, text, where, sizeof(where)) == 1) {
+		sess_seterr(s,
+			    "%s adds a known secret value: the uncommitted "
+			    "work is not committed and the worktree is kept "
+			    "(%s); remove the value and end again, or end "
+			    "with --discard",
+			    where, x->info.worktree);
+		r = -EACCES;
+		goto out;
+	}
+	snprintf(msg, sizeof(msg),
+		 "Uncommitted work of spd session %s\n\nspd committed what "
+		 "the agent left uncommitted in its worktree when the "
+		 "session ended.\n",
+		 x->info.id);
+	r = -EIO;
+	{
+		char name[256], email[256];
+
+		sess_agent_ident(s, x, name, sizeof(name), email,
+				 sizeof(email));
+		if (git_signature_now(&author, name, email) < 0)
+			goto out;
+	}
+	if (!spd_sig(&sig) ||
+	    git_commit_lookup(&parent, repo, &tip) < 0 ||
+	    git_commit_create(&cid, repo, NULL, author, sig, NULL, msg, now, 1,
+			      (const git_commit *[]){parent}) < 0) {
+		sess_seterr(s, "cannot commit the uncommitted work: %s",
+			    sess_git_msg());
+		goto out;
+	}
+	r = sess_branch_move(s, x, repo, &tip, &cid,
+			     "spd: the session's uncommitted work");
+	if (r < 0)
+		goto out;
+	*ret_report = json_pack("{s:s, s:O, s:I}", "committed",
+				git_oid_tostr_s(&cid), "files",
+				files ? files : json_null(), "files_count",
+				(json_int_t)n);
+	sess_journal(s, x->info.id, "session.commit",
+		     json_pack("{s:s, s:s, s:s, s:O}", "branch",
+			       x->info.branch, "to", git_oid_tostr_s(&cid),
+			       "by", "spd", "files",
+			       files ? files : json_null()),
+		     "%s: spd committed %zu uncommitted file%s at the end",
+		     x->info.branch, n, n == 1 ? "" : "s");
+	r = 1;
+out:
+	json_decref(files);
+	free(text);
+	git_signature_free(sig);
+	git_signature_free(author);
+	git_commit_free(parent);
+	git_tree_free(head);
+	git_tree_free(now);
+	git_repository_free(repo);
+	return r;
+}
+
+void sess_work_forget(struct session_store *s, const char *id)
+{
+	char *p = ckpt_index_path(s, id);
+
+	if (p)
+		unlink(p);
+	free(p);
+}
