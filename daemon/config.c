@@ -15,6 +15,7 @@
 #include "common/paths.h"
 #include "common/strv.h"
 #include "daemon/config.h"
+#include "daemon/conftab.h"
 #include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
 #include "daemon/transport/quota.h"
@@ -296,6 +297,11 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		r = -EINVAL;
 		goto out;
 	}
+	/* Every reader of this file (the broker's, the policy's too) reads
+	 * only its own keys: a misspelt one is refused here, once, for all. */
+	r = conftab_check(gc, path, NULL, CONFTAB_SPD_CONF, errbuf, errlen);
+	if (r < 0)
+		goto out;
 	if (git_config_get_entry(&e, gc, "sandbox.mode") == 0) {
 		if (strcmp(e->value, "required") == 0)
 			cfg->sandbox_mode = SPD_SANDBOX_REQUIRED;

@@ -85,7 +85,7 @@ struct approvals {
 };
 
 int gate_policy_conf(struct spd *spd, const char *ws, struct policy_conf **ret,
-		     const char **ret_what)
+		     const char **ret_what, char *errbuf, size_t errlen)
 {
 	struct policy_conf *conf = policy_conf_new();
 	char *proj = NULL;
@@ -115,6 +115,12 @@ int gate_policy_conf(struct spd *spd, const char *ws, struct policy_conf **ret,
 	*ret = conf;
 	return 0;
 fail:
+	if (policy_conf_error(conf)[0])
+		snprintf(errbuf, errlen, "%s", policy_conf_error(conf));
+	else
+		snprintf(errbuf, errlen,
+			 "cannot read the policy configuration %s: %s",
+			 *ret_what ? *ret_what : "", strerror(-r));
 	policy_conf_free(conf);
 	return r;
 }
@@ -872,6 +878,7 @@ void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
 	struct policy_conf *conf = NULL;
 	struct policy_result res = {0};
 	const char *what = "";
+	char why[600];
 	json_t *object = NULL;
 	int r;
 
@@ -887,11 +894,15 @@ void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
 		drop(data);
 		return;
 	}
-	r = gate_policy_conf(spd, g->workspace, &conf, &what);
+	r = gate_policy_conf(spd, g->workspace, &conf, &what, why, sizeof(why));
 	if (r < 0) {
-		call_error(c, RPC_E_INTERNAL, NULL,
-			   "cannot read the policy configuration %s: %s", what,
-			   strerror(-r));
+		/* The project's file is the requester's to mend; spd.conf
+		 * changed under a running spd is the operator's. */
+		call_error(c,
+			   r == -EINVAL && strcmp(what, ".spd.conf") == 0
+			       ? RPC_E_BAD_REQUEST
+			       : RPC_E_INTERNAL,
+			   NULL, "%s", why);
 		drop(data);
 		return;
 	}

@@ -123,9 +123,11 @@ void gate_ask_cancel(struct spd *spd, uint64_t id, const char *why);
 
 /* The configuration for a workspace: built-ins, the operator's spd.conf,
  * the project's .spd.conf.  Returns 0 and *ret, or -errno with *ret_what
- * naming the file that failed. */
+ * naming the file that failed ("spd.conf" or ".spd.conf") and why in
+ * errbuf ("FILE:LINE: ..." for an unknown key: -EINVAL). */
 int gate_policy_conf(struct spd *spd, const char *workspace,
-		     struct policy_conf **ret, const char **ret_what);
+		     struct policy_conf **ret, const char **ret_what,
+		     char *errbuf, size_t errlen);
 
 /*
  * The attempt of session_id ended (a finding, three denials, the session
