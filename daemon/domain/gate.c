@@ -509,6 +509,13 @@ static void pending_free(struct pending *p)
 	}
 }
 
+/* How long an ask waits for a person: spd.conf's, else the default. */
+static uint32_t wait_ms(const struct spd *spd)
+{
+	return spd->config.approval_timeout_ms ? spd->config.approval_timeout_ms
+					       : GATE_WAIT_MS;
+}
+
 static void pending_refuse(struct pending *p, const char *why)
 {
 	struct waiter w = waiter_take(p);
@@ -521,7 +528,13 @@ static void pending_refuse(struct pending *p, const char *why)
 
 static void on_timeout(uv_timer_t *t)
 {
-	pending_refuse(t->data, "no decision in time");
+	struct pending *p = t->data;
+	char why[128];
+
+	snprintf(why, sizeof(why),
+		 "no decision in %u s (spd.conf [approvals] timeout)",
+		 wait_ms(p->ap->spd) / 1000u);
+	pending_refuse(p, why);
 }
 
 static void on_waiter_gone(void *data)
@@ -741,13 +754,13 @@ static void pending_announce(struct pending *p)
 	json_decref(note);
 }
 
-/* p now has its waiter: it waits GATE_WAIT_MS for a person. */
+/* p now has its waiter: it waits wait_ms for a person. */
 static void pending_wait(struct pending *p, const struct waiter *w)
 {
 	p->w = *w;
 	uv_timer_init(p->ap->spd->loop, &p->timer);
 	p->timer_on = true;
-	uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);
+	uv_timer_start(&p->timer, on_timeout, wait_ms(p->ap->spd), 0);
 	if (w->call)
 		call_on_gone(w->call, on_waiter_gone, p);
 }
