@@ -32,26 +32,24 @@ struct key {
 
 struct section {
 	const char *name;
-	unsigned files;	    /* SPD, PRJ or both */
-	bool named;	    /* [provider "NAME"]: a subsection is required */
+	unsigned files; /* SPD, PRJ or both */
+	bool named;	/* [provider "NAME"]: a subsection is required */
 	const struct key *keys; /* ends with a NULL name */
 };
 
 /* Every key, by the file that reads it; each list ends with {NULL}. */
 static const struct key sandbox_keys[] = {
-    {"mode", K_ANY},	{"user", K_ANY},    {"writable", K_ANY},
-    {"hidden", K_ANY},	{"timeout", K_ANY}, {"output-cap", K_ANY},
+    {"mode", K_ANY},   {"user", K_ANY},	   {"writable", K_ANY},
+    {"hidden", K_ANY}, {"timeout", K_ANY}, {"output-cap", K_ANY},
     {NULL, K_ANY}};
 static const struct key secrets_keys[] = {{"file", K_ANY}, {NULL, K_ANY}};
-static const struct key journal_keys[] = {{"queue-max", K_ANY},
-					  {NULL, K_ANY}};
+static const struct key journal_keys[] = {{"queue-max", K_ANY}, {NULL, K_ANY}};
 static const struct key limits_keys[] = {
     {"auth-timeout", K_ANY},	     {"grant-lifetime", K_ANY},
     {"session-connections", K_ANY},  {"session-runs", K_ANY},
     {"session-journal-rate", K_ANY}, {"operator-connections", K_ANY},
     {"operator-runs", K_ANY},	     {NULL, K_ANY}};
-static const struct key approvals_keys[] = {{"timeout", K_ANY},
-					    {NULL, K_ANY}};
+static const struct key approvals_keys[] = {{"timeout", K_ANY}, {NULL, K_ANY}};
 static const struct key broker_keys[] = {
     {"cap-default", K_ANY},	 {"cap-max", K_ANY},
     {"idle-timeout", K_ANY},	 {"body-max", K_ANY},
@@ -63,14 +61,14 @@ static const struct key model_keys[] = {
     {"input", K_ANY},	    {"output", K_ANY},	   {"cache-read", K_ANY},
     {"cache-write", K_ANY}, {"max-output", K_ANY}, {NULL, K_ANY}};
 static const struct key policy_keys[] = {
-    {"allow", K_ANY},	  {"allow-exact", K_ANY}, {"ask", K_ANY},
-    {"deny", K_ANY},	  {"protected", K_ANY},	  {"readable", K_ANY},
+    {"allow", K_ANY}, {"allow-exact", K_ANY}, {"ask", K_ANY},
+    {"deny", K_ANY},  {"protected", K_ANY},   {"readable", K_ANY},
     {NULL, K_ANY}};
 /* A project's allow-address and resolve are read to be set aside and
  * journaled (proxy/project.c), so they are known keys there too. */
 static const struct key network_keys[] = {
-    {"allow", K_ANY},	      {"allow-host", K_HOST}, {"deny-host", K_HOST},
-    {"ask-host", K_HOST},     {"allow-address", K_ANY}, {"resolve", K_ANY},
+    {"allow", K_ANY},	  {"allow-host", K_HOST},   {"deny-host", K_HOST},
+    {"ask-host", K_HOST}, {"allow-address", K_ANY}, {"resolve", K_ANY},
     {NULL, K_ANY}};
 static const struct key check_keys[] = {{"run", K_ANY}, {NULL, K_ANY}};
 static const struct key verify_keys[] = {
@@ -244,9 +242,9 @@ static unsigned locate(const char *text, const struct want *w)
 			while (*p == ' ' || *p == '\t')
 				p++;
 			if (*p == '[') {
-				const char *rest = header(
-				    p + 1, sec, sizeof(sec), sub, sizeof(sub),
-				    &has_sub);
+				const char *rest =
+				    header(p + 1, sec, sizeof(sec), sub,
+					   sizeof(sub), &has_sub);
 
 				in = rest && section_is(w, sec, sub, has_sub);
 				if (in && !w->key)
@@ -256,9 +254,10 @@ static unsigned locate(const char *text, const struct want *w)
 					p++;
 			}
 			if (in && w->key) {
-				size_t k = strspn(p, "abcdefghijklmnopqrstuvwxyz"
-						     "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
-						     "0123456789-");
+				size_t k =
+				    strspn(p, "abcdefghijklmnopqrstuvwxyz"
+					      "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+					      "0123456789-");
 
 				if (k == strlen(w->key) &&
 				    strncasecmp(p, w->key, k) == 0 &&
