@@ -69,9 +69,8 @@ START_TEST(test_typos_refused)
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		char *err = test_spd_refuses(&T, bad[i].conf);
 
-		ck_assert_msg(has(err, bad[i].want),
-			      "%s\nwanted: %s\ngot: %s", bad[i].conf,
-			      bad[i].want, err);
+		ck_assert_msg(has(err, bad[i].want), "%s\nwanted: %s\ngot: %s",
+			      bad[i].conf, bad[i].want, err);
 		free(err);
 		test_spd_cleanup(&T);
 		memset(&T, 0, sizeof(T));
@@ -85,23 +84,24 @@ START_TEST(test_correct_conf_starts)
 	int fd;
 	char *r;
 
-	test_spd_prepare(&T, "[Sandbox]\n\tTimeout = 300\n\toutput-cap = "
-			     "65536\n"
-			     "[network]\n\tallow-host = pypi.org\n"
-			     "\tdeny-host = *.evil.example\n"
-			     "\task-host = github.com.\n\tallow = \"cargo "
-			     "fetch\"\n"
-			     "[policy]\n\tdeny = curl\n\tprotected = Makefile\n"
-			     "[check \"lint\"]\n\trun = make lint\n"
-			     "[journal]\n\tqueue-max = 67108864\n"
-			     "[limits]\n\tauth-timeout = 5\n"
-			     "[approvals]\n\ttimeout = 600\n"
-			     "[broker]\n\tcap-default = 1.00\n\tlisten = none\n"
-			     "[provider \"anthropic\"]\n\turl = "
-			     "https://api.anthropic.com\n\tkey = "
-			     "ANTHROPIC_API_KEY\n"
-			     "[model \"claude-x\"]\n\tinput = 3\n\toutput = 15\n"
-			     "\tmax-output = 8192\n");
+	test_spd_prepare(&T,
+			 "[Sandbox]\n\tTimeout = 300\n\toutput-cap = "
+			 "65536\n"
+			 "[network]\n\tallow-host = pypi.org\n"
+			 "\tdeny-host = *.evil.example\n"
+			 "\task-host = github.com.\n\tallow = \"cargo "
+			 "fetch\"\n"
+			 "[policy]\n\tdeny = curl\n\tprotected = Makefile\n"
+			 "[check \"lint\"]\n\trun = make lint\n"
+			 "[journal]\n\tqueue-max = 67108864\n"
+			 "[limits]\n\tauth-timeout = 5\n"
+			 "[approvals]\n\ttimeout = 600\n"
+			 "[broker]\n\tcap-default = 1.00\n\tlisten = none\n"
+			 "[provider \"anthropic\"]\n\turl = "
+			 "https://api.anthropic.com\n\tkey = "
+			 "ANTHROPIC_API_KEY\n"
+			 "[model \"claude-x\"]\n\tinput = 3\n\toutput = 15\n"
+			 "\tmax-output = 8192\n");
 	test_spd_start(&T);
 	fd = test_spd_connect(&T);
 	r = test_rpc_on(&T, fd, NULL, "daemon.ping", NULL, 10000);
@@ -182,8 +182,8 @@ static char *session_over(const char *conf, char *id)
 		files = strdup("echo a > a.txt");
 	test_make_repo(repo, files);
 	free(files);
-	ck_assert(asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"f\"}",
-			   repo) > 0);
+	ck_assert(
+	    asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"f\"}", repo) > 0);
 	test_session_start(&T, params, id, token);
 	free(params);
 	return repo;
