@@ -281,17 +281,32 @@ format-check:
 BINDIR := $(PREFIX)/bin
 LIBEXECDIR := $(PREFIX)/libexec/spd
 MANDIR := $(PREFIX)/share/man
+# systemctl --user finds a user's own units in ~/.local/share/systemd/user
+# ($XDG_DATA_HOME), never in ~/.local/lib/systemd/user; a system prefix's
+# user units go in PREFIX/lib/systemd/user (/usr/lib, /usr/local/lib).
+ifneq ($(filter $(HOME)/%,$(abspath $(PREFIX))),)
+UNITDIR := $(PREFIX)/share/systemd/user
+else
 UNITDIR := $(PREFIX)/lib/systemd/user
+endif
 DATADIR := $(PREFIX)/share/spd
 BASHCOMPDIR := $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR := $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR := $(PREFIX)/share/fish/vendor_completions.d
+# A start package on Neovim's packpath: ~/.local/share/nvim/site is on it
+# for PREFIX=~/.local, /usr/local/share/nvim/site and /usr/share/nvim/site
+# (XDG_DATA_DIRS) for the system prefixes.
+NVIMPACK := $(PREFIX)/share/nvim/site/pack/spd
+NVIMDIR := $(NVIMPACK)/start/spd
+NVIM_FILES := $(patsubst editors/nvim/%,%,$(wildcard editors/nvim/plugin/*.lua \
+	editors/nvim/lua/spd/*.lua editors/nvim/doc/*.txt))
 MAN_PAGES := $(wildcard man/*.[1-8])
 INSTALLED := $(BINDIR)/spd $(BINDIR)/spctl $(LIBEXECDIR)/sandboxd \
 	$(foreach m,$(MAN_PAGES),$(MANDIR)/man$(subst .,,$(suffix $(m)))/$(notdir $(m))) \
 	$(UNITDIR)/spd.service $(UNITDIR)/spd.socket \
 	$(DATADIR)/spd.conf $(DATADIR)/launchd/org.spd.spd.plist \
-	$(BASHCOMPDIR)/spctl $(ZSHCOMPDIR)/_spctl $(FISHCOMPDIR)/spctl.fish
+	$(BASHCOMPDIR)/spctl $(ZSHCOMPDIR)/_spctl $(FISHCOMPDIR)/spctl.fish \
+	$(addprefix $(NVIMDIR)/,$(NVIM_FILES))
 
 install: $(PROGS)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(UNITDIR) \
@@ -310,10 +325,13 @@ install: $(PROGS)
 	install -m 0644 completions/spctl.bash $(DESTDIR)$(BASHCOMPDIR)/spctl
 	install -m 0644 completions/_spctl $(DESTDIR)$(ZSHCOMPDIR)/_spctl
 	install -m 0644 completions/spctl.fish $(DESTDIR)$(FISHCOMPDIR)/spctl.fish
+	$(foreach f,$(NVIM_FILES),install -D -m 0644 editors/nvim/$(f) $(DESTDIR)$(NVIMDIR)/$(f) &&) true
 
 uninstall:
 	rm -f $(addprefix $(DESTDIR),$(INSTALLED))
 	-rmdir $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(DATADIR)/launchd $(DESTDIR)$(DATADIR) 2>/dev/null
+	-rmdir $(addprefix $(DESTDIR)$(NVIMDIR)/,plugin lua/spd lua doc) \
+		$(DESTDIR)$(NVIMDIR) $(DESTDIR)$(NVIMPACK)/start $(DESTDIR)$(NVIMPACK) 2>/dev/null
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -226,10 +226,25 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 				ts_fputs(stdout, str(x, "detail"));
 				fputc('\n', stdout);
 			}
-			printf("verdict: %s\n",
-			       json_is_true(json_object_get(res, "pass"))
-				   ? "PASS"
-				   : "FAIL");
+			/* Without checks there is nothing to call a
+			 * failure: say how to add one instead. */
+			if (json_array_size(ch) == 0 &&
+			    !json_is_true(json_object_get(res, "pass")))
+				printf(
+				    "verdict: none: no checks are configured, "
+				    "so nothing was verified.\n"
+				    "Add one to the project's .spd.conf and "
+				    "commit it (a session reads the file as "
+				    "it was when the session started):\n"
+				    "\n"
+				    "    [check \"test\"]\n"
+				    "        run = make test\n");
+			else
+				printf(
+				    "verdict: %s\n",
+				    json_is_true(json_object_get(res, "pass"))
+					? "PASS"
+					: "FAIL");
 		}
 		ex = 0;
 		if (strcmp(sub, "verify") == 0 &&

@@ -15,6 +15,7 @@
 #include "common/paths.h"
 #include "common/strv.h"
 #include "daemon/config.h"
+#include "daemon/conftab.h"
 #include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
 #include "daemon/transport/quota.h"
@@ -312,6 +313,7 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	cfg->default_timeout_ms = CONFIG_TIMEOUT_DEFAULT_S * 1000u;
 	cfg->auth_timeout_ms = QUOTA_AUTH_TIMEOUT_S_DEFAULT * 1000u;
 	cfg->grant_lifetime_ms = GATE_WAIT_MS;
+	cfg->approval_timeout_ms = GATE_WAIT_MS;
 	cfg->session_conns = QUOTA_SESSION_CONNS_DEFAULT;
 	cfg->session_runs = QUOTA_SESSION_RUNS_DEFAULT;
 	cfg->session_journal_rate = QUOTA_SESSION_JOURNAL_RATE_DEFAULT;
@@ -330,6 +332,11 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		r = -EINVAL;
 		goto out;
 	}
+	/* Every reader of this file (the broker's, the policy's too) reads
+	 * only its own keys: a misspelt one is refused here, once, for all. */
+	r = conftab_check(gc, path, NULL, CONFTAB_SPD_CONF, errbuf, errlen);
+	if (r < 0)
+		goto out;
 	if (git_config_get_entry(&e, gc, "sandbox.mode") == 0) {
 		if (strcmp(e->value, "required") == 0)
 			cfg->sandbox_mode = SPD_SANDBOX_REQUIRED;
@@ -382,6 +389,18 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		}
 		cfg->output_cap = (size_t)n;
 	}
+	r = git_config_get_int64(&n, gc, "approvals.timeout");
+	if (r != GIT_ENOTFOUND) {
+		if (r < 0 || n <= 0 || n > GATE_WAIT_MAX_S) {
+			snprintf(errbuf, errlen,
+				 "%s: approvals.timeout must be 1..%d seconds",
+				 path, GATE_WAIT_MAX_S);
+			r = -EINVAL;
+			goto out;
+		}
+		cfg->approval_timeout_ms = (uint32_t)n * 1000u;
+	}
+	r = 0;
 	if (git_config_get_int64(&n, gc, "journal.queue-max") == 0) {
 		if (n < JOURNAL_QUEUE_BYTES_MIN || n > (int64_t)1 << 30) {
 			snprintf(errbuf, errlen,

@@ -9,6 +9,8 @@
  *                              ; file tools outside the workspace
  *       timeout = 600          ; default deadline in seconds
  *       output-cap = 1048576   ; bytes retained per stream
+ *   [approvals]
+ *       timeout = 600          ; seconds an ask waits for a person
  *   [journal]
  *       queue-max = 67108864   ; bytes of rows waiting for the disk before
  *                              ; spd refuses requests (journal.h)

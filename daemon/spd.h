@@ -46,6 +46,9 @@ struct spd_config {
 	char *git_name, *git_email;
 	size_t output_cap;
 	uint32_t default_timeout_ms;
+	/* [approvals] timeout: an ask nobody answers is refused after it
+	 * (0: GATE_WAIT_MS). */
+	uint32_t approval_timeout_ms;
 	size_t journal_queue_max; /* 0: the journal's default */
 	/* [limits] (daemon/transport/quota.h has the defaults and their reasons). */
 	uint32_t auth_timeout_ms;      /* to present a valid token */

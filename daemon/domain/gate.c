@@ -85,7 +85,7 @@ struct approvals {
 };
 
 int gate_policy_conf(struct spd *spd, const char *ws, struct policy_conf **ret,
-		     const char **ret_what)
+		     const char **ret_what, char *errbuf, size_t errlen)
 {
 	struct policy_conf *conf = policy_conf_new();
 	char *proj = NULL;
@@ -115,6 +115,12 @@ int gate_policy_conf(struct spd *spd, const char *ws, struct policy_conf **ret,
 	*ret = conf;
 	return 0;
 fail:
+	if (policy_conf_error(conf)[0])
+		snprintf(errbuf, errlen, "%s", policy_conf_error(conf));
+	else
+		snprintf(errbuf, errlen,
+			 "cannot read the policy configuration %s: %s",
+			 *ret_what ? *ret_what : "", strerror(-r));
 	policy_conf_free(conf);
 	return r;
 }
@@ -503,6 +509,13 @@ static void pending_free(struct pending *p)
 	}
 }
 
+/* How long an ask waits for a person: spd.conf's, else the default. */
+static uint32_t wait_ms(const struct spd *spd)
+{
+	return spd->config.approval_timeout_ms ? spd->config.approval_timeout_ms
+					       : GATE_WAIT_MS;
+}
+
 static void pending_refuse(struct pending *p, const char *why)
 {
 	struct waiter w = waiter_take(p);
@@ -515,7 +528,13 @@ static void pending_refuse(struct pending *p, const char *why)
 
 static void on_timeout(uv_timer_t *t)
 {
-	pending_refuse(t->data, "no decision in time");
+	struct pending *p = t->data;
+	char why[128];
+
+	snprintf(why, sizeof(why),
+		 "no decision in %u s (spd.conf [approvals] timeout)",
+		 wait_ms(p->ap->spd) / 1000u);
+	pending_refuse(p, why);
 }
 
 static void on_waiter_gone(void *data)
@@ -736,13 +755,13 @@ static void pending_announce(struct pending *p)
 	json_decref(note);
 }
 
-/* p now has its waiter: it waits GATE_WAIT_MS for a person. */
+/* p now has its waiter: it waits wait_ms for a person. */
 static void pending_wait(struct pending *p, const struct waiter *w)
 {
 	p->w = *w;
 	uv_timer_init(p->ap->spd->loop, &p->timer);
 	p->timer_on = true;
-	uv_timer_start(&p->timer, on_timeout, GATE_WAIT_MS, 0);
+	uv_timer_start(&p->timer, on_timeout, wait_ms(p->ap->spd), 0);
 	if (w->call)
 		call_on_gone(w->call, on_waiter_gone, p);
 }
@@ -873,6 +892,7 @@ void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
 	struct policy_conf *conf = NULL;
 	struct policy_result res = {0};
 	const char *what = "";
+	char why[600];
 	json_t *object = NULL;
 	int r;
 
@@ -888,11 +908,15 @@ void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
 		drop(data);
 		return;
 	}
-	r = gate_policy_conf(spd, g->workspace, &conf, &what);
+	r = gate_policy_conf(spd, g->workspace, &conf, &what, why, sizeof(why));
 	if (r < 0) {
-		call_error(c, RPC_E_INTERNAL, NULL,
-			   "cannot read the policy configuration %s: %s", what,
-			   strerror(-r));
+		/* The project's file is the requester's to mend; spd.conf
+		 * changed under a running spd is the operator's. */
+		call_error(c,
+			   r == -EINVAL && strcmp(what, ".spd.conf") == 0
+			       ? RPC_E_BAD_REQUEST
+			       : RPC_E_INTERNAL,
+			   NULL, "%s", why);
 		drop(data);
 		return;
 	}

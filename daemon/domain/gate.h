@@ -32,8 +32,13 @@ struct call;
 #define GATE_PROMPTS_MAX 20
 /* Denied calls in a row that end an attempt (docs/design.md, "Policy"). */
 #define GATE_DENIALS_MAX 3
-/* How long a waiting call waits for a person before APPROVAL-REFUSED. */
+/* How long a waiting call waits for a person before APPROVAL-REFUSED,
+ * unless spd.conf's [approvals] timeout says otherwise: long enough to
+ * come back to the terminal, short enough that a forgotten ask does not
+ * hold its call and connection for good. */
 #define GATE_WAIT_MS (10 * 60 * 1000)
+/* The longest [approvals] timeout: a day, as a run's own longest. */
+#define GATE_WAIT_MAX_S (24 * 3600)
 /* Pending approvals kept at once, over all sessions. */
 #define GATE_PENDING_MAX 256
 /* Workspace files a run's grant pins by content: argv holds at most a
@@ -123,9 +128,11 @@ void gate_ask_cancel(struct spd *spd, uint64_t id, const char *why);
 
 /* The configuration for a workspace: built-ins, the operator's spd.conf,
  * the project's .spd.conf.  Returns 0 and *ret, or -errno with *ret_what
- * naming the file that failed. */
+ * naming the file that failed ("spd.conf" or ".spd.conf") and why in
+ * errbuf ("FILE:LINE: ..." for an unknown key: -EINVAL). */
 int gate_policy_conf(struct spd *spd, const char *workspace,
-		     struct policy_conf **ret, const char **ret_what);
+		     struct policy_conf **ret, const char **ret_what,
+		     char *errbuf, size_t errlen);
 
 /*
  * The attempt of session_id ended (a finding, three denials, the session

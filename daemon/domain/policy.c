@@ -30,6 +30,7 @@
 #include "daemon/domain/policy.h"
 #include "daemon/domain/protected.h"
 #include "daemon/domain/policy_priv.h"
+#include "daemon/conftab.h"
 
 /* ---------------------------------------------------------------- */
 /* Configuration                                                     */
@@ -111,6 +112,11 @@ int policy_conf_add(struct policy_conf *conf, enum policy_layer layer,
 	return 0;
 }
 
+const char *policy_conf_error(const struct policy_conf *conf)
+{
+	return conf ? conf->err : "";
+}
+
 struct load_ctx {
 	struct policy_conf *conf;
 	enum policy_layer layer;
@@ -166,7 +172,13 @@ int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 			return -EIO;
 		git_ready = true;
 	}
+	conf->err[0] = '\0';
 	if (git_config_open_ondisk(&cfg, path) < 0) {
+		const git_error *ge = git_error_last();
+
+		snprintf(conf->err, sizeof(conf->err), "%s: %s",
+			 layer == POLICY_LAYER_PROJECT ? ".spd.conf" : path,
+			 ge && ge->message ? ge->message : "cannot be read");
 		r = -EINVAL;
 		goto out;
 	}
@@ -181,12 +193,24 @@ int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 		while (git_config_next(&ent, it) == 0)
 			if (strncasecmp(ent->name, "include.", 8) == 0 ||
 			    strncasecmp(ent->name, "includeif.", 10) == 0) {
+				snprintf(conf->err, sizeof(conf->err),
+					 ".spd.conf: a project's .spd.conf may "
+					 "not include other files");
 				r = -EINVAL;
 				goto out;
 			}
 		git_config_iterator_free(it);
 		it = NULL;
 	}
+	/* Read per call, so an edit spd did not see at start is checked
+	 * here: the project's file is the agent's to mistype, and a misspelt
+	 * key in either would be a rule nobody enforces. */
+	r = conftab_check(
+	    cfg, path, layer == POLICY_LAYER_PROJECT ? ".spd.conf" : NULL,
+	    layer == POLICY_LAYER_PROJECT ? CONFTAB_PROJECT : CONFTAB_SPD_CONF,
+	    conf->err, sizeof(conf->err));
+	if (r < 0)
+		goto out;
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		l.list = keys[i].list;
 		r = git_config_get_multivar_foreach(cfg, keys[i].key, NULL,

@@ -193,10 +193,17 @@ void policy_conf_free(struct policy_conf *conf);
  * would (quotes and backslashes; no expansion).  Returns 0, -ENOENT when
  * the file does not exist (conf unchanged), -EINVAL for a file libgit2
  * cannot parse, a value that does not split, or a project file with
- * [include]/[includeIf] (conf unchanged), or -ENOMEM.
+ * [include]/[includeIf] (conf unchanged), a section or key spd does not
+ * know (conftab.h: a misspelt restriction must not silently be none), or
+ * -ENOMEM.  After -EINVAL, policy_conf_error says why.
  */
 int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 		     const char *path);
+
+/* Why the last policy_conf_load of conf failed, "FILE:LINE: ..." (a
+ * project's file named ".spd.conf"), or "" when it did not say; owned by
+ * conf. */
+const char *policy_conf_error(const struct policy_conf *conf);
 
 /*
  * Add one entry to a list of a layer, as if read from a file.  value is a

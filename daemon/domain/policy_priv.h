@@ -49,6 +49,7 @@ struct elist {
 
 struct policy_conf {
 	struct elist lists[2][POLICY_LIST__COUNT];
+	char err[512]; /* policy_conf_error */
 };
 
 /* ---- one classification (policy.c) ---- */

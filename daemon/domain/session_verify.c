@@ -16,6 +16,7 @@
 
 #include "common/strv.h"
 #include "common/words.h"
+#include "daemon/conftab.h"
 #include "daemon/domain/session.h"
 #include "daemon/domain/session_priv.h"
 
@@ -132,6 +133,14 @@ int session_verify_plan(struct session_store *s, const char *id,
 	r = -EINVAL;
 	if (git_config_open_ondisk(&cfg, snap) < 0) {
 		sess_seterr(s, ".spd.conf: %s", sess_git_msg());
+		goto out;
+	}
+	/* A misspelt check or requirement would verify less than the
+	 * project asked for, and say PASS. */
+	char why[512];
+	if (conftab_check(cfg, snap, ".spd.conf", CONFTAB_PROJECT, why,
+			  sizeof(why)) < 0) {
+		sess_seterr(s, "%s", why);
 		goto out;
 	}
 	/* Filtered by hand, not with a glob regex: libgit2's PCRE2 path
@@ -258,7 +267,8 @@ int session_verify_evaluate(struct session_store *s,
 		}
 	if (plan->n_checks == 0)
 		gate(&v, SESSION_GATE_CHECKS, false,
-		     "no checks configured in .spd.conf");
+		     "no checks configured in .spd.conf (add one: "
+		     "[check \"test\"] run = make test)");
 	else if (failed)
 		gate(&v, SESSION_GATE_CHECKS, false,
 		     failed_code < 0 ? "check \"%s\" did not run to an exit"

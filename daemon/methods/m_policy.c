@@ -392,6 +392,7 @@ void m_policy_check(struct call *c)
 	struct check_args args = {0};
 	char *ws_real = NULL;
 	const char *what = "";
+	char why[600];
 	int r;
 
 	if (!!jargv + !!jread + !!jwrite != 1) {
@@ -403,10 +404,14 @@ void m_policy_check(struct call *c)
 	    0)
 		goto out;
 	ctx.hidden = (const char *const *)call_spd(c)->config.hidden;
-	r = gate_policy_conf(call_spd(c), ctx.workspace, &conf, &what);
+	r = gate_policy_conf(call_spd(c), ctx.workspace, &conf, &what, why,
+			     sizeof(why));
 	if (r < 0) {
-		call_error(c, RPC_E_INTERNAL, NULL,
-			   "cannot read the policy configuration %s", what);
+		call_error(c,
+			   r == -EINVAL && strcmp(what, ".spd.conf") == 0
+			       ? RPC_E_BAD_REQUEST
+			       : RPC_E_INTERNAL,
+			   NULL, "%s", why);
 		goto out;
 	}
 	r = jargv ? check_exec(c, jargv, &args, &call)
