@@ -55,6 +55,8 @@ static void usage(FILE *f)
 	    "  ping                         check that spd answers\n"
 	    "  status                       spd's version, uptime, journal, "
 	    "sandbox\n"
+	    "  stop                         stop spd and wait until it has "
+	    "exited\n"
 	    "  journal [--follow] [--since ID] [--kind K] [--limit N]\n"
 	    "                               show journal events\n"
 	    "  journal verify               check the journal's hash chain\n"
@@ -127,6 +129,11 @@ static const struct {
     {"status", cmd_status,
      "usage: spctl status [--json]\n"
      "spd's version, uptime, journal size and sandbox layers.\n"},
+    {"stop", cmd_stop,
+     "usage: spctl stop [--json]\n"
+     "Ask spd to shut down (runs in flight end, the journal is closed) and\n"
+     "wait until it has exited.  Never starts spd; exit 0 also when no spd\n"
+     "runs (\"spd is not running\").\n"},
     {"journal", cmd_journal,
      "usage: spctl journal [--follow] [--since ID] [--kind KIND] "
      "[--limit N] [--json]\n"
