@@ -22,11 +22,29 @@ int cmd_print_error(json_t *err)
 	const char *code = json_string_value(json_object_get(data, "code"));
 	const char *msg = json_string_value(json_object_get(err, "message"));
 
+	json_int_t num = json_integer_value(json_object_get(err, "code"));
+
 	fputs("spctl: ", stderr);
 	ts_fputs(stderr, code ? code : "ERROR");
 	fputs(": ", stderr);
 	ts_fputs(stderr, msg ? msg : "(no message)");
 	fputc('\n', stderr);
+	/* A request spd found wrong carries what the user typed (a session
+	 * id, a network mode): their mistake, exit 2 with what to do.  An
+	 * unknown method or parameter is an spd older than this spctl. */
+	if (code && strcmp(code, "BAD-REQUEST") == 0 &&
+	    (num == -32600 || num == -32602) &&
+	    !(msg && strstr(msg, "unknown parameter"))) {
+		if (msg && (strstr(msg, "no such session") ||
+			    strstr(msg, "is not active")))
+			fputs("spctl: `spctl session list` shows the sessions "
+			      "spd knows; `spctl session start FEATURE` makes "
+			      "one\n",
+			      stderr);
+		else
+			fputs("spctl: see `spctl COMMAND --help`\n", stderr);
+		return CMD_EXIT_USAGE;
+	}
 	if (code && (strcmp(code, "POLICY-DENIED") == 0 ||
 		     strcmp(code, "SANDBOX-UNAVAILABLE") == 0 ||
 		     strcmp(code, "APPROVAL-REFUSED") == 0 ||
@@ -124,7 +142,11 @@ void cmd_print_object(FILE *f, json_t *o, const char *indent)
 		fprintf(f, "%s  network %s\n", indent,
 			strcmp(net, "host") == 0       ? "host"
 			: strcmp(net, "loopback") == 0 ? "loopback"
-						       : "none");
+			: strcmp(net, "proxy") == 0
+			    ? "proxy (only spd's egress proxy)"
+			: strcmp(net, "broker") == 0
+			    ? "broker (only spd's model broker)"
+			    : "none");
 	if (content) {
 		fprintf(f, "%s  content %lld bytes ", indent,
 			(long long)json_integer_value(
@@ -408,6 +430,13 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 		       "restart spd to apply it (systemctl --user restart "
 		       "spd, or spctl stop: spctl starts it again)\n");
 	sb = json_object_get(res, "sandbox");
+	if (!json_is_object(sb) && json_object_get(res, "sandboxd"))
+		/* spd answers before sandboxd's first probe does (right
+		 * after it started): no layer is known yet, which is not
+		 * none.  (An agent's view has no layers, nor sandboxd.) */
+		printf("sandbox:      layers not known yet: spd is still "
+		       "probing them (spctl status again in a moment, or "
+		       "spctl doctor)\n");
 	if (json_is_object(sb)) {
 		const char *k;
 		json_t *v;

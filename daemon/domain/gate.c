@@ -337,7 +337,8 @@ static json_t *object_json(const struct gate_call *g,
 		      "argv", g->argv, "env", g->env, "cwd", cwd, "path",
 		      g->path, "path2", g->path2, "exe", res->exe, "paths",
 		      paths, "net",
-		      g->net == POLICY_NET_HOST	      ? "host"
+		      g->net_name		      ? g->net_name
+		      : g->net == POLICY_NET_HOST     ? "host"
 		      : g->net == POLICY_NET_LOOPBACK ? "loopback"
 						      : "none",
 		      "workspace", g->workspace);

@@ -1266,6 +1266,9 @@ void m_cmd_run(struct call *c)
 		.net = req.net == SBX_NET_BROKER || req.net == SBX_NET_PROXY
 			   ? POLICY_NET_NONE
 			   : (enum policy_net)req.net,
+		.net_name = req.net == SBX_NET_PROXY	? "proxy"
+			    : req.net == SBX_NET_BROKER ? "broker"
+							: NULL,
 		.workspace = pr->req.workspace,
 		.in_place = req.in_place,
 		.session_id = req.session_id,

@@ -181,6 +181,199 @@ START_TEST(test_runtime_dir_removed)
 }
 END_TEST
 
+/* spctl with args in t's environment (extra env may be NULL): its exit
+ * code, stdout and stderr (freed by the caller). */
+static int spctl(struct test_spd *t, char *const extra[], char **out,
+		 char **err, char *const args[])
+{
+	return exit_of(test_spctl(t, args, extra, out, err));
+}
+
+/* The mistakes a new user makes first: each exits 2 (a usage error, not
+ * 125 "spctl or spd failed") and says what to do. */
+START_TEST(test_user_mistakes_exit_2)
+{
+	struct test_spd t;
+	char *out = NULL, *err = NULL;
+	int ex;
+
+	test_spd_prepare(&t, NULL);
+	ex = spctl(&t, NULL, &out, &err, (char *[]){"run", "ls", NULL});
+	ck_assert_msg(ex == 2 && has(err, "put -- before the command") &&
+			  has(err, "spctl run [OPTIONS] -- ls"),
+		      "spctl run ls: %d %s", ex, err);
+	free(out), free(err);
+	ex = spctl(&t, NULL, &out, &err,
+		   (char *[]){"run", "--net", "bogus", "--", "true", NULL});
+	ck_assert_msg(ex == 2 && has(err, "not a network mode") &&
+			  has(err, "loopback"),
+		      "--net bogus: %d %s", ex, err);
+	free(out), free(err);
+	ex = spctl(&t, NULL, &out, &err,
+		   (char *[]){"agent", "--", "true", NULL});
+	ck_assert_msg(ex == 2 && has(err, "no session") &&
+			  has(err, "--session") && !has(err, "workspace"),
+		      "spctl agent without a session: %d %s", ex, err);
+	free(out), free(err);
+	test_spd_start(&t);
+	ex = spctl(&t, NULL, &out, &err,
+		   (char *[]){"agent", "--session", "0123456789abcdef", "--",
+			      "true", NULL});
+	ck_assert_msg(ex == 2 && has(err, "spctl session list"),
+		      "agent --session of no session: %d %s", ex, err);
+	free(out), free(err);
+	ex = spctl(&t, NULL, &out, &err,
+		   (char *[]){"policy", "check", "--session",
+			      "0123456789abcdef", "--", "ls", NULL});
+	ck_assert_msg(ex == 2 && has(err, "no such session") &&
+			  has(err, "spctl session list"),
+		      "policy check --session of no session: %d %s", ex, err);
+	free(out), free(err);
+	test_spd_stop_clean(&t);
+}
+END_TEST
+
+/* The block of `spctl --help` that documents cmd: its lines from the one
+ * naming it to the next command's (malloc'd). */
+static char *help_block(const char *help, const char *cmd)
+{
+	char *out = calloc(1, strlen(help) + 1);
+	const char *l = help;
+	bool in = false;
+
+	ck_assert_ptr_nonnull(out);
+	while (*l) {
+		size_t n = strcspn(l, "\n"), k = strlen(cmd);
+		/* A command's first line: two spaces and a name. */
+		bool first = n > 2 && l[0] == ' ' && l[1] == ' ' && l[2] != ' ';
+
+		if (first)
+			in = strncmp(l + 2, cmd, k) == 0 &&
+			     (l[2 + k] == ' ' || l[2 + k] == '\n');
+		if (in)
+			strncat(out, l, n + 1);
+		l += n + (l[n] == '\n');
+	}
+	return out;
+}
+
+/* Every option of every command, as its own usage names it, is in
+ * `spctl --help` too (agent's --yes, acp's --cap and --yes were not). */
+START_TEST(test_help_lists_every_option)
+{
+	static char *cmds[] = {
+	    "ping",    "status",  "stop",   "journal",	 "doctor",  "run",
+	    "agent",   "session", "policy", "approvals", "approve", "deny",
+	    "secrets", "turn",	  "turns",  "mcp",	 "acp",
+	};
+	struct test_spd t;
+	char *help = NULL, *err = NULL;
+
+	test_spd_prepare(&t, NULL);
+	ck_assert_int_eq(
+	    spctl(&t, NULL, &help, &err, (char *[]){"--help", NULL}), 0);
+	free(err);
+	for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		/* deny shares approve's line ("approve ID | deny ID"). */
+		char *u = NULL,
+		     *block = help_block(
+			 help, strcmp(cmds[i], "deny") ? cmds[i] : "approve");
+		const char *p;
+
+		ck_assert_int_eq(spctl(&t, NULL, &u, &err,
+				       (char *[]){cmds[i], "--help", NULL}),
+				 0);
+		free(err);
+		ck_assert_msg(block[0], "spctl --help has no %s", cmds[i]);
+		for (p = u; (p = strstr(p, "--")); p += 2) {
+			char opt[32];
+			size_t n = strspn(p + 2, "abcdefghijklmnopqrstuvwxyz-");
+
+			if (n == 0 || n + 3 > sizeof(opt))
+				continue;
+			snprintf(opt, sizeof(opt), "--%.*s", (int)n, p + 2);
+			if (!strcmp(opt, "--json") || !strcmp(opt, "--help"))
+				continue;
+			ck_assert_msg(has(block, opt),
+				      "spctl --help lacks %s %s:\n%s", cmds[i],
+				      opt, block);
+		}
+		free(u);
+		free(block);
+	}
+	free(help);
+	test_spd_cleanup(&t);
+}
+END_TEST
+
+START_TEST(test_sandboxd_help)
+{
+	char *sbx = test_prog("sandboxd");
+	char *out = NULL, *err = NULL;
+	int st = test_run((char *[]){sbx, "--help", NULL}, NULL, &out, &err);
+
+	ck_assert_msg(exit_of(st) == 0 && has(out, "sandbox") &&
+			  has(out, "spd starts it"),
+		      "sandboxd --help: %d %s %s", st, out, err);
+	free(out), free(err), free(sbx);
+}
+END_TEST
+
+/* The ask of a --net proxy run says proxy: "network none" would have a
+ * person grant what they think cannot reach anything. */
+START_TEST(test_ask_says_network_proxy)
+{
+	struct test_spd t;
+	char *out = NULL, *err = NULL, *ws, *wsopt;
+	int ex;
+
+	test_spd_prepare(&t, NULL);
+	test_spd_start(&t);
+	ck_assert(asprintf(&ws, "%s/ws", t.dir) > 0);
+	test_make_repo(ws, "echo a > a.txt");
+	ck_assert(asprintf(&wsopt, "%s", ws) > 0);
+	ex = spctl(&t, NULL, &out, &err,
+		   (char *[]){"run", "--workspace", wsopt, "--net", "proxy",
+			      "--", "curl", "https://example.test/", NULL});
+	ck_assert_msg(ex == 126 && has(err, "NEEDS-APPROVAL") &&
+			  has(err, "network proxy") &&
+			  !has(err, "network none"),
+		      "the ask of a proxy run: %d %s", ex, err);
+	free(out), free(err), free(ws), free(wsopt);
+	test_spd_stop_clean(&t);
+}
+END_TEST
+
+/* Right after an autostart spd answers before sandboxd's first probe:
+ * spctl status says the layers are not known yet, not nothing.  A
+ * sandboxd that starts slowly makes that moment long enough to see. */
+START_TEST(test_status_while_probing)
+{
+	struct test_spd t;
+	char *out = NULL, *err = NULL, *wrap, *sbx = test_prog("sandboxd"),
+	     *script, *env;
+	int ex;
+
+	test_spd_prepare(&t, NULL);
+	ck_assert(asprintf(&wrap, "%s/slow-sandboxd", t.dir) > 0);
+	ck_assert(
+	    asprintf(&script, "#!/bin/sh\nsleep 2\nexec %s \"$@\"\n", sbx) > 0);
+	test_write_file(wrap, script);
+	ck_assert_int_eq(chmod(wrap, 0700), 0);
+	ck_assert(asprintf(&env, "SPD_SANDBOXD=%s", wrap) > 0);
+	ex = spctl(&t, (char *[]){"SPD_NO_AUTOSTART=0", env, NULL}, &out, &err,
+		   (char *[]){"status", NULL});
+	ck_assert_msg(ex == 0 && has(out, "not known yet") &&
+			  has(out, "probing"),
+		      "the first spctl status: %d %s %s", ex, out, err);
+	free(out), free(err);
+	ex = spctl(&t, NULL, &out, &err, (char *[]){"stop", NULL});
+	ck_assert_msg(ex == 0, "spctl stop: %s %s", out, err);
+	free(out), free(err), free(wrap), free(sbx), free(script), free(env);
+	test_spd_cleanup(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ux");
@@ -193,6 +386,14 @@ int main(void)
 	tcase_add_test(tc, test_stop_stops_spd);
 	tcase_add_test(tc, test_stale_pidfile_not_spd);
 	tcase_add_test(tc, test_runtime_dir_removed);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("mistakes");
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_user_mistakes_exit_2);
+	tcase_add_test(tc, test_help_lists_every_option);
+	tcase_add_test(tc, test_sandboxd_help);
+	tcase_add_test(tc, test_ask_says_network_proxy);
+	tcase_add_test(tc, test_status_while_probing);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -82,7 +82,13 @@ function A.object_lines(o, indent)
     lines[#lines + 1] = indent .. '  cwd ' .. ts.arg(o.cwd)
   end
   if type(o.argv) == 'table' and str(o.net) then
-    local net = (o.net == 'host' or o.net == 'loopback') and o.net or 'none'
+    local nets = {
+      host = 'host',
+      loopback = 'loopback',
+      proxy = "proxy (only spd's egress proxy)",
+      broker = "broker (only spd's model broker)",
+    }
+    local net = nets[o.net] or 'none'
     lines[#lines + 1] = indent .. '  network ' .. net
   end
   if type(o.content) == 'table' then
