@@ -185,8 +185,25 @@ static void on_approval(void *data, const char *method, json_t *p)
 		fflush(stdout);
 		return;
 	}
+	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_DECIDED)) == 0 &&
+	    !ctx->json) {
+		const char *d =
+		    json_string_value(json_object_get(p, "decision")) ?: "";
+
+		printf("approval %lld %s: ",
+		       (long long)json_integer_value(json_object_get(p, "id")),
+		       strcmp(d, "approved") == 0 ? "granted"
+		       : strcmp(d, "stale")	  ? "refused"
+						  : "not used");
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(p, "reason")) ?: "");
+		fputc('\n', stdout);
+		fflush(stdout);
+		return;
+	}
 	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_REQUESTED)) != 0 &&
-	    strcmp(method, rpc_notify_name(RPC_N_APPROVAL_WITHDRAWN)) != 0)
+	    strcmp(method, rpc_notify_name(RPC_N_APPROVAL_WITHDRAWN)) != 0 &&
+	    strcmp(method, rpc_notify_name(RPC_N_APPROVAL_DECIDED)) != 0)
 		return;
 	if (ctx->json) {
 		char *s = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);

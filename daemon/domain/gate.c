@@ -504,24 +504,46 @@ static void pending_free(struct pending *p)
 	}
 }
 
-static void pending_refuse(struct pending *p, const char *why)
+/* Tell the followers (spctl approvals --follow, an editor's approvals
+ * list) that p is no longer pending: decided, as approval.decide answers
+ * ("approved", "refused", "stale"), or withdrawn; its reason in words. */
+static void pending_tell(struct pending *p, enum rpc_notify n,
+			 const char *decision, const char *reason)
+{
+	json_t *note =
+	    json_pack("{s:I, s:s?, s:s?, s:s}", "id", (json_int_t)p->id,
+		      "session", p->session[0] ? p->session : NULL, "decision",
+		      decision, "reason", reason);
+
+	for (struct follower *f = p->ap->followers; f && note; f = f->next)
+		call_notify(f->call, n, json_incref(note));
+	json_decref(note);
+}
+
+/* Refuse p for a reason no person gave; the followers see it refused, or
+ * withdrawn when nobody waits for the answer any more. */
+static void pending_refuse(struct pending *p, const char *why, bool withdrawn)
 {
 	struct waiter w = waiter_take(p);
 
 	journal_decision(p->ap->spd, p->session, "approval.refused", p->rule,
 			 why, p->object);
+	if (withdrawn)
+		pending_tell(p, RPC_N_APPROVAL_WITHDRAWN, NULL, why);
+	else
+		pending_tell(p, RPC_N_APPROVAL_DECIDED, "refused", why);
 	pending_free(p);
 	waiter_refuse(&w, RPC_E_APPROVAL_REFUSED, "%s", why);
 }
 
 static void on_timeout(uv_timer_t *t)
 {
-	pending_refuse(t->data, "no decision in time");
+	pending_refuse(t->data, "no decision in time", false);
 }
 
 static void on_waiter_gone(void *data)
 {
-	pending_refuse(data, "the client went away");
+	pending_refuse(data, "the client went away", true);
 }
 
 /* The argv and environment of an exec call, as the classifier takes them
@@ -996,6 +1018,8 @@ static const char *decide_approve(struct approvals *ap, struct pending *p)
 		journal_decision(
 		    ap->spd, p->session, "approval.refused", p->rule,
 		    "a pinned file changed before the decision", p->object);
+		pending_tell(p, RPC_N_APPROVAL_DECIDED, "stale",
+			     "a pinned file changed before the decision");
 		w = waiter_take(p);
 		pending_free(p);
 		waiter_refuse(&w, RPC_E_APPROVAL_REFUSED,
@@ -1005,6 +1029,8 @@ static const char *decide_approve(struct approvals *ap, struct pending *p)
 	}
 	journal_decision(ap->spd, p->session, "approval.granted", p->rule,
 			 "granted by a person", p->object);
+	pending_tell(p, RPC_N_APPROVAL_DECIDED, "approved",
+		     "granted by a person");
 	if ((!p->w.call && !p->w.decided) || p->grant_after) {
 		/* The agent did not wait, or asked ahead of the call (a
 		 * policy.check): the grant waits for the call, this exact
@@ -1043,6 +1069,7 @@ static void decide_refuse(struct approvals *ap, struct pending *p,
 	snprintf(session, sizeof(session), "%s", p->session);
 	journal_decision(ap->spd, session, "approval.refused", p->rule, reason,
 			 p->object);
+	pending_tell(p, RPC_N_APPROVAL_DECIDED, "refused", reason);
 	pending_free(p);
 	if (session[0]) {
 		struct counter *ctr = counter_of(ap, session);
@@ -1088,16 +1115,10 @@ static struct waiter pending_withdraw(struct pending *p, const char *why)
 {
 	struct approvals *ap = p->ap;
 	struct waiter w = waiter_take(p);
-	json_t *note;
 
 	journal_decision(ap->spd, p->session, "approval.withdrawn", p->rule,
 			 why, p->object);
-	note = json_pack("{s:I, s:s?, s:s}", "id", (json_int_t)p->id, "session",
-			 p->session[0] ? p->session : NULL, "reason", why);
-	for (struct follower *f = ap->followers; f && note; f = f->next)
-		call_notify(f->call, RPC_N_APPROVAL_WITHDRAWN,
-			    json_incref(note));
-	json_decref(note);
+	pending_tell(p, RPC_N_APPROVAL_WITHDRAWN, NULL, why);
 	pending_free(p);
 	return w;
 }
@@ -1218,7 +1239,7 @@ void gate_stop(struct spd *spd)
 	/* Waiting calls were ended when their clients went away (the
 	 * server closes first); anything left is refused. */
 	while (ap->pending)
-		pending_refuse(ap->pending, "spd is stopping");
+		pending_refuse(ap->pending, "spd is stopping", true);
 	while (ap->grants) {
 		struct grant *g = ap->grants;
 		ap->grants = g->next;

@@ -6,6 +6,7 @@
  * process gone.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -374,6 +375,154 @@ START_TEST(test_status_while_probing)
 }
 END_TEST
 
+/* spctl approvals --follow, running: its pid and its stdout's read end. */
+struct follower {
+	pid_t pid;
+	int out;
+	char buf[16384];
+	size_t len;
+};
+
+static void follower_start(struct test_spd *t, struct follower *f)
+{
+	char *spctl = test_prog("spctl");
+	int p[2];
+
+	ck_assert_int_eq(pipe(p), 0);
+	memset(f, 0, sizeof(*f));
+	f->pid = fork();
+	ck_assert_int_ge(f->pid, 0);
+	if (f->pid == 0) {
+		for (int i = 0; t->env[i]; i++)
+			putenv(t->env[i]);
+		dup2(p[1], STDOUT_FILENO);
+		close(p[0]);
+		close(p[1]);
+		execl(spctl, spctl, "approvals", "--follow", (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	f->out = p[0];
+	free(spctl);
+}
+
+/* Wait up to 10 s for needle in what the follower printed. */
+static bool follower_saw(struct follower *f, const char *needle)
+{
+	for (int waited = 0; waited < 10000; waited += 50) {
+		struct pollfd pfd = {f->out, POLLIN, 0};
+		ssize_t n;
+
+		f->buf[f->len] = '\0';
+		if (strstr(f->buf, needle))
+			return true;
+		if (poll(&pfd, 1, 50) == 1) {
+			n = read(f->out, f->buf + f->len,
+				 sizeof(f->buf) - 1 - f->len);
+			if (n <= 0)
+				return false;
+			f->len += (size_t)n;
+		}
+	}
+	return false;
+}
+
+static void follower_stop(struct follower *f)
+{
+	kill(f->pid, SIGTERM);
+	waitpid(f->pid, NULL, 0);
+	close(f->out);
+}
+
+/* An ask of an agent's run that does not wait (its session's token
+ * tok); its approval id. */
+static long ask(struct test_spd *t, const char *tok, const char *url)
+{
+	char params[512], *reply, *p;
+	int fd = test_spd_connect(t);
+	long id;
+
+	snprintf(params, sizeof(params),
+		 "{\"argv\":[\"curl\",\"%s\"],\"wait\":false}", url);
+	reply = test_rpc_on(t, fd, tok, "cmd.run", params, 10000);
+	close(fd);
+	TEST_ASSERT_CODE(reply, "NEEDS-APPROVAL");
+	p = strstr(reply, "\"approval\":");
+	ck_assert_msg(p, "no approval id in %s", reply);
+	id = strtol(p + strlen("\"approval\":"), NULL, 10);
+	free(reply);
+	return id;
+}
+
+/*
+ * spctl approvals --follow shows an ask leaving the list, not only
+ * arriving: granted, refused, withdrawn (its caller went away).
+ */
+START_TEST(test_follow_shows_decisions)
+{
+	struct test_spd t;
+	struct follower f;
+	char *out = NULL, *err = NULL, *ws, want[64], idtxt[32], *line,
+	     params[4200], sid[TEST_SESSION_ID_LEN + 1],
+	     tok[TEST_SESSION_TOKEN_LEN + 1];
+	long id;
+	int fd;
+
+	test_spd_prepare(&t, NULL);
+	test_spd_start(&t);
+	ck_assert(asprintf(&ws, "%s/ws", t.dir) > 0);
+	test_make_repo(ws, "echo a > a.txt");
+	snprintf(params, sizeof(params),
+		 "{\"repo\":\"%s\",\"feature\":\"follow\"}", ws);
+	test_session_start(&t, params, sid, tok);
+	follower_start(&t, &f);
+	id = ask(&t, tok, "https://one.test/");
+	snprintf(want, sizeof(want), "approval %ld  session", id);
+	ck_assert_msg(follower_saw(&f, want), "the ask not shown: %s", f.buf);
+	snprintf(idtxt, sizeof(idtxt), "%ld", id);
+	ck_assert_int_eq(
+	    spctl(&t, NULL, &out, &err, (char *[]){"approve", idtxt, NULL}), 0);
+	free(out), free(err);
+	snprintf(want, sizeof(want), "approval %ld granted", id);
+	ck_assert_msg(follower_saw(&f, want), "the grant not shown: %s", f.buf);
+
+	id = ask(&t, tok, "https://two.test/");
+	snprintf(idtxt, sizeof(idtxt), "%ld", id);
+	ck_assert_int_eq(
+	    spctl(&t, NULL, &out, &err,
+		  (char *[]){"deny", idtxt, "--why", "not today", NULL}),
+	    0);
+	free(out), free(err);
+	snprintf(want, sizeof(want), "approval %ld refused", id);
+	ck_assert_msg(follower_saw(&f, want) && follower_saw(&f, "not today"),
+		      "the refusal not shown: %s", f.buf);
+
+	/* A call that waits for a person, and goes away. */
+	fd = test_spd_connect(&t);
+	{
+		char req[4096];
+		int n = snprintf(
+		    req, sizeof(req),
+		    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
+		    "\"params\":{\"token\":\"%s\","
+		    "\"argv\":[\"curl\",\"https://three.test/\"]}}\n",
+		    tok);
+		test_send(fd, req, (size_t)n);
+	}
+	line = test_recv_line(fd, 10000);
+	ck_assert_msg(has(line, "approval.requested"), "%s", line);
+	id = strtol(strstr(line, "\"id\":") + 5, NULL, 10);
+	free(line);
+	close(fd);
+	snprintf(want, sizeof(want), "approval %ld withdrawn", id);
+	ck_assert_msg(follower_saw(&f, want), "the withdrawal not shown: %s",
+		      f.buf);
+	follower_stop(&f);
+	free(ws);
+	test_spd_stop_clean(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ux");
@@ -394,6 +543,7 @@ int main(void)
 	tcase_add_test(tc, test_sandboxd_help);
 	tcase_add_test(tc, test_ask_says_network_proxy);
 	tcase_add_test(tc, test_status_while_probing);
+	tcase_add_test(tc, test_follow_shows_decisions);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -292,6 +292,15 @@ local function on_notify(method, p)
       util.notify(string.format('approval %d withdrawn: %s', id, ts.field(p.reason or '')))
       A.render()
     end
+  elseif method == 'approval.decided' then
+    -- Decided elsewhere (spctl approve, another editor, the 10-minute
+    -- limit): the ask is no longer spd's to decide, so not ours to list.
+    if A.pending[id] then
+      A.pending[id] = nil
+      local words = { approved = 'granted', refused = 'refused', stale = 'not used' }
+      util.notify(string.format('approval %d %s: %s', id, words[p.decision] or 'decided', ts.field(p.reason or '')))
+      A.render()
+    end
   end
 end
 
