@@ -523,6 +523,37 @@ START_TEST(test_follow_shows_decisions)
 }
 END_TEST
 
+/* A program under the host's /tmp is not in a run (its /tmp is private):
+ * spctl says so, not only "No such file or directory". */
+START_TEST(test_program_under_tmp_explained)
+{
+	struct test_spd t;
+	char *out = NULL, *err = NULL, *ws, bin[] = "/tmp/spd-ux-bin-XXXXXX",
+	     *prog;
+	int ex;
+
+	test_spd_prepare(&t, NULL);
+	test_spd_start(&t);
+	ck_assert(asprintf(&ws, "%s/ws", t.dir) > 0);
+	test_make_repo(ws, "echo a > a.txt");
+	ck_assert_ptr_nonnull(mkdtemp(bin));
+	ck_assert(asprintf(&prog, "%s/agent-cli", bin) > 0);
+	test_write_file(prog, "#!/bin/sh\necho ran\n");
+	ck_assert_int_eq(chmod(prog, 0755), 0);
+	ex = spctl(
+	    &t, NULL, &out, &err,
+	    (char *[]){"run", "--yes", "--workspace", ws, "--", prog, NULL});
+	ck_assert_msg(ex == 127 && has(err, "command not found") &&
+			  has(err, "under /tmp, which runs do not see") &&
+			  !has(out, "ran"),
+		      "a program under /tmp: %d %s %s", ex, out, err);
+	free(out), free(err);
+	test_rmrf(bin);
+	free(prog), free(ws);
+	test_spd_stop_clean(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ux");
@@ -544,6 +575,7 @@ int main(void)
 	tcase_add_test(tc, test_ask_says_network_proxy);
 	tcase_add_test(tc, test_status_while_probing);
 	tcase_add_test(tc, test_follow_shows_decisions);
+	tcase_add_test(tc, test_program_under_tmp_explained);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
