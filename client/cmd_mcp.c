@@ -817,6 +817,23 @@ static int on_stdin(struct mcp *m)
 
 /* ---- the command ---------------------------------------------------------- */
 
+/* The client went away (its output broken), or its calls were not done
+ * MCP_EOF_WAIT_MS after its input ended (late): every call still in
+ * flight is cancelled (spd kills its run and journals why). */
+static void cancel_in_flight(struct mcp *m, bool late)
+{
+	for (int i = 0; i < MCP_CALLS_MAX; i++)
+		if (m->calls[i]) {
+			fprintf(stderr, "spctl mcp: %s; %s cancelled\n",
+				late ? "the calls in flight outlived the end "
+				       "of input by too long"
+				     : "the client went away",
+				m->calls[i]->tool->name);
+			call_free(m->calls[i]);
+			m->calls[i] = NULL;
+		}
+}
+
 /* Whether any call is still waiting for spd's answer. */
 static bool calls_in_flight(const struct mcp *m)
 {
@@ -991,20 +1008,8 @@ int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv)
 		if (m.out_broken)
 			break;
 	}
-	/* The client went away (its output broken, or its calls not done
-	 * MCP_EOF_WAIT_MS after its input ended): every call still in
-	 * flight is cancelled (spd kills its run and journals why). */
-	for (int i = 0; !ended && i < MCP_CALLS_MAX; i++)
-		if (m.calls[i]) {
-			fprintf(stderr, "spctl mcp: %s; %s cancelled\n",
-				eof_at >= 0 && !m.out_broken
-				    ? "the calls in flight outlived the end of "
-				      "input by too long"
-				    : "the client went away",
-				m.calls[i]->tool->name);
-			call_free(m.calls[i]);
-			m.calls[i] = NULL;
-		}
+	if (!ended)
+		cancel_in_flight(&m, eof_at >= 0 && !m.out_broken);
 out:
 	buf_free(&m.in);
 	json_decref(m.schemas);
