@@ -554,6 +554,39 @@ START_TEST(test_program_under_tmp_explained)
 }
 END_TEST
 
+/*
+ * An spd that lost its socket and does not let go of the journal (here
+ * stopped with SIGSTOP): the new spd's refusal says the other's socket
+ * was removed, not that both listen on the one path.
+ */
+START_TEST(test_runtime_dir_removed_old_spd_stuck)
+{
+	struct test_spd t;
+	char *out = NULL, *err = NULL;
+	pid_t old;
+	int ex;
+
+	test_spd_prepare(&t, NULL);
+	test_spd_start(&t);
+	old = t.pid;
+	ck_assert_int_eq(kill(old, SIGSTOP), 0);
+	test_rmrf(t.runtime);
+	ex = spctl(&t, autostart, &out, &err, (char *[]){"ping", NULL});
+	kill(old, SIGCONT);
+	ck_assert_msg(ex == 125 && has(err, "was removed") &&
+			  !has(err, "this one would listen on"),
+		      "spctl while the old spd holds the journal: %d %s", ex,
+		      err);
+	free(out), free(err);
+	/* Let go, the old spd notices its socket is gone and stops. */
+	for (int i = 0; i < 100 && !gone(old); i++)
+		usleep(100 * 1000);
+	ck_assert_msg(gone(old), "the spd that lost its socket still runs");
+	t.pid = 0;
+	test_spd_cleanup(&t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("ux");
@@ -566,6 +599,7 @@ int main(void)
 	tcase_add_test(tc, test_stop_stops_spd);
 	tcase_add_test(tc, test_stale_pidfile_not_spd);
 	tcase_add_test(tc, test_runtime_dir_removed);
+	tcase_add_test(tc, test_runtime_dir_removed_old_spd_stuck);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("mistakes");
 	tcase_set_timeout(tc, 120);
