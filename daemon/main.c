@@ -433,8 +433,6 @@ static void load_config_or_die(void)
 	log_set_redact(spd.redact);
 }
 
-/* The journal (refusing one whose head does not match), its hooks, and
- * the per-session quotas that count its rows. */
 /*
  * Whether the spd that holds the journal (its holder line "pid N, socket
  * PATH") listens on this spd's socket path and that socket is gone: its
@@ -454,6 +452,8 @@ static bool holder_lost_our_socket(const char *holder)
 	       lstat(spd.paths.socket_path, &st) < 0;
 }
 
+/* The journal (refusing one whose head does not match), its hooks, and
+ * the per-session quotas that count its rows. */
 static void open_journal_or_die(uv_loop_t *loop)
 {
 	int r = journal_open(loop, spd.paths.journal_path, &spd.journal);
