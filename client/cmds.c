@@ -720,7 +720,7 @@ static int stop_not_running(struct cmd_ctx *ctx)
 		       p.socket_path, pid);
 	else if (pid > 0)
 		printf("spd is not running (spd.pid names pid %ld, which is "
-		       "not spd: a stale file)\n",
+		       "not a running spd: a stale file)\n",
 		       pid);
 	else
 		printf("spd is not running\n");

@@ -105,7 +105,7 @@ START_TEST(test_stale_pidfile_not_spd)
 {
 	struct test_spd t;
 	char *out = NULL, *err = NULL, *p, txt[32];
-	pid_t other, pid;
+	pid_t other, pid, dead;
 	int st;
 
 	test_spd_prepare(&t, NULL);
@@ -117,12 +117,26 @@ START_TEST(test_stale_pidfile_not_spd)
 	}
 	ck_assert_int_eq(mkdir(t.runtime, 0700) == 0 || errno == EEXIST, 1);
 	p = paths_join(t.runtime, "spd.pid");
+	/* A dead pid first: one that has exited and been reaped. */
+	dead = fork();
+	ck_assert_int_ge(dead, 0);
+	if (dead == 0)
+		_exit(0);
+	waitpid(dead, NULL, 0);
+	snprintf(txt, sizeof(txt), "%d\n", (int)dead);
+	test_write_file(p, txt);
+	st = test_spctl(&t, (char *[]){"stop", NULL}, NULL, &out, &err);
+	ck_assert_msg(exit_of(st) == 0 && has(out, "spd is not running") &&
+			  has(out, "stale file"),
+		      "spctl stop with a dead pid in spd.pid: %d %s %s", st,
+		      out, err);
+	free(out), free(err);
 	snprintf(txt, sizeof(txt), "%d\n", (int)other);
 	test_write_file(p, txt);
 	free(p);
 	st = test_spctl(&t, (char *[]){"stop", NULL}, NULL, &out, &err);
 	ck_assert_msg(exit_of(st) == 0 && has(out, "spd is not running") &&
-			  has(out, "not spd"),
+			  has(out, "stale file"),
 		      "spctl stop with a stale pid file: %d %s %s", st, out,
 		      err);
 	ck_assert_msg(!gone(other), "spctl stop killed a process not spd");
