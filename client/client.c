@@ -120,7 +120,8 @@ static char *load_token(const struct spd_paths *p, bool *ret_session)
 	return paths_read_line(p->token_path);
 }
 
-int client_open(struct client *c, char *errbuf, size_t errlen)
+static int open_impl(struct client *c, bool may_start, char *errbuf,
+		     size_t errlen)
 {
 	struct spd_paths p;
 	const char *no = getenv("SPD_NO_AUTOSTART");
@@ -135,7 +136,7 @@ int client_open(struct client *c, char *errbuf, size_t errlen)
 		return r;
 	}
 	fd = try_connect(p.socket_path);
-	if (fd < 0 && (fd == -ENOENT || fd == -ECONNREFUSED) &&
+	if (fd < 0 && (fd == -ENOENT || fd == -ECONNREFUSED) && may_start &&
 	    !(no && strcmp(no, "1") == 0)) {
 		char sub[256] = "";
 		fd = autostart(p.socket_path, sub, sizeof(sub));
@@ -166,6 +167,16 @@ int client_open(struct client *c, char *errbuf, size_t errlen)
 	}
 	paths_free(&p);
 	return 0;
+}
+
+int client_open(struct client *c, char *errbuf, size_t errlen)
+{
+	return open_impl(c, true, errbuf, errlen);
+}
+
+int client_open_running(struct client *c, char *errbuf, size_t errlen)
+{
+	return open_impl(c, false, errbuf, errlen);
 }
 
 void client_close(struct client *c)

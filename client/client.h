@@ -27,6 +27,9 @@ struct client {
  * file.  Returns 0, or -errno with a sentence in errbuf.
  */
 int client_open(struct client *c, char *errbuf, size_t errlen);
+/* client_open without starting spd: -ENOENT or -ECONNREFUSED when
+ * nothing listens on the socket (spctl stop). */
+int client_open_running(struct client *c, char *errbuf, size_t errlen);
 void client_close(struct client *c);
 
 /*

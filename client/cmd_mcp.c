@@ -52,6 +52,13 @@
  * notifications keep a client's request timeout from firing, and remind
  * whoever watches which approval frees it). */
 #define MCP_WAIT_PROGRESS_MS 5000
+/* How long spctl mcp still waits, after its input ended, for the calls in
+ * flight to finish and be answered: a client that writes its requests and
+ * closes stdin (a script, `... | spctl mcp`) wants their answers, and a
+ * build or a test run takes minutes.  Past it they are cancelled, so a
+ * server whose client has gone does not linger; a client that wants them
+ * cancelled sooner says notifications/cancelled or ends spctl. */
+#define MCP_EOF_WAIT_MS (5 * 60 * 1000)
 
 /* The revisions spoken, newest first (the spec's version negotiation: a
  * revision the client asks for is answered with itself, another with the
@@ -204,7 +211,9 @@ void mcp_call_fail(struct mcp_call *k, const char *fmt, ...)
 }
 
 /* spd's error response as a tool error: its symbolic code, its message,
- * and for a refusal by policy the rule and its reason. */
+ * and for a refusal by policy the rule and its reason, each said once:
+ * spd's message already holds them ("REASON (RULE)"), and a model that
+ * reads a reason twice weighs it twice. */
 void mcp_call_fail_spd(struct mcp_call *k, json_t *err)
 {
 	json_t *d = json_object_get(err, "data");
@@ -212,16 +221,18 @@ void mcp_call_fail_spd(struct mcp_call *k, json_t *err)
 	const char *msg = json_string_value(json_object_get(err, "message"));
 	const char *rule = json_string_value(json_object_get(d, "rule"));
 	const char *reason = json_string_value(json_object_get(d, "reason"));
+	char tail[1024] = "";
 
-	if (rule && reason)
-		mcp_call_fail(k, "%s: %s (rule %s: %s)", code ? code : "ERROR",
-			      msg ? msg : "", rule, reason);
-	else if (rule)
-		mcp_call_fail(k, "%s: %s (rule %s)", code ? code : "ERROR",
-			      msg ? msg : "", rule);
-	else
-		mcp_call_fail(k, "%s: %s", code ? code : "ERROR",
-			      msg ? msg : "");
+	if (!msg)
+		msg = "";
+	if (rule && !strstr(msg, rule) && reason && *reason &&
+	    !strstr(msg, reason))
+		snprintf(tail, sizeof(tail), " (rule %s: %s)", rule, reason);
+	else if (rule && !strstr(msg, rule))
+		snprintf(tail, sizeof(tail), " (rule %s)", rule);
+	else if (reason && *reason && !strstr(msg, reason))
+		snprintf(tail, sizeof(tail), " (%s)", reason);
+	mcp_call_fail(k, "%s: %s%s", code ? code : "ERROR", msg, tail);
 }
 
 /* ---- talking to spd ------------------------------------------------------ */
@@ -762,8 +773,13 @@ static int on_stdin(struct mcp *m)
 	r = read(m->in_fd, m->in.data + m->in.len, 65536);
 	if (r < 0)
 		return errno == EINTR || errno == EAGAIN ? 0 : -errno;
-	if (r == 0)
+	if (r == 0) {
+		/* A last message without its newline is still a message. */
+		if (m->in.len && !m->skipping)
+			on_message(m, m->in.data, m->in.len);
+		buf_reset(&m->in);
 		return -EPIPE;
+	}
 	m->in.len += (size_t)r;
 	for (;;) {
 		char *nl = memchr(m->in.data + start, '\n', m->in.len - start);
@@ -800,6 +816,32 @@ static int on_stdin(struct mcp *m)
 }
 
 /* ---- the command ---------------------------------------------------------- */
+
+/* The client went away (its output broken), or its calls were not done
+ * MCP_EOF_WAIT_MS after its input ended (late): every call still in
+ * flight is cancelled (spd kills its run and journals why). */
+static void cancel_in_flight(struct mcp *m, bool late)
+{
+	for (int i = 0; i < MCP_CALLS_MAX; i++)
+		if (m->calls[i]) {
+			fprintf(stderr, "spctl mcp: %s; %s cancelled\n",
+				late ? "the calls in flight outlived the end "
+				       "of input by too long"
+				     : "the client went away",
+				m->calls[i]->tool->name);
+			call_free(m->calls[i]);
+			m->calls[i] = NULL;
+		}
+}
+
+/* Whether any call is still waiting for spd's answer. */
+static bool calls_in_flight(const struct mcp *m)
+{
+	for (int i = 0; i < MCP_CALLS_MAX; i++)
+		if (m->calls[i])
+			return true;
+	return false;
+}
 
 static int mcp_usage(void)
 {
@@ -839,6 +881,9 @@ int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct mcp m = {.in_fd = STDIN_FILENO, .out_fd = STDOUT_FILENO};
 	const char *agent = getenv("SPD_SESSION_TOKEN");
+	/* When stdin ended (now_ms), or -1; ended: every call answered. */
+	int64_t eof_at = -1;
+	bool ended = false;
 	int ex = 0;
 
 	(void)ctx;
@@ -896,8 +941,21 @@ int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv)
 		int idx[1 + MCP_CALLS_MAX], n = 0, timeout = -1, r;
 		int64_t now = now_ms();
 
-		pfd[n].fd = m.in_fd;
-		pfd[n].events = POLLIN;
+		if (eof_at >= 0) {
+			/* Input over: only the calls in flight are left. */
+			if (!calls_in_flight(&m)) {
+				ended = true;
+				break;
+			}
+			if (now - eof_at >= MCP_EOF_WAIT_MS)
+				break;
+			timeout = (int)(MCP_EOF_WAIT_MS - (now - eof_at));
+		}
+		/* After the end of input, the slot of stdin watches stdout
+		 * instead: a client that closed its end of it too has gone,
+		 * and nobody would read the answers waited for. */
+		pfd[n].fd = eof_at >= 0 ? m.out_fd : m.in_fd;
+		pfd[n].events = eof_at >= 0 ? 0 : POLLIN;
 		idx[n++] = -1;
 		for (int i = 0; i < MCP_CALLS_MAX; i++) {
 			struct mcp_call *k = m.calls[i];
@@ -925,8 +983,15 @@ int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv)
 			    (pfd[j].revents & (POLLIN | POLLHUP | POLLERR)))
 				call_readable(k);
 		}
-		if (r > 0 && (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
-			if (on_stdin(&m) < 0)
+		if (r > 0 && eof_at >= 0 &&
+		    (pfd[0].revents & (POLLHUP | POLLERR)))
+			m.out_broken = true;
+		else if (r > 0 &&
+			 (pfd[0].revents & (POLLIN | POLLHUP | POLLERR))) {
+			r = on_stdin(&m);
+			if (r == -EPIPE)
+				eof_at = now_ms();
+			else if (r < 0)
 				break;
 		}
 		now = now_ms();
@@ -943,17 +1008,8 @@ int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv)
 		if (m.out_broken)
 			break;
 	}
-	/* The client went away: every call still in flight is cancelled
-	 * (spd kills its run and journals why). */
-	for (int i = 0; i < MCP_CALLS_MAX; i++)
-		if (m.calls[i]) {
-			fprintf(stderr,
-				"spctl mcp: the client went away; %s "
-				"cancelled\n",
-				m.calls[i]->tool->name);
-			call_free(m.calls[i]);
-			m.calls[i] = NULL;
-		}
+	if (!ended)
+		cancel_in_flight(&m, eof_at >= 0 && !m.out_broken);
 out:
 	buf_free(&m.in);
 	json_decref(m.schemas);

@@ -164,6 +164,27 @@ static int run_usage(void)
 
 static int run_call(struct cmd_ctx *ctx, json_t *params, bool agent, bool yes);
 
+/* A word where an option was expected: most often the command itself,
+ * typed without the "--" that ends spctl's options. */
+static int no_dashdash(const char *cmd, const char *word)
+{
+	fprintf(stderr,
+		"spctl: %s: put -- before the command to run: spctl %s "
+		"[OPTIONS] -- ",
+		cmd, cmd);
+	ts_fputs_arg(stderr, word);
+	fputs(" ...\n", stderr);
+	return CMD_EXIT_USAGE;
+}
+
+/* The network modes cmd.run takes: checked here so that a typo is a
+ * usage error with the list, not a refusal from spd. */
+static bool net_known(const char *net)
+{
+	return strcmp(net, "none") == 0 || strcmp(net, "loopback") == 0 ||
+	       strcmp(net, "proxy") == 0 || strcmp(net, "host") == 0;
+}
+
 /*
  * Whether spctl's stdout and stderr are one file: 2>&1 into a pipe or a
  * file, one terminal, /dev/null.  The run then gets one pipe for both
@@ -202,8 +223,16 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 			free(workspace);
 			workspace = strdup(rp);
 		} else if (strcmp(a, "--net") == 0 && i + 1 < argc) {
+			if (!net_known(argv[++i])) {
+				fputs("spctl: run: --net ", stderr);
+				ts_fputs_arg(stderr, argv[i]);
+				fputs(": not a network mode (none, loopback, "
+				      "proxy or host)\n",
+				      stderr);
+				return CMD_EXIT_USAGE;
+			}
 			json_object_set_new(params, "net",
-					    json_string(argv[++i]));
+					    json_string(argv[i]));
 		} else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
 			char *end;
 			long t = strtol(argv[++i], &end, 10);
@@ -229,12 +258,17 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 			ctx->json = true;
 		} else if (strcmp(a, "--yes") == 0 || strcmp(a, "-y") == 0) {
 			yes = true;
+		} else if (a[0] != '-') {
+			return no_dashdash("run", a);
 		} else {
 			return run_usage();
 		}
 	}
-	if (i >= argc)
-		return run_usage();
+	if (i >= argc) {
+		fprintf(stderr, "spctl: run: no command: spctl run [OPTIONS] "
+				"-- COMMAND [ARGS...]\n");
+		return CMD_EXIT_USAGE;
+	}
 	for (; i < argc; i++)
 		json_array_append_new(args, json_string(argv[i]));
 	json_object_set_new(params, "argv", args);
@@ -443,12 +477,27 @@ int cmd_agent(struct cmd_ctx *ctx, int argc, char **argv)
 			ctx->json = true;
 		} else if (strcmp(a, "--yes") == 0 || strcmp(a, "-y") == 0) {
 			yes = true;
+		} else if (a[0] != '-') {
+			json_decref(params);
+			json_decref(args);
+			return no_dashdash("agent", a);
 		} else {
 			goto usage;
 		}
 	}
 	if (i >= argc)
 		goto usage;
+	if (!token && !json_object_get(params, "session")) {
+		/* The operator's agent works in a session's worktree: say
+		 * which is missing, not what spd lacks ("workspace"). */
+		fprintf(stderr,
+			"spctl: agent: no session: give --session ID (`spctl "
+			"session list` shows them; `spctl session start "
+			"FEATURE` makes one), or set SPD_SESSION_TOKEN\n");
+		json_decref(params);
+		json_decref(args);
+		return CMD_EXIT_USAGE;
+	}
 	for (; i < argc; i++)
 		json_array_append_new(args, json_string(argv[i]));
 	json_object_set_new(params, "argv", args);

@@ -1,14 +1,16 @@
 /*
- * spctl's smaller commands (ping, status, doctor, journal, approvals,
+ * spctl's smaller commands (ping, status, stop, doctor, journal, approvals,
  * approve, deny, secrets) and what they share: calling spd, printing its
  * errors and what an agent chose through termsafe.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/paths.h"
 #include "proto/rpc.h"
 #include "client.h"
 #include "client/termsafe.h"
@@ -20,11 +22,29 @@ int cmd_print_error(json_t *err)
 	const char *code = json_string_value(json_object_get(data, "code"));
 	const char *msg = json_string_value(json_object_get(err, "message"));
 
+	json_int_t num = json_integer_value(json_object_get(err, "code"));
+
 	fputs("spctl: ", stderr);
 	ts_fputs(stderr, code ? code : "ERROR");
 	fputs(": ", stderr);
 	ts_fputs(stderr, msg ? msg : "(no message)");
 	fputc('\n', stderr);
+	/* A request spd found wrong carries what the user typed (a session
+	 * id, a network mode): their mistake, exit 2 with what to do.  An
+	 * unknown method or parameter is an spd older than this spctl. */
+	if (code && strcmp(code, "BAD-REQUEST") == 0 &&
+	    (num == -32600 || num == -32602) &&
+	    !(msg && strstr(msg, "unknown parameter"))) {
+		if (msg && (strstr(msg, "no such session") ||
+			    strstr(msg, "is not active")))
+			fputs("spctl: `spctl session list` shows the sessions "
+			      "spd knows; `spctl session start FEATURE` makes "
+			      "one\n",
+			      stderr);
+		else
+			fputs("spctl: see `spctl COMMAND --help`\n", stderr);
+		return CMD_EXIT_USAGE;
+	}
 	if (code && (strcmp(code, "POLICY-DENIED") == 0 ||
 		     strcmp(code, "SANDBOX-UNAVAILABLE") == 0 ||
 		     strcmp(code, "APPROVAL-REFUSED") == 0 ||
@@ -122,7 +142,11 @@ void cmd_print_object(FILE *f, json_t *o, const char *indent)
 		fprintf(f, "%s  network %s\n", indent,
 			strcmp(net, "host") == 0       ? "host"
 			: strcmp(net, "loopback") == 0 ? "loopback"
-						       : "none");
+			: strcmp(net, "proxy") == 0
+			    ? "proxy (only spd's egress proxy)"
+			: strcmp(net, "broker") == 0
+			    ? "broker (only spd's model broker)"
+			    : "none");
 	if (content) {
 		fprintf(f, "%s  content %lld bytes ", indent,
 			(long long)json_integer_value(
@@ -161,8 +185,25 @@ static void on_approval(void *data, const char *method, json_t *p)
 		fflush(stdout);
 		return;
 	}
+	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_DECIDED)) == 0 &&
+	    !ctx->json) {
+		const char *d =
+		    json_string_value(json_object_get(p, "decision")) ?: "";
+
+		printf("approval %lld %s: ",
+		       (long long)json_integer_value(json_object_get(p, "id")),
+		       strcmp(d, "approved") == 0 ? "granted"
+		       : strcmp(d, "stale")	  ? "refused"
+						  : "not used");
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(p, "reason")) ?: "");
+		fputc('\n', stdout);
+		fflush(stdout);
+		return;
+	}
 	if (strcmp(method, rpc_notify_name(RPC_N_APPROVAL_REQUESTED)) != 0 &&
-	    strcmp(method, rpc_notify_name(RPC_N_APPROVAL_WITHDRAWN)) != 0)
+	    strcmp(method, rpc_notify_name(RPC_N_APPROVAL_WITHDRAWN)) != 0 &&
+	    strcmp(method, rpc_notify_name(RPC_N_APPROVAL_DECIDED)) != 0)
 		return;
 	if (ctx->json) {
 		char *s = json_dumps(p, JSON_COMPACT | JSON_SORT_KEYS);
@@ -404,8 +445,15 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 	if (json_is_true(json_object_get(res, "config_changed")))
 		printf("config:       spd.conf changed since spd started; "
 		       "restart spd to apply it (systemctl --user restart "
-		       "spd, or end it: spctl starts it again)\n");
+		       "spd, or spctl stop: spctl starts it again)\n");
 	sb = json_object_get(res, "sandbox");
+	if (!json_is_object(sb) && json_object_get(res, "sandboxd"))
+		/* spd answers before sandboxd's first probe does (right
+		 * after it started): no layer is known yet, which is not
+		 * none.  (An agent's view has no layers, nor sandboxd.) */
+		printf("sandbox:      layers not known yet: spd is still "
+		       "probing them (spctl status again in a moment, or "
+		       "spctl doctor)\n");
 	if (json_is_object(sb)) {
 		const char *k;
 		json_t *v;
@@ -618,5 +666,114 @@ int cmd_secrets(struct cmd_ctx *ctx, int argc, char **argv)
 			printf("reloaded: %zu secrets\n", json_array_size(a));
 	}
 	json_decref(res);
+	return 0;
+}
+
+/* How long spctl stop waits for spd to exit: spd ends its runs and
+ * writes the journal's last rows first, which takes well under a second
+ * unless the disk stalls. */
+#define STOP_WAIT_MS 15000
+#define STOP_POLL_MS 20
+
+/* Whether pid is a live process named spd (/proc/PID/comm; a zombie,
+ * which has exited, is not live).  A pid file outlives its spd, and the
+ * pid may since name another program. */
+static bool pid_is_spd(long pid)
+{
+	char path[64], buf[512], *p;
+	FILE *f;
+	size_t n;
+
+	snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* "PID (comm) S ...": comm may hold spaces and parentheses; the
+	 * state follows the last ')'. */
+	p = strrchr(buf, ')');
+	if (!p || strncmp(buf + strcspn(buf, "("), "(spd)", 5) != 0)
+		return false;
+	return p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
+}
+
+/* Nothing answers on the socket: say so, and what a leftover spd.pid
+ * names, so that a stale file never reads as a running spd. */
+static int stop_not_running(struct cmd_ctx *ctx)
+{
+	struct spd_paths p = {0};
+	char *pidtxt = NULL;
+	long pid = 0;
+
+	if (paths_resolve(&p) == 0) {
+		pidtxt = paths_read_line(p.pid_path);
+		if (pidtxt)
+			pid = strtol(pidtxt, NULL, 10);
+	}
+	if (ctx->json)
+		printf("{\"running\":false}\n");
+	else if (pid > 0 && pid_is_spd(pid))
+		printf("spd is not running on %s; pid %ld (spd.pid) is an spd "
+		       "that lost its socket and stops by itself\n",
+		       p.socket_path, pid);
+	else if (pid > 0)
+		printf("spd is not running (spd.pid names pid %ld, which is "
+		       "not a running spd: a stale file)\n",
+		       pid);
+	else
+		printf("spd is not running\n");
+	free(pidtxt);
+	paths_free(&p);
+	return 0;
+}
+
+int cmd_stop(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	json_t *res = NULL, *err = NULL;
+	struct client c;
+	char errbuf[512];
+	long pid;
+	int r, waited;
+
+	if (argc != 1) {
+		fprintf(stderr, "usage: spctl stop\n");
+		return CMD_EXIT_USAGE;
+	}
+	r = client_open_running(&c, errbuf, sizeof(errbuf));
+	if (r == -ENOENT || r == -ECONNREFUSED)
+		return stop_not_running(ctx);
+	if (r < 0) {
+		fprintf(stderr, "spctl: %s\n", errbuf);
+		return CMD_EXIT_SPD;
+	}
+	r = client_call(&c, RPC_M_DAEMON_STOP, NULL, NULL, NULL, &res, &err);
+	client_close(&c);
+	if (r == -EPROTO) {
+		r = cmd_print_error(err);
+		json_decref(err);
+		return r;
+	}
+	if (r < 0) {
+		fprintf(stderr, "spctl: stop: %s\n", strerror(-r));
+		return CMD_EXIT_SPD;
+	}
+	pid = (long)json_integer_value(json_object_get(res, "pid"));
+	json_decref(res);
+	for (waited = 0; pid > 0 && pid_is_spd(pid) && waited < STOP_WAIT_MS;
+	     waited += STOP_POLL_MS)
+		nanosleep(&(struct timespec){0, STOP_POLL_MS * 1000000L}, NULL);
+	if (pid > 0 && pid_is_spd(pid)) {
+		fprintf(stderr,
+			"spctl: spd (pid %ld) is stopping but has not exited "
+			"after %d s\n",
+			pid, STOP_WAIT_MS / 1000);
+		return CMD_EXIT_SPD;
+	}
+	if (ctx->json)
+		printf("{\"running\":false,\"pid\":%ld}\n", pid);
+	else
+		printf("spd (pid %ld) stopped\n", pid);
 	return 0;
 }

@@ -26,6 +26,9 @@ struct cmd_ctx {
 
 int cmd_ping(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_status(struct cmd_ctx *ctx, int argc, char **argv);
+/* spctl stop: ask spd to shut down and wait until it has exited; 0 also
+ * when no spd runs (client/cmds.c). */
+int cmd_stop(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_journal(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_run(struct cmd_ctx *ctx, int argc, char **argv);

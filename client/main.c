@@ -55,7 +55,9 @@ static void usage(FILE *f)
 	    "  ping                         check that spd answers\n"
 	    "  status                       spd's version, uptime, journal, "
 	    "sandbox\n"
-	    "  journal [--follow] [--since ID] [--kind K] [--limit N]\n"
+	    "  stop                         stop spd and wait until it has "
+	    "exited\n"
+	    "  journal [--follow|-f] [--since ID] [--kind K] [--limit N]\n"
 	    "                               show journal events\n"
 	    "  journal verify               check the journal's hash chain\n"
 	    "  doctor                       which sandbox layers this host "
@@ -63,10 +65,11 @@ static void usage(FILE *f)
 	    "  run [--workspace DIR] [--net none|loopback|proxy|host] "
 	    "[--timeout S]\n"
 	    "      [--writable PATH]... [--env NAME=VALUE]... [--best-effort]\n"
-	    "      [--yes]  (approve an ask; without it spctl asks y/N on a "
-	    "tty)\n"
+	    "      [--yes|-y]  (approve an ask; without it spctl asks y/N on "
+	    "a tty)\n"
 	    "      -- ARGV...               run a command in the sandbox\n"
-	    "  agent [--session ID] [--cap USD] [--timeout S] -- CMD...\n"
+	    "  agent [--session ID] [--cap USD] [--timeout S] [--yes|-y] -- "
+	    "CMD...\n"
 	    "                               an agent CLI in the session's "
 	    "worktree, its\n"
 	    "                               model calls through a fresh "
@@ -76,7 +79,10 @@ static void usage(FILE *f)
 	    "  session heldout ID DIR | verify ID | diff ID\n"
 	    "  policy check [--session ID] [--workspace DIR] -- ARGV...\n"
 	    "  policy check --read PATH | --write PATH\n"
-	    "  approvals [--follow]         pending asks (operator)\n"
+	    "  approvals [--follow]         pending asks (operator); --follow "
+	    "also\n"
+	    "                               shows them granted, refused, "
+	    "withdrawn\n"
 	    "  approve ID | deny ID [--why TEXT]\n"
 	    "  secrets [reload]             names, sources, fingerprints "
 	    "(never values)\n"
@@ -87,9 +93,10 @@ static void usage(FILE *f)
 	    "turn\n"
 	    "  mcp [--session ID]           an MCP server on stdio: spd's "
 	    "tools for an agent\n"
-	    "  acp [--session ID] [--prompt TEXT] -- AGENT...\n"
-	    "                               drive an ACP agent in the sandbox, "
-	    "its asks decided by spd\n"
+	    "  acp [--session ID] [--prompt TEXT] [--cap USD] [--yes|-y]\n"
+	    "      -- AGENT...              drive an ACP agent in the "
+	    "sandbox,\n"
+	    "                               its asks decided by spd\n"
 	    "\n"
 	    "options:\n"
 	    "  --json      print machine-readable JSON (one object per line),\n"
@@ -106,7 +113,8 @@ static void usage(FILE *f)
 	    "  0    success\n"
 	    "  1    a check failed (journal verify found tampering, doctor\n"
 	    "       found a missing layer, a verification gate failed)\n"
-	    "  2    usage error\n"
+	    "  2    usage error: an unknown option, a missing --, no such "
+	    "session\n"
 	    "  run: the command's own exit code; 128+N when killed by signal "
 	    "N;\n"
 	    "  124  the run hit its deadline\n"
@@ -127,6 +135,11 @@ static const struct {
     {"status", cmd_status,
      "usage: spctl status [--json]\n"
      "spd's version, uptime, journal size and sandbox layers.\n"},
+    {"stop", cmd_stop,
+     "usage: spctl stop [--json]\n"
+     "Ask spd to shut down (runs in flight end, the journal is closed) and\n"
+     "wait until it has exited.  Never starts spd; exit 0 also when no spd\n"
+     "runs (\"spd is not running\").\n"},
     {"journal", cmd_journal,
      "usage: spctl journal [--follow] [--since ID] [--kind KIND] "
      "[--limit N] [--json]\n"
@@ -174,7 +187,9 @@ static const struct {
      "rule.\n"},
     {"approvals", cmd_approvals,
      "usage: spctl approvals [--follow] [--json]\n"
-     "Pending asks (operator); --follow waits for new ones.\n"},
+     "Pending asks (operator); --follow waits for new ones and shows each\n"
+     "ask as it is granted, refused or withdrawn.  An ask nobody decides\n"
+     "is refused after 10 minutes.\n"},
     {"approve", cmd_approve,
      "usage: spctl approve ID [--json]\n"
      "Grant the pending ask ID, once, for its session.\n"},

@@ -6,13 +6,14 @@ end
 function __spctl_approvals
     env SPD_NO_AUTOSTART=1 spctl approvals 2>/dev/null | awk '$1 == "approval" { print $2 }'
 end
-set -l cmds ping status journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp
+set -l cmds ping status stop journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp
 complete -c spctl -f
 complete -c spctl -l json -d 'print one JSON object per line'
 complete -c spctl -l help -d 'print usage'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -l version -d 'print the version'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'ping' -d 'check that spd answers'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'status' -d 'version, uptime, journal, sandbox'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'stop' -d 'stop spd and wait until it has exited'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'journal' -d 'journal events'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'doctor' -d 'sandbox layers of this host'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'run' -d 'run a command in the sandbox'

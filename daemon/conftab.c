@@ -50,6 +50,8 @@ static const struct key limits_keys[] = {
     {"session-journal-rate", K_ANY}, {"operator-connections", K_ANY},
     {"operator-runs", K_ANY},	     {NULL, K_ANY}};
 static const struct key approvals_keys[] = {{"timeout", K_ANY}, {NULL, K_ANY}};
+static const struct key session_keys[] = {
+    {"git-name", K_ANY}, {"git-email", K_ANY}, {NULL, K_ANY}};
 static const struct key broker_keys[] = {
     {"cap-default", K_ANY},	 {"cap-max", K_ANY},
     {"idle-timeout", K_ANY},	 {"body-max", K_ANY},
@@ -83,6 +85,7 @@ static const struct section sections[] = {
     {"journal", SPD, false, journal_keys},
     {"limits", SPD, false, limits_keys},
     {"approvals", SPD, false, approvals_keys},
+    {"session", SPD, false, session_keys},
     {"broker", SPD, false, broker_keys},
     {"provider", SPD, true, provider_keys},
     {"model", SPD, true, model_keys},

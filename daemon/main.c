@@ -34,8 +34,24 @@
 #include "common/paths.h"
 #include "common/util.h"
 
+/* How often spd looks whether its socket file is still its own: a
+ * runtime directory removed under it (a logout's cleanup, rm -rf) leaves
+ * spd listening where no client can reach it and holding the journal
+ * that a new spd would need; once a second finds that soon enough for a
+ * person, and costs one lstat. */
+#define SPD_SOCKET_CHECK_MS 1000
+/* How long a new spd waits for the journal held by an spd whose socket
+ * is gone: that one stops within SPD_SOCKET_CHECK_MS and its shutdown
+ * (runs ended, the journal's last rows written). */
+#define SPD_HANDOVER_WAIT_MS 5000
+#define SPD_HANDOVER_POLL_MS 50
+
 static struct spd spd;
 static uv_signal_t sig_term, sig_int, sig_hup;
+static uv_timer_t sock_check;
+/* The socket file spd bound (device and inode), for sock_check. */
+static dev_t sock_dev;
+static ino_t sock_ino;
 static int ready_fd = -1;
 static int exit_code;
 /* The listening socket came from a service manager: it owns the socket
@@ -185,6 +201,7 @@ static void on_journal_closed(void *data, int err)
 	uv_close((uv_handle_t *)&sig_term, on_signal_closed);
 	uv_close((uv_handle_t *)&sig_int, on_signal_closed);
 	uv_close((uv_handle_t *)&sig_hup, on_signal_closed);
+	uv_close((uv_handle_t *)&sock_check, on_signal_closed);
 }
 
 static void on_modules_closed(void *data)
@@ -192,10 +209,20 @@ static void on_modules_closed(void *data)
 	journal_close(spd.journal, on_journal_closed, NULL);
 }
 
+/* Whether path is still the file (dev, ino) spd made: after its runtime
+ * directory was removed, the name may be the next spd's. */
+static bool still_ours(const char *path, dev_t dev, ino_t ino)
+{
+	struct stat st;
+
+	return lstat(path, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
 static void on_server_closed(void *data)
 {
 	spd.server = NULL;
-	if (!socket_passed)
+	if (!socket_passed &&
+	    still_ours(spd.paths.socket_path, sock_dev, sock_ino))
 		unlink(spd.paths.socket_path);
 	modules_close(&spd, on_modules_closed, NULL);
 }
@@ -218,18 +245,51 @@ static void on_hup(uv_signal_t *h, int signum)
 		       "secrets reloaded", NULL);
 }
 
+/* The one way spd stops: a signal, daemon.stop, or its socket gone. */
+static void stop(struct spd *s, const char *why)
+{
+	if (s->stopping)
+		return;
+	s->stopping = true;
+	log_info("%s", why);
+	notify("STOPPING=1");
+	uv_timer_stop(&sock_check);
+	journal_append(s->journal, NULL, "spd", "daemon.stop", why, NULL);
+	server_close(s->server, on_server_closed, NULL);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
-	if (spd.stopping)
+	stop(&spd,
+	     signum == SIGTERM ? "stopping on SIGTERM" : "stopping on SIGINT");
+}
+
+/* The socket file removed or replaced (its runtime directory deleted):
+ * no client reaches this spd any more, and the next `spctl` starts
+ * another, which needs the journal this one holds.  Stopping cleanly
+ * hands it over. */
+static void on_sock_check(uv_timer_t *h)
+{
+	if (still_ours(spd.paths.socket_path, sock_dev, sock_ino))
 		return;
-	spd.stopping = true;
-	log_info("signal %d: stopping", signum);
-	notify("STOPPING=1");
-	journal_append(spd.journal, NULL, "spd", "daemon.stop",
-		       signum == SIGTERM ? "stopping on SIGTERM"
-					 : "stopping on SIGINT",
-		       NULL);
-	server_close(spd.server, on_server_closed, NULL);
+	log_warn("socket %s is gone (its runtime directory removed?)",
+		 spd.paths.socket_path);
+	stop(&spd, "stopping: the socket file was removed");
+}
+
+/* Watch the socket file spd bound; a socket a service manager passed is
+ * the manager's to keep. */
+static void sock_check_start(uv_loop_t *loop)
+{
+	struct stat st;
+
+	uv_timer_init(loop, &sock_check);
+	if (socket_passed || lstat(spd.paths.socket_path, &st) < 0)
+		return;
+	sock_dev = st.st_dev;
+	sock_ino = st.st_ino;
+	uv_timer_start(&sock_check, on_sock_check, SPD_SOCKET_CHECK_MS,
+		       SPD_SOCKET_CHECK_MS);
 }
 
 /* Point fd at /dev/null (best effort: a missing /dev/null leaves it). */
@@ -373,11 +433,43 @@ static void load_config_or_die(void)
 	log_set_redact(spd.redact);
 }
 
+/*
+ * Whether the spd that holds the journal (its holder line "pid N, socket
+ * PATH") listens on this spd's socket path and that socket is gone: its
+ * runtime directory was removed, and it stops by itself (on_sock_check).
+ */
+static bool holder_lost_our_socket(const char *holder)
+{
+	const char *sock = holder ? strstr(holder, ", socket ") : NULL;
+	size_t n = strlen(spd.paths.socket_path);
+	struct stat st;
+
+	if (!sock)
+		return false;
+	sock += strlen(", socket ");
+	return strncmp(sock, spd.paths.socket_path, n) == 0 &&
+	       (sock[n] == '\n' || sock[n] == '\0') &&
+	       lstat(spd.paths.socket_path, &st) < 0;
+}
+
 /* The journal (refusing one whose head does not match), its hooks, and
  * the per-session quotas that count its rows. */
 static void open_journal_or_die(uv_loop_t *loop)
 {
 	int r = journal_open(loop, spd.paths.journal_path, &spd.journal);
+
+	/* The spd before this one lost its socket and is stopping: wait
+	 * for it to let go of the journal rather than refuse. */
+	for (int waited = 0; r == -EBUSY && waited < SPD_HANDOVER_WAIT_MS;
+	     waited += SPD_HANDOVER_POLL_MS) {
+		_cleanup_free_ char *holder =
+		    journal_read_holder(spd.paths.journal_path);
+
+		if (!holder_lost_our_socket(holder))
+			break;
+		usleep(SPD_HANDOVER_POLL_MS * 1000);
+		r = journal_open(loop, spd.paths.journal_path, &spd.journal);
+	}
 
 	if (r == -SPD_ECORRUPT)
 		die("journal %s does not match its recorded head (tampered or "
@@ -390,6 +482,14 @@ static void open_journal_or_die(uv_loop_t *loop)
 		_cleanup_free_ char *holder =
 		    journal_read_holder(spd.paths.journal_path);
 
+		if (holder_lost_our_socket(holder))
+			die("another spd (%.*s) keeps the journal %s and has "
+			    "not let go of it: its socket %s was removed (its "
+			    "runtime directory deleted?), so no client reaches "
+			    "it. It stops by itself; if it has not, end it "
+			    "(kill its pid) and start spd again",
+			    (int)strcspn(holder, ",\n"), holder,
+			    spd.paths.journal_path, spd.paths.socket_path);
 		die("another spd (%s) already keeps the journal %s; this one "
 		    "would listen on %s. Use that spd: give spctl the same "
 		    "XDG_RUNTIME_DIR (or SPD_RUNTIME_DIR) it was started with, "
@@ -525,6 +625,8 @@ int main(int argc, char **argv)
 	uv_signal_start(&sig_int, on_signal, SIGINT);
 	uv_signal_init(&loop, &sig_hup);
 	uv_signal_start(&sig_hup, on_hup, SIGHUP);
+	spd.stop = stop;
+	sock_check_start(&loop);
 	journal_append(spd.journal, NULL, "spd", "daemon.start",
 		       "spd " SPD_VERSION " started", NULL);
 	log_info("spd %s listening on %s%s (pid %d)", SPD_VERSION,
@@ -547,7 +649,13 @@ int main(int argc, char **argv)
 	r = uv_loop_close(&loop);
 	if (r != 0)
 		log_warn("loop closed with handles open: %s", uv_strerror(r));
-	unlink(spd.paths.pid_path);
+	{
+		struct stat st;
+
+		if (fstat(pidfd, &st) == 0 &&
+		    still_ours(spd.paths.pid_path, st.st_dev, st.st_ino))
+			unlink(spd.paths.pid_path);
+	}
 	close(pidfd);
 	log_info("stopped");
 	config_free(&spd.config);

@@ -110,6 +110,10 @@ struct spd {
 	 * token's session id (malloc'd) and returns 0, or -EACCES. */
 	int (*session_auth)(struct spd *spd, const char *token,
 			    char **ret_session_id);
+	/* Begins spd's clean shutdown (as SIGTERM does), journaling why;
+	 * set by main.c, called by daemon.stop.  A second call does
+	 * nothing. */
+	void (*stop)(struct spd *spd, const char *why);
 	/* Adds module state (the sandbox layers, sessions) to daemon.status. */
 	void (*status_extra)(struct spd *spd, json_t *status);
 	char *sandboxd_path;

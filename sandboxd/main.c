@@ -346,6 +346,20 @@ int main(int argc, char **argv)
 	struct pollfd pfd[2 + 4 * SBXD_RUNS_MAX];
 	struct stat st;
 
+	/* A person who found sandboxd in libexec: what it is, and that it
+	 * is not theirs to start. */
+	if (argc == 2 &&
+	    (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+		printf("sandboxd: spd's sandbox spawner, the only process that "
+		       "starts the\n"
+		       "commands agents ask for, each in its own namespaces "
+		       "under Landlock\n"
+		       "and seccomp.  spd starts it (descriptor 3 is spd's "
+		       "socket); it is\n"
+		       "not run by hand.  See sandboxd(8) and spd(8).\n");
+		return 0;
+	}
+
 	/* Descriptor 3 must be spd's socket; anything else we were given
 	 * is closed, so no run can inherit it. */
 	if (fstat(SBXD_SOCK_FD, &st) < 0 || !S_ISSOCK(st.st_mode)) {

@@ -343,7 +343,8 @@ static json_t *object_json(const struct gate_call *g,
 		      "argv", g->argv, "env", g->env, "cwd", cwd, "path",
 		      g->path, "path2", g->path2, "exe", res->exe, "paths",
 		      paths, "net",
-		      g->net == POLICY_NET_HOST	      ? "host"
+		      g->net_name		      ? g->net_name
+		      : g->net == POLICY_NET_HOST     ? "host"
 		      : g->net == POLICY_NET_LOOPBACK ? "loopback"
 						      : "none",
 		      "workspace", g->workspace);
@@ -516,12 +517,34 @@ static uint32_t wait_ms(const struct spd *spd)
 					       : GATE_WAIT_MS;
 }
 
-static void pending_refuse(struct pending *p, const char *why)
+/* Tell the followers (spctl approvals --follow, an editor's approvals
+ * list) that p is no longer pending: decided, as approval.decide answers
+ * ("approved", "refused", "stale"), or withdrawn; its reason in words. */
+static void pending_tell(struct pending *p, enum rpc_notify n,
+			 const char *decision, const char *reason)
+{
+	json_t *note =
+	    json_pack("{s:I, s:s?, s:s?, s:s}", "id", (json_int_t)p->id,
+		      "session", p->session[0] ? p->session : NULL, "decision",
+		      decision, "reason", reason);
+
+	for (struct follower *f = p->ap->followers; f && note; f = f->next)
+		call_notify(f->call, n, json_incref(note));
+	json_decref(note);
+}
+
+/* Refuse p for a reason no person gave; the followers see it refused, or
+ * withdrawn when nobody waits for the answer any more. */
+static void pending_refuse(struct pending *p, const char *why, bool withdrawn)
 {
 	struct waiter w = waiter_take(p);
 
 	journal_decision(p->ap->spd, p->session, "approval.refused", p->rule,
 			 why, p->object);
+	if (withdrawn)
+		pending_tell(p, RPC_N_APPROVAL_WITHDRAWN, NULL, why);
+	else
+		pending_tell(p, RPC_N_APPROVAL_DECIDED, "refused", why);
 	pending_free(p);
 	waiter_refuse(&w, RPC_E_APPROVAL_REFUSED, "%s", why);
 }
@@ -534,12 +557,12 @@ static void on_timeout(uv_timer_t *t)
 	snprintf(why, sizeof(why),
 		 "no decision in %u s (spd.conf [approvals] timeout)",
 		 wait_ms(p->ap->spd) / 1000u);
-	pending_refuse(p, why);
+	pending_refuse(p, why, false);
 }
 
 static void on_waiter_gone(void *data)
 {
-	pending_refuse(data, "the client went away");
+	pending_refuse(data, "the client went away", true);
 }
 
 /* The argv and environment of an exec call, as the classifier takes them
@@ -1020,6 +1043,8 @@ static const char *decide_approve(struct approvals *ap, struct pending *p)
 		journal_decision(
 		    ap->spd, p->session, "approval.refused", p->rule,
 		    "a pinned file changed before the decision", p->object);
+		pending_tell(p, RPC_N_APPROVAL_DECIDED, "stale",
+			     "a pinned file changed before the decision");
 		w = waiter_take(p);
 		pending_free(p);
 		waiter_refuse(&w, RPC_E_APPROVAL_REFUSED,
@@ -1029,6 +1054,8 @@ static const char *decide_approve(struct approvals *ap, struct pending *p)
 	}
 	journal_decision(ap->spd, p->session, "approval.granted", p->rule,
 			 "granted by a person", p->object);
+	pending_tell(p, RPC_N_APPROVAL_DECIDED, "approved",
+		     "granted by a person");
 	if ((!p->w.call && !p->w.decided) || p->grant_after) {
 		/* The agent did not wait, or asked ahead of the call (a
 		 * policy.check): the grant waits for the call, this exact
@@ -1067,6 +1094,7 @@ static void decide_refuse(struct approvals *ap, struct pending *p,
 	snprintf(session, sizeof(session), "%s", p->session);
 	journal_decision(ap->spd, session, "approval.refused", p->rule, reason,
 			 p->object);
+	pending_tell(p, RPC_N_APPROVAL_DECIDED, "refused", reason);
 	pending_free(p);
 	if (session[0]) {
 		struct counter *ctr = counter_of(ap, session);
@@ -1112,16 +1140,10 @@ static struct waiter pending_withdraw(struct pending *p, const char *why)
 {
 	struct approvals *ap = p->ap;
 	struct waiter w = waiter_take(p);
-	json_t *note;
 
 	journal_decision(ap->spd, p->session, "approval.withdrawn", p->rule,
 			 why, p->object);
-	note = json_pack("{s:I, s:s?, s:s}", "id", (json_int_t)p->id, "session",
-			 p->session[0] ? p->session : NULL, "reason", why);
-	for (struct follower *f = ap->followers; f && note; f = f->next)
-		call_notify(f->call, RPC_N_APPROVAL_WITHDRAWN,
-			    json_incref(note));
-	json_decref(note);
+	pending_tell(p, RPC_N_APPROVAL_WITHDRAWN, NULL, why);
 	pending_free(p);
 	return w;
 }
@@ -1242,7 +1264,7 @@ void gate_stop(struct spd *spd)
 	/* Waiting calls were ended when their clients went away (the
 	 * server closes first); anything left is refused. */
 	while (ap->pending)
-		pending_refuse(ap->pending, "spd is stopping");
+		pending_refuse(ap->pending, "spd is stopping", true);
 	while (ap->grants) {
 		struct grant *g = ap->grants;
 		ap->grants = g->next;

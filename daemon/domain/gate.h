@@ -59,6 +59,11 @@ struct gate_call {
 	json_t *env;	 /* EXEC: object NAME → string, or NULL */
 	const char *cwd; /* EXEC: absolute or NULL (the workspace) */
 	enum policy_net net;
+	/* EXEC: the run's network as the person is shown it, when the
+	 * policy's net does not say it: "proxy" and "broker" runs are
+	 * judged as none (each host is judged when asked for) yet reach
+	 * spd's proxy or broker.  NULL: the name of net. */
+	const char *net_name;
 	const char *path;  /* READ / WRITE */
 	const char *path2; /* WRITE: fs.move's destination, or NULL */
 	/* WRITE: fs.write's bytes, exactly those that will be written (the

@@ -1,5 +1,5 @@
 /*
- * The handlers of auth, daemon.ping and daemon.status (an agent sees its
+ * The handlers of auth, daemon.ping, daemon.status and daemon.stop (an agent sees its
  * own session's view only).
  */
 #include <sys/stat.h>
@@ -26,6 +26,20 @@ void m_auth(struct call *c)
 void m_daemon_ping(struct call *c)
 {
 	call_reply(c, json_pack("{s:b}", "pong", 1));
+}
+
+/*
+ * The operator's `spctl stop`: the answer (spd's pid, which spctl waits
+ * on) goes out before the shutdown closes the connections; the shutdown
+ * is SIGTERM's, which ends runs in flight and closes the journal.
+ */
+void m_daemon_stop(struct call *c)
+{
+	struct spd *spd = call_spd(c);
+
+	call_reply(c, json_pack("{s:i}", "pid", (int)getpid()));
+	if (spd->stop)
+		spd->stop(spd, "stopping: asked by the operator (daemon.stop)");
 }
 
 /*

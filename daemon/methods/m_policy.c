@@ -347,12 +347,19 @@ static void check_ask(struct call *c, const struct policy_context *ctx,
 	    who->operator? json_string_value(json_object_get(params, "session"))
 			 : who->session_id;
 	json_t *jcwd = json_object_get(params, "cwd");
+	const char *net = json_string_value(json_object_get(params, "net"));
 	struct gate_call g = {
 	    .kind = call->kind,
 	    .argv = json_object_get(params, "argv"),
 	    .env = json_object_get(params, "env"),
 	    .cwd = json_string_value(jcwd),
 	    .net = call->net,
+	    /* As cmd.run names these runs' network in the ask, so that a
+	     * grant left for the call to come matches it. */
+	    .net_name =
+		net && (strcmp(net, "proxy") == 0 || strcmp(net, "broker") == 0)
+		    ? net
+		    : NULL,
 	    .path = call->kind == POLICY_CALL_EXEC ? NULL : call->path,
 	    .workspace = ctx->workspace,
 	    .in_place = ctx->in_place,

@@ -336,6 +336,18 @@ static json_t *warnings_json(const char *const *w)
 	return a;
 }
 
+/* Whether path is under the host's /tmp and not in the workspace: each
+ * run has a private /tmp (docs/sandbox.md), so a program there is not
+ * found, and "No such file or directory" alone would not say why. */
+static bool in_host_tmp(const char *path, const char *workspace)
+{
+	size_t n = workspace ? strlen(workspace) : 0;
+
+	if (!path || strncmp(path, "/tmp/", 5) != 0)
+		return false;
+	return !(n && strncmp(path, workspace, n) == 0 && path[n] == '/');
+}
+
 static void on_done(void *data, const struct sbx_result *r)
 {
 	struct run_ctx *rc = data;
@@ -405,10 +417,17 @@ static void on_done(void *data, const struct sbx_result *r)
 			char *why = NULL;
 			const char *a0 =
 			    json_string_value(json_array_get(rc->argv_json, 0));
-			if (asprintf(&why, "%s: %s%s", a0 ? a0 : "command",
+			if (asprintf(&why, "%s: %s%s%s", a0 ? a0 : "command",
 				     r->exit_code == 127 ? "command not found: "
 							 : "",
-				     r->error_msg) > 0)
+				     r->error_msg,
+				     r->exit_code == 127 &&
+					     in_host_tmp(a0, rc->workspace)
+					 ? "; it is under /tmp, which runs do "
+					   "not see (each run has a private "
+					   "/tmp): put it elsewhere, under "
+					   "your home or in the workspace"
+					 : "") > 0)
 				json_object_set_new(res, "error",
 						    json_string(why));
 			free(why);
@@ -1270,6 +1289,9 @@ void m_cmd_run(struct call *c)
 		.net = req.net == SBX_NET_BROKER || req.net == SBX_NET_PROXY
 			   ? POLICY_NET_NONE
 			   : (enum policy_net)req.net,
+		.net_name = req.net == SBX_NET_PROXY	? "proxy"
+			    : req.net == SBX_NET_BROKER ? "broker"
+							: NULL,
 		.workspace = pr->req.workspace,
 		.in_place = req.in_place,
 		.session_id = req.session_id,

@@ -203,6 +203,10 @@ async function main() {
     const r = await c.callTool({ name: 'run_command', arguments: { argv: ['git', 'push', 'origin', 'main'] } });
     check('denied', r.isError === true && /deny\.git\.remote/.test(text(r)) && /POLICY-DENIED/.test(text(r)) &&
       /remote/.test(text(r)), JSON.stringify(r));
+    // The reason said once: a model that reads it twice weighs it twice.
+    const why = (await c.callTool({ name: 'policy_check', arguments: { argv: ['git', 'push', 'origin', 'main'] } }))
+      .structuredContent?.reason;
+    check('denied-reason-once', !!why && text(r).split(why).length === 2, `reason ${JSON.stringify(why)} in ${text(r)}`);
     const rows = await rowsAfter(before, (rs) => rs.some((e) => e.detail?.outcome === 'POLICY-DENIED'));
     check('denied-journaled', rows.some((e) => e.detail?.outcome === 'POLICY-DENIED' && e.detail?.method === 'cmd.run') &&
       !rows.some((e) => e.kind === 'run.start'), JSON.stringify(rows.map((e) => e.kind)));
@@ -385,6 +389,24 @@ async function main() {
     JSON.stringify(rows.map((e) => e.summary)));
     check('stdout-only-protocol', r.lines.every((l) => { try { return JSON.parse(l).jsonrpc === '2.0'; } catch (e) { return false; } }),
       r.lines.filter((l) => !l.startsWith('{')).join('|'));
+  }
+
+  // ---- a client that writes its requests and closes stdin gets its
+  // answers: the end of input waits for the calls in flight.
+  {
+    const r = raw();
+    r.send(INIT(1, '2025-11-25'));
+    r.send({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    r.send({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'run_command', arguments: { argv: ['sleep', '1'] } } });
+    r.send({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'read_file', arguments: { path: 'hello.txt' } } });
+    r.child.stdin.end();
+    const ended = await waitFor(() => r.exited() !== null);
+    const byId = (id) => r.lines.map((l) => { try { return JSON.parse(l); } catch (e) { return null; } })
+      .find((m) => m && m.id === id);
+    const run = byId(2), read = byId(3);
+    check('eof-answers-in-flight', ended && r.exited() === 0 && run?.result?.isError === false &&
+      run.result.structuredContent?.exit_code === 0 && /hello from the workspace/.test(JSON.stringify(read?.result)),
+    `exited ${r.exited()}, answers ${JSON.stringify([run, read])}, stderr ${r.stderr()}`);
   }
 
   // ---- a client that vanishes mid-run: the run is killed, spctl mcp ends.

@@ -307,6 +307,27 @@ test('approve-deny-commands', function()
   assert(h.err:find('too risky', 1, true), 'the reason did not reach the agent: ' .. h.err)
 end)
 
+-- An ask decided outside the editor (spctl approve, spctl deny) leaves
+-- the plugin's list and buffer as soon as spd says so.
+test('decided-elsewhere-dropped', function()
+  vim.cmd('SpdApprovals')
+  local b = approvals_buf()
+  for _, verb in ipairs({ 'approve', 'deny' }) do
+    local h = agent_run(S1.token, { 'sh', '-c', 'echo ' .. verb .. '-from-shell' })
+    local id = ask_for('echo ' .. verb .. '-from-shell')
+    cursor_to(b, 'approval ' .. id .. ' ')
+    local out = vim.fn.system({ SPCTL, verb, tostring(id) })
+    assert(vim.v.shell_error == 0, 'spctl ' .. verb .. ' failed: ' .. out)
+    assert(
+      wait(function()
+        return approvals.pending[id] == nil and not buf_text(b):find('approval ' .. id .. ' ', 1, true)
+      end),
+      'the ask decided by spctl ' .. verb .. ' is still listed:\n' .. buf_text(b)
+    )
+    exited(h)
+  end
+end)
+
 test('argv-escaped', function()
   local ESC_ARG = 'esc\27]52;c;ZXZpbA==\7'
   local BIDI_ARG = 'bidi\226\128\174txt' -- U+202E

@@ -82,7 +82,13 @@ function A.object_lines(o, indent)
     lines[#lines + 1] = indent .. '  cwd ' .. ts.arg(o.cwd)
   end
   if type(o.argv) == 'table' and str(o.net) then
-    local net = (o.net == 'host' or o.net == 'loopback') and o.net or 'none'
+    local nets = {
+      host = 'host',
+      loopback = 'loopback',
+      proxy = "proxy (only spd's egress proxy)",
+      broker = "broker (only spd's model broker)",
+    }
+    local net = nets[o.net] or 'none'
     lines[#lines + 1] = indent .. '  network ' .. net
   end
   if type(o.content) == 'table' then
@@ -284,6 +290,15 @@ local function on_notify(method, p)
     if A.pending[id] then
       A.pending[id] = nil
       util.notify(string.format('approval %d withdrawn: %s', id, ts.field(p.reason or '')))
+      A.render()
+    end
+  elseif method == 'approval.decided' then
+    -- Decided elsewhere (spctl approve, another editor, the 10-minute
+    -- limit): the ask is no longer spd's to decide, so not ours to list.
+    if A.pending[id] then
+      A.pending[id] = nil
+      local words = { approved = 'granted', refused = 'refused', stale = 'not used' }
+      util.notify(string.format('approval %d %s: %s', id, words[p.decision] or 'decided', ts.field(p.reason or '')))
       A.render()
     end
   end
