@@ -527,9 +527,14 @@ int session_work(struct session_store *s, const char *id, json_t **ret)
 	if (x->info.state == SESSION_ENDED || x->runs > 0) {
 		/* The branch alone: the worktree is gone, or a run may be
 		 * changing it. */
-		r = sess_open_worktree(s, x, &repo);
-		if (r < 0)
-			return r;
+		if (git_repository_open_ext(&repo, x->info.gitdir,
+					    GIT_REPOSITORY_OPEN_NO_SEARCH |
+						GIT_REPOSITORY_OPEN_BARE,
+					    NULL) < 0) {
+			sess_seterr(s, "cannot open the repository: %s",
+				    sess_git_msg());
+			return -EIO;
+		}
 	} else {
 		r = worktree_tree(s, x, &repo, &tid);
 		if (r < 0)

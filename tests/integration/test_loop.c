@@ -1,0 +1,530 @@
+/*
+ * The session loop end to end (issue 35): the agent commits the way it
+ * always does inside its runs and the commits land on spd/<feature> and
+ * nowhere else; every run that changed the worktree is a checkpoint that
+ * can be put back; ending a session never loses work (spd commits what is
+ * uncommitted, refuses on a secret, --discard says what it drops; a
+ * SIGKILL of spd loses nothing); the operator merges into the checkout,
+ * and the merge refuses a dirty checkout and failing checks.  A real spd
+ * and sandboxd, a real repository made with the git CLI, the outcome read
+ * with git from the operator's repository.
+ */
+#include <jansson.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "tests/lib/spdproc.h"
+#include "tests/lib/testlib.h"
+
+static struct test_spd T;
+static char *REPO;
+
+/* One check: passes once the agent made done.txt. */
+#define PROJECT_CONF "[check \"unit\"]\n\trun = test -f done.txt\n"
+
+static bool has(const char *hay, const char *needle)
+{
+	return hay && strstr(hay, needle) != NULL;
+}
+
+static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *fmt(const char *f, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&s, f, ap) >= 0);
+	va_end(ap);
+	return s;
+}
+
+static void setup(void)
+{
+	char *files;
+
+	test_spd_prepare(&T, NULL);
+	test_spd_start(&T);
+	REPO = paths_join(T.dir, "src/project");
+	files = fmt("echo original > a.txt; printf '*.log\\n' > .gitignore; "
+		    "printf '%%s' '%s' > .spd.conf",
+		    PROJECT_CONF);
+	test_make_repo(REPO, files);
+	free(files);
+}
+
+static void teardown(void)
+{
+	free(REPO);
+	REPO = NULL;
+	test_spd_stop_clean(&T);
+}
+
+static char *rpcf(const char *token, const char *method, const char *f, ...)
+    __attribute__((format(printf, 3, 4)));
+static char *rpcf(const char *token, const char *method, const char *f, ...)
+{
+	va_list ap;
+	char *params = NULL, *r;
+	int fd;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&params, f, ap) >= 0);
+	va_end(ap);
+	fd = test_spd_connect(&T);
+	r = test_rpc_on(&T, fd, token, method, params, 60000);
+	close(fd);
+	ck_assert_msg(r != NULL, "no response to %s", method);
+	free(params);
+	return r;
+}
+
+struct sess {
+	char id[17], token[65];
+	char *wt;
+};
+
+static void start(const char *feature, bool in_place, struct sess *s)
+{
+	char *p = fmt("{\"repo\":\"%s\",\"feature\":\"%s\"%s}", REPO, feature,
+		      in_place ? ",\"in_place\":true" : "");
+
+	test_session_start(&T, p, s->id, s->token);
+	s->wt = in_place ? strdup(REPO) : fmt("%s/worktrees/%s", T.state, s->id);
+	free(p);
+}
+
+/* The agent's run of a shell line in its session (the operator's token
+ * with the session named, so that no person is asked); the reply. */
+static char *run_sh(const struct sess *s, const char *line)
+{
+	json_t *argv = json_pack("[s, s, s]", "sh", "-c", line);
+	char *a = json_dumps(argv, JSON_COMPACT), *r;
+
+	r = rpcf(NULL, "cmd.run", "{\"session\":\"%s\",\"yes\":true,\"argv\":%s}",
+		 s->id, a);
+	free(a);
+	json_decref(argv);
+	return r;
+}
+
+/* run_sh that must exit 0. */
+static void run_ok(const struct sess *s, const char *line)
+{
+	char *r = run_sh(s, line);
+
+	ck_assert_msg(has(r, "\"exit_code\":0"), "%s: %s", line, r);
+	free(r);
+}
+
+/* git in the operator's repository: its output (trailing newline cut). */
+static char *git(const char *f, ...) __attribute__((format(printf, 1, 2)));
+static char *git(const char *f, ...)
+{
+	va_list ap;
+	char *args = NULL, *out = NULL;
+	size_t n;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&args, f, ap) >= 0);
+	va_end(ap);
+	test_sh(&out, "git -C '%s' %s 2>&1", REPO, args);
+	free(args);
+	if (!out)
+		out = strdup("");
+	n = strlen(out);
+	while (n && out[n - 1] == '\n')
+		out[--n] = '\0';
+	return out;
+}
+
+static void check_git(const char *want, const char *f, ...)
+    __attribute__((format(printf, 2, 3)));
+static void check_git(const char *want, const char *f, ...)
+{
+	va_list ap;
+	char *args = NULL, *out;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&args, f, ap) >= 0);
+	va_end(ap);
+	out = git("%s", args);
+	ck_assert_msg(strcmp(out, want) == 0, "git %s: \"%s\", want \"%s\"",
+		      args, out, want);
+	free(out);
+	free(args);
+}
+
+/* ---- the agent commits ---------------------------------------------- */
+
+/*
+ * git add and git commit in the agent's runs (no person asked, no setup:
+ * the identity is spd's) land on spd/<feature>, with the agent's
+ * message, and the operator's other refs, config, hooks and checkout are
+ * as they were; an amend of the agent's own commit moves the branch too.
+ */
+START_TEST(test_agent_commits_land_on_branch)
+{
+	struct sess s = {0};
+	char *refs_before, *refs_after, *cfg_before, *cfg_after, *r, *p;
+
+	start("feat", false, &s);
+	refs_before = git("for-each-ref --format='%%(refname) %%(objectname)' "
+			  "refs/heads/main refs/tags");
+	p = paths_join(REPO, ".git/config");
+	cfg_before = test_read_file(p);
+	/* Plain argv, the agent's own token: allowed by the policy. */
+	run_ok(&s, "echo new > b.txt");
+	r = rpcf(s.token, "cmd.run", "{\"argv\":[\"git\",\"add\",\"-A\"]}");
+	ck_assert_msg(has(r, "\"exit_code\":0"), "git add: %s", r);
+	free(r);
+	r = rpcf(s.token, "cmd.run",
+		 "{\"argv\":[\"git\",\"commit\",\"-m\",\"agent adds b\"]}");
+	ck_assert_msg(has(r, "\"exit_code\":0"), "git commit: %s", r);
+	free(r);
+	check_git("agent adds b", "log -1 --format=%%s spd/feat");
+	check_git("new", "show spd/feat:b.txt");
+	{
+		char *want = fmt("agent %s", s.id);
+
+		check_git(want, "log -1 --format=%%an spd/feat");
+		free(want);
+	}
+	/* Nothing else moved, the checkout did not change. */
+	refs_after = git("for-each-ref --format='%%(refname) %%(objectname)' "
+			 "refs/heads/main refs/tags");
+	ck_assert_str_eq(refs_before, refs_after);
+	cfg_after = test_read_file(p);
+	ck_assert_str_eq(cfg_before, cfg_after);
+	ck_assert_int_eq(test_sh(NULL, "test ! -e '%s/b.txt'", REPO), 0);
+	check_git("", "status --porcelain");
+
+	/* An amend of its own commit, then git status and git log. */
+	run_ok(&s, "echo newer > b.txt && git commit -qa --amend -m "
+		   "'agent adds b, amended' && git status --short && git log "
+		   "--oneline");
+	check_git("agent adds b, amended", "log -1 --format=%%s spd/feat");
+	check_git("1", "rev-list --count main..spd/feat");
+	/* The session is not ended: nothing the guard saw. */
+	r = rpcf(s.token, "session.status", "{}");
+	ck_assert_msg(has(r, "\"state\":\"active\"") &&
+			  has(r, "agent adds b, amended"),
+		      "status: %s", r);
+	free(r);
+	free(refs_before);
+	free(refs_after);
+	free(cfg_before);
+	free(cfg_after);
+	free(p);
+	free(s.wt);
+}
+END_TEST
+
+/*
+ * The agent's commits cannot reach below the session's base, and a
+ * commit that adds a known secret never lands: the branch stays and the
+ * attempt ends with SECRET-IN-DIFF.
+ */
+START_TEST(test_agent_commit_secret_refused)
+{
+	const char *key = "sk-ant-loopLEAK0123456789abcdefXYZ";
+	char *envf = paths_join(T.config, "environment"), *line, *r, *before;
+	struct sess s = {0};
+
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	line = fmt("ANTHROPIC_API_KEY=%s\n", key);
+	test_write_file(envf, line);
+	test_spd_start(&T);
+	start("leak", false, &s);
+	before = git("rev-parse spd/leak");
+	free(line);
+	line = fmt("echo %s > k.txt && git add k.txt && git commit -qm key", key);
+	r = run_sh(&s, line);
+	TEST_ASSERT_CODE(r, "SECRET-IN-DIFF");
+	ck_assert_msg(has(r, "k.txt:1") && !has(r, "loopLEAK"), "%s", r);
+	free(r);
+	r = git("rev-parse spd/leak");
+	ck_assert_str_eq(before, r);
+	free(r);
+	r = git("log --all --format=%%H -1 --grep=^key$");
+	ck_assert_msg(strcmp(r, "") == 0, "the commit reached the repository");
+	free(r);
+	free(before);
+	free(line);
+	free(envf);
+	free(s.wt);
+}
+END_TEST
+
+/* ---- checkpoints ---------------------------------------------------- */
+
+/* Each run that changed the worktree is a checkpoint tied to its journal
+ * row; restore puts the worktree back (and keeps what was there). */
+START_TEST(test_checkpoints_and_restore)
+{
+	struct sess s = {0};
+	char *r, *p, *c;
+	json_t *j, *cps;
+
+	start("ckpt", false, &s);
+	run_ok(&s, "echo one > f.txt");
+	run_ok(&s, "true"); /* changes nothing: no checkpoint */
+	run_ok(&s, "echo two > f.txt && echo x > g.txt");
+	r = rpcf(NULL, "session.log", "{\"id\":\"%s\"}", s.id);
+	j = json_loads(r, 0, NULL);
+	cps = json_object_get(json_object_get(j, "result"), "checkpoints");
+	ck_assert_msg(json_array_size(cps) == 2, "checkpoints: %s", r);
+	ck_assert_int_gt(json_integer_value(json_object_get(
+			     json_array_get(cps, 0), "journal_row")),
+			 0);
+	ck_assert_msg(has(json_string_value(json_object_get(
+			      json_array_get(cps, 1), "what")),
+			  "echo two"),
+		      "%s", r);
+	json_decref(j);
+	free(r);
+	/* Back to checkpoint 1: f.txt says one, g.txt is gone. */
+	r = rpcf(NULL, "session.restore", "{\"id\":\"%s\",\"n\":1}", s.id);
+	ck_assert_msg(has(r, "\"result\""), "restore: %s", r);
+	free(r);
+	p = paths_join(s.wt, "f.txt");
+	c = test_read_file(p);
+	ck_assert_str_eq(c, "one\n");
+	free(c);
+	free(p);
+	p = paths_join(s.wt, "g.txt");
+	ck_assert_int_ne(access(p, F_OK), 0);
+	free(p);
+	/* The state before the restore is a checkpoint too. */
+	r = rpcf(NULL, "session.restore", "{\"id\":\"%s\",\"n\":2}", s.id);
+	ck_assert_msg(has(r, "\"result\""), "restore 2: %s", r);
+	free(r);
+	p = paths_join(s.wt, "g.txt");
+	c = test_read_file(p);
+	ck_assert_msg(c && strcmp(c, "x\n") == 0, "g.txt: %s", c);
+	free(c);
+	free(p);
+	/* Never on the agent's branch. */
+	check_git("0", "rev-list --count main..spd/ckpt");
+	free(s.wt);
+}
+END_TEST
+
+/* ---- the end -------------------------------------------------------- */
+
+/* Uncommitted work at the end is committed on the branch (untracked
+ * files too); the end names it and the merge command. */
+START_TEST(test_end_commits_uncommitted_work)
+{
+	struct sess s = {0};
+	char *r;
+
+	start("wip", false, &s);
+	run_ok(&s, "echo changed > a.txt && mkdir -p src && echo n > src/n.c");
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"committed\"") && has(r, "src/n.c") &&
+			  has(r, "merge spd/wip"),
+		      "end: %s", r);
+	free(r);
+	ck_assert_int_ne(access(s.wt, F_OK), 0);
+	check_git("changed", "show spd/wip:a.txt");
+	check_git("n", "show spd/wip:src/n.c");
+	check_git("spd", "log -1 --format=%%cn spd/wip");
+	free(s.wt);
+}
+END_TEST
+
+/* A secret in the uncommitted work: the end refuses, names the file and
+ * keeps the worktree; --discard then drops it, listing what. */
+START_TEST(test_end_secret_refused_then_discard)
+{
+	const char *key = "sk-ant-endLEAK0123456789abcdefXYZ";
+	char *envf = paths_join(T.config, "environment"), *line, *r, *p;
+	struct sess s = {0};
+
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	line = fmt("ANTHROPIC_API_KEY=%s\n", key);
+	test_write_file(envf, line);
+	test_spd_start(&T);
+	start("endleak", false, &s);
+	free(line);
+	/* Written by the operator's hand, not a run: the scan at the end
+	 * is what must find it. */
+	p = paths_join(s.wt, "notes.txt");
+	line = fmt("fine\n%s\n", key);
+	test_write_file(p, line);
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+	TEST_ASSERT_CODE(r, "SECRET-IN-DIFF");
+	ck_assert_msg(has(r, "notes.txt:2") && !has(r, "endLEAK"), "%s", r);
+	free(r);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	check_git("0", "rev-list --count main..spd/endleak");
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\",\"discard\":true}", s.id);
+	ck_assert_msg(has(r, "\"discarded\"") && has(r, "notes.txt") &&
+			  !has(r, "\"merge\""),
+		      "end --discard: %s", r);
+	free(r);
+	ck_assert_int_ne(access(s.wt, F_OK), 0);
+	check_git("0", "rev-list --count main..spd/endleak");
+	free(p);
+	free(line);
+	free(envf);
+	free(s.wt);
+}
+END_TEST
+
+/* spd killed with SIGKILL while a run writes; restarted, the session
+ * ends with the work on its branch. */
+START_TEST(test_sigkill_loses_nothing)
+{
+	struct sess s = {0};
+	char *r, *p;
+	pid_t child;
+
+	start("crash", false, &s);
+	run_ok(&s, "echo committed > c1.txt && git add c1.txt && git commit "
+		   "-qm c1");
+	p = paths_join(s.wt, "c2.txt");
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		char *x = run_sh(&s, "echo uncommitted > c2.txt; sleep 30");
+		free(x);
+		_exit(0);
+	}
+	for (int i = 0; i < 600 && access(p, F_OK) != 0; i++)
+		usleep(50000);
+	ck_assert_int_eq(access(p, F_OK), 0);
+	test_spd_kill(&T);
+	waitpid(child, NULL, 0);
+	test_spd_start(&T);
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"committed\"") && has(r, "c2.txt"), "end: %s",
+		      r);
+	free(r);
+	check_git("committed", "show spd/crash:c1.txt");
+	check_git("uncommitted", "show spd/crash:c2.txt");
+	free(p);
+	free(s.wt);
+}
+END_TEST
+
+/* In place: nothing to merge, and the end says so. */
+START_TEST(test_end_in_place_says_nothing_to_merge)
+{
+	struct sess s = {0};
+	char *r;
+
+	start("here", true, &s);
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "nothing to merge") && !has(r, "\"merge\""),
+		      "end: %s", r);
+	free(r);
+	free(s.wt);
+}
+END_TEST
+
+/* ---- the merge ------------------------------------------------------ */
+
+START_TEST(test_merge)
+{
+	struct sess s = {0};
+	char *r, *p;
+
+	start("m", false, &s);
+	run_ok(&s, "echo work > w.txt && git add w.txt && git commit -qm "
+		   "'agent work'");
+	/* The check fails (no done.txt): refused, nothing merged. */
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"error\"") && has(r, "checks failed"), "%s", r);
+	free(r);
+	ck_assert_int_eq(test_sh(NULL, "test ! -e '%s/w.txt'", REPO), 0);
+	run_ok(&s, "touch done.txt && git add done.txt && git commit -qm done");
+	/* A dirty checkout: refused, saying so. */
+	p = paths_join(REPO, "a.txt");
+	test_write_file(p, "operator's edit\n");
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"error\"") && has(r, "a.txt"), "%s", r);
+	free(r);
+	test_sh(NULL, "git -C '%s' checkout -q a.txt", REPO);
+	/* Clean: merged, the file on the operator's branch and in the
+	 * checkout, the agent's message in its history. */
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"fast_forward\":true") && has(r, "\"into\":\"main\""),
+		      "merge: %s", r);
+	free(r);
+	check_git("work", "show main:w.txt");
+	check_git("agent work", "log -1 --skip=1 --format=%%s main");
+	ck_assert_int_eq(test_sh(NULL, "test -f '%s/w.txt'", REPO), 0);
+	check_git("", "status --porcelain");
+	/* Again: nothing to merge. */
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "nothing"), "%s", r);
+	free(r);
+	free(p);
+	free(s.wt);
+}
+END_TEST
+
+/* The operator's branch moved on: a merge commit; --force merges past a
+ * failing check and says so. */
+START_TEST(test_merge_commit_and_force)
+{
+	struct sess s = {0};
+	char *r;
+
+	start("mc", false, &s);
+	run_ok(&s, "echo w > w.txt && git add w.txt && git commit -qm w");
+	test_sh(NULL,
+		"cd '%s' && echo o > o.txt && git add o.txt && git -c "
+		"user.name=o -c user.email=o@o commit -qm operator",
+		REPO);
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\",\"force\":true}",
+		 s.id);
+	ck_assert_msg(has(r, "\"fast_forward\":false") &&
+			  has(r, "\"forced\":true"),
+		      "merge: %s", r);
+	free(r);
+	check_git("2", "log -1 --format=%%p main | wc -w");
+	check_git("w", "show main:w.txt");
+	check_git("o", "show main:o.txt");
+	free(s.wt);
+}
+END_TEST
+
+static Suite *loop_suite(void)
+{
+	Suite *s = suite_create("loop");
+	TCase *tc = tcase_create("e2e");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_agent_commits_land_on_branch);
+	tcase_add_test(tc, test_agent_commit_secret_refused);
+	tcase_add_test(tc, test_checkpoints_and_restore);
+	tcase_add_test(tc, test_end_commits_uncommitted_work);
+	tcase_add_test(tc, test_end_secret_refused_then_discard);
+	tcase_add_test(tc, test_sigkill_loses_nothing);
+	tcase_add_test(tc, test_end_in_place_says_nothing_to_merge);
+	tcase_add_test(tc, test_merge);
+	tcase_add_test(tc, test_merge_commit_and_force);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(loop_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
