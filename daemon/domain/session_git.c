@@ -157,9 +157,9 @@ void session_store_set_identity(struct session_store *s, const char *name,
 
 static int write_at(int dirfd, const char *name, const char *text)
 {
-	_cleanup_close_ int fd = openat(
-	    dirfd, name, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-	    0644);
+	_cleanup_close_ int fd =
+	    openat(dirfd, name,
+		   O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
 	size_t len = strlen(text);
 
 	if (fd < 0)
@@ -208,10 +208,10 @@ int sess_agent_git_make(struct session_store *s, struct sess *x,
 {
 	_cleanup_close_ int wt = -1, g = -1;
 	char text[PATH_MAX * 2 + 512], *p = NULL, *idx = NULL;
-	const char *dirs[] = {"objects",   "objects/info",   "objects/pack",
-			      "refs",	   "refs/heads",     "refs/heads/spd",
-			      "refs/tags", "info",	     "hooks",
-			      "logs",	   "logs/refs",	     NULL};
+	const char *dirs[] = {"objects",   "objects/info", "objects/pack",
+			      "refs",	   "refs/heads",   "refs/heads/spd",
+			      "refs/tags", "info",	   "hooks",
+			      "logs",	   "logs/refs",	   NULL};
 	FILE *f;
 	int r = -EIO;
 
@@ -347,8 +347,8 @@ static int agent_tip(const struct sess *x, git_oid *ret)
 /* ---- copying the agent's objects ---- */
 
 struct stage {
-	int from;     /* the agent's objects directory */
-	char *to;     /* the staging objects directory */
+	int from;      /* the agent's objects directory */
+	char *to;      /* the staging objects directory */
 	git_odb *main; /* the main repository's objects, for what it has */
 	off_t bytes;
 	size_t files;
@@ -421,9 +421,8 @@ static int stage_dir(struct stage *sg, const char *name)
 	int r = 0;
 
 	if (dfd < 0)
-		return dfd == -ENOENT || dfd == -ENOTDIR || dfd == -ELOOP
-			   ? 0
-			   : dfd;
+		return dfd == -ENOENT || dfd == -ENOTDIR || dfd == -ELOOP ? 0
+									  : dfd;
 	d = fdopendir(dfd);
 	if (!d) {
 		close(dfd);
@@ -489,8 +488,8 @@ static int stage_objects(struct session_store *s, const struct sess *x,
 		goto out;
 	}
 	wt = open(x->info.worktree, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	sg.from = wt < 0 ? wt : sys_openat2(wt, ".git/objects",
-					     O_PATH | O_DIRECTORY);
+	sg.from =
+	    wt < 0 ? wt : sys_openat2(wt, ".git/objects", O_PATH | O_DIRECTORY);
 	if (sg.from < 0) {
 		r = sg.from == -ENOENT ? 0 : sg.from;
 		goto out;
@@ -600,8 +599,8 @@ int sess_diff_text(git_repository *repo, git_tree *from, git_tree *to,
 }
 
 /* Scan one commit's own change; 1 (where filled) on a secret. */
-static int scan_commit(struct session_store *s, struct sync *sy,
-		       git_commit *c, char *where, size_t wlen)
+static int scan_commit(struct session_store *s, struct sync *sy, git_commit *c,
+		       char *where, size_t wlen)
 {
 	git_tree *from = NULL, *to = NULL;
 	git_commit *parent = NULL;
@@ -820,8 +819,7 @@ int session_sync(struct session_store *s, const char *id, char *where,
 			    sess_git_msg());
 		goto out;
 	}
-	snprintf(msg, sizeof(msg), "spd: the agent's commits (session %s)",
-		 id);
+	snprintf(msg, sizeof(msg), "spd: the agent's commits (session %s)", id);
 	r = sess_branch_move(s, x, sy.repo, &branch, &tip, msg);
 	if (r < 0)
 		goto out;

@@ -71,8 +71,9 @@ int session_merge_target(struct session_store *s, const char *id,
 	if (!x)
 		return -ENOENT;
 	if (x->info.mode != SESSION_MODE_WORKTREE) {
-		sess_seterr(s, "session %s works in place: its work is in the "
-			       "checkout already, there is nothing to merge",
+		sess_seterr(s,
+			    "session %s works in place: its work is in the "
+			    "checkout already, there is nothing to merge",
 			    id);
 		return -EINVAL;
 	}
@@ -247,8 +248,9 @@ static int merge_apply(struct session_store *s, git_repository *repo,
 		co.checkout_strategy = GIT_CHECKOUT_SAFE;
 		if (git_commit_lookup(&c, repo, result) < 0 ||
 		    git_checkout_tree(repo, (const git_object *)c, &co) < 0) {
-			sess_seterr(s, "the checkout refused the merge (a file "
-				       "it would overwrite?): %s",
+			sess_seterr(s,
+				    "the checkout refused the merge (a file "
+				    "it would overwrite?): %s",
 				    sess_git_msg());
 			goto out;
 		}
@@ -298,8 +300,9 @@ int session_merge(struct session_store *s, const char *id, const char *into,
 	if (!x)
 		return -ENOENT;
 	if (x->info.mode != SESSION_MODE_WORKTREE) {
-		sess_seterr(s, "session %s works in place: its work is in the "
-			       "checkout already, there is nothing to merge",
+		sess_seterr(s,
+			    "session %s works in place: its work is in the "
+			    "checkout already, there is nothing to merge",
 			    id);
 		return -EINVAL;
 	}
@@ -348,8 +351,8 @@ int session_merge(struct session_store *s, const char *id, const char *into,
 	r = merge_result(s, x, repo, target, tip, squash, &result, &ff);
 	if (r < 0)
 		goto out;
-	snprintf(why, sizeof(why), "spd: merge %s (session %s)",
-		 x->info.branch, id);
+	snprintf(why, sizeof(why), "spd: merge %s (session %s)", x->info.branch,
+		 id);
 	r = merge_apply(s, repo, ref, &toid, &result, why);
 	if (r < 0)
 		goto out;
@@ -359,16 +362,15 @@ int session_merge(struct session_store *s, const char *id, const char *into,
 
 		git_oid_tostr(from, sizeof(from), &toid);
 		git_oid_tostr(to, sizeof(to), &result);
-		*ret = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "into",
-				 ref + 11, "branch", x->info.branch, "from",
-				 from, "to", to, "fast_forward", ff, "squash",
-				 squash);
+		*ret =
+		    json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "into",
+			      ref + 11, "branch", x->info.branch, "from", from,
+			      "to", to, "fast_forward", ff, "squash", squash);
 		sess_journal(s, id, "session.merge", json_incref(*ret),
-			     "%s merged into %s (%s)", x->info.branch,
-			     ref + 11,
-			     ff ? "fast-forward"
-				: squash ? "squash"
-					 : "merge commit");
+			     "%s merged into %s (%s)", x->info.branch, ref + 11,
+			     ff	      ? "fast-forward"
+			     : squash ? "squash"
+				      : "merge commit");
 	}
 	r = 0;
 out:

@@ -114,9 +114,8 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 		goto out;
 	/* The checkout's index seeds spd's: its stat cache spares hashing
 	 * every file at the first checkpoint. */
-	if (lstat(path, &st) < 0 &&
-	    asprintf(&seed, "%s/worktrees/%s/index", x->info.gitdir,
-		     x->info.id) > 0)
+	if (lstat(path, &st) < 0 && asprintf(&seed, "%s/worktrees/%s/index",
+					     x->info.gitdir, x->info.id) > 0)
 		sess_copy_file(seed, path, (off_t)1 << 32);
 	r = -EIO;
 	if (git_index_open(&idx, path) < 0 ||
@@ -125,7 +124,8 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 	    git_index_add_all(idx, NULL, GIT_INDEX_ADD_DEFAULT, NULL, NULL) <
 		0 ||
 	    git_index_update_all(idx, NULL, NULL, NULL) < 0 ||
-	    git_index_write_tree(ret_tree, idx) < 0 || git_index_write(idx) < 0) {
+	    git_index_write_tree(ret_tree, idx) < 0 ||
+	    git_index_write(idx) < 0) {
 		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
 		goto out;
 	}
@@ -142,8 +142,8 @@ out:
 
 /* Paths that differ between two trees (NULL from: the empty tree), as a
  * JSON array of at most SESSION_FILES_SHOWN; *ret_n the count. */
-static json_t *changed_paths(git_repository *repo, git_tree *from,
-			     git_tree *to, size_t *ret_n)
+static json_t *changed_paths(git_repository *repo, git_tree *from, git_tree *to,
+			     size_t *ret_n)
 {
 	git_diff *d = NULL;
 	json_t *a = json_array();
@@ -158,17 +158,16 @@ static json_t *changed_paths(git_repository *repo, git_tree *from,
 	for (size_t i = 0; i < n && i < SESSION_FILES_SHOWN; i++) {
 		const git_diff_delta *e = git_diff_get_delta(d, i);
 
-		json_array_append_new(
-		    a, json_string(e->new_file.path ? e->new_file.path
-						    : e->old_file.path));
+		json_array_append_new(a, json_string(e->new_file.path
+							 ? e->new_file.path
+							 : e->old_file.path));
 	}
 	*ret_n = n;
 	git_diff_free(d);
 	return a;
 }
 
-static int tree_of(git_repository *repo, const git_oid *commit,
-		   git_tree **ret)
+static int tree_of(git_repository *repo, const git_oid *commit, git_tree **ret)
 {
 	git_commit *c = NULL;
 	int r = git_commit_lookup(&c, repo, commit) < 0 ||
@@ -197,9 +196,8 @@ static int ckpt_last(struct session_store *s, const char *id, unsigned *ret_n,
 	sess_bind_text(st, 1, id);
 	if (sqlite3_step(st) == SQLITE_ROW) {
 		*ret_n = (unsigned)sqlite3_column_int(st, 0);
-		if (git_oid_fromstr(ret_oid,
-				    (const char *)sqlite3_column_text(st, 1)) <
-		    0)
+		if (git_oid_fromstr(
+			ret_oid, (const char *)sqlite3_column_text(st, 1)) < 0)
 			r = -EIO;
 	}
 	sqlite3_finalize(st);
@@ -410,8 +408,9 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 		return -EINVAL;
 	}
 	if (x->runs > 0) {
-		sess_seterr(s, "session %s has %u run%s in flight; restore "
-			       "once they end",
+		sess_seterr(s,
+			    "session %s has %u run%s in flight; restore "
+			    "once they end",
 			    id, x->runs, x->runs == 1 ? "" : "s");
 		return -EBUSY;
 	}
@@ -423,14 +422,15 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 	sess_bind_text(st, 1, id);
 	sqlite3_bind_int(st, 2, (int)n);
 	r = sqlite3_step(st) == SQLITE_ROW &&
-		    git_oid_fromstr(&oid, (const char *)sqlite3_column_text(
-					      st, 0)) == 0
+		    git_oid_fromstr(
+			&oid, (const char *)sqlite3_column_text(st, 0)) == 0
 		? 0
 		: -ENOENT;
 	sqlite3_finalize(st);
 	if (r < 0) {
-		sess_seterr(s, "session %s has no checkpoint %u (spctl "
-			       "session log %s lists them)",
+		sess_seterr(s,
+			    "session %s has no checkpoint %u (spctl "
+			    "session log %s lists them)",
 			    id, n, id);
 		return -EINVAL;
 	}
@@ -460,10 +460,10 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 			git_index_write(idx);
 			git_index_free(idx);
 		}
-		sess_journal(s, id, "session.restore",
-			     json_pack("{s:i, s:i}", "n", (int)n, "saved",
-				       (int)saved),
-			     "worktree restored to checkpoint %u", n);
+		sess_journal(
+		    s, id, "session.restore",
+		    json_pack("{s:i, s:i}", "n", (int)n, "saved", (int)saved),
+		    "worktree restored to checkpoint %u", n);
 		r = 0;
 		if (ret_saved)
 			*ret_saved = saved;
@@ -637,8 +637,7 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 		if (git_signature_now(&author, name, email) < 0)
 			goto out;
 	}
-	if (!spd_sig(&sig) ||
-	    git_commit_lookup(&parent, repo, &tip) < 0 ||
+	if (!spd_sig(&sig) || git_commit_lookup(&parent, repo, &tip) < 0 ||
 	    git_commit_create(&cid, repo, NULL, author, sig, NULL, msg, now, 1,
 			      (const git_commit *[]){parent}) < 0) {
 		sess_seterr(s, "cannot commit the uncommitted work: %s",
@@ -649,15 +648,13 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 			     "spd: the session's uncommitted work");
 	if (r < 0)
 		goto out;
-	*ret_report = json_pack("{s:s, s:O, s:I}", "committed",
-				git_oid_tostr_s(&cid), "files",
-				files ? files : json_null(), "files_count",
-				(json_int_t)n);
+	*ret_report = json_pack(
+	    "{s:s, s:O, s:I}", "committed", git_oid_tostr_s(&cid), "files",
+	    files ? files : json_null(), "files_count", (json_int_t)n);
 	sess_journal(s, x->info.id, "session.commit",
-		     json_pack("{s:s, s:s, s:s, s:O}", "branch",
-			       x->info.branch, "to", git_oid_tostr_s(&cid),
-			       "by", "spd", "files",
-			       files ? files : json_null()),
+		     json_pack("{s:s, s:s, s:s, s:O}", "branch", x->info.branch,
+			       "to", git_oid_tostr_s(&cid), "by", "spd",
+			       "files", files ? files : json_null()),
 		     "%s: spd committed %zu uncommitted file%s at the end",
 		     x->info.branch, n, n == 1 ? "" : "s");
 	r = 1;

@@ -552,8 +552,8 @@ int session_start(struct session_store *s, const char *repo_path,
 /* Before a worktree goes: the agent's commits onto the branch, then
  * what it left uncommitted (or, with discard, the list of it).  0, or a
  * negative errno when the session must stay (the error says why). */
-static int end_keep_work(struct session_store *s, struct sess *x,
-			 bool discard, json_t **ret_report)
+static int end_keep_work(struct session_store *s, struct sess *x, bool discard,
+			 json_t **ret_report)
 {
 	char where[1100] = "";
 	int r;

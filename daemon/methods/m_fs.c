@@ -587,19 +587,25 @@ static void job_done(uv_work_t *w, int status)
 		res = json_pack("{s:s,s:s}", "path", j->rel, "to", j->rel_to);
 		break;
 	}
-	if (!res)
-		call_error(j->c, RPC_E_INTERNAL, NULL,
-			   "out of memory building the reply");
-	else
-		call_reply(j->c, res);
-	/* After the reply: a checkpoint of what the write changed. */
-	if (res && j->session && j->op != FS_OP_READ && j->op != FS_OP_LIST &&
-	    j->op != FS_OP_STAT && call_spd(j->c)->sessions) {
-		char what[600];
+	{
+		/* The call is gone once answered: what the checkpoint after
+		 * it needs is taken first. */
+		struct session_store *ss = call_spd(j->c)->sessions;
+		bool changed = res && j->session && j->op != FS_OP_READ &&
+			       j->op != FS_OP_LIST && j->op != FS_OP_STAT;
 
-		snprintf(what, sizeof(what), "fs %s", j->rel);
-		session_checkpoint(call_spd(j->c)->sessions, j->session, 0,
-				   what, NULL);
+		if (!res)
+			call_error(j->c, RPC_E_INTERNAL, NULL,
+				   "out of memory building the reply");
+		else
+			call_reply(j->c, res);
+		/* After the reply: a checkpoint of what the write changed. */
+		if (changed && ss) {
+			char what[600];
+
+			snprintf(what, sizeof(what), "fs %s", j->rel);
+			session_checkpoint(ss, j->session, 0, what, NULL);
+		}
 	}
 out:
 	job_free(j);

@@ -570,8 +570,7 @@ void m_session_restore(struct call *c)
 
 	if (!have_store(c))
 		return;
-	call_set_summary(c, "restore %s to checkpoint %lld", id,
-			 (long long)n);
+	call_set_summary(c, "restore %s to checkpoint %lld", id, (long long)n);
 	if (n < 1 || n > UINT32_MAX) {
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
 			   "\"n\" is a checkpoint number (1 and up)");

@@ -309,8 +309,10 @@ START_TEST(test_session_lifecycle)
 			  has(out, "+++ b/src/copy.txt") &&
 			  has(out, "+original"),
 		      "diff: %s", out);
-	ck_assert_msg(has(out, "merge spd/feat") || has(err, "merge spd/feat"),
-		      "no merge command: %s / %s", out, err);
+	/* Nothing committed yet: no merge command. */
+	ck_assert_msg(!has(out, "merge spd/feat") &&
+			  !has(err, "merge spd/feat"),
+		      "a merge command for an empty branch: %s / %s", out, err);
 	free(out);
 	free(err);
 
@@ -328,6 +330,12 @@ START_TEST(test_session_lifecycle)
 	ck_assert_int_eq(
 	    test_sh(&out, "git -C '%s' branch --list spd/feat", REPO), 0);
 	ck_assert_msg(has(out, "spd/feat"), "branch gone: '%s'", out);
+	free(out);
+	/* The agent's uncommitted work is on the branch, not lost with the
+	 * worktree. */
+	ck_assert_int_eq(
+	    test_sh(&out, "git -C '%s' show spd/feat:src/copy.txt", REPO), 0);
+	ck_assert_str_eq(out, "original\n");
 	free(out);
 	/* The ended session's token no longer works. */
 	rc = agent_spctl(&s, (char *[]){"run", "--", "touch", "x", NULL}, NULL,
@@ -879,7 +887,13 @@ START_TEST(test_guard_git_config)
 	char *r, *rows;
 
 	start_session(REPO, "guard", false, &s);
-	r = op_run_in(&s, "git -c safe.directory='*' config user.name evil");
+	/* The worktree's .git is the agent's own repository: the
+	 * operator's is named outright, writable for this run. */
+	char *line = fmt("git -c safe.directory='*' --git-dir='%s/.git' "
+			 "config user.name evil",
+			 REPO);
+	r = op_run_in(&s, line);
+	free(line);
 	TEST_ASSERT_CODE(r, "GIT-CHANGED");
 	ck_assert_msg(has(r, ".git/config"), "finding names no path: %s", r);
 	free(r);
@@ -910,9 +924,11 @@ START_TEST(test_guard_hook)
 	char *r;
 
 	start_session(REPO, "hook", false, &s);
-	r = op_run_in(&s, "printf '#!/bin/sh\\necho pwned\\n' > "
-			  "\"$(git -c safe.directory='*' rev-parse "
-			  "--git-common-dir)/hooks/post-commit\"");
+	char *line = fmt("printf '#!/bin/sh\\necho pwned\\n' > "
+			 "'%s/.git/hooks/post-commit'",
+			 REPO);
+	r = op_run_in(&s, line);
+	free(line);
 	TEST_ASSERT_CODE(r, "GIT-CHANGED");
 	ck_assert_msg(has(r, "hooks"), "finding names no hook path: %s", r);
 	free(r);
@@ -928,16 +944,16 @@ START_TEST(test_guard_own_branch_and_other_branch)
 	struct session s = {0};
 	char *r, *out = NULL;
 
+	char *line;
+
 	start_session(REPO, "own", false, &s);
 	ck_assert_int_eq(
 	    agent_spctl(&s, (char *[]){"run", "--", "touch", "hello.txt", NULL},
 			NULL, NULL),
 	    0);
-	/* The worktree's gitdir is under REPO/.git/worktrees, outside the
-	 * worktree: an agent alone cannot commit, so the operator's run in
-	 * the session does it with .git writable. */
-	r = op_run_in(&s, "git -c safe.directory='*' add -A && "
-			  "git -c safe.directory='*' commit -qm wip");
+	/* The agent commits in its own repository (the worktree's .git);
+	 * spd moves spd/own to the commit. */
+	r = op_run_in(&s, "git add -A && git commit -qm wip");
 	ck_assert_msg(strcmp(test_reply_code(r), "ok") == 0 &&
 			  has(r, "\"exit_code\":0"),
 		      "commit on the session's own branch: %s", r);
@@ -955,8 +971,11 @@ START_TEST(test_guard_own_branch_and_other_branch)
 	free(r);
 
 	/* Moving main is. */
-	r = op_run_in(&s, "git -c safe.directory='*' update-ref "
-			  "refs/heads/main HEAD");
+	line = fmt("git -c safe.directory='*' --git-dir='%s/.git' "
+		   "update-ref refs/heads/main refs/heads/spd/own",
+		   REPO);
+	r = op_run_in(&s, line);
+	free(line);
 	TEST_ASSERT_CODE(r, "GIT-CHANGED");
 	ck_assert_msg(has(r, "main"), "finding names no ref: %s", r);
 	free(r);

@@ -96,7 +96,8 @@ static void start(const char *feature, bool in_place, struct sess *s)
 		      in_place ? ",\"in_place\":true" : "");
 
 	test_session_start(&T, p, s->id, s->token);
-	s->wt = in_place ? strdup(REPO) : fmt("%s/worktrees/%s", T.state, s->id);
+	s->wt =
+	    in_place ? strdup(REPO) : fmt("%s/worktrees/%s", T.state, s->id);
 	free(p);
 }
 
@@ -107,8 +108,8 @@ static char *run_sh(const struct sess *s, const char *line)
 	json_t *argv = json_pack("[s, s, s]", "sh", "-c", line);
 	char *a = json_dumps(argv, JSON_COMPACT), *r;
 
-	r = rpcf(NULL, "cmd.run", "{\"session\":\"%s\",\"yes\":true,\"argv\":%s}",
-		 s->id, a);
+	r = rpcf(NULL, "cmd.run",
+		 "{\"session\":\"%s\",\"yes\":true,\"argv\":%s}", s->id, a);
 	free(a);
 	json_decref(argv);
 	return r;
@@ -244,7 +245,8 @@ START_TEST(test_agent_commit_secret_refused)
 	start("leak", false, &s);
 	before = git("rev-parse spd/leak");
 	free(line);
-	line = fmt("echo %s > k.txt && git add k.txt && git commit -qm key", key);
+	line =
+	    fmt("echo %s > k.txt && git add k.txt && git commit -qm key", key);
 	r = run_sh(&s, line);
 	TEST_ASSERT_CODE(r, "SECRET-IN-DIFF");
 	ck_assert_msg(has(r, "k.txt:1") && !has(r, "loopLEAK"), "%s", r);
@@ -283,8 +285,8 @@ START_TEST(test_checkpoints_and_restore)
 	ck_assert_int_gt(json_integer_value(json_object_get(
 			     json_array_get(cps, 0), "journal_row")),
 			 0);
-	ck_assert_msg(has(json_string_value(json_object_get(
-			      json_array_get(cps, 1), "what")),
+	ck_assert_msg(has(json_string_value(
+			      json_object_get(json_array_get(cps, 1), "what")),
 			  "echo two"),
 		      "%s", r);
 	json_decref(j);
@@ -456,7 +458,8 @@ START_TEST(test_merge)
 	/* Clean: merged, the file on the operator's branch and in the
 	 * checkout, the agent's message in its history. */
 	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
-	ck_assert_msg(has(r, "\"fast_forward\":true") && has(r, "\"into\":\"main\""),
+	ck_assert_msg(has(r, "\"fast_forward\":true") &&
+			  has(r, "\"into\":\"main\""),
 		      "merge: %s", r);
 	free(r);
 	check_git("work", "show main:w.txt");
@@ -485,8 +488,7 @@ START_TEST(test_merge_commit_and_force)
 		"cd '%s' && echo o > o.txt && git add o.txt && git -c "
 		"user.name=o -c user.email=o@o commit -qm operator",
 		REPO);
-	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\",\"force\":true}",
-		 s.id);
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\",\"force\":true}", s.id);
 	ck_assert_msg(has(r, "\"fast_forward\":false") &&
 			  has(r, "\"forced\":true"),
 		      "merge: %s", r);
