@@ -373,10 +373,10 @@ int main(int argc, char **argv)
 	bench_guard(repo, false, "guard_check only, inotify (loose)");
 	bench_guard(repo, true, "guard_check only, stat_only (loose)");
 	bench_floor(repo);
+	bench_checkpoint(s, info);
 	session_end(s, info->id, true, NULL);
 	session_info_free(info);
 
-	bench_checkpoint(s, info);
 	snprintf(cmd, sizeof(cmd), "cd '%s' && git pack-refs --all", repo);
 	if (run(cmd) != 0)
 		return 1;
