@@ -195,6 +195,37 @@ async function turnMain(client, sessionId) {
 	return "end_turn";
 }
 
+// The agent commits its work as agents do: it writes a file, then runs
+// git through a terminal in its worktree (a repository of its own, whose
+// commits spd takes onto the session's branch after the run).
+async function turnCommit(client, sessionId) {
+	log(
+		"COMMIT-WRITE",
+		await outcome(
+			client.request(acp.methods.client.fs.writeTextFile, {
+				sessionId,
+				path: `${cwd}/acp-committed.txt`,
+				content: "committed by the acp agent\n",
+			}),
+		),
+	);
+	try {
+		const t = await client.createTerminal({
+			sessionId,
+			command: "sh",
+			args: ["-c", 'git add acp-committed.txt && git commit -q -m "acp: add acp-committed.txt" && git log -1 --format=%s'],
+			cwd,
+			outputByteLimit: 65536,
+		});
+		const exit = await t.waitForExit();
+		log("COMMIT", { output: await t.currentOutput(), exit });
+		await t.release();
+	} catch (e) {
+		log("COMMIT", { error: String(e && (e.message || e)) });
+	}
+	return "end_turn";
+}
+
 // The operator cancels: a terminal runs and a permission waits for a
 // person when the suite sends spctl acp SIGINT.
 async function turnCancel(client, sessionId) {
@@ -223,7 +254,7 @@ async function turnLinger(client, sessionId) {
 	await new Promise(() => {});
 }
 
-const turns = { main: turnMain, cancel: turnCancel, vanish: turnVanish, linger: turnLinger };
+const turns = { main: turnMain, commit: turnCommit, cancel: turnCancel, vanish: turnVanish, linger: turnLinger };
 
 const app = acp
 	.agent({ name: "spd-acp-test-agent" })

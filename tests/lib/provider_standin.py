@@ -21,13 +21,18 @@ answered.  The request header x-standin-mode picks the behaviour:
            file): replies in Anthropic's wire format, streamed as
            server-sent events when the request asks for a stream, that
            drive a real agent CLI (tests/agentcli).  The script file,
-           read at each call, is JSON {"tool": NAME, "input": {...},
-           "done": TEXT}: a call that offers the tool NAME and whose last
-           user message holds no tool_result gets a tool_use block asking
-           for it with that input; a call answering with a tool_result
-           gets the final text DONE; any other call (the CLI's side calls:
-           titles, quota checks) a short text.  Each such call is logged
-           with "script": tool_use, final or side.
+           read at each call, is JSON {"steps": [{"tool": NAME, "input":
+           {...}}, ...], "done": TEXT} (or one step as {"tool": NAME,
+           "input": {...}, "done": TEXT}): the agent's conversation calls
+           the steps' tools in order, one per reply, then ends with the
+           final text DONE.  A call's step is the number of tool_result
+           blocks in its messages: step 0 is a call that offers the first
+           step's tool and holds no tool_result; a later step (or the
+           final text, after the last) answers a call whose last user
+           message holds a tool_result, and the step's tool must be
+           offered.  Any other call (the CLI's side calls: titles, quota
+           checks) gets a short text.  Each such call is logged with
+           "script": tool_use (with its "step"), final or side.
 """
 import json
 import os
@@ -205,20 +210,32 @@ class Handler(BaseHTTPRequestHandler):
             return
         tools = [t.get("name") for t in req.get("tools") or []]
         msgs = req.get("messages") or [{}]
-        last = msgs[-1].get("content")
-        answered = isinstance(last, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result"
-            for b in last)
-        if answered:
+        steps = script.get("steps") or [
+            {"tool": script["tool"], "input": script["input"]}]
+
+        def results(m):
+            c = m.get("content") if isinstance(m, dict) else None
+            return sum(1 for b in c if isinstance(b, dict) and
+                       b.get("type") == "tool_result") \
+                if isinstance(c, list) else 0
+        done = sum(results(m) for m in msgs)
+        answered = results(msgs[-1]) > 0
+        step = None
+        if answered and done >= len(steps):
             kind, block = "final", {"type": "text", "text": script["done"]}
-        elif script["tool"] in tools:
+        elif (answered or done == 0) and done < len(steps) and \
+                steps[done]["tool"] in tools:
+            step = done
             kind, block = "tool_use", {
-                "type": "tool_use", "id": "toolu_standin01",
-                "name": script["tool"], "input": script["input"]}
+                "type": "tool_use", "id": "toolu_standin%02d" % (step + 1),
+                "name": steps[step]["tool"], "input": steps[step]["input"]}
         else:
             kind, block = "side", {"type": "text", "text": "ok"}
-        log({"path": self.path, "script": kind,
-             "model": req.get("model"), "stream": bool(req.get("stream"))})
+        entry = {"path": self.path, "script": kind,
+                 "model": req.get("model"), "stream": bool(req.get("stream"))}
+        if step is not None:
+            entry["step"] = step
+        log(entry)
         stop = "tool_use" if kind == "tool_use" else "end_turn"
         usage = {"input_tokens": USAGE_IN, "output_tokens": USAGE_OUT,
                  "cache_creation_input_tokens": 0,
