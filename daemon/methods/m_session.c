@@ -622,6 +622,42 @@ static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 	call_reply(v->c, res);
 }
 
+/* Merge an ended session's branch: no worktree is left to run the
+ * checks in, so only --force merges it, and the journal says so. */
+static void merge_ended(struct call *c, const char *id, const char *into,
+			json_t *p)
+{
+	json_t *res = NULL;
+	int r;
+
+	if (!json_is_true(json_object_get(p, "force"))) {
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "session %s has ended: its worktree is gone, so its "
+			   "checks cannot run; merge before ending, or "
+			   "--force merges without the checks (journaled)",
+			   id);
+		return;
+	}
+	r = session_merge(store(c), id, into,
+			  json_is_true(json_object_get(p, "squash")), NULL,
+			  &res);
+	if (r < 0) {
+		if (r == -EINVAL || r == -EBUSY || r == -ESTALE ||
+		    r == -ENOTEMPTY || r == -EALREADY)
+			call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
+				   session_store_error(store(c)));
+		else
+			fail(c, r, id);
+		return;
+	}
+	json_object_set_new(res, "forced", json_true());
+	json_object_set_new(res, "checks", json_null());
+	journal_append(
+	    call_spd(c)->journal, id, "operator", "session.merge-forced",
+	    "merged an ended session without its checks (--force)", NULL);
+	call_reply(c, res);
+}
+
 void m_session_merge(struct call *c)
 {
 	json_t *p = call_params(c);
@@ -640,6 +676,18 @@ void m_session_merge(struct call *c)
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
 			   "\"%s\" is not a branch name", into);
 		return;
+	}
+	/* An ended session's worktree is gone, and its checks with it. */
+	{
+		struct session_info *i = NULL;
+		bool ended = session_get(store(c), id, &i) == 0 &&
+			     i->state == SESSION_ENDED;
+
+		session_info_free(i);
+		if (ended) {
+			merge_ended(c, id, into, p);
+			return;
+		}
 	}
 	if (agent_diff_guard(call_spd(c), c, id))
 		return;

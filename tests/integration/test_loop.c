@@ -500,6 +500,32 @@ START_TEST(test_merge_commit_and_force)
 }
 END_TEST
 
+/* After the end the checks cannot run: merge refuses without --force,
+ * and with it merges the branch and says it was forced. */
+START_TEST(test_merge_after_end)
+{
+	struct sess s = {0};
+	char *r;
+
+	start("late", false, &s);
+	run_ok(&s, "echo l > l.txt");
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"committed\""), "end: %s", r);
+	free(r);
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"error\"") && has(r, "checks cannot run"), "%s",
+		      r);
+	free(r);
+	ck_assert_int_eq(test_sh(NULL, "test ! -e '%s/l.txt'", REPO), 0);
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\",\"force\":true}", s.id);
+	ck_assert_msg(has(r, "\"forced\":true"), "%s", r);
+	free(r);
+	check_git("l", "show main:l.txt");
+	ck_assert_int_eq(test_sh(NULL, "test -f '%s/l.txt'", REPO), 0);
+	free(s.wt);
+}
+END_TEST
+
 static Suite *loop_suite(void)
 {
 	Suite *s = suite_create("loop");
@@ -516,6 +542,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_end_in_place_says_nothing_to_merge);
 	tcase_add_test(tc, test_merge);
 	tcase_add_test(tc, test_merge_commit_and_force);
+	tcase_add_test(tc, test_merge_after_end);
 	suite_add_tcase(s, tc);
 	return s;
 }
