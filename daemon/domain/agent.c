@@ -398,6 +398,16 @@ static int diff_first_secret(const struct redact_set *set, const char *text,
 	return 0;
 }
 
+/* What changed in a worktree, from its inotify watch (the checkpoint's
+ * shortcut). */
+static int changes_hook(void *data, const char *worktree, char ***ret)
+{
+	struct spd *spd = data;
+
+	return spd->linkwatch ? linkwatch_changes(spd->linkwatch, worktree, ret)
+			      : 0;
+}
+
 /* The session store's secret scan (session_store_set_scanner). */
 static int scan_hook(void *data, const char *diff, char *where, size_t wlen)
 {
@@ -495,6 +505,7 @@ int agent_start(struct spd *spd)
 	session_store_set_check_runner(spd->sessions, agent_check_runner, spd);
 	session_store_set_ended_hook(spd->sessions, on_attempt_ended, spd);
 	session_store_set_scanner(spd->sessions, scan_hook, spd);
+	session_store_set_changes(spd->sessions, changes_hook, spd);
 	session_store_set_identity(spd->sessions, spd->config.git_name,
 				   spd->config.git_email);
 	spd->session_auth = auth_hook;

@@ -40,7 +40,10 @@
  */
 #define LW_DIR_MASK                                                            \
 	(IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |                 \
-	 IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+	 IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+/* The most names the change log keeps between two takes
+ * (linkwatch_changes); past it the taker reads the whole workspace. */
+#define LW_CHANGES_MAX 4096
 #define LW_FILE_MASK IN_ATTRIB
 /* Runs of a workspace whose walk failed (an unreadable file, too many
  * entries) before it is tried again: the walk costs as much as many full
@@ -164,8 +167,70 @@ static void state_free(struct lw_state *st)
 	free(st->nhash);
 	free(st->view);
 	lw_view_clear(st);
+	for (size_t i = 0; i < st->nchg; i++)
+		free(st->chg[i]);
+	free(st->chg);
 	free(st->root);
 	free(st);
+}
+
+static void changes_clear(struct lw_state *st)
+{
+	for (size_t i = 0; i < st->nchg; i++)
+		free(st->chg[i]);
+	st->nchg = 0;
+	st->chg_lost = false;
+}
+
+/*
+ * Log the name an event is about (the directory's entry, or the file
+ * itself) for linkwatch_changes: whatever git would see change there.
+ * The worktree's own .git is left out (git's objects and locks), and a
+ * log past LW_CHANGES_MAX is dropped for "everything".
+ */
+static void changes_note(struct lw_state *st, uint32_t node,
+			 const struct inotify_event *ev, bool named)
+{
+	char dir[PATH_MAX], rel[PATH_MAX];
+	int n;
+
+	if (st->chg_lost || !st->chg_taken)
+		return;
+	if (lw_node_path(st, node, dir, sizeof(dir)) < 0) {
+		st->chg_lost = true;
+		return;
+	}
+	if (named)
+		n = dir[0] ? snprintf(rel, sizeof(rel), "%s/%s", dir, ev->name)
+			   : snprintf(rel, sizeof(rel), "%s", ev->name);
+	else
+		n = snprintf(rel, sizeof(rel), "%s", dir);
+	if (n < 0 || (size_t)n >= sizeof(rel)) {
+		st->chg_lost = true;
+		return;
+	}
+	if (strcmp(rel, ".git") == 0 || strncmp(rel, ".git/", 5) == 0 ||
+	    !rel[0])
+		return;
+	if (st->nchg == st->capchg) {
+		size_t cap = st->capchg ? 2 * st->capchg : 32;
+		char **v;
+
+		if (cap > LW_CHANGES_MAX ||
+		    !(v = realloc(st->chg, cap * sizeof(*v)))) {
+			changes_clear(st);
+			st->chg_lost = true;
+			return;
+		}
+		st->chg = v;
+		st->capchg = cap;
+	}
+	if (!(st->chg[st->nchg] = strdup(rel))) {
+		changes_clear(st);
+		st->chg_lost = true;
+		return;
+	}
+	st->nchg++;
 }
 
 int lw_node_path(const struct lw_state *st, uint32_t node, char *buf,
@@ -708,6 +773,15 @@ static int state_event(struct lw_state *st, const struct inotify_event *ev)
 	    (node = st->wd2node[ev->wd]) == LW_NONE)
 		/* A watch already dropped: its inode went. */
 		return 0;
+	if (ev->len && st->nodes[node].dir &&
+	    (ev->mask & (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+			 IN_CLOSE_WRITE)))
+		changes_note(st, node, ev, true);
+	else if ((ev->mask & IN_ATTRIB) && !st->nodes[node].dir)
+		changes_note(st, node, ev, false);
+	/* Content written: nothing for the link list. */
+	if (ev->mask & IN_CLOSE_WRITE)
+		return 0;
 	if (ev->mask & IN_IGNORED) {
 		st->wd2node[ev->wd] = LW_NONE;
 		st->nwatches--;
@@ -1247,6 +1321,39 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 		return 0;
 	job_start(lw, e);
 	return 0;
+}
+
+int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret)
+{
+	struct lw_entry *e = NULL;
+	struct lw_state *st;
+	char **v;
+
+	for (size_t i = 0; lw && i < ARRAY_SIZE(lw->e); i++)
+		if (lw->e[i].workspace &&
+		    strcmp(lw->e[i].workspace, workspace) == 0)
+			e = &lw->e[i];
+	if (!e || !(st = e->st))
+		return 0;
+	if (state_drain(st, true, &lw->events_run) < 0) {
+		entry_drop(e);
+		return 0;
+	}
+	if (!st->chg_taken || st->chg_lost) {
+		/* From now on the log holds every change. */
+		changes_clear(st);
+		st->chg_taken = true;
+		return 0;
+	}
+	v = calloc(st->nchg + 1, sizeof(*v));
+	if (!v) {
+		changes_clear(st);
+		return 0;
+	}
+	memcpy(v, st->chg, st->nchg * sizeof(*v));
+	st->nchg = 0; /* the strings are the caller's now */
+	*ret = v;
+	return 1;
 }
 
 void linkwatch_prime(struct linkwatch *lw, const char *workspace)

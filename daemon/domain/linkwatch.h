@@ -114,6 +114,17 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 		    struct linkwatch_list *ret);
 
 /*
+ * What changed in workspace since the last call for it: the names (files,
+ * or directories whose whole tree may have changed: made, moved in,
+ * deleted) events were about, relative, NULL-terminated (*ret and its
+ * strings the caller's: strv_free_array), the worktree's .git left out.
+ * Returns 1 with the list, or 0 when the watch cannot say (not watched,
+ * a state dropped or new since the last call, more than it keeps): the
+ * caller reads the whole workspace, and the next call can say again.
+ */
+int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret);
+
+/*
  * Start watching workspace ahead of its first run (a session's workspace
  * when the session starts): the walk that linkwatch_names would start,
  * on the thread pool, without a list asked for.  Nothing when it is

@@ -75,7 +75,13 @@ struct lw_state {
 	 * the background (state_settle keeps them until a run's read). */
 	struct lw_later later;
 	unsigned unsettled; /* background reads that ended so, in a row */
-	long walk_left;	    /* entries walk_entry may still visit; -1: any */
+	/* The change log (linkwatch_changes): names events were about since
+	 * the last take; kept only once taken (chg_taken), dropped for
+	 * "everything" (chg_lost) past its size. */
+	char **chg;
+	size_t nchg, capchg;
+	bool chg_taken, chg_lost;
+	long walk_left; /* entries walk_entry may still visit; -1: any */
 };
 
 /* The path of node relative to the workspace ("" for itself) in buf;

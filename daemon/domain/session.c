@@ -341,6 +341,7 @@ void sess_free(struct sess *x)
 	free(x->start_ids);
 	sess_ign_free(x->ign);
 	guard_free(x->guard);
+	sess_work_close(x);
 	info_clear(&x->info);
 	sodium_memzero(x->token_hash, sizeof(x->token_hash));
 	free(x);

@@ -220,6 +220,17 @@ typedef int (*session_scan_fn)(void *data, const char *diff, char *where,
 			       size_t wlen);
 void session_store_set_scanner(struct session_store *s, session_scan_fn fn,
 			       void *data);
+/*
+ * What changed in a worktree since the last call for it (the workspace's
+ * inotify watch, linkwatch_changes): 1 and *ret (relative names,
+ * NULL-terminated, the callee's to free with strv_free_array), or 0 when
+ * unknown (the whole worktree is read).  Set by the lead; without one a
+ * checkpoint reads the whole worktree.
+ */
+typedef int (*session_changes_fn)(void *data, const char *worktree,
+				  char ***ret);
+void session_store_set_changes(struct session_store *s, session_changes_fn fn,
+			       void *data);
 /* The identity of agents' commits (spd.conf [session] git-name and
  * git-email); NULL: "agent <session id>".  Copied. */
 void session_store_set_identity(struct session_store *s, const char *name,

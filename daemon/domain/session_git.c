@@ -146,6 +146,13 @@ void session_store_set_scanner(struct session_store *s, session_scan_fn fn,
 	s->scan_data = data;
 }
 
+void session_store_set_changes(struct session_store *s, session_changes_fn fn,
+			       void *data)
+{
+	s->changes = fn;
+	s->changes_data = data;
+}
+
 void session_store_set_identity(struct session_store *s, const char *name,
 				const char *email)
 {

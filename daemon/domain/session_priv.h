@@ -41,6 +41,11 @@ struct sess {
 	git_oid synced;
 	bool synced_set;
 	unsigned runs; /* runs in flight (session_run_begin) */
+	/* Worktree: the main repository on the worktree and spd's index of
+	 * it (session_work.c), open from the first checkpoint to the end. */
+	git_repository *ck_repo;
+	git_index *ck_idx;
+	bool ck_whole; /* the last read was of the whole worktree */
 	struct sess *next;
 };
 
@@ -65,6 +70,8 @@ struct session_store {
 	void *ended_data;
 	session_scan_fn scan;
 	void *scan_data;
+	session_changes_fn changes;
+	void *changes_data;
 	char *git_name, *git_email; /* NULL: "agent <id>" */
 	char err[1024];
 	/* libgit2 is initialised on first use: its start-up loads and
@@ -201,5 +208,8 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 		  json_t **ret_report);
 /* Drop spd's index of the session's worktree. */
 void sess_work_forget(struct session_store *s, const char *id);
+/* Close x's repository and index (the index written out first); a
+ * session without them is fine. */
+void sess_work_close(struct sess *x);
 
 #endif

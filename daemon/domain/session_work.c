@@ -12,6 +12,7 @@
  * nothing can swap a file for a symlink under spd's feet and have spd
  * copy a file of the operator's into objects a run can read.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <git2.h>
 #include <git2/sys/repository.h>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "common/strv.h"
 #include "common/util.h"
 #include "daemon/domain/session.h"
 #include "daemon/domain/session_priv.h"
@@ -88,23 +90,17 @@ static char *ckpt_index_path(struct session_store *s, const char *id)
 	return p;
 }
 
-/*
- * The worktree's files (the ignored ones aside) as a tree written to the
- * main repository: 0, *ret_repo (the main repository with the worktree as
- * its work dir and spd's index for it) and *ret_tree.
- */
-static int worktree_tree(struct session_store *s, struct sess *x,
-			 git_repository **ret_repo, git_oid *ret_tree)
+/* Open (once per session, kept until its end) the main repository with
+ * the worktree as its work dir and spd's index of it (seeded from the
+ * checkout's: its stat cache spares hashing every file at first). */
+static int ck_open(struct session_store *s, struct sess *x)
 {
-	git_repository *repo = NULL;
-	git_index *idx = NULL;
 	char *dir = NULL, *path = NULL, *seed = NULL;
 	struct stat st;
 	int r;
 
-	r = sess_open_worktree(s, x, &repo);
-	if (r < 0)
-		return r;
+	if (x->ck_idx)
+		return 0;
 	r = -ENOMEM;
 	if (asprintf(&dir, "%s/checkpoints", s->state_dir) < 0 ||
 	    !(path = ckpt_index_path(s, x->info.id)))
@@ -112,32 +108,174 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 	r = sess_private_dir(s, dir);
 	if (r < 0)
 		goto out;
-	/* The checkout's index seeds spd's: its stat cache spares hashing
-	 * every file at the first checkpoint. */
 	if (lstat(path, &st) < 0 && asprintf(&seed, "%s/worktrees/%s/index",
 					     x->info.gitdir, x->info.id) > 0)
 		sess_copy_file(seed, path, (off_t)1 << 32);
+	r = sess_open_worktree(s, x, &x->ck_repo);
+	if (r < 0)
+		goto out;
 	r = -EIO;
-	if (git_index_open(&idx, path) < 0 ||
-	    git_repository_set_index(repo, idx) < 0 ||
-	    git_index_read(idx, 0) < 0 ||
-	    git_index_add_all(idx, NULL, GIT_INDEX_ADD_DEFAULT, NULL, NULL) <
-		0 ||
-	    git_index_update_all(idx, NULL, NULL, NULL) < 0 ||
-	    git_index_write_tree(ret_tree, idx) < 0 ||
-	    git_index_write(idx) < 0) {
-		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
+	if (git_index_open(&x->ck_idx, path) < 0 ||
+	    git_repository_set_index(x->ck_repo, x->ck_idx) < 0 ||
+	    git_index_read(x->ck_idx, 0) < 0) {
+		sess_seterr(s, "cannot read spd's index of the worktree: %s",
+			    sess_git_msg());
+		sess_work_close(x);
 		goto out;
 	}
-	*ret_repo = steal_ptr(repo);
 	r = 0;
 out:
-	git_index_free(idx);
-	git_repository_free(repo);
 	free(dir);
 	free(path);
 	free(seed);
 	return r;
+}
+
+void sess_work_close(struct sess *x)
+{
+	/* What the index knows (its stat cache) is kept for a restart. */
+	if (x->ck_idx)
+		git_index_write(x->ck_idx);
+	git_index_free(x->ck_idx);
+	git_repository_free(x->ck_repo);
+	x->ck_idx = NULL;
+	x->ck_repo = NULL;
+}
+
+/* The most entries one incremental update visits (a directory made or
+ * moved in is read whole) before it reads the worktree whole instead. */
+#define CK_VISIT_MAX 20000
+
+/*
+ * One name the watch saw change, into spd's index: gone (and everything
+ * below it), a file or symlink (unless ignored and not tracked), or a
+ * directory read whole.  -EAGAIN: read the whole worktree instead (an
+ * ignore file changed, a nested repository, too much).
+ */
+static int ck_apply(struct sess *x, const char *rel, int depth, size_t *visits)
+{
+	const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+	char *path, *dirrel = NULL;
+	struct stat st;
+	int ign = 0, r = 0;
+
+	if (++*visits > CK_VISIT_MAX || depth > 64)
+		return -EAGAIN;
+	if (strcmp(base, ".gitignore") == 0 ||
+	    strcmp(base, ".gitattributes") == 0 || strcmp(base, ".git") == 0)
+		return -EAGAIN;
+	path = paths_join(x->info.worktree, rel);
+	if (!path)
+		return -ENOMEM;
+	if (lstat(path, &st) < 0) {
+		r = errno == ENOENT || errno == ENOTDIR ? 0 : -EAGAIN;
+		if (r == 0) {
+			git_index_remove_bypath(x->ck_idx, rel);
+			git_index_remove_directory(x->ck_idx, rel, 0);
+		}
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		DIR *d;
+		struct dirent *e;
+
+		if (depth == 0) {
+			git_index_remove_bypath(x->ck_idx, rel);
+			git_index_remove_directory(x->ck_idx, rel, 0);
+		}
+		if (asprintf(&dirrel, "%s/", rel) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (git_ignore_path_is_ignored(&ign, x->ck_repo, dirrel) < 0) {
+			r = -EAGAIN;
+			goto out;
+		}
+		if (ign)
+			goto out;
+		if (!(d = opendir(path))) {
+			r = -EAGAIN;
+			goto out;
+		}
+		while (r == 0 && (e = readdir(d))) {
+			char *child;
+
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			if (asprintf(&child, "%s%s", dirrel, e->d_name) < 0) {
+				r = -ENOMEM;
+				break;
+			}
+			r = ck_apply(x, child, depth + 1, visits);
+			free(child);
+		}
+		closedir(d);
+		goto out;
+	}
+	/* A file where a directory was. */
+	git_index_remove_directory(x->ck_idx, rel, 0);
+	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+		git_index_remove_bypath(x->ck_idx, rel);
+		goto out;
+	}
+	if (!git_index_get_bypath(x->ck_idx, rel, 0)) {
+		if (git_ignore_path_is_ignored(&ign, x->ck_repo, rel) < 0) {
+			r = -EAGAIN;
+			goto out;
+		}
+		if (ign)
+			goto out;
+	}
+	if (git_index_add_bypath(x->ck_idx, rel) < 0)
+		r = -EAGAIN;
+out:
+	free(dirrel);
+	free(path);
+	return r;
+}
+
+/*
+ * The worktree's files (the ignored ones aside) as a tree written to the
+ * main repository: 0, *ret_repo (the session's, borrowed: the main
+ * repository with the worktree as its work dir and spd's index for it)
+ * and *ret_tree.  When the workspace's watch says what changed since the
+ * last call, only that is read (and the index stays in memory);
+ * otherwise the whole worktree, and the index is written out.
+ */
+static int worktree_tree(struct session_store *s, struct sess *x,
+			 git_repository **ret_repo, git_oid *ret_tree)
+{
+	char **changed = NULL;
+	size_t visits = 0;
+	int r, known;
+
+	r = ck_open(s, x);
+	if (r < 0)
+		return r;
+	known = s->changes
+		    ? s->changes(s->changes_data, x->info.worktree, &changed)
+		    : 0;
+	r = known == 1 ? 0 : -EAGAIN;
+	for (size_t i = 0; r == 0 && changed && changed[i]; i++)
+		r = ck_apply(x, changed[i], 0, &visits);
+	strv_free_array(changed);
+	if (r < 0 && r != -EAGAIN)
+		return r;
+	x->ck_whole = r == -EAGAIN;
+	if (r == -EAGAIN &&
+	    (git_index_add_all(x->ck_idx, NULL, GIT_INDEX_ADD_DEFAULT, NULL,
+			       NULL) < 0 ||
+	     git_index_update_all(x->ck_idx, NULL, NULL, NULL) < 0 ||
+	     git_index_write(x->ck_idx) < 0)) {
+		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
+		return -EIO;
+	}
+	if (git_index_write_tree(ret_tree, x->ck_idx) < 0) {
+		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
+		return -EIO;
+	}
+	*ret_repo = x->ck_repo;
+	return 0;
 }
 
 /* Paths that differ between two trees (NULL from: the empty tree), as a
@@ -310,9 +448,10 @@ static int checkpoint(struct session_store *s, struct sess *x, int64_t row,
 	if (r < 0)
 		goto out;
 	sess_journal(s, x->info.id, "session.checkpoint",
-		     json_pack("{s:i, s:s, s:I, s:o*}", "n", (int)(n + 1),
+		     json_pack("{s:i, s:s, s:I, s:o*, s:s}", "n", (int)(n + 1),
 			       "commit", git_oid_tostr_s(&cid), "journal_row",
-			       (json_int_t)row, "files", steal_ptr(paths)),
+			       (json_int_t)row, "files", steal_ptr(paths),
+			       "read", x->ck_whole ? "all" : "changes"),
 		     "checkpoint %u: %zu file%s changed", n + 1, files,
 		     files == 1 ? "" : "s");
 	*ret_n = n + 1;
@@ -323,7 +462,7 @@ out:
 	git_tree_free(tree);
 	git_tree_free(prev_tree);
 	git_commit_free(prev);
-	git_repository_free(repo);
+	/* repo is the session's (worktree_tree). */
 	return r;
 }
 
@@ -469,7 +608,7 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 			*ret_saved = saved;
 	}
 	git_commit_free(c);
-	git_repository_free(repo);
+	/* repo is the session's (worktree_tree). */
 	return r;
 }
 
@@ -562,7 +701,8 @@ out:
 	json_decref(res);
 	git_tree_free(head);
 	git_tree_free(now);
-	git_repository_free(repo);
+	if (repo != x->ck_repo)
+		git_repository_free(repo);
 	return r;
 }
 
@@ -666,13 +806,17 @@ out:
 	git_commit_free(parent);
 	git_tree_free(head);
 	git_tree_free(now);
-	git_repository_free(repo);
+	/* repo is the session's (worktree_tree). */
 	return r;
 }
 
 void sess_work_forget(struct session_store *s, const char *id)
 {
+	struct sess *x = sess_find(s, id);
 	char *p = ckpt_index_path(s, id);
+
+	if (x)
+		sess_work_close(x);
 
 	if (p)
 		unlink(p);

@@ -318,6 +318,65 @@ START_TEST(test_checkpoints_and_restore)
 }
 END_TEST
 
+/*
+ * What the workspace's watch tells a checkpoint (only the names that
+ * changed are read) gives the tree git itself makes of the worktree,
+ * through new directories, renames, deletions, a mode change, an ignored
+ * file, a symlink and a file replacing a directory.
+ */
+START_TEST(test_checkpoint_tree_is_gits)
+{
+	static const char *const steps[] = {
+	    "mkdir -p x/y && echo a > x/y/z.txt && echo b > x/b.txt",
+	    "mv x w",
+	    "chmod +x a.txt",
+	    "echo more >> a.txt && rm -rf w/y && echo i > ign.log",
+	    "mkdir -p q && echo 1 > q/r && ln -s a.txt link",
+	    "rm -rf q && echo file > q",
+	    "echo '*.tmp' >> .gitignore && echo t > t.tmp",
+	};
+	struct sess s = {0};
+	char *r, *want, *got, *rows, *sql;
+
+	start("ck", false, &s);
+	/* The watch's first walk, then a run to start its log. */
+	run_ok(&s, "echo 0 > zero.txt");
+	usleep(300000);
+	run_ok(&s, "echo 00 > zero.txt");
+	for (size_t i = 0; i < sizeof(steps) / sizeof(*steps); i++) {
+		run_ok(&s, steps[i]);
+		r = rpcf(NULL, "session.log", "{\"id\":\"%s\"}", s.id);
+		got = git("rev-parse refs/spd/checkpoints/%s^{tree}", s.id);
+		/* git's own tree of the same files, with the same ignore
+		 * rules, through an index of its own. */
+		test_sh(&want,
+			"cd '%s' && GIT_INDEX_FILE='%s/git-oracle.idx' git "
+			"--git-dir='%s/.git' --work-tree=. add -A && "
+			"GIT_INDEX_FILE='%s/git-oracle.idx' git "
+			"--git-dir='%s/.git' write-tree",
+			s.wt, T.dir, REPO, T.dir, REPO);
+		ck_assert_ptr_nonnull(want);
+		want[strcspn(want, "\n")] = '\0';
+		ck_assert_msg(strcmp(want, got) == 0,
+			      "after \"%s\": checkpoint tree %s, git's %s\n%s",
+			      steps[i], got, want, r);
+		free(want);
+		free(got);
+		free(r);
+	}
+	/* The watch told most of them. */
+	sql = fmt("select detail from events where session='%s' and "
+		  "kind='session.checkpoint'",
+		  s.id);
+	rows = test_journal_until(&T, sql, "\"read\":\"changes\"");
+	ck_assert_msg(has(rows, "\"read\":\"changes\""),
+		      "no checkpoint read only the changes: %s", rows);
+	free(rows);
+	free(sql);
+	free(s.wt);
+}
+END_TEST
+
 /* ---- the end -------------------------------------------------------- */
 
 /* Uncommitted work at the end is committed on the branch (untracked
@@ -536,6 +595,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_agent_commits_land_on_branch);
 	tcase_add_test(tc, test_agent_commit_secret_refused);
 	tcase_add_test(tc, test_checkpoints_and_restore);
+	tcase_add_test(tc, test_checkpoint_tree_is_gits);
 	tcase_add_test(tc, test_end_commits_uncommitted_work);
 	tcase_add_test(tc, test_end_secret_refused_then_discard);
 	tcase_add_test(tc, test_sigkill_loses_nothing);
