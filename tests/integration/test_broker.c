@@ -1243,8 +1243,9 @@ START_TEST(test_turn_dies_with_session)
 		char *params =
 		    fmt("{\"session\":\"%s\",\"yes\":true,\"writable\":"
 			"[\"%s/.git\"],\"argv\":[\"sh\",\"-c\",\"git -c "
-			"safe.directory='*' config user.name evil\"]}",
-			b.id, repo);
+			"safe.directory='*' --git-dir='%s/.git' config "
+			"user.name evil\"]}",
+			b.id, repo, repo);
 
 		o = rpc("cmd.run", params);
 		out = json_dumps(o, 0);

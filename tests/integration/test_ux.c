@@ -182,7 +182,7 @@ START_TEST(test_runtime_dir_removed)
 		      "spctl after the runtime dir was removed: %d %s %s", st,
 		      out, err);
 	free(out), free(err);
-	for (int i = 0; i < 100 && !gone(old); i++)
+	for (int i = 0; i < 300 && !gone(old); i++)
 		usleep(100 * 1000);
 	ck_assert_msg(gone(old), "the spd that lost its socket still runs");
 	t.pid = 0;
@@ -593,7 +593,7 @@ START_TEST(test_runtime_dir_removed_old_spd_stuck)
 		      err);
 	free(out), free(err);
 	/* Let go, the old spd notices its socket is gone and stops. */
-	for (int i = 0; i < 100 && !gone(old); i++)
+	for (int i = 0; i < 300 && !gone(old); i++)
 		usleep(100 * 1000);
 	ck_assert_msg(gone(old), "the spd that lost its socket still runs");
 	t.pid = 0;
