@@ -850,3 +850,128 @@ out:
 	sync_close(&sy, stage);
 	return r;
 }
+
+/* ---- the agent's stash, kept at the end ---- */
+
+/* The most stash entries kept at the end. */
+#define AGENT_STASH_MAX 100
+
+/* The stash entries of the agent's repository, newest first, from its
+ * reflog (or refs/stash alone): their number. */
+static size_t agent_stash(const struct sess *x, git_oid *ret, size_t max)
+{
+	_cleanup_close_ int wt = -1, fd = -1;
+	char *text = NULL, *line, *save = NULL, one[GIT_OID_HEXSZ + 8];
+	struct stat st;
+	size_t n = 0;
+	ssize_t k;
+
+	wt = open(x->info.worktree, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (wt < 0)
+		return 0;
+	fd = open_regular(wt, ".git/logs/refs/stash", &st);
+	if (fd >= 0 && st.st_size < 16 * 1024 * 1024 &&
+	    (text = malloc((size_t)st.st_size + 1))) {
+		k = read(fd, text, (size_t)st.st_size);
+		text[k > 0 ? k : 0] = '\0';
+		/* "<old> <new> <who> <when>\t<message>", oldest first. */
+		for (line = strtok_r(text, "\n", &save); line;
+		     line = strtok_r(NULL, "\n", &save)) {
+			git_oid id;
+
+			if (strlen(line) < 2 * GIT_OID_HEXSZ + 1)
+				continue;
+			line[2 * GIT_OID_HEXSZ + 1] = '\0';
+			if (git_oid_fromstr(&id, line + GIT_OID_HEXSZ + 1) ==
+				0 &&
+			    !git_oid_is_zero(&id) && n < max)
+				ret[n++] = id;
+		}
+		free(text);
+		/* Newest first, as git stash list shows them. */
+		for (size_t i = 0; i < n / 2; i++) {
+			git_oid t = ret[i];
+
+			ret[i] = ret[n - 1 - i];
+			ret[n - 1 - i] = t;
+		}
+		return n;
+	}
+	if (read_small(wt, ".git/refs/stash", one, sizeof(one)) == 0) {
+		one[strcspn(one, "\n")] = '\0';
+		if (git_oid_fromstr(&ret[0], one) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+size_t sess_stash_count(const struct sess *x)
+{
+	git_oid ids[AGENT_STASH_MAX];
+
+	return agent_stash(x, ids, AGENT_STASH_MAX);
+}
+
+int sess_keep_stash(struct session_store *s, struct sess *x, char *where,
+		    size_t wlen, json_t **ret)
+{
+	git_oid ids[AGENT_STASH_MAX], branch, base;
+	struct sync sy = {0};
+	char *stage = NULL;
+	size_t n = agent_stash(x, ids, AGENT_STASH_MAX), m;
+	json_t *kept = NULL;
+	int r;
+
+	*ret = NULL;
+	if (n == 0)
+		return 0;
+	r = sync_open(s, x, &sy, &stage);
+	if (r < 0)
+		goto out;
+	r = sess_branch_tip(s, x, sy.repo, &branch);
+	if (r < 0)
+		goto out;
+	git_oid_fromstr(&base, x->info.base);
+	kept = json_array();
+	for (size_t i = 0; i < n && r >= 0; i++) {
+		char ref[96];
+		git_reference *out = NULL;
+
+		r = sync_commits(s, &sy, &ids[i], &branch, &base, where, wlen,
+				 &m);
+		if (r == 1) {
+			r = -EACCES;
+			break;
+		}
+		if (r < 0) {
+			sess_seterr(s, "cannot keep the agent's stash: %s",
+				    sess_git_msg());
+			break;
+		}
+		/* A ref of spd's own, as the checkpoints': stash@{i}. */
+		snprintf(ref, sizeof(ref), "refs/spd/stash/%s/%zu", x->info.id,
+			 i);
+		if (git_reference_create(&out, sy.repo, ref, &ids[i], 1,
+					 "spd: the agent's stash") < 0) {
+			sess_seterr(s, "cannot keep the agent's stash: %s",
+				    sess_git_msg());
+			r = -EIO;
+			break;
+		}
+		git_reference_free(out);
+		json_array_append_new(kept, json_string(ref));
+	}
+	if (r >= 0) {
+		sess_journal(s, x->info.id, "session.stash",
+			     json_pack("{s:O}", "refs", kept),
+			     "%zu stash entr%s of the agent kept under "
+			     "refs/spd/stash/%s",
+			     n, n == 1 ? "y" : "ies", x->info.id);
+		*ret = steal_ptr(kept);
+		r = 1;
+	}
+out:
+	json_decref(kept);
+	sync_close(&sy, stage);
+	return r;
+}

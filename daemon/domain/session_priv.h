@@ -193,6 +193,14 @@ int sess_branch_tip(struct session_store *s, const struct sess *x,
 int sess_branch_move(struct session_store *s, struct sess *x,
 		     git_repository *repo, const git_oid *old,
 		     const git_oid *new_tip, const char *why);
+/* At the end: the agent's stash entries copied into the main repository
+ * as refs/spd/stash/<id>/<n> (scanned like its commits: -EACCES and
+ * where on a secret).  1 and *ret (the refs) when there were some, 0
+ * when none, or a negative errno. */
+int sess_keep_stash(struct session_store *s, struct sess *x, char *where,
+		    size_t wlen, json_t **ret);
+/* How many stash entries the agent's repository holds. */
+size_t sess_stash_count(const struct sess *x);
 /* The identity of the agent's commits in name and email. */
 void sess_agent_ident(const struct session_store *s, const struct sess *x,
 		      char *name, size_t nlen, char *email, size_t elen);

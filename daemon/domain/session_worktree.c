@@ -593,7 +593,43 @@ static int end_keep_work(struct session_store *s, struct sess *x, bool discard,
 		}
 	}
 	r = sess_end_work(s, x, discard, ret_report);
-	return r < 0 ? r : 0;
+	if (r < 0)
+		return r;
+	if (discard) {
+		size_t n = sess_stash_count(x);
+
+		/* What --discard drops, said: the stash too. */
+		if (n) {
+			if (!*ret_report)
+				*ret_report = json_object();
+			json_object_set_new(*ret_report, "discarded_stash",
+					    json_integer((json_int_t)n));
+		}
+		return 0;
+	}
+	/* What the agent stashed is work too. */
+	{
+		json_t *kept = NULL;
+
+		r = sess_keep_stash(s, x, where, sizeof(where), &kept);
+		if (r == -EACCES) {
+			sess_seterr(s,
+				    "%s (a stash entry of the agent's) adds a "
+				    "known secret value: the session is not "
+				    "ended (its worktree is kept: %s); drop "
+				    "that entry there, or end with --discard",
+				    where, x->info.worktree);
+			return r;
+		}
+		if (r < 0)
+			return r;
+		if (kept) {
+			if (!*ret_report)
+				*ret_report = json_object();
+			json_object_set_new(*ret_report, "stash", kept);
+		}
+	}
+	return 0;
 }
 
 int session_end(struct session_store *s, const char *id, bool discard,

@@ -401,6 +401,24 @@ START_TEST(test_end_commits_uncommitted_work)
 }
 END_TEST
 
+/* What the agent stashed is kept at the end, under refs/spd/stash. */
+START_TEST(test_end_keeps_stash)
+{
+	struct sess s = {0};
+	char *r, *ref;
+
+	start("st", false, &s);
+	run_ok(&s, "echo stashed > a.txt && git stash -q");
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+	ref = fmt("refs/spd/stash/%s/0", s.id);
+	ck_assert_msg(has(r, ref), "end: %s", r);
+	free(r);
+	check_git("stashed", "show %s:a.txt", ref);
+	free(ref);
+	free(s.wt);
+}
+END_TEST
+
 /* A secret in the uncommitted work: the end refuses, names the file and
  * keeps the worktree; --discard then drops it, listing what. */
 START_TEST(test_end_secret_refused_then_discard)
@@ -598,6 +616,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_checkpoint_tree_is_gits);
 	tcase_add_test(tc, test_end_commits_uncommitted_work);
 	tcase_add_test(tc, test_end_secret_refused_then_discard);
+	tcase_add_test(tc, test_end_keeps_stash);
 	tcase_add_test(tc, test_sigkill_loses_nothing);
 	tcase_add_test(tc, test_end_in_place_says_nothing_to_merge);
 	tcase_add_test(tc, test_merge);
