@@ -218,7 +218,7 @@ static char *expand(const char *s)
 #define DE POLICY_DENY
 #define BR POLICY_BAD_REQUEST
 
-enum { NONE = 0, HOST = 1, LOOP = 2, INPLACE = 4 };
+enum { NONE = 0, HOST = 1, LOOP = 2, INPLACE = 4, WTSESS = 8 };
 
 struct tcase {
 	const char *const *argv;
@@ -392,6 +392,25 @@ static const struct tcase cases[] = {
     {A("git", "status"), NULL, NULL, INPLACE, AL, "allow.git.read"},
     {A("git", "branch"), NULL, NULL, INPLACE, AL, "allow.git.read"},
     {A("git", "add", "."), NULL, NULL, INPLACE, AS, "ask.git.state"},
+    /* A worktree session: committing acts on the agent's own repository
+     * (the worktree's .git) and is allowed; moving branches still asks,
+     * destroying history is still denied, remotes too. */
+    {A("git", "add", "-A"), NULL, NULL, WTSESS, AL, "allow.git.session"},
+    {A("git", "commit", "-m", "x"), NULL, NULL, WTSESS, AL,
+     "allow.git.session"},
+    {A("git", "commit", "--amend", "-m", "x"), NULL, NULL, WTSESS, AL,
+     "allow.git.session"},
+    {A("git", "restore", "a.txt"), NULL, NULL, WTSESS, AL,
+     "allow.git.session"},
+    {A("git", "stash"), NULL, NULL, WTSESS, AL, "allow.git.session"},
+    {A("git", "reset", "HEAD~1"), NULL, NULL, WTSESS, AL,
+     "allow.git.session"},
+    {A("git", "reset", "--hard"), NULL, NULL, WTSESS, DE,
+     "deny.git.destructive"},
+    {A("git", "checkout", "main"), NULL, NULL, WTSESS, AS, "ask.git.state"},
+    {A("git", "push"), NULL, NULL, WTSESS, DE, "deny.git.remote"},
+    {A("git", "-c", "core.hooksPath=/x", "commit"), NULL, NULL, WTSESS, DE,
+     "deny.git.option"},
     /* sed. */
     {A("sed", "-n", "1,10p", "src/main.c"), NULL, NULL, 0, AL, "allow.cmd"},
     {A("sed", "-n", "/main/p", "src/main.c"), NULL, NULL, 0, AL, "allow.cmd"},
@@ -799,6 +818,7 @@ static struct policy_result classify_case(const struct policy_conf *conf,
 	struct policy_context ctx = {
 	    .workspace = ws,
 	    .in_place = t->flags & INPLACE,
+	    .worktree_session = t->flags & WTSESS,
 	    .path_env = path_env,
 	    .preexisting = preexisting,
 	};
@@ -1215,6 +1235,9 @@ static const struct ccase ccases[] = {
     {A("env", "make", "install"), 0, DE, "deny.conf.operator"},
     {A("timeout", "9", "make", "install"), 0, DE, "deny.conf.operator"},
     {A("make", "deploy"), 0, AS, "ask.conf.operator"},
+    /* The operator asks to be asked before what a worktree session
+     * allows by itself. */
+    {A("git", "stash"), WTSESS, AS, "ask.conf.operator"},
     {A("make", "publish"), 0, DE, "deny.conf.project"},
     {A("make", "test"), 0, AL, "allow.check"},
     {A("make", "other"), 0, AL, "allow.conf.project"},
@@ -1249,6 +1272,7 @@ static struct policy_conf *load_test_conf(void)
 			"\tallow-exact = \"python3 tools/gen.py\"\n"
 			"\tdeny = \"make install\"\n"
 			"\task = \"make deploy\"\n"
+			"\task = \"git stash\"\n"
 			"\tprotected = docs/api/\n"
 			"\treadable = .env.example\n"
 			"[network]\n"
