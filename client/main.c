@@ -245,7 +245,8 @@ static const struct {
      "usage: spctl mcp [--session ID]\n"
      "An MCP server (Model Context Protocol, revision 2025-11-25) on stdin\n"
      "and stdout: run_command, read_file, write_file, edit_file, list_dir,\n"
-     "search, policy_check and session_status, each through spd's policy,\n"
+     "search, policy_check, commit (git add and git commit on the\n"
+     "session's branch) and session_status, each through spd's policy,\n"
      "sandbox, redactor and journal, in one session.  --session ID acts as\n"
      "the operator in that session; an agent sets SPD_SESSION_TOKEN.\n"},
     {"turns", cmd_turns,
