@@ -95,14 +95,15 @@ static void print_diff(const char *text)
 
 static int session_usage(void)
 {
-	fprintf(stderr,
-		"usage: spctl session start FEATURE [--repo DIR] [--in-place]\n"
-		"       spctl session list | show ID | status [ID]\n"
-		"       spctl session diff ID [--stat] | log ID | restore ID N\n"
-		"       spctl session merge ID [--into BRANCH] [--squash] "
-		"[--force]\n"
-		"       spctl session end ID [--discard]\n"
-		"       spctl session heldout ID DIR | verify ID\n");
+	fprintf(
+	    stderr,
+	    "usage: spctl session start FEATURE [--repo DIR] [--in-place]\n"
+	    "       spctl session list | show ID | status [ID]\n"
+	    "       spctl session diff ID [--stat] | log ID | restore ID N\n"
+	    "       spctl session merge ID [--into BRANCH] [--squash] "
+	    "[--force]\n"
+	    "       spctl session end ID [--discard]\n"
+	    "       spctl session heldout ID DIR | verify ID\n");
 	return CMD_EXIT_USAGE;
 }
 
@@ -211,8 +212,8 @@ static void print_verdict(json_t *res)
 		json_t *c = json_array_get(ch, i);
 		fputs("check ", stdout);
 		print_padded(str(c, "name"), 16);
-		printf(" exit %lld\n",
-		       (long long)json_integer_value(json_object_get(c, "exit")));
+		printf(" exit %lld\n", (long long)json_integer_value(
+					   json_object_get(c, "exit")));
 	}
 	for (size_t i = 0; i < json_array_size(g); i++) {
 		json_t *x = json_array_get(g, i);
@@ -554,8 +555,8 @@ static int session_log(struct cmd_ctx *ctx, int argc, char **argv)
 
 	if (argc != 3)
 		return session_usage();
-	res = cmd_call(RPC_M_SESSION_LOG, json_pack("{s:s}", "id", argv[2]),
-		       &ex);
+	res =
+	    cmd_call(RPC_M_SESSION_LOG, json_pack("{s:s}", "id", argv[2]), &ex);
 	if (!res)
 		return ex;
 	a = json_object_get(res, "checkpoints");
@@ -609,15 +610,15 @@ static int session_restore(struct cmd_ctx *ctx, int argc, char **argv)
 	errno = 0;
 	n = strtoll(argv[3], &end, 10);
 	if (errno || *end || n < 1) {
-		fprintf(stderr, "spctl: %s is not a checkpoint number (1 and "
-				"up; spctl session log ID lists them)\n",
+		fprintf(stderr,
+			"spctl: %s is not a checkpoint number (1 and "
+			"up; spctl session log ID lists them)\n",
 			argv[3]);
 		return CMD_EXIT_USAGE;
 	}
-	res = cmd_call(RPC_M_SESSION_RESTORE,
-		       json_pack("{s:s, s:I}", "id", argv[2], "n",
-				 (json_int_t)n),
-		       &ex);
+	res = cmd_call(
+	    RPC_M_SESSION_RESTORE,
+	    json_pack("{s:s, s:I}", "id", argv[2], "n", (json_int_t)n), &ex);
 	if (!res)
 		return ex;
 	saved = (long long)json_integer_value(json_object_get(res, "saved"));
@@ -668,8 +669,10 @@ static void print_merged(json_t *res)
 	ts_fputs(stdout, str(res, "branch"));
 	fputs(" into ", stdout);
 	ts_fputs(stdout, str(res, "into"));
-	fputs(ff ? ": fast-forward " : squash ? ": one commit " : ": merge "
-								  "commit ",
+	fputs(ff       ? ": fast-forward "
+	      : squash ? ": one commit "
+		       : ": merge "
+			 "commit ",
 	      stdout);
 	print_commit_id(str(res, "from"));
 	fputs("..", stdout);
@@ -789,11 +792,11 @@ int cmd_session(struct cmd_ctx *ctx, int argc, char **argv)
 		const char *name;
 		int (*fn)(struct cmd_ctx *ctx, int argc, char **argv);
 	} subs[] = {
-	    {"start", session_start},	{"list", session_list},
-	    {"show", session_show},	{"status", session_status},
-	    {"end", session_end},	{"diff", session_diff},
-	    {"log", session_log},	{"restore", session_restore},
-	    {"merge", session_merge},	{"verify", session_verify},
+	    {"start", session_start},	  {"list", session_list},
+	    {"show", session_show},	  {"status", session_status},
+	    {"end", session_end},	  {"diff", session_diff},
+	    {"log", session_log},	  {"restore", session_restore},
+	    {"merge", session_merge},	  {"verify", session_verify},
 	    {"heldout", session_heldout},
 	};
 

@@ -66,8 +66,8 @@ static int spctl(const struct session *agent, char **ret_out, char **ret_err,
 	va_end(ap);
 	args[n] = NULL;
 	if (agent) {
-		ck_assert(asprintf(&tok, "SPD_SESSION_TOKEN=%s",
-				   agent->token) > 0);
+		ck_assert(asprintf(&tok, "SPD_SESSION_TOKEN=%s", agent->token) >
+			  0);
 		env[0] = tok;
 	}
 	st = test_spctl(&T, args, env, ret_out, ret_err);
@@ -97,8 +97,8 @@ static void start(const char *feature, struct session *s)
 #define AGENT_RUN(s, ...)                                                      \
 	do {                                                                   \
 		char *o_ = NULL, *e_ = NULL;                                   \
-		int rc_ = spctl((s), &o_, &e_, "run", "--", __VA_ARGS__,       \
-				NULL);                                         \
+		int rc_ =                                                      \
+		    spctl((s), &o_, &e_, "run", "--", __VA_ARGS__, NULL);      \
 		ck_assert_msg(rc_ == 0, "agent run failed (%d):\n%s\n%s", rc_, \
 			      o_, e_);                                         \
 		free(o_);                                                      \
@@ -110,9 +110,8 @@ static char *git(const char *fmt, const char *arg)
 {
 	char *out = NULL;
 
-	ck_assert_int_eq(test_sh(&out, "git -C '%s' %s '%s' 2>&1", REPO, fmt,
-				 arg),
-			 0);
+	ck_assert_int_eq(
+	    test_sh(&out, "git -C '%s' %s '%s' 2>&1", REPO, fmt, arg), 0);
 	return out;
 }
 
@@ -203,8 +202,7 @@ START_TEST(test_merge_checks_refuse)
 	after = git("rev-parse", "main");
 	ck_assert_str_eq(before, after);
 	free(after);
-	rc = spctl(NULL, &out, &err, "session", "merge", s.id, "--force",
-		   NULL);
+	rc = spctl(NULL, &out, &err, "session", "merge", s.id, "--force", NULL);
 	ck_assert_msg(rc == 0 && has(out, "merged anyway"),
 		      "merge --force: %d\n%s\n%s", rc, out, err);
 	free(out);
