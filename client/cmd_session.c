@@ -539,10 +539,14 @@ static int session_diff(struct cmd_ctx *ctx, int argc, char **argv)
 	if (json_is_true(json_object_get(res, "truncated")))
 		printf("\n[diff truncated]\n");
 	fflush(stdout);
-	if (json_object_get(res, "merge"))
+	if (json_object_get(res, "merge")) {
 		fprintf(stderr,
-			"to merge (after the checks): spctl session merge %s\n",
+			"to merge: spctl session merge %s (the checks first)\n"
+			"      or: ",
 			id);
+		ts_fputs(stderr, str(res, "merge"));
+		fputc('\n', stderr);
+	}
 	json_decref(res);
 	return 0;
 }
