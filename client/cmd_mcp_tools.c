@@ -1,6 +1,7 @@
 /*
  * spctl mcp's tools: each tool's arguments checked and turned into
- * requests to spd (cmd.run, fs.*, policy.check, session.status), and spd's
+ * requests to spd (cmd.run, fs.*, policy.check, session.status; commit is
+ * two runs of git), and spd's
  * answers into the tool's result; the table of tools with their JSON
  * schemas.  The server around them is cmd_mcp.c (cmd_mcp.h).
  */
@@ -470,6 +471,93 @@ static int policy_start(struct mcp_call *k)
 	return send_or_fail(k, RPC_M_POLICY_CHECK, p, true);
 }
 
+/* commit: `git add -A [-- PATHS]`, then `git commit -m MESSAGE`, two runs
+ * in the session like any other (policy, sandbox, journal): in a worktree
+ * session the worktree's .git is the agent's own repository, and spd
+ * takes its commits onto spd/<feature> after each run. */
+static int commit_start(struct mcp_call *k)
+{
+	static const char *const known[] = {"message", "paths", NULL};
+	json_t *paths = json_object_get(k->args, "paths"), *argv;
+	bool bad = false;
+	const char *msg = arg_str(k, "message", &bad);
+
+	if (!args_known(k, known))
+		return -EINVAL;
+	if (bad || !msg || !msg[0] || (paths && !json_is_array(paths))) {
+		mcp_call_fail(k, "BAD-REQUEST: message must be a non-empty "
+				 "string, paths an array of paths relative to "
+				 "the workspace");
+		return -EINVAL;
+	}
+	argv = json_pack("[s, s, s]", "git", "add", "-A");
+	if (json_array_size(paths) > 0) {
+		json_array_append_new(argv, json_string("--"));
+		for (size_t i = 0; i < json_array_size(paths); i++) {
+			json_t *p = json_array_get(paths, i);
+
+			if (!json_is_string(p) || !json_string_length(p)) {
+				json_decref(argv);
+				mcp_call_fail(k,
+					      "BAD-REQUEST: paths[%zu] is not "
+					      "a non-empty string",
+					      i);
+				return -EINVAL;
+			}
+			json_array_append(argv, p);
+		}
+	}
+	return send_or_fail(k, RPC_M_CMD_RUN, json_pack("{s:o}", "argv", argv),
+			    true);
+}
+
+/* What a run printed, for a commit's answer or its error. */
+static char *run_text(struct mcp_call *k)
+{
+	char *s = NULL;
+
+	if (asprintf(&s, "%.*s%.*s", (int)k->out[0].len,
+		     k->out[0].data ? k->out[0].data : "", (int)k->out[1].len,
+		     k->out[1].data ? k->out[1].data : "") < 0)
+		return NULL;
+	return s;
+}
+
+static void commit_reply(struct mcp_call *k, json_t *result, json_t *error)
+{
+	json_t *code = json_object_get(result, "exit_code");
+	char *text;
+
+	if (error) {
+		mcp_call_fail_spd(k, error);
+		return;
+	}
+	if (!json_is_integer(code) || json_integer_value(code) != 0) {
+		text = run_text(k);
+		mcp_call_fail(k, "git %s failed (exit %lld): %s",
+			      k->step == 0 ? "add" : "commit",
+			      (long long)json_integer_value(code),
+			      text && text[0] ? text : "no output");
+		free(text);
+		return;
+	}
+	if (k->step == 0) {
+		/* The commit's output is its own. */
+		buf_free(&k->out[0]);
+		buf_free(&k->out[1]);
+		k->dropped[0] = k->dropped[1] = 0;
+		k->step = 1;
+		send_or_fail(k, RPC_M_CMD_RUN,
+			     json_pack("{s:[s, s, s, O]}", "argv", "git",
+				       "commit", "-m",
+				       json_object_get(k->args, "message")),
+			     true);
+		return;
+	}
+	mcp_call_ok(k, json_pack("{s:o, s:o}", "stdout", output_json(k, 0),
+				 "stderr", output_json(k, 1)));
+}
+
 static int status_start(struct mcp_call *k)
 {
 	static const char *const known[] = {NULL};
@@ -673,11 +761,38 @@ const struct mcp_tool mcp_tools[] = {
 	.reply = reply_plain,
     },
     {
+	.name = "commit",
+	.title = "Commit the work",
+	.description =
+	    "Commit changes of the workspace on the session's branch: git add "
+	    "-A (of paths, when given, else of everything), then git commit "
+	    "-m message, both run in the sandbox. spd takes the commit onto "
+	    "the session's branch spd/<feature> for the person to review and "
+	    "merge. Returns git commit's output, or git's error.",
+	.input_schema =
+	    "{\"type\":\"object\",\"properties\":{"
+	    "\"message\":{\"type\":\"string\",\"minLength\":1,"
+	    "\"description\":\"the commit message\"},"
+	    "\"paths\":{\"type\":\"array\",\"items\":{\"type\":"
+	    "\"string\"},\"description\":\"what to commit, relative to the "
+	    "workspace (default: every change)\"}},"
+	    "\"required\":[\"message\"],\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{"
+			 "\"stdout\":{\"type\":\"string\"},"
+			 "\"stderr\":{\"type\":\"string\"}},"
+			 "\"required\":[\"stdout\",\"stderr\"]}",
+	.start = commit_start,
+	.reply = commit_reply,
+    },
+    {
 	.name = "session_status",
 	.title = "The session's state",
 	.description = "The session this server acts in: its id, state "
 		       "(active, attempt-ended, ended), worktree, branch, "
-		       "commands run and calls the policy blocked.",
+		       "commands run and calls the policy blocked; in a "
+		       "worktree session also the branch's commits since "
+		       "the base (newest first) and the paths changed but "
+		       "not committed yet.",
 	.input_schema = "{\"type\":\"object\",\"properties\":{},"
 			"\"additionalProperties\":false}",
 	.output_schema =
@@ -685,7 +800,15 @@ const struct mcp_tool mcp_tools[] = {
 	    "\"id\":{\"type\":\"string\"},\"state\":{\"type\":\"string\"},"
 	    "\"worktree\":{\"type\":\"string\"},\"branch\":{\"type\":"
 	    "\"string\"},\"commands\":{\"type\":\"integer\"},"
-	    "\"policy_blocks\":{\"type\":\"integer\"}},"
+	    "\"policy_blocks\":{\"type\":\"integer\"},"
+	    "\"head\":{\"type\":\"string\"},"
+	    "\"commits\":{\"type\":\"array\",\"items\":{\"type\":"
+	    "\"object\",\"properties\":{\"commit\":{\"type\":\"string\"},"
+	    "\"subject\":{\"type\":\"string\"},\"author\":{\"type\":"
+	    "\"string\"}}}},"
+	    "\"uncommitted\":{\"type\":\"array\",\"items\":{\"type\":"
+	    "\"string\"}},"
+	    "\"uncommitted_count\":{\"type\":\"integer\"}},"
 	    "\"required\":[\"id\",\"state\"]}",
 	.read_only = true,
 	.idempotent = true,

@@ -75,8 +75,20 @@ static void usage(FILE *f)
 	    "                               model calls through a fresh "
 	    "turn\n"
 	    "  session start FEATURE [--repo DIR] [--in-place]\n"
-	    "  session list | show ID | end ID | status [ID]\n"
-	    "  session heldout ID DIR | verify ID | diff ID\n"
+	    "                               a worktree on spd/FEATURE and "
+	    "the agent's token\n"
+	    "  session list | show ID | status [ID]\n"
+	    "  session diff ID [--stat]     the agent's commits, what is "
+	    "uncommitted, the diff\n"
+	    "  session log ID | restore ID N\n"
+	    "                               checkpoints of the worktree; "
+	    "put one back\n"
+	    "  session merge ID [--into BRANCH] [--squash] [--force]\n"
+	    "                               the checks, then the branch "
+	    "into your checkout\n"
+	    "  session end ID [--discard]   commit what is uncommitted "
+	    "(or drop it), end\n"
+	    "  session heldout ID DIR | verify ID\n"
 	    "  policy check [--session ID] [--workspace DIR] -- ARGV...\n"
 	    "  policy check --read PATH | --write PATH\n"
 	    "  approvals [--follow]         pending asks (operator); --follow "
@@ -174,10 +186,27 @@ static const struct {
     {"session", cmd_session,
      "usage: spctl session start FEATURE [--repo DIR] [--in-place] "
      "[--json]\n"
-     "       spctl session list | show ID | end ID | status [ID] [--json]\n"
-     "       spctl session heldout ID DIR | verify ID | diff ID [--json]\n"
+     "       spctl session list | show ID | status [ID] [--json]\n"
+     "       spctl session diff ID [--stat] [--json]\n"
+     "       spctl session log ID | restore ID N [--json]\n"
+     "       spctl session merge ID [--into BRANCH] [--squash] [--force] "
+     "[--json]\n"
+     "       spctl session end ID [--discard] [--json]\n"
+     "       spctl session heldout ID DIR | verify ID [--json]\n"
      "Agent sessions: a worktree on branch spd/FEATURE and a token that\n"
-     "acts only there (printed once by start).\n"},
+     "acts only there (printed once by start).  The agent commits there\n"
+     "with git; spd takes its commits onto spd/FEATURE in your repository\n"
+     "and checkpoints the worktree after each run that changed it.\n"
+     "status without ID: the one active session.  diff: the commits, the\n"
+     "uncommitted paths and the diff from the base (--stat: per file).\n"
+     "log: the checkpoints; restore ID N puts the worktree back as N had\n"
+     "it.  merge: the project's checks, then the branch into the branch\n"
+     "checked out in your repository (or --into BRANCH); --squash makes\n"
+     "one commit; --force merges past failing checks; exit 1 when\n"
+     "refused (checks failed, your checkout has changes, the target\n"
+     "moved, conflicts).  end: commits what the agent left uncommitted\n"
+     "(--discard drops it, listing the files), removes the worktree and\n"
+     "keeps the branch.\n"},
     {"policy", cmd_policy,
      "usage: spctl policy check [--session ID] [--workspace DIR] [--json] "
      "-- ARGV...\n"
@@ -216,7 +245,8 @@ static const struct {
      "usage: spctl mcp [--session ID]\n"
      "An MCP server (Model Context Protocol, revision 2025-11-25) on stdin\n"
      "and stdout: run_command, read_file, write_file, edit_file, list_dir,\n"
-     "search, policy_check and session_status, each through spd's policy,\n"
+     "search, policy_check, commit (git add and git commit on the\n"
+     "session's branch) and session_status, each through spd's policy,\n"
      "sandbox, redactor and journal, in one session.  --session ID acts as\n"
      "the operator in that session; an agent sets SPD_SESSION_TOKEN.\n"},
     {"turns", cmd_turns,
@@ -232,7 +262,7 @@ static bool takes_value(const char *opt)
 	static const char *const with_value[] = {
 	    "--since",	 "--kind",     "--limit", "--workspace", "--net",
 	    "--timeout", "--writable", "--env",	  "--repo",	 "--session",
-	    "--read",	 "--write",    "--why",	  "--cap",
+	    "--read",	 "--write",    "--why",	  "--cap",	 "--into",
 	};
 
 	for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)

@@ -49,6 +49,9 @@ _spctl() {
 	--session)
 		COMPREPLY=($(compgen -W "$(_spctl_ids sessions)" -- "$cur"))
 		return ;;
+	--into)
+		COMPREPLY=($(compgen -W "$(git for-each-ref --format='%(refname:short)' refs/heads 2>/dev/null)" -- "$cur"))
+		return ;;
 	--since | --kind | --limit | --timeout | --env | --why | --cap | --prompt)
 		return ;;
 	esac
@@ -66,10 +69,15 @@ _spctl() {
 		opts="--workspace --net --timeout --writable --env --best-effort --yes --" ;;
 	session)
 		case $sub in
-		"") opts="start list show end status heldout verify diff" ;;
+		"") opts="start list show end status heldout verify diff log restore merge" ;;
 		start) opts="--repo --in-place" ;;
-		show | end | status | heldout | verify | diff)
-			[ "$COMP_CWORD" -le 3 ] && opts=$(_spctl_ids sessions) ;;
+		show | end | status | heldout | verify | diff | log | restore | merge)
+			[ "$COMP_CWORD" -le 3 ] && opts=$(_spctl_ids sessions)
+			case $sub in
+			end) opts="$opts --discard" ;;
+			diff) opts="$opts --stat" ;;
+			merge) opts="$opts --into --squash --force" ;;
+			esac ;;
 		esac ;;
 	policy)
 		if [ -z "$sub" ]; then opts="check"

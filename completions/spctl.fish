@@ -47,8 +47,13 @@ complete -c spctl -n "__fish_seen_subcommand_from run" -l writable -r -F
 complete -c spctl -n "__fish_seen_subcommand_from run" -l env -r
 complete -c spctl -n "__fish_seen_subcommand_from run" -l best-effort
 complete -c spctl -n "__fish_seen_subcommand_from run" -l yes
-complete -c spctl -n "__fish_seen_subcommand_from session; and not __fish_seen_subcommand_from start list show end status heldout verify diff" -a 'start list show end status heldout verify diff'
-complete -c spctl -n "__fish_seen_subcommand_from show end status heldout verify diff" -a '(__spctl_sessions)'
+complete -c spctl -n "__fish_seen_subcommand_from session; and not __fish_seen_subcommand_from start list show end status heldout verify diff log restore merge" -a 'start list show end status heldout verify diff log restore merge'
+complete -c spctl -n "__fish_seen_subcommand_from show end status heldout verify diff log restore merge" -a '(__spctl_sessions)'
+complete -c spctl -n "__fish_seen_subcommand_from session; and __fish_seen_subcommand_from end" -l discard -d 'drop uncommitted work, listing it'
+complete -c spctl -n "__fish_seen_subcommand_from session; and __fish_seen_subcommand_from diff" -l stat -d 'a per-file summary'
+complete -c spctl -n "__fish_seen_subcommand_from session; and __fish_seen_subcommand_from merge" -l into -x -a '(git for-each-ref --format="%(refname:short)" refs/heads 2>/dev/null)' -d 'the branch to merge into'
+complete -c spctl -n "__fish_seen_subcommand_from session; and __fish_seen_subcommand_from merge" -l squash -d 'one commit on top of the target'
+complete -c spctl -n "__fish_seen_subcommand_from session; and __fish_seen_subcommand_from merge" -l force -d 'merge past failing checks'
 complete -c spctl -n "__fish_seen_subcommand_from start" -l repo -r -F
 complete -c spctl -n "__fish_seen_subcommand_from start" -l in-place
 complete -c spctl -n "__fish_seen_subcommand_from policy" -a check

@@ -1,7 +1,8 @@
 // spctl mcp, driven by the reference MCP TypeScript SDK's Client over its
 // StdioClientTransport, against the real spd tests/mcp/run started.  Prints
 // one PASS/FAIL/SKIP line per check.  Environment: SPCTL, SESSION_ID,
-// SESSION_TOKEN, WORKTREE, SECRET, and spd's SPD_* directories.
+// SESSION_TOKEN, WORKTREE, REPO (the operator's repository), FEATURE,
+// SECRET, and spd's SPD_* directories.
 'use strict';
 const { Client } = require('@modelcontextprotocol/sdk/client/index.js');
 const { StdioClientTransport } = require('@modelcontextprotocol/sdk/client/stdio.js');
@@ -13,6 +14,8 @@ const path = require('path');
 const SPCTL = process.env.SPCTL;
 const SID = process.env.SESSION_ID;
 const WT = process.env.WORKTREE;
+const REPO = process.env.REPO;
+const FEATURE = process.env.FEATURE;
 const SECRET = process.env.SECRET;
 // A bound on a failure (a hung step), never a timed assertion.
 const WAIT_MS = 20000;
@@ -170,7 +173,7 @@ async function main() {
   {
     const { tools } = await c.listTools();
     const names = tools.map((t) => t.name).sort().join(',');
-    const want = 'edit_file,list_dir,policy_check,read_file,run_command,search,session_status,write_file';
+    const want = 'commit,edit_file,list_dir,policy_check,read_file,run_command,search,session_status,write_file';
     const by = Object.fromEntries(tools.map((t) => [t.name, t]));
     check('tools-list', names === want, `tools: ${names}`);
     check('tools-schemas', tools.every((t) => t.inputSchema?.type === 'object' && t.outputSchema?.type === 'object'),
@@ -226,6 +229,35 @@ async function main() {
     let unknown = null;
     try { await c.callTool({ name: 'no_such_tool', arguments: {} }); } catch (err) { unknown = err; }
     check('unknown-tool', unknown && unknown.code === -32602, String(unknown));
+  }
+
+  // ---- commit: the agent's commit, with its message, is on spd/FEATURE in
+  // the operator's repository when the call returns; session_status shows
+  // what is uncommitted before and the commit after.
+  {
+    const ag = await connect('spd-test-commit', { agent: true });
+    const git = (...a) => cp.spawnSync('git', ['-C', REPO, ...a], { encoding: 'utf8' }).stdout || '';
+    const st0 = (await ag.client.callTool({ name: 'session_status', arguments: {} })).structuredContent || {};
+    check('status-uncommitted', (st0.uncommitted || []).includes('new.txt') && st0.uncommitted_count >= 1 &&
+      Array.isArray(st0.commits) && st0.commits.length === 0, JSON.stringify(st0));
+    const msg = 'Add new.txt through the MCP commit tool';
+    const r = await ag.client.callTool({ name: 'commit', arguments: { message: msg, paths: ['new.txt'] } },
+      undefined, { timeout: 120000 });
+    const subject = git('log', '-1', '--format=%s', `spd/${FEATURE}`).trim();
+    const files = git('show', '--name-only', '--format=', `spd/${FEATURE}`).trim();
+    check('commit', !r.isError && /new\.txt/.test(r.structuredContent?.stdout || '') && subject === msg &&
+      files === 'new.txt' && git('show', `spd/${FEATURE}:new.txt`) === 'alpha gamma\n',
+    `result ${JSON.stringify(r)}, spd/${FEATURE}: ${subject} [${files}]`);
+    const st1 = (await ag.client.callTool({ name: 'session_status', arguments: {} })).structuredContent || {};
+    check('status-commits', st1.commits?.[0]?.subject === msg && !(st1.uncommitted || []).includes('new.txt'),
+      JSON.stringify(st1));
+    const none = await ag.client.callTool({ name: 'commit', arguments: { message: 'nothing to commit', paths: ['new.txt'] } },
+      undefined, { timeout: 120000 });
+    check('commit-nothing', none.isError === true && /git commit failed/.test(text(none)) &&
+      git('log', '-1', '--format=%s', `spd/${FEATURE}`).trim() === msg, JSON.stringify(none));
+    const bad = await ag.client.callTool({ name: 'commit', arguments: { paths: ['new.txt'] } });
+    check('commit-needs-message', bad.isError === true && /message/.test(text(bad)), JSON.stringify(bad));
+    await ag.client.close();
   }
 
   // ---- a secret in a file comes back redacted, by every tool.
@@ -348,7 +380,7 @@ async function main() {
     r.send({ jsonrpc: '2.0', id: 2, method: 'tools/list' });
     const l = await r.response((m) => m.id === 2);
     check('version-2025-03-26', i1?.result?.protocolVersion === '2025-03-26' &&
-      l?.result?.tools?.length === 8 && l.result.tools.every((t) => !t.outputSchema), JSON.stringify([i1, l && l.result.tools[0]]));
+      l?.result?.tools?.length === 9 && l.result.tools.every((t) => !t.outputSchema), JSON.stringify([i1, l && l.result.tools[0]]));
     r.send(INIT(3, '2025-06-18'));
     const i2 = await r.response((m) => m.id === 3);
     r.send(INIT(4, '1999-01-01'));
