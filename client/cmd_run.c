@@ -206,7 +206,7 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 	char *workspace = NULL, cwd[PATH_MAX];
 	bool agent = getenv("SPD_SESSION_TOKEN") != NULL;
 	bool yes = false;
-	int i;
+	int i, ex;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -218,7 +218,8 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 			if (!realpath(argv[++i], rp)) {
 				fprintf(stderr, "spctl: workspace %s: %s\n",
 					argv[i], strerror(errno));
-				return CMD_EXIT_USAGE;
+				ex = CMD_EXIT_USAGE;
+				goto fail;
 			}
 			free(workspace);
 			workspace = strdup(rp);
@@ -229,15 +230,18 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 				fputs(": not a network mode (none, loopback, "
 				      "proxy or host)\n",
 				      stderr);
-				return CMD_EXIT_USAGE;
+				ex = CMD_EXIT_USAGE;
+				goto fail;
 			}
 			json_object_set_new(params, "net",
 					    json_string(argv[i]));
 		} else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
 			char *end;
 			long t = strtol(argv[++i], &end, 10);
-			if (*end || t <= 0)
-				return run_usage();
+			if (*end || t <= 0) {
+				ex = run_usage();
+				goto fail;
+			}
 			json_object_set_new(params, "timeout", json_integer(t));
 		} else if (strcmp(a, "--writable") == 0 && i + 1 < argc) {
 			char rp[PATH_MAX];
@@ -246,8 +250,10 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 			    writable, json_string(realpath(w, rp) ? rp : w));
 		} else if (strcmp(a, "--env") == 0 && i + 1 < argc) {
 			char *kv = argv[++i], *eq = strchr(kv, '=');
-			if (!eq || eq == kv)
-				return run_usage();
+			if (!eq || eq == kv) {
+				ex = run_usage();
+				goto fail;
+			}
 			*eq = '\0';
 			json_object_set_new(env, kv, json_string(eq + 1));
 			*eq = '=';
@@ -259,15 +265,18 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		} else if (strcmp(a, "--yes") == 0 || strcmp(a, "-y") == 0) {
 			yes = true;
 		} else if (a[0] != '-') {
-			return no_dashdash("run", a);
+			ex = no_dashdash("run", a);
+			goto fail;
 		} else {
-			return run_usage();
+			ex = run_usage();
+			goto fail;
 		}
 	}
 	if (i >= argc) {
 		fprintf(stderr, "spctl: run: no command: spctl run [OPTIONS] "
 				"-- COMMAND [ARGS...]\n");
-		return CMD_EXIT_USAGE;
+		ex = CMD_EXIT_USAGE;
+		goto fail;
 	}
 	for (; i < argc; i++)
 		json_array_append_new(args, json_string(argv[i]));
@@ -284,6 +293,7 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 		if (!workspace) {
 			fprintf(stderr,
 				"spctl: cannot determine the workspace\n");
+			json_decref(params);
 			return CMD_EXIT_SPD;
 		}
 		json_object_set_new(params, "workspace",
@@ -295,6 +305,14 @@ int cmd_run(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	free(workspace);
 	return run_call(ctx, params, agent, yes);
+fail:
+	/* A usage error: nothing was sent. */
+	json_decref(params);
+	json_decref(args);
+	json_decref(writable);
+	json_decref(env);
+	free(workspace);
+	return ex;
 }
 
 /* Whether err is an spd that predates cmd.run's merge_stderr refusing it

@@ -1350,7 +1350,8 @@ int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret)
 		changes_clear(st);
 		return 0;
 	}
-	memcpy(v, st->chg, st->nchg * sizeof(*v));
+	if (st->nchg)
+		memcpy(v, st->chg, st->nchg * sizeof(*v));
 	st->nchg = 0; /* the strings are the caller's now */
 	*ret = v;
 	return 1;
