@@ -296,6 +296,14 @@ int session_work(struct session_store *s, const char *id, json_t **ret);
  */
 int session_merge(struct session_store *s, const char *id, const char *into,
 		  bool squash, const char *expect_target, json_t **ret);
+/* The checks of a merge, on a fresh checkout of the branch's tip in the
+ * state dir (not the worktree: what passes is what is merged, and the
+ * agent's uncommitted files are not in it).  0 and *ret, or as
+ * session_verify_plan; session_merge_plan_done removes the checkout. */
+struct session_verify_plan;
+int session_merge_plan(struct session_store *s, const char *id,
+		       struct session_verify_plan **ret);
+void session_merge_plan_done(struct session_store *s, const char *id);
 /* The target's tip for session_merge (into or the checkout's branch),
  * in hex (GIT_OID_HEXSZ + 1 bytes): 0, -EINVAL (detached HEAD, no such
  * branch; the store's error says) or -ENOENT. */

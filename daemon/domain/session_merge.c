@@ -10,10 +10,12 @@
  */
 #include <errno.h>
 #include <git2.h>
+#include <sys/stat.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/paths.h"
 #include "common/util.h"
 #include "daemon/domain/session.h"
 #include "daemon/domain/session_priv.h"
@@ -378,4 +380,98 @@ out:
 	git_commit_free(tip);
 	git_repository_free(repo);
 	return r;
+}
+
+/* ---- what the merge's checks run on ---- */
+
+static char *merge_dir(struct session_store *s, const char *id)
+{
+	char *p = NULL;
+
+	if (asprintf(&p, "%s/merge/%s", s->state_dir, id) < 0)
+		return NULL;
+	return p;
+}
+
+int session_merge_plan(struct session_store *s, const char *id,
+		       struct session_verify_plan **ret)
+{
+	struct session_verify_plan *p = NULL;
+	struct sess *x = sess_find(s, id);
+	git_repository *repo = NULL;
+	git_commit *c = NULL;
+	git_checkout_options co;
+	git_oid tip;
+	char *top = NULL, *dir = NULL;
+	int r;
+
+	if (!x)
+		return -ENOENT;
+	r = session_verify_plan(s, id, &p);
+	if (r < 0)
+		return r;
+	r = -ENOMEM;
+	if (asprintf(&top, "%s/merge", s->state_dir) < 0 ||
+	    !(dir = merge_dir(s, id)))
+		goto out;
+	r = sess_private_dir(s, top);
+	if (r < 0)
+		goto out;
+	sess_rm_tree(dir);
+	if (mkdir(dir, 0700) < 0) {
+		r = -errno;
+		sess_seterr(s, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	r = -EIO;
+	if (git_repository_open_ext(&repo, x->info.gitdir,
+				    GIT_REPOSITORY_OPEN_NO_SEARCH |
+					GIT_REPOSITORY_OPEN_BARE,
+				    NULL) < 0 ||
+	    sess_branch_tip(s, x, repo, &tip) < 0 ||
+	    git_commit_lookup(&c, repo, &tip) < 0) {
+		sess_seterr(s, "cannot read %s: %s", x->info.branch,
+			    sess_git_msg());
+		goto out;
+	}
+	/* Exactly the branch's tree, where no file of the agent's
+	 * uncommitted work is: what the checks pass is what is merged. */
+	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+	co.checkout_strategy =
+	    GIT_CHECKOUT_FORCE | GIT_CHECKOUT_DONT_UPDATE_INDEX;
+	co.target_directory = dir;
+	if (git_checkout_tree(repo, (const git_object *)c, &co) < 0) {
+		sess_seterr(s, "cannot check out %s for the checks: %s",
+			    x->info.branch, sess_git_msg());
+		goto out;
+	}
+	free(p->workspace);
+	free(p->heldout_dst);
+	p->heldout_dst = NULL;
+	p->workspace = steal_ptr(dir);
+	if (p->heldout_src && !(p->heldout_dst = paths_join(
+				    p->workspace, SESSION_HELDOUT_MOUNT))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	*ret = steal_ptr(p);
+	r = 0;
+out:
+	if (dir)
+		sess_rm_tree(dir);
+	free(dir);
+	free(top);
+	git_commit_free(c);
+	git_repository_free(repo);
+	session_verify_plan_free(p);
+	return r;
+}
+
+void session_merge_plan_done(struct session_store *s, const char *id)
+{
+	char *dir = merge_dir(s, id);
+
+	if (dir)
+		sess_rm_tree(dir);
+	free(dir);
 }

@@ -647,8 +647,10 @@ int session_end(struct session_store *s, const char *id, bool discard,
 		*ret_report = NULL;
 	if (!x)
 		return -ENOENT;
-	if (x->info.state == SESSION_ENDED)
+	if (x->info.state == SESSION_ENDED) {
+		sess_seterr(s, "session %s has already ended", id);
 		return -EALREADY;
+	}
 	if (x->info.mode == SESSION_MODE_WORKTREE) {
 		r = end_keep_work(s, x, discard, &report);
 		if (r < 0)

@@ -410,6 +410,8 @@ static void verify_finish(struct verify_run *v)
 	int r;
 
 	r = session_verify_evaluate(v->s, v->plan, v->exits, &verdict);
+	if (v->then)
+		session_merge_plan_done(v->s, v->plan->id);
 	if (r < 0)
 		fail(v->c, r, v->plan->id);
 	else if (v->then)
@@ -593,7 +595,18 @@ static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 	json_t *res = NULL;
 	int r;
 
-	if (!vd->pass && !v->force) {
+	/* No check configured: nothing failed (the verdict's checks gate
+	 * says so, which is verify's business); every other gate still
+	 * holds the merge. */
+	bool pass = vd->pass;
+
+	if (!pass && v->plan->n_checks == 0) {
+		pass = true;
+		for (int g = 0; g < SESSION_GATES; g++)
+			if (g != SESSION_GATE_CHECKS && !vd->gates[g].pass)
+				pass = false;
+	}
+	if (!pass && !v->force) {
 		call_error(v->c, RPC_E_BAD_REQUEST, verdict,
 			   "the session's checks failed: nothing merged (see "
 			   "spctl session verify %s; --force merges anyway, "
@@ -613,9 +626,9 @@ static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 			fail(v->c, r, v->plan->id);
 		return;
 	}
-	json_object_set_new(res, "forced", json_boolean(!vd->pass));
+	json_object_set_new(res, "forced", json_boolean(!pass));
 	json_object_set_new(res, "checks", verdict);
-	if (!vd->pass)
+	if (!pass)
 		journal_append(call_spd(v->c)->journal, v->plan->id, "operator",
 			       "session.merge-forced",
 			       "merged past failing checks (--force)", NULL);
@@ -697,12 +710,27 @@ void m_session_merge(struct call *c)
 		fail(c, r, id);
 		return;
 	}
-	r = session_verify_plan(store(c), id, &plan);
+	/* The agent's latest commits, then the checks on their tree. */
+	{
+		char where[1100];
+
+		r = session_sync(store(c), id, where, sizeof(where));
+		if (r == -EACCES) {
+			call_error(c, RPC_E_SECRET_IN_DIFF,
+				   json_pack("{s:s}", "where", where),
+				   "%s adds a known secret value: the "
+				   "session's attempt ended",
+				   where);
+			return;
+		}
+	}
+	r = session_merge_plan(store(c), id, &plan);
 	if (r < 0) {
 		fail(c, r, id);
 		return;
 	}
 	if (plan->n_checks && !session_store_check_runner(store(c), &data)) {
+		session_merge_plan_done(store(c), id);
 		session_verify_plan_free(plan);
 		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
 			   "the checks run in the sandbox, which is not "

@@ -524,7 +524,13 @@ START_TEST(test_merge)
 	ck_assert_msg(has(r, "\"error\"") && has(r, "checks failed"), "%s", r);
 	free(r);
 	ck_assert_int_eq(test_sh(NULL, "test ! -e '%s/w.txt'", REPO), 0);
-	run_ok(&s, "touch done.txt && git add done.txt && git commit -qm done");
+	/* done.txt only in the worktree, not committed: the checks run on
+	 * the branch's tree, which lacks it, so they fail. */
+	run_ok(&s, "touch done.txt");
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"error\"") && has(r, "checks failed"), "%s", r);
+	free(r);
+	run_ok(&s, "git add done.txt && git commit -qm done");
 	/* A dirty checkout: refused, saying so. */
 	p = paths_join(REPO, "a.txt");
 	test_write_file(p, "operator's edit\n");
@@ -577,6 +583,28 @@ START_TEST(test_merge_commit_and_force)
 }
 END_TEST
 
+/* A project with no checks: nothing failed, the merge goes ahead. */
+START_TEST(test_merge_without_checks)
+{
+	struct sess s = {0};
+	char *r;
+
+	test_sh(NULL,
+		"cd '%s' && git rm -q .spd.conf && git -c user.name=o -c "
+		"user.email=o@o commit -qm 'no checks'",
+		REPO);
+	start("nc", false, &s);
+	run_ok(&s, "echo n > n.txt && git add n.txt && git commit -qm n");
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"forced\":false") &&
+			  has(r, "\"fast_forward\":true"),
+		      "%s", r);
+	free(r);
+	check_git("n", "show main:n.txt");
+	free(s.wt);
+}
+END_TEST
+
 /* After the end the checks cannot run: merge refuses without --force,
  * and with it merges the branch and says it was forced. */
 START_TEST(test_merge_after_end)
@@ -622,6 +650,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_merge);
 	tcase_add_test(tc, test_merge_commit_and_force);
 	tcase_add_test(tc, test_merge_after_end);
+	tcase_add_test(tc, test_merge_without_checks);
 	suite_add_tcase(s, tc);
 	return s;
 }
