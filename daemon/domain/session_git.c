@@ -781,8 +781,11 @@ int session_sync(struct session_store *s, const char *id, char *where,
 	    x->info.state == SESSION_ENDED)
 		return 0;
 	r = agent_tip(x, &tip);
-	if (r == -ENOENT)
-		return 0; /* no branch in the agent's repository: nothing */
+	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EXDEV)
+		/* No branch in the agent's repository, or no repository
+		 * (the agent removed or replaced its .git): nothing to take;
+		 * its files are committed at the end all the same. */
+		return 0;
 	if (r < 0) {
 		sess_seterr(s, "the agent's branch %s cannot be read: %s",
 			    x->info.branch, strerror(-r));
@@ -973,5 +976,36 @@ int sess_keep_stash(struct session_store *s, struct sess *x, char *where,
 out:
 	json_decref(kept);
 	sync_close(&sy, stage);
+	return r;
+}
+
+int sess_agent_git_ensure(struct session_store *s, struct sess *x)
+{
+	git_repository *repo = NULL;
+	struct stat st;
+	char *p;
+	int r;
+
+	if (x->info.mode != SESSION_MODE_WORKTREE)
+		return 0;
+	p = paths_join(x->info.worktree, ".git");
+	if (!p)
+		return -ENOMEM;
+	r = lstat(p, &st);
+	free(p);
+	/* A session started by an spd before the agent had a repository of
+	 * its own: libgit2's ".git" file is still there. */
+	if (r < 0 || !S_ISREG(st.st_mode))
+		return 0;
+	if (git_repository_open_ext(&repo, x->info.gitdir,
+				    GIT_REPOSITORY_OPEN_NO_SEARCH |
+					GIT_REPOSITORY_OPEN_BARE,
+				    NULL) < 0) {
+		sess_seterr(s, "cannot open the session's repository: %s",
+			    sess_git_msg());
+		return -EIO;
+	}
+	r = sess_agent_git_make(s, x, repo);
+	git_repository_free(repo);
 	return r;
 }

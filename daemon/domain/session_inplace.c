@@ -1298,6 +1298,9 @@ int session_run_paths(struct session_store *s, const char *id,
 	/* Recorded entries moved since are hidden where they went. */
 	if (p.in_place && (r = sess_inplace_follow(s, x)) < 0)
 		return r;
+	if (!p.in_place && sess_git_up(s) == 0 &&
+	    (r = sess_agent_git_ensure(s, x)) < 0)
+		return r;
 	while (x->empty_files && x->empty_files[n])
 		n++;
 	p.workspace = strdup(x->info.worktree);

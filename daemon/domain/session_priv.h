@@ -182,6 +182,9 @@ int sess_open_worktree(struct session_store *s, const struct sess *x,
  * a negative errno. */
 int sess_agent_git_make(struct session_store *s, struct sess *x,
 			git_repository *repo);
+/* An older session's worktree (libgit2's .git file) gets the agent's
+ * repository: 0 or a negative errno. */
+int sess_agent_git_ensure(struct session_store *s, struct sess *x);
 /* The unified diff between two trees (NULL: the empty tree): the diff
  * and/or its text (malloc'd), either pointer may be NULL. */
 int sess_diff_text(git_repository *repo, git_tree *from, git_tree *to,

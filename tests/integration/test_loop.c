@@ -227,6 +227,26 @@ START_TEST(test_agent_commits_land_on_branch)
 }
 END_TEST
 
+/* A session an older spd started (libgit2's ".git" file in its
+ * worktree) gets the agent's repository at its next run. */
+START_TEST(test_older_session_upgraded)
+{
+	struct sess s = {0};
+	char *p, *line;
+
+	start("old", false, &s);
+	p = paths_join(s.wt, ".git");
+	test_rmrf(p);
+	line = fmt("gitdir: %s/.git/worktrees/%s\n", REPO, s.id);
+	test_write_file(p, line);
+	run_ok(&s, "echo o > o.txt && git add o.txt && git commit -qm old");
+	check_git("old", "log -1 --format=%%s spd/old");
+	free(line);
+	free(p);
+	free(s.wt);
+}
+END_TEST
+
 /*
  * The agent's commits cannot reach below the session's base, and a
  * commit that adds a known secret never lands: the branch stays and the
@@ -640,6 +660,7 @@ static Suite *loop_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_agent_commits_land_on_branch);
 	tcase_add_test(tc, test_agent_commit_secret_refused);
+	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
 	tcase_add_test(tc, test_checkpoint_tree_is_gits);
 	tcase_add_test(tc, test_end_commits_uncommitted_work);
