@@ -93,17 +93,46 @@ static int read_small(int dirfd, const char *path, char *buf, size_t len)
 	return 0;
 }
 
+int sess_open_bare(struct session_store *s, const struct sess *x,
+		   git_repository **ret)
+{
+	if (git_repository_open_ext(ret, x->info.gitdir,
+				    GIT_REPOSITORY_OPEN_NO_SEARCH |
+					GIT_REPOSITORY_OPEN_BARE,
+				    NULL) < 0) {
+		sess_seterr(s, "cannot open the session's repository: %s",
+			    sess_git_msg());
+		return -EIO;
+	}
+	return 0;
+}
+
+int sess_live_worktree(struct session_store *s, const char *id,
+		       struct sess **ret)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	if (!x)
+		return -ENOENT;
+	*ret = x;
+	return x->info.mode == SESSION_MODE_WORKTREE &&
+		       x->info.state != SESSION_ENDED
+		   ? 0
+		   : 1;
+}
+
 int sess_open_worktree(struct session_store *s, const struct sess *x,
 		       git_repository **ret)
 {
 	git_repository *repo = NULL;
 
 	/* Never through the worktree's .git: that is the agent's. */
-	if (git_repository_open_ext(&repo, x->info.gitdir,
-				    GIT_REPOSITORY_OPEN_NO_SEARCH |
-					GIT_REPOSITORY_OPEN_BARE,
-				    NULL) < 0 ||
-	    git_repository_set_workdir(repo, x->info.worktree, 0) < 0) {
+	if (sess_open_bare(s, x, &repo) < 0)
+		return -EIO;
+	if (git_repository_set_workdir(repo, x->info.worktree, 0) < 0) {
 		sess_seterr(s, "cannot open the session's repository: %s",
 			    sess_git_msg());
 		git_repository_free(repo);
@@ -684,11 +713,9 @@ static int sync_open(struct session_store *s, const struct sess *x,
 	char *objs = NULL;
 	int r;
 
-	if (git_repository_open_ext(&sy->repo, x->info.gitdir,
-				    GIT_REPOSITORY_OPEN_NO_SEARCH |
-					GIT_REPOSITORY_OPEN_BARE,
-				    NULL) < 0 ||
-	    git_repository_odb(&sy->all, sy->repo) < 0 ||
+	if (sess_open_bare(s, x, &sy->repo) < 0)
+		return -EIO;
+	if (git_repository_odb(&sy->all, sy->repo) < 0 ||
 	    !(objs = paths_join(x->info.gitdir, "objects")) ||
 	    git_odb_open(&sy->main, objs) < 0) {
 		free(objs);
@@ -765,21 +792,16 @@ int sess_branch_move(struct session_store *s, struct sess *x,
 int session_sync(struct session_store *s, const char *id, char *where,
 		 size_t wlen)
 {
-	struct sess *x = sess_find(s, id);
+	struct sess *x = NULL;
 	struct sync sy = {0};
 	char *stage = NULL, msg[256];
 	git_oid tip, branch, base;
 	size_t n = 0;
 	int r;
 
-	if (sess_git_up(s) < 0)
-		return -EIO;
-	s->err[0] = '\0';
-	if (!x)
-		return -ENOENT;
-	if (x->info.mode != SESSION_MODE_WORKTREE ||
-	    x->info.state == SESSION_ENDED)
-		return 0;
+	r = sess_live_worktree(s, id, &x);
+	if (r != 0)
+		return r < 0 ? r : 0;
 	r = agent_tip(x, &tip);
 	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EXDEV)
 		/* No branch in the agent's repository, or no repository
@@ -997,14 +1019,8 @@ int sess_agent_git_ensure(struct session_store *s, struct sess *x)
 	 * its own: libgit2's ".git" file is still there. */
 	if (r < 0 || !S_ISREG(st.st_mode))
 		return 0;
-	if (git_repository_open_ext(&repo, x->info.gitdir,
-				    GIT_REPOSITORY_OPEN_NO_SEARCH |
-					GIT_REPOSITORY_OPEN_BARE,
-				    NULL) < 0) {
-		sess_seterr(s, "cannot open the session's repository: %s",
-			    sess_git_msg());
+	if (sess_open_bare(s, x, &repo) < 0)
 		return -EIO;
-	}
 	r = sess_agent_git_make(s, x, repo);
 	git_repository_free(repo);
 	return r;

@@ -424,10 +424,7 @@ int session_merge_plan(struct session_store *s, const char *id,
 		goto out;
 	}
 	r = -EIO;
-	if (git_repository_open_ext(&repo, x->info.gitdir,
-				    GIT_REPOSITORY_OPEN_NO_SEARCH |
-					GIT_REPOSITORY_OPEN_BARE,
-				    NULL) < 0 ||
+	if (sess_open_bare(s, x, &repo) < 0 ||
 	    sess_branch_tip(s, x, repo, &tip) < 0 ||
 	    git_commit_lookup(&c, repo, &tip) < 0) {
 		sess_seterr(s, "cannot read %s: %s", x->info.branch,

@@ -174,6 +174,14 @@ char *sess_heldout_dir(struct session_store *s, const char *id);
 
 /* ---- session_git.c ---- */
 
+/* The main repository opened by its git dir alone (bare): 0 or -EIO
+ * with the error set. */
+int sess_open_bare(struct session_store *s, const struct sess *x,
+		   git_repository **ret);
+/* The start of a call on a live worktree session: 0 and *ret; 1 (and
+ * *ret) when the session is in place or ended; -ENOENT or -EIO. */
+int sess_live_worktree(struct session_store *s, const char *id,
+		       struct sess **ret);
 /* The main repository opened by its git dir with the worktree as its
  * work dir (never through the worktree's .git): 0 or -EIO. */
 int sess_open_worktree(struct session_store *s, const struct sess *x,

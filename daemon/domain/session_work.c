@@ -469,18 +469,12 @@ out:
 int session_checkpoint(struct session_store *s, const char *id, int64_t row,
 		       const char *what, unsigned *ret_n)
 {
-	struct sess *x = sess_find(s, id);
+	struct sess *x = NULL;
 	unsigned n = 0;
-	int r;
+	int r = sess_live_worktree(s, id, &x);
 
-	if (sess_git_up(s) < 0)
-		return -EIO;
-	s->err[0] = '\0';
-	if (!x)
-		return -ENOENT;
-	if (x->info.mode != SESSION_MODE_WORKTREE ||
-	    x->info.state == SESSION_ENDED)
-		return 0;
+	if (r != 0)
+		return r < 0 ? r : 0;
 	if (x->runs > 0)
 		return -EBUSY; /* the last run to end takes it */
 	r = checkpoint(s, x, row, what, &n);
@@ -666,14 +660,8 @@ int session_work(struct session_store *s, const char *id, json_t **ret)
 	if (x->info.state == SESSION_ENDED || x->runs > 0) {
 		/* The branch alone: the worktree is gone, or a run may be
 		 * changing it. */
-		if (git_repository_open_ext(&repo, x->info.gitdir,
-					    GIT_REPOSITORY_OPEN_NO_SEARCH |
-						GIT_REPOSITORY_OPEN_BARE,
-					    NULL) < 0) {
-			sess_seterr(s, "cannot open the repository: %s",
-				    sess_git_msg());
+		if (sess_open_bare(s, x, &repo) < 0)
 			return -EIO;
-		}
 	} else {
 		r = worktree_tree(s, x, &repo, &tid);
 		if (r < 0)
