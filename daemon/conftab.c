@@ -413,14 +413,17 @@ static bool entry_ok(const git_config_entry *e, enum conftab_file file,
 			if (n >= sizeof(known))
 				break;
 		}
+		/* Each part bounded so that the whole fits p->what: the key
+		 * and the section are named first, the known list cut. */
 		if (best)
 			snprintf(p->what, sizeof(p->what),
-				 "unknown key \"%s\" in %s; did you mean "
-				 "\"%s\"?",
+				 "unknown key \"%.64s\" in %.64s; did you "
+				 "mean \"%.64s\"?",
 				 last + 1, shown, best->name);
 		else
 			snprintf(p->what, sizeof(p->what),
-				 "unknown key \"%s\" in %s (known: %s)",
+				 "unknown key \"%.64s\" in %.64s (known: "
+				 "%.200s)",
 				 last + 1, shown, known);
 		return false;
 	}

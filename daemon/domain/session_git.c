@@ -485,12 +485,17 @@ static int stage_dir(struct stage *sg, const char *name)
 
 			if (n != GIT_OID_HEXSZ - 2 || !is_hex(e->d_name, n))
 				continue;
-			snprintf(hex, sizeof(hex), "%s%s", name, e->d_name);
+			/* name is "xx", d_name 38 hex digits (checked). */
+			memcpy(hex, name, 2);
+			memcpy(hex + 2, e->d_name, GIT_OID_HEXSZ - 2);
+			hex[GIT_OID_HEXSZ] = '\0';
 			if (git_oid_fromstr(&oid, hex) == 0 &&
 			    git_odb_exists(sg->main, &oid))
 				continue;
 		}
-		snprintf(rel, sizeof(rel), "%s/%s", name, e->d_name);
+		if (snprintf(rel, sizeof(rel), "%s/%s", name, e->d_name) >=
+		    (int)sizeof(rel))
+			continue; /* no object's name is that long */
 		r = stage_file(sg, rel);
 	}
 out:
