@@ -304,6 +304,12 @@ struct session_verify_plan;
 int session_merge_plan(struct session_store *s, const char *id,
 		       struct session_verify_plan **ret);
 void session_merge_plan_done(struct session_store *s, const char *id);
+/* Whether the session's branch is merged into the branch checked out in
+ * the operator's checkout (its tip reachable from there): 1 and that
+ * branch's name in ret_into, 0 (not merged, detached, in place), or
+ * -ENOENT. */
+int session_merged(struct session_store *s, const char *id, char *ret_into,
+		   size_t len);
 /* The target's tip for session_merge (into or the checkout's branch),
  * in hex (GIT_OID_HEXSZ + 1 bytes): 0, -EINVAL (detached HEAD, no such
  * branch; the store's error says) or -ENOENT. */

@@ -472,3 +472,32 @@ void session_merge_plan_done(struct session_store *s, const char *id)
 		sess_rm_tree(dir);
 	free(dir);
 }
+
+int session_merged(struct session_store *s, const char *id, char *ret_into,
+		   size_t len)
+{
+	struct sess *x = sess_find(s, id);
+	git_repository *repo = NULL;
+	git_reference *head = NULL;
+	git_oid tip;
+	int r = 0;
+
+	if (!x)
+		return -ENOENT;
+	if (x->info.mode != SESSION_MODE_WORKTREE ||
+	    open_checkout(s, x, &repo) < 0)
+		return 0;
+	if (git_repository_head(&head, repo) == 0 &&
+	    git_reference_is_branch(head) &&
+	    sess_branch_tip(s, x, repo, &tip) == 0 &&
+	    git_reference_target(head) &&
+	    (git_oid_equal(git_reference_target(head), &tip) ||
+	     git_graph_descendant_of(repo, git_reference_target(head), &tip) ==
+		 1)) {
+		snprintf(ret_into, len, "%s", git_reference_shorthand(head));
+		r = 1;
+	}
+	git_reference_free(head);
+	git_repository_free(repo);
+	return r;
+}

@@ -290,8 +290,17 @@ void m_session_end(struct call *c)
 		json_object_set_new(res, "work", report);
 	if (i->mode == SESSION_MODE_WORKTREE && i->branch) {
 		/* A merge command only for a branch with something in it. */
+		char into[256];
+
 		commits = branch_commits(c, id);
-		if (commits) {
+		if (commits &&
+		    session_merged(store(c), id, into, sizeof(into)) == 1) {
+			json_object_set_new(res, "commits", commits);
+			json_object_set_new(
+			    res, "note",
+			    json_sprintf("%s is merged into %s already",
+					 i->branch, into));
+		} else if (commits) {
 			json_object_set_new(res, "commits", commits);
 			json_object_set_new(res, "merge", merge_command(i));
 		} else {
@@ -538,7 +547,10 @@ void m_session_diff(struct call *c)
 			json_object_update(res, w);
 			json_decref(w);
 		}
-		if (json_array_size(json_object_get(res, "commits")) > 0)
+		char into[256];
+
+		if (json_array_size(json_object_get(res, "commits")) > 0 &&
+		    session_merged(store(c), id, into, sizeof(into)) != 1)
 			json_object_set_new(res, "merge", merge_command(i));
 	}
 	free(text);

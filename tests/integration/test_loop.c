@@ -569,9 +569,15 @@ START_TEST(test_merge)
 	check_git("agent work", "log -1 --skip=1 --format=%%s main");
 	ck_assert_int_eq(test_sh(NULL, "test -f '%s/w.txt'", REPO), 0);
 	check_git("", "status --porcelain");
-	/* Again: nothing to merge. */
+	/* Again: nothing to merge; the end says it is merged already and
+	 * gives no merge command. */
 	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
 	ck_assert_msg(has(r, "nothing"), "%s", r);
+	free(r);
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "merged into main already") &&
+			  !has(r, "\"merge\""),
+		      "%s", r);
 	free(r);
 	free(p);
 	free(s.wt);
