@@ -618,6 +618,10 @@ int sess_diff_text(git_repository *repo, git_tree *from, git_tree *to,
 	git_buf b = {0};
 
 	git_diff_options_init(&o, GIT_DIFF_OPTIONS_VERSION);
+	/* The names alone need no look at the contents (nor at the
+	 * attributes that say which are binary). */
+	if (!ret_text)
+		o.flags |= GIT_DIFF_SKIP_BINARY_CHECK;
 	if (git_diff_tree_to_tree(&d, repo, from, to, &o) < 0)
 		return -EIO;
 	if (ret_text) {

@@ -46,6 +46,15 @@ struct sess {
 	git_repository *ck_repo;
 	git_index *ck_idx;
 	bool ck_whole; /* the last read was of the whole worktree */
+	/* The tree of ck_idx as last made (the base for the next), when
+	 * ck_tree_set. */
+	git_oid ck_tree;
+	bool ck_tree_set;
+	/* The names the last incremental tree changed (JSON array, at most
+	 * SESSION_FILES_SHOWN) and their count, for the checkpoint. */
+	json_t *ck_paths;
+	size_t ck_npaths;
+	git_oid ck_paths_base; /* the tree they changed */
 	struct sess *next;
 };
 
