@@ -226,9 +226,10 @@ static void bench_recheck(struct session_store *s, const char *id,
  * repository there (stat every file, hash the one changed, write the
  * trees), run as one shell command.
  */
-static int bench_changes(void *data, const char *worktree, char ***ret)
+static int bench_changes(void *data, const char *worktree, char ***ret,
+			 uint64_t *ret_since)
 {
-	return linkwatch_changes(data, worktree, ret);
+	return linkwatch_changes(data, worktree, ret, ret_since);
 }
 
 static void bench_checkpoint(struct session_store *s,

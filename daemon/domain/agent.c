@@ -400,12 +400,14 @@ static int diff_first_secret(const struct redact_set *set, const char *text,
 
 /* What changed in a worktree, from its inotify watch (the checkpoint's
  * shortcut). */
-static int changes_hook(void *data, const char *worktree, char ***ret)
+static int changes_hook(void *data, const char *worktree, char ***ret,
+			uint64_t *ret_since)
 {
 	struct spd *spd = data;
 
-	return spd->linkwatch ? linkwatch_changes(spd->linkwatch, worktree, ret)
-			      : 0;
+	return spd->linkwatch
+		   ? linkwatch_changes(spd->linkwatch, worktree, ret, ret_since)
+		   : 0;
 }
 
 /* The session store's secret scan (session_store_set_scanner). */

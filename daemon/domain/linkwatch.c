@@ -1099,6 +1099,11 @@ static void entry_install(struct linkwatch *lw, struct lw_entry *e,
 	struct lw_bg *bg = calloc(1, sizeof(*bg));
 
 	e->st = st;
+	/* The change log holds every change from now on: the walk has a
+	 * watch on every directory (what came before is the walk's, not
+	 * the log's). */
+	st->chg_taken = true;
+	st->chg_since = uv_hrtime();
 	if (!bg)
 		return;
 	bg->timer.data = bg->poll.data = bg;
@@ -1323,7 +1328,8 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 	return 0;
 }
 
-int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret)
+int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret,
+		      uint64_t *ret_since)
 {
 	struct lw_entry *e = NULL;
 	struct lw_state *st;
@@ -1343,17 +1349,21 @@ int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret)
 		/* From now on the log holds every change. */
 		changes_clear(st);
 		st->chg_taken = true;
+		st->chg_since = uv_hrtime();
 		return 0;
 	}
 	v = calloc(st->nchg + 1, sizeof(*v));
 	if (!v) {
 		changes_clear(st);
+		st->chg_since = uv_hrtime();
 		return 0;
 	}
 	if (st->nchg)
 		memcpy(v, st->chg, st->nchg * sizeof(*v));
 	st->nchg = 0; /* the strings are the caller's now */
 	*ret = v;
+	*ret_since = st->chg_since;
+	st->chg_since = uv_hrtime();
 	return 1;
 }
 

@@ -53,6 +53,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <uv.h>
 
 /* Workspaces watched at once: an agent's sessions and the operator's
@@ -114,15 +115,19 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 		    struct linkwatch_list *ret);
 
 /*
- * What changed in workspace since the last call for it: the names (files,
- * or directories whose whole tree may have changed: made, moved in,
- * deleted) events were about, relative, NULL-terminated (*ret and its
- * strings the caller's: strv_free_array), the worktree's .git left out.
- * Returns 1 with the list, or 0 when the watch cannot say (not watched,
- * a state dropped or new since the last call, more than it keeps): the
- * caller reads the whole workspace, and the next call can say again.
+ * What changed in workspace: the names (files, or directories whose whole
+ * tree may have changed: made, moved in, deleted) events were about since
+ * *ret_since (CLOCK_MONOTONIC ns, as uv_hrtime: the last call for the
+ * workspace, or when its watch was complete), relative, NULL-terminated
+ * (*ret and its strings the caller's: strv_free_array), the worktree's
+ * .git left out.  Returns 1 with the list, or 0 when the watch cannot say
+ * (not watched yet, more than it keeps): the caller reads the whole
+ * workspace, and the next call can say again.  A change made before
+ * *ret_since is not in the list: the caller knows whether one can have
+ * been.
  */
-int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret);
+int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret,
+		      uint64_t *ret_since);
 
 /*
  * Start watching workspace ahead of its first run (a session's workspace

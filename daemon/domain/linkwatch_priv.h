@@ -81,7 +81,9 @@ struct lw_state {
 	char **chg;
 	size_t nchg, capchg;
 	bool chg_taken, chg_lost;
-	long walk_left; /* entries walk_entry may still visit; -1: any */
+	uint64_t chg_since; /* CLOCK_MONOTONIC ns: the log holds what came
+			       after this */
+	long walk_left;	    /* entries walk_entry may still visit; -1: any */
 };
 
 /* The path of node relative to the workspace ("" for itself) in buf;

@@ -221,14 +221,15 @@ typedef int (*session_scan_fn)(void *data, const char *diff, char *where,
 void session_store_set_scanner(struct session_store *s, session_scan_fn fn,
 			       void *data);
 /*
- * What changed in a worktree since the last call for it (the workspace's
- * inotify watch, linkwatch_changes): 1 and *ret (relative names,
- * NULL-terminated, the callee's to free with strv_free_array), or 0 when
- * unknown (the whole worktree is read).  Set by the lead; without one a
+ * What changed in a worktree (the workspace's inotify watch,
+ * linkwatch_changes): 1, *ret (relative names, NULL-terminated, the
+ * caller's to free with strv_free_array) and *ret_since (CLOCK_MONOTONIC
+ * ns: what changed before is not in the list), or 0 when unknown (the
+ * whole worktree is read).  Set by the lead; without one a
  * checkpoint reads the whole worktree.
  */
-typedef int (*session_changes_fn)(void *data, const char *worktree,
-				  char ***ret);
+typedef int (*session_changes_fn)(void *data, const char *worktree, char ***ret,
+				  uint64_t *ret_since);
 void session_store_set_changes(struct session_store *s, session_changes_fn fn,
 			       void *data);
 /* The identity of agents' commits (spd.conf [session] git-name and
@@ -258,6 +259,10 @@ int session_sync(struct session_store *s, const char *id, char *where,
 void session_run_begin(struct session_store *s, const char *id);
 void session_run_end(struct session_store *s, const char *id);
 unsigned session_runs(struct session_store *s, const char *id);
+/* A file tool is about to change the worktree (what runs do between
+ * session_run_begin and their end): the checkpoint then knows a change
+ * may predate what the watch saw. */
+void session_touch(struct session_store *s, const char *id);
 
 /*
  * After a run or file tool that may have changed the worktree: record

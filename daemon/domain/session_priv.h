@@ -46,6 +46,11 @@ struct sess {
 	git_repository *ck_repo;
 	git_index *ck_idx;
 	bool ck_whole; /* the last read was of the whole worktree */
+	/* CLOCK_MONOTONIC ns as of which ck_idx holds the worktree (0:
+	 * unknown, read it whole), and when the first run or file tool
+	 * since then began (0: none): a watch's list that began before
+	 * that misses nothing. */
+	uint64_t ck_known_ns, ck_touch_ns;
 	/* The tree of ck_idx as last made (the base for the next), when
 	 * ck_tree_set. */
 	git_oid ck_tree;
@@ -234,6 +239,8 @@ int sess_work_schema(struct session_store *s);
  * when nothing was uncommitted. */
 int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 		  json_t **ret_report);
+/* A new worktree: its checkout is what spd's index will hold. */
+void sess_work_fresh(struct sess *x);
 /* Drop spd's index of the session's worktree. */
 void sess_work_forget(struct session_store *s, const char *id);
 /* Close x's repository and index (the index written out first); a

@@ -56,12 +56,37 @@ int sess_work_schema(struct session_store *s)
 
 /* ---- runs in flight ---- */
 
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void sess_work_fresh(struct sess *x)
+{
+	x->ck_known_ns = mono_ns();
+	x->ck_touch_ns = 0;
+}
+
+void session_touch(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (x && !x->ck_touch_ns)
+		x->ck_touch_ns = mono_ns();
+}
+
 void session_run_begin(struct session_store *s, const char *id)
 {
 	struct sess *x = sess_find(s, id);
 
-	if (x)
-		x->runs++;
+	if (!x)
+		return;
+	x->runs++;
+	if (!x->ck_touch_ns)
+		x->ck_touch_ns = mono_ns();
 }
 
 void session_run_end(struct session_store *s, const char *id)
@@ -389,18 +414,29 @@ static int tree_updated(struct sess *x, char **paths, git_oid *ret)
  * otherwise the whole worktree, and the index is written out.
  */
 static int worktree_tree(struct session_store *s, struct sess *x,
-			 git_repository **ret_repo, git_oid *ret_tree)
+			 git_repository **ret_repo, git_oid *ret_tree,
+			 bool whole)
 {
 	char **changed = NULL;
 	size_t visits = 0;
+	uint64_t since = 0, now = mono_ns();
 	int r, known;
 
 	r = ck_open(s, x);
 	if (r < 0)
 		return r;
-	known = s->changes
-		    ? s->changes(s->changes_data, x->info.worktree, &changed)
-		    : 0;
+	known = s->changes ? s->changes(s->changes_data, x->info.worktree,
+					&changed, &since)
+			   : 0;
+	/* The list holds what changed since `since`; the index holds the
+	 * worktree as of ck_known_ns; between the two only runs and file
+	 * tools change it, the first of them from ck_touch_ns. */
+	if (known == 1 && (whole || !x->ck_known_ns ||
+			   !(since <= x->ck_known_ns || !x->ck_touch_ns ||
+			     since <= x->ck_touch_ns)))
+		known = 0;
+	x->ck_known_ns = now;
+	x->ck_touch_ns = 0;
 	r = known == 1 ? 0 : -EAGAIN;
 	if (r == 0)
 		names_unique(changed);
@@ -414,8 +450,10 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 		return 0;
 	}
 	strv_free_array(changed);
-	if (r < 0 && r != -EAGAIN)
+	if (r < 0 && r != -EAGAIN) {
+		x->ck_known_ns = 0;
 		return r;
+	}
 	x->ck_whole = r == -EAGAIN;
 	json_decref(x->ck_paths);
 	x->ck_paths = NULL;
@@ -425,6 +463,7 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 	     git_index_update_all(x->ck_idx, NULL, NULL, NULL) < 0 ||
 	     git_index_write(x->ck_idx) < 0)) {
 		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
+		x->ck_known_ns = 0;
 		return -EIO;
 	}
 	if (git_index_write_tree(ret_tree, x->ck_idx) < 0) {
@@ -555,7 +594,7 @@ static int checkpoint(struct session_store *s, struct sess *x, int64_t row,
 	json_t *paths = NULL;
 	int r;
 
-	r = worktree_tree(s, x, &repo, &tid);
+	r = worktree_tree(s, x, &repo, &tid, false);
 	if (r < 0)
 		return r;
 	r = ckpt_last(s, x->info.id, &n, &last);
@@ -740,7 +779,7 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 	r = checkpoint(s, x, 0, what, &saved);
 	if (r < 0)
 		return r;
-	r = worktree_tree(s, x, &repo, &tid);
+	r = worktree_tree(s, x, &repo, &tid, false);
 	if (r < 0)
 		return r;
 	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
@@ -831,7 +870,7 @@ int session_work(struct session_store *s, const char *id, json_t **ret)
 		if (sess_open_bare(s, x, &repo) < 0)
 			return -EIO;
 	} else {
-		r = worktree_tree(s, x, &repo, &tid);
+		r = worktree_tree(s, x, &repo, &tid, false);
 		if (r < 0)
 			return r;
 	}
@@ -878,7 +917,7 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 	int r;
 
 	*ret_report = NULL;
-	r = worktree_tree(s, x, &repo, &tid);
+	r = worktree_tree(s, x, &repo, &tid, true);
 	if (r < 0)
 		return r;
 	r = sess_branch_tip(s, x, repo, &tip);

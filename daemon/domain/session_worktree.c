@@ -397,6 +397,7 @@ static int start_worktree(struct session_store *s, struct start *st,
 	}
 	st->made_wt = true;
 	x->info.worktree = steal_ptr(st->wtdir);
+	sess_work_fresh(x);
 	r = sess_agent_git_make(s, x, st->repo);
 	if (r < 0) {
 		sess_seterr(s, "cannot make the agent's repository in %s: %s",

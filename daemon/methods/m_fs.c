@@ -616,6 +616,11 @@ static void job_allowed(struct call *c, void *data)
 	struct fs_job *j = data;
 	int r;
 
+	/* A write of a session's worktree: its checkpoint must know a
+	 * change began now. */
+	if (j->session && j->op != FS_OP_READ && j->op != FS_OP_LIST &&
+	    j->op != FS_OP_STAT && call_spd(c)->sessions)
+		session_touch(call_spd(c)->sessions, j->session);
 	j->work.data = j;
 	r = uv_queue_work(call_spd(c)->loop, &j->work, job_work, job_done);
 	if (r < 0) {
