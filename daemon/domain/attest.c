@@ -444,16 +444,159 @@ static char *dupf(const char *f, ...)
 	return s;
 }
 
-/* The repository at path as it is: no search upwards, no environment. */
-static int open_foreign(const char *path, git_repository **ret, char **why)
+/* What a shadow git dir holds, by name, pointing into the repository's:
+ * its data, never its config (which names programs and includes). */
+static const char *const shadow_links[] = {"objects", "refs", "packed-refs",
+					   "shallow", "HEAD"};
+/* The shadow's own config: the defaults a plain repository has. */
+#define SHADOW_CONFIG "[core]\n\trepositoryformatversion = 0\n\tbare = true\n"
+
+/* path made absolute against base when it is relative (malloc'd). */
+static char *against(const char *base, const char *path)
 {
-	if (git_libgit2_init() < 0 ||
-	    git_repository_open_ext(ret, path, GIT_REPOSITORY_OPEN_NO_SEARCH,
-				    NULL) < 0) {
-		*why = dupf("%s: not a git repository (%s)", path, git_msg());
-		return -ENOENT;
+	return path[0] == '/' ? strdup(path) : paths_join(base, path);
+}
+
+/* The git dir of the repository at path (its working directory, a
+ * linked worktree or submodule whose .git is a "gitdir:" file, or a git
+ * dir itself) and its common dir, where objects and refs live. */
+static int find_gitdir(const char *path, char **ret_git, char **ret_common)
+{
+	char *dotgit = paths_join(path, ".git"), *git = NULL, *common = NULL;
+	char *line = NULL, *cfile = NULL, *objects = NULL;
+	struct stat st;
+	int r = -ENOENT;
+
+	if (!dotgit)
+		return -ENOMEM;
+	int l = lstat(dotgit, &st);
+
+	if (l == 0 && S_ISDIR(st.st_mode)) {
+		git = steal_ptr(dotgit);
+	} else if (l == 0 && S_ISREG(st.st_mode) &&
+		   (line = paths_read_line(dotgit)) &&
+		   strncmp(line, "gitdir: ", 8) == 0) {
+		git = against(path, line + 8);
+	} else {
+		git = strdup(path);
 	}
-	return 0;
+	free(line);
+	line = NULL;
+	if (!git || !(cfile = paths_join(git, "commondir")))
+		goto out;
+	line = paths_read_line(cfile);
+	common = line ? against(git, line) : strdup(git);
+	if (!common || !(objects = paths_join(common, "objects")))
+		goto out;
+	if (stat(objects, &st) < 0 || !S_ISDIR(st.st_mode))
+		goto out;
+	*ret_git = steal_ptr(git);
+	*ret_common = steal_ptr(common);
+	r = 0;
+out:
+	free(dotgit);
+	free(git);
+	free(common);
+	free(line);
+	free(cfile);
+	free(objects);
+	return r;
+}
+
+/* Remove a shadow git dir (NULL is allowed). */
+static void shadow_remove(char *shadow)
+{
+	char *p;
+
+	if (!shadow)
+		return;
+	for (size_t i = 0; i < ARRAY_SIZE(shadow_links); i++)
+		if ((p = paths_join(shadow, shadow_links[i]))) {
+			unlink(p);
+			free(p);
+		}
+	if ((p = paths_join(shadow, "config"))) {
+		unlink(p);
+		free(p);
+	}
+	rmdir(shadow);
+	free(shadow);
+}
+
+/*
+ * Open the repository at path to read its objects, refs and notes only.
+ * libgit2 reads a repository's config when it opens one, and follows its
+ * include.path and includeIf: a hostile repository could name any file
+ * of the operator's there.  So spd opens a shadow git dir of its own,
+ * made in scratch, whose objects, refs, packed-refs, shallow and HEAD
+ * are links to the repository's and whose config is spd's.  Returns 0,
+ * *ret and *ret_shadow (for shadow_remove), or -ENOENT/-EIO and *why.
+ */
+static int open_foreign(const char *path, const char *scratch,
+			git_repository **ret, char **ret_shadow, char **why)
+{
+	char *git = NULL, *common = NULL, *shadow = NULL, *p = NULL, *t = NULL;
+	int fd, r;
+
+	r = find_gitdir(path, &git, &common);
+	if (r < 0) {
+		*why = dupf("%s: not a git repository", path);
+		return r;
+	}
+	r = -EIO;
+	if (!(shadow = paths_join(scratch, "attest-XXXXXX")) ||
+	    !mkdtemp(shadow)) {
+		*why = dupf("cannot make a directory in %s: %s", scratch,
+			    strerror(errno));
+		free(shadow);
+		shadow = NULL;
+		goto out;
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(shadow_links); i++) {
+		const char *from =
+		    i + 1 == ARRAY_SIZE(shadow_links) ? git : common;
+
+		free(p);
+		free(t);
+		p = paths_join(from, shadow_links[i]);
+		t = paths_join(shadow, shadow_links[i]);
+		if (!p || !t)
+			goto oom;
+		if (access(p, F_OK) == 0 && symlink(p, t) < 0) {
+			*why = dupf("%s: %s", t, strerror(errno));
+			goto out;
+		}
+	}
+	free(t);
+	if (!(t = paths_join(shadow, "config")))
+		goto oom;
+	fd = open(t, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, SHADOW_CONFIG, strlen(SHADOW_CONFIG)) !=
+			  (ssize_t)strlen(SHADOW_CONFIG)) {
+		*why = dupf("%s: %s", t, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	close(fd);
+	if (git_libgit2_init() < 0 ||
+	    git_repository_open_bare(ret, shadow) < 0) {
+		*why = dupf("%s: not a git repository (%s)", path, git_msg());
+		r = -ENOENT;
+		goto out;
+	}
+	*ret_shadow = steal_ptr(shadow);
+	r = 0;
+	goto out;
+oom:
+	r = -ENOMEM;
+out:
+	shadow_remove(shadow);
+	free(p);
+	free(t);
+	free(git);
+	free(common);
+	return r;
 }
 
 static int resolve(git_repository *repo, const char *rev, git_oid *ret,
@@ -570,11 +713,12 @@ static const char *verdict_of(json_t *st)
 	return json_string_value(v) ? json_string_value(v) : "unknown";
 }
 
-int attest_show(const char *repo_path, const char *rev,
+int attest_show(const char *repo_path, const char *scratch, const char *rev,
 		const char *const *trust, json_t **ret, char **ret_why)
 {
 	git_repository *repo = NULL;
 	git_note *note = NULL;
+	char *shadow = NULL;
 	struct trusted *t = NULL;
 	size_t nt = 0;
 	git_oid oid;
@@ -587,7 +731,7 @@ int attest_show(const char *repo_path, const char *rev,
 	r = trust_parse(trust, &t, &nt, ret_why);
 	if (r < 0)
 		return r;
-	r = open_foreign(repo_path, &repo, ret_why);
+	r = open_foreign(repo_path, scratch, &repo, &shadow, ret_why);
 	if (r == 0)
 		r = resolve(repo, rev, &oid, ret_why);
 	if (r < 0)
@@ -633,14 +777,16 @@ out:
 	free(keyid);
 	free(t);
 	git_repository_free(repo);
+	shadow_remove(shadow);
 	return r;
 }
 
-int attest_verify_branch(const char *repo_path, const char *branch,
-			 const char *base, const char *const *trust,
-			 json_t **ret, char **ret_why)
+int attest_verify_branch(const char *repo_path, const char *scratch,
+			 const char *branch, const char *base,
+			 const char *const *trust, json_t **ret, char **ret_why)
 {
 	git_repository *repo = NULL;
+	char *shadow = NULL;
 	git_revwalk *walk = NULL;
 	struct trusted *t = NULL;
 	size_t nt = 0, n = 0;
@@ -654,7 +800,7 @@ int attest_verify_branch(const char *repo_path, const char *branch,
 	r = trust_parse(trust, &t, &nt, ret_why);
 	if (r < 0)
 		return r;
-	r = open_foreign(repo_path, &repo, ret_why);
+	r = open_foreign(repo_path, scratch, &repo, &shadow, ret_why);
 	if (r == 0)
 		r = resolve(repo, branch, &tip, ret_why);
 	if (r == 0)
@@ -764,5 +910,6 @@ out:
 	git_revwalk_free(walk);
 	free(t);
 	git_repository_free(repo);
+	shadow_remove(shadow);
 	return r;
 }

@@ -72,28 +72,32 @@ json_t *attest_statement(const char *gitdir, const char *branch,
 
 /*
  * The note on rev (a commit, a branch, HEAD) in the repository at repo
- * (its working directory or git dir, opened as it is: no search
- * upwards), for a person: {commit, keyid, key (the trusted key that
+ * (its working directory or git dir, never searched upwards; its config
+ * is never read: a shadow git dir of links to its objects and refs is
+ * made for the call in scratch, a private directory of spd's, and
+ * removed), for a person: {commit, keyid, key (the trusted key that
  * signed it, or null), valid, why, verdict, statement}.  trust is a
  * NULL-terminated list of "ed25519:..." keys.  Returns 0 and *ret,
  * -ENOENT (no note; *ret_why says so), -EINVAL or -EIO with *ret_why
  * (malloc'd).
  */
-int attest_show(const char *repo, const char *rev, const char *const *trust,
-		json_t **ret, char **ret_why);
+int attest_show(const char *repo, const char *scratch, const char *rev,
+		const char *const *trust, json_t **ret, char **ret_why);
 
 /*
- * Check branch of the repository at repo against its attestations:
- * every commit since its merge base with base (NULL: HEAD), newest
- * first.  Reads objects and notes only — no checkout, no filter, no
- * hook.  The branch passes when its tip carries an attestation signed by
+ * Check branch of the repository at repo (opened as attest_show opens
+ * it, in scratch) against its attestations: every commit since its
+ * merge base with base (NULL: HEAD), newest first (none: the tip
+ * alone).  Reads objects and notes only — no checkout, no filter, no
+ * hook, not the repository's config.  The branch passes when its tip carries an attestation signed by
  * a key of trust (NULL-terminated "ed25519:..." list), whose subject is
  * that commit, whose tree is that commit's tree and whose verdict is a
  * pass.  Returns 0 and *ret {ok, commits: [{commit, attested, key,
  * verdict, why}], why}, or -EINVAL/-ENOENT/-EIO with *ret_why (malloc'd):
  * no such repository or ref, a malformed trusted key.
  */
-int attest_verify_branch(const char *repo, const char *branch, const char *base,
+int attest_verify_branch(const char *repo, const char *scratch,
+			 const char *branch, const char *base,
 			 const char *const *trust, json_t **ret,
 			 char **ret_why);
 

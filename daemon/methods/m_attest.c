@@ -211,7 +211,8 @@ void m_attest_show(struct call *c)
 	call_set_summary(c, "attest show %s", commit);
 	if (trusted(c, &trust) < 0)
 		return;
-	r = attest_show(repo, commit, trust, &res, &why);
+	r = attest_show(repo, call_spd(c)->paths.state_dir, commit, trust, &res,
+			&why);
 	free(trust);
 	if (r < 0) {
 		attest_fail(c, r, why);
@@ -232,8 +233,8 @@ void m_attest_verify(struct call *c)
 	call_set_summary(c, "attest verify %s", branch);
 	if (trusted(c, &trust) < 0)
 		return;
-	r = attest_verify_branch(repo, branch, pstr(c, "base"), trust, &res,
-				 &why);
+	r = attest_verify_branch(repo, call_spd(c)->paths.state_dir, branch,
+				 pstr(c, "base"), trust, &res, &why);
 	free(trust);
 	if (r < 0) {
 		attest_fail(c, r, why);

@@ -12,6 +12,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -338,13 +340,15 @@ END_TEST
  * A hostile repository: a post-checkout hook, core.hooksPath, a smudge
  * filter for every file, core.fsmonitor and an [include] of a file
  * outside that sets more of them.  attest.verify and attest.show run none
- * of them: no marker appears.  The control: git's own checkout there
- * does run them.
+ * of them (no marker appears) and open neither the config nor the file
+ * it includes.  The controls: git opens them, and its checkout there
+ * runs the traps.
  */
 START_TEST(test_hostile_repository_runs_nothing)
 {
 	char *h = paths_join(T.dir, "hostile"), *m = paths_join(T.dir, "mark");
-	char *r;
+	char *r, *cfg, *inc, evbuf[4096];
+	int ino;
 
 	ck_assert_int_eq(mkdir(m, 0700), 0);
 	test_make_repo(h, "echo one > f.txt");
@@ -373,6 +377,14 @@ START_TEST(test_hostile_repository_runs_nothing)
 		"test -z \"$(ls -A '%2$s')\"",
 		h, m),
 	    0);
+	/* Not even read: the repository's config and what it includes
+	 * (inotify sees every open of them). */
+	ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	ck_assert_int_ge(ino, 0);
+	cfg = fmt("%s/.git/config", h);
+	inc = fmt("%s/../inc.cfg", h);
+	ck_assert_int_ge(inotify_add_watch(ino, cfg, IN_OPEN), 0);
+	ck_assert_int_ge(inotify_add_watch(ino, inc, IN_OPEN), 0);
 	r = verify(h, "topic", NULL);
 	ck_assert_msg(has(r, "\"ok\":false") && has(r, "no attestation"),
 		      "hostile: %s", r);
@@ -382,10 +394,20 @@ START_TEST(test_hostile_repository_runs_nothing)
 	ck_assert_msg(has(r, "has no attestation"), "show: %s", r);
 	free(r);
 	ck_assert_int_eq(test_sh(NULL, "test -z \"$(ls -A '%s')\"", m), 0);
-	/* The control: git's checkout runs the filter and a hook. */
+	ck_assert_msg(read(ino, evbuf, sizeof(evbuf)) < 0,
+		      "spd opened the hostile repository's config or its "
+		      "include");
+	/* The controls: git reads both, and its checkout runs the filter
+	 * and a hook. */
+	test_sh(NULL, "git -C '%s' config -l", h);
+	ck_assert_msg(read(ino, evbuf, sizeof(evbuf)) > 0,
+		      "inotify saw no open of the config");
+	close(ino);
 	test_sh(NULL, "git -C '%s' checkout -q topic", h);
 	ck_assert_msg(test_sh(NULL, "test -n \"$(ls -A '%s')\"", m) == 0,
 		      "the hostile repository's traps do not fire at all");
+	free(cfg);
+	free(inc);
 	free(h);
 	free(m);
 }
