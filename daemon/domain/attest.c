@@ -121,6 +121,8 @@ int attest_key_ensure(const char *state_dir, struct attest_key **key)
 
 	if (*key)
 		return 0;
+	if (!state_dir)
+		return -EINVAL;
 	if (sodium_init() < 0)
 		return -EIO;
 	if (!(path = paths_join(state_dir, ATTEST_KEY_FILE)) ||
