@@ -430,16 +430,30 @@ START_TEST(test_run_cannot_forge)
 		 "\"notes\",\"--ref=spd\",\"add\",\"-f\",\"-m\",\"forged\","
 		 "\"%s\"]}",
 		 s.id, tip);
-	ck_assert_msg(!has(r, "\"exit_code\":0"), "git notes add: %s", r);
+	ck_assert_msg(has(r, "POLICY-DENIED") && has(r, "git.notes"),
+		      "git notes add: %s", r);
 	free(r);
-	line = fmt("git --git-dir='%1$s/.git' notes --ref=spd add -f -m "
-		   "forged %2$s; mkdir -p '%1$s/.git/refs/notes'; "
-		   "echo %2$s > '%1$s/.git/refs/notes/spd'; "
-		   "git --git-dir='%1$s/.git' update-ref refs/notes/spd %2$s",
+	/* Around the policy: the ref written as a file, and by git. */
+	line = fmt("mkdir -p '%1$s/.git/refs/notes' && "
+		   "echo %2$s > '%1$s/.git/refs/notes/spd'",
 		   REPO, tip);
 	r = run_sh(&s, line);
-	free(line);
+	ck_assert_msg(!has(r, "\"exit_code\":0"), "%s: %s", line, r);
 	free(r);
+	free(line);
+	line = fmt("git --git-dir='%s/.git' update-ref refs/notes/spd %s", REPO,
+		   tip);
+	r = run_sh(&s, line);
+	ck_assert_msg(!has(r, "\"exit_code\":0"), "%s: %s", line, r);
+	free(r);
+	/* The control: the same write outside the sandbox works (on a ref
+	 * of its own). */
+	ck_assert_int_eq(test_sh(NULL,
+				 "git --git-dir='%s/.git' update-ref "
+				 "refs/notes/control %s",
+				 REPO, tip),
+			 0);
+	free(line);
 	after = git_in(REPO, "rev-parse refs/notes/spd");
 	ck_assert_str_eq(before, after);
 	r = verify(REPO, "spd/forge", NULL);
