@@ -244,6 +244,20 @@ START_TEST(test_pass_note_and_verify)
 			      "spctl attest verify --trust other: %s", out);
 		free(out);
 	}
+	/* spctl attest show, for a person: the verdict and the signer. */
+	{
+		char *args[] = {"attest", "show", "spd/feat",
+				"--repo", REPO,	  NULL};
+		char *out = NULL;
+		int st = test_spctl(&T, args, NULL, &out, NULL);
+
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+				  has(out, "verdict:    pass") &&
+				  has(out, key) && has(out, tip) &&
+				  has(out, "check unit: exit 0"),
+			      "spctl attest show: %s", out);
+		free(out);
+	}
 	free(key);
 }
 END_TEST
