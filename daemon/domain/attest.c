@@ -5,9 +5,11 @@
  * signature and nothing in the payload can be read as another type.
  *
  * Reading someone else's repository must execute nothing from it.
- * libgit2 runs no hooks, and objects, refs and notes are read here
- * without a checkout, so no filter, textconv or fsmonitor of the
- * repository's config or .gitattributes is ever consulted.
+ * libgit2 runs no hooks, objects, refs and notes are read here without a
+ * checkout, and the repository is opened through a shadow git dir whose
+ * config is spd's (open_foreign), so no filter, textconv, fsmonitor,
+ * hooksPath or include of the repository's config or .gitattributes is
+ * ever read.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -644,6 +646,20 @@ static int trust_parse(const char *const *keys, struct trusted **ret,
 	return 0;
 }
 
+/* Whether the checks saw exactly the commit's tree: a merge's checkout
+ * of it, or a worktree with nothing uncommitted.  Checks that passed
+ * with files the commit lacks say nothing of the commit. */
+static bool checked_this_tree(json_t *pred)
+{
+	const char *how = json_string_value(json_object_get(pred, "checked"));
+	json_t *n = json_object_get(pred, "worktree_uncommitted");
+
+	if (how && strcmp(how, "branch-tip") == 0)
+		return true;
+	return how && strcmp(how, "worktree") == 0 && json_is_integer(n) &&
+	       json_integer_value(n) == 0;
+}
+
 /*
  * What the note on commit says: the statement (when validly signed by a
  * trusted key and about this commit and its tree), or NULL and *why.
@@ -694,6 +710,11 @@ static json_t *commit_statement(git_repository *repo, const git_oid *commit,
 	git_oid_tostr(tree, sizeof(tree), git_commit_tree_id(c));
 	if (!s_tree || strcmp(s_tree, tree) != 0) {
 		*why = "the attested tree is not the commit's tree";
+		goto bad;
+	}
+	if (!checked_this_tree(pred)) {
+		*why = "the checks ran in a worktree with files not committed "
+		       "(or not known to be none): not on this tree";
 		goto bad;
 	}
 	goto out;

@@ -329,6 +329,32 @@ START_TEST(test_later_and_amended_commits_fail)
 }
 END_TEST
 
+/* Checks that passed in a worktree holding uncommitted files: the
+ * statement says how many, and it is no evidence about the commit. */
+START_TEST(test_uncommitted_worktree_is_no_evidence)
+{
+	struct sess s = {0};
+	char *r;
+
+	start("dirty", &s);
+	run_ok(&s, "echo x > x.txt && git add x.txt && git commit -qm x && "
+		   "echo d > done.txt");
+	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"pass\":true"), "verify: %s", r);
+	free(r);
+	r = rpcf(NULL, "attest.show",
+		 "{\"repo\":\"%s\",\"commit\":\"spd/dirty\"}", REPO);
+	ck_assert_msg(has(r, "\"worktree_uncommitted\":1") &&
+			  has(r, "\"valid\":false"),
+		      "show: %s", r);
+	free(r);
+	r = verify(REPO, "spd/dirty", NULL);
+	ck_assert_msg(has(r, "\"ok\":false") && has(r, "files not committed"),
+		      "verify: %s", r);
+	free(r);
+}
+END_TEST
+
 /* A verdict of fail is signed too, and fails the branch. */
 START_TEST(test_failing_verdict_fails)
 {
@@ -347,6 +373,45 @@ START_TEST(test_failing_verdict_fails)
 			  has(r, "\"verdict\":\"fail\""),
 		      "failing: %s", r);
 	free(r);
+}
+END_TEST
+
+/*
+ * In place, the note goes into the operator's own .git, which the guard
+ * watches: spd's note is no finding (the guard watches branches and tags,
+ * not notes), and the session goes on.  Checks that passed on files not
+ * committed are no evidence about the commit.
+ */
+START_TEST(test_in_place_note_is_no_finding)
+{
+	struct sess s = {0};
+	char *p = fmt("{\"repo\":\"%s\",\"feature\":\"ip\","
+		      "\"in_place\":true}",
+		      REPO);
+	char *r, *tip;
+
+	test_session_start(&T, p, s.id, s.token);
+	free(p);
+	run_ok(&s, "echo d > done.txt");
+	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
+	tip = git_in(REPO, "rev-parse main");
+	ck_assert_msg(has(r, "\"pass\":true") && has(r, tip), "verify: %s", r);
+	free(r);
+	r = git_in(REPO, "notes --ref=spd show main");
+	ck_assert_msg(has(r, "payloadType"), "the note: %s", r);
+	free(r);
+	/* The checks passed with done.txt, which main lacks: no evidence
+	 * about main. */
+	r = rpcf(NULL, "attest.verify", "{\"repo\":\"%s\",\"branch\":\"main\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"ok\":false") && has(r, "files not committed"),
+		      "verify main: %s", r);
+	free(r);
+	run_ok(&s, "echo again > again.txt");
+	r = rpcf(NULL, "session.status", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"state\":\"active\""), "status: %s", r);
+	free(r);
+	free(tip);
 }
 END_TEST
 
@@ -498,6 +563,8 @@ static Suite *attest_suite(void)
 	tcase_add_test(tc, test_flipped_byte_fails);
 	tcase_add_test(tc, test_later_and_amended_commits_fail);
 	tcase_add_test(tc, test_failing_verdict_fails);
+	tcase_add_test(tc, test_uncommitted_worktree_is_no_evidence);
+	tcase_add_test(tc, test_in_place_note_is_no_finding);
 	tcase_add_test(tc, test_hostile_repository_runs_nothing);
 	tcase_add_test(tc, test_run_cannot_forge);
 	suite_add_tcase(s, tc);
