@@ -262,6 +262,38 @@ START_TEST(test_pass_note_and_verify)
 }
 END_TEST
 
+/* session.merge signs its checks on a fresh checkout of the branch's
+ * tip; after a fast-forward, main's tip is that commit and passes. */
+START_TEST(test_merge_signs_branch_tip)
+{
+	struct sess s = {0};
+	char *r, *tip, *want;
+
+	start("mrg", &s);
+	run_ok(&s, "echo d > done.txt && git add done.txt && "
+		   "git commit -qm done");
+	tip = git_in(REPO, "rev-parse spd/mrg");
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
+	want = fmt("\"attestation\":{\"commit\":\"%s\"", tip);
+	ck_assert_msg(has(r, "\"fast_forward\":true") && has(r, want),
+		      "merge: %s", r);
+	free(r);
+	r = rpcf(NULL, "attest.show", "{\"repo\":\"%s\",\"commit\":\"main\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"checked\":\"branch-tip\"") &&
+			  has(r, "\"method\":\"session.merge\"") &&
+			  has(r, "\"valid\":true"),
+		      "show: %s", r);
+	free(r);
+	r = rpcf(NULL, "attest.verify", "{\"repo\":\"%s\",\"branch\":\"main\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"ok\":true"), "verify main: %s", r);
+	free(r);
+	free(want);
+	free(tip);
+}
+END_TEST
+
 /* One byte of the envelope's payload changed: the signature no longer
  * holds, the branch fails. */
 START_TEST(test_flipped_byte_fails)
@@ -560,6 +592,7 @@ static Suite *attest_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_pass_note_and_verify);
+	tcase_add_test(tc, test_merge_signs_branch_tip);
 	tcase_add_test(tc, test_flipped_byte_fails);
 	tcase_add_test(tc, test_later_and_amended_commits_fail);
 	tcase_add_test(tc, test_failing_verdict_fails);
