@@ -237,6 +237,15 @@ static int attest_verify(struct cmd_ctx *ctx, int argc, char **argv)
 			ts_fputs(stdout,
 				 json_string_value(json_object_get(c, "key"))
 				     ?: "?");
+			fputs(" at ", stdout);
+			ts_fputs(stdout, json_string_value(
+					     json_object_get(c, "signed_at"))
+					     ?: "?");
+			fputs(" (", stdout);
+			ts_fputs(stdout,
+				 json_string_value(json_object_get(c, "method"))
+				     ?: "?");
+			fputc(')', stdout);
 		} else {
 			ts_fputs(stdout,
 				 json_string_value(json_object_get(c, "why"))

@@ -878,6 +878,14 @@ int attest_verify_branch(const char *repo_path, const char *scratch,
 			      "attested", st != NULL, "key", signer, "verdict",
 			      verdict, "why", st && pass ? NULL : why));
 		json_t *last = json_array_get(commits, n - 1);
+		json_t *pred = json_object_get(st, "predicate");
+
+		/* When and how, for the person reading the answer. */
+		json_object_set(last, "signed_at",
+				json_object_get(pred, "signed_at")
+				    ?: json_null());
+		json_object_set(last, "method",
+				json_object_get(pred, "method") ?: json_null());
 		if (!json_object_get(last, "key"))
 			json_object_set_new(last, "key", json_null());
 		if (!json_object_get(last, "verdict"))
