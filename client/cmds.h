@@ -75,5 +75,8 @@ int cmd_mcp(struct cmd_ctx *ctx, int argc, char **argv);
  * (client/cmd_acp.c).  Returns the agent's exit code, or spctl's exit code
  * when it cannot start. */
 int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv);
+/* spctl attest key|show|verify: spd's signing key and the attestations
+ * under refs/notes/spd (client/cmd_attest.c). */
+int cmd_attest(struct cmd_ctx *ctx, int argc, char **argv);
 
 #endif

@@ -89,6 +89,15 @@ static void usage(FILE *f)
 	    "  session end ID [--discard]   commit what is uncommitted "
 	    "(or drop it), end\n"
 	    "  session heldout ID DIR | verify ID\n"
+	    "  attest key                   spd's public signing key and "
+	    "its fingerprint\n"
+	    "  attest show COMMIT [--repo DIR]\n"
+	    "                               the attestation spd signed on "
+	    "a commit\n"
+	    "  attest verify --branch B [--repo DIR] [--base REF] "
+	    "[--trust KEY]...\n"
+	    "                               check a branch's attestations, "
+	    "running nothing\n"
 	    "  policy check [--session ID] [--workspace DIR] -- ARGV...\n"
 	    "  policy check --read PATH | --write PATH\n"
 	    "  approvals [--follow]         pending asks (operator); --follow "
@@ -124,7 +133,8 @@ static void usage(FILE *f)
 	    "exit codes:\n"
 	    "  0    success\n"
 	    "  1    a check failed (journal verify found tampering, doctor\n"
-	    "       found a missing layer, a verification gate failed)\n"
+	    "       found a missing layer, a verification gate failed,\n"
+	    "       attest verify found no valid attestation)\n"
 	    "  2    usage error: an unknown option, a missing --, no such "
 	    "session\n"
 	    "  run: the command's own exit code; 128+N when killed by signal "
@@ -207,6 +217,20 @@ static const struct {
      "moved, conflicts).  end: commits what the agent left uncommitted\n"
      "(--discard drops it, listing the files), removes the worktree and\n"
      "keeps the branch.\n"},
+    {"attest", cmd_attest,
+     "usage: spctl attest key [--json]\n"
+     "       spctl attest show COMMIT [--repo DIR] [--json]\n"
+     "       spctl attest verify --branch B [--repo DIR] [--base REF]\n"
+     "                           [--trust KEY]... [--json]\n"
+     "spd signs what session verify and session merge checked (an in-toto\n"
+     "statement in a DSSE envelope, Ed25519) as a git note under\n"
+     "refs/notes/spd.  key prints spd's public key (ed25519:BASE64, for\n"
+     "[attest] trust in spd.conf) and its fingerprint; show prints a\n"
+     "commit's attestation; verify checks every commit of B since its merge\n"
+     "base with --base (default HEAD), reading objects and notes only: the\n"
+     "tip must carry a pass signed by a trusted key (spd.conf's [attest]\n"
+     "trust and spd's own, or only the --trust keys) for its own tree.\n"
+     "Exit 1 with the reasons when it does not.  Evidence, not a review.\n"},
     {"policy", cmd_policy,
      "usage: spctl policy check [--session ID] [--workspace DIR] [--json] "
      "-- ARGV...\n"
@@ -263,6 +287,7 @@ static bool takes_value(const char *opt)
 	    "--since",	 "--kind",     "--limit", "--workspace", "--net",
 	    "--timeout", "--writable", "--env",	  "--repo",	 "--session",
 	    "--read",	 "--write",    "--why",	  "--cap",	 "--into",
+	    "--branch",	 "--base",     "--trust",
 	};
 
 	for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)

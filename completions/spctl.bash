@@ -20,7 +20,7 @@ _spctl() {
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local commands="ping status stop journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp"
+	local commands="ping status stop journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp attest"
 	local global="--json --help --version"
 
 	# The command is the first word that is not an option; everything
@@ -49,10 +49,10 @@ _spctl() {
 	--session)
 		COMPREPLY=($(compgen -W "$(_spctl_ids sessions)" -- "$cur"))
 		return ;;
-	--into)
+	--into | --branch | --base)
 		COMPREPLY=($(compgen -W "$(git for-each-ref --format='%(refname:short)' refs/heads 2>/dev/null)" -- "$cur"))
 		return ;;
-	--since | --kind | --limit | --timeout | --env | --why | --cap | --prompt)
+	--since | --kind | --limit | --timeout | --env | --why | --cap | --prompt | --trust)
 		return ;;
 	esac
 
@@ -96,6 +96,12 @@ _spctl() {
 		esac ;;
 	turns | mcp) opts="--session" ;;
 	acp) opts="--session --prompt --cap --yes --" ;;
+	attest)
+		case $sub in
+		"") opts="key show verify" ;;
+		show) opts="--repo" ;;
+		verify) opts="--branch --repo --base --trust" ;;
+		esac ;;
 	esac
 	COMPREPLY=($(compgen -W "$opts --json --help" -- "$cur"))
 }

@@ -6,7 +6,7 @@ end
 function __spctl_approvals
     env SPD_NO_AUTOSTART=1 spctl approvals 2>/dev/null | awk '$1 == "approval" { print $2 }'
 end
-set -l cmds ping status stop journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp
+set -l cmds ping status stop journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp attest
 complete -c spctl -f
 complete -c spctl -l json -d 'print one JSON object per line'
 complete -c spctl -l help -d 'print usage'
@@ -28,6 +28,12 @@ complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'turn' -d 'begin
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'turns' -d 'what each turn spent'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'mcp' -d 'an MCP server on stdio'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'acp' -d 'drive an ACP agent in the sandbox'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'attest' -d 'signing key; show and verify attestations'
+complete -c spctl -n "__fish_seen_subcommand_from attest; and not __fish_seen_subcommand_from key show verify" -a 'key show verify'
+complete -c spctl -n "__fish_seen_subcommand_from attest; and __fish_seen_subcommand_from show verify" -l repo -r -F -d 'the repository'
+complete -c spctl -n "__fish_seen_subcommand_from attest; and __fish_seen_subcommand_from verify" -l branch -x -a '(git for-each-ref --format="%(refname:short)" refs/heads 2>/dev/null)' -d 'the branch to check'
+complete -c spctl -n "__fish_seen_subcommand_from attest; and __fish_seen_subcommand_from verify" -l base -x -a '(git for-each-ref --format="%(refname:short)" refs/heads 2>/dev/null)' -d 'the base (default HEAD)'
+complete -c spctl -n "__fish_seen_subcommand_from attest; and __fish_seen_subcommand_from verify" -l trust -r -d 'a trusted key, ed25519:BASE64'
 complete -c spctl -n "__fish_seen_subcommand_from turn; and not __fish_seen_subcommand_from begin end" -a 'begin end'
 complete -c spctl -n "__fish_seen_subcommand_from turn turns mcp acp" -l session -x -a '(__spctl_sessions)' -d 'the session'
 complete -c spctl -n "__fish_seen_subcommand_from turn acp" -l cap -r -d 'the turn cap in USD'
@@ -48,7 +54,7 @@ complete -c spctl -n "__fish_seen_subcommand_from run" -l env -r
 complete -c spctl -n "__fish_seen_subcommand_from run" -l best-effort
 complete -c spctl -n "__fish_seen_subcommand_from run" -l yes
 complete -c spctl -n "__fish_seen_subcommand_from session; and not __fish_seen_subcommand_from start list show end status heldout verify diff log restore merge" -a 'start list show end status heldout verify diff log restore merge'
-complete -c spctl -n "__fish_seen_subcommand_from show end status heldout verify diff log restore merge" -a '(__spctl_sessions)'
+complete -c spctl -n "__fish_seen_subcommand_from session; and __fish_seen_subcommand_from show end status heldout verify diff log restore merge" -a '(__spctl_sessions)'
 complete -c spctl -n "__fish_seen_subcommand_from session; and __fish_seen_subcommand_from end" -l discard -d 'drop uncommitted work, listing it'
 complete -c spctl -n "__fish_seen_subcommand_from session; and __fish_seen_subcommand_from diff" -l stat -d 'a per-file summary'
 complete -c spctl -n "__fish_seen_subcommand_from session; and __fish_seen_subcommand_from merge" -l into -x -a '(git for-each-ref --format="%(refname:short)" refs/heads 2>/dev/null)' -d 'the branch to merge into'

@@ -16,6 +16,7 @@
 #include "common/strv.h"
 #include "daemon/config.h"
 #include "daemon/conftab.h"
+#include "daemon/domain/attest.h"
 #include "daemon/domain/gate.h"
 #include "daemon/domain/journal.h"
 #include "daemon/transport/quota.h"
@@ -246,6 +247,27 @@ static int load_network(git_config *gc, const char *path,
 	return 0;
 }
 
+/* [attest] trust: the keys whose attestations attest.verify accepts
+ * (with spd's own).  A malformed one is refused here rather than
+ * silently trusting nothing. */
+static int load_attest(git_config *gc, const char *path, struct spd_config *cfg,
+		       char *errbuf, size_t errlen)
+{
+	int r = collect_values(gc, "attest.trust", path, &cfg->attest_trust,
+			       errbuf, errlen);
+
+	for (size_t i = 0; r == 0 && cfg->attest_trust && cfg->attest_trust[i];
+	     i++)
+		if (attest_key_check(cfg->attest_trust[i]) < 0) {
+			snprintf(errbuf, errlen,
+				 "%s: attest.trust \"%s\" is not a key "
+				 "(ed25519:BASE64, as spctl attest key prints)",
+				 path, cfg->attest_trust[i]);
+			r = -EINVAL;
+		}
+	return r;
+}
+
 int config_foreach_prefix(git_config *gc, const char *prefix,
 			  int (*cb)(const git_config_entry *e, void *data),
 			  void *data)
@@ -426,6 +448,8 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		r = load_hidden(gc, path, cfg, errbuf, errlen);
 	if (r == 0)
 		r = load_network(gc, path, cfg, errbuf, errlen);
+	if (r == 0)
+		r = load_attest(gc, path, cfg, errbuf, errlen);
 out:
 	git_config_entry_free(e);
 	git_config_free(gc);
@@ -470,4 +494,6 @@ void config_free(struct spd_config *cfg)
 	cfg->proxy_allow_host = cfg->proxy_deny_host = NULL;
 	cfg->proxy_ask_host = NULL;
 	cfg->proxy_allow_address = cfg->proxy_resolve = NULL;
+	strv_free_array(cfg->attest_trust);
+	cfg->attest_trust = NULL;
 }

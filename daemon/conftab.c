@@ -72,6 +72,7 @@ static const struct key network_keys[] = {
     {"allow", K_ANY},	  {"allow-host", K_HOST},   {"deny-host", K_HOST},
     {"ask-host", K_HOST}, {"allow-address", K_ANY}, {"resolve", K_ANY},
     {NULL, K_ANY}};
+static const struct key attest_keys[] = {{"trust", K_ANY}, {NULL, K_ANY}};
 static const struct key check_keys[] = {{"run", K_ANY}, {NULL, K_ANY}};
 static const struct key verify_keys[] = {
     {"require", K_ANY}, {"agent", K_ANY}, {NULL, K_ANY}};
@@ -86,6 +87,7 @@ static const struct section sections[] = {
     {"limits", SPD, false, limits_keys},
     {"approvals", SPD, false, approvals_keys},
     {"session", SPD, false, session_keys},
+    {"attest", SPD, false, attest_keys},
     {"broker", SPD, false, broker_keys},
     {"provider", SPD, true, provider_keys},
     {"model", SPD, true, model_keys},

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "daemon/domain/agent.h"
+#include "daemon/domain/attest.h"
 #include "daemon/broker/broker.h"
 #include "daemon/domain/gate.h"
 #include "daemon/log.h"
@@ -120,6 +121,8 @@ void modules_close(struct spd *spd, void (*cb)(void *data), void *data)
 	spd->sbx = NULL;
 	linkwatch_free(spd->linkwatch);
 	spd->linkwatch = NULL;
+	attest_key_free(spd->attest_key);
+	spd->attest_key = NULL;
 	broker_stop(spd);
 	gate_stop(spd);
 	if (!cc) {

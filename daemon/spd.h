@@ -26,6 +26,7 @@ struct run_request;
 struct quota;
 struct broker;
 struct linkwatch;
+struct attest_key;
 
 /* Sandbox mode: required refuses a run that cannot get every layer
  * (SANDBOX-UNAVAILABLE); best-effort runs it and says what is missing. */
@@ -68,6 +69,9 @@ struct spd_config {
 	char **proxy_ask_host;
 	char **proxy_allow_address;
 	char **proxy_resolve;
+	/* [attest] trust: public keys ("ed25519:BASE64") whose attestations
+	 * attest.verify accepts besides spd's own; NULL: none. */
+	char **attest_trust;
 };
 
 /* A value spd minted and must redact (a session token). */
@@ -103,6 +107,9 @@ struct spd {
 	/* The workspaces' hard-link lists (daemon/domain/linkwatch.h); made
 	 * on the first run, NULL before. */
 	struct linkwatch *linkwatch;
+	/* spd's signing key (daemon/domain/attest.h), loaded or made on
+	 * first use; NULL before. */
+	struct attest_key *attest_key;
 	/* Runs started with a stdin pipe, which run.input finds by the
 	 * connection that started them (daemon/methods/m_run.c). */
 	struct run_ctx *stdin_runs;

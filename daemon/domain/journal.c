@@ -857,6 +857,14 @@ int64_t journal_count(struct journal *j)
 	return __atomic_load_n(&j->count, __ATOMIC_RELAXED);
 }
 
+void journal_head(struct journal *j, int64_t *ret_id, char ret_hash[65])
+{
+	pthread_mutex_lock(&j->mu);
+	*ret_id = j->last_id;
+	memcpy(ret_hash, j->last_hash, sizeof(j->last_hash));
+	pthread_mutex_unlock(&j->mu);
+}
+
 int64_t journal_size_bytes(struct journal *j)
 {
 	return __atomic_load_n(&j->size, __ATOMIC_RELAXED);

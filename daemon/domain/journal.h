@@ -182,6 +182,12 @@ int journal_flush(struct journal *j);
 
 /* Number of events in the journal, including rows still queued. */
 int64_t journal_count(struct journal *j);
+/*
+ * The chain's tip: the id and hash of the last row appended (queued rows
+ * included; 0 and the zero hash for an empty journal).  What a signed
+ * statement names so that the journal can be matched against it.
+ */
+void journal_head(struct journal *j, int64_t *ret_id, char ret_hash[65]);
 /* Size of the database and its WAL in bytes, as of the last commit. */
 int64_t journal_size_bytes(struct journal *j);
 

@@ -471,6 +471,13 @@ struct session_verify_plan {
 	 * dir (NULL terminated; empty in worktree mode). */
 	char **readonly;
 	bool agent_may_verify; /* [verify] agent = true */
+	/* The commit the checks stand for, in hex: the branch's tip as the
+	 * plan was made (a merge's checkout is exactly it); "" when the
+	 * session has no branch (in place, detached). */
+	char commit[41];
+	/* SHA-256 of the project's .spd.conf snapshot in hex; "" when the
+	 * project has none. */
+	char policy_sha256[65];
 };
 
 /*

@@ -446,6 +446,7 @@ int session_merge_plan(struct session_store *s, const char *id,
 	free(p->heldout_dst);
 	p->heldout_dst = NULL;
 	p->workspace = steal_ptr(dir);
+	git_oid_tostr(p->commit, sizeof(p->commit), &tip);
 	if (p->heldout_src && !(p->heldout_dst = paths_join(
 				    p->workspace, SESSION_HELDOUT_MOUNT))) {
 		r = -ENOMEM;

@@ -6,7 +6,9 @@
  * session.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <git2.h>
+#include <sodium.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -88,6 +90,43 @@ static int req_cb(const git_config_entry *e, void *data)
 	return 0;
 }
 
+/* The branch's tip the verification stands for; left "" when it cannot
+ * be read (the verdict does not depend on it, only its attestation). */
+static void plan_commit(struct session_store *s, const struct sess *x,
+			struct session_verify_plan *p)
+{
+	git_repository *repo = NULL;
+	git_oid tip;
+
+	if (x->info.branch && sess_open_bare(s, x, &repo) == 0 &&
+	    sess_branch_tip(s, x, repo, &tip) == 0)
+		git_oid_tostr(p->commit, sizeof(p->commit), &tip);
+	git_repository_free(repo);
+	s->err[0] = '\0';
+}
+
+/* The snapshot's SHA-256: which policy the checks ran under.  Hashed
+ * in pieces; a snapshot that cannot be read leaves it "". */
+static void plan_policy_hash(const char *snap, struct session_verify_plan *p)
+{
+	crypto_hash_sha256_state st;
+	unsigned char h[crypto_hash_sha256_BYTES], buf[4096];
+	ssize_t n;
+	int fd = open(snap, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	crypto_hash_sha256_init(&st);
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		crypto_hash_sha256_update(&st, buf, (size_t)n);
+	close(fd);
+	if (n < 0)
+		return;
+	crypto_hash_sha256_final(&st, h);
+	sodium_bin2hex(p->policy_sha256, sizeof(p->policy_sha256), h,
+		       sizeof(h));
+}
+
 int session_verify_plan(struct session_store *s, const char *id,
 			struct session_verify_plan **ret)
 {
@@ -123,6 +162,7 @@ int session_verify_plan(struct session_store *s, const char *id,
 	r = session_heldout_overlay(s, id, &p->heldout_src, &p->heldout_dst);
 	if (r < 0 && r != -ENOENT)
 		goto out;
+	plan_commit(s, x, p);
 	if (access(snap, F_OK) < 0) {
 		/* No .spd.conf: no checks, and the checks gate fails. */
 		*ret = p;
@@ -131,6 +171,7 @@ int session_verify_plan(struct session_store *s, const char *id,
 		goto out;
 	}
 	r = -EINVAL;
+	plan_policy_hash(snap, p);
 	if (git_config_open_ondisk(&cfg, snap) < 0) {
 		sess_seterr(s, ".spd.conf: %s", sess_git_msg());
 		goto out;

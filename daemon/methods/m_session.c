@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uv.h>
 
 #include "daemon/transport/handlers.h"
 #include "common/utf8.h"
@@ -20,6 +21,7 @@
 #include "daemon/domain/linkwatch.h"
 #include "daemon/domain/journal.h"
 #include "daemon/domain/session.h"
+#include "daemon/methods/m_attest.h"
 #include "daemon/spd.h"
 
 static struct session_store *store(struct call *c)
@@ -394,10 +396,12 @@ struct verify_run {
 	struct session_store *s;
 	struct session_verify_plan *plan;
 	int *exits;
+	int64_t *ms;	  /* each check's wall time, for the attestation */
+	uint64_t started; /* uv_hrtime() as the current check started */
 	size_t next;
 	/* session.merge: what follows a verdict instead of the reply. */
 	void (*then)(struct verify_run *v, const struct session_verdict *vd,
-		     json_t *verdict);
+		     json_t *verdict, json_t *attestation);
 	char *into;
 	bool squash, force;
 	char target[41];
@@ -409,6 +413,7 @@ static void verify_done(void *ctx, int exit_code)
 {
 	struct verify_run *v = ctx;
 
+	v->ms[v->next] = (int64_t)((uv_hrtime() - v->started) / 1000000u);
 	v->exits[v->next++] = exit_code;
 	verify_step(v);
 }
@@ -421,16 +426,29 @@ static void verify_finish(struct verify_run *v)
 	r = session_verify_evaluate(v->s, v->plan, v->exits, &verdict);
 	if (v->then)
 		session_merge_plan_done(v->s, v->plan->id);
-	if (r < 0)
+	if (r < 0) {
 		fail(v->c, r, v->plan->id);
-	else if (v->then)
-		v->then(v, &verdict,
-			session_verdict_json(&verdict, v->plan, v->exits));
-	else
-		call_reply(v->c,
-			   session_verdict_json(&verdict, v->plan, v->exits));
+	} else {
+		json_t *res = session_verdict_json(&verdict, v->plan, v->exits);
+		/* Signed before the merge, so that a merge's note says what
+		 * was checked whatever the merge does next. */
+		json_t *att = res ? m_attest_session(call_spd(v->c),
+						     v->then ? "session.merge"
+							     : "session.verify",
+						     v->plan, res, v->ms)
+				  : NULL;
+
+		if (v->then) {
+			v->then(v, &verdict, res, att);
+		} else {
+			if (att)
+				json_object_set_new(res, "attestation", att);
+			call_reply(v->c, res);
+		}
+	}
 	session_verify_plan_free(v->plan);
 	free(v->exits);
+	free(v->ms);
 	free(v->into);
 	free(v);
 }
@@ -445,6 +463,7 @@ static void verify_step(struct verify_run *v)
 
 		/* m_session_verify refuses when there is no runner. */
 		run = session_store_check_runner(v->s, &data);
+		v->started = uv_hrtime();
 		r = run ? run(data, v->plan, v->next, verify_done, v) : -ENOSYS;
 		if (r == 0)
 			return; /* verify_done continues */
@@ -489,7 +508,10 @@ void m_session_verify(struct call *c)
 		return;
 	}
 	v = calloc(1, sizeof(*v));
-	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int)))) {
+	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
+	    !(v->ms = calloc(plan->n_checks + 1, sizeof(int64_t)))) {
+		if (v)
+			free(v->exits);
 		free(v);
 		session_verify_plan_free(plan);
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
@@ -602,7 +624,7 @@ void m_session_restore(struct call *c)
 /* After the checks: merge when they passed (or --force), else refuse
  * with the verdict. */
 static void merge_then(struct verify_run *v, const struct session_verdict *vd,
-		       json_t *verdict)
+		       json_t *verdict, json_t *attestation)
 {
 	json_t *res = NULL;
 	int r;
@@ -619,6 +641,7 @@ static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 				pass = false;
 	}
 	if (!pass && !v->force) {
+		json_decref(attestation);
 		call_error(v->c, RPC_E_BAD_REQUEST, verdict,
 			   "the session's checks failed: nothing merged (see "
 			   "spctl session verify %s; --force merges anyway, "
@@ -630,6 +653,7 @@ static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 			  &res);
 	if (r < 0) {
 		json_decref(verdict);
+		json_decref(attestation);
 		if (r == -EINVAL || r == -EBUSY || r == -ESTALE ||
 		    r == -ENOTEMPTY || r == -EALREADY || r == -EXDEV)
 			call_error(v->c, RPC_E_BAD_REQUEST, NULL, "%s",
@@ -640,6 +664,8 @@ static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 	}
 	json_object_set_new(res, "forced", json_boolean(!pass));
 	json_object_set_new(res, "checks", verdict);
+	if (attestation)
+		json_object_set_new(res, "attestation", attestation);
 	if (!pass)
 		journal_append(call_spd(v->c)->journal, v->plan->id, "operator",
 			       "session.merge-forced",
@@ -751,9 +777,12 @@ void m_session_merge(struct call *c)
 	}
 	v = calloc(1, sizeof(*v));
 	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
+	    !(v->ms = calloc(plan->n_checks + 1, sizeof(int64_t))) ||
 	    (into && !(v->into = strdup(into)))) {
-		if (v)
+		if (v) {
 			free(v->exits);
+			free(v->ms);
+		}
 		free(v);
 		session_verify_plan_free(plan);
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");

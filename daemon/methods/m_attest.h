@@ -1,0 +1,28 @@
+/*
+ * The attestation of a session's verdict (daemon/methods/m_attest.c),
+ * signed by session.verify and session.merge when their checks finish.
+ */
+#ifndef SPD_DAEMON_M_ATTEST_H
+#define SPD_DAEMON_M_ATTEST_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+struct spd;
+struct session_verify_plan;
+
+/*
+ * Sign a statement of the verdict (session_verdict_json's object,
+ * borrowed) about plan->commit with spd's key and store it as that
+ * commit's note under refs/notes/spd in the session's repository.
+ * method is "session.verify" (the checks ran in the worktree) or
+ * "session.merge" (on a checkout of the branch's tip); durations_ms
+ * holds each check's wall time (may be NULL).  Returns what the reply
+ * says of it, a new reference: {commit, notes_ref, keyid}, or {error}
+ * (logged) when nothing could be signed — the verdict stands either way.
+ */
+json_t *m_attest_session(struct spd *spd, const char *method,
+			 const struct session_verify_plan *plan,
+			 json_t *verdict, const int64_t *durations_ms);
+
+#endif
