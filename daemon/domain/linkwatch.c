@@ -174,6 +174,43 @@ static void state_free(struct lw_state *st)
 	free(st);
 }
 
+static void changes_clear(struct lw_state *st);
+
+/* How much earlier than the walk's start a change may be stamped: the
+ * kernel stamps ctime from its coarse clock, a tick (4 ms at HZ 250)
+ * behind. */
+#define LW_CTIME_SLACK_NS (10 * 1000 * 1000)
+
+static void changes_add(struct lw_state *st, const char *rel);
+
+/*
+ * The first walk's share of the change log: what changed after the walk
+ * began and before it put a watch where an event would say so.  A file or
+ * symlink stamped since is logged by name; a directory stamped since
+ * (an entry made, removed or renamed in it) is logged as "DIR/" — its
+ * entries that went are looked for, its new ones are logged by their own
+ * stamps — except a directory moved in whole, which the caller reads
+ * whole when it knows nothing below it.  The workspace itself stamped
+ * since drops the log (read everything).
+ */
+static void walk_note(struct lw_state *st, const char *rel,
+		      const struct stat *sb, bool dir)
+{
+	char buf[PATH_MAX];
+	uint64_t c = (uint64_t)sb->st_ctim.tv_sec * 1000000000u +
+		     (uint64_t)sb->st_ctim.tv_nsec;
+
+	if (!st->walk_t0_rt || c + LW_CTIME_SLACK_NS < st->walk_t0_rt)
+		return;
+	if (!rel[0]) {
+		st->chg_lost = true;
+		return;
+	}
+	if (dir && snprintf(buf, sizeof(buf), "%s/", rel) < (int)sizeof(buf))
+		rel = buf;
+	changes_add(st, rel);
+}
+
 static void changes_clear(struct lw_state *st)
 {
 	for (size_t i = 0; i < st->nchg; i++)
@@ -209,7 +246,15 @@ static void changes_note(struct lw_state *st, uint32_t node,
 		st->chg_lost = true;
 		return;
 	}
-	if (strcmp(rel, ".git") == 0 || strncmp(rel, ".git/", 5) == 0 ||
+	changes_add(st, rel);
+}
+
+/* Append rel to the change log (the worktree's .git left out; past
+ * LW_CHANGES_MAX the log is dropped for "everything"). */
+static void changes_add(struct lw_state *st, const char *rel)
+{
+	if (st->chg_lost || strcmp(rel, ".git") == 0 ||
+	    strcmp(rel, ".git/") == 0 || strncmp(rel, ".git/", 5) == 0 ||
 	    !rel[0])
 		return;
 	if (st->nchg == st->capchg) {
@@ -527,6 +572,7 @@ static int walk_entry(struct lw_state *st, int dfd, uint32_t dnode,
 			close(fd);
 			return r;
 		}
+		walk_note(st, sub, &sb, true);
 		if ((size_t)wd < st->nwd && st->wd2node[wd] != LW_NONE) {
 			me = st->wd2node[wd];
 			if (moved) {
@@ -543,14 +589,19 @@ static int walk_entry(struct lw_state *st, int dfd, uint32_t dnode,
 		close(fd);
 		return r;
 	}
-	if (type != DT_REG)
+	if (type != DT_REG) {
+		if (type == DT_LNK && st->walk_t0_rt &&
+		    fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0)
+			walk_note(st, sub, &sb, false);
 		return 0;
+	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d/%s", dfd, name);
 	wd = inotify_add_watch(st->ifd, path, LW_FILE_MASK | IN_DONT_FOLLOW);
 	if (wd < 0)
 		return errno == ENOENT ? 0 : -errno;
 	if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) < 0)
 		return errno == ENOENT ? 0 : -errno;
+	walk_note(st, sub, &sb, false);
 	if (!S_ISREG(sb.st_mode))
 		return 0;
 	if (moved && (size_t)wd < st->nwd && st->wd2node[wd] != LW_NONE)
@@ -613,6 +664,18 @@ static void state_walk(struct lw_state *st)
 	char path[32];
 	int wd;
 
+	struct timespec rt;
+
+	/* From here on (or from when the walk was asked for, job_start) the
+	 * change log holds every change: the walk's own stamps until it has
+	 * a watch in place, the events after (walk_note,
+	 * linkwatch_changes). */
+	if (!st->walk_t0_mono) {
+		clock_gettime(CLOCK_REALTIME, &rt);
+		st->walk_t0_rt =
+		    (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+		st->walk_t0_mono = uv_hrtime();
+	}
 	st->ifd = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (st->ifd < 0) {
 		st->err = -errno;
@@ -633,6 +696,15 @@ static void state_walk(struct lw_state *st)
 		return;
 	st->walk_left = -1;
 	st->err = walk_dir(st, st->rootfd, 0, "", 0);
+	/* The workspace's own entries changed since the walk began: its
+	 * log cannot say which went (walk_note). */
+	{
+		struct stat sb;
+
+		if (fstat(st->rootfd, &sb) == 0)
+			walk_note(st, "", &sb, true);
+	}
+	st->walk_t0_rt = 0;
 }
 
 /* An O_PATH or directory descriptor for rel below the workspace, with no
@@ -1103,7 +1175,7 @@ static void entry_install(struct linkwatch *lw, struct lw_entry *e,
 	 * watch on every directory (what came before is the walk's, not
 	 * the log's). */
 	st->chg_taken = true;
-	st->chg_since = uv_hrtime();
+	st->chg_since = st->walk_t0_mono ? st->walk_t0_mono : uv_hrtime();
 	if (!bg)
 		return;
 	bg->timer.data = bg->poll.data = bg;
@@ -1206,6 +1278,17 @@ static void job_start(struct linkwatch *lw, struct lw_entry *e)
 		return;
 	}
 	j->st->ifd = j->st->rootfd = -1;
+	/* The change log's start: when the walk is asked for, not when its
+	 * thread gets a CPU (at nice 19, after a run that came meanwhile):
+	 * what changes after this is stamped since, or seen (walk_note). */
+	{
+		struct timespec rt;
+
+		clock_gettime(CLOCK_REALTIME, &rt);
+		j->st->walk_t0_rt =
+		    (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
+		j->st->walk_t0_mono = uv_hrtime();
+	}
 	j->st->budget = max > LINKWATCH_WATCHES_RESERVE + held
 			    ? max - LINKWATCH_WATCHES_RESERVE - held
 			    : 0;

@@ -83,7 +83,11 @@ struct lw_state {
 	bool chg_taken, chg_lost;
 	uint64_t chg_since; /* CLOCK_MONOTONIC ns: the log holds what came
 			       after this */
-	long walk_left;	    /* entries walk_entry may still visit; -1: any */
+	/* The first walk's start, CLOCK_REALTIME ns (while it runs; 0
+	 * after) and CLOCK_MONOTONIC ns: what it finds stamped since goes
+	 * to the log. */
+	uint64_t walk_t0_rt, walk_t0_mono;
+	long walk_left; /* entries walk_entry may still visit; -1: any */
 };
 
 /* The path of node relative to the workspace ("" for itself) in buf;

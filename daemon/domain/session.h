@@ -224,9 +224,10 @@ void session_store_set_scanner(struct session_store *s, session_scan_fn fn,
  * What changed in a worktree (the workspace's inotify watch,
  * linkwatch_changes): 1, *ret (relative names, NULL-terminated, the
  * caller's to free with strv_free_array) and *ret_since (CLOCK_MONOTONIC
- * ns: what changed before is not in the list), or 0 when unknown (the
- * whole worktree is read).  Set by the lead; without one a
- * checkpoint reads the whole worktree.
+ * ns: what changed before is not in the list), 0 when unknown (the whole
+ * worktree is read), or -EAGAIN when the watch is being made and will
+ * know (a checkpoint then waits for the next run).  Set by the lead;
+ * without one a checkpoint reads the whole worktree.
  */
 typedef int (*session_changes_fn)(void *data, const char *worktree, char ***ret,
 				  uint64_t *ret_since);

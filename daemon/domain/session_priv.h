@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "common/strv.h"
 #include "daemon/domain/session.h"
 
 /* One session as the store holds it. */
@@ -60,6 +61,7 @@ struct sess {
 	json_t *ck_paths;
 	size_t ck_npaths;
 	git_oid ck_paths_base; /* the tree they changed */
+	struct strv ck_strs;   /* names tree_updated made for its updates */
 	struct sess *next;
 };
 

@@ -180,12 +180,82 @@ void sess_work_close(struct sess *x)
  * directory read whole.  -EAGAIN: read the whole worktree instead (an
  * ignore file changed, a nested repository, too much).
  */
+static int ck_apply(struct sess *x, const char *rel, int depth, size_t *visits);
+
+/*
+ * "DIR/" from the watch's first walk: an entry of DIR was made, removed
+ * or renamed while the walk had no watch on it.  What was made is in the
+ * log by its own name; here the index drops what went (each direct child
+ * of DIR it holds is looked for).  A directory the index knows nothing
+ * below came whole: it is read whole.
+ */
+static int ck_prune(struct sess *x, const char *dir, size_t *visits)
+{
+	size_t pos, dlen = strlen(dir);
+	char last[NAME_MAX + 1] = "";
+	bool any = false;
+
+	if (git_index_find_prefix(&pos, x->ck_idx, dir) == 0)
+		for (; pos < git_index_entrycount(x->ck_idx); pos++) {
+			const git_index_entry *e =
+			    git_index_get_byindex(x->ck_idx, pos);
+			const char *child, *slash;
+			char *path, *crel;
+			struct stat st;
+			size_t clen;
+
+			if (strncmp(e->path, dir, dlen) != 0)
+				break;
+			if (e->path[dlen] != '/')
+				continue;
+			any = true;
+			child = e->path + dlen + 1;
+			slash = strchr(child, '/');
+			clen = slash ? (size_t)(slash - child) : strlen(child);
+			if (clen > NAME_MAX || (strlen(last) == clen &&
+						memcmp(last, child, clen) == 0))
+				continue;
+			memcpy(last, child, clen);
+			last[clen] = '\0';
+			if (++*visits > CK_VISIT_MAX)
+				return -EAGAIN;
+			if (asprintf(&crel, "%s/%s", dir, last) < 0)
+				return -ENOMEM;
+			path = paths_join(x->info.worktree, crel);
+			if (path && lstat(path, &st) < 0 &&
+			    (errno == ENOENT || errno == ENOTDIR)) {
+				git_index_remove_bypath(x->ck_idx, crel);
+				git_index_remove_directory(x->ck_idx, crel, 0);
+				/* The index moved under the loop: look again
+				 * from the first entry of dir. */
+				if (git_index_find_prefix(&pos, x->ck_idx,
+							  dir) == 0)
+					pos--;
+				else
+					pos = git_index_entrycount(x->ck_idx);
+			}
+			free(crel);
+			if (!path)
+				return -ENOMEM;
+			free(path);
+		}
+	return any ? 0 : ck_apply(x, dir, 0, visits);
+}
+
 static int ck_apply(struct sess *x, const char *rel, int depth, size_t *visits)
 {
 	const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
 	char *path, *dirrel = NULL;
 	struct stat st;
 	int ign = 0, r = 0;
+
+	if (depth == 0 && rel[0] && rel[strlen(rel) - 1] == '/') {
+		char *dir = strndup(rel, strlen(rel) - 1);
+
+		r = dir ? ck_prune(x, dir, visits) : -ENOMEM;
+		free(dir);
+		return r;
+	}
 
 	if (++*visits > CK_VISIT_MAX || depth > 64)
 		return -EAGAIN;
@@ -316,6 +386,58 @@ static int update_push(git_tree_update **v, size_t *n, size_t *cap,
 	return 0;
 }
 
+/* The updates for "DIR/": each entry of DIR in base that the index has
+ * neither as a file nor as a directory any more goes.  Its path strings
+ * are kept in x->ck_strs until the tree is made. */
+static int prune_updates(struct sess *x, git_tree *base, const char *p,
+			 git_tree_update **u, size_t *n, size_t *cap)
+{
+	git_tree_entry *te = NULL;
+	git_tree *dir = NULL;
+	size_t plen = strlen(p), pos;
+	char *d = strndup(p, plen - 1);
+	int r = 0;
+
+	if (!d)
+		return -ENOMEM;
+	if (git_tree_entry_bypath(&te, base, d) < 0 ||
+	    git_tree_entry_type(te) != GIT_OBJECT_TREE ||
+	    git_tree_lookup(&dir, x->ck_repo, git_tree_entry_id(te)) < 0)
+		goto out; /* nothing there before: the log has the rest */
+	for (size_t i = 0; r == 0 && i < git_tree_entrycount(dir); i++) {
+		const char *name =
+		    git_tree_entry_name(git_tree_entry_byindex(dir, i));
+		const git_index_entry *e;
+		char *child;
+		size_t clen;
+
+		if (asprintf(&child, "%s%s", p, name) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		clen = strlen(child);
+		if (git_index_get_bypath(x->ck_idx, child, 0) ||
+		    (git_index_find_prefix(&pos, x->ck_idx, child) == 0 &&
+		     (e = git_index_get_byindex(x->ck_idx, pos)) &&
+		     strncmp(e->path, child, clen) == 0 &&
+		     e->path[clen] == '/')) {
+			free(child);
+			continue;
+		}
+		r = strv_push(&x->ck_strs, child);
+		free(child);
+		if (r < 0)
+			break;
+		r = update_push(u, n, cap, GIT_TREE_UPDATE_REMOVE,
+				x->ck_strs.v[x->ck_strs.n - 1], NULL, 0);
+	}
+out:
+	git_tree_free(dir);
+	git_tree_entry_free(te);
+	free(d);
+	return r;
+}
+
 /*
  * The tree of spd's index once the changed names are in it, made from the
  * last one (x->ck_tree) by rewriting only the trees on their way:
@@ -335,11 +457,17 @@ static int tree_updated(struct sess *x, char **paths, git_oid *ret)
 		return -EAGAIN;
 	for (size_t i = 0; r == 0 && paths && paths[i]; i++) {
 		const char *p = paths[i];
-		const git_index_entry *ie =
-		    git_index_get_bypath(x->ck_idx, p, 0);
+		const git_index_entry *ie;
 		git_tree_entry *te = NULL;
 		size_t pos, plen = strlen(p);
 
+		if (plen && p[plen - 1] == '/') {
+			/* A directory's gone entries (ck_prune): what the
+			 * last tree has there and the index no more. */
+			r = prune_updates(x, base, p, &u, &n, &cap);
+			continue;
+		}
+		ie = git_index_get_bypath(x->ck_idx, p, 0);
 		if (ie) {
 			r = update_push(&u, &n, &cap, GIT_TREE_UPDATE_UPSERT,
 					ie->path, &ie->id, ie->mode);
@@ -401,6 +529,7 @@ static int tree_updated(struct sess *x, char **paths, git_oid *ret)
 					      json_string(u[i].path));
 	}
 	free(u);
+	strv_free(&x->ck_strs);
 	git_tree_free(base);
 	return r;
 }
@@ -413,10 +542,17 @@ static int tree_updated(struct sess *x, char **paths, git_oid *ret)
  * last call, only that is read (and the index stays in memory);
  * otherwise the whole worktree, and the index is written out.
  */
+/* How worktree_tree may read: what the watch says changed, falling back
+ * to the whole worktree; the same, but a watch still being made means
+ * "later" (-EINPROGRESS: a checkpoint waits for the next run rather than
+ * read 10,000 files on the loop); or always the whole worktree. */
+enum wt_read { WT_CHANGES, WT_WAIT, WT_WHOLE };
+
 static int worktree_tree(struct session_store *s, struct sess *x,
 			 git_repository **ret_repo, git_oid *ret_tree,
-			 bool whole)
+			 enum wt_read how)
 {
+	bool whole = how == WT_WHOLE;
 	char **changed = NULL;
 	size_t visits = 0;
 	uint64_t since = 0, now = mono_ns();
@@ -428,6 +564,8 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 	known = s->changes ? s->changes(s->changes_data, x->info.worktree,
 					&changed, &since)
 			   : 0;
+	if (known == -EAGAIN && how == WT_WAIT)
+		return -EINPROGRESS; /* nothing taken: the log goes on */
 	/* The list holds what changed since `since`; the index holds the
 	 * worktree as of ck_known_ns; between the two only runs and file
 	 * tools change it, the first of them from ck_touch_ns. */
@@ -581,7 +719,7 @@ static const git_signature *spd_sig(git_signature **keep)
 /* A checkpoint of x's worktree: 1 and *ret_n when one was taken, 0 when
  * the worktree is as the last checkpoint has it. */
 static int checkpoint(struct session_store *s, struct sess *x, int64_t row,
-		      const char *what, unsigned *ret_n)
+		      const char *what, enum wt_read how, unsigned *ret_n)
 {
 	git_repository *repo = NULL;
 	git_tree *tree = NULL, *prev_tree = NULL;
@@ -594,7 +732,7 @@ static int checkpoint(struct session_store *s, struct sess *x, int64_t row,
 	json_t *paths = NULL;
 	int r;
 
-	r = worktree_tree(s, x, &repo, &tid, false);
+	r = worktree_tree(s, x, &repo, &tid, how);
 	if (r < 0)
 		return r;
 	r = ckpt_last(s, x->info.id, &n, &last);
@@ -683,7 +821,9 @@ int session_checkpoint(struct session_store *s, const char *id, int64_t row,
 		return r < 0 ? r : 0;
 	if (x->runs > 0)
 		return -EBUSY; /* the last run to end takes it */
-	r = checkpoint(s, x, row, what, &n);
+	r = checkpoint(s, x, row, what, WT_WAIT, &n);
+	if (r == -EINPROGRESS)
+		return -EBUSY; /* the watch is being made: the next one */
 	if (r == 1 && ret_n)
 		*ret_n = n;
 	return r;
@@ -776,10 +916,10 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 	/* What is there now is a checkpoint first: a restore is undone by
 	 * restoring that one. */
 	snprintf(what, sizeof(what), "before restoring checkpoint %u", n);
-	r = checkpoint(s, x, 0, what, &saved);
+	r = checkpoint(s, x, 0, what, WT_CHANGES, &saved);
 	if (r < 0)
 		return r;
-	r = worktree_tree(s, x, &repo, &tid, false);
+	r = worktree_tree(s, x, &repo, &tid, WT_CHANGES);
 	if (r < 0)
 		return r;
 	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
@@ -870,7 +1010,7 @@ int session_work(struct session_store *s, const char *id, json_t **ret)
 		if (sess_open_bare(s, x, &repo) < 0)
 			return -EIO;
 	} else {
-		r = worktree_tree(s, x, &repo, &tid, false);
+		r = worktree_tree(s, x, &repo, &tid, WT_CHANGES);
 		if (r < 0)
 			return r;
 	}
@@ -917,7 +1057,7 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 	int r;
 
 	*ret_report = NULL;
-	r = worktree_tree(s, x, &repo, &tid, true);
+	r = worktree_tree(s, x, &repo, &tid, WT_WHOLE);
 	if (r < 0)
 		return r;
 	r = sess_branch_tip(s, x, repo, &tip);

@@ -338,6 +338,59 @@ START_TEST(test_checkpoints_and_restore)
 }
 END_TEST
 
+/* A run of line in s, then its checkpoint's tree against the tree git
+ * itself makes of the worktree (the same ignore rules, an index of its
+ * own). */
+static void run_and_compare(const struct sess *s, const char *line)
+{
+	char *r, *want = NULL, *got;
+
+	run_ok(s, line);
+	r = rpcf(NULL, "session.log", "{\"id\":\"%s\"}", s->id);
+	got = git("rev-parse refs/spd/checkpoints/%s^{tree}", s->id);
+	test_sh(&want,
+		"cd '%s' && GIT_INDEX_FILE='%s/git-oracle.idx' git "
+		"--git-dir='%s/.git' --work-tree=. add -A && "
+		"GIT_INDEX_FILE='%s/git-oracle.idx' git --git-dir='%s/.git' "
+		"write-tree",
+		s->wt, T.dir, REPO, T.dir, REPO);
+	ck_assert_ptr_nonnull(want);
+	want[strcspn(want, "\n")] = '\0';
+	ck_assert_msg(strcmp(want, got) == 0,
+		      "after \"%s\": checkpoint tree %s, git's %s\n%s", line,
+		      got, want, r);
+	free(want);
+	free(got);
+	free(r);
+}
+
+/*
+ * A run at once after the start, while the watch's first walk may still
+ * be under way: what the walk found stamped since it began, and what its
+ * watches saw after, make the same tree as git's, deletions and a
+ * directory moved in whole included.
+ */
+START_TEST(test_checkpoint_tree_at_once)
+{
+	struct sess s = {0};
+	char *files = NULL;
+
+	/* Enough files that the walk takes a while. */
+	test_sh(NULL,
+		"cd '%s' && for d in $(seq 1 30); do mkdir -p d$d; for f in "
+		"$(seq 1 30); do echo $d $f > d$d/f$f; done; done && git add "
+		"-A && git -c user.name=o -c user.email=o@o commit -qm many",
+		REPO);
+	start("now", false, &s);
+	run_and_compare(&s, "echo x > d1/f1 && rm d2/f2 && rm -rf d3 && mkdir "
+			    "-p /tmp/m/n && echo m > /tmp/m/n/o && mv /tmp/m "
+			    "d4/m && echo new > d5/new");
+	run_and_compare(&s, "echo y > d6/f6 && rm -rf d7 && mv d8 d9/d8");
+	free(files);
+	free(s.wt);
+}
+END_TEST
+
 /*
  * What the workspace's watch tells a checkpoint (only the names that
  * changed are read) gives the tree git itself makes of the worktree,
@@ -356,34 +409,15 @@ START_TEST(test_checkpoint_tree_is_gits)
 	    "echo '*.tmp' >> .gitignore && echo t > t.tmp",
 	};
 	struct sess s = {0};
-	char *r, *want, *got, *rows, *sql;
+	char *rows, *sql;
 
 	start("ck", false, &s);
 	/* The watch's first walk, then a run to start its log. */
 	run_ok(&s, "echo 0 > zero.txt");
 	usleep(300000);
 	run_ok(&s, "echo 00 > zero.txt");
-	for (size_t i = 0; i < sizeof(steps) / sizeof(*steps); i++) {
-		run_ok(&s, steps[i]);
-		r = rpcf(NULL, "session.log", "{\"id\":\"%s\"}", s.id);
-		got = git("rev-parse refs/spd/checkpoints/%s^{tree}", s.id);
-		/* git's own tree of the same files, with the same ignore
-		 * rules, through an index of its own. */
-		test_sh(&want,
-			"cd '%s' && GIT_INDEX_FILE='%s/git-oracle.idx' git "
-			"--git-dir='%s/.git' --work-tree=. add -A && "
-			"GIT_INDEX_FILE='%s/git-oracle.idx' git "
-			"--git-dir='%s/.git' write-tree",
-			s.wt, T.dir, REPO, T.dir, REPO);
-		ck_assert_ptr_nonnull(want);
-		want[strcspn(want, "\n")] = '\0';
-		ck_assert_msg(strcmp(want, got) == 0,
-			      "after \"%s\": checkpoint tree %s, git's %s\n%s",
-			      steps[i], got, want, r);
-		free(want);
-		free(got);
-		free(r);
-	}
+	for (size_t i = 0; i < sizeof(steps) / sizeof(*steps); i++)
+		run_and_compare(&s, steps[i]);
 	/* The watch told most of them. */
 	sql = fmt("select detail from events where session='%s' and "
 		  "kind='session.checkpoint'",
@@ -669,6 +703,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
 	tcase_add_test(tc, test_checkpoint_tree_is_gits);
+	tcase_add_test(tc, test_checkpoint_tree_at_once);
 	tcase_add_test(tc, test_end_commits_uncommitted_work);
 	tcase_add_test(tc, test_end_secret_refused_then_discard);
 	tcase_add_test(tc, test_end_keeps_stash);
