@@ -497,7 +497,8 @@ static int tree_updated(struct sess *x, char **paths, git_oid *ret)
 	if (r == 0) {
 		/* One update a path (the same name can come twice: from the
 		 * log and from below a directory of it). */
-		qsort(u, n, sizeof(*u), update_cmp);
+		if (n)
+			qsort(u, n, sizeof(*u), update_cmp);
 		for (size_t i = 0; i < n; i++)
 			if (!k || strcmp(u[k - 1].path, u[i].path) != 0)
 				u[k++] = u[i];
