@@ -404,10 +404,15 @@ static int changes_hook(void *data, const char *worktree, char ***ret,
 			uint64_t *ret_since)
 {
 	struct spd *spd = data;
+	int r;
 
-	return spd->linkwatch
-		   ? linkwatch_changes(spd->linkwatch, worktree, ret, ret_since)
-		   : 0;
+	if (!spd->linkwatch)
+		return 0;
+	r = linkwatch_changes(spd->linkwatch, worktree, ret, ret_since);
+	/* A watch being made will say, soon. */
+	if (r == 0 && linkwatch_walking(spd->linkwatch, worktree))
+		return -EAGAIN;
+	return r;
 }
 
 /* The session store's secret scan (session_store_set_scanner). */

@@ -190,8 +190,7 @@ static void changes_add(struct lw_state *st, const char *rel);
  * (an entry made, removed or renamed in it) is logged as "DIR/" — its
  * entries that went are looked for, its new ones are logged by their own
  * stamps — except a directory moved in whole, which the caller reads
- * whole when it knows nothing below it.  The workspace itself stamped
- * since drops the log (read everything).
+ * whole when it knows nothing below it.  The workspace itself is "/".
  */
 static void walk_note(struct lw_state *st, const char *rel,
 		      const struct stat *sb, bool dir)
@@ -202,10 +201,7 @@ static void walk_note(struct lw_state *st, const char *rel,
 
 	if (!st->walk_t0_rt || c + LW_CTIME_SLACK_NS < st->walk_t0_rt)
 		return;
-	if (!rel[0]) {
-		st->chg_lost = true;
-		return;
-	}
+	/* The workspace itself is "/". */
 	if (dir && snprintf(buf, sizeof(buf), "%s/", rel) < (int)sizeof(buf))
 		rel = buf;
 	changes_add(st, rel);

@@ -133,9 +133,24 @@ static int ck_open(struct session_store *s, struct sess *x)
 	r = sess_private_dir(s, dir);
 	if (r < 0)
 		goto out;
-	if (lstat(path, &st) < 0 && asprintf(&seed, "%s/worktrees/%s/index",
-					     x->info.gitdir, x->info.id) > 0)
-		sess_copy_file(seed, path, (off_t)1 << 32);
+	if (lstat(path, &st) < 0 &&
+	    asprintf(&seed, "%s/worktrees/%s/index", x->info.gitdir,
+		     x->info.id) > 0 &&
+	    sess_copy_file(seed, path, (off_t)1 << 32) == 0 && x->ck_known_ns) {
+		/* A new worktree's checkout index holds the base's tree:
+		 * the first tree is made from it, not written whole. */
+		git_commit *c = NULL;
+		git_oid base;
+
+		x->ck_tree_set = git_oid_fromstr(&base, x->info.base) == 0 &&
+				 sess_open_bare(s, x, &x->ck_repo) == 0 &&
+				 git_commit_lookup(&c, x->ck_repo, &base) == 0;
+		if (x->ck_tree_set)
+			x->ck_tree = *git_commit_tree_id(c);
+		git_commit_free(c);
+		git_repository_free(x->ck_repo);
+		x->ck_repo = NULL;
+	}
 	r = sess_open_worktree(s, x, &x->ck_repo);
 	if (r < 0)
 		goto out;
@@ -206,10 +221,10 @@ static int ck_prune(struct sess *x, const char *dir, size_t *visits)
 
 			if (strncmp(e->path, dir, dlen) != 0)
 				break;
-			if (e->path[dlen] != '/')
+			if (dlen && e->path[dlen] != '/')
 				continue;
 			any = true;
-			child = e->path + dlen + 1;
+			child = e->path + (dlen ? dlen + 1 : 0);
 			slash = strchr(child, '/');
 			clen = slash ? (size_t)(slash - child) : strlen(child);
 			if (clen > NAME_MAX || (strlen(last) == clen &&
@@ -219,7 +234,8 @@ static int ck_prune(struct sess *x, const char *dir, size_t *visits)
 			last[clen] = '\0';
 			if (++*visits > CK_VISIT_MAX)
 				return -EAGAIN;
-			if (asprintf(&crel, "%s/%s", dir, last) < 0)
+			if (asprintf(&crel, "%s%s%s", dir, dlen ? "/" : "",
+				     last) < 0)
 				return -ENOMEM;
 			path = paths_join(x->info.worktree, crel);
 			if (path && lstat(path, &st) < 0 &&
@@ -400,10 +416,16 @@ static int prune_updates(struct sess *x, git_tree *base, const char *p,
 
 	if (!d)
 		return -ENOMEM;
-	if (git_tree_entry_bypath(&te, base, d) < 0 ||
-	    git_tree_entry_type(te) != GIT_OBJECT_TREE ||
-	    git_tree_lookup(&dir, x->ck_repo, git_tree_entry_id(te)) < 0)
+	if (!d[0]) {
+		/* "/": the workspace's own entries. */
+		if (git_tree_dup(&dir, base) < 0)
+			goto out;
+	} else if (git_tree_entry_bypath(&te, base, d) < 0 ||
+		   git_tree_entry_type(te) != GIT_OBJECT_TREE ||
+		   git_tree_lookup(&dir, x->ck_repo, git_tree_entry_id(te)) <
+		       0) {
 		goto out; /* nothing there before: the log has the rest */
+	}
 	for (size_t i = 0; r == 0 && i < git_tree_entrycount(dir); i++) {
 		const char *name =
 		    git_tree_entry_name(git_tree_entry_byindex(dir, i));
@@ -411,7 +433,7 @@ static int prune_updates(struct sess *x, git_tree *base, const char *p,
 		char *child;
 		size_t clen;
 
-		if (asprintf(&child, "%s%s", p, name) < 0) {
+		if (asprintf(&child, "%s%s", d[0] ? p : "", name) < 0) {
 			r = -ENOMEM;
 			break;
 		}
