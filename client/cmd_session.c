@@ -683,12 +683,16 @@ static void print_merged(json_t *res)
 	print_commit_id(str(res, "to"));
 	fputc('\n', stdout);
 	if (json_is_true(json_object_get(res, "forced")))
-		printf("warning: the checks failed; merged anyway (--force), "
-		       "and the journal says so\n");
+		printf(json_is_object(checks)
+			   ? "warning: the checks failed; merged anyway "
+			     "(--force), and the journal says so\n"
+			   : "warning: merged without running the checks "
+			     "(--force: the session has ended), and the "
+			     "journal says so\n");
 	if (json_is_object(checks) &&
 	    json_array_size(json_object_get(checks, "checks")) > 0)
 		print_verdict(checks);
-	else
+	else if (json_is_object(checks))
 		printf("checks: none configured ([check \"NAME\"] in the "
 		       "project's .spd.conf)\n");
 }

@@ -295,13 +295,17 @@ int session_work(struct session_store *s, const char *id, json_t **ret);
  * checked out there, or into when not NULL): fast-forward where it can,
  * else a merge commit (squash: one commit on top of the target).
  * expect_target is the target's tip when the checks began (NULL: not
- * checked): a different tip now refuses with -ESTALE.  Refuses with
+ * checked): a different tip now refuses with -ESTALE, and so does a
+ * branch whose tip is not expect_tip (the commit the checks stood for;
+ * NULL: not checked; the caller took the agent's commits before them,
+ * session_sync).  Refuses with
  * -EBUSY when the checkout has changes, -ENOTEMPTY on conflicts (the
  * store's error lists them), -EALREADY when there is nothing to merge.
  * Returns 0 and *ret ({"into","from","to","fast_forward","squash"}).
  */
 int session_merge(struct session_store *s, const char *id, const char *into,
-		  bool squash, const char *expect_target, json_t **ret);
+		  bool squash, const char *expect_target,
+		  const char *expect_tip, json_t **ret);
 /* The checks of a merge, on a fresh checkout of the branch's tip in the
  * state dir (not the worktree: what passes is what is merged, and the
  * agent's uncommitted files are not in it).  0 and *ret, or as

@@ -58,14 +58,12 @@ static int open_checkout(struct session_store *s, const struct sess *x,
 	return 0;
 }
 
-int session_merge_target(struct session_store *s, const char *id,
-			 const char *into, char *ret_hex)
+/* The start of a merge call: a worktree session.  0 and *ret, -ENOENT,
+ * -EIO, or -EINVAL in place (nothing to merge). */
+static int merge_enter(struct session_store *s, const char *id,
+		       struct sess **ret)
 {
 	struct sess *x = sess_find(s, id);
-	git_repository *repo = NULL;
-	char ref[512];
-	git_oid oid;
-	int r;
 
 	if (sess_git_up(s) < 0)
 		return -EIO;
@@ -79,14 +77,43 @@ int session_merge_target(struct session_store *s, const char *id,
 			    id);
 		return -EINVAL;
 	}
+	*ret = x;
+	return 0;
+}
+
+/* The target branch's full name in ref and its tip in *ret: 0, or
+ * -EINVAL with the error set. */
+static int target_tip(struct session_store *s, const struct sess *x,
+		      git_repository *repo, const char *into, char *ref,
+		      size_t len, git_oid *ret)
+{
+	int r = target_ref(s, repo, into, ref, len);
+
+	if (r < 0)
+		return r;
+	if (git_reference_name_to_id(ret, repo, ref) < 0) {
+		sess_seterr(s, "no branch %s in %s", ref + 11, x->info.repo);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int session_merge_target(struct session_store *s, const char *id,
+			 const char *into, char *ret_hex)
+{
+	struct sess *x = NULL;
+	git_repository *repo = NULL;
+	char ref[512];
+	git_oid oid;
+	int r;
+
+	r = merge_enter(s, id, &x);
+	if (r < 0)
+		return r;
 	r = open_checkout(s, x, &repo);
 	if (r < 0)
 		return r;
-	r = target_ref(s, repo, into, ref, sizeof(ref));
-	if (r == 0 && git_reference_name_to_id(&oid, repo, ref) < 0) {
-		sess_seterr(s, "no branch %s in %s", ref + 11, x->info.repo);
-		r = -EINVAL;
-	}
+	r = target_tip(s, x, repo, into, ref, sizeof(ref), &oid);
 	if (r == 0)
 		git_oid_tostr(ret_hex, GIT_OID_HEXSZ + 1, &oid);
 	git_repository_free(repo);
@@ -286,43 +313,29 @@ out:
 }
 
 int session_merge(struct session_store *s, const char *id, const char *into,
-		  bool squash, const char *expect_target, json_t **ret)
+		  bool squash, const char *expect_target,
+		  const char *expect_tip, json_t **ret)
 {
-	struct sess *x = sess_find(s, id);
+	struct sess *x = NULL;
 	git_repository *repo = NULL;
 	git_commit *target = NULL, *tip = NULL;
 	git_oid toid, tipoid, result;
-	char ref[512], why[256], where[1100] = "";
+	char ref[512], why[256];
 	bool ff = false;
 	int r;
 
-	if (sess_git_up(s) < 0)
-		return -EIO;
-	s->err[0] = '\0';
-	if (!x)
-		return -ENOENT;
-	if (x->info.mode != SESSION_MODE_WORKTREE) {
-		sess_seterr(s,
-			    "session %s works in place: its work is in the "
-			    "checkout already, there is nothing to merge",
-			    id);
-		return -EINVAL;
-	}
-	/* The agent's latest commits first. */
-	r = session_sync(s, id, where, sizeof(where));
-	if (r < 0 && r != -EXDEV)
+	r = merge_enter(s, id, &x);
+	if (r < 0)
 		return r;
+	/* The caller took the agent's commits before the checks; what is
+	 * merged is what they checked (expect_tip), never a commit that
+	 * came while they ran. */
 	r = open_checkout(s, x, &repo);
 	if (r < 0)
 		return r;
-	r = target_ref(s, repo, into, ref, sizeof(ref));
+	r = target_tip(s, x, repo, into, ref, sizeof(ref), &toid);
 	if (r < 0)
 		goto out;
-	r = -EINVAL;
-	if (git_reference_name_to_id(&toid, repo, ref) < 0) {
-		sess_seterr(s, "no branch %s in %s", ref + 11, x->info.repo);
-		goto out;
-	}
 	if (expect_target && strcmp(git_oid_tostr_s(&toid), expect_target)) {
 		sess_seterr(s,
 			    "%s moved while the checks ran (from %.8s to "
@@ -334,6 +347,15 @@ int session_merge(struct session_store *s, const char *id, const char *into,
 	r = sess_branch_tip(s, x, repo, &tipoid);
 	if (r < 0)
 		goto out;
+	if (expect_tip && strcmp(git_oid_tostr_s(&tipoid), expect_tip)) {
+		sess_seterr(
+		    s,
+		    "%s moved while the checks ran (from %.8s to %.8s): "
+		    "merge again to check what it holds now",
+		    x->info.branch, expect_tip, git_oid_tostr_s(&tipoid));
+		r = -ESTALE;
+		goto out;
+	}
 	if (git_oid_equal(&toid, &tipoid) ||
 	    git_graph_descendant_of(repo, &toid, &tipoid) == 1) {
 		sess_seterr(s, "%s has nothing %s lacks", x->info.branch,

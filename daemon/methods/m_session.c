@@ -155,6 +155,21 @@ static json_t *text_json(char *text)
 	return json_string(text);
 }
 
+/* Take the agent's latest commits onto the session's branch; true when a
+ * secret in one finished c with SECRET-IN-DIFF (the attempt ended).
+ * Other failures leave the branch as it was, for the call to go on. */
+static bool sync_refused(struct call *c, const char *id)
+{
+	char where[1100];
+
+	if (session_sync(store(c), id, where, sizeof(where)) != -EACCES)
+		return false;
+	call_error(c, RPC_E_SECRET_IN_DIFF, json_pack("{s:s}", "where", where),
+		   "%s adds a known secret value: the session's attempt ended",
+		   where);
+	return true;
+}
+
 void m_session_start(struct call *c)
 {
 	json_t *p = call_params(c);
@@ -536,19 +551,8 @@ void m_session_diff(struct call *c)
 		return;
 	if (agent_diff_guard(call_spd(c), c, id))
 		return;
-	{
-		char where[1100];
-
-		r = session_sync(store(c), id, where, sizeof(where));
-		if (r == -EACCES) {
-			call_error(c, RPC_E_SECRET_IN_DIFF,
-				   json_pack("{s:s}", "where", where),
-				   "%s adds a known secret value: the "
-				   "session's attempt ended",
-				   where);
-			return;
-		}
-	}
+	if (sync_refused(c, id))
+		return;
 	r = session_diff(store(c), id, &text, &truncated);
 	if (r < 0) {
 		fail(c, r, id);
@@ -621,6 +625,18 @@ void m_session_restore(struct call *c)
 				"saved", (int)saved));
 }
 
+/* Finish c with session_merge's refusal: a sentence for what the
+ * operator can mend (dirty, moved, conflicts, nothing to merge). */
+static void merge_refused(struct call *c, int r, const char *id)
+{
+	if (r == -EINVAL || r == -EBUSY || r == -ESTALE || r == -ENOTEMPTY ||
+	    r == -EALREADY || r == -EXDEV)
+		call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
+			   session_store_error(store(c)));
+	else
+		fail(c, r, id);
+}
+
 /* After the checks: merge when they passed (or --force), else refuse
  * with the verdict. */
 static void merge_then(struct verify_run *v, const struct session_verdict *vd,
@@ -650,16 +666,11 @@ static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 		return;
 	}
 	r = session_merge(v->s, v->plan->id, v->into, v->squash, v->target,
-			  &res);
+			  v->plan->commit[0] ? v->plan->commit : NULL, &res);
 	if (r < 0) {
 		json_decref(verdict);
 		json_decref(attestation);
-		if (r == -EINVAL || r == -EBUSY || r == -ESTALE ||
-		    r == -ENOTEMPTY || r == -EALREADY || r == -EXDEV)
-			call_error(v->c, RPC_E_BAD_REQUEST, NULL, "%s",
-				   session_store_error(v->s));
-		else
-			fail(v->c, r, v->plan->id);
+		merge_refused(v->c, r, v->plan->id);
 		return;
 	}
 	json_object_set_new(res, "forced", json_boolean(!pass));
@@ -691,14 +702,9 @@ static void merge_ended(struct call *c, const char *id, const char *into,
 	}
 	r = session_merge(store(c), id, into,
 			  json_is_true(json_object_get(p, "squash")), NULL,
-			  &res);
+			  NULL, &res);
 	if (r < 0) {
-		if (r == -EINVAL || r == -EBUSY || r == -ESTALE ||
-		    r == -ENOTEMPTY || r == -EALREADY)
-			call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
-				   session_store_error(store(c)));
-		else
-			fail(c, r, id);
+		merge_refused(c, r, id);
 		return;
 	}
 	json_object_set_new(res, "forced", json_true());
@@ -749,19 +755,8 @@ void m_session_merge(struct call *c)
 		return;
 	}
 	/* The agent's latest commits, then the checks on their tree. */
-	{
-		char where[1100];
-
-		r = session_sync(store(c), id, where, sizeof(where));
-		if (r == -EACCES) {
-			call_error(c, RPC_E_SECRET_IN_DIFF,
-				   json_pack("{s:s}", "where", where),
-				   "%s adds a known secret value: the "
-				   "session's attempt ended",
-				   where);
-			return;
-		}
-	}
+	if (sync_refused(c, id))
+		return;
 	r = session_merge_plan(store(c), id, &plan);
 	if (r < 0) {
 		fail(c, r, id);

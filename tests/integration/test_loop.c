@@ -643,6 +643,47 @@ START_TEST(test_merge_commit_and_force)
 }
 END_TEST
 
+/* A commit the agent makes while the merge's checks run is not merged
+ * unchecked: the merge refuses, saying the branch moved. */
+START_TEST(test_merge_commit_during_checks)
+{
+	struct sess s = {0};
+	char *r, *marker;
+	pid_t child;
+	int st;
+
+	marker = paths_join(REPO, ".spd.conf");
+	test_write_file(marker,
+			"[check \"slow\"]\n"
+			"\trun = \"sh -c 'touch started.log; sleep 3'\"\n");
+	free(marker);
+	test_sh(NULL,
+		"cd '%s' && git add .spd.conf && git -c user.name=o -c "
+		"user.email=o@o commit -qm slow",
+		REPO);
+	start("race", false, &s);
+	run_ok(&s, "echo a > a2.txt && git add a2.txt && git commit -qm a2");
+	marker = fmt("%s/merge/%s/started.log", T.state, s.id);
+	child = fork();
+	ck_assert_int_ge(child, 0);
+	if (child == 0) {
+		r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
+		_exit(strstr(r, "moved while the checks ran") ? 0 : 1);
+	}
+	for (int i = 0; i < 400 && access(marker, F_OK) != 0; i++)
+		usleep(25000);
+	ck_assert_msg(access(marker, F_OK) == 0, "the check never started");
+	run_ok(&s, "echo b > b2.txt && git add b2.txt && git commit -qm b2");
+	ck_assert_int_eq(waitpid(child, &st, 0), child);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+		      "the merge did not refuse a branch that moved");
+	ck_assert_int_eq(test_sh(NULL, "test ! -e '%s/a2.txt'", REPO), 0);
+	check_git("1", "rev-list --count main..spd/race^");
+	free(marker);
+	free(s.wt);
+}
+END_TEST
+
 /* A project with no checks: nothing failed, the merge goes ahead. */
 START_TEST(test_merge_without_checks)
 {
@@ -713,6 +754,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_merge_commit_and_force);
 	tcase_add_test(tc, test_merge_after_end);
 	tcase_add_test(tc, test_merge_without_checks);
+	tcase_add_test(tc, test_merge_commit_during_checks);
 	suite_add_tcase(s, tc);
 	return s;
 }
