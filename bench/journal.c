@@ -14,7 +14,7 @@
 #include <time.h>
 #include <uv.h>
 
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 
 #define DEFAULT_EVENTS 200000
 /* Events appended per loop iteration: a burst of requests read at once. */

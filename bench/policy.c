@@ -16,7 +16,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/domain/policy.h"
+#include "daemon/policy/policy.h"
 
 #define NCALLS 10000
 #define MAXARGS 12

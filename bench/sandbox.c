@@ -1,7 +1,7 @@
 /*
  * sandboxd against its baselines, in one run on one machine: the median
  * wall time of /bin/true bare (start, exec, wait), under bubblewrap with
- * every namespace, and through spd's supervisor (daemon/domain/sbx.c) with every
+ * every namespace, and through spd's supervisor (daemon/sandbox/sbx.c) with every
  * layer on; sandboxd's resident size idle and per concurrent run; 50
  * concurrent `sleep 1` runs.  BENCH_RUNS overrides the run count.
  */
@@ -21,8 +21,8 @@
 
 #include "client/client.h"
 #include "common/util.h"
-#include "daemon/domain/journal.h"
-#include "daemon/domain/sbx.h"
+#include "daemon/journal/journal.h"
+#include "daemon/sandbox/sbx.h"
 #include "tests/lib/benchutil.h"
 
 /* At least 200 runs each (issue 3): enough for a stable median. */
@@ -561,7 +561,7 @@ static void spctl_e2e(const char *build, const char *ws, int runs, double m_sb,
 		}
 		/* The first run in a workspace has sandboxd walk it while spd
 		 * walks it too, on a worker thread, to watch it
-		 * (daemon/domain/linkwatch.h); the runs after use spd's
+		 * (daemon/session/linkwatch.h); the runs after use spd's
 		 * list.  BENCH_LINKWATCH_SETTLE_MS gives that walk time. */
 		snprintf(what, sizeof(what), "  the same, %ld-file, first run",
 			 sizes[i]);

@@ -23,9 +23,9 @@
 #include <unistd.h>
 
 #include "common/paths.h"
-#include "daemon/domain/guard.h"
-#include "daemon/domain/linkwatch.h"
-#include "daemon/domain/session.h"
+#include "daemon/session/guard.h"
+#include "daemon/session/linkwatch.h"
+#include "daemon/session/session.h"
 #include "tests/lib/benchutil.h"
 
 #define START_RUNS 5

@@ -4,8 +4,8 @@
  * whatever a file holds; without this check a misspelt section or key
  * ([netwrok] deny-host, [sandbox] tiemout) would be read by nobody, and
  * a restriction the operator believes in would not be there.  The
- * readers (config.c, broker/, domain/policy.c, proxy/project.c,
- * domain/session_verify.c) each read their own keys; a key one of them
+ * readers (config.c, broker/, policy/policy.c, proxy/project.c,
+ * session/session_verify.c) each read their own keys; a key one of them
  * reads must have its row here.
  */
 #ifndef SPD_DAEMON_CONFTAB_H

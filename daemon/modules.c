@@ -7,15 +7,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/domain/agent.h"
-#include "daemon/domain/attest.h"
+#include "daemon/methods/agent.h"
+#include "daemon/keys/attest.h"
 #include "daemon/broker/broker.h"
-#include "daemon/domain/gate.h"
+#include "daemon/methods/gate.h"
 #include "daemon/log.h"
 #include "daemon/modules.h"
 #include "daemon/methods/run.h"
-#include "daemon/domain/sbx.h"
-#include "daemon/domain/linkwatch.h"
+#include "daemon/sandbox/sbx.h"
+#include "daemon/session/linkwatch.h"
 #include "daemon/spd.h"
 
 /* The last probe of the sandbox layers, for daemon.status. */

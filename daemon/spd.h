@@ -89,7 +89,7 @@ struct spd {
 	struct sbx *sbx;
 	struct server *server;
 	struct session_store *sessions;
-	struct secrets *secrets; /* daemon/domain/secrets.c */
+	struct secrets *secrets; /* daemon/keys/secrets.c */
 	struct secret_minted *minted;
 	size_t n_minted;
 	struct redact_set *redact; /* known secrets; may be NULL */
@@ -104,10 +104,10 @@ struct spd {
 	struct approvals *approvals;
 	struct quota *quota; /* per-session quotas (daemon/transport/quota.h) */
 	struct broker *broker; /* the model broker (daemon/broker/broker.h) */
-	/* The workspaces' hard-link lists (daemon/domain/linkwatch.h); made
+	/* The workspaces' hard-link lists (daemon/session/linkwatch.h); made
 	 * on the first run, NULL before. */
 	struct linkwatch *linkwatch;
-	/* spd's signing key (daemon/domain/attest.h), loaded or made on
+	/* spd's signing key (daemon/keys/attest.h), loaded or made on
 	 * first use; NULL before. */
 	struct attest_key *attest_key;
 	/* Runs started with a stdin pipe, which run.input finds by the

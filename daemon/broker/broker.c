@@ -19,10 +19,10 @@
 #include "daemon/broker/broker.h"
 #include "daemon/transport/call.h"
 #include "daemon/broker/gateway.h"
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 #include "daemon/log.h"
-#include "daemon/domain/secrets.h"
-#include "daemon/domain/session.h"
+#include "daemon/keys/secrets.h"
+#include "daemon/session/session.h"
 #include "daemon/spd.h"
 #include "common/util.h"
 

@@ -25,7 +25,7 @@
 #include "daemon/broker/gateway.h"
 #include "daemon/broker/gateway_priv.h"
 #include "daemon/broker/http.h"
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/spd.h"
 #include "daemon/broker/usage.h"

@@ -11,9 +11,9 @@
 #include <time.h>
 
 #include "common/util.h"
-#include "daemon/domain/attest.h"
-#include "daemon/domain/journal.h"
-#include "daemon/domain/session.h"
+#include "daemon/keys/attest.h"
+#include "daemon/journal/journal.h"
+#include "daemon/session/session.h"
 #include "daemon/log.h"
 #include "daemon/methods/m_attest.h"
 #include "daemon/spd.h"

@@ -7,10 +7,10 @@
 
 #include "daemon/transport/call.h"
 #include "daemon/transport/rpc.h"
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 #include "daemon/transport/handlers.h"
 #include "daemon/transport/server.h"
-#include "daemon/domain/session.h"
+#include "daemon/session/session.h"
 #include "daemon/spd.h"
 #include "common/util.h"
 

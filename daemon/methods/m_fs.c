@@ -33,9 +33,9 @@
 #include "common/utf8.h"
 #include "common/util.h"
 #include "daemon/transport/call.h"
-#include "daemon/domain/fsops.h"
-#include "daemon/domain/gate.h"
-#include "daemon/domain/session.h"
+#include "daemon/sandbox/fsops.h"
+#include "daemon/methods/gate.h"
+#include "daemon/session/session.h"
 #include "daemon/spd.h"
 
 enum fs_op {

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "daemon/transport/call.h"
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 #include "daemon/transport/handlers.h"
 #include "daemon/transport/server.h"
 #include "daemon/spd.h"

@@ -14,8 +14,8 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/transport/call.h"
-#include "daemon/domain/gate.h"
-#include "daemon/domain/policy.h"
+#include "daemon/methods/gate.h"
+#include "daemon/policy/policy.h"
 #include "daemon/spd.h"
 
 static policy_session_lookup_fn session_lookup;

@@ -16,8 +16,8 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "daemon/domain/gate.h"
-#include "daemon/domain/journal.h"
+#include "daemon/methods/gate.h"
+#include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/proxy/proxy.h"
 #include "daemon/spd.h"

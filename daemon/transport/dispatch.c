@@ -6,7 +6,7 @@
 #include "daemon/transport/dispatch.h"
 #include "daemon/transport/call.h"
 #include "daemon/transport/handlers.h"
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 #include "daemon/spd.h"
 
 static const call_handler handlers[RPC_M__COUNT] = {

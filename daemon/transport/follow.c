@@ -14,7 +14,7 @@
 #include "daemon/transport/conn.h"
 #include "daemon/transport/rpc.h"
 #include "daemon/transport/server.h"
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/spd.h"
 #include "common/util.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "daemon/transport/quota.h"
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 
 /* One session's counters.  Entries live until spd exits: there is one per
  * session token that was ever valid, which only the operator mints. */

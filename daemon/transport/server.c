@@ -20,7 +20,7 @@
 #include "daemon/transport/call.h"
 #include "daemon/transport/conn.h"
 #include "daemon/transport/dispatch.h"
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/transport/quota.h"
 #include "daemon/transport/rpc.h"

@@ -25,7 +25,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "daemon/domain/fsops.h"
+#include "daemon/sandbox/fsops.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -34,8 +34,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/domain/policy.h"
-#include "daemon/domain/protected.h"
+#include "daemon/policy/policy.h"
+#include "daemon/policy/protected.h"
 
 #define FUZZ_ARGS_MAX 64
 /* A built path or argument: the longest a protected pattern gets after

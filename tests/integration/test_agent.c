@@ -1412,7 +1412,7 @@ START_TEST(test_three_denials)
 	TEST_ASSERT_CODE(r, "ATTEMPT-ENDED");
 	free(r);
 	/*
-	 * BUG (TODO(session_end_attempt), daemon/domain/gate.c gate_end_attempt):
+	 * BUG (TODO(session_end_attempt), daemon/methods/gate.c gate_end_attempt):
 	 * the third denial answers ATTEMPT-ENDED but the session store is
 	 * never told, so the attempt goes on: the next allowed call runs
 	 * and session.status still says "active".

@@ -25,9 +25,9 @@
 #include "tests/lib/testlib.h"
 #include "common/util.h"
 #include "daemon/transport/call.h"
-#include "daemon/domain/fsops.h"
+#include "daemon/sandbox/fsops.h"
 #include "daemon/spd.h"
-#include "daemon/domain/gate.h"
+#include "daemon/methods/gate.h"
 #include "daemon/transport/handlers.h"
 
 /* A temporary base holding ws/ (the workspace) and outside/. */

@@ -16,9 +16,9 @@
 
 #include "tests/lib/testlib.h"
 #include "common/paths.h"
-#include "daemon/domain/guard.h"
-#include "daemon/domain/policy.h"
-#include "daemon/domain/protected.h"
+#include "daemon/session/guard.h"
+#include "daemon/policy/policy.h"
+#include "daemon/policy/protected.h"
 
 static char *const git_env[] = {
     "GIT_AUTHOR_NAME=t",

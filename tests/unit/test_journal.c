@@ -17,7 +17,7 @@
 
 #include "tests/lib/testlib.h"
 #include "common/util.h"
-#include "daemon/domain/journal.h"
+#include "daemon/journal/journal.h"
 
 /* Rows in the tamper fixtures: enough for a middle and an end. */
 #define TAMPER_ROWS 20

@@ -19,8 +19,8 @@
 
 #include "tests/lib/testlib.h"
 #include "common/util.h"
-#include "daemon/domain/policy.h"
-#include "daemon/domain/protected.h"
+#include "daemon/policy/policy.h"
+#include "daemon/policy/protected.h"
 
 static char *root, *ws, *out, *sysbin, *path_env;
 

@@ -1,5 +1,5 @@
 /*
- * sandboxd through spd's supervisor (daemon/domain/sbx.c), on a real uv loop
+ * sandboxd through spd's supervisor (daemon/sandbox/sbx.c), on a real uv loop
  * with the built build/sandboxd.  Each test asserts what a user cares
  * about on the host: the output, the exit code, the file outside left
  * alone, the canary not read, the marker never created.
@@ -32,8 +32,8 @@
 #include "common/buf.h"
 #include "common/trace.h"
 #include "common/util.h"
-#include "daemon/domain/linkwatch.h"
-#include "daemon/domain/sbx.h"
+#include "daemon/session/linkwatch.h"
+#include "daemon/sandbox/sbx.h"
 #include "proto/sandbox.h"
 #include "sandboxd/linux/child.h"
 #include "sandboxd/linux/init.h"

@@ -1,0 +1,531 @@
+/*
+ * An agent's calls tied to its session (daemon/methods/agent.h): the session
+ * token's check, where its runs happen (the worktree, or the checkout with
+ * .git read-only in place), the re-hash of protected inputs after every
+ * command, and the verification checks run in the sandbox.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "daemon/log.h"
+#include "daemon/methods/agent.h"
+#include "daemon/broker/broker.h"
+#include "daemon/config.h"
+#include "daemon/transport/call.h"
+#include "daemon/methods/gate.h"
+#include "daemon/journal/journal.h"
+#include "daemon/session/linkwatch.h"
+#include "daemon/policy/policy.h"
+#include "daemon/methods/run.h"
+#include "daemon/sandbox/sbx.h"
+#include "daemon/keys/secrets.h"
+#include "daemon/session/session.h"
+#include "daemon/spd.h"
+#include "common/paths.h"
+#include "common/redact.h"
+#include "common/strv.h"
+#include "common/util.h"
+
+void agent_token_redact(struct spd *spd, const char *id, const char *token)
+{
+	char name[64];
+
+	if (!spd->secrets)
+		return;
+	snprintf(name, sizeof(name), SESSION_TOKEN_SECRET, id);
+	if (!secrets_has_minted(spd, name) &&
+	    secrets_add_minted(spd, name, token) < 0)
+		log_warn("session token could not join the redaction set");
+}
+
+static int auth_hook(struct spd *spd, const char *token, char **ret_sid)
+{
+	char id[SESSION_ID_LEN + 1];
+
+	if (!spd->sessions ||
+	    session_authenticate(spd->sessions, token, id) < 0)
+		return -EACCES;
+	/* The store keeps only the token's hash: after spd restarts, the
+	 * token joins the redaction set again here, the first time the
+	 * agent presents it, before anything its call does can show it. */
+	agent_token_redact(spd, id, token);
+	*ret_sid = strdup(id);
+	return *ret_sid ? 0 : -ENOMEM;
+}
+
+static void journal_hook(void *data, const char *session_id, const char *kind,
+			 const char *summary, const char *detail_json)
+{
+	struct spd *spd = data;
+
+	journal_append(spd->journal, session_id, "spd", kind, summary,
+		       detail_json);
+}
+
+struct run_session {
+	struct spd *spd;
+	char id[SESSION_ID_LEN + 1];
+	char **argv;
+	struct session_run_paths paths; /* borrowed by the run's spec */
+	int64_t journal_row;		/* the run's start in the journal */
+	bool started;			/* counted in session_runs */
+};
+
+static void run_session_free(struct run_session *rs)
+{
+	if (rs->started)
+		session_run_end(rs->spd->sessions, rs->id);
+	session_argv_free(rs->argv);
+	session_run_paths_free(&rs->paths);
+	free(rs);
+}
+
+/* The agent's commits onto the session's branch, before the reply: a
+ * secret in one ends the attempt, and a branch moved below the base is
+ * said to the agent, whose commits do not land until it is fixed. */
+static int after_run_sync(struct run_session *rs, char *msg, size_t msglen)
+{
+	char where[1100] = "";
+	int x = session_sync(rs->spd->sessions, rs->id, where, sizeof(where));
+
+	if (x == -EACCES) {
+		snprintf(msg, msglen,
+			 "%s adds a known secret value: the session's attempt "
+			 "ended",
+			 where);
+		return RPC_E_SECRET_IN_DIFF;
+	}
+	if (x == -EXDEV || x == -EINVAL) {
+		snprintf(msg, msglen, "%s",
+			 session_store_error(rs->spd->sessions));
+		return RPC_E_BAD_REQUEST;
+	}
+	if (x < 0 && x != -ENOENT)
+		log_warn("session %s: the agent's commits were not taken: %s",
+			 rs->id, session_store_error(rs->spd->sessions));
+	return 0;
+}
+
+/* Before the reply: the guard's re-hash, whose finding ends the attempt
+ * and turns the reply into that error; then the agent's commits. */
+static int after_run(void *data, const struct sbx_result *r, char *msg,
+		     size_t msglen)
+{
+	struct run_session *rs = data;
+	struct guard_finding f;
+	int ret = 0, x;
+
+	(void)r;
+	if (rs->started) {
+		session_run_end(rs->spd->sessions, rs->id);
+		rs->started = false;
+	}
+	x = session_guard_check(rs->spd->sessions, rs->id, &f);
+	if (x == 0)
+		return after_run_sync(rs, msg, msglen);
+	if (x == 1) {
+		snprintf(msg, msglen, "%s %s: the session's attempt ended",
+			 f.path, f.what);
+		ret = f.set == GUARD_SET_GIT ? RPC_E_GIT_CHANGED
+					     : RPC_E_INTEGRITY;
+	} else if (x < 0 && x != -ENOENT) {
+		snprintf(msg, msglen,
+			 "the session's guarded inputs could not be checked "
+			 "(%s): the attempt ended",
+			 strerror(-x));
+		ret = RPC_E_ATTEMPT_ENDED;
+	}
+	return ret;
+}
+
+/* argv as one line for a checkpoint's message, words joined by
+ * spaces, cut at a bound. */
+static char *argv_text(char *const *argv)
+{
+	char buf[512];
+	size_t used = 0;
+
+	buf[0] = '\0';
+	for (size_t i = 0; argv && argv[i] && used < sizeof(buf) - 1; i++) {
+		int k = snprintf(buf + used, sizeof(buf) - used, "%s%s",
+				 i ? " " : "", argv[i]);
+		if (k < 0)
+			break;
+		used += (size_t)k;
+	}
+	return strdup(buf);
+}
+
+/* After the reply: the command in the session's history (a row and a
+ * counter in sessions.db, some 0.1 ms the client need not wait for). */
+static void after_reply(void *data, const struct sbx_result *r)
+{
+	struct run_session *rs = data;
+	int x = session_log_command(
+	    rs->spd->sessions, rs->id, (const char *const *)rs->argv,
+	    r->error_code || r->term_signal ? -1 : r->exit_code);
+
+	if (x < 0 && x != -ENOENT && x != -ESHUTDOWN)
+		log_warn("session %s: the command's record was not written: "
+			 "%s",
+			 rs->id, strerror(-x));
+	/* What the run changed, as a checkpoint (when no other run of the
+	 * session is in flight: the last one to end takes it). */
+	{
+		char *what = argv_text(rs->argv);
+
+		x = session_checkpoint(rs->spd->sessions, rs->id,
+				       rs->journal_row, what, NULL);
+		if (x < 0 && x != -EBUSY && x != -ENOENT)
+			log_warn("session %s: no checkpoint: %s", rs->id,
+				 session_store_error(rs->spd->sessions));
+		free(what);
+	}
+	run_session_free(rs);
+}
+
+static void run_started(void *data)
+{
+	struct run_session *rs = data;
+
+	session_run_begin(rs->spd->sessions, rs->id);
+	rs->started = true;
+}
+
+static void cancel_run(void *data)
+{
+	run_session_free(data);
+}
+
+static char **argv_copy(json_t *arr)
+{
+	size_t n = json_array_size(arr);
+	char **v = calloc(n + 1, sizeof(*v));
+
+	if (!v)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!(v[i] = strdup(json_string_value(json_array_get(arr, i))
+					?: ""))) {
+			session_argv_free(v);
+			return NULL;
+		}
+	return v;
+}
+
+static int run_prepare(struct spd *spd, struct call *c, struct run_request *req)
+{
+	const struct call_principal *who = call_principal(c);
+	json_t *jsid = json_object_get(call_params(c), "session");
+	const char *id = who->session_id;
+	struct run_session *rs = NULL;
+	size_t hidden_max = 0;
+	int r;
+
+	if (who->operator)
+		id = json_string_value(jsid);
+	if (!id)
+		return 0; /* the operator's own run: no session */
+	if (!who->operator&& jsid &&
+	     strcmp(json_string_value(jsid) ?: "", id) != 0) {
+		call_error(c, RPC_E_UNAUTHORIZED, NULL,
+			   "a session token acts in its own session only");
+		return -1;
+	}
+	r = session_usable(spd->sessions, id);
+	if (r == -ECANCELED) {
+		call_error(c, RPC_E_ATTEMPT_ENDED, NULL,
+			   "session %s: the attempt ended; no further "
+			   "calls are accepted",
+			   id);
+		return -1;
+	}
+	if (r < 0) {
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "session %s is not active", id);
+		return -1;
+	}
+	rs = calloc(1, sizeof(*rs));
+	if (!rs || !(rs->argv = argv_copy(req->argv))) {
+		free(rs);
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return -1;
+	}
+	/* Where the session's commands run, and in place what stays
+	 * read-only (.git) and what reads as empty (ignored credentials). */
+	r = session_run_paths(spd->sessions, id, &rs->paths, &hidden_max);
+	if (r == -E2BIG) {
+		/* Running with some ignored files readable would undo
+		 * deny.fs.ignored through any command: refuse instead. */
+		run_session_free(rs);
+		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
+			   "session %s: in place, more than %zu top-most "
+			   "git-ignored entries (or %d entries in all) "
+			   "would have to be hidden from the run; ignore "
+			   "whole directories, or use a worktree session",
+			   id, hidden_max, SESSION_SCAN_MAX);
+		return -1;
+	}
+	if (r < 0) {
+		run_session_free(rs);
+		call_error(c, RPC_E_BAD_REQUEST, NULL, "session %s: %s", id,
+			   strerror(-r));
+		return -1;
+	}
+	rs->spd = spd;
+	snprintf(rs->id, sizeof(rs->id), "%s", id);
+	req->workspace = rs->paths.workspace;
+	req->readonly = rs->paths.readonly;
+	req->empty_files = rs->paths.empty_files;
+	req->hidden = rs->paths.hidden;
+	req->in_place = rs->paths.in_place;
+	/* The agent's cwd is the worktree unless it names one inside. */
+	if (!who->operator)
+		req->cwd = NULL;
+	req->done_hook = after_run;
+	req->on_start = run_started;
+	req->journal_row = &rs->journal_row;
+	req->after_reply = after_reply;
+	req->done_data = rs;
+	req->done_cancel = cancel_run;
+	req->session_id = rs->id;
+	return 0;
+}
+
+/* ---- verification checks in the sandbox ----------------------------- */
+
+struct check_run {
+	session_check_done_fn done;
+	void *ctx;
+};
+
+static void check_done(void *data, const struct sbx_result *r)
+{
+	struct check_run *cr = data;
+	int code = (r->error_code || r->term_signal || r->timed_out)
+		       ? -1
+		       : r->exit_code;
+
+	cr->done(cr->ctx, code);
+	free(cr);
+}
+
+int agent_check_runner(void *data, const struct session_verify_plan *plan,
+		       size_t i, session_check_done_fn done, void *ctx)
+{
+	struct spd *spd = data;
+	struct check_run *cr;
+	struct sbx_spec spec;
+	struct strv hidden = {0};
+	char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
+		       NULL};
+	char *binds[3] = {plan->heldout_src, plan->heldout_dst, NULL};
+	int r;
+
+	if (!spd->sbx)
+		return -ENOTCONN;
+	/* spd's own directories and the operator's [sandbox] hidden. */
+	if (config_run_hidden_push(spd, &hidden) < 0 ||
+	    !(cr = calloc(1, sizeof(*cr)))) {
+		strv_free(&hidden);
+		return -ENOMEM;
+	}
+	cr->done = done;
+	cr->ctx = ctx;
+	memset(&spec, 0, sizeof(spec));
+	spec.argv = plan->checks[i].argv;
+	spec.envp = env;
+	spec.workspace = plan->workspace;
+	spec.net = SBX_NET_NONE;
+	spec.timeout_ms = spd->config.default_timeout_ms;
+	spec.hidden = hidden.v;
+	/* The held-out checks appear read-only at heldout_dst for this
+	 * verification run only; the host worktree never holds them. */
+	spec.ro_binds = plan->heldout_src ? binds : NULL;
+	spec.readonly = plan->readonly; /* in place: .git */
+	spec.best_effort = false; /* checks never run with a layer missing */
+	spec.run_uid = spd->config.run_uid;
+	spec.run_gid = spd->config.run_gid;
+	/* The plan does not say who asked for the verification: checks take
+	 * shared slots only, so an agent's verifications cannot eat into
+	 * the operator's reserve. */
+	spec.slots_max = SBXP_RUNS_MAX - spd->config.operator_runs;
+	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){NULL, check_done, NULL},
+		    cr, NULL);
+	strv_free(&hidden);
+	if (r < 0)
+		free(cr);
+	return r;
+}
+
+/*
+ * Find the first added line of a unified diff that holds a known secret
+ * in any of its forms.  Writes "path:line" to where.  Returns 1 on a
+ * hit, 0 when clean.
+ */
+static int diff_first_secret(const struct redact_set *set, const char *text,
+			     char *where, size_t wlen)
+{
+	char file[1024] = "?";
+	long line = 0;
+
+	for (const char *p = text; *p;) {
+		const char *nl = strchr(p, '\n');
+		size_t n = nl ? (size_t)(nl - p) : strlen(p);
+
+		if (n > 6 && strncmp(p, "+++ b/", 6) == 0) {
+			snprintf(file, sizeof(file), "%.*s", (int)(n - 6),
+				 p + 6);
+		} else if (n > 2 && strncmp(p, "@@", 2) == 0) {
+			const char *plus = memchr(p, '+', n);
+			line = plus ? strtol(plus + 1, NULL, 10) : 0;
+		} else if (n > 0 && p[0] == '+' && strncmp(p, "+++", 3) != 0) {
+			if (redact_contains(set, p + 1, n - 1) == 1) {
+				snprintf(where, wlen, "%s:%ld", file, line);
+				return 1;
+			}
+			line++;
+		} else if (n > 0 && p[0] == ' ') {
+			line++;
+		}
+		p += n + (nl ? 1 : 0);
+	}
+	return 0;
+}
+
+/* What changed in a worktree, from its inotify watch (the checkpoint's
+ * shortcut). */
+static int changes_hook(void *data, const char *worktree, char ***ret,
+			uint64_t *ret_since)
+{
+	struct spd *spd = data;
+	int r;
+
+	if (!spd->linkwatch)
+		return 0;
+	r = linkwatch_changes(spd->linkwatch, worktree, ret, ret_since);
+	/* A watch being made will say, soon. */
+	if (r == 0 && linkwatch_walking(spd->linkwatch, worktree))
+		return -EAGAIN;
+	return r;
+}
+
+/* The session store's secret scan (session_store_set_scanner). */
+static int scan_hook(void *data, const char *diff, char *where, size_t wlen)
+{
+	struct spd *spd = data;
+
+	if (!spd->redact)
+		return 0;
+	return diff_first_secret(spd->redact, diff, where, wlen);
+}
+
+int agent_diff_guard(struct spd *spd, struct call *c, const char *id)
+{
+	char *text = NULL, where[1100];
+	bool truncated = false;
+	int r;
+
+	if (!spd->redact || !spd->sessions)
+		return 0;
+	r = session_diff(spd->sessions, id, &text, &truncated);
+	if (r < 0) {
+		free(text);
+		return 0; /* the caller's own call reports the error */
+	}
+	r = diff_first_secret(spd->redact, text, where, sizeof(where));
+	free(text);
+	if (r != 1)
+		return 0;
+	/* The value is never named; the place is. */
+	session_end_attempt(spd->sessions, id, "SECRET-IN-DIFF", where);
+	call_error(c, RPC_E_SECRET_IN_DIFF, json_pack("{s:s}", "where", where),
+		   "%s adds a known secret value: the session's attempt "
+		   "ended",
+		   where);
+	return 1;
+}
+
+/* policy.check in a session: the session's workspace (resolved into the
+ * caller's buffer) and mode. */
+static int policy_lookup(struct spd *spd, const char *id,
+			 struct policy_context *ret, char *ws, size_t ws_len)
+{
+	char path[PATH_MAX];
+	struct session_info *i = NULL;
+
+	if (!spd->sessions || session_get(spd->sessions, id, &i) < 0)
+		return -ENOENT;
+	if (!realpath(i->worktree, path) || strlen(path) >= ws_len) {
+		session_info_free(i);
+		return -ENOENT;
+	}
+	memcpy(ws, path, strlen(path) + 1);
+	ret->workspace = ws;
+	ret->in_place = i->mode == SESSION_MODE_IN_PLACE;
+	ret->worktree_session = i->mode == SESSION_MODE_WORKTREE;
+	ret->path_env = POLICY_DEFAULT_PATH;
+	ret->writable = (const char *const *)spd->config.writable;
+	session_info_free(i);
+	return 0;
+}
+
+/* An ended attempt's asks are withdrawn: nobody may approve a call of
+ * an attempt that can no longer run anything. */
+static void on_attempt_ended(void *data, const char *id, const char *code)
+{
+	char why[96];
+
+	snprintf(why, sizeof(why), "the session's attempt ended (%s)", code);
+	gate_withdraw_session(data, id, why);
+	broker_session_ended(data, id);
+}
+
+void agent_prime_recent(struct spd *spd)
+{
+	char **w = NULL;
+	struct linkwatch *lw;
+
+	if (!spd->sessions || !spd->loop ||
+	    session_recent_workspaces(
+		spd->sessions, (int64_t)time(NULL) - AGENT_PRIME_RECENT_S,
+		AGENT_PRIME_MAX, &w) < 0)
+		return;
+	lw = linkwatch_get(&spd->linkwatch, spd->loop);
+	for (size_t i = 0; lw && w[i]; i++)
+		linkwatch_prime(lw, w[i]);
+	strv_free_array(w);
+}
+
+int agent_start(struct spd *spd)
+{
+	int r = session_store_open(spd->paths.state_dir, &spd->sessions);
+
+	if (r < 0)
+		return r;
+	session_store_set_journal(spd->sessions, journal_hook, spd);
+	session_store_set_check_runner(spd->sessions, agent_check_runner, spd);
+	session_store_set_ended_hook(spd->sessions, on_attempt_ended, spd);
+	session_store_set_scanner(spd->sessions, scan_hook, spd);
+	session_store_set_changes(spd->sessions, changes_hook, spd);
+	session_store_set_identity(spd->sessions, spd->config.git_name,
+				   spd->config.git_email);
+	spd->session_auth = auth_hook;
+	policy_set_session_lookup(policy_lookup);
+	spd->run_prepare = run_prepare;
+	agent_prime_recent(spd);
+	return 0;
+}
+
+void agent_stop(struct spd *spd)
+{
+	session_store_free(spd->sessions);
+	spd->sessions = NULL;
+	spd->session_auth = NULL;
+	spd->run_prepare = NULL;
+}

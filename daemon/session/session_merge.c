@@ -1,0 +1,526 @@
+/*
+ * Sessions, the merge: the session's branch into the operator's
+ * checkout, once the checks passed (daemon/methods/m_session.c runs them
+ * first).  Refused, saying why, when the checkout has changes, when the
+ * target moved while the checks ran, or when the merge conflicts; a
+ * fast-forward where the target has not moved since the base, else a
+ * merge commit, or with squash one commit on top of the target.  No hook
+ * runs: libgit2 has none.  Part of the session module (session_priv.h);
+ * see session.h.
+ */
+#include <errno.h>
+#include <git2.h>
+#include <sys/stat.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/paths.h"
+#include "common/util.h"
+#include "daemon/session/session.h"
+#include "daemon/session/session_priv.h"
+
+/* Conflicting paths named in a refusal. */
+#define MERGE_CONFLICTS_SHOWN 20
+
+/* The target branch's full ref name (into, or the branch checked out in
+ * the operator's checkout) in ref. */
+static int target_ref(struct session_store *s, git_repository *repo,
+		      const char *into, char *ref, size_t len)
+{
+	git_reference *head = NULL;
+
+	if (into) {
+		snprintf(ref, len, "refs/heads/%s", into);
+		return 0;
+	}
+	if (git_repository_head(&head, repo) < 0 ||
+	    !git_reference_is_branch(head)) {
+		git_reference_free(head);
+		sess_seterr(s, "the checkout's HEAD is not on a branch: name "
+			       "one with --into BRANCH");
+		return -EINVAL;
+	}
+	snprintf(ref, len, "%s", git_reference_name(head));
+	git_reference_free(head);
+	return 0;
+}
+
+static int open_checkout(struct session_store *s, const struct sess *x,
+			 git_repository **ret)
+{
+	if (git_repository_open_ext(ret, x->info.repo,
+				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
+		sess_seterr(s, "%s: cannot open the repository: %s",
+			    x->info.repo, sess_git_msg());
+		return -EIO;
+	}
+	return 0;
+}
+
+/* The start of a merge call: a worktree session.  0 and *ret, -ENOENT,
+ * -EIO, or -EINVAL in place (nothing to merge). */
+static int merge_enter(struct session_store *s, const char *id,
+		       struct sess **ret)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	if (!x)
+		return -ENOENT;
+	if (x->info.mode != SESSION_MODE_WORKTREE) {
+		sess_seterr(s,
+			    "session %s works in place: its work is in the "
+			    "checkout already, there is nothing to merge",
+			    id);
+		return -EINVAL;
+	}
+	*ret = x;
+	return 0;
+}
+
+/* The target branch's full name in ref and its tip in *ret: 0, or
+ * -EINVAL with the error set. */
+static int target_tip(struct session_store *s, const struct sess *x,
+		      git_repository *repo, const char *into, char *ref,
+		      size_t len, git_oid *ret)
+{
+	int r = target_ref(s, repo, into, ref, len);
+
+	if (r < 0)
+		return r;
+	if (git_reference_name_to_id(ret, repo, ref) < 0) {
+		sess_seterr(s, "no branch %s in %s", ref + 11, x->info.repo);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int session_merge_target(struct session_store *s, const char *id,
+			 const char *into, char *ret_hex)
+{
+	struct sess *x = NULL;
+	git_repository *repo = NULL;
+	char ref[512];
+	git_oid oid;
+	int r;
+
+	r = merge_enter(s, id, &x);
+	if (r < 0)
+		return r;
+	r = open_checkout(s, x, &repo);
+	if (r < 0)
+		return r;
+	r = target_tip(s, x, repo, into, ref, sizeof(ref), &oid);
+	if (r == 0)
+		git_oid_tostr(ret_hex, GIT_OID_HEXSZ + 1, &oid);
+	git_repository_free(repo);
+	return r;
+}
+
+/* The checkout's own changes (staged or not; untracked files are left
+ * to the checkout, which refuses to overwrite one). */
+static int checkout_dirty(struct session_store *s, git_repository *repo)
+{
+	git_status_options so;
+	git_status_list *sl = NULL;
+	size_t n;
+
+	git_status_options_init(&so, GIT_STATUS_OPTIONS_VERSION);
+	so.show = GIT_STATUS_SHOW_INDEX_AND_WORKDIR;
+	so.flags = GIT_STATUS_OPT_EXCLUDE_SUBMODULES;
+	if (git_status_list_new(&sl, repo, &so) < 0) {
+		sess_seterr(s, "git status: %s", sess_git_msg());
+		return -EIO;
+	}
+	n = git_status_list_entrycount(sl);
+	if (n > 0) {
+		const git_status_entry *e = git_status_byindex(sl, 0);
+		const git_diff_delta *d =
+		    e->head_to_index ? e->head_to_index : e->index_to_workdir;
+
+		sess_seterr(s,
+			    "the checkout has %zu changed path%s (%s%s): "
+			    "commit or stash them, then merge",
+			    n, n == 1 ? "" : "s", d->new_file.path,
+			    n > 1 ? ", ..." : "");
+	}
+	git_status_list_free(sl);
+	return n > 0 ? -EBUSY : 0;
+}
+
+/* The merged tree of target and tip: 0 and *ret_tree, -ENOTEMPTY on
+ * conflicts (listed in the store's error). */
+static int merge_tree(struct session_store *s, git_repository *repo,
+		      git_commit *target, git_commit *tip, git_oid *ret_tree)
+{
+	git_merge_options mo;
+	git_index *idx = NULL;
+	int r = -EIO;
+
+	git_merge_options_init(&mo, GIT_MERGE_OPTIONS_VERSION);
+	if (git_merge_commits(&idx, repo, target, tip, &mo) < 0) {
+		sess_seterr(s, "merge: %s", sess_git_msg());
+		return -EIO;
+	}
+	if (git_index_has_conflicts(idx)) {
+		git_index_conflict_iterator *it = NULL;
+		const git_index_entry *a, *o, *t;
+		char list[768] = "";
+		size_t used = 0, n = 0;
+
+		if (git_index_conflict_iterator_new(&it, idx) == 0)
+			while (git_index_conflict_next(&a, &o, &t, it) == 0) {
+				const char *p = o ? o->path : t ? t->path : "?";
+				int k;
+
+				if (n++ >= MERGE_CONFLICTS_SHOWN)
+					continue;
+				k = snprintf(list + used, sizeof(list) - used,
+					     "%s%s", used ? ", " : "", p);
+				if (k > 0 && (size_t)k < sizeof(list) - used)
+					used += (size_t)k;
+			}
+		git_index_conflict_iterator_free(it);
+		sess_seterr(s,
+			    "the merge conflicts in %zu path%s (%s): merge "
+			    "by hand with git merge, or end the session and "
+			    "rebase its branch",
+			    n, n == 1 ? "" : "s", list);
+		r = -ENOTEMPTY;
+		goto out;
+	}
+	if (git_index_write_tree_to(ret_tree, idx, repo) < 0) {
+		sess_seterr(s, "merge: %s", sess_git_msg());
+		goto out;
+	}
+	r = 0;
+out:
+	git_index_free(idx);
+	return r;
+}
+
+/* The commit to put at the target: tip itself (fast-forward), a merge
+ * commit, or a squash.  *ret_ff says which. */
+static int merge_result(struct session_store *s, const struct sess *x,
+			git_repository *repo, git_commit *target,
+			git_commit *tip, bool squash, git_oid *ret,
+			bool *ret_ff)
+{
+	git_signature *sig = NULL;
+	git_tree *tree = NULL;
+	git_oid tid;
+	char msg[1024];
+	bool ff = git_graph_descendant_of(repo, git_commit_id(tip),
+					  git_commit_id(target)) == 1;
+	int r;
+
+	*ret_ff = false;
+	if (ff && !squash) {
+		*ret = *git_commit_id(tip);
+		*ret_ff = true;
+		return 0;
+	}
+	if (ff)
+		tid = *git_commit_tree_id(tip);
+	else if ((r = merge_tree(s, repo, target, tip, &tid)) < 0)
+		return r;
+	/* The operator's own identity, as git would take it. */
+	if (git_signature_default(&sig, repo) < 0 &&
+	    git_signature_now(&sig, "spd", "spd@localhost") < 0)
+		return -EIO;
+	if (squash)
+		snprintf(msg, sizeof(msg),
+			 "%s (squashed from %s)\n\nspd session %s: the "
+			 "branch's commits in one.\n",
+			 git_commit_summary(tip) ?: "work", x->info.branch,
+			 x->info.id);
+	else
+		snprintf(msg, sizeof(msg), "Merge %s (spd session %s)\n",
+			 x->info.branch, x->info.id);
+	r = -EIO;
+	if (git_tree_lookup(&tree, repo, &tid) == 0) {
+		const git_commit *parents[2] = {target, tip};
+
+		if (git_commit_create(ret, repo, NULL, sig, sig, NULL, msg,
+				      tree, squash ? 1 : 2, parents) == 0)
+			r = 0;
+	}
+	if (r < 0)
+		sess_seterr(s, "cannot make the merge commit: %s",
+			    sess_git_msg());
+	git_tree_free(tree);
+	git_signature_free(sig);
+	return r;
+}
+
+/* Put result at ref: through a checkout when ref is the checked-out
+ * branch (the files first, so that a refusal changes nothing), else the
+ * ref alone. */
+static int merge_apply(struct session_store *s, git_repository *repo,
+		       const char *ref, const git_oid *old,
+		       const git_oid *result, const char *why)
+{
+	git_reference *head = NULL, *out = NULL;
+	git_commit *c = NULL;
+	bool checked_out = git_repository_head(&head, repo) == 0 &&
+			   strcmp(git_reference_name(head), ref) == 0;
+	int r = -EIO;
+
+	git_reference_free(head);
+	if (checked_out) {
+		git_checkout_options co;
+
+		git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+		co.checkout_strategy = GIT_CHECKOUT_SAFE;
+		if (git_commit_lookup(&c, repo, result) < 0 ||
+		    git_checkout_tree(repo, (const git_object *)c, &co) < 0) {
+			sess_seterr(s,
+				    "the checkout refused the merge (a file "
+				    "it would overwrite?): %s",
+				    sess_git_msg());
+			goto out;
+		}
+	} else {
+		git_reference *br = NULL;
+		int busy;
+
+		if (git_reference_lookup(&br, repo, ref) == 0) {
+			busy = git_branch_is_checked_out(br);
+			git_reference_free(br);
+			if (busy == 1) {
+				sess_seterr(s,
+					    "%s is checked out in another "
+					    "worktree: merge there",
+					    ref + 11);
+				r = -EBUSY;
+				goto out;
+			}
+		}
+	}
+	if (git_reference_create_matching(&out, repo, ref, result, 1, old,
+					  why) < 0) {
+		sess_seterr(s, "cannot move %s: %s", ref, sess_git_msg());
+		goto out;
+	}
+	r = 0;
+out:
+	git_reference_free(out);
+	git_commit_free(c);
+	return r;
+}
+
+int session_merge(struct session_store *s, const char *id, const char *into,
+		  bool squash, const char *expect_target,
+		  const char *expect_tip, json_t **ret)
+{
+	struct sess *x = NULL;
+	git_repository *repo = NULL;
+	git_commit *target = NULL, *tip = NULL;
+	git_oid toid, tipoid, result;
+	char ref[512], why[256];
+	bool ff = false;
+	int r;
+
+	r = merge_enter(s, id, &x);
+	if (r < 0)
+		return r;
+	/* The caller took the agent's commits before the checks; what is
+	 * merged is what they checked (expect_tip), never a commit that
+	 * came while they ran. */
+	r = open_checkout(s, x, &repo);
+	if (r < 0)
+		return r;
+	r = target_tip(s, x, repo, into, ref, sizeof(ref), &toid);
+	if (r < 0)
+		goto out;
+	if (expect_target && strcmp(git_oid_tostr_s(&toid), expect_target)) {
+		sess_seterr(s,
+			    "%s moved while the checks ran (from %.8s to "
+			    "%.8s): merge again",
+			    ref + 11, expect_target, git_oid_tostr_s(&toid));
+		r = -ESTALE;
+		goto out;
+	}
+	r = sess_branch_tip(s, x, repo, &tipoid);
+	if (r < 0)
+		goto out;
+	if (expect_tip && strcmp(git_oid_tostr_s(&tipoid), expect_tip)) {
+		sess_seterr(
+		    s,
+		    "%s moved while the checks ran (from %.8s to %.8s): "
+		    "merge again to check what it holds now",
+		    x->info.branch, expect_tip, git_oid_tostr_s(&tipoid));
+		r = -ESTALE;
+		goto out;
+	}
+	if (git_oid_equal(&toid, &tipoid) ||
+	    git_graph_descendant_of(repo, &toid, &tipoid) == 1) {
+		sess_seterr(s, "%s has nothing %s lacks", x->info.branch,
+			    ref + 11);
+		r = -EALREADY;
+		goto out;
+	}
+	r = checkout_dirty(s, repo);
+	if (r < 0)
+		goto out;
+	r = -EIO;
+	if (git_commit_lookup(&target, repo, &toid) < 0 ||
+	    git_commit_lookup(&tip, repo, &tipoid) < 0) {
+		sess_seterr(s, "merge: %s", sess_git_msg());
+		goto out;
+	}
+	r = merge_result(s, x, repo, target, tip, squash, &result, &ff);
+	if (r < 0)
+		goto out;
+	snprintf(why, sizeof(why), "spd: merge %s (session %s)", x->info.branch,
+		 id);
+	r = merge_apply(s, repo, ref, &toid, &result, why);
+	if (r < 0)
+		goto out;
+	sess_note_ref(s, x->info.gitdir, ref + 11);
+	{
+		char from[GIT_OID_HEXSZ + 1], to[GIT_OID_HEXSZ + 1];
+
+		git_oid_tostr(from, sizeof(from), &toid);
+		git_oid_tostr(to, sizeof(to), &result);
+		*ret =
+		    json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "into",
+			      ref + 11, "branch", x->info.branch, "from", from,
+			      "to", to, "fast_forward", ff, "squash", squash);
+		sess_journal(s, id, "session.merge", json_incref(*ret),
+			     "%s merged into %s (%s)", x->info.branch, ref + 11,
+			     ff	      ? "fast-forward"
+			     : squash ? "squash"
+				      : "merge commit");
+	}
+	r = 0;
+out:
+	git_commit_free(target);
+	git_commit_free(tip);
+	git_repository_free(repo);
+	return r;
+}
+
+/* ---- what the merge's checks run on ---- */
+
+static char *merge_dir(struct session_store *s, const char *id)
+{
+	char *p = NULL;
+
+	if (asprintf(&p, "%s/merge/%s", s->state_dir, id) < 0)
+		return NULL;
+	return p;
+}
+
+int session_merge_plan(struct session_store *s, const char *id,
+		       struct session_verify_plan **ret)
+{
+	struct session_verify_plan *p = NULL;
+	struct sess *x = sess_find(s, id);
+	git_repository *repo = NULL;
+	git_commit *c = NULL;
+	git_checkout_options co;
+	git_oid tip;
+	char *top = NULL, *dir = NULL;
+	int r;
+
+	if (!x)
+		return -ENOENT;
+	r = session_verify_plan(s, id, &p);
+	if (r < 0)
+		return r;
+	r = -ENOMEM;
+	if (asprintf(&top, "%s/merge", s->state_dir) < 0 ||
+	    !(dir = merge_dir(s, id)))
+		goto out;
+	r = sess_private_dir(s, top);
+	if (r < 0)
+		goto out;
+	sess_rm_tree(dir);
+	if (mkdir(dir, 0700) < 0) {
+		r = -errno;
+		sess_seterr(s, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	r = -EIO;
+	if (sess_open_bare(s, x, &repo) < 0 ||
+	    sess_branch_tip(s, x, repo, &tip) < 0 ||
+	    git_commit_lookup(&c, repo, &tip) < 0) {
+		sess_seterr(s, "cannot read %s: %s", x->info.branch,
+			    sess_git_msg());
+		goto out;
+	}
+	/* Exactly the branch's tree, where no file of the agent's
+	 * uncommitted work is: what the checks pass is what is merged. */
+	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+	co.checkout_strategy =
+	    GIT_CHECKOUT_FORCE | GIT_CHECKOUT_DONT_UPDATE_INDEX;
+	co.target_directory = dir;
+	if (git_checkout_tree(repo, (const git_object *)c, &co) < 0) {
+		sess_seterr(s, "cannot check out %s for the checks: %s",
+			    x->info.branch, sess_git_msg());
+		goto out;
+	}
+	free(p->workspace);
+	free(p->heldout_dst);
+	p->heldout_dst = NULL;
+	p->workspace = steal_ptr(dir);
+	git_oid_tostr(p->commit, sizeof(p->commit), &tip);
+	if (p->heldout_src && !(p->heldout_dst = paths_join(
+				    p->workspace, SESSION_HELDOUT_MOUNT))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	*ret = steal_ptr(p);
+	r = 0;
+out:
+	if (dir)
+		sess_rm_tree(dir);
+	free(dir);
+	free(top);
+	git_commit_free(c);
+	git_repository_free(repo);
+	session_verify_plan_free(p);
+	return r;
+}
+
+void session_merge_plan_done(struct session_store *s, const char *id)
+{
+	char *dir = merge_dir(s, id);
+
+	if (dir)
+		sess_rm_tree(dir);
+	free(dir);
+}
+
+int session_merged(struct session_store *s, const char *id, char *ret_into,
+		   size_t len)
+{
+	struct sess *x = sess_find(s, id);
+	git_repository *repo = NULL;
+	git_reference *head = NULL;
+	git_oid tip;
+	int r = 0;
+
+	if (!x)
+		return -ENOENT;
+	if (x->info.mode != SESSION_MODE_WORKTREE ||
+	    open_checkout(s, x, &repo) < 0)
+		return 0;
+	if (git_repository_head(&head, repo) == 0 &&
+	    git_reference_is_branch(head) &&
+	    sess_branch_tip(s, x, repo, &tip) == 0 &&
+	    git_reference_target(head) &&
+	    (git_oid_equal(git_reference_target(head), &tip) ||
+	     git_graph_descendant_of(repo, git_reference_target(head), &tip) ==
+		 1)) {
+		snprintf(ret_into, len, "%s", git_reference_shorthand(head));
+		r = 1;
+	}
+	git_reference_free(head);
+	git_repository_free(repo);
+	return r;
+}

@@ -1,0 +1,1182 @@
+/*
+ * Sessions, the work in the worktree: its files as a tree (through an
+ * index of spd's own in the state dir, whose stat cache makes a tree of
+ * a large worktree with one changed file cheap), the checkpoints taken
+ * after each run that changed it, putting a checkpoint back, the commit
+ * spd makes of uncommitted work when the session ends, and what the
+ * session holds for the status and the diff.  Part of the session module
+ * (session_priv.h); see session.h.
+ *
+ * Reading the worktree follows what the agent left there; spd reads it
+ * only while no run of the session is in flight (session_runs), so that
+ * nothing can swap a file for a symlink under spd's feet and have spd
+ * copy a file of the operator's into objects a run can read.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <git2.h>
+#include <git2/sys/repository.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/paths.h"
+#include "common/strv.h"
+#include "common/util.h"
+#include "daemon/session/session.h"
+#include "daemon/session/session_priv.h"
+
+/* Paths named in a reply (the uncommitted files, what --discard drops):
+ * the rest is counted, not listed. */
+#define SESSION_FILES_SHOWN 200
+/* Commits listed by the status and the diff. */
+#define SESSION_COMMITS_SHOWN 200
+
+static const char *const ckpt_sql =
+    "CREATE TABLE IF NOT EXISTS checkpoints("
+    " session TEXT NOT NULL, n INTEGER NOT NULL, oid TEXT NOT NULL,"
+    " journal_row INTEGER, what TEXT, files INTEGER NOT NULL,"
+    " at INTEGER NOT NULL, PRIMARY KEY(session, n));";
+
+int sess_work_schema(struct session_store *s)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(s->db, ckpt_sql, NULL, NULL, &msg) != SQLITE_OK) {
+		sess_seterr(s, "sessions.db: %s", msg ? msg : "?");
+		sqlite3_free(msg);
+		return -EIO;
+	}
+	return 0;
+}
+
+/* ---- runs in flight ---- */
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void sess_work_fresh(struct sess *x)
+{
+	x->ck_known_ns = mono_ns();
+	x->ck_touch_ns = 0;
+}
+
+void session_touch(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (x && !x->ck_touch_ns)
+		x->ck_touch_ns = mono_ns();
+}
+
+void session_run_begin(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (!x)
+		return;
+	x->runs++;
+	if (!x->ck_touch_ns)
+		x->ck_touch_ns = mono_ns();
+}
+
+void session_run_end(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (x && x->runs > 0)
+		x->runs--;
+}
+
+unsigned session_runs(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	return x ? x->runs : 0;
+}
+
+/* ---- the worktree as a tree ---- */
+
+static char *ckpt_index_path(struct session_store *s, const char *id)
+{
+	char *p = NULL;
+
+	if (asprintf(&p, "%s/checkpoints/%s.index", s->state_dir, id) < 0)
+		return NULL;
+	return p;
+}
+
+/* Open (once per session, kept until its end) the main repository with
+ * the worktree as its work dir and spd's index of it (seeded from the
+ * checkout's: its stat cache spares hashing every file at first). */
+static int ck_open(struct session_store *s, struct sess *x)
+{
+	char *dir = NULL, *path = NULL, *seed = NULL;
+	struct stat st;
+	int r;
+
+	if (x->ck_idx)
+		return 0;
+	r = -ENOMEM;
+	if (asprintf(&dir, "%s/checkpoints", s->state_dir) < 0 ||
+	    !(path = ckpt_index_path(s, x->info.id)))
+		goto out;
+	r = sess_private_dir(s, dir);
+	if (r < 0)
+		goto out;
+	if (lstat(path, &st) < 0 &&
+	    asprintf(&seed, "%s/worktrees/%s/index", x->info.gitdir,
+		     x->info.id) > 0 &&
+	    sess_copy_file(seed, path, (off_t)1 << 32) == 0 && x->ck_known_ns) {
+		/* A new worktree's checkout index holds the base's tree:
+		 * the first tree is made from it, not written whole. */
+		git_commit *c = NULL;
+		git_oid base;
+
+		x->ck_tree_set = git_oid_fromstr(&base, x->info.base) == 0 &&
+				 sess_open_bare(s, x, &x->ck_repo) == 0 &&
+				 git_commit_lookup(&c, x->ck_repo, &base) == 0;
+		if (x->ck_tree_set)
+			x->ck_tree = *git_commit_tree_id(c);
+		git_commit_free(c);
+		git_repository_free(x->ck_repo);
+		x->ck_repo = NULL;
+	}
+	r = sess_open_worktree(s, x, &x->ck_repo);
+	if (r < 0)
+		goto out;
+	r = -EIO;
+	if (git_index_open(&x->ck_idx, path) < 0 ||
+	    git_repository_set_index(x->ck_repo, x->ck_idx) < 0 ||
+	    git_index_read(x->ck_idx, 0) < 0) {
+		sess_seterr(s, "cannot read spd's index of the worktree: %s",
+			    sess_git_msg());
+		sess_work_close(x);
+		goto out;
+	}
+	r = 0;
+out:
+	free(dir);
+	free(path);
+	free(seed);
+	return r;
+}
+
+void sess_work_close(struct sess *x)
+{
+	/* What the index knows (its stat cache) is kept for a restart. */
+	if (x->ck_idx)
+		git_index_write(x->ck_idx);
+	git_index_free(x->ck_idx);
+	git_repository_free(x->ck_repo);
+	x->ck_idx = NULL;
+	x->ck_repo = NULL;
+	x->ck_tree_set = false;
+	json_decref(x->ck_paths);
+	x->ck_paths = NULL;
+}
+
+/* The most entries one incremental update visits (a directory made or
+ * moved in is read whole) before it reads the worktree whole instead. */
+#define CK_VISIT_MAX 20000
+
+/*
+ * One name the watch saw change, into spd's index: gone (and everything
+ * below it), a file or symlink (unless ignored and not tracked), or a
+ * directory read whole.  -EAGAIN: read the whole worktree instead (an
+ * ignore file changed, a nested repository, too much).
+ */
+static int ck_apply(struct sess *x, const char *rel, int depth, size_t *visits);
+
+/*
+ * "DIR/" from the watch's first walk: an entry of DIR was made, removed
+ * or renamed while the walk had no watch on it.  What was made is in the
+ * log by its own name; here the index drops what went (each direct child
+ * of DIR it holds is looked for).  A directory the index knows nothing
+ * below came whole: it is read whole.
+ */
+static int ck_prune(struct sess *x, const char *dir, size_t *visits)
+{
+	size_t pos, dlen = strlen(dir);
+	char last[NAME_MAX + 1] = "";
+	bool any = false;
+
+	if (git_index_find_prefix(&pos, x->ck_idx, dir) == 0)
+		for (; pos < git_index_entrycount(x->ck_idx); pos++) {
+			const git_index_entry *e =
+			    git_index_get_byindex(x->ck_idx, pos);
+			const char *child, *slash;
+			char *path, *crel;
+			struct stat st;
+			size_t clen;
+
+			if (strncmp(e->path, dir, dlen) != 0)
+				break;
+			if (dlen && e->path[dlen] != '/')
+				continue;
+			any = true;
+			child = e->path + (dlen ? dlen + 1 : 0);
+			slash = strchr(child, '/');
+			clen = slash ? (size_t)(slash - child) : strlen(child);
+			if (clen > NAME_MAX || (strlen(last) == clen &&
+						memcmp(last, child, clen) == 0))
+				continue;
+			memcpy(last, child, clen);
+			last[clen] = '\0';
+			if (++*visits > CK_VISIT_MAX)
+				return -EAGAIN;
+			if (asprintf(&crel, "%s%s%s", dir, dlen ? "/" : "",
+				     last) < 0)
+				return -ENOMEM;
+			path = paths_join(x->info.worktree, crel);
+			if (path && lstat(path, &st) < 0 &&
+			    (errno == ENOENT || errno == ENOTDIR)) {
+				git_index_remove_bypath(x->ck_idx, crel);
+				git_index_remove_directory(x->ck_idx, crel, 0);
+				/* The index moved under the loop: look again
+				 * from the first entry of dir. */
+				if (git_index_find_prefix(&pos, x->ck_idx,
+							  dir) == 0)
+					pos--;
+				else
+					pos = git_index_entrycount(x->ck_idx);
+			}
+			free(crel);
+			if (!path)
+				return -ENOMEM;
+			free(path);
+		}
+	return any ? 0 : ck_apply(x, dir, 0, visits);
+}
+
+static int ck_apply(struct sess *x, const char *rel, int depth, size_t *visits)
+{
+	const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
+	char *path, *dirrel = NULL;
+	struct stat st;
+	int ign = 0, r = 0;
+
+	if (depth == 0 && rel[0] && rel[strlen(rel) - 1] == '/') {
+		char *dir = strndup(rel, strlen(rel) - 1);
+
+		r = dir ? ck_prune(x, dir, visits) : -ENOMEM;
+		free(dir);
+		return r;
+	}
+
+	if (++*visits > CK_VISIT_MAX || depth > 64)
+		return -EAGAIN;
+	if (strcmp(base, ".gitignore") == 0 ||
+	    strcmp(base, ".gitattributes") == 0 || strcmp(base, ".git") == 0)
+		return -EAGAIN;
+	path = paths_join(x->info.worktree, rel);
+	if (!path)
+		return -ENOMEM;
+	if (lstat(path, &st) < 0) {
+		r = errno == ENOENT || errno == ENOTDIR ? 0 : -EAGAIN;
+		if (r == 0) {
+			git_index_remove_bypath(x->ck_idx, rel);
+			git_index_remove_directory(x->ck_idx, rel, 0);
+		}
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		DIR *d;
+		struct dirent *e;
+
+		if (depth == 0) {
+			git_index_remove_bypath(x->ck_idx, rel);
+			git_index_remove_directory(x->ck_idx, rel, 0);
+		}
+		if (asprintf(&dirrel, "%s/", rel) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+		if (git_ignore_path_is_ignored(&ign, x->ck_repo, dirrel) < 0) {
+			r = -EAGAIN;
+			goto out;
+		}
+		if (ign)
+			goto out;
+		if (!(d = opendir(path))) {
+			r = -EAGAIN;
+			goto out;
+		}
+		while (r == 0 && (e = readdir(d))) {
+			char *child;
+
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			if (asprintf(&child, "%s%s", dirrel, e->d_name) < 0) {
+				r = -ENOMEM;
+				break;
+			}
+			r = ck_apply(x, child, depth + 1, visits);
+			free(child);
+		}
+		closedir(d);
+		goto out;
+	}
+	/* A file where a directory was. */
+	git_index_remove_directory(x->ck_idx, rel, 0);
+	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
+		git_index_remove_bypath(x->ck_idx, rel);
+		goto out;
+	}
+	if (!git_index_get_bypath(x->ck_idx, rel, 0)) {
+		if (git_ignore_path_is_ignored(&ign, x->ck_repo, rel) < 0) {
+			r = -EAGAIN;
+			goto out;
+		}
+		if (ign)
+			goto out;
+	}
+	if (git_index_add_bypath(x->ck_idx, rel) < 0)
+		r = -EAGAIN;
+out:
+	free(dirrel);
+	free(path);
+	return r;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Sort a NULL-terminated list of names and drop repeats (a file written
+ * twice is one change). */
+static void names_unique(char **v)
+{
+	size_t n = 0, k = 0;
+
+	while (v && v[n])
+		n++;
+	if (n < 2)
+		return;
+	qsort(v, n, sizeof(*v), name_cmp);
+	for (size_t i = 0; i < n; i++) {
+		if (k && strcmp(v[k - 1], v[i]) == 0)
+			free(v[i]);
+		else
+			v[k++] = v[i];
+	}
+	v[k] = NULL;
+}
+
+static int update_cmp(const void *a, const void *b)
+{
+	return strcmp(((const git_tree_update *)a)->path,
+		      ((const git_tree_update *)b)->path);
+}
+
+static int update_push(git_tree_update **v, size_t *n, size_t *cap,
+		       git_tree_update_t action, const char *path,
+		       const git_oid *id, uint32_t mode)
+{
+	if (*n == *cap) {
+		size_t c = *cap ? 2 * *cap : 16;
+		git_tree_update *nv = realloc(*v, c * sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+		*cap = c;
+	}
+	memset(&(*v)[*n], 0, sizeof(**v));
+	(*v)[*n].action = action;
+	(*v)[*n].path = path;
+	if (id)
+		(*v)[*n].id = *id;
+	(*v)[*n].filemode = (git_filemode_t)mode;
+	(*n)++;
+	return 0;
+}
+
+/* The updates for "DIR/": each entry of DIR in base that the index has
+ * neither as a file nor as a directory any more goes.  Its path strings
+ * are kept in x->ck_strs until the tree is made. */
+static int prune_updates(struct sess *x, git_tree *base, const char *p,
+			 git_tree_update **u, size_t *n, size_t *cap)
+{
+	git_tree_entry *te = NULL;
+	git_tree *dir = NULL;
+	size_t plen = strlen(p), pos;
+	char *d = strndup(p, plen - 1);
+	int r = 0;
+
+	if (!d)
+		return -ENOMEM;
+	if (!d[0]) {
+		/* "/": the workspace's own entries. */
+		if (git_tree_dup(&dir, base) < 0)
+			goto out;
+	} else if (git_tree_entry_bypath(&te, base, d) < 0 ||
+		   git_tree_entry_type(te) != GIT_OBJECT_TREE ||
+		   git_tree_lookup(&dir, x->ck_repo, git_tree_entry_id(te)) <
+		       0) {
+		goto out; /* nothing there before: the log has the rest */
+	}
+	for (size_t i = 0; r == 0 && i < git_tree_entrycount(dir); i++) {
+		const char *name =
+		    git_tree_entry_name(git_tree_entry_byindex(dir, i));
+		const git_index_entry *e;
+		char *child;
+		size_t clen;
+
+		if (asprintf(&child, "%s%s", d[0] ? p : "", name) < 0) {
+			r = -ENOMEM;
+			break;
+		}
+		clen = strlen(child);
+		if (git_index_get_bypath(x->ck_idx, child, 0) ||
+		    (git_index_find_prefix(&pos, x->ck_idx, child) == 0 &&
+		     (e = git_index_get_byindex(x->ck_idx, pos)) &&
+		     strncmp(e->path, child, clen) == 0 &&
+		     e->path[clen] == '/')) {
+			free(child);
+			continue;
+		}
+		r = strv_push(&x->ck_strs, child);
+		free(child);
+		if (r < 0)
+			break;
+		r = update_push(u, n, cap, GIT_TREE_UPDATE_REMOVE,
+				x->ck_strs.v[x->ck_strs.n - 1], NULL, 0);
+	}
+out:
+	git_tree_free(dir);
+	git_tree_entry_free(te);
+	free(d);
+	return r;
+}
+
+/*
+ * The tree of spd's index once the changed names are in it, made from the
+ * last one (x->ck_tree) by rewriting only the trees on their way:
+ * git_index_write_tree would read every tree of the worktree back to
+ * rebuild its cache (2-3 ms for 10,000 files).  -EAGAIN: no last tree
+ * (write the index's instead).
+ */
+static int tree_updated(struct sess *x, char **paths, git_oid *ret)
+{
+	git_tree *base = NULL;
+	git_tree_update *u = NULL;
+	size_t n = 0, cap = 0, k = 0;
+	int r = 0;
+
+	if (!x->ck_tree_set ||
+	    git_tree_lookup(&base, x->ck_repo, &x->ck_tree) < 0)
+		return -EAGAIN;
+	for (size_t i = 0; r == 0 && paths && paths[i]; i++) {
+		const char *p = paths[i];
+		const git_index_entry *ie;
+		git_tree_entry *te = NULL;
+		size_t pos, plen = strlen(p);
+
+		if (plen && p[plen - 1] == '/') {
+			/* A directory's gone entries (ck_prune): what the
+			 * last tree has there and the index no more. */
+			r = prune_updates(x, base, p, &u, &n, &cap);
+			continue;
+		}
+		ie = git_index_get_bypath(x->ck_idx, p, 0);
+		if (ie) {
+			r = update_push(&u, &n, &cap, GIT_TREE_UPDATE_UPSERT,
+					ie->path, &ie->id, ie->mode);
+			continue;
+		}
+		/* Gone, or a directory now: what was there goes, what the
+		 * index has below it comes. */
+		if (git_tree_entry_bypath(&te, base, p) == 0)
+			r = update_push(&u, &n, &cap, GIT_TREE_UPDATE_REMOVE, p,
+					NULL, 0);
+		git_tree_entry_free(te);
+		if (r == 0 && git_index_find_prefix(&pos, x->ck_idx, p) == 0)
+			for (; r == 0 && pos < git_index_entrycount(x->ck_idx);
+			     pos++) {
+				const git_index_entry *e =
+				    git_index_get_byindex(x->ck_idx, pos);
+
+				if (strncmp(e->path, p, plen) != 0)
+					break;
+				if (e->path[plen] != '/')
+					continue;
+				r = update_push(&u, &n, &cap,
+						GIT_TREE_UPDATE_UPSERT, e->path,
+						&e->id, e->mode);
+			}
+	}
+	if (r == 0) {
+		/* One update a path (the same name can come twice: from the
+		 * log and from below a directory of it). */
+		if (n)
+			qsort(u, n, sizeof(*u), update_cmp);
+		for (size_t i = 0; i < n; i++)
+			if (!k || strcmp(u[k - 1].path, u[i].path) != 0)
+				u[k++] = u[i];
+			else if (u[i].action == GIT_TREE_UPDATE_UPSERT)
+				u[k - 1] = u[i];
+		r = git_tree_create_updated(ret, x->ck_repo, base, k, u) < 0
+			? -EAGAIN
+			: 0;
+	}
+	/* What changed, as the checkpoint names it: the updates that are
+	 * not what the last tree had already (no diff of the two trees). */
+	json_decref(x->ck_paths);
+	x->ck_paths = r == 0 ? json_array() : NULL;
+	x->ck_npaths = 0;
+	x->ck_paths_base = x->ck_tree;
+	for (size_t i = 0; x->ck_paths && i < k; i++) {
+		git_tree_entry *te = NULL;
+		bool same = u[i].action == GIT_TREE_UPDATE_UPSERT &&
+			    git_tree_entry_bypath(&te, base, u[i].path) == 0 &&
+			    git_oid_equal(git_tree_entry_id(te), &u[i].id) &&
+			    (uint32_t)git_tree_entry_filemode(te) ==
+				(uint32_t)u[i].filemode;
+
+		git_tree_entry_free(te);
+		if (same)
+			continue;
+		if (x->ck_npaths++ < SESSION_FILES_SHOWN)
+			json_array_append_new(x->ck_paths,
+					      json_string(u[i].path));
+	}
+	free(u);
+	strv_free(&x->ck_strs);
+	git_tree_free(base);
+	return r;
+}
+
+/*
+ * The worktree's files (the ignored ones aside) as a tree written to the
+ * main repository: 0, *ret_repo (the session's, borrowed: the main
+ * repository with the worktree as its work dir and spd's index for it)
+ * and *ret_tree.  When the workspace's watch says what changed since the
+ * last call, only that is read (and the index stays in memory);
+ * otherwise the whole worktree, and the index is written out.
+ */
+/* How worktree_tree may read: what the watch says changed, falling back
+ * to the whole worktree; the same, but a watch still being made means
+ * "later" (-EINPROGRESS: a checkpoint waits for the next run rather than
+ * read 10,000 files on the loop); or always the whole worktree. */
+enum wt_read { WT_CHANGES, WT_WAIT, WT_WHOLE };
+
+static int worktree_tree(struct session_store *s, struct sess *x,
+			 git_repository **ret_repo, git_oid *ret_tree,
+			 enum wt_read how)
+{
+	bool whole = how == WT_WHOLE;
+	char **changed = NULL;
+	size_t visits = 0;
+	uint64_t since = 0, now = mono_ns();
+	int r, known;
+
+	r = ck_open(s, x);
+	if (r < 0)
+		return r;
+	known = s->changes ? s->changes(s->changes_data, x->info.worktree,
+					&changed, &since)
+			   : 0;
+	if (known == -EAGAIN && how == WT_WAIT)
+		return -EINPROGRESS; /* nothing taken: the log goes on */
+	/* The list holds what changed since `since`; the index holds the
+	 * worktree as of ck_known_ns; between the two only runs and file
+	 * tools change it, the first of them from ck_touch_ns. */
+	if (known == 1 && (whole || !x->ck_known_ns ||
+			   !(since <= x->ck_known_ns || !x->ck_touch_ns ||
+			     since <= x->ck_touch_ns)))
+		known = 0;
+	x->ck_known_ns = now;
+	x->ck_touch_ns = 0;
+	r = known == 1 ? 0 : -EAGAIN;
+	if (r == 0)
+		names_unique(changed);
+	for (size_t i = 0; r == 0 && changed && changed[i]; i++)
+		r = ck_apply(x, changed[i], 0, &visits);
+	if (r == 0 && tree_updated(x, changed, ret_tree) == 0) {
+		strv_free_array(changed);
+		x->ck_tree = *ret_tree;
+		x->ck_whole = false;
+		*ret_repo = x->ck_repo;
+		return 0;
+	}
+	strv_free_array(changed);
+	if (r < 0 && r != -EAGAIN) {
+		x->ck_known_ns = 0;
+		return r;
+	}
+	x->ck_whole = r == -EAGAIN;
+	json_decref(x->ck_paths);
+	x->ck_paths = NULL;
+	if (r == -EAGAIN &&
+	    (git_index_add_all(x->ck_idx, NULL, GIT_INDEX_ADD_DEFAULT, NULL,
+			       NULL) < 0 ||
+	     git_index_update_all(x->ck_idx, NULL, NULL, NULL) < 0 ||
+	     git_index_write(x->ck_idx) < 0)) {
+		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
+		x->ck_known_ns = 0;
+		return -EIO;
+	}
+	if (git_index_write_tree(ret_tree, x->ck_idx) < 0) {
+		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
+		x->ck_tree_set = false;
+		return -EIO;
+	}
+	x->ck_tree = *ret_tree;
+	x->ck_tree_set = true;
+	*ret_repo = x->ck_repo;
+	return 0;
+}
+
+/* Paths that differ between two trees (NULL from: the empty tree), as a
+ * JSON array of at most SESSION_FILES_SHOWN; *ret_n the count. */
+static json_t *changed_paths(git_repository *repo, git_tree *from, git_tree *to,
+			     size_t *ret_n)
+{
+	git_diff *d = NULL;
+	json_t *a = json_array();
+	size_t n;
+
+	*ret_n = 0;
+	if (!a || sess_diff_text(repo, from, to, &d, NULL) < 0) {
+		json_decref(a);
+		return NULL;
+	}
+	n = git_diff_num_deltas(d);
+	for (size_t i = 0; i < n && i < SESSION_FILES_SHOWN; i++) {
+		const git_diff_delta *e = git_diff_get_delta(d, i);
+
+		json_array_append_new(a, json_string(e->new_file.path
+							 ? e->new_file.path
+							 : e->old_file.path));
+	}
+	*ret_n = n;
+	git_diff_free(d);
+	return a;
+}
+
+static int tree_of(git_repository *repo, const git_oid *commit, git_tree **ret)
+{
+	git_commit *c = NULL;
+	int r = git_commit_lookup(&c, repo, commit) < 0 ||
+			git_commit_tree(ret, c) < 0
+		    ? -EIO
+		    : 0;
+
+	git_commit_free(c);
+	return r;
+}
+
+/* ---- checkpoints ---- */
+
+static int ckpt_last(struct session_store *s, const char *id, unsigned *ret_n,
+		     git_oid *ret_oid)
+{
+	sqlite3_stmt *st = NULL;
+	int r = 0;
+
+	*ret_n = 0;
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT n, oid FROM checkpoints WHERE "
+			       "session=? ORDER BY n DESC LIMIT 1",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sess_bind_text(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		*ret_n = (unsigned)sqlite3_column_int(st, 0);
+		if (git_oid_fromstr(
+			ret_oid, (const char *)sqlite3_column_text(st, 1)) < 0)
+			r = -EIO;
+	}
+	sqlite3_finalize(st);
+	return r;
+}
+
+static int ckpt_insert(struct session_store *s, const char *id, unsigned n,
+		       const git_oid *oid, int64_t row, const char *what,
+		       size_t files)
+{
+	sqlite3_stmt *st = NULL;
+	char hex[GIT_OID_HEXSZ + 1];
+	int r;
+
+	if (sqlite3_prepare_v2(s->db,
+			       "INSERT INTO checkpoints(session, n, oid, "
+			       "journal_row, what, files, at) "
+			       "VALUES(?,?,?,?,?,?,?)",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	git_oid_tostr(hex, sizeof(hex), oid);
+	sess_bind_text(st, 1, id);
+	sqlite3_bind_int(st, 2, (int)n);
+	sess_bind_text(st, 3, hex);
+	if (row > 0)
+		sqlite3_bind_int64(st, 4, row);
+	else
+		sqlite3_bind_null(st, 4);
+	sess_bind_text(st, 5, what);
+	sqlite3_bind_int64(st, 6, (sqlite3_int64)files);
+	sqlite3_bind_int64(st, 7, time(NULL));
+	r = sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
+	sqlite3_finalize(st);
+	return r;
+}
+
+static const git_signature *spd_sig(git_signature **keep)
+{
+	if (git_signature_now(keep, "spd", "spd@localhost") < 0)
+		return NULL;
+	return *keep;
+}
+
+/* A checkpoint of x's worktree: 1 and *ret_n when one was taken, 0 when
+ * the worktree is as the last checkpoint has it. */
+static int checkpoint(struct session_store *s, struct sess *x, int64_t row,
+		      const char *what, enum wt_read how, unsigned *ret_n)
+{
+	git_repository *repo = NULL;
+	git_tree *tree = NULL, *prev_tree = NULL;
+	git_commit *prev = NULL;
+	git_signature *sig = NULL;
+	git_oid tid, last = {{0}}, cid;
+	char ref[96], msg[1024];
+	unsigned n = 0;
+	size_t files = 0;
+	json_t *paths = NULL;
+	int r;
+
+	r = worktree_tree(s, x, &repo, &tid, how);
+	if (r < 0)
+		return r;
+	r = ckpt_last(s, x->info.id, &n, &last);
+	if (r < 0)
+		goto out;
+	if (n > 0 && git_commit_lookup(&prev, repo, &last) == 0 &&
+	    git_commit_tree(&prev_tree, prev) == 0 &&
+	    git_oid_equal(git_tree_id(prev_tree), &tid)) {
+		r = 0;
+		goto out;
+	}
+	if (n == 0) {
+		/* The first: against the base, so the log shows what the
+		 * first run changed (and none while nothing did). */
+		git_oid base;
+
+		git_oid_fromstr(&base, x->info.base);
+		if (tree_of(repo, &base, &prev_tree) == 0 &&
+		    git_oid_equal(git_tree_id(prev_tree), &tid)) {
+			r = 0;
+			goto out;
+		}
+	}
+	r = -EIO;
+	if (git_tree_lookup(&tree, repo, &tid) < 0 || !spd_sig(&sig))
+		goto out;
+	if (x->ck_paths && !x->ck_whole && prev_tree &&
+	    git_oid_equal(&x->ck_paths_base, git_tree_id(prev_tree))) {
+		/* The names the watch gave, as tree_updated found them. */
+		paths = steal_ptr(x->ck_paths);
+		files = x->ck_npaths;
+	} else {
+		paths = changed_paths(repo, prev_tree, tree, &files);
+	}
+	snprintf(msg, sizeof(msg),
+		 "spd checkpoint %u of session %s\n\n%s\njournal row %lld\n",
+		 n + 1, x->info.id, what ? what : "", (long long)row);
+	{
+		const git_commit *parents[1] = {prev};
+
+		if (git_commit_create(&cid, repo, NULL, sig, sig, NULL, msg,
+				      tree, prev ? 1 : 0, parents) < 0)
+			goto out;
+	}
+	/* A ref of spd's own keeps the checkpoints from git gc; never the
+	 * agent's branch, never a branch or tag the guard watches. */
+	snprintf(ref, sizeof(ref), "refs/spd/checkpoints/%s", x->info.id);
+	{
+		git_reference *out = NULL;
+
+		if (git_reference_create(&out, repo, ref, &cid, 1,
+					 "spd: checkpoint") < 0)
+			goto out;
+		git_reference_free(out);
+	}
+	r = ckpt_insert(s, x->info.id, n + 1, &cid, row, what, files);
+	if (r < 0)
+		goto out;
+	sess_journal(s, x->info.id, "session.checkpoint",
+		     json_pack("{s:i, s:s, s:I, s:o*, s:s}", "n", (int)(n + 1),
+			       "commit", git_oid_tostr_s(&cid), "journal_row",
+			       (json_int_t)row, "files", steal_ptr(paths),
+			       "read", x->ck_whole ? "all" : "changes"),
+		     "checkpoint %u: %zu file%s changed", n + 1, files,
+		     files == 1 ? "" : "s");
+	*ret_n = n + 1;
+	r = 1;
+out:
+	json_decref(paths);
+	git_signature_free(sig);
+	git_tree_free(tree);
+	git_tree_free(prev_tree);
+	git_commit_free(prev);
+	/* repo is the session's (worktree_tree). */
+	return r;
+}
+
+int session_checkpoint(struct session_store *s, const char *id, int64_t row,
+		       const char *what, unsigned *ret_n)
+{
+	struct sess *x = NULL;
+	unsigned n = 0;
+	int r = sess_live_worktree(s, id, &x);
+
+	if (r != 0)
+		return r < 0 ? r : 0;
+	if (x->runs > 0)
+		return -EBUSY; /* the last run to end takes it */
+	r = checkpoint(s, x, row, what, WT_WAIT, &n);
+	if (r == -EINPROGRESS)
+		return -EBUSY; /* the watch is being made: the next one */
+	if (r == 1 && ret_n)
+		*ret_n = n;
+	return r;
+}
+
+json_t *session_checkpoints(struct session_store *s, const char *id)
+{
+	sqlite3_stmt *st = NULL;
+	json_t *a;
+
+	if (!sess_find(s, id))
+		return NULL;
+	a = json_array();
+	if (!a || sqlite3_prepare_v2(s->db,
+				     "SELECT n, oid, journal_row, what, "
+				     "files, at FROM checkpoints WHERE "
+				     "session=? ORDER BY n",
+				     -1, &st, NULL) != SQLITE_OK) {
+		json_decref(a);
+		return NULL;
+	}
+	sess_bind_text(st, 1, id);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		const char *what = (const char *)sqlite3_column_text(st, 3);
+
+		json_array_append_new(
+		    a, json_pack("{s:i, s:s, s:I, s:s, s:I, s:I}", "n",
+				 sqlite3_column_int(st, 0), "commit",
+				 (const char *)sqlite3_column_text(st, 1),
+				 "journal_row",
+				 (json_int_t)sqlite3_column_int64(st, 2),
+				 "what", what ? what : "", "files",
+				 (json_int_t)sqlite3_column_int64(st, 4), "at",
+				 (json_int_t)sqlite3_column_int64(st, 5)));
+	}
+	sqlite3_finalize(st);
+	return a;
+}
+
+int session_restore(struct session_store *s, const char *id, unsigned n,
+		    unsigned *ret_saved)
+{
+	struct sess *x = sess_find(s, id);
+	sqlite3_stmt *st = NULL;
+	git_repository *repo = NULL;
+	git_commit *c = NULL;
+	git_checkout_options co;
+	git_oid oid, tid;
+	char what[64];
+	unsigned saved = 0;
+	int r;
+
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	if (!x)
+		return -ENOENT;
+	if (x->info.mode != SESSION_MODE_WORKTREE ||
+	    x->info.state == SESSION_ENDED) {
+		sess_seterr(s, "session %s has no worktree to restore", id);
+		return -EINVAL;
+	}
+	if (x->runs > 0) {
+		sess_seterr(s,
+			    "session %s has %u run%s in flight; restore "
+			    "once they end",
+			    id, x->runs, x->runs == 1 ? "" : "s");
+		return -EBUSY;
+	}
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT oid FROM checkpoints WHERE session=? "
+			       "AND n=?",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sess_bind_text(st, 1, id);
+	sqlite3_bind_int(st, 2, (int)n);
+	r = sqlite3_step(st) == SQLITE_ROW &&
+		    git_oid_fromstr(
+			&oid, (const char *)sqlite3_column_text(st, 0)) == 0
+		? 0
+		: -ENOENT;
+	sqlite3_finalize(st);
+	if (r < 0) {
+		sess_seterr(s,
+			    "session %s has no checkpoint %u (spctl "
+			    "session log %s lists them)",
+			    id, n, id);
+		return -EINVAL;
+	}
+	/* What is there now is a checkpoint first: a restore is undone by
+	 * restoring that one. */
+	snprintf(what, sizeof(what), "before restoring checkpoint %u", n);
+	r = checkpoint(s, x, 0, what, WT_CHANGES, &saved);
+	if (r < 0)
+		return r;
+	r = worktree_tree(s, x, &repo, &tid, WT_CHANGES);
+	if (r < 0)
+		return r;
+	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+	/* FORCE over spd's index, which holds every file the worktree has:
+	 * files the checkpoint lacks go, changed ones are put back;
+	 * ignored files stay. */
+	co.checkout_strategy = GIT_CHECKOUT_FORCE;
+	if (git_commit_lookup(&c, repo, &oid) < 0 ||
+	    git_checkout_tree(repo, (const git_object *)c, &co) < 0) {
+		sess_seterr(s, "cannot restore checkpoint %u: %s", n,
+			    sess_git_msg());
+		r = -EIO;
+	} else {
+		git_index *idx = NULL;
+
+		if (git_repository_index(&idx, repo) == 0) {
+			git_index_write(idx);
+			git_index_free(idx);
+		}
+		x->ck_tree_set = false; /* the index moved: write it next */
+		sess_journal(
+		    s, id, "session.restore",
+		    json_pack("{s:i, s:i}", "n", (int)n, "saved", (int)saved),
+		    "worktree restored to checkpoint %u", n);
+		r = 0;
+		if (ret_saved)
+			*ret_saved = saved;
+	}
+	git_commit_free(c);
+	/* repo is the session's (worktree_tree). */
+	return r;
+}
+
+/* ---- what the branch holds, and what is not committed ---- */
+
+/* The branch's commits since the base, newest first. */
+static json_t *branch_commits(git_repository *repo, const git_oid *tip,
+			      const git_oid *base)
+{
+	git_revwalk *w = NULL;
+	json_t *a = json_array();
+	git_oid id;
+	size_t n = 0;
+
+	if (!a || git_revwalk_new(&w, repo) < 0 ||
+	    git_revwalk_push(w, tip) < 0) {
+		git_revwalk_free(w);
+		return a;
+	}
+	git_revwalk_hide(w, base);
+	while (n++ < SESSION_COMMITS_SHOWN && git_revwalk_next(&id, w) == 0) {
+		git_commit *c = NULL;
+
+		if (git_commit_lookup(&c, repo, &id) < 0)
+			break;
+		json_array_append_new(
+		    a,
+		    json_pack("{s:s, s:s, s:s}", "commit", git_oid_tostr_s(&id),
+			      "subject", git_commit_summary(c) ?: "", "author",
+			      git_commit_author(c)->name ?: ""));
+		git_commit_free(c);
+	}
+	git_revwalk_free(w);
+	return a;
+}
+
+int session_work(struct session_store *s, const char *id, json_t **ret)
+{
+	struct sess *x = sess_find(s, id);
+	git_repository *repo = NULL;
+	git_tree *head = NULL, *now = NULL;
+	git_oid tip, base, tid;
+	json_t *res = NULL, *files;
+	size_t n = 0;
+	int r;
+
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	if (!x)
+		return -ENOENT;
+	if (x->info.mode != SESSION_MODE_WORKTREE)
+		return -EINVAL;
+	git_oid_fromstr(&base, x->info.base);
+	if (x->info.state == SESSION_ENDED || x->runs > 0) {
+		/* The branch alone: the worktree is gone, or a run may be
+		 * changing it. */
+		if (sess_open_bare(s, x, &repo) < 0)
+			return -EIO;
+	} else {
+		r = worktree_tree(s, x, &repo, &tid, WT_CHANGES);
+		if (r < 0)
+			return r;
+	}
+	r = sess_branch_tip(s, x, repo, &tip);
+	if (r < 0)
+		goto out;
+	res = json_pack("{s:s, s:o}", "head", git_oid_tostr_s(&tip), "commits",
+			branch_commits(repo, &tip, &base));
+	if (x->info.state != SESSION_ENDED && x->runs == 0) {
+		r = -EIO;
+		if (tree_of(repo, &tip, &head) < 0 ||
+		    git_tree_lookup(&now, repo, &tid) < 0)
+			goto out;
+		files = changed_paths(repo, head, now, &n);
+		json_object_set_new(res, "uncommitted",
+				    files ? files : json_array());
+		json_object_set_new(res, "uncommitted_count",
+				    json_integer((json_int_t)n));
+	}
+	*ret = steal_ptr(res);
+	r = 0;
+out:
+	json_decref(res);
+	git_tree_free(head);
+	git_tree_free(now);
+	if (repo != x->ck_repo)
+		git_repository_free(repo);
+	return r;
+}
+
+/* ---- the end ---- */
+
+int sess_end_work(struct session_store *s, struct sess *x, bool discard,
+		  json_t **ret_report)
+{
+	git_repository *repo = NULL;
+	git_tree *head = NULL, *now = NULL;
+	git_commit *parent = NULL;
+	git_signature *sig = NULL, *author = NULL;
+	git_oid tip, tid, cid;
+	json_t *files = NULL;
+	char *text = NULL, where[1100], msg[512];
+	size_t n = 0;
+	int r;
+
+	*ret_report = NULL;
+	r = worktree_tree(s, x, &repo, &tid, WT_WHOLE);
+	if (r < 0)
+		return r;
+	r = sess_branch_tip(s, x, repo, &tip);
+	if (r < 0)
+		goto out;
+	r = -EIO;
+	if (tree_of(repo, &tip, &head) < 0 ||
+	    git_tree_lookup(&now, repo, &tid) < 0)
+		goto out;
+	if (git_oid_equal(git_tree_id(head), &tid)) {
+		r = 0; /* nothing uncommitted */
+		goto out;
+	}
+	files = changed_paths(repo, head, now, &n);
+	if (discard) {
+		*ret_report = json_pack("{s:O, s:I}", "discarded",
+					files ? files : json_null(),
+					"discarded_count", (json_int_t)n);
+		sess_journal(s, x->info.id, "session.discard",
+			     json_pack("{s:O, s:I}", "files",
+				       files ? files : json_null(), "count",
+				       (json_int_t)n),
+			     "%zu uncommitted file%s discarded", n,
+			     n == 1 ? "" : "s");
+		r = 0;
+		goto out;
+	}
+	r = sess_diff_text(repo, head, now, NULL, &text);
+	if (r < 0)
+		goto out;
+	if (s->scan && s->scan(s->scan_data, text, where, sizeof(where)) == 1) {
+		sess_seterr(s,
+			    "%s adds a known secret value: the uncommitted "
+			    "work is not committed and the worktree is kept "
+			    "(%s); remove the value and end again, or end "
+			    "with --discard",
+			    where, x->info.worktree);
+		r = -EACCES;
+		goto out;
+	}
+	snprintf(msg, sizeof(msg),
+		 "Uncommitted work of spd session %s\n\nspd committed what "
+		 "the agent left uncommitted in its worktree when the "
+		 "session ended.\n",
+		 x->info.id);
+	r = -EIO;
+	{
+		char name[256], email[256];
+
+		sess_agent_ident(s, x, name, sizeof(name), email,
+				 sizeof(email));
+		if (git_signature_now(&author, name, email) < 0)
+			goto out;
+	}
+	if (!spd_sig(&sig) || git_commit_lookup(&parent, repo, &tip) < 0 ||
+	    git_commit_create(&cid, repo, NULL, author, sig, NULL, msg, now, 1,
+			      (const git_commit *[]){parent}) < 0) {
+		sess_seterr(s, "cannot commit the uncommitted work: %s",
+			    sess_git_msg());
+		goto out;
+	}
+	r = sess_branch_move(s, x, repo, &tip, &cid,
+			     "spd: the session's uncommitted work");
+	if (r < 0)
+		goto out;
+	*ret_report = json_pack(
+	    "{s:s, s:O, s:I}", "committed", git_oid_tostr_s(&cid), "files",
+	    files ? files : json_null(), "files_count", (json_int_t)n);
+	sess_journal(s, x->info.id, "session.commit",
+		     json_pack("{s:s, s:s, s:s, s:O}", "branch", x->info.branch,
+			       "to", git_oid_tostr_s(&cid), "by", "spd",
+			       "files", files ? files : json_null()),
+		     "%s: spd committed %zu uncommitted file%s at the end",
+		     x->info.branch, n, n == 1 ? "" : "s");
+	r = 1;
+out:
+	json_decref(files);
+	free(text);
+	git_signature_free(sig);
+	git_signature_free(author);
+	git_commit_free(parent);
+	git_tree_free(head);
+	git_tree_free(now);
+	/* repo is the session's (worktree_tree). */
+	return r;
+}
+
+void sess_work_forget(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+	char *p = ckpt_index_path(s, id);
+
+	if (x)
+		sess_work_close(x);
+
+	if (p)
+		unlink(p);
+	free(p);
+}
