@@ -62,10 +62,10 @@ static void on_done(void *data, const struct sbx_result *r)
 
 	o->done = true;
 	o->end = now_ms();
-	o->ok = !r->error_code && r->exit_code == 0;
+	o->ok = !r->error && r->exit_code == 0;
 	if (!o->ok)
 		snprintf(o->err, sizeof(o->err), "%s: %s (exit %d)",
-			 r->error_code ? r->error_code : "-",
+			 r->error ? sbxp_err_code(r->error) : "-",
 			 r->error_msg ? r->error_msg : "-", r->exit_code);
 }
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "rpc.h"
-#include "../common/util.h"
+#include "common/util.h"
 
 static const struct {
 	const char *code;

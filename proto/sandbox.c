@@ -4,6 +4,7 @@
  * message the other accepts, and a malformed one is refused whole.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -322,4 +323,15 @@ long sbxp_recv(int sock, void *buf, struct sbxp_hdr *hdr, int *fds,
 	memcpy(fds, got, ngot * sizeof(int));
 	*ret_nfds = ngot;
 	return (long)hdr->len;
+}
+
+const char *sbxp_err_code(enum sbxp_err e)
+{
+	static const char *const codes[SBXP_ERR__COUNT] = {
+	    [SBXP_ERR_UNAVAILABLE] = "SANDBOX-UNAVAILABLE",
+	    [SBXP_ERR_INTERNAL] = "INTERNAL",
+	    [SBXP_ERR_BAD_REQUEST] = "BAD-REQUEST",
+	};
+
+	return (unsigned)e < SBXP_ERR__COUNT ? codes[e] : NULL;
 }

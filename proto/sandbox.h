@@ -12,7 +12,9 @@
  * sandboxd exits, spd restarts it.
  *
  * Both ends are built from this tree at the same time, so host byte order
- * and the compiler's struct layout are the wire format.
+ * is the wire format; every struct here has fixed-width fields and
+ * explicit reserved bytes (zero, checked on receipt) instead of padding,
+ * and this header includes nothing of sandboxd or spd.
  */
 #ifndef SPD_PROTO_SANDBOX_H
 #define SPD_PROTO_SANDBOX_H
@@ -20,7 +22,50 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "sandboxd/linux/layers.h"
+/* Network modes (docs/design.md): none, a private loopback, the host's
+ * network, and broker: none, except that 127.0.0.1:PORT inside the run
+ * reaches spd's model broker (spctl agent; docs/sandbox.md, "Agents and
+ * the broker").  In broker mode the run has its own network namespace
+ * with lo up and one listening socket on it, made by the run's init and
+ * held by spd; seccomp allows AF_INET (not AF_INET6) sockets, and
+ * Landlock (ABI 4+) allows TCP connect to PORT only and no bind. */
+enum sbx_net {
+	SBX_NET_NONE = 0,
+	SBX_NET_LOOPBACK = 1,
+	SBX_NET_HOST = 2,
+	SBX_NET_BROKER = 3,
+	/* As BROKER, but the one listener is spd's egress proxy
+	 * (docs/sandbox.md, "Network mode proxy"). */
+	SBX_NET_PROXY = 4,
+	SBX_NET__COUNT,
+};
+
+/* What sandboxd's probe found (PROBE_RESULT's body): fixed-width fields
+ * with no padding, each flag a byte that is 0 or 1, the reserved bytes
+ * zero, each sentence ending within its field; spd checks all of it on
+ * receipt (daemon/sandbox/sbx.c). */
+#define SBX_WHY_MAX 240
+
+struct sbx_layers {
+	uint8_t userns;		  /* a user namespace can be created by us */
+	uint8_t seccomp;	  /* seccomp filters can be loaded */
+	uint8_t cgroup2;	  /* cgroup v2 is mounted at /sys/fs/cgroup */
+	uint8_t tiocsti_disabled; /* dev.tty.legacy_tiocsti = 0 (or absent) */
+	uint8_t idmap_mounts;	  /* mount_setattr(MOUNT_ATTR_IDMAP) works */
+	uint8_t run_init;	  /* sandboxd-init runs from its memfd */
+	uint8_t reserved[2];	  /* zero */
+	int32_t landlock_abi;	  /* 0 when absent */
+	/* When a layer is missing: the cause and the fix, one sentence. */
+	char userns_why[SBX_WHY_MAX];
+	char landlock_why[SBX_WHY_MAX];
+	char seccomp_why[SBX_WHY_MAX];
+	char cgroup2_why[SBX_WHY_MAX];
+	char tiocsti_why[SBX_WHY_MAX];
+	char idmap_why[SBX_WHY_MAX];
+	char run_init_why[SBX_WHY_MAX];
+};
+_Static_assert(sizeof(struct sbx_layers) == 12 + 7 * SBX_WHY_MAX,
+	       "struct sbx_layers has no padding");
 
 /* The strings of one RUN (argv, environment, paths): enough for a long
  * command line and a normal environment, small enough that one datagram
@@ -76,7 +121,6 @@ static inline int sbxp_links_whole(uint32_t nshort, uint32_t nown,
 /* Warnings a STARTED carries: one per layer that can be missing. */
 #define SBXP_WARN_MAX 8
 #define SBXP_WARN_LEN 256
-#define SBXP_ERRCODE_LEN 32
 #define SBXP_ERRMSG_LEN 256
 
 enum sbxp_type {
@@ -181,10 +225,19 @@ struct sbxp_started {
 	char warn[SBXP_WARN_MAX][SBXP_WARN_LEN];
 };
 
-/* Error codes of an EXITED that did not run (docs/design.md's error codes). */
-#define SBXP_ERR_UNAVAILABLE "SANDBOX-UNAVAILABLE"
-#define SBXP_ERR_INTERNAL "INTERNAL"
-#define SBXP_ERR_BAD_REQUEST "BAD-REQUEST"
+/* Why an EXITED did not run: spd answers the RPC error of the same name
+ * (docs/design.md's error codes). */
+enum sbxp_err {
+	SBXP_ERR_NONE = 0, /* it ran */
+	SBXP_ERR_UNAVAILABLE = 1,
+	SBXP_ERR_INTERNAL = 2,
+	SBXP_ERR_BAD_REQUEST = 3,
+	SBXP_ERR__COUNT,
+};
+
+/* The symbolic code of e ("SANDBOX-UNAVAILABLE"), NULL for SBXP_ERR_NONE
+ * or a value out of range. */
+const char *sbxp_err_code(enum sbxp_err e);
 
 struct sbxp_exited {
 	int32_t exit_code;   /* -1 when killed by a signal or not run */
@@ -192,7 +245,8 @@ struct sbxp_exited {
 	uint32_t timed_out;  /* the deadline killed it (1) */
 	uint32_t cancelled;  /* a CANCEL killed it (1) */
 	uint64_t duration_us;
-	char error_code[SBXP_ERRCODE_LEN]; /* "" when it ran */
+	uint32_t error;	   /* enum sbxp_err */
+	uint32_t reserved; /* zero */
 	char error_msg[SBXP_ERRMSG_LEN];
 };
 

@@ -141,8 +141,7 @@ static void on_run(const struct sbxp_hdr *h, const void *body, int *fds,
 	if (r == -ENOMEM) {
 		memset(&refusal, 0, sizeof(refusal));
 		refusal.exit_code = -1;
-		snprintf(refusal.error_code, sizeof(refusal.error_code), "%s",
-			 SBXP_ERR_INTERNAL);
+		refusal.error = SBXP_ERR_INTERNAL;
 		snprintf(refusal.error_msg, sizeof(refusal.error_msg),
 			 "out of memory");
 		send_or_die(SBXP_EXITED, h->id, &refusal, sizeof(refusal));
@@ -153,8 +152,7 @@ static void on_run(const struct sbxp_hdr *h, const void *body, int *fds,
 	if (nruns == SBXD_RUNS_MAX) {
 		memset(&refusal, 0, sizeof(refusal));
 		refusal.exit_code = -1;
-		snprintf(refusal.error_code, sizeof(refusal.error_code), "%s",
-			 SBXP_ERR_INTERNAL);
+		refusal.error = SBXP_ERR_INTERNAL;
 		snprintf(refusal.error_msg, sizeof(refusal.error_msg),
 			 "too many runs at once (%d)", SBXD_RUNS_MAX);
 		send_or_die(SBXP_EXITED, h->id, &refusal, sizeof(refusal));

@@ -13,9 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/transport/handlers.h"
-#include "daemon/transport/call.h"
-#include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/keys/secrets.h"
 #include "daemon/spd.h"
@@ -461,29 +458,4 @@ char *secrets_journal_filter(void *data, const char *text)
 	if (r < 0) /* never store what could not be checked */
 		return strdup("[withheld: redaction failed]");
 	return out;
-}
-
-void m_secrets_list(struct call *c)
-{
-	call_reply(
-	    c, json_pack("{s:o}", "secrets", secrets_list_json(call_spd(c))));
-}
-
-void m_secrets_reload(struct call *c)
-{
-	struct spd *spd = call_spd(c);
-	char err[512] = "";
-	int r = secrets_load(spd, err, sizeof(err));
-
-	if (r < 0) {
-		/* The old secrets stay in force: nothing is unprotected. */
-		call_error(c, RPC_E_BAD_REQUEST, NULL,
-			   "reload refused, the previous secrets stay in "
-			   "force: %s",
-			   err[0] ? err : strerror(-r));
-		return;
-	}
-	log_set_redact(spd->redact);
-	call_set_summary(c, "%zu secrets", spd->secrets ? spd->secrets->n : 0);
-	call_reply(c, json_pack("{s:o}", "secrets", secrets_list_json(spd)));
 }

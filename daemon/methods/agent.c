@@ -168,7 +168,7 @@ static void after_reply(void *data, const struct sbx_result *r)
 	struct run_session *rs = data;
 	int x = session_log_command(
 	    rs->spd->sessions, rs->id, (const char *const *)rs->argv,
-	    r->error_code || r->term_signal ? -1 : r->exit_code);
+	    r->error || r->term_signal ? -1 : r->exit_code);
 
 	if (x < 0 && x != -ENOENT && x != -ESHUTDOWN)
 		log_warn("session %s: the command's record was not written: "
@@ -307,9 +307,8 @@ struct check_run {
 static void check_done(void *data, const struct sbx_result *r)
 {
 	struct check_run *cr = data;
-	int code = (r->error_code || r->term_signal || r->timed_out)
-		       ? -1
-		       : r->exit_code;
+	int code =
+	    (r->error || r->term_signal || r->timed_out) ? -1 : r->exit_code;
 
 	cr->done(cr->ctx, code);
 	free(cr);

@@ -384,16 +384,16 @@ static void on_done(void *data, const struct sbx_result *r)
 			goto out;
 		}
 	}
-	if (r->error_code) {
-		enum rpc_error e = RPC_E_INTERNAL;
-		if (strcmp(r->error_code, "SANDBOX-UNAVAILABLE") == 0)
-			e = RPC_E_SANDBOX_UNAVAILABLE;
-		else if (strcmp(r->error_code, "BAD-REQUEST") == 0)
-			e = RPC_E_BAD_PARAMS;
-		call_set_summary(c, "refused: %s",
-				 r->error_msg ? r->error_msg : r->error_code);
-		call_error(c, e, NULL, "%s",
-			   r->error_msg ? r->error_msg : r->error_code);
+	if (r->error) {
+		enum rpc_error e =
+		    r->error == SBXP_ERR_UNAVAILABLE ? RPC_E_SANDBOX_UNAVAILABLE
+		    : r->error == SBXP_ERR_BAD_REQUEST ? RPC_E_BAD_PARAMS
+						       : RPC_E_INTERNAL;
+		const char *msg =
+		    r->error_msg ? r->error_msg : rpc_error_code(e);
+
+		call_set_summary(c, "refused: %s", msg);
+		call_error(c, e, NULL, "%s", msg);
 	} else {
 		if (r->term_signal)
 			call_set_summary(

@@ -16,7 +16,7 @@
 #include <unistd.h>
 #include <uv.h>
 
-#include "daemon/methods/gate.h"
+#include "daemon/ask.h"
 #include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/proxy/proxy.h"

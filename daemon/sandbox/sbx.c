@@ -194,14 +194,14 @@ static void copy_str(char *dst, size_t n, const char *src)
 }
 
 /* End a run that sandboxd will not report on (it died, or spd closes). */
-static void run_fail(struct sbx_run *r, const char *code, const char *msg)
+static void run_fail(struct sbx_run *r, enum sbxp_err code, const char *msg)
 {
 	if (r->done)
 		return;
 	if (!r->exited) {
 		memset(&r->ex, 0, sizeof(r->ex));
 		r->ex.exit_code = -1;
-		copy_str(r->ex.error_code, sizeof(r->ex.error_code), code);
+		r->ex.error = code;
 		copy_str(r->ex.error_msg, sizeof(r->ex.error_msg), msg);
 		r->exited = true;
 	}
@@ -337,7 +337,6 @@ static void on_exited(struct sbx *s, const struct sbxp_hdr *h,
 		return;
 	trace_stamp("exited");
 	r->ex = *m;
-	r->ex.error_code[SBXP_ERRCODE_LEN - 1] = '\0';
 	r->ex.error_msg[SBXP_ERRMSG_LEN - 1] = '\0';
 	r->exited = true;
 	if (!r->eof[0] || !r->eof[1]) {
@@ -348,14 +347,12 @@ static void on_exited(struct sbx *s, const struct sbxp_hdr *h,
 }
 
 /*
- * A PROBE_RESULT's body as spd may use it: each flag's byte 0 or 1 (read
- * as bytes: any other value in a bool is undefined behaviour), each
- * sentence ending within its field.  sandboxd is trusted, but spd reads
+ * A PROBE_RESULT's body as spd may use it: each flag's byte 0 or 1, the
+ * reserved bytes zero, each sentence ending within its field.  sandboxd is trusted, but spd reads
  * nothing off a socket it has not checked.  Returns 0, or -EPROTO.
  */
 static int probe_result_check(const void *body, struct sbx_layers *ret)
 {
-	_Static_assert(sizeof(bool) == 1, "a flag is one byte on the wire");
 	static const size_t flags[] = {
 	    offsetof(struct sbx_layers, userns),
 	    offsetof(struct sbx_layers, seccomp),
@@ -378,6 +375,9 @@ static int probe_result_check(const void *body, struct sbx_layers *ret)
 
 	for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
 		if (b[flags[i]] > 1)
+			return -EPROTO;
+	for (size_t i = 0; i < sizeof(((struct sbx_layers *)0)->reserved); i++)
+		if (b[offsetof(struct sbx_layers, reserved) + i])
 			return -EPROTO;
 	for (size_t i = 0; i < ARRAY_SIZE(whys); i++)
 		if (!memchr(b + whys[i], '\0', SBX_WHY_MAX))
@@ -446,9 +446,15 @@ static void on_sbxd_io(uv_poll_t *h, int status, int events)
 		case SBXP_STARTED:
 			on_started(s, &hdr, body);
 			break;
-		case SBXP_EXITED:
-			on_exited(s, &hdr, body);
+		case SBXP_EXITED: {
+			const struct sbxp_exited *m = body;
+
+			if (m->error >= SBXP_ERR__COUNT || m->reserved)
+				sbxd_lost(d, "sandboxd broke the protocol");
+			else
+				on_exited(s, &hdr, m);
 			break;
+		}
 		case SBXP_PROBE_RESULT: {
 			struct sbx_layers l;
 
@@ -598,7 +604,7 @@ static void run_complete(struct sbx_run *r)
 	res.duration_us = r->ex.duration_us;
 	res.bytes_dropped[0] = r->dropped[0];
 	res.bytes_dropped[1] = r->dropped[1];
-	res.error_code = r->ex.error_code[0] ? r->ex.error_code : NULL;
+	res.error = (enum sbxp_err)r->ex.error;
 	res.error_msg = r->ex.error_msg[0] ? r->ex.error_msg : NULL;
 	for (uint32_t i = 0; i < r->nwarn; i++)
 		warnings[i] = r->warn[i];

@@ -21,7 +21,6 @@
 #include <uv.h>
 
 #include "proto/sandbox.h"
-#include "sandboxd/linux/layers.h"
 
 /* Output kept per stream and run unless the spec says otherwise: enough
  * for any test log an agent should read, bounded so that a command
@@ -94,9 +93,9 @@ struct sbx_result {
 	bool cancelled;	 /* sbx_run_cancel killed it */
 	uint64_t duration_us;
 	uint64_t bytes_dropped[2]; /* [0] stdout, [1] stderr */
-	/* NULL when it ran; "SANDBOX-UNAVAILABLE", "BAD-REQUEST" or
-	 * "INTERNAL" when not (or when sandboxd died under it). */
-	const char *error_code;
+	/* SBXP_ERR_NONE when it ran; why not otherwise (also when sandboxd
+	 * died under it: INTERNAL). */
+	enum sbxp_err error;
 	const char *error_msg;	     /* NULL or a sentence */
 	const char *const *warnings; /* NULL-terminated, never NULL */
 };

@@ -17,25 +17,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct sock_fprog;
+#include "proto/sandbox.h" /* enum sbx_net, struct sbx_layers */
 
-/* Network modes (docs/design.md): none, a private loopback, the host's
- * network, and broker: none, except that 127.0.0.1:PORT inside the run
- * reaches spd's model broker (spctl agent; docs/sandbox.md, "Agents and
- * the broker").  In broker mode the run has its own network namespace
- * with lo up and one listening socket on it, made by the run's init and
- * held by spd; seccomp allows AF_INET (not AF_INET6) sockets, and
- * Landlock (ABI 4+) allows TCP connect to PORT only and no bind. */
-enum sbx_net {
-	SBX_NET_NONE = 0,
-	SBX_NET_LOOPBACK = 1,
-	SBX_NET_HOST = 2,
-	SBX_NET_BROKER = 3,
-	/* As BROKER, but the one listener is spd's egress proxy
-	 * (docs/sandbox.md, "Network mode proxy"). */
-	SBX_NET_PROXY = 4,
-	SBX_NET__COUNT,
-};
+struct sock_fprog;
 
 /* ---- Landlock ---------------------------------------------------------- */
 
@@ -122,25 +106,6 @@ int layer_caps_lock_securebits(void);
 int layer_caps_drop_bounding(void);
 
 /* ---- probing (spctl doctor, daemon.status, mode=required) ------------- */
-
-#define SBX_WHY_MAX 240
-
-struct sbx_layers {
-	bool userns; /* a user namespace can be created by us */
-	char userns_why[SBX_WHY_MAX]; /* when not: the cause and the fix */
-	int landlock_abi;	      /* 0 when absent */
-	char landlock_why[SBX_WHY_MAX];
-	bool seccomp; /* seccomp filters can be loaded */
-	char seccomp_why[SBX_WHY_MAX];
-	bool cgroup2; /* cgroup v2 is mounted at /sys/fs/cgroup */
-	char cgroup2_why[SBX_WHY_MAX];
-	bool tiocsti_disabled; /* dev.tty.legacy_tiocsti = 0 (or absent) */
-	char tiocsti_why[SBX_WHY_MAX];
-	bool idmap_mounts; /* mount_setattr(MOUNT_ATTR_IDMAP) works */
-	char idmap_why[SBX_WHY_MAX];
-	bool run_init; /* sandboxd-init runs from its memfd (spawn.c) */
-	char run_init_why[SBX_WHY_MAX];
-};
 
 /*
  * Probe what this kernel and host let sandboxd do, without side effects

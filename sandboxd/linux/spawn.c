@@ -239,16 +239,16 @@ static int recv_broker_listener(int sock)
 
 /* ---- sandboxd's side ------------------------------------------------------ */
 
-static void refuse(struct sbxp_exited *e, const char *code, const char *fmt,
+static void refuse(struct sbxp_exited *e, enum sbxp_err code, const char *fmt,
 		   ...) __attribute__((format(printf, 3, 4)));
-static void refuse(struct sbxp_exited *e, const char *code, const char *fmt,
+static void refuse(struct sbxp_exited *e, enum sbxp_err code, const char *fmt,
 		   ...)
 {
 	va_list ap;
 
 	memset(e, 0, sizeof(*e));
 	e->exit_code = -1;
-	snprintf(e->error_code, sizeof(e->error_code), "%s", code);
+	e->error = code;
 	va_start(ap, fmt);
 	vsnprintf(e->error_msg, sizeof(e->error_msg), fmt, ap);
 	va_end(ap);
@@ -1254,7 +1254,7 @@ out:
  * name the limit and why, since the fix is on the operator's side. */
 static void refuse_links(struct spawn_run *run, int err)
 {
-	const char *code = SBXP_ERR_UNAVAILABLE;
+	enum sbxp_err code = SBXP_ERR_UNAVAILABLE;
 
 	if (err == E2BIG)
 		refuse(&run->refusal, code,
@@ -1295,7 +1295,7 @@ static void record_failure(struct spawn_run *run, const struct rec *rec)
 	const char *name = rec->layer >= 0 && rec->layer < L__COUNT
 			       ? layer_names[rec->layer]
 			       : "setup";
-	const char *code = SBXP_ERR_UNAVAILABLE;
+	enum sbxp_err code = SBXP_ERR_UNAVAILABLE;
 
 	if (rec->layer == L_SETUP || rec->layer == L_RLIMIT)
 		code = SBXP_ERR_INTERNAL;

@@ -471,8 +471,8 @@ END_TEST
  *
  * BUG (reported, fails): sandboxd reports the exec failure in the run's
  * result (sandboxd/linux/spawn.c, error_msg "exec: No such file or
- * directory" with exit 127 and no error_code), but daemon/methods/m_run.c on_done
- * uses error_msg only when error_code is set, so neither the result nor
+ * directory" with exit 127 and no error), but daemon/methods/m_run.c on_done
+ * uses error_msg only when error is set, so neither the result nor
  * spctl says anything.
  */
 START_TEST(test_not_found_says_why)

@@ -101,7 +101,7 @@ static void on_done(void *data, const struct sbx_result *r)
 	o->cancelled = r->cancelled;
 	o->dropped[0] = r->bytes_dropped[0];
 	o->dropped[1] = r->bytes_dropped[1];
-	o->error_code = r->error_code ? strdup(r->error_code) : NULL;
+	o->error_code = r->error ? strdup(sbxp_err_code(r->error)) : NULL;
 	o->error_msg = r->error_msg ? strdup(r->error_msg) : NULL;
 	for (o->nwarn = 0; r->warnings[o->nwarn]; o->nwarn++) {
 		size_t n = strlen(o->warnings);

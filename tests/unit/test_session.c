@@ -1394,9 +1394,7 @@ static void on_probe_done(void *data, const struct sbx_result *r)
 {
 	int *st = data;
 
-	*st = r->error_code && !strcmp(r->error_code, "SANDBOX-UNAVAILABLE")
-		  ? 2
-		  : 1;
+	*st = r->error == SBXP_ERR_UNAVAILABLE ? 2 : 1;
 }
 
 /* session.verify as the operator, running the loop until it replies. */
