@@ -331,12 +331,12 @@ static void vnote(struct finding *f, const char *rule, const char *fmt,
 		vnote(&c->field, rule, fmt, ap);                               \
 		va_end(ap);                                                    \
 	}
-NOTE_FN(deny, deny)
-NOTE_FN(hard_ask, hard_ask)
-NOTE_FN(cmd_ask, cmd_ask)
+NOTE_FN(pol_deny, deny)
+NOTE_FN(pol_hard_ask, hard_ask)
+NOTE_FN(pol_cmd_ask, cmd_ask)
 
 __attribute__((format(printf, 3, 4))) void
-allow(struct cls *c, const char *rule, const char *fmt, ...)
+pol_allow(struct cls *c, const char *rule, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -449,33 +449,35 @@ static void classify_exec(struct cls *c, char *cwd)
 	for (size_t i = 0; i < call->envc; i++) {
 		const char *eq = strchr(call->env[i], '=');
 
-		check_env_name(c, call->env[i], (size_t)(eq - call->env[i]));
+		pol_check_env_name(c, call->env[i],
+				   (size_t)(eq - call->env[i]));
 		if (strncmp(call->env[i], "PATH=", 5) == 0)
 			path_env = eq + 1;
 	}
 	l.path_env = path_env;
-	classify_level(c, &l);
+	pol_classify_level(c, &l);
 	if (!c->err && call->net == POLICY_NET_HOST &&
-	    !list_match(c, &l, POLICY_LAYER_OPERATOR, POLICY_LIST_NETWORK,
-			false, false))
-		hard_ask(c, "ask.net.host",
-			 "%s asks for the host network, which the operator has "
-			 "not allowed for it",
-			 call->argv[0]);
+	    !pol_list_match(c, &l, POLICY_LAYER_OPERATOR, POLICY_LIST_NETWORK,
+			    false, false))
+		pol_hard_ask(
+		    c, "ask.net.host",
+		    "%s asks for the host network, which the operator has "
+		    "not allowed for it",
+		    call->argv[0]);
 	/* Decide in the fixed order (policy.h). */
 	if (c->deny.rule || c->hard_ask.rule)
 		goto out;
-	if (list_match(c, &l, POLICY_LAYER_OPERATOR, POLICY_LIST_ALLOW, false,
-		       false) ||
-	    list_match(c, &l, POLICY_LAYER_OPERATOR, POLICY_LIST_ALLOW_EXACT,
-		       true, false) ||
-	    list_match(c, &l, POLICY_LAYER_OPERATOR, POLICY_LIST_NETWORK, false,
-		       false) ||
-	    list_match(c, &l, POLICY_LAYER_OPERATOR, POLICY_LIST_CHECK, true,
-		       false)) {
+	if (pol_list_match(c, &l, POLICY_LAYER_OPERATOR, POLICY_LIST_ALLOW,
+			   false, false) ||
+	    pol_list_match(c, &l, POLICY_LAYER_OPERATOR,
+			   POLICY_LIST_ALLOW_EXACT, true, false) ||
+	    pol_list_match(c, &l, POLICY_LAYER_OPERATOR, POLICY_LIST_NETWORK,
+			   false, false) ||
+	    pol_list_match(c, &l, POLICY_LAYER_OPERATOR, POLICY_LIST_CHECK,
+			   true, false)) {
 		c->allow_rule = NULL;
-		allow(c, "allow.conf.operator",
-		      "the operator's configuration allows this command");
+		pol_allow(c, "allow.conf.operator",
+			  "the operator's configuration allows this command");
 		c->cmd_ask.rule = NULL;
 		goto out;
 	}
@@ -483,15 +485,16 @@ static void classify_exec(struct cls *c, char *cwd)
 		goto out;
 	if (c->allow_rule)
 		goto out;
-	if (list_match(c, &l, POLICY_LAYER_PROJECT, POLICY_LIST_CHECK, true,
-		       false))
-		allow(c, "allow.check", "this is one of the project's checks");
-	else if (list_match(c, &l, POLICY_LAYER_PROJECT, POLICY_LIST_ALLOW,
-			    false, false) ||
-		 list_match(c, &l, POLICY_LAYER_PROJECT,
-			    POLICY_LIST_ALLOW_EXACT, true, false))
-		allow(c, "allow.conf.project",
-		      "the project's configuration allows this command");
+	if (pol_list_match(c, &l, POLICY_LAYER_PROJECT, POLICY_LIST_CHECK, true,
+			   false))
+		pol_allow(c, "allow.check",
+			  "this is one of the project's checks");
+	else if (pol_list_match(c, &l, POLICY_LAYER_PROJECT, POLICY_LIST_ALLOW,
+				false, false) ||
+		 pol_list_match(c, &l, POLICY_LAYER_PROJECT,
+				POLICY_LIST_ALLOW_EXACT, true, false))
+		pol_allow(c, "allow.conf.project",
+			  "the project's configuration allows this command");
 out:
 	free(l.exe);
 }
@@ -532,47 +535,50 @@ int policy_classify(const struct policy_conf *conf,
 		c.wslen--;
 	if (call->kind != POLICY_CALL_EXEC) {
 		bool w = call->kind == POLICY_CALL_WRITE;
-		char *abs = absolutize(c.ws, call->path);
+		char *abs = pol_absolutize(c.ws, call->path);
 		char *real = NULL;
 
 		if (!abs) {
 			err = -ENOMEM;
 			goto out;
 		}
-		check_path(&c, c.ws, call->path, w ? PM_WRITE : PM_READ,
-			   w ? "fs.write" : "fs.read");
+		pol_check_path(&c, c.ws, call->path, w ? PM_WRITE : PM_READ,
+			       w ? "fs.write" : "fs.read");
 		/* The file tools work only inside the workspace. */
 		if (!c.err && c.n_paths > 0 && !c.deny.rule) {
 			real = c.paths[c.n_paths - 1];
-			char *lex = normalize(abs);
+			char *lex = pol_normalize(abs);
 
 			if (!lex)
 				c.err = -ENOMEM;
-			else if (!inside_ws(&c, real) || !inside_ws(&c, lex))
-				deny(&c, "deny.path.outside",
-				     "%s is outside the workspace", call->path);
+			else if (!pol_inside_ws(&c, real) ||
+				 !pol_inside_ws(&c, lex))
+				pol_deny(&c, "deny.path.outside",
+					 "%s is outside the workspace",
+					 call->path);
 			free(lex);
 		}
 		free(abs);
 		if (!c.err && !c.deny.rule && !c.hard_ask.rule)
-			allow(&c, w ? "allow.write" : "allow.read",
-			      w ? "an ordinary file inside the workspace"
-				: "reading inside the workspace");
+			pol_allow(&c, w ? "allow.write" : "allow.read",
+				  w ? "an ordinary file inside the workspace"
+				    : "reading inside the workspace");
 	} else {
-		char *abs = absolutize(c.ws, call->cwd ? call->cwd : ".");
+		char *abs = pol_absolutize(c.ws, call->cwd ? call->cwd : ".");
 
 		if (!abs) {
 			err = -ENOMEM;
 			goto out;
 		}
-		err = resolve_abs(&c, abs, &cwd);
+		err = pol_resolve_abs(&c, abs, &cwd);
 		free(abs);
 		if (err == -ENOMEM)
 			goto out;
 		err = 0;
-		if (!cwd || !inside_ws(&c, cwd))
-			deny(&c, "deny.path.outside",
-			     "the working directory is outside the workspace");
+		if (!cwd || !pol_inside_ws(&c, cwd))
+			pol_deny(
+			    &c, "deny.path.outside",
+			    "the working directory is outside the workspace");
 		else
 			classify_exec(&c, cwd);
 	}

@@ -50,7 +50,7 @@ static int setup_trusted(struct cls *c)
 
 		while (n > 1 && tok[n - 1] == '/')
 			tok[--n] = '\0';
-		if (tok[0] != '/' || inside_ws(c, tok) ||
+		if (tok[0] != '/' || pol_inside_ws(c, tok) ||
 		    c->n_trusted == ARRAY_SIZE(c->trusted))
 			continue;
 		c->trusted[c->n_trusted++] = tok;
@@ -350,7 +350,7 @@ static int path_search(struct cls *c, const struct lvl *l, char **ret_found)
 			dir = NULL;
 		if (!dir)
 			goto oom;
-		found = absolutize(l->cwd, dir);
+		found = pol_absolutize(l->cwd, dir);
 		free(dir);
 		if (found) {
 			char *full;
@@ -375,7 +375,7 @@ oom:
 	return -ENOMEM;
 }
 
-void ident(struct cls *c, struct lvl *l)
+void pol_ident(struct cls *c, struct lvl *l)
 {
 	const char *a0 = l->argv[0];
 	char *found = NULL, *lex = NULL, *real = NULL;
@@ -424,7 +424,7 @@ void ident(struct cls *c, struct lvl *l)
 		}
 	}
 	if (strchr(a0, '/')) {
-		found = absolutize(l->cwd, a0);
+		found = pol_absolutize(l->cwd, a0);
 		if (!found) {
 			c->err = -ENOMEM;
 			return;
@@ -435,14 +435,14 @@ void ident(struct cls *c, struct lvl *l)
 		if (path_search(c, l, &found) < 0 || !found)
 			goto out;
 	}
-	lex = normalize(found);
-	if (!lex || resolve_abs(c, found, &real) == -ENOMEM) {
+	lex = pol_normalize(found);
+	if (!lex || pol_resolve_abs(c, found, &real) == -ENOMEM) {
 		c->err = -ENOMEM;
 		goto out;
 	}
 	if (!real)
 		goto out;
-	ws_entry = inside_ws(c, lex) || inside_ws(c, real);
+	ws_entry = pol_inside_ws(c, lex) || pol_inside_ws(c, real);
 	l->exe = steal_ptr(real);
 	if (ws_entry) {
 		l->where = EXE_WORKSPACE;

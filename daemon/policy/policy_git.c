@@ -224,17 +224,18 @@ static bool git_globals(struct cls *c, struct lvl *l, char **cwd, size_t *ret_i)
 
 			if (!dir)
 				break;
-			abs = absolutize(*cwd, dir);
-			if (!abs || resolve_abs(c, abs, &real) == -ENOMEM) {
+			abs = pol_absolutize(*cwd, dir);
+			if (!abs || pol_resolve_abs(c, abs, &real) == -ENOMEM) {
 				free(abs);
 				c->err = -ENOMEM;
 				return true;
 			}
 			free(abs);
-			if (!real || !inside_ws(c, real)) {
-				deny(c, "deny.git.option",
-				     "git -C %s works outside the workspace",
-				     dir);
+			if (!real || !pol_inside_ws(c, real)) {
+				pol_deny(
+				    c, "deny.git.option",
+				    "git -C %s works outside the workspace",
+				    dir);
 				free(real);
 				return true;
 			}
@@ -251,24 +252,27 @@ static bool git_globals(struct cls *c, struct lvl *l, char **cwd, size_t *ret_i)
 		    strncmp(a, "--namespace", 11) == 0 ||
 		    strncmp(a, "--super-prefix", 14) == 0 ||
 		    strncmp(a, "--attr-source", 13) == 0) {
-			deny(c, "deny.git.option",
-			     "git %s changes git's configuration or repository "
-			     "for this command",
-			     a);
+			pol_deny(
+			    c, "deny.git.option",
+			    "git %s changes git's configuration or repository "
+			    "for this command",
+			    a);
 			return true;
 		}
 		if (strcmp(a, "-p") == 0 || strcmp(a, "--paginate") == 0) {
-			cmd_ask(c, "ask.git.option", "git %s runs a pager", a);
+			pol_cmd_ask(c, "ask.git.option", "git %s runs a pager",
+				    a);
 			continue;
 		}
 		if (strcmp(a, "--bare") == 0 ||
 		    strncmp(a, "--list-cmds", 11) == 0) {
-			cmd_ask(c, "ask.git.option", "git %s", a);
+			pol_cmd_ask(c, "ask.git.option", "git %s", a);
 			continue;
 		}
 		if (!IN(ok_global, a)) {
-			cmd_ask(c, "ask.git.option",
-				"git option %s is not on the known list", a);
+			pol_cmd_ask(c, "ask.git.option",
+				    "git option %s is not on the known list",
+				    a);
 			continue;
 		}
 	}
@@ -337,12 +341,12 @@ static bool git_config_denied(struct cls *c, const struct lvl *l, size_t i)
 	}
 	if (!set && (get || ops <= 1))
 		return false;
-	deny(c, "deny.git.config",
-	     "git config would change git's configuration");
+	pol_deny(c, "deny.git.config",
+		 "git config would change git's configuration");
 	return true;
 }
 
-void run_git(struct cls *c, struct lvl *l)
+void pol_run_git(struct cls *c, struct lvl *l)
 {
 	char *cwd = l->cwd;
 	size_t i;
@@ -351,26 +355,28 @@ void run_git(struct cls *c, struct lvl *l)
 	if (git_globals(c, l, &cwd, &i))
 		goto out;
 	if (i >= l->argc) {
-		allow(c, "allow.git.read", "git without a command only prints");
+		pol_allow(c, "allow.git.read",
+			  "git without a command only prints");
 		goto out;
 	}
 	sub = l->argv[i];
 	/* Every later argument: secret blobs and pathspecs. */
 	for (size_t k = i + 1; k < l->argc; k++)
 		if (git_secret_arg(l->argv[k]))
-			deny(c, "deny.secret.read",
-			     "git %s %s would show a secret-looking file", sub,
-			     l->argv[k]);
+			pol_deny(c, "deny.secret.read",
+				 "git %s %s would show a secret-looking file",
+				 sub, l->argv[k]);
 	if (IN(git_remote_cmds, sub)) {
-		deny(c, "deny.git.remote",
-		     "git %s talks to a remote repository; spd never fetches "
-		     "or pushes",
-		     sub);
+		pol_deny(
+		    c, "deny.git.remote",
+		    "git %s talks to a remote repository; spd never fetches "
+		    "or pushes",
+		    sub);
 		goto out;
 	}
 	if (IN(git_destructive_cmds, sub)) {
-		deny(c, "deny.git.destructive",
-		     "git %s destroys history or untracked work", sub);
+		pol_deny(c, "deny.git.destructive",
+			 "git %s destroys history or untracked work", sub);
 		goto out;
 	}
 	if (strcmp(sub, "reset") == 0)
@@ -378,15 +384,16 @@ void run_git(struct cls *c, struct lvl *l)
 			if (strcmp(l->argv[k], "--hard") == 0 ||
 			    strcmp(l->argv[k], "--merge") == 0 ||
 			    strcmp(l->argv[k], "--keep") == 0) {
-				deny(c, "deny.git.destructive",
-				     "git reset %s discards work", l->argv[k]);
+				pol_deny(c, "deny.git.destructive",
+					 "git reset %s discards work",
+					 l->argv[k]);
 				goto out;
 			}
 	if (strcmp(sub, "reflog") == 0 && i + 1 < l->argc &&
 	    (strcmp(l->argv[i + 1], "expire") == 0 ||
 	     strcmp(l->argv[i + 1], "delete") == 0)) {
-		deny(c, "deny.git.destructive",
-		     "git reflog %s destroys history", l->argv[i + 1]);
+		pol_deny(c, "deny.git.destructive",
+			 "git reflog %s destroys history", l->argv[i + 1]);
 		goto out;
 	}
 	if (strcmp(sub, "notes") == 0) {
@@ -400,11 +407,11 @@ void run_git(struct cls *c, struct lvl *l)
 				k++;
 		if (op && strcmp(op, "list") != 0 && strcmp(op, "show") != 0 &&
 		    strcmp(op, "get-ref") != 0) {
-			deny(c, "deny.git.notes", "git notes %s writes notes",
-			     op);
+			pol_deny(c, "deny.git.notes",
+				 "git notes %s writes notes", op);
 			goto out;
 		}
-		allow(c, "allow.git.read", "git notes only lists or shows");
+		pol_allow(c, "allow.git.read", "git notes only lists or shows");
 		goto out;
 	}
 	/* Read forms of commands that can also change state. */
@@ -427,36 +434,40 @@ void run_git(struct cls *c, struct lvl *l)
 	if (read_form) {
 		for (size_t k = i + 1; k < l->argc; k++)
 			if (git_bad_subopt(l->argv[k]))
-				cmd_ask(c, "ask.git.option",
-					"git %s %s runs a program or writes a "
-					"file",
-					sub, l->argv[k]);
-		allow(c, "allow.git.read", "git %s only reads the repository",
-		      sub);
+				pol_cmd_ask(
+				    c, "ask.git.option",
+				    "git %s %s runs a program or writes a "
+				    "file",
+				    sub, l->argv[k]);
+		pol_allow(c, "allow.git.read",
+			  "git %s only reads the repository", sub);
 		goto out;
 	}
 	if (c->ctx->in_place && IN(git_inplace_cmds, sub)) {
-		deny(c, "deny.git.inplace",
-		     "git %s would move the operator's own checkout (in-place "
-		     "mode)",
-		     sub);
+		pol_deny(
+		    c, "deny.git.inplace",
+		    "git %s would move the operator's own checkout (in-place "
+		    "mode)",
+		    sub);
 		goto out;
 	}
 	if (c->ctx->worktree_session && IN(git_session_cmds, sub)) {
-		allow(c, "allow.git.session",
-		      "git %s changes only the session's own repository and "
-		      "worktree; spd takes its commits onto the session's "
-		      "branch",
-		      sub);
+		pol_allow(
+		    c, "allow.git.session",
+		    "git %s changes only the session's own repository and "
+		    "worktree; spd takes its commits onto the session's "
+		    "branch",
+		    sub);
 		goto out;
 	}
 	if (IN(git_state_cmds, sub)) {
-		cmd_ask(c, "ask.git.state", "git %s changes the repository",
-			sub);
+		pol_cmd_ask(c, "ask.git.state", "git %s changes the repository",
+			    sub);
 		goto out;
 	}
-	cmd_ask(c, "ask.git.unknown",
-		"git %s is not a known git command (it may be an alias)", sub);
+	pol_cmd_ask(c, "ask.git.unknown",
+		    "git %s is not a known git command (it may be an alias)",
+		    sub);
 out:
 	if (cwd != l->cwd)
 		free(cwd);

@@ -121,27 +121,30 @@ static void run_interp(struct cls *c, struct lvl *l, const struct interp *ip)
 			const char *name = a + (a[1] == '-' ? 2 : 1);
 			size_t n = strcspn(name, "=");
 
-			if (long_in(ip->inline_long, name, n)) {
-				cmd_ask(c, "ask.interp.inline",
-					"%s %s runs inline code", l->name, a);
+			if (pol_long_in(ip->inline_long, name, n)) {
+				pol_cmd_ask(c, "ask.interp.inline",
+					    "%s %s runs inline code", l->name,
+					    a);
 				return;
 			}
 			continue;
 		}
 		for (const char *q = a + 1; *q; q++)
 			if (strchr(ip->inline_short, *q)) {
-				cmd_ask(c, "ask.interp.inline",
-					"%s -%c runs inline code", l->name, *q);
+				pol_cmd_ask(c, "ask.interp.inline",
+					    "%s -%c runs inline code", l->name,
+					    *q);
 				return;
 			}
 	}
 	if (strcmp(ip->name, "deno") == 0 && l->argc > 1 &&
 	    strcmp(l->argv[1], "eval") == 0) {
-		cmd_ask(c, "ask.interp.inline", "deno eval runs inline code");
+		pol_cmd_ask(c, "ask.interp.inline",
+			    "deno eval runs inline code");
 		return;
 	}
-	cmd_ask(c, "ask.interp", "%s runs a program spd cannot inspect",
-		l->name);
+	pol_cmd_ask(c, "ask.interp", "%s runs a program spd cannot inspect",
+		    l->name);
 }
 
 /* ---------------------------------------------------------------- */
@@ -215,30 +218,31 @@ static const char *const env_ask[] = {
     "XDG_CONFIG_HOME",
 };
 
-void check_env_name(struct cls *c, const char *name, size_t n)
+void pol_check_env_name(struct cls *c, const char *name, size_t n)
 {
 	char buf[128];
 
 	if (n >= sizeof(buf)) {
-		hard_ask(c, "ask.env",
-			 "an environment variable with a very "
-			 "long name");
+		pol_hard_ask(c, "ask.env",
+			     "an environment variable with a very "
+			     "long name");
 		return;
 	}
 	memcpy(buf, name, n);
 	buf[n] = '\0';
 	if (IN(env_deny, buf) || strncmp(buf, "GIT_CONFIG", 10) == 0) {
-		deny(c, "deny.env",
-		     "%s changes which program, library or git repository is "
-		     "used",
-		     buf);
+		pol_deny(
+		    c, "deny.env",
+		    "%s changes which program, library or git repository is "
+		    "used",
+		    buf);
 		return;
 	}
 	if (IN(env_ask, buf) || strncmp(buf, "GIT_TRACE", 9) == 0 ||
 	    strncmp(buf, "LD_", 3) == 0 || strncmp(buf, "DYLD_", 5) == 0 ||
 	    strncmp(buf, "BASH_FUNC_", 10) == 0)
-		hard_ask(c, "ask.env", "%s makes the program run other code",
-			 buf);
+		pol_hard_ask(c, "ask.env",
+			     "%s makes the program run other code", buf);
 }
 
 /* ---------------------------------------------------------------- */
@@ -258,7 +262,7 @@ static void peel(struct cls *c, struct lvl *l, size_t start, char *cwd,
 
 	if (start >= l->argc)
 		return;
-	classify_level(c, &in);
+	pol_classify_level(c, &in);
 	free(in.exe);
 }
 
@@ -280,7 +284,7 @@ static size_t skip_wrapper_opts(const struct lvl *l, const char *shortv,
 			const char *name = a + 2;
 			size_t n = strcspn(name, "=");
 
-			if (!name[n] && long_kind(longv, name, n))
+			if (!name[n] && pol_long_kind(longv, name, n))
 				i++;
 			i++;
 			continue;
@@ -288,7 +292,7 @@ static size_t skip_wrapper_opts(const struct lvl *l, const char *shortv,
 		bool takes = false;
 
 		for (const char *q = a + 1; *q; q++)
-			if (short_kind(shortv, *q)) {
+			if (pol_short_kind(shortv, *q)) {
 				takes = q[1] == '\0';
 				break;
 			}
@@ -316,9 +320,10 @@ static void run_env(struct cls *c, struct lvl *l)
 			if (strcmp(a, "-S") == 0 || strncmp(a, "-S", 2) == 0 ||
 			    strncmp(a, "--split-string", 14) == 0 ||
 			    (a[1] != '-' && strchr(a, 'S'))) {
-				cmd_ask(c, "ask.shell",
-					"env -S splits a string into a command "
-					"like a shell");
+				pol_cmd_ask(
+				    c, "ask.shell",
+				    "env -S splits a string into a command "
+				    "like a shell");
 				goto out;
 			}
 			if (strcmp(a, "-u") == 0 || strcmp(a, "--unset") == 0) {
@@ -332,22 +337,23 @@ static void run_env(struct cls *c, struct lvl *l)
 			else if (strncmp(a, "-C", 2) == 0)
 				dir = a + 2;
 			if (dir) {
-				char *abs = absolutize(cwd ? cwd : l->cwd, dir);
+				char *abs =
+				    pol_absolutize(cwd ? cwd : l->cwd, dir);
 				char *real = NULL;
 
 				if (!abs ||
-				    resolve_abs(c, abs, &real) == -ENOMEM) {
+				    pol_resolve_abs(c, abs, &real) == -ENOMEM) {
 					free(abs);
 					c->err = -ENOMEM;
 					goto out;
 				}
 				free(abs);
-				if (!real || !inside_ws(c, real)) {
-					deny(c, "deny.path.outside",
-					     "env -C %s runs the command "
-					     "outside "
-					     "the workspace",
-					     dir);
+				if (!real || !pol_inside_ws(c, real)) {
+					pol_deny(c, "deny.path.outside",
+						 "env -C %s runs the command "
+						 "outside "
+						 "the workspace",
+						 dir);
 					free(real);
 					goto out;
 				}
@@ -360,15 +366,15 @@ static void run_env(struct cls *c, struct lvl *l)
 
 		if (!eq)
 			break;
-		check_env_name(c, a, (size_t)(eq - a));
+		pol_check_env_name(c, a, (size_t)(eq - a));
 		if (strncmp(a, "PATH=", 5) == 0)
 			path_env = eq + 1;
 	}
 	if (i >= l->argc) {
-		allow(c, "allow.cmd", "env without a command only prints");
+		pol_allow(c, "allow.cmd", "env without a command only prints");
 		goto out;
 	}
-	cmd_ask(c, "ask.wrapper", "env runs its arguments as a command");
+	pol_cmd_ask(c, "ask.wrapper", "env runs its arguments as a command");
 	peel(c, l, i, cwd, path_env);
 out:
 	free(cwd);
@@ -391,9 +397,9 @@ static void run_wrapper(struct cls *c, struct lvl *l)
 		for (size_t k = 1; k < i && k < l->argc; k++)
 			if (strchr(l->argv[k], 'v') ||
 			    strchr(l->argv[k], 'V')) {
-				allow(c, "allow.cmd",
-				      "command -v only looks "
-				      "a name up");
+				pol_allow(c, "allow.cmd",
+					  "command -v only looks "
+					  "a name up");
 				return;
 			}
 	} else if (strcmp(n, "stdbuf") == 0) {
@@ -406,10 +412,11 @@ static void run_wrapper(struct cls *c, struct lvl *l)
 			const char *a = l->argv[i];
 
 			if (strcmp(a, "-o") == 0 && i + 1 < l->argc)
-				check_path(c, l->cwd, l->argv[++i], PM_WRITE,
-					   "time");
+				pol_check_path(c, l->cwd, l->argv[++i],
+					       PM_WRITE, "time");
 			else if (strncmp(a, "--output=", 9) == 0)
-				check_path(c, l->cwd, a + 9, PM_WRITE, "time");
+				pol_check_path(c, l->cwd, a + 9, PM_WRITE,
+					       "time");
 			else if (strcmp(a, "-f") == 0 ||
 				 strcmp(a, "--format") == 0)
 				i++;
@@ -424,10 +431,11 @@ static void run_wrapper(struct cls *c, struct lvl *l)
 			const char *a = l->argv[i];
 
 			if (strcmp(a, "-a") == 0 && i + 1 < l->argc)
-				check_path(c, l->cwd, l->argv[++i], PM_READ,
-					   "xargs");
+				pol_check_path(c, l->cwd, l->argv[++i], PM_READ,
+					       "xargs");
 			else if (strncmp(a, "--arg-file=", 11) == 0)
-				check_path(c, l->cwd, a + 11, PM_READ, "xargs");
+				pol_check_path(c, l->cwd, a + 11, PM_READ,
+					       "xargs");
 			else if (strcmp(a, "-d") == 0 || strcmp(a, "-E") == 0 ||
 				 strcmp(a, "-I") == 0 || strcmp(a, "-L") == 0 ||
 				 strcmp(a, "-n") == 0 || strcmp(a, "-P") == 0 ||
@@ -440,7 +448,7 @@ static void run_wrapper(struct cls *c, struct lvl *l)
 				break;
 		}
 	}
-	cmd_ask(c, "ask.wrapper", "%s runs its arguments as a command", n);
+	pol_cmd_ask(c, "ask.wrapper", "%s runs its arguments as a command", n);
 	if (i < l->argc)
 		peel(c, l, i, NULL, NULL);
 }
@@ -464,10 +472,10 @@ static bool entry_match(struct cls *c, const struct lvl *l,
 		if (strcmp(e->words[k], l->argv[k]) != 0)
 			return false;
 	if (strchr(w0, '/')) {
-		char *abs = absolutize(c->ws, w0), *real = NULL;
+		char *abs = pol_absolutize(c->ws, w0), *real = NULL;
 		bool ok;
 
-		if (!abs || resolve_abs(c, abs, &real) < 0) {
+		if (!abs || pol_resolve_abs(c, abs, &real) < 0) {
 			free(abs);
 			return false;
 		}
@@ -486,8 +494,8 @@ static bool entry_match(struct cls *c, const struct lvl *l,
 	return false;
 }
 
-bool list_match(struct cls *c, const struct lvl *l, enum policy_layer layer,
-		enum policy_list list, bool exact, bool loose)
+bool pol_list_match(struct cls *c, const struct lvl *l, enum policy_layer layer,
+		    enum policy_list list, bool exact, bool loose)
 {
 	const struct elist *e;
 
@@ -510,13 +518,14 @@ static void scan_unknown_args(struct cls *c, const struct lvl *l)
 		const char *v = eq ? eq + 1 : a;
 
 		if (*v && protected_match(v) == PROTECTED_SECRET_FILE)
-			deny(c, "deny.secret.read",
-			     "%s is given %s, which looks like a secret file",
-			     l->argv[0], v);
+			pol_deny(
+			    c, "deny.secret.read",
+			    "%s is given %s, which looks like a secret file",
+			    l->argv[0], v);
 	}
 }
 
-void classify_level(struct cls *c, struct lvl *l)
+void pol_classify_level(struct cls *c, struct lvl *l)
 {
 	static const char *const layer_name[] = {"operator", "project"};
 	const char *n;
@@ -524,12 +533,12 @@ void classify_level(struct cls *c, struct lvl *l)
 	if (c->err || l->argc == 0)
 		return;
 	if (l->depth > POLICY_PEEL_MAX) {
-		cmd_ask(c, "ask.wrapper",
-			"more than %d wrappers inside each other",
-			POLICY_PEEL_MAX);
+		pol_cmd_ask(c, "ask.wrapper",
+			    "more than %d wrappers inside each other",
+			    POLICY_PEEL_MAX);
 		return;
 	}
-	ident(c, l);
+	pol_ident(c, l);
 	if (c->err)
 		return;
 	if (l->depth == 0 && l->exe && !(c->exe = strdup(l->exe))) {
@@ -537,13 +546,14 @@ void classify_level(struct cls *c, struct lvl *l)
 		return;
 	}
 	for (int layer = 0; layer < 2; layer++) {
-		if (list_match(c, l, layer, POLICY_LIST_DENY, false, true))
-			deny(c,
-			     layer ? "deny.conf.project" : "deny.conf.operator",
-			     "the %s's configuration denies %s",
-			     layer_name[layer], l->argv[0]);
-		if (list_match(c, l, layer, POLICY_LIST_ASK, false, true))
-			hard_ask(
+		if (pol_list_match(c, l, layer, POLICY_LIST_DENY, false, true))
+			pol_deny(c,
+				 layer ? "deny.conf.project"
+				       : "deny.conf.operator",
+				 "the %s's configuration denies %s",
+				 layer_name[layer], l->argv[0]);
+		if (pol_list_match(c, l, layer, POLICY_LIST_ASK, false, true))
+			pol_hard_ask(
 			    c, layer ? "ask.conf.project" : "ask.conf.operator",
 			    "the %s's configuration asks before %s",
 			    layer_name[layer], l->argv[0]);
@@ -554,65 +564,68 @@ void classify_level(struct cls *c, struct lvl *l)
 		const char *b = strrchr(l->argv[0], '/');
 
 		if (IN(priv_cmds, b ? b + 1 : l->argv[0])) {
-			deny(c, "deny.priv", "%s escalates privileges",
-			     l->argv[0]);
+			pol_deny(c, "deny.priv", "%s escalates privileges",
+				 l->argv[0]);
 			return;
 		}
 	}
 	switch (l->where) {
 	case EXE_NOTFOUND:
 		scan_unknown_args(c, l);
-		cmd_ask(c, "ask.exe.notfound",
-			"%s is not an executable in PATH", l->argv[0]);
+		pol_cmd_ask(c, "ask.exe.notfound",
+			    "%s is not an executable in PATH", l->argv[0]);
 		return;
 	case EXE_WORKSPACE:
 		scan_unknown_args(c, l);
-		cmd_ask(c, "ask.exe.workspace",
-			"%s is a program from the workspace, which the agent "
-			"can change",
-			l->argv[0]);
+		pol_cmd_ask(
+		    c, "ask.exe.workspace",
+		    "%s is a program from the workspace, which the agent "
+		    "can change",
+		    l->argv[0]);
 		return;
 	case EXE_UNTRUSTED:
 		scan_unknown_args(c, l);
-		cmd_ask(c, "ask.exe.untrusted",
-			"%s is not in a system directory or the session's PATH",
-			l->argv[0]);
+		pol_cmd_ask(
+		    c, "ask.exe.untrusted",
+		    "%s is not in a system directory or the session's PATH",
+		    l->argv[0]);
 		return;
 	case EXE_TRUSTED:
 		break;
 	}
 	n = l->name;
-	const struct spec *s = find_spec(n);
+	const struct spec *s = pol_find_spec(n);
 	const struct interp *ip;
 
 	if (s) {
-		run_simple(c, l, s);
+		pol_run_simple(c, l, s);
 	} else if (strcmp(n, "find") == 0) {
-		run_find(c, l);
+		pol_run_find(c, l);
 	} else if (strcmp(n, "sed") == 0 || strcmp(n, "gsed") == 0) {
-		run_sed(c, l);
+		pol_run_sed(c, l);
 	} else if (strcmp(n, "awk") == 0 || strcmp(n, "gawk") == 0 ||
 		   strcmp(n, "mawk") == 0 || strcmp(n, "nawk") == 0 ||
 		   strcmp(n, "original-awk") == 0) {
-		run_awk(c, l);
+		pol_run_awk(c, l);
 	} else if (strcmp(n, "git") == 0) {
-		run_git(c, l);
+		pol_run_git(c, l);
 	} else if (strcmp(n, "dd") == 0) {
-		run_dd(c, l);
+		pol_run_dd(c, l);
 	} else if (strcmp(n, "env") == 0) {
 		run_env(c, l);
 	} else if (IN(wrapper_cmds, n)) {
 		run_wrapper(c, l);
 	} else if (IN(priv_cmds, n)) {
-		deny(c, "deny.priv", "%s escalates privileges", n);
+		pol_deny(c, "deny.priv", "%s escalates privileges", n);
 	} else if (IN(shell_cmds, n)) {
-		cmd_ask(c, "ask.shell",
-			"%s is a shell: it runs whatever its arguments say", n);
+		pol_cmd_ask(c, "ask.shell",
+			    "%s is a shell: it runs whatever its arguments say",
+			    n);
 	} else if (IN(net_cmds, n)) {
 		scan_unknown_args(c, l);
-		cmd_ask(c, "ask.net.tool", "%s is a network tool", n);
+		pol_cmd_ask(c, "ask.net.tool", "%s is a network tool", n);
 	} else if (IN(runner_cmds, n)) {
-		cmd_ask(c, "ask.wrapper", "%s runs another program", n);
+		pol_cmd_ask(c, "ask.wrapper", "%s runs another program", n);
 	} else if ((ip = find_interp(n))) {
 		scan_unknown_args(c, l);
 		run_interp(c, l, ip);

@@ -19,7 +19,7 @@
 
 /* The value kind of short option ch in shortv: 0 none, 'v' plain value,
  * '<' read path, '>' written path. */
-int short_kind(const char *shortv, char ch)
+int pol_short_kind(const char *shortv, char ch)
 {
 	const char *q;
 
@@ -45,7 +45,7 @@ static int kind_rank(int k)
  * that is a prefix of listed options has the worst of their kinds; an
  * exact match wins, as it does in getopt.
  */
-int long_kind(const char *const *longv, const char *name, size_t n)
+int pol_long_kind(const char *const *longv, const char *name, size_t n)
 {
 	int worst = 0;
 
@@ -68,25 +68,26 @@ int long_kind(const char *const *longv, const char *name, size_t n)
 /* name (n bytes, without "--") is an unambiguous-or-not prefix of
  * canonical: getopt accepts abbreviations, so "--rec" is --recursive.
  * Matching any prefix errs towards seeing the option. */
-bool long_is(const char *name, size_t n, const char *canonical)
+bool pol_long_is(const char *name, size_t n, const char *canonical)
 {
 	return n > 0 && n <= strlen(canonical) &&
 	       memcmp(name, canonical, n) == 0;
 }
 
-bool long_in(const char *const *list, const char *name, size_t n)
+bool pol_long_in(const char *const *list, const char *name, size_t n)
 {
 	if (!list)
 		return false;
 	for (const char *const *l = list; *l; l++)
-		if (long_is(name, n, *l))
+		if (pol_long_is(name, n, *l))
 			return true;
 	return false;
 }
 
 /* Walk argv from index start; returns nothing, reports via cb. */
-void walk_opts(struct cls *c, struct lvl *l, size_t start, const char *shortv,
-	       const char *const *longv, const struct optcb *cb)
+void pol_walk_opts(struct cls *c, struct lvl *l, size_t start,
+		   const char *shortv, const char *const *longv,
+		   const struct optcb *cb)
 {
 	bool ddash = false;
 	size_t idx = 0;
@@ -107,20 +108,20 @@ void walk_opts(struct cls *c, struct lvl *l, size_t start, const char *shortv,
 			const char *eq = strchr(name, '=');
 			size_t n = eq ? (size_t)(eq - name) : strlen(name);
 			const char *val = eq ? eq + 1 : NULL;
-			int k = long_kind(longv, name, n);
+			int k = pol_long_kind(longv, name, n);
 
 			if (!val && k && i + 1 < l->argc)
 				val = l->argv[++i];
 			if (val && (k == '<' || k == '>'))
-				check_path(c, l->cwd, val,
-					   k == '<' ? PM_READ : PM_WRITE,
-					   l->argv[0]);
+				pol_check_path(c, l->cwd, val,
+					       k == '<' ? PM_READ : PM_WRITE,
+					       l->argv[0]);
 			if (cb->opt)
 				cb->opt(c, l, cb->d, 0, name, n, val);
 			continue;
 		}
 		for (const char *q = a + 1; *q; q++) {
-			int k = short_kind(shortv, *q);
+			int k = pol_short_kind(shortv, *q);
 
 			if (!k) {
 				if (cb->opt)
@@ -131,9 +132,9 @@ void walk_opts(struct cls *c, struct lvl *l, size_t start, const char *shortv,
 					  : i + 1 < l->argc ? l->argv[++i]
 							    : NULL;
 			if (val && (k == '<' || k == '>'))
-				check_path(c, l->cwd, val,
-					   k == '<' ? PM_READ : PM_WRITE,
-					   l->argv[0]);
+				pol_check_path(c, l->cwd, val,
+					       k == '<' ? PM_READ : PM_WRITE,
+					       l->argv[0]);
 			if (cb->opt)
 				cb->opt(c, l, cb->d, *q, NULL, 0, val);
 			break;
@@ -175,16 +176,16 @@ static void simple_opt(struct cls *c, struct lvl *l, void *d, char ch,
 			st->target_dir = val;
 		return;
 	}
-	if (long_in(s->skip_off_long, name, n))
+	if (pol_long_in(s->skip_off_long, name, n))
 		st->skip_off = true;
-	if (long_in(s->forbid_long, name, n) && !st->forbidden) {
+	if (pol_long_in(s->forbid_long, name, n) && !st->forbidden) {
 		st->forbidden = true;
 		snprintf(st->forbidden_opt, sizeof(st->forbidden_opt), "--%.*s",
 			 (int)(n < 60 ? n : 60), name);
 	}
-	if (long_is(name, n, "recursive"))
+	if (pol_long_is(name, n, "recursive"))
 		st->recursive = true;
-	if (s->into && val && long_is(name, n, "target-directory") && n > 2)
+	if (s->into && val && pol_long_is(name, n, "target-directory") && n > 2)
 		st->target_dir = val;
 }
 
@@ -212,8 +213,8 @@ static void check_into(struct cls *c, struct lvl *l,
 		dir = st->ops[st->n_ops - 1];
 		nsrc = st->n_ops - 1;
 	}
-	abs = absolutize(l->cwd, dir);
-	if (!abs || resolve_abs(c, abs, &real) == -ENOMEM) {
+	abs = pol_absolutize(l->cwd, dir);
+	if (!abs || pol_resolve_abs(c, abs, &real) == -ENOMEM) {
 		free(abs);
 		c->err = -ENOMEM;
 		return;
@@ -234,14 +235,14 @@ static void check_into(struct cls *c, struct lvl *l,
 			c->err = -ENOMEM;
 			break;
 		}
-		check_path(c, l->cwd, dst, st->recursive ? PM_TREE : PM_WRITE,
-			   st->s->name);
+		pol_check_path(c, l->cwd, dst,
+			       st->recursive ? PM_TREE : PM_WRITE, st->s->name);
 		free(dst);
 	}
 	free(real);
 }
 
-void run_simple(struct cls *c, struct lvl *l, const struct spec *s)
+void pol_run_simple(struct cls *c, struct lvl *l, const struct spec *s)
 {
 	struct simple_state st = {.s = s};
 	struct optcb cb = {simple_opt, simple_operand, &st};
@@ -252,7 +253,7 @@ void run_simple(struct cls *c, struct lvl *l, const struct spec *s)
 		c->err = -ENOMEM;
 		return;
 	}
-	walk_opts(c, l, 1, s->shortv, s->longv, &cb);
+	pol_walk_opts(c, l, 1, s->shortv, s->longv, &cb);
 	skip = st.skip_off ? 0 : s->skip;
 	for (size_t i = skip; i < st.n_ops; i++) {
 		enum pmode m;
@@ -277,25 +278,25 @@ void run_simple(struct cls *c, struct lvl *l, const struct spec *s)
 		}
 		if (strcmp(st.ops[i], "-") == 0 && m == PM_READ)
 			continue;
-		check_path(c, l->cwd, st.ops[i], m, s->name);
+		pol_check_path(c, l->cwd, st.ops[i], m, s->name);
 	}
 	if (s->into)
 		check_into(c, l, &st, skip);
 	if (st.forbidden)
-		cmd_ask(c, s->forbid_rule,
-			"%s %s can run other programs or "
-			"write files",
-			s->name, st.forbidden_opt);
+		pol_cmd_ask(c, s->forbid_rule,
+			    "%s %s can run other programs or "
+			    "write files",
+			    s->name, st.forbidden_opt);
 	if (st.recursive && strcmp(s->name, "rm") == 0)
-		cmd_ask(c, "ask.rm.recursive",
-			"rm removes directories "
-			"recursively");
-	allow(c,
-	      s->mode == OP_WRITE || s->mode == OP_LASTWRITE ? "allow.write"
-							     : "allow.cmd",
-	      "%s is on the built-in list of %s commands", s->name,
-	      s->mode == OP_WRITE || s->mode == OP_LASTWRITE ? "file"
-							     : "read-only");
+		pol_cmd_ask(c, "ask.rm.recursive",
+			    "rm removes directories "
+			    "recursively");
+	pol_allow(c,
+		  s->mode == OP_WRITE || s->mode == OP_LASTWRITE ? "allow.write"
+								 : "allow.cmd",
+		  "%s is on the built-in list of %s commands", s->name,
+		  s->mode == OP_WRITE || s->mode == OP_LASTWRITE ? "file"
+								 : "read-only");
 	free(st.ops);
 }
 
@@ -494,7 +495,7 @@ static const struct spec simple_specs[] = {
     {.name = "whoami", .mode = OP_NONE},
 };
 
-const struct spec *find_spec(const char *name)
+const struct spec *pol_find_spec(const char *name)
 {
 	size_t lo = 0, hi = ARRAY_SIZE(simple_specs);
 

@@ -90,7 +90,7 @@ static bool is_normal(const char *abs)
 	return true;
 }
 
-char *normalize(const char *abs)
+char *pol_normalize(const char *abs)
 {
 	char buf[POLICY_PATH_MAX];
 	size_t bl = 1;
@@ -262,7 +262,7 @@ fail:
  * real path), the walk starts there.  Returns 0 and a new string in
  * *ret, -ELOOP, -ENAMETOOLONG or -ENOMEM.
  */
-int resolve_abs(struct cls *c, const char *abs, char **ret)
+int pol_resolve_abs(struct cls *c, const char *abs, char **ret)
 {
 	char buf[POLICY_PATH_MAX], rem[POLICY_PATH_MAX], link[POLICY_PATH_MAX];
 	size_t bl = 1;
@@ -350,7 +350,7 @@ int resolve_abs(struct cls *c, const char *abs, char **ret)
 }
 
 /* Make arg absolute against base (an absolute directory). */
-char *absolutize(const char *base, const char *arg)
+char *pol_absolutize(const char *base, const char *arg)
 {
 	size_t bn, an;
 	char *s;
@@ -369,7 +369,7 @@ char *absolutize(const char *base, const char *arg)
 	return s;
 }
 
-bool inside_ws(const struct cls *c, const char *abs)
+bool pol_inside_ws(const struct cls *c, const char *abs)
 {
 	if (c->wslen == 1)
 		return abs[0] == '/';
@@ -423,7 +423,7 @@ static const char *const write_deny_rule[PROTECTED__COUNT] = {
     [PROTECTED_HOST_EXEC] = "deny.write.host-exec",
 };
 
-bool in_list(const char *const *list, size_t n, const char *s)
+bool pol_in_list(const char *const *list, size_t n, const char *s)
 {
 	for (size_t i = 0; i < n; i++)
 		if (strcmp(list[i], s) == 0)
@@ -468,29 +468,31 @@ static void note_tree_entry(struct cls *c, const char *rel, const char *arg,
 	    merge_class(protected_match(rel), configured_match(c, rel));
 
 	if (pc == PROTECTED_SECRET_FILE)
-		deny(c, "deny.secret.write",
-		     "%s %s would change %s, which looks like a secret file",
-		     what, arg, rel);
+		pol_deny(
+		    c, "deny.secret.write",
+		    "%s %s would change %s, which looks like a secret file",
+		    what, arg, rel);
 	else if (pc != PROTECTED_NONE && write_deny_rule[pc])
-		deny(c, write_deny_rule[pc],
-		     "%s %s would change %s, a protected path (%s)", what, arg,
-		     rel, protected_class_name(pc));
+		pol_deny(c, write_deny_rule[pc],
+			 "%s %s would change %s, a protected path (%s)", what,
+			 arg, rel, protected_class_name(pc));
 	else if (pc == PROTECTED_AGENT_CONTEXT)
-		hard_ask(c, "ask.write.context",
-			 "%s %s would change %s, an agent context file", what,
-			 arg, rel);
+		pol_hard_ask(c, "ask.write.context",
+			     "%s %s would change %s, an agent context file",
+			     what, arg, rel);
 	else if (pc == PROTECTED_MANIFEST)
-		hard_ask(c, "ask.write.manifest",
-			 "%s %s would change %s, a dependency manifest", what,
-			 arg, rel);
+		pol_hard_ask(c, "ask.write.manifest",
+			     "%s %s would change %s, a dependency manifest",
+			     what, arg, rel);
 	/* Below a directory, tests count only when the session says which
 	 * existed: build output is full of "tests" directories. */
 	else if (c->ctx->preexisting && protected_is_test(rel) &&
 		 c->ctx->preexisting(c->ctx->preexisting_data, rel))
-		hard_ask(c, "ask.write.test",
-			 "%s %s would change %s, a test that existed before "
-			 "the session",
-			 what, arg, rel);
+		pol_hard_ask(
+		    c, "ask.write.test",
+		    "%s %s would change %s, a test that existed before "
+		    "the session",
+		    what, arg, rel);
 }
 
 /* Walk the directory rel (relative to the workspace descriptor dfd),
@@ -552,9 +554,9 @@ static void check_tree(struct cls *c, const char *real, const char *arg,
 	strcpy(rel, r);
 	walk_tree(c, fd, rel, strlen(rel), 0, &tw, arg, what);
 	if (tw.over)
-		hard_ask(c, "ask.write.tree",
-			 "%s %s changes a directory too large to check", what,
-			 arg);
+		pol_hard_ask(c, "ask.write.tree",
+			     "%s %s changes a directory too large to check",
+			     what, arg);
 }
 
 /* True when path is dir or lies below it. */
@@ -602,7 +604,8 @@ static const char *hidden_match(const struct cls *c, const char *lex,
 bool policy_path_hidden_lex(const char *const *hidden, const char *ws,
 			    const char *path)
 {
-	char *abs = absolutize(ws, path), *lex = abs ? normalize(abs) : NULL;
+	char *abs = pol_absolutize(ws, path),
+	     *lex = abs ? pol_normalize(abs) : NULL;
 	bool hit = false;
 
 	/* Out of memory or over-long: taken as hidden, the stricter answer. */
@@ -620,8 +623,8 @@ bool policy_path_hidden_lex(const char *const *hidden, const char *ws,
  * against cwd (absolute, real).  Records findings and the resolved path.
  * what names the command for the reason.
  */
-void check_path(struct cls *c, const char *cwd, const char *arg,
-		enum pmode mode, const char *what)
+void pol_check_path(struct cls *c, const char *cwd, const char *arg,
+		    enum pmode mode, const char *what)
 {
 	char *abs = NULL, *lex = NULL, *real = NULL;
 	enum protected_class lc = PROTECTED_NONE, rc = PROTECTED_NONE, pc;
@@ -633,12 +636,12 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 		return;
 	if (!*arg)
 		return;
-	abs = absolutize(cwd, arg);
-	if (!abs || !(lex = normalize(abs))) {
+	abs = pol_absolutize(cwd, arg);
+	if (!abs || !(lex = pol_normalize(abs))) {
 		c->err = -ENOMEM;
 		goto out;
 	}
-	r = resolve_abs(c, abs, &real);
+	r = pol_resolve_abs(c, abs, &real);
 	if (r == -ENOMEM) {
 		c->err = r;
 		goto out;
@@ -652,8 +655,8 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 			goto out;
 		}
 	}
-	lin = inside_ws(c, lex);
-	rin = r == 0 && inside_ws(c, real);
+	lin = pol_inside_ws(c, lex);
+	rin = r == 0 && pol_inside_ws(c, real);
 	lc = protected_match(lin ? rel_ws(c, lex) : lex);
 	/* Without symlinks on the way both spellings are the same. */
 	rc = lin == rin && strcmp(lex, real) == 0
@@ -663,46 +666,49 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 	 * whatever the spelling; the operator may list one as readable. */
 	if (lc == PROTECTED_SECRET_FILE || rc == PROTECTED_SECRET_FILE) {
 		if (mode != PM_READ)
-			deny(
+			pol_deny(
 			    c, "deny.secret.write",
 			    "%s would write %s, which looks like a secret file",
 			    what, arg);
 		else if (!(rin && policy_conf_operator_readable(
 				      c->conf, rel_ws(c, real))))
-			deny(c, "deny.secret.read",
-			     "%s would read %s, which looks like a secret file",
-			     what, arg);
+			pol_deny(
+			    c, "deny.secret.read",
+			    "%s would read %s, which looks like a secret file",
+			    what, arg);
 	}
 	/* The operator's hidden paths: refused, whoever would approve. */
 	hidden = harmless_device(lex) ? NULL
 				      : hidden_match(c, lex, real, lin && rin);
 	if (hidden) {
-		deny(c, "deny.path.hidden",
-		     "%s would %s %s, which spd.conf's [sandbox] hidden = %s "
-		     "keeps from every run",
-		     what, mode != PM_READ ? "write" : "read", arg, hidden);
+		pol_deny(
+		    c, "deny.path.hidden",
+		    "%s would %s %s, which spd.conf's [sandbox] hidden = %s "
+		    "keeps from every run",
+		    what, mode != PM_READ ? "write" : "read", arg, hidden);
 		goto record;
 	}
 	if (!lin || !rin) {
 		if (harmless_device(lex))
 			;
 		else if (mode != PM_READ)
-			deny(c, "deny.path.outside",
-			     "%s would write %s, outside the workspace", what,
-			     arg);
-		else
-			hard_ask(c, "ask.read.outside",
-				 "%s would read %s, outside the workspace",
+			pol_deny(c, "deny.path.outside",
+				 "%s would write %s, outside the workspace",
 				 what, arg);
+		else
+			pol_hard_ask(c, "ask.read.outside",
+				     "%s would read %s, outside the workspace",
+				     what, arg);
 		goto record;
 	}
 	if (mode == PM_READ)
 		goto record;
 	if (!*rel_ws(c, real) || !*rel_ws(c, lex)) {
-		deny(c, "deny.write.workspace",
-		     "%s would change the workspace directory itself, which "
-		     "holds protected files",
-		     what);
+		pol_deny(
+		    c, "deny.write.workspace",
+		    "%s would change the workspace directory itself, which "
+		    "holds protected files",
+		    what);
 		goto record;
 	}
 	/* lc and rc hold the built-in classes of these same relative
@@ -714,24 +720,25 @@ void check_path(struct cls *c, const char *cwd, const char *arg,
 	     : lc < rc		    ? lc
 				    : rc;
 	if (pc != PROTECTED_NONE && write_deny_rule[pc]) {
-		deny(c, write_deny_rule[pc],
-		     "%s would write %s, a protected path (%s)", what, arg,
-		     protected_class_name(pc));
+		pol_deny(c, write_deny_rule[pc],
+			 "%s would write %s, a protected path (%s)", what, arg,
+			 protected_class_name(pc));
 	} else if (pc == PROTECTED_AGENT_CONTEXT) {
-		hard_ask(c, "ask.write.context",
-			 "%s would change %s, an agent context file", what,
-			 arg);
+		pol_hard_ask(c, "ask.write.context",
+			     "%s would change %s, an agent context file", what,
+			     arg);
 	} else if (pc == PROTECTED_MANIFEST) {
-		hard_ask(
+		pol_hard_ask(
 		    c, "ask.write.manifest",
 		    "%s would change %s, a dependency manifest or lock file",
 		    what, arg);
 	} else if (protected_is_test(rel_ws(c, real)) &&
 		   preexisting(c, rel_ws(c, real), real)) {
-		hard_ask(c, "ask.write.test",
-			 "%s would change %s, a test that existed before the "
-			 "session",
-			 what, arg);
+		pol_hard_ask(
+		    c, "ask.write.test",
+		    "%s would change %s, a test that existed before the "
+		    "session",
+		    what, arg);
 	}
 	if (mode == PM_TREE && !c->deny.rule)
 		check_tree(c, real, arg, what);

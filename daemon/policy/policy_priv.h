@@ -81,15 +81,15 @@ struct cls {
 
 /* Record a finding of each level: the first of each is kept, with its
  * rule and a reason formatted as by printf. */
-__attribute__((format(printf, 3, 4))) void deny(struct cls *c, const char *rule,
-						const char *fmt, ...);
 __attribute__((format(printf, 3, 4))) void
-hard_ask(struct cls *c, const char *rule, const char *fmt, ...);
+pol_deny(struct cls *c, const char *rule, const char *fmt, ...);
 __attribute__((format(printf, 3, 4))) void
-cmd_ask(struct cls *c, const char *rule, const char *fmt, ...);
+pol_hard_ask(struct cls *c, const char *rule, const char *fmt, ...);
+__attribute__((format(printf, 3, 4))) void
+pol_cmd_ask(struct cls *c, const char *rule, const char *fmt, ...);
 /* The outer command is a known allowed one (the first reason is kept). */
 __attribute__((format(printf, 3, 4))) void
-allow(struct cls *c, const char *rule, const char *fmt, ...);
+pol_allow(struct cls *c, const char *rule, const char *fmt, ...);
 
 /* ---- paths (policy_path.c) ---- */
 
@@ -99,7 +99,7 @@ enum pmode { PM_READ, PM_WRITE, PM_TREE };
 
 /* abs (absolute) with "." and ".." resolved lexically and repeated
  * slashes dropped: a new string, or NULL (too long, or no memory). */
-char *normalize(const char *abs);
+char *pol_normalize(const char *abs);
 /*
  * Resolve abs (an absolute path) as the kernel would, following symlinks
  * while the components exist; the part from the first missing component
@@ -107,21 +107,21 @@ char *normalize(const char *abs);
  * real path), the walk starts there.  Returns 0 and a new string in
  * *ret, -ELOOP, -ENAMETOOLONG or -ENOMEM.
  */
-int resolve_abs(struct cls *c, const char *abs, char **ret);
+int pol_resolve_abs(struct cls *c, const char *abs, char **ret);
 /* Make arg absolute against base (an absolute directory). */
-char *absolutize(const char *base, const char *arg);
+char *pol_absolutize(const char *base, const char *arg);
 /* Is abs (absolute, resolved) the workspace or below it? */
-bool inside_ws(const struct cls *c, const char *abs);
+bool pol_inside_ws(const struct cls *c, const char *abs);
 /* Is s one of list's n strings? */
-bool in_list(const char *const *list, size_t n, const char *s);
-#define IN(list, s) in_list(list, ARRAY_SIZE(list), s)
+bool pol_in_list(const char *const *list, size_t n, const char *s);
+#define IN(list, s) pol_in_list(list, ARRAY_SIZE(list), s)
 /*
  * Check one path argument of a command (or a file tool's path) given
  * against cwd (absolute, real).  Records findings and the resolved path.
  * what names the command for the reason.
  */
-void check_path(struct cls *c, const char *cwd, const char *arg,
-		enum pmode mode, const char *what);
+void pol_check_path(struct cls *c, const char *cwd, const char *arg,
+		    enum pmode mode, const char *what);
 
 /* ---- executables (policy_exec.c) ---- */
 
@@ -143,7 +143,7 @@ struct lvl {
  * or as a path against l->cwd) and say where it lives: l->exe (its real
  * path; NULL when there is none), l->where, and l->name when trusted.
  * Out of memory is c->err. */
-void ident(struct cls *c, struct lvl *l);
+void pol_ident(struct cls *c, struct lvl *l);
 
 /* ---- options and simple commands (policy_opts.c) ---- */
 
@@ -195,7 +195,7 @@ struct optcb {
 
 /* The value kind of short option ch in shortv: 0 none, 'v' plain value,
  * '<' read path, '>' written path. */
-int short_kind(const char *shortv, char ch);
+int pol_short_kind(const char *shortv, char ch);
 /*
  * The value kind of long option name (n bytes, without "--") in longv:
  * 0 none, 'v' plain value, '<' read path, '>' written path.  getopt takes
@@ -203,45 +203,46 @@ int short_kind(const char *shortv, char ch);
  * that is a prefix of listed options has the worst of their kinds; an
  * exact match wins, as it does in getopt.
  */
-int long_kind(const char *const *longv, const char *name, size_t n);
+int pol_long_kind(const char *const *longv, const char *name, size_t n);
 /* name (n bytes, without "--") is an unambiguous-or-not prefix of
  * canonical: getopt accepts abbreviations, so "--rec" is --recursive.
  * Matching any prefix errs towards seeing the option. */
-bool long_is(const char *name, size_t n, const char *canonical);
+bool pol_long_is(const char *name, size_t n, const char *canonical);
 /* long_is for any of the NULL-terminated list. */
-bool long_in(const char *const *list, const char *name, size_t n);
+bool pol_long_in(const char *const *list, const char *name, size_t n);
 /* Walk argv from index start; returns nothing, reports via cb. */
-void walk_opts(struct cls *c, struct lvl *l, size_t start, const char *shortv,
-	       const char *const *longv, const struct optcb *cb);
+void pol_walk_opts(struct cls *c, struct lvl *l, size_t start,
+		   const char *shortv, const char *const *longv,
+		   const struct optcb *cb);
 /* The table's entry for a simple command named name, or NULL. */
-const struct spec *find_spec(const char *name);
+const struct spec *pol_find_spec(const char *name);
 /* Classify level l, a simple command read by its table entry s. */
-void run_simple(struct cls *c, struct lvl *l, const struct spec *s);
+void pol_run_simple(struct cls *c, struct lvl *l, const struct spec *s);
 
 /* ---- find, sed, awk, dd (policy_tools.c) ---- */
 
 /* Classify level l, a command of that name (the trusted one). */
-void run_find(struct cls *c, struct lvl *l);
-void run_sed(struct cls *c, struct lvl *l);
-void run_awk(struct cls *c, struct lvl *l);
-void run_dd(struct cls *c, struct lvl *l);
+void pol_run_find(struct cls *c, struct lvl *l);
+void pol_run_sed(struct cls *c, struct lvl *l);
+void pol_run_awk(struct cls *c, struct lvl *l);
+void pol_run_dd(struct cls *c, struct lvl *l);
 
 /* ---- git (policy_git.c) ---- */
 
 /* Classify level l, a git command line. */
-void run_git(struct cls *c, struct lvl *l);
+void pol_run_git(struct cls *c, struct lvl *l);
 
 /* ---- levels (policy_level.c) ---- */
 
 /* Check the environment variable name (n bytes) a command is given. */
-void check_env_name(struct cls *c, const char *name, size_t n);
+void pol_check_env_name(struct cls *c, const char *name, size_t n);
 /* Does an entry of the layer's list match l (an argv prefix; with exact,
  * the whole argv)?  loose: for deny and ask, a program also matches by
  * the basename of argv[0] wherever it was found (entry_match). */
-bool list_match(struct cls *c, const struct lvl *l, enum policy_layer layer,
-		enum policy_list list, bool exact, bool loose);
+bool pol_list_match(struct cls *c, const struct lvl *l, enum policy_layer layer,
+		    enum policy_list list, bool exact, bool loose);
 /* Classify one level: find its program, apply the lists and the
  * program's own rules, and descend into what a wrapper runs. */
-void classify_level(struct cls *c, struct lvl *l);
+void pol_classify_level(struct cls *c, struct lvl *l);
 
 #endif

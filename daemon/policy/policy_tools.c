@@ -17,7 +17,7 @@
 /* ---------------------------------------------------------------- */
 /* find, sed, awk, dd                                                  */
 
-void run_find(struct cls *c, struct lvl *l)
+void pol_run_find(struct cls *c, struct lvl *l)
 {
 	static const char *const exec_family[] = {"-exec", "-execdir", "-ok",
 						  "-okdir"};
@@ -45,11 +45,11 @@ void run_find(struct cls *c, struct lvl *l)
 		if (a[0] == '-' || a[0] == '(' || a[0] == '!' || a[0] == ')' ||
 		    a[0] == ',')
 			break;
-		check_path(c, l->cwd, a, PM_READ, "find");
+		pol_check_path(c, l->cwd, a, PM_READ, "find");
 		roots = true;
 	}
 	if (!roots)
-		check_path(c, l->cwd, ".", PM_READ, "find");
+		pol_check_path(c, l->cwd, ".", PM_READ, "find");
 	for (; i < l->argc; i++) {
 		const char *a = l->argv[i];
 
@@ -61,8 +61,8 @@ void run_find(struct cls *c, struct lvl *l)
 
 			if (strcmp(a, exec_family[k]) != 0)
 				continue;
-			cmd_ask(c, "ask.find.exec",
-				"find %s runs a command for each file", a);
+			pol_cmd_ask(c, "ask.find.exec",
+				    "find %s runs a command for each file", a);
 			/* The command runs once per file: classify it as a
 			 * wrapped command, so "-exec git push ;" is denied. */
 			while (end < l->argc &&
@@ -72,18 +72,20 @@ void run_find(struct cls *c, struct lvl *l)
 			in.argv = l->argv + i + 1;
 			in.argc = end - (i + 1);
 			if (in.argc > 0 && !c->err) {
-				classify_level(c, &in);
+				pol_classify_level(c, &in);
 				free(in.exe);
 			}
 		}
 		for (size_t k = 0; k < ARRAY_SIZE(write_family); k++)
 			if (strcmp(a, write_family[k]) == 0)
-				cmd_ask(c, "ask.find.write",
-					"find %s removes or writes files", a);
+				pol_cmd_ask(c, "ask.find.write",
+					    "find %s removes or writes files",
+					    a);
 		if (strcmp(a, "-files0-from") == 0 && i + 1 < l->argc)
-			check_path(c, l->cwd, l->argv[++i], PM_READ, "find");
+			pol_check_path(c, l->cwd, l->argv[++i], PM_READ,
+				       "find");
 	}
-	allow(c, "allow.cmd", "find without -exec or -delete only reads");
+	pol_allow(c, "allow.cmd", "find without -exec or -delete only reads");
 }
 
 struct script_state {
@@ -121,20 +123,21 @@ static void sed_opt(struct cls *c, struct lvl *l, void *d, char ch,
 {
 	struct script_state *st = d;
 
-	if (ch == 'e' || (!ch && long_is(name, n, "expression") && n >= 2)) {
+	if (ch == 'e' ||
+	    (!ch && pol_long_is(name, n, "expression") && n >= 2)) {
 		if (val && script_append(st, val) < 0)
 			c->err = -ENOMEM;
 		if (!val)
 			st->unsafe_opt = true;
-	} else if (ch == 'f' || (!ch && long_is(name, n, "file"))) {
+	} else if (ch == 'f' || (!ch && pol_long_is(name, n, "file"))) {
 		st->from_file = true;
 		st->have_script = true;
 		if (val)
-			check_path(c, l->cwd, val, PM_READ, "sed");
+			pol_check_path(c, l->cwd, val, PM_READ, "sed");
 	} else if (ch == 'i' ||
-		   (!ch && long_is(name, n, "in-place") && n >= 2)) {
+		   (!ch && pol_long_is(name, n, "in-place") && n >= 2)) {
 		st->in_place = true;
-	} else if (!ch && long_is(name, n, "sandbox") && n >= 2) {
+	} else if (!ch && pol_long_is(name, n, "sandbox") && n >= 2) {
 		st->sandbox = true;
 	}
 }
@@ -161,7 +164,7 @@ static size_t script_args(struct cls *c, struct lvl *l, const char *shortv,
 		c->err = -ENOMEM;
 		return 0;
 	}
-	walk_opts(c, l, 1, shortv, longv, cb);
+	pol_walk_opts(c, l, 1, shortv, longv, cb);
 	if (c->err || st->have_script || st->n_ops == 0)
 		return 0;
 	if (script_append(st, st->ops[0]) < 0) {
@@ -171,7 +174,7 @@ static size_t script_args(struct cls *c, struct lvl *l, const char *shortv,
 	return 1;
 }
 
-void run_sed(struct cls *c, struct lvl *l)
+void pol_run_sed(struct cls *c, struct lvl *l)
 {
 	struct script_state st = {.prog = "sed"};
 	struct optcb cb = {sed_opt, script_operand, &st};
@@ -185,12 +188,12 @@ void run_sed(struct cls *c, struct lvl *l)
 		goto out;
 	for (size_t i = first; i < st.n_ops; i++)
 		if (strcmp(st.ops[i], "-") != 0)
-			check_path(c, l->cwd, st.ops[i],
-				   st.in_place ? PM_WRITE : PM_READ, "sed");
+			pol_check_path(c, l->cwd, st.ops[i],
+				       st.in_place ? PM_WRITE : PM_READ, "sed");
 	if (st.from_file) {
-		cmd_ask(c, "ask.sed.file",
-			"sed reads its script from a file "
-			"spd cannot vouch for");
+		pol_cmd_ask(c, "ask.sed.file",
+			    "sed reads its script from a file "
+			    "spd cannot vouch for");
 		goto out;
 	}
 	r = st.script ? policy_sed_scan(st.script) : 0;
@@ -200,16 +203,17 @@ void run_sed(struct cls *c, struct lvl *l)
 		r &= ~(unsigned)(POLICY_SCRIPT_EXEC | POLICY_SCRIPT_WRITE |
 				 POLICY_SCRIPT_READ);
 	if (r & POLICY_SCRIPT_EXEC)
-		cmd_ask(c, "ask.sed.exec", "the sed script runs commands (e)");
+		pol_cmd_ask(c, "ask.sed.exec",
+			    "the sed script runs commands (e)");
 	else if (r & (POLICY_SCRIPT_WRITE | POLICY_SCRIPT_READ))
-		cmd_ask(
+		pol_cmd_ask(
 		    c, "ask.sed.file",
 		    "the sed script reads or writes other files (r, R, w, W)");
 	else if (r & POLICY_SCRIPT_UNPARSED)
-		cmd_ask(c, "ask.sed.unparsed",
-			"the sed script could not be understood");
-	allow(c, st.in_place ? "allow.write" : "allow.cmd",
-	      "sed with a print-only script");
+		pol_cmd_ask(c, "ask.sed.unparsed",
+			    "the sed script could not be understood");
+	pol_allow(c, st.in_place ? "allow.write" : "allow.cmd",
+		  "sed with a print-only script");
 out:
 	free(st.script);
 	free(st.ops);
@@ -220,33 +224,33 @@ static void awk_opt(struct cls *c, struct lvl *l, void *d, char ch,
 {
 	struct script_state *st = d;
 
-	if (ch == 'e' || (!ch && long_is(name, n, "source"))) {
+	if (ch == 'e' || (!ch && pol_long_is(name, n, "source"))) {
 		if (val && script_append(st, val) < 0)
 			c->err = -ENOMEM;
 	} else if (ch == 'f' || ch == 'E' ||
-		   (!ch &&
-		    (long_is(name, n, "file") || long_is(name, n, "exec")))) {
+		   (!ch && (pol_long_is(name, n, "file") ||
+			    pol_long_is(name, n, "exec")))) {
 		st->from_file = true;
 		st->have_script = true;
 		if (val)
-			check_path(c, l->cwd, val, PM_READ, "awk");
+			pol_check_path(c, l->cwd, val, PM_READ, "awk");
 	} else if (ch == 'F' || ch == 'v' ||
-		   (!ch && (long_is(name, n, "field-separator") ||
-			    long_is(name, n, "assign")))) {
+		   (!ch && (pol_long_is(name, n, "field-separator") ||
+			    pol_long_is(name, n, "assign")))) {
 		/* a field separator or an assignment: data, not code */
 	} else if (ch == 'i' || ch == 'l' || ch == 'o' || ch == 'p' ||
 		   ch == 'd' || ch == 'D' ||
-		   (!ch &&
-		    (long_is(name, n, "include") || long_is(name, n, "load") ||
-		     long_is(name, n, "pretty-print") ||
-		     long_is(name, n, "profile") ||
-		     long_is(name, n, "dump-variables") ||
-		     long_is(name, n, "debug")))) {
+		   (!ch && (pol_long_is(name, n, "include") ||
+			    pol_long_is(name, n, "load") ||
+			    pol_long_is(name, n, "pretty-print") ||
+			    pol_long_is(name, n, "profile") ||
+			    pol_long_is(name, n, "dump-variables") ||
+			    pol_long_is(name, n, "debug")))) {
 		st->unsafe_opt = true;
 		snprintf(st->unsafe_name, sizeof(st->unsafe_name), "%s%.*s",
 			 ch ? "-" : "--", ch ? 1 : (int)(n < 24 ? n : 24),
 			 ch ? &ch : name);
-	} else if (ch == 'S' || (!ch && long_is(name, n, "sandbox"))) {
+	} else if (ch == 'S' || (!ch && pol_long_is(name, n, "sandbox"))) {
 		st->sandbox = true;
 	}
 }
@@ -262,7 +266,7 @@ static bool is_assignment(const char *a)
 	return *q == '=';
 }
 
-void run_awk(struct cls *c, struct lvl *l)
+void pol_run_awk(struct cls *c, struct lvl *l)
 {
 	struct script_state st = {.prog = "awk"};
 	struct optcb cb = {awk_opt, script_operand, &st};
@@ -276,45 +280,47 @@ void run_awk(struct cls *c, struct lvl *l)
 		goto out;
 	for (size_t i = first; i < st.n_ops; i++)
 		if (strcmp(st.ops[i], "-") != 0 && !is_assignment(st.ops[i]))
-			check_path(c, l->cwd, st.ops[i], PM_READ, "awk");
+			pol_check_path(c, l->cwd, st.ops[i], PM_READ, "awk");
 	if (st.from_file) {
-		cmd_ask(c, "ask.awk.file",
-			"awk reads its program from a file "
-			"spd cannot vouch for");
+		pol_cmd_ask(c, "ask.awk.file",
+			    "awk reads its program from a file "
+			    "spd cannot vouch for");
 		goto out;
 	}
 	if (st.unsafe_opt)
-		cmd_ask(c, "ask.awk.option",
-			"awk %s loads code or writes files", st.unsafe_name);
+		pol_cmd_ask(c, "ask.awk.option",
+			    "awk %s loads code or writes files",
+			    st.unsafe_name);
 	r = st.script ? policy_awk_scan(st.script) : 0;
 	if (st.sandbox)
 		r &= ~(unsigned)(POLICY_SCRIPT_EXEC | POLICY_SCRIPT_WRITE);
 	if (r & POLICY_SCRIPT_EXEC)
-		cmd_ask(c, "ask.awk.exec",
-			"the awk program runs commands or reads other files "
-			"(system, getline)");
+		pol_cmd_ask(
+		    c, "ask.awk.exec",
+		    "the awk program runs commands or reads other files "
+		    "(system, getline)");
 	else if (r & POLICY_SCRIPT_WRITE)
-		cmd_ask(
+		pol_cmd_ask(
 		    c, "ask.awk.redirect",
 		    "the awk program writes to files or pipes (print >, |)");
 	else if (r & POLICY_SCRIPT_UNPARSED)
-		cmd_ask(c, "ask.awk.unparsed",
-			"the awk program could not be understood (@)");
-	allow(c, "allow.cmd", "awk with a program that only prints");
+		pol_cmd_ask(c, "ask.awk.unparsed",
+			    "the awk program could not be understood (@)");
+	pol_allow(c, "allow.cmd", "awk with a program that only prints");
 out:
 	free(st.script);
 	free(st.ops);
 }
 
-void run_dd(struct cls *c, struct lvl *l)
+void pol_run_dd(struct cls *c, struct lvl *l)
 {
 	for (size_t i = 1; i < l->argc; i++) {
 		const char *a = l->argv[i];
 
 		if (strncmp(a, "if=", 3) == 0)
-			check_path(c, l->cwd, a + 3, PM_READ, "dd");
+			pol_check_path(c, l->cwd, a + 3, PM_READ, "dd");
 		else if (strncmp(a, "of=", 3) == 0)
-			check_path(c, l->cwd, a + 3, PM_WRITE, "dd");
+			pol_check_path(c, l->cwd, a + 3, PM_WRITE, "dd");
 	}
-	allow(c, "allow.write", "dd between files of the workspace");
+	pol_allow(c, "allow.write", "dd between files of the workspace");
 }
