@@ -58,7 +58,8 @@ struct grant {
 	struct grant *next;
 	char session[SESSION_ID_LEN + 1];
 	char key[65];
-	uint64_t expires; /* uv_now: unused by then, it is dropped */
+	uint64_t expires;  /* uv_now: unused by then, it is dropped */
+	uint64_t approval; /* the approval that granted it */
 };
 
 struct counter {
@@ -74,8 +75,30 @@ struct follower {
 	struct approvals *ap;
 };
 
+/* A file as last read: a change to it (a write changes ctime, which no
+ * caller can set back) is seen with one stat, and the file opened only
+ * then. */
+struct file_id {
+	bool exists;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime, ctime;
+};
+
+/* The policy of one workspace, built from spd.conf and its .spd.conf as
+ * they were when last read (gate_policy_conf). */
+struct conf_cache {
+	char *workspace;
+	struct file_id op, proj;
+	struct policy_conf *conf;
+	uint64_t used; /* a counter: the least recently used goes first */
+};
+
 struct approvals {
 	struct spd *spd;
+	struct conf_cache confs[GATE_CONF_CACHE];
+	uint64_t conf_tick;
 	struct pending *pending;
 	unsigned n_pending;
 	struct grant *grants;
@@ -84,33 +107,140 @@ struct approvals {
 	uint64_t next_id;
 };
 
-int gate_policy_conf(struct spd *spd, const char *ws, struct policy_conf **ret,
-		     const char **ret_what, char *errbuf, size_t errlen)
+static void file_id_of(const char *path, struct file_id *id)
 {
-	struct policy_conf *conf = policy_conf_new();
-	char *proj = NULL;
+	struct stat st;
+
+	memset(id, 0, sizeof(*id));
+	if (!path || stat(path, &st) < 0)
+		return;
+	*id = (struct file_id){true,	   st.st_dev,  st.st_ino,
+			       st.st_size, st.st_mtim, st.st_ctim};
+}
+
+static bool file_racy(const struct file_id *id)
+{
+	struct timespec now;
+
+	if (!id->exists || clock_gettime(CLOCK_REALTIME, &now) < 0)
+		return false;
+	return id->mtime.tv_sec >= now.tv_sec - GATE_CONF_QUIET_S ||
+	       id->ctime.tv_sec >= now.tv_sec - GATE_CONF_QUIET_S;
+}
+
+static bool file_id_eq(const struct file_id *a, const struct file_id *b)
+{
+	if (a->exists != b->exists)
+		return false;
+	return !a->exists ||
+	       (a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+		a->mtime.tv_sec == b->mtime.tv_sec &&
+		a->mtime.tv_nsec == b->mtime.tv_nsec &&
+		a->ctime.tv_sec == b->ctime.tv_sec &&
+		a->ctime.tv_nsec == b->ctime.tv_nsec);
+}
+
+/* The cached policy of ws when neither file changed since it was read
+ * (a new reference), else NULL and the slot to read it into. */
+static struct policy_conf *conf_cached(struct approvals *ap, const char *ws,
+				       const struct file_id *op,
+				       const struct file_id *proj,
+				       struct conf_cache **slot)
+{
+	struct conf_cache *lru = &ap->confs[0];
+
+	for (size_t i = 0; i < GATE_CONF_CACHE; i++) {
+		struct conf_cache *e = &ap->confs[i];
+
+		if (e->workspace && strcmp(e->workspace, ws) == 0) {
+			*slot = e;
+			if (!file_id_eq(&e->op, op) ||
+			    !file_id_eq(&e->proj, proj))
+				return NULL;
+			e->used = ++ap->conf_tick;
+			return policy_conf_ref(e->conf);
+		}
+		if (e->used < lru->used)
+			lru = e;
+	}
+	*slot = lru;
+	return NULL;
+}
+
+static void conf_cache_drop(struct conf_cache *e)
+{
+	free(e->workspace);
+	policy_conf_free(e->conf);
+	memset(e, 0, sizeof(*e));
+}
+
+/* Read spd.conf and ws's .spd.conf into a new policy; 0 or -errno with
+ * *ret_what naming the file that failed. */
+static int conf_read(struct spd *spd, const char *ws, struct policy_conf *conf,
+		     const char **ret_what)
+{
+	char *proj;
 	int r;
 
-	if (!conf)
-		return -ENOMEM;
 	if (spd && spd->paths.conf_path) {
 		r = policy_conf_load(conf, POLICY_LAYER_OPERATOR,
 				     spd->paths.conf_path);
 		if (r < 0 && r != -ENOENT) {
 			*ret_what = "spd.conf";
-			goto fail;
+			return r;
 		}
 	}
 	proj = paths_join(ws, ".spd.conf");
-	if (!proj) {
-		r = -ENOMEM;
-		goto fail;
-	}
+	if (!proj)
+		return -ENOMEM;
 	r = policy_conf_load(conf, POLICY_LAYER_PROJECT, proj);
 	free(proj);
 	if (r < 0 && r != -ENOENT) {
 		*ret_what = ".spd.conf";
+		return r;
+	}
+	return 0;
+}
+
+int gate_policy_conf(struct spd *spd, const char *ws, struct policy_conf **ret,
+		     const char **ret_what, char *errbuf, size_t errlen)
+{
+	struct approvals *ap = spd ? spd->approvals : NULL;
+	struct conf_cache *slot = NULL;
+	struct file_id op, proj;
+	struct policy_conf *conf;
+	char *projpath;
+	int r;
+
+	/* Identities first: a change after these stats changes them again,
+	 * so what is read below is never kept past its file's next change. */
+	file_id_of(spd ? spd->paths.conf_path : NULL, &op);
+	projpath = paths_join(ws, ".spd.conf");
+	if (!projpath)
+		return -ENOMEM;
+	file_id_of(projpath, &proj);
+	free(projpath);
+	if (ap && (conf = conf_cached(ap, ws, &op, &proj, &slot))) {
+		*ret = conf;
+		return 0;
+	}
+	conf = policy_conf_new();
+	if (!conf)
+		return -ENOMEM;
+	r = conf_read(spd, ws, conf, ret_what);
+	if (r < 0)
 		goto fail;
+	/* A file changed within the last seconds may change again within
+	 * its file system's timestamp granularity, keeping size and times:
+	 * it is read again until it has been quiet (git's "racy clean"). */
+	if (slot && !file_racy(&op) && !file_racy(&proj)) {
+		char *w = strdup(ws);
+
+		conf_cache_drop(slot);
+		if (w)
+			*slot = (struct conf_cache){w, op, proj,
+						    policy_conf_ref(conf),
+						    ++ap->conf_tick};
 	}
 	*ret = conf;
 	return 0;
@@ -402,7 +532,7 @@ static void object_key(const char *session, json_t *object, char out[65])
  * outlived [limits] grant-lifetime unused (-1: dropped, as every other
  * such grant met on the way). */
 static int take_grant(struct approvals *ap, const char *session,
-		      const char *key)
+		      const char *key, uint64_t *approval)
 {
 	uint64_t now = uv_now(ap->spd->loop);
 	int r = 0;
@@ -420,6 +550,7 @@ static int take_grant(struct approvals *ap, const char *session,
 			continue;
 		}
 		if (match) {
+			*approval = g->approval;
 			*pp = g->next;
 			free(g);
 			return 1;
@@ -725,6 +856,7 @@ static void ask_answered_yes(struct call *c, const struct gate_call *g,
 	}
 	journal_decision(spd, session, "approval.granted", res->rule,
 			 "approved in advance by the operator (yes)", object);
+	call_add_detail(c, json_pack("{s:s}", "approved", "operator-yes"));
 	cont(c, data);
 }
 
@@ -850,6 +982,7 @@ static void gate_ask(struct call *c, const struct gate_call *g,
 	json_t *params = call_params(c);
 	const char *session = g->session_id ? g->session_id : "";
 	bool wait = !json_is_false(json_object_get(params, "wait"));
+	uint64_t granted = 0;
 	char key[65];
 
 	object_key(session, object, key);
@@ -857,12 +990,14 @@ static void gate_ask(struct call *c, const struct gate_call *g,
 		ask_answered_yes(c, g, res, object, key, cont, drop, data);
 		return;
 	}
-	switch (take_grant(ap, session, key)) {
+	switch (take_grant(ap, session, key, &granted)) {
 	case 1:
 		denials_reset(ap, g->session_id);
 		journal_decision(
 		    spd, session, "approval.used", res->rule,
 		    "a person's grant for this exact call, used once", object);
+		call_add_detail(c, json_pack("{s:s, s:I}", "approved", "grant",
+					     "approval", (json_int_t)granted));
 		cont(c, data);
 		return;
 	case -1:
@@ -1067,6 +1202,7 @@ static const char *decide_approve(struct approvals *ap, struct pending *p)
 			snprintf(g->session, sizeof(g->session), "%s",
 				 p->session);
 			memcpy(g->key, p->key, sizeof(g->key));
+			g->approval = p->id;
 			g->expires = uv_now(ap->spd->loop) +
 				     (life ? life : GATE_WAIT_MS);
 			g->next = ap->grants;
@@ -1075,6 +1211,10 @@ static const char *decide_approve(struct approvals *ap, struct pending *p)
 	}
 	if (p->session[0])
 		denials_reset(ap, p->session);
+	if (p->w.call)
+		call_add_detail(p->w.call,
+				json_pack("{s:s, s:I}", "approved", "person",
+					  "approval", (json_int_t)p->id));
 	w = waiter_take(p);
 	pending_free(p);
 	waiter_proceed(&w);
@@ -1265,6 +1405,8 @@ void gate_stop(struct spd *spd)
 	 * server closes first); anything left is refused. */
 	while (ap->pending)
 		pending_refuse(ap->pending, "spd is stopping", true);
+	for (size_t i = 0; i < GATE_CONF_CACHE; i++)
+		conf_cache_drop(&ap->confs[i]);
 	while (ap->grants) {
 		struct grant *g = ap->grants;
 		ap->grants = g->next;

@@ -40,6 +40,12 @@ struct call;
 #define GATE_WAIT_MS (10 * 60 * 1000)
 /* The longest [approvals] timeout: a day, as a run's own longest. */
 #define GATE_WAIT_MAX_S (24 * 3600)
+/* Workspaces whose policy configuration is kept parsed: spd.conf and a
+ * project's .spd.conf are read again only when they change. */
+#define GATE_CONF_CACHE 16
+/* Seconds a file must have been unchanged before its parsed form is
+ * kept (a write within one timestamp tick keeps size and times). */
+#define GATE_CONF_QUIET_S 2
 /* Pending approvals kept at once, over all sessions. */
 #define GATE_PENDING_MAX 256
 /* Workspace files a run's grant pins by content: argv holds at most a

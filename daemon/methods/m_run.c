@@ -372,7 +372,7 @@ static void on_done(void *data, const struct sbx_result *r)
 	for (size_t i = 0; r->warnings && r->warnings[i]; i++)
 		log_warn("run without a layer (best-effort): %s",
 			 r->warnings[i]);
-	call_set_detail(c, detail);
+	call_add_detail(c, detail);
 	if (rc->done_hook) {
 		char msg[512] = "";
 		int e = rc->done_hook(rc->done_data, r, msg, sizeof(msg));

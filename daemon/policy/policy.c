@@ -37,12 +37,23 @@
 
 struct policy_conf *policy_conf_new(void)
 {
-	return calloc(1, sizeof(struct policy_conf));
+	struct policy_conf *conf = calloc(1, sizeof(*conf));
+
+	if (conf)
+		conf->refs = 1;
+	return conf;
+}
+
+struct policy_conf *policy_conf_ref(struct policy_conf *conf)
+{
+	if (conf)
+		conf->refs++;
+	return conf;
 }
 
 void policy_conf_free(struct policy_conf *conf)
 {
-	if (!conf)
+	if (!conf || --conf->refs > 0)
 		return;
 	for (size_t l = 0; l < 2; l++)
 		for (size_t k = 0; k < POLICY_LIST__COUNT; k++) {

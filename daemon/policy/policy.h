@@ -184,6 +184,9 @@ enum policy_list {
 /* A new configuration holding only the built-in defaults, or NULL when
  * out of memory.  Free with policy_conf_free (NULL allowed). */
 struct policy_conf *policy_conf_new(void);
+/* One more holder of conf (a cache and a call share one, read-only);
+ * policy_conf_free drops a holder and frees conf with the last. */
+struct policy_conf *policy_conf_ref(struct policy_conf *conf);
 void policy_conf_free(struct policy_conf *conf);
 
 /*

@@ -48,6 +48,7 @@ struct elist {
 };
 
 struct policy_conf {
+	unsigned refs; /* policy_conf_ref; freed when the last goes */
 	struct elist lists[2][POLICY_LIST__COUNT];
 	char err[512]; /* policy_conf_error */
 };

@@ -116,6 +116,18 @@ void call_set_detail(struct call *c, json_t *detail)
 	c->detail = detail;
 }
 
+void call_add_detail(struct call *c, json_t *more)
+{
+	if (!more)
+		return;
+	if (!json_is_object(c->detail)) {
+		call_set_detail(c, more);
+		return;
+	}
+	json_object_update(c->detail, more);
+	json_decref(more);
+}
+
 static void call_unlink(struct call *c)
 {
 	struct conn *conn = c->conn;

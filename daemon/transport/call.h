@@ -73,6 +73,10 @@ void call_set_summary(struct call *c, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 /* Extra JSON detail for the journal row (ownership taken). */
 void call_set_detail(struct call *c, json_t *detail);
+/* More detail for the journal row, merged into what is there (the gate's
+ * decision, rule and approval stay beside a run's outcome); ownership
+ * taken. */
+void call_add_detail(struct call *c, json_t *more);
 
 /* A method handler.  It must eventually finish c. */
 typedef void (*call_handler)(struct call *c);

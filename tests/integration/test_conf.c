@@ -166,6 +166,58 @@ START_TEST(test_project_typo_refused)
 }
 END_TEST
 
+/* The gate keeps spd.conf and .spd.conf parsed between calls, and an
+ * edit still holds on the very next call: even one that keeps the file's
+ * size and inode, made right after the call that read it. */
+START_TEST(test_conf_edit_holds_next_call)
+{
+	char *ws = test_tmpdir("ws"), *proj = paths_join(ws, ".spd.conf");
+	char *op, *r;
+
+	test_spd_prepare(&T, "[policy]\n\tdeny = touch\n");
+	op = paths_join(T.config, "spd.conf");
+	test_write_file(proj, "[policy]\n\task  = chmod\n");
+	test_spd_start(&T);
+	/* Quiet for longer than GATE_CONF_QUIET_S: the gate keeps both
+	 * files parsed from the first call on. */
+	sleep(3);
+	for (int i = 0; i < 2; i++) {
+		r = run_in(ws, "[\"touch\",\"MARKER\"]");
+		TEST_ASSERT_CODE(r, "POLICY-DENIED");
+		free(r);
+	}
+	/* The operator's edit, same size, same inode: the next call. */
+	test_write_file(op, "[policy]\n\tallow= touch\n");
+	r = run_in(ws, "[\"touch\",\"MARKER\"]");
+	ck_assert_msg(has(r, "\"exit_code\":0"), "after spd.conf's edit: %s",
+		      r);
+	free(r);
+	sleep(3);
+	r = run_in(ws, "[\"touch\",\"MARKER\"]");
+	ck_assert_msg(has(r, "\"exit_code\":0"), "kept: %s", r);
+	free(r);
+	/* The project's edit, the same. */
+	test_write_file(proj, "[policy]\n\tdeny = touch\n");
+	r = run_in(ws, "[\"touch\",\"MARKER\"]");
+	TEST_ASSERT_CODE(r, "POLICY-DENIED");
+	free(r);
+	/* And an edit right after a call read the file (within a tick). */
+	test_write_file(proj, "[policy]\n\task  = chmod\n");
+	r = run_in(ws, "[\"touch\",\"MARKER\"]");
+	ck_assert_msg(has(r, "\"exit_code\":0"), "after .spd.conf's edit: %s",
+		      r);
+	free(r);
+	test_write_file(proj, "[policy]\n\tdeny = touch\n");
+	r = run_in(ws, "[\"touch\",\"MARKER\"]");
+	TEST_ASSERT_CODE(r, "POLICY-DENIED");
+	free(r);
+	free(op);
+	free(proj);
+	test_rmrf(ws);
+	free(ws);
+}
+END_TEST
+
 /* A session over a fresh repository whose committed .spd.conf is conf
  * (NULL: none); its id into id. */
 static char *session_over(const char *conf, char *id)
@@ -270,6 +322,7 @@ int main(void)
 	tcase_add_test(tc, test_typos_refused);
 	tcase_add_test(tc, test_correct_conf_starts);
 	tcase_add_test(tc, test_project_typo_refused);
+	tcase_add_test(tc, test_conf_edit_holds_next_call);
 	tcase_add_test(tc, test_verify_typo_refused);
 	tcase_add_test(tc, test_verify_without_checks_says_how);
 	tcase_add_test(tc, test_ask_timeout);

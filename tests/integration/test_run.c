@@ -536,6 +536,23 @@ START_TEST(test_run_journaled)
 				ck_assert_msg(
 				    json_is_string(json_object_get(d, "mode")),
 				    "no mode: %s", line);
+				/* The row links decision -> rule -> run: sh is
+				 * an ask, pre-approved with --yes. */
+				ck_assert_msg(
+				    json_is_string(
+					json_object_get(d, "decision")) &&
+					!strcmp(
+					    json_string_value(
+						json_object_get(d, "decision")),
+					    "ask"),
+				    "no decision: %s", line);
+				ck_assert_msg(json_string_length(
+						  json_object_get(d, "rule")) >
+						  0,
+					      "no rule: %s", line);
+				ck_assert_msg(json_is_string(json_object_get(
+						  d, "approved")),
+					      "no approval: %s", line);
 				end_seen = true;
 			}
 		}
