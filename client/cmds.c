@@ -23,6 +23,7 @@ int cmd_print_error(json_t *err)
 	const char *msg = json_string_value(json_object_get(err, "message"));
 
 	json_int_t num = json_integer_value(json_object_get(err, "code"));
+	int e;
 
 	fputs("spctl: ", stderr);
 	ts_fputs(stderr, code ? code : "ERROR");
@@ -32,8 +33,8 @@ int cmd_print_error(json_t *err)
 	/* A request spd found wrong carries what the user typed (a session
 	 * id, a network mode): their mistake, exit 2 with what to do.  An
 	 * unknown method or parameter is an spd older than this spctl. */
-	if (code && strcmp(code, "BAD-REQUEST") == 0 &&
-	    (num == -32600 || num == -32602) &&
+	e = rpc_error_by_number((long)num);
+	if (e >= 0 && rpc_error_exit((enum rpc_error)e) == RPC_EXIT_USAGE &&
 	    !(msg && strstr(msg, "unknown parameter"))) {
 		if (msg && (strstr(msg, "no such session") ||
 			    strstr(msg, "is not active")))
@@ -45,17 +46,10 @@ int cmd_print_error(json_t *err)
 			fputs("spctl: see `spctl COMMAND --help`\n", stderr);
 		return CMD_EXIT_USAGE;
 	}
-	if (code && (strcmp(code, "POLICY-DENIED") == 0 ||
-		     strcmp(code, "SANDBOX-UNAVAILABLE") == 0 ||
-		     strcmp(code, "APPROVAL-REFUSED") == 0 ||
-		     strcmp(code, "NEEDS-APPROVAL") == 0 ||
-		     strcmp(code, "ATTEMPT-ENDED") == 0 ||
-		     strcmp(code, "PATH-ESCAPE") == 0 ||
-		     strcmp(code, "GIT-CHANGED") == 0 ||
-		     strcmp(code, "SECRET-IN-DIFF") == 0 ||
-		     strcmp(code, "INTEGRITY") == 0))
-		return CMD_EXIT_REFUSED;
-	return CMD_EXIT_SPD;
+	/* An unknown parameter is an spd older than this spctl. */
+	return e >= 0 && rpc_error_exit((enum rpc_error)e) == RPC_EXIT_REFUSED
+		   ? CMD_EXIT_REFUSED
+		   : CMD_EXIT_SPD;
 }
 
 bool cmd_error_is(json_t *err, const char *code)

@@ -10,8 +10,10 @@
 static const struct {
 	const char *code;
 	int number;
+	int exit;
 } errors[] = {
-#define SPD_ERROR(id, code, num) [RPC_E_##id] = {code, num},
+#define SPD_ERROR(id, code, num, exit)                                         \
+	[RPC_E_##id] = {code, num, RPC_EXIT_##exit},
 #include "rpc.def"
 };
 
@@ -55,6 +57,19 @@ int rpc_error_number(enum rpc_error e)
 	if ((unsigned)e >= ARRAY_SIZE(errors))
 		return -32603;
 	return errors[e].number;
+}
+
+int rpc_error_by_number(long num)
+{
+	for (size_t i = 0; i < RPC_E__COUNT; i++)
+		if (errors[i].number == num)
+			return (int)i;
+	return -1;
+}
+
+int rpc_error_exit(enum rpc_error e)
+{
+	return (unsigned)e < RPC_E__COUNT ? errors[e].exit : RPC_EXIT_SPD;
 }
 
 const char *rpc_method_name(enum rpc_method m)

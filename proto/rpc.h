@@ -13,9 +13,17 @@
 #define RPC_FRAME_MAX (1024 * 1024)
 
 enum rpc_error {
-#define SPD_ERROR(id, code, num) RPC_E_##id,
+#define SPD_ERROR(id, code, num, exit) RPC_E_##id,
 #include "rpc.def"
 	RPC_E__COUNT
+};
+
+/* spctl's exit status for a failed call (rpc.def's fourth column of
+ * SPD_ERROR); spctl(1) lists them. */
+enum rpc_exit {
+	RPC_EXIT_USAGE = 2,
+	RPC_EXIT_SPD = 125,
+	RPC_EXIT_REFUSED = 126,
 };
 
 enum rpc_method {
@@ -73,6 +81,10 @@ struct rpc_param_def {
 const char *rpc_error_code(enum rpc_error e);
 /* JSON-RPC numeric code of an error. */
 int rpc_error_number(enum rpc_error e);
+/* The error whose JSON-RPC number is num; -1 when none is. */
+int rpc_error_by_number(long num);
+/* spctl's exit status for e (enum rpc_exit); RPC_EXIT_SPD out of range. */
+int rpc_error_exit(enum rpc_error e);
 /* Method name for an enum value; NULL when out of range. */
 const char *rpc_method_name(enum rpc_method m);
 /* Who may call a method. */

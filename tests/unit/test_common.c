@@ -100,6 +100,21 @@ START_TEST(test_proto_tables)
 	ck_assert_str_eq(rpc_error_code(RPC_E_FRAME_TOO_LARGE),
 			 "FRAME-TOO-LARGE");
 	ck_assert_int_eq(rpc_error_number(RPC_E_PARSE), -32700);
+	/* Each error's number names it back, and its exit status is one
+	 * spctl(1) lists: the user's mistake, a refusal, or spd's. */
+	for (int e = 0; e < RPC_E__COUNT; e++) {
+		int x = rpc_error_exit((enum rpc_error)e);
+
+		ck_assert_int_eq(rpc_error_by_number(
+				     rpc_error_number((enum rpc_error)e)),
+				 e);
+		ck_assert(x == RPC_EXIT_USAGE || x == RPC_EXIT_SPD ||
+			  x == RPC_EXIT_REFUSED);
+	}
+	ck_assert_int_eq(rpc_error_by_number(-1), -1);
+	ck_assert_int_eq(rpc_error_exit(RPC_E_POLICY_DENIED), 126);
+	ck_assert_int_eq(rpc_error_exit(RPC_E_BAD_PARAMS), 2);
+	ck_assert_int_eq(rpc_error_exit(RPC_E_INTERNAL), 125);
 	ck_assert_int_eq(rpc_method_lookup("daemon.ping"), RPC_M_DAEMON_PING);
 	ck_assert_int_eq(rpc_method_lookup("nope"), -1);
 	/* Every method's parameters are contiguous in rpc.def. */
