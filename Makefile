@@ -56,7 +56,7 @@ OPT := -O2 -g -D_FORTIFY_SOURCE=3
 SAN_LD :=
 endif
 
-BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE -I. $(OPT) $(WARN) $(HARDEN) -MMD -MP
+BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(OPT) $(WARN) $(HARDEN) -MMD -MP
 DAEMON_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DAEMON_PKGS) 2>/dev/null)
 # http-parser (Debian libhttp-parser-dev) ships no .pc file.
 DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs $(DAEMON_PKGS) 2>/dev/null) -lhttp_parser -lpthread
@@ -66,6 +66,18 @@ TEST_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS) 2>/dev/null)
 TEST_LIBS := $(shell $(PKG_CONFIG) --libs $(TEST_PKGS) 2>/dev/null)
 
 ALL_CFLAGS = $(BASE_CFLAGS) $(DAEMON_CFLAGS) $(SBX_CFLAGS) $(TEST_CFLAGS) $(CFLAGS)
+# Each program's objects see only their own folders and common/ and
+# proto/ (an include root of symlinks under $(BUILD)/inc/PROGRAM), and
+# only their own libraries' headers: sandboxd cannot include a daemon
+# header even by mistake.  Tests, benchmarks and fuzz targets see all.
+PROG_ROOTS_common := common proto
+PROG_ROOTS_daemon := common proto daemon
+PROG_ROOTS_sandboxd := common proto sandboxd
+PROG_ROOTS_client := common proto client
+$(foreach p,common daemon sandboxd client,$(shell mkdir -p $(BUILD)/inc/$(p) && \
+	for d in $(PROG_ROOTS_$(p)); do ln -sfn $(CURDIR)/$$d $(BUILD)/inc/$(p)/$$d; done))
+OBJ_INC = -I.
+OBJ_PKG_CFLAGS = $(DAEMON_CFLAGS) $(SBX_CFLAGS) $(TEST_CFLAGS)
 # sandboxd-init (sandboxd/linux/init.h): freestanding, a few pages, never
 # sanitized; its image is linked into sandboxd.
 INIT_CFLAGS := -std=gnu11 -I. -O2 $(WARN) -ffreestanding -fno-builtin \
@@ -107,7 +119,16 @@ $(shell mkdir -p $(BUILD); [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW
 $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  CC      $<")
-	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(OBJ_INC) $(OBJ_PKG_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(call obj,$(COMMON_SRC)): OBJ_INC = -I$(BUILD)/inc/common
+$(call obj,$(COMMON_SRC)): OBJ_PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
+$(call obj,daemon/main.c $(DAEMON_SRC)): OBJ_INC = -I$(BUILD)/inc/daemon
+$(call obj,daemon/main.c $(DAEMON_SRC)): OBJ_PKG_CFLAGS = $(DAEMON_CFLAGS)
+$(call obj,sandboxd/main.c $(SBX_SRC)): OBJ_INC = -I$(BUILD)/inc/sandboxd
+$(call obj,sandboxd/main.c $(SBX_SRC)): OBJ_PKG_CFLAGS = $(SBX_CFLAGS)
+$(call obj,client/main.c $(CLIENT_SRC)): OBJ_INC = -I$(BUILD)/inc/client
+$(call obj,client/main.c $(CLIENT_SRC)): OBJ_PKG_CFLAGS = $(shell $(PKG_CONFIG) --cflags jansson 2>/dev/null)
 
 define ARCHIVE
 $(1): $(call obj,$(2))
@@ -176,7 +197,7 @@ MUSL := $(BUILD)/musl
 # rcrt1.o and no program interpreter when -static-pie is given.
 MUSL_SPECS_SYS := $(shell sed -n 's/.*-specs "\([^"]*\)".*/\1/p' "$$(command -v $(MUSL_CC))")
 MUSL_LIBDIR := $(dir $(MUSL_SPECS_SYS))
-MUSL_CFLAGS := -specs $(MUSL)/musl.specs -std=gnu11 -D_GNU_SOURCE -I. \
+MUSL_CFLAGS := -specs $(MUSL)/musl.specs -std=gnu11 -D_GNU_SOURCE -I$(BUILD)/inc/client \
 	-DSPCTL_OWN_MALLOC \
 	-I$(MUSL)/include -O2 -g $(WARN) -fstack-protector-strong -fPIE -MMD -MP
 MUSL_CLIENT_OBJ := $(patsubst %.c,$(MUSL)/obj/%.o,client/main.c $(CLIENT_SRC) \
