@@ -97,3 +97,8 @@ void call_set_detail(struct call *c, json_t *detail)
 {
 	json_decref(detail);
 }
+
+void call_add_detail(struct call *c, json_t *more)
+{
+	json_decref(more);
+}
