@@ -521,3 +521,16 @@ int conftab_check(git_config *gc, const char *path, const char *shown,
 	free(name);
 	return -EINVAL;
 }
+
+void conftab_each(void (*cb)(void *data, const char *section, bool named,
+			     const char *key, unsigned files),
+		  void *data)
+{
+	for (size_t i = 0; i < ARRAY_SIZE(sections); i++) {
+		if (sections[i].keys == include_keys)
+			continue;
+		for (const struct key *k = sections[i].keys; k->name; k++)
+			cb(data, sections[i].name, sections[i].named, k->name,
+			   sections[i].files);
+	}
+}

@@ -11,6 +11,7 @@
 #ifndef SPD_DAEMON_CONFTAB_H
 #define SPD_DAEMON_CONFTAB_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Which file is checked: the keys of one are not all the other's. */
@@ -32,5 +33,13 @@ struct git_config;
  */
 int conftab_check(struct git_config *gc, const char *path, const char *shown,
 		  enum conftab_file file, char *errbuf, size_t errlen);
+
+/* Call cb for every key of the table (git's own [include] aside), with
+ * its section, whether the section takes a name ([provider "NAME"]) and
+ * the files (enum conftab_file bits) it may appear in: what spd.conf(5)
+ * must document (tests/unit/test_common.c checks it does). */
+void conftab_each(void (*cb)(void *data, const char *section, bool named,
+			     const char *key, unsigned files),
+		  void *data);
 
 #endif

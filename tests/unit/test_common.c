@@ -14,6 +14,7 @@
 #include "common/strv.h"
 #include "common/words.h"
 #include "common/utf8.h"
+#include "daemon/conftab.h"
 #include "proto/rpc.h"
 #include "daemon/transport/rpc.h"
 
@@ -89,6 +90,73 @@ START_TEST(test_read_line)
 	free(e);
 	free(f);
 	free(d);
+}
+END_TEST
+
+/* spd.conf(5) documents every key of the table that validates spd.conf
+ * and .spd.conf (daemon/conftab.c): under its section's own heading, or,
+ * for a section only a project's file holds, in THE PROJECT'S .spd.conf. */
+struct man_check {
+	char *page;
+	char missing[2048];
+};
+
+static const char *man_region(const char *page, const char *head,
+			      const char **end)
+{
+	const char *p = strstr(page, head), *q;
+
+	if (!p)
+		return NULL;
+	q = p + strlen(head);
+	while ((q = strstr(q, "\n.S")) && strncmp(q, "\n.SS [", 6) != 0 &&
+	       strncmp(q, "\n.SH", 4) != 0)
+		q++;
+	*end = q ? q : p + strlen(p);
+	return p;
+}
+
+static void man_key(void *data, const char *section, bool named,
+		    const char *key, unsigned files)
+{
+	struct man_check *m = data;
+	char head[96], word[80];
+	const char *p, *end = NULL, *hit;
+	size_t o = 0;
+
+	snprintf(head, sizeof(head), named ? "\n.SS [%s \"" : "\n.SS [%s]\n",
+		 section);
+	p = man_region(m->page, head, &end);
+	if (!p)
+		p = man_region(m->page, "\n.SH THE PROJECT'S .spd.conf", &end);
+	for (const char *k = key; *k && o + 2 < sizeof(word); k++) {
+		if (*k == '-')
+			word[o++] = '\\';
+		word[o++] = *k;
+	}
+	word[o] = '\0';
+	for (hit = p; hit && (hit = strstr(hit, word)) && hit < end;
+	     hit += o) {
+		char b = hit[-1], a = hit[o];
+
+		if (!isalnum((unsigned char)b) && b != '-' &&
+		    !isalnum((unsigned char)a) && a != '\\' && a != '-')
+			return;
+	}
+	(void)files;
+	o = strlen(m->missing);
+	snprintf(m->missing + o, sizeof(m->missing) - o, " [%s] %s", section,
+		 key);
+}
+
+START_TEST(test_conf_keys_documented)
+{
+	struct man_check m = {.page = test_read_file("man/spd.conf.5")};
+
+	ck_assert_ptr_nonnull(m.page);
+	conftab_each(man_key, &m);
+	ck_assert_msg(!m.missing[0], "not in spd.conf(5):%s", m.missing);
+	free(m.page);
 }
 END_TEST
 
@@ -403,6 +471,7 @@ int main(void)
 	tcase_add_test(tc, test_private_dir);
 	tcase_add_test(tc, test_read_line);
 	tcase_add_test(tc, test_proto_tables);
+	tcase_add_test(tc, test_conf_keys_documented);
 	tcase_add_test(tc, test_strict_layers);
 	tcase_add_test(tc, test_strv_and_words);
 	tcase_add_test(tc, test_table_documented_and_tested);
