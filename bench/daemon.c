@@ -135,8 +135,12 @@ START_TEST(bench_daemon)
 	test_spd_prepare(&T, NULL);
 	test_spd_start(&T);
 	sleep(1);
-	printf("spd resident idle: %ld KiB (target < 10240 KiB)\n",
-	       bench_rss_kib(T.pid));
+	{
+		long kib = bench_rss_kib(T.pid);
+
+		printf("spd resident idle: %ld KiB (target < 10240 KiB: %s)\n",
+		       kib, bench_met(kib >= 0 && kib < 10240));
+	}
 
 	fd = test_spd_connect(&T);
 	free(test_call(&T, fd, 0, "auth", NULL, true));
@@ -164,8 +168,9 @@ START_TEST(bench_daemon)
 	close(fd);
 	qsort(rtt, PINGS, sizeof(double), bench_cmp_double);
 	printf("ping round trip, one connection: p50 %.1f us, p99 %.1f us "
-	       "(%d pings; target p50 < 50 us)\n",
-	       rtt[PINGS / 2], rtt[PINGS * 99 / 100], PINGS);
+	       "(%d pings; target p50 < 50 us: %s)\n",
+	       rtt[PINGS / 2], rtt[PINGS * 99 / 100], PINGS,
+	       bench_met(rtt[PINGS / 2] < 50));
 
 	throughput(1, 50000);
 	throughput(64, 2000);
@@ -174,9 +179,13 @@ START_TEST(bench_daemon)
 		fds[i] = test_spd_connect(&T);
 		free(test_call(&T, fds[i], 1, "daemon.ping", NULL, true));
 	}
-	printf("spd resident with %d open connections: %ld KiB (target < 65536 "
-	       "KiB)\n",
-	       CONNS, bench_rss_kib(T.pid));
+	{
+		long kib = bench_rss_kib(T.pid);
+
+		printf("spd resident with %d open connections: %ld KiB "
+		       "(target < 65536 KiB: %s)\n",
+		       CONNS, kib, bench_met(kib >= 0 && kib < 65536));
+	}
 	for (int i = 0; i < CONNS; i++)
 		close(fds[i]);
 	test_spd_cleanup(&T);

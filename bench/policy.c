@@ -17,6 +17,7 @@
 
 #include "common/util.h"
 #include "daemon/policy/policy.h"
+#include "tests/lib/benchutil.h"
 
 #define NCALLS 10000
 #define MAXARGS 12
@@ -224,7 +225,7 @@ int main(int argc, char **argv)
 	printf("policy: %.0f classifications/s on one core (CPU time), "
 	       "%.0f/s wall; %.2f us each; target >= %.0f/s: %s\n",
 	       rate, n / (w1 - w0), 1e6 / rate, TARGET,
-	       rate >= TARGET ? "met" : "NOT met");
+	       bench_met(rate >= TARGET));
 	if (asprintf(&cmd, "rm -rf '%s'", tmpl_dir) >= 0 && system(cmd) != 0)
 		fprintf(stderr, "could not remove %s\n", tmpl_dir);
 	free(cmd);

@@ -186,3 +186,8 @@ int bench_agent_session(const char *dir, const char *name, long files, int dirs,
 	client_close(&c);
 	return r;
 }
+
+const char *bench_met(bool met)
+{
+	return met ? "met" : "NOT MET";
+}

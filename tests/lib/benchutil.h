@@ -14,6 +14,8 @@ int bench_cmp_double(const void *a, const void *b);
 double bench_median(double *v, int n);
 /* pid's resident size (VmRSS) in KiB, or -1. */
 long bench_rss_kib(pid_t pid);
+/* "met" or "NOT MET": every bench line that prints a target says which. */
+const char *bench_met(bool met);
 /* files empty regular files spread over dirs directories d000, d001, ...
  * under ws (the first dirs files make them).  Returns 0 or -errno. */
 int bench_make_files(const char *ws, long files, int dirs);

@@ -135,8 +135,7 @@ static void man_key(void *data, const char *section, bool named,
 		word[o++] = *k;
 	}
 	word[o] = '\0';
-	for (hit = p; hit && (hit = strstr(hit, word)) && hit < end;
-	     hit += o) {
+	for (hit = p; hit && (hit = strstr(hit, word)) && hit < end; hit += o) {
 		char b = hit[-1], a = hit[o];
 
 		if (!isalnum((unsigned char)b) && b != '-' &&
@@ -173,9 +172,9 @@ START_TEST(test_proto_tables)
 	for (int e = 0; e < RPC_E__COUNT; e++) {
 		int x = rpc_error_exit((enum rpc_error)e);
 
-		ck_assert_int_eq(rpc_error_by_number(
-				     rpc_error_number((enum rpc_error)e)),
-				 e);
+		ck_assert_int_eq(
+		    rpc_error_by_number(rpc_error_number((enum rpc_error)e)),
+		    e);
 		ck_assert(x == RPC_EXIT_USAGE || x == RPC_EXIT_SPD ||
 			  x == RPC_EXIT_REFUSED);
 	}
