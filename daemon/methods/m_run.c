@@ -597,6 +597,9 @@ static int agent_setup(struct spd *spd, const struct run_request *req,
 	PUSH("ANTHROPIC_API_KEY=%s", key);
 	PUSH("ANTHROPIC_AUTH_TOKEN=%s", key);
 	PUSH("OPENAI_API_KEY=%s", key);
+	/* Gemini's paths start at the root, as Anthropic's do. */
+	PUSH("GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:%d", RUN_BROKER_PORT);
+	PUSH("GEMINI_API_KEY=%s", key);
 #undef PUSH
 	sodium_memzero(key, sizeof(key));
 	if (r == 0)
