@@ -37,9 +37,6 @@
 #define GATEWAY_RESP_HEADERS_MAX 32
 /* Longest provider header kept. */
 #define GATEWAY_RESP_HEADER_LEN 1024
-/* Longest route path (without its query): Gemini's name the model,
- * "/v1beta/models/" PRICE_MODEL_NAME_MAX ":streamGenerateContent". */
-#define GATEWAY_PATH_MAX (PRICE_MODEL_NAME_MAX + 64)
 
 struct gw_sock {
 	uv_poll_t poll;
@@ -99,66 +96,6 @@ static void on_gw_handle_closed(uv_handle_t *h)
 
 /* ---- provider-shaped errors ---------------------------------------- */
 
-/* An error body the client's SDK understands: Anthropic's
- * {"type":"error","error":{type,message}} or OpenAI's
- * {"error":{message,type,code}}, with spd's own symbol and numbers. */
-static char *error_body(enum broker_api api, int status, const char *code,
-			const char *msg, json_t *extra)
-{
-	const char *atype = status == 401   ? "authentication_error"
-			    : status == 402 ? "billing_error"
-			    : status == 404 ? "not_found_error"
-			    : status == 413 ? "request_too_large"
-			    : status >= 500 ? "api_error"
-					    : "invalid_request_error";
-	const char *otype = status == 401   ? "invalid_request_error"
-			    : status == 402 ? "insufficient_quota"
-			    : status >= 500 ? "server_error"
-					    : "invalid_request_error";
-	json_t *err, *o;
-	char *s;
-
-	if (api == BROKER_API_ANTHROPIC) {
-		err = json_pack("{s:s, s:s, s:s}", "type", atype, "message",
-				msg, "spd_code", code);
-		o = json_pack("{s:s, s:o}", "type", "error", "error", err);
-	} else if (api == BROKER_API_GEMINI) {
-		/* Google's {"error":{code,message,status}}.  A spent budget
-		 * is not RESOURCE_EXHAUSTED, which clients retry. */
-		const char *gstatus = status == 401   ? "UNAUTHENTICATED"
-				      : status == 402 ? "FAILED_PRECONDITION"
-				      : status == 404 ? "NOT_FOUND"
-				      : status >= 500 ? "INTERNAL"
-						      : "INVALID_ARGUMENT";
-
-		err =
-		    json_pack("{s:i, s:s, s:s, s:s}", "code", status, "message",
-			      msg, "status", gstatus, "spd_code", code);
-		o = json_pack("{s:o}", "error", err);
-	} else {
-		err = json_pack("{s:s, s:s, s:s, s:n}", "message", msg, "type",
-				otype, "code", code, "param");
-		o = json_pack("{s:o}", "error", err);
-	}
-	if (extra)
-		json_object_update(err, extra);
-	json_decref(extra);
-	s = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	return s;
-}
-
-static enum broker_api api_of_path(const char *target)
-{
-	if (target && (strncmp(target, "/v1beta/", 8) == 0 ||
-		       strncmp(target, "/v1/models/", 11) == 0))
-		return BROKER_API_GEMINI;
-	return target && (strncmp(target, "/v1/chat/", 9) == 0 ||
-			  strncmp(target, "/v1/responses", 13) == 0)
-		   ? BROKER_API_OPENAI
-		   : BROKER_API_ANTHROPIC;
-}
-
 static void journal_call(struct gateway *g, const char *session, json_t *detail,
 			 const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -186,8 +123,8 @@ static void journal_call(struct gateway *g, const char *session, json_t *detail,
 void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
 	       const char *code, json_t *extra, const char *msg)
 {
-	enum broker_api api = api_of_path(c->req.target);
-	char *body = error_body(api, status, code, msg, json_incref(extra));
+	enum broker_api api = gw_api_of_path(c->req.target);
+	char *body = gw_error_body(api, status, code, msg, json_incref(extra));
 	/* What the request presented, for the operator reading why it was
 	 * refused: never its query (Gemini's ?key= is a key). */
 	const char *target = c->req.target ? c->req.target : "";
@@ -473,8 +410,8 @@ static void call_done(struct gw_call *k, CURLcode res)
 				 "the provider could not be reached or "
 				 "failed: %s",
 				 curl_easy_strerror(res));
-			body = error_body(k->api, st, "PROVIDER-FAILED", msg,
-					  NULL);
+			body = gw_error_body(k->api, st, "PROVIDER-FAILED", msg,
+					     NULL);
 			gw_conn_respond(k->conn, st, "application/json",
 					body ? body : "{}");
 			free(body);
@@ -761,127 +698,9 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 	return 0;
 }
 
-/* Gemini's routes: /v1beta/models/MODEL:METHOD (or /v1/…), the model in
- * the path.  Returns 0 and the model in model, or -ENOENT. */
-static int gemini_route(const char *target, size_t n, bool *count_only,
-			bool *stream, char *model, size_t mlen)
-{
-	static const struct {
-		const char *method;
-		bool count, stream;
-	} methods[] = {
-	    {"generateContent", false, false},
-	    {"streamGenerateContent", false, true},
-	    {"countTokens", true, false},
-	};
-	static const char *const prefixes[] = {"/v1beta/models/",
-					       "/v1/models/"};
-	const char *m = NULL, *colon;
-	size_t mn;
-
-	for (size_t i = 0; i < ARRAY_SIZE(prefixes); i++)
-		if (strncmp(target, prefixes[i], strlen(prefixes[i])) == 0)
-			m = target + strlen(prefixes[i]);
-	if (!m || !(colon = memchr(m, ':', n - (size_t)(m - target))))
-		return -ENOENT;
-	mn = (size_t)(colon - m);
-	if (mn == 0 || mn > PRICE_MODEL_NAME_MAX || mn >= mlen)
-		return -ENOENT;
-	/* A model name, nothing that could reach another path. */
-	for (size_t i = 0; i < mn; i++)
-		if (!isalnum((unsigned char)m[i]) && m[i] != '-' &&
-		    m[i] != '.' && m[i] != '_')
-			return -ENOENT;
-	for (size_t i = 0; i < ARRAY_SIZE(methods); i++)
-		if (strlen(methods[i].method) ==
-			n - mn - 1 - (size_t)(m - target) &&
-		    strncmp(colon + 1, methods[i].method,
-			    strlen(methods[i].method)) == 0) {
-			*count_only = methods[i].count;
-			*stream = methods[i].stream;
-			memcpy(model, m, mn);
-			model[mn] = '\0';
-			return 0;
-		}
-	return -ENOENT;
-}
-
-/* The routes: path (without query) to api; count_tokens and Gemini's
- * countTokens are free.  model: the model a Gemini path names ("" for
- * the others, whose body names it); stream: the route streams whatever
- * the body says (Gemini's streamGenerateContent). */
-static int route(const char *target, enum broker_api *api, bool *count_only,
-		 bool *stream, char *path, size_t plen, char *model,
-		 size_t mlen)
-{
-	static const struct {
-		const char *path;
-		enum broker_api api;
-		bool count;
-	} routes[] = {
-	    {"/v1/messages", BROKER_API_ANTHROPIC, false},
-	    {"/v1/messages/count_tokens", BROKER_API_ANTHROPIC, true},
-	    {"/v1/chat/completions", BROKER_API_OPENAI, false},
-	    {"/v1/responses", BROKER_API_OPENAI, false},
-	};
-	size_t n = strcspn(target, "?");
-
-	model[0] = '\0';
-	*stream = false;
-	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
-		if (strlen(routes[i].path) == n &&
-		    strncmp(routes[i].path, target, n) == 0) {
-			*api = routes[i].api;
-			*count_only = routes[i].count;
-			snprintf(path, plen, "%s", routes[i].path);
-			return 0;
-		}
-	if (n < plen &&
-	    gemini_route(target, n, count_only, stream, model, mlen) == 0) {
-		*api = BROKER_API_GEMINI;
-		snprintf(path, plen, "%.*s", (int)n, target);
-		return 0;
-	}
-	return -ENOENT;
-}
-
 /* The largest output the request allows, or 0 when it names none (the
  * model's max then bounds it).  -EINVAL for a value that is not a
  * positive integer. */
-/* A Gemini body's output bound: generationConfig.maxOutputTokens, which
- * a thinking model's thoughts count against too (they are billed as
- * output).  The API reads snake_case names as well, so both spellings
- * count, the largest winning; 0 when none is named (the model's max).
- * -EINVAL for a bound that is not a positive integer. */
-static int64_t gemini_max_output(json_t *body)
-{
-	static const char *const gcs[] = {"generationConfig",
-					  "generation_config"};
-	static const char *const maxs[] = {"maxOutputTokens",
-					   "max_output_tokens"};
-	int64_t out = 0;
-
-	for (size_t i = 0; i < ARRAY_SIZE(gcs); i++) {
-		json_t *gc = json_object_get(body, gcs[i]);
-
-		if (!gc || json_is_null(gc))
-			continue;
-		if (!json_is_object(gc))
-			return -EINVAL;
-		for (size_t j = 0; j < ARRAY_SIZE(maxs); j++) {
-			json_t *v = json_object_get(gc, maxs[j]);
-
-			if (!v || json_is_null(v))
-				continue;
-			if (!json_is_integer(v) || json_integer_value(v) <= 0)
-				return -EINVAL;
-			if (json_integer_value(v) > out)
-				out = json_integer_value(v);
-		}
-	}
-	return out;
-}
-
 static int64_t max_tokens_of(json_t *body, enum broker_api api,
 			     const char *path)
 {
@@ -891,7 +710,7 @@ static int64_t max_tokens_of(json_t *body, enum broker_api api,
 
 	(void)path;
 	if (api == BROKER_API_GEMINI)
-		return gemini_max_output(body);
+		return gw_gemini_max_output(body);
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		json_t *v = json_object_get(body, names[i]);
 
@@ -979,7 +798,7 @@ static void budget_refusal(const struct broker_turn *t, int64_t worst,
 			     price_usd(t->cap), "needed_usd", price_usd(worst));
 }
 
-/* rmodel, rstream: what the route says (route()): Gemini's model and
+/* rmodel, rstream: what the route says (gw_route()): Gemini's model and
  * streaming are in its path, not its body. */
 static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 			       enum broker_api api, bool count_only,
@@ -1101,48 +920,6 @@ static void call_abort_start(struct gw_call *k, int r)
 	(void)r;
 }
 
-/*
- * Gemini's key may come as the query's key= (its SDKs send x-goog-api-key,
- * curl users ?key=).  Returns the target without it (allocated: the
- * provider's key goes in a header, and no turn key reaches it) and, in
- * *ret_key, the value (allocated, or NULL when there is none); NULL on
- * ENOMEM.
- */
-static char *query_take_key(const char *target, char **ret_key)
-{
-	const char *q = strchr(target, '?');
-	struct buf out = BUF_INIT;
-	char *key = NULL;
-
-	*ret_key = NULL;
-	if (!q)
-		return strdup(target);
-	buf_append(&out, target, (size_t)(q - target));
-	for (const char *p = q + 1; *p;) {
-		size_t n = strcspn(p, "&");
-
-		if (n > 4 && strncmp(p, "key=", 4) == 0) {
-			free(key);
-			key = strndup(p + 4, n - 4);
-		} else if (n) {
-			buf_append(&out,
-				   out.len > (size_t)(q - target) ? "&" : "?",
-				   1);
-			buf_append(&out, p, n);
-		}
-		p += n;
-		if (*p == '&')
-			p++;
-	}
-	if (buf_append(&out, "", 1) < 0) {
-		free(key);
-		buf_free(&out);
-		return NULL;
-	}
-	*ret_key = key;
-	return out.data;
-}
-
 void gw_handle_request(struct gw_conn *c)
 {
 	struct gateway *g = c->g;
@@ -1159,10 +936,10 @@ void gw_handle_request(struct gw_conn *c)
 	struct gw_call *k;
 	int r;
 
-	routed = route(q->target, &api, &count_only, &rstream, path,
-		       sizeof(path), model, sizeof(model)) == 0;
+	routed = gw_route(q->target, &api, &count_only, &rstream, path,
+			  sizeof(path), model, sizeof(model)) == 0;
 	if (routed && api == BROKER_API_GEMINI) {
-		target = query_take_key(q->target, &qkey);
+		target = gw_query_take_key(q->target, &qkey);
 		if (!target) {
 			gw_refuse(c, NULL, 500, "INTERNAL", NULL,
 				  "out of memory");
@@ -1490,8 +1267,8 @@ void m_model_call(struct call *c)
 		path = api == BROKER_API_ANTHROPIC ? "/v1/messages"
 						   : "/v1/chat/completions";
 	if (!path ||
-	    route(path, &rapi, &count_only, &rstream, rpath, sizeof(rpath),
-		  rmodel, sizeof(rmodel)) < 0 ||
+	    gw_route(path, &rapi, &count_only, &rstream, rpath, sizeof(rpath),
+		     rmodel, sizeof(rmodel)) < 0 ||
 	    rapi != api || strchr(path, '?')) {
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
 			   "path %s is not a route of the %s api",
