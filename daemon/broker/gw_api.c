@@ -19,7 +19,7 @@
  * {"type":"error","error":{type,message}} or OpenAI's
  * {"error":{message,type,code}}, with spd's own symbol and numbers. */
 char *gw_error_body(enum broker_api api, int status, const char *code,
-			const char *msg, json_t *extra)
+		    const char *msg, json_t *extra)
 {
 	const char *atype = status == 401   ? "authentication_error"
 			    : status == 402 ? "billing_error"
@@ -125,8 +125,7 @@ static int gemini_route(const char *target, size_t n, bool *count_only,
  * the others, whose body names it); stream: the route streams whatever
  * the body says (Gemini's streamGenerateContent). */
 int gw_route(const char *target, enum broker_api *api, bool *count_only,
-		 bool *stream, char *path, size_t plen, char *model,
-		 size_t mlen)
+	     bool *stream, char *path, size_t plen, char *model, size_t mlen)
 {
 	static const struct {
 		const char *path;
@@ -234,4 +233,3 @@ char *gw_query_take_key(const char *target, char **ret_key)
 	*ret_key = key;
 	return out.data;
 }
-
