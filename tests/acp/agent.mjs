@@ -292,7 +292,22 @@ async function turnLinger(client, sessionId) {
 	await new Promise(() => {});
 }
 
-const turns = { main: turnMain, commit: turnCommit, cancel: turnCancel, vanish: turnVanish, linger: turnLinger };
+// An agent that ends its turn well but never exits, its input's end
+// unheeded (as claude-code-acp and codex-acp do).
+async function turnDeaf() {
+	setInterval(() => {}, 1 << 30);
+	log("DEAF-TURN", {});
+	return "end_turn";
+}
+
+const turns = {
+	main: turnMain,
+	commit: turnCommit,
+	cancel: turnCancel,
+	vanish: turnVanish,
+	linger: turnLinger,
+	deaf: turnDeaf,
+};
 
 const app = acp
 	.agent({ name: "spd-acp-test-agent" })
