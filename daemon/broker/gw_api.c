@@ -212,7 +212,7 @@ char *gw_query_take_key(const char *target, char **ret_key)
 	for (const char *p = q + 1; *p;) {
 		size_t n = strcspn(p, "&");
 
-		if (n > 4 && strncmp(p, "key=", 4) == 0) {
+		if (n >= 4 && strncmp(p, "key=", 4) == 0) {
 			free(key);
 			key = strndup(p + 4, n - 4);
 		} else if (n) {
