@@ -20,6 +20,16 @@
 /* Requests of the agent served at once (files, permissions): each holds
  * a connection to spd while it waits, a permission perhaps for a person. */
 #define ACP_CALLS_MAX 16
+/* Tool calls whose announced state (kind, locations, rawInput) spctl
+ * keeps for the permission requests that follow: a turn's worth.  Past
+ * it the oldest are forgotten, and a request about one of them is judged
+ * on what it carries itself (which refuses it when that names nothing). */
+#define ACP_TOOL_CALLS_MAX 256
+/* How long an agent has to exit once its input is closed after the last
+ * turn (spctl acp --prompt, or end of file on stdin): some never do
+ * (they keep their input's end-of-file unread), and then spctl ends the
+ * run, which kills its whole sandbox, and returns the turn's result. */
+#define ACP_EXIT_GRACE_MS 5000
 /* A terminal's output when the agent sets no outputByteLimit. */
 #define ACP_TERMINAL_OUTPUT_MAX (1024 * 1024)
 
@@ -80,6 +90,15 @@ struct acp {
 	struct acp_call *calls[ACP_CALLS_MAX];
 	struct ts_stream ts;
 	bool yes;
+	/* toolCallId -> the tool call as announced so far (session/update
+	 * tool_call and tool_call_update merged), and their ids oldest
+	 * first. */
+	json_t *tool_calls, *tool_call_order;
+	/* When the agent's input was closed after its last turn
+	 * (CLOCK_MONOTONIC, ms; 0: not yet), whether the last turn ended
+	 * well (stopReason end_turn), and whether spctl ended the run. */
+	long long input_closed_ms;
+	bool last_turn_ok, ended_run;
 	/* session/update summaries not yet journaled: the kind of the
 	 * current run of chunks, how many and their text's length. */
 	char note_kind[40];

@@ -254,7 +254,11 @@ static void term_create(struct acp *a, json_t *id, json_t *params)
 			  ACP_TERMINALS_MAX);
 		return;
 	}
-	argv = json_pack("[s]", cmd);
+	/* A command with no args is a command line, as agents send it
+	 * ("echo hi > f"): a shell runs it, and the policy judges that
+	 * shell's command (as a permission naming it was judged). */
+	argv = json_array_size(args) ? json_pack("[s]", cmd)
+				     : json_pack("[s, s, s]", "sh", "-c", cmd);
 	json_array_foreach(args, i, v)
 	{
 		if (!json_is_string(v)) {
@@ -297,6 +301,9 @@ static void term_create(struct acp *a, json_t *id, json_t *params)
 	}
 	if (a->operator)
 		json_object_set_new(p, "session", json_string(a->session));
+	/* --yes answers a terminal's ask as it does the agent's own. */
+	if (a->yes)
+		json_object_set_new(p, "yes", json_true());
 	if (client_open(&t->spd, errbuf, sizeof(errbuf)) < 0) {
 		json_decref(p);
 		t->spd.fd = -1;

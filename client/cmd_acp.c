@@ -27,9 +27,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client/acp.h"
+#include "common/util.h"
 #include "client/jsonrpc.h"
 #include "cmds.h"
 #include "proto/rpc.h"
@@ -204,6 +206,14 @@ void acp_spd_error(struct acp *a, json_t *id, json_t *err)
 		  json_string_value(json_object_get(err, "message")) ?: "");
 }
 
+static long long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void send_next_prompt(struct acp *a)
 {
 	json_t *text;
@@ -214,6 +224,7 @@ static void send_next_prompt(struct acp *a)
 		/* Nothing more will come: the agent reads end of file. */
 		if ((a->prompt_arg || a->stdin_eof) && !a->closed_input) {
 			a->closed_input = true;
+			a->input_closed_ms = now_ms();
 			if (client_send(&a->run, RPC_M_RUN_INPUT,
 					json_pack("{s:b}", "close", 1)) < 0)
 				a->failed = true;
@@ -408,6 +419,62 @@ static int rank(const char *decision)
  * (rawInput.command, an argv array or a string split at blanks) and its
  * locations (read for read and search, written for anything else).
  * Returns the array, or NULL when a location lies outside the worktree. */
+/* The fields of a tool call that a later update or a permission request
+ * may carry, each replacing what came before (ACP: a tool_call_update's
+ * fields, and a permission's toolCall, update the call's state). */
+static const char *const tool_call_fields[] = {"kind", "title", "locations",
+					       "rawInput", "status"};
+
+/* Keep what a session/update says of a tool call, for its permission
+ * request. */
+static void tool_call_remember(struct acp *a, json_t *u)
+{
+	const char *id = json_string_value(json_object_get(u, "toolCallId"));
+	json_t *tc;
+
+	if (!id)
+		return;
+	if (!a->tool_calls) {
+		a->tool_calls = json_object();
+		a->tool_call_order = json_array();
+	}
+	tc = json_object_get(a->tool_calls, id);
+	if (!tc) {
+		if (json_array_size(a->tool_call_order) >= ACP_TOOL_CALLS_MAX) {
+			json_object_del(a->tool_calls,
+					json_string_value(json_array_get(
+					    a->tool_call_order, 0)));
+			json_array_remove(a->tool_call_order, 0);
+		}
+		tc = json_object();
+		json_object_set_new(a->tool_calls, id, tc);
+		json_array_append_new(a->tool_call_order, json_string(id));
+	}
+	for (size_t i = 0; i < ARRAY_SIZE(tool_call_fields); i++) {
+		json_t *v = json_object_get(u, tool_call_fields[i]);
+
+		if (v && !json_is_null(v))
+			json_object_set(tc, tool_call_fields[i], v);
+	}
+}
+
+/* A permission request's tool call over the state its updates announced
+ * (new reference). */
+static json_t *tool_call_merged(struct acp *a, json_t *tc)
+{
+	const char *id = json_string_value(json_object_get(tc, "toolCallId"));
+	json_t *known = id ? json_object_get(a->tool_calls, id) : NULL;
+	json_t *m = known ? json_deep_copy(known) : json_object();
+
+	for (size_t i = 0; i < ARRAY_SIZE(tool_call_fields); i++) {
+		json_t *v = json_object_get(tc, tool_call_fields[i]);
+
+		if (v && !json_is_null(v))
+			json_object_set(m, tool_call_fields[i], v);
+	}
+	return m;
+}
+
 static json_t *tool_checks(struct acp *a, json_t *tc)
 {
 	const char *kind = json_string_value(json_object_get(tc, "kind"));
@@ -419,13 +486,9 @@ static json_t *tool_checks(struct acp *a, json_t *tc)
 	size_t i;
 
 	if (json_is_string(cmd)) {
-		json_t *argv = json_array();
-		char *dup = strdup(json_string_value(cmd)), *save = NULL;
-		for (char *w = dup ? strtok_r(dup, " \t", &save) : NULL; w;
-		     w = strtok_r(NULL, " \t", &save))
-			json_array_append_new(argv, json_string(w));
-		free(dup);
-		cmd = argv;
+		/* A command line is run by a shell (terminal/create with no
+		 * args, acp_term.c): the policy judges that same command. */
+		cmd = json_pack("[s, s, O]", "sh", "-c", cmd);
 	} else {
 		json_incref(cmd);
 	}
@@ -442,6 +505,22 @@ static json_t *tool_checks(struct acp *a, json_t *tc)
 		}
 		json_array_append_new(
 		    checks, json_pack("{s:s}", reads ? "read" : "write", rel));
+	}
+	/* No locations: the file its input names (Claude Code's tools'
+	 * file_path), judged as a write unless the kind says it reads. */
+	if (!json_array_size(json_object_get(tc, "locations"))) {
+		const char *fp = json_string_value(json_object_get(
+		    json_object_get(tc, "rawInput"), "file_path"));
+		const char *rel = fp ? acp_rel_path(a, fp) : NULL;
+
+		if (fp && !rel) {
+			json_decref(checks);
+			return NULL;
+		}
+		if (rel)
+			json_array_append_new(
+			    checks,
+			    json_pack("{s:s}", reads ? "read" : "write", rel));
 	}
 	return checks;
 }
@@ -571,7 +650,7 @@ static void perm_reply(struct acp_call *k, json_t *res, json_t *err)
 
 static void on_request_permission(struct acp *a, json_t *id, json_t *params)
 {
-	json_t *tc = json_object_get(params, "toolCall");
+	json_t *tc = tool_call_merged(a, json_object_get(params, "toolCall"));
 	json_t *checks = tool_checks(a, tc);
 	struct acp_call *k;
 
@@ -587,12 +666,14 @@ static void on_request_permission(struct acp *a, json_t *id, json_t *params)
 		json_decref(checks);
 		perm_answer(&tmp, 2, false);
 		free(tmp.title);
+		json_decref(tc);
 		return;
 	}
 	k = call_start(a, ACP_K_PERM, id, RPC_M_POLICY_CHECK,
 		       json_deep_copy(json_array_get(checks, 0)));
 	if (!k) {
 		json_decref(checks);
+		json_decref(tc);
 		return;
 	}
 	k->checks = checks;
@@ -600,6 +681,7 @@ static void on_request_permission(struct acp *a, json_t *id, json_t *params)
 	k->options = json_incref(json_object_get(params, "options"));
 	k->title = strdup(json_string_value(json_object_get(tc, "title"))
 			      ?: "a tool call");
+	json_decref(tc);
 }
 
 /* ---- reading spd's answers -------------------------------------------------- */
@@ -707,6 +789,8 @@ static void show_update(struct acp *a, json_t *params)
 	if (!k)
 		return;
 	note_update(a, k, u);
+	if (strcmp(k, "tool_call") == 0 || strcmp(k, "tool_call_update") == 0)
+		tool_call_remember(a, u);
 	if (strcmp(k, "agent_message_chunk") == 0 ||
 	    strcmp(k, "agent_thought_chunk") == 0) {
 		json_t *c = json_object_get(u, "content");
@@ -774,7 +858,11 @@ static void on_agent_response(struct acp *a, json_t *msg)
 		}
 		a->acp_session = strdup(s);
 	} else if (id == a->prompt_id) {
+		const char *stop =
+		    json_string_value(json_object_get(res, "stopReason"));
+
 		a->in_turn = false;
+		a->last_turn_ok = stop && strcmp(stop, "end_turn") == 0;
 		note_flush(a);
 		fprintf(stderr, "\nspctl acp: turn ended: ");
 		ts_fputs(stderr,
@@ -1035,6 +1123,23 @@ static void reap_calls(struct acp *a)
 
 enum { FD_RUN, FD_STDIN, FD_CALL, FD_TERM };
 
+/* The agent did not exit once its input closed after its last turn:
+ * closing the run's call makes spd end the run (its whole sandbox
+ * killed, journaled as cancelled). */
+static void end_run(struct acp *a)
+{
+	fprintf(stderr,
+		"spctl acp: the agent did not exit %d ms after its input "
+		"closed: ending it\n",
+		ACP_EXIT_GRACE_MS);
+	journal_client(a, RPC_M_CLIENT_NOTE, "end",
+		       "the agent did not exit after its input closed: its "
+		       "run ended by spctl");
+	client_close(&a->run);
+	a->agent_gone = true;
+	a->ended_run = true;
+}
+
 static int acp_loop(struct acp *a)
 {
 	while (!a->agent_gone) {
@@ -1073,7 +1178,22 @@ static int acp_loop(struct acp *a)
 			on_interrupt(a);
 			continue;
 		}
-		if (poll(p, (nfds_t)n, -1) < 0) {
+		int wait = -1, pr;
+
+		/* The input closed after the last turn: the agent has
+		 * ACP_EXIT_GRACE_MS to exit before spctl ends its run. */
+		if (a->input_closed_ms && !a->in_turn) {
+			long long left =
+			    a->input_closed_ms + ACP_EXIT_GRACE_MS - now_ms();
+
+			if (left <= 0) {
+				end_run(a);
+				return 0;
+			}
+			wait = (int)left;
+		}
+		pr = poll(p, (nfds_t)n, wait);
+		if (pr < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
@@ -1263,11 +1383,16 @@ int cmd_acp(struct cmd_ctx *ctx, int argc, char **argv)
 	acp_end(&a);
 	if (a.in_turn)
 		ex = a.agent_exit ? a.agent_exit : 1;
+	else if (a.ended_run)
+		/* The turns were done: their result, not the kill's. */
+		ex = a.failed || !a.last_turn_ok ? 1 : 0;
 	else
 		ex = a.failed && !a.agent_exit ? 1 : a.agent_exit;
 out:
 	json_decref(params);
 	json_decref(a.prompts);
+	json_decref(a.tool_calls);
+	json_decref(a.tool_call_order);
 	client_close(&a.run);
 	buf_free(&a.line);
 	buf_free(&a.stdin_buf);

@@ -65,12 +65,18 @@ int cmd_turn(struct cmd_ctx *ctx, int argc, char **argv)
 			    json_number_value(json_object_get(res, "cap_usd")));
 			printf("key: %s\n",
 			       json_string_value(json_object_get(res, "key")));
-			printf("ANTHROPIC_BASE_URL=%s\nOPENAI_BASE_URL=%s\n",
+			/* Gemini's base URL is the Anthropic one: its
+			 * paths (/v1beta/models/…) start at the root. */
+			printf("ANTHROPIC_BASE_URL=%s\nOPENAI_BASE_URL=%s\n"
+			       "GOOGLE_GEMINI_BASE_URL=%s\n",
 			       json_string_value(
 				   json_object_get(res, "anthropic_base_url"))
 				   ?: "",
 			       json_string_value(
 				   json_object_get(res, "openai_base_url"))
+				   ?: "",
+			       json_string_value(
+				   json_object_get(res, "anthropic_base_url"))
 				   ?: "");
 		}
 		json_decref(res);

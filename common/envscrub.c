@@ -175,9 +175,11 @@ static bool is_broker_url(const char *v, unsigned port)
 bool envscrub_broker_entry_ok(const char *entry, unsigned port)
 {
 	static const char *const keys[] = {
-	    "ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN=", "OPENAI_API_KEY="};
-	static const char *const urls[] = {"ANTHROPIC_BASE_URL=",
-					   "OPENAI_BASE_URL="};
+	    "ANTHROPIC_API_KEY=", "ANTHROPIC_AUTH_TOKEN=", "OPENAI_API_KEY=",
+	    "GEMINI_API_KEY="};
+	static const char *const urls[] = {
+	    "ANTHROPIC_BASE_URL=", "OPENAI_BASE_URL=",
+	    "GOOGLE_GEMINI_BASE_URL="};
 
 	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
 		if (strncmp(entry, keys[i], strlen(keys[i])) == 0)

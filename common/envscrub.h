@@ -29,10 +29,10 @@ bool envscrub_entry_drop(const char *entry, const char *const *secrets);
 /*
  * True when entry is one of the few variables an agent run in broker mode
  * (spctl agent) gets despite their secret-looking names: ANTHROPIC_API_KEY,
- * ANTHROPIC_AUTH_TOKEN or OPENAI_API_KEY holding a turn key
- * ("sk-spd-" and 64 hex digits, worth nothing outside that one turn), or
- * ANTHROPIC_BASE_URL or OPENAI_BASE_URL holding http://127.0.0.1:port
- * (optionally with "/v1").  Anything else, a real provider key in
+ * ANTHROPIC_AUTH_TOKEN, OPENAI_API_KEY or GEMINI_API_KEY holding a turn
+ * key ("sk-spd-" and 64 hex digits, worth nothing outside that one turn),
+ * or ANTHROPIC_BASE_URL, OPENAI_BASE_URL or GOOGLE_GEMINI_BASE_URL holding
+ * http://127.0.0.1:port (optionally with "/v1").  Anything else, a real provider key in
  * particular, is false.  Async-signal-safe.
  */
 bool envscrub_broker_entry_ok(const char *entry, unsigned port);

@@ -131,8 +131,9 @@ static struct broker_provider *provider_slot(struct broker_config *cfg,
 	struct broker_provider *p = &cfg->providers[cfg->n_providers++];
 	memset(p, 0, sizeof(*p));
 	snprintf(p->name, sizeof(p->name), "%s", name);
-	p->api = strcmp(name, "openai") == 0 ? BROKER_API_OPENAI
-					     : BROKER_API_ANTHROPIC;
+	p->api = strcmp(name, "openai") == 0   ? BROKER_API_OPENAI
+		 : strcmp(name, "gemini") == 0 ? BROKER_API_GEMINI
+					       : BROKER_API_ANTHROPIC;
 	return p;
 }
 
@@ -179,6 +180,8 @@ static int provider_cb(const git_config_entry *e, void *data)
 			p->api = BROKER_API_ANTHROPIC;
 		else if (strcmp(e->value, "openai") == 0)
 			p->api = BROKER_API_OPENAI;
+		else if (strcmp(e->value, "gemini") == 0)
+			p->api = BROKER_API_GEMINI;
 		else
 			goto bad;
 	} else {
@@ -189,7 +192,7 @@ bad:
 	snprintf(
 	    pc->errbuf, pc->errlen,
 	    "%s: %s = \"%s\": expected [provider \"NAME\"] url = https://…, "
-	    "key = VARIABLE, api = anthropic|openai",
+	    "key = VARIABLE, api = anthropic|openai|gemini",
 	    pc->path, e->name, e->value);
 	return -1;
 }
@@ -218,6 +221,10 @@ static int load_config(const char *path, struct broker_config *cfg,
 	snprintf(p->url, sizeof(p->url), "https://api.openai.com");
 	snprintf(p->key_var, sizeof(p->key_var), "OPENAI_API_KEY");
 	p->api = BROKER_API_OPENAI;
+	p = provider_slot(cfg, "gemini");
+	snprintf(p->url, sizeof(p->url),
+		 "https://generativelanguage.googleapis.com");
+	snprintf(p->key_var, sizeof(p->key_var), "GEMINI_API_KEY");
 
 	if (access(path, F_OK) == 0) {
 		git_libgit2_init();

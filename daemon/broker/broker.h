@@ -20,7 +20,7 @@
  *   [provider "anthropic"]
  *       url = https://api.anthropic.com
  *       key = ANTHROPIC_API_KEY ; the name in the environment file
- *       api = anthropic         ; or openai
+ *       api = anthropic         ; or openai, or gemini
  *   [model "NAME"]              ; daemon/broker/price.h
  */
 #ifndef SPD_DAEMON_BROKER_H
@@ -63,7 +63,7 @@ struct gateway;
  * request under way before spd closes it. */
 #define BROKER_KEEPALIVE_TIMEOUT_S 30
 
-enum broker_api { BROKER_API_ANTHROPIC, BROKER_API_OPENAI };
+enum broker_api { BROKER_API_ANTHROPIC, BROKER_API_OPENAI, BROKER_API_GEMINI };
 
 struct broker_provider {
 	char name[64];

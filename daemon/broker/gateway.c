@@ -58,7 +58,7 @@ struct gw_call {
 	const struct price *price;
 	char model[PRICE_MODEL_NAME_MAX + 1];
 	char provider[64];
-	char path[64];
+	char path[GATEWAY_PATH_MAX];
 	enum broker_api api;
 	bool stream, count_only, head_sent, client_gone, rpc_overflow;
 	int64_t reserved;
@@ -96,50 +96,6 @@ static void on_gw_handle_closed(uv_handle_t *h)
 
 /* ---- provider-shaped errors ---------------------------------------- */
 
-/* An error body the client's SDK understands: Anthropic's
- * {"type":"error","error":{type,message}} or OpenAI's
- * {"error":{message,type,code}}, with spd's own symbol and numbers. */
-static char *error_body(enum broker_api api, int status, const char *code,
-			const char *msg, json_t *extra)
-{
-	const char *atype = status == 401   ? "authentication_error"
-			    : status == 402 ? "billing_error"
-			    : status == 404 ? "not_found_error"
-			    : status == 413 ? "request_too_large"
-			    : status >= 500 ? "api_error"
-					    : "invalid_request_error";
-	const char *otype = status == 401   ? "invalid_request_error"
-			    : status == 402 ? "insufficient_quota"
-			    : status >= 500 ? "server_error"
-					    : "invalid_request_error";
-	json_t *err, *o;
-	char *s;
-
-	if (api == BROKER_API_ANTHROPIC) {
-		err = json_pack("{s:s, s:s, s:s}", "type", atype, "message",
-				msg, "spd_code", code);
-		o = json_pack("{s:s, s:o}", "type", "error", "error", err);
-	} else {
-		err = json_pack("{s:s, s:s, s:s, s:n}", "message", msg, "type",
-				otype, "code", code, "param");
-		o = json_pack("{s:o}", "error", err);
-	}
-	if (extra)
-		json_object_update(err, extra);
-	json_decref(extra);
-	s = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	return s;
-}
-
-static enum broker_api api_of_path(const char *target)
-{
-	return target && (strncmp(target, "/v1/chat/", 9) == 0 ||
-			  strncmp(target, "/v1/responses", 13) == 0)
-		   ? BROKER_API_OPENAI
-		   : BROKER_API_ANTHROPIC;
-}
-
 static void journal_call(struct gateway *g, const char *session, json_t *detail,
 			 const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
@@ -167,10 +123,20 @@ static void journal_call(struct gateway *g, const char *session, json_t *detail,
 void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
 	       const char *code, json_t *extra, const char *msg)
 {
-	enum broker_api api = api_of_path(c->req.target);
-	char *body = error_body(api, status, code, msg, json_incref(extra));
-	json_t *d = json_pack("{s:s?, s:i, s:s, s:s}", "turn", t ? t->id : NULL,
-			      "status", status, "code", code, "error", msg);
+	enum broker_api api = gw_api_of_path(c->req.target);
+	char *body = gw_error_body(api, status, code, msg, json_incref(extra));
+	/* What the request presented, for the operator reading why it was
+	 * refused: never its query (Gemini's ?key= is a key). */
+	const char *target = c->req.target ? c->req.target : "";
+	json_t *d = json_pack(
+	    "{s:s?, s:s?, s:s, s:i, s:s, s:s}", "turn", t ? t->id : NULL,
+	    "session", t && t->session[0] ? t->session : NULL, "method",
+	    c->req.method, "status", status, "code", code, "error", msg);
+
+	/* A path that is not UTF-8 is left out (it is the client's). */
+	if (d)
+		json_object_set_new(d, "path",
+				    json_stringn(target, strcspn(target, "?")));
 
 	if (extra)
 		json_object_update(d, extra);
@@ -294,6 +260,13 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
 	return n;
 }
 
+static enum usage_api usage_api_of(enum broker_api api)
+{
+	return api == BROKER_API_ANTHROPIC ? USAGE_ANTHROPIC
+	       : api == BROKER_API_GEMINI  ? USAGE_GEMINI
+					   : USAGE_OPENAI;
+}
+
 static void pass_bytes(struct gw_call *k, const char *data, size_t n)
 {
 	struct buf out = BUF_INIT;
@@ -334,9 +307,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 
 		curl_easy_getinfo(k->easy, CURLINFO_CONTENT_TYPE, &ctype);
 		usage_init(
-		    &k->usage,
-		    k->api == BROKER_API_ANTHROPIC ? USAGE_ANTHROPIC
-						   : USAGE_OPENAI,
+		    &k->usage, usage_api_of(k->api),
 		    ctype && strncasecmp(ctype, "text/event-stream", 17) == 0);
 		make_head(k);
 	}
@@ -386,10 +357,7 @@ static void call_done(struct gw_call *k, CURLcode res)
 
 	curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (!k->head_sent)
-		usage_init(&k->usage,
-			   k->api == BROKER_API_ANTHROPIC ? USAGE_ANTHROPIC
-							  : USAGE_OPENAI,
-			   false);
+		usage_init(&k->usage, usage_api_of(k->api), false);
 	usage_finish(&k->usage);
 	if (k->count_only) {
 		cost = 0;
@@ -442,8 +410,8 @@ static void call_done(struct gw_call *k, CURLcode res)
 				 "the provider could not be reached or "
 				 "failed: %s",
 				 curl_easy_strerror(res));
-			body = error_body(k->api, st, "PROVIDER-FAILED", msg,
-					  NULL);
+			body = gw_error_body(k->api, st, "PROVIDER-FAILED", msg,
+					     NULL);
 			gw_conn_respond(k->conn, st, "application/json",
 					body ? body : "{}");
 			free(body);
@@ -643,6 +611,7 @@ static bool hop_header(const char *name)
 					   "expect",
 					   "accept-encoding",
 					   "x-api-key",
+					   "x-goog-api-key",
 					   "authorization",
 					   "cookie"};
 
@@ -689,6 +658,8 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 		return -ENOMEM;
 	if (p->api == BROKER_API_ANTHROPIC)
 		r = add_header(&k->hdrs, "x-api-key: %s", key);
+	else if (p->api == BROKER_API_GEMINI)
+		r = add_header(&k->hdrs, "x-goog-api-key: %s", key);
 	else
 		r = add_header(&k->hdrs, "Authorization: Bearer %s", key);
 	if (r == 0)
@@ -727,33 +698,6 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 	return 0;
 }
 
-/* The routes: path (without query) to api; count_tokens is free. */
-static int route(const char *target, enum broker_api *api, bool *count_only,
-		 char *path, size_t plen)
-{
-	static const struct {
-		const char *path;
-		enum broker_api api;
-		bool count;
-	} routes[] = {
-	    {"/v1/messages", BROKER_API_ANTHROPIC, false},
-	    {"/v1/messages/count_tokens", BROKER_API_ANTHROPIC, true},
-	    {"/v1/chat/completions", BROKER_API_OPENAI, false},
-	    {"/v1/responses", BROKER_API_OPENAI, false},
-	};
-	size_t n = strcspn(target, "?");
-
-	for (size_t i = 0; i < ARRAY_SIZE(routes); i++)
-		if (strlen(routes[i].path) == n &&
-		    strncmp(routes[i].path, target, n) == 0) {
-			*api = routes[i].api;
-			*count_only = routes[i].count;
-			snprintf(path, plen, "%s", routes[i].path);
-			return 0;
-		}
-	return -ENOENT;
-}
-
 /* The largest output the request allows, or 0 when it names none (the
  * model's max then bounds it).  -EINVAL for a value that is not a
  * positive integer. */
@@ -764,6 +708,9 @@ static int64_t max_tokens_of(json_t *body, enum broker_api api,
 	    "max_tokens", "max_completion_tokens", "max_output_tokens"};
 	int64_t best = 0;
 
+	(void)path;
+	if (api == BROKER_API_GEMINI)
+		return gw_gemini_max_output(body);
 	for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
 		json_t *v = json_object_get(body, names[i]);
 
@@ -851,10 +798,13 @@ static void budget_refusal(const struct broker_turn *t, int64_t worst,
 			     price_usd(t->cap), "needed_usd", price_usd(worst));
 }
 
+/* rmodel, rstream: what the route says (gw_route()): Gemini's model and
+ * streaming are in its path, not its body. */
 static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 			       enum broker_api api, bool count_only,
-			       const char *path, const char *body,
-			       size_t body_len, struct prep *e)
+			       const char *path, const char *rmodel,
+			       bool rstream, const char *body, size_t body_len,
+			       struct prep *e)
 {
 	struct spd *spd = g->spd;
 	const struct broker_config *cfg = broker_config(spd);
@@ -876,7 +826,9 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 		snprintf(e->msg, sizeof(e->msg),
 			 "spd has no %s provider key (spd.conf [provider] key, "
 			 "the environment file)",
-			 api == BROKER_API_ANTHROPIC ? "anthropic" : "openai");
+			 api == BROKER_API_ANTHROPIC ? "anthropic"
+			 : api == BROKER_API_GEMINI  ? "gemini"
+						     : "openai");
 		return NULL;
 	}
 	/* Duplicate keys are refused: spd and the provider must read the
@@ -888,7 +840,9 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 			 "the body must be one JSON object: %s", jerr.text);
 		goto fail;
 	}
-	model = json_string_value(json_object_get(o, "model"));
+	model = api == BROKER_API_GEMINI
+		    ? rmodel
+		    : json_string_value(json_object_get(o, "model"));
 	if (!model) {
 		snprintf(e->msg, sizeof(e->msg), "the body names no model");
 		goto fail;
@@ -924,7 +878,7 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	snprintf(k->path, sizeof(k->path), "%s", path);
 	snprintf(k->prices_hash, sizeof(k->prices_hash), "%s",
 		 cfg->prices.hash);
-	k->stream = json_is_true(json_object_get(o, "stream"));
+	k->stream = rstream || json_is_true(json_object_get(o, "stream"));
 	if (call_body(k, o, body, body_len) < 0) {
 		e->status = 500;
 		e->code = "INTERNAL";
@@ -975,23 +929,26 @@ void gw_handle_request(struct gw_conn *c)
 	const struct broker_provider *p;
 	struct broker_turn *t;
 	enum broker_api api;
-	bool count_only;
-	char path[64];
+	bool count_only, rstream, routed;
+	char path[GATEWAY_PATH_MAX], model[PRICE_MODEL_NAME_MAX + 1];
+	char *target = NULL, *qkey = NULL;
 	struct prep e;
 	struct gw_call *k;
 	int r;
 
-	if (route(q->target, &api, &count_only, path, sizeof(path)) < 0) {
-		gw_refuse(c, NULL, 404, "NOT-FOUND", NULL,
-			  "spd's broker serves POST /v1/messages, "
-			  "/v1/messages/count_tokens, /v1/chat/completions and "
-			  "/v1/responses only");
-		return;
-	}
-	if (strcmp(q->method, "POST") != 0) {
-		gw_refuse(c, NULL, 405, "BAD-REQUEST", NULL,
-			  "only POST is served on this route");
-		return;
+	routed = gw_route(q->target, &api, &count_only, &rstream, path,
+			  sizeof(path), model, sizeof(model)) == 0;
+	if (routed && api == BROKER_API_GEMINI) {
+		target = gw_query_take_key(q->target, &qkey);
+		if (!target) {
+			gw_refuse(c, NULL, 500, "INTERNAL", NULL,
+				  "out of memory");
+			return;
+		}
+		if (!key)
+			key = http_request_header(q, "x-goog-api-key");
+		if (!key)
+			key = qkey;
 	}
 	if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
 		key = auth + 7;
@@ -1000,18 +957,34 @@ void gw_handle_request(struct gw_conn *c)
 	 * session's, leaked into the run) is as good as none there. */
 	if (t && c->bound_turn[0] && strcmp(t->id, c->bound_turn) != 0)
 		t = NULL;
+	if (!routed) {
+		/* The turn its key names, if any, is journaled with it. */
+		gw_refuse(c, t, 404, "NOT-FOUND", NULL,
+			  "spd's broker serves POST /v1/messages, "
+			  "/v1/messages/count_tokens, /v1/chat/completions, "
+			  "/v1/responses and /v1beta/models/MODEL:"
+			  "generateContent, :streamGenerateContent and "
+			  ":countTokens only");
+		goto out;
+	}
+	if (strcmp(q->method, "POST") != 0) {
+		gw_refuse(c, t, 405, "BAD-REQUEST", NULL,
+			  "only POST is served on this route");
+		goto out;
+	}
 	if (!t) {
 		gw_refuse(c, NULL, 401, "UNAUTHORIZED", NULL,
 			  key ? "the key is not a live turn key of this spd "
 				"(unknown, ended or expired)"
-			      : "no key: send the turn key as x-api-key or "
-				"Authorization: Bearer");
-		return;
+			      : "no key: send the turn key as x-api-key, "
+				"x-goog-api-key or Authorization: Bearer");
+		goto out;
 	}
-	k = prepare(g, t, api, count_only, path, q->body, q->body_len, &e);
+	k = prepare(g, t, api, count_only, path, model, rstream, q->body,
+		    q->body_len, &e);
 	if (!k) {
 		gw_refuse(c, t, e.status, e.code, e.extra, e.msg);
-		return;
+		goto out;
 	}
 	k->conn = c;
 	c->call = k;
@@ -1024,16 +997,22 @@ void gw_handle_request(struct gw_conn *c)
 			goto fail;
 		}
 	p = broker_provider_for(g->spd, api);
-	r = start_transfer(k, p, broker_provider_key(g->spd, p), q->target);
+	r = start_transfer(k, p, broker_provider_key(g->spd, p),
+			   target ? target : q->target);
 	if (r < 0)
 		goto fail;
-	return;
+	goto out;
 fail:
 	call_abort_start(k, r);
 	c->call = NULL;
 	k->conn = NULL;
 	call_unlink_free(k);
 	gw_refuse(c, t, 500, "INTERNAL", NULL, "the call could not be started");
+out:
+	if (qkey)
+		explicit_bzero(qkey, strlen(qkey));
+	free(qkey);
+	free(target);
 }
 
 /* ---- start and stop ------------------------------------------------ */
@@ -1252,8 +1231,8 @@ void m_model_call(struct call *c)
 	json_t *headers = json_object_get(params, "headers"), *v;
 	struct broker_turn *t = broker_turn_by_id(spd, id);
 	enum broker_api api, rapi;
-	bool count_only, has_version = false;
-	char rpath[64], *text;
+	bool count_only, rstream, has_version = false;
+	char rpath[GATEWAY_PATH_MAX], rmodel[PRICE_MODEL_NAME_MAX + 1], *text;
 	const char *name;
 	struct prep e;
 	struct gw_call *k;
@@ -1275,21 +1254,28 @@ void m_model_call(struct call *c)
 		api = BROKER_API_ANTHROPIC;
 	else if (strcmp(apis, "openai") == 0)
 		api = BROKER_API_OPENAI;
+	else if (strcmp(apis, "gemini") == 0)
+		api = BROKER_API_GEMINI;
 	else {
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
-			   "api must be \"anthropic\" or \"openai\"");
+			   "api must be \"anthropic\", \"openai\" or "
+			   "\"gemini\"");
 		return;
 	}
-	if (!path)
+	/* Gemini's path names the model: no default. */
+	if (!path && api != BROKER_API_GEMINI)
 		path = api == BROKER_API_ANTHROPIC ? "/v1/messages"
 						   : "/v1/chat/completions";
-	if (route(path, &rapi, &count_only, rpath, sizeof(rpath)) < 0 ||
+	if (!path ||
+	    gw_route(path, &rapi, &count_only, &rstream, rpath, sizeof(rpath),
+		     rmodel, sizeof(rmodel)) < 0 ||
 	    rapi != api || strchr(path, '?')) {
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
-			   "path %s is not a route of the %s api", path, apis);
+			   "path %s is not a route of the %s api",
+			   path ? path : "(none)", apis);
 		return;
 	}
-	if (json_is_true(json_object_get(body, "stream"))) {
+	if (rstream || json_is_true(json_object_get(body, "stream"))) {
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
 			   "model.call does not stream: use the HTTP "
 			   "endpoint for \"stream\": true");
@@ -1311,7 +1297,8 @@ void m_model_call(struct call *c)
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	k = prepare(g, t, api, count_only, rpath, text, strlen(text), &e);
+	k = prepare(g, t, api, count_only, rpath, rmodel, rstream, text,
+		    strlen(text), &e);
 	free(text);
 	if (!k) {
 		json_t *d = e.extra;

@@ -11,7 +11,11 @@
  * (daemon/broker/gw_conn.c).
  *
  * Routes (POST only): Anthropic /v1/messages, /v1/messages/count_tokens;
- * OpenAI /v1/chat/completions, /v1/responses.  A query string is kept.
+ * OpenAI /v1/chat/completions, /v1/responses; Gemini
+ * /v1beta/models/MODEL:generateContent, :streamGenerateContent and
+ * :countTokens (or /v1/models/…), the key in x-goog-api-key or the
+ * query's key= (taken out of the query forwarded).  A query string is
+ * kept.
  */
 #ifndef SPD_DAEMON_GATEWAY_H
 #define SPD_DAEMON_GATEWAY_H

@@ -95,6 +95,37 @@ void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
  * away: gone): what remains of it goes on without one. */
 void gw_call_detach(struct gw_call *k, bool gone);
 
+/* gw_api.c */
+
+/* Longest route path (without its query): Gemini's name the model,
+ * "/v1beta/models/" PRICE_MODEL_NAME_MAX ":streamGenerateContent". */
+#define GATEWAY_PATH_MAX (PRICE_MODEL_NAME_MAX + 64)
+
+/* An error body in api's shape (Anthropic's, OpenAI's or Google's) with
+ * spd's code and message, and extra's members (taken; NULL allowed).
+ * Allocated; NULL on ENOMEM. */
+char *gw_error_body(enum broker_api api, int status, const char *code,
+		    const char *msg, json_t *extra);
+/* The api whose shape a refusal of target takes. */
+enum broker_api gw_api_of_path(const char *target);
+/*
+ * The route of target (its query ignored): 0 with its api, whether it
+ * only counts tokens (free), whether it streams whatever the body says
+ * (Gemini's streamGenerateContent), the path without the query in path
+ * and the model the path names in model ("" but for Gemini's, whose body
+ * names none); -ENOENT for no route of the broker's.
+ */
+int gw_route(const char *target, enum broker_api *api, bool *count_only,
+	     bool *stream, char *path, size_t plen, char *model, size_t mlen);
+/* A Gemini body's output bound (generationConfig.maxOutputTokens in
+ * either spelling), 0 for none, -EINVAL when not a positive integer. */
+int64_t gw_gemini_max_output(json_t *body);
+/*
+ * target without the query's key= (allocated), its value in *ret_key
+ * (allocated, or NULL when there is none); NULL on ENOMEM.
+ */
+char *gw_query_take_key(const char *target, char **ret_key);
+
 /* gw_conn.c */
 
 /* The reason phrase of an HTTP status. */

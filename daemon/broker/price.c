@@ -37,6 +37,16 @@ static const struct {
     {"gpt-4o-mini", "0.15", "0.6", "0.075", "0.15", 16384},
     {"o3", "2", "8", "0.5", "2", 100000},
     {"o4-mini", "1.1", "4.4", "0.275", "1.1", 100000},
+    /* Gemini: where a price rises past a 200k-token prompt, the higher
+     * one, so that spd never charges a call less than Google does.
+     * Cached content has no write price of its own (its input's). */
+    {"gemini-3-pro-preview", "4", "18", "0.4", "4", 65536},
+    {"gemini-3-flash-preview", "0.5", "3", "0.05", "0.5", 65536},
+    {"gemini-2.5-pro", "2.5", "15", "0.25", "2.5", 65536},
+    {"gemini-2.5-flash", "0.3", "2.5", "0.075", "0.3", 65536},
+    {"gemini-2.5-flash-lite", "0.1", "0.4", "0.025", "0.1", 65536},
+    {"gemini-2.0-flash", "0.1", "0.4", "0.025", "0.1", 8192},
+    {"gemini-2.0-flash-lite", "0.075", "0.3", "0.075", "0.075", 8192},
 };
 
 int price_parse_fixed(const char *s, unsigned scale, int64_t *ret)

@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <jansson.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,15 +97,62 @@ static void openai(struct usage_parser *p, json_t *o)
 	p->complete = true;
 }
 
+/*
+ * One Gemini response (or streamed chunk).  usageMetadata counts the
+ * whole call so far in each chunk (the last value counts); the prompt's
+ * count holds the cached tokens (billed at the cache-read rate instead)
+ * and a tool-use prompt's are input too; the candidates' count leaves
+ * out the thoughts, which are billed as output.  The usage is final once
+ * a candidate has finished and usage came with or after it.
+ */
+static void gemini(struct usage_parser *p, json_t *o)
+{
+	json_t *u = json_object_get(o, "usageMetadata"), *c;
+	int64_t prompt = -1, cached = 0, tool = 0, cand = 0, thoughts = 0;
+	size_t i;
+
+	json_array_foreach(
+	    json_object_get(o, "candidates"), i,
+	    c) if (json_is_string(json_object_get(c, "finishReason")))
+	    p->finished = true;
+	if (!json_is_object(u))
+		return;
+	take(u, "promptTokenCount", &prompt);
+	if (prompt < 0)
+		return;
+	take(u, "cachedContentTokenCount", &cached);
+	take(u, "toolUsePromptTokenCount", &tool);
+	take(u, "candidatesTokenCount", &cand);
+	take(u, "thoughtsTokenCount", &thoughts);
+	if (cached > prompt)
+		cached = prompt;
+	p->u.input = prompt - cached;
+	if (__builtin_add_overflow(p->u.input, tool, &p->u.input))
+		p->u.input = INT64_MAX;
+	p->u.cache_read = cached;
+	if (__builtin_add_overflow(cand, thoughts, &p->u.output))
+		p->u.output = INT64_MAX;
+	p->u.cache_write = 0;
+	if (p->finished)
+		p->complete = true;
+}
+
 static void parse_json(struct usage_parser *p, const char *text, size_t n)
 {
-	json_t *o = json_loadb(text, n, JSON_REJECT_DUPLICATES, NULL);
+	json_t *o = json_loadb(text, n, JSON_REJECT_DUPLICATES, NULL), *e;
+	size_t i;
 
 	if (json_is_object(o)) {
 		if (p->api == USAGE_ANTHROPIC)
 			anthropic(p, o);
+		else if (p->api == USAGE_GEMINI)
+			gemini(p, o);
 		else
 			openai(p, o);
+	} else if (json_is_array(o) && p->api == USAGE_GEMINI && !p->sse) {
+		/* streamGenerateContent without alt=sse: the chunks as one
+		 * JSON array. */
+		json_array_foreach(o, i, e) if (json_is_object(e)) gemini(p, e);
 	}
 	json_decref(o);
 }

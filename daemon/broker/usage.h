@@ -2,8 +2,11 @@
  * What a provider says a call used, read from its response as it
  * streams past: Anthropic's message_start and message_delta events (or
  * the usage of a whole message), OpenAI's final chat chunk with
- * include_usage (or a whole completion's usage) and the Responses API's
- * response.completed.  Each field keeps the last value reported, never a
+ * include_usage (or a whole completion's usage), the Responses API's
+ * response.completed, and Gemini's usageMetadata (in each streamed
+ * chunk, final once a candidate has its finishReason; or a whole
+ * response, or the JSON array of chunks streamGenerateContent sends
+ * without alt=sse).  Each field keeps the last value reported, never a
  * sum: Anthropic's delta usage is cumulative.  The bytes are the
  * provider's, so every size is bounded and malformed input only means
  * "no usage".  No I/O.
@@ -23,7 +26,7 @@
 /* Longest non-streamed response body parsed for usage. */
 #define USAGE_BODY_MAX (8 * 1024 * 1024)
 
-enum usage_api { USAGE_ANTHROPIC, USAGE_OPENAI };
+enum usage_api { USAGE_ANTHROPIC, USAGE_OPENAI, USAGE_GEMINI };
 
 struct usage_parser {
 	enum usage_api api;
@@ -37,6 +40,7 @@ struct usage_parser {
 	char *data;    /* the current event's data lines */
 	size_t dlen, dcap;
 	bool data_overflow, last_cr;
+	bool finished; /* Gemini: a candidate's finishReason was seen */
 };
 
 /* Start reading a response of api; sse when its Content-Type is

@@ -18,6 +18,7 @@
 #include "daemon/broker/broker.h"
 #include "daemon/broker/gateway.h"
 #include "daemon/config.h"
+#include "daemon/methods/agentconf.h"
 #include "daemon/methods/gate.h"
 #include "daemon/journal/journal.h"
 #include "daemon/session/linkwatch.h"
@@ -552,8 +553,9 @@ static bool id_is_name(const char *id)
  * Returns 0, or -errno after finishing c with an error.
  */
 static int agent_setup(struct spd *spd, const struct run_request *req,
-		       struct strv *env, struct strv *writable,
-		       char turn[BROKER_TURN_ID_LEN + 1], struct call *c)
+		       const struct strv *argv, struct strv *env,
+		       struct strv *writable, char turn[BROKER_TURN_ID_LEN + 1],
+		       struct call *c)
 {
 	char key[BROKER_KEY_LEN + 1], *s = NULL, *homes = NULL, *home = NULL;
 	char why[PATH_MAX * 2 + 128] = "";
@@ -597,8 +599,21 @@ static int agent_setup(struct spd *spd, const struct run_request *req,
 	PUSH("ANTHROPIC_API_KEY=%s", key);
 	PUSH("ANTHROPIC_AUTH_TOKEN=%s", key);
 	PUSH("OPENAI_API_KEY=%s", key);
+	/* Gemini's paths start at the root, as Anthropic's do. */
+	PUSH("GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:%d", RUN_BROKER_PORT);
+	PUSH("GEMINI_API_KEY=%s", key);
 #undef PUSH
 	sodium_memzero(key, sizeof(key));
+	/* A known agent CLI's settings, in its home: pointed at the broker
+	 * with nothing of the user's to set up (daemon/methods/agentconf.h). */
+	if (r == 0) {
+		const char *name = agentconf_prepare(home, argv->v, argv->n,
+						     RUN_BROKER_PORT, env, &r);
+
+		if (name)
+			log_info("run: agent %s in session %s", name,
+				 req->session_id);
+	}
 	if (r == 0)
 		r = strv_push(writable, home);
 	if (r < 0)
@@ -958,7 +973,7 @@ int run_start(struct call *c, const struct run_request *req)
 	}
 	run_base_env(req, &env);
 	if (req->agent) {
-		r = agent_setup(spd, req, &env, &writable, turn, c);
+		r = agent_setup(spd, req, &argv, &env, &writable, turn, c);
 		if (r < 0)
 			goto out;
 	} else if (home && home[0] == '/') {

@@ -102,7 +102,43 @@ async function turnMain(client, sessionId) {
 		await outcome(client.request(acp.methods.client.fs.readTextFile, { sessionId, path: "/etc/passwd" })),
 	);
 	log("PERM-LS", await permission(client, sessionId, "t1", "ls", ["ls"]));
-	log("PERM-PUSH", await permission(client, sessionId, "t2", "push", "git push"));
+	log("PERM-PUSH", await permission(client, sessionId, "t2", "push", ["git", "push"]));
+	// A command line is judged as the shell that would run it: sh -c
+	// asks (and the suite's person denies please-deny), where its first
+	// word alone (echo) would be allowed.
+	log("PERM-LINE", await permission(client, sessionId, "t5", "line", "echo please-deny > line.txt"));
+	// A permission request carrying only the id, title and input: the
+	// kind and the file came in the tool_call update before it, and the
+	// request is judged with them (a write in the worktree: allowed).
+	await update(client, sessionId, {
+		sessionUpdate: "tool_call",
+		toolCallId: "t8",
+		title: "Write merged.txt",
+		kind: "edit",
+		status: "pending",
+		locations: [{ path: `${cwd}/merged.txt` }],
+	});
+	log(
+		"PERM-MERGED",
+		await outcome(
+			client.request(acp.methods.client.session.requestPermission, {
+				sessionId,
+				toolCall: { toolCallId: "t8", title: "Write merged.txt", rawInput: { content: "x" } },
+				options: OPTIONS,
+			}),
+		),
+	);
+	// The same without the update: nothing to judge, refused unasked.
+	log(
+		"PERM-UNKNOWN",
+		await outcome(
+			client.request(acp.methods.client.session.requestPermission, {
+				sessionId,
+				toolCall: { toolCallId: "t9", title: "Write what?", rawInput: { content: "x" } },
+				options: OPTIONS,
+			}),
+		),
+	);
 	// Asks: the suite's person approves the first and denies the second.
 	log("PERM-ASK-YES", await permission(client, sessionId, "t3", "sh", ["sh", "-c", "echo please-approve"]));
 	log("PERM-ASK-NO", await permission(client, sessionId, "t4", "sh", ["sh", "-c", "echo please-deny"]));
@@ -113,12 +149,14 @@ async function turnMain(client, sessionId) {
 	// Asked, approved once, then run as the permission said, with the
 	// worktree as its cwd as agents give it: the run uses the person's
 	// approval (the suite's person refuses any second ask for it).
-	log("PERM-ONCE", await permission(client, sessionId, "t6", "sh", ["sh", "-c", "echo please-once-ran"]));
+	// Both as a command line with no args, as Claude Code sends them:
+	// the permission is judged as the shell that the terminal then runs
+	// (one decision, one command).
+	log("PERM-ONCE", await permission(client, sessionId, "t6", "sh", "echo please-once-ran"));
 	try {
 		const once = await client.createTerminal({
 			sessionId,
-			command: "sh",
-			args: ["-c", "echo please-once-ran"],
+			command: "echo please-once-ran",
 			cwd,
 			outputByteLimit: 1024,
 		});
@@ -254,7 +292,22 @@ async function turnLinger(client, sessionId) {
 	await new Promise(() => {});
 }
 
-const turns = { main: turnMain, commit: turnCommit, cancel: turnCancel, vanish: turnVanish, linger: turnLinger };
+// An agent that ends its turn well but never exits, its input's end
+// unheeded (as claude-code-acp and codex-acp do).
+async function turnDeaf() {
+	setInterval(() => {}, 1 << 30);
+	log("DEAF-TURN", {});
+	return "end_turn";
+}
+
+const turns = {
+	main: turnMain,
+	commit: turnCommit,
+	cancel: turnCancel,
+	vanish: turnVanish,
+	linger: turnLinger,
+	deaf: turnDeaf,
+};
 
 const app = acp
 	.agent({ name: "spd-acp-test-agent" })

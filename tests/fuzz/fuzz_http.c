@@ -14,7 +14,11 @@
  *     until a refusal or a request without keep-alive), the sequence of
  *     requests and verdicts is the same however the bytes are split, and
  *     a request never takes more bytes than it was given;
- *   - the usage parser, in SSE and in whole-body mode, for both APIs,
+ *   - an accepted request's target through the broker's routes
+ *     (daemon/broker/gw_api.c): a route's path and model fit their
+ *     buffers and a Gemini model is a plain name; the query without its
+ *     key= holds no key= and is never longer than the target;
+ *   - the usage parser, in SSE and in whole-body mode, for every API,
  *     reports the same usage however the bytes are split, and never a
  *     negative count.
  */
@@ -23,12 +27,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/broker/gateway_priv.h"
 #include "daemon/broker/http.h"
 #include "daemon/broker/usage.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 #define BODY_MAX 4096
+
+static void check_route(const char *target);
 
 static int feed_http(struct http_request *r, const uint8_t *d, size_t n,
 		     size_t step)
@@ -57,6 +64,7 @@ static void check_http(const uint8_t *d, size_t n, size_t step)
 	if (ra == 1) {
 		if (!a.target || a.target[0] != '/' || a.body_len > BODY_MAX)
 			abort();
+		check_route(a.target);
 		if (a.n_cl > 1 || (a.n_cl && a.n_te))
 			abort();
 		if (strcmp(a.method, b.method) || strcmp(a.target, b.target) ||
@@ -151,9 +159,36 @@ static void run_usage(struct usage_parser *p, enum usage_api api, bool sse,
 	usage_finish(p);
 }
 
+static void check_route(const char *target)
+{
+	char path[GATEWAY_PATH_MAX], model[PRICE_MODEL_NAME_MAX + 1];
+	char *rest, *key = NULL;
+	enum broker_api api;
+	bool count, stream;
+
+	if (gw_route(target, &api, &count, &stream, path, sizeof(path), model,
+		     sizeof(model)) == 0) {
+		if (strlen(path) >= sizeof(path) ||
+		    strlen(model) >= sizeof(model))
+			abort();
+		if (api == BROKER_API_GEMINI &&
+		    (!model[0] || strpbrk(model, "/?#%:")))
+			abort();
+	}
+	rest = gw_query_take_key(target, &key);
+	if (!rest)
+		return;
+	if (strlen(rest) > strlen(target) ||
+	    (strchr(rest, '?') &&
+	     (strstr(rest, "?key=") || strstr(rest, "&key="))))
+		abort();
+	free(rest);
+	free(key);
+}
+
 static void check_usage(const uint8_t *d, size_t n, size_t step)
 {
-	for (int api = 0; api < 2; api++)
+	for (int api = 0; api <= USAGE_GEMINI; api++)
 		for (int sse = 0; sse < 2; sse++) {
 			struct usage_parser a, b;
 
