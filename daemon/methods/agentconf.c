@@ -117,19 +117,18 @@ static const struct agent_file opencode_files[] = {
      "}\n"},
 };
 static const char *const opencode_env[] = {
-    "OPENCODE_DISABLE_AUTOUPDATE=1", "OPENCODE_DISABLE_MODELS_FETCH=1",
+    "OPENCODE_DISABLE_AUTOUPDATE=1",   "OPENCODE_DISABLE_MODELS_FETCH=1",
     "OPENCODE_DISABLE_LSP_DOWNLOAD=1", "OPENCODE_DISABLE_DEFAULT_PLUGINS=1",
-    "OPENCODE_DISABLE_SHARE=1", NULL};
+    "OPENCODE_DISABLE_SHARE=1",	       NULL};
 
 static const struct agent agents[] = {
     {"claude", claude_programs, NULL, 0, claude_env},
-    {"codex", codex_programs, codex_files, ARRAY_SIZE(codex_files),
-     codex_env},
+    {"codex", codex_programs, codex_files, ARRAY_SIZE(codex_files), codex_env},
     {"gemini", gemini_programs, gemini_files, ARRAY_SIZE(gemini_files),
      gemini_env},
     {"qwen", qwen_programs, qwen_files, ARRAY_SIZE(qwen_files), qwen_env},
-    {"opencode", opencode_programs, opencode_files,
-     ARRAY_SIZE(opencode_files), opencode_env},
+    {"opencode", opencode_programs, opencode_files, ARRAY_SIZE(opencode_files),
+     opencode_env},
 };
 
 static const struct agent *agent_of(const char *arg)
@@ -214,8 +213,8 @@ static int create_beneath(int dirfd, const char *rel, const char *text)
 		p = slash + 1;
 	}
 	/* O_EXCL: never an existing file, nor through a link. */
-	nfd = openat(fd, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		     0600);
+	nfd = openat(
+	    fd, p, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (nfd < 0) {
 		r = errno == EEXIST ? 0 : -errno;
 		goto out;
@@ -245,9 +244,8 @@ out:
 	return r;
 }
 
-const char *agentconf_prepare(const char *home, char *const *argv,
-			      size_t argc, unsigned port, struct strv *env,
-			      int *ret_err)
+const char *agentconf_prepare(const char *home, char *const *argv, size_t argc,
+			      unsigned port, struct strv *env, int *ret_err)
 {
 	const struct agent *a = recognise(argv, argc);
 	int dirfd;
@@ -264,8 +262,8 @@ const char *agentconf_prepare(const char *home, char *const *argv,
 		return a->name;
 	dirfd = open(home, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dirfd < 0) {
-		log_warn("agent %s: cannot open its home %s: %s", a->name,
-			 home, strerror(errno));
+		log_warn("agent %s: cannot open its home %s: %s", a->name, home,
+			 strerror(errno));
 		return a->name;
 	}
 	for (size_t i = 0; i < a->n_files; i++) {

@@ -47,8 +47,7 @@ const char *agentconf_recognise(char *const *argv, size_t argc);
  * network is the broker only, so nothing reaches a provider but through
  * spd; -ENOMEM (env could not grow) in *ret_err, else 0.
  */
-const char *agentconf_prepare(const char *home, char *const *argv,
-			      size_t argc, unsigned port, struct strv *env,
-			      int *ret_err);
+const char *agentconf_prepare(const char *home, char *const *argv, size_t argc,
+			      unsigned port, struct strv *env, int *ret_err);
 
 #endif

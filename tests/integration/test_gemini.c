@@ -158,8 +158,8 @@ static long long spent(const char *id)
 
 		if (strcmp(json_string_value(json_object_get(row, "turn")),
 			   id) == 0)
-			v = (long long)(json_number_value(json_object_get(
-					    row, "spent_usd")) *
+			v = (long long)(json_number_value(
+					    json_object_get(row, "spent_usd")) *
 					    1e12 +
 					0.5);
 	}
@@ -226,8 +226,8 @@ START_TEST(test_generate_content)
 {
 	struct turn t = begin(NULL);
 	char *h = goog_key(&t);
-	char *r = post(t.port, "/v1beta/models/test-gemini:generateContent", h,
-		       BODY);
+	char *r =
+	    post(t.port, "/v1beta/models/test-gemini:generateContent", h, BODY);
 	char *log, *journal;
 
 	ck_assert_msg(status_of(r) == 200, "%s", r);
@@ -236,7 +236,8 @@ START_TEST(test_generate_content)
 	ck_assert_int_eq(spent(t.id), CALL_PUSD);
 	log = test_read_file(standin_log);
 	ck_assert_msg(
-	    has(log, "\"path\": \"/v1beta/models/test-gemini:generateContent\""),
+	    has(log,
+		"\"path\": \"/v1beta/models/test-gemini:generateContent\""),
 	    "%s", log);
 	ck_assert(has(log, "\"x-goog-api-key\": \"" REAL_GEM "\""));
 	ck_assert(has(log, "\"key_ok\": true"));
@@ -244,8 +245,7 @@ START_TEST(test_generate_content)
 	ck_assert_msg(!has(log, t.key), "the turn key reached the provider");
 	journal = test_journal_until(
 	    &T, "select kind, summary, detail from events", "test-gemini 200");
-	ck_assert_msg(has(journal, "\"model\":\"test-gemini\""), "%s",
-		      journal);
+	ck_assert_msg(has(journal, "\"model\":\"test-gemini\""), "%s", journal);
 	ck_assert(has(journal, "\"output_tokens\":50"));
 	ck_assert(!has(journal, REAL_GEM) && !has(journal, t.key));
 	free(journal);
@@ -293,11 +293,11 @@ END_TEST
 START_TEST(test_stream_array_and_count_tokens)
 {
 	struct turn t = begin(NULL);
-	char *h = fmt("x-goog-api-key: %s\r\nx-standin-mode: stream\r\n",
-		      t.key);
-	char *r = post(t.port,
-		       "/v1beta/models/test-gemini:streamGenerateContent", h,
-		       BODY);
+	char *h =
+	    fmt("x-goog-api-key: %s\r\nx-standin-mode: stream\r\n", t.key);
+	char *r =
+	    post(t.port, "/v1beta/models/test-gemini:streamGenerateContent", h,
+		 BODY);
 
 	ck_assert_msg(status_of(r) == 200, "%s", r);
 	ck_assert_int_eq(spent(t.id), CALL_PUSD);
@@ -323,8 +323,8 @@ START_TEST(test_max_output_bounds_reservation)
 	 * model's 1,000 it would be about 11,100. */
 	struct turn t = begin("{\"cap_usd\":0.005}");
 	char *h = goog_key(&t);
-	char *r = post(t.port, "/v1beta/models/test-gemini:generateContent", h,
-		       BODY);
+	char *r =
+	    post(t.port, "/v1beta/models/test-gemini:generateContent", h, BODY);
 	char *log;
 
 	ck_assert_msg(status_of(r) == 200, "%s", r);
@@ -352,8 +352,8 @@ END_TEST
 START_TEST(test_refusals_journaled)
 {
 	struct turn t = begin(NULL), fake = t;
-	char *target = fmt("/v1beta/models/test-gemini:embedContent?key=%s",
-			   t.key);
+	char *target =
+	    fmt("/v1beta/models/test-gemini:embedContent?key=%s", t.key);
 	char *r = post(t.port, target, NULL, BODY), *h, *journal, *log;
 
 	ck_assert_msg(status_of(r) == 404, "%s", r);
@@ -361,8 +361,7 @@ START_TEST(test_refusals_journaled)
 	free(r);
 	fake.key[20] = fake.key[20] == 'a' ? 'b' : 'a';
 	h = goog_key(&fake);
-	r = post(t.port, "/v1beta/models/test-gemini:generateContent", h,
-		 BODY);
+	r = post(t.port, "/v1beta/models/test-gemini:generateContent", h, BODY);
 	ck_assert_msg(status_of(r) == 401, "%s", r);
 	ck_assert_msg(has(r, "\"status\":\"UNAUTHENTICATED\""), "%s", r);
 	free(r);
@@ -403,8 +402,8 @@ START_TEST(test_model_call_gemini)
 	free(s);
 	json_decref(o);
 	free(params);
-	params = fmt("{\"turn\":\"%s\",\"api\":\"gemini\",\"body\":%s}", t.id,
-		     BODY);
+	params =
+	    fmt("{\"turn\":\"%s\",\"api\":\"gemini\",\"body\":%s}", t.id, BODY);
 	o = rpc("model.call", params);
 	ck_assert(json_object_get(o, "error"));
 	json_decref(o);
