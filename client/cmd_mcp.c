@@ -320,21 +320,30 @@ static void wait_progress(struct mcp_call *k)
 	char msg[768];
 	json_t *o = k->approval_note;
 
+	char *rule = ts_strdup(json_string_value(json_object_get(o, "rule"))
+				   ?: "?"),
+	     *reason = ts_strdup(json_string_value(json_object_get(o, "reason"))
+				     ?: "?");
+
 	snprintf(msg, sizeof(msg),
 		 "waiting for a person: spctl approve %" PRId64
 		 " (or spctl deny %" PRId64 "); rule %s: %s",
-		 (int64_t)k->approval, (int64_t)k->approval,
-		 json_string_value(json_object_get(o, "rule")) ?: "?",
-		 json_string_value(json_object_get(o, "reason")) ?: "?");
+		 (int64_t)k->approval, (int64_t)k->approval, rule ? rule : "?",
+		 reason ? reason : "?");
+	free(rule);
+	free(reason);
 	call_progress(k, msg, strlen(msg));
 	k->next_wait_progress_ms = now_ms() + MCP_WAIT_PROGRESS_MS;
 }
 
-/* What the person is asked, in one line of plain text. */
+/* What the person is asked, in one line of plain text: through termsafe
+ * (the reason and the call are the agent's words: a U+202E in them would
+ * make the client show the person another call than the one approved). */
 static char *ask_message(struct mcp_call *k)
 {
 	json_t *o = json_object_get(k->approval_note, "object");
-	char *obj = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS), *s = NULL;
+	char *obj = json_dumps(o, JSON_COMPACT | JSON_SORT_KEYS), *s = NULL,
+	     *safe;
 
 	if (asprintf(
 		&s,
@@ -348,7 +357,9 @@ static char *ask_message(struct mcp_call *k)
 		obj ? obj : "?") < 0)
 		s = NULL;
 	free(obj);
-	return s;
+	safe = s ? ts_strdup(s) : NULL;
+	free(s);
+	return safe;
 }
 
 /* spd made the call wait for a person (approval.requested on the call's

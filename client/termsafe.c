@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -377,6 +379,22 @@ static bool filter_str(FILE *f, const char *s, enum ts_mode m)
 void ts_fputs(FILE *f, const char *s)
 {
 	filter_str(f, s ? s : "(null)", MODE_FIELD);
+}
+
+char *ts_strdup(const char *s)
+{
+	char *out = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&out, &n);
+
+	if (!f)
+		return NULL;
+	ts_fputs(f, s);
+	if (fclose(f) != 0) {
+		free(out);
+		return NULL;
+	}
+	return out;
 }
 
 void ts_fputs_arg(FILE *f, const char *s)

@@ -68,6 +68,11 @@ int ts_stream_end(int fd, struct ts_stream *st);
  */
 void ts_fputs(FILE *f, const char *s);
 
+/* ts_fputs into a new string (free it), for text a person reads through
+ * another program: an MCP client's elicitation, a progress message.  NULL
+ * when out of memory. */
+char *ts_strdup(const char *s);
+
 /* One argv element, quoted as a POSIX shell would read it back: bare
  * when only safe characters, '...' otherwise, $'...' with C-style escapes
  * when it holds a control character, a character above or a run of blanks

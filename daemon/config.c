@@ -19,6 +19,7 @@
 #include "daemon/keys/attest.h"
 #include "daemon/methods/gate.h"
 #include "daemon/journal/journal.h"
+#include "daemon/proxy/proxy.h"
 #include "daemon/transport/quota.h"
 #include "daemon/transport/server.h"
 #include "proto/sandbox.h"
@@ -182,6 +183,9 @@ static int load_limits(git_config *gc, const char *path, struct spd_config *cfg,
 	    {"limits.session-runs", &cfg->session_runs, 1, SBXP_RUNS_MAX},
 	    {"limits.session-journal-rate", &cfg->session_journal_rate, 1,
 	     1000000},
+	    {"limits.proxy-head-timeout", &cfg->proxy_head_timeout_s, 1, 3600},
+	    {"limits.proxy-idle-timeout", &cfg->proxy_idle_timeout_s, 1,
+	     CONFIG_TIMEOUT_MAX_S},
 	    /* At least one slot each side: the operator must keep one, and
 	     * sessions must be able to connect and run at all. */
 	    {"limits.operator-connections", &cfg->operator_conns, 1,
@@ -339,6 +343,8 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	cfg->session_conns = QUOTA_SESSION_CONNS_DEFAULT;
 	cfg->session_runs = QUOTA_SESSION_RUNS_DEFAULT;
 	cfg->session_journal_rate = QUOTA_SESSION_JOURNAL_RATE_DEFAULT;
+	cfg->proxy_head_timeout_s = PROXY_HEAD_TIMEOUT_S_DEFAULT;
+	cfg->proxy_idle_timeout_s = PROXY_IDLE_TIMEOUT_S_DEFAULT;
 	cfg->operator_conns = QUOTA_OPERATOR_CONNS_DEFAULT;
 	cfg->operator_runs = QUOTA_OPERATOR_RUNS_DEFAULT;
 	pw = getpwnam("nobody");

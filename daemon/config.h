@@ -23,6 +23,8 @@
  *       session-journal-rate = 1200   ; journaled requests a minute
  *       operator-connections = 64     ; slots only the operator may take
  *       operator-runs = 32            ; sandboxd slots only for the operator
+ *       proxy-head-timeout = 30       ; seconds to send a proxy request head
+ *       proxy-idle-timeout = 900      ; seconds a proxied connection may idle
  */
 #ifndef SPD_DAEMON_CONFIG_H
 #define SPD_DAEMON_CONFIG_H

@@ -48,7 +48,8 @@ static const struct key limits_keys[] = {
     {"auth-timeout", K_ANY},	     {"grant-lifetime", K_ANY},
     {"session-connections", K_ANY},  {"session-runs", K_ANY},
     {"session-journal-rate", K_ANY}, {"operator-connections", K_ANY},
-    {"operator-runs", K_ANY},	     {NULL, K_ANY}};
+    {"operator-runs", K_ANY},	     {"proxy-head-timeout", K_ANY},
+    {"proxy-idle-timeout", K_ANY},   {NULL, K_ANY}};
 static const struct key approvals_keys[] = {{"timeout", K_ANY}, {NULL, K_ANY}};
 static const struct key session_keys[] = {
     {"git-name", K_ANY}, {"git-email", K_ANY}, {NULL, K_ANY}};

@@ -57,8 +57,10 @@ struct spd_config {
 	unsigned session_conns;	       /* connections per session token */
 	unsigned session_runs;	       /* runs in flight per session */
 	unsigned session_journal_rate; /* journaled requests a minute */
-	unsigned operator_conns;       /* connection slots held back */
-	unsigned operator_runs;	       /* run slots held back */
+	unsigned proxy_head_timeout_s; /* daemon/proxy/proxy.h */
+	unsigned proxy_idle_timeout_s;
+	unsigned operator_conns; /* connection slots held back */
+	unsigned operator_runs;	 /* run slots held back */
 	/* [network] rules of the egress proxy (daemon/proxy/proxy.h), each
 	 * NULL-terminated or NULL: host patterns ("name" or "*.suffix")
 	 * allowed, always refused and asked about; addresses a name may

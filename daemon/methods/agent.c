@@ -302,6 +302,10 @@ static int run_prepare(struct spd *spd, struct call *c, struct run_request *req)
 struct check_run {
 	session_check_done_fn done;
 	void *ctx;
+	struct spd *spd;
+	bool heldout;
+	char id[SESSION_ID_LEN + 1];
+	char *name;
 };
 
 static void check_done(void *data, const struct sbx_result *r)
@@ -310,15 +314,65 @@ static void check_done(void *data, const struct sbx_result *r)
 	int code =
 	    (r->error || r->term_signal || r->timed_out) ? -1 : r->exit_code;
 
+	/* A held-out check runs the agent's code beside the held-out
+	 * files: its exit code could carry their bytes out, a few at a
+	 * time.  The verdict (and so the agent, and the attestation in the
+	 * repository it reads) gets pass or fail; the code itself is
+	 * journaled for the operator, on a row of no session (an agent's
+	 * journal.query sees its own session's rows). */
+	if (cr->heldout) {
+		json_t *d =
+		    json_pack("{s:s, s:s, s:i, s:i, s:b}", "session", cr->id,
+			      "check", cr->name, "exit", code, "signal",
+			      r->term_signal, "timed_out", r->timed_out);
+		char *detail = d ? json_dumps(d, JSON_COMPACT) : NULL;
+
+		json_decref(d);
+		if (!detail || !cr->spd->journal ||
+		    journal_append(cr->spd->journal, NULL, "spd",
+				   "session.check.heldout",
+				   code == 0 ? "held-out check passed"
+					     : "held-out check failed",
+				   detail) < 0)
+			log_warn("session %s: a held-out check's exit was "
+				 "not journaled",
+				 cr->id);
+		free(detail);
+		code = code == 0 ? 0 : 1;
+	}
 	cr->done(cr->ctx, code);
+	free(cr->name);
 	free(cr);
+}
+
+/* The session's own view (session_run_paths) for a check that runs in
+ * its workspace: a check runs the agent's code (its Makefile, a check
+ * script it rewrote), so it must see no more than the agent's runs do —
+ * in place, ignored entries hidden and credential files empty.  A merge's
+ * checks run in a fresh checkout of the branch under spd's state dir
+ * (nothing ignored there, and no run of the agent's sees it): the plan's
+ * read-only paths only. */
+static int check_paths(struct spd *spd, const struct session_verify_plan *plan,
+		       struct session_run_paths *ret)
+{
+	int r = session_run_paths(spd->sessions, plan->id, ret, NULL);
+
+	if (r < 0)
+		return r;
+	if (strcmp(ret->workspace, plan->workspace) != 0) {
+		session_run_paths_free(ret);
+		memset(ret, 0, sizeof(*ret));
+	}
+	return 0;
 }
 
 int agent_check_runner(void *data, const struct session_verify_plan *plan,
 		       size_t i, session_check_done_fn done, void *ctx)
 {
 	struct spd *spd = data;
-	struct check_run *cr;
+	const struct session_check *ck = &plan->checks[i];
+	struct check_run *cr = NULL;
+	struct session_run_paths paths = {0};
 	struct sbx_spec spec;
 	struct strv hidden = {0};
 	char *env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8",
@@ -328,25 +382,46 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 
 	if (!spd->sbx)
 		return -ENOTCONN;
-	/* spd's own directories and the operator's [sandbox] hidden. */
-	if (config_run_hidden_push(spd, &hidden) < 0 ||
-	    !(cr = calloc(1, sizeof(*cr)))) {
+	/* A check that cannot have the session's hiding does not run: it
+	 * fails its gate. */
+	r = check_paths(spd, plan, &paths);
+	if (r < 0) {
+		log_warn("session %s: check \"%s\" not run: %s", plan->id,
+			 ck->name, strerror(-r));
+		return r;
+	}
+	/* spd's own directories, the operator's [sandbox] hidden, and in
+	 * place the session's ignored entries. */
+	r = config_run_hidden_push(spd, &hidden);
+	for (size_t k = 0; r == 0 && paths.hidden && paths.hidden[k]; k++)
+		r = strv_push(&hidden, paths.hidden[k]);
+	if (r < 0 || !(cr = calloc(1, sizeof(*cr))) ||
+	    !(cr->name = strdup(ck->name))) {
+		if (cr)
+			free(cr);
 		strv_free(&hidden);
+		session_run_paths_free(&paths);
 		return -ENOMEM;
 	}
 	cr->done = done;
 	cr->ctx = ctx;
+	cr->spd = spd;
+	cr->heldout = ck->heldout;
+	snprintf(cr->id, sizeof(cr->id), "%s", plan->id);
 	memset(&spec, 0, sizeof(spec));
-	spec.argv = plan->checks[i].argv;
+	spec.argv = ck->argv;
 	spec.envp = env;
 	spec.workspace = plan->workspace;
 	spec.net = SBX_NET_NONE;
 	spec.timeout_ms = spd->config.default_timeout_ms;
 	spec.hidden = hidden.v;
-	/* The held-out checks appear read-only at heldout_dst for this
-	 * verification run only; the host worktree never holds them. */
-	spec.ro_binds = plan->heldout_src ? binds : NULL;
-	spec.readonly = plan->readonly; /* in place: .git */
+	spec.empty_files = paths.empty_files;
+	/* The held-out checks appear read-only at heldout_dst for a
+	 * held-out check's run only (one whose command the operator wrote
+	 * to name them), never for a check that runs only what the agent
+	 * wrote; the host worktree never holds them. */
+	spec.ro_binds = plan->heldout_src && ck->heldout ? binds : NULL;
+	spec.readonly = plan->readonly; /* the git dir */
 	spec.best_effort = false; /* checks never run with a layer missing */
 	spec.run_uid = spd->config.run_uid;
 	spec.run_gid = spd->config.run_gid;
@@ -357,8 +432,11 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){NULL, check_done, NULL},
 		    cr, NULL);
 	strv_free(&hidden);
-	if (r < 0)
+	session_run_paths_free(&paths);
+	if (r < 0) {
+		free(cr->name);
 		free(cr);
+	}
 	return r;
 }
 

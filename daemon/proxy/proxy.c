@@ -21,6 +21,7 @@
 #include "daemon/log.h"
 #include "daemon/proxy/proxy.h"
 #include "daemon/spd.h"
+#include "daemon/transport/quota.h"
 
 struct pconn;
 
@@ -54,6 +55,10 @@ struct pconn {
 	struct proxy_port *port;
 	struct pconn *next, *prev;
 	uv_tcp_t client, upstream;
+	/* The head's deadline, then in the tunnel the idle timeout. */
+	uv_timer_t timer;
+	uint64_t last_ms; /* uv_now() when a byte last came either way */
+	bool idle;	  /* closed for passing nothing */
 	uv_getaddrinfo_t gai;
 	uv_connect_t conn;
 	uv_write_t reply;
@@ -75,8 +80,20 @@ struct pconn {
 	struct pask *ask;     /* P_ASKING: the answer it waits for */
 };
 
+/* One kind of refusal of a run's proxy (PROXY_REFUSAL_KINDS_MAX). */
+struct prefusal {
+	char host[PROXY_HOST_MAX + 1];
+	uint16_t dport;
+	int status;
+	char why[300];
+	uint64_t count; /* refusals of the kind not journaled yet */
+};
+
 struct proxy_port {
 	struct spd *spd;
+	struct prefusal *refusals; /* PROXY_REFUSAL_KINDS_MAX, or NULL */
+	size_t nrefusals;
+	uint64_t other_refusals; /* of kinds beyond those */
 	uv_tcp_t listener;
 	bool closing, listener_open;
 	struct pconn *conns;
@@ -99,6 +116,7 @@ static void port_maybe_free(struct proxy_port *p)
 			free(a);
 		}
 		proxy_project_free(p->project);
+		free(p->refusals);
 		free(p->workspace);
 		free(p->session);
 		free(p);
@@ -116,6 +134,104 @@ static void journal_event(struct pconn *c, const char *kind, json_t *d)
 		log_warn("proxy: cannot journal %s for %s", kind, subject);
 	free(text);
 	json_decref(d);
+}
+
+/* Count a row against the session's journal rate: false when the
+ * session is over it.  An operator's run is not counted. */
+static bool journal_charge(struct proxy_port *p)
+{
+	if (!p->session || !p->spd->quota)
+		return true;
+	return quota_take(p->spd->quota, p->session, QUOTA_JOURNAL_RATE,
+			  uv_now(p->spd->loop)) == 0;
+}
+
+/* A refusal for the journal: the first of its kind now (when the
+ * session's rate allows), the repeats counted for refusals_flush. */
+static void refusal_note(struct pconn *c, int status, const char *why)
+{
+	struct proxy_port *p = c->port;
+	struct prefusal *f;
+
+	for (size_t i = 0; i < p->nrefusals && !p->closing; i++) {
+		f = &p->refusals[i];
+		if (f->status == status && f->dport == c->dport &&
+		    strcmp(f->host, c->host) == 0 && strcmp(f->why, why) == 0) {
+			f->count++;
+			return;
+		}
+	}
+	if (!p->closing && !p->refusals)
+		p->refusals = calloc(PROXY_REFUSAL_KINDS_MAX, sizeof(*f));
+	if (!p->closing &&
+	    (!p->refusals || p->nrefusals == PROXY_REFUSAL_KINDS_MAX)) {
+		p->other_refusals++;
+		return;
+	}
+	if (!p->closing) {
+		f = &p->refusals[p->nrefusals++];
+		snprintf(f->host, sizeof(f->host), "%s", c->host);
+		f->dport = c->dport;
+		f->status = status;
+		snprintf(f->why, sizeof(f->why), "%s", why);
+		if (!journal_charge(p)) {
+			f->count = 1;
+			return;
+		}
+	}
+	if (c->host[0])
+		journal_event(c, "net.proxy",
+			      json_pack("{s:s, s:i, s:s, s:s}", "host", c->host,
+					"port", (int)c->dport, "decision",
+					"deny", "why", why));
+	else
+		journal_event(
+		    c, "net.proxy",
+		    json_pack("{s:s, s:s}", "decision", "deny", "why", why));
+}
+
+/* The counted refusals, one row per kind with its count (the run
+ * ended): a bounded number of rows however many there were, not
+ * charged to the session's rate, so that none is lost. */
+static void refusals_flush(struct proxy_port *p)
+{
+	for (size_t i = 0; i < p->nrefusals; i++) {
+		struct prefusal *f = &p->refusals[i];
+		json_t *d;
+		char *text, subject[PROXY_HOST_MAX + 8];
+
+		if (!f->count)
+			continue;
+		d = json_pack("{s:s, s:i, s:s, s:s, s:i, s:I}", "host", f->host,
+			      "port", (int)f->dport, "decision", "deny", "why",
+			      f->why, "status", f->status, "count",
+			      (json_int_t)f->count);
+		text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+		snprintf(subject, sizeof(subject), "%s:%u", f->host, f->dport);
+		if (!text ||
+		    journal_append(p->spd->journal, p->session, p->actor,
+				   "net.proxy.refused", subject, text) < 0)
+			log_warn("proxy: cannot journal %llu refusals of %s",
+				 (unsigned long long)f->count, subject);
+		free(text);
+		json_decref(d);
+		f->count = 0;
+	}
+	if (p->other_refusals) {
+		char text[160];
+
+		snprintf(text, sizeof(text),
+			 "{\"decision\":\"deny\",\"count\":%llu,"
+			 "\"kinds_over\":%d}",
+			 (unsigned long long)p->other_refusals,
+			 PROXY_REFUSAL_KINDS_MAX);
+		if (journal_append(p->spd->journal, p->session, p->actor,
+				   "net.proxy.refused",
+				   "refusals of other kinds", text) < 0)
+			log_warn("proxy: cannot journal %llu refusals",
+				 (unsigned long long)p->other_refusals);
+		p->other_refusals = 0;
+	}
 }
 
 static void conn_maybe_free(struct pconn *c)
@@ -152,15 +268,16 @@ static void conn_close(struct pconn *c)
 		return;
 	c->closing = true;
 	if (c->allowed && c->state == P_TUNNEL)
-		journal_event(c, "net.proxy.close",
-			      json_pack("{s:s, s:i, s:s, s:I, s:I}", "host",
-					c->host, "port", (int)c->dport,
-					"address", c->address, "bytes_out",
-					(json_int_t)c->up.bytes, "bytes_in",
-					(json_int_t)c->down.bytes));
+		journal_event(
+		    c, "net.proxy.close",
+		    json_pack("{s:s, s:i, s:s, s:I, s:I, s:b}", "host", c->host,
+			      "port", (int)c->dport, "address", c->address,
+			      "bytes_out", (json_int_t)c->up.bytes, "bytes_in",
+			      (json_int_t)c->down.bytes, "idle", c->idle));
 	c->state = P_DONE;
 	if (c->gai_pending)
 		uv_cancel((uv_req_t *)&c->gai);
+	uv_close((uv_handle_t *)&c->timer, on_conn_handle_closed);
 	uv_close((uv_handle_t *)&c->client, on_conn_handle_closed);
 	if (c->upstream_open)
 		uv_close((uv_handle_t *)&c->upstream, on_conn_handle_closed);
@@ -186,21 +303,15 @@ static void refuse(struct pconn *c, int status, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
-	if (c->host[0])
-		journal_event(c, "net.proxy",
-			      json_pack("{s:s, s:i, s:s, s:s}", "host", c->host,
-					"port", (int)c->dport, "decision",
-					"deny", "why", why));
-	else
-		journal_event(
-		    c, "net.proxy",
-		    json_pack("{s:s, s:s}", "decision", "deny", "why", why));
+	refusal_note(c, status, why);
+	uv_timer_stop(&c->timer);
 	n = asprintf(&c->reply_buf,
 		     "HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
 		     "Content-Length: %zu\r\nConnection: close\r\n\r\n%s\n",
 		     status,
 		     status == 403   ? "Forbidden"
 		     : status == 502 ? "Bad Gateway"
+		     : status == 408 ? "Request Timeout"
 				     : "Bad Request",
 		     strlen(why) + 1, why);
 	if (n < 0) {
@@ -273,6 +384,7 @@ static void dir_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		conn_close(c);
 		return;
 	}
+	c->last_ms = uv_now(c->port->spd->loop);
 	d->bytes += (uint64_t)n;
 	uv_read_stop(s);
 	d->writing = true;
@@ -280,6 +392,34 @@ static void dir_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	out = uv_buf_init(b->base, (unsigned)n);
 	if (uv_write(&d->w, d->to, &out, 1, on_dir_written) < 0)
 		conn_close(c);
+}
+
+/* The head's deadline passed, or in the tunnel the idle timeout may
+ * have: refuse, close, or wait for the rest of the idle time. */
+static void on_timer(uv_timer_t *t)
+{
+	struct pconn *c = t->data;
+	const struct spd_config *cfg = &c->port->spd->config;
+	uint64_t idle_ms = (uint64_t)cfg->proxy_idle_timeout_s * 1000u,
+		 quiet = uv_now(c->port->spd->loop) - c->last_ms;
+
+	if (c->closing)
+		return;
+	if (c->state == P_HEAD) {
+		refuse(c, 408,
+		       "no complete request head within %u s "
+		       "([limits] proxy-head-timeout)",
+		       cfg->proxy_head_timeout_s);
+		return;
+	}
+	if (c->state != P_TUNNEL)
+		return;
+	if (quiet < idle_ms) {
+		uv_timer_start(t, on_timer, idle_ms - quiet, 0);
+		return;
+	}
+	c->idle = true;
+	conn_close(c);
 }
 
 static void tunnel_start(struct pconn *c)
@@ -294,6 +434,10 @@ static void tunnel_start(struct pconn *c)
 	c->down = (struct pdir){.c = c,
 				.from = (uv_stream_t *)&c->upstream,
 				.to = (uv_stream_t *)&c->client};
+	c->last_ms = uv_now(c->port->spd->loop);
+	uv_timer_start(
+	    &c->timer, on_timer,
+	    (uint64_t)c->port->spd->config.proxy_idle_timeout_s * 1000u, 0);
 	if (uv_read_start(c->up.from, dir_alloc, dir_read) < 0 ||
 	    uv_read_start(c->down.from, dir_alloc, dir_read) < 0)
 		conn_close(c);
@@ -638,7 +782,7 @@ static int rewrite_plain(struct pconn *c, const struct http_parser_url *u,
 	const char *path = u->field_set & (1 << UF_PATH)
 			       ? c->url + u->field_data[UF_PATH].off
 			       : "/";
-	size_t cap = end + c->head_len + PROXY_HOST_MAX + 64, n;
+	size_t cap = 2 * end + c->head_len + PROXY_HOST_MAX + 64, n;
 	const char *line = memchr(c->head, '\n', end);
 	char *o = malloc(cap);
 
@@ -649,14 +793,19 @@ static int rewrite_plain(struct pconn *c, const struct http_parser_url *u,
 	if (c->dport != 80)
 		n += (size_t)snprintf(o + n, cap - n, ":%u", c->dport);
 	n += (size_t)snprintf(o + n, cap - n, "\r\n");
+	/* Each header line ends in CRLF upstream, whether the client ended
+	 * it so or with a bare LF. */
 	for (line++; line < c->head + end;) {
 		const char *nl =
 		    memchr(line, '\n', (size_t)(c->head + end - line));
-		size_t len = (size_t)(nl - line) + 1;
+		size_t len = (size_t)(nl - line);
 
-		if (len > 2 && !hop_header(line, len)) {
+		if (len > 0 && line[len - 1] == '\r')
+			len--;
+		if (len > 0 && !hop_header(line, len)) {
 			memcpy(o + n, line, len);
-			n += len;
+			memcpy(o + n + len, "\r\n", 2);
+			n += len + 2;
 		}
 		line = nl + 1;
 	}
@@ -751,9 +900,18 @@ static void head_done(struct pconn *c, size_t end)
 	       u.field_data[UF_HOST].len);
 	c->host[u.field_data[UF_HOST].len] = '\0';
 	c->dport = u.field_set & (1 << UF_PORT) ? u.port : 80;
+	uv_timer_stop(&c->timer);
 	v = proxy_decide_run(&c->port->spd->config, c->port->project, c->host);
 	if (refused_by_rules(c, v))
 		return;
+	/* The rows this connection adds (its ask or its allow, and its
+	 * close) count against the session's journal rate. */
+	if (!journal_charge(c->port)) {
+		refuse(c, 403,
+		       "the session made more journaled requests this minute "
+		       "than [limits] session-journal-rate allows");
+		return;
+	}
 	if (connect) {
 		static const char ok[] = "HTTP/1.1 200 Connection established"
 					 "\r\n\r\n";
@@ -795,8 +953,7 @@ static void head_alloc(uv_handle_t *h, size_t hint, uv_buf_t *ret)
 static void head_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 {
 	struct pconn *c = s->data;
-	size_t parsed;
-	const char *end;
+	size_t parsed, before = c->head_len, end;
 
 	(void)b;
 	if (n == 0)
@@ -814,11 +971,18 @@ static void head_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		       http_errno_description(HTTP_PARSER_ERRNO(&c->p)));
 		return;
 	}
-	(void)parsed;
-	end = memmem(c->head, c->head_len, "\r\n\r\n", 4);
-	if (HTTP_PARSER_ERRNO(&c->p) == HPE_PAUSED && end) {
+	/* Paused at the end of the headers, the parser has consumed up to
+	 * the line feed that ends the head: "\r\n\r\n", or a bare "\n\n"
+	 * (which http_parser accepts too, and a search for CRLF CRLF alone
+	 * would wait on until the run ended). */
+	if (HTTP_PARSER_ERRNO(&c->p) == HPE_PAUSED) {
+		end = before + parsed + 1;
+		if (end > c->head_len || c->head[end - 1] != '\n') {
+			refuse(c, 400, "not an HTTP proxy request");
+			return;
+		}
 		uv_read_stop(s);
-		head_done(c, (size_t)(end - c->head) + 4);
+		head_done(c, end);
 		return;
 	}
 	if (c->head_len == PROXY_HEAD_MAX)
@@ -840,7 +1004,9 @@ static void on_connection(uv_stream_t *l, int status)
 	c->port = p;
 	uv_tcp_init(p->spd->loop, &c->client);
 	c->client.data = c;
-	c->handles = 1;
+	uv_timer_init(p->spd->loop, &c->timer);
+	c->timer.data = c;
+	c->handles = 2;
 	c->next = p->conns;
 	if (p->conns)
 		p->conns->prev = c;
@@ -858,6 +1024,9 @@ static void on_connection(uv_stream_t *l, int status)
 		       PROXY_CONNS_MAX);
 		return;
 	}
+	uv_timer_start(&c->timer, on_timer,
+		       (uint64_t)p->spd->config.proxy_head_timeout_s * 1000u,
+		       0);
 	if (uv_read_start((uv_stream_t *)&c->client, head_alloc, head_read) < 0)
 		conn_close(c);
 }
@@ -951,5 +1120,6 @@ void proxy_close(struct proxy_port *p)
 		}
 	for (struct pconn *c = p->conns; c; c = c->next)
 		conn_close(c);
+	refusals_flush(p);
 	uv_close((uv_handle_t *)&p->listener, on_listener_closed);
 }

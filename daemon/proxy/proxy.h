@@ -41,6 +41,22 @@ struct proxy_port;
 #define PROXY_CHUNK (64 * 1024)
 /* A host name (RFC 1035's 253 and a little room). */
 #define PROXY_HOST_MAX 255
+/* Seconds a client has, from connecting, to send its whole request head
+ * ([limits] proxy-head-timeout): a tool sends it at once, so this only
+ * bounds a client that never finishes one, which would otherwise hold one
+ * of the run's PROXY_CONNS_MAX connections until the run ends. */
+#define PROXY_HEAD_TIMEOUT_S_DEFAULT 30
+/* Seconds a connection through the proxy may pass no byte either way
+ * before spd closes it ([limits] proxy-idle-timeout): longer than any
+ * registry or git server keeps a quiet connection open (squid's read
+ * timeout is 15 minutes too). */
+#define PROXY_IDLE_TIMEOUT_S_DEFAULT 900
+/* Kinds of refusal (host, port, status and reason) a run's proxy tells
+ * apart.  The first refusal of each kind is journaled as it happens; the
+ * repeats are counted and journaled as one row per kind, with the count,
+ * when the run ends, so a run that retries a refused host in a loop adds
+ * a bounded number of rows.  Kinds beyond this many share one count. */
+#define PROXY_REFUSAL_KINDS_MAX 32
 
 /* The decision for one host name, before any resolution. */
 enum proxy_verdict {
@@ -115,7 +131,10 @@ const char *proxy_address_class(const struct sockaddr *sa);
  * be reached: a public address, or one allow-address names. */
 bool proxy_address_ok(const struct spd_config *cfg, const struct sockaddr *sa);
 
-/* The run a proxy port serves. */
+/* The run a proxy port serves.  Every row the proxy journals for a
+ * session's run counts against the session's journal rate
+ * (limits.session-journal-rate, daemon/transport/quota.h): a connection
+ * past it is refused, and its refusal counted as above. */
 struct proxy_run {
 	const char *session;   /* NULL for an operator's run; copied */
 	const char *actor;     /* "operator" or "agent"; copied */

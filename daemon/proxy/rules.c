@@ -199,6 +199,73 @@ static const char *v4_class(uint32_t a)
 	return NULL;
 }
 
+/* The v4 address (host order) of four bytes in network order. */
+static uint32_t v4_at(const uint8_t *b)
+{
+	return (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 |
+	       (uint32_t)b[2] << 8 | b[3];
+}
+
+/*
+ * Why a v6 address that carries a v4 one is not public, or NULL (also
+ * for one that carries none).  Each of these reaches the v4 address it
+ * embeds through a translator or a tunnel the host may sit behind: a
+ * NAT64 gateway (with DNS64 every v4-only name resolves to one), a 6to4
+ * relay, a Teredo server.  So 64:ff9b::a9fe:a9fe is the cloud's metadata
+ * service as surely as 169.254.169.254 is.
+ */
+static const char *v6_embedded_class(const uint8_t *b)
+{
+	static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
+					   0, 0, 0, 0, 0xff, 0xff};
+	static const uint8_t nat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0,
+					  0, 0,	   0,	 0,    0, 0};
+	static const uint8_t compat[12] = {0};
+	uint8_t u[4];
+	const char *why;
+
+	/* ::ffff:127.0.0.1 reaches 127.0.0.1; so did the deprecated
+	 * v4-compatible ::127.0.0.1 (:: and ::1 are classed apart). */
+	if (memcmp(b, mapped, 12) == 0 ||
+	    (memcmp(b, compat, 12) == 0 && v4_at(b + 12) > 1))
+		return v4_class(v4_at(b + 12));
+	/* NAT64's well-known prefix 64:ff9b::/96 (RFC 6052). */
+	if (memcmp(b, nat64, 12) == 0)
+		return v4_class(v4_at(b + 12));
+	/* The local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215): a network
+	 * may put its translator's prefix anywhere from /48 to /96 in it,
+	 * so each place RFC 6052 allows for the v4 address is classed, and
+	 * any one that is not public refuses it. */
+	if (memcmp(b, nat64, 4) == 0 && b[4] == 0 && b[5] == 1) {
+		static const uint8_t at[][4] = {
+		    {6, 7, 9, 10},   /* /48 */
+		    {7, 9, 10, 11},  /* /56 */
+		    {9, 10, 11, 12}, /* /64 */
+		    {12, 13, 14, 15} /* /96 */
+		};
+		for (size_t i = 0; i < sizeof(at) / sizeof(at[0]); i++) {
+			for (size_t k = 0; k < 4; k++)
+				u[k] = b[at[i][k]];
+			if ((why = v4_class(v4_at(u))))
+				return why;
+		}
+		return NULL;
+	}
+	/* 6to4, 2002:V4ADDR::/48 (RFC 3056). */
+	if (b[0] == 0x20 && b[1] == 0x02)
+		return v4_class(v4_at(b + 2));
+	/* Teredo, 2001:0::/32 (RFC 4380): the server's v4 address, and the
+	 * client's with every bit flipped. */
+	if (b[0] == 0x20 && b[1] == 0x01 && b[2] == 0 && b[3] == 0) {
+		if ((why = v4_class(v4_at(b + 4))))
+			return why;
+		for (size_t k = 0; k < 4; k++)
+			u[k] = (uint8_t)~b[12 + k];
+		return v4_class(v4_at(u));
+	}
+	return NULL;
+}
+
 const char *proxy_address_class(const struct sockaddr *sa)
 {
 	if (sa->sa_family == AF_INET)
@@ -207,21 +274,20 @@ const char *proxy_address_class(const struct sockaddr *sa)
 	if (sa->sa_family == AF_INET6) {
 		const uint8_t *b =
 		    ((const struct sockaddr_in6 *)sa)->sin6_addr.s6_addr;
-		static const uint8_t mapped[12] = {0, 0, 0, 0, 0,    0,
-						   0, 0, 0, 0, 0xff, 0xff};
-		uint32_t v4;
+		const char *why = v6_embedded_class(b);
 
-		/* ::ffff:127.0.0.1 reaches 127.0.0.1. */
-		if (memcmp(b, mapped, 12) == 0) {
-			memcpy(&v4, b + 12, 4);
-			return v4_class(ntohl(v4));
-		}
+		if (why)
+			return why;
 		if (IN6_IS_ADDR_LOOPBACK((const struct in6_addr *)b))
 			return "loopback";
 		if (IN6_IS_ADDR_UNSPECIFIED((const struct in6_addr *)b))
 			return "unspecified";
 		if (b[0] == 0xfe && (b[1] & 0xc0) == 0x80)
 			return "link-local";
+		/* fec0::/10, deprecated (RFC 3879) but still routed inside
+		 * some sites: as private as fc00::/7. */
+		if (b[0] == 0xfe && (b[1] & 0xc0) == 0xc0)
+			return "site-local";
 		if ((b[0] & 0xfe) == 0xfc)
 			return "unique-local";
 		if (b[0] == 0xff)

@@ -460,6 +460,11 @@ void session_argv_free(char **argv);
 struct session_check {
 	char *name;
 	char **argv;
+	/* A word of LINE names SESSION_HELDOUT_MOUNT: a held-out check.
+	 * Only such a check sees the overlay (whatever else a check runs is
+	 * the agent's code: its Makefile, its check script), and the agent
+	 * learns only whether it passed; its exit code is the operator's. */
+	bool heldout;
 };
 
 /* What a verification runs: the checks in order, in workspace, with the

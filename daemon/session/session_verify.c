@@ -225,6 +225,9 @@ int session_verify_plan(struct session_store *s, const char *id,
 			r = k;
 			goto out;
 		}
+		for (size_t w = 0; ck->argv[w] && !ck->heldout; w++)
+			ck->heldout =
+			    strstr(ck->argv[w], SESSION_HELDOUT_MOUNT) != NULL;
 	}
 	struct req_acc acc = {p->required, 0, 0};
 	int gr = git_config_get_multivar_foreach(cfg, "verify.require", NULL,
@@ -296,6 +299,7 @@ int session_verify_evaluate(struct session_store *s,
 	struct session_verdict v;
 	const char *failed = NULL;
 	int failed_code = 0;
+	bool failed_heldout = false;
 
 	if (!x)
 		return -ENOENT;
@@ -305,11 +309,15 @@ int session_verify_evaluate(struct session_store *s,
 		if (!exit_codes || exit_codes[i] != 0) {
 			failed = plan->checks[i].name;
 			failed_code = exit_codes ? exit_codes[i] : -1;
+			failed_heldout = plan->checks[i].heldout;
 		}
 	if (plan->n_checks == 0)
 		gate(&v, SESSION_GATE_CHECKS, false,
 		     "no checks configured in .spd.conf (add one: "
 		     "[check \"test\"] run = make test)");
+	else if (failed && failed_heldout)
+		gate(&v, SESSION_GATE_CHECKS, false,
+		     "held-out check \"%s\" failed", failed);
 	else if (failed)
 		gate(&v, SESSION_GATE_CHECKS, false,
 		     failed_code < 0 ? "check \"%s\" did not run to an exit"
@@ -404,10 +412,13 @@ json_t *session_verdict_json(const struct session_verdict *v,
 		for (size_t k = 0; plan->checks[i].argv[k]; k++)
 			json_array_append_new(
 			    a, json_string(plan->checks[i].argv[k]));
-		json_array_append_new(
-		    checks, json_pack("{s:s, s:o, s:i}", "name",
-				      plan->checks[i].name, "argv", a, "exit",
-				      exit_codes ? exit_codes[i] : -1));
+		json_t *ck = json_pack("{s:s, s:o, s:i}", "name",
+				       plan->checks[i].name, "argv", a, "exit",
+				       exit_codes ? exit_codes[i] : -1);
+
+		if (ck && plan->checks[i].heldout)
+			json_object_set_new(ck, "heldout", json_true());
+		json_array_append_new(checks, ck);
 	}
 	json_object_set_new(o, "pass", json_boolean(v->pass));
 	json_object_set_new(o, "gates", gates);

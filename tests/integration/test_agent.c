@@ -1122,6 +1122,156 @@ START_TEST(test_heldout)
 }
 END_TEST
 
+/*
+ * In place, the agent rewrites the script a check runs so that it copies
+ * the ignored credential file and another ignored file into the checkout,
+ * and asks for the verification itself ([verify] agent = true).  The
+ * check runs under the session's hiding, as the agent's own runs do: what
+ * it copied is empty or missing, and nothing the agent can read holds the
+ * secrets.
+ */
+START_TEST(test_check_hiding_in_place)
+{
+	struct session s = {0};
+	char *repo = paths_join(T.dir, "repo-check"), *p, *r, *out;
+
+	make_repo(repo, "[check \"script\"]\n\trun = sh check.sh\n"
+			"[verify]\n\tagent = true\n");
+	ck_assert_int_eq(test_sh(NULL,
+				 "cd '%s' && echo true > check.sh && "
+				 "git add check.sh && git commit -qm check",
+				 repo),
+			 0);
+	p = paths_join(repo, ".env");
+	test_write_file(p, "API_KEY=hunter2-check-env\n");
+	free(p);
+	p = paths_join(repo, "db.log");
+	test_write_file(p, "password=hunter2-check-log\n");
+	free(p);
+	start_session(repo, "checkhide", true, &s);
+	/* Control: the agent's own run sees neither. */
+	out = NULL;
+	agent_spctl(&s, (char *[]){"run", "--", "cat", ".env", "db.log", NULL},
+		    &out, NULL);
+	ck_assert_msg(!has(out, "hunter2"), "a run sees: %s", out);
+	free(out);
+
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"check.sh\",\"content\":\"cat .env db.log > "
+		"leak.txt; ls -la > listing.txt; exit 0\\n\"}");
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpc(s.token, "session.verify", "{}");
+	TEST_ASSERT_CODE(r, "ok");
+	ck_assert_msg(!has(r, "hunter2"), "verify leaks: %s", r);
+	free(r);
+	/* The check ran (it wrote its listing), and saw no secret. */
+	out = wt_file(&s, "listing.txt");
+	ck_assert_msg(out && has(out, "check.sh"), "listing: %s", out);
+	free(out);
+	out = wt_file(&s, "leak.txt");
+	ck_assert_msg(out && !has(out, "hunter2"), "the check leaked: %s", out);
+	free(out);
+	r = rpc(s.token, "fs.read", "{\"path\":\"leak.txt\"}");
+	ck_assert_msg(!has(r, "hunter2"), "fs.read leak.txt: %s", r);
+	free(r);
+	/* The files themselves are untouched. */
+	p = paths_join(repo, ".env");
+	out = test_read_file(p);
+	ck_assert_str_eq(out, "API_KEY=hunter2-check-env\n");
+	free(out);
+	free(p);
+	session_free(&s);
+	free(repo);
+}
+END_TEST
+
+/*
+ * Held-out checks are visible only to a check whose command the operator
+ * wrote to name them; the agent learns a held-out check's pass or fail,
+ * never its exit code.  The agent rewrites the script of an ordinary
+ * check to read the sealed files and exit with their first byte, and
+ * puts a hook the held-out check runs that does the same.
+ */
+START_TEST(test_heldout_not_for_agent_code)
+{
+	struct session s = {0};
+	char *repo = paths_join(T.dir, "repo-held"), *ho, *p, *r, *out;
+	int rc;
+
+	make_repo(repo, "[check \"mine\"]\n\trun = sh check.sh\n"
+			"[check \"held\"]\n\trun = sh .spd-heldout/t.sh\n"
+			"[verify]\n\tagent = true\n");
+	ck_assert_int_eq(test_sh(NULL,
+				 "cd '%s' && echo true > check.sh && "
+				 "echo true > hook.sh && git add check.sh "
+				 "hook.sh && git commit -qm check",
+				 repo),
+			 0);
+	ho = paths_join(T.dir, "heldout-src");
+	ck_assert_int_eq(mkdir(ho, 0700), 0);
+	p = paths_join(ho, HELDOUT_NAME);
+	test_write_file(p, HELDOUT_TEXT "\n");
+	free(p);
+	p = paths_join(ho, "t.sh");
+	/* The operator's held-out check runs the agent's code (as a test
+	 * of it would) and passes on its exit status. */
+	test_write_file(p, "sh hook.sh; exit $?\n");
+	free(p);
+	start_session(repo, "heldagent", false, &s);
+	rc = op_spctl((char *[]){"session", "heldout", s.id, ho, NULL}, &out,
+		      NULL);
+	ck_assert_int_eq(rc, 0);
+	free(out);
+
+	/* 'H' is 72: an exit of 72 would be the held-out file's first
+	 * byte. */
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"check.sh\",\"content\":\"cat .spd-heldout/* "
+		"> leak.txt; ls -la .spd-heldout > listing.txt; exit $(od "
+		"-An -tu1 -N1 .spd-heldout/" HELDOUT_NAME ")\\n\"}");
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpc(s.token, "fs.write",
+		"{\"path\":\"hook.sh\",\"content\":\"exit $(od -An -tu1 "
+		"-N1 .spd-heldout/" HELDOUT_NAME ")\\n\"}");
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	r = rpc(s.token, "session.verify", "{}");
+	TEST_ASSERT_CODE(r, "ok");
+	ck_assert_msg(!has(r, HELDOUT_TEXT) && !has(r, "\"exit\":72"),
+		      "verify shows the held-out file: %s", r);
+	/* The held-out check ran and failed (the hook exited 72): the
+	 * agent learns that much. */
+	ck_assert_msg(has(r, "{\"name\":\"held\",\"argv\":[\"sh\",\".spd-"
+			     "heldout/t.sh\"],\"exit\":1,\"heldout\":true}"),
+		      "no held-out failure: %s", r);
+	free(r);
+	out = wt_file(&s, "leak.txt");
+	ck_assert_msg(!out || !has(out, HELDOUT_TEXT),
+		      "the agent's check read the held-out file: %s", out);
+	free(out);
+	out = wt_file(&s, "listing.txt");
+	ck_assert_msg(!out || !has(out, HELDOUT_NAME),
+		      "the agent's check listed the held-out files: %s", out);
+	free(out);
+	/* The operator's journal keeps the real exit code; the agent's
+	 * view of its session's journal does not have it. */
+	r = rpc(NULL, "journal.query", "{\"kind\":\"session.check.heldout\"}");
+	ck_assert_msg(has(r, s.id) && has(r, "\"exit\":72"), "journal: %s", r);
+	free(r);
+	r = rpc(s.token, "journal.query", "{\"limit\":1000}");
+	ck_assert_msg(has(r, "session.verify") && !has(r, "\"exit\":72") &&
+			  !has(r, HELDOUT_TEXT),
+		      "the agent's journal: %s", r);
+	free(r);
+	test_rmrf(ho);
+	free(ho);
+	session_free(&s);
+	free(repo);
+}
+END_TEST
+
 /* ---- policy ---------------------------------------------------------- */
 
 START_TEST(test_policy_check_cli)
@@ -2283,6 +2433,8 @@ static Suite *agent_suite(void)
 	tcase_add_test(tc, test_guard_own_branch_and_other_branch);
 	tcase_add_test(tc, test_guard_integrity_spd_conf);
 	tcase_add_test(tc, test_heldout);
+	tcase_add_test(tc, test_check_hiding_in_place);
+	tcase_add_test(tc, test_heldout_not_for_agent_code);
 	tcase_add_test(tc, test_policy_check_cli);
 	tcase_add_test(tc, test_approval_end_to_end);
 	tcase_add_test(tc, test_approvals_show_hidden_characters);

@@ -593,6 +593,120 @@ START_TEST(test_npm_ci_through_the_proxy)
 }
 END_TEST
 
+/* A run that makes thousands of refused connections adds a bounded
+ * number of journal rows: the first refusal of each kind as it happens,
+ * the rest counted in one row per kind when the run ends. */
+START_TEST(test_refusals_aggregate)
+{
+	static const char script[] =
+	    "python3 -c '\n"
+	    "import socket\n"
+	    "n = 0\n"
+	    "for i in range(3000):\n"
+	    "    s = socket.create_connection((\"127.0.0.1\", 3128))\n"
+	    "    s.sendall(b\"GET http://other.test/ HTTP/1.1\\r\\n\\r\\n\")\n"
+	    "    if s.recv(100).startswith(b\"HTTP/1.1 403\"):\n"
+	    "        n += 1\n"
+	    "    s.close()\n"
+	    "print(\"refused\", n)\n"
+	    "'";
+	char *out = NULL, *err = NULL, *j;
+	size_t rows = 0;
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(has(out, "refused 3000"), "out %s err %s", out, err);
+	j = journal_dump("net.proxy.refused");
+	for (const char *p = j; p && (p = strchr(p, '\n')); p++)
+		rows++;
+	ck_assert_msg(rows <= 4, "%zu rows: %.2000s", rows, j);
+	ck_assert_msg(has(j, "net.proxy|other.test:80|") &&
+			  has(j, "net.proxy.refused|other.test:80|") &&
+			  has(j, "\"count\":2999"),
+		      "journal %.2000s", j);
+	free(j);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* spd again with short proxy timeouts. */
+static void restart_with_timeouts(void)
+{
+	test_spd_stop_clean(&T);
+	test_spd_prepare(&T, "[network]\n"
+			     "\tallow-host = registry.test\n"
+			     "\tresolve = registry.test:127.0.0.2\n"
+			     "\tallow-address = 127.0.0.2\n"
+			     "[limits]\n"
+			     "\tproxy-head-timeout = 1\n"
+			     "\tproxy-idle-timeout = 1\n");
+	test_spd_start(&T);
+}
+
+/* A head that never ends is refused at its deadline (408), a tunnel
+ * that passes nothing is closed when idle, and a head whose lines end in
+ * bare LFs is served at once.  Each socket read has a bound of a minute
+ * only so that the old behaviour (waiting until the run ends) fails the
+ * test instead of hanging it; nothing here measures time. */
+START_TEST(test_head_and_idle_timeouts)
+{
+	char script[2048], *out = NULL, *err = NULL, *j;
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	restart_with_timeouts();
+	standin_start();
+	snprintf(
+	    script, sizeof(script),
+	    "python3 -c '\n"
+	    "import socket\n"
+	    "def conn():\n"
+	    "    s = socket.create_connection((\"127.0.0.1\", 3128))\n"
+	    "    s.settimeout(60)\n"
+	    "    return s\n"
+	    "def read_all(s):\n"
+	    "    b = b\"\"\n"
+	    "    try:\n"
+	    "        while True:\n"
+	    "            k = s.recv(4096)\n"
+	    "            if not k:\n"
+	    "                return b + b\"<eof>\"\n"
+	    "            b += k\n"
+	    "    except socket.timeout:\n"
+	    "        return b + b\"<hung>\"\n"
+	    "s = conn()\n"
+	    "s.sendall(b\"CONNECT registry.test:443 HTTP/1.1\\r\\nHost: "
+	    "x\\r\\n\")\n"
+	    "print(\"unfinished:\", read_all(s))\n"
+	    "s = conn()\n"
+	    "s.sendall(b\"GET http://registry.test:%d/barelf HTTP/1.1\\n"
+	    "User-Agent: t\\n\\n\")\n"
+	    "print(\"barelf:\", read_all(s))\n"
+	    "s = conn()\n"
+	    "s.sendall(b\"CONNECT registry.test:%d HTTP/1.1\\r\\n\\r\\n\")\n"
+	    "print(\"idle:\", read_all(s))\n"
+	    "'",
+	    standin_port, standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(has(out, "unfinished: b'HTTP/1.1 408 Request Timeout") &&
+			  has(out, "proxy-head-timeout") && !has(out, "<hung>"),
+		      "out %s err %s", out, err);
+	ck_assert_msg(has(out, "hello-from-standin host=registry.test:") &&
+			  has(out, "path=/barelf"),
+		      "out %s err %s", out, err);
+	ck_assert_msg(has(out, "idle: b'HTTP/1.1 200 Connection established"
+			       "\\r\\n\\r\\n<eof>'"),
+		      "out %s err %s", out, err);
+	j = journal_dump("\"idle\":true");
+	ck_assert_msg(has(j, "\"idle\":true"), "journal %s", j);
+	free(j);
+	free(out);
+	free(err);
+}
+END_TEST
+
 /* The test resolver is a test aid only: a real name is refused. */
 START_TEST(test_resolve_only_test_names)
 {
@@ -635,6 +749,8 @@ int main(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_allowed_host_works);
 	tcase_add_test(tc, test_refusals);
+	tcase_add_test(tc, test_refusals_aggregate);
+	tcase_add_test(tc, test_head_and_idle_timeouts);
 	tcase_add_test(tc, test_ask_host_waits_for_a_person);
 	tcase_add_test(tc, test_ask_withdrawn_when_the_run_ends);
 	tcase_add_test(tc, test_project_only_tightens);

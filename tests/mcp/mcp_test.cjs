@@ -307,6 +307,14 @@ async function main() {
       undefined, { timeout: 120000 });
     check('ask-elicitation-declined', d.isError === true && /APPROVAL-REFUSED/.test(text(d)) && asked.length === 2 &&
       !fs.existsSync(path.join(WT, 'declined.txt')), JSON.stringify(d));
+    // The agent's words reach the person through termsafe: a U+202E in
+    // the call cannot reorder what the elicitation shows.
+    const b = await c.callTool({ name: 'run_command', arguments: { argv: ['sh', '-c', 'echo \u202Etxt.exe > rlo.txt'] } },
+      undefined, { timeout: 120000 });
+    const m = asked[2]?.message ?? '';
+    check('ask-elicitation-bidi-escaped', b.isError === true && asked.length === 3 &&
+      !/[\u202A-\u202E\u2066-\u2069\u200B-\u200F]/.test(m) && m.includes('\\u202e'),
+      JSON.stringify(m));
   }
 
   // ---- an ask answered by `spctl approve`, the agent's client told by progress.

@@ -96,6 +96,43 @@ START_TEST(test_address_classes)
 }
 END_TEST
 
+/* Addresses that embed a v4 one reach it through a translator or a
+ * tunnel: NAT64 (well-known and local-use prefixes), 6to4, Teredo, the
+ * old v4-compatible form.  Site-local fec0::/10 is private. */
+START_TEST(test_address_classes_embedded)
+{
+	ck_assert_str_eq(class_of("64:ff9b::127.0.0.1"), "loopback");
+	ck_assert_str_eq(class_of("64:ff9b::169.254.169.254"), "link-local");
+	ck_assert_str_eq(class_of("64:ff9b::a9fe:a9fe"), "link-local");
+	ck_assert_str_eq(class_of("64:ff9b::10.0.0.1"), "private");
+	ck_assert_str_eq(class_of("64:ff9b::192.168.0.1"), "private");
+	ck_assert_str_eq(class_of("64:ff9b::93.184.216.34"), "public");
+	/* Local-use NAT64: a /48 prefix puts the v4 address in bytes 6-7
+	 * and 9-10, a /96 one at the end. */
+	ck_assert_str_eq(class_of("64:ff9b:1:a9fe:a9:fe00::"), "link-local");
+	ck_assert_str_eq(class_of("64:ff9b:1:7f00:0:100::"), "loopback");
+	ck_assert_str_eq(class_of("64:ff9b:1:5db8:d8:2200:a00:1"), "private");
+	ck_assert_str_eq(class_of("64:ff9b:1:5db8:d8:2200:5db8:d822"),
+			 "public");
+	/* 6to4. */
+	ck_assert_str_eq(class_of("2002:a9fe:a9fe::1"), "link-local");
+	ck_assert_str_eq(class_of("2002:7f00:1::"), "loopback");
+	ck_assert_str_eq(class_of("2002:c0a8:101::1"), "private");
+	ck_assert_str_eq(class_of("2002:5db8:d822::1"), "public");
+	/* Teredo: server 10.0.0.1; client 127.0.0.1 stored flipped. */
+	ck_assert_str_eq(class_of("2001:0:a00:1::"), "private");
+	ck_assert_str_eq(class_of("2001:0:5db8:d822::80ff:fffe"), "loopback");
+	ck_assert_str_eq(class_of("2001:0:5db8:d822::a247:2761"), "public");
+	/* v4-compatible. */
+	ck_assert_str_eq(class_of("::127.0.0.1"), "loopback");
+	ck_assert_str_eq(class_of("::169.254.169.254"), "link-local");
+	/* Site-local. */
+	ck_assert_str_eq(class_of("fec0::1"), "site-local");
+	ck_assert_str_eq(class_of("feff::1"), "site-local");
+	ck_assert_str_eq(class_of("fe80::1"), "link-local");
+}
+END_TEST
+
 START_TEST(test_allow_address)
 {
 	struct spd_config c = conf();
@@ -233,6 +270,7 @@ int main(void)
 
 	tcase_add_test(tc, test_host_rules);
 	tcase_add_test(tc, test_address_classes);
+	tcase_add_test(tc, test_address_classes_embedded);
 	tcase_add_test(tc, test_allow_address);
 	tcase_add_test(tc, test_project_tightens);
 	tcase_add_test(tc, test_pattern_covered);

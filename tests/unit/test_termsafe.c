@@ -213,6 +213,22 @@ START_TEST(test_stream_blank_runs)
 }
 END_TEST
 
+/* The same escaping into a string, for what a person reads through an
+ * MCP client's elicitation. */
+START_TEST(test_strdup)
+{
+	char *s = ts_strdup("run \xe2\x80\xae"
+			    "txt.exe\x1b[2J\\ ok");
+
+	ck_assert_ptr_nonnull(s);
+	ck_assert_str_eq(s, "run \\u202etxt.exe\\e[2J\\\\ ok");
+	free(s);
+	s = ts_strdup(NULL);
+	ck_assert_str_eq(s, "(null)");
+	free(s);
+}
+END_TEST
+
 START_TEST(test_fields_invisible)
 {
 	char want[256];
@@ -278,6 +294,7 @@ int main(void)
 	tcase_add_test(tc, test_stream_bidi_and_invisible);
 	tcase_add_test(tc, test_stream_blank_runs);
 	tcase_add_test(tc, test_fields_invisible);
+	tcase_add_test(tc, test_strdup);
 	tcase_add_test(tc, test_args_invisible);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
