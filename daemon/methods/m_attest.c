@@ -39,7 +39,8 @@ static struct attest_key *key_of(struct spd *spd)
 
 json_t *m_attest_session(struct spd *spd, const char *method,
 			 const struct session_verify_plan *plan,
-			 json_t *verdict, const int64_t *durations_ms)
+			 json_t *verdict, const int64_t *durations_ms,
+			 const struct session_check_output *outs)
 {
 	struct session_info *i = NULL;
 	struct attest_key *k;
@@ -66,6 +67,20 @@ json_t *m_attest_session(struct spd *spd, const char *method,
 	for (size_t n = 0; n < json_array_size(checks) && durations_ms; n++)
 		json_object_set_new(json_array_get(checks, n), "duration_ms",
 				    json_integer(durations_ms[n]));
+	/* What each check printed, as digests: the output itself may hold
+	 * what a reviewer should not see, and is not spd's to publish. */
+	for (size_t n = 0; n < json_array_size(checks) && outs; n++)
+		if (outs[n].sha256[0][0])
+			json_object_set_new(
+			    json_array_get(checks, n), "output",
+			    json_pack("{s:{s:s, s:I, s:I}, s:{s:s, s:I, s:I}}",
+				      "stdout", "sha256", outs[n].sha256[0],
+				      "bytes", (json_int_t)outs[n].bytes[0],
+				      "dropped", (json_int_t)outs[n].dropped[0],
+				      "stderr", "sha256", outs[n].sha256[1],
+				      "bytes", (json_int_t)outs[n].bytes[1],
+				      "dropped",
+				      (json_int_t)outs[n].dropped[1]));
 	if (spd->journal)
 		journal_head(spd->journal, &head, hash);
 	gmtime_r(&now, &tm);

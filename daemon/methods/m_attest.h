@@ -18,13 +18,16 @@ struct session_verify_plan;
  * commit's note under refs/notes/spd in the session's repository.
  * method is "session.verify" (the checks ran in the worktree) or
  * "session.merge" (on a checkout of the branch's tip); durations_ms
- * holds each check's wall time (may be NULL).  Returns what the reply
+ * holds each check's wall time and outs its output's digests (either may
+ * be NULL; an entry whose digest is "" was not seen).  Returns what the reply
  * says of it, a new reference: {commit, notes_ref, keyid}, or {error}
  * (logged) when nothing could be signed — the verdict stands either way.
  */
+struct session_check_output;
 json_t *m_attest_session(struct spd *spd, const char *method,
 			 const struct session_verify_plan *plan,
-			 json_t *verdict, const int64_t *durations_ms);
+			 json_t *verdict, const int64_t *durations_ms,
+			 const struct session_check_output *outs);
 
 /*
  * attest.verify's work on its params ({repo, branch, base?, trust?,

@@ -213,7 +213,13 @@ START_TEST(test_pass_note_and_verify)
 	    has(r, "\"valid\":true") && has(r, "\"verdict\":\"pass\"") &&
 		has(r, key) &&
 		has(r, "https://spd.dev/attestation/session-verify/v1") &&
-		has(r, "\"argv\":[\"test\",\"-f\",\"done.txt\"]"),
+		has(r, "\"argv\":[\"test\",\"-f\",\"done.txt\"]") &&
+		/* test -f prints nothing: the digest of no bytes. */
+		has(r, "\"stdout\":{\"bytes\":0,\"dropped\":0,\"sha256\":"
+		       "\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca49"
+		       "5991b7852b855\"") &&
+		has(r, "\"secret_scan\":{\"result\":\"clean\"") &&
+		has(r, "\"required\":[]"),
 	    "show: %s", r);
 	free(r);
 
