@@ -1173,6 +1173,33 @@ static const char *meets(json_t *st, json_t *want, char *buf, size_t len)
 	return NULL;
 }
 
+/* The branch's verdict from its commits' (newest first): true when the
+ * tip passes, else false and *ret_why (malloc'd) naming the tip and, when
+ * an older commit was attested, how many came after it unchecked. */
+static bool branch_why(json_t *commits, char **ret_why)
+{
+	json_t *first = json_array_get(commits, 0);
+	const char *h = json_string_value(json_object_get(first, "commit"));
+	const char *w = json_string_value(json_object_get(first, "why"));
+	size_t k, n = json_array_size(commits);
+
+	if (!w)
+		return true;
+	/* Name the newest commit that was attested, if any: what came
+	 * after it is what nobody checked. */
+	for (k = 1; k < n; k++)
+		if (json_is_true(json_object_get(json_array_get(commits, k),
+						 "attested")))
+			break;
+	if (k < n && !json_is_true(json_object_get(first, "attested")))
+		*ret_why = dupf("the branch's tip %.12s is not attested: %zu "
+				"commit(s) after the newest attested one",
+				h, k);
+	else
+		*ret_why = dupf("the branch's tip %.12s: %s", h, w);
+	return false;
+}
+
 int attest_verify_branch(const char *repo_path, const char *scratch,
 			 const struct attest_verify_opts *o, json_t **ret,
 			 char **ret_why)
@@ -1287,40 +1314,7 @@ int attest_verify_branch(const char *repo_path, const char *scratch,
 		json_decref(st);
 		free(keyid);
 	}
-	{
-		json_t *first = json_array_get(commits, 0);
-		const char *h =
-		    json_string_value(json_object_get(first, "commit"));
-		const char *w =
-		    json_string_value(json_object_get(first, "why"));
-
-		if (!w) {
-			ok = true;
-		} else {
-			/* Name the newest commit that was attested, if any:
-			 * what came after it is what nobody checked. */
-			size_t k;
-
-			for (k = 1; k < n; k++)
-				if (json_is_true(json_object_get(
-					json_array_get(commits, k),
-					"attested")))
-					break;
-			if (k < n &&
-			    !json_is_true(json_object_get(first, "attested"))) {
-				if (asprintf(
-					&why_all,
-					"the branch's tip %.12s is not "
-					"attested: %zu commit(s) after the "
-					"newest attested one",
-					h, k) < 0)
-					why_all = NULL;
-			} else {
-				why_all =
-				    dupf("the branch's tip %.12s: %s", h, w);
-			}
-		}
-	}
+	ok = branch_why(commits, &why_all);
 	*ret = json_pack("{s:b, s:o, s:s?, s:s, s:O, s:O?}", "ok", ok,
 			 "commits", commits, "why", why_all, "merge_base",
 			 mbhex, "required", want, "trust_from", from);
