@@ -454,8 +454,9 @@ out:
 				  why ? why : strerror(-r), "data", "code",
 				  rpc_error_code(code));
 	out = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
-	if (out)
-		puts(out);
+	/* Flushed here: an answer lost in a buffer is no answer. */
+	if (!out || puts(out) < 0 || fflush(stdout) != 0)
+		r = res ? -EIO : r;
 	free(out);
 	json_decref(reply);
 	json_decref(params);
@@ -467,7 +468,7 @@ out:
 	attest_key_free(spd.attest_key);
 	spd.attest_key = NULL;
 	config_free(&spd.config);
-	return res ? 0 : 1;
+	return res && r != -EIO ? 0 : 1;
 }
 
 /* Each client is a descriptor: take the hard limit so the connection
