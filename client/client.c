@@ -48,7 +48,7 @@ static int try_connect(const char *path)
 	return fd;
 }
 
-static char *find_spd(void)
+char *client_find_spd(void)
 {
 	char self[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
@@ -72,7 +72,7 @@ static char *find_spd(void)
 /* Run spd (it detaches once it listens) and wait for it to answer. */
 static int autostart(const char *sock, char *errbuf, size_t errlen)
 {
-	char *spd = find_spd();
+	char *spd = client_find_spd();
 	pid_t pid;
 	int status, fd;
 	struct timespec ts = {0, 20 * 1000 * 1000};

@@ -31,6 +31,9 @@ int client_open(struct client *c, char *errbuf, size_t errlen);
  * nothing listens on the socket (spctl stop). */
 int client_open_running(struct client *c, char *errbuf, size_t errlen);
 void client_close(struct client *c);
+/* The spd binary: next to spctl when there is one, else "spd" (looked
+ * up in PATH).  malloc'd, or NULL when out of memory. */
+char *client_find_spd(void);
 
 /*
  * Send method(params) (ownership of params taken; the token is added)

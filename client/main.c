@@ -221,7 +221,8 @@ static const struct {
      "usage: spctl attest key [--json]\n"
      "       spctl attest show COMMIT [--repo DIR] [--json]\n"
      "       spctl attest verify --branch B [--repo DIR] [--base REF]\n"
-     "                           [--trust KEY]... [--json]\n"
+     "                           [--trust KEY]... [--trust-from REF:PATH]\n"
+     "                           [--offline] [--json]\n"
      "spd signs what session verify and session merge checked (an in-toto\n"
      "statement in a DSSE envelope, Ed25519) as a git note under\n"
      "refs/notes/spd.  key prints spd's public key (ed25519:BASE64, for\n"
@@ -229,7 +230,11 @@ static const struct {
      "commit's attestation; verify checks every commit of B since its merge\n"
      "base with --base (default HEAD), reading objects and notes only: the\n"
      "tip must carry a pass signed by a trusted key (spd.conf's [attest]\n"
-     "trust and spd's own, or only the --trust keys) for its own tree.\n"
+     "trust and spd's own, or only the --trust keys and those of the file\n"
+     "PATH in the commit REF, one the branch did not write) for its own\n"
+     "tree, showing the checks and required commands of the merge base's\n"
+     ".spd.conf.  Without a running spd (or with --offline) the spd\n"
+     "binary verifies and exits; nothing of the repository runs.\n"
      "Exit 1 with the reasons when it does not.  Evidence, not a review.\n"},
     {"policy", cmd_policy,
      "usage: spctl policy check [--session ID] [--workspace DIR] [--json] "
@@ -284,10 +289,10 @@ static const struct {
 static bool takes_value(const char *opt)
 {
 	static const char *const with_value[] = {
-	    "--since",	 "--kind",     "--limit", "--workspace", "--net",
-	    "--timeout", "--writable", "--env",	  "--repo",	 "--session",
-	    "--read",	 "--write",    "--why",	  "--cap",	 "--into",
-	    "--branch",	 "--base",     "--trust",
+	    "--since",	 "--kind",     "--limit", "--workspace",  "--net",
+	    "--timeout", "--writable", "--env",	  "--repo",	  "--session",
+	    "--read",	 "--write",    "--why",	  "--cap",	  "--into",
+	    "--branch",	 "--base",     "--trust", "--trust-from",
 	};
 
 	for (size_t k = 0; k < ARRAY_SIZE(with_value); k++)

@@ -52,7 +52,7 @@ _spctl() {
 	--into | --branch | --base)
 		COMPREPLY=($(compgen -W "$(git for-each-ref --format='%(refname:short)' refs/heads 2>/dev/null)" -- "$cur"))
 		return ;;
-	--since | --kind | --limit | --timeout | --env | --why | --cap | --prompt | --trust)
+	--since | --kind | --limit | --timeout | --env | --why | --cap | --prompt | --trust | --trust-from)
 		return ;;
 	esac
 
@@ -100,7 +100,7 @@ _spctl() {
 		case $sub in
 		"") opts="key show verify" ;;
 		show) opts="--repo" ;;
-		verify) opts="--branch --repo --base --trust" ;;
+		verify) opts="--branch --repo --base --trust --trust-from --offline" ;;
 		esac ;;
 	esac
 	COMPREPLY=($(compgen -W "$opts --json --help" -- "$cur"))

@@ -25,6 +25,9 @@
 #include "daemon/config.h"
 #include "daemon/journal/journal.h"
 #include "daemon/log.h"
+#include "daemon/methods/m_attest.h"
+#include "daemon/keys/attest.h"
+#include "proto/rpc.h"
 #include "daemon/modules.h"
 #include "daemon/transport/quota.h"
 #include "daemon/keys/secrets.h"
@@ -66,6 +69,7 @@ static void usage(FILE *f)
 	    f,
 	    "usage: spd [--foreground] [--sandboxd PATH]\n"
 	    "       spd --verify-journal | --version | --help\n"
+	    "       spd --attest-verify PARAMS\n"
 	    "\n"
 	    "The spd broker daemon: owns provider keys, policy, sessions and\n"
 	    "the journal, and runs every command an agent asks for in the\n"
@@ -77,6 +81,10 @@ static void usage(FILE *f)
 	    "  --sandboxd P   the sandboxd binary (default: next to spd)\n"
 	    "  --verify-journal  check the journal's hash chain without\n"
 	    "                 starting (exit 1 when broken)\n"
+	    "  --attest-verify PARAMS  attest.verify's work without a\n"
+	    "                 running spd (spctl attest verify runs it):\n"
+	    "                 PARAMS is the call's JSON, the answer a\n"
+	    "                 JSON-RPC result or error on stdout\n"
 	    "\n"
 	    "Directories (environment): SPD_CONFIG_DIR, SPD_STATE_DIR,\n"
 	    "SPD_RUNTIME_DIR; defaults under XDG_CONFIG_HOME, XDG_STATE_HOME,\n"
@@ -382,6 +390,87 @@ static int verify_journal_offline(void)
 	return 1;
 }
 
+/*
+ * attest.verify without a running spd (spctl attest verify when spd is
+ * not running, or --offline): reads spd.conf's [attest] trust and spd's
+ * own key when they exist, makes nothing of spd's, and reads the
+ * checked repository as spd does (objects and notes only, nothing of it
+ * runs).  The shadow git dir goes into the state directory when it
+ * exists, else into a private directory of its own.  Prints one JSON
+ * object, {"result": ...} or {"error": {code, message, data}}; exits 0
+ * when the check ran (its verdict is in the result), 1 when it could
+ * not.
+ */
+static int attest_verify_offline(const char *text)
+{
+	char errbuf[512] = "", *why = NULL, *tmp = NULL, *out;
+	const char *scratch;
+	json_t *params = json_loads(text, 0, NULL), *res = NULL, *reply;
+	enum rpc_error code = RPC_E_BAD_PARAMS;
+	struct stat st;
+	int r = -EINVAL;
+
+	if (paths_resolve(&spd.paths) < 0) {
+		why = strdup("cannot resolve spd's directories");
+		code = RPC_E_INTERNAL;
+		goto out;
+	}
+	if (!json_is_object(params)) {
+		why = strdup("--attest-verify takes the call's parameters, a "
+			     "JSON object");
+		goto out;
+	}
+	if (config_load(spd.paths.conf_path, &spd.config, errbuf,
+			sizeof(errbuf)) < 0) {
+		why = strdup(errbuf);
+		code = RPC_E_INTERNAL;
+		goto out;
+	}
+	scratch = spd.paths.state_dir;
+	if (stat(scratch, &st) < 0 || !S_ISDIR(st.st_mode) ||
+	    st.st_uid != geteuid() || (st.st_mode & 077)) {
+		const char *t = getenv("TMPDIR");
+
+		if (asprintf(&tmp, "%s/spd-attest-XXXXXX",
+			     t && *t ? t : "/tmp") < 0 ||
+		    !mkdtemp(tmp)) {
+			why = strdup("cannot make a private directory");
+			code = RPC_E_INTERNAL;
+			goto out;
+		}
+		scratch = tmp;
+	} else {
+		(void)attest_key_load(scratch, &spd.attest_key);
+	}
+	r = m_attest_verify_run(&spd, params, scratch, false, &res, &why);
+	if (r < 0 && r != -EINVAL && r != -ENOENT && r != -E2BIG && r != -EPERM)
+		code = RPC_E_INTERNAL;
+out:
+	if (res)
+		reply = json_pack("{s:o}", "result", res);
+	else
+		reply = json_pack("{s:{s:i, s:s, s:{s:s}}}", "error", "code",
+				  rpc_error_number(code), "message",
+				  why ? why : strerror(-r), "data", "code",
+				  rpc_error_code(code));
+	out = reply ? json_dumps(reply, JSON_COMPACT) : NULL;
+	/* Flushed here: an answer lost in a buffer is no answer. */
+	if (!out || puts(out) < 0 || fflush(stdout) != 0)
+		r = res ? -EIO : r;
+	free(out);
+	json_decref(reply);
+	json_decref(params);
+	free(why);
+	if (tmp) {
+		rmdir(tmp);
+		free(tmp);
+	}
+	attest_key_free(spd.attest_key);
+	spd.attest_key = NULL;
+	config_free(&spd.config);
+	return res && r != -EIO ? 0 : 1;
+}
+
 /* Each client is a descriptor: take the hard limit so the connection
  * limit (SERVER_MAX_CONNS), not a low default soft limit, decides. */
 static void raise_nofile(void)
@@ -531,12 +620,14 @@ int main(int argc, char **argv)
 	    {"sandboxd", required_argument, NULL, 's'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"verify-journal", no_argument, NULL, 'J'},
+	    {"attest-verify", required_argument, NULL, 'A'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	char errbuf[512] = "";
 	int c, r, pidfd, listen_fd;
 	bool verify_only = false;
+	const char *attest_params = NULL;
 	uv_loop_t loop;
 
 	while ((c = getopt_long(argc, argv, "fhV", opts, NULL)) != -1) {
@@ -552,6 +643,9 @@ int main(int argc, char **argv)
 			return 0;
 		case 'J':
 			verify_only = true;
+			break;
+		case 'A':
+			attest_params = optarg;
 			break;
 		case 'h':
 			usage(stdout);
@@ -574,6 +668,8 @@ int main(int argc, char **argv)
 	setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
 	if (verify_only)
 		return verify_journal_offline();
+	if (attest_params)
+		return attest_verify_offline(attest_params);
 	stderr_journal = log_stderr_is_journal();
 	log_set_journal(stderr_journal);
 	listen_fd = listen_fd_from_systemd();

@@ -20,11 +20,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "common/strv.h"
 #include "common/util.h"
+#include "common/words.h"
 #include "daemon/keys/attest.h"
 
 #define SEED_LEN crypto_sign_SEEDBYTES
@@ -115,7 +118,7 @@ static int read_seed(int fd, unsigned char *seed)
 	return 0;
 }
 
-int attest_key_ensure(const char *state_dir, struct attest_key **key)
+static int key_open(const char *state_dir, bool make, struct attest_key **key)
 {
 	unsigned char *seed = NULL;
 	char *path = NULL;
@@ -133,8 +136,10 @@ int attest_key_ensure(const char *state_dir, struct attest_key **key)
 		goto out;
 	}
 	/* Made once, with O_EXCL: a second spd racing us loads ours. */
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		  0600);
+	fd = !make ? -1
+		   : open(path,
+			  O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			  0600);
 	if (fd >= 0) {
 		randombytes_buf(seed, SEED_LEN);
 		if (write(fd, seed, SEED_LEN) != SEED_LEN || fsync(fd) < 0) {
@@ -146,7 +151,7 @@ int attest_key_ensure(const char *state_dir, struct attest_key **key)
 		}
 		close(fd);
 		fd = -1;
-	} else if (errno != EEXIST) {
+	} else if (make && errno != EEXIST) {
 		r = -errno;
 		goto out;
 	}
@@ -165,6 +170,16 @@ out:
 		sodium_free(seed);
 	free(path);
 	return r;
+}
+
+int attest_key_ensure(const char *state_dir, struct attest_key **key)
+{
+	return key_open(state_dir, true, key);
+}
+
+int attest_key_load(const char *state_dir, struct attest_key **key)
+{
+	return key_open(state_dir, false, key);
 }
 
 void attest_key_free(struct attest_key *k)
@@ -804,30 +819,416 @@ out:
 	return r;
 }
 
+/*
+ * Whether commit is one the checked branch did not write: none of the
+ * commits from the merge base mb to the tip is among its ancestors
+ * (a best common ancestor of commit and the tip is mb or older).  Keys
+ * and requirements read from a commit the branch wrote would be the
+ * branch vouching for itself.
+ */
+static int not_written_by(git_repository *repo, const git_oid *commit,
+			  const git_oid *tip, const git_oid *mb, bool *ret)
+{
+	git_oidarray bases = {0};
+	int r = git_merge_bases(&bases, repo, commit, tip);
+
+	*ret = true;
+	if (r == GIT_ENOTFOUND)
+		return 0; /* unrelated histories: nothing in common */
+	if (r < 0)
+		return -EIO;
+	for (size_t i = 0; i < bases.count && *ret; i++) {
+		if (git_oid_equal(&bases.ids[i], mb))
+			continue;
+		r = git_graph_descendant_of(repo, mb, &bases.ids[i]);
+		if (r < 0) {
+			git_oidarray_dispose(&bases);
+			return -EIO;
+		}
+		*ret = r == 1;
+	}
+	git_oidarray_dispose(&bases);
+	return 0;
+}
+
+/* The blob at path in commit (a regular file), NUL-terminated and at
+ * most max bytes: malloc'd, or NULL and *why. */
+static char *blob_at(git_repository *repo, const git_oid *commit,
+		     const char *spec, const char *path, size_t max, char **why)
+{
+	git_commit *c = NULL;
+	git_tree *tree = NULL;
+	git_tree_entry *e = NULL;
+	git_blob *b = NULL;
+	char *text = NULL;
+	git_filemode_t mode;
+	size_t n;
+
+	if (git_commit_lookup(&c, repo, commit) < 0 ||
+	    git_commit_tree(&tree, c) < 0) {
+		*why = dupf("%s: cannot read its tree (%s)", spec, git_msg());
+		goto out;
+	}
+	if (git_tree_entry_bypath(&e, tree, path) < 0) {
+		*why = dupf("%s: no such file", spec);
+		goto out;
+	}
+	mode = git_tree_entry_filemode(e);
+	if ((mode != GIT_FILEMODE_BLOB &&
+	     mode != GIT_FILEMODE_BLOB_EXECUTABLE) ||
+	    git_blob_lookup(&b, repo, git_tree_entry_id(e)) < 0) {
+		*why = dupf("%s: not a regular file", spec);
+		goto out;
+	}
+	n = (size_t)git_blob_rawsize(b);
+	if (n > max) {
+		*why = dupf("%s: larger than %zu bytes", spec, max);
+		goto out;
+	}
+	if (memchr(git_blob_rawcontent(b), '\0', n)) {
+		*why = dupf("%s: not a text file", spec);
+		goto out;
+	}
+	if ((text = malloc(n + 1))) {
+		memcpy(text, git_blob_rawcontent(b), n);
+		text[n] = '\0';
+	}
+out:
+	git_blob_free(b);
+	git_tree_entry_free(e);
+	git_tree_free(tree);
+	git_commit_free(c);
+	return text;
+}
+
+/*
+ * --trust-from REF:PATH: the keys of the file PATH in the commit REF, one
+ * "ed25519:BASE64" a line (anything after it on the line, blank lines
+ * and lines beginning with '#' are comments), pushed onto keys.  REF must
+ * be a commit the branch did not write.  Returns 0 and *ret_info
+ * {commit, path, keys}, or -EINVAL/-ENOENT/-EPERM/-EIO and *why.
+ */
+static int trust_from_read(git_repository *repo, const char *spec,
+			   const git_oid *tip, const git_oid *mb,
+			   struct strv *keys, json_t **ret_info, char **why)
+{
+	const char *colon = strchr(spec, ':');
+	char *ref = NULL, *text = NULL, *line, *save = NULL;
+	char hex[GIT_OID_HEXSZ + 1];
+	git_oid commit;
+	size_t lineno = 0, found = 0;
+	bool ok = false;
+	int r;
+
+	if (!colon || colon == spec || !colon[1]) {
+		*why = dupf("--trust-from \"%s\" is not REF:PATH", spec);
+		return -EINVAL;
+	}
+	if (!(ref = strndup(spec, (size_t)(colon - spec))))
+		return -ENOMEM;
+	r = resolve(repo, ref, &commit, why);
+	if (r < 0)
+		goto out;
+	git_oid_tostr(hex, sizeof(hex), &commit);
+	r = not_written_by(repo, &commit, tip, mb, &ok);
+	if (r < 0) {
+		*why = dupf("%s: cannot walk its history (%s)", ref, git_msg());
+		goto out;
+	}
+	if (!ok) {
+		*why = dupf("--trust-from %s: commit %.12s contains commits of "
+			    "the checked branch; trust must come from a "
+			    "commit it did not write (its base's)",
+			    ref, hex);
+		r = -EPERM;
+		goto out;
+	}
+	text =
+	    blob_at(repo, &commit, spec, colon + 1, ATTEST_TRUST_FILE_MAX, why);
+	if (!text) {
+		r = -ENOENT;
+		goto out;
+	}
+	for (line = strtok_r(text, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		char *k = line + strspn(line, " \t\r"), *end;
+
+		lineno++;
+		if (!*k || *k == '#')
+			continue;
+		end = k + strcspn(k, " \t\r");
+		*end = '\0';
+		if (key_parse(k, NULL) < 0) {
+			*why = dupf("%s line %zu: not a key (ed25519:BASE64)",
+				    spec, lineno);
+			r = -EINVAL;
+			goto out;
+		}
+		if (++found > ATTEST_TRUST_KEYS_MAX) {
+			*why = dupf("%s: more than %d keys", spec,
+				    ATTEST_TRUST_KEYS_MAX);
+			r = -E2BIG;
+			goto out;
+		}
+		if (strv_push(keys, k) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
+	}
+	*ret_info = json_pack("{s:s, s:s, s:I}", "commit", hex, "path",
+			      colon + 1, "keys", (json_int_t)found);
+	r = 0;
+out:
+	free(text);
+	free(ref);
+	return r;
+}
+
+/*
+ * The trusted configuration: the .spd.conf of commit (one the branch did
+ * not write), read as an object: {checks: [{name, argv}], required:
+ * [line]} — what an attestation must show ran and passed.  No file: no
+ * requirement (an empty object).  The text is checked before libgit2
+ * parses it, which would follow an [include]; so is a copy written into
+ * the shadow git dir (spd's), never the repository.  Returns 0 and *ret,
+ * or -EINVAL/-EIO and *why.
+ */
+static int trusted_config(git_repository *repo, const char *shadow,
+			  const git_oid *commit, json_t **ret, char **why)
+{
+	git_commit *c = NULL;
+	git_tree *tree = NULL;
+	git_tree_entry *e = NULL;
+	git_config *cfg = NULL;
+	git_config_iterator *it = NULL;
+	git_config_entry *ent;
+	char hex[GIT_OID_HEXSZ + 1], *spec, *text = NULL, *file = NULL;
+	json_t *checks = json_array(), *req = json_array();
+	int fd, r = -EIO;
+
+	git_oid_tostr(hex, sizeof(hex), commit);
+	if (!(spec = dupf("%.12s:" ATTEST_PROJECT_CONF, hex)) || !checks ||
+	    !req) {
+		r = -ENOMEM;
+		goto out;
+	}
+	if (git_commit_lookup(&c, repo, commit) < 0 ||
+	    git_commit_tree(&tree, c) < 0) {
+		*why = dupf("%s: cannot read its tree (%s)", spec, git_msg());
+		goto out;
+	}
+	if (git_tree_entry_bypath(&e, tree, ATTEST_PROJECT_CONF) < 0) {
+		*ret = json_object();
+		r = *ret ? 0 : -ENOMEM;
+		goto out;
+	}
+	r = -EINVAL;
+	if (!(text = blob_at(repo, commit, spec, ATTEST_PROJECT_CONF,
+			     ATTEST_NOTE_MAX, why)))
+		goto out;
+	for (const char *l = text; l && *l;
+	     l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		const char *h = l + strspn(l, " \t");
+
+		if (*h == '[' && strncasecmp(h + 1 + strspn(h + 1, " \t"),
+					     "include", 7) == 0) {
+			*why = dupf("%s: an [include] (a trusted configuration "
+				    "is one file)",
+				    spec);
+			goto out;
+		}
+	}
+	r = -EIO;
+	if (!(file = paths_join(shadow, "trusted.conf")))
+		goto out;
+	fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text)) {
+		*why = dupf("%s: %s", file, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		goto out;
+	}
+	close(fd);
+	r = -EINVAL;
+	if (git_config_open_ondisk(&cfg, file) < 0 ||
+	    git_config_iterator_new(&it, cfg) < 0) {
+		*why = dupf("%s: %s", spec, git_msg());
+		goto out;
+	}
+	while (git_config_next(&ent, it) == 0) {
+		size_t full = strlen(ent->name);
+		char **argv = NULL;
+		json_t *a;
+
+		if (strncasecmp(ent->name, "include", 7) == 0) {
+			*why = dupf("%s: an [include]", spec);
+			goto out;
+		}
+		if (strcmp(ent->name, "verify.require") == 0) {
+			json_array_append_new(req,
+					      json_string(ent->value ?: ""));
+			continue;
+		}
+		if (full <= 10 || strncmp(ent->name, "check.", 6) != 0 ||
+		    strcmp(ent->name + full - 4, ".run") != 0)
+			continue;
+		if (words_split(ent->value ? ent->value : "", 256, &argv) <=
+		    0) {
+			words_free(argv);
+			*why = dupf("%s: check \"%.*s\": cannot split its run "
+				    "line into words",
+				    spec, (int)(full - 10), ent->name + 6);
+			goto out;
+		}
+		a = json_array();
+		for (size_t k = 0; argv[k]; k++)
+			json_array_append_new(a, json_string(argv[k]));
+		words_free(argv);
+		json_array_append_new(checks, json_pack("{s:s%, s:o}", "name",
+							ent->name + 6,
+							full - 10, "argv", a));
+	}
+	*ret = json_pack("{s:s, s:O, s:O}", "from", spec, "checks", checks,
+			 "required", req);
+	r = *ret ? 0 : -ENOMEM;
+out:
+	git_config_iterator_free(it);
+	git_config_free(cfg);
+	if (file) {
+		unlink(file);
+		free(file);
+	}
+	free(text);
+	free(spec);
+	json_decref(checks);
+	json_decref(req);
+	git_tree_entry_free(e);
+	git_tree_free(tree);
+	git_commit_free(c);
+	return r;
+}
+
+/* Whether the statement shows what the trusted configuration requires:
+ * each of its checks, with the same argv, exited 0, and each of its
+ * required commands was among those the session was held to.  NULL when
+ * it does, else why not (static or in *buf). */
+static const char *meets(json_t *st, json_t *want, char *buf, size_t len)
+{
+	json_t *pred = json_object_get(st, "predicate"), *w, *h;
+	json_t *have = json_object_get(pred, "checks");
+	json_t *req = json_object_get(pred, "required");
+	size_t i, k;
+
+	json_array_foreach(json_object_get(want, "checks"), i, w)
+	{
+		const char *name =
+		    json_string_value(json_object_get(w, "name"));
+		bool found = false;
+
+		json_array_foreach(have, k, h)
+		{
+			const char *n =
+			    json_string_value(json_object_get(h, "name"));
+
+			if (!n || strcmp(n, name) != 0 ||
+			    !json_equal(json_object_get(h, "argv"),
+					json_object_get(w, "argv")))
+				continue;
+			found = json_integer_value(
+				    json_object_get(h, "exit")) == 0 &&
+				json_is_integer(json_object_get(h, "exit"));
+			break;
+		}
+		if (!found) {
+			snprintf(
+			    buf, len,
+			    "the trusted configuration (%s) requires "
+			    "check \"%s\", which the attestation does not "
+			    "show passing as configured there",
+			    json_string_value(json_object_get(want, "from")),
+			    name);
+			return buf;
+		}
+	}
+	json_array_foreach(json_object_get(want, "required"), i, w)
+	{
+		bool found = false;
+
+		json_array_foreach(req, k, h)
+		{
+			if (json_equal(h, w))
+				found = true;
+		}
+		if (!found) {
+			snprintf(
+			    buf, len,
+			    "the trusted configuration (%s) requires the "
+			    "command \"%s\" to have run, which the "
+			    "attestation does not show",
+			    json_string_value(json_object_get(want, "from")),
+			    json_string_value(w));
+			return buf;
+		}
+	}
+	return NULL;
+}
+
+/* The branch's verdict from its commits' (newest first): true when the
+ * tip passes, else false and *ret_why (malloc'd) naming the tip and, when
+ * an older commit was attested, how many came after it unchecked. */
+static bool branch_why(json_t *commits, char **ret_why)
+{
+	json_t *first = json_array_get(commits, 0);
+	const char *h = json_string_value(json_object_get(first, "commit"));
+	const char *w = json_string_value(json_object_get(first, "why"));
+	size_t k, n = json_array_size(commits);
+
+	if (!w)
+		return true;
+	/* Name the newest commit that was attested, if any: what came
+	 * after it is what nobody checked. */
+	for (k = 1; k < n; k++)
+		if (json_is_true(json_object_get(json_array_get(commits, k),
+						 "attested")))
+			break;
+	if (k < n && !json_is_true(json_object_get(first, "attested")))
+		*ret_why = dupf("the branch's tip %.12s is not attested: %zu "
+				"commit(s) after the newest attested one",
+				h, k);
+	else
+		*ret_why = dupf("the branch's tip %.12s: %s", h, w);
+	return false;
+}
+
 int attest_verify_branch(const char *repo_path, const char *scratch,
-			 const char *branch, const char *base,
-			 const char *const *trust, json_t **ret, char **ret_why)
+			 const struct attest_verify_opts *o, json_t **ret,
+			 char **ret_why)
 {
 	git_repository *repo = NULL;
 	char *shadow = NULL;
 	git_revwalk *walk = NULL;
 	struct trusted *t = NULL;
+	struct strv keys = {0};
 	size_t nt = 0, n = 0;
 	git_oid tip, base_oid, mb, oid;
-	json_t *commits = NULL;
-	char *why_all = NULL;
+	json_t *commits = NULL, *from = NULL, *want = NULL;
+	char *why_all = NULL, mbhex[GIT_OID_HEXSZ + 1], unmet[512];
+	const char *branch = o->branch;
 	bool ok = false;
 	int r;
 
 	*ret_why = NULL;
-	r = trust_parse(trust, &t, &nt, ret_why);
-	if (r < 0)
-		return r;
+	for (size_t i = 0; o->trust && o->trust[i]; i++)
+		if (strv_push(&keys, o->trust[i]) < 0) {
+			r = -ENOMEM;
+			goto out;
+		}
 	r = open_foreign(repo_path, scratch, &repo, &shadow, ret_why);
 	if (r == 0)
 		r = resolve(repo, branch, &tip, ret_why);
 	if (r == 0)
-		r = resolve(repo, base ? base : "HEAD", &base_oid, ret_why);
+		r = resolve(repo, o->base ? o->base : "HEAD", &base_oid,
+			    ret_why);
 	if (r < 0)
 		goto out;
 	r = -EIO;
@@ -837,6 +1238,22 @@ int attest_verify_branch(const char *repo_path, const char *scratch,
 		r = -EINVAL;
 		goto out;
 	}
+	git_oid_tostr(mbhex, sizeof(mbhex), &mb);
+	if (o->trust_from) {
+		r = trust_from_read(repo, o->trust_from, &tip, &mb, &keys,
+				    &from, ret_why);
+		if (r < 0)
+			goto out;
+	}
+	r = trust_parse((const char *const *)keys.v, &t, &nt, ret_why);
+	if (r < 0)
+		goto out;
+	/* What must have passed: the base's configuration, never the
+	 * branch's own (which the branch may have weakened). */
+	r = trusted_config(repo, shadow, &mb, &want, ret_why);
+	if (r < 0)
+		goto out;
+	r = -EIO;
 	if (git_revwalk_new(&walk, repo) < 0 ||
 	    git_revwalk_sorting(walk, GIT_SORT_TOPOLOGICAL | GIT_SORT_TIME) <
 		0 ||
@@ -872,6 +1289,8 @@ int attest_verify_branch(const char *repo_path, const char *scratch,
 		pass = verdict && strcmp(verdict, "pass") == 0;
 		if (st && !pass)
 			why = "the attested verdict is not a pass";
+		else if (st && (why = meets(st, want, unmet, sizeof(unmet))))
+			pass = false;
 		json_array_append_new(
 		    commits,
 		    json_pack("{s:s, s:b, s:s?, s:s?, s:s?}", "commit", hex,
@@ -895,48 +1314,21 @@ int attest_verify_branch(const char *repo_path, const char *scratch,
 		json_decref(st);
 		free(keyid);
 	}
-	{
-		json_t *first = json_array_get(commits, 0);
-		const char *h =
-		    json_string_value(json_object_get(first, "commit"));
-		const char *w =
-		    json_string_value(json_object_get(first, "why"));
-
-		if (!w) {
-			ok = true;
-		} else {
-			/* Name the newest commit that was attested, if any:
-			 * what came after it is what nobody checked. */
-			size_t k;
-
-			for (k = 1; k < n; k++)
-				if (json_is_true(json_object_get(
-					json_array_get(commits, k),
-					"attested")))
-					break;
-			if (k < n &&
-			    !json_is_true(json_object_get(first, "attested"))) {
-				if (asprintf(
-					&why_all,
-					"the branch's tip %.12s is not "
-					"attested: %zu commit(s) after the "
-					"newest attested one",
-					h, k) < 0)
-					why_all = NULL;
-			} else {
-				why_all =
-				    dupf("the branch's tip %.12s: %s", h, w);
-			}
-		}
-	}
-	*ret = json_pack("{s:b, s:o, s:s?}", "ok", ok, "commits", commits,
-			 "why", why_all);
+	ok = branch_why(commits, &why_all);
+	*ret = json_pack("{s:b, s:o, s:s?, s:s, s:O, s:O?}", "ok", ok,
+			 "commits", commits, "why", why_all, "merge_base",
+			 mbhex, "required", want, "trust_from", from);
 	commits = NULL;
 	if (!json_object_get(*ret, "why"))
 		json_object_set_new(*ret, "why", json_null());
+	if (!json_object_get(*ret, "trust_from"))
+		json_object_set_new(*ret, "trust_from", json_null());
 	r = 0;
 out:
 	json_decref(commits);
+	json_decref(from);
+	json_decref(want);
+	strv_free(&keys);
 	free(why_all);
 	git_revwalk_free(walk);
 	free(t);

@@ -27,6 +27,13 @@
 /* Commits attest_verify_branch walks: a branch longer than this since
  * its base is refused rather than walked without end. */
 #define ATTEST_WALK_MAX 10000
+/* --trust-from's file: a list of keys, a few lines; anything larger is
+ * not one. */
+#define ATTEST_TRUST_FILE_MAX (64 * 1024)
+#define ATTEST_TRUST_KEYS_MAX 1000
+/* The project's configuration, whose checks and required commands the
+ * trusted commit's copy names. */
+#define ATTEST_PROJECT_CONF ".spd.conf"
 
 struct attest_key;
 
@@ -38,6 +45,9 @@ struct attest_key;
  * (free with attest_key_free), or -errno.
  */
 int attest_key_ensure(const char *state_dir, struct attest_key **key);
+/* The same key when it exists, never made: -ENOENT when there is none
+ * (`spd --attest-verify`, which changes nothing of spd's). */
+int attest_key_load(const char *state_dir, struct attest_key **key);
 /* Free a key (its secret part is wiped); NULL is allowed. */
 void attest_key_free(struct attest_key *k);
 /* The public key as people paste it into spd.conf: "ed25519:BASE64"
@@ -84,21 +94,36 @@ json_t *attest_statement(const char *gitdir, const char *branch,
 int attest_show(const char *repo, const char *scratch, const char *rev,
 		const char *const *trust, json_t **ret, char **ret_why);
 
+/* What attest_verify_branch checks, and against which keys. */
+struct attest_verify_opts {
+	const char *branch; /* a ref or commit of the repository */
+	const char *base;   /* its merge base's other side; NULL: HEAD */
+	/* NULL-terminated "ed25519:..." keys (NULL: none), and "REF:PATH"
+	 * (NULL: none): a file of more keys in a commit the branch did not
+	 * write. */
+	const char *const *trust;
+	const char *trust_from;
+};
+
 /*
- * Check branch of the repository at repo (opened as attest_show opens
+ * Check o->branch of the repository at repo (opened as attest_show opens
  * it, in scratch) against its attestations: every commit since its
- * merge base with base (NULL: HEAD), newest first (none: the tip
- * alone).  Reads objects and notes only — no checkout, no filter, no
- * hook, not the repository's config.  The branch passes when its tip carries an attestation signed by
- * a key of trust (NULL-terminated "ed25519:..." list), whose subject is
- * that commit, whose tree is that commit's tree and whose verdict is a
- * pass.  Returns 0 and *ret {ok, commits: [{commit, attested, key,
- * verdict, why}], why}, or -EINVAL/-ENOENT/-EIO with *ret_why (malloc'd):
- * no such repository or ref, a malformed trusted key.
+ * merge base with o->base, newest first (none: the tip alone).  Reads
+ * objects and notes only — no checkout, no filter, no hook, not the
+ * repository's config.  The branch passes when its tip carries an
+ * attestation signed by a trusted key (o->trust and the keys of
+ * o->trust_from's file), whose subject is that commit, whose tree is
+ * that commit's tree, whose verdict is a pass, and which shows every
+ * check (same name and argv, exit 0) and required command of the merge
+ * base's .spd.conf (the trusted configuration: a commit the branch did
+ * not write).  Returns 0 and *ret {ok, commits: [{commit, attested,
+ * key, verdict, why, signed_at, method}], why, merge_base, required,
+ * trust_from}, or -EINVAL/-ENOENT/-EPERM/-E2BIG/-EIO with *ret_why
+ * (malloc'd): no such repository or ref, a malformed trusted key, a
+ * --trust-from commit the branch wrote.
  */
 int attest_verify_branch(const char *repo, const char *scratch,
-			 const char *branch, const char *base,
-			 const char *const *trust, json_t **ret,
+			 const struct attest_verify_opts *o, json_t **ret,
 			 char **ret_why);
 
 #endif

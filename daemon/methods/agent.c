@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
+#include <sodium.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -306,7 +307,19 @@ struct check_run {
 	bool heldout;
 	char id[SESSION_ID_LEN + 1];
 	char *name;
+	/* The output's digests, for the attestation of the verdict. */
+	crypto_hash_sha256_state h[2];
+	struct session_check_output out;
 };
+
+static void check_output(void *data, int stream, const char *buf, size_t len)
+{
+	struct check_run *cr = data;
+	int s = stream == 2 ? 1 : 0;
+
+	crypto_hash_sha256_update(&cr->h[s], (const unsigned char *)buf, len);
+	cr->out.bytes[s] += len;
+}
 
 static void check_done(void *data, const struct sbx_result *r)
 {
@@ -340,7 +353,20 @@ static void check_done(void *data, const struct sbx_result *r)
 		free(detail);
 		code = code == 0 ? 0 : 1;
 	}
-	cr->done(cr->ctx, code);
+	for (int s = 0; s < 2; s++) {
+		unsigned char d[crypto_hash_sha256_BYTES];
+
+		crypto_hash_sha256_final(&cr->h[s], d);
+		sodium_bin2hex(cr->out.sha256[s], sizeof(cr->out.sha256[s]), d,
+			       sizeof(d));
+		cr->out.dropped[s] = r->bytes_dropped[s];
+	}
+	/* A held-out check's output is the agent's code beside the held-out
+	 * files: no digest of it goes into the attestation the agent can
+	 * read, only its pass or fail. */
+	if (cr->heldout)
+		memset(&cr->out, 0, sizeof(cr->out));
+	cr->done(cr->ctx, code, &cr->out);
 	free(cr->name);
 	free(cr);
 }
@@ -408,6 +434,8 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 	cr->spd = spd;
 	cr->heldout = ck->heldout;
 	snprintf(cr->id, sizeof(cr->id), "%s", plan->id);
+	crypto_hash_sha256_init(&cr->h[0]);
+	crypto_hash_sha256_init(&cr->h[1]);
 	memset(&spec, 0, sizeof(spec));
 	spec.argv = ck->argv;
 	spec.envp = env;
@@ -429,8 +457,9 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 	 * shared slots only, so an agent's verifications cannot eat into
 	 * the operator's reserve. */
 	spec.slots_max = SBXP_RUNS_MAX - spd->config.operator_runs;
-	r = sbx_run(spd->sbx, &spec, &(struct sbx_cbs){NULL, check_done, NULL},
-		    cr, NULL);
+	r = sbx_run(spd->sbx, &spec,
+		    &(struct sbx_cbs){check_output, check_done, NULL}, cr,
+		    NULL);
 	strv_free(&hidden);
 	session_run_paths_free(&paths);
 	if (r < 0) {

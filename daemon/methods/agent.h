@@ -52,8 +52,11 @@ int agent_diff_guard(struct spd *spd, struct call *c, const char *id);
  * best-effort.  agent_start() installs it; the one runner there is.
  */
 struct session_verify_plan;
+struct session_check_output;
 int agent_check_runner(void *data, const struct session_verify_plan *plan,
-		       size_t i, void (*done)(void *ctx, int exit_code),
+		       size_t i,
+		       void (*done)(void *ctx, int exit_code,
+				    const struct session_check_output *out),
 		       void *ctx);
 
 /* Close the session store; NULL-safe on a spd without sessions. */

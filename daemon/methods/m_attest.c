@@ -5,6 +5,7 @@
  * finish (m_attest.h).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,8 @@ static struct attest_key *key_of(struct spd *spd)
 
 json_t *m_attest_session(struct spd *spd, const char *method,
 			 const struct session_verify_plan *plan,
-			 json_t *verdict, const int64_t *durations_ms)
+			 json_t *verdict, const int64_t *durations_ms,
+			 const struct session_check_output *outs)
 {
 	struct session_info *i = NULL;
 	struct attest_key *k;
@@ -65,6 +67,20 @@ json_t *m_attest_session(struct spd *spd, const char *method,
 	for (size_t n = 0; n < json_array_size(checks) && durations_ms; n++)
 		json_object_set_new(json_array_get(checks, n), "duration_ms",
 				    json_integer(durations_ms[n]));
+	/* What each check printed, as digests: the output itself may hold
+	 * what a reviewer should not see, and is not spd's to publish. */
+	for (size_t n = 0; n < json_array_size(checks) && outs; n++)
+		if (outs[n].sha256[0][0])
+			json_object_set_new(
+			    json_array_get(checks, n), "output",
+			    json_pack("{s:{s:s, s:I, s:I}, s:{s:s, s:I, s:I}}",
+				      "stdout", "sha256", outs[n].sha256[0],
+				      "bytes", (json_int_t)outs[n].bytes[0],
+				      "dropped", (json_int_t)outs[n].dropped[0],
+				      "stderr", "sha256", outs[n].sha256[1],
+				      "bytes", (json_int_t)outs[n].bytes[1],
+				      "dropped",
+				      (json_int_t)outs[n].dropped[1]));
 	if (spd->journal)
 		journal_head(spd->journal, &head, hash);
 	gmtime_r(&now, &tm);
@@ -84,6 +100,22 @@ json_t *m_attest_session(struct spd *spd, const char *method,
 		goto out;
 	}
 	json_object_set_new(pred, "spd_version", json_string(SPD_VERSION));
+	/* The commands the project required to have run (the required
+	 * gate), so that a verifier can hold them to its own list. */
+	{
+		json_t *req = json_array();
+
+		for (size_t n = 0; plan->required && plan->required[n]; n++)
+			json_array_append_new(req,
+					      json_string(plan->required[n]));
+		json_object_set_new(pred, "required", req);
+	}
+	/* agent_diff_guard scanned the diff before the checks began; a
+	 * known secret in it would have ended the attempt instead. */
+	json_object_set_new(pred, "secret_scan",
+			    json_pack("{s:s, s:s}", "result", "clean", "scope",
+				      "lines added since the base, every "
+				      "known secret in its encoded forms"));
 	if (plan->policy_sha256[0])
 		json_object_set_new(pred, "project_conf_sha256",
 				    json_string(plan->policy_sha256));
@@ -135,34 +167,40 @@ void m_attest_key(struct call *c)
 }
 
 /*
- * The keys a call trusts: the call's own "trust" when given (replacing
- * the default), else spd.conf's [attest] trust and spd's own key.
- * Returns 0 and *ret (NULL-terminated, strings borrowed from the call's
- * params or spd's config; free the array only), or finishes c with an
- * error and returns -1.
+ * The keys a call of attest.show or attest.verify trusts: the call's
+ * own "trust" and "trust_from" when either is given (replacing the
+ * default), else spd.conf's [attest] trust and spd's own key (made when
+ * may_make_key, else only when already loaded).  Returns 0 and *ret
+ * (NULL-terminated, strings borrowed from params or spd's config; free
+ * the array only), or -EINVAL and *ret_why (malloc'd).
  */
-static int trusted(struct call *c, const char ***ret)
+static int trusted(struct spd *spd, json_t *params, bool may_make_key,
+		   const char ***ret, char **ret_why)
 {
-	struct spd *spd = call_spd(c);
-	json_t *t = json_object_get(call_params(c), "trust");
+	json_t *t = json_object_get(params, "trust");
 	struct attest_key *k;
 	const char **v;
 	size_t n = 0, cap;
 
-	if (t) {
+	if (t && !json_is_array(t)) {
+		*ret_why = strdup("\"trust\" is a list of keys");
+		return -EINVAL;
+	}
+	if (t || json_object_get(params, "trust_from")) {
 		cap = json_array_size(t);
 		if (!(v = calloc(cap + 1, sizeof(*v))))
-			goto oom;
+			return -ENOMEM;
 		for (size_t i = 0; i < cap; i++) {
 			const char *s = json_string_value(json_array_get(t, i));
 
 			if (!s || attest_key_check(s) < 0) {
 				free(v);
-				call_error(c, RPC_E_BAD_PARAMS, NULL,
-					   "trust[%zu] is not a key "
-					   "(ed25519:BASE64)",
-					   i);
-				return -1;
+				if (asprintf(ret_why,
+					     "trust[%zu] is not a key "
+					     "(ed25519:BASE64)",
+					     i) < 0)
+					*ret_why = NULL;
+				return -EINVAL;
 			}
 			v[n++] = s;
 		}
@@ -174,17 +212,15 @@ static int trusted(struct call *c, const char ***ret)
 	     spd->config.attest_trust && spd->config.attest_trust[i]; i++)
 		cap++;
 	if (!(v = calloc(cap + 1, sizeof(*v))))
-		goto oom;
+		return -ENOMEM;
 	for (size_t i = 0;
 	     spd->config.attest_trust && spd->config.attest_trust[i]; i++)
 		v[n++] = spd->config.attest_trust[i];
-	if ((k = key_of(spd)))
+	k = may_make_key ? key_of(spd) : spd->attest_key;
+	if (k)
 		v[n++] = attest_key_public(k);
 	*ret = v;
 	return 0;
-oom:
-	call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
-	return -1;
 }
 
 static const char *pstr(struct call *c, const char *name)
@@ -192,11 +228,39 @@ static const char *pstr(struct call *c, const char *name)
 	return json_string_value(json_object_get(call_params(c), name));
 }
 
+int m_attest_verify_run(struct spd *spd, json_t *params, const char *scratch,
+			bool may_make_key, json_t **ret, char **ret_why)
+{
+	const char **trust = NULL;
+	struct attest_verify_opts o = {0};
+	const char *repo = json_string_value(json_object_get(params, "repo"));
+	json_t *tf = json_object_get(params, "trust_from");
+	json_t *base = json_object_get(params, "base");
+	int r;
+
+	*ret_why = NULL;
+	o.branch = json_string_value(json_object_get(params, "branch"));
+	o.base = json_string_value(base);
+	o.trust_from = json_string_value(tf);
+	if (!repo || !o.branch || (base && !o.base) || (tf && !o.trust_from)) {
+		*ret_why = strdup("\"repo\" and \"branch\" are strings, "
+				  "and so are \"base\" and \"trust_from\"");
+		return -EINVAL;
+	}
+	r = trusted(spd, params, may_make_key, &trust, ret_why);
+	if (r < 0)
+		return r;
+	o.trust = trust;
+	r = attest_verify_branch(repo, scratch, &o, ret, ret_why);
+	free(trust);
+	return r;
+}
+
 /* Finish c with attest.show's or attest.verify's failure r. */
 static void attest_fail(struct call *c, int r, char *why)
 {
 	call_error(c,
-		   r == -EINVAL || r == -ENOENT || r == -E2BIG
+		   r == -EINVAL || r == -ENOENT || r == -E2BIG || r == -EPERM
 		       ? RPC_E_BAD_PARAMS
 		       : RPC_E_INTERNAL,
 		   NULL, "%s", why ? why : strerror(-r));
@@ -212,8 +276,11 @@ void m_attest_show(struct call *c)
 	int r;
 
 	call_set_summary(c, "attest show %s", commit);
-	if (trusted(c, &trust) < 0)
+	r = trusted(call_spd(c), call_params(c), true, &trust, &why);
+	if (r < 0) {
+		attest_fail(c, r, why);
 		return;
+	}
 	r = attest_show(repo, call_spd(c)->paths.state_dir, commit, trust, &res,
 			&why);
 	free(trust);
@@ -227,18 +294,13 @@ void m_attest_show(struct call *c)
 
 void m_attest_verify(struct call *c)
 {
-	const char **trust = NULL;
-	const char *repo = pstr(c, "repo"), *branch = pstr(c, "branch");
 	json_t *res = NULL;
 	char *why = NULL;
 	int r;
 
-	call_set_summary(c, "attest verify %s", branch);
-	if (trusted(c, &trust) < 0)
-		return;
-	r = attest_verify_branch(repo, call_spd(c)->paths.state_dir, branch,
-				 pstr(c, "base"), trust, &res, &why);
-	free(trust);
+	call_set_summary(c, "attest verify %s", pstr(c, "branch"));
+	r = m_attest_verify_run(call_spd(c), call_params(c),
+				call_spd(c)->paths.state_dir, true, &res, &why);
 	if (r < 0) {
 		attest_fail(c, r, why);
 		return;

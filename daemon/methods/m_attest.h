@@ -6,6 +6,7 @@
 #define SPD_DAEMON_M_ATTEST_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 struct spd;
@@ -17,12 +18,27 @@ struct session_verify_plan;
  * commit's note under refs/notes/spd in the session's repository.
  * method is "session.verify" (the checks ran in the worktree) or
  * "session.merge" (on a checkout of the branch's tip); durations_ms
- * holds each check's wall time (may be NULL).  Returns what the reply
+ * holds each check's wall time and outs its output's digests (either may
+ * be NULL; an entry whose digest is "" was not seen).  Returns what the reply
  * says of it, a new reference: {commit, notes_ref, keyid}, or {error}
  * (logged) when nothing could be signed — the verdict stands either way.
  */
+struct session_check_output;
 json_t *m_attest_session(struct spd *spd, const char *method,
 			 const struct session_verify_plan *plan,
-			 json_t *verdict, const int64_t *durations_ms);
+			 json_t *verdict, const int64_t *durations_ms,
+			 const struct session_check_output *outs);
+
+/*
+ * attest.verify's work on its params ({repo, branch, base?, trust?,
+ * trust_from?}, borrowed), for the RPC and for `spd --attest-verify`
+ * (spd not running): trust as the call says, else spd.conf's [attest]
+ * trust and spd's own key (made first when may_make_key).  scratch is a
+ * private directory of spd's for the shadow git dir.  Returns 0 and *ret
+ * (attest_verify_branch's answer), or -errno and *ret_why (malloc'd, may
+ * be NULL).
+ */
+int m_attest_verify_run(struct spd *spd, json_t *params, const char *scratch,
+			bool may_make_key, json_t **ret, char **ret_why);
 
 #endif

@@ -411,7 +411,9 @@ struct verify_run {
 	struct session_store *s;
 	struct session_verify_plan *plan;
 	int *exits;
-	int64_t *ms;	  /* each check's wall time, for the attestation */
+	int64_t *ms; /* each check's wall time, for the attestation */
+	/* each check's output digests (all zero: not seen), for the same */
+	struct session_check_output *outs;
 	uint64_t started; /* uv_hrtime() as the current check started */
 	size_t next;
 	/* session.merge: what follows a verdict instead of the reply. */
@@ -424,10 +426,13 @@ struct verify_run {
 
 static void verify_step(struct verify_run *v);
 
-static void verify_done(void *ctx, int exit_code)
+static void verify_done(void *ctx, int exit_code,
+			const struct session_check_output *out)
 {
 	struct verify_run *v = ctx;
 
+	if (out)
+		v->outs[v->next] = *out;
 	v->ms[v->next] = (int64_t)((uv_hrtime() - v->started) / 1000000u);
 	v->exits[v->next++] = exit_code;
 	verify_step(v);
@@ -447,11 +452,12 @@ static void verify_finish(struct verify_run *v)
 		json_t *res = session_verdict_json(&verdict, v->plan, v->exits);
 		/* Signed before the merge, so that a merge's note says what
 		 * was checked whatever the merge does next. */
-		json_t *att = res ? m_attest_session(call_spd(v->c),
-						     v->then ? "session.merge"
-							     : "session.verify",
-						     v->plan, res, v->ms)
-				  : NULL;
+		json_t *att =
+		    res ? m_attest_session(call_spd(v->c),
+					   v->then ? "session.merge"
+						   : "session.verify",
+					   v->plan, res, v->ms, v->outs)
+			: NULL;
 
 		if (v->then) {
 			v->then(v, &verdict, res, att);
@@ -464,6 +470,7 @@ static void verify_finish(struct verify_run *v)
 	session_verify_plan_free(v->plan);
 	free(v->exits);
 	free(v->ms);
+	free(v->outs);
 	free(v->into);
 	free(v);
 }
@@ -524,9 +531,12 @@ void m_session_verify(struct call *c)
 	}
 	v = calloc(1, sizeof(*v));
 	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
-	    !(v->ms = calloc(plan->n_checks + 1, sizeof(int64_t)))) {
-		if (v)
+	    !(v->ms = calloc(plan->n_checks + 1, sizeof(int64_t))) ||
+	    !(v->outs = calloc(plan->n_checks + 1, sizeof(*v->outs)))) {
+		if (v) {
 			free(v->exits);
+			free(v->ms);
+		}
 		free(v);
 		session_verify_plan_free(plan);
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
@@ -773,10 +783,12 @@ void m_session_merge(struct call *c)
 	v = calloc(1, sizeof(*v));
 	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
 	    !(v->ms = calloc(plan->n_checks + 1, sizeof(int64_t))) ||
+	    !(v->outs = calloc(plan->n_checks + 1, sizeof(*v->outs))) ||
 	    (into && !(v->into = strdup(into)))) {
 		if (v) {
 			free(v->exits);
 			free(v->ms);
+			free(v->outs);
 		}
 		free(v);
 		session_verify_plan_free(plan);

@@ -552,11 +552,20 @@ int session_diff(struct session_store *s, const char *id, char **ret_text,
  * to sbx_run() with the plan's workspace, the held-out overlay bound
  * read-only at plan->heldout_dst (verification runs only), no network,
  * and plan->checks[i].argv.  The runner returns 0 and later calls
- * done(ctx, exit_code) exactly once on the loop thread (exit_code -1
- * when the check did not run to an exit: killed, timed out, refused), or
- * returns -errno without calling done.
+ * done(ctx, exit_code, out) exactly once on the loop thread (exit_code -1
+ * when the check did not run to an exit: killed, timed out, refused; out
+ * what it printed, or NULL when the runner did not see it), or returns
+ * -errno without calling done.
  */
-typedef void (*session_check_done_fn)(void *ctx, int exit_code);
+struct session_check_output {
+	/* SHA-256 (hex) of each stream as the check wrote it, [0] stdout
+	 * and [1] stderr, of the bytes kept (the run's output cap drops the
+	 * rest, counted in dropped). */
+	char sha256[2][65];
+	uint64_t bytes[2], dropped[2];
+};
+typedef void (*session_check_done_fn)(void *ctx, int exit_code,
+				      const struct session_check_output *out);
 typedef int (*session_check_runner_fn)(void *data,
 				       const struct session_verify_plan *plan,
 				       size_t i, session_check_done_fn done,

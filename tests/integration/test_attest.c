@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "common/util.h"
 #include "tests/lib/spdproc.h"
 #include "tests/lib/testlib.h"
 
@@ -213,7 +214,13 @@ START_TEST(test_pass_note_and_verify)
 	    has(r, "\"valid\":true") && has(r, "\"verdict\":\"pass\"") &&
 		has(r, key) &&
 		has(r, "https://spd.dev/attestation/session-verify/v1") &&
-		has(r, "\"argv\":[\"test\",\"-f\",\"done.txt\"]"),
+		has(r, "\"argv\":[\"test\",\"-f\",\"done.txt\"]") &&
+		/* test -f prints nothing: the digest of no bytes. */
+		has(r, "\"stdout\":{\"bytes\":0,\"dropped\":0,\"sha256\":"
+		       "\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca49"
+		       "5991b7852b855\"") &&
+		has(r, "\"secret_scan\":{\"result\":\"clean\"") &&
+		has(r, "\"required\":[]"),
 	    "show: %s", r);
 	free(r);
 
@@ -584,6 +591,286 @@ START_TEST(test_run_cannot_forge)
 }
 END_TEST
 
+/* spd's public key, as attest.key answers. */
+static char *spd_key(void)
+{
+	char *r = rpcf(NULL, "attest.key", "{}"), *key;
+	json_t *j = json_loads(r, 0, NULL);
+
+	key = strdup(json_string_value(
+			 json_object_get(json_object_get(j, "result"), "key"))
+			 ?: "");
+	json_decref(j);
+	free(r);
+	ck_assert_msg(strncmp(key, "ed25519:", 8) == 0, "attest.key: %s", key);
+	return key;
+}
+
+/*
+ * --trust-from REF:PATH takes the keys of the file in that commit: the
+ * branch's own copy of the file (which names spd's key) is ignored while
+ * main's names another key only, and the branch's commit is refused as
+ * the source; once main's copy names spd's key, the same branch passes.
+ */
+START_TEST(test_trust_from_base_not_head)
+{
+	struct sess s = {0};
+	char *r, *key = spd_key(), *line;
+
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "cd '%s' && mkdir -p .spd && "
+		    "echo '# CI signers' > .spd/allowed-signers && "
+		    "echo '%s other' >> .spd/allowed-signers && "
+		    "git add .spd && git commit -qm signers",
+		    REPO, OTHER_KEY),
+	    0);
+	start("tf", &s);
+	line = fmt("echo '%s' > .spd/allowed-signers && echo d > done.txt && "
+		   "git add -A && git commit -qm 'trust me'",
+		   key);
+	run_ok(&s, line);
+	free(line);
+	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"pass\":true") && has(r, "\"notes_ref\""),
+		      "verify: %s", r);
+	free(r);
+	/* The head's copy names spd's key; main's does not. */
+	r = git_in(REPO, "show spd/tf:.spd/allowed-signers");
+	ck_assert_msg(has(r, key), "the head's copy: %s", r);
+	free(r);
+	r = rpcf(NULL, "attest.verify",
+		 "{\"repo\":\"%s\",\"branch\":\"spd/tf\",\"base\":\"main\","
+		 "\"trust_from\":\"main:.spd/allowed-signers\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"ok\":false") &&
+			  has(r, "no signature by a trusted key") &&
+			  has(r, "\"path\":\".spd/allowed-signers\"") &&
+			  has(r, "\"keys\":1"),
+		      "main's signers: %s", r);
+	free(r);
+	/* The branch's own commit is no source of trust. */
+	r = rpcf(NULL, "attest.verify",
+		 "{\"repo\":\"%s\",\"branch\":\"spd/tf\",\"base\":\"main\","
+		 "\"trust_from\":\"spd/tf:.spd/allowed-signers\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"error\"") && has(r, "did not write"),
+		      "the head's signers: %s", r);
+	free(r);
+	/* main's copy names spd's key (the operator commits it): the same
+	 * branch passes, by spctl too. */
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "cd '%s' && echo '%s' >> .spd/allowed-signers && "
+		    "git commit -qam 'trust spd'",
+		    REPO, key),
+	    0);
+	r = rpcf(NULL, "attest.verify",
+		 "{\"repo\":\"%s\",\"branch\":\"spd/tf\",\"base\":\"main\","
+		 "\"trust_from\":\"main:.spd/allowed-signers\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"ok\":true") && has(r, "\"keys\":2"),
+		      "main's signers with spd's key: %s", r);
+	free(r);
+	{
+		char *args[] = {"attest",
+				"verify",
+				"--repo",
+				REPO,
+				"--branch",
+				"spd/tf",
+				"--base",
+				"main",
+				"--trust-from",
+				"main:.spd/allowed-signers",
+				NULL};
+		char *out = NULL;
+		int st = test_spctl(&T, args, NULL, &out, NULL);
+
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+				  has(out, "spd/tf: attested"),
+			      "spctl --trust-from: %s", out);
+		free(out);
+	}
+	free(key);
+}
+END_TEST
+
+/*
+ * What must have passed comes from the merge base's .spd.conf, never the
+ * branch's: a branch whose base required a check (or a command) that its
+ * session did not run fails, though its own verdict was a pass.
+ */
+START_TEST(test_trusted_configuration_requires)
+{
+	struct sess s = {0};
+	char *r;
+
+	/* Two older commits of main required more; main's tip does not. */
+	ck_assert_int_eq(
+	    test_sh(
+		NULL,
+		"cd '%s' && cp .spd.conf ../conf.orig && "
+		"printf '[check \"lint\"]\\n\\trun = true\\n' >> .spd.conf "
+		"&& git commit -qam 'lint' && git tag strict-check && "
+		"cp ../conf.orig .spd.conf && "
+		"printf '[verify]\\n\\trequire = make lint\\n' >> .spd.conf "
+		"&& git commit -qam 'require' && git tag strict-req && "
+		"cp ../conf.orig .spd.conf && git commit -qam 'relaxed'",
+		REPO),
+	    0);
+	passed_session("req", &s, (char[41]){0});
+	r = verify(REPO, "spd/req", NULL);
+	ck_assert_msg(has(r, "\"ok\":true") &&
+			  has(r, "\"argv\":[\"test\",\"-f\",\"done.txt\"]"),
+		      "against main: %s", r);
+	free(r);
+	r = rpcf(NULL, "attest.verify",
+		 "{\"repo\":\"%s\",\"branch\":\"spd/req\","
+		 "\"base\":\"strict-check\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"ok\":false") && has(r, "requires check") &&
+			  has(r, "lint"),
+		      "against strict-check: %s", r);
+	free(r);
+	r = rpcf(NULL, "attest.verify",
+		 "{\"repo\":\"%s\",\"branch\":\"spd/req\","
+		 "\"base\":\"strict-req\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"ok\":false") &&
+			  has(r, "requires the command") && has(r, "make lint"),
+		      "against strict-req: %s", r);
+	free(r);
+}
+END_TEST
+
+/* The lines of an strace -o log that are execve calls. */
+static int execve_count(const char *log, char **ret_text)
+{
+	char *text = NULL;
+	int n = 0;
+
+	test_sh(&text, "grep -c 'execve(' '%s'", log);
+	n = text ? atoi(text) : -1;
+	free(text);
+	test_sh(ret_text, "cat '%s'", log);
+	return n;
+}
+
+/*
+ * spctl attest verify without spd (--offline, or no spd listening): the
+ * spd binary's verifier reads the repository itself, trusts spd's own
+ * key from the state dir, and on a repository made hostile (hooks,
+ * hooksPath, a smudge filter, fsmonitor, sshCommand, an include) runs
+ * none of it: no marker, and strace sees no execve but spctl's and the
+ * verifier's own.
+ */
+START_TEST(test_offline_verify_runs_nothing)
+{
+	struct sess s = {0};
+	char *m = paths_join(T.dir, "mark"), *log = paths_join(T.dir, "strace");
+	char *norun = fmt("SPD_RUNTIME_DIR=%s/norun", T.dir);
+	char *spctl = test_prog("spctl"), *out = NULL, *trace = NULL;
+	char *extra[] = {norun, NULL};
+	int st;
+
+	passed_session("off", &s, (char[41]){0});
+	ck_assert_int_eq(mkdir(m, 0700), 0);
+	ck_assert_int_eq(
+	    test_sh(
+		NULL,
+		"cd '%1$s' && "
+		"echo '* filter=x' > .gitattributes && "
+		"printf '#!/bin/sh\\ntouch %2$s/$1\\n' > ../touch.sh && "
+		"chmod +x ../touch.sh && mkdir -p ../hooks && "
+		"for h in post-checkout pre-commit reference-transaction; do "
+		"printf '#!/bin/sh\\ntouch %2$s/hookspath-'$h'\\n' > "
+		"../hooks/$h; chmod +x ../hooks/$h; "
+		"printf '#!/bin/sh\\ntouch %2$s/hook-'$h'\\n' > "
+		".git/hooks/$h; chmod +x .git/hooks/$h; done && "
+		"git config filter.x.smudge '%1$s/../touch.sh smudge; cat' && "
+		"git config filter.x.clean '%1$s/../touch.sh clean; cat' && "
+		"git config filter.x.process '%1$s/../touch.sh process' && "
+		"git config diff.x.textconv '%1$s/../touch.sh textconv' && "
+		"git config core.fsmonitor '%1$s/../touch.sh fsmonitor' && "
+		"git config core.hooksPath '%1$s/../hooks' && "
+		"printf '[core]\\n\\tsshCommand = %1$s/../touch.sh ssh\\n' > "
+		"../inc.cfg && git config include.path '%1$s/../inc.cfg' && "
+		"test -z \"$(ls -A '%2$s')\"",
+		REPO, m),
+	    0);
+	{
+		char *argv[] = {
+		    "strace",	 "-f",	   "-qq", "-e",	      "trace=execve",
+		    "-o",	 log,	   spctl, "attest",   "verify",
+		    "--offline", "--repo", REPO,  "--branch", "spd/off",
+		    "--base",	 "main",   NULL};
+
+		if (access("/usr/bin/strace", X_OK) != 0) {
+			printf("skipped: strace is not installed; the markers "
+			       "are still checked\n");
+			argv[0] = spctl;
+			memmove(&argv[1], &argv[8], 10 * sizeof(char *));
+		}
+		/* LeakSanitizer cannot work under ptrace (make asan). */
+		char *env[12] = {"ASAN_OPTIONS=detect_leaks=0"};
+
+		for (size_t i = 0; T.env[i] && i + 2 < ARRAY_SIZE(env); i++)
+			env[i + 1] = T.env[i];
+		st = test_run(argv, env, &out, NULL);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+				  has(out, "spd/off: attested"),
+			      "offline verify: %s", out);
+		free(out);
+		out = NULL;
+		if (access("/usr/bin/strace", X_OK) == 0) {
+			int n = execve_count(log, &trace);
+
+			ck_assert_msg(n == 2 && has(trace, "spctl") &&
+					  has(trace, "--attest-verify"),
+				      "execve beyond spctl and the verifier: "
+				      "%s",
+				      trace);
+			free(trace);
+		}
+	}
+	/* No spd listening, no --offline: the same, by the verifier. */
+	{
+		char *args[] = {"attest",  "verify", "--repo", REPO, "--branch",
+				"spd/off", "--base", "main",   NULL};
+
+		st = test_spctl(&T, args, extra, &out, NULL);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+				  has(out, "spd/off: attested"),
+			      "no spd: %s", out);
+		free(out);
+		out = NULL;
+	}
+	/* Another key only, offline: a fail, exit 1. */
+	{
+		char *args[] = {"attest",  "verify",   "--offline", "--repo",
+				REPO,	   "--branch", "spd/off",   "--trust",
+				OTHER_KEY, NULL};
+
+		st = test_spctl(&T, args, NULL, &out, NULL);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1 &&
+				  has(out, "no signature by a trusted key"),
+			      "offline, other key: %s", out);
+		free(out);
+		out = NULL;
+	}
+	ck_assert_int_eq(test_sh(NULL, "test -z \"$(ls -A '%s')\"", m), 0);
+	/* The control: git's own checkout there runs the traps. */
+	test_sh(NULL, "git -C '%s' checkout -q -f spd/off -- .", REPO);
+	ck_assert_msg(test_sh(NULL, "test -n \"$(ls -A '%s')\"", m) == 0,
+		      "the repository's traps do not fire at all");
+	free(spctl);
+	free(norun);
+	free(log);
+	free(m);
+}
+END_TEST
+
 static Suite *attest_suite(void)
 {
 	Suite *s = suite_create("attest");
@@ -600,6 +887,9 @@ static Suite *attest_suite(void)
 	tcase_add_test(tc, test_in_place_note_is_no_finding);
 	tcase_add_test(tc, test_hostile_repository_runs_nothing);
 	tcase_add_test(tc, test_run_cannot_forge);
+	tcase_add_test(tc, test_trust_from_base_not_head);
+	tcase_add_test(tc, test_trusted_configuration_requires);
+	tcase_add_test(tc, test_offline_verify_runs_nothing);
 	suite_add_tcase(s, tc);
 	return s;
 }

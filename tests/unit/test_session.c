@@ -1245,7 +1245,7 @@ static int fake_runner(void *data, const struct session_verify_plan *plan,
 		       size_t i, session_check_done_fn done, void *ctx)
 {
 	fake_runs++;
-	done(ctx, fake_exits[i]);
+	done(ctx, fake_exits[i], NULL);
 	return 0;
 }
 
