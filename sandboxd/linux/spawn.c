@@ -1183,7 +1183,7 @@ void spawn_spare_heat(struct spawn_ctx *ctx)
 	h->s.a.plan_head_done = true;
 	h->s.plan.links_list_only = true;
 	if (spare_heat(ctx, h, &h->s.a) == 0) {
-		/* Said at once: tests wait for it (test_sandbox, hot_*). */
+		/* Said at once: tests wait for it (test_sandbox_spare, hot_*). */
 		trace_stamp("heated");
 		trace_flush();
 		/* The heat took the one made ahead. */

@@ -54,8 +54,9 @@ static char *fmt(const char *f, ...)
 
 /*
  * A directory the run sees as the host has it: /tmp and /var/tmp are the
- * run's own, so nothing there needs hiding.  As root /var (as
- * test_sandbox does); otherwise SPD_TEST_OUTSIDE, or NULL (skipped).
+ * run's own, so nothing there needs hiding.  As root /var (as the
+ * test_sandbox_* suites do, tests/lib/sbxtest.h); otherwise
+ * SPD_TEST_OUTSIDE, or NULL (skipped).
  */
 static char *outside_dir(void)
 {
