@@ -58,8 +58,8 @@ static double run_kind(int k)
 
 static double run_bwrap(void)
 {
-	char *argv[] = {"/usr/bin/bwrap", "--ro-bind", "/",	    "/",
-			"--dev",	  "/dev",      "--proc",    "/proc",
+	char *argv[] = {"/usr/bin/bwrap", "--ro-bind", "/",	 "/",
+			"--dev",	  "/dev",      "--proc", "/proc",
 			"--unshare-all",  "/bin/true", NULL};
 	double t0 = now_ms();
 
@@ -114,7 +114,8 @@ int main(void)
 	pid_t spd;
 
 	if (runs < 2 || !realpath(build, abs_build))
-		return fprintf(stderr, "bench agents: bad BUILD/BENCH_RUNS\n"), 1;
+		return fprintf(stderr, "bench agents: bad BUILD/BENCH_RUNS\n"),
+		       1;
 	snprintf(spctl, sizeof(spctl), "%s/spctl", abs_build);
 	/* Outside any git checkout: an operator's run in a directory of
 	 * spd's own clone would take the clone for its workspace. */
@@ -155,7 +156,8 @@ int main(void)
 	for (int j = 0; j < runs; j++)
 		for (int k = 0; k < KINDS; k++) {
 			if ((t[k][j] = run_kind(k)) < 0)
-				return fprintf(stderr, "run of %d failed\n", k), 1;
+				return fprintf(stderr, "run of %d failed\n", k),
+				       1;
 			bw[k][j] = have_bw ? run_bwrap() : -1;
 		}
 	printf("%d sessions (worktrees) and the operator, interleaved, %d "

@@ -176,6 +176,7 @@ static int attest_show(struct cmd_ctx *ctx, int argc, char **argv)
 		       (long long)json_integer_value(
 			   json_object_get(pred, "worktree_uncommitted")));
 	line("policy:     ", json_object_get(pred, "project_conf_sha256"));
+	line("spd.conf:   ", json_object_get(pred, "spd_conf_sha256"));
 	printf("journal:    row %lld, ",
 	       (long long)json_integer_value(json_object_get(
 		   json_object_get(pred, "journal"), "head_id")));

@@ -220,7 +220,7 @@ START_TEST(test_pass_note_and_verify)
 		       "\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca49"
 		       "5991b7852b855\"") &&
 		has(r, "\"secret_scan\":{\"result\":\"clean\"") &&
-		has(r, "\"required\":[]"),
+		has(r, "\"required\":[]") && has(r, "\"spd_conf_sha256\":\""),
 	    "show: %s", r);
 	free(r);
 
