@@ -30,6 +30,17 @@
 static char spctl[4200];
 static char tokens[KINDS][300];
 static char opdir[4400];
+static pid_t spd = -1;
+
+/* spd goes with the bench, on every way out. */
+static void stop_spd(void)
+{
+	if (spd > 0) {
+		kill(spd, SIGTERM);
+		waitpid(spd, NULL, 0);
+		spd = -1;
+	}
+}
 
 static double now_ms(void)
 {
@@ -111,7 +122,6 @@ int main(void)
 	char dir[4200], abs_build[4096];
 	double *t[KINDS], *bw[KINDS], *clat, *blat, wall, bwall;
 	bool have_bw = access("/usr/bin/bwrap", X_OK) == 0 && run_bwrap() >= 0;
-	pid_t spd;
 
 	if (runs < 2 || !realpath(build, abs_build))
 		return fprintf(stderr, "bench agents: bad BUILD/BENCH_RUNS\n"),
@@ -123,6 +133,7 @@ int main(void)
 	if (!mkdtemp(dir))
 		return perror("mkdtemp"), 1;
 	spd = bench_spd_start(abs_build, dir);
+	atexit(stop_spd);
 	if (spd < 0)
 		return fprintf(stderr, "bench agents: spd did not start\n"), 1;
 	for (int k = 1; k < KINDS; k++) {
@@ -133,7 +144,6 @@ int main(void)
 		unsetenv("SPD_SESSION_TOKEN");
 		if (bench_agent_session(dir, name, 0, 0, false) < 0) {
 			fprintf(stderr, "bench agents: session %d failed\n", k);
-			kill(spd, SIGTERM);
 			return 1;
 		}
 		snprintf(tokens[k], sizeof(tokens[k]), "%s",
@@ -206,8 +216,7 @@ int main(void)
 		       pct(clat, SESSIONS * runs, 99) /
 			   pct(blat, SESSIONS * runs, 99));
 	printf("\n");
-	kill(spd, SIGTERM);
-	waitpid(spd, NULL, 0);
+	stop_spd();
 	{
 		char cmd[4300];
 
