@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -1401,6 +1402,86 @@ START_TEST(test_status_broker_entry)
 }
 END_TEST
 
+/* spd's resident memory (kB) and its number of mappings. */
+static void spd_footprint(long *ret_rss_kb, long *ret_maps)
+{
+	char *path = fmt("/proc/%d/status", (int)T.pid);
+	char *text = test_read_file(path), *p;
+	long maps = 0;
+
+	ck_assert_ptr_nonnull(text);
+	p = strstr(text, "VmRSS:");
+	ck_assert_ptr_nonnull(p);
+	*ret_rss_kb = strtol(p + 6, NULL, 10);
+	free(text);
+	free(path);
+	path = fmt("/proc/%d/maps", (int)T.pid);
+	text = test_read_file(path);
+	ck_assert_ptr_nonnull(text);
+	for (p = text; *p; p++)
+		maps += *p == '\n';
+	*ret_maps = maps;
+	free(text);
+	free(path);
+}
+
+/* turn.begin and turn.end n times on one connection. */
+static void churn_turns(int fd, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char *r =
+		    test_call(&T, fd, test_next_id(), "turn.begin", "{}", true);
+		json_t *o = json_loads(r, 0, NULL);
+		const char *id = json_string_value(
+		    json_object_get(json_object_get(o, "result"), "turn"));
+		char *p, *e;
+
+		ck_assert_msg(id, "turn %d: %s", i, r);
+		p = fmt("{\"turn\":\"%s\"}", id);
+		e = test_call(&T, fd, test_next_id(), "turn.end", p, true);
+		ck_assert_msg(has(e, "\"result\""), "turn.end: %s", e);
+		free(e);
+		free(p);
+		json_decref(o);
+		free(r);
+	}
+}
+
+/* Ten thousand turns begun and ended leave spd's memory and mappings
+ * where a thousand left them: each key change frees the redaction
+ * generation it replaces (issue 36, finding 2). */
+START_TEST(test_turn_churn_frees_redaction)
+{
+	int fd = test_spd_connect(&T);
+	long rss0, maps0, rss1, maps1;
+	struct turn t;
+	char *r;
+
+	churn_turns(fd, 1000);
+	spd_footprint(&rss0, &maps0);
+	churn_turns(fd, 9000);
+	spd_footprint(&rss1, &maps1);
+	close(fd);
+	fprintf(stderr,
+		"turn churn: after 1000 turns %ld kB, %ld mappings; after "
+		"10000 %ld kB, %ld mappings\n",
+		rss0, maps0, rss1, maps1);
+	ck_assert_msg(rss1 - rss0 < 32 * 1024,
+		      "spd grew from %ld to %ld kB over 9000 turns", rss0,
+		      rss1);
+	ck_assert_msg(maps1 - maps0 < 256,
+		      "spd's mappings grew from %ld to %ld over 9000 turns",
+		      maps0, maps1);
+	/* Still redacting: a new turn's key works and the real key stays
+	 * hidden. */
+	t = begin(NULL);
+	r = post(&t, "/v1/messages", "x-standin-mode: echo\r\n", MSG_BODY);
+	ck_assert(!has(r, REAL_ANT));
+	ck_assert(has(r, "[redacted:ANTHROPIC_API_KEY]"));
+	free(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("broker");
@@ -1432,6 +1513,11 @@ int main(void)
 	tcase_add_test(tc, test_model_call_over_socket);
 	tcase_add_test(tc, test_count_tokens_and_responses);
 	tcase_add_test(tc, test_status_broker_entry);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("churn");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 900);
+	tcase_add_test(tc, test_turn_churn_frees_redaction);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
