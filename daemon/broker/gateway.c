@@ -62,6 +62,10 @@ struct gw_call {
 	enum broker_api api;
 	bool stream, count_only, head_sent, client_gone, rpc_overflow;
 	int64_t reserved;
+	/* The output limit spd wrote into the body (the budget could not
+	 * cover the client's, or it named none), or 0; the completions
+	 * asked for. */
+	int64_t limit_set, choices;
 	struct usage_parser usage;
 	struct redact_stream *rs;
 	char *resp_headers[GATEWAY_RESP_HEADERS_MAX];
@@ -455,18 +459,26 @@ static void call_done(struct gw_call *k, CURLcode res)
 	}
 	price_format_usd(cost, costbuf, sizeof(costbuf));
 	d = json_pack(
-	    "{s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, "
+	    "{s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, "
 	    "s:f, s:f, s:I, s:s, s:b, s:b, s:b, s:s?}",
 	    "turn", k->turn_id, "provider", k->provider, "path", k->path,
 	    "model", k->model, "status", (int)status, "outcome", outcome,
 	    "input_tokens", (json_int_t)k->usage.u.input, "output_tokens",
 	    (json_int_t)k->usage.u.output, "cache_read_tokens",
 	    (json_int_t)k->usage.u.cache_read, "cache_write_tokens",
-	    (json_int_t)k->usage.u.cache_write, "cost_usd", price_usd(cost),
+	    (json_int_t)k->usage.u.cache_write, "cache_write_1h_tokens",
+	    (json_int_t)k->usage.u.cache_write_1h, "cost_usd", price_usd(cost),
 	    "reserved_usd", price_usd(k->reserved), "duration_ms",
 	    (json_int_t)ms, "prices", k->prices_hash, "stream", k->stream,
 	    "client_gone", gone, "charged_reservation", charged_all, "error",
 	    res == CURLE_OK ? NULL : curl_easy_strerror(res));
+	/* The output limit spd set is part of what the provider was
+	 * asked. */
+	if (d && k->limit_set > 0)
+		json_object_set_new(d, "output_limit_set",
+				    json_integer(k->limit_set));
+	if (d && k->choices > 1)
+		json_object_set_new(d, "choices", json_integer(k->choices));
 	journal_call(k->g, k->session, d,
 		     "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
 		     k->model, status, outcome, (long long)k->usage.u.input,
@@ -788,19 +800,29 @@ static int64_t max_tokens_of(json_t *body, enum broker_api api,
 struct prep {
 	int status;
 	const char *code;
-	char msg[256];
+	char msg[512];
 	json_t *extra;
 };
+
+/* The bytes spd may add to a body when it sets an output limit: the
+ * field's name and digits, with room to spare. */
+#define GATEWAY_LIMIT_SLACK 64
+/* Most completions one OpenAI chat call may ask for ("n"): each is billed
+ * in full, so the reservation multiplies by it. */
+#define GATEWAY_CHOICES_MAX 128
 
 /*
  * The body the provider gets (k->body, owned): the client's bytes as they
  * came, except that an OpenAI chat stream is asked for its usage
- * (stream_options.include_usage), which it reports only when asked.
- * Returns 0 or -ENOMEM.
+ * (stream_options.include_usage), which it reports only when asked, and
+ * that an output limit spd set (limit > 0) is written into the fields
+ * the API reads.  Returns 0 or -ENOMEM.
  */
 static int call_body(struct gw_call *k, json_t *o, const char *body,
-		     size_t body_len)
+		     size_t body_len, int64_t limit)
 {
+	bool changed = false;
+
 	if (k->api == BROKER_API_OPENAI && k->stream &&
 	    strcmp(k->path, "/v1/chat/completions") == 0) {
 		json_t *so = json_object_get(o, "stream_options");
@@ -812,12 +834,40 @@ static int call_body(struct gw_call *k, json_t *o, const char *body,
 		if (json_is_object(so) &&
 		    !json_is_true(json_object_get(so, "include_usage"))) {
 			json_object_set_new(so, "include_usage", json_true());
-			k->body = json_dumps(o, JSON_COMPACT);
-			if (!k->body)
-				return -ENOMEM;
-			k->body_len = strlen(k->body);
-			return 0;
+			changed = true;
 		}
+	}
+	if (limit > 0) {
+		static const char *const names[] = {
+		    "max_tokens", "max_completion_tokens", "max_output_tokens"};
+		bool set = false;
+
+		/* Every limit the request names, else the API's own. */
+		for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+			if (json_object_get(o, names[i]) &&
+			    !json_is_null(json_object_get(o, names[i]))) {
+				json_object_set_new(o, names[i],
+						    json_integer(limit));
+				set = true;
+			}
+		if (!set)
+			json_object_set_new(
+			    o,
+			    k->api == BROKER_API_ANTHROPIC ? "max_tokens"
+			    : strcmp(k->path, "/v1/responses") == 0
+				? "max_output_tokens"
+				: "max_completion_tokens",
+			    json_integer(limit));
+		changed = true;
+	}
+	free(k->body);
+	k->body = NULL;
+	if (changed) {
+		k->body = json_dumps(o, JSON_COMPACT);
+		if (!k->body)
+			return -ENOMEM;
+		k->body_len = strlen(k->body);
+		return 0;
 	}
 	k->body = malloc(body_len + 1);
 	if (!k->body)
@@ -829,32 +879,312 @@ static int call_body(struct gw_call *k, json_t *o, const char *body,
 }
 
 /* BUDGET-EXCEEDED (HTTP 402, not 429: clients retry a 429), naming the
- * turn, what it spent and reserved, its cap and what this call needed. */
+ * turn (or its session, when the session's budget is the one short),
+ * what it spent and reserved, its cap and what this call needed. */
 static void budget_refusal(const struct broker_turn *t, int64_t worst,
 			   struct prep *e)
 {
 	char a[32], b[32], c[32], d[32];
+	int64_t spent = t->spent, reserved = t->reserved, cap = t->cap;
+	bool session = false;
 
+	broker_room(t, &session);
+	if (session)
+		broker_session_budget(t, &spent, &reserved, &cap);
 	e->status = 402;
 	e->code = "BUDGET-EXCEEDED";
-	price_format_usd(t->spent, a, sizeof(a));
-	price_format_usd(t->reserved, b, sizeof(b));
-	price_format_usd(t->cap, c, sizeof(c));
+	price_format_usd(spent, a, sizeof(a));
+	price_format_usd(reserved, b, sizeof(b));
+	price_format_usd(cap, c, sizeof(c));
 	price_format_usd(worst, d, sizeof(d));
-	snprintf(e->msg, sizeof(e->msg),
-		 "turn %s: spent %s + reserved %s + this call's worst case %s "
-		 "USD would pass its cap of %s USD",
-		 t->id, a, b, d, c);
+	if (session)
+		snprintf(e->msg, sizeof(e->msg),
+			 "session %.64s: spent %s + reserved %s + this call's "
+			 "worst case %s USD would pass its budget of %s USD "
+			 "across its turns (spd.conf broker.session-cap)",
+			 t->session, a, b, d, c);
+	else
+		snprintf(e->msg, sizeof(e->msg),
+			 "turn %s: spent %s + reserved %s + this call's worst "
+			 "case %s USD would pass its cap of %s USD",
+			 t->id, a, b, d, c);
 	e->extra = json_pack("{s:s, s:f, s:f, s:f, s:f}", "turn", t->id,
 			     "spent_usd", price_usd(t->spent), "reserved_usd",
 			     price_usd(t->reserved), "cap_usd",
 			     price_usd(t->cap), "needed_usd", price_usd(worst));
+	if (session && e->extra)
+		json_object_update_new(
+		    e->extra,
+		    json_pack("{s:s, s:f, s:f, s:f}", "session", t->session,
+			      "session_spent_usd", price_usd(spent),
+			      "session_reserved_usd", price_usd(reserved),
+			      "session_cap_usd", price_usd(cap)));
+}
+
+/* An option spd cannot bound: refused (400 UNBOUNDED-OPTION), naming it. */
+static bool unbounded(struct prep *e, const char *option, const char *why)
+{
+	e->status = 400;
+	e->code = "UNBOUNDED-OPTION";
+	snprintf(e->msg, sizeof(e->msg),
+		 "%s: %s, so spd cannot bound what the call costs and does "
+		 "not forward it",
+		 option, why);
+	e->extra = json_pack("{s:s}", "option", option);
+	return false;
+}
+
+static bool has_prefix(const char *s, const char *prefix)
+{
+	return s && strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+/* An image URL that is not inline data ("data:..."): fetched by the
+ * provider. */
+static bool remote_url(json_t *v)
+{
+	if (json_is_object(v))
+		v = json_object_get(v, "url");
+	return json_is_string(v) && !has_prefix(json_string_value(v), "data:");
+}
+
+/* Anthropic content blocks (of a message, or of a tool_result): only
+ * inline sources, whose bytes bound their tokens. */
+static bool anthropic_blocks(json_t *content, struct prep *e)
+{
+	size_t i;
+	json_t *b;
+
+	json_array_foreach(content, i, b)
+	{
+		const char *type =
+		    json_string_value(json_object_get(b, "type"));
+		json_t *src = json_object_get(b, "source");
+		const char *st =
+		    json_string_value(json_object_get(src, "type"));
+
+		if (json_is_object(src) && st &&
+		    (strcmp(st, "url") == 0 || strcmp(st, "file") == 0 ||
+		     json_object_get(src, "file_id")))
+			return unbounded(
+			    e,
+			    strcmp(st, "url") == 0
+				? "a content block with a \"url\" "
+				  "source"
+				: "a content block with a \"file\" "
+				  "source",
+			    "the provider fetches or stores what "
+			    "it holds, which the request's bytes "
+			    "do not bound (send it inline, "
+			    "base64)");
+		if (type && strcmp(type, "container_upload") == 0)
+			return unbounded(
+			    e, "a \"container_upload\" block",
+			    "it names a file held by the provider");
+		if (type && strcmp(type, "tool_result") == 0 &&
+		    !anthropic_blocks(json_object_get(b, "content"), e))
+			return false;
+	}
+	return true;
+}
+
+/* OpenAI content parts (chat messages, Responses input items). */
+static bool openai_parts(json_t *content, struct prep *e)
+{
+	size_t i;
+	json_t *p;
+
+	json_array_foreach(content, i, p)
+	{
+		const char *type =
+		    json_string_value(json_object_get(p, "type"));
+		json_t *file = json_object_get(p, "file");
+
+		if (json_object_get(p, "file_id") ||
+		    json_object_get(file, "file_id"))
+			return unbounded(e, "a \"file_id\"",
+					 "it names a file held by the "
+					 "provider");
+		if (json_object_get(p, "file_url"))
+			return unbounded(e, "a \"file_url\"",
+					 "the provider fetches the file");
+		if (remote_url(json_object_get(p, "image_url")))
+			return unbounded(e, "an image by URL",
+					 "the provider fetches the image (send "
+					 "it inline as a data: URL)");
+		if (type && strcmp(type, "item_reference") == 0)
+			return unbounded(e, "an \"item_reference\"",
+					 "it names context held by the "
+					 "provider");
+		if (json_is_array(json_object_get(p, "content")) &&
+		    !openai_parts(json_object_get(p, "content"), e))
+			return false;
+		if (json_is_array(json_object_get(p, "output")) &&
+		    !openai_parts(json_object_get(p, "output"), e))
+			return false;
+	}
+	return true;
+}
+
+/* Tools whose use the provider bills beyond the tokens spd bounds
+ * (server-side search, fetch, code execution, their per-use fees) are
+ * refused; a provider-defined client tool adds its hidden prompt to
+ * *extra. */
+static bool tools_ok(json_t *tools, enum broker_api api, const char *path,
+		     int64_t *extra, struct prep *e)
+{
+	static const char *const anthropic_client[] = {
+	    "custom", "bash_", "text_editor_", "computer_", "memory_"};
+	static const char *const chat_client[] = {"function", "custom"};
+	static const char *const responses_client[] = {
+	    "function", "custom", "local_shell", "shell", "apply_patch"};
+	size_t i;
+	json_t *tool;
+
+	json_array_foreach(tools, i, tool)
+	{
+		const char *type =
+		    json_string_value(json_object_get(tool, "type"));
+		const char *const *ok;
+		size_t n, j;
+		char what[160];
+
+		if (!type && api == BROKER_API_ANTHROPIC)
+			continue; /* a custom tool */
+		if (api == BROKER_API_ANTHROPIC) {
+			ok = anthropic_client;
+			n = ARRAY_SIZE(anthropic_client);
+		} else if (strcmp(path, "/v1/responses") == 0) {
+			ok = responses_client;
+			n = ARRAY_SIZE(responses_client);
+		} else {
+			ok = chat_client;
+			n = ARRAY_SIZE(chat_client);
+		}
+		for (j = 0; type && j < n; j++)
+			if (api == BROKER_API_ANTHROPIC && j > 0
+				? has_prefix(type, ok[j])
+				: strcmp(type, ok[j]) == 0)
+				break;
+		if (!type || j == n) {
+			snprintf(what, sizeof(what), "the tool type \"%.60s\"",
+				 type ? type : "(none)");
+			return unbounded(
+			    e, what,
+			    "a tool the provider runs itself (search, fetch, "
+			    "code execution) bills per use and for what it "
+			    "reads");
+		}
+		if (api == BROKER_API_ANTHROPIC && j > 0)
+			*extra += PRICE_TOOL_HIDDEN_TOKENS;
+	}
+	return true;
+}
+
+/*
+ * Whether spd can bound what the request may cost: every option that
+ * multiplies or adds billed tokens is either counted (*choices, the
+ * completions asked for; *extra, input tokens the bytes do not hold) or
+ * refused with e set.  long_context: the client asked Anthropic for its
+ * long-context tier (anthropic-beta context-1m-*).
+ */
+static bool bounded(json_t *o, enum broker_api api, const char *path,
+		    bool long_context, int64_t *choices, int64_t *extra,
+		    struct prep *e)
+{
+	json_t *v, *msg;
+	size_t i;
+	const char *tier;
+
+	*choices = 1;
+	*extra = 0;
+	v = json_object_get(o, "service_tier");
+	tier = json_string_value(v);
+	if (v && !json_is_null(v) &&
+	    !(tier &&
+	      (strcmp(tier, "auto") == 0 ||
+	       (api == BROKER_API_ANTHROPIC ? strcmp(tier, "standard_only") == 0
+					    : strcmp(tier, "default") == 0 ||
+						  strcmp(tier, "flex") == 0))))
+		return unbounded(e, "service_tier",
+				 "its price tier is not in spd's table");
+	if (!tools_ok(json_object_get(o, "tools"), api, path, extra, e))
+		return false;
+	if (api == BROKER_API_ANTHROPIC) {
+		if (long_context)
+			return unbounded(e, "anthropic-beta context-1m",
+					 "the long-context tier's prices are "
+					 "not in spd's table");
+		if (json_object_get(o, "mcp_servers"))
+			return unbounded(e, "mcp_servers",
+					 "the provider calls those servers "
+					 "and bills what they return");
+		if (json_object_get(o, "container"))
+			return unbounded(e, "container",
+					 "it names a code-execution container "
+					 "held by the provider");
+		if (!anthropic_blocks(json_object_get(o, "system"), e))
+			return false;
+		json_array_foreach(json_object_get(o, "messages"), i, msg)
+		{
+			if (!anthropic_blocks(json_object_get(msg, "content"),
+					      e))
+				return false;
+		}
+		return true;
+	}
+	if (strcmp(path, "/v1/responses") == 0) {
+		static const char *const held[] = {"previous_response_id",
+						   "conversation", "prompt"};
+
+		for (size_t j = 0; j < ARRAY_SIZE(held); j++) {
+			v = json_object_get(o, held[j]);
+			if (v && !json_is_null(v))
+				return unbounded(e, held[j],
+						 "it brings in context held by "
+						 "the provider, which the "
+						 "request's bytes do not "
+						 "bound");
+		}
+		return openai_parts(json_object_get(o, "input"), e);
+	}
+	/* Chat completions. */
+	if (json_object_get(o, "web_search_options"))
+		return unbounded(e, "web_search_options",
+				 "the provider searches the web and bills "
+				 "for it");
+	if (json_object_get(o, "prediction"))
+		return unbounded(e, "prediction",
+				 "rejected predicted tokens are billed as "
+				 "output");
+	if (json_object_get(o, "audio"))
+		return unbounded(e, "audio",
+				 "audio output is priced apart, not in spd's "
+				 "table");
+	v = json_object_get(o, "n");
+	if (v && !json_is_null(v)) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
+		    json_integer_value(v) > GATEWAY_CHOICES_MAX) {
+			snprintf(e->msg, sizeof(e->msg),
+				 "n must be an integer from 1 to %d",
+				 GATEWAY_CHOICES_MAX);
+			return false;
+		}
+		*choices = json_integer_value(v);
+	}
+	json_array_foreach(json_object_get(o, "messages"), i, msg)
+	{
+		if (!openai_parts(json_object_get(msg, "content"), e))
+			return false;
+	}
+	return true;
 }
 
 static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 			       enum broker_api api, bool count_only,
 			       const char *path, const char *body,
-			       size_t body_len, struct prep *e)
+			       size_t body_len, bool long_context,
+			       struct prep *e)
 {
 	struct spd *spd = g->spd;
 	const struct broker_config *cfg = broker_config(spd);
@@ -864,7 +1194,7 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	json_t *o = NULL;
 	const char *model;
 	const struct price *pr;
-	int64_t maxt, worst;
+	int64_t maxt, worst = 0, choices = 1, extra = 0, limit = 0;
 	struct gw_call *k = NULL;
 
 	e->status = 400;
@@ -908,6 +1238,9 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 			 "max_tokens must be a positive integer");
 		goto fail;
 	}
+	if (!count_only &&
+	    !bounded(o, api, path, long_context, &choices, &extra, e))
+		goto fail;
 	k = calloc(1, sizeof(*k));
 	if (!k) {
 		e->status = 500;
@@ -925,18 +1258,47 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	snprintf(k->prices_hash, sizeof(k->prices_hash), "%s",
 		 cfg->prices.hash);
 	k->stream = json_is_true(json_object_get(o, "stream"));
-	if (call_body(k, o, body, body_len) < 0) {
-		e->status = 500;
-		e->code = "INTERNAL";
-		snprintf(e->msg, sizeof(e->msg), "out of memory");
-		goto fail;
+	if (call_body(k, o, body, body_len, 0) < 0)
+		goto oom;
+	if (!count_only) {
+		int64_t room = broker_room(t, NULL);
+		int64_t in = price_input_bound(pr, k->body_len, extra);
+
+		worst = in + price_output_bound(pr, maxt, choices);
+		if (worst > room || worst < 0) {
+			/* No limit, or one the budget cannot cover: the
+			 * limit is what the budget covers, down to the
+			 * floor; the body gains the field. */
+			int64_t floor = cfg->min_output, afford;
+
+			in = price_input_bound(
+			    pr, k->body_len + GATEWAY_LIMIT_SLACK, extra);
+			afford =
+			    price_output_affordable(pr, room - in, choices);
+			if (floor > pr->max_output)
+				floor = pr->max_output;
+			if (maxt > 0 && maxt < floor)
+				floor = maxt;
+			if (afford < floor || afford < 1) {
+				worst =
+				    in + price_output_bound(pr, floor, choices);
+				budget_refusal(t, worst, e);
+				goto fail;
+			}
+			limit = afford;
+			if (call_body(k, o, body, body_len, limit) < 0)
+				goto oom;
+			worst = price_input_bound(pr, k->body_len, extra) +
+				price_output_bound(pr, limit, choices);
+		}
 	}
-	worst = count_only ? 0 : price_worst_case(pr, k->body_len, maxt);
 	if (broker_reserve(t, worst) < 0) {
 		budget_refusal(t, worst, e);
 		goto fail;
 	}
 	k->reserved = worst;
+	k->limit_set = limit;
+	k->choices = count_only ? 1 : choices;
 	k->turn = t;
 	snprintf(k->turn_id, sizeof(k->turn_id), "%s", t->id);
 	snprintf(k->session, sizeof(k->session), "%s", t->session);
@@ -949,6 +1311,10 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	g->calls = k;
 	json_decref(o);
 	return k;
+oom:
+	e->status = 500;
+	e->code = "INTERNAL";
+	snprintf(e->msg, sizeof(e->msg), "out of memory");
 fail:
 	if (k) {
 		free(k->body);
@@ -975,7 +1341,7 @@ void gw_handle_request(struct gw_conn *c)
 	const struct broker_provider *p;
 	struct broker_turn *t;
 	enum broker_api api;
-	bool count_only;
+	bool count_only, long_context = false;
 	char path[64];
 	struct prep e;
 	struct gw_call *k;
@@ -1008,7 +1374,12 @@ void gw_handle_request(struct gw_conn *c)
 				"Authorization: Bearer");
 		return;
 	}
-	k = prepare(g, t, api, count_only, path, q->body, q->body_len, &e);
+	for (size_t i = 0; i < q->nh; i++)
+		if (strcmp(q->h[i].name, "anthropic-beta") == 0 &&
+		    strstr(q->h[i].value, "context-1m"))
+			long_context = true;
+	k = prepare(g, t, api, count_only, path, q->body, q->body_len,
+		    long_context, &e);
 	if (!k) {
 		gw_refuse(c, t, e.status, e.code, e.extra, e.msg);
 		return;
@@ -1252,7 +1623,7 @@ void m_model_call(struct call *c)
 	json_t *headers = json_object_get(params, "headers"), *v;
 	struct broker_turn *t = broker_turn_by_id(spd, id);
 	enum broker_api api, rapi;
-	bool count_only, has_version = false;
+	bool count_only, has_version = false, long_context = false;
 	char rpath[64], *text;
 	const char *name;
 	struct prep e;
@@ -1266,7 +1637,9 @@ void m_model_call(struct call *c)
 	if (t && !who->operator&&(!who->session_id ||
 				  strcmp(t->session, who->session_id) != 0))
 		t = NULL;
-	if (!t || t->ended) {
+	/* An idle-expired turn is refused like an ended one (and ended
+	 * now): using it does not revive it. */
+	if (!t || !broker_turn_live(spd, t)) {
 		call_error(c, RPC_E_UNAUTHORIZED, NULL,
 			   "no live turn %s for this caller", id);
 		return;
@@ -1311,7 +1684,14 @@ void m_model_call(struct call *c)
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	k = prepare(g, t, api, count_only, rpath, text, strlen(text), &e);
+	json_object_foreach(headers, name, v)
+	{
+		if (strcasecmp(name, "anthropic-beta") == 0 &&
+		    strstr(json_string_value(v), "context-1m"))
+			long_context = true;
+	}
+	k = prepare(g, t, api, count_only, rpath, text, strlen(text),
+		    long_context, &e);
 	free(text);
 	if (!k) {
 		json_t *d = e.extra;

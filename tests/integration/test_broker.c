@@ -1402,6 +1402,292 @@ START_TEST(test_status_broker_entry)
 }
 END_TEST
 
+/* Options that multiply or add what the provider bills are bounded or
+ * refused, before the provider hears of them (issue 36, finding 1):
+ * server-held context, fetched documents and images, files held by the
+ * provider, server-side tools, unpriced tiers.  Each refusal is a 400
+ * naming the option; a provider-defined client tool and plain custom
+ * tools still go through. */
+START_TEST(test_unbounded_options_refused)
+{
+	struct turn t = begin(NULL);
+	const struct {
+		const char *path, *headers, *body, *option;
+	} cases[] = {
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[{"
+	     "\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
+	     "{\"type\":\"url\",\"url\":\"https://example.com/u1.pdf\"}}]}]}",
+	     "url\\\" source"},
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[{"
+	     "\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
+	     "\"tool_use_id\":\"u2\",\"content\":[{\"type\":\"image\","
+	     "\"source\":{\"type\":\"file\",\"file_id\":\"file_u2\"}}]}]}]}",
+	     "file\\\" source"},
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"tools\":[{\"type\":"
+	     "\"web_search_20250305\",\"name\":\"web_search\"}],\"messages\":"
+	     "[{\"role\":\"user\",\"content\":\"u3\"}]}",
+	     "web_search_20250305"},
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"tools\":[{\"type\":"
+	     "\"code_execution_20250522\",\"name\":\"code_execution\"}],"
+	     "\"messages\":[{\"role\":\"user\",\"content\":\"u4\"}]}",
+	     "code_execution_20250522"},
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"mcp_servers\":[{"
+	     "\"type\":\"url\",\"url\":\"https://example.com/u5\",\"name\":"
+	     "\"x\"}],\"messages\":[{\"role\":\"user\",\"content\":\"u5\"}]}",
+	     "mcp_servers"},
+	    {"/v1/messages", "anthropic-beta: context-1m-2025-08-07\r\n",
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[{"
+	     "\"role\":\"user\",\"content\":\"u6\"}]}",
+	     "context-1m"},
+	    {"/v1/chat/completions", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,"
+	     "\"web_search_options\":{},\"messages\":[{\"role\":\"user\","
+	     "\"content\":\"u7\"}]}",
+	     "web_search_options"},
+	    {"/v1/chat/completions", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[{"
+	     "\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
+	     "\"image_url\":{\"url\":\"https://example.com/u8.png\"}}]}]}",
+	     "image by URL"},
+	    {"/v1/chat/completions", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"service_tier\":"
+	     "\"priority\",\"messages\":[{\"role\":\"user\",\"content\":"
+	     "\"u9\"}]}",
+	     "service_tier"},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,"
+	     "\"previous_response_id\":\"resp_u10\",\"input\":\"u10\"}",
+	     "previous_response_id"},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,"
+	     "\"conversation\":\"conv_u11\",\"input\":\"u11\"}",
+	     "conversation"},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,\"tools\":[{"
+	     "\"type\":\"web_search\"}],\"input\":\"u12\"}",
+	     "\\\"web_search\\\""},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,\"input\":[{"
+	     "\"role\":\"user\",\"content\":[{\"type\":\"input_file\","
+	     "\"file_id\":\"file_u13\"}]}]}",
+	     "file_id"},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,\"input\":[{"
+	     "\"type\":\"item_reference\",\"id\":\"msg_u14\"}]}",
+	     "item_reference"},
+	};
+	char *r, *log, *j;
+	json_t *row;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		r = post(&t, cases[i].path, cases[i].headers, cases[i].body);
+		ck_assert_msg(status_of(r) == 400 &&
+				  has(r, "UNBOUNDED-OPTION") &&
+				  has(r, cases[i].option),
+			      "case %zu (%s): %s", i, cases[i].option, r);
+		free(r);
+	}
+	/* A provider-defined client tool and a custom tool are fine. */
+	r = post(
+	    &t, "/v1/messages", NULL,
+	    "{\"model\":\"test-model\",\"max_tokens\":50,\"tools\":[{"
+	    "\"type\":\"bash_20250124\",\"name\":\"bash\"},{\"name\":"
+	    "\"f\",\"input_schema\":{\"type\":\"object\",\"properties\":{"
+	    "\"file_id\":{\"type\":\"string\"}}}}],\"messages\":[{\"role\":"
+	    "\"user\",\"content\":\"ok1\"}]}");
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	log = test_read_file(standin_log);
+	for (int i = 1; i <= 14; i++) {
+		char *needle = fmt("u%d\\\"", i);
+
+		ck_assert_msg(!has(log, needle),
+			      "case u%d reached the provider", i);
+		free(needle);
+	}
+	ck_assert(has(log, "ok1"));
+	free(log);
+	j = journal_until("refused 400 UNBOUNDED-OPTION");
+	ck_assert(has(j, "previous_response_id"));
+	free(j);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
+	json_decref(row);
+}
+END_TEST
+
+/* OpenAI's "n" multiplies the output reserved: n = 16 under a small cap
+ * is refused, n = 2 reserves twice the output and is journaled so. */
+START_TEST(test_choices_multiply_reservation)
+{
+	struct turn t = begin("{\"cap_usd\":0.05}");
+	const char *two = "{\"model\":\"test-model\",\"max_tokens\":1000,"
+			  "\"n\":2,\"messages\":[{\"role\":\"user\","
+			  "\"content\":\"n2\"}]}";
+	long long worst2 =
+	    ((long long)strlen(two) + PRICE_HIDDEN_INPUT_TOKENS) * 1000000LL +
+	    2LL * 1000 * 10000000LL;
+	char *r, *j;
+
+	r = post(&t, "/v1/chat/completions", NULL,
+		 "{\"model\":\"test-model\",\"max_tokens\":1000,\"n\":16,"
+		 "\"messages\":[{\"role\":\"user\",\"content\":\"n16\"}]}");
+	ck_assert_msg(status_of(r) == 402 && has(r, "BUDGET-EXCEEDED"), "%s",
+		      r);
+	free(r);
+	r = post(&t, "/v1/chat/completions", NULL,
+		 "{\"model\":\"test-model\",\"n\":0,\"messages\":[]}");
+	ck_assert_int_eq(status_of(r), 400);
+	free(r);
+	r = post(&t, "/v1/chat/completions", NULL, two);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	j = journal_until("\"choices\":2");
+	ck_assert(has(j, "\"choices\":2"));
+	{
+		char *want = fmt("\"reserved_usd\":%.6f", worst2 / 1e12);
+
+		ck_assert_msg(has(j, want), "no %s in %s", want, j);
+		free(want);
+	}
+	free(j);
+	r = test_read_file(standin_log);
+	ck_assert(!has(r, "n16"));
+	free(r);
+}
+END_TEST
+
+/* A request that names no output limit, or one the turn cannot cover,
+ * goes out with the limit the budget covers (journaled), down to
+ * min-output; below it, a 402 (issue 37). */
+START_TEST(test_output_limit_set_from_budget)
+{
+	struct turn t;
+	char *r, *log, *j;
+	json_t *row;
+	/* test-model: 1000 tokens of output cost 0.01 USD; a cap of 0.005
+	 * covers some 380 after the input. */
+	test_spd_cleanup(&T);
+	start_spd("\tmin-output = 100\n");
+	t = begin("{\"cap_usd\":0.005}");
+	r = post(&t, "/v1/chat/completions", NULL,
+		 "{\"model\":\"test-model\",\"messages\":[{\"role\":\"user\","
+		 "\"content\":\"nolimit\"}]}");
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	r = post(&t, "/v1/responses", NULL,
+		 "{\"model\":\"test-model\",\"input\":\"resp-nolimit\"}");
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	r = post(&t, "/v1/messages", NULL,
+		 "{\"model\":\"test-model\",\"max_tokens\":1000,\"messages\":[{"
+		 "\"role\":\"user\",\"content\":\"toomuch\"}]}");
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	log = test_read_file(standin_log);
+	ck_assert_msg(has(log, "\\\"max_completion_tokens\\\":"), "%s", log);
+	ck_assert_msg(has(log, "\\\"max_output_tokens\\\":"), "%s", log);
+	ck_assert(!has(log, "\\\"max_tokens\\\":1000"));
+	free(log);
+	j = journal_until("\"output_limit_set\"");
+	ck_assert(has(j, "output_limit_set"));
+	free(j);
+	/* Three calls, each charged its usage, none past the cap. */
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), 3 * CALL_PUSD);
+	ck_assert_int_le(pusd(row, "spent_usd"), 5000000000LL);
+	json_decref(row);
+	test_spd_cleanup(&T);
+	start_spd("\tmin-output = 900\n");
+	t = begin("{\"cap_usd\":0.005}");
+	r = post(&t, "/v1/chat/completions", NULL,
+		 "{\"model\":\"test-model\",\"messages\":[{\"role\":\"user\","
+		 "\"content\":\"belowfloor\"}]}");
+	ck_assert_msg(status_of(r) == 402 && has(r, "BUDGET-EXCEEDED"), "%s",
+		      r);
+	free(r);
+	log = test_read_file(standin_log);
+	ck_assert(!has(log, "belowfloor"));
+	free(log);
+}
+END_TEST
+
+/* All the turns of a session share session-cap (issue 36, finding 10):
+ * a second turn cannot spend what the first already has. */
+START_TEST(test_session_cap_across_turns)
+{
+	struct session ses;
+	struct turn a, b;
+	char *p, *r;
+	json_t *ra, *rb;
+
+	test_spd_cleanup(&T);
+	start_spd("\tsession-cap = 0.002\n");
+	agent_session(&ses);
+	p = fmt("{\"session\":\"%s\",\"cap_usd\":0.003}", ses.id);
+	a = begin(p);
+	b = begin(p);
+	free(p);
+	r = post(&a, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	r = post(&b, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 402 && has(r, "session-cap") &&
+			  has(r, "\"session_cap_usd\""),
+		      "%s", r);
+	free(r);
+	r = post(&a, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 402);
+	free(r);
+	ra = turn_row(a.id);
+	rb = turn_row(b.id);
+	ck_assert_int_le(pusd(ra, "spent_usd") + pusd(rb, "spent_usd"),
+			 2000000000LL);
+	ck_assert_int_eq(pusd(rb, "spent_usd"), 0);
+	json_decref(ra);
+	json_decref(rb);
+}
+END_TEST
+
+/* model.call honours idle expiry like the HTTP endpoint: a turn idle
+ * past idle-timeout is refused and ended, and the refused call does not
+ * revive it (issue 36, finding 10). */
+START_TEST(test_model_call_idle_expired)
+{
+	struct turn t;
+	char *p, *r;
+	json_t *o, *row;
+
+	test_spd_cleanup(&T);
+	start_spd("[broker]\n\tidle-timeout = 3\n");
+	t = begin(NULL);
+	/* Past the deadline: the outcome below does not depend on how
+	 * long past (the sweep may or may not have run). */
+	sleep(4);
+	p = fmt("{\"turn\":\"%s\",\"api\":\"anthropic\",\"body\":%s}", t.id,
+		MSG_BODY);
+	o = rpc("model.call", p);
+	ck_assert_msg(json_object_get(o, "error"), "an idle turn was used: %s",
+		      json_dumps(o, 0));
+	json_decref(o);
+	free(p);
+	row = turn_row(t.id);
+	ck_assert(json_is_true(json_object_get(row, "ended")));
+	ck_assert_str_eq(json_string_value(json_object_get(row, "end_reason")),
+			 "idle");
+	ck_assert_int_eq(json_integer_value(json_object_get(row, "calls")), 0);
+	json_decref(row);
+	r = test_read_file(standin_log);
+	ck_assert_msg(!has(r, "/v1/messages"), "an idle turn's call was made");
+	free(r);
+}
+END_TEST
+
 /* spd's resident memory (kB) and its number of mappings. */
 static void spd_footprint(long *ret_rss_kb, long *ret_maps)
 {
@@ -1513,6 +1799,16 @@ int main(void)
 	tcase_add_test(tc, test_model_call_over_socket);
 	tcase_add_test(tc, test_count_tokens_and_responses);
 	tcase_add_test(tc, test_status_broker_entry);
+	suite_add_tcase(s, tc);
+	/* Issue 36: one hostile agent. */
+	tc = tcase_create("hostile");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_unbounded_options_refused);
+	tcase_add_test(tc, test_choices_multiply_reservation);
+	tcase_add_test(tc, test_output_limit_set_from_budget);
+	tcase_add_test(tc, test_session_cap_across_turns);
+	tcase_add_test(tc, test_model_call_idle_expired);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("churn");
 	tcase_add_checked_fixture(tc, setup, teardown);
