@@ -605,6 +605,17 @@ const char *broker_socket_path(struct spd *spd)
 	return B(spd) ? B(spd)->sock_path : "";
 }
 
+unsigned broker_session_conns(struct spd *spd, const char *session)
+{
+	struct broker *b = B(spd);
+	unsigned n = 0;
+
+	for (size_t i = 0; b && session && i < b->n_turns; i++)
+		if (strcmp(b->turns[i]->session, session) == 0)
+			n += b->turns[i]->conns;
+	return n;
+}
+
 void broker_session_ended(struct spd *spd, const char *session_id)
 {
 	struct broker *b = B(spd);

@@ -210,6 +210,10 @@ struct broker_turn *broker_turn_begin(struct spd *spd, const char *session,
  * turn, or no broker, is ignored. */
 void broker_turn_end(struct spd *spd, const char *turn_id, const char *reason);
 
+/* Endpoint connections counted against the turns of session (the
+ * broker's per-session connection quota). */
+unsigned broker_session_conns(struct spd *spd, const char *session);
+
 /* A session's turns end with it (ended or attempt-ended). */
 void broker_session_ended(struct spd *spd, const char *session_id);
 

@@ -47,6 +47,20 @@ struct gw_conn {
 	struct gw_call *call;
 	/* Accepted on a run's listener: only this turn's key is taken. */
 	char bound_turn[BROKER_TURN_ID_LEN + 1];
+	/* The turn this connection counts against (the last request's key,
+	 * or its run's), or NULL; and the bytes of the body being read now,
+	 * counted on that turn and in the gateway's totals. */
+	struct broker_turn *turn;
+	size_t body_acct;
+	bool on_pipe;
+	/* A refusal decided on the head (gw_on_head), answered once the
+	 * parser has returned. */
+	struct {
+		int status;
+		const char *code;
+		const struct broker_turn *turn;
+		char msg[256];
+	} refusal;
 	/* Read and not yet parsed: the next request's bytes. */
 	struct buf pending;
 	size_t body_max;
@@ -75,7 +89,11 @@ struct gateway {
 	 * broker.provider-timeout (on_stall_timer in gateway.c). */
 	uv_timer_t stall_timer;
 	struct gw_conn *conns;
-	size_t n_conns;
+	/* All connections, and those on TCP (the port and the runs'). */
+	size_t n_conns, n_tcp;
+	/* Bytes of unfinished request bodies: the sessions' turns', the
+	 * operator's. */
+	size_t body_agents, body_operator;
 	struct gw_call *calls;
 	int open_handles;
 	char sock_path[4096];
@@ -87,6 +105,20 @@ struct gateway {
 void gw_maybe_free(struct gateway *g);
 /* Answer the complete request c->req (a call started, or refused). */
 void gw_handle_request(struct gw_conn *c);
+/* http_request's on_head for c (data): the route, the method and the key
+ * are checked on the head, and the connection counted against the key's
+ * turn, before any of the body is read.  Returns 0, or -1 with
+ * c->refusal set. */
+int gw_on_head(struct http_request *r, void *data);
+/* Count c against turn t (NULL: against none): -EDQUOT, with
+ * c->refusal set, when t or its session holds its most connections. */
+int gw_conn_attach(struct gw_conn *c, struct broker_turn *t);
+/* Whether n more body bytes of c's request fit its turn's and the
+ * gateway's limits (else c->refusal is set). */
+bool gw_body_room(struct gw_conn *c, size_t n);
+/* Count the bytes of c's unfinished body as they are now (0 once the
+ * request is complete or refused). */
+void gw_body_account(struct gw_conn *c);
 /* Refuse c's request before any provider was asked: journaled, answered
  * in the provider's shape. */
 void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
@@ -96,6 +128,9 @@ void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
 void gw_call_detach(struct gw_call *k, bool gone);
 
 /* gw_conn.c */
+
+/* A request's time (head, then body) ran out: 408. */
+void gw_on_request_timeout(uv_timer_t *t);
 
 /* The reason phrase of an HTTP status. */
 const char *gw_reason(int status);

@@ -78,6 +78,8 @@ static void on_conn_handle_closed(uv_handle_t *h)
 	if (c->next)
 		c->next->prev = c->prev;
 	g->n_conns--;
+	if (!c->on_pipe)
+		g->n_tcp--;
 	free(c);
 	gw_maybe_free(g);
 }
@@ -87,6 +89,10 @@ void gw_conn_close(struct gw_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	/* Its body's bytes and its place in its turn's quota go now: the
+	 * turn may be freed before the handles' close callbacks run. */
+	gw_body_account(c);
+	gw_conn_attach(c, NULL);
 	if (c->call) {
 		/* The call goes on without its client: the provider's usage
 		 * is still read and charged. */
@@ -186,7 +192,7 @@ static void on_idle_timeout(uv_timer_t *t)
 	gw_conn_close(t->data);
 }
 
-static void on_request_timeout(uv_timer_t *t)
+void gw_on_request_timeout(uv_timer_t *t)
 {
 	struct gw_conn *c = t->data;
 
@@ -211,15 +217,32 @@ static void conn_parse(struct gw_conn *c)
 	if (c->idle) {
 		/* The next request has begun: it has as long as the first. */
 		c->idle = false;
-		uv_timer_start(&c->timer, on_request_timeout,
-			       GATEWAY_REQUEST_TIMEOUT_MS, 0);
+		uv_timer_start(&c->timer, gw_on_request_timeout,
+			       GATEWAY_HEAD_TIMEOUT_MS, 0);
 	}
-	r = http_request_feed(&c->req, c->pending.data, c->pending.len);
+	/* A body being read is held in memory: within its turn's share
+	 * and the gateway's, or refused before it grows. */
+	if (c->req.head_done && !gw_body_room(c, c->pending.len)) {
+		r = -ECANCELED;
+	} else {
+		r = http_request_feed(&c->req, c->pending.data, c->pending.len);
+		gw_body_account(c);
+	}
 	if (r == 0) {
 		buf_reset(&c->pending);
 		return;
 	}
 	uv_timer_stop(&c->timer);
+	if (r == -ECANCELED) {
+		/* Refused on its head (or its body's size): nothing more of
+		 * it is read; the connection ends with the answer. */
+		buf_reset(&c->pending);
+		c->req.failed = true;
+		gw_body_account(c);
+		gw_refuse(c, c->refusal.turn, c->refusal.status,
+			  c->refusal.code, NULL, c->refusal.msg);
+		return;
+	}
 	if (r < 0) {
 		buf_reset(&c->pending);
 		gw_refuse(c, NULL, c->req.status, "BAD-REQUEST", NULL,
@@ -300,6 +323,8 @@ static void conn_next(struct gw_conn *c)
 	c->keep = false;
 	http_request_free(&c->req);
 	http_request_init(&c->req, c->body_max);
+	c->req.on_head = gw_on_head;
+	c->req.on_head_data = c;
 	c->idle = true;
 	if (c->pending.len)
 		uv_timer_start(&c->timer, on_resume, 0, 0);
@@ -362,8 +387,8 @@ void gw_on_connection(uv_stream_t *server, int status)
 	if (!c)
 		return;
 	c->g = g;
-	if (server != (uv_stream_t *)&g->tcp &&
-	    server != (uv_stream_t *)&g->pipe) {
+	c->on_pipe = server == (uv_stream_t *)&g->pipe;
+	if (server != (uv_stream_t *)&g->tcp && !c->on_pipe) {
 		struct gw_listener *l = (struct gw_listener *)(void *)server;
 
 		snprintf(c->bound_turn, sizeof(c->bound_turn), "%s", l->turn);
@@ -381,11 +406,15 @@ void gw_on_connection(uv_stream_t *server, int status)
 		g->conns->prev = c;
 	g->conns = c;
 	g->n_conns++;
+	if (!c->on_pipe)
+		g->n_tcp++;
 	c->body_max = cfg ? cfg->body_max : BROKER_BODY_MAX;
 	c->idle_ms =
 	    (cfg ? cfg->keepalive_timeout_s : BROKER_KEEPALIVE_TIMEOUT_S) *
 	    (uint64_t)1000;
 	http_request_init(&c->req, c->body_max);
+	c->req.on_head = gw_on_head;
+	c->req.on_head_data = c;
 	if (uv_accept(server, (uv_stream_t *)&c->h) < 0) {
 		gw_conn_close(c);
 		return;
@@ -394,13 +423,24 @@ void gw_on_connection(uv_stream_t *server, int status)
 	 * first would wait for the client's delayed ACK. */
 	if (server != (uv_stream_t *)&g->pipe)
 		uv_tcp_nodelay(&c->h.tcp, 1);
-	if (g->n_conns > GATEWAY_CONNS_MAX) {
+	/* The TCP port and the runs' ports share all but the slots held
+	 * back for broker.sock, the operator's. */
+	if (g->n_conns > GATEWAY_CONNS_MAX ||
+	    (!c->on_pipe &&
+	     g->n_tcp > GATEWAY_CONNS_MAX - GATEWAY_CONNS_RESERVED)) {
 		gw_refuse(c, NULL, 503, "LIMIT", NULL,
 			  "too many connections to the broker");
 		return;
 	}
-	uv_timer_start(&c->timer, on_request_timeout,
-		       GATEWAY_REQUEST_TIMEOUT_MS, 0);
+	/* A run's port counts against its turn from the start. */
+	if (c->bound_turn[0] &&
+	    gw_conn_attach(c, broker_turn_by_id(g->spd, c->bound_turn)) < 0) {
+		gw_refuse(c, c->refusal.turn, c->refusal.status,
+			  c->refusal.code, NULL, c->refusal.msg);
+		return;
+	}
+	uv_timer_start(&c->timer, gw_on_request_timeout,
+		       GATEWAY_HEAD_TIMEOUT_MS, 0);
 	uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
 	c->reading = true;
 }

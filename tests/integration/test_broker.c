@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1733,6 +1734,237 @@ static void churn_turns(int fd, int n)
 	}
 }
 
+/* The broker's Unix socket (broker.sock). */
+static char *broker_sock(void)
+{
+	json_t *o = rpc("turn.begin", "{}");
+	char *path = strdup(json_string_value(
+	    json_object_get(json_object_get(o, "result"), "socket")));
+
+	json_decref(o);
+	return path;
+}
+
+static char *raw_unix(const char *path, const char *req)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char *out;
+
+	ck_assert_int_ge(fd, 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	test_send(fd, req, strlen(req));
+	out = read_all(fd);
+	close(fd);
+	return out;
+}
+
+/* A request's head alone, announcing a body of len bytes. */
+static char *head_only(const char *key, size_t len)
+{
+	return fmt("POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		   "x-api-key: %s\r\ncontent-type: application/json\r\n"
+		   "Content-Length: %zu\r\n\r\n",
+		   key, len);
+}
+
+/* Send up to n bytes of filler on fd, stopping when spd stops taking
+ * them (it refused the request) for 10 s or closed the connection. */
+static size_t send_filler(int fd, size_t n)
+{
+	static char chunk[64 * 1024];
+	size_t sent = 0;
+
+	memset(chunk, ' ', sizeof(chunk));
+	while (sent < n) {
+		struct pollfd pf = {fd, POLLOUT, 0};
+		size_t k = n - sent < sizeof(chunk) ? n - sent : sizeof(chunk);
+		ssize_t w;
+
+		if (poll(&pf, 1, 10000) != 1 || !(pf.revents & POLLOUT))
+			break;
+		w = send(fd, chunk, k, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (w <= 0)
+			break;
+		sent += (size_t)w;
+	}
+	return sent;
+}
+
+/* How many of fds[0..n) have an answer whose text holds needle, waiting
+ * until `want` have (or 10 s pass with nothing new). */
+static int answered(const int *fds, int n, const char *needle, int want)
+{
+	bool *seen = calloc((size_t)n, sizeof(*seen));
+	struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
+	int hits = 0;
+
+	while (hits < want) {
+		int m = 0, r;
+
+		for (int i = 0; i < n; i++)
+			if (!seen[i])
+				pf[m++] = (struct pollfd){fds[i], POLLIN, 0};
+		r = poll(pf, (nfds_t)m, 10000);
+		if (r <= 0)
+			break;
+		for (int j = 0; j < m; j++) {
+			char buf[4096];
+			ssize_t k;
+			int i;
+
+			if (!pf[j].revents)
+				continue;
+			for (i = 0; fds[i] != pf[j].fd; i++)
+				;
+			seen[i] = true;
+			k = recv(fds[i], buf, sizeof(buf) - 1, MSG_DONTWAIT);
+			if (k <= 0)
+				continue;
+			buf[k] = '\0';
+			if (has(buf, needle))
+				hits++;
+		}
+	}
+	free(seen);
+	free(pf);
+	return hits;
+}
+
+/* A bad key is refused on the request's head: spd answers 401 without
+ * waiting for (or reading) the body it announced (issue 36, finding 3). */
+START_TEST(test_key_checked_before_body)
+{
+	char *req = head_only("sk-spd-"
+			      "00000000000000000000000000000000000000000000000"
+			      "00000000000000000",
+			      60000);
+	struct turn t = begin(NULL);
+	int fd = connect_port(t.port);
+	struct pollfd pf = {fd, POLLIN, 0};
+	char buf[4096];
+	ssize_t n;
+
+	test_send(fd, req, strlen(req));
+	ck_assert_msg(poll(&pf, 1, 10000) == 1,
+		      "no answer before the body was sent");
+	n = read(fd, buf, sizeof(buf) - 1);
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	ck_assert_msg(status_of(buf) == 401, "%s", buf);
+	ck_assert(has(buf, "Connection: close"));
+	close(fd);
+	free(req);
+}
+END_TEST
+
+/* Connections of one session sending big bodies slowly: spd holds at
+ * most a few bodies' worth for its turn and refuses the rest (503
+ * LIMIT), its memory stays bounded, and the operator's call still goes
+ * through (issue 36, finding 3). */
+START_TEST(test_unfinished_bodies_bounded)
+{
+	enum { CONNS = 24 };
+	const size_t body = 16u << 20, part = 12u << 20;
+	struct session ses;
+	struct turn t, op;
+	int fds[CONNS], refused;
+	long rss0, maps0, rss1, maps1;
+	char *p, *req, *r;
+
+	test_spd_cleanup(&T);
+	start_spd("\tbody-max = 16777216\n");
+	agent_session(&ses);
+	p = fmt("{\"session\":\"%s\"}", ses.id);
+	t = begin(p);
+	free(p);
+	op = begin(NULL);
+	spd_footprint(&rss0, &maps0);
+	req = head_only(t.key, body);
+	for (int i = 0; i < CONNS; i++) {
+		fds[i] = connect_port(t.port);
+		test_send(fds[i], req, strlen(req));
+		send_filler(fds[i], part);
+	}
+	spd_footprint(&rss1, &maps1);
+	fprintf(stderr,
+		"unfinished bodies: %d connections x %zu MiB sent: spd %ld "
+		"-> %ld kB\n",
+		CONNS, part >> 20, rss0, rss1);
+	ck_assert_msg(rss1 - rss0 < 100 * 1024,
+		      "spd grew by %ld kB holding unfinished bodies",
+		      rss1 - rss0);
+	refused = answered(fds, CONNS, "LIMIT", CONNS - 2);
+	ck_assert_int_ge(refused, CONNS - 2);
+	/* The operator's call, while they are held. */
+	r = post(&op, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 200);
+	free(r);
+	for (int i = 0; i < CONNS; i++)
+		close(fds[i]);
+	free(req);
+}
+END_TEST
+
+/* An agent holding many connections: each turn and each session has its
+ * most (503 LIMIT past them), and the operator's calls still succeed on
+ * the TCP port and on broker.sock (issue 36, finding 5). */
+START_TEST(test_connection_quotas)
+{
+	enum { PER = 60, OPN = 70 };
+	struct session ses;
+	struct turn a[3], op;
+	int fds[3 * PER], ofds[OPN], n;
+	char *p, *req, *r, *sock;
+
+	agent_session(&ses);
+	p = fmt("{\"session\":\"%s\"}", ses.id);
+	for (int i = 0; i < 3; i++)
+		a[i] = begin(p);
+	free(p);
+	op = begin(NULL);
+	for (int i = 0; i < 3; i++) {
+		req = head_only(a[i].key, 1000);
+		for (int j = 0; j < PER; j++) {
+			fds[i * PER + j] = connect_port(a[i].port);
+			test_send(fds[i * PER + j], req, strlen(req));
+		}
+		free(req);
+	}
+	/* The session's most is 128: of 180, 52 are refused. */
+	n = answered(fds, 3 * PER, "session", 3 * PER - 128);
+	ck_assert_int_eq(n, 3 * PER - 128);
+	/* One turn's most is 64, the operator's too. */
+	req = head_only(op.key, 1000);
+	for (int j = 0; j < OPN; j++) {
+		ofds[j] = connect_port(op.port);
+		test_send(ofds[j], req, strlen(req));
+	}
+	free(req);
+	n = answered(ofds, OPN, "holds 64 connections", OPN - 64);
+	ck_assert_int_eq(n, OPN - 64);
+	for (int j = 0; j < OPN; j++)
+		close(ofds[j]);
+	/* The operator's calls, while the agent's connections are held. */
+	op = begin(NULL);
+	r = post(&op, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	sock = broker_sock();
+	req = request_text(&op, "/v1/messages", NULL, MSG_BODY);
+	r = raw_unix(sock, req);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	free(req);
+	free(sock);
+	for (int i = 0; i < 3 * PER; i++)
+		close(fds[i]);
+}
+END_TEST
+
 /* Ten thousand turns begun and ended leave spd's memory and mappings
  * where a thousand left them: each key change frees the redaction
  * generation it replaces (issue 36, finding 2). */
@@ -1809,6 +2041,9 @@ int main(void)
 	tcase_add_test(tc, test_output_limit_set_from_budget);
 	tcase_add_test(tc, test_session_cap_across_turns);
 	tcase_add_test(tc, test_model_call_idle_expired);
+	tcase_add_test(tc, test_key_checked_before_body);
+	tcase_add_test(tc, test_unfinished_bodies_bounded);
+	tcase_add_test(tc, test_connection_quotas);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("churn");
 	tcase_add_checked_fixture(tc, setup, teardown);

@@ -10,7 +10,7 @@
 #include "daemon/broker/usage.h"
 
 /* USD per million tokens as picodollars per token. */
-#define PER_MTOK(usd) ((int64_t)((usd) * 1000000))
+#define PER_MTOK(usd) ((int64_t)((usd)*1000000))
 
 static struct price_table shipped(void)
 {
