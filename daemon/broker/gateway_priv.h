@@ -28,6 +28,27 @@
 
 struct gw_call;
 
+/* Refusals of one kind (the same session and turn presented, method,
+ * path, status and code) within GATEWAY_REFUSAL_WINDOW_MS are journaled
+ * as one row and a count: a client refused in a loop cannot flood the
+ * journal. */
+#define GATEWAY_REFUSAL_WINDOW_MS (60 * 1000)
+/* Kinds of refusal counted at once; a new kind past them writes the
+ * oldest kind's count first. */
+#define GATEWAY_REFUSALS_KEPT 64
+/* Rows of refusals that name no session (an unknown key on the shared
+ * TCP port), per window; past it they are only counted.  A session's
+ * count against its own journal rate ([limits] session-journal-rate). */
+#define GATEWAY_ANON_REFUSAL_ROWS 600
+
+struct gw_refusal {
+	char session[65], turn[BROKER_TURN_ID_LEN + 1];
+	char method[16], path[64], code[24];
+	int status;
+	unsigned count;	   /* refusals since first_ms not yet journaled */
+	uint64_t first_ms; /* when this kind's window began; 0: free slot */
+};
+
 /* A run's listening socket (gateway_adopt). */
 struct gw_listener {
 	uv_tcp_t tcp; /* data: the gateway */
@@ -88,6 +109,12 @@ struct gateway {
 	/* Ends the calls whose provider has sent nothing for
 	 * broker.provider-timeout (on_stall_timer in gateway.c). */
 	uv_timer_t stall_timer;
+	/* Refusals counted, not yet journaled; their window's timer; rows
+	 * of refusals without a session in the current window. */
+	struct gw_refusal refusals[GATEWAY_REFUSALS_KEPT];
+	uv_timer_t refusal_timer;
+	unsigned anon_rows;
+	uint64_t anon_window_ms;
 	struct gw_conn *conns;
 	/* All connections, and those on TCP (the port and the runs'). */
 	size_t n_conns, n_tcp;

@@ -1965,6 +1965,54 @@ START_TEST(test_connection_quotas)
 }
 END_TEST
 
+/* A client refused in a loop: the journal gets one row for the first
+ * refusal and one with the count of the rest (written when spd stops at
+ * the latest: none is lost), each naming the method, path, turn and
+ * session presented and never the key (issue 36, finding 6). */
+START_TEST(test_refusals_aggregated)
+{
+	enum { N = 300 };
+	struct session ses;
+	struct turn t;
+	char *p, *req, *all, *rows, *q;
+	int fd, n = 0;
+
+	agent_session(&ses);
+	p = fmt("{\"session\":\"%s\"}", ses.id);
+	t = begin(p);
+	free(p);
+	req = request_text(&t, "/v1/messages", NULL, "not json");
+	fd = connect_port(t.port);
+	for (int i = 0; i < N; i++) {
+		char *r;
+
+		test_send(fd, req, strlen(req));
+		r = read_replies(fd, "", 0, 1);
+		ck_assert_msg(status_of(r) == 400, "%d: %s", i, r);
+		free(r);
+	}
+	close(fd);
+	free(req);
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	q = fmt("select session, summary, detail from events where kind = "
+		"'model.call' and summary like 'refused 400%%'");
+	rows = test_journal(&T, q);
+	all = test_journal(&T, "select session, summary, detail from events");
+	for (const char *s = rows; (s = strstr(s, "refused 400")); s++)
+		n++;
+	ck_assert_msg(n == 2, "%d rows of refusals: %s", n, rows);
+	ck_assert_msg(has(rows, "\"count\":299"), "%s", rows);
+	ck_assert(has(rows, ses.id));
+	ck_assert(has(rows, t.id));
+	ck_assert(has(rows, "\"method\":\"POST\""));
+	ck_assert(has(rows, "\"path\":\"/v1/messages\""));
+	ck_assert(!has(all, t.key));
+	free(all);
+	free(rows);
+	free(q);
+}
+END_TEST
+
 /* Ten thousand turns begun and ended leave spd's memory and mappings
  * where a thousand left them: each key change frees the redaction
  * generation it replaces (issue 36, finding 2). */
@@ -2044,6 +2092,7 @@ int main(void)
 	tcase_add_test(tc, test_key_checked_before_body);
 	tcase_add_test(tc, test_unfinished_bodies_bounded);
 	tcase_add_test(tc, test_connection_quotas);
+	tcase_add_test(tc, test_refusals_aggregated);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("churn");
 	tcase_add_checked_fixture(tc, setup, teardown);
