@@ -2013,6 +2013,35 @@ START_TEST(test_refusals_aggregated)
 }
 END_TEST
 
+/* listen = none: no TCP port for anyone (any local user could connect to
+ * one); the operator's clients use broker.sock, which only its uid can
+ * reach (issue 36, finding 10). */
+START_TEST(test_socket_only_mode)
+{
+	json_t *o, *res;
+	struct turn t = {0};
+	char *req, *r;
+	const char *sock;
+
+	test_spd_cleanup(&T);
+	start_spd("\tlisten = none\n");
+	o = rpc("turn.begin", "{}");
+	res = json_object_get(o, "result");
+	ck_assert_ptr_nonnull(res);
+	ck_assert(!json_is_string(json_object_get(res, "anthropic_base_url")));
+	snprintf(t.key, sizeof(t.key), "%s",
+		 json_string_value(json_object_get(res, "key")));
+	sock = json_string_value(json_object_get(res, "socket"));
+	ck_assert_ptr_nonnull(sock);
+	req = request_text(&t, "/v1/messages", NULL, MSG_BODY);
+	r = raw_unix(sock, req);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	free(req);
+	json_decref(o);
+}
+END_TEST
+
 /* Ten thousand turns begun and ended leave spd's memory and mappings
  * where a thousand left them: each key change frees the redaction
  * generation it replaces (issue 36, finding 2). */
@@ -2093,6 +2122,7 @@ int main(void)
 	tcase_add_test(tc, test_unfinished_bodies_bounded);
 	tcase_add_test(tc, test_connection_quotas);
 	tcase_add_test(tc, test_refusals_aggregated);
+	tcase_add_test(tc, test_socket_only_mode);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("churn");
 	tcase_add_checked_fixture(tc, setup, teardown);
