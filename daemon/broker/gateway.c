@@ -20,9 +20,9 @@
 #include <uv.h>
 
 #include "daemon/transport/handlers.h"
+#include "daemon/broker/bound.h"
 #include "daemon/broker/broker.h"
 #include "daemon/transport/call.h"
-#include "daemon/transport/quota.h"
 #include "daemon/broker/gateway.h"
 #include "daemon/broker/gateway_priv.h"
 #include "daemon/broker/http.h"
@@ -97,234 +97,6 @@ static void on_gw_handle_closed(uv_handle_t *h)
 
 	g->open_handles--;
 	gw_maybe_free(g);
-}
-
-/* ---- provider-shaped errors ---------------------------------------- */
-
-/* An error body the client's SDK understands: Anthropic's
- * {"type":"error","error":{type,message}} or OpenAI's
- * {"error":{message,type,code}}, with spd's own symbol and numbers. */
-static char *error_body(enum broker_api api, int status, const char *code,
-			const char *msg, json_t *extra)
-{
-	const char *atype = status == 401   ? "authentication_error"
-			    : status == 402 ? "billing_error"
-			    : status == 404 ? "not_found_error"
-			    : status == 413 ? "request_too_large"
-			    : status >= 500 ? "api_error"
-					    : "invalid_request_error";
-	const char *otype = status == 401   ? "invalid_request_error"
-			    : status == 402 ? "insufficient_quota"
-			    : status >= 500 ? "server_error"
-					    : "invalid_request_error";
-	json_t *err, *o;
-	char *s;
-
-	if (api == BROKER_API_ANTHROPIC) {
-		err = json_pack("{s:s, s:s, s:s}", "type", atype, "message",
-				msg, "spd_code", code);
-		o = json_pack("{s:s, s:o}", "type", "error", "error", err);
-	} else {
-		err = json_pack("{s:s, s:s, s:s, s:n}", "message", msg, "type",
-				otype, "code", code, "param");
-		o = json_pack("{s:o}", "error", err);
-	}
-	if (extra)
-		json_object_update(err, extra);
-	json_decref(extra);
-	s = json_dumps(o, JSON_COMPACT);
-	json_decref(o);
-	return s;
-}
-
-static enum broker_api api_of_path(const char *target)
-{
-	return target && (strncmp(target, "/v1/chat/", 9) == 0 ||
-			  strncmp(target, "/v1/responses", 13) == 0)
-		   ? BROKER_API_OPENAI
-		   : BROKER_API_ANTHROPIC;
-}
-
-static void journal_call(struct gateway *g, const char *session, json_t *detail,
-			 const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void journal_call(struct gateway *g, const char *session, json_t *detail,
-			 const char *fmt, ...)
-{
-	char summary[512];
-	char *txt = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(summary, sizeof(summary), fmt, ap);
-	va_end(ap);
-	if (g->spd->journal)
-		journal_append(g->spd->journal,
-			       session && session[0] ? session : NULL, "broker",
-			       "model.call", summary, txt);
-	free(txt);
-	json_decref(detail);
-}
-
-static void on_refusal_timer(uv_timer_t *t);
-
-/* The row of the refusals of r counted since its window began. */
-static void refusal_flush(struct gateway *g, struct gw_refusal *r)
-{
-	uint64_t secs = (uv_now(g->spd->loop) - r->first_ms) / 1000;
-	json_t *d;
-
-	if (r->count == 0)
-		return;
-	d = json_pack("{s:s?, s:s?, s:s, s:s, s:i, s:s, s:i, s:I}", "turn",
-		      r->turn[0] ? r->turn : NULL, "session",
-		      r->session[0] ? r->session : NULL, "method", r->method,
-		      "path", r->path, "status", r->status, "code", r->code,
-		      "count", (int)r->count, "seconds", (json_int_t)secs);
-	journal_call(g, r->session, d,
-		     "refused %d %s %u more times in %llus: %s %s%s%s",
-		     r->status, r->code, r->count, (unsigned long long)secs,
-		     r->method, r->path, r->turn[0] ? " " : "", r->turn);
-	r->count = 0;
-}
-
-/* Every kind whose window has passed: its count journaled, its slot
- * freed.  all: every kind now (the gateway stops: nothing is lost). */
-static void refusals_sweep(struct gateway *g, bool all)
-{
-	uint64_t now = uv_now(g->spd->loop);
-	bool pending = false;
-
-	for (size_t i = 0; i < GATEWAY_REFUSALS_KEPT; i++) {
-		struct gw_refusal *r = &g->refusals[i];
-
-		if (!r->first_ms)
-			continue;
-		if (all || now - r->first_ms >= GATEWAY_REFUSAL_WINDOW_MS) {
-			refusal_flush(g, r);
-			r->first_ms = 0;
-		} else {
-			pending = true;
-		}
-	}
-	if (pending && !g->stopping)
-		uv_timer_start(&g->refusal_timer, on_refusal_timer,
-			       GATEWAY_REFUSAL_WINDOW_MS, 0);
-}
-
-static void on_refusal_timer(uv_timer_t *t)
-{
-	refusals_sweep(t->data, false);
-}
-
-/* Whether this refusal gets a row of its own now (else it is counted in
- * its kind's, written when the window ends): the first of its kind in a
- * window, within its session's journal rate or, without a session, the
- * gateway's. */
-static bool refusal_row(struct gateway *g, const char *session,
-			const char *turn, const char *method, const char *path,
-			int status, const char *code)
-{
-	uint64_t now = uv_now(g->spd->loop);
-	struct gw_refusal *r = NULL, *oldest = NULL;
-	bool row;
-
-	for (size_t i = 0; i < GATEWAY_REFUSALS_KEPT; i++) {
-		struct gw_refusal *x = &g->refusals[i];
-
-		if (!x->first_ms) {
-			if (!oldest || oldest->first_ms)
-				oldest = x;
-			continue;
-		}
-		if (x->status == status && strcmp(x->code, code) == 0 &&
-		    strcmp(x->session, session) == 0 &&
-		    strcmp(x->turn, turn) == 0 &&
-		    strcmp(x->method, method) == 0 &&
-		    strcmp(x->path, path) == 0) {
-			r = x;
-			break;
-		}
-		if (!oldest ||
-		    (oldest->first_ms && x->first_ms < oldest->first_ms))
-			oldest = x;
-	}
-	if (r && now - r->first_ms < GATEWAY_REFUSAL_WINDOW_MS) {
-		r->count++;
-		return false;
-	}
-	if (!r) {
-		r = oldest;
-		refusal_flush(g, r);
-		snprintf(r->session, sizeof(r->session), "%s", session);
-		snprintf(r->turn, sizeof(r->turn), "%s", turn);
-		snprintf(r->method, sizeof(r->method), "%s", method);
-		snprintf(r->path, sizeof(r->path), "%s", path);
-		snprintf(r->code, sizeof(r->code), "%s", code);
-		r->status = status;
-	} else {
-		refusal_flush(g, r);
-	}
-	r->first_ms = now ? now : 1;
-	r->count = 0;
-	if (!uv_is_active((uv_handle_t *)&g->refusal_timer) && !g->stopping)
-		uv_timer_start(&g->refusal_timer, on_refusal_timer,
-			       GATEWAY_REFUSAL_WINDOW_MS, 0);
-	/* A refused client's rows count against its session's journal
-	 * rate, like its requests on spd's socket. */
-	if (session[0])
-		row =
-		    !g->spd->quota || quota_take(g->spd->quota, session,
-						 QUOTA_JOURNAL_RATE, now) == 0;
-	else {
-		if (now - g->anon_window_ms >= GATEWAY_REFUSAL_WINDOW_MS) {
-			g->anon_window_ms = now;
-			g->anon_rows = 0;
-		}
-		row = g->anon_rows < GATEWAY_ANON_REFUSAL_ROWS;
-		if (row)
-			g->anon_rows++;
-	}
-	if (!row)
-		r->count++;
-	return row;
-}
-
-/* Refuse a request before any provider was asked: journaled (with the
- * method, path, turn and session presented, never the key; repeats
- * counted into one row), answered in the provider's shape; a kept-alive
- * connection goes on when the request itself was whole. */
-void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
-	       const char *code, json_t *extra, const char *msg)
-{
-	enum broker_api api = api_of_path(c->req.target);
-	char *body = error_body(api, status, code, msg, json_incref(extra));
-	const struct broker_turn *who = t;
-	char path[64];
-	json_t *d;
-
-	/* No key's turn: the run's port it came on says whose it is. */
-	if (!who && c->bound_turn[0])
-		who = broker_turn_by_id(c->g->spd, c->bound_turn);
-	snprintf(path, sizeof(path), "%.*s",
-		 c->req.target ? (int)strcspn(c->req.target, "?") : 0,
-		 c->req.target ? c->req.target : "");
-	if (refusal_row(c->g, who ? who->session : "", who ? who->id : "",
-			c->req.method, path, status, code)) {
-		d = json_pack("{s:s?, s:s?, s:s, s:s, s:i, s:s, s:s}", "turn",
-			      who ? who->id : NULL, "session",
-			      who && who->session[0] ? who->session : NULL,
-			      "method", c->req.method, "path", path, "status",
-			      status, "code", code, "error", msg);
-		if (extra && d)
-			json_object_update(d, extra);
-		journal_call(c->g, who ? who->session : NULL, d,
-			     "refused %d %s: %s", status, code, msg);
-	}
-	json_decref(extra);
-	gw_conn_respond(c, status, "application/json",
-			body ? body : "{\"error\":\"refused\"}");
-	free(body);
 }
 
 /* ---- forwarding ---------------------------------------------------- */
@@ -587,8 +359,8 @@ static void call_done(struct gw_call *k, CURLcode res)
 				 "the provider could not be reached or "
 				 "failed: %s",
 				 curl_easy_strerror(res));
-			body = error_body(k->api, st, "PROVIDER-FAILED", msg,
-					  NULL);
+			body = gw_error_body(k->api, st, "PROVIDER-FAILED", msg,
+					     NULL);
 			gw_conn_respond(k->conn, st, "application/json",
 					body ? body : "{}");
 			free(body);
@@ -620,10 +392,10 @@ static void call_done(struct gw_call *k, CURLcode res)
 				    json_integer(k->limit_set));
 	if (d && k->choices > 1)
 		json_object_set_new(d, "choices", json_integer(k->choices));
-	journal_call(k->g, k->session, d,
-		     "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
-		     k->model, status, outcome, (long long)k->usage.u.input,
-		     (long long)k->usage.u.output, costbuf, k->turn_id);
+	gw_journal(k->g, k->session, d,
+		   "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
+		   k->model, status, outcome, (long long)k->usage.u.input,
+		   (long long)k->usage.u.output, costbuf, k->turn_id);
 	if (k->rpc)
 		finish_rpc(k, status, cost,
 			   res == CURLE_OK ? NULL : curl_easy_strerror(res));
@@ -881,8 +653,8 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 }
 
 /* The routes: path (without query) to api; count_tokens is free. */
-static int route(const char *target, enum broker_api *api, bool *count_only,
-		 char *path, size_t plen)
+int gw_route(const char *target, enum broker_api *api, bool *count_only,
+	     char *path, size_t plen)
 {
 	static const struct {
 		const char *path;
@@ -932,25 +704,9 @@ static int64_t max_tokens_of(json_t *body, enum broker_api api,
 	return best;
 }
 
-/*
- * Check and price a request body, and make the call: everything up to
- * the reservation is synchronous, so two calls never reserve the same
- * room.  Returns the call, or NULL with e (status, code, message,
- * extra data) set.
- */
-struct prep {
-	int status;
-	const char *code;
-	char msg[512];
-	json_t *extra;
-};
-
 /* The bytes spd may add to a body when it sets an output limit: the
  * field's name and digits, with room to spare. */
 #define GATEWAY_LIMIT_SLACK 64
-/* Most completions one OpenAI chat call may ask for ("n"): each is billed
- * in full, so the reservation multiplies by it. */
-#define GATEWAY_CHOICES_MAX 128
 
 /*
  * The body the provider gets (k->body, owned): the client's bytes as they
@@ -1023,7 +779,7 @@ static int call_body(struct gw_call *k, json_t *o, const char *body,
  * turn (or its session, when the session's budget is the one short),
  * what it spent and reserved, its cap and what this call needed. */
 static void budget_refusal(const struct broker_turn *t, int64_t worst,
-			   struct prep *e)
+			   struct broker_refusal *e)
 {
 	char a[32], b[32], c[32], d[32];
 	int64_t spent = t->spent, reserved = t->reserved, cap = t->cap;
@@ -1062,270 +818,17 @@ static void budget_refusal(const struct broker_turn *t, int64_t worst,
 			      "session_cap_usd", price_usd(cap)));
 }
 
-/* An option spd cannot bound: refused (400 UNBOUNDED-OPTION), naming it. */
-static bool unbounded(struct prep *e, const char *option, const char *why)
-{
-	e->status = 400;
-	e->code = "UNBOUNDED-OPTION";
-	snprintf(e->msg, sizeof(e->msg),
-		 "%s: %s, so spd cannot bound what the call costs and does "
-		 "not forward it",
-		 option, why);
-	e->extra = json_pack("{s:s}", "option", option);
-	return false;
-}
-
-static bool has_prefix(const char *s, const char *prefix)
-{
-	return s && strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-/* An image URL that is not inline data ("data:..."): fetched by the
- * provider. */
-static bool remote_url(json_t *v)
-{
-	if (json_is_object(v))
-		v = json_object_get(v, "url");
-	return json_is_string(v) && !has_prefix(json_string_value(v), "data:");
-}
-
-/* Anthropic content blocks (of a message, or of a tool_result): only
- * inline sources, whose bytes bound their tokens. */
-static bool anthropic_blocks(json_t *content, struct prep *e)
-{
-	size_t i;
-	json_t *b;
-
-	json_array_foreach(content, i, b)
-	{
-		const char *type =
-		    json_string_value(json_object_get(b, "type"));
-		json_t *src = json_object_get(b, "source");
-		const char *st =
-		    json_string_value(json_object_get(src, "type"));
-
-		if (json_is_object(src) && st &&
-		    (strcmp(st, "url") == 0 || strcmp(st, "file") == 0 ||
-		     json_object_get(src, "file_id")))
-			return unbounded(
-			    e,
-			    strcmp(st, "url") == 0
-				? "a content block with a \"url\" "
-				  "source"
-				: "a content block with a \"file\" "
-				  "source",
-			    "the provider fetches or stores what "
-			    "it holds, which the request's bytes "
-			    "do not bound (send it inline, "
-			    "base64)");
-		if (type && strcmp(type, "container_upload") == 0)
-			return unbounded(
-			    e, "a \"container_upload\" block",
-			    "it names a file held by the provider");
-		if (type && strcmp(type, "tool_result") == 0 &&
-		    !anthropic_blocks(json_object_get(b, "content"), e))
-			return false;
-	}
-	return true;
-}
-
-/* OpenAI content parts (chat messages, Responses input items). */
-static bool openai_parts(json_t *content, struct prep *e)
-{
-	size_t i;
-	json_t *p;
-
-	json_array_foreach(content, i, p)
-	{
-		const char *type =
-		    json_string_value(json_object_get(p, "type"));
-		json_t *file = json_object_get(p, "file");
-
-		if (json_object_get(p, "file_id") ||
-		    json_object_get(file, "file_id"))
-			return unbounded(e, "a \"file_id\"",
-					 "it names a file held by the "
-					 "provider");
-		if (json_object_get(p, "file_url"))
-			return unbounded(e, "a \"file_url\"",
-					 "the provider fetches the file");
-		if (remote_url(json_object_get(p, "image_url")))
-			return unbounded(e, "an image by URL",
-					 "the provider fetches the image (send "
-					 "it inline as a data: URL)");
-		if (type && strcmp(type, "item_reference") == 0)
-			return unbounded(e, "an \"item_reference\"",
-					 "it names context held by the "
-					 "provider");
-		if (json_is_array(json_object_get(p, "content")) &&
-		    !openai_parts(json_object_get(p, "content"), e))
-			return false;
-		if (json_is_array(json_object_get(p, "output")) &&
-		    !openai_parts(json_object_get(p, "output"), e))
-			return false;
-	}
-	return true;
-}
-
-/* Tools whose use the provider bills beyond the tokens spd bounds
- * (server-side search, fetch, code execution, their per-use fees) are
- * refused; a provider-defined client tool adds its hidden prompt to
- * *extra. */
-static bool tools_ok(json_t *tools, enum broker_api api, const char *path,
-		     int64_t *extra, struct prep *e)
-{
-	static const char *const anthropic_client[] = {
-	    "custom", "bash_", "text_editor_", "computer_", "memory_"};
-	static const char *const chat_client[] = {"function", "custom"};
-	static const char *const responses_client[] = {
-	    "function", "custom", "local_shell", "shell", "apply_patch"};
-	size_t i;
-	json_t *tool;
-
-	json_array_foreach(tools, i, tool)
-	{
-		const char *type =
-		    json_string_value(json_object_get(tool, "type"));
-		const char *const *ok;
-		size_t n, j;
-		char what[160];
-
-		if (!type && api == BROKER_API_ANTHROPIC)
-			continue; /* a custom tool */
-		if (api == BROKER_API_ANTHROPIC) {
-			ok = anthropic_client;
-			n = ARRAY_SIZE(anthropic_client);
-		} else if (strcmp(path, "/v1/responses") == 0) {
-			ok = responses_client;
-			n = ARRAY_SIZE(responses_client);
-		} else {
-			ok = chat_client;
-			n = ARRAY_SIZE(chat_client);
-		}
-		for (j = 0; type && j < n; j++)
-			if (api == BROKER_API_ANTHROPIC && j > 0
-				? has_prefix(type, ok[j])
-				: strcmp(type, ok[j]) == 0)
-				break;
-		if (!type || j == n) {
-			snprintf(what, sizeof(what), "the tool type \"%.60s\"",
-				 type ? type : "(none)");
-			return unbounded(
-			    e, what,
-			    "a tool the provider runs itself (search, fetch, "
-			    "code execution) bills per use and for what it "
-			    "reads");
-		}
-		if (api == BROKER_API_ANTHROPIC && j > 0)
-			*extra += PRICE_TOOL_HIDDEN_TOKENS;
-	}
-	return true;
-}
-
 /*
- * Whether spd can bound what the request may cost: every option that
- * multiplies or adds billed tokens is either counted (*choices, the
- * completions asked for; *extra, input tokens the bytes do not hold) or
- * refused with e set.  long_context: the client asked Anthropic for its
- * long-context tier (anthropic-beta context-1m-*).
+ * Check and price a request body, and make the call: everything up to
+ * the reservation is synchronous, so two calls never reserve the same
+ * room.  Returns the call, or NULL with e (status, code, message,
+ * extra data) set.
  */
-static bool bounded(json_t *o, enum broker_api api, const char *path,
-		    bool long_context, int64_t *choices, int64_t *extra,
-		    struct prep *e)
-{
-	json_t *v, *msg;
-	size_t i;
-	const char *tier;
-
-	*choices = 1;
-	*extra = 0;
-	v = json_object_get(o, "service_tier");
-	tier = json_string_value(v);
-	if (v && !json_is_null(v) &&
-	    !(tier &&
-	      (strcmp(tier, "auto") == 0 ||
-	       (api == BROKER_API_ANTHROPIC ? strcmp(tier, "standard_only") == 0
-					    : strcmp(tier, "default") == 0 ||
-						  strcmp(tier, "flex") == 0))))
-		return unbounded(e, "service_tier",
-				 "its price tier is not in spd's table");
-	if (!tools_ok(json_object_get(o, "tools"), api, path, extra, e))
-		return false;
-	if (api == BROKER_API_ANTHROPIC) {
-		if (long_context)
-			return unbounded(e, "anthropic-beta context-1m",
-					 "the long-context tier's prices are "
-					 "not in spd's table");
-		if (json_object_get(o, "mcp_servers"))
-			return unbounded(e, "mcp_servers",
-					 "the provider calls those servers "
-					 "and bills what they return");
-		if (json_object_get(o, "container"))
-			return unbounded(e, "container",
-					 "it names a code-execution container "
-					 "held by the provider");
-		if (!anthropic_blocks(json_object_get(o, "system"), e))
-			return false;
-		json_array_foreach(json_object_get(o, "messages"), i, msg)
-		{
-			if (!anthropic_blocks(json_object_get(msg, "content"),
-					      e))
-				return false;
-		}
-		return true;
-	}
-	if (strcmp(path, "/v1/responses") == 0) {
-		static const char *const held[] = {"previous_response_id",
-						   "conversation", "prompt"};
-
-		for (size_t j = 0; j < ARRAY_SIZE(held); j++) {
-			v = json_object_get(o, held[j]);
-			if (v && !json_is_null(v))
-				return unbounded(e, held[j],
-						 "it brings in context held by "
-						 "the provider, which the "
-						 "request's bytes do not "
-						 "bound");
-		}
-		return openai_parts(json_object_get(o, "input"), e);
-	}
-	/* Chat completions. */
-	if (json_object_get(o, "web_search_options"))
-		return unbounded(e, "web_search_options",
-				 "the provider searches the web and bills "
-				 "for it");
-	if (json_object_get(o, "prediction"))
-		return unbounded(e, "prediction",
-				 "rejected predicted tokens are billed as "
-				 "output");
-	if (json_object_get(o, "audio"))
-		return unbounded(e, "audio",
-				 "audio output is priced apart, not in spd's "
-				 "table");
-	v = json_object_get(o, "n");
-	if (v && !json_is_null(v)) {
-		if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-		    json_integer_value(v) > GATEWAY_CHOICES_MAX) {
-			snprintf(e->msg, sizeof(e->msg),
-				 "n must be an integer from 1 to %d",
-				 GATEWAY_CHOICES_MAX);
-			return false;
-		}
-		*choices = json_integer_value(v);
-	}
-	json_array_foreach(json_object_get(o, "messages"), i, msg)
-	{
-		if (!openai_parts(json_object_get(msg, "content"), e))
-			return false;
-	}
-	return true;
-}
-
 static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 			       enum broker_api api, bool count_only,
 			       const char *path, const char *body,
 			       size_t body_len, bool long_context,
-			       struct prep *e)
+			       struct broker_refusal *e)
 {
 	struct spd *spd = g->spd;
 	const struct broker_config *cfg = broker_config(spd);
@@ -1380,7 +883,7 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 		goto fail;
 	}
 	if (!count_only &&
-	    !bounded(o, api, path, long_context, &choices, &extra, e))
+	    !bound_request(o, api, path, long_context, &choices, &extra, e))
 		goto fail;
 	k = calloc(1, sizeof(*k));
 	if (!k) {
@@ -1473,168 +976,6 @@ static void call_abort_start(struct gw_call *k, int r)
 	(void)r;
 }
 
-/* Refuse on the head: kept in c->refusal until the parser returns. */
-static int head_refusal(struct gw_conn *c, const struct broker_turn *t,
-			int status, const char *code, const char *msg)
-{
-	c->refusal.status = status;
-	c->refusal.code = code;
-	c->refusal.turn = t;
-	snprintf(c->refusal.msg, sizeof(c->refusal.msg), "%s", msg);
-	return -1;
-}
-
-/* The request's key: x-api-key, or Authorization: Bearer. */
-static const char *request_key(const struct http_request *q)
-{
-	const char *key = http_request_header(q, "x-api-key");
-	const char *auth = http_request_header(q, "authorization");
-
-	if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
-		key = auth + 7;
-	return key;
-}
-
-/* The live turn of key, if this connection may use it: a run's port
- * serves its own turn only (another live key, another session's leaked
- * into the run, is as good as none there). */
-static struct broker_turn *conn_turn(struct gw_conn *c, const char *key)
-{
-	struct broker_turn *t =
-	    key ? broker_turn_by_key(c->g->spd, key, strlen(key)) : NULL;
-
-	if (t && c->bound_turn[0] && strcmp(t->id, c->bound_turn) != 0)
-		t = NULL;
-	return t;
-}
-
-int gw_conn_attach(struct gw_conn *c, struct broker_turn *t)
-{
-	char msg[200];
-
-	if (c->turn == t)
-		return 0;
-	if (c->turn) {
-		c->turn->conns--;
-		c->turn = NULL;
-	}
-	if (!t)
-		return 0;
-	if (t->conns >= GATEWAY_TURN_CONNS_MAX) {
-		snprintf(msg, sizeof(msg),
-			 "turn %s holds %d connections to the broker, its "
-			 "most",
-			 t->id, GATEWAY_TURN_CONNS_MAX);
-		head_refusal(c, t, 503, "LIMIT", msg);
-		return -EDQUOT;
-	}
-	if (t->session[0] && broker_session_conns(c->g->spd, t->session) >=
-				 GATEWAY_SESSION_CONNS_MAX) {
-		snprintf(msg, sizeof(msg),
-			 "session %.64s holds %d connections to the broker, "
-			 "its most",
-			 t->session, GATEWAY_SESSION_CONNS_MAX);
-		head_refusal(c, t, 503, "LIMIT", msg);
-		return -EDQUOT;
-	}
-	t->conns++;
-	c->turn = t;
-	return 0;
-}
-
-/* The limits of unfinished bodies: c's turn's, and the total of its
- * kind (the sessions' or the operator's). */
-static size_t *body_total(struct gw_conn *c)
-{
-	return c->turn && c->turn->session[0] ? &c->g->body_agents
-					      : &c->g->body_operator;
-}
-
-bool gw_body_room(struct gw_conn *c, size_t n)
-{
-	size_t max = c->body_max, held, total;
-	char msg[200];
-
-	if (!c->turn)
-		return true;
-	held = c->turn->body_held - c->body_acct;
-	total = *body_total(c) - c->body_acct;
-	if (held + c->body_acct + n > GATEWAY_BODIES_TURN * max) {
-		snprintf(msg, sizeof(msg),
-			 "turn %s is sending more request bytes at once than "
-			 "spd holds for one turn (%d x broker.body-max)",
-			 c->turn->id, GATEWAY_BODIES_TURN);
-		head_refusal(c, c->turn, 503, "LIMIT", msg);
-		return false;
-	}
-	if (c->turn->session[0] &&
-	    total + c->body_acct + n > GATEWAY_BODIES_AGENTS * max) {
-		snprintf(msg, sizeof(msg),
-			 "the sessions' turns are sending more request bytes "
-			 "at once than spd holds (%d x broker.body-max)",
-			 GATEWAY_BODIES_AGENTS);
-		head_refusal(c, c->turn, 503, "LIMIT", msg);
-		return false;
-	}
-	return true;
-}
-
-void gw_body_account(struct gw_conn *c)
-{
-	size_t now = c->turn && !c->closing && c->req.head_done &&
-			     !c->req.complete && !c->req.failed
-			 ? c->req.body_len
-			 : 0;
-	size_t *total = body_total(c);
-
-	if (!c->turn) {
-		c->body_acct = 0;
-		return;
-	}
-	c->turn->body_held = c->turn->body_held - c->body_acct + now;
-	*total = *total - c->body_acct + now;
-	c->body_acct = now;
-}
-
-int gw_on_head(struct http_request *q, void *data)
-{
-	struct gw_conn *c = data;
-	enum broker_api api;
-	bool count_only;
-	char path[64];
-	const char *key;
-	struct broker_turn *t;
-
-	/* What needs no body is decided now: a request refused here never
-	 * has its body read or held. */
-	if (route(q->target, &api, &count_only, path, sizeof(path)) < 0)
-		return head_refusal(
-		    c, NULL, 404, "NOT-FOUND",
-		    "spd's broker serves POST /v1/messages, "
-		    "/v1/messages/count_tokens, /v1/chat/completions and "
-		    "/v1/responses only");
-	if (strcmp(q->method, "POST") != 0)
-		return head_refusal(c, NULL, 405, "BAD-REQUEST",
-				    "only POST is served on this route");
-	key = request_key(q);
-	t = conn_turn(c, key);
-	if (!t)
-		return head_refusal(
-		    c, NULL, 401, "UNAUTHORIZED",
-		    key ? "the key is not a live turn key of this spd "
-			  "(unknown, ended or expired)"
-			: "no key: send the turn key as x-api-key or "
-			  "Authorization: Bearer");
-	if (gw_conn_attach(c, t) < 0)
-		return -1;
-	if (q->content_length && !gw_body_room(c, q->content_length))
-		return -1;
-	/* The body has the rest of the request's time. */
-	uv_timer_start(&c->timer, gw_on_request_timeout,
-		       GATEWAY_REQUEST_TIMEOUT_MS, 0);
-	return 0;
-}
-
 void gw_handle_request(struct gw_conn *c)
 {
 	struct gateway *g = c->g;
@@ -1646,11 +987,11 @@ void gw_handle_request(struct gw_conn *c)
 	enum broker_api api;
 	bool count_only, long_context = false;
 	char path[64];
-	struct prep e;
+	struct broker_refusal e;
 	struct gw_call *k;
 	int r;
 
-	if (route(q->target, &api, &count_only, path, sizeof(path)) < 0) {
+	if (gw_route(q->target, &api, &count_only, path, sizeof(path)) < 0) {
 		gw_refuse(c, NULL, 404, "NOT-FOUND", NULL,
 			  "spd's broker serves POST /v1/messages, "
 			  "/v1/messages/count_tokens, /v1/chat/completions and "
@@ -1665,7 +1006,7 @@ void gw_handle_request(struct gw_conn *c)
 	if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
 		key = auth + 7;
 	/* Again now the body is in: the turn may have ended meanwhile. */
-	t = conn_turn(c, key);
+	t = gw_conn_turn(c, key);
 	if (!t) {
 		gw_refuse(c, NULL, 401, "UNAUTHORIZED", NULL,
 			  key ? "the key is not a live turn key of this spd "
@@ -1914,7 +1255,7 @@ void gateway_stop(struct gateway *g)
 	uv_close((uv_handle_t *)&g->curl_timer, on_gw_handle_closed);
 	uv_close((uv_handle_t *)&g->stall_timer, on_gw_handle_closed);
 	/* Counted refusals are journaled now: nothing is lost. */
-	refusals_sweep(g, true);
+	gw_refusals_sweep(g, true);
 	uv_close((uv_handle_t *)&g->refusal_timer, on_gw_handle_closed);
 }
 
@@ -1936,7 +1277,7 @@ void m_model_call(struct call *c)
 	bool count_only, has_version = false, long_context = false;
 	char rpath[64], *text;
 	const char *name;
-	struct prep e;
+	struct broker_refusal e;
 	struct gw_call *k;
 
 	if (!g) {
@@ -1966,7 +1307,7 @@ void m_model_call(struct call *c)
 	if (!path)
 		path = api == BROKER_API_ANTHROPIC ? "/v1/messages"
 						   : "/v1/chat/completions";
-	if (route(path, &rapi, &count_only, rpath, sizeof(rpath)) < 0 ||
+	if (gw_route(path, &rapi, &count_only, rpath, sizeof(rpath)) < 0 ||
 	    rapi != api || strchr(path, '?')) {
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
 			   "path %s is not a route of the %s api", path, apis);

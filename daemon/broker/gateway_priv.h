@@ -132,6 +132,43 @@ struct gateway {
 void gw_maybe_free(struct gateway *g);
 /* Answer the complete request c->req (a call started, or refused). */
 void gw_handle_request(struct gw_conn *c);
+/* The route of target (its path without the query): the API, whether
+ * it only counts tokens (free), the path; -ENOENT for none. */
+int gw_route(const char *target, enum broker_api *api, bool *count_only,
+	     char *path, size_t plen);
+/* Call k has no connection any more (its reply is out, or the client went
+ * away: gone): what remains of it goes on without one. */
+void gw_call_detach(struct gw_call *k, bool gone);
+
+/* gw_refuse.c */
+
+/* An error body the client's SDK understands: Anthropic's
+ * {"type":"error","error":{type,message}} or OpenAI's
+ * {"error":{message,type,code}}, with spd's own symbol and extra's fields
+ * (extra taken; may be NULL).  malloc'd, or NULL. */
+char *gw_error_body(enum broker_api api, int status, const char *code,
+		    const char *msg, json_t *extra);
+/* A "model.call" row of the broker in the journal, of session (NULL or
+ * "": none), with detail (taken; may be NULL). */
+void gw_journal(struct gateway *g, const char *session, json_t *detail,
+		const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Journal the counts of refusals whose window has passed (all: every
+ * count, now: the gateway stops and nothing is lost), and free their
+ * slots. */
+void gw_refusals_sweep(struct gateway *g, bool all);
+/* Refuse c's request before any provider was asked: journaled, answered
+ * in the provider's shape. */
+void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
+	       const char *code, json_t *extra, const char *msg);
+
+/* gw_conn.c */
+
+/* A request's time (head, then body) ran out: 408. */
+void gw_on_request_timeout(uv_timer_t *t);
+/* The live turn of key, if connection c may use it: a run's port serves
+ * its own turn only (another live key, another session's leaked into
+ * the run, is as good as none there).  NULL otherwise. */
+struct broker_turn *gw_conn_turn(struct gw_conn *c, const char *key);
 /* http_request's on_head for c (data): the route, the method and the key
  * are checked on the head, and the connection counted against the key's
  * turn, before any of the body is read.  Returns 0, or -1 with
@@ -146,18 +183,6 @@ bool gw_body_room(struct gw_conn *c, size_t n);
 /* Count the bytes of c's unfinished body as they are now (0 once the
  * request is complete or refused). */
 void gw_body_account(struct gw_conn *c);
-/* Refuse c's request before any provider was asked: journaled, answered
- * in the provider's shape. */
-void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
-	       const char *code, json_t *extra, const char *msg);
-/* Call k has no connection any more (its reply is out, or the client went
- * away: gone): what remains of it goes on without one. */
-void gw_call_detach(struct gw_call *k, bool gone);
-
-/* gw_conn.c */
-
-/* A request's time (head, then body) ran out: 408. */
-void gw_on_request_timeout(uv_timer_t *t);
 
 /* The reason phrase of an HTTP status. */
 const char *gw_reason(int status);

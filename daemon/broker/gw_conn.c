@@ -444,3 +444,164 @@ void gw_on_connection(uv_stream_t *server, int status)
 	uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
 	c->reading = true;
 }
+
+/* ---- checks on a request's head and the quotas ------------------- */
+
+/* Refuse on the head: kept in c->refusal until the parser returns. */
+static int head_refusal(struct gw_conn *c, const struct broker_turn *t,
+			int status, const char *code, const char *msg)
+{
+	c->refusal.status = status;
+	c->refusal.code = code;
+	c->refusal.turn = t;
+	snprintf(c->refusal.msg, sizeof(c->refusal.msg), "%s", msg);
+	return -1;
+}
+
+/* The request's key: x-api-key, or Authorization: Bearer. */
+static const char *request_key(const struct http_request *q)
+{
+	const char *key = http_request_header(q, "x-api-key");
+	const char *auth = http_request_header(q, "authorization");
+
+	if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
+		key = auth + 7;
+	return key;
+}
+
+struct broker_turn *gw_conn_turn(struct gw_conn *c, const char *key)
+{
+	struct broker_turn *t =
+	    key ? broker_turn_by_key(c->g->spd, key, strlen(key)) : NULL;
+
+	if (t && c->bound_turn[0] && strcmp(t->id, c->bound_turn) != 0)
+		t = NULL;
+	return t;
+}
+
+int gw_conn_attach(struct gw_conn *c, struct broker_turn *t)
+{
+	char msg[200];
+
+	if (c->turn == t)
+		return 0;
+	if (c->turn) {
+		c->turn->conns--;
+		c->turn = NULL;
+	}
+	if (!t)
+		return 0;
+	if (t->conns >= GATEWAY_TURN_CONNS_MAX) {
+		snprintf(msg, sizeof(msg),
+			 "turn %s holds %d connections to the broker, its "
+			 "most",
+			 t->id, GATEWAY_TURN_CONNS_MAX);
+		head_refusal(c, t, 503, "LIMIT", msg);
+		return -EDQUOT;
+	}
+	if (t->session[0] && broker_session_conns(c->g->spd, t->session) >=
+				 GATEWAY_SESSION_CONNS_MAX) {
+		snprintf(msg, sizeof(msg),
+			 "session %.64s holds %d connections to the broker, "
+			 "its most",
+			 t->session, GATEWAY_SESSION_CONNS_MAX);
+		head_refusal(c, t, 503, "LIMIT", msg);
+		return -EDQUOT;
+	}
+	t->conns++;
+	c->turn = t;
+	return 0;
+}
+
+/* The limits of unfinished bodies: c's turn's, and the total of its
+ * kind (the sessions' or the operator's). */
+static size_t *body_total(struct gw_conn *c)
+{
+	return c->turn && c->turn->session[0] ? &c->g->body_agents
+					      : &c->g->body_operator;
+}
+
+bool gw_body_room(struct gw_conn *c, size_t n)
+{
+	size_t max = c->body_max, held, total;
+	char msg[200];
+
+	if (!c->turn)
+		return true;
+	held = c->turn->body_held - c->body_acct;
+	total = *body_total(c) - c->body_acct;
+	if (held + c->body_acct + n > GATEWAY_BODIES_TURN * max) {
+		snprintf(msg, sizeof(msg),
+			 "turn %s is sending more request bytes at once than "
+			 "spd holds for one turn (%d x broker.body-max)",
+			 c->turn->id, GATEWAY_BODIES_TURN);
+		head_refusal(c, c->turn, 503, "LIMIT", msg);
+		return false;
+	}
+	if (c->turn->session[0] &&
+	    total + c->body_acct + n > GATEWAY_BODIES_AGENTS * max) {
+		snprintf(msg, sizeof(msg),
+			 "the sessions' turns are sending more request bytes "
+			 "at once than spd holds (%d x broker.body-max)",
+			 GATEWAY_BODIES_AGENTS);
+		head_refusal(c, c->turn, 503, "LIMIT", msg);
+		return false;
+	}
+	return true;
+}
+
+void gw_body_account(struct gw_conn *c)
+{
+	size_t now = c->turn && !c->closing && c->req.head_done &&
+			     !c->req.complete && !c->req.failed
+			 ? c->req.body_len
+			 : 0;
+	size_t *total = body_total(c);
+
+	if (!c->turn) {
+		c->body_acct = 0;
+		return;
+	}
+	c->turn->body_held = c->turn->body_held - c->body_acct + now;
+	*total = *total - c->body_acct + now;
+	c->body_acct = now;
+}
+
+int gw_on_head(struct http_request *q, void *data)
+{
+	struct gw_conn *c = data;
+	enum broker_api api;
+	bool count_only;
+	char path[64];
+	const char *key;
+	struct broker_turn *t;
+
+	/* What needs no body is decided now: a request refused here never
+	 * has its body read or held. */
+	if (gw_route(q->target, &api, &count_only, path, sizeof(path)) < 0)
+		return head_refusal(
+		    c, NULL, 404, "NOT-FOUND",
+		    "spd's broker serves POST /v1/messages, "
+		    "/v1/messages/count_tokens, /v1/chat/completions and "
+		    "/v1/responses only");
+	if (strcmp(q->method, "POST") != 0)
+		return head_refusal(c, NULL, 405, "BAD-REQUEST",
+				    "only POST is served on this route");
+	key = request_key(q);
+	t = gw_conn_turn(c, key);
+	if (!t)
+		return head_refusal(
+		    c, NULL, 401, "UNAUTHORIZED",
+		    key ? "the key is not a live turn key of this spd "
+			  "(unknown, ended or expired)"
+			: "no key: send the turn key as x-api-key or "
+			  "Authorization: Bearer");
+	if (gw_conn_attach(c, t) < 0)
+		return -1;
+	if (q->content_length && !gw_body_room(c, q->content_length))
+		return -1;
+	/* The body has the rest of the request's time. */
+	uv_timer_start(&c->timer, gw_on_request_timeout,
+		       GATEWAY_REQUEST_TIMEOUT_MS, 0);
+	return 0;
+}
