@@ -11,7 +11,8 @@
 #include "common/util.h"
 
 /* An option spd cannot bound: refused (400 UNBOUNDED-OPTION), naming it. */
-static bool unbounded(struct broker_refusal *e, const char *option, const char *why)
+static bool unbounded(struct broker_refusal *e, const char *option,
+		      const char *why)
 {
 	e->status = 400;
 	e->code = "UNBOUNDED-OPTION";

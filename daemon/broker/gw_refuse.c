@@ -91,9 +91,9 @@ static void refusal_flush(struct gateway *g, struct gw_refusal *r)
 		      "path", r->path, "status", r->status, "code", r->code,
 		      "count", (int)r->count, "seconds", (json_int_t)secs);
 	gw_journal(g, r->session, d,
-		     "refused %d %s %u more times in %llus: %s %s%s%s",
-		     r->status, r->code, r->count, (unsigned long long)secs,
-		     r->method, r->path, r->turn[0] ? " " : "", r->turn);
+		   "refused %d %s %u more times in %llus: %s %s%s%s", r->status,
+		   r->code, r->count, (unsigned long long)secs, r->method,
+		   r->path, r->turn[0] ? " " : "", r->turn);
 	r->count = 0;
 }
 
@@ -226,7 +226,7 @@ void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
 		if (extra && d)
 			json_object_update(d, extra);
 		gw_journal(c->g, who ? who->session : NULL, d,
-			     "refused %d %s: %s", status, code, msg);
+			   "refused %d %s: %s", status, code, msg);
 	}
 	json_decref(extra);
 	gw_conn_respond(c, status, "application/json",

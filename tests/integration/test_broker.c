@@ -1652,6 +1652,7 @@ START_TEST(test_session_cap_across_turns)
 	ck_assert_int_eq(pusd(rb, "spent_usd"), 0);
 	json_decref(ra);
 	json_decref(rb);
+	free(ses.worktree);
 }
 END_TEST
 
@@ -1906,6 +1907,7 @@ START_TEST(test_unfinished_bodies_bounded)
 	for (int i = 0; i < CONNS; i++)
 		close(fds[i]);
 	free(req);
+	free(ses.worktree);
 }
 END_TEST
 
@@ -1962,6 +1964,7 @@ START_TEST(test_connection_quotas)
 	free(sock);
 	for (int i = 0; i < 3 * PER; i++)
 		close(fds[i]);
+	free(ses.worktree);
 }
 END_TEST
 
@@ -2010,6 +2013,7 @@ START_TEST(test_refusals_aggregated)
 	free(all);
 	free(rows);
 	free(q);
+	free(ses.worktree);
 }
 END_TEST
 
