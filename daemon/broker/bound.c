@@ -181,6 +181,9 @@ bool bound_request(json_t *o, enum broker_api api, const char *path,
 
 	*choices = 1;
 	*extra = 0;
+	e->status = 400;
+	e->code = "BAD-REQUEST";
+	e->extra = NULL;
 	v = json_object_get(o, "service_tier");
 	tier = json_string_value(v);
 	if (v && !json_is_null(v) &&
