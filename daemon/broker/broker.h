@@ -199,8 +199,8 @@ int broker_cap_for(struct spd *spd, bool operator, json_t * capv, int64_t *ret,
  * journaled; its key is written to key and joins the redaction set at
  * once (the caller passes it on where no reply shows it: a run's
  * environment).  Returns the turn (borrowed, like broker_turn_by_id), or
- * NULL with -EDQUOT (too many live turns), -ENOMEM or -ENOTCONN in
- * *ret_err.
+ * NULL with -EDQUOT (too many live turns), -ENOSPC (the session has
+ * spent its session-cap), -ENOMEM or -ENOTCONN in *ret_err.
  */
 struct broker_turn *broker_turn_begin(struct spd *spd, const char *session,
 				      int64_t cap, char key[BROKER_KEY_LEN + 1],
