@@ -99,6 +99,10 @@ struct redact_set {
 	uint64_t *filter;
 	unsigned filter_log2;
 	size_t stride;
+	/* References: the builder's caller and every stream over the set
+	 * (redact_stream_new).  The only field ever written after the
+	 * build, atomically, so a shared set stays safe across threads. */
+	unsigned refs;
 };
 
 struct range {
@@ -545,6 +549,7 @@ int redact_builder_build(struct redact_builder *b, struct redact_set **ret)
 		r = -ENOMEM;
 		goto out;
 	}
+	s->refs = 1;
 	r = trie_node(&t, NONE, 0, &root);
 	if (r < 0)
 		goto out;
@@ -585,9 +590,23 @@ out:
 	return r;
 }
 
+/* The count is not part of what the set means: a stream reads a const
+ * set and still shares it, which is what the count counts. */
+static struct redact_set *set_mutable(const struct redact_set *s)
+{
+	return (struct redact_set *)(uintptr_t)s;
+}
+
+struct redact_set *redact_set_ref(struct redact_set *s)
+{
+	if (s)
+		__atomic_add_fetch(&s->refs, 1, __ATOMIC_RELAXED);
+	return s;
+}
+
 void redact_set_free(struct redact_set *s)
 {
-	if (!s)
+	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
 	for (size_t i = 0; i < s->nnames; i++)
 		free(s->names[i]);
@@ -988,6 +1007,7 @@ int redact_stream_new(const struct redact_set *s, struct redact_stream **ret)
 		free(st);
 		return -ENOMEM;
 	}
+	redact_set_ref(set_mutable(s));
 	*ret = st;
 	return 0;
 }
@@ -1100,6 +1120,7 @@ void redact_stream_free(struct redact_stream *st)
 {
 	if (!st)
 		return;
+	redact_set_free(set_mutable(st->set));
 	free(st->r);
 	free(st->ring);
 	if (st->hold.data)

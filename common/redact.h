@@ -126,8 +126,20 @@ void redact_builder_free(struct redact_builder *b);
  */
 int redact_builder_build(struct redact_builder *b, struct redact_set **ret);
 
-/* Release a set.  No stream may still use it.  NULL is allowed. */
+/*
+ * Drop a reference to a set: the set is freed (its automaton wiped) when
+ * the last one goes, so a set replaced by a newer one lives exactly as
+ * long as the streams that still read it.  The builder's caller holds one
+ * reference; each stream holds its own (redact_stream_new takes it,
+ * redact_stream_free drops it).  NULL is allowed.
+ */
 void redact_set_free(struct redact_set *s);
+/*
+ * Take one more reference to s, for a reader that uses it after the
+ * caller's own may be gone (a job on another thread); drop it with
+ * redact_set_free.  Safe from any thread.  Returns s; NULL is allowed.
+ */
+struct redact_set *redact_set_ref(struct redact_set *s);
 
 /* The number of distinct patterns (forms of all values) in the set. */
 size_t redact_set_count(const struct redact_set *s);
@@ -170,8 +182,9 @@ int redact_buf(const struct redact_set *s, const void *in, size_t n,
 int redact_contains(const struct redact_set *s, const void *in, size_t n);
 
 /*
- * Start a stream over s.  s must outlive the stream; many streams may share
- * one set from different threads.  Returns 0 and a stream owned by the
+ * Start a stream over s, holding a reference to it (so s lives as long
+ * as the stream, whoever else drops it); many streams may share one set
+ * from different threads.  Returns 0 and a stream owned by the
  * caller, or -ENOMEM.
  */
 int redact_stream_new(const struct redact_set *s, struct redact_stream **ret);
@@ -194,7 +207,8 @@ int redact_stream_feed(struct redact_stream *st, const void *chunk, size_t n,
  */
 int redact_stream_flush(struct redact_stream *st, struct buf *out);
 
-/* Release a stream (held bytes are dropped).  NULL is allowed. */
+/* Release a stream (held bytes are dropped) and its reference to its
+ * set.  NULL is allowed. */
 void redact_stream_free(struct redact_stream *st);
 
 /*

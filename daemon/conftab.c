@@ -57,12 +57,14 @@ static const struct key broker_keys[] = {
     {"cap-default", K_ANY},	 {"cap-max", K_ANY},
     {"idle-timeout", K_ANY},	 {"body-max", K_ANY},
     {"provider-timeout", K_ANY}, {"keepalive-timeout", K_ANY},
-    {"listen", K_ANY},		 {NULL, K_ANY}};
+    {"listen", K_ANY},		 {"session-cap", K_ANY},
+    {"min-output", K_ANY},	 {NULL, K_ANY}};
 static const struct key provider_keys[] = {
     {"url", K_ANY}, {"key", K_ANY}, {"api", K_ANY}, {NULL, K_ANY}};
 static const struct key model_keys[] = {
-    {"input", K_ANY},	    {"output", K_ANY},	   {"cache-read", K_ANY},
-    {"cache-write", K_ANY}, {"max-output", K_ANY}, {NULL, K_ANY}};
+    {"input", K_ANY},	    {"output", K_ANY},	       {"cache-read", K_ANY},
+    {"cache-write", K_ANY}, {"cache-write-1h", K_ANY}, {"max-output", K_ANY},
+    {NULL, K_ANY}};
 static const struct key policy_keys[] = {
     {"allow", K_ANY}, {"allow-exact", K_ANY}, {"ask", K_ANY},
     {"deny", K_ANY},  {"protected", K_ANY},   {"readable", K_ANY},

@@ -17,7 +17,9 @@
 #include "common/redact.h"
 
 static int log_fd = 2;
-static const struct redact_set *log_redact;
+/* A reference of its own (redact_set_ref): the set in force may be
+ * replaced, and the old one freed, while the log still points at it. */
+static struct redact_set *log_redact;
 /* stderr is the journal's stream: lines carry a syslog priority, no
  * timestamp or pid of their own (the journal records both). */
 static bool log_journal;
@@ -68,9 +70,12 @@ int log_output_fd(void)
 	return log_fd;
 }
 
-void log_set_redact(const struct redact_set *set)
+void log_set_redact(struct redact_set *set)
 {
-	log_redact = set;
+	struct redact_set *old = log_redact;
+
+	log_redact = redact_set_ref(set);
+	redact_set_free(old);
 }
 
 static void vlog(int prio, const char *level, const char *fmt, va_list ap)

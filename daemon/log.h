@@ -29,8 +29,9 @@ bool log_stderr_is_journal(void);
  * timestamp, pid and level (off, the default).  log_open(path) turns it
  * off: a file is not the journal. */
 void log_set_journal(bool on);
-/* Redact log lines with this set from now on (borrowed; NULL disables). */
-void log_set_redact(const struct redact_set *set);
+/* Redact log lines with this set from now on (the log holds a reference
+ * until the next call; NULL disables). */
+void log_set_redact(struct redact_set *set);
 void log_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -31,11 +31,21 @@
  * the sweep only revokes it for good and journals that. */
 #define BROKER_SWEEP_MAX_MS (60 * 1000)
 
+struct broker_account {
+	char session[65];
+	int64_t spent, reserved, cap; /* picodollars */
+	struct broker_account *next;
+};
+
 struct broker {
 	struct spd *spd;
 	struct broker_config cfg;
 	struct broker_turn **turns; /* oldest first */
 	size_t n_turns;
+	/* One per session that ever had a turn, kept until spd exits: what
+	 * a session spent outlives its turns (an ended turn is dropped when
+	 * room is needed).  Sessions are the operator's to create. */
+	struct broker_account *accounts;
 	uv_timer_t sweep;
 	struct gateway *gw;
 	char base_url[64];
@@ -209,6 +219,8 @@ static int load_config(const char *path, struct broker_config *cfg,
 	memset(cfg, 0, sizeof(*cfg));
 	price_parse_fixed(BROKER_CAP_DEFAULT_USD, 12, &cfg->cap_default);
 	price_parse_fixed(BROKER_CAP_MAX_USD, 12, &cfg->cap_max);
+	price_parse_fixed(BROKER_SESSION_CAP_USD, 12, &cfg->session_cap);
+	cfg->min_output = BROKER_MIN_OUTPUT;
 	cfg->idle_timeout_s = BROKER_IDLE_TIMEOUT_S;
 	cfg->body_max = BROKER_BODY_MAX;
 	cfg->provider_timeout_s = BROKER_PROVIDER_TIMEOUT_S;
@@ -238,14 +250,16 @@ static int load_config(const char *path, struct broker_config *cfg,
 			const char *key;
 			int64_t *dst;
 		} caps[] = {{"broker.cap-default", &cfg->cap_default},
-			    {"broker.cap-max", &cfg->cap_max}};
+			    {"broker.cap-max", &cfg->cap_max},
+			    {"broker.session-cap", &cfg->session_cap}};
 		const struct {
 			const char *key;
 			int64_t min, max;
 		} nums[] = {{"broker.idle-timeout", 1, 7 * 24 * 3600},
 			    {"broker.body-max", 1024, 256 * 1024 * 1024},
 			    {"broker.provider-timeout", 1, 24 * 3600},
-			    {"broker.keepalive-timeout", 1, 3600}};
+			    {"broker.keepalive-timeout", 1, 3600},
+			    {"broker.min-output", 1, PRICE_MAX_OUTPUT_MAX}};
 		struct prov_ctx pc = {cfg, path, errbuf, errlen};
 
 		for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {
@@ -278,8 +292,10 @@ static int load_config(const char *path, struct broker_config *cfg,
 				cfg->body_max = (size_t)n;
 			else if (i == 2)
 				cfg->provider_timeout_s = (unsigned)n;
-			else
+			else if (i == 3)
 				cfg->keepalive_timeout_s = (unsigned)n;
+			else
+				cfg->min_output = n;
 		}
 		r = get_str(gc, "broker.listen", cfg->listen,
 			    sizeof(cfg->listen));
@@ -302,6 +318,12 @@ static int load_config(const char *path, struct broker_config *cfg,
 			 "%s: broker.cap-default must not be above "
 			 "broker.cap-max, and cap-max above 0",
 			 path);
+		r = -EINVAL;
+		goto out;
+	}
+	if (cfg->session_cap <= 0) {
+		snprintf(errbuf, errlen,
+			 "%s: broker.session-cap must be above 0", path);
 		r = -EINVAL;
 		goto out;
 	}
@@ -398,8 +420,11 @@ static int make_room(struct broker *b)
 	if (b->n_turns >= BROKER_TURNS_MAX) {
 		size_t i;
 
+		/* A turn a connection or a call still points at stays. */
 		for (i = 0; i < b->n_turns; i++)
-			if (b->turns[i]->ended && b->turns[i]->inflight == 0)
+			if (b->turns[i]->ended && b->turns[i]->inflight == 0 &&
+			    b->turns[i]->conns == 0 &&
+			    b->turns[i]->body_held == 0)
 				break;
 		if (i == b->n_turns)
 			return -EDQUOT;
@@ -453,16 +478,77 @@ struct broker_turn *broker_turn_by_id(struct spd *spd, const char *id)
 	return NULL;
 }
 
-int broker_reserve(struct broker_turn *t, int64_t amount)
+/* Whether spent + reserved + amount stays within cap. */
+static bool fits(int64_t spent, int64_t reserved, int64_t amount, int64_t cap)
 {
 	int64_t total;
 
+	return !__builtin_add_overflow(spent, reserved, &total) &&
+	       !__builtin_add_overflow(total, amount, &total) && total <= cap;
+}
+
+static int64_t left(int64_t spent, int64_t reserved, int64_t cap)
+{
+	int64_t used;
+
+	if (__builtin_add_overflow(spent, reserved, &used) || used >= cap)
+		return 0;
+	return cap - used;
+}
+
+int64_t broker_room(const struct broker_turn *t, bool *ret_session)
+{
+	int64_t room = left(t->spent, t->reserved, t->cap), s;
+	bool session = false;
+
+	if (t->acct) {
+		s = left(t->acct->spent, t->acct->reserved, t->acct->cap);
+		if (s < room) {
+			room = s;
+			session = true;
+		}
+	}
+	if (ret_session)
+		*ret_session = session;
+	return room;
+}
+
+bool broker_session_budget(const struct broker_turn *t, int64_t *ret_spent,
+			   int64_t *ret_reserved, int64_t *ret_cap)
+{
+	if (!t->acct)
+		return false;
+	*ret_spent = t->acct->spent;
+	*ret_reserved = t->acct->reserved;
+	*ret_cap = t->acct->cap;
+	return true;
+}
+
+bool broker_turn_live(struct spd *spd, struct broker_turn *t)
+{
+	struct broker *b = B(spd);
+
+	if (!b || !t || t->ended)
+		return false;
+	if (expired(b, t, now_us())) {
+		end_turn(b, t, "idle");
+		return false;
+	}
+	return true;
+}
+
+int broker_reserve(struct broker_turn *t, int64_t amount)
+{
 	if (amount < 0)
 		amount = 0;
-	if (__builtin_add_overflow(t->spent, t->reserved, &total) ||
-	    __builtin_add_overflow(total, amount, &total) || total > t->cap)
+	if (!fits(t->spent, t->reserved, amount, t->cap))
 		return -EDQUOT;
+	if (t->acct &&
+	    !fits(t->acct->spent, t->acct->reserved, amount, t->acct->cap))
+		return -ENOSPC;
 	t->reserved += amount;
+	if (t->acct)
+		t->acct->reserved += amount;
 	t->calls++;
 	t->inflight++;
 	t->last_us = now_us();
@@ -476,6 +562,14 @@ void broker_settle(struct broker_turn *t, int64_t reserved, int64_t cost)
 		t->reserved = 0;
 	if (cost > 0 && __builtin_add_overflow(t->spent, cost, &t->spent))
 		t->spent = INT64_MAX;
+	if (t->acct) {
+		t->acct->reserved -= reserved;
+		if (t->acct->reserved < 0)
+			t->acct->reserved = 0;
+		if (cost > 0 && __builtin_add_overflow(t->acct->spent, cost,
+						       &t->acct->spent))
+			t->acct->spent = INT64_MAX;
+	}
 	if (t->inflight)
 		t->inflight--;
 	t->last_us = now_us();
@@ -516,6 +610,17 @@ struct gateway *broker_gateway(struct spd *spd)
 const char *broker_socket_path(struct spd *spd)
 {
 	return B(spd) ? B(spd)->sock_path : "";
+}
+
+unsigned broker_session_conns(struct spd *spd, const char *session)
+{
+	struct broker *b = B(spd);
+	unsigned n = 0;
+
+	for (size_t i = 0; b && session && i < b->n_turns; i++)
+		if (strcmp(b->turns[i]->session, session) == 0)
+			n += b->turns[i]->conns;
+	return n;
 }
 
 void broker_session_ended(struct spd *spd, const char *session_id)
@@ -576,6 +681,12 @@ static void on_sweep_closed(uv_handle_t *h)
 	for (size_t i = 0; i < b->n_turns; i++)
 		free(b->turns[i]);
 	free(b->turns);
+	while (b->accounts) {
+		struct broker_account *a = b->accounts;
+
+		b->accounts = a->next;
+		free(a);
+	}
 	price_table_free(&b->cfg.prices);
 	free(b);
 }
@@ -621,17 +732,44 @@ static int usd_param(json_t *v, int64_t *ret)
 	return *ret > 0 ? 0 : -EINVAL;
 }
 
+/* session's account, made on first use; NULL when out of memory. */
+static struct broker_account *account_of(struct broker *b, const char *session)
+{
+	struct broker_account *a;
+
+	for (a = b->accounts; a; a = a->next)
+		if (strcmp(a->session, session) == 0)
+			return a;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	snprintf(a->session, sizeof(a->session), "%s", session);
+	a->cap = b->cfg.session_cap;
+	a->next = b->accounts;
+	b->accounts = a;
+	return a;
+}
+
 /* A new live turn with a fresh key (written to key), journaled.  The key
  * is not yet in the redaction set.  Returns 0, -EDQUOT when
- * BROKER_TURNS_MAX turns are live, or -ENOMEM. */
+ * BROKER_TURNS_MAX turns are live, -ENOSPC when the session has spent
+ * its session-cap, or -ENOMEM. */
 static int mint(struct broker *b, const char *session, int64_t cap,
 		char key[BROKER_KEY_LEN + 1], struct broker_turn **ret)
 {
 	unsigned char raw[32];
 	struct broker_turn *t;
+	struct broker_account *acct = NULL;
 	uint64_t now = now_us();
 	int r;
 
+	if (session && session[0]) {
+		acct = account_of(b, session);
+		if (!acct)
+			return -ENOMEM;
+		if (left(acct->spent, acct->reserved, acct->cap) <= 0)
+			return -ENOSPC;
+	}
 	r = make_room(b);
 	if (r < 0)
 		return r == -ENOMEM ? r : -EDQUOT;
@@ -648,6 +786,7 @@ static int mint(struct broker *b, const char *session, int64_t cap,
 	crypto_generichash(t->key_hash, sizeof(t->key_hash),
 			   (const unsigned char *)key, BROKER_KEY_LEN, NULL, 0);
 	snprintf(t->session, sizeof(t->session), "%s", session ? session : "");
+	t->acct = acct;
 	t->cap = cap;
 	t->begun_us = t->last_us = now;
 	b->turns[b->n_turns++] = t;
@@ -800,6 +939,16 @@ void m_turn_begin(struct call *c)
 		call_error(c, RPC_E_LIMIT, json_pack("{s:s}", "quota", "turns"),
 			   "%d turns are live: end some first",
 			   BROKER_TURNS_MAX);
+		return;
+	}
+	if (r == -ENOSPC) {
+		price_format_usd(b->cfg.session_cap, capbuf, sizeof(capbuf));
+		call_error(c, RPC_E_BUDGET_EXCEEDED,
+			   json_pack("{s:f}", "session_cap_usd",
+				     price_usd(b->cfg.session_cap)),
+			   "session %s has spent its budget of %s USD across "
+			   "its turns (spd.conf broker.session-cap)",
+			   session, capbuf);
 		return;
 	}
 	if (r < 0) {

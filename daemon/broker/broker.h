@@ -12,6 +12,8 @@
  *   [broker]
  *       cap-default = 1.00     ; USD, a turn's cap when none is asked
  *       cap-max = 10.00        ; USD, the most the operator may ask
+ *       session-cap = 10.00    ; USD, all of one session's turns together
+ *       min-output = 1024      ; tokens: the least output limit spd sets
  *       idle-timeout = 3600    ; seconds without a call before a key dies
  *       listen = 127.0.0.1:0   ; the HTTP endpoint's loopback port; "none"
  *       body-max = 33554432    ; bytes of one request body
@@ -53,6 +55,14 @@ struct gateway;
  * editing spd.conf; an hour idle ends a forgotten turn. */
 #define BROKER_CAP_DEFAULT_USD "1.00"
 #define BROKER_CAP_MAX_USD "10.00"
+/* What all the turns of one session may spend together: a session token
+ * mints turns at will, each up to cap-default, so without it the caps
+ * bound nothing.  Ten default turns. */
+#define BROKER_SESSION_CAP_USD "10.00"
+/* The smallest output limit spd writes into a request whose own limit
+ * (or none) the turn's budget cannot cover: a reply shorter than this is
+ * not worth a call, so below it the call is refused (402). */
+#define BROKER_MIN_OUTPUT 1024
 #define BROKER_IDLE_TIMEOUT_S 3600
 /* Largest request body: the providers' own limit is 32 MB (images and
  * PDFs inline). */
@@ -72,12 +82,21 @@ struct broker_provider {
 	enum broker_api api;
 };
 
+/* One session's spending across its turns (session-cap). */
+struct broker_account;
+
 struct broker_turn {
 	char id[BROKER_TURN_ID_LEN + 1];
 	char session[65]; /* "" for the operator's turns */
 	unsigned char key_hash[32];
 	int64_t cap, spent, reserved; /* picodollars */
+	struct broker_account *acct;  /* NULL for the operator's turns */
 	unsigned calls, inflight;
+	/* Endpoint connections whose request named this turn (or that came
+	 * on its run's port), and the bytes of their bodies still being
+	 * read: the turn is not freed while either is held. */
+	unsigned conns;
+	size_t body_held;
 	uint64_t begun_us, last_us;
 	bool ended;
 	char end_reason[32]; /* "ended", "idle", "session ended", ... */
@@ -86,6 +105,8 @@ struct broker_turn {
 /* The parts of [broker] the HTTP endpoint needs. */
 struct broker_config {
 	int64_t cap_default, cap_max; /* picodollars */
+	int64_t session_cap;	      /* picodollars */
+	int64_t min_output;	      /* tokens */
 	unsigned idle_timeout_s;
 	char listen[64]; /* "127.0.0.1:0", or "" for none */
 	size_t body_max;
@@ -120,13 +141,28 @@ struct broker_turn *broker_turn_by_key(struct spd *spd, const char *key,
 				       size_t len);
 /* A turn by id, live or ended; NULL when unknown. */
 struct broker_turn *broker_turn_by_id(struct spd *spd, const char *id);
+/* Whether t may be used now: not ended, and not idle past
+ * idle-timeout (such a turn is ended here, journaled "idle": a late
+ * call never revives it). */
+bool broker_turn_live(struct spd *spd, struct broker_turn *t);
 
 /*
  * Reserve amount picodollars on t for one call: 0, or -EDQUOT when
- * spent + reserved + amount would pass the cap (nothing is reserved).
- * Counts the call and marks the turn used now.
+ * spent + reserved + amount would pass the turn's cap, -ENOSPC when it
+ * would pass its session's session-cap (nothing is reserved).  Counts the
+ * call and marks the turn used now.
  */
 int broker_reserve(struct broker_turn *t, int64_t amount);
+/*
+ * What t may still reserve: the least of its own room and its session's
+ * (picodollars, never negative).  *ret_session (may be NULL) says whether
+ * the session's is the smaller.
+ */
+int64_t broker_room(const struct broker_turn *t, bool *ret_session);
+/* t's session's spent, reserved and cap, for messages; false for the
+ * operator's turns. */
+bool broker_session_budget(const struct broker_turn *t, int64_t *ret_spent,
+			   int64_t *ret_reserved, int64_t *ret_cap);
 /*
  * Settle a call that reserved `reserved`: the reservation is released
  * and `cost` added to the spend.  The turn may have ended meanwhile: a
@@ -163,8 +199,8 @@ int broker_cap_for(struct spd *spd, bool operator, json_t * capv, int64_t *ret,
  * journaled; its key is written to key and joins the redaction set at
  * once (the caller passes it on where no reply shows it: a run's
  * environment).  Returns the turn (borrowed, like broker_turn_by_id), or
- * NULL with -EDQUOT (too many live turns), -ENOMEM or -ENOTCONN in
- * *ret_err.
+ * NULL with -EDQUOT (too many live turns), -ENOSPC (the session has
+ * spent its session-cap), -ENOMEM or -ENOTCONN in *ret_err.
  */
 struct broker_turn *broker_turn_begin(struct spd *spd, const char *session,
 				      int64_t cap, char key[BROKER_KEY_LEN + 1],
@@ -173,6 +209,10 @@ struct broker_turn *broker_turn_begin(struct spd *spd, const char *session,
  * its key is revoked) for reason ("agent exited").  An unknown or ended
  * turn, or no broker, is ignored. */
 void broker_turn_end(struct spd *spd, const char *turn_id, const char *reason);
+
+/* Endpoint connections counted against the turns of session (the
+ * broker's per-session connection quota). */
+unsigned broker_session_conns(struct spd *spd, const char *session);
 
 /* A session's turns end with it (ended or attempt-ended). */
 void broker_session_ended(struct spd *spd, const char *session_id);

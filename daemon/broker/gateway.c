@@ -20,6 +20,7 @@
 #include <uv.h>
 
 #include "daemon/transport/handlers.h"
+#include "daemon/broker/bound.h"
 #include "daemon/broker/broker.h"
 #include "daemon/transport/call.h"
 #include "daemon/broker/gateway.h"
@@ -62,6 +63,10 @@ struct gw_call {
 	enum broker_api api;
 	bool stream, count_only, head_sent, client_gone, rpc_overflow;
 	int64_t reserved;
+	/* The output limit spd wrote into the body (the budget could not
+	 * cover the client's, or it named none), or 0; the completions
+	 * asked for. */
+	int64_t limit_set, choices;
 	struct usage_parser usage;
 	struct redact_stream *rs;
 	char *resp_headers[GATEWAY_RESP_HEADERS_MAX];
@@ -92,60 +97,6 @@ static void on_gw_handle_closed(uv_handle_t *h)
 
 	g->open_handles--;
 	gw_maybe_free(g);
-}
-
-/* ---- provider-shaped errors ---------------------------------------- */
-
-static void journal_call(struct gateway *g, const char *session, json_t *detail,
-			 const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static void journal_call(struct gateway *g, const char *session, json_t *detail,
-			 const char *fmt, ...)
-{
-	char summary[512];
-	char *txt = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(summary, sizeof(summary), fmt, ap);
-	va_end(ap);
-	if (g->spd->journal)
-		journal_append(g->spd->journal,
-			       session && session[0] ? session : NULL, "broker",
-			       "model.call", summary, txt);
-	free(txt);
-	json_decref(detail);
-}
-
-/* Refuse a request before any provider was asked: journaled, answered
- * in the provider's shape; a kept-alive connection goes on when the
- * request itself was whole. */
-void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
-	       const char *code, json_t *extra, const char *msg)
-{
-	enum broker_api api = gw_api_of_path(c->req.target);
-	char *body = gw_error_body(api, status, code, msg, json_incref(extra));
-	/* What the request presented, for the operator reading why it was
-	 * refused: never its query (Gemini's ?key= is a key). */
-	const char *target = c->req.target ? c->req.target : "";
-	json_t *d = json_pack(
-	    "{s:s?, s:s?, s:s, s:i, s:s, s:s}", "turn", t ? t->id : NULL,
-	    "session", t && t->session[0] ? t->session : NULL, "method",
-	    c->req.method, "status", status, "code", code, "error", msg);
-
-	/* A path that is not UTF-8 is left out (it is the client's). */
-	if (d)
-		json_object_set_new(d, "path",
-				    json_stringn(target, strcspn(target, "?")));
-
-	if (extra)
-		json_object_update(d, extra);
-	json_decref(extra);
-	journal_call(c->g, t ? t->session : NULL, d, "refused %d %s: %s",
-		     status, code, msg);
-	gw_conn_respond(c, status, "application/json",
-			body ? body : "{\"error\":\"refused\"}");
-	free(body);
 }
 
 /* ---- forwarding ---------------------------------------------------- */
@@ -423,22 +374,30 @@ static void call_done(struct gw_call *k, CURLcode res)
 	}
 	price_format_usd(cost, costbuf, sizeof(costbuf));
 	d = json_pack(
-	    "{s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, "
+	    "{s:s, s:s, s:s, s:s, s:i, s:s, s:I, s:I, s:I, s:I, s:I, "
 	    "s:f, s:f, s:I, s:s, s:b, s:b, s:b, s:s?}",
 	    "turn", k->turn_id, "provider", k->provider, "path", k->path,
 	    "model", k->model, "status", (int)status, "outcome", outcome,
 	    "input_tokens", (json_int_t)k->usage.u.input, "output_tokens",
 	    (json_int_t)k->usage.u.output, "cache_read_tokens",
 	    (json_int_t)k->usage.u.cache_read, "cache_write_tokens",
-	    (json_int_t)k->usage.u.cache_write, "cost_usd", price_usd(cost),
+	    (json_int_t)k->usage.u.cache_write, "cache_write_1h_tokens",
+	    (json_int_t)k->usage.u.cache_write_1h, "cost_usd", price_usd(cost),
 	    "reserved_usd", price_usd(k->reserved), "duration_ms",
 	    (json_int_t)ms, "prices", k->prices_hash, "stream", k->stream,
 	    "client_gone", gone, "charged_reservation", charged_all, "error",
 	    res == CURLE_OK ? NULL : curl_easy_strerror(res));
-	journal_call(k->g, k->session, d,
-		     "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
-		     k->model, status, outcome, (long long)k->usage.u.input,
-		     (long long)k->usage.u.output, costbuf, k->turn_id);
+	/* The output limit spd set is part of what the provider was
+	 * asked. */
+	if (d && k->limit_set > 0)
+		json_object_set_new(d, "output_limit_set",
+				    json_integer(k->limit_set));
+	if (d && k->choices > 1)
+		json_object_set_new(d, "choices", json_integer(k->choices));
+	gw_journal(k->g, k->session, d,
+		   "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
+		   k->model, status, outcome, (long long)k->usage.u.input,
+		   (long long)k->usage.u.output, costbuf, k->turn_id);
 	if (k->rpc)
 		finish_rpc(k, status, cost,
 			   res == CURLE_OK ? NULL : curl_easy_strerror(res));
@@ -726,28 +685,22 @@ static int64_t max_tokens_of(json_t *body, enum broker_api api,
 	return best;
 }
 
-/*
- * Check and price a request body, and make the call: everything up to
- * the reservation is synchronous, so two calls never reserve the same
- * room.  Returns the call, or NULL with e (status, code, message,
- * extra data) set.
- */
-struct prep {
-	int status;
-	const char *code;
-	char msg[256];
-	json_t *extra;
-};
+/* The bytes spd may add to a body when it sets an output limit: the
+ * field's name and digits, with room to spare. */
+#define GATEWAY_LIMIT_SLACK 64
 
 /*
  * The body the provider gets (k->body, owned): the client's bytes as they
  * came, except that an OpenAI chat stream is asked for its usage
- * (stream_options.include_usage), which it reports only when asked.
- * Returns 0 or -ENOMEM.
+ * (stream_options.include_usage), which it reports only when asked, and
+ * that an output limit spd set (limit > 0) is written into the fields
+ * the API reads.  Returns 0 or -ENOMEM.
  */
 static int call_body(struct gw_call *k, json_t *o, const char *body,
-		     size_t body_len)
+		     size_t body_len, int64_t limit)
 {
+	bool changed = false;
+
 	if (k->api == BROKER_API_OPENAI && k->stream &&
 	    strcmp(k->path, "/v1/chat/completions") == 0) {
 		json_t *so = json_object_get(o, "stream_options");
@@ -759,12 +712,55 @@ static int call_body(struct gw_call *k, json_t *o, const char *body,
 		if (json_is_object(so) &&
 		    !json_is_true(json_object_get(so, "include_usage"))) {
 			json_object_set_new(so, "include_usage", json_true());
-			k->body = json_dumps(o, JSON_COMPACT);
-			if (!k->body)
-				return -ENOMEM;
-			k->body_len = strlen(k->body);
-			return 0;
+			changed = true;
 		}
+	}
+	if (limit > 0 && k->api == BROKER_API_GEMINI) {
+		json_t *gc = json_object_get(o, "generationConfig");
+
+		if (!gc)
+			gc = json_object_get(o, "generation_config");
+		if (!json_is_object(gc)) {
+			gc = json_object();
+			json_object_set_new(o, "generationConfig", gc);
+		}
+		json_object_set_new(gc,
+				    json_object_get(gc, "max_output_tokens")
+					? "max_output_tokens"
+					: "maxOutputTokens",
+				    json_integer(limit));
+		changed = true;
+	} else if (limit > 0) {
+		static const char *const names[] = {
+		    "max_tokens", "max_completion_tokens", "max_output_tokens"};
+		bool set = false;
+
+		/* Every limit the request names, else the API's own. */
+		for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+			if (json_object_get(o, names[i]) &&
+			    !json_is_null(json_object_get(o, names[i]))) {
+				json_object_set_new(o, names[i],
+						    json_integer(limit));
+				set = true;
+			}
+		if (!set)
+			json_object_set_new(
+			    o,
+			    k->api == BROKER_API_ANTHROPIC ? "max_tokens"
+			    : strcmp(k->path, "/v1/responses") == 0
+				? "max_output_tokens"
+				: "max_completion_tokens",
+			    json_integer(limit));
+		changed = true;
+	}
+	free(k->body);
+	k->body = NULL;
+	if (changed) {
+		k->body = json_dumps(o, JSON_COMPACT);
+		if (!k->body)
+			return -ENOMEM;
+		k->body_len = strlen(k->body);
+		return 0;
 	}
 	k->body = malloc(body_len + 1);
 	if (!k->body)
@@ -776,35 +772,60 @@ static int call_body(struct gw_call *k, json_t *o, const char *body,
 }
 
 /* BUDGET-EXCEEDED (HTTP 402, not 429: clients retry a 429), naming the
- * turn, what it spent and reserved, its cap and what this call needed. */
+ * turn (or its session, when the session's budget is the one short),
+ * what it spent and reserved, its cap and what this call needed. */
 static void budget_refusal(const struct broker_turn *t, int64_t worst,
-			   struct prep *e)
+			   struct broker_refusal *e)
 {
 	char a[32], b[32], c[32], d[32];
+	int64_t spent = t->spent, reserved = t->reserved, cap = t->cap;
+	bool session = false;
 
+	broker_room(t, &session);
+	if (session)
+		broker_session_budget(t, &spent, &reserved, &cap);
 	e->status = 402;
 	e->code = "BUDGET-EXCEEDED";
-	price_format_usd(t->spent, a, sizeof(a));
-	price_format_usd(t->reserved, b, sizeof(b));
-	price_format_usd(t->cap, c, sizeof(c));
+	price_format_usd(spent, a, sizeof(a));
+	price_format_usd(reserved, b, sizeof(b));
+	price_format_usd(cap, c, sizeof(c));
 	price_format_usd(worst, d, sizeof(d));
-	snprintf(e->msg, sizeof(e->msg),
-		 "turn %s: spent %s + reserved %s + this call's worst case %s "
-		 "USD would pass its cap of %s USD",
-		 t->id, a, b, d, c);
+	if (session)
+		snprintf(e->msg, sizeof(e->msg),
+			 "session %.64s: spent %s + reserved %s + this call's "
+			 "worst case %s USD would pass its budget of %s USD "
+			 "across its turns (spd.conf broker.session-cap)",
+			 t->session, a, b, d, c);
+	else
+		snprintf(e->msg, sizeof(e->msg),
+			 "turn %s: spent %s + reserved %s + this call's worst "
+			 "case %s USD would pass its cap of %s USD",
+			 t->id, a, b, d, c);
 	e->extra = json_pack("{s:s, s:f, s:f, s:f, s:f}", "turn", t->id,
 			     "spent_usd", price_usd(t->spent), "reserved_usd",
 			     price_usd(t->reserved), "cap_usd",
 			     price_usd(t->cap), "needed_usd", price_usd(worst));
+	if (session && e->extra)
+		json_object_update_new(
+		    e->extra,
+		    json_pack("{s:s, s:f, s:f, s:f}", "session", t->session,
+			      "session_spent_usd", price_usd(spent),
+			      "session_reserved_usd", price_usd(reserved),
+			      "session_cap_usd", price_usd(cap)));
 }
 
-/* rmodel, rstream: what the route says (gw_route()): Gemini's model and
- * streaming are in its path, not its body. */
+/*
+ * Check and price a request body, and make the call: everything up to
+ * the reservation is synchronous, so two calls never reserve the same
+ * room.  Returns the call, or NULL with e (status, code, message,
+ * extra data) set.  rmodel, rstream: what the route says (gw_route()):
+ * Gemini's model and streaming are in its path, not its body.
+ */
 static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 			       enum broker_api api, bool count_only,
 			       const char *path, const char *rmodel,
 			       bool rstream, const char *body, size_t body_len,
-			       struct prep *e)
+			       bool long_context, struct broker_refusal *e)
 {
 	struct spd *spd = g->spd;
 	const struct broker_config *cfg = broker_config(spd);
@@ -814,7 +835,7 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	json_t *o = NULL;
 	const char *model;
 	const struct price *pr;
-	int64_t maxt, worst;
+	int64_t maxt, worst = 0, choices = 1, extra = 0, limit = 0;
 	struct gw_call *k = NULL;
 
 	e->status = 400;
@@ -862,6 +883,9 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 			 "max_tokens must be a positive integer");
 		goto fail;
 	}
+	if (!count_only &&
+	    !bound_request(o, api, path, long_context, &choices, &extra, e))
+		goto fail;
 	k = calloc(1, sizeof(*k));
 	if (!k) {
 		e->status = 500;
@@ -879,18 +903,47 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	snprintf(k->prices_hash, sizeof(k->prices_hash), "%s",
 		 cfg->prices.hash);
 	k->stream = rstream || json_is_true(json_object_get(o, "stream"));
-	if (call_body(k, o, body, body_len) < 0) {
-		e->status = 500;
-		e->code = "INTERNAL";
-		snprintf(e->msg, sizeof(e->msg), "out of memory");
-		goto fail;
+	if (call_body(k, o, body, body_len, 0) < 0)
+		goto oom;
+	if (!count_only) {
+		int64_t room = broker_room(t, NULL);
+		int64_t in = price_input_bound(pr, k->body_len, extra);
+
+		worst = in + price_output_bound(pr, maxt, choices);
+		if (worst > room || worst < 0) {
+			/* No limit, or one the budget cannot cover: the
+			 * limit is what the budget covers, down to the
+			 * floor; the body gains the field. */
+			int64_t floor = cfg->min_output, afford;
+
+			in = price_input_bound(
+			    pr, k->body_len + GATEWAY_LIMIT_SLACK, extra);
+			afford =
+			    price_output_affordable(pr, room - in, choices);
+			if (floor > pr->max_output)
+				floor = pr->max_output;
+			if (maxt > 0 && maxt < floor)
+				floor = maxt;
+			if (afford < floor || afford < 1) {
+				worst =
+				    in + price_output_bound(pr, floor, choices);
+				budget_refusal(t, worst, e);
+				goto fail;
+			}
+			limit = afford;
+			if (call_body(k, o, body, body_len, limit) < 0)
+				goto oom;
+			worst = price_input_bound(pr, k->body_len, extra) +
+				price_output_bound(pr, limit, choices);
+		}
 	}
-	worst = count_only ? 0 : price_worst_case(pr, k->body_len, maxt);
 	if (broker_reserve(t, worst) < 0) {
 		budget_refusal(t, worst, e);
 		goto fail;
 	}
 	k->reserved = worst;
+	k->limit_set = limit;
+	k->choices = count_only ? 1 : choices;
 	k->turn = t;
 	snprintf(k->turn_id, sizeof(k->turn_id), "%s", t->id);
 	snprintf(k->session, sizeof(k->session), "%s", t->session);
@@ -903,6 +956,10 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	g->calls = k;
 	json_decref(o);
 	return k;
+oom:
+	e->status = 500;
+	e->code = "INTERNAL";
+	snprintf(e->msg, sizeof(e->msg), "out of memory");
 fail:
 	if (k) {
 		free(k->body);
@@ -929,10 +986,10 @@ void gw_handle_request(struct gw_conn *c)
 	const struct broker_provider *p;
 	struct broker_turn *t;
 	enum broker_api api;
-	bool count_only, rstream, routed;
+	bool count_only, rstream, routed, long_context = false;
 	char path[GATEWAY_PATH_MAX], model[PRICE_MODEL_NAME_MAX + 1];
 	char *target = NULL, *qkey = NULL;
-	struct prep e;
+	struct broker_refusal e;
 	struct gw_call *k;
 	int r;
 
@@ -952,19 +1009,11 @@ void gw_handle_request(struct gw_conn *c)
 	}
 	if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
 		key = auth + 7;
-	t = key ? broker_turn_by_key(g->spd, key, strlen(key)) : NULL;
-	/* A run's port serves its own turn only: another live key (another
-	 * session's, leaked into the run) is as good as none there. */
-	if (t && c->bound_turn[0] && strcmp(t->id, c->bound_turn) != 0)
-		t = NULL;
+	/* Again now the body is in: the turn may have ended meanwhile. */
+	t = gw_conn_turn(c, key);
 	if (!routed) {
 		/* The turn its key names, if any, is journaled with it. */
-		gw_refuse(c, t, 404, "NOT-FOUND", NULL,
-			  "spd's broker serves POST /v1/messages, "
-			  "/v1/messages/count_tokens, /v1/chat/completions, "
-			  "/v1/responses and /v1beta/models/MODEL:"
-			  "generateContent, :streamGenerateContent and "
-			  ":countTokens only");
+		gw_refuse(c, t, 404, "NOT-FOUND", NULL, GATEWAY_ROUTES_MSG);
 		goto out;
 	}
 	if (strcmp(q->method, "POST") != 0) {
@@ -980,8 +1029,16 @@ void gw_handle_request(struct gw_conn *c)
 				"x-goog-api-key or Authorization: Bearer");
 		goto out;
 	}
+	for (size_t i = 0; i < q->nh; i++)
+		if (strcmp(q->h[i].name, "anthropic-beta") == 0 &&
+		    strstr(q->h[i].value, "context-1m"))
+			long_context = true;
 	k = prepare(g, t, api, count_only, path, model, rstream, q->body,
-		    q->body_len, &e);
+		    q->body_len, long_context, &e);
+	/* The call holds its own copy: the request's goes now. */
+	free(q->body);
+	q->body = NULL;
+	q->body_len = q->body_cap = 0;
 	if (!k) {
 		gw_refuse(c, t, e.status, e.code, e.extra, e.msg);
 		goto out;
@@ -1084,6 +1141,9 @@ int gateway_start(struct spd *spd, const char *listen, const char *sock_path,
 	g->open_handles++;
 	uv_timer_init(spd->loop, &g->stall_timer);
 	g->stall_timer.data = g;
+	g->open_handles++;
+	uv_timer_init(spd->loop, &g->refusal_timer);
+	g->refusal_timer.data = g;
 	g->open_handles++;
 	snprintf(g->sock_path, sizeof(g->sock_path), "%s", sock_path);
 	if (listen && listen[0]) {
@@ -1214,6 +1274,9 @@ void gateway_stop(struct gateway *g)
 	}
 	uv_close((uv_handle_t *)&g->curl_timer, on_gw_handle_closed);
 	uv_close((uv_handle_t *)&g->stall_timer, on_gw_handle_closed);
+	/* Counted refusals are journaled now: nothing is lost. */
+	gw_refusals_sweep(g, true);
+	uv_close((uv_handle_t *)&g->refusal_timer, on_gw_handle_closed);
 }
 
 /* ---- model.call ---------------------------------------------------- */
@@ -1231,10 +1294,10 @@ void m_model_call(struct call *c)
 	json_t *headers = json_object_get(params, "headers"), *v;
 	struct broker_turn *t = broker_turn_by_id(spd, id);
 	enum broker_api api, rapi;
-	bool count_only, rstream, has_version = false;
+	bool count_only, rstream, has_version = false, long_context = false;
 	char rpath[GATEWAY_PATH_MAX], rmodel[PRICE_MODEL_NAME_MAX + 1], *text;
 	const char *name;
-	struct prep e;
+	struct broker_refusal e;
 	struct gw_call *k;
 
 	if (!g) {
@@ -1245,7 +1308,9 @@ void m_model_call(struct call *c)
 	if (t && !who->operator&&(!who->session_id ||
 				  strcmp(t->session, who->session_id) != 0))
 		t = NULL;
-	if (!t || t->ended) {
+	/* An idle-expired turn is refused like an ended one (and ended
+	 * now): using it does not revive it. */
+	if (!t || !broker_turn_live(spd, t)) {
 		call_error(c, RPC_E_UNAUTHORIZED, NULL,
 			   "no live turn %s for this caller", id);
 		return;
@@ -1297,8 +1362,14 @@ void m_model_call(struct call *c)
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
+	json_object_foreach(headers, name, v)
+	{
+		if (strcasecmp(name, "anthropic-beta") == 0 &&
+		    strstr(json_string_value(v), "context-1m"))
+			long_context = true;
+	}
 	k = prepare(g, t, api, count_only, rpath, rmodel, rstream, text,
-		    strlen(text), &e);
+		    strlen(text), long_context, &e);
 	free(text);
 	if (!k) {
 		json_t *d = e.extra;

@@ -30,7 +30,25 @@ struct call;
 /* Most connections to the endpoint at once: each holds a buffer and,
  * while its call runs, a provider connection. */
 #define GATEWAY_CONNS_MAX 1024
-/* A client has this long to send its whole request (slow-loris). */
+/* Of those, the ones only broker.sock may take: the operator's (a run
+ * cannot reach broker.sock), so that connections held open on the TCP
+ * port and the runs' ports never lock the operator out. */
+#define GATEWAY_CONNS_RESERVED 128
+/* Connections one turn may hold (an SDK's pool opens a handful; a run's
+ * port is its turn's alone), and all the turns of one session together:
+ * past them a connection is refused (503 LIMIT). */
+#define GATEWAY_TURN_CONNS_MAX 64
+#define GATEWAY_SESSION_CONNS_MAX 128
+/* Request bodies still being read, in units of broker.body-max: one turn
+ * may have this many in flight at once, and all the sessions' turns
+ * together GATEWAY_BODIES_AGENTS (the operator's turns apart), so that
+ * unfinished bodies cannot fill spd's memory. */
+#define GATEWAY_BODIES_TURN 2
+#define GATEWAY_BODIES_AGENTS 4
+/* A client has this long to send a request's head (its key is checked
+ * on the head, before any of the body is read)... */
+#define GATEWAY_HEAD_TIMEOUT_MS (10 * 1000)
+/* ...and this long for its whole request (slow-loris). */
 #define GATEWAY_REQUEST_TIMEOUT_MS (60 * 1000)
 /* Connecting to a provider takes at most this long. */
 #define GATEWAY_CONNECT_TIMEOUT_S 30

@@ -28,6 +28,27 @@
 
 struct gw_call;
 
+/* Refusals of one kind (the same session and turn presented, method,
+ * path, status and code) within GATEWAY_REFUSAL_WINDOW_MS are journaled
+ * as one row and a count: a client refused in a loop cannot flood the
+ * journal. */
+#define GATEWAY_REFUSAL_WINDOW_MS (60 * 1000)
+/* Kinds of refusal counted at once; a new kind past them writes the
+ * oldest kind's count first. */
+#define GATEWAY_REFUSALS_KEPT 64
+/* Rows of refusals that name no session (an unknown key on the shared
+ * TCP port), per window; past it they are only counted.  A session's
+ * count against its own journal rate ([limits] session-journal-rate). */
+#define GATEWAY_ANON_REFUSAL_ROWS 600
+
+struct gw_refusal {
+	char session[65], turn[BROKER_TURN_ID_LEN + 1];
+	char method[16], path[PRICE_MODEL_NAME_MAX + 64], code[24];
+	int status;
+	unsigned count;	   /* refusals since first_ms not yet journaled */
+	uint64_t first_ms; /* when this kind's window began; 0: free slot */
+};
+
 /* A run's listening socket (gateway_adopt). */
 struct gw_listener {
 	uv_tcp_t tcp; /* data: the gateway */
@@ -47,6 +68,20 @@ struct gw_conn {
 	struct gw_call *call;
 	/* Accepted on a run's listener: only this turn's key is taken. */
 	char bound_turn[BROKER_TURN_ID_LEN + 1];
+	/* The turn this connection counts against (the last request's key,
+	 * or its run's), or NULL; and the bytes of the body being read now,
+	 * counted on that turn and in the gateway's totals. */
+	struct broker_turn *turn;
+	size_t body_acct;
+	bool on_pipe;
+	/* A refusal decided on the head (gw_on_head), answered once the
+	 * parser has returned. */
+	struct {
+		int status;
+		const char *code;
+		const struct broker_turn *turn;
+		char msg[256];
+	} refusal;
 	/* Read and not yet parsed: the next request's bytes. */
 	struct buf pending;
 	size_t body_max;
@@ -74,8 +109,18 @@ struct gateway {
 	/* Ends the calls whose provider has sent nothing for
 	 * broker.provider-timeout (on_stall_timer in gateway.c). */
 	uv_timer_t stall_timer;
+	/* Refusals counted, not yet journaled; their window's timer; rows
+	 * of refusals without a session in the current window. */
+	struct gw_refusal refusals[GATEWAY_REFUSALS_KEPT];
+	uv_timer_t refusal_timer;
+	unsigned anon_rows;
+	uint64_t anon_window_ms;
 	struct gw_conn *conns;
-	size_t n_conns;
+	/* All connections, and those on TCP (the port and the runs'). */
+	size_t n_conns, n_tcp;
+	/* Bytes of unfinished request bodies: the sessions' turns', the
+	 * operator's. */
+	size_t body_agents, body_operator;
 	struct gw_call *calls;
 	int open_handles;
 	char sock_path[4096];
@@ -87,10 +132,6 @@ struct gateway {
 void gw_maybe_free(struct gateway *g);
 /* Answer the complete request c->req (a call started, or refused). */
 void gw_handle_request(struct gw_conn *c);
-/* Refuse c's request before any provider was asked: journaled, answered
- * in the provider's shape. */
-void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
-	       const char *code, json_t *extra, const char *msg);
 /* Call k has no connection any more (its reply is out, or the client went
  * away: gone): what remains of it goes on without one. */
 void gw_call_detach(struct gw_call *k, bool gone);
@@ -100,6 +141,12 @@ void gw_call_detach(struct gw_call *k, bool gone);
 /* Longest route path (without its query): Gemini's name the model,
  * "/v1beta/models/" PRICE_MODEL_NAME_MAX ":streamGenerateContent". */
 #define GATEWAY_PATH_MAX (PRICE_MODEL_NAME_MAX + 64)
+/* What a request to no route of the broker's is told. */
+#define GATEWAY_ROUTES_MSG                                                     \
+	"spd's broker serves POST /v1/messages, /v1/messages/count_tokens, "   \
+	"/v1/chat/completions, /v1/responses and "                             \
+	"/v1beta/models/MODEL:generateContent, :streamGenerateContent and "    \
+	":countTokens only"
 
 /* An error body in api's shape (Anthropic's, OpenAI's or Google's) with
  * spd's code and message, and extra's members (taken; NULL allowed).
@@ -126,7 +173,43 @@ int64_t gw_gemini_max_output(json_t *body);
  */
 char *gw_query_take_key(const char *target, char **ret_key);
 
+/* gw_refuse.c */
+
+/* A "model.call" row of the broker in the journal, of session (NULL or
+ * "": none), with detail (taken; may be NULL). */
+void gw_journal(struct gateway *g, const char *session, json_t *detail,
+		const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Journal the counts of refusals whose window has passed (all: every
+ * count, now: the gateway stops and nothing is lost), and free their
+ * slots. */
+void gw_refusals_sweep(struct gateway *g, bool all);
+/* Refuse c's request before any provider was asked: journaled, answered
+ * in the provider's shape. */
+void gw_refuse(struct gw_conn *c, const struct broker_turn *t, int status,
+	       const char *code, json_t *extra, const char *msg);
+
 /* gw_conn.c */
+
+/* A request's time (head, then body) ran out: 408. */
+void gw_on_request_timeout(uv_timer_t *t);
+/* The live turn of key, if connection c may use it: a run's port serves
+ * its own turn only (another live key, another session's leaked into
+ * the run, is as good as none there).  NULL otherwise. */
+struct broker_turn *gw_conn_turn(struct gw_conn *c, const char *key);
+/* http_request's on_head for c (data): the route, the method and the key
+ * are checked on the head, and the connection counted against the key's
+ * turn, before any of the body is read.  Returns 0, or -1 with
+ * c->refusal set. */
+int gw_on_head(struct http_request *r, void *data);
+/* Count c against turn t (NULL: against none): -EDQUOT, with
+ * c->refusal set, when t or its session holds its most connections. */
+int gw_conn_attach(struct gw_conn *c, struct broker_turn *t);
+/* Whether n more body bytes of c's request fit its turn's and the
+ * gateway's limits (else c->refusal is set). */
+bool gw_body_room(struct gw_conn *c, size_t n);
+/* Count the bytes of c's unfinished body as they are now (0 once the
+ * request is complete or refused). */
+void gw_body_account(struct gw_conn *c);
 
 /* The reason phrase of an HTTP status. */
 const char *gw_reason(int status);

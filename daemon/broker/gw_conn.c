@@ -78,6 +78,8 @@ static void on_conn_handle_closed(uv_handle_t *h)
 	if (c->next)
 		c->next->prev = c->prev;
 	g->n_conns--;
+	if (!c->on_pipe)
+		g->n_tcp--;
 	free(c);
 	gw_maybe_free(g);
 }
@@ -87,6 +89,10 @@ void gw_conn_close(struct gw_conn *c)
 	if (c->closing)
 		return;
 	c->closing = true;
+	/* Its body's bytes and its place in its turn's quota go now: the
+	 * turn may be freed before the handles' close callbacks run. */
+	gw_body_account(c);
+	gw_conn_attach(c, NULL);
 	if (c->call) {
 		/* The call goes on without its client: the provider's usage
 		 * is still read and charged. */
@@ -186,7 +192,7 @@ static void on_idle_timeout(uv_timer_t *t)
 	gw_conn_close(t->data);
 }
 
-static void on_request_timeout(uv_timer_t *t)
+void gw_on_request_timeout(uv_timer_t *t)
 {
 	struct gw_conn *c = t->data;
 
@@ -211,15 +217,32 @@ static void conn_parse(struct gw_conn *c)
 	if (c->idle) {
 		/* The next request has begun: it has as long as the first. */
 		c->idle = false;
-		uv_timer_start(&c->timer, on_request_timeout,
-			       GATEWAY_REQUEST_TIMEOUT_MS, 0);
+		uv_timer_start(&c->timer, gw_on_request_timeout,
+			       GATEWAY_HEAD_TIMEOUT_MS, 0);
 	}
-	r = http_request_feed(&c->req, c->pending.data, c->pending.len);
+	/* A body being read is held in memory: within its turn's share
+	 * and the gateway's, or refused before it grows. */
+	if (c->req.head_done && !gw_body_room(c, c->pending.len)) {
+		r = -ECANCELED;
+	} else {
+		r = http_request_feed(&c->req, c->pending.data, c->pending.len);
+		gw_body_account(c);
+	}
 	if (r == 0) {
 		buf_reset(&c->pending);
 		return;
 	}
 	uv_timer_stop(&c->timer);
+	if (r == -ECANCELED) {
+		/* Refused on its head (or its body's size): nothing more of
+		 * it is read; the connection ends with the answer. */
+		buf_reset(&c->pending);
+		c->req.failed = true;
+		gw_body_account(c);
+		gw_refuse(c, c->refusal.turn, c->refusal.status,
+			  c->refusal.code, NULL, c->refusal.msg);
+		return;
+	}
 	if (r < 0) {
 		buf_reset(&c->pending);
 		gw_refuse(c, NULL, c->req.status, "BAD-REQUEST", NULL,
@@ -300,6 +323,8 @@ static void conn_next(struct gw_conn *c)
 	c->keep = false;
 	http_request_free(&c->req);
 	http_request_init(&c->req, c->body_max);
+	c->req.on_head = gw_on_head;
+	c->req.on_head_data = c;
 	c->idle = true;
 	if (c->pending.len)
 		uv_timer_start(&c->timer, on_resume, 0, 0);
@@ -362,8 +387,8 @@ void gw_on_connection(uv_stream_t *server, int status)
 	if (!c)
 		return;
 	c->g = g;
-	if (server != (uv_stream_t *)&g->tcp &&
-	    server != (uv_stream_t *)&g->pipe) {
+	c->on_pipe = server == (uv_stream_t *)&g->pipe;
+	if (server != (uv_stream_t *)&g->tcp && !c->on_pipe) {
 		struct gw_listener *l = (struct gw_listener *)(void *)server;
 
 		snprintf(c->bound_turn, sizeof(c->bound_turn), "%s", l->turn);
@@ -381,11 +406,15 @@ void gw_on_connection(uv_stream_t *server, int status)
 		g->conns->prev = c;
 	g->conns = c;
 	g->n_conns++;
+	if (!c->on_pipe)
+		g->n_tcp++;
 	c->body_max = cfg ? cfg->body_max : BROKER_BODY_MAX;
 	c->idle_ms =
 	    (cfg ? cfg->keepalive_timeout_s : BROKER_KEEPALIVE_TIMEOUT_S) *
 	    (uint64_t)1000;
 	http_request_init(&c->req, c->body_max);
+	c->req.on_head = gw_on_head;
+	c->req.on_head_data = c;
 	if (uv_accept(server, (uv_stream_t *)&c->h) < 0) {
 		gw_conn_close(c);
 		return;
@@ -394,13 +423,199 @@ void gw_on_connection(uv_stream_t *server, int status)
 	 * first would wait for the client's delayed ACK. */
 	if (server != (uv_stream_t *)&g->pipe)
 		uv_tcp_nodelay(&c->h.tcp, 1);
-	if (g->n_conns > GATEWAY_CONNS_MAX) {
+	/* The TCP port and the runs' ports share all but the slots held
+	 * back for broker.sock, the operator's. */
+	if (g->n_conns > GATEWAY_CONNS_MAX ||
+	    (!c->on_pipe &&
+	     g->n_tcp > GATEWAY_CONNS_MAX - GATEWAY_CONNS_RESERVED)) {
 		gw_refuse(c, NULL, 503, "LIMIT", NULL,
 			  "too many connections to the broker");
 		return;
 	}
-	uv_timer_start(&c->timer, on_request_timeout,
-		       GATEWAY_REQUEST_TIMEOUT_MS, 0);
+	/* A run's port counts against its turn from the start. */
+	if (c->bound_turn[0] &&
+	    gw_conn_attach(c, broker_turn_by_id(g->spd, c->bound_turn)) < 0) {
+		gw_refuse(c, c->refusal.turn, c->refusal.status,
+			  c->refusal.code, NULL, c->refusal.msg);
+		return;
+	}
+	uv_timer_start(&c->timer, gw_on_request_timeout,
+		       GATEWAY_HEAD_TIMEOUT_MS, 0);
 	uv_read_start((uv_stream_t *)&c->h, on_alloc, on_read);
 	c->reading = true;
+}
+
+/* ---- checks on a request's head and the quotas ------------------- */
+
+/* Refuse on the head: kept in c->refusal until the parser returns. */
+static int head_refusal(struct gw_conn *c, const struct broker_turn *t,
+			int status, const char *code, const char *msg)
+{
+	c->refusal.status = status;
+	c->refusal.code = code;
+	c->refusal.turn = t;
+	snprintf(c->refusal.msg, sizeof(c->refusal.msg), "%s", msg);
+	return -1;
+}
+
+/* The request's key: x-api-key, Gemini's x-goog-api-key or ?key= (in
+ * *qkey, allocated, for api GEMINI), or Authorization: Bearer.  NULL for
+ * none (*qkey NULL too on ENOMEM). */
+static const char *request_key(const struct http_request *q,
+			       enum broker_api api, char **qkey)
+{
+	const char *key = http_request_header(q, "x-api-key");
+	const char *auth = http_request_header(q, "authorization");
+
+	*qkey = NULL;
+	if (!key && api == BROKER_API_GEMINI) {
+		key = http_request_header(q, "x-goog-api-key");
+		if (!key) {
+			free(gw_query_take_key(q->target, qkey));
+			key = *qkey;
+		}
+	}
+	if (!key && auth && strncasecmp(auth, "Bearer ", 7) == 0)
+		key = auth + 7;
+	return key;
+}
+
+struct broker_turn *gw_conn_turn(struct gw_conn *c, const char *key)
+{
+	struct broker_turn *t =
+	    key ? broker_turn_by_key(c->g->spd, key, strlen(key)) : NULL;
+
+	if (t && c->bound_turn[0] && strcmp(t->id, c->bound_turn) != 0)
+		t = NULL;
+	return t;
+}
+
+int gw_conn_attach(struct gw_conn *c, struct broker_turn *t)
+{
+	char msg[200];
+
+	if (c->turn == t)
+		return 0;
+	if (c->turn) {
+		c->turn->conns--;
+		c->turn = NULL;
+	}
+	if (!t)
+		return 0;
+	if (t->conns >= GATEWAY_TURN_CONNS_MAX) {
+		snprintf(msg, sizeof(msg),
+			 "turn %s holds %d connections to the broker, its "
+			 "most",
+			 t->id, GATEWAY_TURN_CONNS_MAX);
+		head_refusal(c, t, 503, "LIMIT", msg);
+		return -EDQUOT;
+	}
+	if (t->session[0] && broker_session_conns(c->g->spd, t->session) >=
+				 GATEWAY_SESSION_CONNS_MAX) {
+		snprintf(msg, sizeof(msg),
+			 "session %.64s holds %d connections to the broker, "
+			 "its most",
+			 t->session, GATEWAY_SESSION_CONNS_MAX);
+		head_refusal(c, t, 503, "LIMIT", msg);
+		return -EDQUOT;
+	}
+	t->conns++;
+	c->turn = t;
+	return 0;
+}
+
+/* The limits of unfinished bodies: c's turn's, and the total of its
+ * kind (the sessions' or the operator's). */
+static size_t *body_total(struct gw_conn *c)
+{
+	return c->turn && c->turn->session[0] ? &c->g->body_agents
+					      : &c->g->body_operator;
+}
+
+bool gw_body_room(struct gw_conn *c, size_t n)
+{
+	size_t max = c->body_max, held, total;
+	char msg[200];
+
+	if (!c->turn)
+		return true;
+	held = c->turn->body_held - c->body_acct;
+	total = *body_total(c) - c->body_acct;
+	if (held + c->body_acct + n > GATEWAY_BODIES_TURN * max) {
+		snprintf(msg, sizeof(msg),
+			 "turn %s is sending more request bytes at once than "
+			 "spd holds for one turn (%d x broker.body-max)",
+			 c->turn->id, GATEWAY_BODIES_TURN);
+		head_refusal(c, c->turn, 503, "LIMIT", msg);
+		return false;
+	}
+	if (c->turn->session[0] &&
+	    total + c->body_acct + n > GATEWAY_BODIES_AGENTS * max) {
+		snprintf(msg, sizeof(msg),
+			 "the sessions' turns are sending more request bytes "
+			 "at once than spd holds (%d x broker.body-max)",
+			 GATEWAY_BODIES_AGENTS);
+		head_refusal(c, c->turn, 503, "LIMIT", msg);
+		return false;
+	}
+	return true;
+}
+
+void gw_body_account(struct gw_conn *c)
+{
+	size_t now = c->turn && !c->closing && c->req.head_done &&
+			     !c->req.complete && !c->req.failed
+			 ? c->req.body_len
+			 : 0;
+	size_t *total = body_total(c);
+
+	if (!c->turn) {
+		c->body_acct = 0;
+		return;
+	}
+	c->turn->body_held = c->turn->body_held - c->body_acct + now;
+	*total = *total - c->body_acct + now;
+	c->body_acct = now;
+}
+
+int gw_on_head(struct http_request *q, void *data)
+{
+	struct gw_conn *c = data;
+	enum broker_api api;
+	bool count_only, stream, had_key;
+	char path[GATEWAY_PATH_MAX], model[PRICE_MODEL_NAME_MAX + 1];
+	char *qkey;
+	const char *key;
+	struct broker_turn *t;
+
+	/* What needs no body is decided now: a request refused here never
+	 * has its body read or held. */
+	if (gw_route(q->target, &api, &count_only, &stream, path, sizeof(path),
+		     model, sizeof(model)) < 0)
+		return head_refusal(c, NULL, 404, "NOT-FOUND",
+				    GATEWAY_ROUTES_MSG);
+	if (strcmp(q->method, "POST") != 0)
+		return head_refusal(c, NULL, 405, "BAD-REQUEST",
+				    "only POST is served on this route");
+	key = request_key(q, api, &qkey);
+	t = gw_conn_turn(c, key);
+	had_key = key != NULL;
+	if (qkey)
+		explicit_bzero(qkey, strlen(qkey));
+	free(qkey);
+	if (!t)
+		return head_refusal(
+		    c, NULL, 401, "UNAUTHORIZED",
+		    had_key ? "the key is not a live turn key of this spd "
+			      "(unknown, ended or expired)"
+			    : "no key: send the turn key as x-api-key, "
+			      "x-goog-api-key or Authorization: Bearer");
+	if (gw_conn_attach(c, t) < 0)
+		return -1;
+	if (q->content_length && !gw_body_room(c, q->content_length))
+		return -1;
+	/* The body has the rest of the request's time. */
+	uv_timer_start(&c->timer, gw_on_request_timeout,
+		       GATEWAY_REQUEST_TIMEOUT_MS, 0);
+	return 0;
 }

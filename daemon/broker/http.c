@@ -136,6 +136,14 @@ static int on_headers_complete(http_parser *p)
 		return refuse(r, 413, "the request body is too large");
 	snprintf(r->method, sizeof(r->method), "%s",
 		 http_method_str((enum http_method)p->method));
+	r->head_done = true;
+	r->content_length = r->n_cl ? (size_t)p->content_length : 0;
+	/* The caller's look at the head (the key), before any of the body
+	 * is read or held. */
+	if (r->on_head && r->on_head(r, r->on_head_data) != 0) {
+		r->cancelled = true;
+		return refuse(r, 0, "refused on its head");
+	}
 	return 0;
 }
 
@@ -198,6 +206,8 @@ int http_request_feed(struct http_request *r, const char *data, size_t len)
 	enum http_errno e;
 
 	r->used = 0;
+	if (r->cancelled)
+		return -ECANCELED;
 	if (r->failed)
 		return r->status == 413 || r->status == 431 ? -E2BIG : -EINVAL;
 	if (r->complete)
@@ -216,6 +226,8 @@ int http_request_feed(struct http_request *r, const char *data, size_t len)
 			 http_errno_description(e));
 		refuse(r, 400, why);
 	}
+	if (r->cancelled)
+		return -ECANCELED;
 	if (r->failed)
 		return r->status == 413 || r->status == 431 ? -E2BIG : -EINVAL;
 	return 0;

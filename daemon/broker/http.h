@@ -40,11 +40,21 @@ struct http_request {
 	/* Of the bytes the last http_request_feed was given, how many
 	 * belonged to this request: the rest begin the next one. */
 	size_t used;
+	/* The head is read and passed its checks (the body may follow);
+	 * its Content-Length (0: none, or chunked). */
+	bool head_done;
+	size_t content_length;
+	/* Called once the head has passed the framing checks, before any
+	 * byte of the body is taken: non-zero refuses the request there
+	 * (http_request_feed returns -ECANCELED; the caller answers it).
+	 * NULL: none.  Set after http_request_init. */
+	int (*on_head)(struct http_request *r, void *data);
+	void *on_head_data;
 	/* private */
 	http_parser p;
 	size_t body_max, head_bytes, body_cap;
 	int last; /* 0 none, 1 field, 2 value */
-	bool complete, failed;
+	bool complete, failed, cancelled;
 	unsigned n_cl, n_te;
 };
 
@@ -54,8 +64,9 @@ void http_request_init(struct http_request *r, size_t body_max);
  * Feed the next bytes.  Returns 1 once the request is complete (r->used
  * says how many of these bytes it took; the rest, unread, begin the next
  * request on a kept-alive connection, to be read by a fresh
- * http_request), 0 when more are needed (all taken), or -EINVAL / -E2BIG with r->status and r->why set; after a
- * refusal or completion further calls return the same.  Refused: a
+ * http_request), 0 when more are needed (all taken), -EINVAL / -E2BIG
+ * with r->status and r->why set, or -ECANCELED when r->on_head refused
+ * the head; after a refusal or completion further calls return the same.  Refused: a
  * malformed request, both Content-Length and Transfer-Encoding, more than
  * one Content-Length or Transfer-Encoding, a Transfer-Encoding other than
  * "chunked", a target not in origin-form (absolute-form, authority-form,

@@ -17,36 +17,56 @@
 
 /* USD per million tokens as written, max-output in tokens.  Sources: the
  * providers' published price pages.  A model's max-output errs high: it
- * bounds the reservation, so too low would let a call overshoot. */
+ * bounds the reservation, so too low would let a call overshoot.  A row
+ * names its model and the dated snapshots billed exactly like it
+ * (comma-separated): a snapshot billed otherwise ("gpt-4o-2024-05-13")
+ * has its own row, and one not listed is unpriced.  cache_write_1h NULL:
+ * no such tier, the five-minute rate. */
 static const struct {
-	const char *model, *input, *output, *cache_read, *cache_write;
+	const char *model, *also, *input, *output, *cache_read, *cache_write,
+	    *cache_write_1h;
 	int64_t max_output;
 } shipped[] = {
-    {"claude-opus-4-1", "15", "75", "1.5", "18.75", 32000},
-    {"claude-opus-4", "15", "75", "1.5", "18.75", 32000},
-    {"claude-sonnet-4-5", "3", "15", "0.3", "3.75", 64000},
-    {"claude-sonnet-4", "3", "15", "0.3", "3.75", 64000},
-    {"claude-3-7-sonnet", "3", "15", "0.3", "3.75", 128000},
-    {"claude-haiku-4-5", "1", "5", "0.1", "1.25", 64000},
-    {"claude-3-5-haiku", "0.8", "4", "0.08", "1", 8192},
-    {"gpt-5", "1.25", "10", "0.125", "1.25", 128000},
-    {"gpt-5-mini", "0.25", "2", "0.025", "0.25", 128000},
-    {"gpt-4.1", "2", "8", "0.5", "2", 32768},
-    {"gpt-4.1-mini", "0.4", "1.6", "0.1", "0.4", 32768},
-    {"gpt-4o", "2.5", "10", "1.25", "2.5", 16384},
-    {"gpt-4o-mini", "0.15", "0.6", "0.075", "0.15", 16384},
-    {"o3", "2", "8", "0.5", "2", 100000},
-    {"o4-mini", "1.1", "4.4", "0.275", "1.1", 100000},
+    {"claude-opus-4-1", "claude-opus-4-1-20250805", "15", "75", "1.5", "18.75",
+     "30", 32000},
+    {"claude-opus-4", "claude-opus-4-20250514", "15", "75", "1.5", "18.75",
+     "30", 32000},
+    {"claude-sonnet-4-5", "claude-sonnet-4-5-20250929", "3", "15", "0.3",
+     "3.75", "6", 64000},
+    {"claude-sonnet-4", "claude-sonnet-4-20250514", "3", "15", "0.3", "3.75",
+     "6", 64000},
+    {"claude-3-7-sonnet", "claude-3-7-sonnet-20250219,claude-3-7-sonnet-latest",
+     "3", "15", "0.3", "3.75", "6", 128000},
+    {"claude-haiku-4-5", "claude-haiku-4-5-20251001", "1", "5", "0.1", "1.25",
+     "2", 64000},
+    {"claude-3-5-haiku", "claude-3-5-haiku-20241022,claude-3-5-haiku-latest",
+     "0.8", "4", "0.08", "1", "1.6", 8192},
+    {"gpt-5", "gpt-5-2025-08-07", "1.25", "10", "0.125", "1.25", NULL, 128000},
+    {"gpt-5-mini", "gpt-5-mini-2025-08-07", "0.25", "2", "0.025", "0.25", NULL,
+     128000},
+    {"gpt-4.1", "gpt-4.1-2025-04-14", "2", "8", "0.5", "2", NULL, 32768},
+    {"gpt-4.1-mini", "gpt-4.1-mini-2025-04-14", "0.4", "1.6", "0.1", "0.4",
+     NULL, 32768},
+    {"gpt-4o", "gpt-4o-2024-08-06,gpt-4o-2024-11-20", "2.5", "10", "1.25",
+     "2.5", NULL, 16384},
+    /* The first gpt-4o snapshot: twice the price, no cached input. */
+    {"gpt-4o-2024-05-13", NULL, "5", "15", "5", "5", NULL, 4096},
+    {"gpt-4o-mini", "gpt-4o-mini-2024-07-18", "0.15", "0.6", "0.075", "0.15",
+     NULL, 16384},
+    {"o3", "o3-2025-04-16", "2", "8", "0.5", "2", NULL, 100000},
+    {"o4-mini", "o4-mini-2025-04-16", "1.1", "4.4", "0.275", "1.1", NULL,
+     100000},
     /* Gemini: where a price rises past a 200k-token prompt, the higher
      * one, so that spd never charges a call less than Google does.
      * Cached content has no write price of its own (its input's). */
-    {"gemini-3-pro-preview", "4", "18", "0.4", "4", 65536},
-    {"gemini-3-flash-preview", "0.5", "3", "0.05", "0.5", 65536},
-    {"gemini-2.5-pro", "2.5", "15", "0.25", "2.5", 65536},
-    {"gemini-2.5-flash", "0.3", "2.5", "0.075", "0.3", 65536},
-    {"gemini-2.5-flash-lite", "0.1", "0.4", "0.025", "0.1", 65536},
-    {"gemini-2.0-flash", "0.1", "0.4", "0.025", "0.1", 8192},
-    {"gemini-2.0-flash-lite", "0.075", "0.3", "0.075", "0.075", 8192},
+    {"gemini-3-pro-preview", NULL, "4", "18", "0.4", "4", NULL, 65536},
+    {"gemini-3-flash-preview", NULL, "0.5", "3", "0.05", "0.5", NULL, 65536},
+    {"gemini-2.5-pro", NULL, "2.5", "15", "0.25", "2.5", NULL, 65536},
+    {"gemini-2.5-flash", NULL, "0.3", "2.5", "0.075", "0.3", NULL, 65536},
+    {"gemini-2.5-flash-lite", NULL, "0.1", "0.4", "0.025", "0.1", NULL, 65536},
+    {"gemini-2.0-flash", NULL, "0.1", "0.4", "0.025", "0.1", NULL, 8192},
+    {"gemini-2.0-flash-lite", NULL, "0.075", "0.3", "0.075", "0.075", NULL,
+     8192},
 };
 
 int price_parse_fixed(const char *s, unsigned scale, int64_t *ret)
@@ -116,30 +136,65 @@ static int64_t sat_add(int64_t a, int64_t b)
 	return r;
 }
 
-int64_t price_worst_case(const struct price *p, size_t body_bytes,
-			 int64_t max_tokens)
+int64_t price_input_bound(const struct price *p, size_t body_bytes,
+			  int64_t extra_tokens)
 {
-	int64_t in_rate = p->input, out, in;
+	int64_t in_rate = p->input, in;
 
 	if (p->cache_read > in_rate)
 		in_rate = p->cache_read;
 	if (p->cache_write > in_rate)
 		in_rate = p->cache_write;
-	out = max_tokens <= 0 || max_tokens > p->max_output ? p->max_output
-							    : max_tokens;
+	if (p->cache_write_1h > in_rate)
+		in_rate = p->cache_write_1h;
 	in = body_bytes > (size_t)(INT64_MAX - PRICE_HIDDEN_INPUT_TOKENS)
 		 ? INT64_MAX
 		 : (int64_t)body_bytes + PRICE_HIDDEN_INPUT_TOKENS;
-	return sat_add(sat_mul(in, in_rate), sat_mul(out, p->output));
+	return sat_mul(sat_add(in, extra_tokens > 0 ? extra_tokens : 0),
+		       in_rate);
+}
+
+int64_t price_output_bound(const struct price *p, int64_t max_tokens,
+			   int64_t choices)
+{
+	int64_t out = max_tokens <= 0 || max_tokens > p->max_output
+			  ? p->max_output
+			  : max_tokens;
+
+	return sat_mul(sat_mul(out, choices > 1 ? choices : 1), p->output);
+}
+
+int64_t price_output_affordable(const struct price *p, int64_t budget,
+				int64_t choices)
+{
+	int64_t per = sat_mul(p->output, choices > 1 ? choices : 1), n;
+
+	if (budget <= 0)
+		return 0;
+	if (per <= 0)
+		return p->max_output; /* free output: the model's max */
+	n = budget / per;
+	return n > p->max_output ? p->max_output : n;
+}
+
+int64_t price_worst_case(const struct price *p, size_t body_bytes,
+			 int64_t max_tokens)
+{
+	return sat_add(price_input_bound(p, body_bytes, 0),
+		       price_output_bound(p, max_tokens, 1));
 }
 
 int64_t price_cost(const struct price *p, const struct price_usage *u)
 {
 	int64_t c = sat_mul(u->input, p->input);
+	int64_t hour = u->cache_write_1h < 0 ? 0 : u->cache_write_1h;
 
+	if (hour > u->cache_write)
+		hour = u->cache_write;
 	c = sat_add(c, sat_mul(u->output, p->output));
 	c = sat_add(c, sat_mul(u->cache_read, p->cache_read));
-	return sat_add(c, sat_mul(u->cache_write, p->cache_write));
+	c = sat_add(c, sat_mul(u->cache_write - hour, p->cache_write));
+	return sat_add(c, sat_mul(hour, p->cache_write_1h));
 }
 
 static struct price *find(struct price_table *t, const char *model)
@@ -150,43 +205,13 @@ static struct price *find(struct price_table *t, const char *model)
 	return NULL;
 }
 
-/* A dated snapshot's base name length ("claude-sonnet-4-5-20250929" and
- * "gpt-4o-2024-08-06" name the same prices as their base), or 0. */
-static size_t undated_len(const char *m)
-{
-	size_t n = strlen(m), i;
-
-	if (n > 9 && m[n - 9] == '-') {
-		for (i = n - 8; i < n && isdigit((unsigned char)m[i]); i++)
-			;
-		if (i == n)
-			return n - 9;
-	}
-	if (n > 11 && m[n - 11] == '-' && m[n - 6] == '-' && m[n - 3] == '-') {
-		for (i = n - 10; i < n; i++)
-			if (i != n - 6 && i != n - 3 &&
-			    !isdigit((unsigned char)m[i]))
-				return 0;
-		return n - 11;
-	}
-	return 0;
-}
-
 const struct price *price_lookup(const struct price_table *t, const char *model)
 {
-	size_t n;
-
 	if (!t || !model)
 		return NULL;
+	/* Exactly: a snapshot's name never borrows its family's prices. */
 	for (size_t i = 0; i < t->n; i++)
 		if (strcmp(t->v[i].model, model) == 0)
-			return &t->v[i];
-	n = undated_len(model);
-	if (n == 0)
-		return NULL;
-	for (size_t i = 0; i < t->n; i++)
-		if (strlen(t->v[i].model) == n &&
-		    strncmp(t->v[i].model, model, n) == 0)
 			return &t->v[i];
 	return NULL;
 }
@@ -208,6 +233,7 @@ static int add_model(struct price_table *t, const char *model,
 	snprintf(nv[t->n].model, sizeof(nv[t->n].model), "%s", model);
 	nv[t->n].input = nv[t->n].output = -1;
 	nv[t->n].cache_read = nv[t->n].cache_write = -1;
+	nv[t->n].cache_write_1h = -1;
 	nv[t->n].max_output = -1;
 	*ret = &nv[t->n++];
 	return 0;
@@ -232,10 +258,10 @@ static void table_hash(struct price_table *t)
 	for (size_t i = 0; i < t->n; i++) {
 		const struct price *p = &t->v[i];
 		int n = snprintf(
-		    line, sizeof(line), "%s %lld %lld %lld %lld %lld\n",
+		    line, sizeof(line), "%s %lld %lld %lld %lld %lld %lld\n",
 		    p->model, (long long)p->input, (long long)p->output,
 		    (long long)p->cache_read, (long long)p->cache_write,
-		    (long long)p->max_output);
+		    (long long)p->max_output, (long long)p->cache_write_1h);
 		crypto_generichash_update(&st, (const unsigned char *)line,
 					  (size_t)n);
 	}
@@ -283,16 +309,17 @@ static int entry_cb(const git_config_entry *e, void *data)
 			r = -ERANGE;
 		dst = &p->max_output;
 	} else {
-		dst = strcmp(key, "input") == 0		? &p->input
-		      : strcmp(key, "output") == 0	? &p->output
-		      : strcmp(key, "cache-read") == 0	? &p->cache_read
-		      : strcmp(key, "cache-write") == 0 ? &p->cache_write
-							: NULL;
+		dst = strcmp(key, "input") == 0		   ? &p->input
+		      : strcmp(key, "output") == 0	   ? &p->output
+		      : strcmp(key, "cache-read") == 0	   ? &p->cache_read
+		      : strcmp(key, "cache-write") == 0	   ? &p->cache_write
+		      : strcmp(key, "cache-write-1h") == 0 ? &p->cache_write_1h
+							   : NULL;
 		if (!dst) {
 			snprintf(lc->errbuf, lc->errlen,
 				 "%s: [model \"%s\"] has no key \"%s\" "
 				 "(input, output, cache-read, cache-write, "
-				 "max-output)",
+				 "cache-write-1h, max-output)",
 				 lc->path, model, key);
 			lc->err = -EINVAL;
 			return -1;
@@ -327,14 +354,34 @@ int price_table_load(struct git_config *gc, const char *path,
 	int r;
 
 	for (size_t i = 0; i < ARRAY_SIZE(shipped); i++) {
-		r = add_model(&t, shipped[i].model, &p);
-		if (r < 0)
-			goto fail;
-		price_parse_fixed(shipped[i].input, 6, &p->input);
-		price_parse_fixed(shipped[i].output, 6, &p->output);
-		price_parse_fixed(shipped[i].cache_read, 6, &p->cache_read);
-		price_parse_fixed(shipped[i].cache_write, 6, &p->cache_write);
-		p->max_output = shipped[i].max_output;
+		const char *name = shipped[i].model, *also = shipped[i].also;
+		char one[PRICE_MODEL_NAME_MAX + 1];
+
+		while (name) {
+			r = add_model(&t, name, &p);
+			if (r < 0)
+				goto fail;
+			price_parse_fixed(shipped[i].input, 6, &p->input);
+			price_parse_fixed(shipped[i].output, 6, &p->output);
+			price_parse_fixed(shipped[i].cache_read, 6,
+					  &p->cache_read);
+			price_parse_fixed(shipped[i].cache_write, 6,
+					  &p->cache_write);
+			if (shipped[i].cache_write_1h)
+				price_parse_fixed(shipped[i].cache_write_1h, 6,
+						  &p->cache_write_1h);
+			p->max_output = shipped[i].max_output;
+			/* The next dated name this row covers. */
+			name = NULL;
+			if (also && *also) {
+				size_t n = strcspn(also, ",");
+
+				snprintf(one, sizeof(one), "%.*s", (int)n,
+					 also);
+				name = one;
+				also += n + (also[n] == ',');
+			}
+		}
 	}
 	if (gc && config_foreach_prefix(gc, "model.", entry_cb, &lc) != 0) {
 		r = lc.err ? lc.err : -EINVAL;
@@ -359,6 +406,8 @@ int price_table_load(struct git_config *gc, const char *path,
 			p->cache_read = p->input;
 		if (p->cache_write < 0)
 			p->cache_write = p->input;
+		if (p->cache_write_1h < 0)
+			p->cache_write_1h = p->cache_write;
 	}
 	table_hash(&t);
 	*ret = t;

@@ -1,8 +1,10 @@
 /*
  * The model price table: what one token of each kind costs, per model,
  * shipped with spd and overridable in spd.conf ([model "NAME"] input,
- * output, cache-read, cache-write in USD per million tokens, max-output
- * in tokens).  Money is counted in integer picodollars (1e-12 USD) so that
+ * output, cache-read, cache-write, cache-write-1h in USD per million
+ * tokens, max-output in tokens).  A model is found by its exact name: a
+ * dated snapshot ("gpt-4o-2024-05-13") is its own row, since snapshots of
+ * one name are priced differently, and one not in the table is unpriced.  Money is counted in integer picodollars (1e-12 USD) so that
  * a cap is reached exactly, never by rounding; a price of X USD per
  * million tokens is X * 1e6 picodollars per token, held exactly.
  */
@@ -33,11 +35,21 @@ struct git_config;
  * so that the bound never falls below the real count.
  */
 #define PRICE_HIDDEN_INPUT_TOKENS 1024
+/*
+ * Input tokens a provider-defined client tool (Anthropic's bash,
+ * text_editor, computer, memory) adds to the prompt beyond its bytes in
+ * the request: its definition and system prompt, under 1,000 tokens each
+ * by the providers' own figures.
+ */
+#define PRICE_TOOL_HIDDEN_TOKENS 1024
 
 struct price {
 	char model[PRICE_MODEL_NAME_MAX + 1];
 	/* Picodollars per token. */
 	int64_t input, output, cache_read, cache_write;
+	/* A cache write kept for an hour (Anthropic's "ttl": "1h"); the
+	 * five-minute rate, cache_write, when the model has no such tier. */
+	int64_t cache_write_1h;
 	int64_t max_output; /* tokens the model may write in one call */
 };
 
@@ -47,9 +59,12 @@ struct price_table {
 	char hash[65]; /* BLAKE2b-256 hex of the canonical table */
 };
 
-/* What a provider reported a call used. */
+/* What a provider reported a call used.  cache_write counts every
+ * cache-write token; cache_write_1h how many of them were written for an
+ * hour (priced at that rate instead). */
 struct price_usage {
 	int64_t input, output, cache_read, cache_write;
+	int64_t cache_write_1h;
 };
 
 /*
@@ -65,8 +80,7 @@ int price_table_load(struct git_config *gc, const char *path,
 void price_table_free(struct price_table *t);
 
 /*
- * The price of model: an exact match, else the model without a dated
- * suffix ("-20250929" or "-2025-09-29").  NULL when the table has none:
+ * The price of model, matched exactly.  NULL when the table has none:
  * the caller refuses the call, never treats the model as free.
  */
 const struct price *price_lookup(const struct price_table *t,
@@ -81,6 +95,27 @@ const struct price *price_lookup(const struct price_table *t,
  */
 int64_t price_worst_case(const struct price *p, size_t body_bytes,
 			 int64_t max_tokens);
+/*
+ * The input half of the worst case: every byte of the body a token, plus
+ * PRICE_HIDDEN_INPUT_TOKENS and extra_tokens (what the request adds that
+ * its bytes do not hold), at the dearest input rate.  Saturates.
+ */
+int64_t price_input_bound(const struct price *p, size_t body_bytes,
+			  int64_t extra_tokens);
+/*
+ * The output half: min(max_tokens, the model's max-output) tokens
+ * (max_tokens <= 0: the model's max) for each of choices (at least 1)
+ * completions.  Saturates.
+ */
+int64_t price_output_bound(const struct price *p, int64_t max_tokens,
+			   int64_t choices);
+/*
+ * The most output tokens per completion, for choices completions, that
+ * budget picodollars pay for at p, at most the model's max-output; 0
+ * when budget is not positive.
+ */
+int64_t price_output_affordable(const struct price *p, int64_t budget,
+				int64_t choices);
 /* What usage costs at p, in picodollars; saturates at INT64_MAX. */
 int64_t price_cost(const struct price *p, const struct price_usage *u);
 

@@ -56,6 +56,9 @@ static void anthropic(struct usage_parser *p, json_t *o)
 	take(u, "output_tokens", &p->u.output);
 	take(u, "cache_read_input_tokens", &p->u.cache_read);
 	take(u, "cache_creation_input_tokens", &p->u.cache_write);
+	/* Of those, the ones kept for an hour: billed at that rate. */
+	take(json_object_get(u, "cache_creation"), "ephemeral_1h_input_tokens",
+	     &p->u.cache_write_1h);
 	if (final)
 		p->complete = true;
 }
@@ -94,6 +97,7 @@ static void openai(struct usage_parser *p, json_t *o)
 	p->u.cache_read = cached;
 	p->u.output = out;
 	p->u.cache_write = 0;
+	p->u.cache_write_1h = 0;
 	p->complete = true;
 }
 

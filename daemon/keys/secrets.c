@@ -28,14 +28,22 @@ struct secret_meta {
 	char fingerprint[17]; /* first 8 bytes of BLAKE2b, hex */
 };
 
-/* One loaded set of secrets.  Older generations are kept (retired) until
- * spd exits, because a run's output stream may still use their set. */
+/*
+ * One generation of secrets: the values and the redaction set built from
+ * them.  The operator's (environment file, key files, spd's environment)
+ * come first, n_base of them; the values spd minted follow.  A new
+ * generation replaces the old one whole, and the old one is freed at
+ * once: its set lives on only as long as a stream or job still holds a
+ * reference to it (redact_set_ref), so turns begun and ended by the
+ * thousand leave nothing behind.  A change of the minted values builds
+ * the next generation from this one's base values in memory: the files
+ * are read by secrets_load alone.
+ */
 struct secrets {
 	struct redact_set *set;
 	char **values; /* sodium_malloc'd, NULL-terminated */
-	size_t n;
+	size_t n, n_base;
 	struct secret_meta *meta;
-	struct secrets *older;
 };
 
 static void gen_free(struct secrets *g)
@@ -264,10 +272,77 @@ static int load_key_file(const char *path, struct secrets *g,
 	return r < 0 ? r : 0;
 }
 
-int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
+/* spd's own secret-looking variables (a key exported in the operator's
+ * shell).  SPD_* name spd's directories: they are kept from runs by
+ * envscrub but are not keys. */
+static int load_environ(struct secrets *g, struct redact_builder *b,
+			char *errbuf, size_t errlen)
+{
+	for (char **e = environ; *e; e++) {
+		const char *eq = strchr(*e, '=');
+		size_t nlen = eq ? (size_t)(eq - *e) : 0;
+		char name[REDACT_MAX_NAME + 1];
+		int r;
+
+		if (!eq || strncmp(*e, "SPD_", 4) == 0 ||
+		    !envscrub_name_is_secret(*e, nlen) ||
+		    strlen(eq + 1) < REDACT_MIN_LEN || !name_ok(*e, nlen))
+			continue;
+		snprintf(name, sizeof(name), "%.*s", (int)nlen, *e);
+		r = gen_add(g, b, name, eq + 1, strlen(eq + 1),
+			    "spd's environment", errbuf, errlen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The operator's secrets of base (NULL: read them from the files and the
+ * environment) and spd's minted values into g and b. */
+static int gen_fill(struct spd *spd, const struct secrets *base,
+		    struct secrets *g, struct redact_builder *b, char *errbuf,
+		    size_t errlen)
+{
+	int r = 0;
+
+	if (base) {
+		for (size_t i = 0; i < base->n_base && r == 0; i++)
+			r = gen_add(g, b, base->meta[i].name, base->values[i],
+				    strlen(base->values[i]),
+				    base->meta[i].source, errbuf, errlen);
+	} else {
+		r = load_env_file(spd, g, b, errbuf, errlen);
+		for (size_t i = 0; r == 0 && spd->config.key_files &&
+				   spd->config.key_files[i];
+		     i++)
+			r = load_key_file(spd->config.key_files[i], g, b,
+					  errbuf, errlen);
+		if (r == 0)
+			r = load_environ(g, b, errbuf, errlen);
+	}
+	if (r < 0)
+		return r;
+	g->n_base = g->n;
+	/* Values spd minted (session tokens, turn keys): redacted like any
+	 * key. */
+	for (size_t i = 0; i < spd->n_minted; i++) {
+		r = gen_add(g, b, spd->minted[i].name, spd->minted[i].value,
+			    strlen(spd->minted[i].value), "minted by spd",
+			    errbuf, errlen);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+/* Build the next generation (from base's operator secrets, or from the
+ * files when base is NULL) and put it in force; the one it replaces is
+ * freed. */
+static int gen_install(struct spd *spd, const struct secrets *base,
+		       char *errbuf, size_t errlen)
 {
 	struct redact_builder *b = NULL;
-	struct secrets *g = calloc(1, sizeof(*g));
+	struct secrets *g = calloc(1, sizeof(*g)), *old;
 	int r;
 
 	if (!g)
@@ -280,42 +355,9 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
 	r = redact_builder_new(&b);
 	if (r < 0)
 		goto fail;
-	r = load_env_file(spd, g, b, errbuf, errlen);
+	r = gen_fill(spd, base, g, b, errbuf, errlen);
 	if (r < 0)
 		goto fail;
-	for (size_t i = 0; spd->config.key_files && spd->config.key_files[i];
-	     i++) {
-		r = load_key_file(spd->config.key_files[i], g, b, errbuf,
-				  errlen);
-		if (r < 0)
-			goto fail;
-	}
-	/* Values spd minted (session tokens): redacted like any key. */
-	for (size_t i = 0; i < spd->n_minted; i++) {
-		r = gen_add(g, b, spd->minted[i].name, spd->minted[i].value,
-			    strlen(spd->minted[i].value), "minted by spd",
-			    errbuf, errlen);
-		if (r < 0)
-			goto fail;
-	}
-	/* spd's own secret-looking variables (a key exported in the
-	 * operator's shell).  SPD_* name spd's directories: they are kept
-	 * from runs by envscrub but are not keys. */
-	for (char **e = environ; *e; e++) {
-		const char *eq = strchr(*e, '=');
-		size_t nlen = eq ? (size_t)(eq - *e) : 0;
-		char name[REDACT_MAX_NAME + 1];
-
-		if (!eq || strncmp(*e, "SPD_", 4) == 0 ||
-		    !envscrub_name_is_secret(*e, nlen) ||
-		    strlen(eq + 1) < REDACT_MIN_LEN || !name_ok(*e, nlen))
-			continue;
-		snprintf(name, sizeof(name), "%.*s", (int)nlen, *e);
-		r = gen_add(g, b, name, eq + 1, strlen(eq + 1),
-			    "spd's environment", errbuf, errlen);
-		if (r < 0)
-			goto fail;
-	}
 	r = redact_builder_build(b, &g->set);
 	b = NULL;
 	if (r < 0) {
@@ -323,15 +365,31 @@ int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
 			 strerror(-r));
 		goto fail;
 	}
-	g->older = spd->secrets;
+	old = spd->secrets;
 	spd->secrets = g;
 	spd->redact = g->set;
 	spd->secret_values = g->values;
+	/* The log takes its own reference before the old set's owner lets
+	 * go of it. */
+	log_set_redact(g->set);
+	gen_free(old);
 	return 0;
 fail:
 	redact_builder_free(b);
 	gen_free(g);
 	return r;
+}
+
+int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
+{
+	return gen_install(spd, NULL, errbuf, errlen);
+}
+
+/* The minted values changed: the next generation, the operator's secrets
+ * as they are in memory. */
+static int secrets_rebuild(struct spd *spd, char *errbuf, size_t errlen)
+{
+	return gen_install(spd, spd->secrets, errbuf, errlen);
 }
 
 int secrets_add_minted(struct spd *spd, const char *name, const char *value)
@@ -352,7 +410,7 @@ int secrets_add_minted(struct spd *spd, const char *name, const char *value)
 	snprintf(nm[spd->n_minted].name, sizeof(nm[spd->n_minted].name), "%s",
 		 name);
 	spd->n_minted++;
-	r = secrets_load(spd, err, sizeof(err));
+	r = secrets_rebuild(spd, err, sizeof(err));
 	if (r < 0) {
 		/* Keep the old set; the token still never reaches a log or
 		 * the journal by construction (params are stripped). */
@@ -387,7 +445,7 @@ int secrets_drop_minted(struct spd *spd, const char *name)
 	gone = spd->minted[i];
 	spd->minted[i] = spd->minted[spd->n_minted - 1];
 	spd->n_minted--;
-	r = secrets_load(spd, err, sizeof(err));
+	r = secrets_rebuild(spd, err, sizeof(err));
 	if (r < 0) {
 		/* Keep redacting it: a value too many is harmless. */
 		spd->minted[spd->n_minted++] = gone;
@@ -418,11 +476,7 @@ void secrets_free(struct spd *spd)
 	spd->minted = NULL;
 	spd->n_minted = 0;
 
-	while (g) {
-		struct secrets *o = g->older;
-		gen_free(g);
-		g = o;
-	}
+	gen_free(g);
 	spd->secrets = NULL;
 	spd->redact = NULL;
 	spd->secret_values = NULL;

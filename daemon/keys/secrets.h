@@ -25,8 +25,9 @@ struct call;
 
 /*
  * Load the secrets and install them as spd->redact and spd->secret_values
- * (the previous ones stay alive until secrets_free, since streams in
- * flight use them).  A missing environment file is fine; one with group
+ * (the log's set too).  The previous generation is freed at once; its
+ * redaction set lives on only while a stream or job in flight holds a
+ * reference to it (redact_set_ref).  A missing environment file is fine; one with group
  * or other access, not owned by the operator, or not a regular file is
  * refused (-EPERM), as is a malformed line or a value that cannot be
  * redacted (-EINVAL); errbuf says which and why.  On failure nothing
@@ -34,8 +35,9 @@ struct call;
  */
 int secrets_load(struct spd *spd, char *errbuf, size_t errlen);
 /*
- * A value spd minted (a session token) joins the redaction set from now
- * on, and stays in it across reloads.  name: [A-Za-z0-9_.-], at most 64.
+ * A value spd minted (a session token, a turn key) joins the redaction
+ * set from now on, and stays in it across reloads.  The set is rebuilt
+ * from the operator's secrets already in memory: no file is read.  name: [A-Za-z0-9_.-], at most 64.
  * Returns 0, or -errno with the previous set still in force.
  */
 int secrets_add_minted(struct spd *spd, const char *name, const char *value);
@@ -54,7 +56,7 @@ int secrets_drop_minted(struct spd *spd, const char *name);
  */
 const char *secrets_value(struct spd *spd, const char *name);
 
-/* Free every generation secrets_load built. */
+/* Free the generation in force and the minted values. */
 void secrets_free(struct spd *spd);
 
 /* Names, sources and fingerprints (never values) as a JSON array. */

@@ -64,8 +64,9 @@ struct fs_job {
 	size_t len;
 	bool flag; /* parents, recursive or overwrite */
 	/* Known secrets to take out of what fs.read hands an agent; NULL
-	 * for the operator.  Must outlive the job (spd's set does). */
-	const struct redact_set *redact;
+	 * for the operator.  The job holds a reference (redact_set_ref): a
+	 * newer set may replace spd's while the job runs. */
+	struct redact_set *redact;
 	int r;
 	struct fs_info info;
 	struct fs_listing listing;
@@ -77,6 +78,7 @@ static void job_free(struct fs_job *j)
 {
 	if (!j)
 		return;
+	redact_set_free(j->redact);
 	free(j->session);
 	fs_ws_free(j->ws);
 	strv_free_array(j->ignored_then);
@@ -660,7 +662,7 @@ static void run(struct call *c, enum fs_op op, bool path_required,
 	if (flag_key)
 		j->flag = get_bool(c, flag_key);
 	if (!call_principal(c)->operator)
-		j->redact = call_spd(c)->redact;
+		j->redact = redact_set_ref(call_spd(c)->redact);
 	if (op == FS_OP_MOVE)
 		call_set_summary(c, "%s -> %s", j->rel, j->rel_to);
 	else if (op == FS_OP_WRITE)

@@ -624,11 +624,14 @@ static int agent_setup(struct spd *spd, const struct run_request *req,
 fail:
 	call_error(c,
 		   r == -EDQUOT	    ? RPC_E_LIMIT
+		   : r == -ENOSPC   ? RPC_E_BUDGET_EXCEEDED
 		   : r == -ENOTCONN ? RPC_E_INTERNAL
 				    : RPC_E_INTERNAL,
 		   NULL, "cannot prepare the agent's run: %s",
 		   why[0]	    ? why
 		   : r == -EDQUOT   ? "too many live turns"
+		   : r == -ENOSPC   ? "the session has spent its budget across "
+				      "its turns (spd.conf broker.session-cap)"
 		   : r == -ENOTCONN ? "the model broker is not running"
 				    : strerror(-r));
 	free(homes);

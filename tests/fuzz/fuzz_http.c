@@ -20,13 +20,18 @@
  *     key= holds no key= and is never longer than the target;
  *   - the usage parser, in SSE and in whole-body mode, for every API,
  *     reports the same usage however the bytes are split, and never a
- *     negative count.
+ *     negative count;
+ *   - the billing-option check (daemon/broker/bound.c), on the bytes as a
+ *     request body of every route: counted choices are 1 to
+ *     BOUND_CHOICES_MAX and extra tokens never negative, a refusal is a
+ *     400 with a sentence.
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "daemon/broker/bound.h"
 #include "daemon/broker/gateway_priv.h"
 #include "daemon/broker/http.h"
 #include "daemon/broker/usage.h"
@@ -206,6 +211,35 @@ static void check_usage(const uint8_t *d, size_t n, size_t step)
 		}
 }
 
+static void check_bound(const uint8_t *d, size_t n)
+{
+	static const struct {
+		enum broker_api api;
+		const char *path;
+	} routes[] = {{BROKER_API_ANTHROPIC, "/v1/messages"},
+		      {BROKER_API_OPENAI, "/v1/chat/completions"},
+		      {BROKER_API_OPENAI, "/v1/responses"}};
+	json_t *o =
+	    json_loadb((const char *)d, n, JSON_REJECT_DUPLICATES, NULL);
+
+	for (size_t i = 0; json_is_object(o) && i < 3; i++)
+		for (int lc = 0; lc < 2; lc++) {
+			struct broker_refusal e = {0};
+			int64_t choices = 0, extra = -1;
+
+			if (bound_request(o, routes[i].api, routes[i].path, lc,
+					  &choices, &extra, &e)) {
+				if (choices < 1 ||
+				    choices > BOUND_CHOICES_MAX || extra < 0)
+					abort();
+			} else if (e.status != 400 || !e.msg[0]) {
+				abort();
+			}
+			json_decref(e.extra);
+		}
+	json_decref(o);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	size_t step;
@@ -216,5 +250,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_http(data + 1, size - 1, step);
 	check_seq(data + 1, size - 1, step);
 	check_usage(data + 1, size - 1, step);
+	check_bound(data + 1, size - 1);
 	return 0;
 }

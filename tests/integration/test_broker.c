@@ -12,10 +12,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1401,6 +1403,684 @@ START_TEST(test_status_broker_entry)
 }
 END_TEST
 
+/* Options that multiply or add what the provider bills are bounded or
+ * refused, before the provider hears of them (issue 36, finding 1):
+ * server-held context, fetched documents and images, files held by the
+ * provider, server-side tools, unpriced tiers.  Each refusal is a 400
+ * naming the option; a provider-defined client tool and plain custom
+ * tools still go through. */
+START_TEST(test_unbounded_options_refused)
+{
+	struct turn t = begin(NULL);
+	const struct {
+		const char *path, *headers, *body, *option;
+	} cases[] = {
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[{"
+	     "\"role\":\"user\",\"content\":[{\"type\":\"document\",\"source\":"
+	     "{\"type\":\"url\",\"url\":\"https://example.com/u1.pdf\"}}]}]}",
+	     "url\\\" source"},
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[{"
+	     "\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
+	     "\"tool_use_id\":\"u2\",\"content\":[{\"type\":\"image\","
+	     "\"source\":{\"type\":\"file\",\"file_id\":\"file_u2\"}}]}]}]}",
+	     "file\\\" source"},
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"tools\":[{\"type\":"
+	     "\"web_search_20250305\",\"name\":\"web_search\"}],\"messages\":"
+	     "[{\"role\":\"user\",\"content\":\"u3\"}]}",
+	     "web_search_20250305"},
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"tools\":[{\"type\":"
+	     "\"code_execution_20250522\",\"name\":\"code_execution\"}],"
+	     "\"messages\":[{\"role\":\"user\",\"content\":\"u4\"}]}",
+	     "code_execution_20250522"},
+	    {"/v1/messages", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"mcp_servers\":[{"
+	     "\"type\":\"url\",\"url\":\"https://example.com/u5\",\"name\":"
+	     "\"x\"}],\"messages\":[{\"role\":\"user\",\"content\":\"u5\"}]}",
+	     "mcp_servers"},
+	    {"/v1/messages", "anthropic-beta: context-1m-2025-08-07\r\n",
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[{"
+	     "\"role\":\"user\",\"content\":\"u6\"}]}",
+	     "context-1m"},
+	    {"/v1/chat/completions", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,"
+	     "\"web_search_options\":{},\"messages\":[{\"role\":\"user\","
+	     "\"content\":\"u7\"}]}",
+	     "web_search_options"},
+	    {"/v1/chat/completions", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[{"
+	     "\"role\":\"user\",\"content\":[{\"type\":\"image_url\","
+	     "\"image_url\":{\"url\":\"https://example.com/u8.png\"}}]}]}",
+	     "image by URL"},
+	    {"/v1/chat/completions", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"service_tier\":"
+	     "\"priority\",\"messages\":[{\"role\":\"user\",\"content\":"
+	     "\"u9\"}]}",
+	     "service_tier"},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,"
+	     "\"previous_response_id\":\"resp_u10\",\"input\":\"u10\"}",
+	     "previous_response_id"},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,"
+	     "\"conversation\":\"conv_u11\",\"input\":\"u11\"}",
+	     "conversation"},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,\"tools\":[{"
+	     "\"type\":\"web_search\"}],\"input\":\"u12\"}",
+	     "\\\"web_search\\\""},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,\"input\":[{"
+	     "\"role\":\"user\",\"content\":[{\"type\":\"input_file\","
+	     "\"file_id\":\"file_u13\"}]}]}",
+	     "file_id"},
+	    {"/v1/responses", NULL,
+	     "{\"model\":\"test-model\",\"max_output_tokens\":50,\"input\":[{"
+	     "\"type\":\"item_reference\",\"id\":\"msg_u14\"}]}",
+	     "item_reference"},
+	};
+	char *r, *log, *j;
+	json_t *row;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		r = post(&t, cases[i].path, cases[i].headers, cases[i].body);
+		ck_assert_msg(status_of(r) == 400 &&
+				  has(r, "UNBOUNDED-OPTION") &&
+				  has(r, cases[i].option),
+			      "case %zu (%s): %s", i, cases[i].option, r);
+		free(r);
+	}
+	/* A provider-defined client tool and a custom tool are fine. */
+	r = post(
+	    &t, "/v1/messages", NULL,
+	    "{\"model\":\"test-model\",\"max_tokens\":50,\"tools\":[{"
+	    "\"type\":\"bash_20250124\",\"name\":\"bash\"},{\"name\":"
+	    "\"f\",\"input_schema\":{\"type\":\"object\",\"properties\":{"
+	    "\"file_id\":{\"type\":\"string\"}}}}],\"messages\":[{\"role\":"
+	    "\"user\",\"content\":\"ok1\"}]}");
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	log = test_read_file(standin_log);
+	for (int i = 1; i <= 14; i++) {
+		char *needle = fmt("u%d\\\"", i);
+
+		ck_assert_msg(!has(log, needle),
+			      "case u%d reached the provider", i);
+		free(needle);
+	}
+	ck_assert(has(log, "ok1"));
+	free(log);
+	j = journal_until("refused 400 UNBOUNDED-OPTION");
+	ck_assert(has(j, "previous_response_id"));
+	free(j);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), CALL_PUSD);
+	json_decref(row);
+}
+END_TEST
+
+/* OpenAI's "n" multiplies the output reserved: n = 16 under a small cap
+ * is refused, n = 2 reserves twice the output and is journaled so. */
+START_TEST(test_choices_multiply_reservation)
+{
+	struct turn t = begin("{\"cap_usd\":0.05}");
+	const char *two = "{\"model\":\"test-model\",\"max_tokens\":1000,"
+			  "\"n\":2,\"messages\":[{\"role\":\"user\","
+			  "\"content\":\"n2\"}]}";
+	long long worst2 =
+	    ((long long)strlen(two) + PRICE_HIDDEN_INPUT_TOKENS) * 1000000LL +
+	    2LL * 1000 * 10000000LL;
+	char *r, *j;
+
+	r = post(&t, "/v1/chat/completions", NULL,
+		 "{\"model\":\"test-model\",\"max_tokens\":1000,\"n\":16,"
+		 "\"messages\":[{\"role\":\"user\",\"content\":\"n16\"}]}");
+	ck_assert_msg(status_of(r) == 402 && has(r, "BUDGET-EXCEEDED"), "%s",
+		      r);
+	free(r);
+	r = post(&t, "/v1/chat/completions", NULL,
+		 "{\"model\":\"test-model\",\"n\":0,\"messages\":[]}");
+	ck_assert_int_eq(status_of(r), 400);
+	free(r);
+	r = post(&t, "/v1/chat/completions", NULL, two);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	j = journal_until("\"choices\":2");
+	ck_assert(has(j, "\"choices\":2"));
+	{
+		char *want = fmt("\"reserved_usd\":%.6f", worst2 / 1e12);
+
+		ck_assert_msg(has(j, want), "no %s in %s", want, j);
+		free(want);
+	}
+	free(j);
+	r = test_read_file(standin_log);
+	ck_assert(!has(r, "n16"));
+	free(r);
+}
+END_TEST
+
+/* A request that names no output limit, or one the turn cannot cover,
+ * goes out with the limit the budget covers (journaled), down to
+ * min-output; below it, a 402 (issue 37). */
+START_TEST(test_output_limit_set_from_budget)
+{
+	struct turn t;
+	char *r, *log, *j;
+	json_t *row;
+	/* test-model: 1000 tokens of output cost 0.01 USD; a cap of 0.005
+	 * covers some 380 after the input. */
+	test_spd_cleanup(&T);
+	start_spd("\tmin-output = 100\n");
+	t = begin("{\"cap_usd\":0.005}");
+	r = post(&t, "/v1/chat/completions", NULL,
+		 "{\"model\":\"test-model\",\"messages\":[{\"role\":\"user\","
+		 "\"content\":\"nolimit\"}]}");
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	r = post(&t, "/v1/responses", NULL,
+		 "{\"model\":\"test-model\",\"input\":\"resp-nolimit\"}");
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	r = post(&t, "/v1/messages", NULL,
+		 "{\"model\":\"test-model\",\"max_tokens\":1000,\"messages\":[{"
+		 "\"role\":\"user\",\"content\":\"toomuch\"}]}");
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	log = test_read_file(standin_log);
+	ck_assert_msg(has(log, "\\\"max_completion_tokens\\\":"), "%s", log);
+	ck_assert_msg(has(log, "\\\"max_output_tokens\\\":"), "%s", log);
+	ck_assert(!has(log, "\\\"max_tokens\\\":1000"));
+	free(log);
+	j = journal_until("\"output_limit_set\"");
+	ck_assert(has(j, "output_limit_set"));
+	free(j);
+	/* Three calls, each charged its usage, none past the cap. */
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), 3 * CALL_PUSD);
+	ck_assert_int_le(pusd(row, "spent_usd"), 5000000000LL);
+	json_decref(row);
+	test_spd_cleanup(&T);
+	start_spd("\tmin-output = 900\n");
+	t = begin("{\"cap_usd\":0.005}");
+	r = post(&t, "/v1/chat/completions", NULL,
+		 "{\"model\":\"test-model\",\"messages\":[{\"role\":\"user\","
+		 "\"content\":\"belowfloor\"}]}");
+	ck_assert_msg(status_of(r) == 402 && has(r, "BUDGET-EXCEEDED"), "%s",
+		      r);
+	free(r);
+	log = test_read_file(standin_log);
+	ck_assert(!has(log, "belowfloor"));
+	free(log);
+}
+END_TEST
+
+/* All the turns of a session share session-cap (issue 36, finding 10):
+ * a second turn cannot spend what the first already has. */
+START_TEST(test_session_cap_across_turns)
+{
+	struct session ses;
+	struct turn a, b;
+	char *p, *r;
+	json_t *ra, *rb;
+
+	test_spd_cleanup(&T);
+	start_spd("\tsession-cap = 0.002\n");
+	agent_session(&ses);
+	p = fmt("{\"session\":\"%s\",\"cap_usd\":0.003}", ses.id);
+	a = begin(p);
+	b = begin(p);
+	free(p);
+	r = post(&a, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	r = post(&b, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 402 && has(r, "session-cap") &&
+			  has(r, "\"session_cap_usd\""),
+		      "%s", r);
+	free(r);
+	r = post(&a, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 402);
+	free(r);
+	ra = turn_row(a.id);
+	rb = turn_row(b.id);
+	ck_assert_int_le(pusd(ra, "spent_usd") + pusd(rb, "spent_usd"),
+			 2000000000LL);
+	ck_assert_int_eq(pusd(rb, "spent_usd"), 0);
+	json_decref(ra);
+	json_decref(rb);
+	free(ses.worktree);
+}
+END_TEST
+
+/* model.call honours idle expiry like the HTTP endpoint: a turn idle
+ * past idle-timeout is refused and ended, and the refused call does not
+ * revive it (issue 36, finding 10). */
+START_TEST(test_model_call_idle_expired)
+{
+	struct turn t;
+	char *p, *r;
+	json_t *o, *row;
+
+	test_spd_cleanup(&T);
+	start_spd("[broker]\n\tidle-timeout = 3\n");
+	t = begin(NULL);
+	/* Past the deadline: the outcome below does not depend on how
+	 * long past (the sweep may or may not have run). */
+	sleep(4);
+	p = fmt("{\"turn\":\"%s\",\"api\":\"anthropic\",\"body\":%s}", t.id,
+		MSG_BODY);
+	o = rpc("model.call", p);
+	ck_assert_msg(json_object_get(o, "error"), "an idle turn was used: %s",
+		      json_dumps(o, 0));
+	json_decref(o);
+	free(p);
+	row = turn_row(t.id);
+	ck_assert(json_is_true(json_object_get(row, "ended")));
+	ck_assert_str_eq(json_string_value(json_object_get(row, "end_reason")),
+			 "idle");
+	ck_assert_int_eq(json_integer_value(json_object_get(row, "calls")), 0);
+	json_decref(row);
+	r = test_read_file(standin_log);
+	ck_assert_msg(!has(r, "/v1/messages"), "an idle turn's call was made");
+	free(r);
+}
+END_TEST
+
+/* spd's resident memory (kB) and its number of mappings. */
+static void spd_footprint(long *ret_rss_kb, long *ret_maps)
+{
+	char *path = fmt("/proc/%d/status", (int)T.pid);
+	char *text = test_read_file(path), *p;
+	long maps = 0;
+
+	ck_assert_ptr_nonnull(text);
+	p = strstr(text, "VmRSS:");
+	ck_assert_ptr_nonnull(p);
+	*ret_rss_kb = strtol(p + 6, NULL, 10);
+	free(text);
+	free(path);
+	path = fmt("/proc/%d/maps", (int)T.pid);
+	text = test_read_file(path);
+	ck_assert_ptr_nonnull(text);
+	for (p = text; *p; p++)
+		maps += *p == '\n';
+	*ret_maps = maps;
+	free(text);
+	free(path);
+}
+
+/* turn.begin and turn.end n times on one connection. */
+static void churn_turns(int fd, int n)
+{
+	for (int i = 0; i < n; i++) {
+		char *r =
+		    test_call(&T, fd, test_next_id(), "turn.begin", "{}", true);
+		json_t *o = json_loads(r, 0, NULL);
+		const char *id = json_string_value(
+		    json_object_get(json_object_get(o, "result"), "turn"));
+		char *p, *e;
+
+		ck_assert_msg(id, "turn %d: %s", i, r);
+		p = fmt("{\"turn\":\"%s\"}", id);
+		e = test_call(&T, fd, test_next_id(), "turn.end", p, true);
+		ck_assert_msg(has(e, "\"result\""), "turn.end: %s", e);
+		free(e);
+		free(p);
+		json_decref(o);
+		free(r);
+	}
+}
+
+/* The broker's Unix socket (broker.sock). */
+static char *broker_sock(void)
+{
+	json_t *o = rpc("turn.begin", "{}");
+	char *path = strdup(json_string_value(
+	    json_object_get(json_object_get(o, "result"), "socket")));
+
+	json_decref(o);
+	return path;
+}
+
+static char *raw_unix(const char *path, const char *req)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char *out;
+
+	ck_assert_int_ge(fd, 0);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", path);
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	test_send(fd, req, strlen(req));
+	out = read_all(fd);
+	close(fd);
+	return out;
+}
+
+/* A request's head alone, announcing a body of len bytes. */
+static char *head_only(const char *key, size_t len)
+{
+	return fmt("POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		   "x-api-key: %s\r\ncontent-type: application/json\r\n"
+		   "Content-Length: %zu\r\n\r\n",
+		   key, len);
+}
+
+/* Send up to n bytes of filler on fd, stopping when spd stops taking
+ * them (it refused the request) for 10 s or closed the connection. */
+static size_t send_filler(int fd, size_t n)
+{
+	static char chunk[64 * 1024];
+	size_t sent = 0;
+
+	memset(chunk, ' ', sizeof(chunk));
+	while (sent < n) {
+		struct pollfd pf = {fd, POLLOUT, 0};
+		size_t k = n - sent < sizeof(chunk) ? n - sent : sizeof(chunk);
+		ssize_t w;
+
+		if (poll(&pf, 1, 10000) != 1 || !(pf.revents & POLLOUT))
+			break;
+		w = send(fd, chunk, k, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0 && (errno == EAGAIN || errno == EINTR))
+			continue;
+		if (w <= 0)
+			break;
+		sent += (size_t)w;
+	}
+	return sent;
+}
+
+/* How many of fds[0..n) have an answer whose text holds needle, waiting
+ * until `want` have (or 10 s pass with nothing new). */
+static int answered(const int *fds, int n, const char *needle, int want)
+{
+	bool *seen = calloc((size_t)n, sizeof(*seen));
+	struct pollfd *pf = calloc((size_t)n, sizeof(*pf));
+	int hits = 0;
+
+	while (hits < want) {
+		int m = 0, r;
+
+		for (int i = 0; i < n; i++)
+			if (!seen[i])
+				pf[m++] = (struct pollfd){fds[i], POLLIN, 0};
+		r = poll(pf, (nfds_t)m, 10000);
+		if (r <= 0)
+			break;
+		for (int j = 0; j < m; j++) {
+			char buf[4096];
+			ssize_t k;
+			int i;
+
+			if (!pf[j].revents)
+				continue;
+			for (i = 0; fds[i] != pf[j].fd; i++)
+				;
+			seen[i] = true;
+			k = recv(fds[i], buf, sizeof(buf) - 1, MSG_DONTWAIT);
+			if (k <= 0)
+				continue;
+			buf[k] = '\0';
+			if (has(buf, needle))
+				hits++;
+		}
+	}
+	free(seen);
+	free(pf);
+	return hits;
+}
+
+/* A bad key is refused on the request's head: spd answers 401 without
+ * waiting for (or reading) the body it announced (issue 36, finding 3). */
+START_TEST(test_key_checked_before_body)
+{
+	char *req = head_only("sk-spd-"
+			      "00000000000000000000000000000000000000000000000"
+			      "00000000000000000",
+			      60000);
+	struct turn t = begin(NULL);
+	int fd = connect_port(t.port);
+	struct pollfd pf = {fd, POLLIN, 0};
+	char buf[4096];
+	ssize_t n;
+
+	test_send(fd, req, strlen(req));
+	ck_assert_msg(poll(&pf, 1, 10000) == 1,
+		      "no answer before the body was sent");
+	n = read(fd, buf, sizeof(buf) - 1);
+	ck_assert_int_gt(n, 0);
+	buf[n] = '\0';
+	ck_assert_msg(status_of(buf) == 401, "%s", buf);
+	ck_assert(has(buf, "Connection: close"));
+	close(fd);
+	free(req);
+}
+END_TEST
+
+/* Connections of one session sending big bodies slowly: spd holds at
+ * most a few bodies' worth for its turn and refuses the rest (503
+ * LIMIT), its memory stays bounded, and the operator's call still goes
+ * through (issue 36, finding 3). */
+START_TEST(test_unfinished_bodies_bounded)
+{
+	enum { CONNS = 24 };
+	const size_t body = 16u << 20, part = 12u << 20;
+	struct session ses;
+	struct turn t, op;
+	int fds[CONNS], refused;
+	long rss0, maps0, rss1, maps1;
+	char *p, *req, *r;
+
+	test_spd_cleanup(&T);
+	start_spd("\tbody-max = 16777216\n");
+	agent_session(&ses);
+	p = fmt("{\"session\":\"%s\"}", ses.id);
+	t = begin(p);
+	free(p);
+	op = begin(NULL);
+	spd_footprint(&rss0, &maps0);
+	req = head_only(t.key, body);
+	for (int i = 0; i < CONNS; i++) {
+		fds[i] = connect_port(t.port);
+		test_send(fds[i], req, strlen(req));
+		send_filler(fds[i], part);
+	}
+	spd_footprint(&rss1, &maps1);
+	fprintf(stderr,
+		"unfinished bodies: %d connections x %zu MiB sent: spd %ld "
+		"-> %ld kB\n",
+		CONNS, part >> 20, rss0, rss1);
+	ck_assert_msg(rss1 - rss0 < 100 * 1024,
+		      "spd grew by %ld kB holding unfinished bodies",
+		      rss1 - rss0);
+	refused = answered(fds, CONNS, "LIMIT", CONNS - 2);
+	ck_assert_int_ge(refused, CONNS - 2);
+	/* The operator's call, while they are held. */
+	r = post(&op, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_int_eq(status_of(r), 200);
+	free(r);
+	for (int i = 0; i < CONNS; i++)
+		close(fds[i]);
+	free(req);
+	free(ses.worktree);
+}
+END_TEST
+
+/* An agent holding many connections: each turn and each session has its
+ * most (503 LIMIT past them), and the operator's calls still succeed on
+ * the TCP port and on broker.sock (issue 36, finding 5). */
+START_TEST(test_connection_quotas)
+{
+	enum { PER = 60, OPN = 70 };
+	struct session ses;
+	struct turn a[3], op;
+	int fds[3 * PER], ofds[OPN], n;
+	char *p, *req, *r, *sock;
+
+	agent_session(&ses);
+	p = fmt("{\"session\":\"%s\"}", ses.id);
+	for (int i = 0; i < 3; i++)
+		a[i] = begin(p);
+	free(p);
+	op = begin(NULL);
+	for (int i = 0; i < 3; i++) {
+		req = head_only(a[i].key, 1000);
+		for (int j = 0; j < PER; j++) {
+			fds[i * PER + j] = connect_port(a[i].port);
+			test_send(fds[i * PER + j], req, strlen(req));
+		}
+		free(req);
+	}
+	/* The session's most is 128: of 180, 52 are refused. */
+	n = answered(fds, 3 * PER, "session", 3 * PER - 128);
+	ck_assert_int_eq(n, 3 * PER - 128);
+	/* One turn's most is 64, the operator's too. */
+	req = head_only(op.key, 1000);
+	for (int j = 0; j < OPN; j++) {
+		ofds[j] = connect_port(op.port);
+		test_send(ofds[j], req, strlen(req));
+	}
+	free(req);
+	n = answered(ofds, OPN, "holds 64 connections", OPN - 64);
+	ck_assert_int_eq(n, OPN - 64);
+	for (int j = 0; j < OPN; j++)
+		close(ofds[j]);
+	/* The operator's calls, while the agent's connections are held. */
+	op = begin(NULL);
+	r = post(&op, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	sock = broker_sock();
+	req = request_text(&op, "/v1/messages", NULL, MSG_BODY);
+	r = raw_unix(sock, req);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	free(req);
+	free(sock);
+	for (int i = 0; i < 3 * PER; i++)
+		close(fds[i]);
+	free(ses.worktree);
+}
+END_TEST
+
+/* A client refused in a loop: the journal gets one row for the first
+ * refusal and one with the count of the rest (written when spd stops at
+ * the latest: none is lost), each naming the method, path, turn and
+ * session presented and never the key (issue 36, finding 6). */
+START_TEST(test_refusals_aggregated)
+{
+	enum { N = 300 };
+	struct session ses;
+	struct turn t;
+	char *p, *req, *all, *rows, *q;
+	int fd, n = 0;
+
+	agent_session(&ses);
+	p = fmt("{\"session\":\"%s\"}", ses.id);
+	t = begin(p);
+	free(p);
+	req = request_text(&t, "/v1/messages", NULL, "not json");
+	fd = connect_port(t.port);
+	for (int i = 0; i < N; i++) {
+		char *r;
+
+		test_send(fd, req, strlen(req));
+		r = read_replies(fd, "", 0, 1);
+		ck_assert_msg(status_of(r) == 400, "%d: %s", i, r);
+		free(r);
+	}
+	close(fd);
+	free(req);
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	q = fmt("select session, summary, detail from events where kind = "
+		"'model.call' and summary like 'refused 400%%'");
+	rows = test_journal(&T, q);
+	all = test_journal(&T, "select session, summary, detail from events");
+	for (const char *s = rows; (s = strstr(s, "refused 400")); s++)
+		n++;
+	ck_assert_msg(n == 2, "%d rows of refusals: %s", n, rows);
+	ck_assert_msg(has(rows, "\"count\":299"), "%s", rows);
+	ck_assert(has(rows, ses.id));
+	ck_assert(has(rows, t.id));
+	ck_assert(has(rows, "\"method\":\"POST\""));
+	ck_assert(has(rows, "\"path\":\"/v1/messages\""));
+	ck_assert(!has(all, t.key));
+	free(all);
+	free(rows);
+	free(q);
+	free(ses.worktree);
+}
+END_TEST
+
+/* listen = none: no TCP port for anyone (any local user could connect to
+ * one); the operator's clients use broker.sock, which only its uid can
+ * reach (issue 36, finding 10). */
+START_TEST(test_socket_only_mode)
+{
+	json_t *o, *res;
+	struct turn t = {0};
+	char *req, *r;
+	const char *sock;
+
+	test_spd_cleanup(&T);
+	start_spd("\tlisten = none\n");
+	o = rpc("turn.begin", "{}");
+	res = json_object_get(o, "result");
+	ck_assert_ptr_nonnull(res);
+	ck_assert(!json_is_string(json_object_get(res, "anthropic_base_url")));
+	snprintf(t.key, sizeof(t.key), "%s",
+		 json_string_value(json_object_get(res, "key")));
+	sock = json_string_value(json_object_get(res, "socket"));
+	ck_assert_ptr_nonnull(sock);
+	req = request_text(&t, "/v1/messages", NULL, MSG_BODY);
+	r = raw_unix(sock, req);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	free(req);
+	json_decref(o);
+}
+END_TEST
+
+/* Ten thousand turns begun and ended leave spd's memory and mappings
+ * where a thousand left them: each key change frees the redaction
+ * generation it replaces (issue 36, finding 2). */
+START_TEST(test_turn_churn_frees_redaction)
+{
+	int fd = test_spd_connect(&T);
+	long rss0, maps0, rss1, maps1;
+	struct turn t;
+	char *r;
+
+	churn_turns(fd, 1000);
+	spd_footprint(&rss0, &maps0);
+	churn_turns(fd, 9000);
+	spd_footprint(&rss1, &maps1);
+	close(fd);
+	fprintf(stderr,
+		"turn churn: after 1000 turns %ld kB, %ld mappings; after "
+		"10000 %ld kB, %ld mappings\n",
+		rss0, maps0, rss1, maps1);
+	ck_assert_msg(rss1 - rss0 < 32 * 1024,
+		      "spd grew from %ld to %ld kB over 9000 turns", rss0,
+		      rss1);
+	ck_assert_msg(maps1 - maps0 < 256,
+		      "spd's mappings grew from %ld to %ld over 9000 turns",
+		      maps0, maps1);
+	/* Still redacting: a new turn's key works and the real key stays
+	 * hidden. */
+	t = begin(NULL);
+	r = post(&t, "/v1/messages", "x-standin-mode: echo\r\n", MSG_BODY);
+	ck_assert(!has(r, REAL_ANT));
+	ck_assert(has(r, "[redacted:ANTHROPIC_API_KEY]"));
+	free(r);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("broker");
@@ -1432,6 +2112,26 @@ int main(void)
 	tcase_add_test(tc, test_model_call_over_socket);
 	tcase_add_test(tc, test_count_tokens_and_responses);
 	tcase_add_test(tc, test_status_broker_entry);
+	suite_add_tcase(s, tc);
+	/* Issue 36: one hostile agent. */
+	tc = tcase_create("hostile");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_unbounded_options_refused);
+	tcase_add_test(tc, test_choices_multiply_reservation);
+	tcase_add_test(tc, test_output_limit_set_from_budget);
+	tcase_add_test(tc, test_session_cap_across_turns);
+	tcase_add_test(tc, test_model_call_idle_expired);
+	tcase_add_test(tc, test_key_checked_before_body);
+	tcase_add_test(tc, test_unfinished_bodies_bounded);
+	tcase_add_test(tc, test_connection_quotas);
+	tcase_add_test(tc, test_refusals_aggregated);
+	tcase_add_test(tc, test_socket_only_mode);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("churn");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 900);
+	tcase_add_test(tc, test_turn_churn_frees_redaction);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

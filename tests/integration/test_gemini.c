@@ -86,11 +86,12 @@ static void setup(void)
 	free(text);
 	free(port_file);
 	free(script);
-	conf = fmt("[provider \"gemini\"]\n\turl = http://127.0.0.1:%d\n"
-		   "\tkey = GEMINI_API_KEY\n\tapi = gemini\n"
-		   "[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n"
-		   "\tprovider-timeout = 5\n" MODEL_CONF,
-		   standin_port);
+	conf = fmt(
+	    "[provider \"gemini\"]\n\turl = http://127.0.0.1:%d\n"
+	    "\tkey = GEMINI_API_KEY\n\tapi = gemini\n"
+	    "[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n\tmin-output = 100\n"
+	    "\tprovider-timeout = 5\n" MODEL_CONF,
+	    standin_port);
 	test_spd_prepare(&T, conf);
 	envf = paths_join(T.config, "environment");
 	test_write_file(envf, "GEMINI_API_KEY=" REAL_GEM "\n");
@@ -346,6 +347,56 @@ START_TEST(test_max_output_bounds_reservation)
 }
 END_TEST
 
+/* What Gemini bills beyond the request's bytes is refused before the
+ * provider hears of it (Google Search and code execution tools, cached
+ * content, parts by file URI); candidateCount multiplies the output
+ * reserved; a request with no output bound goes out with the bound the
+ * turn's budget covers, in generationConfig.maxOutputTokens. */
+START_TEST(test_unbounded_options_and_clamp)
+{
+	static const char *const refused[] = {
+	    "{\"contents\":[],\"tools\":[{\"googleSearch\":{}}]}",
+	    "{\"contents\":[],\"tools\":[{\"codeExecution\":{}}]}",
+	    "{\"contents\":[],\"cachedContent\":\"cachedContents/x\"}",
+	    "{\"contents\":[{\"role\":\"user\",\"parts\":[{\"fileData\":"
+	    "{\"fileUri\":\"https://example.test/f\"}}]}]}",
+	};
+	struct turn t = begin("{\"cap_usd\":0.005}");
+	char *h = goog_key(&t);
+	char *r, *log;
+
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		r = post(t.port, "/v1beta/models/test-gemini:generateContent",
+			 h, refused[i]);
+		ck_assert_msg(status_of(r) == 400 && has(r, "UNBOUNDED-OPTION"),
+			      "%s -> %s", refused[i], r);
+		free(r);
+	}
+	/* 16 candidates of 50 tokens cost more than the cap covers... */
+	r = post(t.port, "/v1beta/models/test-gemini:generateContent", h,
+		 "{\"contents\":[],\"generationConfig\":{\"maxOutputTokens\":"
+		 "1000,\"candidateCount\":16}}");
+	ck_assert_msg(status_of(r) == 402, "%s", r);
+	free(r);
+	log = test_read_file(standin_log);
+	ck_assert_msg(!has(log, "googleSearch") && !has(log, "cachedContent") &&
+			  !has(log, "candidateCount"),
+		      "a refused request reached the provider: %s", log);
+	free(log);
+	/* ...and with function tools only and no bound, the call goes out
+	 * with the bound the budget covers. */
+	r = post(t.port, "/v1beta/models/test-gemini:generateContent", h,
+		 "{\"contents\":[],\"tools\":[{\"functionDeclarations\":[]}]}");
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	log = test_read_file(standin_log);
+	ck_assert_msg(has(log, "maxOutputTokens"),
+		      "no bound set in the forwarded body: %s", log);
+	free(log);
+	free(h);
+}
+END_TEST
+
 /* Refusals answer in Google's error shape, and the journal's row says
  * what was presented: method, path (never its query, which may hold a
  * key), and the turn its key named; never the key. */
@@ -426,6 +477,7 @@ int main(void)
 	tcase_add_test(tc, test_stream_array_and_count_tokens);
 	tcase_add_test(tc, test_max_output_bounds_reservation);
 	tcase_add_test(tc, test_refusals_journaled);
+	tcase_add_test(tc, test_unbounded_options_and_clamp);
 	tcase_add_test(tc, test_model_call_gemini);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

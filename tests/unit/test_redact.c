@@ -248,6 +248,53 @@ START_TEST(test_automaton_locked)
 }
 END_TEST
 
+/* A set its owner let go of lives on while a stream reads it, and is
+ * freed (its locked automaton released) with the last stream: a newer
+ * set may replace spd's at any time (issue 36, finding 2). */
+START_TEST(test_stream_keeps_set)
+{
+	const char *v = "sk-a-secret-value-held-by-a-stream-42";
+	struct redact_set *s;
+	struct redact_stream *st;
+	struct buf out = BUF_INIT;
+	struct rlimit rl;
+	long before, held, after;
+	bool lck =
+	    getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur >= 64 * 1024;
+
+#if defined(__SANITIZE_ADDRESS__)
+	lck = false; /* mlock() is a no-op: VmLck says nothing */
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+	lck = false;
+#endif
+#endif
+	before = vmlck_kb();
+	s = mkset1("K", v);
+	ck_assert_int_eq(redact_stream_new(s, &st), 0);
+	ck_assert_ptr_eq(redact_set_ref(s), s);
+	redact_set_free(s);
+	redact_set_free(s); /* the owner's reference and the extra one */
+	held = vmlck_kb();
+	ck_assert_int_eq(redact_stream_feed(st, "x ", 2, &out), 0);
+	ck_assert_int_eq(redact_stream_feed(st, v, strlen(v), &out), 0);
+	ck_assert_int_eq(redact_stream_flush(st, &out), 0);
+	ck_assert_int_eq(buf_append(&out, "", 1), 0);
+	ck_assert_str_eq(out.data, "x [redacted:K]");
+	buf_free(&out);
+	redact_stream_free(st);
+	after = vmlck_kb();
+	if (lck && before >= 0) {
+		ck_assert_msg(held > before,
+			      "the set was freed under its stream (VmLck %ld "
+			      "kB, %ld before)",
+			      held, before);
+		ck_assert_int_eq(after, before);
+	}
+	ck_assert_ptr_null(redact_set_ref(NULL));
+}
+END_TEST
+
 START_TEST(test_refuse)
 {
 	struct redact_builder *b;
@@ -1381,6 +1428,7 @@ int main(void)
 	tcase_set_timeout(tc, 300);
 	tcase_add_test(tc, test_refuse);
 	tcase_add_test(tc, test_automaton_locked);
+	tcase_add_test(tc, test_stream_keeps_set);
 	tcase_add_test(tc, test_plain);
 	tcase_add_test(tc, test_env);
 	tcase_add_test(tc, test_base64_alignments);
