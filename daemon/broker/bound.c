@@ -141,6 +141,16 @@ static bool tools_ok(json_t *tools, enum broker_api api, const char *path,
 
 		if (!type && api == BROKER_API_ANTHROPIC)
 			continue; /* a custom tool */
+		/* Codex groups its tools in namespaces (Responses API): the
+		 * tools inside are judged as any other. */
+		if (type && strcmp(type, "namespace") == 0 &&
+		    api == BROKER_API_OPENAI &&
+		    strcmp(path, "/v1/responses") == 0) {
+			if (!tools_ok(json_object_get(tool, "tools"), api, path,
+				      extra, e))
+				return false;
+			continue;
+		}
 		if (api == BROKER_API_ANTHROPIC) {
 			ok = anthropic_client;
 			n = ARRAY_SIZE(anthropic_client);
