@@ -86,7 +86,8 @@ struct gw_call {
 void gw_maybe_free(struct gateway *g)
 {
 	if (g->stopping && g->open_handles == 0 && !g->conns) {
-		curl_multi_cleanup(g->multi);
+		if (g->multi)
+			curl_multi_cleanup(g->multi);
 		free(g);
 	}
 }
@@ -603,6 +604,30 @@ static int add_header(struct curl_slist **l, const char *fmt, ...)
 	return 0;
 }
 
+/*
+ * libcurl and its TLS library are started with the first call to a
+ * provider, not with spd: an spd that brokers no call never maps their
+ * pages (about 4 MiB of OpenSSL's), and spd idles within its 10 MiB.
+ * Returns 0 or -ENOMEM.
+ */
+static int gw_curl(struct gateway *g)
+{
+	if (g->multi)
+		return 0;
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return -ENOMEM;
+	g->multi = curl_multi_init();
+	if (!g->multi)
+		return -ENOMEM;
+	curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
+	curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
+	curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
+	curl_multi_setopt(g->multi, CURLMOPT_MAXCONNECTS,
+			  (long)GATEWAY_PROVIDER_CONNS_KEPT);
+	return 0;
+}
+
 static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 			  const char *key, const char *target)
 {
@@ -610,6 +635,8 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 	char *url = NULL;
 	int r = -ENOMEM;
 
+	if (gw_curl(k->g) < 0)
+		return -ENOMEM;
 	k->easy = curl_easy_init();
 	if (!k->easy)
 		return -ENOMEM;
@@ -1124,18 +1151,6 @@ int gateway_start(struct spd *spd, const char *listen, const char *sock_path,
 	if (!g)
 		return -ENOMEM;
 	g->spd = spd;
-	curl_global_init(CURL_GLOBAL_DEFAULT);
-	g->multi = curl_multi_init();
-	if (!g->multi) {
-		free(g);
-		return -ENOMEM;
-	}
-	curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
-	curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
-	curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
-	curl_multi_setopt(g->multi, CURLMOPT_MAXCONNECTS,
-			  (long)GATEWAY_PROVIDER_CONNS_KEPT);
 	uv_timer_init(spd->loop, &g->curl_timer);
 	g->curl_timer.data = g;
 	g->open_handles++;
