@@ -83,6 +83,12 @@ struct acp {
 	json_t *prompts; /* texts waiting for the agent to be ready */
 	char *acp_session;
 	long next_id, init_id, new_id, prompt_id;
+	/* An agent that answers session/new with "Authentication required"
+	 * is authenticated once with the API-key method it offered (its key
+	 * is the turn's, pointed at spd's broker), then asked again. */
+	long auth_id;
+	bool auth_tried;
+	json_t *auth_methods; /* initialize's authMethods, or NULL */
 	bool in_turn, cancelling;
 	unsigned turn;
 	struct acp_term terms[ACP_TERMINALS_MAX];

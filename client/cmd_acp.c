@@ -42,6 +42,8 @@
 #define ACP_MESSAGE_MAX RPC_FRAME_MAX
 /* The protocol version spoken (ACP's integer MAJOR version). */
 #define ACP_PROTOCOL_VERSION 1
+/* ACP's "Authentication required" (JSON-RPC error code). */
+#define ACP_AUTH_REQUIRED -32000
 /* A prompt line read from spctl's stdin. */
 #define ACP_PROMPT_MAX (64 * 1024)
 /* Chunks of one kind of session/update journaled as one summary at most:
@@ -826,23 +828,74 @@ static void show_update(struct acp *a, json_t *params)
 	}
 }
 
+/* The API-key method among an agent's authMethods ({id, name,
+ * description}): the first whose id or name speaks of an API key; NULL
+ * when it offers none (a browser login spctl cannot do in a sandbox). */
+static const char *auth_method(json_t *methods)
+{
+	size_t i;
+	json_t *m;
+
+	json_array_foreach(methods, i, m)
+	{
+		const char *id = json_string_value(json_object_get(m, "id"));
+		const char *name =
+		    json_string_value(json_object_get(m, "name"));
+
+		if (!id)
+			continue;
+		if (strcasestr(id, "api-key") || strcasestr(id, "apikey") ||
+		    strcasestr(id, "api_key") ||
+		    (name && (strcasestr(name, "api key") ||
+			      strcasestr(name, "api-key"))))
+			return id;
+	}
+	return NULL;
+}
+
 static void on_agent_response(struct acp *a, json_t *msg)
 {
 	json_int_t id = json_integer_value(json_object_get(msg, "id"));
 	json_t *res = json_object_get(msg, "result");
 	json_t *err = json_object_get(msg, "error");
 
+	if (err && id == a->new_id && !a->auth_tried &&
+	    json_integer_value(json_object_get(err, "code")) ==
+		ACP_AUTH_REQUIRED) {
+		const char *m = auth_method(a->auth_methods);
+
+		a->auth_tried = true;
+		if (m) {
+			fprintf(stderr,
+				"spctl acp: the agent asks to authenticate: "
+				"with its method ");
+			ts_fputs(stderr, m);
+			fprintf(stderr, " (the turn's key, spd's broker)\n");
+			a->auth_id = agent_request(
+			    a, "authenticate", json_pack("{s:s}", "methodId", m));
+			return;
+		}
+		fprintf(stderr, "spctl acp: the agent asks to authenticate and "
+				"offers no API-key method spctl can use\n");
+	}
 	if (err) {
 		fprintf(stderr, "spctl acp: the agent answered an error: ");
 		ts_fputs(stderr,
 			 json_string_value(json_object_get(err, "message"))
 			     ?: "?");
 		fputc('\n', stderr);
-		if (id == a->init_id || id == a->new_id)
+		if (id == a->init_id || id == a->new_id || id == a->auth_id)
 			a->failed = true;
 		if (id == a->prompt_id)
 			a->in_turn = false;
-	} else if (id == a->init_id) {
+	} else if (id == a->init_id || id == a->auth_id) {
+		if (id == a->init_id) {
+			json_t *am = json_object_get(res, "authMethods");
+
+			json_decref(a->auth_methods);
+			a->auth_methods = json_is_array(am) ? json_incref(am)
+							    : NULL;
+		}
 		a->new_id =
 		    agent_request(a, "session/new",
 				  json_pack("{s:s, s:[]}", "cwd", a->workspace,
@@ -1399,5 +1452,6 @@ out:
 	free(a.session);
 	free(a.workspace);
 	free(a.acp_session);
+	json_decref(a.auth_methods);
 	return ex;
 }

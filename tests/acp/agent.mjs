@@ -20,6 +20,11 @@ const OPTIONS = [
 ];
 let cwd = "";
 let cancelled = false;
+// --auth: the agent, as codex-acp without its own login, answers
+// session/new with "Authentication required" until the client
+// authenticates with its API-key method.
+const needAuth = process.argv.includes("--auth");
+let authed = false;
 
 // A request's outcome as data: its result, or its error's code and text.
 async function outcome(p) {
@@ -313,9 +318,24 @@ const app = acp
 	.agent({ name: "spd-acp-test-agent" })
 	.onRequest(acp.methods.agent.initialize, ({ params }) => {
 		log("INIT", params);
-		return { protocolVersion: acp.PROTOCOL_VERSION, agentCapabilities: {} };
+		const r = { protocolVersion: acp.PROTOCOL_VERSION, agentCapabilities: {} };
+		if (needAuth)
+			r.authMethods = [
+				{ id: "chatgpt", name: "Login with ChatGPT", description: "a browser" },
+				{ id: "openai-api-key", name: "Use OPENAI_API_KEY", description: "the key" },
+			];
+		return r;
+	})
+	.onRequest(acp.methods.agent.authenticate, ({ params }) => {
+		log("AUTH", params);
+		authed = params.methodId === "openai-api-key" && !!process.env.OPENAI_API_KEY;
+		return {};
 	})
 	.onRequest(acp.methods.agent.session.new, ({ params }) => {
+		if (needAuth && !authed) {
+			log("AUTH-REQUIRED", {});
+			throw acp.RequestError.authRequired();
+		}
 		cwd = params.cwd;
 		return { sessionId: "s1" };
 	})
