@@ -871,8 +871,9 @@ static void on_agent_response(struct acp *a, json_t *msg)
 				"with its method ");
 			ts_fputs(stderr, m);
 			fprintf(stderr, " (the turn's key, spd's broker)\n");
-			a->auth_id = agent_request(
-			    a, "authenticate", json_pack("{s:s}", "methodId", m));
+			a->auth_id =
+			    agent_request(a, "authenticate",
+					  json_pack("{s:s}", "methodId", m));
 			return;
 		}
 		fprintf(stderr, "spctl acp: the agent asks to authenticate and "
@@ -893,8 +894,8 @@ static void on_agent_response(struct acp *a, json_t *msg)
 			json_t *am = json_object_get(res, "authMethods");
 
 			json_decref(a->auth_methods);
-			a->auth_methods = json_is_array(am) ? json_incref(am)
-							    : NULL;
+			a->auth_methods =
+			    json_is_array(am) ? json_incref(am) : NULL;
 		}
 		a->new_id =
 		    agent_request(a, "session/new",

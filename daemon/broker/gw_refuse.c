@@ -20,12 +20,36 @@ void gw_journal(struct gateway *g, const char *session, json_t *detail,
 		const char *fmt, ...)
 {
 	char summary[512];
-	char *txt = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
+	char *txt;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(summary, sizeof(summary), fmt, ap);
 	va_end(ap);
+	/* Every row names its decision and the rule behind it, as a run's
+	 * row names the gate's: a refusal its code, a forwarded call the
+	 * turn's cap it was reserved within. */
+	if (json_is_object(detail) && !json_object_get(detail, "decision")) {
+		const char *code =
+		    json_string_value(json_object_get(detail, "code"));
+		char rule[48];
+		size_t n = 0;
+
+		if (code) {
+			n = (size_t)snprintf(rule, sizeof(rule), "broker.");
+			for (; *code && n + 1 < sizeof(rule); code++)
+				rule[n++] = (char)(*code >= 'A' && *code <= 'Z'
+						       ? *code - 'A' + 'a'
+						       : *code);
+			rule[n] = '\0';
+		} else {
+			snprintf(rule, sizeof(rule), "broker.within-cap");
+		}
+		json_object_set_new(detail, "decision",
+				    json_string(code ? "deny" : "allow"));
+		json_object_set_new(detail, "rule", json_string(rule));
+	}
+	txt = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
 	if (g->spd->journal)
 		journal_append(g->spd->journal,
 			       session && session[0] ? session : NULL, "broker",

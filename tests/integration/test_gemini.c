@@ -247,6 +247,10 @@ START_TEST(test_generate_content)
 	journal = test_journal_until(
 	    &T, "select kind, summary, detail from events", "test-gemini 200");
 	ck_assert_msg(has(journal, "\"model\":\"test-gemini\""), "%s", journal);
+	/* The row names its decision and rule, as a run's does. */
+	ck_assert_msg(has(journal, "\"decision\":\"allow\"") &&
+			  has(journal, "\"rule\":\"broker.within-cap\""),
+		      "%s", journal);
 	ck_assert(has(journal, "\"output_tokens\":50"));
 	ck_assert(!has(journal, REAL_GEM) && !has(journal, t.key));
 	free(journal);
