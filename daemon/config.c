@@ -350,19 +350,11 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	pw = getpwnam("nobody");
 	cfg->run_uid = pw ? pw->pw_uid : 65534;
 	cfg->run_gid = pw ? pw->pw_gid : 65534;
-	if (access(path, F_OK) < 0)
+	/* Every part that reads this file (the broker's, the policy's too)
+	 * reads only its own keys: a misspelt one is refused here. */
+	r = conftab_open(path, NULL, CONFTAB_SPD_CONF, &gc, errbuf, errlen);
+	if (r == -ENOENT)
 		return 0;
-	git_libgit2_init();
-	if (git_config_open_ondisk(&gc, path) < 0) {
-		const git_error *ge = git_error_last();
-		snprintf(errbuf, errlen, "%s: %s", path,
-			 ge ? ge->message : "unreadable");
-		r = -EINVAL;
-		goto out;
-	}
-	/* Every reader of this file (the broker's, the policy's too) reads
-	 * only its own keys: a misspelt one is refused here, once, for all. */
-	r = conftab_check(gc, path, NULL, CONFTAB_SPD_CONF, errbuf, errlen);
 	if (r < 0)
 		goto out;
 	if (git_config_get_entry(&e, gc, "sandbox.mode") == 0) {

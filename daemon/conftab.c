@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 #include <ctype.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "daemon/conftab.h"
@@ -536,4 +537,64 @@ void conftab_each(void (*cb)(void *data, const char *section, bool named,
 			cb(data, sections[i].name, sections[i].named, k->name,
 			   sections[i].files);
 	}
+}
+
+int conftab_open(const char *path, const char *shown, enum conftab_file file,
+		 struct git_config **ret, char *errbuf, size_t errlen)
+{
+	/* Once per process and never shut down: libgit2's start-up
+	 * initialises OpenSSL, which costs milliseconds. */
+	static bool ready;
+	git_config *gc = NULL;
+	git_config_iterator *it = NULL;
+	git_config_entry *e;
+	const char *name = shown ? shown : path;
+	int r;
+
+	*ret = NULL;
+	if (access(path, F_OK) < 0 && errno == ENOENT)
+		return -ENOENT;
+	if (!ready) {
+		if (git_libgit2_init() < 0) {
+			snprintf(errbuf, errlen, "%s: libgit2 cannot start",
+				 name);
+			return -EIO;
+		}
+		ready = true;
+	}
+	if (git_config_open_ondisk(&gc, path) < 0) {
+		const git_error *ge = git_error_last();
+
+		snprintf(errbuf, errlen, "%s: %s", name,
+			 ge && ge->message ? ge->message : "cannot be read");
+		return -EINVAL;
+	}
+	if (file == CONFTAB_PROJECT) {
+		if (git_config_iterator_new(&it, gc) < 0) {
+			snprintf(errbuf, errlen, "%s: cannot be read", name);
+			r = -EINVAL;
+			goto fail;
+		}
+		while (git_config_next(&e, it) == 0)
+			if (strncasecmp(e->name, "include.", 8) == 0 ||
+			    strncasecmp(e->name, "includeif.", 10) == 0) {
+				snprintf(errbuf, errlen,
+					 "%s: a project's .spd.conf may not "
+					 "include other files",
+					 name);
+				r = -EINVAL;
+				goto fail;
+			}
+		git_config_iterator_free(it);
+		it = NULL;
+	}
+	r = conftab_check(gc, path, shown, file, errbuf, errlen);
+	if (r < 0)
+		goto fail;
+	*ret = gc;
+	return 0;
+fail:
+	git_config_iterator_free(it);
+	git_config_free(gc);
+	return r;
 }

@@ -34,6 +34,17 @@ struct git_config;
 int conftab_check(struct git_config *gc, const char *path, const char *shown,
 		  enum conftab_file file, char *errbuf, size_t errlen);
 
+/*
+ * The one reader of spd.conf and a project's .spd.conf: libgit2 started
+ * once per process, the file opened, a project's [include] refused (an
+ * included file would not be a protected path), every entry checked
+ * against the table (conftab_check).  Returns 0 with *ret (free with
+ * git_config_free), -ENOENT when there is no such file (nothing in
+ * errbuf), or -EINVAL / -EIO / -ENOMEM with one message in errbuf.
+ */
+int conftab_open(const char *path, const char *shown, enum conftab_file file,
+		 struct git_config **ret, char *errbuf, size_t errlen);
+
 /* Call cb for every key of the table (git's own [include] aside), with
  * its section, whether the section takes a name ([provider "NAME"]) and
  * the files (enum conftab_file bits) it may appear in: what spd.conf(5)

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "daemon/config.h"
+#include "daemon/conftab.h"
 #include "daemon/transport/handlers.h"
 #include "daemon/broker/broker.h"
 #include "daemon/transport/call.h"
@@ -238,13 +239,10 @@ static int load_config(const char *path, struct broker_config *cfg,
 		 "https://generativelanguage.googleapis.com");
 	snprintf(p->key_var, sizeof(p->key_var), "GEMINI_API_KEY");
 
-	if (access(path, F_OK) == 0) {
-		git_libgit2_init();
-		if (git_config_open_ondisk(&gc, path) < 0) {
-			snprintf(errbuf, errlen, "%s: unreadable", path);
-			return -EINVAL;
-		}
-	}
+	r = conftab_open(path, NULL, CONFTAB_SPD_CONF, &gc, errbuf, errlen);
+	if (r < 0 && r != -ENOENT)
+		return r;
+	r = 0;
 	if (gc) {
 		const struct {
 			const char *key;

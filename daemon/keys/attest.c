@@ -28,6 +28,7 @@
 #include "common/strv.h"
 #include "common/util.h"
 #include "common/words.h"
+#include "daemon/conftab.h"
 #include "daemon/keys/attest.h"
 
 #define SEED_LEN crypto_sign_SEEDBYTES
@@ -1049,9 +1050,21 @@ static int trusted_config(git_repository *repo, const char *shadow,
 		goto out;
 	}
 	close(fd);
+	/* The one reader of .spd.conf: an [include] or a misspelt key is
+	 * refused, as spd refuses them in a session. */
+	{
+		char err[512];
+
+		r = conftab_open(file, spec, CONFTAB_PROJECT, &cfg, err,
+				 sizeof(err));
+		if (r < 0) {
+			*why = dupf("%s", r == -ENOENT ? spec : err);
+			r = -EINVAL;
+			goto out;
+		}
+	}
 	r = -EINVAL;
-	if (git_config_open_ondisk(&cfg, file) < 0 ||
-	    git_config_iterator_new(&it, cfg) < 0) {
+	if (git_config_iterator_new(&it, cfg) < 0) {
 		*why = dupf("%s: %s", spec, git_msg());
 		goto out;
 	}

@@ -147,8 +147,6 @@ static int load_one(const git_config_entry *ent, void *data)
 
 /* libgit2 is initialised on the first configuration read (loop thread
  * only: classification of files happens there). */
-static bool git_ready;
-
 int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 		     const char *path)
 {
@@ -168,60 +166,20 @@ int policy_conf_load(struct policy_conf *conf, enum policy_layer layer,
 	git_config_iterator *it = NULL;
 	git_config_entry *ent;
 	struct load_ctx l = {conf, layer, 0, 0};
-	struct stat st;
 	int r;
 
 	if (!conf || !path)
 		return -EINVAL;
-	if (stat(path, &st) < 0)
-		return -errno;
-	/* Once per process and never shut down: libgit2's start-up
-	 * initialises OpenSSL, which costs milliseconds — per call it would
-	 * dominate every classification in a project with a .spd.conf. */
-	if (!git_ready) {
-		if (git_libgit2_init() < 0)
-			return -EIO;
-		git_ready = true;
-	}
 	conf->err[0] = '\0';
-	if (git_config_open_ondisk(&cfg, path) < 0) {
-		const git_error *ge = git_error_last();
-
-		snprintf(conf->err, sizeof(conf->err), "%s: %s",
-			 layer == POLICY_LAYER_PROJECT ? ".spd.conf" : path,
-			 ge && ge->message ? ge->message : "cannot be read");
-		r = -EINVAL;
-		goto out;
-	}
-	/* The project's file may not include others: an included file
-	 * elsewhere in the workspace would not be a protected path, and the
-	 * agent could edit the project's policy through it. */
-	if (layer == POLICY_LAYER_PROJECT) {
-		if (git_config_iterator_new(&it, cfg) < 0) {
-			r = -EINVAL;
-			goto out;
-		}
-		while (git_config_next(&ent, it) == 0)
-			if (strncasecmp(ent->name, "include.", 8) == 0 ||
-			    strncasecmp(ent->name, "includeif.", 10) == 0) {
-				snprintf(conf->err, sizeof(conf->err),
-					 ".spd.conf: a project's .spd.conf may "
-					 "not include other files");
-				r = -EINVAL;
-				goto out;
-			}
-		git_config_iterator_free(it);
-		it = NULL;
-	}
-	/* Read per call, so an edit spd did not see at start is checked
-	 * here: the project's file is the agent's to mistype, and a misspelt
-	 * key in either would be a rule nobody enforces. */
-	r = conftab_check(
-	    cfg, path, layer == POLICY_LAYER_PROJECT ? ".spd.conf" : NULL,
+	/* spd.conf's keys were checked at start, and are checked again
+	 * here: the file may have changed since (the gate reads it again
+	 * when it does); the project's file is the agent's to mistype. */
+	r = conftab_open(
+	    path, layer == POLICY_LAYER_PROJECT ? ".spd.conf" : NULL,
 	    layer == POLICY_LAYER_PROJECT ? CONFTAB_PROJECT : CONFTAB_SPD_CONF,
-	    conf->err, sizeof(conf->err));
+	    &cfg, conf->err, sizeof(conf->err));
 	if (r < 0)
-		goto out;
+		return r;
 	for (size_t i = 0; i < ARRAY_SIZE(keys); i++) {
 		l.list = keys[i].list;
 		r = git_config_get_multivar_foreach(cfg, keys[i].key, NULL,

@@ -15,6 +15,7 @@
 
 #include "common/paths.h"
 #include "common/strv.h"
+#include "daemon/conftab.h"
 #include "daemon/proxy/proxy.h"
 #include "daemon/spd.h"
 
@@ -103,8 +104,6 @@ static int project_failed(struct proxy_project **ret, const char *why)
 	return 0;
 }
 
-static bool git_ready;
-
 int proxy_project_load(const struct spd_config *cfg, const char *workspace,
 		       struct proxy_project **ret)
 {
@@ -114,18 +113,23 @@ int proxy_project_load(const struct spd_config *cfg, const char *workspace,
 	git_config_iterator *it = NULL;
 	git_config_entry *e;
 	char *path = paths_join(workspace, ".spd.conf");
-	struct stat st;
+	char why[512];
 	int r = 0;
 
 	*ret = NULL;
 	if (!path)
 		return -ENOMEM;
-	if (stat(path, &st) < 0 && errno == ENOENT)
+	r = conftab_open(path, ".spd.conf", CONFTAB_PROJECT, &gc, why,
+			 sizeof(why));
+	if (r == -ENOENT) {
+		r = 0;
 		goto out;
-	if (!git_ready && git_libgit2_init() >= 0)
-		git_ready = true;
-	if (!git_ready || git_config_open_ondisk(&gc, path) < 0 ||
-	    git_config_iterator_new(&it, gc) < 0) {
+	}
+	if (r < 0) {
+		r = project_failed(ret, why);
+		goto out;
+	}
+	if (git_config_iterator_new(&it, gc) < 0) {
 		r = project_failed(ret, "the project's .spd.conf cannot be "
 					"read");
 		goto out;

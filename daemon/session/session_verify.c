@@ -135,7 +135,7 @@ int session_verify_plan(struct session_store *s, const char *id,
 	git_config_iterator *it = NULL;
 	git_config_entry *e;
 	struct sess *x;
-	char *snap = NULL;
+	char *snap = NULL, why[512];
 	int r = session_usable(s, id);
 	if (sess_git_up(s) < 0)
 		return -EIO;
@@ -163,27 +163,24 @@ int session_verify_plan(struct session_store *s, const char *id,
 	if (r < 0 && r != -ENOENT)
 		goto out;
 	plan_commit(s, x, p);
-	if (access(snap, F_OK) < 0) {
+	/* A misspelt check or requirement would verify less than the
+	 * project asked for, and say PASS: the one reader checks them. */
+	r = conftab_open(snap, ".spd.conf", CONFTAB_PROJECT, &cfg, why,
+			 sizeof(why));
+	if (r == -ENOENT) {
 		/* No .spd.conf: no checks, and the checks gate fails. */
 		*ret = p;
 		p = NULL;
 		r = 0;
 		goto out;
 	}
+	if (r < 0) {
+		sess_seterr(s, "%s", why);
+		r = -EINVAL;
+		goto out;
+	}
 	r = -EINVAL;
 	plan_policy_hash(snap, p);
-	if (git_config_open_ondisk(&cfg, snap) < 0) {
-		sess_seterr(s, ".spd.conf: %s", sess_git_msg());
-		goto out;
-	}
-	/* A misspelt check or requirement would verify less than the
-	 * project asked for, and say PASS. */
-	char why[512];
-	if (conftab_check(cfg, snap, ".spd.conf", CONFTAB_PROJECT, why,
-			  sizeof(why)) < 0) {
-		sess_seterr(s, "%s", why);
-		goto out;
-	}
 	/* Filtered by hand, not with a glob regex: libgit2's PCRE2 path
 	 * leaks its match data. */
 	if (git_config_iterator_new(&it, cfg) < 0) {
