@@ -182,7 +182,9 @@ static void after_reply(void *data, const struct sbx_result *r)
 
 		x = session_checkpoint(rs->spd->sessions, rs->id,
 				       rs->journal_row, what, NULL);
-		if (x < 0 && x != -EBUSY && x != -ENOENT)
+		if (x == -EINPROGRESS)
+			agent_checkpoint_later(rs->spd);
+		else if (x < 0 && x != -EBUSY && x != -ENOENT)
 			log_warn("session %s: no checkpoint: %s", rs->id,
 				 session_store_error(rs->spd->sessions));
 		free(what);
@@ -608,6 +610,40 @@ void agent_prime_recent(struct spd *spd)
 	strv_free_array(w);
 }
 
+/* The checkpoints waiting for their workspace's watch, tried again
+ * every AGENT_DEFERRED_MS until none waits (one spd per process). */
+#define AGENT_DEFERRED_MS 100
+static uv_timer_t *deferred_timer;
+
+static void on_deferred(uv_timer_t *t)
+{
+	struct spd *spd = t->data;
+
+	if (!spd->sessions || session_checkpoint_deferred(spd->sessions) == 0)
+		uv_timer_stop(t);
+}
+
+void agent_checkpoint_later(struct spd *spd)
+{
+	if (!spd->loop)
+		return;
+	if (!deferred_timer) {
+		deferred_timer = calloc(1, sizeof(*deferred_timer));
+		if (!deferred_timer)
+			return;
+		uv_timer_init(spd->loop, deferred_timer);
+		deferred_timer->data = spd;
+	}
+	if (!uv_is_active((uv_handle_t *)deferred_timer))
+		uv_timer_start(deferred_timer, on_deferred, AGENT_DEFERRED_MS,
+			       AGENT_DEFERRED_MS);
+}
+
+static void on_deferred_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
 int agent_start(struct spd *spd)
 {
 	int r = session_store_open(spd->paths.state_dir, &spd->sessions);
@@ -630,6 +666,10 @@ int agent_start(struct spd *spd)
 
 void agent_stop(struct spd *spd)
 {
+	if (deferred_timer) {
+		uv_close((uv_handle_t *)deferred_timer, on_deferred_closed);
+		deferred_timer = NULL;
+	}
 	session_store_free(spd->sessions);
 	spd->sessions = NULL;
 	spd->session_auth = NULL;

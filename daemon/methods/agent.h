@@ -29,6 +29,9 @@ int agent_start(struct spd *spd);
  * Nothing without a loop or on a failure (the runs walk, as before).
  */
 void agent_prime_recent(struct spd *spd);
+/* A checkpoint waits for its workspace's watch (session_checkpoint said
+ * -EINPROGRESS): taken as soon as the watch is made. */
+void agent_checkpoint_later(struct spd *spd);
 /*
  * Session id's token joins the redaction set, from now on redacted
  * wherever it would appear (a run echoing it, a file holding it):

@@ -34,6 +34,7 @@
 #include "common/util.h"
 #include "daemon/transport/call.h"
 #include "daemon/sandbox/fsops.h"
+#include "daemon/methods/agent.h"
 #include "daemon/methods/gate.h"
 #include "daemon/session/session.h"
 #include "daemon/spd.h"
@@ -592,7 +593,8 @@ static void job_done(uv_work_t *w, int status)
 	{
 		/* The call is gone once answered: what the checkpoint after
 		 * it needs is taken first. */
-		struct session_store *ss = call_spd(j->c)->sessions;
+		struct spd *spd = call_spd(j->c);
+		struct session_store *ss = spd->sessions;
 		bool changed = res && j->session && j->op != FS_OP_READ &&
 			       j->op != FS_OP_LIST && j->op != FS_OP_STAT;
 
@@ -606,7 +608,9 @@ static void job_done(uv_work_t *w, int status)
 			char what[600];
 
 			snprintf(what, sizeof(what), "fs %s", j->rel);
-			session_checkpoint(ss, j->session, 0, what, NULL);
+			if (session_checkpoint(ss, j->session, 0, what, NULL) ==
+			    -EINPROGRESS)
+				agent_checkpoint_later(spd);
 		}
 	}
 out:

@@ -608,7 +608,9 @@ void m_session_log(struct call *c)
 		fail(c, -ENOENT, id);
 		return;
 	}
-	call_reply(c, json_pack("{s:s, s:o}", "id", id, "checkpoints", a));
+	call_reply(c, json_pack("{s:s, s:o, s:b}", "id", id, "checkpoints", a,
+				"pending",
+				session_checkpoint_pending(store(c), id)));
 }
 
 void m_session_restore(struct call *c)

@@ -271,10 +271,21 @@ void session_touch(struct session_store *s, const char *id);
  * refs/spd/checkpoints/<id>, never the agent's branch) with the journal
  * row and what made it.  Returns 1 and *ret_n (may be NULL) when taken, 0
  * when nothing changed (or not a live worktree session), -EBUSY while a
- * run is in flight, or -errno.
+ * run is in flight (the last run's end takes it), -EINPROGRESS while the
+ * workspace's watch is being made (kept, and taken by
+ * session_checkpoint_deferred once it is), or -errno.
  */
 int session_checkpoint(struct session_store *s, const char *id, int64_t row,
 		       const char *what, unsigned *ret_n);
+
+/*
+ * The checkpoints that waited for their workspace's watch
+ * (session_checkpoint answered -EINPROGRESS), taken now where the watch
+ * is made.  Returns how many still wait.
+ */
+unsigned session_checkpoint_deferred(struct session_store *s);
+/* Whether session id has a checkpoint waiting for its watch. */
+bool session_checkpoint_pending(struct session_store *s, const char *id);
 /* The checkpoints, oldest first: [{"n","commit","journal_row","what",
  * "files","at"}] (new reference), or NULL for no such session. */
 json_t *session_checkpoints(struct session_store *s, const char *id);

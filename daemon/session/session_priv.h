@@ -62,6 +62,11 @@ struct sess {
 	size_t ck_npaths;
 	git_oid ck_paths_base; /* the tree they changed */
 	struct strv ck_strs;   /* names tree_updated made for its updates */
+	/* A checkpoint that waits for the workspace's watch to be made
+	 * (session_checkpoint_deferred): the last run's row and argv. */
+	bool ck_deferred;
+	int64_t ck_def_row;
+	char *ck_def_what;
 	struct sess *next;
 };
 

@@ -183,6 +183,9 @@ void sess_work_close(struct sess *x)
 	x->ck_tree_set = false;
 	json_decref(x->ck_paths);
 	x->ck_paths = NULL;
+	free(x->ck_def_what);
+	x->ck_def_what = NULL;
+	x->ck_deferred = false;
 }
 
 /* The most entries one incremental update visits (a directory made or
@@ -567,7 +570,7 @@ static int tree_updated(struct sess *x, char **paths, git_oid *ret)
  */
 /* How worktree_tree may read: what the watch says changed, falling back
  * to the whole worktree; the same, but a watch still being made means
- * "later" (-EINPROGRESS: a checkpoint waits for the next run rather than
+ * "later" (-EINPROGRESS: a checkpoint waits for the watch rather than
  * read 10,000 files on the loop); or always the whole worktree. */
 enum wt_read { WT_CHANGES, WT_WAIT, WT_WHOLE };
 
@@ -845,11 +848,66 @@ int session_checkpoint(struct session_store *s, const char *id, int64_t row,
 	if (x->runs > 0)
 		return -EBUSY; /* the last run to end takes it */
 	r = checkpoint(s, x, row, what, WT_WAIT, &n);
-	if (r == -EINPROGRESS)
-		return -EBUSY; /* the watch is being made: the next one */
+	if (r == -EINPROGRESS) {
+		/* The watch is being made: the checkpoint is taken once it
+		 * is (session_checkpoint_deferred), never read whole here. */
+		char *w = strdup(what ? what : "");
+
+		if (!w)
+			return -ENOMEM;
+		free(x->ck_def_what);
+		x->ck_def_what = w;
+		x->ck_def_row = row;
+		x->ck_deferred = true;
+		return -EINPROGRESS;
+	}
+	if (r >= 0) {
+		free(x->ck_def_what);
+		x->ck_def_what = NULL;
+		x->ck_deferred = false;
+	}
 	if (r == 1 && ret_n)
 		*ret_n = n;
 	return r;
+}
+
+bool session_checkpoint_pending(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	return x && x->ck_deferred;
+}
+
+unsigned session_checkpoint_deferred(struct session_store *s)
+{
+	unsigned left = 0;
+
+	for (struct sess *x = s->list; x; x = x->next) {
+		char *what;
+		int r;
+
+		if (!x->ck_deferred)
+			continue;
+		if (x->runs > 0 || x->info.state != SESSION_ACTIVE) {
+			/* A run's end takes it; an ended session's end read
+			 * the worktree whole. */
+			if (x->info.state != SESSION_ACTIVE) {
+				free(x->ck_def_what);
+				x->ck_def_what = NULL;
+				x->ck_deferred = false;
+			}
+			continue;
+		}
+		what = x->ck_def_what;
+		x->ck_def_what = NULL;
+		x->ck_deferred = false;
+		r = session_checkpoint(s, x->info.id, x->ck_def_row, what,
+				       NULL);
+		free(what);
+		if (r == -EINPROGRESS)
+			left++;
+	}
+	return left;
 }
 
 json_t *session_checkpoints(struct session_store *s, const char *id)

@@ -116,12 +116,33 @@ static char *run_sh(const struct sess *s, const char *line)
 }
 
 /* run_sh that must exit 0. */
+/* Until the session's last checkpoint is taken: one that waits for
+ * the workspace's watch (a new session's first run) is taken once the
+ * watch is made (session.log "pending"); at most 30 s, a bound on a
+ * failure, never a timed assertion. */
+static void settle(const char *id)
+{
+	char *r = NULL;
+
+	for (int i = 0; i < 300; i++) {
+		free(r);
+		r = rpcf(NULL, "session.log", "{\"id\":\"%s\"}", id);
+		if (!has(r, "\"pending\":true"))
+			break;
+		usleep(100 * 1000);
+	}
+	ck_assert_msg(!has(r, "\"pending\":true"),
+		      "a checkpoint still waits: %s", r);
+	free(r);
+}
+
 static void run_ok(const struct sess *s, const char *line)
 {
 	char *r = run_sh(s, line);
 
 	ck_assert_msg(has(r, "\"exit_code\":0"), "%s: %s", line, r);
 	free(r);
+	settle(s->id);
 }
 
 /* git in the operator's repository: its output (trailing newline cut). */
@@ -335,6 +356,52 @@ START_TEST(test_checkpoints_and_restore)
 	/* Never on the agent's branch. */
 	check_git("0", "rev-list --count main..spd/ckpt");
 	free(s.wt);
+}
+END_TEST
+
+/* A new session of a big worktree: its first run ends before spd's
+ * watch of the worktree is made, and the checkpoint of what it changed
+ * waits for the watch (session.log "pending") instead of being dropped
+ * until another run. */
+START_TEST(test_first_checkpoint_waits_for_the_watch)
+{
+	char *repo = fmt("%s/big", T.dir), *p, *r, *out = NULL;
+	struct sess s = {0};
+	json_t *j, *cps;
+
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "mkdir -p '%s' && cd '%s' && git init -q -b main && "
+		    "python3 -c 'import os\n"
+		    "for d in range(100):\n"
+		    " os.mkdir(\"d%%d\" %% d)\n"
+		    " for f in range(300):\n"
+		    "  open(\"d%%d/f%%d\" %% (d, f), \"w\").write(str(f))' && "
+		    "git add -A && git -c user.name=o -c user.email=o@o commit "
+		    "-qm big",
+		    repo, repo),
+	    0);
+	p = fmt("{\"repo\":\"%s\",\"feature\":\"big\"}", repo);
+	test_session_start(&T, p, s.id, s.token);
+	free(p);
+	s.wt = fmt("%s/worktrees/%s", T.state, s.id);
+	r = run_sh(&s, "echo deferred > zz.txt");
+	ck_assert_msg(has(r, "\"exit_code\":0"), "%s", r);
+	free(r);
+	settle(s.id);
+	r = rpcf(NULL, "session.log", "{\"id\":\"%s\"}", s.id);
+	j = json_loads(r, 0, NULL);
+	cps = json_object_get(json_object_get(j, "result"), "checkpoints");
+	ck_assert_msg(json_array_size(cps) == 1, "checkpoints: %s", r);
+	json_decref(j);
+	free(r);
+	test_sh(&out, "git -C '%s' show refs/spd/checkpoints/%s:zz.txt", repo,
+		s.id);
+	ck_assert_msg(out && strcmp(out, "deferred\n") == 0,
+		      "zz.txt in the checkpoint: %s", out);
+	free(out);
+	free(s.wt);
+	free(repo);
 }
 END_TEST
 
@@ -743,6 +810,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_agent_commit_secret_refused);
 	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
+	tcase_add_test(tc, test_first_checkpoint_waits_for_the_watch);
 	tcase_add_test(tc, test_checkpoint_tree_is_gits);
 	tcase_add_test(tc, test_checkpoint_tree_at_once);
 	tcase_add_test(tc, test_end_commits_uncommitted_work);

@@ -103,7 +103,32 @@ static void start(const char *feature, struct session *s)
 			      o_, e_);                                         \
 		free(o_);                                                      \
 		free(e_);                                                      \
+		settle((s)->id);                                               \
 	} while (0)
+
+/* Until the session's last checkpoint is taken: one that waits for the
+ * workspace's watch is taken once the watch is made (session.log
+ * "pending"); at most 30 s, a bound on a failure. */
+static void settle(const char *id)
+{
+	char *params, *r = NULL;
+
+	ck_assert(asprintf(&params, "{\"id\":\"%s\"}", id) > 0);
+	for (int i = 0; i < 300; i++) {
+		int fd = test_spd_connect(&T);
+
+		free(r);
+		r = test_rpc_on(&T, fd, NULL, "session.log", params, 30000);
+		close(fd);
+		if (!r || !strstr(r, "\"pending\":true"))
+			break;
+		usleep(100 * 1000);
+	}
+	ck_assert_msg(r && !strstr(r, "\"pending\":true"),
+		      "a checkpoint still waits: %s", r);
+	free(r);
+	free(params);
+}
 
 /* What git says of the operator's repository. */
 static char *git(const char *fmt, const char *arg)
