@@ -25,6 +25,7 @@
 #include "daemon/config.h"
 #include "daemon/journal/journal.h"
 #include "daemon/log.h"
+#include "daemon/proxy/proxy.h"
 #include "daemon/modules.h"
 #include "daemon/transport/quota.h"
 #include "daemon/keys/secrets.h"
@@ -658,6 +659,7 @@ int main(int argc, char **argv)
 	}
 	close(pidfd);
 	log_info("stopped");
+	proxy_tls_free(&spd);
 	config_free(&spd.config);
 	log_set_redact(NULL);
 	secrets_free(&spd);

@@ -20,92 +20,9 @@
 #include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/proxy/proxy.h"
+#include "daemon/proxy/proxy_priv.h"
 #include "daemon/spd.h"
 #include "daemon/transport/quota.h"
-
-struct pconn;
-
-/* One direction of a tunnel: bytes read from `from` go to `to`. */
-struct pdir {
-	struct pconn *c;
-	uv_stream_t *from, *to;
-	uv_write_t w;
-	uv_shutdown_t sh;
-	bool writing, eof;
-	uint64_t bytes;
-	char buf[PROXY_CHUNK];
-};
-
-enum pstate { P_HEAD, P_ASKING, P_RESOLVING, P_CONNECTING, P_TUNNEL, P_DONE };
-
-/* A host and port of an ask-host rule that a person is asked about in
- * this run; the answer holds for the rest of the run, so npm's fifteen
- * connections to one registry make one prompt, not fifteen. */
-struct pask {
-	struct pask *next;
-	struct proxy_port *port;
-	char host[PROXY_HOST_MAX + 1];
-	uint16_t dport;
-	enum { ASK_WAITING, ASK_GRANTED, ASK_REFUSED } state;
-	uint64_t id; /* the approval, while waiting */
-	char why[300];
-};
-
-struct pconn {
-	struct proxy_port *port;
-	struct pconn *next, *prev;
-	uv_tcp_t client, upstream;
-	/* The head's deadline, then in the tunnel the idle timeout. */
-	uv_timer_t timer;
-	uint64_t last_ms; /* uv_now() when a byte last came either way */
-	bool idle;	  /* closed for passing nothing */
-	uv_getaddrinfo_t gai;
-	uv_connect_t conn;
-	uv_write_t reply;
-	http_parser p;
-	enum pstate state;
-	bool upstream_open, gai_pending, closing, allowed;
-	int handles;
-	char *head; /* the request head and any bytes after it */
-	size_t head_len;
-	char url[PROXY_HEAD_MAX];
-	size_t url_len;
-	char host[PROXY_HOST_MAX + 1];
-	uint16_t dport;
-	char address[INET6_ADDRSTRLEN];
-	char *out; /* what goes upstream first */
-	size_t out_len;
-	char *reply_buf;
-	struct pdir up, down; /* client->upstream, upstream->client */
-	struct pask *ask;     /* P_ASKING: the answer it waits for */
-};
-
-/* One kind of refusal of a run's proxy (PROXY_REFUSAL_KINDS_MAX). */
-struct prefusal {
-	char host[PROXY_HOST_MAX + 1];
-	uint16_t dport;
-	int status;
-	char why[300];
-	uint64_t count; /* refusals of the kind not journaled yet */
-};
-
-struct proxy_port {
-	struct spd *spd;
-	struct prefusal *refusals; /* PROXY_REFUSAL_KINDS_MAX, or NULL */
-	size_t nrefusals;
-	uint64_t other_refusals; /* of kinds beyond those */
-	uv_tcp_t listener;
-	bool closing, listener_open;
-	struct pconn *conns;
-	unsigned nconns;
-	char *session;
-	char *workspace;
-	struct proxy_project *project;
-	struct pask *asks;
-	void (*on_ask)(void *data, json_t *pending);
-	void *on_ask_data;
-	char actor[16];
-};
 
 static void port_maybe_free(struct proxy_port *p)
 {
@@ -247,6 +164,7 @@ static void conn_maybe_free(struct pconn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	p->nconns--;
+	pconn_tls_free(c);
 	free(c->head);
 	free(c->out);
 	free(c->reply_buf);
@@ -474,6 +392,14 @@ static void on_upstream_connected(uv_connect_t *req, int status)
 				"method", http_method_str(c->p.method),
 				"decision", "allow"));
 	c->state = P_TUNNEL;
+	if (c->p.method == HTTP_CONNECT &&
+	    proxy_terminates(&c->port->spd->config, c->host)) {
+		/* A credential or request rules: spd is the TLS server the
+		 * run talks to (tls.c). */
+		pconn_idle_start(c);
+		pconn_tls_start(c);
+		return;
+	}
 	c->reply.data = c;
 	b = uv_buf_init(c->out, (unsigned)c->out_len);
 	/* up.bytes counts what the client sent; the established line of
@@ -987,6 +913,41 @@ static void head_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	}
 	if (c->head_len == PROXY_HEAD_MAX)
 		refuse(c, 400, "request head over %d bytes", PROXY_HEAD_MAX);
+}
+
+/* ---- for tls.c ----------------------------------------------------- */
+
+void pconn_close(struct pconn *c)
+{
+	conn_close(c);
+}
+
+void pconn_refusal_note(struct pconn *c, int status, const char *why)
+{
+	refusal_note(c, status, why);
+}
+
+void pconn_journal(struct pconn *c, const char *kind, json_t *d)
+{
+	journal_event(c, kind, d);
+}
+
+bool pconn_journal_charge(struct proxy_port *p)
+{
+	return journal_charge(p);
+}
+
+void pconn_refuse_plain(struct pconn *c, int status, const char *why)
+{
+	refuse(c, status, "%s", why);
+}
+
+void pconn_idle_start(struct pconn *c)
+{
+	c->last_ms = uv_now(c->port->spd->loop);
+	uv_timer_start(
+	    &c->timer, on_timer,
+	    (uint64_t)c->port->spd->config.proxy_idle_timeout_s * 1000u, 0);
 }
 
 /* ---- the listener -------------------------------------------------- */

@@ -123,6 +123,66 @@ bool proxy_project_names(const struct proxy_project *proj, const char *host);
  * lists; returns o. */
 json_t *proxy_state_add(json_t *o, const struct spd_config *cfg);
 
+/*
+ * [credential "NAME"]: host = PATTERN (one or more), and header = "Name:
+ * value" or basic = "user:password", where ${VAR} is replaced by the
+ * value of VAR in spd's secrets (daemon/keys/secrets.h: the environment
+ * file), never known to a run.  A CONNECT to a host one names is
+ * terminated by spd (tls.c), and every request on it carries the header
+ * instead of whatever of that name the run sent.
+ */
+struct proxy_credential {
+	char *name;
+	char **hosts;	   /* NULL-terminated patterns */
+	char *header_name; /* "Authorization" */
+	char *value;	   /* the template: "Bearer ${TOKEN}", "user:${T}" */
+	bool basic;	   /* value is user:password, sent as Basic */
+};
+
+/* [network "HOST"] allow = METHOD /glob and deny = ..., in file order:
+ * the first whose host, method and path (globs) match decides a request to a
+ * terminated host; a host with rules refuses what none matches. */
+struct proxy_http_rule {
+	char *host;   /* the subsection: a name or *.suffix */
+	char *method; /* "GET", or "*" for any */
+	char *path;   /* a glob: * within a segment, ** across them */
+	char *text;   /* the rule as configured: "allow = GET /repos/..." */
+	bool allow;
+};
+
+/* Read the [credential "NAME"] sections, [network "HOST"] rules and
+ * [network] test-ca of gc (read from path) into cfg.  A malformed one is
+ * refused: -EINVAL with the reason in errbuf. */
+struct git_config;
+int proxy_config_load(struct git_config *gc, const char *path,
+		      struct spd_config *cfg, char *errbuf, size_t errlen);
+void proxy_config_free(struct spd_config *cfg);
+
+/* The credential for host (the first whose pattern matches), or NULL. */
+const struct proxy_credential *
+proxy_credential_for(const struct spd_config *cfg, const char *host);
+/* Whether spd terminates a CONNECT to host: a credential or a request
+ * rule names it. */
+bool proxy_terminates(const struct spd_config *cfg, const char *host);
+/* The first of cfg's rules for host that matches method and path (the
+ * path without its query), or NULL; *ret_any set when host has rules at
+ * all (then no match is a refusal). */
+const struct proxy_http_rule *
+proxy_http_decide(const struct spd_config *cfg, const char *host,
+		  const char *method, const char *path, bool *ret_any);
+/* Whether glob (* within a segment, ** across segments) matches path. */
+bool proxy_path_glob(const char *glob, const char *path);
+
+/*
+ * The proxy's CA (tls.c): made in spd's state dir at first use (key
+ * 0600), and a bundle of the system's CAs plus it written where a run
+ * can read it.  Returns 0 and the bundle's path in *ret (borrowed, valid
+ * while spd runs), or -errno with errbuf saying why.
+ */
+int proxy_tls_prepare(struct spd *spd, const char **ret, char *errbuf,
+		      size_t errlen);
+void proxy_tls_free(struct spd *spd);
+
 struct sockaddr;
 /* Why sa is not a public address ("loopback", "link-local", "private",
  * "shared", "unique-local", "unspecified", ...), or NULL when it is. */

@@ -1,0 +1,426 @@
+/*
+ * Service credentials in the proxy (issue 42), against a real spd: a
+ * host with a [credential] is terminated by spd, which adds the token
+ * the run never has; every other CONNECT is still a plain tunnel; the
+ * CA's key is out of every run's reach; [network "HOST"] rules decide
+ * on method and path.
+ *
+ * The stand-in is an HTTPS server on 127.0.0.2 whose certificate comes
+ * from a test CA made here; spd trusts that CA for names under .test
+ * ([network] test-ca) and maps the names to 127.0.0.2 ([network]
+ * resolve).  It answers 200 to the real token and 401 to anything else,
+ * and logs each request's Authorization headers to a file read from
+ * outside any run.
+ */
+#include <errno.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <check.h>
+
+#include "tests/lib/spdproc.h"
+#include "tests/lib/testlib.h"
+
+#define TOKEN "ghs_StandInT0ken4f7c2a9e81d3b6"
+
+static struct test_spd T;
+static char *WS, *CERTS;
+static pid_t standin = -1;
+static int standin_port;
+
+static bool has(const char *hay, const char *needle)
+{
+	return hay && needle && strstr(hay, needle) != NULL;
+}
+
+static int count(const char *hay, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = hay; p && (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+static char standin_py[] =
+    "import http.server, ssl, sys\n"
+    "cert, key, log, token = sys.argv[1:5]\n"
+    "class H(http.server.BaseHTTPRequestHandler):\n"
+    "    protocol_version = 'HTTP/1.1'\n"
+    "    def any(self):\n"
+    "        a = self.headers.get_all('Authorization') or []\n"
+    "        n = int(self.headers.get('Content-Length') or 0)\n"
+    "        self.rfile.read(n)\n"
+    "        with open(log, 'a') as f:\n"
+    "            f.write('%s %s host=%s auth=%s\\n' % (self.command,\n"
+    "                    self.path, self.headers.get('Host'),\n"
+    "                    '|'.join(a) or '-'))\n"
+    "        ok = a == ['Bearer ' + token]\n"
+    "        b = (('user=standin %s %s\\n' % (self.command, self.path))\n"
+    "             if ok else 'no credentials\\n').encode()\n"
+    "        self.send_response(200 if ok else 401)\n"
+    "        self.send_header('Content-Length', str(len(b)))\n"
+    "        self.end_headers(); self.wfile.write(b)\n"
+    "    do_GET = do_POST = do_DELETE = do_PUT = any\n"
+    "    def log_message(self, *a): pass\n"
+    "s = http.server.ThreadingHTTPServer(('127.0.0.2', 0), H)\n"
+    "c = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)\n"
+    "c.load_cert_chain(cert, key)\n"
+    "s.socket = c.wrap_socket(s.socket, server_side=True)\n"
+    "print(s.server_address[1], flush=True)\n"
+    "s.serve_forever()\n";
+
+static void standin_start(void)
+{
+	char *cert, *key, *log;
+	int p[2];
+	char buf[32] = "";
+	ssize_t n;
+
+	ck_assert(asprintf(&cert, "%s/srv.pem", CERTS) > 0);
+	ck_assert(asprintf(&key, "%s/srv.key", CERTS) > 0);
+	ck_assert(asprintf(&log, "%s/seen.log", CERTS) > 0);
+	ck_assert_int_eq(pipe(p), 0);
+	standin = fork();
+	ck_assert_int_ge(standin, 0);
+	if (standin == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		execlp("python3", "python3", "-c", standin_py, cert, key, log,
+		       TOKEN, (char *)NULL);
+		_exit(127);
+	}
+	close(p[1]);
+	for (size_t got = 0; got < sizeof(buf) - 1 && !strchr(buf, '\n');
+	     got += (size_t)n) {
+		n = read(p[0], buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+	}
+	close(p[0]);
+	free(cert);
+	free(key);
+	free(log);
+	ck_assert_msg(strchr(buf, '\n'), "the stand-in did not start");
+	standin_port = atoi(buf);
+	ck_assert_int_gt(standin_port, 0);
+}
+
+static bool usable(void)
+{
+	return access("/usr/bin/curl", X_OK) == 0 &&
+	       access("/usr/bin/python3", X_OK) == 0 &&
+	       access("/usr/bin/openssl", X_OK) == 0 &&
+	       access("/usr/bin/sqlite3", X_OK) == 0;
+}
+
+/* The test CA and the stand-in's certificate (both .test names). */
+static void make_certs(void)
+{
+	CERTS = test_tmpdir("certs");
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "cd '%s' && "
+		    "openssl req -x509 -newkey ec -pkeyopt "
+		    "ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem "
+		    "-days 2 -subj /CN=spd-test-standin-ca "
+		    "-addext basicConstraints=critical,CA:TRUE "
+		    "-addext keyUsage=critical,keyCertSign 2>/dev/null && "
+		    "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+		    "-nodes -keyout srv.key -out srv.csr "
+		    "-subj /CN=api.stand-in.test 2>/dev/null && "
+		    "printf 'subjectAltName=DNS:api.stand-in.test,"
+		    "DNS:plain.stand-in.test,DNS:rules.stand-in.test\\n"
+		    "basicConstraints=CA:FALSE\\n"
+		    "keyUsage=digitalSignature\\nextendedKeyUsage=serverAuth\\n"
+		    "subjectKeyIdentifier=hash\\n"
+		    "authorityKeyIdentifier=keyid\\n' > ext && "
+		    "openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key "
+		    "-CAcreateserial -out srv.pem -days 2 -extfile ext "
+		    "2>/dev/null && chmod 644 ca.pem srv.pem srv.key && "
+		    "chmod 755 .",
+		    CERTS),
+	    0);
+}
+
+/* spd with [network] for the stand-in's names, then extra (the
+ * credential or rules under test); the token in spd's environment file
+ * when with_token. */
+static void start(const char *extra, bool with_token)
+{
+	char conf[4096], *env;
+
+	make_certs();
+	snprintf(conf, sizeof(conf),
+		 "[network]\n"
+		 "\tallow-host = *.stand-in.test\n"
+		 "\tresolve = api.stand-in.test:127.0.0.2\n"
+		 "\tresolve = plain.stand-in.test:127.0.0.2\n"
+		 "\tresolve = rules.stand-in.test:127.0.0.2\n"
+		 "\tallow-address = 127.0.0.2\n"
+		 "\ttest-ca = %s/ca.pem\n"
+		 "\tca-bundle = %s/run-trusts.pem\n"
+		 "%s",
+		 CERTS, CERTS, extra);
+	test_spd_prepare(&T, conf);
+	if (with_token) {
+		ck_assert(asprintf(&env, "%s/environment", T.config) > 0);
+		test_write_file(env, "STANDIN_TOKEN=" TOKEN "\n");
+		free(env);
+	}
+	test_spd_start(&T);
+	WS = test_tmpdir("ws");
+	standin_start();
+}
+
+static void setup(void)
+{
+	standin = -1;
+	WS = CERTS = NULL;
+}
+
+static void teardown(void)
+{
+	if (standin > 0) {
+		kill(standin, SIGKILL);
+		waitpid(standin, NULL, 0);
+		standin = -1;
+	}
+	test_spd_stop_clean(&T);
+	if (WS)
+		test_rmrf(WS);
+	if (CERTS)
+		test_rmrf(CERTS);
+	free(WS);
+	free(CERTS);
+	WS = CERTS = NULL;
+}
+
+static const char cred_conf[] =
+    "[credential \"standin\"]\n"
+    "\thost = api.stand-in.test\n"
+    "\theader = Authorization: Bearer ${STANDIN_TOKEN}\n";
+
+/* sh -c script in a proxy run, approved by the operator; its exit
+ * status. */
+static int run_proxy(const char *script, char **ret_out, char **ret_err)
+{
+	char *sc = strdup(script);
+	char *args[] = {"run", "--workspace", WS,   "--yes", "--net", "proxy",
+			"--",  "sh",	      "-c", sc,	     NULL};
+	int st = test_spctl(&T, args, NULL, ret_out, ret_err);
+
+	free(sc);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *ws_file(const char *name)
+{
+	char *p, *text;
+
+	ck_assert(asprintf(&p, "%s/%s", WS, name) > 0);
+	text = test_read_file(p);
+	free(p);
+	return text;
+}
+
+static char *seen(void)
+{
+	char *p, *text;
+
+	ck_assert(asprintf(&p, "%s/seen.log", CERTS) > 0);
+	text = test_read_file(p);
+	free(p);
+	return text;
+}
+
+/* The credential reaches the stand-in for its host, in place of the one
+ * the run sent, and nowhere else: not in the run's environment, files or
+ * output, not in the journal or spd's log. */
+START_TEST(test_credential_added_by_spd)
+{
+	char script[2048], *out = NULL, *err = NULL, *envf, *f1, *f2, *verb,
+			   *s, *j, *log, *p;
+
+	if (!usable())
+		TEST_SKIP("curl, python3, openssl or sqlite3 is not installed");
+	start(cred_conf, true);
+	snprintf(script, sizeof(script),
+		 "env > env.txt; "
+		 "curl -sS -w ' code=%%{http_code}\\n' "
+		 "https://api.stand-in.test:%d/user > one.txt 2>&1; "
+		 "curl -sS -w ' code=%%{http_code}\\n' -H 'Authorization: "
+		 "Bearer made-up-by-the-run' "
+		 "https://api.stand-in.test:%d/user?x=1 > two.txt 2>&1; "
+		 "curl -sv https://api.stand-in.test:%d/again > verbose.txt "
+		 "2>&1; "
+		 "cat one.txt two.txt",
+		 standin_port, standin_port, standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	f1 = ws_file("one.txt");
+	f2 = ws_file("two.txt");
+	envf = ws_file("env.txt");
+	verb = ws_file("verbose.txt");
+	ck_assert_msg(has(f1, "user=standin GET /user\n code=200"), "one %s",
+		      f1);
+	ck_assert_msg(has(f2, "user=standin GET /user?x=1\n code=200"),
+		      "two %s", f2);
+	/* The run talked TLS to spd, with a certificate of spd's CA. */
+	ck_assert_msg(has(verb, "issuer: O=spd; CN=spd proxy CA"), "verbose %s",
+		      verb);
+	ck_assert_msg(has(envf, "SSL_CERT_FILE=") &&
+			  has(envf, "NODE_EXTRA_CA_CERTS=") &&
+			  has(envf, "REQUESTS_CA_BUNDLE=") &&
+			  has(envf, "GIT_SSL_CAINFO=") &&
+			  has(envf, "CARGO_HTTP_CAINFO="),
+		      "env %s", envf);
+	s = seen();
+	/* Each request carried the real token once: the run's own header
+	 * was replaced, not doubled. */
+	ck_assert_msg(count(s, "auth=Bearer " TOKEN "\n") == 3, "seen %s", s);
+	ck_assert_msg(!has(s, "made-up-by-the-run"), "seen %s", s);
+	ck_assert_msg(has(s, "host=api.stand-in.test:"), "seen %s", s);
+	ck_assert_msg(!has(envf, TOKEN) && !has(f1, TOKEN) && !has(f2, TOKEN) &&
+			  !has(verb, TOKEN) && !has(out, TOKEN) &&
+			  !has(err, TOKEN),
+		      "the token reached the run");
+	j = test_journal_until(&T,
+			       "select kind, summary, detail from events "
+			       "order by id",
+			       "net.proxy.close|api.stand-in.test:");
+	ck_assert_msg(has(j, "net.proxy.request") &&
+			  has(j, "\"credential\":\"standin\"") &&
+			  has(j, "\"path\":\"/user\""),
+		      "journal %s", j);
+	ck_assert_msg(!has(j, TOKEN), "the token is in the journal");
+	ck_assert(asprintf(&p, "%s/spd.log", T.state) > 0);
+	log = test_read_file(p);
+	ck_assert_msg(!has(log, TOKEN), "the token is in spd's log");
+	free(p);
+	free(log);
+	free(j);
+	free(s);
+	free(f1);
+	free(f2);
+	free(envf);
+	free(verb);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* A host without a credential or rule is still a plain tunnel: the run
+ * sees the stand-in's own certificate, and no token is added. */
+START_TEST(test_other_hosts_plain_tunnel)
+{
+	char script[2048], *out = NULL, *err = NULL, *verb, *s;
+
+	if (!usable())
+		TEST_SKIP("curl, python3, openssl or sqlite3 is not installed");
+	start(cred_conf, true);
+	snprintf(script, sizeof(script),
+		 "curl -sv --cacert '%s/ca.pem' -w ' code=%%{http_code}\\n' "
+		 "https://plain.stand-in.test:%d/user > verbose.txt 2>&1",
+		 CERTS, standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	verb = ws_file("verbose.txt");
+	ck_assert_msg(has(verb, "issuer: CN=spd-test-standin-ca") &&
+			  has(verb, "code=401"),
+		      "verbose %s", verb);
+	s = seen();
+	ck_assert_msg(has(s, "GET /user host=plain.stand-in.test:") &&
+			  has(s, "auth=-\n") && !has(s, TOKEN),
+		      "seen %s", s);
+	free(s);
+	free(verb);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* Without the credential configured the same request is a tunnel to a
+ * server that refuses it, and the run is told of no CA of spd's. */
+START_TEST(test_without_credential_401)
+{
+	char script[2048], *out = NULL, *err = NULL;
+
+	if (!usable())
+		TEST_SKIP("curl, python3, openssl or sqlite3 is not installed");
+	start("", true);
+	snprintf(script, sizeof(script),
+		 "echo \"cafile=${SSL_CERT_FILE:-none}\"; "
+		 "curl -sS --cacert '%s/ca.pem' -w ' code=%%{http_code}\\n' "
+		 "https://api.stand-in.test:%d/user",
+		 CERTS, standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(has(out, "cafile=none") &&
+			  has(out, "no credentials\n code=401"),
+		      "out %s err %s", out, err);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* The CA's key is in spd's state dir, which no run sees; the bundle a
+ * run trusts is readable.  The control, outside the sandbox, reads the
+ * key. */
+START_TEST(test_ca_key_out_of_reach)
+{
+	char script[2048], *out = NULL, *err = NULL, *key, *p;
+	struct stat st;
+
+	if (!usable())
+		TEST_SKIP("curl, python3, openssl or sqlite3 is not installed");
+	start(cred_conf, true);
+	snprintf(script, sizeof(script),
+		 "if cat '%s/proxy-ca/ca.key' 2>/dev/null | grep -q KEY; "
+		 "then echo KEY-READ; else echo key-unreadable; fi; "
+		 "grep -c 'BEGIN CERTIFICATE' \"$SSL_CERT_FILE\" | "
+		 "sed 's/^/bundle-certs=/'; "
+		 "curl -sS -o /dev/null -w 'code=%%{http_code}\\n' "
+		 "https://api.stand-in.test:%d/user",
+		 T.state, standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(has(out, "key-unreadable") && !has(out, "KEY-READ") &&
+			  has(out, "bundle-certs=") && has(out, "code=200"),
+		      "out %s err %s", out, err);
+	/* The control: the key is there, spd's own, mode 0600. */
+	ck_assert(asprintf(&p, "%s/proxy-ca/ca.key", T.state) > 0);
+	key = test_read_file(p);
+	ck_assert_msg(has(key, "PRIVATE KEY"), "no key at %s", p);
+	ck_assert_int_eq(stat(p, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	free(p);
+	free(key);
+	free(out);
+	free(err);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("proxy_tls");
+	TCase *tc = tcase_create("proxy_tls");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_credential_added_by_spd);
+	tcase_add_test(tc, test_other_hosts_plain_tunnel);
+	tcase_add_test(tc, test_without_credential_401);
+	tcase_add_test(tc, test_ca_key_out_of_reach);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
