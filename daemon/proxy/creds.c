@@ -115,10 +115,11 @@ static int cred_entry(const git_config_entry *e, void *data)
 		while (c->hosts && c->hosts[n])
 			n++;
 		if (!v[0] || strpbrk(v, "/: ")) {
-			snprintf(l->errbuf, l->errlen,
-				 "%s: [credential \"%s\"] host \"%s\" must be a "
-				 "host name or *.name",
-				 l->path, c->name, v);
+			snprintf(
+			    l->errbuf, l->errlen,
+			    "%s: [credential \"%s\"] host \"%s\" must be a "
+			    "host name or *.name",
+			    l->path, c->name, v);
 			return -EINVAL;
 		}
 		h = realloc(c->hosts, (n + 2) * sizeof(*h));
@@ -197,8 +198,9 @@ static int http_rule_entry(struct load *l, const char *host, size_t hlen,
 		return -EINVAL;
 	}
 	if (cfg->proxy_nhttp_rules == HTTP_RULES_MAX) {
-		snprintf(l->errbuf, l->errlen, "%s: more than %d [network] rules",
-			 l->path, HTTP_RULES_MAX);
+		snprintf(l->errbuf, l->errlen,
+			 "%s: more than %d [network] rules", l->path,
+			 HTTP_RULES_MAX);
 		return -EINVAL;
 	}
 	if (!cfg->proxy_http_rules &&
@@ -367,4 +369,15 @@ const struct proxy_http_rule *proxy_http_decide(const struct spd_config *cfg,
 			return r;
 	}
 	return NULL;
+}
+
+bool proxy_path_ambiguous(const char *p)
+{
+	size_t n = strlen(p);
+
+	return strstr(p, "/./") || strstr(p, "/../") || strstr(p, "//") ||
+	       strchr(p, '\\') || strcasestr(p, "%2e") ||
+	       strcasestr(p, "%2f") || strcasestr(p, "%5c") ||
+	       (n >= 2 && strcmp(p + n - 2, "/.") == 0) ||
+	       (n >= 3 && strcmp(p + n - 3, "/..") == 0);
 }

@@ -796,6 +796,45 @@ static bool refused_by_rules(struct pconn *c, enum proxy_verdict v)
 	return true;
 }
 
+/* A plain http:// request to a host with [network "HOST"] rules is
+ * decided on its method and path as a terminated host's are (tls.c):
+ * refused, saying which rule, when the first match denies or none
+ * matches; true then. */
+static bool refused_by_request_rules(struct pconn *c,
+				     const struct http_parser_url *u)
+{
+	const char *method = http_method_str(c->p.method);
+	const struct proxy_http_rule *rule;
+	char path[2048];
+	bool any;
+
+	if (u->field_set & (1 << UF_PATH))
+		snprintf(path, sizeof(path), "%.*s",
+			 (int)u->field_data[UF_PATH].len,
+			 c->url + u->field_data[UF_PATH].off);
+	else
+		snprintf(path, sizeof(path), "/");
+	rule = proxy_http_decide(&c->port->spd->config, c->host, method, path,
+				 &any);
+	if (!any)
+		return false;
+	if (proxy_path_ambiguous(path))
+		refuse(c, 403,
+		       "%s %s to %s: a path with dot segments or encoded "
+		       "separators is refused for a host with request rules",
+		       method, path, c->host);
+	else if (!rule)
+		refuse(c, 403,
+		       "%s %s to %s: no [network \"%s\"] allow rule matches it",
+		       method, path, c->host, c->host);
+	else if (!rule->allow)
+		refuse(c, 403, "%s %s to %s: [network \"%s\"] %s refuses it",
+		       method, path, c->host, rule->host, rule->text);
+	else
+		return false;
+	return true;
+}
+
 /* The head is complete (end: the bytes up to and including its blank
  * line): find the host and port, decide, and go on to resolve. */
 static void head_done(struct pconn *c, size_t end)
@@ -829,6 +868,8 @@ static void head_done(struct pconn *c, size_t end)
 	uv_timer_stop(&c->timer);
 	v = proxy_decide_run(&c->port->spd->config, c->port->project, c->host);
 	if (refused_by_rules(c, v))
+		return;
+	if (!connect && refused_by_request_rules(c, &u))
 		return;
 	/* The rows this connection adds (its ask or its allow, and its
 	 * close) count against the session's journal rate. */

@@ -170,6 +170,10 @@ bool proxy_terminates(const struct spd_config *cfg, const char *host);
 const struct proxy_http_rule *
 proxy_http_decide(const struct spd_config *cfg, const char *host,
 		  const char *method, const char *path, bool *ret_any);
+/* Whether a server could read path as another than it spells (dot
+ * segments, "//", encoded dots, slashes or backslashes): refused for a
+ * host with request rules, whose globs match the spelling. */
+bool proxy_path_ambiguous(const char *path);
 /* Whether glob (* within a segment, ** across segments) matches path. */
 bool proxy_path_glob(const char *glob, const char *path);
 

@@ -132,8 +132,7 @@ static X509 *ca_make(EVP_PKEY *key)
 		 (unsigned)geteuid());
 	if (!cert || !X509_set_version(cert, 2) || set_serial(cert) < 0 ||
 	    !X509_gmtime_adj(X509_getm_notBefore(cert), -3600) ||
-	    !X509_gmtime_adj(X509_getm_notAfter(cert),
-			     (long)CA_DAYS * 86400) ||
+	    !X509_gmtime_adj(X509_getm_notAfter(cert), (long)CA_DAYS * 86400) ||
 	    !X509_set_pubkey(cert, key))
 		goto fail;
 	name = X509_get_subject_name(cert);
@@ -224,7 +223,8 @@ static int w_cert(BIO *b, void *c)
 static int ca_load(struct proxy_tls *t, const char *dir, char *errbuf,
 		   size_t errlen)
 {
-	char *kpath = paths_join(dir, "ca.key"), *cpath = paths_join(dir, "ca.pem");
+	char *kpath = paths_join(dir, "ca.key"),
+	     *cpath = paths_join(dir, "ca.pem");
 	struct stat st;
 	int fd = -1, r = 0;
 	FILE *f = NULL;
@@ -284,7 +284,8 @@ static int ca_load(struct proxy_tls *t, const char *dir, char *errbuf,
 	t->ca = f ? PEM_read_X509(f, NULL, NULL, NULL) : NULL;
 	if (f)
 		fclose(f);
-	if (!t->ca_key || !t->ca || X509_check_private_key(t->ca, t->ca_key) != 1)
+	if (!t->ca_key || !t->ca ||
+	    X509_check_private_key(t->ca, t->ca_key) != 1)
 		r = errf(errbuf, errlen, -EINVAL,
 			 "%s and %s are not a CA key and its certificate; "
 			 "remove both to have spd make a new CA",
@@ -351,7 +352,8 @@ static SSL_CTX *upstream_ctx(const char *extra_ca, char *errbuf, size_t errlen)
 		errf(errbuf, errlen, -EIO, "cannot set up TLS to servers");
 		return NULL;
 	}
-	if (extra_ca && SSL_CTX_load_verify_locations(ctx, extra_ca, NULL) != 1) {
+	if (extra_ca &&
+	    SSL_CTX_load_verify_locations(ctx, extra_ca, NULL) != 1) {
 		SSL_CTX_free(ctx);
 		errf(errbuf, errlen, -EIO, "cannot read [network] test-ca %s",
 		     extra_ca);
@@ -386,8 +388,7 @@ static bool readable_by(const char *path, uid_t uid)
 /* Where the bundle goes: [network] ca-bundle, or beside the state dir
  * (which no run sees) as STATE_DIR-proxy-ca.pem; refused when a hidden
  * path would cover it. */
-static int bundle_path(struct spd *spd, char **ret, char *errbuf,
-		       size_t errlen)
+static int bundle_path(struct spd *spd, char **ret, char *errbuf, size_t errlen)
 {
 	struct strv hidden = {0};
 	char *p = NULL;
@@ -551,7 +552,8 @@ static X509 *leaf_make(struct proxy_tls *t, const char *host)
 	snprintf(cn, sizeof(cn), "%.64s", host);
 	if (!cert || !X509_set_version(cert, 2) || set_serial(cert) < 0 ||
 	    !X509_gmtime_adj(X509_getm_notBefore(cert), -3600) ||
-	    !X509_gmtime_adj(X509_getm_notAfter(cert), (long)LEAF_DAYS * 86400) ||
+	    !X509_gmtime_adj(X509_getm_notAfter(cert),
+			     (long)LEAF_DAYS * 86400) ||
 	    !X509_set_pubkey(cert, t->leaf_key) ||
 	    !X509_set_issuer_name(cert, X509_get_subject_name(t->ca)))
 		goto fail;
@@ -759,10 +761,10 @@ static void tls_refuse(struct ptls *t, int status, const char *method,
 		       const char *path, const char *rule, const char *why)
 {
 	struct pconn *c = t->c;
-	json_t *o = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:s}", "error",
-			      "refused by spd's proxy", "host", c->host,
-			      "method", method, "path", path, "rule", rule,
-			      "why", why);
+	json_t *o =
+	    json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:s}", "error",
+		      "refused by spd's proxy", "host", c->host, "method",
+		      method, "path", path, "rule", rule, "why", why);
 	char *body = o ? json_dumps(o, JSON_COMPACT) : NULL, *msg = NULL;
 	char note[300];
 	int n;
@@ -788,8 +790,8 @@ static void tls_refuse(struct ptls *t, int status, const char *method,
 static void tls_alloc(uv_handle_t *h, size_t hint, uv_buf_t *ret)
 {
 	struct pconn *c = h->data;
-	struct tside *side = h == (uv_handle_t *)&c->client ? &c->tls->cl
-							     : &c->tls->up;
+	struct tside *side =
+	    h == (uv_handle_t *)&c->client ? &c->tls->cl : &c->tls->up;
 
 	(void)hint;
 	*ret = uv_buf_init(side->buf, sizeof(side->buf));
@@ -863,8 +865,8 @@ static char *expand(struct spd *spd, const char *tmpl, char *missing,
 		if (p[0] == '$' && p[1] == '{' && (end = strchr(p, '}'))) {
 			char name[128];
 
-			snprintf(name, sizeof(name), "%.*s",
-				 (int)(end - p - 2), p + 2);
+			snprintf(name, sizeof(name), "%.*s", (int)(end - p - 2),
+				 p + 2);
 			v = secrets_value(spd, name);
 			if (!v) {
 				snprintf(missing, mlen, "%s", name);
@@ -908,7 +910,8 @@ static char *cred_line(struct spd *spd, const struct proxy_credential *cr,
 		size_t vl = strlen(v), el = 4 * ((vl + 2) / 3) + 1;
 		unsigned char *b64 = malloc(el);
 
-		if (b64 && EVP_EncodeBlock(b64, (unsigned char *)v, (int)vl) >= 0 &&
+		if (b64 &&
+		    EVP_EncodeBlock(b64, (unsigned char *)v, (int)vl) >= 0 &&
 		    asprintf(&line, "%s: Basic %s", cr->header_name, b64) < 0)
 			line = NULL;
 		if (b64)
@@ -1007,17 +1010,6 @@ static bool request_path(struct ptls *t, char *path, size_t cap)
 	return true;
 }
 
-/* A path a server could read as another than it spells: dot segments,
- * encoded dots, slashes or backslashes. */
-static bool path_ambiguous(const char *p)
-{
-	return strstr(p, "/./") || strstr(p, "/../") || strstr(p, "//") ||
-	       strchr(p, '\\') || strcasestr(p, "%2e") || strcasestr(p, "%2f") ||
-	       strcasestr(p, "%5c") ||
-	       (strlen(p) >= 2 && strcmp(p + strlen(p) - 2, "/.") == 0) ||
-	       (strlen(p) >= 3 && strcmp(p + strlen(p) - 3, "/..") == 0);
-}
-
 static void body(struct ptls *t, const char *data, size_t len);
 
 /* The head is complete (end: its bytes with the blank line): decide,
@@ -1034,13 +1026,14 @@ static void judge(struct ptls *t, size_t end)
 	bool any;
 	size_t out_len;
 
-	if (t->p.method == HTTP_CONNECT || !request_path(t, path, sizeof(path))) {
+	if (t->p.method == HTTP_CONNECT ||
+	    !request_path(t, path, sizeof(path))) {
 		tls_refuse(t, 403, method, NULL, NULL,
 			   "not a request for this host");
 		return;
 	}
 	rule = proxy_http_decide(cfg, c->host, method, path, &any);
-	if (any && path_ambiguous(path)) {
+	if (any && proxy_path_ambiguous(path)) {
 		tls_refuse(t, 403, method, path, NULL,
 			   "a path with dot segments or encoded separators "
 			   "is refused for a host with request rules");
@@ -1083,8 +1076,8 @@ static void judge(struct ptls *t, size_t end)
 		      json_pack("{s:s, s:i, s:s, s:s, s:s, s:s?, s:s?}", "host",
 				c->host, "port", (int)c->dport, "method",
 				method, "path", path, "decision", "allow",
-				"rule", rule ? rule->text : NULL,
-				"credential", cr ? cr->name : NULL));
+				"rule", rule ? rule->text : NULL, "credential",
+				cr ? cr->name : NULL));
 	if (!out || tls_send(&t->up, out, out_len) < 0) {
 		if (out)
 			OPENSSL_cleanse(out, out_len);
@@ -1110,8 +1103,7 @@ static void judge(struct ptls *t, size_t end)
  * up to the request's end; what comes after is not forwarded. */
 static void body(struct ptls *t, const char *data, size_t len)
 {
-	bool first = t->head && data >= t->head &&
-		     data < t->head + t->head_len;
+	bool first = t->head && data >= t->head && data < t->head + t->head_len;
 	size_t parsed;
 
 	if (t->state != T_BODY || !len)
@@ -1142,14 +1134,13 @@ static void head(struct ptls *t, const char *data, size_t len)
 		return;
 	}
 	if (len > PROXY_HEAD_MAX - t->head_len) {
-		tls_refuse(t, 403, NULL, NULL, NULL,
-			   "request head too long");
+		tls_refuse(t, 403, NULL, NULL, NULL, "request head too long");
 		return;
 	}
 	memcpy(t->head + t->head_len, data, len);
 	t->head_len += len;
-	parsed = http_parser_execute(&t->p, &req_settings, t->head + before,
-				     len);
+	parsed =
+	    http_parser_execute(&t->p, &req_settings, t->head + before, len);
 	if (HTTP_PARSER_ERRNO(&t->p) == HPE_PAUSED) {
 		end = before + parsed + 1;
 		if (end > t->head_len || t->head[end - 1] != '\n') {
@@ -1161,8 +1152,7 @@ static void head(struct ptls *t, const char *data, size_t len)
 		return;
 	}
 	if (HTTP_PARSER_ERRNO(&t->p) != HPE_OK)
-		tls_refuse(t, 403, NULL, NULL, NULL,
-			   "not an HTTP/1.1 request");
+		tls_refuse(t, 403, NULL, NULL, NULL, "not an HTTP/1.1 request");
 }
 
 /* Plaintext from the run, in order. */
@@ -1219,12 +1209,11 @@ static void up_data(struct ptls *t)
 			char why[300];
 			long v = SSL_get_verify_result(t->up.ssl);
 
-			snprintf(why, sizeof(why),
-				 "TLS with %s port %u failed: %s", c->host,
-				 c->dport,
-				 v != X509_V_OK
-				     ? X509_verify_cert_error_string(v)
-				     : "handshake error");
+			snprintf(
+			    why, sizeof(why), "TLS with %s port %u failed: %s",
+			    c->host, c->dport,
+			    v != X509_V_OK ? X509_verify_cert_error_string(v)
+					   : "handshake error");
 			ERR_clear_error();
 			pconn_refuse_plain(c, 502, why);
 		}
@@ -1339,9 +1328,10 @@ void pconn_tls_start(struct pconn *c)
 		pconn_refuse_plain(c, 403, "not a host name spd can terminate");
 		return;
 	}
-	ctx = pt->up_test && hl > 5 && strcasecmp(c->host + hl - 5, ".test") == 0
-		  ? pt->up_test
-		  : pt->up_sys;
+	ctx =
+	    pt->up_test && hl > 5 && strcasecmp(c->host + hl - 5, ".test") == 0
+		? pt->up_test
+		: pt->up_sys;
 	t = calloc(1, sizeof(*t));
 	if (!t) {
 		pconn_close(c);

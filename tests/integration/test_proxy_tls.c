@@ -246,8 +246,8 @@ static char *seen(void)
  * output, not in the journal or spd's log. */
 START_TEST(test_credential_added_by_spd)
 {
-	char script[2048], *out = NULL, *err = NULL, *envf, *f1, *f2, *verb,
-			   *s, *j, *log, *p;
+	char script[2048], *out = NULL, *err = NULL, *envf, *f1, *f2, *verb, *s,
+			   *j, *log, *p;
 
 	if (!usable())
 		TEST_SKIP("curl, python3, openssl or sqlite3 is not installed");
@@ -275,12 +275,11 @@ START_TEST(test_credential_added_by_spd)
 	/* The run talked TLS to spd, with a certificate of spd's CA. */
 	ck_assert_msg(has(verb, "issuer: O=spd; CN=spd proxy CA"), "verbose %s",
 		      verb);
-	ck_assert_msg(has(envf, "SSL_CERT_FILE=") &&
-			  has(envf, "NODE_EXTRA_CA_CERTS=") &&
-			  has(envf, "REQUESTS_CA_BUNDLE=") &&
-			  has(envf, "GIT_SSL_CAINFO=") &&
-			  has(envf, "CARGO_HTTP_CAINFO="),
-		      "env %s", envf);
+	ck_assert_msg(
+	    has(envf, "SSL_CERT_FILE=") && has(envf, "NODE_EXTRA_CA_CERTS=") &&
+		has(envf, "REQUESTS_CA_BUNDLE=") &&
+		has(envf, "GIT_SSL_CAINFO=") && has(envf, "CARGO_HTTP_CAINFO="),
+	    "env %s", envf);
 	s = seen();
 	/* Each request carried the real token once: the run's own header
 	 * was replaced, not doubled. */
@@ -404,6 +403,84 @@ START_TEST(test_ca_key_out_of_reach)
 }
 END_TEST
 
+static const char rules_conf[] =
+    "[credential \"standin\"]\n"
+    "\thost = api.stand-in.test\n"
+    "\theader = Authorization: Bearer ${STANDIN_TOKEN}\n"
+    "[network \"api.stand-in.test\"]\n"
+    "\tdeny = DELETE /**\n"
+    "\tallow = GET /repos/**\n"
+    "\tallow = POST /repos/o/r/pulls\n"
+    "[network \"plain.stand-in.test\"]\n"
+    "\tallow = GET /ok\n";
+
+/* [network "HOST"] rules: the first match decides, a request none
+ * matches is refused, each refusal a 403 with a JSON body naming host,
+ * method, path and rule, journaled; refused requests never reach the
+ * server. */
+START_TEST(test_request_rules)
+{
+	char script[4096], *out = NULL, *err = NULL, *s, *j;
+	int p = 0;
+
+	if (!usable())
+		TEST_SKIP("curl, python3, openssl or sqlite3 is not installed");
+	start(rules_conf, true);
+	p = standin_port;
+	snprintf(script, sizeof(script),
+		 "u=https://api.stand-in.test:%d; "
+		 "curl -sS -X DELETE -w ' code=%%{http_code}\n' $u/repos/o/r; "
+		 "curl -sS -w ' code=%%{http_code}\n' $u/admin/users; "
+		 "curl -sS --path-as-is -w ' code=%%{http_code}\n' "
+		 "$u/repos/../admin; "
+		 "curl -sS -w ' code=%%{http_code}\n' $u/repos/o/r/issues; "
+		 "curl -sS -d title=t -w ' code=%%{http_code}\n' "
+		 "$u/repos/o/r/pulls; "
+		 "curl -sS -d title=t -w ' code=%%{http_code}\n' "
+		 "$u/repos/o/r/forks; "
+		 "curl -sS -w ' code=%%{http_code}\n' "
+		 "http://plain.stand-in.test:%d/nope",
+		 p, p);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(
+	    has(out, "{\"error\":\"refused by spd's proxy\",\"host\":"
+		     "\"api.stand-in.test\",\"method\":\"DELETE\",\"path\":"
+		     "\"/repos/o/r\",\"rule\":\"deny = DELETE /**\"") &&
+		has(out, "\"method\":\"GET\",\"path\":\"/admin/users\","
+			 "\"rule\":\"(no rule matches)\""),
+	    "out %s err %s", out, err);
+	ck_assert_msg(has(out, "\"path\":\"/repos/../admin\""), "out %s", out);
+	ck_assert_msg(
+	    has(out, "user=standin GET /repos/o/r/issues\n code=200") &&
+		has(out, "user=standin POST /repos/o/r/pulls\n "
+			 "code=200"),
+	    "out %s err %s", out, err);
+	ck_assert_msg(count(out, "code=403") == 5, "out %s", out);
+	ck_assert_msg(has(out, "GET /nope to plain.stand-in.test: no [network "
+			       "\"plain.stand-in.test\"] allow rule matches"),
+		      "out %s", out);
+	s = seen();
+	ck_assert_msg(!has(s, "DELETE") && !has(s, "admin") &&
+			  !has(s, "forks") && !has(s, "/nope") &&
+			  has(s, "POST /repos/o/r/pulls"),
+		      "seen %s", s);
+	j = test_journal_until(&T,
+			       "select kind, summary, detail from events "
+			       "where kind like 'net.proxy%' order by id",
+			       "/repos/o/r/forks");
+	ck_assert_msg(has(j, "DELETE /repos/o/r: [network") &&
+			  has(j, "deny = DELETE /**") &&
+			  has(j, "GET /admin/users: no [network") &&
+			  has(j, "\"decision\":\"allow\"") &&
+			  has(j, "\"rule\":\"allow = GET /repos/**\""),
+		      "journal %s", j);
+	free(j);
+	free(s);
+	free(out);
+	free(err);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_tls");
@@ -417,6 +494,7 @@ int main(void)
 	tcase_add_test(tc, test_other_hosts_plain_tunnel);
 	tcase_add_test(tc, test_without_credential_401);
 	tcase_add_test(tc, test_ca_key_out_of_reach);
+	tcase_add_test(tc, test_request_rules);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
