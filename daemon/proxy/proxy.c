@@ -21,6 +21,7 @@
 #include "daemon/log.h"
 #include "daemon/proxy/proxy.h"
 #include "daemon/proxy/proxy_priv.h"
+#include "daemon/session/session.h"
 #include "daemon/spd.h"
 #include "daemon/transport/quota.h"
 
@@ -33,6 +34,8 @@ static void port_maybe_free(struct proxy_port *p)
 			free(a);
 		}
 		proxy_project_free(p->project);
+		free(p->push_ref);
+		free(p->push_gitdir);
 		free(p->refusals);
 		free(p->workspace);
 		free(p->session);
@@ -814,6 +817,15 @@ static bool refused_by_request_rules(struct pconn *c,
 			 c->url + u->field_data[UF_PATH].off);
 	else
 		snprintf(path, sizeof(path), "/");
+	if (c->port->push_restricted && c->p.method == HTTP_POST &&
+	    strlen(path) >= 17 &&
+	    strcmp(path + strlen(path) - 17, "/git-receive-pack") == 0) {
+		refuse(c, 403,
+		       "%s %s to %s: a git push over plain http is not read by "
+		       "spd; push over https to a host with a [credential]",
+		       method, path, c->host);
+		return true;
+	}
 	rule = proxy_http_decide(&c->port->spd->config, c->host, method, path,
 				 &any);
 	if (!any)
@@ -1091,6 +1103,22 @@ int proxy_serve(struct spd *spd, int fd, const struct proxy_run *run,
 	p->on_ask = run->on_ask;
 	p->on_ask_data = run->on_ask_data;
 	snprintf(p->actor, sizeof(p->actor), "%s", run->actor);
+	if (run->session) {
+		struct session_info *si = NULL;
+
+		/* Unknown session or no branch: push_ref stays NULL and no
+		 * push goes through. */
+		p->push_restricted = true;
+		if (spd->sessions &&
+		    session_get(spd->sessions, run->session, &si) == 0) {
+			if (si->branch &&
+			    asprintf(&p->push_ref, "refs/heads/%s",
+				     si->branch) < 0)
+				p->push_ref = NULL;
+			p->push_gitdir = si->gitdir ? strdup(si->gitdir) : NULL;
+			session_info_free(si);
+		}
+	}
 	journal_project(p);
 	uv_tcp_init(spd->loop, &p->listener);
 	p->listener.data = p;

@@ -177,6 +177,26 @@ bool proxy_path_ambiguous(const char *path);
 /* Whether glob (* within a segment, ** across segments) matches path. */
 bool proxy_path_glob(const char *glob, const char *path);
 
+/* One ref update of a git push (git-receive-pack's request body). */
+#define PROXY_REF_MAX 256
+#define PROXY_PUSH_UPDATES_MAX 64
+struct proxy_pkt_update {
+	char old_id[65], new_id[65]; /* hex; all zeros: none */
+	char ref[PROXY_REF_MAX];
+};
+/*
+ * Read the ref updates at the head of a receive-pack body (buf, len: the
+ * body's first bytes, de-chunked) into out (at most max).  Returns 1 and
+ * *ret_n when the flush-pkt that ends them is in buf, 0 when more bytes
+ * are needed, -1 with *why when the bytes are not ref updates (a signed
+ * push among them).  pktline.c.
+ */
+int proxy_pkt_commands(const char *buf, size_t len,
+		       struct proxy_pkt_update *out, size_t max, size_t *ret_n,
+		       const char **why);
+/* Whether id (hex) is all zeros: a ref created, or deleted. */
+bool proxy_oid_zero(const char *id);
+
 /*
  * The proxy's CA (tls.c): made in spd's state dir at first use (key
  * 0600), and a bundle of the system's CAs plus it written where a run

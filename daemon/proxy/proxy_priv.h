@@ -95,6 +95,11 @@ struct proxy_port {
 	void (*on_ask)(void *data, json_t *pending);
 	void *on_ask_data;
 	char actor[16];
+	/* A session's run may push (git-receive-pack) only to its branch:
+	 * "refs/heads/spd/FEATURE" (NULL: to none), fast-forwards checked in
+	 * its git dir.  An operator's run: push_restricted false. */
+	bool push_restricted;
+	char *push_ref, *push_gitdir;
 };
 
 /* proxy.c, for tls.c: close c (its byte counts journaled); refuse it

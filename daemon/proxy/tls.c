@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <git2.h>
 #include <http_parser.h>
 #include <jansson.h>
 #include <libgen.h>
@@ -655,8 +656,19 @@ struct ptls {
 	size_t head_len;
 	char url[PROXY_HEAD_MAX];
 	size_t url_len;
+	/* A push held until its ref updates are judged: the head for
+	 * upstream, the body's raw bytes, and the same de-chunked. */
+	bool inspect;
+	char *held_head, *held, *pkt;
+	size_t held_head_len, held_len, pkt_len;
+	bool pkt_over;
+	char path[2048];
 	char plain[TLS_PLAIN_CHUNK];
 };
+
+/* Most bytes of a push's body held while its ref updates are read:
+ * 64 updates of a few hundred bytes, and the capabilities. */
+#define PUSH_HEAD_MAX (64 * 1024)
 
 struct twrite {
 	uv_write_t w;
@@ -838,6 +850,25 @@ static int on_headers_complete(http_parser *p)
 	return 0;
 }
 
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+	struct ptls *t = p->data;
+
+	if (!t->inspect)
+		return 0;
+	if (len > PUSH_HEAD_MAX - t->pkt_len) {
+		t->pkt_over = true;
+		return 0;
+	}
+	if (!t->pkt && !(t->pkt = malloc(PUSH_HEAD_MAX))) {
+		t->pkt_over = true;
+		return 0;
+	}
+	memcpy(t->pkt + t->pkt_len, at, len);
+	t->pkt_len += len;
+	return 0;
+}
+
 static int on_message_complete(http_parser *p)
 {
 	http_parser_pause(p, 1);
@@ -847,6 +878,7 @@ static int on_message_complete(http_parser *p)
 static const http_parser_settings req_settings = {
     .on_url = on_url,
     .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
 
@@ -1012,6 +1044,104 @@ static bool request_path(struct ptls *t, char *path, size_t cap)
 
 static void body(struct ptls *t, const char *data, size_t len);
 
+static bool has_header(struct ptls *t, size_t end, const char *name)
+{
+	for (const char *line = memchr(t->head, '\n', end);
+	     line && ++line < t->head + end;
+	     line = memchr(line, '\n', (size_t)(t->head + end - line))) {
+		const char *nl =
+		    memchr(line, '\n', (size_t)(t->head + end - line));
+
+		if (nl && header_is(line, (size_t)(nl - line), name))
+			return true;
+	}
+	return false;
+}
+
+/* A git push to be judged: POST .../git-receive-pack in a session's
+ * run (an operator's runs follow their own rule). */
+static bool is_push(struct ptls *t, const char *path, size_t end)
+{
+	size_t n = strlen(path);
+
+	(void)end;
+	return t->c->port->push_restricted && t->p.method == HTTP_POST &&
+	       n >= 17 && strcmp(path + n - 17, "/git-receive-pack") == 0;
+}
+
+/* Whether new_id descends from old_id in the session's git dir: NULL, or
+ * why not (an id spd does not have is not known to be a fast-forward). */
+static const char *not_ff(const char *gitdir, const char *old_id,
+			  const char *new_id)
+{
+	git_repository *repo = NULL;
+	git_oid o, n;
+	const char *why = NULL;
+
+	if (!gitdir || strlen(old_id) != 40 ||
+	    git_repository_open(&repo, gitdir) < 0)
+		return "spd cannot tell whether it is a fast-forward";
+	if (git_oid_fromstr(&o, old_id) < 0 || git_oid_fromstr(&n, new_id) < 0)
+		why = "not an object id";
+	else if (git_oid_equal(&o, &n))
+		why = NULL;
+	else if (git_graph_descendant_of(repo, &n, &o) != 1)
+		why = "not a fast-forward of the branch (a force push)";
+	git_repository_free(repo);
+	return why;
+}
+
+/* The push's ref updates are read: each must be the session's branch,
+ * not a deletion, a fast-forward; then the held head and body go up. */
+static void push_judge(struct ptls *t, const struct proxy_pkt_update *u,
+		       size_t n)
+{
+	struct pconn *c = t->c;
+	struct proxy_port *port = c->port;
+	json_t *refs = json_array();
+	char why[600];
+
+	for (size_t i = 0; i < n; i++) {
+		const char *nf = NULL;
+
+		json_array_append_new(refs, json_string(u[i].ref));
+		if (!port->push_ref || strcmp(u[i].ref, port->push_ref) != 0) {
+			snprintf(why, sizeof(why),
+				 "a push to %s: this session may push only to "
+				 "%s",
+				 u[i].ref,
+				 port->push_ref
+				     ? port->push_ref
+				     : "(no branch: it is detached)");
+		} else if (proxy_oid_zero(u[i].new_id)) {
+			snprintf(why, sizeof(why), "deleting %s is refused",
+				 u[i].ref);
+		} else if (!proxy_oid_zero(u[i].old_id) &&
+			   (nf = not_ff(port->push_gitdir, u[i].old_id,
+					u[i].new_id))) {
+			snprintf(why, sizeof(why), "a push to %s: %s", u[i].ref,
+				 nf);
+		} else {
+			continue;
+		}
+		json_decref(refs);
+		tls_refuse(t, 403, "POST", t->path, "git push", why);
+		return;
+	}
+	pconn_journal(c, "net.proxy.request",
+		      json_pack("{s:s, s:i, s:s, s:s, s:s, s:o}", "host",
+				c->host, "port", (int)c->dport, "method",
+				"POST", "path", t->path, "decision", "allow",
+				"refs", refs));
+	t->inspect = false;
+	if (tls_send(&t->up, t->held_head, t->held_head_len) < 0 ||
+	    tls_send(&t->up, t->held, t->held_len) < 0) {
+		tls_close(t);
+		return;
+	}
+	c->up.bytes += t->held_len;
+}
+
 /* The head is complete (end: its bytes with the blank line): decide,
  * then send it upstream with the credential and go on with the body. */
 static void judge(struct ptls *t, size_t end)
@@ -1072,6 +1202,26 @@ static void judge(struct ptls *t, size_t end)
 		OPENSSL_cleanse(cred, strlen(cred));
 		free(cred);
 	}
+	if (out && is_push(t, path, end)) {
+		if (has_header(t, end, "content-encoding")) {
+			OPENSSL_cleanse(out, out_len);
+			free(out);
+			tls_refuse(t, 403, method, path, NULL,
+				   "an encoded push body is not read by spd");
+			return;
+		}
+		/* Held until its ref updates are judged (push_judge). */
+		snprintf(t->path, sizeof(t->path), "%s", path);
+		t->inspect = true;
+		t->held_head = out;
+		t->held_head_len = out_len;
+		t->state = T_BODY;
+		http_parser_pause(&t->p, 0);
+		body(t, t->head + end - 1, t->head_len - end + 1);
+		free(t->head);
+		t->head = NULL;
+		return;
+	}
 	pconn_journal(c, "net.proxy.request",
 		      json_pack("{s:s, s:i, s:s, s:s, s:s, s:s?, s:s?}", "host",
 				c->host, "port", (int)c->dport, "method",
@@ -1119,6 +1269,33 @@ static void body(struct ptls *t, const char *data, size_t len)
 	if (first) {
 		data++;
 		parsed = parsed ? parsed - 1 : 0;
+	}
+	if (t->inspect) {
+		struct proxy_pkt_update u[PROXY_PUSH_UPDATES_MAX];
+		const char *why;
+		size_t n;
+		int r;
+
+		if (parsed > PUSH_HEAD_MAX * 2 - t->held_len || t->pkt_over) {
+			tls_refuse(t, 403, "POST", t->path, "git push",
+				   "the push's ref updates are too long");
+			return;
+		}
+		if (!t->held && !(t->held = malloc(PUSH_HEAD_MAX * 2))) {
+			tls_close(t);
+			return;
+		}
+		memcpy(t->held + t->held_len, data, parsed);
+		t->held_len += parsed;
+		r = proxy_pkt_commands(t->pkt, t->pkt_len, u,
+				       PROXY_PUSH_UPDATES_MAX, &n, &why);
+		if (r == 0 && t->state == T_DONE)
+			why = "the push ended before its ref updates did";
+		if (r < 0 || (r == 0 && t->state == T_DONE))
+			tls_refuse(t, 403, "POST", t->path, "git push", why);
+		else if (r == 1)
+			push_judge(t, u, n);
+		return;
 	}
 	t->c->up.bytes += parsed;
 	if (parsed && tls_send(&t->up, data, parsed) < 0)
@@ -1377,6 +1554,11 @@ void pconn_tls_free(struct pconn *c)
 	if (t->head)
 		OPENSSL_cleanse(t->head, t->head_len);
 	free(t->head);
+	if (t->held_head)
+		OPENSSL_cleanse(t->held_head, t->held_head_len);
+	free(t->held_head);
+	free(t->held);
+	free(t->pkt);
 	OPENSSL_cleanse(t->plain, sizeof(t->plain));
 	free(t);
 	c->tls = NULL;

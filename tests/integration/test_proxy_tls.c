@@ -49,11 +49,55 @@ static int count(const char *hay, const char *needle)
 }
 
 static char standin_py[] =
-    "import http.server, ssl, sys\n"
+    "import http.server, ssl, sys, base64, subprocess, os\n"
     "cert, key, log, token = sys.argv[1:5]\n"
+    "gitroot = sys.argv[5] if len(sys.argv) > 5 else None\n"
+    "basic = 'Basic ' + base64.b64encode(('x-access-token:' + "
+    "token).encode()).decode()\n"
     "class H(http.server.BaseHTTPRequestHandler):\n"
     "    protocol_version = 'HTTP/1.1'\n"
+    "    def body(self):\n"
+    "        if self.headers.get('Transfer-Encoding', '') == 'chunked':\n"
+    "            b = b''\n"
+    "            while True:\n"
+    "                n = int(self.rfile.readline().split(b';')[0], 16)\n"
+    "                if n == 0:\n"
+    "                    self.rfile.readline(); return b\n"
+    "                b += self.rfile.read(n); self.rfile.readline()\n"
+    "        n = int(self.headers.get('Content-Length') or 0)\n"
+    "        return self.rfile.read(n)\n"
+    "    def git(self):\n"
+    "        a = self.headers.get_all('Authorization') or []\n"
+    "        b = self.body()\n"
+    "        with open(log, 'a') as f:\n"
+    "            f.write('%s %s auth=%s\\n' % (self.command, self.path,\n"
+    "                    'basic-ok' if a == [basic] else '|'.join(a)))\n"
+    "        if a != [basic]:\n"
+    "            self.send_response(401)\n"
+    "            self.send_header('WWW-Authenticate', 'Basic realm=x')\n"
+    "            self.send_header('Content-Length', '0')\n"
+    "            self.end_headers(); return\n"
+    "        p, _, q = self.path[4:].partition('?')\n"
+    "        env = dict(os.environ, GIT_PROJECT_ROOT=gitroot,\n"
+    "                   GIT_HTTP_EXPORT_ALL='1', PATH_INFO=p,\n"
+    "                   QUERY_STRING=q, REQUEST_METHOD=self.command,\n"
+    "                   REMOTE_USER='agent', REMOTE_ADDR='127.0.0.1',\n"
+    "                   CONTENT_TYPE=self.headers.get('Content-Type', ''),\n"
+    "                   CONTENT_LENGTH=str(len(b)))\n"
+    "        out = subprocess.run(['git', 'http-backend'], input=b,\n"
+    "                             env=env, capture_output=True).stdout\n"
+    "        head, _, rest = out.partition(b'\\r\\n\\r\\n')\n"
+    "        hs = [l.split(b': ', 1) for l in head.split(b'\\r\\n') if l]\n"
+    "        st = [int(v.split()[0]) for k, v in hs if k == b'Status']\n"
+    "        self.send_response(st[0] if st else 200)\n"
+    "        for k, v in hs:\n"
+    "            if k != b'Status':\n"
+    "                self.send_header(k.decode(), v.decode())\n"
+    "        self.send_header('Content-Length', str(len(rest)))\n"
+    "        self.end_headers(); self.wfile.write(rest)\n"
     "    def any(self):\n"
+    "        if self.path.startswith('/git/'):\n"
+    "            return self.git()\n"
     "        a = self.headers.get_all('Authorization') or []\n"
     "        n = int(self.headers.get('Content-Length') or 0)\n"
     "        self.rfile.read(n)\n"
@@ -94,7 +138,7 @@ static void standin_start(void)
 		close(p[0]);
 		close(p[1]);
 		execlp("python3", "python3", "-c", standin_py, cert, key, log,
-		       TOKEN, (char *)NULL);
+		       TOKEN, CERTS, (char *)NULL);
 		_exit(127);
 	}
 	close(p[1]);
@@ -481,6 +525,166 @@ START_TEST(test_request_rules)
 }
 END_TEST
 
+static const char git_conf[] = "[credential \"git\"]\n"
+			       "\thost = api.stand-in.test\n"
+			       "\tbasic = x-access-token:${STANDIN_TOKEN}\n"
+			       "[policy]\n"
+			       "\tallow = python3 -c\n"
+			       "[approvals]\n"
+			       "\ttimeout = 5\n";
+
+/* The agent's run: argv in its worktree, --net proxy; its exit code.
+ * Through python3: spd's policy refuses an agent's "git push" itself
+ * (deny.git.remote); the proxy's check is what holds when a push comes
+ * from anything else (a script, a tool), which this stands for. */
+static int agent_run(const char *token, char *const argv[], char **ret_out,
+		     char **ret_err)
+{
+	char *tok, *args[24] = {"run",
+				"--net",
+				"proxy",
+				"--",
+				"python3",
+				"-c",
+				"import subprocess, sys; "
+				"sys.exit(subprocess.call(sys.argv[1:]))"};
+	char *env[2];
+	size_t n = 7;
+	int st;
+
+	ck_assert(asprintf(&tok, "SPD_SESSION_TOKEN=%s", token) > 0);
+	env[0] = tok;
+	env[1] = NULL;
+	for (size_t i = 0; argv[i] && n < 23; i++)
+		args[n++] = argv[i];
+	args[n] = NULL;
+	st = test_spctl(&T, args, env, ret_out, ret_err);
+	free(tok);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *bare_ref(const char *ref)
+{
+	char *out = NULL;
+
+	test_sh(&out, "git -C '%s/r.git' rev-parse --verify -q '%s'", CERTS,
+		ref);
+	return out ? out : strdup("");
+}
+
+/* git push through the proxy: the session's branch goes through with the
+ * credential spd adds; a push to another branch, a force push and a
+ * deletion are refused before the server sees them, and nothing
+ * changes there. */
+START_TEST(test_git_push_only_session_branch)
+{
+	char *repo, *wt, id[TEST_SESSION_ID_LEN + 1],
+	    tok[TEST_SESSION_TOKEN_LEN + 1], url[256], *params,
+	    *out = NULL, *err = NULL, *before, *after, *head = NULL, *j;
+	int rc;
+
+	if (!usable() || access("/usr/lib/git-core/git-http-backend", X_OK))
+		TEST_SKIP("curl, python3, openssl, sqlite3 or git-http-backend "
+			  "is not installed");
+	start(git_conf, true);
+	repo = test_tmpdir("repo");
+	test_make_repo(repo, "echo a > a.txt");
+	ck_assert_int_eq(test_sh(NULL,
+				 "git clone -q --bare '%s' '%s/r.git' && "
+				 "git -C '%s/r.git' config http.receivepack "
+				 "true",
+				 repo, CERTS, CERTS),
+			 0);
+	ck_assert(asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"feat\"}",
+			   repo) > 0);
+	test_session_start(&T, params, id, tok);
+	free(params);
+	ck_assert(asprintf(&wt, "%s/worktrees/%s", T.state, id) > 0);
+	/* The agent's commit on its branch (made here: the push is what is
+	 * under test). */
+	ck_assert_int_eq(test_sh(&head,
+				 "cd '%s' && echo b > b.txt && git add b.txt "
+				 "&& git -c user.name=a -c user.email=a@a "
+				 "commit -qm b && git rev-parse HEAD",
+				 wt),
+			 0);
+	snprintf(url, sizeof(url), "https://api.stand-in.test:%d/git/r.git",
+		 standin_port);
+
+	rc = agent_run(
+	    tok,
+	    (char *[]){"git", "push", url, "HEAD:refs/heads/spd/feat", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc == 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
+	/* Another branch: refused, main unchanged. */
+	before = bare_ref("refs/heads/main");
+	rc = agent_run(
+	    tok, (char *[]){"git", "push", url, "HEAD:refs/heads/main", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/main");
+	ck_assert_msg(rc != 0 && strcmp(before, after) == 0 && has(err, "403"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(before);
+	free(after);
+	free(out);
+	free(err);
+
+	/* A force push: history rewritten, the remote's tip not an
+	 * ancestor. */
+	ck_assert_int_eq(test_sh(NULL,
+				 "cd '%s' && git reset -q --hard HEAD~1 && "
+				 "echo c > c.txt && git add c.txt && "
+				 "git -c user.name=a -c user.email=a@a "
+				 "commit -qm c",
+				 wt),
+			 0);
+	rc = agent_run(tok,
+		       (char *[]){"git", "push", "-f", url,
+				  "HEAD:refs/heads/spd/feat", NULL},
+		       &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc != 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
+	/* A deletion. */
+	rc = agent_run(
+	    tok, (char *[]){"git", "push", url, ":refs/heads/spd/feat", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc != 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
+	j = test_journal_until(&T,
+			       "select kind, summary, detail from events "
+			       "where kind like 'net.proxy%' order by id",
+			       "deleting refs/heads/spd/feat");
+	ck_assert_msg(has(j, "\"refs\":[\"refs/heads/spd/feat\"]") &&
+			  has(j, "a push to refs/heads/main: this session may "
+				 "push only to refs/heads/spd/feat") &&
+			  has(j, "not a fast-forward") &&
+			  has(j, "deleting refs/heads/spd/feat is refused"),
+		      "journal %s", j);
+	ck_assert_msg(!has(j, TOKEN), "journal %s", j);
+	free(j);
+	free(head);
+	free(wt);
+	test_rmrf(repo);
+	free(repo);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_tls");
@@ -495,6 +699,7 @@ int main(void)
 	tcase_add_test(tc, test_without_credential_401);
 	tcase_add_test(tc, test_ca_key_out_of_reach);
 	tcase_add_test(tc, test_request_rules);
+	tcase_add_test(tc, test_git_push_only_session_branch);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
