@@ -45,9 +45,13 @@ static bool host_match(const char *pattern, const char *host)
 	return plen == hlen && strncasecmp(pattern, host, hlen) == 0;
 }
 
-/* A ${VAR} template: each ${ closed, VAR a secret name; no other $. */
+/* A ${VAR} template: each ${ closed, VAR a secret name; no other $; at
+ * least one ${VAR}, so that the secret part is one spd redacts (a value
+ * written into spd.conf itself would not be). */
 static bool template_ok(const char *v)
 {
+	if (!strstr(v, "${"))
+		return false;
 	for (const char *p = v; *p; p++) {
 		if (*p == '\r' || *p == '\n')
 			return false;
@@ -142,8 +146,8 @@ static int cred_entry(const git_config_entry *e, void *data)
 		if (!strchr(v, ':') || !template_ok(v)) {
 			snprintf(l->errbuf, l->errlen,
 				 "%s: [credential \"%s\"] basic must be "
-				 "USER:PASSWORD, with ${VAR} for a value of "
-				 "spd's environment file",
+				 "USER:${VAR}, VAR a value of spd's "
+				 "environment file",
 				 l->path, c->name);
 			return -EINVAL;
 		}
@@ -160,8 +164,8 @@ static int cred_entry(const git_config_entry *e, void *data)
 		    strcspn(v, " \t:") != (size_t)(colon - v)) {
 			snprintf(l->errbuf, l->errlen,
 				 "%s: [credential \"%s\"] header must be "
-				 "\"Name: value\", with ${VAR} for a value of "
-				 "spd's environment file",
+				 "\"Name: value\", the value with ${VAR} for a "
+				 "value of spd's environment file",
 				 l->path, c->name);
 			return -EINVAL;
 		}

@@ -1075,7 +1075,7 @@ static const char *not_ff(const char *gitdir, const char *old_id,
 			  const char *new_id)
 {
 	git_repository *repo = NULL;
-	git_oid o, n;
+	git_oid o, n, base;
 	const char *why = NULL;
 
 	if (!gitdir || strlen(old_id) != 40 ||
@@ -1085,7 +1085,10 @@ static const char *not_ff(const char *gitdir, const char *old_id,
 		why = "not an object id";
 	else if (git_oid_equal(&o, &n))
 		why = NULL;
-	else if (git_graph_descendant_of(repo, &n, &o) != 1)
+	/* A fast-forward: old is the merge base of the two.  (libgit2
+	 * 1.5's git_graph_descendant_of leaks on this path.) */
+	else if (git_merge_base(&base, repo, &n, &o) < 0 ||
+		 !git_oid_equal(&base, &o))
 		why = "not a fast-forward of the branch (a force push)";
 	git_repository_free(repo);
 	return why;
