@@ -30,8 +30,8 @@ static size_t oid_len(const char *s, size_t n)
 }
 
 int proxy_pkt_commands(const char *buf, size_t len,
-		       struct proxy_pkt_update *out, size_t max,
-		       size_t *ret_n, const char **why)
+		       struct proxy_pkt_update *out, size_t max, size_t *ret_n,
+		       const char **why)
 {
 	size_t off = 0, n = 0;
 

@@ -1058,6 +1058,19 @@ static bool has_header(struct ptls *t, size_t end, const char *name)
 	return false;
 }
 
+/* A header line that continues the one before (obs-fold): a server
+ * could read it as its own header, or not; refused. */
+static bool has_folded_line(struct ptls *t, size_t end)
+{
+	for (const char *p = t->head;
+	     (p = memchr(p, '\n', (size_t)(t->head + end - p)));) {
+		p++;
+		if (p < t->head + end && (*p == ' ' || *p == '\t'))
+			return true;
+	}
+	return false;
+}
+
 /* A git push to be judged: POST .../git-receive-pack in a session's
  * run (an operator's runs follow their own rule). */
 static bool is_push(struct ptls *t, const char *path, size_t end)
@@ -1159,6 +1172,11 @@ static void judge(struct ptls *t, size_t end)
 	bool any;
 	size_t out_len;
 
+	if (has_folded_line(t, end)) {
+		tls_refuse(t, 403, method, NULL, NULL,
+			   "a folded header line (obs-fold) is refused");
+		return;
+	}
 	if (t->p.method == HTTP_CONNECT ||
 	    !request_path(t, path, sizeof(path))) {
 		tls_refuse(t, 403, method, NULL, NULL,
