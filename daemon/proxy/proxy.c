@@ -36,6 +36,7 @@ static void port_maybe_free(struct proxy_port *p)
 		proxy_project_free(p->project);
 		free(p->push_ref);
 		free(p->push_gitdir);
+		free(p->push_worktree);
 		free(p->refusals);
 		free(p->workspace);
 		free(p->session);
@@ -1116,6 +1117,8 @@ int proxy_serve(struct spd *spd, int fd, const struct proxy_run *run,
 				     si->branch) < 0)
 				p->push_ref = NULL;
 			p->push_gitdir = si->gitdir ? strdup(si->gitdir) : NULL;
+			p->push_worktree =
+			    si->worktree ? strdup(si->worktree) : NULL;
 			session_info_free(si);
 		}
 	}

@@ -96,10 +96,11 @@ struct proxy_port {
 	void *on_ask_data;
 	char actor[16];
 	/* A session's run may push (git-receive-pack) only to its branch:
-	 * "refs/heads/spd/FEATURE" (NULL: to none), fast-forwards checked in
-	 * its git dir.  An operator's run: push_restricted false. */
+	 * "refs/heads/spd/FEATURE" (NULL: to none), fast-forwards judged on
+	 * the objects of the session's worktree and of its repository.  An
+	 * operator's run: push_restricted false. */
 	bool push_restricted;
-	char *push_ref, *push_gitdir;
+	char *push_ref, *push_gitdir, *push_worktree;
 };
 
 /* proxy.c, for tls.c: close c (its byte counts journaled); refuse it

@@ -1082,28 +1082,115 @@ static bool is_push(struct ptls *t, const char *path, size_t end)
 	       n >= 17 && strcmp(path + n - 17, "/git-receive-pack") == 0;
 }
 
-/* Whether new_id descends from old_id in the session's git dir: NULL, or
- * why not (an id spd does not have is not known to be a fast-forward). */
-static const char *not_ff(const char *gitdir, const char *old_id,
+/* Commits walked at most to find a push's old tip below its new one
+ * (each compared with those seen: the walk is quadratic, bounded to a
+ * few milliseconds of spd's loop); a longer push cannot be told a
+ * fast-forward and is refused. */
+#define FF_WALK_MAX 5000
+
+/* Whether new descends from old, walking parents in odb: 1, 0, or -1
+ * when spd cannot tell (an object it does not have, too long a walk).
+ * Commits are read as objects (their hashes checked by libgit2), parents
+ * from their own text: no ref, graft or replacement of the agent's
+ * repository has a say. */
+static int descends(git_odb *odb, const git_oid *new_oid, const git_oid *old)
+{
+	git_oid *queue = malloc(FF_WALK_MAX * sizeof(*queue));
+	size_t head = 0, tail = 0;
+	int r = 0;
+
+	if (!queue)
+		return -1;
+	queue[tail++] = *new_oid;
+	while (head < tail && r == 0) {
+		git_odb_object *obj = NULL;
+		const char *d, *end;
+
+		if (git_oid_equal(&queue[head], old)) {
+			r = 1;
+			break;
+		}
+		if (git_odb_read(&obj, odb, &queue[head++]) < 0 ||
+		    git_odb_object_type(obj) != GIT_OBJECT_COMMIT) {
+			git_odb_object_free(obj);
+			r = -1;
+			break;
+		}
+		d = git_odb_object_data(obj);
+		end = d + git_odb_object_size(obj);
+		/* "tree X\n", then "parent X\n" lines, then the rest. */
+		while (d < end) {
+			const char *nl = memchr(d, '\n', (size_t)(end - d));
+
+			if (!nl || nl == d)
+				break;
+			if (nl - d == 47 && memcmp(d, "parent ", 7) == 0) {
+				bool seen = false;
+				git_oid p;
+
+				if (git_oid_fromstrn(&p, d + 7, 40) < 0) {
+					r = -1;
+					break;
+				}
+				for (size_t i = 0; i < tail && !seen; i++)
+					seen = git_oid_equal(&queue[i], &p);
+				if (!seen && tail == FF_WALK_MAX) {
+					r = -1;
+					break;
+				}
+				if (!seen)
+					queue[tail++] = p;
+			} else if (memcmp(d, "tree ", 5) != 0) {
+				break;
+			}
+			d = nl + 1;
+		}
+		git_odb_object_free(obj);
+	}
+	free(queue);
+	return r;
+}
+
+/* Whether a push from old_id to new_id is a fast-forward, judged on the
+ * objects of the session's worktree (the agent's commits) and of its
+ * repository: NULL, or why not (an object spd does not have is not known
+ * to be one). */
+static const char *not_ff(const struct proxy_port *port, const char *old_id,
 			  const char *new_id)
 {
-	git_repository *repo = NULL;
-	git_oid o, n, base;
+	git_odb *odb = NULL;
+	git_oid o, n;
+	char *objs = NULL;
 	const char *why = NULL;
+	int r;
 
-	if (!gitdir || strlen(old_id) != 40 ||
-	    git_repository_open(&repo, gitdir) < 0)
+	if (strlen(old_id) != 40 || git_oid_fromstr(&o, old_id) < 0 ||
+	    git_oid_fromstr(&n, new_id) < 0)
 		return "spd cannot tell whether it is a fast-forward";
-	if (git_oid_fromstr(&o, old_id) < 0 || git_oid_fromstr(&n, new_id) < 0)
-		why = "not an object id";
-	else if (git_oid_equal(&o, &n))
-		why = NULL;
-	/* A fast-forward: old is the merge base of the two.  (libgit2
-	 * 1.5's git_graph_descendant_of leaks on this path.) */
-	else if (git_merge_base(&base, repo, &n, &o) < 0 ||
-		 !git_oid_equal(&base, &o))
+	if (git_libgit2_init() < 0)
+		return "spd cannot tell whether it is a fast-forward";
+	if (git_odb_new(&odb) < 0) {
+		git_libgit2_shutdown();
+		return "spd cannot tell whether it is a fast-forward";
+	}
+	if (port->push_worktree &&
+	    asprintf(&objs, "%s/.git/objects", port->push_worktree) > 0)
+		git_odb_add_disk_alternate(odb, objs);
+	free(objs);
+	objs = NULL;
+	if (port->push_gitdir &&
+	    asprintf(&objs, "%s/objects", port->push_gitdir) > 0)
+		git_odb_add_disk_alternate(odb, objs);
+	free(objs);
+	r = descends(odb, &n, &o);
+	if (r == 0)
 		why = "not a fast-forward of the branch (a force push)";
-	git_repository_free(repo);
+	else if (r < 0)
+		why = "spd cannot tell that it is a fast-forward (it does not "
+		      "have the commits between)";
+	git_odb_free(odb);
+	git_error_clear();
+	git_libgit2_shutdown();
 	return why;
 }
 
@@ -1133,8 +1220,7 @@ static void push_judge(struct ptls *t, const struct proxy_pkt_update *u,
 			snprintf(why, sizeof(why), "deleting %s is refused",
 				 u[i].ref);
 		} else if (!proxy_oid_zero(u[i].old_id) &&
-			   (nf = not_ff(port->push_gitdir, u[i].old_id,
-					u[i].new_id))) {
+			   (nf = not_ff(port, u[i].old_id, u[i].new_id))) {
 			snprintf(why, sizeof(why), "a push to %s: %s", u[i].ref,
 				 nf);
 		} else {

@@ -44,8 +44,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	if (size > 8192)
 		return 0;
-	rf = proxy_pkt_commands((const char *)data, size, full, MAXU, &nf,
-				&why);
+	rf =
+	    proxy_pkt_commands((const char *)data, size, full, MAXU, &nf, &why);
 	if (rf < -1 || rf > 1 || (rf == -1 && !why))
 		abort();
 	if (rf == 1)

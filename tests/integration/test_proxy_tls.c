@@ -635,13 +635,33 @@ START_TEST(test_git_push_only_session_branch)
 	free(out);
 	free(err);
 
+	/* A fast-forward of the branch: through. */
+	free(head);
+	head = NULL;
+	ck_assert_int_eq(test_sh(&head,
+				 "cd '%s' && echo c > c.txt && git add c.txt "
+				 "&& git -c user.name=a -c user.email=a@a "
+				 "commit -qm c && git rev-parse HEAD",
+				 wt),
+			 0);
+	rc = agent_run(
+	    tok,
+	    (char *[]){"git", "push", url, "HEAD:refs/heads/spd/feat", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc == 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
 	/* A force push: history rewritten, the remote's tip not an
 	 * ancestor. */
 	ck_assert_int_eq(test_sh(NULL,
 				 "cd '%s' && git reset -q --hard HEAD~1 && "
-				 "echo c > c.txt && git add c.txt && "
+				 "echo d > d.txt && git add d.txt && "
 				 "git -c user.name=a -c user.email=a@a "
-				 "commit -qm c",
+				 "commit -qm d",
 				 wt),
 			 0);
 	rc = agent_run(tok,
@@ -673,7 +693,7 @@ START_TEST(test_git_push_only_session_branch)
 	ck_assert_msg(has(j, "\"refs\":[\"refs/heads/spd/feat\"]") &&
 			  has(j, "a push to refs/heads/main: this session may "
 				 "push only to refs/heads/spd/feat") &&
-			  has(j, "not a fast-forward") &&
+			  has(j, "not a fast-forward of the branch") &&
 			  has(j, "deleting refs/heads/spd/feat is refused"),
 		      "journal %s", j);
 	ck_assert_msg(!has(j, TOKEN), "journal %s", j);
