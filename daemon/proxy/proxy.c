@@ -436,6 +436,7 @@ static void connect_to(struct pconn *c, const struct sockaddr *sa)
 			  c->address, sizeof(c->address));
 	}
 	uv_tcp_init(c->port->spd->loop, &c->upstream);
+	uv_tcp_nodelay(&c->upstream, 1);
 	c->upstream.data = c;
 	c->upstream_open = true;
 	c->handles++;
@@ -1033,6 +1034,9 @@ static void on_connection(uv_stream_t *l, int status)
 		conn_close(c);
 		return;
 	}
+	/* Bytes go on as they come: a TLS handshake's small records
+	 * would otherwise wait on Nagle and a delayed ACK (40 ms each). */
+	uv_tcp_nodelay(&c->client, 1);
 	/* Over the limit: refused once accepted, so the client hears why. */
 	if (p->nconns > PROXY_CONNS_MAX) {
 		refuse(c, 403, "too many connections through the proxy (%d)",

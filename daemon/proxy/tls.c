@@ -609,6 +609,7 @@ static SSL_CTX *leaf_ctx(struct proxy_tls *t, const char *host)
 	}
 	X509_free(cert);
 	SSL_CTX_set_alpn_select_cb(ctx, alpn_select, NULL);
+	SSL_CTX_set_num_tickets(ctx, 0);
 	l = calloc(1, sizeof(*l));
 	if (!l) {
 		SSL_CTX_free(ctx);
