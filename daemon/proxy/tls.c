@@ -760,6 +760,10 @@ static void finish(struct ptls *t)
 		return;
 	t->state = T_DONE;
 	t->finishing = true;
+	/* Nothing more is read either way: what the run is owed is out. */
+	uv_read_stop(t->cl.s);
+	uv_read_stop(t->up.s);
+	t->cl.paused = t->up.paused = false;
 	if (t->cl.ssl && SSL_is_init_finished(t->cl.ssl)) {
 		SSL_shutdown(t->cl.ssl);
 		flush(&t->cl);
@@ -1500,6 +1504,7 @@ static void up_data(struct ptls *t)
 			    v != X509_V_OK ? X509_verify_cert_error_string(v)
 					   : "handshake error");
 			ERR_clear_error();
+			uv_read_stop(t->up.s);
 			pconn_refuse_plain(c, 502, why);
 		}
 		return;
@@ -1564,14 +1569,17 @@ static void tls_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 	struct tside *side = from_client ? &t->cl : &t->up,
 		     *other = from_client ? &t->up : &t->cl;
 
-	if (n == 0 || c->closing)
+	/* P_DONE: refused in plain HTTP (the server's handshake failed),
+	 * the answer on its way. */
+	if (n == 0 || c->closing || c->state == P_DONE || t->finishing)
 		return;
 	if (n < 0) {
-		if (!from_client && t->state == T_UP_HS)
+		if (!from_client && t->state == T_UP_HS) {
+			uv_read_stop(t->up.s);
 			pconn_refuse_plain(c, 502,
 					   "the server closed the connection "
 					   "during the TLS handshake");
-		else if (from_client)
+		} else if (from_client)
 			tls_close(t);
 		else
 			finish(t);

@@ -165,10 +165,25 @@ static bool usable(void)
 	       access("/usr/bin/sqlite3", X_OK) == 0;
 }
 
+/* A directory a run reads as the host has it: not under /tmp or
+ * /var/tmp, which are each run's own (TMPDIR, else the build dir). */
+static char *outside_tmpdir(void)
+{
+	const char *base = getenv("TMPDIR");
+	char *t;
+
+	if (!base || base[0] != '/' || strncmp(base, "/tmp", 4) == 0 ||
+	    strncmp(base, "/var/tmp", 8) == 0)
+		base = test_build_dir();
+	ck_assert(asprintf(&t, "%s/spd-test-certs-XXXXXX", base) > 0);
+	ck_assert_ptr_nonnull(mkdtemp(t));
+	return t;
+}
+
 /* The test CA and the stand-in's certificate (both .test names). */
 static void make_certs(void)
 {
-	CERTS = test_tmpdir("certs");
+	CERTS = outside_tmpdir();
 	ck_assert_int_eq(
 	    test_sh(NULL,
 		    "cd '%s' && "
@@ -208,6 +223,7 @@ static void start(const char *extra, bool with_token)
 		 "\tresolve = api.stand-in.test:127.0.0.2\n"
 		 "\tresolve = plain.stand-in.test:127.0.0.2\n"
 		 "\tresolve = rules.stand-in.test:127.0.0.2\n"
+		 "\tresolve = wrong.stand-in.test:127.0.0.2\n"
 		 "\tallow-address = 127.0.0.2\n"
 		 "\ttest-ca = %s/ca.pem\n"
 		 "\tca-bundle = %s/run-trusts.pem\n"
@@ -250,6 +266,7 @@ static void teardown(void)
 static const char cred_conf[] =
     "[credential \"standin\"]\n"
     "\thost = api.stand-in.test\n"
+    "\thost = wrong.stand-in.test\n"
     "\theader = Authorization: Bearer ${STANDIN_TOKEN}\n";
 
 /* sh -c script in a proxy run, approved by the operator; its exit
@@ -360,7 +377,9 @@ START_TEST(test_credential_added_by_spd)
 END_TEST
 
 /* A host without a credential or rule is still a plain tunnel: the run
- * sees the stand-in's own certificate, and no token is added. */
+ * sees the stand-in's own certificate, and no token is added.  A host
+ * with a credential whose server's certificate does not name it gets
+ * no request (nor token) at all: 502. */
 START_TEST(test_other_hosts_plain_tunnel)
 {
 	char script[2048], *out = NULL, *err = NULL, *verb, *s;
@@ -370,16 +389,19 @@ START_TEST(test_other_hosts_plain_tunnel)
 	start(cred_conf, true);
 	snprintf(script, sizeof(script),
 		 "curl -sv --cacert '%s/ca.pem' -w ' code=%%{http_code}\\n' "
-		 "https://plain.stand-in.test:%d/user > verbose.txt 2>&1",
-		 CERTS, standin_port);
-	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+		 "https://plain.stand-in.test:%d/user > verbose.txt 2>&1; "
+		 "curl -sS https://wrong.stand-in.test:%d/user 2>&1",
+		 CERTS, standin_port, standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 56);
+	ck_assert_msg(has(out, "502"), "out %s err %s", out, err);
 	verb = ws_file("verbose.txt");
 	ck_assert_msg(has(verb, "issuer: CN=spd-test-standin-ca") &&
 			  has(verb, "code=401"),
 		      "verbose %s", verb);
 	s = seen();
 	ck_assert_msg(has(s, "GET /user host=plain.stand-in.test:") &&
-			  has(s, "auth=-\n") && !has(s, TOKEN),
+			  has(s, "auth=-\n") && !has(s, TOKEN) &&
+			  !has(s, "wrong.stand-in.test"),
 		      "seen %s", s);
 	free(s);
 	free(verb);
