@@ -660,6 +660,7 @@ int main(int argc, char **argv)
 	close(pidfd);
 	log_info("stopped");
 	proxy_tls_free(&spd);
+	proxy_grants_free(&spd);
 	config_free(&spd.config);
 	log_set_redact(NULL);
 	secrets_free(&spd);

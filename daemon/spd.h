@@ -126,6 +126,8 @@ struct spd {
 	/* The proxy's CA and its leaf certificates (daemon/proxy/tls.c),
 	 * made on the first run that needs them; NULL before. */
 	struct proxy_tls *proxy_tls;
+	/* Request rules approved for sessions (policy.propose). */
+	struct proxy_grant *proxy_grants;
 	/* Runs started with a stdin pipe, which run.input finds by the
 	 * connection that started them (daemon/methods/m_run.c). */
 	struct run_ctx *stdin_runs;

@@ -385,3 +385,76 @@ bool proxy_path_ambiguous(const char *p)
 	       (n >= 2 && strcmp(p + n - 2, "/.") == 0) ||
 	       (n >= 3 && strcmp(p + n - 3, "/..") == 0);
 }
+
+struct proxy_grant {
+	struct proxy_grant *next;
+	char *session, *host, *method, *path;
+};
+
+bool proxy_rule_ok(const char *method, const char *path)
+{
+	size_t m = strlen(method);
+
+	if (!m || m > 16)
+		return false;
+	for (size_t i = 0; i < m; i++)
+		if (!isupper((unsigned char)method[i]) &&
+		    !(m == 1 && method[0] == '*'))
+			return false;
+	if (path[0] != '/' || strlen(path) > 1024)
+		return false;
+	for (const char *p = path; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == '?' || *p == 0x7f)
+			return false;
+	return true;
+}
+
+int proxy_grant_add(struct spd *spd, const char *session, const char *host,
+		    const char *method, const char *path)
+{
+	struct proxy_grant *g = calloc(1, sizeof(*g));
+
+	if (!g || !(g->session = strdup(session)) ||
+	    !(g->host = strdup(host)) || !(g->method = strdup(method)) ||
+	    !(g->path = strdup(path))) {
+		if (g) {
+			free(g->session);
+			free(g->host);
+			free(g->method);
+		}
+		free(g);
+		return -ENOMEM;
+	}
+	g->next = spd->proxy_grants;
+	spd->proxy_grants = g;
+	return 0;
+}
+
+bool proxy_granted(const struct spd *spd, const char *session, const char *host,
+		   const char *method, const char *path)
+{
+	if (!session)
+		return false;
+	for (const struct proxy_grant *g = spd->proxy_grants; g; g = g->next)
+		if (strcmp(g->session, session) == 0 &&
+		    host_match(g->host, host) &&
+		    (strcmp(g->method, "*") == 0 ||
+		     strcmp(g->method, method) == 0) &&
+		    proxy_path_glob(g->path, path))
+			return true;
+	return false;
+}
+
+void proxy_grants_free(struct spd *spd)
+{
+	while (spd->proxy_grants) {
+		struct proxy_grant *g = spd->proxy_grants;
+
+		spd->proxy_grants = g->next;
+		free(g->session);
+		free(g->host);
+		free(g->method);
+		free(g->path);
+		free(g);
+	}
+}

@@ -207,6 +207,21 @@ int proxy_tls_prepare(struct spd *spd, const char **ret, char *errbuf,
 		      size_t errlen);
 void proxy_tls_free(struct spd *spd);
 
+/*
+ * Rules a person approved for one session (policy.propose): "allow =
+ * METHOD PATH" for a host, live for the session's runs from their next
+ * request, until spd stops.  A grant lets through what no rule of
+ * spd.conf matches for the host, never what a deny rule refuses.
+ * proxy_grant_add returns 0 or -ENOMEM.
+ */
+int proxy_grant_add(struct spd *spd, const char *session, const char *host,
+		    const char *method, const char *path);
+bool proxy_granted(const struct spd *spd, const char *session, const char *host,
+		   const char *method, const char *path);
+void proxy_grants_free(struct spd *spd);
+/* Whether method ("GET", or "*") and path ("/glob") make a rule. */
+bool proxy_rule_ok(const char *method, const char *path);
+
 struct sockaddr;
 /* Why sa is not a public address ("loopback", "link-local", "private",
  * "shared", "unique-local", "unspecified", ...), or NULL when it is. */

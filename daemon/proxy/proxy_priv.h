@@ -114,6 +114,15 @@ void pconn_refuse_plain(struct pconn *c, int status, const char *why);
 /* Start c's idle timeout ([limits] proxy-idle-timeout). */
 void pconn_idle_start(struct pconn *c);
 
+/* ca.c: the server context presenting a certificate for host (issued
+ * now or kept), or NULL; the context spd verifies host's server with;
+ * whether host is a name a certificate can carry. */
+struct ssl_ctx_st;
+struct proxy_tls;
+struct ssl_ctx_st *proxy_leaf_ctx(struct proxy_tls *t, const char *host);
+struct ssl_ctx_st *proxy_upstream_ctx(struct proxy_tls *t, const char *host);
+bool proxy_cert_name_ok(const char *host);
+
 /* tls.c: a CONNECT to a host spd terminates, upstream TCP connected:
  * verify the server, answer the CONNECT, then judge and pass each
  * request.  pconn_tls_free releases its state (c freed). */

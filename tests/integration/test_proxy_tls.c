@@ -727,6 +727,108 @@ START_TEST(test_git_push_only_session_branch)
 }
 END_TEST
 
+/* A session asks for a rule (policy.propose) after a 403 that says how;
+ * a person approves it; the next request of the session's runs passes,
+ * spd never restarted.  Journaled. */
+START_TEST(test_propose_rule)
+{
+	char conf[2048], *repo, id[TEST_SESSION_ID_LEN + 1],
+	    tok[TEST_SESSION_TOKEN_LEN + 1], url[256], *params,
+	    *out = NULL, *err = NULL, *r, *j;
+	json_t *reply;
+	long approval;
+	int fd;
+
+	if (!usable())
+		TEST_SKIP("curl, python3, openssl or sqlite3 is not installed");
+	snprintf(conf, sizeof(conf), "%s%s", rules_conf,
+		 "[policy]\n\tallow = python3 -c\n"
+		 "[approvals]\n\ttimeout = 5\n");
+	start(conf, true);
+	repo = test_tmpdir("repo");
+	test_make_repo(repo, "echo a > a.txt");
+	ck_assert(
+	    asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"p\"}", repo) > 0);
+	test_session_start(&T, params, id, tok);
+	free(params);
+	snprintf(url, sizeof(url), "https://api.stand-in.test:%d/admin/users",
+		 standin_port);
+
+	/* No rule matches: 403, naming how to ask. */
+	ck_assert_int_eq(
+	    agent_run(tok,
+		      (char *[]){"curl", "-sS", "-w", " code=%{http_code}\n",
+				 url, NULL},
+		      &out, &err),
+	    0);
+	ck_assert_msg(has(out,
+			  "\"ask\":{\"method\":\"policy.propose\","
+			  "\"params\":{\"host\":\"api.stand-in.test\","
+			  "\"method\":\"GET\",\"path\":\"/admin/users\"}}") &&
+			  has(out, "code=403"),
+		      "out %s err %s", out, err);
+	free(out);
+	free(err);
+
+	/* The operator cannot propose; a host spd does not terminate
+	 * cannot be proposed for. */
+	fd = test_spd_connect(&T);
+	r = test_rpc_on(&T, fd, NULL, "policy.propose",
+			"{\"host\":\"api.stand-in.test\",\"method\":\"GET\","
+			"\"path\":\"/admin/**\"}",
+			10000);
+	TEST_ASSERT_CODE(r, "BAD-REQUEST");
+	free(r);
+	r = test_rpc_on(&T, fd, tok, "policy.propose",
+			"{\"host\":\"rules.stand-in.test\",\"method\":\"GET\","
+			"\"path\":\"/x\"}",
+			10000);
+	TEST_ASSERT_CODE(r, "BAD-REQUEST");
+	free(r);
+	r = test_rpc_on(&T, fd, tok, "policy.propose",
+			"{\"host\":\"api.stand-in.test\",\"method\":\"GET\","
+			"\"path\":\"/admin/**\"}",
+			10000);
+	reply = json_loads(r ? r : "", 0, NULL);
+	approval = (long)json_integer_value(
+	    json_object_get(json_object_get(reply, "result"), "approval"));
+	ck_assert_msg(approval > 0, "reply %s", r);
+	json_decref(reply);
+	free(r);
+	ck_assert(asprintf(&params, "{\"id\":%ld,\"approve\":true}", approval) >
+		  0);
+	r = test_rpc_on(&T, fd, NULL, "approval.decide", params, 10000);
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	free(params);
+	close(fd);
+
+	/* The next request passes, the same spd. */
+	ck_assert_int_eq(
+	    agent_run(tok,
+		      (char *[]){"curl", "-sS", "-w", " code=%{http_code}\n",
+				 url, NULL},
+		      &out, &err),
+	    0);
+	ck_assert_msg(has(out, "user=standin GET /admin/users\n code=200"),
+		      "out %s err %s", out, err);
+	free(out);
+	free(err);
+	j = test_journal_until(&T,
+			       "select kind, summary, detail from events "
+			       "where kind like 'net.proxy%' order by id",
+			       "approved for the session");
+	ck_assert_msg(has(j, "net.proxy.rule|api.stand-in.test allow = GET "
+			     "/admin/**") &&
+			  has(j, "\"decision\":\"allow\"") &&
+			  has(j, "approved for the session (policy.propose)"),
+		      "journal %s", j);
+	free(j);
+	test_rmrf(repo);
+	free(repo);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_tls");
@@ -742,6 +844,7 @@ int main(void)
 	tcase_add_test(tc, test_ca_key_out_of_reach);
 	tcase_add_test(tc, test_request_rules);
 	tcase_add_test(tc, test_git_push_only_session_branch);
+	tcase_add_test(tc, test_propose_rule);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
