@@ -15,7 +15,7 @@ PREFIX ?= /usr/local
 CC ?= cc
 PKG_CONFIG ?= pkg-config
 
-DAEMON_PKGS := libuv jansson sqlite3 libgit2 libsodium libcurl
+DAEMON_PKGS := libuv jansson sqlite3 libgit2 libsodium libcurl openssl
 SBX_PKGS := libseccomp libcap-ng
 TEST_PKGS := check
 ALL_PKGS := $(DAEMON_PKGS) $(SBX_PKGS) $(TEST_PKGS)

@@ -8,6 +8,10 @@
  * curl on the host, curl in a --net host run (the same sandbox, direct),
  * and curl in a --net proxy run by plain http:// and through a CONNECT
  * tunnel.  The server is this program's child, plain C on 127.0.0.2.
+ * Then the same over HTTPS (issue 42), from openssl s_server -WWW on
+ * 127.0.0.2 with a certificate of a test CA: direct in a --net host run,
+ * through a plain CONNECT tunnel, and to a host with a [credential],
+ * where spd terminates TLS on both sides and adds the header.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -37,8 +41,8 @@
 /* Lines of "big N" and "small N" one way prints at most. */
 #define BENCH_LINES 256
 
-static int server_port;
-static pid_t server_pid = -1;
+static int server_port, tls_port;
+static pid_t server_pid = -1, tls_pid = -1;
 
 /* Answer one request: /big gets BENCH_BIG_BYTES, anything else one
  * byte.  The head is read up to its blank line (curl sends it whole). */
@@ -115,19 +119,89 @@ static int server_start(void)
 	return 0;
 }
 
+/* openssl s_server -WWW in dir (files big and small there) on
+ * 127.0.0.2, port found by trying from a free one.  Returns 0 or -1. */
+static int tls_server_start(const char *dir)
+{
+	struct sockaddr_in b = {.sin_family = AF_INET};
+	socklen_t bl = sizeof(b);
+	int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	char port[32], cert[4096], key[4096];
+
+	/* A free port of 127.0.0.2, for s_server to bind again. */
+	inet_pton(AF_INET, "127.0.0.2", &b.sin_addr);
+	if (l < 0 || bind(l, (struct sockaddr *)&b, sizeof(b)) < 0 ||
+	    getsockname(l, (struct sockaddr *)&b, &bl) < 0) {
+		if (l >= 0)
+			close(l);
+		return -1;
+	}
+	tls_port = ntohs(b.sin_port);
+	close(l);
+	snprintf(port, sizeof(port), "127.0.0.2:%d", tls_port);
+	snprintf(cert, sizeof(cert), "%s/srv.pem", dir);
+	snprintf(key, sizeof(key), "%s/srv.key", dir);
+	tls_pid = fork();
+	if (tls_pid < 0)
+		return -1;
+	if (tls_pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (chdir(dir) < 0)
+			_exit(1);
+		if (!freopen("/dev/null", "w", stdout) ||
+		    !freopen("/dev/null", "w", stderr) ||
+		    !freopen("/dev/null", "r", stdin))
+			_exit(1);
+		execlp("openssl", "openssl", "s_server", "-quiet", "-accept",
+		       port, "-cert", cert, "-key", key, "-WWW", (char *)NULL);
+		_exit(127);
+	}
+	/* Until it answers. */
+	for (int i = 0; i < 200; i++) {
+		struct sockaddr_in a = {.sin_family = AF_INET,
+					.sin_port = htons((uint16_t)tls_port)};
+		int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		int ok;
+
+		inet_pton(AF_INET, "127.0.0.2", &a.sin_addr);
+		ok =
+		    s >= 0 && connect(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+		if (s >= 0)
+			close(s);
+		if (ok)
+			return 0;
+		usleep(50 * 1000);
+	}
+	return -1;
+}
+
 /* The script each way runs: the downloads, then the small requests,
  * each printing curl's own figure. */
 static void script_for(char *buf, size_t len, const char *host,
 		       const char *curl_opts)
 {
-	snprintf(buf, len,
+	bool tls = strstr(curl_opts, "--cacert") != NULL;
+	const char *scheme = tls ? "https" : "http";
+	int port = tls ? tls_port : server_port;
+
+	/* The terminated host: curl given spd's CA alone (the bundle's
+	 * last certificate), as the other ways are given one CA: what curl
+	 * spends reading the system's whole bundle is curl's, not spd's. */
+	if (strstr(host, "cred."))
+		snprintf(buf, len,
+			 "awk '/BEGIN CERT/ { b = \"\" } { b = b $0 \"\\n\" } "
+			 "END { printf \"%%s\", b }' \"$SSL_CERT_FILE\" > "
+			 "/tmp/spd-ca.pem; ");
+	else
+		buf[0] = '\0';
+	snprintf(buf + strlen(buf), len - strlen(buf),
 		 "for i in $(seq %d); do curl -sS %s -o /dev/null -w "
-		 "'big %%{speed_download}\\n' http://%s:%d/big; done; "
+		 "'big %%{speed_download}\\n' %s://%s:%d/big; done; "
 		 "for i in $(seq %d); do curl -sS %s -o /dev/null -w "
-		 "'small %%{time_starttransfer}\\n' http://%s:%d/small; "
+		 "'small %%{time_starttransfer}\\n' %s://%s:%d/small; "
 		 "done",
-		 BENCH_BIG, curl_opts, host, server_port, BENCH_SMALL,
-		 curl_opts, host, server_port);
+		 BENCH_BIG, curl_opts, scheme, host, port, BENCH_SMALL,
+		 curl_opts, scheme, host, port);
 }
 
 struct figures {
@@ -167,7 +241,7 @@ static struct test_spd T;
 static int measure(const char *label, const char *net, const char *host,
 		   const char *curl_opts, const char *ws, struct figures *f)
 {
-	char script[1024], *out = NULL, *err = NULL;
+	char script[2048], *out = NULL, *err = NULL;
 	char *sh[] = {"sh", "-c", script, NULL};
 	char wsb[4096], netb[16];
 	char *run[] = {"run", "--workspace", wsb,  "--yes", "--net", netb,
@@ -193,34 +267,81 @@ static int measure(const char *label, const char *net, const char *host,
 
 START_TEST(bench_proxy)
 {
-	static const struct {
+	char cacert[4200], resolve[256];
+	const struct {
 		const char *label, *net, *host, *opts;
 	} ways[] = {
 	    {"curl on the host, direct", NULL, "127.0.0.2", ""},
 	    {"curl in a --net host run, direct", "host", "127.0.0.2", ""},
 	    {"--net proxy, plain http://", "proxy", "bench.test", ""},
 	    {"--net proxy, CONNECT tunnel", "proxy", "bench.test", "-p"},
+	    {"https, --net host run, direct", "host", "tls.bench.test",
+	     resolve},
+	    {"https, --net proxy, CONNECT tunnel", "proxy", "tls.bench.test",
+	     cacert},
+	    {"https, --net proxy, terminated", "proxy", "cred.bench.test",
+	     "--cacert /tmp/spd-ca.pem"},
 	};
-	struct figures f[4];
-	char conf[256], *ws;
+	enum { NWAYS = sizeof(ways) / sizeof(ways[0]) };
+	struct figures f[NWAYS];
+	char conf[2048], *ws, *certs, *envp;
 	int rc = 0;
 
-	if (access("/usr/bin/curl", X_OK) != 0) {
-		printf("SKIP: bench proxy: curl is not installed\n");
+	if (access("/usr/bin/curl", X_OK) != 0 ||
+	    access("/usr/bin/openssl", X_OK) != 0) {
+		printf("SKIP: bench proxy: curl or openssl is not installed\n");
 		return;
 	}
 	if (server_start() < 0)
 		ck_abort_msg("cannot listen on 127.0.0.2: %s", strerror(errno));
+	certs = test_tmpdir("bench-proxy-certs");
+	ck_assert_int_eq(
+	    test_sh(
+		NULL,
+		"cd '%s' && chmod 755 . && "
+		"openssl req -x509 -newkey ec -pkeyopt "
+		"ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem "
+		"-days 2 -subj /CN=bench-ca "
+		"-addext basicConstraints=critical,CA:TRUE "
+		"-addext keyUsage=critical,keyCertSign 2>/dev/null && "
+		"openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 "
+		"-nodes -keyout srv.key -out srv.csr -subj /CN=tls.bench.test "
+		"2>/dev/null && printf 'subjectAltName=DNS:tls.bench.test,"
+		"DNS:cred.bench.test\\nbasicConstraints=CA:FALSE\\n"
+		"extendedKeyUsage=serverAuth\\n' > ext && "
+		"openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key "
+		"-CAcreateserial -out srv.pem -days 2 -extfile ext "
+		"2>/dev/null && chmod 644 ca.pem && "
+		"head -c %lld /dev/zero > big && printf x > small",
+		certs, BENCH_BIG_BYTES),
+	    0);
+	if (tls_server_start(certs) < 0)
+		ck_abort_msg("openssl s_server did not start");
+	snprintf(cacert, sizeof(cacert), "-p --cacert %s/ca.pem", certs);
+	snprintf(resolve, sizeof(resolve),
+		 "--cacert %s/ca.pem --resolve tls.bench.test:%d:127.0.0.2",
+		 certs, tls_port);
 	snprintf(conf, sizeof(conf),
 		 "[network]\n\tallow-host = bench.test\n"
+		 "\tallow-host = *.bench.test\n"
 		 "\tresolve = bench.test:127.0.0.2\n"
-		 "\tallow-address = 127.0.0.2\n");
+		 "\tresolve = tls.bench.test:127.0.0.2\n"
+		 "\tresolve = cred.bench.test:127.0.0.2\n"
+		 "\tallow-address = 127.0.0.2\n"
+		 "\ttest-ca = %s/ca.pem\n"
+		 "\tca-bundle = %s/run-trusts.pem\n"
+		 "[credential \"bench\"]\n\thost = cred.bench.test\n"
+		 "\theader = Authorization: Bearer ${BENCH_TOKEN}\n",
+		 certs, certs);
 	test_spd_prepare(&T, conf);
+	ck_assert(asprintf(&envp, "%s/environment", T.config) > 0);
+	test_write_file(envp, "BENCH_TOKEN=bench-token-0123456789\n");
+	free(envp);
 	test_spd_start(&T);
 	ws = test_tmpdir("bench-proxy");
 	printf("%-38s %10s %8s %12s %10s\n", "100 MiB download, then 1 byte",
 	       "MiB/s", "x host", "first byte", "+ ms");
-	for (size_t i = 0; i < 4; i++) {
+	for (size_t i = 0; i < NWAYS; i++) {
 		if (measure(ways[i].label, ways[i].net, ways[i].host,
 			    ways[i].opts, ws, &f[i]) < 0) {
 			rc = 1;
@@ -238,12 +359,22 @@ START_TEST(bench_proxy)
 	       BENCH_BIG, BENCH_SMALL, f[1].mib_s ? f[2].mib_s / f[1].mib_s : 0,
 	       f[1].mib_s ? f[3].mib_s / f[1].mib_s : 0,
 	       f[2].ttfb_ms - f[1].ttfb_ms, f[3].ttfb_ms - f[1].ttfb_ms);
+	printf("https against the --net host run: %.2fx throughput "
+	       "(tunnel), %.2fx (terminated); first byte %+.3f ms (tunnel), "
+	       "%+.3f ms (terminated)\n",
+	       f[4].mib_s ? f[5].mib_s / f[4].mib_s : 0,
+	       f[4].mib_s ? f[6].mib_s / f[4].mib_s : 0,
+	       f[5].ttfb_ms - f[4].ttfb_ms, f[6].ttfb_ms - f[4].ttfb_ms);
 	test_spd_stop(&T);
 	test_spd_cleanup(&T);
 	test_rmrf(ws);
 	free(ws);
 	kill(server_pid, SIGKILL);
 	waitpid(server_pid, NULL, 0);
+	kill(tls_pid, SIGKILL);
+	waitpid(tls_pid, NULL, 0);
+	test_rmrf(certs);
+	free(certs);
 	ck_assert_msg(rc == 0, "a way failed (above)");
 }
 END_TEST

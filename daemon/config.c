@@ -248,7 +248,7 @@ static int load_network(git_config *gc, const char *path,
 			return -EINVAL;
 		}
 	}
-	return 0;
+	return proxy_config_load(gc, path, cfg, errbuf, errlen);
 }
 
 /* [attest] trust: the keys whose attestations attest.verify accepts
@@ -492,6 +492,7 @@ void config_free(struct spd_config *cfg)
 	cfg->proxy_allow_host = cfg->proxy_deny_host = NULL;
 	cfg->proxy_ask_host = NULL;
 	cfg->proxy_allow_address = cfg->proxy_resolve = NULL;
+	proxy_config_free(cfg);
 	strv_free_array(cfg->attest_trust);
 	cfg->attest_trust = NULL;
 }

@@ -36,6 +36,9 @@ struct section {
 	unsigned files; /* SPD, PRJ or both */
 	bool named;	/* [provider "NAME"]: a subsection is required */
 	const struct key *keys; /* ends with a NULL name */
+	/* Keys of the section given a name although it needs none
+	 * ([network "HOST"]), or NULL: then a name is refused. */
+	const struct key *named_keys;
 };
 
 /* Every key, by the file that reads it; each list ends with {NULL}. */
@@ -75,7 +78,12 @@ static const struct key policy_keys[] = {
 static const struct key network_keys[] = {
     {"allow", K_ANY},	  {"allow-host", K_HOST},   {"deny-host", K_HOST},
     {"ask-host", K_HOST}, {"allow-address", K_ANY}, {"resolve", K_ANY},
-    {NULL, K_ANY}};
+    {"test-ca", K_ANY},	  {"ca-bundle", K_ANY},	    {NULL, K_ANY}};
+/* [network "HOST"]: the request rules of a host spd terminates. */
+static const struct key network_host_keys[] = {
+    {"allow", K_ANY}, {"deny", K_ANY}, {NULL, K_ANY}};
+static const struct key credential_keys[] = {
+    {"host", K_HOST}, {"header", K_ANY}, {"basic", K_ANY}, {NULL, K_ANY}};
 static const struct key attest_keys[] = {{"trust", K_ANY}, {NULL, K_ANY}};
 static const struct key check_keys[] = {{"run", K_ANY}, {NULL, K_ANY}};
 static const struct key verify_keys[] = {
@@ -85,22 +93,23 @@ static const struct key verify_keys[] = {
 static const struct key include_keys[] = {{"path", K_ANY}, {NULL, K_ANY}};
 
 static const struct section sections[] = {
-    {"sandbox", SPD, false, sandbox_keys},
-    {"secrets", SPD, false, secrets_keys},
-    {"journal", SPD, false, journal_keys},
-    {"limits", SPD, false, limits_keys},
-    {"approvals", SPD, false, approvals_keys},
-    {"session", SPD, false, session_keys},
-    {"attest", SPD, false, attest_keys},
-    {"broker", SPD, false, broker_keys},
-    {"provider", SPD, true, provider_keys},
-    {"model", SPD, true, model_keys},
-    {"policy", SPD | PRJ, false, policy_keys},
-    {"network", SPD | PRJ, false, network_keys},
-    {"check", SPD | PRJ, true, check_keys},
-    {"verify", PRJ, false, verify_keys},
-    {"include", SPD, false, include_keys},
-    {"includeif", SPD, true, include_keys},
+    {"sandbox", SPD, false, sandbox_keys, NULL},
+    {"secrets", SPD, false, secrets_keys, NULL},
+    {"journal", SPD, false, journal_keys, NULL},
+    {"limits", SPD, false, limits_keys, NULL},
+    {"approvals", SPD, false, approvals_keys, NULL},
+    {"session", SPD, false, session_keys, NULL},
+    {"attest", SPD, false, attest_keys, NULL},
+    {"broker", SPD, false, broker_keys, NULL},
+    {"provider", SPD, true, provider_keys, NULL},
+    {"model", SPD, true, model_keys, NULL},
+    {"policy", SPD | PRJ, false, policy_keys, NULL},
+    {"network", SPD | PRJ, false, network_keys, network_host_keys},
+    {"credential", SPD, true, credential_keys, NULL},
+    {"check", SPD | PRJ, true, check_keys, NULL},
+    {"verify", PRJ, false, verify_keys, NULL},
+    {"include", SPD, false, include_keys, NULL},
+    {"includeif", SPD, true, include_keys, NULL},
 };
 
 /* ---- did you mean ---- */
@@ -157,12 +166,17 @@ static const struct section *section_find(const char *name, size_t n)
 	return NULL;
 }
 
-static const struct key *key_find(const struct section *s, const char *name)
+static const struct key *key_find_in(const struct key *keys, const char *name)
 {
-	for (const struct key *k = s->keys; k->name; k++)
+	for (const struct key *k = keys; k->name; k++)
 		if (strcasecmp(k->name, name) == 0)
 			return k;
 	return NULL;
+}
+
+static const struct key *key_find(const struct section *s, const char *name)
+{
+	return key_find_in(s->keys, name);
 }
 
 /* ---- finding a line ---- */
@@ -398,6 +412,17 @@ static bool entry_ok(const git_config_entry *e, enum conftab_file file,
 			 "[%s] needs a name: [%s \"NAME\"]", s->name, s->name);
 		return false;
 	}
+	if (!s->named && p->w.sub && s->named_keys && file == SPD) {
+		p->w.key = last + 1;
+		if (!key_find_in(s->named_keys, last + 1)) {
+			snprintf(p->what, sizeof(p->what),
+				 "unknown key \"%.64s\" in %.64s (known: "
+				 "allow, deny)",
+				 last + 1, shown);
+			return false;
+		}
+		return true;
+	}
 	if (!s->named && p->w.sub) {
 		snprintf(p->what, sizeof(p->what),
 			 "%s: [%s] takes no name; write [%s]", shown, s->name,
@@ -536,6 +561,9 @@ void conftab_each(void (*cb)(void *data, const char *section, bool named,
 		for (const struct key *k = sections[i].keys; k->name; k++)
 			cb(data, sections[i].name, sections[i].named, k->name,
 			   sections[i].files);
+		for (const struct key *k = sections[i].named_keys; k && k->name;
+		     k++)
+			cb(data, sections[i].name, true, k->name, SPD);
 	}
 }
 

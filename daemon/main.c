@@ -28,6 +28,7 @@
 #include "daemon/methods/m_attest.h"
 #include "daemon/keys/attest.h"
 #include "proto/rpc.h"
+#include "daemon/proxy/proxy.h"
 #include "daemon/modules.h"
 #include "daemon/transport/quota.h"
 #include "daemon/keys/secrets.h"
@@ -613,6 +614,18 @@ static void open_journal_or_die(uv_loop_t *loop)
 		die("cannot make the quota table: %s", strerror(-r));
 }
 
+/* What every spd process is before it reads anything: files it makes
+ * private, no SIGPIPE, descriptors enough, and no core dump or ptrace
+ * of a process that holds provider keys. */
+static void harden_process(void)
+{
+	umask(077);
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -659,13 +672,7 @@ int main(int argc, char **argv)
 		usage(stderr);
 		return 2;
 	}
-	umask(077);
-	signal(SIGPIPE, SIG_IGN);
-	raise_nofile();
-	/* spd holds provider keys: no core dump may carry them, and no
-	 * process of the same uid may ptrace or read spd's memory. */
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
+	harden_process();
 	if (verify_only)
 		return verify_journal_offline();
 	if (attest_params)
@@ -754,6 +761,8 @@ int main(int argc, char **argv)
 	}
 	close(pidfd);
 	log_info("stopped");
+	proxy_tls_free(&spd);
+	proxy_grants_free(&spd);
 	config_free(&spd.config);
 	log_set_redact(NULL);
 	secrets_free(&spd);

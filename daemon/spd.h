@@ -71,6 +71,17 @@ struct spd_config {
 	char **proxy_ask_host;
 	char **proxy_allow_address;
 	char **proxy_resolve;
+	/* [credential "NAME"] and [network "HOST"] allow/deny: what the
+	 * proxy adds to, and decides on, the requests of the hosts it
+	 * terminates (daemon/proxy/proxy.h); [network] test-ca: a CA file
+	 * trusted upstream for names under .test only (a test aid); [network]
+ * ca-bundle: where the bundle a run trusts is written. */
+	struct proxy_credential *proxy_creds;
+	size_t proxy_ncreds;
+	struct proxy_http_rule *proxy_http_rules;
+	size_t proxy_nhttp_rules;
+	char *proxy_test_ca;
+	char *proxy_ca_bundle; /* [network] ca-bundle, or NULL */
 	/* [attest] trust: public keys ("ed25519:BASE64") whose attestations
 	 * attest.verify accepts besides spd's own; NULL: none. */
 	char **attest_trust;
@@ -112,6 +123,11 @@ struct spd {
 	/* spd's signing key (daemon/keys/attest.h), loaded or made on
 	 * first use; NULL before. */
 	struct attest_key *attest_key;
+	/* The proxy's CA and its leaf certificates (daemon/proxy/tls.c),
+	 * made on the first run that needs them; NULL before. */
+	struct proxy_tls *proxy_tls;
+	/* Request rules approved for sessions (policy.propose). */
+	struct proxy_grant *proxy_grants;
 	/* Runs started with a stdin pipe, which run.input finds by the
 	 * connection that started them (daemon/methods/m_run.c). */
 	struct run_ctx *stdin_runs;

@@ -14,7 +14,11 @@
 #include "common/paths.h"
 #include "common/util.h"
 #include "daemon/transport/call.h"
+#include "daemon/ask.h"
+#include "daemon/journal/journal.h"
+#include "daemon/log.h"
 #include "daemon/methods/gate.h"
+#include "daemon/proxy/proxy.h"
 #include "daemon/policy/policy.h"
 #include "daemon/spd.h"
 
@@ -454,4 +458,123 @@ out:
 	policy_conf_free(conf);
 	check_args_free(&args);
 	free(ws_real);
+}
+
+/* ---- policy.propose ------------------------------------------------- */
+
+struct proposal {
+	struct spd *spd;
+	char *session, *host, *method, *path;
+};
+
+static void proposal_decided(void *data, bool approved, const char *why)
+{
+	struct proposal *p = data;
+	char subject[300], *text = NULL;
+	json_t *d;
+	int r = approved ? proxy_grant_add(p->spd, p->session, p->host,
+					   p->method, p->path)
+			 : 0;
+
+	d = json_pack("{s:s, s:s, s:s, s:s, s:s?}", "host", p->host, "method",
+		      p->method, "path", p->path, "decision",
+		      !approved ? "refused"
+		      : r < 0	? "out of memory"
+				: "allow",
+		      "why", why);
+	text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	snprintf(subject, sizeof(subject), "%s allow = %s %s", p->host,
+		 p->method, p->path);
+	if (journal_append(p->spd->journal, p->session, "operator",
+			   "net.proxy.rule", subject, text) < 0)
+		log_warn("policy.propose: cannot journal the rule for %s",
+			 subject);
+	free(text);
+	json_decref(d);
+	free(p->session);
+	free(p->host);
+	free(p->method);
+	free(p->path);
+	free(p);
+}
+
+void m_policy_propose(struct call *c)
+{
+	struct spd *spd = call_spd(c);
+	const struct call_principal *who = call_principal(c);
+	json_t *params = call_params(c);
+	const char *host = json_string_value(json_object_get(params, "host"));
+	const char *method =
+	    json_string_value(json_object_get(params, "method"));
+	const char *path = json_string_value(json_object_get(params, "path"));
+	struct proposal *p;
+	char reason[1400];
+	json_t *object;
+	int64_t id;
+
+	if (!who->session_id) {
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "policy.propose is a session's: the operator writes "
+			   "[network \"HOST\"] rules in spd.conf");
+		return;
+	}
+	if (!host || !method || !path || !proxy_rule_ok(method, path) ||
+	    strlen(host) > PROXY_HOST_MAX) {
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "a rule is a method (GET, or * for any) and a path "
+			   "from / (a glob: * within a segment, ** across)");
+		return;
+	}
+	if (!proxy_terminates(&spd->config, host)) {
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "%s has no [credential] or [network \"HOST\"] rules "
+			   "in spd.conf: spd does not read its requests",
+			   host);
+		return;
+	}
+	p = calloc(1, sizeof(*p));
+	if (!p || !(p->session = strdup(who->session_id)) ||
+	    !(p->host = strdup(host)) || !(p->method = strdup(method)) ||
+	    !(p->path = strdup(path))) {
+		if (p) {
+			free(p->session);
+			free(p->host);
+			free(p->method);
+		}
+		free(p);
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	p->spd = spd;
+	snprintf(reason, sizeof(reason),
+		 "the session asks for a rule of its proxy: allow = %s %s for "
+		 "%s (its runs' requests to that host, from the next on)",
+		 method, path, host);
+	object = json_pack("{s:s, s:s, s:s, s:s}", "kind", "net.rule", "host",
+			   host, "method", method, "path", path);
+	id = object ? gate_ask_person(spd,
+				      &(struct gate_ask){who->session_id,
+							 "ask.net.rule", reason,
+							 object},
+				      proposal_decided, p)
+		    : -ENOMEM;
+	json_decref(object);
+	if (id < 0) {
+		free(p->session);
+		free(p->host);
+		free(p->method);
+		free(p->path);
+		free(p);
+		call_error(c,
+			   id == -EDQUOT || id == -EAGAIN ? RPC_E_BAD_REQUEST
+							  : RPC_E_INTERNAL,
+			   NULL, "no person can be asked: %s",
+			   id == -EDQUOT
+			       ? "the session has used all its prompts"
+			   : id == -EAGAIN ? "too many approvals are pending"
+					   : strerror((int)-id));
+		return;
+	}
+	call_set_summary(c, "ask %s %s %s", host, method, path);
+	call_reply(c, json_pack("{s:I}", "approval", (json_int_t)id));
 }

@@ -836,6 +836,44 @@ static void run_base_env(const struct run_request *req, struct strv *env)
 		strv_push(env, proxy_env[i]);
 }
 
+/* A proxy run where spd terminates some hosts (a credential or request
+ * rules, proxy.h) trusts spd's CA: every common way tools are told of a
+ * CA file names the bundle of the system's CAs and spd's.  A CA that
+ * cannot be set up refuses the run (finishing c), rather than run it
+ * with hosts it cannot reach.  Returns 0 or -1. */
+static int run_proxy_trust(struct call *c, const struct run_request *req,
+			   struct strv *env)
+{
+	static const char *const vars[] = {
+	    "SSL_CERT_FILE",	  "CURL_CA_BUNDLE",    "NODE_EXTRA_CA_CERTS",
+	    "REQUESTS_CA_BUNDLE", "GIT_SSL_CAINFO",    "CARGO_HTTP_CAINFO",
+	    "PIP_CERT",		  "npm_config_cafile", NULL};
+	struct spd *spd = call_spd(c);
+	const char *bundle;
+	char err[512];
+
+	if (req->net != SBX_NET_PROXY ||
+	    (!spd->config.proxy_ncreds && !spd->config.proxy_nhttp_rules))
+		return 0;
+	if (proxy_tls_prepare(spd, &bundle, err, sizeof(err)) < 0) {
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "the proxy's CA cannot be set up: %s; not running",
+			   err);
+		return -1;
+	}
+	for (size_t i = 0; vars[i]; i++) {
+		char *v;
+
+		if (asprintf(&v, "%s=%s", vars[i], bundle) < 0 ||
+		    strv_push(env, v) < 0) {
+			call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+			return -1;
+		}
+		free(v);
+	}
+	return 0;
+}
+
 /* The run's network as journaled, and what a proxy run's port journals
  * under.  Returns 0 or -ENOMEM. */
 static int run_ctx_net(struct run_ctx *rc, const struct run_request *req,
@@ -975,6 +1013,8 @@ int run_start(struct call *c, const struct run_request *req)
 		goto out;
 	}
 	run_base_env(req, &env);
+	if (run_proxy_trust(c, req, &env) < 0)
+		goto out;
 	if (req->agent) {
 		r = agent_setup(spd, req, &argv, &env, &writable, turn, c);
 		if (r < 0)

@@ -74,7 +74,9 @@ static int entry(const git_config_entry *e, void *data)
 	} else if (strcasecmp(k, "deny-host") == 0) {
 		dst = &l->deny;
 	} else if (strcasecmp(k, "allow-address") == 0 ||
-		   strcasecmp(k, "resolve") == 0) {
+		   strcasecmp(k, "resolve") == 0 ||
+		   strcasecmp(k, "test-ca") == 0 ||
+		   strcasecmp(k, "ca-bundle") == 0) {
 		set_aside(l, e->name, v, "only spd.conf may set it");
 		return 0;
 	} else {

@@ -20,92 +20,10 @@
 #include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/proxy/proxy.h"
+#include "daemon/proxy/proxy_priv.h"
+#include "daemon/session/session.h"
 #include "daemon/spd.h"
 #include "daemon/transport/quota.h"
-
-struct pconn;
-
-/* One direction of a tunnel: bytes read from `from` go to `to`. */
-struct pdir {
-	struct pconn *c;
-	uv_stream_t *from, *to;
-	uv_write_t w;
-	uv_shutdown_t sh;
-	bool writing, eof;
-	uint64_t bytes;
-	char buf[PROXY_CHUNK];
-};
-
-enum pstate { P_HEAD, P_ASKING, P_RESOLVING, P_CONNECTING, P_TUNNEL, P_DONE };
-
-/* A host and port of an ask-host rule that a person is asked about in
- * this run; the answer holds for the rest of the run, so npm's fifteen
- * connections to one registry make one prompt, not fifteen. */
-struct pask {
-	struct pask *next;
-	struct proxy_port *port;
-	char host[PROXY_HOST_MAX + 1];
-	uint16_t dport;
-	enum { ASK_WAITING, ASK_GRANTED, ASK_REFUSED } state;
-	uint64_t id; /* the approval, while waiting */
-	char why[300];
-};
-
-struct pconn {
-	struct proxy_port *port;
-	struct pconn *next, *prev;
-	uv_tcp_t client, upstream;
-	/* The head's deadline, then in the tunnel the idle timeout. */
-	uv_timer_t timer;
-	uint64_t last_ms; /* uv_now() when a byte last came either way */
-	bool idle;	  /* closed for passing nothing */
-	uv_getaddrinfo_t gai;
-	uv_connect_t conn;
-	uv_write_t reply;
-	http_parser p;
-	enum pstate state;
-	bool upstream_open, gai_pending, closing, allowed;
-	int handles;
-	char *head; /* the request head and any bytes after it */
-	size_t head_len;
-	char url[PROXY_HEAD_MAX];
-	size_t url_len;
-	char host[PROXY_HOST_MAX + 1];
-	uint16_t dport;
-	char address[INET6_ADDRSTRLEN];
-	char *out; /* what goes upstream first */
-	size_t out_len;
-	char *reply_buf;
-	struct pdir up, down; /* client->upstream, upstream->client */
-	struct pask *ask;     /* P_ASKING: the answer it waits for */
-};
-
-/* One kind of refusal of a run's proxy (PROXY_REFUSAL_KINDS_MAX). */
-struct prefusal {
-	char host[PROXY_HOST_MAX + 1];
-	uint16_t dport;
-	int status;
-	char why[300];
-	uint64_t count; /* refusals of the kind not journaled yet */
-};
-
-struct proxy_port {
-	struct spd *spd;
-	struct prefusal *refusals; /* PROXY_REFUSAL_KINDS_MAX, or NULL */
-	size_t nrefusals;
-	uint64_t other_refusals; /* of kinds beyond those */
-	uv_tcp_t listener;
-	bool closing, listener_open;
-	struct pconn *conns;
-	unsigned nconns;
-	char *session;
-	char *workspace;
-	struct proxy_project *project;
-	struct pask *asks;
-	void (*on_ask)(void *data, json_t *pending);
-	void *on_ask_data;
-	char actor[16];
-};
 
 static void port_maybe_free(struct proxy_port *p)
 {
@@ -116,6 +34,9 @@ static void port_maybe_free(struct proxy_port *p)
 			free(a);
 		}
 		proxy_project_free(p->project);
+		free(p->push_ref);
+		free(p->push_gitdir);
+		free(p->push_worktree);
 		free(p->refusals);
 		free(p->workspace);
 		free(p->session);
@@ -247,6 +168,7 @@ static void conn_maybe_free(struct pconn *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	p->nconns--;
+	pconn_tls_free(c);
 	free(c->head);
 	free(c->out);
 	free(c->reply_buf);
@@ -474,6 +396,14 @@ static void on_upstream_connected(uv_connect_t *req, int status)
 				"method", http_method_str(c->p.method),
 				"decision", "allow"));
 	c->state = P_TUNNEL;
+	if (c->p.method == HTTP_CONNECT &&
+	    proxy_terminates(&c->port->spd->config, c->host)) {
+		/* A credential or request rules: spd is the TLS server the
+		 * run talks to (tls.c). */
+		pconn_idle_start(c);
+		pconn_tls_start(c);
+		return;
+	}
 	c->reply.data = c;
 	b = uv_buf_init(c->out, (unsigned)c->out_len);
 	/* up.bytes counts what the client sent; the established line of
@@ -506,6 +436,7 @@ static void connect_to(struct pconn *c, const struct sockaddr *sa)
 			  c->address, sizeof(c->address));
 	}
 	uv_tcp_init(c->port->spd->loop, &c->upstream);
+	uv_tcp_nodelay(&c->upstream, 1);
 	c->upstream.data = c;
 	c->upstream_open = true;
 	c->handles++;
@@ -870,6 +801,54 @@ static bool refused_by_rules(struct pconn *c, enum proxy_verdict v)
 	return true;
 }
 
+/* A plain http:// request to a host with [network "HOST"] rules is
+ * decided on its method and path as a terminated host's are (tls.c):
+ * refused, saying which rule, when the first match denies or none
+ * matches; true then. */
+static bool refused_by_request_rules(struct pconn *c,
+				     const struct http_parser_url *u)
+{
+	const char *method = http_method_str(c->p.method);
+	const struct proxy_http_rule *rule;
+	char path[2048];
+	bool any;
+
+	if (u->field_set & (1 << UF_PATH))
+		snprintf(path, sizeof(path), "%.*s",
+			 (int)u->field_data[UF_PATH].len,
+			 c->url + u->field_data[UF_PATH].off);
+	else
+		snprintf(path, sizeof(path), "/");
+	if (c->port->push_restricted && c->p.method == HTTP_POST &&
+	    strlen(path) >= 17 &&
+	    strcmp(path + strlen(path) - 17, "/git-receive-pack") == 0) {
+		refuse(c, 403,
+		       "%s %s to %s: a git push over plain http is not read by "
+		       "spd; push over https to a host with a [credential]",
+		       method, path, c->host);
+		return true;
+	}
+	rule = proxy_http_decide(&c->port->spd->config, c->host, method, path,
+				 &any);
+	if (!any)
+		return false;
+	if (proxy_path_ambiguous(path))
+		refuse(c, 403,
+		       "%s %s to %s: a path with dot segments or encoded "
+		       "separators is refused for a host with request rules",
+		       method, path, c->host);
+	else if (!rule)
+		refuse(c, 403,
+		       "%s %s to %s: no [network \"%s\"] allow rule matches it",
+		       method, path, c->host, c->host);
+	else if (!rule->allow)
+		refuse(c, 403, "%s %s to %s: [network \"%s\"] %s refuses it",
+		       method, path, c->host, rule->host, rule->text);
+	else
+		return false;
+	return true;
+}
+
 /* The head is complete (end: the bytes up to and including its blank
  * line): find the host and port, decide, and go on to resolve. */
 static void head_done(struct pconn *c, size_t end)
@@ -903,6 +882,8 @@ static void head_done(struct pconn *c, size_t end)
 	uv_timer_stop(&c->timer);
 	v = proxy_decide_run(&c->port->spd->config, c->port->project, c->host);
 	if (refused_by_rules(c, v))
+		return;
+	if (!connect && refused_by_request_rules(c, &u))
 		return;
 	/* The rows this connection adds (its ask or its allow, and its
 	 * close) count against the session's journal rate. */
@@ -989,6 +970,41 @@ static void head_read(uv_stream_t *s, ssize_t n, const uv_buf_t *b)
 		refuse(c, 400, "request head over %d bytes", PROXY_HEAD_MAX);
 }
 
+/* ---- for tls.c ----------------------------------------------------- */
+
+void pconn_close(struct pconn *c)
+{
+	conn_close(c);
+}
+
+void pconn_refusal_note(struct pconn *c, int status, const char *why)
+{
+	refusal_note(c, status, why);
+}
+
+void pconn_journal(struct pconn *c, const char *kind, json_t *d)
+{
+	journal_event(c, kind, d);
+}
+
+bool pconn_journal_charge(struct proxy_port *p)
+{
+	return journal_charge(p);
+}
+
+void pconn_refuse_plain(struct pconn *c, int status, const char *why)
+{
+	refuse(c, status, "%s", why);
+}
+
+void pconn_idle_start(struct pconn *c)
+{
+	c->last_ms = uv_now(c->port->spd->loop);
+	uv_timer_start(
+	    &c->timer, on_timer,
+	    (uint64_t)c->port->spd->config.proxy_idle_timeout_s * 1000u, 0);
+}
+
 /* ---- the listener -------------------------------------------------- */
 
 static void on_connection(uv_stream_t *l, int status)
@@ -1018,6 +1034,9 @@ static void on_connection(uv_stream_t *l, int status)
 		conn_close(c);
 		return;
 	}
+	/* Bytes go on as they come: a TLS handshake's small records
+	 * would otherwise wait on Nagle and a delayed ACK (40 ms each). */
+	uv_tcp_nodelay(&c->client, 1);
 	/* Over the limit: refused once accepted, so the client hears why. */
 	if (p->nconns > PROXY_CONNS_MAX) {
 		refuse(c, 403, "too many connections through the proxy (%d)",
@@ -1089,6 +1108,24 @@ int proxy_serve(struct spd *spd, int fd, const struct proxy_run *run,
 	p->on_ask = run->on_ask;
 	p->on_ask_data = run->on_ask_data;
 	snprintf(p->actor, sizeof(p->actor), "%s", run->actor);
+	if (run->session) {
+		struct session_info *si = NULL;
+
+		/* Unknown session or no branch: push_ref stays NULL and no
+		 * push goes through. */
+		p->push_restricted = true;
+		if (spd->sessions &&
+		    session_get(spd->sessions, run->session, &si) == 0) {
+			if (si->branch &&
+			    asprintf(&p->push_ref, "refs/heads/%s",
+				     si->branch) < 0)
+				p->push_ref = NULL;
+			p->push_gitdir = si->gitdir ? strdup(si->gitdir) : NULL;
+			p->push_worktree =
+			    si->worktree ? strdup(si->worktree) : NULL;
+			session_info_free(si);
+		}
+	}
 	journal_project(p);
 	uv_tcp_init(spd->loop, &p->listener);
 	p->listener.data = p;

@@ -123,6 +123,105 @@ bool proxy_project_names(const struct proxy_project *proj, const char *host);
  * lists; returns o. */
 json_t *proxy_state_add(json_t *o, const struct spd_config *cfg);
 
+/*
+ * [credential "NAME"]: host = PATTERN (one or more), and header = "Name:
+ * value" or basic = "user:password", where ${VAR} is replaced by the
+ * value of VAR in spd's secrets (daemon/keys/secrets.h: the environment
+ * file), never known to a run.  A CONNECT to a host one names is
+ * terminated by spd (tls.c), and every request on it carries the header
+ * instead of whatever of that name the run sent.
+ */
+struct proxy_credential {
+	char *name;
+	char **hosts;	   /* NULL-terminated patterns */
+	char *header_name; /* "Authorization" */
+	char *value;	   /* the template: "Bearer ${TOKEN}", "user:${T}" */
+	bool basic;	   /* value is user:password, sent as Basic */
+};
+
+/* [network "HOST"] allow = METHOD /glob and deny = ..., in file order:
+ * the first whose host, method and path (globs) match decides a request to a
+ * terminated host; a host with rules refuses what none matches. */
+struct proxy_http_rule {
+	char *host;   /* the subsection: a name or *.suffix */
+	char *method; /* "GET", or "*" for any */
+	char *path;   /* a glob: * within a segment, ** across them */
+	char *text;   /* the rule as configured: "allow = GET /repos/..." */
+	bool allow;
+};
+
+/* Read the [credential "NAME"] sections, [network "HOST"] rules and
+ * [network] test-ca of gc (read from path) into cfg.  A malformed one is
+ * refused: -EINVAL with the reason in errbuf. */
+struct git_config;
+int proxy_config_load(struct git_config *gc, const char *path,
+		      struct spd_config *cfg, char *errbuf, size_t errlen);
+void proxy_config_free(struct spd_config *cfg);
+
+/* The credential for host (the first whose pattern matches), or NULL. */
+const struct proxy_credential *
+proxy_credential_for(const struct spd_config *cfg, const char *host);
+/* Whether spd terminates a CONNECT to host: a credential or a request
+ * rule names it. */
+bool proxy_terminates(const struct spd_config *cfg, const char *host);
+/* The first of cfg's rules for host that matches method and path (the
+ * path without its query), or NULL; *ret_any set when host has rules at
+ * all (then no match is a refusal). */
+const struct proxy_http_rule *
+proxy_http_decide(const struct spd_config *cfg, const char *host,
+		  const char *method, const char *path, bool *ret_any);
+/* Whether a server could read path as another than it spells (dot
+ * segments, "//", encoded dots, slashes or backslashes): refused for a
+ * host with request rules, whose globs match the spelling. */
+bool proxy_path_ambiguous(const char *path);
+/* Whether glob (* within a segment, ** across segments) matches path. */
+bool proxy_path_glob(const char *glob, const char *path);
+
+/* One ref update of a git push (git-receive-pack's request body). */
+#define PROXY_REF_MAX 256
+#define PROXY_PUSH_UPDATES_MAX 64
+struct proxy_pkt_update {
+	char old_id[65], new_id[65]; /* hex; all zeros: none */
+	char ref[PROXY_REF_MAX];
+};
+/*
+ * Read the ref updates at the head of a receive-pack body (buf, len: the
+ * body's first bytes, de-chunked) into out (at most max).  Returns 1 and
+ * *ret_n when the flush-pkt that ends them is in buf, 0 when more bytes
+ * are needed, -1 with *why when the bytes are not ref updates (a signed
+ * push among them).  pktline.c.
+ */
+int proxy_pkt_commands(const char *buf, size_t len,
+		       struct proxy_pkt_update *out, size_t max, size_t *ret_n,
+		       const char **why);
+/* Whether id (hex) is all zeros: a ref created, or deleted. */
+bool proxy_oid_zero(const char *id);
+
+/*
+ * The proxy's CA (tls.c): made in spd's state dir at first use (key
+ * 0600), and a bundle of the system's CAs plus it written where a run
+ * can read it.  Returns 0 and the bundle's path in *ret (borrowed, valid
+ * while spd runs), or -errno with errbuf saying why.
+ */
+int proxy_tls_prepare(struct spd *spd, const char **ret, char *errbuf,
+		      size_t errlen);
+void proxy_tls_free(struct spd *spd);
+
+/*
+ * Rules a person approved for one session (policy.propose): "allow =
+ * METHOD PATH" for a host, live for the session's runs from their next
+ * request, until spd stops.  A grant lets through what no rule of
+ * spd.conf matches for the host, never what a deny rule refuses.
+ * proxy_grant_add returns 0 or -ENOMEM.
+ */
+int proxy_grant_add(struct spd *spd, const char *session, const char *host,
+		    const char *method, const char *path);
+bool proxy_granted(const struct spd *spd, const char *session, const char *host,
+		   const char *method, const char *path);
+void proxy_grants_free(struct spd *spd);
+/* Whether method ("GET", or "*") and path ("/glob") make a rule. */
+bool proxy_rule_ok(const char *method, const char *path);
+
 struct sockaddr;
 /* Why sa is not a public address ("loopback", "link-local", "private",
  * "shared", "unique-local", "unspecified", ...), or NULL when it is. */

@@ -261,6 +261,106 @@ START_TEST(test_project_load)
 }
 END_TEST
 
+/* [network "HOST"] rules: globs, first match, a host without rules. */
+START_TEST(test_http_rules)
+{
+	struct proxy_http_rule rules[] = {
+	    {"api.example.com", "DELETE", "/**", "deny = DELETE /**", false},
+	    {"api.example.com", "GET", "/repos/**", "allow = GET /repos/**",
+	     true},
+	    {"api.example.com", "POST", "/repos/*/*/pulls",
+	     "allow = POST /repos/*/*/pulls", true},
+	    {"*.reg.example", "*", "/pkg/*", "allow = * /pkg/*", true},
+	};
+	struct spd_config c = {.proxy_http_rules = rules,
+			       .proxy_nhttp_rules = 4};
+	const struct proxy_http_rule *r;
+	bool any;
+
+	ck_assert(proxy_path_glob("/repos/**", "/repos/a/b/c"));
+	ck_assert(proxy_path_glob("/repos/**", "/repos/"));
+	ck_assert(!proxy_path_glob("/repos/**", "/repository"));
+	ck_assert(proxy_path_glob("/a/*/c", "/a/b/c"));
+	ck_assert(!proxy_path_glob("/a/*/c", "/a/b/x/c"));
+	ck_assert(!proxy_path_glob("/a/*", "/a/b/"));
+	ck_assert(proxy_path_glob("/**/x", "/a/b/x"));
+	r = proxy_http_decide(&c, "api.example.com", "DELETE", "/repos/a",
+			      &any);
+	ck_assert(any && r == &rules[0]);
+	r = proxy_http_decide(&c, "API.example.com", "GET", "/repos/o/r", &any);
+	ck_assert(any && r == &rules[1]);
+	r = proxy_http_decide(&c, "api.example.com", "POST", "/repos/o/r/pulls",
+			      &any);
+	ck_assert(any && r == &rules[2]);
+	r = proxy_http_decide(&c, "api.example.com", "POST", "/repos/o/r/forks",
+			      &any);
+	ck_assert(any && r == NULL);
+	r = proxy_http_decide(&c, "a.reg.example", "PUT", "/pkg/x", &any);
+	ck_assert(any && r == &rules[3]);
+	r = proxy_http_decide(&c, "other.example", "GET", "/", &any);
+	ck_assert(!any && r == NULL);
+	ck_assert(proxy_terminates(&c, "a.reg.example"));
+	ck_assert(!proxy_terminates(&c, "reg.example"));
+	ck_assert(proxy_path_ambiguous("/repos/../admin"));
+	ck_assert(proxy_path_ambiguous("/repos/%2e%2e/admin"));
+	ck_assert(proxy_path_ambiguous("/repos/a%2Fb"));
+	ck_assert(proxy_path_ambiguous("/repos//x"));
+	ck_assert(proxy_path_ambiguous("/repos/.."));
+	ck_assert(!proxy_path_ambiguous("/repos/a.b/c..d"));
+}
+END_TEST
+
+#define Z40 "0000000000000000000000000000000000000000"
+#define A40 "a94a8fe5ccb19ba61c4c0873d391e987982fbbd3"
+#define B40 "b94a8fe5ccb19ba61c4c0873d391e987982fbbd3"
+
+static size_t pkt(char *out, const char *payload, size_t n)
+{
+	sprintf(out, "%04zx", n + 4);
+	memcpy(out + 4, payload, n);
+	return n + 4;
+}
+
+/* The ref updates of a push: complete only at the flush, strict. */
+START_TEST(test_pkt_commands)
+{
+	struct proxy_pkt_update u[4];
+	char buf[1024];
+	const char *why;
+	size_t n = 0, k;
+	static const char first[] =
+	    A40 " " B40 " refs/heads/spd/feat\0report-status side-band-64k";
+	static const char second[] = Z40 " " A40 " refs/heads/main\n";
+
+	n += pkt(buf + n, "shallow " A40, 48);
+	n += pkt(buf + n, first, sizeof(first) - 1);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_int_eq(proxy_pkt_commands(buf, i, u, 4, &k, &why), 0);
+	n += pkt(buf + n, second, sizeof(second) - 1);
+	ck_assert_int_eq(proxy_pkt_commands(buf, n, u, 4, &k, &why), 0);
+	memcpy(buf + n, "0000PACK", 8);
+	ck_assert_int_eq(proxy_pkt_commands(buf, n + 8, u, 4, &k, &why), 1);
+	ck_assert_uint_eq(k, 2);
+	ck_assert_str_eq(u[0].ref, "refs/heads/spd/feat");
+	ck_assert_str_eq(u[0].old_id, A40);
+	ck_assert_str_eq(u[0].new_id, B40);
+	ck_assert_str_eq(u[1].ref, "refs/heads/main");
+	ck_assert(proxy_oid_zero(u[1].old_id));
+	ck_assert(!proxy_oid_zero(u[1].new_id));
+	/* Too many updates for the room given. */
+	ck_assert_int_eq(proxy_pkt_commands(buf, n + 8, u, 1, &k, &why), -1);
+	/* Not pkt-lines, a bad update, a signed push, a flush alone. */
+	ck_assert_int_eq(proxy_pkt_commands("zzzz", 4, u, 4, &k, &why), -1);
+	n = pkt(buf, A40 " " B40, 81);
+	memcpy(buf + n, "0000", 4);
+	ck_assert_int_eq(proxy_pkt_commands(buf, n + 4, u, 4, &k, &why), -1);
+	n = pkt(buf, "push-cert\0caps\n", 15);
+	ck_assert_int_eq(proxy_pkt_commands(buf, n, u, 4, &k, &why), -1);
+	ck_assert_int_eq(proxy_pkt_commands("0000", 4, u, 4, &k, &why), -1);
+	ck_assert_int_eq(proxy_pkt_commands("0003", 4, u, 4, &k, &why), -1);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_rules");
@@ -269,6 +369,8 @@ int main(void)
 	int failed;
 
 	tcase_add_test(tc, test_host_rules);
+	tcase_add_test(tc, test_http_rules);
+	tcase_add_test(tc, test_pkt_commands);
 	tcase_add_test(tc, test_address_classes);
 	tcase_add_test(tc, test_address_classes_embedded);
 	tcase_add_test(tc, test_allow_address);

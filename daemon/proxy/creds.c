@@ -1,0 +1,460 @@
+/*
+ * The proxy's spd.conf keys for the hosts it terminates: [credential
+ * "NAME"] (host, header, basic), [network "HOST"] allow and deny
+ * (METHOD /glob), and [network] test-ca; and the decisions on them that
+ * need no I/O.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <git2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "daemon/config.h"
+#include "daemon/proxy/proxy.h"
+#include "daemon/spd.h"
+#include "common/strv.h"
+
+/* The most credentials and request rules: each is looked at for every
+ * CONNECT. */
+#define CREDS_MAX 64
+#define HTTP_RULES_MAX 1024
+
+struct load {
+	struct spd_config *cfg;
+	const char *path;
+	char *errbuf;
+	size_t errlen;
+};
+
+/* pattern: "name" or "*.suffix" (as rules.c's host rules). */
+static bool host_match(const char *pattern, const char *host)
+{
+	size_t plen = strlen(pattern), hlen = strlen(host);
+
+	if (plen && pattern[plen - 1] == '.')
+		plen--;
+	if (hlen && host[hlen - 1] == '.')
+		hlen--;
+	if (plen > 2 && pattern[0] == '*' && pattern[1] == '.')
+		return hlen > plen - 1 &&
+		       strncasecmp(host + hlen - (plen - 1), pattern + 1,
+				   plen - 1) == 0;
+	return plen == hlen && strncasecmp(pattern, host, hlen) == 0;
+}
+
+/* A ${VAR} template: each ${ closed, VAR a secret name; no other $; at
+ * least one ${VAR}, so that the secret part is one spd redacts (a value
+ * written into spd.conf itself would not be). */
+static bool template_ok(const char *v)
+{
+	if (!strstr(v, "${"))
+		return false;
+	for (const char *p = v; *p; p++) {
+		if (*p == '\r' || *p == '\n')
+			return false;
+		if (*p != '$')
+			continue;
+		if (p[1] != '{')
+			return false;
+		p += 2;
+		if (!*p || *p == '}')
+			return false;
+		for (; *p && *p != '}'; p++)
+			if (!isalnum((unsigned char)*p) && *p != '_' &&
+			    *p != '.' && *p != '-')
+				return false;
+		if (*p != '}')
+			return false;
+	}
+	return true;
+}
+
+static struct proxy_credential *cred_get(struct load *l, const char *name,
+					 size_t nlen)
+{
+	struct spd_config *cfg = l->cfg;
+	struct proxy_credential *c;
+
+	for (size_t i = 0; i < cfg->proxy_ncreds; i++)
+		if (strlen(cfg->proxy_creds[i].name) == nlen &&
+		    strncmp(cfg->proxy_creds[i].name, name, nlen) == 0)
+			return &cfg->proxy_creds[i];
+	if (cfg->proxy_ncreds == CREDS_MAX) {
+		snprintf(l->errbuf, l->errlen,
+			 "%s: more than %d [credential] sections", l->path,
+			 CREDS_MAX);
+		return NULL;
+	}
+	if (!cfg->proxy_creds &&
+	    !(cfg->proxy_creds = calloc(CREDS_MAX, sizeof(*c))))
+		return NULL;
+	c = &cfg->proxy_creds[cfg->proxy_ncreds];
+	if (!(c->name = strndup(name, nlen)))
+		return NULL;
+	cfg->proxy_ncreds++;
+	return c;
+}
+
+static int cred_entry(const git_config_entry *e, void *data)
+{
+	struct load *l = data;
+	const char *sub = strchr(e->name, '.') + 1,
+		   *key = strrchr(e->name, '.') + 1, *v = e->value;
+	struct proxy_credential *c;
+
+	if (key <= sub)
+		return 0; /* [credential] without a name: conftab refuses it */
+	c = cred_get(l, sub, (size_t)(key - 1 - sub));
+	if (!c)
+		return l->errbuf[0] ? -EINVAL : -ENOMEM;
+	if (!v)
+		v = "";
+	if (strcasecmp(key, "host") == 0) {
+		size_t n = 0;
+		char **h;
+
+		while (c->hosts && c->hosts[n])
+			n++;
+		if (!v[0] || strpbrk(v, "/: ")) {
+			snprintf(
+			    l->errbuf, l->errlen,
+			    "%s: [credential \"%s\"] host \"%s\" must be a "
+			    "host name or *.name",
+			    l->path, c->name, v);
+			return -EINVAL;
+		}
+		h = realloc(c->hosts, (n + 2) * sizeof(*h));
+		if (!h)
+			return -ENOMEM;
+		c->hosts = h;
+		if (!(h[n] = strdup(v)))
+			return -ENOMEM;
+		h[n + 1] = NULL;
+		return 0;
+	}
+	if (c->value) {
+		snprintf(l->errbuf, l->errlen,
+			 "%s: [credential \"%s\"] has more than one header or "
+			 "basic",
+			 l->path, c->name);
+		return -EINVAL;
+	}
+	if (strcasecmp(key, "basic") == 0) {
+		if (!strchr(v, ':') || !template_ok(v)) {
+			snprintf(l->errbuf, l->errlen,
+				 "%s: [credential \"%s\"] basic must be "
+				 "USER:${VAR}, VAR a value of spd's "
+				 "environment file",
+				 l->path, c->name);
+			return -EINVAL;
+		}
+		c->basic = true;
+		c->header_name = strdup("Authorization");
+		c->value = strdup(v);
+	} else { /* header */
+		const char *colon = strchr(v, ':');
+		const char *val = colon ? colon + 1 : NULL;
+
+		while (val && *val == ' ')
+			val++;
+		if (!colon || colon == v || !val[0] || !template_ok(val) ||
+		    strcspn(v, " \t:") != (size_t)(colon - v)) {
+			snprintf(l->errbuf, l->errlen,
+				 "%s: [credential \"%s\"] header must be "
+				 "\"Name: value\", the value with ${VAR} for a "
+				 "value of spd's environment file",
+				 l->path, c->name);
+			return -EINVAL;
+		}
+		c->header_name = strndup(v, (size_t)(colon - v));
+		c->value = strdup(val);
+	}
+	return c->header_name && c->value ? 0 : -ENOMEM;
+}
+
+/* "METHOD /glob": a method of letters (or *), then a path from "/". */
+static int http_rule_entry(struct load *l, const char *host, size_t hlen,
+			   const char *key, const char *v)
+{
+	struct spd_config *cfg = l->cfg;
+	struct proxy_http_rule *r;
+	const char *sp;
+	size_t mlen;
+
+	if (!v)
+		v = "";
+	sp = strchr(v, ' ');
+	mlen = sp ? (size_t)(sp - v) : 0;
+	for (size_t i = 0; i < mlen; i++)
+		if (!isupper((unsigned char)v[i]) &&
+		    !(mlen == 1 && v[i] == '*'))
+			mlen = 0;
+	while (sp && *sp == ' ')
+		sp++;
+	if (!mlen || mlen > 16 || !sp || sp[0] != '/' || strpbrk(sp, " \t?")) {
+		snprintf(l->errbuf, l->errlen,
+			 "%s: [network \"%.*s\"] %s = \"%s\" must be METHOD "
+			 "/path (GET /repos/**; * for any method)",
+			 l->path, (int)hlen, host, key, v);
+		return -EINVAL;
+	}
+	if (cfg->proxy_nhttp_rules == HTTP_RULES_MAX) {
+		snprintf(l->errbuf, l->errlen,
+			 "%s: more than %d [network] rules", l->path,
+			 HTTP_RULES_MAX);
+		return -EINVAL;
+	}
+	if (!cfg->proxy_http_rules &&
+	    !(cfg->proxy_http_rules = calloc(HTTP_RULES_MAX, sizeof(*r))))
+		return -ENOMEM;
+	r = &cfg->proxy_http_rules[cfg->proxy_nhttp_rules++];
+	r->allow = strcasecmp(key, "allow") == 0;
+	r->host = strndup(host, hlen);
+	r->method = strndup(v, mlen);
+	r->path = strdup(sp);
+	if (asprintf(&r->text, "%s = %s", r->allow ? "allow" : "deny", v) < 0)
+		r->text = NULL;
+	return r->host && r->method && r->path && r->text ? 0 : -ENOMEM;
+}
+
+static int network_entry(const git_config_entry *e, void *data)
+{
+	struct load *l = data;
+	const char *sub = strchr(e->name, '.') + 1,
+		   *key = strrchr(e->name, '.') + 1;
+
+	if (key <= sub) {
+		char **dst = strcasecmp(key, "test-ca") == 0
+				 ? &l->cfg->proxy_test_ca
+			     : strcasecmp(key, "ca-bundle") == 0
+				 ? &l->cfg->proxy_ca_bundle
+				 : NULL;
+
+		if (!dst)
+			return 0;
+		free(*dst);
+		*dst = e->value ? strdup(e->value) : NULL;
+		if (!e->value || e->value[0] != '/') {
+			snprintf(l->errbuf, l->errlen,
+				 "%s: network.%s must be an absolute path",
+				 l->path, key);
+			return -EINVAL;
+		}
+		return *dst ? 0 : -ENOMEM;
+	}
+	if (strcasecmp(key, "allow") != 0 && strcasecmp(key, "deny") != 0)
+		return 0; /* conftab refuses it */
+	return http_rule_entry(l, sub, (size_t)(key - 1 - sub), key, e->value);
+}
+
+int proxy_config_load(git_config *gc, const char *path, struct spd_config *cfg,
+		      char *errbuf, size_t errlen)
+{
+	struct load l = {cfg, path, errbuf, errlen};
+	int r;
+
+	errbuf[0] = '\0';
+	r = config_foreach_prefix(gc, "credential.", cred_entry, &l);
+	if (r == 0)
+		r = config_foreach_prefix(gc, "network.", network_entry, &l);
+	for (size_t i = 0; r == 0 && i < cfg->proxy_ncreds; i++) {
+		const struct proxy_credential *c = &cfg->proxy_creds[i];
+
+		if (!c->hosts || !c->value) {
+			snprintf(errbuf, errlen,
+				 "%s: [credential \"%s\"] needs a host and a "
+				 "header or basic",
+				 path, c->name);
+			r = -EINVAL;
+		}
+	}
+	if (r == -ENOMEM && !errbuf[0])
+		snprintf(errbuf, errlen, "%s: out of memory", path);
+	return r;
+}
+
+void proxy_config_free(struct spd_config *cfg)
+{
+	for (size_t i = 0; i < cfg->proxy_ncreds; i++) {
+		struct proxy_credential *c = &cfg->proxy_creds[i];
+
+		free(c->name);
+		strv_free_array(c->hosts);
+		free(c->header_name);
+		free(c->value);
+	}
+	for (size_t i = 0; i < cfg->proxy_nhttp_rules; i++) {
+		struct proxy_http_rule *r = &cfg->proxy_http_rules[i];
+
+		free(r->host);
+		free(r->method);
+		free(r->path);
+		free(r->text);
+	}
+	free(cfg->proxy_creds);
+	free(cfg->proxy_http_rules);
+	free(cfg->proxy_test_ca);
+	free(cfg->proxy_ca_bundle);
+	cfg->proxy_ca_bundle = NULL;
+	cfg->proxy_creds = NULL;
+	cfg->proxy_http_rules = NULL;
+	cfg->proxy_test_ca = NULL;
+	cfg->proxy_ncreds = cfg->proxy_nhttp_rules = 0;
+}
+
+const struct proxy_credential *
+proxy_credential_for(const struct spd_config *cfg, const char *host)
+{
+	for (size_t i = 0; i < cfg->proxy_ncreds; i++)
+		for (char **h = cfg->proxy_creds[i].hosts; h && *h; h++)
+			if (host_match(*h, host))
+				return &cfg->proxy_creds[i];
+	return NULL;
+}
+
+bool proxy_terminates(const struct spd_config *cfg, const char *host)
+{
+	if (proxy_credential_for(cfg, host))
+		return true;
+	for (size_t i = 0; i < cfg->proxy_nhttp_rules; i++)
+		if (host_match(cfg->proxy_http_rules[i].host, host))
+			return true;
+	return false;
+}
+
+bool proxy_path_glob(const char *g, const char *p)
+{
+	while (*g) {
+		if (g[0] == '*' && g[1] == '*') {
+			g += 2;
+			/* "**" matches any run of characters, "/" too. */
+			for (;; p++) {
+				if (proxy_path_glob(g, p))
+					return true;
+				if (!*p)
+					return false;
+			}
+		}
+		if (*g == '*') {
+			g++;
+			for (;; p++) {
+				if (proxy_path_glob(g, p))
+					return true;
+				if (!*p || *p == '/')
+					return false;
+			}
+		}
+		if (*g != *p)
+			return false;
+		g++;
+		p++;
+	}
+	return !*p;
+}
+
+const struct proxy_http_rule *proxy_http_decide(const struct spd_config *cfg,
+						const char *host,
+						const char *method,
+						const char *path, bool *ret_any)
+{
+	*ret_any = false;
+	for (size_t i = 0; i < cfg->proxy_nhttp_rules; i++) {
+		const struct proxy_http_rule *r = &cfg->proxy_http_rules[i];
+
+		if (!host_match(r->host, host))
+			continue;
+		*ret_any = true;
+		if ((strcmp(r->method, "*") == 0 ||
+		     strcmp(r->method, method) == 0) &&
+		    proxy_path_glob(r->path, path))
+			return r;
+	}
+	return NULL;
+}
+
+bool proxy_path_ambiguous(const char *p)
+{
+	size_t n = strlen(p);
+
+	return strstr(p, "/./") || strstr(p, "/../") || strstr(p, "//") ||
+	       strchr(p, '\\') || strcasestr(p, "%2e") ||
+	       strcasestr(p, "%2f") || strcasestr(p, "%5c") ||
+	       (n >= 2 && strcmp(p + n - 2, "/.") == 0) ||
+	       (n >= 3 && strcmp(p + n - 3, "/..") == 0);
+}
+
+struct proxy_grant {
+	struct proxy_grant *next;
+	char *session, *host, *method, *path;
+};
+
+bool proxy_rule_ok(const char *method, const char *path)
+{
+	size_t m = strlen(method);
+
+	if (!m || m > 16)
+		return false;
+	for (size_t i = 0; i < m; i++)
+		if (!isupper((unsigned char)method[i]) &&
+		    !(m == 1 && method[0] == '*'))
+			return false;
+	if (path[0] != '/' || strlen(path) > 1024)
+		return false;
+	for (const char *p = path; *p; p++)
+		if ((unsigned char)*p <= ' ' || *p == '?' || *p == 0x7f)
+			return false;
+	return true;
+}
+
+int proxy_grant_add(struct spd *spd, const char *session, const char *host,
+		    const char *method, const char *path)
+{
+	struct proxy_grant *g = calloc(1, sizeof(*g));
+
+	if (!g || !(g->session = strdup(session)) ||
+	    !(g->host = strdup(host)) || !(g->method = strdup(method)) ||
+	    !(g->path = strdup(path))) {
+		if (g) {
+			free(g->session);
+			free(g->host);
+			free(g->method);
+		}
+		free(g);
+		return -ENOMEM;
+	}
+	g->next = spd->proxy_grants;
+	spd->proxy_grants = g;
+	return 0;
+}
+
+bool proxy_granted(const struct spd *spd, const char *session, const char *host,
+		   const char *method, const char *path)
+{
+	if (!session)
+		return false;
+	for (const struct proxy_grant *g = spd->proxy_grants; g; g = g->next)
+		if (strcmp(g->session, session) == 0 &&
+		    host_match(g->host, host) &&
+		    (strcmp(g->method, "*") == 0 ||
+		     strcmp(g->method, method) == 0) &&
+		    proxy_path_glob(g->path, path))
+			return true;
+	return false;
+}
+
+void proxy_grants_free(struct spd *spd)
+{
+	while (spd->proxy_grants) {
+		struct proxy_grant *g = spd->proxy_grants;
+
+		spd->proxy_grants = g->next;
+		free(g->session);
+		free(g->host);
+		free(g->method);
+		free(g->path);
+		free(g);
+	}
+}
