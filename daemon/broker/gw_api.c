@@ -209,8 +209,10 @@ char *gw_query_take_key(const char *target, char **ret_key)
 	if (!q)
 		return strdup(target);
 	buf_append(&out, target, (size_t)(q - target));
+	/* Parameters split at '&' and at ';' (which some servers take as
+	 * a separator too): every key= is taken out. */
 	for (const char *p = q + 1; *p;) {
-		size_t n = strcspn(p, "&");
+		size_t n = strcspn(p, "&;");
 
 		if (n >= 4 && strncmp(p, "key=", 4) == 0) {
 			free(key);
@@ -222,7 +224,7 @@ char *gw_query_take_key(const char *target, char **ret_key)
 			buf_append(&out, p, n);
 		}
 		p += n;
-		if (*p == '&')
+		if (*p == '&' || *p == ';')
 			p++;
 	}
 	if (buf_append(&out, "", 1) < 0) {

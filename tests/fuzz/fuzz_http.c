@@ -183,10 +183,22 @@ static void check_route(const char *target)
 	rest = gw_query_take_key(target, &key);
 	if (!rest)
 		return;
-	if (strlen(rest) > strlen(target) ||
-	    (strchr(rest, '?') &&
-	     (strstr(rest, "?key=") || strstr(rest, "&key="))))
+	/* No parameter of the query left is a key= (a '?' inside a value,
+	 * "?a=b?key=c", is the value's). */
+	if (strlen(rest) > strlen(target))
 		abort();
+	if (strchr(rest, '?')) {
+		const char *p = strchr(rest, '?') + 1;
+
+		for (;;) {
+			if (strncmp(p, "key=", 4) == 0)
+				abort();
+			p += strcspn(p, "&;");
+			if (!*p)
+				break;
+			p++;
+		}
+	}
 	free(rest);
 	free(key);
 }
