@@ -119,6 +119,24 @@ static void on_twritten(uv_write_t *w, int status)
 	resume(t);
 }
 
+/* side's TLS object over two memory BIOs, which it owns from here: 0,
+ * or -1 (no ctx, or out of memory) with the BIOs freed and side->ssl,
+ * when made, left for the connection's close to free. */
+static int side_ssl(struct tside *side, SSL_CTX *ctx)
+{
+	side->ssl = ctx ? SSL_new(ctx) : NULL;
+	side->rbio = BIO_new(BIO_s_mem());
+	side->wbio = BIO_new(BIO_s_mem());
+	if (!side->ssl || !side->rbio || !side->wbio) {
+		BIO_free(side->rbio);
+		BIO_free(side->wbio);
+		side->rbio = side->wbio = NULL;
+		return -1;
+	}
+	SSL_set_bio(side->ssl, side->rbio, side->wbio);
+	return 0;
+}
+
 static int raw_write(struct tside *side, const void *data, size_t len)
 {
 	struct twrite *tw = malloc(sizeof(*tw) + len);
@@ -926,17 +944,10 @@ static void client_hs_begin(struct ptls *t)
 	struct pconn *c = t->c;
 	SSL_CTX *ctx = proxy_leaf_ctx(c->port->spd->proxy_tls, c->host);
 
-	t->cl.ssl = ctx ? SSL_new(ctx) : NULL;
-	t->cl.rbio = BIO_new(BIO_s_mem());
-	t->cl.wbio = BIO_new(BIO_s_mem());
-	if (!t->cl.ssl || !t->cl.rbio || !t->cl.wbio) {
-		BIO_free(t->cl.rbio);
-		BIO_free(t->cl.wbio);
-		t->cl.rbio = t->cl.wbio = NULL;
+	if (side_ssl(&t->cl, ctx) < 0) {
 		tls_close(t);
 		return;
 	}
-	SSL_set_bio(t->cl.ssl, t->cl.rbio, t->cl.wbio);
 	SSL_set_accept_state(t->cl.ssl);
 	t->state = T_CL_HS;
 	if (raw_write(&t->cl, c->out, c->out_len) < 0 ||
@@ -1096,17 +1107,10 @@ void pconn_tls_start(struct pconn *c)
 	t->cl.t = t->up.t = t;
 	t->cl.s = (uv_stream_t *)&c->client;
 	t->up.s = (uv_stream_t *)&c->upstream;
-	t->up.ssl = SSL_new(ctx);
-	t->up.rbio = BIO_new(BIO_s_mem());
-	t->up.wbio = BIO_new(BIO_s_mem());
-	if (!t->up.ssl || !t->up.rbio || !t->up.wbio) {
-		BIO_free(t->up.rbio);
-		BIO_free(t->up.wbio);
-		t->up.rbio = t->up.wbio = NULL;
+	if (side_ssl(&t->up, ctx) < 0) {
 		pconn_close(c);
 		return;
 	}
-	SSL_set_bio(t->up.ssl, t->up.rbio, t->up.wbio);
 	SSL_set_connect_state(t->up.ssl);
 	if (SSL_set_tlsext_host_name(t->up.ssl, c->host) != 1 ||
 	    SSL_set1_host(t->up.ssl, c->host) != 1) {
