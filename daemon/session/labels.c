@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fnmatch.h>
+#include <git2.h>
 #include <sodium.h>
 #include <sqlite3.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "daemon/session/labels.h"
 #include "daemon/session/session.h"
 #include "daemon/session/session_priv.h"
+#include "daemon/spd.h"
 
 /* kind column: a label, or a destination the session contacted. */
 enum { PROV_LABEL = 0, PROV_EGRESS = 1 };
@@ -75,8 +77,7 @@ static int push_label(struct sess_prov *p, const char *label, int64_t row,
 
 	if (p->n == p->cap) {
 		size_t cap = p->cap ? p->cap * 2 : 8;
-		struct session_label *v =
-		    realloc(p->labels, cap * sizeof(*v));
+		struct session_label *v = realloc(p->labels, cap * sizeof(*v));
 
 		if (!v)
 			return -ENOMEM;
@@ -176,11 +177,12 @@ static int db_put(struct session_store *s, const char *id, int kind,
 	sqlite3_stmt *st = NULL;
 	int rc;
 
-	if (sqlite3_prepare_v2(s->db,
-			       "INSERT OR IGNORE INTO provenance(session, kind, "
-			       "name, journal_row, what, at) VALUES "
-			       "(?1, ?2, ?3, ?4, ?5, ?6)",
-			       -1, &st, NULL) != SQLITE_OK) {
+	if (sqlite3_prepare_v2(
+		s->db,
+		"INSERT OR IGNORE INTO provenance(session, kind, "
+		"name, journal_row, what, at) VALUES "
+		"(?1, ?2, ?3, ?4, ?5, ?6)",
+		-1, &st, NULL) != SQLITE_OK) {
 		sess_seterr(s, "sessions.db: %s", sqlite3_errmsg(s->db));
 		return -EIO;
 	}
@@ -366,7 +368,8 @@ int session_served_add(struct session_store *s, const char *id,
 	/* A short one is kept without its line ends, to be compared with a
 	 * line. */
 	if (len < SESSION_SERVED_SHORT)
-		while (len > 0 && (text[len - 1] == '\n' || text[len - 1] == '\r'))
+		while (len > 0 &&
+		       (text[len - 1] == '\n' || text[len - 1] == '\r'))
 			len--;
 	if (len == 0)
 		return 0;
@@ -385,8 +388,7 @@ int session_served_add(struct session_store *s, const char *id,
 }
 
 /* True when text holds line as one whole line (trailing \r ignored). */
-static bool has_line(const char *text, size_t len, const char *line,
-		     size_t n)
+static bool has_line(const char *text, size_t len, const char *line, size_t n)
 {
 	const char *q = text, *end = text + len;
 
@@ -442,4 +444,173 @@ json_t *session_served_match(struct session_store *s, const char *id,
 		}
 	}
 	return out;
+}
+
+bool session_file_committed(struct session_store *s, const char *id,
+			    const char *relpath, const char *data, size_t len)
+{
+	struct sess *x = sess_find(s, id);
+	git_repository *repo = NULL;
+	git_commit *commit = NULL;
+	git_tree *tree = NULL;
+	git_tree_entry *e = NULL;
+	git_oid base, mine;
+	bool same = false;
+
+	while (relpath[0] == '.' && relpath[1] == '/')
+		relpath += 2;
+	if (!x || !x->info.gitdir || sess_git_up(s) < 0 ||
+	    git_oid_fromstr(&base, x->info.base) < 0 ||
+	    git_repository_open_bare(&repo, x->info.gitdir) < 0)
+		return false;
+	if (git_commit_lookup(&commit, repo, &base) == 0 &&
+	    git_commit_tree(&tree, commit) == 0 &&
+	    git_tree_entry_bypath(&e, tree, relpath) == 0 &&
+	    git_tree_entry_type(e) == GIT_OBJECT_BLOB &&
+	    git_odb_hash(&mine, data, len, GIT_OBJECT_BLOB) == 0)
+		same = git_oid_equal(&mine, git_tree_entry_id(e));
+	git_tree_entry_free(e);
+	git_tree_free(tree);
+	git_commit_free(commit);
+	git_repository_free(repo);
+	return same;
+}
+
+bool session_changed_since(struct session_store *s, const char *id, int64_t row)
+{
+	sqlite3_stmt *st = NULL;
+	bool later = true;
+
+	if (row <= 0 ||
+	    sqlite3_prepare_v2(s->db,
+			       "SELECT MAX(journal_row), COUNT(*) FROM "
+			       "checkpoints WHERE session = ?1",
+			       -1, &st, NULL) != SQLITE_OK)
+		return true;
+	sqlite3_bind_text(st, 1, id, -1, SQLITE_TRANSIENT);
+	if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_int64(st, 1) > 0 &&
+	    sqlite3_column_type(st, 0) != SQLITE_NULL)
+		later = sqlite3_column_int64(st, 0) > row;
+	sqlite3_finalize(st);
+	return later;
+}
+
+/* ---- the gates on labels ---- */
+
+bool session_prov_path_matches(char *const *globs, const char *relpath)
+{
+	const char *base;
+
+	while (relpath[0] == '.' && relpath[1] == '/')
+		relpath += 2;
+	base = strrchr(relpath, '/');
+	base = base ? base + 1 : relpath;
+	for (size_t i = 0; globs && globs[i]; i++) {
+		const char *g = globs[i];
+		size_t n = strlen(g);
+
+		while (g[0] == '.' && g[1] == '/')
+			g += 2, n -= 2;
+		if (n > 0 && g[n - 1] == '/') {
+			if (strncmp(relpath, g, n) == 0 ||
+			    (strncmp(relpath, g, n - 1) == 0 &&
+			     relpath[n - 1] == '\0'))
+				return true;
+			continue;
+		}
+		if (fnmatch(g, relpath, FNM_PATHNAME) == 0)
+			return true;
+		if (!strchr(g, '/') && fnmatch(g, base, 0) == 0)
+			return true;
+	}
+	return false;
+}
+
+bool session_prov_untrusted(struct session_store *s, const char *id,
+			    const struct spd_config *cfg,
+			    struct session_label *ret)
+{
+	static char *const defaults[] = {"network:*", "agent-tool", NULL};
+
+	return session_label_find(
+	    s, id, cfg->prov_untrusted ? cfg->prov_untrusted : defaults, ret);
+}
+
+static void say_label(char *why, size_t n, const char *lead,
+		      const struct session_label *l, const char *tail)
+{
+	snprintf(why, n, "%sthis session read %s%s%.120s%s at row %lld%s", lead,
+		 l->label, l->what[0] ? " (" : "", l->what,
+		 l->what[0] ? ")" : "", (long long)l->row, tail);
+}
+
+bool session_prov_asks(struct session_store *s, const char *id,
+		       const struct spd_config *cfg,
+		       enum session_prov_step step, const char *host,
+		       const char **rule, char *why, size_t whylen,
+		       struct session_label *ret_label)
+{
+	static char *const private_label[] = {"private", NULL};
+	struct session_label u, p;
+	char tail[SESSION_LABEL_WHAT_MAX + 200];
+	unsigned bit = 0;
+
+	if (!id || !session_prov_untrusted(s, id, cfg, &u))
+		return false;
+	if (ret_label)
+		*ret_label = u;
+	if (step == SESSION_PROV_EGRESS &&
+	    session_label_find(s, id, private_label, &p)) {
+		*rule = "ask.provenance.trifecta";
+		snprintf(tail, sizeof(tail),
+			 ", and private data (%s at row %lld): a connection "
+			 "to %s would give it a way out",
+			 p.what, (long long)p.row, host ? host : "the network");
+		say_label(why, whylen, "", &u, tail);
+		return true;
+	}
+	if (step == SESSION_PROV_PRIVATE_READ) {
+		if (!session_egress_any(s, id))
+			return false;
+		*rule = "ask.provenance.trifecta";
+		say_label(why, whylen, "", &u,
+			  " and has a way out (it contacted a destination): "
+			  "reading private data would complete the three");
+		return true;
+	}
+	switch (step) {
+	case SESSION_PROV_EGRESS:
+		if (host && session_egress_known(s, id, host))
+			return false;
+		bit = SPD_PROV_ASK_EGRESS;
+		*rule = "ask.provenance.egress";
+		snprintf(tail, sizeof(tail),
+			 ": %s is a destination it has not contacted",
+			 host ? host : "the host's network");
+		break;
+	case SESSION_PROV_COMMIT:
+		bit = SPD_PROV_ASK_COMMIT;
+		*rule = "ask.provenance.commit";
+		snprintf(tail, sizeof(tail),
+			 ": a commit may carry what it "
+			 "was steered to write");
+		break;
+	case SESSION_PROV_MERGE:
+		bit = SPD_PROV_ASK_MERGE;
+		*rule = "ask.provenance.merge";
+		snprintf(tail, sizeof(tail), ", and changed the work after it");
+		break;
+	case SESSION_PROV_CONFIG:
+		bit = SPD_PROV_ASK_CONFIG;
+		*rule = "ask.provenance.config";
+		snprintf(tail, sizeof(tail),
+			 ": agent configuration and CI run with more power");
+		break;
+	default:
+		return false;
+	}
+	if (!(cfg->prov_ask & bit))
+		return false;
+	say_label(why, whylen, "", &u, tail);
+	return true;
 }
