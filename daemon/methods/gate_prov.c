@@ -70,7 +70,7 @@ static bool argv_private(const struct spd *spd, const struct gate_call *g)
  * way out.  res becomes an ask naming the label and its row.
  */
 void gate_provenance(struct spd *spd, const struct gate_call *g,
-			    struct policy_result *res)
+		     struct policy_result *res)
 {
 	enum session_prov_step steps[3];
 	size_t n = 0;
@@ -101,4 +101,3 @@ void gate_provenance(struct spd *spd, const struct gate_call *g,
 			return;
 		}
 }
-
