@@ -130,11 +130,12 @@ static void start(const char *more)
 	test_make_repo(REPO, "echo notes > notes.md && mkdir secret && "
 			     "echo TOPSECRET-4711 > secret/key.txt && "
 			     "echo spec > spec.md");
-	ck_assert_int_eq(test_sh(NULL,
-				 "git -C '%s' config user.name a && git -C '%s' "
-				 "config user.email a@a.test",
-				 REPO, REPO),
-			 0);
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "git -C '%s' config user.name a && git -C '%s' "
+		    "config user.email a@a.test",
+		    REPO, REPO),
+	    0);
 }
 
 static void setup(void)
@@ -174,7 +175,12 @@ static int agent_run(const char *tok, const char *net, char *const argv[],
 	/* Through python: the policy asks before an agent runs a network
 	 * tool by name, and the proxy's judgement is what is under test. */
 	char netw[16], *env[2],
-	    *args[24] = {"run",	    "--net", netw, "--", "python3", "-c",
+	    *args[24] = {"run",
+			 "--net",
+			 netw,
+			 "--",
+			 "python3",
+			 "-c",
 			 "import subprocess, sys; "
 			 "sys.exit(subprocess.call(sys.argv[1:]))"};
 	size_t n = 7;
@@ -200,15 +206,13 @@ static int fetch(const char *tok, const char *host, const char *path,
 {
 	char url[256];
 
-	snprintf(url, sizeof(url), "http://%s:%d/%s", host, standin_port,
-		 path);
+	snprintf(url, sizeof(url), "http://%s:%d/%s", host, standin_port, path);
 	return agent_run(tok, "proxy", (char *[]){"curl", "-sS", url, NULL},
 			 ret_out, ret_err);
 }
 
 /* An RPC as the session's agent: the reply line. */
-static char *agent_rpc(const char *tok, const char *method,
-		       const char *params)
+static char *agent_rpc(const char *tok, const char *method, const char *params)
 {
 	int fd = test_spd_connect(&T);
 	char *r = test_rpc_on(&T, fd, tok, method, params, 30000);
@@ -265,15 +269,15 @@ START_TEST(test_fetch_then_new_host_asks)
 	/* Control: a fresh session reaches other.test at once. */
 	session("control", id2, tok2);
 	rc = fetch(tok2, "other.test", "control", &out, &err);
-	ck_assert_msg(rc == 0 && has(out, "page /control"), "rc %d out %s err %s",
-		      rc, out, err);
+	ck_assert_msg(rc == 0 && has(out, "page /control"),
+		      "rc %d out %s err %s", rc, out, err);
 	free(out);
 	free(err);
 
 	session("fetch", id, tok);
 	rc = fetch(tok, "page.test", "readme", &out, &err);
-	ck_assert_msg(rc == 0 && has(out, "page /readme"), "rc %d out %s err %s",
-		      rc, out, err);
+	ck_assert_msg(rc == 0 && has(out, "page /readme"),
+		      "rc %d out %s err %s", rc, out, err);
 	free(out);
 	free(err);
 	row = allow_row(id, "page.test");
@@ -291,8 +295,9 @@ START_TEST(test_fetch_then_new_host_asks)
 	seen = standin_seen();
 	ck_assert_msg(!has(out, "page /exfil") && !has(seen, "/exfil"),
 		      "rc %d out %s err %s seen %s", rc, out, err, seen);
-	snprintf(want, sizeof(want), "network:page.test (page.test port %d) "
-				     "at row %ld",
+	snprintf(want, sizeof(want),
+		 "network:page.test (page.test port %d) "
+		 "at row %ld",
 		 standin_port, row);
 	ck_assert_msg(has(err, want) || has(out, want),
 		      "the refusal does not name the page (%s): out %s err %s",
@@ -404,8 +409,8 @@ START_TEST(test_private_untrusted_egress_asks)
 	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	rc = fetch(tok2, "page.test", "control", &out, &err);
-	ck_assert_msg(rc == 0 && has(out, "page /control"), "rc %d out %s err %s",
-		      rc, out, err);
+	ck_assert_msg(rc == 0 && has(out, "page /control"),
+		      "rc %d out %s err %s", rc, out, err);
 	free(out);
 	free(err);
 
@@ -498,8 +503,8 @@ START_TEST(test_commit_and_merge_ask)
 	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	rc = agent_run(tok2, "none",
-		       (char *[]){"git", "commit", "-qam", "a", NULL},
-		       &out, &err);
+		       (char *[]){"git", "commit", "-qam", "a", NULL}, &out,
+		       &err);
 	ck_assert_msg(rc == 0, "control commit: rc %d out %s err %s", rc, out,
 		      err);
 	free(out);
@@ -524,8 +529,8 @@ START_TEST(test_commit_and_merge_ask)
 	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	rc = agent_run(tok, "none",
-		       (char *[]){"git", "commit", "-qam", "b", NULL},
-		       &out, &err);
+		       (char *[]){"git", "commit", "-qam", "b", NULL}, &out,
+		       &err);
 	ck_assert_msg(rc != 0 && has(err, "network:page.test"),
 		      "commit: rc %d out %s err %s", rc, out, err);
 	free(out);
@@ -553,15 +558,70 @@ START_TEST(test_commit_and_merge_ask)
 		ck_assert_msg(!has(head, "steered"), "merged anyway: %s", head);
 		free(head);
 		st = test_spctl(&T, args2, NULL, &out, &err);
-		test_sh(&head, "git -C '%s' log --all --oneline --graph; cd '%s/worktrees/%s' && git status && git log --oneline", REPO, T.state, id);
+		test_sh(&head,
+			"git -C '%s' log --all --oneline --graph; cd "
+			"'%s/worktrees/%s' && git status && git log --oneline",
+			REPO, T.state, id);
 		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-			      "accepted merge: out %s err %s log %s", out, err, head);
+			      "accepted merge: out %s err %s log %s", out, err,
+			      head);
 		free(out);
 		free(err);
 		test_sh(&head, "git -C '%s' show HEAD:notes.md 2>&1", REPO);
 		ck_assert_msg(has(head, "steered"), "not merged: %s", head);
 		free(head);
 	}
+}
+END_TEST
+
+/* A [provenance] trusted file is trusted as committed; once the agent
+ * changed it, the same path reads as worktree, which the operator counts
+ * as untrusted here: a new host then asks. */
+START_TEST(test_trusted_only_as_committed)
+{
+	char id[TEST_SESSION_ID_LEN + 1], tok[TEST_SESSION_TOKEN_LEN + 1];
+	char *out = NULL, *err = NULL, *r, *j;
+	int rc;
+
+	if (!usable())
+		TEST_SKIP("curl, python3 or sqlite3 is not installed");
+	start("[provenance]\n"
+	      "\ttrusted = spec.md\n"
+	      "\tuntrusted = worktree\n");
+	session("trusted", id, tok);
+	r = agent_rpc(tok, "fs.read", "{\"path\":\"spec.md\"}");
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	j = rows(id, "\"labels\":[\"trusted\"]");
+	ck_assert_msg(has(j, "\"labels\":[\"trusted\"]"), "journal: %s", j);
+	free(j);
+	/* Still trusted: no label the operator counts as untrusted, so a
+	 * first host goes through. */
+	rc = fetch(tok, "page.test", "first", &out, &err);
+	ck_assert_msg(has(out, "page /first"), "rc %d out %s err %s", rc, out,
+		      err);
+	free(out);
+	free(err);
+
+	session("changed", id, tok);
+	r = agent_rpc(tok, "fs.write",
+		      "{\"path\":\"spec.md\",\"content\":\"rewritten\\n\"}");
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	r = agent_rpc(tok, "fs.read", "{\"path\":\"spec.md\"}");
+	TEST_ASSERT_CODE(r, "ok");
+	free(r);
+	j = rows(id, "\"labels\":[\"worktree\"]");
+	ck_assert_msg(has(j, "\"labels\":[\"worktree\"]") &&
+			  !has(j, "\"trusted\""),
+		      "journal: %s", j);
+	free(j);
+	rc = fetch(tok, "other.test", "second", &out, &err);
+	ck_assert_msg(!has(out, "page /second") &&
+			  has(out, "worktree (spec.md)"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
 }
 END_TEST
 
@@ -577,6 +637,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_private_untrusted_egress_asks);
 	tcase_add_test(tc, test_private_read_after_untrusted_asks);
 	tcase_add_test(tc, test_commit_and_merge_ask);
+	tcase_add_test(tc, test_trusted_only_as_committed);
 	suite_add_tcase(s, tc);
 	return s;
 }
