@@ -140,8 +140,8 @@ static int text_of(struct walk *w, json_t *c, bool deep, const char **ret,
 	} else if (json_is_array(c)) {
 		json_array_foreach(c, i, e)
 		{
-			json_t *t = json_is_object(e) ? json_object_get(e, "text")
-						      : e;
+			json_t *t =
+			    json_is_object(e) ? json_object_get(e, "text") : e;
 
 			if (json_is_string(t) &&
 			    text_add(&w->text, json_string_value(t),
@@ -501,11 +501,36 @@ static size_t cut_utf8(const char *s, size_t n)
 	return n;
 }
 
+/* A dump into a buffer of room bytes that stops once it is full (the
+ * rest of a large input is never encoded); the byte past the cut is
+ * written, so that the cut can be made before a character. */
+struct cut {
+	char *d;
+	size_t room, used;
+	bool full;
+};
+
+static int dump_cut(const char *b, size_t n, void *data)
+{
+	struct cut *c = data;
+	size_t k = c->room - c->used;
+
+	if (n >= k) {
+		memcpy(c->d + c->used, b, k);
+		c->used += k;
+		c->full = true;
+		return -1;
+	}
+	memcpy(c->d + c->used, b, n);
+	c->used += n;
+	return 0;
+}
+
 void gw_convo_tool_label(const char *name, json_t *input, char *label,
 			 size_t llen, char *what, size_t wlen)
 {
 	char host[256];
-	size_t n, w;
+	size_t n;
 
 	if (!name)
 		name = "?";
@@ -528,15 +553,18 @@ void gw_convo_tool_label(const char *name, json_t *input, char *label,
 	if (!input || n + 2 >= wlen)
 		return;
 	what[n++] = ' ';
-	/* Dumped into all that is left; a dump that does not fit leaves
-	 * its byte past the cut written, to cut before a character. */
-	w = json_dumpb(input, what + n, wlen - n, JSON_COMPACT | JSON_ENCODE_ANY);
-	if (w == 0)
-		what[n - 1] = '\0';
-	else if (w < wlen - n)
-		what[n + w] = '\0';
-	else
-		what[cut_utf8(what, wlen - 1)] = '\0';
+	{
+		struct cut c = {what + n, wlen - n, 0, false};
+
+		if (json_dump_callback(input, dump_cut, &c,
+				       JSON_COMPACT | JSON_ENCODE_ANY) < 0 &&
+		    !c.full)
+			what[n - 1] = '\0';
+		else if (c.used < c.room)
+			what[n + c.used] = '\0';
+		else
+			what[n + cut_utf8(what + n, c.room - 1)] = '\0';
+	}
 }
 
 const char *gw_convo_input_path(json_t *input)
