@@ -84,6 +84,11 @@ static const struct key network_host_keys[] = {
     {"allow", K_ANY}, {"deny", K_ANY}, {NULL, K_ANY}};
 static const struct key credential_keys[] = {
     {"host", K_HOST}, {"header", K_ANY}, {"basic", K_ANY}, {NULL, K_ANY}};
+static const struct key provenance_keys[] = {{"trusted", K_ANY},
+					     {"private", K_ANY},
+					     {"untrusted", K_ANY},
+					     {"ask", K_ANY},
+					     {NULL, K_ANY}};
 static const struct key attest_keys[] = {{"trust", K_ANY}, {NULL, K_ANY}};
 static const struct key check_keys[] = {{"run", K_ANY}, {NULL, K_ANY}};
 static const struct key verify_keys[] = {
@@ -100,6 +105,7 @@ static const struct section sections[] = {
     {"approvals", SPD, false, approvals_keys, NULL},
     {"session", SPD, false, session_keys, NULL},
     {"attest", SPD, false, attest_keys, NULL},
+    {"provenance", SPD, false, provenance_keys, NULL},
     {"broker", SPD, false, broker_keys, NULL},
     {"provider", SPD, true, provider_keys, NULL},
     {"model", SPD, true, model_keys, NULL},

@@ -38,6 +38,7 @@ struct pask {
 	enum { ASK_WAITING, ASK_GRANTED, ASK_REFUSED } state;
 	uint64_t id; /* the approval, while waiting */
 	char why[300];
+	const char *rule; /* static: "ask.net.host", "ask.provenance.*" */
 };
 
 struct pconn {

@@ -119,4 +119,64 @@ int session_served_add(struct session_store *s, const char *id,
 json_t *session_served_match(struct session_store *s, const char *id,
 			     const char *text, size_t len);
 
+/*
+ * True when relpath's content (data, len bytes) is what the session's
+ * base commit holds at relpath: a [provenance] trusted file is trusted
+ * only as committed, not as the agent may have changed it.  False for
+ * anything else, an unknown session or an error.
+ */
+bool session_file_committed(struct session_store *s, const char *id,
+			    const char *relpath, const char *data, size_t len);
+
+/*
+ * True when session id's work changed after journal row (a checkpoint
+ * made at a later row), or when that cannot be told (row 0, no
+ * checkpoint, a database error): the closed side.
+ */
+bool session_changed_since(struct session_store *s, const char *id,
+			   int64_t row);
+
+/* ---- the gates on labels ([provenance] in spd.conf) ---- */
+
+struct spd_config;
+
+/* A step that asks a person once the session carries an untrusted
+ * label. */
+enum session_prov_step {
+	SESSION_PROV_EGRESS,	   /* a connection to host (NULL: any) */
+	SESSION_PROV_PRIVATE_READ, /* reading a [provenance] private file */
+	SESSION_PROV_COMMIT,	   /* git commit */
+	SESSION_PROV_MERGE,	   /* session merge */
+	SESSION_PROV_CONFIG,	   /* writing agent configuration or CI */
+};
+
+/*
+ * Whether step of session id asks a person under cfg's [provenance]:
+ *  - the lethal trifecta: a session that read private data and untrusted
+ *    content asks before any egress, and one that read untrusted content
+ *    and has a way out (it contacted a destination) asks before reading
+ *    private data ("ask.provenance.trifecta");
+ *  - once untrusted: egress to a host the session has not contacted,
+ *    git commit, session merge and config writes, as [provenance] ask
+ *    names them ("ask.provenance.egress", ".commit", ".merge",
+ *    ".config").
+ * True with *rule (static) and why (a sentence naming the label and the
+ * row where it entered); false when the step goes on.  *ret_label (may
+ * be NULL) gets the untrusted label found.
+ */
+bool session_prov_asks(struct session_store *s, const char *id,
+		       const struct spd_config *cfg,
+		       enum session_prov_step step, const char *host,
+		       const char **rule, char *why, size_t whylen,
+		       struct session_label *ret_label);
+/* The first untrusted label of session id under cfg (the defaults when
+ * cfg has no list): true and *ret, or false. */
+bool session_prov_untrusted(struct session_store *s, const char *id,
+			    const struct spd_config *cfg,
+			    struct session_label *ret);
+/* True when relpath (relative to the workspace) matches one of globs
+ * (NULL-terminated, may be NULL): a glob without '/' matches the last
+ * component as well, and "dir/" everything under dir. */
+bool session_prov_path_matches(char *const *globs, const char *relpath);
+
 #endif
