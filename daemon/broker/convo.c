@@ -4,7 +4,6 @@
  */
 #include <ctype.h>
 #include <errno.h>
-#include <fnmatch.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -13,6 +12,7 @@
 
 #include "common/buf.h"
 #include "daemon/broker/convo.h"
+#include "daemon/session/labels.h"
 
 /* Longest tool name read as a fetching tool's (longer: not one). */
 #define CONVO_NAME_MAX 128
@@ -622,7 +622,6 @@ bool gw_convo_path_private(const char *path, const char *workspace,
 			   char *const *patterns)
 {
 	char rel[CONVO_PATH_MAX];
-	const char *base;
 
 	if (!patterns || !path || !*path)
 		return false;
@@ -638,20 +637,5 @@ bool gw_convo_path_private(const char *path, const char *workspace,
 	}
 	if (!normalize(path, rel))
 		return false;
-	base = strrchr(rel, '/');
-	base = base ? base + 1 : rel;
-	for (char *const *p = patterns; *p; p++) {
-		const char *pat = *p;
-
-		while (pat[0] == '.' && pat[1] == '/')
-			pat += 2;
-		while (pat[0] == '/')
-			pat++;
-		if (!*pat)
-			continue;
-		if (fnmatch(pat, rel, 0) == 0 ||
-		    (!strchr(pat, '/') && fnmatch(pat, base, 0) == 0))
-			return true;
-	}
-	return false;
+	return session_prov_path_matches(patterns, rel);
 }

@@ -96,9 +96,10 @@ const char *gw_convo_input_path(json_t *input);
 /*
  * True when path (absolute, or relative to workspace) names a file inside
  * workspace (NULL: only relative paths are read) that one of patterns
- * (NULL-terminated fnmatch globs relative to the workspace; NULL: none)
- * matches: the whole relative path, or for a pattern without '/' its
- * last component.  ".." and "." components are resolved as text.
+ * (NULL-terminated globs relative to the workspace; NULL: none) matches
+ * as session_prov_path_matches reads them.  ".." and "." components are
+ * resolved as text (a link is not followed: the path the tool was
+ * given).
  */
 bool gw_convo_path_private(const char *path, const char *workspace,
 			   char *const *patterns);
