@@ -21,16 +21,15 @@ struct seen {
 static int collect(void *data, const struct gw_convo_result *r)
 {
 	struct seen *s = data;
-	char *in = r->input ? json_dumps(r->input, JSON_COMPACT |
-							JSON_ENCODE_ANY |
-							JSON_SORT_KEYS)
-			    : NULL;
+	char *in = r->input
+		       ? json_dumps(r->input, JSON_COMPACT | JSON_ENCODE_ANY |
+						  JSON_SORT_KEYS)
+		       : NULL;
 
 	ck_assert_uint_eq(strlen(r->text), r->len);
 	ck_assert_int_lt(s->n, SEEN_MAX);
-	ck_assert(asprintf(&s->row[s->n++], "%s|%s|%s",
-			   r->name ? r->name : "-", in ? in : "-",
-			   r->text) >= 0);
+	ck_assert(asprintf(&s->row[s->n++], "%s|%s|%s", r->name ? r->name : "-",
+			   in ? in : "-", r->text) >= 0);
 	free(in);
 	return 0;
 }
@@ -68,25 +67,27 @@ START_TEST(test_anthropic)
 	    "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":"
 	    "\"ok\"},{\"type\":\"tool_use\",\"id\":\"tu1\",\"name\":\"Read\","
 	    "\"input\":{\"file_path\":\"/w/a.txt\"}},{\"type\":\"tool_use\","
-	    "\"id\":\"tu2\",\"name\":\"Bash\",\"input\":{\"command\":\"ls\"}}]},"
+	    "\"id\":\"tu2\",\"name\":\"Bash\",\"input\":{\"command\":\"ls\"}}]}"
+	    ","
 	    "{\"role\":\"user\",\"content\":[{\"type\":\"tool_result\","
 	    "\"tool_use_id\":\"tu2\",\"content\":\"x.c\\ny.c\"},"
 	    "{\"type\":\"tool_result\",\"tool_use_id\":\"tu1\",\"content\":["
 	    "{\"type\":\"text\",\"text\":\"line one\"},{\"type\":\"image\"},"
 	    "{\"type\":\"text\",\"text\":\"line two\"}]}]},"
-	    "{\"role\":\"assistant\",\"content\":[{\"type\":\"server_tool_use\","
+	    "{\"role\":\"assistant\",\"content\":[{\"type\":\"server_tool_"
+	    "use\","
 	    "\"id\":\"st1\",\"name\":\"web_fetch\",\"input\":{\"url\":"
 	    "\"https://x.example/r\"}},{\"type\":\"web_fetch_tool_result\","
-	    "\"tool_use_id\":\"st1\",\"content\":{\"type\":\"web_fetch_result\"}"
+	    "\"tool_use_id\":\"st1\",\"content\":{\"type\":\"web_fetch_"
+	    "result\"}"
 	    "}]}]}";
 
-	ck_assert_int_eq(walk(b, BROKER_API_ANTHROPIC, "/v1/messages", &s,
-			      &asst),
-			 3);
+	ck_assert_int_eq(
+	    walk(b, BROKER_API_ANTHROPIC, "/v1/messages", &s, &asst), 3);
 	ck_assert(asst);
 	ck_assert_str_eq(s.row[0], "Bash|{\"command\":\"ls\"}|x.c\ny.c");
-	ck_assert_str_eq(s.row[1],
-			 "Read|{\"file_path\":\"/w/a.txt\"}|line one\nline two");
+	ck_assert_str_eq(
+	    s.row[1], "Read|{\"file_path\":\"/w/a.txt\"}|line one\nline two");
 	ck_assert_str_eq(s.row[2],
 			 "web_fetch|{\"url\":\"https://x.example/r\"}|");
 	seen_free(&s);
@@ -116,14 +117,14 @@ START_TEST(test_openai_chat)
 	    "{\"role\":\"tool\",\"tool_call_id\":\"c1\",\"content\":\"page\"},"
 	    "{\"role\":\"tool\",\"tool_call_id\":\"c2\",\"content\":[{\"type\":"
 	    "\"text\",\"text\":\"out\"}]},"
-	    "{\"role\":\"tool\",\"tool_call_id\":\"nope\",\"content\":\"orphan\"},"
+	    "{\"role\":\"tool\",\"tool_call_id\":\"nope\",\"content\":"
+	    "\"orphan\"},"
 	    "{\"role\":\"assistant\",\"function_call\":{\"name\":\"f\","
 	    "\"arguments\":\"{}\"}},"
 	    "{\"role\":\"function\",\"name\":\"f\",\"content\":\"fr\"}]}";
 
-	ck_assert_int_eq(walk(b, BROKER_API_OPENAI, "/v1/chat/completions",
-			      &s, &asst),
-			 4);
+	ck_assert_int_eq(
+	    walk(b, BROKER_API_OPENAI, "/v1/chat/completions", &s, &asst), 4);
 	ck_assert(asst);
 	ck_assert_str_eq(s.row[0],
 			 "web_fetch|{\"url\":\"https://x.example/a\"}|page");
@@ -142,7 +143,8 @@ START_TEST(test_openai_responses)
 	struct seen s;
 	bool asst = false;
 	const char *b =
-	    "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":\"go\"},"
+	    "{\"model\":\"m\",\"input\":[{\"role\":\"user\",\"content\":\"go\"}"
+	    ","
 	    "{\"type\":\"function_call\",\"call_id\":\"f1\",\"name\":\"fetch\","
 	    "\"arguments\":\"{\\\"url\\\":\\\"http://y.example:8080/\\\"}\"},"
 	    "{\"type\":\"function_call_output\",\"call_id\":\"f1\",\"output\":"
@@ -158,8 +160,7 @@ START_TEST(test_openai_responses)
 	    "{\"type\":\"mcp_call\",\"id\":\"m1\",\"name\":\"lookup\","
 	    "\"arguments\":\"{}\",\"output\":\"mcp out\"}]}";
 
-	ck_assert_int_eq(walk(b, BROKER_API_OPENAI, "/v1/responses", &s,
-			      &asst),
+	ck_assert_int_eq(walk(b, BROKER_API_OPENAI, "/v1/responses", &s, &asst),
 			 4);
 	ck_assert(asst);
 	ck_assert_str_eq(s.row[0],
@@ -202,14 +203,13 @@ START_TEST(test_gemini)
 	    "\"page\"}}}]}]}";
 	char *wrapped;
 
-	ck_assert_int_eq(walk(b,
-			      BROKER_API_GEMINI, "/v1beta/models/m:"
-						 "generateContent",
+	ck_assert_int_eq(walk(b, BROKER_API_GEMINI,
+			      "/v1beta/models/m:"
+			      "generateContent",
 			      &s, &asst),
 			 2);
 	ck_assert(asst);
-	ck_assert_str_eq(s.row[0],
-			 "read_file|{\"path\":\"a\"}|contents\nx\nz");
+	ck_assert_str_eq(s.row[0], "read_file|{\"path\":\"a\"}|contents\nx\nz");
 	ck_assert_str_eq(
 	    s.row[1],
 	    "web_fetch|{\"prompt\":\"see https://Z.Example/x\"}|page");
@@ -263,18 +263,17 @@ START_TEST(test_malformed)
 	bool asst;
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		ck_assert_int_eq(walk(cases[i].body, cases[i].api,
-				      cases[i].path, &s, &asst),
-				 cases[i].results);
+		ck_assert_int_eq(
+		    walk(cases[i].body, cases[i].api, cases[i].path, &s, &asst),
+		    cases[i].results);
 		/* A result whose content is not text reads as "". */
 		for (int j = 0; j < s.n; j++)
 			ck_assert_msg(strlen(strrchr(s.row[j], '|')) == 1,
 				      "case %zu: %s", i, s.row[j]);
 		seen_free(&s);
 	}
-	ck_assert_int_eq(gw_convo_walk(NULL, BROKER_API_OPENAI, NULL, NULL,
-				       NULL, &asst),
-			 0);
+	ck_assert_int_eq(
+	    gw_convo_walk(NULL, BROKER_API_OPENAI, NULL, NULL, NULL, &asst), 0);
 	ck_assert(!asst);
 }
 END_TEST
@@ -290,7 +289,8 @@ START_TEST(test_callback_stops)
 {
 	json_t *o = json_loads(
 	    "{\"messages\":[{\"role\":\"tool\",\"content\":\"a\"},{\"role\":"
-	    "\"tool\",\"content\":\"b\"},{\"role\":\"tool\",\"content\":\"c\"}]}",
+	    "\"tool\",\"content\":\"b\"},{\"role\":\"tool\",\"content\":\"c\"}]"
+	    "}",
 	    0, NULL);
 	int n = 0;
 
@@ -319,14 +319,15 @@ START_TEST(test_tool_label)
 	char label[300], what[513];
 
 	label_of("WebFetch",
-		 "{\"url\":\"https://x.example/readme\",\"prompt\":\"p\"}", label,
-		 what, sizeof(what));
+		 "{\"url\":\"https://x.example/readme\",\"prompt\":\"p\"}",
+		 label, what, sizeof(what));
 	ck_assert_str_eq(label, "network:x.example");
 	ck_assert_str_eq(
 	    what, "WebFetch {\"url\":\"https://x.example/readme\",\"prompt\":"
 		  "\"p\"}");
-	label_of("web_search", "{\"query\":\"q\",\"allowed\":"
-			       "\"https://user:pw@[::1]:8/\"}",
+	label_of("web_search",
+		 "{\"query\":\"q\",\"allowed\":"
+		 "\"https://user:pw@[::1]:8/\"}",
 		 label, what, sizeof(what));
 	ck_assert_str_eq(label, "network:::1");
 	label_of("mcp__fetch__fetch", "{\"url\":\"HTTP://Docs.Example.:443\"}",
@@ -345,8 +346,7 @@ START_TEST(test_tool_label)
 	label_of("Bash", "{\"command\":\"curl https://x.example\"}", label,
 		 what, sizeof(what));
 	ck_assert_str_eq(label, "agent-tool");
-	ck_assert_str_eq(what,
-			 "Bash {\"command\":\"curl https://x.example\"}");
+	ck_assert_str_eq(what, "Bash {\"command\":\"curl https://x.example\"}");
 	label_of(NULL, NULL, label, what, sizeof(what));
 	ck_assert_str_eq(label, "agent-tool");
 	ck_assert_str_eq(what, "?");
@@ -355,7 +355,8 @@ START_TEST(test_tool_label)
 		label_of("Read", "\"\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9\"",
 			 label, what, n);
 		ck_assert_uint_lt(strlen(what), n);
-		ck_assert_msg(utf8_valid(what, strlen(what)), "room %zu: %s", n, what);
+		ck_assert_msg(utf8_valid(what, strlen(what)), "room %zu: %s", n,
+			      what);
 	}
 	label_of("\xc3\xa9\xc3\xa9\xc3\xa9", "{}", label, what, 4);
 	ck_assert_str_eq(what, "\xc3\xa9");
