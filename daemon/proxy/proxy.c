@@ -32,6 +32,7 @@ static void port_maybe_free(struct proxy_port *p)
 		while (p->asks) {
 			struct pask *a = p->asks;
 			p->asks = a->next;
+			free(a->said);
 			free(a);
 		}
 		proxy_project_free(p->project);
@@ -642,8 +643,11 @@ static void on_decided(void *data, bool approved, const char *why)
 		if (approved)
 			resolve(c);
 		else
-			refuse(c, 403, "%s port %u %s and was not approved: %s",
-			       c->host, c->dport, ask_said(a->rule), a->why);
+			refuse(c, 403,
+			       "%s port %u %s%s%s and was not approved: %s",
+			       c->host, c->dport, ask_said(a->rule),
+			       a->said ? ": " : "", a->said ? a->said : "",
+			       a->why);
 	}
 }
 
@@ -672,8 +676,9 @@ static void ask_host(struct pconn *c, const char *rule, const char *why)
 		return;
 	}
 	if (a && a->state == ASK_REFUSED) {
-		refuse(c, 403, "%s port %u %s and was not approved: %s",
-		       c->host, c->dport, ask_said(a->rule), a->why);
+		refuse(c, 403, "%s port %u %s%s%s and was not approved: %s",
+		       c->host, c->dport, ask_said(a->rule),
+		       a->said ? ": " : "", a->said ? a->said : "", a->why);
 		return;
 	}
 	if (!a) {
@@ -711,6 +716,7 @@ static void ask_host(struct pconn *c, const char *rule, const char *why)
 		}
 		a->port = p;
 		a->rule = rule;
+		a->said = why ? strdup(why) : NULL;
 		snprintf(a->host, sizeof(a->host), "%s", c->host);
 		a->dport = c->dport;
 		a->id = (uint64_t)id;

@@ -39,6 +39,7 @@ struct pask {
 	uint64_t id; /* the approval, while waiting */
 	char why[300];
 	const char *rule; /* static: "ask.net.host", "ask.provenance.*" */
+	char *said;	  /* a provenance ask's reason, or NULL */
 };
 
 struct pconn {
