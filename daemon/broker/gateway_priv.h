@@ -185,6 +185,16 @@ char *gw_query_take_key(const char *target, char **ret_key);
  * call; each entry holds a few labels and what brought them (at most
  * SESSION_LABEL_WHAT_MAX bytes each). */
 #define GATEWAY_LABEL_CACHE 2048
+/* A tool result is looked for what spd served in its first
+ * GATEWAY_LABEL_SCAN bytes, and one call looks through at most
+ * GATEWAY_LABEL_BUDGET bytes of results not classified before: each
+ * byte is compared with every served result (SESSION_SERVED_MAX), so a
+ * body of many large results would otherwise hold the loop for seconds.
+ * A result past either reads as not served (agent-tool: the closed
+ * side); one past the budget is not kept, and a later call, which sends
+ * it again, classifies it. */
+#define GATEWAY_LABEL_SCAN (64 * 1024)
+#define GATEWAY_LABEL_BUDGET (4 * 1024 * 1024)
 /* The agent's own tool uses a model.call row lists (agent_tools). */
 #define GATEWAY_AGENT_TOOLS_MAX 32
 

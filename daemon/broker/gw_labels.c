@@ -39,6 +39,8 @@ struct classify {
 	 * private is set and a tool was given a path. */
 	struct session_info *info;
 	bool info_done;
+	/* Bytes of results still to be matched in this call. */
+	size_t budget;
 };
 
 static int hash_dump(const char *b, size_t n, void *data)
@@ -82,8 +84,11 @@ static const char *workspace(struct classify *x)
 }
 
 /* What result r brings: {"labels": {label: what}, "tool": {name, what}}
- * (the tool only when spd did not serve r).  New reference, or NULL. */
-static json_t *bring(struct classify *x, const struct gw_convo_result *r)
+ * (the tool only when spd did not serve r).  New reference, or NULL.
+ * *ret_keep is cleared when r was not matched (the call's budget was
+ * spent): what it brings is not to be kept. */
+static json_t *bring(struct classify *x, const struct gw_convo_result *r,
+		     bool *ret_keep)
 {
 	struct spd *spd = x->g->spd;
 	char label[SESSION_LABEL_MAX + 1], what[SESSION_LABEL_WHAT_MAX + 1];
@@ -96,9 +101,16 @@ static json_t *bring(struct classify *x, const struct gw_convo_result *r)
 		goto oom;
 	gw_convo_tool_label(r->name, r->input, label, sizeof(label), what,
 			    sizeof(what));
-	if (x->session[0] && spd->sessions)
-		served = session_served_match(spd->sessions, x->session,
-					      r->text, r->len);
+	if (x->session[0] && spd->sessions && x->budget > 0) {
+		size_t n =
+		    r->len < GATEWAY_LABEL_SCAN ? r->len : GATEWAY_LABEL_SCAN;
+
+		x->budget -= n < x->budget ? n : x->budget;
+		served =
+		    session_served_match(spd->sessions, x->session, r->text, n);
+	} else if (x->session[0] && spd->sessions) {
+		*ret_keep = false;
+	}
 	if (json_array_size(served) > 0) {
 		json_array_foreach(served, i, v)
 		{
@@ -125,35 +137,12 @@ oom:
 	return NULL;
 }
 
-static int on_result(void *data, const struct gw_convo_result *r)
+/* What a result brings (b, borrowed) joins the call's. */
+static int merge(struct classify *x, json_t *b)
 {
-	struct classify *x = data;
-	struct gateway *g = x->g;
-	char key[2 * LABELS_DIGEST + 1];
-	json_t *b, *tool, *v;
+	json_t *tool, *v;
 	const char *k;
 
-	digest_of(x->session, r, key);
-	b = json_object_get(g->label_cache, key);
-	if (b) {
-		/* Used again: to the end of the order, the newest. */
-		json_incref(b);
-		json_object_del(g->label_cache, key);
-		g->label_hits++;
-	} else {
-		b = bring(x, r);
-		if (!b)
-			return -ENOMEM;
-		g->label_misses++;
-	}
-	if (json_object_set_new(g->label_cache, key, b) < 0)
-		return -ENOMEM;
-	while (json_object_size(g->label_cache) > GATEWAY_LABEL_CACHE) {
-		/* The least recently used: the first in the object's order. */
-		void *it = json_object_iter(g->label_cache);
-
-		json_object_del(g->label_cache, json_object_iter_key(it));
-	}
 	json_object_foreach(json_object_get(b, "labels"), k, v)
 	{
 		if (!json_object_get(x->labels, k) &&
@@ -167,11 +156,52 @@ static int on_result(void *data, const struct gw_convo_result *r)
 	return 0;
 }
 
+static int on_result(void *data, const struct gw_convo_result *r)
+{
+	struct classify *x = data;
+	struct gateway *g = x->g;
+	char key[2 * LABELS_DIGEST + 1];
+	json_t *b;
+
+	digest_of(x->session, r, key);
+	b = json_object_get(g->label_cache, key);
+	if (b) {
+		/* Used again: to the end of the order, the newest. */
+		json_incref(b);
+		json_object_del(g->label_cache, key);
+		g->label_hits++;
+	} else {
+		bool keep = true;
+
+		b = bring(x, r, &keep);
+		if (!b)
+			return -ENOMEM;
+		g->label_misses++;
+		if (!keep) {
+			int rc = merge(x, b);
+
+			json_decref(b);
+			return rc;
+		}
+	}
+	if (json_object_set_new(g->label_cache, key, b) < 0)
+		return -ENOMEM;
+	while (json_object_size(g->label_cache) > GATEWAY_LABEL_CACHE) {
+		/* The least recently used: the first in the object's order. */
+		void *it = json_object_iter(g->label_cache);
+
+		json_object_del(g->label_cache, json_object_iter_key(it));
+	}
+	return merge(x, b);
+}
+
 int gw_labels_classify(struct gateway *g, const char *session,
 		       enum broker_api api, const char *path, const char *model,
 		       json_t *body, json_t **ret_labels, json_t **ret_tools)
 {
-	struct classify x = {.g = g, .session = session ? session : ""};
+	struct classify x = {.g = g,
+			     .session = session ? session : "",
+			     .budget = GATEWAY_LABEL_BUDGET};
 	bool assistant = false;
 	int r = -ENOMEM;
 
