@@ -80,6 +80,9 @@ struct gw_call {
 	 * long it may then stay silent. */
 	uint64_t rx_ms, stall_ms;
 	char prices_hash[65];
+	/* The labels the conversation carries (label -> what) and the
+	 * agent's own tools in it, for the row (gw_labels.c). */
+	json_t *labels, *agent_tools;
 	struct gw_call *prev, *next;
 };
 
@@ -88,6 +91,7 @@ void gw_maybe_free(struct gateway *g)
 	if (g->stopping && g->open_handles == 0 && !g->conns) {
 		if (g->multi)
 			curl_multi_cleanup(g->multi);
+		json_decref(g->label_cache);
 		free(g);
 	}
 }
@@ -124,6 +128,8 @@ static void call_unlink_free(struct gw_call *k)
 		free(k->resp_headers[i]);
 	buf_free(&k->rpc_body);
 	buf_free(&k->head);
+	json_decref(k->labels);
+	json_decref(k->agent_tools);
 	free(k);
 }
 
@@ -305,6 +311,7 @@ static void call_done(struct gw_call *k, CURLcode res)
 	const char *outcome;
 	bool charged_all = false, gone;
 	uint64_t ms = uv_now(k->g->spd->loop) - k->start_ms;
+	int64_t row;
 	json_t *d;
 
 	curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, &status);
@@ -395,10 +402,19 @@ static void call_done(struct gw_call *k, CURLcode res)
 				    json_integer(k->limit_set));
 	if (d && k->choices > 1)
 		json_object_set_new(d, "choices", json_integer(k->choices));
-	gw_journal(k->g, k->session, d,
-		   "%s %s %ld %s: in %lld out %lld, %s USD (%s)", k->provider,
-		   k->model, status, outcome, (long long)k->usage.u.input,
-		   (long long)k->usage.u.output, costbuf, k->turn_id);
+	/* What the conversation carries (issue 41): its labels, and the
+	 * agent's own tools that read what spd did not serve. */
+	if (d) {
+		json_object_set_new(d, "labels", gw_labels_names(k->labels));
+		if (json_array_size(k->agent_tools))
+			json_object_set(d, "agent_tools", k->agent_tools);
+	}
+	row = gw_journal(
+	    k->g, k->session, d, "%s %s %ld %s: in %lld out %lld, %s USD (%s)",
+	    k->provider, k->model, status, outcome, (long long)k->usage.u.input,
+	    (long long)k->usage.u.output, costbuf, k->turn_id);
+	/* The row first: the labels new to the session entered there. */
+	gw_labels_enter(k->g, k->session, k->labels, row);
 	if (k->rpc)
 		finish_rpc(k, status, cost,
 			   res == CURLE_OK ? NULL : curl_easy_strerror(res));
@@ -930,6 +946,9 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	snprintf(k->prices_hash, sizeof(k->prices_hash), "%s",
 		 cfg->prices.hash);
 	k->stream = rstream || json_is_true(json_object_get(o, "stream"));
+	if (gw_labels_classify(g, t->session, api, path, model, o, &k->labels,
+			       &k->agent_tools) < 0)
+		goto oom;
 	if (call_body(k, o, body, body_len, 0) < 0)
 		goto oom;
 	if (!count_only) {
@@ -988,10 +1007,8 @@ oom:
 	e->code = "INTERNAL";
 	snprintf(e->msg, sizeof(e->msg), "out of memory");
 fail:
-	if (k) {
-		free(k->body);
-		free(k);
-	}
+	if (k)
+		call_unlink_free(k); /* not linked yet: only freed */
 	json_decref(o);
 	return NULL;
 }

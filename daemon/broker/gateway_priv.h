@@ -124,6 +124,11 @@ struct gateway {
 	struct gw_call *calls;
 	int open_handles;
 	char sock_path[4096];
+	/* What each tool result of the conversations seen brought
+	 * (gw_labels.c): digest -> labels, least recently used first; and
+	 * how often a result was found there or classified. */
+	json_t *label_cache;
+	uint64_t label_hits, label_misses;
 };
 
 /* gateway.c */
@@ -173,12 +178,52 @@ int64_t gw_gemini_max_output(json_t *body);
  */
 char *gw_query_take_key(const char *target, char **ret_key);
 
+/* gw_labels.c */
+
+/* Tool results whose labels are kept, across all sessions: a long
+ * conversation (hundreds of results) is classified once, not at every
+ * call; each entry holds a few labels and what brought them (at most
+ * SESSION_LABEL_WHAT_MAX bytes each). */
+#define GATEWAY_LABEL_CACHE 2048
+/* A tool result is looked for what spd served in its first
+ * GATEWAY_LABEL_SCAN bytes, and one call looks through at most
+ * GATEWAY_LABEL_BUDGET bytes of results not classified before: each
+ * byte is compared with every served result (SESSION_SERVED_MAX), so a
+ * body of many large results would otherwise hold the loop for seconds.
+ * A result past either reads as not served (agent-tool: the closed
+ * side); one past the budget is not kept, and a later call, which sends
+ * it again, classifies it. */
+#define GATEWAY_LABEL_SCAN (64 * 1024)
+#define GATEWAY_LABEL_BUDGET (4 * 1024 * 1024)
+/* The agent's own tool uses a model.call row lists (agent_tools). */
+#define GATEWAY_AGENT_TOOLS_MAX 32
+
+/*
+ * The labels the conversation of body (a request of api to path, for
+ * model, by session: NULL or "" for the operator's) carries: 0 with
+ * *ret_labels (an object, label -> what brought it first, in order of
+ * first sight) and *ret_tools (an array of the agent's own tools' {name,
+ * what}, at most GATEWAY_AGENT_TOOLS_MAX), both new references; or
+ * -ENOMEM.
+ */
+int gw_labels_classify(struct gateway *g, const char *session,
+		       enum broker_api api, const char *path, const char *model,
+		       json_t *body, json_t **ret_labels, json_t **ret_tools);
+/* The names of labels (an object from gw_labels_classify) as an array
+ * (new reference), or NULL on ENOMEM. */
+json_t *gw_labels_names(json_t *labels);
+/* The labels (borrowed) session does not hold yet enter its set at
+ * journal row (session_label_add); NULL or "" session: none. */
+void gw_labels_enter(struct gateway *g, const char *session, json_t *labels,
+		     int64_t row);
+
 /* gw_refuse.c */
 
 /* A "model.call" row of the broker in the journal, of session (NULL or
- * "": none), with detail (taken; may be NULL). */
-void gw_journal(struct gateway *g, const char *session, json_t *detail,
-		const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+ * "": none), with detail (taken; may be NULL).  Returns the row's id (0
+ * when spd has no journal, negative when it was not appended). */
+int64_t gw_journal(struct gateway *g, const char *session, json_t *detail,
+		   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 /* Journal the counts of refusals whose window has passed (all: every
  * count, now: the gateway stops and nothing is lost), and free their
  * slots. */

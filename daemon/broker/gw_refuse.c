@@ -16,11 +16,12 @@
 #include "daemon/spd.h"
 #include "daemon/transport/quota.h"
 
-void gw_journal(struct gateway *g, const char *session, json_t *detail,
-		const char *fmt, ...)
+int64_t gw_journal(struct gateway *g, const char *session, json_t *detail,
+		   const char *fmt, ...)
 {
 	char summary[512];
 	char *txt;
+	int64_t row = 0;
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -51,11 +52,12 @@ void gw_journal(struct gateway *g, const char *session, json_t *detail,
 	}
 	txt = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
 	if (g->spd->journal)
-		journal_append(g->spd->journal,
-			       session && session[0] ? session : NULL, "broker",
-			       "model.call", summary, txt);
+		row = journal_append(g->spd->journal,
+				     session && session[0] ? session : NULL,
+				     "broker", "model.call", summary, txt);
 	free(txt);
 	json_decref(detail);
+	return row;
 }
 
 static void on_refusal_timer(uv_timer_t *t);
