@@ -311,7 +311,8 @@ static int load_provenance(git_config *gc, const char *path,
 		struct strv d = {0};
 
 		if (strv_push(&d, "network:*") < 0 ||
-		    strv_push(&d, "agent-tool") < 0) {
+		    strv_push(&d, "agent-tool") < 0 ||
+		    strv_push(&d, "mcp:*") < 0) {
 			strv_free(&d);
 			return -ENOMEM;
 		}
@@ -323,7 +324,8 @@ static int load_provenance(git_config *gc, const char *path,
 		for (d.n = 0; d.v[d.n]; d.n++)
 			;
 		if (strv_push(&d, "network:*") < 0 ||
-		    strv_push(&d, "agent-tool") < 0)
+		    strv_push(&d, "agent-tool") < 0 ||
+		    strv_push(&d, "mcp:*") < 0)
 			return -ENOMEM;
 		cfg->prov_untrusted = d.v;
 	}

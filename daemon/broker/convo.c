@@ -535,10 +535,22 @@ void gw_convo_tool_label(const char *name, json_t *input, char *label,
 	if (!name)
 		name = "?";
 	if (gw_convo_fetch_tool(name) &&
-	    gw_convo_url_host(input, host, sizeof(host)))
+	    gw_convo_url_host(input, host, sizeof(host))) {
 		snprintf(label, llen, "network:%s", host);
-	else
+	} else if (strncmp(name, "mcp__", 5) == 0 && name[5] &&
+		   strstr(name + 5, "__")) {
+		/* An MCP server's tool, as the agent names it
+		 * (mcp__SERVER__TOOL): the result is that server's. */
+		size_t sn = (size_t)(strstr(name + 5, "__") - (name + 5));
+
+		snprintf(label, llen, "mcp:%.*s", (int)(sn < 200 ? sn : 200),
+			 name + 5);
+		for (char *q = label + 4; *q; q++)
+			if ((unsigned char)*q <= ' ' || *q == 0x7f)
+				*q = '_';
+	} else {
 		snprintf(label, llen, "agent-tool");
+	}
 	if (wlen == 0)
 		return;
 	n = strlen(name);

@@ -949,6 +949,7 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	if (gw_labels_classify(g, t->session, api, path, model, o, &k->labels,
 			       &k->agent_tools) < 0)
 		goto oom;
+	gw_labels_enter_now(g, t->session, k->labels, model);
 	if (call_body(k, o, body, body_len, 0) < 0)
 		goto oom;
 	if (!count_only) {

@@ -216,6 +216,12 @@ json_t *gw_labels_names(json_t *labels);
  * journal row (session_label_add); NULL or "" session: none. */
 void gw_labels_enter(struct gateway *g, const char *session, json_t *labels,
 		     int64_t row);
+/* Before the call goes to the provider: the labels of the conversation
+ * new to the session enter it at a "model.labels" row of their own, so
+ * that no tool the agent starts from the answer (a streamed tool_use)
+ * reaches a gate before they are in the set. */
+void gw_labels_enter_now(struct gateway *g, const char *session, json_t *labels,
+			 const char *model);
 
 /* gw_refuse.c */
 

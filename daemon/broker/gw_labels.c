@@ -22,6 +22,7 @@
 
 #include "daemon/broker/convo.h"
 #include "daemon/broker/gateway_priv.h"
+#include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/session/labels.h"
 #include "daemon/session/session.h"
@@ -270,4 +271,44 @@ void gw_labels_enter(struct gateway *g, const char *session, json_t *labels,
 				  "kept: %s",
 				  session, k, strerror(-r));
 	}
+}
+
+void gw_labels_enter_now(struct gateway *g, const char *session, json_t *labels,
+			 const char *model)
+{
+	struct session_store *st = g->spd->sessions;
+	json_t *fresh, *v, *d;
+	const char *k;
+	char summary[512];
+	size_t n = 0;
+	char *text;
+	int64_t row;
+
+	if (!session || !session[0] || !st || !g->spd->journal)
+		return;
+	fresh = json_array();
+	json_object_foreach(labels, k, v)
+	{
+		if (!session_label_has(st, session, k))
+			json_array_append_new(fresh, json_string(k));
+	}
+	if (!fresh || json_array_size(fresh) == 0) {
+		json_decref(fresh);
+		return;
+	}
+	n = (size_t)snprintf(summary, sizeof(summary),
+			     "a conversation for %s brings", model);
+	for (size_t i = 0; i < json_array_size(fresh) && n < sizeof(summary);
+	     i++)
+		n += (size_t)snprintf(
+		    summary + n, sizeof(summary) - n, " %s",
+		    json_string_value(json_array_get(fresh, i)));
+	d = json_pack("{s:O, s:s}", "labels", fresh, "model", model);
+	text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	row = journal_append(g->spd->journal, session, "spd", "model.labels",
+			     summary, text);
+	free(text);
+	json_decref(d);
+	json_decref(fresh);
+	gw_labels_enter(g, session, labels, row);
 }

@@ -530,7 +530,8 @@ bool session_prov_untrusted(struct session_store *s, const char *id,
 			    const struct spd_config *cfg,
 			    struct session_label *ret)
 {
-	static char *const defaults[] = {"network:*", "agent-tool", NULL};
+	static char *const defaults[] = {"network:*", "agent-tool", "mcp:*",
+					 NULL};
 
 	return session_label_find(
 	    s, id, cfg->prov_untrusted ? cfg->prov_untrusted : defaults, ret);

@@ -342,6 +342,13 @@ START_TEST(test_tool_label)
 	label_of("WebFetch", "{\"url\":\"file:///etc/passwd\"}", label, what,
 		 sizeof(what));
 	ck_assert_str_eq(label, "agent-tool");
+	/* Another MCP server's tool, as the agent names it: that server's
+	 * (untrusted by default, like agent-tool). */
+	label_of("mcp__github__get_issue", "{\"number\":7}", label, what,
+		 sizeof(what));
+	ck_assert_str_eq(label, "mcp:github");
+	label_of("mcp__", "{}", label, what, sizeof(what));
+	ck_assert_str_eq(label, "agent-tool");
 	/* A URL given to a tool that does not fetch is no network label. */
 	label_of("Bash", "{\"command\":\"curl https://x.example\"}", label,
 		 what, sizeof(what));

@@ -35,12 +35,13 @@ static void fx_init(struct fx *f)
 	f->repo = paths_join(f->root, "repo");
 	f->state = paths_join(f->root, "state");
 	mkdir(f->repo, 0700);
-	ck_assert_int_eq(test_sh(NULL,
-				 "cd '%s' && git init -q -b main . && echo spec "
-				 "> spec.md && git add -A && git -c user.name=t "
-				 "-c user.email=t@t commit -qm one",
-				 f->repo),
-			 0);
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "cd '%s' && git init -q -b main . && echo spec "
+		    "> spec.md && git add -A && git -c user.name=t "
+		    "-c user.email=t@t commit -qm one",
+		    f->repo),
+	    0);
 	ck_assert_int_eq(session_store_open(f->state, &f->s), 0);
 	ck_assert_int_eq(session_start(f->s, f->repo, "lab", false, &i, tok),
 			 0);
@@ -73,11 +74,9 @@ START_TEST(test_labels_kept_with_their_row)
 	ck_assert_int_eq(
 	    session_label_add(f.s, f.id, "network:x.test", 20, "x.test"), 0);
 	ck_assert_int_eq(session_label_add(f.s, f.id, "", 1, NULL), -EINVAL);
-	ck_assert_int_eq(session_label_add(f.s, f.id, "a b", 1, NULL),
-			 -EINVAL);
-	ck_assert_int_eq(session_label_add(f.s, "0000000000000000", "x", 1,
-					   NULL),
-			 -ENOENT);
+	ck_assert_int_eq(session_label_add(f.s, f.id, "a b", 1, NULL), -EINVAL);
+	ck_assert_int_eq(
+	    session_label_add(f.s, "0000000000000000", "x", 1, NULL), -ENOENT);
 	ck_assert_int_eq(session_egress_add(f.s, f.id, "X.Test", 9), 1);
 
 	/* A new store over the same files: all of it is still there. */
@@ -92,9 +91,9 @@ START_TEST(test_labels_kept_with_their_row)
 	ck_assert(!session_egress_known(f.s, f.id, "y.test"));
 	d = session_labels_detail(f.s, f.id);
 	ck_assert_int_eq(json_array_size(d), 2);
-	ck_assert_str_eq(json_string_value(json_object_get(
-			     json_array_get(d, 0), "label")),
-			 "worktree");
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(json_array_get(d, 0), "label")),
+	    "worktree");
 	json_decref(d);
 	fx_done(&f);
 }
@@ -105,8 +104,8 @@ static bool labels_have(json_t *a, const char *l)
 	size_t i;
 	json_t *v;
 
-	json_array_foreach(a, i, v) if (strcmp(json_string_value(v), l) == 0)
-	    return true;
+	json_array_foreach(a, i, v) if (strcmp(json_string_value(v), l) ==
+					0) return true;
 	return false;
 }
 
@@ -182,8 +181,8 @@ START_TEST(test_gates)
 	session_label_add(f.s, f.id, "worktree", 3, "a.txt");
 	ck_assert(!session_prov_asks(f.s, f.id, &cfg, SESSION_PROV_EGRESS,
 				     "a.test", &rule, why, sizeof(why), NULL));
-	ck_assert(!session_prov_asks(f.s, f.id, &cfg, SESSION_PROV_COMMIT,
-				     NULL, &rule, why, sizeof(why), NULL));
+	ck_assert(!session_prov_asks(f.s, f.id, &cfg, SESSION_PROV_COMMIT, NULL,
+				     &rule, why, sizeof(why), NULL));
 	/* A page: a new host and a commit ask, naming it and its row. */
 	session_label_add(f.s, f.id, "network:a.test", 5, "a.test port 80");
 	session_egress_add(f.s, f.id, "a.test", 5);
@@ -197,16 +196,15 @@ START_TEST(test_gates)
 	ck_assert(session_prov_asks(f.s, f.id, &cfg, SESSION_PROV_COMMIT, NULL,
 				    &rule, why, sizeof(why), NULL));
 	/* Private after untrusted and a way out: the three. */
-	ck_assert(session_prov_asks(f.s, f.id, &cfg,
-				    SESSION_PROV_PRIVATE_READ, NULL, &rule,
-				    why, sizeof(why), NULL));
+	ck_assert(session_prov_asks(f.s, f.id, &cfg, SESSION_PROV_PRIVATE_READ,
+				    NULL, &rule, why, sizeof(why), NULL));
 	ck_assert_str_eq(rule, "ask.provenance.trifecta");
 	/* ask = none: egress and commit go on, the three still asks. */
 	cfg.prov_ask = 0;
 	ck_assert(!session_prov_asks(f.s, f.id, &cfg, SESSION_PROV_EGRESS,
 				     "b.test", &rule, why, sizeof(why), NULL));
-	ck_assert(!session_prov_asks(f.s, f.id, &cfg, SESSION_PROV_COMMIT,
-				     NULL, &rule, why, sizeof(why), NULL));
+	ck_assert(!session_prov_asks(f.s, f.id, &cfg, SESSION_PROV_COMMIT, NULL,
+				     &rule, why, sizeof(why), NULL));
 	session_label_add(f.s, f.id, "private", 6, "secret/k");
 	ck_assert(session_prov_asks(f.s, f.id, &cfg, SESSION_PROV_EGRESS,
 				    "a.test", &rule, why, sizeof(why), NULL));
