@@ -106,6 +106,13 @@ void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
  * the project's .spd.conf.  Returns 0 and *ret, or -errno with *ret_what
  * naming the file that failed ("spd.conf" or ".spd.conf") and why in
  * errbuf ("FILE:LINE: ..." for an unknown key: -EINVAL). */
+/* Let ctx judge a git push by the proxy's terminated hosts when the call
+ * is a session's (session_id) in a run whose network is spd's proxy
+ * (net_name "proxy"); otherwise ctx is left as it is (a push refused). */
+struct policy_context;
+void gate_push_context(struct spd *spd, struct policy_context *ctx,
+		       const char *net_name, const char *session_id);
+
 int gate_policy_conf(struct spd *spd, const char *workspace,
 		     struct policy_conf **ret, const char **ret_what,
 		     char *errbuf, size_t errlen);

@@ -415,6 +415,13 @@ void m_policy_check(struct call *c)
 	    0)
 		goto out;
 	ctx.hidden = (const char *const *)call_spd(c)->config.hidden;
+	/* As cmd.run judges a session's proxy run: a git push to a host
+	 * spd terminates is the proxy's to check. */
+	gate_push_context(
+	    call_spd(c), &ctx,
+	    json_string_value(json_object_get(params, "net")),
+	    who->operator? json_string_value(json_object_get(params, "session"))
+			 : who->session_id);
 	r = gate_policy_conf(call_spd(c), ctx.workspace, &conf, &what, why,
 			     sizeof(why));
 	if (r < 0) {

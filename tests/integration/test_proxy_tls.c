@@ -556,9 +556,9 @@ static const char git_conf[] = "[credential \"git\"]\n"
 			       "\ttimeout = 5\n";
 
 /* The agent's run: argv in its worktree, --net proxy; its exit code.
- * Through python3: spd's policy refuses an agent's "git push" itself
- * (deny.git.remote); the proxy's check is what holds when a push comes
- * from anything else (a script, a tool), which this stands for. */
+ * Through python3: the proxy's check is what holds when a push comes
+ * from anything else than git itself (a script, a tool), which this
+ * stands for. */
 static int agent_run(const char *token, char *const argv[], char **ret_out,
 		     char **ret_err)
 {
@@ -572,6 +572,27 @@ static int agent_run(const char *token, char *const argv[], char **ret_out,
 				"sys.exit(subprocess.call(sys.argv[1:]))"};
 	char *env[2];
 	size_t n = 7;
+	int st;
+
+	ck_assert(asprintf(&tok, "SPD_SESSION_TOKEN=%s", token) > 0);
+	env[0] = tok;
+	env[1] = NULL;
+	for (size_t i = 0; argv[i] && n < 23; i++)
+		args[n++] = argv[i];
+	args[n] = NULL;
+	st = test_spctl(&T, args, env, ret_out, ret_err);
+	free(tok);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The agent's own command, argv, in its worktree with --net proxy (no
+ * wrapper: spd's policy judges argv itself); its exit code. */
+static int agent_cmd(const char *token, char *const argv[], char **ret_out,
+		     char **ret_err)
+{
+	char *tok, *args[24] = {"run", "--net", "proxy", "--"};
+	char *env[2];
+	size_t n = 4;
 	int st;
 
 	ck_assert(asprintf(&tok, "SPD_SESSION_TOKEN=%s", token) > 0);
@@ -727,6 +748,128 @@ START_TEST(test_git_push_only_session_branch)
 }
 END_TEST
 
+/* The agent's own git push (the real git client in the sandbox, no
+ * wrapper): spd's policy lets it through to a host spd terminates, where
+ * the proxy lets only the session's branch be fast-forwarded; a push to
+ * a host spd only tunnels is refused by the policy, before any byte. */
+START_TEST(test_agent_git_push)
+{
+	char *repo, *wt, id[TEST_SESSION_ID_LEN + 1],
+	    tok[TEST_SESSION_TOKEN_LEN + 1], url[256], plain[256], *params,
+	    *out = NULL, *err = NULL, *main_before, *after, *head = NULL, *s;
+	int rc;
+
+	if (!usable() || access("/usr/lib/git-core/git-http-backend", X_OK))
+		TEST_SKIP("curl, python3, openssl, sqlite3 or git-http-backend "
+			  "is not installed");
+	start(git_conf, true);
+	repo = test_tmpdir("repo");
+	test_make_repo(repo, "echo a > a.txt");
+	ck_assert_int_eq(test_sh(NULL,
+				 "git clone -q --bare '%s' '%s/r.git' && "
+				 "git -C '%s/r.git' config http.receivepack "
+				 "true",
+				 repo, CERTS, CERTS),
+			 0);
+	ck_assert(asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"feat\"}",
+			   repo) > 0);
+	test_session_start(&T, params, id, tok);
+	free(params);
+	ck_assert(asprintf(&wt, "%s/worktrees/%s", T.state, id) > 0);
+	ck_assert_int_eq(test_sh(&head,
+				 "cd '%s' && echo b > b.txt && git add b.txt "
+				 "&& git -c user.name=a -c user.email=a@a "
+				 "commit -qm b && git rev-parse HEAD",
+				 wt),
+			 0);
+	snprintf(url, sizeof(url), "https://api.stand-in.test:%d/git/r.git",
+		 standin_port);
+	snprintf(plain, sizeof(plain),
+		 "https://plain.stand-in.test:%d/git/r.git", standin_port);
+	main_before = bare_ref("refs/heads/main");
+
+	/* The session's branch: through, and on the server. */
+	rc = agent_cmd(
+	    tok,
+	    (char *[]){"git", "push", url, "HEAD:refs/heads/spd/feat", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc == 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
+	/* main: refused by the proxy (the policy let git run). */
+	rc = agent_cmd(
+	    tok, (char *[]){"git", "push", url, "HEAD:refs/heads/main", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/main");
+	ck_assert_msg(rc != 0 && strcmp(main_before, after) == 0 &&
+			  has(err, "403") && !has(err, "POLICY-DENIED"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(after);
+	free(out);
+	free(err);
+
+	/* A force push of rewritten history, and a deletion: refused, the
+	 * branch as it was. */
+	ck_assert_int_eq(test_sh(NULL,
+				 "cd '%s' && git reset -q --hard HEAD~1 && "
+				 "echo d > d.txt && git add d.txt && "
+				 "git -c user.name=a -c user.email=a@a "
+				 "commit -qm d",
+				 wt),
+			 0);
+	rc = agent_cmd(tok,
+		       (char *[]){"git", "push", "--force", url,
+				  "HEAD:refs/heads/spd/feat", NULL},
+		       &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc != 0 && strcmp(after, head) == 0 && has(err, "403"),
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+	rc = agent_cmd(
+	    tok, (char *[]){"git", "push", url, ":refs/heads/spd/feat", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc != 0 && strcmp(after, head) == 0 && has(err, "403"),
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
+	/* A host spd only tunnels: the policy refuses the push; the server
+	 * never hears of it. */
+	rc = agent_cmd(
+	    tok,
+	    (char *[]){"git", "push", plain, "HEAD:refs/heads/spd/feat", NULL},
+	    &out, &err);
+	ck_assert_msg(rc != 0 && has(err, "POLICY-DENIED") &&
+			  has(err, "deny.git.remote"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_str_eq(after, head);
+	free(after);
+	after = bare_ref("refs/heads/main");
+	ck_assert_str_eq(after, main_before);
+	free(after);
+	s = seen();
+	ck_assert_msg(!has(s, "plain.stand-in.test") && !has(s, TOKEN),
+		      "seen %s", s);
+	free(s);
+	free(main_before);
+	free(head);
+	free(wt);
+	test_rmrf(repo);
+	free(repo);
+}
+END_TEST
+
 /* A session asks for a rule (policy.propose) after a 403 that says how;
  * a person approves it; the next request of the session's runs passes,
  * spd never restarted.  Journaled. */
@@ -844,6 +987,7 @@ int main(void)
 	tcase_add_test(tc, test_ca_key_out_of_reach);
 	tcase_add_test(tc, test_request_rules);
 	tcase_add_test(tc, test_git_push_only_session_branch);
+	tcase_add_test(tc, test_agent_git_push);
 	tcase_add_test(tc, test_propose_rule);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
