@@ -83,7 +83,9 @@ static const struct key network_keys[] = {
 static const struct key network_host_keys[] = {
     {"allow", K_ANY}, {"deny", K_ANY}, {NULL, K_ANY}};
 static const struct key credential_keys[] = {
-    {"host", K_HOST}, {"header", K_ANY}, {"basic", K_ANY}, {NULL, K_ANY}};
+    {"host", K_HOST},	 {"header", K_ANY},	{"basic", K_ANY},
+    {"push-ref", K_ANY}, {"push-force", K_ANY}, {"push-delete", K_ANY},
+    {NULL, K_ANY}};
 static const struct key attest_keys[] = {{"trust", K_ANY}, {NULL, K_ANY}};
 static const struct key check_keys[] = {{"run", K_ANY}, {NULL, K_ANY}};
 static const struct key verify_keys[] = {

@@ -98,6 +98,35 @@ static struct proxy_credential *cred_get(struct load *l, const char *name,
 	return c;
 }
 
+/* push-ref = "session", or a glob of full ref names (spd.conf(5)):
+ * each value adds one. */
+static int push_ref_entry(struct load *l, struct proxy_credential *c,
+			  const char *v)
+{
+	size_t n = 0;
+	char **r;
+
+	if (strcmp(v, "session") != 0 &&
+	    (strncmp(v, "refs/", 5) != 0 || strlen(v) >= PROXY_REF_MAX ||
+	     strpbrk(v, " \t:?[\\^~") || strstr(v, ".."))) {
+		snprintf(l->errbuf, l->errlen,
+			 "%s: [credential \"%s\"] push-ref \"%s\" must be "
+			 "\"session\" or a ref glob (refs/heads/spd/**)",
+			 l->path, c->name, v);
+		return -EINVAL;
+	}
+	while (c->push_refs && c->push_refs[n])
+		n++;
+	r = realloc(c->push_refs, (n + 2) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	c->push_refs = r;
+	if (!(r[n] = strdup(v)))
+		return -ENOMEM;
+	r[n + 1] = NULL;
+	return 0;
+}
+
 static int cred_entry(const git_config_entry *e, void *data)
 {
 	struct load *l = data;
@@ -133,6 +162,24 @@ static int cred_entry(const git_config_entry *e, void *data)
 		if (!(h[n] = strdup(v)))
 			return -ENOMEM;
 		h[n + 1] = NULL;
+		return 0;
+	}
+	if (strcasecmp(key, "push-ref") == 0)
+		return push_ref_entry(l, c, v);
+	if (strcasecmp(key, "push-force") == 0 ||
+	    strcasecmp(key, "push-delete") == 0) {
+		int b;
+
+		if (git_config_parse_bool(&b, v) < 0) {
+			git_error_clear();
+			snprintf(l->errbuf, l->errlen,
+				 "%s: [credential \"%s\"] %s must be true or "
+				 "false",
+				 l->path, c->name, key);
+			return -EINVAL;
+		}
+		*(strcasecmp(key, "push-force") == 0 ? &c->push_force
+						     : &c->push_delete) = b;
 		return 0;
 	}
 	if (c->value) {
@@ -283,6 +330,7 @@ void proxy_config_free(struct spd_config *cfg)
 
 		free(c->name);
 		strv_free_array(c->hosts);
+		strv_free_array(c->push_refs);
 		free(c->header_name);
 		free(c->value);
 	}
@@ -457,4 +505,43 @@ void proxy_grants_free(struct spd *spd)
 		free(g->path);
 		free(g);
 	}
+}
+
+const char *proxy_push_refused(const struct proxy_credential *cr,
+			       const char *session_ref,
+			       const struct proxy_pkt_update *u, char *why,
+			       size_t n, bool *ret_ff)
+{
+	static char *const session_only[] = {"session", NULL};
+	char *const *refs = cr && cr->push_refs ? cr->push_refs : session_only;
+	bool ok = false;
+
+	*ret_ff = false;
+	for (size_t i = 0; refs[i] && !ok; i++)
+		ok = strcmp(refs[i], "session") == 0
+			 ? session_ref && strcmp(u->ref, session_ref) == 0
+			 : proxy_path_glob(refs[i], u->ref);
+	if (!ok) {
+		if (cr && cr->push_refs)
+			snprintf(why, n,
+				 "a push to %s: no push-ref of [credential "
+				 "\"%s\"] allows it",
+				 u->ref, cr->name);
+		else
+			snprintf(why, n,
+				 "a push to %s: this session may push only to "
+				 "%s",
+				 u->ref,
+				 session_ref ? session_ref
+					     : "(no branch: it is detached)");
+		return why;
+	}
+	if (proxy_oid_zero(u->new_id)) {
+		if (cr && cr->push_delete)
+			return NULL;
+		snprintf(why, n, "deleting %s is refused", u->ref);
+		return why;
+	}
+	*ret_ff = !proxy_oid_zero(u->old_id) && !(cr && cr->push_force);
+	return NULL;
 }

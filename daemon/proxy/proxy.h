@@ -137,6 +137,14 @@ struct proxy_credential {
 	char *header_name; /* "Authorization" */
 	char *value;	   /* the template: "Bearer ${TOKEN}", "user:${T}" */
 	bool basic;	   /* value is user:password, sent as Basic */
+	/* A session's git push to the credential's hosts: the refs an
+	 * update may name (globs, * within a component and ** across;
+	 * "session" for the session's branch; NULL-terminated, or NULL for
+	 * that branch only), and whether an update that is not a
+	 * fast-forward, or a deletion, may go (push-ref, push-force,
+	 * push-delete). */
+	char **push_refs;
+	bool push_force, push_delete;
 };
 
 /* [network "HOST"] allow = METHOD /glob and deny = ..., in file order:
@@ -196,6 +204,19 @@ int proxy_pkt_commands(const char *buf, size_t len,
 		       const char **why);
 /* Whether id (hex) is all zeros: a ref created, or deleted. */
 bool proxy_oid_zero(const char *id);
+/*
+ * Whether a session's ref update u may go to a host of cr (NULL: no
+ * credential, the defaults): its ref one cr's push-ref allows (by
+ * default only session_ref, the session's branch "refs/heads/spd/F";
+ * NULL when it has none), a deletion only with push-delete.  Returns
+ * NULL, or why not in why (size n).  *ret_ff is set when the update must
+ * still be shown a fast-forward (an existing ref moved, without
+ * push-force).
+ */
+const char *proxy_push_refused(const struct proxy_credential *cr,
+			       const char *session_ref,
+			       const struct proxy_pkt_update *u, char *why,
+			       size_t n, bool *ret_ff);
 
 /*
  * The proxy's CA (tls.c): made in spd's state dir at first use (key

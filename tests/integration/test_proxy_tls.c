@@ -870,6 +870,116 @@ START_TEST(test_agent_git_push)
 }
 END_TEST
 
+/* A credential's push-ref, push-force and push-delete widen what a
+ * session's push may do on its hosts: here main too, a force push and a
+ * deletion land on the server; a ref no push-ref names is still
+ * refused. */
+START_TEST(test_push_configured)
+{
+	char conf[1024], *repo, *wt, id[TEST_SESSION_ID_LEN + 1],
+	    tok[TEST_SESSION_TOKEN_LEN + 1], url[256], *params,
+	    *out = NULL, *err = NULL, *after, *head = NULL;
+	int rc;
+
+	if (!usable() || access("/usr/lib/git-core/git-http-backend", X_OK))
+		TEST_SKIP("curl, python3, openssl, sqlite3 or git-http-backend "
+			  "is not installed");
+	snprintf(conf, sizeof(conf),
+		 "%s\tpush-ref = session\n\tpush-ref = refs/heads/main\n"
+		 "\tpush-force = true\n\tpush-delete = true\n",
+		 "[credential \"git\"]\n"
+		 "\thost = api.stand-in.test\n"
+		 "\tbasic = x-access-token:${STANDIN_TOKEN}\n");
+	start(conf, true);
+	repo = test_tmpdir("repo");
+	test_make_repo(repo, "echo a > a.txt");
+	ck_assert_int_eq(test_sh(NULL,
+				 "git clone -q --bare '%s' '%s/r.git' && "
+				 "git -C '%s/r.git' config http.receivepack "
+				 "true",
+				 repo, CERTS, CERTS),
+			 0);
+	ck_assert(asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"feat\"}",
+			   repo) > 0);
+	test_session_start(&T, params, id, tok);
+	free(params);
+	ck_assert(asprintf(&wt, "%s/worktrees/%s", T.state, id) > 0);
+	snprintf(url, sizeof(url), "https://api.stand-in.test:%d/git/r.git",
+		 standin_port);
+	ck_assert_int_eq(test_sh(&head,
+				 "cd '%s' && echo b > b.txt && git add b.txt "
+				 "&& git -c user.name=a -c user.email=a@a "
+				 "commit -qm b && git rev-parse HEAD",
+				 wt),
+			 0);
+	rc =
+	    agent_cmd(tok,
+		      (char *[]){"git", "push", url, "HEAD:refs/heads/spd/feat",
+				 "HEAD:refs/heads/main", NULL},
+		      &out, &err);
+	after = bare_ref("refs/heads/main");
+	ck_assert_msg(rc == 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s main %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+	free(head);
+	head = NULL;
+
+	/* A force push of rewritten history. */
+	ck_assert_int_eq(test_sh(&head,
+				 "cd '%s' && git reset -q --hard HEAD~1 && "
+				 "echo d > d.txt && git add d.txt && "
+				 "git -c user.name=a -c user.email=a@a "
+				 "commit -qm d && git rev-parse HEAD",
+				 wt),
+			 0);
+	rc = agent_cmd(tok,
+		       (char *[]){"git", "push", "--force", url,
+				  "HEAD:refs/heads/spd/feat", NULL},
+		       &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc == 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
+	/* Another branch: no push-ref names it. */
+	rc = agent_cmd(
+	    tok, (char *[]){"git", "push", url, "HEAD:refs/heads/other", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/other");
+	ck_assert_msg(rc != 0 && !after[0] && has(err, "403"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(after);
+	free(out);
+	free(err);
+
+	/* A deletion. */
+	rc = agent_cmd(
+	    tok, (char *[]){"git", "push", url, ":refs/heads/spd/feat", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc == 0 && !after[0], "rc %d out %s err %s remote %s", rc,
+		      out, err, after);
+	free(after);
+	free(out);
+	free(err);
+	after = test_journal_until(&T,
+				   "select kind, summary, detail from events "
+				   "where kind like 'net.proxy%' order by id",
+				   "no push-ref of [credential \"git\"]");
+	ck_assert_msg(has(after, "a push to refs/heads/other: no push-ref"),
+		      "journal %s", after);
+	free(after);
+	free(head);
+	free(wt);
+	test_rmrf(repo);
+	free(repo);
+}
+END_TEST
+
 /* A session asks for a rule (policy.propose) after a 403 that says how;
  * a person approves it; the next request of the session's runs passes,
  * spd never restarted.  Journaled. */
@@ -988,6 +1098,7 @@ int main(void)
 	tcase_add_test(tc, test_request_rules);
 	tcase_add_test(tc, test_git_push_only_session_branch);
 	tcase_add_test(tc, test_agent_git_push);
+	tcase_add_test(tc, test_push_configured);
 	tcase_add_test(tc, test_propose_rule);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

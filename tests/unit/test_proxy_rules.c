@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include "daemon/proxy/proxy.h"
+#include "daemon/config.h"
 #include "daemon/spd.h"
+#include "tests/lib/testlib.h"
 
 static char *allow[] = {"registry.npmjs.org", "*.example.com", NULL};
 static char *deny[] = {"bad.example.com", NULL};
@@ -361,6 +363,130 @@ START_TEST(test_pkt_commands)
 }
 END_TEST
 
+/* Load text as spd.conf: config_load's result, cfg filled on 0. */
+static int load_conf(const char *text, struct spd_config *cfg, char *err,
+		     size_t n)
+{
+	char *dir = test_tmpdir("proxyconf"), *p;
+	int r;
+
+	ck_assert(asprintf(&p, "%s/spd.conf", dir) > 0);
+	test_write_file(p, text);
+	memset(cfg, 0, sizeof(*cfg));
+	r = config_load(p, cfg, err, n);
+	test_rmrf(dir);
+	free(dir);
+	free(p);
+	return r;
+}
+
+static struct proxy_pkt_update upd(const char *old, const char *new_id,
+				   const char *ref)
+{
+	struct proxy_pkt_update u;
+
+	snprintf(u.old_id, sizeof(u.old_id), "%s", old);
+	snprintf(u.new_id, sizeof(u.new_id), "%s", new_id);
+	snprintf(u.ref, sizeof(u.ref), "%s", ref);
+	return u;
+}
+
+/* A session's push under a credential's push-ref, push-force and
+ * push-delete; without them, its branch only, fast-forward, no
+ * deletion (as before they existed). */
+START_TEST(test_push_settings)
+{
+	static const char *const bad[] = {
+	    "push-ref = heads/x", "push-ref = refs/heads/a b",
+	    "push-ref = refs/heads/../x", "push-force = maybe",
+	    "push-delete = 2x"};
+	struct spd_config cfg;
+	const struct proxy_credential *dflt, *wide;
+	struct proxy_pkt_update u;
+	char err[512], why[300], text[512];
+	const char *sref = "refs/heads/spd/feat";
+	bool ff;
+
+	ck_assert_int_eq(load_conf("[credential \"plain\"]\n"
+				   "\thost = a.example\n"
+				   "\theader = Authorization: Bearer ${T}\n"
+				   "[credential \"wide\"]\n"
+				   "\thost = b.example\n"
+				   "\tbasic = x:${T}\n"
+				   "\tpush-ref = session\n"
+				   "\tpush-ref = refs/heads/agent/**\n"
+				   "\tpush-force = true\n"
+				   "\tpush-delete = yes\n",
+				   &cfg, err, sizeof(err)),
+			 0);
+	dflt = proxy_credential_for(&cfg, "a.example");
+	wide = proxy_credential_for(&cfg, "b.example");
+	ck_assert(dflt && wide && !dflt->push_refs && !dflt->push_force &&
+		  !dflt->push_delete && wide->push_force && wide->push_delete);
+
+	/* The defaults (a credential without the keys, or none). */
+	for (int i = 0; i < 2; i++) {
+		const struct proxy_credential *cr = i ? dflt : NULL;
+
+		u = upd(A40, B40, sref);
+		ck_assert_ptr_null(
+		    proxy_push_refused(cr, sref, &u, why, sizeof(why), &ff));
+		ck_assert(ff);
+		u = upd(Z40, B40, sref);
+		ck_assert_ptr_null(
+		    proxy_push_refused(cr, sref, &u, why, sizeof(why), &ff));
+		ck_assert(!ff);
+		u = upd(A40, B40, "refs/heads/main");
+		ck_assert_ptr_nonnull(
+		    proxy_push_refused(cr, sref, &u, why, sizeof(why), &ff));
+		ck_assert_msg(strstr(why, "may push only to "
+					  "refs/heads/spd/feat"),
+			      "%s", why);
+		u = upd(A40, Z40, sref);
+		ck_assert_ptr_nonnull(
+		    proxy_push_refused(cr, sref, &u, why, sizeof(why), &ff));
+		ck_assert_str_eq(why,
+				 "deleting refs/heads/spd/feat is refused");
+		u = upd(A40, B40, sref);
+		ck_assert_ptr_nonnull(
+		    proxy_push_refused(cr, NULL, &u, why, sizeof(why), &ff));
+	}
+
+	/* Configured: the session's branch and those under agent/, any update. */
+	u = upd(A40, B40, sref);
+	ck_assert_ptr_null(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	ck_assert(!ff);
+	u = upd(A40, B40, "refs/heads/agent/x/y");
+	ck_assert_ptr_null(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	u = upd(A40, Z40, "refs/heads/agent/x");
+	ck_assert_ptr_null(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	u = upd(A40, B40, "refs/heads/main");
+	ck_assert_ptr_nonnull(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	ck_assert_msg(strstr(why, "no push-ref of [credential \"wide\"]"), "%s",
+		      why);
+	u = upd(A40, B40, "refs/tags/agent/x");
+	ck_assert_ptr_nonnull(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	config_free(&cfg);
+
+	/* Malformed values refuse spd.conf. */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "[credential \"c\"]\n\thost = a.example\n"
+			 "\theader = A: ${T}\n\t%s\n",
+			 bad[i]);
+		ck_assert_msg(load_conf(text, &cfg, err, sizeof(err)) < 0,
+			      "%s loaded", bad[i]);
+		ck_assert_msg(strstr(err, "[credential \"c\"]"), "%s: %s",
+			      bad[i], err);
+	}
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_rules");
@@ -371,6 +497,7 @@ int main(void)
 	tcase_add_test(tc, test_host_rules);
 	tcase_add_test(tc, test_http_rules);
 	tcase_add_test(tc, test_pkt_commands);
+	tcase_add_test(tc, test_push_settings);
 	tcase_add_test(tc, test_address_classes);
 	tcase_add_test(tc, test_address_classes_embedded);
 	tcase_add_test(tc, test_allow_address);
