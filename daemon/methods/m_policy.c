@@ -483,12 +483,17 @@ static void proposal_decided(void *data, bool approved, const char *why)
 					   p->method, p->path)
 			 : 0;
 
-	d = json_pack("{s:s, s:s, s:s, s:s, s:s?}", "host", p->host, "method",
-		      p->method, "path", p->path, "decision",
-		      !approved ? "refused"
-		      : r < 0	? "out of memory"
-				: "allow",
-		      "why", why);
+	if (r < 0 && r != -ENOMEM)
+		log_warn("policy.propose: the rule approved for %s could not "
+			 "be saved in the state dir (it holds until spd "
+			 "stops): %s",
+			 p->session, strerror(-r));
+	d = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:b}", "host", p->host,
+		      "method", p->method, "path", p->path, "decision",
+		      !approved	     ? "refused"
+		      : r == -ENOMEM ? "out of memory"
+				     : "allow",
+		      "why", why, "saved", approved && r == 0);
 	text = d ? json_dumps(d, JSON_COMPACT) : NULL;
 	snprintf(subject, sizeof(subject), "%s allow = %s %s", p->host,
 		 p->method, p->path);

@@ -6,14 +6,18 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
 #include <git2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "daemon/config.h"
 #include "daemon/proxy/proxy.h"
+#include "daemon/proxy/proxy_priv.h"
 #include "daemon/spd.h"
 #include "common/strv.h"
 
@@ -457,8 +461,60 @@ bool proxy_rule_ok(const char *method, const char *path)
 	return true;
 }
 
-int proxy_grant_add(struct spd *spd, const char *session, const char *host,
-		    const char *method, const char *path)
+/* The file in spd's state dir that keeps the approved rules across a
+ * restart: a JSON array of {session, host, method, path}, oldest first. */
+#define GRANTS_FILE "proxy-grants.json"
+/* The most approved rules read back: each was one prompt of a session
+ * (limits.session-prompts bounds them); more is not a file spd wrote. */
+#define GRANTS_MAX 65536
+
+static char *grants_path(const struct spd *spd)
+{
+	char *p;
+
+	if (!spd->paths.state_dir ||
+	    asprintf(&p, "%s/" GRANTS_FILE, spd->paths.state_dir) < 0)
+		return NULL;
+	return p;
+}
+
+/* Write every grant to the file (oldest first), then sync the state dir
+ * so that the rename itself survives a crash.  0 or -errno. */
+static int grants_save(const struct spd *spd)
+{
+	json_t *a = json_array();
+	char *path = grants_path(spd), *text = NULL;
+	int r = -ENOMEM, dfd;
+
+	for (const struct proxy_grant *g = spd->proxy_grants; a && g;
+	     g = g->next)
+		if (json_array_insert_new(
+			a, 0,
+			json_pack("{s:s, s:s, s:s, s:s}", "session", g->session,
+				  "host", g->host, "method", g->method, "path",
+				  g->path)) < 0)
+			goto out;
+	if (!path || !a || !(text = json_dumps(a, JSON_COMPACT)))
+		goto out;
+	r = proxy_write_file(path, text, strlen(text), 0600);
+	if (r == 0) {
+		dfd = open(spd->paths.state_dir,
+			   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || fsync(dfd) < 0)
+			r = -errno;
+		if (dfd >= 0)
+			close(dfd);
+	}
+out:
+	free(text);
+	free(path);
+	json_decref(a);
+	return r;
+}
+
+/* Add a grant to spd's list (nothing saved). */
+static int grant_push(struct spd *spd, const char *session, const char *host,
+		      const char *method, const char *path)
 {
 	struct proxy_grant *g = calloc(1, sizeof(*g));
 
@@ -476,6 +532,69 @@ int proxy_grant_add(struct spd *spd, const char *session, const char *host,
 	g->next = spd->proxy_grants;
 	spd->proxy_grants = g;
 	return 0;
+}
+
+int proxy_grant_add(struct spd *spd, const char *session, const char *host,
+		    const char *method, const char *path)
+{
+	int r = grant_push(spd, session, host, method, path);
+
+	return r < 0 ? r : grants_save(spd);
+}
+
+int proxy_grants_load(struct spd *spd, char *errbuf, size_t errlen)
+{
+	char *path = grants_path(spd);
+	json_error_t jerr;
+	json_t *a, *g;
+	size_t i;
+	int r = 0;
+
+	if (!path) {
+		snprintf(errbuf, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	a = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!a && access(path, F_OK) < 0 && errno == ENOENT) {
+		free(path);
+		return 0;
+	}
+	if (!json_is_array(a) || json_array_size(a) > GRANTS_MAX) {
+		snprintf(errbuf, errlen,
+			 "%s: the rules approved for sessions cannot be read "
+			 "(%s); spd will not start without them: repair or "
+			 "remove the file",
+			 path, a ? "not a list" : jerr.text);
+		r = -EINVAL;
+		goto out;
+	}
+	json_array_foreach(a, i, g)
+	{
+		const char *se =
+			       json_string_value(json_object_get(g, "session")),
+			   *h = json_string_value(json_object_get(g, "host")),
+			   *m = json_string_value(json_object_get(g, "method")),
+			   *p = json_string_value(json_object_get(g, "path"));
+
+		if (!se || !h || !m || !p || !proxy_rule_ok(m, p) ||
+		    strlen(h) > PROXY_HOST_MAX) {
+			snprintf(errbuf, errlen,
+				 "%s: entry %zu is not an approved rule; spd "
+				 "will not start without the rules: repair or "
+				 "remove the file",
+				 path, i + 1);
+			r = -EINVAL;
+			goto out;
+		}
+		if ((r = grant_push(spd, se, h, m, p)) < 0) {
+			snprintf(errbuf, errlen, "%s: out of memory", path);
+			goto out;
+		}
+	}
+out:
+	json_decref(a);
+	free(path);
+	return r;
 }
 
 bool proxy_granted(const struct spd *spd, const char *session, const char *host,

@@ -231,12 +231,17 @@ void proxy_tls_free(struct spd *spd);
 /*
  * Rules a person approved for one session (policy.propose): "allow =
  * METHOD PATH" for a host, live for the session's runs from their next
- * request, until spd stops.  A grant lets through what no rule of
- * spd.conf matches for the host, never what a deny rule refuses.
- * proxy_grant_add returns 0 or -ENOMEM.
+ * request, kept in spd's state dir (proxy-grants.json) across restarts.
+ * A grant lets through what no rule of spd.conf matches for the host,
+ * never what a deny rule refuses.  proxy_grant_add returns 0, -ENOMEM
+ * (not added), or another -errno when the rule is live but could not be
+ * saved.  proxy_grants_load reads the saved rules at start: 0 (none is
+ * 0 too), or -errno with errbuf naming the file (spd must not start
+ * without an operator's decisions).
  */
 int proxy_grant_add(struct spd *spd, const char *session, const char *host,
 		    const char *method, const char *path);
+int proxy_grants_load(struct spd *spd, char *errbuf, size_t errlen);
 bool proxy_granted(const struct spd *spd, const char *session, const char *host,
 		   const char *method, const char *path);
 void proxy_grants_free(struct spd *spd);

@@ -990,6 +990,7 @@ START_TEST(test_propose_rule)
 	    *out = NULL, *err = NULL, *r, *j;
 	json_t *reply;
 	long approval;
+	struct stat st;
 	int fd;
 
 	if (!usable())
@@ -1065,6 +1066,29 @@ START_TEST(test_propose_rule)
 	    0);
 	ck_assert_msg(has(out, "user=standin GET /admin/users\n code=200"),
 		      "out %s err %s", out, err);
+	free(out);
+	free(err);
+
+	/* The person's decision outlives spd: restarted, the rule still
+	 * holds for the session (kept in the state dir, 0600). */
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	ck_assert(asprintf(&params, "%s/proxy-grants.json", T.state) > 0);
+	r = test_read_file(params);
+	ck_assert_msg(has(r, "\"method\":\"GET\",\"path\":\"/admin/**\""),
+		      "saved %s", r);
+	ck_assert_int_eq(stat(params, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	free(r);
+	free(params);
+	test_spd_start(&T);
+	ck_assert_int_eq(
+	    agent_run(tok,
+		      (char *[]){"curl", "-sS", "-w", " code=%{http_code}\n",
+				 url, NULL},
+		      &out, &err),
+	    0);
+	ck_assert_msg(has(out, "user=standin GET /admin/users\n code=200"),
+		      "after the restart: out %s err %s", out, err);
 	free(out);
 	free(err);
 	j = test_journal_until(&T,

@@ -4,6 +4,7 @@
  * address classes a name must not lead to.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <check.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -487,6 +488,43 @@ START_TEST(test_push_settings)
 }
 END_TEST
 
+/* Rules approved for sessions are saved as they are added and read back
+ * (a restart); a file spd cannot read refuses the start, naming it. */
+START_TEST(test_grants_saved)
+{
+	struct spd spd = {0};
+	char *dir = test_tmpdir("grants"), *p, err[512];
+
+	spd.paths.state_dir = dir;
+	ck_assert_int_eq(
+	    proxy_grant_add(&spd, "s1", "a.example", "GET", "/repos/**"), 0);
+	ck_assert_int_eq(proxy_grant_add(&spd, "s2", "*.b.example", "*", "/x"),
+			 0);
+	proxy_grants_free(&spd);
+	ck_assert(!proxy_granted(&spd, "s1", "a.example", "GET", "/repos/o"));
+	ck_assert_int_eq(proxy_grants_load(&spd, err, sizeof(err)), 0);
+	ck_assert(proxy_granted(&spd, "s1", "a.example", "GET", "/repos/o"));
+	ck_assert(!proxy_granted(&spd, "s2", "a.example", "GET", "/repos/o"));
+	ck_assert(proxy_granted(&spd, "s2", "c.b.example", "PUT", "/x"));
+	proxy_grants_free(&spd);
+
+	ck_assert(asprintf(&p, "%s/proxy-grants.json", dir) > 0);
+	test_write_file(p, "[{\"session\":\"s1\",\"host\":\"a\"}]");
+	ck_assert_int_eq(proxy_grants_load(&spd, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, p) && strstr(err, "entry 1"), "%s", err);
+	test_write_file(p, "[{\"session\"");
+	ck_assert_int_eq(proxy_grants_load(&spd, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "will not start"), "%s", err);
+	proxy_grants_free(&spd);
+	unlink(p);
+	ck_assert_int_eq(proxy_grants_load(&spd, err, sizeof(err)), 0);
+	ck_assert_ptr_null(spd.proxy_grants);
+	free(p);
+	test_rmrf(dir);
+	free(dir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_rules");
@@ -498,6 +536,7 @@ int main(void)
 	tcase_add_test(tc, test_http_rules);
 	tcase_add_test(tc, test_pkt_commands);
 	tcase_add_test(tc, test_push_settings);
+	tcase_add_test(tc, test_grants_saved);
 	tcase_add_test(tc, test_address_classes);
 	tcase_add_test(tc, test_address_classes_embedded);
 	tcase_add_test(tc, test_allow_address);
