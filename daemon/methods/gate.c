@@ -1281,6 +1281,16 @@ void m_approval_decide(struct call *c)
 			   "no pending approval %lld", (long long)id);
 		return;
 	}
+	/* "always": the proposed rule goes into spd.conf too, before the
+	 * session's grant; a failure leaves the ask pending. */
+	if (json_is_true(json_object_get(params, "always")) &&
+	    (!approve ||
+	     propose_always(c, p->session, p->rule, p->object) < 0)) {
+		if (!approve)
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "always goes with an approval");
+		return;
+	}
 	call_set_summary(c, "approval %lld %s", (long long)id,
 			 approve ? "granted" : "refused");
 	if (approve)

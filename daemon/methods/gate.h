@@ -113,6 +113,15 @@ struct policy_context;
 void gate_push_context(struct spd *spd, struct policy_context *ctx,
 		       const char *net_name, const char *session_id);
 
+/* approval.decide {"always": true} on ask (its session, rule and
+ * object): a rule a session proposed (policy.propose) is written into
+ * spd.conf as well and journaled; 0, or -1 having finished c with an
+ * error (another kind of ask, a host spd.conf has no rules for, a file
+ * spd cannot write).  m_policy.c. */
+struct json_t;
+int propose_always(struct call *c, const char *session, const char *rule,
+		   struct json_t *object);
+
 int gate_policy_conf(struct spd *spd, const char *workspace,
 		     struct policy_conf **ret, const char **ret_what,
 		     char *errbuf, size_t errlen);

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "daemon/config.h"
@@ -663,4 +664,94 @@ const char *proxy_push_refused(const struct proxy_credential *cr,
 	}
 	*ret_ff = !proxy_oid_zero(u->old_id) && !(cr && cr->push_force);
 	return NULL;
+}
+
+/* The most bytes of an spd.conf rewritten with a rule added: a
+ * configuration file, not a data store. */
+#define CONF_EDIT_MAX (4 * 1024 * 1024)
+
+int proxy_conf_add_rule(const char *conf_path, const char *session,
+			const char *host, const char *method, const char *path,
+			char *errbuf, size_t errlen)
+{
+	char *real = NULL, *old = NULL, *text = NULL, *dir = NULL, *q;
+	size_t hl = strlen(host), len = 0;
+	struct stat st;
+	FILE *f = NULL;
+	int r = 0, dfd;
+
+	errbuf[0] = '\0';
+	if (!hl || hl > PROXY_HOST_MAX ||
+	    strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			 "0123456789.-") != hl ||
+	    !proxy_rule_ok(method, path) ||
+	    strspn(session,
+		   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		   "0123456789_-") != strlen(session)) {
+		snprintf(errbuf, errlen, "not a rule spd writes to spd.conf");
+		return -EINVAL;
+	}
+	if (!(real = realpath(conf_path, NULL)) || !(f = fopen(real, "re")) ||
+	    fstat(fileno(f), &st) < 0) {
+		r = -errno;
+		snprintf(errbuf, errlen, "%s: %s", conf_path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > CONF_EDIT_MAX ||
+	    !(old = malloc((size_t)st.st_size + 1)) ||
+	    (len = fread(old, 1, (size_t)st.st_size + 1, f)) !=
+		(size_t)st.st_size) {
+		r = -EIO;
+		snprintf(errbuf, errlen, "%s: cannot read it whole", real);
+		goto out;
+	}
+	/* The value quoted, so that a path's # or ; is not a comment. */
+	if (!(q = malloc(2 * strlen(path) + 1))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	{
+		char *o = q;
+
+		for (const char *p = path; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				*o++ = '\\';
+			*o++ = *p;
+		}
+		*o = '\0';
+	}
+	r = asprintf(
+	    &text,
+	    "%.*s%s# approved for session %s (spctl approve --always)\n"
+	    "[network \"%s\"]\n\tallow = \"%s %s\"\n",
+	    (int)len, old, len && old[len - 1] != '\n' ? "\n" : "", session,
+	    host, method, q);
+	free(q);
+	if (r < 0) {
+		text = NULL;
+		r = -ENOMEM;
+		goto out;
+	}
+	r = proxy_write_file(real, text, strlen(text), st.st_mode & 07777);
+	if (r == 0 && (dir = strdup(real))) {
+		*strrchr(dir, '/') = '\0';
+		dfd = open(dir[0] ? dir : "/",
+			   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || fsync(dfd) < 0)
+			r = -errno;
+		if (dfd >= 0)
+			close(dfd);
+	}
+	if (r < 0)
+		snprintf(errbuf, errlen, "%s: %s", real, strerror(-r));
+out:
+	if (r == -ENOMEM && !errbuf[0])
+		snprintf(errbuf, errlen, "out of memory");
+	if (f)
+		fclose(f);
+	free(dir);
+	free(text);
+	free(old);
+	free(real);
+	return r < 0 ? r : 0;
 }

@@ -242,6 +242,18 @@ void proxy_tls_free(struct spd *spd);
 int proxy_grant_add(struct spd *spd, const char *session, const char *host,
 		    const char *method, const char *path);
 int proxy_grants_load(struct spd *spd, char *errbuf, size_t errlen);
+/*
+ * Add "allow = METHOD PATH" for host to the spd.conf at conf_path (an
+ * approval with --always): a new [network "HOST"] section appended after
+ * everything else (after every rule the file has for host: a deny there
+ * still wins), with a comment naming session; the rest of the file kept
+ * byte for byte, replaced at once (a temporary file renamed over the
+ * real one, a symlink's target, its mode kept).  Returns 0, or -errno
+ * with errbuf saying why.
+ */
+int proxy_conf_add_rule(const char *conf_path, const char *session,
+			const char *host, const char *method, const char *path,
+			char *errbuf, size_t errlen);
 bool proxy_granted(const struct spd *spd, const char *session, const char *host,
 		   const char *method, const char *path);
 void proxy_grants_free(struct spd *spd);

@@ -1106,6 +1106,140 @@ START_TEST(test_propose_rule)
 }
 END_TEST
 
+/* spctl approve --always: the rule a session proposed (spctl policy
+ * propose) goes into spd.conf too, appended with the rest of the file
+ * byte for byte (its comments kept); the session has it at once, and
+ * after a restart every session does.  A host spd.conf has no rules for
+ * is refused (one rule would close it to all else), the ask still
+ * pending. */
+START_TEST(test_propose_always)
+{
+	char conf[2048], *repo, id[TEST_SESSION_ID_LEN + 1],
+	    tok[TEST_SESSION_TOKEN_LEN + 1], id2[TEST_SESSION_ID_LEN + 1],
+	    tok2[TEST_SESSION_TOKEN_LEN + 1], url[256], *params, *cpath,
+	    *before, *after, *out = NULL, *err = NULL, *envv[2];
+	long approval = 0;
+	int rc;
+
+	if (!usable())
+		TEST_SKIP("curl, python3, openssl or sqlite3 is not installed");
+	snprintf(conf, sizeof(conf),
+		 "# the operator's own words, kept\n%s"
+		 "[credential \"other\"] ; a credential-only host\n"
+		 "\thost = only.stand-in.test\n"
+		 "\theader = Authorization: Bearer ${STANDIN_TOKEN}\n"
+		 "[policy]\n\tallow = python3 -c\n"
+		 "[approvals]\n\ttimeout = 5",
+		 rules_conf);
+	start(conf, true);
+	ck_assert(asprintf(&cpath, "%s/spd.conf", T.config) > 0);
+	before = test_read_file(cpath);
+	repo = test_tmpdir("repo");
+	test_make_repo(repo, "echo a > a.txt");
+	ck_assert(
+	    asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"p\"}", repo) > 0);
+	test_session_start(&T, params, id, tok);
+	free(params);
+	snprintf(url, sizeof(url), "https://api.stand-in.test:%d/admin/users",
+		 standin_port);
+	ck_assert(asprintf(&envv[0], "SPD_SESSION_TOKEN=%s", tok) > 0);
+	envv[1] = NULL;
+
+	/* A credential-only host: --always refused, nothing written. */
+	rc = test_spctl(&T,
+			(char *[]){"policy", "propose", "only.stand-in.test",
+				   "GET", "/x", NULL},
+			envv, &out, &err);
+	ck_assert_msg(rc == 0 && sscanf(out, "approval %ld", &approval) == 1,
+		      "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	snprintf(conf, sizeof(conf), "%ld", approval);
+	rc = test_spctl(&T, (char *[]){"approve", conf, "--always", NULL}, NULL,
+			&out, &err);
+	ck_assert_msg(rc != 0 && has(err, "no [network \"only.stand-in.test\"] "
+					  "rules"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	after = test_read_file(cpath);
+	ck_assert_str_eq(after, before);
+	free(after);
+	rc = test_spctl(&T, (char *[]){"deny", conf, NULL}, NULL, &out, &err);
+	ck_assert_msg(rc == 0, "the ask is no longer pending: %s", err);
+	free(out);
+	free(err);
+
+	/* A host with rules: written, and live for the session. */
+	rc = test_spctl(&T,
+			(char *[]){"policy", "propose", "api.stand-in.test",
+				   "GET", "/admin/**", NULL},
+			envv, &out, &err);
+	ck_assert_msg(rc == 0 && sscanf(out, "approval %ld", &approval) == 1,
+		      "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	snprintf(conf, sizeof(conf), "%ld", approval);
+	rc = test_spctl(&T, (char *[]){"approve", conf, "--always", NULL}, NULL,
+			&out, &err);
+	ck_assert_msg(rc == 0, "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	after = test_read_file(cpath);
+	ck_assert_msg(strncmp(after, before, strlen(before)) == 0 &&
+			  has(after + strlen(before),
+			      "[network \"api.stand-in.test\"]\n"
+			      "\tallow = \"GET /admin/**\"\n") &&
+			  has(after, "# the operator's own words, kept\n") &&
+			  has(after, "; a credential-only host\n"),
+		      "spd.conf now:\n%s", after);
+	free(after);
+	ck_assert_int_eq(
+	    agent_run(tok,
+		      (char *[]){"curl", "-sS", "-w", " code=%{http_code}\n",
+				 url, NULL},
+		      &out, &err),
+	    0);
+	ck_assert_msg(has(out, "user=standin GET /admin/users\n code=200"),
+		      "out %s err %s", out, err);
+	free(out);
+	free(err);
+
+	/* Restarted, spd reads the file as written, and another session,
+	 * which never asked, has the rule. */
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	test_spd_start(&T);
+	ck_assert(
+	    asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"q\"}", repo) > 0);
+	test_session_start(&T, params, id2, tok2);
+	free(params);
+	ck_assert_int_eq(
+	    agent_run(tok2,
+		      (char *[]){"curl", "-sS", "-w", " code=%{http_code}\n",
+				 url, NULL},
+		      &out, &err),
+	    0);
+	ck_assert_msg(has(out, "user=standin GET /admin/users\n code=200"),
+		      "another session after the restart: out %s err %s", out,
+		      err);
+	free(out);
+	free(err);
+	after = test_journal_until(&T,
+				   "select kind, summary from events where "
+				   "kind like 'net.proxy.rule%' order by id",
+				   "net.proxy.rule.conf");
+	ck_assert_msg(has(after, "net.proxy.rule.conf|api.stand-in.test allow "
+				 "= GET /admin/**"),
+		      "journal %s", after);
+	free(after);
+	free(envv[0]);
+	free(before);
+	free(cpath);
+	test_rmrf(repo);
+	free(repo);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_tls");
@@ -1124,6 +1258,7 @@ int main(void)
 	tcase_add_test(tc, test_agent_git_push);
 	tcase_add_test(tc, test_push_configured);
 	tcase_add_test(tc, test_propose_rule);
+	tcase_add_test(tc, test_propose_always);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
