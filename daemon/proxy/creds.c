@@ -272,6 +272,68 @@ static int http_rule_entry(struct load *l, const char *host, size_t hlen,
 	return r->host && r->method && r->path && r->text ? 0 : -ENOMEM;
 }
 
+/* [network "HOST"] preset = NAME: rules for a common case, in place of
+ * the lines they stand for (where the preset line is: file order still
+ * decides).  spd.conf(5) lists them. */
+static const struct {
+	const char *name;
+	const char *const rules[8];
+} presets[] = {
+    {"read-only", {"allow GET /**", "allow HEAD /**"}},
+    {"npm-read", {"allow GET /**", "allow HEAD /**"}},
+    {"git-read", {"allow GET /**/info/refs", "allow POST /**/git-upload-pack"}},
+    {"git",
+     {"allow GET /**/info/refs", "allow POST /**/git-upload-pack",
+      "allow POST /**/git-receive-pack"}},
+    {"github-read-only",
+     {"allow GET /**", "allow HEAD /**", "allow POST /**/git-upload-pack"}},
+    {"github-pull-requests",
+     {"allow GET /**", "allow HEAD /**", "allow POST /**/git-upload-pack",
+      "allow POST /**/git-receive-pack", "allow POST /repos/*/*/pulls",
+      "allow POST /repos/*/*/issues/*/comments"}},
+};
+
+static int preset_entry(struct load *l, const char *host, size_t hlen,
+			const char *v)
+{
+	char known[256] = "";
+
+	for (size_t i = 0; v && i < sizeof(presets) / sizeof(presets[0]); i++) {
+		if (strcmp(presets[i].name, v) != 0)
+			continue;
+		for (size_t k = 0; presets[i].rules[k]; k++) {
+			const char *rl = presets[i].rules[k];
+			const char *sp = strchr(rl, ' ');
+			char key[8], text[300];
+			struct proxy_http_rule *r;
+			int err;
+
+			snprintf(key, sizeof(key), "%.*s", (int)(sp - rl), rl);
+			err = http_rule_entry(l, host, hlen, key, sp + 1);
+			if (err < 0)
+				return err;
+			/* Named as the preset's in a refusal or a row. */
+			r = &l->cfg
+				 ->proxy_http_rules[l->cfg->proxy_nhttp_rules -
+						    1];
+			snprintf(text, sizeof(text), "%s (preset %s)", r->text,
+				 v);
+			free(r->text);
+			if (!(r->text = strdup(text)))
+				return -ENOMEM;
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++)
+		snprintf(known + strlen(known), sizeof(known) - strlen(known),
+			 "%s%s", i ? ", " : "", presets[i].name);
+	snprintf(l->errbuf, l->errlen,
+		 "%s: [network \"%.*s\"] preset \"%s\" is none of spd's "
+		 "(%s)",
+		 l->path, (int)hlen, host, v ? v : "", known);
+	return -EINVAL;
+}
+
 static int network_entry(const git_config_entry *e, void *data)
 {
 	struct load *l = data;
@@ -297,6 +359,8 @@ static int network_entry(const git_config_entry *e, void *data)
 		}
 		return *dst ? 0 : -ENOMEM;
 	}
+	if (strcasecmp(key, "preset") == 0)
+		return preset_entry(l, sub, (size_t)(key - 1 - sub), e->value);
 	if (strcasecmp(key, "allow") != 0 && strcasecmp(key, "deny") != 0)
 		return 0; /* conftab refuses it */
 	return http_rule_entry(l, sub, (size_t)(key - 1 - sub), key, e->value);

@@ -525,6 +525,61 @@ START_TEST(test_grants_saved)
 }
 END_TEST
 
+/* [network "HOST"] preset = NAME: the preset's rules where the line is
+ * (a deny before it still wins), named as the preset's; an unknown name
+ * refuses spd.conf, listing those there are. */
+START_TEST(test_presets)
+{
+	struct spd_config cfg;
+	const struct proxy_http_rule *r;
+	char err[512];
+	bool any;
+
+	ck_assert_int_eq(load_conf("[network \"registry.example\"]\n"
+				   "\tpreset = npm-read\n"
+				   "[network \"api.gh.example\"]\n"
+				   "\tdeny = GET /admin/**\n"
+				   "\tpreset = github-pull-requests\n"
+				   "[network \"gh.example\"]\n"
+				   "\tpreset = git-read\n",
+				   &cfg, err, sizeof(err)),
+			 0);
+	r = proxy_http_decide(&cfg, "registry.example", "GET", "/@s/p", &any);
+	ck_assert(r && r->allow);
+	ck_assert_str_eq(r->text, "allow = GET /** (preset npm-read)");
+	r = proxy_http_decide(&cfg, "registry.example", "PUT", "/@s/p", &any);
+	ck_assert(any && !r);
+	r = proxy_http_decide(&cfg, "api.gh.example", "POST",
+			      "/repos/o/r/pulls", &any);
+	ck_assert(r && r->allow);
+	r = proxy_http_decide(&cfg, "api.gh.example", "GET", "/admin/x", &any);
+	ck_assert(r && !r->allow);
+	r = proxy_http_decide(&cfg, "api.gh.example", "DELETE", "/repos/o/r",
+			      &any);
+	ck_assert(any && !r);
+	r = proxy_http_decide(&cfg, "gh.example", "POST",
+			      "/o/r.git/git-upload-pack", &any);
+	ck_assert(r && r->allow);
+	r = proxy_http_decide(&cfg, "gh.example", "GET", "/o/r.git/info/refs",
+			      &any);
+	ck_assert(r && r->allow);
+	r = proxy_http_decide(&cfg, "gh.example", "POST",
+			      "/o/r.git/git-receive-pack", &any);
+	ck_assert(any && !r);
+	r = proxy_http_decide(&cfg, "gh.example", "GET", "/o/r", &any);
+	ck_assert(any && !r);
+	ck_assert(proxy_terminates(&cfg, "registry.example"));
+	config_free(&cfg);
+	ck_assert_int_lt(load_conf("[network \"a.example\"]\n"
+				   "\tpreset = everything\n",
+				   &cfg, err, sizeof(err)),
+			 0);
+	ck_assert_msg(strstr(err, "preset \"everything\"") &&
+			  strstr(err, "npm-read"),
+		      "%s", err);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_rules");
@@ -537,6 +592,7 @@ int main(void)
 	tcase_add_test(tc, test_pkt_commands);
 	tcase_add_test(tc, test_push_settings);
 	tcase_add_test(tc, test_grants_saved);
+	tcase_add_test(tc, test_presets);
 	tcase_add_test(tc, test_address_classes);
 	tcase_add_test(tc, test_address_classes_embedded);
 	tcase_add_test(tc, test_allow_address);
