@@ -472,10 +472,35 @@ bool proxy_path_glob(const char *g, const char *p)
 	return !*p;
 }
 
-const struct proxy_http_rule *proxy_http_decide(const struct spd_config *cfg,
-						const char *host,
-						const char *method,
-						const char *path, bool *ret_any)
+/* path with every %2F decoded to "/" (the reading of a server that
+ * decodes it) into buf (size n): true when there was one to decode;
+ * an over-long path reads as "//" (ambiguous: refused). */
+static bool slash_decoded(const char *path, char *buf, size_t n)
+{
+	size_t o = 0;
+	bool any = false;
+
+	for (const char *p = path; *p; p++) {
+		if (o + 2 > n) {
+			snprintf(buf, n, "//");
+			return true;
+		}
+		if (p[0] == '%' && p[1] == '2' &&
+		    (p[2] == 'f' || p[2] == 'F')) {
+			buf[o++] = '/';
+			p += 2;
+			any = true;
+		} else {
+			buf[o++] = *p;
+		}
+	}
+	buf[o] = '\0';
+	return any;
+}
+
+static const struct proxy_http_rule *
+http_decide_one(const struct spd_config *cfg, const char *host,
+		const char *method, const char *path, bool *ret_any)
 {
 	*ret_any = false;
 	for (size_t i = 0; i < cfg->proxy_nhttp_rules; i++) {
@@ -492,15 +517,42 @@ const struct proxy_http_rule *proxy_http_decide(const struct spd_config *cfg,
 	return NULL;
 }
 
+/*
+ * An encoded slash is no ambiguity by itself (npm asks for a scoped
+ * package as /@scope%2Fname): a rule is decided on both readings, the
+ * path as spelt and as a server that decodes %2F reads it, and only the
+ * same rule for both decides (proxy_http_decide); but either reading
+ * with dot segments or an empty segment is refused here.
+ */
 bool proxy_path_ambiguous(const char *p)
 {
+	char dec[2048];
 	size_t n = strlen(p);
 
 	return strstr(p, "/./") || strstr(p, "/../") || strstr(p, "//") ||
 	       strchr(p, '\\') || strcasestr(p, "%2e") ||
-	       strcasestr(p, "%2f") || strcasestr(p, "%5c") ||
+	       strcasestr(p, "%5c") ||
 	       (n >= 2 && strcmp(p + n - 2, "/.") == 0) ||
-	       (n >= 3 && strcmp(p + n - 3, "/..") == 0);
+	       (n >= 3 && strcmp(p + n - 3, "/..") == 0) ||
+	       (slash_decoded(p, dec, sizeof(dec)) &&
+		proxy_path_ambiguous(dec));
+}
+
+const struct proxy_http_rule *proxy_http_decide(const struct spd_config *cfg,
+						const char *host,
+						const char *method,
+						const char *path, bool *ret_any)
+{
+	const struct proxy_http_rule *r =
+	    http_decide_one(cfg, host, method, path, ret_any);
+	char dec[2048];
+	bool any;
+
+	/* Read either way, the request must meet the same rule. */
+	if (r && slash_decoded(path, dec, sizeof(dec)) &&
+	    http_decide_one(cfg, host, method, dec, &any) != r)
+		return NULL;
+	return r;
 }
 
 struct proxy_grant {
@@ -665,6 +717,8 @@ out:
 bool proxy_granted(const struct spd *spd, const char *session, const char *host,
 		   const char *method, const char *path)
 {
+	char dec[2048];
+
 	if (!session)
 		return false;
 	for (const struct proxy_grant *g = spd->proxy_grants; g; g = g->next)
@@ -672,7 +726,9 @@ bool proxy_granted(const struct spd *spd, const char *session, const char *host,
 		    host_match(g->host, host) &&
 		    (strcmp(g->method, "*") == 0 ||
 		     strcmp(g->method, method) == 0) &&
-		    proxy_path_glob(g->path, path))
+		    proxy_path_glob(g->path, path) &&
+		    (!slash_decoded(path, dec, sizeof(dec)) ||
+		     proxy_path_glob(g->path, dec)))
 			return true;
 	return false;
 }

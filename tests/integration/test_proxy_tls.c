@@ -49,11 +49,26 @@ static int count(const char *hay, const char *needle)
 }
 
 static char standin_py[] =
-    "import http.server, ssl, sys, base64, subprocess, os\n"
+    "import http.server, ssl, sys, base64, subprocess, os, json, io\n"
+    "import tarfile, hashlib\n"
     "cert, key, log, token = sys.argv[1:5]\n"
     "gitroot = sys.argv[5] if len(sys.argv) > 5 else None\n"
     "basic = 'Basic ' + base64.b64encode(('x-access-token:' + "
     "token).encode()).decode()\n"
+    "def mktgz():\n"
+    "    raw = io.BytesIO()\n"
+    "    with tarfile.open(fileobj=raw, mode='w:gz') as t:\n"
+    "        for n, d in (('package/package.json', json.dumps({'name':\n"
+    "                '@private/hello', 'version': '1.0.0',\n"
+    "                'main': 'index.js'})),\n"
+    "                ('package/index.js', 'module.exports = '\n"
+    "                 '\"hello from the private registry\";\\n')):\n"
+    "            i = tarfile.TarInfo(n); d = d.encode(); i.size = len(d)\n"
+    "            t.addfile(i, io.BytesIO(d))\n"
+    "    return raw.getvalue()\n"
+    "tgz = mktgz()\n"
+    "integrity = 'sha512-' + base64.b64encode(\n"
+    "    hashlib.sha512(tgz).digest()).decode()\n"
     "class H(http.server.BaseHTTPRequestHandler):\n"
     "    protocol_version = 'HTTP/1.1'\n"
     "    def body(self):\n"
@@ -95,9 +110,36 @@ static char standin_py[] =
     "                self.send_header(k.decode(), v.decode())\n"
     "        self.send_header('Content-Length', str(len(rest)))\n"
     "        self.end_headers(); self.wfile.write(rest)\n"
+    "    def npm(self):\n"
+    "        a = self.headers.get_all('Authorization') or []\n"
+    "        with open(log, 'a') as f:\n"
+    "            f.write('%s %s host=%s auth=%s\\n' % (self.command,\n"
+    "                    self.path, self.headers.get('Host'),\n"
+    "                    'bearer-ok' if a == ['Bearer ' + token] else\n"
+    "                    '|'.join(a) or '-'))\n"
+    "        if a != ['Bearer ' + token]:\n"
+    "            b = b'{\"error\":\"authentication required\"}'\n"
+    "            self.send_response(401)\n"
+    "        elif self.path.endswith('.tgz'):\n"
+    "            b = tgz; self.send_response(200)\n"
+    "        elif self.path in ('/@private%2fhello', '/@private/hello'):\n"
+    "            u = 'https://%s/@private/hello/-/hello-1.0.0.tgz' % \\\n"
+    "                self.headers.get('Host')\n"
+    "            b = json.dumps({'name': '@private/hello',\n"
+    "                'dist-tags': {'latest': '1.0.0'}, 'versions': {\n"
+    "                '1.0.0': {'name': '@private/hello', 'version': '1.0.0',\n"
+    "                'dist': {'tarball': u, 'integrity': integrity}}}}\n"
+    "                ).encode(); self.send_response(200)\n"
+    "        else:\n"
+    "            b = b'{}'; self.send_response(404)\n"
+    "        self.send_header('Content-Type', 'application/json')\n"
+    "        self.send_header('Content-Length', str(len(b)))\n"
+    "        self.end_headers(); self.wfile.write(b)\n"
     "    def any(self):\n"
     "        if self.path.startswith('/git/'):\n"
     "            return self.git()\n"
+    "        if self.headers.get('Host', '').startswith('npm.'):\n"
+    "            return self.npm()\n"
     "        a = self.headers.get_all('Authorization') or []\n"
     "        n = int(self.headers.get('Content-Length') or 0)\n"
     "        self.rfile.read(n)\n"
@@ -196,7 +238,8 @@ static void make_certs(void)
 		    "-nodes -keyout srv.key -out srv.csr "
 		    "-subj /CN=api.stand-in.test 2>/dev/null && "
 		    "printf 'subjectAltName=DNS:api.stand-in.test,"
-		    "DNS:plain.stand-in.test,DNS:rules.stand-in.test\\n"
+		    "DNS:plain.stand-in.test,DNS:rules.stand-in.test,"
+		    "DNS:npm.stand-in.test\\n"
 		    "basicConstraints=CA:FALSE\\n"
 		    "keyUsage=digitalSignature\\nextendedKeyUsage=serverAuth\\n"
 		    "subjectKeyIdentifier=hash\\n"
@@ -223,6 +266,7 @@ static void start(const char *extra, bool with_token)
 		 "\tresolve = api.stand-in.test:127.0.0.2\n"
 		 "\tresolve = plain.stand-in.test:127.0.0.2\n"
 		 "\tresolve = rules.stand-in.test:127.0.0.2\n"
+		 "\tresolve = npm.stand-in.test:127.0.0.2\n"
 		 "\tresolve = wrong.stand-in.test:127.0.0.2\n"
 		 "\tallow-address = 127.0.0.2\n"
 		 "\ttest-ca = %s/ca.pem\n"
@@ -1240,6 +1284,105 @@ START_TEST(test_propose_always)
 }
 END_TEST
 
+/* A private npm registry (issue 42's "install from a private registry
+ * while no token exists inside the sandbox"): the stand-in answers only
+ * the token spd's proxy adds; npm install in the sandbox gets the
+ * package (the host under preset npm-read: its scoped name, spelt
+ * /@private%2fhello, passes), and the token is in none of the run's
+ * environment, files (npm's cache among them) or output; a PUT is
+ * refused by the preset.  Without the credential, the same
+ * install is refused by the registry (the control). */
+START_TEST(test_npm_private_registry)
+{
+	char script[2048], *out = NULL, *err = NULL, *hello, *s, *grep = NULL;
+	int rc;
+
+	if (!usable() || access("/usr/bin/npm", X_OK) ||
+	    access("/usr/bin/node", X_OK))
+		TEST_SKIP("curl, python3, openssl, sqlite3, node or npm is not "
+			  "installed");
+	start("[credential \"npm\"]\n"
+	      "\thost = npm.stand-in.test\n"
+	      "\theader = Authorization: Bearer ${STANDIN_TOKEN}\n"
+	      "[network \"npm.stand-in.test\"]\n"
+	      "\tpreset = npm-read\n",
+	      true);
+	snprintf(
+	    script, sizeof(script),
+	    "env > env.txt; echo '{\"name\":\"app\",\"version\":\"1.0.0\"}' "
+	    "> package.json; "
+	    "npm install --no-audit --no-fund --no-update-notifier "
+	    "--cache \"$PWD/.npm-cache\" "
+	    "--registry https://npm.stand-in.test:%d/ @private/hello "
+	    "> npm.txt 2>&1; echo npm=$?; "
+	    "node -e 'console.log(require(\"@private/hello\"))'",
+	    standin_port);
+	rc = run_proxy(script, &out, &err);
+	hello = ws_file("node_modules/@private/hello/index.js");
+	ck_assert_msg(rc == 0 && has(out, "npm=0") &&
+			  has(out, "hello from the private registry") &&
+			  has(hello, "hello from the private registry"),
+		      "rc %d out %s err %s npm %s", rc, out, err,
+		      ws_file("npm.txt"));
+	s = seen();
+	ck_assert_msg(has(s, "GET /@private%2fhello host=npm.stand-in.test:") &&
+			  has(s, "/@private/hello/-/hello-1.0.0.tgz") &&
+			  count(s, "auth=bearer-ok") >= 2 && !has(s, "auth=-"),
+		      "seen %s", s);
+	/* Nowhere in the run: its environment, every file it left in the
+	 * workspace (npm's cache and logs too), its output. */
+	test_sh(&grep, "grep -rl '%s' '%s' || echo none", TOKEN, WS);
+	ck_assert_msg(grep && strcmp(grep, "none\n") == 0, "the token is in %s",
+		      grep);
+	ck_assert_msg(!has(out, TOKEN) && !has(err, TOKEN), "in the output");
+	/* npm-read lets nothing but reads through: a publish is refused
+	 * before the registry hears of it. */
+	free(out);
+	free(err);
+	free(s);
+	snprintf(script, sizeof(script),
+		 "curl -sS -X PUT -d '{}' -w ' code=%%{http_code}\n' "
+		 "https://npm.stand-in.test:%d/@private%%2fhello",
+		 standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(has(out, "code=403") && has(out, "(no rule matches)"),
+		      "out %s err %s", out, err);
+	s = seen();
+	ck_assert_msg(!has(s, "PUT"), "seen %s", s);
+	free(grep);
+	free(s);
+	free(hello);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* The control: the same registry without the credential refuses npm. */
+START_TEST(test_npm_registry_needs_token)
+{
+	char script[1024], *out = NULL, *err = NULL, *p;
+
+	if (!usable() || access("/usr/bin/npm", X_OK))
+		TEST_SKIP("curl, python3, openssl, sqlite3 or npm is not "
+			  "installed");
+	start("", true);
+	snprintf(script, sizeof(script),
+		 "npm install --no-audit --no-fund --no-update-notifier "
+		 "--cache \"$PWD/.npm-cache\" --cafile '%s/ca.pem' "
+		 "--registry https://npm.stand-in.test:%d/ @private/hello "
+		 "> npm.txt 2>&1; echo npm=$?",
+		 CERTS, standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert(asprintf(&p, "%s/node_modules/@private/hello/index.js", WS) >
+		  0);
+	ck_assert_msg(has(out, "npm=1") && access(p, F_OK) != 0,
+		      "out %s err %s", out, err);
+	free(p);
+	free(out);
+	free(err);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_tls");
@@ -1259,6 +1402,8 @@ int main(void)
 	tcase_add_test(tc, test_push_configured);
 	tcase_add_test(tc, test_propose_rule);
 	tcase_add_test(tc, test_propose_always);
+	tcase_add_test(tc, test_npm_private_registry);
+	tcase_add_test(tc, test_npm_registry_needs_token);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -306,7 +306,20 @@ START_TEST(test_http_rules)
 	ck_assert(!proxy_terminates(&c, "reg.example"));
 	ck_assert(proxy_path_ambiguous("/repos/../admin"));
 	ck_assert(proxy_path_ambiguous("/repos/%2e%2e/admin"));
-	ck_assert(proxy_path_ambiguous("/repos/a%2Fb"));
+	/* An encoded slash: decided on both readings (npm's /@scope%2Fname),
+	 * refused when they meet different rules or either is ambiguous. */
+	ck_assert(!proxy_path_ambiguous("/repos/a%2Fb"));
+	ck_assert(proxy_path_ambiguous("/repos/a%2F%2Fb"));
+	ck_assert(proxy_path_ambiguous("/repos/a%2f..%2fadmin"));
+	ck_assert(proxy_path_ambiguous("/repos/a%2f.%2fb"));
+	r = proxy_http_decide(&c, "api.example.com", "GET", "/repos/o%2fr",
+			      &any);
+	ck_assert(any && r == &rules[1]);
+	r = proxy_http_decide(&c, "api.example.com", "POST",
+			      "/repos/o%2Fr/x/pulls", &any);
+	ck_assert(any && r == NULL);
+	r = proxy_http_decide(&c, "a.reg.example", "GET", "/pkg/a%2fb", &any);
+	ck_assert(any && r == NULL);
 	ck_assert(proxy_path_ambiguous("/repos//x"));
 	ck_assert(proxy_path_ambiguous("/repos/.."));
 	ck_assert(!proxy_path_ambiguous("/repos/a.b/c..d"));
