@@ -94,6 +94,12 @@ static void say_ask(json_t *params)
 	fprintf(stderr, "spctl: the run waits for a person: approval %lld\n",
 		id);
 	cmd_print_object(stderr, o, "  ");
+	if (json_string_value(json_object_get(params, "reason"))) {
+		fputs("  why: ", stderr);
+		ts_fputs(stderr,
+			 json_string_value(json_object_get(params, "reason")));
+		fputc('\n', stderr);
+	}
 	fprintf(stderr, "  spctl approve %lld (or spctl deny %lld)\n", id, id);
 }
 

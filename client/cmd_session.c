@@ -101,7 +101,7 @@ static int session_usage(void)
 	    "       spctl session list | show ID | status [ID]\n"
 	    "       spctl session diff ID [--stat] | log ID | restore ID N\n"
 	    "       spctl session merge ID [--into BRANCH] [--squash] "
-	    "[--force]\n"
+	    "[--force] [--accept-untrusted]\n"
 	    "       spctl session end ID [--discard]\n"
 	    "       spctl session heldout ID DIR | verify ID\n");
 	return CMD_EXIT_USAGE;
@@ -319,6 +319,58 @@ static int session_list(struct cmd_ctx *ctx, int argc, char **argv)
 }
 
 /* session show ID: the record. */
+/* The provenance labels by origin: what the agent read, and at which
+ * journal row each kind first entered. */
+static void print_labels(json_t *labels)
+{
+	static const char *const origins[] = {
+	    "trusted", "worktree", "private", "command",   "network:",
+	    "mcp:",    "acp",	   "model",   "agent-tool"};
+	size_t i, k;
+	json_t *l;
+
+	if (!json_is_array(labels))
+		return;
+	if (json_array_size(labels) == 0) {
+		fputs("read: nothing spd labelled yet\n", stdout);
+		return;
+	}
+	fputs("read, by origin (journal row where it entered):\n", stdout);
+	for (k = 0; k <= sizeof(origins) / sizeof(origins[0]); k++)
+		json_array_foreach(labels, i, l)
+		{
+			const char *name = str(l, "label");
+			bool mine = false, known = false;
+
+			if (!name)
+				continue;
+			for (size_t o = 0;
+			     o < sizeof(origins) / sizeof(*origins); o++) {
+				size_t n = strlen(origins[o]);
+				bool m = origins[o][n - 1] == ':'
+					     ? strncmp(name, origins[o], n) == 0
+					     : strcmp(name, origins[o]) == 0;
+
+				known = known || m;
+				if (o == k)
+					mine = m;
+			}
+			if (k == sizeof(origins) / sizeof(origins[0]))
+				mine = !known;
+			if (!mine)
+				continue;
+			fputs("  ", stdout);
+			ts_fputs(stdout, name);
+			printf("  row %lld", (long long)json_integer_value(
+						 json_object_get(l, "row")));
+			if (str(l, "what") && *str(l, "what")) {
+				fputs("  ", stdout);
+				ts_fputs(stdout, str(l, "what"));
+			}
+			fputs("\n", stdout);
+		}
+}
+
 static int session_show(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	json_t *res, *s;
@@ -333,8 +385,10 @@ static int session_show(struct cmd_ctx *ctx, int argc, char **argv)
 	s = json_object_get(res, "session");
 	if (ctx->json)
 		print_json(res);
-	else
+	else {
 		print_session(s ? s : res);
+		print_labels(json_object_get(res, "labels"));
+	}
 	json_decref(res);
 	return 0;
 }
@@ -697,7 +751,8 @@ static void print_merged(json_t *res)
 		       "project's .spd.conf)\n");
 }
 
-/* session merge ID [--into BRANCH] [--squash] [--force] */
+/* session merge ID [--into BRANCH] [--squash] [--force]
+ * [--accept-untrusted] */
 static int session_merge(struct cmd_ctx *ctx, int argc, char **argv)
 {
 	json_t *params = json_object(), *res, *err = NULL;
@@ -712,6 +767,9 @@ static int session_merge(struct cmd_ctx *ctx, int argc, char **argv)
 			json_object_set_new(params, "squash", json_true());
 		} else if (strcmp(argv[i], "--force") == 0) {
 			json_object_set_new(params, "force", json_true());
+		} else if (strcmp(argv[i], "--accept-untrusted") == 0) {
+			json_object_set_new(params, "accept_untrusted",
+					    json_true());
 		} else if (!id && argv[i][0] != '-') {
 			id = argv[i];
 		} else {

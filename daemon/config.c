@@ -251,6 +251,110 @@ static int load_network(git_config *gc, const char *path,
 	return proxy_config_load(gc, path, cfg, errbuf, errlen);
 }
 
+/* The words of every value of name (split at blanks), each checked to
+ * be a relative glob when paths: 0 and *ret (NULL for none) or -errno. */
+static int collect_words(git_config *gc, const char *name, const char *path,
+			 bool paths, char ***ret, char *errbuf, size_t errlen)
+{
+	char **v = NULL;
+	struct strv out = {0};
+	int r = collect_values(gc, name, path, &v, errbuf, errlen);
+
+	for (size_t i = 0; r == 0 && v && v[i]; i++) {
+		char *save = NULL;
+
+		for (char *w = strtok_r(v[i], " \t", &save); r == 0 && w;
+		     w = strtok_r(NULL, " \t", &save)) {
+			if (paths && (w[0] == '/' || strstr(w, ".."))) {
+				snprintf(errbuf, errlen,
+					 "%s: %s \"%s\" must be a path inside "
+					 "the workspace (relative, no \"..\")",
+					 path, name, w);
+				r = -EINVAL;
+			} else {
+				r = strv_push(&out, w);
+			}
+		}
+	}
+	strv_free_array(v);
+	if (r < 0) {
+		strv_free(&out);
+		return r;
+	}
+	*ret = out.v;
+	return 0;
+}
+
+/* [provenance]: trusted and private files, the untrusted labels and what
+ * asks (daemon/session/labels.h). */
+static int load_provenance(git_config *gc, const char *path,
+			   struct spd_config *cfg, char *errbuf, size_t errlen)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} steps[] = {
+	    {"egress", SPD_PROV_ASK_EGRESS}, {"commit", SPD_PROV_ASK_COMMIT},
+	    {"merge", SPD_PROV_ASK_MERGE},   {"config", SPD_PROV_ASK_CONFIG},
+	    {"all", SPD_PROV_ASK_ALL},	     {"none", 0}};
+	char **ask = NULL;
+	int r = collect_words(gc, "provenance.trusted", path, true,
+			      &cfg->prov_trusted, errbuf, errlen);
+
+	if (r == 0)
+		r = collect_words(gc, "provenance.private", path, true,
+				  &cfg->prov_private, errbuf, errlen);
+	if (r == 0)
+		r = collect_words(gc, "provenance.untrusted", path, false,
+				  &cfg->prov_untrusted, errbuf, errlen);
+	if (r == 0 && !cfg->prov_untrusted) {
+		struct strv d = {0};
+
+		if (strv_push(&d, "network:*") < 0 ||
+		    strv_push(&d, "agent-tool") < 0) {
+			strv_free(&d);
+			return -ENOMEM;
+		}
+		cfg->prov_untrusted = d.v;
+	} else if (r == 0) {
+		/* The defaults always count: a list adds to them. */
+		struct strv d = {.v = cfg->prov_untrusted};
+
+		for (d.n = 0; d.v[d.n]; d.n++)
+			;
+		if (strv_push(&d, "network:*") < 0 ||
+		    strv_push(&d, "agent-tool") < 0)
+			return -ENOMEM;
+		cfg->prov_untrusted = d.v;
+	}
+	if (r == 0)
+		r = collect_words(gc, "provenance.ask", path, false, &ask,
+				  errbuf, errlen);
+	cfg->prov_ask = SPD_PROV_ASK_ALL;
+	if (r == 0 && ask) {
+		cfg->prov_ask = 0;
+		for (size_t i = 0; r == 0 && ask[i]; i++) {
+			size_t k = 0;
+
+			while (k < sizeof(steps) / sizeof(steps[0]) &&
+			       strcmp(steps[k].name, ask[i]) != 0)
+				k++;
+			if (k == sizeof(steps) / sizeof(steps[0])) {
+				snprintf(errbuf, errlen,
+					 "%s: provenance.ask \"%s\" is none of "
+					 "egress, commit, merge, config, all, "
+					 "none",
+					 path, ask[i]);
+				r = -EINVAL;
+			} else {
+				cfg->prov_ask |= steps[k].bit;
+			}
+		}
+	}
+	strv_free_array(ask);
+	return r;
+}
+
 /* [attest] trust: the keys whose attestations attest.verify accepts
  * (with spd's own).  A malformed one is refused here rather than
  * silently trusting nothing. */
@@ -340,6 +444,7 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	cfg->auth_timeout_ms = QUOTA_AUTH_TIMEOUT_S_DEFAULT * 1000u;
 	cfg->grant_lifetime_ms = GATE_WAIT_MS;
 	cfg->approval_timeout_ms = GATE_WAIT_MS;
+	cfg->prov_ask = SPD_PROV_ASK_ALL;
 	cfg->session_conns = QUOTA_SESSION_CONNS_DEFAULT;
 	cfg->session_runs = QUOTA_SESSION_RUNS_DEFAULT;
 	cfg->session_journal_rate = QUOTA_SESSION_JOURNAL_RATE_DEFAULT;
@@ -448,6 +553,8 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		r = load_network(gc, path, cfg, errbuf, errlen);
 	if (r == 0)
 		r = load_attest(gc, path, cfg, errbuf, errlen);
+	if (r == 0)
+		r = load_provenance(gc, path, cfg, errbuf, errlen);
 out:
 	git_config_entry_free(e);
 	git_config_free(gc);
@@ -495,4 +602,8 @@ void config_free(struct spd_config *cfg)
 	proxy_config_free(cfg);
 	strv_free_array(cfg->attest_trust);
 	cfg->attest_trust = NULL;
+	strv_free_array(cfg->prov_trusted);
+	strv_free_array(cfg->prov_private);
+	strv_free_array(cfg->prov_untrusted);
+	cfg->prov_trusted = cfg->prov_private = cfg->prov_untrusted = NULL;
 }

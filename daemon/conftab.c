@@ -86,6 +86,11 @@ static const struct key credential_keys[] = {
     {"host", K_HOST},	 {"header", K_ANY},	{"basic", K_ANY},
     {"push-ref", K_ANY}, {"push-force", K_ANY}, {"push-delete", K_ANY},
     {NULL, K_ANY}};
+static const struct key provenance_keys[] = {{"trusted", K_ANY},
+					     {"private", K_ANY},
+					     {"untrusted", K_ANY},
+					     {"ask", K_ANY},
+					     {NULL, K_ANY}};
 static const struct key attest_keys[] = {{"trust", K_ANY}, {NULL, K_ANY}};
 static const struct key check_keys[] = {{"run", K_ANY}, {NULL, K_ANY}};
 static const struct key verify_keys[] = {
@@ -102,6 +107,7 @@ static const struct section sections[] = {
     {"approvals", SPD, false, approvals_keys, NULL},
     {"session", SPD, false, session_keys, NULL},
     {"attest", SPD, false, attest_keys, NULL},
+    {"provenance", SPD, false, provenance_keys, NULL},
     {"broker", SPD, false, broker_keys, NULL},
     {"provider", SPD, true, provider_keys, NULL},
     {"model", SPD, true, model_keys, NULL},

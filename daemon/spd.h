@@ -85,7 +85,22 @@ struct spd_config {
 	/* [attest] trust: public keys ("ed25519:BASE64") whose attestations
 	 * attest.verify accepts besides spd's own; NULL: none. */
 	char **attest_trust;
+	/* [provenance] (daemon/session/labels.h): the trusted and the
+	 * private files (globs relative to the workspace; NULL: none), the
+	 * labels that make a session untrusted (globs; never NULL once
+	 * loaded: "network:*" and "agent-tool" by default), and what asks a
+	 * person once a session carries one (SPD_PROV_ASK_*). */
+	char **prov_trusted, **prov_private, **prov_untrusted;
+	unsigned prov_ask;
 };
+
+/* [provenance] ask: the steps that ask a person once the session carries
+ * an untrusted label (all by default; "none" for none). */
+#define SPD_PROV_ASK_EGRESS 0x1u /* a destination it has not contacted */
+#define SPD_PROV_ASK_COMMIT 0x2u /* git commit */
+#define SPD_PROV_ASK_MERGE 0x4u	 /* session merge of later changes */
+#define SPD_PROV_ASK_CONFIG 0x8u /* writing agent configuration or CI */
+#define SPD_PROV_ASK_ALL 0xfu
 
 /* A value spd minted and must redact (a session token). */
 struct secret_minted {

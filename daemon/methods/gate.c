@@ -1100,6 +1100,7 @@ void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
 		drop(data);
 		goto out;
 	}
+	gate_provenance(spd, g, &res);
 	object = object_json(g, &res);
 	if (!object) {
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");

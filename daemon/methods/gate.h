@@ -102,6 +102,11 @@ typedef void (*gate_drop_fn)(void *data);
 void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
 		gate_drop_fn drop, void *data);
 
+/* gate_prov.c: turn res (the policy's allow of g) into an ask when g's
+ * session's provenance labels say a person must decide. */
+void gate_provenance(struct spd *spd, const struct gate_call *g,
+		     struct policy_result *res);
+
 /* The configuration for a workspace: built-ins, the operator's spd.conf,
  * the project's .spd.conf.  Returns 0 and *ret, or -errno with *ret_what
  * naming the file that failed ("spd.conf" or ".spd.conf") and why in

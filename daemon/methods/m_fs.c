@@ -36,6 +36,7 @@
 #include "daemon/sandbox/fsops.h"
 #include "daemon/methods/agent.h"
 #include "daemon/methods/gate.h"
+#include "daemon/session/labels.h"
 #include "daemon/session/session.h"
 #include "daemon/spd.h"
 
@@ -534,6 +535,38 @@ static json_t *list_json(struct fs_job *j)
 			 (json_int_t)j->listing.skipped);
 }
 
+/*
+ * Provenance: a file or listing of the workspace is "worktree", a
+ * [provenance] trusted file read as committed is "trusted", and a
+ * private one is "private" as well.  A read's bytes are remembered as
+ * served (session_served_add).
+ */
+static void fs_labels(struct fs_job *j)
+{
+	struct spd *spd = call_spd(j->c);
+	struct session_store *st = spd->sessions;
+	const char *label = "worktree";
+	json_t *labels;
+
+	if (!j->session || !st)
+		return;
+	if (j->op != FS_OP_READ && j->op != FS_OP_LIST && j->op != FS_OP_STAT)
+		return;
+	if (j->op == FS_OP_READ &&
+	    session_prov_path_matches(spd->config.prov_trusted, j->rel) &&
+	    session_file_committed(st, j->session, j->rel, j->data, j->len))
+		label = "trusted";
+	call_label(j->c, label, *j->rel ? j->rel : ".");
+	labels = json_pack("[s]", label);
+	if (session_prov_path_matches(spd->config.prov_private, j->rel)) {
+		call_label(j->c, "private", j->rel);
+		json_array_append_new(labels, json_string("private"));
+	}
+	if (j->op == FS_OP_READ)
+		session_served_add(st, j->session, j->data, j->len, labels);
+	json_decref(labels);
+}
+
 /* Back on the loop: reply and free. */
 static void job_done(uv_work_t *w, int status)
 {
@@ -563,6 +596,7 @@ static void job_done(uv_work_t *w, int status)
 			goto out;
 		}
 	}
+	fs_labels(j);
 	switch (j->op) {
 	case FS_OP_READ:
 		res = read_json(j);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "daemon/transport/call.h"
@@ -21,6 +22,7 @@
 #include "daemon/methods/agentconf.h"
 #include "daemon/methods/gate.h"
 #include "daemon/journal/journal.h"
+#include "daemon/session/labels.h"
 #include "daemon/session/linkwatch.h"
 #include "daemon/log.h"
 #include "daemon/proxy/proxy.h"
@@ -91,6 +93,10 @@ struct outf {
 	struct buf tmp;
 	uv_timer_t *idle; /* data: this outf, NULL once finished */
 	struct call *call;
+	/* The first bytes of each stream as sent (stdout, stderr): what
+	 * spd served, for the broker to find again (session_served_add). */
+	char head[2][SESSION_SERVED_PREFIX];
+	size_t head_len[2];
 };
 
 static void outf_idle_fired(uv_timer_t *t);
@@ -111,6 +117,22 @@ static void outf_init(struct outf *o, struct spd *spd)
 static void send_output(struct call *c, int stream, const char *buf,
 			size_t len);
 
+/* send_output, keeping the stream's first bytes. */
+static void outf_send(struct outf *o, struct call *c, int stream,
+		      const char *buf, size_t len)
+{
+	int i = stream == 1 ? 0 : 1;
+	size_t room = sizeof(o->head[i]) - o->head_len[i];
+
+	if (room) {
+		size_t n = len < room ? len : room;
+
+		memcpy(o->head[i] + o->head_len[i], buf, n);
+		o->head_len[i] += n;
+	}
+	send_output(c, stream, buf, len);
+}
+
 /* Send what stream i (0: stdout, 1: stderr) holds if the redactor may let
  * it go now (redact_stream_idle: not the possible start of a secret). */
 static void outf_release(struct outf *o, struct call *c, int i)
@@ -119,7 +141,7 @@ static void outf_release(struct outf *o, struct call *c, int i)
 		return;
 	buf_reset(&o->tmp);
 	if (redact_stream_idle(o->rs[i], &o->tmp) > 0 && o->tmp.len)
-		send_output(c, i + 1, o->tmp.data, o->tmp.len);
+		outf_send(o, c, i + 1, o->tmp.data, o->tmp.len);
 }
 
 static void outf_feed(struct outf *o, struct call *c, int stream,
@@ -129,7 +151,7 @@ static void outf_feed(struct outf *o, struct call *c, int stream,
 	struct redact_stream *rs = o->rs[i];
 
 	if (!rs) {
-		send_output(c, stream, buf, len);
+		outf_send(o, c, stream, buf, len);
 		return;
 	}
 	/* Output on one stream ends what the other wrote before it: send
@@ -141,7 +163,7 @@ static void outf_feed(struct outf *o, struct call *c, int stream,
 	if (redact_stream_feed(rs, buf, len, &o->tmp) < 0)
 		return; /* never pass unredacted bytes on */
 	if (o->tmp.len)
-		send_output(c, stream, o->tmp.data, o->tmp.len);
+		outf_send(o, c, stream, o->tmp.data, o->tmp.len);
 	if (o->idle) {
 		o->idle->data = o;
 		o->call = c;
@@ -172,7 +194,7 @@ static void outf_finish(struct outf *o, struct call *c)
 			continue;
 		buf_reset(&o->tmp);
 		if (redact_stream_flush(o->rs[i], &o->tmp) == 0 && o->tmp.len)
-			send_output(c, i + 1, o->tmp.data, o->tmp.len);
+			outf_send(o, c, i + 1, o->tmp.data, o->tmp.len);
 		redact_stream_free(o->rs[i]);
 		o->rs[i] = NULL;
 	}
@@ -208,6 +230,7 @@ struct run_ctx {
 	struct proxy_port *proxy;
 	struct proxy_project *proxy_project; /* until the port takes it */
 	char *session_id;
+	int64_t start_s; /* Unix seconds: labels that entered since are its */
 };
 
 static void stdin_run_unlink(struct run_ctx *rc)
@@ -349,6 +372,54 @@ static bool in_host_tmp(const char *path, const char *workspace)
 	return !(n && strncmp(path, workspace, n) == 0 && path[n] == '/');
 }
 
+/*
+ * Provenance: the run's output is "command", with the hosts its proxy
+ * fetched from while it ran; a word of its argv naming a [provenance]
+ * private file is a read of private data.  What it printed first is
+ * remembered as served, for the broker to find in a conversation.
+ */
+static void run_labels(struct run_ctx *rc, struct call *c)
+{
+	struct session_store *st = rc->spd->sessions;
+	const char *sid = call_principal(c)->session_id, *a0;
+	json_t *labels, *all, *v, *w;
+	size_t i, n = rc->workspace ? strlen(rc->workspace) : 0;
+
+	if (!sid || !st)
+		return;
+	a0 = json_string_value(json_array_get(rc->argv_json, 0));
+	call_label(c, "command", a0);
+	json_array_foreach(rc->argv_json, i, v)
+	{
+		const char *word = json_string_value(v);
+
+		if (i == 0 || !word)
+			continue;
+		if (n && strncmp(word, rc->workspace, n) == 0 && word[n] == '/')
+			word += n + 1;
+		if (word[0] != '/' && word[0] != '-' &&
+		    session_prov_path_matches(rc->spd->config.prov_private,
+					      word))
+			call_label(c, "private", word);
+	}
+	labels = json_pack("[s]", "command");
+	all = session_labels_detail(st, sid);
+	json_array_foreach(all, i, v)
+	{
+		const char *l = json_string_value(json_object_get(v, "label"));
+
+		w = json_object_get(v, "at");
+		if (labels && l && strncmp(l, "network:", 8) == 0 &&
+		    json_integer_value(w) >= rc->start_s)
+			json_array_append_new(labels, json_string(l));
+	}
+	json_decref(all);
+	for (int k = 0; labels && k < 2; k++)
+		session_served_add(st, sid, rc->outf.head[k],
+				   rc->outf.head_len[k], labels);
+	json_decref(labels);
+}
+
 static void on_done(void *data, const struct sbx_result *r)
 {
 	struct run_ctx *rc = data;
@@ -358,6 +429,7 @@ static void on_done(void *data, const struct sbx_result *r)
 	trace_stamp("done");
 	stdin_run_unlink(rc);
 	outf_finish(&rc->outf, c);
+	run_labels(rc, c);
 	detail = json_pack(
 	    "{s:O, s:s, s:s, s:s, s:I, s:b, s:o}", "argv", rc->argv_json,
 	    "workspace", rc->workspace, "net", rc->net_name, "mode",
@@ -1035,6 +1107,8 @@ int run_start(struct call *c, const struct run_request *req)
 		goto out;
 
 	rc = calloc(1, sizeof(*rc));
+	if (rc)
+		rc->start_s = (int64_t)time(NULL);
 	if (!rc)
 		goto oom;
 	rc->call = c;

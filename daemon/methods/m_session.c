@@ -20,6 +20,7 @@
 #include "daemon/sandbox/sbx.h"
 #include "daemon/session/linkwatch.h"
 #include "daemon/journal/journal.h"
+#include "daemon/session/labels.h"
 #include "daemon/session/session.h"
 #include "daemon/methods/m_attest.h"
 #include "daemon/spd.h"
@@ -238,6 +239,7 @@ void m_session_list(struct call *c)
 
 void m_session_show(struct call *c)
 {
+	json_t *res;
 	struct session_info *i = NULL;
 	const char *id = param_str(c, "id");
 	int r;
@@ -249,7 +251,11 @@ void m_session_show(struct call *c)
 		fail(c, r, id);
 		return;
 	}
-	call_reply(c, session_info_json(i));
+	res = session_info_json(i);
+	if (res)
+		json_object_set_new(res, "labels",
+				    session_labels_detail(store(c), id));
+	call_reply(c, res);
 	session_info_free(i);
 }
 
@@ -727,6 +733,37 @@ static void merge_ended(struct call *c, const char *id, const char *into,
 	call_reply(c, res);
 }
 
+/*
+ * [provenance]: a session that read untrusted content and changed its
+ * work after it is merged only when the operator says so
+ * (accept_untrusted), having been told what it read and where.  True
+ * when c was finished with the refusal.
+ */
+static bool merge_provenance_refused(struct call *c, const char *id)
+{
+	struct spd *spd = call_spd(c);
+	struct session_label u;
+	const char *rule = NULL;
+	char why[1024];
+
+	if (!session_prov_asks(store(c), id, &spd->config, SESSION_PROV_MERGE,
+			       NULL, &rule, why, sizeof(why), &u) ||
+	    !session_changed_since(store(c), id, u.row))
+		return false;
+	if (json_is_true(json_object_get(call_params(c), "accept_untrusted"))) {
+		journal_append(spd->journal, id, "operator",
+			       "session.merge-untrusted", why, NULL);
+		return false;
+	}
+	call_error(c, RPC_E_NEEDS_APPROVAL,
+		   json_pack("{s:s, s:s, s:I, s:s}", "rule", rule, "label",
+			     u.label, "row", (json_int_t)u.row, "what", u.what),
+		   "%s: nothing merged; review the work (spctl session diff "
+		   "%s), then merge with --accept-untrusted",
+		   why, id);
+	return true;
+}
+
 void m_session_merge(struct call *c)
 {
 	json_t *p = call_params(c);
@@ -746,6 +783,8 @@ void m_session_merge(struct call *c)
 			   "\"%s\" is not a branch name", into);
 		return;
 	}
+	if (merge_provenance_refused(c, id))
+		return;
 	/* An ended session's worktree is gone, and its checks with it. */
 	{
 		struct session_info *i = NULL;

@@ -21,6 +21,7 @@
 #include "daemon/log.h"
 #include "daemon/proxy/proxy.h"
 #include "daemon/proxy/proxy_priv.h"
+#include "daemon/session/labels.h"
 #include "daemon/session/session.h"
 #include "daemon/spd.h"
 #include "daemon/transport/quota.h"
@@ -31,6 +32,7 @@ static void port_maybe_free(struct proxy_port *p)
 		while (p->asks) {
 			struct pask *a = p->asks;
 			p->asks = a->next;
+			free(a->said);
 			free(a);
 		}
 		proxy_project_free(p->project);
@@ -44,17 +46,40 @@ static void port_maybe_free(struct proxy_port *p)
 	}
 }
 
-static void journal_event(struct pconn *c, const char *kind, json_t *d)
+/* Journal a row of c's connection; a session's lists the session's
+ * labels, with label (NULL: none) that enters at it.  The row's id, or
+ * < 0. */
+static int64_t journal_event_label(struct pconn *c, const char *kind, json_t *d,
+				   const char *label)
 {
-	char *text = json_dumps(d, JSON_COMPACT);
+	struct session_store *st = c->port->spd->sessions;
+	const char *sid = c->port->session;
 	char subject[PROXY_HOST_MAX + 8];
+	char *text;
+	int64_t row;
 
+	if (sid && st && d) {
+		json_t *set = session_labels_json(st, sid);
+
+		if (set && label && !session_label_has(st, sid, label))
+			json_array_append_new(set, json_string(label));
+		if (set)
+			json_object_set_new(d, "labels", set);
+	}
+	text = json_dumps(d, JSON_COMPACT);
 	snprintf(subject, sizeof(subject), "%s:%u", c->host, c->dport);
-	if (journal_append(c->port->spd->journal, c->port->session,
-			   c->port->actor, kind, subject, text) < 0)
+	row = journal_append(c->port->spd->journal, sid, c->port->actor, kind,
+			     subject, text);
+	if (row < 0)
 		log_warn("proxy: cannot journal %s for %s", kind, subject);
 	free(text);
 	json_decref(d);
+	return row;
+}
+
+static void journal_event(struct pconn *c, const char *kind, json_t *d)
+{
+	journal_event_label(c, kind, d, NULL);
 }
 
 /* Count a row against the session's journal rate: false when the
@@ -390,11 +415,43 @@ static void on_upstream_connected(uv_connect_t *req, int status)
 		return;
 	}
 	c->allowed = true;
-	journal_event(c, "net.proxy",
-		      json_pack("{s:s, s:i, s:s, s:s, s:s}", "host", c->host,
-				"port", (int)c->dport, "address", c->address,
-				"method", http_method_str(c->p.method),
-				"decision", "allow"));
+	{
+		/* What comes back is the host's: network:HOST enters the
+		 * session's labels at this row, and the host is one it has
+		 * contacted. */
+		char label[SESSION_LABEL_MAX + 1], what[PROXY_HOST_MAX + 16];
+		struct session_store *st = c->port->spd->sessions;
+		const char *sid = c->port->session;
+		int64_t row;
+		int r;
+
+		snprintf(label, sizeof(label), "network:%s", c->host);
+		for (char *q = label; *q; q++)
+			if (*q >= 'A' && *q <= 'Z')
+				*q = (char)(*q - 'A' + 'a');
+		snprintf(what, sizeof(what), "%s port %u", c->host, c->dport);
+		row = journal_event_label(
+		    c, "net.proxy",
+		    json_pack("{s:s, s:i, s:s, s:s, s:s}", "host", c->host,
+			      "port", (int)c->dport, "address", c->address,
+			      "method", http_method_str(c->p.method),
+			      "decision", "allow"),
+		    sid ? label : NULL);
+		if (sid && st) {
+			r = session_label_add(st, sid, label, row > 0 ? row : 0,
+					      what);
+			if (r >= 0)
+				r = session_egress_add(st, sid, label + 8,
+						       row > 0 ? row : 0);
+			if (r < 0) {
+				refuse(c, 502,
+				       "spd cannot record that the session "
+				       "contacted %s: %s",
+				       c->host, strerror(-r));
+				return;
+			}
+		}
+	}
 	c->state = P_TUNNEL;
 	if (c->p.method == HTTP_CONNECT &&
 	    proxy_terminates(&c->port->spd->config, c->host)) {
@@ -557,6 +614,18 @@ static void resolve(struct pconn *c)
 
 /* ---- ask-host: a person decides ------------------------------------- */
 
+/* Why a connection asked, for its refusal. */
+static const char *ask_said(const char *rule)
+{
+	if (!rule || strcmp(rule, "ask.net.host") == 0)
+		return "is in [network] ask-host";
+	if (strcmp(rule, "ask.provenance.trifecta") == 0)
+		return "would give a session that read private data and "
+		       "untrusted content a way out ([provenance])";
+	return "is a new destination of a session that read untrusted "
+	       "content ([provenance])";
+}
+
 /* The answer for a's host and port came: each connection waiting for it
  * goes on or is refused saying why. */
 static void on_decided(void *data, bool approved, const char *why)
@@ -575,9 +644,10 @@ static void on_decided(void *data, bool approved, const char *why)
 			resolve(c);
 		else
 			refuse(c, 403,
-			       "%s port %u is in [network] ask-host and was "
-			       "not approved: %s",
-			       c->host, c->dport, a->why);
+			       "%s port %u %s%s%s and was not approved: %s",
+			       c->host, c->dport, ask_said(a->rule),
+			       a->said ? ": " : "", a->said ? a->said : "",
+			       a->why);
 	}
 }
 
@@ -591,8 +661,9 @@ static struct pask *ask_find(struct proxy_port *p, const char *host,
 }
 
 /* Ask a person about c's host and port (once per run), or use the
- * answer already given in this run. */
-static void ask_host(struct pconn *c)
+ * answer already given in this run: rule (static) and a reason, or NULL
+ * for an ask-host rule's. */
+static void ask_host(struct pconn *c, const char *rule, const char *why)
 {
 	struct proxy_port *p = c->port;
 	struct pask *a = ask_find(p, c->host, c->dport);
@@ -605,10 +676,9 @@ static void ask_host(struct pconn *c)
 		return;
 	}
 	if (a && a->state == ASK_REFUSED) {
-		refuse(c, 403,
-		       "%s port %u is in [network] ask-host and was not "
-		       "approved: %s",
-		       c->host, c->dport, a->why);
+		refuse(c, 403, "%s port %u %s%s%s and was not approved: %s",
+		       c->host, c->dport, ask_said(a->rule),
+		       a->said ? ": " : "", a->said ? a->said : "", a->why);
 		return;
 	}
 	if (!a) {
@@ -621,20 +691,22 @@ static void ask_host(struct pconn *c)
 			 "a connection to %s port %u through the run's proxy "
 			 "([network] ask-host)",
 			 c->host, c->dport);
+		if (why && object)
+			json_object_set_new(object, "provenance",
+					    json_string(why));
 		id = a && object
-			 ? gate_ask_person(p->spd,
-					   &(struct gate_ask){p->session,
-							      "ask.net.host",
-							      reason, object},
-					   on_decided, a)
+			 ? gate_ask_person(
+			       p->spd,
+			       &(struct gate_ask){p->session, rule,
+						  why ? why : reason, object},
+			       on_decided, a)
 			 : -ENOMEM;
 		json_decref(object);
 		if (id < 0) {
 			free(a);
 			refuse(c, 403,
-			       "%s port %u is in [network] ask-host, and no "
-			       "person can be asked: %s",
-			       c->host, c->dport,
+			       "%s port %u %s, and no person can be asked: %s",
+			       c->host, c->dport, ask_said(rule),
 			       id == -EDQUOT   ? "the session has used all "
 						 "its prompts"
 			       : id == -EAGAIN ? "too many approvals are "
@@ -643,6 +715,8 @@ static void ask_host(struct pconn *c)
 			return;
 		}
 		a->port = p;
+		a->rule = rule;
+		a->said = why ? strdup(why) : NULL;
 		snprintf(a->host, sizeof(a->host), "%s", c->host);
 		a->dport = c->dport;
 		a->id = (uint64_t)id;
@@ -913,8 +987,20 @@ static void head_done(struct pconn *c, size_t end)
 		refuse(c, 502, "out of memory");
 		return;
 	}
+	if (v == PROXY_ALLOW && c->port->session && c->port->spd->sessions) {
+		const char *rule = NULL;
+		char why[768];
+
+		if (session_prov_asks(c->port->spd->sessions, c->port->session,
+				      &c->port->spd->config,
+				      SESSION_PROV_EGRESS, c->host, &rule, why,
+				      sizeof(why), NULL)) {
+			ask_host(c, rule, why);
+			return;
+		}
+	}
 	if (v == PROXY_ASK)
-		ask_host(c);
+		ask_host(c, "ask.net.host", NULL);
 	else
 		resolve(c);
 }

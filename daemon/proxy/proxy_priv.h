@@ -38,6 +38,8 @@ struct pask {
 	enum { ASK_WAITING, ASK_GRANTED, ASK_REFUSED } state;
 	uint64_t id; /* the approval, while waiting */
 	char why[300];
+	const char *rule; /* static: "ask.net.host", "ask.provenance.*" */
+	char *said;	  /* a provenance ask's reason, or NULL */
 };
 
 struct pconn {

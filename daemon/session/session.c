@@ -23,6 +23,7 @@
 #include "common/util.h"
 #include "daemon/journal/journal.h"
 #include "daemon/session/session.h"
+#include "daemon/session/labels.h"
 #include "daemon/session/session_priv.h"
 
 /* How long SQLite waits for a lock held by another connection (a second
@@ -342,6 +343,7 @@ void sess_free(struct sess *x)
 	sess_ign_free(x->ign);
 	guard_free(x->guard);
 	sess_work_close(x);
+	sess_prov_free(x->prov);
 	info_clear(&x->info);
 	sodium_memzero(x->token_hash, sizeof(x->token_hash));
 	free(x);
@@ -566,6 +568,8 @@ int session_store_open(const char *state_dir, struct session_store **ret)
 		       " what TEXT, at INTEGER NOT NULL);");
 	if (r == 0)
 		r = sess_work_schema(s);
+	if (r == 0)
+		r = sess_labels_schema(s);
 	if (r < 0)
 		goto fail;
 	r = load(s);

@@ -67,6 +67,9 @@ struct sess {
 	bool ck_deferred;
 	int64_t ck_def_row;
 	char *ck_def_what;
+	/* Provenance (labels.c): its labels, contacted hosts and served
+	 * results, read from sessions.db at first use; NULL until then. */
+	struct sess_prov *prov;
 	struct sess *next;
 };
 
@@ -99,6 +102,10 @@ struct session_store {
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
 	bool git_ready;
 };
+
+/* ---- labels.c ---- */
+
+void sess_prov_free(struct sess_prov *p);
 
 /* ---- session_inplace.c ---- */
 

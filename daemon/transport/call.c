@@ -16,6 +16,7 @@
 #include "daemon/transport/rpc.h"
 #include "daemon/transport/server.h"
 #include "daemon/journal/journal.h"
+#include "daemon/session/labels.h"
 #include "daemon/log.h"
 #include "daemon/spd.h"
 #include "common/util.h"
@@ -33,13 +34,15 @@ static const char *actor_of(const struct call_principal *p, char *buf, size_t n)
 	return buf;
 }
 
-void journal_request(struct spd *spd, const struct call_principal *who,
-		     const char *kind, const char *method, const char *outcome,
-		     uint64_t dur_ns, const char *summary, json_t *detail)
+int64_t journal_request(struct spd *spd, const struct call_principal *who,
+			const char *kind, const char *method,
+			const char *outcome, uint64_t dur_ns,
+			const char *summary, json_t *detail)
 {
 	char actor[64], sum[512];
 	json_t *d = detail ? json_incref(detail) : json_object();
 	char *text;
+	int64_t row = -1;
 
 	if (!spd->journal)
 		goto out;
@@ -52,11 +55,13 @@ void journal_request(struct spd *spd, const struct call_principal *who,
 	text = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
 	snprintf(sum, sizeof(sum), "%s %s%s%s", method ? method : "-", outcome,
 		 summary ? ": " : "", summary ? summary : "");
-	journal_append(spd->journal, who->session_id,
-		       actor_of(who, actor, sizeof(actor)), kind, sum, text);
+	row = journal_append(spd->journal, who->session_id,
+			     actor_of(who, actor, sizeof(actor)), kind, sum,
+			     text);
 	free(text);
 out:
 	json_decref(d);
+	return row;
 }
 
 /* ---- calls ---------------------------------------------------------- */
@@ -145,9 +150,67 @@ static void call_unlink(struct call *c)
 		conn->inflight--;
 }
 
+void call_label(struct call *c, const char *label, const char *what)
+{
+	if (!c->who.session_id || !label)
+		return;
+	if (!c->labels && !(c->labels = json_object()))
+		return;
+	if (!json_object_get(c->labels, label))
+		json_object_set_new(c->labels, label,
+				    json_string(what ? what : ""));
+}
+
+/* A session's row lists the session's labels, with those the call brings;
+ * the new ones enter the set at that row. */
+static void labels_before(struct call *c)
+{
+	struct session_store *st = c->spd->sessions;
+	json_t *set, *v;
+	const char *k;
+
+	if (!c->who.session_id || !st)
+		return;
+	set = session_labels_json(st, c->who.session_id);
+	if (!set)
+		return;
+	json_object_foreach(c->labels, k, v)
+	{
+		if (!session_label_has(st, c->who.session_id, k))
+			json_array_append_new(set, json_string(k));
+	}
+	if (!json_is_object(c->detail))
+		call_set_detail(c, json_object());
+	if (c->detail)
+		json_object_set_new(c->detail, "labels", set);
+	else
+		json_decref(set);
+}
+
+static void labels_after(struct call *c, int64_t row)
+{
+	struct session_store *st = c->spd->sessions;
+	json_t *v;
+	const char *k;
+
+	if (!c->who.session_id || !st || !c->labels)
+		return;
+	json_object_foreach(c->labels, k, v)
+	{
+		int r =
+		    session_label_add(st, c->who.session_id, k,
+				      row > 0 ? row : 0, json_string_value(v));
+
+		if (r < 0)
+			log_error("session %s: label %s not kept: %s",
+				  c->who.session_id, k, strerror(-r));
+	}
+}
+
 static void call_free(struct call *c)
 {
 	call_unlink(c);
+	json_decref(c->labels);
 	json_decref(c->id);
 	json_decref(c->params);
 	json_decref(c->detail);
@@ -175,8 +238,10 @@ static void call_finish(struct call *c, const char *outcome, char *line,
 		conn_send(c->conn, line, len);
 	else
 		free(line);
-	journal_request(c->spd, &c->who, "request", rpc_method_name(c->method),
-			outcome, dur, c->summary, c->detail);
+	labels_before(c);
+	labels_after(c, journal_request(c->spd, &c->who, "request",
+					rpc_method_name(c->method), outcome,
+					dur, c->summary, c->detail));
 	call_free(c);
 }
 

@@ -78,6 +78,14 @@ void call_set_detail(struct call *c, json_t *detail);
  * taken. */
 void call_add_detail(struct call *c, json_t *more);
 
+/*
+ * What the call hands a session's agent carries label (a provenance label:
+ * daemon/session/labels.h), brought by what (NULL allowed): the label
+ * enters the session's set at the call's journal row, which lists the
+ * session's labels with it.  A call of no session ignores it.
+ */
+void call_label(struct call *c, const char *label, const char *what);
+
 /* A method handler.  It must eventually finish c. */
 typedef void (*call_handler)(struct call *c);
 

@@ -30,6 +30,7 @@ struct call {
 	char *session_id; /* owned copy behind who.session_id */
 	char *summary;
 	json_t *detail;
+	json_t *labels; /* call_label: label -> what, or NULL */
 	uint64_t start_ns;
 	void (*gone_cb)(void *data);
 	void *gone_data;
@@ -91,9 +92,11 @@ struct server {
 int conn_send(struct conn *c, char *line, size_t len);
 
 /* The journal row of a request (kind "request") or of a refusal, with who
- * made it, the method, the outcome, its duration, summary and detail. */
-void journal_request(struct spd *spd, const struct call_principal *who,
-		     const char *kind, const char *method, const char *outcome,
-		     uint64_t dur_ns, const char *summary, json_t *detail);
+ * made it, the method, the outcome, its duration, summary and detail.
+ * Returns the row's id, or < 0 when it was not journaled. */
+int64_t journal_request(struct spd *spd, const struct call_principal *who,
+			const char *kind, const char *method,
+			const char *outcome, uint64_t dur_ns,
+			const char *summary, json_t *detail);
 
 #endif

@@ -92,10 +92,12 @@ function running(argv) {
   return n;
 }
 
-async function connect(name, { agent = false, elicit = null, version } = {}) {
+async function connect(name, { agent = false, elicit = null, version, token = null } = {}) {
   const args = agent ? ['mcp'] : ['mcp', '--session', SID];
+  const env = agent ? agentEnv() : operatorEnv();
+  if (token) env.SPD_SESSION_TOKEN = token;
   const transport = new StdioClientTransport({
-    command: SPCTL, args, env: agent ? agentEnv() : operatorEnv(), stderr: 'pipe',
+    command: SPCTL, args, env, stderr: 'pipe',
   });
   let stderr = '';
   transport.stderr.on('data', (d) => { stderr += d; });
@@ -493,6 +495,59 @@ async function main() {
     });
     check('client-vanishes-journaled', rows.some((e) => e.detail?.method === 'cmd.run' && e.detail?.signal === 9 &&
       JSON.stringify(e.detail.argv) === JSON.stringify(marker)), JSON.stringify(rows.map((e) => e.detail)));
+  }
+
+  // ---- provenance labels (issue 41), in a session of their own: a page
+  // fetched through the proxy makes a second host ask a person, naming
+  // the page and its row; denied, the stand-in never sees the request.
+  // The session's rows and `session show` carry the labels.
+  if (process.env.WEB_PORT) {
+    const port = process.env.WEB_PORT;
+    const st = spctl(['--json', 'session', 'start', 'mcp-prov', '--repo', REPO]);
+    const sess = JSON.parse(st.stdout || '{}');
+    const ag = await connect('spd-test-prov', { agent: true, token: sess.token });
+    const before = lastRow();
+    const read = await ag.client.callTool({ name: 'read_file', arguments: { path: 'hello.txt' } });
+    const page = await ag.client.callTool(
+      { name: 'run_command', arguments: { argv: ['curl', '-sS', `http://page.test:${port}/readme`], network: 'proxy' } },
+      undefined, { timeout: 120000 });
+    check('prov-fetch', !read.isError && /page \/readme/.test(page.structuredContent?.stdout || ''),
+      JSON.stringify([read, page]));
+    let asked = null;
+    const second = ag.client.callTool(
+      { name: 'run_command', arguments: { argv: ['curl', '-sS', `http://other.test:${port}/exfil`], network: 'proxy' } },
+      undefined, { timeout: 120000 });
+    await waitFor(() => {
+      const a = spctl(['approvals', '--json']);
+      for (const l of (a.stdout || '').split('\n').filter(Boolean)) {
+        let o;
+        try { o = JSON.parse(l); } catch (e) { continue; }
+        for (const p of Array.isArray(o) ? o : (o.pending || [o])) {
+          if (p && p.rule === 'ask.provenance.egress') asked = p;
+        }
+      }
+      return asked !== null;
+    });
+    if (asked) spctl(['deny', String(asked.id)]);
+    const r2 = await second;
+    const seen = cp.spawnSync('curl', ['-sS', '--noproxy', '*', `http://127.0.0.2:${port}/seen`], { encoding: 'utf8' }).stdout;
+    check('prov-new-host-asks', asked !== null && /this session read network:page\.test .* at row \d+/.test(asked.reason || '') &&
+      !/page \/exfil/.test(r2.structuredContent?.stdout || '') && !/exfil/.test(seen || ''),
+    JSON.stringify([asked, r2, seen]));
+    const rows = await rowsAfter(before, (rs) => rs.some((e) => e.kind === 'net.proxy' && e.detail?.decision === 'allow'));
+    const fsRow = rows.find((e) => e.detail?.method === 'fs.read');
+    const runRow = rows.find((e) => e.detail?.method === 'cmd.run');
+    check('prov-rows-labelled', JSON.stringify(fsRow?.detail?.labels) === '["worktree"]' &&
+      (runRow?.detail?.labels || []).includes('command') &&
+      rows.some((e) => e.kind === 'net.proxy' && (e.detail?.labels || []).includes('network:page.test')),
+    JSON.stringify(rows.filter((e) => e.session === sess.id).map((e) => [e.kind, e.detail?.method, e.detail?.labels])));
+    const show = JSON.parse(spctl(['--json', 'session', 'show', sess.id]).stdout || '{}');
+    const names = (show.labels || []).map((l) => l.label);
+    check('prov-session-show', ['worktree', 'command', 'network:page.test'].every((n) => names.includes(n)) &&
+      show.labels.every((l) => l.row > 0), JSON.stringify(show.labels));
+    await ag.client.close();
+  } else {
+    console.log('SKIP mcp/prov: no web stand-in (python3 missing)');
   }
 }
 
