@@ -495,6 +495,7 @@ START_TEST(test_push_settings)
 			 bad[i]);
 		ck_assert_msg(load_conf(text, &cfg, err, sizeof(err)) < 0,
 			      "%s loaded", bad[i]);
+		config_free(&cfg);
 		ck_assert_msg(strstr(err, "[credential \"c\"]"), "%s: %s",
 			      bad[i], err);
 	}
@@ -587,6 +588,7 @@ START_TEST(test_presets)
 				   "\tpreset = everything\n",
 				   &cfg, err, sizeof(err)),
 			 0);
+	config_free(&cfg);
 	ck_assert_msg(strstr(err, "preset \"everything\"") &&
 			  strstr(err, "npm-read"),
 		      "%s", err);
