@@ -558,6 +558,27 @@ static void commit_reply(struct mcp_call *k, json_t *result, json_t *error)
 				 "stderr", output_json(k, 1)));
 }
 
+static int propose_start(struct mcp_call *k)
+{
+	static const char *const known[] = {"host", "method", "path", NULL};
+	bool bad = false;
+	const char *host = arg_str(k, "host", &bad);
+	const char *method = arg_str(k, "method", &bad);
+	const char *path = arg_str(k, "path", &bad);
+
+	if (!args_known(k, known))
+		return -EINVAL;
+	if (bad || !host || !method || !path) {
+		mcp_call_fail(k, "BAD-REQUEST: give host, method and path "
+				 "(strings)");
+		return -EINVAL;
+	}
+	return send_or_fail(k, RPC_M_POLICY_PROPOSE,
+			    json_pack("{s:s, s:s, s:s}", "host", host, "method",
+				      method, "path", path),
+			    false);
+}
+
 static int status_start(struct mcp_call *k)
 {
 	static const char *const known[] = {NULL};
@@ -758,6 +779,28 @@ const struct mcp_tool mcp_tools[] = {
 	.read_only = true,
 	.idempotent = true,
 	.start = policy_start,
+	.reply = reply_plain,
+    },
+    {
+	.name = "propose_rule",
+	.title = "Ask a person for a request rule",
+	.description =
+	    "When spd's proxy refused a request (403 naming policy.propose), "
+	    "ask a person for a rule that lets the session's runs make it: "
+	    "allow = METHOD PATH for a host spd terminates (METHOD upper-case "
+	    "or *, PATH a glob from /: * within a segment, ** across). "
+	    "Returns the approval's id at once; once a person approves it, "
+	    "the session's next request passes.",
+	.input_schema = "{\"type\":\"object\",\"properties\":{"
+			"\"host\":{\"type\":\"string\",\"minLength\":1},"
+			"\"method\":{\"type\":\"string\",\"minLength\":1},"
+			"\"path\":{\"type\":\"string\",\"minLength\":1}},"
+			"\"required\":[\"host\",\"method\",\"path\"],"
+			"\"additionalProperties\":false}",
+	.output_schema = "{\"type\":\"object\",\"properties\":{"
+			 "\"approval\":{\"type\":\"integer\"}},"
+			 "\"required\":[\"approval\"]}",
+	.start = propose_start,
 	.reply = reply_plain,
     },
     {

@@ -880,19 +880,58 @@ static int policy_usage(void)
 		"usage: spctl policy check [--session ID] [--workspace DIR] "
 		"[--json] -- ARGV...\n"
 		"       spctl policy check [--session ID] [--workspace DIR] "
-		"--read PATH | --write PATH\n");
+		"--read PATH | --write PATH\n"
+		"       spctl policy propose HOST METHOD PATH [--json]\n");
 	return CMD_EXIT_USAGE;
+}
+
+/* spctl policy propose HOST METHOD PATH: policy.propose, the approval's
+ * id printed. */
+static int policy_propose(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	json_t *res;
+	int ex = 0;
+
+	if (argc == 6 && strcmp(argv[5], "--json") == 0) {
+		ctx->json = true;
+		argc--;
+	}
+	if (argc != 5) {
+		fprintf(stderr, "usage: spctl policy propose HOST METHOD PATH "
+				"[--json]\n");
+		return CMD_EXIT_USAGE;
+	}
+	res = cmd_call(RPC_M_POLICY_PROPOSE,
+		       json_pack("{s:s, s:s, s:s}", "host", argv[2], "method",
+				 argv[3], "path", argv[4]),
+		       &ex);
+	if (!res)
+		return ex;
+	if (ctx->json)
+		print_json(res);
+	else
+		printf("approval %lld: waiting for a person (spctl approve "
+		       "%lld)\n",
+		       (long long)json_integer_value(
+			   json_object_get(res, "approval")),
+		       (long long)json_integer_value(
+			   json_object_get(res, "approval")));
+	json_decref(res);
+	return 0;
 }
 
 int cmd_policy(struct cmd_ctx *ctx, int argc, char **argv)
 {
-	json_t *params = json_object(), *res;
+	json_t *params, *res;
 	int i, ex = 0;
 	bool have_call = false;
 	char ws[PATH_MAX];
 
+	if (argc >= 2 && strcmp(argv[1], "propose") == 0)
+		return policy_propose(ctx, argc, argv);
 	if (argc < 2 || strcmp(argv[1], "check") != 0)
 		return policy_usage();
+	params = json_object();
 	for (i = 2; i < argc; i++) {
 		if (strcmp(argv[i], "--") == 0) {
 			json_t *a = json_array();

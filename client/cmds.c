@@ -261,6 +261,7 @@ int cmd_approvals(struct cmd_ctx *ctx, int argc, char **argv)
 
 static int decide(struct cmd_ctx *ctx, int argc, char **argv, bool approve)
 {
+	bool always = false;
 	const char *why = NULL;
 	char *end;
 	long long id;
@@ -275,11 +276,15 @@ static int decide(struct cmd_ctx *ctx, int argc, char **argv, bool approve)
 	for (int i = 2; i < argc; i++) {
 		if (!approve && strcmp(argv[i], "--why") == 0 && i + 1 < argc)
 			why = argv[++i];
+		else if (approve && strcmp(argv[i], "--always") == 0)
+			always = true;
 		else
 			goto usage;
 	}
 	params =
 	    json_pack("{s:I, s:b}", "id", (json_int_t)id, "approve", approve);
+	if (always)
+		json_object_set_new(params, "always", json_true());
 	if (why)
 		json_object_set_new(params, "why", json_string(why));
 	res = cmd_call(RPC_M_APPROVAL_DECIDE, params, &ex);
@@ -314,7 +319,7 @@ static int decide(struct cmd_ctx *ctx, int argc, char **argv, bool approve)
 	json_decref(res);
 	return 0;
 usage:
-	fprintf(stderr, approve ? "usage: spctl approve ID\n"
+	fprintf(stderr, approve ? "usage: spctl approve ID [--always]\n"
 				: "usage: spctl deny ID [--why TEXT]\n");
 	return CMD_EXIT_USAGE;
 }

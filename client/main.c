@@ -100,11 +100,12 @@ static void usage(FILE *f)
 	    "running nothing\n"
 	    "  policy check [--session ID] [--workspace DIR] -- ARGV...\n"
 	    "  policy check --read PATH | --write PATH\n"
+	    "  policy propose HOST METHOD PATH\n"
 	    "  approvals [--follow]         pending asks (operator); --follow "
 	    "also\n"
 	    "                               shows them granted, refused, "
 	    "withdrawn\n"
-	    "  approve ID | deny ID [--why TEXT]\n"
+	    "  approve ID [--always] | deny ID [--why TEXT]\n"
 	    "  secrets [reload]             names, sources, fingerprints "
 	    "(never values)\n"
 	    "  turn begin [--session ID] [--cap USD] | turn end ID\n"
@@ -241,16 +242,22 @@ static const struct {
      "-- ARGV...\n"
      "       spctl policy check [--session ID] [--workspace DIR] [--json]\n"
      "                          --read PATH | --write PATH\n"
+     "       spctl policy propose HOST METHOD PATH [--json]\n"
      "How the policy classifies a call: allow, ask or deny, and the "
-     "rule.\n"},
+     "rule.\n"
+     "propose (an agent, with SPD_SESSION_TOKEN) asks a person for a\n"
+     "request rule of the session's proxy runs, allow = METHOD PATH for\n"
+     "HOST, and prints the approval's id.\n"},
     {"approvals", cmd_approvals,
      "usage: spctl approvals [--follow] [--json]\n"
      "Pending asks (operator); --follow waits for new ones and shows each\n"
      "ask as it is granted, refused or withdrawn.  An ask nobody decides\n"
      "is refused after 10 minutes.\n"},
     {"approve", cmd_approve,
-     "usage: spctl approve ID [--json]\n"
-     "Grant the pending ask ID, once, for its session.\n"},
+     "usage: spctl approve ID [--always] [--json]\n"
+     "Grant the pending ask ID, once, for its session.  --always, for a\n"
+     "request rule a session proposed, also writes it into spd.conf\n"
+     "([network \"HOST\"] allow, for every session from spd's next start).\n"},
     {"deny", cmd_deny,
      "usage: spctl deny ID [--why TEXT] [--json]\n"
      "Refuse the pending ask ID; TEXT is what the agent is told.\n"},
@@ -274,7 +281,8 @@ static const struct {
      "usage: spctl mcp [--session ID]\n"
      "An MCP server (Model Context Protocol, revision 2025-11-25) on stdin\n"
      "and stdout: run_command, read_file, write_file, edit_file, list_dir,\n"
-     "search, policy_check, commit (git add and git commit on the\n"
+     "search, policy_check, propose_rule, commit (git add and git commit on "
+     "the\n"
      "session's branch) and session_status, each through spd's policy,\n"
      "sandbox, redactor and journal, in one session.  --session ID acts as\n"
      "the operator in that session; an agent sets SPD_SESSION_TOKEN.\n"},

@@ -81,9 +81,11 @@ static const struct key network_keys[] = {
     {"test-ca", K_ANY},	  {"ca-bundle", K_ANY},	    {NULL, K_ANY}};
 /* [network "HOST"]: the request rules of a host spd terminates. */
 static const struct key network_host_keys[] = {
-    {"allow", K_ANY}, {"deny", K_ANY}, {NULL, K_ANY}};
+    {"allow", K_ANY}, {"deny", K_ANY}, {"preset", K_ANY}, {NULL, K_ANY}};
 static const struct key credential_keys[] = {
-    {"host", K_HOST}, {"header", K_ANY}, {"basic", K_ANY}, {NULL, K_ANY}};
+    {"host", K_HOST},	 {"header", K_ANY},	{"basic", K_ANY},
+    {"push-ref", K_ANY}, {"push-force", K_ANY}, {"push-delete", K_ANY},
+    {NULL, K_ANY}};
 static const struct key provenance_keys[] = {{"trusted", K_ANY},
 					     {"private", K_ANY},
 					     {"untrusted", K_ANY},

@@ -718,6 +718,9 @@ int main(int argc, char **argv)
 	r = modules_start(&spd, errbuf, sizeof(errbuf));
 	if (r < 0)
 		die("%s", errbuf);
+	r = proxy_grants_load(&spd, errbuf, sizeof(errbuf));
+	if (r < 0)
+		die("%s", errbuf);
 	r = server_start(&spd, spd.paths.socket_path, listen_fd, &spd.server);
 	if (r < 0)
 		die("cannot listen on %s: %s", spd.paths.socket_path,

@@ -20,6 +20,7 @@
 #include "daemon/methods/gate.h"
 #include "daemon/journal/journal.h"
 #include "daemon/log.h"
+#include "daemon/proxy/proxy.h"
 #include "daemon/session/session.h"
 #include "daemon/spd.h"
 #include "common/paths.h"
@@ -751,6 +752,20 @@ static int exec_args_fill(const struct gate_call *g, struct exec_args *a,
 	return 0;
 }
 
+static bool push_inspected(void *data, const char *host)
+{
+	return proxy_terminates(&((struct spd *)data)->config, host);
+}
+
+void gate_push_context(struct spd *spd, struct policy_context *ctx,
+		       const char *net_name, const char *session_id)
+{
+	if (!session_id || !net_name || strcmp(net_name, "proxy") != 0)
+		return;
+	ctx->push_inspected = push_inspected;
+	ctx->push_inspected_data = spd;
+}
+
 /*
  * Classify g under conf: an exec call's argv and env, or a file call's
  * path (and, for fs.move, its second path: the stricter decision wins).
@@ -773,6 +788,7 @@ static int gate_classify(struct spd *spd, const struct policy_conf *conf,
 	ctx.path_env = POLICY_DEFAULT_PATH;
 	ctx.writable = (const char *const *)spd->config.writable;
 	ctx.hidden = (const char *const *)spd->config.hidden;
+	gate_push_context(spd, &ctx, g->net_name, g->session_id);
 	call.kind = g->kind;
 	call.net = g->net;
 	call.cwd = g->cwd;
@@ -1264,6 +1280,16 @@ void m_approval_decide(struct call *c)
 	if (!p) {
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
 			   "no pending approval %lld", (long long)id);
+		return;
+	}
+	/* "always": the proposed rule goes into spd.conf too, before the
+	 * session's grant; a failure leaves the ask pending. */
+	if (json_is_true(json_object_get(params, "always")) &&
+	    (!approve ||
+	     propose_always(c, p->session, p->rule, p->object) < 0)) {
+		if (!approve)
+			call_error(c, RPC_E_BAD_PARAMS, NULL,
+				   "always goes with an approval");
 		return;
 	}
 	call_set_summary(c, "approval %lld %s", (long long)id,

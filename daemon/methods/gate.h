@@ -111,6 +111,22 @@ void gate_provenance(struct spd *spd, const struct gate_call *g,
  * the project's .spd.conf.  Returns 0 and *ret, or -errno with *ret_what
  * naming the file that failed ("spd.conf" or ".spd.conf") and why in
  * errbuf ("FILE:LINE: ..." for an unknown key: -EINVAL). */
+/* Let ctx judge a git push by the proxy's terminated hosts when the call
+ * is a session's (session_id) in a run whose network is spd's proxy
+ * (net_name "proxy"); otherwise ctx is left as it is (a push refused). */
+struct policy_context;
+void gate_push_context(struct spd *spd, struct policy_context *ctx,
+		       const char *net_name, const char *session_id);
+
+/* approval.decide {"always": true} on ask (its session, rule and
+ * object): a rule a session proposed (policy.propose) is written into
+ * spd.conf as well and journaled; 0, or -1 having finished c with an
+ * error (another kind of ask, a host spd.conf has no rules for, a file
+ * spd cannot write).  m_policy.c. */
+struct json_t;
+int propose_always(struct call *c, const char *session, const char *rule,
+		   struct json_t *object);
+
 int gate_policy_conf(struct spd *spd, const char *workspace,
 		     struct policy_conf **ret, const char **ret_what,
 		     char *errbuf, size_t errlen);

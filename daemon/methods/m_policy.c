@@ -415,6 +415,13 @@ void m_policy_check(struct call *c)
 	    0)
 		goto out;
 	ctx.hidden = (const char *const *)call_spd(c)->config.hidden;
+	/* As cmd.run judges a session's proxy run: a git push to a host
+	 * spd terminates is the proxy's to check. */
+	gate_push_context(
+	    call_spd(c), &ctx,
+	    json_string_value(json_object_get(params, "net")),
+	    who->operator? json_string_value(json_object_get(params, "session"))
+			 : who->session_id);
 	r = gate_policy_conf(call_spd(c), ctx.workspace, &conf, &what, why,
 			     sizeof(why));
 	if (r < 0) {
@@ -476,12 +483,17 @@ static void proposal_decided(void *data, bool approved, const char *why)
 					   p->method, p->path)
 			 : 0;
 
-	d = json_pack("{s:s, s:s, s:s, s:s, s:s?}", "host", p->host, "method",
-		      p->method, "path", p->path, "decision",
-		      !approved ? "refused"
-		      : r < 0	? "out of memory"
-				: "allow",
-		      "why", why);
+	if (r < 0 && r != -ENOMEM)
+		log_warn("policy.propose: the rule approved for %s could not "
+			 "be saved in the state dir (it holds until spd "
+			 "stops): %s",
+			 p->session, strerror(-r));
+	d = json_pack("{s:s, s:s, s:s, s:s, s:s?, s:b}", "host", p->host,
+		      "method", p->method, "path", p->path, "decision",
+		      !approved	     ? "refused"
+		      : r == -ENOMEM ? "out of memory"
+				     : "allow",
+		      "why", why, "saved", approved && r == 0);
 	text = d ? json_dumps(d, JSON_COMPACT) : NULL;
 	snprintf(subject, sizeof(subject), "%s allow = %s %s", p->host,
 		 p->method, p->path);
@@ -496,6 +508,58 @@ static void proposal_decided(void *data, bool approved, const char *why)
 	free(p->method);
 	free(p->path);
 	free(p);
+}
+
+int propose_always(struct call *c, const char *session, const char *rule,
+		   json_t *object)
+{
+	struct spd *spd = call_spd(c);
+	const char *host = json_string_value(json_object_get(object, "host")),
+		   *method =
+		       json_string_value(json_object_get(object, "method")),
+		   *path = json_string_value(json_object_get(object, "path"));
+	char err[600], subject[300];
+	bool any = false;
+	json_t *d;
+	char *text;
+
+	if (strcmp(rule, "ask.net.rule") != 0 || !host || !method || !path) {
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "always applies to a request rule a session "
+			   "proposed (policy.propose) only");
+		return -1;
+	}
+	/* A first rule for a host would refuse every request no rule
+	 * matches, which the host's credential alone let through. */
+	proxy_http_decide(&spd->config, host, method, path, &any);
+	if (!any) {
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "spd.conf has no [network \"%s\"] rules: one rule "
+			   "written there would refuse every other request to "
+			   "%s; approve it for the session, or write the "
+			   "rules yourself",
+			   host, host);
+		return -1;
+	}
+	if (proxy_conf_add_rule(spd->paths.conf_path, session, host, method,
+				path, err, sizeof(err)) < 0) {
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "cannot write the rule into spd.conf: %s", err);
+		return -1;
+	}
+	snprintf(subject, sizeof(subject), "%s allow = %s %s", host, method,
+		 path);
+	d = json_pack("{s:s, s:s, s:s, s:s}", "host", host, "method", method,
+		      "path", path, "file", spd->paths.conf_path);
+	text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+	if (journal_append(spd->journal, session, "operator",
+			   "net.proxy.rule.conf", subject, text) < 0)
+		log_warn("approval: cannot journal the rule written to "
+			 "spd.conf: %s",
+			 subject);
+	free(text);
+	json_decref(d);
+	return 0;
 }
 
 void m_policy_propose(struct call *c)

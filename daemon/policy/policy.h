@@ -135,6 +135,13 @@ struct policy_context {
 	 * that exists now is taken to have existed. */
 	bool (*preexisting)(void *data, const char *relpath);
 	void *preexisting_data;
+	/* A session's run whose network is spd's proxy: whether a git push
+	 * to https://host goes through spd's inspection there (spd
+	 * terminates the host's TLS and lets only the session's branch be
+	 * fast-forwarded).  NULL, or false for a host: a push is refused
+	 * (deny.git.remote), for the proxy would pass it on unread. */
+	bool (*push_inspected)(void *data, const char *host);
+	void *push_inspected_data;
 };
 
 #define POLICY_DEFAULT_PATH                                                    \

@@ -4,9 +4,12 @@
  * options and configuration that would make git run something else.
  * Part of the policy engine (policy_priv.h).
  */
+#include <ctype.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <git2.h>
 
@@ -346,6 +349,306 @@ static bool git_config_denied(struct cls *c, const struct lvl *l, size_t i)
 	return true;
 }
 
+/* ---- git push through spd's proxy ---- */
+
+/* A push names at most this many repositories (--repo and the operand). */
+#define PUSH_REPOS_MAX 4
+
+/* The host of an https:// URL as git reads it, into host (size n):
+ * false for another scheme (plain http is not read by the proxy, ssh
+ * does not go through it), an scp-like or local path, a remote helper
+ * ("x::url"), or a host spd would not match by name (an address in
+ * brackets, %-encoding). */
+static bool push_url_host(const char *url, char *host, size_t n)
+{
+	const char *a, *end, *h;
+	size_t len;
+
+	if (strncmp(url, "https://", 8) != 0)
+		return false;
+	a = url + 8;
+	end = a + strcspn(a, "/?#\\");
+	h = a;
+	for (const char *p = a; p < end; p++)
+		if (*p == '@')
+			h = p + 1;
+	len = strcspn(h, ":/?#\\");
+	if (h + len > end)
+		len = (size_t)(end - h);
+	if (!len || len >= n)
+		return false;
+	for (size_t k = 0; k < len; k++)
+		if (!isalnum((unsigned char)h[k]) && h[k] != '.' && h[k] != '-')
+			return false;
+	if (h[len] == ':')
+		for (const char *p = h + len + 1; p < end; p++)
+			if (!isdigit((unsigned char)*p))
+				return false;
+	memcpy(host, h, len);
+	host[len] = '\0';
+	return true;
+}
+
+static int count_value(const git_config_entry *e, void *data)
+{
+	(void)e;
+	++*(int *)data;
+	return 0;
+}
+
+/* How many values name holds in cfg (every level git reads). */
+static int config_count(git_config *cfg, const char *name)
+{
+	int n = 0;
+
+	if (git_config_get_multivar_foreach(cfg, name, NULL, count_value, &n) <
+	    0)
+		n = 0;
+	git_error_clear();
+	return n;
+}
+
+/* cfg's string value of name into buf (size n), or false. */
+static bool config_str(git_config *cfg, const char *name, char *buf, size_t n)
+{
+	git_buf b = {0};
+	bool ok = git_config_get_string_buf(&b, cfg, name) == 0 && b.ptr &&
+		  strlen(b.ptr) < n;
+
+	if (ok)
+		memcpy(buf, b.ptr, strlen(b.ptr) + 1);
+	git_buf_dispose(&b);
+	git_error_clear();
+	return ok;
+}
+
+/*
+ * The URL a push to remote name (NULL: the default git chooses: the
+ * branch's pushRemote, remote.pushDefault, the branch's remote, origin)
+ * goes to, from the repository at cwd: its pushurl, else its url, with
+ * url.*.insteadOf and pushInsteadOf applied (libgit2's lookup applies
+ * them).  Returns 0 and the URL in url (size n), or a reason the policy
+ * refuses with: a remote of more than one URL (git pushes to each), or
+ * one spd cannot find or read.
+ */
+static const char *push_remote_url(const char *cwd, const char *name, char *url,
+				   size_t n)
+{
+	git_repository *repo = NULL;
+	git_remote *remote = NULL;
+	git_config *cfg = NULL;
+	git_reference *head = NULL;
+	char key[512], dflt[256];
+	const char *why = NULL, *u;
+	int valid = 0;
+
+	if (git_libgit2_init() < 0)
+		return "spd could not read the repository's remotes";
+	if (git_repository_open_ext(&repo, cwd, 0, NULL) < 0 ||
+	    git_repository_config_snapshot(&cfg, repo) < 0) {
+		why = "spd could not read the repository's remotes";
+		goto out;
+	}
+	if (!name) {
+		const char *br = NULL;
+
+		/* HEAD's branch, born or not. */
+		if (git_reference_lookup(&head, repo, "HEAD") == 0 &&
+		    git_reference_type(head) == GIT_REFERENCE_SYMBOLIC &&
+		    strncmp(git_reference_symbolic_target(head), "refs/heads/",
+			    11) == 0)
+			br = git_reference_symbolic_target(head) + 11;
+		name = "origin";
+		if (br &&
+		    (size_t)snprintf(key, sizeof(key), "branch.%s.pushremote",
+				     br) < sizeof(key) &&
+		    config_str(cfg, key, dflt, sizeof(dflt)))
+			name = dflt;
+		else if (config_str(cfg, "remote.pushdefault", dflt,
+				    sizeof(dflt)))
+			name = dflt;
+		else if (br &&
+			 (size_t)snprintf(key, sizeof(key), "branch.%s.remote",
+					  br) < sizeof(key) &&
+			 config_str(cfg, key, dflt, sizeof(dflt)))
+			name = dflt;
+	}
+	if (git_remote_name_is_valid(&valid, name) < 0 || !valid ||
+	    git_remote_lookup(&remote, repo, name) < 0) {
+		why = "it names no remote of the repository";
+		goto out;
+	}
+	snprintf(key, sizeof(key), "remote.%s.pushurl", name);
+	if (config_count(cfg, key) > 1) {
+		why = "the remote has more than one pushurl";
+		goto out;
+	}
+	if (config_count(cfg, key) == 0) {
+		snprintf(key, sizeof(key), "remote.%s.url", name);
+		if (config_count(cfg, key) != 1) {
+			why = "the remote has more than one url";
+			goto out;
+		}
+	}
+	u = git_remote_pushurl(remote) ? git_remote_pushurl(remote)
+				       : git_remote_url(remote);
+	if (!u || strlen(u) >= n) {
+		why = "spd could not read the remote's URL";
+		goto out;
+	}
+	memcpy(url, u, strlen(u) + 1);
+out:
+	git_reference_free(head);
+	git_remote_free(remote);
+	git_config_free(cfg);
+	git_repository_free(repo);
+	git_error_clear();
+	git_libgit2_shutdown();
+	return why;
+}
+
+/* Whether the repository at cwd has git push into submodules too
+ * (push.recurseSubmodules on-demand or only, submodule.recurse): their
+ * remotes are other hosts, pushed to unread. */
+static bool push_recurses(const char *cwd)
+{
+	git_repository *repo = NULL;
+	git_config *cfg = NULL;
+	char v[32] = "";
+	int b = 0;
+	bool yes = false;
+
+	if (git_libgit2_init() < 0)
+		return true;
+	if (git_repository_open_ext(&repo, cwd, 0, NULL) == 0 &&
+	    git_repository_config_snapshot(&cfg, repo) == 0) {
+		yes =
+		    (config_str(cfg, "push.recursesubmodules", v, sizeof(v)) &&
+		     strcasecmp(v, "no") != 0 && strcasecmp(v, "check") != 0 &&
+		     strcasecmp(v, "false") != 0) ||
+		    (git_config_get_bool(&b, cfg, "submodule.recurse") == 0 &&
+		     b);
+	}
+	git_config_free(cfg);
+	git_repository_free(repo);
+	git_error_clear();
+	git_libgit2_shutdown();
+	return yes;
+}
+
+/*
+ * git push from argv[i] in a session's proxy run: allowed when every
+ * repository it names (the operand, --repo; none: git's default remote)
+ * is an https:// URL, or a remote of one, whose host spd terminates --
+ * there the proxy reads the ref updates and lets only the session's
+ * branch be fast-forwarded.  Anything else is refused: a tunnel to
+ * another host is passed on unread.
+ */
+static void git_push_judge(struct cls *c, const struct lvl *l, const char *cwd,
+			   size_t i)
+{
+	const char *repos[PUSH_REPOS_MAX];
+	size_t nrepos = 0;
+	bool operand = false, dashdash = false;
+	char url[2048], host[256];
+
+	for (size_t k = i + 1; k < l->argc; k++) {
+		const char *a = l->argv[k];
+
+		if (!dashdash && strcmp(a, "--") == 0) {
+			dashdash = true;
+			continue;
+		}
+		if (dashdash || a[0] != '-' || !a[1]) {
+			if (!operand && nrepos < PUSH_REPOS_MAX)
+				repos[nrepos++] = a;
+			operand = true; /* the rest are refspecs */
+			continue;
+		}
+		if (strncmp(a, "--receive-pack", 14) == 0 ||
+		    strncmp(a, "--exec", 6) == 0) {
+			pol_deny(c, "deny.git.remote",
+				 "git push %s runs a program of its choosing "
+				 "on the remote side",
+				 a);
+			return;
+		}
+		if (strncmp(a, "--recurse-submodules", 20) == 0 &&
+		    strcmp(a, "--recurse-submodules=no") != 0 &&
+		    strcmp(a, "--recurse-submodules=check") != 0 &&
+		    strcmp(a, "--no-recurse-submodules") != 0) {
+			pol_deny(c, "deny.git.remote",
+				 "git push %s pushes submodules to their own "
+				 "remotes, which spd does not read",
+				 a);
+			return;
+		}
+		if (strncmp(a, "--repo=", 7) == 0) {
+			if (nrepos < PUSH_REPOS_MAX)
+				repos[nrepos++] = a + 7;
+		} else if (strcmp(a, "--repo") == 0) {
+			if (k + 1 < l->argc && nrepos < PUSH_REPOS_MAX)
+				repos[nrepos++] = l->argv[++k];
+		} else if (strcmp(a, "--push-option") == 0) {
+			k++;
+		} else if (a[1] != '-') {
+			/* A cluster of short options: -o takes the rest, or
+			 * the next argument. */
+			const char *o = strchr(a + 1, 'o');
+
+			if (o && !o[1])
+				k++;
+		}
+	}
+	if (push_recurses(cwd)) {
+		pol_deny(c, "deny.git.remote",
+			 "git push would push submodules too "
+			 "(push.recurseSubmodules or submodule.recurse), to "
+			 "remotes spd does not read");
+		return;
+	}
+	if (nrepos == 0)
+		repos[nrepos++] = NULL; /* git's default remote */
+	for (size_t r = 0; r < nrepos; r++) {
+		const char *dest = repos[r];
+		const char *why = NULL;
+
+		if (dest && strstr(dest, "://")) {
+			snprintf(url, sizeof(url), "%s", dest);
+		} else if ((why =
+				push_remote_url(cwd, dest, url, sizeof(url)))) {
+			pol_deny(c, "deny.git.remote",
+				 "git push %s: %s; spd lets a push through "
+				 "only to an https URL of a host its proxy "
+				 "terminates",
+				 dest ? dest : "(the default remote)", why);
+			return;
+		}
+		if (!push_url_host(url, host, sizeof(host))) {
+			pol_deny(c, "deny.git.remote",
+				 "git push %s: not an https:// URL of a host "
+				 "name; spd's proxy reads only a push over "
+				 "https",
+				 dest ? dest : "(the default remote)");
+			return;
+		}
+		if (!c->ctx->push_inspected(c->ctx->push_inspected_data,
+					    host)) {
+			pol_deny(c, "deny.git.remote",
+				 "git push to %s: spd's proxy does not "
+				 "terminate that host (it has no "
+				 "[credential]), so the push would pass "
+				 "unread",
+				 host);
+			return;
+		}
+	}
+	pol_allow(c, "allow.git.push",
+		  "git push to %s goes through spd's proxy, which lets only "
+		  "the session's branch be fast-forwarded",
+		  host);
+}
+
 void pol_run_git(struct cls *c, struct lvl *l)
 {
 	char *cwd = l->cwd;
@@ -366,6 +669,10 @@ void pol_run_git(struct cls *c, struct lvl *l)
 			pol_deny(c, "deny.secret.read",
 				 "git %s %s would show a secret-looking file",
 				 sub, l->argv[k]);
+	if (strcmp(sub, "push") == 0 && c->ctx->push_inspected) {
+		git_push_judge(c, l, cwd, i);
+		goto out;
+	}
 	if (IN(git_remote_cmds, sub)) {
 		pol_deny(
 		    c, "deny.git.remote",

@@ -149,9 +149,10 @@ fail:
 	return NULL;
 }
 
-/* Write data to path through a temporary file and rename (mode). */
-static int write_file(const char *path, const char *data, size_t len,
-		      mode_t mode)
+/* Write data to path through a temporary file and rename (mode);
+ * proxy_priv.h. */
+int proxy_write_file(const char *path, const char *data, size_t len,
+		     mode_t mode)
 {
 	char *tmp = NULL;
 	int fd, r = 0;
@@ -241,8 +242,8 @@ static int ca_load(struct proxy_tls *t, const char *dir, char *errbuf,
 		if (!kp || !cp)
 			r = errf(errbuf, errlen, -EIO,
 				 "cannot make the proxy's CA");
-		else if ((r = write_file(cpath, cp, cl, 0644)) < 0 ||
-			 (r = write_file(kpath, kp, kl, 0600)) < 0)
+		else if ((r = proxy_write_file(cpath, cp, cl, 0644)) < 0 ||
+			 (r = proxy_write_file(kpath, kp, kl, 0600)) < 0)
 			errf(errbuf, errlen, r, "cannot write %s: %s", dir,
 			     strerror(-r));
 		else
@@ -325,7 +326,7 @@ static int bundle_write(struct proxy_tls *t, const char *path, char *errbuf,
 	if (sl && all[sl - 1] != '\n')
 		all[sl++] = '\n';
 	memcpy(all + sl, ca, cl);
-	r = write_file(path, all, sl + cl, 0644);
+	r = proxy_write_file(path, all, sl + cl, 0644);
 	if (r < 0)
 		errf(errbuf, errlen, r, "cannot write %s: %s", path,
 		     strerror(-r));

@@ -6,14 +6,19 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
 #include <git2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "daemon/config.h"
 #include "daemon/proxy/proxy.h"
+#include "daemon/proxy/proxy_priv.h"
 #include "daemon/spd.h"
 #include "common/strv.h"
 
@@ -98,6 +103,35 @@ static struct proxy_credential *cred_get(struct load *l, const char *name,
 	return c;
 }
 
+/* push-ref = "session", or a glob of full ref names (spd.conf(5)):
+ * each value adds one. */
+static int push_ref_entry(struct load *l, struct proxy_credential *c,
+			  const char *v)
+{
+	size_t n = 0;
+	char **r;
+
+	if (strcmp(v, "session") != 0 &&
+	    (strncmp(v, "refs/", 5) != 0 || strlen(v) >= PROXY_REF_MAX ||
+	     strpbrk(v, " \t:?[\\^~") || strstr(v, ".."))) {
+		snprintf(l->errbuf, l->errlen,
+			 "%s: [credential \"%s\"] push-ref \"%s\" must be "
+			 "\"session\" or a ref glob (refs/heads/spd/**)",
+			 l->path, c->name, v);
+		return -EINVAL;
+	}
+	while (c->push_refs && c->push_refs[n])
+		n++;
+	r = realloc(c->push_refs, (n + 2) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	c->push_refs = r;
+	if (!(r[n] = strdup(v)))
+		return -ENOMEM;
+	r[n + 1] = NULL;
+	return 0;
+}
+
 static int cred_entry(const git_config_entry *e, void *data)
 {
 	struct load *l = data;
@@ -133,6 +167,24 @@ static int cred_entry(const git_config_entry *e, void *data)
 		if (!(h[n] = strdup(v)))
 			return -ENOMEM;
 		h[n + 1] = NULL;
+		return 0;
+	}
+	if (strcasecmp(key, "push-ref") == 0)
+		return push_ref_entry(l, c, v);
+	if (strcasecmp(key, "push-force") == 0 ||
+	    strcasecmp(key, "push-delete") == 0) {
+		int b;
+
+		if (git_config_parse_bool(&b, v) < 0) {
+			git_error_clear();
+			snprintf(l->errbuf, l->errlen,
+				 "%s: [credential \"%s\"] %s must be true or "
+				 "false",
+				 l->path, c->name, key);
+			return -EINVAL;
+		}
+		*(strcasecmp(key, "push-force") == 0 ? &c->push_force
+						     : &c->push_delete) = b;
 		return 0;
 	}
 	if (c->value) {
@@ -220,6 +272,68 @@ static int http_rule_entry(struct load *l, const char *host, size_t hlen,
 	return r->host && r->method && r->path && r->text ? 0 : -ENOMEM;
 }
 
+/* [network "HOST"] preset = NAME: rules for a common case, in place of
+ * the lines they stand for (where the preset line is: file order still
+ * decides).  spd.conf(5) lists them. */
+static const struct {
+	const char *name;
+	const char *const rules[8];
+} presets[] = {
+    {"read-only", {"allow GET /**", "allow HEAD /**"}},
+    {"npm-read", {"allow GET /**", "allow HEAD /**"}},
+    {"git-read", {"allow GET /**/info/refs", "allow POST /**/git-upload-pack"}},
+    {"git",
+     {"allow GET /**/info/refs", "allow POST /**/git-upload-pack",
+      "allow POST /**/git-receive-pack"}},
+    {"github-read-only",
+     {"allow GET /**", "allow HEAD /**", "allow POST /**/git-upload-pack"}},
+    {"github-pull-requests",
+     {"allow GET /**", "allow HEAD /**", "allow POST /**/git-upload-pack",
+      "allow POST /**/git-receive-pack", "allow POST /repos/*/*/pulls",
+      "allow POST /repos/*/*/issues/*/comments"}},
+};
+
+static int preset_entry(struct load *l, const char *host, size_t hlen,
+			const char *v)
+{
+	char known[256] = "";
+
+	for (size_t i = 0; v && i < sizeof(presets) / sizeof(presets[0]); i++) {
+		if (strcmp(presets[i].name, v) != 0)
+			continue;
+		for (size_t k = 0; presets[i].rules[k]; k++) {
+			const char *rl = presets[i].rules[k];
+			const char *sp = strchr(rl, ' ');
+			char key[8], text[300];
+			struct proxy_http_rule *r;
+			int err;
+
+			snprintf(key, sizeof(key), "%.*s", (int)(sp - rl), rl);
+			err = http_rule_entry(l, host, hlen, key, sp + 1);
+			if (err < 0)
+				return err;
+			/* Named as the preset's in a refusal or a row. */
+			r = &l->cfg
+				 ->proxy_http_rules[l->cfg->proxy_nhttp_rules -
+						    1];
+			snprintf(text, sizeof(text), "%s (preset %s)", r->text,
+				 v);
+			free(r->text);
+			if (!(r->text = strdup(text)))
+				return -ENOMEM;
+		}
+		return 0;
+	}
+	for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++)
+		snprintf(known + strlen(known), sizeof(known) - strlen(known),
+			 "%s%s", i ? ", " : "", presets[i].name);
+	snprintf(l->errbuf, l->errlen,
+		 "%s: [network \"%.*s\"] preset \"%s\" is none of spd's "
+		 "(%s)",
+		 l->path, (int)hlen, host, v ? v : "", known);
+	return -EINVAL;
+}
+
 static int network_entry(const git_config_entry *e, void *data)
 {
 	struct load *l = data;
@@ -245,6 +359,8 @@ static int network_entry(const git_config_entry *e, void *data)
 		}
 		return *dst ? 0 : -ENOMEM;
 	}
+	if (strcasecmp(key, "preset") == 0)
+		return preset_entry(l, sub, (size_t)(key - 1 - sub), e->value);
 	if (strcasecmp(key, "allow") != 0 && strcasecmp(key, "deny") != 0)
 		return 0; /* conftab refuses it */
 	return http_rule_entry(l, sub, (size_t)(key - 1 - sub), key, e->value);
@@ -283,6 +399,7 @@ void proxy_config_free(struct spd_config *cfg)
 
 		free(c->name);
 		strv_free_array(c->hosts);
+		strv_free_array(c->push_refs);
 		free(c->header_name);
 		free(c->value);
 	}
@@ -355,10 +472,35 @@ bool proxy_path_glob(const char *g, const char *p)
 	return !*p;
 }
 
-const struct proxy_http_rule *proxy_http_decide(const struct spd_config *cfg,
-						const char *host,
-						const char *method,
-						const char *path, bool *ret_any)
+/* path with every %2F decoded to "/" (the reading of a server that
+ * decodes it) into buf (size n): true when there was one to decode;
+ * an over-long path reads as "//" (ambiguous: refused). */
+static bool slash_decoded(const char *path, char *buf, size_t n)
+{
+	size_t o = 0;
+	bool any = false;
+
+	for (const char *p = path; *p; p++) {
+		if (o + 2 > n) {
+			snprintf(buf, n, "//");
+			return true;
+		}
+		if (p[0] == '%' && p[1] == '2' &&
+		    (p[2] == 'f' || p[2] == 'F')) {
+			buf[o++] = '/';
+			p += 2;
+			any = true;
+		} else {
+			buf[o++] = *p;
+		}
+	}
+	buf[o] = '\0';
+	return any;
+}
+
+static const struct proxy_http_rule *
+http_decide_one(const struct spd_config *cfg, const char *host,
+		const char *method, const char *path, bool *ret_any)
 {
 	*ret_any = false;
 	for (size_t i = 0; i < cfg->proxy_nhttp_rules; i++) {
@@ -375,15 +517,42 @@ const struct proxy_http_rule *proxy_http_decide(const struct spd_config *cfg,
 	return NULL;
 }
 
+/*
+ * An encoded slash is no ambiguity by itself (npm asks for a scoped
+ * package as /@scope%2Fname): a rule is decided on both readings, the
+ * path as spelt and as a server that decodes %2F reads it, and only the
+ * same rule for both decides (proxy_http_decide); but either reading
+ * with dot segments or an empty segment is refused here.
+ */
 bool proxy_path_ambiguous(const char *p)
 {
+	char dec[2048];
 	size_t n = strlen(p);
 
 	return strstr(p, "/./") || strstr(p, "/../") || strstr(p, "//") ||
 	       strchr(p, '\\') || strcasestr(p, "%2e") ||
-	       strcasestr(p, "%2f") || strcasestr(p, "%5c") ||
+	       strcasestr(p, "%5c") ||
 	       (n >= 2 && strcmp(p + n - 2, "/.") == 0) ||
-	       (n >= 3 && strcmp(p + n - 3, "/..") == 0);
+	       (n >= 3 && strcmp(p + n - 3, "/..") == 0) ||
+	       (slash_decoded(p, dec, sizeof(dec)) &&
+		proxy_path_ambiguous(dec));
+}
+
+const struct proxy_http_rule *proxy_http_decide(const struct spd_config *cfg,
+						const char *host,
+						const char *method,
+						const char *path, bool *ret_any)
+{
+	const struct proxy_http_rule *r =
+	    http_decide_one(cfg, host, method, path, ret_any);
+	char dec[2048];
+	bool any;
+
+	/* Read either way, the request must meet the same rule. */
+	if (r && slash_decoded(path, dec, sizeof(dec)) &&
+	    http_decide_one(cfg, host, method, dec, &any) != r)
+		return NULL;
+	return r;
 }
 
 struct proxy_grant {
@@ -409,8 +578,60 @@ bool proxy_rule_ok(const char *method, const char *path)
 	return true;
 }
 
-int proxy_grant_add(struct spd *spd, const char *session, const char *host,
-		    const char *method, const char *path)
+/* The file in spd's state dir that keeps the approved rules across a
+ * restart: a JSON array of {session, host, method, path}, oldest first. */
+#define GRANTS_FILE "proxy-grants.json"
+/* The most approved rules read back: each was one prompt of a session
+ * (limits.session-prompts bounds them); more is not a file spd wrote. */
+#define GRANTS_MAX 65536
+
+static char *grants_path(const struct spd *spd)
+{
+	char *p;
+
+	if (!spd->paths.state_dir ||
+	    asprintf(&p, "%s/" GRANTS_FILE, spd->paths.state_dir) < 0)
+		return NULL;
+	return p;
+}
+
+/* Write every grant to the file (oldest first), then sync the state dir
+ * so that the rename itself survives a crash.  0 or -errno. */
+static int grants_save(const struct spd *spd)
+{
+	json_t *a = json_array();
+	char *path = grants_path(spd), *text = NULL;
+	int r = -ENOMEM, dfd;
+
+	for (const struct proxy_grant *g = spd->proxy_grants; a && g;
+	     g = g->next)
+		if (json_array_insert_new(
+			a, 0,
+			json_pack("{s:s, s:s, s:s, s:s}", "session", g->session,
+				  "host", g->host, "method", g->method, "path",
+				  g->path)) < 0)
+			goto out;
+	if (!path || !a || !(text = json_dumps(a, JSON_COMPACT)))
+		goto out;
+	r = proxy_write_file(path, text, strlen(text), 0600);
+	if (r == 0) {
+		dfd = open(spd->paths.state_dir,
+			   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || fsync(dfd) < 0)
+			r = -errno;
+		if (dfd >= 0)
+			close(dfd);
+	}
+out:
+	free(text);
+	free(path);
+	json_decref(a);
+	return r;
+}
+
+/* Add a grant to spd's list (nothing saved). */
+static int grant_push(struct spd *spd, const char *session, const char *host,
+		      const char *method, const char *path)
 {
 	struct proxy_grant *g = calloc(1, sizeof(*g));
 
@@ -430,9 +651,74 @@ int proxy_grant_add(struct spd *spd, const char *session, const char *host,
 	return 0;
 }
 
+int proxy_grant_add(struct spd *spd, const char *session, const char *host,
+		    const char *method, const char *path)
+{
+	int r = grant_push(spd, session, host, method, path);
+
+	return r < 0 ? r : grants_save(spd);
+}
+
+int proxy_grants_load(struct spd *spd, char *errbuf, size_t errlen)
+{
+	char *path = grants_path(spd);
+	json_error_t jerr;
+	json_t *a, *g;
+	size_t i;
+	int r = 0;
+
+	if (!path) {
+		snprintf(errbuf, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	a = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+	if (!a && access(path, F_OK) < 0 && errno == ENOENT) {
+		free(path);
+		return 0;
+	}
+	if (!json_is_array(a) || json_array_size(a) > GRANTS_MAX) {
+		snprintf(errbuf, errlen,
+			 "%s: the rules approved for sessions cannot be read "
+			 "(%s); spd will not start without them: repair or "
+			 "remove the file",
+			 path, a ? "not a list" : jerr.text);
+		r = -EINVAL;
+		goto out;
+	}
+	json_array_foreach(a, i, g)
+	{
+		const char *se =
+			       json_string_value(json_object_get(g, "session")),
+			   *h = json_string_value(json_object_get(g, "host")),
+			   *m = json_string_value(json_object_get(g, "method")),
+			   *p = json_string_value(json_object_get(g, "path"));
+
+		if (!se || !h || !m || !p || !proxy_rule_ok(m, p) ||
+		    strlen(h) > PROXY_HOST_MAX) {
+			snprintf(errbuf, errlen,
+				 "%s: entry %zu is not an approved rule; spd "
+				 "will not start without the rules: repair or "
+				 "remove the file",
+				 path, i + 1);
+			r = -EINVAL;
+			goto out;
+		}
+		if ((r = grant_push(spd, se, h, m, p)) < 0) {
+			snprintf(errbuf, errlen, "%s: out of memory", path);
+			goto out;
+		}
+	}
+out:
+	json_decref(a);
+	free(path);
+	return r;
+}
+
 bool proxy_granted(const struct spd *spd, const char *session, const char *host,
 		   const char *method, const char *path)
 {
+	char dec[2048];
+
 	if (!session)
 		return false;
 	for (const struct proxy_grant *g = spd->proxy_grants; g; g = g->next)
@@ -440,7 +726,9 @@ bool proxy_granted(const struct spd *spd, const char *session, const char *host,
 		    host_match(g->host, host) &&
 		    (strcmp(g->method, "*") == 0 ||
 		     strcmp(g->method, method) == 0) &&
-		    proxy_path_glob(g->path, path))
+		    proxy_path_glob(g->path, path) &&
+		    (!slash_decoded(path, dec, sizeof(dec)) ||
+		     proxy_path_glob(g->path, dec)))
 			return true;
 	return false;
 }
@@ -457,4 +745,133 @@ void proxy_grants_free(struct spd *spd)
 		free(g->path);
 		free(g);
 	}
+}
+
+const char *proxy_push_refused(const struct proxy_credential *cr,
+			       const char *session_ref,
+			       const struct proxy_pkt_update *u, char *why,
+			       size_t n, bool *ret_ff)
+{
+	static char *const session_only[] = {"session", NULL};
+	char *const *refs = cr && cr->push_refs ? cr->push_refs : session_only;
+	bool ok = false;
+
+	*ret_ff = false;
+	for (size_t i = 0; refs[i] && !ok; i++)
+		ok = strcmp(refs[i], "session") == 0
+			 ? session_ref && strcmp(u->ref, session_ref) == 0
+			 : proxy_path_glob(refs[i], u->ref);
+	if (!ok) {
+		if (cr && cr->push_refs)
+			snprintf(why, n,
+				 "a push to %s: no push-ref of [credential "
+				 "\"%s\"] allows it",
+				 u->ref, cr->name);
+		else
+			snprintf(why, n,
+				 "a push to %s: this session may push only to "
+				 "%s",
+				 u->ref,
+				 session_ref ? session_ref
+					     : "(no branch: it is detached)");
+		return why;
+	}
+	if (proxy_oid_zero(u->new_id)) {
+		if (cr && cr->push_delete)
+			return NULL;
+		snprintf(why, n, "deleting %s is refused", u->ref);
+		return why;
+	}
+	*ret_ff = !proxy_oid_zero(u->old_id) && !(cr && cr->push_force);
+	return NULL;
+}
+
+/* The most bytes of an spd.conf rewritten with a rule added: a
+ * configuration file, not a data store. */
+#define CONF_EDIT_MAX (4 * 1024 * 1024)
+
+int proxy_conf_add_rule(const char *conf_path, const char *session,
+			const char *host, const char *method, const char *path,
+			char *errbuf, size_t errlen)
+{
+	char *real = NULL, *old = NULL, *text = NULL, *dir = NULL, *q;
+	size_t hl = strlen(host), len = 0;
+	struct stat st;
+	FILE *f = NULL;
+	int r = 0, dfd;
+
+	errbuf[0] = '\0';
+	if (!hl || hl > PROXY_HOST_MAX ||
+	    strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+			 "0123456789.-") != hl ||
+	    !proxy_rule_ok(method, path) ||
+	    strspn(session,
+		   "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		   "0123456789_-") != strlen(session)) {
+		snprintf(errbuf, errlen, "not a rule spd writes to spd.conf");
+		return -EINVAL;
+	}
+	if (!(real = realpath(conf_path, NULL)) || !(f = fopen(real, "re")) ||
+	    fstat(fileno(f), &st) < 0) {
+		r = -errno;
+		snprintf(errbuf, errlen, "%s: %s", conf_path, strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_size > CONF_EDIT_MAX ||
+	    !(old = malloc((size_t)st.st_size + 1)) ||
+	    (len = fread(old, 1, (size_t)st.st_size + 1, f)) !=
+		(size_t)st.st_size) {
+		r = -EIO;
+		snprintf(errbuf, errlen, "%s: cannot read it whole", real);
+		goto out;
+	}
+	/* The value quoted, so that a path's # or ; is not a comment. */
+	if (!(q = malloc(2 * strlen(path) + 1))) {
+		r = -ENOMEM;
+		goto out;
+	}
+	{
+		char *o = q;
+
+		for (const char *p = path; *p; p++) {
+			if (*p == '"' || *p == '\\')
+				*o++ = '\\';
+			*o++ = *p;
+		}
+		*o = '\0';
+	}
+	r = asprintf(
+	    &text,
+	    "%.*s%s# approved for session %s (spctl approve --always)\n"
+	    "[network \"%s\"]\n\tallow = \"%s %s\"\n",
+	    (int)len, old, len && old[len - 1] != '\n' ? "\n" : "", session,
+	    host, method, q);
+	free(q);
+	if (r < 0) {
+		text = NULL;
+		r = -ENOMEM;
+		goto out;
+	}
+	r = proxy_write_file(real, text, strlen(text), st.st_mode & 07777);
+	if (r == 0 && (dir = strdup(real))) {
+		*strrchr(dir, '/') = '\0';
+		dfd = open(dir[0] ? dir : "/",
+			   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (dfd < 0 || fsync(dfd) < 0)
+			r = -errno;
+		if (dfd >= 0)
+			close(dfd);
+	}
+	if (r < 0)
+		snprintf(errbuf, errlen, "%s: %s", real, strerror(-r));
+out:
+	if (r == -ENOMEM && !errbuf[0])
+		snprintf(errbuf, errlen, "out of memory");
+	if (f)
+		fclose(f);
+	free(dir);
+	free(text);
+	free(old);
+	free(real);
+	return r < 0 ? r : 0;
 }

@@ -137,6 +137,14 @@ struct proxy_credential {
 	char *header_name; /* "Authorization" */
 	char *value;	   /* the template: "Bearer ${TOKEN}", "user:${T}" */
 	bool basic;	   /* value is user:password, sent as Basic */
+	/* A session's git push to the credential's hosts: the refs an
+	 * update may name (globs, * within a component and ** across;
+	 * "session" for the session's branch; NULL-terminated, or NULL for
+	 * that branch only), and whether an update that is not a
+	 * fast-forward, or a deletion, may go (push-ref, push-force,
+	 * push-delete). */
+	char **push_refs;
+	bool push_force, push_delete;
 };
 
 /* [network "HOST"] allow = METHOD /glob and deny = ..., in file order:
@@ -196,6 +204,19 @@ int proxy_pkt_commands(const char *buf, size_t len,
 		       const char **why);
 /* Whether id (hex) is all zeros: a ref created, or deleted. */
 bool proxy_oid_zero(const char *id);
+/*
+ * Whether a session's ref update u may go to a host of cr (NULL: no
+ * credential, the defaults): its ref one cr's push-ref allows (by
+ * default only session_ref, the session's branch "refs/heads/spd/F";
+ * NULL when it has none), a deletion only with push-delete.  Returns
+ * NULL, or why not in why (size n).  *ret_ff is set when the update must
+ * still be shown a fast-forward (an existing ref moved, without
+ * push-force).
+ */
+const char *proxy_push_refused(const struct proxy_credential *cr,
+			       const char *session_ref,
+			       const struct proxy_pkt_update *u, char *why,
+			       size_t n, bool *ret_ff);
 
 /*
  * The proxy's CA (tls.c): made in spd's state dir at first use (key
@@ -210,12 +231,29 @@ void proxy_tls_free(struct spd *spd);
 /*
  * Rules a person approved for one session (policy.propose): "allow =
  * METHOD PATH" for a host, live for the session's runs from their next
- * request, until spd stops.  A grant lets through what no rule of
- * spd.conf matches for the host, never what a deny rule refuses.
- * proxy_grant_add returns 0 or -ENOMEM.
+ * request, kept in spd's state dir (proxy-grants.json) across restarts.
+ * A grant lets through what no rule of spd.conf matches for the host,
+ * never what a deny rule refuses.  proxy_grant_add returns 0, -ENOMEM
+ * (not added), or another -errno when the rule is live but could not be
+ * saved.  proxy_grants_load reads the saved rules at start: 0 (none is
+ * 0 too), or -errno with errbuf naming the file (spd must not start
+ * without an operator's decisions).
  */
 int proxy_grant_add(struct spd *spd, const char *session, const char *host,
 		    const char *method, const char *path);
+int proxy_grants_load(struct spd *spd, char *errbuf, size_t errlen);
+/*
+ * Add "allow = METHOD PATH" for host to the spd.conf at conf_path (an
+ * approval with --always): a new [network "HOST"] section appended after
+ * everything else (after every rule the file has for host: a deny there
+ * still wins), with a comment naming session; the rest of the file kept
+ * byte for byte, replaced at once (a temporary file renamed over the
+ * real one, a symlink's target, its mode kept).  Returns 0, or -errno
+ * with errbuf saying why.
+ */
+int proxy_conf_add_rule(const char *conf_path, const char *session,
+			const char *host, const char *method, const char *path,
+			char *errbuf, size_t errlen);
 bool proxy_granted(const struct spd *spd, const char *session, const char *host,
 		   const char *method, const char *path);
 void proxy_grants_free(struct spd *spd);

@@ -124,6 +124,10 @@ struct proxy_tls;
 struct ssl_ctx_st *proxy_leaf_ctx(struct proxy_tls *t, const char *host);
 struct ssl_ctx_st *proxy_upstream_ctx(struct proxy_tls *t, const char *host);
 bool proxy_cert_name_ok(const char *host);
+/* ca.c: write data to path through a temporary file (mode, fsynced) and
+ * rename it over path; 0 or -errno. */
+int proxy_write_file(const char *path, const char *data, size_t len,
+		     mode_t mode);
 
 /* tls.c: a CONNECT to a host spd terminates, upstream TCP connected:
  * verify the server, answer the CONNECT, then judge and pass each

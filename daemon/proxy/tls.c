@@ -680,22 +680,18 @@ static void push_judge(struct ptls *t, const struct proxy_pkt_update *u,
 	json_t *refs = json_array();
 	char why[600];
 
+	const struct proxy_credential *cr =
+	    proxy_credential_for(&port->spd->config, c->host);
+
 	for (size_t i = 0; i < n; i++) {
 		const char *nf = NULL;
+		bool ff;
 
 		json_array_append_new(refs, json_string(u[i].ref));
-		if (!port->push_ref || strcmp(u[i].ref, port->push_ref) != 0) {
-			snprintf(why, sizeof(why),
-				 "a push to %s: this session may push only to "
-				 "%s",
-				 u[i].ref,
-				 port->push_ref
-				     ? port->push_ref
-				     : "(no branch: it is detached)");
-		} else if (proxy_oid_zero(u[i].new_id)) {
-			snprintf(why, sizeof(why), "deleting %s is refused",
-				 u[i].ref);
-		} else if (!proxy_oid_zero(u[i].old_id) &&
+		if (proxy_push_refused(cr, port->push_ref, &u[i], why,
+				       sizeof(why), &ff)) {
+			/* why says it */
+		} else if (ff &&
 			   (nf = not_ff(port, u[i].old_id, u[i].new_id))) {
 			snprintf(why, sizeof(why), "a push to %s: %s", u[i].ref,
 				 nf);

@@ -49,11 +49,26 @@ static int count(const char *hay, const char *needle)
 }
 
 static char standin_py[] =
-    "import http.server, ssl, sys, base64, subprocess, os\n"
+    "import http.server, ssl, sys, base64, subprocess, os, json, io\n"
+    "import tarfile, hashlib\n"
     "cert, key, log, token = sys.argv[1:5]\n"
     "gitroot = sys.argv[5] if len(sys.argv) > 5 else None\n"
     "basic = 'Basic ' + base64.b64encode(('x-access-token:' + "
     "token).encode()).decode()\n"
+    "def mktgz():\n"
+    "    raw = io.BytesIO()\n"
+    "    with tarfile.open(fileobj=raw, mode='w:gz') as t:\n"
+    "        for n, d in (('package/package.json', json.dumps({'name':\n"
+    "                '@private/hello', 'version': '1.0.0',\n"
+    "                'main': 'index.js'})),\n"
+    "                ('package/index.js', 'module.exports = '\n"
+    "                 '\"hello from the private registry\";\\n')):\n"
+    "            i = tarfile.TarInfo(n); d = d.encode(); i.size = len(d)\n"
+    "            t.addfile(i, io.BytesIO(d))\n"
+    "    return raw.getvalue()\n"
+    "tgz = mktgz()\n"
+    "integrity = 'sha512-' + base64.b64encode(\n"
+    "    hashlib.sha512(tgz).digest()).decode()\n"
     "class H(http.server.BaseHTTPRequestHandler):\n"
     "    protocol_version = 'HTTP/1.1'\n"
     "    def body(self):\n"
@@ -95,9 +110,36 @@ static char standin_py[] =
     "                self.send_header(k.decode(), v.decode())\n"
     "        self.send_header('Content-Length', str(len(rest)))\n"
     "        self.end_headers(); self.wfile.write(rest)\n"
+    "    def npm(self):\n"
+    "        a = self.headers.get_all('Authorization') or []\n"
+    "        with open(log, 'a') as f:\n"
+    "            f.write('%s %s host=%s auth=%s\\n' % (self.command,\n"
+    "                    self.path, self.headers.get('Host'),\n"
+    "                    'bearer-ok' if a == ['Bearer ' + token] else\n"
+    "                    '|'.join(a) or '-'))\n"
+    "        if a != ['Bearer ' + token]:\n"
+    "            b = b'{\"error\":\"authentication required\"}'\n"
+    "            self.send_response(401)\n"
+    "        elif self.path.endswith('.tgz'):\n"
+    "            b = tgz; self.send_response(200)\n"
+    "        elif self.path in ('/@private%2fhello', '/@private/hello'):\n"
+    "            u = 'https://%s/@private/hello/-/hello-1.0.0.tgz' % \\\n"
+    "                self.headers.get('Host')\n"
+    "            b = json.dumps({'name': '@private/hello',\n"
+    "                'dist-tags': {'latest': '1.0.0'}, 'versions': {\n"
+    "                '1.0.0': {'name': '@private/hello', 'version': '1.0.0',\n"
+    "                'dist': {'tarball': u, 'integrity': integrity}}}}\n"
+    "                ).encode(); self.send_response(200)\n"
+    "        else:\n"
+    "            b = b'{}'; self.send_response(404)\n"
+    "        self.send_header('Content-Type', 'application/json')\n"
+    "        self.send_header('Content-Length', str(len(b)))\n"
+    "        self.end_headers(); self.wfile.write(b)\n"
     "    def any(self):\n"
     "        if self.path.startswith('/git/'):\n"
     "            return self.git()\n"
+    "        if self.headers.get('Host', '').startswith('npm.'):\n"
+    "            return self.npm()\n"
     "        a = self.headers.get_all('Authorization') or []\n"
     "        n = int(self.headers.get('Content-Length') or 0)\n"
     "        self.rfile.read(n)\n"
@@ -196,7 +238,8 @@ static void make_certs(void)
 		    "-nodes -keyout srv.key -out srv.csr "
 		    "-subj /CN=api.stand-in.test 2>/dev/null && "
 		    "printf 'subjectAltName=DNS:api.stand-in.test,"
-		    "DNS:plain.stand-in.test,DNS:rules.stand-in.test\\n"
+		    "DNS:plain.stand-in.test,DNS:rules.stand-in.test,"
+		    "DNS:npm.stand-in.test\\n"
 		    "basicConstraints=CA:FALSE\\n"
 		    "keyUsage=digitalSignature\\nextendedKeyUsage=serverAuth\\n"
 		    "subjectKeyIdentifier=hash\\n"
@@ -223,6 +266,7 @@ static void start(const char *extra, bool with_token)
 		 "\tresolve = api.stand-in.test:127.0.0.2\n"
 		 "\tresolve = plain.stand-in.test:127.0.0.2\n"
 		 "\tresolve = rules.stand-in.test:127.0.0.2\n"
+		 "\tresolve = npm.stand-in.test:127.0.0.2\n"
 		 "\tresolve = wrong.stand-in.test:127.0.0.2\n"
 		 "\tallow-address = 127.0.0.2\n"
 		 "\ttest-ca = %s/ca.pem\n"
@@ -556,9 +600,9 @@ static const char git_conf[] = "[credential \"git\"]\n"
 			       "\ttimeout = 5\n";
 
 /* The agent's run: argv in its worktree, --net proxy; its exit code.
- * Through python3: spd's policy refuses an agent's "git push" itself
- * (deny.git.remote); the proxy's check is what holds when a push comes
- * from anything else (a script, a tool), which this stands for. */
+ * Through python3: the proxy's check is what holds when a push comes
+ * from anything else than git itself (a script, a tool), which this
+ * stands for. */
 static int agent_run(const char *token, char *const argv[], char **ret_out,
 		     char **ret_err)
 {
@@ -572,6 +616,27 @@ static int agent_run(const char *token, char *const argv[], char **ret_out,
 				"sys.exit(subprocess.call(sys.argv[1:]))"};
 	char *env[2];
 	size_t n = 7;
+	int st;
+
+	ck_assert(asprintf(&tok, "SPD_SESSION_TOKEN=%s", token) > 0);
+	env[0] = tok;
+	env[1] = NULL;
+	for (size_t i = 0; argv[i] && n < 23; i++)
+		args[n++] = argv[i];
+	args[n] = NULL;
+	st = test_spctl(&T, args, env, ret_out, ret_err);
+	free(tok);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The agent's own command, argv, in its worktree with --net proxy (no
+ * wrapper: spd's policy judges argv itself); its exit code. */
+static int agent_cmd(const char *token, char *const argv[], char **ret_out,
+		     char **ret_err)
+{
+	char *tok, *args[24] = {"run", "--net", "proxy", "--"};
+	char *env[2];
+	size_t n = 4;
 	int st;
 
 	ck_assert(asprintf(&tok, "SPD_SESSION_TOKEN=%s", token) > 0);
@@ -727,6 +792,238 @@ START_TEST(test_git_push_only_session_branch)
 }
 END_TEST
 
+/* The agent's own git push (the real git client in the sandbox, no
+ * wrapper): spd's policy lets it through to a host spd terminates, where
+ * the proxy lets only the session's branch be fast-forwarded; a push to
+ * a host spd only tunnels is refused by the policy, before any byte. */
+START_TEST(test_agent_git_push)
+{
+	char *repo, *wt, id[TEST_SESSION_ID_LEN + 1],
+	    tok[TEST_SESSION_TOKEN_LEN + 1], url[256], plain[256], *params,
+	    *out = NULL, *err = NULL, *main_before, *after, *head = NULL, *s;
+	int rc;
+
+	if (!usable() || access("/usr/lib/git-core/git-http-backend", X_OK))
+		TEST_SKIP("curl, python3, openssl, sqlite3 or git-http-backend "
+			  "is not installed");
+	start(git_conf, true);
+	repo = test_tmpdir("repo");
+	test_make_repo(repo, "echo a > a.txt");
+	ck_assert_int_eq(test_sh(NULL,
+				 "git clone -q --bare '%s' '%s/r.git' && "
+				 "git -C '%s/r.git' config http.receivepack "
+				 "true",
+				 repo, CERTS, CERTS),
+			 0);
+	ck_assert(asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"feat\"}",
+			   repo) > 0);
+	test_session_start(&T, params, id, tok);
+	free(params);
+	ck_assert(asprintf(&wt, "%s/worktrees/%s", T.state, id) > 0);
+	ck_assert_int_eq(test_sh(&head,
+				 "cd '%s' && echo b > b.txt && git add b.txt "
+				 "&& git -c user.name=a -c user.email=a@a "
+				 "commit -qm b && git rev-parse HEAD",
+				 wt),
+			 0);
+	snprintf(url, sizeof(url), "https://api.stand-in.test:%d/git/r.git",
+		 standin_port);
+	snprintf(plain, sizeof(plain),
+		 "https://plain.stand-in.test:%d/git/r.git", standin_port);
+	main_before = bare_ref("refs/heads/main");
+
+	/* The session's branch: through, and on the server. */
+	rc = agent_cmd(
+	    tok,
+	    (char *[]){"git", "push", url, "HEAD:refs/heads/spd/feat", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc == 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
+	/* main: refused by the proxy (the policy let git run). */
+	rc = agent_cmd(
+	    tok, (char *[]){"git", "push", url, "HEAD:refs/heads/main", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/main");
+	ck_assert_msg(rc != 0 && strcmp(main_before, after) == 0 &&
+			  has(err, "403") && !has(err, "POLICY-DENIED"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(after);
+	free(out);
+	free(err);
+
+	/* A force push of rewritten history, and a deletion: refused, the
+	 * branch as it was. */
+	ck_assert_int_eq(test_sh(NULL,
+				 "cd '%s' && git reset -q --hard HEAD~1 && "
+				 "echo d > d.txt && git add d.txt && "
+				 "git -c user.name=a -c user.email=a@a "
+				 "commit -qm d",
+				 wt),
+			 0);
+	rc = agent_cmd(tok,
+		       (char *[]){"git", "push", "--force", url,
+				  "HEAD:refs/heads/spd/feat", NULL},
+		       &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc != 0 && strcmp(after, head) == 0 && has(err, "403"),
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+	rc = agent_cmd(
+	    tok, (char *[]){"git", "push", url, ":refs/heads/spd/feat", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc != 0 && strcmp(after, head) == 0 && has(err, "403"),
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
+	/* A host spd only tunnels: the policy refuses the push; the server
+	 * never hears of it. */
+	rc = agent_cmd(
+	    tok,
+	    (char *[]){"git", "push", plain, "HEAD:refs/heads/spd/feat", NULL},
+	    &out, &err);
+	ck_assert_msg(rc != 0 && has(err, "POLICY-DENIED") &&
+			  has(err, "deny.git.remote"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_str_eq(after, head);
+	free(after);
+	after = bare_ref("refs/heads/main");
+	ck_assert_str_eq(after, main_before);
+	free(after);
+	s = seen();
+	ck_assert_msg(!has(s, "plain.stand-in.test") && !has(s, TOKEN),
+		      "seen %s", s);
+	free(s);
+	free(main_before);
+	free(head);
+	free(wt);
+	test_rmrf(repo);
+	free(repo);
+}
+END_TEST
+
+/* A credential's push-ref, push-force and push-delete widen what a
+ * session's push may do on its hosts: here main too, a force push and a
+ * deletion land on the server; a ref no push-ref names is still
+ * refused. */
+START_TEST(test_push_configured)
+{
+	char conf[1024], *repo, *wt, id[TEST_SESSION_ID_LEN + 1],
+	    tok[TEST_SESSION_TOKEN_LEN + 1], url[256], *params,
+	    *out = NULL, *err = NULL, *after, *head = NULL;
+	int rc;
+
+	if (!usable() || access("/usr/lib/git-core/git-http-backend", X_OK))
+		TEST_SKIP("curl, python3, openssl, sqlite3 or git-http-backend "
+			  "is not installed");
+	snprintf(conf, sizeof(conf),
+		 "%s\tpush-ref = session\n\tpush-ref = refs/heads/main\n"
+		 "\tpush-force = true\n\tpush-delete = true\n",
+		 "[credential \"git\"]\n"
+		 "\thost = api.stand-in.test\n"
+		 "\tbasic = x-access-token:${STANDIN_TOKEN}\n");
+	start(conf, true);
+	repo = test_tmpdir("repo");
+	test_make_repo(repo, "echo a > a.txt");
+	ck_assert_int_eq(test_sh(NULL,
+				 "git clone -q --bare '%s' '%s/r.git' && "
+				 "git -C '%s/r.git' config http.receivepack "
+				 "true",
+				 repo, CERTS, CERTS),
+			 0);
+	ck_assert(asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"feat\"}",
+			   repo) > 0);
+	test_session_start(&T, params, id, tok);
+	free(params);
+	ck_assert(asprintf(&wt, "%s/worktrees/%s", T.state, id) > 0);
+	snprintf(url, sizeof(url), "https://api.stand-in.test:%d/git/r.git",
+		 standin_port);
+	ck_assert_int_eq(test_sh(&head,
+				 "cd '%s' && echo b > b.txt && git add b.txt "
+				 "&& git -c user.name=a -c user.email=a@a "
+				 "commit -qm b && git rev-parse HEAD",
+				 wt),
+			 0);
+	rc =
+	    agent_cmd(tok,
+		      (char *[]){"git", "push", url, "HEAD:refs/heads/spd/feat",
+				 "HEAD:refs/heads/main", NULL},
+		      &out, &err);
+	after = bare_ref("refs/heads/main");
+	ck_assert_msg(rc == 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s main %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+	free(head);
+	head = NULL;
+
+	/* A force push of rewritten history. */
+	ck_assert_int_eq(test_sh(&head,
+				 "cd '%s' && git reset -q --hard HEAD~1 && "
+				 "echo d > d.txt && git add d.txt && "
+				 "git -c user.name=a -c user.email=a@a "
+				 "commit -qm d && git rev-parse HEAD",
+				 wt),
+			 0);
+	rc = agent_cmd(tok,
+		       (char *[]){"git", "push", "--force", url,
+				  "HEAD:refs/heads/spd/feat", NULL},
+		       &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc == 0 && strcmp(after, head) == 0,
+		      "rc %d out %s err %s remote %s", rc, out, err, after);
+	free(after);
+	free(out);
+	free(err);
+
+	/* Another branch: no push-ref names it. */
+	rc = agent_cmd(
+	    tok, (char *[]){"git", "push", url, "HEAD:refs/heads/other", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/other");
+	ck_assert_msg(rc != 0 && !after[0] && has(err, "403"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(after);
+	free(out);
+	free(err);
+
+	/* A deletion. */
+	rc = agent_cmd(
+	    tok, (char *[]){"git", "push", url, ":refs/heads/spd/feat", NULL},
+	    &out, &err);
+	after = bare_ref("refs/heads/spd/feat");
+	ck_assert_msg(rc == 0 && !after[0], "rc %d out %s err %s remote %s", rc,
+		      out, err, after);
+	free(after);
+	free(out);
+	free(err);
+	after = test_journal_until(&T,
+				   "select kind, summary, detail from events "
+				   "where kind like 'net.proxy%' order by id",
+				   "no push-ref of [credential \"git\"]");
+	ck_assert_msg(has(after, "a push to refs/heads/other: no push-ref"),
+		      "journal %s", after);
+	free(after);
+	free(head);
+	free(wt);
+	test_rmrf(repo);
+	free(repo);
+}
+END_TEST
+
 /* A session asks for a rule (policy.propose) after a 403 that says how;
  * a person approves it; the next request of the session's runs passes,
  * spd never restarted.  Journaled. */
@@ -737,6 +1034,7 @@ START_TEST(test_propose_rule)
 	    *out = NULL, *err = NULL, *r, *j;
 	json_t *reply;
 	long approval;
+	struct stat st;
 	int fd;
 
 	if (!usable())
@@ -814,6 +1112,29 @@ START_TEST(test_propose_rule)
 		      "out %s err %s", out, err);
 	free(out);
 	free(err);
+
+	/* The person's decision outlives spd: restarted, the rule still
+	 * holds for the session (kept in the state dir, 0600). */
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	ck_assert(asprintf(&params, "%s/proxy-grants.json", T.state) > 0);
+	r = test_read_file(params);
+	ck_assert_msg(has(r, "\"method\":\"GET\",\"path\":\"/admin/**\""),
+		      "saved %s", r);
+	ck_assert_int_eq(stat(params, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	free(r);
+	free(params);
+	test_spd_start(&T);
+	ck_assert_int_eq(
+	    agent_run(tok,
+		      (char *[]){"curl", "-sS", "-w", " code=%{http_code}\n",
+				 url, NULL},
+		      &out, &err),
+	    0);
+	ck_assert_msg(has(out, "user=standin GET /admin/users\n code=200"),
+		      "after the restart: out %s err %s", out, err);
+	free(out);
+	free(err);
 	j = test_journal_until(&T,
 			       "select kind, summary, detail from events "
 			       "where kind like 'net.proxy%' order by id",
@@ -826,6 +1147,239 @@ START_TEST(test_propose_rule)
 	free(j);
 	test_rmrf(repo);
 	free(repo);
+}
+END_TEST
+
+/* spctl approve --always: the rule a session proposed (spctl policy
+ * propose) goes into spd.conf too, appended with the rest of the file
+ * byte for byte (its comments kept); the session has it at once, and
+ * after a restart every session does.  A host spd.conf has no rules for
+ * is refused (one rule would close it to all else), the ask still
+ * pending. */
+START_TEST(test_propose_always)
+{
+	char conf[2048], *repo, id[TEST_SESSION_ID_LEN + 1],
+	    tok[TEST_SESSION_TOKEN_LEN + 1], id2[TEST_SESSION_ID_LEN + 1],
+	    tok2[TEST_SESSION_TOKEN_LEN + 1], url[256], *params, *cpath,
+	    *before, *after, *out = NULL, *err = NULL, *envv[2];
+	long approval = 0;
+	int rc;
+
+	if (!usable())
+		TEST_SKIP("curl, python3, openssl or sqlite3 is not installed");
+	snprintf(conf, sizeof(conf),
+		 "# the operator's own words, kept\n%s"
+		 "[credential \"other\"] ; a credential-only host\n"
+		 "\thost = only.stand-in.test\n"
+		 "\theader = Authorization: Bearer ${STANDIN_TOKEN}\n"
+		 "[policy]\n\tallow = python3 -c\n"
+		 "[approvals]\n\ttimeout = 5",
+		 rules_conf);
+	start(conf, true);
+	ck_assert(asprintf(&cpath, "%s/spd.conf", T.config) > 0);
+	before = test_read_file(cpath);
+	repo = test_tmpdir("repo");
+	test_make_repo(repo, "echo a > a.txt");
+	ck_assert(
+	    asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"p\"}", repo) > 0);
+	test_session_start(&T, params, id, tok);
+	free(params);
+	snprintf(url, sizeof(url), "https://api.stand-in.test:%d/admin/users",
+		 standin_port);
+	ck_assert(asprintf(&envv[0], "SPD_SESSION_TOKEN=%s", tok) > 0);
+	envv[1] = NULL;
+
+	/* A credential-only host: --always refused, nothing written. */
+	rc = test_spctl(&T,
+			(char *[]){"policy", "propose", "only.stand-in.test",
+				   "GET", "/x", NULL},
+			envv, &out, &err);
+	ck_assert_msg(rc == 0 && sscanf(out, "approval %ld", &approval) == 1,
+		      "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	snprintf(conf, sizeof(conf), "%ld", approval);
+	rc = test_spctl(&T, (char *[]){"approve", conf, "--always", NULL}, NULL,
+			&out, &err);
+	ck_assert_msg(rc != 0 && has(err, "no [network \"only.stand-in.test\"] "
+					  "rules"),
+		      "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	after = test_read_file(cpath);
+	ck_assert_str_eq(after, before);
+	free(after);
+	rc = test_spctl(&T, (char *[]){"deny", conf, NULL}, NULL, &out, &err);
+	ck_assert_msg(rc == 0, "the ask is no longer pending: %s", err);
+	free(out);
+	free(err);
+
+	/* A host with rules: written, and live for the session. */
+	rc = test_spctl(&T,
+			(char *[]){"policy", "propose", "api.stand-in.test",
+				   "GET", "/admin/**", NULL},
+			envv, &out, &err);
+	ck_assert_msg(rc == 0 && sscanf(out, "approval %ld", &approval) == 1,
+		      "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	snprintf(conf, sizeof(conf), "%ld", approval);
+	rc = test_spctl(&T, (char *[]){"approve", conf, "--always", NULL}, NULL,
+			&out, &err);
+	ck_assert_msg(rc == 0, "rc %d out %s err %s", rc, out, err);
+	free(out);
+	free(err);
+	after = test_read_file(cpath);
+	ck_assert_msg(strncmp(after, before, strlen(before)) == 0 &&
+			  has(after + strlen(before),
+			      "[network \"api.stand-in.test\"]\n"
+			      "\tallow = \"GET /admin/**\"\n") &&
+			  has(after, "# the operator's own words, kept\n") &&
+			  has(after, "; a credential-only host\n"),
+		      "spd.conf now:\n%s", after);
+	free(after);
+	ck_assert_int_eq(
+	    agent_run(tok,
+		      (char *[]){"curl", "-sS", "-w", " code=%{http_code}\n",
+				 url, NULL},
+		      &out, &err),
+	    0);
+	ck_assert_msg(has(out, "user=standin GET /admin/users\n code=200"),
+		      "out %s err %s", out, err);
+	free(out);
+	free(err);
+
+	/* Restarted, spd reads the file as written, and another session,
+	 * which never asked, has the rule. */
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	test_spd_start(&T);
+	ck_assert(
+	    asprintf(&params, "{\"repo\":\"%s\",\"feature\":\"q\"}", repo) > 0);
+	test_session_start(&T, params, id2, tok2);
+	free(params);
+	ck_assert_int_eq(
+	    agent_run(tok2,
+		      (char *[]){"curl", "-sS", "-w", " code=%{http_code}\n",
+				 url, NULL},
+		      &out, &err),
+	    0);
+	ck_assert_msg(has(out, "user=standin GET /admin/users\n code=200"),
+		      "another session after the restart: out %s err %s", out,
+		      err);
+	free(out);
+	free(err);
+	after = test_journal_until(&T,
+				   "select kind, summary from events where "
+				   "kind like 'net.proxy.rule%' order by id",
+				   "net.proxy.rule.conf");
+	ck_assert_msg(has(after, "net.proxy.rule.conf|api.stand-in.test allow "
+				 "= GET /admin/**"),
+		      "journal %s", after);
+	free(after);
+	free(envv[0]);
+	free(before);
+	free(cpath);
+	test_rmrf(repo);
+	free(repo);
+}
+END_TEST
+
+/* A private npm registry (issue 42's "install from a private registry
+ * while no token exists inside the sandbox"): the stand-in answers only
+ * the token spd's proxy adds; npm install in the sandbox gets the
+ * package (the host under preset npm-read: its scoped name, spelt
+ * /@private%2fhello, passes), and the token is in none of the run's
+ * environment, files (npm's cache among them) or output; a PUT is
+ * refused by the preset.  Without the credential, the same
+ * install is refused by the registry (the control). */
+START_TEST(test_npm_private_registry)
+{
+	char script[2048], *out = NULL, *err = NULL, *hello, *s, *grep = NULL;
+	int rc;
+
+	if (!usable() || access("/usr/bin/npm", X_OK) ||
+	    access("/usr/bin/node", X_OK))
+		TEST_SKIP("curl, python3, openssl, sqlite3, node or npm is not "
+			  "installed");
+	start("[credential \"npm\"]\n"
+	      "\thost = npm.stand-in.test\n"
+	      "\theader = Authorization: Bearer ${STANDIN_TOKEN}\n"
+	      "[network \"npm.stand-in.test\"]\n"
+	      "\tpreset = npm-read\n",
+	      true);
+	snprintf(
+	    script, sizeof(script),
+	    "env > env.txt; echo '{\"name\":\"app\",\"version\":\"1.0.0\"}' "
+	    "> package.json; "
+	    "npm install --no-audit --no-fund --no-update-notifier "
+	    "--cache \"$PWD/.npm-cache\" "
+	    "--registry https://npm.stand-in.test:%d/ @private/hello "
+	    "> npm.txt 2>&1; echo npm=$?; "
+	    "node -e 'console.log(require(\"@private/hello\"))'",
+	    standin_port);
+	rc = run_proxy(script, &out, &err);
+	hello = ws_file("node_modules/@private/hello/index.js");
+	ck_assert_msg(rc == 0 && has(out, "npm=0") &&
+			  has(out, "hello from the private registry") &&
+			  has(hello, "hello from the private registry"),
+		      "rc %d out %s err %s npm %s", rc, out, err,
+		      ws_file("npm.txt"));
+	s = seen();
+	ck_assert_msg(has(s, "GET /@private%2fhello host=npm.stand-in.test:") &&
+			  has(s, "/@private/hello/-/hello-1.0.0.tgz") &&
+			  count(s, "auth=bearer-ok") >= 2 && !has(s, "auth=-"),
+		      "seen %s", s);
+	/* Nowhere in the run: its environment, every file it left in the
+	 * workspace (npm's cache and logs too), its output. */
+	test_sh(&grep, "grep -rl '%s' '%s' || echo none", TOKEN, WS);
+	ck_assert_msg(grep && strcmp(grep, "none\n") == 0, "the token is in %s",
+		      grep);
+	ck_assert_msg(!has(out, TOKEN) && !has(err, TOKEN), "in the output");
+	/* npm-read lets nothing but reads through: a publish is refused
+	 * before the registry hears of it. */
+	free(out);
+	free(err);
+	free(s);
+	snprintf(script, sizeof(script),
+		 "curl -sS -X PUT -d '{}' -w ' code=%%{http_code}\n' "
+		 "https://npm.stand-in.test:%d/@private%%2fhello",
+		 standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert_msg(has(out, "code=403") && has(out, "(no rule matches)"),
+		      "out %s err %s", out, err);
+	s = seen();
+	ck_assert_msg(!has(s, "PUT"), "seen %s", s);
+	free(grep);
+	free(s);
+	free(hello);
+	free(out);
+	free(err);
+}
+END_TEST
+
+/* The control: the same registry without the credential refuses npm. */
+START_TEST(test_npm_registry_needs_token)
+{
+	char script[1024], *out = NULL, *err = NULL, *p;
+
+	if (!usable() || access("/usr/bin/npm", X_OK))
+		TEST_SKIP("curl, python3, openssl, sqlite3 or npm is not "
+			  "installed");
+	start("", true);
+	snprintf(script, sizeof(script),
+		 "npm install --no-audit --no-fund --no-update-notifier "
+		 "--cache \"$PWD/.npm-cache\" --cafile '%s/ca.pem' "
+		 "--registry https://npm.stand-in.test:%d/ @private/hello "
+		 "> npm.txt 2>&1; echo npm=$?",
+		 CERTS, standin_port);
+	ck_assert_int_eq(run_proxy(script, &out, &err), 0);
+	ck_assert(asprintf(&p, "%s/node_modules/@private/hello/index.js", WS) >
+		  0);
+	ck_assert_msg(has(out, "npm=1") && access(p, F_OK) != 0,
+		      "out %s err %s", out, err);
+	free(p);
+	free(out);
+	free(err);
 }
 END_TEST
 
@@ -844,7 +1398,12 @@ int main(void)
 	tcase_add_test(tc, test_ca_key_out_of_reach);
 	tcase_add_test(tc, test_request_rules);
 	tcase_add_test(tc, test_git_push_only_session_branch);
+	tcase_add_test(tc, test_agent_git_push);
+	tcase_add_test(tc, test_push_configured);
 	tcase_add_test(tc, test_propose_rule);
+	tcase_add_test(tc, test_propose_always);
+	tcase_add_test(tc, test_npm_private_registry);
+	tcase_add_test(tc, test_npm_registry_needs_token);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

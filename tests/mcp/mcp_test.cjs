@@ -175,7 +175,7 @@ async function main() {
   {
     const { tools } = await c.listTools();
     const names = tools.map((t) => t.name).sort().join(',');
-    const want = 'commit,edit_file,list_dir,policy_check,read_file,run_command,search,session_status,write_file';
+    const want = 'commit,edit_file,list_dir,policy_check,propose_rule,read_file,run_command,search,session_status,write_file';
     const by = Object.fromEntries(tools.map((t) => [t.name, t]));
     check('tools-list', names === want, `tools: ${names}`);
     check('tools-schemas', tools.every((t) => t.inputSchema?.type === 'object' && t.outputSchema?.type === 'object'),
@@ -319,6 +319,28 @@ async function main() {
       JSON.stringify(m));
   }
 
+  // ---- propose_rule: the agent asks a person for a request rule of its
+  // proxy runs (policy.propose); it is a pending approval the operator sees,
+  // and a host spd does not terminate is refused.
+  {
+    const ag = await connect('spd-test-propose', { agent: true });
+    const r = await ag.client.callTool({ name: 'propose_rule',
+      arguments: { host: 'api.mcp-standin.test', method: 'GET', path: '/repos/**' } });
+    const id = r.structuredContent?.approval;
+    // One pending ask per line.
+    const pend = (spctl(['approvals', '--json']).stdout || '').split('\n').filter((l) => l).map((l) => JSON.parse(l));
+    const p = pend.find((a) => a.id === id);
+    check('propose-rule', !r.isError && Number.isInteger(id) && id > 0 && p?.rule === 'ask.net.rule' &&
+      p?.object?.host === 'api.mcp-standin.test' && p?.object?.path === '/repos/**', JSON.stringify([r, pend]));
+    // Approved, not refused: three refusals in a row would end the attempt.
+    if (id) spctl(['approve', String(id)]);
+    const bad = await ag.client.callTool({ name: 'propose_rule',
+      arguments: { host: 'elsewhere.test', method: 'GET', path: '/x' } });
+    check('propose-rule-refused', bad.isError === true && /BAD-REQUEST/.test(text(bad)) &&
+      /elsewhere\.test/.test(text(bad)), JSON.stringify(bad));
+    await ag.client.close();
+  }
+
   // ---- an ask answered by `spctl approve`, the agent's client told by progress.
   {
     const ag = await connect('spd-test-agent', {
@@ -390,7 +412,7 @@ async function main() {
     r.send({ jsonrpc: '2.0', id: 2, method: 'tools/list' });
     const l = await r.response((m) => m.id === 2);
     check('version-2025-03-26', i1?.result?.protocolVersion === '2025-03-26' &&
-      l?.result?.tools?.length === 9 && l.result.tools.every((t) => !t.outputSchema), JSON.stringify([i1, l && l.result.tools[0]]));
+      l?.result?.tools?.length === 10 && l.result.tools.every((t) => !t.outputSchema), JSON.stringify([i1, l && l.result.tools[0]]));
     r.send(INIT(3, '2025-06-18'));
     const i2 = await r.response((m) => m.id === 3);
     r.send(INIT(4, '1999-01-01'));

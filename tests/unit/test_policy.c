@@ -218,7 +218,12 @@ static char *expand(const char *s)
 #define DE POLICY_DENY
 #define BR POLICY_BAD_REQUEST
 
-enum { NONE = 0, HOST = 1, LOOP = 2, INPLACE = 4, WTSESS = 8 };
+/* PUSH: a session's proxy run, whose proxy terminates *.inspected.test
+ * (push_inspected). */
+enum { NONE = 0, HOST = 1, LOOP = 2, INPLACE = 4, WTSESS = 8, PUSH = 16 };
+
+#define WP (WTSESS | PUSH)
+#define GIT_URL "https://git.inspected.test/o/r.git"
 
 struct tcase {
 	const char *const *argv;
@@ -409,6 +414,47 @@ static const struct tcase cases[] = {
     {A("git", "push"), NULL, NULL, WTSESS, DE, "deny.git.remote"},
     {A("git", "-c", "core.hooksPath=/x", "commit"), NULL, NULL, WTSESS, DE,
      "deny.git.option"},
+    /* A session's proxy run: a push to an https URL of a host spd's
+     * proxy terminates (where it reads the ref updates) is allowed;
+     * anything else is refused, since a tunnel passes it unread. */
+    {A("git", "push", GIT_URL, "HEAD:refs/heads/spd/f"), NULL, NULL, WP, AL,
+     "allow.git.push"},
+    {A("git", "push", GIT_URL, "HEAD:refs/heads/spd/f"), NULL, NULL, WTSESS, DE,
+     "deny.git.remote"},
+    {A("git", "push", "-f", "-u", "https://x@git.inspected.test:8443/r",
+       "HEAD:main"),
+     NULL, NULL, WP, AL, "allow.git.push"},
+    {A("git", "push", "--", GIT_URL, "HEAD"), NULL, NULL, WP, AL,
+     "allow.git.push"},
+    {A("git", "fetch", GIT_URL), NULL, NULL, WP, DE, "deny.git.remote"},
+    {A("git", "push", "https://other.test/o/r.git", "HEAD"), NULL, NULL, WP, DE,
+     "deny.git.remote"},
+    {A("git", "push", "https://git.inspected.test.evil.com/r", "HEAD"), NULL,
+     NULL, WP, DE, "deny.git.remote"},
+    {A("git", "push", "https://git.inspected.test@other.test/r", "HEAD"), NULL,
+     NULL, WP, DE, "deny.git.remote"},
+    {A("git", "push", "http://git.inspected.test/o/r.git", "HEAD"), NULL, NULL,
+     WP, DE, "deny.git.remote"},
+    {A("git", "push", "git@git.inspected.test:o/r.git", "HEAD"), NULL, NULL, WP,
+     DE, "deny.git.remote"},
+    {A("git", "push", "ssh://git.inspected.test/o/r.git", "HEAD"), NULL, NULL,
+     WP, DE, "deny.git.remote"},
+    {A("git", "push", "ext::sh -c x", "HEAD"), NULL, NULL, WP, DE,
+     "deny.git.remote"},
+    {A("git", "push", "https://[::1]/r", "HEAD"), NULL, NULL, WP, DE,
+     "deny.git.remote"},
+    {A("git", "push", "-o", GIT_URL, "https://other.test/r"), NULL, NULL, WP,
+     DE, "deny.git.remote"},
+    {A("git", "push", "--repo=https://other.test/r", GIT_URL), NULL, NULL, WP,
+     DE, "deny.git.remote"},
+    {A("git", "push", "--receive-pack=x", GIT_URL), NULL, NULL, WP, DE,
+     "deny.git.remote"},
+    {A("git", "push", "--recurse-submodules=on-demand", GIT_URL), NULL, NULL,
+     WP, DE, "deny.git.remote"},
+    /* A remote name needs a repository that has it (the fixture's .git
+     * is none: test_push_remotes). */
+    {A("git", "push", "origin"), NULL, NULL, WP, DE, "deny.git.remote"},
+    {A("git", "push"), NULL, NULL, WP, DE, "deny.git.remote"},
     /* sed. */
     {A("sed", "-n", "1,10p", "src/main.c"), NULL, NULL, 0, AL, "allow.cmd"},
     {A("sed", "-n", "/main/p", "src/main.c"), NULL, NULL, 0, AL, "allow.cmd"},
@@ -805,6 +851,14 @@ static const struct tcase cases[] = {
     {A("ls"), A("X=\xfe"), NULL, 0, BR, "bad.utf8"},
 };
 
+static bool inspected(void *data, const char *host)
+{
+	size_t n = strlen(host);
+
+	(void)data;
+	return n > 15 && strcmp(host + n - 15, ".inspected.test") == 0;
+}
+
 static struct policy_result classify_case(const struct policy_conf *conf,
 					  const struct tcase *t, bool *ret_same)
 {
@@ -819,6 +873,7 @@ static struct policy_result classify_case(const struct policy_conf *conf,
 	    .worktree_session = t->flags & WTSESS,
 	    .path_env = path_env,
 	    .preexisting = preexisting,
+	    .push_inspected = t->flags & PUSH ? inspected : NULL,
 	};
 	struct policy_call call = {.kind = POLICY_CALL_EXEC};
 	struct policy_result r1, r2;
@@ -882,6 +937,64 @@ START_TEST(test_regression_table)
 		      policy_decision_name(t->want), t->rule);
 	ck_assert(r.reason[0] != '\0');
 	policy_result_free(&r);
+}
+END_TEST
+
+/* git push to a remote name: its URL as git would read it from the
+ * repository (pushurl before url, url.*.insteadOf applied, the default
+ * remote from the branch's configuration), one URL only. */
+START_TEST(test_push_remotes)
+{
+	const struct {
+		const char *const *argv;
+		enum policy_decision want;
+	} rows[] = {
+	    {A("git", "push", "good", "HEAD"), AL},
+	    {A("git", "push"), AL}, /* branch.main.pushRemote = good */
+	    {A("git", "push", "origin"), DE},
+	    {A("git", "push", "pushurl"), DE},
+	    {A("git", "push", "rewritten"), DE},
+	    {A("git", "push", "twourls"), DE},
+	    {A("git", "push", "nosuch"), DE},
+	    {A("git", "push", "--repo", "good"), AL},
+	};
+	char *repo;
+
+	ck_assert_int_ge(asprintf(&repo, "%s/r", ws), 0);
+	ck_assert_int_eq(
+	    test_sh(
+		NULL,
+		"git init -q -b main '%s' && cd '%s' && "
+		"git config remote.good.url " GIT_URL " && "
+		"git config remote.origin.url https://other.test/r && "
+		"git config remote.pushurl.url " GIT_URL " && "
+		"git config remote.pushurl.pushurl https://other.test/r && "
+		"git config remote.rewritten.url https://x.inspected.test/r && "
+		"git config url.https://other.test/.pushInsteadOf "
+		"https://x.inspected.test/ && "
+		"git config remote.twourls.url " GIT_URL " && "
+		"git config --add remote.twourls.url https://other.test/r "
+		"&& git config branch.main.pushRemote good",
+		repo, repo),
+	    0);
+	for (size_t i = 0; i < ARRAY_SIZE(rows); i++) {
+		struct tcase t = {rows[i].argv, NULL,	      "@WS/r",
+				  WP,		rows[i].want, NULL};
+		bool same;
+		struct policy_result r = classify_case(NULL, &t, &same);
+		char what[256];
+
+		describe(&t, what, sizeof(what));
+		ck_assert_msg(r.decision == rows[i].want &&
+				  strcmp(r.rule, rows[i].want == AL
+						     ? "allow.git.push"
+						     : "deny.git.remote") == 0,
+			      "%s: got %s %s (%s)", what,
+			      policy_decision_name(r.decision), r.rule,
+			      r.reason);
+		policy_result_free(&r);
+	}
+	free(repo);
 }
 END_TEST
 
@@ -1745,6 +1858,7 @@ static Suite *policy_suite(void)
 	tcase_add_loop_test(tc, test_regression_table, 0, ARRAY_SIZE(cases));
 	tcase_add_loop_test(tc, test_file_table, 0, ARRAY_SIZE(fcases));
 	tcase_add_loop_test(tc, test_conf_table, 0, ARRAY_SIZE(ccases));
+	tcase_add_test(tc, test_push_remotes);
 	tcase_add_test(tc, test_resolved_objects);
 	tcase_add_test(tc, test_resolved_deep);
 	tcase_add_test(tc, test_writable_path_dir);

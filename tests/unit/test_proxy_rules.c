@@ -4,6 +4,7 @@
  * address classes a name must not lead to.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <check.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -13,7 +14,9 @@
 #include <unistd.h>
 
 #include "daemon/proxy/proxy.h"
+#include "daemon/config.h"
 #include "daemon/spd.h"
+#include "tests/lib/testlib.h"
 
 static char *allow[] = {"registry.npmjs.org", "*.example.com", NULL};
 static char *deny[] = {"bad.example.com", NULL};
@@ -303,7 +306,20 @@ START_TEST(test_http_rules)
 	ck_assert(!proxy_terminates(&c, "reg.example"));
 	ck_assert(proxy_path_ambiguous("/repos/../admin"));
 	ck_assert(proxy_path_ambiguous("/repos/%2e%2e/admin"));
-	ck_assert(proxy_path_ambiguous("/repos/a%2Fb"));
+	/* An encoded slash: decided on both readings (npm's /@scope%2Fname),
+	 * refused when they meet different rules or either is ambiguous. */
+	ck_assert(!proxy_path_ambiguous("/repos/a%2Fb"));
+	ck_assert(proxy_path_ambiguous("/repos/a%2F%2Fb"));
+	ck_assert(proxy_path_ambiguous("/repos/a%2f..%2fadmin"));
+	ck_assert(proxy_path_ambiguous("/repos/a%2f.%2fb"));
+	r = proxy_http_decide(&c, "api.example.com", "GET", "/repos/o%2fr",
+			      &any);
+	ck_assert(any && r == &rules[1]);
+	r = proxy_http_decide(&c, "api.example.com", "POST",
+			      "/repos/o%2Fr/x/pulls", &any);
+	ck_assert(any && r == NULL);
+	r = proxy_http_decide(&c, "a.reg.example", "GET", "/pkg/a%2fb", &any);
+	ck_assert(any && r == NULL);
 	ck_assert(proxy_path_ambiguous("/repos//x"));
 	ck_assert(proxy_path_ambiguous("/repos/.."));
 	ck_assert(!proxy_path_ambiguous("/repos/a.b/c..d"));
@@ -361,6 +377,224 @@ START_TEST(test_pkt_commands)
 }
 END_TEST
 
+/* Load text as spd.conf: config_load's result, cfg filled on 0. */
+static int load_conf(const char *text, struct spd_config *cfg, char *err,
+		     size_t n)
+{
+	char *dir = test_tmpdir("proxyconf"), *p;
+	int r;
+
+	ck_assert(asprintf(&p, "%s/spd.conf", dir) > 0);
+	test_write_file(p, text);
+	memset(cfg, 0, sizeof(*cfg));
+	r = config_load(p, cfg, err, n);
+	test_rmrf(dir);
+	free(dir);
+	free(p);
+	return r;
+}
+
+static struct proxy_pkt_update upd(const char *old, const char *new_id,
+				   const char *ref)
+{
+	struct proxy_pkt_update u;
+
+	snprintf(u.old_id, sizeof(u.old_id), "%s", old);
+	snprintf(u.new_id, sizeof(u.new_id), "%s", new_id);
+	snprintf(u.ref, sizeof(u.ref), "%s", ref);
+	return u;
+}
+
+/* A session's push under a credential's push-ref, push-force and
+ * push-delete; without them, its branch only, fast-forward, no
+ * deletion (as before they existed). */
+START_TEST(test_push_settings)
+{
+	static const char *const bad[] = {
+	    "push-ref = heads/x", "push-ref = refs/heads/a b",
+	    "push-ref = refs/heads/../x", "push-force = maybe",
+	    "push-delete = 2x"};
+	struct spd_config cfg;
+	const struct proxy_credential *dflt, *wide;
+	struct proxy_pkt_update u;
+	char err[512], why[300], text[512];
+	const char *sref = "refs/heads/spd/feat";
+	bool ff;
+
+	ck_assert_int_eq(load_conf("[credential \"plain\"]\n"
+				   "\thost = a.example\n"
+				   "\theader = Authorization: Bearer ${T}\n"
+				   "[credential \"wide\"]\n"
+				   "\thost = b.example\n"
+				   "\tbasic = x:${T}\n"
+				   "\tpush-ref = session\n"
+				   "\tpush-ref = refs/heads/agent/**\n"
+				   "\tpush-force = true\n"
+				   "\tpush-delete = yes\n",
+				   &cfg, err, sizeof(err)),
+			 0);
+	dflt = proxy_credential_for(&cfg, "a.example");
+	wide = proxy_credential_for(&cfg, "b.example");
+	ck_assert(dflt && wide && !dflt->push_refs && !dflt->push_force &&
+		  !dflt->push_delete && wide->push_force && wide->push_delete);
+
+	/* The defaults (a credential without the keys, or none). */
+	for (int i = 0; i < 2; i++) {
+		const struct proxy_credential *cr = i ? dflt : NULL;
+
+		u = upd(A40, B40, sref);
+		ck_assert_ptr_null(
+		    proxy_push_refused(cr, sref, &u, why, sizeof(why), &ff));
+		ck_assert(ff);
+		u = upd(Z40, B40, sref);
+		ck_assert_ptr_null(
+		    proxy_push_refused(cr, sref, &u, why, sizeof(why), &ff));
+		ck_assert(!ff);
+		u = upd(A40, B40, "refs/heads/main");
+		ck_assert_ptr_nonnull(
+		    proxy_push_refused(cr, sref, &u, why, sizeof(why), &ff));
+		ck_assert_msg(strstr(why, "may push only to "
+					  "refs/heads/spd/feat"),
+			      "%s", why);
+		u = upd(A40, Z40, sref);
+		ck_assert_ptr_nonnull(
+		    proxy_push_refused(cr, sref, &u, why, sizeof(why), &ff));
+		ck_assert_str_eq(why,
+				 "deleting refs/heads/spd/feat is refused");
+		u = upd(A40, B40, sref);
+		ck_assert_ptr_nonnull(
+		    proxy_push_refused(cr, NULL, &u, why, sizeof(why), &ff));
+	}
+
+	/* Configured: the session's branch and those under agent/, any update. */
+	u = upd(A40, B40, sref);
+	ck_assert_ptr_null(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	ck_assert(!ff);
+	u = upd(A40, B40, "refs/heads/agent/x/y");
+	ck_assert_ptr_null(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	u = upd(A40, Z40, "refs/heads/agent/x");
+	ck_assert_ptr_null(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	u = upd(A40, B40, "refs/heads/main");
+	ck_assert_ptr_nonnull(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	ck_assert_msg(strstr(why, "no push-ref of [credential \"wide\"]"), "%s",
+		      why);
+	u = upd(A40, B40, "refs/tags/agent/x");
+	ck_assert_ptr_nonnull(
+	    proxy_push_refused(wide, sref, &u, why, sizeof(why), &ff));
+	config_free(&cfg);
+
+	/* Malformed values refuse spd.conf. */
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		snprintf(text, sizeof(text),
+			 "[credential \"c\"]\n\thost = a.example\n"
+			 "\theader = A: ${T}\n\t%s\n",
+			 bad[i]);
+		ck_assert_msg(load_conf(text, &cfg, err, sizeof(err)) < 0,
+			      "%s loaded", bad[i]);
+		config_free(&cfg);
+		ck_assert_msg(strstr(err, "[credential \"c\"]"), "%s: %s",
+			      bad[i], err);
+	}
+}
+END_TEST
+
+/* Rules approved for sessions are saved as they are added and read back
+ * (a restart); a file spd cannot read refuses the start, naming it. */
+START_TEST(test_grants_saved)
+{
+	struct spd spd = {0};
+	char *dir = test_tmpdir("grants"), *p, err[512];
+
+	spd.paths.state_dir = dir;
+	ck_assert_int_eq(
+	    proxy_grant_add(&spd, "s1", "a.example", "GET", "/repos/**"), 0);
+	ck_assert_int_eq(proxy_grant_add(&spd, "s2", "*.b.example", "*", "/x"),
+			 0);
+	proxy_grants_free(&spd);
+	ck_assert(!proxy_granted(&spd, "s1", "a.example", "GET", "/repos/o"));
+	ck_assert_int_eq(proxy_grants_load(&spd, err, sizeof(err)), 0);
+	ck_assert(proxy_granted(&spd, "s1", "a.example", "GET", "/repos/o"));
+	ck_assert(!proxy_granted(&spd, "s2", "a.example", "GET", "/repos/o"));
+	ck_assert(proxy_granted(&spd, "s2", "c.b.example", "PUT", "/x"));
+	proxy_grants_free(&spd);
+
+	ck_assert(asprintf(&p, "%s/proxy-grants.json", dir) > 0);
+	test_write_file(p, "[{\"session\":\"s1\",\"host\":\"a\"}]");
+	ck_assert_int_eq(proxy_grants_load(&spd, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, p) && strstr(err, "entry 1"), "%s", err);
+	test_write_file(p, "[{\"session\"");
+	ck_assert_int_eq(proxy_grants_load(&spd, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "will not start"), "%s", err);
+	proxy_grants_free(&spd);
+	unlink(p);
+	ck_assert_int_eq(proxy_grants_load(&spd, err, sizeof(err)), 0);
+	ck_assert_ptr_null(spd.proxy_grants);
+	free(p);
+	test_rmrf(dir);
+	free(dir);
+}
+END_TEST
+
+/* [network "HOST"] preset = NAME: the preset's rules where the line is
+ * (a deny before it still wins), named as the preset's; an unknown name
+ * refuses spd.conf, listing those there are. */
+START_TEST(test_presets)
+{
+	struct spd_config cfg;
+	const struct proxy_http_rule *r;
+	char err[512];
+	bool any;
+
+	ck_assert_int_eq(load_conf("[network \"registry.example\"]\n"
+				   "\tpreset = npm-read\n"
+				   "[network \"api.gh.example\"]\n"
+				   "\tdeny = GET /admin/**\n"
+				   "\tpreset = github-pull-requests\n"
+				   "[network \"gh.example\"]\n"
+				   "\tpreset = git-read\n",
+				   &cfg, err, sizeof(err)),
+			 0);
+	r = proxy_http_decide(&cfg, "registry.example", "GET", "/@s/p", &any);
+	ck_assert(r && r->allow);
+	ck_assert_str_eq(r->text, "allow = GET /** (preset npm-read)");
+	r = proxy_http_decide(&cfg, "registry.example", "PUT", "/@s/p", &any);
+	ck_assert(any && !r);
+	r = proxy_http_decide(&cfg, "api.gh.example", "POST",
+			      "/repos/o/r/pulls", &any);
+	ck_assert(r && r->allow);
+	r = proxy_http_decide(&cfg, "api.gh.example", "GET", "/admin/x", &any);
+	ck_assert(r && !r->allow);
+	r = proxy_http_decide(&cfg, "api.gh.example", "DELETE", "/repos/o/r",
+			      &any);
+	ck_assert(any && !r);
+	r = proxy_http_decide(&cfg, "gh.example", "POST",
+			      "/o/r.git/git-upload-pack", &any);
+	ck_assert(r && r->allow);
+	r = proxy_http_decide(&cfg, "gh.example", "GET", "/o/r.git/info/refs",
+			      &any);
+	ck_assert(r && r->allow);
+	r = proxy_http_decide(&cfg, "gh.example", "POST",
+			      "/o/r.git/git-receive-pack", &any);
+	ck_assert(any && !r);
+	r = proxy_http_decide(&cfg, "gh.example", "GET", "/o/r", &any);
+	ck_assert(any && !r);
+	ck_assert(proxy_terminates(&cfg, "registry.example"));
+	config_free(&cfg);
+	ck_assert_int_lt(load_conf("[network \"a.example\"]\n"
+				   "\tpreset = everything\n",
+				   &cfg, err, sizeof(err)),
+			 0);
+	config_free(&cfg);
+	ck_assert_msg(strstr(err, "preset \"everything\"") &&
+			  strstr(err, "npm-read"),
+		      "%s", err);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("proxy_rules");
@@ -371,6 +605,9 @@ int main(void)
 	tcase_add_test(tc, test_host_rules);
 	tcase_add_test(tc, test_http_rules);
 	tcase_add_test(tc, test_pkt_commands);
+	tcase_add_test(tc, test_push_settings);
+	tcase_add_test(tc, test_grants_saved);
+	tcase_add_test(tc, test_presets);
 	tcase_add_test(tc, test_address_classes);
 	tcase_add_test(tc, test_address_classes_embedded);
 	tcase_add_test(tc, test_allow_address);
