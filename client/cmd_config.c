@@ -16,8 +16,8 @@ static void print_names(const char *label, json_t *a)
 	if (!json_array_size(a))
 		return;
 	printf("%s", label);
-	json_array_foreach(a, i, v) printf("%s%s", i ? ", " : " ",
-					   json_string_value(v));
+	json_array_foreach(a, i, v)
+	    printf("%s%s", i ? ", " : " ", json_string_value(v));
 	fputc('\n', stdout);
 }
 
@@ -77,12 +77,15 @@ void cmd_config_print(json_t *cfg)
 	json_array_foreach(keys, i, k)
 	{
 		json_t *vals = json_object_get(k, "value"), *v;
-		const char *def = json_string_value(json_object_get(k, "default"));
-		const char *range = json_string_value(json_object_get(k, "range"));
+		const char *def =
+		    json_string_value(json_object_get(k, "default"));
+		const char *range =
+		    json_string_value(json_object_get(k, "range"));
 		size_t j;
 		int n = 0;
 
-		n += printf("  %s = ", json_string_value(json_object_get(k, "key")));
+		n += printf("  %s = ",
+			    json_string_value(json_object_get(k, "key")));
 		if (!json_array_size(vals) ||
 		    json_is_null(json_array_get(vals, 0)))
 			n += printf("-");
@@ -95,9 +98,8 @@ void cmd_config_print(json_t *cfg)
 		printf("%*s(default %s%s%s%s) %s\n", n < 40 ? 40 - n : 1, "",
 		       def ? def : "none", range && range[0] ? ", " : "",
 		       range ? range : "",
-		       json_is_true(json_object_get(k, "restart"))
-			   ? ", restart"
-			   : "",
+		       json_is_true(json_object_get(k, "restart")) ? ", restart"
+								   : "",
 		       json_string_value(json_object_get(k, "doc")));
 	}
 	print_names("changed in the file, waiting for a restart:",

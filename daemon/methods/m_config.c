@@ -136,8 +136,8 @@ int conf_remember(struct spd *spd)
 	int r;
 
 	conf_file_sha256(spd->paths.conf_path, conf_sha);
-	r = conftab_open(spd->paths.conf_path, NULL, CONFTAB_SPD_CONF, &gc,
-			 err, sizeof(err));
+	r = conftab_open(spd->paths.conf_path, NULL, CONFTAB_SPD_CONF, &gc, err,
+			 sizeof(err));
 	if (r < 0 && r != -ENOENT)
 		return r;
 	json_decref(values);
@@ -249,7 +249,8 @@ static int pending_restart(json_t *nv, json_t *out)
 		if (r < 0)
 			break;
 		if (key_of(json_string_value(v), &k) &&
-		    (k.flags & CONFTAB_RESTART) && json_array_append(out, v) < 0)
+		    (k.flags & CONFTAB_RESTART) &&
+		    json_array_append(out, v) < 0)
 			r = -ENOMEM;
 	}
 	json_decref(since);
@@ -326,12 +327,12 @@ int conf_reload(struct spd *spd, const char *by, json_t **ret, char *errbuf,
 	retired = more;
 	retired[n_retired++] = spd->config;
 	spd->config = nc;
-	quota_set_limits(spd->quota,
-			 &(struct quota_limits){
-			     .max = {[QUOTA_CONNS] = nc.session_conns,
-				     [QUOTA_RUNS] = nc.session_runs,
-				     [QUOTA_JOURNAL_RATE] =
-					 nc.session_journal_rate}});
+	quota_set_limits(
+	    spd->quota,
+	    &(struct quota_limits){
+		.max = {[QUOTA_CONNS] = nc.session_conns,
+			[QUOTA_RUNS] = nc.session_runs,
+			[QUOTA_JOURNAL_RATE] = nc.session_journal_rate}});
 	broker_reconfigure(spd, &nb);
 	spd_conf_stamp(spd);
 	journal_reload(spd, by, sha, changed, restart, NULL);
@@ -339,8 +340,8 @@ int conf_reload(struct spd *spd, const char *by, json_t **ret, char *errbuf,
 		 "restart)",
 		 by, json_array_size(changed), json_array_size(restart));
 	*ret = json_pack("{s:s, s:s, s:o, s:o}", "old_sha256", conf_sha,
-			 "new_sha256", sha, "changed", changed,
-			 "needs_restart", restart);
+			 "new_sha256", sha, "changed", changed, "needs_restart",
+			 restart);
 	snprintf(conf_sha, sizeof(conf_sha), "%s", sha);
 	json_decref(values);
 	values = nv;
@@ -361,9 +362,10 @@ void m_daemon_reload(struct call *c)
 			   err[0] ? err : strerror(-r));
 		return;
 	}
-	call_set_summary(c, "%zu changed, %zu need a restart",
-			 json_array_size(json_object_get(res, "changed")),
-			 json_array_size(json_object_get(res, "needs_restart")));
+	call_set_summary(
+	    c, "%zu changed, %zu need a restart",
+	    json_array_size(json_object_get(res, "changed")),
+	    json_array_size(json_object_get(res, "needs_restart")));
 	call_reply(c, res);
 }
 
@@ -439,8 +441,7 @@ static int list_one(void *data, const struct conftab_key *k)
 			json_t *one;
 
 			if (!key_of(n, &f) || strcmp(f.section, k->section) ||
-			    strcmp(f.name, k->name) ||
-			    (last > dot) != k->named)
+			    strcmp(f.name, k->name) || (last > dot) != k->named)
 				continue;
 			json_array_foreach(v, i, one)
 			{
@@ -451,8 +452,8 @@ static int list_one(void *data, const struct conftab_key *k)
 					     (int)(last - dot - 1), dot + 1,
 					     json_string_value(one)) < 0)
 					s = NULL;
-				json_array_append_new(
-				    vals, s ? json_string(s) : json_copy(one));
+				json_array_append_new(vals, s ? json_string(s)
+							      : json_copy(one));
 				free(s);
 			}
 		}
