@@ -590,12 +590,15 @@ int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 	int ex = 0, missing = 0;
 	bool no_init = false;
 	json_t *res = cmd_call(RPC_M_SANDBOX_PROBE, NULL, &ex);
+	json_t *cfg = res ? cmd_config_fetch() : NULL;
 	const char *k;
 	json_t *v;
 
 	if (!res)
 		return ex;
 	if (ctx->json) {
+		if (cfg)
+			json_object_set(res, "config", cfg);
 		char *s = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS);
 		puts(s ? s : "null");
 		free(s);
@@ -608,8 +611,8 @@ int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 		bool req = json_is_true(json_object_get(v, "required"));
 		const char *why = json_string_value(json_object_get(v, "why"));
 
-		if (strcmp(k, "proxy") == 0)
-			continue; /* not a layer: print_net_proxy's */
+		if (strcmp(k, "proxy") == 0 || strcmp(k, "config") == 0)
+			continue; /* not a layer */
 		if (!ok && req)
 			missing++;
 		if (!ok && strcmp(k, "run_init") == 0)
@@ -639,5 +642,8 @@ int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv)
 				 "best-effort\n"
 			       : "every sandbox layer is available\n",
 		       missing);
+	if (!ctx->json)
+		cmd_config_print(cfg);
+	json_decref(cfg);
 	return missing ? CMD_EXIT_CHECK_FAILED : 0;
 }

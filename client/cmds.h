@@ -31,6 +31,12 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_stop(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_journal(struct cmd_ctx *ctx, int argc, char **argv);
 int cmd_doctor(struct cmd_ctx *ctx, int argc, char **argv);
+/* spctl reload: spd reads spd.conf again (client/cmd_config.c). */
+int cmd_reload(struct cmd_ctx *ctx, int argc, char **argv);
+/* daemon.config's answer (NULL for an agent, or with the error printed)
+ * and its listing for spctl doctor. */
+json_t *cmd_config_fetch(void);
+void cmd_config_print(json_t *cfg);
 int cmd_run(struct cmd_ctx *ctx, int argc, char **argv);
 /* spctl agent: a command in a session's worktree with a fresh model-broker
  * turn and the broker as its only network (client/cmd_run.c). */

@@ -173,7 +173,13 @@ static const struct {
     {"doctor", cmd_doctor,
      "usage: spctl doctor [--json]\n"
      "Which sandbox layers this host offers, and how to fix a missing one\n"
-     "(exit 1 when a required layer is missing).\n"},
+     "(exit 1 when a required layer is missing); for the operator, every\n"
+     "spd.conf key with its value in force, default and meaning.\n"},
+    {"reload", cmd_reload,
+     "usage: spctl reload [--json]\n"
+     "spd reads spd.conf again: what can change while it runs holds from\n"
+     "the next call, a key that needs a restart is listed and keeps its\n"
+     "value; a file with an error is refused whole (the old one stays).\n"},
     {"run", cmd_run,
      "usage: spctl run [--workspace DIR] [--net none|loopback|proxy|host] "
      "[--timeout S]\n"

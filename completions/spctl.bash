@@ -20,7 +20,7 @@ _spctl() {
 	COMPREPLY=()
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD - 1]}
-	local commands="ping status stop journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp attest"
+	local commands="ping status stop journal doctor reload run agent session policy approvals approve deny secrets turn turns mcp acp attest"
 	local global="--json --help --version"
 
 	# The command is the first word that is not an option; everything

@@ -6,7 +6,7 @@ end
 function __spctl_approvals
     env SPD_NO_AUTOSTART=1 spctl approvals 2>/dev/null | awk '$1 == "approval" { print $2 }'
 end
-set -l cmds ping status stop journal doctor run agent session policy approvals approve deny secrets turn turns mcp acp attest
+set -l cmds ping status stop journal doctor reload run agent session policy approvals approve deny secrets turn turns mcp acp attest
 complete -c spctl -f
 complete -c spctl -l json -d 'print one JSON object per line'
 complete -c spctl -l help -d 'print usage'
@@ -16,6 +16,7 @@ complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'status' -d 'ver
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'stop' -d 'stop spd and wait until it has exited'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'journal' -d 'journal events'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'doctor' -d 'sandbox layers of this host'
+complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'reload' -d 'read spd.conf again'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'run' -d 'run a command in the sandbox'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'session' -d 'agent sessions'
 complete -c spctl -n "not __fish_seen_subcommand_from $cmds" -a 'policy' -d 'classify a call'

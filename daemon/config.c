@@ -16,13 +16,9 @@
 #include "common/strv.h"
 #include "daemon/config.h"
 #include "daemon/conftab.h"
+#include "daemon/broker/price.h"
 #include "daemon/keys/attest.h"
-#include "daemon/methods/gate.h"
-#include "daemon/journal/journal.h"
 #include "daemon/proxy/proxy.h"
-#include "daemon/transport/quota.h"
-#include "daemon/transport/server.h"
-#include "proto/sandbox.h"
 
 static int collect_cb(const git_config_entry *e, void *data)
 {
@@ -163,53 +159,130 @@ out:
 	return r;
 }
 
-/* The [limits] keys: name, where it goes, its range.  A value out of
- * range is refused rather than clamped: a typo must not silently leave
- * the operator without a reserve. */
-static int load_limits(git_config *gc, const char *path, struct spd_config *cfg,
-		       char *errbuf, size_t errlen)
+/* Where key k's field is in cfg. */
+static void *field_of(struct spd_config *cfg, const struct conftab_key *k)
 {
-	unsigned auth_s = cfg->auth_timeout_ms / 1000u,
-		 grant_s = cfg->grant_lifetime_ms / 1000u;
-	const struct {
-		const char *key;
-		unsigned *dst;
-		int64_t min, max;
-	} keys[] = {
-	    {"limits.auth-timeout", &auth_s, 1, QUOTA_AUTH_TIMEOUT_S_MAX},
-	    {"limits.grant-lifetime", &grant_s, 1, 24 * 3600},
-	    {"limits.session-connections", &cfg->session_conns, 1,
-	     SERVER_MAX_CONNS},
-	    {"limits.session-runs", &cfg->session_runs, 1, SBXP_RUNS_MAX},
-	    {"limits.session-journal-rate", &cfg->session_journal_rate, 1,
-	     1000000},
-	    {"limits.proxy-head-timeout", &cfg->proxy_head_timeout_s, 1, 3600},
-	    {"limits.proxy-idle-timeout", &cfg->proxy_idle_timeout_s, 1,
-	     CONFIG_TIMEOUT_MAX_S},
-	    /* At least one slot each side: the operator must keep one, and
-	     * sessions must be able to connect and run at all. */
-	    {"limits.operator-connections", &cfg->operator_conns, 1,
-	     SERVER_MAX_CONNS - 1},
-	    {"limits.operator-runs", &cfg->operator_runs, 1, SBXP_RUNS_MAX - 1},
-	};
-	int64_t n;
+	return (char *)cfg + k->off - 1;
+}
 
-	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-		int r = git_config_get_int64(&n, gc, keys[i].key);
+/* Store v (already checked against k's range) in k's field. */
+static void put_number(struct spd_config *cfg, const struct conftab_key *k,
+		       int64_t v)
+{
+	void *dst = field_of(cfg, k);
 
-		if (r == GIT_ENOTFOUND)
-			continue;
-		if (r < 0 || n < keys[i].min || n > keys[i].max) {
-			snprintf(errbuf, errlen, "%s: %s must be %lld..%lld",
-				 path, keys[i].key, (long long)keys[i].min,
-				 (long long)keys[i].max);
+	v *= k->scale;
+	if (k->size == sizeof(uint32_t)) {
+		uint32_t u = (uint32_t)v;
+
+		memcpy(dst, &u, sizeof(u));
+	} else {
+		/* size_t and int64_t alike: the value is never negative. */
+		memcpy(dst, &v, sizeof(v));
+	}
+}
+
+/* The index of word in k's choices, or -1. */
+static int choice_of(const struct conftab_key *k, const char *word)
+{
+	const char *p = k->choices;
+	size_t n = strlen(word);
+
+	for (int i = 0; p && *p; i++) {
+		size_t len = strcspn(p, "|");
+
+		if (len == n && strncmp(p, word, n) == 0)
+			return i;
+		p += len;
+		p += *p == '|';
+	}
+	return -1;
+}
+
+/* Value v of key k read into cfg: 0, or -EINVAL with the key, the value
+ * and what it may be in errbuf.  A value out of range is refused rather
+ * than clamped: a typo must not silently leave the operator without a
+ * reserve, nor a turn with a cap the operator did not write. */
+static int put_value(struct spd_config *cfg, const struct conftab_key *k,
+		     const char *v, const char *path, char *errbuf,
+		     size_t errlen)
+{
+	char range[96];
+	int64_t n = 0;
+	int r;
+
+	conftab_range(k, range, sizeof(range));
+	switch (k->type) {
+	case CONFTAB_INT:
+		r = git_config_parse_int64(&n, v);
+		if (r < 0 || n < k->min || n > k->max)
+			goto bad;
+		put_number(cfg, k, n);
+		return 0;
+	case CONFTAB_USD:
+		if (price_parse_fixed(v, 12, &n) < 0 || n < k->min ||
+		    n > k->max) {
+			snprintf(errbuf, errlen,
+				 "%s: %s.%s must be USD, a plain decimal "
+				 "such as 2.50, %s; not \"%s\"",
+				 path, k->section, k->name, range, v);
 			return -EINVAL;
 		}
-		*keys[i].dst = (unsigned)n;
+		memcpy(field_of(cfg, k), &n, sizeof(n));
+		return 0;
+	case CONFTAB_ENUM: {
+		int i = choice_of(k, v);
+
+		if (i < 0)
+			goto bad;
+		memcpy(field_of(cfg, k), &i, sizeof(i));
+		return 0;
 	}
-	cfg->auth_timeout_ms = auth_s * 1000u;
-	cfg->grant_lifetime_ms = grant_s * 1000u;
-	return 0;
+	default:
+		snprintf(errbuf, errlen, "%s: %s.%s: no field of this type",
+			 path, k->section, k->name);
+		return -EINVAL;
+	}
+bad:
+	snprintf(errbuf, errlen, "%s: %s.%s must be %s, not \"%s\"", path,
+		 k->section, k->name, range, v);
+	return -EINVAL;
+}
+
+struct fill {
+	git_config *gc; /* NULL: the defaults only */
+	const char *path;
+	struct spd_config *cfg;
+	char *errbuf;
+	size_t errlen;
+};
+
+/* One key of the table with a field: its default, then the file's value
+ * (the last one given wins, as git's does). */
+static int fill_one(void *data, const struct conftab_key *k)
+{
+	struct fill *f = data;
+	git_config_entry *e = NULL;
+	char name[128];
+	int r;
+
+	if (!k->off || k->named)
+		return 0;
+	if (k->def) {
+		r = put_value(f->cfg, k, k->def, "(default)", f->errbuf,
+			      f->errlen);
+		if (r < 0)
+			return r;
+	}
+	if (!f->gc)
+		return 0;
+	snprintf(name, sizeof(name), "%s.%s", k->section, k->name);
+	if (git_config_get_entry(&e, f->gc, name) < 0)
+		return 0;
+	r = put_value(f->cfg, k, e->value ? e->value : "", f->path, f->errbuf,
+		      f->errlen);
+	git_config_entry_free(e);
+	return r;
 }
 
 /* The egress proxy's [network] rules.  The resolver override is a test
@@ -430,56 +503,24 @@ static int load_identity(git_config *gc, const char *path,
 	return 0;
 }
 
-int config_load(const char *path, struct spd_config *cfg, char *errbuf,
-		size_t errlen)
+int config_read(struct git_config *gc, const char *path, struct spd_config *cfg,
+		char *errbuf, size_t errlen)
 {
-	git_config *gc = NULL;
+	struct fill f = {gc, path, cfg, errbuf, errlen};
 	git_config_entry *e = NULL;
 	struct passwd *pw;
-	int64_t n;
 	int r = 0;
 
 	memset(cfg, 0, sizeof(*cfg));
-	cfg->sandbox_mode = SPD_SANDBOX_REQUIRED;
-	cfg->output_cap = CONFIG_OUTPUT_CAP_DEFAULT;
-	cfg->default_timeout_ms = CONFIG_TIMEOUT_DEFAULT_S * 1000u;
-	cfg->auth_timeout_ms = QUOTA_AUTH_TIMEOUT_S_DEFAULT * 1000u;
-	cfg->grant_lifetime_ms = GATE_WAIT_MS;
-	cfg->approval_timeout_ms = GATE_WAIT_MS;
 	cfg->prov_ask = SPD_PROV_ASK_ALL;
-	cfg->session_conns = QUOTA_SESSION_CONNS_DEFAULT;
-	cfg->session_runs = QUOTA_SESSION_RUNS_DEFAULT;
-	cfg->session_journal_rate = QUOTA_SESSION_JOURNAL_RATE_DEFAULT;
-	cfg->proxy_head_timeout_s = PROXY_HEAD_TIMEOUT_S_DEFAULT;
-	cfg->proxy_idle_timeout_s = PROXY_IDLE_TIMEOUT_S_DEFAULT;
-	cfg->operator_conns = QUOTA_OPERATOR_CONNS_DEFAULT;
-	cfg->operator_runs = QUOTA_OPERATOR_RUNS_DEFAULT;
 	pw = getpwnam("nobody");
 	cfg->run_uid = pw ? pw->pw_uid : 65534;
 	cfg->run_gid = pw ? pw->pw_gid : 65534;
-	/* Every part that reads this file (the broker's, the policy's too)
-	 * reads only its own keys: a misspelt one is refused here. */
-	r = conftab_open(path, NULL, CONFTAB_SPD_CONF, &gc, errbuf, errlen);
-	if (r == -ENOENT)
-		return 0;
-	if (r < 0)
-		goto out;
-	if (git_config_get_entry(&e, gc, "sandbox.mode") == 0) {
-		if (strcmp(e->value, "required") == 0)
-			cfg->sandbox_mode = SPD_SANDBOX_REQUIRED;
-		else if (strcmp(e->value, "best-effort") == 0)
-			cfg->sandbox_mode = SPD_SANDBOX_BEST_EFFORT;
-		else {
-			snprintf(errbuf, errlen,
-				 "%s: sandbox.mode must be \"required\" or "
-				 "\"best-effort\", not \"%s\"",
-				 path, e->value);
-			r = -EINVAL;
-			goto out;
-		}
-		git_config_entry_free(e);
-		e = NULL;
-	}
+	/* Every key with a field, from the table: its default and its
+	 * value, checked against its range. */
+	r = conftab_each(fill_one, &f);
+	if (r < 0 || !gc)
+		return r;
 	if (git_config_get_entry(&e, gc, "sandbox.user") == 0) {
 		pw = getpwnam(e->value);
 		if (!pw || pw->pw_uid == 0) {
@@ -492,60 +533,19 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		}
 		cfg->run_uid = pw->pw_uid;
 		cfg->run_gid = pw->pw_gid;
-		git_config_entry_free(e);
-		e = NULL;
 	}
-	if (git_config_get_int64(&n, gc, "sandbox.timeout") == 0) {
-		if (n <= 0 || n > CONFIG_TIMEOUT_MAX_S) {
-			snprintf(errbuf, errlen,
-				 "%s: sandbox.timeout must be 1..%d seconds",
-				 path, CONFIG_TIMEOUT_MAX_S);
-			r = -EINVAL;
-			goto out;
-		}
-		cfg->default_timeout_ms = (uint32_t)n * 1000u;
-	}
-	if (git_config_get_int64(&n, gc, "sandbox.output-cap") == 0) {
-		if (n < 1024 || n > 256 * 1024 * 1024) {
-			snprintf(
-			    errbuf, errlen,
-			    "%s: sandbox.output-cap must be 1 KiB..256 MiB",
-			    path);
-			r = -EINVAL;
-			goto out;
-		}
-		cfg->output_cap = (size_t)n;
-	}
-	r = git_config_get_int64(&n, gc, "approvals.timeout");
-	if (r != GIT_ENOTFOUND) {
-		if (r < 0 || n <= 0 || n > GATE_WAIT_MAX_S) {
-			snprintf(errbuf, errlen,
-				 "%s: approvals.timeout must be 1..%d seconds",
-				 path, GATE_WAIT_MAX_S);
-			r = -EINVAL;
-			goto out;
-		}
-		cfg->approval_timeout_ms = (uint32_t)n * 1000u;
-	}
-	r = 0;
-	if (git_config_get_int64(&n, gc, "journal.queue-max") == 0) {
-		if (n < JOURNAL_QUEUE_BYTES_MIN || n > (int64_t)1 << 30) {
-			snprintf(errbuf, errlen,
-				 "%s: journal.queue-max must be 64 KiB..1 GiB",
-				 path);
-			r = -EINVAL;
-			goto out;
-		}
-		cfg->journal_queue_max = (size_t)n;
+	if (cfg->broker.cap_default > cfg->broker.cap_max) {
+		snprintf(errbuf, errlen,
+			 "%s: broker.cap-default must not be above "
+			 "broker.cap-max",
+			 path);
+		r = -EINVAL;
+		goto out;
 	}
 	r = load_identity(gc, path, cfg, errbuf, errlen);
-	if (r < 0)
-		goto out;
-	r = load_limits(gc, path, cfg, errbuf, errlen);
-	if (r < 0)
-		goto out;
-	r = collect_paths(gc, "sandbox.writable", path, &cfg->writable, errbuf,
-			  errlen);
+	if (r == 0)
+		r = collect_paths(gc, "sandbox.writable", path, &cfg->writable,
+				  errbuf, errlen);
 	if (r == 0)
 		r = collect_paths(gc, "secrets.file", path, &cfg->key_files,
 				  errbuf, errlen);
@@ -559,6 +559,26 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		r = load_provenance(gc, path, cfg, errbuf, errlen);
 out:
 	git_config_entry_free(e);
+	return r;
+}
+
+int config_load(const char *path, struct spd_config *cfg, char *errbuf,
+		size_t errlen)
+{
+	git_config *gc = NULL;
+	int r;
+
+	/* Every part that reads this file (the broker's, the policy's too)
+	 * reads only its own keys: a misspelt one is refused here. */
+	r = conftab_open(path, NULL, CONFTAB_SPD_CONF, &gc, errbuf, errlen);
+	if (r == -ENOENT)
+		return config_read(NULL, path, cfg, errbuf, errlen);
+	if (r < 0) {
+		/* The defaults, so that config_free has a struct to free. */
+		(void)config_read(NULL, path, cfg, NULL, 0);
+		return r;
+	}
+	r = config_read(gc, path, cfg, errbuf, errlen);
 	git_config_free(gc);
 	return r;
 }

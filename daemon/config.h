@@ -62,6 +62,15 @@ int config_foreach_prefix(struct git_config *gc, const char *prefix,
 int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 		size_t errlen);
 /*
+ * config_load's work on a file already open and checked (conftab_open),
+ * or on none (gc NULL: the defaults): every key of the table that has a
+ * field, then the lists and names.  *cfg is overwritten; on an error it
+ * holds what was read so far and must still be given to config_free.
+ * Returns 0 or -errno with the key, the value and its range in errbuf.
+ */
+int config_read(struct git_config *gc, const char *path, struct spd_config *cfg,
+		char *errbuf, size_t errlen);
+/*
  * Push what every run must not see onto out: spd's own config, state and
  * runtime directories, then spd.conf's [sandbox] hidden paths as a run
  * must cover them: each one's real path when it resolves (a cover follows

@@ -16,6 +16,7 @@
 
 #include "common/util.h"
 #include "daemon/conftab.h"
+#include "daemon/spd.h"
 
 #define SPD CONFTAB_SPD_CONF
 #define PRJ CONFTAB_PROJECT
@@ -29,6 +30,12 @@ enum kind {
 struct key {
 	const char *name;
 	enum kind kind;
+	enum conftab_type type;
+	int64_t min, max;
+	const char *choices, *def, *doc;
+	unsigned flags;
+	size_t off, size;
+	uint32_t scale;
 };
 
 struct section {
@@ -41,63 +48,229 @@ struct section {
 	const struct key *named_keys;
 };
 
-/* Every key, by the file that reads it; each list ends with {NULL}. */
+#define FIELD(f)                                                               \
+	.off = offsetof(struct spd_config, f) + 1,                             \
+	.size = sizeof(((struct spd_config *)0)->f)
+/* A whole number read into field f (times scale), within lo..hi. */
+#define INT(n, lo, hi, d, f, sc, fl, text)                                     \
+	{                                                                      \
+		.name = n, .type = CONFTAB_INT, .min = lo, .max = hi,          \
+		.def = d, .doc = text, .flags = fl, FIELD(f), .scale = sc      \
+	}
+/* US dollars into picodollars, within lo..hi picodollars. */
+#define USD(n, lo, hi, d, f, text)                                             \
+	{                                                                      \
+		.name = n, .type = CONFTAB_USD, .min = lo, .max = hi,          \
+		.def = d, .doc = text, FIELD(f), .scale = 1                    \
+	}
+/* A key its section's reader reads (no field of its own here). */
+#define KEY(n, t, k, d, fl, text)                                              \
+	{                                                                      \
+		.name = n, .kind = k, .type = t, .def = d, .doc = text,        \
+		.flags = fl                                                    \
+	}
+#define END                                                                    \
+	{                                                                      \
+		.name = NULL                                                   \
+	}
+#define R CONFTAB_RESTART
+#define PUSD 1000000000000LL /* picodollars in a dollar */
+
+/*
+ * Every key, by the file that reads it; each list ends with END.  The
+ * defaults and ranges are the ones whose reasons the named constants
+ * give (QUOTA_*, BROKER_*, GATE_WAIT_*, SBXP_RUNS_MAX ...):
+ * tests/unit/test_common.c checks they agree.
+ */
 static const struct key sandbox_keys[] = {
-    {"mode", K_ANY},   {"user", K_ANY},	   {"writable", K_ANY},
-    {"hidden", K_ANY}, {"timeout", K_ANY}, {"output-cap", K_ANY},
-    {NULL, K_ANY}};
-static const struct key secrets_keys[] = {{"file", K_ANY}, {NULL, K_ANY}};
-static const struct key journal_keys[] = {{"queue-max", K_ANY}, {NULL, K_ANY}};
+    {.name = "mode",
+     .type = CONFTAB_ENUM,
+     .choices = "required|best-effort",
+     .def = "required",
+     .doc = "refuse runs when a sandbox layer is missing, or run with "
+	    "what the host has",
+     .flags = R,
+     FIELD(sandbox_mode)},
+    KEY("user", CONFTAB_STR, K_ANY, "nobody", R,
+	"the unprivileged user runs are when spd runs as root"),
+    KEY("writable", CONFTAB_LIST, K_ANY, NULL, 0,
+	"an absolute path every run may also write"),
+    KEY("hidden", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a path (absolute or ~/) no run and no file tool sees"),
+    INT("timeout", 1, 24 * 3600, "600", default_timeout_ms, 1000, 0,
+	"seconds a run may take unless it asks for another deadline"),
+    INT("output-cap", 1024, 256 * 1024 * 1024, "1048576", output_cap, 1, 0,
+	"bytes of each output stream a run's reply keeps"),
+    END};
+static const struct key secrets_keys[] = {
+    KEY("file", CONFTAB_LIST, K_ANY, NULL, R,
+	"an absolute path of a file of keys to redact and keep from runs"),
+    END};
+static const struct key journal_keys[] = {
+    INT("queue-max", 64 * 1024, (int64_t)1 << 30, "67108864", journal_queue_max,
+	1, R, "bytes of rows waiting for the disk before spd refuses requests"),
+    END};
 static const struct key limits_keys[] = {
-    {"auth-timeout", K_ANY},	     {"grant-lifetime", K_ANY},
-    {"session-connections", K_ANY},  {"session-runs", K_ANY},
-    {"session-journal-rate", K_ANY}, {"operator-connections", K_ANY},
-    {"operator-runs", K_ANY},	     {"proxy-head-timeout", K_ANY},
-    {"proxy-idle-timeout", K_ANY},   {NULL, K_ANY}};
-static const struct key approvals_keys[] = {{"timeout", K_ANY}, {NULL, K_ANY}};
+    INT("auth-timeout", 1, 600, "5", auth_timeout_ms, 1000, 0,
+	"seconds a connection has to present a valid token"),
+    INT("grant-lifetime", 1, 24 * 3600, "600", grant_lifetime_ms, 1000, 0,
+	"seconds an approval given ahead of its call stays usable"),
+    INT("session-connections", 1, 2048, "64", session_conns, 1, 0,
+	"connections one session may hold open"),
+    INT("session-runs", 1, 256, "16", session_runs, 1, 0,
+	"runs one session may have in flight"),
+    INT("session-journal-rate", 1, 1000000, "1200", session_journal_rate, 1, 0,
+	"journaled requests one session may make a minute"),
+    INT("operator-connections", 1, 2047, "64", operator_conns, 1, 0,
+	"connection slots only the operator may take"),
+    INT("operator-runs", 1, 255, "32", operator_runs, 1, 0,
+	"run slots only the operator may take"),
+    INT("proxy-head-timeout", 1, 3600, "30", proxy_head_timeout_s, 1, 0,
+	"seconds a proxied request has to send its head"),
+    INT("proxy-idle-timeout", 1, 24 * 3600, "900", proxy_idle_timeout_s, 1, 0,
+	"seconds a proxied connection may stay idle"),
+    END};
+static const struct key approvals_keys[] = {
+    INT("timeout", 1, 24 * 3600, "600", approval_timeout_ms, 1000, 0,
+	"seconds an ask waits for a person before it is refused"),
+    END};
 static const struct key session_keys[] = {
-    {"git-name", K_ANY}, {"git-email", K_ANY}, {NULL, K_ANY}};
+    KEY("git-name", CONFTAB_STR, K_ANY, "agent <session id>", 0,
+	"the author name of agents' commits"),
+    KEY("git-email", CONFTAB_STR, K_ANY, NULL, 0,
+	"the author address of agents' commits"),
+    END};
 static const struct key broker_keys[] = {
-    {"cap-default", K_ANY},	 {"cap-max", K_ANY},
-    {"idle-timeout", K_ANY},	 {"body-max", K_ANY},
-    {"provider-timeout", K_ANY}, {"keepalive-timeout", K_ANY},
-    {"listen", K_ANY},		 {"session-cap", K_ANY},
-    {"min-output", K_ANY},	 {NULL, K_ANY}};
+    USD("cap-default", 0, 1000000 * PUSD, "1.00", broker.cap_default,
+	"USD a turn may spend unless it asks for another cap"),
+    USD("cap-max", 1, 1000000 * PUSD, "10.00", broker.cap_max,
+	"the most USD a turn may be given"),
+    INT("idle-timeout", 1, 7 * 24 * 3600, "3600", broker.idle_timeout_s, 1, 0,
+	"seconds a turn's key lives unused"),
+    INT("body-max", 1024, 256 * 1024 * 1024, "33554432", broker.body_max, 1, 0,
+	"bytes of one model request's body"),
+    INT("provider-timeout", 1, 24 * 3600, "600", broker.provider_timeout_s, 1,
+	0, "seconds a provider may stay silent in a call"),
+    INT("keepalive-timeout", 1, 3600, "30", broker.keepalive_timeout_s, 1, 0,
+	"seconds a kept-alive connection to the broker may idle"),
+    KEY("listen", CONFTAB_STR, K_ANY, "127.0.0.1:0", R,
+	"the broker's loopback address and port, or none: socket only"),
+    USD("session-cap", 1, 1000000 * PUSD, "10.00", broker.session_cap,
+	"USD one session's turns may spend together"),
+    INT("min-output", 1, 10000000, "1024", broker.min_output, 1, 0,
+	"the fewest output tokens a call's limit is lowered to"),
+    END};
 static const struct key provider_keys[] = {
-    {"url", K_ANY}, {"key", K_ANY}, {"api", K_ANY}, {NULL, K_ANY}};
+    KEY("url", CONFTAB_STR, K_ANY, NULL, 0,
+	"the provider's https:// base URL (http:// only to loopback)"),
+    KEY("key", CONFTAB_STR, K_ANY, NULL, 0,
+	"the environment file's variable holding the provider's key"),
+    {.name = "api",
+     .type = CONFTAB_ENUM,
+     .choices = "anthropic|openai|gemini",
+     .doc = "the provider's protocol (default: by the provider's name)"},
+    END};
 static const struct key model_keys[] = {
-    {"input", K_ANY},	    {"output", K_ANY},	       {"cache-read", K_ANY},
-    {"cache-write", K_ANY}, {"cache-write-1h", K_ANY}, {"max-output", K_ANY},
-    {NULL, K_ANY}};
+    KEY("input", CONFTAB_STR, K_ANY, NULL, 0, "USD per million input tokens"),
+    KEY("output", CONFTAB_STR, K_ANY, NULL, 0, "USD per million output tokens"),
+    KEY("cache-read", CONFTAB_STR, K_ANY, NULL, 0,
+	"USD per million tokens read from the cache"),
+    KEY("cache-write", CONFTAB_STR, K_ANY, NULL, 0,
+	"USD per million tokens written to the cache"),
+    KEY("cache-write-1h", CONFTAB_STR, K_ANY, NULL, 0,
+	"USD per million tokens written to the cache for an hour"),
+    KEY("max-output", CONFTAB_INT, K_ANY, NULL, 0,
+	"the most output tokens the model writes in one call"),
+    END};
 static const struct key policy_keys[] = {
-    {"allow", K_ANY}, {"allow-exact", K_ANY}, {"ask", K_ANY},
-    {"deny", K_ANY},  {"protected", K_ANY},   {"readable", K_ANY},
-    {NULL, K_ANY}};
+    KEY("allow", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a command prefix that runs without asking"),
+    KEY("allow-exact", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a whole command line that runs without asking"),
+    KEY("ask", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a command prefix a person decides on"),
+    KEY("deny", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a command prefix that is refused"),
+    KEY("protected", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a path pattern only a person may let a run change"),
+    KEY("readable", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a path outside the workspace the file tools may read"),
+    END};
 /* A project's allow-address and resolve are read to be set aside and
  * journaled (proxy/project.c), so they are known keys there too. */
 static const struct key network_keys[] = {
-    {"allow", K_ANY},	  {"allow-host", K_HOST},   {"deny-host", K_HOST},
-    {"ask-host", K_HOST}, {"allow-address", K_ANY}, {"resolve", K_ANY},
-    {"test-ca", K_ANY},	  {"ca-bundle", K_ANY},	    {NULL, K_ANY}};
+    KEY("allow", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a command prefix that may have the network"),
+    KEY("allow-host", CONFTAB_LIST, K_HOST, NULL, 0,
+	"a host (or *.name) proxy runs may reach"),
+    KEY("deny-host", CONFTAB_LIST, K_HOST, NULL, 0,
+	"a host proxy runs never reach"),
+    KEY("ask-host", CONFTAB_LIST, K_HOST, NULL, 0,
+	"a host a person decides on, connection by connection"),
+    KEY("allow-address", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a private or loopback address an allowed name may resolve to"),
+    KEY("resolve", CONFTAB_LIST, K_ANY, NULL, 0,
+	"NAME.test:ADDRESS, the proxy's resolver override (a test aid)"),
+    KEY("test-ca", CONFTAB_STR, K_ANY, NULL, R,
+	"a CA file trusted upstream for names under .test (a test aid)"),
+    KEY("ca-bundle", CONFTAB_STR, K_ANY, NULL, R,
+	"where the CA bundle a proxy run trusts is written"),
+    END};
 /* [network "HOST"]: the request rules of a host spd terminates. */
 static const struct key network_host_keys[] = {
-    {"allow", K_ANY}, {"deny", K_ANY}, {"preset", K_ANY}, {NULL, K_ANY}};
+    KEY("allow", CONFTAB_LIST, K_ANY, NULL, 0,
+	"METHOD PATH-PATTERN a run may send to the host"),
+    KEY("deny", CONFTAB_LIST, K_ANY, NULL, 0,
+	"METHOD PATH-PATTERN refused to a run"),
+    KEY("preset", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a named set of rules (read-only, npm-read, git-read, git, ...)"),
+    END};
 static const struct key credential_keys[] = {
-    {"host", K_HOST},	 {"header", K_ANY},	{"basic", K_ANY},
-    {"push-ref", K_ANY}, {"push-force", K_ANY}, {"push-delete", K_ANY},
-    {NULL, K_ANY}};
-static const struct key provenance_keys[] = {{"trusted", K_ANY},
-					     {"private", K_ANY},
-					     {"untrusted", K_ANY},
-					     {"ask", K_ANY},
-					     {NULL, K_ANY}};
-static const struct key attest_keys[] = {{"trust", K_ANY}, {NULL, K_ANY}};
-static const struct key check_keys[] = {{"run", K_ANY}, {NULL, K_ANY}};
+    KEY("host", CONFTAB_LIST, K_HOST, NULL, 0,
+	"a host whose requests the proxy adds the credential to"),
+    KEY("header", CONFTAB_STR, K_ANY, NULL, 0,
+	"NAME: VALUE added to each request (${VAR} from the environment "
+	"file)"),
+    KEY("basic", CONFTAB_STR, K_ANY, NULL, 0,
+	"USER:PASSWORD sent as basic authentication (${VAR} too)"),
+    KEY("push-ref", CONFTAB_LIST, K_ANY, NULL, 0,
+	"session, or a ref glob a session's git push may update"),
+    KEY("push-force", CONFTAB_BOOL, K_ANY, "false", 0,
+	"true: a session's push may rewrite history"),
+    KEY("push-delete", CONFTAB_BOOL, K_ANY, "false", 0,
+	"true: a session's push may delete a ref"),
+    END};
+static const struct key provenance_keys[] = {
+    KEY("trusted", CONFTAB_LIST, K_ANY, NULL, 0,
+	"files trusted as the base commit holds them"),
+    KEY("private", CONFTAB_LIST, K_ANY, NULL, 0,
+	"files whose read is a read of private data"),
+    KEY("untrusted", CONFTAB_LIST, K_ANY, NULL, 0,
+	"more labels that make a session untrusted (worktree, mcp:*)"),
+    KEY("ask", CONFTAB_LIST, K_ANY, "all", 0,
+	"what asks once untrusted: egress commit merge config, all, none"),
+    END};
+static const struct key attest_keys[] = {
+    KEY("trust", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a public key (ed25519:BASE64) whose attestations are accepted"),
+    END};
+static const struct key check_keys[] = {
+    KEY("run", CONFTAB_LIST, K_ANY, NULL, 0,
+	"a command the check runs in the worktree"),
+    END};
 static const struct key verify_keys[] = {
-    {"require", K_ANY}, {"agent", K_ANY}, {NULL, K_ANY}};
+    KEY("require", CONFTAB_LIST, K_ANY, NULL, 0,
+	"an exact command line the session must have run, for its "
+	"verification to pass"),
+    {.name = "agent",
+     .type = CONFTAB_BOOL,
+     .def = "false",
+     .doc = "true: the session's agent may call session verify itself"},
+    END};
 /* libgit2 follows spd.conf's includes itself; a project's are refused
  * (policy.c): an included file would not be a protected path. */
-static const struct key include_keys[] = {{"path", K_ANY}, {NULL, K_ANY}};
+static const struct key include_keys[] = {
+    KEY("path", CONFTAB_LIST, K_ANY, NULL, 0, "a file read as if here"), END};
 
 static const struct section sections[] = {
     {"sandbox", SPD, false, sandbox_keys, NULL},
@@ -559,20 +732,85 @@ int conftab_check(git_config *gc, const char *path, const char *shown,
 	return -EINVAL;
 }
 
-void conftab_each(void (*cb)(void *data, const char *section, bool named,
-			     const char *key, unsigned files),
-		  void *data)
+static struct conftab_key public_of(const struct section *s, bool named,
+				    const struct key *k)
+{
+	return (struct conftab_key){.section = s->name,
+				    .name = k->name,
+				    .named = named,
+				    .files =
+					named && !s->named ? SPD : s->files,
+				    .type = k->type,
+				    .min = k->min,
+				    .max = k->max,
+				    .choices = k->choices,
+				    .def = k->def,
+				    .doc = k->doc,
+				    .flags = k->flags,
+				    .off = k->off,
+				    .size = k->size,
+				    .scale = k->scale};
+}
+
+int conftab_each(int (*cb)(void *data, const struct conftab_key *k), void *data)
 {
 	for (size_t i = 0; i < ARRAY_SIZE(sections); i++) {
-		if (sections[i].keys == include_keys)
+		const struct section *s = &sections[i];
+		int r;
+
+		if (s->keys == include_keys)
 			continue;
-		for (const struct key *k = sections[i].keys; k->name; k++)
-			cb(data, sections[i].name, sections[i].named, k->name,
-			   sections[i].files);
-		for (const struct key *k = sections[i].named_keys; k && k->name;
-		     k++)
-			cb(data, sections[i].name, true, k->name, SPD);
+		for (const struct key *k = s->keys; k->name; k++) {
+			struct conftab_key pk = public_of(s, s->named, k);
+
+			r = cb(data, &pk);
+			if (r)
+				return r;
+		}
+		for (const struct key *k = s->named_keys; k && k->name; k++) {
+			struct conftab_key pk = public_of(s, true, k);
+
+			r = cb(data, &pk);
+			if (r)
+				return r;
+		}
 	}
+	return 0;
+}
+
+bool conftab_find(const char *section, const char *name,
+		  struct conftab_key *ret)
+{
+	const struct section *s = section_find(section, strlen(section));
+	const struct key *k = s ? key_find(s, name) : NULL;
+
+	if (!k && s && s->named_keys) {
+		/* [network "HOST"] deny */
+		k = key_find_in(s->named_keys, name);
+		if (k) {
+			*ret = public_of(s, true, k);
+			return true;
+		}
+	}
+	if (!k)
+		return false;
+	*ret = public_of(s, s->named, k);
+	return true;
+}
+
+void conftab_range(const struct conftab_key *k, char *buf, size_t len)
+{
+	if (k->type == CONFTAB_INT && k->max > k->min)
+		snprintf(buf, len, "%lld..%lld", (long long)k->min,
+			 (long long)k->max);
+	else if (k->type == CONFTAB_USD)
+		snprintf(buf, len, "%s %lld USD",
+			 k->min > 0 ? "more than 0, at most" : "0 to",
+			 (long long)(k->max / PUSD));
+	else if (k->type == CONFTAB_ENUM)
+		snprintf(buf, len, "%s", k->choices);
+	else if (len)
+		buf[0] = '\0';
 }
 
 int conftab_open(const char *path, const char *shown, enum conftab_file file,

@@ -23,6 +23,7 @@
 #include "common/trace.h"
 #include "daemon/transport/auth.h"
 #include "daemon/config.h"
+#include "daemon/methods/m_config.h"
 #include "daemon/journal/journal.h"
 #include "daemon/log.h"
 #include "daemon/methods/m_attest.h"
@@ -236,11 +237,18 @@ static void on_server_closed(void *data)
 	modules_close(&spd, on_modules_closed, NULL);
 }
 
-/* SIGHUP: reload the secrets; on failure the old ones stay in force. */
+/* SIGHUP: read spd.conf again (m_config.h: refused whole, the old one
+ * in force, when it does not read), then the secrets; on failure the
+ * old ones stay in force. */
 static void on_hup(uv_signal_t *h, int signum)
 {
 	char err[512] = "";
+	json_t *report = NULL;
 
+	if (conf_reload(&spd, "SIGHUP", &report, err, sizeof(err)) < 0)
+		log_error("SIGHUP: spd.conf not reloaded: %s", err);
+	json_decref(report);
+	err[0] = '\0';
 	if (secrets_load(&spd, err, sizeof(err)) < 0) {
 		log_error("SIGHUP: secrets not reloaded: %s", err);
 		journal_append(
@@ -518,6 +526,8 @@ static void load_config_or_die(void)
 	if (config_load(spd.paths.conf_path, &spd.config, errbuf,
 			sizeof(errbuf)) < 0)
 		die("%s", errbuf);
+	if (conf_remember(&spd) < 0)
+		die("out of memory");
 	if (secrets_load(&spd, errbuf, sizeof(errbuf)) < 0)
 		die("%s", errbuf);
 	log_set_redact(spd.redact);
@@ -766,6 +776,7 @@ int main(int argc, char **argv)
 	log_info("stopped");
 	proxy_tls_free(&spd);
 	proxy_grants_free(&spd);
+	conf_forget(&spd);
 	config_free(&spd.config);
 	log_set_redact(NULL);
 	secrets_free(&spd);

@@ -61,6 +61,15 @@ struct spd_config {
 	unsigned proxy_idle_timeout_s;
 	unsigned operator_conns; /* connection slots held back */
 	unsigned operator_runs;	 /* run slots held back */
+	/* [broker]'s numbers (daemon/broker/broker.h has their reasons);
+	 * its providers and prices are the broker's own to read. */
+	struct {
+		int64_t cap_default, cap_max, session_cap; /* picodollars */
+		int64_t min_output;			   /* tokens */
+		unsigned idle_timeout_s, provider_timeout_s;
+		unsigned keepalive_timeout_s;
+		size_t body_max;
+	} broker;
 	/* [network] rules of the egress proxy (daemon/proxy/proxy.h), each
 	 * NULL-terminated or NULL: host patterns ("name" or "*.suffix")
 	 * allowed, always refused and asked about; addresses a name may

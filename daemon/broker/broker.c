@@ -208,24 +208,25 @@ bad:
 	return -1;
 }
 
-static int load_config(const char *path, struct broker_config *cfg,
+int broker_config_read(struct git_config *gc, const char *path,
+		       const struct spd_config *sc, struct broker_config *cfg,
 		       char *errbuf, size_t errlen)
 {
-	git_config *gc = NULL;
+	struct prov_ctx pc = {cfg, path, errbuf, errlen};
 	char v[64];
-	int64_t n;
 	int r = 0;
 	struct broker_provider *p;
 
 	memset(cfg, 0, sizeof(*cfg));
-	price_parse_fixed(BROKER_CAP_DEFAULT_USD, 12, &cfg->cap_default);
-	price_parse_fixed(BROKER_CAP_MAX_USD, 12, &cfg->cap_max);
-	price_parse_fixed(BROKER_SESSION_CAP_USD, 12, &cfg->session_cap);
-	cfg->min_output = BROKER_MIN_OUTPUT;
-	cfg->idle_timeout_s = BROKER_IDLE_TIMEOUT_S;
-	cfg->body_max = BROKER_BODY_MAX;
-	cfg->provider_timeout_s = BROKER_PROVIDER_TIMEOUT_S;
-	cfg->keepalive_timeout_s = BROKER_KEEPALIVE_TIMEOUT_S;
+	/* The numbers are config_read's, from the table (daemon/conftab.c). */
+	cfg->cap_default = sc->broker.cap_default;
+	cfg->cap_max = sc->broker.cap_max;
+	cfg->session_cap = sc->broker.session_cap;
+	cfg->min_output = sc->broker.min_output;
+	cfg->idle_timeout_s = sc->broker.idle_timeout_s;
+	cfg->body_max = sc->broker.body_max;
+	cfg->provider_timeout_s = sc->broker.provider_timeout_s;
+	cfg->keepalive_timeout_s = sc->broker.keepalive_timeout_s;
 	snprintf(cfg->listen, sizeof(cfg->listen), "127.0.0.1:0");
 	p = provider_slot(cfg, "anthropic");
 	snprintf(p->url, sizeof(p->url), "https://api.anthropic.com");
@@ -239,91 +240,20 @@ static int load_config(const char *path, struct broker_config *cfg,
 		 "https://generativelanguage.googleapis.com");
 	snprintf(p->key_var, sizeof(p->key_var), "GEMINI_API_KEY");
 
-	r = conftab_open(path, NULL, CONFTAB_SPD_CONF, &gc, errbuf, errlen);
-	if (r < 0 && r != -ENOENT)
-		return r;
-	r = 0;
 	if (gc) {
-		const struct {
-			const char *key;
-			int64_t *dst;
-		} caps[] = {{"broker.cap-default", &cfg->cap_default},
-			    {"broker.cap-max", &cfg->cap_max},
-			    {"broker.session-cap", &cfg->session_cap}};
-		const struct {
-			const char *key;
-			int64_t min, max;
-		} nums[] = {{"broker.idle-timeout", 1, 7 * 24 * 3600},
-			    {"broker.body-max", 1024, 256 * 1024 * 1024},
-			    {"broker.provider-timeout", 1, 24 * 3600},
-			    {"broker.keepalive-timeout", 1, 3600},
-			    {"broker.min-output", 1, PRICE_MAX_OUTPUT_MAX}};
-		struct prov_ctx pc = {cfg, path, errbuf, errlen};
-
-		for (size_t i = 0; i < ARRAY_SIZE(caps); i++) {
-			r = get_str(gc, caps[i].key, v, sizeof(v));
-			if (r > 0)
-				r = price_parse_fixed(v, 12, caps[i].dst);
-			if (r < 0) {
-				snprintf(errbuf, errlen,
-					 "%s: %s must be USD, a plain "
-					 "decimal such as 2.50",
-					 path, caps[i].key);
-				goto out;
-			}
-		}
-		for (size_t i = 0; i < ARRAY_SIZE(nums); i++) {
-			r = git_config_get_int64(&n, gc, nums[i].key);
-			if (r == GIT_ENOTFOUND)
-				continue;
-			if (r < 0 || n < nums[i].min || n > nums[i].max) {
-				snprintf(errbuf, errlen,
-					 "%s: %s must be %lld..%lld", path,
-					 nums[i].key, (long long)nums[i].min,
-					 (long long)nums[i].max);
-				r = -EINVAL;
-				goto out;
-			}
-			if (i == 0)
-				cfg->idle_timeout_s = (unsigned)n;
-			else if (i == 1)
-				cfg->body_max = (size_t)n;
-			else if (i == 2)
-				cfg->provider_timeout_s = (unsigned)n;
-			else if (i == 3)
-				cfg->keepalive_timeout_s = (unsigned)n;
-			else
-				cfg->min_output = n;
-		}
-		r = get_str(gc, "broker.listen", cfg->listen,
-			    sizeof(cfg->listen));
-		if (r < 0) {
+		r = get_str(gc, "broker.listen", v, sizeof(v));
+		if (r < 0 || (r > 0 && strlen(v) >= sizeof(cfg->listen))) {
 			snprintf(errbuf, errlen,
 				 "%s: broker.listen is too long", path);
-			goto out;
+			return -EINVAL;
 		}
+		if (r > 0)
+			snprintf(cfg->listen, sizeof(cfg->listen), "%s", v);
 		if (strcmp(cfg->listen, "none") == 0)
 			cfg->listen[0] = '\0';
 		if (config_foreach_prefix(gc, "provider.", provider_cb, &pc) !=
-		    0) {
-			r = -EINVAL;
-			goto out;
-		}
-		r = 0;
-	}
-	if (cfg->cap_default > cfg->cap_max || cfg->cap_max <= 0) {
-		snprintf(errbuf, errlen,
-			 "%s: broker.cap-default must not be above "
-			 "broker.cap-max, and cap-max above 0",
-			 path);
-		r = -EINVAL;
-		goto out;
-	}
-	if (cfg->session_cap <= 0) {
-		snprintf(errbuf, errlen,
-			 "%s: broker.session-cap must be above 0", path);
-		r = -EINVAL;
-		goto out;
+		    0)
+			return -EINVAL;
 	}
 	for (size_t i = 0; i < cfg->n_providers; i++)
 		if (!cfg->providers[i].url[0] ||
@@ -331,13 +261,15 @@ static int load_config(const char *path, struct broker_config *cfg,
 			snprintf(errbuf, errlen,
 				 "%s: [provider \"%s\"] needs url and key",
 				 path, cfg->providers[i].name);
-			r = -EINVAL;
-			goto out;
+			return -EINVAL;
 		}
-	r = price_table_load(gc, path, &cfg->prices, errbuf, errlen);
-out:
-	git_config_free(gc);
-	return r;
+	return price_table_load(gc, path, &cfg->prices, errbuf, errlen);
+}
+
+void broker_config_free(struct broker_config *cfg)
+{
+	if (cfg)
+		price_table_free(&cfg->prices);
 }
 
 /* ---- turns --------------------------------------------------------- */
@@ -632,17 +564,35 @@ void broker_session_ended(struct spd *spd, const char *session_id)
 
 /* ---- start and stop ------------------------------------------------ */
 
+/* How often the sweep runs for idle-timeout secs. */
+static uint64_t sweep_every(unsigned idle_s)
+{
+	uint64_t every = (uint64_t)idle_s * 1000u;
+
+	return every > BROKER_SWEEP_MAX_MS ? BROKER_SWEEP_MAX_MS : every;
+}
+
 int broker_start(struct spd *spd, char *errbuf, size_t errlen)
 {
 	struct broker *b = calloc(1, sizeof(*b));
+	git_config *gc = NULL;
 	uint64_t every;
 	int r;
 
 	if (!b)
 		return -ENOMEM;
 	b->spd = spd;
-	r = load_config(spd->paths.conf_path, &b->cfg, errbuf, errlen);
+	r = conftab_open(spd->paths.conf_path, NULL, CONFTAB_SPD_CONF, &gc,
+			 errbuf, errlen);
+	if (r < 0 && r != -ENOENT) {
+		free(b);
+		return r;
+	}
+	r = broker_config_read(gc, spd->paths.conf_path, &spd->config, &b->cfg,
+			       errbuf, errlen);
+	git_config_free(gc);
 	if (r < 0) {
+		price_table_free(&b->cfg.prices);
 		free(b);
 		return r;
 	}
@@ -662,14 +612,38 @@ int broker_start(struct spd *spd, char *errbuf, size_t errlen)
 			 "http://127.0.0.1:%d", gateway_port(b->gw));
 	uv_timer_init(spd->loop, &b->sweep);
 	b->sweep.data = b;
-	every = (uint64_t)b->cfg.idle_timeout_s * 1000u;
-	if (every > BROKER_SWEEP_MAX_MS)
-		every = BROKER_SWEEP_MAX_MS;
+	every = sweep_every(b->cfg.idle_timeout_s);
 	uv_timer_start(&b->sweep, on_sweep, every, every);
 	log_info("broker: %s and %s, prices %.16s",
 		 b->base_url[0] ? b->base_url : "no TCP port", b->sock_path,
 		 b->cfg.prices.hash);
 	return 0;
+}
+
+void broker_reconfigure(struct spd *spd, struct broker_config *cfg)
+{
+	struct broker *b = B(spd);
+	struct price_table old;
+
+	if (!b) {
+		broker_config_free(cfg);
+		return;
+	}
+	/* The endpoint is bound: its address is the one spd started with
+	 * (the caller reports a change as needing a restart). */
+	snprintf(cfg->listen, sizeof(cfg->listen), "%s", b->cfg.listen);
+	/* Calls in flight carry their own copy of the prices they were
+	 * judged with (gateway.c): the old table can go now. */
+	old = b->cfg.prices;
+	b->cfg = *cfg;
+	memset(cfg, 0, sizeof(*cfg));
+	price_table_free(&old);
+	/* A session's cap is the operator's: the new one holds from its
+	 * next call (what was spent stays spent). */
+	for (struct broker_account *a = b->accounts; a; a = a->next)
+		a->cap = b->cfg.session_cap;
+	uv_timer_start(&b->sweep, on_sweep, sweep_every(b->cfg.idle_timeout_s),
+		       sweep_every(b->cfg.idle_timeout_s));
 }
 
 static void on_sweep_closed(uv_handle_t *h)

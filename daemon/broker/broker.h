@@ -125,6 +125,28 @@ struct broker_config {
  * stand-ins), is refused.  Returns 0, or -errno with a sentence in errbuf.
  */
 int broker_start(struct spd *spd, char *errbuf, size_t errlen);
+/*
+ * The [broker] listen address, [provider] and [model] settings of gc
+ * (read from path; NULL: none, the defaults) into *ret, with the
+ * numbers config_read put in sc.  A provider URL that is not https
+ * (plain http only to a loopback address) is refused.  Returns 0, or
+ * -errno with a sentence in errbuf; *ret must be given to
+ * broker_config_free either way.
+ */
+struct git_config;
+struct spd_config;
+int broker_config_read(struct git_config *gc, const char *path,
+		       const struct spd_config *sc, struct broker_config *ret,
+		       char *errbuf, size_t errlen);
+/* Release what broker_config_read allocated; NULL allowed. */
+void broker_config_free(struct broker_config *cfg);
+/*
+ * Put cfg in force from the next call (spctl reload): caps, limits,
+ * providers and prices; a session's cap becomes the new session-cap.
+ * The listen address stays the one spd started with.  Takes cfg's
+ * contents (cfg is left empty).
+ */
+void broker_reconfigure(struct spd *spd, struct broker_config *cfg);
 /* Stop the endpoint and the sweep (calls in flight end, journaled) and
  * free the broker once its handles are closed.  NULL-safe. */
 void broker_stop(struct spd *spd);

@@ -56,7 +56,7 @@ struct gw_call {
 	struct broker_turn *turn;
 	char session[65];
 	char turn_id[BROKER_TURN_ID_LEN + 1];
-	const struct price *price;
+	struct price price; /* as judged: a reload does not change it */
 	char model[PRICE_MODEL_NAME_MAX + 1];
 	char provider[64];
 	char path[GATEWAY_PATH_MAX];
@@ -322,7 +322,7 @@ static void call_done(struct gw_call *k, CURLcode res)
 		cost = 0;
 		outcome = res == CURLE_OK ? "ok" : "failed";
 	} else if (res == CURLE_OK && k->usage.complete) {
-		cost = price_cost(k->price, &k->usage.u);
+		cost = price_cost(&k->price, &k->usage.u);
 		outcome = "ok";
 	} else if (res == CURLE_OK && status >= 400) {
 		/* A provider's refusal is not billed. */
@@ -939,7 +939,7 @@ static struct gw_call *prepare(struct gateway *g, struct broker_turn *t,
 	k->g = g;
 	k->api = api;
 	k->count_only = count_only;
-	k->price = pr;
+	k->price = *pr;
 	snprintf(k->model, sizeof(k->model), "%s", model);
 	snprintf(k->provider, sizeof(k->provider), "%s", p->name);
 	snprintf(k->path, sizeof(k->path), "%s", path);

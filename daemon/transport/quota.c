@@ -151,3 +151,9 @@ unsigned quota_limit(const struct quota *q, enum quota_kind kind)
 {
 	return q && kind < QUOTA__COUNT ? q->lim.max[kind] : 0;
 }
+
+void quota_set_limits(struct quota *q, const struct quota_limits *lim)
+{
+	if (q)
+		q->lim = *lim;
+}

@@ -80,6 +80,10 @@ int quota_take(struct quota *q, const char *sid, enum quota_kind kind,
 	       uint64_t now_ms);
 /* Give back a unit of QUOTA_CONNS or QUOTA_RUNS taken by quota_take. */
 void quota_put(struct quota *q, const char *sid, enum quota_kind kind);
+/* New limits from the next take on (spctl reload): what each session
+ * holds stays held; one above a lowered limit takes no more until it is
+ * back under it.  NULL q does nothing. */
+void quota_set_limits(struct quota *q, const struct quota_limits *lim);
 /* The limit of kind (for messages). */
 unsigned quota_limit(const struct quota *q, enum quota_kind kind);
 /* The quota's name as journaled and shown ("connections", "runs",

@@ -1656,6 +1656,130 @@ START_TEST(test_session_cap_across_turns)
 }
 END_TEST
 
+/* spd.conf as start_spd writes it, with extra in [broker], rewritten in
+ * place while spd runs. */
+static void rewrite_conf(const char *extra)
+{
+	char *conf =
+	    fmt("[provider \"anthropic\"]\n\turl = http://127.0.0.1:%d\n"
+		"\tkey = ANTHROPIC_API_KEY\n\tapi = anthropic\n"
+		"[provider \"openai\"]\n\turl = http://127.0.0.1:%d/\n"
+		"\tkey = OPENAI_API_KEY\n\tapi = openai\n"
+		"[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n"
+		"\tbody-max = 65536\n\tprovider-timeout = 2\n%s" MODEL_CONF,
+		standin_port, standin_port, extra);
+	char *path = paths_join(T.config, "spd.conf");
+
+	test_write_file(path, conf);
+	free(path);
+	free(conf);
+}
+
+/* spctl reload (daemon.reload) and SIGHUP: a lowered session-cap judges
+ * the next call of a turn already begun; a file with an error is refused
+ * whole and the old cap still holds; a key that needs a restart is
+ * reported and keeps its value; each is journaled with both hashes. */
+START_TEST(test_reload_changes_cap)
+{
+	struct session ses;
+	struct turn a;
+	char *p, *r, *out = NULL, *err = NULL, *rows;
+	json_t *o, *res;
+	int st;
+
+	test_spd_cleanup(&T);
+	start_spd("\tsession-cap = 1\n");
+	agent_session(&ses);
+	p = fmt("{\"session\":\"%s\",\"cap_usd\":0.5}", ses.id);
+	a = begin(p);
+	free(p);
+	r = post(&a, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	free(r);
+	/* Lowered below what the session spent: the next call is refused. */
+	rewrite_conf("\tsession-cap = 0.0006\n");
+	st = test_spctl(&T, (char *const[]){"reload", NULL}, NULL, &out, &err);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s%s", out, err);
+	ck_assert_msg(has(out, "broker.session-cap"), "%s", out);
+	free(out);
+	free(err);
+	r = post(&a, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 402 && has(r, "session-cap"), "%s", r);
+	free(r);
+	/* daemon.config shows the cap in force. */
+	o = rpc("daemon.config", NULL);
+	{
+		json_t *keys = json_object_get(json_object_get(o, "result"),
+					       "keys"),
+		       *k, *row = NULL;
+		size_t i;
+
+		json_array_foreach(
+		    keys, i,
+		    k) if (strcmp(json_string_value(json_object_get(k, "key")),
+				  "broker.session-cap") == 0) row = k;
+		ck_assert_msg(row, "no broker.session-cap in daemon.config");
+		p = json_dumps(row, JSON_COMPACT | JSON_SORT_KEYS);
+	}
+	ck_assert_msg(has(p, "{\"default\":\"10.00\",\"doc\":\"USD one "
+			     "session's turns may spend together\",\"key\":"
+			     "\"broker.session-cap\",\"range\":\"more than 0, "
+			     "at most 1000000 USD\",\"restart\":false,"
+			     "\"value\":[\"0.000600\"]}"),
+		      "%s", p);
+	free(p);
+	json_decref(o);
+	/* An invalid file (a cap out of range beside a valid change): refused
+	 * whole, the lowered cap still holds. */
+	rewrite_conf("\tsession-cap = 5\n\tmin-output = 0\n");
+	o = rpc("daemon.reload", NULL);
+	ck_assert_msg(
+	    json_object_get(o, "error") &&
+		has(json_string_value(json_object_get(
+			json_object_get(o, "error"), "message")),
+		    "broker.min-output must be 1..10000000, not \"0\""),
+	    "%s", json_dumps(o, 0));
+	json_decref(o);
+	r = post(&a, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 402 && has(r, "session-cap"), "%s", r);
+	free(r);
+	/* Raised, by SIGHUP this time: the call goes. */
+	rewrite_conf("\tsession-cap = 5\n");
+	kill(T.pid, SIGHUP);
+	rows = test_journal_until(
+	    &T, "select summary from events where kind = 'config.reload'",
+	    "reloaded");
+	free(rows);
+	r = post(&a, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 200, "after SIGHUP: %s", r);
+	free(r);
+	/* A key that needs a restart: reported, the old value kept. */
+	rewrite_conf("\tsession-cap = 5\n\tlisten = 127.0.0.1:1\n");
+	o = rpc("daemon.reload", NULL);
+	res = json_object_get(o, "result");
+	p = res ? json_dumps(json_object_get(res, "needs_restart"), 0) : NULL;
+	ck_assert_msg(has(p, "broker.listen"), "%s", p ? p : "(error)");
+	free(p);
+	json_decref(o);
+	r = post(&a, "/v1/messages", NULL, MSG_BODY);
+	ck_assert_msg(status_of(r) == 200, "the old listener: %s", r);
+	free(r);
+	/* Journaled: refused and applied, with both hashes. */
+	rows = test_journal_until(
+	    &T,
+	    "select summary || ' ' || detail from events where kind = "
+	    "'config.reload' order by id",
+	    "needs_restart\":[\"broker.listen\"]");
+	ck_assert_msg(has(rows, "reload refused") &&
+			  has(rows, "\"old_sha256\":\"") &&
+			  has(rows, "\"new_sha256\":\"") &&
+			  has(rows, "\"by\":\"SIGHUP\""),
+		      "%s", rows);
+	free(rows);
+	free(ses.worktree);
+}
+END_TEST
+
 /* model.call honours idle expiry like the HTTP endpoint: a turn idle
  * past idle-timeout is refused and ended, and the refused call does not
  * revive it (issue 36, finding 10). */
@@ -2127,6 +2251,12 @@ int main(void)
 	tcase_add_test(tc, test_connection_quotas);
 	tcase_add_test(tc, test_refusals_aggregated);
 	tcase_add_test(tc, test_socket_only_mode);
+	suite_add_tcase(s, tc);
+	/* Issue 38: spd.conf read again while spd runs. */
+	tc = tcase_create("reload");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_reload_changes_cap);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("churn");
 	tcase_add_checked_fixture(tc, setup, teardown);

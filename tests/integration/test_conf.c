@@ -64,6 +64,14 @@ START_TEST(test_typos_refused)
 	    {"[verify]\n\tagent = true\n",
 	     "spd.conf:1: [verify] is read from a project's .spd.conf"},
 	    {"[approvals]\n\ttimeout = 0\n", "approvals.timeout must be 1.."},
+	    /* The key, the value and the range (the table's). */
+	    {"[limits]\n\tsession-runs = 999\n",
+	     "spd.conf: limits.session-runs must be 1..256, not \"999\""},
+	    {"[broker]\n\tcap-max = lots\n",
+	     "broker.cap-max must be USD, a plain decimal such as 2.50, more "
+	     "than 0, at most 1000000 USD; not \"lots\""},
+	    {"[sandbox]\n\tmode = maybe\n",
+	     "sandbox.mode must be required|best-effort, not \"maybe\""},
 	};
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -108,6 +116,51 @@ START_TEST(test_correct_conf_starts)
 	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	close(fd);
+}
+END_TEST
+
+/* spctl doctor lists every key of the table with the value in force,
+ * its default, range and meaning; after a reload that changes a key
+ * that needs a restart, the value in force is still the old one and the
+ * key is named as waiting for a restart. */
+START_TEST(test_doctor_lists_keys)
+{
+	char *out = NULL, *err = NULL, *conf;
+
+	test_spd_prepare(&T, "[limits]\n\tsession-runs = 7\n"
+			     "[journal]\n\tqueue-max = 1048576\n"
+			     "[policy]\n\tdeny = curl\n");
+	test_spd_start(&T);
+	test_spctl(&T, (char *const[]){"doctor", NULL}, NULL, &out, &err);
+	ck_assert_msg(has(out, "limits.session-runs = 7") &&
+			  has(out, "(default 16, 1..256) runs one session may "
+				   "have in flight"),
+		      "%s%s", out, err);
+	ck_assert_msg(has(out, "broker.cap-default = 1.000000") &&
+			  has(out, "policy.deny = curl") &&
+			  has(out, "provider.NAME.url = -"),
+		      "%s", out);
+	free(out);
+	free(err);
+	conf = paths_join(T.config, "spd.conf");
+	test_write_file(conf, "[limits]\n\tsession-runs = 9\n"
+			      "[journal]\n\tqueue-max = 2097152\n");
+	free(conf);
+	test_spctl(&T, (char *const[]){"reload", NULL}, NULL, &out, &err);
+	ck_assert_msg(has(out, "needs restart (old value kept): "
+			       "journal.queue-max"),
+		      "%s%s", out, err);
+	free(out);
+	free(err);
+	test_spctl(&T, (char *const[]){"doctor", NULL}, NULL, &out, &err);
+	ck_assert_msg(
+	    has(out, "limits.session-runs = 9") &&
+		has(out, "journal.queue-max = 1048576") &&
+		has(out, "waiting for a restart: journal.queue-max") &&
+		!has(out, "policy.deny = curl"),
+	    "%s%s", out, err);
+	free(out);
+	free(err);
 }
 END_TEST
 
@@ -321,6 +374,7 @@ int main(void)
 	tcase_set_timeout(tc, 240);
 	tcase_add_test(tc, test_typos_refused);
 	tcase_add_test(tc, test_correct_conf_starts);
+	tcase_add_test(tc, test_doctor_lists_keys);
 	tcase_add_test(tc, test_project_typo_refused);
 	tcase_add_test(tc, test_conf_edit_holds_next_call);
 	tcase_add_test(tc, test_verify_typo_refused);

@@ -14,7 +14,16 @@
 #include "common/strv.h"
 #include "common/words.h"
 #include "common/utf8.h"
+#include "daemon/broker/broker.h"
+#include "daemon/broker/price.h"
+#include "daemon/config.h"
 #include "daemon/conftab.h"
+#include "daemon/journal/journal.h"
+#include "daemon/methods/gate.h"
+#include "daemon/proxy/proxy.h"
+#include "daemon/transport/quota.h"
+#include "daemon/transport/server.h"
+#include "proto/sandbox.h"
 #include "proto/rpc.h"
 #include "daemon/transport/rpc.h"
 
@@ -116,10 +125,11 @@ static const char *man_region(const char *page, const char *head,
 	return p;
 }
 
-static void man_key(void *data, const char *section, bool named,
-		    const char *key, unsigned files)
+static int man_key(void *data, const struct conftab_key *ck)
 {
 	struct man_check *m = data;
+	const char *section = ck->section, *key = ck->name;
+	bool named = ck->named;
 	char head[96], word[80];
 	const char *p, *end = NULL, *hit;
 	size_t o = 0;
@@ -140,12 +150,23 @@ static void man_key(void *data, const char *section, bool named,
 
 		if (!isalnum((unsigned char)b) && b != '-' &&
 		    !isalnum((unsigned char)a) && a != '\\' && a != '-')
-			return;
+			return 0;
 	}
-	(void)files;
 	o = strlen(m->missing);
 	snprintf(m->missing + o, sizeof(m->missing) - o, " [%s] %s", section,
 		 key);
+	return 0;
+}
+
+/* The key a man page term names ("output\\-cap"), its escapes gone. */
+static void man_word(const char *p, char *out, size_t len)
+{
+	size_t o = 0;
+
+	for (; *p && *p != '\n' && *p != ' ' && o + 1 < len; p++)
+		if (*p != '\\')
+			out[o++] = *p;
+	out[o] = '\0';
 }
 
 START_TEST(test_conf_keys_documented)
@@ -156,6 +177,139 @@ START_TEST(test_conf_keys_documented)
 	conftab_each(man_key, &m);
 	ck_assert_msg(!m.missing[0], "not in spd.conf(5):%s", m.missing);
 	free(m.page);
+}
+END_TEST
+
+/* And the other way: every key spd.conf(5) documents (a ".TP" term
+ * under a section's heading, or "[section] key" under THE PROJECT'S
+ * .spd.conf) is a key of the table, so the page never describes a key
+ * spd would refuse as unknown. */
+START_TEST(test_conf_documented_keys_known)
+{
+	char *page = test_read_file("man/spd.conf.5");
+	char section[64] = "", key[64], unknown[1024] = "";
+	struct conftab_key k;
+	unsigned seen = 0;
+
+	ck_assert_ptr_nonnull(page);
+	for (const char *p = page; p && *p;
+	     p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+		if (strncmp(p, ".SS [", 5) == 0) {
+			size_t n = strcspn(p + 5, "] \"\n");
+
+			snprintf(section, sizeof(section), "%.*s", (int)n,
+				 p + 5);
+		} else if (strncmp(p, ".SH", 3) == 0) {
+			section[0] = '\0';
+		} else if (strncmp(p, ".TP\n.B ", 7) == 0) {
+			const char *t = p + 7;
+			char sec[64];
+
+			if (t[0] == '[') {
+				size_t n = strcspn(t + 1, "] \"\n");
+
+				snprintf(sec, sizeof(sec), "%.*s", (int)n,
+					 t + 1);
+				t = strchr(t, ']');
+				ck_assert_ptr_nonnull(t);
+				if (t[1] != ' ')
+					continue; /* a section, not a key */
+				t += 2;
+			} else if (section[0]) {
+				snprintf(sec, sizeof(sec), "%s", section);
+			} else {
+				continue;
+			}
+			man_word(t, key, sizeof(key));
+			seen++;
+			if (!conftab_find(sec, key, &k)) {
+				size_t o = strlen(unknown);
+
+				snprintf(unknown + o, sizeof(unknown) - o,
+					 " [%s] %s", sec, key);
+			}
+		}
+	}
+	ck_assert_uint_gt(seen, 50);
+	ck_assert_msg(!unknown[0],
+		      "spd.conf(5) documents keys the table "
+		      "does not know:%s",
+		      unknown);
+	free(page);
+}
+END_TEST
+
+/* The table's defaults and ranges are the named constants whose
+ * comments give their reasons. */
+static void want_int(const char *sec, const char *name, long long def,
+		     long long min, long long max)
+{
+	struct conftab_key k;
+
+	ck_assert_msg(conftab_find(sec, name, &k), "%s.%s", sec, name);
+	ck_assert_msg(k.def && atoll(k.def) == def,
+		      "%s.%s default %s, not %lld", sec, name,
+		      k.def ? k.def : "none", def);
+	ck_assert_msg(k.min == min && k.max == max,
+		      "%s.%s range %lld..%lld, not %lld..%lld", sec, name,
+		      (long long)k.min, (long long)k.max, min, max);
+	ck_assert(k.off > 0 && k.doc && k.doc[0]);
+}
+
+START_TEST(test_conf_table_agrees)
+{
+	struct conftab_key k;
+	char range[96];
+
+	want_int("limits", "auth-timeout", QUOTA_AUTH_TIMEOUT_S_DEFAULT, 1,
+		 QUOTA_AUTH_TIMEOUT_S_MAX);
+	want_int("limits", "grant-lifetime", GATE_WAIT_MS / 1000, 1, 24 * 3600);
+	want_int("limits", "session-connections", QUOTA_SESSION_CONNS_DEFAULT,
+		 1, SERVER_MAX_CONNS);
+	want_int("limits", "session-runs", QUOTA_SESSION_RUNS_DEFAULT, 1,
+		 SBXP_RUNS_MAX);
+	want_int("limits", "session-journal-rate",
+		 QUOTA_SESSION_JOURNAL_RATE_DEFAULT, 1, 1000000);
+	want_int("limits", "operator-connections", QUOTA_OPERATOR_CONNS_DEFAULT,
+		 1, SERVER_MAX_CONNS - 1);
+	want_int("limits", "operator-runs", QUOTA_OPERATOR_RUNS_DEFAULT, 1,
+		 SBXP_RUNS_MAX - 1);
+	want_int("limits", "proxy-head-timeout", PROXY_HEAD_TIMEOUT_S_DEFAULT,
+		 1, 3600);
+	want_int("limits", "proxy-idle-timeout", PROXY_IDLE_TIMEOUT_S_DEFAULT,
+		 1, CONFIG_TIMEOUT_MAX_S);
+	want_int("approvals", "timeout", GATE_WAIT_MS / 1000, 1,
+		 GATE_WAIT_MAX_S);
+	want_int("sandbox", "timeout", CONFIG_TIMEOUT_DEFAULT_S, 1,
+		 CONFIG_TIMEOUT_MAX_S);
+	want_int("sandbox", "output-cap", CONFIG_OUTPUT_CAP_DEFAULT, 1024,
+		 256 * 1024 * 1024);
+	want_int("journal", "queue-max", JOURNAL_QUEUE_BYTES_MAX,
+		 JOURNAL_QUEUE_BYTES_MIN, 1LL << 30);
+	want_int("broker", "idle-timeout", BROKER_IDLE_TIMEOUT_S, 1,
+		 7 * 24 * 3600);
+	want_int("broker", "body-max", BROKER_BODY_MAX, 1024,
+		 256 * 1024 * 1024);
+	want_int("broker", "provider-timeout", BROKER_PROVIDER_TIMEOUT_S, 1,
+		 24 * 3600);
+	want_int("broker", "keepalive-timeout", BROKER_KEEPALIVE_TIMEOUT_S, 1,
+		 3600);
+	want_int("broker", "min-output", BROKER_MIN_OUTPUT, 1,
+		 PRICE_MAX_OUTPUT_MAX);
+	ck_assert(conftab_find("broker", "cap-default", &k));
+	ck_assert_str_eq(k.def, BROKER_CAP_DEFAULT_USD);
+	ck_assert(conftab_find("broker", "cap-max", &k));
+	ck_assert_str_eq(k.def, BROKER_CAP_MAX_USD);
+	ck_assert(conftab_find("broker", "session-cap", &k));
+	ck_assert_str_eq(k.def, BROKER_SESSION_CAP_USD);
+	ck_assert(conftab_find("limits", "session-runs", &k));
+	conftab_range(&k, range, sizeof(range));
+	ck_assert_str_eq(range, "1..256");
+	/* What needs a restart is marked so. */
+	ck_assert(conftab_find("broker", "listen", &k) &&
+		  (k.flags & CONFTAB_RESTART));
+	ck_assert(conftab_find("broker", "cap-max", &k) &&
+		  !(k.flags & CONFTAB_RESTART));
 }
 END_TEST
 
@@ -471,6 +625,8 @@ int main(void)
 	tcase_add_test(tc, test_read_line);
 	tcase_add_test(tc, test_proto_tables);
 	tcase_add_test(tc, test_conf_keys_documented);
+	tcase_add_test(tc, test_conf_documented_keys_known);
+	tcase_add_test(tc, test_conf_table_agrees);
 	tcase_add_test(tc, test_strict_layers);
 	tcase_add_test(tc, test_strv_and_words);
 	tcase_add_test(tc, test_table_documented_and_tested);
