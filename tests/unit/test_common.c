@@ -190,11 +190,18 @@ START_TEST(test_conf_documented_keys_known)
 	char section[64] = "", key[64], unknown[1024] = "";
 	struct conftab_key k;
 	unsigned seen = 0;
+	int nested = 0; /* inside .RS: a key's values (presets), not keys */
 
 	ck_assert_ptr_nonnull(page);
 	for (const char *p = page; p && *p;
 	     p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
-		if (strncmp(p, ".SS [", 5) == 0) {
+		if (strncmp(p, ".RS", 3) == 0) {
+			nested++;
+		} else if (strncmp(p, ".RE", 3) == 0) {
+			nested -= nested > 0;
+		} else if (nested) {
+			continue;
+		} else if (strncmp(p, ".SS [", 5) == 0) {
 			size_t n = strcspn(p + 5, "] \"\n");
 
 			snprintf(section, sizeof(section), "%.*s", (int)n,
