@@ -752,27 +752,42 @@ static const char *verdict_of(json_t *st)
 	return json_string_value(v) ? json_string_value(v) : "unknown";
 }
 
+static int trust_from_read(git_repository *repo, const char *spec,
+			   const git_oid *tip, const git_oid *mb,
+			   struct strv *keys, json_t **ret_info, char **why);
+
 int attest_show(const char *repo_path, const char *scratch, const char *rev,
-		const char *const *trust, json_t **ret, char **ret_why)
+		const char *const *trust, const char *trust_from, json_t **ret,
+		char **ret_why)
 {
 	git_repository *repo = NULL;
 	git_note *note = NULL;
 	char *shadow = NULL;
 	struct trusted *t = NULL;
+	struct strv keys = {0};
 	size_t nt = 0;
 	git_oid oid;
 	char hex[GIT_OID_HEXSZ + 1], *keyid = NULL;
 	const char *why = NULL, *signer = NULL;
-	json_t *st = NULL, *raw = NULL;
+	json_t *st = NULL, *raw = NULL, *from = NULL;
 	int r;
 
 	*ret_why = NULL;
-	r = trust_parse(trust, &t, &nt, ret_why);
-	if (r < 0)
-		return r;
+	for (size_t i = 0; trust && trust[i]; i++)
+		if (strv_push(&keys, trust[i]) < 0) {
+			strv_free(&keys);
+			return -ENOMEM;
+		}
 	r = open_foreign(repo_path, scratch, &repo, &shadow, ret_why);
 	if (r == 0)
 		r = resolve(repo, rev, &oid, ret_why);
+	/* The keys of a file in a commit that does not contain the one
+	 * shown (no merge base: the commit itself is the "branch"). */
+	if (r == 0 && trust_from)
+		r = trust_from_read(repo, trust_from, &oid, NULL, &keys, &from,
+				    ret_why);
+	if (r == 0)
+		r = trust_parse((const char *const *)keys.v, &t, &nt, ret_why);
 	if (r < 0)
 		goto out;
 	git_oid_tostr(hex, sizeof(hex), &oid);
@@ -811,8 +826,12 @@ int attest_show(const char *repo_path, const char *scratch, const char *rev,
 		json_object_set_new(*ret, "keyid", json_null());
 	if (!json_object_get(*ret, "why"))
 		json_object_set_new(*ret, "why", json_null());
+	json_object_set_new(*ret, "trust_from", from ? from : json_null());
+	from = NULL;
 	r = 0;
 out:
+	json_decref(from);
+	strv_free(&keys);
 	free(keyid);
 	free(t);
 	git_repository_free(repo);
@@ -931,16 +950,25 @@ static int trust_from_read(git_repository *repo, const char *spec,
 	if (r < 0)
 		goto out;
 	git_oid_tostr(hex, sizeof(hex), &commit);
-	r = not_written_by(repo, &commit, tip, mb, &ok);
+	if (mb) {
+		r = not_written_by(repo, &commit, tip, mb, &ok);
+	} else {
+		/* attest show: the commit shown is not in REF's history. */
+		r = git_oid_equal(&commit, tip)
+			? 1
+			: git_graph_descendant_of(repo, &commit, tip);
+		ok = r == 0;
+		r = r < 0 ? -EIO : 0;
+	}
 	if (r < 0) {
 		*why = dupf("%s: cannot walk its history (%s)", ref, git_msg());
 		goto out;
 	}
 	if (!ok) {
 		*why = dupf("--trust-from %s: commit %.12s contains commits of "
-			    "the checked branch; trust must come from a "
+			    "the checked %s; trust must come from a "
 			    "commit it did not write (its base's)",
-			    ref, hex);
+			    ref, hex, mb ? "branch" : "commit");
 		r = -EPERM;
 		goto out;
 	}

@@ -86,13 +86,18 @@ json_t *attest_statement(const char *gitdir, const char *branch,
  * is never read: a shadow git dir of links to its objects and refs is
  * made for the call in scratch, a private directory of spd's, and
  * removed), for a person: {commit, keyid, key (the trusted key that
- * signed it, or null), valid, why, verdict, statement}.  trust is a
- * NULL-terminated list of "ed25519:..." keys.  Returns 0 and *ret,
- * -ENOENT (no note; *ret_why says so), -EINVAL or -EIO with *ret_why
+ * signed it, or null), valid, why, verdict, statement, trust_from}.
+ * trust is a NULL-terminated list of "ed25519:..." keys (NULL: none);
+ * trust_from (NULL: none) a "REF:PATH" file of more, read as
+ * attest_verify_branch reads it, from a commit that does not have rev's
+ * commit in its history (-EPERM otherwise: the commit would be vouching
+ * for itself).  Returns 0 and *ret, -ENOENT (no note, no such file;
+ * *ret_why says so), -EINVAL, -EPERM, -E2BIG or -EIO with *ret_why
  * (malloc'd).
  */
 int attest_show(const char *repo, const char *scratch, const char *rev,
-		const char *const *trust, json_t **ret, char **ret_why);
+		const char *const *trust, const char *trust_from, json_t **ret,
+		char **ret_why);
 
 /* What attest_verify_branch checks, and against which keys. */
 struct attest_verify_opts {
