@@ -72,6 +72,36 @@ int attest_sign_note(const struct attest_key *k, const char *gitdir,
 		     const char **ret_why);
 
 /*
+ * Open a note's text (untrusted bytes: the repository's) as a DSSE
+ * envelope: the in-toto statement it carries when one of its signatures
+ * is a trusted key's over DSSE's pre-authentication encoding of the
+ * payload and the payload is spd's statement type, else NULL and
+ * *ret_why (static).  trust is a NULL-terminated list of
+ * "ed25519:BASE64" keys (NULL: none); *ret_signer gets the one that
+ * signed (borrowed from trust).  The statement's subject is not checked
+ * here (attest_show and attest_verify_branch hold it to the commit).
+ * Returns a new reference.
+ */
+json_t *attest_envelope_open(const char *note, const char *const *trust,
+			     const char **ret_signer, const char **ret_why);
+/* What a note claims, unverified (for a person, beside why it is not
+ * valid): its payload decoded and parsed as JSON, a new reference, or
+ * NULL. */
+json_t *attest_note_claims(const char *note);
+/*
+ * The keys of a trust file's text (untrusted bytes: a blob of the
+ * repository's), one "ed25519:BASE64" a line; anything after it on the
+ * line, blank lines and lines beginning with '#' are comments.  text is
+ * cut in place; the keys pushed onto keys (copies).  spec names the file
+ * in *why.  Returns 0 and *ret_found, or -EINVAL (a line that is not a
+ * key), -E2BIG (more than ATTEST_TRUST_KEYS_MAX) or -ENOMEM, with *why
+ * (malloc'd) for the first two.
+ */
+struct strv;
+int attest_trust_lines(char *text, const char *spec, struct strv *keys,
+		       size_t *ret_found, char **why);
+
+/*
  * The statement spd signs: subject branch at commit_hex, predicate of
  * type ATTEST_PREDICATE_TYPE with the commit's tree read from gitdir and
  * the fields of predicate (which it takes; it gains "commit" and "tree").
