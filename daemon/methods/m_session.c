@@ -931,8 +931,9 @@ static void end_then(struct verify_run *v, const struct session_verdict *vd,
 			 v->plan->commit, tip[0] ? tip : "unknown");
 		json_object_set_new(extra, "verified", json_false());
 		json_object_set_new(extra, "unverified", json_string(why));
-		journal_append(call_spd(v->c)->journal, id, "spd",
-			       "session.end-unverified", why, NULL);
+		if (call_spd(v->c)->journal)
+			journal_append(call_spd(v->c)->journal, id, "spd",
+				       "session.end-unverified", why, NULL);
 	} else {
 		json_object_set_new(extra, "verified", json_true());
 	}
