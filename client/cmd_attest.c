@@ -24,7 +24,8 @@ static int attest_usage(void)
 	fprintf(
 	    stderr,
 	    "usage: spctl attest key\n"
-	    "       spctl attest show COMMIT [--repo DIR]\n"
+	    "       spctl attest show COMMIT [--repo DIR] [--trust KEY]... "
+	    "[--trust-from REF:PATH]\n"
 	    "       spctl attest verify --branch B [--repo DIR] [--base REF] "
 	    "[--trust KEY]...\n"
 	    "                           [--trust-from REF:PATH] [--offline] "
@@ -124,25 +125,94 @@ static void print_checks(json_t *pred)
 	}
 }
 
+/* What the statement says of the session's journal rows and its model
+ * calls. */
+static void print_session_record(json_t *pred)
+{
+	json_t *j = json_object_get(pred, "journal");
+	json_t *rows = json_object_get(j, "session_rows");
+	json_t *mc = json_object_get(pred, "model_calls"), *m;
+	size_t i;
+
+	printf("journal:    row %lld, ",
+	       (long long)json_integer_value(json_object_get(j, "head_id")));
+	line("", json_object_get(j, "head_hash"));
+	if (json_is_object(rows)) {
+		printf("session rows: %lld, from row %lld ",
+		       (long long)json_integer_value(
+			   json_object_get(rows, "count")),
+		       (long long)json_integer_value(
+			   json_object_get(rows, "first_id")));
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(rows, "first_hash"))
+			     ?: "-");
+		printf("\n              to row %lld ",
+		       (long long)json_integer_value(
+			   json_object_get(rows, "last_id")));
+		line("", json_object_get(rows, "last_hash"));
+	}
+	if (!json_is_object(mc))
+		return;
+	printf(
+	    "model calls: %lld (refused %lld), %lld input and %lld output "
+	    "tokens, %.6f USD\n",
+	    (long long)json_integer_value(json_object_get(mc, "calls")),
+	    (long long)json_integer_value(json_object_get(mc, "refused")),
+	    (long long)json_integer_value(json_object_get(mc, "input_tokens")),
+	    (long long)json_integer_value(json_object_get(mc, "output_tokens")),
+	    json_number_value(json_object_get(mc, "spent_usd")));
+	json_array_foreach(json_object_get(mc, "by_model"), i, m)
+	{
+		fputs("  model ", stdout);
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(m, "provider"))
+			     ?: "?");
+		fputc('/', stdout);
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(m, "model")) ?: "?");
+		printf(
+		    ": %lld calls, %lld in, %lld out, %.6f USD\n",
+		    (long long)json_integer_value(json_object_get(m, "calls")),
+		    (long long)json_integer_value(
+			json_object_get(m, "input_tokens")),
+		    (long long)json_integer_value(
+			json_object_get(m, "output_tokens")),
+		    json_number_value(json_object_get(m, "spent_usd")));
+	}
+}
+
 static int attest_show(struct cmd_ctx *ctx, int argc, char **argv)
 {
-	const char *commit = NULL, *dir = NULL;
-	json_t *params, *repo, *res, *st, *pred;
+	const char *commit = NULL, *dir = NULL, *from = NULL;
+	json_t *params, *repo, *res, *st, *pred, *trust = NULL;
 	int ex = 0;
 
 	for (int i = 2; i < argc; i++) {
-		if (strcmp(argv[i], "--repo") == 0 && i + 1 < argc)
+		if (strcmp(argv[i], "--repo") == 0 && i + 1 < argc) {
 			dir = argv[++i];
-		else if (argv[i][0] != '-' && !commit)
+		} else if (strcmp(argv[i], "--trust") == 0 && i + 1 < argc) {
+			if (!trust)
+				trust = json_array();
+			json_array_append_new(trust, json_string(argv[++i]));
+		} else if (strcmp(argv[i], "--trust-from") == 0 &&
+			   i + 1 < argc) {
+			from = argv[++i];
+		} else if (argv[i][0] != '-' && !commit) {
 			commit = argv[i];
-		else
+		} else {
+			json_decref(trust);
 			return attest_usage();
+		}
 	}
-	if (!commit)
-		return attest_usage();
-	if (!(repo = repo_path(dir)))
-		return CMD_EXIT_USAGE;
+	if (!commit || !(repo = repo_path(dir))) {
+		json_decref(trust);
+		return commit ? CMD_EXIT_USAGE : attest_usage();
+	}
 	params = json_pack("{s:o, s:s}", "repo", repo, "commit", commit);
+	if (trust)
+		json_object_set_new(params, "trust", trust);
+	if (from)
+		json_object_set_new(params, "trust_from", json_string(from));
 	res = cmd_call(RPC_M_ATTEST_SHOW, params, &ex);
 	if (!res)
 		return ex;
@@ -177,11 +247,18 @@ static int attest_show(struct cmd_ctx *ctx, int argc, char **argv)
 			   json_object_get(pred, "worktree_uncommitted")));
 	line("policy:     ", json_object_get(pred, "project_conf_sha256"));
 	line("spd.conf:   ", json_object_get(pred, "spd_conf_sha256"));
-	printf("journal:    row %lld, ",
-	       (long long)json_integer_value(json_object_get(
-		   json_object_get(pred, "journal"), "head_id")));
-	line("",
-	     json_object_get(json_object_get(pred, "journal"), "head_hash"));
+	if (json_is_object(json_object_get(res, "trust_from"))) {
+		json_t *tf = json_object_get(res, "trust_from");
+
+		printf(
+		    "trust from: %lld keys of ",
+		    (long long)json_integer_value(json_object_get(tf, "keys")));
+		ts_fputs(stdout,
+			 json_string_value(json_object_get(tf, "path")) ?: "?");
+		fputs(" in ", stdout);
+		line("", json_object_get(tf, "commit"));
+	}
+	print_session_record(pred);
 	print_checks(pred);
 	json_decref(res);
 	return 0;

@@ -534,6 +534,18 @@ static int session_end(struct cmd_ctx *ctx, int argc, char **argv)
 		fputs(", newest first:\n", stdout);
 		print_commits(json_object_get(res, "commits"));
 	}
+	if (json_is_true(json_object_get(res, "verified"))) {
+		fputs("verified: the checks passed on ", stdout);
+		print_commit_id(
+		    str(json_object_get(res, "attestation"), "commit"));
+		fputs(", signed under refs/notes/spd\n", stdout);
+	} else if (json_object_get(res, "unverified")) {
+		/* An end that ran no checks, or whose checks failed, is
+		 * said so where the operator looks. */
+		fputs("UNVERIFIED: ", stderr);
+		ts_fputs(stderr, str(res, "unverified"));
+		fputc('\n', stderr);
+	}
 	if (json_object_get(res, "merge"))
 		print_line("to merge: ", str(res, "merge"));
 	if (json_object_get(res, "note"))

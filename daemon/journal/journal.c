@@ -396,6 +396,16 @@ static const char schema[] =
     "CREATE TABLE IF NOT EXISTS events("
     "id INTEGER PRIMARY KEY, time INTEGER, session TEXT, actor TEXT, "
     "kind TEXT, summary TEXT, detail TEXT, prev_hash TEXT, hash TEXT)";
+/*
+ * Schema 2: an index on (session, id), for a session's rows (its range
+ * in a signed statement, its model calls) without a scan of the whole
+ * journal.  A journal made before it gets the index when it is opened:
+ * CREATE INDEX reads the rows and changes none of them, and the hash
+ * chain covers the rows only, so a migrated journal verifies as before.
+ */
+#define SCHEMA_VERSION 2
+static const char schema_session_index[] =
+    "CREATE INDEX IF NOT EXISTS events_session ON events(session, id)";
 
 /*
  * Read the chain's tip and count, and check it against the head file.
@@ -487,6 +497,38 @@ out:
 	return r;
 }
 
+/* Bring an older journal's schema to SCHEMA_VERSION, in one
+ * transaction (all or nothing; a journal that cannot be migrated is not
+ * opened, and nothing of it is changed). */
+static int migrate(sqlite3 *db)
+{
+	sqlite3_stmt *st = NULL;
+	char sql[64];
+	int version = 0, r;
+
+	r = jnl_sqlite_errno(
+	    sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &st, NULL));
+	if (r < 0)
+		return r;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		version = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	if (version >= SCHEMA_VERSION)
+		return 0;
+	r = jnl_exec(db, "BEGIN IMMEDIATE");
+	if (r < 0)
+		return r;
+	snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SCHEMA_VERSION);
+	r = jnl_exec(db, schema_session_index);
+	if (r == 0)
+		r = jnl_exec(db, sql);
+	if (r == 0)
+		r = jnl_exec(db, "COMMIT");
+	if (r < 0)
+		jnl_exec(db, "ROLLBACK");
+	return r;
+}
+
 static int open_db(struct journal *j)
 {
 	sqlite3_stmt *st = NULL;
@@ -513,6 +555,9 @@ static int open_db(struct journal *j)
 	if (r < 0)
 		return r;
 	r = jnl_exec(j->db, schema);
+	if (r < 0)
+		return r;
+	r = migrate(j->db);
 	if (r < 0)
 		return r;
 	r = load_tip(j);

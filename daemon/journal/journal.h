@@ -221,6 +221,31 @@ typedef void (*journal_query_cb)(void *data, int err,
 int journal_query(struct journal *j, const struct journal_filter *f,
 		  journal_query_cb cb, void *data);
 
+/* A session's rows: how many, and the first's and last's id and hash
+ * (0 and "" when it has none). */
+struct journal_span {
+	int64_t rows;
+	int64_t first_id, last_id;
+	char first_hash[65], last_hash[65];
+};
+
+/* Called on the loop thread with a span's outcome: err 0 and span (valid
+ * during the call), or a -errno and NULL. */
+typedef void (*journal_span_cb)(void *data, int err,
+				const struct journal_span *span);
+
+/*
+ * The span of session's rows, read on the thread pool through the index
+ * on (session, id) from committed rows, after the rows appended before
+ * the call are committed (as journal_query).  What a signed statement
+ * names so that the journal's rows of the session can be matched
+ * against it.  Returns 0 (cb will be called exactly once, before
+ * journal_close()'s callback), or -ESHUTDOWN / -ENOMEM / -EINVAL (cb is
+ * not called).
+ */
+int journal_session_span(struct journal *j, const char *session,
+			 journal_span_cb cb, void *data);
+
 /*
  * The outcome of a verification.  When ok is false, first_bad_id names
  * the first bad row (for "deleted" and "truncated": the first missing id)

@@ -59,17 +59,30 @@ static const char tail_sql[] =
     "AND (?3 IS NULL OR session = ?3) ORDER BY id DESC LIMIT ?4) "
     "ORDER BY id";
 
+/* A session's rows through the index on (session, id) (schema 2): the
+ * forms above, whose "?3 IS NULL OR" no index can serve, read every row. */
+static const char session_query_sql[] =
+    "SELECT id, time, session, actor, kind, summary, detail, prev_hash, "
+    "hash FROM events WHERE session = ?3 AND id > ?1 AND (?2 IS NULL OR "
+    "kind = ?2) ORDER BY id LIMIT ?4";
+static const char session_tail_sql[] =
+    "SELECT * FROM (SELECT id, time, session, actor, kind, summary, "
+    "detail, prev_hash, hash FROM events WHERE session = ?3 AND (?2 IS "
+    "NULL OR kind = ?2) ORDER BY id DESC LIMIT ?4) ORDER BY id";
+
 static int run_query(sqlite3 *db, const struct journal_filter *f,
 		     struct evvec *ret)
 {
 	sqlite3_stmt *st = NULL;
 	struct evvec res = {0};
 	int r, rc, limit = f->limit;
+	const char *sql = f->since < 0 ? tail_sql : query_sql;
 
+	if (f->session)
+		sql = f->since < 0 ? session_tail_sql : session_query_sql;
 	if (limit <= 0 || limit > JOURNAL_QUERY_LIMIT_MAX)
 		limit = JOURNAL_QUERY_LIMIT_MAX;
-	r = jnl_sqlite_errno(sqlite3_prepare_v2(
-	    db, f->since < 0 ? tail_sql : query_sql, -1, &st, NULL));
+	r = jnl_sqlite_errno(sqlite3_prepare_v2(db, sql, -1, &st, NULL));
 	if (r < 0)
 		goto out;
 	sqlite3_bind_int64(st, 1, f->since);
@@ -374,7 +387,65 @@ int journal_verify_path(const char *path, struct journal_verify_result *ret)
 	return r;
 }
 
-enum work_kind { WORK_QUERY, WORK_VERIFY };
+/* The hash of row id into out: 0, or -SPD_ECORRUPT when it is gone. */
+static int row_hash(sqlite3 *db, int64_t id, char out[HASH_HEX + 1])
+{
+	sqlite3_stmt *st = NULL;
+	int r = jnl_sqlite_errno(sqlite3_prepare_v2(
+	    db, "SELECT hash FROM events WHERE id = ?", -1, &st, NULL));
+
+	if (r < 0)
+		return r;
+	sqlite3_bind_int64(st, 1, id);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		jnl_column_hash(st, 0, out);
+	else
+		r = -SPD_ECORRUPT;
+	sqlite3_finalize(st);
+	return r < 0 || out[0] ? r : -SPD_ECORRUPT;
+}
+
+/* A session's span, in one read transaction (the count and both ends
+ * from the same snapshot). */
+static int run_span(sqlite3 *db, const char *session, struct journal_span *ret)
+{
+	sqlite3_stmt *st = NULL;
+	struct journal_span s = {0};
+	int r;
+
+	r = jnl_exec(db, "BEGIN");
+	if (r < 0)
+		return r;
+	r = jnl_sqlite_errno(sqlite3_prepare_v2(
+	    db,
+	    "SELECT count(*), min(id), max(id) FROM events WHERE session = ?",
+	    -1, &st, NULL));
+	if (r < 0)
+		goto out;
+	sqlite3_bind_text(st, 1, session, -1, SQLITE_STATIC);
+	if (sqlite3_step(st) != SQLITE_ROW) {
+		r = -EIO;
+		goto out;
+	}
+	s.rows = sqlite3_column_int64(st, 0);
+	s.first_id = sqlite3_column_int64(st, 1);
+	s.last_id = sqlite3_column_int64(st, 2);
+	if (s.rows > 0) {
+		r = row_hash(db, s.first_id, s.first_hash);
+		if (r == 0)
+			r = row_hash(db, s.last_id, s.last_hash);
+		if (r < 0)
+			goto out;
+	}
+	*ret = s;
+	r = 0;
+out:
+	sqlite3_finalize(st);
+	jnl_exec(db, "COMMIT");
+	return r;
+}
+
+enum work_kind { WORK_QUERY, WORK_VERIFY, WORK_SPAN };
 
 struct work {
 	uv_work_t req;
@@ -384,6 +455,8 @@ struct work {
 	char *kind_filter, *session_filter;
 	journal_query_cb query_cb;
 	journal_verify_cb verify_cb;
+	journal_span_cb span_cb;
+	struct journal_span span;
 	void *data;
 	int err;
 	struct evvec res;
@@ -426,7 +499,9 @@ static void work_run(uv_work_t *req)
 	pthread_mutex_lock(&j->read_mu);
 	if (!j->rdb)
 		w->err = open_readonly(j->path, &j->rdb);
-	if (w->err == 0)
+	if (w->err == 0 && w->kind == WORK_SPAN)
+		w->err = run_span(j->rdb, w->session_filter, &w->span);
+	else if (w->err == 0)
 		w->err = run_query(j->rdb, &w->filter, &w->res);
 	pthread_mutex_unlock(&j->read_mu);
 }
@@ -438,7 +513,9 @@ static void work_done(uv_work_t *req, int status)
 
 	if (status < 0 && w->err == 0)
 		w->err = status;
-	if (w->kind == WORK_QUERY) {
+	if (w->kind == WORK_SPAN) {
+		w->span_cb(w->data, w->err, w->err ? NULL : &w->span);
+	} else if (w->kind == WORK_QUERY) {
 		w->query_cb(w->data, w->err, w->err ? NULL : w->res.v,
 			    w->err ? 0 : w->res.n);
 	} else {
@@ -530,5 +607,33 @@ int journal_verify(struct journal *j, journal_verify_cb cb, void *data)
 	r = work_queue(j, w);
 	if (r < 0)
 		free(w);
+	return r;
+}
+
+int journal_session_span(struct journal *j, const char *session,
+			 journal_span_cb cb, void *data)
+{
+	struct work *w;
+	int r;
+
+	if (j->closing)
+		return -ESHUTDOWN;
+	if (!session || !cb)
+		return -EINVAL;
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->kind = WORK_SPAN;
+	w->span_cb = cb;
+	w->data = data;
+	if (!(w->session_filter = strdup(session))) {
+		free(w);
+		return -ENOMEM;
+	}
+	r = work_queue(j, w);
+	if (r < 0) {
+		free(w->session_filter);
+		free(w);
+	}
 	return r;
 }

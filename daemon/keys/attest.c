@@ -370,6 +370,47 @@ out:
 	return st;
 }
 
+static int trust_parse(const char *const *keys, struct trusted **ret,
+		       size_t *ret_n, char **why);
+
+json_t *attest_envelope_open(const char *note, const char *const *trust,
+			     const char **ret_signer, const char **ret_why)
+{
+	struct trusted *t = NULL;
+	size_t nt = 0;
+	char *keyid = NULL, *why = NULL;
+	json_t *st;
+
+	*ret_signer = NULL;
+	if (!note || strlen(note) > ATTEST_NOTE_MAX) {
+		*ret_why = "the note is not an attestation";
+		return NULL;
+	}
+	if (trust_parse(trust, &t, &nt, &why) < 0) {
+		free(why);
+		*ret_why = "a trusted key is malformed";
+		return NULL;
+	}
+	st = envelope_open(note, t, nt, ret_signer, &keyid, ret_why);
+	free(keyid);
+	free(t);
+	return st;
+}
+
+json_t *attest_note_claims(const char *note)
+{
+	json_t *env = note ? json_loads(note, 0, NULL) : NULL, *raw = NULL;
+	const char *p = json_string_value(json_object_get(env, "payload"));
+	size_t n = 0;
+	unsigned char *body = p ? unb64(p, &n) : NULL;
+
+	if (body)
+		raw = json_loadb((const char *)body, n, 0, NULL);
+	free(body);
+	json_decref(env);
+	return raw;
+}
+
 /* ---- the repository ---- */
 
 static const char *git_msg(void)
@@ -752,27 +793,42 @@ static const char *verdict_of(json_t *st)
 	return json_string_value(v) ? json_string_value(v) : "unknown";
 }
 
+static int trust_from_read(git_repository *repo, const char *spec,
+			   const git_oid *tip, const git_oid *mb,
+			   struct strv *keys, json_t **ret_info, char **why);
+
 int attest_show(const char *repo_path, const char *scratch, const char *rev,
-		const char *const *trust, json_t **ret, char **ret_why)
+		const char *const *trust, const char *trust_from, json_t **ret,
+		char **ret_why)
 {
 	git_repository *repo = NULL;
 	git_note *note = NULL;
 	char *shadow = NULL;
 	struct trusted *t = NULL;
+	struct strv keys = {0};
 	size_t nt = 0;
 	git_oid oid;
 	char hex[GIT_OID_HEXSZ + 1], *keyid = NULL;
 	const char *why = NULL, *signer = NULL;
-	json_t *st = NULL, *raw = NULL;
+	json_t *st = NULL, *raw = NULL, *from = NULL;
 	int r;
 
 	*ret_why = NULL;
-	r = trust_parse(trust, &t, &nt, ret_why);
-	if (r < 0)
-		return r;
+	for (size_t i = 0; trust && trust[i]; i++)
+		if (strv_push(&keys, trust[i]) < 0) {
+			strv_free(&keys);
+			return -ENOMEM;
+		}
 	r = open_foreign(repo_path, scratch, &repo, &shadow, ret_why);
 	if (r == 0)
 		r = resolve(repo, rev, &oid, ret_why);
+	/* The keys of a file in a commit that does not contain the one
+	 * shown (no merge base: the commit itself is the "branch"). */
+	if (r == 0 && trust_from)
+		r = trust_from_read(repo, trust_from, &oid, NULL, &keys, &from,
+				    ret_why);
+	if (r == 0)
+		r = trust_parse((const char *const *)keys.v, &t, &nt, ret_why);
 	if (r < 0)
 		goto out;
 	git_oid_tostr(hex, sizeof(hex), &oid);
@@ -786,18 +842,8 @@ int attest_show(const char *repo_path, const char *scratch, const char *rev,
 	st = commit_statement(repo, &oid, t, nt, &signer, &keyid, &why);
 	if (!st) {
 		/* Unverified, a person still wants to see what it claims. */
-		json_t *env;
-		git_note_read(&note, repo, ATTEST_NOTES_REF, &oid);
-		env = json_loads(git_note_message(note), 0, NULL);
-		const char *p =
-		    json_string_value(json_object_get(env, "payload"));
-		size_t n = 0;
-		unsigned char *body = p ? unb64(p, &n) : NULL;
-
-		if (body)
-			raw = json_loadb((const char *)body, n, 0, NULL);
-		free(body);
-		json_decref(env);
+		if (git_note_read(&note, repo, ATTEST_NOTES_REF, &oid) == 0)
+			raw = attest_note_claims(git_note_message(note));
 		git_note_free(note);
 	}
 	*ret =
@@ -811,8 +857,12 @@ int attest_show(const char *repo_path, const char *scratch, const char *rev,
 		json_object_set_new(*ret, "keyid", json_null());
 	if (!json_object_get(*ret, "why"))
 		json_object_set_new(*ret, "why", json_null());
+	json_object_set_new(*ret, "trust_from", from ? from : json_null());
+	from = NULL;
 	r = 0;
 out:
+	json_decref(from);
+	strv_free(&keys);
 	free(keyid);
 	free(t);
 	git_repository_free(repo);
@@ -902,6 +952,43 @@ out:
 	return text;
 }
 
+int attest_trust_lines(char *text, const char *spec, struct strv *keys,
+		       size_t *ret_found, char **why)
+{
+	char *line, *save = NULL;
+	size_t lineno = 0, found = 0;
+
+	/* Lines counted as a person counts them: strtok_r would skip
+	 * blank ones. */
+	for (line = text; line; line = save) {
+		char *k, *end;
+
+		save = strchr(line, '\n');
+		if (save)
+			*save++ = '\0';
+		lineno++;
+		k = line + strspn(line, " \t\r");
+		if (!*k || *k == '#')
+			continue;
+		end = k + strcspn(k, " \t\r");
+		*end = '\0';
+		if (key_parse(k, NULL) < 0) {
+			*why = dupf("%s line %zu: not a key (ed25519:BASE64)",
+				    spec, lineno);
+			return -EINVAL;
+		}
+		if (++found > ATTEST_TRUST_KEYS_MAX) {
+			*why = dupf("%s: more than %d keys", spec,
+				    ATTEST_TRUST_KEYS_MAX);
+			return -E2BIG;
+		}
+		if (strv_push(keys, k) < 0)
+			return -ENOMEM;
+	}
+	*ret_found = found;
+	return 0;
+}
+
 /*
  * --trust-from REF:PATH: the keys of the file PATH in the commit REF, one
  * "ed25519:BASE64" a line (anything after it on the line, blank lines
@@ -914,10 +1001,10 @@ static int trust_from_read(git_repository *repo, const char *spec,
 			   struct strv *keys, json_t **ret_info, char **why)
 {
 	const char *colon = strchr(spec, ':');
-	char *ref = NULL, *text = NULL, *line, *save = NULL;
+	char *ref = NULL, *text = NULL;
 	char hex[GIT_OID_HEXSZ + 1];
 	git_oid commit;
-	size_t lineno = 0, found = 0;
+	size_t found = 0;
 	bool ok = false;
 	int r;
 
@@ -931,16 +1018,25 @@ static int trust_from_read(git_repository *repo, const char *spec,
 	if (r < 0)
 		goto out;
 	git_oid_tostr(hex, sizeof(hex), &commit);
-	r = not_written_by(repo, &commit, tip, mb, &ok);
+	if (mb) {
+		r = not_written_by(repo, &commit, tip, mb, &ok);
+	} else {
+		/* attest show: the commit shown is not in REF's history. */
+		r = git_oid_equal(&commit, tip)
+			? 1
+			: git_graph_descendant_of(repo, &commit, tip);
+		ok = r == 0;
+		r = r < 0 ? -EIO : 0;
+	}
 	if (r < 0) {
 		*why = dupf("%s: cannot walk its history (%s)", ref, git_msg());
 		goto out;
 	}
 	if (!ok) {
 		*why = dupf("--trust-from %s: commit %.12s contains commits of "
-			    "the checked branch; trust must come from a "
+			    "the checked %s; trust must come from a "
 			    "commit it did not write (its base's)",
-			    ref, hex);
+			    ref, hex, mb ? "branch" : "commit");
 		r = -EPERM;
 		goto out;
 	}
@@ -950,32 +1046,9 @@ static int trust_from_read(git_repository *repo, const char *spec,
 		r = -ENOENT;
 		goto out;
 	}
-	for (line = strtok_r(text, "\n", &save); line;
-	     line = strtok_r(NULL, "\n", &save)) {
-		char *k = line + strspn(line, " \t\r"), *end;
-
-		lineno++;
-		if (!*k || *k == '#')
-			continue;
-		end = k + strcspn(k, " \t\r");
-		*end = '\0';
-		if (key_parse(k, NULL) < 0) {
-			*why = dupf("%s line %zu: not a key (ed25519:BASE64)",
-				    spec, lineno);
-			r = -EINVAL;
-			goto out;
-		}
-		if (++found > ATTEST_TRUST_KEYS_MAX) {
-			*why = dupf("%s: more than %d keys", spec,
-				    ATTEST_TRUST_KEYS_MAX);
-			r = -E2BIG;
-			goto out;
-		}
-		if (strv_push(keys, k) < 0) {
-			r = -ENOMEM;
-			goto out;
-		}
-	}
+	r = attest_trust_lines(text, spec, keys, &found, why);
+	if (r < 0)
+		goto out;
 	*ret_info = json_pack("{s:s, s:s, s:I}", "commit", hex, "path",
 			      colon + 1, "keys", (json_int_t)found);
 	r = 0;

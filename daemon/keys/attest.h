@@ -72,6 +72,36 @@ int attest_sign_note(const struct attest_key *k, const char *gitdir,
 		     const char **ret_why);
 
 /*
+ * Open a note's text (untrusted bytes: the repository's) as a DSSE
+ * envelope: the in-toto statement it carries when one of its signatures
+ * is a trusted key's over DSSE's pre-authentication encoding of the
+ * payload and the payload is spd's statement type, else NULL and
+ * *ret_why (static).  trust is a NULL-terminated list of
+ * "ed25519:BASE64" keys (NULL: none); *ret_signer gets the one that
+ * signed (borrowed from trust).  The statement's subject is not checked
+ * here (attest_show and attest_verify_branch hold it to the commit).
+ * Returns a new reference.
+ */
+json_t *attest_envelope_open(const char *note, const char *const *trust,
+			     const char **ret_signer, const char **ret_why);
+/* What a note claims, unverified (for a person, beside why it is not
+ * valid): its payload decoded and parsed as JSON, a new reference, or
+ * NULL. */
+json_t *attest_note_claims(const char *note);
+/*
+ * The keys of a trust file's text (untrusted bytes: a blob of the
+ * repository's), one "ed25519:BASE64" a line; anything after it on the
+ * line, blank lines and lines beginning with '#' are comments.  text is
+ * cut in place; the keys pushed onto keys (copies).  spec names the file
+ * in *why.  Returns 0 and *ret_found, or -EINVAL (a line that is not a
+ * key), -E2BIG (more than ATTEST_TRUST_KEYS_MAX) or -ENOMEM, with *why
+ * (malloc'd) for the first two.
+ */
+struct strv;
+int attest_trust_lines(char *text, const char *spec, struct strv *keys,
+		       size_t *ret_found, char **why);
+
+/*
  * The statement spd signs: subject branch at commit_hex, predicate of
  * type ATTEST_PREDICATE_TYPE with the commit's tree read from gitdir and
  * the fields of predicate (which it takes; it gains "commit" and "tree").
@@ -86,13 +116,18 @@ json_t *attest_statement(const char *gitdir, const char *branch,
  * is never read: a shadow git dir of links to its objects and refs is
  * made for the call in scratch, a private directory of spd's, and
  * removed), for a person: {commit, keyid, key (the trusted key that
- * signed it, or null), valid, why, verdict, statement}.  trust is a
- * NULL-terminated list of "ed25519:..." keys.  Returns 0 and *ret,
- * -ENOENT (no note; *ret_why says so), -EINVAL or -EIO with *ret_why
+ * signed it, or null), valid, why, verdict, statement, trust_from}.
+ * trust is a NULL-terminated list of "ed25519:..." keys (NULL: none);
+ * trust_from (NULL: none) a "REF:PATH" file of more, read as
+ * attest_verify_branch reads it, from a commit that does not have rev's
+ * commit in its history (-EPERM otherwise: the commit would be vouching
+ * for itself).  Returns 0 and *ret, -ENOENT (no note, no such file;
+ * *ret_why says so), -EINVAL, -EPERM, -E2BIG or -EIO with *ret_why
  * (malloc'd).
  */
 int attest_show(const char *repo, const char *scratch, const char *rev,
-		const char *const *trust, json_t **ret, char **ret_why);
+		const char *const *trust, const char *trust_from, json_t **ret,
+		char **ret_why);
 
 /* What attest_verify_branch checks, and against which keys. */
 struct attest_verify_opts {

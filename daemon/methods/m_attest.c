@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "common/util.h"
+#include "daemon/broker/price.h"
 #include "daemon/keys/attest.h"
 #include "daemon/journal/journal.h"
 #include "daemon/session/session.h"
@@ -23,6 +24,9 @@
 #include "daemon/spd.h"
 #include "daemon/transport/call.h"
 #include "daemon/transport/handlers.h"
+
+/* The token counts summed per model (token_kinds). */
+#define ATTEST_TOKEN_KINDS 5
 
 /* The SHA-256 of spd.conf's bytes (the operator's policy, network rules,
  * limits and broker caps; no key values live there) into hex, or
@@ -65,32 +69,291 @@ static struct attest_key *key_of(struct spd *spd)
 	return spd->attest_key;
 }
 
-json_t *m_attest_session(struct spd *spd, const char *method,
+/*
+ * A statement being made: the predicate so far, then the session's
+ * journal rows read on the thread pool (its span, then its model calls a
+ * page at a time), then the signature.
+ */
+struct attest_job {
+	struct spd *spd;
+	json_t *pred;
+	char *gitdir, *branch;
+	char commit[41];
+	char session[SESSION_ID_LEN + 1];
+	/* The model calls so far: {"provider\nmodel": {counts}}, and the
+	 * totals, spend in picodollars (price.h) summed exactly. */
+	json_t *models;
+	int64_t calls, refused, tokens[ATTEST_TOKEN_KINDS], pusd;
+	int64_t since; /* the last model.call row read */
+	m_attest_done_fn done;
+	void *ctx;
+};
+
+/* The token counts a model.call row carries, in the statement's order. */
+static const char *const token_kinds[ATTEST_TOKEN_KINDS] = {
+    "input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+    "cache_write_1h_tokens"};
+
+static void job_finish(struct attest_job *jb, json_t *res)
+{
+	jb->done(jb->ctx, res);
+	json_decref(jb->pred);
+	json_decref(jb->models);
+	free(jb->gitdir);
+	free(jb->branch);
+	free(jb);
+}
+
+/* Nothing signed: what could not be read, and why. */
+static void job_fail(struct attest_job *jb, const char *what, int err)
+{
+	char why[256];
+
+	snprintf(why, sizeof(why), "%s: %s", what,
+		 strerror(-err < SPD_EFIRST ? -err : EIO));
+	log_error("attest: session %s: %s", jb->session, why);
+	job_finish(jb,
+		   json_pack("{s:s, s:s}", "commit", jb->commit, "error", why));
+}
+
+/* A non-negative integer field of a row's detail (0 otherwise). */
+static int64_t count_of(json_t *d, const char *name)
+{
+	json_t *v = json_object_get(d, name);
+
+	return json_is_integer(v) && json_integer_value(v) > 0
+		   ? (int64_t)json_integer_value(v)
+		   : 0;
+}
+
+/* One model.call row into the job's sums: a call forwarded to a
+ * provider (it names one) with its usage and cost, or refusals (a code:
+ * one, or the count of a window's row). */
+static void add_call(struct attest_job *jb, const char *detail)
+{
+	json_t *d = detail ? json_loads(detail, 0, NULL) : NULL;
+	const char *prov = json_string_value(json_object_get(d, "provider"));
+	const char *model = json_string_value(json_object_get(d, "model"));
+	json_t *cost = json_object_get(d, "cost_usd"), *m;
+	int64_t pusd = 0;
+	char key[2 * 256 + 2];
+
+	if (!json_is_object(d))
+		goto out;
+	if (!prov) {
+		if (json_object_get(d, "code"))
+			jb->refused += json_object_get(d, "count")
+					   ? count_of(d, "count")
+					   : 1;
+		goto out;
+	}
+	if (!model)
+		model = "";
+	/* The journal holds the cost in dollars as a double of the
+	 * picodollars the broker charged: back to them, exactly. */
+	if (json_is_number(cost) && json_number_value(cost) > 0)
+		pusd = (int64_t)(json_number_value(cost) *
+				     (double)PRICE_PUSD_PER_USD +
+				 0.5);
+	snprintf(key, sizeof(key), "%.256s\n%.256s", prov, model);
+	m = json_object_get(jb->models, key);
+	if (!m) {
+		m = json_pack("{s:s, s:s, s:I, s:I}", "provider", prov, "model",
+			      model, "calls", (json_int_t)0, "pusd",
+			      (json_int_t)0);
+		if (!m || json_object_set_new(jb->models, key, m) < 0)
+			goto out;
+	}
+	json_object_set_new(
+	    m, "calls",
+	    json_integer(json_integer_value(json_object_get(m, "calls")) + 1));
+	json_object_set_new(
+	    m, "pusd",
+	    json_integer(json_integer_value(json_object_get(m, "pusd")) +
+			 pusd));
+	for (int k = 0; k < ATTEST_TOKEN_KINDS; k++) {
+		int64_t n = count_of(d, token_kinds[k]);
+
+		json_object_set_new(
+		    m, token_kinds[k],
+		    json_integer(
+			json_integer_value(json_object_get(m, token_kinds[k])) +
+			n));
+		jb->tokens[k] += n;
+	}
+	jb->calls++;
+	jb->pusd += pusd;
+out:
+	json_decref(d);
+}
+
+/* The sums as the statement says them. */
+static json_t *calls_json(struct attest_job *jb)
+{
+	json_t *o =
+	    json_pack("{s:s, s:I, s:I, s:f}", "source",
+		      "the session's model.call rows in the journal", "calls",
+		      (json_int_t)jb->calls, "refused", (json_int_t)jb->refused,
+		      "spent_usd", price_usd(jb->pusd));
+	json_t *by = json_array(), *provs = json_array(), *m;
+	const char *key;
+
+	if (!o || !by || !provs) {
+		json_decref(o);
+		json_decref(by);
+		json_decref(provs);
+		return NULL;
+	}
+	for (int k = 0; k < ATTEST_TOKEN_KINDS; k++)
+		json_object_set_new(o, token_kinds[k],
+				    json_integer(jb->tokens[k]));
+	json_object_foreach(jb->models, key, m)
+	{
+		json_t *e = json_deep_copy(m),
+		       *prov = json_object_get(m, "provider");
+		bool seen = false;
+		size_t i;
+		json_t *p;
+
+		json_object_del(e, "pusd");
+		json_object_set_new(e, "spent_usd",
+				    json_real(price_usd(json_integer_value(
+					json_object_get(m, "pusd")))));
+		json_array_append_new(by, e);
+		json_array_foreach(provs, i, p) seen =
+		    seen || json_equal(p, prov);
+		if (!seen)
+			json_array_append(provs, prov);
+	}
+	json_object_set_new(o, "providers", provs);
+	json_object_set_new(o, "by_model", by);
+	return o;
+}
+
+static void job_sign(struct attest_job *jb)
+{
+	struct attest_key *k = key_of(jb->spd);
+	json_t *st, *res, *calls;
+	const char *why = NULL;
+	char hash[65] = "";
+	int64_t head = 0;
+
+	if (!k) {
+		job_finish(jb, json_pack("{s:s}", "error",
+					 "no signing key (see spd's log)"));
+		return;
+	}
+	calls = calls_json(jb);
+	if (!calls) {
+		job_finish(jb, json_pack("{s:s}", "error", "out of memory"));
+		return;
+	}
+	json_object_set_new(jb->pred, "model_calls", calls);
+	/* The chain's head as signed: every row of the session is at or
+	 * below it. */
+	if (jb->spd->journal)
+		journal_head(jb->spd->journal, &head, hash);
+	{
+		json_t *j = json_object_get(jb->pred, "journal");
+
+		json_object_set_new(j, "head_id", json_integer(head));
+		json_object_set_new(j, "head_hash", json_string(hash));
+	}
+	st = attest_statement(jb->gitdir, jb->branch, jb->commit, jb->pred);
+	jb->pred = NULL;
+	if (!st) {
+		job_finish(jb, json_pack("{s:s}", "error",
+					 "the commit cannot be read"));
+		return;
+	}
+	if (attest_sign_note(k, jb->gitdir, jb->commit, st, &why) < 0) {
+		log_error("attest: note on %s: %s", jb->commit, why);
+		res =
+		    json_pack("{s:s, s:s}", "commit", jb->commit, "error", why);
+	} else {
+		res = json_pack("{s:s, s:s, s:s}", "commit", jb->commit,
+				"notes_ref", ATTEST_NOTES_REF, "keyid",
+				attest_key_fingerprint(k));
+	}
+	json_decref(st);
+	job_finish(jb, res);
+}
+
+static void on_calls(void *data, int err, const struct journal_event *evs,
+		     size_t n)
+{
+	struct attest_job *jb = data;
+	struct journal_filter f = {0};
+	int r;
+
+	if (err < 0) {
+		job_fail(jb,
+			 "the session's model calls cannot be read from "
+			 "the journal",
+			 err);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		add_call(jb, evs[i].detail);
+		jb->since = evs[i].id;
+	}
+	if (n < JOURNAL_QUERY_LIMIT_MAX) {
+		job_sign(jb);
+		return;
+	}
+	f.since = jb->since;
+	f.kind = "model.call";
+	f.session = jb->session;
+	f.limit = JOURNAL_QUERY_LIMIT_MAX;
+	r = journal_query(jb->spd->journal, &f, on_calls, jb);
+	if (r < 0)
+		job_fail(jb,
+			 "the session's model calls cannot be read from "
+			 "the journal",
+			 r);
+}
+
+static void on_span(void *data, int err, const struct journal_span *sp)
+{
+	struct attest_job *jb = data;
+	struct journal_filter f = {0};
+	int r;
+
+	if (err < 0) {
+		job_fail(jb, "the session's journal rows cannot be read", err);
+		return;
+	}
+	json_object_set_new(
+	    json_object_get(jb->pred, "journal"), "session_rows",
+	    json_pack("{s:I, s:I, s:s, s:I, s:s}", "count",
+		      (json_int_t)sp->rows, "first_id",
+		      (json_int_t)sp->first_id, "first_hash", sp->first_hash,
+		      "last_id", (json_int_t)sp->last_id, "last_hash",
+		      sp->last_hash));
+	f.since = 0;
+	f.kind = "model.call";
+	f.session = jb->session;
+	f.limit = JOURNAL_QUERY_LIMIT_MAX;
+	r = journal_query(jb->spd->journal, &f, on_calls, jb);
+	if (r < 0)
+		job_fail(jb,
+			 "the session's model calls cannot be read from "
+			 "the journal",
+			 r);
+}
+
+/* The predicate of a verdict, all but what the journal says. */
+static json_t *predicate(struct spd *spd, const char *method,
 			 const struct session_verify_plan *plan,
-			 json_t *verdict, const int64_t *durations_ms,
+			 const struct session_info *i, json_t *verdict,
+			 const int64_t *durations_ms,
 			 const struct session_check_output *outs)
 {
-	struct session_info *i = NULL;
-	struct attest_key *k;
-	json_t *pred = NULL, *checks, *st = NULL, *res = NULL, *work = NULL;
-	const char *why = NULL;
-	char hash[65] = "", when[32];
-	int64_t head = 0;
+	json_t *pred, *checks, *work = NULL;
+	char when[32];
 	time_t now = time(NULL);
 	struct tm tm;
 
-	if (!plan->commit[0])
-		return json_pack("{s:s}", "error",
-				 "no branch to attest (in place on a detached "
-				 "HEAD)");
-	if (!spd->sessions || session_get(spd->sessions, plan->id, &i) < 0)
-		return json_pack("{s:s}", "error", "no such session");
-	if (!(k = key_of(spd))) {
-		res = json_pack("{s:s}", "error",
-				"no signing key (see spd's "
-				"log)");
-		goto out;
-	}
 	checks = json_deep_copy(json_object_get(verdict, "checks"));
 	for (size_t n = 0; n < json_array_size(checks) && durations_ms; n++)
 		json_object_set_new(json_array_get(checks, n), "duration_ms",
@@ -109,24 +372,19 @@ json_t *m_attest_session(struct spd *spd, const char *method,
 				      "bytes", (json_int_t)outs[n].bytes[1],
 				      "dropped",
 				      (json_int_t)outs[n].dropped[1]));
-	if (spd->journal)
-		journal_head(spd->journal, &head, hash);
 	gmtime_r(&now, &tm);
 	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	pred = json_pack(
-	    "{s:s, s:s, s:s?, s:s, s:s, s:s, s:o, s:O?, s:{s:I, s:s}, s:s}",
-	    "method", method, "session", plan->id, "branch", i->branch, "base",
-	    i->base, "verdict",
+	    "{s:s, s:s, s:s?, s:s, s:s, s:s, s:o, s:O?, s:{}, s:s}", "method",
+	    method, "session", plan->id, "branch", i->branch, "base", i->base,
+	    "verdict",
 	    json_is_true(json_object_get(verdict, "pass")) ? "pass" : "fail",
 	    "checked",
-	    strcmp(method, "session.merge") == 0 ? "branch-tip" : "worktree",
+	    strcmp(method, "session.verify") == 0 ? "worktree" : "branch-tip",
 	    "checks", checks ? checks : json_array(), "gates",
-	    json_object_get(verdict, "gates"), "journal", "head_id",
-	    (json_int_t)head, "head_hash", hash, "signed_at", when);
-	if (!pred) {
-		res = json_pack("{s:s}", "error", "out of memory");
-		goto out;
-	}
+	    json_object_get(verdict, "gates"), "journal", "signed_at", when);
+	if (!pred)
+		return NULL;
 	json_object_set_new(pred, "spd_version", json_string(SPD_VERSION));
 	/* The commands the project required to have run (the required
 	 * gate), so that a verifier can hold them to its own list. */
@@ -163,27 +421,61 @@ json_t *m_attest_session(struct spd *spd, const char *method,
 		json_object_set_new(pred, "worktree_uncommitted",
 				    json_is_integer(cnt) ? json_incref(cnt)
 							 : json_null());
+		json_decref(work);
 	}
-	st = attest_statement(i->gitdir, i->branch, plan->commit, pred);
-	pred = NULL;
-	if (!st) {
-		res = json_pack("{s:s}", "error", "the commit cannot be read");
-		goto out;
+	return pred;
+}
+
+void m_attest_session(struct spd *spd, const char *method,
+		      const struct session_verify_plan *plan, json_t *verdict,
+		      const int64_t *durations_ms,
+		      const struct session_check_output *outs,
+		      m_attest_done_fn done, void *ctx)
+{
+	struct session_info *i = NULL;
+	struct attest_job *jb = NULL;
+	int r;
+
+	if (!plan->commit[0]) {
+		done(ctx, json_pack("{s:s}", "error",
+				    "no branch to attest (in place on a "
+				    "detached HEAD)"));
+		return;
 	}
-	if (attest_sign_note(k, i->gitdir, plan->commit, st, &why) < 0) {
-		log_error("attest: note on %s: %s", plan->commit, why);
-		res = json_pack("{s:s, s:s}", "commit", plan->commit, "error",
-				why);
-		goto out;
+	if (!spd->sessions || session_get(spd->sessions, plan->id, &i) < 0) {
+		done(ctx, json_pack("{s:s}", "error", "no such session"));
+		return;
 	}
-	res = json_pack("{s:s, s:s, s:s}", "commit", plan->commit, "notes_ref",
-			ATTEST_NOTES_REF, "keyid", attest_key_fingerprint(k));
-out:
-	json_decref(work);
-	json_decref(st);
-	json_decref(pred);
+	if (!(jb = calloc(1, sizeof(*jb))) ||
+	    !(jb->gitdir = strdup(i->gitdir)) ||
+	    (i->branch && !(jb->branch = strdup(i->branch))) ||
+	    !(jb->models = json_object()) ||
+	    !(jb->pred = predicate(spd, method, plan, i, verdict, durations_ms,
+				   outs))) {
+		session_info_free(i);
+		if (jb) {
+			json_decref(jb->models);
+			free(jb->gitdir);
+			free(jb->branch);
+			free(jb);
+		}
+		done(ctx, json_pack("{s:s}", "error", "out of memory"));
+		return;
+	}
 	session_info_free(i);
-	return res;
+	jb->spd = spd;
+	jb->done = done;
+	jb->ctx = ctx;
+	snprintf(jb->commit, sizeof(jb->commit), "%s", plan->commit);
+	snprintf(jb->session, sizeof(jb->session), "%s", plan->id);
+	if (!spd->journal) {
+		/* A test's spd without a journal: nothing to name. */
+		job_sign(jb);
+		return;
+	}
+	r = journal_session_span(spd->journal, jb->session, on_span, jb);
+	if (r < 0)
+		job_fail(jb, "the session's journal rows cannot be read", r);
 }
 
 void m_attest_key(struct call *c)
@@ -309,14 +601,21 @@ void m_attest_show(struct call *c)
 	char *why = NULL;
 	int r;
 
+	json_t *tf = json_object_get(call_params(c), "trust_from");
+
 	call_set_summary(c, "attest show %s", commit);
+	if (tf && !json_is_string(tf)) {
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "\"trust_from\" is REF:PATH");
+		return;
+	}
 	r = trusted(call_spd(c), call_params(c), true, &trust, &why);
 	if (r < 0) {
 		attest_fail(c, r, why);
 		return;
 	}
-	r = attest_show(repo, call_spd(c)->paths.state_dir, commit, trust, &res,
-			&why);
+	r = attest_show(repo, call_spd(c)->paths.state_dir, commit, trust,
+			json_string_value(tf), &res, &why);
 	free(trust);
 	if (r < 0) {
 		attest_fail(c, r, why);

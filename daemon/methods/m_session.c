@@ -276,41 +276,44 @@ static json_t *branch_commits(struct call *c, const char *id)
 	return commits;
 }
 
-void m_session_end(struct call *c)
+/*
+ * Finish c with session_end's outcome r: a refusal, or the ended
+ * session, what became of its work (report, taken) and its branch's
+ * commits; extra (taken, may be NULL) is merged into the reply (the
+ * checks' verdict and attestation of an end that ran them).
+ */
+static void end_reply(struct call *c, const char *id, int r, json_t *report,
+		      json_t *extra)
 {
 	struct session_info *i = NULL;
-	const char *id = param_str(c, "id");
-	bool discard = json_is_true(json_object_get(call_params(c), "discard"));
-	json_t *res, *report = NULL, *commits;
-	int r;
+	json_t *res, *commits;
 
-	if (!have_store(c))
-		return;
-	call_set_summary(c, "end %s%s", id, discard ? " --discard" : "");
-	r = session_end(store(c), id, discard, &report);
-	if (r == -EACCES) {
-		call_error(c, RPC_E_SECRET_IN_DIFF, NULL, "%s",
-			   session_store_error(store(c)));
-		return;
-	}
-	if (r == -EBUSY || r == -EXDEV) {
-		call_error(c, RPC_E_BAD_REQUEST, NULL, "%s",
-			   session_store_error(store(c)));
+	if (r == -EACCES || r == -EBUSY || r == -EXDEV) {
+		json_decref(report);
+		call_error(
+		    c, r == -EACCES ? RPC_E_SECRET_IN_DIFF : RPC_E_BAD_REQUEST,
+		    extra, "%s", session_store_error(store(c)));
 		return;
 	}
 	if (r < 0 && r != -EIO) {
 		json_decref(report);
+		json_decref(extra);
 		fail(c, r, id);
 		return;
 	}
 	if (session_get(store(c), id, &i) < 0) {
 		json_decref(report);
+		json_decref(extra);
 		call_error(c, RPC_E_INTERNAL, NULL, "session vanished");
 		return;
 	}
 	res = session_info_json(i);
 	if (report)
 		json_object_set_new(res, "work", report);
+	if (extra) {
+		json_object_update(res, extra);
+		json_decref(extra);
+	}
 	if (i->mode == SESSION_MODE_WORKTREE && i->branch) {
 		/* A merge command only for a branch with something in it. */
 		char into[256];
@@ -422,11 +425,17 @@ struct verify_run {
 	struct session_check_output *outs;
 	uint64_t started; /* uv_hrtime() as the current check started */
 	size_t next;
-	/* session.merge: what follows a verdict instead of the reply. */
+	/* The verdict and its JSON while the attestation is signed. */
+	struct session_verdict verdict;
+	json_t *res;
+	/* session.merge, session.end: what follows a verdict instead of
+	 * the reply. */
 	void (*then)(struct verify_run *v, const struct session_verdict *vd,
 		     json_t *verdict, json_t *attestation);
+	const char *method; /* what the attestation says signed it */
 	char *into;
-	bool squash, force;
+	bool squash, force, discard;
+	json_t *report; /* session.end: what became of the work */
 	char target[41];
 };
 
@@ -444,41 +453,57 @@ static void verify_done(void *ctx, int exit_code,
 	verify_step(v);
 }
 
-static void verify_finish(struct verify_run *v)
+static void verify_run_free(struct verify_run *v)
 {
-	struct session_verdict verdict;
-	int r;
-
-	r = session_verify_evaluate(v->s, v->plan, v->exits, &verdict);
-	if (v->then)
-		session_merge_plan_done(v->s, v->plan->id);
-	if (r < 0) {
-		fail(v->c, r, v->plan->id);
-	} else {
-		json_t *res = session_verdict_json(&verdict, v->plan, v->exits);
-		/* Signed before the merge, so that a merge's note says what
-		 * was checked whatever the merge does next. */
-		json_t *att =
-		    res ? m_attest_session(call_spd(v->c),
-					   v->then ? "session.merge"
-						   : "session.verify",
-					   v->plan, res, v->ms, v->outs)
-			: NULL;
-
-		if (v->then) {
-			v->then(v, &verdict, res, att);
-		} else {
-			if (att)
-				json_object_set_new(res, "attestation", att);
-			call_reply(v->c, res);
-		}
-	}
 	session_verify_plan_free(v->plan);
+	json_decref(v->report);
 	free(v->exits);
 	free(v->ms);
 	free(v->outs);
 	free(v->into);
 	free(v);
+}
+
+/* The attestation is signed (or not: {error}): the reply, or what
+ * follows it. */
+static void verify_signed(void *ctx, json_t *att)
+{
+	struct verify_run *v = ctx;
+	json_t *res = v->res;
+
+	v->res = NULL;
+	if (v->then) {
+		v->then(v, &v->verdict, res, att);
+	} else {
+		if (att)
+			json_object_set_new(res, "attestation", att);
+		call_reply(v->c, res);
+	}
+	verify_run_free(v);
+}
+
+static void verify_finish(struct verify_run *v)
+{
+	int r;
+
+	r = session_verify_evaluate(v->s, v->plan, v->exits, &v->verdict);
+	if (v->then)
+		session_merge_plan_done(v->s, v->plan->id);
+	if (r < 0) {
+		fail(v->c, r, v->plan->id);
+		verify_run_free(v);
+		return;
+	}
+	v->res = session_verdict_json(&v->verdict, v->plan, v->exits);
+	if (!v->res) {
+		verify_signed(v, NULL);
+		return;
+	}
+	/* Signed before the merge (or the end), so that the note says
+	 * what was checked whatever comes next. */
+	m_attest_session(call_spd(v->c),
+			 v->method ? v->method : "session.verify", v->plan,
+			 v->res, v->ms, v->outs, verify_signed, v);
 }
 
 static void verify_step(struct verify_run *v)
@@ -840,8 +865,239 @@ void m_session_merge(struct call *c)
 	v->s = store(c);
 	v->plan = plan;
 	v->then = merge_then;
+	v->method = "session.merge";
 	v->squash = json_is_true(json_object_get(p, "squash"));
 	v->force = json_is_true(json_object_get(p, "force"));
 	memcpy(v->target, target, sizeof(target));
 	verify_step(v);
+}
+
+/* ---- end: the checks, when configured, then the end ---- */
+
+/* report, then more's keys (taken; either may be NULL). */
+static json_t *reports_join(json_t *report, json_t *more)
+{
+	if (!report)
+		return more;
+	if (more)
+		json_object_update(report, more);
+	json_decref(more);
+	return report;
+}
+
+/*
+ * End the session without its checks having passed, and say so: the
+ * reply's "verified" is false and "unverified" says why, and the journal
+ * has a session.end-unverified row — an end that ran no checks is never
+ * mistaken for one that did.  report is session_end_prepare's (taken),
+ * extra as end_reply's.
+ */
+static void end_unverified(struct call *c, const char *id, bool discard,
+			   json_t *report, json_t *extra, const char *why)
+{
+	json_t *more = NULL, *d;
+	int r = session_end(store(c), id, discard, &more);
+	char *txt;
+
+	report = reports_join(report, more);
+	if (!extra)
+		extra = json_object();
+	json_object_set_new(extra, "verified", json_false());
+	json_object_set_new(extra, "unverified", json_string(why));
+	if (r == 0 || r == -EIO) {
+		d = json_pack("{s:s}", "why", why);
+		txt = d ? json_dumps(d, JSON_COMPACT) : NULL;
+		if (!txt || !call_spd(c)->journal ||
+		    journal_append(call_spd(c)->journal, id, "spd",
+				   "session.end-unverified", why, txt) < 0)
+			log_warn("session %s: its unverified end was not "
+				 "journaled: %s",
+				 id, why);
+		free(txt);
+		json_decref(d);
+	}
+	end_reply(c, id, r, report, extra);
+}
+
+/* Why a failing verdict failed: its first failing gate's detail. */
+static void verdict_why(const struct session_verdict *vd, char *buf, size_t len)
+{
+	for (int g = 0; g < SESSION_GATES; g++)
+		if (!vd->gates[g].pass) {
+			snprintf(buf, len,
+				 "the checks' verdict is fail (%s: %s)",
+				 vd->gates[g].name ? vd->gates[g].name : "gate",
+				 vd->gates[g].detail);
+			return;
+		}
+	snprintf(buf, len, "the checks' verdict is fail");
+}
+
+/* After an end's checks: the end, verified when the verdict passed, was
+ * signed, and is about the branch's tip as it ended. */
+static void end_then(struct verify_run *v, const struct session_verdict *vd,
+		     json_t *verdict, json_t *attestation)
+{
+	const char *id = v->plan->id;
+	const char *err =
+	    json_string_value(json_object_get(attestation, "error"));
+	json_t *extra = json_object(), *report = v->report, *more = NULL;
+	char why[600] = "", tip[41] = "";
+	int r;
+
+	v->report = NULL;
+	json_object_set_new(extra, "checks", verdict ? verdict : json_null());
+	json_object_set_new(extra, "attestation",
+			    attestation ? attestation : json_null());
+	if (!vd->pass)
+		verdict_why(vd, why, sizeof(why));
+	else if (!attestation || err)
+		snprintf(why, sizeof(why), "the verdict was not signed: %s",
+			 err ? err : "out of memory");
+	if (why[0]) {
+		end_unverified(v->c, id, v->discard, report, extra, why);
+		return;
+	}
+	r = session_end(v->s, id, v->discard, &more);
+	report = reports_join(report, more);
+	/* The agent may have worked while the checks ran: then what ended
+	 * is not what was checked. */
+	if ((r == 0 || r == -EIO) && (session_branch_head(v->s, id, tip) < 0 ||
+				      strcmp(tip, v->plan->commit) != 0)) {
+		snprintf(why, sizeof(why),
+			 "the branch moved while its checks ran: the attested "
+			 "commit is %.12s, the branch's tip %.12s",
+			 v->plan->commit, tip[0] ? tip : "unknown");
+		json_object_set_new(extra, "verified", json_false());
+		json_object_set_new(extra, "unverified", json_string(why));
+		if (call_spd(v->c)->journal)
+			journal_append(call_spd(v->c)->journal, id, "spd",
+				       "session.end-unverified", why, NULL);
+	} else {
+		json_object_set_new(extra, "verified", json_true());
+	}
+	end_reply(v->c, id, r, report, extra);
+}
+
+/*
+ * An end with checks configured runs them first, on a checkout of the
+ * branch's tip once the agent's work is on it, signs the verdict, then
+ * ends (end_then).  An end that cannot run them still ends, marked
+ * unverified with the reason (end_unverified).  Returns false when the
+ * project configures no check (a plain end), else true: c is finished
+ * or will be.
+ */
+static bool end_checked(struct call *c, const char *id, bool discard)
+{
+	struct session_info *i = NULL;
+	struct session_verify_plan *plan = NULL;
+	struct verify_run *v = NULL;
+	json_t *report = NULL;
+	char why[600], base[41] = "";
+	bool branch;
+	void *data;
+	int r;
+
+	if (session_get(store(c), id, &i) < 0)
+		return false;
+	if (i->state == SESSION_ENDED) {
+		session_info_free(i);
+		return false; /* session_end says it has */
+	}
+	branch = i->mode == SESSION_MODE_WORKTREE && i->branch;
+	snprintf(base, sizeof(base), "%s", i->base);
+	session_info_free(i);
+	r = session_verify_plan(store(c), id, &plan);
+	if (r == 0 && plan->n_checks == 0) {
+		session_verify_plan_free(plan);
+		return false;
+	}
+	session_verify_plan_free(plan);
+	plan = NULL;
+	if (r < 0) {
+		snprintf(why, sizeof(why), "the checks cannot run: %s",
+			 r == -ECANCELED ? "the session's attempt ended"
+			 : session_store_error(store(c))[0]
+			     ? session_store_error(store(c))
+			     : strerror(-r));
+		end_unverified(c, id, discard, NULL, NULL, why);
+		return true;
+	}
+	if (!branch) {
+		end_unverified(c, id, discard, NULL, NULL,
+			       "in place: there is no branch of the "
+			       "session's for the checks to stand for");
+		return true;
+	}
+	if (!session_store_check_runner(store(c), &data)) {
+		end_unverified(c, id, discard, NULL, NULL,
+			       "the checks run in the sandbox, which is not "
+			       "available");
+		return true;
+	}
+	/* The agent's commits and uncommitted work onto the branch first:
+	 * the checks stand for the branch as it ends. */
+	r = session_end_prepare(store(c), id, discard, &report);
+	if (r < 0) {
+		end_reply(c, id, r, report, NULL);
+		return true;
+	}
+	r = session_merge_plan(store(c), id, &plan);
+	if (r < 0) {
+		snprintf(why, sizeof(why),
+			 "the branch cannot be checked out for the checks: %s",
+			 session_store_error(store(c))[0]
+			     ? session_store_error(store(c))
+			     : strerror(-r));
+		end_unverified(c, id, discard, report, NULL, why);
+		return true;
+	}
+	/* A note on the base would be about the operator's commit. */
+	if (strcmp(plan->commit, base) == 0) {
+		session_merge_plan_done(store(c), id);
+		session_verify_plan_free(plan);
+		end_unverified(c, id, discard, report, NULL,
+			       "the branch has no commits beyond its base: "
+			       "nothing of the session's to attest");
+		return true;
+	}
+	if (!(v = calloc(1, sizeof(*v))) ||
+	    !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
+	    !(v->ms = calloc(plan->n_checks + 1, sizeof(int64_t))) ||
+	    !(v->outs = calloc(plan->n_checks + 1, sizeof(*v->outs)))) {
+		session_merge_plan_done(store(c), id);
+		if (v) {
+			v->plan = plan;
+			verify_run_free(v);
+		} else {
+			session_verify_plan_free(plan);
+		}
+		end_unverified(c, id, discard, report, NULL, "out of memory");
+		return true;
+	}
+	v->c = c;
+	v->s = store(c);
+	v->plan = plan;
+	v->then = end_then;
+	v->method = "session.end";
+	v->discard = discard;
+	v->report = report;
+	verify_step(v);
+	return true;
+}
+
+void m_session_end(struct call *c)
+{
+	const char *id = param_str(c, "id");
+	bool discard = json_is_true(json_object_get(call_params(c), "discard"));
+	json_t *report = NULL;
+	int r;
+
+	if (!have_store(c))
+		return;
+	call_set_summary(c, "end %s%s", id, discard ? " --discard" : "");
+	if (end_checked(c, id, discard))
+		return;
+	r = session_end(store(c), id, discard, &report);
+	end_reply(c, id, r, report, NULL);
 }

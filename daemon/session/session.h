@@ -206,6 +206,19 @@ json_t *session_info_json(const struct session_info *i);
  */
 int session_end(struct session_store *s, const char *id, bool discard,
 		json_t **ret_report);
+/*
+ * The first half of session_end, for an end whose checks run before the
+ * worktree goes: in a worktree, the agent's commits and stash are taken
+ * onto the branch and what it left uncommitted is committed there (or,
+ * with discard, dropped), and the session stays as it was; nothing in
+ * place.  session_end does the same again (finding nothing new unless
+ * the agent worked meanwhile) and ends it.  Returns 0 and *ret_report
+ * (as session_end's, NULL when nothing is to be said), or session_end's
+ * refusals (-EBUSY, -EACCES, -EXDEV, -EALREADY, -ENOENT) with the
+ * store's error.
+ */
+int session_end_prepare(struct session_store *s, const char *id, bool discard,
+			json_t **ret_report);
 
 /* The name of the agent's own git dir in a worktree (see
  * session_git.c): the worktree's ".git". */
@@ -331,6 +344,9 @@ void session_merge_plan_done(struct session_store *s, const char *id);
  * -ENOENT. */
 int session_merged(struct session_store *s, const char *id, char *ret_into,
 		   size_t len);
+/* The session's branch's tip in hex (GIT_OID_HEXSZ + 1 bytes), ended
+ * or not: 0, -ENOENT, -EINVAL (no branch: in place) or -EIO. */
+int session_branch_head(struct session_store *s, const char *id, char *ret_hex);
 /* The target's tip for session_merge (into or the checkout's branch),
  * in hex (GIT_OID_HEXSZ + 1 bytes): 0, -EINVAL (detached HEAD, no such
  * branch; the store's error says) or -ENOENT. */

@@ -120,6 +120,26 @@ int session_merge_target(struct session_store *s, const char *id,
 	return r;
 }
 
+int session_branch_head(struct session_store *s, const char *id, char *ret_hex)
+{
+	struct sess *x = sess_find(s, id);
+	git_repository *repo = NULL;
+	git_oid tip;
+	int r = -EIO;
+
+	if (!x)
+		return -ENOENT;
+	if (!x->info.branch)
+		return -EINVAL;
+	if (sess_git_up(s) == 0 && sess_open_bare(s, x, &repo) == 0 &&
+	    sess_branch_tip(s, x, repo, &tip) == 0) {
+		git_oid_tostr(ret_hex, GIT_OID_HEXSZ + 1, &tip);
+		r = 0;
+	}
+	git_repository_free(repo);
+	return r;
+}
+
 /* The checkout's own changes (staged or not; untracked files are left
  * to the checkout, which refuses to overwrite one). */
 static int checkout_dirty(struct session_store *s, git_repository *repo)

@@ -633,6 +633,26 @@ static int end_keep_work(struct session_store *s, struct sess *x, bool discard,
 	return 0;
 }
 
+int session_end_prepare(struct session_store *s, const char *id, bool discard,
+			json_t **ret_report)
+{
+	struct sess *x = sess_find(s, id);
+
+	*ret_report = NULL;
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	if (!x)
+		return -ENOENT;
+	if (x->info.state == SESSION_ENDED) {
+		sess_seterr(s, "session %s has already ended", id);
+		return -EALREADY;
+	}
+	if (x->info.mode != SESSION_MODE_WORKTREE)
+		return 0;
+	return end_keep_work(s, x, discard, ret_report);
+}
+
 int session_end(struct session_store *s, const char *id, bool discard,
 		json_t **ret_report)
 {

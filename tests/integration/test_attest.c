@@ -697,6 +697,160 @@ START_TEST(test_trust_from_base_not_head)
 END_TEST
 
 /*
+ * attest show --trust-from REF:PATH: the note is valid only when the
+ * file in REF names its signer, and the commit shown (or one that holds
+ * it) is no source of trust.
+ */
+START_TEST(test_show_trust_from)
+{
+	struct sess s = {0};
+	char tip[41], *r, *key = spd_key();
+
+	ck_assert_int_eq(test_sh(NULL,
+				 "cd '%s' && mkdir -p .spd && "
+				 "echo '%s other' > .spd/allowed-signers && "
+				 "git add .spd && git commit -qm signers",
+				 REPO, OTHER_KEY),
+			 0);
+	passed_session("shw", &s, tip);
+	r = rpcf(NULL, "attest.show",
+		 "{\"repo\":\"%s\",\"commit\":\"spd/shw\","
+		 "\"trust_from\":\"main:.spd/allowed-signers\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"valid\":false") &&
+			  has(r, "no signature by a trusted key") &&
+			  has(r, "\"keys\":1"),
+		      "main's signers without spd's key: %s", r);
+	free(r);
+	r = rpcf(NULL, "attest.show",
+		 "{\"repo\":\"%s\",\"commit\":\"spd/shw\","
+		 "\"trust_from\":\"spd/shw:.spd/allowed-signers\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"error\"") && has(r, "did not write"),
+		      "the shown commit's own signers: %s", r);
+	free(r);
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "cd '%s' && echo '%s' >> .spd/allowed-signers && "
+		    "git commit -qam 'trust spd'",
+		    REPO, key),
+	    0);
+	r = rpcf(NULL, "attest.show",
+		 "{\"repo\":\"%s\",\"commit\":\"spd/shw\","
+		 "\"trust_from\":\"main:.spd/allowed-signers\"}",
+		 REPO);
+	ck_assert_msg(has(r, "\"valid\":true") && has(r, "\"keys\":2") &&
+			  has(r, key),
+		      "main's signers with spd's key: %s", r);
+	free(r);
+	{
+		char *args[] = {"attest",
+				"show",
+				"spd/shw",
+				"--repo",
+				REPO,
+				"--trust-from",
+				"main:.spd/allowed-signers",
+				NULL};
+		char *out = NULL;
+		int st = test_spctl(&T, args, NULL, &out, NULL);
+
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+				  has(out, "signed by:  ") && has(out, key) &&
+				  has(out, "trust from: 2 keys of "
+					   ".spd/allowed-signers") &&
+				  has(out, "model calls: 0"),
+			      "spctl attest show --trust-from: %s", out);
+		free(out);
+	}
+	free(key);
+}
+END_TEST
+
+/*
+ * session end with checks configured: the agent's uncommitted work is
+ * committed onto the branch, the checks run on that tip and their pass
+ * is signed there (by session.end), and the branch verifies.
+ */
+START_TEST(test_end_signs_checks)
+{
+	struct sess s = {0};
+	char *r, *tip, *want;
+
+	start("endok", &s);
+	run_ok(&s, "echo d > done.txt");
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+	tip = git_in(REPO, "rev-parse spd/endok");
+	want = fmt("\"attestation\":{\"commit\":\"%s\"", tip);
+	ck_assert_msg(has(r, "\"verified\":true") && has(r, want) &&
+			  has(r, "\"committed\"") && has(r, "\"pass\":true"),
+		      "end: %s", r);
+	free(r);
+	r = git_in(REPO, "show --stat --format= spd/endok");
+	ck_assert_msg(has(r, "done.txt"), "the work on the tip: %s", r);
+	free(r);
+	r = rpcf(NULL, "attest.show",
+		 "{\"repo\":\"%s\",\"commit\":\"spd/endok\"}", REPO);
+	ck_assert_msg(has(r, "\"valid\":true") &&
+			  has(r, "\"method\":\"session.end\"") &&
+			  has(r, "\"checked\":\"branch-tip\"") &&
+			  has(r, "\"session_rows\":{"),
+		      "show: %s", r);
+	free(r);
+	r = verify(REPO, "spd/endok", NULL);
+	ck_assert_msg(has(r, "\"ok\":true"), "verify: %s", r);
+	free(r);
+	free(want);
+	free(tip);
+}
+END_TEST
+
+/*
+ * session end whose checks fail still ends (the work is kept on the
+ * branch) but says UNVERIFIED and why, in the reply, in spctl's output
+ * and in the journal; the failing verdict is what is signed, and the
+ * branch does not verify.
+ */
+START_TEST(test_end_unverified_when_checks_fail)
+{
+	struct sess s = {0};
+	char *r;
+
+	start("endbad", &s);
+	run_ok(&s, "echo x > other.txt && git add other.txt && "
+		   "git commit -qm other");
+	{
+		char *args[] = {"session", "end", s.id, NULL};
+		char *out = NULL, *err = NULL;
+		int st = test_spctl(&T, args, NULL, &out, &err);
+
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
+				  has(err, "UNVERIFIED: the checks' verdict "
+					   "is fail") &&
+				  has(err, "exited 1"),
+			      "spctl session end: %s / %s", out, err);
+		free(out);
+		free(err);
+	}
+	r = rpcf(NULL, "session.show", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"state\":\"ended\""), "show: %s", r);
+	free(r);
+	r = rpcf(NULL, "journal.query",
+		 "{\"session\":\"%s\",\"kind\":\"session.end-unverified\"}",
+		 s.id);
+	ck_assert_msg(has(r, "\"kind\":\"session.end-unverified\"") &&
+			  has(r, "exited 1"),
+		      "journal: %s", r);
+	free(r);
+	r = verify(REPO, "spd/endbad", NULL);
+	ck_assert_msg(has(r, "\"ok\":false") &&
+			  has(r, "the attested verdict is not a pass"),
+		      "verify: %s", r);
+	free(r);
+}
+END_TEST
+
+/*
  * What must have passed comes from the merge base's .spd.conf, never the
  * branch's: a branch whose base required a check (or a command) that its
  * session did not run fails, though its own verdict was a pass.
@@ -890,6 +1044,13 @@ static Suite *attest_suite(void)
 	tcase_add_test(tc, test_trust_from_base_not_head);
 	tcase_add_test(tc, test_trusted_configuration_requires);
 	tcase_add_test(tc, test_offline_verify_runs_nothing);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("end");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_show_trust_from);
+	tcase_add_test(tc, test_end_signs_checks);
+	tcase_add_test(tc, test_end_unverified_when_checks_fail);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1186,6 +1186,136 @@ START_TEST(test_idle_timeout_expires_key)
 }
 END_TEST
 
+/*
+ * The session's signed statement carries its model calls as the journal
+ * has them: two calls of the stand-in (100 input and 50 output tokens
+ * each, at test-model's prices CALL_PUSD each) and one refused, summed
+ * after spd restarted (the broker's turns, in memory, are gone by then):
+ * the spend is what the stand-in's usage implies and what the turn was
+ * charged.  And it names the session's journal rows: the first and last
+ * of them, with the chain's hashes there.
+ */
+START_TEST(test_statement_carries_model_calls)
+{
+	struct session s;
+	struct turn t;
+	char *p, *r, *repo = paths_join(T.dir, "repo");
+	json_t *o, *row, *st, *mc, *m, *rows, *evs;
+	long long charged;
+	int64_t first, last;
+
+	agent_session_named(&s, "spend");
+	p = fmt("{\"session\":\"%s\"}", s.id);
+	t = begin(p);
+	free(p);
+	for (int i = 0; i < 2; i++) {
+		r = post(&t, "/v1/messages", NULL, MSG_BODY);
+		ck_assert_int_eq(status_of(r), 200);
+		free(r);
+	}
+	r = post(&t, "/v1/messages", NULL,
+		 "{\"model\":\"no-such-model\",\"max_tokens\":10,"
+		 "\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}");
+	ck_assert_int_ne(status_of(r), 200);
+	free(r);
+	row = turn_row(t.id);
+	charged = pusd(row, "spent_usd");
+	ck_assert_int_eq(charged, 2 * CALL_PUSD);
+	json_decref(row);
+
+	/* A restart: what the broker kept of the turn is gone. */
+	ck_assert_int_eq(test_spd_stop(&T), 0);
+	test_spd_start(&T);
+	p = fmt("{\"id\":\"%s\"}", s.id);
+	o = rpc("session.verify", p);
+	free(p);
+	ck_assert_msg(
+	    json_object_get(
+		json_object_get(json_object_get(o, "result"), "attestation"),
+		"notes_ref"),
+	    "verify signed nothing: %s", json_dumps(o, 0));
+	json_decref(o);
+	p = fmt("{\"repo\":\"%s\",\"commit\":\"spd/spend\"}", repo);
+	o = rpc("attest.show", p);
+	free(p);
+	st = json_object_get(
+	    json_object_get(json_object_get(o, "result"), "statement"),
+	    "predicate");
+	mc = json_object_get(st, "model_calls");
+	ck_assert_msg(json_is_object(mc), "no model calls: %s",
+		      json_dumps(o, 0));
+	ck_assert_int_eq(json_integer_value(json_object_get(mc, "calls")), 2);
+	ck_assert_int_eq(json_integer_value(json_object_get(mc, "refused")), 1);
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(mc, "input_tokens")), 200);
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(mc, "output_tokens")), 100);
+	ck_assert_int_eq(pusd(mc, "spent_usd"), 2 * CALL_PUSD);
+	ck_assert_int_eq(json_array_size(json_object_get(mc, "providers")), 1);
+	ck_assert_str_eq(json_string_value(json_array_get(
+			     json_object_get(mc, "providers"), 0)),
+			 "anthropic");
+	m = json_array_get(json_object_get(mc, "by_model"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(m, "model")),
+			 "test-model");
+	ck_assert_int_eq(json_integer_value(json_object_get(m, "calls")), 2);
+	ck_assert_int_eq(pusd(m, "spent_usd"), 2 * CALL_PUSD);
+
+	/* The rows: the session's first and last as of the signing, with
+	 * the hashes the journal has for them. */
+	rows = json_object_get(json_object_get(st, "journal"), "session_rows");
+	first = json_integer_value(json_object_get(rows, "first_id"));
+	last = json_integer_value(json_object_get(rows, "last_id"));
+	ck_assert_msg(first > 0 && last > first, "rows: %s",
+		      json_dumps(rows, 0));
+	ck_assert_int_le(last, json_integer_value(json_object_get(
+				   json_object_get(st, "journal"), "head_id")));
+	{
+		json_t *q, *e;
+		size_t i, n = 0;
+		const char *fh = NULL, *lh = NULL;
+
+		p = fmt("{\"session\":\"%s\",\"limit\":1000}", s.id);
+		q = rpc("journal.query", p);
+		free(p);
+		evs = json_object_get(json_object_get(q, "result"), "events");
+		json_array_foreach(evs, i, e)
+		{
+			int64_t id =
+			    json_integer_value(json_object_get(e, "id"));
+
+			if (id > last)
+				continue;
+			n++;
+			if (id == first)
+				fh = json_string_value(
+				    json_object_get(e, "hash"));
+			if (id == last)
+				lh = json_string_value(
+				    json_object_get(e, "hash"));
+		}
+		ck_assert_int_eq(
+		    json_integer_value(json_object_get(rows, "count")), n);
+		ck_assert_int_eq(json_integer_value(json_object_get(
+				     json_array_get(evs, 0), "id")),
+				 first);
+		ck_assert_msg(fh && lh,
+			      "rows %lld and %lld not in the "
+			      "session's: %s",
+			      (long long)first, (long long)last,
+			      json_dumps(q, 0));
+		ck_assert_str_eq(
+		    fh, json_string_value(json_object_get(rows, "first_hash")));
+		ck_assert_str_eq(
+		    lh, json_string_value(json_object_get(rows, "last_hash")));
+		json_decref(q);
+	}
+	json_decref(o);
+	free(repo);
+	free(s.worktree);
+}
+END_TEST
+
 /* A turn dies with its session (session.end) and with its attempt (a
  * guard finding); a session token cannot use another session's turn
  * through model.call. */
@@ -2257,6 +2387,12 @@ int main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_reload_changes_cap);
+	suite_add_tcase(s, tc);
+	/* Issue 40: what a session's attestation says of its calls. */
+	tc = tcase_create("attest");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_statement_carries_model_calls);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("churn");
 	tcase_add_checked_fixture(tc, setup, teardown);

@@ -815,6 +815,170 @@ START_TEST(test_query_sees_queued_rows)
 }
 END_TEST
 
+/* ---- a session's span, the index on session and its migration ---- */
+
+struct span_result {
+	bool done;
+	int err;
+	struct journal_span span;
+};
+
+static void on_span(void *data, int err, const struct journal_span *s)
+{
+	struct span_result *q = data;
+
+	q->done = true;
+	q->err = err;
+	if (s)
+		q->span = *s;
+}
+
+static void span(struct fixture *f, const char *session, struct span_result *q)
+{
+	memset(q, 0, sizeof(*q));
+	ck_assert_int_eq(journal_session_span(f->j, session, on_span, q), 0);
+	run_until(&f->loop, &q->done);
+	ck_assert_int_eq(q->err, 0);
+}
+
+/* What SQLite plans for a session's rows (EXPLAIN QUERY PLAN's detail,
+ * joined), on the closed journal at path. */
+static char *session_plan(const char *path)
+{
+	sqlite3 *db;
+	sqlite3_stmt *st;
+	char *plan = strdup("");
+
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(
+	    sqlite3_prepare_v2(db,
+			       "EXPLAIN QUERY PLAN SELECT id FROM events WHERE "
+			       "session = 's' AND id > 0 ORDER BY id",
+			       -1, &st, NULL),
+	    SQLITE_OK);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		char *more = NULL;
+
+		ck_assert_int_ge(
+		    asprintf(&more, "%s%s;", plan,
+			     (const char *)sqlite3_column_text(st, 3)),
+		    0);
+		free(plan);
+		plan = more;
+	}
+	sqlite3_finalize(st);
+	sqlite3_close(db);
+	return plan;
+}
+
+/* The span names the session's first and last rows with the hashes the
+ * chain has there, whatever other sessions wrote between them, and
+ * counts only the session's; the queued rows are in it. */
+START_TEST(test_session_span)
+{
+	struct fixture f;
+	struct span_result q;
+	struct query_result all;
+
+	fixture_init(&f, "journal");
+	open_journal(&f);
+	for (int i = 1; i <= 30; i++)
+		ck_assert_int_eq(journal_append(f.j,
+						i % 3 == 0   ? "a"
+						: i % 3 == 1 ? "b"
+							     : NULL,
+						"agent", "run", "x", NULL),
+				 i);
+	span(&f, "a", &q);
+	query(&f, 0, NULL, NULL, 0, &all);
+	ck_assert_uint_eq(all.n, 30);
+	ck_assert_int_eq(q.span.rows, 10);
+	ck_assert_int_eq(q.span.first_id, 3);
+	ck_assert_int_eq(q.span.last_id, 30);
+	ck_assert_str_eq(q.span.first_hash, all.evs[2].hash);
+	ck_assert_str_eq(q.span.last_hash, all.evs[29].hash);
+	query_result_free(&all);
+	span(&f, "b", &q);
+	ck_assert_int_eq(q.span.rows, 10);
+	ck_assert_int_eq(q.span.first_id, 1);
+	ck_assert_int_eq(q.span.last_id, 28);
+	span(&f, "none", &q);
+	ck_assert_int_eq(q.span.rows, 0);
+	ck_assert_str_eq(q.span.last_hash, "");
+	/* A session's query reads through the index and finds its rows. */
+	{
+		struct query_result r;
+
+		query(&f, 10, "run", "a", 0, &r);
+		ck_assert_uint_eq(r.n, 7);
+		ck_assert_int_eq(r.evs[0].id, 12);
+		query_result_free(&r);
+		query(&f, -1, NULL, "b", 2, &r);
+		ck_assert_uint_eq(r.n, 2);
+		ck_assert_int_eq(r.evs[0].id, 25);
+		ck_assert_int_eq(r.evs[1].id, 28);
+		query_result_free(&r);
+	}
+	journal_close_wait(&f);
+	{
+		char *plan = session_plan(f.path);
+
+		ck_assert_msg(strstr(plan, "events_session"),
+			      "a session's rows are read without the index: "
+			      "%s",
+			      plan);
+		free(plan);
+	}
+	fixture_done(&f);
+}
+END_TEST
+
+/*
+ * A journal of the schema before the index (no index, user_version 0)
+ * gets it when opened: every row is kept, the chain still verifies, a
+ * session's rows are read through the index, and the chain continues.
+ */
+START_TEST(test_migrates_old_journal)
+{
+	struct fixture f;
+	struct journal_verify_result vr;
+	struct span_result q;
+	char *plan;
+
+	make_journal(&f, "journal");
+	{
+		sqlite3 *db;
+
+		ck_assert_int_eq(sqlite3_open(f.path, &db), SQLITE_OK);
+		ck_assert_int_eq(sqlite3_exec(db,
+					      "DROP INDEX events_session; "
+					      "PRAGMA user_version = 0",
+					      NULL, NULL, NULL),
+				 SQLITE_OK);
+		sqlite3_close(db);
+	}
+	plan = session_plan(f.path);
+	ck_assert_msg(!strstr(plan, "events_session"), "%s", plan);
+	free(plan);
+	open_journal(&f);
+	ck_assert_int_eq(journal_count(f.j), TAMPER_ROWS);
+	ck_assert_int_eq(journal_append(f.j, "sess", "agent", "run", "y", NULL),
+			 TAMPER_ROWS + 1);
+	span(&f, "sess", &q);
+	ck_assert_int_eq(q.span.rows, TAMPER_ROWS + 1);
+	ck_assert_int_eq(q.span.first_id, 1);
+	ck_assert_int_eq(q.span.last_id, TAMPER_ROWS + 1);
+	journal_close_wait(&f);
+	plan = session_plan(f.path);
+	ck_assert_msg(strstr(plan, "events_session"), "not migrated: %s", plan);
+	free(plan);
+	ck_assert_int_eq(journal_verify_path(f.path, &vr), 0);
+	ck_assert_msg(vr.ok, "%s: %s", vr.reason, vr.detail);
+	ck_assert_int_eq(vr.checked, TAMPER_ROWS + 1);
+	fixture_done(&f);
+}
+END_TEST
+
 /* ---- refusals, async verify, close with work in flight ---- */
 
 START_TEST(test_append_refusals)
@@ -980,6 +1144,8 @@ static Suite *journal_suite(void)
 	tcase_add_test(tc, test_filter);
 	tcase_add_test(tc, test_query);
 	tcase_add_test(tc, test_query_sees_queued_rows);
+	tcase_add_test(tc, test_session_span);
+	tcase_add_test(tc, test_migrates_old_journal);
 	tcase_add_test(tc, test_append_refusals);
 	tcase_add_test(tc, test_second_open_refused);
 	tcase_add_test(tc, test_verify_async);
