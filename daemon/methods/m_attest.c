@@ -18,6 +18,7 @@
 #include "daemon/broker/price.h"
 #include "daemon/keys/attest.h"
 #include "daemon/journal/journal.h"
+#include "daemon/session/labels.h"
 #include "daemon/session/session.h"
 #include "daemon/log.h"
 #include "daemon/methods/m_attest.h"
@@ -249,6 +250,12 @@ static void job_sign(struct attest_job *jb)
 		return;
 	}
 	json_object_set_new(jb->pred, "model_calls", calls);
+	/* What the session's agent was handed, by origin (issue 41): its
+	 * provenance labels with the rows where they entered. */
+	if (jb->spd->sessions)
+		json_object_set_new(
+		    jb->pred, "labels",
+		    session_labels_detail(jb->spd->sessions, jb->session));
 	/* The chain's head as signed: every row of the session is at or
 	 * below it. */
 	if (jb->spd->journal)
