@@ -337,6 +337,7 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 	cfg->sandbox_mode = SPD_SANDBOX_REQUIRED;
 	cfg->output_cap = CONFIG_OUTPUT_CAP_DEFAULT;
 	cfg->default_timeout_ms = CONFIG_TIMEOUT_DEFAULT_S * 1000u;
+	cfg->kill_grace_ms = CONFIG_KILL_GRACE_DEFAULT_S * 1000u;
 	cfg->auth_timeout_ms = QUOTA_AUTH_TIMEOUT_S_DEFAULT * 1000u;
 	cfg->grant_lifetime_ms = GATE_WAIT_MS;
 	cfg->approval_timeout_ms = GATE_WAIT_MS;
@@ -408,6 +409,17 @@ int config_load(const char *path, struct spd_config *cfg, char *errbuf,
 			goto out;
 		}
 		cfg->output_cap = (size_t)n;
+	}
+	r = git_config_get_int64(&n, gc, "sandbox.kill-grace");
+	if (r != GIT_ENOTFOUND) {
+		if (r < 0 || n < 0 || n > SBXP_CANCEL_GRACE_MAX_MS / 1000) {
+			snprintf(errbuf, errlen,
+				 "%s: sandbox.kill-grace must be 0..%d seconds",
+				 path, SBXP_CANCEL_GRACE_MAX_MS / 1000);
+			r = -EINVAL;
+			goto out;
+		}
+		cfg->kill_grace_ms = (uint32_t)n * 1000u;
 	}
 	r = git_config_get_int64(&n, gc, "approvals.timeout");
 	if (r != GIT_ENOTFOUND) {

@@ -43,9 +43,9 @@ struct section {
 
 /* Every key, by the file that reads it; each list ends with {NULL}. */
 static const struct key sandbox_keys[] = {
-    {"mode", K_ANY},   {"user", K_ANY},	   {"writable", K_ANY},
-    {"hidden", K_ANY}, {"timeout", K_ANY}, {"output-cap", K_ANY},
-    {NULL, K_ANY}};
+    {"mode", K_ANY},	   {"user", K_ANY},    {"writable", K_ANY},
+    {"hidden", K_ANY},	   {"timeout", K_ANY}, {"output-cap", K_ANY},
+    {"kill-grace", K_ANY}, {NULL, K_ANY}};
 static const struct key secrets_keys[] = {{"file", K_ANY}, {NULL, K_ANY}};
 static const struct key journal_keys[] = {{"queue-max", K_ANY}, {NULL, K_ANY}};
 static const struct key limits_keys[] = {
