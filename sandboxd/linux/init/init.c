@@ -133,21 +133,28 @@ __attribute__((noreturn)) static void die(int code)
 /*
  * Drop every capability and never gain one again: init runs nothing, but
  * a process in the run could otherwise find a privileged one beside it.
- * As pid 1 of the run's own pid namespace it keeps CAP_KILL alone, to
- * pass SIGTERM on to the command (forward_term): as root the command has
- * an unprivileged uid of its own, which init's uid may not signal.  Every
- * pid init can name is one of the run's, so the capability reaches no
- * process outside it; without a pid namespace of the run's own init keeps
- * nothing (sandboxd signals the run's process group itself).
+ * As pid 1 of the run's own pid namespace it keeps CAP_KILL alone, if it
+ * has it, to pass SIGTERM on to the command (forward_term): as root the
+ * command has an unprivileged uid of its own, which init's uid may not
+ * signal.  Every pid init can name is one of the run's, so the capability
+ * reaches no process outside it.  Not as root, init has no capability
+ * left after its exec and needs none (the command's uid is its own);
+ * without a pid namespace of the run's own it keeps nothing (sandboxd
+ * signals the run's process group itself).
  */
 static int drop_privileges(int pid1)
 {
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {
 	    {0, 0, 0}, {0, 0, 0}};
+	unsigned int keep;
 
-	if (pid1)
-		data[0].effective = data[0].permitted = 1u << CAP_KILL;
+	if (sys2(__NR_capget, &hdr, data) < 0)
+		return -1;
+	keep = pid1 ? data[0].permitted & (1u << CAP_KILL) : 0;
+	data[0].effective = data[0].permitted = keep;
+	data[0].inheritable = 0;
+	data[1].effective = data[1].permitted = data[1].inheritable = 0;
 	if (sys6(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0) < 0 ||
 	    sys2(__NR_capset, &hdr, data) < 0 ||
 	    sys6(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0, 0) < 0)
