@@ -28,7 +28,8 @@
 /* How long an agent has to exit once its input is closed after the last
  * turn (spctl acp --prompt, or end of file on stdin): some never do
  * (they keep their input's end-of-file unread), and then spctl ends the
- * run, which kills its whole sandbox, and returns the turn's result. */
+ * run (spd sends SIGTERM, then SIGKILL to its whole sandbox after
+ * spd.conf's kill-grace) and returns the turn's result. */
 #define ACP_EXIT_GRACE_MS 5000
 /* A terminal's output when the agent sets no outputByteLimit. */
 #define ACP_TERMINAL_OUTPUT_MAX (1024 * 1024)

@@ -1178,8 +1178,9 @@ static void reap_calls(struct acp *a)
 enum { FD_RUN, FD_STDIN, FD_CALL, FD_TERM };
 
 /* The agent did not exit once its input closed after its last turn:
- * closing the run's call makes spd end the run (its whole sandbox
- * killed, journaled as cancelled). */
+ * closing the run's call makes spd end the run (SIGTERM, then its whole
+ * sandbox killed after spd.conf's kill-grace; journaled as terminated or
+ * killed). */
 static void end_run(struct acp *a)
 {
 	fprintf(stderr,

@@ -9,6 +9,8 @@
  *                              ; file tools outside the workspace
  *       timeout = 600          ; default deadline in seconds
  *       output-cap = 1048576   ; bytes retained per stream
+ *       kill-grace = 5         ; seconds from SIGTERM to SIGKILL when spd
+ *                              ; ends a run (0: SIGKILL at once)
  *   [approvals]
  *       timeout = 600          ; seconds an ask waits for a person
  *   [journal]
@@ -35,6 +37,11 @@
 #define CONFIG_TIMEOUT_MAX_S (24 * 3600)
 #define CONFIG_TIMEOUT_DEFAULT_S 600
 #define CONFIG_OUTPUT_CAP_DEFAULT (1024 * 1024)
+/* A run spd ends (its client gone: spctl acp after the agent's exit
+ * grace) gets SIGTERM, then SIGKILL this long after: enough for a Node
+ * agent to flush its files and exit, short enough that a run that ignores
+ * SIGTERM does not hold its slot for long. */
+#define CONFIG_KILL_GRACE_DEFAULT_S 5
 /* Most [sandbox] hidden paths: each is a mount in every run, and a run
  * has SBXP_PATHS_MAX paths in all (SESSION_RUN_PATHS_RESERVED keeps
  * room for them). */

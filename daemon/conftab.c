@@ -101,6 +101,8 @@ static const struct key sandbox_keys[] = {
 	"seconds a run may take unless it asks for another deadline"),
     INT("output-cap", 1024, 256 * 1024 * 1024, "1048576", output_cap, 1, 0,
 	"bytes of each output stream a run's reply keeps"),
+    INT("kill-grace", 0, 300, "5", kill_grace_ms, 1000, 0,
+	"seconds a run has from SIGTERM to SIGKILL when spd ends it"),
     END};
 static const struct key secrets_keys[] = {
     KEY("file", CONFTAB_LIST, K_ANY, NULL, R,

@@ -47,6 +47,9 @@ struct spd_config {
 	char *git_name, *git_email;
 	size_t output_cap;
 	uint32_t default_timeout_ms;
+	/* [sandbox] kill-grace: from SIGTERM to SIGKILL when spd ends a run
+	 * (sbx_spec.kill_grace_ms); 0: SIGKILL at once. */
+	uint32_t kill_grace_ms;
 	/* [approvals] timeout: an ask nobody answers is refused after it
 	 * (0: GATE_WAIT_MS). */
 	uint32_t approval_timeout_ms;

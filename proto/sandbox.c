@@ -25,6 +25,7 @@ long sbxp_body_size(uint32_t type)
 	case SBXP_EXITED:
 		return (long)sizeof(struct sbxp_exited);
 	case SBXP_CANCEL:
+		return (long)sizeof(struct sbxp_cancel);
 	case SBXP_PROBE:
 		return 0;
 	case SBXP_PROBE_RESULT:

@@ -127,7 +127,7 @@ enum sbxp_type {
 	SBXP_RUN = 1,	       /* spd -> sandboxd, struct sbxp_run + fds */
 	SBXP_STARTED = 2,      /* sandboxd -> spd, struct sbxp_started */
 	SBXP_EXITED = 3,       /* sandboxd -> spd, struct sbxp_exited */
-	SBXP_CANCEL = 4,       /* spd -> sandboxd, empty body */
+	SBXP_CANCEL = 4,       /* spd -> sandboxd, struct sbxp_cancel */
 	SBXP_PROBE = 5,	       /* spd -> sandboxd, empty body */
 	SBXP_PROBE_RESULT = 6, /* sandboxd -> spd, struct sbx_layers */
 	SBXP_LISTENER = 7,     /* sandboxd -> spd, struct sbxp_listener + fd */
@@ -239,14 +239,39 @@ enum sbxp_err {
  * or a value out of range. */
 const char *sbxp_err_code(enum sbxp_err e);
 
+/*
+ * How a CANCEL ended a run (EXITED's ended).  With a grace, sandboxd sends
+ * SIGTERM first: the run's init forwards it to the command's process
+ * group (sandboxd-init, init.h), so that a program that handles it (a
+ * Node agent flushing its files) can finish and exit; whatever is still
+ * running after the grace gets SIGKILL, the whole pid namespace at once.
+ */
+enum sbxp_ended {
+	SBXP_ENDED_ITSELF = 0, /* no CANCEL ended it */
+	SBXP_ENDED_TERM = 1,   /* it ended after SIGTERM, within the grace */
+	SBXP_ENDED_KILL = 2,   /* SIGKILL: no grace, or the grace ran out */
+	SBXP_ENDED__COUNT,
+};
+
+/* The longest grace a CANCEL may ask for: a run holds its sandboxd slot
+ * meanwhile, and a program that has not exited in five minutes of
+ * SIGTERM is not going to. */
+#define SBXP_CANCEL_GRACE_MAX_MS (300 * 1000)
+
+struct sbxp_cancel {
+	/* 0: SIGKILL at once; else SIGTERM, then SIGKILL after this long
+	 * (at most SBXP_CANCEL_GRACE_MAX_MS: more is a broken spd). */
+	uint32_t grace_ms;
+};
+
 struct sbxp_exited {
 	int32_t exit_code;   /* -1 when killed by a signal or not run */
 	int32_t term_signal; /* 0 unless killed by a signal */
 	uint32_t timed_out;  /* the deadline killed it (1) */
-	uint32_t cancelled;  /* a CANCEL killed it (1) */
+	uint32_t cancelled;  /* a CANCEL ended it (1) */
 	uint64_t duration_us;
-	uint32_t error;	   /* enum sbxp_err */
-	uint32_t reserved; /* zero */
+	uint32_t error; /* enum sbxp_err */
+	uint32_t ended; /* enum sbxp_ended */
 	char error_msg[SBXP_ERRMSG_LEN];
 };
 

@@ -187,11 +187,22 @@ static void on_run(const struct sbxp_hdr *h, const void *body, int *fds,
 static void on_cancel(const struct sbxp_hdr *h, const void *body, int *fds,
 		      size_t nfds)
 {
+	const struct sbxp_cancel *m = body;
 	struct spawn_run *run = find_run(h->id);
 
+	if (m->grace_ms > SBXP_CANCEL_GRACE_MAX_MS)
+		die("bad CANCEL");
 	/* A CANCEL may cross the run's EXITED on the wire: not an error. */
-	if (run && !run->cancelled) {
-		run->cancelled = true;
+	if (!run || run->cancelled)
+		return;
+	run->cancelled = true;
+	/* SIGTERM first, so that the command can finish what it was
+	 * writing; what is left after the grace is killed (main loop). */
+	if (m->grace_ms && !run->killed) {
+		spawn_term(run);
+		run->kill_ns =
+		    spawn_now_ns() + (uint64_t)m->grace_ms * 1000000ull;
+	} else {
 		spawn_kill(run);
 	}
 }
@@ -284,16 +295,19 @@ static void finish_run(size_t i)
 		close(mntns_fd);
 }
 
-/* Until the next deadline or the spare's time; NULL: none. */
+/* Until the next deadline, the end of a cancelled run's grace or the
+ * spare's time; NULL: none. */
 static struct timespec *poll_timeout(struct timespec *ts)
 {
 	uint64_t now = spawn_now_ns(), next = spare_due_ns;
 
 	for (size_t i = 0; i < nruns; i++) {
-		uint64_t d = runs[i].deadline_ns;
+		uint64_t d = runs[i].deadline_ns, k = runs[i].kill_ns;
 
 		if (d && !runs[i].timed_out && (!next || d < next))
 			next = d;
+		if (k && !runs[i].killed && (!next || k < next))
+			next = k;
 	}
 	for (size_t k = 0; k < nexiting; k++) {
 		uint64_t d = exiting[k].release_ns;
@@ -422,13 +436,17 @@ int main(int argc, char **argv)
 		 * back by spd's messages as the spare is, nor by later runs'
 		 * ends, which put the spare off. */
 		release_inits(now);
-		/* Deadlines: kill the run; its EXITED follows its death. */
+		/* Deadlines, and cancelled runs whose grace after SIGTERM
+		 * is over: kill the run; its EXITED follows its death. */
 		for (size_t i = 0; i < nruns; i++) {
 			if (runs[i].deadline_ns && !runs[i].timed_out &&
 			    runs[i].deadline_ns <= now && !runs[i].cancelled) {
 				runs[i].timed_out = true;
 				spawn_kill(&runs[i]);
 			}
+			if (runs[i].kill_ns && !runs[i].killed &&
+			    runs[i].kill_ns <= now)
+				spawn_kill(&runs[i]);
 		}
 		if (n <= 0)
 			continue;

@@ -442,6 +442,13 @@ static void on_done(void *data, const struct sbx_result *r)
 	else
 		json_object_set_new(detail, "exit_code",
 				    json_integer(r->exit_code));
+	/* How spd ended it (its client gone): whether the command exited
+	 * after SIGTERM, or had to be killed. */
+	if (r->cancelled && r->ended != SBXP_ENDED_ITSELF)
+		json_object_set_new(detail, "ended",
+				    json_string(r->ended == SBXP_ENDED_TERM
+						    ? "terminated"
+						    : "killed"));
 	for (size_t i = 0; r->warnings && r->warnings[i]; i++)
 		log_warn("run without a layer (best-effort): %s",
 			 r->warnings[i]);
@@ -468,12 +475,18 @@ static void on_done(void *data, const struct sbx_result *r)
 		call_set_summary(c, "refused: %s", msg);
 		call_error(c, e, NULL, "%s", msg);
 	} else {
+		const char *how =
+		    !r->cancelled		  ? ""
+		    : r->ended == SBXP_ENDED_TERM ? "ended by spd (SIGTERM): "
+		    : r->ended == SBXP_ENDED_KILL ? "ended by spd (SIGKILL): "
+						  : "";
+
 		if (r->term_signal)
 			call_set_summary(
-			    c, "killed by signal %d%s", r->term_signal,
+			    c, "%skilled by signal %d%s", how, r->term_signal,
 			    r->timed_out ? " at the deadline" : "");
 		else
-			call_set_summary(c, "exit %d", r->exit_code);
+			call_set_summary(c, "%sexit %d", how, r->exit_code);
 		json_t *res = json_pack(
 		    "{s:i, s:b, s:b, s:I, s:{s:I, s:I}, s:o}", "exit_code",
 		    r->exit_code, "timed_out", r->timed_out, "cancelled",
@@ -1052,6 +1065,7 @@ static void run_spec_fill(struct spd *spd, const struct run_request *req,
 	spec->run_uid = spd->config.run_uid;
 	spec->run_gid = spd->config.run_gid;
 	spec->output_cap = run_output_cap(spd, req);
+	spec->kill_grace_ms = spd->config.kill_grace_ms;
 	if (!writable->n) {
 		struct linkwatch_list l;
 		struct linkwatch *lw =

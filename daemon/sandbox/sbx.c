@@ -91,6 +91,7 @@ struct sbx_run {
 	uint64_t dropped[2];
 	bool marked[2];
 	bool exited, done, cancelled, sent_cancel;
+	uint32_t kill_grace_ms;
 	struct sbxp_exited ex;
 	uint32_t nwarn;
 	char warn[SBXP_WARN_MAX][SBXP_WARN_LEN];
@@ -449,7 +450,8 @@ static void on_sbxd_io(uv_poll_t *h, int status, int events)
 		case SBXP_EXITED: {
 			const struct sbxp_exited *m = body;
 
-			if (m->error >= SBXP_ERR__COUNT || m->reserved)
+			if (m->error >= SBXP_ERR__COUNT ||
+			    m->ended >= SBXP_ENDED__COUNT)
 				sbxd_lost(d, "sandboxd broke the protocol");
 			else
 				on_exited(s, &hdr, m);
@@ -601,6 +603,7 @@ static void run_complete(struct sbx_run *r)
 	res.term_signal = r->ex.term_signal;
 	res.timed_out = r->ex.timed_out;
 	res.cancelled = r->ex.cancelled || r->cancelled;
+	res.ended = (enum sbxp_ended)r->ex.ended;
 	res.duration_us = r->ex.duration_us;
 	res.bytes_dropped[0] = r->dropped[0];
 	res.bytes_dropped[1] = r->dropped[1];
@@ -791,7 +794,8 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	if (!spec->argv || !spec->argv[0] || !spec->workspace ||
 	    spec->net < SBX_NET_NONE || spec->net >= SBX_NET__COUNT ||
 	    (spec->net == SBX_NET_BROKER || spec->net == SBX_NET_PROXY) !=
-		(spec->broker_port != 0))
+		(spec->broker_port != 0) ||
+	    spec->kill_grace_ms > SBXP_CANCEL_GRACE_MAX_MS)
 		return -EINVAL;
 	/* Counted with runs whose handles are still closing: spd's count is
 	 * never below sandboxd's, so sandboxd never refuses for want of a
@@ -833,6 +837,7 @@ int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	r->cbs = *cbs;
 	r->data = data;
 	r->cap = spec->output_cap ? spec->output_cap : SBX_OUTPUT_CAP_DEFAULT;
+	r->kill_grace_ms = spec->kill_grace_ms;
 	for (int i = 0; i < 2; i++) {
 		uv_pipe_init(s->loop, &r->out[i], 0);
 		r->out[i].data = r;
@@ -889,13 +894,21 @@ fail:
 
 void sbx_run_cancel(struct sbx_run *r)
 {
+	struct sbxp_cancel *m;
+
 	if (!r || r->done || r->cancelled)
 		return;
 	r->cancelled = true;
 	if (r->exited)
 		return;
-	if (enqueue(r->s, SBXP_CANCEL, r->id, NULL, 0, NULL, 0) < 0)
+	m = calloc(1, sizeof(*m));
+	if (m)
+		m->grace_ms = r->kill_grace_ms;
+	if (!m ||
+	    enqueue(r->s, SBXP_CANCEL, r->id, m, sizeof(*m), NULL, 0) < 0) {
+		free(m);
 		run_fail(r, SBXP_ERR_INTERNAL, "out of memory");
+	}
 }
 
 int sbx_probe(struct sbx *s, void (*cb)(void *data, const struct sbx_layers *l),

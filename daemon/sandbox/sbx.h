@@ -84,13 +84,21 @@ struct sbx_spec {
 	 * beside: below SBXP_RUNS_MAX for anyone but the operator, so the
 	 * slots above stay free for the operator.  0: SBXP_RUNS_MAX. */
 	unsigned slots_max;
+	/* How sbx_run_cancel ends the run: SIGTERM to the command's process
+	 * group, then after this long SIGKILL to the whole run (at most
+	 * SBXP_CANCEL_GRACE_MAX_MS; more is -EINVAL).  0: SIGKILL at once. */
+	uint32_t kill_grace_ms;
 };
 
 struct sbx_result {
 	int exit_code;	 /* -1 when killed by a signal or not run */
 	int term_signal; /* 0 unless killed */
 	bool timed_out;	 /* the deadline killed it */
-	bool cancelled;	 /* sbx_run_cancel killed it */
+	bool cancelled;	 /* sbx_run_cancel ended it */
+	/* How sbx_run_cancel ended it: SBXP_ENDED_TERM (it exited after
+	 * SIGTERM, within the grace) or SBXP_ENDED_KILL; SBXP_ENDED_ITSELF
+	 * when it ended before the cancel reached it, or was not cancelled. */
+	enum sbxp_ended ended;
 	uint64_t duration_us;
 	uint64_t bytes_dropped[2]; /* [0] stdout, [1] stderr */
 	/* SBXP_ERR_NONE when it ran; why not otherwise (also when sandboxd
@@ -132,8 +140,9 @@ int sbx_start(uv_loop_t *loop, const char *sandboxd_path, struct sbx **ret);
 int sbx_run(struct sbx *s, const struct sbx_spec *spec,
 	    const struct sbx_cbs *cbs, void *data, struct sbx_run **ret);
 
-/* The client went away: kill the run (its whole pid namespace).  on_done
- * still follows, with cancelled set.  Idempotent. */
+/* The client went away: end the run, SIGTERM first when its spec gave a
+ * kill_grace_ms, then SIGKILL to its whole pid namespace.  on_done still
+ * follows, with cancelled set and how it ended.  Idempotent. */
 void sbx_run_cancel(struct sbx_run *r);
 
 /*

@@ -30,32 +30,75 @@
 /* ---- in place: ignored credential files ---- */
 
 struct secret_scan {
+	struct session_store *s;
 	git_repository *repo;
 	const char *root;
 	char **v;
 	size_t n;
 	size_t seen;
+	bool said; /* the refusal's text is set */
 };
 
+/* The scan cannot tell what lies below rel (relative to the checkout):
+ * refuse the start, saying where and why, rather than start with a
+ * credential file there readable.  Returns err. */
+static int scan_refuse(struct secret_scan *sc, const char *rel, int err,
+		       const char *why)
+{
+	sess_seterr(sc->s,
+		    "in place: cannot look for credential files in %s%s%s: "
+		    "%s; make it readable to spd, or use a worktree session",
+		    sc->root, rel[0] ? "/" : "", rel, why);
+	sc->said = true;
+	return err;
+}
+
+/*
+ * The ignored credential files below rel, into sc.  It fails closed: a
+ * directory it cannot open or list, an entry it cannot stat, a path too
+ * long or a tree deeper than SESSION_SCAN_DEPTH refuses the start
+ * (scan_refuse) instead of being skipped; a file whose git status cannot
+ * be read is taken as ignored (it reads as empty), a directory whose
+ * ignore check fails is searched.
+ */
 static int scan_secrets(struct secret_scan *sc, const char *rel, unsigned depth)
 {
-	char path[GUARD_PATH_MAX], child[GUARD_PATH_MAX];
+	char path[GUARD_PATH_MAX], child[GUARD_PATH_MAX], why[64];
 	struct dirent *de;
 	DIR *d;
-	int r = 0;
+	int fd, k, r = 0;
 
-	if (depth > 32)
+	if (depth > SESSION_SCAN_DEPTH) {
+		snprintf(why, sizeof(why), "deeper than %d directories",
+			 SESSION_SCAN_DEPTH);
+		return scan_refuse(sc, rel, -E2BIG, why);
+	}
+	k = snprintf(path, sizeof(path), "%s%s%s", sc->root, rel[0] ? "/" : "",
+		     rel);
+	if (k < 0 || (size_t)k >= sizeof(path))
+		return scan_refuse(sc, rel, -ENAMETOOLONG,
+				   strerror(ENAMETOOLONG));
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	/* Gone, or made something else, since its parent was read. */
+	if (fd < 0 && (errno == ENOENT || errno == ENOTDIR))
 		return 0;
-	snprintf(path, sizeof(path), "%s%s%s", sc->root, rel[0] ? "/" : "",
-		 rel);
-	d = opendir(path);
-	if (!d)
-		return 0;
-	while ((de = readdir(d))) {
+	if (fd < 0 || !(d = fdopendir(fd))) {
+		r = -errno;
+		if (fd >= 0)
+			close(fd);
+		return scan_refuse(sc, rel, r, strerror(-r));
+	}
+	for (;;) {
 		unsigned int flags = 0;
 		struct stat st;
-		int k;
 
+		errno = 0;
+		if (!(de = readdir(d))) {
+			if (errno)
+				r = scan_refuse(sc, rel, -errno,
+						strerror(errno));
+			break;
+		}
 		if (strcmp(de->d_name, ".") == 0 ||
 		    strcmp(de->d_name, "..") == 0 ||
 		    (depth == 0 && strcmp(de->d_name, ".git") == 0))
@@ -66,19 +109,28 @@ static int scan_secrets(struct secret_scan *sc, const char *rel, unsigned depth)
 		}
 		k = snprintf(child, sizeof(child), "%s%s%s", rel,
 			     rel[0] ? "/" : "", de->d_name);
-		if (k < 0 || (size_t)k >= sizeof(child))
-			continue;
-		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-			continue;
+		if (k < 0 || (size_t)k + strlen(sc->root) + 1 >= sizeof(path)) {
+			r = scan_refuse(sc, rel, -ENAMETOOLONG,
+					"a name in it makes a path longer than "
+					"spd reads");
+			break;
+		}
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) <
+		    0) {
+			if (errno == ENOENT)
+				continue;
+			r = scan_refuse(sc, child, -errno, strerror(errno));
+			break;
+		}
 		if (S_ISDIR(st.st_mode)) {
 			int ignored = 0;
 
 			/* A directory git ignores is hidden from runs whole
 			 * (and recorded so): what it holds needs no empty
 			 * file, and node_modules/ alone could pass the
-			 * limits. */
+			 * limits.  One git cannot judge is searched. */
 			if (git_ignore_path_is_ignored(&ignored, sc->repo,
-						       child) < 0 ||
+						       child) == 0 &&
 			    ignored)
 				continue;
 			r = scan_secrets(sc, child, depth + 1);
@@ -88,8 +140,9 @@ static int scan_secrets(struct secret_scan *sc, const char *rel, unsigned depth)
 		}
 		if (protected_match(child) != PROTECTED_SECRET_FILE)
 			continue;
-		/* Tracked files stay as they are: they are the project's. */
-		if (git_status_file(&flags, sc->repo, child) < 0 ||
+		/* Tracked files stay as they are: they are the project's.
+		 * One whose status git cannot give reads as empty. */
+		if (git_status_file(&flags, sc->repo, child) == 0 &&
 		    !(flags & GIT_STATUS_IGNORED))
 			continue;
 		if (sc->n >= SESSION_EMPTY_FILES_MAX) {
@@ -110,13 +163,14 @@ static int scan_secrets(struct secret_scan *sc, const char *rel, unsigned depth)
 /*
  * The git-ignored files of an in-place checkout that look like
  * credentials, found once at session start (the agent's own later files
- * are its own), outside the directories git ignores (hidden whole).  Past SESSION_SCAN_MAX entries or SESSION_EMPTY_FILES_MAX
- * matches the start is refused rather than run with some of them
- * readable.
+ * are its own), outside the directories git ignores (hidden whole).  Past
+ * SESSION_SCAN_MAX entries or SESSION_EMPTY_FILES_MAX matches, or where
+ * the scan cannot see (scan_secrets), the start is refused rather than
+ * run with some of them readable.
  */
 int sess_find_secrets(struct session_store *s, struct sess *x)
 {
-	struct secret_scan sc = {0};
+	struct secret_scan sc = {.s = s};
 	int r;
 
 	if (sess_git_up(s) < 0)
@@ -135,7 +189,7 @@ int sess_find_secrets(struct session_store *s, struct sess *x)
 	r = scan_secrets(&sc, "", 0);
 	git_repository_free(sc.repo);
 	if (r < 0) {
-		if (r == -E2BIG)
+		if (r == -E2BIG && !sc.said)
 			sess_seterr(
 			    s,
 			    "in place: more than %d ignored credential "

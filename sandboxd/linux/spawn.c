@@ -1352,6 +1352,7 @@ int spawn_read_report(struct spawn_run *run)
 
 void spawn_kill(struct spawn_run *run)
 {
+	run->killed = true;
 	if (run->pidfd < 0)
 		return;
 	/* Killing init ends the pid namespace and everything in it.  Without
@@ -1359,6 +1360,20 @@ void spawn_kill(struct spawn_run *run)
 	pidfd_send_signal(run->pidfd, SIGKILL, NULL, 0);
 	if (!run->own_pidns)
 		kill(-run->pid, SIGKILL);
+}
+
+void spawn_term(struct spawn_run *run)
+{
+	if (run->pidfd < 0)
+		return;
+	/* A pid namespace's init gets a signal from outside only when it
+	 * handles it: sandboxd-init does SIGTERM, and passes it on to the
+	 * command's process group.  Without a pid namespace, init and the
+	 * command are one process group (child.c), init's pid its id. */
+	if (run->own_pidns)
+		pidfd_send_signal(run->pidfd, SIGTERM, NULL, 0);
+	else
+		kill(-run->pid, SIGTERM);
 }
 
 int spawn_read_status(struct spawn_run *run)
@@ -1428,8 +1443,10 @@ void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret)
 		ret->exit_code = -1;
 		ret->term_signal = WTERMSIG(run->status);
 	} else if (run->timed_out || run->cancelled) {
+		/* init was killed before it could say: by SIGKILL, or (before
+		 * it could handle it, best-effort) by the CANCEL's SIGTERM. */
 		ret->exit_code = -1;
-		ret->term_signal = SIGKILL;
+		ret->term_signal = run->killed ? SIGKILL : SIGTERM;
 	} else {
 		refuse(ret, SBXP_ERR_INTERNAL,
 		       "the run's init ended without a status (code %d, "
@@ -1438,6 +1455,8 @@ void spawn_finish(struct spawn_run *run, struct sbxp_exited *ret)
 	}
 	ret->timed_out = run->timed_out;
 	ret->cancelled = run->cancelled;
+	if (run->cancelled)
+		ret->ended = run->killed ? SBXP_ENDED_KILL : SBXP_ENDED_TERM;
 	ret->duration_us = (spawn_now_ns() - run->start_ns) / 1000;
 }
 

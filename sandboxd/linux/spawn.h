@@ -153,6 +153,10 @@ struct spawn_run {
 	bool failed;	      /* a setup record refused the run */
 	bool timed_out;
 	bool cancelled;
+	bool killed; /* spawn_kill sent SIGKILL */
+	/* A CANCEL's SIGTERM was sent: SIGKILL is due at this time (main.c),
+	 * or 0. */
+	uint64_t kill_ns;
 	struct sbxp_started info;   /* pid and warnings for STARTED */
 	struct sbxp_exited refusal; /* set when failed */
 	int exec_errno;		    /* the command could not be exec'd */
@@ -234,6 +238,14 @@ void spawn_hot_free(struct spawn_hot *h);
 void spawn_kill(struct spawn_run *run);
 
 /*
+ * Ask the run to end: SIGTERM to its init, whose handler forwards it to
+ * the command's process group (sandboxd-init, init.h); without a pid
+ * namespace of its own (best-effort), to the run's process group
+ * directly.  The caller sends spawn_kill after its grace.  Idempotent.
+ */
+void spawn_term(struct spawn_run *run);
+
+/*
  * Read init's record of the command's status from run->status_fd once it
  * is readable.  Returns 1 when init also found the run empty (no process
  * left but itself: spawn_finish may follow at once), else 0.
@@ -242,7 +254,8 @@ int spawn_read_status(struct spawn_run *run);
 
 /*
  * Fill *ret with the run's EXITED: the command's exit code or signal,
- * timed_out, duration, or the refusal recorded during setup.  Called once
+ * timed_out, how a CANCEL ended it, duration, or the refusal recorded
+ * during setup.  Called once
  * the run is over: its pidfd became readable (init exited), or
  * spawn_read_status returned 1.  In the first case it reaps init.
  * Every process of the run is gone when it returns, but init, which only

@@ -301,6 +301,12 @@ async function turnLinger(client, sessionId) {
 // unheeded (as claude-code-acp and codex-acp do).
 async function turnDeaf() {
 	setInterval(() => {}, 1 << 30);
+	// What an agent does with its last writes when it is ended: spd sends
+	// SIGTERM before SIGKILL.
+	process.on("SIGTERM", () => {
+		log("DEAF-SIGTERM", {});
+		process.exit(0);
+	});
 	log("DEAF-TURN", {});
 	return "end_turn";
 }

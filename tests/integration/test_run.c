@@ -795,6 +795,62 @@ START_TEST(test_client_gone_kills_run)
 }
 END_TEST
 
+/* A run that traps SIGTERM to write TERMED in the workspace, started
+ * and left by its client once its trap is set; returns once the run's
+ * row is in the journal, with the dump. */
+static char *term_trap_run_left(void)
+{
+	int fd = raw_run("trap 'echo flushed > TERMED; exit 0' TERM; "
+			 "echo ready; while :; do sleep 1; done");
+	char *l;
+
+	for (;;) {
+		l = test_recv_line(fd, 20000);
+		ck_assert_msg(l && !has(l, "\"id\":1"), "%s",
+			      l ? l : "(no output)");
+		if (has(l, "run.output") && has(l, "ready"))
+			break;
+		free(l);
+	}
+	free(l);
+	close(fd);
+	return journal_dump_until(&T, "\"ended\":");
+}
+
+/*
+ * A client that goes away has its run ended with SIGTERM first, which the
+ * command can handle (an agent flushing its files): the file its trap
+ * writes lands in the workspace, and the journal says the run was
+ * terminated.  With spd.conf's kill-grace = 0 the same run is killed at
+ * once, as every run was before: no file, journaled as killed.
+ */
+START_TEST(test_client_gone_terms_run)
+{
+	char *dump = term_trap_run_left(), *path = ws_path("TERMED"), *text;
+
+	ck_assert_msg(has(dump, "\"ended\":\"terminated\""), "%s", dump);
+	ck_assert_msg(has(dump, "ended by spd (SIGTERM): exit 0"), "%s", dump);
+	free(dump);
+	text = test_read_file(path);
+	ck_assert_msg(text && !strcmp(text, "flushed\n"), "TERMED: %s",
+		      text ? text : "(none)");
+	free(text);
+	ck_assert_int_eq(unlink(path), 0);
+	free(path);
+
+	test_spd_cleanup(&T);
+	test_spd_prepare(&T, "[sandbox]\n\tkill-grace = 0\n");
+	write_env_file(&T, 0600);
+	test_spd_start(&T);
+	dump = term_trap_run_left();
+	ck_assert_msg(has(dump, "\"ended\":\"killed\""), "%s", dump);
+	ck_assert_msg(has(dump, "ended by spd (SIGKILL): killed by signal 9"),
+		      "%s", dump);
+	free(dump);
+	ck_assert_msg(!ws_exists("TERMED"), "the trap ran under SIGKILL?");
+}
+END_TEST
+
 /*
  * The operator's own ask answered with "yes" and the pin the
  * NEEDS-APPROVAL showed (what spctl sends after a y at a terminal, and
@@ -1830,6 +1886,7 @@ int main(void)
 	tcase_add_test(tc, test_streams_interleaved_in_order);
 	tcase_add_test(tc, test_merge_stderr_wrong_type);
 	tcase_add_test(tc, test_client_gone_kills_run);
+	tcase_add_test(tc, test_client_gone_terms_run);
 	tcase_add_test(tc, test_yes_with_pin);
 	tcase_add_test(tc, test_sandboxd_killed_mid_run);
 	tcase_add_test(tc, test_doctor);

@@ -50,6 +50,7 @@ static void on_done(void *data, const struct sbx_result *r)
 	o->term_signal = r->term_signal;
 	o->timed_out = r->timed_out;
 	o->cancelled = r->cancelled;
+	o->ended = (int)r->ended;
 	o->dropped[0] = r->bytes_dropped[0];
 	o->dropped[1] = r->bytes_dropped[1];
 	o->error_code = r->error ? strdup(sbxp_err_code(r->error)) : NULL;

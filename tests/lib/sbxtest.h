@@ -26,6 +26,7 @@ struct sbxt_outcome {
 	bool done;
 	int exit_code, term_signal;
 	bool timed_out, cancelled;
+	int ended; /* enum sbxp_ended */
 	uint64_t dropped[2];
 	char *error_code, *error_msg;
 	int nwarn;

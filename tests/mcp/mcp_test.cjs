@@ -393,8 +393,10 @@ async function main() {
       rows = journal(before);
       return rows.some((e) => e.detail?.method === 'cmd.run');
     });
-    // The run's row: killed (SIGKILL to its whole pid namespace).
-    check('cancel-journaled', rows.some((e) => e.detail?.method === 'cmd.run' && e.detail?.signal === 9 &&
+    // The run's row: ended by spd, SIGTERM first (sleep dies of it, well
+    // within spd.conf's kill-grace).
+    check('cancel-journaled', rows.some((e) => e.detail?.method === 'cmd.run' && e.detail?.signal === 15 &&
+      e.detail?.ended === 'terminated' &&
       (e.detail?.argv || []).includes('echo first-line; exec sleep 3600.25')),
     JSON.stringify(rows.map((e) => e.detail)));
     const after = await c.callTool({ name: 'run_command', arguments: { argv: ['true'] } });
@@ -493,7 +495,8 @@ async function main() {
       rows = journal(before);
       return rows.some((e) => e.detail?.method === 'cmd.run');
     });
-    check('client-vanishes-journaled', rows.some((e) => e.detail?.method === 'cmd.run' && e.detail?.signal === 9 &&
+    check('client-vanishes-journaled', rows.some((e) => e.detail?.method === 'cmd.run' && e.detail?.signal === 15 &&
+      e.detail?.ended === 'terminated' &&
       JSON.stringify(e.detail.argv) === JSON.stringify(marker)), JSON.stringify(rows.map((e) => e.detail)));
   }
 

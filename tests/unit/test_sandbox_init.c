@@ -421,7 +421,8 @@ START_TEST(empty_runs_inits_let_go_after_exited)
 END_TEST
 
 /* The command starts with default signal dispositions (sandboxd ignores
- * SIGPIPE), and the run's init holds no capability and no_new_privs. */
+ * SIGPIPE), and the run's init holds no capability but CAP_KILL, which
+ * reaches only the run's own pid namespace, and no_new_privs. */
 START_TEST(signals_default_init_unprivileged)
 {
 	struct sbxt_fixture f;
@@ -453,8 +454,19 @@ START_TEST(signals_default_init_unprivileged)
 		}
 		SBXT_REQUIRE_SANDBOX(&o);
 		ck_assert_msg(init, "no sandboxd-init seen on the host");
-		ck_assert_msg(strstr(init, "CapPrm:\t0000000000000000\n") &&
-				  strstr(init, "CapEff:\t0000000000000000\n") &&
+		/* As root CAP_KILL alone (1 << 5), to pass SIGTERM on to the
+		 * command, whose uid is another (init.c, drop_privileges);
+		 * else none.  SIGTERM (1 << 14 in SigCgt) is the one signal
+		 * it catches. */
+		const char *caps = geteuid() == 0 ? "0000000000000020\n"
+						  : "0000000000000000\n";
+		char prm[64], eff[64];
+
+		snprintf(prm, sizeof(prm), "CapPrm:\t%s", caps);
+		snprintf(eff, sizeof(eff), "CapEff:\t%s", caps);
+		ck_assert_msg(strstr(init, prm) && strstr(init, eff) &&
+				  strstr(init, "CapInh:\t0000000000000000\n") &&
+				  strstr(init, "SigCgt:\t0000000000004000\n") &&
 				  strstr(init, "NoNewPrivs:\t1\n"),
 			      "init: %s", init);
 		free(init);

@@ -388,6 +388,129 @@ START_TEST(cancel_kills_the_run)
 	SBXT_REQUIRE_SANDBOX(&o);
 	ck_assert(o.cancelled);
 	ck_assert_int_eq(o.term_signal, SIGKILL);
+	ck_assert_int_eq(o.ended, SBXP_ENDED_KILL);
+	sbxt_outcome_free(&o);
+	sbxt_teardown(&f);
+}
+END_TEST
+
+/* Start argv with a kill grace and run the loop until its stdout holds
+ * "ready" (the command's traps are set) or it ended.  Returns the run. */
+static struct sbx_run *run_until_ready(struct sbxt_fixture *f,
+				       char *const *argv, uint32_t grace_ms,
+				       struct sbxt_outcome *o)
+{
+	struct sbx_spec sp;
+	struct sbx_run *r;
+
+	sbxt_spec_init(f, &sp, argv);
+	sp.kill_grace_ms = grace_ms;
+	sp.timeout_ms = 0;
+	memset(o, 0, sizeof(*o));
+	ck_assert_int_eq(sbx_run(f->s, &sp, &sbxt_cbs, o, &r), 0);
+	for (;;) {
+		buf_append(&o->out, "", 1);
+		o->out.len--;
+		if (o->done || strstr(o->out.data, "ready\n"))
+			return r;
+		uv_run(&f->loop, UV_RUN_ONCE);
+	}
+}
+
+/* Cancel r (see run_until_ready) and wait for its end. */
+static void cancel_and_wait(struct sbxt_fixture *f, struct sbx_run *r,
+			    struct sbxt_outcome *o)
+{
+	if (!o->done)
+		sbx_run_cancel(r);
+	while (!o->done)
+		uv_run(&f->loop, UV_RUN_ONCE);
+}
+
+/*
+ * A run spd ends (its client gone) gets SIGTERM first, passed on by the
+ * run's init to the command's process group, so that a command that
+ * handles it finishes what it writes (an agent flushing its files): the
+ * marker its trap writes into the workspace is there, and the run is
+ * journaled as terminated.  Once from a freshly cloned init, once from a
+ * spare's.  With SIGKILL straight away, as before, no trap could run.
+ */
+START_TEST(cancel_terms_first)
+{
+	struct sbxt_fixture f;
+	struct sbxt_outcome o;
+	char script[] = "trap 'echo flushed > marker; exit 3' TERM; "
+			"echo ready; while :; do sleep 1; done";
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	char marker[PATH_MAX];
+	struct sbx_run *r;
+
+	sbxt_setup(&f, NULL);
+	snprintf(marker, sizeof(marker), "%s/marker", f.ws);
+	for (int i = 0; i < 2; i++) {
+		if (i == 1) {
+			unlink(marker);
+			sbxt_wait_for_spare();
+		}
+		/* The grace is long: the run ends as soon as the trap has
+		 * run, and a slow machine must not make it SIGKILL. */
+		r = run_until_ready(&f, argv, SBXP_CANCEL_GRACE_MAX_MS, &o);
+		cancel_and_wait(&f, r, &o);
+		SBXT_REQUIRE_SANDBOX(&o);
+		ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+			      o.error_msg);
+		ck_assert(o.cancelled);
+		ck_assert_int_eq(o.ended, SBXP_ENDED_TERM);
+		ck_assert_int_eq(o.term_signal, 0);
+		ck_assert_int_eq(o.exit_code, 3);
+		sbxt_assert_file(marker, "flushed\n");
+		sbxt_outcome_free(&o);
+	}
+	sbxt_teardown(&f);
+}
+END_TEST
+
+/*
+ * A command that ignores SIGTERM (and a child of it that does too) is
+ * killed once the grace is over: the run ends as killed, and neither
+ * process is left on the host.
+ */
+START_TEST(cancel_kills_after_grace)
+{
+	struct sbxt_fixture f;
+	struct sbxt_outcome o;
+	char arg[32], script[256];
+	char *argv[] = {"/bin/sh", "-c", script, NULL};
+	struct sbx_run *r;
+	bool alive = false;
+
+	/* A unique duration names the run's process on the host. */
+	snprintf(arg, sizeof(arg), "300.%d", (int)getpid());
+	snprintf(script, sizeof(script),
+		 "trap '' TERM; sleep %s & echo ready; while :; do wait; "
+		 "done",
+		 arg);
+	sbxt_setup(&f, NULL);
+	r = run_until_ready(&f, argv, 500, &o);
+	SBXT_REQUIRE_SANDBOX(&o);
+	/* Control: the child that ignores SIGTERM runs (started before
+	 * "ready"; its exec may still be under way). */
+	for (int i = 0; i < 1000 && !o.done && !alive; i++) {
+		alive = process_running("sleep", arg);
+		if (!alive)
+			usleep(10 * 1000);
+	}
+	ck_assert_msg(alive, "`sleep %s` never ran", arg);
+	cancel_and_wait(&f, r, &o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	ck_assert(o.cancelled);
+	ck_assert_int_eq(o.ended, SBXP_ENDED_KILL);
+	ck_assert_int_eq(o.term_signal, SIGKILL);
+	/* Every process of the run is gone once its result is in (the pid
+	 * namespace ends with its init, spawn_finish). */
+	alive = process_running("sleep", arg);
+	ck_assert_msg(!alive, "`sleep %s` outlived its run", arg);
 	sbxt_outcome_free(&o);
 	sbxt_teardown(&f);
 }
@@ -408,6 +531,8 @@ static Suite *sandbox_spawn_suite(void)
 	tcase_add_test(tc, output_cap);
 	tcase_add_test(tc, sandboxd_restarts);
 	tcase_add_test(tc, cancel_kills_the_run);
+	tcase_add_test(tc, cancel_terms_first);
+	tcase_add_test(tc, cancel_kills_after_grace);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -6,12 +6,15 @@
  * codes supplied directly, as the handler will after running the checks.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "tests/lib/fakecall.h"
@@ -585,6 +588,137 @@ START_TEST(test_in_place_too_many_ignored)
 		session_run_paths_free(&rp);
 	}
 	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+/* As root, CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH out of the effective
+ * set (on false) or back: a directory of mode 000 is then unreadable to
+ * this process, as it is to spd running as its owner. */
+static void dac_caps(bool on)
+{
+	struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+	struct __user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3];
+	uint32_t bits = (1u << CAP_DAC_OVERRIDE) | (1u << CAP_DAC_READ_SEARCH);
+
+	if (geteuid() != 0)
+		return;
+	ck_assert_int_eq(syscall(SYS_capget, &h, d), 0);
+	if (on)
+		d[0].effective |= bits & d[0].permitted;
+	else
+		d[0].effective &= ~bits;
+	ck_assert_int_eq(syscall(SYS_capset, &h, d), 0);
+}
+
+/* Whether rp's empty files hold repo/rel. */
+static bool empties(const struct session_run_paths *rp, const char *repo,
+		    const char *rel)
+{
+	size_t n = strlen(repo);
+
+	for (size_t i = 0; rp->empty_files && rp->empty_files[i]; i++)
+		if (strncmp(rp->empty_files[i], repo, n) == 0 &&
+		    strcmp(rp->empty_files[i] + n, rel) == 0)
+			return true;
+	return false;
+}
+
+/*
+ * In place, the scan for ignored credential files fails closed.  One 40
+ * directories down is found and reads as empty in runs (the scan used to
+ * stop at 32 and skip it silently).  A tree deeper than the scan goes, a
+ * directory it cannot read and a path longer than it reads each refuse
+ * the start, naming the place and why (each was skipped, the start let
+ * go on with whatever was there unsearched); nothing of the session is
+ * left.
+ */
+START_TEST(test_in_place_secret_scan_fails_closed)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i = NULL, **list = NULL;
+	struct session_run_paths rp = {0};
+	char deep[256] = "", deeper[256] = "", name[201];
+	const char *err;
+	int dfd;
+	size_t n = 9;
+
+	for (int k = 0; k < 40; k++)
+		strcat(deep, "d/");
+	for (int k = 0; k < 70; k++)
+		strcat(deeper, "e/");
+	fx_init(&f, NULL);
+	free(sh(f.repo,
+		"printf '.env\\n' >> .gitignore && git commit -qam "
+		"env && mkdir -p %s && echo SECRET=1 > %s.env",
+		deep, deep));
+	i = start(&f, "deep", true, token);
+	ck_assert_int_eq(session_run_paths(f.s, i->id, &rp, NULL), 0);
+	deep[strlen(deep) - 1] = '\0';
+	{
+		char rel[300];
+
+		snprintf(rel, sizeof(rel), "/%s/.env", deep);
+		ck_assert_msg(empties(&rp, f.repo, rel),
+			      "the credential file 40 directories down is "
+			      "not made empty");
+	}
+	session_run_paths_free(&rp);
+	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
+	session_info_free(i);
+	free(sh(f.repo, "rm -rf d"));
+
+	/* Deeper than the scan goes. */
+	free(sh(f.repo, "mkdir -p %s && echo SECRET=1 > %s.env", deeper,
+		deeper));
+	ck_assert_int_eq(session_start(f.s, f.repo, "deeper", true, &i, token),
+			 -E2BIG);
+	err = session_store_error(f.s);
+	ck_assert_msg(strstr(err, "deeper than 64 directories") &&
+			  strstr(err, "/e/e/e/") && strstr(err, "worktree"),
+		      "%s", err);
+	free(sh(f.repo, "rm -rf e"));
+
+	/* A directory the scan cannot read. */
+	free(sh(f.repo, "mkdir -p conf/locked && echo SECRET=1 > "
+			"conf/locked/.env && chmod 000 conf/locked"));
+	dac_caps(false);
+	int r = session_start(f.s, f.repo, "locked", true, &i, token);
+	dac_caps(true);
+	ck_assert_int_eq(r, -EACCES);
+	err = session_store_error(f.s);
+	ck_assert_msg(strstr(err, "/conf/locked: ") &&
+			  strstr(err, strerror(EACCES)),
+		      "%s", err);
+	free(sh(f.repo, "chmod 755 conf/locked && rm -rf conf"));
+
+	/* A path longer than the scan reads (GUARD_PATH_MAX). */
+	memset(name, '0', 200);
+	name[200] = '\0';
+	dfd = open(f.repo, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	for (int k = 0; k < 21; k++) {
+		int next;
+
+		ck_assert_int_eq(mkdirat(dfd, name, 0755), 0);
+		next = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		ck_assert_int_ge(next, 0);
+		close(dfd);
+		dfd = next;
+	}
+	r = openat(dfd, ".env", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	ck_assert_int_ge(r, 0);
+	close(r);
+	close(dfd);
+	r = session_start(f.s, f.repo, "long", true, &i, token);
+	ck_assert_int_eq(r, -ENAMETOOLONG);
+	err = session_store_error(f.s);
+	ck_assert_msg(strstr(err, "cannot look for credential files in") &&
+			  strstr(err, "0000/0000"),
+		      "%s", err);
+	ck_assert_int_eq(session_list(f.s, &list, &n), 0);
+	ck_assert_uint_eq(n, 1); /* the first, ended */
+	session_info_list_free(list, n);
 	fx_done(&f);
 }
 END_TEST
@@ -1607,6 +1741,7 @@ int main(void)
 	tcase_add_test(tc, test_in_place_ignored_at_start);
 	tcase_add_test(tc, test_in_place_too_many_ignored);
 	tcase_add_test(tc, test_in_place_ignored_moved);
+	tcase_add_test(tc, test_in_place_secret_scan_fails_closed);
 	tcase_add_test(tc, test_guard_ends_attempt);
 	tcase_add_test(tc, test_guard_branch_moved);
 	tcase_add_test(tc, test_heldout);

@@ -10,10 +10,12 @@
  * process that will set the run up and become the command PID, which
  * waits for the byte this writes on descriptor 3 once it holds nothing
  * (init.h, FD_READY).  It holds descriptor 4, the status pipe, and
- * nothing it does not need: it drops every capability and sets
- * no_new_privs first, then reaps whatever the pid namespace hands it
- * until the command itself ends, writes that wait status as one
- * REC_STATUS record, and exits.  The exit of a pid namespace's init kills
+ * nothing it does not need: it drops every capability but CAP_KILL
+ * (drop_privileges) and sets no_new_privs first, then reaps whatever the
+ * pid namespace hands it until the command itself ends, writes that wait
+ * status as one REC_STATUS record, and exits.  SIGTERM from sandboxd (spd
+ * ending the run) it passes on to the command's process group
+ * (catch_term).  The exit of a pid namespace's init kills
  * everything else in it, so nothing outlives the command.  The record
  * says whether init was alone by then (REC_STATUS_EMPTY): most commands
  * leave nothing behind, and sandboxd need not wait for init's own exit
@@ -97,6 +99,25 @@ __asm__(".text\n"
 #error "sandboxd-init: add this architecture's system call entry"
 #endif
 
+/* The signal trampoline: x86-64's kernel needs one (SA_RESTORER) to
+ * return from a handler, and there is no libc to give it. */
+#define INIT_STR_(x) #x
+#define INIT_STR(x) INIT_STR_(x)
+#if defined(__x86_64__)
+__asm__(".text\n"
+	"init_sigreturn:\n"
+	"	mov $" INIT_STR(__NR_rt_sigreturn) ", %eax\n"
+						   "	syscall\n"
+						   "	hlt\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	"init_sigreturn:\n"
+	"	mov x8, #" INIT_STR(__NR_rt_sigreturn) "\n"
+						       "	svc 0\n"
+						       "	brk #0\n");
+#endif
+void init_sigreturn(void);
+
 #define sys1(n, a) sys6((n), (long)(a), 0, 0, 0, 0, 0)
 #define sys2(n, a, b) sys6((n), (long)(a), (long)(b), 0, 0, 0, 0)
 #define sys3(n, a, b, c) sys6((n), (long)(a), (long)(b), (long)(c), 0, 0, 0)
@@ -109,14 +130,31 @@ __attribute__((noreturn)) static void die(int code)
 		sys1(__NR_exit_group, code);
 }
 
-/* Drop every capability and never gain one again: init runs nothing, but
- * a process in the run could otherwise find a privileged one beside it. */
-static int drop_privileges(void)
+/*
+ * Drop every capability and never gain one again: init runs nothing, but
+ * a process in the run could otherwise find a privileged one beside it.
+ * As pid 1 of the run's own pid namespace it keeps CAP_KILL alone, if it
+ * has it, to pass SIGTERM on to the command (forward_term): as root the
+ * command has an unprivileged uid of its own, which init's uid may not
+ * signal.  Every pid init can name is one of the run's, so the capability
+ * reaches no process outside it.  Not as root, init has no capability
+ * left after its exec and needs none (the command's uid is its own);
+ * without a pid namespace of the run's own it keeps nothing (sandboxd
+ * signals the run's process group itself).
+ */
+static int drop_privileges(int pid1)
 {
 	struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
 	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {
 	    {0, 0, 0}, {0, 0, 0}};
+	unsigned int keep;
 
+	if (sys2(__NR_capget, &hdr, data) < 0)
+		return -1;
+	keep = pid1 ? data[0].permitted & (1u << CAP_KILL) : 0;
+	data[0].effective = data[0].permitted = keep;
+	data[0].inheritable = 0;
+	data[1].effective = data[1].permitted = data[1].inheritable = 0;
 	if (sys6(__NR_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, 0) < 0 ||
 	    sys2(__NR_capset, &hdr, data) < 0 ||
 	    sys6(__NR_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0, 0) < 0)
@@ -152,6 +190,37 @@ static void linger(void)
 		;
 }
 
+/* The command's process group (its pid: it is a session leader), which
+ * SIGTERM is passed on to; 0 until known. */
+static volatile long term_group;
+
+static void forward_term(int sig)
+{
+	(void)sig;
+	if (term_group > 0)
+		sys2(__NR_kill, -term_group, SIGTERM);
+}
+
+/*
+ * SIGTERM from sandboxd (a run ended by spd, proto/sandbox.h, CANCEL) is
+ * passed on to the command's process group, so that a program that
+ * handles it can finish and exit before SIGKILL.  A pid namespace's init
+ * is sent only the signals it handles: without this, SIGTERM would be
+ * dropped.  The loops below retry what the handler interrupts.
+ */
+static int catch_term(long cmd)
+{
+	struct {
+		void (*handler)(int);
+		unsigned long flags;
+		void (*restorer)(void);
+		unsigned long mask;
+	} sa = {forward_term, SA_RESTORER, init_sigreturn, 0};
+
+	term_group = cmd;
+	return (int)sys4(__NR_rt_sigaction, SIGTERM, &sa, 0, sizeof(sa.mask));
+}
+
 /* argv[2] is INIT_ARG_READY (no libc: no strcmp). */
 static int is_ready_arg(const char *a)
 {
@@ -182,7 +251,9 @@ __attribute__((used, noreturn)) void init_main(long *sp)
 		die(CHILD_EXIT_REFUSED);
 	for (p = argv[1]; *p >= '0' && *p <= '9' && cmd < (1L << 30); p++)
 		cmd = cmd * 10 + (*p - '0');
-	if (*p || cmd <= 0 || drop_privileges() < 0)
+	if (*p || cmd <= 0 ||
+	    drop_privileges(sys6(__NR_getpid, 0, 0, 0, 0, 0, 0) == 1) < 0 ||
+	    catch_term(cmd) < 0)
 		die(CHILD_EXIT_REFUSED);
 	if (argc == 3) {
 		const char c = INIT_READY_BYTE;
