@@ -291,6 +291,8 @@ START_TEST(test_conf_table_agrees)
 		 CONFIG_TIMEOUT_MAX_S);
 	want_int("sandbox", "output-cap", CONFIG_OUTPUT_CAP_DEFAULT, 1024,
 		 256 * 1024 * 1024);
+	want_int("sandbox", "kill-grace", CONFIG_KILL_GRACE_DEFAULT_S, 0,
+		 SBXP_CANCEL_GRACE_MAX_MS / 1000);
 	want_int("journal", "queue-max", JOURNAL_QUEUE_BYTES_MAX,
 		 JOURNAL_QUEUE_BYTES_MIN, 1LL << 30);
 	want_int("broker", "idle-timeout", BROKER_IDLE_TIMEOUT_S, 1,
