@@ -25,6 +25,7 @@
 #include "daemon/transport/call.h"
 #include "daemon/broker/gateway.h"
 #include "daemon/broker/gateway_priv.h"
+#include "daemon/session/labels.h"
 #include "daemon/broker/http.h"
 #include "daemon/journal/journal.h"
 #include "daemon/log.h"
@@ -406,6 +407,13 @@ static void call_done(struct gw_call *k, CURLcode res)
 	 * agent's own tools that read what spd did not serve. */
 	if (d) {
 		json_object_set_new(d, "labels", gw_labels_names(k->labels));
+		/* And the session's whole set at that moment, as every row
+		 * of a session lists it. */
+		if (k->session[0] && k->g->spd->sessions)
+			json_object_set_new(
+			    d, "session_labels",
+			    session_labels_json(k->g->spd->sessions,
+						k->session));
 		if (json_array_size(k->agent_tools))
 			json_object_set(d, "agent_tools", k->agent_tools);
 	}

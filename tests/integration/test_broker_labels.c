@@ -311,6 +311,11 @@ START_TEST(test_agent_tool_and_network)
 	ck_assert_msg(in_array(l, "agent-tool"), "%s", s);
 	ck_assert_msg(in_array(l, "model"), "%s", s);
 	ck_assert_msg(!in_array(l, "command"), "%s", s);
+	/* The row lists the session's whole set too, which now holds
+	 * them. */
+	ck_assert_msg(
+	    in_array(json_object_get(d, "session_labels"), "network:x.example"),
+	    "%s", s);
 	tools = json_object_get(d, "agent_tools");
 	ck_assert_msg(json_array_size(tools) == 2, "%s", s);
 	ck_assert_msg(has(s, "{\"name\":\"Grep\",\"what\":\"Grep "
