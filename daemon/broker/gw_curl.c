@@ -27,7 +27,10 @@ static bool loaded;
 _Static_assert(sizeof(void *) == sizeof(void (*)(void)),
 	       "dlsym's pointers must hold a function's address");
 
-#define FN(m, name) {offsetof(struct gw_curl_fns, m), name}
+#define FN(m, name)                                                            \
+	{                                                                      \
+		offsetof(struct gw_curl_fns, m), name                          \
+	}
 static const struct {
 	size_t off;
 	const char *name;
@@ -83,7 +86,8 @@ static int load_locked(char *err, size_t errlen)
 	memcpy(&version, &sym, sizeof(sym));
 	v = version(CURLVERSION_NOW);
 	if (!v || v->version_num < GW_CURL_MIN_VERSION) {
-		snprintf(err, errlen, "%s is libcurl %s; the broker needs 7.85.0 "
+		snprintf(err, errlen,
+			 "%s is libcurl %s; the broker needs 7.85.0 "
 			 "or later",
 			 GW_CURL_SONAME, v && v->version ? v->version : "(?)");
 		goto fail;

@@ -37,8 +37,7 @@ struct gw_curl_fns {
 	CURLcode (*easy_setopt)(CURL *e, CURLoption opt, ...);
 	CURLcode (*easy_getinfo)(CURL *e, CURLINFO info, ...);
 	const char *(*easy_strerror)(CURLcode c);
-	struct curl_slist *(*slist_append)(struct curl_slist *l,
-					   const char *s);
+	struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
 	void (*slist_free_all)(struct curl_slist *l);
 };
 
