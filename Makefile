@@ -59,7 +59,11 @@ endif
 BASE_CFLAGS := -std=gnu11 -D_GNU_SOURCE $(OPT) $(WARN) $(HARDEN) -MMD -MP
 DAEMON_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DAEMON_PKGS) 2>/dev/null)
 # http-parser (Debian libhttp-parser-dev) ships no .pc file.
-DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs $(DAEMON_PKGS) 2>/dev/null) -lhttp_parser -lpthread
+# libcurl is compiled against but not linked: the broker loads it at its
+# first provider call (daemon/broker/gw_curl.h), so an idle spd maps none
+# of the twenty libraries it brings.  bench/curlcost links it itself.
+DAEMON_LIBS := $(shell $(PKG_CONFIG) --libs $(filter-out libcurl,$(DAEMON_PKGS)) 2>/dev/null) -lhttp_parser -lpthread -ldl
+CURL_LIBS := $(shell $(PKG_CONFIG) --libs libcurl 2>/dev/null)
 SBX_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(SBX_PKGS) 2>/dev/null)
 SBX_LIBS := $(shell $(PKG_CONFIG) --libs $(SBX_PKGS) 2>/dev/null)
 TEST_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(TEST_PKGS) 2>/dev/null)
@@ -256,7 +260,8 @@ $(foreach t,$(UNIT_SRC),$(eval $(call TESTBIN,$(t))))
 $(BUILD)/bench/%: $(call obj,bench/%.c) $(TEST_LINK)
 	@mkdir -p $(dir $@)
 	$(if $(Q),@echo "  LD      $@")
-	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS) $(SBX_LIBS) $(TEST_LIBS) -lm
+	$(Q)$(CC) -o $@ $^ $(ALL_LDFLAGS) $(DAEMON_LIBS) $(SBX_LIBS) $(TEST_LIBS) -lm \
+		$(if $(filter curlcost,$*),$(CURL_LIBS))
 
 deps:
 	./scripts/deps

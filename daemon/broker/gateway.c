@@ -4,7 +4,6 @@
  * request forwarded with libcurl multi on spd's loop and the response
  * streamed back through the redactor, usage settled; model.call.
  */
-#include <curl/curl.h>
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -25,6 +24,7 @@
 #include "daemon/transport/call.h"
 #include "daemon/broker/gateway.h"
 #include "daemon/broker/gateway_priv.h"
+#include "daemon/broker/gw_curl.h"
 #include "daemon/session/labels.h"
 #include "daemon/broker/http.h"
 #include "daemon/journal/journal.h"
@@ -91,7 +91,7 @@ void gw_maybe_free(struct gateway *g)
 {
 	if (g->stopping && g->open_handles == 0 && !g->conns) {
 		if (g->multi)
-			curl_multi_cleanup(g->multi);
+			gw_curlf.multi_cleanup(g->multi);
 		json_decref(g->label_cache);
 		free(g);
 	}
@@ -118,10 +118,11 @@ static void call_unlink_free(struct gw_call *k)
 	if (k->next)
 		k->next->prev = k->prev;
 	if (k->easy) {
-		curl_multi_remove_handle(g->multi, k->easy);
-		curl_easy_cleanup(k->easy);
+		gw_curlf.multi_remove_handle(g->multi, k->easy);
+		gw_curlf.easy_cleanup(k->easy);
 	}
-	curl_slist_free_all(k->hdrs);
+	if (k->hdrs)
+		gw_curlf.slist_free_all(k->hdrs);
 	free(k->body);
 	usage_free(&k->usage);
 	redact_stream_free(k->rs);
@@ -150,8 +151,8 @@ static void make_head(struct gw_call *k)
 	if (k->head_sent)
 		return;
 	k->head_sent = true;
-	curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, &status);
-	curl_easy_getinfo(k->easy, CURLINFO_CONTENT_TYPE, &ctype);
+	gw_curlf.easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, &status);
+	gw_curlf.easy_getinfo(k->easy, CURLINFO_CONTENT_TYPE, &ctype);
 	if (!k->conn)
 		return;
 	buf_printf(&k->head, "HTTP/1.1 %ld %s\r\n", status,
@@ -264,7 +265,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ud)
 	if (!k->head_sent) {
 		char *ctype = NULL;
 
-		curl_easy_getinfo(k->easy, CURLINFO_CONTENT_TYPE, &ctype);
+		gw_curlf.easy_getinfo(k->easy, CURLINFO_CONTENT_TYPE, &ctype);
 		usage_init(
 		    &k->usage, usage_api_of(k->api),
 		    ctype && strncasecmp(ctype, "text/event-stream", 17) == 0);
@@ -315,7 +316,8 @@ static void call_done(struct gw_call *k, CURLcode res)
 	int64_t row;
 	json_t *d;
 
-	curl_easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, &status);
+	if (k->easy)
+		gw_curlf.easy_getinfo(k->easy, CURLINFO_RESPONSE_CODE, &status);
 	if (!k->head_sent)
 		usage_init(&k->usage, usage_api_of(k->api), false);
 	usage_finish(&k->usage);
@@ -369,7 +371,7 @@ static void call_done(struct gw_call *k, CURLcode res)
 			snprintf(msg, sizeof(msg),
 				 "the provider could not be reached or "
 				 "failed: %s",
-				 curl_easy_strerror(res));
+				 gw_curlf.easy_strerror(res));
 			body = gw_error_body(k->api, st, "PROVIDER-FAILED", msg,
 					     NULL);
 			gw_conn_respond(k->conn, st, "application/json",
@@ -395,7 +397,7 @@ static void call_done(struct gw_call *k, CURLcode res)
 	    "reserved_usd", price_usd(k->reserved), "duration_ms",
 	    (json_int_t)ms, "prices", k->prices_hash, "stream", k->stream,
 	    "client_gone", gone, "charged_reservation", charged_all, "error",
-	    res == CURLE_OK ? NULL : curl_easy_strerror(res));
+	    res == CURLE_OK ? NULL : gw_curlf.easy_strerror(res));
 	/* The output limit spd set is part of what the provider was
 	 * asked. */
 	if (d && k->limit_set > 0)
@@ -425,7 +427,8 @@ static void call_done(struct gw_call *k, CURLcode res)
 	gw_labels_enter(k->g, k->session, k->labels, row);
 	if (k->rpc)
 		finish_rpc(k, status, cost,
-			   res == CURLE_OK ? NULL : curl_easy_strerror(res));
+			   res == CURLE_OK ? NULL
+					   : gw_curlf.easy_strerror(res));
 	if (k->conn) {
 		k->conn->call = NULL;
 		k->conn = NULL;
@@ -438,12 +441,12 @@ static void check_done(struct gateway *g)
 	CURLMsg *m;
 	int left;
 
-	while ((m = curl_multi_info_read(g->multi, &left))) {
+	while ((m = gw_curlf.multi_info_read(g->multi, &left))) {
 		struct gw_call *k = NULL;
 
 		if (m->msg != CURLMSG_DONE)
 			continue;
-		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &k);
+		gw_curlf.easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, &k);
 		if (k)
 			call_done(k, m->data.result);
 	}
@@ -471,7 +474,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
 		flags |= CURL_CSELECT_IN;
 	if (events & UV_WRITABLE)
 		flags |= CURL_CSELECT_OUT;
-	curl_multi_socket_action(g->multi, s->fd, flags, &running);
+	gw_curlf.multi_socket_action(g->multi, s->fd, flags, &running);
 	check_done(g);
 }
 
@@ -485,7 +488,7 @@ static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp,
 	if (what == CURL_POLL_REMOVE) {
 		if (s) {
 			uv_poll_stop(&s->poll);
-			curl_multi_assign(g->multi, fd, NULL);
+			gw_curlf.multi_assign(g->multi, fd, NULL);
 			uv_close((uv_handle_t *)&s->poll, on_poll_closed);
 		}
 		return 0;
@@ -502,7 +505,7 @@ static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp,
 		}
 		s->poll.data = s;
 		g->open_handles++;
-		curl_multi_assign(g->multi, fd, s);
+		gw_curlf.multi_assign(g->multi, fd, s);
 	}
 	if (what & CURL_POLL_IN)
 		ev |= UV_READABLE;
@@ -517,7 +520,8 @@ static void on_curl_timer(uv_timer_t *t)
 	struct gateway *g = t->data;
 	int running;
 
-	curl_multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	gw_curlf.multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0,
+				     &running);
 	check_done(g);
 }
 
@@ -619,7 +623,7 @@ static int add_header(struct curl_slist **l, const char *fmt, ...)
 	va_end(ap);
 	if (r < 0)
 		return -ENOMEM;
-	n = curl_slist_append(*l, s);
+	n = gw_curlf.slist_append(*l, s);
 	explicit_bzero(s, strlen(s));
 	free(s);
 	if (!n)
@@ -629,27 +633,41 @@ static int add_header(struct curl_slist **l, const char *fmt, ...)
 }
 
 /*
- * libcurl and its TLS library are started with the first call to a
- * provider, not with spd: an spd that brokers no call never maps their
- * pages (about 4 MiB of OpenSSL's), and spd idles within its 10 MiB.
- * Returns 0 or -ENOMEM.
+ * libcurl and its TLS library are loaded and started with the first call
+ * to a provider, not with spd (daemon/broker/gw_curl.h): an spd that
+ * brokers no call never maps their pages, and spd idles within its
+ * 10 MiB.  Returns 0, -ELIBACC when libcurl cannot be loaded (why in
+ * g->curl_err) or -ENOMEM.
  */
 static int gw_curl(struct gateway *g)
 {
 	if (g->multi)
 		return 0;
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		return -ENOMEM;
-	g->multi = curl_multi_init();
+	if (gw_curl_load(g->curl_err, sizeof(g->curl_err)) < 0)
+		return -ELIBACC;
+	g->multi = gw_curlf.multi_init();
 	if (!g->multi)
 		return -ENOMEM;
-	curl_multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
-	curl_multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
-	curl_multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	curl_multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
-	curl_multi_setopt(g->multi, CURLMOPT_MAXCONNECTS,
-			  (long)GATEWAY_PROVIDER_CONNS_KEPT);
+	gw_curlf.multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
+	gw_curlf.multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
+	gw_curlf.multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
+	gw_curlf.multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
+	gw_curlf.multi_setopt(g->multi, CURLMOPT_MAXCONNECTS,
+			      (long)GATEWAY_PROVIDER_CONNS_KEPT);
 	return 0;
+}
+
+/* What the client and the journal are told when a call could not be
+ * started: why libcurl did not load, or the plain failure. */
+static const char *start_error(struct gateway *g, int r, char *buf, size_t len)
+{
+	if (r != -ELIBACC)
+		return "the call could not be started";
+	snprintf(buf, len,
+		 "the call could not be started: the provider client (%s) "
+		 "did not load: %s",
+		 GW_CURL_SONAME, g->curl_err);
+	return buf;
 }
 
 static int start_transfer(struct gw_call *k, const struct broker_provider *p,
@@ -657,11 +675,12 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 {
 	const struct broker_config *cfg = broker_config(k->g->spd);
 	char *url = NULL;
-	int r = -ENOMEM;
+	int r;
 
-	if (gw_curl(k->g) < 0)
-		return -ENOMEM;
-	k->easy = curl_easy_init();
+	r = gw_curl(k->g);
+	if (r < 0)
+		return r;
+	k->easy = gw_curlf.easy_init();
 	if (!k->easy)
 		return -ENOMEM;
 	if (asprintf(&url, "%s%s", p->url, target) < 0)
@@ -678,30 +697,30 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 		free(url);
 		return r;
 	}
-	curl_easy_setopt(k->easy, CURLOPT_URL, url);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_URL, url);
 	free(url);
-	curl_easy_setopt(k->easy, CURLOPT_PRIVATE, k);
-	curl_easy_setopt(k->easy, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(k->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(k->easy, CURLOPT_SSL_VERIFYPEER, 1L);
-	curl_easy_setopt(k->easy, CURLOPT_SSL_VERIFYHOST, 2L);
-	curl_easy_setopt(k->easy, CURLOPT_FOLLOWLOCATION, 0L);
-	curl_easy_setopt(k->easy, CURLOPT_POST, 1L);
-	curl_easy_setopt(k->easy, CURLOPT_POSTFIELDS, k->body);
-	curl_easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE,
-			 (curl_off_t)k->body_len);
-	curl_easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->hdrs);
-	curl_easy_setopt(k->easy, CURLOPT_WRITEFUNCTION, on_body);
-	curl_easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
-	curl_easy_setopt(k->easy, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(k->easy, CURLOPT_HEADERDATA, k);
-	curl_easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT,
-			 (long)GATEWAY_CONNECT_TIMEOUT_S);
-	curl_easy_setopt(k->easy, CURLOPT_NOPROXY, "*");
+	gw_curlf.easy_setopt(k->easy, CURLOPT_PRIVATE, k);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_NOSIGNAL, 1L);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_PROTOCOLS_STR, "http,https");
+	gw_curlf.easy_setopt(k->easy, CURLOPT_SSL_VERIFYPEER, 1L);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_SSL_VERIFYHOST, 2L);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_FOLLOWLOCATION, 0L);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_POST, 1L);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_POSTFIELDS, k->body);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE,
+			     (curl_off_t)k->body_len);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->hdrs);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_WRITEFUNCTION, on_body);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_HEADERFUNCTION, on_header);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_HEADERDATA, k);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT,
+			     (long)GATEWAY_CONNECT_TIMEOUT_S);
+	gw_curlf.easy_setopt(k->easy, CURLOPT_NOPROXY, "*");
 	/* Each streamed event is a small packet: no Nagle towards the
 	 * provider either (curl's default, said here). */
-	curl_easy_setopt(k->easy, CURLOPT_TCP_NODELAY, 1L);
-	if (curl_multi_add_handle(k->g->multi, k->easy) != CURLM_OK)
+	gw_curlf.easy_setopt(k->easy, CURLOPT_TCP_NODELAY, 1L);
+	if (gw_curlf.multi_add_handle(k->g->multi, k->easy) != CURLM_OK)
 		return -EIO;
 	/* A provider silent this long has stalled: the call ends. */
 	stall_watch(k, (uint64_t)cfg->provider_timeout_s * 1000);
@@ -1044,6 +1063,7 @@ void gw_handle_request(struct gw_conn *c)
 	char *target = NULL, *qkey = NULL;
 	struct broker_refusal e;
 	struct gw_call *k;
+	char errbuf[384];
 	int r;
 
 	routed = gw_route(q->target, &api, &count_only, &rstream, path,
@@ -1098,6 +1118,10 @@ void gw_handle_request(struct gw_conn *c)
 	}
 	k->conn = c;
 	c->call = k;
+	/* libcurl holds the headers' list: it is loaded first. */
+	r = gw_curl(g);
+	if (r < 0)
+		goto fail;
 	/* Every header but the key and the framing passes through. */
 	for (size_t i = 0; i < q->nh; i++)
 		if (!hop_header(q->h[i].name) &&
@@ -1117,7 +1141,8 @@ fail:
 	c->call = NULL;
 	k->conn = NULL;
 	call_unlink_free(k);
-	gw_refuse(c, t, 500, "INTERNAL", NULL, "the call could not be started");
+	gw_refuse(c, t, 500, "INTERNAL", NULL,
+		  start_error(g, r, errbuf, sizeof(errbuf)));
 out:
 	if (qkey)
 		explicit_bzero(qkey, strlen(qkey));
@@ -1339,7 +1364,10 @@ void m_model_call(struct call *c)
 	char rpath[GATEWAY_PATH_MAX], rmodel[PRICE_MODEL_NAME_MAX + 1], *text;
 	const char *name;
 	struct broker_refusal e;
+	const struct broker_provider *p;
 	struct gw_call *k;
+	char errbuf[384];
+	int r;
 
 	if (!g) {
 		call_error(c, RPC_E_INTERNAL, NULL,
@@ -1423,33 +1451,37 @@ void m_model_call(struct call *c)
 		return;
 	}
 	k->rpc = c;
-	json_object_foreach(headers, name, v)
-	{
-		char lower[128];
-		size_t i;
+	/* libcurl holds the headers' list: it is loaded first. */
+	r = gw_curl(g);
+	if (r == 0) {
+		json_object_foreach(headers, name, v)
+		{
+			char lower[128];
+			size_t i;
 
-		for (i = 0; name[i] && i < sizeof(lower) - 1; i++)
-			lower[i] = (char)tolower((unsigned char)name[i]);
-		lower[i] = '\0';
-		if (hop_header(lower) || strcmp(lower, "content-type") == 0)
-			continue;
-		if (strcmp(lower, "anthropic-version") == 0)
-			has_version = true;
-		add_header(&k->hdrs, "%s: %s", name, json_string_value(v));
-	}
-	add_header(&k->hdrs, "Content-Type: application/json");
-	if (api == BROKER_API_ANTHROPIC && !has_version)
-		add_header(&k->hdrs, "anthropic-version: 2023-06-01");
-	{
-		const struct broker_provider *p = broker_provider_for(spd, api);
-
-		if (start_transfer(k, p, broker_provider_key(spd, p), rpath) <
-		    0) {
-			call_abort_start(k, -EIO);
-			k->rpc = NULL;
-			call_unlink_free(k);
-			call_error(c, RPC_E_INTERNAL, NULL,
-				   "the call could not be started");
+			for (i = 0; name[i] && i < sizeof(lower) - 1; i++)
+				lower[i] =
+				    (char)tolower((unsigned char)name[i]);
+			lower[i] = '\0';
+			if (hop_header(lower) ||
+			    strcmp(lower, "content-type") == 0)
+				continue;
+			if (strcmp(lower, "anthropic-version") == 0)
+				has_version = true;
+			add_header(&k->hdrs, "%s: %s", name,
+				   json_string_value(v));
 		}
+		add_header(&k->hdrs, "Content-Type: application/json");
+		if (api == BROKER_API_ANTHROPIC && !has_version)
+			add_header(&k->hdrs, "anthropic-version: 2023-06-01");
+		p = broker_provider_for(spd, api);
+		r = start_transfer(k, p, broker_provider_key(spd, p), rpath);
+	}
+	if (r < 0) {
+		call_abort_start(k, r);
+		k->rpc = NULL;
+		call_unlink_free(k);
+		call_error(c, RPC_E_INTERNAL, NULL, "%s",
+			   start_error(g, r, errbuf, sizeof(errbuf)));
 	}
 }

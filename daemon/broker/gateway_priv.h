@@ -105,6 +105,9 @@ struct gateway {
 	bool tcp_on, pipe_on, stopping;
 	int port;
 	CURLM *multi;
+	/* Why libcurl did not load, for the call that asked
+	 * (daemon/broker/gw_curl.h). */
+	char curl_err[256];
 	uv_timer_t curl_timer;
 	/* Ends the calls whose provider has sent nothing for
 	 * broker.provider-timeout (on_stall_timer in gateway.c). */

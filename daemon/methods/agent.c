@@ -30,6 +30,7 @@
 #include "common/paths.h"
 #include "common/redact.h"
 #include "common/strv.h"
+#include "common/trace.h"
 #include "common/util.h"
 
 void agent_token_redact(struct spd *spd, const char *id, const char *token)
@@ -127,6 +128,7 @@ static int after_run(void *data, const struct sbx_result *r, char *msg,
 		rs->started = false;
 	}
 	x = session_guard_check(rs->spd->sessions, rs->id, &f);
+	trace_stamp("guarded");
 	if (x == 0)
 		return after_run_sync(rs, msg, msglen);
 	if (x == 1) {
@@ -604,6 +606,10 @@ void agent_prime_recent(struct spd *spd)
 		spd->sessions, (int64_t)time(NULL) - AGENT_PRIME_RECENT_S,
 		AGENT_PRIME_MAX, &w) < 0)
 		return;
+	/* Those sessions' next runs need libgit2 (the guard, the agent's
+	 * commits): started now, not in the first of them. */
+	if (w[0] && session_git_warm(spd->sessions) < 0)
+		log_warn("libgit2 did not start; the first run tries again");
 	lw = linkwatch_get(&spd->linkwatch, spd->loop);
 	for (size_t i = 0; lw && w[i]; i++)
 		linkwatch_prime(lw, w[i]);

@@ -1374,6 +1374,7 @@ void m_cmd_run(struct call *c)
 	if (spd->run_prepare) {
 		if (spd->run_prepare(spd, c, &req) < 0)
 			return; /* the hook finished the call */
+		trace_stamp("prepared");
 	}
 	if (!req.workspace) {
 		if (!who->operator) {

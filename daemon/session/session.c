@@ -40,6 +40,11 @@ int sess_git_up(struct session_store *s)
 	return 0;
 }
 
+int session_git_warm(struct session_store *s)
+{
+	return sess_git_up(s);
+}
+
 void sess_seterr(struct session_store *s, const char *fmt, ...)
 {
 	va_list ap;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -56,12 +57,32 @@ static char *fmt(const char *f, ...)
 	return s;
 }
 
+/* spd.conf and the provider's key in T's config directory: the
+ * stand-in is the gemini provider. */
+static void setup_conf(void)
+{
+	char *conf = fmt(
+	    "[provider \"gemini\"]\n\turl = http://127.0.0.1:%d\n"
+	    "\tkey = GEMINI_API_KEY\n\tapi = gemini\n"
+	    "[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n\tmin-output = 100\n"
+	    "\tprovider-timeout = 5\n" MODEL_CONF,
+	    standin_port);
+	char *p = paths_join(T.config, "spd.conf");
+
+	test_write_file(p, conf);
+	free(p);
+	p = paths_join(T.config, "environment");
+	test_write_file(p, "GEMINI_API_KEY=" REAL_GEM "\n");
+	free(p);
+	free(conf);
+}
+
 static void setup(void)
 {
 	char *dir = test_tmpdir("gemini");
 	char *script =
 	    fmt("%s/../tests/lib/provider_standin.py", test_build_dir());
-	char *port_file, *text = NULL, *conf, *envf;
+	char *port_file, *text = NULL;
 
 	standin_log = paths_join(dir, "log");
 	port_file = fmt("%s.port", standin_log);
@@ -86,17 +107,8 @@ static void setup(void)
 	free(text);
 	free(port_file);
 	free(script);
-	conf = fmt(
-	    "[provider \"gemini\"]\n\turl = http://127.0.0.1:%d\n"
-	    "\tkey = GEMINI_API_KEY\n\tapi = gemini\n"
-	    "[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n\tmin-output = 100\n"
-	    "\tprovider-timeout = 5\n" MODEL_CONF,
-	    standin_port);
-	test_spd_prepare(&T, conf);
-	envf = paths_join(T.config, "environment");
-	test_write_file(envf, "GEMINI_API_KEY=" REAL_GEM "\n");
-	free(envf);
-	free(conf);
+	test_spd_prepare(&T, NULL);
+	setup_conf();
 	test_spd_start(&T);
 }
 
@@ -466,6 +478,111 @@ START_TEST(test_model_call_gemini)
 }
 END_TEST
 
+/* Whether spd's address space holds a file whose name contains lib. */
+static bool spd_maps(const char *lib)
+{
+	char path[64], *maps;
+	bool r;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)T.pid);
+	maps = test_read_file(path);
+	ck_assert_msg(maps, "cannot read %s", path);
+	r = has(maps, lib);
+	free(maps);
+	return r;
+}
+
+/* An spd that has brokered no call has not mapped libcurl nor the TLS,
+ * SSH, LDAP and RTMP libraries it brings (issue 39: they were most of
+ * the idle spd's resident size); its first provider call loads it and
+ * is answered in full. */
+START_TEST(test_libcurl_loaded_at_first_call)
+{
+	struct turn t = begin(NULL);
+	char *h = goog_key(&t), *r;
+
+	ck_assert_msg(!spd_maps("/libcurl"), "an idle spd mapped libcurl");
+	ck_assert(!spd_maps("/libgnutls") && !spd_maps("/librtmp") &&
+		  !spd_maps("/libldap"));
+	r = post(t.port, "/v1beta/models/test-gemini:generateContent", h, BODY);
+	ck_assert_msg(status_of(r) == 200, "%s", r);
+	ck_assert_msg(has(r, "hello"), "%s", r);
+	ck_assert_int_eq(spent(t.id), CALL_PUSD);
+	ck_assert_msg(spd_maps("/libcurl"), "the call ran without libcurl?");
+	free(r);
+	free(h);
+}
+END_TEST
+
+/* A libcurl.so.4 that is not libcurl (here zlib under its name, found
+ * first on LD_LIBRARY_PATH) fails the provider call closed: the client
+ * gets a 500 that says why, the journal keeps the refusal, nothing
+ * reaches the provider and the turn is charged nothing. */
+START_TEST(test_libcurl_unusable_fails_closed)
+{
+	char *libdir, *fake, *ld, *h, *r, *log, *journal, *params;
+	struct turn t;
+	json_t *o;
+	int e = 0;
+
+	test_spd_stop_clean(&T);
+	test_spd_prepare(&T, NULL);
+	/* The fixture's spd.conf and environment, for the new directory. */
+	setup_conf();
+	libdir = paths_join(T.dir, "libs");
+	ck_assert_int_eq(mkdir(libdir, 0700), 0);
+	fake = paths_join(libdir, "libcurl.so.4");
+	ck_assert_int_eq(test_sh(NULL,
+				 "cp /lib/x86_64-linux-gnu/libz.so.1 "
+				 "'%s' || cp \"$(ldconfig -p | sed -n "
+				 "'s/.*libz.so.1 .*=> //p' | head -1)\" "
+				 "'%s'",
+				 fake, fake),
+			 0);
+	while (T.env[e])
+		e++;
+	ck_assert_int_lt(e, 7);
+	ck_assert(asprintf(&ld, "LD_LIBRARY_PATH=%s", libdir) > 0);
+	T.env[e] = ld;
+	test_spd_start(&T);
+
+	t = begin(NULL);
+	h = goog_key(&t);
+	r = post(t.port, "/v1beta/models/test-gemini:generateContent", h, BODY);
+	ck_assert_msg(status_of(r) == 500, "%s", r);
+	ck_assert_msg(has(r, "libcurl.so.4") && has(r, "did not load") &&
+			  has(r, "has no curl_"),
+		      "%s", r);
+	journal = test_journal_until(
+	    &T, "select kind, summary, detail from events", "refused 500");
+	ck_assert_msg(has(journal, "did not load"), "%s", journal);
+	ck_assert_int_eq(spent(t.id), 0);
+	/* model.call fails the same way. */
+	params = fmt("{\"turn\":\"%s\",\"api\":\"gemini\",\"path\":"
+		     "\"/v1beta/models/test-gemini:generateContent\","
+		     "\"body\":%s}",
+		     t.id, BODY);
+	o = rpc("model.call", params);
+	free(r);
+	r = json_dumps(o, 0);
+	ck_assert_msg(json_object_get(o, "error") && has(r, "did not load"),
+		      "%s", r);
+	ck_assert_int_eq(spent(t.id), 0);
+	log = test_read_file(standin_log);
+	ck_assert_msg(!log || !has(log, "generateContent"),
+		      "the provider was called: %s", log);
+	ck_assert_msg(!spd_maps("/libcurl.so"), "a real libcurl got loaded");
+	json_decref(o);
+	free(params);
+	free(log);
+	free(journal);
+	free(r);
+	free(h);
+	free(fake);
+	free(libdir);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("gemini");
@@ -483,6 +600,8 @@ int main(void)
 	tcase_add_test(tc, test_refusals_journaled);
 	tcase_add_test(tc, test_unbounded_options_and_clamp);
 	tcase_add_test(tc, test_model_call_gemini);
+	tcase_add_test(tc, test_libcurl_loaded_at_first_call);
+	tcase_add_test(tc, test_libcurl_unusable_fails_closed);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
