@@ -24,6 +24,7 @@
 
 #include "daemon/ask.h"
 #include "daemon/policy/policy.h"
+#include "daemon/session/labels.h"
 
 struct spd;
 struct call;
@@ -106,6 +107,13 @@ void gate_check(struct call *c, const struct gate_call *g, gate_cont_fn cont,
  * session's provenance labels say a person must decide. */
 void gate_provenance(struct spd *spd, const struct gate_call *g,
 		     struct policy_result *res);
+/* gate_prov.c: the labels of a run's result (command, private, the hosts
+ * its proxy fetched from since start_s) on call c, and its output's first
+ * bytes (head, head_len: stdout, stderr) remembered as served. */
+void prov_run_labels(struct spd *spd, struct call *c, json_t *argv,
+		     const char *workspace, int64_t start_s,
+		     const char head[2][SESSION_SERVED_PREFIX],
+		     const size_t head_len[2]);
 
 /* The configuration for a workspace: built-ins, the operator's spd.conf,
  * the project's .spd.conf.  Returns 0 and *ret, or -errno with *ret_what

@@ -1,14 +1,16 @@
 /*
- * The gate's judgement on provenance labels (daemon/session/labels.h): a
- * call the policy allows asks a person when its session read untrusted
- * content and the call is a way out, a commit, or the last of the three
- * (private data, untrusted content, a way out).
+ * Provenance in the RPC layer (daemon/session/labels.h): the gate's
+ * judgement on labels — a call the policy allows asks a person when its
+ * session read untrusted content and the call is a way out, a commit, or
+ * the last of the three (private data, untrusted content, a way out) —
+ * and the labels a run's result carries.
  */
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "daemon/methods/gate.h"
+#include "daemon/transport/call.h"
 #include "daemon/session/labels.h"
 #include "daemon/spd.h"
 
@@ -100,4 +102,53 @@ void gate_provenance(struct spd *spd, const struct gate_call *g,
 			snprintf(res->reason, sizeof(res->reason), "%s", why);
 			return;
 		}
+}
+
+/*
+ * Provenance: the run's output is "command", with the hosts its proxy
+ * fetched from while it ran; a word of its argv naming a [provenance]
+ * private file is a read of private data.  What it printed first is
+ * remembered as served, for the broker to find in a conversation.
+ */
+void prov_run_labels(struct spd *spd, struct call *c, json_t *argv,
+		     const char *workspace, int64_t start_s,
+		     const char head[2][SESSION_SERVED_PREFIX],
+		     const size_t head_len[2])
+{
+	struct session_store *st = spd->sessions;
+	const char *sid = call_principal(c)->session_id, *a0;
+	json_t *labels, *all, *v, *w;
+	size_t i, n = workspace ? strlen(workspace) : 0;
+
+	if (!sid || !st)
+		return;
+	a0 = json_string_value(json_array_get(argv, 0));
+	call_label(c, "command", a0);
+	json_array_foreach(argv, i, v)
+	{
+		const char *word = json_string_value(v);
+
+		if (i == 0 || !word)
+			continue;
+		if (n && strncmp(word, workspace, n) == 0 && word[n] == '/')
+			word += n + 1;
+		if (word[0] != '/' && word[0] != '-' &&
+		    session_prov_path_matches(spd->config.prov_private, word))
+			call_label(c, "private", word);
+	}
+	labels = json_pack("[s]", "command");
+	all = session_labels_detail(st, sid);
+	json_array_foreach(all, i, v)
+	{
+		const char *l = json_string_value(json_object_get(v, "label"));
+
+		w = json_object_get(v, "at");
+		if (labels && l && strncmp(l, "network:", 8) == 0 &&
+		    json_integer_value(w) >= start_s)
+			json_array_append_new(labels, json_string(l));
+	}
+	json_decref(all);
+	for (int k = 0; labels && k < 2; k++)
+		session_served_add(st, sid, head[k], head_len[k], labels);
+	json_decref(labels);
 }

@@ -372,54 +372,6 @@ static bool in_host_tmp(const char *path, const char *workspace)
 	return !(n && strncmp(path, workspace, n) == 0 && path[n] == '/');
 }
 
-/*
- * Provenance: the run's output is "command", with the hosts its proxy
- * fetched from while it ran; a word of its argv naming a [provenance]
- * private file is a read of private data.  What it printed first is
- * remembered as served, for the broker to find in a conversation.
- */
-static void run_labels(struct run_ctx *rc, struct call *c)
-{
-	struct session_store *st = rc->spd->sessions;
-	const char *sid = call_principal(c)->session_id, *a0;
-	json_t *labels, *all, *v, *w;
-	size_t i, n = rc->workspace ? strlen(rc->workspace) : 0;
-
-	if (!sid || !st)
-		return;
-	a0 = json_string_value(json_array_get(rc->argv_json, 0));
-	call_label(c, "command", a0);
-	json_array_foreach(rc->argv_json, i, v)
-	{
-		const char *word = json_string_value(v);
-
-		if (i == 0 || !word)
-			continue;
-		if (n && strncmp(word, rc->workspace, n) == 0 && word[n] == '/')
-			word += n + 1;
-		if (word[0] != '/' && word[0] != '-' &&
-		    session_prov_path_matches(rc->spd->config.prov_private,
-					      word))
-			call_label(c, "private", word);
-	}
-	labels = json_pack("[s]", "command");
-	all = session_labels_detail(st, sid);
-	json_array_foreach(all, i, v)
-	{
-		const char *l = json_string_value(json_object_get(v, "label"));
-
-		w = json_object_get(v, "at");
-		if (labels && l && strncmp(l, "network:", 8) == 0 &&
-		    json_integer_value(w) >= rc->start_s)
-			json_array_append_new(labels, json_string(l));
-	}
-	json_decref(all);
-	for (int k = 0; labels && k < 2; k++)
-		session_served_add(st, sid, rc->outf.head[k],
-				   rc->outf.head_len[k], labels);
-	json_decref(labels);
-}
-
 static void on_done(void *data, const struct sbx_result *r)
 {
 	struct run_ctx *rc = data;
@@ -429,7 +381,8 @@ static void on_done(void *data, const struct sbx_result *r)
 	trace_stamp("done");
 	stdin_run_unlink(rc);
 	outf_finish(&rc->outf, c);
-	run_labels(rc, c);
+	prov_run_labels(rc->spd, c, rc->argv_json, rc->workspace, rc->start_s,
+			rc->outf.head, rc->outf.head_len);
 	detail = json_pack(
 	    "{s:O, s:s, s:s, s:s, s:I, s:b, s:o}", "argv", rc->argv_json,
 	    "workspace", rc->workspace, "net", rc->net_name, "mode",
