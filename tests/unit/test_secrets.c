@@ -60,17 +60,16 @@ START_TEST(test_mint_keeps_operator_set)
 	ck_assert_uint_eq(secrets_base_builds(&spd), 1);
 	ck_assert(redacts(&spd, ENV_KEY, "[redacted:ANTHROPIC_API_KEY]"));
 
-	ck_assert_int_eq(secrets_add_minted(&spd, "session-token.1",
-					    SESSION_TOKEN),
-			 0);
+	ck_assert_int_eq(
+	    secrets_add_minted(&spd, "session-token.1", SESSION_TOKEN), 0);
 	/* A stream begun now outlives the sets the turns replace. */
 	ck_assert_int_eq(redact_stream_new(spd.redact, &st), 0);
 	for (int n = 0; n < 1000; n++) {
 		char name[64], key[64];
 
 		snprintf(name, sizeof(name), "turn-key.%d", n);
-		snprintf(key, sizeof(key), "spd-turn-%08x-KEY-%d", n * 2654435761u,
-			 n);
+		snprintf(key, sizeof(key), "spd-turn-%08x-KEY-%d",
+			 n * 2654435761u, n);
 		ck_assert_int_eq(secrets_add_minted(&spd, name, key), 0);
 		ck_assert(secrets_has_minted(&spd, name));
 		ck_assert_msg(redacts(&spd, key, "[redacted:turn-key."),
@@ -106,7 +105,8 @@ START_TEST(test_mint_keeps_operator_set)
 	list = secrets_list_json(&spd);
 	json_array_foreach(list, i, e)
 	{
-		const char *name = json_string_value(json_object_get(e, "name"));
+		const char *name =
+		    json_string_value(json_object_get(e, "name"));
 		char *j = json_dumps(e, 0);
 
 		listed |= name && strcmp(name, "session-token.1") == 0;
