@@ -4,10 +4,16 @@
  * through redact_buf() with 100 registered secrets, on one core; the same
  * buffer through a streamed redaction in 64 KiB chunks; and, as the
  * baseline, one memmem() pass over the buffer for a single secret.
+ * Then what a turn key costs (issue 38): minting and revoking one as spd
+ * once did it (the 100 operator secrets compiled again with the minted
+ * values, at each) and as it does now (a set of the minted values alone,
+ * chained after the operator's), and redact_buf and the stream over that
+ * chain (100 secrets, then a session token and a turn key).
  *
  *   build/bench/redact [MiB]
  */
 #include <malloc.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,6 +161,108 @@ static int pick_form(const void *f, size_t n, void *ud)
 static const char *const prefixes[] = {
     "sk-proj-", "ghp_", "AKIA", "xoxb-", "glpat-", "hf_", "sk-ant-api03-", ""};
 
+/* A set of the operator's secrets (with_base) and nmint minted ones. */
+static struct redact_set *mkset(char secrets[][96], const size_t *slen,
+				bool with_base, int nmint)
+{
+	struct redact_builder *b;
+	struct redact_set *s;
+
+	if (redact_builder_new(&b) < 0)
+		return NULL;
+	for (int i = 0; with_base && i < NSECRETS; i++) {
+		char name[32];
+
+		snprintf(name, sizeof(name), "SECRET_%d", i);
+		redact_builder_add(b, name, secrets[i], slen[i]);
+	}
+	for (int i = 0; i < nmint; i++) {
+		char name[32], v[48];
+
+		snprintf(name, sizeof(name), "turn.%d", i);
+		snprintf(v, sizeof(v), "sk-spd-%032x%04d",
+			 (unsigned)rnd(1u << 30), i);
+		redact_builder_add(b, name, v, strlen(v));
+	}
+	return redact_builder_build(b, &s) < 0 ? NULL : s;
+}
+
+#define MINTS 50
+
+/* Issue 38: a turn's mint and revoke, before and after; redaction over
+ * the chain in force while a turn runs. */
+static int chain_figures(struct redact_set *base, char secrets[][96],
+			 const size_t *slen, const struct buf *text)
+{
+	double t0, whole = 0, chained = 0, best = 1e9, best_stream = 1e9;
+	struct redact_set *m, *c;
+
+	for (int i = 0; i < MINTS; i++) {
+		/* Mint: a session token and the turn key; revoke: the
+		 * session token alone. */
+		t0 = now();
+		redact_set_free(mkset(secrets, slen, true, 2));
+		redact_set_free(mkset(secrets, slen, true, 1));
+		whole += now() - t0;
+		t0 = now();
+		for (int k = 2; k >= 1; k--) {
+			m = mkset(secrets, slen, false, k);
+			if (!m || redact_set_chain(base, m, &c) < 0)
+				return 1;
+			redact_set_free(m);
+			redact_set_free(c);
+		}
+		chained += now() - t0;
+	}
+	m = mkset(secrets, slen, false, 2);
+	if (!m || redact_set_chain(base, m, &c) < 0)
+		return 1;
+	for (int run = 0; run < 3; run++) {
+		struct redact_stream *st;
+		struct buf so = BUF_INIT;
+		char *out;
+		size_t olen;
+
+		t0 = now();
+		if (redact_buf(c, text->data, text->len, &out, &olen) < 0)
+			return 1;
+		t0 = now() - t0;
+		if (t0 < best)
+			best = t0;
+		if (memmem(out, olen, secrets[0], slen[0]))
+			return 2;
+		free(out);
+		if (buf_reserve(&so, text->len) < 0 ||
+		    redact_stream_new(c, &st) < 0)
+			return 1;
+		t0 = now();
+		for (size_t i = 0; i < text->len; i += 65536) {
+			size_t k =
+			    text->len - i < 65536 ? text->len - i : 65536;
+
+			if (redact_stream_feed(st, text->data + i, k, &so) < 0)
+				return 1;
+		}
+		if (redact_stream_flush(st, &so) < 0)
+			return 1;
+		t0 = now() - t0;
+		if (t0 < best_stream)
+			best_stream = t0;
+		redact_stream_free(st);
+		buf_free(&so);
+	}
+	printf("turn key mint+revoke (thread CPU, mean of %d): whole set "
+	       "rebuilt %.2f ms, minted set + chain %.3f ms\n",
+	       MINTS, whole / MINTS * 1e3, chained / MINTS * 1e3);
+	printf("chain (100 secrets, then 2 minted): redact_buf %.2f GB/s, "
+	       "stream %.2f GB/s thread CPU [best of 3]\n",
+	       (double)text->len / best / 1e9,
+	       (double)text->len / best_stream / 1e9);
+	redact_set_free(m);
+	redact_set_free(c);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	size_t mib = argc > 1 ? (size_t)atoi(argv[1]) : 256;
@@ -290,6 +398,8 @@ int main(int argc, char **argv)
 	       "  |  first redact_buf, cold heap: %.2f GB/s thread CPU"
 	       "  [best of %d]\n",
 	       GBS(stream_wall), GBS(best_stream), GBS(cold), RUNS);
+	if (chain_figures(s, secrets, slen, &text) != 0)
+		return 1;
 	buf_free(&text);
 	redact_set_free(s);
 	return 0;

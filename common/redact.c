@@ -103,6 +103,11 @@ struct redact_set {
 	 * (redact_stream_new).  The only field ever written after the
 	 * build, atomically, so a shared set stays safe across threads. */
 	unsigned refs;
+	/* A chain (redact_set_chain): the plain sets applied one after the
+	 * other, each holding a reference; nothing above is built then but
+	 * npatterns and maxlen, which cover them all. */
+	struct redact_set **stages;
+	size_t nstages;
 };
 
 struct range {
@@ -134,6 +139,10 @@ struct redact_stream {
 	struct range *r; /* pending ranges, sorted, disjoint */
 	size_t nr, rcap;
 	size_t nemitted;
+	/* The stream of the next set of a chain: what this one writes goes
+	 * through it, except its markers, at which the next is flushed (a
+	 * marker ends whatever text the next set was reading). */
+	struct redact_stream *sink;
 };
 
 /* ---- whitespace, and the values that can be matched ---- */
@@ -608,6 +617,9 @@ void redact_set_free(struct redact_set *s)
 {
 	if (!s || __atomic_sub_fetch(&s->refs, 1, __ATOMIC_ACQ_REL) > 0)
 		return;
+	for (size_t i = 0; i < s->nstages; i++)
+		redact_set_free(s->stages[i]);
+	free(s->stages);
 	for (size_t i = 0; i < s->nnames; i++)
 		free(s->names[i]);
 	free(s->names);
@@ -633,6 +645,53 @@ size_t redact_set_count(const struct redact_set *s)
 size_t redact_set_max_len(const struct redact_set *s)
 {
 	return s->maxlen;
+}
+
+/* Append the plain sets of s that match anything to the stages of c. */
+static void chain_take(struct redact_set *c, const struct redact_set *s)
+{
+	if (s->nstages) {
+		for (size_t i = 0; i < s->nstages; i++)
+			chain_take(c, s->stages[i]);
+		return;
+	}
+	if (s->npatterns == 0)
+		return;
+	c->stages[c->nstages++] = redact_set_ref(set_mutable(s));
+	c->npatterns += s->npatterns;
+	if (s->maxlen > c->maxlen)
+		c->maxlen = s->maxlen;
+}
+
+int redact_set_chain(const struct redact_set *a, const struct redact_set *b,
+		     struct redact_set **ret)
+{
+	size_t n =
+	    (a->nstages ? a->nstages : 1) + (b->nstages ? b->nstages : 1);
+	struct redact_set *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return -ENOMEM;
+	c->refs = 1;
+	c->stages = calloc(n, sizeof(*c->stages));
+	if (!c->stages) {
+		free(c);
+		return -ENOMEM;
+	}
+	chain_take(c, a);
+	chain_take(c, b);
+	/* One set that matches anything is itself; none, an empty one. */
+	if (c->nstages <= 1) {
+		struct redact_set *one = c->nstages
+					     ? redact_set_ref(c->stages[0])
+					     : redact_set_ref(set_mutable(a));
+
+		redact_set_free(c);
+		*ret = one;
+		return 0;
+	}
+	*ret = c;
+	return 0;
 }
 
 /* ---- matching ---- */
@@ -866,6 +925,29 @@ static int put_marker(struct buf *out, const char *name)
 	return r;
 }
 
+/* Text that can no longer change: to out, or through the next set's
+ * stream of a chain. */
+static int put_text(struct redact_stream *st, const uint8_t *p, size_t n,
+		    struct buf *out)
+{
+	return st->sink ? redact_stream_feed(st->sink, p, n, out)
+			: buf_append(out, p, n);
+}
+
+/* A marker goes to out as it is: the next set of a chain first writes
+ * out what it read before it, and starts over after it. */
+static int put_marker_after(struct redact_stream *st, const char *name,
+			    struct buf *out)
+{
+	if (st->sink) {
+		int r = redact_stream_flush(st->sink, out);
+
+		if (r < 0)
+			return r;
+	}
+	return put_marker(out, name);
+}
+
 /* Write what can no longer change, up to safe. */
 static int emit(struct redact_stream *st, const uint8_t *data, uint64_t base,
 		uint64_t safe, struct buf *out)
@@ -877,12 +959,12 @@ static int emit(struct redact_stream *st, const uint8_t *data, uint64_t base,
 		const struct range *x = &st->r[i];
 
 		if (st->out_pos < x->start) {
-			r = buf_append(out, data + (st->out_pos - base),
-				       x->start - st->out_pos);
+			r = put_text(st, data + (st->out_pos - base),
+				     x->start - st->out_pos, out);
 			if (r < 0)
 				goto out;
 		}
-		r = put_marker(out, st->set->names[x->name]);
+		r = put_marker_after(st, st->set->names[x->name], out);
 		if (r < 0)
 			goto out;
 		st->nemitted++;
@@ -890,8 +972,8 @@ static int emit(struct redact_stream *st, const uint8_t *data, uint64_t base,
 		st->out_pos = x->end;
 	}
 	if (st->out_pos < safe) {
-		r = buf_append(out, data + (st->out_pos - base),
-			       safe - st->out_pos);
+		r = put_text(st, data + (st->out_pos - base),
+			     safe - st->out_pos, out);
 		if (r < 0)
 			goto out;
 		st->out_pos = safe;
@@ -948,6 +1030,38 @@ static int stream_init(struct redact_stream *st, const struct redact_set *s)
 	return 0;
 }
 
+/* redact_buf over a chain: its streams in series over the whole input. */
+static int chain_buf(const struct redact_set *s, const void *in, size_t n,
+		     char **ret_out, size_t *ret_len)
+{
+	struct redact_stream *st = NULL;
+	struct buf out = BUF_INIT;
+	size_t count = 0;
+	int r;
+
+	r = redact_stream_new(s, &st);
+	if (r < 0)
+		return r;
+	r = buf_reserve(&out, n);
+	if (r == 0)
+		r = redact_stream_feed(st, in, n, &out);
+	if (r == 0)
+		r = redact_stream_flush(st, &out);
+	if (r == 0)
+		r = buf_append(&out, "", 0);
+	if (r == 0) {
+		for (const struct redact_stream *x = st; x; x = x->sink)
+			count += x->nemitted;
+		*ret_out = out.data;
+		*ret_len = out.len;
+		out.data = NULL;
+		r = count > INT32_MAX ? INT32_MAX : (int)count;
+	}
+	buf_free(&out);
+	redact_stream_free(st);
+	return r;
+}
+
 int redact_buf(const struct redact_set *s, const void *in, size_t n,
 	       char **ret_out, size_t *ret_len)
 {
@@ -955,6 +1069,8 @@ int redact_buf(const struct redact_set *s, const void *in, size_t n,
 	struct buf out = BUF_INIT;
 	int r;
 
+	if (s->nstages)
+		return chain_buf(s, in, n, ret_out, ret_len);
 	r = stream_init(&st, s);
 	if (r < 0)
 		return r;
@@ -986,6 +1102,11 @@ int redact_contains(const struct redact_set *s, const void *in, size_t n)
 {
 	struct redact_stream st;
 
+	for (size_t i = 0; i < s->nstages; i++)
+		if (redact_contains(s->stages[i], in, n))
+			return 1;
+	if (s->nstages)
+		return 0;
 	/* Without memory to look, say yes: callers refuse on a match. */
 	if (stream_init(&st, s) < 0)
 		return 1;
@@ -999,8 +1120,25 @@ int redact_contains(const struct redact_set *s, const void *in, size_t n)
 
 int redact_stream_new(const struct redact_set *s, struct redact_stream **ret)
 {
-	struct redact_stream *st = malloc(sizeof(*st));
+	struct redact_stream *st;
 
+	if (s->nstages) {
+		struct redact_stream *head = NULL, **link = &head;
+
+		/* One stream per set, each writing through the next. */
+		for (size_t i = 0; i < s->nstages; i++) {
+			int r = redact_stream_new(s->stages[i], link);
+
+			if (r < 0) {
+				redact_stream_free(head);
+				return r;
+			}
+			link = &(*link)->sink;
+		}
+		*ret = head;
+		return 0;
+	}
+	st = malloc(sizeof(*st));
 	if (!st)
 		return -ENOMEM;
 	if (stream_init(st, s) < 0) {
@@ -1062,10 +1200,14 @@ int redact_stream_feed(struct redact_stream *st, const void *chunk, size_t n,
 	return stream_trim(st, data, avail, in_place);
 }
 
-int redact_stream_flush(struct redact_stream *st, struct buf *out)
+/* Write out everything this stream holds (into the next of a chain,
+ * which keeps what it holds) and start over. */
+static int flush_own(struct redact_stream *st, struct buf *out)
 {
 	const uint8_t *data = (const uint8_t *)st->hold.data;
 	uint64_t avail = st->base + st->hold.len;
+	struct redact_stream *sink = st->sink;
+	size_t nemitted;
 	int r;
 
 	r = scan(st, data, st->base, avail);
@@ -1076,8 +1218,20 @@ int redact_stream_flush(struct redact_stream *st, struct buf *out)
 		return r;
 	free(st->r);
 	buf_free(&st->hold);
+	nemitted = st->nemitted;
 	stream_reset(st, st->set, st->ring, st->ring_mask);
+	st->sink = sink;
+	st->nemitted = nemitted;
 	return 0;
+}
+
+int redact_stream_flush(struct redact_stream *st, struct buf *out)
+{
+	int r = flush_own(st, out);
+
+	if (r == 0 && st->sink)
+		r = redact_stream_flush(st->sink, out);
+	return r;
 }
 
 int redact_stream_idle(struct redact_stream *st, struct buf *out)
@@ -1085,9 +1239,10 @@ int redact_stream_idle(struct redact_stream *st, struct buf *out)
 	const uint8_t *data = (const uint8_t *)st->hold.data;
 	size_t n = st->hold.len, from, span;
 	uint32_t q = 0, run = 0;
+	int flushed = 0;
 
 	if (n == 0 || st->set->npatterns == 0)
-		return 0;
+		goto next;
 	/* The automaton from its root over the held bytes that can hold
 	 * maxlen - 1 pattern bytes (with a whitespace run after each) ends
 	 * in the state of the longest suffix that is the start of some
@@ -1111,15 +1266,29 @@ int redact_stream_idle(struct redact_stream *st, struct buf *out)
 	 * which may be never.  A secret written slowly across a line break
 	 * with a pause at the break is not caught: as for one split across
 	 * commands, an accepted limit (SECURITY.md). */
-	if (st->set->st[q].depth > 0 && run == 0)
-		return 0;
-	return redact_stream_flush(st, out) < 0 ? -ENOMEM : 1;
+	if (st->set->st[q].depth == 0 || run > 0) {
+		if (flush_own(st, out) < 0)
+			return -ENOMEM;
+		flushed = 1;
+	}
+next:
+	/* The next set of a chain holds text from before what this one
+	 * still holds: whether it may go is its own set's question. */
+	if (st->sink) {
+		int r = redact_stream_idle(st->sink, out);
+
+		if (r < 0)
+			return r;
+		flushed |= r;
+	}
+	return flushed;
 }
 
 void redact_stream_free(struct redact_stream *st)
 {
 	if (!st)
 		return;
+	redact_stream_free(st->sink);
 	redact_set_free(set_mutable(st->set));
 	free(st->r);
 	free(st->ring);

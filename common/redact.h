@@ -141,6 +141,22 @@ void redact_set_free(struct redact_set *s);
  */
 struct redact_set *redact_set_ref(struct redact_set *s);
 
+/*
+ * A set that applies a, then b, to what a wrote: *ret (owned by the
+ * caller) holds references to both, so either may be dropped by its
+ * owner while the chain lives; each may itself be a chain.  Lets a
+ * small set that changes often (spd's minted turn keys) ride with a
+ * large one that does not, without rebuilding the large one.
+ * redact_buf and a stream redact the secrets of both, a secret of either
+ * split across chunks included; the markers a writes pass b untouched
+ * (b reads the text on either side of a marker as separate texts);
+ * redact_contains is true when either holds the value; count and
+ * max_len cover both.  An empty set in a chain is left out; a chain of
+ * one set is that set.  Returns 0 or -ENOMEM.
+ */
+int redact_set_chain(const struct redact_set *a, const struct redact_set *b,
+		     struct redact_set **ret);
+
 /* The number of distinct patterns (forms of all values) in the set. */
 size_t redact_set_count(const struct redact_set *s);
 

@@ -29,32 +29,44 @@ struct secret_meta {
 };
 
 /*
- * One generation of secrets: the values and the redaction set built from
- * them.  The operator's (environment file, key files, spd's environment)
- * come first, n_base of them; the values spd minted follow.  A new
- * generation replaces the old one whole, and the old one is freed at
- * once: its set lives on only as long as a stream or job still holds a
- * reference to it (redact_set_ref), so turns begun and ended by the
- * thousand leave nothing behind.  A change of the minted values builds
- * the next generation from this one's base values in memory: the files
- * are read by secrets_load alone.
+ * One generation of the operator's secrets (environment file, key files,
+ * spd's environment): the values and the redaction set built from them,
+ * read by secrets_load alone.  The values spd mints (session tokens,
+ * turn keys) have a small set of their own, rebuilt from spd->minted
+ * alone when one comes or goes; the set in force (spd->redact) is the
+ * chain of the two (redact_set_chain), so a turn leaves the operator's
+ * set as it is.  A set replaced is freed at once: it lives on only as
+ * long as a stream or job still holds a reference to it
+ * (redact_set_ref), so turns begun and ended by the thousand leave
+ * nothing behind.
  */
 struct secrets {
 	struct redact_set *set;
 	char **values; /* sodium_malloc'd, NULL-terminated */
-	size_t n, n_base;
+	size_t n;
 	struct secret_meta *meta;
+	/* The generations built so far (secrets_base_builds). */
+	unsigned long builds;
+	struct redact_set *minted; /* spd->minted's values */
+	struct redact_set *chain;  /* set, then minted: spd->redact */
+	/* values, then spd->minted's values, NULL-terminated:
+	 * spd->secret_values (borrowed pointers). */
+	char **all;
+	size_t all_cap;
 };
 
 static void gen_free(struct secrets *g)
 {
 	if (!g)
 		return;
+	redact_set_free(g->chain);
+	redact_set_free(g->minted);
 	redact_set_free(g->set);
 	for (size_t i = 0; g->values && i < g->n; i++)
 		sodium_free(g->values[i]); /* wipes */
 	free(g->values);
 	free(g->meta);
+	free(g->all);
 	free(g);
 }
 
@@ -297,52 +309,108 @@ static int load_environ(struct secrets *g, struct redact_builder *b,
 	return 0;
 }
 
-/* The operator's secrets of base (NULL: read them from the files and the
- * environment) and spd's minted values into g and b. */
-static int gen_fill(struct spd *spd, const struct secrets *base,
-		    struct secrets *g, struct redact_builder *b, char *errbuf,
-		    size_t errlen)
+/* The operator's secrets, from the files and the environment, into g
+ * and b. */
+static int gen_fill(struct spd *spd, struct secrets *g,
+		    struct redact_builder *b, char *errbuf, size_t errlen)
 {
-	int r = 0;
+	int r = load_env_file(spd, g, b, errbuf, errlen);
 
-	if (base) {
-		for (size_t i = 0; i < base->n_base && r == 0; i++)
-			r = gen_add(g, b, base->meta[i].name, base->values[i],
-				    strlen(base->values[i]),
-				    base->meta[i].source, errbuf, errlen);
-	} else {
-		r = load_env_file(spd, g, b, errbuf, errlen);
-		for (size_t i = 0; r == 0 && spd->config.key_files &&
-				   spd->config.key_files[i];
-		     i++)
-			r = load_key_file(spd->config.key_files[i], g, b,
-					  errbuf, errlen);
-		if (r == 0)
-			r = load_environ(g, b, errbuf, errlen);
-	}
-	if (r < 0)
-		return r;
-	g->n_base = g->n;
-	/* Values spd minted (session tokens, turn keys): redacted like any
-	 * key. */
-	for (size_t i = 0; i < spd->n_minted; i++) {
-		r = gen_add(g, b, spd->minted[i].name, spd->minted[i].value,
-			    strlen(spd->minted[i].value), "minted by spd",
-			    errbuf, errlen);
-		if (r < 0)
-			return r;
-	}
+	for (size_t i = 0;
+	     r == 0 && spd->config.key_files && spd->config.key_files[i]; i++)
+		r = load_key_file(spd->config.key_files[i], g, b, errbuf,
+				  errlen);
+	if (r == 0)
+		r = load_environ(g, b, errbuf, errlen);
+	return r;
+}
+
+/* Room in g->all for g's values, n minted values and the NULL.  Its
+ * content stays as it was.  Returns 0 or -ENOMEM. */
+static int all_reserve(struct secrets *g, size_t n)
+{
+	size_t need = g->n + n + 1;
+	char **a;
+
+	if (need <= g->all_cap)
+		return 0;
+	a = realloc(g->all, 2 * need * sizeof(*a));
+	if (!a)
+		return -ENOMEM;
+	g->all = a;
+	g->all_cap = 2 * need;
 	return 0;
 }
 
-/* Build the next generation (from base's operator secrets, or from the
- * files when base is NULL) and put it in force; the one it replaces is
- * freed. */
-static int gen_install(struct spd *spd, const struct secrets *base,
-		       char *errbuf, size_t errlen)
+/* g->all as g's values then the n minted values (room reserved). */
+static void all_fill(struct secrets *g, const struct secret_minted *minted,
+		     size_t n)
+{
+	for (size_t i = 0; i < g->n; i++)
+		g->all[i] = g->values[i];
+	for (size_t i = 0; i < n; i++)
+		g->all[g->n + i] = minted[i].value;
+	g->all[g->n + n] = NULL;
+}
+
+/* The set of spd's minted values, spd->minted as it is now. */
+static int minted_build(struct spd *spd, struct redact_set **ret)
 {
 	struct redact_builder *b = NULL;
-	struct secrets *g = calloc(1, sizeof(*g)), *old;
+	int r = redact_builder_new(&b);
+
+	for (size_t i = 0; r == 0 && i < spd->n_minted; i++)
+		r = redact_builder_add(b, spd->minted[i].name,
+				       spd->minted[i].value,
+				       strlen(spd->minted[i].value));
+	if (r < 0) {
+		redact_builder_free(b);
+		return r;
+	}
+	return redact_builder_build(b, ret);
+}
+
+/* Put g's set chained with minted (a reference of g's own is taken) in
+ * force, with spd->minted's values: spd->redact, spd->secret_values and
+ * the log's set.  Returns 0 or -ENOMEM with nothing changed. */
+static int gen_arm(struct spd *spd, struct secrets *g,
+		   struct redact_set *minted)
+{
+	struct redact_set *chain = NULL, *old_chain, *old_minted;
+	int r;
+
+	r = all_reserve(g, spd->n_minted);
+	/* It may have moved. */
+	if (spd->secrets == g)
+		spd->secret_values = g->all;
+	if (r == 0)
+		r = redact_set_chain(g->set, minted, &chain);
+	if (r < 0)
+		return r;
+	all_fill(g, spd->minted, spd->n_minted);
+	old_chain = g->chain;
+	old_minted = g->minted;
+	g->chain = chain;
+	g->minted = redact_set_ref(minted);
+	spd->secrets = g;
+	spd->redact = chain;
+	spd->secret_values = g->all;
+	/* The log takes its own reference before the old set's owner lets
+	 * go of it. */
+	log_set_redact(chain);
+	redact_set_free(old_chain);
+	redact_set_free(old_minted);
+	return 0;
+}
+
+/* Build the next generation of the operator's secrets from the files
+ * and put it in force with the minted values; the one it replaces is
+ * freed. */
+static int gen_install(struct spd *spd, char *errbuf, size_t errlen)
+{
+	struct redact_builder *b = NULL;
+	struct secrets *g = calloc(1, sizeof(*g)), *old = spd->secrets;
+	struct redact_set *minted = NULL;
 	int r;
 
 	if (!g)
@@ -355,7 +423,7 @@ static int gen_install(struct spd *spd, const struct secrets *base,
 	r = redact_builder_new(&b);
 	if (r < 0)
 		goto fail;
-	r = gen_fill(spd, base, g, b, errbuf, errlen);
+	r = gen_fill(spd, g, b, errbuf, errlen);
 	if (r < 0)
 		goto fail;
 	r = redact_builder_build(b, &g->set);
@@ -365,16 +433,21 @@ static int gen_install(struct spd *spd, const struct secrets *base,
 			 strerror(-r));
 		goto fail;
 	}
-	old = spd->secrets;
-	spd->secrets = g;
-	spd->redact = g->set;
-	spd->secret_values = g->values;
-	/* The log takes its own reference before the old set's owner lets
-	 * go of it. */
-	log_set_redact(g->set);
+	g->builds = (old ? old->builds : 0) + 1;
+	/* The minted values' set carries over as it is. */
+	if (old && old->minted)
+		minted = redact_set_ref(old->minted);
+	else if ((r = minted_build(spd, &minted)) < 0)
+		goto fail;
+	r = gen_arm(spd, g, minted);
+	redact_set_free(minted);
+	if (r < 0)
+		goto fail;
 	gen_free(old);
 	return 0;
 fail:
+	if (r < 0 && !errbuf[0])
+		snprintf(errbuf, errlen, "%s", strerror(-r));
 	redact_builder_free(b);
 	gen_free(g);
 	return r;
@@ -382,23 +455,43 @@ fail:
 
 int secrets_load(struct spd *spd, char *errbuf, size_t errlen)
 {
-	return gen_install(spd, NULL, errbuf, errlen);
+	if (errlen)
+		errbuf[0] = '\0';
+	return gen_install(spd, errbuf, errlen);
 }
 
-/* The minted values changed: the next generation, the operator's secrets
- * as they are in memory. */
-static int secrets_rebuild(struct spd *spd, char *errbuf, size_t errlen)
+/* The minted values changed: their set is built again, the operator's
+ * stays as it is. */
+static int secrets_rebuild(struct spd *spd)
 {
-	return gen_install(spd, spd->secrets, errbuf, errlen);
+	struct redact_set *minted = NULL;
+	char err[256] = "";
+	int r;
+
+	/* Not loaded yet: load (which takes spd->minted as it is). */
+	if (!spd->secrets)
+		return gen_install(spd, err, sizeof(err));
+	r = minted_build(spd, &minted);
+	if (r < 0)
+		return r;
+	r = gen_arm(spd, spd->secrets, minted);
+	redact_set_free(minted);
+	return r;
+}
+
+unsigned long secrets_base_builds(const struct spd *spd)
+{
+	return spd->secrets ? spd->secrets->builds : 0;
 }
 
 int secrets_add_minted(struct spd *spd, const char *name, const char *value)
 {
 	struct secret_minted *nm;
-	char err[256];
 	size_t n = strlen(value);
 	int r;
 
+	if ((spd->secrets ? spd->secrets->n : 0) + spd->n_minted >= SECRETS_MAX)
+		return -E2BIG;
 	nm = realloc(spd->minted, (spd->n_minted + 1) * sizeof(*nm));
 	if (!nm)
 		return -ENOMEM;
@@ -410,7 +503,7 @@ int secrets_add_minted(struct spd *spd, const char *name, const char *value)
 	snprintf(nm[spd->n_minted].name, sizeof(nm[spd->n_minted].name), "%s",
 		 name);
 	spd->n_minted++;
-	r = secrets_rebuild(spd, err, sizeof(err));
+	r = secrets_rebuild(spd);
 	if (r < 0) {
 		/* Keep the old set; the token still never reaches a log or
 		 * the journal by construction (params are stripped). */
@@ -418,7 +511,6 @@ int secrets_add_minted(struct spd *spd, const char *name, const char *value)
 		sodium_free(nm[spd->n_minted].value);
 		return r;
 	}
-	log_set_redact(spd->redact);
 	return 0;
 }
 
@@ -433,7 +525,6 @@ bool secrets_has_minted(const struct spd *spd, const char *name)
 int secrets_drop_minted(struct spd *spd, const char *name)
 {
 	struct secret_minted gone;
-	char err[256];
 	size_t i;
 	int r;
 
@@ -445,14 +536,13 @@ int secrets_drop_minted(struct spd *spd, const char *name)
 	gone = spd->minted[i];
 	spd->minted[i] = spd->minted[spd->n_minted - 1];
 	spd->n_minted--;
-	r = secrets_rebuild(spd, err, sizeof(err));
+	r = secrets_rebuild(spd);
 	if (r < 0) {
 		/* Keep redacting it: a value too many is harmless. */
 		spd->minted[spd->n_minted++] = gone;
 		return r;
 	}
 	sodium_free(gone.value);
-	log_set_redact(spd->redact);
 	return 0;
 }
 
@@ -492,6 +582,18 @@ json_t *secrets_list_json(struct spd *spd)
 		    a, json_pack("{s:s, s:s, s:s}", "name", g->meta[i].name,
 				 "source", g->meta[i].source, "fingerprint",
 				 g->meta[i].fingerprint));
+	for (size_t i = 0; i < spd->n_minted; i++) {
+		const char *v = spd->minted[i].value;
+		unsigned char h[8];
+		char fp[17];
+
+		crypto_generichash(h, sizeof(h), (const unsigned char *)v,
+				   strlen(v), NULL, 0);
+		sodium_bin2hex(fp, sizeof(fp), h, sizeof(h));
+		json_array_append_new(
+		    a, json_pack("{s:s, s:s, s:s}", "name", spd->minted[i].name,
+				 "source", "minted by spd", "fingerprint", fp));
+	}
 	return a;
 }
 

@@ -36,8 +36,9 @@ struct call;
 int secrets_load(struct spd *spd, char *errbuf, size_t errlen);
 /*
  * A value spd minted (a session token, a turn key) joins the redaction
- * set from now on, and stays in it across reloads.  The set is rebuilt
- * from the operator's secrets already in memory: no file is read.  name: [A-Za-z0-9_.-], at most 64.
+ * set from now on, and stays in it across reloads.  Only the small set of
+ * minted values is rebuilt, chained after the operator's set, which
+ * stays as it is: no file is read, no operator secret compiled again.  name: [A-Za-z0-9_.-], at most 64.
  * Returns 0, or -errno with the previous set still in force.
  */
 int secrets_add_minted(struct spd *spd, const char *name, const char *value);
@@ -55,6 +56,13 @@ int secrets_drop_minted(struct spd *spd, const char *name);
  * until the next load or secrets_free; never to be logged or journaled.
  */
 const char *secrets_value(struct spd *spd, const char *name);
+
+/*
+ * How many times the operator's secrets were built into a redaction set
+ * (secrets_load): a minted value coming or going builds only the small
+ * set of minted values.  For tests.
+ */
+unsigned long secrets_base_builds(const struct spd *spd);
 
 /* Free the generation in force and the minted values. */
 void secrets_free(struct spd *spd);

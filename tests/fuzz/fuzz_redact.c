@@ -10,6 +10,9 @@
  *    order, pieces of the input;
  *  - the streamed output, in fuzzer-chosen chunks, equals the one-shot
  *    output, and redact_contains() says whether anything was redacted.
+ * With the first byte's top bit set, the odd-numbered secrets go into a
+ * second set and the text is redacted by the chain of the two
+ * (redact_set_chain), under the same properties.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -201,8 +204,8 @@ static void check_output(const char *out, size_t len, const char *in,
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char wsk[][5] = {"\n", " ", "\r\n", "\n  ", "\t", "\n\t"};
-	struct redact_builder *b = NULL;
-	struct redact_set *s = NULL;
+	struct redact_builder *b = NULL, *b2 = NULL;
+	struct redact_set *s = NULL, *s2 = NULL, *c = NULL;
 	struct redact_stream *st = NULL;
 	struct splice *sp = calloc(MAX_SPLICES, sizeof(*sp));
 	struct buf text = BUF_INIT, streamed = BUF_INIT;
@@ -210,22 +213,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const uint8_t *val[MAX_SECRETS];
 	size_t vlen[MAX_SECRETS];
 	size_t i = 0, ns = 0, nwant, nsp = 0, olen;
+	int r;
 	char *one = NULL;
 	uint32_t seed;
+	bool chain;
 
 	if (size < 2 || !sp)
 		goto out;
+	chain = data[i] & 0x80;
 	nwant = 1 + data[i++] % MAX_SECRETS;
-	if (redact_builder_new(&b) < 0)
+	if (redact_builder_new(&b) < 0 || redact_builder_new(&b2) < 0)
 		goto out;
 	for (size_t k = 0; k < nwant && i < size; k++) {
 		size_t len = REDACT_MIN_LEN + data[i++] % (MAX_SECRET - 7);
-		int r;
 
 		if (len > size - i)
 			break;
 		snprintf(names[ns], sizeof(names[ns]), "S%zu", k);
-		r = redact_builder_add(b, names[ns], data + i, len);
+		r = redact_builder_add(chain && k % 2 ? b2 : b, names[ns],
+				       data + i, len);
 		/* Values the redactor refuses (too little that is not
 		 * whitespace) are not secrets to it. */
 		if (r == 0) {
@@ -236,9 +242,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		}
 		i += len;
 	}
-	if (redact_builder_build(b, &s) < 0)
-		goto out;
+	r = redact_builder_build(b, &s);
 	b = NULL;
+	if (r < 0)
+		goto out;
+	r = redact_builder_build(b2, &s2);
+	b2 = NULL;
+	if (r < 0)
+		goto out;
+	if (chain) {
+		if (redact_set_chain(s, s2, &c) < 0)
+			goto out;
+		/* The chain holds its own references. */
+		redact_set_free(s);
+		s = c;
+		c = NULL;
+	}
 	if (i >= size)
 		goto out;
 	seed = data[i++];
@@ -299,6 +318,9 @@ out:
 	buf_free(&streamed);
 	redact_stream_free(st);
 	redact_set_free(s);
+	redact_set_free(s2);
+	redact_set_free(c);
 	redact_builder_free(b);
+	redact_builder_free(b2);
 	return 0;
 }

@@ -1100,6 +1100,12 @@ START_TEST(test_spctl_agent_through_broker)
 	ck_assert_msg(has(out, "http://127.0.0.1:8377"), "%s", out);
 	ck_assert(!has(out, REAL_ANT) && !has(out, REAL_OAI));
 	ck_assert(!has(err, REAL_ANT) && !has(err, REAL_OAI));
+	/* The turn key it printed, plain and base64-encoded, came back as
+	 * the marker of the minted set: neither form is in the output. */
+	ck_assert_msg(has(out, "turn key: [redacted:turn."), "%s", out);
+	ck_assert_msg(has(out, "turn key b64: [redacted:turn."), "%s", out);
+	ck_assert_msg(!has(out, "sk-spd-") && !has(err, "sk-spd-"), "%s", out);
+	ck_assert_msg(!has(out, "c2stc3BkL"), "base64 of the key: %s", out);
 	log = test_read_file(standin_log);
 	ck_assert(has(log, "\"key_ok\": true"));
 	ck_assert(!has(log, "\"key_ok\": false"));

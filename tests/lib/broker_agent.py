@@ -10,6 +10,7 @@ the ports given as arguments on 127.0.0.1, a port of its own (bind), and
 IPv6.  Its whole environment's values are printed so that the test can
 check no real key is among them.
 """
+import base64
 import json
 import os
 import socket
@@ -48,6 +49,11 @@ def main():
     base = os.environ["ANTHROPIC_BASE_URL"]
     key = os.environ["ANTHROPIC_API_KEY"]
     print("env:", json.dumps(sorted(os.environ.items())), flush=True)
+    # The turn key spd minted, as it is and base64-encoded: spd redacts
+    # both in what the run prints (its set of minted values).
+    print("turn key:", key, flush=True)
+    print("turn key b64:", base64.b64encode(key.encode()).decode(),
+          flush=True)
     body = json.dumps({"model": "test-model", "max_tokens": 50,
                        "messages": [{"role": "user",
                                      "content": "write the file"}]})

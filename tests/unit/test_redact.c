@@ -120,6 +120,9 @@ static char *t_json(const char *s, int python)
 
 /* ---- helpers ---- */
 
+static void check_every_split(const struct redact_set *s, const char *in,
+			      size_t n, const char *expect, size_t elen);
+
 static struct redact_set *mkset(const char *const *names,
 				const char *const *values, const size_t *lens,
 				size_t n)
@@ -1071,6 +1074,172 @@ START_TEST(test_idle_release)
 }
 END_TEST
 
+/* ---- chains (issue 38): a long-lived set and a small one of minted keys ---- */
+
+/* The text the chain tests read: both sets' values, plain and encoded. */
+static char *chain_text(const char *env, const char *turn, size_t *ret_len)
+{
+	size_t lb;
+	char *b64 = t_b64(turn, strlen(turn), 0, 1, &lb),
+	     *hex = t_hex(env, strlen(env), 0);
+	struct buf t = BUF_INIT;
+
+	ck_assert_int_eq(buf_printf(&t,
+				    "env=%s turn=%s\nb64(turn)=%s hex(env)=%s "
+				    "both=%s%s end\n",
+				    env, turn, b64, hex, turn, env),
+			 0);
+	free(b64);
+	free(hex);
+	*ret_len = t.len;
+	return t.data;
+}
+
+START_TEST(test_chain)
+{
+	const char *env = "envfile-SECRET-0123456789";
+	const char *turn = "spd-turn-KEY-abcdefABCDEF";
+	const char *names[] = {"TURN", "MARK"};
+	/* A value of the second set that is the first set's marker: the
+	 * marker the first writes must still come out as it is. */
+	const char *values[] = {turn, "redacted:ENVKEY"};
+	struct redact_set *a = mkset1("ENVKEY", env);
+	struct redact_set *b = mkset(names, values, NULL, 2);
+	struct redact_set *c, *c2, *empty;
+	struct redact_builder *eb;
+	char *in, *o1, *o2;
+	size_t n, l1, l2;
+
+	ck_assert_int_eq(redact_set_chain(a, b, &c), 0);
+	ck_assert_uint_eq(redact_set_count(c),
+			  redact_set_count(a) + redact_set_count(b));
+	ck_assert_uint_eq(redact_set_max_len(c),
+			  redact_set_max_len(a) > redact_set_max_len(b)
+			      ? redact_set_max_len(a)
+			      : redact_set_max_len(b));
+	/* The chain holds its own references. */
+	redact_set_free(a);
+	redact_set_free(b);
+
+	ck_assert_int_eq(redact_contains(c, env, strlen(env)), 1);
+	ck_assert_int_eq(redact_contains(c, turn, strlen(turn)), 1);
+	ck_assert_int_eq(redact_contains(c, "nothing here", 12), 0);
+
+	check_str(c, "a envfile-SECRET-0123456789 b", "a [redacted:ENVKEY] b");
+	check_str(c, "a spd-turn-KEY-abcdefABCDEF b", "a [redacted:TURN] b");
+	check_str(c, "x redacted:ENVKEY y", "x [redacted:MARK] y");
+	check_str(c,
+		  "envfile-SECRET-0123456789spd-turn-KEY-abcdefABCDEF"
+		  "envfile-SECRET-0123456789",
+		  "[redacted:ENVKEY][redacted:TURN][redacted:ENVKEY]");
+
+	in = chain_text(env, turn, &n);
+	ck_assert_int_eq(redact_buf(c, in, n, &o1, &l1), 6);
+	ck_assert_ptr_null(memmem(o1, l1, env, strlen(env)));
+	ck_assert_ptr_null(memmem(o1, l1, turn, strlen(turn)));
+	ck_assert_ptr_null(memmem(o1, l1, "[redacted:MARK]", 15));
+	ck_assert_ptr_nonnull(strstr(o1, "b64(turn)=[redacted:TURN]"));
+	ck_assert_ptr_nonnull(strstr(o1, "hex(env)=[redacted:ENVKEY]"));
+	ck_assert_ptr_nonnull(
+	    strstr(o1, "both=[redacted:TURN][redacted:ENVKEY] end"));
+	/* One byte at a time, every two-piece split, and random chunks
+	 * all give what redact_buf gives. */
+	check_redacts(c, in, n, o1, l1);
+	check_every_split(c, in, n, o1, l1);
+	rng_state = 38;
+	for (int it = 0; it < 300; it++) {
+		struct redact_stream *st;
+		struct buf out = BUF_INIT;
+
+		ck_assert_int_eq(redact_stream_new(c, &st), 0);
+		for (size_t i = 0, k; i < n; i += k) {
+			k = 1 + rnd(it % 3 == 0 ? 4 : 40);
+			if (k > n - i)
+				k = n - i;
+			ck_assert_int_eq(
+			    redact_stream_feed(st, in + i, k, &out), 0);
+		}
+		ck_assert_int_eq(redact_stream_flush(st, &out), 0);
+		ck_assert_uint_eq(out.len, l1);
+		ck_assert(memcmp(out.data, o1, l1) == 0);
+		redact_stream_free(st);
+		buf_free(&out);
+	}
+
+	/* An empty set in a chain changes nothing; chains nest. */
+	ck_assert_int_eq(redact_builder_new(&eb), 0);
+	ck_assert_int_eq(redact_builder_build(eb, &empty), 0);
+	ck_assert_int_eq(redact_set_chain(c, empty, &c2), 0);
+	ck_assert_uint_eq(redact_set_count(c2), redact_set_count(c));
+	check_str(c2, "a spd-turn-KEY-abcdefABCDEF b", "a [redacted:TURN] b");
+	redact_set_free(c2);
+	/* A chain of one set that matches anything is that set. */
+	a = mkset1("ONE", "only-one-secret-0000");
+	ck_assert_int_eq(redact_set_chain(empty, a, &c2), 0);
+	ck_assert_ptr_eq(c2, a);
+	redact_set_free(c2);
+	redact_set_free(a);
+	a = mkset1("THIRD", "third-secret-value-XYZ");
+	ck_assert_int_eq(redact_set_chain(empty, c, &b), 0);
+	ck_assert_int_eq(redact_set_chain(b, a, &c2), 0);
+	redact_set_free(a);
+	redact_set_free(b);
+	check_str(c2,
+		  "third-secret-value-XYZ spd-turn-KEY-abcdefABCDEF "
+		  "envfile-SECRET-0123456789",
+		  "[redacted:THIRD] [redacted:TURN] [redacted:ENVKEY]");
+	ck_assert_int_eq(redact_buf(c2, in, n, &o2, &l2), 6);
+	ck_assert_uint_eq(l2, l1);
+	ck_assert(memcmp(o2, o1, l1) == 0);
+	free(o2);
+	redact_set_free(c2);
+	redact_set_free(empty);
+	free(o1);
+	free(in);
+	redact_set_free(c);
+}
+END_TEST
+
+/* A stream over a chain, idle after every byte: a secret of the second
+ * set written slowly never comes out in part, and a prompt still does. */
+START_TEST(test_chain_idle)
+{
+	const char *turn = "spd-turn-KEY-idle-0123456789";
+	struct redact_set *a = mkset1("ENVKEY", "envfile-SECRET-0123456789");
+	struct redact_set *b = mkset1("TURN", turn), *c;
+	const char *text = "key: envfile-SECRET-0123456789 then ";
+	struct redact_stream *st;
+	struct buf out = BUF_INIT;
+
+	ck_assert_int_eq(redact_set_chain(a, b, &c), 0);
+	ck_assert_int_eq(redact_stream_new(c, &st), 0);
+	ck_assert_int_eq(redact_stream_feed(st, "Password? ", 10, &out), 0);
+	ck_assert_int_eq(redact_stream_idle(st, &out), 1);
+	ck_assert_uint_eq(out.len, 10);
+	ck_assert(memcmp(out.data, "Password? ", 10) == 0);
+	for (size_t i = 0; text[i]; i++) {
+		ck_assert_int_eq(redact_stream_feed(st, &text[i], 1, &out), 0);
+		ck_assert_int_ge(redact_stream_idle(st, &out), 0);
+	}
+	for (size_t i = 0; turn[i]; i++) {
+		ck_assert_int_eq(redact_stream_feed(st, &turn[i], 1, &out), 0);
+		ck_assert_int_ge(redact_stream_idle(st, &out), 0);
+		ck_assert_msg(!memmem(out.data, out.len, "spd-", 4),
+			      "a prefix of the turn key leaked");
+	}
+	ck_assert_int_eq(redact_stream_feed(st, "\n", 1, &out), 0);
+	ck_assert_int_eq(redact_stream_flush(st, &out), 0);
+	ck_assert_int_eq(buf_append(&out, "", 0), 0);
+	ck_assert_str_eq(out.data, "Password? key: [redacted:ENVKEY] then "
+				   "[redacted:TURN]\n");
+	redact_stream_free(st);
+	buf_free(&out);
+	redact_set_free(a);
+	redact_set_free(b);
+	redact_set_free(c);
+}
+END_TEST
+
 /* ---- cheap transforms (issue 10) ---- */
 
 /* Reversed by character, as rev(1) does. */
@@ -1444,6 +1613,8 @@ int main(void)
 	tcase_add_test(tc, test_differential);
 	tcase_add_test(tc, test_threads);
 	tcase_add_test(tc, test_idle_release);
+	tcase_add_test(tc, test_chain);
+	tcase_add_test(tc, test_chain_idle);
 	tcase_add_test(tc, test_transforms);
 	tcase_add_test(tc, test_whitespace_runs);
 	tcase_add_test(tc, test_real_tools);
