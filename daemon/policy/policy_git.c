@@ -423,6 +423,67 @@ static bool config_str(git_config *cfg, const char *name, char *buf, size_t n)
 }
 
 /*
+ * u rewritten as git rewrites a remote's URL: the longest prefix named by
+ * a url.<base>.insteadOf becomes <base>; for a url pushed to (for_push:
+ * the remote has no pushurl) a url.<base>.pushInsteadOf comes first.
+ * The result into out (size n): 0, or -1 when it does not fit.
+ */
+static int url_rewrite(git_config *cfg, const char *u, bool for_push, char *out,
+		       size_t n)
+{
+	git_config_iterator *it = NULL;
+	git_config_entry *e;
+	const char *best = NULL;
+	size_t best_len = 0, best_base = 0;
+	char base[1024];
+	bool best_push = false;
+
+	if (git_config_iterator_new(&it, cfg) == 0) {
+		while (git_config_next(&e, it) == 0) {
+			const char *nm = e->name, *dot;
+			size_t vl = e->value ? strlen(e->value) : 0;
+			bool is_push;
+
+			if (strncmp(nm, "url.", 4) != 0 || !e->value || !vl)
+				continue;
+			dot = strrchr(nm, '.');
+			if (dot == nm + 3)
+				continue;
+			is_push = strcmp(dot, ".pushinsteadof") == 0;
+			if (!is_push && strcmp(dot, ".insteadof") != 0)
+				continue;
+			if (is_push && !for_push)
+				continue;
+			if (strncmp(u, e->value, vl) != 0)
+				continue;
+			/* pushInsteadOf wins over insteadOf, then the
+			 * longest prefix. */
+			if (best && (best_push && !is_push))
+				continue;
+			if (best && best_push == is_push && vl <= best_len)
+				continue;
+			if ((size_t)(dot - (nm + 4)) >= sizeof(base))
+				continue;
+			memcpy(base, nm + 4, (size_t)(dot - (nm + 4)));
+			base[dot - (nm + 4)] = '\0';
+			best = base;
+			best_len = vl;
+			best_base = strlen(base);
+			best_push = is_push;
+		}
+		git_config_iterator_free(it);
+	}
+	git_error_clear();
+	if (!best)
+		return strlen(u) < n ? (memcpy(out, u, strlen(u) + 1), 0) : -1;
+	if (best_base + strlen(u + best_len) >= n)
+		return -1;
+	memcpy(out, base, best_base);
+	memcpy(out + best_base, u + best_len, strlen(u + best_len) + 1);
+	return 0;
+}
+
+/*
  * The URL a push to remote name (NULL: the default git chooses: the
  * branch's pushRemote, remote.pushDefault, the branch's remote, origin)
  * goes to, from the repository at cwd: its pushurl, else its url, with
@@ -435,12 +496,12 @@ static const char *push_remote_url(const char *cwd, const char *name, char *url,
 				   size_t n)
 {
 	git_repository *repo = NULL;
-	git_remote *remote = NULL;
 	git_config *cfg = NULL;
 	git_reference *head = NULL;
-	char key[512], dflt[256];
-	const char *why = NULL, *u;
+	char key[512], dflt[256], raw[2048];
+	const char *why = NULL;
 	int valid = 0;
+	bool push = false;
 
 	if (git_libgit2_init() < 0)
 		return "spd could not read the repository's remotes";
@@ -473,8 +534,9 @@ static const char *push_remote_url(const char *cwd, const char *name, char *url,
 			 config_str(cfg, key, dflt, sizeof(dflt)))
 			name = dflt;
 	}
+	snprintf(key, sizeof(key), "remote.%s.url", name);
 	if (git_remote_name_is_valid(&valid, name) < 0 || !valid ||
-	    git_remote_lookup(&remote, repo, name) < 0) {
+	    config_count(cfg, key) == 0) {
 		why = "it names no remote of the repository";
 		goto out;
 	}
@@ -483,23 +545,24 @@ static const char *push_remote_url(const char *cwd, const char *name, char *url,
 		why = "the remote has more than one pushurl";
 		goto out;
 	}
-	if (config_count(cfg, key) == 0) {
+	push = config_count(cfg, key) == 1;
+	if (!push) {
 		snprintf(key, sizeof(key), "remote.%s.url", name);
 		if (config_count(cfg, key) != 1) {
 			why = "the remote has more than one url";
 			goto out;
 		}
 	}
-	u = git_remote_pushurl(remote) ? git_remote_pushurl(remote)
-				       : git_remote_url(remote);
-	if (!u || strlen(u) >= n) {
+	/* Read and rewritten here rather than by git_remote_lookup, whose
+	 * url.*.insteadOf lookup leaks in libgit2 1.5 (its regexp match
+	 * keeps the match data of every entry that does not match). */
+	if (!config_str(cfg, key, raw, sizeof(raw)) ||
+	    url_rewrite(cfg, raw, !push, url, n) < 0) {
 		why = "spd could not read the remote's URL";
 		goto out;
 	}
-	memcpy(url, u, strlen(u) + 1);
 out:
 	git_reference_free(head);
-	git_remote_free(remote);
 	git_config_free(cfg);
 	git_repository_free(repo);
 	git_error_clear();

@@ -2325,9 +2325,17 @@ START_TEST(test_turn_churn_frees_redaction)
 		"turn churn: after 1000 turns %ld kB, %ld mappings; after "
 		"10000 %ld kB, %ld mappings\n",
 		rss0, maps0, rss1, maps1);
+#ifndef __SANITIZE_ADDRESS__
 	ck_assert_msg(rss1 - rss0 < 32 * 1024,
 		      "spd grew from %ld to %ld kB over 9000 turns", rss0,
 		      rss1);
+#else
+	/* Under ASan freed memory waits in its quarantine (up to 256 MiB)
+	 * and counts in the resident size: LeakSanitizer judges leaks at
+	 * spd's exit instead, and the mappings below still must hold. */
+	fprintf(stderr, "turn churn: the resident-size bound is skipped: "
+			"AddressSanitizer's quarantine counts in it\n");
+#endif
 	ck_assert_msg(maps1 - maps0 < 256,
 		      "spd's mappings grew from %ld to %ld over 9000 turns",
 		      maps0, maps1);

@@ -567,6 +567,7 @@ START_TEST(test_commit_and_merge_ask)
 			      head);
 		free(out);
 		free(err);
+		free(head);
 		test_sh(&head, "git -C '%s' show HEAD:notes.md 2>&1", REPO);
 		ck_assert_msg(has(head, "steered"), "not merged: %s", head);
 		free(head);
