@@ -22,37 +22,13 @@
 #include "daemon/session/session.h"
 #include "daemon/log.h"
 #include "daemon/methods/m_attest.h"
+#include "daemon/methods/m_config.h"
 #include "daemon/spd.h"
 #include "daemon/transport/call.h"
 #include "daemon/transport/handlers.h"
 
 /* The token counts summed per model (token_kinds). */
 #define ATTEST_TOKEN_KINDS 5
-
-/* The SHA-256 of spd.conf's bytes (the operator's policy, network rules,
- * limits and broker caps; no key values live there) into hex, or
- * "absent" without one. */
-static void conf_sha256(const char *path, char hex[65])
-{
-	crypto_hash_sha256_state st;
-	unsigned char h[crypto_hash_sha256_BYTES], buf[4096];
-	ssize_t n = 0;
-	int fd = path ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
-
-	snprintf(hex, 65, "absent");
-	if (fd < 0)
-		return;
-	crypto_hash_sha256_init(&st);
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		crypto_hash_sha256_update(&st, buf, (size_t)n);
-	close(fd);
-	if (n < 0) {
-		snprintf(hex, 65, "unreadable");
-		return;
-	}
-	crypto_hash_sha256_final(&st, h);
-	sodium_bin2hex(hex, 65, h, sizeof(h));
-}
 
 /* The key, made on first use; NULL (logged) when it cannot be. */
 static struct attest_key *key_of(struct spd *spd)
@@ -415,7 +391,7 @@ static json_t *predicate(struct spd *spd, const char *method,
 	{
 		char conf[65];
 
-		conf_sha256(spd->paths.conf_path, conf);
+		conf_file_sha256(spd->paths.conf_path, conf);
 		json_object_set_new(pred, "spd_conf_sha256", json_string(conf));
 	}
 	/* The worktree's checks also saw what is not committed; the
