@@ -4,7 +4,9 @@
  * entries and, for a message, finds an entry's line by scanning the
  * file's text (libgit2 keeps no line numbers).
  */
+#include <fcntl.h>
 #include <errno.h>
+#include <sodium.h>
 #include <git2.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -873,4 +875,26 @@ fail:
 	git_config_iterator_free(it);
 	git_config_free(gc);
 	return r;
+}
+
+void conftab_file_sha256(const char *path, char hex[65])
+{
+	crypto_hash_sha256_state st;
+	unsigned char h[crypto_hash_sha256_BYTES], buf[4096];
+	ssize_t n = 0;
+	int fd = path ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+
+	snprintf(hex, 65, "absent");
+	if (fd < 0)
+		return;
+	crypto_hash_sha256_init(&st);
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		crypto_hash_sha256_update(&st, buf, (size_t)n);
+	close(fd);
+	if (n < 0) {
+		snprintf(hex, 65, "unreadable");
+		return;
+	}
+	crypto_hash_sha256_final(&st, h);
+	sodium_bin2hex(hex, 65, h, sizeof(h));
 }

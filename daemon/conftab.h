@@ -106,4 +106,9 @@ bool conftab_find(const char *section, const char *name,
  * "0 to 1000000 USD"), or "" for a key of no range. */
 void conftab_range(const struct conftab_key *k, char *buf, size_t len);
 
+/* The SHA-256 of path's bytes (spd.conf: the operator's policy, rules,
+ * limits and caps; no key value lives there) in hex into hex, "absent"
+ * without the file or "unreadable". */
+void conftab_file_sha256(const char *path, char hex[65]);
+
 #endif

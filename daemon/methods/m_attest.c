@@ -22,7 +22,7 @@
 #include "daemon/session/session.h"
 #include "daemon/log.h"
 #include "daemon/methods/m_attest.h"
-#include "daemon/methods/m_config.h"
+#include "daemon/conftab.h"
 #include "daemon/spd.h"
 #include "daemon/transport/call.h"
 #include "daemon/transport/handlers.h"
@@ -391,7 +391,7 @@ static json_t *predicate(struct spd *spd, const char *method,
 	{
 		char conf[65];
 
-		conf_file_sha256(spd->paths.conf_path, conf);
+		conftab_file_sha256(spd->paths.conf_path, conf);
 		json_object_set_new(pred, "spd_conf_sha256", json_string(conf));
 	}
 	/* The worktree's checks also saw what is not committed; the

@@ -41,28 +41,6 @@ static char conf_sha[65] = "absent";
 static struct spd_config *retired;
 static size_t n_retired;
 
-void conf_file_sha256(const char *path, char hex[65])
-{
-	crypto_hash_sha256_state st;
-	unsigned char h[crypto_hash_sha256_BYTES], buf[4096];
-	ssize_t n = 0;
-	int fd = path ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
-
-	snprintf(hex, 65, "absent");
-	if (fd < 0)
-		return;
-	crypto_hash_sha256_init(&st);
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		crypto_hash_sha256_update(&st, buf, (size_t)n);
-	close(fd);
-	if (n < 0) {
-		snprintf(hex, 65, "unreadable");
-		return;
-	}
-	crypto_hash_sha256_final(&st, h);
-	sodium_bin2hex(hex, 65, h, sizeof(h));
-}
-
 /* Every entry of gc (NULL: none) as name -> [values], or NULL. */
 static json_t *file_values(git_config *gc)
 {
@@ -135,7 +113,7 @@ int conf_remember(struct spd *spd)
 	char err[256];
 	int r;
 
-	conf_file_sha256(spd->paths.conf_path, conf_sha);
+	conftab_file_sha256(spd->paths.conf_path, conf_sha);
 	r = conftab_open(spd->paths.conf_path, NULL, CONFTAB_SPD_CONF, &gc, err,
 			 sizeof(err));
 	if (r < 0 && r != -ENOENT)
@@ -289,7 +267,7 @@ int conf_reload(struct spd *spd, const char *by, json_t **ret, char *errbuf,
 
 	memset(&nc, 0, sizeof(nc));
 	memset(&nb, 0, sizeof(nb));
-	conf_file_sha256(path, sha);
+	conftab_file_sha256(path, sha);
 	r = conftab_open(path, NULL, CONFTAB_SPD_CONF, &gc, errbuf, errlen);
 	if (r == -ENOENT)
 		r = 0;

@@ -10,10 +10,6 @@
 
 struct spd;
 
-/* The SHA-256 of path's bytes in hex into hex, "absent" without the
- * file or "unreadable". */
-void conf_file_sha256(const char *path, char hex[65]);
-
 /* Remember spd.conf as spd read it at start (its hash and its values,
  * what the next reload compares against).  Returns 0 or -ENOMEM. */
 int conf_remember(struct spd *spd);
