@@ -61,32 +61,8 @@ static char *fmt(const char *f, ...)
 
 static void standin_start(void)
 {
-	char *script =
-	    fmt("%s/../tests/lib/provider_standin.py", test_build_dir());
-	char *port_file = fmt("%s.port", standin_log);
-	char *text = NULL;
-
-	standin_pid = fork();
-	ck_assert_int_ge(standin_pid, 0);
-	if (standin_pid == 0) {
-		int null = open("/dev/null", O_RDWR);
-
-		dup2(null, 0);
-		dup2(null, 1);
-		setenv("STANDIN_LOG", standin_log, 1);
-		setenv("STANDIN_PORT_FILE", port_file, 1);
-		setenv("STANDIN_KEYS", REAL_ANT "," REAL_OAI, 1);
-		execlp("python3", "python3", script, (char *)NULL);
-		_exit(127);
-	}
-	/* Written once, by rename: whole when it appears. */
-	for (int i = 0; i < 200 && !(text = test_read_file(port_file)); i++)
-		usleep(100 * 1000);
-	ck_assert_msg(text && sscanf(text, "PORT %d", &standin_port) == 1,
-		      "the provider stand-in did not start");
-	free(text);
-	free(port_file);
-	free(script);
+	standin_pid = test_provider_standin(standin_log, REAL_ANT "," REAL_OAI,
+					    &standin_port);
 }
 
 static void start_spd(const char *extra)

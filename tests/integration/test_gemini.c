@@ -80,33 +80,11 @@ static void setup_conf(void)
 static void setup(void)
 {
 	char *dir = test_tmpdir("gemini");
-	char *script =
-	    fmt("%s/../tests/lib/provider_standin.py", test_build_dir());
-	char *port_file, *text = NULL;
 
 	standin_log = paths_join(dir, "log");
-	port_file = fmt("%s.port", standin_log);
 	free(dir);
-	standin_pid = fork();
-	ck_assert_int_ge(standin_pid, 0);
-	if (standin_pid == 0) {
-		int null = open("/dev/null", O_RDWR);
-
-		dup2(null, 0);
-		dup2(null, 1);
-		setenv("STANDIN_LOG", standin_log, 1);
-		setenv("STANDIN_PORT_FILE", port_file, 1);
-		setenv("STANDIN_KEYS", REAL_GEM, 1);
-		execlp("python3", "python3", script, (char *)NULL);
-		_exit(127);
-	}
-	for (int i = 0; i < 200 && !(text = test_read_file(port_file)); i++)
-		usleep(100 * 1000);
-	ck_assert_msg(text && sscanf(text, "PORT %d", &standin_port) == 1,
-		      "the provider stand-in did not start");
-	free(text);
-	free(port_file);
-	free(script);
+	standin_pid =
+	    test_provider_standin(standin_log, REAL_GEM, &standin_port);
 	test_spd_prepare(&T, NULL);
 	setup_conf();
 	test_spd_start(&T);

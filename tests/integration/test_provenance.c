@@ -59,31 +59,9 @@ static char standin_py[] =
 
 static void standin_start(void)
 {
-	int p[2];
-	char buf[32] = "";
-	ssize_t n;
+	char *args[] = {"-c", standin_py, NULL};
 
-	ck_assert_int_eq(pipe(p), 0);
-	standin = fork();
-	ck_assert_int_ge(standin, 0);
-	if (standin == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		execlp("python3", "python3", "-c", standin_py, (char *)NULL);
-		_exit(127);
-	}
-	close(p[1]);
-	for (size_t got = 0; got < sizeof(buf) - 1 && !strchr(buf, '\n');
-	     got += (size_t)n) {
-		n = read(p[0], buf + got, sizeof(buf) - 1 - got);
-		if (n <= 0)
-			break;
-	}
-	close(p[0]);
-	ck_assert_msg(strchr(buf, '\n'), "the stand-in did not start");
-	standin_port = atoi(buf);
-	ck_assert_int_gt(standin_port, 0);
+	standin = test_python_standin(args, &standin_port);
 }
 
 /* What the stand-in served, asked from outside any sandbox. */

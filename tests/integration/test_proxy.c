@@ -64,38 +64,7 @@ static char standin_py[] =
  * port it listens on. */
 static void standin_exec(char *const argv[])
 {
-	int p[2];
-	char buf[32] = "";
-	ssize_t n;
-
-	ck_assert_int_eq(pipe(p), 0);
-	standin = fork();
-	ck_assert_int_ge(standin, 0);
-	if (standin == 0) {
-		char *av[8] = {"python3"};
-
-		for (int i = 0; argv[i] && i < 6; i++)
-			av[i + 1] = argv[i];
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		execvp("python3", av);
-		_exit(127);
-	}
-	close(p[1]);
-	/* Up to the line's end: print() may write the number and its
-	 * newline apart, and a read end closed between the two kills the
-	 * stand-in (EPIPE). */
-	for (size_t got = 0; got < sizeof(buf) - 1 && !strchr(buf, '\n');
-	     got += (size_t)n) {
-		n = read(p[0], buf + got, sizeof(buf) - 1 - got);
-		if (n <= 0)
-			break;
-	}
-	close(p[0]);
-	ck_assert_msg(strchr(buf, '\n'), "the stand-in did not start");
-	standin_port = atoi(buf);
-	ck_assert_int_gt(standin_port, 0);
+	standin = test_python_standin(argv, &standin_port);
 }
 
 static void standin_start(void)

@@ -165,38 +165,19 @@ static char standin_py[] =
 static void standin_start(void)
 {
 	char *cert, *key, *log;
-	int p[2];
-	char buf[32] = "";
-	ssize_t n;
 
 	ck_assert(asprintf(&cert, "%s/srv.pem", CERTS) > 0);
 	ck_assert(asprintf(&key, "%s/srv.key", CERTS) > 0);
 	ck_assert(asprintf(&log, "%s/seen.log", CERTS) > 0);
-	ck_assert_int_eq(pipe(p), 0);
-	standin = fork();
-	ck_assert_int_ge(standin, 0);
-	if (standin == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		execlp("python3", "python3", "-c", standin_py, cert, key, log,
-		       TOKEN, CERTS, (char *)NULL);
-		_exit(127);
+	{
+		char *args[] = {"-c", standin_py, cert,	 key,
+				log,  TOKEN,	  CERTS, NULL};
+
+		standin = test_python_standin(args, &standin_port);
 	}
-	close(p[1]);
-	for (size_t got = 0; got < sizeof(buf) - 1 && !strchr(buf, '\n');
-	     got += (size_t)n) {
-		n = read(p[0], buf + got, sizeof(buf) - 1 - got);
-		if (n <= 0)
-			break;
-	}
-	close(p[0]);
 	free(cert);
 	free(key);
 	free(log);
-	ck_assert_msg(strchr(buf, '\n'), "the stand-in did not start");
-	standin_port = atoi(buf);
-	ck_assert_int_gt(standin_port, 0);
 }
 
 static bool usable(void)

@@ -20,6 +20,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <check.h>
+
 #include "testlib.h"
 #include "common/buf.h"
 #include "common/paths.h"
@@ -254,4 +256,73 @@ int test_listen_loopback(int *ret_port)
 	}
 	*ret_port = ntohs(a.sin_port);
 	return fd;
+}
+
+pid_t test_python_standin(char *const args[], int *ret_port)
+{
+	char *av[16] = {"python3"};
+	char buf[32] = "";
+	int p[2];
+	ssize_t n = 0;
+	pid_t pid;
+
+	for (size_t i = 0; args[i] && i + 2 < sizeof(av) / sizeof(av[0]); i++)
+		av[i + 1] = args[i];
+	ck_assert_int_eq(pipe(p), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		dup2(p[1], 1);
+		close(p[0]);
+		close(p[1]);
+		execvp("python3", av);
+		_exit(127);
+	}
+	close(p[1]);
+	/* Up to the line's end: print() may write the number and its
+	 * newline apart, and a read end closed between the two kills the
+	 * stand-in (EPIPE). */
+	for (size_t got = 0; got < sizeof(buf) - 1 && !strchr(buf, '\n');
+	     got += (size_t)n) {
+		n = read(p[0], buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+	}
+	close(p[0]);
+	ck_assert_msg(strchr(buf, '\n'), "the stand-in did not start");
+	*ret_port = atoi(buf);
+	ck_assert_int_gt(*ret_port, 0);
+	return pid;
+}
+
+pid_t test_provider_standin(const char *log, const char *keys, int *ret_port)
+{
+	char *script = NULL, *port_file = NULL, *text = NULL;
+	pid_t pid;
+
+	ck_assert(asprintf(&script, "%s/../tests/lib/provider_standin.py",
+			   test_build_dir()) > 0);
+	ck_assert(asprintf(&port_file, "%s.port", log) > 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(null, 0);
+		dup2(null, 1);
+		setenv("STANDIN_LOG", log, 1);
+		setenv("STANDIN_PORT_FILE", port_file, 1);
+		setenv("STANDIN_KEYS", keys, 1);
+		execlp("python3", "python3", script, (char *)NULL);
+		_exit(127);
+	}
+	/* Written once, by rename: whole when it appears. */
+	for (int i = 0; i < 200 && !(text = test_read_file(port_file)); i++)
+		usleep(100 * 1000);
+	ck_assert_msg(text && sscanf(text, "PORT %d", ret_port) == 1,
+		      "the provider stand-in did not start");
+	free(text);
+	free(port_file);
+	free(script);
+	return pid;
 }

@@ -91,4 +91,18 @@ char *test_prog(const char *name);
  * descriptor or -1. */
 int test_listen_loopback(int *ret_port);
 
+/*
+ * Start python3 with args (after "python3"; NULL-terminated): a stand-in
+ * whose first line on stdout is the port it listens on, read into
+ * *ret_port.  Returns its pid (the caller kills it); fails the test when
+ * it prints no port.
+ */
+pid_t test_python_standin(char *const args[], int *ret_port);
+
+/*
+ * Start tests/lib/provider_standin.py, logging its calls to log and
+ * accepting the comma-separated keys: its pid, its port in *ret_port.
+ */
+pid_t test_provider_standin(const char *log, const char *keys, int *ret_port);
+
 #endif
