@@ -538,15 +538,21 @@ void gw_convo_tool_label(const char *name, json_t *input, char *label,
 	    gw_convo_url_host(input, host, sizeof(host))) {
 		snprintf(label, llen, "network:%s", host);
 	} else if (strncmp(name, "mcp__", 5) == 0 && name[5] &&
-		   strstr(name + 5, "__")) {
+		   name[5] != '_' && strstr(name + 6, "__")) {
 		/* An MCP server's tool, as the agent names it
-		 * (mcp__SERVER__TOOL): the result is that server's. */
-		size_t sn = (size_t)(strstr(name + 5, "__") - (name + 5));
+		 * (mcp__SERVER__TOOL): the result is that server's.  The
+		 * server's name is kept to ASCII letters, digits, '-', '.'
+		 * and '_' (others become '_'), as agents spell it, so that
+		 * a label is always short, printable, valid UTF-8. */
+		size_t sn = (size_t)(strstr(name + 6, "__") - (name + 5));
 
 		snprintf(label, llen, "mcp:%.*s", (int)(sn < 200 ? sn : 200),
 			 name + 5);
 		for (char *q = label + 4; *q; q++)
-			if ((unsigned char)*q <= ' ' || *q == 0x7f)
+			if (!((*q >= 'a' && *q <= 'z') ||
+			      (*q >= 'A' && *q <= 'Z') ||
+			      (*q >= '0' && *q <= '9') || *q == '-' ||
+			      *q == '.' || *q == '_'))
 				*q = '_';
 	} else {
 		snprintf(label, llen, "agent-tool");

@@ -10,9 +10,10 @@
  *     twice gives the same results, in the same order, with the same
  *     answer to whether the model has spoken;
  *   - each result's text is NUL-terminated at its length;
- *   - the label of each result spd did not serve is "agent-tool" or
+ *   - the label of each result spd did not serve is "agent-tool",
  *     "network:" and a host of lower-case letters, digits, '-', '.', '_'
- *     and ':', never empty; what brought it is valid UTF-8 within its
+ *     and ':', or "mcp:" and a server of ASCII letters, digits, '-', '.'
+ *     and '_', never empty; what brought it is valid UTF-8 within its
  *     room, for any room;
  *   - the [provenance] private check of a result's path never matches a
  *     path outside the workspace.
@@ -41,6 +42,19 @@ static void check_label(const char *label)
 
 	if (strcmp(label, "agent-tool") == 0)
 		return;
+	if (strncmp(label, "mcp:", 4) == 0) {
+		/* another MCP server's tool: its name, never empty, of
+		 * ASCII letters, digits, '-', '.' and '_' */
+		if (!label[4])
+			abort();
+		for (h = label + 4; *h; h++)
+			if (!((*h >= 'a' && *h <= 'z') ||
+			      (*h >= 'A' && *h <= 'Z') ||
+			      (*h >= '0' && *h <= '9') || *h == '-' ||
+			      *h == '.' || *h == '_'))
+				abort();
+		return;
+	}
 	if (strncmp(label, "network:", 8) != 0)
 		abort();
 	h = label + 8;

@@ -349,6 +349,14 @@ START_TEST(test_tool_label)
 	ck_assert_str_eq(label, "mcp:github");
 	label_of("mcp__", "{}", label, what, sizeof(what));
 	ck_assert_str_eq(label, "agent-tool");
+	/* No server's name: no server's label. */
+	label_of("mcp____get", "{}", label, what, sizeof(what));
+	ck_assert_str_eq(label, "agent-tool");
+	/* A name of any bytes is a label of printable ASCII (found by
+	 * fuzz_convo: a label is a journal row's JSON string). */
+	label_of("mcp__my server\xc3\xa9'x__get", "{}", label, what,
+		 sizeof(what));
+	ck_assert_str_eq(label, "mcp:my_server___x");
 	/* A URL given to a tool that does not fetch is no network label. */
 	label_of("Bash", "{\"command\":\"curl https://x.example\"}", label,
 		 what, sizeof(what));
