@@ -43,25 +43,32 @@ static bool argv_git_commit(json_t *argv)
 }
 
 /* True when a word of argv (after the program) names a [provenance]
- * private file of the workspace. */
-static bool argv_private(const struct spd *spd, const struct gate_call *g)
+ * private file of the workspace; with label set, each such word labels
+ * that call "private". */
+static bool argv_private(const struct spd *spd, json_t *argv,
+			 const char *workspace, struct call *label)
 {
-	size_t i, n = strlen(g->workspace);
+	size_t i, n = workspace ? strlen(workspace) : 0;
+	bool any = false;
 	json_t *v;
 
-	json_array_foreach(g->argv, i, v)
+	json_array_foreach(argv, i, v)
 	{
 		const char *w = json_string_value(v);
 
 		if (i == 0 || !w)
 			continue;
-		if (strncmp(w, g->workspace, n) == 0 && w[n] == '/')
+		if (n && strncmp(w, workspace, n) == 0 && w[n] == '/')
 			w += n + 1;
-		if (w[0] != '/' && w[0] != '-' &&
-		    session_prov_path_matches(spd->config.prov_private, w))
-			return true;
+		if (w[0] == '/' || w[0] == '-' ||
+		    !session_prov_path_matches(spd->config.prov_private, w))
+			continue;
+		any = true;
+		if (!label)
+			break;
+		call_label(label, "private", w);
 	}
-	return false;
+	return any;
 }
 
 /*
@@ -84,7 +91,7 @@ void gate_provenance(struct spd *spd, const struct gate_call *g,
 	if (g->kind == POLICY_CALL_EXEC) {
 		if (g->net == POLICY_NET_HOST)
 			steps[n++] = SESSION_PROV_EGRESS;
-		if (argv_private(spd, g))
+		if (argv_private(spd, g->argv, g->workspace, NULL))
 			steps[n++] = SESSION_PROV_PRIVATE_READ;
 		if (argv_git_commit(g->argv))
 			steps[n++] = SESSION_PROV_COMMIT;
@@ -118,24 +125,13 @@ void prov_run_labels(struct spd *spd, struct call *c, json_t *argv,
 	struct session_store *st = spd->sessions;
 	const char *sid = call_principal(c)->session_id, *a0;
 	json_t *labels, *all, *v, *w;
-	size_t i, n = workspace ? strlen(workspace) : 0;
+	size_t i;
 
 	if (!sid || !st)
 		return;
 	a0 = json_string_value(json_array_get(argv, 0));
 	call_label(c, "command", a0);
-	json_array_foreach(argv, i, v)
-	{
-		const char *word = json_string_value(v);
-
-		if (i == 0 || !word)
-			continue;
-		if (n && strncmp(word, workspace, n) == 0 && word[n] == '/')
-			word += n + 1;
-		if (word[0] != '/' && word[0] != '-' &&
-		    session_prov_path_matches(spd->config.prov_private, word))
-			call_label(c, "private", word);
-	}
+	argv_private(spd, argv, workspace, c);
 	labels = json_pack("[s]", "command");
 	all = session_labels_detail(st, sid);
 	json_array_foreach(all, i, v)
