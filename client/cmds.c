@@ -442,9 +442,9 @@ int cmd_status(struct cmd_ctx *ctx, int argc, char **argv)
 		printf("%s\n", k ? "" : " (no run sees these)");
 	}
 	if (json_is_true(json_object_get(res, "config_changed")))
-		printf("config:       spd.conf changed since spd started; "
-		       "restart spd to apply it (systemctl --user restart "
-		       "spd, or spctl stop: spctl starts it again)\n");
+		printf("config:       spd.conf changed since spd read it; "
+		       "spctl reload applies it (it says which entries "
+		       "need a restart)\n");
 	sb = json_object_get(res, "sandbox");
 	if (!json_is_object(sb) && json_object_get(res, "sandboxd"))
 		/* spd answers before sandboxd's first probe does (right
