@@ -82,31 +82,10 @@ static double now_us(void)
 	return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
 }
 
-/* The CPU time pid has used (user and system), in microseconds, or -1:
- * what spd spends on the calls of a line, whatever the scheduler made
- * them wait. */
-static double cpu_us(pid_t pid)
-{
-	char path[64], *text, *p;
-	unsigned long long ut, st;
-
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	text = test_read_file(path);
-	p = text ? strrchr(text, ')') : NULL;
-	if (!p || sscanf(p + 2,
-			 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u "
-			 "%llu %llu",
-			 &ut, &st) != 2) {
-		free(text);
-		return -1;
-	}
-	free(text);
-	return (double)(ut + st) * 1e6 / (double)sysconf(_SC_CLK_TCK);
-}
-
 /* The CPU time of pid's threads (their schedstat run time, to the
  * nanosecond, where /proc/PID/stat counts 10 ms ticks), in microseconds:
- * for the floor and the stand-in, whose threads live as long as they. */
+ * for spd, the floor and the stand-in, whose threads live as long as
+ * they. */
 static double task_cpu_us(pid_t pid)
 {
 	char path[64];
@@ -494,16 +473,47 @@ START_TEST(bench_broker)
 	       "loop per core); floor added p50 = its p50 minus the "
 	       "stand-in's keep-alive p50, what any proxy adds here\n");
 	for (size_t k = 0; k < sizeof(lines) / sizeof(lines[0]); k++) {
-		double d50, d99, a50, a99, s50, s99, k50, k99, cpu;
-		double f50[BENCH_FLOORS], f99[BENCH_FLOORS], fcpu[BENCH_FLOORS],
-		    fscpu[BENCH_FLOORS], scpu;
+		const char *only = getenv("BENCH_LINES");
+		bool spd_only = getenv("BENCH_SPD_ONLY") != NULL;
+		int rounds =
+		    getenv("BENCH_ROUNDS") ? atoi(getenv("BENCH_ROUNDS")) : 2;
+		char tag[8];
+		double d50 = 0, d99 = 0, a50 = 0, a99 = 0, s50 = 0, s99 = 0,
+		       k50 = 0, k99 = 0, cpu = 0, scpu = 0;
+		double f50[BENCH_FLOORS] = {0}, f99[BENCH_FLOORS] = {0},
+		       fcpu[BENCH_FLOORS] = {0}, fscpu[BENCH_FLOORS] = {0};
 		bool st = lines[k].stream, tt = lines[k].ttfb,
 		     we = lines[k].whole_events;
 		int conc = lines[k].conc;
 
+		if (rounds < 1)
+			rounds = 2;
+		/* BENCH_LINES="2,4": only those lines (1 the first), to
+		 * profile one kind of call. */
+		snprintf(tag, sizeof(tag), ",%zu,", k + 1);
+		if (only && *only) {
+			char *l = NULL;
+
+			if (asprintf(&l, ",%s,", only) < 0)
+				continue;
+			if (!strstr(l, tag)) {
+				free(l);
+				continue;
+			}
+			free(l);
+		}
 		/* Twice each, the first a warm-up (connections, page
-		 * faults). */
-		for (int round = 0; round < 2; round++) {
+		 * faults); BENCH_ROUNDS times to profile. */
+		for (int round = 0; round < rounds; round++) {
+			cpu = task_cpu_us(T.pid);
+			/* BENCH_SPD_ONLY: spd kept alive alone, to profile
+			 * it. */
+			if (spd_only) {
+				measure(broker_port, turn_key, st, tt, we, conc,
+					true, &k50, &k99);
+				cpu = (task_cpu_us(T.pid) - cpu) / BENCH_CALLS;
+				continue;
+			}
 			measure(standin_port, BENCH_KEY, st, tt, we, conc,
 				false, &d50, &d99);
 			scpu = task_cpu_us(standin_pid);
@@ -512,10 +522,10 @@ START_TEST(bench_broker)
 			scpu = (task_cpu_us(standin_pid) - scpu) / BENCH_CALLS;
 			measure(broker_port, turn_key, st, tt, we, conc, false,
 				&s50, &s99);
-			cpu = cpu_us(T.pid);
+			cpu = task_cpu_us(T.pid);
 			measure(broker_port, turn_key, st, tt, we, conc, true,
 				&k50, &k99);
-			cpu = (cpu_us(T.pid) - cpu) / BENCH_CALLS;
+			cpu = (task_cpu_us(T.pid) - cpu) / BENCH_CALLS;
 			for (int f = 0; f < BENCH_FLOORS; f++) {
 				fcpu[f] = task_cpu_us(floor_pid[f]);
 				fscpu[f] = task_cpu_us(standin_pid);

@@ -40,10 +40,18 @@
 /* Longest provider header kept. */
 #define GATEWAY_RESP_HEADER_LEN 1024
 
+/* A socket of curl's (gateway_priv.h, g->socks): made at its first
+ * sock_cb, closed with the socket (sock_close).  Between two calls on a
+ * kept-alive provider connection curl does not watch the socket
+ * (CURL_POLL_REMOVE); its handle stays as it was, so the next call on it
+ * costs no epoll_ctl, and an event while unwatched (the provider closed
+ * it) stops it: curl finds the connection dead at its next use. */
 struct gw_sock {
 	uv_poll_t poll;
 	curl_socket_t fd;
 	struct gateway *g;
+	int events;	       /* what the handle polls for, when polling */
+	bool watched, polling; /* curl watches it; the handle is started */
 };
 
 struct gw_call {
@@ -76,6 +84,12 @@ struct gw_call {
 	/* The reply's head, made when the provider's came, sent with the
 	 * first bytes of the body (one write, not two). */
 	struct buf head;
+	/* Reply bytes (chunk data) not yet written: out at the end of the
+	 * curl event that brought them (flush_dirty), with the last chunk
+	 * when the reply ends in the same event; on g->dirty meanwhile. */
+	struct buf pend;
+	bool dirty;
+	struct gw_call *next_dirty;
 	uint64_t start_ms;
 	/* When the provider last sent a byte (or the call began), and how
 	 * long it may then stay silent. */
@@ -90,9 +104,8 @@ struct gw_call {
 void gw_maybe_free(struct gateway *g)
 {
 	if (g->stopping && g->open_handles == 0 && !g->conns) {
-		if (g->multi)
-			gw_curlf.multi_cleanup(g->multi);
 		json_decref(g->label_cache);
+		free(g->socks);
 		free(g);
 	}
 }
@@ -107,6 +120,45 @@ static void on_gw_handle_closed(uv_handle_t *h)
 
 /* ---- forwarding ---------------------------------------------------- */
 
+static void on_poll_closed(uv_handle_t *h);
+
+/* An easy handle done with (removed from the multi) kept for the next
+ * call, or cleaned up: nothing of its call stays reachable from it (the
+ * headers' list and the body are freed with the call). */
+static void easy_put(struct gateway *g, CURL *e)
+{
+	if (g->stopping || g->n_easy_kept >= GATEWAY_EASY_KEPT) {
+		gw_curlf.easy_cleanup(e);
+		return;
+	}
+	gw_curlf.easy_setopt(e, CURLOPT_PRIVATE, NULL);
+	gw_curlf.easy_setopt(e, CURLOPT_HTTPHEADER, NULL);
+	gw_curlf.easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)0);
+	gw_curlf.easy_setopt(e, CURLOPT_POSTFIELDS, "");
+	gw_curlf.easy_setopt(e, CURLOPT_WRITEDATA, NULL);
+	gw_curlf.easy_setopt(e, CURLOPT_HEADERDATA, NULL);
+	g->easy_kept[g->n_easy_kept++] = e;
+}
+
+/* Every kept easy handle and the multi (it closes the kept provider
+ * connections, through sock_close), once no call is left. */
+static void curl_release(struct gateway *g)
+{
+	while (g->n_easy_kept)
+		gw_curlf.easy_cleanup(g->easy_kept[--g->n_easy_kept]);
+	if (g->multi)
+		gw_curlf.multi_cleanup(g->multi);
+	g->multi = NULL;
+	/* curl closed every socket of its own through sock_close; a
+	 * handle left would keep the gateway from being freed. */
+	for (size_t i = 0; i < g->n_socks; i++)
+		if (g->socks[i]) {
+			uv_close((uv_handle_t *)&g->socks[i]->poll,
+				 on_poll_closed);
+			g->socks[i] = NULL;
+		}
+}
+
 static void call_unlink_free(struct gw_call *k)
 {
 	struct gateway *g = k->g;
@@ -117,12 +169,21 @@ static void call_unlink_free(struct gw_call *k)
 		g->calls = k->next;
 	if (k->next)
 		k->next->prev = k->prev;
+	if (k->dirty) {
+		struct gw_call **pp = &g->dirty;
+
+		while (*pp && *pp != k)
+			pp = &(*pp)->next_dirty;
+		if (*pp)
+			*pp = k->next_dirty;
+	}
 	if (k->easy) {
 		gw_curlf.multi_remove_handle(g->multi, k->easy);
-		gw_curlf.easy_cleanup(k->easy);
+		easy_put(g, k->easy);
 	}
 	if (k->hdrs)
 		gw_curlf.slist_free_all(k->hdrs);
+	buf_free(&k->pend);
 	free(k->body);
 	usage_free(&k->usage);
 	redact_stream_free(k->rs);
@@ -167,12 +228,32 @@ static void make_head(struct gw_call *k)
 		   gw_conn_keeps(k->conn) ? "" : "Connection: close\r\n");
 }
 
-/* The head if not yet sent, out (taken) as a chunk, and the last chunk
- * when last: one write. */
+/* The head if not yet sent, the bytes pending and then out (taken; NULL
+ * for none) as a chunk, and the last chunk when last: one write. */
 static void send_chunk(struct gw_call *k, struct buf *out, bool last)
 {
+	if (out && out->len && buf_append(&k->pend, out->data, out->len) < 0) {
+		buf_free(&k->pend);
+		if (k->conn)
+			gw_conn_close(k->conn);
+		return;
+	}
 	if (k->conn)
-		gw_conn_chunk(k->conn, &k->head, out, last);
+		gw_conn_chunk(k->conn, &k->head, &k->pend, last);
+	buf_free(&k->pend);
+}
+
+/* What the calls' curl event brought them, out: a write a call. */
+static void flush_dirty(struct gateway *g)
+{
+	while (g->dirty) {
+		struct gw_call *k = g->dirty;
+
+		g->dirty = k->next_dirty;
+		k->dirty = false;
+		k->next_dirty = NULL;
+		send_chunk(k, NULL, false);
+	}
 }
 
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
@@ -249,9 +330,24 @@ static void pass_bytes(struct gw_call *k, const char *data, size_t n)
 		else
 			buf_append(&k->rpc_body, out.data, out.len);
 	} else {
-		/* The head goes now even when the redactor holds every byte
-		 * of these. */
-		send_chunk(k, &out, false);
+		/* Out at the end of this curl event (flush_dirty), the head
+		 * with them even when the redactor holds every byte of
+		 * these. */
+		if (k->pend.len == 0) {
+			buf_free(&k->pend);
+			k->pend = out;
+			out = (struct buf)BUF_INIT;
+		} else if (buf_append(&k->pend, out.data, out.len) < 0) {
+			buf_free(&out);
+			if (k->conn)
+				gw_conn_close(k->conn);
+			return;
+		}
+		if (!k->dirty) {
+			k->dirty = true;
+			k->next_dirty = k->g->dirty;
+			k->g->dirty = k;
+		}
 	}
 	buf_free(&out);
 }
@@ -378,9 +474,12 @@ static void call_done(struct gw_call *k, CURLcode res)
 					body ? body : "{}");
 			free(body);
 		} else {
-			/* Mid-stream: no final chunk, so the client sees a
-			 * truncated response, never a complete-looking one. */
-			gw_conn_close(k->conn);
+			/* Mid-stream: what came is out, with no final chunk,
+			 * so the client sees a truncated response, never a
+			 * complete-looking one. */
+			send_chunk(k, NULL, false);
+			if (k->conn)
+				gw_conn_close(k->conn);
 		}
 	}
 	price_format_usd(cost, costbuf, sizeof(costbuf));
@@ -462,38 +561,70 @@ static void on_poll_closed(uv_handle_t *h)
 	gw_maybe_free(g);
 }
 
+/* curl acts on fd (or its timeouts), the calls it ended are settled,
+ * and what the calls it read got is written. */
+static void curl_act(struct gateway *g, curl_socket_t fd, int flags)
+{
+	int running;
+
+	gw_curlf.multi_socket_action(g->multi, fd, flags, &running);
+	check_done(g);
+	flush_dirty(g);
+}
+
 static void on_poll(uv_poll_t *h, int status, int events)
 {
 	struct gw_sock *s = h->data;
-	struct gateway *g = s->g;
-	int flags = 0, running;
+	int flags = 0;
 
+	if (!s->watched) {
+		/* A kept connection between calls: the provider closed it
+		 * (or sent what nobody asked for).  Not polled any more;
+		 * curl finds it dead when it next looks at it. */
+		uv_poll_stop(&s->poll);
+		s->polling = false;
+		return;
+	}
 	if (status < 0)
 		flags = CURL_CSELECT_ERR;
 	if (events & UV_READABLE)
 		flags |= CURL_CSELECT_IN;
 	if (events & UV_WRITABLE)
 		flags |= CURL_CSELECT_OUT;
-	gw_curlf.multi_socket_action(g->multi, s->fd, flags, &running);
-	check_done(g);
+	curl_act(s->g, s->fd, flags);
 }
 
 static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp,
 		   void *socketp)
 {
 	struct gateway *g = userp;
-	struct gw_sock *s = socketp;
+	struct gw_sock *s =
+	    fd >= 0 && (size_t)fd < g->n_socks ? g->socks[fd] : NULL;
 	int ev = 0;
 
+	(void)e;
+	(void)socketp;
 	if (what == CURL_POLL_REMOVE) {
-		if (s) {
-			uv_poll_stop(&s->poll);
-			gw_curlf.multi_assign(g->multi, fd, NULL);
-			uv_close((uv_handle_t *)&s->poll, on_poll_closed);
-		}
+		/* Left as it is until curl uses or closes the socket. */
+		if (s)
+			s->watched = false;
 		return 0;
 	}
 	if (!s) {
+		if (fd < 0)
+			return -1;
+		if ((size_t)fd >= g->n_socks) {
+			size_t n = (size_t)fd + 16;
+			struct gw_sock **t =
+			    realloc(g->socks, n * sizeof(*g->socks));
+
+			if (!t)
+				return -1;
+			memset(t + g->n_socks, 0,
+			       (n - g->n_socks) * sizeof(*t));
+			g->socks = t;
+			g->n_socks = n;
+		}
 		s = calloc(1, sizeof(*s));
 		if (!s)
 			return -1;
@@ -505,24 +636,43 @@ static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp,
 		}
 		s->poll.data = s;
 		g->open_handles++;
-		gw_curlf.multi_assign(g->multi, fd, s);
+		g->socks[fd] = s;
 	}
+	s->watched = true;
 	if (what & CURL_POLL_IN)
 		ev |= UV_READABLE;
 	if (what & CURL_POLL_OUT)
 		ev |= UV_WRITABLE;
-	uv_poll_start(&s->poll, ev, on_poll);
+	/* Already polling for that: nothing to change (each start of a
+	 * poll handle is two epoll_ctl calls). */
+	if (s->polling && s->events == ev)
+		return 0;
+	if (uv_poll_start(&s->poll, ev, on_poll) < 0)
+		return -1;
+	s->events = ev;
+	s->polling = true;
 	return 0;
+}
+
+/* curl closes one of its sockets (CURLOPT_CLOSESOCKETFUNCTION): its poll
+ * handle goes first, the fd then, so no event of the fd's next owner
+ * ever reaches curl. */
+static int sock_close(void *clientp, curl_socket_t fd)
+{
+	struct gateway *g = clientp;
+	struct gw_sock *s =
+	    fd >= 0 && (size_t)fd < g->n_socks ? g->socks[fd] : NULL;
+
+	if (s) {
+		g->socks[fd] = NULL;
+		uv_close((uv_handle_t *)&s->poll, on_poll_closed);
+	}
+	return close(fd);
 }
 
 static void on_curl_timer(uv_timer_t *t)
 {
-	struct gateway *g = t->data;
-	int running;
-
-	gw_curlf.multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0,
-				     &running);
-	check_done(g);
+	curl_act(t->data, CURL_SOCKET_TIMEOUT, 0);
 }
 
 static int timer_cb(CURLM *m, long timeout_ms, void *userp)
@@ -670,6 +820,37 @@ static const char *start_error(struct gateway *g, int r, char *buf, size_t len)
 	return buf;
 }
 
+/* An easy handle for a call: one kept from an ended call, or a new one
+ * with the options every call has; NULL on ENOMEM. */
+static CURL *easy_get(struct gateway *g)
+{
+	CURL *e;
+
+	if (g->n_easy_kept)
+		return g->easy_kept[--g->n_easy_kept];
+	e = gw_curlf.easy_init();
+	if (!e)
+		return NULL;
+	gw_curlf.easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	gw_curlf.easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	gw_curlf.easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	gw_curlf.easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	gw_curlf.easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L);
+	gw_curlf.easy_setopt(e, CURLOPT_POST, 1L);
+	gw_curlf.easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+	gw_curlf.easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	gw_curlf.easy_setopt(e, CURLOPT_CONNECTTIMEOUT,
+			     (long)GATEWAY_CONNECT_TIMEOUT_S);
+	gw_curlf.easy_setopt(e, CURLOPT_NOPROXY, "*");
+	/* Each streamed event is a small packet: no Nagle towards the
+	 * provider either (curl's default, said here). */
+	gw_curlf.easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	/* Its sockets' poll handles live as long as they (sock_close). */
+	gw_curlf.easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, sock_close);
+	gw_curlf.easy_setopt(e, CURLOPT_CLOSESOCKETDATA, g);
+	return e;
+}
+
 static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 			  const char *key, const char *target)
 {
@@ -680,7 +861,7 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 	r = gw_curl(k->g);
 	if (r < 0)
 		return r;
-	k->easy = gw_curlf.easy_init();
+	k->easy = easy_get(k->g);
 	if (!k->easy)
 		return -ENOMEM;
 	if (asprintf(&url, "%s%s", p->url, target) < 0)
@@ -697,29 +878,16 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 		free(url);
 		return r;
 	}
+	/* What differs from call to call (easy_get set the rest). */
 	gw_curlf.easy_setopt(k->easy, CURLOPT_URL, url);
 	free(url);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_PRIVATE, k);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_NOSIGNAL, 1L);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-	gw_curlf.easy_setopt(k->easy, CURLOPT_SSL_VERIFYPEER, 1L);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_SSL_VERIFYHOST, 2L);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_FOLLOWLOCATION, 0L);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_POST, 1L);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_POSTFIELDS, k->body);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE,
 			     (curl_off_t)k->body_len);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_HTTPHEADER, k->hdrs);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_WRITEFUNCTION, on_body);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_HEADERFUNCTION, on_header);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_HEADERDATA, k);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT,
-			     (long)GATEWAY_CONNECT_TIMEOUT_S);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_NOPROXY, "*");
-	/* Each streamed event is a small packet: no Nagle towards the
-	 * provider either (curl's default, said here). */
-	gw_curlf.easy_setopt(k->easy, CURLOPT_TCP_NODELAY, 1L);
 	if (gw_curlf.multi_add_handle(k->g->multi, k->easy) != CURLM_OK)
 		return -EIO;
 	/* A provider silent this long has stalled: the call ends. */
@@ -1328,6 +1496,8 @@ void gateway_stop(struct gateway *g)
 
 		call_done(k, CURLE_ABORTED_BY_CALLBACK);
 	}
+	/* The kept provider connections close, and their poll handles. */
+	curl_release(g);
 	for (struct gw_conn *c = g->conns; c; c = c->next)
 		gw_conn_close(c);
 	while (g->listeners)

@@ -25,8 +25,13 @@
  * default follows the handles in use, so a burst of calls that end
  * together had their connections closed and the next burst reconnect. */
 #define GATEWAY_PROVIDER_CONNS_KEPT 64
+/* Easy handles kept for the next calls (their options set once, their
+ * buffers allocated once): at most as many as calls at once that keep
+ * coming back. */
+#define GATEWAY_EASY_KEPT 64
 
 struct gw_call;
+struct gw_sock;
 
 /* Refusals of one kind (the same session and turn presented, method,
  * path, status and code) within GATEWAY_REFUSAL_WINDOW_MS are journaled
@@ -109,6 +114,18 @@ struct gateway {
 	 * (daemon/broker/gw_curl.h). */
 	char curl_err[256];
 	uv_timer_t curl_timer;
+	/* Each socket of curl's, by its fd, from its first use to its close
+	 * (curl's CURLOPT_CLOSESOCKETFUNCTION): a kept-alive provider
+	 * connection keeps its poll handle across calls (gateway.c). */
+	struct gw_sock **socks;
+	size_t n_socks;
+	/* Easy handles of calls that ended, for the next ones. */
+	CURL *easy_kept[GATEWAY_EASY_KEPT];
+	size_t n_easy_kept;
+	/* Calls with reply bytes not yet written: out at the end of the
+	 * curl event that brought them, in one write with the reply's last
+	 * chunk when it is in the same event. */
+	struct gw_call *dirty;
 	/* Ends the calls whose provider has sent nothing for
 	 * broker.provider-timeout (on_stall_timer in gateway.c). */
 	uv_timer_t stall_timer;
