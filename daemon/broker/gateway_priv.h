@@ -161,6 +161,30 @@ void gw_handle_request(struct gw_conn *c);
  * away: gone): what remains of it goes on without one. */
 void gw_call_detach(struct gw_call *k, bool gone);
 
+/* The calls curl ended are settled (call_done). */
+void gw_check_done(struct gateway *g);
+/* What the calls' curl event brought them is written: a write a call. */
+void gw_flush_dirty(struct gateway *g);
+
+/* gw_multi.c */
+
+/*
+ * libcurl and its TLS library are loaded and the multi made with the
+ * first call to a provider, not with spd (daemon/broker/gw_curl.h).
+ * Returns 0, -ELIBACC when libcurl cannot be loaded (why in g->curl_err)
+ * or -ENOMEM.
+ */
+int gw_curl(struct gateway *g);
+/* An easy handle for a call, with the options every call has: one kept
+ * from an ended call, or a new one; NULL on ENOMEM. */
+CURL *gw_easy_get(struct gateway *g);
+/* An easy handle done with (out of the multi): kept for the next call,
+ * nothing of its call left reachable from it, or cleaned up. */
+void gw_easy_put(struct gateway *g, CURL *e);
+/* The kept easy handles and the multi go (the kept provider connections
+ * close with it), once no call is left. */
+void gw_multi_release(struct gateway *g);
+
 /* gw_api.c */
 
 /* Longest route path (without its query): Gemini's name the model,
