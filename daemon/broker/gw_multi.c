@@ -28,9 +28,6 @@ struct gw_sock {
 	bool watched, polling; /* curl watches it; the handle is started */
 };
 
-
-
-
 static void on_poll_closed(uv_handle_t *h)
 {
 	struct gw_sock *s = h->data;
@@ -77,8 +74,6 @@ void gw_multi_release(struct gateway *g)
 			g->socks[i] = NULL;
 		}
 }
-
-
 
 /* curl acts on fd (or its timeouts), the calls it ended are settled,
  * and what the calls it read got is written. */
@@ -206,7 +201,6 @@ static int timer_cb(CURLM *m, long timeout_ms, void *userp)
 	return 0;
 }
 
-
 /*
  * libcurl and its TLS library are loaded and started with the first call
  * to a provider, not with spd (daemon/broker/gw_curl.h): an spd that
@@ -231,7 +225,6 @@ int gw_curl(struct gateway *g)
 			      (long)GATEWAY_PROVIDER_CONNS_KEPT);
 	return 0;
 }
-
 
 /* An easy handle for a call: one kept from an ended call, or a new one
  * with the options every call has; NULL on ENOMEM. */
@@ -261,4 +254,3 @@ CURL *gw_easy_get(struct gateway *g)
 	gw_curlf.easy_setopt(e, CURLOPT_CLOSESOCKETDATA, g);
 	return e;
 }
-
