@@ -40,12 +40,6 @@
 /* Longest provider header kept. */
 #define GATEWAY_RESP_HEADER_LEN 1024
 
-struct gw_sock {
-	uv_poll_t poll;
-	curl_socket_t fd;
-	struct gateway *g;
-};
-
 struct gw_call {
 	struct gateway *g;
 	struct gw_conn *conn; /* NULL once the client went away */
@@ -76,6 +70,12 @@ struct gw_call {
 	/* The reply's head, made when the provider's came, sent with the
 	 * first bytes of the body (one write, not two). */
 	struct buf head;
+	/* Reply bytes (chunk data) not yet written: out at the end of the
+	 * curl event that brought them (flush_dirty), with the last chunk
+	 * when the reply ends in the same event; on g->dirty meanwhile. */
+	struct buf pend;
+	bool dirty;
+	struct gw_call *next_dirty;
 	uint64_t start_ms;
 	/* When the provider last sent a byte (or the call began), and how
 	 * long it may then stay silent. */
@@ -90,9 +90,8 @@ struct gw_call {
 void gw_maybe_free(struct gateway *g)
 {
 	if (g->stopping && g->open_handles == 0 && !g->conns) {
-		if (g->multi)
-			gw_curlf.multi_cleanup(g->multi);
 		json_decref(g->label_cache);
+		free(g->socks);
 		free(g);
 	}
 }
@@ -117,12 +116,21 @@ static void call_unlink_free(struct gw_call *k)
 		g->calls = k->next;
 	if (k->next)
 		k->next->prev = k->prev;
+	if (k->dirty) {
+		struct gw_call **pp = &g->dirty;
+
+		while (*pp && *pp != k)
+			pp = &(*pp)->next_dirty;
+		if (*pp)
+			*pp = k->next_dirty;
+	}
 	if (k->easy) {
 		gw_curlf.multi_remove_handle(g->multi, k->easy);
-		gw_curlf.easy_cleanup(k->easy);
+		gw_easy_put(g, k->easy);
 	}
 	if (k->hdrs)
 		gw_curlf.slist_free_all(k->hdrs);
+	buf_free(&k->pend);
 	free(k->body);
 	usage_free(&k->usage);
 	redact_stream_free(k->rs);
@@ -167,12 +175,32 @@ static void make_head(struct gw_call *k)
 		   gw_conn_keeps(k->conn) ? "" : "Connection: close\r\n");
 }
 
-/* The head if not yet sent, out (taken) as a chunk, and the last chunk
- * when last: one write. */
+/* The head if not yet sent, the bytes pending and then out (taken; NULL
+ * for none) as a chunk, and the last chunk when last: one write. */
 static void send_chunk(struct gw_call *k, struct buf *out, bool last)
 {
+	if (out && out->len && buf_append(&k->pend, out->data, out->len) < 0) {
+		buf_free(&k->pend);
+		if (k->conn)
+			gw_conn_close(k->conn);
+		return;
+	}
 	if (k->conn)
-		gw_conn_chunk(k->conn, &k->head, out, last);
+		gw_conn_chunk(k->conn, &k->head, &k->pend, last);
+	buf_free(&k->pend);
+}
+
+/* What the calls' curl event brought them, out: a write a call. */
+void gw_flush_dirty(struct gateway *g)
+{
+	while (g->dirty) {
+		struct gw_call *k = g->dirty;
+
+		g->dirty = k->next_dirty;
+		k->dirty = false;
+		k->next_dirty = NULL;
+		send_chunk(k, NULL, false);
+	}
 }
 
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ud)
@@ -249,9 +277,24 @@ static void pass_bytes(struct gw_call *k, const char *data, size_t n)
 		else
 			buf_append(&k->rpc_body, out.data, out.len);
 	} else {
-		/* The head goes now even when the redactor holds every byte
-		 * of these. */
-		send_chunk(k, &out, false);
+		/* Out at the end of this curl event (flush_dirty), the head
+		 * with them even when the redactor holds every byte of
+		 * these. */
+		if (k->pend.len == 0) {
+			buf_free(&k->pend);
+			k->pend = out;
+			out = (struct buf)BUF_INIT;
+		} else if (buf_append(&k->pend, out.data, out.len) < 0) {
+			buf_free(&out);
+			if (k->conn)
+				gw_conn_close(k->conn);
+			return;
+		}
+		if (!k->dirty) {
+			k->dirty = true;
+			k->next_dirty = k->g->dirty;
+			k->g->dirty = k;
+		}
 	}
 	buf_free(&out);
 }
@@ -378,9 +421,12 @@ static void call_done(struct gw_call *k, CURLcode res)
 					body ? body : "{}");
 			free(body);
 		} else {
-			/* Mid-stream: no final chunk, so the client sees a
-			 * truncated response, never a complete-looking one. */
-			gw_conn_close(k->conn);
+			/* Mid-stream: what came is out, with no final chunk,
+			 * so the client sees a truncated response, never a
+			 * complete-looking one. */
+			send_chunk(k, NULL, false);
+			if (k->conn)
+				gw_conn_close(k->conn);
 		}
 	}
 	price_format_usd(cost, costbuf, sizeof(costbuf));
@@ -436,7 +482,7 @@ static void call_done(struct gw_call *k, CURLcode res)
 	call_unlink_free(k);
 }
 
-static void check_done(struct gateway *g)
+void gw_check_done(struct gateway *g)
 {
 	CURLMsg *m;
 	int left;
@@ -450,91 +496,6 @@ static void check_done(struct gateway *g)
 		if (k)
 			call_done(k, m->data.result);
 	}
-}
-
-static void on_poll_closed(uv_handle_t *h)
-{
-	struct gw_sock *s = h->data;
-	struct gateway *g = s->g;
-
-	free(s);
-	g->open_handles--;
-	gw_maybe_free(g);
-}
-
-static void on_poll(uv_poll_t *h, int status, int events)
-{
-	struct gw_sock *s = h->data;
-	struct gateway *g = s->g;
-	int flags = 0, running;
-
-	if (status < 0)
-		flags = CURL_CSELECT_ERR;
-	if (events & UV_READABLE)
-		flags |= CURL_CSELECT_IN;
-	if (events & UV_WRITABLE)
-		flags |= CURL_CSELECT_OUT;
-	gw_curlf.multi_socket_action(g->multi, s->fd, flags, &running);
-	check_done(g);
-}
-
-static int sock_cb(CURL *e, curl_socket_t fd, int what, void *userp,
-		   void *socketp)
-{
-	struct gateway *g = userp;
-	struct gw_sock *s = socketp;
-	int ev = 0;
-
-	if (what == CURL_POLL_REMOVE) {
-		if (s) {
-			uv_poll_stop(&s->poll);
-			gw_curlf.multi_assign(g->multi, fd, NULL);
-			uv_close((uv_handle_t *)&s->poll, on_poll_closed);
-		}
-		return 0;
-	}
-	if (!s) {
-		s = calloc(1, sizeof(*s));
-		if (!s)
-			return -1;
-		s->fd = fd;
-		s->g = g;
-		if (uv_poll_init_socket(g->spd->loop, &s->poll, fd) < 0) {
-			free(s);
-			return -1;
-		}
-		s->poll.data = s;
-		g->open_handles++;
-		gw_curlf.multi_assign(g->multi, fd, s);
-	}
-	if (what & CURL_POLL_IN)
-		ev |= UV_READABLE;
-	if (what & CURL_POLL_OUT)
-		ev |= UV_WRITABLE;
-	uv_poll_start(&s->poll, ev, on_poll);
-	return 0;
-}
-
-static void on_curl_timer(uv_timer_t *t)
-{
-	struct gateway *g = t->data;
-	int running;
-
-	gw_curlf.multi_socket_action(g->multi, CURL_SOCKET_TIMEOUT, 0,
-				     &running);
-	check_done(g);
-}
-
-static int timer_cb(CURLM *m, long timeout_ms, void *userp)
-{
-	struct gateway *g = userp;
-
-	if (timeout_ms < 0)
-		uv_timer_stop(&g->curl_timer);
-	else
-		uv_timer_start(&g->curl_timer, on_curl_timer,
-			       (uint64_t)timeout_ms, 0);
-	return 0;
 }
 
 /*
@@ -632,31 +593,6 @@ static int add_header(struct curl_slist **l, const char *fmt, ...)
 	return 0;
 }
 
-/*
- * libcurl and its TLS library are loaded and started with the first call
- * to a provider, not with spd (daemon/broker/gw_curl.h): an spd that
- * brokers no call never maps their pages, and spd idles within its
- * 10 MiB.  Returns 0, -ELIBACC when libcurl cannot be loaded (why in
- * g->curl_err) or -ENOMEM.
- */
-static int gw_curl(struct gateway *g)
-{
-	if (g->multi)
-		return 0;
-	if (gw_curl_load(g->curl_err, sizeof(g->curl_err)) < 0)
-		return -ELIBACC;
-	g->multi = gw_curlf.multi_init();
-	if (!g->multi)
-		return -ENOMEM;
-	gw_curlf.multi_setopt(g->multi, CURLMOPT_SOCKETFUNCTION, sock_cb);
-	gw_curlf.multi_setopt(g->multi, CURLMOPT_SOCKETDATA, g);
-	gw_curlf.multi_setopt(g->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
-	gw_curlf.multi_setopt(g->multi, CURLMOPT_TIMERDATA, g);
-	gw_curlf.multi_setopt(g->multi, CURLMOPT_MAXCONNECTS,
-			      (long)GATEWAY_PROVIDER_CONNS_KEPT);
-	return 0;
-}
-
 /* What the client and the journal are told when a call could not be
  * started: why libcurl did not load, or the plain failure. */
 static const char *start_error(struct gateway *g, int r, char *buf, size_t len)
@@ -680,7 +616,7 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 	r = gw_curl(k->g);
 	if (r < 0)
 		return r;
-	k->easy = gw_curlf.easy_init();
+	k->easy = gw_easy_get(k->g);
 	if (!k->easy)
 		return -ENOMEM;
 	if (asprintf(&url, "%s%s", p->url, target) < 0)
@@ -697,15 +633,10 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 		free(url);
 		return r;
 	}
+	/* What differs from call to call (easy_get set the rest). */
 	gw_curlf.easy_setopt(k->easy, CURLOPT_URL, url);
 	free(url);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_PRIVATE, k);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_NOSIGNAL, 1L);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_PROTOCOLS_STR, "http,https");
-	gw_curlf.easy_setopt(k->easy, CURLOPT_SSL_VERIFYPEER, 1L);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_SSL_VERIFYHOST, 2L);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_FOLLOWLOCATION, 0L);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_POST, 1L);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_POSTFIELDS, k->body);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_POSTFIELDSIZE_LARGE,
 			     (curl_off_t)k->body_len);
@@ -714,12 +645,6 @@ static int start_transfer(struct gw_call *k, const struct broker_provider *p,
 	gw_curlf.easy_setopt(k->easy, CURLOPT_WRITEDATA, k);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_HEADERFUNCTION, on_header);
 	gw_curlf.easy_setopt(k->easy, CURLOPT_HEADERDATA, k);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_CONNECTTIMEOUT,
-			     (long)GATEWAY_CONNECT_TIMEOUT_S);
-	gw_curlf.easy_setopt(k->easy, CURLOPT_NOPROXY, "*");
-	/* Each streamed event is a small packet: no Nagle towards the
-	 * provider either (curl's default, said here). */
-	gw_curlf.easy_setopt(k->easy, CURLOPT_TCP_NODELAY, 1L);
 	if (gw_curlf.multi_add_handle(k->g->multi, k->easy) != CURLM_OK)
 		return -EIO;
 	/* A provider silent this long has stalled: the call ends. */
@@ -1328,6 +1253,8 @@ void gateway_stop(struct gateway *g)
 
 		call_done(k, CURLE_ABORTED_BY_CALLBACK);
 	}
+	/* The kept provider connections close, and their poll handles. */
+	gw_multi_release(g);
 	for (struct gw_conn *c = g->conns; c; c = c->next)
 		gw_conn_close(c);
 	while (g->listeners)

@@ -25,8 +25,13 @@
  * default follows the handles in use, so a burst of calls that end
  * together had their connections closed and the next burst reconnect. */
 #define GATEWAY_PROVIDER_CONNS_KEPT 64
+/* Easy handles kept for the next calls (their options set once, their
+ * buffers allocated once): at most as many as calls at once that keep
+ * coming back. */
+#define GATEWAY_EASY_KEPT 64
 
 struct gw_call;
+struct gw_sock;
 
 /* Refusals of one kind (the same session and turn presented, method,
  * path, status and code) within GATEWAY_REFUSAL_WINDOW_MS are journaled
@@ -109,6 +114,18 @@ struct gateway {
 	 * (daemon/broker/gw_curl.h). */
 	char curl_err[256];
 	uv_timer_t curl_timer;
+	/* Each socket of curl's, by its fd, from its first use to its close
+	 * (curl's CURLOPT_CLOSESOCKETFUNCTION): a kept-alive provider
+	 * connection keeps its poll handle across calls (gateway.c). */
+	struct gw_sock **socks;
+	size_t n_socks;
+	/* Easy handles of calls that ended, for the next ones. */
+	CURL *easy_kept[GATEWAY_EASY_KEPT];
+	size_t n_easy_kept;
+	/* Calls with reply bytes not yet written: out at the end of the
+	 * curl event that brought them, in one write with the reply's last
+	 * chunk when it is in the same event. */
+	struct gw_call *dirty;
 	/* Ends the calls whose provider has sent nothing for
 	 * broker.provider-timeout (on_stall_timer in gateway.c). */
 	uv_timer_t stall_timer;
@@ -143,6 +160,30 @@ void gw_handle_request(struct gw_conn *c);
 /* Call k has no connection any more (its reply is out, or the client went
  * away: gone): what remains of it goes on without one. */
 void gw_call_detach(struct gw_call *k, bool gone);
+
+/* The calls curl ended are settled (call_done). */
+void gw_check_done(struct gateway *g);
+/* What the calls' curl event brought them is written: a write a call. */
+void gw_flush_dirty(struct gateway *g);
+
+/* gw_multi.c */
+
+/*
+ * libcurl and its TLS library are loaded and the multi made with the
+ * first call to a provider, not with spd (daemon/broker/gw_curl.h).
+ * Returns 0, -ELIBACC when libcurl cannot be loaded (why in g->curl_err)
+ * or -ENOMEM.
+ */
+int gw_curl(struct gateway *g);
+/* An easy handle for a call, with the options every call has: one kept
+ * from an ended call, or a new one; NULL on ENOMEM. */
+CURL *gw_easy_get(struct gateway *g);
+/* An easy handle done with (out of the multi): kept for the next call,
+ * nothing of its call left reachable from it, or cleaned up. */
+void gw_easy_put(struct gateway *g, CURL *e);
+/* The kept easy handles and the multi go (the kept provider connections
+ * close with it), once no call is left. */
+void gw_multi_release(struct gateway *g);
 
 /* gw_api.c */
 

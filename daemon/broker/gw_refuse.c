@@ -20,7 +20,6 @@ int64_t gw_journal(struct gateway *g, const char *session, json_t *detail,
 		   const char *fmt, ...)
 {
 	char summary[512];
-	char *txt;
 	int64_t row = 0;
 	va_list ap;
 
@@ -50,12 +49,10 @@ int64_t gw_journal(struct gateway *g, const char *session, json_t *detail,
 				    json_string(code ? "deny" : "allow"));
 		json_object_set_new(detail, "rule", json_string(rule));
 	}
-	txt = detail ? json_dumps(detail, JSON_COMPACT) : NULL;
 	if (g->spd->journal)
-		row = journal_append(g->spd->journal,
-				     session && session[0] ? session : NULL,
-				     "broker", "model.call", summary, txt);
-	free(txt);
+		row = journal_append_json(
+		    g->spd->journal, session && session[0] ? session : NULL,
+		    "broker", "model.call", summary, detail);
 	json_decref(detail);
 	return row;
 }

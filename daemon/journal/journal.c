@@ -787,9 +787,12 @@ bool journal_accepting(struct journal *j)
 	return ok;
 }
 
-int64_t journal_append(struct journal *j, const char *session,
-		       const char *actor, const char *kind, const char *summary,
-		       const char *detail_json)
+/* journal_append; parsed: detail_json is jansson's own output, valid
+ * JSON already (journal_append_json), not parsed again. */
+static int64_t append_row(struct journal *j, const char *session,
+			  const char *actor, const char *kind,
+			  const char *summary, const char *detail_json,
+			  bool parsed)
 {
 	struct journal_event e = {0};
 	_cleanup_free_ char *repaired = NULL;
@@ -816,7 +819,7 @@ int64_t journal_append(struct journal *j, const char *session,
 	}
 	if (!*kind)
 		return -EINVAL;
-	if (detail_json) {
+	if (detail_json && !parsed) {
 		json_t *jv = json_loads(detail_json, JSON_DECODE_ANY, NULL);
 
 		if (!jv)
@@ -871,6 +874,30 @@ unlock:
 	pthread_mutex_unlock(&j->mu);
 fail:
 	event_clear(&e);
+	return r;
+}
+
+int64_t journal_append(struct journal *j, const char *session,
+		       const char *actor, const char *kind, const char *summary,
+		       const char *detail_json)
+{
+	return append_row(j, session, actor, kind, summary, detail_json, false);
+}
+
+int64_t journal_append_json(struct journal *j, const char *session,
+			    const char *actor, const char *kind,
+			    const char *summary, const json_t *detail)
+{
+	char *txt = NULL;
+	int64_t r;
+
+	if (detail) {
+		txt = json_dumps(detail, JSON_COMPACT);
+		if (!txt)
+			return -ENOMEM;
+	}
+	r = append_row(j, session, actor, kind, summary, txt, true);
+	free(txt);
 	return r;
 }
 

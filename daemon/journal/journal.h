@@ -48,6 +48,7 @@
 #ifndef SPD_DAEMON_JOURNAL_H
 #define SPD_DAEMON_JOURNAL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -171,6 +172,12 @@ void journal_set_filter(struct journal *j,
 int64_t journal_append(struct journal *j, const char *session,
 		       const char *actor, const char *kind, const char *summary,
 		       const char *detail_json);
+/* journal_append with detail (NULL allowed) as jansson writes it
+ * (compact), which is valid JSON as made: it is not parsed again, the
+ * cost of a row a model call or a run writes. */
+int64_t journal_append_json(struct journal *j, const char *session,
+			    const char *actor, const char *kind,
+			    const char *summary, const json_t *detail);
 
 /*
  * Block until every row appended so far is committed, synced and recorded

@@ -833,6 +833,140 @@ START_TEST(test_keepalive_calls_in_sequence)
 }
 END_TEST
 
+/* spd keeps its provider connections between calls (and its easy
+ * handles): a provider that lets a kept connection go between two calls
+ * (x-standin-close: closed after the reply, which did not say so) costs
+ * the next call nothing but a new connection.  Every call answered,
+ * charged and journaled once. */
+START_TEST(test_provider_closes_kept_connection)
+{
+	struct turn t = begin(NULL);
+	int fd = connect_port(t.port), rows = 0;
+	char *plain = request_text(&t, "/v1/messages", NULL, MSG_BODY);
+	char *closing = request_text(&t, "/v1/messages",
+				     "x-standin-close: 1\r\n", MSG_BODY);
+	char *stream = request_text(
+	    &t, "/v1/messages",
+	    "x-standin-mode: stream\r\nx-standin-close: 1\r\n",
+	    "{\"model\":\"test-model\",\"max_tokens\":50,\"stream\":true}");
+	char *r, *body, *needle = fmt("(%s)", t.id);
+	json_t *row;
+
+	for (int i = 0; i < 8; i++) {
+		r = ask(fd, i % 3 == 0 ? closing : i % 3 == 1 ? stream : plain);
+		ck_assert_msg(status_of(r) == 200, "call %d: %s", i, r);
+		body = dechunk(r);
+		ck_assert_msg(has(body, i % 3 == 1 ? "message_stop" : "hello"),
+			      "call %d: %s", i, r);
+		free(body);
+		free(r);
+		/* The provider's end of a closed connection reaches spd
+		 * while curl does not watch it. */
+		if (i % 3 != 2)
+			usleep(50 * 1000);
+	}
+	close(fd);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"), 8 * CALL_PUSD);
+	ck_assert_int_eq(pusd(row, "reserved_usd"), 0);
+	json_decref(row);
+	for (int i = 0; i < 100 && rows < 8; i++) {
+		r = journal_until(needle);
+		rows = count_of(r, needle);
+		free(r);
+		if (rows < 8)
+			usleep(100 * 1000);
+	}
+	ck_assert_int_eq(rows, 8);
+	free(needle);
+	free(plain);
+	free(closing);
+	free(stream);
+}
+END_TEST
+
+/* 32 clients at once, each on its own kept-alive connection, four calls
+ * each, Anthropic's and OpenAI's, whole and streamed, all to one
+ * provider host: each client gets its own reply, whole (an easy handle
+ * or a provider connection reused by a call must carry nothing of the
+ * one before, and a reply's pieces written together must not cross),
+ * and every call is charged and journaled exactly once, nothing left
+ * reserved. */
+#define CONC_CLIENTS 32
+#define CONC_ROUNDS 4
+START_TEST(test_concurrent_keepalive_calls_each_their_own)
+{
+	struct turn t = begin("{\"cap_usd\":1}");
+	static const struct {
+		const char *path, *headers, *body, *expect;
+	} kinds[] = {
+	    {"/v1/messages", NULL, MSG_BODY, "\"type\": \"message\""},
+	    {"/v1/chat/completions", NULL,
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"messages\":[]}",
+	     "chat.completion"},
+	    {"/v1/messages", "x-standin-mode: stream\r\n",
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"stream\":true}",
+	     "message_stop"},
+	    {"/v1/chat/completions", "x-standin-mode: stream\r\n",
+	     "{\"model\":\"test-model\",\"max_tokens\":50,\"stream\":true,"
+	     "\"messages\":[]}",
+	     "[DONE]"},
+	};
+	int fds[CONC_CLIENTS], rows = 0;
+	char *r, *needle = fmt("(%s)", t.id);
+	json_t *row;
+
+	for (int i = 0; i < CONC_CLIENTS; i++)
+		fds[i] = connect_port(t.port);
+	for (int round = 0; round < CONC_ROUNDS; round++) {
+		/* Every client's request out before any reply is read. */
+		for (int i = 0; i < CONC_CLIENTS; i++) {
+			int k = (i + round) % 4;
+			char *req = request_text(
+			    &t, kinds[k].path, kinds[k].headers, kinds[k].body);
+
+			test_send(fds[i], req, strlen(req));
+			free(req);
+		}
+		for (int i = 0; i < CONC_CLIENTS; i++) {
+			int k = (i + round) % 4;
+			char *body;
+
+			r = read_all(fds[i]);
+			ck_assert_msg(status_of(r) == 200, "client %d: %s", i,
+				      r);
+			body = dechunk(r);
+			ck_assert_msg(
+			    has(body, kinds[k].expect) &&
+				!has(body, kinds[(k + 1) % 4].expect) &&
+				!has(body, kinds[(k + 3) % 4].expect),
+			    "client %d round %d got another's reply: %s", i,
+			    round, body);
+			ck_assert_msg(has(r, "\r\n0\r\n\r\n"),
+				      "client %d: no last chunk: %s", i, r);
+			free(body);
+			free(r);
+		}
+	}
+	for (int i = 0; i < CONC_CLIENTS; i++)
+		close(fds[i]);
+	row = turn_row(t.id);
+	ck_assert_int_eq(pusd(row, "spent_usd"),
+			 (long long)CONC_CLIENTS * CONC_ROUNDS * CALL_PUSD);
+	ck_assert_int_eq(pusd(row, "reserved_usd"), 0);
+	json_decref(row);
+	for (int i = 0; i < 100 && rows < CONC_CLIENTS * CONC_ROUNDS; i++) {
+		r = journal_until(needle);
+		rows = count_of(r, needle);
+		free(r);
+		if (rows < CONC_CLIENTS * CONC_ROUNDS)
+			usleep(100 * 1000);
+	}
+	ck_assert_int_eq(rows, CONC_CLIENTS * CONC_ROUNDS);
+	free(needle);
+}
+END_TEST
+
 /* The key is checked on every request of a connection: a turn ended
  * between two requests is refused on the second. */
 START_TEST(test_keepalive_key_checked_per_request)
@@ -2354,6 +2488,8 @@ int main(void)
 	tcase_add_test(tc, test_client_disconnect_still_charged);
 	tcase_add_test(tc, test_caps_from_config);
 	tcase_add_test(tc, test_keepalive_calls_in_sequence);
+	tcase_add_test(tc, test_provider_closes_kept_connection);
+	tcase_add_test(tc, test_concurrent_keepalive_calls_each_their_own);
 	tcase_add_test(tc, test_keepalive_key_checked_per_request);
 	tcase_add_test(tc, test_keepalive_smuggling_refused);
 	tcase_add_test(tc, test_keepalive_idle_timeout);

@@ -55,9 +55,13 @@ static const char *const fs_events[] = {
     "event: message_stop\ndata: {\"type\": \"message_stop\"}\n\n",
 };
 
+/* A whole Anthropic message: the peer gateway the bench runs beside spd
+ * (Portkey's) refuses one without its id, role and model. */
 static const char fs_plain[] =
-    "{\"type\": \"message\", \"content\": [{\"type\": \"text\", \"text\": "
-    "\"hello\"}], \"usage\": {\"input_tokens\": 100, \"output_tokens\": 50}}";
+    "{\"id\": \"msg_standin\", \"type\": \"message\", \"role\": "
+    "\"assistant\", \"model\": \"test-model\", \"content\": [{\"type\": "
+    "\"text\", \"text\": \"hello\"}], \"stop_reason\": \"end_turn\", "
+    "\"usage\": {\"input_tokens\": 100, \"output_tokens\": 50}}";
 
 /* Writes what c holds; what the socket does not take waits for EPOLLOUT. */
 static int fs_flush(int ep, struct fs_conn *c)

@@ -22,6 +22,9 @@ answered.  The request header x-standin-mode picks the behaviour:
   echo     HTTP 401 whose message quotes the key it received
   stall    the status line and headers, then nothing for 60 s
   drop     the first events of a stream, then the connection closes
+
+With x-standin-close the connection closes after the reply, without a
+"Connection: close" in it.
   script   an agent's model (the default when $STANDIN_SCRIPT names a
            file): replies in the wire format of the API called
            (Anthropic's messages, OpenAI's chat completions or responses,
@@ -147,6 +150,11 @@ class Handler(BaseHTTPRequestHandler):
             self.answer(mode, api, key, body)
         except (BrokenPipeError, ConnectionResetError):
             pass
+        # x-standin-close: the connection closes after the reply, which
+        # said nothing of it (a provider's front end letting a kept
+        # connection go).
+        if self.headers.get("x-standin-close"):
+            self.close_connection = True
         log({"path": self.path, "mode": mode, "finished": True})
 
     def sse_head(self):

@@ -237,6 +237,45 @@ START_TEST(test_append_commit_verify)
 }
 END_TEST
 
+/* journal_append_json: the detail as jansson writes it, compact, in the
+ * same chain as journal_append's rows (which it is not parsed again
+ * for); a NULL detail is a row without one. */
+START_TEST(test_append_json_rows)
+{
+	struct fixture f;
+	struct journal_verify_result vr;
+	struct query_result q;
+	json_t *d = json_pack("{s:s, s:i, s:[s,s]}", "turn", "t-1", "status",
+			      200, "labels", "agent-tool", "web");
+
+	fixture_init(&f, "journal-json");
+	open_journal(&f);
+	ck_assert_int_eq(journal_append(f.j, "s", "broker", "model.call", "one",
+					"{\"a\": 1}"),
+			 1);
+	ck_assert_int_eq(
+	    journal_append_json(f.j, "s", "broker", "model.call", "two", d), 2);
+	ck_assert_int_eq(journal_append_json(f.j, NULL, "broker", "model.call",
+					     "three", NULL),
+			 3);
+	ck_assert_int_eq(journal_flush(f.j), 0);
+	query(&f, 0, NULL, NULL, 0, &q);
+	ck_assert_uint_eq(q.n, 3);
+	ck_assert_str_eq(q.evs[1].detail,
+			 "{\"turn\":\"t-1\",\"status\":200,\"labels\":"
+			 "[\"agent-tool\",\"web\"]}");
+	ck_assert_ptr_null(q.evs[2].detail);
+	ck_assert_str_eq(q.evs[2].prev_hash, q.evs[1].hash);
+	query_result_free(&q);
+	journal_close_wait(&f);
+	ck_assert_int_eq(journal_verify_path(f.path, &vr), 0);
+	ck_assert_msg(vr.ok, "%s: %s", vr.reason, vr.detail);
+	ck_assert_int_eq(vr.checked, 3);
+	json_decref(d);
+	fixture_done(&f);
+}
+END_TEST
+
 /* ---- tamper cases ---- */
 
 /* A closed journal of TAMPER_ROWS rows; returns the fixture with j NULL. */
@@ -1128,6 +1167,7 @@ static Suite *journal_suite(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_append_commit_verify);
+	tcase_add_test(tc, test_append_json_rows);
 	tcase_add_test(tc, test_untouched_verifies);
 	tcase_add_test(tc, test_tamper_edit);
 	tcase_add_test(tc, test_tamper_delete_middle);
