@@ -1384,27 +1384,33 @@ bool linkwatch_walking(const struct linkwatch *lw, const char *workspace)
 	return false;
 }
 
-int linkwatch_names(struct linkwatch *lw, const char *workspace,
-		    struct linkwatch_list *ret)
+/* workspace's entry, made in place of the least recently used one
+ * when there is none (NULL: out of memory). */
+static struct lw_entry *entry_of(struct linkwatch *lw, const char *workspace)
 {
-	struct lw_entry *e = NULL, *lru = &lw->e[0];
+	struct lw_entry *lru = &lw->e[0];
 
 	for (size_t i = 0; i < ARRAY_SIZE(lw->e); i++) {
 		if (lw->e[i].workspace &&
-		    strcmp(lw->e[i].workspace, workspace) == 0) {
-			e = &lw->e[i];
-			break;
-		}
+		    strcmp(lw->e[i].workspace, workspace) == 0)
+			return &lw->e[i];
 		if (!lw->e[i].workspace ||
 		    (lru->workspace && lw->e[i].used < lru->used))
 			lru = &lw->e[i];
 	}
-	if (!e) {
-		entry_clear(lru);
-		if (!(lru->workspace = strdup(workspace)))
-			return 0;
-		e = lru;
-	}
+	entry_clear(lru);
+	if (!(lru->workspace = strdup(workspace)))
+		return NULL;
+	return lru;
+}
+
+int linkwatch_names(struct linkwatch *lw, const char *workspace,
+		    struct linkwatch_list *ret)
+{
+	struct lw_entry *e = entry_of(lw, workspace);
+
+	if (!e)
+		return 0;
 	e->used = ++lw->tick;
 	if (e->st) {
 		if (state_drain(e->st, true, &lw->events_run) == 0 &&
@@ -1472,29 +1478,12 @@ void linkwatch_prime(struct linkwatch *lw, const char *workspace)
 void linkwatch_prime_since(struct linkwatch *lw, const char *workspace,
 			   uint64_t since_rt)
 {
-	struct lw_entry *e = NULL, *lru = &lw->e[0];
+	struct lw_entry *e = entry_of(lw, workspace);
 	struct linkwatch_list l;
 
-	for (size_t i = 0; i < ARRAY_SIZE(lw->e); i++) {
-		if (lw->e[i].workspace &&
-		    strcmp(lw->e[i].workspace, workspace) == 0) {
-			e = &lw->e[i];
-			break;
-		}
-		if (!lw->e[i].workspace ||
-		    (lru->workspace && lw->e[i].used < lru->used))
-			lru = &lw->e[i];
-	}
 	/* Watched or being walked already: that log's start stands. */
-	if (e && (e->st || e->job))
+	if (!e || e->st || e->job)
 		return;
-	if (!e) {
-		entry_clear(lru);
-		if (!(lru->workspace = strdup(workspace)))
-			return;
-		e = lru;
-		e->used = ++lw->tick;
-	}
 	e->since_rt = since_rt;
 	(void)linkwatch_names(lw, workspace, &l);
 	/* Not started (a failed walk's pause, no memory): the next walk's
