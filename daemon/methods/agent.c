@@ -621,6 +621,7 @@ void agent_prime_recent(struct spd *spd)
 			linkwatch_prime_since(lw, w[i], since);
 		else
 			linkwatch_prime(lw, w[i]);
+		session_checkpoint_warm(spd->sessions, w[i]);
 	}
 	strv_free_array(w);
 }

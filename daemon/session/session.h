@@ -196,6 +196,14 @@ int session_git_warm(struct session_store *s);
  * after it from that checkpoint (as from git's own stat cache); the end
  * of the session reads the whole worktree.
  */
+/*
+ * At spd's start, for a recent worktree session (agent_prime_recent):
+ * spd's index of worktree read from disk and the tree it holds made, so
+ * that the first checkpoint after the restart applies the changes to
+ * them instead of reading and writing them whole on a run's path (about
+ * 30 ms for 10,000 files).  Nothing for any other workspace.
+ */
+void session_checkpoint_warm(struct session_store *s, const char *worktree);
 #define SESSION_KNOWN_MARGIN_NS (1000 * 1000)
 uint64_t session_worktree_known(struct session_store *s, const char *worktree);
 /*

@@ -215,6 +215,29 @@ uint64_t session_worktree_known(struct session_store *s, const char *worktree)
 	return 0;
 }
 
+static int ck_open(struct session_store *s, struct sess *x);
+
+void session_checkpoint_warm(struct session_store *s, const char *worktree)
+{
+	for (struct sess *x = s ? s->list : NULL; x; x = x->next) {
+		git_oid tree;
+
+		if (x->info.mode != SESSION_MODE_WORKTREE ||
+		    x->info.state != SESSION_ACTIVE || !x->info.worktree ||
+		    strcmp(x->info.worktree, worktree) != 0)
+			continue;
+		if (x->ck_idx || ck_open(s, x) < 0 || !x->ck_known_ns)
+			return;
+		/* The tree of the index as read: the base the first
+		 * checkpoint's changes are applied to (tree_updated). */
+		if (git_index_write_tree(&tree, x->ck_idx) == 0) {
+			x->ck_tree = tree;
+			x->ck_tree_set = true;
+		}
+		return;
+	}
+}
+
 /* Open (once per session, kept until its end) the main repository with
  * the worktree as its work dir and spd's index of it (seeded from the
  * checkout's: its stat cache spares hashing every file at first). */
