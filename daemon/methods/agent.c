@@ -611,8 +611,18 @@ void agent_prime_recent(struct spd *spd)
 	if (w[0] && session_git_warm(spd->sessions) < 0)
 		log_warn("libgit2 did not start; the first run tries again");
 	lw = linkwatch_get(&spd->linkwatch, spd->loop);
-	for (size_t i = 0; lw && w[i]; i++)
-		linkwatch_prime(lw, w[i]);
+	/* Each walk's change log from when spd's index of the worktree was
+	 * last written: the first checkpoint reads what changed since, not
+	 * the whole worktree on the loop. */
+	for (size_t i = 0; lw && w[i]; i++) {
+		uint64_t since = session_worktree_known(spd->sessions, w[i]);
+
+		if (since)
+			linkwatch_prime_since(lw, w[i], since);
+		else
+			linkwatch_prime(lw, w[i]);
+		session_checkpoint_warm(spd->sessions, w[i]);
+	}
 	strv_free_array(w);
 }
 

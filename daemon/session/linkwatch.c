@@ -110,6 +110,9 @@ struct lw_entry {
 	uint64_t used;
 	unsigned since_failed; /* runs since a walk failed, or 0 */
 	bool wanted;	       /* a walk was asked for while LW_WALKS_MAX ran */
+	/* The next walk's change log starts here (CLOCK_REALTIME ns; 0:
+	 * at the walk's start): linkwatch_prime_since. */
+	uint64_t since_rt;
 	/* The last walk's start, length and end (uv_now), for bg_drain. */
 	uint64_t walk_start_ms, walk_ms, walk_end_ms;
 };
@@ -199,7 +202,8 @@ static void walk_note(struct lw_state *st, const char *rel,
 	uint64_t c = (uint64_t)sb->st_ctim.tv_sec * 1000000000u +
 		     (uint64_t)sb->st_ctim.tv_nsec;
 
-	if (!st->walk_t0_rt || c + LW_CTIME_SLACK_NS < st->walk_t0_rt)
+	if (!st->walk_t0_rt || c + LW_CTIME_SLACK_NS <
+				   (st->note_rt ? st->note_rt : st->walk_t0_rt))
 		return;
 	/* The workspace itself is "/". */
 	if (dir && snprintf(buf, sizeof(buf), "%s/", rel) < (int)sizeof(buf))
@@ -1171,7 +1175,9 @@ static void entry_install(struct linkwatch *lw, struct lw_entry *e,
 	 * watch on every directory (what came before is the walk's, not
 	 * the log's). */
 	st->chg_taken = true;
-	st->chg_since = st->walk_t0_mono ? st->walk_t0_mono : uv_hrtime();
+	st->chg_since = st->note_mono	   ? st->note_mono
+			: st->walk_t0_mono ? st->walk_t0_mono
+					   : uv_hrtime();
 	if (!bg)
 		return;
 	bg->timer.data = bg->poll.data = bg;
@@ -1285,6 +1291,16 @@ static void job_start(struct linkwatch *lw, struct lw_entry *e)
 		    (uint64_t)rt.tv_sec * 1000000000u + (uint64_t)rt.tv_nsec;
 		j->st->walk_t0_mono = uv_hrtime();
 	}
+	/* A log from earlier than the walk (linkwatch_prime_since): what
+	 * was stamped since then, as that instant on the monotonic clock
+	 * (one before the boot: the walk's own start). */
+	if (e->since_rt && e->since_rt < j->st->walk_t0_rt &&
+	    j->st->walk_t0_rt - e->since_rt < j->st->walk_t0_mono) {
+		j->st->note_rt = e->since_rt;
+		j->st->note_mono =
+		    j->st->walk_t0_mono - (j->st->walk_t0_rt - e->since_rt);
+	}
+	e->since_rt = 0;
 	j->st->budget = max > LINKWATCH_WATCHES_RESERVE + held
 			    ? max - LINKWATCH_WATCHES_RESERVE - held
 			    : 0;
@@ -1368,27 +1384,33 @@ bool linkwatch_walking(const struct linkwatch *lw, const char *workspace)
 	return false;
 }
 
-int linkwatch_names(struct linkwatch *lw, const char *workspace,
-		    struct linkwatch_list *ret)
+/* workspace's entry, made in place of the least recently used one
+ * when there is none (NULL: out of memory). */
+static struct lw_entry *entry_of(struct linkwatch *lw, const char *workspace)
 {
-	struct lw_entry *e = NULL, *lru = &lw->e[0];
+	struct lw_entry *lru = &lw->e[0];
 
 	for (size_t i = 0; i < ARRAY_SIZE(lw->e); i++) {
 		if (lw->e[i].workspace &&
-		    strcmp(lw->e[i].workspace, workspace) == 0) {
-			e = &lw->e[i];
-			break;
-		}
+		    strcmp(lw->e[i].workspace, workspace) == 0)
+			return &lw->e[i];
 		if (!lw->e[i].workspace ||
 		    (lru->workspace && lw->e[i].used < lru->used))
 			lru = &lw->e[i];
 	}
-	if (!e) {
-		entry_clear(lru);
-		if (!(lru->workspace = strdup(workspace)))
-			return 0;
-		e = lru;
-	}
+	entry_clear(lru);
+	if (!(lru->workspace = strdup(workspace)))
+		return NULL;
+	return lru;
+}
+
+int linkwatch_names(struct linkwatch *lw, const char *workspace,
+		    struct linkwatch_list *ret)
+{
+	struct lw_entry *e = entry_of(lw, workspace);
+
+	if (!e)
+		return 0;
 	e->used = ++lw->tick;
 	if (e->st) {
 		if (state_drain(e->st, true, &lw->events_run) == 0 &&
@@ -1451,4 +1473,21 @@ void linkwatch_prime(struct linkwatch *lw, const char *workspace)
 	struct linkwatch_list l;
 
 	(void)linkwatch_names(lw, workspace, &l);
+}
+
+void linkwatch_prime_since(struct linkwatch *lw, const char *workspace,
+			   uint64_t since_rt)
+{
+	struct lw_entry *e = entry_of(lw, workspace);
+	struct linkwatch_list l;
+
+	/* Watched or being walked already: that log's start stands. */
+	if (!e || e->st || e->job)
+		return;
+	e->since_rt = since_rt;
+	(void)linkwatch_names(lw, workspace, &l);
+	/* Not started (a failed walk's pause, no memory): the next walk's
+	 * log starts at its own start. */
+	if (!e->job)
+		e->since_rt = 0;
 }

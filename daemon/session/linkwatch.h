@@ -137,6 +137,21 @@ int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret,
  */
 void linkwatch_prime(struct linkwatch *lw, const char *workspace);
 
+/*
+ * linkwatch_prime, with the change log (linkwatch_changes) starting at
+ * since_rt (CLOCK_REALTIME ns) rather than at the walk's start: the walk
+ * logs every entry stamped (ctime) since then, as it logs what changes
+ * while it runs, so that what changed while spd was not watching (spd
+ * stopped: the first checkpoint after a restart) is in the log and
+ * *ret_since says so.  The kernel sets a ctime at every change to a
+ * file's content, mode, links or name, and to a directory's entries; no
+ * system call sets it back.  Nothing when the workspace is watched or
+ * being walked already (that log's start stands), nor when since_rt is
+ * before the boot.
+ */
+void linkwatch_prime_since(struct linkwatch *lw, const char *workspace,
+			   uint64_t since_rt);
+
 /* Walks started (for tests and the bench: a workspace watched from the
  * first run on is walked once). */
 unsigned long linkwatch_walks(const struct linkwatch *lw);

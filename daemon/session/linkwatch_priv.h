@@ -87,6 +87,10 @@ struct lw_state {
 	 * after) and CLOCK_MONOTONIC ns: what it finds stamped since goes
 	 * to the log. */
 	uint64_t walk_t0_rt, walk_t0_mono;
+	/* The first walk's log from earlier than its start
+	 * (linkwatch_prime_since; 0: from walk_t0_rt): what it finds stamped
+	 * since note_rt (CLOCK_REALTIME ns), note_mono on CLOCK_MONOTONIC. */
+	uint64_t note_rt, note_mono;
 	long walk_left; /* entries walk_entry may still visit; -1: any */
 };
 

@@ -347,7 +347,7 @@ void sess_free(struct sess *x)
 	free(x->start_ids);
 	sess_ign_free(x->ign);
 	guard_free(x->guard);
-	sess_work_close(x);
+	sess_work_close(NULL, x);
 	sess_prov_free(x->prov);
 	info_clear(&x->info);
 	sodium_memzero(x->token_hash, sizeof(x->token_hash));
@@ -501,6 +501,7 @@ void session_store_free(struct session_store *s)
 	while (s->list) {
 		struct sess *x = s->list;
 		s->list = x->next;
+		sess_work_close(s, x);
 		sess_free(x);
 	}
 	while (s->early) {

@@ -257,8 +257,9 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 void sess_work_fresh(struct sess *x);
 /* Drop spd's index of the session's worktree. */
 void sess_work_forget(struct session_store *s, const char *id);
-/* Close x's repository and index (the index written out first); a
- * session without them is fine. */
-void sess_work_close(struct sess *x);
+/* Close x's repository and index (the index written out first, and as
+ * of when beside it; NULL s: the index alone, which an older .known
+ * still describes); a session without them is fine. */
+void sess_work_close(struct session_store *s, struct sess *x);
 
 #endif

@@ -115,6 +115,129 @@ static char *ckpt_index_path(struct session_store *s, const char *id)
 	return p;
 }
 
+/*
+ * When spd's index of the worktree on disk held it (CLOCK_REALTIME ns, in
+ * checkpoints/<id>.known beside the index): written after the index, so
+ * that a crash between the two leaves an earlier time (a longer log to
+ * apply, never a change missed), and removed before an index of unknown
+ * age is written.  After a restart the first checkpoint reads what was
+ * stamped since (the workspace's first walk, linkwatch_prime_since)
+ * instead of the whole worktree.
+ */
+static char *ckpt_known_path(struct session_store *s, const char *id)
+{
+	char *p = NULL;
+
+	if (asprintf(&p, "%s/checkpoints/%s.known", s->state_dir, id) < 0)
+		return NULL;
+	return p;
+}
+
+static uint64_t real_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Before the index is written: the time it will hold (0: unknown). */
+static void known_clear(struct session_store *s, struct sess *x)
+{
+	char *p = ckpt_known_path(s, x->info.id);
+
+	if (p)
+		(void)unlink(p);
+	free(p);
+}
+
+/* After the index was written as of x->ck_known_ns. */
+static void known_write(struct session_store *s, struct sess *x)
+{
+	char *p = ckpt_known_path(s, x->info.id), *tmp = NULL;
+	uint64_t mono = mono_ns(), rt = real_ns();
+	FILE *f;
+	if (!p || !x->ck_known_ns || x->ck_known_ns > mono ||
+	    mono - x->ck_known_ns > rt || asprintf(&tmp, "%s.tmp", p) < 0) {
+		if (p)
+			(void)unlink(p);
+		free(p);
+		return;
+	}
+	f = fopen(tmp, "we");
+	if (f &&
+	    fprintf(f, "%llu\n",
+		    (unsigned long long)(rt - (mono - x->ck_known_ns))) > 0 &&
+	    fclose(f) == 0) {
+		f = NULL;
+		if (rename(tmp, p) < 0)
+			(void)unlink(tmp);
+	} else {
+		if (f)
+			fclose(f);
+		(void)unlink(tmp);
+	}
+	free(tmp);
+	free(p);
+}
+
+/* The time checkpoints/<id>.known holds, or 0. */
+static uint64_t known_read(struct session_store *s, const char *id)
+{
+	char *p = ckpt_known_path(s, id);
+	unsigned long long v = 0;
+	FILE *f = p ? fopen(p, "re") : NULL;
+
+	if (f) {
+		if (fscanf(f, "%llu", &v) != 1)
+			v = 0;
+		fclose(f);
+	}
+	free(p);
+	return v;
+}
+
+uint64_t session_worktree_known(struct session_store *s, const char *worktree)
+{
+	for (struct sess *x = s ? s->list : NULL; x; x = x->next)
+		if (x->info.mode == SESSION_MODE_WORKTREE && x->info.worktree &&
+		    strcmp(x->info.worktree, worktree) == 0) {
+			uint64_t rt = known_read(s, x->info.id);
+
+			/* The log's start and ck_known_ns are each worked
+			 * out from two clocks read one after the other: the
+			 * log starts a little earlier, so as to be at or
+			 * before it. */
+			return rt > SESSION_KNOWN_MARGIN_NS
+				   ? rt - SESSION_KNOWN_MARGIN_NS
+				   : 0;
+		}
+	return 0;
+}
+
+static int ck_open(struct session_store *s, struct sess *x);
+
+void session_checkpoint_warm(struct session_store *s, const char *worktree)
+{
+	for (struct sess *x = s ? s->list : NULL; x; x = x->next) {
+		git_oid tree;
+
+		if (x->info.mode != SESSION_MODE_WORKTREE ||
+		    x->info.state != SESSION_ACTIVE || !x->info.worktree ||
+		    strcmp(x->info.worktree, worktree) != 0)
+			continue;
+		if (x->ck_idx || ck_open(s, x) < 0 || !x->ck_known_ns)
+			return;
+		/* The tree of the index as read: the base the first
+		 * checkpoint's changes are applied to (tree_updated). */
+		if (git_index_write_tree(&tree, x->ck_idx) == 0) {
+			x->ck_tree = tree;
+			x->ck_tree_set = true;
+		}
+		return;
+	}
+}
+
 /* Open (once per session, kept until its end) the main repository with
  * the worktree as its work dir and spd's index of it (seeded from the
  * checkout's: its stat cache spares hashing every file at first). */
@@ -151,6 +274,16 @@ static int ck_open(struct session_store *s, struct sess *x)
 		git_repository_free(x->ck_repo);
 		x->ck_repo = NULL;
 	}
+	/* After a restart: the index on disk holds the worktree as of its
+	 * .known, on this boot's monotonic clock (from before the boot:
+	 * unknown, read whole). */
+	if (!x->ck_known_ns && lstat(path, &st) == 0) {
+		uint64_t rt = known_read(s, x->info.id), now = real_ns(),
+			 mono = mono_ns();
+
+		if (rt && rt <= now && now - rt < mono)
+			x->ck_known_ns = mono - (now - rt);
+	}
 	r = sess_open_worktree(s, x, &x->ck_repo);
 	if (r < 0)
 		goto out;
@@ -160,7 +293,8 @@ static int ck_open(struct session_store *s, struct sess *x)
 	    git_index_read(x->ck_idx, 0) < 0) {
 		sess_seterr(s, "cannot read spd's index of the worktree: %s",
 			    sess_git_msg());
-		sess_work_close(x);
+		x->ck_known_ns = 0;
+		sess_work_close(s, x);
 		goto out;
 	}
 	r = 0;
@@ -171,11 +305,16 @@ out:
 	return r;
 }
 
-void sess_work_close(struct sess *x)
+void sess_work_close(struct session_store *s, struct sess *x)
 {
-	/* What the index knows (its stat cache) is kept for a restart. */
-	if (x->ck_idx)
-		git_index_write(x->ck_idx);
+	/* What the index knows (its stat cache, and as of when: .known)
+	 * is kept for a restart. */
+	if (x->ck_idx) {
+		if (s)
+			known_clear(s, x);
+		if (git_index_write(x->ck_idx) == 0 && s)
+			known_write(s, x);
+	}
 	git_index_free(x->ck_idx);
 	git_repository_free(x->ck_repo);
 	x->ck_idx = NULL;
@@ -621,14 +760,18 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 	x->ck_whole = r == -EAGAIN;
 	json_decref(x->ck_paths);
 	x->ck_paths = NULL;
-	if (r == -EAGAIN &&
-	    (git_index_add_all(x->ck_idx, NULL, GIT_INDEX_ADD_DEFAULT, NULL,
-			       NULL) < 0 ||
-	     git_index_update_all(x->ck_idx, NULL, NULL, NULL) < 0 ||
-	     git_index_write(x->ck_idx) < 0)) {
-		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
-		x->ck_known_ns = 0;
-		return -EIO;
+	if (r == -EAGAIN) {
+		known_clear(s, x);
+		if (git_index_add_all(x->ck_idx, NULL, GIT_INDEX_ADD_DEFAULT,
+				      NULL, NULL) < 0 ||
+		    git_index_update_all(x->ck_idx, NULL, NULL, NULL) < 0 ||
+		    git_index_write(x->ck_idx) < 0) {
+			sess_seterr(s, "cannot read the worktree: %s",
+				    sess_git_msg());
+			x->ck_known_ns = 0;
+			return -EIO;
+		}
+		known_write(s, x);
 	}
 	if (git_index_write_tree(ret_tree, x->ck_idx) < 0) {
 		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
@@ -1232,9 +1375,12 @@ void sess_work_forget(struct session_store *s, const char *id)
 	char *p = ckpt_index_path(s, id);
 
 	if (x)
-		sess_work_close(x);
+		sess_work_close(s, x);
 
 	if (p)
+		unlink(p);
+	free(p);
+	if ((p = ckpt_known_path(s, id)))
 		unlink(p);
 	free(p);
 }

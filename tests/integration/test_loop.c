@@ -498,6 +498,71 @@ START_TEST(test_checkpoint_tree_is_gits)
 }
 END_TEST
 
+/*
+ * After spd restarts (stopped, then killed), the first checkpoint reads
+ * what changed since spd's index of the worktree was written, from what
+ * the restart's walk found stamped since then (checkpoints/<id>.known),
+ * not the whole worktree on spd's loop; and what changed while spd was
+ * not running (a file changed, one deleted, a directory removed, one
+ * made, a mode changed) is in it: the same tree as git's.
+ */
+START_TEST(test_checkpoint_after_restart_reads_changes)
+{
+	struct sess s = {0};
+	char *rows, *sql;
+
+	test_sh(NULL,
+		"cd '%s' && for d in $(seq 1 20); do mkdir -p d$d; for f in "
+		"$(seq 1 20); do echo $d $f > d$d/f$f; done; done && git add "
+		"-A && git -c user.name=o -c user.email=o@o commit -qm many",
+		REPO);
+	start("rst", false, &s);
+	run_and_compare(&s, "echo 0 > zero.txt");
+	for (int round = 0; round < 2; round++) {
+		if (round == 0)
+			ck_assert_int_eq(test_spd_stop(&T), 0);
+		else
+			test_spd_kill(&T);
+		/* While spd is not running: the operator's hands, or a
+		 * process left behind. */
+		ck_assert_int_eq(
+		    test_sh(
+			NULL,
+			"cd '%s' && k=%d && echo down >> d$((k+1))/f1 && "
+			"rm d$((k+2))/f2 && rm -rf d$((k+3)) && mkdir -p "
+			"n$k/m && echo n > n$k/m/o && chmod +x d$((k+4))/f4 "
+			"&& mv d$((k+5))/f5 d$((k+6))/moved",
+			s.wt, round * 10),
+		    0);
+		/* Older than the start of the walk's log by more than a
+		 * clock tick. */
+		usleep(50 * 1000);
+		test_spd_start(&T);
+		run_and_compare(&s, round == 0 ? "echo after > after.txt"
+					       : "echo again >> after.txt");
+	}
+	sql = fmt("select detail from events where session='%s' and "
+		  "kind='session.checkpoint' order by id",
+		  s.id);
+	rows = test_journal_until(&T, sql, "\"n\":3");
+	/* Checkpoints 2 and 3 came after the restarts. */
+	ck_assert_msg(has(rows, "\"n\":3"), "checkpoints: %s", rows);
+	for (int n = 2; n <= 3; n++) {
+		char *key = fmt("\"n\":%d,", n), *row = strstr(rows, key);
+		size_t len = row ? strcspn(row, "\n") : 0;
+
+		ck_assert_msg(row && memmem(row, len, "\"read\":\"changes\"",
+					    strlen("\"read\":\"changes\"")),
+			      "checkpoint %d read the whole worktree: %s", n,
+			      rows);
+		free(key);
+	}
+	free(rows);
+	free(sql);
+	free(s.wt);
+}
+END_TEST
+
 /* ---- the end -------------------------------------------------------- */
 
 /* Uncommitted work at the end is committed on the branch (untracked
@@ -813,6 +878,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_first_checkpoint_waits_for_the_watch);
 	tcase_add_test(tc, test_checkpoint_tree_is_gits);
 	tcase_add_test(tc, test_checkpoint_tree_at_once);
+	tcase_add_test(tc, test_checkpoint_after_restart_reads_changes);
 	tcase_add_test(tc, test_end_commits_uncommitted_work);
 	tcase_add_test(tc, test_end_secret_refused_then_discard);
 	tcase_add_test(tc, test_end_keeps_stash);
