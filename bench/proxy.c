@@ -294,7 +294,8 @@ START_TEST(bench_proxy)
 	}
 	if (server_start() < 0)
 		ck_abort_msg("cannot listen on 127.0.0.2: %s", strerror(errno));
-	certs = test_tmpdir("bench-proxy-certs");
+	/* Where a run reads it: its SSL_CERT_FILE bundle is made here. */
+	certs = test_visible_tmpdir("bench-proxy-certs");
 	ck_assert_int_eq(
 	    test_sh(
 		NULL,

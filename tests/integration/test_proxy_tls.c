@@ -188,25 +188,10 @@ static bool usable(void)
 	       access("/usr/bin/sqlite3", X_OK) == 0;
 }
 
-/* A directory a run reads as the host has it: not under /tmp or
- * /var/tmp, which are each run's own (TMPDIR, else the build dir). */
-static char *outside_tmpdir(void)
-{
-	const char *base = getenv("TMPDIR");
-	char *t;
-
-	if (!base || base[0] != '/' || strncmp(base, "/tmp", 4) == 0 ||
-	    strncmp(base, "/var/tmp", 8) == 0)
-		base = test_build_dir();
-	ck_assert(asprintf(&t, "%s/spd-test-certs-XXXXXX", base) > 0);
-	ck_assert_ptr_nonnull(mkdtemp(t));
-	return t;
-}
-
 /* The test CA and the stand-in's certificate (both .test names). */
 static void make_certs(void)
 {
-	CERTS = outside_tmpdir();
+	CERTS = test_visible_tmpdir("certs");
 	ck_assert_int_eq(
 	    test_sh(NULL,
 		    "cd '%s' && "

@@ -65,6 +65,21 @@ char *test_tmpdir(const char *tag)
 	return tmpl;
 }
 
+char *test_visible_tmpdir(const char *tag)
+{
+	const char *base = getenv("TMPDIR");
+	char *tmpl;
+
+	if (!base || base[0] != '/' || strncmp(base, "/tmp", 4) == 0 ||
+	    strncmp(base, "/var/tmp", 8) == 0)
+		base = test_build_dir();
+	if (asprintf(&tmpl, "%s/spd-test-%s-XXXXXX", base, tag) < 0)
+		ck_abort_msg("asprintf");
+	if (!mkdtemp(tmpl))
+		ck_abort_msg("mkdtemp: %s", strerror(errno));
+	return tmpl;
+}
+
 void test_rmrf(const char *path)
 {
 	char *copy = strdup(path);

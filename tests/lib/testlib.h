@@ -47,6 +47,10 @@ bool test_host_has_layer(const char *layer);
 /* Make a fresh directory under $TMPDIR (or /tmp), mode 0700.  Returns a
  * malloc'd path; aborts the test on failure. */
 char *test_tmpdir(const char *tag);
+/* The same, in a directory a sandboxed run reads as the host has it: not
+ * under /tmp or /var/tmp, which are each run's own (TMPDIR when it is
+ * neither, else the build directory). */
+char *test_visible_tmpdir(const char *tag);
 /* rm -rf path.  Ignores errors. */
 void test_rmrf(const char *path);
 /* Write a whole file (mode 0600).  Aborts the test on failure. */
