@@ -752,6 +752,23 @@ static int count_of(const char *hay, const char *needle)
 	return n;
 }
 
+/* How many journal rows hold needle once n of them have been committed
+ * (group commit: waits up to 10 s for them). */
+static int journal_rows(const char *needle, int n)
+{
+	int rows = 0;
+	char *r;
+
+	for (int i = 0; i < 100 && rows < n; i++) {
+		r = journal_until(needle);
+		rows = count_of(r, needle);
+		free(r);
+		if (rows < n)
+			usleep(100 * 1000);
+	}
+	return rows;
+}
+
 /* One request on the kept-alive connection fd; its reply, whole. */
 static char *ask(int fd, const char *req)
 {
@@ -776,7 +793,7 @@ static bool ended(int fd)
 START_TEST(test_keepalive_calls_in_sequence)
 {
 	struct turn t = begin(NULL);
-	int fd = connect_port(t.port), rows = 0;
+	int fd = connect_port(t.port);
 	char *plain = request_text(&t, "/v1/messages", NULL, MSG_BODY);
 	char *stream =
 	    request_text(&t, "/v1/messages", "x-standin-mode: stream\r\n",
@@ -817,14 +834,7 @@ START_TEST(test_keepalive_calls_in_sequence)
 	ck_assert_int_eq(pusd(row, "spent_usd"), 5 * CALL_PUSD);
 	json_decref(row);
 	/* Each call its own journal row (group commit: wait for all). */
-	for (int i = 0; i < 100 && rows < 5; i++) {
-		r = journal_until(needle);
-		rows = count_of(r, needle);
-		free(r);
-		if (rows < 5)
-			usleep(100 * 1000);
-	}
-	ck_assert_int_eq(rows, 5);
+	ck_assert_int_eq(journal_rows(needle, 5), 5);
 	free(needle);
 	free(two);
 	free(plain);
@@ -841,7 +851,7 @@ END_TEST
 START_TEST(test_provider_closes_kept_connection)
 {
 	struct turn t = begin(NULL);
-	int fd = connect_port(t.port), rows = 0;
+	int fd = connect_port(t.port);
 	char *plain = request_text(&t, "/v1/messages", NULL, MSG_BODY);
 	char *closing = request_text(&t, "/v1/messages",
 				     "x-standin-close: 1\r\n", MSG_BODY);
@@ -870,14 +880,7 @@ START_TEST(test_provider_closes_kept_connection)
 	ck_assert_int_eq(pusd(row, "spent_usd"), 8 * CALL_PUSD);
 	ck_assert_int_eq(pusd(row, "reserved_usd"), 0);
 	json_decref(row);
-	for (int i = 0; i < 100 && rows < 8; i++) {
-		r = journal_until(needle);
-		rows = count_of(r, needle);
-		free(r);
-		if (rows < 8)
-			usleep(100 * 1000);
-	}
-	ck_assert_int_eq(rows, 8);
+	ck_assert_int_eq(journal_rows(needle, 8), 8);
 	free(needle);
 	free(plain);
 	free(closing);
@@ -912,7 +915,7 @@ START_TEST(test_concurrent_keepalive_calls_each_their_own)
 	     "\"messages\":[]}",
 	     "[DONE]"},
 	};
-	int fds[CONC_CLIENTS], rows = 0;
+	int fds[CONC_CLIENTS];
 	char *r, *needle = fmt("(%s)", t.id);
 	json_t *row;
 
@@ -955,14 +958,8 @@ START_TEST(test_concurrent_keepalive_calls_each_their_own)
 			 (long long)CONC_CLIENTS * CONC_ROUNDS * CALL_PUSD);
 	ck_assert_int_eq(pusd(row, "reserved_usd"), 0);
 	json_decref(row);
-	for (int i = 0; i < 100 && rows < CONC_CLIENTS * CONC_ROUNDS; i++) {
-		r = journal_until(needle);
-		rows = count_of(r, needle);
-		free(r);
-		if (rows < CONC_CLIENTS * CONC_ROUNDS)
-			usleep(100 * 1000);
-	}
-	ck_assert_int_eq(rows, CONC_CLIENTS * CONC_ROUNDS);
+	ck_assert_int_eq(journal_rows(needle, CONC_CLIENTS * CONC_ROUNDS),
+			 CONC_CLIENTS * CONC_ROUNDS);
 	free(needle);
 }
 END_TEST
