@@ -877,24 +877,27 @@ fail:
 	return r;
 }
 
-void conftab_file_sha256(const char *path, char hex[65])
+int conftab_file_sha256(const char *path, char hex[65])
 {
 	crypto_hash_sha256_state st;
 	unsigned char h[crypto_hash_sha256_BYTES], buf[4096];
 	ssize_t n = 0;
 	int fd = path ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	int err;
 
 	snprintf(hex, 65, "absent");
 	if (fd < 0)
-		return;
+		return path ? -errno : -EINVAL;
 	crypto_hash_sha256_init(&st);
 	while ((n = read(fd, buf, sizeof(buf))) > 0)
 		crypto_hash_sha256_update(&st, buf, (size_t)n);
+	err = errno;
 	close(fd);
 	if (n < 0) {
 		snprintf(hex, 65, "unreadable");
-		return;
+		return -err;
 	}
 	crypto_hash_sha256_final(&st, h);
 	sodium_bin2hex(hex, 65, h, sizeof(h));
+	return 0;
 }

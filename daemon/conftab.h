@@ -108,7 +108,7 @@ void conftab_range(const struct conftab_key *k, char *buf, size_t len);
 
 /* The SHA-256 of path's bytes (spd.conf: the operator's policy, rules,
  * limits and caps; no key value lives there) in hex into hex, "absent"
- * without the file or "unreadable". */
-void conftab_file_sha256(const char *path, char hex[65]);
+ * without the file or "unreadable"; 0 when hashed, else -errno. */
+int conftab_file_sha256(const char *path, char hex[65]);
 
 #endif

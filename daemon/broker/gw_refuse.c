@@ -52,7 +52,7 @@ int64_t gw_journal(struct gateway *g, const char *session, json_t *detail,
 	if (g->spd->journal)
 		row = journal_append_json(
 		    g->spd->journal, session && session[0] ? session : NULL,
-		    "broker", "model.call", summary, detail);
+		    "broker", "model.call", summary, detail, 0);
 	json_decref(detail);
 	return row;
 }

@@ -886,13 +886,14 @@ int64_t journal_append(struct journal *j, const char *session,
 
 int64_t journal_append_json(struct journal *j, const char *session,
 			    const char *actor, const char *kind,
-			    const char *summary, const json_t *detail)
+			    const char *summary, const json_t *detail,
+			    size_t flags)
 {
 	char *txt = NULL;
 	int64_t r;
 
 	if (detail) {
-		txt = json_dumps(detail, JSON_COMPACT);
+		txt = json_dumps(detail, JSON_COMPACT | flags);
 		if (!txt)
 			return -ENOMEM;
 	}

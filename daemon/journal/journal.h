@@ -173,11 +173,13 @@ int64_t journal_append(struct journal *j, const char *session,
 		       const char *actor, const char *kind, const char *summary,
 		       const char *detail_json);
 /* journal_append with detail (NULL allowed) as jansson writes it
- * (compact), which is valid JSON as made: it is not parsed again, the
- * cost of a row a model call or a run writes. */
+ * (compact, with json_dumps's flags besides), which is valid JSON as
+ * made: it is not parsed again, the cost of a row every request, run and
+ * model call writes. */
 int64_t journal_append_json(struct journal *j, const char *session,
 			    const char *actor, const char *kind,
-			    const char *summary, const json_t *detail);
+			    const char *summary, const json_t *detail,
+			    size_t flags);
 
 /*
  * Block until every row appended so far is committed, synced and recorded

@@ -840,18 +840,15 @@ static int run_journal_start(struct call *c, const struct run_request *req,
 	json_t *d = json_pack("{s:O, s:s, s:s, s:s?}", "argv", req->argv,
 			      "workspace", req->workspace, "net", rc->net_name,
 			      "turn", rc->turn[0] ? rc->turn : NULL);
-	char *text;
 
 	/* The output the operator may later look for came as one stream. */
 	if (d && req->merge_stderr)
 		json_object_set_new(d, "merge_stderr", json_true());
-	text = d ? json_dumps(d, JSON_COMPACT) : NULL;
-	int64_t jr = journal_append(
+	int64_t jr = journal_append_json(
 	    spd->journal, req->session_id,
 	    call_principal(c)->operator? "operator" : "agent", "run.start",
-	    json_string_value(json_array_get(req->argv, 0)), text);
+	    json_string_value(json_array_get(req->argv, 0)), d, 0);
 
-	free(text);
 	json_decref(d);
 	if (jr >= 0 && req->journal_row)
 		*req->journal_row = jr;

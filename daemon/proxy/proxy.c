@@ -55,7 +55,6 @@ static int64_t journal_event_label(struct pconn *c, const char *kind, json_t *d,
 	struct session_store *st = c->port->spd->sessions;
 	const char *sid = c->port->session;
 	char subject[PROXY_HOST_MAX + 8];
-	char *text;
 	int64_t row;
 
 	if (sid && st && d) {
@@ -66,13 +65,11 @@ static int64_t journal_event_label(struct pconn *c, const char *kind, json_t *d,
 		if (set)
 			json_object_set_new(d, "labels", set);
 	}
-	text = json_dumps(d, JSON_COMPACT);
 	snprintf(subject, sizeof(subject), "%s:%u", c->host, c->dport);
-	row = journal_append(c->port->spd->journal, sid, c->port->actor, kind,
-			     subject, text);
+	row = journal_append_json(c->port->spd->journal, sid, c->port->actor,
+				  kind, subject, d, 0);
 	if (row < 0)
 		log_warn("proxy: cannot journal %s for %s", kind, subject);
-	free(text);
 	json_decref(d);
 	return row;
 }

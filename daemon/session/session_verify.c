@@ -6,9 +6,7 @@
  * session.h.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <git2.h>
-#include <sodium.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -105,26 +103,14 @@ static void plan_commit(struct session_store *s, const struct sess *x,
 	s->err[0] = '\0';
 }
 
-/* The snapshot's SHA-256: which policy the checks ran under.  Hashed
- * in pieces; a snapshot that cannot be read leaves it "". */
+/* The snapshot's SHA-256: which policy the checks ran under; a snapshot
+ * that cannot be read leaves it "". */
 static void plan_policy_hash(const char *snap, struct session_verify_plan *p)
 {
-	crypto_hash_sha256_state st;
-	unsigned char h[crypto_hash_sha256_BYTES], buf[4096];
-	ssize_t n;
-	int fd = open(snap, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	char hex[65];
 
-	if (fd < 0)
-		return;
-	crypto_hash_sha256_init(&st);
-	while ((n = read(fd, buf, sizeof(buf))) > 0)
-		crypto_hash_sha256_update(&st, buf, (size_t)n);
-	close(fd);
-	if (n < 0)
-		return;
-	crypto_hash_sha256_final(&st, h);
-	sodium_bin2hex(p->policy_sha256, sizeof(p->policy_sha256), h,
-		       sizeof(h));
+	if (conftab_file_sha256(snap, hex) == 0)
+		snprintf(p->policy_sha256, sizeof(p->policy_sha256), "%s", hex);
 }
 
 int session_verify_plan(struct session_store *s, const char *id,

@@ -41,7 +41,6 @@ int64_t journal_request(struct spd *spd, const struct call_principal *who,
 {
 	char actor[64], sum[512];
 	json_t *d = detail ? json_incref(detail) : json_object();
-	char *text;
 	int64_t row = -1;
 
 	if (!spd->journal)
@@ -52,13 +51,11 @@ int64_t journal_request(struct spd *spd, const struct call_principal *who,
 			    json_integer((json_int_t)(dur_ns / 1000)));
 	json_object_set_new(d, "peer_uid", json_integer(who->peer_uid));
 	json_object_set_new(d, "peer_pid", json_integer(who->peer_pid));
-	text = json_dumps(d, JSON_COMPACT | JSON_SORT_KEYS);
 	snprintf(sum, sizeof(sum), "%s %s%s%s", method ? method : "-", outcome,
 		 summary ? ": " : "", summary ? summary : "");
-	row = journal_append(spd->journal, who->session_id,
-			     actor_of(who, actor, sizeof(actor)), kind, sum,
-			     text);
-	free(text);
+	row = journal_append_json(spd->journal, who->session_id,
+				  actor_of(who, actor, sizeof(actor)), kind,
+				  sum, d, JSON_SORT_KEYS);
 out:
 	json_decref(d);
 	return row;

@@ -254,23 +254,31 @@ START_TEST(test_append_json_rows)
 					"{\"a\": 1}"),
 			 1);
 	ck_assert_int_eq(
-	    journal_append_json(f.j, "s", "broker", "model.call", "two", d), 2);
+	    journal_append_json(f.j, "s", "broker", "model.call", "two", d, 0),
+	    2);
 	ck_assert_int_eq(journal_append_json(f.j, NULL, "broker", "model.call",
-					     "three", NULL),
+					     "three", NULL, 0),
 			 3);
+	/* json_dumps's flags besides compact: a request row's sorted keys. */
+	ck_assert_int_eq(journal_append_json(f.j, "s", "spd", "request", "four",
+					     d, JSON_SORT_KEYS),
+			 4);
 	ck_assert_int_eq(journal_flush(f.j), 0);
 	query(&f, 0, NULL, NULL, 0, &q);
-	ck_assert_uint_eq(q.n, 3);
+	ck_assert_uint_eq(q.n, 4);
 	ck_assert_str_eq(q.evs[1].detail,
 			 "{\"turn\":\"t-1\",\"status\":200,\"labels\":"
 			 "[\"agent-tool\",\"web\"]}");
 	ck_assert_ptr_null(q.evs[2].detail);
 	ck_assert_str_eq(q.evs[2].prev_hash, q.evs[1].hash);
+	ck_assert_str_eq(q.evs[3].detail,
+			 "{\"labels\":[\"agent-tool\",\"web\"],\"status\":"
+			 "200,\"turn\":\"t-1\"}");
 	query_result_free(&q);
 	journal_close_wait(&f);
 	ck_assert_int_eq(journal_verify_path(f.path, &vr), 0);
 	ck_assert_msg(vr.ok, "%s: %s", vr.reason, vr.detail);
-	ck_assert_int_eq(vr.checked, 3);
+	ck_assert_int_eq(vr.checked, 4);
 	json_decref(d);
 	fixture_done(&f);
 }
