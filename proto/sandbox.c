@@ -27,7 +27,7 @@ long sbxp_body_size(uint32_t type)
 	case SBXP_CANCEL:
 		return (long)sizeof(struct sbxp_cancel);
 	case SBXP_PROBE:
-		return 0;
+		return (long)sizeof(struct sbxp_probe);
 	case SBXP_PROBE_RESULT:
 		return (long)sizeof(struct sbx_layers);
 	case SBXP_LISTENER:

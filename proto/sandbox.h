@@ -128,7 +128,7 @@ enum sbxp_type {
 	SBXP_STARTED = 2,      /* sandboxd -> spd, struct sbxp_started */
 	SBXP_EXITED = 3,       /* sandboxd -> spd, struct sbxp_exited */
 	SBXP_CANCEL = 4,       /* spd -> sandboxd, struct sbxp_cancel */
-	SBXP_PROBE = 5,	       /* spd -> sandboxd, empty body */
+	SBXP_PROBE = 5,	       /* spd -> sandboxd, struct sbxp_probe */
 	SBXP_PROBE_RESULT = 6, /* sandboxd -> spd, struct sbx_layers */
 	SBXP_LISTENER = 7,     /* sandboxd -> spd, struct sbxp_listener + fd */
 	SBXP__TYPE_MAX,
@@ -257,6 +257,14 @@ enum sbxp_ended {
  * meanwhile, and a program that has not exited in five minutes of
  * SIGTERM is not going to. */
 #define SBXP_CANCEL_GRACE_MAX_MS (300 * 1000)
+
+/* PROBE: what spd will ask of the runs that follow, so that sandboxd
+ * makes ahead, while idle, what the first of them would make (their
+ * uid's user namespaces: sandboxd/linux/spawn.h, spawn_prepare). */
+struct sbxp_probe {
+	uint32_t run_uid; /* as sbxp_run's: 0, sandboxd's default */
+	uint32_t run_gid;
+};
 
 struct sbxp_cancel {
 	/* 0: SIGKILL at once; else SIGTERM, then SIGKILL after this long

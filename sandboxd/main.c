@@ -210,9 +210,15 @@ static void on_cancel(const struct sbxp_hdr *h, const void *body, int *fds,
 static void on_probe(const struct sbxp_hdr *h, const void *body, int *fds,
 		     size_t nfds)
 {
+	const struct sbxp_probe *p = body;
 	const struct sbx_layers *l = spawn_probe(&ctx);
 
 	send_or_die(SBXP_PROBE_RESULT, h->id, l, sizeof(*l));
+	/* spd probes once sandboxd starts: what the first run would make,
+	 * now (its filters and namespaces), and its spare once idle. */
+	spawn_prepare(&ctx, p->run_uid, p->run_gid);
+	if (nruns == 0 && !spare_due_ns)
+		spare_due_ns = spawn_now_ns();
 }
 
 static const struct {

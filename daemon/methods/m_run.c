@@ -1425,7 +1425,8 @@ void m_sandbox_probe(struct call *c)
 			   "sandboxd is not running");
 		return;
 	}
-	r = sbx_probe(spd->sbx, probe_done, c);
+	r = sbx_probe(spd->sbx, spd->config.run_uid, spd->config.run_gid,
+		      probe_done, c);
 	if (r < 0)
 		call_error(c, RPC_E_INTERNAL, NULL, "probe: %s", strerror(-r));
 }

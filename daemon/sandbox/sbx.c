@@ -911,23 +911,31 @@ void sbx_run_cancel(struct sbx_run *r)
 	}
 }
 
-int sbx_probe(struct sbx *s, void (*cb)(void *data, const struct sbx_layers *l),
-	      void *data)
+int sbx_probe(struct sbx *s, uint32_t run_uid, uint32_t run_gid,
+	      void (*cb)(void *data, const struct sbx_layers *l), void *data)
 {
 	struct sbx_probe_req *p;
+	struct sbxp_probe *m;
 	int r;
 
 	if (s->closing)
 		return -ESHUTDOWN;
 	p = calloc(1, sizeof(*p));
-	if (!p)
+	m = calloc(1, sizeof(*m));
+	if (!p || !m) {
+		free(p);
+		free(m);
 		return -ENOMEM;
+	}
 	p->id = ++s->next_id;
 	p->cb = cb;
 	p->data = data;
-	r = enqueue(s, SBXP_PROBE, p->id, NULL, 0, NULL, 0);
+	m->run_uid = run_uid;
+	m->run_gid = run_gid;
+	r = enqueue(s, SBXP_PROBE, p->id, m, sizeof(*m), NULL, 0);
 	if (r < 0) {
 		free(p);
+		free(m);
 		return r;
 	}
 	p->next = s->probes;

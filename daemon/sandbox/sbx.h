@@ -157,12 +157,13 @@ int sbx_run_input(struct sbx_run *r, const char *buf, size_t len);
 void sbx_run_input_close(struct sbx_run *r);
 
 /*
- * Ask sandboxd what this host lets it do (spctl doctor, daemon.status).
- * cb gets the layers, or NULL if sandboxd died first.  Returns 0 or
- * -errno.
+ * Ask sandboxd what this host lets it do (spctl doctor, daemon.status),
+ * saying which uid and gid the runs will have (spd.conf's sandbox.user:
+ * sandboxd makes their namespaces ahead).  cb gets the layers, or NULL
+ * if sandboxd died first.  Returns 0 or -errno.
  */
-int sbx_probe(struct sbx *s, void (*cb)(void *data, const struct sbx_layers *l),
-	      void *data);
+int sbx_probe(struct sbx *s, uint32_t run_uid, uint32_t run_gid,
+	      void (*cb)(void *data, const struct sbx_layers *l), void *data);
 
 /* sandboxd's pid, or -1 while it is being restarted (tests, bench). */
 pid_t sbx_pid(const struct sbx *s);

@@ -502,6 +502,27 @@ static const struct sock_fprog *seccomp_filter(struct spawn_ctx *ctx,
 	return f;
 }
 
+void spawn_prepare(struct spawn_ctx *ctx, uint32_t run_uid, uint32_t run_gid)
+{
+	uid_t uid = run_uid ? run_uid : SPAWN_RUN_UID_DEFAULT;
+	gid_t gid = run_gid ? run_gid : SPAWN_RUN_GID_DEFAULT;
+	int err, fd;
+
+	for (int net = 0; net < SBX_NET__COUNT; net++)
+		(void)seccomp_filter(ctx, (enum sbx_net)net, &err);
+	if (!ctx->root)
+		return;
+	/* Kept in ctx's cache, as a run's would be. */
+	if (ctx->layers.idmap_mounts)
+		(void)idmap_userns(ctx, uid, gid, &fd);
+	/* The spare's next (run_userns_ahead) is for this uid. */
+	if (!ctx->run_userns_set) {
+		ctx->run_userns_uid = uid;
+		ctx->run_userns_gid = gid;
+		ctx->run_userns_set = true;
+	}
+}
+
 /* The environment, scrubbed again here so that a bug in spd cannot pass
  * a key on, with NO_COLOR=1.  Returns a malloc'd array borrowing v's
  * strings, and the run's PATH in *ret_path. */

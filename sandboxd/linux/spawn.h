@@ -179,6 +179,15 @@ int spawn_ctx_init(struct spawn_ctx *ctx);
  * pointer into ctx, never NULL. */
 const struct sbx_layers *spawn_probe(struct spawn_ctx *ctx);
 
+/* Make ahead what the first runs would make (PROBE's sbxp_probe says
+ * their uid and gid, 0 the defaults): each network mode's seccomp filter
+ * and, as root, the uid's idmap user namespace (both kept in ctx), and
+ * have the next spare's run user namespace be that uid's.  Called after
+ * the probe's reply, so that the first run after sandboxd starts pays
+ * none of it.  What cannot be made is left for the run, which refuses
+ * or warns as it would have. */
+void spawn_prepare(struct spawn_ctx *ctx, uint32_t run_uid, uint32_t run_gid);
+
 /*
  * Start the run described by v, its output going to the descriptors
  * out_fd and err_fd (the same one for SBXP_RUN_MERGED) and its stdin read

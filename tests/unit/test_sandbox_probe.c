@@ -181,7 +181,7 @@ START_TEST(probe_reports_layers)
 	struct probe_out p = {0};
 
 	sbxt_setup(&f, NULL);
-	ck_assert_int_eq(sbx_probe(f.s, on_probe, &p), 0);
+	ck_assert_int_eq(sbx_probe(f.s, 0, 0, on_probe, &p), 0);
 	while (!p.done)
 		uv_run(&f.loop, UV_RUN_ONCE);
 	ck_assert(p.got);

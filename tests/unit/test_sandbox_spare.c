@@ -4,6 +4,7 @@
  * since, and a hot one, set up ahead for a run like the last, taken only
  * by a run it fits and never when the host changed what it covers.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -416,6 +417,109 @@ START_TEST(hot_spare_sees_swapped_credentials)
 }
 END_TEST
 
+/* Whether the process pid has a child (scanning /proc for its ppid). */
+static bool has_child(pid_t pid)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	bool found = false;
+
+	ck_assert_ptr_nonnull(d);
+	while (!found && (e = readdir(d))) {
+		char path[300], *stat, *rp;
+		int ppid = 0;
+
+		if (e->d_name[0] < '1' || e->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
+		stat = test_read_file(path);
+		/* "pid (comm) state ppid": comm may hold spaces. */
+		if (stat && (rp = strrchr(stat, ')')) &&
+		    sscanf(rp + 1, " %*c %d", &ppid) == 1 && ppid == pid)
+			found = true;
+		free(stat);
+	}
+	closedir(d);
+	return found;
+}
+
+static void probe_done(void *data, const struct sbx_layers *l)
+{
+	(void)l;
+	*(bool *)data = true;
+}
+
+/* spd's probe when sandboxd starts (daemon/modules.c), with the runs'
+ * uid and gid; then waits (10 s at most) for the spare sandboxd makes
+ * once idle after it. */
+static void hot_probe(struct hot_fx *h, uint32_t uid, uint32_t gid)
+{
+	bool done = false;
+
+	ck_assert_int_eq(sbx_probe(h->f.s, uid, gid, probe_done, &done), 0);
+	while (!done)
+		uv_run(&h->f.loop, UV_RUN_ONCE);
+	for (int i = 0; i < 1000 && !has_child(sbx_pid(h->f.s)); i++)
+		usleep(10 * 1000);
+	ck_assert_msg(has_child(sbx_pid(h->f.s)),
+		      "sandboxd made no spare after the probe");
+}
+
+/*
+ * After spd's probe sandboxd makes ahead what the first run would have
+ * made (spawn_prepare): its filters, as root the run uid's user
+ * namespaces, and a spare.  The first run after sandboxd starts (after a
+ * restart of spd) takes that spare, and is the run it asked for.
+ */
+START_TEST(probe_readies_the_first_run)
+{
+	struct hot_fx h;
+	struct sbxt_outcome o;
+	char want[32];
+
+	hot_setup(&h);
+	hot_probe(&h, 0, 0);
+	sbxt_run_sh(&h.f, "id -u; echo x > made; cat made", &o);
+	SBXT_REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	snprintf(want, sizeof(want), "%u\nx\n",
+		 geteuid() == 0 ? SPAWN_RUN_UID_DEFAULT : geteuid());
+	ck_assert_str_eq(o.out.data ? o.out.data : "", want);
+	ck_assert_int_eq(o.exit_code, 0);
+	/* Taken from the spare made after the probe, not cloned. */
+	ck_assert_int_eq(hot_count(&h, "spare"), 1);
+	sbxt_outcome_free(&o);
+	hot_teardown(&h);
+}
+END_TEST
+
+/* A probe that named another uid than the run has (spd.conf's
+ * sandbox.user changed since): the run still gets its own uid. */
+START_TEST(probe_for_another_uid_runs_as_asked)
+{
+	struct hot_fx h;
+	struct sbxt_outcome o;
+	char want[32];
+
+	if (geteuid() != 0)
+		TEST_SKIP("the run uid is spd's choice only when sandboxd "
+			  "runs as root");
+	hot_setup(&h);
+	hot_probe(&h, 4321, 4321);
+	sbxt_run_sh(&h.f, "id -u; id -g", &o);
+	SBXT_REQUIRE_SANDBOX(&o);
+	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
+		      o.error_msg);
+	snprintf(want, sizeof(want), "%u\n%u\n", SPAWN_RUN_UID_DEFAULT,
+		 SPAWN_RUN_GID_DEFAULT);
+	ck_assert_str_eq(o.out.data ? o.out.data : "", want);
+	ck_assert_int_eq(o.exit_code, 0);
+	sbxt_outcome_free(&o);
+	hot_teardown(&h);
+}
+END_TEST
+
 static Suite *sandbox_spare_suite(void)
 {
 	Suite *s = suite_create("sandbox_spare");
@@ -428,6 +532,8 @@ static Suite *sandbox_spare_suite(void)
 	tcase_add_test(tc, hot_spare_sees_swapped_credentials);
 	tcase_add_test(tc, hot_spare_sees_a_link_made_outside);
 	tcase_add_test(tc, hot_spares_for_four_workspaces_in_turns);
+	tcase_add_test(tc, probe_readies_the_first_run);
+	tcase_add_test(tc, probe_for_another_uid_runs_as_asked);
 	suite_add_tcase(s, tc);
 	return s;
 }
