@@ -289,7 +289,7 @@ static void child_confine(const struct child_args *a, int fd, int userns)
 			child_fail(fd, L_RLIMIT, errno, i);
 	}
 	spawn_step("cmd.rlimits");
-	/* Root: into the run's own user namespace (spawn.c, run_userns),
+	/* Root: into the run's own user namespace (userns.c, userns_run),
 	 * with the rlimits set, before the uid changes: from here on the
 	 * kernel counts this run's processes apart from every other's. */
 	if (a->root && userns >= 0) {

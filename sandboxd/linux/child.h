@@ -86,7 +86,7 @@ struct child_args {
 	int fd_in;   /* the command's stdin (SBXP_RUN_STDIN), or -1 */
 	int fd_sync; /* forked init only: sandboxd's go-ahead, else -1 */
 	/* Root: the user namespace the command enters before it drops to
-	 * run_uid, the run's own (spawn.c, run_userns); else -1. */
+	 * run_uid, the run's own (userns.c, userns_run); else -1. */
 	int fd_userns;
 	/* A spare applied the plan's head already (mountplan_apply_head). */
 	bool plan_head_done;

@@ -131,8 +131,8 @@ struct spawn_ctx {
 	 * (heat_len bytes), or NULL. */
 	void *heat_msg;
 	size_t heat_len;
-	/* Root: the next run's user namespace, made ahead (spawn.c,
-	 * run_userns) for the last run's uid and gid, or -1. */
+	/* Root: the next run's user namespace, made ahead (userns.c,
+	 * userns_run) for the last run's uid and gid, or -1. */
 	int run_userns_fd;
 	bool run_userns_set;
 	uid_t run_userns_uid;
