@@ -225,13 +225,27 @@ void spare_make(struct spawn_ctx *ctx, bool heat)
  * false when it failed and exited. */
 static bool slot_ready(struct spare_slot *sl)
 {
+	struct pollfd p = {sl->sock, POLLIN, 0};
 	char c = 0;
 	ssize_t n;
+	int r;
 
 	if (sl->said_ready)
 		return true;
+	/* Bounded: a spare that never answers must not hold sandboxd, and
+	 * every run after it, for good; the run is cloned anew instead. */
 	do {
-		n = recv(sl->sock, &c, 1, 0);
+		r = poll(&p, 1, SPARE_READY_TIMEOUT_MS);
+	} while (r < 0 && errno == EINTR);
+	if (r == 0) {
+		fprintf(stderr,
+			"sandboxd: a spare did not say it was ready within "
+			"%d ms; it is dropped and the run cloned anew\n",
+			SPARE_READY_TIMEOUT_MS);
+		return false;
+	}
+	do {
+		n = recv(sl->sock, &c, 1, MSG_DONTWAIT);
 	} while (n < 0 && errno == EINTR);
 	sl->said_ready = n == 1 && c == 'r';
 	return sl->said_ready;
@@ -423,10 +437,20 @@ static pid_t slot_take(struct spare_slot *sl, const struct child_args *a,
 	*report_w = -1;
 	*status_r = sl->status;
 	sl->status = -1;
-	/* POLLHUP only: the records stay for the loop to read. */
-	while (!(p.revents & (POLLHUP | POLLERR)))
-		if (poll(&p, 1, -1) < 0 && errno != EINTR)
+	/* POLLHUP only: the records stay for the loop to read.  The run's
+	 * setup may walk a big workspace (its hard-link check), so there is
+	 * no bound; one that takes long says so, once. */
+	for (int waited = 0; !(p.revents & (POLLHUP | POLLERR));) {
+		int r = poll(&p, 1, SPARE_SETUP_SAY_MS);
+
+		if (r < 0 && errno != EINTR)
 			break;
+		if (r == 0 && !waited++)
+			fprintf(stderr,
+				"sandboxd: a run's setup in its spare (init pid "
+				"%d) has not reached its exec after %d ms\n",
+				(int)pid, SPARE_SETUP_SAY_MS);
+	}
 	return pid;
 }
 
