@@ -81,7 +81,8 @@
 /* A state dropped by a read in the background is walked again at once
  * when the workspace's last walk ended at least this many times its
  * length ago (something dropping it again and again keeps spd's walks
- * under a fifth of a CPU, at nice 19); otherwise the next run starts it. */
+ * under a fifth of a CPU, at nice 19); otherwise once that time has come
+ * (lw_rewalk), or when a run asks first. */
 #define LW_BG_REWALK_RATIO 4
 /* Nodes of entries gone (deleted: their watches went) are kept, since
  * others may name them as their directory.  A read in the background
@@ -115,6 +116,8 @@ struct lw_entry {
 	uint64_t since_rt;
 	/* The last walk's start, length and end (uv_now), for bg_drain. */
 	uint64_t walk_start_ms, walk_ms, walk_end_ms;
+	/* When a walk put off by LW_BG_REWALK_RATIO is due (uv_now), or 0. */
+	uint64_t rewalk_due_ms;
 };
 
 struct lw_job {
@@ -139,8 +142,17 @@ struct lw_bg {
 	bool burst; /* the last read found LW_BG_BURST events or more */
 };
 
+/* The timer of the walks put off (lw_entry's rewalk_due_ms): made at the
+ * first, unreferenced, and like lw_bg's handles it outlives the
+ * linkwatch until its close callback. */
+struct lw_rewalk {
+	uv_timer_t timer;
+	struct linkwatch *lw; /* NULL once the linkwatch is freed */
+};
+
 struct linkwatch {
 	uv_loop_t *loop;
+	struct lw_rewalk *rewalk;
 	struct lw_entry e[LINKWATCH_WORKSPACES_MAX];
 	uint64_t tick;
 	unsigned long walks;
@@ -1114,6 +1126,66 @@ static void entry_drop(struct lw_entry *e)
 
 static void bg_readable(uv_poll_t *p, int status, int events);
 
+static void rewalk_closed(uv_handle_t *h)
+{
+	free(h->data);
+}
+
+/* The walks put off that are due now start; the timer is set again for
+ * the next. */
+static void rewalk_fire(uv_timer_t *t)
+{
+	struct lw_rewalk *rw = t->data;
+	struct linkwatch *lw = rw->lw;
+	uint64_t now = uv_now(t->loop), next = 0;
+
+	for (size_t i = 0; lw && i < ARRAY_SIZE(lw->e); i++) {
+		struct lw_entry *e = &lw->e[i];
+
+		if (!e->rewalk_due_ms)
+			continue;
+		/* A run started it first, or the entry went. */
+		if (!e->workspace || e->st || e->job) {
+			e->rewalk_due_ms = 0;
+		} else if (e->rewalk_due_ms <= now) {
+			e->rewalk_due_ms = 0;
+			job_start(lw, e);
+		} else if (!next || e->rewalk_due_ms < next) {
+			next = e->rewalk_due_ms;
+		}
+	}
+	if (next)
+		uv_timer_start(t, rewalk_fire, next - now, 0);
+}
+
+/* e's walk once due (uv_now): the list comes back without a run having
+ * to find it gone and pay sandboxd's walk.  Without memory for the
+ * timer, a run starts it, as before. */
+static void rewalk_later(struct linkwatch *lw, struct lw_entry *e,
+			 uint64_t due)
+{
+	struct lw_rewalk *rw = lw->rewalk;
+	uint64_t now = uv_now(lw->loop);
+
+	if (!rw) {
+		if (!(rw = calloc(1, sizeof(*rw))) ||
+		    uv_timer_init(lw->loop, &rw->timer) < 0) {
+			free(rw);
+			return;
+		}
+		rw->timer.data = rw;
+		rw->lw = lw;
+		uv_unref((uv_handle_t *)&rw->timer);
+		lw->rewalk = rw;
+	}
+	if (e->rewalk_due_ms && e->rewalk_due_ms <= due)
+		return;
+	e->rewalk_due_ms = due;
+	if (!uv_is_active((uv_handle_t *)&rw->timer) ||
+	    uv_timer_get_due_in(&rw->timer) > due - now)
+		uv_timer_start(&rw->timer, rewalk_fire, due - now, 0);
+}
+
 /*
  * The background read (LW_BG_DELAY_MS after the queue became readable):
  * the events are applied now, so that a run finds the queue empty, or
@@ -1134,10 +1206,13 @@ static void bg_drain(uv_timer_t *t)
 		return;
 	before = lw->events_bg;
 	if (state_drain(e->st, false, &lw->events_bg) < 0) {
+		uint64_t due = e->walk_end_ms + LW_BG_REWALK_RATIO * e->walk_ms;
+
 		entry_drop(e);
-		if (!e->job &&
-		    now - e->walk_end_ms >= LW_BG_REWALK_RATIO * e->walk_ms)
+		if (!e->job && now >= due)
 			job_start(lw, e);
+		else if (!e->job)
+			rewalk_later(lw, e, due);
 		return;
 	}
 	bg->burst = lw->events_bg - before >= LW_BG_BURST;
@@ -1357,6 +1432,10 @@ void linkwatch_free(struct linkwatch *lw)
 		return;
 	for (size_t i = 0; i < ARRAY_SIZE(lw->e); i++)
 		entry_clear(&lw->e[i]);
+	if (lw->rewalk) {
+		lw->rewalk->lw = NULL;
+		uv_close((uv_handle_t *)&lw->rewalk->timer, rewalk_closed);
+	}
 	free(lw);
 }
 

@@ -633,6 +633,49 @@ START_TEST(linkwatch_read_in_background)
 }
 END_TEST
 
+/*
+ * A state dropped in the background soon after its walk (within
+ * LW_BG_REWALK_RATIO times the walk's length: a burst of new files, an
+ * install) is walked again once that time has come, without a run
+ * asking: the run after it finds a list, instead of being the one that
+ * finds it gone and pays sandboxd's walk (bench/README.md, note 4).
+ */
+START_TEST(linkwatch_rewalk_put_off)
+{
+	struct sbxt_fixture f;
+	struct linkwatch *lw;
+	const char *const *names;
+	char a[PATH_MAX + 16], b[PATH_MAX + 16], in[PATH_MAX], out[PATH_MAX];
+
+	lw_setup(&f, &lw);
+	lw_plant(&f, in, out, sizeof(in));
+	/* Big enough that the walk takes some ms, and so the window. */
+	snprintf(a, sizeof(a), "%s/big", f.ws);
+	ck_assert_int_eq(mkdir(a, 0755), 0);
+	ck_assert_int_eq(bench_make_files(a, 10000, 100), 0);
+	ck_assert(lw_list(&f, lw, &names));
+	ck_assert_uint_eq(linkwatch_walks(lw), 1);
+	/* At once after the walk: out of the workspace, the state goes. */
+	snprintf(b, sizeof(b), "%s/big", f.outside);
+	ck_assert_int_eq(rename(a, b), 0);
+	/* Put off by at most 4 times the walk's length (1.1 s here for
+	 * these files, at nice 19 with a watch on each): a minute. */
+	for (int i = 0; i < 1200 && linkwatch_walks(lw) < 2; i++)
+		lw_spin(&f, 50);
+	ck_assert_msg(linkwatch_walks(lw) == 2,
+		      "the state dropped was not walked again without a run");
+	for (int i = 0; i < 10000 && linkwatch_walking(lw, f.ws); i++)
+		lw_spin(&f, 1);
+	ck_assert_int_eq(lw_names(lw, f.ws, &names), 1);
+	ck_assert_uint_eq(linkwatch_walks(lw), 2);
+	ck_assert(listed(names, "planted"));
+	ck_assert(listed(names, "sub/shared"));
+	lw_check(&f, names, in, out);
+	linkwatch_free(lw);
+	sbxt_teardown(&f);
+}
+END_TEST
+
 /* Whether a thread of this process runs at nice value nice (field 19 of
  * /proc/self/task/TID/stat). */
 static bool thread_at_nice(long nice)
@@ -1033,6 +1076,7 @@ static Suite *sandbox_linkwatch_suite(void)
 	tcase_add_test(tc, linkwatch_planted_after_watch);
 	tcase_add_test(tc, linkwatch_fallback_walks);
 	tcase_add_test(tc, linkwatch_walks_bounded);
+	tcase_add_test(tc, linkwatch_rewalk_put_off);
 	tcase_add_test(tc, linkwatch_renames_kept);
 	tcase_add_test(tc, linkwatch_big_arrival_walked_aside);
 	tcase_add_test(tc, linkwatch_random_ops_match_walk);
