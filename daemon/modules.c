@@ -73,8 +73,8 @@ int modules_start(struct spd *spd, char *errbuf, size_t errlen)
 			 spd->sandboxd_path, strerror(-r));
 		return r;
 	}
-	sbx_probe(spd->sbx, spd->config.run_uid, spd->config.run_gid,
-		  on_probe, spd);
+	sbx_probe(spd->sbx, spd->config.run_uid, spd->config.run_gid, on_probe,
+		  spd);
 	r = gate_start(spd);
 	if (r < 0) {
 		snprintf(errbuf, errlen, "cannot start the policy gate: %s",

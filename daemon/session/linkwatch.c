@@ -1161,8 +1161,7 @@ static void rewalk_fire(uv_timer_t *t)
 /* e's walk once due (uv_now): the list comes back without a run having
  * to find it gone and pay sandboxd's walk.  Without memory for the
  * timer, a run starts it, as before. */
-static void rewalk_later(struct linkwatch *lw, struct lw_entry *e,
-			 uint64_t due)
+static void rewalk_later(struct linkwatch *lw, struct lw_entry *e, uint64_t due)
 {
 	struct lw_rewalk *rw = lw->rewalk;
 	uint64_t now = uv_now(lw->loop);

@@ -446,10 +446,11 @@ static pid_t slot_take(struct spare_slot *sl, const struct child_args *a,
 		if (r < 0 && errno != EINTR)
 			break;
 		if (r == 0 && !waited++)
-			fprintf(stderr,
-				"sandboxd: a run's setup in its spare (init pid "
-				"%d) has not reached its exec after %d ms\n",
-				(int)pid, SPARE_SETUP_SAY_MS);
+			fprintf(
+			    stderr,
+			    "sandboxd: a run's setup in its spare (init pid "
+			    "%d) has not reached its exec after %d ms\n",
+			    (int)pid, SPARE_SETUP_SAY_MS);
 	}
 	return pid;
 }

@@ -465,6 +465,15 @@ static void hot_probe(struct hot_fx *h, uint32_t uid, uint32_t gid)
 		      "sandboxd made no spare after the probe");
 }
 
+/* The run o ran, wrote out and exited 0. */
+static void ran_ok(const struct sbxt_outcome *o, const char *out)
+{
+	ck_assert_msg(o->error_code == NULL, "%s: %s", o->error_code,
+		      o->error_msg);
+	ck_assert_str_eq(o->out.data ? o->out.data : "", out);
+	ck_assert_int_eq(o->exit_code, 0);
+}
+
 /*
  * After spd's probe sandboxd makes ahead what the first run would have
  * made (spawn_prepare): its filters, as root the run uid's user
@@ -481,12 +490,9 @@ START_TEST(probe_readies_the_first_run)
 	hot_probe(&h, 0, 0);
 	sbxt_run_sh(&h.f, "id -u; echo x > made; cat made", &o);
 	SBXT_REQUIRE_SANDBOX(&o);
-	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
-		      o.error_msg);
 	snprintf(want, sizeof(want), "%u\nx\n",
 		 geteuid() == 0 ? SPAWN_RUN_UID_DEFAULT : geteuid());
-	ck_assert_str_eq(o.out.data ? o.out.data : "", want);
-	ck_assert_int_eq(o.exit_code, 0);
+	ran_ok(&o, want);
 	/* Taken from the spare made after the probe, not cloned. */
 	ck_assert_int_eq(hot_count(&h, "spare"), 1);
 	sbxt_outcome_free(&o);
@@ -509,12 +515,9 @@ START_TEST(probe_for_another_uid_runs_as_asked)
 	hot_probe(&h, 4321, 4321);
 	sbxt_run_sh(&h.f, "id -u; id -g", &o);
 	SBXT_REQUIRE_SANDBOX(&o);
-	ck_assert_msg(o.error_code == NULL, "%s: %s", o.error_code,
-		      o.error_msg);
 	snprintf(want, sizeof(want), "%u\n%u\n", SPAWN_RUN_UID_DEFAULT,
 		 SPAWN_RUN_GID_DEFAULT);
-	ck_assert_str_eq(o.out.data ? o.out.data : "", want);
-	ck_assert_int_eq(o.exit_code, 0);
+	ran_ok(&o, want);
 	sbxt_outcome_free(&o);
 	hot_teardown(&h);
 }
