@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/inotify.h>
+#include <sys/stat.h>
 
 #define LW_NONE UINT32_MAX
 /* Renames between a name's leaving and its arrival at once (more drop
@@ -98,6 +99,29 @@ struct lw_state {
  * its depth, or -errno. */
 int lw_node_path(const struct lw_state *st, uint32_t node, char *buf,
 		 size_t size);
+
+/* Names of multi-linked files a state may list: past it, the state goes
+ * (sandboxd's walk).  Past SBXP_LINKS_EACH_MAX of them with a link
+ * outside, a run gets directories to bind whole instead of those below
+ * them (plan_build), which is what lets a pnpm project of thousands
+ * have a list. */
+#define LW_NAMES_MAX (1u << 17)
+
+/* The tables (linkwatch_nodes.c).  lw_join: dir/name into buf (dir ""
+ * gives name), or -ENAMETOOLONG.  lw_names_add: list rel, the name of a
+ * multi-linked file, or note what its file is now when listed already.
+ * lw_node_add: record that wd watches a new node (a second name of a
+ * file already watched keeps its node).  lw_node_moved: node found again
+ * under name in dnode (at sub) by an IN_MOVED_TO takes its new name and
+ * place, and the listed names below a directory follow it; -ESTALE when
+ * it is not the entry the node was.  Each returns 0 or -errno. */
+int lw_join(char *buf, size_t size, const char *dir, const char *name);
+int lw_names_add(struct lw_state *st, const char *rel,
+		 const struct lw_nmeta *m);
+int lw_node_add(struct lw_state *st, int wd, uint32_t parent, const char *name,
+		bool dir, uint64_t ino);
+int lw_node_moved(struct lw_state *st, uint32_t node, uint32_t dnode,
+		  const char *name, const struct stat *sb, const char *sub);
 
 /* st's view for a run (view, vro), made again when stale
  * (linkwatch_plan.c).  0 or -ENOMEM. */
