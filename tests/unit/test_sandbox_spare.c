@@ -417,7 +417,10 @@ START_TEST(hot_spare_sees_swapped_credentials)
 }
 END_TEST
 
-/* Whether the process pid has a child (scanning /proc for its ppid). */
+/* Whether the process pid has a child that is not a copy of itself (by
+ * its name): a spare, whose pid 1 executes sandboxd-init at once, and
+ * not the short-lived clone that makes a user namespace (scanning /proc
+ * for its ppid). */
 static bool has_child(pid_t pid)
 {
 	DIR *d = opendir("/proc");
@@ -435,7 +438,8 @@ static bool has_child(pid_t pid)
 		stat = test_read_file(path);
 		/* "pid (comm) state ppid": comm may hold spaces. */
 		if (stat && (rp = strrchr(stat, ')')) &&
-		    sscanf(rp + 1, " %*c %d", &ppid) == 1 && ppid == pid)
+		    sscanf(rp + 1, " %*c %d", &ppid) == 1 && ppid == pid &&
+		    !strstr(stat, "(sandboxd)"))
 			found = true;
 		free(stat);
 	}
