@@ -547,12 +547,33 @@ static int update_push(git_tree_update **v, size_t *n, size_t *cap,
 /* The updates for "DIR/": each entry of DIR in base that the index has
  * neither as a file nor as a directory any more goes.  Its path strings
  * are kept in x->ck_strs until the tree is made. */
+/* Whether the index holds an entry below the directory dir (its length
+ * dlen): "dir/...".  Entries that only begin with its name sort first
+ * (".spd.conf" before ".spd/x": '.' is below '/'), so the first entry
+ * with the prefix is not enough; the scan stops past the prefix. */
+static bool index_has_below(git_index *idx, const char *dir, size_t dlen)
+{
+	size_t pos;
+
+	if (git_index_find_prefix(&pos, idx, dir) < 0)
+		return false;
+	for (; pos < git_index_entrycount(idx); pos++) {
+		const git_index_entry *e = git_index_get_byindex(idx, pos);
+
+		if (strncmp(e->path, dir, dlen) != 0)
+			return false;
+		if (e->path[dlen] == '/')
+			return true;
+	}
+	return false;
+}
+
 static int prune_updates(struct sess *x, git_tree *base, const char *p,
 			 git_tree_update **u, size_t *n, size_t *cap)
 {
 	git_tree_entry *te = NULL;
 	git_tree *dir = NULL;
-	size_t plen = strlen(p), pos;
+	size_t plen = strlen(p);
 	char *d = strndup(p, plen - 1);
 	int r = 0;
 
@@ -571,7 +592,6 @@ static int prune_updates(struct sess *x, git_tree *base, const char *p,
 	for (size_t i = 0; r == 0 && i < git_tree_entrycount(dir); i++) {
 		const char *name =
 		    git_tree_entry_name(git_tree_entry_byindex(dir, i));
-		const git_index_entry *e;
 		char *child;
 		size_t clen;
 
@@ -581,10 +601,7 @@ static int prune_updates(struct sess *x, git_tree *base, const char *p,
 		}
 		clen = strlen(child);
 		if (git_index_get_bypath(x->ck_idx, child, 0) ||
-		    (git_index_find_prefix(&pos, x->ck_idx, child) == 0 &&
-		     (e = git_index_get_byindex(x->ck_idx, pos)) &&
-		     strncmp(e->path, child, clen) == 0 &&
-		     e->path[clen] == '/')) {
+		    index_has_below(x->ck_idx, child, clen)) {
 			free(child);
 			continue;
 		}
