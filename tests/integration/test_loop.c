@@ -435,7 +435,9 @@ static void run_and_compare(const struct sess *s, const char *line)
  * A run at once after the start, while the watch's first walk may still
  * be under way: what the walk found stamped since it began, and what its
  * watches saw after, make the same tree as git's, deletions and a
- * directory moved in whole included.
+ * directory moved in whole included.  cc/ beside cc.conf (which sorts
+ * before cc/x): a new entry of the top directory the walk may log as
+ * "/", and cc/ must not then be taken for gone.
  */
 START_TEST(test_checkpoint_tree_at_once)
 {
@@ -445,11 +447,13 @@ START_TEST(test_checkpoint_tree_at_once)
 	/* Enough files that the walk takes a while. */
 	test_sh(NULL,
 		"cd '%s' && for d in $(seq 1 30); do mkdir -p d$d; for f in "
-		"$(seq 1 30); do echo $d $f > d$d/f$f; done; done && git add "
-		"-A && git -c user.name=o -c user.email=o@o commit -qm many",
+		"$(seq 1 30); do echo $d $f > d$d/f$f; done; done && mkdir cc "
+		"&& echo c > cc/x && echo c > cc.conf && git add -A && git -c "
+		"user.name=o -c user.email=o@o commit -qm many",
 		REPO);
 	start("now", false, &s);
-	run_and_compare(&s, "echo x > d1/f1 && rm d2/f2 && rm -rf d3 && mkdir "
+	run_and_compare(&s, "echo r > top && echo x > d1/f1 && rm d2/f2 && rm "
+			    "-rf d3 && mkdir "
 			    "-p /tmp/m/n && echo m > /tmp/m/n/o && mv /tmp/m "
 			    "d4/m && echo new > d5/new");
 	run_and_compare(&s, "echo y > d6/f6 && rm -rf d7 && mv d8 d9/d8");
