@@ -197,9 +197,14 @@ static void on_cancel(const struct sbxp_hdr *h, const void *body, int *fds,
 		return;
 	run->cancelled = true;
 	/* SIGTERM first, so that the command can finish what it was
-	 * writing; what is left after the grace is killed (main loop). */
+	 * writing; what is left after the grace is killed (main loop).
+	 * Before the start, once it has started: its init handles SIGTERM
+	 * from then on (init.h, FD_REPORT). */
 	if (m->grace_ms && !run->killed) {
-		spawn_term(run);
+		if (run->started)
+			spawn_term(run);
+		else
+			run->term_pending = true;
 		run->kill_ns =
 		    spawn_now_ns() + (uint64_t)m->grace_ms * 1000000ull;
 	} else {
@@ -484,6 +489,9 @@ int main(int argc, char **argv)
 				send_or_die(SBXP_STARTED, runs[i].id,
 					    &runs[i].info,
 					    sizeof(runs[i].info));
+				if (runs[i].term_pending && !runs[i].killed)
+					spawn_term(&runs[i]);
+				runs[i].term_pending = false;
 			}
 			if (pp->revents ||
 			    (ps->revents && spawn_read_status(&runs[i])))

@@ -455,12 +455,12 @@ __attribute__((noreturn)) void child_init(const struct child_args *a)
 	if (cmd < 0)
 		child_fail(FD_REPORT, L_SETUP, errno, 0);
 	spawn_step("init.cmd_exec");
-	/* The report pipe closes with this exec, so that its end tells
-	 * sandboxd the command (which closed its copy when it exec'd) is
-	 * running; a failed exec is reported on it. */
-	r = fcntl(FD_REPORT, F_SETFD, FD_CLOEXEC) < 0
-		? -errno
-		: child_exec_init(FD_INIT, cmd, false);
+	/* The report pipe stays open into sandboxd-init, which closes it
+	 * once its SIGTERM handler is set (init.h, FD_REPORT): its end then
+	 * tells sandboxd that the command (which closed its copy when it
+	 * exec'd) is running and that a SIGTERM for the run reaches it.  A
+	 * failed exec is reported on it. */
+	r = child_exec_init(FD_INIT, cmd, false);
 	kill(cmd, SIGKILL);
 	child_fail(FD_REPORT, L_INIT, r, 0);
 }

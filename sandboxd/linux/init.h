@@ -52,7 +52,13 @@ struct rec {
 
 /* The fixed descriptors of init and the command after the shuffle: 0 is
  * /dev/null, 1 and 2 the output pipes. */
-#define FD_REPORT 3 /* setup records; close-on-exec in the command */
+/* FD_REPORT: the setup's records; close-on-exec in the command.  A run
+ * cloned anew hands it to sandboxd-init, which closes it once it handles
+ * SIGTERM: until then a pid namespace's init drops a SIGTERM sent from
+ * outside, and a run cancelled that early would run on until its kill
+ * grace ended (test_sandbox_spawn, cancel_terms_first, under load).  A
+ * spare's init has its ready pipe there instead (FD_READY). */
+#define FD_REPORT 3
 #define FD_STATUS 4 /* init's REC_STATUS */
 #define FD_INIT 5   /* sandboxd-init, sealed in a memfd; close-on-exec */
 /* Root: the command's user namespace (child_args.fd_userns), which the

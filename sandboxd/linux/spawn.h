@@ -153,6 +153,9 @@ struct spawn_run {
 	bool failed;	      /* a setup record refused the run */
 	bool timed_out;
 	bool cancelled;
+	/* A CANCEL's SIGTERM waits for the start: until then the run's init
+	 * may not handle it yet, and would drop it (init.h, FD_REPORT). */
+	bool term_pending;
 	bool killed; /* spawn_kill sent SIGKILL */
 	/* A CANCEL's SIGTERM was sent: SIGKILL is due at this time (main.c),
 	 * or 0. */

@@ -9,9 +9,11 @@
  * command PID; a spare's pid 1 executes it before its run, beside the
  * process that will set the run up and become the command PID, which
  * waits for the byte this writes on descriptor 3 once it holds nothing
- * (init.h, FD_READY).  It holds descriptor 4, the status pipe, and
- * nothing it does not need: it drops every capability but CAP_KILL
- * (drop_privileges) and sets no_new_privs first, then reaps whatever the
+ * (init.h, FD_READY).  It holds descriptor 4, the status pipe (and in a
+ * run cloned anew descriptor 3, the report pipe, until it handles
+ * SIGTERM: init.h, FD_REPORT), and nothing it does not need: it drops
+ * every capability but CAP_KILL (drop_privileges) and sets no_new_privs
+ * first, then reaps whatever the
  * pid namespace hands it until the command itself ends, writes that wait
  * status as one REC_STATUS record, and exits.  SIGTERM from sandboxd (spd
  * ending the run) it passes on to the command's process group
@@ -264,6 +266,11 @@ __attribute__((used, noreturn)) void init_main(long *sp)
 		} while (n == -EINTR);
 		if (n != 1 || sys1(__NR_close, FD_READY) < 0)
 			die(CHILD_EXIT_REFUSED);
+	} else {
+		/* A run cloned anew: the report pipe, whose end tells
+		 * sandboxd the run has started, now that SIGTERM is handled
+		 * (init.h, FD_REPORT). */
+		sys1(__NR_close, FD_REPORT);
 	}
 	for (;;) {
 		int st = 0;
