@@ -437,21 +437,10 @@ static pid_t slot_take(struct spare_slot *sl, const struct child_args *a,
 	*report_w = -1;
 	*status_r = sl->status;
 	sl->status = -1;
-	/* POLLHUP only: the records stay for the loop to read.  The run's
-	 * setup may walk a big workspace (its hard-link check), so there is
-	 * no bound; one that takes long says so, once. */
-	for (int waited = 0; !(p.revents & (POLLHUP | POLLERR));) {
-		int r = poll(&p, 1, SPARE_SETUP_SAY_MS);
-
-		if (r < 0 && errno != EINTR)
+	/* POLLHUP only: the records stay for the loop to read. */
+	while (!(p.revents & (POLLHUP | POLLERR)))
+		if (poll(&p, 1, -1) < 0 && errno != EINTR)
 			break;
-		if (r == 0 && !waited++)
-			fprintf(
-			    stderr,
-			    "sandboxd: a run's setup in its spare (init pid "
-			    "%d) has not reached its exec after %d ms\n",
-			    (int)pid, SPARE_SETUP_SAY_MS);
-	}
 	return pid;
 }
 

@@ -28,10 +28,8 @@ void spare_heat_drop(struct spawn_ctx *ctx);
 #define SPARE_HEAT_TIMEOUT_MS 1000
 /* How long a run waits for the spare it takes to say it is ready (made
  * a few ms before, usually long ready) before it is dropped and the run
- * cloned anew; and after how long a run's setup in its spare, which is
- * not bounded, is reported on stderr (spd's log). */
+ * cloned anew. */
 #define SPARE_READY_TIMEOUT_MS 2000
-#define SPARE_SETUP_SAY_MS 10000
 
 /*
  * Heats the spare to heat (spare_to_heat) for the run in a, which hot

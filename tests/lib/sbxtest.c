@@ -1,6 +1,7 @@
 /*
  * The sandbox suites' fixture and store trees (tests/lib/sbxtest.h).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -76,6 +77,38 @@ void sbxt_outcome_free(struct sbxt_outcome *o)
 void sbxt_wait_for_spare(void)
 {
 	usleep(100 * 1000);
+}
+
+char *sbxt_init_status(const char *pid, pid_t sandboxd)
+{
+	char path[300], *st, *ppid;
+
+	if (pid[0] < '1' || pid[0] > '9')
+		return NULL;
+	snprintf(path, sizeof(path), "/proc/%s/status", pid);
+	st = test_read_file(path);
+	ppid = st ? strstr(st, "\nPPid:\t") : NULL;
+	/* Executed from its memfd: named "memfd:sandboxd-init", cut to the
+	 * 15 bytes a comm holds. */
+	if (st && strncmp(st, "Name:\tmemfd:sandboxd", 20) == 0 && ppid &&
+	    atoi(ppid + 7) == (int)sandboxd)
+		return st;
+	free(st);
+	return NULL;
+}
+
+bool sbxt_has_init(pid_t sandboxd)
+{
+	DIR *d = opendir("/proc");
+	struct dirent *e;
+	char *st = NULL;
+
+	ck_assert_ptr_nonnull(d);
+	while (!st && (e = readdir(d)))
+		st = sbxt_init_status(e->d_name, sandboxd);
+	closedir(d);
+	free(st);
+	return st != NULL;
 }
 
 void sbxt_setup(struct sbxt_fixture *f, const char *sandboxd)

@@ -61,6 +61,12 @@ void sbxt_outcome_free(struct sbxt_outcome *o);
  * takes the spare instead of a clone of its own.  The pause is ample and
  * nothing is timed by it. */
 void sbxt_wait_for_spare(void);
+/* /proc/<pid>/status when that process (pid: a name in /proc) is
+ * sandboxd's child executing sandboxd-init (a run's or a spare's init),
+ * else NULL (malloc'd). */
+char *sbxt_init_status(const char *pid, pid_t sandboxd);
+/* Whether sandboxd has such a child. */
+bool sbxt_has_init(pid_t sandboxd);
 
 /* A sandboxd (the program at sandboxd, NULL: the build's) under spd's
  * supervisor on f's loop, a fresh workspace and a fresh directory

@@ -312,26 +312,6 @@ START_TEST(spare_init_ready_after_drop)
 }
 END_TEST
 
-/* /proc/<pid>/status when that process is sandboxd's child executing
- * sandboxd-init, else NULL (malloc'd). */
-static char *sandboxd_init_status(const char *pid, pid_t sandboxd)
-{
-	char path[300], *st, *ppid;
-
-	if (pid[0] < '1' || pid[0] > '9')
-		return NULL;
-	snprintf(path, sizeof(path), "/proc/%s/status", pid);
-	st = test_read_file(path);
-	ppid = st ? strstr(st, "\nPPid:\t") : NULL;
-	/* Executed from its memfd: named "memfd:sandboxd-init", cut to the
-	 * 15 bytes a comm holds. */
-	if (st && strncmp(st, "Name:\tmemfd:sandboxd", 20) == 0 && ppid &&
-	    atoi(ppid + 7) == (int)sandboxd)
-		return st;
-	free(st);
-	return NULL;
-}
-
 /* The /proc status of the run's init on the host: sandboxd's child that
  * has executed sandboxd-init and dropped what it holds (no_new_privs set
  * is the last step), or NULL (malloc'd). */
@@ -347,7 +327,7 @@ static char *init_status_of(pid_t sandboxd)
 		return NULL;
 	}
 	while (!found && (e = readdir(d))) {
-		st = sandboxd_init_status(e->d_name, sandboxd);
+		st = sbxt_init_status(e->d_name, sandboxd);
 		if (st && strstr(st, "NoNewPrivs:\t1\n"))
 			found = st;
 		else
@@ -370,7 +350,7 @@ static int lone_inits(pid_t sandboxd)
 
 	ck_assert_ptr_nonnull(d);
 	while ((e = readdir(d))) {
-		if (!(st = sandboxd_init_status(e->d_name, sandboxd)))
+		if (!(st = sbxt_init_status(e->d_name, sandboxd)))
 			continue;
 		free(st);
 		snprintf(path, sizeof(path), "/proc/%s/task/%s/children",

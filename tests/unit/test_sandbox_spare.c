@@ -4,7 +4,6 @@
  * since, and a hot one, set up ahead for a run like the last, taken only
  * by a run it fits and never when the host changed what it covers.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -417,36 +416,6 @@ START_TEST(hot_spare_sees_swapped_credentials)
 }
 END_TEST
 
-/* Whether the process pid has a child that is not a copy of itself (by
- * its name): a spare, whose pid 1 executes sandboxd-init at once, and
- * not the short-lived clone that makes a user namespace (scanning /proc
- * for its ppid). */
-static bool has_child(pid_t pid)
-{
-	DIR *d = opendir("/proc");
-	struct dirent *e;
-	bool found = false;
-
-	ck_assert_ptr_nonnull(d);
-	while (!found && (e = readdir(d))) {
-		char path[300], *stat, *rp;
-		int ppid = 0;
-
-		if (e->d_name[0] < '1' || e->d_name[0] > '9')
-			continue;
-		snprintf(path, sizeof(path), "/proc/%s/stat", e->d_name);
-		stat = test_read_file(path);
-		/* "pid (comm) state ppid": comm may hold spaces. */
-		if (stat && (rp = strrchr(stat, ')')) &&
-		    sscanf(rp + 1, " %*c %d", &ppid) == 1 && ppid == pid &&
-		    !strstr(stat, "(sandboxd)"))
-			found = true;
-		free(stat);
-	}
-	closedir(d);
-	return found;
-}
-
 static void probe_done(void *data, const struct sbx_layers *l)
 {
 	(void)l;
@@ -463,9 +432,9 @@ static void hot_probe(struct hot_fx *h, uint32_t uid, uint32_t gid)
 	ck_assert_int_eq(sbx_probe(h->f.s, uid, gid, probe_done, &done), 0);
 	while (!done)
 		uv_run(&h->f.loop, UV_RUN_ONCE);
-	for (int i = 0; i < 1000 && !has_child(sbx_pid(h->f.s)); i++)
+	for (int i = 0; i < 1000 && !sbxt_has_init(sbx_pid(h->f.s)); i++)
 		usleep(10 * 1000);
-	ck_assert_msg(has_child(sbx_pid(h->f.s)),
+	ck_assert_msg(sbxt_has_init(sbx_pid(h->f.s)),
 		      "sandboxd made no spare after the probe");
 }
 
