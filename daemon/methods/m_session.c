@@ -171,30 +171,44 @@ static bool sync_refused(struct call *c, const char *id)
 	return true;
 }
 
-void m_session_start(struct call *c)
+/* A session.start in flight: its checkout and walks on the thread pool
+ * (session_start_work), its two ends on the loop. */
+struct start_job {
+	uv_work_t work;
+	struct call *c;
+	struct session_start *st;
+};
+
+static void start_work(uv_work_t *w)
 {
-	json_t *p = call_params(c);
-	const char *repo = param_str(c, "repo");
-	const char *feature = param_str(c, "feature");
-	bool in_place = json_is_true(json_object_get(p, "in_place"));
+	struct start_job *j = w->data;
+
+	session_start_work(j->st);
+}
+
+static void start_reply(uv_work_t *w, int status)
+{
+	struct start_job *j = w->data;
+	struct call *c = j->c;
+	struct spd *spd = call_spd(c);
 	char token[SESSION_TOKEN_LEN + 1];
 	char id[SESSION_ID_LEN + 1];
-	struct spd *spd = call_spd(c);
 	struct session_info *i = NULL;
 	json_t *res;
 	int r;
 
-	if (!have_store(c))
-		return;
-	/* spd's working directory is not the client's. */
-	if (!repo || repo[0] != '/') {
-		call_error(c, RPC_E_BAD_PARAMS, NULL,
-			   "\"repo\" must be an absolute path");
+	/* spd cancels no start; were one cancelled, its work is done here
+	 * rather than a session kept half made. */
+	if (status < 0)
+		session_start_work(j->st);
+	r = session_start_end(j->st, &i, token);
+	free(j);
+	if (r == -ESHUTDOWN && !store(c)) {
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "spd is stopping: the session was not started, "
+			   "and what its start had made is removed");
 		return;
 	}
-	call_set_summary(c, "start %s in %s%s", feature ? feature : "",
-			 repo ? repo : "", in_place ? " (in place)" : "");
-	r = session_start(store(c), repo, feature, in_place, &i, token);
 	if (r < 0) {
 		fail(c, r, NULL);
 		return;
@@ -214,6 +228,45 @@ void m_session_start(struct call *c)
 	/* After the reply that shows it once has gone out. */
 	agent_token_redact(spd, id, token);
 	sodium_memzero(token, sizeof(token));
+}
+
+void m_session_start(struct call *c)
+{
+	json_t *p = call_params(c);
+	const char *repo = param_str(c, "repo");
+	const char *feature = param_str(c, "feature");
+	bool in_place = json_is_true(json_object_get(p, "in_place"));
+	struct start_job *j;
+	int r;
+
+	if (!have_store(c))
+		return;
+	/* spd's working directory is not the client's. */
+	if (!repo || repo[0] != '/') {
+		call_error(c, RPC_E_BAD_PARAMS, NULL,
+			   "\"repo\" must be an absolute path");
+		return;
+	}
+	call_set_summary(c, "start %s in %s%s", feature ? feature : "",
+			 repo ? repo : "", in_place ? " (in place)" : "");
+	j = calloc(1, sizeof(*j));
+	if (!j) {
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	r = session_start_begin(store(c), repo, feature, in_place, &j->st);
+	if (r < 0) {
+		free(j);
+		fail(c, r, NULL);
+		return;
+	}
+	j->c = c;
+	j->work.data = j;
+	r = uv_queue_work(call_spd(c)->loop, &j->work, start_work, start_reply);
+	if (r < 0) {
+		/* No thread to run it on: the start is made here. */
+		start_reply(&j->work, r);
+	}
 }
 
 void m_session_list(struct call *c)

@@ -45,12 +45,28 @@ int session_git_warm(struct session_store *s)
 	return sess_git_up(s);
 }
 
+/* Where this thread's sess_seterr writes instead of the store's text:
+ * set by a start's half on a worker thread (session_start_work). */
+static __thread char *err_to;
+static __thread size_t err_to_len;
+
+void sess_seterr_to(char *buf, size_t len)
+{
+	err_to = buf;
+	err_to_len = len;
+	if (buf && len)
+		buf[0] = '\0';
+}
+
 void sess_seterr(struct session_store *s, const char *fmt, ...)
 {
 	va_list ap;
 
 	va_start(ap, fmt);
-	vsnprintf(s->err, sizeof(s->err), fmt, ap);
+	if (err_to)
+		vsnprintf(err_to, err_to_len, fmt, ap);
+	else
+		vsnprintf(s->err, sizeof(s->err), fmt, ap);
 	va_end(ap);
 }
 
@@ -498,6 +514,12 @@ void session_store_free(struct session_store *s)
 {
 	if (!s)
 		return;
+	/* A start on a worker thread reads the store: the last one to end
+	 * frees it (session_start_end), after undoing what it made. */
+	if (s->starting) {
+		s->closing = true;
+		return;
+	}
 	while (s->list) {
 		struct sess *x = s->list;
 		s->list = x->next;

@@ -13,9 +13,10 @@
  * consult an fsmonitor (libgit2 1.5 does not implement core.fsmonitor)
  * and never name a remote.
  *
- * Everything runs on the loop thread and blocks on the disk (and, for
- * session_start, on a checkout).  Error texts for a person are kept in
- * the store: session_store_error() after a failed call.
+ * Everything runs on the loop thread and blocks on the disk, except a
+ * start's checkout and walks (session_start_work), which spd runs on its
+ * thread pool.  Error texts for a person are kept in the store:
+ * session_store_error() after a failed call.
  */
 #ifndef SPD_DAEMON_SESSION_H
 #define SPD_DAEMON_SESSION_H
@@ -167,6 +168,33 @@ bool session_feature_valid(const char *feature);
 int session_start(struct session_store *s, const char *repo,
 		  const char *feature, bool in_place,
 		  struct session_info **ret_info, char *ret_token);
+
+/*
+ * The same start in three steps, so that no other call waits for its
+ * checkout or its walks:
+ * - session_start_begin, on the loop: the feature name, the repository,
+ *   the new record and, for a worktree, its branch (so that a second
+ *   start of the feature is refused at once, and the other sessions'
+ *   guards know the branch is spd's).  0 and *ret, or the error as
+ *   session_start's (-ESHUTDOWN once the store is closing).
+ * - session_start_work, once, on any thread: the worktree's checkout, or
+ *   the in-place checkout's clean check and walks; the .spd.conf
+ *   snapshot; the guard's first snapshot.  It reads of the store only
+ *   what stays while it is open, and touches nothing else of it.
+ * - session_start_end, on the loop: the row, the list and the journal's
+ *   record, and the caller's info and token as session_start gives them;
+ *   or, when a step failed, what was made undone and the error (in
+ *   session_store_error()).  Frees the start.  A store freed while
+ *   starts are in flight waits for them: each then ends with
+ *   -ESHUTDOWN, what it made undone, and the last frees the store.
+ */
+struct session_start;
+int session_start_begin(struct session_store *s, const char *repo,
+			const char *feature, bool in_place,
+			struct session_start **ret);
+void session_start_work(struct session_start *st);
+int session_start_end(struct session_start *st, struct session_info **ret_info,
+		      char *ret_token);
 
 /* A copy of a session: 0 and *ret (caller frees) or -ENOENT. */
 int session_get(struct session_store *s, const char *id,

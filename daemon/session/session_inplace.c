@@ -266,7 +266,7 @@ static unsigned long ign_walks;
 
 unsigned long session_ignored_walks(void)
 {
-	return ign_walks;
+	return __atomic_load_n(&ign_walks, __ATOMIC_RELAXED);
 }
 
 void sess_ign_free(struct sess_ign *w)
@@ -751,7 +751,7 @@ static int ign_hidden(struct session_store *s, struct sess *x, size_t max,
 			w = NULL;
 		}
 	}
-	ign_walks++;
+	__atomic_add_fetch(&ign_walks, 1, __ATOMIC_RELAXED);
 	r = find_ignored(s, x, max, w, &v);
 	if (w && !w->broken && (r == 0 || r == -E2BIG) &&
 	    (r < 0 || (w->hidden = strv_copy(v)))) {

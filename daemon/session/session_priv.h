@@ -98,6 +98,8 @@ struct session_store {
 	void *changes_data;
 	char *git_name, *git_email; /* NULL: "agent <id>" */
 	char err[1024];
+	unsigned starting; /* starts between begin and end */
+	bool closing;	   /* freed once the last of them ends */
 	/* libgit2 is initialised on first use: its start-up loads and
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
 	bool git_ready;
@@ -139,6 +141,9 @@ int sess_git_up(struct session_store *s);
 int sess_private_dir(struct session_store *s, const char *dir);
 void sess_seterr(struct session_store *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* This thread's sess_seterr writes to buf (len bytes) rather than the
+ * store's text until called again with NULL. */
+void sess_seterr_to(char *buf, size_t len);
 /* libgit2's last error message, or a stand-in: never NULL. */
 const char *sess_git_msg(void);
 /* Journal an event of session id with a summary; takes detail (may be

@@ -159,9 +159,16 @@ int sess_rm_tree(const char *path)
 	return 0;
 }
 
-/* What session_start holds while it builds a session, and undoes when a
- * step fails (start_done). */
-struct start {
+/* What a start holds while it builds a session, and undoes when a step
+ * fails (start_done).  The worker's half (session_start_work) reads of
+ * the store only what stays as it is while the store is open (state_dir,
+ * the agent's identity) and writes its error text to err, not the
+ * store's, which the loop's calls share. */
+struct session_start {
+	struct session_store *s;
+	bool in_place;
+	int r;		/* the steps' result so far */
+	char err[1024]; /* the worker's error text */
 	git_repository *repo;
 	git_reference *head, *branch;
 	git_commit *commit;
@@ -173,12 +180,11 @@ struct start {
 	bool made_branch, made_wt;
 };
 
-/* The repository: a checkout (clean, in place) with a commit at HEAD. */
-static int start_open(struct session_store *s, struct start *st,
-		      const char *repo_path, bool in_place)
+/* The repository: a checkout with a commit at HEAD (whether it is clean,
+ * for a session in place, is the worker's: git status reads it whole). */
+static int start_open(struct session_store *s, struct session_start *st,
+		      const char *repo_path)
 {
-	int r;
-
 	if (git_repository_open_ext(&st->repo, repo_path, 0, NULL) < 0) {
 		sess_seterr(s, "%s: not a git repository: %s", repo_path,
 			    sess_git_msg());
@@ -189,11 +195,6 @@ static int start_open(struct session_store *s, struct start *st,
 		sess_seterr(s, "%s: a bare repository has no checkout",
 			    repo_path);
 		return -EINVAL;
-	}
-	if (in_place) {
-		r = check_clean(s, st->repo);
-		if (r < 0)
-			return r;
 	}
 	if (git_repository_head(&st->head, st->repo) < 0 ||
 	    git_reference_peel((git_object **)&st->commit, st->head,
@@ -207,7 +208,8 @@ static int start_open(struct session_store *s, struct start *st,
 
 /* The new record: its id, the token (shown once, kept as a hash), the
  * base commit and the repository's paths. */
-static int start_record(struct start *st, const char *feature, bool in_place)
+static int start_record(struct session_start *st, const char *feature,
+			bool in_place)
 {
 	uint8_t raw[SESSION_TOKEN_LEN / 2], idraw[SESSION_ID_LEN / 2];
 	struct sess *x = calloc(1, sizeof(*x));
@@ -247,7 +249,7 @@ static int start_record(struct start *st, const char *feature, bool in_place)
 }
 
 /* In place: the session works in the checkout, on its branch if any. */
-static int start_in_place(struct start *st)
+static int start_in_place(struct session_start *st)
 {
 	struct sess *x = st->x;
 
@@ -345,36 +347,25 @@ static bool filters_may_apply(git_repository *repo, git_commit *commit)
 	return found;
 }
 
-/* A worktree: the new branch spd/<feature> at HEAD, checked out under
- * state_dir/worktrees/<id>. */
-static int start_worktree(struct session_store *s, struct start *st,
-			  const char *feature)
+/* A worktree's branch spd/<feature> at HEAD, made on the loop: a second
+ * start of the same feature is refused at once, and the other sessions'
+ * guards on the repository are told of it before they look again. */
+static int start_branch(struct session_store *s, struct session_start *st,
+			const char *feature)
 {
 	struct sess *x = st->x;
-	git_worktree_add_options wo;
-	char *dir = paths_join(s->state_dir, "worktrees");
-	int r;
 
-	git_worktree_add_options_init(&wo, GIT_WORKTREE_ADD_OPTIONS_VERSION);
 	snprintf(st->bname, sizeof(st->bname), "spd/%s", feature);
 	if (git_branch_lookup(&st->branch, st->repo, st->bname,
 			      GIT_BRANCH_LOCAL) == 0) {
-		free(dir);
 		sess_seterr(s,
 			    "branch %s already exists: merge or delete it, "
 			    "or choose another feature name",
 			    st->bname);
 		return -EEXIST;
 	}
-	r = dir ? sess_private_dir(s, dir) : -ENOMEM;
-	if (r < 0) {
-		free(dir);
-		return r;
-	}
-	st->wtdir = paths_join(dir, x->info.id);
-	free(dir);
 	x->info.branch = strdup(st->bname);
-	if (!st->wtdir || !x->info.branch)
+	if (!x->info.branch)
 		return -ENOMEM;
 	/* spd's own ref update: it happens before the guard's
 	 * snapshot, and the guard never looks at this branch. */
@@ -386,6 +377,28 @@ static int start_worktree(struct session_store *s, struct start *st,
 	}
 	st->made_branch = true;
 	sess_note_ref(s, x->info.gitdir, st->bname);
+	return 0;
+}
+
+/* The worktree of that branch, checked out under
+ * state_dir/worktrees/<id>, and the agent's repository in it. */
+static int start_worktree(struct session_store *s, struct session_start *st)
+{
+	struct sess *x = st->x;
+	git_worktree_add_options wo;
+	char *dir = paths_join(s->state_dir, "worktrees");
+	int r;
+
+	git_worktree_add_options_init(&wo, GIT_WORKTREE_ADD_OPTIONS_VERSION);
+	r = dir ? sess_private_dir(s, dir) : -ENOMEM;
+	if (r < 0) {
+		free(dir);
+		return r;
+	}
+	st->wtdir = paths_join(dir, x->info.id);
+	free(dir);
+	if (!st->wtdir)
+		return -ENOMEM;
 	wo.ref = st->branch;
 	wo.checkout_options.checkout_strategy = GIT_CHECKOUT_FORCE;
 	wo.checkout_options.disable_filters =
@@ -409,7 +422,7 @@ static int start_worktree(struct session_store *s, struct start *st,
 
 /* The project's configuration as the session begins; verification
  * reads this copy (session_verify_plan). */
-static int start_conf(struct session_store *s, struct start *st)
+static int start_conf(struct session_store *s, struct session_start *st)
 {
 	struct sess *x = st->x;
 	char *confdir;
@@ -434,24 +447,34 @@ static int start_conf(struct session_store *s, struct start *st)
 	return 0;
 }
 
-/* The guard's first snapshot, the row in sessions.db and the store's
- * list; then the caller's copy, the token and the journal's record. */
-static int start_keep(struct session_store *s, struct start *st, bool in_place,
-		      struct session_info **ret_info, char *ret_token)
+/* In place: the checkout clean, its credential files and the entries
+ * git ignores found and recorded; then, either way, the guard's first
+ * snapshot. */
+static int start_snapshot(struct session_store *s, struct session_start *st)
 {
 	struct sess *x = st->x;
 	int r;
 
-	if (in_place) {
-		r = sess_find_secrets(s, x);
+	if (st->in_place) {
+		r = check_clean(s, st->repo);
+		if (r == 0)
+			r = sess_find_secrets(s, x);
 		if (r == 0)
 			r = sess_inplace_record(s, x);
 		if (r < 0)
 			return r;
 	}
-	r = sess_make_guard(s, x);
-	if (r < 0)
-		return r;
+	return sess_make_guard(s, x);
+}
+
+/* The row in sessions.db and the store's list; then the caller's copy,
+ * the token and the journal's record. */
+static int start_keep(struct session_store *s, struct session_start *st,
+		      struct session_info **ret_info, char *ret_token)
+{
+	struct sess *x = st->x;
+	int r;
+
 	r = sess_db_insert(s, x);
 	if (r == 0)
 		r = sess_db_update(s, x);
@@ -478,8 +501,8 @@ static int start_keep(struct session_store *s, struct start *st, bool in_place,
 }
 
 /* Forget the token; undo what a failed start made (the worktree, the
- * branch, the snapshot); free the rest. */
-static void start_done(struct session_store *s, struct start *st)
+ * branch, the snapshot); free the rest and the start. */
+static void start_done(struct session_store *s, struct session_start *st)
 {
 	struct sess *x = st->x;
 	char *p;
@@ -514,18 +537,24 @@ static void start_done(struct session_store *s, struct start *st)
 	git_reference_free(st->head);
 	git_commit_free(st->commit);
 	git_repository_free(st->repo);
+	free(st);
 }
 
-int session_start(struct session_store *s, const char *repo_path,
-		  const char *feature, bool in_place,
-		  struct session_info **ret_info, char *ret_token)
+int session_start_begin(struct session_store *s, const char *repo_path,
+			const char *feature, bool in_place,
+			struct session_start **ret)
 {
-	struct start st = {0};
+	struct session_start *st;
 	int r;
 
+	*ret = NULL;
 	if (sess_git_up(s) < 0)
 		return -EIO;
 	s->err[0] = '\0';
+	if (s->closing) {
+		sess_seterr(s, "spd is stopping: no session starts now");
+		return -ESHUTDOWN;
+	}
 	if (!session_feature_valid(feature)) {
 		sess_seterr(s,
 			    "invalid feature name \"%s\": use 1 to %d "
@@ -534,18 +563,73 @@ int session_start(struct session_store *s, const char *repo_path,
 			    feature ? feature : "", SESSION_FEATURE_MAX);
 		return -EINVAL;
 	}
-	r = start_open(s, &st, repo_path, in_place);
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st->s = s;
+	st->in_place = in_place;
+	r = start_open(s, st, repo_path);
 	if (r == 0)
-		r = start_record(&st, feature, in_place);
+		r = start_record(st, feature, in_place);
 	if (r == 0)
-		r = in_place ? start_in_place(&st)
-			     : start_worktree(s, &st, feature);
+		r = in_place ? start_in_place(st)
+			     : start_branch(s, st, feature);
+	if (r < 0) {
+		start_done(s, st);
+		return r;
+	}
+	s->starting++;
+	*ret = st;
+	return 0;
+}
+
+void session_start_work(struct session_start *st)
+{
+	struct session_store *s = st->s;
+	int r = st->r;
+
+	sess_seterr_to(st->err, sizeof(st->err));
+	if (r == 0 && !st->in_place)
+		r = start_worktree(s, st);
 	if (r == 0)
-		r = start_conf(s, &st);
+		r = start_conf(s, st);
 	if (r == 0)
-		r = start_keep(s, &st, in_place, ret_info, ret_token);
-	start_done(s, &st);
+		r = start_snapshot(s, st);
+	sess_seterr_to(NULL, 0);
+	st->r = r;
+}
+
+int session_start_end(struct session_start *st, struct session_info **ret_info,
+		      char *ret_token)
+{
+	struct session_store *s = st->s;
+	int r = st->r;
+
+	s->starting--;
+	if (r < 0)
+		snprintf(s->err, sizeof(s->err), "%s", st->err);
+	else if (s->closing)
+		r = -ESHUTDOWN;
+	else
+		r = start_keep(s, st, ret_info, ret_token);
+	start_done(s, st);
+	/* The store's close waited for its starts (session_store_free). */
+	if (s->closing && !s->starting)
+		session_store_free(s);
 	return r;
+}
+
+int session_start(struct session_store *s, const char *repo_path,
+		  const char *feature, bool in_place,
+		  struct session_info **ret_info, char *ret_token)
+{
+	struct session_start *st = NULL;
+	int r = session_start_begin(s, repo_path, feature, in_place, &st);
+
+	if (r < 0)
+		return r;
+	session_start_work(st);
+	return session_start_end(st, ret_info, ret_token);
 }
 
 /* ---- end ---- */

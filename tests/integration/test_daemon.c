@@ -1086,6 +1086,164 @@ START_TEST(test_autostart_refusal_reaches_caller)
 }
 END_TEST
 
+/* A checkout of 5,000 files in 50 directories: its start takes a
+ * thousand times a ping's round trip. */
+static char *big_repo(const char *name)
+{
+	char *repo = paths_join(T.dir, name);
+
+	test_make_repo(repo, "for d in $(seq 50); do mkdir d$d; "
+			     "(cd d$d && seq 100 | sed 's/$/.txt/' | "
+			     "xargs touch); done");
+	return repo;
+}
+
+static void send_start(int fd, int id, const char *repo, const char *feature,
+		       bool in_place)
+{
+	char *line;
+
+	ck_assert(asprintf(&line,
+			   "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":"
+			   "\"session.start\",\"params\":{\"token\":\"%s\","
+			   "\"repo\":\"%s\",\"feature\":\"%s\"%s}}\n",
+			   id, T.token, repo, feature,
+			   in_place ? ",\"in_place\":true" : "") > 0);
+	test_send(fd, line, strlen(line));
+	free(line);
+}
+
+/* Whether fd has bytes to read now. */
+static bool readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/* End the session of feature (in place: the checkout is free again). */
+static void end_feature(int fd, const char *feature)
+{
+	char *r = test_call(&T, fd, 3, "session.list", NULL, true), *p, *q;
+	json_t *j = json_loads(r, 0, NULL), *e;
+	json_t *v = json_object_get(json_object_get(j, "result"), "sessions");
+	size_t i;
+
+	json_array_foreach(v, i, e)
+	{
+		const char *f =
+		    json_string_value(json_object_get(e, "feature"));
+
+		if (!f || strcmp(f, feature) != 0)
+			continue;
+		ck_assert(
+		    asprintf(&p, "{\"id\":\"%s\"}",
+			     json_string_value(json_object_get(e, "id"))) > 0);
+		q = test_call(&T, fd, 4, "session.end", p, true);
+		ck_assert_msg(has(q, "\"result\""), "%s", q);
+		free(p);
+		free(q);
+	}
+	json_decref(j);
+	free(r);
+}
+
+/*
+ * A session's start does its checkout and walks off spd's loop: a ping
+ * sent on another connection just after a start of 5,000 files is
+ * answered while that start is still going (on spd before, the loop did
+ * the start first, so the ping's answer always came after it).  Not a
+ * timing: an order.  A start that ended before the ping was read (a test
+ * held off the CPU that long) is tried again, at most thrice.  Both
+ * kinds: a worktree's checkout, and the in-place clean check and walks.
+ */
+START_TEST(test_start_blocks_no_one)
+{
+	char *repo = big_repo("src/big");
+
+	for (int kind = 0; kind < 2; kind++) {
+		bool seen = false;
+
+		for (int attempt = 0; attempt < 3 && !seen; attempt++) {
+			int a = test_spd_connect(&T), b = test_spd_connect(&T);
+			char feature[32], *r;
+
+			snprintf(feature, sizeof(feature), "big-%d-%d", kind,
+				 attempt);
+			send_start(a, 1, repo, feature, kind == 1);
+			r = test_call(&T, b, 2, "daemon.ping", NULL, true);
+			ck_assert(has(r, "\"pong\":true"));
+			free(r);
+			seen = !readable(a);
+			r = test_recv_line(a, 60000);
+			ck_assert_msg(r && has(r, "\"token\":"), "%s",
+				      r ? r : "no reply to session.start");
+			free(r);
+			/* The in-place session ends before the next try. */
+			if (kind == 1)
+				end_feature(b, feature);
+			close(a);
+			close(b);
+		}
+		ck_assert_msg(seen,
+			      "%s: the ping's answer came after the start's, "
+			      "three times",
+			      kind ? "in place" : "worktree");
+	}
+	free(repo);
+}
+END_TEST
+
+/*
+ * spd stopped while a start is on the thread pool: it waits for the
+ * start, which is then undone (no branch, no worktree) unless it had
+ * ended first, in which case the session is whole; spd exits 0 either
+ * way and nothing is half made.
+ */
+START_TEST(test_stop_during_start)
+{
+	char *repo = big_repo("src/big2"), *out = NULL;
+	char *wts = paths_join(T.state, "worktrees");
+	int a = test_spd_connect(&T), status, branch, trees, dirs;
+	char *r;
+
+	send_start(a, 1, repo, "stopped", false);
+	/* After spd has read the request: a ping on the same connection
+	 * is answered after the start was begun. */
+	r = test_call(&T, a, 2, "daemon.ping", NULL, true);
+	if (!has(r, "\"pong\":true")) {
+		/* The start's reply came first: read the ping's. */
+		free(r);
+		r = test_recv_line(a, 60000);
+		ck_assert(has(r, "\"pong\":true"));
+	}
+	free(r);
+	kill(T.pid, SIGTERM);
+	ck_assert_int_eq(waitpid(T.pid, &status, 0), T.pid);
+	T.pid = 0;
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "spd's exit status %d", status);
+	test_sh(&out, "git -C '%s' branch --list 'spd/stopped' | wc -l", repo);
+	branch = atoi(out);
+	free(out);
+	test_sh(&out, "git -C '%s' worktree list | wc -l", repo);
+	trees = atoi(out);
+	free(out);
+	test_sh(&out, "ls -A '%s' 2>/dev/null | wc -l", wts);
+	dirs = atoi(out);
+	/* Whole (the start ended first) or not there at all. */
+	ck_assert_msg((branch == 1 && trees == 2 && dirs == 1) ||
+			  (branch == 0 && trees == 1 && dirs == 0),
+		      "half a session left: branch %d, worktrees %d, "
+		      "directories %d",
+		      branch, trees, dirs);
+	free(out);
+	close(a);
+	free(wts);
+	free(repo);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("daemon");
@@ -1124,6 +1282,8 @@ int main(void)
 	tcase_add_test(tc, test_tamper_reorder);
 	tcase_add_test(tc, test_tamper_truncate);
 	tcase_add_test(tc, test_kill_during_burst);
+	tcase_add_test(tc, test_start_blocks_no_one);
+	tcase_add_test(tc, test_stop_during_start);
 	TCase *ta = tcase_create("autostart");
 	tcase_set_timeout(ta, 120);
 	tcase_add_test(ta, test_autostart_lets_go_of_caller);
