@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "benchutil.h"
@@ -149,6 +150,16 @@ pid_t bench_spd_start(const char *build, const char *dir)
 	return pid;
 }
 
+double bench_start_window[2];
+
+static double mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 int bench_agent_session(const char *dir, const char *name, long files, int dirs,
 			bool in_place)
 {
@@ -171,15 +182,22 @@ int bench_agent_session(const char *dir, const char *name, long files, int dirs,
 		 repo);
 	if (system(cmd) != 0 || client_open(&c, err, sizeof(err)) < 0)
 		return -1;
-	if (client_call(&c, RPC_M_SESSION_START,
+	bench_start_window[0] = mono_ms();
+	r = client_call(&c, RPC_M_SESSION_START,
 			json_pack("{s:s, s:s, s:b}", "repo", repo, "feature",
 				  name, "in_place", in_place),
-			NULL, NULL, &res, &e) == 0 &&
-	    json_string_value(json_object_get(res, "token"))) {
+			NULL, NULL, &res, &e);
+	bench_start_window[1] = mono_ms();
+	if (r == 0 && json_string_value(json_object_get(res, "token"))) {
 		snprintf(tok, sizeof(tok), "SPD_SESSION_TOKEN=%s",
 			 json_string_value(json_object_get(res, "token")));
 		putenv(tok);
 		r = 0;
+	} else {
+		if (e)
+			fprintf(stderr, "session.start: %s\n",
+				json_string_value(json_object_get(e, "message")));
+		r = -1;
 	}
 	json_decref(res);
 	json_decref(e);

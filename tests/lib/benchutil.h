@@ -49,5 +49,8 @@ pid_t bench_spd_start(const char *build, const char *dir);
  */
 int bench_agent_session(const char *dir, const char *name, long files, int dirs,
 			bool in_place);
+/* The last bench_agent_session's session.start call: when it was sent
+ * and when its answer came (CLOCK_MONOTONIC, ms). */
+extern double bench_start_window[2];
 
 #endif

@@ -1,0 +1,196 @@
+/*
+ * Whether spd answers its other clients while a session starts (issue
+ * 39, target 3: spd's loop never waits for a walk).  One client pings
+ * spd back to back on its own connection while another starts sessions
+ * on checkouts of 10,000 files: BENCH_RUNS (default 5) worktree
+ * sessions, then as many in place, each on a repository of its own.
+ * Per kind it prints the start's median and the pings whose wait
+ * overlapped a start (how many, p50, p99, the longest), beside the same
+ * pinger alone for a second before the first start.  Target: the
+ * longest ping during the starts at most a tenth of a start's median
+ * (while the loop did the start, a ping sent just after one waited for
+ * all of it).
+ *
+ *   BUILD=build build/bench/startwait [files]
+ *
+ * A real spd (of BUILD, default build) in a directory under /var/tmp.
+ */
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client/client.h"
+#include "tests/lib/benchutil.h"
+
+#define ROUNDS_DEFAULT 5
+#define ROUNDS_MAX 20
+#define FILES_DEFAULT 10000
+#define DIRS 100
+#define PINGS_MAX 1000000
+#define ALONE_MS 1000
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Each ping: when it was sent and how long its answer took (ms). */
+static double *sent, *took;
+static atomic_size_t npings;
+static atomic_bool pinging = true;
+static int ping_failed;
+
+static void *pinger(void *arg)
+{
+	struct client c;
+	char err[256];
+
+	(void)arg;
+	if (client_open(&c, err, sizeof(err)) < 0) {
+		fprintf(stderr, "bench startwait: %s\n", err);
+		ping_failed = 1;
+		return NULL;
+	}
+	while (atomic_load(&pinging)) {
+		size_t i = atomic_load(&npings);
+		json_t *res = NULL, *e = NULL;
+		double t0 = now_ms();
+
+		if (i >= PINGS_MAX)
+			break;
+		if (client_call(&c, RPC_M_DAEMON_PING, json_object(), NULL,
+				NULL, &res, &e) < 0 ||
+		    e) {
+			ping_failed = 1;
+			break;
+		}
+		sent[i] = t0;
+		took[i] = now_ms() - t0;
+		json_decref(res);
+		atomic_store(&npings, i + 1);
+	}
+	client_close(&c);
+	return NULL;
+}
+
+/* The pings that waited during one of the windows [w[k][0], w[k][1]),
+ * into v (their waits, ms); returns how many. */
+static size_t overlapping(double (*w)[2], int n, size_t upto, double *v)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < upto; i++)
+		for (int j = 0; j < n; j++)
+			if (sent[i] < w[j][1] && sent[i] + took[i] > w[j][0]) {
+				v[k++] = took[i];
+				break;
+			}
+	return k;
+}
+
+static double pct(double *v, size_t n, double p)
+{
+	if (!n)
+		return 0;
+	qsort(v, n, sizeof(*v), bench_cmp_double);
+	return v[(size_t)((double)(n - 1) * p)];
+}
+
+int main(int argc, char **argv)
+{
+	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
+	const char *runs_env = getenv("BENCH_RUNS");
+	int rounds = runs_env ? atoi(runs_env) : ROUNDS_DEFAULT;
+	long files = argc > 1 ? atol(argv[1]) : FILES_DEFAULT;
+	static double win[2][ROUNDS_MAX][2], len[2][ROUNDS_MAX];
+	char abs_build[4096], dir[4200], cmd[4300];
+	size_t alone_n;
+	double *v;
+	pthread_t th;
+	pid_t spd;
+
+	if (rounds < 1 || rounds > ROUNDS_MAX || !realpath(build, abs_build))
+		return fprintf(stderr,
+			       "bench startwait: bad BUILD/BENCH_RUNS\n"),
+		       1;
+	sent = calloc(PINGS_MAX, sizeof(*sent));
+	took = calloc(PINGS_MAX, sizeof(*took));
+	v = calloc(PINGS_MAX, sizeof(*v));
+	if (!sent || !took || !v)
+		return fprintf(stderr, "bench startwait: out of memory\n"), 1;
+	/* Outside any git checkout (bench/agents.c). */
+	snprintf(dir, sizeof(dir), "/var/tmp/spd-bench-startwait-XXXXXX");
+	if (!mkdtemp(dir))
+		return perror("mkdtemp"), 1;
+	spd = bench_spd_start(abs_build, dir);
+	if (spd < 0)
+		return fprintf(stderr, "bench startwait: no spd\n"), 1;
+	if (pthread_create(&th, NULL, pinger, NULL) != 0)
+		return fprintf(stderr, "bench startwait: no thread\n"), 1;
+	usleep(ALONE_MS * 1000);
+	alone_n = atomic_load(&npings);
+	for (int kind = 0; kind < 2 && !ping_failed; kind++)
+		for (int i = 0; i < rounds; i++) {
+			char name[32];
+
+			snprintf(name, sizeof(name), "%s%d",
+				 kind ? "inplace" : "wt", i);
+			/* The operator starts each (the last one's agent
+			 * token is exported). */
+			unsetenv("SPD_SESSION_TOKEN");
+			if (bench_agent_session(dir, name, files, DIRS,
+						kind == 1) < 0) {
+				fprintf(stderr,
+					"bench startwait: session %s "
+					"failed\n",
+					name);
+				ping_failed = 1;
+				break;
+			}
+			memcpy(win[kind][i], bench_start_window,
+			       sizeof(win[kind][i]));
+			len[kind][i] = win[kind][i][1] - win[kind][i][0];
+		}
+	atomic_store(&pinging, false);
+	pthread_join(th, NULL);
+	kill(spd, SIGTERM);
+	waitpid(spd, NULL, 0);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "could not remove %s\n", dir);
+	if (ping_failed)
+		return 1;
+
+	memcpy(v, took, alone_n * sizeof(*v));
+	printf("pings on one connection while another starts sessions of %ld "
+	       "files (%d of each kind); ping waits in ms\n",
+	       files, rounds);
+	printf("%-34s %8s %7s %8s %8s %8s  %s\n", "row", "start", "pings",
+	       "p50", "p99", "max", "target max <= 0.1x start");
+	printf("%-34s %8s %7zu %8.3f %8.3f %8.3f\n", "alone, 1 s before", "-",
+	       alone_n, pct(v, alone_n, 0.5), pct(v, alone_n, 0.99),
+	       pct(v, alone_n, 1.0));
+	for (int kind = 0; kind < 2; kind++) {
+		size_t n =
+		    overlapping(win[kind], rounds, atomic_load(&npings), v);
+		double start = bench_median(len[kind], rounds);
+		double mx = pct(v, n, 1.0);
+
+		printf("%-34s %8.1f %7zu %8.3f %8.3f %8.3f  %s\n",
+		       kind ? "during in-place starts"
+			    : "during worktree starts",
+		       start, n, pct(v, n, 0.5), pct(v, n, 0.99), mx,
+		       bench_met(n > 0 && mx <= 0.1 * start));
+	}
+	return 0;
+}
