@@ -262,6 +262,10 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 void sess_work_fresh(struct sess *x);
 /* Drop spd's index of the session's worktree. */
 void sess_work_forget(struct session_store *s, const char *id);
+/* Open x's repository and spd's index of its worktree (seeded from the
+ * checkout's index) now rather than at its first checkpoint: 0, or < 0
+ * with the error set (the checkpoint tries again). */
+int sess_work_open(struct session_store *s, struct sess *x);
 /* Close x's repository and index (the index written out first, and as
  * of when beside it; NULL s: the index alone, which an older .known
  * still describes); a session without them is fine. */

@@ -305,6 +305,11 @@ out:
 	return r;
 }
 
+int sess_work_open(struct session_store *s, struct sess *x)
+{
+	return ck_open(s, x);
+}
+
 void sess_work_close(struct session_store *s, struct sess *x)
 {
 	/* What the index knows (its stat cache, and as of when: .known)

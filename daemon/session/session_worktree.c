@@ -527,6 +527,9 @@ static void start_done(struct session_store *s, struct session_start *st)
 			unlink(p);
 			free(p);
 		}
+		/* spd's index of the worktree, opened by the worker. */
+		sess_work_close(NULL, x);
+		sess_work_forget(s, x->info.id);
 		sess_free(x);
 	}
 	free(st->conf);
@@ -595,6 +598,11 @@ void session_start_work(struct session_start *st)
 		r = start_conf(s, st);
 	if (r == 0)
 		r = start_snapshot(s, st);
+	/* The first checkpoint's copy and read of the checkout's index
+	 * (18-27 ms for 10,000 files), here rather than on the loop after
+	 * the first run.  Not opened, the checkpoint opens it. */
+	if (r == 0 && !st->in_place)
+		(void)sess_work_open(s, st->x);
 	sess_seterr_to(NULL, 0);
 	st->r = r;
 }

@@ -1204,7 +1204,7 @@ START_TEST(test_stop_during_start)
 {
 	char *repo = big_repo("src/big2"), *out = NULL;
 	char *wts = paths_join(T.state, "worktrees");
-	int a = test_spd_connect(&T), status, branch, trees, dirs;
+	int a = test_spd_connect(&T), status, branch, trees, dirs, index;
 	char *r;
 
 	send_start(a, 1, repo, "stopped", false);
@@ -1231,12 +1231,16 @@ START_TEST(test_stop_during_start)
 	free(out);
 	test_sh(&out, "ls -A '%s' 2>/dev/null | wc -l", wts);
 	dirs = atoi(out);
+	free(out);
+	test_sh(&out, "ls -A '%s/checkpoints' 2>/dev/null | wc -l", T.state);
+	index = atoi(out);
 	/* Whole (the start ended first) or not there at all. */
-	ck_assert_msg((branch == 1 && trees == 2 && dirs == 1) ||
-			  (branch == 0 && trees == 1 && dirs == 0),
-		      "half a session left: branch %d, worktrees %d, "
-		      "directories %d",
-		      branch, trees, dirs);
+	ck_assert_msg(
+	    (branch == 1 && trees == 2 && dirs == 1) ||
+		(branch == 0 && trees == 1 && dirs == 0 && index == 0),
+	    "half a session left: branch %d, worktrees %d, "
+	    "directories %d, spd's index files %d",
+	    branch, trees, dirs, index);
 	free(out);
 	close(a);
 	free(wts);
