@@ -249,6 +249,7 @@ struct sess_ign {
 	char **hidden; /* the kept list, with result 0 */
 	size_t nhidden;
 	size_t max;    /* the room it was walked for */
+	size_t seen;   /* entries the walks read (SESSION_SCAN_MAX) */
 	uint8_t *kind; /* by watch descriptor: IGN_WD_* bits */
 	char **wdpath; /* by watch descriptor: a walked directory,
 			   relative ("" for the checkout) */
@@ -333,10 +334,15 @@ static void ign_watch_fd(struct sess_ign *w, int fd, const char *rel)
 	ign_mark(w, wd, IGN_WD_TREE);
 	if (w->broken)
 		return;
-	/* One directory, one watch: the same one twice is a bind mount or
-	 * a loop, which the walk's names cannot tell apart. */
-	if (w->wdpath[wd] || !(w->wdpath[wd] = strdup(rel)))
+	/* One directory, one watch: the same one under two names is a bind
+	 * mount or a loop, which the walk's names cannot tell apart.  Under
+	 * the same name it is a new directory walked again (ign_dir). */
+	if (w->wdpath[wd]) {
+		if (strcmp(w->wdpath[wd], rel) != 0)
+			w->broken = true;
+	} else if (!(w->wdpath[wd] = strdup(rel))) {
 		w->broken = true;
+	}
 }
 
 /* A file git reads patterns from: the watch is on its directory, or on
@@ -471,12 +477,14 @@ static int hidden_find(const struct sess_ign *w, const char *path)
 	return -1;
 }
 
+static int ign_dir(struct sess_ign *w, const char *rel);
+
 /*
  * One name made, moved in, removed or moved out of a walked directory,
- * applied to the kept list without a walk: a file (or an ignored
- * directory) is one ignore check, as in the walk.  0, or -ESTALE when
- * only a walk will do: a directory git does not ignore (its contents
- * unwalked, unwatched), a .gitignore, the list full.
+ * applied to the kept list without a walk of the checkout: a file (or an
+ * ignored directory) is one ignore check, as in the walk; a directory
+ * git does not ignore is walked alone (ign_dir).  0, or -ESTALE when only
+ * a walk will do: a .gitignore, the list full.
  */
 static int ign_name(struct sess_ign *w, const struct inotify_event *ev)
 {
@@ -513,7 +521,7 @@ static int ign_name(struct sess_ign *w, const struct inotify_event *ev)
 	if (git_ignore_path_is_ignored(&ignored, w->repo, rel) < 0)
 		ignored = 1;
 	if (!ignored)
-		return (ev->mask & IN_ISDIR) ? -ESTALE : 0;
+		return (ev->mask & IN_ISDIR) ? ign_dir(w, rel) : 0;
 	for (size_t i = 0; w->skip && w->skip[i]; i++)
 		if (strcmp(w->skip[i], path) == 0)
 			return 0;
@@ -589,6 +597,7 @@ struct ignored_scan {
 	size_t n, max;
 	size_t seen;
 	struct sess_ign *w; /* watches each directory read, or NULL */
+	bool gitignore;	    /* a .gitignore was read */
 };
 
 /*
@@ -656,6 +665,8 @@ static int scan_ignored(struct ignored_scan *sc, const char *rel,
 			if (sc->w && strcmp(de->d_name, ".gitignore") == 0 &&
 			    !S_ISREG(st.st_mode))
 				sc->w->broken = true;
+			if (strcmp(de->d_name, ".gitignore") == 0)
+				sc->gitignore = true;
 			if (dir)
 				r = scan_ignored(sc, child, depth + 1);
 			if (r < 0)
@@ -707,6 +718,8 @@ static int find_ignored(struct session_store *s, struct sess *x, size_t max,
 		return -ENOMEM;
 	}
 	r = scan_ignored(&sc, "", 0);
+	if (w)
+		w->seen = sc.seen;
 	if (w && !w->repo) {
 		/* Kept for the changes applied without a walk. */
 		w->repo = sc.repo;
@@ -723,6 +736,59 @@ static int find_ignored(struct session_store *s, struct sess *x, size_t max,
 	}
 	*ret = sc.v;
 	return 0;
+}
+
+/*
+ * A directory git does not ignore, made or moved into a walked one (rel,
+ * relative to the checkout): walked alone, as the checkout's walk would
+ * (each directory watched before it is read), and its top-most ignored
+ * entries added to the kept list.  A name made in it meanwhile is read
+ * or queued; one read and queued too is found in the list the second
+ * time.  0, or -ESTALE for a walk of the checkout: a .gitignore inside
+ * (its patterns need the repository read afresh), past SESSION_SCAN_MAX
+ * entries with the walks before, the list's room, a watch not placed.
+ */
+static int ign_dir(struct sess_ign *w, const char *rel)
+{
+	struct ignored_scan sc = {.repo = w->repo,
+				  .root = w->root,
+				  .skip = w->skip,
+				  .seen = w->seen,
+				  .w = w};
+	unsigned depth = 1;
+	int r;
+
+	if (w->nhidden >= w->max)
+		return -ESTALE;
+	sc.max = w->max - w->nhidden;
+	for (const char *p = rel; *p; p++)
+		depth += *p == '/';
+	sc.v = calloc(sc.max + 1, sizeof(char *));
+	if (!sc.v)
+		return -ESTALE;
+	r = scan_ignored(&sc, rel, depth);
+	w->seen = sc.seen;
+	if (r == 0 && (sc.gitignore || w->broken))
+		r = -ESTALE;
+	for (size_t i = 0; r == 0 && i < sc.n; i++) {
+		char **v;
+
+		if (hidden_find(w, sc.v[i]) >= 0)
+			continue;
+		if (w->nhidden >= w->max ||
+		    !(v = realloc(w->hidden, (w->nhidden + 2) * sizeof(*v)))) {
+			r = -ESTALE;
+			break;
+		}
+		w->hidden = v;
+		v[w->nhidden++] = sc.v[i];
+		v[w->nhidden] = NULL;
+		sc.v[i] = NULL;
+	}
+	for (size_t i = 0; i < sc.n; i++)
+		free(sc.v[i]);
+	free(sc.v);
+	return r < 0 ? -ESTALE : 0;
 }
 
 /* The run's hidden list: the kept one while the watch shows nothing that

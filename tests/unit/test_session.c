@@ -398,8 +398,9 @@ static unsigned long paths_again(struct fx *f, const char *id,
  * In place, the checkout is walked for its ignored entries once.  After
  * that a name made or removed in a walked directory is one ignore check
  * (a file, or a directory git ignores), and only what the list cannot
- * follow walks again: a directory git does not ignore (its contents), a
- * .gitignore rewritten in place (no name changes), .git/info/exclude.
+ * follow walks again: a .gitignore rewritten in place (no name changes)
+ * or made, .git/info/exclude, a walked directory gone.  A new directory
+ * git does not ignore is walked alone.
  * A file's content changing is nothing.  Each check fails if the kept
  * list were used regardless, or if every change walked.
  */
@@ -459,15 +460,33 @@ START_TEST(test_in_place_hidden_kept)
 			".git/info/exclude"));
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
 	ck_assert(hides(&rp, f.repo, "/extra.txt"));
-	/* A directory git does not ignore, with an ignored file in it: a
-	 * walk, and then its own new files are seen without one. */
-	free(sh(f.repo, "mkdir -p fresh && echo a > fresh/a.log"));
-	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
+	/* A directory git does not ignore, with ignored entries in it and
+	 * below: walked alone, not the checkout, and each is hidden; then
+	 * its own new files are seen, and so are a directory's moved in. */
+	free(sh(f.repo, "mkdir -p fresh/deep/er && echo a > fresh/a.log && "
+			"echo p > fresh/plain.md && echo z > "
+			"fresh/deep/er/z.log && mkdir fresh/cache"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
 	ck_assert(hides(&rp, f.repo, "/fresh/a.log"));
-	free(sh(f.repo, "echo b > fresh/b.log"));
-	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
+	ck_assert(hides(&rp, f.repo, "/fresh/deep/er/z.log"));
+	ck_assert(hides(&rp, f.repo, "/fresh/cache"));
+	ck_assert(!hides(&rp, f.repo, "/fresh/plain.md"));
+	free(sh(f.repo, "echo b > fresh/b.log && echo y > fresh/deep/y.log"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
 	ck_assert(hides(&rp, f.repo, "/fresh/b.log"));
-	/* That directory removed: a walk, and its entries are gone. */
+	ck_assert(hides(&rp, f.repo, "/fresh/deep/y.log"));
+	free(sh(f.repo,
+		"mkdir -p ../outside/in && echo m > ../outside/in/m.log "
+		"&& mv ../outside/in sub/in"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
+	ck_assert(hides(&rp, f.repo, "/sub/in/m.log"));
+	/* A new directory with its own .gitignore: a walk of the checkout
+	 * (its patterns are read afresh), which hides what it ignores. */
+	free(sh(f.repo, "mkdir own && echo '*.md' > own/.gitignore && "
+			"echo o > own/o.md"));
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
+	ck_assert(hides(&rp, f.repo, "/own/o.md"));
+	/* A directory removed: a walk, and its entries are gone. */
 	free(sh(f.repo, "rm -r fresh"));
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 4);
 	ck_assert(!hides(&rp, f.repo, "/fresh/b.log"));
@@ -1249,11 +1268,19 @@ static bool call(struct call *c, struct fx *f, call_handler h, json_t *params,
 		 const char *agent_of)
 {
 	static struct spd spd;
+	static uv_loop_t loop;
 
 	ck_assert_ptr_nonnull(params);
+	/* session.start finishes on the loop, after the thread pool. */
+	if (!spd.loop) {
+		ck_assert_int_eq(uv_loop_init(&loop), 0);
+		spd.loop = &loop;
+	}
 	spd.sessions = f->s;
 	fakecall_init(c, &spd, params, agent_of);
 	h(c);
+	while (!c->done && uv_run(spd.loop, UV_RUN_ONCE))
+		;
 	ck_assert(c->done);
 	json_decref(c->params);
 	c->params = NULL;
@@ -1348,6 +1375,8 @@ START_TEST(test_start_walks_links_ahead)
 		      json_pack("{s:s, s:s}", "repo", f.repo, "feature", "lw"),
 		      NULL);
 	m_session_start(&c);
+	while (!c.done && uv_run(&loop, UV_RUN_ONCE))
+		;
 	ck_assert_msg(c.result, "session.start: %s", c.msg);
 	snprintf(ws, sizeof(ws), "%s",
 		 json_string_value(json_object_get(c.result, "worktree")));
