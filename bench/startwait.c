@@ -20,6 +20,9 @@
  * tenth of an in-place start for the longest ping (before, spd walked
  * the whole checkout on its loop for a new directory).
  *
+ * Last, each worktree session ended (its files removed), with the
+ * pings during the ends against the tenth of a worktree start.
+ *
  * A real spd (of BUILD, default build) in a directory under /var/tmp.
  */
 #include <jansson.h>
@@ -106,6 +109,54 @@ static size_t overlapping(double (*w)[2], int n, size_t upto, double *v)
 	return k;
 }
 
+/* session.end of each worktree session, each call's window and length
+ * into w and len (at most n).  0, or -1 said. */
+static int end_worktrees(double (*w)[2], double *len, int n)
+{
+	json_t *res = NULL, *e = NULL, *s;
+	struct client c;
+	char err[256];
+	size_t i;
+	int k = 0;
+
+	if (client_open(&c, err, sizeof(err)) < 0 ||
+	    client_call(&c, RPC_M_SESSION_LIST, json_object(), NULL, NULL, &res,
+			&e) < 0 ||
+	    e) {
+		fprintf(stderr, "bench startwait: session.list failed\n");
+		return -1;
+	}
+	json_array_foreach(json_object_get(res, "sessions"), i, s)
+	{
+		json_t *r2 = NULL, *e2 = NULL;
+		const char *id = json_string_value(json_object_get(s, "id"));
+		const char *mode =
+		    json_string_value(json_object_get(s, "mode"));
+
+		if (k >= n || !id || !mode || strcmp(mode, "worktree") != 0)
+			continue;
+		w[k][0] = now_ms();
+		if (client_call(&c, RPC_M_SESSION_END,
+				json_pack("{s:s}", "id", id), NULL, NULL, &r2,
+				&e2) < 0 ||
+		    e2) {
+			fprintf(stderr,
+				"bench startwait: session.end failed\n");
+			json_decref(e2);
+			json_decref(res);
+			client_close(&c);
+			return -1;
+		}
+		w[k][1] = now_ms();
+		len[k] = w[k][1] - w[k][0];
+		k++;
+		json_decref(r2);
+	}
+	json_decref(res);
+	client_close(&c);
+	return k == n ? 0 : -1;
+}
+
 static double pct(double *v, size_t n, double p)
 {
 	if (!n)
@@ -122,9 +173,10 @@ int main(int argc, char **argv)
 	long files = argc > 1 ? atol(argv[1]) : FILES_DEFAULT;
 	static double win[2][ROUNDS_MAX][2], len[2][ROUNDS_MAX];
 	static double runwin[2][ROUNDS_MAX][2], runlen[2][ROUNDS_MAX];
+	static double endwin[ROUNDS_MAX][2], endlen[ROUNDS_MAX];
 	char abs_build[4096], dir[4200], cmd[8800], spctl[4200];
 	size_t alone_n;
-	double *v, inplace_start = 0;
+	double *v, inplace_start = 0, wt_start = 0;
 	pthread_t th;
 	pid_t spd;
 
@@ -197,6 +249,10 @@ int main(int argc, char **argv)
 		runwin[k][i / 2][1] = now_ms();
 		runlen[k][i / 2] = runwin[k][i / 2][1] - t0;
 	}
+	/* The worktree sessions ended, as the operator. */
+	unsetenv("SPD_SESSION_TOKEN");
+	if (!ping_failed && end_worktrees(endwin, endlen, rounds) < 0)
+		ping_failed = 1;
 	atomic_store(&pinging, false);
 	pthread_join(th, NULL);
 	kill(spd, SIGTERM);
@@ -229,6 +285,8 @@ int main(int argc, char **argv)
 		       bench_met(n > 0 && mx <= 0.1 * start));
 		if (kind == 1)
 			inplace_start = start;
+		else
+			wt_start = start;
 	}
 	{
 		size_t n = overlapping(runwin[RUN_NEWDIR], rounds,
@@ -239,6 +297,12 @@ int main(int argc, char **argv)
 		       "during in-place runs, new dir", "-", n, pct(v, n, 0.5),
 		       pct(v, n, 0.99), mx,
 		       bench_met(n > 0 && mx <= 0.1 * inplace_start));
+		n = overlapping(endwin, rounds, atomic_load(&npings), v);
+		mx = pct(v, n, 1.0);
+		printf("%-34s %8.1f %7zu %8.3f %8.3f %8.3f  %s\n",
+		       "during worktree ends", bench_median(endlen, rounds), n,
+		       pct(v, n, 0.5), pct(v, n, 0.99), mx,
+		       bench_met(n > 0 && mx <= 0.1 * wt_start));
 		printf(
 		    "in-place `spctl run -- /bin/true`, medians: after a new "
 		    "directory %.2f ms, after nothing %.2f ms\n",

@@ -525,6 +525,53 @@ static int changes_hook(void *data, const char *worktree, char ***ret,
 	return r;
 }
 
+/* An ended session's worktree, removed on the thread pool
+ * (session_store_set_remover): its files are the loop's no longer. */
+struct removal {
+	uv_work_t req;
+	char *path;
+	int r;
+};
+
+static void removal_work(uv_work_t *req)
+{
+	struct removal *rm = req->data;
+
+	rm->r = session_remove_tree(rm->path);
+}
+
+static void removal_done(uv_work_t *req, int status)
+{
+	struct removal *rm = req->data;
+
+	if (status < 0 || rm->r < 0)
+		log_warn("%s: not removed (%s); spd tries again at its next "
+			 "start",
+			 rm->path, strerror(status < 0 ? ECANCELED : -rm->r));
+	free(rm->path);
+	free(rm);
+}
+
+static void remove_hook(void *data, char *path)
+{
+	struct spd *spd = data;
+	struct removal *rm = calloc(1, sizeof(*rm));
+
+	if (rm) {
+		rm->path = path;
+		rm->req.data = rm;
+		if (spd->loop && uv_queue_work(spd->loop, &rm->req,
+					       removal_work, removal_done) == 0)
+			return;
+		free(rm);
+	}
+	/* No thread to run it on: here, as before. */
+	if (session_remove_tree(path) < 0)
+		log_warn("%s: not removed; spd tries again at its next start",
+			 path);
+	free(path);
+}
+
 /* The session store's secret scan (session_store_set_scanner). */
 static int scan_hook(void *data, const char *diff, char *where, size_t wlen)
 {
@@ -671,6 +718,15 @@ int agent_start(struct spd *spd)
 	session_store_set_ended_hook(spd->sessions, on_attempt_ended, spd);
 	session_store_set_scanner(spd->sessions, scan_hook, spd);
 	session_store_set_changes(spd->sessions, changes_hook, spd);
+	session_store_set_remover(spd->sessions, remove_hook, spd);
+	/* What an earlier spd put away and did not finish removing. */
+	{
+		char **left = session_removals_left(spd->sessions);
+
+		for (size_t i = 0; left && left[i]; i++)
+			remove_hook(spd, steal_ptr(left[i]));
+		free(left);
+	}
 	session_store_set_identity(spd->sessions, spd->config.git_name,
 				   spd->config.git_email);
 	spd->session_auth = auth_hook;

@@ -303,6 +303,20 @@ typedef int (*session_changes_fn)(void *data, const char *worktree, char ***ret,
 				  uint64_t *ret_since);
 void session_store_set_changes(struct session_store *s, session_changes_fn fn,
 			       void *data);
+/*
+ * Where an ended session's worktree goes: the end renames it out of the
+ * way (state_dir/worktrees/.ended-<id>) and hands fn the new path (fn
+ * takes it), to remove on another thread with session_remove_tree.
+ * Without one, or when the rename fails, the end removes the worktree
+ * itself before it returns.  session_removals_left lists what an
+ * earlier spd put away and did not finish removing (a NULL-terminated
+ * array, the caller's; NULL when none or on error).
+ */
+typedef void (*session_remove_fn)(void *data, char *path);
+void session_store_set_remover(struct session_store *s, session_remove_fn fn,
+			       void *data);
+int session_remove_tree(const char *path);
+char **session_removals_left(struct session_store *s);
 /* The identity of agents' commits (spd.conf [session] git-name and
  * git-email); NULL: "agent <session id>".  Copied. */
 void session_store_set_identity(struct session_store *s, const char *name,

@@ -182,6 +182,13 @@ void session_store_set_changes(struct session_store *s, session_changes_fn fn,
 	s->changes_data = data;
 }
 
+void session_store_set_remover(struct session_store *s, session_remove_fn fn,
+			       void *data)
+{
+	s->remove = fn;
+	s->remove_data = data;
+}
+
 void session_store_set_identity(struct session_store *s, const char *name,
 				const char *email)
 {

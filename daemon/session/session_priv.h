@@ -96,6 +96,8 @@ struct session_store {
 	void *scan_data;
 	session_changes_fn changes;
 	void *changes_data;
+	session_remove_fn remove;
+	void *remove_data;
 	char *git_name, *git_email; /* NULL: "agent <id>" */
 	char err[1024];
 	unsigned starting; /* starts between begin and end */

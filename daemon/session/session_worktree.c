@@ -5,6 +5,7 @@
  * files and the session's state removed (the branch stays).  Part of
  * the session module (session_priv.h); see session.h.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/paths.h"
+#include "common/strv.h"
 #include "common/util.h"
 #include "daemon/session/session.h"
 #include "daemon/session/session_priv.h"
@@ -143,6 +145,40 @@ static int rm_cb(const char *path, const struct stat *st, int flag,
 		 struct FTW *ftw)
 {
 	return flag == FTW_DP ? rmdir(path) : unlink(path);
+}
+
+int session_remove_tree(const char *path)
+{
+	return sess_rm_tree(path);
+}
+
+/* Where an ended session's worktree is put away (session.h). */
+#define ENDED_PREFIX ".ended-"
+
+char **session_removals_left(struct session_store *s)
+{
+	char *dir = paths_join(s->state_dir, "worktrees");
+	struct strv v = {0};
+	struct dirent *de;
+	DIR *d = dir ? opendir(dir) : NULL;
+
+	while (d && (de = readdir(d))) {
+		char *p;
+
+		if (strncmp(de->d_name, ENDED_PREFIX, strlen(ENDED_PREFIX)) !=
+			0 ||
+		    !(p = paths_join(dir, de->d_name)))
+			continue;
+		if (strv_push(&v, p) < 0) {
+			free(p);
+			break;
+		}
+		free(p);
+	}
+	if (d)
+		closedir(d);
+	free(dir);
+	return v.v;
 }
 
 /* rm -rf without following symlinks; a missing path is fine. */
@@ -772,7 +808,21 @@ int session_end(struct session_store *s, const char *id, bool discard,
 	if (x->info.mode == SESSION_MODE_WORKTREE) {
 		git_repository *repo = NULL;
 		git_worktree *wt = NULL;
+		char *away = NULL;
+		bool moved;
 
+		/* The files go on another thread when the lead has one for
+		 * them (a checkout of 10,000 files: 0.1-0.3 s): out of the
+		 * way first, under a name no session has. */
+		if (s->remove) {
+			char *dir = paths_join(s->state_dir, "worktrees");
+
+			if (dir && asprintf(&away, "%s/" ENDED_PREFIX "%s", dir,
+					    id) < 0)
+				away = NULL;
+			free(dir);
+		}
+		moved = away && rename(x->info.worktree, away) == 0;
 		if (git_repository_open_ext(&repo, x->info.gitdir,
 					    GIT_REPOSITORY_OPEN_NO_SEARCH |
 						GIT_REPOSITORY_OPEN_BARE,
@@ -781,17 +831,26 @@ int session_end(struct session_store *s, const char *id, bool discard,
 			git_worktree_prune_options po = {
 			    GIT_WORKTREE_PRUNE_OPTIONS_VERSION, 0};
 			/* VALID: it is still a working worktree;
-			 * WORKING_TREE: remove its files too.  The branch
-			 * stays for the operator to review and merge. */
-			po.flags = GIT_WORKTREE_PRUNE_VALID |
-				   GIT_WORKTREE_PRUNE_WORKING_TREE;
+			 * WORKING_TREE: remove its files too (unless they
+			 * were put away).  The branch stays for the
+			 * operator to review and merge. */
+			po.flags =
+			    GIT_WORKTREE_PRUNE_VALID |
+			    (moved ? 0 : GIT_WORKTREE_PRUNE_WORKING_TREE);
 			if (git_worktree_prune(wt, &po) < 0)
 				sess_seterr(s, "git worktree prune: %s",
 					    sess_git_msg());
 		}
 		git_worktree_free(wt);
 		git_repository_free(repo);
-		r = sess_rm_tree(x->info.worktree);
+		if (moved) {
+			s->remove(s->remove_data, away);
+			away = NULL;
+			r = 0;
+		} else {
+			r = sess_rm_tree(x->info.worktree);
+		}
+		free(away);
 	}
 	sess_work_forget(s, id);
 	p = sess_heldout_dir(s, id);

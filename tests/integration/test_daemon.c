@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <pwd.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -39,6 +40,21 @@ static void teardown(void)
 static bool has(const char *hay, const char *needle)
 {
 	return hay && strstr(hay, needle) != NULL;
+}
+
+static char *fmt_path(const char *f, ...) __attribute__((format(printf, 1, 2)));
+
+static char *fmt_path(const char *f, ...)
+{
+	va_list ap;
+	char *s;
+	int n;
+
+	va_start(ap, f);
+	n = vasprintf(&s, f, ap);
+	va_end(ap);
+	ck_assert(n > 0);
+	return s;
 }
 
 /* The journal as text, read with the sqlite3 CLI straight from the file:
@@ -1248,6 +1264,82 @@ START_TEST(test_stop_during_start)
 }
 END_TEST
 
+/* Whether path exists, waiting up to timeout_ms for it to be gone. */
+static bool still_there(const char *path, int timeout_ms)
+{
+	struct stat st;
+
+	for (int waited = 0; waited < timeout_ms; waited += 20) {
+		if (lstat(path, &st) < 0)
+			return false;
+		usleep(20000);
+	}
+	return lstat(path, &st) == 0;
+}
+
+/*
+ * An ended worktree session's files are removed off spd's loop: the end
+ * answers once they are out of the worktree's path (gone at once), and
+ * a ping just after that is answered while they are still being removed
+ * (before, the loop removed them first: nothing was ever left to see).
+ * They are gone soon after; the branch stays.  What an earlier spd left
+ * half removed goes at the next start.
+ */
+START_TEST(test_end_removes_off_loop)
+{
+	char *repo = big_repo("src/endme"), *stale, *file;
+	bool seen = false;
+
+	for (int attempt = 0; attempt < 3 && !seen; attempt++) {
+		char id[TEST_SESSION_ID_LEN + 1],
+		    tok[TEST_SESSION_TOKEN_LEN + 1];
+		char *p, *r, *wt, *away, *out = NULL;
+		int a = test_spd_connect(&T), b = test_spd_connect(&T);
+
+		ck_assert(asprintf(&p,
+				   "{\"repo\":\"%s\",\"feature\":\"end-%d\"}",
+				   repo, attempt) > 0);
+		test_session_start(&T, p, id, tok);
+		free(p);
+		wt = fmt_path("%s/worktrees/%s", T.state, id);
+		away = fmt_path("%s/worktrees/.ended-%s", T.state, id);
+		ck_assert(asprintf(&p, "{\"id\":\"%s\"}", id) > 0);
+		r = test_call(&T, a, 1, "session.end", p, true);
+		ck_assert_msg(has(r, "\"result\""), "%s", r);
+		free(r);
+		free(p);
+		r = test_call(&T, b, 2, "daemon.ping", NULL, true);
+		ck_assert(has(r, "\"pong\":true"));
+		free(r);
+		seen = access(away, F_OK) == 0;
+		ck_assert_msg(access(wt, F_OK) < 0, "%s is still there", wt);
+		ck_assert_msg(!still_there(away, 30000), "%s was not removed",
+			      away);
+		test_sh(&out, "git -C '%s' branch --list 'spd/end-%d' | wc -l",
+			repo, attempt);
+		ck_assert_int_eq(atoi(out), 1);
+		free(out);
+		free(wt);
+		free(away);
+		close(a);
+		close(b);
+	}
+	ck_assert_msg(seen, "the files were gone before the next call was "
+			    "answered, three times");
+	/* Left half removed by an earlier spd. */
+	stale = fmt_path("%s/worktrees/.ended-0123456789abcdef", T.state);
+	file = fmt_path("%s/d/f", stale);
+	ck_assert_int_eq(test_sh(NULL, "mkdir -p '%s/d'", stale), 0);
+	test_write_file(file, "x");
+	test_spd_stop(&T);
+	test_spd_start(&T);
+	ck_assert_msg(!still_there(stale, 30000), "%s was not removed", stale);
+	free(stale);
+	free(file);
+	free(repo);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("daemon");
@@ -1288,6 +1380,7 @@ int main(void)
 	tcase_add_test(tc, test_kill_during_burst);
 	tcase_add_test(tc, test_start_blocks_no_one);
 	tcase_add_test(tc, test_stop_during_start);
+	tcase_add_test(tc, test_end_removes_off_loop);
 	TCase *ta = tcase_create("autostart");
 	tcase_set_timeout(ta, 120);
 	tcase_add_test(ta, test_autostart_lets_go_of_caller);
