@@ -195,8 +195,9 @@ int bench_agent_session(const char *dir, const char *name, long files, int dirs,
 		r = 0;
 	} else {
 		if (e)
-			fprintf(stderr, "session.start: %s\n",
-				json_string_value(json_object_get(e, "message")));
+			fprintf(
+			    stderr, "session.start: %s\n",
+			    json_string_value(json_object_get(e, "message")));
 		r = -1;
 	}
 	json_decref(res);
