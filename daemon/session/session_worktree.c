@@ -403,6 +403,16 @@ static int start_branch(struct session_store *s, struct session_start *st,
 	x->info.branch = strdup(st->bname);
 	if (!x->info.branch)
 		return -ENOMEM;
+	/* Where the worktree goes, checked before a branch is made for
+	 * it (the worker makes the worktree). */
+	{
+		char *dir = paths_join(s->state_dir, "worktrees");
+		int r = dir ? sess_private_dir(s, dir) : -ENOMEM;
+
+		free(dir);
+		if (r < 0)
+			return r;
+	}
 	/* spd's own ref update: it happens before the guard's
 	 * snapshot, and the guard never looks at this branch. */
 	if (git_branch_create(&st->branch, st->repo, st->bname, st->commit, 0) <
@@ -554,8 +564,11 @@ static void start_done(struct session_store *s, struct session_start *st)
 		}
 		if (st->made_wt)
 			sess_rm_tree(x->info.worktree);
+		/* The ref alone: a branch made here has no config section,
+		 * and git_branch_delete's search for one leaks in libgit2
+		 * 1.5 (a pcre2 match buffer an entry not matched). */
 		if (st->made_branch && st->branch &&
-		    git_branch_delete(st->branch) == 0)
+		    git_reference_delete(st->branch) == 0)
 			sess_note_ref(s, x->info.gitdir, st->bname);
 		if (st->snap)
 			unlink(st->snap);

@@ -1234,11 +1234,11 @@ START_TEST(test_stop_during_start)
 		ck_assert(has(r, "\"pong\":true"));
 	}
 	free(r);
-	kill(T.pid, SIGTERM);
-	ck_assert_int_eq(waitpid(T.pid, &status, 0), T.pid);
-	T.pid = 0;
+	status = test_spd_stop(&T);
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		test_sh(&out, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
 	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "spd's exit status %d", status);
+		      "spd's exit status %d: %s", status, out ? out : "");
 	test_sh(&out, "git -C '%s' branch --list 'spd/stopped' | wc -l", repo);
 	branch = atoi(out);
 	free(out);
