@@ -36,26 +36,14 @@ static bool has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, f);
-	ck_assert(vasprintf(&s, f, ap) >= 0);
-	va_end(ap);
-	return s;
-}
-
 /* A repository at dir with a.txt, b.txt, .gitignore and .spd.conf
  * committed. */
 static void make_repo(const char *dir, const char *conf)
 {
-	char *files = fmt("echo original > a.txt; echo other > b.txt; "
-			  "printf '*.log\\n.env\\n' > .gitignore; "
-			  "printf '%%s' '%s' > .spd.conf",
-			  conf);
+	char *files = test_fmt("echo original > a.txt; echo other > b.txt; "
+			       "printf '*.log\\n.env\\n' > .gitignore; "
+			       "printf '%%s' '%s' > .spd.conf",
+			       conf);
 
 	test_make_repo(dir, files);
 	free(files);
@@ -130,14 +118,14 @@ static void session_free(struct session *s)
 static void start_session(const char *repo, const char *feature, bool in_place,
 			  struct session *s)
 {
-	char *params = fmt("{\"repo\":\"%s\",\"feature\":\"%s\"%s}", repo,
-			   feature, in_place ? ",\"in_place\":true" : "");
+	char *params = test_fmt("{\"repo\":\"%s\",\"feature\":\"%s\"%s}", repo,
+				feature, in_place ? ",\"in_place\":true" : "");
 
 	test_session_start(&T, params, s->id, s->token);
 	/* The reply's worktree path may be redacted (issue 6 hides the
 	 * state dir's value); where it is, is known from the layout. */
-	s->worktree =
-	    in_place ? strdup(repo) : fmt("%s/worktrees/%s", T.state, s->id);
+	s->worktree = in_place ? strdup(repo)
+			       : test_fmt("%s/worktrees/%s", T.state, s->id);
 	free(params);
 }
 
@@ -145,7 +133,7 @@ static void start_session(const char *repo, const char *feature, bool in_place,
 static int agent_spctl(const struct session *s, char *const args[],
 		       char **ret_out, char **ret_err)
 {
-	char *tok = fmt("SPD_SESSION_TOKEN=%s", s->token);
+	char *tok = test_fmt("SPD_SESSION_TOKEN=%s", s->token);
 	char *env[] = {tok, NULL};
 	int st = test_spctl(&T, args, env, ret_out, ret_err);
 
@@ -270,7 +258,7 @@ START_TEST(test_session_lifecycle)
 	ck_assert(sscanf(id, "id: %16s", s.id) == 1);
 	ck_assert(sscanf(tok, "SPD_SESSION_TOKEN=%64s", s.token) == 1);
 	ck_assert(has(out, "spd/feat"));
-	s.worktree = fmt("%s/worktrees/%s", T.state, s.id);
+	s.worktree = test_fmt("%s/worktrees/%s", T.state, s.id);
 	free(out);
 	free(err);
 	ck_assert(wt_exists(&s, "a.txt"));
@@ -363,47 +351,48 @@ START_TEST(test_agent_unauthorized)
 
 	calls[n].method = "session.start";
 	calls[n++].params =
-	    fmt("{\"repo\":\"%s\",\"feature\":\"gamma\"}", REPO);
+	    test_fmt("{\"repo\":\"%s\",\"feature\":\"gamma\"}", REPO);
 	calls[n].method = "session.list";
-	calls[n++].params = fmt("{}");
+	calls[n++].params = test_fmt("{}");
 	calls[n].method = "session.show";
-	calls[n++].params = fmt("{\"id\":\"%s\"}", a.id);
+	calls[n++].params = test_fmt("{\"id\":\"%s\"}", a.id);
 	calls[n].method = "session.end";
-	calls[n++].params = fmt("{\"id\":\"%s\"}", a.id);
+	calls[n++].params = test_fmt("{\"id\":\"%s\"}", a.id);
 	calls[n].method = "session.heldout";
-	calls[n++].params = fmt("{\"id\":\"%s\",\"dir\":\"%s\"}", a.id, REPO);
+	calls[n++].params =
+	    test_fmt("{\"id\":\"%s\",\"dir\":\"%s\"}", a.id, REPO);
 	calls[n].method = "session.diff";
-	calls[n++].params = fmt("{\"id\":\"%s\"}", a.id);
+	calls[n++].params = test_fmt("{\"id\":\"%s\"}", a.id);
 	calls[n].method = "journal.follow";
-	calls[n++].params = fmt("{}");
+	calls[n++].params = test_fmt("{}");
 	calls[n].method = "journal.verify";
-	calls[n++].params = fmt("{}");
+	calls[n++].params = test_fmt("{}");
 	calls[n].method = "approval.list";
-	calls[n++].params = fmt("{}");
+	calls[n++].params = test_fmt("{}");
 	calls[n].method = "approval.decide";
-	calls[n++].params = fmt("{\"id\":1,\"approve\":true}");
+	calls[n++].params = test_fmt("{\"id\":1,\"approve\":true}");
 	calls[n].method = "cmd.run";
 	calls[n++].params =
-	    fmt("{\"argv\":[\"true\"],\"writable\":[\"%s\"]}", T.dir);
+	    test_fmt("{\"argv\":[\"true\"],\"writable\":[\"%s\"]}", T.dir);
 	calls[n].method = "cmd.run";
-	calls[n++].params = fmt("{\"argv\":[\"sh\",\"-c\",\"true\"],"
-				"\"yes\":true}");
+	calls[n++].params = test_fmt("{\"argv\":[\"sh\",\"-c\",\"true\"],"
+				     "\"yes\":true}");
 	calls[n].method = "session.status";
-	calls[n++].params = fmt("{\"id\":\"%s\"}", b.id);
+	calls[n++].params = test_fmt("{\"id\":\"%s\"}", b.id);
 	calls[n].method = "session.verify";
-	calls[n++].params = fmt("{\"id\":\"%s\"}", b.id);
+	calls[n++].params = test_fmt("{\"id\":\"%s\"}", b.id);
 	calls[n].method = "fs.read";
 	calls[n++].params =
-	    fmt("{\"path\":\"a.txt\",\"session\":\"%s\"}", b.id);
+	    test_fmt("{\"path\":\"a.txt\",\"session\":\"%s\"}", b.id);
 	calls[n].method = "fs.write";
-	calls[n++].params =
-	    fmt("{\"path\":\"pwn.txt\",\"content\":\"x\",\"session\":\"%s\"}",
-		b.id);
+	calls[n++].params = test_fmt(
+	    "{\"path\":\"pwn.txt\",\"content\":\"x\",\"session\":\"%s\"}",
+	    b.id);
 	calls[n].method = "fs.list";
-	calls[n++].params = fmt("{\"session\":\"%s\"}", b.id);
+	calls[n++].params = test_fmt("{\"session\":\"%s\"}", b.id);
 	calls[n].method = "cmd.run";
-	calls[n++].params =
-	    fmt("{\"argv\":[\"touch\",\"pwn.txt\"],\"session\":\"%s\"}", b.id);
+	calls[n++].params = test_fmt(
+	    "{\"argv\":[\"touch\",\"pwn.txt\"],\"session\":\"%s\"}", b.id);
 
 	for (size_t i = 0; i < n; i++) {
 		r = rpc(a.token, calls[i].method, calls[i].params);
@@ -456,18 +445,19 @@ START_TEST(test_agent_unauthorized)
 	ck_assert(!wt_exists(&a, "pwn.txt"));
 
 	/* Each refusal is in the journal, under the agent's session. */
-	char *sql = fmt("select summary from events where session='%s' and "
-			"actor='agent' and summary like '%%UNAUTHORIZED%%'",
-			a.id);
+	char *sql =
+	    test_fmt("select summary from events where session='%s' and "
+		     "actor='agent' and summary like '%%UNAUTHORIZED%%'",
+		     a.id);
 	{
-		char *last = fmt("%s UNAUTHORIZED", calls[n - 1].method);
+		char *last = test_fmt("%s UNAUTHORIZED", calls[n - 1].method);
 
 		rows = test_journal_until(&T, sql, last);
 		free(last);
 	}
 	free(sql);
 	for (size_t i = 0; i < n; i++) {
-		char *want = fmt("%s UNAUTHORIZED", calls[i].method);
+		char *want = test_fmt("%s UNAUTHORIZED", calls[i].method);
 		ck_assert_msg(has(rows, want), "not journaled: %s\n%s", want,
 			      rows);
 		free(want);
@@ -485,7 +475,7 @@ START_TEST(test_agent_unauthorized)
 	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	char *qs[] = {strdup("{\"limit\":1000}"),
-		      fmt("{\"limit\":1000,\"session\":\"%s\"}", b.id)};
+		      test_fmt("{\"limit\":1000,\"session\":\"%s\"}", b.id)};
 	for (size_t q = 0; q < 2; q++) {
 		json_t *j, *ev;
 		size_t k;
@@ -852,9 +842,9 @@ static char *op_run_in(const struct session *s, const char *shell)
 {
 	json_t *argv = json_pack("[s,s,s]", "sh", "-c", shell);
 	char *a = json_dumps(argv, JSON_COMPACT);
-	char *params = fmt("{\"session\":\"%s\",\"yes\":true,\"writable\":"
-			   "[\"%s/.git\"],\"argv\":%s}",
-			   s->id, REPO, a);
+	char *params = test_fmt("{\"session\":\"%s\",\"yes\":true,\"writable\":"
+				"[\"%s/.git\"],\"argv\":%s}",
+				s->id, REPO, a);
 	char *r = rpc(NULL, "cmd.run", params);
 
 	free(params);
@@ -889,9 +879,9 @@ START_TEST(test_guard_git_config)
 	start_session(REPO, "guard", false, &s);
 	/* The worktree's .git is the agent's own repository: the
 	 * operator's is named outright, writable for this run. */
-	char *line = fmt("git -c safe.directory='*' --git-dir='%s/.git' "
-			 "config user.name evil",
-			 REPO);
+	char *line = test_fmt("git -c safe.directory='*' --git-dir='%s/.git' "
+			      "config user.name evil",
+			      REPO);
 	r = op_run_in(&s, line);
 	free(line);
 	TEST_ASSERT_CODE(r, "GIT-CHANGED");
@@ -906,9 +896,10 @@ START_TEST(test_guard_git_config)
 	 * it is not. */
 	ck_assert_msg(has(r, "\"commands\":1"), "not recorded once: %s", r);
 	free(r);
-	char *sql = fmt("select kind, summary from events where session='%s' "
-			"and kind='session.finding'",
-			s.id);
+	char *sql =
+	    test_fmt("select kind, summary from events where session='%s' "
+		     "and kind='session.finding'",
+		     s.id);
 	rows = test_journal_until(&T, sql, ".git/config");
 	ck_assert_msg(has(rows, "GIT-CHANGED") && has(rows, ".git/config"),
 		      "finding not journaled: %s", rows);
@@ -924,9 +915,9 @@ START_TEST(test_guard_hook)
 	char *r;
 
 	start_session(REPO, "hook", false, &s);
-	char *line = fmt("printf '#!/bin/sh\\necho pwned\\n' > "
-			 "'%s/.git/hooks/post-commit'",
-			 REPO);
+	char *line = test_fmt("printf '#!/bin/sh\\necho pwned\\n' > "
+			      "'%s/.git/hooks/post-commit'",
+			      REPO);
 	r = op_run_in(&s, line);
 	free(line);
 	TEST_ASSERT_CODE(r, "GIT-CHANGED");
@@ -971,9 +962,9 @@ START_TEST(test_guard_own_branch_and_other_branch)
 	free(r);
 
 	/* Moving main is. */
-	line = fmt("git -c safe.directory='*' --git-dir='%s/.git' "
-		   "update-ref refs/heads/main refs/heads/spd/own",
-		   REPO);
+	line = test_fmt("git -c safe.directory='*' --git-dir='%s/.git' "
+			"update-ref refs/heads/main refs/heads/spd/own",
+			REPO);
 	r = op_run_in(&s, line);
 	free(line);
 	TEST_ASSERT_CODE(r, "GIT-CHANGED");
@@ -1062,7 +1053,8 @@ START_TEST(test_heldout)
 		free(r);
 	}
 	/* An absolute path to the sealed copy: outside the workspace. */
-	p = fmt("{\"path\":\"%s/heldout/%s/%s\"}", T.state, s.id, HELDOUT_NAME);
+	p = test_fmt("{\"path\":\"%s/heldout/%s/%s\"}", T.state, s.id,
+		     HELDOUT_NAME);
 	r = rpc(s.token, "fs.read", p);
 	ck_assert_msg(strcmp(test_reply_code(r), "ok") != 0 &&
 			  !has(r, HELDOUT_TEXT),
@@ -1080,7 +1072,7 @@ START_TEST(test_heldout)
 	/* Where the sealed copy lives on the host, and the temporary
 	 * directories it sits under, as seen from inside the sandbox (the
 	 * whole of / takes too long to walk in a test). */
-	p = fmt("%s/heldout/%s/%s", T.state, s.id, HELDOUT_NAME);
+	p = test_fmt("%s/heldout/%s/%s", T.state, s.id, HELDOUT_NAME);
 	rc = agent_run_approved(&s, (char *[]){"cat", p, NULL}, &out, &err);
 	ck_assert_msg(rc != 0 && !has(out, HELDOUT_TEXT),
 		      "the sealed file reads from a run: %d %s", rc, out);
@@ -1322,7 +1314,7 @@ START_TEST(test_approval_end_to_end)
 	aid = wait_for_ask(s.id);
 	/* Nothing ran before the decision. */
 	ck_assert(!wt_exists(&s, "out.txt"));
-	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
+	p = test_fmt("{\"id\":%ld,\"approve\":true}", aid);
 	r = rpc(NULL, "approval.decide", p);
 	TEST_ASSERT_CODE(r, "ok");
 	free(r);
@@ -1353,7 +1345,7 @@ START_TEST(test_approval_end_to_end)
 	json_decref(j);
 	free(r);
 	ck_assert(aid > 0);
-	p = fmt("{\"id\":%ld,\"approve\":true}", aid);
+	p = test_fmt("{\"id\":%ld,\"approve\":true}", aid);
 	r = rpc(NULL, "approval.decide", p);
 	TEST_ASSERT_CODE(r, "ok");
 	free(r);
@@ -1383,15 +1375,16 @@ START_TEST(test_approval_end_to_end)
 
 	/* A refusal with a reason reaches the waiting agent. */
 	int fd = test_spd_connect(&T);
-	char *line = fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
-			 "\"params\":{\"token\":\"%s\",\"argv\":[\"sh\",\"-c\","
-			 "\"echo no > refused.txt\"]}}\n",
-			 s.token);
+	char *line =
+	    test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
+		     "\"params\":{\"token\":\"%s\",\"argv\":[\"sh\",\"-c\","
+		     "\"echo no > refused.txt\"]}}\n",
+		     s.token);
 	test_send(fd, line, strlen(line));
 	free(line);
 	aid = wait_for_ask(s.id);
-	p = fmt("{\"id\":%ld,\"approve\":false,\"why\":\"no shells today\"}",
-		aid);
+	p = test_fmt(
+	    "{\"id\":%ld,\"approve\":false,\"why\":\"no shells today\"}", aid);
 	r = rpc(NULL, "approval.decide", p);
 	TEST_ASSERT_CODE(r, "ok");
 	free(r);
@@ -1412,9 +1405,9 @@ START_TEST(test_approval_end_to_end)
 	ck_assert(!wt_exists(&s, "refused.txt"));
 
 	/* All of it journaled with the rule id. */
-	char *sql = fmt("select kind || ' ' || summary from events where "
-			"session='%s' and kind like 'approval.%%'",
-			s.id);
+	char *sql = test_fmt("select kind || ' ' || summary from events where "
+			     "session='%s' and kind like 'approval.%%'",
+			     s.id);
 	r = test_journal_until(&T, sql, "no shells today");
 	ck_assert_msg(has(r, "approval.requested ask.shell") &&
 			  has(r, "approval.granted ask.shell") &&
@@ -1489,9 +1482,10 @@ START_TEST(test_grant_expires)
 	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 	ck_assert(!wt_exists(&s, "late.txt"));
-	sql = fmt("select kind from events where session='%s' and kind like "
-		  "'approval.%%'",
-		  s.id);
+	sql =
+	    test_fmt("select kind from events where session='%s' and kind like "
+		     "'approval.%%'",
+		     s.id);
 	r = test_journal_until(&T, sql, "approval.expired");
 	ck_assert_msg(has(r, "approval.expired") && has(r, "approval.used"),
 		      "journal: %s", r);
@@ -1515,9 +1509,9 @@ START_TEST(test_approvals_show_hidden_characters)
 	memset(spaces, ' ', 5000);
 	spaces[5000] = 0;
 	start_session(REPO, "bidi", false, &s);
-	p = fmt("{\"argv\":[\"sh\",\"-c\",\"echo \\u202e)dab(lanoitnetni"
-		"\\u202c safe\",\"%s; rm -rf ~\"],\"wait\":false}",
-		spaces);
+	p = test_fmt("{\"argv\":[\"sh\",\"-c\",\"echo \\u202e)dab(lanoitnetni"
+		     "\\u202c safe\",\"%s; rm -rf ~\"],\"wait\":false}",
+		     spaces);
 	r = rpc(s.token, "cmd.run", p);
 	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
@@ -1589,9 +1583,9 @@ START_TEST(test_three_refusals)
 
 	start_session(REPO, "refuse3", false, &s);
 	for (int i = 0; i < 3; i++) {
-		char *p = fmt("{\"argv\":[\"sh\",\"-c\",\"echo %d\"],"
-			      "\"wait\":false}",
-			      i);
+		char *p = test_fmt("{\"argv\":[\"sh\",\"-c\",\"echo %d\"],"
+				   "\"wait\":false}",
+				   i);
 		json_t *j;
 		long aid;
 
@@ -1604,7 +1598,7 @@ START_TEST(test_three_refusals)
 		json_decref(j);
 		free(r);
 		free(p);
-		p = fmt("{\"id\":%ld,\"approve\":false}", aid);
+		p = test_fmt("{\"id\":%ld,\"approve\":false}", aid);
 		r = rpc(NULL, "approval.decide", p);
 		TEST_ASSERT_CODE(r, "ok");
 		free(r);
@@ -1627,9 +1621,9 @@ START_TEST(test_prompt_budget)
 
 	start_session(REPO, "budget", false, &s);
 	for (int i = 0; i < 20; i++) {
-		p = fmt("{\"argv\":[\"sh\",\"-c\",\"echo ask %d\"],"
-			"\"wait\":false}",
-			i);
+		p = test_fmt("{\"argv\":[\"sh\",\"-c\",\"echo ask %d\"],"
+			     "\"wait\":false}",
+			     i);
 		r = rpc(s.token, "cmd.run", p);
 		ck_assert_msg(strcmp(test_reply_code(r), "NEEDS-APPROVAL") == 0,
 			      "ask %d: %s", i, r);
@@ -1643,7 +1637,7 @@ START_TEST(test_prompt_budget)
 	free(r);
 	/* ... without a prompt: 20 pending, not 21. */
 	r = rpc(NULL, "approval.list", NULL);
-	char *needle = fmt("\"session\":\"%s\"", s.id);
+	char *needle = test_fmt("\"session\":\"%s\"", s.id);
 	for (const char *q = r; (q = strstr(q, needle)); q++)
 		mine++;
 	free(needle);
@@ -1816,7 +1810,7 @@ START_TEST(test_secret_in_diff)
 	const char *key = "sk-ant-diffLEAK0123456789abcdefXYZ";
 	struct session s;
 	char *envf = paths_join(T.config, "environment"), *r, *dump;
-	char *line = fmt("ANTHROPIC_API_KEY=%s\n", key);
+	char *line = test_fmt("ANTHROPIC_API_KEY=%s\n", key);
 
 	ck_assert_int_eq(test_spd_stop(&T), 0);
 	test_write_file(envf, line);
@@ -2116,10 +2110,11 @@ START_TEST(test_approval_prompt_shows_decisive_parts)
 	TEST_ASSERT_CODE(r, "ok");
 	free(r);
 	sub = paths_join(s.worktree, "sub");
-	p = fmt("{\"argv\":[\"sh\",\"../build.sh\"],\"env\":{\"NODE_OPTIONS\":"
-		"\"--require ./x.js\"},\"cwd\":\"%s\",\"net\":\"loopback\","
-		"\"wait\":false}",
-		sub);
+	p = test_fmt(
+	    "{\"argv\":[\"sh\",\"../build.sh\"],\"env\":{\"NODE_OPTIONS\":"
+	    "\"--require ./x.js\"},\"cwd\":\"%s\",\"net\":\"loopback\","
+	    "\"wait\":false}",
+	    sub);
 	r = rpc(s.token, "cmd.run", p);
 	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
@@ -2171,7 +2166,7 @@ END_TEST
 START_TEST(test_worktrees_dir_mode)
 {
 	struct session s = {0};
-	char *wt = fmt("%s/worktrees", T.state), *r;
+	char *wt = test_fmt("%s/worktrees", T.state), *r;
 
 	start_session(REPO, "modes", false, &s);
 	session_free(&s);
@@ -2262,10 +2257,10 @@ START_TEST(test_asks_withdrawn_when_attempt_ends)
 	TEST_ASSERT_CODE(r, "NEEDS-APPROVAL");
 	free(r);
 	fd = test_spd_connect(&T);
-	line = fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
-		   "\"params\":{\"token\":\"%s\",\"argv\":[\"sh\",\"-c\","
-		   "\"echo waiting > w.txt\"]}}\n",
-		   s.token);
+	line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
+			"\"params\":{\"token\":\"%s\",\"argv\":[\"sh\",\"-c\","
+			"\"echo waiting > w.txt\"]}}\n",
+			s.token);
 	test_send(fd, line, strlen(line));
 	free(line);
 	wait_for_ask(s.id);
@@ -2283,7 +2278,7 @@ START_TEST(test_asks_withdrawn_when_attempt_ends)
 	free(r);
 	close(fd);
 	r = rpc(NULL, "approval.list", NULL);
-	needle = fmt("\"session\":\"%s\"", s.id);
+	needle = test_fmt("\"session\":\"%s\"", s.id);
 	ck_assert_msg(!has(r, needle), "asks of an ended attempt listed: %s",
 		      r);
 	free(needle);
@@ -2299,11 +2294,11 @@ END_TEST
 static char *ask_check(struct session *s, bool approve)
 {
 	int fd = test_spd_connect(&T);
-	char *line = fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
-			 "\"policy.check\",\"params\":{\"token\":\"%s\","
-			 "\"argv\":[\"sh\",\"-c\",\"echo %s\"],"
-			 "\"ask\":true}}\n",
-			 s->token, approve ? "yes" : "no");
+	char *line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			      "\"policy.check\",\"params\":{\"token\":\"%s\","
+			      "\"argv\":[\"sh\",\"-c\",\"echo %s\"],"
+			      "\"ask\":true}}\n",
+			      s->token, approve ? "yes" : "no");
 	char *r;
 	long aid;
 
@@ -2348,15 +2343,16 @@ START_TEST(test_policy_check_ask_waits)
 	free(r);
 	/* The caller goes away: its ask is withdrawn. */
 	fd = test_spd_connect(&T);
-	line = fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
-		   "\"policy.check\",\"params\":{\"token\":\"%s\","
-		   "\"argv\":[\"sh\",\"-c\",\"echo gone\"],\"ask\":true}}\n",
-		   s.token);
+	line =
+	    test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+		     "\"policy.check\",\"params\":{\"token\":\"%s\","
+		     "\"argv\":[\"sh\",\"-c\",\"echo gone\"],\"ask\":true}}\n",
+		     s.token);
 	test_send(fd, line, strlen(line));
 	free(line);
 	wait_for_ask(s.id);
 	close(fd);
-	needle = fmt("\"session\":\"%s\"", s.id);
+	needle = test_fmt("\"session\":\"%s\"", s.id);
 	for (int i = 0; i < 500; i++) {
 		r = rpc(NULL, "approval.list", NULL);
 		if (!has(r, needle))
@@ -2394,7 +2390,7 @@ START_TEST(test_session_token_one_char_off)
 	for (size_t i = 0; i < ARRAY_SIZE(flip_at); i++) {
 		char tok[sizeof(s.token)];
 		size_t at = flip_at[i];
-		char *name = fmt("off%zu.txt", at);
+		char *name = test_fmt("off%zu.txt", at);
 
 		memcpy(tok, s.token, sizeof(tok));
 		tok[at] = tok[at] == '0' ? '1' : '0';

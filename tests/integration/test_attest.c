@@ -36,18 +36,6 @@ static bool has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, f);
-	ck_assert(vasprintf(&s, f, ap) >= 0);
-	va_end(ap);
-	return s;
-}
-
 static void setup(void)
 {
 	char *files;
@@ -55,8 +43,8 @@ static void setup(void)
 	test_spd_prepare(&T, NULL);
 	test_spd_start(&T);
 	REPO = paths_join(T.dir, "src/project");
-	files = fmt("echo original > a.txt; printf '%%s' '%s' > .spd.conf",
-		    PROJECT_CONF);
+	files = test_fmt("echo original > a.txt; printf '%%s' '%s' > .spd.conf",
+			 PROJECT_CONF);
 	test_make_repo(REPO, files);
 	free(files);
 }
@@ -93,7 +81,8 @@ struct sess {
 
 static void start(const char *feature, struct sess *s)
 {
-	char *p = fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", REPO, feature);
+	char *p =
+	    test_fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", REPO, feature);
 
 	test_session_start(&T, p, s->id, s->token);
 	free(p);
@@ -166,7 +155,7 @@ static void passed_session(const char *feature, struct sess *s,
 	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s->id);
 	ck_assert_msg(has(r, "\"pass\":true"), "verify: %s", r);
 	tip = git_in(REPO, "rev-parse spd/%s", feature);
-	want = fmt("\"commit\":\"%s\"", tip);
+	want = test_fmt("\"commit\":\"%s\"", tip);
 	ck_assert_msg(has(r, want) &&
 			  has(r, "\"notes_ref\":\"refs/notes/spd\""),
 		      "the reply names the attested tip %s: %s", tip, r);
@@ -281,7 +270,7 @@ START_TEST(test_merge_signs_branch_tip)
 		   "git commit -qm done");
 	tip = git_in(REPO, "rev-parse spd/mrg");
 	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", s.id);
-	want = fmt("\"attestation\":{\"commit\":\"%s\"", tip);
+	want = test_fmt("\"attestation\":{\"commit\":\"%s\"", tip);
 	ck_assert_msg(has(r, "\"fast_forward\":true") && has(r, want),
 		      "merge: %s", r);
 	free(r);
@@ -424,9 +413,9 @@ END_TEST
 START_TEST(test_in_place_note_is_no_finding)
 {
 	struct sess s = {0};
-	char *p = fmt("{\"repo\":\"%s\",\"feature\":\"ip\","
-		      "\"in_place\":true}",
-		      REPO);
+	char *p = test_fmt("{\"repo\":\"%s\",\"feature\":\"ip\","
+			   "\"in_place\":true}",
+			   REPO);
 	char *r, *tip;
 
 	test_session_start(&T, p, s.id, s.token);
@@ -499,8 +488,8 @@ START_TEST(test_hostile_repository_runs_nothing)
 	 * (inotify sees every open of them). */
 	ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	ck_assert_int_ge(ino, 0);
-	cfg = fmt("%s/.git/config", h);
-	inc = fmt("%s/../inc.cfg", h);
+	cfg = test_fmt("%s/.git/config", h);
+	inc = test_fmt("%s/../inc.cfg", h);
 	ck_assert_int_ge(inotify_add_watch(ino, cfg, IN_OPEN), 0);
 	ck_assert_int_ge(inotify_add_watch(ino, inc, IN_OPEN), 0);
 	r = verify(h, "topic", NULL);
@@ -552,15 +541,15 @@ START_TEST(test_run_cannot_forge)
 		      "git notes add: %s", r);
 	free(r);
 	/* Around the policy: the ref written as a file, and by git. */
-	line = fmt("mkdir -p '%1$s/.git/refs/notes' && "
-		   "echo %2$s > '%1$s/.git/refs/notes/spd'",
-		   REPO, tip);
+	line = test_fmt("mkdir -p '%1$s/.git/refs/notes' && "
+			"echo %2$s > '%1$s/.git/refs/notes/spd'",
+			REPO, tip);
 	r = run_sh(&s, line);
 	ck_assert_msg(!has(r, "\"exit_code\":0"), "%s: %s", line, r);
 	free(r);
 	free(line);
-	line = fmt("git --git-dir='%s/.git' update-ref refs/notes/spd %s", REPO,
-		   tip);
+	line = test_fmt("git --git-dir='%s/.git' update-ref refs/notes/spd %s",
+			REPO, tip);
 	r = run_sh(&s, line);
 	ck_assert_msg(!has(r, "\"exit_code\":0"), "%s: %s", line, r);
 	free(r);
@@ -580,7 +569,7 @@ START_TEST(test_run_cannot_forge)
 	/* The key is in the state dir, which no run sees. */
 	key = paths_join(T.state, "attest.key");
 	ck_assert_int_eq(access(key, F_OK), 0);
-	line = fmt("cat '%s'", key);
+	line = test_fmt("cat '%s'", key);
 	r = run_sh(&s, line);
 	ck_assert_msg(!has(r, "\"exit_code\":0"), "cat the key: %s", r);
 	free(r);
@@ -626,9 +615,10 @@ START_TEST(test_trust_from_base_not_head)
 		    REPO, OTHER_KEY),
 	    0);
 	start("tf", &s);
-	line = fmt("echo '%s' > .spd/allowed-signers && echo d > done.txt && "
-		   "git add -A && git commit -qm 'trust me'",
-		   key);
+	line =
+	    test_fmt("echo '%s' > .spd/allowed-signers && echo d > done.txt && "
+		     "git add -A && git commit -qm 'trust me'",
+		     key);
 	run_ok(&s, line);
 	free(line);
 	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
@@ -781,7 +771,7 @@ START_TEST(test_end_signs_checks)
 	run_ok(&s, "echo d > done.txt");
 	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
 	tip = git_in(REPO, "rev-parse spd/endok");
-	want = fmt("\"attestation\":{\"commit\":\"%s\"", tip);
+	want = test_fmt("\"attestation\":{\"commit\":\"%s\"", tip);
 	ck_assert_msg(has(r, "\"verified\":true") && has(r, want) &&
 			  has(r, "\"committed\"") && has(r, "\"pass\":true"),
 		      "end: %s", r);
@@ -923,7 +913,7 @@ START_TEST(test_offline_verify_runs_nothing)
 {
 	struct sess s = {0};
 	char *m = paths_join(T.dir, "mark"), *log = paths_join(T.dir, "strace");
-	char *norun = fmt("SPD_RUNTIME_DIR=%s/norun", T.dir);
+	char *norun = test_fmt("SPD_RUNTIME_DIR=%s/norun", T.dir);
 	char *spctl = test_prog("spctl"), *out = NULL, *trace = NULL;
 	char *extra[] = {norun, NULL};
 	int st;

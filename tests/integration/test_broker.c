@@ -47,35 +47,30 @@ static bool has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, f);
-	ck_assert(vasprintf(&s, f, ap) >= 0);
-	va_end(ap);
-	return s;
-}
-
 static void standin_start(void)
 {
 	standin_pid = test_provider_standin(standin_log, REAL_ANT "," REAL_OAI,
 					    &standin_port);
 }
 
+/* spd.conf for the stand-in, with extra (may be NULL) in [broker]. */
+static char *broker_conf(const char *extra)
+{
+	return test_fmt(
+	    "[provider \"anthropic\"]\n\turl = http://127.0.0.1:%d\n"
+	    "\tkey = ANTHROPIC_API_KEY\n\tapi = anthropic\n"
+	    "[provider \"openai\"]\n\turl = http://127.0.0.1:%d/\n"
+	    "\tkey = OPENAI_API_KEY\n\tapi = openai\n"
+	    "[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n"
+	    "\tbody-max = 65536\n\tprovider-timeout = 2\n%s" MODEL_CONF,
+	    standin_port, standin_port, extra ? extra : "");
+}
+
 static void start_spd(const char *extra)
 {
 	char *conf, *envf;
 
-	conf = fmt("[provider \"anthropic\"]\n\turl = http://127.0.0.1:%d\n"
-		   "\tkey = ANTHROPIC_API_KEY\n\tapi = anthropic\n"
-		   "[provider \"openai\"]\n\turl = http://127.0.0.1:%d/\n"
-		   "\tkey = OPENAI_API_KEY\n\tapi = openai\n"
-		   "[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n"
-		   "\tbody-max = 65536\n\tprovider-timeout = 2\n%s" MODEL_CONF,
-		   standin_port, standin_port, extra ? extra : "");
+	conf = broker_conf(extra);
 	test_spd_prepare(&T, conf);
 	envf = paths_join(T.config, "environment");
 	test_write_file(envf, "ANTHROPIC_API_KEY=" REAL_ANT
@@ -305,11 +300,12 @@ static char *raw_http(int port, const char *req, size_t n)
 static char *request_text(const struct turn *t, const char *path,
 			  const char *extra_headers, const char *body)
 {
-	return fmt("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: %s\r\n"
-		   "anthropic-version: 2023-06-01\r\ncontent-type: "
-		   "application/json\r\n%sContent-Length: %zu\r\n\r\n%s",
-		   path, t->key, extra_headers ? extra_headers : "",
-		   strlen(body), body);
+	return test_fmt(
+	    "POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\nx-api-key: %s\r\n"
+	    "anthropic-version: 2023-06-01\r\ncontent-type: "
+	    "application/json\r\n%sContent-Length: %zu\r\n\r\n%s",
+	    path, t->key, extra_headers ? extra_headers : "", strlen(body),
+	    body);
 }
 
 static char *post(const struct turn *t, const char *path,
@@ -503,7 +499,7 @@ START_TEST(test_refused_keys_and_models)
 	ck_assert(has(r, "authentication_error"));
 	free(r);
 
-	r = fmt("{\"turn\":\"%s\"}", other.id);
+	r = test_fmt("{\"turn\":\"%s\"}", other.id);
 	o = rpc("turn.end", r);
 	free(r);
 	ck_assert_ptr_nonnull(json_object_get(o, "result"));
@@ -513,9 +509,10 @@ START_TEST(test_refused_keys_and_models)
 	free(r);
 
 	/* A Bearer key works like x-api-key; the live turn is unaffected. */
-	r = fmt("POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer "
-		"%s\r\nContent-Length: %zu\r\n\r\n%s",
-		t.key, strlen(MSG_BODY), MSG_BODY);
+	r = test_fmt(
+	    "POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer "
+	    "%s\r\nContent-Length: %zu\r\n\r\n%s",
+	    t.key, strlen(MSG_BODY), MSG_BODY);
 	char *ok = raw_http(t.port, r, strlen(r));
 	ck_assert_int_eq(status_of(ok), 200);
 	ck_assert(has(ok, "chat.completion"));
@@ -596,7 +593,8 @@ END_TEST
  * go exists. */
 static int held_stream(const struct turn *t, const char *go)
 {
-	char *hdr = fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
+	char *hdr =
+	    test_fmt("x-standin-mode: stream\r\nx-standin-wait: %s\r\n", go);
 	char *req = request_text(t, "/v1/messages", hdr,
 				 "{\"model\":\"test-model\",\"max_tokens\":50,"
 				 "\"stream\":true}");
@@ -614,7 +612,7 @@ static int held_stream(const struct turn *t, const char *go)
 START_TEST(test_stream_passes_through_as_it_arrives)
 {
 	struct turn t = begin(NULL);
-	char *go = fmt("%s.go", standin_log);
+	char *go = test_fmt("%s.go", standin_log);
 	int fd = held_stream(&t, go);
 	char buf[65536];
 	size_t len = 0;
@@ -710,7 +708,7 @@ END_TEST
 START_TEST(test_client_disconnect_still_charged)
 {
 	struct turn t = begin(NULL);
-	char *go = fmt("%s.go2", standin_log);
+	char *go = test_fmt("%s.go2", standin_log);
 	int fd = held_stream(&t, go);
 	char buf[4096];
 	json_t *row = NULL;
@@ -801,7 +799,7 @@ START_TEST(test_keepalive_calls_in_sequence)
 			 "\"stream\":true}");
 	char *last =
 	    request_text(&t, "/v1/messages", "Connection: close\r\n", MSG_BODY);
-	char *r, *body, *two, *needle = fmt("(%s)", t.id);
+	char *r, *body, *two, *needle = test_fmt("(%s)", t.id);
 	json_t *row;
 
 	r = ask(fd, plain);
@@ -818,7 +816,7 @@ START_TEST(test_keepalive_calls_in_sequence)
 	ck_assert_int_eq(pusd(row, "spent_usd"), 2 * CALL_PUSD);
 	json_decref(row);
 
-	two = fmt("%s%s", plain, plain);
+	two = test_fmt("%s%s", plain, plain);
 	test_send(fd, two, strlen(two));
 	r = read_replies(fd, "", 0, 2);
 	ck_assert_int_eq(count_of(r, "HTTP/1.1 200 OK"), 2);
@@ -859,7 +857,7 @@ START_TEST(test_provider_closes_kept_connection)
 	    &t, "/v1/messages",
 	    "x-standin-mode: stream\r\nx-standin-close: 1\r\n",
 	    "{\"model\":\"test-model\",\"max_tokens\":50,\"stream\":true}");
-	char *r, *body, *needle = fmt("(%s)", t.id);
+	char *r, *body, *needle = test_fmt("(%s)", t.id);
 	json_t *row;
 
 	for (int i = 0; i < 8; i++) {
@@ -916,7 +914,7 @@ START_TEST(test_concurrent_keepalive_calls_each_their_own)
 	     "[DONE]"},
 	};
 	int fds[CONC_CLIENTS];
-	char *r, *needle = fmt("(%s)", t.id);
+	char *r, *needle = test_fmt("(%s)", t.id);
 	json_t *row;
 
 	for (int i = 0; i < CONC_CLIENTS; i++)
@@ -971,7 +969,7 @@ START_TEST(test_keepalive_key_checked_per_request)
 	struct turn t = begin(NULL);
 	int fd = connect_port(t.port);
 	char *req = request_text(&t, "/v1/messages", NULL, MSG_BODY);
-	char *r, *p = fmt("{\"turn\":\"%s\"}", t.id), *log;
+	char *r, *p = test_fmt("{\"turn\":\"%s\"}", t.id), *log;
 	json_t *o;
 
 	r = ask(fd, req);
@@ -1004,10 +1002,10 @@ START_TEST(test_keepalive_smuggling_refused)
 	char *req = request_text(&t, "/v1/messages", NULL, MSG_BODY);
 	char *inner =
 	    request_text(&t, "/v1/messages", "x-smuggled: yes\r\n", MSG_BODY);
-	char *bad = fmt("POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-			"x-api-key: %s\r\nContent-Length: 5\r\n"
-			"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s",
-			t.key, inner);
+	char *bad = test_fmt("POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			     "x-api-key: %s\r\nContent-Length: 5\r\n"
+			     "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n%s",
+			     t.key, inner);
 	char *r, *log, *journal;
 
 	r = ask(fd, req);
@@ -1115,15 +1113,15 @@ static void agent_session_named(struct session *ses, const char *feature)
 	char *repo = paths_join(T.dir, "repo");
 	char *git = paths_join(repo, ".git");
 	char *params =
-	    fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", repo, feature);
-	char *files = fmt("cp '%s/../tests/lib/broker_agent.py' agent.py; "
-			  "echo hello > README",
-			  test_build_dir());
+	    test_fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", repo, feature);
+	char *files = test_fmt("cp '%s/../tests/lib/broker_agent.py' agent.py; "
+			       "echo hello > README",
+			       test_build_dir());
 
 	if (access(git, F_OK) != 0)
 		test_make_repo(repo, files);
 	test_session_start(&T, params, ses->id, ses->token);
-	ses->worktree = fmt("%s/worktrees/%s", T.state, ses->id);
+	ses->worktree = test_fmt("%s/worktrees/%s", T.state, ses->id);
 	free(files);
 	free(params);
 	free(git);
@@ -1154,7 +1152,7 @@ static int host_listener(int *ret_port)
 /* The session's turns as turn.list rows (a new reference). */
 static json_t *session_turns(const char *sid)
 {
-	char *params = fmt("{\"session\":\"%s\"}", sid);
+	char *params = test_fmt("{\"session\":\"%s\"}", sid);
 	json_t *o = rpc("turn.list", params), *a;
 
 	a = json_incref(json_object_get(json_object_get(o, "result"), "turns"));
@@ -1180,11 +1178,11 @@ START_TEST(test_spctl_agent_through_broker)
 	/* A live key of another turn (the operator's), left where the agent
 	 * can read it. */
 	struct turn other = begin(NULL);
-	path = fmt("%s/foreign-key.txt", ses.worktree);
+	path = test_fmt("%s/foreign-key.txt", ses.worktree);
 	test_write_file(path, other.key);
 	free(path);
-	ports = fmt("%d", lport);
-	char *sp = fmt("%d", standin_port), *inside = fmt("%d", 8378);
+	ports = test_fmt("%d", lport);
+	char *sp = test_fmt("%d", standin_port), *inside = test_fmt("%d", 8378);
 	char *args[] = {"agent", "--session", ses.id,	  "--yes",
 			"--",	 "python3",   "agent.py", ports,
 			sp,	 inside,      NULL};
@@ -1193,11 +1191,11 @@ START_TEST(test_spctl_agent_through_broker)
 		      "spctl agent: %d\n%s\n%s", st, out, err);
 
 	/* The model's reply, written by the agent, is in the worktree. */
-	path = fmt("%s/agent-out.txt", ses.worktree);
+	path = test_fmt("%s/agent-out.txt", ses.worktree);
 	file = test_read_file(path);
 	free(path);
 	ck_assert_msg(has(file, "hello"), "agent-out.txt: %s\n%s", file, out);
-	path = fmt("%s/agent-homes/%s/agent-note", T.state, ses.id);
+	path = test_fmt("%s/agent-homes/%s/agent-note", T.state, ses.id);
 	note = test_read_file(path);
 	free(path);
 	ck_assert_msg(has(note, "remembered"), "no note in the agent's home");
@@ -1223,9 +1221,9 @@ START_TEST(test_spctl_agent_through_broker)
 	 * no IPv6. */
 	ck_assert_msg(has(out, "reply: hello"), "%s", out);
 	ck_assert_msg(has(out, "probe foreign key: 401"), "%s", out);
-	char *want[] = {fmt("probe port %d: refused", lport),
-			fmt("probe port %d: refused", standin_port),
-			fmt("probe port %d: refused", 8378),
+	char *want[] = {test_fmt("probe port %d: refused", lport),
+			test_fmt("probe port %d: refused", standin_port),
+			test_fmt("probe port %d: refused", 8378),
 			strdup("probe bind: refused"),
 			strdup("probe inet6: refused")};
 	for (size_t i = 0; i < ARRAY_SIZE(want); i++) {
@@ -1318,7 +1316,7 @@ START_TEST(test_statement_carries_model_calls)
 	int64_t first, last;
 
 	agent_session_named(&s, "spend");
-	p = fmt("{\"session\":\"%s\"}", s.id);
+	p = test_fmt("{\"session\":\"%s\"}", s.id);
 	t = begin(p);
 	free(p);
 	for (int i = 0; i < 2; i++) {
@@ -1339,7 +1337,7 @@ START_TEST(test_statement_carries_model_calls)
 	/* A restart: what the broker kept of the turn is gone. */
 	ck_assert_int_eq(test_spd_stop(&T), 0);
 	test_spd_start(&T);
-	p = fmt("{\"id\":\"%s\"}", s.id);
+	p = test_fmt("{\"id\":\"%s\"}", s.id);
 	o = rpc("session.verify", p);
 	free(p);
 	ck_assert_msg(
@@ -1348,7 +1346,7 @@ START_TEST(test_statement_carries_model_calls)
 		"notes_ref"),
 	    "verify signed nothing: %s", json_dumps(o, 0));
 	json_decref(o);
-	p = fmt("{\"repo\":\"%s\",\"commit\":\"spd/spend\"}", repo);
+	p = test_fmt("{\"repo\":\"%s\",\"commit\":\"spd/spend\"}", repo);
 	o = rpc("attest.show", p);
 	free(p);
 	st = json_object_get(
@@ -1388,7 +1386,7 @@ START_TEST(test_statement_carries_model_calls)
 		size_t i, n = 0;
 		const char *fh = NULL, *lh = NULL;
 
-		p = fmt("{\"session\":\"%s\",\"limit\":1000}", s.id);
+		p = test_fmt("{\"session\":\"%s\",\"limit\":1000}", s.id);
 		q = rpc("journal.query", p);
 		free(p);
 		evs = json_object_get(json_object_get(q, "result"), "events");
@@ -1441,17 +1439,17 @@ START_TEST(test_turn_dies_with_session)
 
 	agent_session_named(&a, "one");
 	agent_session_named(&b, "two");
-	p = fmt("{\"session\":\"%s\"}", a.id);
+	p = test_fmt("{\"session\":\"%s\"}", a.id);
 	ta = begin(p);
 	free(p);
-	p = fmt("{\"session\":\"%s\"}", b.id);
+	p = test_fmt("{\"session\":\"%s\"}", b.id);
 	tb = begin(p);
 	free(p);
 
 	/* B's token naming A's turn: no such turn for it. */
 	{
 		int fd = test_spd_connect(&T);
-		char *line = fmt(
+		char *line = test_fmt(
 		    "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"model.call\","
 		    "\"params\":{\"token\":\"%s\",\"turn\":\"%s\",\"api\":"
 		    "\"anthropic\",\"body\":%s}}\n",
@@ -1466,7 +1464,7 @@ START_TEST(test_turn_dies_with_session)
 	}
 
 	/* session.end: A's key is refused, its turn ended. */
-	p = fmt("{\"id\":\"%s\"}", a.id);
+	p = test_fmt("{\"id\":\"%s\"}", a.id);
 	o = rpc("session.end", p);
 	free(p);
 	ck_assert_msg(json_object_get(o, "result"), "%s", json_dumps(o, 0));
@@ -1486,11 +1484,11 @@ START_TEST(test_turn_dies_with_session)
 	{
 		char *repo = paths_join(T.dir, "repo");
 		char *params =
-		    fmt("{\"session\":\"%s\",\"yes\":true,\"writable\":"
-			"[\"%s/.git\"],\"argv\":[\"sh\",\"-c\",\"git -c "
-			"safe.directory='*' --git-dir='%s/.git' config "
-			"user.name evil\"]}",
-			b.id, repo, repo);
+		    test_fmt("{\"session\":\"%s\",\"yes\":true,\"writable\":"
+			     "[\"%s/.git\"],\"argv\":[\"sh\",\"-c\",\"git -c "
+			     "safe.directory='*' --git-dir='%s/.git' config "
+			     "user.name evil\"]}",
+			     b.id, repo, repo);
 
 		o = rpc("cmd.run", params);
 		out = json_dumps(o, 0);
@@ -1552,8 +1550,9 @@ END_TEST
 START_TEST(test_model_call_over_socket)
 {
 	struct turn t = begin(NULL);
-	char *p = fmt("{\"turn\":\"%s\",\"api\":\"anthropic\",\"body\":%s}",
-		      t.id, MSG_BODY);
+	char *p =
+	    test_fmt("{\"turn\":\"%s\",\"api\":\"anthropic\",\"body\":%s}",
+		     t.id, MSG_BODY);
 	json_t *o = rpc("model.call", p), *res, *row;
 	char *text;
 
@@ -1596,10 +1595,10 @@ START_TEST(test_count_tokens_and_responses)
 
 	const char *body = "{\"model\":\"test-model\",\"input\":\"hi\","
 			   "\"max_output_tokens\":50}";
-	req = fmt("POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-		  "Authorization: Bearer %s\r\ncontent-type: "
-		  "application/json\r\nContent-Length: %zu\r\n\r\n%s",
-		  t.key, strlen(body), body);
+	req = test_fmt("POST /v1/responses HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+		       "Authorization: Bearer %s\r\ncontent-type: "
+		       "application/json\r\nContent-Length: %zu\r\n\r\n%s",
+		       t.key, strlen(body), body);
 	r = raw_http(t.port, req, strlen(req));
 	ck_assert_int_eq(status_of(r), 200);
 	ck_assert_msg(has(r, "\"object\": \"response\""), "%s", r);
@@ -1748,7 +1747,7 @@ START_TEST(test_unbounded_options_refused)
 	free(r);
 	log = test_read_file(standin_log);
 	for (int i = 1; i <= 14; i++) {
-		char *needle = fmt("u%d\\\"", i);
+		char *needle = test_fmt("u%d\\\"", i);
 
 		ck_assert_msg(!has(log, needle),
 			      "case u%d reached the provider", i);
@@ -1794,7 +1793,7 @@ START_TEST(test_choices_multiply_reservation)
 	j = journal_until("\"choices\":2");
 	ck_assert(has(j, "\"choices\":2"));
 	{
-		char *want = fmt("\"reserved_usd\":%.6f", worst2 / 1e12);
+		char *want = test_fmt("\"reserved_usd\":%.6f", worst2 / 1e12);
 
 		ck_assert_msg(has(j, want), "no %s in %s", want, j);
 		free(want);
@@ -1873,7 +1872,7 @@ START_TEST(test_session_cap_across_turns)
 	test_spd_cleanup(&T);
 	start_spd("\tsession-cap = 0.002\n");
 	agent_session(&ses);
-	p = fmt("{\"session\":\"%s\",\"cap_usd\":0.003}", ses.id);
+	p = test_fmt("{\"session\":\"%s\",\"cap_usd\":0.003}", ses.id);
 	a = begin(p);
 	b = begin(p);
 	free(p);
@@ -1903,14 +1902,7 @@ END_TEST
  * place while spd runs. */
 static void rewrite_conf(const char *extra)
 {
-	char *conf =
-	    fmt("[provider \"anthropic\"]\n\turl = http://127.0.0.1:%d\n"
-		"\tkey = ANTHROPIC_API_KEY\n\tapi = anthropic\n"
-		"[provider \"openai\"]\n\turl = http://127.0.0.1:%d/\n"
-		"\tkey = OPENAI_API_KEY\n\tapi = openai\n"
-		"[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n"
-		"\tbody-max = 65536\n\tprovider-timeout = 2\n%s" MODEL_CONF,
-		standin_port, standin_port, extra);
+	char *conf = broker_conf(extra);
 	char *path = paths_join(T.config, "spd.conf");
 
 	test_write_file(path, conf);
@@ -1933,7 +1925,7 @@ START_TEST(test_reload_changes_cap)
 	test_spd_cleanup(&T);
 	start_spd("\tsession-cap = 1\n");
 	agent_session(&ses);
-	p = fmt("{\"session\":\"%s\",\"cap_usd\":0.5}", ses.id);
+	p = test_fmt("{\"session\":\"%s\",\"cap_usd\":0.5}", ses.id);
 	a = begin(p);
 	free(p);
 	r = post(&a, "/v1/messages", NULL, MSG_BODY);
@@ -2038,8 +2030,8 @@ START_TEST(test_model_call_idle_expired)
 	/* Past the deadline: the outcome below does not depend on how
 	 * long past (the sweep may or may not have run). */
 	sleep(4);
-	p = fmt("{\"turn\":\"%s\",\"api\":\"anthropic\",\"body\":%s}", t.id,
-		MSG_BODY);
+	p = test_fmt("{\"turn\":\"%s\",\"api\":\"anthropic\",\"body\":%s}",
+		     t.id, MSG_BODY);
 	o = rpc("model.call", p);
 	ck_assert_msg(json_object_get(o, "error"), "an idle turn was used: %s",
 		      json_dumps(o, 0));
@@ -2060,7 +2052,7 @@ END_TEST
 /* spd's resident memory (kB) and its number of mappings. */
 static void spd_footprint(long *ret_rss_kb, long *ret_maps)
 {
-	char *path = fmt("/proc/%d/status", (int)T.pid);
+	char *path = test_fmt("/proc/%d/status", (int)T.pid);
 	char *text = test_read_file(path), *p;
 	long maps = 0;
 
@@ -2070,7 +2062,7 @@ static void spd_footprint(long *ret_rss_kb, long *ret_maps)
 	*ret_rss_kb = strtol(p + 6, NULL, 10);
 	free(text);
 	free(path);
-	path = fmt("/proc/%d/maps", (int)T.pid);
+	path = test_fmt("/proc/%d/maps", (int)T.pid);
 	text = test_read_file(path);
 	ck_assert_ptr_nonnull(text);
 	for (p = text; *p; p++)
@@ -2092,7 +2084,7 @@ static void churn_turns(int fd, int n)
 		char *p, *e;
 
 		ck_assert_msg(id, "turn %d: %s", i, r);
-		p = fmt("{\"turn\":\"%s\"}", id);
+		p = test_fmt("{\"turn\":\"%s\"}", id);
 		e = test_call(&T, fd, test_next_id(), "turn.end", p, true);
 		ck_assert_msg(has(e, "\"result\""), "turn.end: %s", e);
 		free(e);
@@ -2131,10 +2123,10 @@ static char *raw_unix(const char *path, const char *req)
 /* A request's head alone, announcing a body of len bytes. */
 static char *head_only(const char *key, size_t len)
 {
-	return fmt("POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-		   "x-api-key: %s\r\ncontent-type: application/json\r\n"
-		   "Content-Length: %zu\r\n\r\n",
-		   key, len);
+	return test_fmt("POST /v1/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+			"x-api-key: %s\r\ncontent-type: application/json\r\n"
+			"Content-Length: %zu\r\n\r\n",
+			key, len);
 }
 
 /* Send up to n bytes of filler on fd, stopping when spd stops taking
@@ -2246,7 +2238,7 @@ START_TEST(test_unfinished_bodies_bounded)
 	test_spd_cleanup(&T);
 	start_spd("\tbody-max = 16777216\n");
 	agent_session(&ses);
-	p = fmt("{\"session\":\"%s\"}", ses.id);
+	p = test_fmt("{\"session\":\"%s\"}", ses.id);
 	t = begin(p);
 	free(p);
 	op = begin(NULL);
@@ -2290,7 +2282,7 @@ START_TEST(test_connection_quotas)
 	char *p, *req, *r, *sock;
 
 	agent_session(&ses);
-	p = fmt("{\"session\":\"%s\"}", ses.id);
+	p = test_fmt("{\"session\":\"%s\"}", ses.id);
 	for (int i = 0; i < 3; i++)
 		a[i] = begin(p);
 	free(p);
@@ -2348,7 +2340,7 @@ START_TEST(test_refusals_aggregated)
 	int fd, n = 0;
 
 	agent_session(&ses);
-	p = fmt("{\"session\":\"%s\"}", ses.id);
+	p = test_fmt("{\"session\":\"%s\"}", ses.id);
 	t = begin(p);
 	free(p);
 	req = request_text(&t, "/v1/messages", NULL, "not json");
@@ -2364,8 +2356,8 @@ START_TEST(test_refusals_aggregated)
 	close(fd);
 	free(req);
 	ck_assert_int_eq(test_spd_stop(&T), 0);
-	q = fmt("select session, summary, detail from events where kind = "
-		"'model.call' and summary like 'refused 400%%'");
+	q = test_fmt("select session, summary, detail from events where kind = "
+		     "'model.call' and summary like 'refused 400%%'");
 	rows = test_journal(&T, q);
 	all = test_journal(&T, "select session, summary, detail from events");
 	for (const char *s = rows; (s = strstr(s, "refused 400")); s++)

@@ -40,18 +40,6 @@ static bool has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, f);
-	ck_assert(vasprintf(&s, f, ap) >= 0);
-	va_end(ap);
-	return s;
-}
-
 static void standin_start(void)
 {
 	standin_pid = test_provider_standin(
@@ -62,16 +50,16 @@ static void start_spd(const char *extra)
 {
 	char *conf, *envf;
 
-	conf =
-	    fmt("[provider \"anthropic\"]\n\turl = http://127.0.0.1:%d\n"
-		"\tkey = ANTHROPIC_API_KEY\n\tapi = anthropic\n"
-		"[provider \"openai\"]\n\turl = http://127.0.0.1:%d\n"
-		"\tkey = OPENAI_API_KEY\n\tapi = openai\n"
-		"[provider \"gemini\"]\n\turl = http://127.0.0.1:%d\n"
-		"\tkey = GEMINI_API_KEY\n\tapi = gemini\n"
-		"[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n"
-		"\tprovider-timeout = 5\n%s" MODEL_CONF,
-		standin_port, standin_port, standin_port, extra ? extra : "");
+	conf = test_fmt(
+	    "[provider \"anthropic\"]\n\turl = http://127.0.0.1:%d\n"
+	    "\tkey = ANTHROPIC_API_KEY\n\tapi = anthropic\n"
+	    "[provider \"openai\"]\n\turl = http://127.0.0.1:%d\n"
+	    "\tkey = OPENAI_API_KEY\n\tapi = openai\n"
+	    "[provider \"gemini\"]\n\turl = http://127.0.0.1:%d\n"
+	    "\tkey = GEMINI_API_KEY\n\tapi = gemini\n"
+	    "[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n"
+	    "\tprovider-timeout = 5\n%s" MODEL_CONF,
+	    standin_port, standin_port, standin_port, extra ? extra : "");
 	test_spd_prepare(&T, conf);
 	envf = paths_join(T.config, "environment");
 	test_write_file(envf, "ANTHROPIC_API_KEY=" REAL_ANT
@@ -124,14 +112,15 @@ struct session {
 static void session_with_turn(struct session *ses)
 {
 	char *repo = paths_join(T.dir, "repo");
-	char *params = fmt("{\"repo\":\"%s\",\"feature\":\"labels\"}", repo);
+	char *params =
+	    test_fmt("{\"repo\":\"%s\",\"feature\":\"labels\"}", repo);
 	json_t *o, *r;
 
 	test_make_repo(repo, "echo hello > README");
 	test_session_start(&T, params, ses->id, ses->token);
-	ses->worktree = fmt("%s/worktrees/%s", T.state, ses->id);
+	ses->worktree = test_fmt("%s/worktrees/%s", T.state, ses->id);
 	free(params);
-	params = fmt("{\"session\":\"%s\"}", ses->id);
+	params = test_fmt("{\"session\":\"%s\"}", ses->id);
 	o = rpc("turn.begin", params);
 	r = json_object_get(o, "result");
 	ck_assert_msg(r, "turn.begin failed: %s", json_dumps(o, 0));
@@ -147,9 +136,9 @@ static void session_with_turn(struct session *ses)
 static void call_model(const struct session *ses, const char *api,
 		       const char *path, const char *body)
 {
-	char *p = fmt("{\"turn\":\"%s\",\"api\":\"%s\",\"path\":\"%s\","
-		      "\"body\":%s}",
-		      ses->turn, api, path, body);
+	char *p = test_fmt("{\"turn\":\"%s\",\"api\":\"%s\",\"path\":\"%s\","
+			   "\"body\":%s}",
+			   ses->turn, api, path, body);
 	json_t *o = rpc("model.call", p);
 	json_t *res = json_object_get(o, "result");
 
@@ -164,12 +153,13 @@ static void call_model(const struct session *ses, const char *api,
  * id. */
 static json_t *last_row(const struct session *ses, int n, long long *ret_id)
 {
-	char *sql = fmt("select 'rows=' || (select count(*) from events where "
-			"kind='model.call' and session='%s') || ' ' || id || "
-			"' ' || detail from events where kind='model.call' and "
-			"session='%s' order by id desc limit 1",
-			ses->id, ses->id);
-	char *want = fmt("rows=%d ", n);
+	char *sql =
+	    test_fmt("select 'rows=' || (select count(*) from events where "
+		     "kind='model.call' and session='%s') || ' ' || id || "
+		     "' ' || detail from events where kind='model.call' and "
+		     "session='%s' order by id desc limit 1",
+		     ses->id, ses->id);
+	char *want = test_fmt("rows=%d ", n);
 	char *out = test_journal_until(&T, sql, want);
 	char *sp;
 	json_t *d;
@@ -191,10 +181,10 @@ static json_t *last_row(const struct session *ses, int n, long long *ret_id)
  * session enter there, before the call goes to the provider. */
 static long long labels_row(const struct session *ses)
 {
-	char *sql = fmt("select 'id=' || id from events where "
-			"kind='model.labels' and session='%s' order by id "
-			"desc limit 1",
-			ses->id);
+	char *sql = test_fmt("select 'id=' || id from events where "
+			     "kind='model.labels' and session='%s' order by id "
+			     "desc limit 1",
+			     ses->id);
 	char *out = test_journal_until(&T, sql, "id=");
 	long long id;
 
@@ -222,7 +212,7 @@ static bool in_array(json_t *a, const char *s)
 /* The session's label as session.show lists it, or NULL (new ref). */
 static json_t *session_label(const struct session *ses, const char *label)
 {
-	char *p = fmt("{\"id\":\"%s\"}", ses->id);
+	char *p = test_fmt("{\"id\":\"%s\"}", ses->id);
 	json_t *o = rpc("session.show", p), *a, *v, *found = NULL;
 	size_t i;
 
@@ -373,7 +363,7 @@ START_TEST(test_served_run_is_command)
 	free(r);
 	/* The agent's Bash tool ran "spctl run": its result holds the
 	 * run's output, with the tool's own framing around it. */
-	body = fmt(
+	body = test_fmt(
 	    ANT_BODY(ANT_USER
 		     ",{\"role\":\"assistant\",\"content\":[{\"type\":"
 		     "\"tool_use\",\"id\":\"tu_9\",\"name\":\"Bash\",\"input\":"
@@ -480,7 +470,7 @@ START_TEST(test_private_read_by_agent_tool)
 
 	start_spd("[provenance]\n\tprivate = secrets/*\n");
 	session_with_turn(&ses);
-	body = fmt(
+	body = test_fmt(
 	    ANT_BODY(ANT_USER
 		     ",{\"role\":\"assistant\",\"content\":[{\"type\":"
 		     "\"tool_use\",\"id\":\"r1\",\"name\":\"Read\",\"input\":"
@@ -496,7 +486,7 @@ START_TEST(test_private_read_by_agent_tool)
 	free(s);
 	json_decref(d);
 	free(body);
-	body = fmt(
+	body = test_fmt(
 	    ANT_BODY(ANT_USER
 		     ",{\"role\":\"assistant\",\"content\":[{\"type\":"
 		     "\"tool_use\",\"id\":\"r2\",\"name\":\"Read\",\"input\":"

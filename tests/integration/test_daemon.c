@@ -42,21 +42,6 @@ static bool has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-static char *fmt_path(const char *f, ...) __attribute__((format(printf, 1, 2)));
-
-static char *fmt_path(const char *f, ...)
-{
-	va_list ap;
-	char *s;
-	int n;
-
-	va_start(ap, f);
-	n = vasprintf(&s, f, ap);
-	va_end(ap);
-	ck_assert(n > 0);
-	return s;
-}
-
 /* The journal as text, read with the sqlite3 CLI straight from the file:
  * what spd wrote, not what it says it wrote. */
 static char *journal_dump(void)
@@ -1301,8 +1286,8 @@ START_TEST(test_end_removes_off_loop)
 				   repo, attempt) > 0);
 		test_session_start(&T, p, id, tok);
 		free(p);
-		wt = fmt_path("%s/worktrees/%s", T.state, id);
-		away = fmt_path("%s/worktrees/.ended-%s", T.state, id);
+		wt = test_fmt("%s/worktrees/%s", T.state, id);
+		away = test_fmt("%s/worktrees/.ended-%s", T.state, id);
 		ck_assert(asprintf(&p, "{\"id\":\"%s\"}", id) > 0);
 		r = test_call(&T, a, 1, "session.end", p, true);
 		ck_assert_msg(has(r, "\"result\""), "%s", r);
@@ -1327,8 +1312,8 @@ START_TEST(test_end_removes_off_loop)
 	ck_assert_msg(seen, "the files were gone before the next call was "
 			    "answered, three times");
 	/* Left half removed by an earlier spd. */
-	stale = fmt_path("%s/worktrees/.ended-0123456789abcdef", T.state);
-	file = fmt_path("%s/d/f", stale);
+	stale = test_fmt("%s/worktrees/.ended-0123456789abcdef", T.state);
+	file = test_fmt("%s/d/f", stale);
 	ck_assert_int_eq(test_sh(NULL, "mkdir -p '%s/d'", stale), 0);
 	test_write_file(file, "x");
 	test_spd_stop(&T);

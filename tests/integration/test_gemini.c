@@ -45,23 +45,11 @@ static bool has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, f);
-	ck_assert(vasprintf(&s, f, ap) >= 0);
-	va_end(ap);
-	return s;
-}
-
 /* spd.conf and the provider's key in T's config directory: the
  * stand-in is the gemini provider. */
 static void setup_conf(void)
 {
-	char *conf = fmt(
+	char *conf = test_fmt(
 	    "[provider \"gemini\"]\n\turl = http://127.0.0.1:%d\n"
 	    "\tkey = GEMINI_API_KEY\n\tapi = gemini\n"
 	    "[broker]\n\tcap-default = 0.5\n\tcap-max = 2\n\tmin-output = 100\n"
@@ -167,10 +155,10 @@ static char *post(int port, const char *target, const char *hdr,
 				.sin_port = htons((uint16_t)port),
 				.sin_addr.s_addr = htonl(0x7f000001)};
 	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	char *req = fmt("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
-			"content-type: application/json\r\nConnection: "
-			"close\r\nContent-Length: %zu\r\n\r\n%s",
-			target, hdr ? hdr : "", strlen(body), body);
+	char *req = test_fmt("POST %s HTTP/1.1\r\nHost: 127.0.0.1\r\n%s"
+			     "content-type: application/json\r\nConnection: "
+			     "close\r\nContent-Length: %zu\r\n\r\n%s",
+			     target, hdr ? hdr : "", strlen(body), body);
 	size_t len = 0, cap = 65536;
 	char *out = malloc(cap);
 
@@ -198,7 +186,7 @@ static char *post(int port, const char *target, const char *hdr,
 
 static char *goog_key(const struct turn *t)
 {
-	return fmt("x-goog-api-key: %s\r\n", t->key);
+	return test_fmt("x-goog-api-key: %s\r\n", t->key);
 }
 
 static int status_of(const char *resp)
@@ -257,9 +245,10 @@ END_TEST
 START_TEST(test_stream_sse_query_key)
 {
 	struct turn t = begin(NULL);
-	char *target = fmt("/v1beta/models/test-gemini:streamGenerateContent?"
-			   "alt=sse&key=%s",
-			   t.key);
+	char *target =
+	    test_fmt("/v1beta/models/test-gemini:streamGenerateContent?"
+		     "alt=sse&key=%s",
+		     t.key);
 	char *r = post(t.port, target, "x-standin-mode: stream\r\n", BODY);
 	char *log, *journal;
 
@@ -289,7 +278,7 @@ START_TEST(test_stream_array_and_count_tokens)
 {
 	struct turn t = begin(NULL);
 	char *h =
-	    fmt("x-goog-api-key: %s\r\nx-standin-mode: stream\r\n", t.key);
+	    test_fmt("x-goog-api-key: %s\r\nx-standin-mode: stream\r\n", t.key);
 	char *r =
 	    post(t.port, "/v1beta/models/test-gemini:streamGenerateContent", h,
 		 BODY);
@@ -398,7 +387,7 @@ START_TEST(test_refusals_journaled)
 {
 	struct turn t = begin(NULL), fake = t;
 	char *target =
-	    fmt("/v1beta/models/test-gemini:embedContent?key=%s", t.key);
+	    test_fmt("/v1beta/models/test-gemini:embedContent?key=%s", t.key);
 	char *r = post(t.port, target, NULL, BODY), *h, *journal, *log;
 
 	ck_assert_msg(status_of(r) == 404, "%s", r);
@@ -431,10 +420,11 @@ END_TEST
 START_TEST(test_model_call_gemini)
 {
 	struct turn t = begin(NULL);
-	char *params = fmt("{\"turn\":\"%s\",\"api\":\"gemini\",\"path\":"
-			   "\"/v1beta/models/test-gemini:generateContent\","
-			   "\"body\":%s}",
-			   t.id, BODY);
+	char *params =
+	    test_fmt("{\"turn\":\"%s\",\"api\":\"gemini\",\"path\":"
+		     "\"/v1beta/models/test-gemini:generateContent\","
+		     "\"body\":%s}",
+		     t.id, BODY);
 	json_t *o = rpc("model.call", params);
 	json_t *res = json_object_get(o, "result");
 	char *s = json_dumps(o, 0);
@@ -447,8 +437,8 @@ START_TEST(test_model_call_gemini)
 	free(s);
 	json_decref(o);
 	free(params);
-	params =
-	    fmt("{\"turn\":\"%s\",\"api\":\"gemini\",\"body\":%s}", t.id, BODY);
+	params = test_fmt("{\"turn\":\"%s\",\"api\":\"gemini\",\"body\":%s}",
+			  t.id, BODY);
 	o = rpc("model.call", params);
 	ck_assert(json_object_get(o, "error"));
 	json_decref(o);
@@ -536,10 +526,10 @@ START_TEST(test_libcurl_unusable_fails_closed)
 	ck_assert_msg(has(journal, "did not load"), "%s", journal);
 	ck_assert_int_eq(spent(t.id), 0);
 	/* model.call fails the same way. */
-	params = fmt("{\"turn\":\"%s\",\"api\":\"gemini\",\"path\":"
-		     "\"/v1beta/models/test-gemini:generateContent\","
-		     "\"body\":%s}",
-		     t.id, BODY);
+	params = test_fmt("{\"turn\":\"%s\",\"api\":\"gemini\",\"path\":"
+			  "\"/v1beta/models/test-gemini:generateContent\","
+			  "\"body\":%s}",
+			  t.id, BODY);
 	o = rpc("model.call", params);
 	free(r);
 	r = json_dumps(o, 0);

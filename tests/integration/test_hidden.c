@@ -37,21 +37,6 @@ static bool has(const char *hay, const char *needle)
 	return hay && needle && strstr(hay, needle) != NULL;
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s;
-	int n;
-
-	va_start(ap, f);
-	n = vasprintf(&s, f, ap);
-	va_end(ap);
-	ck_assert(n > 0);
-	return s;
-}
-
 /*
  * A directory the run sees as the host has it: /tmp and /var/tmp are the
  * run's own, so nothing there needs hiding.  As root /var (as the
@@ -65,7 +50,8 @@ static char *outside_dir(void)
 
 	if (!(e && e[0] == '/') && geteuid() != 0)
 		return NULL;
-	t = fmt("%s/spd-test-hidden-XXXXXX", e && e[0] == '/' ? e : "/var");
+	t = test_fmt("%s/spd-test-hidden-XXXXXX",
+		     e && e[0] == '/' ? e : "/var");
 	ck_assert_ptr_nonnull(mkdtemp(t));
 	ck_assert_int_eq(chmod(t, 0755), 0);
 	return t;
@@ -73,7 +59,7 @@ static char *outside_dir(void)
 
 static void put(const char *dir, const char *name, const char *content)
 {
-	char *p = fmt("%s/%s", dir, name);
+	char *p = test_fmt("%s/%s", dir, name);
 
 	test_write_file(p, content);
 	ck_assert_int_eq(chmod(p, 0644), 0);
@@ -82,7 +68,7 @@ static void put(const char *dir, const char *name, const char *content)
 
 static void mkdir_in(const char *dir, const char *name)
 {
-	char *p = fmt("%s/%s", dir, name);
+	char *p = test_fmt("%s/%s", dir, name);
 
 	ck_assert_int_eq(mkdir(p, 0755), 0);
 	ck_assert_int_eq(chmod(p, 0755), 0);
@@ -131,10 +117,10 @@ static void start_with_hidden(void)
 {
 	/* The directory with a trailing slash: taken as the same path.  One
 	 * inside the workspace too. */
-	char *conf = fmt("[sandbox]\n\thidden = %s/secrets/\n"
-			 "\thidden = %s/notes/passwords.txt\n"
-			 "\thidden = %s/private\n",
-			 HOME, HOME, WS);
+	char *conf = test_fmt("[sandbox]\n\thidden = %s/secrets/\n"
+			      "\thidden = %s/notes/passwords.txt\n"
+			      "\thidden = %s/private\n",
+			      HOME, HOME, WS);
 
 	test_spd_prepare(&T, conf);
 	free(conf);
@@ -157,12 +143,12 @@ START_TEST(test_hidden_in_runs)
 	make_home();
 	WS = test_tmpdir("ws");
 	start_with_hidden();
-	script =
-	    fmt("cat %s/secrets/canary.txt; ls -a %s/secrets; ", HOME, HOME);
-	c = fmt("%scat %s/notes/passwords.txt; ", script, HOME);
+	script = test_fmt("cat %s/secrets/canary.txt; ls -a %s/secrets; ", HOME,
+			  HOME);
+	c = test_fmt("%scat %s/notes/passwords.txt; ", script, HOME);
 	free(script);
-	script =
-	    fmt("%scat %s/notes/visible.txt; echo RAN-TO-THE-END\n", c, HOME);
+	script = test_fmt("%scat %s/notes/visible.txt; echo RAN-TO-THE-END\n",
+			  c, HOME);
 	free(c);
 	ex = run_script(WS, script, &out, &err);
 	free(script);
@@ -177,12 +163,12 @@ START_TEST(test_hidden_in_runs)
 	free(out);
 	free(err);
 	/* The host's files are as they were. */
-	c = fmt("%s/secrets/canary.txt", HOME);
+	c = test_fmt("%s/secrets/canary.txt", HOME);
 	out = test_read_file(c);
 	ck_assert_msg(has(out, CANARY_DIR), "canary changed: %s", out);
 	free(out);
 	free(c);
-	c = fmt("%s/notes/passwords.txt", HOME);
+	c = test_fmt("%s/notes/passwords.txt", HOME);
 	out = test_read_file(c);
 	ck_assert_msg(has(out, CANARY_FILE), "file changed: %s", out);
 	free(out);
@@ -218,8 +204,8 @@ START_TEST(test_hidden_refused_by_policy)
 	WS = test_tmpdir("ws");
 	start_with_hidden();
 	for (size_t i = 0; i < sizeof(tail) / sizeof(tail[0]); i++) {
-		p = fmt("{\"workspace\":\"%s\",\"read\":\"%s/%s\"}", WS, HOME,
-			tail[i]);
+		p = test_fmt("{\"workspace\":\"%s\",\"read\":\"%s/%s\"}", WS,
+			     HOME, tail[i]);
 		r = call("policy.check", p);
 		ck_assert_msg(has(r, "deny.path.hidden") && has(r, "\"deny\""),
 			      "policy.check %s: %s", tail[i], r);
@@ -227,9 +213,9 @@ START_TEST(test_hidden_refused_by_policy)
 		free(p);
 		/* The file tools never leave the workspace (PATH-ESCAPE
 		 * before the policy); refused either way, never read. */
-		p = fmt("{\"workspace\":\"%s\",\"path\":\"%s/%s\","
-			"\"yes\":true}",
-			WS, HOME, tail[i]);
+		p = test_fmt("{\"workspace\":\"%s\",\"path\":\"%s/%s\","
+			     "\"yes\":true}",
+			     WS, HOME, tail[i]);
 		r = call("fs.read", p);
 		ck_assert_msg(
 		    has(r, "\"error\"") &&
@@ -243,28 +229,28 @@ START_TEST(test_hidden_refused_by_policy)
 	 * the workspace: refused as well, to the file tools too. */
 	mkdir_in(WS, "private");
 	put(WS, "private/key.txt", CANARY_DIR "\n");
-	p = fmt("{\"workspace\":\"%s\",\"read\":\"private/key.txt\"}", WS);
+	p = test_fmt("{\"workspace\":\"%s\",\"read\":\"private/key.txt\"}", WS);
 	r = call("policy.check", p);
 	ck_assert_msg(has(r, "deny.path.hidden"), "inside: %s", r);
 	free(r);
 	free(p);
-	p = fmt("{\"workspace\":\"%s\",\"path\":\"private/key.txt\","
-		"\"yes\":true}",
-		WS);
+	p = test_fmt("{\"workspace\":\"%s\",\"path\":\"private/key.txt\","
+		     "\"yes\":true}",
+		     WS);
 	r = call("fs.read", p);
 	ck_assert_msg(has(r, "deny.path.hidden") && !has(r, CANARY_DIR),
 		      "fs.read inside: %s", r);
 	free(r);
 	free(p);
 	/* Next to it: the ordinary rule, not this one. */
-	p = fmt("{\"workspace\":\"%s\",\"read\":\"%s/notes/visible.txt\"}", WS,
-		HOME);
+	p = test_fmt("{\"workspace\":\"%s\",\"read\":\"%s/notes/visible.txt\"}",
+		     WS, HOME);
 	r = call("policy.check", p);
 	ck_assert_msg(!has(r, "deny.path.hidden"), "%s", r);
 	free(r);
 	free(p);
 	/* A command that names it: refused whatever --yes says. */
-	p = fmt("%s/notes/passwords.txt", HOME);
+	p = test_fmt("%s/notes/passwords.txt", HOME);
 	{
 		char *args[] = {"run", "--yes", "--workspace", WS, "--",
 				"cat", p,	NULL};
@@ -295,20 +281,20 @@ START_TEST(test_workspace_inside_hidden)
 		TEST_SKIP("skipped: not root and no SPD_TEST_OUTSIDE (a "
 			  "directory a run sees as the host has it)");
 	mkdir_in(HOME, "clients");
-	clients = fmt("%s/clients", HOME);
+	clients = test_fmt("%s/clients", HOME);
 	mkdir_in(clients, "other");
 	put(clients, "other/secret.txt", CANARY_NEXT "\n");
 	mkdir_in(clients, "acme");
 	mkdir_in(clients, "acme/repo");
-	WS = fmt("%s/acme/repo", clients);
+	WS = test_fmt("%s/acme/repo", clients);
 	put(WS, "src.txt", "in-the-workspace\n");
-	conf = fmt("[sandbox]\n\thidden = %s\n", clients);
+	conf = test_fmt("[sandbox]\n\thidden = %s\n", clients);
 	test_spd_prepare(&T, conf);
 	free(conf);
 	test_spd_start(&T);
-	script = fmt("cat src.txt; echo made > made.txt; cat %s/other/"
-		     "secret.txt; ls -a %s; echo RAN-TO-THE-END\n",
-		     clients, clients);
+	script = test_fmt("cat src.txt; echo made > made.txt; cat %s/other/"
+			  "secret.txt; ls -a %s; echo RAN-TO-THE-END\n",
+			  clients, clients);
 	ex = run_script(WS, script, &out, &err);
 	free(script);
 	ck_assert_msg(has(out, "in-the-workspace") &&
@@ -323,12 +309,12 @@ START_TEST(test_workspace_inside_hidden)
 	free(err);
 	/* The workspace's own files are not refused for lying in a
 	 * hidden directory. */
-	p = fmt("{\"workspace\":\"%s\",\"read\":\"src.txt\"}", WS);
+	p = test_fmt("{\"workspace\":\"%s\",\"read\":\"src.txt\"}", WS);
 	out = call("policy.check", p);
 	ck_assert_msg(has(out, "allow.read"), "%s", out);
 	free(out);
 	free(p);
-	p = fmt("%s/made.txt", WS);
+	p = test_fmt("%s/made.txt", WS);
 	out = test_read_file(p);
 	ck_assert_msg(has(out, "made"), "the run could not write: %s", out);
 	free(out);
@@ -350,7 +336,7 @@ static char *session_run(int fd, const char *params, char **ret_reply)
 		json_t *j = json_loads(line, 0, NULL);
 		const char *d = json_string_value(
 		    json_object_get(json_object_get(j, "params"), "data"));
-		char *n = fmt("%s%s", acc, d ? d : "");
+		char *n = test_fmt("%s%s", acc, d ? d : "");
 
 		json_decref(j);
 		free(acc);
@@ -380,18 +366,18 @@ START_TEST(test_hidden_agent_session)
 	make_home();
 	WS = test_tmpdir("ws");
 	start_with_hidden();
-	repo = fmt("%s/repo", T.dir);
+	repo = test_fmt("%s/repo", T.dir);
 	test_make_repo(repo, "echo a > a.txt");
-	p = fmt("{\"repo\":\"%s\",\"feature\":\"hide\"}", repo);
+	p = test_fmt("{\"repo\":\"%s\",\"feature\":\"hide\"}", repo);
 	test_session_start(&T, p, id, tok);
 	free(p);
 	fd = test_spd_connect(&T);
-	p = fmt("{\"read\":\"%s/secrets/canary.txt\"}", HOME);
+	p = test_fmt("{\"read\":\"%s/secrets/canary.txt\"}", HOME);
 	r = test_rpc_on(&T, fd, tok, "policy.check", p, 20000);
 	ck_assert_msg(has(r, "deny.path.hidden"), "%s", r);
 	free(r);
 	free(p);
-	p = fmt("{\"read\":\"%s/notes/visible.txt\"}", HOME);
+	p = test_fmt("{\"read\":\"%s/notes/visible.txt\"}", HOME);
 	r = test_rpc_on(&T, fd, tok, "policy.check", p, 20000);
 	ck_assert_msg(has(r, "ask.read.outside"), "%s", r);
 	free(r);
@@ -400,10 +386,10 @@ START_TEST(test_hidden_agent_session)
 	/* A run in the session (the operator's yes for the shell, which an
 	 * agent would have approved): every line it sends, output
 	 * notifications and the reply. */
-	p = fmt("{\"session\":\"%s\",\"yes\":true,\"argv\":[\"sh\",\"-c\","
-		"\"cat %s/secrets/canary.txt; cat %s/notes/passwords.txt; "
-		"cat %s/notes/visible.txt; echo END\"]}",
-		id, HOME, HOME, HOME);
+	p = test_fmt("{\"session\":\"%s\",\"yes\":true,\"argv\":[\"sh\",\"-c\","
+		     "\"cat %s/secrets/canary.txt; cat %s/notes/passwords.txt; "
+		     "cat %s/notes/visible.txt; echo END\"]}",
+		     id, HOME, HOME, HOME);
 	fd = test_spd_connect(&T);
 	out = session_run(fd, p, &r);
 	close(fd);
@@ -432,15 +418,15 @@ START_TEST(test_hidden_tilde)
 	test_spd_prepare(&T, NULL);
 	ck_assert_int_eq(setenv("HOME", T.dir, 1), 0);
 	mkdir_in(T.dir, "notes");
-	notes = fmt("%s/notes", T.dir);
+	notes = test_fmt("%s/notes", T.dir);
 	put(notes, "passwords.txt", CANARY_FILE "\n");
-	conf = fmt("%s/spd.conf", T.config);
+	conf = test_fmt("%s/spd.conf", T.config);
 	test_write_file(conf, "[sandbox]\n\thidden = ~/notes/passwords.txt\n");
 	free(conf);
 	test_spd_start(&T);
 	WS = test_tmpdir("ws");
-	p = fmt("{\"workspace\":\"%s\",\"read\":\"%s/passwords.txt\"}", WS,
-		notes);
+	p = test_fmt("{\"workspace\":\"%s\",\"read\":\"%s/passwords.txt\"}", WS,
+		     notes);
 	r = call("policy.check", p);
 	ck_assert_msg(has(r, "deny.path.hidden") && has(r, notes), "%s", r);
 	free(r);
@@ -448,9 +434,10 @@ START_TEST(test_hidden_tilde)
 	/* spctl status lists it, expanded, so the operator sees what
 	 * spd read. */
 	{
-		char *out = NULL, *want = fmt("hidden:       %s/passwords.txt "
-					      "(no run sees these)",
-					      notes);
+		char *out = NULL,
+		     *want = test_fmt("hidden:       %s/passwords.txt "
+				      "(no run sees these)",
+				      notes);
 		int st = test_spctl(&T, (char *[]){"status", NULL}, NULL, &out,
 				    NULL);
 

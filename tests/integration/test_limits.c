@@ -35,18 +35,6 @@ static bool has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, f);
-	ck_assert(vasprintf(&s, f, ap) >= 0);
-	va_end(ap);
-	return s;
-}
-
 static void start(const char *conf)
 {
 	test_spd_prepare(&T, conf);
@@ -132,7 +120,7 @@ struct session {
 static void start_session(const char *feature, struct session *s)
 {
 	char *params =
-	    fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", REPO, feature);
+	    test_fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", REPO, feature);
 
 	test_session_start(&T, params, s->id, s->token);
 	free(params);
@@ -152,7 +140,7 @@ static long journal_count(long min, const char *where_fmt, ...)
 	va_start(ap, where_fmt);
 	ck_assert(vasprintf(&where, where_fmt, ap) >= 0);
 	va_end(ap);
-	sql = fmt("select count(*) from events where %s", where);
+	sql = test_fmt("select count(*) from events where %s", where);
 	for (int i = 0; i < 100; i++) {
 		if (i)
 			nanosleep(&(struct timespec){0, 100000000}, NULL);
@@ -359,10 +347,10 @@ static int long_run(const char *token)
 {
 	int fd = test_spd_connect(&T);
 	char *line =
-	    fmt("{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"cmd.run\","
-		"\"params\":{\"token\":\"%s\",\"argv\":[\"tail\","
-		"\"-f\",\"a.txt\"],\"timeout\":86400}}\n",
-		test_next_id(), token);
+	    test_fmt("{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"cmd.run\","
+		     "\"params\":{\"token\":\"%s\",\"argv\":[\"tail\","
+		     "\"-f\",\"a.txt\"],\"timeout\":86400}}\n",
+		     test_next_id(), token);
 
 	test_send(fd, line, strlen(line));
 	free(line);
@@ -434,7 +422,7 @@ START_TEST(test_run_quota_and_operator_reserve)
 	free(r);
 
 	/* The operator's run takes a held-back slot. */
-	params = fmt("{\"workspace\":\"%s\",\"argv\":[\"true\"]}", REPO);
+	params = test_fmt("{\"workspace\":\"%s\",\"argv\":[\"true\"]}", REPO);
 	r = rpc(NULL, "cmd.run", params);
 	TEST_ASSERT_CODE(r, "ok");
 	ck_assert_msg(has(r, "\"exit_code\":0"), "%s", r);

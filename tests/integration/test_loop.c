@@ -33,18 +33,6 @@ static bool has(const char *hay, const char *needle)
 	return hay && strstr(hay, needle) != NULL;
 }
 
-static char *fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
-static char *fmt(const char *f, ...)
-{
-	va_list ap;
-	char *s = NULL;
-
-	va_start(ap, f);
-	ck_assert(vasprintf(&s, f, ap) >= 0);
-	va_end(ap);
-	return s;
-}
-
 static void setup(void)
 {
 	char *files;
@@ -52,9 +40,10 @@ static void setup(void)
 	test_spd_prepare(&T, NULL);
 	test_spd_start(&T);
 	REPO = paths_join(T.dir, "src/project");
-	files = fmt("echo original > a.txt; printf '*.log\\n' > .gitignore; "
-		    "printf '%%s' '%s' > .spd.conf",
-		    PROJECT_CONF);
+	files =
+	    test_fmt("echo original > a.txt; printf '*.log\\n' > .gitignore; "
+		     "printf '%%s' '%s' > .spd.conf",
+		     PROJECT_CONF);
 	test_make_repo(REPO, files);
 	free(files);
 }
@@ -92,12 +81,12 @@ struct sess {
 
 static void start(const char *feature, bool in_place, struct sess *s)
 {
-	char *p = fmt("{\"repo\":\"%s\",\"feature\":\"%s\"%s}", REPO, feature,
-		      in_place ? ",\"in_place\":true" : "");
+	char *p = test_fmt("{\"repo\":\"%s\",\"feature\":\"%s\"%s}", REPO,
+			   feature, in_place ? ",\"in_place\":true" : "");
 
 	test_session_start(&T, p, s->id, s->token);
-	s->wt =
-	    in_place ? strdup(REPO) : fmt("%s/worktrees/%s", T.state, s->id);
+	s->wt = in_place ? strdup(REPO)
+			 : test_fmt("%s/worktrees/%s", T.state, s->id);
 	free(p);
 }
 
@@ -213,7 +202,7 @@ START_TEST(test_agent_commits_land_on_branch)
 	check_git("agent adds b", "log -1 --format=%%s spd/feat");
 	check_git("new", "show spd/feat:b.txt");
 	{
-		char *want = fmt("agent %s", s.id);
+		char *want = test_fmt("agent %s", s.id);
 
 		check_git(want, "log -1 --format=%%an spd/feat");
 		free(want);
@@ -258,7 +247,7 @@ START_TEST(test_older_session_upgraded)
 	start("old", false, &s);
 	p = paths_join(s.wt, ".git");
 	test_rmrf(p);
-	line = fmt("gitdir: %s/.git/worktrees/%s\n", REPO, s.id);
+	line = test_fmt("gitdir: %s/.git/worktrees/%s\n", REPO, s.id);
 	test_write_file(p, line);
 	run_ok(&s, "echo o > o.txt && git add o.txt && git commit -qm old");
 	check_git("old", "log -1 --format=%%s spd/old");
@@ -280,14 +269,14 @@ START_TEST(test_agent_commit_secret_refused)
 	struct sess s = {0};
 
 	ck_assert_int_eq(test_spd_stop(&T), 0);
-	line = fmt("ANTHROPIC_API_KEY=%s\n", key);
+	line = test_fmt("ANTHROPIC_API_KEY=%s\n", key);
 	test_write_file(envf, line);
 	test_spd_start(&T);
 	start("leak", false, &s);
 	before = git("rev-parse spd/leak");
 	free(line);
-	line =
-	    fmt("echo %s > k.txt && git add k.txt && git commit -qm key", key);
+	line = test_fmt(
+	    "echo %s > k.txt && git add k.txt && git commit -qm key", key);
 	r = run_sh(&s, line);
 	TEST_ASSERT_CODE(r, "SECRET-IN-DIFF");
 	ck_assert_msg(has(r, "k.txt:1") && !has(r, "loopLEAK"), "%s", r);
@@ -365,7 +354,7 @@ END_TEST
  * until another run. */
 START_TEST(test_first_checkpoint_waits_for_the_watch)
 {
-	char *repo = fmt("%s/big", T.dir), *p, *r, *out = NULL;
+	char *repo = test_fmt("%s/big", T.dir), *p, *r, *out = NULL;
 	struct sess s = {0};
 	json_t *j, *cps;
 
@@ -381,10 +370,10 @@ START_TEST(test_first_checkpoint_waits_for_the_watch)
 		    "-qm big",
 		    repo, repo),
 	    0);
-	p = fmt("{\"repo\":\"%s\",\"feature\":\"big\"}", repo);
+	p = test_fmt("{\"repo\":\"%s\",\"feature\":\"big\"}", repo);
 	test_session_start(&T, p, s.id, s.token);
 	free(p);
-	s.wt = fmt("%s/worktrees/%s", T.state, s.id);
+	s.wt = test_fmt("%s/worktrees/%s", T.state, s.id);
 	r = run_sh(&s, "echo deferred > zz.txt");
 	ck_assert_msg(has(r, "\"exit_code\":0"), "%s", r);
 	free(r);
@@ -490,9 +479,9 @@ START_TEST(test_checkpoint_tree_is_gits)
 	for (size_t i = 0; i < sizeof(steps) / sizeof(*steps); i++)
 		run_and_compare(&s, steps[i]);
 	/* The watch told most of them. */
-	sql = fmt("select detail from events where session='%s' and "
-		  "kind='session.checkpoint'",
-		  s.id);
+	sql = test_fmt("select detail from events where session='%s' and "
+		       "kind='session.checkpoint'",
+		       s.id);
 	rows = test_journal_until(&T, sql, "\"read\":\"changes\"");
 	ck_assert_msg(has(rows, "\"read\":\"changes\""),
 		      "no checkpoint read only the changes: %s", rows);
@@ -545,14 +534,14 @@ START_TEST(test_checkpoint_after_restart_reads_changes)
 		run_and_compare(&s, round == 0 ? "echo after > after.txt"
 					       : "echo again >> after.txt");
 	}
-	sql = fmt("select detail from events where session='%s' and "
-		  "kind='session.checkpoint' order by id",
-		  s.id);
+	sql = test_fmt("select detail from events where session='%s' and "
+		       "kind='session.checkpoint' order by id",
+		       s.id);
 	rows = test_journal_until(&T, sql, "\"n\":3");
 	/* Checkpoints 2 and 3 came after the restarts. */
 	ck_assert_msg(has(rows, "\"n\":3"), "checkpoints: %s", rows);
 	for (int n = 2; n <= 3; n++) {
-		char *key = fmt("\"n\":%d,", n), *row = strstr(rows, key);
+		char *key = test_fmt("\"n\":%d,", n), *row = strstr(rows, key);
 		size_t len = row ? strcspn(row, "\n") : 0;
 
 		ck_assert_msg(row && memmem(row, len, "\"read\":\"changes\"",
@@ -600,7 +589,7 @@ START_TEST(test_end_keeps_stash)
 	start("st", false, &s);
 	run_ok(&s, "echo stashed > a.txt && git stash -q");
 	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
-	ref = fmt("refs/spd/stash/%s/0", s.id);
+	ref = test_fmt("refs/spd/stash/%s/0", s.id);
 	ck_assert_msg(has(r, ref), "end: %s", r);
 	free(r);
 	check_git("stashed", "show %s:a.txt", ref);
@@ -618,7 +607,7 @@ START_TEST(test_end_secret_refused_then_discard)
 	struct sess s = {0};
 
 	ck_assert_int_eq(test_spd_stop(&T), 0);
-	line = fmt("ANTHROPIC_API_KEY=%s\n", key);
+	line = test_fmt("ANTHROPIC_API_KEY=%s\n", key);
 	test_write_file(envf, line);
 	test_spd_start(&T);
 	start("endleak", false, &s);
@@ -626,7 +615,7 @@ START_TEST(test_end_secret_refused_then_discard)
 	/* Written by the operator's hand, not a run: the scan at the end
 	 * is what must find it. */
 	p = paths_join(s.wt, "notes.txt");
-	line = fmt("fine\n%s\n", key);
+	line = test_fmt("fine\n%s\n", key);
 	test_write_file(p, line);
 	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
 	TEST_ASSERT_CODE(r, "SECRET-IN-DIFF");
@@ -799,7 +788,7 @@ START_TEST(test_merge_commit_during_checks)
 		REPO);
 	start("race", false, &s);
 	run_ok(&s, "echo a > a2.txt && git add a2.txt && git commit -qm a2");
-	marker = fmt("%s/merge/%s/started.log", T.state, s.id);
+	marker = test_fmt("%s/merge/%s/started.log", T.state, s.id);
 	child = fork();
 	ck_assert_int_ge(child, 0);
 	if (child == 0) {

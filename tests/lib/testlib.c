@@ -222,6 +222,17 @@ int test_sh(char **ret_out, const char *fmt, ...)
 	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+char *test_fmt(const char *f, ...)
+{
+	va_list ap;
+	char *s = NULL;
+
+	va_start(ap, f);
+	ck_assert(vasprintf(&s, f, ap) >= 0);
+	va_end(ap);
+	return s;
+}
+
 void test_make_repo(const char *dir, const char *files)
 {
 	ck_assert_msg(test_sh(NULL,

@@ -53,6 +53,9 @@ char *test_tmpdir(const char *tag);
 char *test_visible_tmpdir(const char *tag);
 /* rm -rf path.  Ignores errors. */
 void test_rmrf(const char *path);
+/* A malloc'd string made from a printf format; aborts the test on
+ * failure. */
+char *test_fmt(const char *f, ...) __attribute__((format(printf, 1, 2)));
 /* Write a whole file (mode 0600).  Aborts the test on failure. */
 void test_write_file(const char *path, const char *content);
 /* Read a whole file; returns malloc'd NUL-terminated text or NULL. */
