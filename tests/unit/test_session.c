@@ -193,6 +193,13 @@ START_TEST(test_start_diff_end)
 			 "wc -l");
 	ck_assert_str_eq(out, "one\ntwo\n1\n");
 	free(out);
+	/* What was left uncommitted, at the top and in a directory, was
+	 * committed whole (spd's index keeps a cache of its trees from the
+	 * start: a directory changed since must not come from it). */
+	out = sh(f.repo, "git show spd/add-b:b.txt && git show "
+			 "spd/add-b:src/x.c | tail -n 1");
+	ck_assert_str_eq(out, "brand-new\nint y;\n");
+	free(out);
 	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), -EALREADY);
 	ck_assert_int_eq(session_usable(f.s, i->id), -ESHUTDOWN);
 	ck_assert_str_eq(f.last_kind, "session.end");
