@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "common/strv.h"
+#include "common/util.h"
 #include "common/paths.h"
 #include "daemon/policy/protected.h"
 #include "proto/sandbox.h"
@@ -479,6 +480,23 @@ static int hidden_find(const struct sess_ign *w, const char *path)
 
 static int ign_dir(struct sess_ign *w, const char *rel);
 
+/* path (taken) into the kept list: 0, or -ESTALE (the list full, or out
+ * of memory; path freed). */
+static int hidden_add(struct sess_ign *w, char *path)
+{
+	char **v;
+
+	if (w->nhidden >= w->max ||
+	    !(v = realloc(w->hidden, (w->nhidden + 2) * sizeof(*v)))) {
+		free(path);
+		return -ESTALE;
+	}
+	w->hidden = v;
+	v[w->nhidden++] = path;
+	v[w->nhidden] = NULL;
+	return 0;
+}
+
 /*
  * One name made, moved in, removed or moved out of a walked directory,
  * applied to the kept list without a walk of the checkout: a file (or an
@@ -492,7 +510,7 @@ static int ign_name(struct sess_ign *w, const struct inotify_event *ev)
 	char rel[GUARD_PATH_MAX], path[GUARD_PATH_MAX];
 	bool gone = ev->mask & (IN_DELETE | IN_MOVED_FROM);
 	int ignored = 0, k, at;
-	char **v;
+	char *copy;
 
 	if (!dir || !ev->len || !w->repo ||
 	    strcmp(ev->name, ".gitignore") == 0 ||
@@ -525,16 +543,8 @@ static int ign_name(struct sess_ign *w, const struct inotify_event *ev)
 	for (size_t i = 0; w->skip && w->skip[i]; i++)
 		if (strcmp(w->skip[i], path) == 0)
 			return 0;
-	if (w->nhidden >= w->max)
-		return -ESTALE;
-	v = realloc(w->hidden, (w->nhidden + 2) * sizeof(*v));
-	if (!v)
-		return -ESTALE;
-	w->hidden = v;
-	if (!(v[w->nhidden] = strdup(path)))
-		return -ESTALE;
-	v[++w->nhidden] = NULL;
-	return 0;
+	copy = strdup(path);
+	return copy ? hidden_add(w, copy) : -ESTALE;
 }
 
 /* Reads the queue and applies what it says to the kept list: 0 when the
@@ -770,21 +780,9 @@ static int ign_dir(struct sess_ign *w, const char *rel)
 	w->seen = sc.seen;
 	if (r == 0 && (sc.gitignore || w->broken))
 		r = -ESTALE;
-	for (size_t i = 0; r == 0 && i < sc.n; i++) {
-		char **v;
-
-		if (hidden_find(w, sc.v[i]) >= 0)
-			continue;
-		if (w->nhidden >= w->max ||
-		    !(v = realloc(w->hidden, (w->nhidden + 2) * sizeof(*v)))) {
-			r = -ESTALE;
-			break;
-		}
-		w->hidden = v;
-		v[w->nhidden++] = sc.v[i];
-		v[w->nhidden] = NULL;
-		sc.v[i] = NULL;
-	}
+	for (size_t i = 0; r == 0 && i < sc.n; i++)
+		if (hidden_find(w, sc.v[i]) < 0)
+			r = hidden_add(w, steal_ptr(sc.v[i]));
 	for (size_t i = 0; i < sc.n; i++)
 		free(sc.v[i]);
 	free(sc.v);

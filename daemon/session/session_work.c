@@ -220,20 +220,12 @@ static int ck_open(struct session_store *s, struct sess *x);
 void session_checkpoint_warm(struct session_store *s, const char *worktree)
 {
 	for (struct sess *x = s ? s->list : NULL; x; x = x->next) {
-		git_oid tree;
-
 		if (x->info.mode != SESSION_MODE_WORKTREE ||
 		    x->info.state != SESSION_ACTIVE || !x->info.worktree ||
 		    strcmp(x->info.worktree, worktree) != 0)
 			continue;
-		if (x->ck_idx || ck_open(s, x) < 0 || !x->ck_known_ns)
-			return;
-		/* The tree of the index as read: the base the first
-		 * checkpoint's changes are applied to (tree_updated). */
-		if (git_index_write_tree(&tree, x->ck_idx) == 0) {
-			x->ck_tree = tree;
-			x->ck_tree_set = true;
-		}
+		if (!x->ck_idx)
+			(void)sess_work_open(s, x);
 		return;
 	}
 }
@@ -312,17 +304,17 @@ int sess_work_open(struct session_store *s, struct sess *x)
 
 	if (r < 0)
 		return r;
-	/* The index's cache of its trees (git's cache-tree), which a
-	 * checkout's index lacks: a whole read (the end's) then writes only
+	/* The tree of the index as read: the base the first checkpoint's
+	 * changes are applied to (tree_updated).  Writing it also fills
+	 * the index's cache of its trees (git's cache-tree), which a
+	 * checkout's index lacks: a whole read (an end's) then writes only
 	 * the trees of directories changed since, not every tree with a
-	 * lookup of each of its blobs (116-127 ms for 10,000 files).  It
-	 * must give the base's tree; when it does not, the first
-	 * checkpoint's base is this tree. */
-	if (git_index_write_tree(&tree, x->ck_idx) == 0) {
-		if (!x->ck_tree_set || !git_oid_equal(&tree, &x->ck_tree)) {
-			x->ck_tree = tree;
-			x->ck_tree_set = true;
-		}
+	 * lookup of each of its blobs (116-127 ms for 10,000 files).  With
+	 * no time the index is known as of, the first checkpoint reads
+	 * the worktree whole and needs no base. */
+	if (x->ck_known_ns && git_index_write_tree(&tree, x->ck_idx) == 0) {
+		x->ck_tree = tree;
+		x->ck_tree_set = true;
 	}
 	return 0;
 }

@@ -147,6 +147,17 @@ static int rm_cb(const char *path, const struct stat *st, int flag,
 	return flag == FTW_DP ? rmdir(path) : unlink(path);
 }
 
+/* state_dir/worktrees, or a name in it: a new path, or NULL. */
+static char *worktrees_path(struct session_store *s, const char *name)
+{
+	char *p = NULL;
+
+	if (asprintf(&p, "%s/worktrees%s%s", s->state_dir, name ? "/" : "",
+		     name ? name : "") < 0)
+		return NULL;
+	return p;
+}
+
 int session_remove_tree(const char *path)
 {
 	return sess_rm_tree(path);
@@ -157,7 +168,7 @@ int session_remove_tree(const char *path)
 
 char **session_removals_left(struct session_store *s)
 {
-	char *dir = paths_join(s->state_dir, "worktrees");
+	char *dir = worktrees_path(s, NULL);
 	struct strv v = {0};
 	struct dirent *de;
 	DIR *d = dir ? opendir(dir) : NULL;
@@ -403,15 +414,18 @@ static int start_branch(struct session_store *s, struct session_start *st,
 	x->info.branch = strdup(st->bname);
 	if (!x->info.branch)
 		return -ENOMEM;
-	/* Where the worktree goes, checked before a branch is made for
-	 * it (the worker makes the worktree). */
+	/* Where the worktree goes, made and checked before a branch is
+	 * made for it (the worker makes the worktree there). */
 	{
-		char *dir = paths_join(s->state_dir, "worktrees");
+		char *dir = worktrees_path(s, NULL);
 		int r = dir ? sess_private_dir(s, dir) : -ENOMEM;
 
 		free(dir);
 		if (r < 0)
 			return r;
+		st->wtdir = worktrees_path(s, x->info.id);
+		if (!st->wtdir)
+			return -ENOMEM;
 	}
 	/* spd's own ref update: it happens before the guard's
 	 * snapshot, and the guard never looks at this branch. */
@@ -426,25 +440,15 @@ static int start_branch(struct session_store *s, struct session_start *st,
 	return 0;
 }
 
-/* The worktree of that branch, checked out under
- * state_dir/worktrees/<id>, and the agent's repository in it. */
+/* The worktree of that branch, checked out at st->wtdir
+ * (state_dir/worktrees/<id>), and the agent's repository in it. */
 static int start_worktree(struct session_store *s, struct session_start *st)
 {
 	struct sess *x = st->x;
 	git_worktree_add_options wo;
-	char *dir = paths_join(s->state_dir, "worktrees");
 	int r;
 
 	git_worktree_add_options_init(&wo, GIT_WORKTREE_ADD_OPTIONS_VERSION);
-	r = dir ? sess_private_dir(s, dir) : -ENOMEM;
-	if (r < 0) {
-		free(dir);
-		return r;
-	}
-	st->wtdir = paths_join(dir, x->info.id);
-	free(dir);
-	if (!st->wtdir)
-		return -ENOMEM;
 	wo.ref = st->branch;
 	wo.checkout_options.checkout_strategy = GIT_CHECKOUT_FORCE;
 	wo.checkout_options.disable_filters =
@@ -828,12 +832,10 @@ int session_end(struct session_store *s, const char *id, bool discard,
 		 * them (a checkout of 10,000 files: 0.1-0.3 s): out of the
 		 * way first, under a name no session has. */
 		if (s->remove) {
-			char *dir = paths_join(s->state_dir, "worktrees");
+			char name[sizeof(ENDED_PREFIX) + SESSION_ID_LEN];
 
-			if (dir && asprintf(&away, "%s/" ENDED_PREFIX "%s", dir,
-					    id) < 0)
-				away = NULL;
-			free(dir);
+			snprintf(name, sizeof(name), ENDED_PREFIX "%s", id);
+			away = worktrees_path(s, name);
 		}
 		moved = away && rename(x->info.worktree, away) == 0;
 		if (git_repository_open_ext(&repo, x->info.gitdir,
