@@ -222,6 +222,21 @@ static void lw_spin(struct sbxt_fixture *f, long ms)
 }
 
 /*
+ * Until lw has started n walks, without a run asking: a walk dropped in
+ * the background may be put off by 4 times the last walk's length
+ * (LW_BG_REWALK_RATIO), and that walk ran at nice 19.  The bound is that
+ * and a minute more, so that a loaded machine (ASan, CI) does not fail it.
+ */
+static void lw_wait_walks(struct sbxt_fixture *f, struct linkwatch *lw,
+			  unsigned long n, long long walk_ms)
+{
+	long long end = sbxt_mono_ms() + 4 * walk_ms + 60000;
+
+	while (linkwatch_walks(lw) < n && sbxt_mono_ms() < end)
+		lw_spin(f, 50);
+}
+
+/*
  * spd's list of a store-linked workspace (sbxt_store_tree, 30 packages: 725
  * names): past SBXP_LINKS_EACH_MAX names with a link outside, the list
  * carries the directories to bind whole, as sandboxd's walk would bind
@@ -548,9 +563,12 @@ START_TEST(linkwatch_dead_nodes_bounded)
 	struct linkwatch *lw;
 	const char *const *names;
 	char a[PATH_MAX + 64];
+	long long t0, walk_ms;
 
 	lw_setup(&f, &lw);
+	t0 = sbxt_mono_ms();
 	ck_assert(lw_list(&f, lw, &names));
+	walk_ms = sbxt_mono_ms() - t0;
 	for (int i = 0; i < 9; i++) {
 		snprintf(a, sizeof(a), "%s/tmp%d", f.ws, i);
 		ck_assert_int_eq(mkdir(a, 0755), 0);
@@ -567,7 +585,7 @@ START_TEST(linkwatch_dead_nodes_bounded)
 	/* 27,000: the background read drops the state and walks again. */
 	snprintf(a, sizeof(a), "%s/last", f.ws);
 	test_write_file(a, "x\n");
-	lw_spin(&f, 200);
+	lw_wait_walks(&f, lw, 2, walk_ms);
 	for (int i = 0; i < 10000 && linkwatch_walking(lw, f.ws); i++)
 		lw_spin(&f, 1);
 	ck_assert_uint_eq(linkwatch_walks(lw), 2);
@@ -592,16 +610,25 @@ START_TEST(linkwatch_read_in_background)
 	struct linkwatch *lw;
 	const char *const *names;
 	char a[PATH_MAX + 128], b[PATH_MAX + 64], in[PATH_MAX], out[PATH_MAX];
+	long long t0, walk_ms;
 	unsigned long run_events;
 
 	lw_setup(&f, &lw);
+	t0 = sbxt_mono_ms();
 	ck_assert(lw_list(&f, lw, &names));
+	walk_ms = sbxt_mono_ms() - t0;
 	run_events = linkwatch_events(lw, true);
 	snprintf(a, sizeof(a), "%s/gen", f.ws);
 	ck_assert_int_eq(mkdir(a, 0755), 0);
 	ck_assert_int_eq(bench_make_files(a, 300, 10), 0);
 	lw_plant(&f, in, out, sizeof(in));
-	lw_spin(&f, 150);
+	/* Until the background reads settle (150 ms without one), or 10 s
+	 * (under ASan, on a loaded machine, 150 ms was not always enough). */
+	for (unsigned long seen = 0, i = 0;
+	     i < 100 && (!seen || seen != linkwatch_events(lw, false)); i++) {
+		seen = linkwatch_events(lw, false);
+		lw_spin(&f, 150);
+	}
 	/* (The directory's files came before its watch: its walk found
 	 * them, not events.) */
 	ck_assert_uint_gt(linkwatch_events(lw, false), 0);
@@ -614,7 +641,7 @@ START_TEST(linkwatch_read_in_background)
 	/* Out, and nothing else happens until the walk is over. */
 	snprintf(b, sizeof(b), "%s/gen", f.outside);
 	ck_assert_int_eq(rename(a, b), 0);
-	lw_spin(&f, 200);
+	lw_wait_walks(&f, lw, 2, walk_ms);
 	ck_assert_uint_eq(linkwatch_walks(lw), 2);
 	for (int i = 0; i < 10000 && linkwatch_walking(lw, f.ws); i++)
 		lw_spin(&f, 1);
@@ -646,6 +673,7 @@ START_TEST(linkwatch_rewalk_put_off)
 	struct linkwatch *lw;
 	const char *const *names;
 	char a[PATH_MAX + 16], b[PATH_MAX + 16], in[PATH_MAX], out[PATH_MAX];
+	long long t0, walk_ms;
 
 	lw_setup(&f, &lw);
 	lw_plant(&f, in, out, sizeof(in));
@@ -653,15 +681,16 @@ START_TEST(linkwatch_rewalk_put_off)
 	snprintf(a, sizeof(a), "%s/big", f.ws);
 	ck_assert_int_eq(mkdir(a, 0755), 0);
 	ck_assert_int_eq(bench_make_files(a, 10000, 100), 0);
+	t0 = sbxt_mono_ms();
 	ck_assert(lw_list(&f, lw, &names));
+	walk_ms = sbxt_mono_ms() - t0;
 	ck_assert_uint_eq(linkwatch_walks(lw), 1);
 	/* At once after the walk: out of the workspace, the state goes. */
 	snprintf(b, sizeof(b), "%s/big", f.outside);
 	ck_assert_int_eq(rename(a, b), 0);
 	/* Put off by at most 4 times the walk's length (1.1 s here for
-	 * these files, at nice 19 with a watch on each): a minute. */
-	for (int i = 0; i < 1200 && linkwatch_walks(lw) < 2; i++)
-		lw_spin(&f, 50);
+	 * these files, at nice 19 with a watch on each). */
+	lw_wait_walks(&f, lw, 2, walk_ms);
 	ck_assert_msg(linkwatch_walks(lw) == 2,
 		      "the state dropped was not walked again without a run");
 	for (int i = 0; i < 10000 && linkwatch_walking(lw, f.ws); i++)
