@@ -252,7 +252,11 @@ static int run_prepare(struct spd *spd, struct call *c, struct run_request *req)
 	}
 	if (r < 0) {
 		call_error(c, RPC_E_BAD_REQUEST, NULL,
-			   "session %s is not active", id);
+			   r == -EBUSY ? "session %s is ending (its worktree "
+					 "is being read for its end): no "
+					 "command runs now"
+				       : "session %s is not active",
+			   id);
 		return -1;
 	}
 	rs = calloc(1, sizeof(*rs));

@@ -188,6 +188,9 @@ static int resolve_session_workspace(struct call *c, const char *session_id,
 			   session_id,
 			   r == -ENOENT	     ? "no such session"
 			   : r == -ESHUTDOWN ? "the session has ended"
+			   : r == -EBUSY     ? "the session is ending (its "
+					       "worktree is being read for "
+					       "its end)"
 					     : strerror(-r));
 		return r;
 	}

@@ -514,9 +514,10 @@ void session_store_free(struct session_store *s)
 {
 	if (!s)
 		return;
-	/* A start on a worker thread reads the store: the last one to end
-	 * frees it (session_start_end), after undoing what it made. */
-	if (s->starting) {
+	/* A start or an end's read on a worker thread reads the store: the
+	 * last one to end frees it (session_start_end, after undoing what
+	 * the start made; session_end_read_end). */
+	if (s->starting || s->reading) {
 		s->closing = true;
 		return;
 	}
@@ -752,6 +753,8 @@ int session_usable(struct session_store *s, const char *id)
 		return -ESHUTDOWN;
 	if (x->info.state == SESSION_ATTEMPT_ENDED)
 		return -ECANCELED;
+	if (x->reading)
+		return -EBUSY;
 	return 0;
 }
 

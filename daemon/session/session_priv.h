@@ -42,6 +42,11 @@ struct sess {
 	git_oid synced;
 	bool synced_set;
 	unsigned runs; /* runs in flight (session_run_begin) */
+	/* Worktree: an end's read of the whole worktree is on another
+	 * thread (session_end_read_begin): no run, file tool or checkpoint
+	 * until it is back.  ck_fresh: that read, back, is the worktree
+	 * as it is (until session_end_read_drop, a run or a file tool). */
+	bool reading, ck_fresh;
 	/* Worktree: the main repository on the worktree and spd's index of
 	 * it (session_work.c), open from the first checkpoint to the end. */
 	git_repository *ck_repo;
@@ -101,6 +106,7 @@ struct session_store {
 	char *git_name, *git_email; /* NULL: "agent <id>" */
 	char err[1024];
 	unsigned starting; /* starts between begin and end */
+	unsigned reading;  /* ends' reads on another thread */
 	bool closing;	   /* freed once the last of them ends */
 	/* libgit2 is initialised on first use: its start-up loads and
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
@@ -272,5 +278,8 @@ int sess_work_open(struct session_store *s, struct sess *x);
  * of when beside it; NULL s: the index alone, which an older .known
  * still describes); a session without them is fine. */
 void sess_work_close(struct session_store *s, struct sess *x);
+/* Read the whole worktree into spd's index and its tree (x->ck_tree):
+ * 0, or < 0 with the error set.  On another thread while x->reading. */
+int sess_work_read_whole(struct session_store *s, struct sess *x);
 
 #endif

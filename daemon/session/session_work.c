@@ -74,7 +74,10 @@ void session_touch(struct session_store *s, const char *id)
 {
 	struct sess *x = sess_find(s, id);
 
-	if (x && !x->ck_touch_ns)
+	if (!x)
+		return;
+	x->ck_fresh = false;
+	if (!x->ck_touch_ns)
 		x->ck_touch_ns = mono_ns();
 }
 
@@ -85,6 +88,7 @@ void session_run_begin(struct session_store *s, const char *id)
 	if (!x)
 		return;
 	x->runs++;
+	x->ck_fresh = false;
 	if (!x->ck_touch_ns)
 		x->ck_touch_ns = mono_ns();
 }
@@ -224,7 +228,7 @@ void session_checkpoint_warm(struct session_store *s, const char *worktree)
 		    x->info.state != SESSION_ACTIVE || !x->info.worktree ||
 		    strcmp(x->info.worktree, worktree) != 0)
 			continue;
-		if (!x->ck_idx)
+		if (!x->ck_idx && !x->reading)
 			(void)sess_work_open(s, x);
 		return;
 	}
@@ -744,6 +748,38 @@ static int tree_updated(struct sess *x, char **paths, git_oid *ret)
  * read 10,000 files on the loop); or always the whole worktree. */
 enum wt_read { WT_CHANGES, WT_WAIT, WT_WHOLE };
 
+/*
+ * ck_tree from spd's index of the worktree (x->ck_known_ns set), with
+ * the whole worktree read into it first when whole (known 0 meanwhile,
+ * so that a crash leaves no time the index does not hold).
+ */
+static int read_index(struct session_store *s, struct sess *x, bool whole)
+{
+	x->ck_whole = whole;
+	json_decref(x->ck_paths);
+	x->ck_paths = NULL;
+	if (whole) {
+		known_clear(s, x);
+		if (git_index_add_all(x->ck_idx, NULL, GIT_INDEX_ADD_DEFAULT,
+				      NULL, NULL) < 0 ||
+		    git_index_update_all(x->ck_idx, NULL, NULL, NULL) < 0 ||
+		    git_index_write(x->ck_idx) < 0) {
+			sess_seterr(s, "cannot read the worktree: %s",
+				    sess_git_msg());
+			x->ck_known_ns = 0;
+			return -EIO;
+		}
+		known_write(s, x);
+	}
+	if (git_index_write_tree(&x->ck_tree, x->ck_idx) < 0) {
+		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
+		x->ck_tree_set = false;
+		return -EIO;
+	}
+	x->ck_tree_set = true;
+	return 0;
+}
+
 static int worktree_tree(struct session_store *s, struct sess *x,
 			 git_repository **ret_repo, git_oid *ret_tree,
 			 enum wt_read how)
@@ -754,6 +790,12 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 	uint64_t since = 0, now = mono_ns();
 	int r, known;
 
+	/* An end's read of it, made on another thread just before. */
+	if (how == WT_WHOLE && x->ck_fresh && x->ck_idx && x->ck_tree_set) {
+		*ret_tree = x->ck_tree;
+		*ret_repo = x->ck_repo;
+		return 0;
+	}
 	r = ck_open(s, x);
 	if (r < 0)
 		return r;
@@ -788,31 +830,23 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 		x->ck_known_ns = 0;
 		return r;
 	}
-	x->ck_whole = r == -EAGAIN;
-	json_decref(x->ck_paths);
-	x->ck_paths = NULL;
-	if (r == -EAGAIN) {
-		known_clear(s, x);
-		if (git_index_add_all(x->ck_idx, NULL, GIT_INDEX_ADD_DEFAULT,
-				      NULL, NULL) < 0 ||
-		    git_index_update_all(x->ck_idx, NULL, NULL, NULL) < 0 ||
-		    git_index_write(x->ck_idx) < 0) {
-			sess_seterr(s, "cannot read the worktree: %s",
-				    sess_git_msg());
-			x->ck_known_ns = 0;
-			return -EIO;
-		}
-		known_write(s, x);
-	}
-	if (git_index_write_tree(ret_tree, x->ck_idx) < 0) {
-		sess_seterr(s, "cannot read the worktree: %s", sess_git_msg());
-		x->ck_tree_set = false;
-		return -EIO;
-	}
-	x->ck_tree = *ret_tree;
-	x->ck_tree_set = true;
+	r = read_index(s, x, r == -EAGAIN);
+	if (r < 0)
+		return r;
+	*ret_tree = x->ck_tree;
 	*ret_repo = x->ck_repo;
 	return 0;
+}
+
+int sess_work_read_whole(struct session_store *s, struct sess *x)
+{
+	int r = ck_open(s, x);
+
+	if (r < 0)
+		return r;
+	x->ck_known_ns = mono_ns();
+	x->ck_touch_ns = 0;
+	return read_index(s, x, true);
 }
 
 /* Paths that differ between two trees (NULL from: the empty tree), as a
@@ -1021,6 +1055,8 @@ int session_checkpoint(struct session_store *s, const char *id, int64_t row,
 		return r < 0 ? r : 0;
 	if (x->runs > 0)
 		return -EBUSY; /* the last run to end takes it */
+	if (x->reading)
+		return -EBUSY; /* the end commits what it read */
 	r = checkpoint(s, x, row, what, WT_WAIT, &n);
 	if (r == -EINPROGRESS) {
 		/* The watch is being made: the checkpoint is taken once it
@@ -1062,6 +1098,10 @@ unsigned session_checkpoint_deferred(struct session_store *s)
 
 		if (!x->ck_deferred)
 			continue;
+		if (x->reading) {
+			left++; /* its index is on another thread */
+			continue;
+		}
 		if (x->runs > 0 || x->info.state != SESSION_ACTIVE) {
 			/* A run's end takes it; an ended session's end read
 			 * the worktree whole. */
@@ -1148,6 +1188,14 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 			    id, x->runs, x->runs == 1 ? "" : "s");
 		return -EBUSY;
 	}
+	if (x->reading) {
+		sess_seterr(s,
+			    "session %s is ending: its worktree is being "
+			    "read for its end",
+			    id);
+		return -EBUSY;
+	}
+	x->ck_fresh = false;
 	if (sqlite3_prepare_v2(s->db,
 			       "SELECT oid FROM checkpoints WHERE session=? "
 			       "AND n=?",
@@ -1259,9 +1307,9 @@ int session_work(struct session_store *s, const char *id, json_t **ret)
 	if (x->info.mode != SESSION_MODE_WORKTREE)
 		return -EINVAL;
 	git_oid_fromstr(&base, x->info.base);
-	if (x->info.state == SESSION_ENDED || x->runs > 0) {
-		/* The branch alone: the worktree is gone, or a run may be
-		 * changing it. */
+	if (x->info.state == SESSION_ENDED || x->runs > 0 || x->reading) {
+		/* The branch alone: the worktree is gone, a run may be
+		 * changing it, or an end is reading it on another thread. */
 		if (sess_open_bare(s, x, &repo) < 0)
 			return -EIO;
 	} else {
@@ -1274,7 +1322,7 @@ int session_work(struct session_store *s, const char *id, json_t **ret)
 		goto out;
 	res = json_pack("{s:s, s:o}", "head", git_oid_tostr_s(&tip), "commits",
 			branch_commits(repo, &tip, &base));
-	if (x->info.state != SESSION_ENDED && x->runs == 0) {
+	if (x->info.state != SESSION_ENDED && x->runs == 0 && !x->reading) {
 		r = -EIO;
 		if (tree_of(repo, &tip, &head) < 0 ||
 		    git_tree_lookup(&now, repo, &tid) < 0)

@@ -675,7 +675,7 @@ int session_start_end(struct session_start *st, struct session_info **ret_info,
 		r = start_keep(s, st, ret_info, ret_token);
 	start_done(s, st);
 	/* The store's close waited for its starts (session_store_free). */
-	if (s->closing && !s->starting)
+	if (s->closing && !s->starting && !s->reading)
 		session_store_free(s);
 	return r;
 }
@@ -778,6 +778,89 @@ static int end_keep_work(struct session_store *s, struct sess *x, bool discard,
 	return 0;
 }
 
+/* ---- an end's read of the worktree, on another thread ---- */
+
+struct session_read {
+	struct session_store *s;
+	struct sess *x;
+	int r;
+	char err[sizeof(((struct session_store *)0)->err)];
+};
+
+/* Whether an end finds its worktree being read by another: -EBUSY and
+ * the error, or 0. */
+static int end_reading(struct session_store *s, struct sess *x)
+{
+	if (!x->reading)
+		return 0;
+	sess_seterr(s,
+		    "session %s is being ended already (its worktree is "
+		    "being read for that end)",
+		    x->info.id);
+	return -EBUSY;
+}
+
+int session_end_read_begin(struct session_store *s, const char *id,
+			   struct session_read **ret)
+{
+	struct sess *x = sess_find(s, id);
+	struct session_read *rd;
+
+	*ret = NULL;
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	/* The end refuses, or reads on the loop, saying what it must. */
+	if (!x || x->info.mode != SESSION_MODE_WORKTREE ||
+	    x->info.state == SESSION_ENDED || x->runs > 0 || s->closing)
+		return 0;
+	if (end_reading(s, x) < 0)
+		return -EBUSY;
+	rd = calloc(1, sizeof(*rd));
+	if (!rd)
+		return 0;
+	rd->s = s;
+	rd->x = x;
+	x->reading = true;
+	x->ck_fresh = false;
+	s->reading++;
+	*ret = rd;
+	return 0;
+}
+
+void session_end_read_work(struct session_read *rd)
+{
+	sess_seterr_to(rd->err, sizeof(rd->err));
+	rd->r = sess_work_read_whole(rd->s, rd->x);
+	sess_seterr_to(NULL, 0);
+}
+
+int session_end_read_end(struct session_read *rd)
+{
+	struct session_store *s = rd->s;
+	struct sess *x = rd->x;
+
+	s->reading--;
+	x->reading = false;
+	/* A read that failed is done again by the end, on the loop, and
+	 * its error is said then. */
+	x->ck_fresh = rd->r == 0;
+	free(rd);
+	if (!s->closing)
+		return 0;
+	if (!s->starting && !s->reading)
+		session_store_free(s);
+	return -ESHUTDOWN;
+}
+
+void session_end_read_drop(struct session_store *s, const char *id)
+{
+	struct sess *x = s ? sess_find(s, id) : NULL;
+
+	if (x)
+		x->ck_fresh = false;
+}
+
 int session_end_prepare(struct session_store *s, const char *id, bool discard,
 			json_t **ret_report)
 {
@@ -793,6 +876,8 @@ int session_end_prepare(struct session_store *s, const char *id, bool discard,
 		sess_seterr(s, "session %s has already ended", id);
 		return -EALREADY;
 	}
+	if (end_reading(s, x) < 0)
+		return -EBUSY;
 	if (x->info.mode != SESSION_MODE_WORKTREE)
 		return 0;
 	return end_keep_work(s, x, discard, ret_report);
@@ -817,6 +902,8 @@ int session_end(struct session_store *s, const char *id, bool discard,
 		sess_seterr(s, "session %s has already ended", id);
 		return -EALREADY;
 	}
+	if (end_reading(s, x) < 0)
+		return -EBUSY;
 	if (x->info.mode == SESSION_MODE_WORKTREE) {
 		r = end_keep_work(s, x, discard, &report);
 		if (r < 0)

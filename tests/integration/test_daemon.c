@@ -1196,6 +1196,31 @@ START_TEST(test_start_blocks_no_one)
 END_TEST
 
 /*
+ * Stop spd once it has read the request just sent on fd (a ping on the
+ * same connection is answered after it was begun), and check that it
+ * exits 0.
+ */
+static void stop_after(int fd)
+{
+	char *r = test_call(&T, fd, 2, "daemon.ping", NULL, true), *out = NULL;
+	int status;
+
+	if (!has(r, "\"pong\":true")) {
+		/* The request's reply came first: read the ping's. */
+		free(r);
+		r = test_recv_line(fd, 60000);
+		ck_assert(has(r, "\"pong\":true"));
+	}
+	free(r);
+	status = test_spd_stop(&T);
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		test_sh(&out, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "spd's exit status %d: %s", status, out ? out : "");
+	free(out);
+}
+
+/*
  * spd stopped while a start is on the thread pool: it waits for the
  * start, which is then undone (no branch, no worktree) unless it had
  * ended first, in which case the session is whole; spd exits 0 either
@@ -1205,25 +1230,10 @@ START_TEST(test_stop_during_start)
 {
 	char *repo = big_repo("src/big2"), *out = NULL;
 	char *wts = paths_join(T.state, "worktrees");
-	int a = test_spd_connect(&T), status, branch, trees, dirs, index;
-	char *r;
+	int a = test_spd_connect(&T), branch, trees, dirs, index;
 
 	send_start(a, 1, repo, "stopped", false);
-	/* After spd has read the request: a ping on the same connection
-	 * is answered after the start was begun. */
-	r = test_call(&T, a, 2, "daemon.ping", NULL, true);
-	if (!has(r, "\"pong\":true")) {
-		/* The start's reply came first: read the ping's. */
-		free(r);
-		r = test_recv_line(a, 60000);
-		ck_assert(has(r, "\"pong\":true"));
-	}
-	free(r);
-	status = test_spd_stop(&T);
-	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-		test_sh(&out, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "spd's exit status %d: %s", status, out ? out : "");
+	stop_after(a);
 	test_sh(&out, "git -C '%s' branch --list 'spd/stopped' | wc -l", repo);
 	branch = atoi(out);
 	free(out);
@@ -1262,6 +1272,19 @@ static bool still_there(const char *path, int timeout_ms)
 	return lstat(path, &st) == 0;
 }
 
+/* A worktree session of feature in repo started: its worktree's path
+ * (the caller's to free), id and token. */
+static char *start_worktree(const char *repo, const char *feature, char *id,
+			    char *tok)
+{
+	char *p =
+	    test_fmt("{\"repo\":\"%s\",\"feature\":\"%s\"}", repo, feature);
+
+	test_session_start(&T, p, id, tok);
+	free(p);
+	return test_fmt("%s/worktrees/%s", T.state, id);
+}
+
 /*
  * An ended worktree session's files are removed off spd's loop: the end
  * answers once they are out of the worktree's path (gone at once), and
@@ -1281,12 +1304,9 @@ START_TEST(test_end_removes_off_loop)
 		char *p, *r, *wt, *away, *out = NULL;
 		int a = test_spd_connect(&T), b = test_spd_connect(&T);
 
-		ck_assert(asprintf(&p,
-				   "{\"repo\":\"%s\",\"feature\":\"end-%d\"}",
-				   repo, attempt) > 0);
-		test_session_start(&T, p, id, tok);
+		p = test_fmt("end-%d", attempt);
+		wt = start_worktree(repo, p, id, tok);
 		free(p);
-		wt = test_fmt("%s/worktrees/%s", T.state, id);
 		away = test_fmt("%s/worktrees/.ended-%s", T.state, id);
 		ck_assert(asprintf(&p, "{\"id\":\"%s\"}", id) > 0);
 		r = test_call(&T, a, 1, "session.end", p, true);
@@ -1321,6 +1341,136 @@ START_TEST(test_end_removes_off_loop)
 	ck_assert_msg(!still_there(stale, 30000), "%s was not removed", stale);
 	free(stale);
 	free(file);
+	free(repo);
+}
+END_TEST
+
+/* Every file of the worktree wt rewritten to hold text (each to be read
+ * and hashed by the end), then session.end of id sent on fd (id 1). */
+static void rewrite_and_end(int fd, const char *wt, const char *text,
+			    const char *id)
+{
+	char *line;
+
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "cd '%s' && find d* -name '*.txt' | "
+		    "xargs sh -c 'for f; do echo %s > \"$f\"; done' _",
+		    wt, text),
+	    0);
+	ck_assert(asprintf(&line,
+			   "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			   "\"session.end\",\"params\":{\"token\":\"%s\","
+			   "\"id\":\"%s\"}}\n",
+			   T.token, id) > 0);
+	test_send(fd, line, strlen(line));
+	free(line);
+}
+
+/*
+ * An end reads the whole worktree off spd's loop: with every one of
+ * 5,000 files rewritten (each read and hashed), a ping sent on another
+ * connection just after the end is answered before it (before, the loop
+ * read the worktree first).  An order, not a timing, tried at most
+ * thrice.  Meanwhile the session takes no file write (what it wrote
+ * could be lost with the worktree): one sent just after the end is
+ * refused, whether the end is still reading or has ended.  Nothing of
+ * the rewritten work is lost: the branch holds it.
+ */
+START_TEST(test_end_read_blocks_no_one)
+{
+	char *repo = big_repo("src/endread");
+	bool seen = false;
+
+	for (int attempt = 0; attempt < 3 && !seen; attempt++) {
+		char id[TEST_SESSION_ID_LEN + 1],
+		    tok[TEST_SESSION_TOKEN_LEN + 1];
+		char *p, *r, *w, *wt, *text, *out = NULL;
+		int a = test_spd_connect(&T), b = test_spd_connect(&T),
+		    c = test_spd_connect(&T);
+
+		p = test_fmt("er-%d", attempt);
+		wt = start_worktree(repo, p, id, tok);
+		free(p);
+		text = test_fmt("w%d", attempt);
+		rewrite_and_end(a, wt, text, id);
+		free(wt);
+		free(text);
+		w = test_rpc_on(&T, c, tok, "fs.write",
+				"{\"path\":\"late.txt\",\"content\":\"x\"}",
+				30000);
+		r = test_call(&T, b, 2, "daemon.ping", NULL, true);
+		ck_assert(has(r, "\"pong\":true"));
+		free(r);
+		seen = !readable(a);
+		ck_assert_msg(w && has(w, "\"error\"") && !has(w, "\"result\""),
+			      "a write during the end: %s", w ? w : "no reply");
+		free(w);
+		r = test_recv_line(a, 60000);
+		ck_assert_msg(r && has(r, "\"committed\""), "%s",
+			      r ? r : "no reply to session.end");
+		free(r);
+		test_sh(&out, "git -C '%s' show 'spd/er-%d:d50/100.txt'", repo,
+			attempt);
+		ck_assert_msg(out && atoi(out + 1) == attempt && out[0] == 'w',
+			      "the branch holds \"%s\"", out ? out : "");
+		free(out);
+		test_sh(&out,
+			"git -C '%s' ls-tree -r 'spd/er-%d' | grep -c late.txt",
+			repo, attempt);
+		ck_assert_int_eq(atoi(out), 0);
+		free(out);
+		close(a);
+		close(b);
+		close(c);
+	}
+	ck_assert_msg(seen, "the ping's answer came after the end's, three "
+			    "times");
+	free(repo);
+}
+END_TEST
+
+/*
+ * spd stopped while an end reads the worktree on the thread pool: it
+ * waits for the read and exits 0, and the session either ended whole
+ * (its work on the branch) or did not end at all (its worktree and its
+ * work still there); in the second case the next spd ends it with the
+ * work on the branch.  Nothing is lost either way.
+ */
+START_TEST(test_stop_during_end_read)
+{
+	char *repo = big_repo("src/endstop"), *out = NULL, *r, *wt, *p;
+	char id[TEST_SESSION_ID_LEN + 1], tok[TEST_SESSION_TOKEN_LEN + 1];
+	int a;
+
+	wt = start_worktree(repo, "es", id, tok);
+	a = test_spd_connect(&T);
+	rewrite_and_end(a, wt, "kept", id);
+	stop_after(a);
+	close(a);
+	printf("test_stop_during_end_read: the end %s\n",
+	       access(wt, F_OK) == 0 ? "was cut short (ended by the next spd)"
+				     : "ended before spd stopped");
+	if (access(wt, F_OK) == 0) {
+		/* Not ended: the work is still in the worktree, and the next
+		 * spd ends the session with it. */
+		test_sh(&out, "cat '%s/d50/100.txt'", wt);
+		ck_assert_str_eq(out, "kept\n");
+		free(out);
+		test_spd_start(&T);
+		a = test_spd_connect(&T);
+		p = test_fmt("{\"id\":\"%s\"}", id);
+		r = test_call(&T, a, 3, "session.end", p, true);
+		ck_assert_msg(has(r, "\"committed\""), "%s", r);
+		free(r);
+		free(p);
+		close(a);
+	}
+	test_sh(&out, "git -C '%s' show spd/es:d50/100.txt", repo);
+	ck_assert_msg(out && strcmp(out, "kept\n") == 0,
+		      "the branch holds \"%s\"", out ? out : "");
+	free(out);
+	free(wt);
 	free(repo);
 }
 END_TEST
@@ -1366,6 +1516,8 @@ int main(void)
 	tcase_add_test(tc, test_start_blocks_no_one);
 	tcase_add_test(tc, test_stop_during_start);
 	tcase_add_test(tc, test_end_removes_off_loop);
+	tcase_add_test(tc, test_end_read_blocks_no_one);
+	tcase_add_test(tc, test_stop_during_end_read);
 	TCase *ta = tcase_create("autostart");
 	tcase_set_timeout(ta, 120);
 	tcase_add_test(ta, test_autostart_lets_go_of_caller);
