@@ -364,6 +364,7 @@ void sess_free(struct sess *x)
 	sess_ign_free(x->ign);
 	guard_free(x->guard);
 	sess_work_close(NULL, x);
+	free(x->ck_patch);
 	sess_prov_free(x->prov);
 	info_clear(&x->info);
 	sodium_memzero(x->token_hash, sizeof(x->token_hash));

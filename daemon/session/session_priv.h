@@ -47,6 +47,11 @@ struct sess {
 	 * until it is back.  ck_fresh: that read, back, is the worktree
 	 * as it is (until session_end_read_drop, a run or a file tool). */
 	bool reading, ck_fresh;
+	/* That read's patch against the branch's tip then (tree ck_patch_from
+	 * to ck_tree ck_patch_to), made on the read's thread for the end's
+	 * secret scan (sess_patch_take); NULL when none. */
+	char *ck_patch;
+	git_oid ck_patch_from, ck_patch_to;
 	/* Worktree: the main repository on the worktree and spd's index of
 	 * it (session_work.c), open from the first checkpoint to the end. */
 	git_repository *ck_repo;
@@ -281,5 +286,8 @@ void sess_work_close(struct session_store *s, struct sess *x);
 /* Read the whole worktree into spd's index and its tree (x->ck_tree):
  * 0, or < 0 with the error set.  On another thread while x->reading. */
 int sess_work_read_whole(struct session_store *s, struct sess *x);
+/* The patch from tree from to tree to made by the end's read (the
+ * caller's to free), or NULL when it made none for those two. */
+char *sess_patch_take(struct sess *x, const git_oid *from, const git_oid *to);
 
 #endif

@@ -1388,7 +1388,9 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 		r = 0;
 		goto out;
 	}
-	r = sess_diff_text(repo, head, now, NULL, &text);
+	/* Made by the end's read on its thread, when it read this. */
+	text = sess_patch_take(x, git_tree_id(head), &tid);
+	r = text ? 0 : sess_diff_text(repo, head, now, NULL, &text);
 	if (r < 0)
 		goto out;
 	if (s->scan && s->scan(s->scan_data, text, where, sizeof(where)) == 1) {
