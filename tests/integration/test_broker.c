@@ -2427,7 +2427,6 @@ END_TEST
  * any leak at all. */
 START_TEST(test_turn_churn_frees_redaction)
 {
-	const char *layout = getenv("SPD_TEST_LAYOUT");
 	long rss0, maps0, rss1, maps1;
 	struct turn t;
 	char *r;
@@ -2435,7 +2434,7 @@ START_TEST(test_turn_churn_frees_redaction)
 
 	/* 6,000 turns measure memory, not paths: once per tests/run and
 	 * make asan, in the layout both run (20 s of CPU each time). */
-	if (!layout || strcmp(layout, "default") != 0)
+	if (!test_layout_default())
 		TEST_SKIP("runs in the default layout only "
 			  "(SPD_TEST_LAYOUT=default; tests/run runs it there)");
 	fd = test_spd_connect(&T);

@@ -1097,8 +1097,7 @@ END_TEST
  */
 #define LOOP_ORDER_TEST()                                                      \
 	do {                                                                   \
-		const char *l_ = getenv("SPD_TEST_LAYOUT");                    \
-		if (!l_ || strcmp(l_, "default") != 0)                         \
+		if (!test_layout_default())                                    \
 			TEST_SKIP("the loop's order, not paths: runs in the "  \
 				  "default layout only (SPD_TEST_LAYOUT="      \
 				  "default; tests/run runs it there)");        \

@@ -66,6 +66,13 @@ static char *xdg_runtime_dir(const char *home)
 	return tmpl;
 }
 
+bool test_layout_default(void)
+{
+	const char *layout = getenv("SPD_TEST_LAYOUT");
+
+	return layout && strcmp(layout, "default") == 0;
+}
+
 void test_spd_prepare(struct test_spd *t, const char *conf)
 {
 	const char *layout = getenv("SPD_TEST_LAYOUT");

@@ -24,6 +24,11 @@ struct test_spd {
 	char *env[8]; /* the layout's variables and SPD_NO_AUTOSTART=1 */
 };
 
+/* Whether this run is in the default layout (SPD_TEST_LAYOUT=default):
+ * tests that cost much and find nothing of paths run there only, where
+ * users run and where both tests/run and make asan run them. */
+bool test_layout_default(void);
+
 /*
  * Make the directories (spd.conf gets conf when not NULL) without
  * starting spd.  SPD_TEST_LAYOUT picks where they are: "tmp" (unset) the
