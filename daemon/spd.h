@@ -137,8 +137,10 @@ struct spd {
 	 * environment whatever the variable is called); may be NULL. */
 	char **secret_values;
 	/* cmd.run hook for sessions: fill req->workspace (and the in-place
-	 * extras) for an agent's session, or finish c with an error and
-	 * return -1.  NULL: operator runs only. */
+	 * extras) for an agent's session and return 0, or finish c with an
+	 * error and return -1, or return 1 when it goes on later (a walk on
+	 * the thread pool) and calls req->prepared itself then.  NULL:
+	 * operator runs only. */
 	int (*run_prepare)(struct spd *spd, struct call *c,
 			   struct run_request *req);
 	struct approvals *approvals;

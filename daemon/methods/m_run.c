@@ -1297,14 +1297,13 @@ static int run_params(struct call *c, struct run_request *req)
 	return 0;
 }
 
+static void run_prepared(struct call *c, const struct run_request *prepared);
+
 void m_cmd_run(struct call *c)
 {
-	struct pending_run *pr = NULL;
 	struct spd *spd = call_spd(c);
-	const struct call_principal *who = call_principal(c);
-	json_t *p = call_params(c), *v;
+	json_t *p = call_params(c);
 	struct run_request req = {0};
-	char *workspace = NULL, *cwd = NULL;
 
 	trace_stamp("cmd.run");
 	req.argv = json_object_get(p, "argv");
@@ -1321,11 +1320,26 @@ void m_cmd_run(struct call *c)
 	}
 	/* Agents run in their session's worktree; the hook fills workspace
 	 * (and may refuse) when sessions are enabled. */
+	req.prepared = run_prepared;
 	if (spd->run_prepare) {
-		if (spd->run_prepare(spd, c, &req) < 0)
-			return; /* the hook finished the call */
-		trace_stamp("prepared");
+		int r = spd->run_prepare(spd, c, &req);
+
+		if (r != 0)
+			return; /* finished, or goes on in run_prepared */
 	}
+	run_prepared(c, &req);
+}
+
+static void run_prepared(struct call *c, const struct run_request *prepared)
+{
+	struct pending_run *pr = NULL;
+	struct spd *spd = call_spd(c);
+	const struct call_principal *who = call_principal(c);
+	json_t *p = call_params(c), *v;
+	struct run_request req = *prepared;
+	char *workspace = NULL, *cwd = NULL;
+
+	trace_stamp("prepared");
 	if (!req.workspace) {
 		if (!who->operator) {
 			call_error(c, RPC_E_UNAUTHORIZED, NULL,

@@ -61,6 +61,13 @@ struct run_request {
 	bool merge_stderr;
 	bool in_place;		/* set by run_prepare for in-place sessions */
 	const char *session_id; /* set by run_prepare: the session, or NULL */
+	/* run_prepare's walks of an in-place checkout on the thread pool
+	 * for this run so far (daemon/methods/agent.c). */
+	unsigned walks;
+	/* Set by cmd.run: the rest of it once spd->run_prepare has filled
+	 * req later, having answered 1 (the workspace, the cwd, the policy,
+	 * the start).  req is copied. */
+	void (*prepared)(struct call *c, const struct run_request *req);
 };
 
 /* Start a run that finishes c with its result; streams run.output.

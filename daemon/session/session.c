@@ -515,10 +515,11 @@ void session_store_free(struct session_store *s)
 {
 	if (!s)
 		return;
-	/* A start or an end's read on a worker thread reads the store: the
-	 * last one to end frees it (session_start_end, after undoing what
-	 * the start made; session_end_read_end). */
-	if (s->starting || s->reading) {
+	/* A start, an end's read or a run's walk on a worker thread reads
+	 * the store: the last one to end frees it (session_start_end, after
+	 * undoing what the start made; session_end_read_end;
+	 * session_walk_end). */
+	if (s->starting || s->reading || s->walking) {
 		s->closing = true;
 		return;
 	}
@@ -742,6 +743,12 @@ int session_authenticate(struct session_store *s, const char *token,
 		return -SPD_EPERM;
 	memcpy(ret_id, match->info.id, SESSION_ID_LEN + 1);
 	return 0;
+}
+
+void sess_store_closed_maybe(struct session_store *s)
+{
+	if (s->closing && !s->starting && !s->reading && !s->walking)
+		session_store_free(s);
 }
 
 int session_usable(struct session_store *s, const char *id)

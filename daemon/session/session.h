@@ -515,6 +515,24 @@ int session_run_paths(struct session_store *s, const char *id,
 		      struct session_run_paths *ret, size_t *ret_hidden_max);
 /* Free what session_run_paths filled; a zeroed struct is fine. */
 void session_run_paths_free(struct session_run_paths *p);
+/*
+ * In place, the walk of the checkout that session_run_paths would do on
+ * the loop, on another thread instead: when the kept list cannot serve
+ * the next run of session id (none yet, a .gitignore written, a walked
+ * directory gone; daemon/session/session_inplace.c), returns 1 and *ret,
+ * to hand to session_walk_work on another thread and then to
+ * session_walk_end on the loop, which keeps the walk's list for the
+ * session; session_run_paths then walks nothing unless something changed
+ * meanwhile that the list cannot follow.  0 when no walk is needed (or
+ * the session is not in place, or not usable: session_run_paths says
+ * why), -ENOMEM.  The store is freed after the last walk's end when it
+ * was closed meanwhile (session_store_free).
+ */
+struct session_walk;
+int session_walk_begin(struct session_store *s, const char *id,
+		       struct session_walk **ret);
+void session_walk_work(struct session_walk *wk);
+void session_walk_end(struct session_walk *wk);
 /* In place: walks of a checkout for its ignored entries so far, in this
  * process (a run reuses the last walk's list while nothing that could
  * change it has changed; for tests and the bench). */

@@ -112,20 +112,41 @@ struct session_store {
 	char err[1024];
 	unsigned starting; /* starts between begin and end */
 	unsigned reading;  /* ends' reads on another thread */
+	unsigned walking;  /* in place: runs' walks on another thread */
 	bool closing;	   /* freed once the last of them ends */
 	/* libgit2 is initialised on first use: its start-up loads and
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
 	bool git_ready;
 };
 
+/* Free s when its close waits for nothing on another thread any more
+ * (session_store_free was called while some was). */
+void sess_store_closed_maybe(struct session_store *s);
+
 /* ---- labels.c ---- */
 
 void sess_prov_free(struct sess_prov *p);
 
-/* ---- session_inplace.c ---- */
+/* ---- session_ignored.c ---- */
+
+/* Deepest directory walked for ignored entries (and for credential
+ * files, session_inplace.c): a deeper tree is an attack on the walk's
+ * stack, and is refused like a too-large one. */
+#define SESSION_SCAN_DEPTH 64
 
 /* The kept hidden list and its watch (NULL is fine). */
 void sess_ign_free(struct sess_ign *w);
+/* The room a run has for hidden entries next to n credential files. */
+size_t sess_hidden_room(size_t n);
+/* In place: the run's hidden list (*ret, on 0): the kept one while its
+ * watch shows nothing that could change it, else a walk of the checkout
+ * (kept for the next runs).  -E2BIG past max entries or SESSION_SCAN_MAX
+ * walked, -EIO, -ENOMEM. */
+int sess_ign_hidden(struct session_store *s, struct sess *x, size_t max,
+		    char ***ret);
+
+/* ---- session_inplace.c ---- */
+
 /* In place: the record of what was ignored at the start, in the state
  * dir (a new path, or NULL). */
 char *sess_inplace_path(struct session_store *s, const char *id);

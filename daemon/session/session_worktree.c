@@ -675,8 +675,7 @@ int session_start_end(struct session_start *st, struct session_info **ret_info,
 		r = start_keep(s, st, ret_info, ret_token);
 	start_done(s, st);
 	/* The store's close waited for its starts (session_store_free). */
-	if (s->closing && !s->starting && !s->reading)
-		session_store_free(s);
+	sess_store_closed_maybe(s);
 	return r;
 }
 
@@ -889,8 +888,7 @@ int session_end_read_end(struct session_read *rd)
 	free(rd);
 	if (!s->closing)
 		return 0;
-	if (!s->starting && !s->reading)
-		session_store_free(s);
+	sess_store_closed_maybe(s);
 	return -ESHUTDOWN;
 }
 

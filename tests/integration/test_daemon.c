@@ -1325,11 +1325,15 @@ START_TEST(test_end_removes_off_loop)
 		char id[TEST_SESSION_ID_LEN + 1],
 		    tok[TEST_SESSION_TOKEN_LEN + 1];
 		char *p, *r, *wt, *away, *out = NULL;
-		int a = test_spd_connect(&T), b = test_spd_connect(&T);
+		int a, b;
 
 		p = test_fmt("end-%d", attempt);
 		wt = start_worktree(repo, p, id, tok);
 		free(p);
+		/* Connected after the start: spd drops a connection that
+		 * has not authenticated within 5 s. */
+		a = test_spd_connect(&T);
+		b = test_spd_connect(&T);
 		away = test_fmt("%s/worktrees/.ended-%s", T.state, id);
 		ck_assert(asprintf(&p, "{\"id\":\"%s\"}", id) > 0);
 		r = test_call(&T, a, 1, "session.end", p, true);
@@ -1369,11 +1373,12 @@ START_TEST(test_end_removes_off_loop)
 END_TEST
 
 /* Every file of the worktree wt rewritten to hold text (each to be read
- * and hashed by the end), then session.end of id sent on fd (id 1). */
-static void rewrite_and_end(int fd, const char *wt, const char *text,
-			    const char *id)
+ * and hashed by the end), then session.end of id sent (id 1) on a new
+ * connection, returned. */
+static int rewrite_and_end(const char *wt, const char *text, const char *id)
 {
 	char *line;
+	int fd;
 
 	ck_assert_int_eq(
 	    test_sh(NULL,
@@ -1386,8 +1391,12 @@ static void rewrite_and_end(int fd, const char *wt, const char *text,
 			   "\"session.end\",\"params\":{\"token\":\"%s\","
 			   "\"id\":\"%s\"}}\n",
 			   T.token, id) > 0);
+	/* Connected only now: spd drops a connection that has not
+	 * authenticated within 5 s, and the rewrite can take longer. */
+	fd = test_spd_connect(&T);
 	test_send(fd, line, strlen(line));
 	free(line);
+	return fd;
 }
 
 /*
@@ -1412,14 +1421,15 @@ START_TEST(test_end_read_blocks_no_one)
 		char id[TEST_SESSION_ID_LEN + 1],
 		    tok[TEST_SESSION_TOKEN_LEN + 1];
 		char *p, *r, *w, *wt, *text, *out = NULL;
-		int a = test_spd_connect(&T), b = test_spd_connect(&T),
-		    c = test_spd_connect(&T);
+		int a, b, c;
 
 		p = test_fmt("er-%d", attempt);
 		wt = start_worktree(repo, p, id, tok);
 		free(p);
 		text = test_fmt("w%d", attempt);
-		rewrite_and_end(a, wt, text, id);
+		a = rewrite_and_end(wt, text, id);
+		b = test_spd_connect(&T);
+		c = test_spd_connect(&T);
 		free(wt);
 		free(text);
 		w = test_rpc_on(&T, c, tok, "fs.write",
@@ -1472,8 +1482,7 @@ START_TEST(test_stop_during_end_read)
 	LOOP_ORDER_TEST();
 	repo = big_repo("src/endstop");
 	wt = start_worktree(repo, "es", id, tok);
-	a = test_spd_connect(&T);
-	rewrite_and_end(a, wt, "kept", id);
+	a = rewrite_and_end(wt, "kept", id);
 	stop_after(a);
 	close(a);
 	printf("test_stop_during_end_read: the end %s\n",
@@ -1499,6 +1508,80 @@ START_TEST(test_stop_during_end_read)
 		      "the branch holds \"%s\"", out ? out : "");
 	free(out);
 	free(wt);
+	free(repo);
+}
+END_TEST
+
+/*
+ * spd stopped while an agent's run in place waits for its walk of the
+ * checkout on the thread pool (a .gitignore made just before): spd waits
+ * for the walk and exits 0; the run's call is answered or its connection
+ * closed (a stop closes every connection), never left hanging.  Nothing
+ * of the session is lost: the next spd runs the agent's command with the
+ * entry the new .gitignore ignores hidden.
+ */
+START_TEST(test_stop_during_run_walk)
+{
+	char *repo, *p, *line, *out = NULL;
+	char id[TEST_SESSION_ID_LEN + 1], tok[TEST_SESSION_TOKEN_LEN + 1];
+	bool pong = false;
+	const char *what = "was cut off by the stop";
+	int a, status;
+
+	LOOP_ORDER_TEST();
+	repo = big_repo("src/walkstop");
+	p = test_fmt("{\"repo\":\"%s\",\"feature\":\"ws\","
+		     "\"in_place\":true}",
+		     repo);
+	test_session_start(&T, p, id, tok);
+	free(p);
+	test_sh(NULL, "echo 'd7/' >> '%s/.gitignore'", repo);
+	a = test_spd_connect(&T);
+	line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			"\"cmd.run\",\"params\":{\"token\":\"%s\","
+			"\"argv\":[\"/bin/true\"]}}\n"
+			"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":"
+			"\"daemon.ping\"}\n",
+			tok);
+	test_send(a, line, strlen(line));
+	free(line);
+	/* The ping's answer, then the stop. */
+	while (!pong && (line = test_recv_line(a, 60000))) {
+		pong = has(line, "\"id\":2");
+		if (has(line, "\"id\":1"))
+			what = has(line, "\"result\"") ? "ran" : "was refused";
+		free(line);
+	}
+	ck_assert_msg(pong, "no answer to the ping");
+	status = test_spd_stop(&T);
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		test_sh(&out, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "spd's exit status %d: %s", status, out ? out : "");
+	free(out);
+	/* Answered or closed: a read ends at once either way. */
+	while ((line = test_recv_line(a, 10000))) {
+		if (has(line, "\"id\":1"))
+			what = has(line, "\"result\"") ? "ran" : "was refused";
+		free(line);
+	}
+	close(a);
+	printf("test_stop_during_run_walk: the run %s\n", what);
+	test_spd_start(&T);
+	a = test_spd_connect(&T);
+	/* d6 there, d7 hidden (test(1) fails on it). */
+	line = test_rpc_on(&T, a, tok, "cmd.run",
+			   "{\"argv\":[\"test\",\"-e\",\"d6/1.txt\"]}", 60000);
+	ck_assert_msg(line && has(line, "\"exit_code\":0"),
+		      "d6/1.txt is not there: %s", line ? line : "no answer");
+	free(line);
+	line = test_rpc_on(&T, a, tok, "cmd.run",
+			   "{\"argv\":[\"test\",\"-e\",\"d7/1.txt\"]}", 60000);
+	ck_assert_msg(line && has(line, "\"exit_code\":1"),
+		      "d7/1.txt, ignored now, is not hidden: %s",
+		      line ? line : "no answer");
+	free(line);
+	close(a);
 	free(repo);
 }
 END_TEST
@@ -1546,6 +1629,7 @@ int main(void)
 	tcase_add_test(tc, test_end_removes_off_loop);
 	tcase_add_test(tc, test_end_read_blocks_no_one);
 	tcase_add_test(tc, test_stop_during_end_read);
+	tcase_add_test(tc, test_stop_during_run_walk);
 	TCase *ta = tcase_create("autostart");
 	tcase_set_timeout(ta, 120);
 	tcase_add_test(ta, test_autostart_lets_go_of_caller);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -499,6 +500,91 @@ START_TEST(test_in_place_hidden_kept)
 	ck_assert(!hides(&rp, f.repo, "/fresh/b.log"));
 	session_run_paths_free(&rp);
 	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+static void *walk_thread(void *wk)
+{
+	session_walk_work(wk);
+	return NULL;
+}
+
+/* session_walk_work on a thread of its own, as on spd's thread pool. */
+static void walk_aside(struct session_walk *wk)
+{
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, walk_thread, wk), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+}
+
+/*
+ * In place, the walk a run's hidden list needs is done on another thread
+ * (session_walk_begin/_work/_end, as cmd.run does on the thread pool):
+ * none is asked for while the kept list serves; after a .gitignore is
+ * rewritten one is, and session_run_paths after it walks nothing and
+ * hides what the new pattern ignores.  What changes while the walk is
+ * out is not lost: a second rewrite made then walks again at the run.
+ * A session ended while its walk is out keeps nothing of it, and a store
+ * closed meanwhile is freed by the walk's end (ASan: no leak, no use
+ * after free).
+ */
+START_TEST(test_in_place_walk_aside)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i;
+	struct session_run_paths rp = {0};
+	struct session_walk *wk = NULL;
+	unsigned long w;
+
+	fx_init(&f, NULL);
+	free(sh(f.repo,
+		"printf '*.log\\n' > .gitignore && echo k > keep.md "
+		"&& echo o > other.md && git add . && git commit -qm i"));
+	i = start(&f, "aside", true, token);
+	w = paths_again(&f, i->id, &rp);
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 0);
+	ck_assert(!hides(&rp, f.repo, "/keep.md"));
+	free(sh(f.repo, "printf '*.log\\nkeep.md\\n' > .gitignore"));
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	ck_assert_uint_eq(session_ignored_walks(), w);
+	walk_aside(wk);
+	ck_assert_uint_eq(session_ignored_walks(), w + 1);
+	session_walk_end(wk);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
+	ck_assert(hides(&rp, f.repo, "/keep.md"));
+	ck_assert(!hides(&rp, f.repo, "/other.md"));
+	/* Rewritten again while the walk is out: seen by its watch. */
+	free(sh(f.repo, "printf '*.log\\n' > .gitignore"));
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	walk_aside(wk);
+	free(sh(f.repo, "printf '*.log\\nother.md\\n' > .gitignore"));
+	session_walk_end(wk);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
+	ck_assert(hides(&rp, f.repo, "/other.md"));
+	/* Ignored only later, it stops being so with its pattern. */
+	ck_assert(!hides(&rp, f.repo, "/keep.md"));
+	/* Ended while a walk is out: nothing kept, nothing run. */
+	free(sh(f.repo, "printf '*.log\\nx\\n' > .gitignore"));
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
+	walk_aside(wk);
+	session_walk_end(wk);
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 0);
+	session_info_free(i);
+	/* The store closed while a walk is out: its end frees the store. */
+	free(sh(f.repo, "git checkout -q .gitignore"));
+	i = start(&f, "aside2", true, token);
+	free(sh(f.repo, "printf '*.log\\ny\\n' > .gitignore"));
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	session_store_free(f.s);
+	walk_aside(wk);
+	session_walk_end(wk);
+	f.s = NULL;
+	session_run_paths_free(&rp);
 	session_info_free(i);
 	fx_done(&f);
 }
@@ -1774,6 +1860,7 @@ int main(void)
 	tcase_add_test(tc, test_feature_names);
 	tcase_add_test(tc, test_in_place_dirty);
 	tcase_add_test(tc, test_in_place_hidden_kept);
+	tcase_add_test(tc, test_in_place_walk_aside);
 	tcase_add_test(tc, test_in_place_ignored_at_start);
 	tcase_add_test(tc, test_in_place_too_many_ignored);
 	tcase_add_test(tc, test_in_place_ignored_moved);
