@@ -868,8 +868,53 @@ static void bg_closed(uv_handle_t *h)
 		free(bg);
 }
 
+/*
+ * A state's tables freed and its inotify instance closed on the thread
+ * pool: the kernel takes a grace period to tear down an instance of a
+ * few thousand watches (6-18 ms a close here, 12-06), which the loop
+ * would wait for at every run that drops one (eight sessions and the
+ * operator's checkout in turn dropped one at each run).
+ */
+struct lw_free {
+	uv_work_t req;
+	struct lw_state *st;
+};
+
+static void free_work(uv_work_t *req)
+{
+	struct lw_free *f = req->data;
+
+	state_free(f->st);
+}
+
+static void free_done(uv_work_t *req, int status)
+{
+	struct lw_free *f = req->data;
+
+	if (status < 0)
+		state_free(f->st);
+	free(f);
+}
+
+static void state_free_off(uv_loop_t *loop, struct lw_state *st)
+{
+	struct lw_free *f;
+
+	if (!st)
+		return;
+	f = calloc(1, sizeof(*f));
+	if (f) {
+		f->req.data = f;
+		f->st = st;
+		if (uv_queue_work(loop, &f->req, free_work, free_done) == 0)
+			return;
+		free(f);
+	}
+	state_free(st);
+}
+
 /* e's state goes, and its background reads with it. */
-static void entry_drop(struct lw_entry *e)
+static void entry_drop(uv_loop_t *loop, struct lw_entry *e)
 {
 	struct lw_bg *bg = e->bg;
 
@@ -880,7 +925,7 @@ static void entry_drop(struct lw_entry *e)
 		uv_close((uv_handle_t *)&bg->poll, bg_closed);
 		uv_close((uv_handle_t *)&bg->timer, bg_closed);
 	}
-	state_free(e->st);
+	state_free_off(loop, e->st);
 	e->st = NULL;
 }
 
@@ -967,7 +1012,7 @@ static void bg_drain(uv_timer_t *t)
 	if (state_drain(e->st, false, &lw->events_bg) < 0) {
 		uint64_t due = e->walk_end_ms + LW_BG_REWALK_RATIO * e->walk_ms;
 
-		entry_drop(e);
+		entry_drop(t->loop, e);
 		if (!e->job && now >= due)
 			job_start(lw, e);
 		else if (!e->job)
@@ -1051,7 +1096,7 @@ static void job_done(uv_work_t *req, int status)
 		j->e->job = NULL;
 		walks_next(j->lw);
 	}
-	state_free(j->st);
+	state_free_off(req->loop, j->st);
 	free(j);
 }
 
@@ -1156,13 +1201,13 @@ static void walks_next(struct linkwatch *lw)
 			job_start(lw, &lw->e[i]);
 }
 
-static void entry_clear(struct lw_entry *e)
+static void entry_clear(uv_loop_t *loop, struct lw_entry *e)
 {
 	if (e->job) {
 		e->job->lw = NULL;
 		e->job->e = NULL;
 	}
-	entry_drop(e);
+	entry_drop(loop, e);
 	free(e->workspace);
 	memset(e, 0, sizeof(*e));
 }
@@ -1190,7 +1235,7 @@ void linkwatch_free(struct linkwatch *lw)
 	if (!lw)
 		return;
 	for (size_t i = 0; i < ARRAY_SIZE(lw->e); i++)
-		entry_clear(&lw->e[i]);
+		entry_clear(lw->loop, &lw->e[i]);
 	if (lw->rewalk) {
 		lw->rewalk->lw = NULL;
 		uv_close((uv_handle_t *)&lw->rewalk->timer, rewalk_closed);
@@ -1236,7 +1281,7 @@ static struct lw_entry *entry_of(struct linkwatch *lw, const char *workspace)
 		    (lru->workspace && lw->e[i].used < lru->used))
 			lru = &lw->e[i];
 	}
-	entry_clear(lru);
+	entry_clear(lw->loop, lru);
 	if (!(lru->workspace = strdup(workspace)))
 		return NULL;
 	return lru;
@@ -1257,7 +1302,7 @@ int linkwatch_names(struct linkwatch *lw, const char *workspace,
 			ret->ro_dirs = e->st->vro;
 			return 1;
 		}
-		entry_drop(e);
+		entry_drop(lw->loop, e);
 	}
 	if (e->job)
 		return 0;
@@ -1281,7 +1326,7 @@ int linkwatch_changes(struct linkwatch *lw, const char *workspace, char ***ret,
 	if (!e || !(st = e->st))
 		return 0;
 	if (state_drain(st, true, &lw->events_run) < 0) {
-		entry_drop(e);
+		entry_drop(lw->loop, e);
 		return 0;
 	}
 	if (!st->chg_taken || st->chg_lost) {

@@ -57,8 +57,10 @@
 #include <uv.h>
 
 /* Workspaces watched at once: an agent's sessions and the operator's
- * checkouts.  The least recently used one is dropped past this. */
-#define LINKWATCH_WORKSPACES_MAX 8
+ * checkouts.  The least recently used one is dropped past this (with
+ * 8, eight sessions and the operator's checkout in turn dropped one at
+ * every run, whose next run then had sandboxd walk it). */
+#define LINKWATCH_WORKSPACES_MAX 16
 /* Watches left to the operator's other programs (editors, build tools,
  * the integrity guard) out of fs.inotify.max_user_watches: a workspace
  * that would need more is not watched (the full walk, as before). */

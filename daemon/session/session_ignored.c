@@ -608,14 +608,19 @@ static int ign_dir(struct sess_ign *w, const char *rel)
 }
 
 /* Whether x's kept list serves a run with room max: its queue applied,
- * nothing it cannot follow.  When not, it goes. */
-static bool ign_kept(struct sess *x, size_t max)
+ * nothing it cannot follow.  When not, it goes: to *stale when that is
+ * not NULL (for another thread to free: closing an inotify instance of
+ * thousands of watches waits for the kernel), else freed here. */
+static bool ign_kept(struct sess *x, size_t max, struct sess_ign **stale)
 {
 	struct sess_ign *w = x->ign;
 
 	if (w && w->max == max && ign_drain(w) == 0)
 		return true;
-	sess_ign_free(w);
+	if (stale)
+		*stale = w;
+	else
+		sess_ign_free(w);
 	x->ign = NULL;
 	return false;
 }
@@ -662,7 +667,7 @@ int sess_ign_hidden(struct session_store *s, struct sess *x, size_t max,
 	struct sess_ign *w;
 	int r;
 
-	if (ign_kept(x, max)) {
+	if (ign_kept(x, max, NULL)) {
 		if (x->ign->result < 0)
 			return x->ign->result;
 		*ret = strv_copy(x->ign->hidden);
@@ -693,6 +698,7 @@ struct session_walk {
 	char *root, *gitdir;
 	char **skip;
 	size_t max;
+	struct sess_ign *stale; /* the list it replaces, freed there */
 	/* The walk's, from session_walk_work. */
 	struct sess_ign *w;
 	char **v;
@@ -704,6 +710,7 @@ static void walk_free(struct session_walk *wk)
 	free(wk->root);
 	free(wk->gitdir);
 	strv_free_array(wk->skip);
+	sess_ign_free(wk->stale);
 	sess_ign_free(wk->w);
 	strv_free_array(wk->v);
 	free(wk);
@@ -714,6 +721,7 @@ int session_walk_begin(struct session_store *s, const char *id,
 {
 	struct sess *x = sess_find(s, id);
 	struct session_walk *wk;
+	struct sess_ign *stale = NULL;
 	size_t n = 0;
 
 	if (!x || x->info.mode != SESSION_MODE_IN_PLACE ||
@@ -721,13 +729,15 @@ int session_walk_begin(struct session_store *s, const char *id,
 		return 0;
 	while (x->empty_files && x->empty_files[n])
 		n++;
-	if (ign_kept(x, sess_hidden_room(n)))
+	if (ign_kept(x, sess_hidden_room(n), &stale))
 		return 0;
-	if (sess_git_up(s) < 0)
-		return 0; /* session_run_paths says why */
-	wk = calloc(1, sizeof(*wk));
-	if (!wk)
-		return -ENOMEM;
+	wk = sess_git_up(s) == 0 ? calloc(1, sizeof(*wk)) : NULL;
+	if (!wk) {
+		/* session_run_paths walks, and says why it cannot. */
+		sess_ign_free(stale);
+		return 0;
+	}
+	wk->stale = stale;
 	wk->s = s;
 	snprintf(wk->id, sizeof(wk->id), "%s", id);
 	wk->max = sess_hidden_room(n);
@@ -746,6 +756,8 @@ int session_walk_begin(struct session_store *s, const char *id,
 
 void session_walk_work(struct session_walk *wk)
 {
+	sess_ign_free(wk->stale);
+	wk->stale = NULL;
 	wk->r =
 	    ign_walk(wk->root, wk->gitdir, wk->skip, wk->max, &wk->w, &wk->v);
 }
