@@ -1212,6 +1212,19 @@ START_TEST(test_start_blocks_no_one)
 }
 END_TEST
 
+/* Stop spd and check that it exits 0 (its stderr's tail when not). */
+static void stop_clean(void)
+{
+	char *out = NULL;
+	int status = test_spd_stop(&T);
+
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		test_sh(&out, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "spd's exit status %d: %s", status, out ? out : "");
+	free(out);
+}
+
 /*
  * Stop spd once it has read the request just sent on fd (a ping on the
  * same connection is answered after it was begun), and check that it
@@ -1219,8 +1232,7 @@ END_TEST
  */
 static void stop_after(int fd)
 {
-	char *r = test_call(&T, fd, 2, "daemon.ping", NULL, true), *out = NULL;
-	int status;
+	char *r = test_call(&T, fd, 2, "daemon.ping", NULL, true);
 
 	if (!has(r, "\"pong\":true")) {
 		/* The request's reply came first: read the ping's. */
@@ -1229,12 +1241,7 @@ static void stop_after(int fd)
 		ck_assert(has(r, "\"pong\":true"));
 	}
 	free(r);
-	status = test_spd_stop(&T);
-	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-		test_sh(&out, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "spd's exit status %d: %s", status, out ? out : "");
-	free(out);
+	stop_clean();
 }
 
 /*
@@ -1522,11 +1529,11 @@ END_TEST
  */
 START_TEST(test_stop_during_run_walk)
 {
-	char *repo, *p, *line, *out = NULL;
+	char *repo, *p, *line;
 	char id[TEST_SESSION_ID_LEN + 1], tok[TEST_SESSION_TOKEN_LEN + 1];
 	bool pong = false;
 	const char *what = "was cut off by the stop";
-	int a, status;
+	int a;
 
 	LOOP_ORDER_TEST();
 	repo = big_repo("src/walkstop");
@@ -1553,12 +1560,7 @@ START_TEST(test_stop_during_run_walk)
 		free(line);
 	}
 	ck_assert_msg(pong, "no answer to the ping");
-	status = test_spd_stop(&T);
-	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
-		test_sh(&out, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
-	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
-		      "spd's exit status %d: %s", status, out ? out : "");
-	free(out);
+	stop_clean();
 	/* Answered or closed: a read ends at once either way. */
 	while ((line = test_recv_line(a, 10000))) {
 		if (has(line, "\"id\":1"))
