@@ -21,6 +21,13 @@
  * start for the longest ping (before, spd walked the whole checkout on
  * its loop for a new directory, and for a .gitignore written).
  *
+ * Then, in each worktree session, a tenth of its files rewritten and
+ * committed in the agent's repository, and a run of /bin/true in the
+ * session, at whose end spd takes the commit onto the session's branch
+ * (its objects staged, scanned and copied): the runs' median, and the
+ * pings during them against the tenth of a worktree start (before, spd
+ * did that on its loop).
+ *
  * Last, each worktree session ended (its files removed) after a tenth
  * of its files were rewritten (the agent's uncommitted work, committed
  * by the end), with the pings during the ends against the tenth of a
@@ -119,7 +126,26 @@ static size_t overlapping(double (*w)[2], int n, size_t upto, double *v)
  * into w and len (at most n), a tenth of its files rewritten first (the
  * agent's uncommitted work, which the end reads, commits and scans).
  * 0, or -1 said. */
-static int end_worktrees(double (*w)[2], double *len, int n)
+/* The params of the call timed in a session (each_worktree). */
+static json_t *end_params(const char *id)
+{
+	return json_pack("{s:s}", "id", id);
+}
+
+static json_t *run_params(const char *id)
+{
+	return json_pack("{s:s, s:b, s:[s]}", "session", id, "yes", 1, "argv",
+			 "/bin/true");
+}
+
+/*
+ * In each of the first n worktree sessions, as the operator: the shell
+ * line prep run in the worktree, then method called with params(id)
+ * and timed (its window in w, its length in len).
+ */
+static int each_worktree(double (*w)[2], double *len, int n, const char *prep,
+			 enum rpc_method method,
+			 json_t *(*params)(const char *id))
 {
 	json_t *res = NULL, *e = NULL, *s;
 	struct client c;
@@ -140,19 +166,14 @@ static int end_worktrees(double (*w)[2], double *len, int n)
 		const char *id = json_string_value(json_object_get(s, "id"));
 		const char *mode =
 		    json_string_value(json_object_get(s, "mode"));
-
 		const char *wt =
 		    json_string_value(json_object_get(s, "worktree"));
-		char cmd[4400];
+		char cmd[4600];
 
 		if (k >= n || !id || !mode || !wt ||
 		    strcmp(mode, "worktree") != 0)
 			continue;
-		snprintf(cmd, sizeof(cmd),
-			 "cd '%s' && find . -path ./.git -prune -o -type f "
-			 "-print | awk 'NR %% 10 == 1' | xargs sh -c 'for f; "
-			 "do echo changed >> \"$f\"; done' _",
-			 wt);
+		snprintf(cmd, sizeof(cmd), "cd '%s' && %s", wt, prep);
 		if (system(cmd) != 0) {
 			fprintf(stderr, "bench startwait: %s failed\n", cmd);
 			json_decref(res);
@@ -160,12 +181,11 @@ static int end_worktrees(double (*w)[2], double *len, int n)
 			return -1;
 		}
 		w[k][0] = now_ms();
-		if (client_call(&c, RPC_M_SESSION_END,
-				json_pack("{s:s}", "id", id), NULL, NULL, &r2,
-				&e2) < 0 ||
+		if (client_call(&c, method, params(id), NULL, NULL, &r2, &e2) <
+			0 ||
 		    e2) {
-			fprintf(stderr,
-				"bench startwait: session.end failed\n");
+			fprintf(stderr, "bench startwait: %s failed\n",
+				rpc_method_name(method));
 			json_decref(e2);
 			json_decref(res);
 			client_close(&c);
@@ -181,12 +201,43 @@ static int end_worktrees(double (*w)[2], double *len, int n)
 	return k == n ? 0 : -1;
 }
 
+/* A tenth of a worktree's files rewritten (the agent's uncommitted work,
+ * committed by the end). */
+#define PREP_END                                                               \
+	"find . -path ./.git -prune -o -type f -print | "                      \
+	"awk 'NR % 10 == 1' | xargs sh -c 'for f; do echo changed >> "         \
+	"\"$f\"; done' _"
+/* Another tenth, each with content of its own, committed by git in the
+ * agent's repository there (as the agent would in a run); the run after
+ * it has spd take that commit onto the session's branch. */
+#define PREP_COMMIT                                                            \
+	"find . -path ./.git -prune -o -type f -print | "                      \
+	"awk 'NR % 10 == 2' | xargs sh -c 'for f; do echo \"$f\" >> "          \
+	"\"$f\"; done' _ && git add -A && git -c user.name=b -c "              \
+	"user.email=b@b.invalid commit -qm tenth"
+
 static double pct(double *v, size_t n, double p)
 {
 	if (!n)
 		return 0;
 	qsort(v, n, sizeof(*v), bench_cmp_double);
 	return v[(size_t)((double)(n - 1) * p)];
+}
+
+/* A row: the pings whose wait overlapped the windows w against the
+ * longest's target (limit); median < 0 prints none. */
+static void row(const char *name, double median, double (*w)[2], int rounds,
+		double *v, double limit)
+{
+	size_t n = overlapping(w, rounds, atomic_load(&npings), v);
+	double mx = pct(v, n, 1.0);
+	char m[32] = "-";
+
+	if (median >= 0)
+		snprintf(m, sizeof(m), "%.1f", median);
+	printf("%-34s %8s %7zu %8.3f %8.3f %8.3f  %s\n", name, m, n,
+	       pct(v, n, 0.5), pct(v, n, 0.99), mx,
+	       bench_met(n > 0 && mx <= limit));
 }
 
 int main(int argc, char **argv)
@@ -199,6 +250,7 @@ int main(int argc, char **argv)
 	static double runwin[RUN_KINDS][ROUNDS_MAX][2],
 	    runlen[RUN_KINDS][ROUNDS_MAX];
 	static double endwin[ROUNDS_MAX][2], endlen[ROUNDS_MAX];
+	static double cmtwin[ROUNDS_MAX][2], cmtlen[ROUNDS_MAX];
 	char abs_build[4096], dir[4200], cmd[8800], spctl[4200];
 	size_t alone_n;
 	double *v, inplace_start = 0, wt_start = 0;
@@ -278,9 +330,14 @@ int main(int argc, char **argv)
 		runwin[k][i / RUN_KINDS][1] = now_ms();
 		runlen[k][i / RUN_KINDS] = runwin[k][i / RUN_KINDS][1] - t0;
 	}
-	/* The worktree sessions ended, as the operator. */
+	/* The worktree sessions' commits taken, then the sessions ended, as
+	 * the operator. */
 	unsetenv("SPD_SESSION_TOKEN");
-	if (!ping_failed && end_worktrees(endwin, endlen, rounds) < 0)
+	if (!ping_failed && each_worktree(cmtwin, cmtlen, rounds, PREP_COMMIT,
+					  RPC_M_CMD_RUN, run_params) < 0)
+		ping_failed = 1;
+	if (!ping_failed && each_worktree(endwin, endlen, rounds, PREP_END,
+					  RPC_M_SESSION_END, end_params) < 0)
 		ping_failed = 1;
 	atomic_store(&pinging, false);
 	pthread_join(th, NULL);
@@ -322,28 +379,16 @@ int main(int argc, char **argv)
 			wt_start = start;
 	}
 	{
-		size_t n = overlapping(runwin[RUN_NEWDIR], rounds,
-				       atomic_load(&npings), v);
-		double mx = pct(v, n, 1.0);
-
-		printf("%-34s %8s %7zu %8.3f %8.3f %8.3f  %s\n",
-		       "during in-place runs, new dir", "-", n, pct(v, n, 0.5),
-		       pct(v, n, 0.99), mx,
-		       bench_met(n > 0 && mx <= 0.1 * inplace_start));
-		n = overlapping(runwin[RUN_IGNORE], rounds,
-				atomic_load(&npings), v);
-		mx = pct(v, n, 1.0);
-		printf("%-34s %8s %7zu %8.3f %8.3f %8.3f  %s\n",
-		       "during in-place runs, .gitignore", "-", n,
-		       pct(v, n, 0.5), pct(v, n, 0.99), mx,
-		       bench_met(n > 0 && mx <= 0.1 * inplace_start));
-		n = overlapping(endwin, rounds, atomic_load(&npings), v);
-		mx = pct(v, n, 1.0);
-		printf("%-34s %8.1f %7zu %8.3f %8.3f %8.3f  %s\n",
-		       "during worktree ends, 1/10 changed",
-		       bench_median(endlen, rounds), n, pct(v, n, 0.5),
-		       pct(v, n, 0.99), mx,
-		       bench_met(n > 0 && mx <= 0.1 * wt_start));
+		row("during in-place runs, new dir", -1, runwin[RUN_NEWDIR],
+		    rounds, v, 0.1 * inplace_start);
+		row("during in-place runs, .gitignore", -1, runwin[RUN_IGNORE],
+		    rounds, v, 0.1 * inplace_start);
+		row("during worktree runs, 1/10 committed",
+		    bench_median(cmtlen, rounds), cmtwin, rounds, v,
+		    0.1 * wt_start);
+		row("during worktree ends, 1/10 changed",
+		    bench_median(endlen, rounds), endwin, rounds, v,
+		    0.1 * wt_start);
 		printf("in-place `spctl run -- /bin/true`, medians: after a "
 		       "new directory %.2f ms, after .gitignore %.2f ms, "
 		       "after nothing %.2f ms\n",

@@ -80,21 +80,17 @@ struct run_session {
 
 static void run_session_free(struct run_session *rs)
 {
-	if (rs->started)
+	if (rs->started && rs->spd->sessions)
 		session_run_end(rs->spd->sessions, rs->id);
 	session_argv_free(rs->argv);
 	session_run_paths_free(&rs->paths);
 	free(rs);
 }
 
-/* The agent's commits onto the session's branch, before the reply: a
- * secret in one ends the attempt, and a branch moved below the base is
- * said to the agent, whose commits do not land until it is fixed. */
-static int after_run_sync(struct run_session *rs, char *msg, size_t msglen)
+/* session_sync's answer as the run's: 0, or an enum rpc_error with msg. */
+static int sync_answer(struct spd *spd, const char *id, int x,
+		       const char *where, char *msg, size_t msglen)
 {
-	char where[1100] = "";
-	int x = session_sync(rs->spd->sessions, rs->id, where, sizeof(where));
-
 	if (x == -EACCES) {
 		snprintf(msg, msglen,
 			 "%s adds a known secret value: the session's attempt "
@@ -103,34 +99,187 @@ static int after_run_sync(struct run_session *rs, char *msg, size_t msglen)
 		return RPC_E_SECRET_IN_DIFF;
 	}
 	if (x == -EXDEV || x == -EINVAL) {
-		snprintf(msg, msglen, "%s",
-			 session_store_error(rs->spd->sessions));
+		snprintf(msg, msglen, "%s", session_store_error(spd->sessions));
 		return RPC_E_BAD_REQUEST;
+	}
+	if (x == -ESHUTDOWN) {
+		snprintf(msg, msglen,
+			 "spd is stopping: the agent's commits are taken "
+			 "onto the session's branch at its next run");
+		return RPC_E_INTERNAL;
 	}
 	if (x < 0 && x != -ENOENT)
 		log_warn("session %s: the agent's commits were not taken: %s",
-			 rs->id, session_store_error(rs->spd->sessions));
+			 id, session_store_error(spd->sessions));
 	return 0;
+}
+
+/*
+ * The agent's commits onto the session's branch, before the reply: a
+ * secret in one ends the attempt, and a branch moved below the base is
+ * said to the agent, whose commits do not land until it is fixed.  When
+ * the agent committed, that work (its objects staged and copied, a
+ * patch and a scan a commit) is done on the thread pool and the reply
+ * waits for it there (sync_after): other clients do not.  A run whose
+ * session has a sync out waits for it in sync_parked, then syncs.  The
+ * run stays counted in flight until then, so that no end or checkpoint
+ * reads the worktree meanwhile.
+ */
+struct sync_job {
+	uv_work_t work;
+	struct run_session *rs;
+	struct run_wait *w;
+	struct session_syncjob *j;
+};
+
+/* Runs whose session had a sync out, in the order they came (one spd
+ * per process). */
+struct sync_parked {
+	struct run_session *rs;
+	struct run_wait *w;
+	struct sync_parked *next;
+};
+static struct sync_parked *sync_parked, **sync_parked_tail = &sync_parked;
+
+static int sync_go(struct run_session *rs, struct run_wait *w, char *msg,
+		   size_t msglen);
+
+static void run_session_settle(struct run_session *rs)
+{
+	if (rs->started) {
+		session_run_end(rs->spd->sessions, rs->id);
+		rs->started = false;
+	}
+}
+
+static void sync_work(uv_work_t *w)
+{
+	struct sync_job *sj = w->data;
+
+	session_sync_work(sj->j);
+}
+
+/* The parked runs of session id go again (or are told spd stops). */
+static void sync_unpark(struct spd *spd, const char *id)
+{
+	struct sync_parked *mine = NULL, **tail = &mine, **pp = &sync_parked;
+
+	while (*pp) {
+		struct sync_parked *p = *pp;
+
+		if (strcmp(p->rs->id, id) == 0) {
+			*pp = p->next;
+			p->next = NULL;
+			*tail = p;
+			tail = &p->next;
+		} else {
+			pp = &p->next;
+		}
+	}
+	sync_parked_tail = pp;
+	while (mine) {
+		struct sync_parked *p = mine;
+		char msg[512] = "";
+		int e;
+
+		mine = p->next;
+		if (!spd->sessions) {
+			e = RPC_E_INTERNAL;
+			snprintf(msg, sizeof(msg),
+				 "spd is stopping: the agent's commits are "
+				 "taken onto the session's branch at its next "
+				 "run");
+		} else {
+			e = sync_go(p->rs, p->w, msg, sizeof(msg));
+		}
+		if (e != RUN_HOOK_LATER)
+			p->w->resume(p->w, e, msg);
+		free(p);
+	}
+}
+
+static void sync_after(uv_work_t *w, int status)
+{
+	struct sync_job *sj = w->data;
+	struct run_session *rs = sj->rs;
+	struct spd *spd = rs->spd;
+	char where[1100] = "", msg[512] = "", id[SESSION_ID_LEN + 1];
+	int x, e;
+
+	if (status < 0)
+		session_sync_work(sj->j); /* not run: done here */
+	snprintf(id, sizeof(id), "%s", session_sync_id(sj->j));
+	/* The store's close waited for it; the last sync frees it. */
+	x = session_sync_end(sj->j, where, sizeof(where));
+	trace_stamp("synced");
+	if (!spd->sessions)
+		x = -ESHUTDOWN;
+	else
+		run_session_settle(rs);
+	e = sync_answer(spd, id, x, where, msg, sizeof(msg));
+	sj->w->resume(sj->w, e, msg);
+	free(sj);
+	sync_unpark(spd, id);
+}
+
+/* 0 or an error as after_run's; RUN_HOOK_LATER when the sync is on the
+ * thread pool or waits for the one there. */
+static int sync_go(struct run_session *rs, struct run_wait *w, char *msg,
+		   size_t msglen)
+{
+	struct spd *spd = rs->spd;
+	struct session_syncjob *j = NULL;
+	struct sync_job *sj;
+	char where[1100] = "";
+	int x = session_sync_begin(spd->sessions, rs->id, &j);
+
+	if (x == -EBUSY) {
+		struct sync_parked *p = calloc(1, sizeof(*p));
+
+		if (p) {
+			p->rs = rs;
+			p->w = w;
+			*sync_parked_tail = p;
+			sync_parked_tail = &p->next;
+			return RUN_HOOK_LATER;
+		}
+		x = -ENOMEM;
+	}
+	if (x == 1) {
+		sj = calloc(1, sizeof(*sj));
+		if (sj) {
+			sj->work.data = sj;
+			sj->rs = rs;
+			sj->w = w;
+			sj->j = j;
+			if (uv_queue_work(spd->loop, &sj->work, sync_work,
+					  sync_after) == 0)
+				return RUN_HOOK_LATER;
+			free(sj);
+		}
+		/* No job: the sync here. */
+		session_sync_work(j);
+		x = session_sync_end(j, where, sizeof(where));
+	}
+	run_session_settle(rs);
+	return sync_answer(spd, rs->id, x, where, msg, msglen);
 }
 
 /* Before the reply: the guard's re-hash, whose finding ends the attempt
  * and turns the reply into that error; then the agent's commits. */
-static int after_run(void *data, const struct sbx_result *r, char *msg,
-		     size_t msglen)
+static int after_run(void *data, const struct sbx_result *r, struct run_wait *w,
+		     char *msg, size_t msglen)
 {
 	struct run_session *rs = data;
 	struct guard_finding f;
 	int ret = 0, x;
 
 	(void)r;
-	if (rs->started) {
-		session_run_end(rs->spd->sessions, rs->id);
-		rs->started = false;
-	}
 	x = session_guard_check(rs->spd->sessions, rs->id, &f);
 	trace_stamp("guarded");
 	if (x == 0)
-		return after_run_sync(rs, msg, msglen);
+		return sync_go(rs, w, msg, msglen);
+	run_session_settle(rs);
 	if (x == 1) {
 		snprintf(msg, msglen, "%s %s: the session's attempt ended",
 			 f.path, f.what);
@@ -169,9 +318,16 @@ static char *argv_text(char *const *argv)
 static void after_reply(void *data, const struct sbx_result *r)
 {
 	struct run_session *rs = data;
-	int x = session_log_command(
-	    rs->spd->sessions, rs->id, (const char *const *)rs->argv,
-	    r->error || r->term_signal ? -1 : r->exit_code);
+	int x;
+
+	if (!rs->spd->sessions) {
+		/* spd stopped while the agent's commits were taken. */
+		run_session_free(rs);
+		return;
+	}
+	x = session_log_command(rs->spd->sessions, rs->id,
+				(const char *const *)rs->argv,
+				r->error || r->term_signal ? -1 : r->exit_code);
 
 	if (x < 0 && x != -ENOENT && x != -ESHUTDOWN)
 		log_warn("session %s: the command's record was not written: "
@@ -657,14 +813,25 @@ static void remove_hook(void *data, char *path)
 	free(path);
 }
 
-/* The session store's secret scan (session_store_set_scanner). */
-static int scan_hook(void *data, const char *diff, char *where, size_t wlen)
+/* The session store's secret scan (session_store_set_scanner): the
+ * redaction set in force, held by a reference of the scan's own, so
+ * that a scan on the thread pool reads it whatever spd puts in force
+ * meanwhile. */
+static int scan_hook(void *held, const char *diff, char *where, size_t wlen)
+{
+	return diff_first_secret(held, diff, where, wlen);
+}
+
+static void *scan_hold(void *data)
 {
 	struct spd *spd = data;
 
-	if (!spd->redact)
-		return 0;
-	return diff_first_secret(spd->redact, diff, where, wlen);
+	return redact_set_ref(spd->redact);
+}
+
+static void scan_release(void *held)
+{
+	redact_set_free(held);
 }
 
 int agent_diff_guard(struct spd *spd, struct call *c, const char *id)
@@ -801,7 +968,8 @@ int agent_start(struct spd *spd)
 	session_store_set_journal(spd->sessions, journal_hook, spd);
 	session_store_set_check_runner(spd->sessions, agent_check_runner, spd);
 	session_store_set_ended_hook(spd->sessions, on_attempt_ended, spd);
-	session_store_set_scanner(spd->sessions, scan_hook, spd);
+	session_store_set_scanner(spd->sessions, scan_hook, scan_hold,
+				  scan_release, spd);
 	session_store_set_changes(spd->sessions, changes_hook, spd);
 	session_store_set_remover(spd->sessions, remove_hook, spd);
 	/* What an earlier spd put away and did not finish removing. */

@@ -1,9 +1,10 @@
 /*
- * cmd.run: run a command in the sandbox and stream its output; and
- * sandbox.probe, what the host lets the sandbox do (spctl doctor).
+ * cmd.run: run a command in the sandbox and stream its output
+ * (sandbox.probe, what the host lets the sandbox do, is m_probe.c).
  */
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sodium.h>
 #include <stdio.h>
@@ -210,10 +211,18 @@ struct run_ctx {
 	char *workspace;
 	const char *net_name;
 	bool best_effort;
-	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
-			 size_t msglen);
+	int (*done_hook)(void *data, const struct sbx_result *r,
+			 struct run_wait *w, char *msg, size_t msglen);
 	void (*after_reply)(void *data, const struct sbx_result *r);
 	void *done_data;
+	/* From the run's end to the call's (the done hook may answer
+	 * later): the result's figures, and the reply or its error. */
+	struct sbx_result result;
+	struct run_wait wait; /* given to the done hook */
+	json_t *reply;
+	bool refused; /* reply_err and reply_msg instead of reply */
+	enum rpc_error reply_err;
+	char *reply_msg;
 	char *quota_sid; /* the session whose run quota this run holds */
 	/* spctl agent: the run's turn (ended with the run) and its listener
 	 * in the gateway (released with it); "" and 0 otherwise. */
@@ -260,6 +269,8 @@ static void run_ctx_free(struct run_ctx *rc)
 	free(rc->by_session);
 	free(rc->quota_sid);
 	json_decref(rc->argv_json);
+	json_decref(rc->reply);
+	free(rc->reply_msg);
 	free(rc->workspace);
 	free(rc);
 }
@@ -343,6 +354,9 @@ static void on_listener(void *data, int fd)
 			 uv_strerror(r));
 }
 
+/* A kept result's warnings: its strings are sandboxd's run's. */
+static const char *const no_warnings[] = {NULL};
+
 static void on_gone(void *data)
 {
 	struct run_ctx *rc = data;
@@ -372,11 +386,113 @@ static bool in_host_tmp(const char *path, const char *workspace)
 	return !(n && strncmp(path, workspace, n) == 0 && path[n] == '/');
 }
 
+/* The reply to a run that ended as r, kept in rc until the done hook
+ * has answered (it may answer later: struct run_wait). */
+static void reply_prepare(struct run_ctx *rc, const struct sbx_result *r)
+{
+	struct call *c = rc->call;
+
+	if (r->error) {
+		enum rpc_error e =
+		    r->error == SBXP_ERR_UNAVAILABLE ? RPC_E_SANDBOX_UNAVAILABLE
+		    : r->error == SBXP_ERR_BAD_REQUEST ? RPC_E_BAD_PARAMS
+						       : RPC_E_INTERNAL;
+		const char *msg =
+		    r->error_msg ? r->error_msg : rpc_error_code(e);
+
+		rc->refused = true;
+		rc->reply_err = e;
+		rc->reply_msg = strdup(msg);
+		return;
+	}
+	const char *how =
+	    !r->cancelled		  ? ""
+	    : r->ended == SBXP_ENDED_TERM ? "ended by spd (SIGTERM): "
+	    : r->ended == SBXP_ENDED_KILL ? "ended by spd (SIGKILL): "
+					  : "";
+
+	if (r->term_signal)
+		call_set_summary(c, "%skilled by signal %d%s", how,
+				 r->term_signal,
+				 r->timed_out ? " at the deadline" : "");
+	else
+		call_set_summary(c, "%sexit %d", how, r->exit_code);
+	json_t *res = json_pack(
+	    "{s:i, s:b, s:b, s:I, s:{s:I, s:I}, s:o}", "exit_code",
+	    r->exit_code, "timed_out", r->timed_out, "cancelled", r->cancelled,
+	    "duration_ms", (json_int_t)(r->duration_us / 1000), "bytes_dropped",
+	    "stdout", (json_int_t)r->bytes_dropped[0], "stderr",
+	    (json_int_t)r->bytes_dropped[1], "warnings",
+	    warnings_json(r->warnings));
+	if (r->term_signal)
+		json_object_set_new(res, "signal",
+				    json_integer(r->term_signal));
+	/* Why a command did not start (exit 126/127 from exec). */
+	if (r->error_msg && r->error_msg[0]) {
+		char *why = NULL;
+		const char *a0 =
+		    json_string_value(json_array_get(rc->argv_json, 0));
+		if (asprintf(&why, "%s: %s%s%s", a0 ? a0 : "command",
+			     r->exit_code == 127 ? "command not found: " : "",
+			     r->error_msg,
+			     r->exit_code == 127 &&
+				     in_host_tmp(a0, rc->workspace)
+				 ? "; it is under /tmp, which runs do "
+				   "not see (each run has a private "
+				   "/tmp): put it elsewhere, under "
+				   "your home or in the workspace"
+				 : "") > 0)
+			json_object_set_new(res, "error", json_string(why));
+		free(why);
+	}
+	rc->reply = res;
+}
+
+/* The call's end: the done hook's error e (an enum rpc_error, msg) or,
+ * when 0, the reply reply_prepare kept; then the after-reply hook. */
+static void run_finish(struct run_ctx *rc, int e, const char *msg)
+{
+	struct call *c = rc->call;
+
+	if (e > 0) {
+		call_set_summary(c, "%s", msg);
+		call_error(c, (enum rpc_error)e, NULL, "%s", msg);
+	} else if (rc->refused) {
+		call_set_summary(c, "refused: %s", rc->reply_msg ?: "");
+		call_error(c, rc->reply_err, NULL, "%s", rc->reply_msg ?: "");
+	} else {
+		/* Written out before the reply, so that they are in the
+		 * file by the time the client has it. */
+		trace_stamp("reply");
+		trace_flush();
+		call_reply(c, steal_ptr(rc->reply));
+	}
+	trace_flush();
+	if (rc->after_reply) {
+		rc->after_reply(rc->done_data, &rc->result);
+		trace_stamp("after_reply");
+		trace_flush();
+	}
+	run_ctx_free(rc);
+}
+
+/* The done hook's answer, later (struct run_wait). */
+static void hook_resume(struct run_wait *w, int e, const char *msg)
+{
+	struct run_ctx *rc =
+	    (struct run_ctx *)((char *)w - offsetof(struct run_ctx, wait));
+
+	trace_stamp("done_hook");
+	run_finish(rc, e, msg);
+}
+
 static void on_done(void *data, const struct sbx_result *r)
 {
 	struct run_ctx *rc = data;
 	struct call *c = rc->call;
 	json_t *detail;
+	char msg[512] = "";
+	int e = 0;
 
 	trace_stamp("done");
 	stdin_run_unlink(rc);
@@ -406,85 +522,24 @@ static void on_done(void *data, const struct sbx_result *r)
 		log_warn("run without a layer (best-effort): %s",
 			 r->warnings[i]);
 	call_add_detail(c, detail);
+	/* What outlives r: the reply, and the figures the after-reply hook
+	 * reads (its strings are r's: not kept). */
+	reply_prepare(rc, r);
+	rc->result = *r;
+	rc->result.error_msg = NULL;
+	rc->result.warnings = no_warnings;
+	/* sandboxd's run is freed after this call: a client gone from
+	 * here on has nothing to cancel. */
+	rc->run = NULL;
 	if (rc->done_hook) {
-		char msg[512] = "";
-		int e = rc->done_hook(rc->done_data, r, msg, sizeof(msg));
-
+		rc->wait.resume = hook_resume;
+		e = rc->done_hook(rc->done_data, r, &rc->wait, msg,
+				  sizeof(msg));
+		if (e == RUN_HOOK_LATER)
+			return; /* run_hook_resume */
 		trace_stamp("done_hook");
-		if (e > 0) {
-			call_set_summary(c, "%s", msg);
-			call_error(c, (enum rpc_error)e, NULL, "%s", msg);
-			goto out;
-		}
 	}
-	if (r->error) {
-		enum rpc_error e =
-		    r->error == SBXP_ERR_UNAVAILABLE ? RPC_E_SANDBOX_UNAVAILABLE
-		    : r->error == SBXP_ERR_BAD_REQUEST ? RPC_E_BAD_PARAMS
-						       : RPC_E_INTERNAL;
-		const char *msg =
-		    r->error_msg ? r->error_msg : rpc_error_code(e);
-
-		call_set_summary(c, "refused: %s", msg);
-		call_error(c, e, NULL, "%s", msg);
-	} else {
-		const char *how =
-		    !r->cancelled		  ? ""
-		    : r->ended == SBXP_ENDED_TERM ? "ended by spd (SIGTERM): "
-		    : r->ended == SBXP_ENDED_KILL ? "ended by spd (SIGKILL): "
-						  : "";
-
-		if (r->term_signal)
-			call_set_summary(
-			    c, "%skilled by signal %d%s", how, r->term_signal,
-			    r->timed_out ? " at the deadline" : "");
-		else
-			call_set_summary(c, "%sexit %d", how, r->exit_code);
-		json_t *res = json_pack(
-		    "{s:i, s:b, s:b, s:I, s:{s:I, s:I}, s:o}", "exit_code",
-		    r->exit_code, "timed_out", r->timed_out, "cancelled",
-		    r->cancelled, "duration_ms",
-		    (json_int_t)(r->duration_us / 1000), "bytes_dropped",
-		    "stdout", (json_int_t)r->bytes_dropped[0], "stderr",
-		    (json_int_t)r->bytes_dropped[1], "warnings",
-		    warnings_json(r->warnings));
-		if (r->term_signal)
-			json_object_set_new(res, "signal",
-					    json_integer(r->term_signal));
-		/* Why a command did not start (exit 126/127 from exec). */
-		if (r->error_msg && r->error_msg[0]) {
-			char *why = NULL;
-			const char *a0 =
-			    json_string_value(json_array_get(rc->argv_json, 0));
-			if (asprintf(&why, "%s: %s%s%s", a0 ? a0 : "command",
-				     r->exit_code == 127 ? "command not found: "
-							 : "",
-				     r->error_msg,
-				     r->exit_code == 127 &&
-					     in_host_tmp(a0, rc->workspace)
-					 ? "; it is under /tmp, which runs do "
-					   "not see (each run has a private "
-					   "/tmp): put it elsewhere, under "
-					   "your home or in the workspace"
-					 : "") > 0)
-				json_object_set_new(res, "error",
-						    json_string(why));
-			free(why);
-		}
-		/* Written out before the reply, so that they are in the
-		 * file by the time the client has it. */
-		trace_stamp("reply");
-		trace_flush();
-		call_reply(c, res);
-	}
-out:
-	trace_flush();
-	if (rc->after_reply) {
-		rc->after_reply(rc->done_data, r);
-		trace_stamp("after_reply");
-		trace_flush();
-	}
-	run_ctx_free(rc);
+	run_finish(rc, e, msg);
 }
 
 /* Copy a JSON array of strings into a NULL-terminated vector, checking
@@ -1414,64 +1469,4 @@ out:
 		req.done_cancel(req.done_data);
 	free(workspace);
 	free(cwd);
-}
-
-static void probe_done(void *data, const struct sbx_layers *l)
-{
-	struct call *c = data;
-
-	if (!l) {
-		call_error(c, RPC_E_INTERNAL, NULL,
-			   "sandboxd died during the probe");
-		return;
-	}
-	call_reply(c,
-		   proxy_state_add(run_layers_json(l), &call_spd(c)->config));
-}
-
-void m_sandbox_probe(struct call *c)
-{
-	struct spd *spd = call_spd(c);
-	int r;
-
-	if (!spd->sbx) {
-		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
-			   "sandboxd is not running");
-		return;
-	}
-	r = sbx_probe(spd->sbx, spd->config.run_uid, spd->config.run_gid,
-		      probe_done, c);
-	if (r < 0)
-		call_error(c, RPC_E_INTERNAL, NULL, "probe: %s", strerror(-r));
-}
-
-/* required: a run cannot have every protection without this layer (so
- * mode=required refuses); otherwise it is advice about the host. */
-static json_t *layer(bool ok, const char *why, bool required)
-{
-	return json_pack("{s:b, s:b, s:s?}", "ok", ok, "required", required,
-			 "why", (!ok && why && why[0]) ? why : NULL);
-}
-
-json_t *run_layers_json(const struct sbx_layers *l)
-{
-	json_t *o = json_object();
-	json_t *ll = layer(l->landlock_abi > 0, l->landlock_why, true);
-
-	json_object_set_new(ll, "abi", json_integer(l->landlock_abi));
-	json_object_set_new(o, "user_namespaces",
-			    layer(l->userns, l->userns_why, true));
-	json_object_set_new(o, "landlock", ll);
-	json_object_set_new(o, "seccomp",
-			    layer(l->seccomp, l->seccomp_why, true));
-	json_object_set_new(o, "cgroup2",
-			    layer(l->cgroup2, l->cgroup2_why, false));
-	json_object_set_new(o, "tiocsti_disabled",
-			    layer(l->tiocsti_disabled, l->tiocsti_why, false));
-	json_object_set_new(
-	    o, "idmapped_mounts",
-	    layer(l->idmap_mounts, l->idmap_why, geteuid() == 0));
-	json_object_set_new(o, "run_init",
-			    layer(l->run_init, l->run_init_why, true));
-	return o;
 }

@@ -14,6 +14,13 @@ struct call;
 struct spd;
 struct sbx_layers;
 struct sbx_result;
+/* A done_hook's answer when it goes on elsewhere (a session's commits
+ * taken on the thread pool): it keeps w and calls w->resume(w, e, msg)
+ * on the loop once, with what it would have returned. */
+#define RUN_HOOK_LATER (-1)
+struct run_wait {
+	void (*resume)(struct run_wait *w, int e, const char *msg);
+};
 
 /* What to run; borrowed by run_start(), which copies what it keeps. */
 struct run_request {
@@ -31,9 +38,10 @@ struct run_request {
 	/* Called with the result before the reply (sessions re-hash their
 	 * guarded inputs here).  Returns 0, or an enum rpc_error with a
 	 * sentence in msg: the call then ends with that error instead (a
-	 * guard finding ends the attempt even though the command ran). */
-	int (*done_hook)(void *data, const struct sbx_result *r, char *msg,
-			 size_t msglen);
+	 * guard finding ends the attempt even though the command ran), or
+	 * RUN_HOOK_LATER.  r is valid during the call only. */
+	int (*done_hook)(void *data, const struct sbx_result *r,
+			 struct run_wait *w, char *msg, size_t msglen);
 	/* Called with the result once the reply is on its way, whatever it
 	 * said: work that must not hold the reply up (a session's record
 	 * of the command).  Last to see done_data: it releases it. */

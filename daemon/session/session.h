@@ -306,10 +306,16 @@ void session_end_read_drop(struct session_store *s, const char *id);
  * "path:line" of the first added line holding a known secret to where,
  * or 0.  Set by the lead (agent.c); without one nothing is scanned.
  */
-typedef int (*session_scan_fn)(void *data, const char *diff, char *where,
+typedef int (*session_scan_fn)(void *held, const char *diff, char *where,
 			       size_t wlen);
+/* What a scan reads, as of now (hold, on the loop, given data), for a
+ * scan on any thread; release (any thread) lets go of it.  A scan is
+ * given what hold returned; nothing is scanned when that is NULL. */
+typedef void *(*session_scan_hold_fn)(void *data);
+typedef void (*session_scan_release_fn)(void *held);
 void session_store_set_scanner(struct session_store *s, session_scan_fn fn,
-			       void *data);
+			       session_scan_hold_fn hold,
+			       session_scan_release_fn release, void *data);
 /*
  * What changed in a worktree (the workspace's inotify watch,
  * linkwatch_changes): 1, *ret (relative names, NULL-terminated, the
@@ -357,6 +363,26 @@ void session_store_set_identity(struct session_store *s, const char *name,
  */
 int session_sync(struct session_store *s, const char *id, char *where,
 		 size_t wlen);
+/*
+ * session_sync at a run's end, its work off the loop (the objects'
+ * staging and copy, a patch and a scan a commit: seconds for a large
+ * commit).  Begin, on the loop, reads the agent's tip: 0 and *ret NULL
+ * when there is nothing to take (as session_sync's 0; or a negative
+ * errno as session_sync's), 1 and *ret to give to session_sync_work on
+ * another thread and then to session_sync_end on the loop, which moves
+ * the branch and answers as session_sync does (or -ESHUTDOWN when the
+ * store closed meanwhile: it is freed now); -EBUSY while another sync of
+ * the session is out: begin again once it has ended.  Meanwhile
+ * session_sync of the session takes nothing (0: the sync out takes the
+ * commits), and the store's close waits for it.
+ */
+struct session_syncjob;
+int session_sync_begin(struct session_store *s, const char *id,
+		       struct session_syncjob **ret);
+void session_sync_work(struct session_syncjob *j);
+int session_sync_end(struct session_syncjob *j, char *where, size_t wlen);
+/* The session a sync is of (valid until session_sync_end). */
+const char *session_sync_id(const struct session_syncjob *j);
 
 /* Runs of a session in flight: counted from their start to their end.
  * spd reads the worktree's files (checkpoints, the end) only while none

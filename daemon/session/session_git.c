@@ -169,10 +169,30 @@ void sess_agent_ident(const struct session_store *s, const struct sess *x,
 }
 
 void session_store_set_scanner(struct session_store *s, session_scan_fn fn,
-			       void *data)
+			       session_scan_hold_fn hold,
+			       session_scan_release_fn release, void *data)
 {
 	s->scan = fn;
+	s->scan_hold = hold;
+	s->scan_release = release;
 	s->scan_data = data;
+}
+
+void *sess_scan_hold(struct session_store *s)
+{
+	return s->scan && s->scan_hold ? s->scan_hold(s->scan_data) : NULL;
+}
+
+int sess_scan(const struct session_store *s, void *held, const char *text,
+	      char *where, size_t wlen)
+{
+	return s->scan && held ? s->scan(held, text, where, wlen) : 0;
+}
+
+void sess_scan_release(const struct session_store *s, void *held)
+{
+	if (held && s->scan_release)
+		s->scan_release(held);
 }
 
 void session_store_set_changes(struct session_store *s, session_changes_fn fn,
@@ -568,6 +588,7 @@ struct sync {
 	git_odb *all;	      /* its odb, with the staging objects */
 	git_odb *main;	      /* the main repository's objects alone */
 	size_t copied;
+	void *held; /* what the secret scan reads (sess_scan_hold) */
 };
 
 static int copy_object(struct sync *sy, const git_oid *id)
@@ -659,7 +680,7 @@ static int scan_commit(struct session_store *s, struct sync *sy, git_commit *c,
 	char *text = NULL, at[1024];
 	int r;
 
-	if (!s->scan)
+	if (!sy->held)
 		return 0;
 	if (git_commit_tree(&to, c) < 0)
 		return -EIO;
@@ -670,7 +691,7 @@ static int scan_commit(struct session_store *s, struct sync *sy, git_commit *c,
 		goto out;
 	}
 	r = sess_diff_text(sy->repo, from, to, NULL, &text);
-	if (r == 0 && s->scan(s->scan_data, text, at, sizeof(at)) == 1) {
+	if (r == 0 && sess_scan(s, sy->held, text, at, sizeof(at)) == 1) {
 		char hex[9];
 
 		git_oid_tostr(hex, sizeof(hex), git_commit_id(c));
@@ -755,11 +776,13 @@ static int sync_open(struct session_store *s, const struct sess *x,
 	return 0;
 }
 
-static void sync_close(struct sync *sy, char *stage)
+/* The staged objects and the object databases let go of; the
+ * repository stays open (for the branch's move). */
+static void sync_unstage(struct sync *sy, char *stage)
 {
 	git_odb_free(sy->main);
 	git_odb_free(sy->all);
-	git_repository_free(sy->repo);
+	sy->main = sy->all = NULL;
 	if (stage) {
 		/* staging is sync/<id>/objects: drop sync/<id>. */
 		char *slash = strrchr(stage, '/');
@@ -769,6 +792,13 @@ static void sync_close(struct sync *sy, char *stage)
 		sess_rm_tree(stage);
 		free(stage);
 	}
+}
+
+static void sync_close(struct sync *sy, char *stage)
+{
+	sync_unstage(sy, stage);
+	git_repository_free(sy->repo);
+	sy->repo = NULL;
 }
 
 int sess_branch_tip(struct session_store *s, const struct sess *x,
@@ -805,20 +835,21 @@ int sess_branch_move(struct session_store *s, struct sess *x,
 	return 0;
 }
 
-int session_sync(struct session_store *s, const char *id, char *where,
-		 size_t wlen)
+/* The loop's part before a sync: 1 with *ret_x and *tip when the agent's
+ * tip is new, 0 when there is nothing to take, or < 0 with the error
+ * set. */
+static int sync_ask(struct session_store *s, const char *id,
+		    struct sess **ret_x, git_oid *tip)
 {
 	struct sess *x = NULL;
-	struct sync sy = {0};
-	char *stage = NULL, msg[256];
-	git_oid tip, branch, base;
-	size_t n = 0;
 	int r;
 
 	r = sess_live_worktree(s, id, &x);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	r = agent_tip(x, &tip);
+	if (x->syncing)
+		return 0; /* the sync out takes them */
+	r = agent_tip(x, tip);
 	if (r == -ENOENT || r == -ENOTDIR || r == -ELOOP || r == -EXDEV)
 		/* No branch in the agent's repository, or no repository
 		 * (the agent removed or replaced its .git): nothing to take;
@@ -829,33 +860,43 @@ int session_sync(struct session_store *s, const char *id, char *where,
 			    x->info.branch, strerror(-r));
 		return -EINVAL;
 	}
-	if (x->synced_set && git_oid_equal(&tip, &x->synced))
+	if (x->synced_set && git_oid_equal(tip, &x->synced))
 		return 0;
+	*ret_x = x;
+	return 1;
+}
+
+/* A sync's work, on any thread (x's names and the store's state_dir
+ * are read): 0 when tip is the branch's already, 1 when the agent's
+ * commits are copied and sy->repo is open for the branch's move from
+ * *branch, 2 on a secret (where says which), or < 0 with the error
+ * set. */
+static int sync_take(struct session_store *s, const struct sess *x,
+		     const git_oid *tip, struct sync *sy, git_oid *branch,
+		     char *where, size_t wlen, size_t *ret_n)
+{
+	char *stage = NULL;
+	git_oid base;
+	int r;
+
 	/* The branch before the agent's objects: when the tip is already
 	 * there (a session's first run, the first after spd restarts),
 	 * nothing is staged (256 directories looked at, two object
 	 * databases opened: most of a first run's 20 ms here). */
-	if (sess_open_bare(s, x, &sy.repo) < 0) {
-		r = -EIO;
-		goto out;
-	}
-	r = sess_branch_tip(s, x, sy.repo, &branch);
-	if (r < 0)
-		goto out;
-	if (git_oid_equal(&tip, &branch)) {
-		x->synced = tip;
-		x->synced_set = true;
-		goto out;
-	}
-	r = sync_open(s, x, &sy, &stage);
+	if (sess_open_bare(s, x, &sy->repo) < 0)
+		return -EIO;
+	r = sess_branch_tip(s, x, sy->repo, branch);
+	if (r < 0 || git_oid_equal(tip, branch))
+		return r;
+	r = sync_open(s, x, sy, &stage);
 	if (r < 0)
 		goto out;
 	git_oid_fromstr(&base, x->info.base);
-	if (!git_oid_equal(&tip, &base) &&
-	    git_graph_descendant_of(sy.repo, &tip, &base) != 1) {
+	if (!git_oid_equal(tip, &base) &&
+	    git_graph_descendant_of(sy->repo, tip, &base) != 1) {
 		char hex[9];
 
-		git_oid_tostr(hex, sizeof(hex), &tip);
+		git_oid_tostr(hex, sizeof(hex), tip);
 		sess_seterr(s,
 			    "%s in the worktree's repository (at %s) does not "
 			    "descend from the session's base %.8s; %s keeps "
@@ -864,10 +905,9 @@ int session_sync(struct session_store *s, const char *id, char *where,
 		r = -EXDEV;
 		goto out;
 	}
-	r = sync_commits(s, &sy, &tip, &branch, &base, where, wlen, &n);
+	r = sync_commits(s, sy, tip, branch, &base, where, wlen, ret_n);
 	if (r == 1) {
-		session_end_attempt(s, id, "SECRET-IN-DIFF", where);
-		r = -EACCES;
+		r = 2;
 		goto out;
 	}
 	if (r < 0) {
@@ -875,28 +915,166 @@ int session_sync(struct session_store *s, const char *id, char *where,
 			    sess_git_msg());
 		goto out;
 	}
-	snprintf(msg, sizeof(msg), "spd: the agent's commits (session %s)", id);
-	r = sess_branch_move(s, x, sy.repo, &branch, &tip, msg);
+	r = 1;
+out:
+	sync_unstage(sy, stage);
+	return r;
+}
+
+/* The loop's part after: the branch moved from branch to tip, the
+ * session's record of it and the journal's; session_sync's answer. */
+static int sync_land(struct session_store *s, struct sess *x, int r,
+		     struct sync *sy, const git_oid *tip, const git_oid *branch,
+		     const char *where, size_t n)
+{
+	char msg[256];
+
+	if (r == 0) {
+		x->synced = *tip;
+		x->synced_set = true;
+		return 0;
+	}
+	if (r == 2) {
+		session_end_attempt(s, x->info.id, "SECRET-IN-DIFF", where);
+		return -EACCES;
+	}
 	if (r < 0)
-		goto out;
-	x->synced = tip;
+		return r;
+	snprintf(msg, sizeof(msg), "spd: the agent's commits (session %s)",
+		 x->info.id);
+	r = sess_branch_move(s, x, sy->repo, branch, tip, msg);
+	if (r < 0)
+		return r;
+	x->synced = *tip;
 	x->synced_set = true;
 	{
 		char from[GIT_OID_HEXSZ + 1], to[GIT_OID_HEXSZ + 1];
 
-		git_oid_tostr(from, sizeof(from), &branch);
-		git_oid_tostr(to, sizeof(to), &tip);
-		sess_journal(s, id, "session.commit",
+		git_oid_tostr(from, sizeof(from), branch);
+		git_oid_tostr(to, sizeof(to), tip);
+		sess_journal(s, x->info.id, "session.commit",
 			     json_pack("{s:s, s:s, s:s, s:I, s:I}", "branch",
 				       x->info.branch, "from", from, "to", to,
 				       "commits", (json_int_t)n, "objects",
-				       (json_int_t)sy.copied),
+				       (json_int_t)sy->copied),
 			     "%s moved to %.8s (%zu commit%s of the agent)",
 			     x->info.branch, to, n, n == 1 ? "" : "s");
 	}
-	r = 1;
-out:
-	sync_close(&sy, stage);
+	return 1;
+}
+
+int session_sync(struct session_store *s, const char *id, char *where,
+		 size_t wlen)
+{
+	struct sess *x = NULL;
+	struct sync sy = {0};
+	git_oid tip, branch;
+	size_t n = 0;
+	int r;
+
+	r = sync_ask(s, id, &x, &tip);
+	if (r <= 0)
+		return r;
+	sy.held = sess_scan_hold(s);
+	r = sync_take(s, x, &tip, &sy, &branch, where, wlen, &n);
+	r = sync_land(s, x, r, &sy, &tip, &branch, where, n);
+	sess_scan_release(s, sy.held);
+	sync_close(&sy, NULL);
+	return r;
+}
+
+struct session_syncjob {
+	struct session_store *s;
+	/* The session's names, copied (sync_take reads no other field). */
+	struct sess x;
+	git_oid tip, branch;
+	struct sync sy;
+	size_t n;
+	int r;
+	char where[1100];
+	char err[sizeof(((struct session_store *)0)->err)];
+};
+
+static void syncjob_free(struct session_syncjob *j)
+{
+	sess_scan_release(j->s, j->sy.held);
+	sync_close(&j->sy, NULL);
+	free(j->x.info.gitdir);
+	free(j->x.info.worktree);
+	free(j->x.info.branch);
+	free(j);
+}
+
+int session_sync_begin(struct session_store *s, const char *id,
+		       struct session_syncjob **ret)
+{
+	struct sess *x = sess_find(s, id);
+	struct session_syncjob *j;
+	git_oid tip;
+	int r;
+
+	*ret = NULL;
+	if (x && x->syncing)
+		return -EBUSY;
+	r = sync_ask(s, id, &x, &tip);
+	if (r <= 0)
+		return r;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->s = s;
+	j->tip = tip;
+	j->x.info = (struct session_info){.mode = x->info.mode};
+	snprintf(j->x.info.id, sizeof(j->x.info.id), "%s", x->info.id);
+	snprintf(j->x.info.base, sizeof(j->x.info.base), "%s", x->info.base);
+	j->x.info.gitdir = strdup(x->info.gitdir);
+	j->x.info.worktree = strdup(x->info.worktree);
+	j->x.info.branch = strdup(x->info.branch);
+	if (!j->x.info.gitdir || !j->x.info.worktree || !j->x.info.branch) {
+		syncjob_free(j);
+		return -ENOMEM;
+	}
+	j->sy.held = sess_scan_hold(s);
+	x->syncing = true;
+	s->syncing++;
+	*ret = j;
+	return 1;
+}
+
+void session_sync_work(struct session_syncjob *j)
+{
+	sess_seterr_to(j->err, sizeof(j->err));
+	j->r = sync_take(j->s, &j->x, &j->tip, &j->sy, &j->branch, j->where,
+			 sizeof(j->where), &j->n);
+	sess_seterr_to(NULL, 0);
+}
+
+const char *session_sync_id(const struct session_syncjob *j)
+{
+	return j->x.info.id;
+}
+
+int session_sync_end(struct session_syncjob *j, char *where, size_t wlen)
+{
+	struct session_store *s = j->s;
+	struct sess *x = sess_find(s, j->x.info.id);
+	int r;
+
+	if (x)
+		x->syncing = false;
+	if (s->closing || !x) {
+		r = -ESHUTDOWN;
+	} else {
+		s->err[0] = '\0';
+		if (j->r < 0)
+			sess_seterr(s, "%s", j->err);
+		r = sync_land(s, x, j->r, &j->sy, &j->tip, &j->branch, j->where,
+			      j->n);
+		snprintf(where, wlen, "%s", j->where);
+	}
+	syncjob_free(j);
+	s->syncing--;
+	sess_store_closed_maybe(s);
 	return r;
 }
 
@@ -974,6 +1152,7 @@ int sess_keep_stash(struct session_store *s, struct sess *x, char *where,
 	*ret = NULL;
 	if (n == 0)
 		return 0;
+	sy.held = sess_scan_hold(s);
 	r = sync_open(s, x, &sy, &stage);
 	if (r < 0)
 		goto out;
@@ -1021,6 +1200,7 @@ int sess_keep_stash(struct session_store *s, struct sess *x, char *where,
 	}
 out:
 	json_decref(kept);
+	sess_scan_release(s, sy.held);
 	sync_close(&sy, stage);
 	return r;
 }

@@ -41,6 +41,7 @@ struct sess {
 	/* Worktree: the agent's branch tip last taken (session_sync). */
 	git_oid synced;
 	bool synced_set;
+	bool syncing;  /* a run's sync is on another thread */
 	unsigned runs; /* runs in flight (session_run_begin) */
 	/* Worktree: an end's read of the whole worktree is on another
 	 * thread (session_end_read_begin): no run, file tool or checkpoint
@@ -103,6 +104,8 @@ struct session_store {
 	session_ended_fn ended;
 	void *ended_data;
 	session_scan_fn scan;
+	session_scan_hold_fn scan_hold;
+	session_scan_release_fn scan_release;
 	void *scan_data;
 	session_changes_fn changes;
 	void *changes_data;
@@ -113,6 +116,7 @@ struct session_store {
 	unsigned starting; /* starts between begin and end */
 	unsigned reading;  /* ends' reads on another thread */
 	unsigned walking;  /* in place: runs' walks on another thread */
+	unsigned syncing;  /* runs' session_sync_work on another thread */
 	bool closing;	   /* freed once the last of them ends */
 	/* libgit2 is initialised on first use: its start-up loads and
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
@@ -178,6 +182,13 @@ void sess_seterr(struct session_store *s, const char *fmt, ...)
 /* This thread's sess_seterr writes to buf (len bytes) rather than the
  * store's text until called again with NULL. */
 void sess_seterr_to(char *buf, size_t len);
+/* The store's secret scan (session_store_set_scanner): what it reads as
+ * of now (NULL: nothing is scanned), a scan of text with it on any
+ * thread (1 and where on a hit, else 0), and its release. */
+void *sess_scan_hold(struct session_store *s);
+int sess_scan(const struct session_store *s, void *held, const char *text,
+	      char *where, size_t wlen);
+void sess_scan_release(const struct session_store *s, void *held);
 /* libgit2's last error message, or a stand-in: never NULL. */
 const char *sess_git_msg(void);
 /* Journal an event of session id with a summary; takes detail (may be

@@ -1356,8 +1356,9 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 	git_oid tip, tid, cid;
 	json_t *files = NULL;
 	char *text = NULL, where[1100], msg[512];
+	void *held;
 	size_t n = 0;
-	int r;
+	int r, hit;
 
 	*ret_report = NULL;
 	r = worktree_tree(s, x, &repo, &tid, WT_WHOLE);
@@ -1393,7 +1394,10 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 	r = text ? 0 : sess_diff_text(repo, head, now, NULL, &text);
 	if (r < 0)
 		goto out;
-	if (s->scan && s->scan(s->scan_data, text, where, sizeof(where)) == 1) {
+	held = sess_scan_hold(s);
+	hit = sess_scan(s, held, text, where, sizeof(where));
+	sess_scan_release(s, held);
+	if (hit == 1) {
 		sess_seterr(s,
 			    "%s adds a known secret value: the uncommitted "
 			    "work is not committed and the worktree is kept "

@@ -10,6 +10,7 @@
  * with git from the operator's repository.
  */
 #include <jansson.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -857,6 +858,156 @@ START_TEST(test_merge_after_end)
 }
 END_TEST
 
+/* ---- the agent's commits are taken off spd's loop ------------------- */
+
+/* Whether fd has bytes to read now. */
+static bool readable(int fd)
+{
+	struct pollfd p = {.fd = fd, .events = POLLIN};
+
+	return poll(&p, 1, 0) == 1;
+}
+
+/* The agent's HEAD in its worktree ("" when unreadable). */
+static char *agent_head(const struct sess *s)
+{
+	char *out = NULL;
+
+	test_sh(&out, "git -C '%s' rev-parse HEAD 2>/dev/null", s->wt);
+	if (!out)
+		out = strdup("");
+	out[strcspn(out, "\n")] = '\0';
+	return out;
+}
+
+/*
+ * Send the agent's run of a commit of n new files, each of its own
+ * content (n objects to stage, scan and copy), on a connection of
+ * its own, and return that connection once the commit is made in the
+ * worktree and 50 ms more have passed: the command has exited by then,
+ * and spd is taking the commit.
+ */
+static int commit_many(const struct sess *s, const char *tag, int n)
+{
+	char *before = agent_head(s), *now = NULL, *line, *a;
+	json_t *argv;
+	int fd;
+
+	line = test_fmt("mkdir %s && cd %s && seq %d | "
+			"sed 's/.*/echo %s-& > &.txt/' | sh && cd .. && "
+			"git add %s && git commit -qm %s",
+			tag, tag, n, tag, tag, tag);
+	argv = json_pack("[s, s, s]", "sh", "-c", line);
+	free(line);
+	a = json_dumps(argv, JSON_COMPACT);
+	ck_assert(asprintf(&line,
+			   "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			   "\"cmd.run\",\"params\":{\"token\":\"%s\","
+			   "\"session\":\"%s\",\"yes\":true,\"argv\":%s}}\n",
+			   T.token, s->id, a) > 0);
+	fd = test_spd_connect(&T);
+	test_send(fd, line, strlen(line));
+	/* A bound on a failure (60 s), never a timed assertion. */
+	for (int i = 0; i < 6000; i++) {
+		free(now);
+		now = agent_head(s);
+		if (strcmp(now, before) != 0 || readable(fd))
+			break;
+		usleep(10 * 1000);
+	}
+	ck_assert_msg(strcmp(now, before) != 0, "the agent did not commit");
+	usleep(50 * 1000);
+	free(line);
+	free(a);
+	free(now);
+	free(before);
+	json_decref(argv);
+	return fd;
+}
+
+/*
+ * The agent's commits are taken onto spd/<feature> on spd's thread pool:
+ * with 4,000 new files committed, a ping sent on another connection once
+ * the command has exited is answered before the run is (before, spd's
+ * loop staged, scanned and copied the commit first, and the ping waited
+ * for all of it).  The run's reply comes after its commit is on the
+ * branch.  An order, not a timing, tried at most three times (a sync
+ * shorter than the 50 ms the test waits cannot show it).
+ */
+START_TEST(test_commit_taken_off_loop)
+{
+	struct sess s = {0};
+	bool seen = false;
+
+	if (!test_layout_default())
+		TEST_SKIP("the loop's order, not paths: runs in the default "
+			  "layout only (SPD_TEST_LAYOUT=default; tests/run "
+			  "runs it there)");
+	start("many", false, &s);
+	for (int attempt = 0; attempt < 3 && !seen; attempt++) {
+		char tag[16], *head, *r;
+		int a, b;
+
+		snprintf(tag, sizeof(tag), "m%d", attempt);
+		a = commit_many(&s, tag, 4000);
+		b = test_spd_connect(&T);
+		r = test_call(&T, b, 2, "daemon.ping", NULL, true);
+		ck_assert(has(r, "\"pong\":true"));
+		free(r);
+		seen = !readable(a);
+		r = test_recv_line(a, 60000);
+		ck_assert_msg(has(r, "\"exit_code\":0"), "the run: %s",
+			      r ? r : "no reply");
+		free(r);
+		/* On the branch by the time the reply came. */
+		head = agent_head(&s);
+		check_git(head, "rev-parse spd/many");
+		free(head);
+		close(a);
+		close(b);
+		if (seen)
+			printf("test_commit_taken_off_loop: seen at attempt "
+			       "%d\n",
+			       attempt + 1);
+	}
+	ck_assert_msg(seen, "the ping's answer came after the run's, three "
+			    "times");
+	free(s.wt);
+}
+END_TEST
+
+/*
+ * spd stopped while it takes an agent's commit on the thread pool: it
+ * waits for it and exits 0; the commit is on spd/<feature> then, or is
+ * taken at the next spd's first run of the session.  Nothing is lost.
+ */
+START_TEST(test_stop_while_commit_taken)
+{
+	struct sess s = {0};
+	char *head, *r, *out = NULL;
+	int a, status;
+
+	start("stop", false, &s);
+	a = commit_many(&s, "st", 1000);
+	status = test_spd_stop(&T);
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		test_sh(&out, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "spd's exit status %d: %s", status, out ? out : "");
+	/* Answered or closed: a read ends at once either way. */
+	while ((r = test_recv_line(a, 10000)))
+		free(r);
+	close(a);
+	test_spd_start(&T);
+	run_ok(&s, "true");
+	head = agent_head(&s);
+	check_git(head, "rev-parse spd/stop");
+	check_git("st-1000", "show spd/stop:st/1000.txt");
+	free(head);
+	free(s.wt);
+}
+END_TEST
+
 static Suite *loop_suite(void)
 {
 	Suite *s = suite_create("loop");
@@ -866,6 +1017,8 @@ static Suite *loop_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_agent_commits_land_on_branch);
 	tcase_add_test(tc, test_agent_commit_secret_refused);
+	tcase_add_test(tc, test_commit_taken_off_loop);
+	tcase_add_test(tc, test_stop_while_commit_taken);
 	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
 	tcase_add_test(tc, test_first_checkpoint_waits_for_the_watch);

@@ -505,19 +505,24 @@ START_TEST(test_in_place_hidden_kept)
 }
 END_TEST
 
+/* fn(arg) on a thread of its own, as on spd's thread pool. */
+static void on_thread(void *(*fn)(void *), void *arg)
+{
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, fn, arg), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+}
+
 static void *walk_thread(void *wk)
 {
 	session_walk_work(wk);
 	return NULL;
 }
 
-/* session_walk_work on a thread of its own, as on spd's thread pool. */
 static void walk_aside(struct session_walk *wk)
 {
-	pthread_t t;
-
-	ck_assert_int_eq(pthread_create(&t, NULL, walk_thread, wk), 0);
-	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	on_thread(walk_thread, wk);
 }
 
 /*
@@ -586,6 +591,140 @@ START_TEST(test_in_place_walk_aside)
 	f.s = NULL;
 	session_run_paths_free(&rp);
 	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+/* A secret scan as spd's (session_store_set_scanner): what it holds is
+ * counted, so that every hold is seen released. */
+static int scan_holds;
+
+static void *scan_hold(void *data)
+{
+	scan_holds++;
+	return data;
+}
+
+static void scan_release(void *held)
+{
+	(void)held;
+	scan_holds--;
+}
+
+static int scan_secret(void *held, const char *diff, char *where, size_t wlen)
+{
+	const char *p = strstr(diff, "\n+SECRETVALUE");
+
+	ck_assert_str_eq(held, "set");
+	if (!p)
+		return 0;
+	snprintf(where, wlen, "s.txt:1");
+	return 1;
+}
+
+static void *sync_thread(void *j)
+{
+	session_sync_work(j);
+	return NULL;
+}
+
+static void sync_aside(struct session_syncjob *j)
+{
+	on_thread(sync_thread, j);
+}
+
+static char *branch_tip(struct fx *f, const char *branch)
+{
+	char *out = sh(f->repo, "git rev-parse %s", branch);
+
+	out[strcspn(out, "\n")] = '\0';
+	return out;
+}
+
+/*
+ * At a run's end the agent's commits are taken on another thread
+ * (session_sync_begin/_work/_end, as agent.c does on the thread pool):
+ * nothing is begun when the agent did not commit since the last; while one is out a
+ * second is refused (-EBUSY: the run waits) and session_sync takes
+ * nothing, the branch staying where it was until the end moves it to
+ * the agent's tip and journals it.  A secret in a commit ends the
+ * attempt and its object never reaches the operator's repository; a
+ * store closed while a sync is out is freed by its end (ASan: no leak,
+ * no use after free).  The scan's state is held for the sync and let
+ * go of every time.
+ */
+START_TEST(test_sync_aside)
+{
+	struct fx f;
+	struct session_info *i, *k;
+	struct session_syncjob *j = NULL, *j2 = NULL;
+	char where[1100] = "", *base, *tip, *now, *blob, *out;
+
+	fx_init(&f, NULL);
+	session_store_set_scanner(f.s, scan_secret, scan_hold, scan_release,
+				  "set");
+	i = start(&f, "sync", false, NULL);
+	base = branch_tip(&f, "spd/sync");
+	/* The first: the branch is read on the thread; then nothing. */
+	ck_assert_int_eq(session_sync_begin(f.s, i->id, &j), 1);
+	sync_aside(j);
+	ck_assert_int_eq(session_sync_end(j, where, sizeof(where)), 0);
+	ck_assert_int_eq(session_sync_begin(f.s, i->id, &j), 0);
+	ck_assert_ptr_null(j);
+	free(sh(i->worktree, "echo b > b.txt && git add b.txt && "
+			     "git commit -qm b"));
+	tip = sh(i->worktree, "git rev-parse HEAD");
+	tip[strcspn(tip, "\n")] = '\0';
+	ck_assert_int_eq(session_sync_begin(f.s, i->id, &j), 1);
+	ck_assert_int_eq(session_sync_begin(f.s, i->id, &j2), -EBUSY);
+	ck_assert_int_eq(session_sync(f.s, i->id, where, sizeof(where)), 0);
+	now = branch_tip(&f, "spd/sync");
+	ck_assert_str_eq(now, base);
+	free(now);
+	sync_aside(j);
+	now = branch_tip(&f, "spd/sync");
+	ck_assert_str_eq(now, base); /* the loop moves it */
+	free(now);
+	ck_assert_int_eq(session_sync_end(j, where, sizeof(where)), 1);
+	now = branch_tip(&f, "spd/sync");
+	ck_assert_str_eq(now, tip);
+	free(now);
+	ck_assert_str_eq(f.last_kind, "session.commit");
+	ck_assert_int_eq(session_sync_begin(f.s, i->id, &j), 0);
+
+	/* A secret: the attempt ends, the blob stays out. */
+	free(sh(i->worktree, "echo SECRETVALUE > s.txt && git add s.txt && "
+			     "git commit -qm s"));
+	blob = sh(i->worktree, "git rev-parse HEAD:s.txt");
+	blob[strcspn(blob, "\n")] = '\0';
+	ck_assert_int_eq(session_sync_begin(f.s, i->id, &j), 1);
+	sync_aside(j);
+	ck_assert_int_eq(session_sync_end(j, where, sizeof(where)), -EACCES);
+	ck_assert_ptr_nonnull(strstr(where, "s.txt:1"));
+	ck_assert_int_eq(session_usable(f.s, i->id), -ECANCELED);
+	now = branch_tip(&f, "spd/sync");
+	ck_assert_str_eq(now, tip);
+	free(now);
+	out = sh(f.repo, "git cat-file -e %s 2>/dev/null || echo absent", blob);
+	ck_assert_str_eq(out, "absent\n");
+	free(out);
+	ck_assert_int_eq(scan_holds, 0);
+
+	/* The store closed while a sync is out: its end frees it. */
+	k = start(&f, "sync2", false, NULL);
+	free(sh(k->worktree, "echo c > c.txt && git add c.txt && "
+			     "git commit -qm c"));
+	ck_assert_int_eq(session_sync_begin(f.s, k->id, &j), 1);
+	session_store_free(f.s);
+	sync_aside(j);
+	ck_assert_int_eq(session_sync_end(j, where, sizeof(where)), -ESHUTDOWN);
+	f.s = NULL;
+	ck_assert_int_eq(scan_holds, 0);
+	free(base);
+	free(tip);
+	free(blob);
+	session_info_free(i);
+	session_info_free(k);
 	fx_done(&f);
 }
 END_TEST
@@ -1861,6 +2000,7 @@ int main(void)
 	tcase_add_test(tc, test_in_place_dirty);
 	tcase_add_test(tc, test_in_place_hidden_kept);
 	tcase_add_test(tc, test_in_place_walk_aside);
+	tcase_add_test(tc, test_sync_aside);
 	tcase_add_test(tc, test_in_place_ignored_at_start);
 	tcase_add_test(tc, test_in_place_too_many_ignored);
 	tcase_add_test(tc, test_in_place_ignored_moved);
