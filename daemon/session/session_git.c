@@ -60,9 +60,7 @@ static int sys_openat2(int dirfd, const char *path, int flags)
 	return r < 0 ? -errno : (int)r;
 }
 
-/* A regular file below dirfd, opened without following a symlink and
- * without blocking on a FIFO; -EINVAL for anything but a regular file. */
-static int open_regular(int dirfd, const char *path, struct stat *ret_st)
+int sess_open_regular(int dirfd, const char *path, struct stat *ret_st)
 {
 	struct stat st;
 	int fd = sys_openat2(dirfd, path, O_RDONLY | O_NONBLOCK | O_NOCTTY);
@@ -81,7 +79,7 @@ static int open_regular(int dirfd, const char *path, struct stat *ret_st)
 /* Read a small regular file below dirfd into buf (NUL-terminated). */
 static int read_small(int dirfd, const char *path, char *buf, size_t len)
 {
-	_cleanup_close_ int fd = open_regular(dirfd, path, NULL);
+	_cleanup_close_ int fd = sess_open_regular(dirfd, path, NULL);
 	ssize_t n;
 
 	if (fd < 0)
@@ -379,7 +377,7 @@ static int agent_tip(const struct sess *x, git_oid *ret)
 	{
 		struct stat st;
 		_cleanup_close_ int fd =
-		    open_regular(wt, ".git/packed-refs", &st);
+		    sess_open_regular(wt, ".git/packed-refs", &st);
 		char *text, *line, *save = NULL;
 		ssize_t n;
 
@@ -444,7 +442,7 @@ static int copy_fd(int in, const char *to, off_t size)
 static int stage_file(struct stage *sg, const char *rel)
 {
 	struct stat st;
-	_cleanup_close_ int fd = open_regular(sg->from, rel, &st);
+	_cleanup_close_ int fd = sess_open_regular(sg->from, rel, &st);
 	char *to;
 	int r;
 
@@ -1096,7 +1094,7 @@ static size_t agent_stash(const struct sess *x, git_oid *ret, size_t max)
 	wt = open(x->info.worktree, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	if (wt < 0)
 		return 0;
-	fd = open_regular(wt, ".git/logs/refs/stash", &st);
+	fd = sess_open_regular(wt, ".git/logs/refs/stash", &st);
 	if (fd >= 0 && st.st_size < 16 * 1024 * 1024 &&
 	    (text = malloc((size_t)st.st_size + 1))) {
 		k = read(fd, text, (size_t)st.st_size);

@@ -16,6 +16,7 @@
 #include <sqlite3.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "common/strv.h"
@@ -131,6 +132,18 @@ void sess_store_closed_maybe(struct session_store *s);
 
 void sess_prov_free(struct sess_prov *p);
 
+/* ---- session_ckapply.c ---- */
+
+/*
+ * One name the watch saw change (rel, below x's worktree), into spd's
+ * index of that worktree (x->ck_idx): gone (and everything below it), a file or
+ * symlink (unless ignored and not tracked), or a directory read whole,
+ * counting what it visits in *visits.  0, or -EAGAIN: read the whole
+ * worktree instead (an ignore file changed, a nested repository, too
+ * much, a file changing while read).
+ */
+int sess_ck_apply(struct sess *x, const char *rel, int depth, size_t *visits);
+
 /* ---- session_ignored.c ---- */
 
 /* Deepest directory walked for ignored entries (and for credential
@@ -189,6 +202,11 @@ void *sess_scan_hold(struct session_store *s);
 int sess_scan(const struct session_store *s, void *held, const char *text,
 	      char *where, size_t wlen);
 void sess_scan_release(const struct session_store *s, void *held);
+/* A regular file below dirfd, opened without following a symlink (in
+ * any component: openat2's RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS) and
+ * without blocking on a FIFO: the descriptor and *ret_st, -EINVAL for
+ * anything but a regular file, or another -errno. */
+int sess_open_regular(int dirfd, const char *path, struct stat *ret_st);
 /* libgit2's last error message, or a stand-in: never NULL. */
 const char *sess_git_msg(void);
 /* Journal an event of session id with a summary; takes detail (may be

@@ -14,6 +14,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <git2.h>
 #include <git2/sys/repository.h>
 #include <sqlite3.h>
@@ -345,169 +346,6 @@ void sess_work_close(struct session_store *s, struct sess *x)
 	x->ck_deferred = false;
 }
 
-/* The most entries one incremental update visits (a directory made or
- * moved in is read whole) before it reads the worktree whole instead. */
-#define CK_VISIT_MAX 20000
-
-/*
- * One name the watch saw change, into spd's index: gone (and everything
- * below it), a file or symlink (unless ignored and not tracked), or a
- * directory read whole.  -EAGAIN: read the whole worktree instead (an
- * ignore file changed, a nested repository, too much).
- */
-static int ck_apply(struct sess *x, const char *rel, int depth, size_t *visits);
-
-/*
- * "DIR/" from the watch's first walk: an entry of DIR was made, removed
- * or renamed while the walk had no watch on it.  What was made is in the
- * log by its own name; here the index drops what went (each direct child
- * of DIR it holds is looked for).  A directory the index knows nothing
- * below came whole: it is read whole.
- */
-static int ck_prune(struct sess *x, const char *dir, size_t *visits)
-{
-	size_t pos, dlen = strlen(dir);
-	char last[NAME_MAX + 1] = "";
-	bool any = false;
-
-	if (git_index_find_prefix(&pos, x->ck_idx, dir) == 0)
-		for (; pos < git_index_entrycount(x->ck_idx); pos++) {
-			const git_index_entry *e =
-			    git_index_get_byindex(x->ck_idx, pos);
-			const char *child, *slash;
-			char *path, *crel;
-			struct stat st;
-			size_t clen;
-
-			if (strncmp(e->path, dir, dlen) != 0)
-				break;
-			if (dlen && e->path[dlen] != '/')
-				continue;
-			any = true;
-			child = e->path + (dlen ? dlen + 1 : 0);
-			slash = strchr(child, '/');
-			clen = slash ? (size_t)(slash - child) : strlen(child);
-			if (clen > NAME_MAX || (strlen(last) == clen &&
-						memcmp(last, child, clen) == 0))
-				continue;
-			memcpy(last, child, clen);
-			last[clen] = '\0';
-			if (++*visits > CK_VISIT_MAX)
-				return -EAGAIN;
-			if (asprintf(&crel, "%s%s%s", dir, dlen ? "/" : "",
-				     last) < 0)
-				return -ENOMEM;
-			path = paths_join(x->info.worktree, crel);
-			if (path && lstat(path, &st) < 0 &&
-			    (errno == ENOENT || errno == ENOTDIR)) {
-				git_index_remove_bypath(x->ck_idx, crel);
-				git_index_remove_directory(x->ck_idx, crel, 0);
-				/* The index moved under the loop: look again
-				 * from the first entry of dir. */
-				if (git_index_find_prefix(&pos, x->ck_idx,
-							  dir) == 0)
-					pos--;
-				else
-					pos = git_index_entrycount(x->ck_idx);
-			}
-			free(crel);
-			if (!path)
-				return -ENOMEM;
-			free(path);
-		}
-	return any ? 0 : ck_apply(x, dir, 0, visits);
-}
-
-static int ck_apply(struct sess *x, const char *rel, int depth, size_t *visits)
-{
-	const char *base = strrchr(rel, '/') ? strrchr(rel, '/') + 1 : rel;
-	char *path, *dirrel = NULL;
-	struct stat st;
-	int ign = 0, r = 0;
-
-	if (depth == 0 && rel[0] && rel[strlen(rel) - 1] == '/') {
-		char *dir = strndup(rel, strlen(rel) - 1);
-
-		r = dir ? ck_prune(x, dir, visits) : -ENOMEM;
-		free(dir);
-		return r;
-	}
-
-	if (++*visits > CK_VISIT_MAX || depth > 64)
-		return -EAGAIN;
-	if (strcmp(base, ".gitignore") == 0 ||
-	    strcmp(base, ".gitattributes") == 0 || strcmp(base, ".git") == 0)
-		return -EAGAIN;
-	path = paths_join(x->info.worktree, rel);
-	if (!path)
-		return -ENOMEM;
-	if (lstat(path, &st) < 0) {
-		r = errno == ENOENT || errno == ENOTDIR ? 0 : -EAGAIN;
-		if (r == 0) {
-			git_index_remove_bypath(x->ck_idx, rel);
-			git_index_remove_directory(x->ck_idx, rel, 0);
-		}
-		goto out;
-	}
-	if (S_ISDIR(st.st_mode)) {
-		DIR *d;
-		struct dirent *e;
-
-		if (depth == 0) {
-			git_index_remove_bypath(x->ck_idx, rel);
-			git_index_remove_directory(x->ck_idx, rel, 0);
-		}
-		if (asprintf(&dirrel, "%s/", rel) < 0) {
-			r = -ENOMEM;
-			goto out;
-		}
-		if (git_ignore_path_is_ignored(&ign, x->ck_repo, dirrel) < 0) {
-			r = -EAGAIN;
-			goto out;
-		}
-		if (ign)
-			goto out;
-		if (!(d = opendir(path))) {
-			r = -EAGAIN;
-			goto out;
-		}
-		while (r == 0 && (e = readdir(d))) {
-			char *child;
-
-			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-				continue;
-			if (asprintf(&child, "%s%s", dirrel, e->d_name) < 0) {
-				r = -ENOMEM;
-				break;
-			}
-			r = ck_apply(x, child, depth + 1, visits);
-			free(child);
-		}
-		closedir(d);
-		goto out;
-	}
-	/* A file where a directory was. */
-	git_index_remove_directory(x->ck_idx, rel, 0);
-	if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode)) {
-		git_index_remove_bypath(x->ck_idx, rel);
-		goto out;
-	}
-	if (!git_index_get_bypath(x->ck_idx, rel, 0)) {
-		if (git_ignore_path_is_ignored(&ign, x->ck_repo, rel) < 0) {
-			r = -EAGAIN;
-			goto out;
-		}
-		if (ign)
-			goto out;
-	}
-	if (git_index_add_bypath(x->ck_idx, rel) < 0)
-		r = -EAGAIN;
-out:
-	free(dirrel);
-	free(path);
-	return r;
-}
-
 static int name_cmp(const void *a, const void *b)
 {
 	return strcmp(*(char *const *)a, *(char *const *)b);
@@ -817,7 +655,7 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 	if (r == 0)
 		names_unique(changed);
 	for (size_t i = 0; r == 0 && changed && changed[i]; i++)
-		r = ck_apply(x, changed[i], 0, &visits);
+		r = sess_ck_apply(x, changed[i], 0, &visits);
 	if (r == 0 && tree_updated(x, changed, ret_tree) == 0) {
 		strv_free_array(changed);
 		x->ck_tree = *ret_tree;

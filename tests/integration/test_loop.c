@@ -455,8 +455,9 @@ END_TEST
 /*
  * What the workspace's watch tells a checkpoint (only the names that
  * changed are read) gives the tree git itself makes of the worktree,
- * through new directories, renames, deletions, a mode change, an ignored
- * file, a symlink and a file replacing a directory.
+ * through new directories, renames, deletions, mode changes, an ignored
+ * file, a symlink, a file replacing a directory, and files whose blobs
+ * the repository has already.
  */
 START_TEST(test_checkpoint_tree_is_gits)
 {
@@ -468,6 +469,11 @@ START_TEST(test_checkpoint_tree_is_gits)
 	    "mkdir -p q && echo 1 > q/r && ln -s a.txt link",
 	    "rm -rf q && echo file > q",
 	    "echo '*.tmp' >> .gitignore && echo t > t.tmp",
+	    "chmod -x a.txt && printf x > run.sh && chmod 755 run.sh",
+	    /* Blobs the repository has: committed by the agent (its sync
+	     * copies them before the checkpoint reads them), and copies. */
+	    "echo c > c.txt && git add c.txt && git commit -qm c && cp "
+	    "c.txt c3.txt && cp a.txt a2.txt && echo c2 >> c.txt",
 	};
 	struct sess s = {0};
 	char *rows, *sql;
