@@ -1017,6 +1017,25 @@ int session_sync_begin(struct session_store *s, const char *id,
 	r = sync_ask(s, id, &x, &tip);
 	if (r <= 0)
 		return r;
+	if (!x->synced_set) {
+		/* The first since the session's or spd's start: the branch is
+		 * read here (0.6 ms), so that a first run that committed
+		 * nothing waits for no thread (the pool may be busy with the
+		 * new worktree's walk). */
+		git_repository *repo = NULL;
+		git_oid branch;
+		bool same = sess_open_bare(s, x, &repo) == 0 &&
+			    sess_branch_tip(s, x, repo, &branch) == 0 &&
+			    git_oid_equal(&tip, &branch);
+
+		git_repository_free(repo);
+		s->err[0] = '\0';
+		if (same) {
+			x->synced = tip;
+			x->synced_set = true;
+			return 0;
+		}
+	}
 	j = calloc(1, sizeof(*j));
 	if (!j)
 		return -ENOMEM;
