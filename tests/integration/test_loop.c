@@ -983,6 +983,59 @@ START_TEST(test_commit_taken_off_loop)
 END_TEST
 
 /*
+ * Two runs of one session, the second ending while spd takes the
+ * first's commit of 4,000 files on the thread pool (it waits for the
+ * agent's HEAD to move, then commits on top at once): it waits for that
+ * sync, then spd takes its own.  Both runs are answered, exit 0, and
+ * spd/<feature> ends at the agent's HEAD, both commits on it.
+ */
+START_TEST(test_second_run_waits_for_sync)
+{
+	struct sess s = {0};
+	char *before, *head, *line, *a, *r;
+	json_t *argv;
+	int fa, fb;
+
+	start("two", false, &s);
+	before = agent_head(&s);
+	line =
+	    test_fmt("while [ \"$(git rev-parse HEAD)\" = %s ]; do "
+		     "sleep 0.01; done; git commit -q --allow-empty -m second",
+		     before);
+	argv = json_pack("[s, s, s]", "sh", "-c", line);
+	free(line);
+	a = json_dumps(argv, JSON_COMPACT);
+	json_decref(argv);
+	line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
+			"\"params\":{\"token\":\"%s\",\"session\":\"%s\","
+			"\"yes\":true,\"argv\":%s}}\n",
+			T.token, s.id, a);
+	fb = test_spd_connect(&T);
+	test_send(fb, line, strlen(line));
+	free(line);
+	free(a);
+	fa = commit_many(&s, "tw", 4000);
+	r = test_recv_line(fb, 60000);
+	ck_assert_msg(has(r, "\"exit_code\":0"), "the second run: %s",
+		      r ? r : "no reply");
+	free(r);
+	r = test_recv_line(fa, 60000);
+	ck_assert_msg(has(r, "\"exit_code\":0"), "the first run: %s",
+		      r ? r : "no reply");
+	free(r);
+	head = agent_head(&s);
+	check_git(head, "rev-parse spd/two");
+	check_git("second", "log -1 --format=%%s spd/two");
+	check_git("tw-4000", "show spd/two:tw/4000.txt");
+	close(fa);
+	close(fb);
+	free(head);
+	free(before);
+	free(s.wt);
+}
+END_TEST
+
+/*
  * spd stopped while it takes an agent's commit on the thread pool: it
  * waits for it and exits 0; the commit is on spd/<feature> then, or is
  * taken at the next spd's first run of the session.  Nothing is lost.
@@ -1025,6 +1078,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_agent_commit_secret_refused);
 	tcase_add_test(tc, test_commit_taken_off_loop);
 	tcase_add_test(tc, test_stop_while_commit_taken);
+	tcase_add_test(tc, test_second_run_waits_for_sync);
 	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
 	tcase_add_test(tc, test_first_checkpoint_waits_for_the_watch);
