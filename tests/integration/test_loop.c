@@ -893,26 +893,56 @@ static char *agent_head(const struct sess *s)
  * worktree and 50 ms more have passed: the command has exited by then,
  * and spd is taking the commit.
  */
+/* The agent's run of the shell line in s sent on a connection of its
+ * own (the reply left to read there): the connection. */
+static int send_run(const struct sess *s, const char *sh_line)
+{
+	json_t *argv = json_pack("[s, s, s]", "sh", "-c", sh_line);
+	char *a = json_dumps(argv, JSON_COMPACT), *line;
+	int fd;
+
+	line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
+			"\"params\":{\"token\":\"%s\",\"session\":\"%s\","
+			"\"yes\":true,\"argv\":%s}}\n",
+			T.token, s->id, a);
+	fd = test_spd_connect(&T);
+	test_send(fd, line, strlen(line));
+	free(line);
+	free(a);
+	json_decref(argv);
+	return fd;
+}
+
+/* The run's reply on fd: it ran and exited 0. */
+static void reply_ok(int fd, const char *what)
+{
+	char *r = test_recv_line(fd, 60000);
+
+	ck_assert_msg(has(r, "\"exit_code\":0"), "%s: %s", what,
+		      r ? r : "no reply");
+	free(r);
+}
+
+/* The session's branch is at the agent's HEAD. */
+static void branch_at_head(const struct sess *s, const char *branch)
+{
+	char *head = agent_head(s);
+
+	check_git(head, "rev-parse %s", branch);
+	free(head);
+}
+
 static int commit_many(const struct sess *s, const char *tag, int n)
 {
-	char *before = agent_head(s), *now = NULL, *line, *a;
-	json_t *argv;
+	char *before = agent_head(s), *now = NULL, *line;
 	int fd;
 
 	line = test_fmt("mkdir %s && cd %s && seq %d | "
 			"sed 's/.*/echo %s-& > &.txt/' | sh && cd .. && "
 			"git add %s && git commit -qm %s",
 			tag, tag, n, tag, tag, tag);
-	argv = json_pack("[s, s, s]", "sh", "-c", line);
+	fd = send_run(s, line);
 	free(line);
-	a = json_dumps(argv, JSON_COMPACT);
-	ck_assert(asprintf(&line,
-			   "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
-			   "\"cmd.run\",\"params\":{\"token\":\"%s\","
-			   "\"session\":\"%s\",\"yes\":true,\"argv\":%s}}\n",
-			   T.token, s->id, a) > 0);
-	fd = test_spd_connect(&T);
-	test_send(fd, line, strlen(line));
 	/* A bound on a failure (60 s), never a timed assertion. */
 	for (int i = 0; i < 6000; i++) {
 		free(now);
@@ -923,11 +953,8 @@ static int commit_many(const struct sess *s, const char *tag, int n)
 	}
 	ck_assert_msg(strcmp(now, before) != 0, "the agent did not commit");
 	usleep(50 * 1000);
-	free(line);
-	free(a);
 	free(now);
 	free(before);
-	json_decref(argv);
 	return fd;
 }
 
@@ -951,7 +978,7 @@ START_TEST(test_commit_taken_off_loop)
 			  "runs it there)");
 	start("many", false, &s);
 	for (int attempt = 0; attempt < 3 && !seen; attempt++) {
-		char tag[16], *head, *r;
+		char tag[16], *r;
 		int a, b;
 
 		snprintf(tag, sizeof(tag), "m%d", attempt);
@@ -961,14 +988,9 @@ START_TEST(test_commit_taken_off_loop)
 		ck_assert(has(r, "\"pong\":true"));
 		free(r);
 		seen = !readable(a);
-		r = test_recv_line(a, 60000);
-		ck_assert_msg(has(r, "\"exit_code\":0"), "the run: %s",
-			      r ? r : "no reply");
-		free(r);
+		reply_ok(a, "the run");
 		/* On the branch by the time the reply came. */
-		head = agent_head(&s);
-		check_git(head, "rev-parse spd/many");
-		free(head);
+		branch_at_head(&s, "spd/many");
 		close(a);
 		close(b);
 		if (seen)
@@ -992,8 +1014,7 @@ END_TEST
 START_TEST(test_second_run_waits_for_sync)
 {
 	struct sess s = {0};
-	char *before, *head, *line, *a, *r;
-	json_t *argv;
+	char *before, *line;
 	int fa, fb;
 
 	start("two", false, &s);
@@ -1002,34 +1023,16 @@ START_TEST(test_second_run_waits_for_sync)
 	    test_fmt("while [ \"$(git rev-parse HEAD)\" = %s ]; do "
 		     "sleep 0.01; done; git commit -q --allow-empty -m second",
 		     before);
-	argv = json_pack("[s, s, s]", "sh", "-c", line);
+	fb = send_run(&s, line);
 	free(line);
-	a = json_dumps(argv, JSON_COMPACT);
-	json_decref(argv);
-	line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"cmd.run\","
-			"\"params\":{\"token\":\"%s\",\"session\":\"%s\","
-			"\"yes\":true,\"argv\":%s}}\n",
-			T.token, s.id, a);
-	fb = test_spd_connect(&T);
-	test_send(fb, line, strlen(line));
-	free(line);
-	free(a);
 	fa = commit_many(&s, "tw", 4000);
-	r = test_recv_line(fb, 60000);
-	ck_assert_msg(has(r, "\"exit_code\":0"), "the second run: %s",
-		      r ? r : "no reply");
-	free(r);
-	r = test_recv_line(fa, 60000);
-	ck_assert_msg(has(r, "\"exit_code\":0"), "the first run: %s",
-		      r ? r : "no reply");
-	free(r);
-	head = agent_head(&s);
-	check_git(head, "rev-parse spd/two");
+	reply_ok(fb, "the second run");
+	reply_ok(fa, "the first run");
+	branch_at_head(&s, "spd/two");
 	check_git("second", "log -1 --format=%%s spd/two");
 	check_git("tw-4000", "show spd/two:tw/4000.txt");
 	close(fa);
 	close(fb);
-	free(head);
 	free(before);
 	free(s.wt);
 }
@@ -1043,7 +1046,7 @@ END_TEST
 START_TEST(test_stop_while_commit_taken)
 {
 	struct sess s = {0};
-	char *head, *r, *out = NULL;
+	char *r, *out = NULL;
 	int a, status;
 
 	start("stop", false, &s);
@@ -1059,10 +1062,8 @@ START_TEST(test_stop_while_commit_taken)
 	close(a);
 	test_spd_start(&T);
 	run_ok(&s, "true");
-	head = agent_head(&s);
-	check_git(head, "rev-parse spd/stop");
+	branch_at_head(&s, "spd/stop");
 	check_git("st-1000", "show spd/stop:st/1000.txt");
-	free(head);
 	free(s.wt);
 }
 END_TEST
