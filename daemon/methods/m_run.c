@@ -536,7 +536,7 @@ static void on_done(void *data, const struct sbx_result *r)
 		e = rc->done_hook(rc->done_data, r, &rc->wait, msg,
 				  sizeof(msg));
 		if (e == RUN_HOOK_LATER)
-			return; /* run_hook_resume */
+			return; /* rc->wait.resume, later */
 		trace_stamp("done_hook");
 	}
 	run_finish(rc, e, msg);

@@ -371,7 +371,8 @@ int session_sync(struct session_store *s, const char *id, char *where,
  * errno as session_sync's), 1 and *ret to give to session_sync_work on
  * another thread and then to session_sync_end on the loop, which moves
  * the branch and answers as session_sync does (or -ESHUTDOWN when the
- * store closed meanwhile: it is freed now); -EBUSY while another sync of
+ * store closed meanwhile: it is freed now; -ENOENT when the session is
+ * gone); -EBUSY while another sync of
  * the session is out: begin again once it has ended.  Meanwhile
  * session_sync of the session takes nothing (0: the sync out takes the
  * commits), and the store's close waits for it.

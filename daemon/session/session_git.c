@@ -1079,8 +1079,10 @@ int session_sync_end(struct session_syncjob *j, char *where, size_t wlen)
 
 	if (x)
 		x->syncing = false;
-	if (s->closing || !x) {
+	if (s->closing) {
 		r = -ESHUTDOWN;
+	} else if (!x) {
+		r = -ENOENT; /* gone meanwhile: nothing to move */
 	} else {
 		s->err[0] = '\0';
 		if (j->r < 0)
