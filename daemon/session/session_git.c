@@ -864,6 +864,20 @@ static int sync_ask(struct session_store *s, const char *id,
 	return 1;
 }
 
+/* The session's branch in the main repository (opened into *repo, the
+ * caller's to free): 1 when it is at tip already, 0 when not, or < 0
+ * with the error set. */
+static int branch_at(struct session_store *s, const struct sess *x,
+		     const git_oid *tip, git_repository **repo, git_oid *branch)
+{
+	int r;
+
+	if (sess_open_bare(s, x, repo) < 0)
+		return -EIO;
+	r = sess_branch_tip(s, x, *repo, branch);
+	return r < 0 ? r : git_oid_equal(tip, branch);
+}
+
 /* A sync's work, on any thread (x's names and the store's state_dir
  * are read): 0 when tip is the branch's already, 1 when the agent's
  * commits are copied and sy->repo is open for the branch's move from
@@ -881,11 +895,9 @@ static int sync_take(struct session_store *s, const struct sess *x,
 	 * there (a session's first run, the first after spd restarts),
 	 * nothing is staged (256 directories looked at, two object
 	 * databases opened: most of a first run's 20 ms here). */
-	if (sess_open_bare(s, x, &sy->repo) < 0)
-		return -EIO;
-	r = sess_branch_tip(s, x, sy->repo, branch);
-	if (r < 0 || git_oid_equal(tip, branch))
-		return r;
+	r = branch_at(s, x, tip, &sy->repo, branch);
+	if (r != 0)
+		return r < 0 ? r : 0;
 	r = sync_open(s, x, sy, &stage);
 	if (r < 0)
 		goto out;
@@ -1013,7 +1025,7 @@ int session_sync_begin(struct session_store *s, const char *id,
 
 	*ret = NULL;
 	if (x && x->syncing)
-		return -EBUSY;
+		return -EBUSY; /* the run waits; session_sync takes nothing */
 	r = sync_ask(s, id, &x, &tip);
 	if (r <= 0)
 		return r;
@@ -1024,9 +1036,7 @@ int session_sync_begin(struct session_store *s, const char *id,
 		 * new worktree's walk). */
 		git_repository *repo = NULL;
 		git_oid branch;
-		bool same = sess_open_bare(s, x, &repo) == 0 &&
-			    sess_branch_tip(s, x, repo, &branch) == 0 &&
-			    git_oid_equal(&tip, &branch);
+		bool same = branch_at(s, x, &tip, &repo, &branch) == 1;
 
 		git_repository_free(repo);
 		s->err[0] = '\0';
