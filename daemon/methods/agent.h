@@ -7,7 +7,9 @@
 #ifndef SPD_DAEMON_AGENT_H
 #define SPD_DAEMON_AGENT_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 struct spd;
 
@@ -32,6 +34,23 @@ void agent_prime_recent(struct spd *spd);
 /* A checkpoint waits for its workspace's watch (session_checkpoint said
  * -EINPROGRESS): taken as soon as the watch is made. */
 void agent_checkpoint_later(struct spd *spd);
+/*
+ * After a run or a file tool that may have changed session id's worktree:
+ * its checkpoint (session_checkpoint_begin), the worktree read on the
+ * thread pool; what waits for a watch or for another checkpoint is taken
+ * later (agent_checkpoint_later).  row: the journal row that made it (0:
+ * none); what: the command or the tool.
+ */
+void agent_checkpoint(struct spd *spd, const char *id, int64_t row,
+		      const char *what);
+/*
+ * When session id's checkpoint is being read on the thread pool: go(data)
+ * is called on the loop once it is done (or spd stopped meanwhile:
+ * spd->sessions is NULL then), and true is returned; false, and nothing
+ * queued, when none is out.  For calls that read or change the worktree.
+ */
+bool agent_after_checkpoint(struct spd *spd, const char *id,
+			    void (*go)(void *data), void *data);
 /*
  * Session id's token joins the redaction set, from now on redacted
  * wherever it would appear (a run echoing it, a file holding it):

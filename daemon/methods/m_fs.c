@@ -645,9 +645,7 @@ static void job_done(uv_work_t *w, int status)
 			char what[600];
 
 			snprintf(what, sizeof(what), "fs %s", j->rel);
-			if (session_checkpoint(ss, j->session, 0, what, NULL) ==
-			    -EINPROGRESS)
-				agent_checkpoint_later(spd);
+			agent_checkpoint(spd, j->session, 0, what);
 		}
 	}
 out:

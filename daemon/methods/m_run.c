@@ -1207,6 +1207,7 @@ out:
 struct pending_run {
 	struct run_request req;
 	char *workspace, *cwd;
+	struct call *c;
 };
 
 static void pending_run_free(struct pending_run *pr)
@@ -1216,14 +1217,31 @@ static void pending_run_free(struct pending_run *pr)
 	free(pr);
 }
 
+static void run_go(void *data)
+{
+	struct pending_run *pr = data;
+
+	if (!call_spd(pr->c)->sbx) {
+		/* spd began stopping while the run waited. */
+		call_error(pr->c, RPC_E_INTERNAL, NULL,
+			   "spd is stopping: the command was not run");
+		if (pr->req.done_cancel)
+			pr->req.done_cancel(pr->req.done_data);
+	} else if (run_start(pr->c, &pr->req) < 0 && pr->req.done_cancel) {
+		pr->req.done_cancel(pr->req.done_data);
+	}
+	pending_run_free(pr);
+}
+
 static void run_allowed(struct call *c, void *data)
 {
 	struct pending_run *pr = data;
 
 	trace_stamp("allowed");
-	if (run_start(c, &pr->req) < 0 && pr->req.done_cancel)
-		pr->req.done_cancel(pr->req.done_data);
-	pending_run_free(pr);
+	pr->c = c;
+	if (pr->req.start_wait && pr->req.start_wait(&pr->req, run_go, pr))
+		return; /* goes on in run_go */
+	run_go(pr);
 }
 
 static void run_refused(void *data)

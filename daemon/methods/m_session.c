@@ -92,6 +92,44 @@ static bool have_store(struct call *c)
 }
 
 /*
+ * A call that reads a session's worktree, made while the session's
+ * checkpoint is read on the thread pool (agent_checkpoint), waits for it
+ * and is then carried out from its start: true when it waits.  The
+ * session is the agent's own, or the "id" the operator names.
+ */
+struct ck_later {
+	struct call *c;
+	call_handler again;
+};
+
+static void ck_later_go(void *data)
+{
+	struct ck_later *l = data;
+	struct call *c = l->c;
+	call_handler again = l->again;
+
+	free(l);
+	again(c);
+}
+
+static bool after_checkpoint(struct call *c, call_handler again)
+{
+	const struct call_principal *who = call_principal(c);
+	const char *id = who->operator? param_str(c, "id") : who->session_id;
+	struct ck_later *l;
+
+	if (!id || !session_checkpoint_out(store(c), id) ||
+	    !(l = calloc(1, sizeof(*l))))
+		return false;
+	l->c = c;
+	l->again = again;
+	if (agent_after_checkpoint(call_spd(c), id, ck_later_go, l))
+		return true;
+	free(l);
+	return false;
+}
+
+/*
  * The session an AGENT method acts on: an agent's own (a different id is
  * UNAUTHORIZED), or the operator's "id" parameter (required).  Returns
  * the id or NULL when c was finished with an error.
@@ -299,6 +337,8 @@ void m_session_show(struct call *c)
 
 	if (!have_store(c))
 		return;
+	if (after_checkpoint(c, m_session_show))
+		return;
 	r = session_get(store(c), id, &i);
 	if (r < 0) {
 		fail(c, r, id);
@@ -411,6 +451,8 @@ void m_session_status(struct call *c)
 
 	if (!have_store(c) || !(id = target(c)))
 		return;
+	if (after_checkpoint(c, m_session_status))
+		return;
 	if (!who->operator) {
 		r = session_usable(store(c), id);
 		if (r < 0) {
@@ -451,6 +493,8 @@ void m_session_heldout(struct call *c)
 	int r;
 
 	if (!have_store(c))
+		return;
+	if (after_checkpoint(c, m_session_heldout))
 		return;
 	if (!dir || dir[0] != '/') {
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
@@ -590,6 +634,8 @@ void m_session_verify(struct call *c)
 
 	if (!have_store(c) || !(id = target(c)))
 		return;
+	if (after_checkpoint(c, m_session_verify))
+		return;
 	call_set_summary(c, "verify %s", id);
 	if (agent_diff_guard(call_spd(c), c, id))
 		return;
@@ -642,6 +688,8 @@ void m_session_diff(struct call *c)
 	int r;
 
 	if (!have_store(c))
+		return;
+	if (after_checkpoint(c, m_session_diff))
 		return;
 	if (agent_diff_guard(call_spd(c), c, id))
 		return;
@@ -705,6 +753,8 @@ void m_session_restore(struct call *c)
 	int r;
 
 	if (!have_store(c))
+		return;
+	if (after_checkpoint(c, m_session_restore))
 		return;
 	call_set_summary(c, "restore %s to checkpoint %lld", id, (long long)n);
 	if (n < 1 || n > UINT32_MAX) {
@@ -853,6 +903,8 @@ void m_session_merge(struct call *c)
 	int r;
 
 	if (!have_store(c))
+		return;
+	if (after_checkpoint(c, m_session_merge))
 		return;
 	call_set_summary(c, "merge %s%s%s", id, into ? " into " : "",
 			 into ? into : "");
@@ -1295,6 +1347,8 @@ void m_session_end(struct call *c)
 	bool discard = json_is_true(json_object_get(call_params(c), "discard"));
 
 	if (!have_store(c))
+		return;
+	if (after_checkpoint(c, m_session_end))
 		return;
 	call_set_summary(c, "end %s%s", id, discard ? " --discard" : "");
 	end_read_then(c, id, end_go, NULL);

@@ -76,6 +76,11 @@ struct run_request {
 	 * req later, having answered 1 (the workspace, the cwd, the policy,
 	 * the start).  req is copied. */
 	void (*prepared)(struct call *c, const struct run_request *req);
+	/* Set by run_prepare: whether the run must wait before it starts
+	 * (its session's checkpoint is being read on the thread pool):
+	 * true when go(data) is called on the loop once it may start. */
+	bool (*start_wait)(const struct run_request *req, void (*go)(void *),
+			   void *data);
 };
 
 /* Start a run that finishes c with its result; streams run.output.

@@ -410,12 +410,41 @@ int session_checkpoint(struct session_store *s, const char *id, int64_t row,
 		       const char *what, unsigned *ret_n);
 
 /*
- * The checkpoints that waited for their workspace's watch
- * (session_checkpoint answered -EINPROGRESS), taken now where the watch
- * is made.  Returns how many still wait.
+ * session_checkpoint with the worktree's read on another thread: what
+ * session_checkpoint answers when nothing is begun (0, -EBUSY,
+ * -EINPROGRESS: kept, as there; also while another checkpoint of the
+ * session is out, which session_checkpoint_deferred then takes), or 1
+ * and *ret to give to session_checkpoint_work on another thread and then
+ * to session_checkpoint_end on the loop.  That answers as
+ * session_checkpoint does, or -ESHUTDOWN when the store closed meanwhile
+ * (no row is written; it is freed now).  While a checkpoint is out
+ * (session_checkpoint_out) the session's runs must not start, and its
+ * end, restore and session_work leave its worktree alone (-EBUSY, or the
+ * branch alone); the store's close waits for it.
  */
-unsigned session_checkpoint_deferred(struct session_store *s);
-/* Whether session id has a checkpoint waiting for its watch. */
+struct session_ckjob;
+int session_checkpoint_begin(struct session_store *s, const char *id,
+			     int64_t row, const char *what,
+			     struct session_ckjob **ret);
+void session_checkpoint_work(struct session_ckjob *j);
+int session_checkpoint_end(struct session_ckjob *j, unsigned *ret_n);
+/* The session a checkpoint is of (valid until session_checkpoint_end). */
+const char *session_checkpoint_id(const struct session_ckjob *j);
+bool session_checkpoint_out(struct session_store *s, const char *id);
+
+/*
+ * The checkpoints that waited for their workspace's watch or for another
+ * checkpoint of the session (session_checkpoint answered -EINPROGRESS),
+ * taken now where they can be: by take(data, id, row, what) (which
+ * begins one, session_checkpoint_begin), or here when take is NULL.
+ * Returns how many still wait.
+ */
+typedef void (*session_ck_take_fn)(void *data, const char *id, int64_t row,
+				   const char *what);
+unsigned session_checkpoint_deferred(struct session_store *s,
+				     session_ck_take_fn take, void *data);
+/* Whether session id has a checkpoint waiting for its watch, or being
+ * read on another thread (session_checkpoint_out). */
 bool session_checkpoint_pending(struct session_store *s, const char *id);
 /* The checkpoints, oldest first: [{"n","commit","journal_row","what",
  * "files","at"}] (new reference), or NULL for no such session. */

@@ -49,6 +49,11 @@ struct sess {
 	 * until it is back.  ck_fresh: that read, back, is the worktree
 	 * as it is (until session_end_read_drop, a run or a file tool). */
 	bool reading, ck_fresh;
+	/* Worktree: a checkpoint's read is on another thread
+	 * (session_checkpoint_begin): the ck_ fields below are its until
+	 * session_checkpoint_end; no run starts, and no end, restore or
+	 * other read of the worktree is made, meanwhile. */
+	bool ck_out;
 	/* That read's patch against the branch's tip then (tree ck_patch_from
 	 * to ck_tree ck_patch_to), made on the read's thread for the end's
 	 * secret scan (sess_patch_take); NULL when none. */
@@ -118,6 +123,7 @@ struct session_store {
 	unsigned reading;  /* ends' reads on another thread */
 	unsigned walking;  /* in place: runs' walks on another thread */
 	unsigned syncing;  /* runs' session_sync_work on another thread */
+	unsigned ckpts;	   /* checkpoints' reads on another thread */
 	bool closing;	   /* freed once the last of them ends */
 	/* libgit2 is initialised on first use: its start-up loads and
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
@@ -339,5 +345,50 @@ int sess_work_read_whole(struct session_store *s, struct sess *x);
 /* The patch from tree from to tree to made by the end's read (the
  * caller's to free), or NULL when it made none for those two. */
 char *sess_patch_take(struct sess *x, const git_oid *from, const git_oid *to);
+
+/* How worktree_tree may read: what the watch says changed, falling back
+ * to the whole worktree; the same, but a watch still being made means
+ * "later" (-EINPROGRESS: a checkpoint waits for the watch rather than
+ * read 10,000 files on the loop); or always the whole worktree. */
+enum wt_read { WT_CHANGES, WT_WAIT, WT_WHOLE };
+
+/*
+ * What worktree_tree reads, decided on the loop (wt_prep: the watch's
+ * list, taken with the time the index holds the worktree as of) and read
+ * where the caller is (wt_read: on the loop, or on another thread while
+ * the session's checkpoint is out).
+ */
+struct wt_plan {
+	char **changed; /* what the watch says changed, when known */
+	bool known;	/* read changed only; else the whole worktree */
+	bool fresh;	/* an end's read, made just before: nothing to read */
+};
+
+/* The plan of a read of x's worktree (the watch's list taken, and the
+ * time spd's index will hold the worktree as of), on the loop: 0, or
+ * -EINPROGRESS (WT_WAIT and the watch is being made) or -errno. */
+int sess_wt_prep(struct session_store *s, struct sess *x, enum wt_read how,
+		 struct wt_plan *p);
+/* That read, into spd's index, and its tree (*ret_repo, the session's,
+ * borrowed): on the loop, or on another thread while x->ck_out.  p's
+ * list is freed. */
+int sess_wt_read(struct session_store *s, struct sess *x, struct wt_plan *p,
+		 git_repository **ret_repo, git_oid *ret_tree);
+/* Paths that differ between two trees (NULL from: the empty tree), as a
+ * JSON array of at most SESSION_FILES_SHOWN; *ret_n the count. */
+json_t *sess_changed_paths(git_repository *repo, git_tree *from, git_tree *to,
+			   size_t *ret_n);
+/* spd's own signature, now (*keep to free), or NULL. */
+const git_signature *sess_spd_sig(git_signature **keep);
+/* The tree of a commit: 0 or -EIO. */
+int sess_tree_of(git_repository *repo, const git_oid *commit, git_tree **ret);
+
+/* ---- session_ckpt.c ---- */
+
+/* A checkpoint of x's worktree on the loop: 1 and *ret_n when one was
+ * taken, 0 when the worktree is as the last checkpoint has it, or
+ * -errno. */
+int sess_checkpoint(struct session_store *s, struct sess *x, int64_t row,
+		    const char *what, enum wt_read how, unsigned *ret_n);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * Sessions, the work in the worktree: its files as a tree (through an
  * index of spd's own in the state dir, whose stat cache makes a tree of
- * a large worktree with one changed file cheap), the checkpoints taken
- * after each run that changed it, putting a checkpoint back, the commit
+ * a large worktree with one changed file cheap; the checkpoints made of
+ * it are session_ckpt.c's), putting a checkpoint back, the commit
  * spd makes of uncommitted work when the session ends, and what the
  * session holds for the status and the diff.  Part of the session module
  * (session_priv.h); see session.h.
@@ -229,7 +229,7 @@ void session_checkpoint_warm(struct session_store *s, const char *worktree)
 		    x->info.state != SESSION_ACTIVE || !x->info.worktree ||
 		    strcmp(x->info.worktree, worktree) != 0)
 			continue;
-		if (!x->ck_idx && !x->reading)
+		if (!x->ck_idx && !x->reading && !x->ck_out)
 			(void)sess_work_open(s, x);
 		return;
 	}
@@ -580,11 +580,6 @@ static int tree_updated(struct sess *x, char **paths, git_oid *ret)
  * last call, only that is read (and the index stays in memory);
  * otherwise the whole worktree, and the index is written out.
  */
-/* How worktree_tree may read: what the watch says changed, falling back
- * to the whole worktree; the same, but a watch still being made means
- * "later" (-EINPROGRESS: a checkpoint waits for the watch rather than
- * read 10,000 files on the loop); or always the whole worktree. */
-enum wt_read { WT_CHANGES, WT_WAIT, WT_WHOLE };
 
 /*
  * ck_tree from spd's index of the worktree (x->ck_known_ns set), with
@@ -618,27 +613,24 @@ static int read_index(struct session_store *s, struct sess *x, bool whole)
 	return 0;
 }
 
-static int worktree_tree(struct session_store *s, struct sess *x,
-			 git_repository **ret_repo, git_oid *ret_tree,
-			 enum wt_read how)
+int sess_wt_prep(struct session_store *s, struct sess *x, enum wt_read how,
+		 struct wt_plan *p)
 {
 	bool whole = how == WT_WHOLE;
-	char **changed = NULL;
-	size_t visits = 0;
 	uint64_t since = 0, now = mono_ns();
 	int r, known;
 
+	memset(p, 0, sizeof(*p));
 	/* An end's read of it, made on another thread just before. */
 	if (how == WT_WHOLE && x->ck_fresh && x->ck_idx && x->ck_tree_set) {
-		*ret_tree = x->ck_tree;
-		*ret_repo = x->ck_repo;
+		p->fresh = true;
 		return 0;
 	}
 	r = ck_open(s, x);
 	if (r < 0)
 		return r;
 	known = s->changes ? s->changes(s->changes_data, x->info.worktree,
-					&changed, &since)
+					&p->changed, &since)
 			   : 0;
 	if (known == -EAGAIN && how == WT_WAIT)
 		return -EINPROGRESS; /* nothing taken: the log goes on */
@@ -651,19 +643,33 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 		known = 0;
 	x->ck_known_ns = now;
 	x->ck_touch_ns = 0;
-	r = known == 1 ? 0 : -EAGAIN;
-	if (r == 0)
-		names_unique(changed);
-	for (size_t i = 0; r == 0 && changed && changed[i]; i++)
-		r = sess_ck_apply(x, changed[i], 0, &visits);
-	if (r == 0 && tree_updated(x, changed, ret_tree) == 0) {
-		strv_free_array(changed);
+	p->known = known == 1;
+	if (p->known)
+		names_unique(p->changed);
+	return 0;
+}
+
+int sess_wt_read(struct session_store *s, struct sess *x, struct wt_plan *p,
+		 git_repository **ret_repo, git_oid *ret_tree)
+{
+	size_t visits = 0;
+	int r = p->known ? 0 : -EAGAIN;
+
+	if (p->fresh) {
+		*ret_tree = x->ck_tree;
+		*ret_repo = x->ck_repo;
+		return 0;
+	}
+	for (size_t i = 0; r == 0 && p->changed && p->changed[i]; i++)
+		r = sess_ck_apply(x, p->changed[i], 0, &visits);
+	if (r == 0 && tree_updated(x, p->changed, ret_tree) == 0) {
+		strv_free_array(steal_ptr(p->changed));
 		x->ck_tree = *ret_tree;
 		x->ck_whole = false;
 		*ret_repo = x->ck_repo;
 		return 0;
 	}
-	strv_free_array(changed);
+	strv_free_array(steal_ptr(p->changed));
 	if (r < 0 && r != -EAGAIN) {
 		x->ck_known_ns = 0;
 		return r;
@@ -674,6 +680,16 @@ static int worktree_tree(struct session_store *s, struct sess *x,
 	*ret_tree = x->ck_tree;
 	*ret_repo = x->ck_repo;
 	return 0;
+}
+
+static int worktree_tree(struct session_store *s, struct sess *x,
+			 git_repository **ret_repo, git_oid *ret_tree,
+			 enum wt_read how)
+{
+	struct wt_plan p;
+	int r = sess_wt_prep(s, x, how, &p);
+
+	return r < 0 ? r : sess_wt_read(s, x, &p, ret_repo, ret_tree);
 }
 
 int sess_work_read_whole(struct session_store *s, struct sess *x)
@@ -689,8 +705,8 @@ int sess_work_read_whole(struct session_store *s, struct sess *x)
 
 /* Paths that differ between two trees (NULL from: the empty tree), as a
  * JSON array of at most SESSION_FILES_SHOWN; *ret_n the count. */
-static json_t *changed_paths(git_repository *repo, git_tree *from, git_tree *to,
-			     size_t *ret_n)
+json_t *sess_changed_paths(git_repository *repo, git_tree *from, git_tree *to,
+			   size_t *ret_n)
 {
 	git_diff *d = NULL;
 	json_t *a = json_array();
@@ -714,7 +730,7 @@ static json_t *changed_paths(git_repository *repo, git_tree *from, git_tree *to,
 	return a;
 }
 
-static int tree_of(git_repository *repo, const git_oid *commit, git_tree **ret)
+int sess_tree_of(git_repository *repo, const git_oid *commit, git_tree **ret)
 {
 	git_commit *c = NULL;
 	int r = git_commit_lookup(&c, repo, commit) < 0 ||
@@ -724,276 +740,6 @@ static int tree_of(git_repository *repo, const git_oid *commit, git_tree **ret)
 
 	git_commit_free(c);
 	return r;
-}
-
-/* ---- checkpoints ---- */
-
-static int ckpt_last(struct session_store *s, const char *id, unsigned *ret_n,
-		     git_oid *ret_oid)
-{
-	sqlite3_stmt *st = NULL;
-	int r = 0;
-
-	*ret_n = 0;
-	if (sqlite3_prepare_v2(s->db,
-			       "SELECT n, oid FROM checkpoints WHERE "
-			       "session=? ORDER BY n DESC LIMIT 1",
-			       -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	sess_bind_text(st, 1, id);
-	if (sqlite3_step(st) == SQLITE_ROW) {
-		*ret_n = (unsigned)sqlite3_column_int(st, 0);
-		if (git_oid_fromstr(
-			ret_oid, (const char *)sqlite3_column_text(st, 1)) < 0)
-			r = -EIO;
-	}
-	sqlite3_finalize(st);
-	return r;
-}
-
-static int ckpt_insert(struct session_store *s, const char *id, unsigned n,
-		       const git_oid *oid, int64_t row, const char *what,
-		       size_t files)
-{
-	sqlite3_stmt *st = NULL;
-	char hex[GIT_OID_HEXSZ + 1];
-	int r;
-
-	if (sqlite3_prepare_v2(s->db,
-			       "INSERT INTO checkpoints(session, n, oid, "
-			       "journal_row, what, files, at) "
-			       "VALUES(?,?,?,?,?,?,?)",
-			       -1, &st, NULL) != SQLITE_OK)
-		return -EIO;
-	git_oid_tostr(hex, sizeof(hex), oid);
-	sess_bind_text(st, 1, id);
-	sqlite3_bind_int(st, 2, (int)n);
-	sess_bind_text(st, 3, hex);
-	if (row > 0)
-		sqlite3_bind_int64(st, 4, row);
-	else
-		sqlite3_bind_null(st, 4);
-	sess_bind_text(st, 5, what);
-	sqlite3_bind_int64(st, 6, (sqlite3_int64)files);
-	sqlite3_bind_int64(st, 7, time(NULL));
-	r = sqlite3_step(st) == SQLITE_DONE ? 0 : -EIO;
-	sqlite3_finalize(st);
-	return r;
-}
-
-static const git_signature *spd_sig(git_signature **keep)
-{
-	if (git_signature_now(keep, "spd", "spd@localhost") < 0)
-		return NULL;
-	return *keep;
-}
-
-/* A checkpoint of x's worktree: 1 and *ret_n when one was taken, 0 when
- * the worktree is as the last checkpoint has it. */
-static int checkpoint(struct session_store *s, struct sess *x, int64_t row,
-		      const char *what, enum wt_read how, unsigned *ret_n)
-{
-	git_repository *repo = NULL;
-	git_tree *tree = NULL, *prev_tree = NULL;
-	git_commit *prev = NULL;
-	git_signature *sig = NULL;
-	git_oid tid, last = {{0}}, cid;
-	char ref[96], msg[1024];
-	unsigned n = 0;
-	size_t files = 0;
-	json_t *paths = NULL;
-	int r;
-
-	r = worktree_tree(s, x, &repo, &tid, how);
-	if (r < 0)
-		return r;
-	r = ckpt_last(s, x->info.id, &n, &last);
-	if (r < 0)
-		goto out;
-	if (n > 0 && git_commit_lookup(&prev, repo, &last) == 0 &&
-	    git_commit_tree(&prev_tree, prev) == 0 &&
-	    git_oid_equal(git_tree_id(prev_tree), &tid)) {
-		r = 0;
-		goto out;
-	}
-	if (n == 0) {
-		/* The first: against the base, so the log shows what the
-		 * first run changed (and none while nothing did). */
-		git_oid base;
-
-		git_oid_fromstr(&base, x->info.base);
-		if (tree_of(repo, &base, &prev_tree) == 0 &&
-		    git_oid_equal(git_tree_id(prev_tree), &tid)) {
-			r = 0;
-			goto out;
-		}
-	}
-	r = -EIO;
-	if (git_tree_lookup(&tree, repo, &tid) < 0 || !spd_sig(&sig))
-		goto out;
-	if (x->ck_paths && !x->ck_whole && prev_tree &&
-	    git_oid_equal(&x->ck_paths_base, git_tree_id(prev_tree))) {
-		/* The names the watch gave, as tree_updated found them. */
-		paths = steal_ptr(x->ck_paths);
-		files = x->ck_npaths;
-	} else {
-		paths = changed_paths(repo, prev_tree, tree, &files);
-	}
-	snprintf(msg, sizeof(msg),
-		 "spd checkpoint %u of session %s\n\n%s\njournal row %lld\n",
-		 n + 1, x->info.id, what ? what : "", (long long)row);
-	{
-		const git_commit *parents[1] = {prev};
-
-		if (git_commit_create(&cid, repo, NULL, sig, sig, NULL, msg,
-				      tree, prev ? 1 : 0, parents) < 0)
-			goto out;
-	}
-	/* A ref of spd's own keeps the checkpoints from git gc; never the
-	 * agent's branch, never a branch or tag the guard watches. */
-	snprintf(ref, sizeof(ref), "refs/spd/checkpoints/%s", x->info.id);
-	{
-		git_reference *out = NULL;
-
-		if (git_reference_create(&out, repo, ref, &cid, 1,
-					 "spd: checkpoint") < 0)
-			goto out;
-		git_reference_free(out);
-	}
-	r = ckpt_insert(s, x->info.id, n + 1, &cid, row, what, files);
-	if (r < 0)
-		goto out;
-	sess_journal(s, x->info.id, "session.checkpoint",
-		     json_pack("{s:i, s:s, s:I, s:o*, s:s}", "n", (int)(n + 1),
-			       "commit", git_oid_tostr_s(&cid), "journal_row",
-			       (json_int_t)row, "files", steal_ptr(paths),
-			       "read", x->ck_whole ? "all" : "changes"),
-		     "checkpoint %u: %zu file%s changed", n + 1, files,
-		     files == 1 ? "" : "s");
-	*ret_n = n + 1;
-	r = 1;
-out:
-	json_decref(paths);
-	git_signature_free(sig);
-	git_tree_free(tree);
-	git_tree_free(prev_tree);
-	git_commit_free(prev);
-	/* repo is the session's (worktree_tree). */
-	return r;
-}
-
-int session_checkpoint(struct session_store *s, const char *id, int64_t row,
-		       const char *what, unsigned *ret_n)
-{
-	struct sess *x = NULL;
-	unsigned n = 0;
-	int r = sess_live_worktree(s, id, &x);
-
-	if (r != 0)
-		return r < 0 ? r : 0;
-	if (x->runs > 0)
-		return -EBUSY; /* the last run to end takes it */
-	if (x->reading)
-		return -EBUSY; /* the end commits what it read */
-	r = checkpoint(s, x, row, what, WT_WAIT, &n);
-	if (r == -EINPROGRESS) {
-		/* The watch is being made: the checkpoint is taken once it
-		 * is (session_checkpoint_deferred), never read whole here. */
-		char *w = strdup(what ? what : "");
-
-		if (!w)
-			return -ENOMEM;
-		free(x->ck_def_what);
-		x->ck_def_what = w;
-		x->ck_def_row = row;
-		x->ck_deferred = true;
-		return -EINPROGRESS;
-	}
-	if (r >= 0) {
-		free(x->ck_def_what);
-		x->ck_def_what = NULL;
-		x->ck_deferred = false;
-	}
-	if (r == 1 && ret_n)
-		*ret_n = n;
-	return r;
-}
-
-bool session_checkpoint_pending(struct session_store *s, const char *id)
-{
-	struct sess *x = sess_find(s, id);
-
-	return x && x->ck_deferred;
-}
-
-unsigned session_checkpoint_deferred(struct session_store *s)
-{
-	unsigned left = 0;
-
-	for (struct sess *x = s->list; x; x = x->next) {
-		char *what;
-		int r;
-
-		if (!x->ck_deferred)
-			continue;
-		if (x->reading) {
-			left++; /* its index is on another thread */
-			continue;
-		}
-		if (x->runs > 0 || x->info.state != SESSION_ACTIVE) {
-			/* A run's end takes it; an ended session's end read
-			 * the worktree whole. */
-			if (x->info.state != SESSION_ACTIVE) {
-				free(x->ck_def_what);
-				x->ck_def_what = NULL;
-				x->ck_deferred = false;
-			}
-			continue;
-		}
-		what = x->ck_def_what;
-		x->ck_def_what = NULL;
-		x->ck_deferred = false;
-		r = session_checkpoint(s, x->info.id, x->ck_def_row, what,
-				       NULL);
-		free(what);
-		if (r == -EINPROGRESS)
-			left++;
-	}
-	return left;
-}
-
-json_t *session_checkpoints(struct session_store *s, const char *id)
-{
-	sqlite3_stmt *st = NULL;
-	json_t *a;
-
-	if (!sess_find(s, id))
-		return NULL;
-	a = json_array();
-	if (!a || sqlite3_prepare_v2(s->db,
-				     "SELECT n, oid, journal_row, what, "
-				     "files, at FROM checkpoints WHERE "
-				     "session=? ORDER BY n",
-				     -1, &st, NULL) != SQLITE_OK) {
-		json_decref(a);
-		return NULL;
-	}
-	sess_bind_text(st, 1, id);
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		const char *what = (const char *)sqlite3_column_text(st, 3);
-
-		json_array_append_new(
-		    a, json_pack("{s:i, s:s, s:I, s:s, s:I, s:I}", "n",
-				 sqlite3_column_int(st, 0), "commit",
-				 (const char *)sqlite3_column_text(st, 1),
-				 "journal_row",
-				 (json_int_t)sqlite3_column_int64(st, 2),
-				 "what", what ? what : "", "files",
-				 (json_int_t)sqlite3_column_int64(st, 4), "at",
-				 (json_int_t)sqlite3_column_int64(st, 5)));
-	}
-	sqlite3_finalize(st);
-	return a;
 }
 
 int session_restore(struct session_store *s, const char *id, unsigned n,
@@ -1033,6 +779,13 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 			    id);
 		return -EBUSY;
 	}
+	if (x->ck_out) {
+		sess_seterr(s,
+			    "session %s: a checkpoint of its worktree is "
+			    "being taken; restore once it is",
+			    id);
+		return -EBUSY;
+	}
 	x->ck_fresh = false;
 	if (sqlite3_prepare_v2(s->db,
 			       "SELECT oid FROM checkpoints WHERE session=? "
@@ -1057,7 +810,7 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 	/* What is there now is a checkpoint first: a restore is undone by
 	 * restoring that one. */
 	snprintf(what, sizeof(what), "before restoring checkpoint %u", n);
-	r = checkpoint(s, x, 0, what, WT_CHANGES, &saved);
+	r = sess_checkpoint(s, x, 0, what, WT_CHANGES, &saved);
 	if (r < 0)
 		return r;
 	r = worktree_tree(s, x, &repo, &tid, WT_CHANGES);
@@ -1092,6 +845,13 @@ int session_restore(struct session_store *s, const char *id, unsigned n,
 	git_commit_free(c);
 	/* repo is the session's (worktree_tree). */
 	return r;
+}
+
+const git_signature *sess_spd_sig(git_signature **keep)
+{
+	if (git_signature_now(keep, "spd", "spd@localhost") < 0)
+		return NULL;
+	return *keep;
 }
 
 /* ---- what the branch holds, and what is not committed ---- */
@@ -1145,9 +905,11 @@ int session_work(struct session_store *s, const char *id, json_t **ret)
 	if (x->info.mode != SESSION_MODE_WORKTREE)
 		return -EINVAL;
 	git_oid_fromstr(&base, x->info.base);
-	if (x->info.state == SESSION_ENDED || x->runs > 0 || x->reading) {
+	if (x->info.state == SESSION_ENDED || x->runs > 0 || x->reading ||
+	    x->ck_out) {
 		/* The branch alone: the worktree is gone, a run may be
-		 * changing it, or an end is reading it on another thread. */
+		 * changing it, or an end or a checkpoint is reading it on
+		 * another thread. */
 		if (sess_open_bare(s, x, &repo) < 0)
 			return -EIO;
 	} else {
@@ -1160,12 +922,13 @@ int session_work(struct session_store *s, const char *id, json_t **ret)
 		goto out;
 	res = json_pack("{s:s, s:o}", "head", git_oid_tostr_s(&tip), "commits",
 			branch_commits(repo, &tip, &base));
-	if (x->info.state != SESSION_ENDED && x->runs == 0 && !x->reading) {
+	if (x->info.state != SESSION_ENDED && x->runs == 0 && !x->reading &&
+	    !x->ck_out) {
 		r = -EIO;
-		if (tree_of(repo, &tip, &head) < 0 ||
+		if (sess_tree_of(repo, &tip, &head) < 0 ||
 		    git_tree_lookup(&now, repo, &tid) < 0)
 			goto out;
-		files = changed_paths(repo, head, now, &n);
+		files = sess_changed_paths(repo, head, now, &n);
 		json_object_set_new(res, "uncommitted",
 				    files ? files : json_array());
 		json_object_set_new(res, "uncommitted_count",
@@ -1206,14 +969,14 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 	if (r < 0)
 		goto out;
 	r = -EIO;
-	if (tree_of(repo, &tip, &head) < 0 ||
+	if (sess_tree_of(repo, &tip, &head) < 0 ||
 	    git_tree_lookup(&now, repo, &tid) < 0)
 		goto out;
 	if (git_oid_equal(git_tree_id(head), &tid)) {
 		r = 0; /* nothing uncommitted */
 		goto out;
 	}
-	files = changed_paths(repo, head, now, &n);
+	files = sess_changed_paths(repo, head, now, &n);
 	if (discard) {
 		*ret_report = json_pack("{s:O, s:I}", "discarded",
 					files ? files : json_null(),
@@ -1259,7 +1022,7 @@ int sess_end_work(struct session_store *s, struct sess *x, bool discard,
 		if (git_signature_now(&author, name, email) < 0)
 			goto out;
 	}
-	if (!spd_sig(&sig) || git_commit_lookup(&parent, repo, &tip) < 0 ||
+	if (!sess_spd_sig(&sig) || git_commit_lookup(&parent, repo, &tip) < 0 ||
 	    git_commit_create(&cid, repo, NULL, author, sig, NULL, msg, now, 1,
 			      (const git_commit *[]){parent}) < 0) {
 		sess_seterr(s, "cannot commit the uncommitted work: %s",

@@ -786,10 +786,17 @@ struct session_read {
 	char err[sizeof(((struct session_store *)0)->err)];
 };
 
-/* Whether an end finds its worktree being read by another: -EBUSY and
- * the error, or 0. */
+/* Whether an end finds its worktree being read by another (an end, or a
+ * checkpoint): -EBUSY and the error, or 0. */
 static int end_reading(struct session_store *s, struct sess *x)
 {
+	if (x->ck_out) {
+		sess_seterr(s,
+			    "session %s: a checkpoint of its worktree is "
+			    "being taken; end it once it is",
+			    x->info.id);
+		return -EBUSY;
+	}
 	if (!x->reading)
 		return 0;
 	sess_seterr(s,

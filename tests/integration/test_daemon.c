@@ -1089,19 +1089,6 @@ END_TEST
 
 /* A checkout of 5,000 files in 50 directories: its start takes a
  * thousand times a ping's round trip. */
-/*
- * The tests of what waits on spd's loop (sessions of 5,000 files): an
- * order of answers, not paths, so they run in the default layout only,
- * where users run and where both tests/run and make asan run them (each
- * layout more cost 25 s of CI).
- */
-#define LOOP_ORDER_TEST()                                                      \
-	do {                                                                   \
-		if (!test_layout_default())                                    \
-			TEST_SKIP("the loop's order, not paths: runs in the "  \
-				  "default layout only (SPD_TEST_LAYOUT="      \
-				  "default; tests/run runs it there)");        \
-	} while (0)
 
 static char *big_repo(const char *name)
 {

@@ -958,6 +958,17 @@ static int commit_many(const struct sess *s, const char *tag, int n)
 	return fd;
 }
 
+/* A ping on a connection of its own, answered. */
+static void ping_own(void)
+{
+	int b = test_spd_connect(&T);
+	char *r = test_call(&T, b, 2, "daemon.ping", NULL, true);
+
+	ck_assert(has(r, "\"pong\":true"));
+	free(r);
+	close(b);
+}
+
 /*
  * The agent's commits are taken onto spd/<feature> on spd's thread pool:
  * with 4,000 new files committed, a ping sent on another connection once
@@ -972,27 +983,20 @@ START_TEST(test_commit_taken_off_loop)
 	struct sess s = {0};
 	bool seen = false;
 
-	if (!test_layout_default())
-		TEST_SKIP("the loop's order, not paths: runs in the default "
-			  "layout only (SPD_TEST_LAYOUT=default; tests/run "
-			  "runs it there)");
+	LOOP_ORDER_TEST();
 	start("many", false, &s);
 	for (int attempt = 0; attempt < 3 && !seen; attempt++) {
-		char tag[16], *r;
-		int a, b;
+		char tag[16];
+		int a;
 
 		snprintf(tag, sizeof(tag), "m%d", attempt);
 		a = commit_many(&s, tag, 4000);
-		b = test_spd_connect(&T);
-		r = test_call(&T, b, 2, "daemon.ping", NULL, true);
-		ck_assert(has(r, "\"pong\":true"));
-		free(r);
+		ping_own();
 		seen = !readable(a);
 		reply_ok(a, "the run");
 		/* On the branch by the time the reply came. */
 		branch_at_head(&s, "spd/many");
 		close(a);
-		close(b);
 		if (seen)
 			printf("test_commit_taken_off_loop: seen at attempt "
 			       "%d\n",
@@ -1034,6 +1038,161 @@ START_TEST(test_second_run_waits_for_sync)
 	close(fa);
 	close(fb);
 	free(before);
+	free(s.wt);
+}
+END_TEST
+
+/* session.log of s, parsed (the caller frees it); its checkpoints in
+ * *cps (borrowed) and whether one is pending. */
+static json_t *ck_log(const struct sess *s, json_t **cps, bool *pending)
+{
+	char *r = rpcf(NULL, "session.log", "{\"id\":\"%s\"}", s->id);
+	json_t *j = json_loads(r, 0, NULL), *res;
+
+	ck_assert_msg(j != NULL, "session.log: %s", r);
+	free(r);
+	res = json_object_get(j, "result");
+	*cps = json_object_get(res, "checkpoints");
+	*pending = json_is_true(json_object_get(res, "pending"));
+	return j;
+}
+
+/*
+ * A run's checkpoint is read on spd's thread pool.  Once a run that
+ * wrote 4,000 files is answered, a ping on another connection is
+ * answered while that checkpoint is still being read (session.log:
+ * pending, not listed yet), where before spd's loop read the 4,000 files
+ * first.  The session's next run, sent then, waits for it: the
+ * checkpoint holds the files as the first run left them, and the next
+ * one the second run's change.  A status asked meanwhile waits too and
+ * lists every new file.  An order, not a timing, tried at most three
+ * times.
+ */
+START_TEST(test_checkpoint_taken_off_loop)
+{
+	struct sess s = {0};
+	bool seen = false;
+
+	LOOP_ORDER_TEST();
+	start("ckoff", false, &s);
+	run_ok(&s, "echo first > first.txt");
+	for (int attempt = 0; attempt < 3 && !seen; attempt++) {
+		char *r, *line, *sha;
+		json_t *j, *cps, *last;
+		size_t before;
+		bool pending;
+		int fc;
+
+		j = ck_log(&s, &cps, &pending);
+		before = json_array_size(cps);
+		json_decref(j);
+		line = test_fmt("mkdir k%d && cd k%d && seq 4000 | "
+				"sed 's/.*/echo k%d-& > &.txt/' | sh",
+				attempt, attempt, attempt);
+		r = run_sh(&s, line);
+		free(line);
+		ck_assert_msg(has(r, "\"exit_code\":0"), "the run: %s", r);
+		free(r);
+		ping_own();
+		j = ck_log(&s, &cps, &pending);
+		seen = pending && json_array_size(cps) == before;
+		json_decref(j);
+		/* The next run, sent while it may be out. */
+		line = test_fmt("echo changed > k%d/1.txt", attempt);
+		fc = send_run(&s, line);
+		free(line);
+		reply_ok(fc, "the next run");
+		close(fc);
+		settle(s.id);
+		j = ck_log(&s, &cps, &pending);
+		ck_assert_msg(json_array_size(cps) == before + 2,
+			      "checkpoints: %zu, then %zu", before,
+			      json_array_size(cps));
+		last = json_array_get(cps, before);
+		ck_assert_int_eq(
+		    json_integer_value(json_object_get(last, "files")), 4000);
+		sha = test_fmt("k%d-1", attempt);
+		check_git(sha, "show %s:k%d/1.txt",
+			  json_string_value(json_object_get(last, "commit")),
+			  attempt);
+		free(sha);
+		last = json_array_get(cps, before + 1);
+		check_git("changed", "show %s:k%d/1.txt",
+			  json_string_value(json_object_get(last, "commit")),
+			  attempt);
+		json_decref(j);
+		/* A status asked as a run's checkpoint begins waits for it
+		 * (with one out it could list nothing uncommitted). */
+		line = test_fmt("cd k%d && seq 400 | "
+				"sed 's/.*/echo e-& > e&.txt/' | sh",
+				attempt);
+		r = run_sh(&s, line);
+		free(line);
+		ck_assert_msg(has(r, "\"exit_code\":0"), "the run: %s", r);
+		free(r);
+		r = rpcf(NULL, "session.status", "{\"id\":\"%s\"}", s.id);
+		j = json_loads(r, 0, NULL);
+		ck_assert_msg(
+		    json_integer_value(json_object_get(
+			json_object_get(j, "result"), "uncommitted_count")) ==
+			1 + (attempt + 1) * 4400,
+		    "status: %.300s", r);
+		json_decref(j);
+		free(r);
+		settle(s.id);
+		if (seen)
+			printf("test_checkpoint_taken_off_loop: seen at "
+			       "attempt %d\n",
+			       attempt + 1);
+	}
+	ck_assert_msg(seen, "the checkpoint was taken before the ping's "
+			    "answer, three times");
+	free(s.wt);
+}
+END_TEST
+
+/*
+ * spd stopped just after a run of 2,000 new files is answered, while
+ * their checkpoint is read on the thread pool: it waits for the read and
+ * exits 0; after the restart the session's next checkpoint holds the
+ * files.  Nothing is lost, and the checkpoints are numbered on.
+ */
+START_TEST(test_stop_while_checkpoint_taken)
+{
+	struct sess s = {0};
+	char *r, *out = NULL;
+	json_t *j, *cps, *last;
+	size_t before;
+	bool pending;
+	int status;
+
+	start("ckstop", false, &s);
+	run_ok(&s, "echo first > first.txt");
+	j = ck_log(&s, &cps, &pending);
+	before = json_array_size(cps);
+	json_decref(j);
+	r = run_sh(&s, "mkdir cs && cd cs && seq 2000 | "
+		       "sed 's/.*/echo cs-& > &.txt/' | sh");
+	ck_assert_msg(has(r, "\"exit_code\":0"), "the run: %s", r);
+	free(r);
+	status = test_spd_stop(&T);
+	if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+		test_sh(&out, "cat '%s'/spd.stderr.* | tail -c 3000", T.dir);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "spd's exit status %d: %s", status, out ? out : "");
+	test_spd_start(&T);
+	run_ok(&s, "echo after > after.txt");
+	j = ck_log(&s, &cps, &pending);
+	ck_assert_msg(json_array_size(cps) >= before + 1, "checkpoints: %zu",
+		      json_array_size(cps));
+	last = json_array_get(cps, json_array_size(cps) - 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(last, "n")),
+			 (json_int_t)json_array_size(cps));
+	check_git("cs-2000", "show %s:cs/2000.txt",
+		  json_string_value(json_object_get(last, "commit")));
+	check_git("after", "show %s:after.txt",
+		  json_string_value(json_object_get(last, "commit")));
+	json_decref(j);
 	free(s.wt);
 }
 END_TEST
@@ -1080,6 +1239,8 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_commit_taken_off_loop);
 	tcase_add_test(tc, test_stop_while_commit_taken);
 	tcase_add_test(tc, test_second_run_waits_for_sync);
+	tcase_add_test(tc, test_checkpoint_taken_off_loop);
+	tcase_add_test(tc, test_stop_while_checkpoint_taken);
 	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
 	tcase_add_test(tc, test_first_checkpoint_waits_for_the_watch);

@@ -28,6 +28,19 @@ struct test_spd {
  * tests that cost much and find nothing of paths run there only, where
  * users run and where both tests/run and make asan run them. */
 bool test_layout_default(void);
+/*
+ * The tests of what waits on spd's loop (sessions of thousands of
+ * files): an order of answers, not paths, so they run in the default
+ * layout only, where users run and where both tests/run and make asan
+ * run them (each layout more cost 25 s of CI).
+ */
+#define LOOP_ORDER_TEST()                                                      \
+	do {                                                                   \
+		if (!test_layout_default())                                    \
+			TEST_SKIP("the loop's order, not paths: runs in the "  \
+				  "default layout only (SPD_TEST_LAYOUT="      \
+				  "default; tests/run runs it there)");        \
+	} while (0)
 
 /*
  * Make the directories (spd.conf gets conf when not NULL) without
