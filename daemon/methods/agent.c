@@ -23,6 +23,7 @@
 #include "daemon/session/linkwatch.h"
 #include "daemon/policy/policy.h"
 #include "daemon/methods/run.h"
+#include "daemon/pool.h"
 #include "daemon/sandbox/sbx.h"
 #include "daemon/keys/secrets.h"
 #include "daemon/session/session.h"
@@ -126,7 +127,6 @@ static int sync_answer(struct spd *spd, const char *id, int x,
  * reads the worktree meanwhile.
  */
 struct sync_job {
-	uv_work_t work;
 	struct run_session *rs;
 	struct run_wait *w;
 	struct session_syncjob *j;
@@ -152,9 +152,9 @@ static void run_session_settle(struct run_session *rs)
 	}
 }
 
-static void sync_work(uv_work_t *w)
+static void sync_work(void *data)
 {
-	struct sync_job *sj = w->data;
+	struct sync_job *sj = data;
 
 	session_sync_work(sj->j);
 }
@@ -198,16 +198,14 @@ static void sync_unpark(struct spd *spd, const char *id)
 	}
 }
 
-static void sync_after(uv_work_t *w, int status)
+static void sync_after(void *data)
 {
-	struct sync_job *sj = w->data;
+	struct sync_job *sj = data;
 	struct run_session *rs = sj->rs;
 	struct spd *spd = rs->spd;
 	char where[1100] = "", msg[512] = "", id[SESSION_ID_LEN + 1];
 	int x, e;
 
-	if (status < 0)
-		session_sync_work(sj->j); /* not run: done here */
 	snprintf(id, sizeof(id), "%s", session_sync_id(sj->j));
 	/* The store's close waited for it; the last sync frees it. */
 	x = session_sync_end(sj->j, where, sizeof(where));
@@ -248,12 +246,11 @@ static int sync_go(struct run_session *rs, struct run_wait *w, char *msg,
 	if (x == 1) {
 		sj = calloc(1, sizeof(*sj));
 		if (sj) {
-			sj->work.data = sj;
 			sj->rs = rs;
 			sj->w = w;
 			sj->j = j;
-			if (uv_queue_work(spd->loop, &sj->work, sync_work,
-					  sync_after) == 0)
+			if (pool_queue(spd->loop, sync_work, sync_after, sj) ==
+			    0)
 				return RUN_HOOK_LATER;
 			free(sj);
 		}
@@ -324,7 +321,6 @@ static char *argv_text(char *const *argv)
  * each then goes on, in the order it came.
  */
 struct ck_job {
-	uv_work_t work;
 	struct spd *spd;
 	struct session_ckjob *j;
 	char id[SESSION_ID_LEN + 1];
@@ -340,22 +336,20 @@ struct ck_wait {
 /* One spd per process, as the deferred timer below. */
 static struct ck_wait *ck_waits;
 
-static void ck_work(uv_work_t *w)
+static void ck_work(void *data)
 {
-	struct ck_job *k = w->data;
+	struct ck_job *k = data;
 
 	session_checkpoint_work(k->j);
 }
 
-static void ck_after(uv_work_t *w, int status)
+static void ck_after(void *data)
 {
-	struct ck_job *k = w->data;
+	struct ck_job *k = data;
 	struct spd *spd = k->spd;
 	struct ck_wait *go = NULL, **tail = &go, **pp = &ck_waits;
 	int r;
 
-	if (status < 0)
-		session_checkpoint_work(k->j); /* not run: done here */
 	r = session_checkpoint_end(k->j, NULL);
 	if (r < 0 && r != -ENOENT && r != -ESHUTDOWN && spd->sessions)
 		log_warn("session %s: no checkpoint: %s", k->id,
@@ -410,13 +404,10 @@ void agent_checkpoint(struct spd *spd, const char *id, int64_t row,
 		(void)session_checkpoint_end(j, NULL);
 		return;
 	}
-	k->work.data = k;
 	k->spd = spd;
 	k->j = j;
 	snprintf(k->id, sizeof(k->id), "%s", id);
-	if (!spd->loop ||
-	    uv_queue_work(spd->loop, &k->work, ck_work, ck_after) < 0)
-		ck_after(&k->work, UV_ECANCELED); /* here, then */
+	pool_run(spd->loop, ck_work, ck_after, k);
 }
 
 bool agent_after_checkpoint(struct spd *spd, const char *id,
@@ -521,28 +512,25 @@ static int run_prepare(struct spd *spd, struct call *c,
 #define RUN_WALKS_MAX 3
 
 struct walk_job {
-	uv_work_t work;
 	struct spd *spd;
 	struct call *c;
 	struct run_request req;
 	struct session_walk *wk;
 };
 
-static void walk_work(uv_work_t *w)
+static void walk_work(void *data)
 {
-	struct walk_job *j = w->data;
+	struct walk_job *j = data;
 
 	session_walk_work(j->wk);
 }
 
-static void walk_after(uv_work_t *w, int status)
+static void walk_after(void *data)
 {
-	struct walk_job *j = w->data;
+	struct walk_job *j = data;
 	struct spd *spd = j->spd;
 	struct call *c = j->c;
 
-	if (status < 0)
-		session_walk_work(j->wk); /* not run: done here */
 	/* The store's close waited for it; the last walk frees it. */
 	session_walk_end(j->wk);
 	j->req.walks++;
@@ -569,13 +557,11 @@ static int walk_first(struct spd *spd, struct call *c,
 		return 0;
 	j = calloc(1, sizeof(*j));
 	if (j) {
-		j->work.data = j;
 		j->spd = spd;
 		j->c = c;
 		j->req = *req;
 		j->wk = wk;
-		if (uv_queue_work(spd->loop, &j->work, walk_work, walk_after) ==
-		    0)
+		if (pool_queue(spd->loop, walk_work, walk_after, j) == 0)
 			return 1;
 		free(j);
 	}
@@ -897,26 +883,25 @@ static int changes_hook(void *data, const char *worktree, char ***ret,
 /* An ended session's worktree, removed on the thread pool
  * (session_store_set_remover): its files are the loop's no longer. */
 struct removal {
-	uv_work_t req;
 	char *path;
 	int r;
 };
 
-static void removal_work(uv_work_t *req)
+static void removal_work(void *data)
 {
-	struct removal *rm = req->data;
+	struct removal *rm = data;
 
 	rm->r = session_remove_tree(rm->path);
 }
 
-static void removal_done(uv_work_t *req, int status)
+static void removal_done(void *data)
 {
-	struct removal *rm = req->data;
+	struct removal *rm = data;
 
-	if (status < 0 || rm->r < 0)
+	if (rm->r < 0)
 		log_warn("%s: not removed (%s); spd tries again at its next "
 			 "start",
-			 rm->path, strerror(status < 0 ? ECANCELED : -rm->r));
+			 rm->path, strerror(-rm->r));
 	free(rm->path);
 	free(rm);
 }
@@ -928,13 +913,10 @@ static void remove_hook(void *data, char *path)
 
 	if (rm) {
 		rm->path = path;
-		rm->req.data = rm;
-		if (spd->loop && uv_queue_work(spd->loop, &rm->req,
-					       removal_work, removal_done) == 0)
-			return;
-		free(rm);
+		pool_run(spd->loop, removal_work, removal_done, rm);
+		return;
 	}
-	/* No thread to run it on: here, as before. */
+	/* No memory for it: here, as before. */
 	if (session_remove_tree(path) < 0)
 		log_warn("%s: not removed; spd tries again at its next start",
 			 path);

@@ -36,6 +36,7 @@
 #include "daemon/sandbox/fsops.h"
 #include "daemon/methods/agent.h"
 #include "daemon/methods/gate.h"
+#include "daemon/pool.h"
 #include "daemon/session/labels.h"
 #include "daemon/session/session.h"
 #include "daemon/spd.h"
@@ -53,7 +54,6 @@ enum fs_op {
 /* One fs.* call in flight.  Everything the worker thread touches is here;
  * the worker never calls call_* or jansson. */
 struct fs_job {
-	uv_work_t work;
 	struct call *c;
 	enum fs_op op;
 	struct fs_ws *ws;
@@ -445,9 +445,9 @@ oom:
 }
 
 /* On the thread pool: only fsops, no JSON, no call_*. */
-static void job_work(uv_work_t *w)
+static void job_work(void *data)
 {
-	struct fs_job *j = w->data;
+	struct fs_job *j = data;
 
 	switch (j->op) {
 	case FS_OP_READ:
@@ -571,13 +571,11 @@ static void fs_labels(struct fs_job *j)
 }
 
 /* Back on the loop: reply and free. */
-static void job_done(uv_work_t *w, int status)
+static void job_done(void *data)
 {
-	struct fs_job *j = w->data;
+	struct fs_job *j = data;
 	json_t *res = NULL;
 
-	if (status < 0)
-		j->r = -ECANCELED;
 	if (j->r < 0) {
 		fail(j->c, j->r, *j->rel ? j->rel : ".");
 		goto out;
@@ -662,8 +660,7 @@ static void job_allowed(struct call *c, void *data)
 	if (j->session && j->op != FS_OP_READ && j->op != FS_OP_LIST &&
 	    j->op != FS_OP_STAT && call_spd(c)->sessions)
 		session_touch(call_spd(c)->sessions, j->session);
-	j->work.data = j;
-	r = uv_queue_work(call_spd(c)->loop, &j->work, job_work, job_done);
+	r = pool_queue(call_spd(c)->loop, job_work, job_done, j);
 	if (r < 0) {
 		call_error(c, RPC_E_INTERNAL, NULL, "uv_queue_work: %s",
 			   uv_strerror(r));

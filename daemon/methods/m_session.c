@@ -23,6 +23,7 @@
 #include "daemon/session/labels.h"
 #include "daemon/session/session.h"
 #include "daemon/methods/m_attest.h"
+#include "daemon/pool.h"
 #include "daemon/spd.h"
 
 static struct session_store *store(struct call *c)
@@ -212,21 +213,20 @@ static bool sync_refused(struct call *c, const char *id)
 /* A session.start in flight: its checkout and walks on the thread pool
  * (session_start_work), its two ends on the loop. */
 struct start_job {
-	uv_work_t work;
 	struct call *c;
 	struct session_start *st;
 };
 
-static void start_work(uv_work_t *w)
+static void start_work(void *data)
 {
-	struct start_job *j = w->data;
+	struct start_job *j = data;
 
 	session_start_work(j->st);
 }
 
-static void start_reply(uv_work_t *w, int status)
+static void start_reply(void *data)
 {
-	struct start_job *j = w->data;
+	struct start_job *j = data;
 	struct call *c = j->c;
 	struct spd *spd = call_spd(c);
 	char token[SESSION_TOKEN_LEN + 1];
@@ -235,10 +235,6 @@ static void start_reply(uv_work_t *w, int status)
 	json_t *res;
 	int r;
 
-	/* spd cancels no start; were one cancelled, its work is done here
-	 * rather than a session kept half made. */
-	if (status < 0)
-		session_start_work(j->st);
 	r = session_start_end(j->st, &i, token);
 	free(j);
 	if (r == -ESHUTDOWN && !store(c)) {
@@ -299,12 +295,8 @@ void m_session_start(struct call *c)
 		return;
 	}
 	j->c = c;
-	j->work.data = j;
-	r = uv_queue_work(call_spd(c)->loop, &j->work, start_work, start_reply);
-	if (r < 0) {
-		/* No thread to run it on: the start is made here. */
-		start_reply(&j->work, r);
-	}
+	/* No thread to run it on: the start is made here. */
+	pool_run(call_spd(c)->loop, start_work, start_reply, j);
 }
 
 void m_session_list(struct call *c)
@@ -990,7 +982,6 @@ typedef void (*end_then_fn)(struct call *c, void *data, bool go);
 /* (then must not touch c when not go: the reply freed it.) */
 
 struct end_read {
-	uv_work_t work;
 	struct call *c;
 	struct session_read *rd;
 	end_then_fn then;
@@ -998,21 +989,18 @@ struct end_read {
 	char id[SESSION_ID_LEN + 1];
 };
 
-static void end_read_work(uv_work_t *w)
+static void end_read_work(void *data)
 {
-	struct end_read *e = w->data;
+	struct end_read *e = data;
 
 	session_end_read_work(e->rd);
 }
 
-static void end_read_done(uv_work_t *w, int status)
+static void end_read_done(void *data)
 {
-	struct end_read *e = w->data;
+	struct end_read *e = data;
 	struct spd *spd = call_spd(e->c);
 
-	/* spd cancels no read; were one cancelled, it is done here. */
-	if (status < 0)
-		session_end_read_work(e->rd);
 	if (session_end_read_end(e->rd) == -ESHUTDOWN) {
 		call_error(e->c, RPC_E_INTERNAL, NULL,
 			   "spd is stopping: the session was not ended; its "
@@ -1044,14 +1032,11 @@ static void end_read_then(struct call *c, const char *id, end_then_fn then,
 		e->then = then;
 		e->data = data;
 		snprintf(e->id, sizeof(e->id), "%s", id);
-		e->work.data = e;
-		if (uv_queue_work(call_spd(c)->loop, &e->work, end_read_work,
-				  end_read_done) == 0)
-			return;
-		free(e);
+		pool_run(call_spd(c)->loop, end_read_work, end_read_done, e);
+		return;
 	}
-	/* Nothing to read ahead, or no thread for it: here.  (c and its
-	 * id are gone once then has replied.) */
+	/* Nothing to read ahead, or no memory to do it off the loop: here.
+	 * (c and its id are gone once then has replied.) */
 	if (rd) {
 		char keep[SESSION_ID_LEN + 1];
 		struct spd *spd = call_spd(c);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/util.h"
+#include "daemon/pool.h"
 #include "daemon/session/linkwatch.h"
 #include "daemon/session/linkwatch_priv.h"
 #include "proto/sandbox.h"
@@ -875,42 +876,15 @@ static void bg_closed(uv_handle_t *h)
  * would wait for at every run that drops one (eight sessions and the
  * operator's checkout in turn dropped one at each run).
  */
-struct lw_free {
-	uv_work_t req;
-	struct lw_state *st;
-};
-
-static void free_work(uv_work_t *req)
+static void free_work(void *st)
 {
-	struct lw_free *f = req->data;
-
-	state_free(f->st);
-}
-
-static void free_done(uv_work_t *req, int status)
-{
-	struct lw_free *f = req->data;
-
-	if (status < 0)
-		state_free(f->st);
-	free(f);
+	state_free(st);
 }
 
 static void state_free_off(uv_loop_t *loop, struct lw_state *st)
 {
-	struct lw_free *f;
-
-	if (!st)
-		return;
-	f = calloc(1, sizeof(*f));
-	if (f) {
-		f->req.data = f;
-		f->st = st;
-		if (uv_queue_work(loop, &f->req, free_work, free_done) == 0)
-			return;
-		free(f);
-	}
-	state_free(st);
+	if (st)
+		pool_run(loop, free_work, NULL, st);
 }
 
 /* e's state goes, and its background reads with it. */
