@@ -21,12 +21,15 @@
  * start for the longest ping (before, spd walked the whole checkout on
  * its loop for a new directory, and for a .gitignore written).
  *
- * Then, in each worktree session, a tenth of its files rewritten and
- * committed in the agent's repository, and a run of /bin/true in the
- * session, at whose end spd takes the commit onto the session's branch
- * (its objects staged, scanned and copied): the runs' median, and the
- * pings during them against the tenth of a worktree start (before, spd
- * did that on its loop).
+ * Then, in each worktree session, a tenth of its files rewritten, each
+ * with content of its own, and a run of /bin/true in the session, after
+ * whose reply spd reads the 1,000 files for the run's checkpoint; then
+ * another tenth rewritten and committed in the agent's repository, and a
+ * run at whose end spd takes the commit onto the session's branch (its
+ * objects staged, scanned and copied) before its checkpoint: the runs'
+ * medians, and the pings from each run's start until its checkpoint is
+ * recorded against the tenth of a worktree start (before 12-06, spd did
+ * both on its loop).
  *
  * Last, each worktree session ended (its files removed) after a tenth
  * of its files were rewritten (the agent's uncommitted work, committed
@@ -138,10 +141,35 @@ static json_t *run_params(const char *id)
 			 "/bin/true");
 }
 
+/* Until session id's last checkpoint is recorded (session.log: no
+ * longer pending); at most 60 s, a bound on a failure. */
+static void checkpoint_settle(struct client *c, const char *id)
+{
+	for (int i = 0; i < 60000; i++) {
+		json_t *r = NULL, *e = NULL;
+		bool pending;
+
+		if (client_call(c, RPC_M_SESSION_LOG,
+				json_pack("{s:s}", "id", id), NULL, NULL, &r,
+				&e) < 0 ||
+		    e) {
+			json_decref(e);
+			return;
+		}
+		pending = json_is_true(json_object_get(r, "pending"));
+		json_decref(r);
+		if (!pending)
+			return;
+		usleep(1000);
+	}
+}
+
 /*
  * In each of the first n worktree sessions, as the operator: the shell
  * line prep run in the worktree, then method called with params(id)
- * and timed (its window in w, its length in len).
+ * and timed (its length in len; its window in w, which for a run lasts
+ * until the checkpoint of what it changed is recorded: spd reads that
+ * after the reply, on its loop before 12-06 14:00).
  */
 static int each_worktree(double (*w)[2], double *len, int n, const char *prep,
 			 enum rpc_method method,
@@ -193,6 +221,10 @@ static int each_worktree(double (*w)[2], double *len, int n, const char *prep,
 		}
 		w[k][1] = now_ms();
 		len[k] = w[k][1] - w[k][0];
+		if (method == RPC_M_CMD_RUN) {
+			checkpoint_settle(&c, id);
+			w[k][1] = now_ms();
+		}
 		k++;
 		json_decref(r2);
 	}
@@ -206,6 +238,12 @@ static int each_worktree(double (*w)[2], double *len, int n, const char *prep,
 #define PREP_END                                                               \
 	"find . -path ./.git -prune -o -type f -print | "                      \
 	"awk 'NR % 10 == 1' | xargs sh -c 'for f; do echo changed >> "         \
+	"\"$f\"; done' _"
+/* Another tenth, each with content of its own, left uncommitted: the
+ * run after it has spd read them for its checkpoint. */
+#define PREP_CHANGE                                                            \
+	"find . -path ./.git -prune -o -type f -print | "                      \
+	"awk 'NR % 10 == 3' | xargs sh -c 'for f; do echo \"$f\" >> "          \
 	"\"$f\"; done' _"
 /* Another tenth, each with content of its own, committed by git in the
  * agent's repository there (as the agent would in a run); the run after
@@ -251,6 +289,7 @@ int main(int argc, char **argv)
 	    runlen[RUN_KINDS][ROUNDS_MAX];
 	static double endwin[ROUNDS_MAX][2], endlen[ROUNDS_MAX];
 	static double cmtwin[ROUNDS_MAX][2], cmtlen[ROUNDS_MAX];
+	static double chgwin[ROUNDS_MAX][2], chglen[ROUNDS_MAX];
 	char abs_build[4096], dir[4200], cmd[8800], spctl[4200];
 	size_t alone_n;
 	double *v, inplace_start = 0, wt_start = 0;
@@ -333,6 +372,9 @@ int main(int argc, char **argv)
 	/* The worktree sessions' commits taken, then the sessions ended, as
 	 * the operator. */
 	unsetenv("SPD_SESSION_TOKEN");
+	if (!ping_failed && each_worktree(chgwin, chglen, rounds, PREP_CHANGE,
+					  RPC_M_CMD_RUN, run_params) < 0)
+		ping_failed = 1;
 	if (!ping_failed && each_worktree(cmtwin, cmtlen, rounds, PREP_COMMIT,
 					  RPC_M_CMD_RUN, run_params) < 0)
 		ping_failed = 1;
@@ -383,6 +425,9 @@ int main(int argc, char **argv)
 		    rounds, v, 0.1 * inplace_start);
 		row("during in-place runs, .gitignore", -1, runwin[RUN_IGNORE],
 		    rounds, v, 0.1 * inplace_start);
+		row("during worktree runs, 1/10 changed",
+		    bench_median(chglen, rounds), chgwin, rounds, v,
+		    0.1 * wt_start);
 		row("during worktree runs, 1/10 committed",
 		    bench_median(cmtlen, rounds), cmtwin, rounds, v,
 		    0.1 * wt_start);
