@@ -75,7 +75,6 @@ static int ckpt_insert(struct session_store *s, const char *id, unsigned n,
 	return r;
 }
 
-
 /*
  * A checkpoint in three steps: ck_prep on the loop (the watch's list, the
  * last checkpoint's number), ck_make where the read is (the worktree
@@ -447,4 +446,3 @@ json_t *session_checkpoints(struct session_store *s, const char *id)
 	sqlite3_finalize(st);
 	return a;
 }
-

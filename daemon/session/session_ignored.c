@@ -54,6 +54,11 @@
 	 IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR |         \
 	 IN_MASK_ADD)
 #define IGN_EVBUF 4096
+/* The most entries a new directory's own walk reads on spd's loop
+ * (ign_dir, about 5-10 ms here); a bigger one has the whole checkout
+ * walked on the thread pool instead (session_walk_begin), which the run
+ * waits for and no other client does. */
+#define IGN_DIR_LOOP_MAX 1000
 
 enum { IGN_WD_TREE = 1, IGN_WD_SOURCE = 2 };
 
@@ -425,6 +430,7 @@ struct ignored_scan {
 	char **v;
 	size_t n, max;
 	size_t seen;
+	size_t stop;	    /* past this many seen, -E2BIG (0: none) */
 	struct sess_ign *w; /* watches each directory read, or NULL */
 	bool gitignore;	    /* a .gitignore was read */
 };
@@ -469,7 +475,8 @@ static int scan_ignored(struct ignored_scan *sc, const char *rel,
 		    strcmp(de->d_name, "..") == 0 ||
 		    (depth == 0 && strcmp(de->d_name, ".git") == 0))
 			continue;
-		if (++sc->seen > SESSION_SCAN_MAX) {
+		if (++sc->seen > SESSION_SCAN_MAX ||
+		    (sc->stop && sc->seen > sc->stop)) {
 			r = -E2BIG;
 			break;
 		}
@@ -574,7 +581,8 @@ static int find_ignored(const char *root, const char *gitdir, char *const *skip,
  * or queued; one read and queued too is found in the list the second
  * time.  0, or -ESTALE for a walk of the checkout: a .gitignore inside
  * (its patterns need the repository read afresh), past SESSION_SCAN_MAX
- * entries with the walks before, the list's room, a watch not placed.
+ * entries with the walks before or past IGN_DIR_LOOP_MAX in this one,
+ * the list's room, a watch not placed.
  */
 static int ign_dir(struct sess_ign *w, const char *rel)
 {
@@ -582,6 +590,7 @@ static int ign_dir(struct sess_ign *w, const char *rel)
 				  .root = w->root,
 				  .skip = w->skip,
 				  .seen = w->seen,
+				  .stop = w->seen + IGN_DIR_LOOP_MAX,
 				  .w = w};
 	unsigned depth = 1;
 	int r;

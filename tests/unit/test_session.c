@@ -562,13 +562,27 @@ START_TEST(test_in_place_walk_aside)
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
 	ck_assert(hides(&rp, f.repo, "/keep.md"));
 	ck_assert(!hides(&rp, f.repo, "/other.md"));
+	/* A new directory git does not ignore, of more entries than its own
+	 * walk may read on the loop (IGN_DIR_LOOP_MAX): the checkout is
+	 * walked aside instead, and what git ignores in it is hidden all
+	 * the same. */
+	free(sh(f.repo, "mkdir -p big/deep && cd big && seq 1200 | "
+			"sed 's/.*/echo & > f&.md/' | sh && echo s > "
+			"deep/s.log"));
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	walk_aside(wk);
+	session_walk_end(wk);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
+	ck_assert(hides(&rp, f.repo, "/big/deep/s.log"));
+	ck_assert(!hides(&rp, f.repo, "/big/f1.md"));
+	free(sh(f.repo, "git add big && git commit -qm big"));
 	/* Rewritten again while the walk is out: seen by its watch. */
 	free(sh(f.repo, "printf '*.log\\n' > .gitignore"));
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	walk_aside(wk);
 	free(sh(f.repo, "printf '*.log\\nother.md\\n' > .gitignore"));
 	session_walk_end(wk);
-	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 4);
 	ck_assert(hides(&rp, f.repo, "/other.md"));
 	/* Ignored only later, it stops being so with its pattern. */
 	ck_assert(!hides(&rp, f.repo, "/keep.md"));
