@@ -15,11 +15,14 @@
  *
  * Then, in the last in-place session, the agent's `spctl run --
  * /bin/true` BENCH_RUNS times after a new directory (with a file git
- * ignores) each, as many times after a line added to .gitignore, and as
- * many times after nothing changed: the runs' medians, and the pings
- * during the first two kinds.  Target: the same tenth of an in-place
- * start for the longest ping (before, spd walked the whole checkout on
- * its loop for a new directory, and for a .gitignore written).
+ * ignores) each, as many after a new directory of 3,000 files and one
+ * ignored (removed after its run), as many times after a line added to
+ * .gitignore, and as many times after nothing changed: the runs'
+ * medians, and the pings during the first three kinds.  Target: the
+ * same tenth of an in-place start for the longest ping (before, spd
+ * walked the whole checkout on its loop for a new directory, and for a
+ * .gitignore written; until 12-06 14:00, a new directory's own walk was
+ * on the loop whatever its size).
  *
  * Then, in each worktree session, a tenth of its files rewritten, each
  * with content of its own, and a run of /bin/true in the session, after
@@ -61,7 +64,7 @@
  * and stops keeping them past this; the rows after say so. */
 #define PINGS_MAX 4000000
 #define ALONE_MS 1000
-enum { RUN_NEWDIR, RUN_IGNORE, RUN_SAME, RUN_KINDS };
+enum { RUN_NEWDIR, RUN_BIGDIR, RUN_IGNORE, RUN_SAME, RUN_KINDS };
 
 static double now_ms(void)
 {
@@ -350,6 +353,12 @@ int main(int argc, char **argv)
 				 "mkdir '%s/inplace%d/new%d' && echo l > "
 				 "'%s/inplace%d/new%d/x.log'",
 				 dir, rounds - 1, i, dir, rounds - 1, i);
+		else if (k == RUN_BIGDIR)
+			snprintf(cmd, sizeof(cmd),
+				 "mkdir '%s/inplace%d/big%d' && cd "
+				 "'%s/inplace%d/big%d' && seq 3000 | sed "
+				 "'s/.*/echo & > &.md/' | sh && echo l > x.log",
+				 dir, rounds - 1, i, dir, rounds - 1, i);
 		else if (k == RUN_IGNORE)
 			snprintf(
 			    cmd, sizeof(cmd),
@@ -368,6 +377,14 @@ int main(int argc, char **argv)
 		runwin[k][i / RUN_KINDS][0] = t0;
 		runwin[k][i / RUN_KINDS][1] = now_ms();
 		runlen[k][i / RUN_KINDS] = runwin[k][i / RUN_KINDS][1] - t0;
+		/* The 3,000 go again (the .gitignore's run walks anyway), so
+		 * that the checkout the other kinds meet stays as it was. */
+		snprintf(cmd, sizeof(cmd), "rm -rf '%s/inplace%d/big%d'", dir,
+			 rounds - 1, i);
+		if (k == RUN_BIGDIR && system(cmd) != 0) {
+			ping_failed = 1;
+			break;
+		}
 	}
 	/* The worktree sessions' commits taken, then the sessions ended, as
 	 * the operator. */
@@ -423,6 +440,8 @@ int main(int argc, char **argv)
 	{
 		row("during in-place runs, new dir", -1, runwin[RUN_NEWDIR],
 		    rounds, v, 0.1 * inplace_start);
+		row("during in-place runs, 3,000 new", -1, runwin[RUN_BIGDIR],
+		    rounds, v, 0.1 * inplace_start);
 		row("during in-place runs, .gitignore", -1, runwin[RUN_IGNORE],
 		    rounds, v, 0.1 * inplace_start);
 		row("during worktree runs, 1/10 changed",
@@ -435,9 +454,10 @@ int main(int argc, char **argv)
 		    bench_median(endlen, rounds), endwin, rounds, v,
 		    0.1 * wt_start);
 		printf("in-place `spctl run -- /bin/true`, medians: after a "
-		       "new directory %.2f ms, after .gitignore %.2f ms, "
-		       "after nothing %.2f ms\n",
+		       "new directory %.2f ms, after one of 3,000 files %.2f "
+		       "ms, after .gitignore %.2f ms, after nothing %.2f ms\n",
 		       bench_median(runlen[RUN_NEWDIR], rounds),
+		       bench_median(runlen[RUN_BIGDIR], rounds),
 		       bench_median(runlen[RUN_IGNORE], rounds),
 		       bench_median(runlen[RUN_SAME], rounds));
 	}

@@ -575,7 +575,9 @@ void session_run_paths_free(struct session_run_paths *p);
  * In place, the walk of the checkout that session_run_paths would do on
  * the loop, on another thread instead: when the kept list cannot serve
  * the next run of session id (none yet, a .gitignore written, a walked
- * directory gone; daemon/session/session_inplace.c), returns 1 and *ret,
+ * directory gone; daemon/session/session_inplace.c), or has new
+ * directories git does not ignore to walk (each alone, there), returns
+ * 1 and *ret,
  * to hand to session_walk_work on another thread and then to
  * session_walk_end on the loop, which keeps the walk's list for the
  * session; session_run_paths then walks nothing unless something changed
