@@ -575,11 +575,14 @@ START_TEST(test_in_place_walk_aside)
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
 	ck_assert(hides(&rp, f.repo, "/big/deep/s.log"));
 	ck_assert(!hides(&rp, f.repo, "/big/f1.md"));
-	/* Made while its walk is out: seen by the list's watch after. */
-	free(sh(f.repo, "mkdir -p big2 && echo t > big2/t.log"));
+	/* Made while its walk is out: seen by the list's watch after, and
+	 * walked alone in turn (a directory in it too). */
+	free(sh(f.repo, "mkdir -p big2 && cd big2 && seq 400 | "
+			"sed 's/.*/echo & > f&.md/' | sh && echo t > t.log"));
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	free(sh(f.repo, "echo u > big/deep/u.log && mkdir big3 && echo v > "
-			"big3/v.log"));
+			"big3/v.log && mkdir -p big4/sub && echo x > "
+			"big4/sub/x.log"));
 	walk_aside(wk);
 	session_walk_end(wk);
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
@@ -589,7 +592,8 @@ START_TEST(test_in_place_walk_aside)
 	ck_assert(hides(&rp, f.repo, "/big2/t.log"));
 	ck_assert(hides(&rp, f.repo, "/big/deep/u.log"));
 	ck_assert(hides(&rp, f.repo, "/big3/v.log"));
-	free(sh(f.repo, "rm -r big2 big3"));
+	ck_assert(hides(&rp, f.repo, "/big4/sub/x.log"));
+	free(sh(f.repo, "rm -r big2 big3 big4"));
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	walk_aside(wk);
 	session_walk_end(wk);
