@@ -663,6 +663,11 @@ static int session_log(struct cmd_ctx *ctx, int argc, char **argv)
 		       "checkpoint N had it\n",
 		       argv[2]);
 	}
+	/* The last call's checkpoint waits for the workspace's watch (a new
+	 * session of a big worktree): not listed yet, never dropped. */
+	if (!ctx->json && json_is_true(json_object_get(res, "pending")))
+		printf("one more is taken once spd's watch of the worktree "
+		       "is made (a new session's first seconds)\n");
 	json_decref(res);
 	return 0;
 }

@@ -727,6 +727,10 @@ void m_session_log(struct call *c)
 
 	if (!have_store(c))
 		return;
+	/* The checkpoint being read is listed, as it was when spd read it
+	 * on the loop before answering anything else. */
+	if (after_checkpoint(c, m_session_log))
+		return;
 	a = session_checkpoints(store(c), id);
 	if (!a) {
 		fail(c, -ENOENT, id);

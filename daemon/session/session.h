@@ -443,8 +443,8 @@ typedef void (*session_ck_take_fn)(void *data, const char *id, int64_t row,
 				   const char *what);
 unsigned session_checkpoint_deferred(struct session_store *s,
 				     session_ck_take_fn take, void *data);
-/* Whether session id has a checkpoint waiting for its watch, or being
- * read on another thread (session_checkpoint_out). */
+/* Whether session id has a checkpoint waiting for its watch or for the
+ * one out, or being read on another thread (session_checkpoint_out). */
 bool session_checkpoint_pending(struct session_store *s, const char *id);
 /* The checkpoints, oldest first: [{"n","commit","journal_row","what",
  * "files","at"}] (new reference), or NULL for no such session. */

@@ -1059,14 +1059,14 @@ static json_t *ck_log(const struct sess *s, json_t **cps, bool *pending)
 
 /*
  * A run's checkpoint is read on spd's thread pool.  Once a run that
- * wrote 4,000 files is answered, a ping on another connection is
- * answered while that checkpoint is still being read (session.log:
- * pending, not listed yet), where before spd's loop read the 4,000 files
- * first.  The session's next run, sent then, waits for it: the
- * checkpoint holds the files as the first run left them, and the next
- * one the second run's change.  A status asked meanwhile waits too and
- * lists every new file.  An order, not a timing, tried at most three
- * times.
+ * wrote 4,000 files is answered, a session.log sent at once waits for
+ * that checkpoint and lists it, and a ping sent after it on another
+ * connection is answered first (before, spd's loop read the 4,000 files
+ * and then answered both in turn).  The session's next run, sent then,
+ * waits for it: the checkpoint holds the files as the first run left
+ * them, and the next one the second run's change.  A status asked as a
+ * checkpoint begins waits too and lists every new file.  An order, not a
+ * timing, tried at most three times.
  */
 START_TEST(test_checkpoint_taken_off_loop)
 {
@@ -1081,7 +1081,7 @@ START_TEST(test_checkpoint_taken_off_loop)
 		json_t *j, *cps, *last;
 		size_t before;
 		bool pending;
-		int fc;
+		int fc, fl;
 
 		j = ck_log(&s, &cps, &pending);
 		before = json_array_size(cps);
@@ -1093,14 +1093,33 @@ START_TEST(test_checkpoint_taken_off_loop)
 		free(line);
 		ck_assert_msg(has(r, "\"exit_code\":0"), "the run: %s", r);
 		free(r);
+		/* session.log, then a ping, each on a connection of its own:
+		 * the log waits for the checkpoint, the ping must not. */
+		fl = test_spd_connect(&T);
+		line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+				"\"session.log\",\"params\":{\"token\":\"%s\","
+				"\"id\":\"%s\"}}\n",
+				T.token, s.id);
+		test_send(fl, line, strlen(line));
+		free(line);
 		ping_own();
-		j = ck_log(&s, &cps, &pending);
-		seen = pending && json_array_size(cps) == before;
-		json_decref(j);
-		/* The next run, sent while it may be out. */
+		seen = !readable(fl);
+		/* The next run, sent while the checkpoint may be out. */
 		line = test_fmt("echo changed > k%d/1.txt", attempt);
 		fc = send_run(&s, line);
 		free(line);
+		r = test_recv_line(fl, 60000);
+		j = r ? json_loads(r, 0, NULL) : NULL;
+		cps = json_object_get(json_object_get(j, "result"),
+				      "checkpoints");
+		ck_assert_msg(json_array_size(cps) == before + 1,
+			      "the log after the run: %.300s", r);
+		ck_assert_int_eq(json_integer_value(json_object_get(
+				     json_array_get(cps, before), "files")),
+				 4000);
+		json_decref(j);
+		free(r);
+		close(fl);
 		reply_ok(fc, "the next run");
 		close(fc);
 		settle(s.id);
