@@ -122,7 +122,7 @@ static int sync_answer(struct spd *spd, const char *id, int x,
  * the agent committed, that work (its objects staged and copied, a
  * patch and a scan a commit) is done on the thread pool and the reply
  * waits for it there (sync_after): other clients do not.  A run whose
- * session has a sync out waits for it in sync_parked, then syncs.  The
+ * session has a sync out waits for it in sync_waits, then syncs.  The
  * run stays counted in flight until then, so that no end or checkpoint
  * reads the worktree meanwhile.
  */
@@ -132,14 +132,68 @@ struct sync_job {
 	struct session_syncjob *j;
 };
 
-/* Runs whose session had a sync out, in the order they came (one spd
- * per process). */
+/*
+ * Calls waiting for a step of their session's on the thread pool (its
+ * sync, its checkpoint): each goes on with go(data) on the loop once
+ * that step is back, in the order they came (one spd per process).
+ */
+struct sess_wait {
+	char id[SESSION_ID_LEN + 1];
+	void (*go)(void *data);
+	void *data;
+	struct sess_wait *next;
+};
+
+/* Queue go(data) on *q for session id: false when out of memory. */
+static bool wait_add(struct sess_wait **q, const char *id,
+		     void (*go)(void *data), void *data)
+{
+	struct sess_wait *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return false;
+	snprintf(w->id, sizeof(w->id), "%s", id);
+	w->go = go;
+	w->data = data;
+	while (*q)
+		q = &(*q)->next;
+	*q = w;
+	return true;
+}
+
+/* Session id's waiters off *q, then each goes on (one that waits again
+ * is queued anew). */
+static void wait_go(struct sess_wait **q, const char *id)
+{
+	struct sess_wait *mine = NULL, **tail = &mine;
+
+	while (*q) {
+		struct sess_wait *w = *q;
+
+		if (strcmp(w->id, id) != 0) {
+			q = &w->next;
+			continue;
+		}
+		*q = w->next;
+		w->next = NULL;
+		*tail = w;
+		tail = &w->next;
+	}
+	while (mine) {
+		struct sess_wait *w = mine;
+
+		mine = w->next;
+		w->go(w->data);
+		free(w);
+	}
+}
+
+/* Runs whose session had a sync out. */
+static struct sess_wait *sync_waits;
 struct sync_parked {
 	struct run_session *rs;
 	struct run_wait *w;
-	struct sync_parked *next;
 };
-static struct sync_parked *sync_parked, **sync_parked_tail = &sync_parked;
 
 static int sync_go(struct run_session *rs, struct run_wait *w, char *msg,
 		   size_t msglen);
@@ -159,43 +213,24 @@ static void sync_work(void *data)
 	session_sync_work(sj->j);
 }
 
-/* The parked runs of session id go again (or are told spd stops). */
-static void sync_unpark(struct spd *spd, const char *id)
+/* A parked run goes again (or is told spd stops). */
+static void sync_unpark(void *data)
 {
-	struct sync_parked *mine = NULL, **tail = &mine, **pp = &sync_parked;
+	struct sync_parked *p = data;
+	char msg[512] = "";
+	int e;
 
-	while (*pp) {
-		struct sync_parked *p = *pp;
-
-		if (strcmp(p->rs->id, id) == 0) {
-			*pp = p->next;
-			p->next = NULL;
-			*tail = p;
-			tail = &p->next;
-		} else {
-			pp = &p->next;
-		}
+	if (!p->rs->spd->sessions) {
+		e = RPC_E_INTERNAL;
+		snprintf(msg, sizeof(msg),
+			 "spd is stopping: the agent's commits are taken onto "
+			 "the session's branch at its next run");
+	} else {
+		e = sync_go(p->rs, p->w, msg, sizeof(msg));
 	}
-	sync_parked_tail = pp;
-	while (mine) {
-		struct sync_parked *p = mine;
-		char msg[512] = "";
-		int e;
-
-		mine = p->next;
-		if (!spd->sessions) {
-			e = RPC_E_INTERNAL;
-			snprintf(msg, sizeof(msg),
-				 "spd is stopping: the agent's commits are "
-				 "taken onto the session's branch at its next "
-				 "run");
-		} else {
-			e = sync_go(p->rs, p->w, msg, sizeof(msg));
-		}
-		if (e != RUN_HOOK_LATER)
-			p->w->resume(p->w, e, msg);
-		free(p);
-	}
+	if (e != RUN_HOOK_LATER)
+		p->w->resume(p->w, e, msg);
+	free(p);
 }
 
 static void sync_after(void *data)
@@ -217,7 +252,7 @@ static void sync_after(void *data)
 	e = sync_answer(spd, id, x, where, msg, sizeof(msg));
 	sj->w->resume(sj->w, e, msg);
 	free(sj);
-	sync_unpark(spd, id);
+	wait_go(&sync_waits, id);
 }
 
 /* 0 or an error as after_run's; RUN_HOOK_LATER when the sync is on the
@@ -237,9 +272,9 @@ static int sync_go(struct run_session *rs, struct run_wait *w, char *msg,
 		if (p) {
 			p->rs = rs;
 			p->w = w;
-			*sync_parked_tail = p;
-			sync_parked_tail = &p->next;
-			return RUN_HOOK_LATER;
+			if (wait_add(&sync_waits, rs->id, sync_unpark, p))
+				return RUN_HOOK_LATER;
+			free(p);
 		}
 		x = -ENOMEM;
 	}
@@ -326,15 +361,8 @@ struct ck_job {
 	char id[SESSION_ID_LEN + 1];
 };
 
-struct ck_wait {
-	char id[SESSION_ID_LEN + 1];
-	void (*go)(void *data);
-	void *data;
-	struct ck_wait *next;
-};
-
-/* One spd per process, as the deferred timer below. */
-static struct ck_wait *ck_waits;
+/* Calls whose session had a checkpoint out. */
+static struct sess_wait *ck_waits;
 
 static void ck_work(void *data)
 {
@@ -347,34 +375,13 @@ static void ck_after(void *data)
 {
 	struct ck_job *k = data;
 	struct spd *spd = k->spd;
-	struct ck_wait *go = NULL, **tail = &go, **pp = &ck_waits;
 	int r;
 
 	r = session_checkpoint_end(k->j, NULL);
 	if (r < 0 && r != -ENOENT && r != -ESHUTDOWN && spd->sessions)
 		log_warn("session %s: no checkpoint: %s", k->id,
 			 session_store_error(spd->sessions));
-	/* What waited for it goes on, oldest first (a call that waits
-	 * again, for a checkpoint begun meanwhile, queues anew). */
-	while (*pp) {
-		struct ck_wait *cw = *pp;
-
-		if (strcmp(cw->id, k->id) != 0) {
-			pp = &cw->next;
-			continue;
-		}
-		*pp = cw->next;
-		cw->next = NULL;
-		*tail = cw;
-		tail = &cw->next;
-	}
-	while (go) {
-		struct ck_wait *cw = go;
-
-		go = cw->next;
-		cw->go(cw->data);
-		free(cw);
-	}
+	wait_go(&ck_waits, k->id);
 	/* A checkpoint asked for meanwhile (a file tool's). */
 	if (spd->sessions && session_checkpoint_pending(spd->sessions, k->id))
 		agent_checkpoint_later(spd);
@@ -413,20 +420,11 @@ void agent_checkpoint(struct spd *spd, const char *id, int64_t row,
 bool agent_after_checkpoint(struct spd *spd, const char *id,
 			    void (*go)(void *data), void *data)
 {
-	struct ck_wait *cw, **pp = &ck_waits;
-
-	if (!id || !spd->sessions || !session_checkpoint_out(spd->sessions, id))
-		return false;
-	cw = calloc(1, sizeof(*cw));
-	if (!cw)
-		return false; /* the session refuses what it must (-EBUSY) */
-	snprintf(cw->id, sizeof(cw->id), "%s", id);
-	cw->go = go;
-	cw->data = data;
-	while (*pp)
-		pp = &(*pp)->next;
-	*pp = cw;
-	return true;
+	/* Out of memory: it goes on now, and the session refuses what it
+	 * must (-EBUSY). */
+	return id && spd->sessions &&
+	       session_checkpoint_out(spd->sessions, id) &&
+	       wait_add(&ck_waits, id, go, data);
 }
 
 static bool run_start_wait(const struct run_request *req, void (*go)(void *),

@@ -515,11 +515,11 @@ void session_store_free(struct session_store *s)
 {
 	if (!s)
 		return;
-	/* A start, an end's read or a run's walk on a worker thread reads
-	 * the store: the last one to end frees it (session_start_end, after
-	 * undoing what the start made; session_end_read_end;
-	 * session_walk_end; session_sync_end; session_checkpoint_end). */
-	if (s->starting || s->reading || s->walking || s->syncing || s->ckpts) {
+	/* A step on a worker thread (s->aside) reads the store: the last
+	 * one to end frees it (session_start_end, after undoing what the
+	 * start made; session_end_read_end; session_walk_end;
+	 * session_sync_end; session_checkpoint_end). */
+	if (s->aside) {
 		s->closing = true;
 		return;
 	}
@@ -747,8 +747,7 @@ int session_authenticate(struct session_store *s, const char *token,
 
 void sess_store_closed_maybe(struct session_store *s)
 {
-	if (s->closing && !s->starting && !s->reading && !s->walking &&
-	    !s->syncing && !s->ckpts)
+	if (s->closing && !s->aside)
 		session_store_free(s);
 }
 

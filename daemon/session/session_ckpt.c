@@ -315,7 +315,7 @@ int session_checkpoint_begin(struct session_store *s, const char *id,
 	j->s = s;
 	j->x = x;
 	x->ck_out = true;
-	s->ckpts++;
+	s->aside++;
 	*ret = j;
 	return 1;
 }
@@ -355,7 +355,7 @@ int session_checkpoint_end(struct session_ckjob *j, unsigned *ret_n)
 			*ret_n = n;
 	}
 	free(j);
-	s->ckpts--;
+	s->aside--;
 	sess_store_closed_maybe(s);
 	return r;
 }

@@ -1063,7 +1063,7 @@ int session_sync_begin(struct session_store *s, const char *id,
 	}
 	j->sy.held = sess_scan_hold(s);
 	x->syncing = true;
-	s->syncing++;
+	s->aside++;
 	*ret = j;
 	return 1;
 }
@@ -1102,7 +1102,7 @@ int session_sync_end(struct session_syncjob *j, char *where, size_t wlen)
 		snprintf(where, wlen, "%s", j->where);
 	}
 	syncjob_free(j);
-	s->syncing--;
+	s->aside--;
 	sess_store_closed_maybe(s);
 	return r;
 }

@@ -775,7 +775,7 @@ int session_walk_begin(struct session_store *s, const char *id,
 		walk_free(wk);
 		return -ENOMEM;
 	}
-	s->walking++;
+	s->aside++;
 	*ret = wk;
 	return 1;
 }
@@ -815,6 +815,6 @@ void session_walk_end(struct session_walk *wk)
 		x->ign = steal_ptr(wk->w);
 	}
 	walk_free(wk);
-	s->walking--;
+	s->aside--;
 	sess_store_closed_maybe(s);
 }

@@ -119,12 +119,11 @@ struct session_store {
 	void *remove_data;
 	char *git_name, *git_email; /* NULL: "agent <id>" */
 	char err[1024];
-	unsigned starting; /* starts between begin and end */
-	unsigned reading;  /* ends' reads on another thread */
-	unsigned walking;  /* in place: runs' walks on another thread */
-	unsigned syncing;  /* runs' session_sync_work on another thread */
-	unsigned ckpts;	   /* checkpoints' reads on another thread */
-	bool closing;	   /* freed once the last of them ends */
+	/* Steps on another thread that read the store, between their begin
+	 * and end: starts, ends' reads, runs' walks and syncs,
+	 * checkpoints.  A close waits for the last (closing). */
+	unsigned aside;
+	bool closing; /* freed once the last of them ends */
 	/* libgit2 is initialised on first use: its start-up loads and
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
 	bool git_ready;

@@ -634,7 +634,7 @@ int session_start_begin(struct session_store *s, const char *repo_path,
 		start_done(s, st);
 		return r;
 	}
-	s->starting++;
+	s->aside++;
 	*ret = st;
 	return 0;
 }
@@ -666,7 +666,7 @@ int session_start_end(struct session_start *st, struct session_info **ret_info,
 	struct session_store *s = st->s;
 	int r = st->r;
 
-	s->starting--;
+	s->aside--;
 	if (r < 0)
 		snprintf(s->err, sizeof(s->err), "%s", st->err);
 	else if (s->closing)
@@ -831,7 +831,7 @@ int session_end_read_begin(struct session_store *s, const char *id,
 	x->ck_fresh = false;
 	free(x->ck_patch);
 	x->ck_patch = NULL;
-	s->reading++;
+	s->aside++;
 	*ret = rd;
 	return 0;
 }
@@ -887,7 +887,7 @@ int session_end_read_end(struct session_read *rd)
 	struct session_store *s = rd->s;
 	struct sess *x = rd->x;
 
-	s->reading--;
+	s->aside--;
 	x->reading = false;
 	/* A read that failed is done again by the end, on the loop, and
 	 * its error is said then. */
