@@ -13,7 +13,9 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -180,6 +182,51 @@ static int ll_add_paths(int ruleset, const char *const *paths, uint64_t access,
 	return 0;
 }
 
+/*
+ * Whether a run may make FIFOs below write path p: only its own /tmp,
+ * /var/tmp and /dev (private_tmp: the mount plan made them for the run),
+ * and only when no other write path lies below it (a workspace under
+ * /tmp, bound there).  Everywhere else it writes, spd or the operator
+ * reads back: a FIFO blocks whoever opens it for reading until a writer
+ * comes, and libgit2 opens a .gitignore or .gitattributes it finds so
+ * (spd's walk, checkpoint and end of the session would wait forever).
+ */
+static bool ll_fifo_path(const struct sbx_landlock_plan *plan, const char *p)
+{
+	size_t n = strlen(p);
+
+	if (!plan->private_tmp ||
+	    (strcmp(p, "/tmp") != 0 && strcmp(p, "/var/tmp") != 0 &&
+	     strcmp(p, "/dev") != 0))
+		return false;
+	for (size_t i = 0; plan->write_paths[i]; i++)
+		if (strncmp(plan->write_paths[i], p, n) == 0 &&
+		    plan->write_paths[i][n] == '/')
+			return false;
+	return true;
+}
+
+static int ll_add_write_paths(int ruleset, const struct sbx_landlock_plan *plan,
+			      uint64_t fs, size_t *count)
+{
+	int r;
+
+	if (!plan->write_paths)
+		return 0;
+	for (size_t i = 0; plan->write_paths[i]; i++) {
+		const char *p = plan->write_paths[i];
+
+		if (++*count > SBX_LANDLOCK_MAX_PATHS)
+			return -E2BIG;
+		r = ll_add_path(
+		    ruleset, p,
+		    ll_fifo_path(plan, p) ? fs : fs & ~SBX_LL_FS_MAKE_FIFO);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 int layer_landlock_apply(const struct sbx_landlock_plan *plan)
 {
 	struct sbx_ll_ruleset_attr attr = {0};
@@ -226,7 +273,7 @@ int layer_landlock_apply(const struct sbx_landlock_plan *plan)
 			 &count);
 	if (r < 0)
 		goto out;
-	r = ll_add_paths(ruleset, plan->write_paths, fs, &count);
+	r = ll_add_write_paths(ruleset, plan, fs, &count);
 	if (r < 0)
 		goto out;
 	if (abi >= 4 &&

@@ -31,10 +31,14 @@ struct sbx_landlock_plan {
 	/* NULL-terminated lists of absolute paths as seen inside the run.
 	 * read: read files, list directories, execute.
 	 * write: everything Landlock can grant (including REFER, TRUNCATE,
-	 * IOCTL_DEV where the ABI has them), below that path.
+	 * IOCTL_DEV where the ABI has them), below that path, but for
+	 * making FIFOs: only below /tmp, /var/tmp and /dev with
+	 * private_tmp (landlock.c, ll_fifo_path).
 	 * Paths that do not exist are skipped. */
 	const char *const *read_paths;
 	const char *const *write_paths;
+	/* /tmp, /var/tmp and /dev are the run's own (the mount plan's). */
+	bool private_tmp;
 	/* NONE: no TCP bind or connect (ABI 4+); BROKER and PROXY: connect
 	 * to broker_port only, no bind; LOOPBACK and HOST: allowed (the
 	 * network namespace bounds loopback). */

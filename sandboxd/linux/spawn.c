@@ -663,6 +663,7 @@ static int start_plan(struct start *s)
 	}
 	s->a.plan = &s->plan;
 	s->ll.write_paths = s->plan.write_paths;
+	s->ll.private_tmp = true;
 	/* "/" already covers them; listed anyway so that the Landlock plan
 	 * mirrors the mount plan if reads are ever narrowed. */
 	for (size_t i = 0;

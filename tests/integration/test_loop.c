@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1216,6 +1217,76 @@ START_TEST(test_stop_while_checkpoint_taken)
 }
 END_TEST
 
+/* The file the run wrote in s's workspace, its trailing newline cut. */
+static char *ws_file(const struct sess *s, const char *name)
+{
+	char *p = test_fmt("%s/%s", s->wt, name), *c = test_read_file(p);
+	size_t n;
+
+	ck_assert_msg(c != NULL, "%s: not written", p);
+	free(p);
+	n = strlen(c);
+	while (n && c[n - 1] == '\n')
+		c[--n] = '\0';
+	return c;
+}
+
+/*
+ * A run cannot make a FIFO in its workspace, in place or in a worktree:
+ * libgit2 opening a FIFO named .gitignore or .gitattributes waits for a
+ * writer that never comes, and with it the session's checkpoint, every
+ * call that waits for it, its end and spd's stop (found: an agent's
+ * approved mkfifo left every later call of its session unanswered).  In
+ * the run's own /tmp it may.  The session goes on: the next run, its
+ * checkpoint, its status and its end.
+ */
+START_TEST(test_no_fifo_in_workspace)
+{
+	if (syscall(444 /* landlock_create_ruleset */, NULL, 0, 1UL) < 1)
+		TEST_SKIP_LAYER("landlock",
+				"no Landlock here: the mount plan alone "
+				"cannot refuse a FIFO in the workspace");
+	for (int in_place = 0; in_place < 2; in_place++) {
+		struct sess s = {0};
+		struct stat st;
+		char *r, *c, *p;
+
+		start(in_place ? "fifo-ip" : "fifo-wt", in_place, &s);
+		run_ok(&s, "mkdir -p sub; mkfifo sub/.gitignore 2>err1.txt; "
+			   "echo $? > made1.txt; mkfifo .gitattributes "
+			   "2>/dev/null; echo $? > made2.txt; mkfifo /tmp/f "
+			   "&& test -p /tmp/f; echo $? > tmp.txt");
+		c = ws_file(&s, "made1.txt");
+		ck_assert_msg(strcmp(c, "0") != 0, "mkfifo in the workspace "
+						   "worked");
+		free(c);
+		c = ws_file(&s, "err1.txt");
+		ck_assert_msg(has(c, "Permission denied"), "mkfifo: %s", c);
+		free(c);
+		c = ws_file(&s, "made2.txt");
+		ck_assert_msg(strcmp(c, "0") != 0, "a FIFO at the top");
+		free(c);
+		c = ws_file(&s, "tmp.txt");
+		ck_assert_msg(strcmp(c, "0") == 0, "mkfifo in /tmp: %s", c);
+		free(c);
+		p = test_fmt("%s/sub/.gitignore", s.wt);
+		ck_assert_msg(lstat(p, &st) < 0, "%s was made", p);
+		free(p);
+		run_ok(&s, "echo next > next.txt");
+		r = rpcf(NULL, "session.status", "{\"id\":\"%s\"}", s.id);
+		/* In place, the checkout is the operator's: no list. */
+		ck_assert_msg(
+		    has(r, in_place ? "\"state\":\"active\"" : "next.txt"),
+		    "status: %.400s", r);
+		free(r);
+		r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+		ck_assert_msg(has(r, "\"result\""), "end: %.400s", r);
+		free(r);
+		free(s.wt);
+	}
+}
+END_TEST
+
 /*
  * spd stopped while it takes an agent's commit on the thread pool: it
  * waits for it and exits 0; the commit is on spd/<feature> then, or is
@@ -1260,6 +1331,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_second_run_waits_for_sync);
 	tcase_add_test(tc, test_checkpoint_taken_off_loop);
 	tcase_add_test(tc, test_stop_while_checkpoint_taken);
+	tcase_add_test(tc, test_no_fifo_in_workspace);
 	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
 	tcase_add_test(tc, test_first_checkpoint_waits_for_the_watch);
