@@ -514,6 +514,7 @@ struct walk_job {
 	struct call *c;
 	struct run_request req;
 	struct session_walk *wk;
+	char id[SESSION_ID_LEN + 1];
 };
 
 static void walk_work(void *data)
@@ -539,6 +540,9 @@ static void walk_after(void *data)
 			   "spd is stopping: the command was not run");
 	else if (run_prepare(spd, c, &j->req) == 0)
 		j->req.prepared(c, &j->req);
+	/* The walk's list was for this run alone. */
+	if (spd->sessions)
+		session_walk_forget(spd->sessions, j->id);
 	free(j);
 }
 
@@ -559,6 +563,7 @@ static int walk_first(struct spd *spd, struct call *c,
 		j->c = c;
 		j->req = *req;
 		j->wk = wk;
+		snprintf(j->id, sizeof(j->id), "%s", id);
 		if (pool_queue(spd->loop, walk_work, walk_after, j) == 0)
 			return 1;
 		free(j);
@@ -610,12 +615,14 @@ static int run_prepare(struct spd *spd, struct call *c, struct run_request *req)
 	rs = calloc(1, sizeof(*rs));
 	if (!rs || !(rs->argv = argv_copy(req->argv))) {
 		free(rs);
+		session_walk_forget(spd->sessions, id);
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return -1;
 	}
 	/* Where the session's commands run, and in place what stays
 	 * read-only (.git) and what reads as empty (ignored credentials). */
 	r = session_run_paths(spd->sessions, id, &rs->paths, &hidden_max);
+	session_walk_forget(spd->sessions, id);
 	if (r == -E2BIG) {
 		/* Running with some ignored files readable would undo
 		 * deny.fs.ignored through any command: refuse instead. */
@@ -740,6 +747,7 @@ static int check_paths(struct spd *spd, const struct session_verify_plan *plan,
 {
 	int r = session_run_paths(spd->sessions, plan->id, ret, NULL);
 
+	session_walk_forget(spd->sessions, plan->id);
 	if (r < 0)
 		return r;
 	if (strcmp(ret->workspace, plan->workspace) != 0) {
@@ -749,10 +757,9 @@ static int check_paths(struct spd *spd, const struct session_verify_plan *plan,
 	return 0;
 }
 
-int agent_check_runner(void *data, const struct session_verify_plan *plan,
+static int check_start(struct spd *spd, const struct session_verify_plan *plan,
 		       size_t i, session_check_done_fn done, void *ctx)
 {
-	struct spd *spd = data;
 	const struct session_check *ck = &plan->checks[i];
 	struct check_run *cr = NULL;
 	struct session_run_paths paths = {0};
@@ -824,6 +831,96 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 		free(cr);
 	}
 	return r;
+}
+
+/*
+ * In place, a check's hidden list needs the same walk as a run's
+ * (walk_first): on the thread pool too, and the check starts once it is
+ * back.  The plan is the verification's, which lives until its last
+ * check is done.
+ */
+struct check_walk {
+	struct spd *spd;
+	const struct session_verify_plan *plan;
+	size_t i;
+	session_check_done_fn done;
+	void *ctx;
+	struct session_walk *wk;
+	unsigned walks;
+};
+
+static int check_walk_first(struct check_walk *cw);
+
+static void check_walk_work(void *data)
+{
+	struct check_walk *cw = data;
+
+	session_walk_work(cw->wk);
+}
+
+static void check_walk_after(void *data)
+{
+	struct check_walk *cw = data;
+	struct spd *spd = cw->spd;
+	char id[SESSION_ID_LEN + 1];
+	int r;
+
+	/* spd began stopping meanwhile (sandboxd goes first, then the
+	 * sessions): the check fails its gate, as one cut short by
+	 * sandboxd's close does, before the walk's end lets the store go. */
+	if (!spd->sessions || !spd->sbx) {
+		cw->done(cw->ctx, -1, NULL);
+		session_walk_end(cw->wk);
+		free(cw);
+		return;
+	}
+	session_walk_end(cw->wk);
+	cw->wk = NULL;
+	cw->walks++;
+	if (check_walk_first(cw) == 1)
+		return;
+	/* The plan may be freed by the time check_start returns. */
+	snprintf(id, sizeof(id), "%s", cw->plan->id);
+	r = check_start(spd, cw->plan, cw->i, cw->done, cw->ctx);
+	if (spd->sessions)
+		session_walk_forget(spd->sessions, id);
+	if (r < 0)
+		cw->done(cw->ctx, -1, NULL);
+	free(cw);
+}
+
+/* 1 when the walk is queued (check_walk_after goes on), 0 to start the
+ * check now. */
+static int check_walk_first(struct check_walk *cw)
+{
+	if (cw->walks >= RUN_WALKS_MAX ||
+	    session_walk_begin(cw->spd->sessions, cw->plan->id, &cw->wk) != 1)
+		return 0;
+	if (pool_queue(cw->spd->loop, check_walk_work, check_walk_after, cw) ==
+	    0)
+		return 1;
+	session_walk_work(cw->wk);
+	session_walk_end(cw->wk);
+	cw->wk = NULL;
+	return 0;
+}
+
+int agent_check_runner(void *data, const struct session_verify_plan *plan,
+		       size_t i, session_check_done_fn done, void *ctx)
+{
+	struct spd *spd = data;
+	struct check_walk *cw;
+
+	if (!spd->sbx)
+		return -ENOTCONN;
+	cw = calloc(1, sizeof(*cw));
+	if (cw) {
+		*cw = (struct check_walk){spd, plan, i, done, ctx, NULL, 0};
+		if (check_walk_first(cw) == 1)
+			return 0;
+		free(cw);
+	}
+	return check_start(spd, plan, i, done, ctx);
 }
 
 /*
@@ -942,30 +1039,79 @@ static void scan_release(void *held)
 	redact_set_free(held);
 }
 
-int agent_diff_guard(struct spd *spd, struct call *c, const char *id)
-{
-	char *text = NULL, where[1100];
-	bool truncated = false;
-	int r;
+/* A session's diff on the thread pool, and its scan for a secret. */
+struct diff_guard {
+	struct spd *spd;
+	struct call *c;
+	agent_diff_fn then;
+	struct session_diff_job *j;
+	struct redact_set *held; /* NULL: no scan */
+	char id[SESSION_ID_LEN + 1];
+	char *text;
+	bool truncated;
+	int r, hit;
+	char where[1100];
+};
 
-	if (!spd->redact || !spd->sessions)
-		return 0;
-	r = session_diff(spd->sessions, id, &text, &truncated);
-	if (r < 0) {
-		free(text);
-		return 0; /* the caller's own call reports the error */
+static void guard_work(void *data)
+{
+	struct diff_guard *g = data;
+
+	const char *text;
+
+	session_diff_work(g->j);
+	text = session_diff_text(g->j);
+	g->hit = g->held && text ? diff_first_secret(g->held, text, g->where,
+						     sizeof(g->where))
+				 : 0;
+}
+
+static void guard_after(void *data)
+{
+	struct diff_guard *g = data;
+	struct spd *spd = g->spd;
+	struct call *c = g->c;
+
+	g->r = session_diff_end(g->j, &g->text, &g->truncated);
+	if (g->held)
+		redact_set_free(g->held);
+	if (!spd->sessions) {
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "spd is stopping: the session's diff was not read");
+		free(g->text);
+	} else if (g->r == 0 && g->hit == 1) {
+		/* The value is never named; the place is. */
+		session_end_attempt(spd->sessions, g->id, "SECRET-IN-DIFF",
+				    g->where);
+		call_error(c, RPC_E_SECRET_IN_DIFF,
+			   json_pack("{s:s}", "where", g->where),
+			   "%s adds a known secret value: the session's "
+			   "attempt ended",
+			   g->where);
+		free(g->text);
+	} else {
+		g->then(c, g->r, g->text, g->truncated);
 	}
-	r = diff_first_secret(spd->redact, text, where, sizeof(where));
-	free(text);
-	if (r != 1)
-		return 0;
-	/* The value is never named; the place is. */
-	session_end_attempt(spd->sessions, id, "SECRET-IN-DIFF", where);
-	call_error(c, RPC_E_SECRET_IN_DIFF, json_pack("{s:s}", "where", where),
-		   "%s adds a known secret value: the session's attempt "
-		   "ended",
-		   where);
-	return 1;
+	free(g);
+}
+
+void agent_diff_guard(struct spd *spd, struct call *c, const char *id,
+		      agent_diff_fn then)
+{
+	struct diff_guard *g = calloc(1, sizeof(*g));
+	int r = g ? session_diff_begin(spd->sessions, id, &g->j) : -ENOMEM;
+
+	if (r < 0) {
+		free(g);
+		then(c, r, NULL, false);
+		return;
+	}
+	g->spd = spd;
+	g->c = c;
+	g->then = then;
+	g->held = spd->redact ? redact_set_ref(spd->redact) : NULL;
+	snprintf(g->id, sizeof(g->id), "%s", id);
+	pool_run(spd->loop, guard_work, guard_after, g);
 }
 
 /* policy.check in a session: the session's workspace (resolved into the

@@ -59,13 +59,20 @@ bool agent_after_checkpoint(struct spd *spd, const char *id,
  */
 void agent_token_redact(struct spd *spd, const char *id, const char *token);
 /*
- * Before a session's diff is shown or verified: scan its added lines for
- * known secret values in any form.  On a hit, end the session's attempt
- * with SECRET-IN-DIFF (journaled, naming file and line, never the value),
- * finish c with that error and return 1; otherwise return 0.
+ * Before a session's diff is shown, verified or merged: read it
+ * (session_diff) and scan its added lines for known secret values in any
+ * form, both on the thread pool.  On a hit, end the session's attempt
+ * with SECRET-IN-DIFF (journaled, naming file and line, never the value)
+ * and finish c with that error.  Otherwise then(c, 0, text, truncated)
+ * on the loop (then frees text), or then(c, -errno, NULL, false) when
+ * the diff could not be read (the session store's error says why).  As
+ * spd stops, c is answered instead.
  */
 struct call;
-int agent_diff_guard(struct spd *spd, struct call *c, const char *id);
+typedef void (*agent_diff_fn)(struct call *c, int r, char *text,
+			      bool truncated);
+void agent_diff_guard(struct spd *spd, struct call *c, const char *id,
+		      agent_diff_fn then);
 
 /*
  * The session store's check runner (session.h): check i of plan in the

@@ -101,33 +101,63 @@ static bool have_store(struct call *c)
 struct ck_later {
 	struct call *c;
 	call_handler again;
+	/* Or a call past its diff guard, its diff kept. */
+	agent_diff_fn guarded;
+	int r;
+	char *text;
+	bool truncated;
 };
 
 static void ck_later_go(void *data)
 {
-	struct ck_later *l = data;
-	struct call *c = l->c;
-	call_handler again = l->again;
+	struct ck_later l = *(struct ck_later *)data;
 
-	free(l);
-	again(c);
+	free(data);
+	if (l.guarded)
+		l.guarded(l.c, l.r, l.text, l.truncated);
+	else
+		l.again(l.c);
 }
 
-static bool after_checkpoint(struct call *c, call_handler again)
+static bool ck_later(struct call *c, const struct ck_later *what)
 {
 	const struct call_principal *who = call_principal(c);
 	const char *id = who->operator? param_str(c, "id") : who->session_id;
 	struct ck_later *l;
 
 	if (!id || !session_checkpoint_out(store(c), id) ||
-	    !(l = calloc(1, sizeof(*l))))
+	    !(l = malloc(sizeof(*l))))
 		return false;
-	l->c = c;
-	l->again = again;
+	*l = *what;
 	if (agent_after_checkpoint(call_spd(c), id, ck_later_go, l))
 		return true;
 	free(l);
 	return false;
+}
+
+static bool after_checkpoint(struct call *c, call_handler again)
+{
+	return ck_later(c, &(struct ck_later){.c = c, .again = again});
+}
+
+/*
+ * The same for a call that read the session's diff on the thread pool
+ * (agent_diff_guard) while another checkpoint went out: it waits for it
+ * with its diff, then goes on where it was.  When spd stops meanwhile,
+ * false with c answered and text freed.
+ */
+static bool guarded_after_checkpoint(struct call *c, int r, char *text,
+				     bool truncated, agent_diff_fn again)
+{
+	if (!have_store(c)) {
+		free(text);
+		return true;
+	}
+	return ck_later(c, &(struct ck_later){.c = c,
+					      .guarded = again,
+					      .r = r,
+					      .text = text,
+					      .truncated = truncated});
 }
 
 /*
@@ -615,21 +645,33 @@ static void verify_step(struct verify_run *v)
 	verify_finish(v);
 }
 
+static void verify_guarded(struct call *c, int r, char *text, bool truncated);
+
 void m_session_verify(struct call *c)
 {
-	const struct call_principal *who = call_principal(c);
-	struct session_verify_plan *plan = NULL;
-	struct verify_run *v;
-	void *data;
 	const char *id;
-	int r;
 
 	if (!have_store(c) || !(id = target(c)))
 		return;
 	if (after_checkpoint(c, m_session_verify))
 		return;
 	call_set_summary(c, "verify %s", id);
-	if (agent_diff_guard(call_spd(c), c, id))
+	agent_diff_guard(call_spd(c), c, id, verify_guarded);
+}
+
+/* No secret in the diff (or none read: what follows says why). */
+static void verify_guarded(struct call *c, int r, char *text, bool truncated)
+{
+	const struct call_principal *who = call_principal(c);
+	struct session_verify_plan *plan = NULL;
+	struct verify_run *v;
+	void *data;
+	const char *id;
+
+	if (guarded_after_checkpoint(c, r, text, truncated, verify_guarded))
+		return;
+	free(text);
+	if (!(id = target(c)))
 		return;
 	r = session_verify_plan(store(c), id, &plan);
 	if (r < 0) {
@@ -670,26 +712,32 @@ void m_session_verify(struct call *c)
 	verify_step(v);
 }
 
+static void diff_guarded(struct call *c, int r, char *text, bool truncated);
+
 void m_session_diff(struct call *c)
 {
-	const char *id = param_str(c, "id");
-	struct session_info *i = NULL;
-	char *text = NULL;
-	bool truncated = false;
-	json_t *res;
-	int r;
-
 	if (!have_store(c))
 		return;
 	if (after_checkpoint(c, m_session_diff))
 		return;
-	if (agent_diff_guard(call_spd(c), c, id))
+	/* One read of the diff: the guard's scan, then the reply. */
+	agent_diff_guard(call_spd(c), c, param_str(c, "id"), diff_guarded);
+}
+
+static void diff_guarded(struct call *c, int r, char *text, bool truncated)
+{
+	const char *id = param_str(c, "id");
+	struct session_info *i = NULL;
+	json_t *res;
+
+	if (guarded_after_checkpoint(c, r, text, truncated, diff_guarded))
 		return;
-	if (sync_refused(c, id))
-		return;
-	r = session_diff(store(c), id, &text, &truncated);
 	if (r < 0) {
 		fail(c, r, id);
+		return;
+	}
+	if (sync_refused(c, id)) {
+		free(text);
 		return;
 	}
 	if (session_get(store(c), id, &i) < 0) {
@@ -888,15 +936,12 @@ static bool merge_provenance_refused(struct call *c, const char *id)
 	return true;
 }
 
+static void merge_guarded(struct call *c, int r, char *text, bool truncated);
+
 void m_session_merge(struct call *c)
 {
 	json_t *p = call_params(c);
 	const char *id = param_str(c, "id"), *into = param_str(c, "into");
-	struct session_verify_plan *plan = NULL;
-	struct verify_run *v;
-	char target[41];
-	void *data;
-	int r;
 
 	if (!have_store(c))
 		return;
@@ -923,8 +968,21 @@ void m_session_merge(struct call *c)
 			return;
 		}
 	}
-	if (agent_diff_guard(call_spd(c), c, id))
+	agent_diff_guard(call_spd(c), c, id, merge_guarded);
+}
+
+static void merge_guarded(struct call *c, int r, char *text, bool truncated)
+{
+	json_t *p = call_params(c);
+	const char *id = param_str(c, "id"), *into = param_str(c, "into");
+	struct session_verify_plan *plan = NULL;
+	struct verify_run *v;
+	char target[41];
+	void *data;
+
+	if (guarded_after_checkpoint(c, r, text, truncated, merge_guarded))
 		return;
+	free(text);
 	/* The target as the checks begin: a move under them refuses. */
 	r = session_merge_target(store(c), id, into, target);
 	if (r < 0) {

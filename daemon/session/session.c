@@ -362,6 +362,7 @@ void sess_free(struct sess *x)
 	free(x->empty_ids);
 	free(x->start_ids);
 	sess_ign_free(x->ign);
+	sess_ign_once_drop(x);
 	guard_free(x->guard);
 	sess_work_close(NULL, x);
 	free(x->ck_patch);
@@ -395,6 +396,7 @@ static void attempt_end(struct session_store *s, struct sess *x,
 	x->guard = NULL;
 	sess_ign_free(x->ign);
 	x->ign = NULL;
+	sess_ign_once_drop(x);
 	sess_journal(s, x->info.id, "session.finding",
 		     json_pack("{s:s, s:s, s:s}", "code", code, "path", path,
 			       "what", what ? what : "changed"),

@@ -591,6 +591,13 @@ int session_walk_begin(struct session_store *s, const char *id,
 		       struct session_walk **ret);
 void session_walk_work(struct session_walk *wk);
 void session_walk_end(struct session_walk *wk);
+/* A walk whose list cannot be kept (a .gitignore that is a link, which
+ * no watch follows) leaves it, at session_walk_end, for the next
+ * session_run_paths of the session alone (and session_walk_begin answers
+ * 0 until then): the caller asks for its paths straight after, then
+ * forgets whatever its call did not take, so that no later run gets a
+ * list walked before it was asked for. */
+void session_walk_forget(struct session_store *s, const char *id);
 /* In place: walks of a checkout for its ignored entries so far, in this
  * process (a run reuses the last walk's list while nothing that could
  * change it has changed; for tests and the bench). */
@@ -741,6 +748,24 @@ json_t *session_verdict_json(const struct session_verdict *v,
  */
 int session_diff(struct session_store *s, const char *id, char **ret_text,
 		 bool *ret_truncated);
+/*
+ * The same in three steps, the diff itself on another thread (for
+ * 10,000 files, a tenth changed, some 0.5-1 s that no other client
+ * waits for): session_diff_begin on the loop (0, or -errno with nothing
+ * to end), session_diff_work on any thread, and session_diff_end back on
+ * the loop, which returns what session_diff would.  The store is freed
+ * after the last step's end when it was closed meanwhile
+ * (session_store_free).
+ */
+struct session_diff_job;
+int session_diff_begin(struct session_store *s, const char *id,
+		       struct session_diff_job **ret);
+void session_diff_work(struct session_diff_job *j);
+int session_diff_end(struct session_diff_job *j, char **ret_text,
+		     bool *ret_truncated);
+/* After session_diff_work, on its thread: the diff read (NULL when it
+ * failed), the job's own until session_diff_end. */
+const char *session_diff_text(const struct session_diff_job *j);
 
 /*
  * Running one check of a verification in the sandbox: the lead wires this

@@ -56,10 +56,82 @@ static int diff_line(const git_diff_delta *d, const git_diff_hunk *h,
 	return 0;
 }
 
-int session_diff(struct session_store *s, const char *id, char **ret_text,
-		 bool *ret_truncated)
+struct session_diff_job {
+	struct session_store *s;
+	char *gitdir, *worktree, *branch;
+	char base[GIT_OID_HEXSZ + 1];
+	bool ended;
+	int r;
+	char *text;
+	bool truncated;
+	char err[sizeof(((struct session_store *)0)->err)];
+};
+
+int session_diff_begin(struct session_store *s, const char *id,
+		       struct session_diff_job **ret)
 {
 	struct sess *x = sess_find(s, id);
+	struct session_diff_job *j;
+
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	if (!x)
+		return -ENOENT;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	j->s = s;
+	j->ended = x->info.state == SESSION_ENDED &&
+		   x->info.mode == SESSION_MODE_WORKTREE;
+	snprintf(j->base, sizeof(j->base), "%s", x->info.base);
+	j->gitdir = strdup(x->info.gitdir);
+	j->worktree = strdup(x->info.worktree);
+	j->branch = strdup(x->info.branch);
+	if (!j->gitdir || !j->worktree || !j->branch) {
+		free(j->gitdir);
+		free(j->worktree);
+		free(j->branch);
+		free(j);
+		return -ENOMEM;
+	}
+	s->aside++;
+	*ret = j;
+	return 0;
+}
+
+/* The ended session's branch tip against its base (the worktree is
+ * gone): what the branch holds. */
+static int diff_ended(struct session_diff_job *j, git_repository *repo,
+		      git_tree *tree, const git_diff_options *dopt,
+		      git_diff **ret)
+{
+	char ref[SESSION_FEATURE_MAX + 32];
+	git_oid tip;
+	git_commit *c = NULL;
+	git_tree *t = NULL;
+	int r = 0;
+
+	snprintf(ref, sizeof(ref), "refs/heads/%s", j->branch);
+	if (git_reference_name_to_id(&tip, repo, ref) < 0) {
+		snprintf(j->err, sizeof(j->err), "branch %s is gone: %s",
+			 j->branch, sess_git_msg());
+		return -ENOENT;
+	}
+	if (git_commit_lookup(&c, repo, &tip) < 0 ||
+	    git_commit_tree(&t, c) < 0 ||
+	    git_diff_tree_to_tree(ret, repo, tree, t, dopt) < 0) {
+		snprintf(j->err, sizeof(j->err), "git diff: %s",
+			 sess_git_msg());
+		r = -EIO;
+	}
+	git_commit_free(c);
+	git_tree_free(t);
+	return r;
+}
+
+void session_diff_work(struct session_diff_job *j)
+{
 	git_repository *repo = NULL;
 	git_commit *base = NULL;
 	git_tree *tree = NULL;
@@ -68,14 +140,7 @@ int session_diff(struct session_store *s, const char *id, char **ret_text,
 	git_diff_options dopt;
 	struct diff_acc acc = {0};
 	int r = -EIO;
-	if (sess_git_up(s) < 0)
-		return -EIO;
 
-	s->err[0] = '\0';
-	if (!x)
-		return -ENOENT;
-	bool ended = x->info.state == SESSION_ENDED &&
-		     x->info.mode == SESSION_MODE_WORKTREE;
 	/*
 	 * Open the main repository by its git dir and point it at the
 	 * worktree, rather than follow the worktree's .git file: that file
@@ -83,56 +148,45 @@ int session_diff(struct session_store *s, const char *id, char **ret_text,
 	 * repository spd reads.  The diff is base tree against the files on
 	 * disk; it does not use the index.
 	 */
-	if (git_repository_open_ext(&repo, x->info.gitdir,
+	if (git_repository_open_ext(&repo, j->gitdir,
 				    GIT_REPOSITORY_OPEN_NO_SEARCH |
 					GIT_REPOSITORY_OPEN_BARE,
 				    NULL) < 0 ||
-	    (!ended &&
-	     git_repository_set_workdir(repo, x->info.worktree, 0) < 0) ||
-	    git_oid_fromstr(&oid, x->info.base) < 0 ||
+	    (!j->ended &&
+	     git_repository_set_workdir(repo, j->worktree, 0) < 0) ||
+	    git_oid_fromstr(&oid, j->base) < 0 ||
 	    git_commit_lookup(&base, repo, &oid) < 0 ||
 	    git_commit_tree(&tree, base) < 0) {
-		sess_seterr(s, "cannot open the session's repository: %s",
-			    sess_git_msg());
+		snprintf(j->err, sizeof(j->err),
+			 "cannot open the session's repository: %s",
+			 sess_git_msg());
 		goto out;
 	}
 	git_diff_options_init(&dopt, GIT_DIFF_OPTIONS_VERSION);
 	dopt.flags = GIT_DIFF_INCLUDE_UNTRACKED |
 		     GIT_DIFF_RECURSE_UNTRACKED_DIRS |
 		     GIT_DIFF_SHOW_UNTRACKED_CONTENT;
-	if (ended) {
-		/* The worktree is gone: what the branch holds. */
-		git_oid tip;
-		git_commit *c = NULL;
-		git_tree *t = NULL;
-
-		if (sess_branch_tip(s, x, repo, &tip) < 0 ||
-		    git_commit_lookup(&c, repo, &tip) < 0 ||
-		    git_commit_tree(&t, c) < 0 ||
-		    git_diff_tree_to_tree(&diff, repo, tree, t, &dopt) < 0) {
-			git_commit_free(c);
-			git_tree_free(t);
-			sess_seterr(s, "git diff: %s", sess_git_msg());
+	if (j->ended) {
+		if ((r = diff_ended(j, repo, tree, &dopt, &diff)) < 0)
 			goto out;
-		}
-		git_commit_free(c);
-		git_tree_free(t);
+		r = -EIO;
 	} else if (git_diff_tree_to_workdir(&diff, repo, tree, &dopt) < 0) {
-		sess_seterr(s, "git diff: %s", sess_git_msg());
+		snprintf(j->err, sizeof(j->err), "git diff: %s",
+			 sess_git_msg());
 		goto out;
 	}
 	int pr = git_diff_print(diff, GIT_DIFF_FORMAT_PATCH, diff_line, &acc);
 	if (pr < 0 && !acc.truncated) {
-		sess_seterr(s, "git diff: %s", sess_git_msg());
+		snprintf(j->err, sizeof(j->err), "git diff: %s",
+			 sess_git_msg());
 		goto out;
 	}
 	if (!acc.buf && !(acc.buf = strdup(""))) {
 		r = -ENOMEM;
 		goto out;
 	}
-	*ret_text = steal_ptr(acc.buf);
-	if (ret_truncated)
-		*ret_truncated = acc.truncated;
+	j->text = steal_ptr(acc.buf);
+	j->truncated = acc.truncated;
 	r = 0;
 out:
 	free(acc.buf);
@@ -140,5 +194,45 @@ out:
 	git_tree_free(tree);
 	git_commit_free(base);
 	git_repository_free(repo);
+	j->r = r;
+}
+
+const char *session_diff_text(const struct session_diff_job *j)
+{
+	return j->r == 0 ? j->text : NULL;
+}
+
+int session_diff_end(struct session_diff_job *j, char **ret_text,
+		     bool *ret_truncated)
+{
+	struct session_store *s = j->s;
+	int r = j->r;
+
+	if (r == 0) {
+		*ret_text = steal_ptr(j->text);
+		if (ret_truncated)
+			*ret_truncated = j->truncated;
+	} else if (j->err[0]) {
+		sess_seterr(s, "%s", j->err);
+	}
+	free(j->text);
+	free(j->gitdir);
+	free(j->worktree);
+	free(j->branch);
+	free(j);
+	s->aside--;
+	sess_store_closed_maybe(s);
 	return r;
+}
+
+int session_diff(struct session_store *s, const char *id, char **ret_text,
+		 bool *ret_truncated)
+{
+	struct session_diff_job *j = NULL;
+	int r = session_diff_begin(s, id, &j);
+
+	if (r < 0)
+		return r;
+	session_diff_work(j);
+	return session_diff_end(j, ret_text, ret_truncated);
 }

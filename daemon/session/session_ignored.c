@@ -91,6 +91,14 @@ struct sess_ign {
 
 static unsigned long ign_walks;
 
+void session_walk_forget(struct session_store *s, const char *id)
+{
+	struct sess *x = sess_find(s, id);
+
+	if (x)
+		sess_ign_once_drop(x);
+}
+
 unsigned long session_ignored_walks(void)
 {
 	return __atomic_load_n(&ign_walks, __ATOMIC_RELAXED);
@@ -670,12 +678,26 @@ static int ign_walk(const char *root, const char *gitdir, char *const *skip,
 
 /* The run's hidden list: the kept one while the watch shows nothing that
  * could change it, a new walk (kept for the next runs) otherwise. */
+void sess_ign_once_drop(struct sess *x)
+{
+	strv_free_array(x->ign_once.v);
+	memset(&x->ign_once, 0, sizeof(x->ign_once));
+}
+
 int sess_ign_hidden(struct session_store *s, struct sess *x, size_t max,
 		    char ***ret)
 {
 	struct sess_ign *w;
 	int r;
 
+	/* The walk made for this run on another thread, not kept. */
+	if (x->ign_once.set && x->ign_once.max == max) {
+		r = x->ign_once.r;
+		*ret = steal_ptr(x->ign_once.v);
+		sess_ign_once_drop(x);
+		return r;
+	}
+	sess_ign_once_drop(x);
 	if (ign_kept(x, max, NULL)) {
 		if (x->ign->result < 0)
 			return x->ign->result;
@@ -739,7 +761,7 @@ int session_walk_begin(struct session_store *s, const char *id,
 	bool kept;
 
 	if (!x || x->info.mode != SESSION_MODE_IN_PLACE ||
-	    session_usable(s, id) < 0)
+	    session_usable(s, id) < 0 || x->ign_once.set)
 		return 0;
 	while (x->empty_files && x->empty_files[n])
 		n++;
@@ -813,6 +835,15 @@ void session_walk_end(struct session_walk *wk)
 	    wk->w->max == wk->max) {
 		sess_ign_free(x->ign);
 		x->ign = steal_ptr(wk->w);
+	} else if (x && !s->closing && x->info.state == SESSION_ACTIVE &&
+		   !wk->w && (wk->r == 0 || wk->r == -E2BIG)) {
+		/* Not kept: the run that asked for it gets it all the
+		 * same, as a walk on the loop would have given it. */
+		sess_ign_once_drop(x);
+		x->ign_once.set = true;
+		x->ign_once.r = wk->r;
+		x->ign_once.max = wk->max;
+		x->ign_once.v = steal_ptr(wk->v);
 	}
 	walk_free(wk);
 	s->aside--;

@@ -666,6 +666,7 @@ int sess_inplace_follow(struct session_store *s, struct sess *x)
 	/* The kept walk skipped the old credential files. */
 	sess_ign_free(x->ign);
 	x->ign = NULL;
+	sess_ign_once_drop(x);
 	rec = sess_inplace_path(s, x->info.id);
 	r = rec ? record_write(rec, x->empty_files, x->empty_ids, x->ign_start,
 			       x->start_ids)

@@ -34,7 +34,17 @@ struct sess {
 	struct guard *guard;  /* active sessions only */
 	char **empty_files;   /* in place: ignored credential files */
 	struct sess_ign *ign; /* in place: the hidden list kept between runs */
-	char **ign_start;     /* in place: the top-most ignored entries at the
+	/* In place: the list of a walk on another thread that could not be
+	 * kept (a .gitignore that is a link: no watch follows it), for the
+	 * run or check that asked for the walk only (session_walk_end,
+	 * session_walk_forget). */
+	struct {
+		bool set;
+		int r;
+		size_t max;
+		char **v;
+	} ign_once;
+	char **ign_start; /* in place: the top-most ignored entries at the
 				 start, hidden for the whole session */
 	/* What each of empty_files and ign_start was when recorded (a
 	 * moved one is followed: sess_inplace_follow). */
@@ -132,6 +142,8 @@ struct session_store {
 /* Free s when its close waits for nothing on another thread any more
  * (session_store_free was called while some was). */
 void sess_store_closed_maybe(struct session_store *s);
+/* Drop x's ign_once, if any. */
+void sess_ign_once_drop(struct sess *x);
 
 /* ---- labels.c ---- */
 

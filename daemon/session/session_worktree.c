@@ -1020,6 +1020,7 @@ int session_end(struct session_store *s, const char *id, bool discard,
 	x->guard = NULL;
 	sess_ign_free(x->ign);
 	x->ign = NULL;
+	sess_ign_once_drop(x);
 	x->info.state = SESSION_ENDED;
 	x->info.ended = time(NULL);
 	sess_db_update(s, x);

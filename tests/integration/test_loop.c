@@ -9,6 +9,8 @@
  * and sandboxd, a real repository made with the git CLI, the outcome read
  * with git from the operator's repository.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <poll.h>
 #include <signal.h>
@@ -1217,6 +1219,122 @@ START_TEST(test_stop_while_checkpoint_taken)
 }
 END_TEST
 
+/* Which threads of process pid are in openat(2), where one waits for a
+ * FIFO's writer (any other open here returns at once): IN_OPEN_ANY, and
+ * IN_OPEN_LOOP when one is the process's first thread, spd's loop. */
+#define IN_OPEN_ANY 1
+#define IN_OPEN_LOOP 2
+static int in_open(pid_t pid)
+{
+	char *out = NULL;
+	int in = 0;
+
+	test_sh(&out,
+		"cd /proc/%d/task && for t in *; do "
+		"echo \"$t $(cut -d' ' -f1 $t/syscall 2>/dev/null)\"; done",
+		(int)pid);
+	for (char *l = out; l && *l;) {
+		char *nl = strchr(l, '\n'), *sp = strchr(l, ' ');
+
+		if (sp && atol(sp + 1) == SYS_openat)
+			in |= IN_OPEN_ANY |
+			      (atol(l) == (long)pid ? IN_OPEN_LOOP : 0);
+		if (!nl)
+			break;
+		l = nl + 1;
+	}
+	free(out);
+	return in;
+}
+
+/*
+ * In place, what a verification reads of the checkout (the diff its
+ * guard scans, the walk its check's hidden list needs) is read on spd's
+ * thread pool: the operator made sub/ in the checkout with a link named
+ * .gitignore in it to a FIFO, and each read of it waits there until the
+ * test writes a line to it.  spd's loop is never the thread that waits, and
+ * a ping sent while one waits is answered.  Then the check runs and
+ * passes.  Before, the diff and the walk ran on the loop: no client was
+ * answered until the FIFO was written.  An order, not a timing.
+ */
+START_TEST(test_verify_reads_off_loop)
+{
+	struct sess s = {0};
+	char *fifo, *line, *r;
+	int fv, in, seen = 0;
+	bool pong = false, pinged = false;
+
+	LOOP_ORDER_TEST();
+	signal(SIGPIPE, SIG_IGN);
+	start("ckwalk", true, &s);
+	run_ok(&s, "echo x > done.txt");
+	/* A link to a FIFO outside the checkout: writing to it changes no
+	 * .gitignore that the session's watch sees (a write to one makes
+	 * the next read walk the checkout again). */
+	fifo = test_fmt("%s/fifo", T.dir);
+	ck_assert(mkfifo(fifo, 0644) == 0);
+	line = test_fmt("%s/sub", REPO);
+	ck_assert(mkdir(line, 0755) == 0);
+	free(line);
+	line = test_fmt("%s/sub/.gitignore", REPO);
+	ck_assert(symlink(fifo, line) == 0);
+	free(line);
+	fv = test_spd_connect(&T);
+	line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			"\"session.verify\",\"params\":{\"token\":\"%s\","
+			"\"id\":\"%s\"}}\n",
+			T.token, s.id);
+	test_send(fv, line, strlen(line));
+	free(line);
+	/* Each reader seen waiting is fed, and only then (at most 60 s). */
+	for (int i = 0; i < 6000 && !readable(fv); i++) {
+		int w;
+
+		if (!(in = in_open(T.pid))) {
+			usleep(10 * 1000);
+			continue;
+		}
+		seen |= in;
+		if (!pinged) {
+			int fp = test_spd_connect(&T);
+
+			line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":2,"
+					"\"method\":\"daemon.ping\",\"params\":"
+					"{\"token\":\"%s\"}}\n",
+					T.token);
+			test_send(fp, line, strlen(line));
+			free(line);
+			r = test_recv_line(fp, 10000);
+			pong = has(r, "\"pong\":true");
+			pinged = true;
+			free(r);
+			close(fp);
+		}
+		/* A reader gone meanwhile: EPIPE, nothing to feed. */
+		w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+		if (w >= 0) {
+			ck_assert(write(w, "*.tmp\n", 6) == 6 ||
+				  errno == EPIPE);
+			close(w);
+		}
+	}
+	ck_assert_msg(seen & IN_OPEN_ANY, "no read of sub/.gitignore waited");
+	ck_assert_msg(!(seen & IN_OPEN_LOOP),
+		      "spd's loop waited on sub/.gitignore");
+	ck_assert_msg(pong, "no answer to a ping while a read waited");
+	r = test_recv_line(fv, 60000);
+	ck_assert_msg(has(r, "\"exit\":0") && !has(r, "\"exit\":-1"),
+		      "verify: %.400s", r ? r : "no reply");
+	free(r);
+	close(fv);
+	line = test_fmt("%s/sub/.gitignore", REPO);
+	ck_assert(unlink(line) == 0);
+	free(line);
+	free(fifo);
+	free(s.wt);
+}
+END_TEST
+
 /* The file the run wrote in s's workspace, its trailing newline cut. */
 static char *ws_file(const struct sess *s, const char *name)
 {
@@ -1332,6 +1450,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_checkpoint_taken_off_loop);
 	tcase_add_test(tc, test_stop_while_checkpoint_taken);
 	tcase_add_test(tc, test_no_fifo_in_workspace);
+	tcase_add_test(tc, test_verify_reads_off_loop);
 	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
 	tcase_add_test(tc, test_first_checkpoint_waits_for_the_watch);

@@ -632,6 +632,63 @@ START_TEST(test_in_place_walk_aside)
 }
 END_TEST
 
+/*
+ * In place, a .gitignore that is a link (to a file outside the
+ * checkout here) cannot be followed by any watch, so no list is kept:
+ * each run walks.  That walk is on the other thread all the same, and
+ * the run that asked for it gets its list (session_run_paths walks
+ * nothing more, and hides what the link's patterns ignore); a later run
+ * walks again, and a list left by a run that did not take it is
+ * forgotten.  Before, the walk on the other thread was lost and
+ * session_run_paths walked again on the loop, every run.
+ */
+START_TEST(test_in_place_linked_gitignore)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i;
+	struct session_run_paths rp = {0};
+	struct session_walk *wk = NULL;
+	unsigned long w;
+
+	fx_init(&f, NULL);
+	free(sh(f.repo,
+		"git rm -q .gitignore && printf '*.log\\n' > "
+		"../patterns && ln -s "
+		"\"$PWD/../patterns\" .gitignore && echo k > keep.md && "
+		"echo l > l.log && git add .gitignore keep.md && "
+		"git commit -qm i"));
+	i = start(&f, "linked", true, token);
+	for (int run = 0; run < 2; run++) {
+		ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+		w = session_ignored_walks();
+		walk_aside(wk);
+		ck_assert_uint_eq(session_ignored_walks(), w + 1);
+		session_walk_end(wk);
+		/* Its list waits for this run: no other walk is asked for. */
+		ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 0);
+		ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
+		ck_assert(hides(&rp, f.repo, "/l.log"));
+		ck_assert(!hides(&rp, f.repo, "/keep.md"));
+		session_walk_forget(f.s, i->id);
+	}
+	/* A list no run took is not served to a later one. */
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	walk_aside(wk);
+	session_walk_end(wk);
+	session_walk_forget(f.s, i->id);
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	walk_aside(wk);
+	session_walk_end(wk);
+	session_walk_forget(f.s, i->id);
+	w = session_ignored_walks();
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
+	session_run_paths_free(&rp);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
 /* A secret scan as spd's (session_store_set_scanner): what it holds is
  * counted, so that every hold is seen released. */
 static int scan_holds;
@@ -2034,6 +2091,7 @@ int main(void)
 	tcase_add_test(tc, test_in_place_dirty);
 	tcase_add_test(tc, test_in_place_hidden_kept);
 	tcase_add_test(tc, test_in_place_walk_aside);
+	tcase_add_test(tc, test_in_place_linked_gitignore);
 	tcase_add_test(tc, test_sync_aside);
 	tcase_add_test(tc, test_in_place_ignored_at_start);
 	tcase_add_test(tc, test_in_place_too_many_ignored);
