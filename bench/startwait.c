@@ -293,6 +293,9 @@ int main(int argc, char **argv)
 	static double endwin[ROUNDS_MAX][2], endlen[ROUNDS_MAX];
 	static double cmtwin[ROUNDS_MAX][2], cmtlen[ROUNDS_MAX];
 	static double chgwin[ROUNDS_MAX][2], chglen[ROUNDS_MAX];
+	static double difwin[ROUNDS_MAX][2], diflen[ROUNDS_MAX];
+	static double verwin[ROUNDS_MAX][2], verlen[ROUNDS_MAX];
+	static double mrgwin[ROUNDS_MAX][2], mrglen[ROUNDS_MAX];
 	char abs_build[4096], dir[4200], cmd[8800], spctl[4200];
 	size_t alone_n;
 	double *v, inplace_start = 0, wt_start = 0;
@@ -395,6 +398,19 @@ int main(int argc, char **argv)
 	if (!ping_failed && each_worktree(cmtwin, cmtlen, rounds, PREP_COMMIT,
 					  RPC_M_CMD_RUN, run_params) < 0)
 		ping_failed = 1;
+	/* What the operator reviews next, the tenth committed and another
+	 * uncommitted: the diff, a verification, the merge (each reads the
+	 * whole worktree or checks out the branch; on the loop before
+	 * 12-06 17:00). */
+	if (!ping_failed && each_worktree(difwin, diflen, rounds, "true",
+					  RPC_M_SESSION_DIFF, end_params) < 0)
+		ping_failed = 1;
+	if (!ping_failed && each_worktree(verwin, verlen, rounds, "true",
+					  RPC_M_SESSION_VERIFY, end_params) < 0)
+		ping_failed = 1;
+	if (!ping_failed && each_worktree(mrgwin, mrglen, rounds, "true",
+					  RPC_M_SESSION_MERGE, end_params) < 0)
+		ping_failed = 1;
 	if (!ping_failed && each_worktree(endwin, endlen, rounds, PREP_END,
 					  RPC_M_SESSION_END, end_params) < 0)
 		ping_failed = 1;
@@ -450,6 +466,12 @@ int main(int argc, char **argv)
 		row("during worktree runs, 1/10 committed",
 		    bench_median(cmtlen, rounds), cmtwin, rounds, v,
 		    0.1 * wt_start);
+		row("during worktree diffs", bench_median(diflen, rounds),
+		    difwin, rounds, v, 0.1 * wt_start);
+		row("during worktree verifies", bench_median(verlen, rounds),
+		    verwin, rounds, v, 0.1 * wt_start);
+		row("during worktree merges", bench_median(mrglen, rounds),
+		    mrgwin, rounds, v, 0.1 * wt_start);
 		row("during worktree ends, 1/10 changed",
 		    bench_median(endlen, rounds), endwin, rounds, v,
 		    0.1 * wt_start);

@@ -936,7 +936,67 @@ static bool merge_provenance_refused(struct call *c, const char *id)
 	return true;
 }
 
+/*
+ * The branch checked out for a merge's or an end's checks, on the
+ * thread pool (session_merge_plan_begin): then(c, 0, plan, data) on the
+ * loop, then(c, -errno, NULL, data) when it could not be (the session
+ * store's error says why), -ESHUTDOWN when spd began stopping meanwhile
+ * (then answers c).
+ */
+typedef void (*plan_then_fn)(struct call *c, int r,
+			     struct session_verify_plan *plan, void *data);
+
+struct plan_job {
+	struct call *c;
+	struct session_merge_job *j;
+	plan_then_fn then;
+	void *data;
+};
+
+static void plan_work(void *data)
+{
+	struct plan_job *pj = data;
+
+	session_merge_plan_work(pj->j);
+}
+
+static void plan_done(void *data)
+{
+	struct plan_job pj = *(struct plan_job *)data;
+	struct session_verify_plan *plan = NULL;
+	int r;
+
+	free(data);
+	r = session_merge_plan_end(pj.j, &plan);
+	if (!store(pj.c)) {
+		/* The checkout stays under state/merge until the next. */
+		session_verify_plan_free(plan);
+		pj.then(pj.c, -ESHUTDOWN, NULL, pj.data);
+		return;
+	}
+	pj.then(pj.c, r, plan, pj.data);
+}
+
+static void merge_plan_then(struct call *c, const char *id,
+			    plan_then_fn then, void *data)
+{
+	struct plan_job *pj = calloc(1, sizeof(*pj));
+	int r = pj ? session_merge_plan_begin(store(c), id, &pj->j) : -ENOMEM;
+
+	if (r < 0) {
+		free(pj);
+		then(c, r, NULL, data);
+		return;
+	}
+	pj->c = c;
+	pj->then = then;
+	pj->data = data;
+	pool_run(call_spd(c)->loop, plan_work, plan_done, pj);
+}
+
 static void merge_guarded(struct call *c, int r, char *text, bool truncated);
+static void merge_planned(struct call *c, int r,
+			  struct session_verify_plan *plan, void *target);
 
 void m_session_merge(struct call *c)
 {
@@ -973,12 +1033,8 @@ void m_session_merge(struct call *c)
 
 static void merge_guarded(struct call *c, int r, char *text, bool truncated)
 {
-	json_t *p = call_params(c);
 	const char *id = param_str(c, "id"), *into = param_str(c, "into");
-	struct session_verify_plan *plan = NULL;
-	struct verify_run *v;
-	char target[41];
-	void *data;
+	char target[41], *at;
 
 	if (guarded_after_checkpoint(c, r, text, truncated, merge_guarded))
 		return;
@@ -992,12 +1048,38 @@ static void merge_guarded(struct call *c, int r, char *text, bool truncated)
 	/* The agent's latest commits, then the checks on their tree. */
 	if (sync_refused(c, id))
 		return;
-	r = session_merge_plan(store(c), id, &plan);
+	at = malloc(sizeof(target));
+	if (!at) {
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
+		return;
+	}
+	memcpy(at, target, sizeof(target));
+	merge_plan_then(c, id, merge_planned, at);
+}
+
+/* The branch checked out for the checks (target: the merge's target as
+ * they began, malloc'd). */
+static void merge_planned(struct call *c, int r,
+			  struct session_verify_plan *plan, void *target)
+{
+	json_t *p = call_params(c);
+	const char *id = param_str(c, "id"), *into = param_str(c, "into");
+	struct verify_run *v;
+	void *data;
+
+	if (r == -ESHUTDOWN) {
+		free(target);
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "spd is stopping: nothing was merged");
+		return;
+	}
 	if (r < 0) {
+		free(target);
 		fail(c, r, id);
 		return;
 	}
 	if (plan->n_checks && !session_store_check_runner(store(c), &data)) {
+		free(target);
 		session_merge_plan_done(store(c), id);
 		session_verify_plan_free(plan);
 		call_error(c, RPC_E_SANDBOX_UNAVAILABLE, NULL,
@@ -1016,6 +1098,8 @@ static void merge_guarded(struct call *c, int r, char *text, bool truncated)
 			free(v->outs);
 		}
 		free(v);
+		free(target);
+		session_merge_plan_done(store(c), id);
 		session_verify_plan_free(plan);
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
@@ -1027,7 +1111,8 @@ static void merge_guarded(struct call *c, int r, char *text, bool truncated)
 	v->method = "session.merge";
 	v->squash = json_is_true(json_object_get(p, "squash"));
 	v->force = json_is_true(json_object_get(p, "force"));
-	memcpy(v->target, target, sizeof(target));
+	memcpy(v->target, target, sizeof(v->target));
+	free(target);
 	verify_step(v);
 }
 
@@ -1269,11 +1354,20 @@ static void end_then(struct verify_run *v, const struct session_verdict *vd,
  * project configures no check (a plain end), else true: c is finished
  * or will be.
  */
+struct end_at {
+	json_t *report;
+	bool discard;
+	char base[41];
+};
+
+static void end_planned(struct call *c, int r,
+			struct session_verify_plan *plan, void *data);
+
 static bool end_checked(struct call *c, const char *id, bool discard)
 {
 	struct session_info *i = NULL;
 	struct session_verify_plan *plan = NULL;
-	struct verify_run *v = NULL;
+	struct end_at *e;
 	json_t *report = NULL;
 	char why[600], base[41] = "";
 	bool branch;
@@ -1324,7 +1418,38 @@ static bool end_checked(struct call *c, const char *id, bool discard)
 		end_reply(c, id, r, report, NULL);
 		return true;
 	}
-	r = session_merge_plan(store(c), id, &plan);
+	e = calloc(1, sizeof(*e));
+	if (!e) {
+		end_unverified(c, id, discard, report, NULL, "out of memory");
+		return true;
+	}
+	e->report = report;
+	e->discard = discard;
+	snprintf(e->base, sizeof(e->base), "%s", base);
+	merge_plan_then(c, id, end_planned, e);
+	return true;
+}
+
+/* An end's checks once the branch is checked out for them. */
+static void end_planned(struct call *c, int r,
+			struct session_verify_plan *plan, void *data)
+{
+	struct end_at *e = data;
+	const char *id = param_str(c, "id");
+	json_t *report = e->report;
+	bool discard = e->discard;
+	struct verify_run *v = NULL;
+	char why[600], base[41];
+
+	snprintf(base, sizeof(base), "%s", e->base);
+	free(e);
+	if (r == -ESHUTDOWN) {
+		json_decref(report);
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "spd is stopping: the session was not ended; its "
+			   "work is on its branch");
+		return;
+	}
 	if (r < 0) {
 		snprintf(why, sizeof(why),
 			 "the branch cannot be checked out for the checks: %s",
@@ -1332,7 +1457,7 @@ static bool end_checked(struct call *c, const char *id, bool discard)
 			     ? session_store_error(store(c))
 			     : strerror(-r));
 		end_unverified(c, id, discard, report, NULL, why);
-		return true;
+		return;
 	}
 	/* A note on the base would be about the operator's commit. */
 	if (strcmp(plan->commit, base) == 0) {
@@ -1341,7 +1466,7 @@ static bool end_checked(struct call *c, const char *id, bool discard)
 		end_unverified(c, id, discard, report, NULL,
 			       "the branch has no commits beyond its base: "
 			       "nothing of the session's to attest");
-		return true;
+		return;
 	}
 	if (!(v = calloc(1, sizeof(*v))) ||
 	    !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
@@ -1355,7 +1480,7 @@ static bool end_checked(struct call *c, const char *id, bool discard)
 			session_verify_plan_free(plan);
 		}
 		end_unverified(c, id, discard, report, NULL, "out of memory");
-		return true;
+		return;
 	}
 	v->c = c;
 	v->s = store(c);
@@ -1365,7 +1490,6 @@ static bool end_checked(struct call *c, const char *id, bool discard)
 	v->discard = discard;
 	v->report = report;
 	verify_step(v);
-	return true;
 }
 
 /* The end once its worktree is read: its checks first, or at once.

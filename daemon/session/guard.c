@@ -235,10 +235,29 @@ static int join(char *buf, const char *a, const char *b)
 	return 0;
 }
 
+/*
+ * .git/info/refs, and the temporary file git writes it through
+ * (refs_XXXXXX): git update-server-info's list of refs for a dumb HTTP
+ * server, which no git command reads for its own work.  git writes it
+ * itself on an agent's ordinary commit (gc --auto repacks, and a repack
+ * updates it), so guarding it ended attempts for nothing.
+ */
+static bool server_info_key(const char *key)
+{
+	static const char refs[] = ".git/info/refs";
+	size_t n = sizeof(refs) - 1;
+
+	if (strncmp(key, refs, n) != 0)
+		return false;
+	return key[n] == '\0' || (key[n] == '_' && strlen(key + n + 1) == 6 &&
+				  !strchr(key + n + 1, '/'));
+}
+
 static bool skip_key(const struct guard *g, const char *key)
 {
-	return g->own_key && (strcmp(key, g->own_key) == 0 ||
-			      strcmp(key, g->own_lock_key) == 0);
+	return server_info_key(key) ||
+	       (g->own_key && (strcmp(key, g->own_key) == 0 ||
+			       strcmp(key, g->own_lock_key) == 0));
 }
 
 static void wrecs_free(struct guard *g)

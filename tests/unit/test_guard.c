@@ -165,6 +165,29 @@ START_TEST(test_info_added)
 }
 END_TEST
 
+/*
+ * .git/info/refs is git's own (update-server-info, which a repack by
+ * gc --auto after an agent's commit runs): written or rewritten, with
+ * its temporary file, it is no change; anything else new in .git/info
+ * is, next to it.
+ */
+START_TEST(test_info_refs_not_guarded)
+{
+	char *d = make_repo();
+	struct guard *g = guard_for(d);
+
+	sh(d, "git update-server-info && echo x > .git/info/refs_Ab3dE9");
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	sh(d, "rm .git/info/refs_Ab3dE9 && git update-server-info -f");
+	ck_assert_int_eq(guard_check(g, NULL), 0);
+	sh(d, "echo '*.c' > .git/info/refs_x");
+	expect(g, GUARD_SET_GIT, ".git/info/refs_x");
+	guard_free(g);
+	test_rmrf(d);
+	free(d);
+}
+END_TEST
+
 START_TEST(test_branch_moved)
 {
 	char *d = make_repo();
@@ -763,6 +786,7 @@ int main(void)
 	tcase_add_test(tc, test_config_edit);
 	tcase_add_test(tc, test_hook_added);
 	tcase_add_test(tc, test_info_added);
+	tcase_add_test(tc, test_info_refs_not_guarded);
 	tcase_add_test(tc, test_branch_moved);
 	tcase_add_test(tc, test_branch_created);
 	tcase_add_test(tc, test_tag_moved);
