@@ -1114,6 +1114,58 @@ void agent_diff_guard(struct spd *spd, struct call *c, const char *id,
 	pool_run(spd->loop, guard_work, guard_after, g);
 }
 
+/* A merge's or an end's checkout of the branch, on the thread pool. */
+struct plan_job {
+	struct spd *spd;
+	struct call *c;
+	struct session_merge_job *j;
+	agent_plan_fn then;
+	void *data;
+};
+
+static void plan_work(void *data)
+{
+	struct plan_job *pj = data;
+
+	session_merge_plan_work(pj->j);
+}
+
+static void plan_done(void *data)
+{
+	struct plan_job pj = *(struct plan_job *)data;
+	struct session_verify_plan *plan = NULL;
+	int r;
+
+	free(data);
+	r = session_merge_plan_end(pj.j, &plan);
+	if (!pj.spd->sessions) {
+		/* The checkout stays under state/merge until the next. */
+		session_verify_plan_free(plan);
+		pj.then(pj.c, -ESHUTDOWN, NULL, pj.data);
+		return;
+	}
+	pj.then(pj.c, r, plan, pj.data);
+}
+
+void agent_merge_plan(struct spd *spd, struct call *c, const char *id,
+		      agent_plan_fn then, void *data)
+{
+	struct plan_job *pj = calloc(1, sizeof(*pj));
+	int r =
+	    pj ? session_merge_plan_begin(spd->sessions, id, &pj->j) : -ENOMEM;
+
+	if (r < 0) {
+		free(pj);
+		then(c, r, NULL, data);
+		return;
+	}
+	pj->spd = spd;
+	pj->c = c;
+	pj->then = then;
+	pj->data = data;
+	pool_run(spd->loop, plan_work, plan_done, pj);
+}
+
 /* policy.check in a session: the session's workspace (resolved into the
  * caller's buffer) and mode. */
 static int policy_lookup(struct spd *spd, const char *id,

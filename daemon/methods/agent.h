@@ -73,6 +73,18 @@ typedef void (*agent_diff_fn)(struct call *c, int r, char *text,
 			      bool truncated);
 void agent_diff_guard(struct spd *spd, struct call *c, const char *id,
 		      agent_diff_fn then);
+/*
+ * The branch of session id checked out for a merge's or an end's checks
+ * (session_merge_plan), on the thread pool: then(c, 0, plan, data) on
+ * the loop, then(c, -errno, NULL, data) when it could not be (the
+ * session store's error says why), -ESHUTDOWN when spd began stopping
+ * meanwhile (then answers c).
+ */
+struct session_verify_plan;
+typedef void (*agent_plan_fn)(struct call *c, int r,
+			      struct session_verify_plan *plan, void *data);
+void agent_merge_plan(struct spd *spd, struct call *c, const char *id,
+		      agent_plan_fn then, void *data);
 
 /*
  * The session store's check runner (session.h): check i of plan in the

@@ -936,64 +936,6 @@ static bool merge_provenance_refused(struct call *c, const char *id)
 	return true;
 }
 
-/*
- * The branch checked out for a merge's or an end's checks, on the
- * thread pool (session_merge_plan_begin): then(c, 0, plan, data) on the
- * loop, then(c, -errno, NULL, data) when it could not be (the session
- * store's error says why), -ESHUTDOWN when spd began stopping meanwhile
- * (then answers c).
- */
-typedef void (*plan_then_fn)(struct call *c, int r,
-			     struct session_verify_plan *plan, void *data);
-
-struct plan_job {
-	struct call *c;
-	struct session_merge_job *j;
-	plan_then_fn then;
-	void *data;
-};
-
-static void plan_work(void *data)
-{
-	struct plan_job *pj = data;
-
-	session_merge_plan_work(pj->j);
-}
-
-static void plan_done(void *data)
-{
-	struct plan_job pj = *(struct plan_job *)data;
-	struct session_verify_plan *plan = NULL;
-	int r;
-
-	free(data);
-	r = session_merge_plan_end(pj.j, &plan);
-	if (!store(pj.c)) {
-		/* The checkout stays under state/merge until the next. */
-		session_verify_plan_free(plan);
-		pj.then(pj.c, -ESHUTDOWN, NULL, pj.data);
-		return;
-	}
-	pj.then(pj.c, r, plan, pj.data);
-}
-
-static void merge_plan_then(struct call *c, const char *id,
-			    plan_then_fn then, void *data)
-{
-	struct plan_job *pj = calloc(1, sizeof(*pj));
-	int r = pj ? session_merge_plan_begin(store(c), id, &pj->j) : -ENOMEM;
-
-	if (r < 0) {
-		free(pj);
-		then(c, r, NULL, data);
-		return;
-	}
-	pj->c = c;
-	pj->then = then;
-	pj->data = data;
-	pool_run(call_spd(c)->loop, plan_work, plan_done, pj);
-}
-
 static void merge_guarded(struct call *c, int r, char *text, bool truncated);
 static void merge_planned(struct call *c, int r,
 			  struct session_verify_plan *plan, void *target);
@@ -1054,7 +996,7 @@ static void merge_guarded(struct call *c, int r, char *text, bool truncated)
 		return;
 	}
 	memcpy(at, target, sizeof(target));
-	merge_plan_then(c, id, merge_planned, at);
+	agent_merge_plan(call_spd(c), c, id, merge_planned, at);
 }
 
 /* The branch checked out for the checks (target: the merge's target as
@@ -1360,8 +1302,8 @@ struct end_at {
 	char base[41];
 };
 
-static void end_planned(struct call *c, int r,
-			struct session_verify_plan *plan, void *data);
+static void end_planned(struct call *c, int r, struct session_verify_plan *plan,
+			void *data);
 
 static bool end_checked(struct call *c, const char *id, bool discard)
 {
@@ -1426,13 +1368,13 @@ static bool end_checked(struct call *c, const char *id, bool discard)
 	e->report = report;
 	e->discard = discard;
 	snprintf(e->base, sizeof(e->base), "%s", base);
-	merge_plan_then(c, id, end_planned, e);
+	agent_merge_plan(call_spd(c), c, id, end_planned, e);
 	return true;
 }
 
 /* An end's checks once the branch is checked out for them. */
-static void end_planned(struct call *c, int r,
-			struct session_verify_plan *plan, void *data)
+static void end_planned(struct call *c, int r, struct session_verify_plan *plan,
+			void *data)
 {
 	struct end_at *e = data;
 	const char *id = param_str(c, "id");
