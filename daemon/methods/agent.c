@@ -1166,6 +1166,54 @@ void agent_merge_plan(struct spd *spd, struct call *c, const char *id,
 	pool_run(spd->loop, plan_work, plan_done, pj);
 }
 
+/* A merge into the operator's branch, its checkout's part on the thread
+ * pool. */
+struct merging_job {
+	struct call *c;
+	struct session_merging *j;
+	agent_merge_fn then;
+	void *data;
+};
+
+static void merging_work(void *data)
+{
+	struct merging_job *mj = data;
+
+	session_merge_work(mj->j);
+}
+
+static void merging_done(void *data)
+{
+	struct merging_job mj = *(struct merging_job *)data;
+	json_t *res = NULL;
+	int r;
+
+	free(data);
+	/* The branch moves even as spd stops: the files are there. */
+	r = session_merge_end(mj.j, &res);
+	mj.then(mj.c, r, res, mj.data);
+}
+
+void agent_merge(struct spd *spd, struct call *c, const char *id,
+		 const char *into, bool squash, const char *expect_target,
+		 const char *expect_tip, agent_merge_fn then, void *data)
+{
+	struct merging_job *mj = calloc(1, sizeof(*mj));
+	int r = mj ? session_merge_begin(spd->sessions, id, into, squash,
+					 expect_target, expect_tip, &mj->j)
+		   : -ENOMEM;
+
+	if (r < 0) {
+		free(mj);
+		then(c, r, NULL, data);
+		return;
+	}
+	mj->c = c;
+	mj->then = then;
+	mj->data = data;
+	pool_run(spd->loop, merging_work, merging_done, mj);
+}
+
 /* policy.check in a session: the session's workspace (resolved into the
  * caller's buffer) and mode. */
 static int policy_lookup(struct spd *spd, const char *id,

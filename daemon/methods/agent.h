@@ -7,6 +7,7 @@
 #ifndef SPD_DAEMON_AGENT_H
 #define SPD_DAEMON_AGENT_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -85,6 +86,17 @@ typedef void (*agent_plan_fn)(struct call *c, int r,
 			      struct session_verify_plan *plan, void *data);
 void agent_merge_plan(struct spd *spd, struct call *c, const char *id,
 		      agent_plan_fn then, void *data);
+/*
+ * session_merge, the operator's checkout read and written on the thread
+ * pool: then(c, 0, result, data) on the loop once the target branch
+ * moved (then owns result), then(c, -errno, NULL, data) when refused
+ * (the session store's error says why, while spd runs).
+ */
+typedef void (*agent_merge_fn)(struct call *c, int r, json_t *result,
+			       void *data);
+void agent_merge(struct spd *spd, struct call *c, const char *id,
+		 const char *into, bool squash, const char *expect_target,
+		 const char *expect_tip, agent_merge_fn then, void *data);
 
 /*
  * The session store's check runner (session.h): check i of plan in the

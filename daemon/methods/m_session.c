@@ -829,11 +829,52 @@ static void merge_refused(struct call *c, int r, const char *id)
 
 /* After the checks: merge when they passed (or --force), else refuse
  * with the verdict. */
+/* What a merge answers once its branch moved: the verdict and its
+ * signature, or none (an ended session's, forced). */
+struct merged {
+	json_t *verdict, *attestation;
+	bool pass, ended;
+	char id[SESSION_ID_LEN + 1];
+};
+
+static void merge_landed(struct call *c, int r, json_t *res, void *data)
+{
+	struct merged *m = data;
+
+	if (r < 0) {
+		json_decref(m->verdict);
+		json_decref(m->attestation);
+		if (store(c))
+			merge_refused(c, r, m->id);
+		else
+			call_error(c, RPC_E_INTERNAL, NULL,
+				   "spd is stopping: nothing was merged");
+		free(m);
+		return;
+	}
+	json_object_set_new(res, "forced", json_boolean(!m->pass));
+	json_object_set_new(res, "checks",
+			    m->verdict ? m->verdict : json_null());
+	if (m->attestation)
+		json_object_set_new(res, "attestation", m->attestation);
+	if (m->ended)
+		journal_append(call_spd(c)->journal, m->id, "operator",
+			       "session.merge-forced",
+			       "merged an ended session without its checks "
+			       "(--force)",
+			       NULL);
+	else if (!m->pass)
+		journal_append(call_spd(c)->journal, m->id, "operator",
+			       "session.merge-forced",
+			       "merged past failing checks (--force)", NULL);
+	call_reply(c, res);
+	free(m);
+}
+
 static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 		       json_t *verdict, json_t *attestation)
 {
-	json_t *res = NULL;
-	int r;
+	struct merged *m;
 
 	/* No check configured: nothing failed (the verdict's checks gate
 	 * says so, which is verify's business); every other gate still
@@ -855,23 +896,19 @@ static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 			   v->plan->id);
 		return;
 	}
-	r = session_merge(v->s, v->plan->id, v->into, v->squash, v->target,
-			  v->plan->commit[0] ? v->plan->commit : NULL, &res);
-	if (r < 0) {
+	if (!(m = calloc(1, sizeof(*m)))) {
 		json_decref(verdict);
 		json_decref(attestation);
-		merge_refused(v->c, r, v->plan->id);
+		call_error(v->c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	json_object_set_new(res, "forced", json_boolean(!pass));
-	json_object_set_new(res, "checks", verdict);
-	if (attestation)
-		json_object_set_new(res, "attestation", attestation);
-	if (!pass)
-		journal_append(call_spd(v->c)->journal, v->plan->id, "operator",
-			       "session.merge-forced",
-			       "merged past failing checks (--force)", NULL);
-	call_reply(v->c, res);
+	m->verdict = verdict;
+	m->attestation = attestation;
+	m->pass = pass;
+	snprintf(m->id, sizeof(m->id), "%s", v->plan->id);
+	agent_merge(call_spd(v->c), v->c, v->plan->id, v->into, v->squash,
+		    v->target, v->plan->commit[0] ? v->plan->commit : NULL,
+		    merge_landed, m);
 }
 
 /* Merge an ended session's branch: no worktree is left to run the
@@ -879,8 +916,7 @@ static void merge_then(struct verify_run *v, const struct session_verdict *vd,
 static void merge_ended(struct call *c, const char *id, const char *into,
 			json_t *p)
 {
-	json_t *res = NULL;
-	int r;
+	struct merged *m;
 
 	if (!json_is_true(json_object_get(p, "force"))) {
 		call_error(c, RPC_E_BAD_REQUEST, NULL,
@@ -890,19 +926,15 @@ static void merge_ended(struct call *c, const char *id, const char *into,
 			   id);
 		return;
 	}
-	r = session_merge(store(c), id, into,
-			  json_is_true(json_object_get(p, "squash")), NULL,
-			  NULL, &res);
-	if (r < 0) {
-		merge_refused(c, r, id);
+	if (!(m = calloc(1, sizeof(*m)))) {
+		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	json_object_set_new(res, "forced", json_true());
-	json_object_set_new(res, "checks", json_null());
-	journal_append(
-	    call_spd(c)->journal, id, "operator", "session.merge-forced",
-	    "merged an ended session without its checks (--force)", NULL);
-	call_reply(c, res);
+	m->ended = true;
+	snprintf(m->id, sizeof(m->id), "%s", id);
+	agent_merge(call_spd(c), c, id, into,
+		    json_is_true(json_object_get(p, "squash")), NULL, NULL,
+		    merge_landed, m);
 }
 
 /*

@@ -224,10 +224,10 @@ out:
 
 /* The commit to put at the target: tip itself (fast-forward), a merge
  * commit, or a squash.  *ret_ff says which. */
-static int merge_result(struct session_store *s, const struct sess *x,
-			git_repository *repo, git_commit *target,
-			git_commit *tip, bool squash, git_oid *ret,
-			bool *ret_ff)
+static int merge_result(struct session_store *s, const char *branch,
+			const char *id, git_repository *repo,
+			git_commit *target, git_commit *tip, bool squash,
+			git_oid *ret, bool *ret_ff)
 {
 	git_signature *sig = NULL;
 	git_tree *tree = NULL;
@@ -255,11 +255,10 @@ static int merge_result(struct session_store *s, const struct sess *x,
 		snprintf(msg, sizeof(msg),
 			 "%s (squashed from %s)\n\nspd session %s: the "
 			 "branch's commits in one.\n",
-			 git_commit_summary(tip) ?: "work", x->info.branch,
-			 x->info.id);
+			 git_commit_summary(tip) ?: "work", branch, id);
 	else
 		snprintf(msg, sizeof(msg), "Merge %s (spd session %s)\n",
-			 x->info.branch, x->info.id);
+			 branch, id);
 	r = -EIO;
 	if (git_tree_lookup(&tree, repo, &tid) == 0) {
 		const git_commit *parents[2] = {target, tip};
@@ -276,18 +275,17 @@ static int merge_result(struct session_store *s, const struct sess *x,
 	return r;
 }
 
-/* Put result at ref: through a checkout when ref is the checked-out
- * branch (the files first, so that a refusal changes nothing), else the
- * ref alone. */
-static int merge_apply(struct session_store *s, git_repository *repo,
-		       const char *ref, const git_oid *old,
-		       const git_oid *result, const char *why)
+/* The files of result, when ref is the branch checked out (first, so
+ * that a refusal changes nothing); or a refusal when another worktree
+ * has it checked out.  The ref itself moves after (merge_land). */
+static int merge_files(struct session_store *s, git_repository *repo,
+		       const char *ref, const git_oid *result)
 {
-	git_reference *head = NULL, *out = NULL;
+	git_reference *head = NULL, *br = NULL;
 	git_commit *c = NULL;
 	bool checked_out = git_repository_head(&head, repo) == 0 &&
 			   strcmp(git_reference_name(head), ref) == 0;
-	int r = -EIO;
+	int r = 0;
 
 	git_reference_free(head);
 	if (checked_out) {
@@ -301,47 +299,53 @@ static int merge_apply(struct session_store *s, git_repository *repo,
 				    "the checkout refused the merge (a file "
 				    "it would overwrite?): %s",
 				    sess_git_msg());
-			goto out;
+			r = -EIO;
 		}
-	} else {
-		git_reference *br = NULL;
-		int busy;
+		git_commit_free(c);
+		return r;
+	}
+	if (git_reference_lookup(&br, repo, ref) == 0) {
+		int busy = git_branch_is_checked_out(br);
 
-		if (git_reference_lookup(&br, repo, ref) == 0) {
-			busy = git_branch_is_checked_out(br);
-			git_reference_free(br);
-			if (busy == 1) {
-				sess_seterr(s,
-					    "%s is checked out in another "
-					    "worktree: merge there",
-					    ref + 11);
-				r = -EBUSY;
-				goto out;
-			}
+		git_reference_free(br);
+		if (busy == 1) {
+			sess_seterr(s,
+				    "%s is checked out in another worktree: "
+				    "merge there",
+				    ref + 11);
+			return -EBUSY;
 		}
 	}
-	if (git_reference_create_matching(&out, repo, ref, result, 1, old,
-					  why) < 0) {
-		sess_seterr(s, "cannot move %s: %s", ref, sess_git_msg());
-		goto out;
-	}
-	r = 0;
-out:
-	git_reference_free(out);
-	git_commit_free(c);
-	return r;
+	return 0;
 }
 
-int session_merge(struct session_store *s, const char *id, const char *into,
-		  bool squash, const char *expect_target,
-		  const char *expect_tip, json_t **ret)
+struct session_merging {
+	struct session_store *s;
+	char id[SESSION_ID_LEN + 1];
+	char *repo, *gitdir, *branch;
+	char ref[512];
+	git_oid toid, tipoid, result;
+	bool squash, ff;
+	int r;
+	char err[sizeof(((struct session_store *)0)->err)];
+};
+
+static void merge_do_free(struct session_merging *j)
 {
+	free(j->repo);
+	free(j->gitdir);
+	free(j->branch);
+	free(j);
+}
+
+int session_merge_begin(struct session_store *s, const char *id,
+			const char *into, bool squash,
+			const char *expect_target, const char *expect_tip,
+			struct session_merging **ret)
+{
+	struct session_merging *j = NULL;
 	struct sess *x = NULL;
 	git_repository *repo = NULL;
-	git_commit *target = NULL, *tip = NULL;
-	git_oid toid, tipoid, result;
-	char ref[512], why[256];
-	bool ff = false;
 	int r;
 
 	r = merge_enter(s, id, &x);
@@ -353,75 +357,150 @@ int session_merge(struct session_store *s, const char *id, const char *into,
 	r = open_checkout(s, x, &repo);
 	if (r < 0)
 		return r;
-	r = target_tip(s, x, repo, into, ref, sizeof(ref), &toid);
+	r = -ENOMEM;
+	if (!(j = calloc(1, sizeof(*j))) || !(j->repo = strdup(x->info.repo)) ||
+	    !(j->gitdir = strdup(x->info.gitdir)) ||
+	    !(j->branch = strdup(x->info.branch)))
+		goto out;
+	r = target_tip(s, x, repo, into, j->ref, sizeof(j->ref), &j->toid);
 	if (r < 0)
 		goto out;
-	if (expect_target && strcmp(git_oid_tostr_s(&toid), expect_target)) {
+	if (expect_target &&
+	    strcmp(git_oid_tostr_s(&j->toid), expect_target) != 0) {
 		sess_seterr(s,
 			    "%s moved while the checks ran (from %.8s to "
 			    "%.8s): merge again",
-			    ref + 11, expect_target, git_oid_tostr_s(&toid));
+			    j->ref + 11, expect_target,
+			    git_oid_tostr_s(&j->toid));
 		r = -ESTALE;
 		goto out;
 	}
-	r = sess_branch_tip(s, x, repo, &tipoid);
+	r = sess_branch_tip(s, x, repo, &j->tipoid);
 	if (r < 0)
 		goto out;
-	if (expect_tip && strcmp(git_oid_tostr_s(&tipoid), expect_tip)) {
+	if (expect_tip && strcmp(git_oid_tostr_s(&j->tipoid), expect_tip)) {
 		sess_seterr(
 		    s,
 		    "%s moved while the checks ran (from %.8s to %.8s): "
 		    "merge again to check what it holds now",
-		    x->info.branch, expect_tip, git_oid_tostr_s(&tipoid));
+		    x->info.branch, expect_tip, git_oid_tostr_s(&j->tipoid));
 		r = -ESTALE;
 		goto out;
 	}
-	if (git_oid_equal(&toid, &tipoid) ||
-	    git_graph_descendant_of(repo, &toid, &tipoid) == 1) {
+	if (git_oid_equal(&j->toid, &j->tipoid) ||
+	    git_graph_descendant_of(repo, &j->toid, &j->tipoid) == 1) {
 		sess_seterr(s, "%s has nothing %s lacks", x->info.branch,
-			    ref + 11);
+			    j->ref + 11);
 		r = -EALREADY;
 		goto out;
 	}
-	r = checkout_dirty(s, repo);
-	if (r < 0)
-		goto out;
-	r = -EIO;
-	if (git_commit_lookup(&target, repo, &toid) < 0 ||
-	    git_commit_lookup(&tip, repo, &tipoid) < 0) {
-		sess_seterr(s, "merge: %s", sess_git_msg());
-		goto out;
-	}
-	r = merge_result(s, x, repo, target, tip, squash, &result, &ff);
-	if (r < 0)
-		goto out;
-	snprintf(why, sizeof(why), "spd: merge %s (session %s)", x->info.branch,
-		 id);
-	r = merge_apply(s, repo, ref, &toid, &result, why);
-	if (r < 0)
-		goto out;
-	sess_note_ref(s, x->info.gitdir, ref + 11);
-	{
-		char from[GIT_OID_HEXSZ + 1], to[GIT_OID_HEXSZ + 1];
-
-		git_oid_tostr(from, sizeof(from), &toid);
-		git_oid_tostr(to, sizeof(to), &result);
-		*ret =
-		    json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "into",
-			      ref + 11, "branch", x->info.branch, "from", from,
-			      "to", to, "fast_forward", ff, "squash", squash);
-		sess_journal(s, id, "session.merge", json_incref(*ret),
-			     "%s merged into %s (%s)", x->info.branch, ref + 11,
-			     ff	      ? "fast-forward"
-			     : squash ? "squash"
-				      : "merge commit");
-	}
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	j->s = s;
+	j->squash = squash;
 	r = 0;
+out:
+	git_repository_free(repo);
+	if (r < 0) {
+		if (j)
+			merge_do_free(j);
+		return r;
+	}
+	s->aside++;
+	*ret = j;
+	return 0;
+}
+
+void session_merge_work(struct session_merging *j)
+{
+	git_repository *repo = NULL;
+	git_commit *target = NULL, *tip = NULL;
+
+	sess_seterr_to(j->err, sizeof(j->err));
+	j->r = -EIO;
+	if (git_repository_open_ext(&repo, j->repo,
+				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
+		sess_seterr(j->s, "%s: cannot open the repository: %s", j->repo,
+			    sess_git_msg());
+		goto out;
+	}
+	j->r = checkout_dirty(j->s, repo);
+	if (j->r < 0)
+		goto out;
+	j->r = -EIO;
+	if (git_commit_lookup(&target, repo, &j->toid) < 0 ||
+	    git_commit_lookup(&tip, repo, &j->tipoid) < 0) {
+		sess_seterr(j->s, "merge: %s", sess_git_msg());
+		goto out;
+	}
+	j->r = merge_result(j->s, j->branch, j->id, repo, target, tip,
+			    j->squash, &j->result, &j->ff);
+	if (j->r == 0)
+		j->r = merge_files(j->s, repo, j->ref, &j->result);
 out:
 	git_commit_free(target);
 	git_commit_free(tip);
 	git_repository_free(repo);
+	sess_seterr_to(NULL, 0);
+}
+
+/* The ref moved to the result, on the loop: guards of the repository's
+ * other sessions are told at once (no check of theirs sees the ref
+ * moved before). */
+int session_merge_end(struct session_merging *j, json_t **ret)
+{
+	struct session_store *s = j->s;
+	git_repository *repo = NULL;
+	git_reference *out = NULL;
+	char why[256], from[GIT_OID_HEXSZ + 1], to[GIT_OID_HEXSZ + 1];
+	int r = j->r;
+
+	if (r < 0) {
+		sess_seterr(s, "%s", j->err);
+		goto out;
+	}
+	snprintf(why, sizeof(why), "spd: merge %s (session %s)", j->branch,
+		 j->id);
+	r = -EIO;
+	if (git_repository_open_ext(&repo, j->repo,
+				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
+	    git_reference_create_matching(&out, repo, j->ref, &j->result, 1,
+					  &j->toid, why) < 0) {
+		sess_seterr(s, "cannot move %s: %s", j->ref, sess_git_msg());
+		goto out;
+	}
+	sess_note_ref(s, j->gitdir, j->ref + 11);
+	git_oid_tostr(from, sizeof(from), &j->toid);
+	git_oid_tostr(to, sizeof(to), &j->result);
+	*ret = json_pack("{s:s, s:s, s:s, s:s, s:b, s:b}", "into", j->ref + 11,
+			 "branch", j->branch, "from", from, "to", to,
+			 "fast_forward", j->ff, "squash", j->squash);
+	sess_journal(s, j->id, "session.merge", json_incref(*ret),
+		     "%s merged into %s (%s)", j->branch, j->ref + 11,
+		     j->ff	 ? "fast-forward"
+		     : j->squash ? "squash"
+				 : "merge commit");
+	r = 0;
+out:
+	git_reference_free(out);
+	git_repository_free(repo);
+	merge_do_free(j);
+	s->aside--;
+	sess_store_closed_maybe(s);
 	return r;
+}
+
+int session_merge(struct session_store *s, const char *id, const char *into,
+		  bool squash, const char *expect_target,
+		  const char *expect_tip, json_t **ret)
+{
+	struct session_merging *j = NULL;
+	int r = session_merge_begin(s, id, into, squash, expect_target,
+				    expect_tip, &j);
+
+	if (r < 0)
+		return r;
+	session_merge_work(j);
+	return session_merge_end(j, ret);
 }
 
 /* ---- what the merge's checks run on ---- */

@@ -753,6 +753,7 @@ START_TEST(test_merge)
 }
 END_TEST
 
+
 /* The operator's branch moved on: a merge commit; --force merges past a
  * failing check and says so. */
 START_TEST(test_merge_commit_and_force)
@@ -971,6 +972,58 @@ static void ping_own(void)
 	free(r);
 	close(b);
 }
+
+/*
+ * A merge moves the operator's branch at its end, on spd's loop, once
+ * its checkout's part is done on the thread pool: another session of the
+ * same repository, whose guard watches that branch, goes on (its guard
+ * is told of the move with it; a check of it in between would end its
+ * attempt, GIT-CHANGED).  Its runs before, during and after the merge
+ * are answered and exit 0, and both merges land on main.
+ */
+START_TEST(test_merge_beside_another_session)
+{
+	struct sess a = {0}, b = {0};
+	char *r, *line;
+	int fr, fm;
+
+	start("ma", false, &a);
+	start("mb", false, &b);
+	run_ok(&a, "echo a > wa.txt && touch done.txt && git add . && "
+		   "git commit -qm 'a work'");
+	run_ok(&b, "echo b > wb.txt && touch done.txt && git add . && "
+		   "git commit -qm 'b work'");
+	/* b runs while a merges. */
+	fm = test_spd_connect(&T);
+	line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			"\"session.merge\",\"params\":{\"token\":\"%s\","
+			"\"id\":\"%s\"}}\n",
+			T.token, a.id);
+	test_send(fm, line, strlen(line));
+	free(line);
+	for (int i = 0; i < 3; i++) {
+		fr = send_run(&b, "echo more >> wb.txt");
+		reply_ok(fr, "b's run during a's merge");
+		close(fr);
+	}
+	r = test_recv_line(fm, 60000);
+	ck_assert_msg(has(r, "\"into\":\"main\""), "a's merge: %s",
+		      r ? r : "no reply");
+	free(r);
+	close(fm);
+	check_git("a", "show main:wa.txt");
+	run_ok(&b, "git commit -qam 'b more'");
+	r = rpcf(NULL, "session.merge", "{\"id\":\"%s\"}", b.id);
+	ck_assert_msg(has(r, "\"into\":\"main\"") &&
+			  has(r, "\"fast_forward\":false"),
+		      "b's merge: %s", r);
+	free(r);
+	check_git("b\nmore\nmore\nmore", "show main:wb.txt");
+	check_git("a", "show main:wa.txt");
+	free(a.wt);
+	free(b.wt);
+}
+END_TEST
 
 /*
  * The agent's commits are taken onto spd/<feature> on spd's thread pool:
@@ -1463,6 +1516,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_sigkill_loses_nothing);
 	tcase_add_test(tc, test_end_in_place_says_nothing_to_merge);
 	tcase_add_test(tc, test_merge);
+	tcase_add_test(tc, test_merge_beside_another_session);
 	tcase_add_test(tc, test_merge_commit_and_force);
 	tcase_add_test(tc, test_merge_after_end);
 	tcase_add_test(tc, test_merge_without_checks);
