@@ -1098,9 +1098,16 @@ static void guard_after(void *data)
 void agent_diff_guard(struct spd *spd, struct call *c, const char *id,
 		      agent_diff_fn then)
 {
-	struct diff_guard *g = calloc(1, sizeof(*g));
-	int r = g ? session_diff_begin(spd->sessions, id, &g->j) : -ENOMEM;
+	struct diff_guard *g;
+	int r;
 
+	/* spd began stopping: its sessions are closed. */
+	if (!spd->sessions) {
+		then(c, -ESHUTDOWN, NULL, false);
+		return;
+	}
+	g = calloc(1, sizeof(*g));
+	r = g ? session_diff_begin(spd->sessions, id, &g->j) : -ENOMEM;
 	if (r < 0) {
 		free(g);
 		then(c, r, NULL, false);
@@ -1150,10 +1157,16 @@ static void plan_done(void *data)
 void agent_merge_plan(struct spd *spd, struct call *c, const char *id,
 		      agent_plan_fn then, void *data)
 {
-	struct plan_job *pj = calloc(1, sizeof(*pj));
-	int r =
-	    pj ? session_merge_plan_begin(spd->sessions, id, &pj->j) : -ENOMEM;
+	struct plan_job *pj;
+	int r;
 
+	/* spd began stopping: its sessions are closed. */
+	if (!spd->sessions) {
+		then(c, -ESHUTDOWN, NULL, data);
+		return;
+	}
+	pj = calloc(1, sizeof(*pj));
+	r = pj ? session_merge_plan_begin(spd->sessions, id, &pj->j) : -ENOMEM;
 	if (r < 0) {
 		free(pj);
 		then(c, r, NULL, data);
@@ -1198,11 +1211,18 @@ void agent_merge(struct spd *spd, struct call *c, const char *id,
 		 const char *into, bool squash, const char *expect_target,
 		 const char *expect_tip, agent_merge_fn then, void *data)
 {
-	struct merging_job *mj = calloc(1, sizeof(*mj));
-	int r = mj ? session_merge_begin(spd->sessions, id, into, squash,
-					 expect_target, expect_tip, &mj->j)
-		   : -ENOMEM;
+	struct merging_job *mj;
+	int r;
 
+	/* spd began stopping: its sessions are closed. */
+	if (!spd->sessions) {
+		then(c, -ESHUTDOWN, NULL, data);
+		return;
+	}
+	mj = calloc(1, sizeof(*mj));
+	r = mj ? session_merge_begin(spd->sessions, id, into, squash,
+				     expect_target, expect_tip, &mj->j)
+	       : -ENOMEM;
 	if (r < 0) {
 		free(mj);
 		then(c, r, NULL, data);
