@@ -168,6 +168,7 @@ struct ll_fixture {
 
 static void ll_setup(struct ll_fixture *f)
 {
+	memset(f, 0, sizeof(*f));
 	f->dir = test_tmpdir("layers");
 	f->rw = join(f->dir, "rw");
 	f->rw2 = join(f->dir, "rw2");
