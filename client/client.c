@@ -165,6 +165,20 @@ static int open_impl(struct client *c, bool may_start, char *errbuf,
 		    NULL);
 		c->token = load_token(&p, &c->session_token);
 	}
+	if (!c->token) {
+		/* spd would close the connection unanswered (it takes no
+		 * call without a token): say why instead. */
+		snprintf(errbuf, errlen,
+			 "spd answers at %s, but there is no operator token "
+			 "at %s to call it with (an spd started with another "
+			 "HOME or SPD_CONFIG_DIR?); a session's token goes in "
+			 "SPD_SESSION_TOKEN",
+			 p.socket_path, p.token_path);
+		close(fd);
+		c->fd = -1;
+		paths_free(&p);
+		return -EACCES;
+	}
 	paths_free(&p);
 	return 0;
 }

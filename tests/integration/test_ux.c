@@ -248,6 +248,34 @@ START_TEST(test_user_mistakes_exit_2)
 }
 END_TEST
 
+/*
+ * spctl beside an spd of another configuration directory (another
+ * HOME, SPD_CONFIG_DIR) has no operator token to call it with: it says
+ * so, naming where it looked, instead of the "Broken pipe" it printed
+ * when spd closed the connection it never authenticated (found as a new
+ * user, two HOMEs sharing one runtime dir).
+ */
+START_TEST(test_no_token_says_so)
+{
+	struct test_spd t;
+	char *out = NULL, *err = NULL, *cfg, *env;
+	int ex;
+
+	test_spd_prepare(&t, NULL);
+	test_spd_start(&t);
+	cfg = test_fmt("%s/other-config", t.dir);
+	ck_assert_int_eq(mkdir(cfg, 0700), 0);
+	env = test_fmt("SPD_CONFIG_DIR=%s", cfg);
+	ex = spctl(&t, (char *[]){env, "SPD_NO_AUTOSTART=1", NULL}, &out, &err,
+		   (char *[]){"ping", NULL});
+	ck_assert_msg(ex == 125 && has(err, "no operator token") &&
+			  has(err, cfg) && !has(err, "Broken pipe"),
+		      "spctl ping with no token: %d %s", ex, err);
+	free(out), free(err), free(env), free(cfg);
+	test_spd_stop_clean(&t);
+}
+END_TEST
+
 /* The block of `spctl --help` that documents cmd: its lines from the one
  * naming it to the next command's (malloc'd). */
 static char *help_block(const char *help, const char *cmd)
@@ -618,6 +646,7 @@ int main(void)
 	tc = tcase_create("mistakes");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_user_mistakes_exit_2);
+	tcase_add_test(tc, test_no_token_says_so);
 	tcase_add_test(tc, test_help_lists_every_option);
 	tcase_add_test(tc, test_sandboxd_help);
 	tcase_add_test(tc, test_ask_says_network_proxy);
