@@ -114,15 +114,14 @@ static int diff_ended(struct session_diff_job *j, git_repository *repo,
 
 	snprintf(ref, sizeof(ref), "refs/heads/%s", j->branch);
 	if (git_reference_name_to_id(&tip, repo, ref) < 0) {
-		snprintf(j->err, sizeof(j->err), "branch %s is gone: %s",
-			 j->branch, sess_git_msg());
+		sess_seterr(j->s, "branch %s is gone: %s", j->branch,
+			    sess_git_msg());
 		return -ENOENT;
 	}
 	if (git_commit_lookup(&c, repo, &tip) < 0 ||
 	    git_commit_tree(&t, c) < 0 ||
 	    git_diff_tree_to_tree(ret, repo, tree, t, dopt) < 0) {
-		snprintf(j->err, sizeof(j->err), "git diff: %s",
-			 sess_git_msg());
+		sess_seterr(j->s, "git diff: %s", sess_git_msg());
 		r = -EIO;
 	}
 	git_commit_free(c);
@@ -141,6 +140,7 @@ void session_diff_work(struct session_diff_job *j)
 	struct diff_acc acc = {0};
 	int r = -EIO;
 
+	sess_seterr_to(j->err, sizeof(j->err));
 	/*
 	 * Open the main repository by its git dir and point it at the
 	 * worktree, rather than follow the worktree's .git file: that file
@@ -148,18 +148,15 @@ void session_diff_work(struct session_diff_job *j)
 	 * repository spd reads.  The diff is base tree against the files on
 	 * disk; it does not use the index.
 	 */
-	if (git_repository_open_ext(&repo, j->gitdir,
-				    GIT_REPOSITORY_OPEN_NO_SEARCH |
-					GIT_REPOSITORY_OPEN_BARE,
-				    NULL) < 0 ||
-	    (!j->ended &&
+	if (sess_open_gitdir(j->s, j->gitdir, &repo) < 0)
+		goto out;
+	if ((!j->ended &&
 	     git_repository_set_workdir(repo, j->worktree, 0) < 0) ||
 	    git_oid_fromstr(&oid, j->base) < 0 ||
 	    git_commit_lookup(&base, repo, &oid) < 0 ||
 	    git_commit_tree(&tree, base) < 0) {
-		snprintf(j->err, sizeof(j->err),
-			 "cannot open the session's repository: %s",
-			 sess_git_msg());
+		sess_seterr(j->s, "cannot open the session's repository: %s",
+			    sess_git_msg());
 		goto out;
 	}
 	git_diff_options_init(&dopt, GIT_DIFF_OPTIONS_VERSION);
@@ -171,14 +168,12 @@ void session_diff_work(struct session_diff_job *j)
 			goto out;
 		r = -EIO;
 	} else if (git_diff_tree_to_workdir(&diff, repo, tree, &dopt) < 0) {
-		snprintf(j->err, sizeof(j->err), "git diff: %s",
-			 sess_git_msg());
+		sess_seterr(j->s, "git diff: %s", sess_git_msg());
 		goto out;
 	}
 	int pr = git_diff_print(diff, GIT_DIFF_FORMAT_PATCH, diff_line, &acc);
 	if (pr < 0 && !acc.truncated) {
-		snprintf(j->err, sizeof(j->err), "git diff: %s",
-			 sess_git_msg());
+		sess_seterr(j->s, "git diff: %s", sess_git_msg());
 		goto out;
 	}
 	if (!acc.buf && !(acc.buf = strdup(""))) {
@@ -194,6 +189,7 @@ out:
 	git_tree_free(tree);
 	git_commit_free(base);
 	git_repository_free(repo);
+	sess_seterr_to(NULL, 0);
 	j->r = r;
 }
 

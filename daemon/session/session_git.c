@@ -91,10 +91,10 @@ static int read_small(int dirfd, const char *path, char *buf, size_t len)
 	return 0;
 }
 
-int sess_open_bare(struct session_store *s, const struct sess *x,
-		   git_repository **ret)
+int sess_open_gitdir(struct session_store *s, const char *gitdir,
+		     git_repository **ret)
 {
-	if (git_repository_open_ext(ret, x->info.gitdir,
+	if (git_repository_open_ext(ret, gitdir,
 				    GIT_REPOSITORY_OPEN_NO_SEARCH |
 					GIT_REPOSITORY_OPEN_BARE,
 				    NULL) < 0) {
@@ -103,6 +103,12 @@ int sess_open_bare(struct session_store *s, const struct sess *x,
 		return -EIO;
 	}
 	return 0;
+}
+
+int sess_open_bare(struct session_store *s, const struct sess *x,
+		   git_repository **ret)
+{
+	return sess_open_gitdir(s, x->info.gitdir, ret);
 }
 
 int sess_live_worktree(struct session_store *s, const char *id,

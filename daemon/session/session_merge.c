@@ -46,13 +46,15 @@ static int target_ref(struct session_store *s, git_repository *repo,
 	return 0;
 }
 
-static int open_checkout(struct session_store *s, const struct sess *x,
+/* The operator's checkout at path (any thread: the error where
+ * sess_seterr_to says). */
+static int open_checkout(struct session_store *s, const char *path,
 			 git_repository **ret)
 {
-	if (git_repository_open_ext(ret, x->info.repo,
-				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
-		sess_seterr(s, "%s: cannot open the repository: %s",
-			    x->info.repo, sess_git_msg());
+	if (git_repository_open_ext(ret, path, GIT_REPOSITORY_OPEN_NO_SEARCH,
+				    NULL) < 0) {
+		sess_seterr(s, "%s: cannot open the repository: %s", path,
+			    sess_git_msg());
 		return -EIO;
 	}
 	return 0;
@@ -110,7 +112,7 @@ int session_merge_target(struct session_store *s, const char *id,
 	r = merge_enter(s, id, &x);
 	if (r < 0)
 		return r;
-	r = open_checkout(s, x, &repo);
+	r = open_checkout(s, x->info.repo, &repo);
 	if (r < 0)
 		return r;
 	r = target_tip(s, x, repo, into, ref, sizeof(ref), &oid);
@@ -354,7 +356,7 @@ int session_merge_begin(struct session_store *s, const char *id,
 	/* The caller took the agent's commits before the checks; what is
 	 * merged is what they checked (expect_tip), never a commit that
 	 * came while they ran. */
-	r = open_checkout(s, x, &repo);
+	r = open_checkout(s, x->info.repo, &repo);
 	if (r < 0)
 		return r;
 	r = -ENOMEM;
@@ -416,13 +418,9 @@ void session_merge_work(struct session_merging *j)
 	git_commit *target = NULL, *tip = NULL;
 
 	sess_seterr_to(j->err, sizeof(j->err));
-	j->r = -EIO;
-	if (git_repository_open_ext(&repo, j->repo,
-				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0) {
-		sess_seterr(j->s, "%s: cannot open the repository: %s", j->repo,
-			    sess_git_msg());
+	j->r = open_checkout(j->s, j->repo, &repo);
+	if (j->r < 0)
 		goto out;
-	}
 	j->r = checkout_dirty(j->s, repo);
 	if (j->r < 0)
 		goto out;
@@ -460,10 +458,11 @@ int session_merge_end(struct session_merging *j, json_t **ret)
 	}
 	snprintf(why, sizeof(why), "spd: merge %s (session %s)", j->branch,
 		 j->id);
+	r = open_checkout(s, j->repo, &repo);
+	if (r < 0)
+		goto out;
 	r = -EIO;
-	if (git_repository_open_ext(&repo, j->repo,
-				    GIT_REPOSITORY_OPEN_NO_SEARCH, NULL) < 0 ||
-	    git_reference_create_matching(&out, repo, j->ref, &j->result, 1,
+	if (git_reference_create_matching(&out, repo, j->ref, &j->result, 1,
 					  &j->toid, why) < 0) {
 		sess_seterr(s, "cannot move %s: %s", j->ref, sess_git_msg());
 		goto out;
@@ -599,23 +598,22 @@ void session_merge_plan_work(struct session_merge_job *j)
 	git_commit *c = NULL;
 	git_checkout_options co;
 
+	sess_seterr_to(j->err, sizeof(j->err));
 	sess_rm_tree(j->dir);
 	if (j->done)
 		sess_rm_tree(j->done); /* an earlier one's, not removed */
 	if (mkdir(j->dir, 0700) < 0) {
 		j->r = -errno;
-		snprintf(j->err, sizeof(j->err), "%s: %s", j->dir,
-			 strerror(errno));
+		sess_seterr(j->s, "%s: %s", j->dir, strerror(errno));
+		sess_seterr_to(NULL, 0);
 		return;
 	}
 	j->r = -EIO;
-	if (git_repository_open_ext(&repo, j->gitdir,
-				    GIT_REPOSITORY_OPEN_NO_SEARCH |
-					GIT_REPOSITORY_OPEN_BARE,
-				    NULL) < 0 ||
-	    git_commit_lookup(&c, repo, &j->tip) < 0) {
-		snprintf(j->err, sizeof(j->err), "cannot read %s: %s",
-			 j->branch, sess_git_msg());
+	if (sess_open_gitdir(j->s, j->gitdir, &repo) < 0)
+		goto out;
+	if (git_commit_lookup(&c, repo, &j->tip) < 0) {
+		sess_seterr(j->s, "cannot read %s: %s", j->branch,
+			    sess_git_msg());
 		goto out;
 	}
 	/* Exactly the branch's tree, where no file of the agent's
@@ -625,9 +623,8 @@ void session_merge_plan_work(struct session_merge_job *j)
 	    GIT_CHECKOUT_FORCE | GIT_CHECKOUT_DONT_UPDATE_INDEX;
 	co.target_directory = j->dir;
 	if (git_checkout_tree(repo, (const git_object *)c, &co) < 0) {
-		snprintf(j->err, sizeof(j->err),
-			 "cannot check out %s for the checks: %s", j->branch,
-			 sess_git_msg());
+		sess_seterr(j->s, "cannot check out %s for the checks: %s",
+			    j->branch, sess_git_msg());
 		goto out;
 	}
 	j->r = 0;
@@ -636,6 +633,7 @@ out:
 		sess_rm_tree(j->dir);
 	git_commit_free(c);
 	git_repository_free(repo);
+	sess_seterr_to(NULL, 0);
 }
 
 int session_merge_plan_end(struct session_merge_job *j,
@@ -710,7 +708,7 @@ int session_merged(struct session_store *s, const char *id, char *ret_into,
 	if (!x)
 		return -ENOENT;
 	if (x->info.mode != SESSION_MODE_WORKTREE ||
-	    open_checkout(s, x, &repo) < 0)
+	    open_checkout(s, x->info.repo, &repo) < 0)
 		return 0;
 	if (git_repository_head(&head, repo) == 0 &&
 	    git_reference_is_branch(head) &&

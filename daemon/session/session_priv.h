@@ -288,7 +288,10 @@ char *sess_heldout_dir(struct session_store *s, const char *id);
 /* ---- session_git.c ---- */
 
 /* The main repository opened by its git dir alone (bare): 0 or -EIO
- * with the error set. */
+ * with the error set (on a worker thread, where sess_seterr_to says). */
+int sess_open_gitdir(struct session_store *s, const char *gitdir,
+		     git_repository **ret);
+/* The same for session x's. */
 int sess_open_bare(struct session_store *s, const struct sess *x,
 		   git_repository **ret);
 /* The start of a call on a live worktree session: 0 and *ret; 1 (and

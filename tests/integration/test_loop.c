@@ -916,6 +916,21 @@ static int send_run(const struct sess *s, const char *sh_line)
 	return fd;
 }
 
+/* The operator's call of method (on session id, or none: NULL) sent on a
+ * connection of its own, the reply left to read there: the connection. */
+static int send_call(const char *method, const char *id)
+{
+	char *line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+			      "\"%s\",\"params\":{\"token\":\"%s\"%s%s%s}}\n",
+			      method, T.token, id ? ",\"id\":\"" : "",
+			      id ? id : "", id ? "\"" : "");
+	int fd = test_spd_connect(&T);
+
+	test_send(fd, line, strlen(line));
+	free(line);
+	return fd;
+}
+
 /* The run's reply on fd: it ran and exited 0. */
 static void reply_ok(int fd, const char *what)
 {
@@ -983,7 +998,7 @@ static void ping_own(void)
 START_TEST(test_merge_beside_another_session)
 {
 	struct sess a = {0}, b = {0};
-	char *r, *line;
+	char *r;
 	int fr, fm;
 
 	start("ma", false, &a);
@@ -993,13 +1008,7 @@ START_TEST(test_merge_beside_another_session)
 	run_ok(&b, "echo b > wb.txt && touch done.txt && git add . && "
 		   "git commit -qm 'b work'");
 	/* b runs while a merges. */
-	fm = test_spd_connect(&T);
-	line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
-			"\"session.merge\",\"params\":{\"token\":\"%s\","
-			"\"id\":\"%s\"}}\n",
-			T.token, a.id);
-	test_send(fm, line, strlen(line));
-	free(line);
+	fm = send_call("session.merge", a.id);
 	for (int i = 0; i < 3; i++) {
 		fr = send_run(&b, "echo more >> wb.txt");
 		reply_ok(fr, "b's run during a's merge");
@@ -1150,13 +1159,7 @@ START_TEST(test_checkpoint_taken_off_loop)
 		free(r);
 		/* session.log, then a ping, each on a connection of its own:
 		 * the log waits for the checkpoint, the ping must not. */
-		fl = test_spd_connect(&T);
-		line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
-				"\"session.log\",\"params\":{\"token\":\"%s\","
-				"\"id\":\"%s\"}}\n",
-				T.token, s.id);
-		test_send(fl, line, strlen(line));
-		free(line);
+		fl = send_call("session.log", s.id);
 		ping_own();
 		seen = !readable(fl);
 		/* The next run, sent while the checkpoint may be out. */
@@ -1331,13 +1334,7 @@ START_TEST(test_verify_reads_off_loop)
 	line = test_fmt("%s/sub/.gitignore", REPO);
 	ck_assert(symlink(fifo, line) == 0);
 	free(line);
-	fv = test_spd_connect(&T);
-	line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
-			"\"session.verify\",\"params\":{\"token\":\"%s\","
-			"\"id\":\"%s\"}}\n",
-			T.token, s.id);
-	test_send(fv, line, strlen(line));
-	free(line);
+	fv = send_call("session.verify", s.id);
 	/* Each reader seen waiting is fed, and only then (at most 60 s). */
 	for (int i = 0; i < 6000 && !readable(fv); i++) {
 		int w;
@@ -1348,14 +1345,8 @@ START_TEST(test_verify_reads_off_loop)
 		}
 		seen |= in;
 		if (!pinged) {
-			int fp = test_spd_connect(&T);
+			int fp = send_call("daemon.ping", NULL);
 
-			line = test_fmt("{\"jsonrpc\":\"2.0\",\"id\":2,"
-					"\"method\":\"daemon.ping\",\"params\":"
-					"{\"token\":\"%s\"}}\n",
-					T.token);
-			test_send(fp, line, strlen(line));
-			free(line);
 			r = test_recv_line(fp, 10000);
 			pong = has(r, "\"pong\":true");
 			pinged = true;
