@@ -503,9 +503,10 @@ static int run_prepare(struct spd *spd, struct call *c,
  * .gitignore written, a walked directory gone) goes to the thread pool
  * (session_walk_begin), and the run is prepared again once it is back:
  * no other client waits for it (it was 55 ms for 10,000 files on the
- * loop).  Something the list cannot follow again meanwhile walks again
- * so, up to RUN_WALKS_MAX times; then session_run_paths walks on the
- * loop, as it always could.
+ * loop).  Something the list cannot follow again meanwhile (a .gitignore
+ * rewritten during the walk) walks again so, up to RUN_WALKS_MAX times;
+ * the last walk's list serves the run whatever changed since, so that a
+ * .gitignore rewritten without end never has the loop walk.
  */
 #define RUN_WALKS_MAX 3
 
@@ -530,9 +531,10 @@ static void walk_after(void *data)
 	struct spd *spd = j->spd;
 	struct call *c = j->c;
 
-	/* The store's close waited for it; the last walk frees it. */
-	session_walk_end(j->wk);
+	/* The store's close waited for it; the last walk frees it.  The
+	 * last walk allowed serves the run whatever changed meanwhile. */
 	j->req.walks++;
+	session_walk_end(j->wk, j->req.walks >= RUN_WALKS_MAX);
 	/* spd began stopping meanwhile: sandboxd goes first, then the
 	 * sessions (modules_close). */
 	if (!spd->sessions || !spd->sbx)
@@ -568,9 +570,9 @@ static int walk_first(struct spd *spd, struct call *c,
 			return 1;
 		free(j);
 	}
-	/* No job: the walk here, and the run goes on. */
+	/* No job: the walk here, and the run goes on with its list. */
 	session_walk_work(wk);
-	session_walk_end(wk);
+	session_walk_end(wk, true);
 	return 0;
 }
 
@@ -870,13 +872,13 @@ static void check_walk_after(void *data)
 	 * sandboxd's close does, before the walk's end lets the store go. */
 	if (!spd->sessions || !spd->sbx) {
 		cw->done(cw->ctx, -1, NULL);
-		session_walk_end(cw->wk);
+		session_walk_end(cw->wk, false);
 		free(cw);
 		return;
 	}
-	session_walk_end(cw->wk);
-	cw->wk = NULL;
 	cw->walks++;
+	session_walk_end(cw->wk, cw->walks >= RUN_WALKS_MAX);
+	cw->wk = NULL;
 	if (check_walk_first(cw) == 1)
 		return;
 	/* The plan may be freed by the time check_start returns. */
@@ -900,7 +902,7 @@ static int check_walk_first(struct check_walk *cw)
 	    0)
 		return 1;
 	session_walk_work(cw->wk);
-	session_walk_end(cw->wk);
+	session_walk_end(cw->wk, true);
 	cw->wk = NULL;
 	return 0;
 }

@@ -610,7 +610,11 @@ void session_run_paths_free(struct session_run_paths *p);
  * to hand to session_walk_work on another thread and then to
  * session_walk_end on the loop, which keeps the walk's list for the
  * session; session_run_paths then walks nothing unless something changed
- * meanwhile that the list cannot follow.  0 when no walk is needed (or
+ * meanwhile that the list cannot follow.  With serve, the walk's list
+ * serves the next session_run_paths of the session whatever changed
+ * meanwhile (as session_walk_forget's): a caller that has walked again
+ * and again, a .gitignore rewritten during each walk, stops there
+ * instead of walking on the loop.  0 when no walk is needed (or
  * the session is not in place, or not usable: session_run_paths says
  * why), -ENOMEM.  The store is freed after the last walk's end when it
  * was closed meanwhile (session_store_free).
@@ -619,7 +623,7 @@ struct session_walk;
 int session_walk_begin(struct session_store *s, const char *id,
 		       struct session_walk **ret);
 void session_walk_work(struct session_walk *wk);
-void session_walk_end(struct session_walk *wk);
+void session_walk_end(struct session_walk *wk, bool serve);
 /* A walk whose list cannot be kept (a .gitignore that is a link, which
  * no watch follows) leaves it, at session_walk_end, for the next
  * session_run_paths of the session alone (and session_walk_begin answers

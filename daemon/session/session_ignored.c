@@ -824,27 +824,38 @@ void session_walk_work(struct session_walk *wk)
 	    ign_walk(wk->root, wk->gitdir, wk->skip, wk->max, &wk->w, &wk->v);
 }
 
-void session_walk_end(struct session_walk *wk)
+void session_walk_end(struct session_walk *wk, bool serve)
 {
 	struct session_store *s = wk->s;
 	struct sess *x = sess_find(s, wk->id);
+	int r = wk->w ? wk->w->result : wk->r;
+	char **v = NULL;
 
-	/* Kept when the session still runs: the list its runs ask for next
-	 * (session_run_paths applies what its watch saw since). */
-	if (x && !s->closing && x->info.state == SESSION_ACTIVE && wk->w &&
-	    wk->w->max == wk->max) {
+	if (!x || s->closing || x->info.state != SESSION_ACTIVE)
+		goto out;
+	/* Kept for the runs after it (session_run_paths applies what its
+	 * watch saw since). */
+	if (wk->w && wk->w->max == wk->max) {
 		sess_ign_free(x->ign);
 		x->ign = steal_ptr(wk->w);
-	} else if (x && !s->closing && x->info.state == SESSION_ACTIVE &&
-		   !wk->w && (wk->r == 0 || wk->r == -E2BIG)) {
-		/* Not kept: the run that asked for it gets it all the
-		 * same, as a walk on the loop would have given it. */
-		sess_ign_once_drop(x);
-		x->ign_once.set = true;
-		x->ign_once.r = wk->r;
-		x->ign_once.max = wk->max;
-		x->ign_once.v = steal_ptr(wk->v);
+		if (!serve)
+			goto out;
 	}
+	/* Not kept, or served all the same: the run that asked for it gets
+	 * this list, as a walk on the loop when it was asked for would
+	 * have given it. */
+	if (r == 0 && wk->v)
+		v = steal_ptr(wk->v);
+	else if (r == 0 && x->ign)
+		v = strv_copy(x->ign->hidden);
+	sess_ign_once_drop(x);
+	if (r == -E2BIG || (r == 0 && v)) {
+		x->ign_once.set = true;
+		x->ign_once.r = r;
+		x->ign_once.max = wk->max;
+		x->ign_once.v = steal_ptr(v);
+	}
+out:
 	walk_free(wk);
 	s->aside--;
 	sess_store_closed_maybe(s);

@@ -35,7 +35,8 @@ struct sess {
 	char **empty_files;   /* in place: ignored credential files */
 	struct sess_ign *ign; /* in place: the hidden list kept between runs */
 	/* In place: the list of a walk on another thread that could not be
-	 * kept (a .gitignore that is a link: no watch follows it), for the
+	 * kept (a .gitignore that is a link: no watch follows it), or the
+	 * last one a run may wait for, for the
 	 * run or check that asked for the walk only (session_walk_end,
 	 * session_walk_forget). */
 	struct {
@@ -134,6 +135,9 @@ struct session_store {
 	 * checkpoints.  A close waits for the last (closing). */
 	unsigned aside;
 	bool closing; /* freed once the last of them ends */
+	/* Called once it is freed (session_store_free_then). */
+	void (*freed)(void *data);
+	void *freed_data;
 	/* libgit2 is initialised on first use: its start-up loads and
 	 * touches OpenSSL, megabytes an idle spd need not hold. */
 	bool git_ready;

@@ -558,7 +558,7 @@ START_TEST(test_in_place_walk_aside)
 	ck_assert_uint_eq(session_ignored_walks(), w);
 	walk_aside(wk);
 	ck_assert_uint_eq(session_ignored_walks(), w + 1);
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
 	ck_assert(hides(&rp, f.repo, "/keep.md"));
 	ck_assert(!hides(&rp, f.repo, "/other.md"));
@@ -571,7 +571,7 @@ START_TEST(test_in_place_walk_aside)
 			"deep/s.log"));
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	walk_aside(wk);
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
 	ck_assert(hides(&rp, f.repo, "/big/deep/s.log"));
 	ck_assert(!hides(&rp, f.repo, "/big/f1.md"));
@@ -584,10 +584,10 @@ START_TEST(test_in_place_walk_aside)
 			"big3/v.log && mkdir -p big4/sub && echo x > "
 			"big4/sub/x.log"));
 	walk_aside(wk);
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	walk_aside(wk);
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
 	ck_assert(hides(&rp, f.repo, "/big2/t.log"));
 	ck_assert(hides(&rp, f.repo, "/big/deep/u.log"));
@@ -596,7 +596,7 @@ START_TEST(test_in_place_walk_aside)
 	free(sh(f.repo, "rm -r big2 big3 big4"));
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	walk_aside(wk);
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	w++; /* a walked directory gone: the checkout's walk */
 	free(sh(f.repo, "git add big && git commit -qm big"));
 	/* Rewritten again while the walk is out: seen by its watch. */
@@ -604,7 +604,7 @@ START_TEST(test_in_place_walk_aside)
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	walk_aside(wk);
 	free(sh(f.repo, "printf '*.log\\nother.md\\n' > .gitignore"));
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 3);
 	ck_assert(hides(&rp, f.repo, "/other.md"));
 	/* Ignored only later, it stops being so with its pattern. */
@@ -614,7 +614,7 @@ START_TEST(test_in_place_walk_aside)
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	ck_assert_int_eq(session_end(f.s, i->id, false, NULL), 0);
 	walk_aside(wk);
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 0);
 	session_info_free(i);
 	/* The store closed while a walk is out: its end frees the store. */
@@ -624,8 +624,76 @@ START_TEST(test_in_place_walk_aside)
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	session_store_free(f.s);
 	walk_aside(wk);
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	f.s = NULL;
+	session_run_paths_free(&rp);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
+/*
+ * A .gitignore rewritten during each walk on the other thread: the last
+ * walk a run may wait for (session_walk_end's serve, agent.c's
+ * RUN_WALKS_MAX) serves that run with its list, and session_run_paths
+ * walks nothing on the loop; the list is kept, and the next run, which
+ * the rewrite made during the walk is not lost on, walks again and
+ * hides what the newest pattern ignores.  Without serve the run's paths
+ * walk on the loop (the check before it), as they did for every run.
+ */
+START_TEST(test_in_place_walk_served)
+{
+	struct fx f;
+	char token[SESSION_TOKEN_LEN + 1];
+	struct session_info *i;
+	struct session_run_paths rp = {0};
+	struct session_walk *wk = NULL;
+	unsigned long w;
+
+	fx_init(&f, NULL);
+	free(sh(f.repo, "printf '*.log\\n' > .gitignore && echo k > keep.md "
+			"&& echo o > other.md && git add . && git commit -qm i "
+			"&& echo x > x.log"));
+	i = start(&f, "served", true, token);
+	w = paths_again(&f, i->id, &rp);
+	/* Not served: the run's paths walk on the loop. */
+	free(sh(f.repo, "printf '*.log\\nkeep.md\\n' > .gitignore"));
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	walk_aside(wk);
+	free(sh(f.repo, "printf '*.log\\nother.md\\n' > .gitignore"));
+	session_walk_end(wk, false);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
+	ck_assert(hides(&rp, f.repo, "/other.md"));
+	w += 2;
+	/* Served: the walk's list, no walk on the loop. */
+	free(sh(f.repo, "printf '*.log\\nkeep.md\\n' > .gitignore"));
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	walk_aside(wk);
+	ck_assert_uint_eq(session_ignored_walks(), w + 1);
+	free(sh(f.repo, "printf '*.log\\nother.md\\n' > .gitignore"));
+	session_walk_end(wk, true);
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 0);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
+	ck_assert(hides(&rp, f.repo, "/keep.md"));
+	ck_assert(!hides(&rp, f.repo, "/other.md"));
+	ck_assert(hides(&rp, f.repo, "/x.log"));
+	session_walk_forget(f.s, i->id);
+	/* The rewrite during the walk is not lost: the next run walks. */
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	walk_aside(wk);
+	session_walk_end(wk, false);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 2);
+	ck_assert(hides(&rp, f.repo, "/other.md"));
+	ck_assert(!hides(&rp, f.repo, "/keep.md"));
+	/* A served list a run did not take is not served to a later one. */
+	free(sh(f.repo, "printf '*.log\\nkeep.md\\n' > .gitignore"));
+	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
+	walk_aside(wk);
+	free(sh(f.repo, "printf '*.log\\nother.md\\n' > .gitignore"));
+	session_walk_end(wk, true);
+	session_walk_forget(f.s, i->id);
+	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 4);
+	ck_assert(hides(&rp, f.repo, "/other.md"));
 	session_run_paths_free(&rp);
 	session_info_free(i);
 	fx_done(&f);
@@ -664,7 +732,7 @@ START_TEST(test_in_place_linked_gitignore)
 		w = session_ignored_walks();
 		walk_aside(wk);
 		ck_assert_uint_eq(session_ignored_walks(), w + 1);
-		session_walk_end(wk);
+		session_walk_end(wk, false);
 		/* Its list waits for this run: no other walk is asked for. */
 		ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 0);
 		ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
@@ -675,11 +743,11 @@ START_TEST(test_in_place_linked_gitignore)
 	/* A list no run took is not served to a later one. */
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	walk_aside(wk);
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	session_walk_forget(f.s, i->id);
 	ck_assert_int_eq(session_walk_begin(f.s, i->id, &wk), 1);
 	walk_aside(wk);
-	session_walk_end(wk);
+	session_walk_end(wk, false);
 	session_walk_forget(f.s, i->id);
 	w = session_ignored_walks();
 	ck_assert_uint_eq(paths_again(&f, i->id, &rp), w + 1);
@@ -2091,6 +2159,7 @@ int main(void)
 	tcase_add_test(tc, test_in_place_dirty);
 	tcase_add_test(tc, test_in_place_hidden_kept);
 	tcase_add_test(tc, test_in_place_walk_aside);
+	tcase_add_test(tc, test_in_place_walk_served);
 	tcase_add_test(tc, test_in_place_linked_gitignore);
 	tcase_add_test(tc, test_sync_aside);
 	tcase_add_test(tc, test_in_place_ignored_at_start);
