@@ -128,14 +128,18 @@ static size_t overlapping(double (*w)[2], int n, size_t upto, double *v)
 	return k;
 }
 
-/* session.end of each worktree session, each call's window and length
- * into w and len (at most n), a tenth of its files rewritten first (the
- * agent's uncommitted work, which the end reads, commits and scans).
- * 0, or -1 said. */
 /* The params of the call timed in a session (each_worktree). */
 static json_t *end_params(const char *id)
 {
 	return json_pack("{s:s}", "id", id);
+}
+
+/* Back to checkpoint 2, the session's last (the runs' of the tenth
+ * changed, then of the tenth committed): the tenth rewritten since is
+ * checkpointed, then put back. */
+static json_t *restore_params(const char *id)
+{
+	return json_pack("{s:s, s:i}", "id", id, "n", 2);
 }
 
 static json_t *run_params(const char *id)
@@ -296,6 +300,7 @@ int main(int argc, char **argv)
 	static double difwin[ROUNDS_MAX][2], diflen[ROUNDS_MAX];
 	static double verwin[ROUNDS_MAX][2], verlen[ROUNDS_MAX];
 	static double mrgwin[ROUNDS_MAX][2], mrglen[ROUNDS_MAX];
+	static double rstwin[ROUNDS_MAX][2], rstlen[ROUNDS_MAX];
 	char abs_build[4096], dir[4200], cmd[8800], spctl[4200];
 	size_t alone_n;
 	double *v, inplace_start = 0, wt_start = 0;
@@ -411,6 +416,11 @@ int main(int argc, char **argv)
 	if (!ping_failed && each_worktree(mrgwin, mrglen, rounds, "true",
 					  RPC_M_SESSION_MERGE, end_params) < 0)
 		ping_failed = 1;
+	/* The agent's last change undone (on the loop before 12-06 19:00). */
+	if (!ping_failed &&
+	    each_worktree(rstwin, rstlen, rounds, PREP_CHANGE,
+			  RPC_M_SESSION_RESTORE, restore_params) < 0)
+		ping_failed = 1;
 	if (!ping_failed && each_worktree(endwin, endlen, rounds, PREP_END,
 					  RPC_M_SESSION_END, end_params) < 0)
 		ping_failed = 1;
@@ -472,6 +482,9 @@ int main(int argc, char **argv)
 		    verwin, rounds, v, 0.1 * wt_start);
 		row("during worktree merges", bench_median(mrglen, rounds),
 		    mrgwin, rounds, v, 0.1 * wt_start);
+		row("during worktree restores, 1/10",
+		    bench_median(rstlen, rounds), rstwin, rounds, v,
+		    0.1 * wt_start);
 		row("during worktree ends, 1/10 changed",
 		    bench_median(endlen, rounds), endwin, rounds, v,
 		    0.1 * wt_start);

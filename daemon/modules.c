@@ -106,12 +106,12 @@ struct close_ctx {
 static void on_sbx_closed(void *data)
 {
 	struct close_ctx *cc = data;
+	struct spd *spd = cc->spd;
 	void (*cb)(void *) = cc->cb;
 	void *d = cc->data;
 
-	agent_stop(cc->spd);
 	free(cc);
-	cb(d);
+	agent_stop(spd, cb, d);
 }
 
 void modules_close(struct spd *spd, void (*cb)(void *data), void *data)
@@ -128,8 +128,7 @@ void modules_close(struct spd *spd, void (*cb)(void *data), void *data)
 	gate_stop(spd);
 	if (!cc) {
 		sbx_close(s, NULL, NULL);
-		agent_stop(spd);
-		cb(data);
+		agent_stop(spd, cb, data);
 		return;
 	}
 	cc->spd = spd;

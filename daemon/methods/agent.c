@@ -417,6 +417,66 @@ void agent_checkpoint(struct spd *spd, const char *id, int64_t row,
 	pool_run(spd->loop, ck_work, ck_after, k);
 }
 
+/* A restore: the checkpoint of what is there, then the checkout, each on
+ * the thread pool; what waits for the session's checkpoint waits for it
+ * (agent_after_checkpoint). */
+struct restore_job {
+	struct spd *spd;
+	struct call *c;
+	struct session_restorejob *j;
+	agent_restore_fn then;
+	char id[SESSION_ID_LEN + 1];
+};
+
+static void restore_work(void *data)
+{
+	struct restore_job *rj = data;
+
+	session_restore_work(rj->j);
+}
+
+static void restore_done(void *data)
+{
+	struct restore_job *rj = data;
+	struct spd *spd = rj->spd;
+	unsigned saved = 0;
+	int r = session_restore_end(rj->j, &saved);
+
+	if (r == 1) {
+		pool_run(spd->loop, restore_work, restore_done, rj);
+		return;
+	}
+	rj->then(rj->c, r, saved);
+	wait_go(&ck_waits, rj->id);
+	if (spd->sessions && session_checkpoint_pending(spd->sessions, rj->id))
+		agent_checkpoint_later(spd);
+	free(rj);
+}
+
+void agent_restore(struct spd *spd, struct call *c, const char *id, unsigned n,
+		   agent_restore_fn then)
+{
+	struct restore_job *rj;
+	int r;
+
+	if (!spd->sessions) {
+		then(c, -ESHUTDOWN, 0);
+		return;
+	}
+	rj = calloc(1, sizeof(*rj));
+	r = rj ? session_restore_begin(spd->sessions, id, n, &rj->j) : -ENOMEM;
+	if (r < 0) {
+		free(rj);
+		then(c, r, 0);
+		return;
+	}
+	rj->spd = spd;
+	rj->c = c;
+	rj->then = then;
+	snprintf(rj->id, sizeof(rj->id), "%s", id);
+	pool_run(spd->loop, restore_work, restore_done, rj);
+}
+
 bool agent_after_checkpoint(struct spd *spd, const char *id,
 			    void (*go)(void *data), void *data)
 {
@@ -1372,14 +1432,16 @@ int agent_start(struct spd *spd)
 	return 0;
 }
 
-void agent_stop(struct spd *spd)
+void agent_stop(struct spd *spd, void (*done)(void *data), void *data)
 {
+	struct session_store *s = spd->sessions;
+
 	if (deferred_timer) {
 		uv_close((uv_handle_t *)deferred_timer, on_deferred_closed);
 		deferred_timer = NULL;
 	}
-	session_store_free(spd->sessions);
 	spd->sessions = NULL;
 	spd->session_auth = NULL;
 	spd->run_prepare = NULL;
+	session_store_free_then(s, done, data);
 }

@@ -99,6 +99,16 @@ void agent_merge(struct spd *spd, struct call *c, const char *id,
 		 const char *expect_tip, agent_merge_fn then, void *data);
 
 /*
+ * session_restore, the worktree read and checked out on the thread pool:
+ * then(c, 0, saved) on the loop once restored, then(c, -errno, 0) when
+ * refused or failed (the session store's error says why, while spd
+ * runs).  The calls waiting for the session's checkpoint wait for it.
+ */
+typedef void (*agent_restore_fn)(struct call *c, int r, unsigned saved);
+void agent_restore(struct spd *spd, struct call *c, const char *id, unsigned n,
+		   agent_restore_fn then);
+
+/*
  * The session store's check runner (session.h): check i of plan in the
  * sandbox, data being the struct spd, with no network, spd's directories
  * hidden, the held-out checks bound read-only for this run only, never
@@ -112,7 +122,9 @@ int agent_check_runner(void *data, const struct session_verify_plan *plan,
 				    const struct session_check_output *out),
 		       void *ctx);
 
-/* Close the session store; NULL-safe on a spd without sessions. */
-void agent_stop(struct spd *spd);
+/* Close the session store, then done(data) once it is freed: after the
+ * ends of its steps on the thread pool, which may still journal (a
+ * restore's); NULL-safe on a spd without sessions. */
+void agent_stop(struct spd *spd, void (*done)(void *data), void *data);
 
 #endif

@@ -17,7 +17,6 @@
 #include "daemon/methods/agent.h"
 #include "daemon/transport/call.h"
 #include "daemon/log.h"
-#include "daemon/sandbox/sbx.h"
 #include "daemon/session/linkwatch.h"
 #include "daemon/journal/journal.h"
 #include "daemon/session/labels.h"
@@ -773,11 +772,9 @@ void m_session_log(struct call *c)
 	const char *id = param_str(c, "id");
 	json_t *a;
 
-	if (!have_store(c))
-		return;
 	/* The checkpoint being read is listed, as it was when spd read it
 	 * on the loop before answering anything else. */
-	if (after_checkpoint(c, m_session_log))
+	if (!have_store(c) || after_checkpoint(c, m_session_log))
 		return;
 	a = session_checkpoints(store(c), id);
 	if (!a) {
@@ -789,30 +786,34 @@ void m_session_log(struct call *c)
 				session_checkpoint_pending(store(c), id)));
 }
 
+/* agent_restore's answer. */
+static void restored(struct call *c, int r, unsigned saved)
+{
+	if (r < 0 && store(c))
+		fail(c, r, param_str(c, "id"));
+	else if (r < 0)
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "spd is stopping: nothing was restored");
+	else
+		call_reply(c, json_pack("{s:s, s:O, s:i}", "id",
+					param_str(c, "id"), "n",
+					json_object_get(call_params(c), "n"),
+					"saved", (int)saved));
+}
+
 void m_session_restore(struct call *c)
 {
 	const char *id = param_str(c, "id");
 	json_int_t n = json_integer_value(json_object_get(call_params(c), "n"));
-	unsigned saved = 0;
-	int r;
 
-	if (!have_store(c))
-		return;
-	if (after_checkpoint(c, m_session_restore))
+	if (!have_store(c) || after_checkpoint(c, m_session_restore))
 		return;
 	call_set_summary(c, "restore %s to checkpoint %lld", id, (long long)n);
-	if (n < 1 || n > UINT32_MAX) {
+	if (n < 1 || n > UINT32_MAX)
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
 			   "\"n\" is a checkpoint number (1 and up)");
-		return;
-	}
-	r = session_restore(store(c), id, (unsigned)n, &saved);
-	if (r < 0) {
-		fail(c, r, id);
-		return;
-	}
-	call_reply(c, json_pack("{s:s, s:i, s:i}", "id", id, "n", (int)n,
-				"saved", (int)saved));
+	else
+		agent_restore(call_spd(c), c, id, (unsigned)n, restored);
 }
 
 /* Finish c with session_merge's refusal: a sentence for what the
@@ -827,8 +828,6 @@ static void merge_refused(struct call *c, int r, const char *id)
 		fail(c, r, id);
 }
 
-/* After the checks: merge when they passed (or --force), else refuse
- * with the verdict. */
 /* What a merge answers once its branch moved: the verdict and its
  * signature, or none (an ended session's, forced). */
 struct merged {

@@ -513,8 +513,23 @@ static int load(struct session_store *s)
 	return r;
 }
 
+void session_store_free_then(struct session_store *s, void (*fn)(void *data),
+			     void *data)
+{
+	if (!s) {
+		fn(data);
+		return;
+	}
+	s->freed = fn;
+	s->freed_data = data;
+	session_store_free(s);
+}
+
 void session_store_free(struct session_store *s)
 {
+	void (*freed)(void *data);
+	void *freed_data;
+
 	if (!s)
 		return;
 	/* A step on a worker thread (s->aside) reads the store: the last
@@ -544,7 +559,11 @@ void session_store_free(struct session_store *s)
 	free(s->git_email);
 	if (s->git_ready)
 		git_libgit2_shutdown();
+	freed = s->freed;
+	freed_data = s->freed_data;
 	free(s);
+	if (freed)
+		freed(freed_data);
 }
 
 int session_store_open(const char *state_dir, struct session_store **ret)

@@ -127,6 +127,11 @@ int session_store_open(const char *state_dir, struct session_store **ret);
 /* Close the database and free everything; NULL allowed.  Worktrees are
  * left in place for the next start. */
 void session_store_free(struct session_store *s);
+/* session_store_free, then fn(data) once the store is freed: at once, or
+ * after the last step on another thread ended (their ends still journal,
+ * so spd closes its journal in fn).  s NULL: fn(data) now. */
+void session_store_free_then(struct session_store *s, void (*fn)(void *data),
+			     void *data);
 /* Set the journal hook.  What the store journaled before it had one (the
  * findings session_store_open made) is handed to fn now, in order. */
 void session_store_set_journal(struct session_store *s, session_journal_fn fn,
@@ -455,6 +460,25 @@ json_t *session_checkpoints(struct session_store *s, const char *id);
  * live worktree), -EBUSY (a run in flight) or -EIO. */
 int session_restore(struct session_store *s, const char *id, unsigned n,
 		    unsigned *ret_saved);
+/*
+ * session_restore with the worktree's read and its checkout on another
+ * thread (a restore of 10,000 files held every client 3.2 s on the
+ * loop).  What session_restore answers when nothing is begun (-errno),
+ * or 1 and *ret: hand it to session_restore_work on another thread, then
+ * to session_restore_end on the loop, which records the checkpoint of
+ * what is there now and answers 1 for the checkout next (the same two
+ * steps again), or as session_restore does (-ESHUTDOWN: spd stopping
+ * before the checkout, nothing restored).  While it is out,
+ * session_checkpoint_out is true for the session: its runs, file tools
+ * and the calls that read its worktree wait for it, and its end and
+ * another restore are refused (-EBUSY).
+ */
+struct session_restorejob;
+int session_restore_begin(struct session_store *s, const char *id, unsigned n,
+			  struct session_restorejob **ret);
+void session_restore_work(struct session_restorejob *j);
+int session_restore_end(struct session_restorejob *j, unsigned *ret_saved);
+const char *session_restore_id(const struct session_restorejob *j);
 /* What a worktree session holds: {"head", "commits": [{"commit",
  * "subject","author"}] newest first, "uncommitted": [paths] and
  * "uncommitted_count" (absent while a run is in flight or after the

@@ -413,6 +413,236 @@ unsigned session_checkpoint_deferred(struct session_store *s,
 	return left;
 }
 
+/* ---- restore: what is there now checkpointed, then the checkout ---- */
+
+struct session_restorejob {
+	struct session_store *s;
+	struct sess *x; /* kept by x->ck_out: no end frees it meanwhile */
+	unsigned n;
+	git_oid oid;	  /* checkpoint n's commit */
+	struct ck_plan p; /* the checkpoint of what is there now */
+	int ck, r;	  /* ck_make's answer; the checkout's */
+	bool saved_done;  /* that checkpoint recorded: the checkout next */
+	unsigned saved;	  /* its number, 0 when there was nothing new */
+	char err[sizeof(((struct session_store *)0)->err)];
+};
+
+/* Whether x's worktree may be restored now: 0, or -errno with s->err. */
+static int restore_usable(struct session_store *s, struct sess *x,
+			  const char *id)
+{
+	if (!x)
+		return -ENOENT;
+	if (x->info.mode != SESSION_MODE_WORKTREE ||
+	    x->info.state == SESSION_ENDED) {
+		sess_seterr(s, "session %s has no worktree to restore", id);
+		return -EINVAL;
+	}
+	if (x->runs > 0) {
+		sess_seterr(s,
+			    "session %s has %u run%s in flight; restore "
+			    "once they end",
+			    id, x->runs, x->runs == 1 ? "" : "s");
+		return -EBUSY;
+	}
+	if (x->reading) {
+		sess_seterr(s,
+			    "session %s is ending: its worktree is being "
+			    "read for its end",
+			    id);
+		return -EBUSY;
+	}
+	if (x->ck_out) {
+		sess_seterr(s,
+			    "session %s: a checkpoint of its worktree is "
+			    "being taken; restore once it is",
+			    id);
+		return -EBUSY;
+	}
+	if (s->closing) {
+		sess_seterr(s, "spd is stopping: nothing was restored");
+		return -ESHUTDOWN;
+	}
+	return 0;
+}
+
+/* Checkpoint n's commit: 0, or -EINVAL with s->err. */
+static int restore_oid(struct session_store *s, const char *id, unsigned n,
+		       git_oid *ret)
+{
+	sqlite3_stmt *st = NULL;
+	int r;
+
+	if (sqlite3_prepare_v2(s->db,
+			       "SELECT oid FROM checkpoints WHERE session=? "
+			       "AND n=?",
+			       -1, &st, NULL) != SQLITE_OK)
+		return -EIO;
+	sess_bind_text(st, 1, id);
+	sqlite3_bind_int(st, 2, (int)n);
+	r = sqlite3_step(st) == SQLITE_ROW &&
+		    git_oid_fromstr(
+			ret, (const char *)sqlite3_column_text(st, 0)) == 0
+		? 0
+		: -ENOENT;
+	sqlite3_finalize(st);
+	if (r < 0)
+		sess_seterr(s,
+			    "session %s has no checkpoint %u (spctl "
+			    "session log %s lists them)",
+			    id, n, id);
+	return r < 0 ? -EINVAL : 0;
+}
+
+int session_restore_begin(struct session_store *s, const char *id, unsigned n,
+			  struct session_restorejob **ret)
+{
+	struct sess *x = sess_find(s, id);
+	struct session_restorejob *j;
+	char what[64];
+	int r;
+
+	*ret = NULL;
+	if (sess_git_up(s) < 0)
+		return -EIO;
+	s->err[0] = '\0';
+	r = restore_usable(s, x, id);
+	if (r < 0)
+		return r;
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
+	r = restore_oid(s, id, n, &j->oid);
+	/* What is there now is a checkpoint first: a restore is undone by
+	 * restoring that one. */
+	snprintf(what, sizeof(what), "before restoring checkpoint %u", n);
+	x->ck_fresh = false;
+	if (r == 0)
+		r = ck_prep(s, x, 0, what, WT_CHANGES, &j->p);
+	if (r < 0) {
+		free(j);
+		return r;
+	}
+	j->s = s;
+	j->x = x;
+	j->n = n;
+	x->ck_out = true;
+	s->aside++;
+	*ret = j;
+	return 1;
+}
+
+/* The worktree as checkpoint j->n has it: 0 or -EIO. */
+static int restore_checkout(struct session_restorejob *j)
+{
+	git_repository *repo = j->x->ck_repo;
+	git_commit *c = NULL;
+	git_index *idx = NULL;
+	git_checkout_options co;
+	int r = 0;
+
+	git_checkout_options_init(&co, GIT_CHECKOUT_OPTIONS_VERSION);
+	/* FORCE over spd's index, which holds every file the worktree has
+	 * (the checkpoint just read it): files the checkpoint lacks go,
+	 * changed ones are put back; ignored files stay. */
+	co.checkout_strategy = GIT_CHECKOUT_FORCE;
+	if (!repo || git_commit_lookup(&c, repo, &j->oid) < 0 ||
+	    git_checkout_tree(repo, (const git_object *)c, &co) < 0) {
+		sess_seterr(j->s, "cannot restore checkpoint %u: %s", j->n,
+			    sess_git_msg());
+		r = -EIO;
+	} else if (git_repository_index(&idx, repo) == 0) {
+		git_index_write(idx);
+		git_index_free(idx);
+	}
+	git_commit_free(c);
+	return r;
+}
+
+void session_restore_work(struct session_restorejob *j)
+{
+	sess_seterr_to(j->err, sizeof(j->err));
+	if (!j->saved_done)
+		j->ck = ck_make(j->s, j->x, &j->p);
+	else
+		j->r = restore_checkout(j);
+	sess_seterr_to(NULL, 0);
+}
+
+const char *session_restore_id(const struct session_restorejob *j)
+{
+	return j->x->info.id;
+}
+
+/* The checkpoint of what was there, recorded: 1 for the checkout next,
+ * or -errno (nothing restored). */
+static int restore_saved(struct session_restorejob *j)
+{
+	struct session_store *s = j->s;
+	int r = ck_finish(s, j->x, &j->p, j->ck, &j->saved);
+
+	j->saved_done = true;
+	if (r < 0 && j->ck < 0)
+		sess_seterr(s, "%s", j->err);
+	else if (r < 0)
+		sess_seterr(s,
+			    "cannot record what the worktree holds before the "
+			    "restore: nothing was restored");
+	else if (s->closing)
+		sess_seterr(s, "spd is stopping: nothing was restored%s",
+			    j->saved ? " (what was there is a checkpoint)"
+				     : "");
+	if (r < 0)
+		return r;
+	return s->closing ? -ESHUTDOWN : 1;
+}
+
+int session_restore_end(struct session_restorejob *j, unsigned *ret_saved)
+{
+	struct session_store *s = j->s;
+	struct sess *x = j->x;
+	int r;
+
+	s->err[0] = '\0';
+	if (!j->saved_done) {
+		r = restore_saved(j);
+		if (r == 1)
+			return 1; /* x->ck_out still set */
+	} else if (j->r < 0) {
+		sess_seterr(s, "%s", j->err);
+		r = j->r;
+	} else {
+		/* Written even as spd stops: the journal closes only after
+		 * the store (agent_stop). */
+		x->ck_tree_set = false; /* the index moved: write it next */
+		sess_journal(s, x->info.id, "session.restore",
+			     json_pack("{s:i, s:i}", "n", (int)j->n, "saved",
+				       (int)j->saved),
+			     "worktree restored to checkpoint %u", j->n);
+		r = 0;
+		if (ret_saved)
+			*ret_saved = j->saved;
+	}
+	x->ck_out = false;
+	free(j);
+	s->aside--;
+	sess_store_closed_maybe(s);
+	return r;
+}
+
+int session_restore(struct session_store *s, const char *id, unsigned n,
+		    unsigned *ret_saved)
+{
+	struct session_restorejob *j = NULL;
+	int r = session_restore_begin(s, id, n, &j);
+
+	while (r == 1) {
+		session_restore_work(j);
+		r = session_restore_end(j, ret_saved);
+	}
+	return r;
+}
+
 json_t *session_checkpoints(struct session_store *s, const char *id)
 {
 	sqlite3_stmt *st = NULL;

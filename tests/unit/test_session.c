@@ -1685,6 +1685,12 @@ static void call_free(struct call *c)
 	c->result = c->err_data = NULL;
 }
 
+/* agent_stop's continuation: how many times it was called. */
+static void stopped(void *data)
+{
+	(*(int *)data)++;
+}
+
 /*
  * At spd's start (agent_start, agent_prime_recent), the workspaces of the
  * active sessions used in the last day are walked ahead, as session start
@@ -1696,6 +1702,7 @@ START_TEST(test_restart_walks_recent)
 {
 	static struct spd spd;
 	struct fx f;
+	int stops = 0;
 	uv_loop_t loop;
 	struct session_info *i[4];
 	char tok[SESSION_TOKEN_LEN + 1], sql[256];
@@ -1734,7 +1741,8 @@ START_TEST(test_restart_walks_recent)
 	ck_assert_uint_eq(linkwatch_walks(spd.linkwatch), 2);
 	for (int k = 0; k < 4; k++)
 		session_info_free(i[k]);
-	agent_stop(&spd);
+	agent_stop(&spd, stopped, &stops);
+	ck_assert_int_eq(stops, 1);
 	linkwatch_free(spd.linkwatch);
 	while (uv_run(&loop, UV_RUN_NOWAIT))
 		;
