@@ -340,8 +340,10 @@ void session_store_set_changes(struct session_store *s, session_changes_fn fn,
  * takes it), to remove on another thread with session_remove_tree.
  * Without one, or when the rename fails, the end removes the worktree
  * itself before it returns.  session_removals_left lists what an
- * earlier spd put away and did not finish removing (a NULL-terminated
- * array, the caller's; NULL when none or on error).
+ * earlier spd put away and did not finish removing, and the checkouts
+ * for a merge's checks it left (state_dir/merge/: a stop during a
+ * merge); a NULL-terminated array, the caller's; NULL when none or on
+ * error.
  */
 typedef void (*session_remove_fn)(void *data, char *path);
 void session_store_set_remover(struct session_store *s, session_remove_fn fn,

@@ -166,21 +166,20 @@ int session_remove_tree(const char *path)
 /* Where an ended session's worktree is put away (session.h). */
 #define ENDED_PREFIX ".ended-"
 
-char **session_removals_left(struct session_store *s)
+/* The entries of dir whose names begin with prefix, pushed to v as
+ * paths. */
+static void left_in(const char *dir, const char *prefix, struct strv *v)
 {
-	char *dir = worktrees_path(s, NULL);
-	struct strv v = {0};
 	struct dirent *de;
 	DIR *d = dir ? opendir(dir) : NULL;
 
 	while (d && (de = readdir(d))) {
 		char *p;
 
-		if (strncmp(de->d_name, ENDED_PREFIX, strlen(ENDED_PREFIX)) !=
-			0 ||
+		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
 		    !(p = paths_join(dir, de->d_name)))
 			continue;
-		if (strv_push(&v, p) < 0) {
+		if (strv_push(v, p) < 0) {
 			free(p);
 			break;
 		}
@@ -188,6 +187,28 @@ char **session_removals_left(struct session_store *s)
 	}
 	if (d)
 		closedir(d);
+}
+
+/* Where the merges' checkouts an earlier spd left go (a name of their
+ * own, for no merge of this spd to meet the remover in it). */
+#define MERGE_LEFT_PREFIX ".merge-left-"
+
+char **session_removals_left(struct session_store *s)
+{
+	char *dir = worktrees_path(s, NULL), *merge = NULL, *away = NULL;
+	struct strv v = {0};
+
+	left_in(dir, ENDED_PREFIX, &v);
+	/* A merge's checkout for its checks lives as long as the merge
+	 * call: any there at the start is one a stop cut short (one that
+	 * cannot be renamed is removed by the next merge of its session). */
+	if (asprintf(&merge, "%s/merge", s->state_dir) >= 0 &&
+	    asprintf(&away, "%s/" MERGE_LEFT_PREFIX "%llu", s->state_dir,
+		     (unsigned long long)time(NULL)) >= 0)
+		(void)rename(merge, away);
+	left_in(s->state_dir, MERGE_LEFT_PREFIX, &v);
+	free(away);
+	free(merge);
 	free(dir);
 	return v.v;
 }

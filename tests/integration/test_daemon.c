@@ -1305,11 +1305,13 @@ static char *start_worktree(const char *repo, const char *feature, char *id,
  * a ping just after that is answered while they are still being removed
  * (before, the loop removed them first: nothing was ever left to see).
  * They are gone soon after; the branch stays.  What an earlier spd left
- * half removed goes at the next start.
+ * half removed goes at the next start, and so do the checkouts for a
+ * merge's checks it left (a stop during a merge), under a name no merge
+ * of the new spd uses.
  */
 START_TEST(test_end_removes_off_loop)
 {
-	char *repo, *stale, *file;
+	char *repo, *stale, *file, *mstale, *mdone;
 	bool seen = false;
 
 	LOOP_ORDER_TEST();
@@ -1357,9 +1359,31 @@ START_TEST(test_end_removes_off_loop)
 	file = test_fmt("%s/d/f", stale);
 	ck_assert_int_eq(test_sh(NULL, "mkdir -p '%s/d'", stale), 0);
 	test_write_file(file, "x");
+	/* A merge's checkout for its checks, left by a stop during the
+	 * merge, and one whose removal a stop cut short. */
+	mstale = test_fmt("%s/merge/0123456789abcdef", T.state);
+	mdone = test_fmt("%s/merge/.done-0123456789abcdef", T.state);
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "mkdir -p '%s/d' '%s/d' && echo x > '%s/d/f' && "
+		    "echo y > '%s/d/f'",
+		    mstale, mdone, mstale, mdone),
+	    0);
 	test_spd_stop(&T);
 	test_spd_start(&T);
 	ck_assert_msg(!still_there(stale, 30000), "%s was not removed", stale);
+	ck_assert_msg(!still_there(mstale, 30000), "%s was not removed",
+		      mstale);
+	ck_assert_msg(!still_there(mdone, 30000), "%s was not removed", mdone);
+	/* The name they were put aside under goes too (at most 30 s). */
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "for i in $(seq 300); do ls -a '%s' | grep -q "
+		    "merge-left || exit 0; sleep 0.1; done; exit 1",
+		    T.state),
+	    0);
+	free(mstale);
+	free(mdone);
 	free(stale);
 	free(file);
 	free(repo);
