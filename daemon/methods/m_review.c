@@ -107,12 +107,12 @@ static void end_reply(struct call *c, const char *id, int r, json_t *report,
 				"itself; there is nothing to merge"));
 	}
 	if (r == -EIO)
-		json_object_set_new(res, "warning",
-				    json_string(session_store_error(ms_store(c))));
+		json_object_set_new(
+		    res, "warning",
+		    json_string(session_store_error(ms_store(c))));
 	session_info_free(i);
 	call_reply(c, res);
 }
-
 
 /* ---- verify: the checks one after the other, then the gates ---- */
 
@@ -427,8 +427,9 @@ static bool merge_provenance_refused(struct call *c, const char *id)
 	const char *rule = NULL;
 	char why[1024];
 
-	if (!session_prov_asks(ms_store(c), id, &spd->config, SESSION_PROV_MERGE,
-			       NULL, &rule, why, sizeof(why), &u) ||
+	if (!session_prov_asks(ms_store(c), id, &spd->config,
+			       SESSION_PROV_MERGE, NULL, &rule, why,
+			       sizeof(why), &u) ||
 	    !session_changed_since(ms_store(c), id, u.row))
 		return false;
 	if (json_is_true(json_object_get(call_params(c), "accept_untrusted"))) {
