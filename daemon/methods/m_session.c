@@ -395,15 +395,44 @@ void m_session_status(struct call *c)
 	call_reply(c, res);
 }
 
+/* A session.heldout in flight: its copy on the thread pool. */
+struct seal_job {
+	struct call *c;
+	struct session_sealing *j;
+};
+
+static void seal_work(void *data)
+{
+	struct seal_job *sj = data;
+
+	session_heldout_work(sj->j);
+}
+
+static void seal_done(void *data)
+{
+	struct seal_job sj = *(struct seal_job *)data;
+	int r;
+
+	free(data);
+	r = session_heldout_end(sj.j);
+	if (r < 0 && ms_store(sj.c))
+		ms_fail(sj.c, r, ms_param(sj.c, "id"));
+	else if (r < 0)
+		call_error(sj.c, RPC_E_INTERNAL, NULL,
+			   "spd is stopping: nothing was sealed");
+	else
+		call_reply(sj.c, json_pack("{s:s, s:i}", "id",
+					   ms_param(sj.c, "id"), "files", r));
+}
+
 void m_session_heldout(struct call *c)
 {
 	const char *id = ms_param(c, "id");
 	const char *dir = ms_param(c, "dir");
+	struct seal_job *sj;
 	int r;
 
-	if (!ms_have_store(c))
-		return;
-	if (ms_after_checkpoint(c, m_session_heldout))
+	if (!ms_have_store(c) || ms_after_checkpoint(c, m_session_heldout))
 		return;
 	if (!dir || dir[0] != '/') {
 		call_error(c, RPC_E_BAD_PARAMS, NULL,
@@ -411,12 +440,15 @@ void m_session_heldout(struct call *c)
 		return;
 	}
 	call_set_summary(c, "seal held-out checks for %s", id);
-	r = session_heldout(ms_store(c), id, dir);
+	sj = calloc(1, sizeof(*sj));
+	r = sj ? session_heldout_begin(ms_store(c), id, dir, &sj->j) : -ENOMEM;
 	if (r < 0) {
+		free(sj);
 		ms_fail(c, r, id);
 		return;
 	}
-	call_reply(c, json_pack("{s:s, s:i}", "id", id, "files", r));
+	sj->c = c;
+	pool_run(call_spd(c)->loop, seal_work, seal_done, sj);
 }
 
 static void diff_guarded(struct call *c, int r, char *text, bool truncated);

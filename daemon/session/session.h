@@ -697,6 +697,21 @@ int session_note_outside_change(struct session_store *s, const char *id,
  */
 int session_heldout(struct session_store *s, const char *id, const char *dir);
 /*
+ * session_heldout with the copy on another thread (up to
+ * SESSION_HELDOUT_FILES_MAX files and _BYTES_MAX bytes, which held every
+ * client on the loop): what session_heldout answers when nothing is
+ * begun (-errno; -EBUSY while the session's held-out checks are being
+ * sealed already), or 0 and *ret to hand to session_heldout_work on
+ * another thread, then to session_heldout_end on the loop, which puts
+ * the copy in place and answers as session_heldout does (-ESHUTDOWN
+ * when the store closed meanwhile: the earlier set stays).
+ */
+struct session_sealing;
+int session_heldout_begin(struct session_store *s, const char *id,
+			  const char *dir, struct session_sealing **ret);
+void session_heldout_work(struct session_sealing *j);
+int session_heldout_end(struct session_sealing *j);
+/*
  * The overlay for a verification run: *ret_src is the sealed directory,
  * *ret_dst the path inside the worktree where it must be bound read-only
  * (worktree/SESSION_HELDOUT_MOUNT) — for verification runs only.  Both

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/paths.h"
+#include "common/util.h"
 #include "daemon/session/session.h"
 #include "daemon/session/session_priv.h"
 
@@ -84,58 +86,157 @@ static int copy_tree(const char *from, const char *to, struct copy_state *cs,
 	return r;
 }
 
-int session_heldout(struct session_store *s, const char *id, const char *dir)
+struct session_sealing {
+	struct session_store *s;
+	char id[SESSION_ID_LEN + 1];
+	char *dir, *dst, *tmp;
+	struct copy_state cs;
+	int r;
+	char err[sizeof(((struct session_store *)0)->err)];
+};
+
+static void sealing_free(struct session_sealing *j)
 {
-	struct copy_state cs = {0};
+	free(j->dir);
+	free(j->dst);
+	free(j->tmp);
+	free(j);
+}
+
+int session_heldout_begin(struct session_store *s, const char *id,
+			  const char *dir, struct session_sealing **ret)
+{
+	struct sess *x = sess_find(s, id);
+	struct session_sealing *j;
 	struct stat st;
-	char *top = NULL, *dst = NULL, *tmp = NULL;
+	char *top = NULL;
 	int r = session_usable(s, id);
 
 	s->err[0] = '\0';
 	if (r < 0)
 		return r;
+	if (x->sealing) {
+		sess_seterr(s,
+			    "session %s: its held-out checks are being "
+			    "sealed; seal again once they are",
+			    id);
+		return -EBUSY;
+	}
 	if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
 		sess_seterr(s, "%s: not a directory", dir);
 		return -ENOENT;
 	}
+	j = calloc(1, sizeof(*j));
+	if (!j)
+		return -ENOMEM;
 	r = -ENOMEM;
 	top = paths_join(s->state_dir, "heldout");
-	dst = sess_heldout_dir(s, id);
-	if (!top || !dst || asprintf(&tmp, "%s.new", dst) < 0)
-		goto out;
-	r = sess_private_dir(s, top);
-	if (r < 0)
-		goto out;
-	/* Copy aside, then swap: a failed copy leaves the earlier set. */
-	sess_rm_tree(tmp);
-	r = copy_tree(dir, tmp, &cs, 0);
-	if (r < 0) {
-		sess_seterr(s, "cannot seal %s: %s", dir,
-			    r == -EINVAL
-				? "symlinks and special files are refused"
-				: strerror(-r));
-		sess_rm_tree(tmp);
-		goto out;
-	}
-	sess_rm_tree(dst);
-	if (rename(tmp, dst) < 0) {
-		r = -errno;
-		sess_rm_tree(tmp);
-		goto out;
-	}
-	struct sess *x = sess_find(s, id);
-	x->info.heldout = true;
-	sess_db_update(s, x);
-	sess_journal(s, id, "session.heldout",
-		     json_pack("{s:i}", "files", (int)cs.files),
-		     "%zu held-out file%s sealed", cs.files,
-		     cs.files == 1 ? "" : "s");
-	r = (int)cs.files;
-out:
+	j->dst = sess_heldout_dir(s, id);
+	j->dir = strdup(dir);
+	if (top && j->dst && j->dir && asprintf(&j->tmp, "%s.new", j->dst) >= 0)
+		r = sess_private_dir(s, top);
 	free(top);
-	free(dst);
-	free(tmp);
+	if (r < 0) {
+		sealing_free(j);
+		return r;
+	}
+	j->s = s;
+	snprintf(j->id, sizeof(j->id), "%s", id);
+	x->sealing = true;
+	s->aside++;
+	*ret = j;
+	return 0;
+}
+
+void session_heldout_work(struct session_sealing *j)
+{
+	sess_seterr_to(j->err, sizeof(j->err));
+	/* Copy aside, then swap (session_heldout_end): a failed copy leaves
+	 * the earlier set. */
+	sess_rm_tree(j->tmp);
+	j->r = copy_tree(j->dir, j->tmp, &j->cs, 0);
+	if (j->r < 0) {
+		sess_seterr(j->s, "cannot seal %s: %s", j->dir,
+			    j->r == -EINVAL
+				? "symlinks and special files are refused"
+				: strerror(-j->r));
+		sess_rm_tree(j->tmp);
+	}
+	sess_seterr_to(NULL, 0);
+}
+
+/* The copy in place of the earlier set, which goes aside and then to the
+ * remover's thread: 0 or -errno. */
+static int sealing_swap(struct session_sealing *j)
+{
+	struct session_store *s = j->s;
+	char *old = NULL;
+	int r = 0;
+
+	if (asprintf(&old, "%s.old", j->dst) < 0)
+		return -ENOMEM;
+	if (rename(j->dst, old) < 0 && errno != ENOENT) {
+		/* One an earlier spd left there. */
+		sess_rm_tree(old);
+		if (rename(j->dst, old) < 0 && errno != ENOENT)
+			r = -errno;
+	}
+	if (r == 0 && rename(j->tmp, j->dst) < 0) {
+		r = -errno;
+		rename(old, j->dst);
+	}
+	if (r < 0) {
+		sess_seterr(s, "cannot seal %s: %s", j->dir, strerror(-r));
+		sess_rm_tree(j->tmp);
+	} else if (s->remove && access(old, F_OK) == 0) {
+		s->remove(s->remove_data, steal_ptr(old));
+	} else {
+		sess_rm_tree(old);
+	}
+	free(old);
 	return r;
+}
+
+int session_heldout_end(struct session_sealing *j)
+{
+	struct session_store *s = j->s;
+	struct sess *x = sess_find(s, j->id);
+	int r = j->r;
+
+	if (x)
+		x->sealing = false;
+	s->err[0] = '\0';
+	if (s->closing) {
+		sess_rm_tree(j->tmp);
+		r = -ESHUTDOWN;
+	} else if (r < 0) {
+		sess_seterr(s, "%s", j->err);
+	} else if ((r = session_usable(s, j->id)) < 0) {
+		sess_rm_tree(j->tmp); /* ended meanwhile: nothing to check */
+	} else if ((r = sealing_swap(j)) == 0) {
+		x->info.heldout = true;
+		sess_db_update(s, x);
+		sess_journal(s, j->id, "session.heldout",
+			     json_pack("{s:i}", "files", (int)j->cs.files),
+			     "%zu held-out file%s sealed", j->cs.files,
+			     j->cs.files == 1 ? "" : "s");
+		r = (int)j->cs.files;
+	}
+	sealing_free(j);
+	s->aside--;
+	sess_store_closed_maybe(s);
+	return r;
+}
+
+int session_heldout(struct session_store *s, const char *id, const char *dir)
+{
+	struct session_sealing *j = NULL;
+	int r = session_heldout_begin(s, id, dir, &j);
+
+	if (r < 0)
+		return r;
+	session_heldout_work(j);
+	return session_heldout_end(j);
 }
 
 int session_heldout_overlay(struct session_store *s, const char *id,

@@ -54,6 +54,7 @@ struct sess {
 	git_oid synced;
 	bool synced_set;
 	bool syncing;  /* a run's sync is on another thread */
+	bool sealing;  /* its held-out checks are copied on another thread */
 	unsigned runs; /* runs in flight (session_run_begin) */
 	/* Worktree: an end's read of the whole worktree is on another
 	 * thread (session_end_read_begin): no run, file tool or checkpoint

@@ -1079,6 +1079,63 @@ START_TEST(test_commit_taken_off_loop)
 END_TEST
 
 /*
+ * Held-out checks are copied into spd's state on its thread pool: with
+ * 8,000 files to seal, a ping sent on another connection just after
+ * session.heldout is answered before it (before, spd's loop copied them
+ * first, and the ping waited for all of it).  The seal then holds every
+ * file, and a second seal replaces the first.  An order, not a timing,
+ * tried at most three times.
+ */
+START_TEST(test_heldout_off_loop)
+{
+	struct sess s = {0};
+	char *dir, *more, *r, *p;
+	bool seen = false;
+
+	LOOP_ORDER_TEST();
+	start("seal", false, &s);
+	dir = test_fmt("%s/checks", T.dir);
+	ck_assert_int_eq(test_sh(NULL,
+				 "mkdir -p '%s' && cd '%s' && for d in $(seq "
+				 "80); do mkdir $d && (cd $d && seq 100 | "
+				 "xargs touch); done && echo ok > 1/1",
+				 dir, dir),
+			 0);
+	more = test_fmt(",\"dir\":\"%s\"", dir);
+	for (int attempt = 0; attempt < 3 && !seen; attempt++) {
+		int a = send_call_more("session.heldout", s.id, more);
+
+		ping_own();
+		seen = !readable(a);
+		r = test_recv_line(a, 60000);
+		ck_assert_msg(has(r, "\"files\":8000"), "heldout: %.300s",
+			      r ? r : "no reply");
+		free(r);
+		close(a);
+		if (seen)
+			printf("test_heldout_off_loop: seen at attempt %d\n",
+			       attempt + 1);
+	}
+	ck_assert_msg(seen, "the ping's answer came after the seal's, three "
+			    "times");
+	p = test_fmt("%s/heldout/%s/1/1", T.state, s.id);
+	r = test_read_file(p);
+	ck_assert_msg(r && strcmp(r, "ok\n") == 0, "%s: %s", p, r ? r : "none");
+	free(r);
+	free(p);
+	/* The earlier set went: none of its .old is left (at most 30 s). */
+	ck_assert_int_eq(test_sh(NULL,
+				 "for i in $(seq 300); do [ -e '%s/heldout/"
+				 "%s.old' ] || exit 0; sleep 0.1; done; exit 1",
+				 T.state, s.id),
+			 0);
+	free(more);
+	free(dir);
+	free(s.wt);
+}
+END_TEST
+
+/*
  * Two runs of one session, the second ending while spd takes the
  * first's commit of 4,000 files on the thread pool (it waits for the
  * agent's HEAD to move, then commits on top at once): it waits for that
@@ -1672,6 +1729,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_verify_reads_off_loop);
 	tcase_add_test(tc, test_restore_off_loop);
 	tcase_add_test(tc, test_stop_while_restoring);
+	tcase_add_test(tc, test_heldout_off_loop);
 	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
 	tcase_add_test(tc, test_first_checkpoint_waits_for_the_watch);
