@@ -289,6 +289,9 @@ int sess_find_secrets(struct session_store *s, struct sess *x);
 
 /* Where session id's held-out files are sealed, or NULL. */
 char *sess_heldout_dir(struct session_store *s, const char *id);
+/* An ended session's held-out checks removed (on the remover's thread
+ * when the store has one). */
+void sess_heldout_drop(struct session_store *s, const char *id);
 
 /* ---- session_git.c ---- */
 

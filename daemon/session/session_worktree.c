@@ -166,8 +166,8 @@ int session_remove_tree(const char *path)
 /* Where an ended session's worktree is put away (session.h). */
 #define ENDED_PREFIX ".ended-"
 
-/* The entries of dir whose names begin with prefix, pushed to v as
- * paths. */
+/* The entries of dir whose names begin with prefix (with NULL: that hold
+ * a '.' past their first character), pushed to v as paths. */
 static void left_in(const char *dir, const char *prefix, struct strv *v)
 {
 	struct dirent *de;
@@ -176,7 +176,8 @@ static void left_in(const char *dir, const char *prefix, struct strv *v)
 	while (d && (de = readdir(d))) {
 		char *p;
 
-		if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
+		if ((prefix ? strncmp(de->d_name, prefix, strlen(prefix)) != 0
+			    : !strchr(de->d_name + 1, '.')) ||
 		    !(p = paths_join(dir, de->d_name)))
 			continue;
 		if (strv_push(v, p) < 0) {
@@ -207,6 +208,12 @@ char **session_removals_left(struct session_store *s)
 		     (unsigned long long)time(NULL)) >= 0)
 		(void)rename(merge, away);
 	left_in(s->state_dir, MERGE_LEFT_PREFIX, &v);
+	/* Held-out sets an ended session, a seal's swap or a seal's copy
+	 * left (heldout/<id>.ended, .old, .new): a session's own is <id>. */
+	free(merge);
+	merge = NULL;
+	if (asprintf(&merge, "%s/heldout", s->state_dir) >= 0)
+		left_in(merge, NULL, &v);
 	free(away);
 	free(merge);
 	free(dir);
@@ -1025,10 +1032,7 @@ int session_end(struct session_store *s, const char *id, bool discard,
 		free(away);
 	}
 	sess_work_forget(s, id);
-	p = sess_heldout_dir(s, id);
-	if (p)
-		sess_rm_tree(p);
-	free(p);
+	sess_heldout_drop(s, id);
 	p = sess_conf_snapshot_path(s, id);
 	if (p)
 		unlink(p);

@@ -1307,11 +1307,11 @@ static char *start_worktree(const char *repo, const char *feature, char *id,
  * They are gone soon after; the branch stays.  What an earlier spd left
  * half removed goes at the next start, and so do the checkouts for a
  * merge's checks it left (a stop during a merge), under a name no merge
- * of the new spd uses.
+ * of the new spd uses, and the held-out sets an end or a seal left.
  */
 START_TEST(test_end_removes_off_loop)
 {
-	char *repo, *stale, *file, *mstale, *mdone;
+	char *repo, *stale, *file, *mstale, *mdone, *hended;
 	bool seen = false;
 
 	LOOP_ORDER_TEST();
@@ -1363,11 +1363,12 @@ START_TEST(test_end_removes_off_loop)
 	 * merge, and one whose removal a stop cut short. */
 	mstale = test_fmt("%s/merge/0123456789abcdef", T.state);
 	mdone = test_fmt("%s/merge/.done-0123456789abcdef", T.state);
+	hended = test_fmt("%s/heldout/0123456789abcdef.ended", T.state);
 	ck_assert_int_eq(
 	    test_sh(NULL,
-		    "mkdir -p '%s/d' '%s/d' && echo x > '%s/d/f' && "
-		    "echo y > '%s/d/f'",
-		    mstale, mdone, mstale, mdone),
+		    "mkdir -p '%s/d' '%s/d' '%s/d' && echo x > '%s/d/f' && "
+		    "echo y > '%s/d/f' && echo z > '%s/d/f'",
+		    mstale, mdone, hended, mstale, mdone, hended),
 	    0);
 	test_spd_stop(&T);
 	test_spd_start(&T);
@@ -1375,6 +1376,8 @@ START_TEST(test_end_removes_off_loop)
 	ck_assert_msg(!still_there(mstale, 30000), "%s was not removed",
 		      mstale);
 	ck_assert_msg(!still_there(mdone, 30000), "%s was not removed", mdone);
+	ck_assert_msg(!still_there(hended, 30000), "%s was not removed",
+		      hended);
 	/* The name they were put aside under goes too (at most 30 s). */
 	ck_assert_int_eq(
 	    test_sh(NULL,
@@ -1384,6 +1387,7 @@ START_TEST(test_end_removes_off_loop)
 	    0);
 	free(mstale);
 	free(mdone);
+	free(hended);
 	free(stale);
 	free(file);
 	free(repo);

@@ -1083,8 +1083,8 @@ END_TEST
  * 8,000 files to seal, a ping sent on another connection just after
  * session.heldout is answered before it (before, spd's loop copied them
  * first, and the ping waited for all of it).  The seal then holds every
- * file, and a second seal replaces the first.  An order, not a timing,
- * tried at most three times.
+ * file, and a second seal replaces the first; the session's end removes
+ * it.  An order, not a timing, tried at most three times.
  */
 START_TEST(test_heldout_off_loop)
 {
@@ -1129,6 +1129,17 @@ START_TEST(test_heldout_off_loop)
 				 "%s.old' ] || exit 0; sleep 0.1; done; exit 1",
 				 T.state, s.id),
 			 0);
+	/* The end removes the set (on the remover's thread: its .ended
+	 * name goes too). */
+	r = rpcf(NULL, "session.end", "{\"id\":\"%s\"}", s.id);
+	ck_assert_msg(has(r, "\"result\""), "end: %.300s", r);
+	free(r);
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "for i in $(seq 300); do ls '%s/heldout' | "
+		    "grep -q '%s' || exit 0; sleep 0.1; done; exit 1",
+		    T.state, s.id),
+	    0);
 	free(more);
 	free(dir);
 	free(s.wt);
