@@ -134,6 +134,17 @@ static json_t *end_params(const char *id)
 	return json_pack("{s:s}", "id", id);
 }
 
+/* The directory whose checks/ each session seals (main's). */
+static const char *heldout_dir;
+
+static json_t *heldout_params(const char *id)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/checks", heldout_dir);
+	return json_pack("{s:s, s:s}", "id", id, "dir", path);
+}
+
 /* Back to checkpoint 2, the session's last (the runs' of the tenth
  * changed, then of the tenth committed): the tenth rewritten since is
  * checkpointed, then put back. */
@@ -301,6 +312,7 @@ int main(int argc, char **argv)
 	static double verwin[ROUNDS_MAX][2], verlen[ROUNDS_MAX];
 	static double mrgwin[ROUNDS_MAX][2], mrglen[ROUNDS_MAX];
 	static double rstwin[ROUNDS_MAX][2], rstlen[ROUNDS_MAX];
+	static double selwin[ROUNDS_MAX][2], sellen[ROUNDS_MAX];
 	char abs_build[4096], dir[4200], cmd[8800], spctl[4200];
 	size_t alone_n;
 	double *v, inplace_start = 0, wt_start = 0;
@@ -416,6 +428,20 @@ int main(int argc, char **argv)
 	if (!ping_failed && each_worktree(mrgwin, mrglen, rounds, "true",
 					  RPC_M_SESSION_MERGE, end_params) < 0)
 		ping_failed = 1;
+	/* The operator's held-out checks sealed: a copy of 10,000 files (on
+	 * the loop before 12-06 20:00). */
+	snprintf(cmd, sizeof(cmd),
+		 "mkdir -p '%s/checks' && cd '%s/checks' && for d in $(seq "
+		 "100); do mkdir -p $d && (cd $d && seq 100 | xargs touch); "
+		 "done",
+		 dir, dir);
+	heldout_dir = dir;
+	if (!ping_failed && system(cmd) != 0)
+		ping_failed = 1;
+	if (!ping_failed &&
+	    each_worktree(selwin, sellen, rounds, "true", RPC_M_SESSION_HELDOUT,
+			  heldout_params) < 0)
+		ping_failed = 1;
 	/* The agent's last change undone (on the loop before 12-06 19:00). */
 	if (!ping_failed &&
 	    each_worktree(rstwin, rstlen, rounds, PREP_CHANGE,
@@ -482,6 +508,9 @@ int main(int argc, char **argv)
 		    verwin, rounds, v, 0.1 * wt_start);
 		row("during worktree merges", bench_median(mrglen, rounds),
 		    mrgwin, rounds, v, 0.1 * wt_start);
+		row("during held-out seals, 10,000",
+		    bench_median(sellen, rounds), selwin, rounds, v,
+		    0.1 * wt_start);
 		row("during worktree restores, 1/10",
 		    bench_median(rstlen, rounds), rstwin, rounds, v,
 		    0.1 * wt_start);
