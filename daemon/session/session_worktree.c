@@ -167,7 +167,8 @@ int session_remove_tree(const char *path)
 #define ENDED_PREFIX ".ended-"
 
 /* The entries of dir whose names begin with prefix (with NULL: that hold
- * a '.' past their first character), pushed to v as paths. */
+ * a '.' past their first character), pushed to v as paths; never . or
+ * .. (.. is the state directory itself). */
 static void left_in(const char *dir, const char *prefix, struct strv *v)
 {
 	struct dirent *de;
@@ -176,7 +177,8 @@ static void left_in(const char *dir, const char *prefix, struct strv *v)
 	while (d && (de = readdir(d))) {
 		char *p;
 
-		if ((prefix ? strncmp(de->d_name, prefix, strlen(prefix)) != 0
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, "..") ||
+		    (prefix ? strncmp(de->d_name, prefix, strlen(prefix)) != 0
 			    : !strchr(de->d_name + 1, '.')) ||
 		    !(p = paths_join(dir, de->d_name)))
 			continue;

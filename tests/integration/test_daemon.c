@@ -1378,6 +1378,24 @@ START_TEST(test_end_removes_off_loop)
 	ck_assert_msg(!still_there(mdone, 30000), "%s was not removed", mdone);
 	ck_assert_msg(!still_there(hended, 30000), "%s was not removed",
 		      hended);
+	/* Nothing else went with them: spd's state (its journal, its
+	 * sessions) is whole, a second after (the remover's queue). */
+	usleep(1000 * 1000);
+	for (int k = 0; k < 2; k++) {
+		char *keep = test_fmt("%s/%s", T.state,
+				      k ? "sessions.db" : "journal.db");
+
+		ck_assert_msg(access(keep, F_OK) == 0, "%s was removed", keep);
+		free(keep);
+	}
+	{
+		int fd = test_spd_connect(&T);
+		char *r = test_call(&T, fd, 9, "journal.verify", "{}", true);
+
+		ck_assert_msg(has(r, "\"ok\":true"), "journal.verify: %s", r);
+		free(r);
+		close(fd);
+	}
 	/* The name they were put aside under goes too (at most 30 s). */
 	ck_assert_int_eq(
 	    test_sh(NULL,

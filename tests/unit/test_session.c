@@ -1692,6 +1692,47 @@ static void stopped(void *data)
 }
 
 /*
+ * What an earlier spd left to remove (session_removals_left): ended
+ * worktrees, the merges' checkouts (put aside under a name of their
+ * own), and the held-out sets an end or a seal left (heldout/<id>.ended,
+ * .old, .new); never a live session's set, never . or .. (found: ..
+ * of heldout/, the state directory itself, was handed to the remover at
+ * a start, and CI's nested layout lost its runtime directory).
+ */
+START_TEST(test_removals_left)
+{
+	struct fx f;
+	char **left;
+	size_t n = 0;
+	bool ended = false, old = false, merge = false;
+
+	fx_init(&f, NULL);
+	free(sh(
+	    f.state,
+	    "mkdir -p heldout/0123456789abcdef heldout/0123456789abcdef.ended "
+	    "heldout/fedcba9876543210.old merge/0123456789abcdef/d"));
+	left = session_removals_left(f.s);
+	for (size_t i = 0; left && left[i]; i++, n++) {
+		const char *b = strrchr(left[i], '/') + 1;
+
+		ck_assert_msg(strcmp(b, ".") && strcmp(b, ".."),
+			      "%s handed to the remover", left[i]);
+		ck_assert_msg(strcmp(b, "0123456789abcdef") != 0 ||
+				  strstr(left[i], "/heldout/") == NULL,
+			      "a live session's set: %s", left[i]);
+		ended |= strcmp(b, "0123456789abcdef.ended") == 0;
+		old |= strcmp(b, "fedcba9876543210.old") == 0;
+		merge |= strncmp(b, ".merge-left-", 12) == 0;
+		free(left[i]);
+	}
+	free(left);
+	ck_assert(ended && old && merge);
+	ck_assert_uint_eq(n, 3);
+	fx_done(&f);
+}
+END_TEST
+
+/*
  * At spd's start (agent_start, agent_prime_recent), the workspaces of the
  * active sessions used in the last day are walked ahead, as session start
  * walks a new one: after a restart, their agents' first commands get the
@@ -2167,6 +2208,7 @@ int main(void)
 	tcase_add_test(tc, test_in_place_dirty);
 	tcase_add_test(tc, test_in_place_hidden_kept);
 	tcase_add_test(tc, test_in_place_walk_aside);
+	tcase_add_test(tc, test_removals_left);
 	tcase_add_test(tc, test_in_place_walk_served);
 	tcase_add_test(tc, test_in_place_linked_gitignore);
 	tcase_add_test(tc, test_sync_aside);
