@@ -34,14 +34,9 @@ void sess_heldout_drop(struct session_store *s, const char *id)
 
 	/* Up to 10,000 files: on the remover's thread, under a name no
 	 * seal uses. */
-	if (p && s->remove && asprintf(&away, "%s.ended", p) >= 0 &&
-	    rename(p, away) == 0) {
-		s->remove(s->remove_data, away);
+	if (p && asprintf(&away, "%s.ended", p) < 0)
 		away = NULL;
-	} else if (p) {
-		sess_rm_tree(p);
-	}
-	free(away);
+	sess_remove_aside(s, p, away);
 	free(p);
 }
 

@@ -681,18 +681,11 @@ int session_merge_plan(struct session_store *s, const char *id,
 
 void session_merge_plan_done(struct session_store *s, const char *id)
 {
-	char *dir = merge_dir(s, id), *away = NULL;
+	char *dir = merge_dir(s, id);
 
 	/* On the remover's thread when spd has one (10,000 files: 0.1-0.2
 	 * s); one left by an earlier merge still there goes here. */
-	if (dir && s->remove && (away = merge_done_dir(s, id)) &&
-	    rename(dir, away) == 0) {
-		s->remove(s->remove_data, away);
-		away = NULL;
-	} else if (dir) {
-		sess_rm_tree(dir);
-	}
-	free(away);
+	sess_remove_aside(s, dir, merge_done_dir(s, id));
 	free(dir);
 }
 

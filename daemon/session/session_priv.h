@@ -277,6 +277,10 @@ int sess_copy_file(const char *from, const char *to, off_t max);
 char *sess_conf_snapshot_path(struct session_store *s, const char *id);
 /* rm -rf without following symlinks; a missing path is fine. */
 int sess_rm_tree(const char *path);
+/* path removed (a missing one is fine): renamed to away (taken, may be
+ * NULL) and handed to the store's remover thread when it has one, else
+ * here.  For trees of thousands of files the loop must not remove. */
+void sess_remove_aside(struct session_store *s, const char *path, char *away);
 
 /* ---- session_inplace.c ---- */
 

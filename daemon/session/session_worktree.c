@@ -222,6 +222,17 @@ char **session_removals_left(struct session_store *s)
 	return v.v;
 }
 
+void sess_remove_aside(struct session_store *s, const char *path, char *away)
+{
+	if (path && away && s->remove && rename(path, away) == 0) {
+		s->remove(s->remove_data, away);
+		return;
+	}
+	if (path)
+		sess_rm_tree(path);
+	free(away);
+}
+
 /* rm -rf without following symlinks; a missing path is fine. */
 int sess_rm_tree(const char *path)
 {

@@ -1376,6 +1376,18 @@ static int in_open(pid_t pid)
 	return in;
 }
 
+/* A line of patterns to whoever waits to read fifo, if anyone does (a
+ * reader gone meanwhile: EPIPE, nothing to feed). */
+static void feed_fifo(const char *fifo)
+{
+	int w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+
+	if (w >= 0) {
+		ck_assert(write(w, "*.tmp\n", 6) == 6 || errno == EPIPE);
+		close(w);
+	}
+}
+
 /*
  * Until fd (a call's connection) has its reply, at most 60 s: each read
  * of fifo seen waiting in spd is fed a line, and only then, after a ping
@@ -1388,8 +1400,6 @@ static int feed_waiting(int fd, const char *fifo, bool *pong)
 	int in, seen = 0;
 
 	for (int i = 0; i < 6000 && !readable(fd); i++) {
-		int w;
-
 		if (!(in = in_open(T.pid))) {
 			usleep(10 * 1000);
 			continue;
@@ -1404,13 +1414,7 @@ static int feed_waiting(int fd, const char *fifo, bool *pong)
 			free(r);
 			close(fp);
 		}
-		/* A reader gone meanwhile: EPIPE, nothing to feed. */
-		w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-		if (w >= 0) {
-			ck_assert(write(w, "*.tmp\n", 6) == 6 ||
-				  errno == EPIPE);
-			close(w);
-		}
+		feed_fifo(fifo);
 	}
 	return seen;
 }
@@ -1566,13 +1570,7 @@ START_TEST(test_stop_while_restoring)
 	ck_assert_msg(in_open(T.pid), "no read of sub/.gitignore waited");
 	ck_assert(kill(T.pid, SIGTERM) == 0);
 	for (int i = 0; i < 6000 && !waited; i++) {
-		int w = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
-
-		if (w >= 0) {
-			ck_assert(write(w, "*.tmp\n", 6) == 6 ||
-				  errno == EPIPE);
-			close(w);
-		}
+		feed_fifo(fifo);
 		waited = waitpid(T.pid, &status, WNOHANG) == T.pid;
 		if (!waited)
 			usleep(10 * 1000);
