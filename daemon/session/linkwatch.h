@@ -172,4 +172,13 @@ size_t linkwatch_watches(const struct linkwatch *lw);
  * the bench wait for it to finish). */
 bool linkwatch_walking(const struct linkwatch *lw, const char *workspace);
 
+/* Whether a walk of workspace is put off (LW_BG_REWALK_RATIO): its state
+ * was dropped in the background and no walk runs yet.  For tests. */
+bool linkwatch_put_off(const struct linkwatch *lw, const char *workspace);
+
+/* Whether the walk of workspace running, or else the last one done, was
+ * the one walk again at once before its time (LW_BG_REWALK_RATIO).  For
+ * tests. */
+bool linkwatch_retried(const struct linkwatch *lw, const char *workspace);
+
 #endif
