@@ -165,6 +165,27 @@ static void verify_run_free(struct verify_run *v)
 	free(v);
 }
 
+/* A run of plan's checks for c, which then holds plan (verify_run_free
+ * frees it); NULL, out of memory, with plan still the caller's. */
+static struct verify_run *verify_run_new(struct call *c,
+					 struct session_verify_plan *plan)
+{
+	struct verify_run *v = calloc(1, sizeof(*v));
+	size_t n = plan->n_checks + 1;
+
+	if (!v || !(v->exits = calloc(n, sizeof(int))) ||
+	    !(v->ms = calloc(n, sizeof(int64_t))) ||
+	    !(v->outs = calloc(n, sizeof(*v->outs)))) {
+		if (v)
+			verify_run_free(v);
+		return NULL;
+	}
+	v->c = c;
+	v->s = ms_store(c);
+	v->plan = plan;
+	return v;
+}
+
 /* The attestation is signed (or not: {error}): the reply, or what
  * follows it. */
 static void verify_signed(void *ctx, json_t *att)
@@ -275,22 +296,11 @@ static void verify_guarded(struct call *c, int r, char *text, bool truncated)
 			   "which is not available");
 		return;
 	}
-	v = calloc(1, sizeof(*v));
-	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
-	    !(v->ms = calloc(plan->n_checks + 1, sizeof(int64_t))) ||
-	    !(v->outs = calloc(plan->n_checks + 1, sizeof(*v->outs)))) {
-		if (v) {
-			free(v->exits);
-			free(v->ms);
-		}
-		free(v);
+	if (!(v = verify_run_new(c, plan))) {
 		session_verify_plan_free(plan);
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	v->c = c;
-	v->s = ms_store(c);
-	v->plan = plan;
 	verify_step(v);
 }
 
@@ -539,26 +549,17 @@ static void merge_planned(struct call *c, int r,
 			   "available");
 		return;
 	}
-	v = calloc(1, sizeof(*v));
-	if (!v || !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
-	    !(v->ms = calloc(plan->n_checks + 1, sizeof(int64_t))) ||
-	    !(v->outs = calloc(plan->n_checks + 1, sizeof(*v->outs))) ||
+	if (!(v = verify_run_new(c, plan)) ||
 	    (into && !(v->into = strdup(into)))) {
-		if (v) {
-			free(v->exits);
-			free(v->ms);
-			free(v->outs);
-		}
-		free(v);
 		free(target);
 		session_merge_plan_done(ms_store(c), id);
-		session_verify_plan_free(plan);
+		if (v)
+			verify_run_free(v);
+		else
+			session_verify_plan_free(plan);
 		call_error(c, RPC_E_INTERNAL, NULL, "out of memory");
 		return;
 	}
-	v->c = c;
-	v->s = ms_store(c);
-	v->plan = plan;
 	v->then = merge_then;
 	v->method = "session.merge";
 	v->squash = json_is_true(json_object_get(p, "squash"));
@@ -920,23 +921,12 @@ static void end_planned(struct call *c, int r, struct session_verify_plan *plan,
 			       "nothing of the session's to attest");
 		return;
 	}
-	if (!(v = calloc(1, sizeof(*v))) ||
-	    !(v->exits = calloc(plan->n_checks + 1, sizeof(int))) ||
-	    !(v->ms = calloc(plan->n_checks + 1, sizeof(int64_t))) ||
-	    !(v->outs = calloc(plan->n_checks + 1, sizeof(*v->outs)))) {
+	if (!(v = verify_run_new(c, plan))) {
 		session_merge_plan_done(ms_store(c), id);
-		if (v) {
-			v->plan = plan;
-			verify_run_free(v);
-		} else {
-			session_verify_plan_free(plan);
-		}
+		session_verify_plan_free(plan);
 		end_unverified(c, id, discard, report, NULL, "out of memory");
 		return;
 	}
-	v->c = c;
-	v->s = ms_store(c);
-	v->plan = plan;
 	v->then = end_then;
 	v->method = "session.end";
 	v->discard = discard;
