@@ -408,21 +408,44 @@ static void seal_work(void *data)
 	session_heldout_work(sj->j);
 }
 
+static void seal_reply(struct call *c, int r)
+{
+	if (r < 0 && ms_store(c))
+		ms_fail(c, r, ms_param(c, "id"));
+	else if (r < 0)
+		call_error(c, RPC_E_INTERNAL, NULL,
+			   "spd is stopping: nothing was sealed");
+	else
+		call_reply(c, json_pack("{s:s, s:i}", "id", ms_param(c, "id"),
+					"files", r));
+}
+
+/* The copy waited for a verification holding the earlier set: the
+ * answer once it is in place, or why not. */
+static void seal_later(void *data, int r, const char *why)
+{
+	struct call *c = data;
+
+	if (r == -ECANCELED && ms_store(c))
+		ms_fail(c, r, ms_param(c, "id"));
+	else if (r < 0)
+		call_error(c,
+			   r == -ESHUTDOWN || r == -EBUSY ? RPC_E_BAD_REQUEST
+							  : RPC_E_INTERNAL,
+			   NULL, "%s", why && why[0] ? why : strerror(-r));
+	else
+		seal_reply(c, r);
+}
+
 static void seal_done(void *data)
 {
 	struct seal_job sj = *(struct seal_job *)data;
 	int r;
 
 	free(data);
-	r = session_heldout_end(sj.j);
-	if (r < 0 && ms_store(sj.c))
-		ms_fail(sj.c, r, ms_param(sj.c, "id"));
-	else if (r < 0)
-		call_error(sj.c, RPC_E_INTERNAL, NULL,
-			   "spd is stopping: nothing was sealed");
-	else
-		call_reply(sj.c, json_pack("{s:s, s:i}", "id",
-					   ms_param(sj.c, "id"), "files", r));
+	r = session_heldout_end(sj.j, seal_later, sj.c);
+	if (r != -EINPROGRESS)
+		seal_reply(sj.c, r);
 }
 
 void m_session_heldout(struct call *c)

@@ -367,6 +367,7 @@ void sess_free(struct sess *x)
 	sess_work_close(NULL, x);
 	free(x->ck_patch);
 	sess_prov_free(x->prov);
+	sess_heldout_free(x);
 	info_clear(&x->info);
 	sodium_memzero(x->token_hash, sizeof(x->token_hash));
 	free(x);
@@ -538,7 +539,11 @@ void session_store_free(struct session_store *s)
 	 * session_sync_end; session_checkpoint_end). */
 	if (s->aside) {
 		s->closing = true;
-		return;
+		/* A seal waiting for a verification does not hold the stop
+		 * until that verification ends: it is answered now. */
+		sess_heldout_close(s);
+		if (s->aside)
+			return;
 	}
 	while (s->list) {
 		struct sess *x = s->list;

@@ -692,7 +692,9 @@ int session_note_outside_change(struct session_store *s, const char *id,
  * into state_dir/heldout/<id>/ (0700; symlinks and special files are
  * refused with -EINVAL, so nothing outside dir is copied), replacing
  * earlier ones.  Never writes into the worktree.  Returns the number of
- * files copied, -E2BIG past the SESSION_HELDOUT_* limits, -ENOENT, or
+ * files copied, -E2BIG past the SESSION_HELDOUT_* limits, -ENOENT,
+ * -EINPROGRESS while a plan holds the earlier set (the copy is put in
+ * place when the last such plan is freed: session_heldout_end), or
  * -errno.
  */
 int session_heldout(struct session_store *s, const char *id, const char *dir);
@@ -710,7 +712,18 @@ struct session_sealing;
 int session_heldout_begin(struct session_store *s, const char *id,
 			  const char *dir, struct session_sealing **ret);
 void session_heldout_work(struct session_sealing *j);
-int session_heldout_end(struct session_sealing *j);
+/*
+ * While a verification's plan holds the session's earlier set (its
+ * checks bind it; a check running sees it whole), the copy waits beside
+ * it: session_heldout_end answers -EINPROGRESS, no new plan is made
+ * (-EBUSY, saying why), and once the last plan holding the set is freed
+ * the copy is put in place and then(data, files or -errno, why) called.
+ * At the store's close before that, then is called with -ESHUTDOWN and
+ * the earlier set stays.  Without then (session_heldout), nobody hears.
+ */
+typedef void (*session_sealed_fn)(void *data, int r, const char *why);
+int session_heldout_end(struct session_sealing *j, session_sealed_fn then,
+			void *data);
 /*
  * The overlay for a verification run: *ret_src is the sealed directory,
  * *ret_dst the path inside the worktree where it must be bound read-only
@@ -750,6 +763,9 @@ struct session_verify_plan {
 	char *workspace;
 	char *heldout_src;
 	char *heldout_dst;
+	/* The session's hold on heldout_src (let go by
+	 * session_verify_plan_free): no seal replaces the set meanwhile. */
+	struct sess_hold *hold;
 	struct session_check *checks;
 	size_t n_checks;
 	char **required; /* [verify] require lines, NULL terminated */

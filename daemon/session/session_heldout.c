@@ -105,6 +105,19 @@ struct session_sealing {
 	struct copy_state cs;
 	int r;
 	char err[sizeof(((struct session_store *)0)->err)];
+	/* Waiting for the plans holding the earlier set (x->seal_next). */
+	session_sealed_fn then;
+	void *data;
+};
+
+/* A session's held-out set held by its plans: one reference for the
+ * session while it lives, one for each plan.  A plan may outlive the
+ * store (freed after spd's stop began), so the store is reached only
+ * through s, NULL once the session is freed. */
+struct sess_hold {
+	unsigned refs;
+	struct session_store *s;
+	char id[SESSION_ID_LEN + 1];
 };
 
 static void sealing_free(struct session_sealing *j)
@@ -127,7 +140,7 @@ int session_heldout_begin(struct session_store *s, const char *id,
 	s->err[0] = '\0';
 	if (r < 0)
 		return r;
-	if (x->sealing) {
+	if (x->sealing || x->seal_next) {
 		sess_seterr(s,
 			    "session %s: its held-out checks are being "
 			    "sealed; seal again once they are",
@@ -209,14 +222,16 @@ static int sealing_swap(struct session_sealing *j)
 	return r;
 }
 
-int session_heldout_end(struct session_sealing *j)
+/* The copy put in place (or not: why in why, of whylen bytes), j freed
+ * and the store's step aside ended: what session_heldout answers. */
+static int sealing_finish(struct session_sealing *j, char *why, size_t whylen)
 {
 	struct session_store *s = j->s;
 	struct sess *x = sess_find(s, j->id);
 	int r = j->r;
 
-	if (x)
-		x->sealing = false;
+	if (x && x->seal_next == j)
+		x->seal_next = NULL;
 	s->err[0] = '\0';
 	if (s->closing) {
 		sess_rm_tree(j->tmp);
@@ -225,6 +240,13 @@ int session_heldout_end(struct session_sealing *j)
 		sess_seterr(s, "%s", j->err);
 	} else if ((r = session_usable(s, j->id)) < 0) {
 		sess_rm_tree(j->tmp); /* ended meanwhile: nothing to check */
+		sess_seterr(s,
+			    "session %s: %s; the held-out checks sealed were "
+			    "not put in place",
+			    j->id,
+			    r == -ESHUTDOWN   ? "it has ended"
+			    : r == -ECANCELED ? "its attempt ended"
+					      : strerror(-r));
 	} else if ((r = sealing_swap(j)) == 0) {
 		x->info.heldout = true;
 		sess_db_update(s, x);
@@ -234,10 +256,116 @@ int session_heldout_end(struct session_sealing *j)
 			     j->cs.files == 1 ? "" : "s");
 		r = (int)j->cs.files;
 	}
+	if (why)
+		snprintf(why, whylen, "%s", s->err);
 	sealing_free(j);
 	s->aside--;
 	sess_store_closed_maybe(s);
 	return r;
+}
+
+int session_heldout_end(struct session_sealing *j, session_sealed_fn then,
+			void *data)
+{
+	struct session_store *s = j->s;
+	struct sess *x = sess_find(s, j->id);
+
+	if (x)
+		x->sealing = false;
+	/* A plan holds the earlier set: its checks bind it, and one may be
+	 * running.  The copy waits beside it until the last such plan is
+	 * freed (session_verify_plan_free); new plans wait for it. */
+	if (x && j->r >= 0 && !s->closing && x->hold && x->hold->refs > 1 &&
+	    session_usable(s, j->id) == 0) {
+		j->then = then;
+		j->data = data;
+		x->seal_next = j;
+		return -EINPROGRESS;
+	}
+	return sealing_finish(j, NULL, 0);
+}
+
+int sess_heldout_hold(struct session_store *s, struct sess *x,
+		      struct sess_hold **ret)
+{
+	if (x->seal_next) {
+		sess_seterr(s,
+			    "session %s: new held-out checks are sealed and "
+			    "wait for a running verification to end; verify "
+			    "again once it has",
+			    x->info.id);
+		return -EBUSY;
+	}
+	if (!x->hold) {
+		if (!(x->hold = calloc(1, sizeof(*x->hold))))
+			return -ENOMEM;
+		x->hold->refs = 1;
+		x->hold->s = s;
+		snprintf(x->hold->id, sizeof(x->hold->id), "%s", x->info.id);
+	}
+	x->hold->refs++;
+	*ret = x->hold;
+	return 0;
+}
+
+void sess_heldout_release(struct sess_hold *h)
+{
+	struct session_store *s;
+	struct sess *x;
+
+	if (!h)
+		return;
+	s = h->s;
+	if (--h->refs == 0) {
+		free(h);
+		return;
+	}
+	/* The last plan let the set go: the copy waiting takes its place. */
+	if (h->refs == 1 && s && (x = sess_find(s, h->id)) && x->seal_next) {
+		struct session_sealing *j = x->seal_next;
+		session_sealed_fn then = j->then;
+		void *data = j->data;
+		char why[sizeof(s->err)];
+		int r = sealing_finish(j, why, sizeof(why));
+
+		if (then)
+			then(data, r, why);
+	}
+}
+
+void sess_heldout_free(struct sess *x)
+{
+	struct sess_hold *h = x->hold;
+
+	x->hold = NULL;
+	if (h) {
+		h->s = NULL;
+		if (--h->refs == 0)
+			free(h);
+	}
+}
+
+void sess_heldout_close(struct session_store *s)
+{
+	for (struct sess *x = s->list; x; x = x->next) {
+		struct session_sealing *j = x->seal_next;
+		session_sealed_fn then;
+		void *data;
+
+		if (!j)
+			continue;
+		x->seal_next = NULL;
+		then = j->then;
+		data = j->data;
+		sess_rm_tree(j->tmp);
+		sealing_free(j);
+		s->aside--;
+		if (then)
+			then(data, -ESHUTDOWN,
+			     "spd is stopping: the held-out checks sealed "
+			     "waited for a verification, and were not put in "
+			     "place; the earlier ones stay");
+	}
 }
 
 int session_heldout(struct session_store *s, const char *id, const char *dir)
@@ -248,7 +376,7 @@ int session_heldout(struct session_store *s, const char *id, const char *dir)
 	if (r < 0)
 		return r;
 	session_heldout_work(j);
-	return session_heldout_end(j);
+	return session_heldout_end(j, NULL, NULL);
 }
 
 int session_heldout_overlay(struct session_store *s, const char *id,

@@ -53,8 +53,13 @@ struct sess {
 	/* Worktree: the agent's branch tip last taken (session_sync). */
 	git_oid synced;
 	bool synced_set;
-	bool syncing;  /* a run's sync is on another thread */
-	bool sealing;  /* its held-out checks are copied on another thread */
+	bool syncing; /* a run's sync is on another thread */
+	bool sealing; /* its held-out checks are copied on another thread */
+	/* The plans holding its held-out set (session_verify_plan), and a
+	 * sealed copy waiting for them to let it go (session_heldout_end):
+	 * a check never sees its set change or go while it runs. */
+	struct sess_hold *hold;
+	struct session_sealing *seal_next;
 	unsigned runs; /* runs in flight (session_run_begin) */
 	/* Worktree: an end's read of the whole worktree is on another
 	 * thread (session_end_read_begin): no run, file tool or checkpoint
@@ -153,6 +158,17 @@ void sess_ign_once_drop(struct sess *x);
 /* ---- labels.c ---- */
 
 void sess_prov_free(struct sess_prov *p);
+
+/* Held-out sets (session_heldout.c): x's set held for a plan (-EBUSY,
+ * said in s->err, while a new set waits to replace it), and let go (the
+ * copy waiting put in place when it was the last); x's holds let go as
+ * x is freed; the seals waiting at the store's close, answered
+ * -ESHUTDOWN (each one s->aside less). */
+int sess_heldout_hold(struct session_store *s, struct sess *x,
+		      struct sess_hold **ret);
+void sess_heldout_release(struct sess_hold *h);
+void sess_heldout_free(struct sess *x);
+void sess_heldout_close(struct session_store *s);
 
 /* ---- session_ckapply.c ---- */
 

@@ -62,6 +62,7 @@ void session_verify_plan_free(struct session_verify_plan *p)
 	free(p->workspace);
 	free(p->heldout_src);
 	free(p->heldout_dst);
+	sess_heldout_release(p->hold);
 	free(p);
 }
 
@@ -146,6 +147,8 @@ int session_verify_plan(struct session_store *s, const char *id,
 	if (!(p->readonly[0] = strdup(x->info.gitdir)))
 		goto out;
 	r = session_heldout_overlay(s, id, &p->heldout_src, &p->heldout_dst);
+	if (r == 0)
+		r = sess_heldout_hold(s, x, &p->hold);
 	if (r < 0 && r != -ENOENT)
 		goto out;
 	plan_commit(s, x, p);

@@ -1103,7 +1103,8 @@ START_TEST(test_heldout)
 	ck_assert_msg(!has(r, HELDOUT_TEXT), "verify leaks content: %s", r);
 	/* Both checks ran to exit 0: "held" read the sealed file through
 	 * the verification-only overlay. */
-	ck_assert_msg(has(r, "\"pass\":true") && has(r, "\"name\":\"held\"") &&
+	ck_assert_msg(has(r, "\"result\":{\"pass\":true") &&
+			  has(r, "\"name\":\"held\"") &&
 			  !has(r, "\"exit\":1") && !has(r, "\"exit\":-1"),
 		      "verify with held-out checks: %s", r);
 	free(r);

@@ -31,6 +31,9 @@ static char *REPO;
 /* A well-formed key that signed nothing here (32 zero bytes). */
 #define OTHER_KEY "ed25519:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
 
+/* A verification's verdict, not one of its gates, passed. */
+#define VERDICT_PASS "\"result\":{\"pass\":true"
+
 static bool has(const char *hay, const char *needle)
 {
 	return hay && strstr(hay, needle) != NULL;
@@ -153,7 +156,7 @@ static void passed_session(const char *feature, struct sess *s,
 	run_ok(s, "echo d > done.txt && git add done.txt && "
 		  "git commit -qm done");
 	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s->id);
-	ck_assert_msg(has(r, "\"pass\":true"), "verify: %s", r);
+	ck_assert_msg(has(r, VERDICT_PASS), "verify: %s", r);
 	tip = git_in(REPO, "rev-parse spd/%s", feature);
 	want = test_fmt("\"commit\":\"%s\"", tip);
 	ck_assert_msg(has(r, want) &&
@@ -368,7 +371,7 @@ START_TEST(test_uncommitted_worktree_is_no_evidence)
 	run_ok(&s, "echo x > x.txt && git add x.txt && git commit -qm x && "
 		   "echo d > done.txt");
 	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
-	ck_assert_msg(has(r, "\"pass\":true"), "verify: %s", r);
+	ck_assert_msg(has(r, VERDICT_PASS), "verify: %s", r);
 	free(r);
 	r = rpcf(NULL, "attest.show",
 		 "{\"repo\":\"%s\",\"commit\":\"spd/dirty\"}", REPO);
@@ -423,7 +426,7 @@ START_TEST(test_in_place_note_is_no_finding)
 	run_ok(&s, "echo d > done.txt");
 	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
 	tip = git_in(REPO, "rev-parse main");
-	ck_assert_msg(has(r, "\"pass\":true") && has(r, tip), "verify: %s", r);
+	ck_assert_msg(has(r, VERDICT_PASS) && has(r, tip), "verify: %s", r);
 	free(r);
 	r = git_in(REPO, "notes --ref=spd show main");
 	ck_assert_msg(has(r, "payloadType"), "the note: %s", r);
@@ -622,7 +625,7 @@ START_TEST(test_trust_from_base_not_head)
 	run_ok(&s, line);
 	free(line);
 	r = rpcf(NULL, "session.verify", "{\"id\":\"%s\"}", s.id);
-	ck_assert_msg(has(r, "\"pass\":true") && has(r, "\"notes_ref\""),
+	ck_assert_msg(has(r, VERDICT_PASS) && has(r, "\"notes_ref\""),
 		      "verify: %s", r);
 	free(r);
 	/* The head's copy names spd's key; main's does not. */

@@ -1147,6 +1147,89 @@ START_TEST(test_heldout_off_loop)
 END_TEST
 
 /*
+ * A seal sent while a verification's held-out check runs (the seal's copy
+ * is on the thread pool since issue 39): the check keeps the set it
+ * began with, whole, and passes; the seal is answered once the
+ * verification is, and then its set is the one in place.  The check is
+ * seen running (its shell, by pgrep) before the seal is sent; it reads
+ * the set 4 s after it began (before, the seal's copy of two files had
+ * replaced and removed it by then: the check failed).
+ */
+START_TEST(test_heldout_waits_for_verify)
+{
+	struct sess s = {0};
+	char *old, *nw, *more, *r, *p;
+	int fv, fs;
+	bool early = false;
+
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "cd '%s' && printf '[check \"held\"]\\n\\trun = sh "
+		    ".spd-heldout/t.sh\\n' > .spd.conf && git commit -qam "
+		    "held",
+		    REPO),
+	    0);
+	start("held", false, &s);
+	old = test_fmt("%s/old", T.dir);
+	nw = test_fmt("%s/new", T.dir);
+	ck_assert_int_eq(
+	    test_sh(NULL,
+		    "mkdir -p '%s' '%s' && echo OLD > '%s/t.txt' && echo NEW "
+		    "> '%s/t.txt' && printf 'sleep 4; grep -q OLD "
+		    ".spd-heldout/t.txt\\n' > "
+		    "'%s/t.sh' && cp '%s/t.sh' '%s/t.sh'",
+		    old, nw, old, nw, old, old, nw),
+	    0);
+	r = rpcf(NULL, "session.heldout", "{\"id\":\"%s\",\"dir\":\"%s\"}",
+		 s.id, old);
+	ck_assert_msg(has(r, "\"files\":2"), "heldout: %.300s", r);
+	free(r);
+
+	fv = send_call("session.verify", s.id);
+	/* The check's shell, seen from here (a verification's workspace
+	 * is read-only to it). */
+	if (test_sh(NULL, "for i in $(seq 600); do pgrep -f '^sh "
+			  "[.]spd-heldout/t[.]sh' >/dev/null && exit 0; "
+			  "sleep 0.05; done; exit 1") != 0) {
+		r = readable(fv) ? test_recv_line(fv, 1000) : NULL;
+		ck_abort_msg("the held-out check did not start: %.500s",
+			     r ? r : "no reply yet");
+	}
+	more = test_fmt(",\"dir\":\"%s\"", nw);
+	fs = send_call_more("session.heldout", s.id, more);
+	/* The seal must not answer (nor swap the set) before the
+	 * verification has: which answer comes first. */
+	for (int i = 0; i < 1200 && !readable(fv); i++) {
+		if ((early = readable(fs)))
+			break;
+		usleep(50 * 1000);
+	}
+	r = test_recv_line(fv, 60000);
+	ck_assert_msg(has(r, "\"result\":{\"pass\":true"),
+		      "the check lost its held-out set: %.500s",
+		      r ? r : "no reply");
+	free(r);
+	ck_assert_msg(!early, "the seal was answered while the check ran");
+	r = test_recv_line(fs, 60000);
+	ck_assert_msg(has(r, "\"files\":2"), "heldout: %.300s",
+		      r ? r : "no reply");
+	free(r);
+	p = test_fmt("%s/heldout/%s/t.txt", T.state, s.id);
+	r = test_read_file(p);
+	ck_assert_msg(r && strcmp(r, "NEW\n") == 0, "%s: %s", p,
+		      r ? r : "none");
+	free(r);
+	free(p);
+	close(fv);
+	close(fs);
+	free(more);
+	free(old);
+	free(nw);
+	free(s.wt);
+}
+END_TEST
+
+/*
  * Two runs of one session, the second ending while spd takes the
  * first's commit of 4,000 files on the thread pool (it waits for the
  * agent's HEAD to move, then commits on top at once): it waits for that
@@ -1739,6 +1822,7 @@ static Suite *loop_suite(void)
 	tcase_add_test(tc, test_restore_off_loop);
 	tcase_add_test(tc, test_stop_while_restoring);
 	tcase_add_test(tc, test_heldout_off_loop);
+	tcase_add_test(tc, test_heldout_waits_for_verify);
 	tcase_add_test(tc, test_older_session_upgraded);
 	tcase_add_test(tc, test_checkpoints_and_restore);
 	tcase_add_test(tc, test_first_checkpoint_waits_for_the_watch);

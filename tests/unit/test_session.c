@@ -1852,6 +1852,140 @@ static int fake_runner(void *data, const struct session_verify_plan *plan,
 	return 0;
 }
 
+/* The runner of test_heldout_held: while the verification's check
+ * runs, a new set is sealed; the check still sees its own, whole. */
+static struct fx *held_f;
+static const char *held_id, *held_new;
+static int held_then_r = -1000, held_checked;
+
+static void held_then(void *data, int r, const char *why)
+{
+	(void)data;
+	(void)why;
+	held_then_r = r;
+}
+
+static char *held_text(const struct session_verify_plan *plan)
+{
+	char *p = paths_join(plan->heldout_src, "t.txt");
+	char *t = test_read_file(p);
+
+	free(p);
+	return t;
+}
+
+static int held_runner(void *data, const struct session_verify_plan *plan,
+		       size_t i, session_check_done_fn done, void *ctx)
+{
+	struct session_verify_plan *other = NULL;
+	struct session_sealing *j = NULL;
+	char *t;
+
+	(void)data;
+	ck_assert_ptr_nonnull(plan->heldout_src);
+	t = held_text(plan);
+	ck_assert_str_eq(t, "OLD\n");
+	free(t);
+	/* Sealed while the check runs: the copy waits beside the set. */
+	ck_assert_int_eq(
+	    session_heldout_begin(held_f->s, held_id, held_new, &j), 0);
+	session_heldout_work(j);
+	ck_assert_int_eq(session_heldout_end(j, held_then, NULL), -EINPROGRESS);
+	t = held_text(plan);
+	ck_assert_msg(strcmp(t, "OLD\n") == 0,
+		      "the running check's held-out set changed under it: %s",
+		      t);
+	free(t);
+	ck_assert_int_eq(held_then_r, -1000);
+	/* No new verification starts on the set about to go, and why. */
+	ck_assert_int_eq(session_verify_plan(held_f->s, held_id, &other),
+			 -EBUSY);
+	ck_assert_ptr_nonnull(
+	    strstr(session_store_error(held_f->s), "verification"));
+	/* Nor a second seal. */
+	ck_assert_int_eq(session_heldout(held_f->s, held_id, held_new), -EBUSY);
+	held_checked++;
+	done(ctx, i == 0 ? 0 : 1, NULL);
+	return 0;
+}
+
+/*
+ * A seal while a verification runs (issue 39 put the seal's copy on the
+ * thread pool): the running check keeps the set it began with, whole,
+ * and the new set takes its place once the verification's plan is
+ * freed; a stop before then says the new set was not put in place.
+ */
+START_TEST(test_heldout_held)
+{
+	static const char conf[] = "[check \"unit\"]\n\trun = make check\n";
+	struct fx f;
+	struct call c;
+	struct session_info *i;
+	struct session_verify_plan *plan = NULL;
+	struct session_sealing *j = NULL;
+	char *old, *nw, *p, *src, *dst, *t;
+
+	fx_init(&f, conf);
+	i = start(&f, "hh", false, NULL);
+	old = paths_join(f.root, "old");
+	nw = paths_join(f.root, "new");
+	mkdir(old, 0700);
+	mkdir(nw, 0700);
+	p = paths_join(old, "t.txt");
+	test_write_file(p, "OLD\n");
+	free(p);
+	p = paths_join(nw, "t.txt");
+	test_write_file(p, "NEW\n");
+	free(p);
+	ck_assert_int_eq(session_heldout(f.s, i->id, old), 1);
+
+	held_f = &f;
+	held_id = i->id;
+	held_new = nw;
+	session_store_set_check_runner(f.s, held_runner, NULL);
+	ck_assert(call(&c, &f, m_session_verify,
+		       json_pack("{s:s}", "id", i->id), NULL));
+	ck_assert(json_is_true(json_object_get(c.result, "pass")));
+	call_free(&c);
+	ck_assert_int_eq(held_checked, 1);
+	/* The verification's plan was freed: the new set is in place. */
+	ck_assert_int_eq(held_then_r, 1);
+	ck_assert_int_eq(session_heldout_overlay(f.s, i->id, &src, &dst), 0);
+	p = paths_join(src, "t.txt");
+	t = test_read_file(p);
+	ck_assert_str_eq(t, "NEW\n");
+	free(t);
+	free(p);
+	ck_assert_str_eq(f.last_kind, "session.heldout");
+
+	/* spd stops while a seal waits: it is answered, the earlier set
+	 * stays, and the plan freed after the store is harmless. */
+	ck_assert_int_eq(session_verify_plan(f.s, i->id, &plan), 0);
+	held_then_r = -1000;
+	ck_assert_int_eq(session_heldout_begin(f.s, i->id, old, &j), 0);
+	session_heldout_work(j);
+	ck_assert_int_eq(session_heldout_end(j, held_then, NULL), -EINPROGRESS);
+	session_store_free(f.s);
+	f.s = NULL;
+	ck_assert_int_eq(held_then_r, -ESHUTDOWN);
+	session_verify_plan_free(plan);
+	p = paths_join(src, "t.txt");
+	t = test_read_file(p);
+	ck_assert_str_eq(t, "NEW\n");
+	free(t);
+	free(p);
+	p = test_fmt("%s.new", src);
+	ck_assert_msg(!exists(p), "the waiting copy was left: %s", p);
+	free(p);
+	free(src);
+	free(dst);
+	free(old);
+	free(nw);
+	session_info_free(i);
+	fx_done(&f);
+}
+END_TEST
+
 START_TEST(test_handlers)
 {
 	static const char conf[] = "[check \"unit\"]\n\trun = make check\n";
@@ -2228,6 +2362,7 @@ int main(void)
 	tcase_add_test(tc, test_verify_no_checks);
 	tcase_add_test(tc, test_list_show);
 	tcase_add_test(tc, test_handlers);
+	tcase_add_test(tc, test_heldout_held);
 	tcase_add_test(tc, test_start_walks_links_ahead);
 	tcase_add_test(tc, test_restart_walks_recent);
 	tcase_add_test(tc, test_journal);
