@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "sandboxd/linux/links.h"
 #include "sandboxd/linux/mount.h"
+#include "sandboxd/linux/steps.h"
 #include "proto/sandbox.h"
 
 /*
@@ -113,6 +114,10 @@ struct links_walk {
 	int pass;
 	bool dirs; /* pass 2 binds whole directories (LINKS_EACH_MAX) */
 	uint64_t hide_dev, hide_ino; /* the plan's hidden directory */
+	/* links_judge under the root it judges: a file's (dev, d_ino) as
+	 * getdents64 gives it names the file pass 1 counted (links_by_ino),
+	 * so its slot is found without a statx of the name. */
+	bool by_ino;
 	/* Pass 2, per depth: the directory's own names are read-only by a
 	 * directory bound whole (its own or one above it on its mount), and
 	 * its mount (links_judge's too). */
@@ -384,13 +389,31 @@ enum {
  * 1 saw a multi-linked file there
  * (without, each is counted the run's unread).  A mount point is bound
  * on its own, and counts as neither. */
-static int links_judge_file(struct links_walk *w, int dfd, const char *name,
+static int links_judge_file(struct links_walk *w, int dfd,
+			    const struct links_dirent *d, uint64_t dev,
 			    bool multi, uint32_t *nshort, uint32_t *nown)
 {
+	const char *name = d->d_name;
+	struct links_slot *s;
 	struct statx sx;
 
 	if (!multi) {
 		(*nown)++;
+		return 0;
+	}
+	/* A multi-linked file pass 1 counted: its counts are the slot's.
+	 * Decided on pass 1's link count, where the statx below reads it
+	 * now: the judge only groups names into directories bound whole
+	 * (more read-only, never less), and pass 2 judges each name it
+	 * binds on its own as it is then (links_protect).  Pass 1's walk of
+	 * the store-linked bench workspace took 37 ms and this pass 31 ms
+	 * with a statx of each name (bench/README.md, note 3). */
+	if (w->by_ino && (s = links_slot(w, dev, d->d_ino, false)) != NULL &&
+	    (s->flags & LS_FILE)) {
+		if (s->count < s->nlink)
+			(*nshort)++;
+		else
+			(*nown)++;
 		return 0;
 	}
 	if (statx(dfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
@@ -520,7 +543,7 @@ static int links_judge(struct links_walk *w, int dfd, unsigned depth, bool git)
 				r = links_judge_dir(w, dfd, name, depth, git,
 						    mnt, &nwhole, &nopen);
 			else if (type == DT_REG)
-				r = links_judge_file(w, dfd, name,
+				r = links_judge_file(w, dfd, d, dev,
 						     f1 & LS_MULTI, &nshort,
 						     &nown);
 			else
@@ -661,6 +684,33 @@ static int links_dir(struct links_walk *w, int dfd, unsigned depth)
  * then pass 2 binds. */
 #define LINKS_JUDGE 0
 
+static bool links_no_submounts(int root);
+
+/*
+ * Whether links_judge may find a file's slot by the d_ino getdents64
+ * gives its name (w->by_ino): on a file system whose d_ino is the inode
+ * statx reads (ext4, XFS, btrfs, tmpfs; not overlayfs nor FUSE), with
+ * nothing mounted below root, so that no name is a mount point showing
+ * another file than its d_ino.
+ */
+static bool links_by_ino(int root)
+{
+	struct statfs sfs;
+
+	if (fstatfs(root, &sfs) < 0)
+		return false;
+	switch ((unsigned long)sfs.f_type) {
+	case EXT4_SUPER_MAGIC:
+	case XFS_SUPER_MAGIC:
+	case BTRFS_SUPER_MAGIC:
+	case TMPFS_MAGIC:
+		break;
+	default:
+		return false;
+	}
+	return links_no_submounts(root);
+}
+
 static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
 {
 	int r = 0;
@@ -678,6 +728,8 @@ static int links_pass(struct links_walk *w, const struct mountplan *p, int pass)
 				continue;
 			return -errno;
 		}
+		if (pass == LINKS_JUDGE)
+			w->by_ino = links_by_ino(fd);
 		r = pass == LINKS_JUDGE ? links_judge(w, fd, 0, false)
 					: links_dir(w, fd, 0);
 		close(fd);
@@ -979,12 +1031,19 @@ int links_check(const struct mountplan *p, const char *hide_src,
 			}
 			memset(w.slots, 0, LINKS_SLOTS_MIN * sizeof(*w.slots));
 		}
+		/* Each pass a step of the trace (bench/README.md, note 3:
+		 * what a first run spends past its walk). */
 		r = links_pass(&w, p, 1);
+		spawn_step("links.pass1");
 		w.dirs = r == 0 && links_names_short(&w) > LINKS_EACH_MAX;
-		if (r == 0 && w.dirs)
+		if (r == 0 && w.dirs) {
 			r = links_pass(&w, p, LINKS_JUDGE);
-		if (r == 0 && w.nshort)
+			spawn_step("links.judge");
+		}
+		if (r == 0 && w.nshort) {
 			r = links_pass(&w, p, 2);
+			spawn_step("links.pass2");
+		}
 	} else if (r == 1) {
 		r = 0;
 	}
