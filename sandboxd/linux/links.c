@@ -1038,7 +1038,9 @@ int links_check(const struct mountplan *p, const char *hide_src,
 		w.dirs = r == 0 && links_names_short(&w) > LINKS_EACH_MAX;
 		if (r == 0 && w.dirs) {
 			r = links_pass(&w, p, LINKS_JUDGE);
-			spawn_step("links.judge");
+			/* Which way it found files' counts (links_by_ino). */
+			spawn_step(w.by_ino ? "links.judge_ino"
+					    : "links.judge");
 		}
 		if (r == 0 && w.nshort) {
 			r = links_pass(&w, p, 2);
