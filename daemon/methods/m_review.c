@@ -843,6 +843,12 @@ static bool end_checked(struct call *c, const char *id, bool discard)
 	}
 	session_verify_plan_free(plan);
 	plan = NULL;
+	/* New held-out checks wait for a verification: the end waits for
+	 * them too, rather than end without its checks. */
+	if (r == -EALREADY) {
+		ms_fail(c, r, id);
+		return true;
+	}
 	if (r < 0) {
 		snprintf(why, sizeof(why), "the checks cannot run: %s",
 			 r == -ECANCELED ? "the session's attempt ended"
@@ -901,6 +907,14 @@ static void end_planned(struct call *c, int r, struct session_verify_plan *plan,
 		call_error(c, RPC_E_INTERNAL, NULL,
 			   "spd is stopping: the session was not ended; its "
 			   "work is on its branch");
+		return;
+	}
+	if (r == -EALREADY) {
+		json_decref(report);
+		call_error(c, RPC_E_BAD_REQUEST, NULL,
+			   "%s; the session was not ended; its work is on its "
+			   "branch",
+			   session_store_error(ms_store(c)));
 		return;
 	}
 	if (r < 0) {

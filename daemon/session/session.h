@@ -716,7 +716,9 @@ void session_heldout_work(struct session_sealing *j);
  * While a verification's plan holds the session's earlier set (its
  * checks bind it; a check running sees it whole), the copy waits beside
  * it: session_heldout_end answers -EINPROGRESS, no new plan is made
- * (-EBUSY, saying why), and once the last plan holding the set is freed
+ * (session_verify_plan: -EALREADY, saying why; a verify, merge or end
+ * is refused, never run or ended without its checks), and once the
+ * last plan holding the set is freed
  * the copy is put in place and then(data, files or -errno, why) called.
  * At the store's close before that, then is called with -ESHUTDOWN and
  * the earlier set stays.  Without then (session_heldout), nobody hears.

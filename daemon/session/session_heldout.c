@@ -291,10 +291,10 @@ int sess_heldout_hold(struct session_store *s, struct sess *x,
 	if (x->seal_next) {
 		sess_seterr(s,
 			    "session %s: new held-out checks are sealed and "
-			    "wait for a running verification to end; verify "
-			    "again once it has",
+			    "wait for a running verification to end; verify, "
+			    "merge or end once it has",
 			    x->info.id);
-		return -EBUSY;
+		return -EALREADY;
 	}
 	if (!x->hold) {
 		if (!(x->hold = calloc(1, sizeof(*x->hold))))

@@ -1899,7 +1899,7 @@ static int held_runner(void *data, const struct session_verify_plan *plan,
 	ck_assert_int_eq(held_then_r, -1000);
 	/* No new verification starts on the set about to go, and why. */
 	ck_assert_int_eq(session_verify_plan(held_f->s, held_id, &other),
-			 -EBUSY);
+			 -EALREADY);
 	ck_assert_ptr_nonnull(
 	    strstr(session_store_error(held_f->s), "verification"));
 	/* Nor a second seal. */
@@ -1958,11 +1958,37 @@ START_TEST(test_heldout_held)
 	free(p);
 	ck_assert_str_eq(f.last_kind, "session.heldout");
 
+	/* An end while a seal waits is refused, not ended without its
+	 * checks; once the plan holding the set goes, it ends verified. */
+	ck_assert_int_eq(session_verify_plan(f.s, i->id, &plan), 0);
+	held_then_r = -1000;
+	ck_assert_int_eq(session_heldout(f.s, i->id, old), -EINPROGRESS);
+	session_store_set_check_runner(f.s, fake_runner, NULL);
+	fake_exits[0] = 0;
+	ck_assert(!call(&c, &f, m_session_end, json_pack("{s:s}", "id", i->id),
+			NULL));
+	ck_assert_int_eq(c.err, RPC_E_BAD_REQUEST);
+	call_free(&c);
+	{
+		struct session_info *now = NULL;
+
+		ck_assert_int_eq(session_get(f.s, i->id, &now), 0);
+		ck_assert_int_eq(now->state, SESSION_ACTIVE);
+		session_info_free(now);
+	}
+	session_verify_plan_free(plan);
+	plan = NULL;
+	p = paths_join(src, "t.txt");
+	t = test_read_file(p);
+	ck_assert_str_eq(t, "OLD\n");
+	free(t);
+	free(p);
+
 	/* spd stops while a seal waits: it is answered, the earlier set
 	 * stays, and the plan freed after the store is harmless. */
 	ck_assert_int_eq(session_verify_plan(f.s, i->id, &plan), 0);
 	held_then_r = -1000;
-	ck_assert_int_eq(session_heldout_begin(f.s, i->id, old, &j), 0);
+	ck_assert_int_eq(session_heldout_begin(f.s, i->id, nw, &j), 0);
 	session_heldout_work(j);
 	ck_assert_int_eq(session_heldout_end(j, held_then, NULL), -EINPROGRESS);
 	session_store_free(f.s);
@@ -1971,7 +1997,7 @@ START_TEST(test_heldout_held)
 	session_verify_plan_free(plan);
 	p = paths_join(src, "t.txt");
 	t = test_read_file(p);
-	ck_assert_str_eq(t, "NEW\n");
+	ck_assert_str_eq(t, "OLD\n");
 	free(t);
 	free(p);
 	p = test_fmt("%s.new", src);
