@@ -861,10 +861,13 @@ static int session_heldout(struct cmd_ctx *ctx, int argc, char **argv)
 	if (ctx->json)
 		print_json(res);
 	else
-		printf("sealed %lld held-out file(s) for session %s\n",
+		printf("sealed %lld held-out file(s) for session %s%s\n",
 		       (long long)json_integer_value(
 			   json_object_get(res, "files")),
-		       argv[2]);
+		       argv[2],
+		       json_is_true(json_object_get(res, "waited"))
+			   ? ", once its running verification had ended"
+			   : "");
 	json_decref(res);
 	return 0;
 }

@@ -408,7 +408,9 @@ static void seal_work(void *data)
 	session_heldout_work(sj->j);
 }
 
-static void seal_reply(struct call *c, int r)
+/* waited: the copy waited for a verification holding the earlier set
+ * (the reply says so: the seal took that long). */
+static void seal_reply(struct call *c, int r, bool waited)
 {
 	if (r < 0 && ms_store(c))
 		ms_fail(c, r, ms_param(c, "id"));
@@ -416,8 +418,9 @@ static void seal_reply(struct call *c, int r)
 		call_error(c, RPC_E_INTERNAL, NULL,
 			   "spd is stopping: nothing was sealed");
 	else
-		call_reply(c, json_pack("{s:s, s:i}", "id", ms_param(c, "id"),
-					"files", r));
+		call_reply(c,
+			   json_pack("{s:s, s:i, s:b}", "id", ms_param(c, "id"),
+				     "files", r, "waited", waited));
 }
 
 /* The copy waited for a verification holding the earlier set: the
@@ -434,7 +437,7 @@ static void seal_later(void *data, int r, const char *why)
 							  : RPC_E_INTERNAL,
 			   NULL, "%s", why && why[0] ? why : strerror(-r));
 	else
-		seal_reply(c, r);
+		seal_reply(c, r, true);
 }
 
 static void seal_done(void *data)
@@ -445,7 +448,7 @@ static void seal_done(void *data)
 	free(data);
 	r = session_heldout_end(sj.j, seal_later, sj.c);
 	if (r != -EINPROGRESS)
-		seal_reply(sj.c, r);
+		seal_reply(sj.c, r, false);
 }
 
 void m_session_heldout(struct call *c)

@@ -1211,8 +1211,8 @@ START_TEST(test_heldout_waits_for_verify)
 	free(r);
 	ck_assert_msg(!early, "the seal was answered while the check ran");
 	r = test_recv_line(fs, 60000);
-	ck_assert_msg(has(r, "\"files\":2"), "heldout: %.300s",
-		      r ? r : "no reply");
+	ck_assert_msg(has(r, "\"files\":2") && has(r, "\"waited\":true"),
+		      "heldout: %.300s", r ? r : "no reply");
 	free(r);
 	p = test_fmt("%s/heldout/%s/t.txt", T.state, s.id);
 	r = test_read_file(p);
