@@ -35,8 +35,16 @@ const char *ms_param(struct call *c, const char *name)
 void ms_fail(struct call *c, int r, const char *id)
 {
 	struct session_store *s = ms_store(c);
-	const char *why = s ? session_store_error(s) : "";
 
+	ms_fail_why(c, r, id, s ? session_store_error(s) : "");
+}
+
+void ms_fail_why(struct call *c, int r, const char *id, const char *why)
+{
+	struct session_store *s = ms_store(c);
+
+	if (!why)
+		why = "";
 	switch (r) {
 	case -ENOENT:
 		call_error(c, RPC_E_BAD_PARAMS, NULL, "%s",
@@ -429,13 +437,8 @@ static void seal_later(void *data, int r, const char *why)
 {
 	struct call *c = data;
 
-	if (r == -ECANCELED && ms_store(c))
-		ms_fail(c, r, ms_param(c, "id"));
-	else if (r < 0)
-		call_error(c,
-			   r == -ESHUTDOWN || r == -EBUSY ? RPC_E_BAD_REQUEST
-							  : RPC_E_INTERNAL,
-			   NULL, "%s", why && why[0] ? why : strerror(-r));
+	if (r < 0)
+		ms_fail_why(c, r, ms_param(c, "id"), why);
 	else
 		seal_reply(c, r, true);
 }

@@ -21,6 +21,9 @@ struct session_store *ms_store(struct call *c);
 const char *ms_param(struct call *c, const char *name);
 /* Finish c with the error that matches r from daemon/session. */
 void ms_fail(struct call *c, int r, const char *id);
+/* ms_fail with why in place of the store's last error (a step that ended
+ * after others may have set it since). */
+void ms_fail_why(struct call *c, int r, const char *id, const char *why);
 /* True when the store is there; else c is finished with an error. */
 bool ms_have_store(struct call *c);
 /*

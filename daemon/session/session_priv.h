@@ -159,8 +159,9 @@ void sess_ign_once_drop(struct sess *x);
 
 void sess_prov_free(struct sess_prov *p);
 
-/* Held-out sets (session_heldout.c): x's set held for a plan (-EBUSY,
- * said in s->err, while a new set waits to replace it), and let go (the
+/* Held-out sets (session_heldout.c): x's set held for a plan
+ * (-EALREADY, said in s->err, while a new set waits to replace it; not
+ * -EBUSY, which an end's own read answers), and let go (the
  * copy waiting put in place when it was the last); x's holds let go as
  * x is freed; the seals waiting at the store's close, answered
  * -ESHUTDOWN (each one s->aside less). */
